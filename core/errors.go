@@ -1,0 +1,69 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors returned by the engine and every store. Transports map each
+// to one wire status in a single table.
+var (
+	// ErrNotFound is returned when no job or topic has the given name.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict is returned when the job's state forbids the operation:
+	// an id in use, a reserved job replaced or cancelled.
+	ErrConflict = errors.New("conflict")
+	// ErrLeaseLost is returned when a lease is not the job's current lease
+	// or has expired. It is a conflict.
+	ErrLeaseLost = fmt.Errorf("%w: lease lost", ErrConflict)
+	// ErrInvalidArgument is wrapped by every validation error.
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrTooLarge is returned when a body or batch exceeds its limit.
+	ErrTooLarge = errors.New("too large")
+	// ErrUnavailable is returned when the backend cannot be reached; callers
+	// may retry later.
+	ErrUnavailable = errors.New("unavailable")
+	// ErrClosed is returned by a store or engine used after Close or Stop.
+	ErrClosed = fmt.Errorf("%w: closed", ErrUnavailable)
+)
+
+// FieldError is a validation error that names the offending field.
+type FieldError struct {
+	// Field is the JSON name of the bad field, empty for the whole request.
+	Field string
+	// Message says what is wrong, for people.
+	Message string
+	// Err is ErrInvalidArgument or ErrTooLarge.
+	Err error
+}
+
+// Error implements error.
+func (e *FieldError) Error() string { return e.Message }
+
+// Unwrap lets errors.Is match ErrInvalidArgument or ErrTooLarge.
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// Invalid returns a FieldError wrapping ErrInvalidArgument.
+func Invalid(field, format string, args ...any) error {
+	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...), Err: ErrInvalidArgument}
+}
+
+// TooLarge returns a FieldError wrapping ErrTooLarge.
+func TooLarge(field, format string, args ...any) error {
+	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...), Err: ErrTooLarge}
+}
+
+// ConflictError is ErrConflict with the job that caused it, so a transport
+// can show the existing job.
+type ConflictError struct {
+	// Job is the existing job, when known.
+	Job *Job
+	// Message says what conflicted.
+	Message string
+}
+
+// Error implements error.
+func (e *ConflictError) Error() string { return e.Message }
+
+// Is matches ErrConflict.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }

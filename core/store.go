@@ -1,0 +1,159 @@
+package core
+
+import (
+	"context"
+	"time"
+)
+
+// Store keeps jobs and topic configurations durably and promotes jobs when
+// they are due. Every backend implements it and passes core/storetest.
+//
+// Jobs handed to a store are validated and complete: the engine fills id,
+// run_at (UTC, ms precision), ttr and max_attempts. Jobs returned are copies
+// the caller may change. Times are compared with the store's clock.
+type Store interface {
+	// PutJobs stores a batch of jobs, each on its own: the result has one
+	// entry per job, in order, nil on success. A per-job error is a
+	// *ConflictError (ErrConflict) carrying the existing job when the id
+	// names a job that is not finished (create), or is reserved (replace).
+	// A finished job (done, cancelled) with the same id is overwritten.
+	// The returned error is an infrastructure failure, with no per-job
+	// results; some jobs may have been stored.
+	//
+	// Stored jobs get State scheduled, Attempt 0, CreatedAt now (kept on
+	// replace); a job whose run_at has passed is ready at once.
+	PutJobs(ctx context.Context, params *PutJobsParams) ([]PutResult, error)
+
+	// GetJob returns the job with that id, with its current state: a
+	// scheduled job whose run_at has passed is reported ready. Finished
+	// jobs are found for the retention period. Errors: ErrNotFound.
+	GetJob(ctx context.Context, id string) (*Job, error)
+
+	// CancelJob cancels a scheduled, ready or dead job: it becomes
+	// cancelled and is never delivered again. Errors: ErrNotFound (unknown
+	// or already finished, so a second cancel gets ErrNotFound),
+	// ErrConflict while reserved.
+	CancelJob(ctx context.Context, id string) error
+
+	// ClaimJobs takes up to params.Max due jobs of a topic in run_at order
+	// and reserves each with a fresh lease for the job's TTR. It waits up
+	// to params.Wait for the first due job (woken by arrival or due time,
+	// never by a busy poll) and returns an empty slice, not an error, when
+	// the wait or ctx runs out. Each job returned has State reserved,
+	// Attempt incremented, Lease and LeaseExpiresAt set.
+	//
+	// A reserved job whose lease expired is due again: it is claimed with
+	// Attempt incremented, unless it had used all its attempts, in which
+	// case it goes dead with LastError "lease expired".
+	ClaimJobs(ctx context.Context, params *ClaimJobsParams) ([]*Job, error)
+
+	// AckJob marks a reserved job done. Errors: ErrNotFound,
+	// ErrLeaseLost when the lease is not current or expired.
+	AckJob(ctx context.Context, params *AckJobParams) error
+
+	// RetryJob ends a delivery as failed and schedules the job again at
+	// params.RunAt with LastError set. Errors: ErrNotFound, ErrLeaseLost.
+	RetryJob(ctx context.Context, params *RetryJobParams) error
+
+	// BuryJob ends a delivery as failed for good: the job goes dead with
+	// LastError set. Errors: ErrNotFound, ErrLeaseLost.
+	BuryJob(ctx context.Context, params *BuryJobParams) error
+
+	// TouchJob extends a lease to now + the job's TTR and returns the job
+	// with the new LeaseExpiresAt. Errors: ErrNotFound, ErrLeaseLost.
+	TouchJob(ctx context.Context, params *TouchJobParams) (*Job, error)
+
+	// RequeueJob makes a dead job ready now with Attempt 0 (a fresh
+	// attempt count). Errors: ErrNotFound, ErrConflict when not dead.
+	RequeueJob(ctx context.Context, id string) error
+
+	// ListDeadJobs returns up to params.Limit dead jobs of a topic, oldest
+	// death first.
+	ListDeadJobs(ctx context.Context, params *ListDeadJobsParams) ([]*Job, error)
+
+	// PutTopic stores a topic configuration (Configured set), replacing any.
+	PutTopic(ctx context.Context, topic *Topic) error
+
+	// GetTopic returns a topic with its counts. A topic that has jobs but no
+	// configuration is returned with Configured false. Errors: ErrNotFound.
+	GetTopic(ctx context.Context, name string) (*Topic, error)
+
+	// DeleteTopic drops a topic's configuration; its jobs stay. Errors:
+	// ErrNotFound when it had none.
+	DeleteTopic(ctx context.Context, name string) error
+
+	// ListTopics returns every topic that is configured or has had jobs,
+	// with counts, sorted by name.
+	ListTopics(ctx context.Context) ([]*Topic, error)
+
+	// Ping checks that the backend answers.
+	Ping(ctx context.Context) error
+
+	// Close releases the store's resources. Idempotent. Claims waiting in
+	// ClaimJobs return.
+	Close() error
+}
+
+// PutJobsParams are the arguments of Store.PutJobs.
+type PutJobsParams struct {
+	// Jobs to store, complete and valid.
+	Jobs []*Job
+	// Replace creates or replaces (reschedules) each job; otherwise an id
+	// in use is a conflict.
+	Replace bool
+}
+
+// PutResult is the outcome of one job of PutJobs.
+type PutResult struct {
+	// Err is nil on success, else a *ConflictError.
+	Err error
+	// Replaced is true when an existing unfinished job was replaced.
+	Replaced bool
+}
+
+// ClaimJobsParams are the arguments of Store.ClaimJobs.
+type ClaimJobsParams struct {
+	// Topic to claim from.
+	Topic string
+	// Max is the most jobs returned, at least 1.
+	Max int
+	// Wait is how long to wait for the first due job; 0 answers at once.
+	Wait time.Duration
+}
+
+// AckJobParams are the arguments of Store.AckJob.
+type AckJobParams struct {
+	ID    string
+	Lease string
+}
+
+// RetryJobParams are the arguments of Store.RetryJob.
+type RetryJobParams struct {
+	ID    string
+	Lease string
+	// RunAt is when to deliver again.
+	RunAt time.Time
+	// Error is why the attempt failed.
+	Error string
+}
+
+// BuryJobParams are the arguments of Store.BuryJob.
+type BuryJobParams struct {
+	ID    string
+	Lease string
+	// Error is why the job gave up.
+	Error string
+}
+
+// TouchJobParams are the arguments of Store.TouchJob.
+type TouchJobParams struct {
+	ID    string
+	Lease string
+}
+
+// ListDeadJobsParams are the arguments of Store.ListDeadJobs.
+type ListDeadJobsParams struct {
+	Topic string
+	// Limit bounds the answer, at least 1.
+	Limit int
+}

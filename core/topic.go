@@ -1,0 +1,164 @@
+package core
+
+import (
+	"cmp"
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// Delivery types of API.md.
+const (
+	// DeliveryConsumer leaves jobs to pull and WebSocket consumers (the default).
+	DeliveryConsumer = "consumer"
+	// DeliveryWebhook posts each job to a URL.
+	DeliveryWebhook = "webhook"
+	// DeliveryNATS publishes each job on a NATS subject.
+	DeliveryNATS = "nats"
+)
+
+// Topic is a topic's configuration, shared by every instance through the
+// store. Zero fields take the defaults.
+type Topic struct {
+	// Name is the topic name.
+	Name string `json:"name"`
+	// Delivery says how due jobs leave delayq.
+	Delivery Delivery `json:"delivery"`
+	// TTR is the default time to run of the topic's jobs.
+	TTR time.Duration `json:"ttr,omitempty"`
+	// MaxAttempts is the default attempt limit of the topic's jobs.
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	// Backoff spaces out retries of failed attempts.
+	Backoff Backoff `json:"backoff"`
+	// Concurrency bounds deliveries in flight per instance for push
+	// deliveries (webhook, nats). Defaults to ConcurrencyDefault.
+	Concurrency int `json:"concurrency,omitempty"`
+	// Configured is false for a topic that has jobs but was never set.
+	Configured bool `json:"configured"`
+	// Counts holds the topic's job counts when listed; stores fill it.
+	Counts Counts `json:"-"`
+}
+
+// Delivery configures how a topic's due jobs are delivered.
+type Delivery struct {
+	// Type is DeliveryConsumer, DeliveryWebhook or DeliveryNATS.
+	Type string `json:"type,omitempty"`
+	// URL is the webhook endpoint.
+	URL string `json:"url,omitempty"`
+	// Timeout bounds one webhook attempt. Defaults to 10s.
+	Timeout time.Duration `json:"timeout,omitempty"`
+	// Secret signs webhook bodies (Delayq-Signature) when set.
+	Secret string `json:"secret,omitempty"`
+	// Success is an optional condition over the webhook's answer, such as
+	// `status == 200 && body.code == 0`; without it any 2xx succeeds.
+	Success string `json:"success,omitempty"`
+	// Subject is the NATS subject; defaults to delayq.deliver.<topic>.
+	Subject string `json:"subject,omitempty"`
+}
+
+// Backoff is an exponential backoff with jitter.
+type Backoff struct {
+	// Initial is the delay after the first failed attempt. Defaults to 1s.
+	Initial time.Duration `json:"initial,omitempty"`
+	// Max caps the delay. Defaults to 1h.
+	Max time.Duration `json:"max,omitempty"`
+	// Factor multiplies the delay after each failure. Defaults to 2.
+	Factor float64 `json:"factor,omitempty"`
+	// Jitter spreads each delay uniformly by ±Jitter of itself, 0 to 1.
+	// Defaults to 0.2; a negative value means none.
+	Jitter float64 `json:"jitter,omitempty"`
+}
+
+// Topic defaults.
+const (
+	// ConcurrencyDefault bounds in-flight push deliveries per topic and instance.
+	ConcurrencyDefault = 16
+	// ConcurrencyMax is the largest concurrency a topic may set.
+	ConcurrencyMax = 10000
+	// WebhookTimeoutDefault bounds one webhook attempt.
+	WebhookTimeoutDefault = 10 * time.Second
+)
+
+// WithDefaults returns the topic with every unset field at its default.
+func (t Topic) WithDefaults() Topic {
+	t.Delivery.Type = cmp.Or(t.Delivery.Type, DeliveryConsumer)
+	if t.Delivery.Type == DeliveryWebhook {
+		t.Delivery.Timeout = cmp.Or(t.Delivery.Timeout, WebhookTimeoutDefault)
+	}
+	if t.Delivery.Type == DeliveryNATS {
+		t.Delivery.Subject = cmp.Or(t.Delivery.Subject, "delayq.deliver."+t.Name)
+	}
+	t.TTR = cmp.Or(t.TTR, TTRDefault)
+	t.MaxAttempts = cmp.Or(t.MaxAttempts, MaxAttemptsDefault)
+	t.Concurrency = cmp.Or(t.Concurrency, ConcurrencyDefault)
+	t.Backoff = t.Backoff.WithDefaults()
+	return t
+}
+
+// Validate checks the fields that core knows; the engine asks the delivery
+// transport to check the rest (URL, condition, subject).
+func (t *Topic) Validate() error {
+	if err := ValidateTopicName(t.Name); err != nil {
+		return err
+	}
+	switch t.Delivery.Type {
+	case "", DeliveryConsumer, DeliveryWebhook, DeliveryNATS:
+	default:
+		return Invalid("delivery.type", "delivery.type must be consumer, webhook or nats")
+	}
+	if t.Delivery.Timeout < 0 || t.Delivery.Timeout > 5*time.Minute {
+		return Invalid("delivery.timeout", "delivery.timeout must be between 0 and 5m")
+	}
+	if t.TTR != 0 {
+		if err := ValidateTTR("ttr", t.TTR); err != nil {
+			return err
+		}
+	}
+	if t.MaxAttempts != 0 {
+		if err := ValidateMaxAttempts("max_attempts", t.MaxAttempts); err != nil {
+			return err
+		}
+	}
+	if t.Concurrency < 0 || t.Concurrency > ConcurrencyMax {
+		return Invalid("concurrency", "concurrency must be between 1 and %d", ConcurrencyMax)
+	}
+	return t.Backoff.Validate()
+}
+
+// WithDefaults returns the backoff with every unset field at its default.
+func (b Backoff) WithDefaults() Backoff {
+	b.Initial = cmp.Or(b.Initial, time.Second)
+	b.Max = cmp.Or(b.Max, time.Hour)
+	b.Factor = cmp.Or(b.Factor, 2)
+	b.Jitter = cmp.Or(b.Jitter, 0.2)
+	return b
+}
+
+// Validate checks the backoff's ranges.
+func (b *Backoff) Validate() error {
+	switch {
+	case b.Initial < 0 || b.Initial > 24*time.Hour:
+		return Invalid("backoff.initial", "backoff.initial must be between 0 and 24h")
+	case b.Max < 0 || b.Max > 7*24*time.Hour:
+		return Invalid("backoff.max", "backoff.max must be between 0 and 168h")
+	case b.Max != 0 && b.Initial > b.Max:
+		return Invalid("backoff.initial", "backoff.initial must not exceed backoff.max")
+	case b.Factor != 0 && (b.Factor < 1 || b.Factor > 100 || math.IsNaN(b.Factor)):
+		return Invalid("backoff.factor", "backoff.factor must be between 1 and 100")
+	case b.Jitter > 1 || math.IsNaN(b.Jitter):
+		return Invalid("backoff.jitter", "backoff.jitter must be at most 1")
+	}
+	return nil
+}
+
+// Delay returns the wait before retrying after the given failed attempt
+// (1-based): Initial·Factor^(attempt-1), capped at Max, spread by Jitter.
+// The receiver must have its defaults filled.
+func (b Backoff) Delay(attempt int) time.Duration {
+	d := float64(b.Initial) * math.Pow(b.Factor, float64(max(attempt-1, 0)))
+	d = min(d, float64(b.Max))
+	if b.Jitter > 0 {
+		d *= 1 + b.Jitter*(2*rand.Float64()-1)
+	}
+	return time.Duration(d)
+}

@@ -1,0 +1,129 @@
+package core
+
+import (
+	"cmp"
+	"time"
+)
+
+// Defaults and limits of API.md. Limits that an operator may change live in
+// Limits; the rest are fixed.
+const (
+	// MaxTopicLen is the longest topic name.
+	MaxTopicLen = 200
+	// MaxIDLen is the longest job id.
+	MaxIDLen = 128
+	// MaxKeyLen is the longest business key.
+	MaxKeyLen = 256
+	// MaxErrorLen is the longest last_error kept; longer ones are cut.
+	MaxErrorLen = 2048
+
+	// TTRDefault is a job's time to run when neither it nor its topic sets one.
+	TTRDefault = 30 * time.Second
+	// TTRMin is the shortest time to run.
+	TTRMin = time.Second
+	// TTRMax is the longest time to run (as SQS's visibility timeout).
+	TTRMax = 12 * time.Hour
+	// MaxAttemptsDefault is a job's attempt limit when neither it nor its topic sets one.
+	MaxAttemptsDefault = 10
+	// MaxAttemptsMax is the largest attempt limit.
+	MaxAttemptsMax = 1000
+)
+
+// Limits are the operator-configurable bounds on input.
+type Limits struct {
+	// MaxBodyBytes bounds a job body. Defaults to 1 MiB.
+	MaxBodyBytes int
+	// MaxBatch bounds the jobs of one batch request. Defaults to 1000.
+	MaxBatch int
+	// MaxDelay bounds how far in the future run_at may be. Defaults to 366 days.
+	MaxDelay time.Duration
+}
+
+// WithDefaults fills unset limits.
+func (l Limits) WithDefaults() Limits {
+	l.MaxBodyBytes = cmp.Or(l.MaxBodyBytes, 1<<20)
+	l.MaxBatch = cmp.Or(l.MaxBatch, 1000)
+	l.MaxDelay = cmp.Or(l.MaxDelay, 366*24*time.Hour)
+	return l
+}
+
+// ValidateTopicName checks a topic name: 1-200 characters from
+// [A-Za-z0-9_-], with '.' between non-empty tokens, so that it maps one to one
+// onto NATS subject tokens.
+func ValidateTopicName(name string) error {
+	if name == "" {
+		return Invalid("topic", "topic must not be empty")
+	}
+	if len(name) > MaxTopicLen {
+		return Invalid("topic", "topic must be at most %d characters", MaxTopicLen)
+	}
+	prevDot := true
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c == '.':
+			if prevDot {
+				return Invalid("topic", "topic %q has an empty token", name)
+			}
+			prevDot = true
+		case isTokenChar(c):
+			prevDot = false
+		default:
+			return Invalid("topic", "topic %q has a character outside [A-Za-z0-9_-.]", name)
+		}
+	}
+	if prevDot {
+		return Invalid("topic", "topic %q has an empty token", name)
+	}
+	return nil
+}
+
+// ValidateID checks a client-chosen job id: 1-128 characters from
+// [A-Za-z0-9_-], so that it is one NATS subject token and safe in URLs.
+func ValidateID(id string) error {
+	if id == "" {
+		return Invalid("id", "id must not be empty")
+	}
+	if len(id) > MaxIDLen {
+		return Invalid("id", "id must be at most %d characters", MaxIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		if !isTokenChar(id[i]) {
+			return Invalid("id", "id %q has a character outside [A-Za-z0-9_-]", id)
+		}
+	}
+	return nil
+}
+
+// ValidateKey checks a business key: at most 256 bytes, no control characters.
+func ValidateKey(key string) error {
+	if len(key) > MaxKeyLen {
+		return Invalid("key", "key must be at most %d bytes", MaxKeyLen)
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] == 0x7f {
+			return Invalid("key", "key must not contain control characters")
+		}
+	}
+	return nil
+}
+
+// ValidateTTR checks a time to run.
+func ValidateTTR(field string, d time.Duration) error {
+	if d < TTRMin || d > TTRMax {
+		return Invalid(field, "%s must be between %s and %s", field, TTRMin, TTRMax)
+	}
+	return nil
+}
+
+// ValidateMaxAttempts checks an attempt limit.
+func ValidateMaxAttempts(field string, n int) error {
+	if n < 1 || n > MaxAttemptsMax {
+		return Invalid(field, "%s must be between 1 and %d", field, MaxAttemptsMax)
+	}
+	return nil
+}
+
+func isTokenChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+}
