@@ -1,0 +1,246 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"sync"
+	"time"
+)
+
+// dispatcher runs the claim-and-deliver loop of one push-delivered topic.
+type dispatcher struct {
+	topic  *Topic
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// claimWait is how long a dispatcher's claim waits for due jobs; it bounds
+// how soon a stopped dispatcher notices, not lateness.
+const claimWait = 5 * time.Second
+
+// Start loads topic configurations and starts a dispatcher for every topic
+// delivered by webhook or NATS, and the loop that follows configuration
+// changes made by other instances. It returns once they run.
+func (e *Engine) Start(ctx context.Context) error {
+	e.mu.Lock()
+	if e.started || e.stopped {
+		e.mu.Unlock()
+		return errors.New("core: engine already started or stopped")
+	}
+	e.started = true
+	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	e.cancel = cancel
+	e.deliverCtx, e.cancelDeliveries = context.WithCancel(context.WithoutCancel(ctx))
+	e.mu.Unlock()
+
+	if err := e.refreshTopics(ctx); err != nil {
+		e.log.Warn("engine: first topic load failed; retrying in the background", "err", err)
+	}
+	e.loops.Add(1)
+	go func() {
+		defer e.loops.Done()
+		e.refreshLoop(loopCtx)
+	}()
+	return nil
+}
+
+// Stop stops claiming, waits until ctx is done for in-flight deliveries to
+// finish, and releases those still running then for redelivery. It is
+// idempotent and safe before Start.
+func (e *Engine) Stop(ctx context.Context) error {
+	e.mu.Lock()
+	if e.stopped || !e.started {
+		e.stopped = true
+		e.mu.Unlock()
+		return nil
+	}
+	e.stopped = true
+	e.cancel()
+	ds := make([]*dispatcher, 0, len(e.dispatchers))
+	for name, d := range e.dispatchers {
+		d.cancel()
+		ds = append(ds, d)
+		delete(e.dispatchers, name)
+	}
+	e.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() {
+		e.loops.Wait()
+		for _, d := range ds {
+			<-d.done
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+		e.cancelDeliveries()
+		return nil
+	case <-ctx.Done():
+	}
+	// Out of time: interrupt deliveries; each releases its job at once.
+	e.cancelDeliveries()
+	<-done
+	return ctx.Err()
+}
+
+// poke asks the refresh loop to re-read topics now.
+func (e *Engine) poke() {
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (e *Engine) refreshLoop(ctx context.Context) {
+	t := e.clock.NewTicker(e.refresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.Chan():
+		case <-e.kick:
+		}
+		if err := e.refreshTopics(ctx); err != nil && ctx.Err() == nil {
+			e.log.Warn("engine: topic refresh failed", "err", err)
+		}
+	}
+}
+
+func (e *Engine) refreshTopics(ctx context.Context) error {
+	list, err := e.store.ListTopics(ctx)
+	if err != nil {
+		return err
+	}
+	m := make(map[string]*Topic, len(list))
+	for _, t := range list {
+		if t.Configured {
+			m[t.Name] = t
+		}
+	}
+	e.applyTopics(ctx, m, true)
+	return nil
+}
+
+// applyTopics updates the topic cache with ts (replacing it whole when full)
+// and starts, restarts or stops dispatchers to match.
+func (e *Engine) applyTopics(_ context.Context, ts map[string]*Topic, full bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if full {
+		e.topics = make(map[string]*Topic, len(ts))
+	}
+	for name, t := range ts {
+		d := t.WithDefaults()
+		d.Counts = Counts{}
+		e.topics[name] = &d
+	}
+	if !e.started || e.stopped {
+		return
+	}
+	for name, d := range e.dispatchers {
+		t := e.topics[name]
+		if t == nil || e.deliverers[t.Delivery.Type] == nil || !sameDispatch(t, d.topic) {
+			d.cancel()
+			delete(e.dispatchers, name)
+		}
+	}
+	for name, t := range e.topics {
+		deliverer := e.deliverers[t.Delivery.Type]
+		if deliverer == nil || e.dispatchers[name] != nil {
+			continue
+		}
+		ctx, cancel := context.WithCancel(e.deliverCtx)
+		d := &dispatcher{topic: t, cancel: cancel, done: make(chan struct{})}
+		e.dispatchers[name] = d
+		go func() {
+			defer close(d.done)
+			e.dispatch(ctx, d.topic, deliverer)
+		}()
+	}
+}
+
+// sameDispatch reports whether a running dispatcher for b serves a as is.
+func sameDispatch(a, b *Topic) bool {
+	return reflect.DeepEqual(a.Delivery, b.Delivery) && a.Concurrency == b.Concurrency && a.Backoff == b.Backoff
+}
+
+// dispatch claims due jobs of one topic while slots are free and delivers
+// each in its own goroutine, at most topic.Concurrency at once.
+func (e *Engine) dispatch(ctx context.Context, topic *Topic, deliverer Deliverer) {
+	slots := make(chan struct{}, topic.Concurrency)
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
+	failures := 0
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		n := 1
+		for n < min(topic.Concurrency, ClaimMaxLimit) {
+			select {
+			case slots <- struct{}{}:
+				n++
+				continue
+			default:
+			}
+			break
+		}
+		jobs, err := e.store.ClaimJobs(ctx, &ClaimJobsParams{Topic: topic.Name, Max: n, Wait: claimWait})
+		for range n - len(jobs) {
+			<-slots
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			wait := min(time.Duration(1<<min(failures, 6))*50*time.Millisecond, 5*time.Second)
+			e.log.Warn("engine: claim failed", "topic", topic.Name, "err", err, "retry_in", wait)
+			select {
+			case <-ctx.Done():
+				return
+			case <-e.clock.After(wait):
+			}
+			continue
+		}
+		failures = 0
+		for _, job := range jobs {
+			inflight.Add(1)
+			go func() {
+				defer func() { <-slots; inflight.Done() }()
+				e.deliver(topic, deliverer, job)
+			}()
+		}
+	}
+}
+
+// storeTimeout bounds the store call that records a delivery's outcome.
+const storeTimeout = 10 * time.Second
+
+// deliver hands one claimed job over and records the outcome: ack on
+// success, retry or bury on failure, release at once when shutdown
+// interrupted it.
+func (e *Engine) deliver(topic *Topic, deliverer Deliverer, job *Job) {
+	dctx := e.deliverCtx
+	derr := deliverer.Deliver(dctx, topic, job)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(dctx), storeTimeout)
+	defer cancel()
+	var err error
+	switch {
+	case derr == nil:
+		err = e.store.AckJob(ctx, &AckJobParams{ID: job.ID, Lease: job.Lease})
+	case dctx.Err() != nil:
+		err = e.store.RetryJob(ctx, &RetryJobParams{ID: job.ID, Lease: job.Lease,
+			RunAt: e.clock.Now().UTC().Truncate(time.Millisecond), Error: "delivery interrupted by shutdown"})
+	default:
+		err = e.fail(ctx, job, nil, derr.Error())
+	}
+	if err != nil {
+		e.log.Warn("engine: recording delivery outcome failed", "topic", job.Topic, "id", job.ID, "delivery_err", derr, "err", err)
+	}
+}

@@ -1,0 +1,452 @@
+package core
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Deliverer hands due jobs of push-delivered topics (webhook, nats) to their
+// destination. The engine claims the jobs, calls Deliver, and acks or
+// retries by the outcome.
+type Deliverer interface {
+	// ValidateTopic checks a topic's delivery fields before it is stored;
+	// it returns a *FieldError for a bad URL, condition or subject.
+	ValidateTopic(topic *Topic) error
+	// Deliver hands one job over. Nil is success; any error fails the
+	// attempt, which is retried by the topic's backoff. Deliver must return
+	// when ctx is done.
+	Deliver(ctx context.Context, topic *Topic, job *Job) error
+}
+
+// EngineConfig configures an Engine.
+type EngineConfig struct {
+	// Store keeps the jobs. Required.
+	Store Store
+	// Clock defaults to the real clock.
+	Clock Clock
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Limits bound input; zero fields take their defaults.
+	Limits Limits
+	// Deliverers by delivery type (DeliveryWebhook, DeliveryNATS). A topic
+	// whose type has none cannot be configured.
+	Deliverers map[string]Deliverer
+	// TopicRefresh is how often topic configurations are re-read from the
+	// store, so changes made through another instance take effect.
+	// Defaults to 2s.
+	TopicRefresh time.Duration
+}
+
+// Engine is the part of delayq that is the same for every backend and
+// transport: validation, ids, topic defaults, backoff, attempt limits and
+// dispatch of push-delivered topics.
+type Engine struct {
+	store      Store
+	clock      Clock
+	log        *slog.Logger
+	limits     Limits
+	deliverers map[string]Deliverer
+	refresh    time.Duration
+
+	mu          sync.Mutex
+	topics      map[string]*Topic // configured topics, defaults filled
+	dispatchers map[string]*dispatcher
+	started     bool
+	stopped     bool
+	cancel      context.CancelFunc
+	loops       sync.WaitGroup
+
+	// deliverCtx outlives the claim loops so that Stop can let in-flight
+	// deliveries finish; cancelDeliveries interrupts them.
+	deliverCtx       context.Context
+	cancelDeliveries context.CancelFunc
+	kick        chan struct{}
+}
+
+// NewEngine returns an engine; Start runs its dispatchers.
+func NewEngine(cfg EngineConfig) (*Engine, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("core: EngineConfig.Store is required")
+	}
+	return &Engine{
+		store:       cfg.Store,
+		clock:       cmp.Or[Clock](cfg.Clock, RealClock()),
+		log:         cmp.Or(cfg.Logger, slog.Default()),
+		limits:      cfg.Limits.WithDefaults(),
+		deliverers:  cfg.Deliverers,
+		refresh:     cmp.Or(cfg.TopicRefresh, 2*time.Second),
+		topics:      map[string]*Topic{},
+		dispatchers: map[string]*dispatcher{},
+		kick:        make(chan struct{}, 1),
+	}, nil
+}
+
+// Limits returns the engine's input limits, defaults filled.
+func (e *Engine) Limits() Limits { return e.limits }
+
+// Store returns the engine's store.
+func (e *Engine) Store() Store { return e.store }
+
+// Clock returns the engine's clock.
+func (e *Engine) Clock() Clock { return e.clock }
+
+// PushParams describe one job to create or replace, as a transport decoded
+// it. Unset optional fields are zero (nil for Delay and RunAt).
+type PushParams struct {
+	Topic string
+	// Body is a JSON value, delivered byte for byte. Empty means null.
+	Body json.RawMessage
+	// Delay and RunAt are exclusive; neither means now.
+	Delay *time.Duration
+	RunAt *time.Time
+	// ID is the client's id; empty makes a new one.
+	ID string
+	// TTR and MaxAttempts default to the topic's.
+	TTR         time.Duration
+	MaxAttempts int
+	Key         string
+	TraceParent string
+}
+
+// PushResult is the outcome of one job of a batch.
+type PushResult struct {
+	// Job is the stored job, nil on error.
+	Job *Job
+	// Err is a *FieldError, a *ConflictError or an infrastructure error.
+	Err error
+	// Replaced is true when an unfinished job was replaced.
+	Replaced bool
+}
+
+// Push creates a job. Errors: *FieldError (ErrInvalidArgument, ErrTooLarge),
+// *ConflictError when the id names an unfinished job, ErrUnavailable.
+func (e *Engine) Push(ctx context.Context, p *PushParams) (*Job, error) {
+	r := e.PushBatch(ctx, []*PushParams{p}, false)[0]
+	return r.Job, r.Err
+}
+
+// Replace creates or reschedules the job with p.ID, reporting whether an
+// existing job was replaced. Errors as Push; a reserved job is a conflict.
+func (e *Engine) Replace(ctx context.Context, p *PushParams) (*Job, bool, error) {
+	if p.ID == "" {
+		return nil, false, Invalid("id", "id is required to replace a job")
+	}
+	r := e.PushBatch(ctx, []*PushParams{p}, true)[0]
+	return r.Job, r.Replaced, r.Err
+}
+
+// PushBatch creates (or with replace, creates or replaces) jobs, each on
+// its own, and returns one result per job in order. The caller bounds the
+// batch by Limits.MaxBatch.
+func (e *Engine) PushBatch(ctx context.Context, ps []*PushParams, replace bool) []PushResult {
+	results := make([]PushResult, len(ps))
+	jobs := make([]*Job, 0, len(ps))
+	idx := make([]int, 0, len(ps))
+	now := e.clock.Now()
+	for i, p := range ps {
+		job, err := e.newJob(p, now)
+		if err != nil {
+			results[i].Err = err
+			continue
+		}
+		jobs = append(jobs, job)
+		idx = append(idx, i)
+	}
+	if len(jobs) == 0 {
+		return results
+	}
+	put, err := e.store.PutJobs(ctx, &PutJobsParams{Jobs: jobs, Replace: replace})
+	for k, i := range idx {
+		switch {
+		case err != nil:
+			results[i].Err = err
+		case put[k].Err != nil:
+			results[i].Err = put[k].Err
+		default:
+			results[i] = PushResult{Job: jobs[k], Replaced: put[k].Replaced}
+		}
+	}
+	return results
+}
+
+// newJob validates p and builds the job to store, with defaults from the
+// topic's configuration.
+func (e *Engine) newJob(p *PushParams, now time.Time) (*Job, error) {
+	if err := ValidateTopicName(p.Topic); err != nil {
+		return nil, err
+	}
+	id := p.ID
+	if id == "" {
+		id = NewID()
+	} else if err := ValidateID(id); err != nil {
+		return nil, err
+	}
+	if err := ValidateKey(p.Key); err != nil {
+		return nil, err
+	}
+	body := p.Body
+	if len(body) > e.limits.MaxBodyBytes {
+		return nil, TooLarge("body", "body is %d bytes, more than the limit of %d", len(body), e.limits.MaxBodyBytes)
+	}
+	if len(body) == 0 {
+		body = json.RawMessage("null")
+	} else if !json.Valid(body) {
+		return nil, Invalid("body", "body must be a JSON value")
+	}
+	runAt := now
+	switch {
+	case p.Delay != nil && p.RunAt != nil:
+		return nil, Invalid("delay", "delay and run_at are exclusive")
+	case p.Delay != nil:
+		if *p.Delay < 0 {
+			return nil, Invalid("delay", "delay must not be negative")
+		}
+		if *p.Delay > e.limits.MaxDelay {
+			return nil, Invalid("delay", "delay must be at most %s", e.limits.MaxDelay)
+		}
+		runAt = now.Add(*p.Delay)
+	case p.RunAt != nil:
+		if p.RunAt.Sub(now) > e.limits.MaxDelay {
+			return nil, Invalid("run_at", "run_at must be at most %s from now", e.limits.MaxDelay)
+		}
+		runAt = *p.RunAt
+	}
+	topic := e.topic(p.Topic)
+	job := &Job{
+		ID:          id,
+		Topic:       p.Topic,
+		Key:         p.Key,
+		Body:        body,
+		RunAt:       runAt.UTC().Truncate(time.Millisecond),
+		TTR:         cmp.Or(p.TTR, topic.TTR),
+		MaxAttempts: cmp.Or(p.MaxAttempts, topic.MaxAttempts),
+		State:       StateScheduled,
+		CreatedAt:   now.UTC(),
+		UpdatedAt:   now.UTC(),
+		TraceParent: p.TraceParent,
+	}
+	if err := ValidateTTR("ttr", job.TTR); err != nil {
+		return nil, err
+	}
+	if err := ValidateMaxAttempts("max_attempts", job.MaxAttempts); err != nil {
+		return nil, err
+	}
+	if !job.RunAt.After(now) {
+		job.State = StateReady
+	}
+	return job, nil
+}
+
+// topic returns the cached configuration of a topic with defaults filled, or
+// the defaults alone for an unconfigured topic.
+func (e *Engine) topic(name string) *Topic {
+	e.mu.Lock()
+	t := e.topics[name]
+	e.mu.Unlock()
+	if t == nil {
+		d := Topic{Name: name}.WithDefaults()
+		return &d
+	}
+	return t
+}
+
+// Get returns a job. Errors: ErrNotFound.
+func (e *Engine) Get(ctx context.Context, id string) (*Job, error) {
+	if ValidateID(id) != nil {
+		return nil, ErrNotFound
+	}
+	return e.store.GetJob(ctx, id)
+}
+
+// Cancel cancels a job that is not reserved. Errors: ErrNotFound, ErrConflict.
+func (e *Engine) Cancel(ctx context.Context, id string) error {
+	if ValidateID(id) != nil {
+		return ErrNotFound
+	}
+	return e.store.CancelJob(ctx, id)
+}
+
+// Claim limits.
+const (
+	// ClaimMaxLimit is the most jobs one claim returns.
+	ClaimMaxLimit = 1000
+	// ClaimWaitLimit is the longest a claim waits.
+	ClaimWaitLimit = 60 * time.Second
+)
+
+// Claim takes up to max due jobs of a topic, waiting up to wait for the
+// first. Errors: *FieldError for a bad topic, max or wait.
+func (e *Engine) Claim(ctx context.Context, topic string, max int, wait time.Duration) ([]*Job, error) {
+	if err := ValidateTopicName(topic); err != nil {
+		return nil, err
+	}
+	if max < 1 || max > ClaimMaxLimit {
+		return nil, Invalid("max", "max must be between 1 and %d", ClaimMaxLimit)
+	}
+	if wait < 0 || wait > ClaimWaitLimit {
+		return nil, Invalid("wait", "wait must be between 0 and %s", ClaimWaitLimit)
+	}
+	return e.store.ClaimJobs(ctx, &ClaimJobsParams{Topic: topic, Max: max, Wait: wait})
+}
+
+// Ack marks a delivery done. Errors: ErrNotFound, ErrLeaseLost.
+func (e *Engine) Ack(ctx context.Context, id, lease string) error {
+	if err := validateLease(id, lease); err != nil {
+		return err
+	}
+	return e.store.AckJob(ctx, &AckJobParams{ID: id, Lease: lease})
+}
+
+// NackParams describe a failed delivery.
+type NackParams struct {
+	ID    string
+	Lease string
+	// Delay before the retry; nil takes the topic's backoff.
+	Delay *time.Duration
+	// Error says why the attempt failed.
+	Error string
+}
+
+// Nack ends a delivery as failed: the job is retried after p.Delay (or the
+// topic's backoff), or goes dead when its attempts are used up. Errors:
+// *FieldError, ErrNotFound, ErrLeaseLost.
+func (e *Engine) Nack(ctx context.Context, p *NackParams) error {
+	if err := validateLease(p.ID, p.Lease); err != nil {
+		return err
+	}
+	if p.Delay != nil && (*p.Delay < 0 || *p.Delay > e.limits.MaxDelay) {
+		return Invalid("delay", "delay must be between 0 and %s", e.limits.MaxDelay)
+	}
+	job, err := e.store.GetJob(ctx, p.ID)
+	if err != nil {
+		return err
+	}
+	if job.State != StateReserved || job.Lease != p.Lease {
+		return ErrLeaseLost
+	}
+	return e.fail(ctx, job, p.Delay, p.Error)
+}
+
+// fail retries or buries a reserved job after a failed attempt.
+func (e *Engine) fail(ctx context.Context, job *Job, delay *time.Duration, reason string) error {
+	if len(reason) > MaxErrorLen {
+		reason = reason[:MaxErrorLen]
+	}
+	if job.Attempt >= job.MaxAttempts {
+		return e.store.BuryJob(ctx, &BuryJobParams{ID: job.ID, Lease: job.Lease, Error: reason})
+	}
+	var d time.Duration
+	if delay != nil {
+		d = *delay
+	} else {
+		d = e.topic(job.Topic).Backoff.Delay(job.Attempt)
+	}
+	runAt := e.clock.Now().Add(d).UTC().Truncate(time.Millisecond)
+	return e.store.RetryJob(ctx, &RetryJobParams{ID: job.ID, Lease: job.Lease, RunAt: runAt, Error: reason})
+}
+
+// Touch extends a lease by the job's TTR. Errors: ErrNotFound, ErrLeaseLost.
+func (e *Engine) Touch(ctx context.Context, id, lease string) (*Job, error) {
+	if err := validateLease(id, lease); err != nil {
+		return nil, err
+	}
+	return e.store.TouchJob(ctx, &TouchJobParams{ID: id, Lease: lease})
+}
+
+// Requeue makes a dead job ready with a fresh attempt count. Errors:
+// ErrNotFound, ErrConflict when the job is not dead.
+func (e *Engine) Requeue(ctx context.Context, id string) error {
+	if ValidateID(id) != nil {
+		return ErrNotFound
+	}
+	return e.store.RequeueJob(ctx, id)
+}
+
+// DeadLimitMax bounds a dead-job listing.
+const DeadLimitMax = 1000
+
+// ListDead lists up to limit dead jobs of a topic.
+func (e *Engine) ListDead(ctx context.Context, topic string, limit int) ([]*Job, error) {
+	if err := ValidateTopicName(topic); err != nil {
+		return nil, err
+	}
+	if limit < 1 || limit > DeadLimitMax {
+		return nil, Invalid("limit", "limit must be between 1 and %d", DeadLimitMax)
+	}
+	return e.store.ListDeadJobs(ctx, &ListDeadJobsParams{Topic: topic, Limit: limit})
+}
+
+// PutTopic validates and stores a topic configuration; this instance applies
+// it at once, others within TopicRefresh. Errors: *FieldError.
+func (e *Engine) PutTopic(ctx context.Context, t *Topic) error {
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	typ := cmp.Or(t.Delivery.Type, DeliveryConsumer)
+	if typ != DeliveryConsumer {
+		d := e.deliverers[typ]
+		if d == nil {
+			return Invalid("delivery.type", "delivery type %q is not available on this server", typ)
+		}
+		if err := d.ValidateTopic(t); err != nil {
+			return err
+		}
+	}
+	stored := *t
+	stored.Configured = true
+	if err := e.store.PutTopic(ctx, &stored); err != nil {
+		return err
+	}
+	e.applyTopics(ctx, map[string]*Topic{t.Name: &stored}, false)
+	return nil
+}
+
+// GetTopic returns a topic with its counts. Errors: ErrNotFound.
+func (e *Engine) GetTopic(ctx context.Context, name string) (*Topic, error) {
+	if ValidateTopicName(name) != nil {
+		return nil, ErrNotFound
+	}
+	return e.store.GetTopic(ctx, name)
+}
+
+// ListTopics returns every known topic with counts.
+func (e *Engine) ListTopics(ctx context.Context) ([]*Topic, error) {
+	return e.store.ListTopics(ctx)
+}
+
+// DeleteTopic drops a topic's configuration. Errors: ErrNotFound.
+func (e *Engine) DeleteTopic(ctx context.Context, name string) error {
+	if ValidateTopicName(name) != nil {
+		return ErrNotFound
+	}
+	if err := e.store.DeleteTopic(ctx, name); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	delete(e.topics, name)
+	e.mu.Unlock()
+	e.poke()
+	return nil
+}
+
+// Ready reports whether the store answers.
+func (e *Engine) Ready(ctx context.Context) error { return e.store.Ping(ctx) }
+
+func validateLease(id, lease string) error {
+	if ValidateID(id) != nil {
+		return ErrNotFound
+	}
+	if lease == "" {
+		return Invalid("lease", "lease is required")
+	}
+	return nil
+}
+
+// String describes the engine for logs.
+func (e *Engine) String() string { return fmt.Sprintf("engine(%T)", e.store) }
