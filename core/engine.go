@@ -66,7 +66,7 @@ type Engine struct {
 	// deliveries finish; cancelDeliveries interrupts them.
 	deliverCtx       context.Context
 	cancelDeliveries context.CancelFunc
-	kick        chan struct{}
+	kick             chan struct{}
 }
 
 // NewEngine returns an engine; Start runs its dispatchers.
