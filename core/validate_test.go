@@ -1,0 +1,90 @@
+package core_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/core"
+)
+
+func TestValidateTopicName(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"a", "orders.close", "A-b_c.d-1", strings.Repeat("x", core.MaxTopicLen)} {
+		require.NoError(t, core.ValidateTopicName(ok), ok)
+	}
+	for _, bad := range []string{"", ".", "a.", ".a", "a..b", "a b", "a.*", "a.>", "ü", "a/b", strings.Repeat("x", core.MaxTopicLen+1)} {
+		err := core.ValidateTopicName(bad)
+		require.ErrorIs(t, err, core.ErrInvalidArgument, bad)
+		var fe *core.FieldError
+		require.True(t, errors.As(err, &fe))
+		require.Equal(t, "topic", fe.Field)
+	}
+}
+
+func TestValidateID(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, core.ValidateID(core.NewID()))
+	require.NoError(t, core.ValidateID("order-42_x"))
+	for _, bad := range []string{"", "a.b", "a b", "a/b", "*", strings.Repeat("x", core.MaxIDLen+1)} {
+		require.ErrorIs(t, core.ValidateID(bad), core.ErrInvalidArgument, bad)
+	}
+}
+
+func TestNewIDSortsByCreation(t *testing.T) {
+	t.Parallel()
+	prev := core.NewID()
+	for range 10000 {
+		id := core.NewID()
+		require.Greater(t, id, prev)
+		prev = id
+	}
+}
+
+func TestBackoffDelay(t *testing.T) {
+	t.Parallel()
+	b := core.Backoff{Initial: time.Second, Max: 10 * time.Second, Factor: 2, Jitter: -1}.WithDefaults()
+	require.Equal(t, time.Second, b.Delay(1))
+	require.Equal(t, 2*time.Second, b.Delay(2))
+	require.Equal(t, 8*time.Second, b.Delay(4))
+	require.Equal(t, 10*time.Second, b.Delay(5), "capped at max")
+	require.Equal(t, 10*time.Second, b.Delay(500), "no overflow")
+
+	j := core.Backoff{Initial: time.Second, Jitter: 0.5}.WithDefaults()
+	seen := map[time.Duration]bool{}
+	for range 200 {
+		d := j.Delay(1)
+		require.GreaterOrEqual(t, d, 500*time.Millisecond)
+		require.LessOrEqual(t, d, 1500*time.Millisecond)
+		seen[d] = true
+	}
+	require.Greater(t, len(seen), 100, "jitter spreads delays")
+}
+
+func TestTopicValidate(t *testing.T) {
+	t.Parallel()
+	good := core.Topic{Name: "t", TTR: time.Minute, MaxAttempts: 3, Concurrency: 4,
+		Backoff: core.Backoff{Initial: time.Second, Max: time.Minute, Factor: 3, Jitter: 0.1}}
+	require.NoError(t, good.Validate())
+	cases := map[string]func(*core.Topic){
+		"topic":            func(t *core.Topic) { t.Name = "a..b" },
+		"delivery.type":    func(t *core.Topic) { t.Delivery.Type = "carrier-pigeon" },
+		"ttr":              func(t *core.Topic) { t.TTR = time.Millisecond },
+		"max_attempts":     func(t *core.Topic) { t.MaxAttempts = -1 },
+		"concurrency":      func(t *core.Topic) { t.Concurrency = core.ConcurrencyMax + 1 },
+		"backoff.initial":  func(t *core.Topic) { t.Backoff.Initial = 2 * time.Minute },
+		"backoff.factor":   func(t *core.Topic) { t.Backoff.Factor = 0.5 },
+		"backoff.jitter":   func(t *core.Topic) { t.Backoff.Jitter = 2 },
+		"delivery.timeout": func(t *core.Topic) { t.Delivery.Timeout = time.Hour },
+	}
+	for field, mutate := range cases {
+		bad := good
+		mutate(&bad)
+		var fe *core.FieldError
+		require.True(t, errors.As(bad.Validate(), &fe), field)
+		require.Equal(t, field, fe.Field)
+	}
+}
