@@ -1,0 +1,354 @@
+package webhook
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/expr-lang/expr/vm"
+
+	"github.com/delayq/delayq/core"
+)
+
+// Defaults of Config.
+const (
+	// UserAgentDefault is the User-Agent of deliveries unless Config sets one.
+	UserAgentDefault = "delayq-webhook/1"
+	// MaxAnswerBytesDefault is how much of an answer is read for the
+	// condition and the error message unless Config sets it.
+	MaxAnswerBytesDefault = 64 << 10
+	// MaxURLLen is the longest delivery.url accepted.
+	MaxURLLen = 2048
+)
+
+// errorSnippetLen is how much of a failed answer goes into the error.
+const errorSnippetLen = 200
+
+// drainLimit bounds the bytes read past MaxAnswerBytes to keep a connection
+// reusable; a longer answer costs its connection instead.
+const drainLimit = 256 << 10
+
+// Config configures a Deliverer. Zero fields take their defaults.
+type Config struct {
+	// Client sends the requests. It is copied and its CheckRedirect replaced,
+	// so that redirects are never followed; its Timeout, if any, applies on
+	// top of the topic's delivery.timeout.
+	//
+	// Defaults to a client of its own with keep-alives and a large idle pool
+	// per host.
+	Client *http.Client
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Clock stamps signatures. Defaults to the real clock.
+	Clock core.Clock
+	// UserAgent is sent with every delivery. Defaults to UserAgentDefault.
+	UserAgent string
+	// MaxAnswerBytes bounds the bytes of an answer read for the
+	// delivery.success condition and the error message; a longer answer is
+	// cut there, so it does not parse as JSON. Defaults to
+	// MaxAnswerBytesDefault (64 KiB).
+	MaxAnswerBytes int64
+}
+
+// Deliverer posts due jobs of webhook topics to their URL. It implements
+// core.Deliverer and is safe for concurrent use.
+type Deliverer struct {
+	client    *http.Client
+	log       *slog.Logger
+	clock     core.Clock
+	userAgent string
+	maxAnswer int64
+	conds     conditions
+}
+
+var _ core.Deliverer = (*Deliverer)(nil)
+
+// New returns a Deliverer configured by cfg.
+func New(cfg Config) *Deliverer {
+	var client http.Client
+	if cfg.Client != nil {
+		client = *cfg.Client
+	} else {
+		client.Transport = newTransport()
+	}
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &Deliverer{
+		client:    &client,
+		log:       cmp.Or(cfg.Logger, slog.Default()),
+		clock:     cmp.Or[core.Clock](cfg.Clock, core.RealClock()),
+		userAgent: cmp.Or(cfg.UserAgent, UserAgentDefault),
+		maxAnswer: cmp.Or(max(cfg.MaxAnswerBytes, 0), MaxAnswerBytesDefault),
+	}
+}
+
+// newTransport returns the default transport: http.DefaultTransport's
+// settings (proxy from the environment, HTTP/2) with a pool sized for many
+// concurrent deliveries to few hosts.
+func newTransport() *http.Transport {
+	return &http.Transport{
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: (&net.Dialer{
+			Timeout:   30 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+// CloseIdleConnections closes the idle keep-alive connections of the
+// Deliverer's client, for shutdown. Deliveries may continue afterwards.
+func (d *Deliverer) CloseIdleConnections() { d.client.CloseIdleConnections() }
+
+// ValidateTopic checks the webhook fields of a topic: delivery.url must be an
+// absolute http or https URL with a host and no user information,
+// delivery.success, when set, must compile to a boolean condition over
+// status, body and headers, and delivery.subject must be empty. It returns a
+// *core.FieldError naming the bad field.
+func (d *Deliverer) ValidateTopic(t *core.Topic) error {
+	if t.Delivery.Type != core.DeliveryWebhook {
+		return core.Invalid("delivery.type", "delivery.type must be %s for a webhook topic", core.DeliveryWebhook)
+	}
+	if err := validateURL(t.Delivery.URL); err != nil {
+		return err
+	}
+	if t.Delivery.Subject != "" {
+		return core.Invalid("delivery.subject", "delivery.subject is only for nats delivery")
+	}
+	if t.Delivery.Success != "" {
+		if _, err := d.conds.compile(t.Delivery.Success); err != nil {
+			return core.Invalid("delivery.success", "delivery.success: %s", err.Error())
+		}
+	}
+	return nil
+}
+
+func validateURL(raw string) error {
+	const field = "delivery.url"
+	if raw == "" {
+		return core.Invalid(field, "delivery.url is required for webhook delivery")
+	}
+	if len(raw) > MaxURLLen {
+		return core.Invalid(field, "delivery.url must be at most %d bytes", MaxURLLen)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return core.Invalid(field, "delivery.url is not a URL: %s", urlMessage(err))
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return core.Invalid(field, "delivery.url must be an absolute http or https URL")
+	case u.Opaque != "" || u.Hostname() == "":
+		return core.Invalid(field, "delivery.url must have a host")
+	case u.User != nil:
+		return core.Invalid(field, "delivery.url must not contain user information; sign with delivery.secret instead")
+	}
+	return nil
+}
+
+// urlMessage drops the URL from a url.Error, which is quoted back in full.
+func urlMessage(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	return err.Error()
+}
+
+// StatusError is the error of an attempt that got an answer that is not a
+// success: a non-2xx status without a condition, including a redirect. Its
+// message is "status <code>: <start of the answer>".
+type StatusError struct {
+	// Status is the answer's HTTP status code.
+	Status int
+	// Answer is the start of the answer's body, valid UTF-8, at most 200 bytes.
+	Answer string
+	// RetryAfter is the delay asked for by a Retry-After header in seconds,
+	// zero when absent or given as a date.
+	RetryAfter time.Duration
+}
+
+// Error implements error.
+func (e *StatusError) Error() string {
+	if e.Answer == "" {
+		return "status " + strconv.Itoa(e.Status)
+	}
+	return "status " + strconv.Itoa(e.Status) + ": " + e.Answer
+}
+
+// Deliver posts a job to the topic's URL and reports the outcome: nil for a
+// 2xx answer (or, when delivery.success is set, an answer that satisfies it)
+// within delivery.timeout, else an error that says briefly why, such as
+// "status 503: <answer>" (a *StatusError), "timeout after 10s" or
+// "condition false: <condition> (status 200)". When ctx is done first it
+// returns at once with an error wrapping ctx's. Each call is one attempt;
+// the receiver sees at-least-once delivery and can tell attempts apart by
+// the Delayq-Attempt header.
+func (d *Deliverer) Deliver(ctx context.Context, topic *core.Topic, job *core.Job) error {
+	err := d.deliver(ctx, topic, job)
+	if err != nil {
+		d.log.LogAttrs(ctx, slog.LevelDebug, "webhook: attempt failed",
+			slog.String("topic", job.Topic), slog.String("id", job.ID),
+			slog.Int("attempt", job.Attempt), slog.String("err", err.Error()))
+	}
+	return err
+}
+
+func (d *Deliverer) deliver(ctx context.Context, topic *core.Topic, job *core.Job) error {
+	timeout := cmp.Or(topic.Delivery.Timeout, core.WebhookTimeoutDefault)
+	cond := topic.Delivery.Success
+	var prog *vm.Program
+	if cond != "" {
+		var err error
+		if prog, err = d.conds.compile(cond); err != nil {
+			return fmt.Errorf("invalid condition: %s", err)
+		}
+	}
+
+	payload := encodePayload(job)
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, topic.Delivery.URL, bytes.NewReader(payload))
+	if err != nil {
+		return fmt.Errorf("invalid url: %s", urlMessage(err))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", d.userAgent)
+	req.Header.Set("Delayq-Id", job.ID)
+	req.Header.Set("Delayq-Attempt", strconv.Itoa(job.Attempt))
+	if job.TraceParent != "" {
+		req.Header.Set("traceparent", job.TraceParent)
+	}
+	if topic.Delivery.Secret != "" {
+		req.Header.Set(SignatureHeader, Sign(topic.Delivery.Secret, d.clock.Now(), payload))
+	}
+
+	resp, err := d.client.Do(req)
+	if err != nil {
+		return d.transportError(ctx, actx, timeout, "request failed", err)
+	}
+	defer func() {
+		// Drain what is left, within the attempt's timeout, so the
+		// connection goes back to the pool.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainLimit))
+		_ = resp.Body.Close()
+	}()
+
+	success := resp.StatusCode >= 200 && resp.StatusCode < 300
+	if prog == nil && success {
+		return nil
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, d.maxAnswer))
+	if err != nil {
+		return d.transportError(ctx, actx, timeout, fmt.Sprintf("reading answer (status %d)", resp.StatusCode), err)
+	}
+	if prog == nil {
+		return &StatusError{Status: resp.StatusCode, Answer: snippet(body), RetryAfter: retryAfter(resp.Header)}
+	}
+	a := &answer{Status: resp.StatusCode, Headers: firstValues(resp.Header)}
+	if json.Valid(body) {
+		_ = json.Unmarshal(body, &a.Body)
+	}
+	ok, err := eval(prog, a)
+	switch {
+	case err != nil:
+		return fmt.Errorf("condition error: %s (status %d)", err, resp.StatusCode)
+	case !ok:
+		return fmt.Errorf("condition false: %s (status %d)", cond, resp.StatusCode)
+	}
+	return nil
+}
+
+// transportError describes an attempt that got no complete answer: the
+// caller's ctx ended (returned wrapped, so errors.Is finds it), the
+// attempt's timeout ran out, or the connection failed.
+func (d *Deliverer) transportError(ctx, actx context.Context, timeout time.Duration, what string, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("delivery interrupted: %w", context.Cause(ctx))
+	case errors.Is(actx.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("timeout after %s", timeout)
+	}
+	return fmt.Errorf("%s: %s", what, urlMessage(err))
+}
+
+// encodePayload writes {"id","topic","body","attempt","run_at"} with the body
+// byte for byte as stored, which encoding/json would compact and escape.
+func encodePayload(job *core.Job) []byte {
+	body := []byte(job.Body)
+	if len(body) == 0 {
+		body = []byte("null")
+	}
+	id, _ := json.Marshal(job.ID)
+	topic, _ := json.Marshal(job.Topic)
+	var b bytes.Buffer
+	b.Grow(len(body) + len(id) + len(topic) + 96)
+	b.WriteString(`{"id":`)
+	b.Write(id)
+	b.WriteString(`,"topic":`)
+	b.Write(topic)
+	b.WriteString(`,"body":`)
+	b.Write(body)
+	b.WriteString(`,"attempt":`)
+	b.WriteString(strconv.Itoa(job.Attempt))
+	b.WriteString(`,"run_at":"`)
+	b.WriteString(job.RunAt.UTC().Format(runAtLayout))
+	b.WriteString(`"}`)
+	return b.Bytes()
+}
+
+// runAtLayout is RFC 3339 with milliseconds.
+const runAtLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// snippet returns the start of an answer for an error message: at most
+// errorSnippetLen bytes, whitespace runs folded to one space, valid UTF-8.
+func snippet(body []byte) string {
+	if len(body) > 4*errorSnippetLen {
+		body = body[:4*errorSnippetLen]
+	}
+	s := strings.Join(strings.Fields(strings.ToValidUTF8(string(body), "\uFFFD")), " ")
+	if len(s) <= errorSnippetLen {
+		return s
+	}
+	cut := errorSnippetLen
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}
+
+// firstValues maps each header's canonical name to its first value.
+func firstValues(h http.Header) map[string]string {
+	m := make(map[string]string, len(h))
+	for k, v := range h {
+		if len(v) > 0 {
+			m[http.CanonicalHeaderKey(k)] = v[0]
+		}
+	}
+	return m
+}
+
+// retryAfter reads a Retry-After header given in seconds.
+func retryAfter(h http.Header) time.Duration {
+	s, err := strconv.Atoi(strings.TrimSpace(h.Get("Retry-After")))
+	if err != nil || s <= 0 {
+		return 0
+	}
+	return time.Duration(min(s, 7*24*3600)) * time.Second
+}

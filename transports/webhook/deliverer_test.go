@@ -1,0 +1,408 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/core"
+)
+
+// request is what the test server saw of one request.
+type request struct {
+	Method string
+	Path   string
+	Header http.Header
+	Body   []byte
+}
+
+type testBundle struct {
+	d     *Deliverer
+	clock *clockwork.FakeClock
+	srv   *httptest.Server
+	// reqs receives every request the server sees, before its handler runs.
+	reqs chan request
+	// conns counts connections the server accepted.
+	conns *atomic.Int64
+	// release is closed when the test ends, to unblock blocking handlers.
+	release chan struct{}
+}
+
+// setup starts a test server on 127.0.0.1 that records each request and
+// then runs handler.
+func setup(t *testing.T, handler http.HandlerFunc) *testBundle {
+	t.Helper()
+	b := &testBundle{
+		clock:   clockwork.NewFakeClockAt(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)),
+		reqs:    make(chan request, 64),
+		conns:   new(atomic.Int64),
+		release: make(chan struct{}),
+	}
+	b.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		b.reqs <- request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
+		handler(w, r)
+	}))
+	b.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			b.conns.Add(1)
+		}
+	}
+	b.srv.Start()
+	t.Cleanup(b.srv.Close)
+	t.Cleanup(func() { close(b.release) }) // runs before srv.Close
+	b.d = New(Config{Clock: b.clock, UserAgent: "delayq-test/1"})
+	t.Cleanup(b.d.CloseIdleConnections)
+	return b
+}
+
+// block is a handler that holds the request until the client gives up or the
+// test ends; started, when not nil, is signalled once the request arrived.
+func (b *testBundle) block(started chan<- struct{}) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if started != nil {
+			started <- struct{}{}
+		}
+		select {
+		case <-r.Context().Done():
+		case <-b.release:
+		}
+	}
+}
+
+func (b *testBundle) topic() *core.Topic {
+	t := core.Topic{Name: "orders.close", Delivery: core.Delivery{Type: core.DeliveryWebhook, URL: b.srv.URL + "/hook"}}.WithDefaults()
+	return &t
+}
+
+func testJob() *core.Job {
+	return &core.Job{
+		ID:          "01JD0000000000000000000000",
+		Topic:       "orders.close",
+		Body:        json.RawMessage(`{ "order" : 42, "note": "<a&b>",  "price": 1.50 }`),
+		RunAt:       time.Date(2026, 11, 21, 10, 0, 0, 250_000_000, time.UTC),
+		Attempt:     3,
+		MaxAttempts: 10,
+		State:       core.StateReserved,
+		Lease:       "lease-1",
+	}
+}
+
+// answer returns a handler that answers status, headers and body.
+func answerWith(status int, body string, headers ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		for i := 0; i+1 < len(headers); i += 2 {
+			w.Header().Set(headers[i], headers[i+1])
+		}
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+	}
+}
+
+func TestDeliverRequest(t *testing.T) {
+	t.Parallel()
+
+	t.Run("HeadersAndExactBody", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, answerWith(http.StatusNoContent, ""))
+		topic := b.topic()
+		topic.Delivery.Secret = "s3cr3t"
+		job := testJob()
+		job.TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+		// A run_at in another zone goes out in UTC.
+		job.RunAt = job.RunAt.In(time.FixedZone("CET", 3600))
+
+		require.NoError(t, b.d.Deliver(context.Background(), topic, job))
+
+		req := <-b.reqs
+		require.Equal(t, http.MethodPost, req.Method)
+		require.Equal(t, "/hook", req.Path)
+		want := `{"id":"01JD0000000000000000000000","topic":"orders.close",` +
+			`"body":{ "order" : 42, "note": "<a&b>",  "price": 1.50 },` +
+			`"attempt":3,"run_at":"2026-11-21T10:00:00.250Z"}`
+		require.Equal(t, want, string(req.Body))
+		require.Equal(t, "application/json", req.Header.Get("Content-Type"))
+		require.Equal(t, "delayq-test/1", req.Header.Get("User-Agent"))
+		require.Equal(t, job.ID, req.Header.Get("Delayq-Id"))
+		require.Equal(t, "3", req.Header.Get("Delayq-Attempt"))
+		require.Equal(t, job.TraceParent, req.Header.Get("traceparent"))
+
+		sig := req.Header.Get("Delayq-Signature")
+		require.Equal(t, Sign("s3cr3t", b.clock.Now(), req.Body), sig)
+		require.True(t, strings.HasPrefix(sig, "t=1795255200,v1="), sig)
+		require.NoError(t, Verify("s3cr3t", sig, req.Body, b.clock.Now(), time.Minute))
+		require.ErrorIs(t, Verify("s3cr3t", sig, append(req.Body, ' '), b.clock.Now(), time.Minute), ErrSignatureMismatch)
+	})
+
+	t.Run("NoSecretNoTrace", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, answerWith(http.StatusOK, "ok"))
+		job := testJob()
+		job.Body = nil
+		require.NoError(t, b.d.Deliver(context.Background(), b.topic(), job))
+		req := <-b.reqs
+		require.Empty(t, req.Header.Values("Delayq-Signature"))
+		require.Empty(t, req.Header.Values("traceparent"))
+		require.Contains(t, string(req.Body), `"body":null,`)
+		require.True(t, json.Valid(req.Body))
+	})
+
+	t.Run("DefaultUserAgent", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, answerWith(http.StatusOK, ""))
+		d := New(Config{})
+		t.Cleanup(d.CloseIdleConnections)
+		require.NoError(t, d.Deliver(context.Background(), b.topic(), testJob()))
+		require.Equal(t, UserAgentDefault, (<-b.reqs).Header.Get("User-Agent"))
+	})
+}
+
+func TestDeliverOutcome(t *testing.T) {
+	t.Parallel()
+
+	t.Run("Status2xx", func(t *testing.T) {
+		t.Parallel()
+		for _, status := range []int{200, 201, 202, 204, 299} {
+			b := setup(t, answerWith(status, `{"ignored": true}`))
+			require.NoError(t, b.d.Deliver(context.Background(), b.topic(), testJob()), "status %d", status)
+		}
+	})
+
+	t.Run("Non2xx", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, answerWith(http.StatusServiceUnavailable, "down for\n  maintenance\n", "Retry-After", "7"))
+		err := b.d.Deliver(context.Background(), b.topic(), testJob())
+		require.EqualError(t, err, "status 503: down for maintenance")
+		var se *StatusError
+		require.ErrorAs(t, err, &se)
+		require.Equal(t, http.StatusServiceUnavailable, se.Status)
+		require.Equal(t, 7*time.Second, se.RetryAfter)
+	})
+
+	t.Run("Non2xxEmptyAnswer", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, answerWith(http.StatusNotFound, ""))
+		require.EqualError(t, b.d.Deliver(context.Background(), b.topic(), testJob()), "status 404")
+	})
+
+	t.Run("LongAnswerCut", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, answerWith(http.StatusInternalServerError, strings.Repeat("é", 300)))
+		err := b.d.Deliver(context.Background(), b.topic(), testJob())
+		msg := strings.TrimPrefix(err.Error(), "status 500: ")
+		require.LessOrEqual(t, len(msg), 200)
+		require.Equal(t, strings.Repeat("é", 100), msg)
+	})
+
+	t.Run("Redirect", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "/elsewhere", http.StatusFound)
+		})
+		// Even a client that would follow redirects does not.
+		d := New(Config{Client: &http.Client{}})
+		t.Cleanup(d.CloseIdleConnections)
+		err := d.Deliver(context.Background(), b.topic(), testJob())
+		require.ErrorContains(t, err, "status 302")
+		require.Equal(t, "/hook", (<-b.reqs).Path)
+		require.Empty(t, b.reqs, "the redirect was followed")
+	})
+
+	t.Run("Timeout", func(t *testing.T) {
+		t.Parallel()
+		var b *testBundle
+		b = setup(t, func(w http.ResponseWriter, r *http.Request) { b.block(nil)(w, r) })
+		topic := b.topic()
+		topic.Delivery.Timeout = 50 * time.Millisecond
+		err := b.d.Deliver(context.Background(), topic, testJob())
+		require.EqualError(t, err, "timeout after 50ms")
+	})
+
+	t.Run("TimeoutReadingAnswer", func(t *testing.T) {
+		t.Parallel()
+		var b *testBundle
+		b = setup(t, func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusOK)
+			_, _ = io.WriteString(w, `{"code":`)
+			w.(http.Flusher).Flush()
+			b.block(nil)(w, r)
+		})
+		topic := b.topic()
+		topic.Delivery.Timeout = 50 * time.Millisecond
+		topic.Delivery.Success = "body?.code == 0"
+		require.EqualError(t, b.d.Deliver(context.Background(), topic, testJob()), "timeout after 50ms")
+	})
+
+	t.Run("ConnectionRefused", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, answerWith(http.StatusOK, ""))
+		topic := b.topic()
+		b.srv.Close()
+		err := b.d.Deliver(context.Background(), topic, testJob())
+		require.ErrorContains(t, err, "request failed: ")
+		require.NotContains(t, err.Error(), topic.Delivery.URL)
+	})
+
+	t.Run("ContextCancelled", func(t *testing.T) {
+		t.Parallel()
+		started := make(chan struct{}, 1)
+		var b *testBundle
+		b = setup(t, func(w http.ResponseWriter, r *http.Request) { b.block(started)(w, r) })
+		topic := b.topic()
+		topic.Delivery.Timeout = 5 * time.Minute
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- b.d.Deliver(ctx, topic, testJob()) }()
+		<-started
+		cancel()
+		err := <-done
+		require.ErrorIs(t, err, context.Canceled)
+		require.NotContains(t, err.Error(), "timeout")
+	})
+
+	t.Run("ConnectionsReused", func(t *testing.T) {
+		t.Parallel()
+		big := strings.Repeat("x", 100<<10) // more than MaxAnswerBytes, less than the drain limit
+		status := []int{200, 500, 200, 503, 204}
+		var n atomic.Int64
+		b := setup(t, func(w http.ResponseWriter, r *http.Request) {
+			answerWith(status[n.Add(1)-1], big)(w, r)
+		})
+		for range status {
+			_ = b.d.Deliver(context.Background(), b.topic(), testJob())
+		}
+		require.Equal(t, int64(1), b.conns.Load())
+	})
+}
+
+func TestDeliverCondition(t *testing.T) {
+	t.Parallel()
+
+	const cond = "status == 200 && body.code == 0"
+	for _, tc := range []struct {
+		name    string
+		cond    string
+		handler http.HandlerFunc
+		wantErr string // empty for success
+	}{
+		{"True", cond, answerWith(200, `{"code": 0, "msg": "ok"}`), ""},
+		{"False", cond, answerWith(200, `{"code": 7}`), "condition false: status == 200 && body.code == 0 (status 200)"},
+		{"FalseOnStatus", cond, answerWith(500, `{"code": 0}`), "condition false: status == 200 && body.code == 0 (status 500)"},
+		{"NonJSONAnswer", cond, answerWith(200, `<html>ok</html>`), "condition error: cannot fetch code from <nil> (1:22) (status 200)"},
+		{"NonJSONAnswerOptionalChaining", "status == 200 && body?.code == 0", answerWith(200, `<html>ok</html>`), "condition false: status == 200 && body?.code == 0 (status 200)"},
+		{"DecidesOverNon2xx", "status == 409", answerWith(409, `already done`), ""},
+		{"Rejects2xx", "status == 202", answerWith(200, ``), "condition false: status == 202 (status 200)"},
+		{"Headers", `headers["X-Result"] == "ok"`, answerWith(200, ``, "x-result", "ok"), ""},
+		{"JSONArray", `len(body) == 2`, answerWith(200, `[1, 2]`), ""},
+		{"AnswerTooLarge", `body != nil`, answerWith(200, `"`+strings.Repeat("x", MaxAnswerBytesDefault)+`"`), "condition false: body != nil (status 200)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, tc.handler)
+			topic := b.topic()
+			topic.Delivery.Success = tc.cond
+			require.NoError(t, b.d.ValidateTopic(topic))
+			err := b.d.Deliver(context.Background(), topic, testJob())
+			if tc.wantErr == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.EqualError(t, err, tc.wantErr)
+		})
+	}
+}
+
+func TestValidateTopic(t *testing.T) {
+	t.Parallel()
+
+	d := New(Config{})
+	t.Cleanup(d.CloseIdleConnections)
+	topic := func(url, success string) *core.Topic {
+		return &core.Topic{Name: "orders", Delivery: core.Delivery{Type: core.DeliveryWebhook, URL: url, Success: success}}
+	}
+	requireField := func(t *testing.T, err error, field string) {
+		t.Helper()
+		var fe *core.FieldError
+		require.ErrorAs(t, err, &fe)
+		require.Equal(t, field, fe.Field, fe.Message)
+		require.ErrorIs(t, err, core.ErrInvalidArgument)
+	}
+
+	t.Run("Valid", func(t *testing.T) {
+		t.Parallel()
+		for _, u := range []string{
+			"https://svc/hook",
+			"http://127.0.0.1:8080/hook?x=1",
+			"HTTPS://Example.COM",
+			"http://[::1]:9/h",
+		} {
+			require.NoError(t, d.ValidateTopic(topic(u, "")), u)
+		}
+		require.NoError(t, d.ValidateTopic(topic("https://svc/hook", `status == 200 && body.code == 0`)))
+		require.NoError(t, d.ValidateTopic(topic("https://svc/hook", `headers["X-Ok"] == "1" || status in [200, 202]`)))
+	})
+
+	t.Run("InvalidURL", func(t *testing.T) {
+		t.Parallel()
+		for _, u := range []string{
+			"",
+			"svc/hook",
+			"/hook",
+			"ftp://svc/hook",
+			"nats://svc",
+			"http:svc",
+			"http://",
+			"http://:8080/hook",
+			"https://user:pass@svc/hook",
+			"https://user@svc/hook",
+			"http://svc/\x7f",
+			"http://sv c/",
+			"https://svc/" + strings.Repeat("a", MaxURLLen),
+		} {
+			requireField(t, d.ValidateTopic(topic(u, "")), "delivery.url")
+		}
+	})
+
+	t.Run("InvalidCondition", func(t *testing.T) {
+		t.Parallel()
+		for src, msg := range map[string]string{
+			"status ==":          "delivery.success: unexpected token EOF (1:8)",
+			"status":             "delivery.success: expected bool, but got int",
+			"status == 200 && x": "delivery.success: unknown name x (1:17)",
+			"   ":                "delivery.success: condition is blank",
+		} {
+			err := d.ValidateTopic(topic("https://svc/hook", src))
+			requireField(t, err, "delivery.success")
+			require.EqualError(t, err, msg)
+		}
+		requireField(t, d.ValidateTopic(topic("https://svc/hook", strings.Repeat("1", MaxConditionLen+1))), "delivery.success")
+	})
+
+	t.Run("Subject", func(t *testing.T) {
+		t.Parallel()
+		tp := topic("https://svc/hook", "")
+		tp.Delivery.Subject = "x"
+		requireField(t, d.ValidateTopic(tp), "delivery.subject")
+	})
+
+	t.Run("WrongType", func(t *testing.T) {
+		t.Parallel()
+		tp := topic("https://svc/hook", "")
+		tp.Delivery.Type = core.DeliveryNATS
+		requireField(t, d.ValidateTopic(tp), "delivery.type")
+	})
+}

@@ -1,0 +1,69 @@
+// Package webhook delivers the due jobs of topics configured with
+// {"delivery": {"type": "webhook", ...}} by HTTP POST, as API.md's "Webhook
+// deliveries" describes. Its Deliverer implements core.Deliverer: the engine
+// claims due jobs, calls Deliver once per attempt, and acks the job, retries
+// it by the topic's backoff, or buries it after max_attempts by the
+// outcome. The error of a failed attempt becomes the job's last_error.
+//
+// # Request
+//
+// Each attempt is a POST to delivery.url with the body
+//
+//	{"id":"01J...","topic":"orders.close","body":{"order":42},"attempt":1,"run_at":"2026-11-21T10:00:00.250Z"}
+//
+// where body is the job's body byte for byte and run_at is RFC 3339 with
+// milliseconds in UTC, and the headers
+//
+//	Content-Type: application/json
+//	User-Agent: delayq-webhook/1
+//	Delayq-Id: <job id>
+//	Delayq-Attempt: <1-based attempt>
+//	traceparent: <W3C trace context of the push, when it had one>
+//	Delayq-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>
+//
+// the last only when the topic has a delivery.secret. Delivery is at least
+// once: a receiver may see a job again (after a timeout, say) and should
+// make its handling idempotent by Delayq-Id.
+//
+// # Outcome
+//
+// An attempt succeeds when a 2xx answer arrives within delivery.timeout
+// (default 10s, covering connect through reading the answer). Redirects are
+// not followed: a 3xx is a failure. When delivery.success is set, an
+// expr-lang condition alone decides, evaluated over
+//
+//	status   int                the HTTP status code
+//	body     any                the answer parsed as JSON, nil when it is not JSON
+//	headers  map[string]string  first value of each header, by canonical name
+//
+// for example `status == 200 && body.code == 0`. A condition that fails at
+// run time (body.code when the answer is not JSON) fails the attempt; write
+// body?.code to treat a missing body as nil instead. Only the first
+// MaxAnswerBytes of an answer (64 KiB by default) are read.
+//
+// # Verifying signatures
+//
+// A receiver checks Delayq-Signature over the raw request body, before
+// parsing it, and rejects stale timestamps to limit replays. In Go, with
+// this package:
+//
+//	func hook(w http.ResponseWriter, r *http.Request) {
+//		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+//		if err != nil {
+//			http.Error(w, "read failed", http.StatusBadRequest)
+//			return
+//		}
+//		err = webhook.Verify(secret, r.Header.Get("Delayq-Signature"), body, time.Now(), 5*time.Minute)
+//		if err != nil {
+//			http.Error(w, "bad signature", http.StatusUnauthorized)
+//			return
+//		}
+//		// Parse body; deduplicate by its "id".
+//		w.WriteHeader(http.StatusNoContent)
+//	}
+//
+// In another language: split the header on ",", take t and every v1,
+// compute HMAC-SHA256 with the secret as key over t, ".", and the raw body,
+// hex-encode it and compare it in constant time with each v1; then check
+// that t is within a few minutes of now.
+package webhook
