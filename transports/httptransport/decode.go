@@ -1,0 +1,381 @@
+package httptransport
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/delayq/delayq/core"
+)
+
+// readBody reads the whole request body, at most limit bytes. A larger body
+// is a *core.FieldError wrapping core.ErrTooLarge. The returned release
+// gives the buffer back for reuse; the data must not be used after it.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) (data []byte, release func(), err error) {
+	if r.ContentLength > limit {
+		return nil, func() {}, tooLargeBody(limit)
+	}
+	buf := bufPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	release = func() {
+		if buf.Cap() <= maxPooledBuffer {
+			bufPool.Put(buf)
+		}
+	}
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength))
+	}
+	_, err = buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		release()
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return nil, func() {}, tooLargeBody(limit)
+		}
+		return nil, func() {}, core.Invalid("", "reading the request body failed: %v", err)
+	}
+	return buf.Bytes(), release, nil
+}
+
+func tooLargeBody(limit int64) error {
+	return core.TooLarge("", "request body is larger than the limit of %d bytes", limit)
+}
+
+// bufPool holds request buffers; maxPooledBuffer keeps the pool from
+// holding on to the buffers of large batches.
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledBuffer = 256 << 10
+
+// decodeObject decodes data, one JSON object, into dst strictly: unknown
+// fields, wrong types and trailing data are *core.FieldError values naming
+// the field, prefixed with prefix (the path of a nested object, "" at the
+// top). Empty data is an error; callers that allow an empty body check first.
+func decodeObject(data []byte, prefix string, dst any) error {
+	trimmed := trimJSONSpace(data)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		if prefix == "" {
+			return core.Invalid("", "request body must be a JSON object")
+		}
+		return core.Invalid(prefix, "%s must be a JSON object", prefix)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return decodeError(prefix, err)
+	}
+	if len(trimJSONSpace(data[dec.InputOffset():])) != 0 {
+		return core.Invalid(prefix, "unexpected data after the JSON object")
+	}
+	return nil
+}
+
+// decodeError turns an encoding/json error into a *core.FieldError.
+func decodeError(prefix string, err error) error {
+	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
+		return core.Invalid(prefix, "invalid JSON at byte %d: %s", se.Offset, se.Error())
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return core.Invalid(prefix, "invalid JSON: unexpected end of input")
+	}
+	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
+		field := joinField(prefix, te.Field)
+		if field == "" {
+			return core.Invalid("", "request body must be a JSON object")
+		}
+		return core.Invalid(field, "%s must be %s", field, jsonKind(te.Type))
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if n, uerr := strconv.Unquote(name); uerr == nil {
+			name = n
+		}
+		field := joinField(prefix, name)
+		return core.Invalid(field, "unknown field %q", field)
+	}
+	if fe, ok := errors.AsType[*core.FieldError](err); ok {
+		return fe
+	}
+	return core.Invalid(prefix, "invalid JSON: %v", err)
+}
+
+func joinField(prefix, name string) string {
+	switch {
+	case prefix == "":
+		return name
+	case name == "":
+		return prefix
+	}
+	return prefix + "." + name
+}
+
+// jsonKind names the JSON kind that a Go type decodes from, for messages.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "a different type"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer in range"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "a JSON object"
+	}
+	return "a different type"
+}
+
+// trimJSONSpace trims the whitespace that JSON allows between tokens.
+func trimJSONSpace(b []byte) []byte {
+	isSpace := func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+	for len(b) > 0 && isSpace(b[0]) {
+		b = b[1:]
+	}
+	for len(b) > 0 && isSpace(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// isNull reports whether a raw JSON value is absent or null.
+func isNull(raw json.RawMessage) bool {
+	raw = trimJSONSpace(raw)
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+// parseDuration decodes a duration field: a Go duration string ("1500ms",
+// "2h") or an integer of milliseconds. ok is false when the field is absent
+// or null. Errors are *core.FieldError values naming field.
+func parseDuration(field string, raw json.RawMessage) (d time.Duration, ok bool, err error) {
+	if isNull(raw) {
+		return 0, false, nil
+	}
+	raw = trimJSONSpace(raw)
+	bad := func() error {
+		return core.Invalid(field, "%s must be a duration such as \"1500ms\" or \"2h\", or an integer of milliseconds", field)
+	}
+	switch c := raw[0]; {
+	case c == '"':
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return 0, false, bad()
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return 0, false, bad()
+		}
+		return d, true, nil
+	case c == '-' || c >= '0' && c <= '9':
+		ms, err := strconv.ParseInt(string(raw), 10, 64)
+		if err != nil && !errors.Is(err, strconv.ErrRange) {
+			return 0, false, bad()
+		}
+		if err != nil || ms > math.MaxInt64/int64(time.Millisecond) || ms < math.MinInt64/int64(time.Millisecond) {
+			return 0, false, core.Invalid(field, "%s is out of range", field)
+		}
+		return time.Duration(ms) * time.Millisecond, true, nil
+	}
+	return 0, false, bad()
+}
+
+// parseTime decodes a time field: an RFC 3339 string with an optional
+// fraction. ok is false when the field is absent or null. Errors are
+// *core.FieldError values naming field.
+func parseTime(field string, raw json.RawMessage) (t time.Time, ok bool, err error) {
+	if isNull(raw) {
+		return time.Time{}, false, nil
+	}
+	bad := func() error {
+		return core.Invalid(field, "%s must be an RFC 3339 time such as \"2026-11-21T10:00:00.250Z\"", field)
+	}
+	var s string
+	if json.Unmarshal(trimJSONSpace(raw), &s) != nil {
+		return time.Time{}, false, bad()
+	}
+	t, err = time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, false, bad()
+	}
+	return t, true, nil
+}
+
+// jobRequest is the wire form of one job to create or replace.
+type jobRequest struct {
+	Topic       string          `json:"topic"`
+	Body        json.RawMessage `json:"body"`
+	Delay       json.RawMessage `json:"delay"`
+	RunAt       json.RawMessage `json:"run_at"`
+	ID          string          `json:"id"`
+	TTR         json.RawMessage `json:"ttr"`
+	MaxAttempts int             `json:"max_attempts"`
+	Key         string          `json:"key"`
+}
+
+// decodeJobRequest decodes one job object into the engine's push
+// parameters. It checks the wire form only; the engine validates the
+// values. A body of JSON null is kept as null.
+func decodeJobRequest(data []byte) (*core.PushParams, error) {
+	var req jobRequest
+	if err := decodeObject(data, "", &req); err != nil {
+		return nil, err
+	}
+	p := &core.PushParams{
+		Topic:       req.Topic,
+		Body:        req.Body,
+		ID:          req.ID,
+		MaxAttempts: req.MaxAttempts,
+		Key:         req.Key,
+	}
+	if d, ok, err := parseDuration("delay", req.Delay); err != nil {
+		return nil, err
+	} else if ok {
+		p.Delay = &d
+	}
+	if t, ok, err := parseTime("run_at", req.RunAt); err != nil {
+		return nil, err
+	} else if ok {
+		p.RunAt = &t
+	}
+	if p.Delay != nil && p.RunAt != nil {
+		return nil, core.Invalid("delay", "delay and run_at are exclusive")
+	}
+	ttr, _, err := parseDuration("ttr", req.TTR)
+	if err != nil {
+		return nil, err
+	}
+	p.TTR = ttr
+	return p, nil
+}
+
+// batchRequest is the wire form of POST /v1/jobs/batch; each job is decoded
+// on its own so that one bad job fails alone.
+type batchRequest struct {
+	Jobs []json.RawMessage `json:"jobs"`
+}
+
+// claimRequest is the wire form of a claim.
+type claimRequest struct {
+	Max  *int            `json:"max"`
+	Wait json.RawMessage `json:"wait"`
+}
+
+// leaseRequest is the wire form of ack and touch.
+type leaseRequest struct {
+	Lease string `json:"lease"`
+}
+
+// nackRequest is the wire form of nack.
+type nackRequest struct {
+	Lease string          `json:"lease"`
+	Delay json.RawMessage `json:"delay"`
+	Error string          `json:"error"`
+}
+
+// topicRequest is the wire form of PUT /v1/topics/{topic}. Nested objects
+// are decoded on their own so that errors name their full path.
+type topicRequest struct {
+	// Name may repeat the topic of the path, so that a GET answer can be
+	// sent back.
+	Name        string          `json:"name"`
+	Delivery    json.RawMessage `json:"delivery"`
+	TTR         json.RawMessage `json:"ttr"`
+	MaxAttempts int             `json:"max_attempts"`
+	Backoff     json.RawMessage `json:"backoff"`
+	Concurrency int             `json:"concurrency"`
+}
+
+type deliveryRequest struct {
+	Type    string          `json:"type"`
+	URL     string          `json:"url"`
+	Timeout json.RawMessage `json:"timeout"`
+	Secret  string          `json:"secret"`
+	Subject string          `json:"subject"`
+	Success string          `json:"success"`
+}
+
+type backoffRequest struct {
+	Initial json.RawMessage `json:"initial"`
+	Max     json.RawMessage `json:"max"`
+	Factor  float64         `json:"factor"`
+	Jitter  float64         `json:"jitter"`
+}
+
+// decodeTopicRequest decodes a topic configuration for the topic name of
+// the path. The engine validates the values.
+func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
+	var req topicRequest
+	if err := decodeObject(data, "", &req); err != nil {
+		return nil, err
+	}
+	if req.Name != "" && req.Name != name {
+		return nil, core.Invalid("name", "name %q does not match the topic of the path %q", req.Name, name)
+	}
+	t := &core.Topic{Name: name, MaxAttempts: req.MaxAttempts, Concurrency: req.Concurrency}
+	var err error
+	if t.TTR, _, err = parseDuration("ttr", req.TTR); err != nil {
+		return nil, err
+	}
+	if !isNull(req.Delivery) {
+		var d deliveryRequest
+		if err := decodeObject(req.Delivery, "delivery", &d); err != nil {
+			return nil, err
+		}
+		t.Delivery = core.Delivery{Type: d.Type, URL: d.URL, Secret: d.Secret, Subject: d.Subject, Success: d.Success}
+		if t.Delivery.Timeout, _, err = parseDuration("delivery.timeout", d.Timeout); err != nil {
+			return nil, err
+		}
+	}
+	if !isNull(req.Backoff) {
+		var b backoffRequest
+		if err := decodeObject(req.Backoff, "backoff", &b); err != nil {
+			return nil, err
+		}
+		t.Backoff.Factor, t.Backoff.Jitter = b.Factor, b.Jitter
+		if t.Backoff.Initial, _, err = parseDuration("backoff.initial", b.Initial); err != nil {
+			return nil, err
+		}
+		if t.Backoff.Max, _, err = parseDuration("backoff.max", b.Max); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// validTraceParent reports whether h is a W3C traceparent of a known shape:
+// version-traceid-parentid-flags in lowercase hex, with later versions
+// allowed to append fields. Invalid values are ignored, as the spec asks.
+func validTraceParent(h string) bool {
+	if len(h) < 55 || len(h) > 512 || (len(h) > 55 && (h[55] != '-' || h[:2] == "00")) {
+		return false
+	}
+	for i := 0; i < 55; i++ {
+		c := h[i]
+		switch i {
+		case 2, 35, 52:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+				return false
+			}
+		}
+	}
+	return h[:2] != "ff" && h[3:35] != strings.Repeat("0", 32) && h[36:52] != strings.Repeat("0", 16)
+}

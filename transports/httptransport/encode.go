@@ -1,0 +1,260 @@
+package httptransport
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/delayq/delayq/core"
+)
+
+// timeLayout is RFC 3339 with milliseconds; times are shown in UTC.
+const timeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// Job answers are written by hand rather than by encoding/json, which would
+// compact and HTML-escape the raw body: a body is answered byte for byte.
+
+// writeRaw answers an already encoded JSON body.
+func writeRaw(w http.ResponseWriter, status int, b []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// writeJSON answers v encoded by encoding/json; v holds no job body.
+func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeRaw(w, status, b)
+}
+
+// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as
+// encoding/json does; U+2028 and U+2029 are escaped for JavaScript.
+func appendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// appendTime appends t as a JSON string in RFC 3339 with milliseconds, UTC.
+func appendTime(b []byte, t time.Time) []byte {
+	b = append(b, '"')
+	b = t.UTC().AppendFormat(b, timeLayout)
+	return append(b, '"')
+}
+
+// appendBody appends a job body as it was given; an empty body is null.
+func appendBody(b []byte, body json.RawMessage) []byte {
+	if len(body) == 0 {
+		return append(b, "null"...)
+	}
+	return append(b, body...)
+}
+
+// appendJob appends the GET form of a job: its fields, state and history,
+// and lease_expires_at while reserved, but never the lease itself.
+func appendJob(b []byte, j *core.Job) []byte {
+	b = append(b, `{"id":`...)
+	b = appendString(b, j.ID)
+	b = append(b, `,"topic":`...)
+	b = appendString(b, j.Topic)
+	b = append(b, `,"key":`...)
+	b = appendString(b, j.Key)
+	b = append(b, `,"body":`...)
+	b = appendBody(b, j.Body)
+	b = append(b, `,"run_at":`...)
+	b = appendTime(b, j.RunAt)
+	b = append(b, `,"ttr":`...)
+	b = appendString(b, j.TTR.String())
+	b = append(b, `,"max_attempts":`...)
+	b = strconv.AppendInt(b, int64(j.MaxAttempts), 10)
+	b = append(b, `,"attempt":`...)
+	b = strconv.AppendInt(b, int64(j.Attempt), 10)
+	b = append(b, `,"state":`...)
+	b = appendString(b, string(j.State))
+	b = append(b, `,"created_at":`...)
+	b = appendTime(b, j.CreatedAt)
+	if !j.UpdatedAt.IsZero() {
+		b = append(b, `,"updated_at":`...)
+		b = appendTime(b, j.UpdatedAt)
+	}
+	b = append(b, `,"last_error":`...)
+	b = appendString(b, j.LastError)
+	if j.State == core.StateReserved && !j.LeaseExpiresAt.IsZero() {
+		b = append(b, `,"lease_expires_at":`...)
+		b = appendTime(b, j.LeaseExpiresAt)
+	}
+	return append(b, '}')
+}
+
+// appendDelivery appends a claimed job as a delivery, lease included.
+func appendDelivery(b []byte, j *core.Job) []byte {
+	b = append(b, `{"id":`...)
+	b = appendString(b, j.ID)
+	b = append(b, `,"topic":`...)
+	b = appendString(b, j.Topic)
+	b = append(b, `,"body":`...)
+	b = appendBody(b, j.Body)
+	b = append(b, `,"attempt":`...)
+	b = strconv.AppendInt(b, int64(j.Attempt), 10)
+	b = append(b, `,"run_at":`...)
+	b = appendTime(b, j.RunAt)
+	b = append(b, `,"lease":`...)
+	b = appendString(b, j.Lease)
+	b = append(b, `,"lease_expires_at":`...)
+	b = appendTime(b, j.LeaseExpiresAt)
+	return append(b, '}')
+}
+
+// appendPushed appends the answer to a created job: id, topic, run_at and
+// state.
+func appendPushed(b []byte, j *core.Job) []byte {
+	b = append(b, `{"id":`...)
+	b = appendString(b, j.ID)
+	b = append(b, `,"topic":`...)
+	b = appendString(b, j.Topic)
+	b = append(b, `,"run_at":`...)
+	b = appendTime(b, j.RunAt)
+	b = append(b, `,"state":`...)
+	b = appendString(b, string(j.State))
+	return append(b, '}')
+}
+
+// appendJobList appends `{"jobs":[...]}` with each job appended by one;
+// no jobs give an empty list.
+func appendJobList(b []byte, jobs []*core.Job, one func([]byte, *core.Job) []byte) []byte {
+	b = append(b, `{"jobs":[`...)
+	for i, j := range jobs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = one(b, j)
+	}
+	return append(b, "]}"...)
+}
+
+// wireTime is a time answered as RFC 3339 with milliseconds in UTC.
+type wireTime time.Time
+
+// MarshalJSON implements json.Marshaler.
+func (t wireTime) MarshalJSON() ([]byte, error) { return appendTime(nil, time.Time(t)), nil }
+
+// touchView is the answer to touch.
+type touchView struct {
+	LeaseExpiresAt wireTime `json:"lease_expires_at"`
+}
+
+// topicView is the wire form of a topic: its configuration with defaults
+// filled, the delivery secret replaced by secret_set, and its counts.
+type topicView struct {
+	Name        string       `json:"name"`
+	Delivery    deliveryView `json:"delivery"`
+	TTR         string       `json:"ttr"`
+	MaxAttempts int          `json:"max_attempts"`
+	Backoff     backoffView  `json:"backoff"`
+	Concurrency int          `json:"concurrency"`
+	Configured  bool         `json:"configured"`
+	Counts      core.Counts  `json:"counts"`
+}
+
+type deliveryView struct {
+	Type      string `json:"type"`
+	URL       string `json:"url,omitempty"`
+	Timeout   string `json:"timeout,omitempty"`
+	Subject   string `json:"subject,omitempty"`
+	Success   string `json:"success,omitempty"`
+	SecretSet bool   `json:"secret_set"`
+}
+
+type backoffView struct {
+	Initial string  `json:"initial"`
+	Max     string  `json:"max"`
+	Factor  float64 `json:"factor"`
+	Jitter  float64 `json:"jitter"`
+}
+
+func newTopicView(t *core.Topic) topicView {
+	d := t.WithDefaults()
+	v := topicView{
+		Name: d.Name,
+		Delivery: deliveryView{
+			Type:      d.Delivery.Type,
+			URL:       d.Delivery.URL,
+			Subject:   d.Delivery.Subject,
+			Success:   d.Delivery.Success,
+			SecretSet: d.Delivery.Secret != "",
+		},
+		TTR:         d.TTR.String(),
+		MaxAttempts: d.MaxAttempts,
+		Backoff: backoffView{
+			Initial: d.Backoff.Initial.String(),
+			Max:     d.Backoff.Max.String(),
+			Factor:  d.Backoff.Factor,
+			Jitter:  d.Backoff.Jitter,
+		},
+		Concurrency: d.Concurrency,
+		Configured:  t.Configured,
+		Counts:      t.Counts,
+	}
+	if d.Delivery.Timeout != 0 {
+		v.Delivery.Timeout = d.Delivery.Timeout.String()
+	}
+	return v
+}
+
+// topicListView is the answer to GET /v1/topics.
+type topicListView struct {
+	Topics []topicView `json:"topics"`
+}
+
+// statusView is the answer of the health probes.
+type statusView struct {
+	Status string `json:"status"`
+}

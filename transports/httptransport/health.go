@@ -1,0 +1,44 @@
+package httptransport
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/delayq/delayq/core"
+)
+
+// readyTimeout bounds the backend check of /readyz.
+const readyTimeout = 2 * time.Second
+
+// healthz serves GET /healthz: 200 while the process serves.
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
+	s.writeJSON(w, r, http.StatusOK, statusView{Status: "ok"})
+	return nil
+}
+
+// readyz serves GET /readyz: 200 when the engine's store answers within
+// readyTimeout, else 503 unavailable with Retry-After.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	// The check runs on its own so that a store that ignores ctx cannot
+	// hold the probe past readyTimeout.
+	done := make(chan error, 1)
+	go func() { done <- s.engine.Ready(ctx) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		return &messageError{
+			msg: "not ready: the backend does not answer",
+			err: fmt.Errorf("%w: ready check: %w", core.ErrUnavailable, err),
+		}
+	}
+	s.writeJSON(w, r, http.StatusOK, statusView{Status: "ready"})
+	return nil
+}

@@ -1,0 +1,96 @@
+package httptransport
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/delayq/delayq/core"
+)
+
+// deadLimitDefault is the dead-job listing's limit when the query has none.
+const deadLimitDefault = 100
+
+// listTopics serves GET /v1/topics: every topic that is configured or has
+// jobs, with counts, sorted by name.
+func (s *Server) listTopics(w http.ResponseWriter, r *http.Request) error {
+	ts, err := s.engine.ListTopics(r.Context())
+	if err != nil {
+		return err
+	}
+	v := topicListView{Topics: make([]topicView, 0, len(ts))}
+	for _, t := range ts {
+		v.Topics = append(v.Topics, newTopicView(t))
+	}
+	s.writeJSON(w, r, http.StatusOK, v)
+	return nil
+}
+
+// getTopic serves GET /v1/topics/{topic}: its configuration with defaults
+// filled and its counts; 404 when the topic is neither configured nor has
+// jobs.
+func (s *Server) getTopic(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("topic")
+	t, err := s.engine.GetTopic(r.Context(), name)
+	if err != nil {
+		return describe(err, core.ErrNotFound, "topic %q not found", name)
+	}
+	s.writeJSON(w, r, http.StatusOK, newTopicView(t))
+	return nil
+}
+
+// putTopic serves PUT /v1/topics/{topic}: it stores the configuration and
+// answers 200 with it as GET shows it.
+func (s *Server) putTopic(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("topic")
+	data, release, err := readBody(w, r, smallRequestBytes)
+	if err != nil {
+		return err
+	}
+	t, err := decodeTopicRequest(name, data)
+	release()
+	if err != nil {
+		return err
+	}
+	if err := s.engine.PutTopic(r.Context(), t); err != nil {
+		return err
+	}
+	stored, err := s.engine.GetTopic(r.Context(), name)
+	if err != nil {
+		// Stored, but the read for counts failed: answer what was stored.
+		s.log.Warn("httptransport: reading a topic back after put failed", "topic", name, "err", err)
+		stored = t
+		stored.Configured = true
+	}
+	s.writeJSON(w, r, http.StatusOK, newTopicView(stored))
+	return nil
+}
+
+// deleteTopic serves DELETE /v1/topics/{topic}: 204 when its configuration
+// was dropped (its jobs stay); 404 when it had none.
+func (s *Server) deleteTopic(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("topic")
+	if err := s.engine.DeleteTopic(r.Context(), name); err != nil {
+		return describe(err, core.ErrNotFound, "topic %q has no configuration", name)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// listDead serves GET /v1/topics/{topic}/dead?limit=100: up to limit dead
+// jobs of the topic, oldest death first, as GET shows jobs.
+func (s *Server) listDead(w http.ResponseWriter, r *http.Request) error {
+	limit := deadLimitDefault
+	if q := r.URL.Query(); q.Has("limit") {
+		n, err := strconv.Atoi(q.Get("limit"))
+		if err != nil {
+			return core.Invalid("limit", "limit must be an integer between 1 and %d", core.DeadLimitMax)
+		}
+		limit = n
+	}
+	jobs, err := s.engine.ListDead(r.Context(), r.PathValue("topic"), limit)
+	if err != nil {
+		return err
+	}
+	writeRaw(w, http.StatusOK, appendJobList(nil, jobs, appendJob))
+	return nil
+}
