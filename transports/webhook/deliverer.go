@@ -179,6 +179,8 @@ type StatusError struct {
 	Status int
 	// Answer is the start of the answer's body, valid UTF-8, at most 200 bytes.
 	Answer string
+	// Location is the target of a redirect (3xx), which is not followed.
+	Location string
 	// RetryAfter is the delay asked for by a Retry-After header in seconds,
 	// zero when absent or given as a date.
 	RetryAfter time.Duration
@@ -186,6 +188,9 @@ type StatusError struct {
 
 // Error implements error.
 func (e *StatusError) Error() string {
+	if e.Location != "" {
+		return "status " + strconv.Itoa(e.Status) + ": redirect to " + e.Location + " not followed"
+	}
 	if e.Answer == "" {
 		return "status " + strconv.Itoa(e.Status)
 	}
@@ -259,7 +264,11 @@ func (d *Deliverer) deliver(ctx context.Context, topic *core.Topic, job *core.Jo
 		return d.transportError(ctx, actx, timeout, fmt.Sprintf("reading answer (status %d)", resp.StatusCode), err)
 	}
 	if prog == nil {
-		return &StatusError{Status: resp.StatusCode, Answer: snippet(body), RetryAfter: retryAfter(resp.Header)}
+		se := &StatusError{Status: resp.StatusCode, Answer: snippet(body), RetryAfter: retryAfter(resp.Header)}
+		if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+			se.Location = snippet([]byte(resp.Header.Get("Location")))
+		}
+		return se
 	}
 	a := &answer{Status: resp.StatusCode, Headers: firstValues(resp.Header)}
 	if json.Valid(body) {

@@ -216,7 +216,7 @@ func TestDeliverOutcome(t *testing.T) {
 		d := New(Config{Client: &http.Client{}})
 		t.Cleanup(d.CloseIdleConnections)
 		err := d.Deliver(context.Background(), b.topic(), testJob())
-		require.ErrorContains(t, err, "status 302")
+		require.EqualError(t, err, "status 302: redirect to /elsewhere not followed")
 		require.Equal(t, "/hook", (<-b.reqs).Path)
 		require.Empty(t, b.reqs, "the redirect was followed")
 	})
