@@ -1,0 +1,254 @@
+package httptransport_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/backends/memstore"
+	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/transports/httptransport"
+)
+
+// testBundle is what a test drives: a real engine over memstore (behind a
+// store that can be made to fail) with a fake clock, served over HTTP.
+type testBundle struct {
+	clock  *clockwork.FakeClock
+	store  *memstore.Store
+	down   *downStore
+	engine *core.Engine
+	server *httptransport.Server
+	srv    *httptest.Server
+}
+
+type setupConfig struct {
+	limits          core.Limits
+	maxRequestBytes int64
+}
+
+func setup(t *testing.T, opts ...func(*setupConfig)) *testBundle {
+	t.Helper()
+	var cfg setupConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	clock := clockwork.NewFakeClock()
+	store := memstore.New(memstore.Config{Clock: clock})
+	down := &downStore{Store: store}
+	engine, err := core.NewEngine(core.EngineConfig{
+		Store:      down,
+		Clock:      clock,
+		Logger:     slog.New(slog.DiscardHandler),
+		Limits:     cfg.limits,
+		Deliverers: map[string]core.Deliverer{core.DeliveryWebhook: fakeDeliverer{}},
+	})
+	require.NoError(t, err)
+	server := httptransport.New(httptransport.Config{
+		Engine:          engine,
+		Logger:          slog.New(slog.DiscardHandler),
+		MaxRequestBytes: cfg.maxRequestBytes,
+	})
+	srv := httptest.NewServer(server)
+	t.Cleanup(func() {
+		srv.Close()
+		require.NoError(t, store.Close())
+	})
+	return &testBundle{clock: clock, store: store, down: down, engine: engine, server: server, srv: srv}
+}
+
+// response is an answer read whole.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// send makes a request without failing the test, so it may run in a
+// goroutine. body is sent as is when it is a string or []byte, else as JSON.
+func (b *testBundle) send(ctx context.Context, method, path string, body any, header ...string) (*response, error) {
+	var rd io.Reader
+	switch v := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(v)
+	case []byte:
+		rd = bytes.NewReader(v)
+	default:
+		data, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, b.srv.URL+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	res, err := b.srv.Client().Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	if err != nil {
+		return nil, err
+	}
+	return &response{status: res.StatusCode, header: res.Header, body: data}, nil
+}
+
+// do makes a request and fails the test when it cannot be made.
+func (b *testBundle) do(t *testing.T, method, path string, body any, header ...string) *response {
+	t.Helper()
+	res, err := b.send(t.Context(), method, path, body, header...)
+	require.NoError(t, err)
+	return res
+}
+
+// object decodes the answer as a JSON object.
+func (r *response) object(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(r.body, &m), "body: %s", r.body)
+	return m
+}
+
+// requireStatus checks the status, showing the body when it differs.
+func requireStatus(t *testing.T, res *response, status int) {
+	t.Helper()
+	require.Equal(t, status, res.status, "body: %s", res.body)
+}
+
+// requireError checks a non-2xx answer: its status, the JSON error body
+// with its code and field, and Retry-After on 503.
+func requireError(t *testing.T, res *response, status int, code, field string) map[string]any {
+	t.Helper()
+	requireStatus(t, res, status)
+	require.Equal(t, "application/json", res.header.Get("Content-Type"))
+	m := res.object(t)
+	e, ok := m["error"].(map[string]any)
+	require.True(t, ok, "no error object: %s", res.body)
+	require.Equal(t, code, e["code"], "body: %s", res.body)
+	require.Equal(t, field, e["field"], "body: %s", res.body)
+	require.NotEmpty(t, e["message"])
+	if status == http.StatusServiceUnavailable {
+		require.NotEmpty(t, res.header.Get("Retry-After"))
+	}
+	return m
+}
+
+// push creates a job and returns its id.
+func (b *testBundle) push(t *testing.T, body string) string {
+	t.Helper()
+	res := b.do(t, http.MethodPost, "/v1/jobs", body)
+	requireStatus(t, res, http.StatusCreated)
+	id, _ := res.object(t)["id"].(string)
+	require.NotEmpty(t, id)
+	return id
+}
+
+// getJob answers GET /v1/jobs/{id}, which must exist.
+func (b *testBundle) getJob(t *testing.T, id string) map[string]any {
+	t.Helper()
+	res := b.do(t, http.MethodGet, "/v1/jobs/"+id, nil)
+	requireStatus(t, res, http.StatusOK)
+	return res.object(t)
+}
+
+// claim claims without waiting and returns the deliveries.
+func (b *testBundle) claim(t *testing.T, topic string, max int) []map[string]any {
+	t.Helper()
+	res := b.do(t, http.MethodPost, "/v1/topics/"+topic+"/claim", map[string]any{"max": max})
+	requireStatus(t, res, http.StatusOK)
+	var v struct {
+		Jobs []map[string]any `json:"jobs"`
+	}
+	require.NoError(t, json.Unmarshal(res.body, &v))
+	require.NotNil(t, v.Jobs)
+	return v.Jobs
+}
+
+// rfc3339ms formats a time as the API answers it.
+func rfc3339ms(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
+
+// downStore wraps a store and fails the calls the tests use while its mode
+// says so: modeUnavailable with core.ErrUnavailable, modeBroken with an
+// error the table does not know.
+type downStore struct {
+	core.Store
+	mode atomic.Int32
+}
+
+const (
+	modeUp int32 = iota
+	modeUnavailable
+	modeBroken
+)
+
+// errBroken carries a detail that must never reach a client.
+var errBroken = errors.New("disk on fire at 10.0.0.7")
+
+func (d *downStore) fail() error {
+	switch d.mode.Load() {
+	case modeUnavailable:
+		return core.ErrUnavailable
+	case modeBroken:
+		return errBroken
+	}
+	return nil
+}
+
+func (d *downStore) PutJobs(ctx context.Context, p *core.PutJobsParams) ([]core.PutResult, error) {
+	if err := d.fail(); err != nil {
+		return nil, err
+	}
+	return d.Store.PutJobs(ctx, p)
+}
+
+func (d *downStore) GetJob(ctx context.Context, id string) (*core.Job, error) {
+	if err := d.fail(); err != nil {
+		return nil, err
+	}
+	return d.Store.GetJob(ctx, id)
+}
+
+func (d *downStore) ListTopics(ctx context.Context) ([]*core.Topic, error) {
+	if err := d.fail(); err != nil {
+		return nil, err
+	}
+	return d.Store.ListTopics(ctx)
+}
+
+func (d *downStore) Ping(ctx context.Context) error {
+	if err := d.fail(); err != nil {
+		return err
+	}
+	return d.Store.Ping(ctx)
+}
+
+// fakeDeliverer lets webhook topics be configured; the engine is never
+// started, so nothing is delivered.
+type fakeDeliverer struct{}
+
+func (fakeDeliverer) ValidateTopic(t *core.Topic) error {
+	if t.Delivery.URL == "" {
+		return core.Invalid("delivery.url", "delivery.url is required")
+	}
+	return nil
+}
+
+func (fakeDeliverer) Deliver(context.Context, *core.Topic, *core.Job) error { return nil }

@@ -1,0 +1,127 @@
+package httptransport_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestTopics(t *testing.T) {
+	t.Parallel()
+
+	t.Run("PutGetListDelete", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		res := b.do(t, http.MethodPut, "/v1/topics/orders.close", `{
+			"delivery": {"type": "webhook", "url": "https://svc/hook", "timeout": "5s", "secret": "s3cr3t"},
+			"ttr": "45s", "max_attempts": 16,
+			"backoff": {"initial": "2s", "max": 3600000, "factor": 3, "jitter": 0.1},
+			"concurrency": 64}`)
+		requireStatus(t, res, http.StatusOK)
+		require.NotContains(t, string(res.body), "s3cr3t")
+		want := map[string]any{
+			"name": "orders.close",
+			"delivery": map[string]any{
+				"type": "webhook", "url": "https://svc/hook", "timeout": "5s", "secret_set": true,
+			},
+			"ttr": "45s", "max_attempts": float64(16),
+			"backoff":     map[string]any{"initial": "2s", "max": "1h0m0s", "factor": float64(3), "jitter": 0.1},
+			"concurrency": float64(64), "configured": true,
+			"counts": map[string]any{"scheduled": float64(0), "ready": float64(0), "reserved": float64(0), "dead": float64(0)},
+		}
+		require.Equal(t, want, res.object(t))
+
+		res = b.do(t, http.MethodGet, "/v1/topics/orders.close", nil)
+		requireStatus(t, res, http.StatusOK)
+		require.NotContains(t, string(res.body), "s3cr3t")
+		require.Equal(t, want, res.object(t))
+
+		// The topic's defaults apply to its jobs.
+		id := b.push(t, `{"topic":"orders.close","delay":"1m"}`)
+		job := b.getJob(t, id)
+		require.Equal(t, "45s", job["ttr"])
+		require.Equal(t, float64(16), job["max_attempts"])
+
+		// A topic with jobs but no configuration is listed, with defaults.
+		b.push(t, `{"topic":"plain"}`)
+		b.push(t, `{"topic":"plain"}`)
+		require.Len(t, b.claim(t, "plain", 1), 1)
+		res = b.do(t, http.MethodGet, "/v1/topics", nil)
+		requireStatus(t, res, http.StatusOK)
+		require.NotContains(t, string(res.body), "s3cr3t")
+		var list struct{ Topics []map[string]any }
+		require.NoError(t, json.Unmarshal(res.body, &list))
+		require.Len(t, list.Topics, 2)
+		require.Equal(t, "orders.close", list.Topics[0]["name"])
+		require.Equal(t, map[string]any{"scheduled": float64(1), "ready": float64(0), "reserved": float64(0), "dead": float64(0)}, list.Topics[0]["counts"])
+		plain := list.Topics[1]
+		require.Equal(t, "plain", plain["name"])
+		require.Equal(t, false, plain["configured"])
+		require.Equal(t, map[string]any{"type": "consumer", "secret_set": false}, plain["delivery"])
+		require.Equal(t, "30s", plain["ttr"])
+		require.Equal(t, map[string]any{"scheduled": float64(0), "ready": float64(1), "reserved": float64(1), "dead": float64(0)}, plain["counts"])
+
+		// PUT replaces; what GET answered may be sent back.
+		res = b.do(t, http.MethodPut, "/v1/topics/plain", `{"name":"plain","delivery":{"type":"consumer"},"ttr":"1m"}`)
+		requireStatus(t, res, http.StatusOK)
+		m := res.object(t)
+		require.Equal(t, true, m["configured"])
+		require.Equal(t, "1m0s", m["ttr"])
+		require.Equal(t, float64(1), m["counts"].(map[string]any)["ready"])
+
+		requireStatus(t, b.do(t, http.MethodDelete, "/v1/topics/orders.close", nil), http.StatusNoContent)
+		requireError(t, b.do(t, http.MethodDelete, "/v1/topics/orders.close", nil), http.StatusNotFound, "not_found", "")
+		res = b.do(t, http.MethodGet, "/v1/topics/orders.close", nil)
+		requireStatus(t, res, http.StatusOK) // it still has a job
+		require.Equal(t, false, res.object(t)["configured"])
+	})
+
+	t.Run("Empty", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		res := b.do(t, http.MethodGet, "/v1/topics", nil)
+		requireStatus(t, res, http.StatusOK)
+		require.JSONEq(t, `{"topics":[]}`, string(res.body))
+		requireError(t, b.do(t, http.MethodGet, "/v1/topics/nope", nil), http.StatusNotFound, "not_found", "")
+		requireError(t, b.do(t, http.MethodGet, "/v1/topics/a..b", nil), http.StatusNotFound, "not_found", "")
+		requireError(t, b.do(t, http.MethodDelete, "/v1/topics/nope", nil), http.StatusNotFound, "not_found", "")
+	})
+
+	t.Run("BadInput", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		for _, tc := range []struct {
+			path, body, field string
+		}{
+			{"/v1/topics/t", `{"ttr":"fast"}`, "ttr"},
+			{"/v1/topics/t", `{"ttr":"0.5s"}`, "ttr"},
+			{"/v1/topics/t", `{"max_attempts":"3"}`, "max_attempts"},
+			{"/v1/topics/t", `{"concurrency":-1}`, "concurrency"},
+			{"/v1/topics/t", `{"delivery":{"type":"carrier-pigeon"}}`, "delivery.type"},
+			{"/v1/topics/t", `{"delivery":{"type":"nats"}}`, "delivery.type"},
+			{"/v1/topics/t", `{"delivery":{"type":"webhook"}}`, "delivery.url"},
+			{"/v1/topics/t", `{"delivery":{"type":"webhook","url":"http://x","timeout":"1h"}}`, "delivery.timeout"},
+			{"/v1/topics/t", `{"delivery":{"type":"webhook","url":"http://x","timeout":true}}`, "delivery.timeout"},
+			{"/v1/topics/t", `{"delivery":{"kind":"webhook"}}`, "delivery.kind"},
+			{"/v1/topics/t", `{"delivery":{"url":7}}`, "delivery.url"},
+			{"/v1/topics/t", `{"delivery":"webhook"}`, "delivery"},
+			{"/v1/topics/t", `{"backoff":{"initial":"1x"}}`, "backoff.initial"},
+			{"/v1/topics/t", `{"backoff":{"max":"-1s"}}`, "backoff.max"},
+			{"/v1/topics/t", `{"backoff":{"factor":0.5}}`, "backoff.factor"},
+			{"/v1/topics/t", `{"backoff":{"jitter":"a"}}`, "backoff.jitter"},
+			{"/v1/topics/t", `{"backoff":{"steps":3}}`, "backoff.steps"},
+			{"/v1/topics/t", `{"name":"u"}`, "name"},
+			{"/v1/topics/t", `{"secret":"x"}`, "secret"},
+			{"/v1/topics/t", ``, ""},
+			{"/v1/topics/t", `{"ttr":"1m"`, ""},
+			{"/v1/topics/t", `{"ttr":"1m"}x`, ""},
+			{"/v1/topics/a*b", `{}`, "topic"},
+		} {
+			res := b.do(t, http.MethodPut, tc.path, tc.body)
+			requireError(t, res, http.StatusBadRequest, "invalid_argument", tc.field)
+		}
+		requireNoTopics(t, b)
+	})
+}
