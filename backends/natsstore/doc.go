@@ -1,0 +1,2 @@
+// Package natsstore is the NATS JetStream core.Store of delayq.
+package natsstore

@@ -1,0 +1,579 @@
+package natsstore
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/delayq/delayq/core"
+)
+
+// Fetcher limits.
+const (
+	// maxHeld bounds the ready wake-ups one topic queue holds; past it the
+	// fetcher stops pulling until claims take some.
+	maxHeld = 20000
+	// idleRelease is how long a topic queue keeps fetching after its last
+	// claim. Then it stops and releases what it holds, so that another
+	// instance whose claims wait gets those jobs.
+	idleRelease = 2 * time.Second
+	// maxTries bounds the compare-and-set retries of one claim.
+	maxTries = 8
+)
+
+// item is a ready wake-up held by a topic queue until its due time.
+type item struct {
+	id    string
+	due   time.Time // the job's run_at, as the wake-up says
+	msg   jetstream.Msg
+	seq   uint64    // stream sequence of msg
+	since time.Time // fetched or last marked in progress
+	index int       // in the heap, -1 when out
+}
+
+// itemHeap orders items by due time, then stream sequence.
+type itemHeap []*item
+
+func (h itemHeap) Len() int { return len(h) }
+func (h itemHeap) Less(i, j int) bool {
+	if !h[i].due.Equal(h[j].due) {
+		return h[i].due.Before(h[j].due)
+	}
+	return h[i].seq < h[j].seq
+}
+func (h itemHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *itemHeap) Push(x any) {
+	it := x.(*item)
+	it.index = len(*h)
+	*h = append(*h, it)
+}
+func (h *itemHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	it.index = -1
+	return it
+}
+
+// topicQueue fetches one topic's ready wake-ups for this store instance and
+// holds them, by due time, for the claims of this instance. It fetches only
+// while claims come: idleRelease after the last one it stops and releases
+// what it holds.
+type topicQueue struct {
+	s     *Store
+	topic string
+
+	mu        sync.Mutex
+	room      *sync.Cond // signalled when the heap shrinks or the fetcher stops
+	items     itemHeap
+	byID      map[string]*item
+	changed   chan struct{} // closed and replaced when items arrive
+	waiting   int           // claims in ClaimJobs
+	lastClaim time.Time
+	cons      jetstream.Consumer
+	p         *puller       // the running fetcher, nil when idle
+	primed    chan struct{} // closed once the fetcher took what was available at start
+	runDone   chan struct{} // closed when the fetcher has stopped and released
+}
+
+// queue returns the topic queue of a topic, made if needed.
+func (s *Store) queue(topic string) (*topicQueue, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, core.ErrClosed
+	}
+	q := s.queues[topic]
+	if q == nil {
+		q = &topicQueue{s: s, topic: topic, byID: make(map[string]*item), changed: make(chan struct{})}
+		q.room = sync.NewCond(&q.mu)
+		s.queues[topic] = q
+	}
+	return q, nil
+}
+
+// ensureRunning starts the fetcher unless it runs, waiting first for a
+// stopping one to finish, and returns the channel closed once it is primed.
+func (q *topicQueue) ensureRunning() (<-chan struct{}, error) {
+	for {
+		q.mu.Lock()
+		if q.p != nil && !q.p.isStopped() {
+			primed := q.primed
+			q.mu.Unlock()
+			return primed, nil
+		}
+		if q.p != nil {
+			done := q.runDone
+			q.mu.Unlock()
+			select {
+			case <-done:
+			case <-q.s.done:
+				return nil, core.ErrClosed
+			}
+			continue
+		}
+		q.s.mu.Lock()
+		closed := q.s.closed
+		if !closed {
+			q.s.wg.Add(1)
+		}
+		q.s.mu.Unlock()
+		if closed {
+			q.mu.Unlock()
+			return nil, core.ErrClosed
+		}
+		p := newPuller(q.s, nil, q.add, 1)
+		q.p, q.primed, q.runDone = p, make(chan struct{}), make(chan struct{})
+		q.lastClaim = q.s.now()
+		primed, runDone := q.primed, q.runDone
+		q.mu.Unlock()
+		go q.run(p, primed, runDone)
+		return primed, nil
+	}
+}
+
+// run is the fetcher: it makes the durable consumer, takes what is
+// available at once, then pulls until stopped, and finally releases what it
+// holds.
+func (q *topicQueue) run(p *puller, primed, runDone chan struct{}) {
+	defer q.s.wg.Done()
+	defer close(runDone)
+	defer func() {
+		q.mu.Lock()
+		q.p = nil
+		q.mu.Unlock()
+	}()
+	defer q.releaseAll()
+	cons := q.consumer(p)
+	if cons == nil {
+		close(p.done)
+		return
+	}
+	p.cons = cons
+	// Prime: take what is available at once before the first claim looks,
+	// so that a claim sees the whole backlog and takes it in run_at order.
+	for !p.isStopped() {
+		batch, err := cons.FetchNoWait(p.batch)
+		if err != nil {
+			break
+		}
+		n := 0
+		for m := range batch.Messages() {
+			q.add(m)
+			n++
+		}
+		if batch.Error() != nil || n < p.batch {
+			break
+		}
+	}
+	close(primed)
+	monitorDone := make(chan struct{})
+	go q.monitor(p, monitorDone)
+	p.run()
+	<-monitorDone
+}
+
+// consumer returns the topic's durable consumer, creating it on first use;
+// nil when the fetcher stopped before JetStream answered.
+func (q *topicQueue) consumer(p *puller) jetstream.Consumer {
+	if q.cons != nil {
+		return q.cons
+	}
+	backoff := 10 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		cons, err := q.s.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable:       q.s.names.readyConsumer(q.topic),
+			Description:   "delayq ready jobs of topic " + q.topic,
+			FilterSubject: q.s.names.kindFilter(kindReady, q.topic),
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       q.s.cfg.AckWait,
+			MaxAckPending: 4 * maxHeld,
+			MaxDeliver:    -1,
+		})
+		cancel()
+		if err == nil {
+			q.cons = cons
+			return cons
+		}
+		q.s.log.Warn("natsstore: create consumer", "topic", q.topic, "err", err)
+		select {
+		case <-time.After(backoff):
+		case <-p.quit:
+			return nil
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// monitor keeps held wake-ups from going back to the stream (in-progress
+// acks) and stops the fetcher once no claim came for idleRelease.
+func (q *topicQueue) monitor(p *puller, done chan struct{}) {
+	defer close(done)
+	tick := time.NewTicker(min(q.s.cfg.AckWait/4, idleRelease/2))
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-tick.C:
+		}
+		now := q.s.now()
+		q.mu.Lock()
+		idle := q.waiting == 0 && now.Sub(q.lastClaim) > idleRelease
+		for _, it := range q.items {
+			if now.Sub(it.since) > q.s.cfg.AckWait/3 {
+				_ = it.msg.InProgress()
+				it.since = now
+			}
+		}
+		q.mu.Unlock()
+		if idle {
+			go p.stop()
+		}
+	}
+}
+
+// add holds a fetched ready wake-up. A second wake-up of a job already held
+// replaces the first (a redelivery, or a newer wake-up).
+func (q *topicQueue) add(m jetstream.Msg) {
+	meta, err := m.Metadata()
+	if err != nil {
+		_ = m.Term()
+		return
+	}
+	due, ok := dueOf(m.Data())
+	if !ok {
+		due = q.s.now()
+	}
+	id := idOf(m.Subject())
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.items) >= maxHeld && q.p != nil && !q.p.isStopped() {
+		q.room.Wait()
+	}
+	now := q.s.now()
+	if old := q.byID[id]; old != nil {
+		if old.seq != meta.Sequence.Stream {
+			_ = old.msg.Ack()
+		}
+		old.msg, old.seq, old.due, old.since = m, meta.Sequence.Stream, due, now
+		heap.Fix(&q.items, old.index)
+	} else {
+		it := &item{id: id, due: due, msg: m, seq: meta.Sequence.Stream, since: now}
+		heap.Push(&q.items, it)
+		q.byID[id] = it
+	}
+	close(q.changed)
+	q.changed = make(chan struct{})
+}
+
+// take pops up to max items due at now. It also returns the due time of
+// the next held item (zero if none) and the channel closed on arrivals.
+func (q *topicQueue) take(max int, now time.Time) ([]*item, time.Time, <-chan struct{}) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var items []*item
+	for len(items) < max && len(q.items) > 0 && !q.items[0].due.After(now) {
+		it := heap.Pop(&q.items).(*item)
+		delete(q.byID, it.id)
+		items = append(items, it)
+	}
+	if len(items) > 0 {
+		q.room.Broadcast()
+	}
+	var next time.Time
+	if len(q.items) > 0 {
+		next = q.items[0].due
+	}
+	return items, next, q.changed
+}
+
+// hold puts a taken item back, due at due; when the fetcher has stopped it
+// releases the item to the stream instead.
+func (q *topicQueue) hold(it *item, due time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.p == nil || q.p.isStopped() {
+		_ = it.msg.Nak()
+		return
+	}
+	if q.byID[it.id] != nil {
+		// A newer wake-up of the job arrived meanwhile.
+		_ = it.msg.Ack()
+		return
+	}
+	it.due = due
+	heap.Push(&q.items, it)
+	q.byID[it.id] = it
+	close(q.changed)
+	q.changed = make(chan struct{})
+}
+
+// releaseAll gives every held wake-up back to the stream at once.
+func (q *topicQueue) releaseAll() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, it := range q.items {
+		_ = it.msg.Nak()
+	}
+	q.items = nil
+	q.byID = make(map[string]*item)
+	q.room.Broadcast()
+}
+
+// stop stops the fetcher, if it runs, and waits until it has released what
+// it held.
+func (q *topicQueue) stop() {
+	q.mu.Lock()
+	p, done := q.p, q.runDone
+	q.room.Broadcast()
+	q.mu.Unlock()
+	if p == nil {
+		return
+	}
+	p.stop()
+	q.mu.Lock()
+	q.room.Broadcast()
+	q.mu.Unlock()
+	<-done
+}
+
+func (q *topicQueue) enter() {
+	q.mu.Lock()
+	q.waiting++
+	q.lastClaim = q.s.now()
+	q.mu.Unlock()
+}
+
+func (q *topicQueue) leave() {
+	q.mu.Lock()
+	q.waiting--
+	q.lastClaim = q.s.now()
+	q.mu.Unlock()
+}
+
+// ClaimJobs implements core.Store. The topic's fetcher holds ready wake-ups
+// until their run_at; a claim takes the due ones in run_at order and
+// reserves each by a compare-and-set of its record. It waits on the
+// fetcher's arrivals and a timer for the next due time, never polling.
+// Errors: ErrInvalidArgument when params.Max < 1, ErrClosed (also for a
+// claim waiting when the store closes), ErrUnavailable when JetStream fails
+// and no job was claimed.
+func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]*core.Job, error) {
+	if params == nil || params.Max < 1 {
+		return nil, core.Invalid("max", "max must be at least 1")
+	}
+	q, err := s.queue(params.Topic)
+	if err != nil {
+		return nil, err
+	}
+	q.enter()
+	defer q.leave()
+	primed, err := q.ensureRunning()
+	if err != nil {
+		return nil, err
+	}
+	deadline := s.now().Add(params.Wait)
+	primeWait := s.clock.NewTimer(max(params.Wait, 5*time.Second))
+	select {
+	case <-primed:
+	case <-primeWait.Chan():
+	case <-ctx.Done():
+	case <-s.done:
+		primeWait.Stop()
+		return nil, core.ErrClosed
+	}
+	primeWait.Stop()
+	for {
+		if s.isClosed() {
+			return nil, core.ErrClosed
+		}
+		now := s.now()
+		items, next, changed := q.take(params.Max, now)
+		if len(items) > 0 {
+			jobs, err := s.claimItems(ctx, q, items)
+			if len(jobs) > 0 {
+				return jobs, nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if ctx.Err() != nil || !now.Before(deadline) {
+			return []*core.Job{}, nil
+		}
+		d := deadline.Sub(now)
+		if !next.IsZero() && next.Sub(now) < d {
+			d = next.Sub(now)
+		}
+		t := s.clock.NewTimer(d)
+		select {
+		case <-changed:
+		case <-t.Chan():
+		case <-ctx.Done():
+		case <-s.done:
+		}
+		t.Stop()
+	}
+}
+
+// claimItems claims taken items concurrently and returns the jobs reserved,
+// in the items' order. The error is the first failure, if any.
+func (s *Store) claimItems(ctx context.Context, q *topicQueue, items []*item) ([]*core.Job, error) {
+	ctx = context.WithoutCancel(ctx) // a claim half done is finished, not dropped
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	jobs := make([]*core.Job, len(items))
+	err := s.each(ctx, len(items), func(i int) error {
+		var err error
+		jobs[i], err = s.claimOne(ctx, q, items[i])
+		return err
+	})
+	out := make([]*core.Job, 0, len(items))
+	for _, j := range jobs {
+		if j != nil {
+			out = append(out, j)
+		}
+	}
+	return out, err
+}
+
+// claimOne reconciles one taken wake-up with its job's record and reserves
+// the job if it is due; it returns nil when the wake-up was stale. The
+// lease's wake-up is published before the record changes, and the ready
+// wake-up is acknowledged only after.
+func (s *Store) claimOne(ctx context.Context, q *topicQueue, it *item) (*core.Job, error) {
+	for range maxTries {
+		j, seq, err := s.load(ctx, it.id)
+		if err != nil {
+			q.hold(it, it.due)
+			return nil, err
+		}
+		now := s.now()
+		if j == nil || j.Topic != q.topic {
+			_ = it.msg.Ack()
+			return nil, nil
+		}
+		switch j.State {
+		case core.StateScheduled, core.StateReady:
+			if j.RunAt.After(now) {
+				if j.RunAt.Sub(now) <= s.cfg.Lead {
+					q.hold(it, j.RunAt)
+					return nil, nil
+				}
+				// A stale early wake-up: make sure of the schedule.
+				if _, err := s.publish(ctx, s.wakeFor(j, now)); err != nil {
+					q.hold(it, it.due)
+					return nil, err
+				}
+				_ = it.msg.Ack()
+				return nil, nil
+			}
+		case core.StateReserved:
+			if j.LeaseExpiresAt.After(now) {
+				// The lease holds; make sure its wake-up exists.
+				if _, err := s.publish(ctx, s.wakeFor(j, now)); err != nil {
+					q.hold(it, it.due)
+					return nil, err
+				}
+				_ = it.msg.Ack()
+				return nil, nil
+			}
+			j = j.Clone()
+			expireLease(j)
+			if j.State == core.StateDead {
+				err := s.write(ctx, j, seq, now)
+				if errors.Is(err, errCAS) {
+					continue
+				}
+				if err != nil {
+					q.hold(it, it.due)
+					return nil, err
+				}
+				_ = it.msg.Ack()
+				return nil, nil
+			}
+		default: // done, cancelled, dead
+			_ = it.msg.Ack()
+			return nil, nil
+		}
+		r := j.Clone()
+		r.State = core.StateReserved
+		r.Attempt++
+		r.Lease = newLease()
+		r.LeaseExpiresAt = now.Add(r.TTR)
+		r.UpdatedAt = now
+		if _, err := s.publish(ctx, s.wakeFor(r, now)); err != nil {
+			q.hold(it, it.due)
+			return nil, err
+		}
+		_, err = s.save(ctx, r, seq)
+		if errors.Is(err, errCAS) {
+			continue
+		}
+		if err != nil {
+			q.hold(it, it.due)
+			return nil, err
+		}
+		_ = it.msg.Ack()
+		return r, nil
+	}
+	q.hold(it, it.due)
+	return nil, nil
+}
+
+// handleExpire handles a lease that ran out: the job becomes ready again
+// (a ready wake-up, then the record), or dead when it used its last
+// attempt. A lease touched meanwhile gets its wake-up made sure of.
+func (s *Store) handleExpire(m jetstream.Msg) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	id := idOf(m.Subject())
+	for range maxTries {
+		j, seq, err := s.load(ctx, id)
+		if err != nil {
+			_ = m.NakWithDelay(time.Second)
+			return
+		}
+		now := s.now()
+		if j == nil || j.State != core.StateReserved {
+			_ = m.Ack()
+			return
+		}
+		if d := j.LeaseExpiresAt.Sub(now); d > 0 {
+			if d > s.cfg.Lead {
+				if _, err := s.publish(ctx, s.wakeFor(j, now)); err != nil {
+					_ = m.NakWithDelay(time.Second)
+					return
+				}
+				_ = m.Ack()
+				return
+			}
+			_ = m.NakWithDelay(d)
+			return
+		}
+		j = j.Clone()
+		expireLease(j)
+		err = s.write(ctx, j, seq, now)
+		if errors.Is(err, errCAS) {
+			continue
+		}
+		if err != nil {
+			_ = m.NakWithDelay(time.Second)
+			return
+		}
+		_ = m.Ack()
+		return
+	}
+	_ = m.Nak()
+}

@@ -1,0 +1,781 @@
+package natsstore
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/delayq/delayq/core"
+)
+
+// Store defaults.
+const (
+	// PrefixDefault is the subject prefix unless Config.Prefix says
+	// otherwise.
+	PrefixDefault = "delayq"
+	// LeadDefault is how long before run_at a schedule fires by default.
+	// NATS fires schedules 0-250 ms late (up to ~360 ms at 10 000 due
+	// jobs/s), so a job is fetched this early and held until its run_at.
+	LeadDefault = 500 * time.Millisecond
+	// RetentionDefault is how long finished jobs stay queryable by default.
+	RetentionDefault = 72 * time.Hour
+	// AckWaitDefault is how long a fetched wake-up stays with one store
+	// instance before NATS hands it to another, should the instance die.
+	AckWaitDefault = 30 * time.Second
+)
+
+// leaseExpired is the LastError of a job whose lease ran out.
+const leaseExpired = "lease expired"
+
+// Config configures a Store.
+type Config struct {
+	// Conn is the NATS connection. Required; Close does not close it.
+	Conn *nats.Conn
+	// Prefix is the first token of every subject and, upper-cased, of the
+	// stream and bucket names: one token of [A-Za-z0-9_-].
+	//
+	// Defaults to PrefixDefault ("delayq").
+	Prefix string
+	// Replicas is the stream replication factor in a cluster.
+	//
+	// Defaults to 1.
+	Replicas int
+	// Lead is how long before run_at a job's schedule fires; the store
+	// holds the job until its run_at. It must exceed the server's schedule
+	// lateness.
+	//
+	// Defaults to LeadDefault (500ms).
+	Lead time.Duration
+	// Retention is how long finished jobs (done, cancelled) stay
+	// queryable; they expire by a per-message TTL.
+	//
+	// Defaults to RetentionDefault (72h).
+	Retention time.Duration
+	// AckWait is how long a fetched wake-up stays with one store instance
+	// before another gets it, should the instance die without releasing
+	// it.
+	//
+	// Defaults to AckWaitDefault (30s).
+	AckWait time.Duration
+	// Clock is where the store takes time from; schedules themselves run on
+	// the server's clock.
+	//
+	// Defaults to the real clock.
+	Clock core.Clock
+	// Logger receives the store's warnings.
+	//
+	// Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// WithDefaults returns the configuration with every unset field at its
+// default.
+func (c Config) WithDefaults() Config {
+	c.Prefix = cmp.Or(c.Prefix, PrefixDefault)
+	c.Replicas = cmp.Or(c.Replicas, 1)
+	c.Lead = cmp.Or(c.Lead, LeadDefault)
+	c.Retention = cmp.Or(c.Retention, RetentionDefault)
+	c.AckWait = cmp.Or(c.AckWait, AckWaitDefault)
+	if c.Clock == nil {
+		c.Clock = core.RealClock()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate checks the configuration and names the bad field.
+func (c Config) Validate() error {
+	switch {
+	case c.Conn == nil:
+		return errors.New("natsstore: Conn is required")
+	case core.ValidateID(c.Prefix) != nil:
+		return fmt.Errorf("natsstore: Prefix %q must be one token of [A-Za-z0-9_-]", c.Prefix)
+	case c.Replicas < 1 || c.Replicas > 5:
+		return fmt.Errorf("natsstore: Replicas %d must be between 1 and 5", c.Replicas)
+	case c.Lead < 0 || c.Lead > 10*time.Second:
+		return fmt.Errorf("natsstore: Lead %s must be between 0 and 10s", c.Lead)
+	case c.Retention < time.Second:
+		return fmt.Errorf("natsstore: Retention %s must be at least 1s", c.Retention)
+	case c.AckWait < time.Second:
+		return fmt.Errorf("natsstore: AckWait %s must be at least 1s", c.AckWait)
+	}
+	return nil
+}
+
+// Store is a core.Store over NATS JetStream. It is safe for concurrent use,
+// and several instances (in one process or many) may share one prefix. Create
+// it with New.
+type Store struct {
+	cfg    Config
+	names  names
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	kv     jetstream.KeyValue
+	clock  core.Clock
+	log    *slog.Logger
+
+	mu     sync.Mutex
+	closed bool
+	done   chan struct{} // closed by Close
+	queues map[string]*topicQueue
+	seen   sync.Map // topic name -> struct{}: "seen" record written
+	wg     sync.WaitGroup
+	expire *puller
+}
+
+var _ core.Store = (*Store)(nil)
+
+// New connects a store to JetStream, creating or updating its stream, topic
+// bucket and lease-expiry consumer (idempotent: every instance of a prefix
+// may call it), and starts handling lease expiries. Errors: an invalid
+// configuration, or ErrUnavailable when JetStream does not answer or refuses
+// the stream.
+func New(ctx context.Context, cfg Config) (*Store, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(cfg.Conn, jetstream.WithPublishAsyncMaxPending(16384))
+	if err != nil {
+		return nil, fmt.Errorf("natsstore: %w: %w", core.ErrUnavailable, err)
+	}
+	s := &Store{
+		cfg:    cfg,
+		names:  newNames(cfg.Prefix),
+		nc:     cfg.Conn,
+		js:     js,
+		clock:  cfg.Clock,
+		log:    cfg.Logger,
+		done:   make(chan struct{}),
+		queues: make(map[string]*topicQueue),
+	}
+	s.stream, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:              s.names.stream,
+		Description:       "delayq job records and wake-ups",
+		Subjects:          s.names.streamSubjects(),
+		Retention:         jetstream.WorkQueuePolicy,
+		Storage:           jetstream.FileStorage,
+		Replicas:          cfg.Replicas,
+		MaxMsgsPerSubject: 1,
+		Discard:           jetstream.DiscardOld,
+		Duplicates:        time.Second,
+		AllowDirect:       true,
+		AllowMsgTTL:       true,
+		AllowMsgSchedules: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("natsstore: create stream %s: %w: %w", s.names.stream, core.ErrUnavailable, err)
+	}
+	s.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      s.names.topics,
+		Description: "delayq topic configurations",
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+		History:     1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("natsstore: create bucket %s: %w: %w", s.names.topics, core.ErrUnavailable, err)
+	}
+	cons, err := s.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       s.names.expireConsumer(),
+		FilterSubject: s.names.prefix + "." + kindExpire + ".>",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       cfg.AckWait,
+		MaxAckPending: 10000,
+		MaxDeliver:    -1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("natsstore: create consumer: %w: %w", core.ErrUnavailable, err)
+	}
+	s.expire = newPuller(s, cons, s.handleExpire, 16)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.expire.run()
+	}()
+	return s, nil
+}
+
+func (s *Store) now() time.Time { return s.clock.Now().UTC() }
+
+func (s *Store) isClosed() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// unavailable wraps an infrastructure error.
+func unavailable(op string, err error) error {
+	if errors.Is(err, core.ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("natsstore: %s: %w: %w", op, core.ErrUnavailable, err)
+}
+
+// errCAS is a compare-and-set publish that lost: the record changed.
+var errCAS = errors.New("natsstore: record changed")
+
+// isWrongSeq reports whether err is JetStream's wrong-last-sequence answer.
+func isWrongSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) &&
+		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// load reads a job's record: the job and its stream sequence, or nil and 0
+// when there is none.
+func (s *Store) load(ctx context.Context, id string) (*core.Job, uint64, error) {
+	m, err := s.stream.GetLastMsgForSubject(ctx, s.names.job(id))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, unavailable("read job", err)
+	}
+	var j core.Job
+	if err := json.Unmarshal(m.Data, &j); err != nil {
+		return nil, 0, fmt.Errorf("natsstore: job %q: bad record: %w", id, err)
+	}
+	return &j, m.Sequence, nil
+}
+
+// recordMsg builds the compare-and-set publish of a job's record, valid only
+// while the record's last sequence is expect (0: no record).
+func (s *Store) recordMsg(j *core.Job, expect uint64) (*nats.Msg, error) {
+	data, err := json.Marshal(j)
+	if err != nil {
+		return nil, fmt.Errorf("natsstore: encode job %q: %w", j.ID, err)
+	}
+	m := &nats.Msg{Subject: s.names.job(j.ID), Header: nats.Header{}, Data: data}
+	m.Header.Set(hdrExpectLastSubjSeq, fmt.Sprint(expect))
+	if j.State.Finished() {
+		m.Header.Set(hdrTTL, s.cfg.Retention.String())
+	}
+	return m, nil
+}
+
+// save writes a job's record if its last sequence is still expect and
+// returns the new sequence. Errors: errCAS, ErrUnavailable.
+func (s *Store) save(ctx context.Context, j *core.Job, expect uint64) (uint64, error) {
+	m, err := s.recordMsg(j, expect)
+	if err != nil {
+		return 0, err
+	}
+	ack, err := s.js.PublishMsg(ctx, m)
+	if isWrongSeq(err) {
+		return 0, errCAS
+	}
+	if err != nil {
+		return 0, unavailable("write job", err)
+	}
+	return ack.Sequence, nil
+}
+
+// publish stores a wake-up and returns its sequence.
+func (s *Store) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
+	ack, err := s.js.PublishMsg(ctx, m)
+	if err != nil {
+		return 0, unavailable("publish wake-up", err)
+	}
+	return ack.Sequence, nil
+}
+
+// wakeFor returns the wake-up that a job in its recorded state needs, or nil
+// for a finished job.
+//
+//   - scheduled or ready: a schedule on the sched subject firing Lead before
+//     run_at into the ready subject, or, when run_at is that close, the ready
+//     message itself;
+//   - reserved: a schedule on the lease subject firing at the lease expiry
+//     into the expire subject;
+//   - dead: a marker on the dead subject.
+func (s *Store) wakeFor(j *core.Job, now time.Time) *nats.Msg {
+	n := s.names
+	switch j.State {
+	case core.StateScheduled, core.StateReady:
+		ready := n.wake(kindReady, j.Topic, j.ID)
+		if at := j.RunAt.Add(-s.cfg.Lead); at.After(now) {
+			return scheduleMsg(n.wake(kindSched, j.Topic, j.ID), ready, at, j.RunAt)
+		}
+		return wakeMsg(ready, j.RunAt)
+	case core.StateReserved:
+		expire := n.wake(kindExpire, j.Topic, j.ID)
+		if j.LeaseExpiresAt.After(now) {
+			return scheduleMsg(n.wake(kindLease, j.Topic, j.ID), expire, j.LeaseExpiresAt, j.LeaseExpiresAt)
+		}
+		return wakeMsg(expire, j.LeaseExpiresAt)
+	case core.StateDead:
+		return wakeMsg(n.wake(kindDead, j.Topic, j.ID), j.UpdatedAt)
+	}
+	return nil
+}
+
+// purge removes a job's wake-ups stored before sequence below. Every
+// wake-up of a later state is stored after the record it replaces was read,
+// so after that record's sequence: a purge below the sequence of this
+// mutation's own wake-up (or of its record, for a finished job) removes only
+// stale wake-ups.
+func (s *Store) purge(ctx context.Context, topic, id string, below uint64) error {
+	err := s.stream.Purge(ctx, jetstream.WithPurgeSubject(s.names.wakes(topic, id)), jetstream.WithPurgeSequence(below))
+	if err != nil {
+		return unavailable("purge wake-ups", err)
+	}
+	return nil
+}
+
+// write is the mutation protocol: store the wake-up of the new state, then
+// compare-and-set the record against the sequence read, then purge the
+// wake-ups that no longer apply. A crash between the steps leaves a stale
+// wake-up at worst, never a job without one. It returns errCAS when the
+// record changed since it was read.
+func (s *Store) write(ctx context.Context, j *core.Job, expect uint64, now time.Time) error {
+	var below uint64
+	if m := s.wakeFor(j, now); m != nil {
+		seq, err := s.publish(ctx, m)
+		if err != nil {
+			return err
+		}
+		below = seq
+	}
+	seq, err := s.save(ctx, j, expect)
+	if err != nil {
+		return err
+	}
+	if below == 0 {
+		below = seq
+	}
+	return s.purge(ctx, j.Topic, j.ID, below)
+}
+
+// view returns a job as the contract shows it at now: a scheduled job whose
+// run_at has passed is ready; a reserved job whose lease ran out is ready
+// again, or dead when it used its last attempt.
+func view(j *core.Job, now time.Time) *core.Job {
+	v := j.Clone()
+	switch v.State {
+	case core.StateScheduled:
+		if !v.RunAt.After(now) {
+			v.State = core.StateReady
+			v.UpdatedAt = v.RunAt
+		}
+	case core.StateReserved:
+		if !v.LeaseExpiresAt.After(now) {
+			expireLease(v)
+		}
+	}
+	return v
+}
+
+// expireLease turns a reserved job whose lease ran out ready, or dead when
+// it used its last attempt.
+func expireLease(j *core.Job) {
+	j.State = core.StateReady
+	if j.Attempt >= j.MaxAttempts {
+		j.State = core.StateDead
+	}
+	j.UpdatedAt = j.LeaseExpiresAt
+	j.Lease, j.LeaseExpiresAt = "", time.Time{}
+	j.LastError = leaseExpired
+}
+
+// PutJobs implements core.Store. Jobs are stored concurrently, each with a
+// wake-up first and a compare-and-set record second. Errors: ErrClosed,
+// ErrUnavailable (some jobs may have been stored).
+func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core.PutResult, error) {
+	if params == nil {
+		return nil, core.Invalid("", "natsstore: put jobs: no params")
+	}
+	if s.isClosed() {
+		return nil, core.ErrClosed
+	}
+	for _, j := range params.Jobs {
+		if err := s.markSeen(ctx, j.Topic); err != nil {
+			return nil, err
+		}
+	}
+	results := make([]core.PutResult, len(params.Jobs))
+	if params.Replace {
+		err := s.each(ctx, len(params.Jobs), func(i int) error {
+			var err error
+			results[i], err = s.put(ctx, params.Jobs[i], true, nil)
+			return err
+		})
+		return results, err
+	}
+	// Create: publish every wake-up, then every record with "no record
+	// yet" expected, pipelined; the few that collide take the slow path.
+	now := s.now()
+	jobs := make([]*core.Job, len(params.Jobs))
+	wakes := make([]jetstream.PubAckFuture, len(jobs))
+	for i, in := range params.Jobs {
+		jobs[i] = newJob(in, now, now)
+		f, err := s.js.PublishMsgAsync(s.wakeFor(jobs[i], now))
+		if err != nil {
+			return nil, unavailable("publish wake-up", err)
+		}
+		wakes[i] = f
+	}
+	wakeSeqs := make([]uint64, len(jobs))
+	for i, f := range wakes {
+		ack, err := await(ctx, f)
+		if err != nil {
+			return nil, unavailable("publish wake-up", err)
+		}
+		wakeSeqs[i] = ack.Sequence
+	}
+	recs := make([]jetstream.PubAckFuture, len(jobs))
+	for i, j := range jobs {
+		m, err := s.recordMsg(j, 0)
+		if err != nil {
+			return nil, err
+		}
+		if recs[i], err = s.js.PublishMsgAsync(m); err != nil {
+			return nil, unavailable("write job", err)
+		}
+	}
+	var slow []int
+	for i, f := range recs {
+		_, err := await(ctx, f)
+		switch {
+		case isWrongSeq(err):
+			slow = append(slow, i)
+		case err != nil:
+			return nil, unavailable("write job", err)
+		}
+	}
+	for _, i := range slow {
+		var err error
+		if results[i], err = s.put(ctx, params.Jobs[i], false, &wakeSeqs[i]); err != nil {
+			return results, err
+		}
+	}
+	return results, nil
+}
+
+// await waits for an async publish.
+func await(ctx context.Context, f jetstream.PubAckFuture) (*jetstream.PubAck, error) {
+	select {
+	case ack := <-f.Ok():
+		return ack, nil
+	case err := <-f.Err():
+		return nil, err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// newJob returns the record of a job being stored.
+func newJob(in *core.Job, createdAt, now time.Time) *core.Job {
+	j := in.Clone()
+	j.RunAt = ms(j.RunAt)
+	j.Attempt = 0
+	j.CreatedAt = createdAt
+	j.UpdatedAt = now
+	j.LastError = ""
+	j.Lease, j.LeaseExpiresAt = "", time.Time{}
+	j.State = core.StateScheduled
+	if !j.RunAt.After(now) {
+		j.State = core.StateReady
+	}
+	return j
+}
+
+// put stores one job by reading its record first. stale, when set, is the
+// sequence of a wake-up published for it by a create that collided: it is
+// deleted unless still needed.
+func (s *Store) put(ctx context.Context, in *core.Job, replace bool, stale *uint64) (core.PutResult, error) {
+	for {
+		old, seq, err := s.load(ctx, in.ID)
+		if err != nil {
+			return core.PutResult{}, err
+		}
+		now := s.now()
+		createdAt := now
+		var res core.PutResult
+		if old != nil {
+			cur := view(old, now)
+			switch {
+			case cur.State.Finished():
+			case !replace:
+				return core.PutResult{Err: s.collided(ctx, old, cur, stale, "job %q already exists", in.ID)}, nil
+			case cur.State == core.StateReserved:
+				return core.PutResult{Err: s.collided(ctx, old, cur, stale, "job %q is reserved", in.ID)}, nil
+			default:
+				res.Replaced = true
+				createdAt = old.CreatedAt
+			}
+		}
+		err = s.write(ctx, newJob(in, createdAt, now), seq, now)
+		if errors.Is(err, errCAS) {
+			continue
+		}
+		return res, err
+	}
+}
+
+// collided builds the conflict of a job that exists, after undoing a wake-up
+// that a collided create published for it: the wake-up is deleted, and the
+// existing job's own wake-up, which it may have replaced, is published again.
+func (s *Store) collided(ctx context.Context, old, cur *core.Job, stale *uint64, format string, args ...any) error {
+	if stale != nil {
+		_ = s.stream.DeleteMsg(ctx, *stale)
+		if m := s.wakeFor(old, s.now()); m != nil {
+			if _, err := s.publish(ctx, m); err != nil {
+				s.log.Warn("natsstore: restore wake-up", "id", old.ID, "err", err)
+			}
+		}
+	}
+	return &core.ConflictError{Job: cur, Message: "natsstore: " + fmt.Sprintf(format, args...)}
+}
+
+// each runs f(0..n-1) on up to 64 goroutines and returns the first error.
+func (s *Store) each(ctx context.Context, n int, f func(i int) error) error {
+	if n == 1 {
+		return f(0)
+	}
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+		sem   = make(chan struct{}, 64)
+	)
+	for i := range n {
+		if ctx.Err() != nil {
+			once.Do(func() { first = ctx.Err() })
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := f(i); err != nil {
+				once.Do(func() { first = err })
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// GetJob implements core.Store. Errors: ErrNotFound, ErrClosed,
+// ErrUnavailable.
+func (s *Store) GetJob(ctx context.Context, id string) (*core.Job, error) {
+	if s.isClosed() {
+		return nil, core.ErrClosed
+	}
+	j, _, err := s.load(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if j == nil {
+		return nil, fmt.Errorf("natsstore: job %q: %w", id, core.ErrNotFound)
+	}
+	return view(j, s.now()), nil
+}
+
+// CancelJob implements core.Store. Errors: ErrNotFound (unknown or
+// finished), *core.ConflictError (ErrConflict) while reserved, ErrClosed,
+// ErrUnavailable.
+func (s *Store) CancelJob(ctx context.Context, id string) error {
+	return s.mutate(ctx, id, func(j *core.Job, now time.Time) error {
+		switch j.State {
+		case core.StateDone, core.StateCancelled:
+			return fmt.Errorf("natsstore: cancel %q: job is %s: %w", id, j.State, core.ErrNotFound)
+		case core.StateReserved:
+			return &core.ConflictError{Job: j.Clone(), Message: fmt.Sprintf("natsstore: job %q is reserved", id)}
+		}
+		j.State = core.StateCancelled
+		j.UpdatedAt = now
+		return nil
+	})
+}
+
+// mutate applies f to the current view of a job and writes the result,
+// retrying when the record changed meanwhile. f returns an error to refuse.
+func (s *Store) mutate(ctx context.Context, id string, f func(j *core.Job, now time.Time) error) error {
+	_, err := s.mutateJob(ctx, id, f)
+	return err
+}
+
+func (s *Store) mutateJob(ctx context.Context, id string, f func(j *core.Job, now time.Time) error) (*core.Job, error) {
+	if s.isClosed() {
+		return nil, core.ErrClosed
+	}
+	for {
+		old, seq, err := s.load(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if old == nil {
+			return nil, fmt.Errorf("natsstore: job %q: %w", id, core.ErrNotFound)
+		}
+		now := s.now()
+		j := view(old, now)
+		if err := f(j, now); err != nil {
+			return nil, err
+		}
+		err = s.write(ctx, j, seq, now)
+		if errors.Is(err, errCAS) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return j, nil
+	}
+}
+
+// leased checks that lease is j's current, unexpired lease.
+func leased(j *core.Job, lease string) error {
+	if j.State != core.StateReserved || lease == "" || j.Lease != lease {
+		return fmt.Errorf("natsstore: job %q: %w", j.ID, core.ErrLeaseLost)
+	}
+	return nil
+}
+
+// AckJob implements core.Store. Errors: ErrNotFound, ErrLeaseLost,
+// ErrClosed, ErrUnavailable.
+func (s *Store) AckJob(ctx context.Context, params *core.AckJobParams) error {
+	return s.mutate(ctx, params.ID, func(j *core.Job, now time.Time) error {
+		if err := leased(j, params.Lease); err != nil {
+			return err
+		}
+		j.State = core.StateDone
+		j.UpdatedAt = now
+		j.Lease, j.LeaseExpiresAt = "", time.Time{}
+		return nil
+	})
+}
+
+// RetryJob implements core.Store. A zero params.RunAt means now. Errors:
+// ErrNotFound, ErrLeaseLost, ErrClosed, ErrUnavailable.
+func (s *Store) RetryJob(ctx context.Context, params *core.RetryJobParams) error {
+	return s.mutate(ctx, params.ID, func(j *core.Job, now time.Time) error {
+		if err := leased(j, params.Lease); err != nil {
+			return err
+		}
+		j.LastError = cutError(params.Error)
+		j.RunAt = ms(params.RunAt)
+		if params.RunAt.IsZero() {
+			j.RunAt = ms(now)
+		}
+		j.State = core.StateScheduled
+		if !j.RunAt.After(now) {
+			j.State = core.StateReady
+		}
+		j.UpdatedAt = now
+		j.Lease, j.LeaseExpiresAt = "", time.Time{}
+		return nil
+	})
+}
+
+// BuryJob implements core.Store. Errors: ErrNotFound, ErrLeaseLost,
+// ErrClosed, ErrUnavailable.
+func (s *Store) BuryJob(ctx context.Context, params *core.BuryJobParams) error {
+	return s.mutate(ctx, params.ID, func(j *core.Job, now time.Time) error {
+		if err := leased(j, params.Lease); err != nil {
+			return err
+		}
+		j.LastError = cutError(params.Error)
+		j.State = core.StateDead
+		j.UpdatedAt = now
+		j.Lease, j.LeaseExpiresAt = "", time.Time{}
+		return nil
+	})
+}
+
+// TouchJob implements core.Store. Errors: ErrNotFound, ErrLeaseLost,
+// ErrClosed, ErrUnavailable.
+func (s *Store) TouchJob(ctx context.Context, params *core.TouchJobParams) (*core.Job, error) {
+	return s.mutateJob(ctx, params.ID, func(j *core.Job, now time.Time) error {
+		if err := leased(j, params.Lease); err != nil {
+			return err
+		}
+		j.LeaseExpiresAt = now.Add(j.TTR)
+		return nil
+	})
+}
+
+// RequeueJob implements core.Store: the dead job's run_at becomes now.
+// Errors: ErrNotFound, *core.ConflictError (ErrConflict) when not dead,
+// ErrClosed, ErrUnavailable.
+func (s *Store) RequeueJob(ctx context.Context, id string) error {
+	return s.mutate(ctx, id, func(j *core.Job, now time.Time) error {
+		if j.State != core.StateDead {
+			return &core.ConflictError{Job: j.Clone(), Message: fmt.Sprintf("natsstore: job %q is %s, not dead", id, j.State)}
+		}
+		j.State = core.StateReady
+		j.Attempt = 0
+		j.RunAt = ms(now)
+		j.UpdatedAt = now
+		return nil
+	})
+}
+
+// Ping implements core.Store: it asks JetStream for the job stream.
+// Errors: ErrClosed, ErrUnavailable.
+func (s *Store) Ping(ctx context.Context) error {
+	if s.isClosed() {
+		return core.ErrClosed
+	}
+	if _, err := s.stream.Info(ctx); err != nil {
+		return unavailable("ping", err)
+	}
+	return nil
+}
+
+// Close implements core.Store: fetchers stop and release the wake-ups they
+// hold (nak, so another instance gets them at once), claims waiting return
+// ErrClosed, and every later call too. The connection stays open.
+// Idempotent.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.done)
+	queues := make([]*topicQueue, 0, len(s.queues))
+	for _, q := range s.queues {
+		queues = append(queues, q)
+	}
+	s.mu.Unlock()
+	for _, q := range queues {
+		q.stop()
+	}
+	s.expire.stop()
+	s.wg.Wait()
+	return nil
+}
+
+// ms returns t in UTC at ms precision, as stores keep times.
+func ms(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
+
+// cutError bounds a last error to core.MaxErrorLen bytes of valid UTF-8.
+func cutError(s string) string {
+	if len(s) <= core.MaxErrorLen {
+		return s
+	}
+	return strings.ToValidUTF8(s[:core.MaxErrorLen], "")
+}
+
+// newLease returns a random lease token.
+func newLease() string { return rand.Text() }

@@ -1,0 +1,184 @@
+package natsstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/core"
+)
+
+func TestPutGetClaimAck(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	j := job("orders.close", 0)
+	put(t, b.store, j)
+
+	got, err := b.store.GetJob(ctx, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, core.StateReady, got.State)
+	require.JSONEq(t, `{"n":1}`, string(got.Body))
+
+	jobs := claim(t, b.store, "orders.close", 10, 5*time.Second)
+	require.Len(t, jobs, 1)
+	require.Equal(t, j.ID, jobs[0].ID)
+	require.Equal(t, 1, jobs[0].Attempt)
+	require.Equal(t, core.StateReserved, jobs[0].State)
+	require.NotEmpty(t, jobs[0].Lease)
+
+	require.ErrorIs(t, b.store.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: "nope"}), core.ErrLeaseLost)
+	require.NoError(t, b.store.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: jobs[0].Lease}))
+	got, err = b.store.GetJob(ctx, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, core.StateDone, got.State)
+
+	require.Eventually(t, func() bool {
+		tp, err := b.store.GetTopic(ctx, "orders.close")
+		return err == nil && tp.Counts == core.Counts{}
+	}, 5*time.Second, 10*time.Millisecond)
+}
+
+func TestScheduledOnTime(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// One beyond the lead (a real schedule), one within it (held).
+	far, near := job("t", 1500*time.Millisecond), job("t", 200*time.Millisecond)
+	put(t, b.store, far, near)
+
+	jobs := claim(t, b.store, "t", 1, 5*time.Second)
+	require.Len(t, jobs, 1)
+	require.Equal(t, near.ID, jobs[0].ID)
+	late := time.Since(near.RunAt)
+	require.GreaterOrEqual(t, late, time.Duration(0))
+
+	jobs = claim(t, b.store, "t", 1, 5*time.Second)
+	require.Len(t, jobs, 1)
+	require.Equal(t, far.ID, jobs[0].ID)
+	late2 := time.Since(far.RunAt)
+	require.GreaterOrEqual(t, late2, time.Duration(0))
+	t.Logf("lateness near %s far %s", late, late2)
+}
+
+func TestOrderAndCancel(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	a, c, d := job("t", -3*time.Second), job("t", -1*time.Second), job("t", -2*time.Second)
+	put(t, b.store, c, a, d)
+	require.NoError(t, b.store.CancelJob(ctx, d.ID))
+	require.ErrorIs(t, b.store.CancelJob(ctx, d.ID), core.ErrNotFound)
+
+	tp, err := b.store.GetTopic(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, core.Counts{Ready: 2}, tp.Counts)
+
+	jobs := claim(t, b.store, "t", 10, 5*time.Second)
+	require.Len(t, jobs, 2)
+	require.Equal(t, a.ID, jobs[0].ID)
+	require.Equal(t, c.ID, jobs[1].ID)
+	var conflict *core.ConflictError
+	require.ErrorAs(t, b.store.CancelJob(ctx, a.ID), &conflict)
+	require.Empty(t, claim(t, b.store, "t", 10, 0))
+}
+
+func TestLeaseExpiry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	j := job("t", 0)
+	j.TTR = time.Second
+	j.MaxAttempts = 2
+	put(t, b.store, j)
+
+	first := claim(t, b.store, "t", 1, 5*time.Second)
+	require.Len(t, first, 1)
+	second := claim(t, b.store, "t", 1, 5*time.Second)
+	require.Len(t, second, 1)
+	require.Equal(t, 2, second[0].Attempt)
+	require.Equal(t, "lease expired", second[0].LastError)
+	require.ErrorIs(t, b.store.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: first[0].Lease}), core.ErrLeaseLost)
+
+	// The last attempt's lease runs out: the job goes dead.
+	require.Eventually(t, func() bool {
+		dead, err := b.store.ListDeadJobs(ctx, &core.ListDeadJobsParams{Topic: "t", Limit: 10})
+		return err == nil && len(dead) == 1
+	}, 5*time.Second, 20*time.Millisecond)
+	got, err := b.store.GetJob(ctx, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, core.StateDead, got.State)
+	require.NoError(t, b.store.RequeueJob(ctx, j.ID))
+	again := claim(t, b.store, "t", 1, 5*time.Second)
+	require.Len(t, again, 1)
+	require.Equal(t, 1, again[0].Attempt)
+}
+
+func TestRetryBuryTouchReplace(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	j := job("t", 0)
+	put(t, b.store, j)
+	got := claim(t, b.store, "t", 1, 5*time.Second)
+	require.Len(t, got, 1)
+	touched, err := b.store.TouchJob(ctx, &core.TouchJobParams{ID: j.ID, Lease: got[0].Lease})
+	require.NoError(t, err)
+	require.False(t, touched.LeaseExpiresAt.Before(got[0].LeaseExpiresAt))
+
+	_, err = b.store.PutJobs(ctx, &core.PutJobsParams{Jobs: []*core.Job{j}, Replace: true})
+	require.NoError(t, err)
+	res, err := b.store.PutJobs(ctx, &core.PutJobsParams{Jobs: []*core.Job{j}, Replace: true})
+	require.NoError(t, err)
+	require.ErrorIs(t, res[0].Err, core.ErrConflict)
+
+	require.NoError(t, b.store.RetryJob(ctx, &core.RetryJobParams{ID: j.ID, Lease: got[0].Lease, RunAt: time.Now().Add(100 * time.Millisecond), Error: "boom"}))
+	got = claim(t, b.store, "t", 1, 5*time.Second)
+	require.Len(t, got, 1)
+	require.Equal(t, "boom", got[0].LastError)
+	require.Equal(t, 2, got[0].Attempt)
+	require.NoError(t, b.store.BuryJob(ctx, &core.BuryJobParams{ID: j.ID, Lease: got[0].Lease, Error: "bad"}))
+	require.Eventually(t, func() bool {
+		tp, err := b.store.GetTopic(ctx, "t")
+		return err == nil && tp.Counts == core.Counts{Dead: 1}
+	}, 5*time.Second, 10*time.Millisecond)
+
+	// Replace a scheduled job: only the new time counts.
+	k := job("t", time.Hour)
+	put(t, b.store, k)
+	res, err = b.store.PutJobs(ctx, &core.PutJobsParams{Jobs: []*core.Job{k}})
+	require.NoError(t, err)
+	require.ErrorIs(t, res[0].Err, core.ErrConflict)
+	k2 := k.Clone()
+	k2.RunAt = time.Now().Add(-time.Second).UTC().Truncate(time.Millisecond)
+	res, err = b.store.PutJobs(ctx, &core.PutJobsParams{Jobs: []*core.Job{k2}, Replace: true})
+	require.NoError(t, err)
+	require.True(t, res[0].Replaced)
+	got = claim(t, b.store, "t", 1, 5*time.Second)
+	require.Len(t, got, 1)
+	require.Equal(t, k.ID, got[0].ID)
+}
+
+func TestTopics(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	_, err := b.store.GetTopic(ctx, "x")
+	require.ErrorIs(t, err, core.ErrNotFound)
+	require.NoError(t, b.store.PutTopic(ctx, &core.Topic{Name: "x", MaxAttempts: 4}))
+	put(t, b.store, job("y.z", time.Hour))
+	topics, err := b.store.ListTopics(ctx)
+	require.NoError(t, err)
+	require.Len(t, topics, 2)
+	require.Equal(t, "x", topics[0].Name)
+	require.True(t, topics[0].Configured)
+	require.Equal(t, 4, topics[0].MaxAttempts)
+	require.Equal(t, "y.z", topics[1].Name)
+	require.False(t, topics[1].Configured)
+	require.Equal(t, core.Counts{Scheduled: 1}, topics[1].Counts)
+	require.NoError(t, b.store.DeleteTopic(ctx, "x"))
+	require.ErrorIs(t, b.store.DeleteTopic(ctx, "x"), core.ErrNotFound)
+	_, err = b.store.GetTopic(ctx, "x")
+	require.ErrorIs(t, err, core.ErrNotFound)
+}

@@ -1,0 +1,268 @@
+package natsstore
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/delayq/delayq/core"
+)
+
+// Keys of the topic bucket.
+const (
+	keyConfig = "cfg."  // + topic: its configuration
+	keySeen   = "seen." // + topic: written once when the topic's first job came
+)
+
+// markSeen records that a topic has had jobs, once per topic and store
+// instance, so that ListTopics needs no scan of jobs.
+func (s *Store) markSeen(ctx context.Context, topic string) error {
+	if _, ok := s.seen.Load(topic); ok {
+		return nil
+	}
+	_, err := s.kv.Create(ctx, keySeen+topic, []byte("{}"))
+	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return unavailable("mark topic", err)
+	}
+	s.seen.Store(topic, struct{}{})
+	return nil
+}
+
+// PutTopic implements core.Store. Errors: ErrClosed, ErrUnavailable.
+func (s *Store) PutTopic(ctx context.Context, t *core.Topic) error {
+	if t == nil {
+		return core.Invalid("", "natsstore: put topic: no topic")
+	}
+	if s.isClosed() {
+		return core.ErrClosed
+	}
+	c := *t
+	c.Configured = true
+	c.Counts = core.Counts{}
+	data, err := json.Marshal(&c)
+	if err != nil {
+		return fmt.Errorf("natsstore: encode topic %q: %w", t.Name, err)
+	}
+	if _, err := s.kv.Put(ctx, keyConfig+t.Name, data); err != nil {
+		return unavailable("put topic", err)
+	}
+	return nil
+}
+
+// GetTopic implements core.Store. Errors: ErrNotFound, ErrClosed,
+// ErrUnavailable.
+func (s *Store) GetTopic(ctx context.Context, name string) (*core.Topic, error) {
+	if s.isClosed() {
+		return nil, core.ErrClosed
+	}
+	t, err := s.topicConfig(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if t == nil {
+		_, err := s.kv.Get(ctx, keySeen+name)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil, fmt.Errorf("natsstore: topic %q: %w", name, core.ErrNotFound)
+		}
+		if err != nil {
+			return nil, unavailable("get topic", err)
+		}
+		t = &core.Topic{Name: name}
+	}
+	if t.Counts, err = s.counts(ctx, name); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// topicConfig returns a topic's configuration, nil when it has none.
+func (s *Store) topicConfig(ctx context.Context, name string) (*core.Topic, error) {
+	e, err := s.kv.Get(ctx, keyConfig+name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, unavailable("get topic", err)
+	}
+	var t core.Topic
+	if err := json.Unmarshal(e.Value(), &t); err != nil {
+		return nil, fmt.Errorf("natsstore: topic %q: bad record: %w", name, err)
+	}
+	t.Name, t.Configured = name, true
+	return &t, nil
+}
+
+// DeleteTopic implements core.Store. Errors: ErrNotFound when the topic had
+// no configuration, ErrClosed, ErrUnavailable.
+func (s *Store) DeleteTopic(ctx context.Context, name string) error {
+	if s.isClosed() {
+		return core.ErrClosed
+	}
+	t, err := s.topicConfig(ctx, name)
+	if err != nil {
+		return err
+	}
+	if t == nil {
+		return fmt.Errorf("natsstore: topic %q is not configured: %w", name, core.ErrNotFound)
+	}
+	if err := s.kv.Purge(ctx, keyConfig+name); err != nil {
+		return unavailable("delete topic", err)
+	}
+	return nil
+}
+
+// ListTopics implements core.Store. Errors: ErrClosed, ErrUnavailable.
+func (s *Store) ListTopics(ctx context.Context) ([]*core.Topic, error) {
+	if s.isClosed() {
+		return nil, core.ErrClosed
+	}
+	lister, err := s.kv.ListKeys(ctx)
+	if err != nil {
+		return nil, unavailable("list topics", err)
+	}
+	defer func() { _ = lister.Stop() }() // errs once the keys were all read
+	set := map[string]struct{}{}
+	for k := range lister.Keys() {
+		if name, ok := strings.CutPrefix(k, keyConfig); ok {
+			set[name] = struct{}{}
+		} else if name, ok := strings.CutPrefix(k, keySeen); ok {
+			set[name] = struct{}{}
+		}
+	}
+	names := make([]string, 0, len(set))
+	for n := range set {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	topics := make([]*core.Topic, len(names))
+	err = s.each(ctx, len(names), func(i int) error {
+		t, err := s.GetTopic(ctx, names[i])
+		if errors.Is(err, core.ErrNotFound) { // deleted meanwhile
+			return nil
+		}
+		topics[i] = t
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(topics, func(t *core.Topic) bool { return t == nil }), nil
+}
+
+// counts asks the server how many jobs of a topic each state has: one
+// wake-up subject per job, so the number of subjects with messages is the
+// number of jobs. While a job changes state both its old and new wake-ups
+// may exist for a moment, so it may be counted twice until settled.
+func (s *Store) counts(ctx context.Context, topic string) (core.Counts, error) {
+	kinds := []string{kindSched, kindReady, kindLease, kindDead}
+	n := make([]int64, len(kinds))
+	err := s.each(ctx, len(kinds), func(i int) error {
+		// An offset past the end makes the server send the total only.
+		_, total, err := s.subjects(ctx, s.names.kindFilter(kinds[i], topic), 1<<30)
+		n[i] = int64(total)
+		return err
+	})
+	if err != nil {
+		return core.Counts{}, err
+	}
+	return core.Counts{Scheduled: n[0], Ready: n[1], Reserved: n[2], Dead: n[3]}, nil
+}
+
+// streamInfoRequest is JetStream's stream info request with subject details.
+type streamInfoRequest struct {
+	SubjectsFilter string `json:"subjects_filter,omitempty"`
+	Offset         int    `json:"offset,omitempty"`
+}
+
+// streamInfoResponse is the part of the stream info answer the store reads.
+type streamInfoResponse struct {
+	Error *jetstream.APIError `json:"error,omitempty"`
+	Total int                 `json:"total"`
+	Limit int                 `json:"limit"`
+	State struct {
+		Subjects map[string]uint64 `json:"subjects"`
+	} `json:"state"`
+}
+
+// subjects returns a page of the subjects of the job stream that match
+// filter, with message counts, from offset in sorted order, and how many
+// match in all.
+func (s *Store) subjects(ctx context.Context, filter string, offset int) (map[string]uint64, int, error) {
+	req, _ := json.Marshal(streamInfoRequest{SubjectsFilter: filter, Offset: offset})
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+	}
+	m, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.INFO."+s.names.stream, req)
+	if err != nil {
+		return nil, 0, unavailable("count", err)
+	}
+	var resp streamInfoResponse
+	if err := json.Unmarshal(m.Data, &resp); err != nil {
+		return nil, 0, unavailable("count", err)
+	}
+	if resp.Error != nil {
+		return nil, 0, unavailable("count", resp.Error)
+	}
+	return resp.State.Subjects, resp.Total, nil
+}
+
+// ListDeadJobs implements core.Store: the dead markers name the jobs, their
+// records give the order of death. Errors: ErrInvalidArgument when
+// params.Limit < 1, ErrClosed, ErrUnavailable.
+func (s *Store) ListDeadJobs(ctx context.Context, params *core.ListDeadJobsParams) ([]*core.Job, error) {
+	if params == nil || params.Limit < 1 {
+		return nil, core.Invalid("limit", "limit must be at least 1")
+	}
+	if s.isClosed() {
+		return nil, core.ErrClosed
+	}
+	var ids []string
+	for offset := 0; ; {
+		page, total, err := s.subjects(ctx, s.names.kindFilter(kindDead, params.Topic), offset)
+		if err != nil {
+			return nil, err
+		}
+		for subj := range page {
+			ids = append(ids, idOf(subj))
+		}
+		offset += len(page)
+		if len(page) == 0 || offset >= total {
+			break
+		}
+	}
+	jobs := make([]*core.Job, len(ids))
+	var mu sync.Mutex
+	err := s.each(ctx, len(ids), func(i int) error {
+		j, _, err := s.load(ctx, ids[i])
+		if err != nil {
+			return err
+		}
+		if j != nil && j.State == core.StateDead && j.Topic == params.Topic {
+			mu.Lock()
+			jobs[i] = j
+			mu.Unlock()
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	jobs = slices.DeleteFunc(jobs, func(j *core.Job) bool { return j == nil })
+	slices.SortFunc(jobs, func(a, b *core.Job) int {
+		return cmp.Or(a.UpdatedAt.Compare(b.UpdatedAt), strings.Compare(a.ID, b.ID))
+	})
+	if len(jobs) > params.Limit {
+		jobs = jobs[:params.Limit]
+	}
+	return jobs, nil
+}
