@@ -1,0 +1,270 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/core"
+)
+
+// shortJob returns a due job of topic with the shortest TTR, 1s.
+func shortJob(topic string) *core.Job {
+	j := DueJob(topic)
+	j.TTR = core.TTRMin
+	return j
+}
+
+func contextWithTimeout(b *testBundle, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(b.ctx, d)
+}
+
+func listDead(t *testing.T, b *testBundle, topic string, limit int) []*core.Job {
+	t.Helper()
+	jobs, err := b.store.ListDeadJobs(b.ctx, &core.ListDeadJobsParams{Topic: topic, Limit: limit})
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(jobs), limit, "more dead jobs than Limit")
+	for _, j := range jobs {
+		require.Equal(t, topic, j.Topic, "dead job %s of another topic", j.ID)
+		require.Equal(t, core.StateDead, j.State, "listed dead job %s", j.ID)
+	}
+	return jobs
+}
+
+func ack(b *testBundle, j *core.Job) error {
+	return b.store.AckJob(b.ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease})
+}
+
+// testLeaseExpiryRedelivery: a job not acknowledged within its TTR is
+// claimed again with the next attempt and a new lease; the old lease is
+// lost, the new one acknowledges.
+func testLeaseExpiryRedelivery(t *testing.T, b *testBundle) {
+	const topic = "expiry"
+	job := shortJob(topic)
+	b.put(t, job)
+	first := b.claimOne(t, topic, dueWait)
+	require.Equal(t, 1, first.Attempt)
+
+	second := b.claimOne(t, topic, 3*time.Second)
+	at := time.Now()
+	require.Equal(t, job.ID, second.ID)
+	require.Equal(t, 2, second.Attempt)
+	require.NotEqual(t, first.Lease, second.Lease, "redelivery with the same lease")
+	require.True(t, second.LeaseExpiresAt.After(first.LeaseExpiresAt), "new lease expires later")
+	require.False(t, at.Before(first.LeaseExpiresAt.Add(-clockSlack)), "redelivered %s before the lease expired",
+		first.LeaseExpiresAt.Sub(at))
+	requireSameJob(t, job, second)
+
+	require.ErrorIs(t, ack(b, first), core.ErrLeaseLost, "ack with the expired lease")
+	require.ErrorIs(t, ack(b, first), core.ErrConflict, "ErrLeaseLost is a conflict")
+	b.requireState(t, job.ID, core.StateReserved)
+	require.NoError(t, ack(b, second))
+	got := b.requireState(t, job.ID, core.StateDone)
+	require.Equal(t, 2, got.Attempt)
+	require.ErrorIs(t, ack(b, second), core.ErrLeaseLost, "second ack of a done job")
+	b.requireCounts(t, topic, core.Counts{})
+}
+
+// testLeaseLostAfterExpiry: once the TTR passed, the lease is lost even if
+// no one claimed the job again; the job is not lost.
+func testLeaseLostAfterExpiry(t *testing.T, b *testBundle) {
+	const topic = "lost"
+	job := shortJob(topic)
+	b.put(t, job)
+	c := b.claimOne(t, topic, dueWait)
+	b.passUntil(t, c.LeaseExpiresAt.Add(300*time.Millisecond))
+
+	require.ErrorIs(t, ack(b, c), core.ErrLeaseLost, "ack")
+	_, err := b.store.TouchJob(b.ctx, &core.TouchJobParams{ID: c.ID, Lease: c.Lease})
+	require.ErrorIs(t, err, core.ErrLeaseLost, "touch")
+	require.ErrorIs(t, b.store.RetryJob(b.ctx, &core.RetryJobParams{ID: c.ID, Lease: c.Lease, RunAt: time.Now(), Error: "x"}),
+		core.ErrLeaseLost, "retry")
+	require.ErrorIs(t, b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: c.Lease, Error: "x"}),
+		core.ErrLeaseLost, "bury")
+
+	again := b.claimOne(t, topic, 3*time.Second)
+	require.Equal(t, job.ID, again.ID)
+	require.Equal(t, 2, again.Attempt)
+	require.NoError(t, ack(b, again))
+}
+
+// testWrongLease: a lease that is not the job's current one acknowledges
+// nothing and leaves the delivery alone.
+func testWrongLease(t *testing.T, b *testBundle) {
+	const topic = "wrong"
+	ready := NewJob(topic, time.Now().Add(time.Hour))
+	job := DueJob(topic)
+	b.put(t, ready, job)
+	c := b.claimOne(t, topic, dueWait)
+	require.Equal(t, job.ID, c.ID)
+	bogus := c.Lease + "x"
+
+	require.ErrorIs(t, b.store.AckJob(b.ctx, &core.AckJobParams{ID: c.ID, Lease: bogus}), core.ErrLeaseLost, "ack")
+	require.ErrorIs(t, b.store.AckJob(b.ctx, &core.AckJobParams{ID: c.ID}), core.ErrLeaseLost, "ack without lease")
+	_, err := b.store.TouchJob(b.ctx, &core.TouchJobParams{ID: c.ID, Lease: bogus})
+	require.ErrorIs(t, err, core.ErrLeaseLost, "touch")
+	require.ErrorIs(t, b.store.RetryJob(b.ctx, &core.RetryJobParams{ID: c.ID, Lease: bogus, RunAt: time.Now()}), core.ErrLeaseLost, "retry")
+	require.ErrorIs(t, b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: bogus}), core.ErrLeaseLost, "bury")
+	// Another job's lease is no lease for this one.
+	require.ErrorIs(t, b.store.AckJob(b.ctx, &core.AckJobParams{ID: ready.ID, Lease: c.Lease}), core.ErrLeaseLost, "ack of an unclaimed job")
+	b.requireState(t, ready.ID, core.StateScheduled)
+
+	got := b.requireState(t, c.ID, core.StateReserved)
+	require.Equal(t, 1, got.Attempt)
+	require.NoError(t, ack(b, c))
+}
+
+// testTouchExtendsLease: a touch before expiry moves the lease's expiry to
+// now + TTR, and the job is not claimed again before the new expiry.
+func testTouchExtendsLease(t *testing.T, b *testBundle) {
+	const topic = "touch"
+	job := shortJob(topic)
+	b.put(t, job)
+	c := b.claimOne(t, topic, dueWait)
+
+	b.passUntil(t, c.LeaseExpiresAt.Add(-500*time.Millisecond))
+	before := time.Now()
+	touched, err := b.store.TouchJob(b.ctx, &core.TouchJobParams{ID: c.ID, Lease: c.Lease})
+	after := time.Now()
+	require.NoError(t, err)
+	require.Equal(t, c.ID, touched.ID)
+	require.Equal(t, core.StateReserved, touched.State)
+	require.Equal(t, 1, touched.Attempt, "a touch is no new attempt")
+	requireBetween(t, touched.LeaseExpiresAt, before.Add(job.TTR), after.Add(job.TTR), clockSlack, "touched lease_expires_at")
+	require.True(t, touched.LeaseExpiresAt.After(c.LeaseExpiresAt))
+
+	// Past the old expiry, before the new one: not claimable, and the lease
+	// still acknowledges.
+	wait := time.Until(touched.LeaseExpiresAt.Add(-250 * time.Millisecond))
+	require.Greater(t, wait, c.LeaseExpiresAt.Sub(time.Now()), "the test ran too slowly to tell the expiries apart")
+	require.Empty(t, b.claim(t, topic, 1, wait), "claimed again before the touched lease expired")
+	require.True(t, time.Now().After(c.LeaseExpiresAt), "the test ran too fast")
+	require.NoError(t, b.store.AckJob(b.ctx, &core.AckJobParams{ID: c.ID, Lease: c.Lease}), "ack after the old expiry")
+	got := b.requireState(t, c.ID, core.StateDone)
+	require.Equal(t, 1, got.Attempt)
+}
+
+// testRetry: RetryJob schedules the job again at RunAt with LastError; it is
+// claimed after RunAt with the next attempt and the error kept.
+func testRetry(t *testing.T, b *testBundle) {
+	const topic = "retry"
+	job := DueJob(topic)
+	b.put(t, job)
+	c := b.claimOne(t, topic, dueWait)
+
+	runAt := ms(time.Now().Add(400 * time.Millisecond))
+	require.NoError(t, b.store.RetryJob(b.ctx, &core.RetryJobParams{ID: c.ID, Lease: c.Lease, RunAt: runAt, Error: "boom"}))
+	got := b.requireState(t, c.ID, core.StateScheduled)
+	require.True(t, runAt.Equal(got.RunAt), "run_at after retry: want %s, got %s", runAt, got.RunAt)
+	require.Equal(t, "boom", got.LastError)
+	require.Equal(t, 1, got.Attempt)
+	require.Empty(t, got.Lease, "a scheduled job holds no lease")
+	require.ErrorIs(t, ack(b, c), core.ErrLeaseLost, "the retried delivery's lease")
+	b.requireCounts(t, topic, core.Counts{Scheduled: 1})
+	require.Empty(t, b.claim(t, topic, 1, 0), "claimable before the retry's run_at")
+
+	again := b.claimOne(t, topic, 2*time.Second)
+	require.False(t, time.Now().Before(runAt.Add(-earlySlack)), "claimed before the retry's run_at")
+	require.Equal(t, 2, again.Attempt)
+	require.Equal(t, "boom", again.LastError, "last_error kept on the next delivery")
+	requireSameJob(t, &core.Job{ID: job.ID, Topic: job.Topic, Body: job.Body, RunAt: runAt, TTR: job.TTR,
+		MaxAttempts: job.MaxAttempts}, again)
+
+	// A retry due at once is ready at once.
+	require.NoError(t, b.store.RetryJob(b.ctx, &core.RetryJobParams{ID: again.ID, Lease: again.Lease, RunAt: time.Now().Add(-time.Second), Error: "bang"}))
+	third := b.claimOne(t, topic, dueWait)
+	require.Equal(t, 3, third.Attempt)
+	require.Equal(t, "bang", third.LastError)
+	require.NoError(t, ack(b, third))
+}
+
+// testBuryAndDeadList: BuryJob makes the job dead with LastError; dead jobs
+// are listed oldest death first, per topic, up to Limit, and counted.
+func testBuryAndDeadList(t *testing.T, b *testBundle) {
+	const topic = "bury"
+	var jobs []*core.Job
+	for i := range 3 {
+		jobs = append(jobs, NewJob(topic, time.Now().Add(time.Duration(i-10)*time.Second)))
+	}
+	other := DueJob(topic + ".other")
+	b.put(t, append(jobs, other)...)
+	claimed := claimUntil(t, b.ctx, b.store, topic, 3, 3, dueWait)
+	require.Equal(t, ids(jobs), ids(claimed))
+	require.Empty(t, listDead(t, b, topic, 10), "no dead job yet")
+
+	// Bury in reverse run_at order, so death order differs from run_at order.
+	for i := 2; i >= 0; i-- {
+		c := claimed[i]
+		require.NoError(t, b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: c.Lease, Error: fmt.Sprintf("error %d", i)}))
+		require.ErrorIs(t, ack(b, c), core.ErrLeaseLost, "ack after bury")
+	}
+	c := b.claimOne(t, other.Topic, dueWait)
+	require.NoError(t, b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: c.Lease, Error: "other"}))
+
+	dead := listDead(t, b, topic, 10)
+	require.Equal(t, []string{jobs[2].ID, jobs[1].ID, jobs[0].ID}, ids(dead), "dead jobs oldest death first")
+	for i, j := range dead {
+		require.Equal(t, fmt.Sprintf("error %d", 2-i), j.LastError)
+		require.Equal(t, 1, j.Attempt)
+		requireSameJob(t, jobs[2-i], j)
+	}
+	require.Equal(t, []string{jobs[2].ID, jobs[1].ID}, ids(listDead(t, b, topic, 2)), "Limit")
+	require.Equal(t, []string{other.ID}, ids(listDead(t, b, other.Topic, 10)))
+	b.requireCounts(t, topic, core.Counts{Dead: 3})
+	b.requireCounts(t, other.Topic, core.Counts{Dead: 1})
+	require.Empty(t, b.claim(t, topic, 10, 0), "a dead job was claimed")
+}
+
+// testLeaseExpiryLastAttempt: a lease that expires on the job's last attempt
+// sends the job dead with LastError "lease expired" instead of delivering it
+// again.
+func testLeaseExpiryLastAttempt(t *testing.T, b *testBundle) {
+	const topic = "last"
+	job := shortJob(topic)
+	job.MaxAttempts = 2
+	b.put(t, job)
+	first := b.claimOne(t, topic, dueWait)
+	require.Equal(t, 1, first.Attempt)
+	second := b.claimOne(t, topic, 3*time.Second)
+	require.Equal(t, 2, second.Attempt)
+
+	wait := time.Until(second.LeaseExpiresAt.Add(600 * time.Millisecond))
+	require.Empty(t, b.claim(t, topic, 1, wait), "delivered past max_attempts")
+	got := b.requireState(t, job.ID, core.StateDead)
+	require.Equal(t, "lease expired", got.LastError)
+	require.Equal(t, 2, got.Attempt)
+	require.ErrorIs(t, ack(b, second), core.ErrLeaseLost)
+	require.Equal(t, []string{job.ID}, ids(listDead(t, b, topic, 10)))
+	b.requireCounts(t, topic, core.Counts{Dead: 1})
+}
+
+// testRequeue: RequeueJob makes a dead job ready now with a fresh attempt
+// count; other states conflict, unknown ids are not found.
+func testRequeue(t *testing.T, b *testBundle) {
+	const topic = "requeue"
+	job := DueJob(topic)
+	job.MaxAttempts = 1
+	scheduled := NewJob(topic, time.Now().Add(time.Hour))
+	b.put(t, job, scheduled)
+	c := b.claimOne(t, topic, dueWait)
+	require.NoError(t, b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: c.Lease, Error: "boom"}))
+
+	require.ErrorIs(t, b.store.RequeueJob(b.ctx, scheduled.ID), core.ErrConflict, "requeue of a scheduled job")
+	require.ErrorIs(t, b.store.RequeueJob(b.ctx, core.NewID()), core.ErrNotFound, "requeue of an unknown job")
+
+	require.NoError(t, b.store.RequeueJob(b.ctx, job.ID))
+	got := b.requireState(t, job.ID, core.StateReady)
+	require.Equal(t, 0, got.Attempt, "requeue resets the attempt count")
+	require.Empty(t, listDead(t, b, topic, 10))
+	b.requireCounts(t, topic, core.Counts{Scheduled: 1, Ready: 1})
+
+	again := b.claimOne(t, topic, dueWait)
+	require.Equal(t, job.ID, again.ID)
+	require.Equal(t, 1, again.Attempt)
+	require.Equal(t, string(job.Body), string(again.Body))
+	require.ErrorIs(t, b.store.RequeueJob(b.ctx, job.ID), core.ErrConflict, "requeue of a reserved job")
+	require.NoError(t, ack(b, again))
+}

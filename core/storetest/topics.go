@@ -1,0 +1,178 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/core"
+)
+
+// testCounts: GetTopic and ListTopics count a topic's scheduled, ready,
+// reserved and dead jobs, and not its done and cancelled ones.
+func testCounts(t *testing.T, b *testBundle) {
+	const topic = "counts"
+	b.requireCountsAbsent(t, topic)
+	var ready []*core.Job
+	for i := range 4 {
+		ready = append(ready, NewJob(topic, time.Now().Add(time.Duration(i-10)*time.Second)))
+	}
+	b.put(t, ready...)
+	claimed := claimUntil(t, b.ctx, b.store, topic, 3, 3, dueWait)
+	require.Equal(t, ids(ready[:3]), ids(claimed))
+	require.NoError(t, ack(b, claimed[0]))
+	require.NoError(t, b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: claimed[1].ID, Lease: claimed[1].Lease, Error: "x"}))
+
+	var scheduled []*core.Job
+	for range 3 {
+		scheduled = append(scheduled, NewJob(topic, time.Now().Add(time.Hour)))
+	}
+	soon := NewJob(topic, time.Now().Add(300*time.Millisecond))
+	cancelled := NewJob(topic, time.Now().Add(time.Hour))
+	b.put(t, append(scheduled, soon, cancelled)...)
+	require.NoError(t, b.store.CancelJob(b.ctx, cancelled.ID))
+	b.requireCounts(t, topic, core.Counts{Scheduled: 4, Ready: 1, Reserved: 1, Dead: 1})
+
+	// Once soon is due, it counts as ready.
+	b.passUntil(t, soon.RunAt.Add(500*time.Millisecond))
+	b.requireCounts(t, topic, core.Counts{Scheduled: 3, Ready: 2, Reserved: 1, Dead: 1})
+
+	// Claim both ready jobs, cancel a scheduled one, requeue the dead one.
+	got := claimUntil(t, b.ctx, b.store, topic, 2, 2, dueWait)
+	require.Equal(t, []string{ready[3].ID, soon.ID}, ids(got))
+	require.NoError(t, b.store.CancelJob(b.ctx, scheduled[0].ID))
+	require.NoError(t, b.store.RequeueJob(b.ctx, claimed[1].ID))
+	b.requireCounts(t, topic, core.Counts{Scheduled: 2, Ready: 1, Reserved: 3})
+}
+
+// requireCountsAbsent requires that GetTopic does not know topic.
+func (b *testBundle) requireCountsAbsent(t *testing.T, topic string) {
+	t.Helper()
+	_, err := b.store.GetTopic(b.ctx, topic)
+	require.ErrorIs(t, err, core.ErrNotFound, "topic %s without configuration or jobs", topic)
+}
+
+// testTopics: topic configurations round trip, replace, drop; topics with
+// jobs but no configuration are listed unconfigured; ListTopics sorts by
+// name.
+func testTopics(t *testing.T, b *testBundle) {
+	ctx, s := b.ctx, b.store
+	topics, err := s.ListTopics(ctx)
+	require.NoError(t, err)
+	require.Empty(t, topics, "a fresh namespace has no topics")
+
+	webhook := &core.Topic{
+		Name: "b.x",
+		Delivery: core.Delivery{
+			Type:    core.DeliveryWebhook,
+			URL:     "https://svc.example/hook",
+			Timeout: 7 * time.Second,
+			Secret:  "s3cr3t",
+			Success: "status == 200",
+		},
+		TTR:         45 * time.Second,
+		MaxAttempts: 16,
+		Backoff:     core.Backoff{Initial: 2 * time.Second, Max: time.Hour, Factor: 1.5, Jitter: 0.1},
+		Concurrency: 64,
+	}
+	plain := &core.Topic{Name: "a"}
+	require.NoError(t, s.PutTopic(ctx, webhook))
+	require.NoError(t, s.PutTopic(ctx, plain))
+	b.put(t, DueJob("c"))
+
+	want := *webhook
+	want.Configured = true
+	got := b.topicOf(t, "b.x")
+	require.Equal(t, &want, got, "configuration round trip")
+	require.True(t, b.topicOf(t, "a").Configured)
+	c := b.topicOf(t, "c")
+	require.False(t, c.Configured, "a topic with jobs but no configuration")
+	require.Equal(t, core.Counts{Ready: 1}, c.Counts)
+
+	requireListed(t, b, []string{"a", "b.x", "c"}, map[string]bool{"a": true, "b.x": true, "c": false})
+
+	// PutTopic replaces the whole configuration.
+	nats := &core.Topic{Name: "b.x", Delivery: core.Delivery{Type: core.DeliveryNATS, Subject: "out.b"}, TTR: 5 * time.Second}
+	require.NoError(t, s.PutTopic(ctx, nats))
+	want = *nats
+	want.Configured = true
+	require.Equal(t, &want, b.topicOf(t, "b.x"))
+
+	// DeleteTopic drops the configuration; a topic with jobs stays, listed
+	// unconfigured with its jobs.
+	require.NoError(t, s.DeleteTopic(ctx, "a"))
+	b.requireCountsAbsent(t, "a")
+	require.ErrorIs(t, s.DeleteTopic(ctx, "a"), core.ErrNotFound, "second delete")
+	require.ErrorIs(t, s.DeleteTopic(ctx, "c"), core.ErrNotFound, "delete of a topic never configured")
+	require.ErrorIs(t, s.DeleteTopic(ctx, "nope"), core.ErrNotFound, "delete of an unknown topic")
+	b.requireCountsAbsent(t, "nope")
+
+	b.put(t, NewJob("b.x", time.Now().Add(time.Hour)))
+	require.NoError(t, s.DeleteTopic(ctx, "b.x"))
+	bx := b.topicOf(t, "b.x")
+	require.False(t, bx.Configured)
+	require.Equal(t, core.Counts{Scheduled: 1}, bx.Counts, "DeleteTopic keeps the jobs")
+	requireListed(t, b, []string{"b.x", "c"}, map[string]bool{"b.x": false, "c": false})
+
+	// Configuring a topic that has jobs keeps its counts.
+	require.NoError(t, s.PutTopic(ctx, &core.Topic{Name: "c", MaxAttempts: 3}))
+	c = b.topicOf(t, "c")
+	require.True(t, c.Configured)
+	require.Equal(t, 3, c.MaxAttempts)
+	require.Equal(t, core.Counts{Ready: 1}, c.Counts)
+}
+
+// requireListed requires ListTopics to give exactly names, in order, with
+// the Configured flags of configured.
+func requireListed(t *testing.T, b *testBundle, names []string, configured map[string]bool) {
+	t.Helper()
+	topics, err := b.store.ListTopics(b.ctx)
+	require.NoError(t, err)
+	var got []string
+	for _, tp := range topics {
+		got = append(got, tp.Name)
+		require.Equal(t, configured[tp.Name], tp.Configured, "Configured of %s", tp.Name)
+	}
+	require.Equal(t, names, got, "ListTopics sorted by name")
+}
+
+// testTopicIsolation: claims, counts and dead lists of one topic never see
+// another's jobs, for names that share prefixes or differ in case.
+func testTopicIsolation(t *testing.T, b *testBundle) {
+	names := []string{"a", "a.b", "a.b.c", "ab", "a-b", "A", "b.a"}
+	byTopic := map[string][]*core.Job{}
+	var all []*core.Job
+	for i := range 3 {
+		for _, name := range names {
+			j := NewJob(name, time.Now().Add(time.Duration(i-5)*time.Second))
+			byTopic[name] = append(byTopic[name], j)
+			all = append(all, j)
+		}
+	}
+	b.put(t, all...)
+	for _, name := range names {
+		b.requireCounts(t, name, core.Counts{Ready: 3})
+	}
+	for _, name := range names {
+		got := claimUntil(t, b.ctx, b.store, name, 3, 10, dueWait)
+		require.Equal(t, ids(byTopic[name]), ids(got), "claims on %s", name)
+		require.Empty(t, b.claim(t, name, 10, 0), "more jobs on %s", name)
+		b.requireCounts(t, name, core.Counts{Reserved: 3})
+		x := got[0]
+		require.NoError(t, b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: x.ID, Lease: x.Lease, Error: name}))
+	}
+	for _, name := range names {
+		dead := listDead(t, b, name, 10)
+		require.Len(t, dead, 1, "dead jobs of %s", name)
+		require.Equal(t, name, dead[0].LastError)
+	}
+
+	// A claim waiting on a is not handed a job put on a.b.
+	ch := claimAsync(b.ctx, b.store, "a", 1, 600*time.Millisecond)
+	b.put(t, DueJob("a.b"))
+	r := <-ch
+	require.NoError(t, r.err)
+	require.Empty(t, r.jobs, "a claim on a got a job of a.b")
+	require.Len(t, b.claim(t, "a.b", 10, dueWait), 1)
+}
