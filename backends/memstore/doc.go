@@ -1,0 +1,13 @@
+// Package memstore is an in-memory core.Store: the reference backend that the
+// engine's tests run on and that `delayq serve --backend memory` uses. Nothing
+// survives the process.
+//
+// One mutex guards everything. Each topic keeps a min-heap of scheduled jobs by
+// run_at, a heap of ready jobs by run_at, a heap of reserved jobs by lease
+// expiry and a list of dead jobs in order of death. Scheduled jobs are
+// promoted and expired leases handled lazily whenever a topic is looked at,
+// and, while claims wait on a topic, by one timer from the injected clock set
+// for the topic's next due time, so a fake clock drives promotion and nothing
+// polls. Finished jobs (done, cancelled) are dropped after the retention
+// period.
+package memstore

@@ -1,0 +1,736 @@
+package memstore
+
+import (
+	"cmp"
+	"container/list"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/delayq/delayq/core"
+)
+
+// RetentionDefault is how long finished jobs stay queryable unless
+// Config.Retention says otherwise.
+const RetentionDefault = 72 * time.Hour
+
+// Config configures a Store.
+type Config struct {
+	// Clock is where the store takes time from: run_at, leases, retention.
+	//
+	// Defaults to the real clock.
+	Clock core.Clock
+	// Retention is how long finished jobs (done, cancelled) stay queryable
+	// before they are dropped.
+	//
+	// Defaults to RetentionDefault (72h).
+	Retention time.Duration
+}
+
+// WithDefaults returns the configuration with every unset field at its
+// default.
+func (c Config) WithDefaults() Config {
+	if c.Clock == nil {
+		c.Clock = core.RealClock()
+	}
+	c.Retention = cmp.Or(c.Retention, RetentionDefault)
+	return c
+}
+
+// Store is an in-memory core.Store. It is safe for concurrent use; the zero
+// value is not usable, call New.
+type Store struct {
+	clock     core.Clock
+	retention time.Duration
+
+	mu       sync.Mutex
+	closed   bool
+	done     chan struct{} // closed by Close
+	seq      uint64        // orders entries that enter a queue at the same key
+	jobs     map[string]*entry
+	topics   map[string]*topic
+	finished list.List // *entry, done or cancelled, in order of finishing
+}
+
+var _ core.Store = (*Store)(nil)
+
+// New returns an empty store.
+func New(cfg Config) *Store {
+	cfg = cfg.WithDefaults()
+	return &Store{
+		clock:     cfg.Clock,
+		retention: cfg.Retention,
+		done:      make(chan struct{}),
+		jobs:      make(map[string]*entry),
+		topics:    make(map[string]*topic),
+	}
+}
+
+// entry is a stored job and where it sits. Its job's State says which
+// structure of its topic holds it: scheduled, ready or reserved for the
+// queues, dead for the topic's dead list, done or cancelled for the store's
+// finished list.
+type entry struct {
+	job   *core.Job
+	topic *topic
+	key   int64         // queue key, Unix ns: run_at, or lease expiry while reserved
+	seq   uint64        // queue tie-break: order of entering the queue
+	index int           // position in its queue, -1 when in none
+	elem  *list.Element // in the dead or finished list
+}
+
+// topic holds one topic's configuration, jobs and waiting claims.
+type topic struct {
+	name      string
+	config    *core.Topic // nil when not configured
+	jobs      int         // jobs of the topic in the store, finished ones included
+	scheduled queue       // by run_at
+	ready     queue       // by run_at
+	reserved  queue       // by lease expiry
+	dead      list.List   // *entry, oldest death first
+	waiters   map[*waiter]struct{}
+	timer     clockwork.Timer // armed while claims wait, for the next due time
+	timerAt   int64
+	timerGen  uint64
+}
+
+// waiter is a claim waiting for a topic's jobs.
+type waiter struct {
+	ch chan struct{} // buffered 1: a wake-up is never lost
+}
+
+func (s *Store) now() time.Time { return s.clock.Now().UTC() }
+
+// PutJobs implements core.Store. Each job is stored or refused on its own.
+// Errors: ErrClosed.
+func (s *Store) PutJobs(_ context.Context, params *core.PutJobsParams) ([]core.PutResult, error) {
+	if params == nil {
+		return nil, core.Invalid("", "memstore: put jobs: no params")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, core.ErrClosed
+	}
+	now := s.now()
+	s.prune(now)
+	results := make([]core.PutResult, len(params.Jobs))
+	touched := make(map[*topic]struct{})
+	for i, j := range params.Jobs {
+		results[i] = s.put(j, params.Replace, now, touched)
+	}
+	for tp := range touched {
+		s.settle(tp, now)
+	}
+	return results, nil
+}
+
+func (s *Store) put(j *core.Job, replace bool, now time.Time, touched map[*topic]struct{}) core.PutResult {
+	createdAt := now
+	var res core.PutResult
+	if e, ok := s.jobs[j.ID]; ok {
+		s.promote(e.topic, now)
+		switch st := e.job.State; {
+		case st.Finished():
+		case !replace:
+			return core.PutResult{Err: conflict(e, "job %q already exists", j.ID)}
+		case st == core.StateReserved:
+			return core.PutResult{Err: conflict(e, "job %q is reserved", j.ID)}
+		default:
+			res.Replaced = true
+			createdAt = e.job.CreatedAt
+		}
+		s.unlink(e)
+		e.topic.jobs--
+		touched[e.topic] = struct{}{}
+	}
+	job := j.Clone()
+	job.RunAt = ms(job.RunAt)
+	job.Attempt = 0
+	job.CreatedAt = createdAt
+	job.UpdatedAt = now
+	job.LastError = ""
+	job.Lease = ""
+	job.LeaseExpiresAt = time.Time{}
+	tp := s.topicFor(job.Topic)
+	e := &entry{job: job, topic: tp, index: -1}
+	tp.jobs++
+	s.jobs[job.ID] = e
+	s.enqueue(e, now)
+	touched[tp] = struct{}{}
+	return res
+}
+
+// GetJob implements core.Store. Errors: ErrNotFound, ErrClosed.
+func (s *Store) GetJob(_ context.Context, id string) (*core.Job, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, now, err := s.lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	s.settle(e.topic, now)
+	return e.job.Clone(), nil
+}
+
+// CancelJob implements core.Store. Not idempotent: a second cancel gets
+// ErrNotFound. Errors: ErrNotFound (unknown or finished),
+// *core.ConflictError (ErrConflict) while reserved, ErrClosed.
+func (s *Store) CancelJob(_ context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, now, err := s.lookup(id)
+	if err != nil {
+		return err
+	}
+	defer s.settle(e.topic, now)
+	switch e.job.State {
+	case core.StateDone, core.StateCancelled:
+		return fmt.Errorf("memstore: cancel %q: job is %s: %w", id, e.job.State, core.ErrNotFound)
+	case core.StateReserved:
+		return conflict(e, "job %q is reserved", id)
+	}
+	s.unlink(e)
+	s.finish(e, core.StateCancelled, now)
+	return nil
+}
+
+// ClaimJobs implements core.Store. It returns an empty slice when params.Wait
+// or ctx runs out first. Errors: ErrInvalidArgument when params.Max < 1,
+// ErrClosed (also for a claim waiting when the store closes).
+func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]*core.Job, error) {
+	if params == nil || params.Max < 1 {
+		return nil, core.Invalid("max", "max must be at least 1")
+	}
+	w := &waiter{ch: make(chan struct{}, 1)}
+	var (
+		timer    clockwork.Timer
+		timedOut bool
+	)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		if s.closed {
+			return nil, core.ErrClosed
+		}
+		now := s.now()
+		s.prune(now)
+		tp := s.topicFor(params.Topic)
+		s.promote(tp, now)
+		if ctx.Err() != nil {
+			s.settle(tp, now)
+			return []*core.Job{}, nil
+		}
+		jobs := s.take(tp, params.Max, now)
+		if len(jobs) > 0 || params.Wait <= 0 || timedOut {
+			s.settle(tp, now)
+			return jobs, nil
+		}
+		if timer == nil {
+			timer = s.clock.NewTimer(params.Wait)
+		}
+		tp.waiters[w] = struct{}{}
+		s.settle(tp, now)
+		s.mu.Unlock()
+		select {
+		case <-w.ch:
+		case <-timer.Chan():
+			timedOut = true
+		case <-ctx.Done():
+		case <-s.done:
+		}
+		s.mu.Lock()
+		delete(tp.waiters, w)
+	}
+}
+
+// take reserves up to max ready jobs of tp.
+func (s *Store) take(tp *topic, max int, now time.Time) []*core.Job {
+	jobs := []*core.Job{}
+	for len(jobs) < max && tp.ready.Len() > 0 {
+		e := tp.ready.pop()
+		j := e.job
+		j.Attempt++
+		j.State = core.StateReserved
+		j.Lease = rand.Text()
+		j.LeaseExpiresAt = now.Add(j.TTR)
+		j.UpdatedAt = now
+		s.push(&tp.reserved, e, j.LeaseExpiresAt)
+		jobs = append(jobs, j.Clone())
+	}
+	return jobs
+}
+
+// AckJob implements core.Store. A second ack of the same lease gets
+// ErrLeaseLost. Errors: ErrNotFound, ErrLeaseLost, ErrClosed.
+func (s *Store) AckJob(_ context.Context, params *core.AckJobParams) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, now, err := s.leased(params.ID, params.Lease)
+	if err != nil {
+		return err
+	}
+	s.unlink(e)
+	s.finish(e, core.StateDone, now)
+	s.settle(e.topic, now)
+	return nil
+}
+
+// RetryJob implements core.Store. A zero params.RunAt means now. Errors:
+// ErrNotFound, ErrLeaseLost, ErrClosed.
+func (s *Store) RetryJob(_ context.Context, params *core.RetryJobParams) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, now, err := s.leased(params.ID, params.Lease)
+	if err != nil {
+		return err
+	}
+	s.unlink(e)
+	j := e.job
+	j.LastError = cutError(params.Error)
+	j.RunAt = ms(params.RunAt)
+	if params.RunAt.IsZero() {
+		j.RunAt = ms(now)
+	}
+	j.Lease, j.LeaseExpiresAt, j.UpdatedAt = "", time.Time{}, now
+	s.enqueue(e, now)
+	s.settle(e.topic, now)
+	return nil
+}
+
+// BuryJob implements core.Store. Errors: ErrNotFound, ErrLeaseLost, ErrClosed.
+func (s *Store) BuryJob(_ context.Context, params *core.BuryJobParams) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, now, err := s.leased(params.ID, params.Lease)
+	if err != nil {
+		return err
+	}
+	s.unlink(e)
+	j := e.job
+	j.LastError = cutError(params.Error)
+	j.Lease, j.LeaseExpiresAt = "", time.Time{}
+	s.kill(e, now)
+	s.settle(e.topic, now)
+	return nil
+}
+
+// TouchJob implements core.Store. Errors: ErrNotFound, ErrLeaseLost,
+// ErrClosed.
+func (s *Store) TouchJob(_ context.Context, params *core.TouchJobParams) (*core.Job, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, now, err := s.leased(params.ID, params.Lease)
+	if err != nil {
+		return nil, err
+	}
+	e.job.LeaseExpiresAt = now.Add(e.job.TTR)
+	e.topic.reserved.fix(e, e.job.LeaseExpiresAt)
+	s.settle(e.topic, now)
+	return e.job.Clone(), nil
+}
+
+// RequeueJob implements core.Store: the dead job's run_at becomes now.
+// Errors: ErrNotFound, *core.ConflictError (ErrConflict) when not dead,
+// ErrClosed.
+func (s *Store) RequeueJob(_ context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, now, err := s.lookup(id)
+	if err != nil {
+		return err
+	}
+	defer s.settle(e.topic, now)
+	if e.job.State != core.StateDead {
+		return conflict(e, "job %q is %s, not dead", id, e.job.State)
+	}
+	s.unlink(e)
+	e.job.Attempt = 0
+	e.job.RunAt = ms(now)
+	e.job.UpdatedAt = now
+	s.enqueue(e, now)
+	return nil
+}
+
+// ListDeadJobs implements core.Store. A topic without dead jobs, known or
+// not, gives an empty slice. Errors: ErrInvalidArgument when params.Limit <
+// 1, ErrClosed.
+func (s *Store) ListDeadJobs(_ context.Context, params *core.ListDeadJobsParams) ([]*core.Job, error) {
+	if params == nil || params.Limit < 1 {
+		return nil, core.Invalid("limit", "limit must be at least 1")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, core.ErrClosed
+	}
+	now := s.now()
+	s.prune(now)
+	jobs := []*core.Job{}
+	tp := s.topics[params.Topic]
+	if tp == nil {
+		return jobs, nil
+	}
+	s.promote(tp, now)
+	for el := tp.dead.Front(); el != nil && len(jobs) < params.Limit; el = el.Next() {
+		jobs = append(jobs, el.Value.(*entry).job.Clone())
+	}
+	s.settle(tp, now)
+	return jobs, nil
+}
+
+// PutTopic implements core.Store. Idempotent. Errors: ErrClosed.
+func (s *Store) PutTopic(_ context.Context, t *core.Topic) error {
+	if t == nil {
+		return core.Invalid("", "memstore: put topic: no topic")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return core.ErrClosed
+	}
+	c := *t
+	c.Configured = true
+	c.Counts = core.Counts{}
+	s.topicFor(t.Name).config = &c
+	return nil
+}
+
+// GetTopic implements core.Store. Errors: ErrNotFound, ErrClosed.
+func (s *Store) GetTopic(_ context.Context, name string) (*core.Topic, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, core.ErrClosed
+	}
+	now := s.now()
+	s.prune(now)
+	tp := s.topics[name]
+	if tp == nil || !tp.visible() {
+		return nil, fmt.Errorf("memstore: topic %q: %w", name, core.ErrNotFound)
+	}
+	s.promote(tp, now)
+	s.settle(tp, now)
+	return tp.view(), nil
+}
+
+// DeleteTopic implements core.Store. Errors: ErrNotFound, ErrClosed.
+func (s *Store) DeleteTopic(_ context.Context, name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return core.ErrClosed
+	}
+	tp := s.topics[name]
+	if tp == nil || tp.config == nil {
+		return fmt.Errorf("memstore: topic %q is not configured: %w", name, core.ErrNotFound)
+	}
+	tp.config = nil
+	s.maybeDrop(tp)
+	return nil
+}
+
+// ListTopics implements core.Store. Errors: ErrClosed.
+func (s *Store) ListTopics(_ context.Context) ([]*core.Topic, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, core.ErrClosed
+	}
+	now := s.now()
+	s.prune(now)
+	topics := []*core.Topic{}
+	for _, tp := range s.topics {
+		if !tp.visible() {
+			continue
+		}
+		s.promote(tp, now)
+		s.settle(tp, now)
+		topics = append(topics, tp.view())
+	}
+	slices.SortFunc(topics, func(a, b *core.Topic) int { return strings.Compare(a.Name, b.Name) })
+	return topics, nil
+}
+
+// Ping implements core.Store. Errors: ErrClosed.
+func (s *Store) Ping(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return core.ErrClosed
+	}
+	return nil
+}
+
+// Close implements core.Store: claims waiting return ErrClosed, and every
+// later call too. Jobs are dropped. Idempotent.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	close(s.done)
+	for _, tp := range s.topics {
+		tp.stopTimer()
+	}
+	return nil
+}
+
+// lookup returns the entry of id with its topic promoted, and now.
+func (s *Store) lookup(id string) (*entry, time.Time, error) {
+	if s.closed {
+		return nil, time.Time{}, core.ErrClosed
+	}
+	now := s.now()
+	s.prune(now)
+	e, ok := s.jobs[id]
+	if !ok {
+		return nil, now, fmt.Errorf("memstore: job %q: %w", id, core.ErrNotFound)
+	}
+	s.promote(e.topic, now)
+	return e, now, nil
+}
+
+// leased returns the entry of id if lease is its current, unexpired lease.
+func (s *Store) leased(id, lease string) (*entry, time.Time, error) {
+	e, now, err := s.lookup(id)
+	if err != nil {
+		return nil, now, err
+	}
+	if e.job.State != core.StateReserved || lease == "" || e.job.Lease != lease {
+		s.settle(e.topic, now)
+		return nil, now, fmt.Errorf("memstore: job %q: %w", id, core.ErrLeaseLost)
+	}
+	return e, now, nil
+}
+
+// topicFor returns the topic named name, made if needed.
+func (s *Store) topicFor(name string) *topic {
+	tp := s.topics[name]
+	if tp == nil {
+		tp = &topic{
+			name:      name,
+			scheduled: queue{},
+			ready:     queue{},
+			reserved:  queue{},
+			waiters:   make(map[*waiter]struct{}),
+		}
+		s.topics[name] = tp
+	}
+	return tp
+}
+
+// enqueue puts an unlinked entry in its topic's scheduled or ready queue by
+// its run_at.
+func (s *Store) enqueue(e *entry, now time.Time) {
+	if e.job.RunAt.After(now) {
+		e.job.State = core.StateScheduled
+		s.push(&e.topic.scheduled, e, e.job.RunAt)
+		return
+	}
+	e.job.State = core.StateReady
+	s.push(&e.topic.ready, e, e.job.RunAt)
+}
+
+func (s *Store) push(q *queue, e *entry, at time.Time) {
+	s.seq++
+	e.seq = s.seq
+	q.add(e, at)
+}
+
+// unlink takes an entry out of the structure its state puts it in.
+func (s *Store) unlink(e *entry) {
+	switch e.job.State {
+	case core.StateScheduled:
+		e.topic.scheduled.remove(e)
+	case core.StateReady:
+		e.topic.ready.remove(e)
+	case core.StateReserved:
+		e.topic.reserved.remove(e)
+	case core.StateDead:
+		e.topic.dead.Remove(e.elem)
+		e.elem = nil
+	case core.StateDone, core.StateCancelled:
+		s.finished.Remove(e.elem)
+		e.elem = nil
+	}
+}
+
+// finish makes an unlinked entry done or cancelled.
+func (s *Store) finish(e *entry, state core.State, now time.Time) {
+	e.job.State = state
+	e.job.UpdatedAt = now
+	e.job.Lease, e.job.LeaseExpiresAt = "", time.Time{}
+	e.elem = s.finished.PushBack(e)
+}
+
+// kill makes an unlinked entry dead at time at, keeping the dead list in
+// order of death.
+func (s *Store) kill(e *entry, at time.Time) {
+	e.job.State = core.StateDead
+	e.job.UpdatedAt = at
+	dead := &e.topic.dead
+	mark := dead.Back()
+	for mark != nil && mark.Value.(*entry).job.UpdatedAt.After(at) {
+		mark = mark.Prev()
+	}
+	if mark == nil {
+		e.elem = dead.PushFront(e)
+	} else {
+		e.elem = dead.InsertAfter(e, mark)
+	}
+}
+
+// promote moves tp's scheduled jobs whose run_at has come to ready, and
+// handles the leases that expired: the job is due again, or dead when it
+// used its last attempt.
+func (s *Store) promote(tp *topic, now time.Time) {
+	n := now.UnixNano()
+	for tp.scheduled.Len() > 0 && tp.scheduled.peek().key <= n {
+		e := tp.scheduled.pop()
+		e.job.State = core.StateReady
+		e.job.UpdatedAt = e.job.RunAt
+		s.push(&tp.ready, e, e.job.RunAt)
+	}
+	for tp.reserved.Len() > 0 && tp.reserved.peek().key <= n {
+		e := tp.reserved.pop()
+		j := e.job
+		expiredAt := j.LeaseExpiresAt
+		j.Lease, j.LeaseExpiresAt = "", time.Time{}
+		j.LastError = "lease expired"
+		if j.Attempt >= j.MaxAttempts {
+			s.kill(e, expiredAt)
+			continue
+		}
+		j.State = core.StateReady
+		j.UpdatedAt = expiredAt
+		s.push(&tp.ready, e, j.RunAt)
+	}
+}
+
+// settle runs after tp changed: it wakes tp's waiting claims when jobs are
+// ready, arms tp's timer for the next due time while claims wait, and drops
+// tp once it holds nothing.
+func (s *Store) settle(tp *topic, now time.Time) {
+	if len(tp.waiters) == 0 {
+		tp.stopTimer()
+		s.maybeDrop(tp)
+		return
+	}
+	if tp.ready.Len() > 0 {
+		for w := range tp.waiters {
+			select {
+			case w.ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+	var next int64
+	has := false
+	for _, q := range []*queue{&tp.scheduled, &tp.reserved} {
+		if q.Len() > 0 && (!has || q.peek().key < next) {
+			next, has = q.peek().key, true
+		}
+	}
+	if !has {
+		tp.stopTimer()
+		return
+	}
+	if tp.timer != nil && tp.timerAt == next {
+		return
+	}
+	tp.stopTimer()
+	tp.timerGen++
+	gen := tp.timerGen
+	tp.timerAt = next
+	tp.timer = s.clock.AfterFunc(time.Duration(max(next-now.UnixNano(), 0)), func() { s.fire(tp, gen) })
+}
+
+// fire runs when tp's timer goes off.
+func (s *Store) fire(tp *topic, gen uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || tp.timerGen != gen {
+		return
+	}
+	tp.timer = nil
+	now := s.now()
+	s.promote(tp, now)
+	s.settle(tp, now)
+}
+
+// prune drops finished jobs past the retention period.
+func (s *Store) prune(now time.Time) {
+	for el := s.finished.Front(); el != nil; el = s.finished.Front() {
+		e := el.Value.(*entry)
+		if now.Sub(e.job.UpdatedAt) < s.retention {
+			return
+		}
+		s.finished.Remove(el)
+		e.elem = nil
+		delete(s.jobs, e.job.ID)
+		e.topic.jobs--
+		s.maybeDrop(e.topic)
+	}
+}
+
+// maybeDrop forgets a topic that has no configuration, jobs or waiters.
+func (s *Store) maybeDrop(tp *topic) {
+	if !tp.visible() && len(tp.waiters) == 0 && s.topics[tp.name] == tp {
+		tp.stopTimer()
+		delete(s.topics, tp.name)
+	}
+}
+
+func (tp *topic) visible() bool { return tp.config != nil || tp.jobs > 0 }
+
+func (tp *topic) stopTimer() {
+	if tp.timer != nil {
+		tp.timer.Stop()
+		tp.timer = nil
+		tp.timerGen++
+	}
+}
+
+// view returns tp's configuration with its counts.
+func (tp *topic) view() *core.Topic {
+	t := &core.Topic{Name: tp.name}
+	if tp.config != nil {
+		*t = *tp.config
+	}
+	t.Counts = core.Counts{
+		Scheduled: int64(tp.scheduled.Len()),
+		Ready:     int64(tp.ready.Len()),
+		Reserved:  int64(tp.reserved.Len()),
+		Dead:      int64(tp.dead.Len()),
+	}
+	return t
+}
+
+func conflict(e *entry, format string, args ...any) *core.ConflictError {
+	return &core.ConflictError{Job: e.job.Clone(), Message: "memstore: " + fmt.Sprintf(format, args...)}
+}
+
+// ms returns t in UTC at ms precision, as stores keep times.
+func ms(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
+
+// cutError bounds a last error to core.MaxErrorLen bytes of valid UTF-8.
+func cutError(s string) string {
+	if len(s) <= core.MaxErrorLen {
+		return s
+	}
+	return strings.ToValidUTF8(s[:core.MaxErrorLen], "")
+}
