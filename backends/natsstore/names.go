@@ -19,13 +19,27 @@ const (
 )
 
 // Kinds of wake-up message, the second token of their subjects.
+//
+// A scheduled job's wake-up travels sched -> lead -> soon -> ready: its
+// schedule on sched fires Lead before run_at into lead; the housekeeping
+// consumer turns that into a schedule on soon, due at run_at (plus
+// soonGrace) into ready. The topic's fetcher sees the soon schedule at once
+// and holds it until run_at; a claim acknowledges it, which deletes it before
+// it fires. Unclaimed, it fires into ready, so that counts and other
+// instances see the job ready even when no claim of this topic runs.
 const (
-	kindSched  = "sched"  // schedule of a scheduled job, fires into ready
-	kindReady  = "ready"  // a job due (or due within the lead time)
+	kindSched  = "sched"  // schedule of a scheduled job, fires Lead early into lead
+	kindLead   = "lead"   // a fired sched, for the housekeeping consumer
+	kindSoon   = "soon"   // schedule of a job due within Lead, fires at run_at into ready
+	kindReady  = "ready"  // a job due
 	kindLease  = "lease"  // schedule of a reserved job's lease expiry, fires into expire
-	kindExpire = "expire" // a lease that ran out, for the expiry handler
+	kindExpire = "expire" // a lease that ran out, for the housekeeping consumer
 	kindDead   = "dead"   // marker of a dead job
 )
+
+// soonGrace is how long after run_at a soon schedule fires when no claim
+// took the job: long enough for a claim at run_at to delete it first.
+const soonGrace = 100 * time.Millisecond
 
 // names builds the subjects, stream and consumer names of one prefix.
 type names struct {
@@ -61,7 +75,7 @@ func (n names) kindFilter(kind, topic string) string {
 // streamSubjects are the subjects of the job stream.
 func (n names) streamSubjects() []string {
 	s := []string{n.prefix + ".job.*"}
-	for _, k := range []string{kindSched, kindReady, kindLease, kindExpire, kindDead} {
+	for _, k := range []string{kindSched, kindLead, kindSoon, kindReady, kindLease, kindExpire, kindDead} {
 		s = append(s, n.prefix+"."+k+".>")
 	}
 	return s
@@ -80,35 +94,80 @@ func (n names) readyConsumer(topic string) string {
 	return fmt.Sprintf("%s_ready_%s_%08x", n.prefix, t, h.Sum32())
 }
 
-// expireConsumer names the durable consumer of lease expiries.
-func (n names) expireConsumer() string { return n.prefix + "_expire" }
+// houseConsumer names the durable consumer of fired sched and lease
+// schedules, shared by every store instance of the prefix.
+func (n names) houseConsumer() string { return n.prefix + "_house" }
+
+// parseWake splits a wake-up subject into kind, topic and id.
+func (n names) parseWake(subject string) (kind, topic, id string, ok bool) {
+	rest, ok := strings.CutPrefix(subject, n.prefix+".")
+	if !ok {
+		return "", "", "", false
+	}
+	kind, rest, ok = strings.Cut(rest, ".")
+	if !ok {
+		return "", "", "", false
+	}
+	i := strings.LastIndexByte(rest, '.')
+	if i <= 0 {
+		return "", "", "", false
+	}
+	return kind, rest[:i], rest[i+1:], true
+}
 
 // idOf returns the job id of a wake-up subject: its last token.
 func idOf(subject string) string { return subject[strings.LastIndexByte(subject, '.')+1:] }
 
-// wakeMsg builds a plain wake-up message whose payload is the due time.
-func wakeMsg(subject string, due time.Time) *nats.Msg {
-	return &nats.Msg{
-		Subject: subject,
-		Header:  nats.Header{},
-		Data:    strconv.AppendInt(nil, due.UnixNano(), 10),
-	}
+// stamp says which record a wake-up was made for. A wake-up is published
+// before its record is compared and set, so a reader may see it before the
+// record: pending wake-ups name the record they follow (base, 0 for none),
+// others the record they were made from.
+type stamp struct {
+	base    uint64 // sequence of the job's record the wake-up follows or matches
+	pending bool   // made for a record not written yet, which will follow base
 }
 
-// scheduleMsg builds a schedule that fires at at into target, carrying due.
-func scheduleMsg(subject, target string, at, due time.Time) *nats.Msg {
-	m := wakeMsg(subject, due)
+// pendingAfter stamps a wake-up published ahead of a compare-and-set
+// against base.
+func pendingAfter(base uint64) stamp { return stamp{base: base, pending: true} }
+
+// matching stamps a wake-up made for the record at seq.
+func matching(seq uint64) stamp { return stamp{base: seq} }
+
+// wakeMsg builds a plain wake-up message. Its payload is the due time and
+// the stamp: "<due unix ns> <base> <p|c>".
+func wakeMsg(subject string, due time.Time, st stamp) *nats.Msg {
+	b := strconv.AppendInt(nil, due.UnixNano(), 10)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, st.base, 10)
+	if st.pending {
+		b = append(b, " p"...)
+	} else {
+		b = append(b, " c"...)
+	}
+	return &nats.Msg{Subject: subject, Header: nats.Header{}, Data: b}
+}
+
+// scheduleMsg builds a schedule that fires at at into target, carrying due
+// and st.
+func scheduleMsg(subject, target string, at, due time.Time, st stamp) *nats.Msg {
+	m := wakeMsg(subject, due, st)
 	// The header is set by hand: jetstream.WithScheduleAt cuts to seconds.
 	m.Header.Set(hdrSchedule, "@at "+at.UTC().Format(time.RFC3339Nano))
 	m.Header.Set(hdrScheduleTarget, target)
 	return m
 }
 
-// dueOf parses the due time of a wake-up; ok is false for a foreign payload.
-func dueOf(data []byte) (time.Time, bool) {
-	n, err := strconv.ParseInt(string(data), 10, 64)
-	if err != nil {
-		return time.Time{}, false
+// parseWakeData parses a wake-up's payload; ok is false for a foreign one.
+func parseWakeData(data []byte) (due time.Time, st stamp, ok bool) {
+	f := strings.Fields(string(data))
+	if len(f) != 3 {
+		return time.Time{}, stamp{}, false
 	}
-	return time.Unix(0, n).UTC(), true
+	n, err1 := strconv.ParseInt(f[0], 10, 64)
+	base, err2 := strconv.ParseUint(f[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return time.Time{}, stamp{}, false
+	}
+	return time.Unix(0, n).UTC(), stamp{base: base, pending: f[2] == "p"}, true
 }

@@ -23,16 +23,22 @@ const (
 	idleRelease = 2 * time.Second
 	// maxTries bounds the compare-and-set retries of one claim.
 	maxTries = 8
+	// pendingWait is how long a reader waits for the record that a pending
+	// wake-up announces before it takes the writer for dead.
+	pendingWait = 2 * time.Second
 )
 
 // item is a ready wake-up held by a topic queue until its due time.
 type item struct {
-	id    string
-	due   time.Time // the job's run_at, as the wake-up says
-	msg   jetstream.Msg
-	seq   uint64    // stream sequence of msg
-	since time.Time // fetched or last marked in progress
-	index int       // in the heap, -1 when out
+	id     string
+	due    time.Time // the job's run_at, as the wake-up says
+	msg    jetstream.Msg
+	seq    uint64    // stream sequence of msg
+	st     stamp     // which record the wake-up was made for
+	stored time.Time // when the server stored msg
+	tries  int       // reads that found its pending record not written yet
+	since  time.Time // fetched or last marked in progress
+	index  int       // in the heap, -1 when out
 }
 
 // itemHeap orders items by due time, then stream sequence.
@@ -191,9 +197,12 @@ func (q *topicQueue) consumer(p *puller) jetstream.Consumer {
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		cons, err := q.s.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-			Durable:       q.s.names.readyConsumer(q.topic),
-			Description:   "delayq ready jobs of topic " + q.topic,
-			FilterSubject: q.s.names.kindFilter(kindReady, q.topic),
+			Durable:     q.s.names.readyConsumer(q.topic),
+			Description: "delayq ready jobs of topic " + q.topic,
+			FilterSubjects: []string{
+				q.s.names.kindFilter(kindSoon, q.topic),
+				q.s.names.kindFilter(kindReady, q.topic),
+			},
 			AckPolicy:     jetstream.AckExplicitPolicy,
 			AckWait:       q.s.cfg.AckWait,
 			MaxAckPending: 4 * maxHeld,
@@ -250,7 +259,7 @@ func (q *topicQueue) add(m jetstream.Msg) {
 		_ = m.Term()
 		return
 	}
-	due, ok := dueOf(m.Data())
+	due, st, ok := parseWakeData(m.Data())
 	if !ok {
 		due = q.s.now()
 	}
@@ -265,10 +274,10 @@ func (q *topicQueue) add(m jetstream.Msg) {
 		if old.seq != meta.Sequence.Stream {
 			_ = old.msg.Ack()
 		}
-		old.msg, old.seq, old.due, old.since = m, meta.Sequence.Stream, due, now
+		old.msg, old.seq, old.due, old.st, old.stored, old.since = m, meta.Sequence.Stream, due, st, meta.Timestamp, now
 		heap.Fix(&q.items, old.index)
 	} else {
-		it := &item{id: id, due: due, msg: m, seq: meta.Sequence.Stream, since: now}
+		it := &item{id: id, due: due, msg: m, seq: meta.Sequence.Stream, st: st, stored: meta.Timestamp, since: now}
 		heap.Push(&q.items, it)
 		q.byID[id] = it
 	}
@@ -450,8 +459,10 @@ func (s *Store) claimItems(ctx context.Context, q *topicQueue, items []*item) ([
 
 // claimOne reconciles one taken wake-up with its job's record and reserves
 // the job if it is due; it returns nil when the wake-up was stale. The
-// lease's wake-up is published before the record changes, and the ready
-// wake-up is acknowledged only after.
+// lease's wake-up is published first: besides ending the lease it is the
+// safety net of every step after it. Then the wake-up taken is
+// acknowledged, which deletes a soon schedule before it fires, and last the
+// record is compared and set.
 func (s *Store) claimOne(ctx context.Context, q *topicQueue, it *item) (*core.Job, error) {
 	for range maxTries {
 		j, seq, err := s.load(ctx, it.id)
@@ -460,6 +471,12 @@ func (s *Store) claimOne(ctx context.Context, q *topicQueue, it *item) (*core.Jo
 			return nil, err
 		}
 		now := s.now()
+		if it.st.pending && it.st.base == seq && time.Since(it.stored) < pendingWait {
+			// The writer of this wake-up has not written its record yet.
+			it.tries++
+			q.hold(it, now.Add(pendingBackoff(it.tries)))
+			return nil, nil
+		}
 		if j == nil || j.Topic != q.topic {
 			_ = it.msg.Ack()
 			return nil, nil
@@ -472,22 +489,12 @@ func (s *Store) claimOne(ctx context.Context, q *topicQueue, it *item) (*core.Jo
 					return nil, nil
 				}
 				// A stale early wake-up: make sure of the schedule.
-				if _, err := s.publish(ctx, s.wakeFor(j, now)); err != nil {
-					q.hold(it, it.due)
-					return nil, err
-				}
-				_ = it.msg.Ack()
-				return nil, nil
+				return nil, s.ensure(ctx, j, seq, now, it.msg)
 			}
 		case core.StateReserved:
 			if j.LeaseExpiresAt.After(now) {
 				// The lease holds; make sure its wake-up exists.
-				if _, err := s.publish(ctx, s.wakeFor(j, now)); err != nil {
-					q.hold(it, it.due)
-					return nil, err
-				}
-				_ = it.msg.Ack()
-				return nil, nil
+				return nil, s.ensure(ctx, j, seq, now, it.msg)
 			}
 			j = j.Clone()
 			expireLease(j)
@@ -513,50 +520,79 @@ func (s *Store) claimOne(ctx context.Context, q *topicQueue, it *item) (*core.Jo
 		r.Lease = newLease()
 		r.LeaseExpiresAt = now.Add(r.TTR)
 		r.UpdatedAt = now
-		if _, err := s.publish(ctx, s.wakeFor(r, now)); err != nil {
-			q.hold(it, it.due)
-			return nil, err
-		}
-		_, err = s.save(ctx, r, seq)
-		if errors.Is(err, errCAS) {
-			continue
-		}
+		lseq, err := s.publish(ctx, s.wakeFor(r, now, pendingAfter(seq)))
 		if err != nil {
 			q.hold(it, it.due)
 			return nil, err
 		}
 		_ = it.msg.Ack()
+		_, err = s.save(ctx, r, seq)
+		if errors.Is(err, errCAS) {
+			s.undo(ctx, lseq, r.ID)
+			continue // the record changed: read it again and act on it
+		}
+		if err != nil {
+			// The lease's wake-up makes the job due again at its expiry.
+			return nil, err
+		}
 		return r, nil
 	}
 	q.hold(it, it.due)
 	return nil, nil
 }
 
-// handleExpire handles a lease that ran out: the job becomes ready again
-// (a ready wake-up, then the record), or dead when it used its last
-// attempt. A lease touched meanwhile gets its wake-up made sure of.
-func (s *Store) handleExpire(m jetstream.Msg) {
+// ensure publishes the wake-up that a job's recorded state needs, then
+// acknowledges the stale wake-up m that led to it.
+func (s *Store) ensure(ctx context.Context, j *core.Job, seq uint64, now time.Time, m jetstream.Msg) error {
+	if w := s.wakeFor(j, now, matching(seq)); w != nil {
+		if _, err := s.publish(ctx, w); err != nil {
+			_ = m.NakWithDelay(time.Second)
+			return err
+		}
+	}
+	_ = m.Ack()
+	return nil
+}
+
+// handleHouse handles the housekeeping consumer's messages: a fired sched
+// schedule (lead) gets the wake-up its job needs now, normally the soon
+// schedule its topic's fetcher holds; a fired lease schedule (expire) ends
+// the lease: the job becomes ready again (a ready wake-up, then the record),
+// or dead when it used its last attempt. A lease touched meanwhile, or a
+// job not reserved at all, gets its wake-up made sure of.
+func (s *Store) handleHouse(m jetstream.Msg) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	id := idOf(m.Subject())
+	kind, topic, id, ok := s.names.parseWake(m.Subject())
+	_, st, ok2 := parseWakeData(m.Data())
+	meta, err := m.Metadata()
+	if !ok || !ok2 || err != nil {
+		_ = m.Term()
+		return
+	}
 	for range maxTries {
 		j, seq, err := s.load(ctx, id)
 		if err != nil {
-			_ = m.NakWithDelay(time.Second)
+			_ = m.NakWithDelay(100 * time.Millisecond)
 			return
 		}
 		now := s.now()
-		if j == nil || j.State != core.StateReserved {
+		if st.pending && st.base == seq && time.Since(meta.Timestamp) < pendingWait {
+			// The writer of this wake-up has not written its record yet.
+			_ = m.NakWithDelay(pendingBackoff(int(meta.NumDelivered)))
+			return
+		}
+		if j == nil || j.Topic != topic || j.State.Finished() || j.State == core.StateDead {
 			_ = m.Ack()
+			return
+		}
+		if kind != kindExpire || j.State != core.StateReserved {
+			_ = s.ensure(ctx, j, seq, now, m)
 			return
 		}
 		if d := j.LeaseExpiresAt.Sub(now); d > 0 {
 			if d > s.cfg.Lead {
-				if _, err := s.publish(ctx, s.wakeFor(j, now)); err != nil {
-					_ = m.NakWithDelay(time.Second)
-					return
-				}
-				_ = m.Ack()
+				_ = s.ensure(ctx, j, seq, now, m)
 				return
 			}
 			_ = m.NakWithDelay(d)
@@ -569,11 +605,17 @@ func (s *Store) handleExpire(m jetstream.Msg) {
 			continue
 		}
 		if err != nil {
-			_ = m.NakWithDelay(time.Second)
+			_ = m.NakWithDelay(100 * time.Millisecond)
 			return
 		}
 		_ = m.Ack()
 		return
 	}
 	_ = m.Nak()
+}
+
+// pendingBackoff is how long to wait before reading again a record that a
+// pending wake-up announced, after tries reads that did not find it.
+func pendingBackoff(tries int) time.Duration {
+	return min(time.Millisecond<<min(tries, 10), 50*time.Millisecond)
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -133,13 +134,13 @@ type Store struct {
 	queues map[string]*topicQueue
 	seen   sync.Map // topic name -> struct{}: "seen" record written
 	wg     sync.WaitGroup
-	expire *puller
+	house  *puller // fired sched and lease schedules
 }
 
 var _ core.Store = (*Store)(nil)
 
 // New connects a store to JetStream, creating or updating its stream, topic
-// bucket and lease-expiry consumer (idempotent: every instance of a prefix
+// bucket and housekeeping consumer (idempotent: every instance of a prefix
 // may call it), and starts handling lease expiries. Errors: an invalid
 // configuration, or ErrUnavailable when JetStream does not answer or refuses
 // the stream.
@@ -190,21 +191,22 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("natsstore: create bucket %s: %w: %w", s.names.topics, core.ErrUnavailable, err)
 	}
 	cons, err := s.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:       s.names.expireConsumer(),
-		FilterSubject: s.names.prefix + "." + kindExpire + ".>",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       cfg.AckWait,
-		MaxAckPending: 10000,
-		MaxDeliver:    -1,
+		Durable:        s.names.houseConsumer(),
+		Description:    "delayq fired schedules and lease expiries",
+		FilterSubjects: []string{s.names.prefix + "." + kindLead + ".>", s.names.prefix + "." + kindExpire + ".>"},
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        cfg.AckWait,
+		MaxAckPending:  10000,
+		MaxDeliver:     -1,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("natsstore: create consumer: %w: %w", core.ErrUnavailable, err)
 	}
-	s.expire = newPuller(s, cons, s.handleExpire, 16)
+	s.house = newPuller(s, cons, s.handleHouse, 16)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		s.expire.run()
+		s.house.run()
 	}()
 	return s, nil
 }
@@ -249,17 +251,17 @@ func (s *Store) load(ctx context.Context, id string) (*core.Job, uint64, error) 
 	if err != nil {
 		return nil, 0, unavailable("read job", err)
 	}
-	var j core.Job
-	if err := json.Unmarshal(m.Data, &j); err != nil {
+	j, err := decodeRecord(m.Data)
+	if err != nil {
 		return nil, 0, fmt.Errorf("natsstore: job %q: bad record: %w", id, err)
 	}
-	return &j, m.Sequence, nil
+	return j, m.Sequence, nil
 }
 
 // recordMsg builds the compare-and-set publish of a job's record, valid only
 // while the record's last sequence is expect (0: no record).
 func (s *Store) recordMsg(j *core.Job, expect uint64) (*nats.Msg, error) {
-	data, err := json.Marshal(j)
+	data, err := encodeRecord(j)
 	if err != nil {
 		return nil, fmt.Errorf("natsstore: encode job %q: %w", j.ID, err)
 	}
@@ -301,28 +303,32 @@ func (s *Store) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 // for a finished job.
 //
 //   - scheduled or ready: a schedule on the sched subject firing Lead before
-//     run_at into the ready subject, or, when run_at is that close, the ready
-//     message itself;
+//     run_at into the lead subject; when run_at is that close, a schedule on
+//     the soon subject firing at run_at into the ready subject; when run_at
+//     has passed, the ready message itself;
 //   - reserved: a schedule on the lease subject firing at the lease expiry
 //     into the expire subject;
 //   - dead: a marker on the dead subject.
-func (s *Store) wakeFor(j *core.Job, now time.Time) *nats.Msg {
+func (s *Store) wakeFor(j *core.Job, now time.Time, st stamp) *nats.Msg {
 	n := s.names
 	switch j.State {
 	case core.StateScheduled, core.StateReady:
 		ready := n.wake(kindReady, j.Topic, j.ID)
 		if at := j.RunAt.Add(-s.cfg.Lead); at.After(now) {
-			return scheduleMsg(n.wake(kindSched, j.Topic, j.ID), ready, at, j.RunAt)
+			return scheduleMsg(n.wake(kindSched, j.Topic, j.ID), n.wake(kindLead, j.Topic, j.ID), at, j.RunAt, st)
 		}
-		return wakeMsg(ready, j.RunAt)
+		if j.RunAt.After(now) {
+			return scheduleMsg(n.wake(kindSoon, j.Topic, j.ID), ready, j.RunAt.Add(soonGrace), j.RunAt, st)
+		}
+		return wakeMsg(ready, j.RunAt, st)
 	case core.StateReserved:
 		expire := n.wake(kindExpire, j.Topic, j.ID)
 		if j.LeaseExpiresAt.After(now) {
-			return scheduleMsg(n.wake(kindLease, j.Topic, j.ID), expire, j.LeaseExpiresAt, j.LeaseExpiresAt)
+			return scheduleMsg(n.wake(kindLease, j.Topic, j.ID), expire, j.LeaseExpiresAt, j.LeaseExpiresAt, st)
 		}
-		return wakeMsg(expire, j.LeaseExpiresAt)
+		return wakeMsg(expire, j.LeaseExpiresAt, st)
 	case core.StateDead:
-		return wakeMsg(n.wake(kindDead, j.Topic, j.ID), j.UpdatedAt)
+		return wakeMsg(n.wake(kindDead, j.Topic, j.ID), j.UpdatedAt, st)
 	}
 	return nil
 }
@@ -347,7 +353,7 @@ func (s *Store) purge(ctx context.Context, topic, id string, below uint64) error
 // record changed since it was read.
 func (s *Store) write(ctx context.Context, j *core.Job, expect uint64, now time.Time) error {
 	var below uint64
-	if m := s.wakeFor(j, now); m != nil {
+	if m := s.wakeFor(j, now, pendingAfter(expect)); m != nil {
 		seq, err := s.publish(ctx, m)
 		if err != nil {
 			return err
@@ -355,6 +361,9 @@ func (s *Store) write(ctx context.Context, j *core.Job, expect uint64, now time.
 		below = seq
 	}
 	seq, err := s.save(ctx, j, expect)
+	if errors.Is(err, errCAS) {
+		s.undo(ctx, below, j.ID)
+	}
 	if err != nil {
 		return err
 	}
@@ -362,6 +371,34 @@ func (s *Store) write(ctx context.Context, j *core.Job, expect uint64, now time.
 		below = seq
 	}
 	return s.purge(ctx, j.Topic, j.ID, below)
+}
+
+// undo cleans up after a compare-and-set that lost: it deletes the wake-up
+// the loser published (seq, 0 for none), which only that one message can be,
+// then publishes the wake-up the winner's record needs, since the loser's
+// may have replaced it on the same subject. Failures are logged: the
+// caller's retry reads the record again anyway.
+func (s *Store) undo(ctx context.Context, seq uint64, id string) {
+	if seq != 0 {
+		if err := s.stream.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) && !isNotFoundAPI(err) {
+			s.log.Warn("natsstore: delete stale wake-up", "id", id, "err", err)
+		}
+	}
+	j, cur, err := s.load(ctx, id)
+	if err != nil || j == nil {
+		return
+	}
+	if m := s.wakeFor(j, s.now(), matching(cur)); m != nil {
+		if _, err := s.publish(ctx, m); err != nil {
+			s.log.Warn("natsstore: restore wake-up", "id", id, "err", err)
+		}
+	}
+}
+
+// isNotFoundAPI reports whether err is JetStream's "no message found".
+func isNotFoundAPI(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.Code == 404 || apiErr.ErrorCode == jetstream.JSErrCodeMessageNotFound)
 }
 
 // view returns a job as the contract shows it at now: a scheduled job whose
@@ -426,7 +463,7 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 	wakes := make([]jetstream.PubAckFuture, len(jobs))
 	for i, in := range params.Jobs {
 		jobs[i] = newJob(in, now, now)
-		f, err := s.js.PublishMsgAsync(s.wakeFor(jobs[i], now))
+		f, err := s.js.PublishMsgAsync(s.wakeFor(jobs[i], now, pendingAfter(0)))
 		if err != nil {
 			return nil, unavailable("publish wake-up", err)
 		}
@@ -514,9 +551,9 @@ func (s *Store) put(ctx context.Context, in *core.Job, replace bool, stale *uint
 			switch {
 			case cur.State.Finished():
 			case !replace:
-				return core.PutResult{Err: s.collided(ctx, old, cur, stale, "job %q already exists", in.ID)}, nil
+				return core.PutResult{Err: s.collided(ctx, old, seq, cur, stale, "job %q already exists", in.ID)}, nil
 			case cur.State == core.StateReserved:
-				return core.PutResult{Err: s.collided(ctx, old, cur, stale, "job %q is reserved", in.ID)}, nil
+				return core.PutResult{Err: s.collided(ctx, old, seq, cur, stale, "job %q is reserved", in.ID)}, nil
 			default:
 				res.Replaced = true
 				createdAt = old.CreatedAt
@@ -533,10 +570,10 @@ func (s *Store) put(ctx context.Context, in *core.Job, replace bool, stale *uint
 // collided builds the conflict of a job that exists, after undoing a wake-up
 // that a collided create published for it: the wake-up is deleted, and the
 // existing job's own wake-up, which it may have replaced, is published again.
-func (s *Store) collided(ctx context.Context, old, cur *core.Job, stale *uint64, format string, args ...any) error {
+func (s *Store) collided(ctx context.Context, old *core.Job, seq uint64, cur *core.Job, stale *uint64, format string, args ...any) error {
 	if stale != nil {
 		_ = s.stream.DeleteMsg(ctx, *stale)
-		if m := s.wakeFor(old, s.now()); m != nil {
+		if m := s.wakeFor(old, s.now(), matching(seq)); m != nil {
 			if _, err := s.publish(ctx, m); err != nil {
 				s.log.Warn("natsstore: restore wake-up", "id", old.ID, "err", err)
 			}
@@ -761,7 +798,7 @@ func (s *Store) Close() error {
 	for _, q := range queues {
 		q.stop()
 	}
-	s.expire.stop()
+	s.house.stop()
 	s.wg.Wait()
 	return nil
 }
@@ -779,3 +816,35 @@ func cutError(s string) string {
 
 // newLease returns a random lease token.
 func newLease() string { return rand.Text() }
+
+// encodeRecord encodes a job's record: the length of its JSON fields as a
+// uvarint, the JSON of every field but the body, then the body byte for
+// byte (encoding/json would compact it).
+func encodeRecord(j *core.Job) ([]byte, error) {
+	c := *j
+	c.Body = nil
+	meta, err := json.Marshal(&c)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, binary.MaxVarintLen64+len(meta)+len(j.Body))
+	b = binary.AppendUvarint(b, uint64(len(meta)))
+	b = append(b, meta...)
+	return append(b, j.Body...), nil
+}
+
+// decodeRecord decodes what encodeRecord encoded.
+func decodeRecord(data []byte) (*core.Job, error) {
+	n, k := binary.Uvarint(data)
+	if k <= 0 || n > uint64(len(data)-k) {
+		return nil, errors.New("bad length")
+	}
+	var j core.Job
+	if err := json.Unmarshal(data[k:k+int(n)], &j); err != nil {
+		return nil, err
+	}
+	if body := data[k+int(n):]; len(body) > 0 {
+		j.Body = append(json.RawMessage(nil), body...)
+	}
+	return &j, nil
+}

@@ -162,7 +162,7 @@ func (s *Store) ListTopics(ctx context.Context) ([]*core.Topic, error) {
 // number of jobs. While a job changes state both its old and new wake-ups
 // may exist for a moment, so it may be counted twice until settled.
 func (s *Store) counts(ctx context.Context, topic string) (core.Counts, error) {
-	kinds := []string{kindSched, kindReady, kindLease, kindDead}
+	kinds := []string{kindSched, kindLead, kindSoon, kindReady, kindLease, kindDead}
 	n := make([]int64, len(kinds))
 	err := s.each(ctx, len(kinds), func(i int) error {
 		// An offset past the end makes the server send the total only.
@@ -173,7 +173,7 @@ func (s *Store) counts(ctx context.Context, topic string) (core.Counts, error) {
 	if err != nil {
 		return core.Counts{}, err
 	}
-	return core.Counts{Scheduled: n[0], Ready: n[1], Reserved: n[2], Dead: n[3]}, nil
+	return core.Counts{Scheduled: n[0] + n[1] + n[2], Ready: n[3], Reserved: n[4], Dead: n[5]}, nil
 }
 
 // streamInfoRequest is JetStream's stream info request with subject details.

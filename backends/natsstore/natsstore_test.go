@@ -1,0 +1,39 @@
+package natsstore
+
+import (
+	"testing"
+
+	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/storetest"
+)
+
+// TestStoreEmbedded runs the conformance suite on the in-process server:
+// each namespace is a stream prefix of its own.
+func TestStoreEmbedded(t *testing.T) {
+	t.Parallel()
+	srv := sharedEmbedded(t)
+	storetest.Run(t, storetest.Harness{
+		Open: func(t *testing.T, ns string) core.Store {
+			nc, err := srv.Connect()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(nc.Close)
+			return openStore(t, nc, ns)
+		},
+		Durable: true,
+	})
+}
+
+// TestStoreExternal runs the conformance suite against a nats-server in a
+// separate process, over TCP.
+func TestStoreExternal(t *testing.T) {
+	t.Parallel()
+	srv := sharedExternal(t)
+	storetest.Run(t, storetest.Harness{
+		Open: func(t *testing.T, ns string) core.Store {
+			return openStore(t, connectURL(t, srv.url), ns)
+		},
+		Durable: true,
+	})
+}
