@@ -18,15 +18,20 @@ type Store interface {
 	// names a job that is not finished (create), or is reserved (replace).
 	// A finished job (done, cancelled) with the same id is overwritten.
 	// The returned error is an infrastructure failure, with no per-job
-	// results; some jobs may have been stored.
+	// results; some jobs may have been stored. Jobs are applied in order,
+	// so a later duplicate id in the same batch conflicts (or, with
+	// Replace, wins).
 	//
-	// Stored jobs get State scheduled, Attempt 0, CreatedAt now (kept on
-	// replace); a job whose run_at has passed is ready at once.
+	// Stored jobs get State scheduled, Attempt 0, no LastError, CreatedAt
+	// now (kept on replace); a job whose run_at has passed is ready at once.
 	PutJobs(ctx context.Context, params *PutJobsParams) ([]PutResult, error)
 
 	// GetJob returns the job with that id, with its current state: a
-	// scheduled job whose run_at has passed is reported ready. Finished
-	// jobs are found for the retention period. Errors: ErrNotFound.
+	// scheduled job whose run_at has passed is reported ready, a reserved
+	// job whose lease expired is reported ready (dead if it had used all
+	// its attempts). Lease is set while reserved; transports must not show
+	// it. Finished jobs are found for the retention period. Errors:
+	// ErrNotFound.
 	GetJob(ctx context.Context, id string) (*Job, error)
 
 	// CancelJob cancels a scheduled, ready or dead job: it becomes
@@ -38,13 +43,15 @@ type Store interface {
 	// ClaimJobs takes up to params.Max due jobs of a topic in run_at order
 	// and reserves each with a fresh lease for the job's TTR. It waits up
 	// to params.Wait for the first due job (woken by arrival or due time,
-	// never by a busy poll) and returns an empty slice, not an error, when
-	// the wait or ctx runs out. Each job returned has State reserved,
-	// Attempt incremented, Lease and LeaseExpiresAt set.
+	// never by a busy poll) and returns an empty slice, not an error, only
+	// when the wait or ctx ran out. Each job returned has State reserved,
+	// Attempt incremented, Lease and LeaseExpiresAt set. Errors:
+	// ErrInvalidArgument when Max < 1, ErrClosed when the store closes.
 	//
-	// A reserved job whose lease expired is due again: it is claimed with
-	// Attempt incremented, unless it had used all its attempts, in which
-	// case it goes dead with LastError "lease expired".
+	// A reserved job whose lease expired is due again, with LastError
+	// "lease expired": it is claimed with Attempt incremented, unless it
+	// had used all its attempts, in which case it goes dead, at the latest
+	// by the time a claim of its topic has waited past the expiry.
 	ClaimJobs(ctx context.Context, params *ClaimJobsParams) ([]*Job, error)
 
 	// AckJob marks a reserved job done. Errors: ErrNotFound,
@@ -52,7 +59,8 @@ type Store interface {
 	AckJob(ctx context.Context, params *AckJobParams) error
 
 	// RetryJob ends a delivery as failed and schedules the job again at
-	// params.RunAt with LastError set. Errors: ErrNotFound, ErrLeaseLost.
+	// params.RunAt (zero means now) with LastError set. Errors:
+	// ErrNotFound, ErrLeaseLost.
 	RetryJob(ctx context.Context, params *RetryJobParams) error
 
 	// BuryJob ends a delivery as failed for good: the job goes dead with
@@ -60,15 +68,17 @@ type Store interface {
 	BuryJob(ctx context.Context, params *BuryJobParams) error
 
 	// TouchJob extends a lease to now + the job's TTR and returns the job
-	// with the new LeaseExpiresAt. Errors: ErrNotFound, ErrLeaseLost.
+	// with the new LeaseExpiresAt; the lease token stays. Errors:
+	// ErrNotFound, ErrLeaseLost.
 	TouchJob(ctx context.Context, params *TouchJobParams) (*Job, error)
 
-	// RequeueJob makes a dead job ready now with Attempt 0 (a fresh
-	// attempt count). Errors: ErrNotFound, ErrConflict when not dead.
+	// RequeueJob makes a dead job ready now (run_at now) with Attempt 0, a
+	// fresh attempt count; LastError stays. Errors: ErrNotFound,
+	// ErrConflict when the job is in any other state.
 	RequeueJob(ctx context.Context, id string) error
 
 	// ListDeadJobs returns up to params.Limit dead jobs of a topic, oldest
-	// death first.
+	// death first. Errors: ErrInvalidArgument when Limit < 1.
 	ListDeadJobs(ctx context.Context, params *ListDeadJobsParams) ([]*Job, error)
 
 	// PutTopic stores a topic configuration (Configured set), replacing any.
@@ -82,15 +92,16 @@ type Store interface {
 	// ErrNotFound when it had none.
 	DeleteTopic(ctx context.Context, name string) error
 
-	// ListTopics returns every topic that is configured or has had jobs,
-	// with counts, sorted by name.
+	// ListTopics returns every topic that is configured or has jobs
+	// (finished ones within retention included), with counts, sorted by
+	// name.
 	ListTopics(ctx context.Context) ([]*Topic, error)
 
 	// Ping checks that the backend answers.
 	Ping(ctx context.Context) error
 
 	// Close releases the store's resources. Idempotent. Claims waiting in
-	// ClaimJobs return.
+	// ClaimJobs return ErrClosed, and so does every later call.
 	Close() error
 }
 

@@ -1,0 +1,311 @@
+package core_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/backends/memstore"
+	"github.com/delayq/delayq/core"
+)
+
+type testBundle struct {
+	clock  *clockwork.FakeClock
+	store  *memstore.Store
+	engine *core.Engine
+}
+
+func setup(t *testing.T, deliverers map[string]core.Deliverer) *testBundle {
+	t.Helper()
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
+	store := memstore.New(memstore.Config{Clock: clock})
+	t.Cleanup(func() { _ = store.Close() })
+	e, err := core.NewEngine(core.EngineConfig{Store: store, Clock: clock, Deliverers: deliverers,
+		Limits: core.Limits{MaxBodyBytes: 64, MaxDelay: 24 * time.Hour}})
+	require.NoError(t, err)
+	return &testBundle{clock: clock, store: store, engine: e}
+}
+
+func dur(d time.Duration) *time.Duration { return &d }
+
+func TestPushValidation(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	past := b.clock.Now().Add(-time.Hour)
+	far := b.clock.Now().Add(48 * time.Hour)
+	cases := []struct {
+		field string
+		p     core.PushParams
+		is    error
+	}{
+		{"topic", core.PushParams{Topic: "a..b"}, core.ErrInvalidArgument},
+		{"id", core.PushParams{Topic: "t", ID: "a.b"}, core.ErrInvalidArgument},
+		{"key", core.PushParams{Topic: "t", Key: "a\nb"}, core.ErrInvalidArgument},
+		{"body", core.PushParams{Topic: "t", Body: json.RawMessage(`{"x":`)}, core.ErrInvalidArgument},
+		{"body", core.PushParams{Topic: "t", Body: json.RawMessage(`"` + strings.Repeat("x", 64) + `"`)}, core.ErrTooLarge},
+		{"delay", core.PushParams{Topic: "t", Delay: dur(-time.Second)}, core.ErrInvalidArgument},
+		{"delay", core.PushParams{Topic: "t", Delay: dur(25 * time.Hour)}, core.ErrInvalidArgument},
+		{"delay", core.PushParams{Topic: "t", Delay: dur(time.Second), RunAt: &past}, core.ErrInvalidArgument},
+		{"run_at", core.PushParams{Topic: "t", RunAt: &far}, core.ErrInvalidArgument},
+		{"ttr", core.PushParams{Topic: "t", TTR: time.Millisecond}, core.ErrInvalidArgument},
+		{"max_attempts", core.PushParams{Topic: "t", MaxAttempts: core.MaxAttemptsMax + 1}, core.ErrInvalidArgument},
+	}
+	for _, c := range cases {
+		_, err := b.engine.Push(ctx, &c.p)
+		require.ErrorIs(t, err, c.is, c.field)
+		var fe *core.FieldError
+		require.True(t, errors.As(err, &fe), c.field)
+		require.Equal(t, c.field, fe.Field)
+	}
+	topics, err := b.engine.ListTopics(ctx)
+	require.NoError(t, err)
+	require.Empty(t, topics, "bad input changes nothing")
+
+	// run_at in the past is due now; no delay and no run_at means now.
+	j, err := b.engine.Push(ctx, &core.PushParams{Topic: "t", RunAt: &past})
+	require.NoError(t, err)
+	require.Equal(t, core.StateReady, j.State)
+	require.Equal(t, past.UTC(), j.RunAt)
+	j, err = b.engine.Push(ctx, &core.PushParams{Topic: "t", Delay: dur(1500 * time.Millisecond), Body: json.RawMessage(` {"a": 1}`)})
+	require.NoError(t, err)
+	require.Equal(t, core.StateScheduled, j.State)
+	require.Equal(t, b.clock.Now().Add(1500*time.Millisecond).UTC(), j.RunAt)
+	require.Equal(t, ` {"a": 1}`, string(j.Body), "body kept byte for byte")
+	require.Len(t, j.ID, 26)
+}
+
+func TestPushTakesTopicDefaults(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	require.NoError(t, b.engine.PutTopic(ctx, &core.Topic{Name: "t", TTR: time.Minute, MaxAttempts: 3}))
+	j, err := b.engine.Push(ctx, &core.PushParams{Topic: "t"})
+	require.NoError(t, err)
+	require.Equal(t, time.Minute, j.TTR)
+	require.Equal(t, 3, j.MaxAttempts)
+	j, err = b.engine.Push(ctx, &core.PushParams{Topic: "t", TTR: 5 * time.Second, MaxAttempts: 7})
+	require.NoError(t, err)
+	require.Equal(t, 5*time.Second, j.TTR, "the job's own value wins")
+	require.Equal(t, 7, j.MaxAttempts)
+	j, err = b.engine.Push(ctx, &core.PushParams{Topic: "other"})
+	require.NoError(t, err)
+	require.Equal(t, core.TTRDefault, j.TTR)
+	require.Equal(t, core.MaxAttemptsDefault, j.MaxAttempts)
+}
+
+func TestNackBacksOffThenBuries(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	require.NoError(t, b.engine.PutTopic(ctx, &core.Topic{Name: "t", MaxAttempts: 2,
+		Backoff: core.Backoff{Initial: 10 * time.Second, Factor: 3, Jitter: -1}}))
+	_, err := b.engine.Push(ctx, &core.PushParams{Topic: "t", ID: "j1"})
+	require.NoError(t, err)
+
+	jobs, err := b.engine.Claim(ctx, "t", 1, 0)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.ErrorIs(t, b.engine.Nack(ctx, &core.NackParams{ID: "j1", Lease: "wrong"}), core.ErrLeaseLost)
+	require.NoError(t, b.engine.Nack(ctx, &core.NackParams{ID: "j1", Lease: jobs[0].Lease, Error: "boom"}))
+	j, err := b.engine.Get(ctx, "j1")
+	require.NoError(t, err)
+	require.Equal(t, core.StateScheduled, j.State)
+	require.Equal(t, "boom", j.LastError)
+	require.Equal(t, b.clock.Now().Add(10*time.Second).UTC(), j.RunAt, "the topic's backoff for attempt 1")
+
+	b.clock.Advance(10 * time.Second)
+	jobs, err = b.engine.Claim(ctx, "t", 1, 0)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.Equal(t, 2, jobs[0].Attempt)
+	require.NoError(t, b.engine.Nack(ctx, &core.NackParams{ID: "j1", Lease: jobs[0].Lease, Error: "again"}))
+	j, err = b.engine.Get(ctx, "j1")
+	require.NoError(t, err)
+	require.Equal(t, core.StateDead, j.State, "attempts used up")
+	require.Equal(t, "again", j.LastError)
+
+	dead, err := b.engine.ListDead(ctx, "t", 10)
+	require.NoError(t, err)
+	require.Len(t, dead, 1)
+	require.NoError(t, b.engine.Requeue(ctx, "j1"))
+	jobs, err = b.engine.Claim(ctx, "t", 1, 0)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.Equal(t, 1, jobs[0].Attempt, "requeue gives a fresh attempt count")
+	// An explicit delay overrides the backoff.
+	require.NoError(t, b.engine.Nack(ctx, &core.NackParams{ID: "j1", Lease: jobs[0].Lease, Delay: dur(time.Minute)}))
+	j, err = b.engine.Get(ctx, "j1")
+	require.NoError(t, err)
+	require.Equal(t, b.clock.Now().Add(time.Minute).UTC(), j.RunAt)
+}
+
+func TestClaimValidation(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	for _, c := range []struct {
+		topic string
+		max   int
+		wait  time.Duration
+		field string
+	}{
+		{"a b", 1, 0, "topic"}, {"t", 0, 0, "max"}, {"t", core.ClaimMaxLimit + 1, 0, "max"},
+		{"t", 1, -time.Second, "wait"}, {"t", 1, core.ClaimWaitLimit + time.Second, "wait"},
+	} {
+		_, err := b.engine.Claim(ctx, c.topic, c.max, c.wait)
+		var fe *core.FieldError
+		require.True(t, errors.As(err, &fe), c.field)
+		require.Equal(t, c.field, fe.Field)
+	}
+}
+
+// fakeDeliverer records deliveries and answers with the errors queued in fail.
+type fakeDeliverer struct {
+	mu       sync.Mutex
+	fail     []error
+	got      chan *core.Job
+	block    chan struct{} // when set, Deliver waits on it or ctx
+	rejected string
+}
+
+func (f *fakeDeliverer) ValidateTopic(t *core.Topic) error {
+	if t.Delivery.URL == f.rejected {
+		return core.Invalid("delivery.url", "rejected")
+	}
+	return nil
+}
+
+func (f *fakeDeliverer) Deliver(ctx context.Context, _ *core.Topic, job *core.Job) error {
+	f.got <- job
+	if f.block != nil {
+		select {
+		case <-f.block:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.fail) == 0 {
+		return nil
+	}
+	err := f.fail[0]
+	f.fail = f.fail[1:]
+	return err
+}
+
+func waitState(t *testing.T, e *core.Engine, id string, want core.State) *core.Job {
+	t.Helper()
+	var j *core.Job
+	require.Eventually(t, func() bool {
+		var err error
+		j, err = e.Get(context.Background(), id)
+		return err == nil && j.State == want
+	}, 10*time.Second, 5*time.Millisecond, "job %s never reached %s", id, want)
+	return j
+}
+
+func realEngine(t *testing.T, d core.Deliverer) *core.Engine {
+	t.Helper()
+	store := memstore.New(memstore.Config{})
+	t.Cleanup(func() { _ = store.Close() })
+	e, err := core.NewEngine(core.EngineConfig{Store: store, TopicRefresh: 50 * time.Millisecond,
+		Deliverers: map[string]core.Deliverer{core.DeliveryWebhook: d}})
+	require.NoError(t, err)
+	return e
+}
+
+func TestDispatchRetriesThenSucceeds(t *testing.T) {
+	t.Parallel()
+	d := &fakeDeliverer{got: make(chan *core.Job, 10), fail: []error{errors.New("503"), errors.New("timeout")}, rejected: "bad"}
+	e := realEngine(t, d)
+	ctx := context.Background()
+	require.NoError(t, e.Start(ctx))
+	t.Cleanup(func() { _ = e.Stop(ctx) })
+
+	err := e.PutTopic(ctx, &core.Topic{Name: "hook", Delivery: core.Delivery{Type: core.DeliveryWebhook, URL: "bad"}})
+	require.ErrorIs(t, err, core.ErrInvalidArgument, "the deliverer validates the topic")
+	err = e.PutTopic(ctx, &core.Topic{Name: "hook", Delivery: core.Delivery{Type: core.DeliveryNATS}})
+	require.ErrorIs(t, err, core.ErrInvalidArgument, "no deliverer for nats here")
+
+	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: "hook", MaxAttempts: 5,
+		Delivery: core.Delivery{Type: core.DeliveryWebhook, URL: "http://x"},
+		Backoff:  core.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}))
+	j, err := e.Push(ctx, &core.PushParams{Topic: "hook"})
+	require.NoError(t, err)
+	for want := 1; want <= 3; want++ {
+		got := <-d.got
+		require.Equal(t, j.ID, got.ID)
+		require.Equal(t, want, got.Attempt)
+	}
+	done := waitState(t, e, j.ID, core.StateDone)
+	require.Equal(t, "timeout", done.LastError)
+}
+
+func TestDispatchBuriesAfterMaxAttempts(t *testing.T) {
+	t.Parallel()
+	d := &fakeDeliverer{got: make(chan *core.Job, 10), fail: []error{errors.New("a"), errors.New("b"), errors.New("c")}}
+	e := realEngine(t, d)
+	ctx := context.Background()
+	require.NoError(t, e.Start(ctx))
+	t.Cleanup(func() { _ = e.Stop(ctx) })
+	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: "hook", MaxAttempts: 2,
+		Delivery: core.Delivery{Type: core.DeliveryWebhook, URL: "http://x"},
+		Backoff:  core.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}))
+	j, err := e.Push(ctx, &core.PushParams{Topic: "hook"})
+	require.NoError(t, err)
+	dead := waitState(t, e, j.ID, core.StateDead)
+	require.Equal(t, "b", dead.LastError)
+	require.Equal(t, 2, dead.Attempt)
+}
+
+func TestStopReleasesInterruptedDeliveries(t *testing.T) {
+	t.Parallel()
+	d := &fakeDeliverer{got: make(chan *core.Job, 10), block: make(chan struct{})}
+	e := realEngine(t, d)
+	ctx := context.Background()
+	require.NoError(t, e.Start(ctx))
+	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: "hook", TTR: time.Hour,
+		Delivery: core.Delivery{Type: core.DeliveryWebhook, URL: "http://x"}}))
+	j, err := e.Push(ctx, &core.PushParams{Topic: "hook"})
+	require.NoError(t, err)
+	<-d.got // in flight, blocked
+	stopCtx, cancel := context.WithCancel(ctx)
+	cancel() // no time to finish: interrupt at once
+	require.ErrorIs(t, e.Stop(stopCtx), context.Canceled)
+	got, err := e.Get(ctx, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, core.StateReady, got.State, "released for redelivery, not held until its lease expires")
+	require.Equal(t, "delivery interrupted by shutdown", got.LastError)
+	require.NoError(t, e.Stop(ctx), "idempotent")
+}
+
+func TestStopWaitsForInFlight(t *testing.T) {
+	t.Parallel()
+	d := &fakeDeliverer{got: make(chan *core.Job, 10), block: make(chan struct{})}
+	e := realEngine(t, d)
+	ctx := context.Background()
+	require.NoError(t, e.Start(ctx))
+	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: "hook",
+		Delivery: core.Delivery{Type: core.DeliveryWebhook, URL: "http://x"}}))
+	j, err := e.Push(ctx, &core.PushParams{Topic: "hook"})
+	require.NoError(t, err)
+	<-d.got
+	stopped := make(chan error, 1)
+	go func() { stopped <- e.Stop(ctx) }()
+	require.Never(t, func() bool { return len(stopped) > 0 }, 200*time.Millisecond, 10*time.Millisecond,
+		"Stop returned while a delivery was in flight")
+	close(d.block) // the delivery finishes during the graceful stop
+	require.NoError(t, <-stopped)
+	got, err := e.Get(ctx, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, core.StateDone, got.State)
+}
