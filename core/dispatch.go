@@ -227,7 +227,9 @@ const storeTimeout = 10 * time.Second
 // interrupted it.
 func (e *Engine) deliver(topic *Topic, deliverer Deliverer, job *Job) {
 	dctx := e.deliverCtx
+	stopTouch := e.keepLease(dctx, job)
 	derr := deliverer.Deliver(dctx, topic, job)
+	stopTouch()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(dctx), storeTimeout)
 	defer cancel()
 	var err error
@@ -238,9 +240,48 @@ func (e *Engine) deliver(topic *Topic, deliverer Deliverer, job *Job) {
 		err = e.store.RetryJob(ctx, &RetryJobParams{ID: job.ID, Lease: job.Lease,
 			RunAt: e.clock.Now().UTC().Truncate(time.Millisecond), Error: "delivery interrupted by shutdown"})
 	default:
-		err = e.fail(ctx, job, nil, derr.Error())
+		var delay *time.Duration
+		if ra, ok := errors.AsType[retryAfterError](derr); ok && ra.RetryAfter() > 0 {
+			// The destination asked for a pause (HTTP Retry-After): honour
+			// it when it is longer than the backoff, within the backoff's cap.
+			d := min(max(ra.RetryAfter(), topic.Backoff.Delay(job.Attempt)), topic.Backoff.Max)
+			delay = &d
+		}
+		err = e.fail(ctx, job, delay, derr.Error())
 	}
 	if err != nil {
 		e.log.Warn("engine: recording delivery outcome failed", "topic", job.Topic, "id", job.ID, "delivery_err", derr, "err", err)
 	}
+}
+
+// retryAfterError is a delivery error that names how long the destination
+// asked delayq to wait, such as webhook.StatusError for HTTP Retry-After.
+type retryAfterError interface {
+	error
+	RetryAfter() time.Duration
+}
+
+// keepLease touches the job's lease every half TTR while a delivery runs, so
+// a destination slower than the job's TTR (a webhook timeout may exceed it)
+// does not lose the lease and get the job delivered twice. The returned
+// func stops it.
+func (e *Engine) keepLease(ctx context.Context, job *Job) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := e.clock.NewTicker(job.TTR / 2)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.Chan():
+				if _, err := e.store.TouchJob(ctx, &TouchJobParams{ID: job.ID, Lease: job.Lease}); err != nil && ctx.Err() == nil {
+					e.log.Warn("engine: keeping a delivery's lease failed", "topic", job.Topic, "id", job.ID, "err", err)
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }

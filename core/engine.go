@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 )
@@ -336,7 +337,7 @@ func (e *Engine) Nack(ctx context.Context, p *NackParams) error {
 // fail retries or buries a reserved job after a failed attempt.
 func (e *Engine) fail(ctx context.Context, job *Job, delay *time.Duration, reason string) error {
 	if len(reason) > MaxErrorLen {
-		reason = reason[:MaxErrorLen]
+		reason = strings.ToValidUTF8(reason[:MaxErrorLen], "")
 	}
 	if job.Attempt >= job.MaxAttempts {
 		return e.store.BuryJob(ctx, &BuryJobParams{ID: job.ID, Lease: job.Lease, Error: reason})

@@ -309,3 +309,51 @@ func TestStopWaitsForInFlight(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, core.StateDone, got.State)
 }
+
+type retryAfterErr struct{ d time.Duration }
+
+func (e retryAfterErr) Error() string             { return "status 429" }
+func (e retryAfterErr) RetryAfter() time.Duration { return e.d }
+
+func TestDispatchHonoursRetryAfter(t *testing.T) {
+	t.Parallel()
+	d := &fakeDeliverer{got: make(chan *core.Job, 10), fail: []error{retryAfterErr{30 * time.Second}}}
+	e := realEngine(t, d)
+	ctx := context.Background()
+	require.NoError(t, e.Start(ctx))
+	t.Cleanup(func() { _ = e.Stop(ctx) })
+	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: "hook",
+		Delivery: core.Delivery{Type: core.DeliveryWebhook, URL: "http://x"},
+		Backoff:  core.Backoff{Initial: time.Millisecond, Max: time.Hour}}))
+	before := time.Now()
+	j, err := e.Push(ctx, &core.PushParams{Topic: "hook"})
+	require.NoError(t, err)
+	<-d.got
+	got := waitState(t, e, j.ID, core.StateScheduled)
+	require.Equal(t, "status 429", got.LastError)
+	require.WithinRange(t, got.RunAt, before.Add(30*time.Second-time.Millisecond), time.Now().Add(31*time.Second),
+		"the retry waits for the destination's Retry-After, not the 1ms backoff")
+}
+
+func TestDispatchKeepsLeaseOfSlowDelivery(t *testing.T) {
+	t.Parallel()
+	d := &fakeDeliverer{got: make(chan *core.Job, 10), block: make(chan struct{})}
+	e := realEngine(t, d)
+	ctx := context.Background()
+	require.NoError(t, e.Start(ctx))
+	t.Cleanup(func() { _ = e.Stop(ctx) })
+	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: "hook", TTR: time.Second,
+		Delivery: core.Delivery{Type: core.DeliveryWebhook, URL: "http://x"}}))
+	j, err := e.Push(ctx, &core.PushParams{Topic: "hook"})
+	require.NoError(t, err)
+	first := <-d.got
+	// The delivery outlives its 1s TTR; the engine touches the lease meanwhile.
+	require.Eventually(t, func() bool {
+		cur, err := e.Get(ctx, j.ID)
+		return err == nil && cur.State == core.StateReserved && cur.LeaseExpiresAt.After(first.LeaseExpiresAt.Add(time.Second))
+	}, 10*time.Second, 10*time.Millisecond)
+	close(d.block)
+	done := waitState(t, e, j.ID, core.StateDone)
+	require.Equal(t, 1, done.Attempt, "delivered once, never handed out again")
+	require.Empty(t, d.got)
+}

@@ -181,10 +181,14 @@ type StatusError struct {
 	Answer string
 	// Location is the target of a redirect (3xx), which is not followed.
 	Location string
-	// RetryAfter is the delay asked for by a Retry-After header in seconds,
-	// zero when absent or given as a date.
-	RetryAfter time.Duration
+	// Wait is the delay asked for by a Retry-After header in seconds, zero
+	// when absent or given as a date.
+	Wait time.Duration
 }
+
+// RetryAfter returns Wait; the engine waits at least that long (within the
+// topic's backoff cap) before the next attempt.
+func (e *StatusError) RetryAfter() time.Duration { return e.Wait }
 
 // Error implements error.
 func (e *StatusError) Error() string {
@@ -264,7 +268,7 @@ func (d *Deliverer) deliver(ctx context.Context, topic *core.Topic, job *core.Jo
 		return d.transportError(ctx, actx, timeout, fmt.Sprintf("reading answer (status %d)", resp.StatusCode), err)
 	}
 	if prog == nil {
-		se := &StatusError{Status: resp.StatusCode, Answer: snippet(body), RetryAfter: retryAfter(resp.Header)}
+		se := &StatusError{Status: resp.StatusCode, Answer: snippet(body), Wait: retryAfter(resp.Header)}
 		if resp.StatusCode >= 300 && resp.StatusCode < 400 {
 			se.Location = snippet([]byte(resp.Header.Get("Location")))
 		}

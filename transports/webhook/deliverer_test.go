@@ -189,7 +189,7 @@ func TestDeliverOutcome(t *testing.T) {
 		var se *StatusError
 		require.ErrorAs(t, err, &se)
 		require.Equal(t, http.StatusServiceUnavailable, se.Status)
-		require.Equal(t, 7*time.Second, se.RetryAfter)
+		require.Equal(t, 7*time.Second, se.RetryAfter())
 	})
 
 	t.Run("Non2xxEmptyAnswer", func(t *testing.T) {
