@@ -88,7 +88,7 @@ func job(topic string, delay time.Duration) *core.Job {
 	}
 }
 
-func put(t *testing.T, s *Store, jobs ...*core.Job) {
+func put(t testing.TB, s *Store, jobs ...*core.Job) {
 	t.Helper()
 	res, err := s.PutJobs(context.Background(), &core.PutJobsParams{Jobs: jobs})
 	require.NoError(t, err)
@@ -97,7 +97,7 @@ func put(t *testing.T, s *Store, jobs ...*core.Job) {
 	}
 }
 
-func claim(t *testing.T, s *Store, topic string, n int, wait time.Duration) []*core.Job {
+func claim(t testing.TB, s *Store, topic string, n int, wait time.Duration) []*core.Job {
 	t.Helper()
 	jobs, err := s.ClaimJobs(context.Background(), &core.ClaimJobsParams{Topic: topic, Max: n, Wait: wait})
 	require.NoError(t, err)

@@ -37,6 +37,8 @@ type item struct {
 	st     stamp     // which record the wake-up was made for
 	stored time.Time // when the server stored msg
 	tries  int       // reads that found its pending record not written yet
+	pre    *core.Job // the record read ahead of the due time, nil if none
+	preSeq uint64    // its sequence
 	since  time.Time // fetched or last marked in progress
 	index  int       // in the heap, -1 when out
 }
@@ -280,9 +282,40 @@ func (q *topicQueue) add(m jetstream.Msg) {
 		it := &item{id: id, due: due, msg: m, seq: meta.Sequence.Stream, st: st, stored: meta.Timestamp, since: now}
 		heap.Push(&q.items, it)
 		q.byID[id] = it
+		if due.Sub(now) > 2*time.Millisecond {
+			q.prefetch(it)
+		}
 	}
 	close(q.changed)
 	q.changed = make(chan struct{})
+}
+
+// prefetch reads an item's record ahead of its due time, so that the claim
+// at the due time saves a round trip; the claim's compare-and-set still
+// catches a record that changed since. q.mu is held.
+func (q *topicQueue) prefetch(it *item) {
+	select {
+	case q.s.prefetchSem <- struct{}{}:
+	default:
+		return // busy: the claim reads it
+	}
+	q.s.wg.Add(1)
+	id, msgSeq := it.id, it.seq
+	go func() {
+		defer q.s.wg.Done()
+		defer func() { <-q.s.prefetchSem }()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		j, seq, err := q.s.load(ctx, id)
+		if err != nil || j == nil {
+			return
+		}
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if cur := q.byID[id]; cur == it && cur.seq == msgSeq && !(it.st.pending && it.st.base == seq) {
+			it.pre, it.preSeq = j, seq
+		}
+	}()
 }
 
 // take pops up to max items due at now. It also returns the due time of
@@ -465,7 +498,11 @@ func (s *Store) claimItems(ctx context.Context, q *topicQueue, items []*item) ([
 // record is compared and set.
 func (s *Store) claimOne(ctx context.Context, q *topicQueue, it *item) (*core.Job, error) {
 	for range maxTries {
-		j, seq, err := s.load(ctx, it.id)
+		j, seq, err := it.pre, it.preSeq, error(nil)
+		if j == nil {
+			j, seq, err = s.load(ctx, it.id)
+		}
+		it.pre = nil
 		if err != nil {
 			q.hold(it, it.due)
 			return nil, err
@@ -507,7 +544,7 @@ func (s *Store) claimOne(ctx context.Context, q *topicQueue, it *item) (*core.Jo
 					q.hold(it, it.due)
 					return nil, err
 				}
-				_ = it.msg.Ack()
+				_ = it.msg.DoubleAck(ctx)
 				return nil, nil
 			}
 		default: // done, cancelled, dead
@@ -525,8 +562,15 @@ func (s *Store) claimOne(ctx context.Context, q *topicQueue, it *item) (*core.Jo
 			q.hold(it, it.due)
 			return nil, err
 		}
-		_ = it.msg.Ack()
+		// Acknowledged, and confirmed, while the record changes, so that
+		// counts read after the claim do not see it ready too.
+		acked := make(chan struct{})
+		go func() {
+			defer close(acked)
+			_ = it.msg.DoubleAck(ctx)
+		}()
 		_, err = s.save(ctx, r, seq)
+		<-acked
 		if errors.Is(err, errCAS) {
 			s.undo(ctx, lseq, r.ID)
 			continue // the record changed: read it again and act on it
@@ -550,7 +594,7 @@ func (s *Store) ensure(ctx context.Context, j *core.Job, seq uint64, now time.Ti
 			return err
 		}
 	}
-	_ = m.Ack()
+	_ = m.DoubleAck(ctx)
 	return nil
 }
 

@@ -135,6 +135,8 @@ type Store struct {
 	seen   sync.Map // topic name -> struct{}: "seen" record written
 	wg     sync.WaitGroup
 	house  *puller // fired sched and lease schedules
+
+	prefetchSem chan struct{} // bounds reads ahead of due times
 }
 
 var _ core.Store = (*Store)(nil)
@@ -162,6 +164,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		log:    cfg.Logger,
 		done:   make(chan struct{}),
 		queues: make(map[string]*topicQueue),
+
+		prefetchSem: make(chan struct{}, 64),
 	}
 	s.stream, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:              s.names.stream,

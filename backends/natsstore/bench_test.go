@@ -1,0 +1,148 @@
+package natsstore
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/core"
+)
+
+// benchStore opens a store on an embedded server of its own, with the given
+// sync setting, in a temporary directory.
+func benchStore(b *testing.B, sync string) *Store {
+	b.Helper()
+	srv, err := StartEmbedded(EmbeddedConfig{DataDir: b.TempDir(), Listen: "127.0.0.1:-1", Sync: sync})
+	require.NoError(b, err)
+	b.Cleanup(srv.Shutdown)
+	nc, err := srv.Connect()
+	require.NoError(b, err)
+	b.Cleanup(nc.Close)
+	s, err := New(context.Background(), Config{Conn: nc, Prefix: "bench"})
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// BenchmarkIntake measures PutJobs of jobs due in an hour, one job per call
+// and in batches, for each sync setting, from 8 goroutines:
+//
+//	go test -run '^$' -bench Intake -benchtime 20000x ./backends/natsstore/
+func BenchmarkIntake(b *testing.B) {
+	for _, syncMode := range []string{"always", "1s", "2m"} {
+		for _, batch := range []int{1, 100, 1000} {
+			b.Run("sync="+syncMode+"/batch="+strconv.Itoa(batch), func(b *testing.B) {
+				s := benchStore(b, syncMode)
+				ctx := context.Background()
+				per := max(b.N/batch/8, 1)
+				b.ResetTimer()
+				start := time.Now()
+				var wg sync.WaitGroup
+				for range 8 {
+					wg.Go(func() {
+						for range per {
+							jobs := make([]*core.Job, batch)
+							for i := range jobs {
+								jobs[i] = job("bench", time.Hour)
+							}
+							res, err := s.PutJobs(ctx, &core.PutJobsParams{Jobs: jobs})
+							if err != nil || res[0].Err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				n := per * batch * 8
+				b.ReportMetric(float64(n)/time.Since(start).Seconds(), "jobs/s")
+			})
+		}
+	}
+}
+
+// BenchmarkLateness schedules jobs at a steady rate (DELAYQ_BENCH_RATE jobs
+// per second, default 1000, over DELAYQ_BENCH_SECONDS seconds, default 5),
+// all put ahead of time so that each goes through a real schedule, and
+// claims them with 8 waiting claims; it reports how late after run_at each
+// claim returned its job:
+//
+//	go test -run '^$' -bench Lateness -benchtime 1x ./backends/natsstore/
+func BenchmarkLateness(b *testing.B) {
+	rate := envInt("DELAYQ_BENCH_RATE", 1000)
+	seconds := envInt("DELAYQ_BENCH_SECONDS", 5)
+	s := benchStore(b, SyncDefault)
+	ctx := context.Background()
+	n := rate * seconds
+	first := time.Now().Add(3 * time.Second).Truncate(time.Millisecond)
+	jobs := make([]*core.Job, n)
+	for i := range jobs {
+		jobs[i] = job("late", 0)
+		jobs[i].RunAt = first.Add(time.Duration(i) * time.Second / time.Duration(rate)).UTC().Truncate(time.Millisecond)
+	}
+	for i := 0; i < n; i += 1000 {
+		put(b, s, jobs[i:min(i+1000, n)]...)
+	}
+	require.True(b, time.Now().Before(first.Add(-time.Second)), "putting took too long")
+	b.ResetTimer()
+	var (
+		mu   sync.Mutex
+		late []time.Duration
+		resv []time.Duration // reserved (the claim's now) after run_at
+		wg   sync.WaitGroup
+	)
+	cctx, cancel := context.WithTimeout(ctx, time.Duration(seconds+10)*time.Second)
+	defer cancel()
+	for range 8 {
+		wg.Go(func() {
+			for {
+				got, err := s.ClaimJobs(cctx, &core.ClaimJobsParams{Topic: "late", Max: 16, Wait: time.Second})
+				at := time.Now()
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				for _, j := range got {
+					late = append(late, at.Sub(j.RunAt))
+					resv = append(resv, j.UpdatedAt.Sub(j.RunAt))
+				}
+				done := len(late) >= n
+				mu.Unlock()
+				for _, j := range got {
+					_ = s.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease})
+				}
+				if done {
+					cancel()
+					return
+				}
+				if cctx.Err() != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	require.Len(b, late, n)
+	slices.Sort(late)
+	pct := func(p float64) float64 { return float64(late[int(p*float64(len(late)-1))]) / 1e6 }
+	b.ReportMetric(pct(0.5), "p50_ms")
+	b.ReportMetric(pct(0.99), "p99_ms")
+	b.ReportMetric(float64(late[len(late)-1])/1e6, "max_ms")
+	b.ReportMetric(float64(late[0])/1e6, "min_ms")
+	slices.Sort(resv)
+	b.ReportMetric(float64(resv[len(resv)*99/100])/1e6, "reserved_p99_ms")
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
