@@ -1,12 +1,15 @@
 package httptransport_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/core"
 )
 
 func TestClaim(t *testing.T) {
@@ -271,4 +274,66 @@ func TestNackAndDead(t *testing.T) {
 		requireError(t, b.do(t, http.MethodPost, "/v1/jobs/"+id+"/requeue", nil), http.StatusConflict, "conflict", "")
 		requireError(t, b.do(t, http.MethodPost, "/v1/jobs/unknown/requeue", nil), http.StatusNotFound, "not_found", "")
 	})
+}
+
+// abandonStore claims only once the claim's ctx is done, as when a client
+// leaves at the moment jobs become due, and reports retries.
+type abandonStore struct {
+	core.Store
+	waiting chan struct{}
+	retried chan string
+}
+
+func (s *abandonStore) ClaimJobs(ctx context.Context, p *core.ClaimJobsParams) ([]*core.Job, error) {
+	close(s.waiting)
+	<-ctx.Done()
+	return s.Store.ClaimJobs(context.WithoutCancel(ctx), &core.ClaimJobsParams{Topic: p.Topic, Max: p.Max})
+}
+
+func (s *abandonStore) RetryJob(ctx context.Context, p *core.RetryJobParams) error {
+	err := s.Store.RetryJob(ctx, p)
+	s.retried <- p.ID
+	return err
+}
+
+func TestClaimAbandoned(t *testing.T) {
+	t.Parallel()
+	store := &abandonStore{waiting: make(chan struct{}), retried: make(chan string, 1)}
+	b := setup(t, func(c *setupConfig) {
+		c.wrap = func(s core.Store) core.Store { store.Store = s; return store }
+	})
+	id := b.push(t, `{"topic":"t"}`)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.send(ctx, http.MethodPost, "/v1/topics/t/claim", `{"wait":"20s"}`)
+		done <- err
+	}()
+	<-store.waiting
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+
+	// The jobs claimed for the client that left are handed out again now.
+	require.Equal(t, id, <-store.retried)
+	got := b.getJob(t, id)
+	require.Equal(t, "ready", got["state"])
+	require.Equal(t, float64(1), got["attempt"])
+	require.Contains(t, got["last_error"], "client went away")
+}
+
+// panicStore panics on GetJob.
+type panicStore struct{ core.Store }
+
+func (panicStore) GetJob(context.Context, string) (*core.Job, error) { panic("boom") }
+
+func TestPanicIsInternal(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *setupConfig) {
+		c.wrap = func(s core.Store) core.Store { return panicStore{s} }
+	})
+	m := requireError(t, b.do(t, http.MethodGet, "/v1/jobs/x", nil), http.StatusInternalServerError, "internal", "")
+	require.Equal(t, "internal error", m["error"].(map[string]any)["message"])
+	// The server still serves.
+	requireStatus(t, b.do(t, http.MethodGet, "/healthz", nil), http.StatusOK)
 }

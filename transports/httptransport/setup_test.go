@@ -36,6 +36,8 @@ type testBundle struct {
 type setupConfig struct {
 	limits          core.Limits
 	maxRequestBytes int64
+	// wrap, when set, wraps the store the engine uses.
+	wrap func(core.Store) core.Store
 }
 
 func setup(t *testing.T, opts ...func(*setupConfig)) *testBundle {
@@ -47,8 +49,12 @@ func setup(t *testing.T, opts ...func(*setupConfig)) *testBundle {
 	clock := clockwork.NewFakeClock()
 	store := memstore.New(memstore.Config{Clock: clock})
 	down := &downStore{Store: store}
+	var engineStore core.Store = down
+	if cfg.wrap != nil {
+		engineStore = cfg.wrap(down)
+	}
 	engine, err := core.NewEngine(core.EngineConfig{
-		Store:      down,
+		Store:      engineStore,
 		Clock:      clock,
 		Logger:     slog.New(slog.DiscardHandler),
 		Limits:     cfg.limits,

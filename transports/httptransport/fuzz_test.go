@@ -1,0 +1,164 @@
+package httptransport_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/transports/httptransport"
+)
+
+// requireFieldError checks that err is a validation error naming field
+// (any field when field is "*").
+func requireFieldError(t *testing.T, err error, field string) {
+	t.Helper()
+	fe, ok := errors.AsType[*core.FieldError](err)
+	require.True(t, ok, "%T %v", err, err)
+	require.NotEmpty(t, fe.Message)
+	require.True(t, errors.Is(err, core.ErrInvalidArgument) || errors.Is(err, core.ErrTooLarge), "%v", err)
+	if field != "*" {
+		require.Equal(t, field, fe.Field)
+	}
+}
+
+// acceptStore takes every job and stores nothing, so that fuzzing runs the
+// engine's validation without growing.
+type acceptStore struct{ core.Store }
+
+func (acceptStore) PutJobs(_ context.Context, p *core.PutJobsParams) ([]core.PutResult, error) {
+	return make([]core.PutResult, len(p.Jobs)), nil
+}
+
+func FuzzDecodeJobRequest(f *testing.F) {
+	for _, seed := range []string{
+		`{"topic":"orders.close","body":{"order":42},"delay":"15m","id":"optional-client-id","ttr":"30s","max_attempts":10,"key":"order-42"}`,
+		`{"topic":"t","delay":1500}`,
+		`{"topic":"t","run_at":"2026-11-21T10:00:00.250Z"}`,
+		`{"topic":"t","run_at":"2026-11-21T10:00:00+02:00","body":"<&>"}`,
+		`{"topic":"t","body":null,"delay":null,"run_at":null,"ttr":null}`,
+		`{"topic":"t","delay":"1s","run_at":"2026-11-21T10:00:00Z"}`,
+		`{"topic":"t","delay":-9223372036854775808}`,
+		`{"topic":"t","delay":"9999999999h"}`,
+		`{"topic":"t","ttr":1e3}`,
+		`{"topic":"t","max_attempts":1e40}`,
+		`{"topic":"t","unknown":1}`,
+		`{"topic":"t"} x`,
+		`{"topic":"t","body":{"a":[1,2,{"b":"\u00e9\ud800"}]}}`,
+		`{"topic":"t","key":"\u0000"}`,
+		`[]`, `null`, ``, `{`, `"`, ` {"topic":"t"} `,
+	} {
+		f.Add([]byte(seed))
+	}
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	engine, err := core.NewEngine(core.EngineConfig{Store: acceptStore{}, Clock: clock, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(f, err)
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := httptransport.DecodeJobRequest(data)
+		if err != nil {
+			require.Nil(t, p)
+			requireFieldError(t, err, "*")
+			require.ErrorIs(t, err, core.ErrInvalidArgument)
+			return
+		}
+		require.NotNil(t, p)
+		require.True(t, len(p.Body) == 0 || json.Valid(p.Body), "body %q", p.Body)
+		require.False(t, p.Delay != nil && p.RunAt != nil)
+
+		// The engine takes the request or refuses it with a field error.
+		job, err := engine.Push(t.Context(), p)
+		if err != nil {
+			requireFieldError(t, err, "*")
+			return
+		}
+		if len(p.Body) > 0 {
+			require.Equal(t, string(p.Body), string(job.Body))
+		}
+		out := httptransport.AppendJob(nil, job)
+		require.True(t, json.Valid(out), "%s", out)
+	})
+}
+
+func FuzzParseDuration(f *testing.F) {
+	for _, seed := range []string{
+		`"1500ms"`, `"2h"`, `"-1s"`, `"0"`, `""`, `"1.5h"`, `"1h2m3.5s"`, `"9999999999h"`, `"\u0031s"`,
+		`1500`, `-1`, `0`, `-0`, `1.5`, `1e3`, `9223372036854775807`, `99999999999999999999`,
+		`null`, ``, ` 5 `, `true`, `{}`, `[1]`, `"1s`, `+5`, `01`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		d, ok, err := httptransport.ParseDuration("delay", json.RawMessage(raw))
+		if err != nil {
+			require.False(t, ok)
+			requireFieldError(t, err, "delay")
+			return
+		}
+		if !ok {
+			require.Zero(t, d)
+			return
+		}
+		// A decoded duration reads back the same in either form.
+		back, ok, err := httptransport.ParseDuration("delay", json.RawMessage(strconv.Quote(d.String())))
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, d, back)
+		if d%time.Millisecond == 0 {
+			back, _, err = httptransport.ParseDuration("delay", json.RawMessage(strconv.FormatInt(d.Milliseconds(), 10)))
+			require.NoError(t, err)
+			require.Equal(t, d, back)
+		}
+	})
+}
+
+func FuzzParseTime(f *testing.F) {
+	for _, seed := range []string{
+		`"2026-11-21T10:00:00.250Z"`, `"2026-11-21T10:00:00Z"`, `"2026-11-21T10:00:00+02:00"`,
+		`"2026-11-21T10:00:00.123456789-07:30"`, `"0000-01-01T00:00:00+23:59"`, `"9999-12-31T23:59:59.999Z"`,
+		`"2026-02-30T00:00:00Z"`, `"2026-11-21 10:00:00Z"`, `"2026-11-21T10:00:00"`, `"2026-11-21T24:00:00Z"`,
+		`1700000000`, `null`, ``, `""`, `"`, `{}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		tm, ok, err := httptransport.ParseTime("run_at", json.RawMessage(raw))
+		if err != nil {
+			require.False(t, ok)
+			requireFieldError(t, err, "run_at")
+			return
+		}
+		if !ok {
+			require.True(t, tm.IsZero())
+			return
+		}
+		back, ok, err := httptransport.ParseTime("run_at", json.RawMessage(strconv.Quote(tm.Format(time.RFC3339Nano))))
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.True(t, tm.Equal(back), "%v != %v", tm, back)
+	})
+}
+
+func FuzzAppendString(f *testing.F) {
+	for _, seed := range []string{"", "plain", "quote\" back\\slash", "\n\r\t\x00\x1f\x7f", "<&>", "é\u2028\u2029", "\xff\xfe", "a\xc3"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		out := httptransport.AppendString(nil, s)
+		require.True(t, json.Valid(out), "%q", out)
+		var got string
+		require.NoError(t, json.Unmarshal(out, &got))
+		std, err := json.Marshal(s)
+		require.NoError(t, err)
+		var want string
+		require.NoError(t, json.Unmarshal(std, &want))
+		require.Equal(t, want, got)
+	})
+}
