@@ -96,6 +96,7 @@ func BenchmarkLateness(b *testing.B) {
 		late []time.Duration
 		resv []time.Duration // reserved (the claim's now) after run_at
 		wg   sync.WaitGroup
+		acks sync.WaitGroup
 	)
 	cctx, cancel := context.WithTimeout(ctx, time.Duration(seconds+10)*time.Second)
 	defer cancel()
@@ -114,9 +115,12 @@ func BenchmarkLateness(b *testing.B) {
 				}
 				done := len(late) >= n
 				mu.Unlock()
-				for _, j := range got {
-					_ = s.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease})
-				}
+				// Acknowledge off the claim loop, as a dispatcher would.
+				acks.Go(func() {
+					for _, j := range got {
+						_ = s.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease})
+					}
+				})
 				if done {
 					cancel()
 					return
@@ -128,8 +132,11 @@ func BenchmarkLateness(b *testing.B) {
 		})
 	}
 	wg.Wait()
+	acks.Wait()
 	b.StopTimer()
-	require.Len(b, late, n)
+	if len(late) < n {
+		b.Fatalf("claimed %d of %d jobs in time", len(late), n)
+	}
 	slices.Sort(late)
 	pct := func(p float64) float64 { return float64(late[int(p*float64(len(late)-1))]) / 1e6 }
 	b.ReportMetric(pct(0.5), "p50_ms")

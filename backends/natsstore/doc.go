@@ -1,2 +1,120 @@
-// Package natsstore is the NATS JetStream core.Store of delayq.
+// Package natsstore is the NATS JetStream core.Store of delayq, over an
+// external NATS server or cluster, or over the in-process server that
+// StartEmbedded runs (the default backend of `delayq serve`).
+//
+// # Layout
+//
+// One stream, <PREFIX>_JOBS (work-queue retention, file storage,
+// MaxMsgsPerSubject 1, direct get, per-message TTL, message schedules),
+// holds both the job records and their wake-ups:
+//
+//	<prefix>.job.<id>              the record: the job's JSON fields, then its body byte for byte
+//	<prefix>.sched.<topic>.<id>    schedule @ run_at-Lead -> lead      (scheduled job)
+//	<prefix>.lead.<topic>.<id>     fired sched, for the housekeeping consumer
+//	<prefix>.soon.<topic>.<id>     schedule @ run_at+100ms -> ready    (due within Lead)
+//	<prefix>.ready.<topic>.<id>    due job
+//	<prefix>.lease.<topic>.<id>    schedule @ lease expiry -> expire   (reserved job)
+//	<prefix>.expire.<topic>.<id>   fired lease, for the housekeeping consumer
+//	<prefix>.dead.<topic>.<id>     marker of a dead job
+//
+// A key-value bucket <PREFIX>_TOPICS keeps topic configurations (cfg.<name>)
+// and a "seen" key per topic written on its first job (seen.<name>), so
+// ListTopics reads no jobs.
+//
+// The record is the truth; wake-ups are hints. Every change reads the
+// record, publishes the wake-up of the new state, then writes the record
+// with Nats-Expected-Last-Subject-Sequence set to the sequence read (0 for a
+// create), then purges the job's older wake-ups (subject filter
+// <prefix>.*.<topic>.<id>, below the new wake-up's sequence). A crash between
+// the steps leaves a stale wake-up, never a job without one; a stale
+// wake-up is reconciled with the record by whoever receives it. Finished
+// records carry Nats-TTL = Retention and expire by themselves.
+//
+// # Why one stream, not two
+//
+// DESIGN.md puts records and wake-ups in two streams. Cleaning up a job's
+// old wake-ups must not delete the wake-up of a newer state written
+// concurrently by another instance (a cancel racing a re-create of the same
+// id, say). With one stream, sequences order records and wake-ups: every
+// wake-up of a later state is published after the record it replaces was
+// read, so a purge "below my own wake-up's sequence" removes only stale
+// ones. With two streams there is no such bound. Per-job subjects for every
+// kind (ready included) make cancel a subject purge and counts exact.
+//
+// Wake-ups carry a stamp (the record sequence they follow and whether their
+// record is still to be written). A reader that finds the record not yet
+// written waits for it, up to 2 s, instead of dropping the wake-up: wake-ups
+// are published before their record by design. A compare-and-set that loses
+// deletes its own wake-up by sequence (only that message can have it) and
+// republishes the winner's, which the loser's may have replaced.
+//
+// # Delivery on time
+//
+// NATS fires schedules 0-250 ms late (up to ~360 ms at 10 000/s), and a
+// schedule already past due about 250 ms after it is stored. So a scheduled
+// job's schedule fires Lead (500 ms) early into lead; the housekeeping
+// consumer (one durable consumer shared by every instance) turns it into a
+// soon schedule due at run_at+100ms. The topic's durable pull consumer
+// (<prefix>_ready_<topic>_<hash>, filtered on exactly the topic's soon and
+// ready subjects, so "a" and "a.b" never overlap) sees that schedule message
+// at once; the instance's fetcher holds it, unacknowledged, in a heap by
+// run_at (in-progress acks keep it), reads the record ahead, and a waiting
+// ClaimJobs takes it at its exact run_at. The claim publishes the lease
+// schedule, acknowledges the held message (which deletes the soon schedule
+// before it fires) and compares-and-sets the record to reserved. Left
+// unclaimed, the soon schedule fires into ready, so counts and other
+// instances see the job ready even where no claim runs. Claims wait on the
+// fetcher's arrivals and a timer for the next due time, never polling.
+//
+// A fetcher runs while claims come; 2 s after the last one it stops and
+// gives back (nak) what it holds, so another instance's claims get those
+// jobs; Close does the same. Lease expiries fire into expire; the
+// housekeeping consumer makes the job ready (or dead after its last attempt,
+// "lease expired"). GetJob and every operation read a job as of now:
+// a scheduled job past run_at is ready, a reserved job past its lease is
+// ready or dead, before the housekeeping has written so.
+//
+// # Counts
+//
+// A JetStream stream-info request with a subject filter tells how many
+// subjects have messages, without sending them (an offset past the end):
+// scheduled = sched+lead+soon subjects of the topic, ready = ready, reserved
+// = lease, dead = dead. While a job changes state both its old and new
+// wake-ups exist for a moment (one round trip), and a stale wake-up that
+// lost a race may count until it fires and is reconciled; counts are exact
+// once settled. ListDeadJobs reads the dead subjects, then the records,
+// sorted by time of death.
+//
+// # Durability (measured: go test -run Kill9 and -bench Intake)
+//
+// A JetStream file store of a stream with one replica writes every message
+// to its file (write(2), the page cache) before it answers with a PubAck;
+// it fsyncs on the sync interval. So:
+//
+//   - kill -9 of the process (delayq with the embedded server, or an external
+//     nats-server) loses nothing that was answered, whatever the sync
+//     setting: TestKill9KeepsAnsweredJobs kills a separate nats-server with
+//     SIGKILL while 8 goroutines put batches and finds every answered job,
+//     with its wake-up, after the restart;
+//   - a power cut (or kernel crash) loses what was written since the last
+//     fsync: up to 2 min with nats-server's default interval, up to ~1 s with
+//     "1s", nothing answered with "always" (each write fsynced before the
+//     PubAck).
+//
+// Intake (PutJobs of jobs due in an hour, 8 concurrent callers, embedded
+// server, 2 shared cores): "always" 6 400 jobs/s one job per call and 8 000
+// in batches of 1 000; "1s" 30 000 and 60 000; the 2 min default 29 000 and
+// 55 000. "1s" costs nothing measurable over the default and bounds a power
+// cut's loss to about a second, like Redis' appendfsync everysec: it is
+// SyncDefault.
+//
+// # Lateness (measured: go test -run '^$' -bench Lateness -benchtime 1x)
+//
+// 5 000 jobs due at a steady 1 000/s, each through a real schedule, 8 waiting
+// claims of up to 16: returned after run_at p50 0.7 ms, p99 7-9 ms, max
+// 15-25 ms; reserved (the claim's own clock read) p99 2.5 ms. The tail is
+// the claim's two round trips (lease schedule, then record and ack) on a
+// CPU shared with the in-process server, which does its firing in bursts
+// every 250 ms. At 10 000 due jobs/s on 2 cores the claim path falls behind
+// (about 12 JetStream operations per job in all).
 package natsstore
