@@ -1,0 +1,162 @@
+package redisstore
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/delayq/delayq/core"
+)
+
+// errShortReply is a script answer of the wrong shape: a script of another
+// version runs under the same name.
+var errShortReply = errors.New("redisstore: unexpected script reply")
+
+// Fields of a job hash.
+const (
+	fState     = "s" // state name
+	fTopic     = "t"
+	fKey       = "k" // absent when empty
+	fBody      = "b" // absent when empty
+	fRunAt     = "r" // Unix ms
+	fTTR       = "d" // ms
+	fMax       = "m" // max attempts
+	fAttempt   = "a"
+	fCreated   = "c" // Unix ms
+	fUpdated   = "u" // Unix ms
+	fLastError = "e"
+	fLease     = "l" // while reserved
+	fLeaseExp  = "x" // Unix ms, while reserved
+	fTrace     = "p" // traceparent, absent when empty
+)
+
+// decodeMap turns a job hash into a job.
+func decodeMap(id string, m map[string]string) (*core.Job, error) {
+	j := &core.Job{ID: id}
+	var err error
+	num := func(f string) int64 {
+		v, ok := m[f]
+		if !ok || err != nil {
+			return 0
+		}
+		n, perr := strconv.ParseInt(v, 10, 64)
+		if perr != nil {
+			err = fmt.Errorf("redisstore: job %q: field %s: %w", id, f, perr)
+		}
+		return n
+	}
+	j.State = core.State(m[fState])
+	j.Topic = m[fTopic]
+	j.Key = m[fKey]
+	if b, ok := m[fBody]; ok {
+		j.Body = []byte(b)
+	}
+	j.RunAt = msTime(num(fRunAt))
+	j.TTR = time.Duration(num(fTTR)) * time.Millisecond
+	j.MaxAttempts = int(num(fMax))
+	j.Attempt = int(num(fAttempt))
+	j.CreatedAt = msTime(num(fCreated))
+	j.UpdatedAt = msTime(num(fUpdated))
+	j.LastError = m[fLastError]
+	j.Lease = m[fLease]
+	if _, ok := m[fLeaseExp]; ok {
+		j.LeaseExpiresAt = msTime(num(fLeaseExp))
+	}
+	j.TraceParent = m[fTrace]
+	if err != nil {
+		return nil, err
+	}
+	if j.State == "" || j.Topic == "" {
+		return nil, fmt.Errorf("redisstore: job %q: hash without state or topic", id)
+	}
+	return j, nil
+}
+
+// decodeFlat turns a script's HGETALL answer into a job.
+func decodeFlat(id string, flat []any) (*core.Job, error) {
+	m := make(map[string]string, len(flat)/2)
+	for i := 0; i+1 < len(flat); i += 2 {
+		m[asString(flat[i])] = asString(flat[i+1])
+	}
+	return decodeMap(id, m)
+}
+
+// view reports a stored job as of now: a scheduled job whose run_at passed is
+// ready, a reserved job whose lease expired is ready, or dead on its last
+// attempt, as the next script to touch it will make it.
+func view(j *core.Job, now time.Time) *core.Job {
+	switch j.State {
+	case core.StateScheduled:
+		if !j.RunAt.After(now) {
+			j.State = core.StateReady
+			j.UpdatedAt = j.RunAt
+		}
+	case core.StateReserved:
+		if !j.LeaseExpiresAt.After(now) {
+			j.UpdatedAt = j.LeaseExpiresAt
+			j.Lease, j.LeaseExpiresAt = "", time.Time{}
+			j.LastError = leaseExpired
+			j.State = core.StateReady
+			if j.Attempt >= j.MaxAttempts {
+				j.State = core.StateDead
+			}
+		}
+	}
+	return j
+}
+
+func msTime(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+func asSlice(v any) []any {
+	s, _ := v.([]any)
+	return s
+}
+
+func asString(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case []byte:
+		return string(v)
+	case int64:
+		return strconv.FormatInt(v, 10)
+	}
+	return ""
+}
+
+func asStrings(v any) []string {
+	s := asSlice(v)
+	out := make([]string, 0, len(s))
+	for _, x := range s {
+		out = append(out, asString(x))
+	}
+	return out
+}
+
+// asInt reads an integer reply, or a number sent as a string; -1 otherwise.
+func asInt(v any) int64 {
+	switch v := v.(type) {
+	case int64:
+		return v
+	case string:
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return n
+		}
+	}
+	return -1
+}
+
+// cutError bounds a last error to core.MaxErrorLen bytes of valid UTF-8.
+func cutError(s string) string {
+	if len(s) <= core.MaxErrorLen {
+		return s
+	}
+	return strings.ToValidUTF8(s[:core.MaxErrorLen], "")
+}

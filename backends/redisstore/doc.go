@@ -1,0 +1,2 @@
+// Package redisstore is the Redis core.Store of delayq.
+package redisstore

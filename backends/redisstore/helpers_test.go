@@ -1,0 +1,171 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/delayq/delayq/backends/redisstore/redistest"
+	"github.com/delayq/delayq/core"
+)
+
+// TestMain stops the package's shared servers after the tests and checks
+// for leaked goroutines.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	shared.stop()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// shared holds the servers that the package's tests share: one standalone
+// server and one 3-master cluster, each started at first use.
+var shared sharedServers
+
+type sharedServers struct {
+	dirOnce sync.Once
+	dir     string
+	dirErr  error
+
+	standaloneOnce sync.Once
+	standalone     *redistest.Server
+	standaloneErr  error
+
+	clusterOnce sync.Once
+	cluster     *redistest.Cluster
+	clusterErr  error
+}
+
+func (ss *sharedServers) tempDir() (string, error) {
+	ss.dirOnce.Do(func() { ss.dir, ss.dirErr = os.MkdirTemp("", "redisstore-test-") })
+	return ss.dir, ss.dirErr
+}
+
+func (ss *sharedServers) stop() {
+	if ss.standalone != nil {
+		ss.standalone.Kill()
+	}
+	if ss.cluster != nil {
+		ss.cluster.Stop()
+	}
+	if ss.dir != "" {
+		_ = os.RemoveAll(ss.dir)
+	}
+}
+
+// standaloneURL returns the URL of the shared standalone server, or of
+// TEST_REDIS_URL.
+func standaloneURL(t testing.TB) string {
+	t.Helper()
+	if u := os.Getenv("TEST_REDIS_URL"); u != "" {
+		return u
+	}
+	redistest.Require(t)
+	shared.standaloneOnce.Do(func() {
+		dir, err := shared.tempDir()
+		if err != nil {
+			shared.standaloneErr = err
+			return
+		}
+		shared.standalone, shared.standaloneErr = redistest.StartServer(redistest.Options{Dir: dir + "/standalone"})
+	})
+	require.NoError(t, shared.standaloneErr)
+	return shared.standalone.URL()
+}
+
+// clusterURL returns the URL of the shared 3-master cluster, or of
+// TEST_REDIS_CLUSTER_URL.
+func clusterURL(t testing.TB) string {
+	t.Helper()
+	if u := os.Getenv("TEST_REDIS_CLUSTER_URL"); u != "" {
+		return u
+	}
+	redistest.Require(t)
+	shared.clusterOnce.Do(func() {
+		dir, err := shared.tempDir()
+		if err != nil {
+			shared.clusterErr = err
+			return
+		}
+		shared.cluster, shared.clusterErr = redistest.StartCluster(3, redistest.Options{Dir: dir + "/cluster"})
+	})
+	require.NoError(t, shared.clusterErr)
+	return shared.cluster.URL()
+}
+
+// newClient returns a client for url, closed at cleanup.
+func newClient(t testing.TB, url string) redis.UniversalClient {
+	t.Helper()
+	c, err := ParseURL(url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// uniquePrefix returns a prefix no other test, run or process uses.
+func uniquePrefix(name string) string {
+	name = strings.NewReplacer("/", "-", " ", "_").Replace(name)
+	if len(name) > 40 {
+		name = name[len(name)-40:]
+	}
+	return "t-" + strings.Trim(name, "-") + "-" + strings.ToLower(rand.Text()[:8])
+}
+
+// openStore opens a store over its own client on url with prefix, closed at
+// cleanup (before the client).
+func openStore(t testing.TB, url, prefix string, mod ...func(*Config)) *Store {
+	t.Helper()
+	cfg := Config{Client: newClient(t, url), Prefix: prefix}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := New(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	return s
+}
+
+// job returns a valid job of topic due after delay.
+func job(topic string, delay time.Duration) *core.Job {
+	return &core.Job{
+		ID:          core.NewID(),
+		Topic:       topic,
+		Body:        []byte(`{"n":1}`),
+		RunAt:       time.Now().Add(delay).UTC().Truncate(time.Millisecond),
+		TTR:         30 * time.Second,
+		MaxAttempts: 3,
+		State:       core.StateScheduled,
+	}
+}
+
+func put(t testing.TB, s *Store, jobs ...*core.Job) {
+	t.Helper()
+	res, err := s.PutJobs(context.Background(), &core.PutJobsParams{Jobs: jobs})
+	require.NoError(t, err)
+	for i, r := range res {
+		require.NoError(t, r.Err, "job %d", i)
+	}
+}
+
+func claim(t testing.TB, s *Store, topic string, n int, wait time.Duration) []*core.Job {
+	t.Helper()
+	jobs, err := s.ClaimJobs(context.Background(), &core.ClaimJobsParams{Topic: topic, Max: n, Wait: wait})
+	require.NoError(t, err)
+	return jobs
+}

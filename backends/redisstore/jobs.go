@@ -1,0 +1,364 @@
+package redisstore
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/delayq/delayq/core"
+)
+
+// PutJobs implements core.Store. Jobs go to their shards (crc32 of the id),
+// one put script per shard, all in one pipeline; within a shard they are
+// applied in order, so a later duplicate id of a batch conflicts (or, with
+// Replace, wins). Errors: ErrClosed, ErrUnavailable (some jobs may have been
+// stored).
+func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core.PutResult, error) {
+	if params == nil {
+		return nil, core.Invalid("", "redisstore: put jobs: no params")
+	}
+	if s.isClosed() {
+		return nil, core.ErrClosed
+	}
+	results := make([]core.PutResult, len(params.Jobs))
+	if len(params.Jobs) == 0 {
+		return results, nil
+	}
+	now := s.clock.Now()
+	if err := s.markSeen(ctx, params.Jobs, now); err != nil {
+		return nil, err
+	}
+	replace := "0"
+	if params.Replace {
+		replace = "1"
+	}
+	byShard := map[int][]int{}
+	var order []int
+	for i, j := range params.Jobs {
+		n := s.keys.shardOf(j.ID)
+		if byShard[n] == nil {
+			order = append(order, n)
+		}
+		byShard[n] = append(byShard[n], i)
+	}
+	calls := make([]call, len(order))
+	for ci, n := range order {
+		idx := byShard[n]
+		args := make([]any, 0, 1+8*len(idx))
+		args = append(args, replace)
+		for _, i := range idx {
+			j := params.Jobs[i]
+			args = append(args, j.ID, j.Topic, j.Key, string(j.Body), j.RunAt.UnixMilli(),
+				j.TTR.Milliseconds(), j.MaxAttempts, j.TraceParent)
+		}
+		calls[ci] = s.shardCall(scriptPut, n, now, args...)
+	}
+	cmds := s.run(ctx, calls)
+	var firstErr error
+	for ci, n := range order {
+		res, err := cmds[ci].Slice()
+		if err == nil && len(res) < 3 {
+			err = errShortReply
+		}
+		if err != nil {
+			firstErr = cmp.Or(firstErr, err)
+			continue
+		}
+		s.afterScript(n, res[1], res[2])
+		out := asSlice(res[0])
+		idx := byShard[n]
+		if len(out) != len(idx) {
+			firstErr = cmp.Or(firstErr, errShortReply)
+			continue
+		}
+		for k, i := range idx {
+			switch r := out[k].(type) {
+			case int64:
+				results[i].Replaced = r == 1
+			case []any:
+				id := params.Jobs[i].ID
+				existing, err := decodeFlat(id, r)
+				if err != nil {
+					firstErr = cmp.Or(firstErr, err)
+					continue
+				}
+				results[i].Err = conflict(existing, "job %q already exists as %s", id, existing.State)
+				if params.Replace {
+					results[i].Err = conflict(existing, "job %q is reserved", id)
+				}
+			}
+		}
+	}
+	if firstErr != nil {
+		return nil, unavailable("put jobs", firstErr)
+	}
+	return results, nil
+}
+
+// afterScript applies what a shard script reports: the shard's new next due
+// time (or -1) and the topics that got ready jobs.
+func (s *Store) afterScript(n int, head, woke any) {
+	if h := asInt(head); h >= 0 {
+		s.prom.lower(n, h)
+	}
+	for _, t := range asStrings(woke) {
+		s.wake(t, n)
+	}
+}
+
+// seenRefresh is how often a store marks a topic it puts jobs on as seen
+// in the topic registry; pruneAfter is how long after its last mark an
+// empty, unconfigured topic is dropped from the registry. pruneAfter must
+// exceed seenRefresh (and clock skew between stores).
+const (
+	seenRefresh = 10 * time.Minute
+	pruneAfter  = time.Hour
+)
+
+// markSeen records the topics of jobs in the topic registry, unless this
+// store did so lately.
+func (s *Store) markSeen(ctx context.Context, jobs []*core.Job, now time.Time) error {
+	var members []redis.Z
+	need := map[string]bool{}
+	s.mu.Lock()
+	for _, j := range jobs {
+		if need[j.Topic] {
+			continue
+		}
+		if at, ok := s.seen[j.Topic]; ok && now.Sub(at) < seenRefresh && !now.Before(at) {
+			continue
+		}
+		need[j.Topic] = true
+		members = append(members, redis.Z{Score: float64(now.UnixMilli()), Member: j.Topic})
+	}
+	s.mu.Unlock()
+	if len(members) == 0 {
+		return nil
+	}
+	if err := s.rdb.ZAddArgs(ctx, s.keys.seen, redis.ZAddArgs{GT: true, Members: members}).Err(); err != nil {
+		return unavailable("mark topics", err)
+	}
+	s.mu.Lock()
+	for t := range need {
+		s.seen[t] = now
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// GetJob implements core.Store: one HGETALL, reported as of now (see view).
+// Errors: ErrNotFound, ErrClosed, ErrUnavailable.
+func (s *Store) GetJob(ctx context.Context, id string) (*core.Job, error) {
+	if s.isClosed() {
+		return nil, core.ErrClosed
+	}
+	m, err := s.rdb.HGetAll(ctx, s.keys.job(id)).Result()
+	if err != nil {
+		return nil, unavailable("get job", err)
+	}
+	if len(m) == 0 {
+		return nil, fmt.Errorf("redisstore: job %q: %w", id, core.ErrNotFound)
+	}
+	j, err := decodeMap(id, m)
+	if err != nil {
+		return nil, err
+	}
+	return view(j, s.now()), nil
+}
+
+// CancelJob implements core.Store. Not idempotent: a second cancel gets
+// ErrNotFound. Errors: ErrNotFound (unknown or finished),
+// *core.ConflictError (ErrConflict) while reserved, ErrClosed,
+// ErrUnavailable.
+func (s *Store) CancelJob(ctx context.Context, id string) error {
+	code, job, err := s.byID(ctx, scriptCancel, "cancel", id, id)
+	if err != nil {
+		return err
+	}
+	switch code {
+	case 0:
+		return nil
+	case 2:
+		return conflict(job, "job %q is reserved", id)
+	default:
+		return fmt.Errorf("redisstore: cancel %q: %w", id, core.ErrNotFound)
+	}
+}
+
+// RequeueJob implements core.Store: the dead job's run_at becomes now.
+// Errors: ErrNotFound, *core.ConflictError (ErrConflict) when not dead,
+// ErrClosed, ErrUnavailable.
+func (s *Store) RequeueJob(ctx context.Context, id string) error {
+	code, job, err := s.byID(ctx, scriptRequeue, "requeue", id, id)
+	if err != nil {
+		return err
+	}
+	switch code {
+	case 0:
+		return nil
+	case 2:
+		return conflict(job, "job %q is %s, not dead", id, job.State)
+	default:
+		return fmt.Errorf("redisstore: requeue %q: %w", id, core.ErrNotFound)
+	}
+}
+
+// AckJob implements core.Store. A second ack of the same lease gets
+// ErrLeaseLost. Errors: ErrNotFound, ErrLeaseLost, ErrClosed,
+// ErrUnavailable.
+func (s *Store) AckJob(ctx context.Context, params *core.AckJobParams) error {
+	_, err := s.leased(ctx, "ack", params.ID, params.Lease, 0, "")
+	return err
+}
+
+// RetryJob implements core.Store. A zero params.RunAt means now. Errors:
+// ErrNotFound, ErrLeaseLost, ErrClosed, ErrUnavailable.
+func (s *Store) RetryJob(ctx context.Context, params *core.RetryJobParams) error {
+	runAt := params.RunAt.UnixMilli()
+	if params.RunAt.IsZero() {
+		runAt = 0 // now, in the script
+	}
+	_, err := s.leased(ctx, "retry", params.ID, params.Lease, runAt, cutError(params.Error))
+	return err
+}
+
+// BuryJob implements core.Store. Errors: ErrNotFound, ErrLeaseLost,
+// ErrClosed, ErrUnavailable.
+func (s *Store) BuryJob(ctx context.Context, params *core.BuryJobParams) error {
+	_, err := s.leased(ctx, "bury", params.ID, params.Lease, 0, cutError(params.Error))
+	return err
+}
+
+// TouchJob implements core.Store. Errors: ErrNotFound, ErrLeaseLost,
+// ErrClosed, ErrUnavailable.
+func (s *Store) TouchJob(ctx context.Context, params *core.TouchJobParams) (*core.Job, error) {
+	return s.leased(ctx, "touch", params.ID, params.Lease, 0, "")
+}
+
+// leased runs the lease script's op on job id with lease.
+func (s *Store) leased(ctx context.Context, op, id, lease string, runAt int64, errText string) (*core.Job, error) {
+	if s.isClosed() {
+		return nil, core.ErrClosed
+	}
+	n := s.keys.shardOf(id)
+	now := s.clock.Now()
+	if op == "retry" && runAt == 0 {
+		runAt = now.UnixMilli()
+	}
+	c := s.shardCall(scriptLease, n, now, op, id, lease, runAt, errText)
+	res, err := s.run(ctx, []call{c})[0].Slice()
+	if err == nil && len(res) < 4 {
+		err = errShortReply
+	}
+	if err != nil {
+		return nil, unavailable(op, err)
+	}
+	s.afterScript(n, res[2], res[3])
+	switch asInt(res[0]) {
+	case 0:
+		if op != "touch" {
+			return nil, nil
+		}
+		return decodeFlat(id, asSlice(res[1]))
+	case 1:
+		return nil, fmt.Errorf("redisstore: %s %q: %w", op, id, core.ErrNotFound)
+	default:
+		return nil, fmt.Errorf("redisstore: %s %q: %w", op, id, core.ErrLeaseLost)
+	}
+}
+
+// byID runs a script of the form {code, job, woke} on the shard of id.
+func (s *Store) byID(ctx context.Context, sc *redis.Script, what, id string, args ...any) (int64, *core.Job, error) {
+	if s.isClosed() {
+		return 0, nil, core.ErrClosed
+	}
+	n := s.keys.shardOf(id)
+	res, err := s.run(ctx, []call{s.shardCall(sc, n, s.clock.Now(), args...)})[0].Slice()
+	if err == nil && len(res) < 3 {
+		err = errShortReply
+	}
+	if err != nil {
+		return 0, nil, unavailable(what, err)
+	}
+	s.afterScript(n, int64(-1), res[2])
+	code := asInt(res[0])
+	var job *core.Job
+	if flat := asSlice(res[1]); len(flat) > 0 {
+		if job, err = decodeFlat(id, flat); err != nil {
+			return 0, nil, err
+		}
+	}
+	if code == 2 && job == nil {
+		return 0, nil, unavailable(what, errShortReply)
+	}
+	return code, job, nil
+}
+
+// ListDeadJobs implements core.Store: the heads of the topic's dead sets of
+// every shard, merged by time of death. A topic without dead jobs gives an
+// empty slice. Errors: ErrInvalidArgument when params.Limit < 1, ErrClosed,
+// ErrUnavailable.
+func (s *Store) ListDeadJobs(ctx context.Context, params *core.ListDeadJobsParams) ([]*core.Job, error) {
+	if params == nil || params.Limit < 1 {
+		return nil, core.Invalid("limit", "limit must be at least 1")
+	}
+	if s.isClosed() {
+		return nil, core.ErrClosed
+	}
+	pipe := s.rdb.Pipeline()
+	heads := make([]*redis.ZSliceCmd, s.cfg.Shards)
+	for n := range heads {
+		heads[n] = pipe.ZRangeWithScores(ctx, s.keys.dead(n, params.Topic), 0, int64(params.Limit-1))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, unavailable("list dead jobs", err)
+	}
+	type dead struct {
+		id string
+		at float64
+	}
+	var all []dead
+	for _, h := range heads {
+		for _, z := range h.Val() {
+			id, _ := z.Member.(string)
+			all = append(all, dead{id, z.Score})
+		}
+	}
+	slices.SortFunc(all, func(a, b dead) int { return cmp.Or(cmp.Compare(a.at, b.at), strings.Compare(a.id, b.id)) })
+	all = all[:min(len(all), params.Limit)]
+	jobs := []*core.Job{}
+	if len(all) == 0 {
+		return jobs, nil
+	}
+	pipe = s.rdb.Pipeline()
+	gets := make([]*redis.MapStringStringCmd, len(all))
+	for i, d := range all {
+		gets[i] = pipe.HGetAll(ctx, s.keys.job(d.id))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, unavailable("list dead jobs", err)
+	}
+	for i, g := range gets {
+		m := g.Val()
+		if len(m) == 0 {
+			continue // cancelled or requeued meanwhile and gone
+		}
+		j, err := decodeMap(all[i].id, m)
+		if err != nil {
+			return nil, err
+		}
+		if j.State == core.StateDead {
+			jobs = append(jobs, j)
+		}
+	}
+	return jobs, nil
+}
+
+func conflict(j *core.Job, format string, args ...any) *core.ConflictError {
+	return &core.ConflictError{Job: j, Message: "redisstore: " + fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,64 @@
+package redisstore
+
+import (
+	"hash/crc32"
+	"strconv"
+)
+
+// keys names the Redis keys of one prefix; doc.go describes the layout.
+type keys struct {
+	prefix  string
+	shards  int
+	mask    uint32
+	channel string // wake-up channel
+	meta    string // hash: shards
+	topics  string // hash: topic -> configuration JSON
+	seen    string // zset: topic -> when last put (ms), the topic registry
+	shard   []shardKeys
+}
+
+// shardKeys are the fixed keys of one shard, all under its hash tag.
+type shardKeys struct {
+	base  string   // "{<prefix>:<n>}", the hash tag and head of every key
+	fixed []string // KEYS of every shard script: sched, lease, counts, fin
+	num   string   // the shard number, as scripts get it
+}
+
+func newKeys(prefix string, shards int) keys {
+	meta := "{" + prefix + "}"
+	k := keys{
+		prefix:  prefix,
+		shards:  shards,
+		mask:    uint32(shards - 1),
+		channel: prefix + ":wake",
+		meta:    meta + ":meta",
+		topics:  meta + ":topics",
+		seen:    meta + ":seen",
+		shard:   make([]shardKeys, shards),
+	}
+	for i := range shards {
+		base := "{" + prefix + ":" + strconv.Itoa(i) + "}"
+		k.shard[i] = shardKeys{
+			base:  base,
+			fixed: []string{base + ":sched", base + ":lease", base + ":n", base + ":fin"},
+			num:   strconv.Itoa(i),
+		}
+	}
+	return k
+}
+
+// shardOf returns the shard of a job id: crc32 (IEEE) of the id, masked to
+// the shard count. Every operation after a put knows only the id, so the id
+// alone decides.
+func (k *keys) shardOf(id string) int {
+	return int(crc32.ChecksumIEEE([]byte(id)) & k.mask)
+}
+
+// job returns the key of job id's hash.
+func (k *keys) job(id string) string { return k.shard[k.shardOf(id)].base + ":j:" + id }
+
+// ready returns the key of topic's ready set in shard n.
+func (k *keys) ready(n int, topic string) string { return k.shard[n].base + ":ready:" + topic }
+
+// dead returns the key of topic's dead set in shard n.
+func (k *keys) dead(n int, topic string) string { return k.shard[n].base + ":dead:" + topic }

@@ -1,0 +1,175 @@
+-- lib.lua: prepended to every script of redisstore (see doc.go).
+--
+-- Every script runs on one shard: all the keys it touches carry the shard's
+-- hash tag, the base "{<prefix>:<shard>}" in ARGV[1], so each runs on one
+-- Redis Cluster slot. KEYS holds the shard's fixed keys (KEYS[1] routes the
+-- call); job and per-topic keys are built here from the base, under the
+-- same tag.
+--
+-- Common ARGV: [1] base, [2] now (Unix ms), [3] now (Unix µs), [4] the
+-- wake-up channel, [5] the shard number, [6] retention (ms). Script
+-- arguments start at ARGV[7].
+local base = ARGV[1]
+local now = tonumber(ARGV[2])
+local now_us = tonumber(ARGV[3])
+local chan = ARGV[4]
+local shard = ARGV[5]
+local retention = ARGV[6]
+
+local K_SCHED = KEYS[1] -- zset: scheduled job ids by run_at (ms), all topics
+local K_LEASE = KEYS[2] -- zset: reserved job ids by lease expiry (ms), all topics
+local K_COUNT = KEYS[3] -- hash: "s:<topic>" scheduled and "x:<topic>" reserved counts
+local K_FIN = KEYS[4]   -- hash: topic -> when a job of it last finished (ms)
+
+local function key_job(id) return base .. ':j:' .. id end
+local function key_ready(t) return base .. ':ready:' .. t end
+local function key_dead(t) return base .. ':dead:' .. t end
+
+-- int formats an integral number without exponent: Redis would otherwise
+-- turn large Lua numbers into "1.8e+15".
+local function int(n) return string.format('%d', n) end
+
+-- woke lists the topics this call made jobs ready in, for the caller to
+-- wake its own claims; other instances learn through the channel.
+local woke, woke_set = {}, {}
+
+-- head0 is the shard's next due time (earliest run_at or lease expiry)
+-- before the call, lowest the earliest time the call added.
+local head0, lowest = nil, nil
+
+local function head()
+  local h = false
+  local a = redis.call('ZRANGE', K_SCHED, 0, 0, 'WITHSCORES')
+  if a[2] then h = tonumber(a[2]) end
+  local b = redis.call('ZRANGE', K_LEASE, 0, 0, 'WITHSCORES')
+  if b[2] then
+    local v = tonumber(b[2])
+    if not h or v < h then h = v end
+  end
+  return h
+end
+
+local function note_time(at)
+  if lowest == nil or at < lowest then lowest = at end
+end
+
+-- publish_head tells every instance when the call made the shard due
+-- earlier than before, and returns that time, or -1.
+local function publish_head()
+  if lowest ~= nil and (not head0 or lowest < head0) then
+    redis.call('PUBLISH', chan, 's ' .. shard .. ' ' .. int(lowest))
+    return int(lowest)
+  end
+  return -1
+end
+
+local function add_count(field, by)
+  if redis.call('HINCRBY', K_COUNT, field, by) == 0 then
+    redis.call('HDEL', K_COUNT, field)
+  end
+end
+
+-- load returns the fields of job id that scripts act on, or nil.
+local function load(id)
+  local v = redis.call('HMGET', key_job(id), 's', 't', 'r', 'x', 'a', 'm', 'l', 'd')
+  if not v[1] then return nil end
+  return {s = v[1], t = v[2], r = tonumber(v[3]), x = tonumber(v[4]), a = tonumber(v[5]),
+    m = tonumber(v[6]), l = v[7], d = tonumber(v[8])}
+end
+
+-- unlink takes job id out of the structure its state puts it in.
+local function unlink(id, j)
+  if j.s == 'scheduled' then
+    redis.call('ZREM', K_SCHED, id)
+    add_count('s:' .. j.t, -1)
+  elseif j.s == 'ready' then
+    redis.call('ZREM', key_ready(j.t), id)
+  elseif j.s == 'reserved' then
+    redis.call('ZREM', K_LEASE, id)
+    add_count('x:' .. j.t, -1)
+  elseif j.s == 'dead' then
+    redis.call('ZREM', key_dead(j.t), id)
+  end
+end
+
+-- link_ready adds job id to its topic's ready set; the first job of an
+-- empty set is announced, so claims waiting anywhere wake up.
+local function link_ready(id, t, r)
+  local kr = key_ready(t)
+  if redis.call('ZCARD', kr) == 0 then
+    redis.call('PUBLISH', chan, 'r ' .. shard .. ' ' .. t)
+  end
+  redis.call('ZADD', kr, int(r), id)
+  if not woke_set[t] then
+    woke_set[t] = true
+    woke[#woke + 1] = t
+  end
+end
+
+local function link_sched(id, t, r)
+  redis.call('ZADD', K_SCHED, int(r), id)
+  add_count('s:' .. t, 1)
+  note_time(r)
+end
+
+local function link_lease(id, t, x)
+  redis.call('ZADD', K_LEASE, int(x), id)
+  add_count('x:' .. t, 1)
+  note_time(x)
+end
+
+-- link_dead adds job id to its topic's dead set, scored by time of death
+-- in µs so that deaths close together keep their order.
+local function link_dead(id, t, us)
+  redis.call('ZADD', key_dead(t), int(us), id)
+end
+
+-- promote_one makes a scheduled job whose run_at has come ready.
+local function promote_one(id, j)
+  unlink(id, j)
+  redis.call('HSET', key_job(id), 's', 'ready', 'u', int(j.r))
+  link_ready(id, j.t, j.r)
+  j.s = 'ready'
+end
+
+-- expire_lease ends a reserved job's expired lease: the job is ready again,
+-- or dead when it used its last attempt, with last error "lease expired".
+local function expire_lease(id, j)
+  unlink(id, j)
+  local kj = key_job(id)
+  redis.call('HDEL', kj, 'l', 'x')
+  if j.a >= j.m then
+    redis.call('HSET', kj, 's', 'dead', 'u', int(j.x), 'e', 'lease expired')
+    link_dead(id, j.t, j.x * 1000)
+    j.s = 'dead'
+  else
+    redis.call('HSET', kj, 's', 'ready', 'u', int(j.x), 'e', 'lease expired')
+    link_ready(id, j.t, j.r)
+    j.s = 'ready'
+  end
+  j.l = false
+end
+
+-- settle brings job id up to now: due when its run_at passed, ready or dead
+-- when its lease expired, whether or not a promoter got to it yet.
+local function settle(id, j)
+  if j.s == 'scheduled' and j.r <= now then
+    promote_one(id, j)
+  elseif j.s == 'reserved' and j.x <= now then
+    expire_lease(id, j)
+  end
+end
+
+-- finish makes job id done or cancelled: it expires after the retention
+-- period, and its topic's last finish time moves on.
+local function finish(id, j, state)
+  local kj = key_job(id)
+  redis.call('HDEL', kj, 'l', 'x')
+  redis.call('HSET', kj, 's', state, 'u', int(now))
+  redis.call('PEXPIRE', kj, retention)
+  local last = tonumber(redis.call('HGET', K_FIN, j.t))
+  if not last or last < now then
+    redis.call('HSET', K_FIN, j.t, int(now))
+  end
+end
+

@@ -1,0 +1,16 @@
+-- requeue.lua: make a dead job ready now with a fresh attempt count.
+--
+-- ARGV[7] id.
+--
+-- Returns {code, job, woke}: 0 requeued, 1 not found, 2 conflict (not dead)
+-- with the job's HGETALL.
+local id = ARGV[7]
+local j = load(id)
+if not j then return {1, false, woke} end
+settle(id, j)
+local kj = key_job(id)
+if j.s ~= 'dead' then return {2, redis.call('HGETALL', kj), woke} end
+unlink(id, j)
+redis.call('HSET', kj, 's', 'ready', 'a', '0', 'r', int(now), 'u', int(now))
+link_ready(id, j.t, now)
+return {0, false, woke}

@@ -1,0 +1,109 @@
+package redisstore
+
+import (
+	"context"
+	"embed"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed lua/*.lua
+var luaFS embed.FS
+
+// The scripts. Shard scripts start with lib.lua; see doc.go for their
+// invariants.
+var (
+	scriptPut     = shardScript("put.lua")
+	scriptClaim   = shardScript("claim.lua")
+	scriptPromote = shardScript("promote.lua")
+	scriptCancel  = shardScript("cancel.lua")
+	scriptLease   = shardScript("lease.lua")
+	scriptRequeue = shardScript("requeue.lua")
+	scriptStats   = shardScript("stats.lua")
+	scriptPrune   = redis.NewScript(mustRead("prune.lua"))
+
+	allScripts = []*redis.Script{scriptPut, scriptClaim, scriptPromote, scriptCancel, scriptLease,
+		scriptRequeue, scriptStats, scriptPrune}
+)
+
+func mustRead(name string) string {
+	b, err := luaFS.ReadFile("lua/" + name)
+	if err != nil {
+		panic("redisstore: missing script " + name)
+	}
+	return string(b)
+}
+
+func shardScript(name string) *redis.Script {
+	return redis.NewScript(mustRead("lib.lua") + mustRead(name))
+}
+
+// loadScripts loads every script (on every master of a cluster), so that
+// EVALSHA finds them, in pipelines too.
+func loadScripts(ctx context.Context, rdb redis.UniversalClient) error {
+	for _, sc := range allScripts {
+		if err := sc.Load(ctx, rdb).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// call is one script run.
+type call struct {
+	script *redis.Script
+	keys   []string
+	args   []any
+}
+
+// shardCall returns a call of a shard script on shard n at now, with the
+// common arguments lib.lua expects before the script's own: now in ms
+// (truncated, as stores keep times) and in µs (to order deaths).
+func (s *Store) shardCall(sc *redis.Script, n int, now time.Time, extra ...any) call {
+	sk := &s.keys.shard[n]
+	args := make([]any, 0, 6+len(extra))
+	args = append(args, sk.base, now.UnixMilli(), now.UnixMicro(), s.keys.channel, sk.num,
+		strconv.FormatInt(s.cfg.Retention.Milliseconds(), 10))
+	args = append(args, extra...)
+	return call{script: sc, keys: sk.fixed, args: args}
+}
+
+// run runs calls, several in one pipeline, and returns their commands, each
+// with its own result or error. A script missing from the server's cache (it
+// restarted or failed over) is loaded and its call run again: a call that
+// got NOSCRIPT did nothing.
+func (s *Store) run(ctx context.Context, calls []call) []*redis.Cmd {
+	if len(calls) == 1 {
+		c := calls[0]
+		return []*redis.Cmd{c.script.Run(ctx, s.rdb, c.keys, c.args...)}
+	}
+	cmds := s.pipeline(ctx, calls)
+	var again []int
+	for i, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 && loadScripts(ctx, s.rdb) == nil {
+		retry := make([]call, len(again))
+		for i, j := range again {
+			retry[i] = calls[j]
+		}
+		for i, cmd := range s.pipeline(ctx, retry) {
+			cmds[again[i]] = cmd
+		}
+	}
+	return cmds
+}
+
+func (s *Store) pipeline(ctx context.Context, calls []call) []*redis.Cmd {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(calls))
+	for i, c := range calls {
+		cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+	}
+	_, _ = pipe.Exec(ctx) // each command carries its own error
+	return cmds
+}

@@ -1,0 +1,292 @@
+package redisstore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/delayq/delayq/core"
+)
+
+// Store defaults.
+const (
+	// PrefixDefault is the key prefix unless Config.Prefix says otherwise.
+	PrefixDefault = "delayq"
+	// ShardsDefault is the shard count unless Config.Shards says otherwise.
+	ShardsDefault = 16
+	// ShardsMax is the largest shard count.
+	ShardsMax = 1024
+	// RetentionDefault is how long finished jobs stay queryable by default.
+	RetentionDefault = 72 * time.Hour
+)
+
+// leaseExpired is the LastError of a job whose lease ran out.
+const leaseExpired = "lease expired"
+
+// Config configures a Store.
+type Config struct {
+	// Client is the Redis client: standalone, Sentinel (failover) or
+	// Cluster. Required; Close does not close it.
+	Client redis.UniversalClient
+	// Prefix namespaces every key and the wake-up channel: 1-64 characters
+	// of [A-Za-z0-9_.-]. Stores with the same prefix on one Redis share
+	// their jobs, as delayq instances of one deployment do.
+	//
+	// Defaults to PrefixDefault ("delayq").
+	Prefix string
+	// Shards is how many shards jobs spread over, a power of two. Every
+	// store of a prefix must use the same count: New refuses another.
+	//
+	// Defaults to ShardsDefault (16).
+	Shards int
+	// Retention is how long finished jobs (done, cancelled) stay
+	// queryable; they expire by a key TTL.
+	//
+	// Defaults to RetentionDefault (72h).
+	Retention time.Duration
+	// Clock is where the store takes time from: run_at, leases and the
+	// promotion timer. Key TTLs (retention) run on the Redis server's clock.
+	//
+	// Defaults to the real clock.
+	Clock core.Clock
+	// Logger receives the store's warnings.
+	//
+	// Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// WithDefaults returns the configuration with every unset field at its
+// default.
+func (c Config) WithDefaults() Config {
+	c.Prefix = cmp.Or(c.Prefix, PrefixDefault)
+	c.Shards = cmp.Or(c.Shards, ShardsDefault)
+	c.Retention = cmp.Or(c.Retention, RetentionDefault)
+	if c.Clock == nil {
+		c.Clock = core.RealClock()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate checks the configuration and names the bad field.
+func (c Config) Validate() error {
+	switch {
+	case c.Client == nil:
+		return errors.New("redisstore: Client is required")
+	case !validPrefix(c.Prefix):
+		return fmt.Errorf("redisstore: Prefix %q must be 1-64 characters of [A-Za-z0-9_.-]", c.Prefix)
+	case c.Shards < 1 || c.Shards > ShardsMax || c.Shards&(c.Shards-1) != 0:
+		return fmt.Errorf("redisstore: Shards %d must be a power of two between 1 and %d", c.Shards, ShardsMax)
+	case c.Retention < time.Second:
+		return fmt.Errorf("redisstore: Retention %s must be at least 1s", c.Retention)
+	}
+	return nil
+}
+
+func validPrefix(p string) bool {
+	if p == "" || len(p) > 64 {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// Store is a core.Store over Redis. It is safe for concurrent use, and
+// several stores (in one process or many) may share one prefix on one Redis
+// or Redis Cluster. Create it with New.
+type Store struct {
+	cfg   Config
+	rdb   redis.UniversalClient
+	keys  keys
+	clock core.Clock
+	log   *slog.Logger
+
+	mu     sync.Mutex
+	closed bool
+	done   chan struct{} // closed by Close
+	topics map[string]*topicState
+	seen   map[string]time.Time // topic -> when this store last marked it seen
+
+	bg     context.Context // background work (promotion); cancelled by Close
+	stopBG context.CancelFunc
+	prom   *promoter
+	pubsub *redis.PubSub
+	wg     sync.WaitGroup
+}
+
+var _ core.Store = (*Store)(nil)
+
+// New opens a store: it checks that Redis answers and that the prefix's
+// shard count matches (recording it for a new prefix), loads the scripts,
+// subscribes to the prefix's wake-up channel and starts promotion. Every
+// instance of a deployment calls New with the same Prefix and Shards.
+// Errors: an invalid configuration, a shard count other than the one
+// recorded, or ErrUnavailable when Redis does not answer.
+func New(ctx context.Context, cfg Config) (*Store, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{
+		cfg:    cfg,
+		rdb:    cfg.Client,
+		keys:   newKeys(cfg.Prefix, cfg.Shards),
+		clock:  cfg.Clock,
+		log:    cfg.Logger,
+		done:   make(chan struct{}),
+		topics: make(map[string]*topicState),
+		seen:   make(map[string]time.Time),
+	}
+	if err := s.checkShards(ctx); err != nil {
+		return nil, err
+	}
+	if err := loadScripts(ctx, s.rdb); err != nil {
+		return nil, unavailable("load scripts", err)
+	}
+	// Subscribe before the first promotion reads the shards, so that no
+	// wake-up published after that read is missed.
+	s.pubsub = s.rdb.Subscribe(ctx, s.keys.channel)
+	if _, err := s.pubsub.Receive(ctx); err != nil {
+		_ = s.pubsub.Close()
+		return nil, unavailable("subscribe", err)
+	}
+	s.bg, s.stopBG = context.WithCancel(context.WithoutCancel(ctx))
+	s.prom = newPromoter(s)
+	msgs := s.pubsub.ChannelWithSubscriptions(redis.WithChannelSize(4096))
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		s.listen(msgs)
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.prom.run()
+	}()
+	return s, nil
+}
+
+// checkShards records the prefix's shard count, or checks it against the
+// one recorded.
+func (s *Store) checkShards(ctx context.Context) error {
+	n := strconv.Itoa(s.cfg.Shards)
+	if err := s.rdb.HSetNX(ctx, s.keys.meta, "shards", n).Err(); err != nil {
+		return unavailable("check shards", err)
+	}
+	got, err := s.rdb.HGet(ctx, s.keys.meta, "shards").Result()
+	if err != nil {
+		return unavailable("check shards", err)
+	}
+	if got != n {
+		return fmt.Errorf("redisstore: Shards %d, but prefix %q was created with %s shards", s.cfg.Shards, s.cfg.Prefix, got)
+	}
+	return nil
+}
+
+// listen handles the wake-up channel: ready jobs in a shard that had none
+// wake this store's claims of the topic; an earlier due time of a shard
+// re-arms promotion. A (re)subscription means messages may have been lost
+// (Redis restarted, the connection dropped), so everything is looked at
+// again.
+func (s *Store) listen(msgs <-chan any) {
+	for m := range msgs {
+		switch m := m.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				s.log.Info("redisstore: wake-up channel subscribed again; rescanning shards", "prefix", s.cfg.Prefix)
+				s.wakeAll()
+				s.prom.all()
+			}
+		case *redis.Message:
+			s.handleWake(m.Payload)
+		}
+	}
+}
+
+// handleWake applies one wake-up message: "r <shard> <topic>" or
+// "s <shard> <ms>".
+func (s *Store) handleWake(p string) {
+	if len(p) < 4 || p[1] != ' ' {
+		return
+	}
+	rest := p[2:]
+	sp := 0
+	for sp < len(rest) && rest[sp] != ' ' {
+		sp++
+	}
+	if sp == len(rest) {
+		return
+	}
+	shard, err := strconv.Atoi(rest[:sp])
+	if err != nil || shard < 0 || shard >= s.cfg.Shards {
+		return
+	}
+	arg := rest[sp+1:]
+	switch p[0] {
+	case 'r':
+		s.wake(arg, shard)
+	case 's':
+		at, err := strconv.ParseInt(arg, 10, 64)
+		if err == nil {
+			s.prom.lower(shard, at)
+		}
+	}
+}
+
+// Ping implements core.Store. Errors: ErrClosed, ErrUnavailable.
+func (s *Store) Ping(ctx context.Context) error {
+	if s.isClosed() {
+		return core.ErrClosed
+	}
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return unavailable("ping", err)
+	}
+	return nil
+}
+
+// Close implements core.Store: claims waiting return ErrClosed, and every
+// later call too. Jobs stay in Redis; the client stays open. Idempotent.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.done)
+	s.mu.Unlock()
+	s.stopBG()
+	err := s.pubsub.Close()
+	s.wg.Wait()
+	if err != nil && !errors.Is(err, redis.ErrClosed) {
+		return fmt.Errorf("redisstore: close: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// now returns the store's time at ms precision, as stores keep times.
+func (s *Store) now() time.Time { return s.clock.Now().UTC().Truncate(time.Millisecond) }
+
+// unavailable wraps an infrastructure failure.
+func unavailable(what string, err error) error {
+	return fmt.Errorf("redisstore: %s: %w: %w", what, core.ErrUnavailable, err)
+}

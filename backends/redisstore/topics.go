@@ -1,0 +1,220 @@
+package redisstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/delayq/delayq/core"
+)
+
+// PutTopic implements core.Store: the configuration is stored as JSON in
+// the prefix's topic hash, shared by every instance. Idempotent. Errors:
+// ErrClosed, ErrUnavailable.
+func (s *Store) PutTopic(ctx context.Context, t *core.Topic) error {
+	if t == nil {
+		return core.Invalid("", "redisstore: put topic: no topic")
+	}
+	if s.isClosed() {
+		return core.ErrClosed
+	}
+	c := *t
+	c.Configured = true
+	c.Counts = core.Counts{}
+	data, err := json.Marshal(&c)
+	if err != nil {
+		return fmt.Errorf("redisstore: encode topic %q: %w", t.Name, err)
+	}
+	if err := s.rdb.HSet(ctx, s.keys.topics, t.Name, data).Err(); err != nil {
+		return unavailable("put topic", err)
+	}
+	return nil
+}
+
+// GetTopic implements core.Store. Errors: ErrNotFound, ErrClosed,
+// ErrUnavailable.
+func (s *Store) GetTopic(ctx context.Context, name string) (*core.Topic, error) {
+	if s.isClosed() {
+		return nil, core.ErrClosed
+	}
+	pipe := s.rdb.Pipeline()
+	cfg := pipe.HGet(ctx, s.keys.topics, name)
+	seen := pipe.ZScore(ctx, s.keys.seen, name)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, unavailable("get topic", err)
+	}
+	notFound := fmt.Errorf("redisstore: topic %q: %w", name, core.ErrNotFound)
+	if errors.Is(cfg.Err(), redis.Nil) && errors.Is(seen.Err(), redis.Nil) {
+		return nil, notFound
+	}
+	t, err := decodeTopic(name, cfg)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.stats(ctx, []string{name})
+	if err != nil {
+		return nil, err
+	}
+	if t == nil {
+		if !s.visible(st[0]) {
+			return nil, notFound
+		}
+		t = &core.Topic{Name: name}
+	}
+	t.Counts = st[0].counts
+	return t, nil
+}
+
+// DeleteTopic implements core.Store. Errors: ErrNotFound, ErrClosed,
+// ErrUnavailable.
+func (s *Store) DeleteTopic(ctx context.Context, name string) error {
+	if s.isClosed() {
+		return core.ErrClosed
+	}
+	n, err := s.rdb.HDel(ctx, s.keys.topics, name).Result()
+	if err != nil {
+		return unavailable("delete topic", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("redisstore: topic %q is not configured: %w", name, core.ErrNotFound)
+	}
+	return nil
+}
+
+// ListTopics implements core.Store: configured topics and those of the
+// topic registry that have jobs, finished ones within retention included.
+// Registry entries of topics found empty and unconfigured an hour after
+// their last put are dropped. Errors: ErrClosed, ErrUnavailable.
+func (s *Store) ListTopics(ctx context.Context) ([]*core.Topic, error) {
+	if s.isClosed() {
+		return nil, core.ErrClosed
+	}
+	pipe := s.rdb.Pipeline()
+	cfgs := pipe.HGetAll(ctx, s.keys.topics)
+	seen := pipe.ZRangeWithScores(ctx, s.keys.seen, 0, -1)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, unavailable("list topics", err)
+	}
+	lastSeen := map[string]float64{}
+	names := []string{}
+	for name := range cfgs.Val() {
+		names = append(names, name)
+	}
+	for _, z := range seen.Val() {
+		name, _ := z.Member.(string)
+		if _, ok := cfgs.Val()[name]; !ok {
+			names = append(names, name)
+		}
+		lastSeen[name] = z.Score
+	}
+	slices.Sort(names)
+	topics := []*core.Topic{}
+	if len(names) == 0 {
+		return topics, nil
+	}
+	st, err := s.stats(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	cutoff := s.now().Add(-pruneAfter).UnixMilli()
+	var prune []any
+	for i, name := range names {
+		var t *core.Topic
+		if data, ok := cfgs.Val()[name]; ok {
+			if t, err = unmarshalTopic(name, data); err != nil {
+				return nil, err
+			}
+		} else if s.visible(st[i]) {
+			t = &core.Topic{Name: name}
+		} else {
+			if at, ok := lastSeen[name]; ok && at < float64(cutoff) {
+				prune = append(prune, name)
+			}
+			continue
+		}
+		t.Counts = st[i].counts
+		topics = append(topics, t)
+	}
+	if len(prune) > 0 {
+		args := append([]any{cutoff}, prune...)
+		if err := scriptPrune.Run(ctx, s.rdb, []string{s.keys.seen}, args...).Err(); err != nil {
+			s.log.Warn("redisstore: pruning the topic registry failed", "prefix", s.cfg.Prefix, "err", err)
+		}
+	}
+	return topics, nil
+}
+
+// topicStat is what the shards hold of one topic.
+type topicStat struct {
+	counts   core.Counts
+	finished int64 // when a job of it last finished (Unix ms), 0 never
+}
+
+// visible reports whether a topic without configuration is shown: it has
+// jobs, or had one finish within the retention period.
+func (s *Store) visible(st topicStat) bool {
+	return st.counts != (core.Counts{}) || st.finished > s.now().Add(-s.cfg.Retention).UnixMilli()
+}
+
+// stats sums the counts of names over every shard, one stats script per
+// shard in one pipeline.
+func (s *Store) stats(ctx context.Context, names []string) ([]topicStat, error) {
+	now := s.clock.Now()
+	args := make([]any, len(names))
+	for i, n := range names {
+		args[i] = n
+	}
+	calls := make([]call, s.cfg.Shards)
+	for n := range calls {
+		calls[n] = s.shardCall(scriptStats, n, now, args...)
+	}
+	out := make([]topicStat, len(names))
+	for _, cmd := range s.run(ctx, calls) {
+		res, err := cmd.Slice()
+		if err == nil && len(res) != len(names) {
+			err = errShortReply
+		}
+		if err != nil {
+			return nil, unavailable("count topics", err)
+		}
+		for i, r := range res {
+			v := asSlice(r)
+			if len(v) < 5 {
+				return nil, unavailable("count topics", errShortReply)
+			}
+			c := &out[i].counts
+			c.Scheduled += asInt(v[0])
+			c.Ready += asInt(v[1])
+			c.Reserved += asInt(v[2])
+			c.Dead += asInt(v[3])
+			out[i].finished = max(out[i].finished, asInt(v[4]))
+		}
+	}
+	return out, nil
+}
+
+// decodeTopic reads a configuration from HGET: nil when there is none.
+func decodeTopic(name string, cmd *redis.StringCmd) (*core.Topic, error) {
+	data, err := cmd.Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, unavailable("get topic", err)
+	}
+	return unmarshalTopic(name, data)
+}
+
+func unmarshalTopic(name, data string) (*core.Topic, error) {
+	t := &core.Topic{}
+	if err := json.Unmarshal([]byte(data), t); err != nil {
+		return nil, fmt.Errorf("redisstore: topic %q: bad configuration: %w", name, err)
+	}
+	t.Name = name
+	t.Configured = true
+	return t, nil
+}
