@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// apiClient calls a running service's HTTP API for the client commands.
+type apiClient struct {
+	base string
+	http *http.Client
+}
+
+// apiError is an error answer of the API: its code and message.
+type apiError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *apiError) Error() string { return e.Code + ": " + e.Message }
+
+// clientRequestTimeout bounds one client command's request.
+const clientRequestTimeout = 30 * time.Second
+
+// newAPIClient checks the --server URL and returns a client for it.
+func newAPIClient(server string) (*apiClient, error) {
+	u, err := url.Parse(server)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, usageErrorf("invalid --server %q: want a URL such as http://127.0.0.1:8080", server)
+	}
+	return &apiClient{
+		base: strings.TrimRight(server, "/"),
+		http: &http.Client{Timeout: clientRequestTimeout},
+	}, nil
+}
+
+// do sends a request with an optional JSON body and returns the answer's
+// body on 2xx. Any other answer is an *apiError (exit 1); a transport failure
+// is an error with exit 1 too.
+func (c *apiClient) do(ctx context.Context, method, path string, body any) ([]byte, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, &exitCodeError{code: exitError, err: fmt.Errorf("cannot reach %s (--server, DELAYQ_SERVER): %w", c.base, err)}
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, &exitCodeError{code: exitError, err: fmt.Errorf("reading the answer: %w", err)}
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return answer, nil
+	}
+	return nil, &exitCodeError{code: exitError, err: decodeAPIError(resp.StatusCode, answer)}
+}
+
+// decodeAPIError reads an error answer; one without the API's error body
+// (from a proxy, say) is described by its status and text.
+func decodeAPIError(status int, body []byte) *apiError {
+	var e struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) == nil && e.Error.Code != "" {
+		return &apiError{Status: status, Code: e.Error.Code, Message: e.Error.Message}
+	}
+	msg := strings.TrimSpace(string(body))
+	if len(msg) > 200 {
+		msg = msg[:200] + "..."
+	}
+	return &apiError{Status: status, Code: fmt.Sprintf("http %d", status), Message: cmp.Or(msg, http.StatusText(status))}
+}
+
+// printJSON writes an answer to w as one line.
+func printJSON(w io.Writer, answer []byte) error {
+	answer = bytes.TrimSpace(answer)
+	if len(answer) == 0 {
+		return nil
+	}
+	_, err := fmt.Fprintf(w, "%s\n", answer)
+	return err
+}
+
+// addServerFlag defines --server (env DELAYQ_SERVER) on fs.
+func addServerFlag(fs *pflag.FlagSet, p *string) {
+	fs.StringVar(p, "server", "http://127.0.0.1:8080", "URL of the delayq service")
+	withEnv(fs, "server")
+}
+
+// clientRun wraps a client command's body: it builds the client from
+// --server and marks failures without an exit code as exit 1.
+func clientRun(server *string, run func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		c, err := newAPIClient(*server)
+		if err != nil {
+			return err
+		}
+		defer c.http.CloseIdleConnections()
+		if err := run(cmd.Context(), c, cmd, args); err != nil {
+			var ce *exitCodeError
+			if errors.As(err, &ce) {
+				return err
+			}
+			return &exitCodeError{code: exitError, err: err}
+		}
+		return nil
+	}
+}

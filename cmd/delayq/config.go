@@ -1,0 +1,260 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/delayq/delayq/backends/natsstore"
+)
+
+// Backends that `delayq serve --backend` accepts.
+const (
+	backendEmbedded = "embedded"
+	backendNATS     = "nats"
+	backendMemory   = "memory"
+	backendRedis    = "redis" // comes in a later version
+)
+
+// serveConfig is the configuration of `delayq serve`, as flags and their
+// environment twins set it.
+type serveConfig struct {
+	// HTTPAddr is the HTTP API's listen address; port 0 picks a free one.
+	HTTPAddr string
+	// DataDir holds the embedded NATS server's JetStream files.
+	DataDir string
+	// Backend is embedded, nats or memory.
+	Backend string
+	// NATSListen is the embedded NATS server's client address; port 0 or -1
+	// picks a free one.
+	NATSListen string
+	// NATSURL is the external NATS server of --backend nats.
+	NATSURL string
+	// NATSSync is the embedded server's JetStream sync policy: "always" or
+	// an interval between fsyncs.
+	NATSSync string
+	// MaxBody bounds a job body in bytes.
+	MaxBody int
+	// MaxBatch bounds the jobs of one batch request.
+	MaxBatch int
+	// Retention is how long finished jobs stay queryable.
+	Retention time.Duration
+	// LogLevel is the least level logged.
+	LogLevel slog.Level
+	// LogFormat is text or json.
+	LogFormat string
+	// ShutdownTimeout bounds a graceful shutdown.
+	ShutdownTimeout time.Duration
+}
+
+// defaultServeConfig returns the defaults of every serve flag.
+func defaultServeConfig() serveConfig {
+	return serveConfig{
+		HTTPAddr:        "127.0.0.1:8080",
+		DataDir:         "./delayq-data",
+		Backend:         backendEmbedded,
+		NATSListen:      "127.0.0.1:4222",
+		NATSURL:         "nats://127.0.0.1:4222",
+		NATSSync:        natsstore.SyncDefault,
+		MaxBody:         1 << 20,
+		MaxBatch:        1000,
+		Retention:       72 * time.Hour,
+		LogLevel:        slog.LevelInfo,
+		LogFormat:       "text",
+		ShutdownTimeout: 30 * time.Second,
+	}
+}
+
+// addFlags defines the serve flags on fs, bound to c, with c's values as
+// defaults, and gives each an environment twin.
+func (c *serveConfig) addFlags(fs *pflag.FlagSet) {
+	fs.Var(&addrValue{p: &c.HTTPAddr}, "http", "HTTP API listen address, host:port; port 0 picks a free port")
+	fs.StringVar(&c.DataDir, "data", c.DataDir, "data directory of the embedded backend")
+	fs.Var(&backendValue{p: &c.Backend}, "backend", "where jobs are kept: embedded (NATS JetStream in process), nats (an external NATS server) or memory (lost on exit)")
+	fs.Var(&addrValue{p: &c.NATSListen, random: true}, "nats-listen", "embedded NATS server's client listen address, host:port; port 0 or -1 picks a free port")
+	fs.Var(&urlValue{p: &c.NATSURL}, "nats-url", "NATS server URL(s), comma-separated, for --backend nats")
+	fs.Var(&syncValue{p: &c.NATSSync}, "nats-sync", `how often the embedded backend fsyncs its files: "always" (every write, before answering) or an interval such as 1s`)
+	fs.Var(&byteSizeValue{p: &c.MaxBody}, "max-body", "largest job body, in bytes or with a KiB/MiB suffix")
+	fs.Var(&positiveIntValue{p: &c.MaxBatch}, "max-batch", "most jobs in one batch request")
+	fs.Var(&positiveDurationValue{p: &c.Retention}, "retention", "how long finished jobs (done, cancelled) stay queryable")
+	fs.Var(&levelValue{p: &c.LogLevel}, "log-level", "least level logged: debug, info, warn or error")
+	fs.Var(&enumValue{p: &c.LogFormat, allowed: []string{"text", "json"}}, "log-format", "log format: text or json")
+	fs.Var(&positiveDurationValue{p: &c.ShutdownTimeout}, "shutdown-timeout", "how long a shutdown waits for in-flight requests and deliveries")
+	fs.VisitAll(func(f *pflag.Flag) { withEnv(fs, f.Name) })
+}
+
+// addrValue is a host:port flag. With random, port -1 is allowed too.
+type addrValue struct {
+	p      *string
+	random bool
+}
+
+func (v *addrValue) String() string { return *v.p }
+func (v *addrValue) Type() string   { return "addr" }
+func (v *addrValue) Set(s string) error {
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("want host:port: %w", err)
+	}
+	n, err := strconv.Atoi(port)
+	lowest := 0
+	if v.random {
+		lowest = -1
+	}
+	if err != nil || n < lowest || n > 65535 {
+		return fmt.Errorf("port %q must be a number from %d to 65535", port, lowest)
+	}
+	*v.p = s
+	return nil
+}
+
+// backendValue is the --backend flag.
+type backendValue struct{ p *string }
+
+func (v *backendValue) String() string { return *v.p }
+func (v *backendValue) Type() string   { return "backend" }
+func (v *backendValue) Set(s string) error {
+	switch s {
+	case backendEmbedded, backendNATS, backendMemory:
+		*v.p = s
+		return nil
+	case backendRedis:
+		return errors.New("the redis backend is not yet available in this version; use embedded, nats or memory")
+	}
+	return errors.New("want embedded, nats or memory")
+}
+
+// enumValue is a string flag with a fixed set of values.
+type enumValue struct {
+	p       *string
+	allowed []string
+}
+
+func (v *enumValue) String() string { return *v.p }
+func (v *enumValue) Type() string   { return strings.Join(v.allowed, "|") }
+func (v *enumValue) Set(s string) error {
+	for _, a := range v.allowed {
+		if s == a {
+			*v.p = s
+			return nil
+		}
+	}
+	return fmt.Errorf("want one of %s", strings.Join(v.allowed, ", "))
+}
+
+// urlValue is a comma-separated list of NATS URLs.
+type urlValue struct{ p *string }
+
+func (v *urlValue) String() string { return *v.p }
+func (v *urlValue) Type() string   { return "url" }
+func (v *urlValue) Set(s string) error {
+	for _, u := range strings.Split(s, ",") {
+		scheme, rest, ok := strings.Cut(strings.TrimSpace(u), "://")
+		if !ok || scheme == "" || rest == "" {
+			return fmt.Errorf("%q is not a URL such as nats://host:4222", u)
+		}
+	}
+	*v.p = s
+	return nil
+}
+
+// syncValue is the --nats-sync flag: "always" or a positive interval.
+type syncValue struct{ p *string }
+
+func (v *syncValue) String() string { return *v.p }
+func (v *syncValue) Type() string   { return "always|duration" }
+func (v *syncValue) Set(s string) error {
+	if s != "always" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return errors.New(`want "always" or a positive duration such as 1s`)
+		}
+	}
+	*v.p = s
+	return nil
+}
+
+// byteSizeValue is a positive size in bytes, with an optional KiB, MiB or
+// GiB suffix (KB, MB, GB mean the same powers of two).
+type byteSizeValue struct{ p *int }
+
+func (v *byteSizeValue) String() string { return formatBytes(*v.p) }
+func (v *byteSizeValue) Type() string   { return "bytes" }
+func (v *byteSizeValue) Set(s string) error {
+	num, mult := strings.TrimSpace(s), 1
+	for _, u := range []struct {
+		suffix string
+		mult   int
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30}, {"B", 1}} {
+		if rest, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, mult = strings.TrimSpace(rest), u.mult
+			break
+		}
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil || n <= 0 || n > (1<<31)/mult {
+		return errors.New("want a positive size such as 1048576 or 1MiB, at most 2GiB")
+	}
+	*v.p = n * mult
+	return nil
+}
+
+// formatBytes writes n with the largest exact binary suffix.
+func formatBytes(n int) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return strconv.Itoa(n>>30) + "GiB"
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.Itoa(n>>20) + "MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.Itoa(n>>10) + "KiB"
+	}
+	return strconv.Itoa(n)
+}
+
+// positiveIntValue is an int flag that must be at least 1.
+type positiveIntValue struct{ p *int }
+
+func (v *positiveIntValue) String() string { return strconv.Itoa(*v.p) }
+func (v *positiveIntValue) Type() string   { return "int" }
+func (v *positiveIntValue) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return errors.New("want a whole number of at least 1")
+	}
+	*v.p = n
+	return nil
+}
+
+// positiveDurationValue is a duration flag that must be more than zero.
+type positiveDurationValue struct{ p *time.Duration }
+
+func (v *positiveDurationValue) String() string { return v.p.String() }
+func (v *positiveDurationValue) Type() string   { return "duration" }
+func (v *positiveDurationValue) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return errors.New("want a positive duration such as 30s")
+	}
+	*v.p = d
+	return nil
+}
+
+// levelValue is a log level flag.
+type levelValue struct{ p *slog.Level }
+
+func (v *levelValue) String() string { return strings.ToLower(v.p.String()) }
+func (v *levelValue) Type() string   { return "level" }
+func (v *levelValue) Set(s string) error {
+	switch s {
+	case "debug", "info", "warn", "error":
+		return v.p.UnmarshalText([]byte(s))
+	}
+	return errors.New("want debug, info, warn or error")
+}

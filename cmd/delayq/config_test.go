@@ -1,0 +1,273 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// runResult is what one in-process run of the binary's commands produced.
+type runResult struct {
+	code           int
+	stdout, stderr string
+	// cfg is the configuration serve would have run with, nil when it
+	// did not get that far.
+	cfg *serveConfig
+}
+
+// runApp runs the command line in process with env as the whole
+// environment; serve records its configuration instead of running.
+func runApp(t *testing.T, env map[string]string, stdin string, args ...string) runResult {
+	t.Helper()
+	var res runResult
+	var stdout, stderr bytes.Buffer
+	a := &app{
+		stdin:  strings.NewReader(stdin),
+		stdout: &stdout,
+		stderr: &stderr,
+		lookupEnv: func(k string) (string, bool) {
+			v, ok := env[k]
+			return v, ok
+		},
+		serve: func(_ context.Context, _ *app, cfg *serveConfig) error {
+			c := *cfg
+			res.cfg = &c
+			return nil
+		},
+	}
+	res.code = a.run(t.Context(), args)
+	res.stdout, res.stderr = stdout.String(), stderr.String()
+	return res
+}
+
+func TestServeDefaults(t *testing.T) {
+	t.Parallel()
+	res := runApp(t, nil, "", "serve")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.NotNil(t, res.cfg)
+	require.Equal(t, defaultServeConfig(), *res.cfg)
+	require.Equal(t, "127.0.0.1:8080", res.cfg.HTTPAddr)
+	require.Equal(t, "./delayq-data", res.cfg.DataDir)
+	require.Equal(t, backendEmbedded, res.cfg.Backend)
+	require.Equal(t, "127.0.0.1:4222", res.cfg.NATSListen)
+	require.Equal(t, 30*time.Second, res.cfg.ShutdownTimeout)
+}
+
+func TestServeFlags(t *testing.T) {
+	t.Parallel()
+	res := runApp(t, nil, "", "serve",
+		"--http", "0.0.0.0:0", "--data", "/tmp/x", "--backend", "memory",
+		"--nats-listen", "127.0.0.1:-1", "--nats-url", "nats://a:4222,nats://b:4222",
+		"--nats-sync", "always", "--max-body", "64KiB", "--max-batch", "50",
+		"--retention", "1h", "--log-level", "debug", "--log-format", "json",
+		"--shutdown-timeout", "5s")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Equal(t, serveConfig{
+		HTTPAddr:        "0.0.0.0:0",
+		DataDir:         "/tmp/x",
+		Backend:         backendMemory,
+		NATSListen:      "127.0.0.1:-1",
+		NATSURL:         "nats://a:4222,nats://b:4222",
+		NATSSync:        "always",
+		MaxBody:         64 << 10,
+		MaxBatch:        50,
+		Retention:       time.Hour,
+		LogLevel:        slog.LevelDebug,
+		LogFormat:       "json",
+		ShutdownTimeout: 5 * time.Second,
+	}, *res.cfg)
+}
+
+func TestServeEnvTwins(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"DELAYQ_HTTP":             "127.0.0.1:9000",
+		"DELAYQ_DATA":             "/var/lib/delayq",
+		"DELAYQ_BACKEND":          "nats",
+		"DELAYQ_NATS_LISTEN":      "127.0.0.1:0",
+		"DELAYQ_NATS_URL":         "nats://nats:4222",
+		"DELAYQ_NATS_SYNC":        "1s",
+		"DELAYQ_MAX_BODY":         "2048",
+		"DELAYQ_MAX_BATCH":        "10",
+		"DELAYQ_RETENTION":        "24h",
+		"DELAYQ_LOG_LEVEL":        "warn",
+		"DELAYQ_LOG_FORMAT":       "json",
+		"DELAYQ_SHUTDOWN_TIMEOUT": "1m",
+	}
+	res := runApp(t, env, "", "serve")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Equal(t, serveConfig{
+		HTTPAddr:        "127.0.0.1:9000",
+		DataDir:         "/var/lib/delayq",
+		Backend:         backendNATS,
+		NATSListen:      "127.0.0.1:0",
+		NATSURL:         "nats://nats:4222",
+		NATSSync:        "1s",
+		MaxBody:         2048,
+		MaxBatch:        10,
+		Retention:       24 * time.Hour,
+		LogLevel:        slog.LevelWarn,
+		LogFormat:       "json",
+		ShutdownTimeout: time.Minute,
+	}, *res.cfg)
+}
+
+func TestServeFlagBeatsEnv(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"DELAYQ_HTTP":    "127.0.0.1:9000",
+		"DELAYQ_BACKEND": "redis", // bad, but the flag overrides it
+		"DELAYQ_DATA":    "",      // empty counts as unset
+	}
+	res := runApp(t, env, "", "serve", "--http", "127.0.0.1:9001", "--backend=memory")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Equal(t, "127.0.0.1:9001", res.cfg.HTTPAddr)
+	require.Equal(t, backendMemory, res.cfg.Backend)
+	require.Equal(t, "./delayq-data", res.cfg.DataDir)
+}
+
+func TestServeBadValues(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"redis backend", nil, []string{"--backend", "redis"}, "not yet available"},
+		{"redis backend env", map[string]string{"DELAYQ_BACKEND": "redis"}, nil, "DELAYQ_BACKEND"},
+		{"unknown backend", nil, []string{"--backend", "postgres"}, "want embedded, nats or memory"},
+		{"http without port", nil, []string{"--http", "localhost"}, `"--http"`},
+		{"http port range", nil, []string{"--http", "127.0.0.1:70000"}, "port"},
+		{"http port -1", nil, []string{"--http", "127.0.0.1:-1"}, "port"},
+		{"http env", map[string]string{"DELAYQ_HTTP": "nope"}, nil, `invalid value "nope" for DELAYQ_HTTP`},
+		{"nats listen", nil, []string{"--nats-listen", "127.0.0.1:x"}, "port"},
+		{"nats url", nil, []string{"--nats-url", "localhost"}, "not a URL"},
+		{"nats sync", nil, []string{"--nats-sync", "sometimes"}, "always"},
+		{"nats sync zero", map[string]string{"DELAYQ_NATS_SYNC": "0s"}, nil, "DELAYQ_NATS_SYNC"},
+		{"max body", nil, []string{"--max-body", "-1"}, "positive size"},
+		{"max body unit", map[string]string{"DELAYQ_MAX_BODY": "1PB"}, nil, "DELAYQ_MAX_BODY"},
+		{"max batch", nil, []string{"--max-batch", "0"}, "at least 1"},
+		{"retention", nil, []string{"--retention", "forever"}, "duration"},
+		{"log level", nil, []string{"--log-level", "verbose"}, "debug, info, warn or error"},
+		{"log format", map[string]string{"DELAYQ_LOG_FORMAT": "xml"}, nil, "DELAYQ_LOG_FORMAT"},
+		{"shutdown timeout", nil, []string{"--shutdown-timeout", "0s"}, "positive duration"},
+		{"unknown flag", nil, []string{"--port", "80"}, "unknown flag"},
+		{"argument", nil, []string{"extra"}, "unknown command"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			res := runApp(t, tt.env, "", append([]string{"serve"}, tt.args...)...)
+			require.Equal(t, exitUsage, res.code, res.stderr)
+			require.Nil(t, res.cfg, "serve must not run")
+			require.Contains(t, res.stderr, tt.want)
+			require.True(t, strings.HasPrefix(res.stderr, "delayq: "), res.stderr)
+			require.Contains(t, res.stderr, "--help")
+		})
+	}
+}
+
+func TestByteSize(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]int{"1": 1, "512B": 512, "64KiB": 64 << 10, "1MiB": 1 << 20, "2 MB": 2 << 20, "1GiB": 1 << 30} {
+		var n int
+		require.NoError(t, (&byteSizeValue{p: &n}).Set(in), in)
+		require.Equal(t, want, n, in)
+	}
+	for _, in := range []string{"", "0", "-5", "1.5MiB", "3GiB", "MiB", "12XB"} {
+		var n int
+		require.Error(t, (&byteSizeValue{p: &n}).Set(in), in)
+	}
+	for n, want := range map[int]string{1 << 20: "1MiB", 1 << 30: "1GiB", 3 << 10: "3KiB", 1000: "1000"} {
+		require.Equal(t, want, formatBytes(n))
+	}
+}
+
+func TestHelpNamesEnvTwins(t *testing.T) {
+	t.Parallel()
+	res := runApp(t, nil, "", "serve", "--help")
+	require.Equal(t, exitOK, res.code)
+	require.Nil(t, res.cfg)
+	for _, key := range []string{"DELAYQ_HTTP", "DELAYQ_DATA", "DELAYQ_BACKEND", "DELAYQ_NATS_LISTEN", "DELAYQ_NATS_URL",
+		"DELAYQ_NATS_SYNC", "DELAYQ_MAX_BODY", "DELAYQ_MAX_BATCH", "DELAYQ_LOG_LEVEL", "DELAYQ_LOG_FORMAT", "DELAYQ_SHUTDOWN_TIMEOUT"} {
+		require.Contains(t, res.stdout, key)
+	}
+	res = runApp(t, nil, "", "push", "--help")
+	require.Contains(t, res.stdout, "DELAYQ_SERVER")
+	require.NotContains(t, res.stdout, "DELAYQ_DELAY", "only --server has a twin among client flags")
+}
+
+func TestClientUsageErrors(t *testing.T) {
+	t.Parallel()
+	// No server runs at this address; every case must fail before a request.
+	server := []string{"--server", "http://127.0.0.1:1"}
+	tests := []struct {
+		name  string
+		env   map[string]string
+		stdin string
+		args  []string
+		want  string
+	}{
+		{"push without topic", nil, "", []string{"push"}, "accepts between 1 and 2 arg(s)"},
+		{"push bad delay", nil, "", []string{"push", "t", "--delay", "soon"}, `invalid --delay "soon"`},
+		{"push bad run-at", nil, "", []string{"push", "t", "--run-at", "tomorrow"}, `invalid --run-at "tomorrow"`},
+		{"push delay and run-at", nil, "", []string{"push", "t", "--delay", "1s", "--run-at", "2030-01-01T00:00:00Z"}, "exclusive"},
+		{"push bad ttr", nil, "", []string{"push", "t", "--ttr", "long"}, `invalid --ttr "long"`},
+		{"push body not JSON", nil, "", []string{"push", "t", "hello"}, "BODY must be one JSON value"},
+		{"push stdin not JSON", nil, "{oops", []string{"push", "t", "-"}, "BODY must be one JSON value"},
+		{"push bad max-attempts", nil, "", []string{"push", "t", "--max-attempts", "many"}, "--max-attempts"},
+		{"get without id", nil, "", []string{"get"}, "accepts 1 arg(s)"},
+		{"cancel two ids", nil, "", []string{"cancel", "a", "b"}, "accepts 1 arg(s)"},
+		{"topics two names", nil, "", []string{"topics", "a", "b"}, "accepts at most 1 arg(s)"},
+		{"bad server flag", nil, "", []string{"get", "x", "--server", "127.0.0.1:8080"}, "invalid --server"},
+		{"bad server env", map[string]string{"DELAYQ_SERVER": "ftp://x"}, "", []string{"topics"}, "invalid --server"},
+		{"unknown command", nil, "", []string{"pusj"}, "unknown command"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			args := tt.args
+			if tt.env == nil && !strings.Contains(strings.Join(args, " "), "--server") {
+				args = append(append([]string(nil), args...), server...)
+			}
+			res := runApp(t, tt.env, tt.stdin, args...)
+			require.Equal(t, exitUsage, res.code, res.stderr)
+			require.Contains(t, res.stderr, tt.want)
+			require.Empty(t, res.stdout)
+		})
+	}
+}
+
+func TestClientUnreachable(t *testing.T) {
+	t.Parallel()
+	// Port 1 on loopback refuses connections: a runtime failure, exit 1.
+	res := runApp(t, map[string]string{"DELAYQ_SERVER": "http://127.0.0.1:1"}, "", "get", "x")
+	require.Equal(t, exitError, res.code, res.stderr)
+	require.Contains(t, res.stderr, "delayq: ")
+	require.NotContains(t, res.stderr, "--help")
+}
+
+func TestDelayJSON(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{"1500": "1500", "15m": `"15m"`, "-1s": `"-1s"`, "1h30m": `"1h30m"`} {
+		got, err := delayJSON(in)
+		require.NoError(t, err)
+		require.JSONEq(t, want, string(got))
+	}
+	_, err := delayJSON("1 day")
+	require.Error(t, err)
+}
+
+func TestNATSServerLevel(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, slog.LevelDebug, natsServerLevel(slog.LevelDebug))
+	require.Equal(t, slog.LevelWarn, natsServerLevel(slog.LevelInfo))
+	require.Equal(t, slog.LevelWarn, natsServerLevel(slog.LevelWarn))
+	require.Equal(t, slog.LevelError, natsServerLevel(slog.LevelError))
+}

@@ -1,0 +1,405 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// embeddedArgs are the serve flags of an embedded server on free ports
+// keeping its data in dir.
+func embeddedArgs(dir string) []string {
+	return []string{"--backend", "embedded", "--data", dir, "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:-1"}
+}
+
+// webhookCall is one request a test webhook receiver got.
+type webhookCall struct {
+	at      time.Time
+	id      string
+	attempt string
+	body    []byte
+}
+
+func TestE2EServe(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, embeddedArgs(t.TempDir())...)
+	require.NotEmpty(t, srv.NATSURL, "the embedded NATS address is logged")
+	api := newCaller(t, srv.HTTPURL)
+
+	t.Run("WebhookJobPushedByCLI", func(t *testing.T) {
+		t.Parallel()
+		calls := make(chan webhookCall, 16)
+		hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			calls <- webhookCall{at: time.Now(), id: r.Header.Get("Delayq-Id"), attempt: r.Header.Get("Delayq-Attempt"), body: body}
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		t.Cleanup(hook.Close)
+		api := newCaller(t, srv.HTTPURL)
+		status, answer := api.call(http.MethodPut, "/v1/topics/e2e.hooks",
+			map[string]any{"delivery": map[string]any{"type": "webhook", "url": hook.URL}})
+		require.True(t, status >= 200 && status < 300, "PUT topic: %d %s", status, answer)
+
+		code, stdout, stderr := runCLI(t, "push", "e2e.hooks", `{"n": 1}`, "--delay", "1s", "--server", srv.HTTPURL)
+		require.Equal(t, 0, code, stderr)
+		var pushed struct {
+			ID    string    `json:"id"`
+			Topic string    `json:"topic"`
+			RunAt time.Time `json:"run_at"`
+			State string    `json:"state"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(stdout), &pushed), stdout)
+		require.NotEmpty(t, pushed.ID)
+		require.Equal(t, "e2e.hooks", pushed.Topic)
+		require.Equal(t, "scheduled", pushed.State)
+
+		select {
+		case c := <-calls:
+			lateness := c.at.Sub(pushed.RunAt)
+			t.Logf("webhook lateness %s", lateness)
+			require.Equal(t, pushed.ID, c.id)
+			require.Equal(t, "1", c.attempt)
+			require.False(t, c.at.Before(pushed.RunAt), "delivered %s before its run_at", -lateness)
+			require.Less(t, lateness, 1500*time.Millisecond, "delivered too late")
+			var got struct {
+				ID    string          `json:"id"`
+				Topic string          `json:"topic"`
+				Body  json.RawMessage `json:"body"`
+			}
+			require.NoError(t, json.Unmarshal(c.body, &got))
+			require.Equal(t, pushed.ID, got.ID)
+			require.JSONEq(t, `{"n": 1}`, string(got.Body))
+		case <-time.After(15 * time.Second):
+			t.Fatal("the webhook got no delivery within 15s")
+		}
+
+		// The delivery was acknowledged: the job is done.
+		var job struct {
+			State   string `json:"state"`
+			Attempt int    `json:"attempt"`
+		}
+		require.Eventually(t, func() bool {
+			api.callJSON(http.MethodGet, "/v1/jobs/"+pushed.ID, nil, http.StatusOK, &job)
+			return job.State == "done"
+		}, 10*time.Second, 20*time.Millisecond, "job state %q", job.State)
+	})
+
+	t.Run("PullConsumerOverHTTP", func(t *testing.T) {
+		t.Parallel()
+		api := newCaller(t, srv.HTTPURL)
+		var pushed struct {
+			ID    string    `json:"id"`
+			RunAt time.Time `json:"run_at"`
+		}
+		api.callJSON(http.MethodPost, "/v1/jobs",
+			map[string]any{"topic": "e2e.pull", "body": []int{1, 2}, "delay": 300, "ttr": "10s"}, http.StatusCreated, &pushed)
+
+		// One claim waits for the job to come due.
+		jobs := api.claim("e2e.pull", 10, 10*time.Second)
+		require.Len(t, jobs, 1)
+		d := jobs[0]
+		require.Equal(t, pushed.ID, d.ID)
+		require.Equal(t, 1, d.Attempt)
+		require.NotEmpty(t, d.Lease)
+		require.JSONEq(t, `[1,2]`, string(d.Body))
+		require.False(t, time.Now().Before(pushed.RunAt), "claimed before run_at")
+
+		api.callJSON(http.MethodPost, "/v1/jobs/"+d.ID+"/ack", map[string]any{"lease": d.Lease}, http.StatusNoContent, nil)
+		// A second ack of the same delivery: the lease is gone.
+		status, answer := api.call(http.MethodPost, "/v1/jobs/"+d.ID+"/ack", map[string]any{"lease": d.Lease})
+		require.Equal(t, http.StatusConflict, status, "%s", answer)
+		require.Contains(t, string(answer), `"conflict"`)
+
+		var job struct {
+			State string `json:"state"`
+		}
+		api.callJSON(http.MethodGet, "/v1/jobs/"+d.ID, nil, http.StatusOK, &job)
+		require.Equal(t, "done", job.State)
+		require.Empty(t, api.claim("e2e.pull", 10, 0), "nothing is left to claim")
+	})
+
+	t.Run("ClientCommands", func(t *testing.T) {
+		t.Parallel()
+		server := "--server=" + srv.HTTPURL
+		code, stdout, stderr := runCLI(t, "push", "e2e.cli", "--delay", "1h", "--id", "cli-1", "--ttr", "45s", "--max-attempts", "3", "--key", "k-1", server)
+		require.Equal(t, 0, code, stderr)
+		require.Contains(t, stdout, `"cli-1"`)
+
+		code, stdout, stderr = runCLI(t, "get", "cli-1", server)
+		require.Equal(t, 0, code, stderr)
+		var job map[string]any
+		require.NoError(t, json.Unmarshal([]byte(stdout), &job), stdout)
+		require.Equal(t, "cli-1", job["id"])
+		require.Equal(t, "scheduled", job["state"])
+		require.Equal(t, "k-1", job["key"])
+		require.EqualValues(t, 3, job["max_attempts"])
+
+		code, stdout, stderr = runCLI(t, "topics", server)
+		require.Equal(t, 0, code, stderr)
+		require.Contains(t, stdout, "e2e.cli")
+		code, stdout, stderr = runCLI(t, "topics", "e2e.cli", server)
+		require.Equal(t, 0, code, stderr)
+		require.Contains(t, stdout, "e2e.cli")
+
+		// The same id again while the job is pending: 409, exit 1.
+		code, _, stderr = runCLI(t, "push", "e2e.cli", "--id", "cli-1", server)
+		require.Equal(t, 1, code)
+		require.True(t, strings.HasPrefix(stderr, "delayq: conflict: "), stderr)
+
+		code, stdout, stderr = runCLI(t, "cancel", "cli-1", server)
+		require.Equal(t, 0, code, stderr)
+		require.Empty(t, stdout)
+		code, _, stderr = runCLI(t, "cancel", "cli-1", server)
+		require.Equal(t, 1, code)
+		require.True(t, strings.HasPrefix(stderr, "delayq: not_found: "), stderr)
+
+		// The body from standard input, with DELAYQ_SERVER.
+		code, stdout, stderr = runCLIWith(t, []string{"DELAYQ_SERVER=" + srv.HTTPURL}, `{"from": "stdin"}`, "push", "e2e.cli", "-")
+		require.Equal(t, 0, code, stderr)
+		var pushed struct{ ID string }
+		require.NoError(t, json.Unmarshal([]byte(stdout), &pushed))
+		api.callJSON(http.MethodGet, "/v1/jobs/"+pushed.ID, nil, http.StatusOK, &job)
+		require.Equal(t, map[string]any{"from": "stdin"}, job["body"])
+	})
+
+	t.Run("ClientErrorsFromServer", func(t *testing.T) {
+		t.Parallel()
+		server := "--server=" + srv.HTTPURL
+		tests := []struct {
+			args []string
+			want string
+		}{
+			{[]string{"push", "e2e.cli", "--delay", "-5s"}, "delayq: invalid_argument: "},
+			{[]string{"push", "e2e.cli", "--delay", "8800h"}, "delayq: invalid_argument: "},
+			{[]string{"push", "bad*topic"}, "delayq: invalid_argument: "},
+			{[]string{"push", "e2e.cli", "--max-attempts", "100000"}, "delayq: invalid_argument: "},
+			{[]string{"get", "no-such-job"}, "delayq: not_found: "},
+			{[]string{"topics", "no.such.topic"}, "delayq: not_found: "},
+		}
+		for _, tt := range tests {
+			code, stdout, stderr := runCLI(t, append(tt.args, server)...)
+			require.Equal(t, 1, code, "%v: %s", tt.args, stderr)
+			require.True(t, strings.HasPrefix(stderr, tt.want), "%v: %s", tt.args, stderr)
+			require.Empty(t, stdout)
+		}
+		// A bad --delay never reaches the server: exit 2.
+		code, _, stderr := runCLI(t, "push", "e2e.cli", "--delay", "soon", server)
+		require.Equal(t, 2, code, stderr)
+	})
+}
+
+// TestE2EKill9 kills the service with SIGKILL while jobs are pending and
+// some are reserved, restarts it on the same data directory, and checks
+// that every job answered 2xx is delivered.
+func TestE2EKill9(t *testing.T) {
+	t.Parallel()
+	const (
+		total    = 2000
+		batch    = 500
+		reserved = 100
+		spread   = 3 * time.Second
+		topic    = "e2e.kill"
+	)
+	args := embeddedArgs(t.TempDir())
+	srv := startServer(t, args...)
+	// The whole run, from the first push, is bounded; building the binary
+	// is not counted.
+	deadline := time.Now().Add(55 * time.Second)
+	api := newCaller(t, srv.HTTPURL)
+
+	ids := make(map[string]bool, total)
+	start := time.Now()
+	for b := 0; b < total/batch; b++ {
+		jobs := make([]map[string]any, batch)
+		for i := range jobs {
+			n := b*batch + i
+			jobs[i] = map[string]any{
+				"topic":  topic,
+				"body":   map[string]int{"n": n},
+				"run_at": start.Add(spread * time.Duration(n) / total).UTC().Format(time.RFC3339Nano),
+				"ttr":    "2s",
+			}
+		}
+		var out struct {
+			Results []struct {
+				ID    string          `json:"id"`
+				Error json.RawMessage `json:"error"`
+			} `json:"results"`
+		}
+		api.callJSON(http.MethodPost, "/v1/jobs/batch", map[string]any{"jobs": jobs}, http.StatusOK, &out)
+		require.Len(t, out.Results, batch)
+		for _, r := range out.Results {
+			require.Empty(t, r.Error)
+			require.NotEmpty(t, r.ID)
+			ids[r.ID] = true
+		}
+	}
+	require.Len(t, ids, total)
+	t.Logf("pushed %d jobs in %s", total, time.Since(start))
+
+	// Claim some and keep them reserved: no ack.
+	held := map[string]bool{}
+	for len(held) < reserved {
+		require.True(t, time.Now().Before(deadline), "claimed only %d before the deadline", len(held))
+		for _, d := range api.claim(topic, reserved-len(held), 5*time.Second) {
+			require.True(t, ids[d.ID], "claimed an unknown id %s", d.ID)
+			held[d.ID] = true
+		}
+	}
+	api.http.CloseIdleConnections()
+	code := srv.signal(syscall.SIGKILL, 10*time.Second)
+	require.Equal(t, -1, code, "killed by a signal")
+	t.Logf("killed at %s with %d reserved", time.Since(start), len(held))
+
+	srv = startServer(t, args...)
+	api = newCaller(t, srv.HTTPURL)
+	t.Logf("restarted at %s", time.Since(start))
+	acked := make(map[string]bool, total)
+	redelivered, duplicates, lost := map[string]bool{}, 0, 0
+	for len(acked) < total && time.Now().Before(deadline) {
+		wait := min(5*time.Second, time.Until(deadline))
+		got := api.claim(topic, 100, wait.Truncate(time.Millisecond))
+		for _, d := range got {
+			require.True(t, ids[d.ID], "claimed an unknown id %s", d.ID)
+			if held[d.ID] {
+				require.GreaterOrEqual(t, d.Attempt, 2, "a job reserved before the kill is redelivered with a new attempt")
+				redelivered[d.ID] = true
+			}
+			if acked[d.ID] {
+				duplicates++ // at least once allows it; counted for the log
+			}
+		}
+		for i, status := range api.ackAll(got) {
+			switch status {
+			case http.StatusNoContent:
+				acked[got[i].ID] = true
+			case http.StatusConflict:
+				// The lease ran out before the ack (a slow run): the job is
+				// delivered again, and acked then.
+				lost++
+			default:
+				t.Fatalf("ack %s: status %d", got[i].ID, status)
+			}
+		}
+	}
+	if lost > 0 {
+		t.Logf("%d acks came after their lease expired; those jobs were claimed again", lost)
+	}
+	t.Logf("acked %d distinct jobs (%d reserved before the kill, %d duplicates) at %s",
+		len(acked), len(redelivered), duplicates, time.Since(start))
+	var missing []string
+	for id := range ids {
+		if !acked[id] {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		// Say what became of them, for whoever debugs the backend.
+		_, counts := api.call(http.MethodGet, "/v1/topics/"+topic, nil)
+		t.Logf("topic after the run: %s", counts)
+		for _, id := range missing[:min(len(missing), 10)] {
+			status, answer := api.call(http.MethodGet, "/v1/jobs/"+id, nil)
+			t.Logf("missing job %s: %d %s (held before the kill: %v)", id, status, answer, held[id])
+		}
+	}
+	require.Empty(t, missing, "jobs not delivered after kill -9: %d of %d", len(missing), total)
+	require.Len(t, redelivered, reserved)
+}
+
+// TestE2ESIGTERM checks that SIGTERM shuts the service down promptly and
+// cleanly, even with a claim waiting, and that its jobs survive a restart.
+func TestE2ESIGTERM(t *testing.T) {
+	t.Parallel()
+	args := embeddedArgs(t.TempDir())
+	srv := startServer(t, args...)
+	api := newCaller(t, srv.HTTPURL)
+	var pushed struct{ ID string }
+	api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.term", "delay": "1h"}, http.StatusCreated, &pushed)
+
+	// A long-polling claim is in flight when the signal comes.
+	claimed := make(chan error, 1)
+	sent := make(chan struct{})
+	go func() {
+		trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { close(sent) }}
+		req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(t.Context(), trace),
+			http.MethodPost, srv.HTTPURL+"/v1/topics/e2e.idle/claim", strings.NewReader(`{"max": 1, "wait": "50s"}`))
+		resp, err := api.http.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+		}
+		claimed <- err
+	}()
+	select {
+	case <-sent:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the claim was not sent")
+	}
+
+	begin := time.Now()
+	code := srv.signal(syscall.SIGTERM, 10*time.Second)
+	took := time.Since(begin)
+	require.Equal(t, 0, code)
+	require.Less(t, took, 5*time.Second, "shutdown took %s", took)
+	t.Logf("shutdown took %s", took)
+	select {
+	case <-claimed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting claim did not end with the server")
+	}
+	log := srv.log()
+	for _, want := range []string{"shutting down", "intake and deliveries stopped", "store closed", "embedded nats stopped"} {
+		require.Contains(t, log, want)
+	}
+	require.Less(t, strings.Index(log, "intake and deliveries stopped"), strings.Index(log, "store closed"))
+	require.Less(t, strings.Index(log, "store closed"), strings.Index(log, "embedded nats stopped"))
+
+	srv = startServer(t, args...)
+	api = newCaller(t, srv.HTTPURL)
+	var job struct{ State string }
+	api.callJSON(http.MethodGet, "/v1/jobs/"+pushed.ID, nil, http.StatusOK, &job)
+	require.Equal(t, "scheduled", job.State)
+	require.Equal(t, 0, srv.signal(syscall.SIGINT, 10*time.Second), "SIGINT exits 0 too")
+}
+
+// TestE2EMemoryBackend runs the service on the memory backend.
+func TestE2EMemoryBackend(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--log-format", "text")
+	api := newCaller(t, srv.HTTPURL)
+	require.Empty(t, srv.NATSURL, "no NATS server with the memory backend")
+	var pushed struct{ ID string }
+	api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.mem", "body": "x"}, http.StatusCreated, &pushed)
+	jobs := api.claim("e2e.mem", 1, 5*time.Second)
+	require.Len(t, jobs, 1)
+	require.Equal(t, pushed.ID, jobs[0].ID)
+	require.Equal(t, 0, srv.signal(syscall.SIGTERM, 10*time.Second))
+}
+
+// TestE2EServeFailures checks that serve exits 1 with a clear message when
+// it cannot start, and 2 on a usage error.
+func TestE2EServeFailures(t *testing.T) {
+	t.Parallel()
+	busy := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(busy.Close)
+	addr := strings.TrimPrefix(busy.URL, "http://")
+	code, _, stderr := runCLI(t, "serve", "--backend", "memory", "--http", addr)
+	require.Equal(t, 1, code, stderr)
+	require.Contains(t, stderr, "address already in use")
+
+	code, _, stderr = runCLI(t, "serve", "--backend", "redis")
+	require.Equal(t, 2, code, stderr)
+	require.Contains(t, stderr, "not yet available")
+
+	code, _, stderr = runCLIWith(t, []string{"DELAYQ_MAX_BATCH=lots"}, "", "serve")
+	require.Equal(t, 2, code, stderr)
+	require.Contains(t, stderr, "DELAYQ_MAX_BATCH")
+}

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/delayq/delayq/backends/memstore"
+	"github.com/delayq/delayq/backends/natsstore"
+	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/transports/httptransport"
+	"github.com/delayq/delayq/transports/webhook"
+)
+
+// serveCommand is `delayq serve`.
+func (a *app) serveCommand() *cobra.Command {
+	cfg := defaultServeConfig()
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the delayq service",
+		Long: `Run the delayq service: the HTTP API on --http and, with the default embedded
+backend, a NATS server with JetStream storage in --data on --nats-listen.
+
+SIGINT or SIGTERM shuts it down gracefully: intake stops, in-flight deliveries
+finish or are released for redelivery, the store is closed and flushed.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := a.serve(cmd.Context(), a, &cfg); err != nil {
+				var ce *exitCodeError
+				if errors.As(err, &ce) {
+					return err
+				}
+				return &exitCodeError{code: exitError, err: err}
+			}
+			return nil
+		},
+	}
+	cfg.addFlags(cmd.Flags())
+	return cmd
+}
+
+// newLogger returns a logger of the configured format writing to w, logging
+// level and above.
+func newLogger(cfg *serveConfig, w io.Writer, level slog.Level) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// natsServerLevel is the least level logged from the embedded nats-server:
+// its start-up banner and notices are noise next to delayq's own lines, so
+// they show only with --log-level debug.
+func natsServerLevel(level slog.Level) slog.Level {
+	if level <= slog.LevelDebug {
+		return level
+	}
+	return max(level, slog.LevelWarn)
+}
+
+// drainGrace is how long a shutdown lets requests finish before it cancels
+// their contexts, which ends long-polling claims and WebSocket subscriptions.
+const drainGrace = time.Second
+
+// runServe runs the service until ctx is done, then shuts it down in order:
+// HTTP intake, the engine's deliveries, the store, the backend's server.
+func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
+	log := newLogger(cfg, a.stderr, cfg.LogLevel)
+	slog.SetDefault(log)
+
+	store, closeBackend, err := openStore(ctx, cfg, log, a.stderr)
+	if err != nil {
+		return err
+	}
+	// Whatever happens from here on, the store closes and the backend's
+	// server flushes before runServe returns.
+	defer closeBackend()
+
+	hooks := webhook.New(webhook.Config{Logger: log, Clock: core.RealClock()})
+	defer hooks.CloseIdleConnections()
+	engine, err := core.NewEngine(core.EngineConfig{
+		Store:      store,
+		Logger:     log,
+		Limits:     core.Limits{MaxBodyBytes: cfg.MaxBody, MaxBatch: cfg.MaxBatch},
+		Deliverers: map[string]core.Deliverer{core.DeliveryWebhook: hooks},
+	})
+	if err != nil {
+		return err
+	}
+	if err := engine.Start(ctx); err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		stopEngine(engine, cfg.ShutdownTimeout, log)
+		return fmt.Errorf("http: %w", err)
+	}
+	// Requests run under baseCtx, which a shutdown cancels after drainGrace.
+	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelBase()
+	srv := &http.Server{
+		Handler:           httptransport.New(httptransport.Config{Engine: engine, Logger: log}),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("http listening", "addr", ln.Addr().String())
+	log.Info("delayq started", "backend", cfg.Backend)
+
+	var failure error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "timeout", cfg.ShutdownTimeout)
+	case err := <-serveErr:
+		failure = fmt.Errorf("http: %w", err)
+		log.Error("http server failed; shutting down", "err", err)
+	}
+	if a.stopSignals != nil {
+		a.stopSignals()
+	}
+
+	// One deadline bounds the graceful part of the shutdown.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	grace := time.AfterFunc(min(drainGrace, cfg.ShutdownTimeout/2), cancelBase)
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("http shutdown incomplete; closing connections", "err", err)
+		_ = srv.Close()
+	}
+	grace.Stop()
+	cancelBase()
+	if err := engine.Stop(sctx); err != nil {
+		log.Warn("deliveries still running at the shutdown timeout were released for redelivery", "err", err)
+	}
+	log.Info("intake and deliveries stopped")
+	return failure
+}
+
+// stopEngine stops the engine within timeout, for start-up failures.
+func stopEngine(engine *core.Engine, timeout time.Duration, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := engine.Stop(ctx); err != nil {
+		log.Warn("engine stop", "err", err)
+	}
+}
+
+// openStore opens the configured backend and returns the store with the
+// function that closes it and then the backend's connection and server.
+func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logTo io.Writer) (core.Store, func(), error) {
+	var closers []func()
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	fail := func(err error) (core.Store, func(), error) {
+		closeAll()
+		return nil, nil, err
+	}
+
+	if cfg.Backend == backendMemory {
+		log.Warn("memory backend: jobs are lost when the process exits")
+		store := memstore.New(memstore.Config{Clock: core.RealClock(), Retention: cfg.Retention})
+		return store, func() { closeStore(store, log) }, nil
+	}
+
+	var conn *nats.Conn
+	switch cfg.Backend {
+	case backendEmbedded:
+		emb, err := natsstore.StartEmbedded(natsstore.EmbeddedConfig{
+			DataDir: cfg.DataDir,
+			Listen:  cfg.NATSListen,
+			Sync:    cfg.NATSSync,
+			Logger:  newLogger(cfg, logTo, natsServerLevel(cfg.LogLevel)).With("component", "nats-server"),
+		})
+		if err != nil {
+			return fail(fmt.Errorf("embedded nats: %w", err))
+		}
+		closers = append(closers, func() {
+			emb.Shutdown()
+			log.Info("embedded nats stopped")
+		})
+		log.Info("nats listening", "url", emb.ClientURL(), "data", cfg.DataDir)
+		if conn, err = emb.Connect(); err != nil {
+			return fail(fmt.Errorf("embedded nats: connect: %w", err))
+		}
+	case backendNATS:
+		var err error
+		conn, err = nats.Connect(cfg.NATSURL, nats.Name("delayq"), nats.MaxReconnects(-1))
+		if err != nil {
+			return fail(fmt.Errorf("nats: connect to %s: %w", cfg.NATSURL, err))
+		}
+		log.Info("nats connected", "url", conn.ConnectedUrlRedacted())
+	default:
+		return fail(fmt.Errorf("backend %q is not available", cfg.Backend))
+	}
+	closers = append(closers, conn.Close)
+
+	store, err := natsstore.New(ctx, natsstore.Config{
+		Conn:      conn,
+		Retention: cfg.Retention,
+		Clock:     core.RealClock(),
+		Logger:    log,
+	})
+	if err != nil {
+		return fail(fmt.Errorf("nats store: %w", err))
+	}
+	closers = append(closers, func() { closeStore(store, log) })
+	return store, closeAll, nil
+}
+
+// closeStore closes a store, logging a failure.
+func closeStore(store core.Store, log *slog.Logger) {
+	if err := store.Close(); err != nil {
+		log.Warn("store close", "err", err)
+		return
+	}
+	log.Info("store closed")
+}
