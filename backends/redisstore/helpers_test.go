@@ -118,7 +118,12 @@ func newClient(t testing.TB, url string) redis.UniversalClient {
 
 // uniquePrefix returns a prefix no other test, run or process uses.
 func uniquePrefix(name string) string {
-	name = strings.NewReplacer("/", "-", " ", "_").Replace(name)
+	name = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' {
+			return r
+		}
+		return '-'
+	}, name)
 	if len(name) > 40 {
 		name = name[len(name)-40:]
 	}

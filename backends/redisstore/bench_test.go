@@ -1,0 +1,209 @@
+package redisstore
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/backends/redisstore/redistest"
+	"github.com/delayq/delayq/core"
+)
+
+// benchServer starts a standalone server of the benchmark's own with the
+// given AOF fsync policy ("" for no persistence), in a temporary directory.
+func benchServer(b *testing.B, fsync string) *redistest.Server {
+	b.Helper()
+	redistest.Require(b)
+	srv, err := redistest.StartServer(redistest.Options{Dir: b.TempDir(), AppendFsync: fsync})
+	require.NoError(b, err)
+	b.Cleanup(srv.Kill)
+	return srv
+}
+
+// BenchmarkIntake measures PutJobs of jobs due in an hour, one job per call
+// and in batches, from 8 goroutines, for each persistence setting of a
+// standalone server of its own:
+//
+//	go test -run '^$' -bench Intake -benchtime 20000x ./backends/redisstore/
+func BenchmarkIntake(b *testing.B) {
+	for _, fsync := range []string{"always", "everysec", ""} {
+		for _, batch := range []int{1, 100, 1000} {
+			name := "aof=" + cmpOr(fsync, "off") + "/batch=" + strconv.Itoa(batch)
+			b.Run(name, func(b *testing.B) {
+				srv := benchServer(b, fsync)
+				s := openStore(b, srv.URL(), "bench")
+				ctx := context.Background()
+				per := max(b.N/batch/8, 1)
+				b.ResetTimer()
+				start := time.Now()
+				var wg sync.WaitGroup
+				for range 8 {
+					wg.Go(func() {
+						for range per {
+							jobs := make([]*core.Job, batch)
+							for i := range jobs {
+								jobs[i] = job("bench", time.Hour)
+							}
+							res, err := s.PutJobs(ctx, &core.PutJobsParams{Jobs: jobs})
+							if err != nil || res[0].Err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				n := per * batch * 8
+				b.ReportMetric(float64(n)/time.Since(start).Seconds(), "jobs/s")
+			})
+		}
+	}
+}
+
+// BenchmarkLateness schedules jobs at a steady rate (DELAYQ_BENCH_RATE jobs
+// per second, default 1000, over DELAYQ_BENCH_SECONDS seconds, default 5),
+// all put ahead of time so that each is promoted when due, and claims them
+// with 8 waiting claims of up to 16, acknowledging off the claim loop; it
+// reports how late after run_at each claim returned its job. The server
+// has AOF on with everysec (DELAYQ_BENCH_AOF: always, everysec or off):
+//
+//	go test -run '^$' -bench Lateness -benchtime 1x ./backends/redisstore/
+func BenchmarkLateness(b *testing.B) {
+	rate := envInt("DELAYQ_BENCH_RATE", 1000)
+	seconds := envInt("DELAYQ_BENCH_SECONDS", 5)
+	fsync := cmpOr(os.Getenv("DELAYQ_BENCH_AOF"), "everysec")
+	if fsync == "off" {
+		fsync = ""
+	}
+	srv := benchServer(b, fsync)
+	s := openStore(b, srv.URL(), "bench")
+	ctx := context.Background()
+	n := rate * seconds
+	first := time.Now().Add(2 * time.Second).Truncate(time.Millisecond)
+	jobs := make([]*core.Job, n)
+	for i := range jobs {
+		jobs[i] = job("late", 0)
+		jobs[i].RunAt = first.Add(time.Duration(i) * time.Second / time.Duration(rate)).UTC().Truncate(time.Millisecond)
+	}
+	for i := 0; i < n; i += 1000 {
+		put(b, s, jobs[i:min(i+1000, n)]...)
+	}
+	require.True(b, time.Now().Before(first.Add(-500*time.Millisecond)), "putting took too long")
+	b.ResetTimer()
+	var (
+		mu   sync.Mutex
+		late []time.Duration
+		resv []time.Duration // reserved (the claim script's now) after run_at
+		wg   sync.WaitGroup
+		acks sync.WaitGroup
+	)
+	cctx, cancel := context.WithTimeout(ctx, time.Duration(seconds+10)*time.Second)
+	defer cancel()
+	for range 8 {
+		wg.Go(func() {
+			for {
+				got, err := s.ClaimJobs(cctx, &core.ClaimJobsParams{Topic: "late", Max: 16, Wait: time.Second})
+				at := time.Now()
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				for _, j := range got {
+					late = append(late, at.Sub(j.RunAt))
+					resv = append(resv, j.UpdatedAt.Sub(j.RunAt))
+				}
+				done := len(late) >= n
+				mu.Unlock()
+				// Acknowledge off the claim loop, as a dispatcher would.
+				acks.Go(func() {
+					for _, j := range got {
+						_ = s.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease})
+					}
+				})
+				if done {
+					cancel()
+					return
+				}
+				if cctx.Err() != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	acks.Wait()
+	b.StopTimer()
+	if len(late) < n {
+		b.Fatalf("claimed %d of %d jobs in time", len(late), n)
+	}
+	slices.Sort(late)
+	pct := func(p float64) float64 { return float64(late[int(p*float64(len(late)-1))]) / 1e6 }
+	b.ReportMetric(pct(0.5), "p50_ms")
+	b.ReportMetric(pct(0.99), "p99_ms")
+	b.ReportMetric(float64(late[len(late)-1])/1e6, "max_ms")
+	b.ReportMetric(float64(late[0])/1e6, "min_ms")
+	slices.Sort(resv)
+	b.ReportMetric(float64(resv[len(resv)*99/100])/1e6, "reserved_p99_ms")
+}
+
+// BenchmarkMemoryPerPendingJob puts DELAYQ_BENCH_PENDING jobs (default
+// 100 000) due in an hour, with the small body {"n":1} and no key, into a
+// server of its own without persistence, and reports Redis's used_memory
+// (INFO memory) growth per job:
+//
+//	go test -run '^$' -bench MemoryPerPendingJob -benchtime 1x ./backends/redisstore/
+func BenchmarkMemoryPerPendingJob(b *testing.B) {
+	pending := envInt("DELAYQ_BENCH_PENDING", 100_000)
+	srv := benchServer(b, "")
+	s := openStore(b, srv.URL(), "delayq")
+	before := usedMemory(b, srv)
+	b.ResetTimer()
+	for i := 0; i < pending; i += 1000 {
+		jobs := make([]*core.Job, min(1000, pending-i))
+		for k := range jobs {
+			jobs[k] = job("orders.close", time.Hour)
+		}
+		put(b, s, jobs...)
+	}
+	b.StopTimer()
+	after := usedMemory(b, srv)
+	b.ReportMetric(float64(after-before)/float64(pending), "B/job")
+	b.ReportMetric(float64(after-before)/(1<<20), "MiB")
+}
+
+// usedMemory returns the used_memory of INFO memory.
+func usedMemory(b *testing.B, srv *redistest.Server) int64 {
+	b.Helper()
+	info, err := srv.Do("INFO", "memory")
+	require.NoError(b, err)
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			require.NoError(b, err)
+			return n
+		}
+	}
+	b.Fatalf("no used_memory in INFO memory: %s", info)
+	return 0
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

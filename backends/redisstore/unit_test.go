@@ -1,0 +1,352 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"hash/crc32"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/core"
+)
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { _ = client.Close() })
+	for _, tc := range []struct {
+		name  string
+		cfg   Config
+		field string
+	}{
+		{"no client", Config{}, "Client"},
+		{"prefix with a brace", Config{Client: client, Prefix: "a{b}"}, "Prefix"},
+		{"prefix with a colon", Config{Client: client, Prefix: "a:b"}, "Prefix"},
+		{"long prefix", Config{Client: client, Prefix: strings.Repeat("p", 65)}, "Prefix"},
+		{"shards not a power of two", Config{Client: client, Shards: 12}, "Shards"},
+		{"too many shards", Config{Client: client, Shards: 2048}, "Shards"},
+		{"negative shards", Config{Client: client, Shards: -4}, "Shards"},
+		{"short retention", Config{Client: client, Retention: time.Millisecond}, "Retention"},
+	} {
+		err := tc.cfg.WithDefaults().Validate()
+		require.Error(t, err, tc.name)
+		require.Contains(t, err.Error(), tc.field, tc.name)
+	}
+	require.NoError(t, Config{Client: client, Prefix: "delayq.prod-1_a", Shards: 1}.WithDefaults().Validate())
+	d := Config{Client: client}.WithDefaults()
+	require.Equal(t, PrefixDefault, d.Prefix)
+	require.Equal(t, ShardsDefault, d.Shards)
+	require.Equal(t, RetentionDefault, d.Retention)
+}
+
+func TestParseURL(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		url   string
+		kind  string // standalone, cluster
+		addrs []string
+		check func(t *testing.T, c redis.UniversalClient)
+	}{
+		{url: "redis://localhost", kind: "standalone", addrs: []string{"localhost:6379"}},
+		{url: "redis://:s3cret@10.0.0.1:6380/2?dial_timeout=3s&pool_size=7", kind: "standalone", addrs: []string{"10.0.0.1:6380"},
+			check: func(t *testing.T, c redis.UniversalClient) {
+				o := c.(*redis.Client).Options()
+				require.Equal(t, "s3cret", o.Password)
+				require.Equal(t, 2, o.DB)
+				require.Equal(t, 3*time.Second, o.DialTimeout)
+				require.Equal(t, 7, o.PoolSize)
+				require.Nil(t, o.TLSConfig)
+			}},
+		{url: "rediss://cache.example:6380", kind: "standalone", addrs: []string{"cache.example:6380"},
+			check: func(t *testing.T, c redis.UniversalClient) {
+				require.NotNil(t, c.(*redis.Client).Options().TLSConfig)
+			}},
+		{url: "redis+cluster://h1:7000,h2:7001,h3:7002", kind: "cluster", addrs: []string{"h1:7000", "h2:7001", "h3:7002"}},
+		{url: "rediss+cluster://u:pw@h1:7000,h2:7001?read_timeout=2s", kind: "cluster", addrs: []string{"h1:7000", "h2:7001"},
+			check: func(t *testing.T, c redis.UniversalClient) {
+				o := c.(*redis.ClusterClient).Options()
+				require.Equal(t, "u", o.Username)
+				require.Equal(t, "pw", o.Password)
+				require.Equal(t, 2*time.Second, o.ReadTimeout)
+				require.NotNil(t, o.TLSConfig)
+			}},
+		{url: "redis+cluster://h1:7000", kind: "cluster", addrs: []string{"h1:7000"}},
+		{url: "redis://h1:7000?addr=h2:7001&addr=h3:7002", kind: "cluster", addrs: []string{"h1:7000", "h2:7001", "h3:7002"}},
+		{url: "redis+sentinel://:pw@s1:26379,s2:26379/mymaster/1", kind: "standalone",
+			check: func(t *testing.T, c redis.UniversalClient) {
+				o := c.(*redis.Client).Options()
+				require.Equal(t, 1, o.DB)
+				require.Equal(t, "pw", o.Password)
+			}},
+	} {
+		c, err := ParseURL(tc.url)
+		require.NoError(t, err, tc.url)
+		switch tc.kind {
+		case "standalone":
+			cl, ok := c.(*redis.Client)
+			require.True(t, ok, "%s: %T", tc.url, c)
+			if tc.addrs != nil {
+				require.Equal(t, tc.addrs[0], cl.Options().Addr, tc.url)
+			}
+		case "cluster":
+			cl, ok := c.(*redis.ClusterClient)
+			require.True(t, ok, "%s: %T", tc.url, c)
+			require.Equal(t, tc.addrs, cl.Options().Addrs, tc.url)
+		}
+		if tc.check != nil {
+			tc.check(t, c)
+		}
+		require.NoError(t, c.Close())
+	}
+	for _, bad := range []string{
+		"localhost:6379",
+		"http://localhost",
+		"redis+ring://a,b",
+		"redis+cluster://",
+		"redis+sentinel://s1:26379",
+		"redis://localhost/x",
+		"redis://localhost?bogus_option=1",
+		"redis+cluster://h1:7000?bogus=1",
+	} {
+		c, err := ParseURL(bad)
+		require.Error(t, err, bad)
+		require.Nil(t, c, bad)
+	}
+	_, err := ParseURL("redis://user:hunter2@localhost/x")
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), "hunter2", "the password stays out of errors")
+}
+
+// TestShardsFixedPerPrefix: a prefix keeps the shard count it was created
+// with; a store with another count is refused.
+func TestShardsFixedPerPrefix(t *testing.T) {
+	t.Parallel()
+	url := standaloneURL(t)
+	prefix := uniquePrefix(t.Name())
+	openStore(t, url, prefix, func(c *Config) { c.Shards = 8 })
+	openStore(t, url, prefix, func(c *Config) { c.Shards = 8 })
+	_, err := New(t.Context(), Config{Client: newClient(t, url), Prefix: prefix})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "created with 8 shards")
+}
+
+// TestKeyLayout: every key a store writes is under the prefix's hash tags
+// as doc.go says, job hashes in the shard crc32(id) picks, and the keys of
+// a Lua call in one cluster slot.
+func TestKeyLayout(t *testing.T) {
+	t.Parallel()
+	url := standaloneURL(t)
+	prefix := uniquePrefix(t.Name())
+	s := openStore(t, url, prefix, func(c *Config) { c.Shards = 4 })
+	ctx := t.Context()
+	require.NoError(t, s.PutTopic(ctx, &core.Topic{Name: "a.b"}))
+	var jobs []*core.Job
+	for i := range 40 {
+		jobs = append(jobs, job("a.b", time.Duration(i%2)*time.Hour-time.Second))
+	}
+	put(t, s, jobs...)
+	got := claim(t, s, "a.b", 5, time.Second)
+	require.Len(t, got, 5)
+	require.NoError(t, s.AckJob(ctx, &core.AckJobParams{ID: got[0].ID, Lease: got[0].Lease}))
+	require.NoError(t, s.BuryJob(ctx, &core.BuryJobParams{ID: got[1].ID, Lease: got[1].Lease}))
+
+	rdb := newClient(t, url)
+	var all []string
+	iter := rdb.Scan(ctx, 0, "{"+prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		all = append(all, iter.Val())
+	}
+	require.NoError(t, iter.Err())
+	re := regexp.MustCompile(`^\{` + regexp.QuoteMeta(prefix) + `(?::(\d+))?\}:(.+)$`)
+	jobKeys := 0
+	for _, k := range all {
+		m := re.FindStringSubmatch(k)
+		require.NotNil(t, m, "key %q outside the layout", k)
+		if m[1] == "" {
+			require.Contains(t, []string{"meta", "topics", "seen"}, m[2], "key %q", k)
+			continue
+		}
+		n, _ := strconv.Atoi(m[1])
+		require.Less(t, n, 4, "key %q", k)
+		if id, ok := strings.CutPrefix(m[2], "j:"); ok {
+			require.Equal(t, int(crc32.ChecksumIEEE([]byte(id))&3), n, "job %s in the wrong shard", id)
+			jobKeys++
+			continue
+		}
+		require.Regexp(t, `^(sched|lease|n|fin|ready:a\.b|dead:a\.b)$`, m[2], "key %q", k)
+	}
+	require.Equal(t, len(jobs), jobKeys)
+	for n := range 4 {
+		sk := s.keys.shard[n]
+		for _, k := range append(sk.fixed, s.keys.ready(n, "a.b"), s.keys.dead(n, "a.b"), sk.base+":j:x") {
+			require.Equal(t, hashTag(sk.fixed[0]), hashTag(k), "key %q of shard %d", k, n)
+		}
+	}
+}
+
+// hashTag returns the part of a key Redis Cluster hashes.
+func hashTag(k string) string {
+	if i := strings.IndexByte(k, '{'); i >= 0 {
+		if j := strings.IndexByte(k[i+1:], '}'); j > 0 {
+			return k[i+1 : i+1+j]
+		}
+	}
+	return k
+}
+
+// TestFakeClockPromotion: with a fake clock, the promoter wakes at a job's
+// run_at on the clock, not before, and the waiting claim reserves the job
+// at exactly its run_at; an expired lease on the last attempt sends the job
+// dead at the lease's expiry.
+func TestFakeClockPromotion(t *testing.T) {
+	t.Parallel()
+	clock := clockwork.NewFakeClockAt(time.Now().Add(time.Hour).Truncate(time.Second))
+	s := openStore(t, standaloneURL(t), uniquePrefix(t.Name()), func(c *Config) { c.Clock = clock })
+	ctx := t.Context()
+	j := job("fake", 0)
+	j.RunAt = clock.Now().Add(1500 * time.Millisecond).UTC()
+	j.TTR = time.Second
+	j.MaxAttempts = 1
+	put(t, s, j)
+
+	type result struct {
+		jobs []*core.Job
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		jobs, err := s.ClaimJobs(ctx, &core.ClaimJobsParams{Topic: "fake", Max: 1, Wait: 10 * time.Second})
+		ch <- result{jobs, err}
+	}()
+	// The promoter's timer for run_at and the claim's wait.
+	require.NoError(t, clock.BlockUntilContext(ctx, 2))
+	clock.Advance(1499 * time.Millisecond)
+	got, err := s.GetJob(ctx, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, core.StateScheduled, got.State)
+	select {
+	case r := <-ch:
+		require.Failf(t, "claim returned before run_at", "%+v", r)
+	default:
+	}
+	clock.Advance(time.Millisecond)
+	r := <-ch
+	require.NoError(t, r.err)
+	require.Len(t, r.jobs, 1)
+	require.Equal(t, j.RunAt.Add(j.TTR), r.jobs[0].LeaseExpiresAt, "reserved at exactly run_at")
+
+	// The lease expires on the clock: the job, on its last attempt, dies.
+	require.NoError(t, clock.BlockUntilContext(ctx, 1))
+	clock.Advance(time.Second)
+	dead := func() bool {
+		dl, err := s.ListDeadJobs(ctx, &core.ListDeadJobsParams{Topic: "fake", Limit: 1})
+		return err == nil && len(dl) == 1
+	}
+	require.Eventually(t, dead, 5*time.Second, 5*time.Millisecond, "promoter ended the expired lease")
+	got, err = s.GetJob(ctx, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, core.StateDead, got.State)
+	require.Equal(t, leaseExpired, got.LastError)
+	require.Equal(t, j.RunAt.Add(j.TTR), got.UpdatedAt, "died when the lease expired")
+}
+
+// TestRetention: finished jobs get a key TTL of Retention and vanish after
+// it; unfinished ones have none. A topic with only finished jobs is listed
+// for the retention period, by the store's clock.
+func TestRetention(t *testing.T) {
+	t.Parallel()
+	url := standaloneURL(t)
+	prefix := uniquePrefix(t.Name())
+	clock := clockwork.NewFakeClock()
+	s := openStore(t, url, prefix, func(c *Config) { c.Retention = time.Second; c.Clock = clock })
+	ctx := t.Context()
+	done := job("ret", -time.Hour)
+	done.RunAt = clock.Now().Add(-time.Second).UTC().Truncate(time.Millisecond)
+	cancelled := job("ret", time.Hour)
+	cancelled.RunAt = clock.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
+	dead := job("ret.dead", 0)
+	dead.RunAt = done.RunAt
+	pending := job("ret.pending", 0)
+	pending.RunAt = cancelled.RunAt
+	put(t, s, done, cancelled, dead, pending)
+	c := claim(t, s, "ret", 1, 0)
+	require.Len(t, c, 1)
+	require.NoError(t, s.AckJob(ctx, &core.AckJobParams{ID: c[0].ID, Lease: c[0].Lease}))
+	require.NoError(t, s.CancelJob(ctx, cancelled.ID))
+	x := claim(t, s, "ret.dead", 1, 0)
+	require.Len(t, x, 1)
+	require.NoError(t, s.BuryJob(ctx, &core.BuryJobParams{ID: x[0].ID, Lease: x[0].Lease, Error: "x"}))
+
+	rdb := newClient(t, url)
+	for _, id := range []string{done.ID, cancelled.ID} {
+		ttl, err := rdb.PTTL(ctx, s.keys.job(id)).Result()
+		require.NoError(t, err)
+		require.Greater(t, ttl, time.Duration(0), "finished job %s expires", id)
+		require.LessOrEqual(t, ttl, time.Second)
+	}
+	for _, id := range []string{dead.ID, pending.ID} {
+		ttl, err := rdb.PTTL(ctx, s.keys.job(id)).Result()
+		require.NoError(t, err)
+		require.Equal(t, time.Duration(-1), ttl, "unfinished job %s does not expire", id)
+	}
+	names := func() []string {
+		topics, err := s.ListTopics(ctx)
+		require.NoError(t, err)
+		var out []string
+		for _, tp := range topics {
+			out = append(out, tp.Name)
+		}
+		return out
+	}
+	require.Equal(t, []string{"ret", "ret.dead", "ret.pending"}, names())
+	clock.Advance(time.Second)
+	require.Equal(t, []string{"ret.dead", "ret.pending"}, names(), "topic of finished jobs past retention")
+	_, err := s.GetTopic(ctx, "ret")
+	require.ErrorIs(t, err, core.ErrNotFound)
+
+	// The keys themselves expire on the server's clock.
+	require.Eventually(t, func() bool {
+		_, err := s.GetJob(ctx, done.ID)
+		return errors.Is(err, core.ErrNotFound)
+	}, 5*time.Second, 20*time.Millisecond)
+	_, err = s.GetJob(ctx, cancelled.ID)
+	require.ErrorIs(t, err, core.ErrNotFound)
+	require.ErrorIs(t, s.CancelJob(ctx, done.ID), core.ErrNotFound)
+
+	// The registry forgets a topic an hour after its last put once it is
+	// empty and unconfigured.
+	clock.Advance(pruneAfter)
+	require.Equal(t, []string{"ret.dead", "ret.pending"}, names())
+	n, err := rdb.ZCard(ctx, s.keys.seen).Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(2), n, "ret dropped from the registry")
+}
+
+// TestClaimAfterCloseAndBadParams covers ClaimJobs' argument and closing
+// errors beyond the suite.
+func TestClaimAfterCloseAndBadParams(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, standaloneURL(t), uniquePrefix(t.Name()))
+	ctx := context.Background()
+	_, err := s.ClaimJobs(ctx, &core.ClaimJobsParams{Topic: "x", Max: 0})
+	require.ErrorIs(t, err, core.ErrInvalidArgument)
+	_, err = s.ClaimJobs(ctx, nil)
+	require.ErrorIs(t, err, core.ErrInvalidArgument)
+	_, err = s.ListDeadJobs(ctx, &core.ListDeadJobsParams{Topic: "x"})
+	require.ErrorIs(t, err, core.ErrInvalidArgument)
+	_, err = s.PutJobs(ctx, nil)
+	require.ErrorIs(t, err, core.ErrInvalidArgument)
+	require.NoError(t, s.Close())
+	require.ErrorIs(t, s.PutTopic(ctx, &core.Topic{Name: "x"}), core.ErrClosed)
+	_, err = s.ListTopics(ctx)
+	require.ErrorIs(t, err, core.ErrClosed)
+	require.ErrorIs(t, s.RequeueJob(ctx, "x"), core.ErrClosed)
+	require.ErrorIs(t, s.AckJob(ctx, &core.AckJobParams{ID: "x", Lease: "y"}), core.ErrClosed)
+}
