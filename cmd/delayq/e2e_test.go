@@ -206,7 +206,11 @@ func TestE2EKill9(t *testing.T) {
 		batch    = 500
 		reserved = 100
 		spread   = 3 * time.Second
-		topic    = "e2e.kill"
+		// past puts the first jobs' run_at in the past: about 280 are due
+		// at once, so that the kill finds due jobs waiting unclaimed as well
+		// as reserved and scheduled ones.
+		past  = 500 * time.Millisecond
+		topic = "e2e.kill"
 	)
 	args := embeddedArgs(t.TempDir())
 	srv := startServer(t, args...)
@@ -224,7 +228,7 @@ func TestE2EKill9(t *testing.T) {
 			jobs[i] = map[string]any{
 				"topic":  topic,
 				"body":   map[string]int{"n": n},
-				"run_at": start.Add(spread * time.Duration(n) / total).UTC().Format(time.RFC3339Nano),
+				"run_at": start.Add(-past + (past+spread)*time.Duration(n)/total).UTC().Format(time.RFC3339Nano),
 				"ttr":    "2s",
 			}
 		}
