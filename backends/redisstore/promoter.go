@@ -16,6 +16,11 @@ const (
 	promoteLimit = 1000
 	// promoteTimeout bounds one round of promote calls.
 	promoteTimeout = 10 * time.Second
+	// sweepInterval is how often every shard is promoted whatever the
+	// promoter knows: a safety net for a wake-up message lost without the
+	// subscription dropping (a drop is noticed and triggers a sweep at
+	// once). It adds no lateness while messages flow.
+	sweepInterval = 30 * time.Second
 )
 
 // promoter moves each shard's due jobs to ready and ends its expired leases
@@ -38,6 +43,7 @@ type promoter struct {
 	busy    []bool  // per shard: a promote call is under way
 	hint    []int64 // per shard: the earliest time heard of while busy
 	retryAt int64   // after a failure, when to try again (Unix ms)
+	sweepAt int64   // when to promote every shard anyway (Unix ms)
 }
 
 func newPromoter(s *Store) *promoter {
@@ -100,9 +106,15 @@ func (p *promoter) run() {
 		}
 		now := clock.Now()
 		nowMS := now.UnixMilli()
-		target := int64(noDue)
 		var due []int
 		p.mu.Lock()
+		if nowMS >= p.sweepAt {
+			for n := range p.next {
+				p.next[n] = min(p.next[n], nowMS)
+			}
+			p.sweepAt = now.Add(sweepInterval).UnixMilli()
+		}
+		target := p.sweepAt
 		for n, at := range p.next {
 			at = max(at, p.retryAt)
 			if at <= nowMS {
@@ -129,9 +141,7 @@ func (p *promoter) run() {
 			}
 			continue
 		}
-		if target != noDue {
-			timer.Reset(time.UnixMilli(target).Sub(now))
-		}
+		timer.Reset(time.UnixMilli(target).Sub(now))
 		select {
 		case <-p.s.done:
 			return

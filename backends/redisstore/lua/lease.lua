@@ -18,11 +18,11 @@ if op == 'touch' then
   redis.call('HSET', kj, 'x', int(x))
   return {0, redis.call('HGETALL', kj), -1, woke}
 end
-head0 = head()
 unlink(id, j)
 if op == 'ack' then
   finish(id, j, 'done')
 elseif op == 'retry' then
+  head0 = head()
   local r = tonumber(ARGV[10])
   redis.call('HDEL', kj, 'l', 'x')
   redis.call('HSET', kj, 'e', ARGV[11], 'u', int(now), 'r', int(r))
