@@ -191,41 +191,26 @@ func (s *Store) claimOnce(ctx context.Context, ts *topicState, topic string, max
 			return []*core.Job{}, nil
 		}
 
-		// Read the heads of the ready sets.
-		pipe := s.rdb.Pipeline()
-		heads := make([]*redis.ZSliceCmd, len(shards))
-		for i, n := range shards {
-			heads[i] = pipe.ZRangeWithScores(ctx, s.keys.ready(n, topic), 0, int64(max-1))
+		cands, err := s.peek(ctx, topic, shards, max)
+		if err != nil {
+			return nil, err
 		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, unavailable("claim", err)
-		}
-		var cands []candidate
 		genOf := make(map[int]uint64, len(shards))
 		for i, n := range shards {
-			list := heads[i].Val()
-			if len(list) == 0 {
+			if cands.empty[i] {
 				s.clearMaybe(ts, n, gens[i])
-				continue
-			}
-			genOf[n] = gens[i]
-			for _, z := range list {
-				id, _ := z.Member.(string)
-				cands = append(cands, candidate{shard: n, id: id, runAt: int64(z.Score)})
+			} else {
+				genOf[n] = gens[i]
 			}
 		}
-		if len(cands) == 0 {
+		if len(cands.top) == 0 {
 			return []*core.Job{}, nil
 		}
-		slices.SortFunc(cands, func(a, b candidate) int {
-			return cmp.Or(cmp.Compare(a.runAt, b.runAt), strings.Compare(a.id, b.id))
-		})
-		cands = cands[:min(max, len(cands))]
 
 		// Reserve the earliest, one script per shard.
 		byShard := map[int][]any{}
 		var order []int
-		for _, c := range cands {
+		for _, c := range cands.top {
 			if byShard[c.shard] == nil {
 				order = append(order, c.shard)
 				byShard[c.shard] = []any{topic}
@@ -280,5 +265,85 @@ func (s *Store) claimOnce(ctx context.Context, ts *topicState, topic string, max
 			return nil, unavailable("claim", firstErr)
 		}
 		// Every job seen was taken by another claim meanwhile: look again.
+	}
+}
+
+// peeked is what peek saw.
+type peeked struct {
+	top   []candidate // the earliest ready jobs, in (run_at, id) order
+	empty []bool      // per shard read: its ready set was empty
+}
+
+func candidateLess(a, b candidate) int {
+	return cmp.Or(cmp.Compare(a.runAt, b.runAt), strings.Compare(a.id, b.id))
+}
+
+// peek reads the heads of topic's ready sets in shards and returns the
+// earliest max jobs among them. It reads a fair share of max from each shard
+// first (twice max/shards, and a little), and reads up to max only from the
+// shards whose share was full and could hide jobs earlier than the last one
+// picked: one round trip in the usual case, two when ready jobs are skewed
+// towards a few shards.
+func (s *Store) peek(ctx context.Context, topic string, shards []int, max int) (peeked, error) {
+	k := max
+	if len(shards) > 1 {
+		k = min(max, 2*((max+len(shards)-1)/len(shards))+2)
+	}
+	lists := make([][]candidate, len(shards))
+	read := func(idx []int, limit int) error {
+		pipe := s.rdb.Pipeline()
+		cmds := make([]*redis.ZSliceCmd, len(idx))
+		for i, x := range idx {
+			cmds[i] = pipe.ZRangeWithScores(ctx, s.keys.ready(shards[x], topic), 0, int64(limit-1))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return unavailable("claim", err)
+		}
+		for i, x := range idx {
+			zs := cmds[i].Val()
+			l := make([]candidate, len(zs))
+			for j, z := range zs {
+				id, _ := z.Member.(string)
+				l[j] = candidate{shard: shards[x], id: id, runAt: int64(z.Score)}
+			}
+			lists[x] = l
+		}
+		return nil
+	}
+	all := make([]int, len(shards))
+	for i := range all {
+		all[i] = i
+	}
+	if err := read(all, k); err != nil {
+		return peeked{}, err
+	}
+	out := peeked{empty: make([]bool, len(shards))}
+	for i, l := range lists {
+		out.empty[i] = len(l) == 0
+	}
+	for {
+		var merged []candidate
+		for _, l := range lists {
+			merged = append(merged, l...)
+		}
+		slices.SortFunc(merged, candidateLess)
+		out.top = merged[:min(max, len(merged))]
+		if k == max || len(out.top) == 0 {
+			return out, nil
+		}
+		last := out.top[len(out.top)-1]
+		var more []int
+		for i, l := range lists {
+			if len(l) == k && (len(out.top) < max || candidateLess(l[k-1], last) < 0) {
+				more = append(more, i)
+			}
+		}
+		if len(more) == 0 {
+			return out, nil
+		}
+		k = max
+		if err := read(more, max); err != nil {
+			return peeked{}, err
+		}
 	}
 }

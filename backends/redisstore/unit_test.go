@@ -1,10 +1,12 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"hash/crc32"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -349,4 +351,51 @@ func TestClaimAfterCloseAndBadParams(t *testing.T) {
 	require.ErrorIs(t, err, core.ErrClosed)
 	require.ErrorIs(t, s.RequeueJob(ctx, "x"), core.ErrClosed)
 	require.ErrorIs(t, s.AckJob(ctx, &core.AckJobParams{ID: "x", Lease: "y"}), core.ErrClosed)
+}
+
+// TestClaimOrderSkewed: claims return the earliest ready jobs across shards
+// in (run_at, id) order when ready jobs crowd into one shard, so that the
+// first read of each shard's share is not enough.
+func TestClaimOrderSkewed(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, standaloneURL(t), uniquePrefix(t.Name()), func(c *Config) { c.Shards = 4 })
+	base := time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond)
+	var jobs []*core.Job
+	perShard := []int{150, 10, 10, 30}
+	for n, want := range perShard {
+		for len(jobs) < sum(perShard[:n])+want {
+			j := job("skew", 0)
+			if s.keys.shardOf(j.ID) != n {
+				continue
+			}
+			// Shard 0's jobs are the earliest, the others interleave later;
+			// some share a run_at, ordered by id.
+			j.RunAt = base.Add(time.Duration(len(jobs)/2) * time.Millisecond)
+			if n == 0 {
+				j.RunAt = base.Add(time.Duration(len(jobs)%100) * time.Millisecond)
+			}
+			jobs = append(jobs, j)
+		}
+	}
+	put(t, s, jobs...)
+	want := slices.Clone(jobs)
+	slices.SortFunc(want, func(a, b *core.Job) int {
+		return cmp.Or(a.RunAt.Compare(b.RunAt), strings.Compare(a.ID, b.ID))
+	})
+	var got []*core.Job
+	for _, max := range []int{1, 7, 50, 3, 100, 200} {
+		got = append(got, claim(t, s, "skew", max, 0)...)
+	}
+	require.Equal(t, len(want), len(got))
+	for i := range want {
+		require.Equal(t, want[i].ID, got[i].ID, "claim %d out of order", i)
+	}
+}
+
+func sum(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
 }

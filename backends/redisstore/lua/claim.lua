@@ -9,7 +9,7 @@
 local t = ARGV[7]
 local kr = key_ready(t)
 head0 = head()
-local out = {}
+local out, leases = {}, {}
 for i = 8, #ARGV, 2 do
   local id, lease = ARGV[i], ARGV[i + 1]
   if redis.call('ZREM', kr, id) == 1 then
@@ -18,9 +18,16 @@ for i = 8, #ARGV, 2 do
     if v[1] then
       local x = now + tonumber(v[1])
       redis.call('HSET', kj, 's', 'reserved', 'a', int(tonumber(v[2]) + 1), 'l', lease, 'x', int(x), 'u', int(now))
-      link_lease(id, t, x)
+      leases[#leases + 1] = int(x)
+      leases[#leases + 1] = id
+      note_time(x)
       out[#out + 1] = {id, redis.call('HGETALL', kj)}
     end
   end
+end
+if #leases > 0 then
+  -- In bulk: link_lease for every job reserved.
+  redis.call('ZADD', K_LEASE, unpack(leases))
+  add_count('x:' .. t, #out)
 end
 return {out, publish_head(), redis.call('ZCARD', kr)}

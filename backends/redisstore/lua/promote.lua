@@ -7,12 +7,37 @@
 -- limit was reached and more may be due; the topics that got ready jobs.
 local limit = tonumber(ARGV[7])
 local due = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', int(now), 'LIMIT', 0, limit)
-for _, id in ipairs(due) do
-  local j = load(id)
-  if j and j.s == 'scheduled' then
-    promote_one(id, j)
-  else
-    redis.call('ZREM', K_SCHED, id)
+if #due > 0 then
+  -- In bulk: one ZREM, and per topic one count update and one ZADD.
+  local by_topic, topics = {}, {}
+  for _, id in ipairs(due) do
+    local kj = key_job(id)
+    local v = redis.call('HMGET', kj, 's', 't', 'r')
+    if v[1] == 'scheduled' then
+      redis.call('HSET', kj, 's', 'ready', 'u', v[3])
+      local add = by_topic[v[2]]
+      if not add then
+        add = {}
+        by_topic[v[2]] = add
+        topics[#topics + 1] = v[2]
+      end
+      add[#add + 1] = v[3]
+      add[#add + 1] = id
+    end
+  end
+  redis.call('ZREM', K_SCHED, unpack(due))
+  for _, t in ipairs(topics) do
+    local add = by_topic[t]
+    add_count('s:' .. t, int(-#add / 2))
+    local kr = key_ready(t)
+    if redis.call('ZCARD', kr) == 0 then
+      redis.call('PUBLISH', chan, 'r ' .. shard .. ' ' .. t)
+    end
+    redis.call('ZADD', kr, unpack(add))
+    if not woke_set[t] then
+      woke_set[t] = true
+      woke[#woke + 1] = t
+    end
   end
 end
 local expired = redis.call('ZRANGEBYSCORE', K_LEASE, '-inf', int(now), 'LIMIT', 0, limit)
