@@ -27,18 +27,32 @@ func benchServer(b *testing.B, fsync string) *redistest.Server {
 	return srv
 }
 
+// benchURL starts a server of the benchmark's own and returns its URL: a
+// standalone server, or a 3-master cluster when DELAYQ_BENCH_CLUSTER=1.
+func benchURL(b *testing.B, fsync string) string {
+	b.Helper()
+	if os.Getenv("DELAYQ_BENCH_CLUSTER") != "1" {
+		return benchServer(b, fsync).URL()
+	}
+	redistest.Require(b)
+	c, err := redistest.StartCluster(3, redistest.Options{Dir: b.TempDir(), AppendFsync: fsync})
+	require.NoError(b, err)
+	b.Cleanup(c.Stop)
+	return c.URL()
+}
+
 // BenchmarkIntake measures PutJobs of jobs due in an hour, one job per call
 // and in batches, from 8 goroutines, for each persistence setting of a
-// standalone server of its own:
+// standalone server of its own (a 3-master cluster with
+// DELAYQ_BENCH_CLUSTER=1):
 //
-//	go test -run '^$' -bench Intake -benchtime 20000x ./backends/redisstore/
+//	go test -run '^$' -bench Intake -benchtime 200000x ./backends/redisstore/
 func BenchmarkIntake(b *testing.B) {
 	for _, fsync := range []string{"always", "everysec", ""} {
 		for _, batch := range []int{1, 100, 1000} {
 			name := "aof=" + cmpOr(fsync, "off") + "/batch=" + strconv.Itoa(batch)
 			b.Run(name, func(b *testing.B) {
-				srv := benchServer(b, fsync)
-				s := openStore(b, srv.URL(), "bench")
+				s := openStore(b, benchURL(b, fsync), "bench")
 				ctx := context.Background()
 				per := max(b.N/batch/8, 1)
 				b.ResetTimer()
@@ -72,7 +86,8 @@ func BenchmarkIntake(b *testing.B) {
 // all put ahead of time so that each is promoted when due, and claims them
 // with 8 waiting claims of up to 16, acknowledging off the claim loop; it
 // reports how late after run_at each claim returned its job. The server
-// has AOF on with everysec (DELAYQ_BENCH_AOF: always, everysec or off):
+// has AOF on with everysec (DELAYQ_BENCH_AOF: always, everysec or off); it
+// is standalone, or a 3-master cluster with DELAYQ_BENCH_CLUSTER=1:
 //
 //	go test -run '^$' -bench Lateness -benchtime 1x ./backends/redisstore/
 func BenchmarkLateness(b *testing.B) {
@@ -82,8 +97,7 @@ func BenchmarkLateness(b *testing.B) {
 	if fsync == "off" {
 		fsync = ""
 	}
-	srv := benchServer(b, fsync)
-	s := openStore(b, srv.URL(), "bench")
+	s := openStore(b, benchURL(b, fsync), "bench")
 	ctx := context.Background()
 	n := rate * seconds
 	first := time.Now().Add(2 * time.Second).Truncate(time.Millisecond)
@@ -211,13 +225,13 @@ func cmpOr(a, b string) string {
 // BenchmarkBurst puts DELAYQ_BENCH_BURST jobs (default 100 000) due at one
 // instant, then claims them with 8 claims of up to 100 and acknowledges each
 // from 64 goroutines; it reports how long after that instant the last job
-// was claimed and the last acknowledged. AOF is on with everysec:
+// was claimed and the last acknowledged. AOF is on with everysec;
+// DELAYQ_BENCH_CLUSTER=1 runs it on a 3-master cluster:
 //
 //	go test -run '^$' -bench Burst -benchtime 1x ./backends/redisstore/
 func BenchmarkBurst(b *testing.B) {
 	n := envInt("DELAYQ_BENCH_BURST", 100_000)
-	srv := benchServer(b, "everysec")
-	s := openStore(b, srv.URL(), "bench")
+	s := openStore(b, benchURL(b, "everysec"), "bench")
 	ctx := context.Background()
 	due := time.Now().Add(5 * time.Second).UTC().Truncate(time.Millisecond)
 	for i := 0; i < n; i += 1000 {
