@@ -168,13 +168,17 @@ func BenchmarkLateness(b *testing.B) {
 }
 
 // BenchmarkMemoryPerPendingJob puts DELAYQ_BENCH_PENDING jobs (default
-// 100 000) due in an hour, with the small body {"n":1} and no key, into a
-// server of its own without persistence, and reports Redis's used_memory
-// (INFO memory) growth per job:
+// 100 000) due in an hour, with the small body {"n":1} (or a JSON string of
+// DELAYQ_BENCH_BODY bytes) and no key, into a server of its own without
+// persistence, and reports Redis's used_memory (INFO memory) growth per job:
 //
 //	go test -run '^$' -bench MemoryPerPendingJob -benchtime 1x ./backends/redisstore/
 func BenchmarkMemoryPerPendingJob(b *testing.B) {
 	pending := envInt("DELAYQ_BENCH_PENDING", 100_000)
+	body := []byte(`{"n":1}`)
+	if n := envInt("DELAYQ_BENCH_BODY", 0); n >= 2 {
+		body = []byte(`"` + strings.Repeat("x", n-2) + `"`)
+	}
 	srv := benchServer(b, "")
 	s := openStore(b, srv.URL(), "delayq")
 	before := usedMemory(b, srv)
@@ -183,6 +187,7 @@ func BenchmarkMemoryPerPendingJob(b *testing.B) {
 		jobs := make([]*core.Job, min(1000, pending-i))
 		for k := range jobs {
 			jobs[k] = job("orders.close", time.Hour)
+			jobs[k].Body = body
 		}
 		put(b, s, jobs...)
 	}

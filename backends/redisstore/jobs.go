@@ -151,20 +151,26 @@ func (s *Store) markSeen(ctx context.Context, jobs []*core.Job, now time.Time) e
 	return nil
 }
 
-// GetJob implements core.Store: one HGETALL, reported as of now (see view).
-// Errors: ErrNotFound, ErrClosed, ErrUnavailable.
+// GetJob implements core.Store: the get script reads the job hash (and the
+// body, when it lives apart) at once; the job is reported as of now (see
+// view). Errors: ErrNotFound, ErrClosed, ErrUnavailable.
 func (s *Store) GetJob(ctx context.Context, id string) (*core.Job, error) {
 	if s.isClosed() {
 		return nil, core.ErrClosed
 	}
-	m, err := s.rdb.HGetAll(ctx, s.keys.job(id)).Result()
+	n := s.keys.shardOf(id)
+	res, err := s.run(ctx, []call{s.shardCall(scriptGet, n, s.clock.Now(), id)})[0].Slice()
+	if err == nil && len(res) != 1 {
+		err = errShortReply
+	}
 	if err != nil {
 		return nil, unavailable("get job", err)
 	}
-	if len(m) == 0 {
+	flat := asSlice(res[0])
+	if len(flat) == 0 {
 		return nil, fmt.Errorf("redisstore: job %q: %w", id, core.ErrNotFound)
 	}
-	j, err := decodeMap(id, m)
+	j, err := decodeFlat(id, flat)
 	if err != nil {
 		return nil, err
 	}
@@ -335,24 +341,45 @@ func (s *Store) ListDeadJobs(ctx context.Context, params *core.ListDeadJobsParam
 	if len(all) == 0 {
 		return jobs, nil
 	}
-	pipe = s.rdb.Pipeline()
-	gets := make([]*redis.MapStringStringCmd, len(all))
-	for i, d := range all {
-		gets[i] = pipe.HGetAll(ctx, s.keys.job(d.id))
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, unavailable("list dead jobs", err)
-	}
-	for i, g := range gets {
-		m := g.Val()
-		if len(m) == 0 {
-			continue // cancelled or requeued meanwhile and gone
+	// Read them, one get script per shard.
+	byShard := map[int][]any{}
+	var order []int
+	for _, d := range all {
+		n := s.keys.shardOf(d.id)
+		if byShard[n] == nil {
+			order = append(order, n)
 		}
-		j, err := decodeMap(all[i].id, m)
+		byShard[n] = append(byShard[n], d.id)
+	}
+	now := s.clock.Now()
+	calls := make([]call, len(order))
+	for i, n := range order {
+		calls[i] = s.shardCall(scriptGet, n, now, byShard[n]...)
+	}
+	got := map[string]*core.Job{}
+	for i, cmd := range s.run(ctx, calls) {
+		res, err := cmd.Slice()
+		if err == nil && len(res) != len(byShard[order[i]]) {
+			err = errShortReply
+		}
 		if err != nil {
-			return nil, err
+			return nil, unavailable("list dead jobs", err)
 		}
-		if j.State == core.StateDead {
+		for k, r := range res {
+			flat := asSlice(r)
+			if len(flat) == 0 {
+				continue // cancelled meanwhile and expired
+			}
+			id := byShard[order[i]][k].(string)
+			j, err := decodeFlat(id, flat)
+			if err != nil {
+				return nil, err
+			}
+			got[id] = j
+		}
+	}
+	for _, d := range all {
+		if j := got[d.id]; j != nil && j.State == core.StateDead {
 			jobs = append(jobs, j)
 		}
 	}

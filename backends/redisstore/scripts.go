@@ -22,10 +22,11 @@ var (
 	scriptLease   = shardScript("lease.lua")
 	scriptRequeue = shardScript("requeue.lua")
 	scriptStats   = shardScript("stats.lua")
+	scriptGet     = shardScript("get.lua")
 	scriptPrune   = redis.NewScript(mustRead("prune.lua"))
 
 	allScripts = []*redis.Script{scriptPut, scriptClaim, scriptPromote, scriptCancel, scriptLease,
-		scriptRequeue, scriptStats, scriptPrune}
+		scriptRequeue, scriptStats, scriptGet, scriptPrune}
 )
 
 func mustRead(name string) string {

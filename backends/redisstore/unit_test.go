@@ -150,8 +150,14 @@ func TestKeyLayout(t *testing.T) {
 	ctx := t.Context()
 	require.NoError(t, s.PutTopic(ctx, &core.Topic{Name: "a.b"}))
 	var jobs []*core.Job
+	big := 0
 	for i := range 40 {
-		jobs = append(jobs, job("a.b", time.Duration(i%2)*time.Hour-time.Second))
+		j := job("a.b", time.Duration(i%2)*time.Hour-time.Second)
+		if i%4 == 0 {
+			j.Body = []byte(`"` + strings.Repeat("b", 70) + `"`) // kept apart
+			big++
+		}
+		jobs = append(jobs, j)
 	}
 	put(t, s, jobs...)
 	got := claim(t, s, "a.b", 5, time.Second)
@@ -167,7 +173,7 @@ func TestKeyLayout(t *testing.T) {
 	}
 	require.NoError(t, iter.Err())
 	re := regexp.MustCompile(`^\{` + regexp.QuoteMeta(prefix) + `(?::(\d+))?\}:(.+)$`)
-	jobKeys := 0
+	jobKeys, bodyKeys := 0, 0
 	for _, k := range all {
 		m := re.FindStringSubmatch(k)
 		require.NotNil(t, m, "key %q outside the layout", k)
@@ -182,9 +188,32 @@ func TestKeyLayout(t *testing.T) {
 			jobKeys++
 			continue
 		}
+		if id, ok := strings.CutPrefix(m[2], "b:"); ok {
+			require.Equal(t, int(crc32.ChecksumIEEE([]byte(id))&3), n, "body of %s in the wrong shard", id)
+			bodyKeys++
+			continue
+		}
 		require.Regexp(t, `^(sched|lease|n|fin|ready:a\.b|dead:a\.b)$`, m[2], "key %q", k)
 	}
 	require.Equal(t, len(jobs), jobKeys)
+	require.Equal(t, big, bodyKeys, "bodies over 64 bytes live apart")
+
+	// Replacing a long body with a short one drops the body key; both
+	// come back byte for byte.
+	for _, body := range []string{`"` + strings.Repeat("x", 100) + `"`, `{"short":true}`, `"` + strings.Repeat("y", 65) + `"`} {
+		r := job("a.b", time.Hour)
+		r.ID = jobs[1].ID
+		r.Body = []byte(body)
+		res, err := s.PutJobs(ctx, &core.PutJobsParams{Jobs: []*core.Job{r}, Replace: true})
+		require.NoError(t, err)
+		require.NoError(t, res[0].Err)
+		got, err := s.GetJob(ctx, r.ID)
+		require.NoError(t, err)
+		require.Equal(t, body, string(got.Body))
+		n, err := rdb.Exists(ctx, s.keys.shard[s.keys.shardOf(r.ID)].base+":b:"+r.ID).Result()
+		require.NoError(t, err)
+		require.Equal(t, int64(min(len(body)/65, 1)), n, "body key of a %d-byte body", len(body))
+	}
 	for n := range 4 {
 		sk := s.keys.shard[n]
 		for _, k := range append(sk.fixed, s.keys.ready(n, "a.b"), s.keys.dead(n, "a.b"), sk.base+":j:x") {
@@ -271,6 +300,7 @@ func TestRetention(t *testing.T) {
 	ctx := t.Context()
 	done := job("ret", -time.Hour)
 	done.RunAt = clock.Now().Add(-time.Second).UTC().Truncate(time.Millisecond)
+	done.Body = []byte(`"` + strings.Repeat("d", 100) + `"`) // kept apart, expires too
 	cancelled := job("ret", time.Hour)
 	cancelled.RunAt = clock.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
 	dead := job("ret.dead", 0)
@@ -287,10 +317,11 @@ func TestRetention(t *testing.T) {
 	require.NoError(t, s.BuryJob(ctx, &core.BuryJobParams{ID: x[0].ID, Lease: x[0].Lease, Error: "x"}))
 
 	rdb := newClient(t, url)
-	for _, id := range []string{done.ID, cancelled.ID} {
-		ttl, err := rdb.PTTL(ctx, s.keys.job(id)).Result()
+	bodyKey := s.keys.shard[s.keys.shardOf(done.ID)].base + ":b:" + done.ID
+	for _, k := range []string{s.keys.job(done.ID), bodyKey, s.keys.job(cancelled.ID)} {
+		ttl, err := rdb.PTTL(ctx, k).Result()
 		require.NoError(t, err)
-		require.Greater(t, ttl, time.Duration(0), "finished job %s expires", id)
+		require.Greater(t, ttl, time.Duration(0), "key %s of a finished job expires", k)
 		require.LessOrEqual(t, ttl, time.Second)
 	}
 	for _, id := range []string{dead.ID, pending.ID} {

@@ -4,7 +4,7 @@
 -- longer ready (another claim took it, or it was cancelled) is skipped.
 --
 -- Returns {jobs, head, left}: for each job reserved, its id followed by its
--- HGETALL; the shard's new next due time or -1; how many ready jobs of the
+-- fields (job_all); the shard's new next due time or -1; how many ready jobs of the
 -- topic the shard still holds.
 local t = ARGV[7]
 local kr = key_ready(t)
@@ -21,7 +21,7 @@ for i = 8, #ARGV, 2 do
       leases[#leases + 1] = int(x)
       leases[#leases + 1] = id
       note_time(x)
-      out[#out + 1] = {id, redis.call('HGETALL', kj)}
+      out[#out + 1] = {id, job_all(id)}
     end
   end
 end

@@ -4,7 +4,7 @@
 -- for retry; [11] last error for retry and bury.
 --
 -- Returns {code, job, head, woke}: 0 done, 1 not found, 3 lease lost (not the
--- current lease, or expired); touch returns the job's HGETALL; head is the
+-- current lease, or expired); touch returns the job (job_all); head is the
 -- shard's new next due time or -1.
 local op, id, lease = ARGV[7], ARGV[8], ARGV[9]
 local j = load(id)
@@ -16,7 +16,7 @@ if op == 'touch' then
   local x = now + j.d
   redis.call('ZADD', K_LEASE, int(x), id)
   redis.call('HSET', kj, 'x', int(x))
-  return {0, redis.call('HGETALL', kj), -1, woke}
+  return {0, job_all(id), -1, woke}
 end
 unlink(id, j)
 if op == 'ack' then

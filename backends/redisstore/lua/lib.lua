@@ -22,8 +22,27 @@ local K_COUNT = KEYS[3] -- hash: "s:<topic>" scheduled and "x:<topic>" reserved 
 local K_FIN = KEYS[4]   -- hash: topic -> when a job of it last finished (ms)
 
 local function key_job(id) return base .. ':j:' .. id end
+local function key_body(id) return base .. ':b:' .. id end
 local function key_ready(t) return base .. ':ready:' .. t end
 local function key_dead(t) return base .. ':dead:' .. t end
+
+-- INLINE_BODY is the longest body kept in the job hash. A longer one lives
+-- in its own string key, so that the hash keeps every value within Redis's
+-- default hash-max-listpack-value (64) and its compact encoding: a hash
+-- with one longer value becomes a hash table of about twice the memory.
+local INLINE_BODY = 64
+
+-- job_all returns the job's fields as HGETALL does, its body included
+-- wherever it lives.
+local function job_all(id)
+  local h = redis.call('HGETALL', key_job(id))
+  local body = redis.call('GET', key_body(id))
+  if body then
+    h[#h + 1] = 'b'
+    h[#h + 1] = body
+  end
+  return h
+end
 
 -- int formats an integral number without exponent: Redis would otherwise
 -- turn large Lua numbers into "1.8e+15".
@@ -167,6 +186,7 @@ local function finish(id, j, state)
   redis.call('HDEL', kj, 'l', 'x')
   redis.call('HSET', kj, 's', state, 'u', int(now))
   redis.call('PEXPIRE', kj, retention)
+  redis.call('PEXPIRE', key_body(id), retention)
   local last = tonumber(redis.call('HGET', K_FIN, j.t))
   if not last or last < now then
     redis.call('HSET', K_FIN, j.t, int(now))

@@ -4,7 +4,7 @@
 -- ttr (ms), max_attempts, traceparent (empty strings for none).
 --
 -- Returns {results, head, woke}: one result per job, 0 created, 1 replaced,
--- or the existing job's HGETALL on a conflict; the shard's new next due time
+-- or the existing job (job_all) on a conflict; the shard's new next due time
 -- or -1 when it did not get earlier; the topics that got ready jobs.
 local replace = ARGV[7] == '1'
 head0 = head()
@@ -21,7 +21,7 @@ for i = 8, #ARGV, 8 do
     if j.s == 'done' or j.s == 'cancelled' then
       -- finished: overwritten by a fresh job
     elseif not replace or j.s == 'reserved' then
-      res = redis.call('HGETALL', kj)
+      res = job_all(id)
     else
       res = 1
       created = tonumber(redis.call('HGET', kj, 'c'))
@@ -29,12 +29,16 @@ for i = 8, #ARGV, 8 do
     end
   end
   if type(res) ~= 'table' then
-    redis.call('DEL', kj) -- also drops a finished job's expiry
+    redis.call('DEL', kj, key_body(id)) -- also drops a finished job's expiry
     local state = 'scheduled'
     if r <= now then state = 'ready' end
     local f = {'s', state, 't', t, 'r', int(r), 'd', d, 'm', m, 'a', '0', 'c', int(created), 'u', int(now)}
     if k ~= '' then f[#f + 1] = 'k'; f[#f + 1] = k end
-    if b ~= '' then f[#f + 1] = 'b'; f[#f + 1] = b end
+    if #b > INLINE_BODY then
+      redis.call('SET', key_body(id), b)
+    elseif b ~= '' then
+      f[#f + 1] = 'b'; f[#f + 1] = b
+    end
     if p ~= '' then f[#f + 1] = 'p'; f[#f + 1] = p end
     redis.call('HSET', kj, unpack(f))
     if state == 'ready' then link_ready(id, t, r) else link_sched(id, t, r) end
