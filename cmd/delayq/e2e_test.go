@@ -399,6 +399,11 @@ func TestE2EServeFailures(t *testing.T) {
 	require.Equal(t, 1, code, stderr)
 	require.Contains(t, stderr, "address already in use")
 
+	code, _, stderr = runCLI(t, "serve", "--data", t.TempDir(), "--http", "127.0.0.1:0", "--nats-listen", addr)
+	require.Equal(t, 1, code, stderr)
+	require.Contains(t, stderr, "delayq: --nats-listen: ")
+	require.Contains(t, stderr, "address already in use")
+
 	code, _, stderr = runCLI(t, "serve", "--backend", "redis")
 	require.Equal(t, 2, code, stderr)
 	require.Contains(t, stderr, "not yet available")

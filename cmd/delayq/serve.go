@@ -181,6 +181,9 @@ func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logTo io
 	var conn *nats.Conn
 	switch cfg.Backend {
 	case backendEmbedded:
+		if err := checkListen(cfg.NATSListen); err != nil {
+			return fail(fmt.Errorf("--nats-listen: %w", err))
+		}
 		emb, err := natsstore.StartEmbedded(natsstore.EmbeddedConfig{
 			DataDir: cfg.DataDir,
 			Listen:  cfg.NATSListen,
@@ -221,6 +224,21 @@ func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logTo io
 	}
 	closers = append(closers, func() { closeStore(store, log) })
 	return store, closeAll, nil
+}
+
+// checkListen fails fast when a fixed address cannot be bound (in use, say),
+// which the embedded server would otherwise report only by not becoming
+// ready. Free ports (0, -1) are not checked.
+func checkListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "0" || port == "-1" {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	return ln.Close()
 }
 
 // closeStore closes a store, logging a failure.
