@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"math"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/transports/wire"
 )
 
 // readBody reads the whole request body, at most limit bytes. A larger body
@@ -142,77 +142,19 @@ func jsonKind(t reflect.Type) string {
 }
 
 // trimJSONSpace trims the whitespace that JSON allows between tokens.
-func trimJSONSpace(b []byte) []byte {
-	isSpace := func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-	for len(b) > 0 && isSpace(b[0]) {
-		b = b[1:]
-	}
-	for len(b) > 0 && isSpace(b[len(b)-1]) {
-		b = b[:len(b)-1]
-	}
-	return b
-}
+func trimJSONSpace(b []byte) []byte { return wire.TrimJSONSpace(b) }
 
 // isNull reports whether a raw JSON value is absent or null.
-func isNull(raw json.RawMessage) bool {
-	raw = trimJSONSpace(raw)
-	return len(raw) == 0 || string(raw) == "null"
+func isNull(raw json.RawMessage) bool { return wire.IsNull(raw) }
+
+// parseDuration decodes a duration field as wire.ParseDuration does.
+func parseDuration(field string, raw json.RawMessage) (time.Duration, bool, error) {
+	return wire.ParseDuration(field, raw)
 }
 
-// parseDuration decodes a duration field: a Go duration string ("1500ms",
-// "2h") or an integer of milliseconds. ok is false when the field is absent
-// or null. Errors are *core.FieldError values naming field.
-func parseDuration(field string, raw json.RawMessage) (d time.Duration, ok bool, err error) {
-	if isNull(raw) {
-		return 0, false, nil
-	}
-	raw = trimJSONSpace(raw)
-	bad := func() error {
-		return core.Invalid(field, "%s must be a duration such as \"1500ms\" or \"2h\", or an integer of milliseconds", field)
-	}
-	switch c := raw[0]; {
-	case c == '"':
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
-			return 0, false, bad()
-		}
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return 0, false, bad()
-		}
-		return d, true, nil
-	case c == '-' || c >= '0' && c <= '9':
-		ms, err := strconv.ParseInt(string(raw), 10, 64)
-		if err != nil && !errors.Is(err, strconv.ErrRange) {
-			return 0, false, bad()
-		}
-		if err != nil || ms > math.MaxInt64/int64(time.Millisecond) || ms < math.MinInt64/int64(time.Millisecond) {
-			return 0, false, core.Invalid(field, "%s is out of range", field)
-		}
-		return time.Duration(ms) * time.Millisecond, true, nil
-	}
-	return 0, false, bad()
-}
-
-// parseTime decodes a time field: an RFC 3339 string with an optional
-// fraction. ok is false when the field is absent or null. Errors are
-// *core.FieldError values naming field.
-func parseTime(field string, raw json.RawMessage) (t time.Time, ok bool, err error) {
-	if isNull(raw) {
-		return time.Time{}, false, nil
-	}
-	bad := func() error {
-		return core.Invalid(field, "%s must be an RFC 3339 time such as \"2026-11-21T10:00:00.250Z\"", field)
-	}
-	var s string
-	if json.Unmarshal(trimJSONSpace(raw), &s) != nil {
-		return time.Time{}, false, bad()
-	}
-	t, err = time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}, false, bad()
-	}
-	return t, true, nil
+// parseTime decodes a time field as wire.ParseTime does.
+func parseTime(field string, raw json.RawMessage) (time.Time, bool, error) {
+	return wire.ParseTime(field, raw)
 }
 
 // jobRequest is the wire form of one job to create or replace.
@@ -357,25 +299,6 @@ func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
 	return t, nil
 }
 
-// validTraceParent reports whether h is a W3C traceparent of a known shape:
-// version-traceid-parentid-flags in lowercase hex, with later versions
-// allowed to append fields. Invalid values are ignored, as the spec asks.
-func validTraceParent(h string) bool {
-	if len(h) < 55 || len(h) > 512 || (len(h) > 55 && (h[55] != '-' || h[:2] == "00")) {
-		return false
-	}
-	for i := 0; i < 55; i++ {
-		c := h[i]
-		switch i {
-		case 2, 35, 52:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-				return false
-			}
-		}
-	}
-	return h[:2] != "ff" && h[3:35] != strings.Repeat("0", 32) && h[36:52] != strings.Repeat("0", 16)
-}
+// validTraceParent reports whether h is a W3C traceparent of a known shape;
+// see wire.ValidTraceParent.
+func validTraceParent(h string) bool { return wire.ValidTraceParent(h) }

@@ -5,13 +5,13 @@ import (
 	"net/http"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/transports/wire"
 )
 
 // timeLayout is RFC 3339 with milliseconds; times are shown in UTC.
-const timeLayout = "2006-01-02T15:04:05.000Z07:00"
+const timeLayout = wire.TimeLayout
 
 // Job answers are written by hand rather than by encoding/json, which would
 // compact and HTML-escape the raw body: a body is answered byte for byte.
@@ -35,68 +35,14 @@ func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v
 	writeRaw(w, status, b)
 }
 
-// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as
-// encoding/json does; U+2028 and U+2029 are escaped for JavaScript.
-func appendString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
+// appendString appends s as a JSON string; see wire.AppendString.
+func appendString(b []byte, s string) []byte { return wire.AppendString(b, s) }
 
 // appendTime appends t as a JSON string in RFC 3339 with milliseconds, UTC.
-func appendTime(b []byte, t time.Time) []byte {
-	b = append(b, '"')
-	b = t.UTC().AppendFormat(b, timeLayout)
-	return append(b, '"')
-}
+func appendTime(b []byte, t time.Time) []byte { return wire.AppendTime(b, t) }
 
 // appendBody appends a job body as it was given; an empty body is null.
-func appendBody(b []byte, body json.RawMessage) []byte {
-	if len(body) == 0 {
-		return append(b, "null"...)
-	}
-	return append(b, body...)
-}
+func appendBody(b []byte, body json.RawMessage) []byte { return wire.AppendBody(b, body) }
 
 // appendJob appends the GET form of a job: its fields, state and history,
 // and lease_expires_at while reserved, but never the lease itself.
@@ -135,23 +81,7 @@ func appendJob(b []byte, j *core.Job) []byte {
 }
 
 // appendDelivery appends a claimed job as a delivery, lease included.
-func appendDelivery(b []byte, j *core.Job) []byte {
-	b = append(b, `{"id":`...)
-	b = appendString(b, j.ID)
-	b = append(b, `,"topic":`...)
-	b = appendString(b, j.Topic)
-	b = append(b, `,"body":`...)
-	b = appendBody(b, j.Body)
-	b = append(b, `,"attempt":`...)
-	b = strconv.AppendInt(b, int64(j.Attempt), 10)
-	b = append(b, `,"run_at":`...)
-	b = appendTime(b, j.RunAt)
-	b = append(b, `,"lease":`...)
-	b = appendString(b, j.Lease)
-	b = append(b, `,"lease_expires_at":`...)
-	b = appendTime(b, j.LeaseExpiresAt)
-	return append(b, '}')
-}
+func appendDelivery(b []byte, j *core.Job) []byte { return wire.AppendDelivery(b, j) }
 
 // appendPushed appends the answer to a created job: id, topic, run_at and
 // state.

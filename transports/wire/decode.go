@@ -1,0 +1,152 @@
+package wire
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/delayq/delayq/core"
+)
+
+// TrimJSONSpace trims the whitespace that JSON allows between tokens.
+func TrimJSONSpace(b []byte) []byte {
+	isSpace := func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+	for len(b) > 0 && isSpace(b[0]) {
+		b = b[1:]
+	}
+	for len(b) > 0 && isSpace(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// IsNull reports whether a raw JSON value is absent or null.
+func IsNull(raw json.RawMessage) bool {
+	raw = TrimJSONSpace(raw)
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+// ParseDuration decodes a duration field: a Go duration string ("1500ms",
+// "2h") or an integer of milliseconds. ok is false when the field is absent
+// or null. Errors are *core.FieldError values naming field.
+func ParseDuration(field string, raw json.RawMessage) (d time.Duration, ok bool, err error) {
+	if IsNull(raw) {
+		return 0, false, nil
+	}
+	raw = TrimJSONSpace(raw)
+	bad := func() error {
+		return core.Invalid(field, "%s must be a duration such as \"1500ms\" or \"2h\", or an integer of milliseconds", field)
+	}
+	switch c := raw[0]; {
+	case c == '"':
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return 0, false, bad()
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return 0, false, bad()
+		}
+		return d, true, nil
+	case c == '-' || c >= '0' && c <= '9':
+		ms, err := strconv.ParseInt(string(raw), 10, 64)
+		if err != nil && !errors.Is(err, strconv.ErrRange) {
+			return 0, false, bad()
+		}
+		if err != nil || ms > math.MaxInt64/int64(time.Millisecond) || ms < math.MinInt64/int64(time.Millisecond) {
+			return 0, false, core.Invalid(field, "%s is out of range", field)
+		}
+		return time.Duration(ms) * time.Millisecond, true, nil
+	}
+	return 0, false, bad()
+}
+
+// ParseTime decodes a time field: an RFC 3339 string with an optional
+// fraction. ok is false when the field is absent or null. Errors are
+// *core.FieldError values naming field.
+func ParseTime(field string, raw json.RawMessage) (t time.Time, ok bool, err error) {
+	if IsNull(raw) {
+		return time.Time{}, false, nil
+	}
+	bad := func() error {
+		return core.Invalid(field, "%s must be an RFC 3339 time such as \"2026-11-21T10:00:00.250Z\"", field)
+	}
+	var s string
+	if json.Unmarshal(TrimJSONSpace(raw), &s) != nil {
+		return time.Time{}, false, bad()
+	}
+	t, err = time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, false, bad()
+	}
+	return t, true, nil
+}
+
+// ValidTraceParent reports whether h is a W3C traceparent of a known shape:
+// version-traceid-parentid-flags in lowercase hex, with later versions
+// allowed to append fields. Invalid values are ignored, as the spec asks.
+func ValidTraceParent(h string) bool {
+	if len(h) < 55 || len(h) > 512 || (len(h) > 55 && (h[55] != '-' || h[:2] == "00")) {
+		return false
+	}
+	for i := 0; i < 55; i++ {
+		c := h[i]
+		switch i {
+		case 2, 35, 52:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+				return false
+			}
+		}
+	}
+	return h[:2] != "ff" && h[3:35] != strings.Repeat("0", 32) && h[36:52] != strings.Repeat("0", 16)
+}
+
+// ParseDurationText decodes a duration given as text, such as a header
+// value: a Go duration ("1500ms", "2h") or an integer of milliseconds
+// ("1500"), surrounding spaces ignored. Errors are *core.FieldError values
+// naming field; an empty value is one.
+func ParseDurationText(field, s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	raw := []byte(s)
+	if !isInteger(s) {
+		raw = AppendString(nil, s)
+	}
+	d, ok, err := ParseDuration(field, raw)
+	if err == nil && !ok {
+		err = core.Invalid(field, "%s must be a duration such as \"1500ms\" or \"2h\", or an integer of milliseconds", field)
+	}
+	return d, err
+}
+
+// ParseTimeText decodes a time given as text, such as a header value: RFC
+// 3339 with an optional fraction, surrounding spaces ignored. Errors are
+// *core.FieldError values naming field; an empty value is one.
+func ParseTimeText(field, s string) (time.Time, error) {
+	t, ok, err := ParseTime(field, AppendString(nil, strings.TrimSpace(s)))
+	if err == nil && !ok {
+		err = core.Invalid(field, "%s must be an RFC 3339 time such as \"2026-11-21T10:00:00.250Z\"", field)
+	}
+	return t, err
+}
+
+// isInteger reports whether s is an optional minus sign and one or more
+// ASCII digits.
+func isInteger(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,85 @@
+package wire_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/transports/wire"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestParseDurationText(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]time.Duration{
+		"500ms": 500 * time.Millisecond,
+		"500":   500 * time.Millisecond,
+		" 2h ":  2 * time.Hour,
+		"0":     0,
+		"-1s":   -time.Second,
+		"-1500": -1500 * time.Millisecond,
+	} {
+		got, err := wire.ParseDurationText("Delayq-Delay", in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+	for _, in := range []string{"", " ", "soon", "1.5", "1e3", `"1s"`, "5 s", "99999999999999999999", "-"} {
+		_, err := wire.ParseDurationText("Delayq-Delay", in)
+		requireFieldError(t, err, "Delayq-Delay")
+	}
+}
+
+func TestParseTimeText(t *testing.T) {
+	t.Parallel()
+	got, err := wire.ParseTimeText("Delayq-Run-At", " 2026-11-21T10:00:00.250+01:00")
+	require.NoError(t, err)
+	require.True(t, got.Equal(time.Date(2026, 11, 21, 9, 0, 0, 250e6, time.UTC)))
+	for _, in := range []string{"", "null", "2026-11-21", "1700000000", `"2026-11-21T10:00:00Z"`} {
+		_, err := wire.ParseTimeText("Delayq-Run-At", in)
+		requireFieldError(t, err, "Delayq-Run-At")
+	}
+}
+
+func TestAppendDelivery(t *testing.T) {
+	t.Parallel()
+	runAt := time.Date(2026, 11, 21, 10, 0, 0, 250e6, time.UTC)
+	j := &core.Job{ID: "a", Topic: "t.x", Body: json.RawMessage("{ \"x\" : \"<&>\" }"), Attempt: 2,
+		RunAt: runAt, Lease: "l", LeaseExpiresAt: runAt.Add(time.Second)}
+	require.Equal(t,
+		`{"id":"a","topic":"t.x","body":{ "x" : "<&>" },"attempt":2,"run_at":"2026-11-21T10:00:00.250Z","lease":"l","lease_expires_at":"2026-11-21T10:00:01.250Z"}`,
+		string(wire.AppendDelivery(nil, j)))
+}
+
+func FuzzParseDurationText(f *testing.F) {
+	for _, seed := range []string{"500ms", "500", "-1", "", "1h2m", "9999999999h", "9223372036854775807", "+5", "01", " 7 "} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := wire.ParseDurationText("d", s)
+		if err != nil {
+			requireFieldError(t, err, "d")
+			return
+		}
+		// Whatever parses agrees with one of the two forms.
+		if ms, jerr := json.Number(s).Int64(); jerr == nil {
+			require.Equal(t, time.Duration(ms)*time.Millisecond, d)
+		}
+	})
+}
+
+func requireFieldError(t *testing.T, err error, field string) {
+	t.Helper()
+	require.Error(t, err)
+	require.True(t, errors.Is(err, core.ErrInvalidArgument), "%v", err)
+	fe, ok := errors.AsType[*core.FieldError](err)
+	require.True(t, ok, "%T", err)
+	require.Equal(t, field, fe.Field)
+}
