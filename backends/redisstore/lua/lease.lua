@@ -7,6 +7,9 @@
 -- current lease, or expired); touch returns the job (job_all); head is the
 -- shard's new next due time or -1.
 local op, id, lease = ARGV[7], ARGV[8], ARGV[9]
+if op ~= 'ack' and op ~= 'retry' and op ~= 'bury' and op ~= 'touch' then
+  return redis.error_reply('redisstore: unknown lease op ' .. op)
+end
 local j = load(id)
 if not j then return {1, false, -1, woke} end
 settle(id, j)
@@ -33,11 +36,9 @@ elseif op == 'retry' then
     redis.call('HSET', kj, 's', 'scheduled')
     link_sched(id, j.t, r)
   end
-elseif op == 'bury' then
+else -- bury
   redis.call('HDEL', kj, 'l', 'x')
   redis.call('HSET', kj, 's', 'dead', 'e', ARGV[11], 'u', int(now))
   link_dead(id, j.t, now_us)
-else
-  return redis.error_reply('redisstore: unknown lease op ' .. op)
 end
 return {0, false, publish_head(), woke}
