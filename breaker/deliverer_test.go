@@ -1,0 +1,235 @@
+package breaker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/backends/memstore"
+	"github.com/delayq/delayq/breaker"
+	"github.com/delayq/delayq/core"
+)
+
+// fakeDeliverer fails every delivery to a host in dead and counts the
+// deliveries that reach it by host.
+type fakeDeliverer struct {
+	mu    sync.Mutex
+	dead  map[string]error
+	calls map[string]int
+}
+
+func newFakeDeliverer() *fakeDeliverer {
+	return &fakeDeliverer{dead: map[string]error{}, calls: map[string]int{}}
+}
+
+func (f *fakeDeliverer) ValidateTopic(*core.Topic) error { return nil }
+
+func (f *fakeDeliverer) Deliver(ctx context.Context, topic *core.Topic, _ *core.Job) error {
+	u, _ := url.Parse(topic.Delivery.URL)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls[u.Host]++
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("delivery interrupted: %w", err)
+	}
+	return f.dead[u.Host]
+}
+
+func (f *fakeDeliverer) setDead(host string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dead[host] = err
+}
+
+func (f *fakeDeliverer) callsTo(host string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[host]
+}
+
+// statusErr is an answer with an HTTP status, as webhook.StatusError.
+type statusErr int
+
+func (e statusErr) Error() string   { return fmt.Sprintf("status %d", int(e)) }
+func (e statusErr) StatusCode() int { return int(e) }
+
+func webhookTopic(name, host string) *core.Topic {
+	t := core.Topic{Name: name, Delivery: core.Delivery{Type: core.DeliveryWebhook, URL: "http://" + host + "/hook"}}.WithDefaults()
+	return &t
+}
+
+func TestDelivererEndpointsApart(t *testing.T) {
+	t.Parallel()
+	inner := newFakeDeliverer()
+	inner.setDead("dead.test", errors.New("request failed: connection refused"))
+	d := breaker.NewDeliverer(inner, breaker.DelivererConfig{Config: breaker.Config{
+		ConsecutiveFailures: 3, OpenTimeout: time.Hour, Logger: slog.New(slog.DiscardHandler),
+	}})
+	ctx := context.Background()
+	dead, live, sameHost := webhookTopic("a", "dead.test"), webhookTopic("b", "live.test:8080"), webhookTopic("c", "dead.test")
+	job := &core.Job{ID: "j", Attempt: 1}
+
+	for range 3 {
+		require.ErrorContains(t, d.Deliver(ctx, dead, job), "connection refused")
+		require.NoError(t, d.Deliver(ctx, live, job))
+	}
+	require.Equal(t, breaker.StateOpen, d.State("dead.test"))
+	require.Equal(t, breaker.StateClosed, d.State("live.test:8080"))
+	for _, topic := range []*core.Topic{dead, sameHost} {
+		start := time.Now()
+		err := d.Deliver(ctx, topic, job)
+		require.Less(t, time.Since(start), 50*time.Millisecond)
+		require.ErrorIs(t, err, breaker.ErrOpen)
+		require.ErrorIs(t, err, core.ErrUnavailable)
+		oe, ok := errors.AsType[*breaker.OpenError](err)
+		require.True(t, ok)
+		require.Equal(t, "dead.test", oe.Endpoint)
+		require.Greater(t, oe.RetryAfter(), 59*time.Minute, "retried no sooner than the breaker half-opens")
+		require.LessOrEqual(t, oe.RetryAfter(), time.Hour)
+	}
+	require.Equal(t, 3, inner.callsTo("dead.test"), "deliveries failed fast without reaching the endpoint")
+	require.NoError(t, d.Deliver(ctx, live, job))
+	require.Equal(t, 4, inner.callsTo("live.test:8080"))
+	require.Equal(t, []breaker.EndpointState{
+		{Endpoint: "dead.test", State: breaker.StateOpen},
+		{Endpoint: "live.test:8080", State: breaker.StateClosed},
+	}, d.States())
+}
+
+func TestDelivererCounts(t *testing.T) {
+	t.Parallel()
+	inner := newFakeDeliverer()
+	d := breaker.NewDeliverer(inner, breaker.DelivererConfig{Config: breaker.Config{
+		ConsecutiveFailures: 2, OpenTimeout: time.Hour, Logger: slog.New(slog.DiscardHandler),
+	}})
+	topic := webhookTopic("a", "h.test")
+	job := &core.Job{ID: "j", Attempt: 1}
+
+	// Answers that refuse the request do not count.
+	for _, code := range []int{301, 400, 404, 410} {
+		inner.setDead("h.test", statusErr(code))
+		require.Error(t, d.Deliver(context.Background(), topic, job))
+	}
+	// Nor does a delivery interrupted by its context.
+	inner.setDead("h.test", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 3 {
+		require.ErrorIs(t, d.Deliver(ctx, topic, job), context.Canceled)
+	}
+	require.Equal(t, breaker.StateClosed, d.State("h.test"))
+	// 429 and 5xx do.
+	inner.setDead("h.test", statusErr(429))
+	require.Error(t, d.Deliver(context.Background(), topic, job))
+	inner.setDead("h.test", statusErr(503))
+	require.Error(t, d.Deliver(context.Background(), topic, job))
+	require.Equal(t, breaker.StateOpen, d.State("h.test"))
+}
+
+func TestEndpointOf(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "svc:8443", breaker.EndpointOf(&core.Topic{Delivery: core.Delivery{Type: "webhook", URL: "https://svc:8443/a?b"}}))
+	require.Equal(t, "nats:delayq.deliver.x", breaker.EndpointOf(&core.Topic{Delivery: core.Delivery{Type: "nats", Subject: "delayq.deliver.x"}}))
+}
+
+// outcomeStore signals every ack and retry the engine records.
+type outcomeStore struct {
+	core.Store
+	outcomes chan string
+}
+
+func (s *outcomeStore) AckJob(ctx context.Context, p *core.AckJobParams) error {
+	err := s.Store.AckJob(ctx, p)
+	s.outcomes <- "ack " + p.ID
+	return err
+}
+
+func (s *outcomeStore) RetryJob(ctx context.Context, p *core.RetryJobParams) error {
+	err := s.Store.RetryJob(ctx, p)
+	s.outcomes <- "retry " + p.ID
+	return err
+}
+
+// TestDeadEndpointOverEngine runs an engine with one topic whose endpoint is
+// dead and one whose endpoint answers: every job of the live topic is
+// delivered, and every job of the dead one is retried after the breaker's
+// open time, with one attempt used, though its backoff is 1ms.
+func TestDeadEndpointOverEngine(t *testing.T) {
+	t.Parallel()
+	mem := memstore.New(memstore.Config{})
+	t.Cleanup(func() { _ = mem.Close() })
+	store := &outcomeStore{Store: mem, outcomes: make(chan string, 100)}
+	inner := newFakeDeliverer()
+	inner.setDead("dead.test", errors.New("timeout after 10s"))
+	const openFor = 10 * time.Minute
+	d := breaker.NewDeliverer(inner, breaker.DelivererConfig{Config: breaker.Config{
+		ConsecutiveFailures: 3, OpenTimeout: openFor, Logger: slog.New(slog.DiscardHandler),
+	}})
+	engine, err := core.NewEngine(core.EngineConfig{
+		Store:      store,
+		Logger:     slog.New(slog.DiscardHandler),
+		Deliverers: map[string]core.Deliverer{core.DeliveryWebhook: d},
+	})
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, engine.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, engine.Stop(ctx)) })
+
+	backoff := core.Backoff{Initial: time.Millisecond, Max: time.Hour, Jitter: -1}
+	for _, tp := range []*core.Topic{webhookTopic("dead", "dead.test"), webhookTopic("live", "live.test")} {
+		tp.Backoff, tp.Concurrency, tp.MaxAttempts = backoff, 1, 3
+		require.NoError(t, engine.PutTopic(ctx, tp))
+	}
+	const n = 20
+	ids := map[string]string{}
+	for i := range n {
+		for _, topic := range []string{"dead", "live"} {
+			j, err := engine.Push(ctx, &core.PushParams{Topic: topic, Body: []byte(fmt.Sprint(i))})
+			require.NoError(t, err)
+			ids[j.ID] = topic
+		}
+	}
+	start := time.Now()
+	// The three deliveries that opened the breaker are retried after their
+	// 1ms backoff and then fail fast too: n+3 retries in all.
+	acks, retries := 0, 0
+	for acks < n || retries < n+3 {
+		select {
+		case o := <-store.outcomes:
+			var what, id string
+			_, _ = fmt.Sscan(o, &what, &id)
+			if what == "ack" {
+				require.Equal(t, "live", ids[id])
+				acks++
+			} else {
+				require.Equal(t, "dead", ids[id])
+				retries++
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d acks and %d retries only", acks, retries)
+		}
+	}
+	require.Equal(t, 3, inner.callsTo("dead.test"), "only the deliveries that opened the breaker reached the dead endpoint")
+	require.Equal(t, n, inner.callsTo("live.test"))
+	attempts := map[int]int{}
+	for id, topic := range ids {
+		j, err := engine.Get(ctx, id)
+		require.NoError(t, err)
+		if topic == "live" {
+			require.Equal(t, core.StateDone, j.State)
+			continue
+		}
+		attempts[j.Attempt]++
+		require.Equal(t, core.StateScheduled, j.State)
+		require.Contains(t, j.LastError, "circuit breaker open")
+		require.WithinDuration(t, start.Add(openFor), j.RunAt, 10*time.Second, "retried when the breaker half-opens, not after the 1ms backoff")
+	}
+	require.Equal(t, map[int]int{1: n - 3, 2: 3}, attempts, "one attempt per failure: a failing endpoint uses an attempt per backoff step or per open period, whichever is longer")
+}

@@ -1,0 +1,180 @@
+package breaker
+
+import (
+	"context"
+	"time"
+
+	"github.com/delayq/delayq/core"
+)
+
+// Store is a core.Store that passes calls to another store through a circuit
+// breaker. It is safe for concurrent use. Create it with New.
+type Store struct {
+	next core.Store
+	c    *circuit
+}
+
+var _ core.Store = (*Store)(nil)
+
+// New returns store behind a breaker configured by cfg. It panics when cfg,
+// with its defaults filled, is invalid (see Config.Validate).
+func New(store core.Store, cfg Config) *Store {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	return &Store{next: store, c: newCircuit(cfg.Name, cfg)}
+}
+
+// State returns the breaker's state. An open breaker whose OpenTimeout has
+// passed reports half-open.
+func (s *Store) State() State { return s.c.state() }
+
+// Unwrap returns the store behind the breaker.
+func (s *Store) Unwrap() core.Store { return s.next }
+
+// callCtx bounds a call by CallTimeout beyond extra.
+func (s *Store) callCtx(ctx context.Context, extra time.Duration) (context.Context, context.CancelFunc) {
+	if s.c.cfg.CallTimeout < 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, extra+s.c.cfg.CallTimeout)
+}
+
+// do runs f through the breaker with a deadline of CallTimeout beyond extra.
+// While the breaker refuses calls it returns ErrOpen without running f.
+func do[T any](s *Store, ctx context.Context, extra time.Duration, f func(context.Context) (T, error)) (v T, err error) {
+	done, err := s.c.allow()
+	if err != nil {
+		return v, ErrOpen
+	}
+	reported := false
+	defer func() {
+		if !reported {
+			done(errFailure) // f panicked; free the probe slot
+		}
+	}()
+	cctx, cancel := s.callCtx(ctx, extra)
+	defer cancel()
+	v, err = f(cctx)
+	reported = true
+	done(outcome(ctx, err, s.c.cfg.IsFailureFunc))
+	return v, err
+}
+
+// do0 is do for calls that return only an error.
+func do0(s *Store, ctx context.Context, f func(context.Context) error) error {
+	_, err := do(s, ctx, 0, func(ctx context.Context) (struct{}, error) { return struct{}{}, f(ctx) })
+	return err
+}
+
+// PutJobs implements core.Store. Errors: those of the store, ErrOpen.
+func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core.PutResult, error) {
+	return do(s, ctx, 0, func(ctx context.Context) ([]core.PutResult, error) { return s.next.PutJobs(ctx, params) })
+}
+
+// GetJob implements core.Store. Errors: those of the store, ErrOpen.
+func (s *Store) GetJob(ctx context.Context, id string) (*core.Job, error) {
+	return do(s, ctx, 0, func(ctx context.Context) (*core.Job, error) { return s.next.GetJob(ctx, id) })
+}
+
+// CancelJob implements core.Store. Errors: those of the store, ErrOpen.
+func (s *Store) CancelJob(ctx context.Context, id string) error {
+	return do0(s, ctx, func(ctx context.Context) error { return s.next.CancelJob(ctx, id) })
+}
+
+// ClaimJobs implements core.Store. A claim that returns jobs counts as a
+// success; one that waited and found none is not counted. While the breaker
+// is not closed the claim first probes the store with Ping, and returns the
+// probe's error (ErrOpen while open) when it fails; when the probe succeeds
+// but the breaker is still half-open, the claim runs outside the breaker,
+// so its wait holds no probe slot. Errors: those of the store, ErrOpen.
+func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]*core.Job, error) {
+	var wait time.Duration
+	if params != nil {
+		wait = max(params.Wait, 0)
+	}
+	if s.c.state() != StateClosed {
+		if err := s.Ping(ctx); err != nil {
+			return nil, err
+		}
+		if s.c.state() != StateClosed {
+			cctx, cancel := s.callCtx(ctx, wait)
+			defer cancel()
+			return s.next.ClaimJobs(cctx, params)
+		}
+	}
+	jobs, err := do(s, ctx, wait, func(cctx context.Context) ([]*core.Job, error) {
+		jobs, err := s.next.ClaimJobs(cctx, params)
+		if err == nil && len(jobs) == 0 {
+			return jobs, errNothingClaimed
+		}
+		return jobs, err
+	})
+	if err == errNothingClaimed {
+		err = nil
+	}
+	return jobs, err
+}
+
+// AckJob implements core.Store. Errors: those of the store, ErrOpen.
+func (s *Store) AckJob(ctx context.Context, params *core.AckJobParams) error {
+	return do0(s, ctx, func(ctx context.Context) error { return s.next.AckJob(ctx, params) })
+}
+
+// RetryJob implements core.Store. Errors: those of the store, ErrOpen.
+func (s *Store) RetryJob(ctx context.Context, params *core.RetryJobParams) error {
+	return do0(s, ctx, func(ctx context.Context) error { return s.next.RetryJob(ctx, params) })
+}
+
+// BuryJob implements core.Store. Errors: those of the store, ErrOpen.
+func (s *Store) BuryJob(ctx context.Context, params *core.BuryJobParams) error {
+	return do0(s, ctx, func(ctx context.Context) error { return s.next.BuryJob(ctx, params) })
+}
+
+// TouchJob implements core.Store. Errors: those of the store, ErrOpen.
+func (s *Store) TouchJob(ctx context.Context, params *core.TouchJobParams) (*core.Job, error) {
+	return do(s, ctx, 0, func(ctx context.Context) (*core.Job, error) { return s.next.TouchJob(ctx, params) })
+}
+
+// RequeueJob implements core.Store. Errors: those of the store, ErrOpen.
+func (s *Store) RequeueJob(ctx context.Context, id string) error {
+	return do0(s, ctx, func(ctx context.Context) error { return s.next.RequeueJob(ctx, id) })
+}
+
+// ListDeadJobs implements core.Store. Errors: those of the store, ErrOpen.
+func (s *Store) ListDeadJobs(ctx context.Context, params *core.ListDeadJobsParams) ([]*core.Job, error) {
+	return do(s, ctx, 0, func(ctx context.Context) ([]*core.Job, error) { return s.next.ListDeadJobs(ctx, params) })
+}
+
+// PutTopic implements core.Store. Errors: those of the store, ErrOpen.
+func (s *Store) PutTopic(ctx context.Context, topic *core.Topic) error {
+	return do0(s, ctx, func(ctx context.Context) error { return s.next.PutTopic(ctx, topic) })
+}
+
+// GetTopic implements core.Store. Errors: those of the store, ErrOpen.
+func (s *Store) GetTopic(ctx context.Context, name string) (*core.Topic, error) {
+	return do(s, ctx, 0, func(ctx context.Context) (*core.Topic, error) { return s.next.GetTopic(ctx, name) })
+}
+
+// DeleteTopic implements core.Store. Errors: those of the store, ErrOpen.
+func (s *Store) DeleteTopic(ctx context.Context, name string) error {
+	return do0(s, ctx, func(ctx context.Context) error { return s.next.DeleteTopic(ctx, name) })
+}
+
+// ListTopics implements core.Store. Errors: those of the store, ErrOpen.
+func (s *Store) ListTopics(ctx context.Context) ([]*core.Topic, error) {
+	return do(s, ctx, 0, func(ctx context.Context) ([]*core.Topic, error) { return s.next.ListTopics(ctx) })
+}
+
+// Ping implements core.Store: it asks the store through the breaker, so it
+// fails with ErrOpen while the breaker is open, and a successful Ping while
+// half-open is a probe that helps close it. Errors: those of the store,
+// ErrOpen.
+func (s *Store) Ping(ctx context.Context) error {
+	return do0(s, ctx, s.next.Ping)
+}
+
+// Close implements core.Store: it closes the store behind the breaker,
+// whatever the breaker's state. Idempotent if the store's Close is.
+func (s *Store) Close() error { return s.next.Close() }
