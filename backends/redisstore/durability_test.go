@@ -60,9 +60,31 @@ func TestRestartLosesNothing(t *testing.T) {
 				leased = append(leased, got...)
 			}
 
+			// A claim waiting through the restart is woken by a job put
+			// after it, through the other instance.
+			type result struct {
+				jobs []*core.Job
+				err  error
+			}
+			waiting := make(chan result, 1)
+			go func() {
+				jobs, err := s1.ClaimJobs(ctx, &core.ClaimJobsParams{Topic: topic + ".wake", Max: 1, Wait: 20 * time.Second})
+				waiting <- result{jobs, err}
+			}()
+			require.Eventually(t, func() bool { return s1.claimWaiting(topic + ".wake") }, 5*time.Second, time.Millisecond)
+
 			srv.Kill()
+			require.ErrorIs(t, s1.Ping(ctx), core.ErrUnavailable, "ping while Redis is down")
+			_, err = s1.PutJobs(ctx, &core.PutJobsParams{Jobs: []*core.Job{job(topic, 0)}})
+			require.ErrorIs(t, err, core.ErrUnavailable, "put while Redis is down")
 			require.NoError(t, srv.Start())
 			s2 := openStore(t, srv.URL(), prefix) // a second instance, opened after the restart
+			wake := job(topic+".wake", 0)
+			put(t, s2, wake)
+			r := <-waiting
+			require.NoError(t, r.err)
+			require.Len(t, r.jobs, 1, "the claim waiting through the restart")
+			require.Equal(t, wake.ID, r.jobs[0].ID)
 
 			want := map[string]bool{}
 			for _, j := range append(all, reserved...) {
@@ -209,4 +231,21 @@ func TestTwoInstancesHeavy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// claimWaiting reports whether a claim of topic has read every shard and
+// found nothing: it waits for a wake-up without calling Redis.
+func (s *Store) claimWaiting(topic string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ts := s.topics[topic]
+	if ts == nil || len(ts.sem) > 0 {
+		return false
+	}
+	for _, m := range ts.maybe {
+		if m {
+			return false
+		}
+	}
+	return true
 }
