@@ -1,0 +1,72 @@
+// Package wstransport serves WebSocket subscribers of topics, as API.md's
+// "Consuming by WebSocket" describes, over a core.Engine, with
+// github.com/coder/websocket.
+//
+//	GET /v1/topics/{topic}/subscribe?prefetch=16
+//
+// upgrades to a WebSocket. Mount the Server on the HTTP API with Register
+// (httptransport's Server.Handle) so that both share one listener. Before
+// the upgrade, a bad topic or prefetch (an integer from 1 to PrefetchMax,
+// default PrefetchDefault) or a request that is no WebSocket upgrade is
+// answered 400, and a request while the server stops 503, with API.md's
+// JSON error body. Browser origins other than the request's own host are
+// refused unless Config.OriginPatterns allows them.
+//
+// # Frames
+//
+// Frames are JSON text messages. The server sends
+//
+//	{"type":"job","id":"01J...","topic":"orders.close","body":{"order":42},"attempt":1,
+//	 "run_at":"2026-11-21T10:00:00.250Z","lease":"...","lease_expires_at":"2026-11-21T10:00:30.250Z"}
+//
+// for each delivery, the body byte for byte, and at most prefetch of them
+// unacknowledged at once. The subscriber answers each with
+//
+//	{"type":"ack","id":"...","lease":"..."}
+//	{"type":"nack","id":"...","lease":"...","delay":"10s","error":"why"}
+//	{"type":"touch","id":"...","lease":"..."}
+//
+// where a nack's delay (a duration string or milliseconds) and error are
+// optional; without a delay the topic's backoff applies. A touch is
+// answered {"type":"touched","id":"...","lease_expires_at":"..."}; an ack or
+// nack that succeeds is not answered. A frame that cannot be decoded or
+// fails is answered
+//
+//	{"type":"error","code":"conflict","message":"...","field":"...","id":"..."}
+//
+// with the codes of API.md (invalid_argument for a bad frame, conflict for a
+// lost lease, not_found, unavailable), field naming the bad field and id
+// the job of the frame when known; the connection stays open. A frame
+// larger than Config.MaxFrameBytes (64 KiB) closes the connection with
+// status 1009.
+//
+// # Credits and competing subscribers
+//
+// Each connection runs a claim loop that claims, with a long wait, as many
+// due jobs as it has credit for (prefetch minus the deliveries it holds) and
+// sends them. An ack, a nack, a lease that was lost (its ttr passed without
+// a touch, or an ack answered conflict) gives the credit back. Several
+// connections to one topic, on one instance or many, compete through the
+// store: each delivery goes to one of them.
+//
+// # Disconnects
+//
+// When a connection ends for any reason (closed by the subscriber, dropped,
+// a failed write or ping, the server stopping), the frames it had sent are
+// handled first, so an ack sent just before closing counts, and then every
+// delivery it still held is released at once: nacked with delay 0 and
+// last_error "subscriber disconnected", so it is due again with its attempt
+// counted (and dead if that was its last attempt, as when a lease expires).
+//
+// # Slow subscribers
+//
+// No lock is shared between connections, and every write has its own
+// timeout (Config.WriteTimeout, 10s): a subscriber that does not read is
+// disconnected, and its deliveries released, within that time, and never
+// holds up other subscribers, other topics or the engine. Each connection
+// is pinged every Config.PingInterval (20s) and closed when no pong comes
+// within Config.PongTimeout (10s). Stop closes every connection with
+// status 1001 and waits for their releases; call it before the engine and
+// the store stop, since http.Server.Shutdown does not wait for hijacked
+// connections.
+package wstransport

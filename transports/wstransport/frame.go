@@ -1,0 +1,162 @@
+package wstransport
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/transports/wire"
+)
+
+// Frame types of API.md.
+const (
+	frameJob   = "job"
+	frameError = "error"
+	frameAck   = "ack"
+	frameNack  = "nack"
+	frameTouch = "touch"
+	// frameTouched answers a touch with the lease's new expiry.
+	frameTouched = "touched"
+)
+
+// frame is a client frame, decoded and checked.
+type frame struct {
+	Type  string
+	ID    string
+	Lease string
+	// Delay of a nack; nil takes the topic's backoff.
+	Delay *time.Duration
+	// Error of a nack: why the attempt failed.
+	Error string
+}
+
+// frameWire is the wire form of a client frame.
+type frameWire struct {
+	Type  string          `json:"type"`
+	ID    string          `json:"id"`
+	Lease string          `json:"lease"`
+	Delay json.RawMessage `json:"delay"`
+	Error string          `json:"error"`
+}
+
+// decodeFrame decodes one client frame strictly: one JSON object of a known
+// type with the fields that type takes and no others. On error it returns
+// the frame's id, when it could be read, so that the error frame names it;
+// errors are *core.FieldError values.
+func decodeFrame(data []byte) (frame, error) {
+	trimmed := wire.TrimJSONSpace(data)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return frame{}, core.Invalid("", "a frame must be a JSON object such as {\"type\":\"ack\",\"id\":\"...\",\"lease\":\"...\"}")
+	}
+	var w frameWire
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return frame{ID: w.ID}, decodeError(err)
+	}
+	if len(wire.TrimJSONSpace(trimmed[dec.InputOffset():])) != 0 {
+		return frame{ID: w.ID}, core.Invalid("", "unexpected data after the JSON object")
+	}
+	f := frame{Type: w.Type, ID: w.ID, Lease: w.Lease, Error: w.Error}
+	switch w.Type {
+	case frameAck, frameTouch:
+		if !wire.IsNull(w.Delay) {
+			return f, core.Invalid("delay", "delay is only for nack frames")
+		}
+		if w.Error != "" {
+			return f, core.Invalid("error", "error is only for nack frames")
+		}
+	case frameNack:
+		d, ok, err := wire.ParseDuration("delay", w.Delay)
+		if err != nil {
+			return f, err
+		}
+		if ok {
+			f.Delay = &d
+		}
+	case "":
+		return f, core.Invalid("type", "type is required: ack, nack or touch")
+	default:
+		return f, core.Invalid("type", "type must be ack, nack or touch, not %q", truncate(w.Type, 64))
+	}
+	if f.ID == "" {
+		return f, core.Invalid("id", "id is required")
+	}
+	if f.Lease == "" {
+		return f, core.Invalid("lease", "lease is required")
+	}
+	return f, nil
+}
+
+// decodeError turns an encoding/json error into a *core.FieldError.
+func decodeError(err error) error {
+	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
+		return core.Invalid("", "invalid JSON at byte %d: %s", se.Offset, se.Error())
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return core.Invalid("", "invalid JSON: unexpected end of input")
+	}
+	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && te.Field != "" {
+		if te.Field == "delay" {
+			return core.Invalid("delay", "delay must be a duration such as \"1500ms\" or \"2h\", or an integer of milliseconds")
+		}
+		return core.Invalid(te.Field, "%s must be a string", te.Field)
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if n, uerr := strconv.Unquote(name); uerr == nil {
+			name = n
+		}
+		return core.Invalid(name, "unknown field %q", truncate(name, 64))
+	}
+	return core.Invalid("", "a frame must be a JSON object such as {\"type\":\"ack\",\"id\":\"...\",\"lease\":\"...\"}")
+}
+
+// truncate cuts s to at most n bytes on a rune boundary, for messages that
+// repeat client input.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "..."
+}
+
+// appendJobFrame appends the frame of one delivery: {"type":"job", ...} with
+// the fields of a pull delivery and the body byte for byte.
+func appendJobFrame(b []byte, j *core.Job) []byte {
+	start := len(b)
+	b = wire.AppendDelivery(b, j)
+	return slices.Insert(b, start+1, []byte(`"type":"job",`)...)
+}
+
+// appendErrorFrame appends an error frame: code, message, and the field and
+// the id of the frame it answers when known.
+func appendErrorFrame(b []byte, e wireError, id string) []byte {
+	b = append(b, `{"type":"error","code":`...)
+	b = wire.AppendString(b, e.code)
+	b = append(b, `,"message":`...)
+	b = wire.AppendString(b, e.message)
+	if e.field != "" {
+		b = append(b, `,"field":`...)
+		b = wire.AppendString(b, e.field)
+	}
+	if id != "" {
+		b = append(b, `,"id":`...)
+		b = wire.AppendString(b, id)
+	}
+	return append(b, '}')
+}
+
+// appendTouchedFrame appends the answer to a touch: the lease's new expiry.
+func appendTouchedFrame(b []byte, id string, expires time.Time) []byte {
+	b = append(b, `{"type":"touched","id":`...)
+	b = wire.AppendString(b, id)
+	b = append(b, `,"lease_expires_at":`...)
+	b = wire.AppendTime(b, expires)
+	return append(b, '}')
+}

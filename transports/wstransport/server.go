@@ -1,0 +1,338 @@
+package wstransport
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/transports/wire"
+)
+
+// Pattern is the route of the subscribe endpoint, as a net/http ServeMux
+// pattern; the handler reads the topic from its {topic} wildcard.
+const Pattern = "GET /v1/topics/{topic}/subscribe"
+
+// Prefetch bounds of the ?prefetch= query parameter.
+const (
+	// PrefetchDefault is how many deliveries a subscriber holds
+	// unacknowledged at once when it does not say.
+	PrefetchDefault = 16
+	// PrefetchMax is the largest prefetch a subscriber may ask for.
+	PrefetchMax = 1000
+)
+
+// Defaults of Config.
+const (
+	// PingIntervalDefault is how often an idle connection is pinged.
+	PingIntervalDefault = 20 * time.Second
+	// PongTimeoutDefault is how long a ping waits for its pong.
+	PongTimeoutDefault = 10 * time.Second
+	// WriteTimeoutDefault bounds the write of one frame.
+	WriteTimeoutDefault = 10 * time.Second
+	// MaxFrameBytesDefault bounds a frame from a subscriber.
+	MaxFrameBytesDefault = 64 << 10
+	// ClaimWaitDefault is how long one claim of a connection waits.
+	ClaimWaitDefault = 30 * time.Second
+	// OpTimeoutDefault bounds the engine call of one ack, nack or touch
+	// and of the release of a delivery.
+	OpTimeoutDefault = 10 * time.Second
+)
+
+// Config configures a Server. Zero fields take their defaults.
+type Config struct {
+	// Engine serves the subscriptions. Required.
+	Engine *core.Engine
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// PingInterval is how often each connection is pinged; a connection
+	// whose pong does not come within PongTimeout is closed and its
+	// deliveries released.
+	//
+	// Defaults to PingIntervalDefault (20s).
+	PingInterval time.Duration
+	// PongTimeout bounds the wait for a pong.
+	//
+	// Defaults to PongTimeoutDefault (10s).
+	PongTimeout time.Duration
+	// WriteTimeout bounds the write of one frame to a subscriber; a
+	// subscriber that does not take a frame within it is disconnected, so
+	// that a stuck subscriber holds its deliveries no longer than this.
+	//
+	// Defaults to WriteTimeoutDefault (10s).
+	WriteTimeout time.Duration
+	// MaxFrameBytes bounds a frame from a subscriber; a larger frame
+	// closes the connection with status 1009 (message too big).
+	//
+	// Defaults to MaxFrameBytesDefault (64 KiB).
+	MaxFrameBytes int64
+	// ClaimWait is how long one claim of a connection waits for due jobs
+	// before it claims again; it bounds nothing a subscriber sees.
+	//
+	// Defaults to ClaimWaitDefault (30s); at most core.ClaimWaitLimit.
+	ClaimWait time.Duration
+	// OpTimeout bounds the engine call of one ack, nack or touch frame, and
+	// of each release when a connection closes.
+	//
+	// Defaults to OpTimeoutDefault (10s).
+	OpTimeout time.Duration
+	// OriginPatterns lists the host patterns of browser origins allowed to
+	// connect besides the request's own host (see
+	// websocket.AcceptOptions.OriginPatterns). Clients that send no Origin
+	// header, as programs do, are always allowed.
+	OriginPatterns []string
+}
+
+// WithDefaults returns the configuration with every unset field at its
+// default.
+func (c Config) WithDefaults() Config {
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.PingInterval = cmp.Or(c.PingInterval, PingIntervalDefault)
+	c.PongTimeout = cmp.Or(c.PongTimeout, PongTimeoutDefault)
+	c.WriteTimeout = cmp.Or(c.WriteTimeout, WriteTimeoutDefault)
+	c.MaxFrameBytes = cmp.Or(c.MaxFrameBytes, MaxFrameBytesDefault)
+	c.ClaimWait = cmp.Or(c.ClaimWait, ClaimWaitDefault)
+	c.OpTimeout = cmp.Or(c.OpTimeout, OpTimeoutDefault)
+	return c
+}
+
+// Validate checks the configuration, defaults filled, and names the bad
+// field.
+func (c Config) Validate() error {
+	switch {
+	case c.Engine == nil:
+		return errors.New("wstransport: Config.Engine is required")
+	case c.PingInterval <= 0:
+		return errors.New("wstransport: Config.PingInterval must be positive")
+	case c.PongTimeout <= 0:
+		return errors.New("wstransport: Config.PongTimeout must be positive")
+	case c.WriteTimeout <= 0:
+		return errors.New("wstransport: Config.WriteTimeout must be positive")
+	case c.MaxFrameBytes < 1024:
+		return errors.New("wstransport: Config.MaxFrameBytes must be at least 1024")
+	case c.ClaimWait <= 0 || c.ClaimWait > core.ClaimWaitLimit:
+		return fmt.Errorf("wstransport: Config.ClaimWait must be between 0 and %s", core.ClaimWaitLimit)
+	case c.OpTimeout <= 0:
+		return errors.New("wstransport: Config.OpTimeout must be positive")
+	}
+	return nil
+}
+
+// Server serves WebSocket subscriptions to topics over a core.Engine, as
+// API.md's "Consuming by WebSocket" says. It implements http.Handler for
+// Pattern; mount it with Register. It is safe for concurrent use.
+type Server struct {
+	engine *core.Engine
+	log    *slog.Logger
+	cfg    Config
+
+	mu       sync.Mutex
+	subs     map[*subscription]struct{}
+	stopping bool
+	// handlers counts the subscribe requests being served.
+	handlers sync.WaitGroup
+}
+
+var _ http.Handler = (*Server)(nil)
+
+// New returns a Server configured by cfg. Errors: an invalid configuration.
+func New(cfg Config) (*Server, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Server{
+		engine: cfg.Engine,
+		log:    cfg.Logger,
+		cfg:    cfg,
+		subs:   map[*subscription]struct{}{},
+	}, nil
+}
+
+// Mux is where Register mounts the server: a *http.ServeMux, or an
+// *httptransport.Server so that the route shares the API's listener.
+type Mux interface {
+	Handle(pattern string, h http.Handler)
+}
+
+// Register mounts the server on mux at Pattern.
+func (s *Server) Register(mux Mux) { mux.Handle(Pattern, s) }
+
+// Subscribers returns the number of open subscriptions.
+func (s *Server) Subscribers() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.subs)
+}
+
+// ServeHTTP upgrades a subscribe request to a WebSocket and serves the
+// subscription until the connection closes. Before the upgrade, a bad
+// topic or prefetch, or a request that is no WebSocket upgrade, is answered
+// 400, and a request during Stop 503, with the JSON error body of API.md.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	topic := r.PathValue("topic")
+	if err := core.ValidateTopicName(topic); err != nil {
+		s.writeError(w, err)
+		return
+	}
+	prefetch, err := parsePrefetch(r)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	if !headerHasToken(r.Header, "Connection", "upgrade") || !headerHasToken(r.Header, "Upgrade", "websocket") {
+		s.writeError(w, &messageError{
+			msg: "this route upgrades to a WebSocket: send Connection: Upgrade and Upgrade: websocket",
+			err: errNotWebSocket,
+		})
+		return
+	}
+	if !s.enter() {
+		s.writeError(w, core.ErrUnavailable)
+		return
+	}
+	defer s.handlers.Done()
+
+	// A hijacked connection keeps the deadlines the http.Server set; a
+	// subscription lives on with timeouts of its own.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: s.cfg.OriginPatterns})
+	if err != nil {
+		s.log.Debug("wstransport: upgrade failed", "topic", topic, "remote", r.RemoteAddr, "err", err)
+		return
+	}
+	conn.SetReadLimit(s.cfg.MaxFrameBytes)
+	sub := newSubscription(s, conn, topic, prefetch, s.log.With("topic", topic, "remote", r.RemoteAddr))
+	if !s.add(sub) {
+		_ = conn.Close(websocket.StatusGoingAway, closeReasonStopping)
+		return
+	}
+	defer s.remove(sub)
+	sub.run(r.Context())
+}
+
+// closeReasonStopping is the close reason when the server stops.
+const closeReasonStopping = "server shutting down"
+
+// enter counts a request in unless the server is stopping.
+func (s *Server) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return false
+	}
+	s.handlers.Add(1)
+	return true
+}
+
+func (s *Server) add(sub *subscription) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return false
+	}
+	s.subs[sub] = struct{}{}
+	return true
+}
+
+func (s *Server) remove(sub *subscription) {
+	s.mu.Lock()
+	delete(s.subs, sub)
+	s.mu.Unlock()
+}
+
+// Stop refuses new subscriptions, closes every connection with status 1001
+// (going away) and waits until each has released its unacknowledged
+// deliveries. When ctx is done first, it cuts the connections that are
+// still closing and waits for their releases, each bounded by
+// Config.OpTimeout, then returns ctx's error. It is idempotent and safe
+// before any subscription.
+func (s *Server) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	s.stopping = true
+	subs := make([]*subscription, 0, len(s.subs))
+	for sub := range s.subs {
+		subs = append(subs, sub)
+	}
+	s.mu.Unlock()
+	for _, sub := range subs {
+		sub.stop(websocket.StatusGoingAway, closeReasonStopping)
+	}
+	done := make(chan struct{})
+	go func() {
+		s.handlers.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	for _, sub := range subs {
+		_ = sub.conn.CloseNow()
+	}
+	<-done
+	return ctx.Err()
+}
+
+// parsePrefetch reads ?prefetch=, PrefetchDefault when absent.
+func parsePrefetch(r *http.Request) (int, error) {
+	vals, ok := r.URL.Query()["prefetch"]
+	if !ok {
+		return PrefetchDefault, nil
+	}
+	n, err := strconv.Atoi(vals[0])
+	if len(vals) > 1 || err != nil || n < 1 || n > PrefetchMax {
+		return 0, core.Invalid("prefetch", "prefetch must be given once, as an integer between 1 and %d", PrefetchMax)
+	}
+	return n, nil
+}
+
+// headerHasToken reports whether a comma-separated header has token, in
+// any case.
+func headerHasToken(h http.Header, key, token string) bool {
+	for _, v := range h.Values(key) {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// writeError answers err, before an upgrade, with the JSON error body of
+// API.md and the status of errorTable.
+func (s *Server) writeError(w http.ResponseWriter, err error) {
+	e := toWireError(err)
+	if e.status >= http.StatusInternalServerError && e.status != http.StatusServiceUnavailable {
+		s.log.Error("wstransport: internal error", "err", err)
+	}
+	b := make([]byte, 0, 256)
+	b = append(b, `{"error":{"code":`...)
+	b = wire.AppendString(b, e.code)
+	b = append(b, `,"message":`...)
+	b = wire.AppendString(b, e.message)
+	b = append(b, `,"field":`...)
+	b = wire.AppendString(b, e.field)
+	b = append(b, "}}\n"...)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	if e.status == http.StatusServiceUnavailable {
+		h.Set("Retry-After", "1")
+	}
+	w.WriteHeader(e.status)
+	_, _ = w.Write(b)
+}
