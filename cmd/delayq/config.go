@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/delayq/delayq/backends/natsstore"
+	"github.com/delayq/delayq/backends/redisstore"
 )
 
 // Backends that `delayq serve --backend` accepts.
@@ -19,7 +20,7 @@ const (
 	backendEmbedded = "embedded"
 	backendNATS     = "nats"
 	backendMemory   = "memory"
-	backendRedis    = "redis" // comes in a later version
+	backendRedis    = "redis"
 )
 
 // serveConfig is the configuration of `delayq serve`, as flags and their
@@ -36,6 +37,8 @@ type serveConfig struct {
 	NATSListen string
 	// NATSURL is the external NATS server of --backend nats.
 	NATSURL string
+	// RedisURL is the Redis server, Sentinel or Cluster of --backend redis.
+	RedisURL string
 	// NATSSync is the embedded server's JetStream sync policy: "always" or
 	// an interval between fsyncs.
 	NATSSync string
@@ -61,6 +64,7 @@ func defaultServeConfig() serveConfig {
 		Backend:         backendEmbedded,
 		NATSListen:      "127.0.0.1:4222",
 		NATSURL:         "nats://127.0.0.1:4222",
+		RedisURL:        "redis://127.0.0.1:6379",
 		NATSSync:        natsstore.SyncDefault,
 		MaxBody:         1 << 20,
 		MaxBatch:        1000,
@@ -76,9 +80,10 @@ func defaultServeConfig() serveConfig {
 func (c *serveConfig) addFlags(fs *pflag.FlagSet) {
 	fs.Var(&addrValue{p: &c.HTTPAddr}, "http", "HTTP API listen address, host:port; port 0 picks a free port")
 	fs.StringVar(&c.DataDir, "data", c.DataDir, "data directory of the embedded backend")
-	fs.Var(&backendValue{p: &c.Backend}, "backend", "where jobs are kept: embedded (NATS JetStream in process), nats (an external NATS server) or memory (lost on exit)")
+	fs.Var(&backendValue{p: &c.Backend}, "backend", "where jobs are kept: embedded (NATS JetStream in process), nats (an external NATS server), redis or memory (lost on exit)")
 	fs.Var(&addrValue{p: &c.NATSListen, random: true}, "nats-listen", "embedded NATS server's client listen address, host:port; port 0 or -1 picks a free port")
 	fs.Var(&urlValue{p: &c.NATSURL}, "nats-url", "NATS server URL(s), comma-separated, for --backend nats")
+	fs.Var(&redisURLValue{p: &c.RedisURL}, "redis-url", "Redis URL for --backend redis: redis://[:password@]host:port[/db], rediss:// for TLS, redis+cluster://h1:p1,h2:p2 for a Cluster, redis+sentinel://s1:p1,s2:p2/master")
 	fs.Var(&syncValue{p: &c.NATSSync}, "nats-sync", `how often the embedded backend fsyncs its files: "always" (every write, before answering) or an interval such as 1s`)
 	fs.Var(&byteSizeValue{p: &c.MaxBody}, "max-body", "largest job body, in bytes or with a KiB/MiB suffix")
 	fs.Var(&positiveIntValue{p: &c.MaxBatch}, "max-batch", "most jobs in one batch request")
@@ -121,13 +126,27 @@ func (v *backendValue) String() string { return *v.p }
 func (v *backendValue) Type() string   { return "backend" }
 func (v *backendValue) Set(s string) error {
 	switch s {
-	case backendEmbedded, backendNATS, backendMemory:
+	case backendEmbedded, backendNATS, backendRedis, backendMemory:
 		*v.p = s
 		return nil
-	case backendRedis:
-		return errors.New("the redis backend is not yet available in this version; use embedded, nats or memory")
 	}
-	return errors.New("want embedded, nats or memory")
+	return errors.New("want embedded, nats, redis or memory")
+}
+
+// redisURLValue is the --redis-url flag, checked by parsing it as the store
+// will.
+type redisURLValue struct{ p *string }
+
+func (v *redisURLValue) String() string { return *v.p }
+func (v *redisURLValue) Type() string   { return "url" }
+func (v *redisURLValue) Set(s string) error {
+	client, err := redisstore.ParseURL(s)
+	if err != nil {
+		return err
+	}
+	_ = client.Close() // parsed only; serve makes its own
+	*v.p = s
+	return nil
 }
 
 // enumValue is a string flag with a fixed set of values.

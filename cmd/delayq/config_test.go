@@ -62,7 +62,7 @@ func TestServeFlags(t *testing.T) {
 	t.Parallel()
 	res := runApp(t, nil, "", "serve",
 		"--http", "0.0.0.0:0", "--data", "/tmp/x", "--backend", "memory",
-		"--nats-listen", "127.0.0.1:-1", "--nats-url", "nats://a:4222,nats://b:4222",
+		"--nats-listen", "127.0.0.1:-1", "--nats-url", "nats://a:4222,nats://b:4222", "--redis-url", "redis+cluster://r1:7000,r2:7000",
 		"--nats-sync", "always", "--max-body", "64KiB", "--max-batch", "50",
 		"--retention", "1h", "--log-level", "debug", "--log-format", "json",
 		"--shutdown-timeout", "5s")
@@ -73,6 +73,7 @@ func TestServeFlags(t *testing.T) {
 		Backend:         backendMemory,
 		NATSListen:      "127.0.0.1:-1",
 		NATSURL:         "nats://a:4222,nats://b:4222",
+		RedisURL:        "redis+cluster://r1:7000,r2:7000",
 		NATSSync:        "always",
 		MaxBody:         64 << 10,
 		MaxBatch:        50,
@@ -91,6 +92,7 @@ func TestServeEnvTwins(t *testing.T) {
 		"DELAYQ_BACKEND":          "nats",
 		"DELAYQ_NATS_LISTEN":      "127.0.0.1:0",
 		"DELAYQ_NATS_URL":         "nats://nats:4222",
+		"DELAYQ_REDIS_URL":        "redis://:pw@redis:6380/2",
 		"DELAYQ_NATS_SYNC":        "1s",
 		"DELAYQ_MAX_BODY":         "2048",
 		"DELAYQ_MAX_BATCH":        "10",
@@ -107,6 +109,7 @@ func TestServeEnvTwins(t *testing.T) {
 		Backend:         backendNATS,
 		NATSListen:      "127.0.0.1:0",
 		NATSURL:         "nats://nats:4222",
+		RedisURL:        "redis://:pw@redis:6380/2",
 		NATSSync:        "1s",
 		MaxBody:         2048,
 		MaxBatch:        10,
@@ -121,8 +124,8 @@ func TestServeFlagBeatsEnv(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{
 		"DELAYQ_HTTP":    "127.0.0.1:9000",
-		"DELAYQ_BACKEND": "redis", // bad, but the flag overrides it
-		"DELAYQ_DATA":    "",      // empty counts as unset
+		"DELAYQ_BACKEND": "postgres", // bad, but the flag overrides it
+		"DELAYQ_DATA":    "",         // empty counts as unset
 	}
 	res := runApp(t, env, "", "serve", "--http", "127.0.0.1:9001", "--backend=memory")
 	require.Equal(t, exitOK, res.code, res.stderr)
@@ -139,9 +142,10 @@ func TestServeBadValues(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"redis backend", nil, []string{"--backend", "redis"}, "not yet available"},
-		{"redis backend env", map[string]string{"DELAYQ_BACKEND": "redis"}, nil, "DELAYQ_BACKEND"},
-		{"unknown backend", nil, []string{"--backend", "postgres"}, "want embedded, nats or memory"},
+		{"redis url", nil, []string{"--backend", "redis", "--redis-url", "http://x"}, "--redis-url"},
+		{"redis url env", map[string]string{"DELAYQ_REDIS_URL": "redis://h:port"}, nil, "DELAYQ_REDIS_URL"},
+		{"unknown backend env", map[string]string{"DELAYQ_BACKEND": "postgres"}, nil, "DELAYQ_BACKEND"},
+		{"unknown backend", nil, []string{"--backend", "postgres"}, "want embedded, nats, redis or memory"},
 		{"http without port", nil, []string{"--http", "localhost"}, `"--http"`},
 		{"http port range", nil, []string{"--http", "127.0.0.1:70000"}, "port"},
 		{"http port -1", nil, []string{"--http", "127.0.0.1:-1"}, "port"},
@@ -195,7 +199,7 @@ func TestHelpNamesEnvTwins(t *testing.T) {
 	require.Equal(t, exitOK, res.code)
 	require.Nil(t, res.cfg)
 	for _, key := range []string{"DELAYQ_HTTP", "DELAYQ_DATA", "DELAYQ_BACKEND", "DELAYQ_NATS_LISTEN", "DELAYQ_NATS_URL",
-		"DELAYQ_NATS_SYNC", "DELAYQ_MAX_BODY", "DELAYQ_MAX_BATCH", "DELAYQ_LOG_LEVEL", "DELAYQ_LOG_FORMAT", "DELAYQ_SHUTDOWN_TIMEOUT"} {
+		"DELAYQ_REDIS_URL", "DELAYQ_NATS_SYNC", "DELAYQ_MAX_BODY", "DELAYQ_MAX_BATCH", "DELAYQ_LOG_LEVEL", "DELAYQ_LOG_FORMAT", "DELAYQ_SHUTDOWN_TIMEOUT"} {
 		require.Contains(t, res.stdout, key)
 	}
 	res = runApp(t, nil, "", "push", "--help")

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/backends/redisstore/redistest"
 )
 
 // embeddedArgs are the serve flags of an embedded server on free ports
@@ -388,6 +390,24 @@ func TestE2EMemoryBackend(t *testing.T) {
 	require.Equal(t, 0, srv.signal(syscall.SIGTERM, 10*time.Second))
 }
 
+// TestE2ERedisBackend runs the service on a real redis-server.
+func TestE2ERedisBackend(t *testing.T) {
+	t.Parallel()
+	redistest.Require(t)
+	rs, err := redistest.StartServer(redistest.Options{Dir: t.TempDir(), AppendFsync: "everysec"})
+	require.NoError(t, err)
+	t.Cleanup(rs.Kill)
+	srv := startServer(t, "--backend", "redis", "--redis-url", rs.URL(), "--http", "127.0.0.1:0")
+	api := newCaller(t, srv.HTTPURL)
+	var pushed struct{ ID string }
+	api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.redis", "body": map[string]int{"n": 1}, "delay": "300ms"},
+		http.StatusCreated, &pushed)
+	jobs := api.claim("e2e.redis", 1, 5*time.Second)
+	require.Len(t, jobs, 1)
+	require.Equal(t, pushed.ID, jobs[0].ID)
+	require.Equal(t, 0, srv.signal(syscall.SIGTERM, 10*time.Second))
+}
+
 // TestE2EServeFailures checks that serve exits 1 with a clear message when
 // it cannot start, and 2 on a usage error.
 func TestE2EServeFailures(t *testing.T) {
@@ -404,9 +424,9 @@ func TestE2EServeFailures(t *testing.T) {
 	require.Contains(t, stderr, "delayq: --nats-listen: ")
 	require.Contains(t, stderr, "address already in use")
 
-	code, _, stderr = runCLI(t, "serve", "--backend", "redis")
-	require.Equal(t, 2, code, stderr)
-	require.Contains(t, stderr, "not yet available")
+	code, _, stderr = runCLI(t, "serve", "--backend", "redis", "--redis-url", "redis://"+addr)
+	require.Equal(t, 1, code, stderr)
+	require.Contains(t, stderr, "delayq: redis store: ")
 
 	code, _, stderr = runCLIWith(t, []string{"DELAYQ_MAX_BATCH=lots"}, "", "serve")
 	require.Equal(t, 2, code, stderr)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/delayq/delayq/backends/memstore"
 	"github.com/delayq/delayq/backends/natsstore"
+	"github.com/delayq/delayq/backends/redisstore"
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/transports/httptransport"
 	"github.com/delayq/delayq/transports/webhook"
@@ -178,6 +180,21 @@ func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logTo io
 		return store, func() { closeStore(store, log) }, nil
 	}
 
+	if cfg.Backend == backendRedis {
+		client, err := redisstore.ParseURL(cfg.RedisURL)
+		if err != nil {
+			return fail(fmt.Errorf("--redis-url: %w", err))
+		}
+		closers = append(closers, func() { _ = client.Close() })
+		store, err := redisstore.New(ctx, redisstore.Config{Client: client, Retention: cfg.Retention, Logger: log})
+		if err != nil {
+			return fail(fmt.Errorf("redis store: %w", err))
+		}
+		log.Info("redis connected", "url", redactURL(cfg.RedisURL))
+		closers = append(closers, func() { closeStore(store, log) })
+		return store, closeAll, nil
+	}
+
 	var conn *nats.Conn
 	switch cfg.Backend {
 	case backendEmbedded:
@@ -248,4 +265,13 @@ func closeStore(store core.Store, log *slog.Logger) {
 		return
 	}
 	log.Info("store closed")
+}
+
+// redactURL hides a URL's password for logs.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable)"
+	}
+	return u.Redacted()
 }
