@@ -1,0 +1,204 @@
+package natstransport_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/transports/natstransport"
+	"github.com/delayq/delayq/transports/wire"
+)
+
+func started(c *setupConfig) { c.start = true }
+
+// natsTopic configures topic for NATS delivery on subject ("" for the
+// default) with a long backoff, so that a failed attempt is not retried
+// during the test.
+func (b *testBundle) natsTopic(t *testing.T, topic, subject string) {
+	t.Helper()
+	require.NoError(t, b.engine.PutTopic(context.Background(), &core.Topic{
+		Name:     topic,
+		Delivery: core.Delivery{Type: core.DeliveryNATS, Subject: subject},
+		Backoff:  core.Backoff{Initial: time.Hour, Max: time.Hour},
+	}))
+}
+
+// TestPushDeliveredAtItsTime publishes a job with Delayq-Delay: 500ms and
+// waits for it on the topic's delivery subject.
+func TestPushDeliveredAtItsTime(t *testing.T) {
+	t.Parallel()
+	for _, srv := range servers(t) {
+		t.Run(srv.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, srv.url, started)
+			topic := b.prefix + ".reminders"
+			b.natsTopic(t, topic, "")
+			got := make(chan *nats.Msg, 4)
+			sub, err := b.nc.ChanSubscribe(natstransport.DefaultSubject(topic), got)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = sub.Unsubscribe() })
+			require.NoError(t, b.nc.Flush())
+
+			body := `{"call": 7, "remind": true}`
+			r := b.push(t, topic, body, "Delayq-Delay", "500ms", "traceparent", traceParent)
+			select {
+			case m := <-got:
+				at := time.Now()
+				lateness := at.Sub(r.RunAt)
+				t.Logf("delivered %s after run_at", lateness)
+				require.False(t, at.Before(r.RunAt), "delivered %s early", -lateness)
+				require.Less(t, lateness, 250*time.Millisecond)
+				require.Equal(t, "delayq.deliver."+topic, m.Subject)
+				require.Equal(t, body, string(m.Data), "the body is the payload, byte for byte")
+				require.Equal(t, r.ID, m.Header.Get("Delayq-Id"))
+				require.Equal(t, "1", m.Header.Get("Delayq-Attempt"))
+				require.Equal(t, r.RunAt.UTC().Format(wire.TimeLayout), m.Header.Get("Delayq-Run-At"))
+				require.Equal(t, topic, m.Header.Get("Delayq-Topic"))
+				require.Equal(t, traceParent, m.Header.Get("traceparent"))
+			case <-time.After(10 * time.Second):
+				t.Fatal("no delivery within 10s")
+			}
+			require.Equal(t, r.ID, b.waitEvent(t, "ack", 5*time.Second), "the core publish completed the delivery")
+			require.Equal(t, core.StateDone, b.job(t, r.ID).State)
+		})
+	}
+}
+
+// TestDeliverThroughJetStream checks that a subject a stream holds is
+// published through JetStream and completed by the PubAck.
+func TestDeliverThroughJetStream(t *testing.T) {
+	t.Parallel()
+	for _, srv := range servers(t) {
+		t.Run(srv.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, srv.url, started)
+			js, err := jetstream.New(b.nc)
+			require.NoError(t, err)
+			ctx := context.Background()
+			name := strings.ToUpper(b.prefix) + "_OUT"
+			stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{b.prefix + ".out.>"}, Storage: jetstream.MemoryStorage})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
+
+			subject := b.prefix + ".out.orders"
+			b.natsTopic(t, "orders", subject)
+			r := b.push(t, "orders", `{"n":1}`, "traceparent", traceParent)
+			require.Equal(t, r.ID, b.waitEvent(t, "ack", 10*time.Second))
+
+			m, err := stream.GetLastMsgForSubject(ctx, subject)
+			require.NoError(t, err)
+			require.Equal(t, `{"n":1}`, string(m.Data))
+			require.Equal(t, r.ID, m.Header.Get("Delayq-Id"))
+			require.Equal(t, "1", m.Header.Get("Delayq-Attempt"))
+			require.Equal(t, traceParent, m.Header.Get("traceparent"))
+		})
+	}
+}
+
+// TestJetStreamRefusalFailsTheAttempt checks that the PubAck, not the
+// publish, decides: a stream that refuses the message fails the attempt.
+func TestJetStreamRefusalFailsTheAttempt(t *testing.T) {
+	t.Parallel()
+	b := setup(t, sharedEmbedded(t).ClientURL(), started)
+	js, err := jetstream.New(b.nc)
+	require.NoError(t, err)
+	ctx := context.Background()
+	name := strings.ToUpper(b.prefix) + "_FULL"
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: name, Subjects: []string{b.prefix + ".full"}, Storage: jetstream.MemoryStorage,
+		MaxMsgs: 1, Discard: jetstream.DiscardNew,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
+	b.natsTopic(t, "full", b.prefix+".full")
+
+	first := b.push(t, "full", `1`)
+	require.Equal(t, first.ID, b.waitEvent(t, "ack", 10*time.Second))
+	second := b.push(t, "full", `2`)
+	require.Equal(t, second.ID, b.waitEvent(t, "retry", 10*time.Second))
+	j := b.job(t, second.ID)
+	require.Equal(t, core.StateScheduled, j.State)
+	require.Contains(t, j.LastError, "maximum messages")
+}
+
+// TestDeliverWithoutJetStream delivers through a server that has no
+// JetStream: a core publish completes the delivery.
+func TestDeliverWithoutJetStream(t *testing.T) {
+	t.Parallel()
+	b := setup(t, sharedExternal(t, false).url, started)
+	b.natsTopic(t, "plain", "plain.deliveries")
+	got := make(chan *nats.Msg, 1)
+	sub, err := b.nc.ChanSubscribe("plain.deliveries", got)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	require.NoError(t, b.nc.Flush())
+	r := b.push(t, "plain", `"hi"`)
+	select {
+	case m := <-got:
+		require.Equal(t, `"hi"`, string(m.Data))
+		require.Equal(t, r.ID, m.Header.Get("Delayq-Id"))
+	case <-time.After(10 * time.Second):
+		t.Fatal("no delivery within 10s")
+	}
+	require.Equal(t, r.ID, b.waitEvent(t, "ack", 5*time.Second))
+}
+
+func TestValidateTopic(t *testing.T) {
+	t.Parallel()
+	b := setup(t, sharedEmbedded(t).ClientURL())
+	for subject, field := range map[string]string{
+		"":                        "",
+		"orders.due":              "",
+		"delayq.deliver.x":        "",
+		"delayq.deliver.a.b.c":    "",
+		"a-b_c.D9":                "",
+		"orders.*":                "delivery.subject",
+		"orders.>":                "delivery.subject",
+		">":                       "delivery.subject",
+		"a..b":                    "delivery.subject",
+		".a":                      "delivery.subject",
+		"a.":                      "delivery.subject",
+		"a b":                     "delivery.subject",
+		"a\tb":                    "delivery.subject",
+		"$JS.API.STREAM.NAMES":    "delivery.subject",
+		"delayq.push.loop":        "delivery.subject",
+		"delayq.cancel":           "delivery.subject",
+		"delayq.job.x":            "delivery.subject",
+		strings.Repeat("a", 1000): "delivery.subject",
+	} {
+		err := b.engine.PutTopic(context.Background(), &core.Topic{Name: "v", Delivery: core.Delivery{Type: core.DeliveryNATS, Subject: subject}})
+		if field == "" {
+			require.NoError(t, err, "subject %q", subject)
+			continue
+		}
+		requireFieldError(t, err, field, subject)
+	}
+	err := b.engine.PutTopic(context.Background(), &core.Topic{Name: "v", Delivery: core.Delivery{Type: core.DeliveryNATS, URL: "http://x"}})
+	requireFieldError(t, err, "delivery.url", "")
+	err = b.engine.PutTopic(context.Background(), &core.Topic{Name: "v", Delivery: core.Delivery{Type: core.DeliveryNATS, Secret: "s"}})
+	requireFieldError(t, err, "delivery.secret", "")
+	require.Error(t, b.deliverer.ValidateTopic(&core.Topic{Name: "v", Delivery: core.Delivery{Type: core.DeliveryWebhook}}))
+}
+
+func requireFieldError(t *testing.T, err error, field, subject string) {
+	t.Helper()
+	require.Error(t, err, "subject %q", subject)
+	fe, ok := errors.AsType[*core.FieldError](err)
+	require.True(t, ok, "%T %v", err, err)
+	require.Equal(t, field, fe.Field, "subject %q: %v", subject, err)
+	require.ErrorIs(t, err, core.ErrInvalidArgument)
+}
+
+func TestDelivererConfig(t *testing.T) {
+	t.Parallel()
+	_, err := natstransport.NewDeliverer(natstransport.DelivererConfig{})
+	require.ErrorContains(t, err, "Conn")
+	require.Equal(t, "delayq.deliver.orders.close", natstransport.DefaultSubject("orders.close"))
+}

@@ -1,0 +1,217 @@
+package natstransport_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/backends/memstore"
+	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/transports/natstransport"
+)
+
+// server says where a test's NATS server is.
+type server struct {
+	name string
+	url  string
+}
+
+// servers returns the embedded server and a separate nats-server process,
+// both with JetStream, for tests that run against each.
+func servers(t *testing.T) []server {
+	t.Helper()
+	return []server{
+		{"embedded", sharedEmbedded(t).ClientURL()},
+		{"external", sharedExternal(t, true).url},
+	}
+}
+
+var prefixSeq atomic.Int64
+
+// testBundle is what a test drives: a real engine over memstore that
+// delivers nats topics with this package's Deliverer, the intake on its own
+// subject prefix, and a client connection.
+type testBundle struct {
+	store     *signalStore
+	engine    *core.Engine
+	intake    *natstransport.Intake
+	deliverer *natstransport.Deliverer
+	// nc is the client's connection; server's the transport's.
+	nc, server *nats.Conn
+	prefix     string
+}
+
+type setupConfig struct {
+	url    string
+	limits core.Limits
+	// start runs the engine's dispatchers.
+	start bool
+}
+
+// setup starts a bundle on url.
+func setup(t *testing.T, url string, mods ...func(*setupConfig)) *testBundle {
+	t.Helper()
+	cfg := setupConfig{url: url}
+	for _, m := range mods {
+		m(&cfg)
+	}
+	log := slog.New(slog.DiscardHandler)
+	mem := memstore.New(memstore.Config{})
+	store := &signalStore{Store: mem, events: make(chan event, 100_000)}
+	serverConn := connect(t, url)
+	d, err := natstransport.NewDeliverer(natstransport.DelivererConfig{Conn: serverConn, Logger: log})
+	require.NoError(t, err)
+	engine, err := core.NewEngine(core.EngineConfig{
+		Store:        store,
+		Logger:       log,
+		Limits:       cfg.limits,
+		Deliverers:   map[string]core.Deliverer{core.DeliveryNATS: d},
+		TopicRefresh: time.Hour,
+	})
+	require.NoError(t, err)
+	prefix := fmt.Sprintf("t%d", prefixSeq.Add(1))
+	in, err := natstransport.NewIntake(natstransport.IntakeConfig{Conn: serverConn, Engine: engine, Logger: log, Prefix: prefix, QueueGroup: prefix})
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, in.Start(ctx))
+	if cfg.start {
+		require.NoError(t, engine.Start(ctx))
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		require.NoError(t, in.Stop(ctx))
+		require.NoError(t, engine.Stop(ctx))
+		require.NoError(t, mem.Close())
+	})
+	return &testBundle{store: store, engine: engine, intake: in, deliverer: d, nc: connect(t, url), server: serverConn, prefix: prefix}
+}
+
+// connect connects to url, closed at cleanup.
+func connect(t *testing.T, url string) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// reply is an intake answer.
+type reply struct {
+	ID    string    `json:"id"`
+	Topic string    `json:"topic"`
+	RunAt time.Time `json:"run_at"`
+	State string    `json:"state"`
+	Error *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+		Field   string `json:"field"`
+	} `json:"error"`
+	raw []byte
+}
+
+// request sends a message with headers (name, value pairs) to subject and
+// returns the decoded answer.
+func (b *testBundle) request(t *testing.T, subject string, body string, headers ...string) reply {
+	t.Helper()
+	m := nats.NewMsg(subject)
+	m.Data = []byte(body)
+	for i := 0; i+1 < len(headers); i += 2 {
+		m.Header.Add(headers[i], headers[i+1])
+	}
+	res, err := b.nc.RequestMsg(m, 10*time.Second)
+	require.NoError(t, err)
+	var r reply
+	require.NoError(t, json.Unmarshal(res.Data, &r), "%s", res.Data)
+	r.raw = res.Data
+	return r
+}
+
+// push requests a push on topic and requires success.
+func (b *testBundle) push(t *testing.T, topic, body string, headers ...string) reply {
+	t.Helper()
+	r := b.request(t, b.intake.PushSubject(topic), body, headers...)
+	require.Nil(t, r.Error, "%s", r.raw)
+	require.NotEmpty(t, r.ID, "%s", r.raw)
+	return r
+}
+
+// requireError requires an error answer with code and field.
+func requireError(t *testing.T, r reply, code, field string) {
+	t.Helper()
+	require.NotNil(t, r.Error, "%s", r.raw)
+	require.Equal(t, code, r.Error.Code, "%s", r.raw)
+	require.Equal(t, field, r.Error.Field, "%s", r.raw)
+	require.NotEmpty(t, r.Error.Message)
+}
+
+func (b *testBundle) job(t *testing.T, id string) *core.Job {
+	t.Helper()
+	j, err := b.engine.Get(context.Background(), id)
+	require.NoError(t, err)
+	return j
+}
+
+// event is an outcome stored.
+type event struct {
+	kind string // put, ack, retry, bury
+	id   string
+}
+
+// signalStore reports stored jobs and delivery outcomes, so that tests
+// wait on them instead of polling.
+type signalStore struct {
+	core.Store
+	events chan event
+}
+
+func (s *signalStore) PutJobs(ctx context.Context, p *core.PutJobsParams) ([]core.PutResult, error) {
+	res, err := s.Store.PutJobs(ctx, p)
+	if err == nil {
+		for i, r := range res {
+			if r.Err == nil {
+				s.events <- event{"put", p.Jobs[i].ID}
+			}
+		}
+	}
+	return res, err
+}
+
+func (s *signalStore) AckJob(ctx context.Context, p *core.AckJobParams) error {
+	err := s.Store.AckJob(ctx, p)
+	if err == nil {
+		s.events <- event{"ack", p.ID}
+	}
+	return err
+}
+
+func (s *signalStore) RetryJob(ctx context.Context, p *core.RetryJobParams) error {
+	err := s.Store.RetryJob(ctx, p)
+	if err == nil {
+		s.events <- event{"retry", p.ID}
+	}
+	return err
+}
+
+// waitEvent waits for the next event of kind and returns its id.
+func (b *testBundle) waitEvent(t *testing.T, kind string, timeout time.Duration) string {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case e := <-b.store.events:
+			if e.kind == kind {
+				return e.id
+			}
+		case <-deadline:
+			t.Fatalf("no %s event within %s", kind, timeout)
+		}
+	}
+}
