@@ -120,6 +120,7 @@ DELAYQ_SERVER); a flag on the command line wins.`,
 		a.getCommand(),
 		a.cancelCommand(),
 		a.topicsCommand(),
+		a.subscribeCommand(),
 	)
 	return root
 }

@@ -1,0 +1,366 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/backends/memstore"
+	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/transports/httptransport"
+	"github.com/delayq/delayq/transports/wstransport"
+)
+
+// wsService is an engine over memstore served over HTTP with the subscribe
+// route, on a loopback address that stays the same across restarts.
+type wsService struct {
+	t      *testing.T
+	engine *core.Engine
+	// events receives "ack <id>" and "retry <id>" for each delivery
+	// outcome stored.
+	events chan string
+	addr   string
+	srv    *http.Server
+	ws     *wstransport.Server
+	done   chan struct{}
+}
+
+func startWSService(t *testing.T) *wsService {
+	t.Helper()
+	mem := memstore.New(memstore.Config{})
+	events := make(chan string, 1024)
+	engine, err := core.NewEngine(core.EngineConfig{Store: &outcomeStore{Store: mem, events: events}, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	s := &wsService{t: t, engine: engine, addr: "127.0.0.1:0", events: events}
+	s.start()
+	t.Cleanup(func() {
+		s.stop()
+		require.NoError(t, mem.Close())
+	})
+	return s
+}
+
+// start serves on s.addr (a free port the first time, the same port after).
+func (s *wsService) start() {
+	s.t.Helper()
+	ln, err := net.Listen("tcp", s.addr)
+	require.NoError(s.t, err)
+	s.addr = ln.Addr().String()
+	log := slog.New(slog.DiscardHandler)
+	api := httptransport.New(httptransport.Config{Engine: s.engine, Logger: log})
+	s.ws, err = wstransport.New(wstransport.Config{Engine: s.engine, Logger: log})
+	require.NoError(s.t, err)
+	s.ws.Register(api)
+	s.srv = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+	s.done = make(chan struct{})
+	go func() {
+		defer close(s.done)
+		_ = s.srv.Serve(ln)
+	}()
+}
+
+// stop closes the server and every subscription; idempotent.
+func (s *wsService) stop() {
+	if s.srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(s.t, s.srv.Shutdown(ctx))
+	require.NoError(s.t, s.ws.Stop(ctx))
+	<-s.done
+	s.srv = nil
+}
+
+// waitOutcome waits for the stored outcome ("ack" or "retry") of job id.
+func (s *wsService) waitOutcome(t *testing.T, kind, id string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case e := <-s.events:
+			if e == kind+" "+id {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no %s of job %s within 10s", kind, id)
+		}
+	}
+}
+
+// outcomeStore reports stored acks and retries.
+type outcomeStore struct {
+	core.Store
+	events chan string
+}
+
+func (s *outcomeStore) AckJob(ctx context.Context, p *core.AckJobParams) error {
+	err := s.Store.AckJob(ctx, p)
+	if err == nil {
+		s.events <- "ack " + p.ID
+	}
+	return err
+}
+
+func (s *outcomeStore) RetryJob(ctx context.Context, p *core.RetryJobParams) error {
+	err := s.Store.RetryJob(ctx, p)
+	if err == nil {
+		s.events <- "retry " + p.ID
+	}
+	return err
+}
+
+func (s *wsService) url() string { return "http://" + s.addr }
+
+func (s *wsService) push(t *testing.T, topic, body string) string {
+	t.Helper()
+	j, err := s.engine.Push(context.Background(), &core.PushParams{Topic: topic, Body: json.RawMessage(body), TTR: time.Hour})
+	require.NoError(t, err)
+	return j.ID
+}
+
+func (s *wsService) state(t *testing.T, id string) core.State {
+	t.Helper()
+	j, err := s.engine.Get(context.Background(), id)
+	require.NoError(t, err)
+	return j.State
+}
+
+// lines collects what a command writes, line by line, safe for concurrent
+// use.
+type lines struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	all  []string
+	news chan string
+}
+
+func newLines() *lines { return &lines{news: make(chan string, 1024)} }
+
+func (l *lines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf.Write(p)
+	for {
+		line, err := l.buf.ReadString('\n')
+		if err != nil {
+			l.buf.WriteString(line)
+			return len(p), nil
+		}
+		l.all = append(l.all, line)
+		l.news <- strings.TrimSuffix(line, "\n")
+	}
+}
+
+func (l *lines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.all, "") + l.buf.String()
+}
+
+// next waits for the next line that contains substr.
+func (l *lines) next(t *testing.T, substr string, timeout time.Duration) string {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case line := <-l.news:
+			if strings.Contains(line, substr) {
+				return line
+			}
+		case <-deadline:
+			t.Fatalf("no line with %q within %s; got:\n%s", substr, timeout, l.String())
+		}
+	}
+}
+
+// subscribeRun is `delayq subscribe` running in process.
+type subscribeRun struct {
+	stdout, stderr *lines
+	cancel         context.CancelFunc
+	code           chan int
+}
+
+// startSubscribe runs `delayq args...` in process until interrupted.
+func startSubscribe(t *testing.T, env map[string]string, args ...string) *subscribeRun {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &subscribeRun{stdout: newLines(), stderr: newLines(), cancel: cancel, code: make(chan int, 1)}
+	a := &app{
+		stdin:  strings.NewReader(""),
+		stdout: r.stdout,
+		stderr: r.stderr,
+		lookupEnv: func(k string) (string, bool) {
+			v, ok := env[k]
+			return v, ok
+		},
+	}
+	go func() { r.code <- a.run(ctx, args) }()
+	t.Cleanup(func() {
+		cancel()
+		<-r.code
+	})
+	return r
+}
+
+// interrupt cancels the command's context, as SIGINT does, and returns its
+// exit code.
+func (r *subscribeRun) interrupt(t *testing.T) int {
+	t.Helper()
+	r.cancel()
+	select {
+	case code := <-r.code:
+		r.code <- code
+		return code
+	case <-time.After(15 * time.Second):
+		t.Fatal("subscribe did not exit within 15s of the interrupt")
+	}
+	return -1
+}
+
+// printed decodes a printed delivery line.
+func printed(t *testing.T, line string) deliveryLine {
+	t.Helper()
+	var d deliveryLine
+	dec := json.NewDecoder(strings.NewReader(line))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&d), line)
+	return d
+}
+
+func TestSubscribePrintsAndAcks(t *testing.T) {
+	t.Parallel()
+	svc := startWSService(t)
+	run := startSubscribe(t, map[string]string{"DELAYQ_SERVER": svc.url()}, "subscribe", "orders.close", "--prefetch", "2")
+	run.stderr.next(t, "subscribed to orders.close", 10*time.Second)
+
+	ids := []string{
+		svc.push(t, "orders.close", "{ \"order\" : 42,\n \"note\": \"<a&b>\" }"),
+		svc.push(t, "orders.close", `"two"`),
+		svc.push(t, "orders.close", `3`),
+	}
+	bodies := []string{`{"order":42,"note":"<a&b>"}`, `"two"`, `3`}
+	for i, id := range ids {
+		line := run.stdout.next(t, id, 10*time.Second)
+		require.NotContains(t, line, "\n")
+		d := printed(t, line)
+		require.Equal(t, "orders.close", d.Topic)
+		require.Equal(t, bodies[i], string(d.Body), "the body is compacted, not escaped")
+		require.Equal(t, 1, d.Attempt)
+		require.NotEmpty(t, d.Lease)
+		require.NotEmpty(t, d.RunAt)
+		require.NotEmpty(t, d.LeaseExpiresAt)
+	}
+	for _, id := range ids {
+		svc.waitOutcome(t, "ack", id)
+		require.Equal(t, core.StateDone, svc.state(t, id), "acknowledged once printed")
+	}
+	require.Equal(t, exitOK, run.interrupt(t), run.stderr.String())
+}
+
+func TestSubscribeNoAck(t *testing.T) {
+	t.Parallel()
+	svc := startWSService(t)
+	run := startSubscribe(t, nil, "subscribe", "peek", "--no-ack", "--server", svc.url())
+	id := svc.push(t, "peek", `{}`)
+	printed(t, run.stdout.next(t, id, 10*time.Second))
+	require.Equal(t, core.StateReserved, svc.state(t, id), "held, not acknowledged")
+	// Exiting hands the delivery back at once.
+	require.Equal(t, exitOK, run.interrupt(t))
+	svc.waitOutcome(t, "retry", id)
+	j, err := svc.engine.Get(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, core.StateReady, j.State)
+	require.Equal(t, "subscriber disconnected", j.LastError)
+}
+
+func TestSubscribeReconnects(t *testing.T) {
+	t.Parallel()
+	svc := startWSService(t)
+	run := startSubscribe(t, nil, "subscribe", "again", "--server", svc.url())
+	run.stderr.next(t, "subscribed to again", 10*time.Second)
+	first := svc.push(t, "again", `1`)
+	run.stdout.next(t, first, 10*time.Second)
+
+	// The server goes away and comes back on the same address.
+	svc.stop()
+	run.stderr.next(t, "reconnecting in", 10*time.Second)
+	svc.start()
+	run.stderr.next(t, "subscribed to again", 30*time.Second)
+	second := svc.push(t, "again", `2`)
+	run.stdout.next(t, second, 10*time.Second)
+	svc.waitOutcome(t, "ack", first)
+	svc.waitOutcome(t, "ack", second)
+	require.Equal(t, exitOK, run.interrupt(t))
+}
+
+func TestSubscribeWaitsForTheServer(t *testing.T) {
+	t.Parallel()
+	// Nothing listens on the address yet: subscribe retries.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	run := startSubscribe(t, nil, "subscribe", "later", "--server", "http://"+addr)
+	run.stderr.next(t, "cannot reach", 10*time.Second)
+	run.stderr.next(t, "cannot reach", 10*time.Second)
+	require.Equal(t, exitOK, run.interrupt(t), "an interrupt while waiting exits 0")
+}
+
+func TestSubscribeRefused(t *testing.T) {
+	t.Parallel()
+	svc := startWSService(t)
+	res := runApp(t, nil, "", "subscribe", "bad..topic", "--server", svc.url())
+	require.Equal(t, exitError, res.code)
+	require.Contains(t, res.stderr, "invalid_argument")
+	require.Contains(t, res.stderr, "topic")
+
+	res = runApp(t, nil, "", "subscribe", "t", "--prefetch", "0", "--server", svc.url())
+	require.Equal(t, exitUsage, res.code)
+	require.Contains(t, res.stderr, "--prefetch")
+	res = runApp(t, map[string]string{"DELAYQ_PREFETCH": "many"}, "", "subscribe", "t", "--server", svc.url())
+	require.Equal(t, exitUsage, res.code)
+	require.Contains(t, res.stderr, "DELAYQ_PREFETCH")
+	res = runApp(t, nil, "", "subscribe", "--server", svc.url())
+	require.Equal(t, exitUsage, res.code)
+	res = runApp(t, nil, "", "subscribe", "t", "--server", "ftp://x")
+	require.Equal(t, exitUsage, res.code)
+}
+
+func TestSubscribeStopsOnWriteFailure(t *testing.T) {
+	t.Parallel()
+	svc := startWSService(t)
+	id := svc.push(t, "broken.pipe", `{}`)
+	a := &app{
+		stdin:     strings.NewReader(""),
+		stdout:    failingWriter{},
+		stderr:    newLines(),
+		lookupEnv: func(string) (string, bool) { return "", false },
+	}
+	code := a.run(t.Context(), []string{"subscribe", "broken.pipe", "--server", svc.url()})
+	require.Equal(t, exitError, code)
+	svc.waitOutcome(t, "retry", id)
+	j, err := svc.engine.Get(context.Background(), id)
+	require.NoError(t, err)
+	require.NotEqual(t, core.StateDone, j.State, "not acknowledged when it could not be printed")
+}
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
+
+func TestSubscribeURL(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "ws://127.0.0.1:8080/v1/topics/a.b/subscribe?prefetch=16", subscribeURL("http://127.0.0.1:8080", "a.b", 16))
+	require.Equal(t, "wss://q.example/base/v1/topics/x/subscribe?prefetch=1", subscribeURL("https://q.example/base", "x", 1))
+}
