@@ -167,6 +167,8 @@ func (s *Server) route(pattern string, h handlerFunc) {
 				s.writeError(w, r, fmt.Errorf("httptransport: panic serving %s: %v\n%s", pattern, v, debug.Stack()))
 			}
 		}()
+		// Store decorators label metrics and spans with the transport.
+		r = r.WithContext(core.WithTransport(r.Context(), core.TransportHTTP))
 		if err := h(w, r); err != nil {
 			s.writeError(w, r, err)
 		}
