@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -50,7 +49,8 @@ func TestFaultNATS(t *testing.T) {
 	})
 }
 
-// nats-server is built once per test run from the module's own dependency.
+// nats-server is built once per test run from the module's own dependency,
+// with the go command that go test puts first on PATH.
 var (
 	natsBinOnce sync.Once
 	natsBin     string
@@ -66,7 +66,7 @@ func natsServerBinary(t *testing.T) string {
 			return
 		}
 		natsBin = filepath.Join(dir, "nats-server")
-		out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", natsBin, "github.com/nats-io/nats-server/v2").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", natsBin, "github.com/nats-io/nats-server/v2").CombinedOutput()
 		if err != nil {
 			natsBinErr = fmt.Errorf("go build nats-server: %w\n%s", err, out)
 		}
