@@ -1,0 +1,160 @@
+package telemetry_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/require"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/delayq/delayq/backends/memstore"
+	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/storetest"
+	"github.com/delayq/delayq/telemetry"
+)
+
+// TestStore runs the conformance suite over memstore behind the store
+// decorator with metrics on and tracing off: metrics change nothing. (With
+// tracing on, the decorator stores the push span's traceparent, which the
+// suite would see as a changed job.)
+func TestStore(t *testing.T) {
+	t.Parallel()
+	p, err := telemetry.Setup(context.Background(), telemetry.SetupConfig{Getenv: func(string) string { return "" }})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Shutdown(context.Background())) })
+	cfg := telemetry.Config{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: p.MeterProvider}
+	var (
+		mu     sync.Mutex
+		stores = map[string]*memstore.Store{}
+	)
+	storetest.Run(t, storetest.Harness{
+		Open: func(t *testing.T, ns string) core.Store {
+			mu.Lock()
+			defer mu.Unlock()
+			s, ok := stores[ns]
+			if !ok {
+				s = memstore.New(memstore.Config{})
+				stores[ns] = s
+			}
+			ts, err := telemetry.NewStore(s, cfg)
+			require.NoError(t, err)
+			return ts
+		},
+	})
+}
+
+// scrape reads /metrics and returns the metric families by name.
+func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	return parse(t, resp.Body)
+}
+
+// parse reads the Prometheus text format.
+func parse(t *testing.T, r io.Reader) map[string]*dto.MetricFamily {
+	t.Helper()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(r)
+	require.NoError(t, err)
+	return families
+}
+
+// labels renders a metric's labels as a=b,c=d in name order.
+func labels(m *dto.Metric) string {
+	var parts []string
+	for _, l := range m.GetLabel() {
+		parts = append(parts, l.GetName()+"="+l.GetValue())
+	}
+	return strings.Join(parts, ",")
+}
+
+// series returns the values of a family by labels: counters and gauges by
+// value, histograms by sample count.
+func series(families map[string]*dto.MetricFamily, name string) map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range families[name].GetMetric() {
+		switch {
+		case m.Histogram != nil:
+			out[labels(m)] = float64(m.Histogram.GetSampleCount())
+		case m.Counter != nil:
+			out[labels(m)] = m.Counter.GetValue()
+		case m.Gauge != nil:
+			out[labels(m)] = m.Gauge.GetValue()
+		}
+	}
+	return out
+}
+
+// TestMetricsAfterDeliveries scrapes /metrics before and after deliveries:
+// the lateness histogram's count moves by the jobs delivered, with buckets
+// fine enough to tell 1 ms from 5 ms, and intake, attempts, jobs by state
+// and breaker state are there.
+func TestMetricsAfterDeliveries(t *testing.T) {
+	t.Parallel()
+	p, err := telemetry.Setup(context.Background(), telemetry.SetupConfig{Getenv: func(string) string { return "" }})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Shutdown(context.Background())) })
+	require.False(t, p.OTLP)
+	b := setup(t, p.Config(), p.MetricsHandler())
+
+	const lateness = "delayq_lateness_seconds"
+	const key = "queue=orders.close,transport=webhook"
+	before := series(scrape(t, b.api.URL), lateness)[key]
+	const n = 25
+	for i := range n {
+		b.push(t, fmt.Sprintf(`{"topic":"orders.close","body":{"n":%d}}`, i), nil)
+	}
+	b.waitAcked(t, n)
+	families := scrape(t, b.api.URL)
+	require.Equal(t, before+n, series(families, lateness)[key], "lateness count moved by the jobs delivered")
+
+	h := families[lateness].GetMetric()[0].GetHistogram()
+	var bounds []float64
+	for _, bk := range h.GetBucket() {
+		bounds = append(bounds, bk.GetUpperBound())
+	}
+	require.Subset(t, bounds, []float64{0.001, 0.002, 0.003, 0.004, 0.005})
+	t.Logf("lateness of %d deliveries over memstore: sum %.6fs, buckets %v", n, h.GetSampleSum(), h.GetBucket()[:8])
+
+	require.Equal(t, map[string]float64{"outcome=accepted,queue=orders.close,transport=http": n},
+		series(families, "delayq_intake_jobs_total"))
+	require.Equal(t, map[string]float64{"outcome=ok,queue=orders.close,transport=webhook": n},
+		series(families, "delayq_attempts_total"))
+	require.Equal(t, float64(n), series(families, "delayq_delivery_duration_seconds")["outcome=ok,queue=orders.close,transport=webhook"])
+	jobs := series(families, "delayq_jobs")
+	for _, state := range []string{"scheduled", "ready", "reserved", "dead"} {
+		require.Contains(t, jobs, "queue=orders.close,state="+state)
+	}
+	require.Equal(t, map[string]float64{"": 0}, series(families, "delayq_breaker_state"))
+	require.Equal(t, map[string]float64{"": 0}, series(families, "delayq_breaker_open_endpoints"))
+	require.Contains(t, families, "go_goroutines")
+}
+
+// TestSubscribersGauge checks the hook a WebSocket transport calls.
+func TestSubscribersGauge(t *testing.T) {
+	t.Parallel()
+	p, err := telemetry.Setup(context.Background(), telemetry.SetupConfig{Getenv: func(string) string { return "" }})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Shutdown(context.Background())) })
+	subs, err := telemetry.NewSubscribers(p.Config())
+	require.NoError(t, err)
+	var hook func(topic string, delta int) = subs.Add
+	hook("a", 1)
+	hook("a", 1)
+	hook("b", 1)
+	hook("a", -1)
+	rec := httptestRecorder(t, p.MetricsHandler())
+	families := parse(t, strings.NewReader(rec))
+	require.Equal(t, map[string]float64{"queue=a": 1, "queue=b": 1}, series(families, "delayq_websocket_subscribers"))
+}

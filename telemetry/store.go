@@ -1,0 +1,494 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/delayq/delayq/breaker"
+	"github.com/delayq/delayq/core"
+)
+
+// leaseExpired is the LastError a store gives a job whose lease ran out
+// (core.Store's ClaimJobs contract).
+const leaseExpired = "lease expired"
+
+// countsTimeout bounds the ListTopics a scrape makes.
+const countsTimeout = 5 * time.Second
+
+// Store is a core.Store decorator that traces pushes and claims and records
+// intake, lateness, attempts and jobs by state. Create it with NewStore and
+// put it outermost, around the breaker, so it sees what callers see.
+type Store struct {
+	next   core.Store
+	cfg    Config
+	tracer trace.Tracer // nil when tracing is off
+	in     *instruments
+	jobs   metric.Int64ObservableGauge
+	reg    metric.Registration
+
+	mu       sync.Mutex
+	topics   []*core.Topic     // the last listing, with counts
+	listedAt time.Time         // when topics was read
+	types    map[string]string // delivery type of configured topics
+
+	flights flights
+}
+
+var _ core.Store = (*Store)(nil)
+
+// NewStore returns store decorated with the traces and metrics of cfg's
+// providers. Errors: an instrument the meter provider refused.
+func NewStore(store core.Store, cfg Config) (*Store, error) {
+	cfg = cfg.WithDefaults()
+	m := cfg.MeterProvider.Meter(scope)
+	in, err := newInstruments(m)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{next: store, cfg: cfg, tracer: cfg.tracer(), in: in, types: map[string]string{}}
+	s.flights.m = map[string]flight{}
+	s.jobs, err = m.Int64ObservableGauge(metricJobs, metric.WithUnit("{job}"),
+		metric.WithDescription("Jobs by topic and state (scheduled, ready, reserved, dead), as the store counts them; at most CountsTTL old."))
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: jobs gauge: %w", err)
+	}
+	if s.reg, err = m.RegisterCallback(s.observeJobs, s.jobs); err != nil {
+		return nil, fmt.Errorf("telemetry: jobs callback: %w", err)
+	}
+	return s, nil
+}
+
+// PutJobs implements core.Store: it starts a producer span per distinct
+// parent, stores the jobs with the push span's traceparent, and counts each
+// job's outcome.
+func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core.PutResult, error) {
+	if params == nil || len(params.Jobs) == 0 {
+		return s.next.PutJobs(ctx, params)
+	}
+	transport := core.TransportFrom(ctx)
+	p, pushes := params, []*pushSpan(nil)
+	if s.tracer != nil {
+		p, pushes = s.startPush(ctx, params, transport)
+	}
+	res, err := s.next.PutJobs(ctx, p)
+	s.countIntake(ctx, params.Jobs, res, err, transport)
+	for _, ps := range pushes {
+		ps.end(res, err)
+	}
+	return res, err
+}
+
+// pushSpan is the span of the jobs of one PutJobs with one parent.
+type pushSpan struct {
+	span  trace.Span
+	tp    string // the span's traceparent
+	idx   []int  // indexes of its jobs
+	topic string // "" when the jobs have several
+	id    string // the first job's id
+}
+
+// startPush starts the push spans and returns params with jobs that carry
+// their push span's traceparent.
+func (s *Store) startPush(ctx context.Context, params *core.PutJobsParams, transport string) (*core.PutJobsParams, []*pushSpan) {
+	inCtx := trace.SpanContextFromContext(ctx).IsValid()
+	byParent := map[string]*pushSpan{}
+	var spans []*pushSpan
+	jobs := make([]*core.Job, len(params.Jobs))
+	for i, j := range params.Jobs {
+		key := j.TraceParent
+		if inCtx {
+			key = ""
+		}
+		ps := byParent[key]
+		if ps == nil {
+			pctx := ctx
+			if !inCtx {
+				pctx = withTraceParent(ctx, j.TraceParent)
+			}
+			ps = &pushSpan{topic: j.Topic, id: j.ID}
+			_, ps.span = s.tracer.Start(pctx, "push "+j.Topic,
+				trace.WithSpanKind(trace.SpanKindProducer),
+				trace.WithAttributes(systemDelayq, attrMessagingOperation.String("send"), attrMessagingOpName.String("push"),
+					attrDestination.String(j.Topic), attrTransportSpan.String(transport)))
+			ps.tp = formatTraceParent(ps.span.SpanContext())
+			byParent[key] = ps
+			spans = append(spans, ps)
+		}
+		if ps.topic != j.Topic && ps.topic != "" {
+			ps.topic = ""
+			ps.span.SetName("push")
+		}
+		ps.idx = append(ps.idx, i)
+		jobs[i] = j
+		if ps.tp != "" && ps.tp != j.TraceParent {
+			c := *j
+			c.TraceParent = ps.tp
+			jobs[i] = &c
+		}
+	}
+	out := *params
+	out.Jobs = jobs
+	return &out, spans
+}
+
+// end ends a push span with the outcome of its jobs.
+func (ps *pushSpan) end(res []core.PutResult, err error) {
+	if len(ps.idx) == 1 {
+		ps.span.SetAttributes(attrMessageID.String(ps.id), attrOutcomeSpan.String(intakeOutcome(res, ps.idx[0], err)))
+	} else {
+		ps.span.SetAttributes(attrBatchCount.Int(len(ps.idx)))
+	}
+	if err != nil {
+		ps.span.RecordError(err)
+		ps.span.SetStatus(codes.Error, "store failed")
+	}
+	ps.span.End()
+}
+
+// intakeOutcome is the outcome of job i of a PutJobs.
+func intakeOutcome(res []core.PutResult, i int, err error) string {
+	switch {
+	case errors.Is(err, breaker.ErrOpen):
+		return outcomeBreakerOpen
+	case errors.Is(err, core.ErrUnavailable):
+		return outcomeUnavailable
+	case err != nil || i >= len(res):
+		return outcomeError
+	case res[i].Err == nil && res[i].Replaced:
+		return outcomeReplaced
+	case res[i].Err == nil:
+		return outcomeAccepted
+	case errors.Is(res[i].Err, core.ErrConflict):
+		return outcomeConflict
+	}
+	return outcomeError
+}
+
+// countIntake adds the outcome of every job of a PutJobs, one Add per topic
+// and outcome.
+func (s *Store) countIntake(ctx context.Context, jobs []*core.Job, res []core.PutResult, err error, transport string) {
+	type key struct{ topic, outcome string }
+	if len(jobs) == 1 {
+		s.in.intake.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(
+			attrQueue.String(jobs[0].Topic), attrTransport.String(transport), attrOutcome.String(intakeOutcome(res, 0, err)))))
+		return
+	}
+	n := map[key]int64{}
+	for i, j := range jobs {
+		n[key{j.Topic, intakeOutcome(res, i, err)}]++
+	}
+	for k, c := range n {
+		s.in.intake.Add(ctx, c, metric.WithAttributeSet(attribute.NewSet(
+			attrQueue.String(k.topic), attrTransport.String(transport), attrOutcome.String(k.outcome))))
+	}
+}
+
+// ClaimJobs implements core.Store: for each job claimed it records the
+// lateness (now minus run_at, but for a redelivery after a lost lease,
+// which counts as an expired attempt instead) and a claim span from run_at
+// to now, whose context the job then carries.
+func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]*core.Job, error) {
+	jobs, err := s.next.ClaimJobs(ctx, params)
+	if len(jobs) == 0 {
+		return jobs, err
+	}
+	now := s.cfg.Clock.Now()
+	transport := transportOf(core.TransportFrom(ctx), s.deliveryType(params.Topic))
+	attrs := metric.WithAttributeSet(attribute.NewSet(attrQueue.String(params.Topic), attrTransport.String(transport)))
+	for _, j := range jobs {
+		prev, had := s.flights.add(j, transport, now)
+		if j.LastError == leaseExpired && j.Attempt > 1 {
+			t := transport
+			if had {
+				t = prev.transport
+			}
+			s.in.attempts.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(
+				attrQueue.String(params.Topic), attrTransport.String(t), attrOutcome.String(outcomeExpired))))
+			s.claimSpan(ctx, j, now, 0, transport)
+			continue
+		}
+		late := max(now.Sub(j.RunAt), 0)
+		s.in.lateness.Record(ctx, late.Seconds(), attrs)
+		s.claimSpan(ctx, j, now, late, transport)
+	}
+	return jobs, err
+}
+
+// claimSpan records the span of a job's claim, from when it became due to
+// now, and makes the job carry its context.
+func (s *Store) claimSpan(ctx context.Context, j *core.Job, now time.Time, late time.Duration, transport string) {
+	if s.tracer == nil || j.TraceParent == "" {
+		return
+	}
+	pctx := withTraceParent(context.Background(), j.TraceParent)
+	if !trace.SpanContextFromContext(pctx).IsValid() {
+		return
+	}
+	start := j.RunAt
+	if start.Before(j.CreatedAt) {
+		start = j.CreatedAt
+	}
+	if start.After(now) {
+		start = now
+	}
+	opts := []trace.SpanStartOption{
+		trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithTimestamp(start),
+		trace.WithAttributes(systemDelayq, attrMessagingOperation.String("receive"), attrMessagingOpName.String("claim"),
+			attrDestination.String(j.Topic), attrMessageID.String(j.ID), attrAttempt.Int(j.Attempt),
+			attrTransportSpan.String(transport), attrRunAt.String(j.RunAt.UTC().Format(time.RFC3339Nano)),
+			attrLateness.Float64(float64(late)/float64(time.Millisecond))),
+	}
+	if link := trace.LinkFromContext(ctx); link.SpanContext.IsValid() {
+		opts = append(opts, trace.WithLinks(link))
+	}
+	_, span := s.tracer.Start(pctx, "claim "+j.Topic, opts...)
+	if j.LastError == leaseExpired && j.Attempt > 1 {
+		span.SetAttributes(attrOutcomeSpan.String("redelivery after lease expiry"))
+	}
+	span.End(trace.WithTimestamp(now))
+	j.TraceParent = formatTraceParent(span.SpanContext())
+}
+
+// AckJob implements core.Store and counts an ok attempt.
+func (s *Store) AckJob(ctx context.Context, params *core.AckJobParams) error {
+	err := s.next.AckJob(ctx, params)
+	s.settled(ctx, params.ID, params.Lease, err, outcomeOK)
+	return err
+}
+
+// RetryJob implements core.Store and counts a failed attempt.
+func (s *Store) RetryJob(ctx context.Context, params *core.RetryJobParams) error {
+	err := s.next.RetryJob(ctx, params)
+	s.settled(ctx, params.ID, params.Lease, err, outcomeFailed)
+	return err
+}
+
+// BuryJob implements core.Store and counts a dead attempt and a dead job.
+func (s *Store) BuryJob(ctx context.Context, params *core.BuryJobParams) error {
+	err := s.next.BuryJob(ctx, params)
+	s.settled(ctx, params.ID, params.Lease, err, outcomeDead)
+	return err
+}
+
+// settled counts the end of an attempt, labelled with the topic and
+// transport of its claim when this instance made it.
+func (s *Store) settled(ctx context.Context, id, lease string, err error, outcome string) {
+	switch {
+	case err == nil:
+	case errors.Is(err, core.ErrConflict) || errors.Is(err, core.ErrNotFound):
+		s.flights.take(id, lease) // the lease is gone; so is its flight
+		return
+	default:
+		return
+	}
+	f, _ := s.flights.take(id, lease)
+	set := attribute.NewSet(attrQueue.String(f.topic), attrTransport.String(f.transport))
+	s.in.attempts.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(
+		attrQueue.String(f.topic), attrTransport.String(f.transport), attrOutcome.String(outcome))))
+	if outcome == outcomeDead {
+		s.in.dead.Add(ctx, 1, metric.WithAttributeSet(set))
+	}
+}
+
+// TouchJob implements core.Store.
+func (s *Store) TouchJob(ctx context.Context, params *core.TouchJobParams) (*core.Job, error) {
+	j, err := s.next.TouchJob(ctx, params)
+	if err == nil {
+		s.flights.touch(j)
+	}
+	return j, err
+}
+
+// GetJob implements core.Store.
+func (s *Store) GetJob(ctx context.Context, id string) (*core.Job, error) {
+	return s.next.GetJob(ctx, id)
+}
+
+// CancelJob implements core.Store.
+func (s *Store) CancelJob(ctx context.Context, id string) error { return s.next.CancelJob(ctx, id) }
+
+// RequeueJob implements core.Store.
+func (s *Store) RequeueJob(ctx context.Context, id string) error { return s.next.RequeueJob(ctx, id) }
+
+// ListDeadJobs implements core.Store.
+func (s *Store) ListDeadJobs(ctx context.Context, params *core.ListDeadJobsParams) ([]*core.Job, error) {
+	return s.next.ListDeadJobs(ctx, params)
+}
+
+// PutTopic implements core.Store; the next scrape lists topics again.
+func (s *Store) PutTopic(ctx context.Context, topic *core.Topic) error {
+	err := s.next.PutTopic(ctx, topic)
+	if err == nil {
+		s.mu.Lock()
+		s.types[topic.Name] = topic.WithDefaults().Delivery.Type
+		s.listedAt = time.Time{} // list again, with the new topic
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// GetTopic implements core.Store.
+func (s *Store) GetTopic(ctx context.Context, name string) (*core.Topic, error) {
+	return s.next.GetTopic(ctx, name)
+}
+
+// DeleteTopic implements core.Store.
+func (s *Store) DeleteTopic(ctx context.Context, name string) error {
+	err := s.next.DeleteTopic(ctx, name)
+	if err == nil {
+		s.mu.Lock()
+		delete(s.types, name)
+		s.listedAt = time.Time{}
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// ListTopics implements core.Store; the counts listed serve delayq_jobs
+// for CountsTTL.
+func (s *Store) ListTopics(ctx context.Context) ([]*core.Topic, error) {
+	list, err := s.next.ListTopics(ctx)
+	if err == nil {
+		s.remember(list)
+	}
+	return list, err
+}
+
+// Ping implements core.Store.
+func (s *Store) Ping(ctx context.Context) error { return s.next.Ping(ctx) }
+
+// Close implements core.Store: it stops reporting delayq_jobs and closes
+// the store.
+func (s *Store) Close() error {
+	if s.reg != nil {
+		_ = s.reg.Unregister()
+	}
+	return s.next.Close()
+}
+
+// remember keeps a topic listing for delayq_jobs and the delivery types.
+func (s *Store) remember(list []*core.Topic) {
+	topics := make([]*core.Topic, len(list))
+	types := make(map[string]string, len(list))
+	for i, t := range list {
+		c := *t
+		topics[i] = &c
+		if t.Configured {
+			types[t.Name] = t.WithDefaults().Delivery.Type
+		}
+	}
+	s.mu.Lock()
+	s.topics, s.listedAt, s.types = topics, time.Now(), types
+	s.mu.Unlock()
+}
+
+// deliveryType returns the delivery type of a configured topic, "" when
+// unknown.
+func (s *Store) deliveryType(topic string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.types[topic]
+}
+
+// observeJobs reports delayq_jobs from a listing at most CountsTTL old,
+// listing topics when the last one is older; nothing when that fails.
+func (s *Store) observeJobs(_ context.Context, o metric.Observer) error {
+	s.mu.Lock()
+	topics, fresh := s.topics, time.Since(s.listedAt) < s.cfg.CountsTTL
+	s.mu.Unlock()
+	if !fresh {
+		ctx, cancel := context.WithTimeout(context.Background(), countsTimeout)
+		list, err := s.next.ListTopics(ctx)
+		cancel()
+		if err != nil {
+			s.cfg.Logger.Debug("telemetry: counting jobs by state failed", "err", err)
+			return nil
+		}
+		s.remember(list)
+		topics = list
+	}
+	for _, t := range topics {
+		for _, c := range []struct {
+			state core.State
+			n     int64
+		}{
+			{core.StateScheduled, t.Counts.Scheduled},
+			{core.StateReady, t.Counts.Ready},
+			{core.StateReserved, t.Counts.Reserved},
+			{core.StateDead, t.Counts.Dead},
+		} {
+			o.ObserveInt64(s.jobs, c.n, metric.WithAttributeSet(attribute.NewSet(attrQueue.String(t.Name), attrState.String(string(c.state)))))
+		}
+	}
+	return nil
+}
+
+// flight is a claim this instance handed out, so that its ack, retry or
+// bury can be labelled with the claim's topic and transport.
+type flight struct {
+	topic, transport, lease string
+	expires                 time.Time
+}
+
+// maxFlights bounds the claims remembered; past it, attempts are counted
+// without topic and transport.
+const maxFlights = 1 << 20
+
+// flights are the claims in flight by job id. Entries whose lease expired a
+// minute ago are swept at most once a minute.
+type flights struct {
+	mu    sync.Mutex
+	m     map[string]flight
+	swept time.Time
+}
+
+// add remembers a claim and returns the claim of the same job it replaces,
+// if any.
+func (f *flights) add(j *core.Job, transport string, now time.Time) (flight, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if now.Sub(f.swept) > time.Minute {
+		f.swept = now
+		for id, fl := range f.m {
+			if fl.expires.Before(now.Add(-time.Minute)) {
+				delete(f.m, id)
+			}
+		}
+	}
+	prev, had := f.m[j.ID]
+	if len(f.m) < maxFlights || had {
+		f.m[j.ID] = flight{topic: j.Topic, transport: transport, lease: j.Lease, expires: j.LeaseExpiresAt}
+	}
+	return prev, had
+}
+
+// take forgets a claim by id and lease and returns it.
+func (f *flights) take(id, lease string) (flight, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fl, ok := f.m[id]
+	if !ok || fl.lease != lease {
+		return flight{}, false
+	}
+	delete(f.m, id)
+	return fl, true
+}
+
+// touch moves a claim's expiry.
+func (f *flights) touch(j *core.Job) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if fl, ok := f.m[j.ID]; ok && fl.lease == j.Lease {
+		fl.expires = j.LeaseExpiresAt
+		f.m[j.ID] = fl
+	}
+}
