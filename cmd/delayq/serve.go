@@ -19,7 +19,9 @@ import (
 	"github.com/delayq/delayq/backends/redisstore"
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/transports/httptransport"
+	"github.com/delayq/delayq/transports/natstransport"
 	"github.com/delayq/delayq/transports/webhook"
+	"github.com/delayq/delayq/transports/wstransport"
 )
 
 // serveCommand is `delayq serve`.
@@ -79,7 +81,7 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	log := newLogger(cfg, a.stderr, cfg.LogLevel)
 	slog.SetDefault(log)
 
-	store, closeBackend, err := openStore(ctx, cfg, log, a.stderr)
+	store, natsConn, closeBackend, err := openStore(ctx, cfg, log, a.stderr)
 	if err != nil {
 		return err
 	}
@@ -89,11 +91,19 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 
 	hooks := webhook.New(webhook.Config{Logger: log, Clock: core.RealClock()})
 	defer hooks.CloseIdleConnections()
+	deliverers := map[string]core.Deliverer{core.DeliveryWebhook: hooks}
+	if natsConn != nil {
+		natsOut, err := natstransport.NewDeliverer(natstransport.DelivererConfig{Conn: natsConn, Logger: log})
+		if err != nil {
+			return err
+		}
+		deliverers[core.DeliveryNATS] = natsOut
+	}
 	engine, err := core.NewEngine(core.EngineConfig{
 		Store:      store,
 		Logger:     log,
 		Limits:     core.Limits{MaxBodyBytes: cfg.MaxBody, MaxBatch: cfg.MaxBatch},
-		Deliverers: map[string]core.Deliverer{core.DeliveryWebhook: hooks},
+		Deliverers: deliverers,
 	})
 	if err != nil {
 		return err
@@ -107,11 +117,30 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 		stopEngine(engine, cfg.ShutdownTimeout, log)
 		return fmt.Errorf("http: %w", err)
 	}
+	// WebSocket subscribers share the HTTP API's listener; NATS intake uses
+	// the NATS backend's connection.
+	api := httptransport.New(httptransport.Config{Engine: engine, Logger: log})
+	subscribers, err := wstransport.New(wstransport.Config{Engine: engine, Logger: log})
+	var natsIn *natstransport.Intake
+	if err == nil && natsConn != nil {
+		if natsIn, err = natstransport.NewIntake(natstransport.IntakeConfig{Conn: natsConn, Engine: engine, Logger: log}); err == nil {
+			err = natsIn.Start(ctx)
+		}
+	}
+	if err != nil {
+		_ = ln.Close()
+		stopEngine(engine, cfg.ShutdownTimeout, log)
+		return err
+	}
+	subscribers.Register(api)
+	if natsIn != nil {
+		log.Info("nats intake listening", "push", natsIn.PushSubject("<topic>"), "cancel", natsIn.CancelSubject())
+	}
 	// Requests run under baseCtx, which a shutdown cancels after drainGrace.
 	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBase()
 	srv := &http.Server{
-		Handler:           httptransport.New(httptransport.Config{Engine: engine, Logger: log}),
+		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
@@ -137,6 +166,11 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	// One deadline bounds the graceful part of the shutdown.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
+	if natsIn != nil {
+		if err := natsIn.Stop(sctx); err != nil {
+			log.Warn("nats intake stopped before answering every message it had received", "err", err)
+		}
+	}
 	grace := time.AfterFunc(min(drainGrace, cfg.ShutdownTimeout/2), cancelBase)
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("http shutdown incomplete; closing connections", "err", err)
@@ -144,6 +178,11 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	}
 	grace.Stop()
 	cancelBase()
+	// http.Server.Shutdown does not wait for WebSocket connections: wait
+	// here until each has released what it held, before the store closes.
+	if err := subscribers.Stop(sctx); err != nil {
+		log.Warn("websocket subscribers still closing at the shutdown timeout", "err", err)
+	}
 	if err := engine.Stop(sctx); err != nil {
 		log.Warn("deliveries still running at the shutdown timeout were released for redelivery", "err", err)
 	}
@@ -160,24 +199,26 @@ func stopEngine(engine *core.Engine, timeout time.Duration, log *slog.Logger) {
 	}
 }
 
-// openStore opens the configured backend and returns the store with the
-// function that closes it and then the backend's connection and server.
-func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logTo io.Writer) (core.Store, func(), error) {
+// openStore opens the configured backend and returns the store, the NATS
+// connection of a NATS backend (nil for others) for the NATS transport, and
+// the function that closes the store and then the backend's connection and
+// server.
+func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logTo io.Writer) (core.Store, *nats.Conn, func(), error) {
 	var closers []func()
 	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()
 		}
 	}
-	fail := func(err error) (core.Store, func(), error) {
+	fail := func(err error) (core.Store, *nats.Conn, func(), error) {
 		closeAll()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 
 	if cfg.Backend == backendMemory {
 		log.Warn("memory backend: jobs are lost when the process exits")
 		store := memstore.New(memstore.Config{Clock: core.RealClock(), Retention: cfg.Retention})
-		return store, func() { closeStore(store, log) }, nil
+		return store, nil, func() { closeStore(store, log) }, nil
 	}
 
 	if cfg.Backend == backendRedis {
@@ -192,7 +233,7 @@ func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logTo io
 		}
 		log.Info("redis connected", "url", redactURL(cfg.RedisURL))
 		closers = append(closers, func() { closeStore(store, log) })
-		return store, closeAll, nil
+		return store, nil, closeAll, nil
 	}
 
 	var conn *nats.Conn
@@ -240,7 +281,7 @@ func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logTo io
 		return fail(fmt.Errorf("nats store: %w", err))
 	}
 	closers = append(closers, func() { closeStore(store, log) })
-	return store, closeAll, nil
+	return store, conn, closeAll, nil
 }
 
 // checkListen fails fast when a fixed address cannot be bound (in use, say),

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -8,11 +9,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/backends/memstore"
@@ -363,4 +367,122 @@ func TestSubscribeURL(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, "ws://127.0.0.1:8080/v1/topics/a.b/subscribe?prefetch=16", subscribeURL("http://127.0.0.1:8080", "a.b", 16))
 	require.Equal(t, "wss://q.example/base/v1/topics/x/subscribe?prefetch=1", subscribeURL("https://q.example/base", "x", 1))
+}
+
+// TestE2ETransports runs `delayq serve` on the embedded default and checks
+// the transports it wires: a NATS publish with Delayq-Delay reaches a NATS
+// subscriber of the topic's delivery subject at its time, and the
+// `delayq subscribe` binary prints a delivery, acks it and exits 0 on
+// SIGINT.
+func TestE2ETransports(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, embeddedArgs(t.TempDir())...)
+	api := newCaller(t, srv.HTTPURL)
+
+	t.Run("NATSIntakeAndDelivery", func(t *testing.T) {
+		t.Parallel()
+		status, answer := api.call(http.MethodPut, "/v1/topics/e2e.nats", map[string]any{"delivery": map[string]any{"type": "nats"}})
+		require.Equal(t, http.StatusOK, status, "%s", answer)
+		nc, err := nats.Connect(srv.NATSURL)
+		require.NoError(t, err)
+		defer nc.Close()
+		sub, err := nc.SubscribeSync("delayq.deliver.e2e.nats")
+		require.NoError(t, err)
+		require.NoError(t, nc.Flush())
+
+		m := nats.NewMsg("delayq.push.e2e.nats")
+		m.Data = []byte(`{"remind": 1}`)
+		m.Header.Set("Delayq-Delay", "500ms")
+		res, err := nc.RequestMsg(m, 10*time.Second)
+		require.NoError(t, err)
+		var pushed struct {
+			ID    string    `json:"id"`
+			RunAt time.Time `json:"run_at"`
+		}
+		require.NoError(t, json.Unmarshal(res.Data, &pushed), "%s", res.Data)
+		require.NotEmpty(t, pushed.ID, "%s", res.Data)
+
+		got, err := sub.NextMsg(15 * time.Second)
+		require.NoError(t, err)
+		at := time.Now()
+		t.Logf("NATS delivery %s after run_at", at.Sub(pushed.RunAt))
+		require.False(t, at.Before(pushed.RunAt), "delivered before its run_at")
+		require.Less(t, at.Sub(pushed.RunAt), 1500*time.Millisecond)
+		require.Equal(t, `{"remind": 1}`, string(got.Data))
+		require.Equal(t, pushed.ID, got.Header.Get("Delayq-Id"))
+		require.Equal(t, "1", got.Header.Get("Delayq-Attempt"))
+
+		var job struct {
+			State string `json:"state"`
+		}
+		require.Eventually(t, func() bool {
+			api.callJSON(http.MethodGet, "/v1/jobs/"+pushed.ID, nil, http.StatusOK, &job)
+			return job.State == "done"
+		}, 10*time.Second, 20*time.Millisecond, "state %q", job.State)
+
+		// Cancel over NATS.
+		m = nats.NewMsg("delayq.push.e2e.nats")
+		m.Header.Set("Delayq-Delay", "1h")
+		res, err = nc.RequestMsg(m, 10*time.Second)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(res.Data, &pushed))
+		res, err = nc.Request("delayq.cancel", []byte(pushed.ID), 10*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, "{}", string(res.Data))
+	})
+
+	t.Run("SubscribeBinary", func(t *testing.T) {
+		t.Parallel()
+		cmd := exec.Command(binary(t), "subscribe", "e2e.ws", "--prefetch", "4")
+		cmd.Env = append(childEnv(), "DELAYQ_SERVER="+srv.HTTPURL)
+		stdout, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		require.NoError(t, cmd.Start())
+		exited := make(chan error, 1)
+		out := make(chan string, 16)
+		go func() {
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				out <- sc.Text()
+			}
+			exited <- cmd.Wait()
+		}()
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			<-exited
+		})
+
+		var pushed struct {
+			ID string `json:"id"`
+		}
+		api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.ws", "body": map[string]int{"n": 1}}, http.StatusCreated, &pushed)
+		select {
+		case line := <-out:
+			d := printed(t, line)
+			require.Equal(t, pushed.ID, d.ID)
+			require.JSONEq(t, `{"n":1}`, string(d.Body))
+		case err := <-exited:
+			t.Fatalf("subscribe exited: %v\n%s", err, stderr.String())
+		case <-time.After(15 * time.Second):
+			t.Fatalf("no delivery printed within 15s\n%s", stderr.String())
+		}
+		var job struct {
+			State string `json:"state"`
+		}
+		require.Eventually(t, func() bool {
+			api.callJSON(http.MethodGet, "/v1/jobs/"+pushed.ID, nil, http.StatusOK, &job)
+			return job.State == "done"
+		}, 10*time.Second, 20*time.Millisecond, "state %q", job.State)
+
+		require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+		select {
+		case err := <-exited:
+			require.NoError(t, err, "exit code 0 on SIGINT\n%s", stderr.String())
+			exited <- nil
+		case <-time.After(15 * time.Second):
+			t.Fatal("subscribe did not exit within 15s of SIGINT")
+		}
+	})
 }
