@@ -15,6 +15,7 @@ import (
 	"github.com/delayq/delayq/backends/memstore"
 	"github.com/delayq/delayq/breaker"
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/transports/webhook"
 )
 
 // fakeDeliverer fails every delivery to a host in dead and counts the
@@ -232,4 +233,15 @@ func TestDeadEndpointOverEngine(t *testing.T) {
 		require.WithinDuration(t, start.Add(openFor), j.RunAt, 10*time.Second, "retried when the breaker half-opens, not after the 1ms backoff")
 	}
 	require.Equal(t, map[int]int{1: n - 3, 2: 3}, attempts, "one attempt per failure: a failing endpoint uses an attempt per backoff step or per open period, whichever is longer")
+}
+
+// TestWebhookStatusErrors checks the classification of the webhook
+// deliverer's answers: a refused request is not an endpoint failure.
+func TestWebhookStatusErrors(t *testing.T) {
+	t.Parallel()
+	for code, failure := range map[int]bool{301: false, 400: false, 404: false, 408: true, 429: true, 500: true, 503: true} {
+		err := fmt.Errorf("attempt: %w", &webhook.StatusError{Status: code})
+		require.Equal(t, failure, breaker.IsEndpointFailure(err), "status %d", code)
+	}
+	require.True(t, breaker.IsEndpointFailure(errors.New("request failed: connection refused")))
 }

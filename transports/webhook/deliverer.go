@@ -190,6 +190,10 @@ type StatusError struct {
 // topic's backoff cap) before the next attempt.
 func (e *StatusError) RetryAfter() time.Duration { return e.Wait }
 
+// StatusCode returns Status, so that an endpoint breaker can tell an
+// endpoint that refused a request (4xx) from one that is failing.
+func (e *StatusError) StatusCode() int { return e.Status }
+
 // Error implements error.
 func (e *StatusError) Error() string {
 	if e.Location != "" {
