@@ -17,7 +17,7 @@ import (
 // opQueueLen bounds the ack, nack and touch frames a connection has read
 // but not yet handled; past it, reading waits, which slows only this
 // connection.
-const opQueueLen = 32
+const opQueueLen = 8
 
 // releaseConcurrency bounds the releases in flight when a connection with
 // many unacknowledged deliveries closes.
