@@ -92,9 +92,10 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 
 // ObserveBreakers reports the state of the store's breaker as
 // delayq_breaker_state (0 closed, 1 half-open, 2 open) and how many
-// endpoint breakers are not closed as delayq_breaker_open_endpoints. Either
-// may be nil. The returned func stops reporting.
-func ObserveBreakers(cfg Config, store *breaker.Store, endpoints *breaker.Deliverer) (unregister func() error, err error) {
+// endpoint breakers of the deliverers given are not closed as
+// delayq_breaker_open_endpoints. store may be nil. The returned func stops
+// reporting.
+func ObserveBreakers(cfg Config, store *breaker.Store, endpoints ...*breaker.Deliverer) (unregister func() error, err error) {
 	cfg = cfg.WithDefaults()
 	m := cfg.MeterProvider.Meter(scope)
 	state, err := m.Int64ObservableGauge(metricBreakerState,
@@ -111,11 +112,13 @@ func ObserveBreakers(cfg Config, store *breaker.Store, endpoints *breaker.Delive
 		if store != nil {
 			o.ObserveInt64(state, int64(store.State()))
 		}
-		if endpoints != nil {
+		if len(endpoints) > 0 {
 			n := 0
-			for _, e := range endpoints.States() {
-				if e.State != breaker.StateClosed {
-					n++
+			for _, d := range endpoints {
+				for _, e := range d.States() {
+					if e.State != breaker.StateClosed {
+						n++
+					}
 				}
 			}
 			o.ObserveInt64(open, int64(n))

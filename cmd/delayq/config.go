@@ -54,6 +54,8 @@ type serveConfig struct {
 	LogFormat string
 	// ShutdownTimeout bounds a graceful shutdown.
 	ShutdownTimeout time.Duration
+	// Breaker configures the store's and the endpoints' circuit breakers.
+	Breaker breakerFlags
 }
 
 // defaultServeConfig returns the defaults of every serve flag.
@@ -72,6 +74,7 @@ func defaultServeConfig() serveConfig {
 		LogLevel:        slog.LevelInfo,
 		LogFormat:       "text",
 		ShutdownTimeout: 30 * time.Second,
+		Breaker:         defaultBreakerFlags(),
 	}
 }
 
@@ -91,6 +94,7 @@ func (c *serveConfig) addFlags(fs *pflag.FlagSet) {
 	fs.Var(&levelValue{p: &c.LogLevel}, "log-level", "least level logged: debug, info, warn or error")
 	fs.Var(&enumValue{p: &c.LogFormat, allowed: []string{"text", "json"}}, "log-format", "log format: text or json")
 	fs.Var(&positiveDurationValue{p: &c.ShutdownTimeout}, "shutdown-timeout", "how long a shutdown waits for in-flight requests and deliveries")
+	c.Breaker.addFlags(fs)
 	fs.VisitAll(func(f *pflag.Flag) { withEnv(fs, f.Name) })
 }
 

@@ -81,6 +81,7 @@ func TestServeFlags(t *testing.T) {
 		LogLevel:        slog.LevelDebug,
 		LogFormat:       "json",
 		ShutdownTimeout: 5 * time.Second,
+		Breaker:         defaultBreakerFlags(),
 	}, *res.cfg)
 }
 
@@ -117,6 +118,7 @@ func TestServeEnvTwins(t *testing.T) {
 		LogLevel:        slog.LevelWarn,
 		LogFormat:       "json",
 		ShutdownTimeout: time.Minute,
+		Breaker:         defaultBreakerFlags(),
 	}, *res.cfg)
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/delayq/delayq/backends/natsstore"
 	"github.com/delayq/delayq/backends/redisstore"
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/telemetry"
 	"github.com/delayq/delayq/transports/httptransport"
 	"github.com/delayq/delayq/transports/natstransport"
 	"github.com/delayq/delayq/transports/webhook"
@@ -56,9 +57,9 @@ finish or are released for redelivery, the store is closed and flushed.`,
 func newLogger(cfg *serveConfig, w io.Writer, level slog.Level) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
 	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(telemetry.LogHandler(slog.NewJSONHandler(w, opts)))
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(telemetry.LogHandler(slog.NewTextHandler(w, opts)))
 }
 
 // natsServerLevel is the least level logged from the embedded nats-server:
@@ -88,6 +89,12 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	// Whatever happens from here on, the store closes and the backend's
 	// server flushes before runServe returns.
 	defer closeBackend()
+	// The engine sees the store through telemetry and the circuit breaker.
+	obs, store, err := observe(ctx, cfg, log, store)
+	if err != nil {
+		return err
+	}
+	defer obs.shutdown()
 
 	hooks := webhook.New(webhook.Config{Logger: log, Clock: core.RealClock()})
 	defer hooks.CloseIdleConnections()
@@ -98,6 +105,9 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 			return err
 		}
 		deliverers[core.DeliveryNATS] = natsOut
+	}
+	if err := obs.deliverers(cfg, deliverers); err != nil {
+		return err
 	}
 	engine, err := core.NewEngine(core.EngineConfig{
 		Store:      store,
@@ -120,6 +130,7 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	// WebSocket subscribers share the HTTP API's listener; NATS intake uses
 	// the NATS backend's connection.
 	api := httptransport.New(httptransport.Config{Engine: engine, Logger: log})
+	api.Handle("GET /metrics", obs.metrics())
 	subscribers, err := wstransport.New(wstransport.Config{Engine: engine, Logger: log})
 	var natsIn *natstransport.Intake
 	if err == nil && natsConn != nil {

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/breaker"
+)
+
+func TestBreakerFlags(t *testing.T) {
+	t.Parallel()
+	res := runApp(t, map[string]string{"DELAYQ_BREAKER_OPEN_TIMEOUT": "30s"}, "", "serve",
+		"--breaker-failures", "0", "--breaker-failure-ratio", "0.5", "--breaker-min-requests", "10",
+		"--breaker-window", "1m", "--breaker-half-open-requests", "3", "--breaker-call-timeout", "2s",
+		"--breaker-endpoint-failures", "7", "--breaker-endpoint-open-timeout", "1m")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Equal(t, breakerFlags{
+		Failures: 0, FailureRatio: 0.5, MinRequests: 10, Window: time.Minute, OpenTimeout: 30 * time.Second,
+		HalfOpenRequests: 3, CallTimeout: 2 * time.Second, EndpointFailures: 7, EndpointOpenTimeout: time.Minute,
+	}, res.cfg.Breaker)
+	cfg, err := res.cfg.Breaker.store(slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	require.Equal(t, -1, cfg.ConsecutiveFailures, "0 turns the rule off")
+	require.Equal(t, 0.5, cfg.FailureRatio)
+
+	for _, bad := range [][]string{
+		{"--breaker-failure-ratio", "1.5"},
+		{"--breaker-failures", "-1"},
+		{"--breaker-open-timeout", "0s"},
+		{"--breaker-half-open-requests", "0"},
+	} {
+		res := runApp(t, nil, "", append([]string{"serve"}, bad...)...)
+		require.Equal(t, exitUsage, res.code, "%v", bad)
+		require.Contains(t, res.stderr, bad[0])
+	}
+	off := defaultBreakerFlags()
+	off.Failures = 0
+	_, err = off.store(slog.New(slog.DiscardHandler))
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "--breaker-failure-ratio")
+	def := defaultBreakerFlags()
+	cfg, err = def.store(slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	require.Equal(t, breaker.ConsecutiveFailuresDefault, cfg.ConsecutiveFailures)
+}
+
+// TestE2EMetrics runs the binary and reads /metrics after a push.
+func TestE2EMetrics(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0")
+	api := newCaller(t, srv.HTTPURL)
+	api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.metrics", "body": 1}, http.StatusCreated, nil)
+	require.Len(t, api.claim("e2e.metrics", 1, 5*time.Second), 1)
+	// Counts come from the last topic listing (the engine lists every 2s);
+	// listing now makes it current.
+	api.callJSON(http.MethodGet, "/v1/topics", nil, http.StatusOK, nil)
+	resp, err := http.Get(srv.HTTPURL + "/metrics")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	text := string(body)
+	for _, want := range []string{
+		`delayq_intake_jobs_total{outcome="accepted",queue="e2e.metrics",transport="http"} 1`,
+		`delayq_lateness_seconds_count{queue="e2e.metrics",transport="http"} 1`,
+		`delayq_breaker_state 0`,
+		`delayq_jobs{queue="e2e.metrics",state="reserved"}`,
+		`go_goroutines`,
+	} {
+		require.True(t, strings.Contains(text, want), "/metrics lacks %s:\n%s", want, text)
+	}
+	require.Equal(t, 0, srv.signal(syscall.SIGTERM, 10*time.Second))
+}
