@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -130,7 +129,7 @@ func natsServerBinary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(binDir, "nats-server")
-		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", binPath, "github.com/nats-io/nats-server/v2")
+		cmd := exec.Command("go", "build", "-o", binPath, "github.com/nats-io/nats-server/v2")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("go build nats-server: %w\n%s", err, out)
 		}

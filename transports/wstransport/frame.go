@@ -14,15 +14,12 @@ import (
 	"github.com/delayq/delayq/transports/wire"
 )
 
-// Frame types of API.md.
+// Types of client frames, as API.md names them. The server's frames (job,
+// error, touched) are written by the append functions below.
 const (
-	frameJob   = "job"
-	frameError = "error"
 	frameAck   = "ack"
 	frameNack  = "nack"
 	frameTouch = "touch"
-	// frameTouched answers a touch with the lease's new expiry.
-	frameTouched = "touched"
 )
 
 // frame is a client frame, decoded and checked.
