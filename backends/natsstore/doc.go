@@ -12,6 +12,7 @@
 //	<prefix>.sched.<topic>.<id>    schedule @ run_at-Lead -> lead      (scheduled job)
 //	<prefix>.lead.<topic>.<id>     fired sched, for the housekeeping consumer
 //	<prefix>.soon.<topic>.<id>     schedule @ run_at+100ms -> ready    (due within Lead)
+//	<prefix>.near.<topic>.<id>     plain twin of soon, for the topic's fetcher
 //	<prefix>.ready.<topic>.<id>    due job
 //	<prefix>.lease.<topic>.<id>    schedule @ lease expiry -> expire   (reserved job)
 //	<prefix>.expire.<topic>.<id>   fired lease, for the housekeeping consumer
@@ -54,36 +55,67 @@
 // schedule already past due about 250 ms after it is stored. So a scheduled
 // job's schedule fires Lead (500 ms) early into lead; the housekeeping
 // consumer (one durable consumer shared by every instance) turns it into a
-// soon schedule due at run_at+100ms. The topic's durable pull consumer
-// (<prefix>_ready_<topic>_<hash>, filtered on exactly the topic's soon and
-// ready subjects, so "a" and "a.b" never overlap) sees that schedule message
+// soon schedule due at run_at+100ms and publishes its plain twin on near.
+// The topic's durable pull consumer (<prefix>_ready_<topic>_<hash>,
+// filtered on exactly the topic's near and ready subjects, so "a" and "a.b"
+// never overlap, and never on a schedule: see below) sees the near message
 // at once; the instance's fetcher holds it, unacknowledged, in a heap by
 // run_at (in-progress acks keep it), reads the record ahead, and a waiting
 // ClaimJobs takes it at its exact run_at. The claim publishes the lease
-// schedule, acknowledges the held message (which deletes the soon schedule
-// before it fires) and compares-and-sets the record to reserved. Left
-// unclaimed, the soon schedule fires into ready, so counts and other
-// instances see the job ready even where no claim runs. Claims wait on the
+// schedule, acknowledges the held message and compares-and-sets the record
+// to reserved, then purges the job's older wake-ups (the soon schedule,
+// before it fires). Left unclaimed, the soon schedule fires into ready, so
+// counts and other instances see the job ready even where no claim runs;
+// the fetcher then holds the ready message instead. Claims wait on the
 // fetcher's arrivals and a timer for the next due time, never polling.
 //
 // A fetcher runs while claims come; 2 s after the last one it stops and
 // gives back (nak) what it holds, so another instance's claims get those
-// jobs; Close does the same. Lease expiries fire into expire; the
+// jobs; Close does the same. An instance that dies (kill -9) gives nothing
+// back: what its fetcher held goes to another fetcher after AckWait (30 s),
+// which in-progress acks keep from happening while the instance lives.
+// Lease expiries fire into expire; the
 // housekeeping consumer makes the job ready (or dead after its last attempt,
 // "lease expired"). GetJob and every operation read a job as of now:
 // a scheduled job past run_at is ready, a reserved job past its lease is
 // ready or dead, before the housekeeping has written so.
+//
+// # Why near messages
+//
+// The server purges a schedule's subject when it stores the schedule (a
+// subject rollup, so a new schedule replaces the old) and when the schedule
+// fires (Nats-Schedule-Next: purge). nats-server 2.15.2 applies such a purge
+// to every consumer whose filter covers the subject (consumer.purge, the
+// "wider" case): it drops the pending entries whose messages left the
+// stream and raises the consumer's ack floor to their delivery sequence,
+// although older deliveries are still pending; the next acknowledgement then
+// moves the stream ack floor past them. From then on the consumer takes
+// those messages for acknowledged: when the fetcher holding them gives them
+// back or dies, the server drops them instead of delivering them again, and
+// the jobs stay ready for ever (its log says "error on write store state
+// from purge: bad pending entry" or "old update ignored"). When the topic's
+// consumer filtered on soon schedules, a third of the due jobs held while
+// other jobs' schedules fired were lost that way, after a kill -9 and
+// without one (TestKill9DeliversHeldJobs, TestReleasedJobsDeliveredAgain).
+//
+// So no consumer filters on a schedule subject: the topic's consumer gets
+// plain near and ready messages, the housekeeping consumer plain lead and
+// expire messages. The store's own purges of a job's wake-ups use the
+// filter <prefix>.*.<topic>.<id>, which no consumer filter contains, so the
+// server does not apply them to consumers; removals of single messages
+// (acknowledgements, deletes by sequence, the one-message-per-subject limit)
+// it handles as acknowledgements, which keep the consumer's state right.
 //
 // # Counts
 //
 // A JetStream stream-info request with a subject filter tells how many
 // subjects have messages, without sending them (an offset past the end):
 // scheduled = sched+lead+soon subjects of the topic, ready = ready, reserved
-// = lease, dead = dead. While a job changes state both its old and new
-// wake-ups exist for a moment (one round trip), and a stale wake-up that
-// lost a race may count until it fires and is reconciled; counts are exact
-// once settled. ListDeadJobs reads the dead subjects, then the records,
-// sorted by time of death.
+// = lease, dead = dead; near messages are not counted. While a job changes
+// state both its old and new wake-ups exist for a moment (one round trip),
+// and a stale wake-up that lost a race may count until it fires and is
+// reconciled; counts are exact once settled. ListDeadJobs reads the dead
+// subjects, then the records, sorted by time of death.
 //
 // # Durability (measured: go test -run Kill9 and -bench Intake)
 //
@@ -95,7 +127,9 @@
 //     nats-server) loses nothing that was answered, whatever the sync
 //     setting: TestKill9KeepsAnsweredJobs kills a separate nats-server with
 //     SIGKILL while 8 goroutines put batches and finds every answered job,
-//     with its wake-up, after the restart;
+//     with its wake-up, after the restart; TestKill9DeliversHeldJobs kills
+//     it while a fetcher holds due jobs and others come due, and gets every
+//     job delivered after the restart (those held within about AckWait);
 //   - a power cut (or kernel crash) loses what was written since the last
 //     fsync: up to 2 min with nats-server's default interval, up to ~1 s with
 //     "1s", nothing answered with "always" (each write fsynced before the
@@ -115,6 +149,8 @@
 // 15-25 ms; reserved (the claim's own clock read) p99 2.5 ms. The tail is
 // the claim's two round trips (lease schedule, then record and ack) on a
 // CPU shared with the in-process server, which does its firing in bursts
-// every 250 ms. At 10 000 due jobs/s on 2 cores the claim path falls behind
-// (about 12 JetStream operations per job in all).
+// every 250 ms (a job claimed from its near message takes a third round
+// trip, the purge of its soon schedule, after the record is set). At 10 000
+// due jobs/s on 2 cores the claim path falls behind (about 14 JetStream
+// operations per job in all).
 package natsstore

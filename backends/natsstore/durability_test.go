@@ -81,3 +81,85 @@ func TestKill9KeepsAnsweredJobs(t *testing.T) {
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, tp.Counts.Scheduled, int64(len(answered)), "wake-ups lost")
 }
+
+// TestKill9DeliversHeldJobs kills a separate nats-server process with
+// SIGKILL while a fetcher holds due jobs nobody claimed yet and jobs come
+// due around them, restarts it on the same store directory with a new
+// store, and requires every job to be delivered, those held before the kill
+// within about AckWait.
+//
+// With nats-server 2.15 a purge of a subject inside a consumer's filter
+// (which the server does when it stores a schedule and when a schedule
+// fires) could move the consumer's ack floor past messages still pending:
+// the consumer then took them for acknowledged and never delivered them
+// again. The topic's consumer used to filter on the soon schedules too;
+// this lost the held due jobs after the restart.
+func TestKill9DeliversHeldJobs(t *testing.T) {
+	t.Parallel()
+	const (
+		topic   = "held"
+		due     = 300 // due at once
+		later   = 600 // due over the next 2s
+		claimed = 100
+		ackWait = 2 * time.Second
+	)
+	dir := t.TempDir()
+	srv := startExternal(t, dir, 0)
+	nc, err := nats.Connect(srv.url)
+	require.NoError(t, err)
+	prefix := uniquePrefix()
+	withAckWait := func(c *Config) { c.AckWait = ackWait }
+	ctx := context.Background()
+	s, err := New(ctx, Config{Conn: nc, Prefix: prefix, AckWait: ackWait})
+	require.NoError(t, err)
+
+	now := time.Now()
+	var jobs []*core.Job
+	for i := range due + later {
+		j := job(topic, 0)
+		j.RunAt = now.Add(-500 * time.Millisecond * time.Duration(due-i) / due).UTC().Truncate(time.Millisecond)
+		if i >= due {
+			j.RunAt = now.Add(2 * time.Second * time.Duration(i-due) / later).UTC().Truncate(time.Millisecond)
+		}
+		j.TTR = time.Second
+		jobs = append(jobs, j)
+	}
+	put(t, s, jobs...)
+	for n := 0; n < claimed; {
+		n += len(claim(t, s, topic, claimed-n, 5*time.Second))
+	}
+	// The fetcher keeps fetching for idleRelease after the last claim: it
+	// holds the due jobs left and gets the later ones as they come due.
+	time.Sleep(1500 * time.Millisecond)
+	srv.kill()
+	nc.Close()
+	require.NoError(t, s.Close())
+
+	srv2 := startExternal(t, dir, srv.port)
+	defer srv2.kill()
+	s2 := openStore(t, connectURL(t, srv2.url), prefix, withAckWait)
+	restarted := time.Now()
+	acked := map[string]bool{}
+	for len(acked) < len(jobs) && time.Since(restarted) < 5*ackWait+10*time.Second {
+		for _, j := range claim(t, s2, topic, 100, time.Second) {
+			if s2.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease}) == nil {
+				acked[j.ID] = true
+			}
+		}
+	}
+	var missing []string
+	for _, j := range jobs {
+		if !acked[j.ID] {
+			missing = append(missing, j.ID)
+		}
+	}
+	if len(missing) > 0 {
+		tp, err := s2.GetTopic(ctx, topic)
+		require.NoError(t, err)
+		got, err := s2.GetJob(ctx, missing[0])
+		require.NoError(t, err)
+		t.Logf("counts %+v; first missing job: %+v", tp.Counts, got)
+	}
+	require.Empty(t, missing, "%d of %d jobs never delivered after the restart", len(missing), len(jobs))
+	t.Logf("all %d delivered %s after the restart", len(jobs), time.Since(restarted))
+}

@@ -20,17 +20,24 @@ const (
 
 // Kinds of wake-up message, the second token of their subjects.
 //
-// A scheduled job's wake-up travels sched -> lead -> soon -> ready: its
-// schedule on sched fires Lead before run_at into lead; the housekeeping
+// A scheduled job's wake-up travels sched -> lead -> soon (+ near) -> ready:
+// its schedule on sched fires Lead before run_at into lead; the housekeeping
 // consumer turns that into a schedule on soon, due at run_at (plus
-// soonGrace) into ready. The topic's fetcher sees the soon schedule at once
-// and holds it until run_at; a claim acknowledges it, which deletes it before
-// it fires. Unclaimed, it fires into ready, so that counts and other
-// instances see the job ready even when no claim of this topic runs.
+// soonGrace) into ready, and a plain near message. The topic's fetcher gets
+// the near message at once and holds it until run_at; a claim acknowledges
+// it and purges the soon schedule before it fires. Unclaimed, the soon
+// schedule fires into ready, so that counts and other instances see the job
+// ready even when no claim of this topic runs.
+//
+// The topic's consumer never sees a schedule: the server purges a schedule's
+// subject when it stores a schedule (a subject rollup) and when the schedule
+// fires, and nats-server 2.15 mishandles such a purge on a consumer whose
+// filter covers the subject (see doc.go, "Why near messages").
 const (
 	kindSched  = "sched"  // schedule of a scheduled job, fires Lead early into lead
 	kindLead   = "lead"   // a fired sched, for the housekeeping consumer
 	kindSoon   = "soon"   // schedule of a job due within Lead, fires at run_at into ready
+	kindNear   = "near"   // plain twin of a soon schedule, for the topic's fetcher
 	kindReady  = "ready"  // a job due
 	kindLease  = "lease"  // schedule of a reserved job's lease expiry, fires into expire
 	kindExpire = "expire" // a lease that ran out, for the housekeeping consumer
@@ -75,10 +82,16 @@ func (n names) kindFilter(kind, topic string) string {
 // streamSubjects are the subjects of the job stream.
 func (n names) streamSubjects() []string {
 	s := []string{n.prefix + ".job.*"}
-	for _, k := range []string{kindSched, kindLead, kindSoon, kindReady, kindLease, kindExpire, kindDead} {
+	for _, k := range []string{kindSched, kindLead, kindSoon, kindNear, kindReady, kindLease, kindExpire, kindDead} {
 		s = append(s, n.prefix+"."+k+".>")
 	}
 	return s
+}
+
+// readyFilters are the subjects of a topic's durable consumer: its near and
+// ready wake-ups, plain messages that the server never purges by subject.
+func (n names) readyFilters(topic string) []string {
+	return []string{n.kindFilter(kindNear, topic), n.kindFilter(kindReady, topic)}
 }
 
 // readyConsumer names the durable consumer of a topic's ready wake-ups.

@@ -31,6 +31,7 @@ const (
 // item is a ready wake-up held by a topic queue until its due time.
 type item struct {
 	id     string
+	kind   string    // kindNear or kindReady (kindSoon from an older version)
 	due    time.Time // the job's run_at, as the wake-up says
 	msg    jetstream.Msg
 	seq    uint64    // stream sequence of msg
@@ -189,8 +190,24 @@ func (q *topicQueue) run(p *puller, primed, runDone chan struct{}) {
 	<-monitorDone
 }
 
-// consumer returns the topic's durable consumer, creating it on first use;
-// nil when the fetcher stopped before JetStream answered.
+// consumerConfig is the configuration of the topic's durable consumer. It
+// filters on near and ready wake-ups only: plain messages, never purged by
+// the server (see doc.go, "Why near messages").
+func (q *topicQueue) consumerConfig() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:        q.s.names.readyConsumer(q.topic),
+		Description:    "delayq ready jobs of topic " + q.topic,
+		FilterSubjects: q.s.names.readyFilters(q.topic),
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        q.s.cfg.AckWait,
+		MaxAckPending:  4 * maxHeld,
+		MaxDeliver:     -1,
+	}
+}
+
+// consumer returns the topic's durable consumer, creating it (or updating
+// one made by an older version) on first use; nil when the fetcher stopped
+// before JetStream answered.
 func (q *topicQueue) consumer(p *puller) jetstream.Consumer {
 	if q.cons != nil {
 		return q.cons
@@ -198,18 +215,7 @@ func (q *topicQueue) consumer(p *puller) jetstream.Consumer {
 	backoff := 10 * time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		cons, err := q.s.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-			Durable:     q.s.names.readyConsumer(q.topic),
-			Description: "delayq ready jobs of topic " + q.topic,
-			FilterSubjects: []string{
-				q.s.names.kindFilter(kindSoon, q.topic),
-				q.s.names.kindFilter(kindReady, q.topic),
-			},
-			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       q.s.cfg.AckWait,
-			MaxAckPending: 4 * maxHeld,
-			MaxDeliver:    -1,
-		})
+		cons, err := q.s.stream.CreateOrUpdateConsumer(ctx, q.consumerConfig())
 		cancel()
 		if err == nil {
 			q.cons = cons
@@ -265,7 +271,11 @@ func (q *topicQueue) add(m jetstream.Msg) {
 	if !ok {
 		due = q.s.now()
 	}
-	id := idOf(m.Subject())
+	kind, _, id, ok := q.s.names.parseWake(m.Subject())
+	if !ok {
+		_ = m.Term()
+		return
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for len(q.items) >= maxHeld && q.p != nil && !q.p.isStopped() {
@@ -276,10 +286,10 @@ func (q *topicQueue) add(m jetstream.Msg) {
 		if old.seq != meta.Sequence.Stream {
 			_ = old.msg.Ack()
 		}
-		old.msg, old.seq, old.due, old.st, old.stored, old.since = m, meta.Sequence.Stream, due, st, meta.Timestamp, now
+		old.msg, old.kind, old.seq, old.due, old.st, old.stored, old.since = m, kind, meta.Sequence.Stream, due, st, meta.Timestamp, now
 		heap.Fix(&q.items, old.index)
 	} else {
-		it := &item{id: id, due: due, msg: m, seq: meta.Sequence.Stream, st: st, stored: meta.Timestamp, since: now}
+		it := &item{id: id, kind: kind, due: due, msg: m, seq: meta.Sequence.Stream, st: st, stored: meta.Timestamp, since: now}
 		heap.Push(&q.items, it)
 		q.byID[id] = it
 		if due.Sub(now) > 2*time.Millisecond {
@@ -557,8 +567,9 @@ func (s *Store) claimOne(ctx context.Context, q *topicQueue, it *item) (*core.Jo
 		r.Lease = newLease()
 		r.LeaseExpiresAt = now.Add(r.TTR)
 		r.UpdatedAt = now
-		lseq, err := s.publish(ctx, s.wakeFor(r, now, pendingAfter(seq)))
+		lseqs, err := s.publishAll(ctx, s.wakesFor(r, now, pendingAfter(seq)))
 		if err != nil {
+			s.deleteSeqs(ctx, lseqs, r.ID)
 			q.hold(it, it.due)
 			return nil, err
 		}
@@ -572,12 +583,19 @@ func (s *Store) claimOne(ctx context.Context, q *topicQueue, it *item) (*core.Jo
 		_, err = s.save(ctx, r, seq)
 		<-acked
 		if errors.Is(err, errCAS) {
-			s.undo(ctx, lseq, r.ID)
+			s.undo(ctx, lseqs, r.ID)
 			continue // the record changed: read it again and act on it
 		}
 		if err != nil {
 			// The lease's wake-up makes the job due again at its expiry.
 			return nil, err
+		}
+		if it.kind == kindNear && len(lseqs) > 0 {
+			// Its soon schedule must not fire into ready: purge it, as a
+			// write purges every wake-up older than its own.
+			if err := s.purge(ctx, r.Topic, r.ID, lseqs[0]); err != nil {
+				s.log.Warn("natsstore: purge soon schedule", "id", r.ID, "err", err)
+			}
 		}
 		return r, nil
 	}
@@ -585,14 +603,12 @@ func (s *Store) claimOne(ctx context.Context, q *topicQueue, it *item) (*core.Jo
 	return nil, nil
 }
 
-// ensure publishes the wake-up that a job's recorded state needs, then
+// ensure publishes the wake-ups that a job's recorded state needs, then
 // acknowledges the stale wake-up m that led to it.
 func (s *Store) ensure(ctx context.Context, j *core.Job, seq uint64, now time.Time, m jetstream.Msg) error {
-	if w := s.wakeFor(j, now, matching(seq)); w != nil {
-		if _, err := s.publish(ctx, w); err != nil {
-			_ = m.NakWithDelay(time.Second)
-			return err
-		}
+	if _, err := s.publishAll(ctx, s.wakesFor(j, now, matching(seq))); err != nil {
+		_ = m.NakWithDelay(time.Second)
+		return err
 	}
 	_ = m.DoubleAck(ctx)
 	return nil

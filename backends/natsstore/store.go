@@ -303,38 +303,56 @@ func (s *Store) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 	return ack.Sequence, nil
 }
 
-// wakeFor returns the wake-up that a job in its recorded state needs, or nil
-// for a finished job.
+// wakesFor returns the wake-ups that a job in its recorded state needs, in
+// the order to publish them, or none for a finished job.
 //
 //   - scheduled or ready: a schedule on the sched subject firing Lead before
 //     run_at into the lead subject; when run_at is that close, a schedule on
-//     the soon subject firing at run_at into the ready subject; when run_at
+//     the soon subject firing at run_at into the ready subject, then its
+//     plain twin on the near subject for the topic's fetcher; when run_at
 //     has passed, the ready message itself;
 //   - reserved: a schedule on the lease subject firing at the lease expiry
 //     into the expire subject;
 //   - dead: a marker on the dead subject.
-func (s *Store) wakeFor(j *core.Job, now time.Time, st stamp) *nats.Msg {
+func (s *Store) wakesFor(j *core.Job, now time.Time, st stamp) []*nats.Msg {
 	n := s.names
 	switch j.State {
 	case core.StateScheduled, core.StateReady:
 		ready := n.wake(kindReady, j.Topic, j.ID)
 		if at := j.RunAt.Add(-s.cfg.Lead); at.After(now) {
-			return scheduleMsg(n.wake(kindSched, j.Topic, j.ID), n.wake(kindLead, j.Topic, j.ID), at, j.RunAt, st)
+			return []*nats.Msg{scheduleMsg(n.wake(kindSched, j.Topic, j.ID), n.wake(kindLead, j.Topic, j.ID), at, j.RunAt, st)}
 		}
 		if j.RunAt.After(now) {
-			return scheduleMsg(n.wake(kindSoon, j.Topic, j.ID), ready, j.RunAt.Add(soonGrace), j.RunAt, st)
+			return []*nats.Msg{
+				scheduleMsg(n.wake(kindSoon, j.Topic, j.ID), ready, j.RunAt.Add(soonGrace), j.RunAt, st),
+				wakeMsg(n.wake(kindNear, j.Topic, j.ID), j.RunAt, st),
+			}
 		}
-		return wakeMsg(ready, j.RunAt, st)
+		return []*nats.Msg{wakeMsg(ready, j.RunAt, st)}
 	case core.StateReserved:
 		expire := n.wake(kindExpire, j.Topic, j.ID)
 		if j.LeaseExpiresAt.After(now) {
-			return scheduleMsg(n.wake(kindLease, j.Topic, j.ID), expire, j.LeaseExpiresAt, j.LeaseExpiresAt, st)
+			return []*nats.Msg{scheduleMsg(n.wake(kindLease, j.Topic, j.ID), expire, j.LeaseExpiresAt, j.LeaseExpiresAt, st)}
 		}
-		return wakeMsg(expire, j.LeaseExpiresAt, st)
+		return []*nats.Msg{wakeMsg(expire, j.LeaseExpiresAt, st)}
 	case core.StateDead:
-		return wakeMsg(n.wake(kindDead, j.Topic, j.ID), j.UpdatedAt, st)
+		return []*nats.Msg{wakeMsg(n.wake(kindDead, j.Topic, j.ID), j.UpdatedAt, st)}
 	}
 	return nil
+}
+
+// publishAll stores wake-ups in order and returns their sequences. On an
+// error the sequences of those stored come with it.
+func (s *Store) publishAll(ctx context.Context, msgs []*nats.Msg) ([]uint64, error) {
+	seqs := make([]uint64, 0, len(msgs))
+	for _, m := range msgs {
+		seq, err := s.publish(ctx, m)
+		if err != nil {
+			return seqs, err
+		}
+		seqs = append(seqs, seq)
+	}
+	return seqs, nil
 }
 
 // purge removes a job's wake-ups stored before sequence below. Every
@@ -356,45 +374,46 @@ func (s *Store) purge(ctx context.Context, topic, id string, below uint64) error
 // wake-up at worst, never a job without one. It returns errCAS when the
 // record changed since it was read.
 func (s *Store) write(ctx context.Context, j *core.Job, expect uint64, now time.Time) error {
-	var below uint64
-	if m := s.wakeFor(j, now, pendingAfter(expect)); m != nil {
-		seq, err := s.publish(ctx, m)
-		if err != nil {
-			return err
-		}
-		below = seq
+	seqs, err := s.publishAll(ctx, s.wakesFor(j, now, pendingAfter(expect)))
+	if err != nil {
+		return err
 	}
 	seq, err := s.save(ctx, j, expect)
 	if errors.Is(err, errCAS) {
-		s.undo(ctx, below, j.ID)
+		s.undo(ctx, seqs, j.ID)
 	}
 	if err != nil {
 		return err
 	}
-	if below == 0 {
-		below = seq
+	below := seq
+	if len(seqs) > 0 {
+		below = seqs[0]
 	}
 	return s.purge(ctx, j.Topic, j.ID, below)
 }
 
-// undo cleans up after a compare-and-set that lost: it deletes the wake-up
-// the loser published (seq, 0 for none), which only that one message can be,
-// then publishes the wake-up the winner's record needs, since the loser's
-// may have replaced it on the same subject. Failures are logged: the
+// undo cleans up after a compare-and-set that lost: it deletes the wake-ups
+// the loser published (seqs), which only those messages can be, then
+// publishes the wake-ups the winner's record needs, since the loser's may
+// have replaced them on the same subjects. Failures are logged: the
 // caller's retry reads the record again anyway.
-func (s *Store) undo(ctx context.Context, seq uint64, id string) {
-	if seq != 0 {
-		if err := s.stream.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) && !isNotFoundAPI(err) {
-			s.log.Warn("natsstore: delete stale wake-up", "id", id, "err", err)
-		}
-	}
+func (s *Store) undo(ctx context.Context, seqs []uint64, id string) {
+	s.deleteSeqs(ctx, seqs, id)
 	j, cur, err := s.load(ctx, id)
 	if err != nil || j == nil {
 		return
 	}
-	if m := s.wakeFor(j, s.now(), matching(cur)); m != nil {
-		if _, err := s.publish(ctx, m); err != nil {
-			s.log.Warn("natsstore: restore wake-up", "id", id, "err", err)
+	if _, err := s.publishAll(ctx, s.wakesFor(j, s.now(), matching(cur))); err != nil {
+		s.log.Warn("natsstore: restore wake-up", "id", id, "err", err)
+	}
+}
+
+// deleteSeqs deletes stale wake-ups of a job by sequence; failures are
+// logged.
+func (s *Store) deleteSeqs(ctx context.Context, seqs []uint64, id string) {
+	for _, seq := range seqs {
+		if err := s.stream.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) && !isNotFoundAPI(err) {
+			s.log.Warn("natsstore: delete stale wake-up", "id", id, "err", err)
 		}
 	}
 }
@@ -464,22 +483,26 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 	// yet" expected, pipelined; the few that collide take the slow path.
 	now := s.now()
 	jobs := make([]*core.Job, len(params.Jobs))
-	wakes := make([]jetstream.PubAckFuture, len(jobs))
+	wakes := make([][]jetstream.PubAckFuture, len(jobs))
 	for i, in := range params.Jobs {
 		jobs[i] = newJob(in, now, now)
-		f, err := s.js.PublishMsgAsync(s.wakeFor(jobs[i], now, pendingAfter(0)))
-		if err != nil {
-			return nil, unavailable("publish wake-up", err)
+		for _, m := range s.wakesFor(jobs[i], now, pendingAfter(0)) {
+			f, err := s.js.PublishMsgAsync(m)
+			if err != nil {
+				return nil, unavailable("publish wake-up", err)
+			}
+			wakes[i] = append(wakes[i], f)
 		}
-		wakes[i] = f
 	}
-	wakeSeqs := make([]uint64, len(jobs))
-	for i, f := range wakes {
-		ack, err := await(ctx, f)
-		if err != nil {
-			return nil, unavailable("publish wake-up", err)
+	wakeSeqs := make([][]uint64, len(jobs))
+	for i, fs := range wakes {
+		for _, f := range fs {
+			ack, err := await(ctx, f)
+			if err != nil {
+				return nil, unavailable("publish wake-up", err)
+			}
+			wakeSeqs[i] = append(wakeSeqs[i], ack.Sequence)
 		}
-		wakeSeqs[i] = ack.Sequence
 	}
 	recs := make([]jetstream.PubAckFuture, len(jobs))
 	for i, j := range jobs {
@@ -503,7 +526,7 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 	}
 	for _, i := range slow {
 		var err error
-		if results[i], err = s.put(ctx, params.Jobs[i], false, &wakeSeqs[i]); err != nil {
+		if results[i], err = s.put(ctx, params.Jobs[i], false, wakeSeqs[i]); err != nil {
 			return results, err
 		}
 	}
@@ -538,10 +561,10 @@ func newJob(in *core.Job, createdAt, now time.Time) *core.Job {
 	return j
 }
 
-// put stores one job by reading its record first. stale, when set, is the
-// sequence of a wake-up published for it by a create that collided: it is
-// deleted unless still needed.
-func (s *Store) put(ctx context.Context, in *core.Job, replace bool, stale *uint64) (core.PutResult, error) {
+// put stores one job by reading its record first. stale, when set, are the
+// sequences of wake-ups published for it by a create that collided: they
+// are deleted unless still needed.
+func (s *Store) put(ctx context.Context, in *core.Job, replace bool, stale []uint64) (core.PutResult, error) {
 	for {
 		old, seq, err := s.load(ctx, in.ID)
 		if err != nil {
@@ -571,16 +594,15 @@ func (s *Store) put(ctx context.Context, in *core.Job, replace bool, stale *uint
 	}
 }
 
-// collided builds the conflict of a job that exists, after undoing a wake-up
-// that a collided create published for it: the wake-up is deleted, and the
-// existing job's own wake-up, which it may have replaced, is published again.
-func (s *Store) collided(ctx context.Context, old *core.Job, seq uint64, cur *core.Job, stale *uint64, format string, args ...any) error {
+// collided builds the conflict of a job that exists, after undoing the
+// wake-ups that a collided create published for it: they are deleted, and
+// the existing job's own wake-ups, which they may have replaced, are
+// published again.
+func (s *Store) collided(ctx context.Context, old *core.Job, seq uint64, cur *core.Job, stale []uint64, format string, args ...any) error {
 	if stale != nil {
-		_ = s.stream.DeleteMsg(ctx, *stale)
-		if m := s.wakeFor(old, s.now(), matching(seq)); m != nil {
-			if _, err := s.publish(ctx, m); err != nil {
-				s.log.Warn("natsstore: restore wake-up", "id", old.ID, "err", err)
-			}
+		s.deleteSeqs(ctx, stale, old.ID)
+		if _, err := s.publishAll(ctx, s.wakesFor(old, s.now(), matching(seq))); err != nil {
+			s.log.Warn("natsstore: restore wake-up", "id", old.ID, "err", err)
 		}
 	}
 	return &core.ConflictError{Job: cur, Message: "natsstore: " + fmt.Sprintf(format, args...)}

@@ -182,3 +182,48 @@ func TestTopics(t *testing.T) {
 	_, err = b.store.GetTopic(ctx, "x")
 	require.ErrorIs(t, err, core.ErrNotFound)
 }
+
+// TestReleasedJobsDeliveredAgain: due jobs that a fetcher held and released
+// unclaimed (it stops idleRelease after the last claim) are delivered to the
+// next claims, also when schedules of the same topic fired meanwhile. With
+// the soon schedules in the topic consumer's filter, nats-server 2.15 moved
+// the consumer's ack floor past the held jobs and dropped them when they
+// came back: a third of them were never delivered.
+func TestReleasedJobsDeliveredAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config) { c.AckWait = 2 * time.Second })
+	ctx := context.Background()
+	const topic = "released"
+	now := time.Now()
+	var jobs []*core.Job
+	for i := range 900 {
+		j := job(topic, 0)
+		j.RunAt = now.Add(-500 * time.Millisecond * time.Duration(300-i) / 300).UTC().Truncate(time.Millisecond)
+		if i >= 300 {
+			j.RunAt = now.Add(2 * time.Second * time.Duration(i-300) / 600).UTC().Truncate(time.Millisecond)
+		}
+		jobs = append(jobs, j)
+	}
+	put(t, b.store, jobs...)
+	first := map[string]bool{}
+	for len(first) < 100 {
+		for _, j := range claim(t, b.store, topic, 100-len(first), 5*time.Second) {
+			first[j.ID] = true
+		}
+	}
+	// The fetcher holds the rest, sees the later jobs come due, idles out
+	// and releases them; the server's ack-wait check runs meanwhile.
+	time.Sleep(idleRelease + 4*time.Second)
+	acked := map[string]bool{}
+	for start := time.Now(); len(acked) < len(jobs)-len(first) && time.Since(start) < 20*time.Second; {
+		for _, j := range claim(t, b.store, topic, 100, time.Second) {
+			require.False(t, first[j.ID], "job %s claimed again while its lease holds", j.ID)
+			require.NoError(t, b.store.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease}))
+			acked[j.ID] = true
+		}
+	}
+	tp, err := b.store.GetTopic(ctx, topic)
+	require.NoError(t, err)
+	require.Len(t, acked, len(jobs)-len(first), "counts %+v", tp.Counts)
+	require.Equal(t, core.Counts{Reserved: int64(len(first))}, tp.Counts)
+}
