@@ -149,6 +149,17 @@ func (o *observability) deliverers(cfg *serveConfig, ds map[string]core.Delivere
 	return err
 }
 
+// subscribers returns the hook of the delayq_websocket_subscribers gauge,
+// nil (no gauge) if it cannot be made.
+func (o *observability) subscribers() func(topic string, delta int) {
+	g, err := telemetry.NewSubscribers(o.tcfg)
+	if err != nil {
+		o.log.Warn("no websocket subscribers gauge", "err", err)
+		return nil
+	}
+	return g.Add
+}
+
 // metrics serves GET /metrics.
 func (o *observability) metrics() http.Handler { return o.providers.MetricsHandler() }
 

@@ -131,7 +131,7 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	// the NATS backend's connection.
 	api := httptransport.New(httptransport.Config{Engine: engine, Logger: log})
 	api.Handle("GET /metrics", obs.metrics())
-	subscribers, err := wstransport.New(wstransport.Config{Engine: engine, Logger: log})
+	subscribers, err := wstransport.New(wstransport.Config{Engine: engine, Logger: log, SubscribersFunc: obs.subscribers()})
 	var natsIn *natstransport.Intake
 	if err == nil && natsConn != nil {
 		if natsIn, err = natstransport.NewIntake(natstransport.IntakeConfig{Conn: natsConn, Engine: engine, Logger: log}); err == nil {

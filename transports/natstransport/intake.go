@@ -298,7 +298,7 @@ func (in *Intake) work() {
 // handle pushes the push messages of batch as one engine batch and cancels
 // the cancel messages, replying to each message that has a reply subject.
 func (in *Intake) handle(batch []*nats.Msg) {
-	ctx, cancel := context.WithTimeout(context.Background(), in.cfg.OpTimeout)
+	ctx, cancel := context.WithTimeout(core.WithTransport(context.Background(), core.TransportNATS), in.cfg.OpTimeout)
 	defer cancel()
 	var (
 		params []*core.PushParams

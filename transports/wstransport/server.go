@@ -85,6 +85,9 @@ type Config struct {
 	//
 	// Defaults to OpTimeoutDefault (10s).
 	OpTimeout time.Duration
+	// SubscribersFunc, when set, is told of every subscription that opens
+	// (+1) and closes (-1), by topic: the hook of a subscribers gauge.
+	SubscribersFunc func(topic string, delta int)
 	// OriginPatterns lists the host patterns of browser origins allowed to
 	// connect besides the request's own host (see
 	// websocket.AcceptOptions.OriginPatterns). Clients that send no Origin
@@ -243,11 +246,17 @@ func (s *Server) add(sub *subscription) bool {
 		return false
 	}
 	s.subs[sub] = struct{}{}
+	if s.cfg.SubscribersFunc != nil {
+		s.cfg.SubscribersFunc(sub.topic, 1)
+	}
 	return true
 }
 
 func (s *Server) remove(sub *subscription) {
 	s.mu.Lock()
+	if _, ok := s.subs[sub]; ok && s.cfg.SubscribersFunc != nil {
+		s.cfg.SubscribersFunc(sub.topic, -1)
+	}
 	delete(s.subs, sub)
 	s.mu.Unlock()
 }

@@ -505,3 +505,30 @@ func churnConn(conn *websocket.Conn, rng *rand.Rand, stop <-chan struct{}, seen 
 		}
 	}
 }
+
+func TestSubscribersFuncCountsOpenSubscriptions(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	count := map[string]int{}
+	b := setup(t, func(c *wstransport.Config) {
+		c.SubscribersFunc = func(topic string, delta int) {
+			mu.Lock()
+			count[topic] += delta
+			mu.Unlock()
+		}
+	})
+	counted := func(topic string, want int) func() bool {
+		return func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return count[topic] == want
+		}
+	}
+	a := b.subscribe(t, "gauge.a", 1)
+	b.subscribe(t, "gauge.a", 1)
+	b.subscribe(t, "gauge.b", 1)
+	require.Eventually(t, counted("gauge.a", 2), 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, counted("gauge.b", 1), 5*time.Second, 5*time.Millisecond)
+	require.NoError(t, a.conn.CloseNow())
+	require.Eventually(t, counted("gauge.a", 1), 5*time.Second, 5*time.Millisecond, "a closed subscription counts down")
+}

@@ -73,7 +73,7 @@ type held struct {
 }
 
 func newSubscription(srv *Server, conn *websocket.Conn, topic string, prefetch int, log *slog.Logger) *subscription {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(core.WithTransport(context.Background(), core.TransportWebSocket))
 	return &subscription{
 		srv:       srv,
 		conn:      conn,
@@ -188,7 +188,7 @@ func (sub *subscription) work() {
 // gone (lost, or the job unknown) returns the delivery's credit; other
 // failures leave the delivery held, for the client to try again.
 func (sub *subscription) handle(f frame) {
-	ctx, cancel := context.WithTimeout(context.Background(), sub.srv.cfg.OpTimeout)
+	ctx, cancel := context.WithTimeout(core.WithTransport(context.Background(), core.TransportWebSocket), sub.srv.cfg.OpTimeout)
 	defer cancel()
 	var (
 		job *core.Job
@@ -365,7 +365,7 @@ func (sub *subscription) release() int {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			ctx, cancel := context.WithTimeout(context.Background(), sub.srv.cfg.OpTimeout)
+			ctx, cancel := context.WithTimeout(core.WithTransport(context.Background(), core.TransportWebSocket), sub.srv.cfg.OpTimeout)
 			defer cancel()
 			err := sub.srv.engine.Nack(ctx, &core.NackParams{ID: id, Lease: h.lease, Delay: &zero, Error: releaseReason})
 			switch {
