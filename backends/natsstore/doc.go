@@ -106,6 +106,16 @@
 // (acknowledgements, deletes by sequence, the one-message-per-subject limit)
 // it handles as acknowledgements, which keep the consumer's state right.
 //
+// As a safety net, and to mend consumers broken by earlier versions, each
+// instance checks the topic's consumer when its fetcher first starts and
+// every minute while it runs: a near or ready message at or below the
+// consumer's ack floor (on a work-queue stream an acknowledged message is
+// deleted at once) that is still there a second later is one the consumer
+// will never deliver. The instance then deletes and recreates the consumer,
+// which delivers every near and ready message again; other instances'
+// fetchers resume on the new one, and wake-ups delivered twice are harmless
+// since claims compare and set the record.
+//
 // # Counts
 //
 // A JetStream stream-info request with a subject filter tells how many

@@ -26,6 +26,13 @@ const (
 	// pendingWait is how long a reader waits for the record that a pending
 	// wake-up announces before it takes the writer for dead.
 	pendingWait = 2 * time.Second
+	// auditEvery is how often a running fetcher checks that its topic's
+	// consumer still accounts for every wake-up (see repair).
+	auditEvery = time.Minute
+	// orphanRecheck is how long an orphan must stay before repair takes
+	// the consumer for broken: an acknowledged message is deleted right
+	// after the consumer moved its ack floor past it.
+	orphanRecheck = time.Second
 )
 
 // item is a ready wake-up held by a topic queue until its due time.
@@ -184,10 +191,12 @@ func (q *topicQueue) run(p *puller, primed, runDone chan struct{}) {
 		}
 	}
 	close(primed)
-	monitorDone := make(chan struct{})
+	monitorDone, auditDone := make(chan struct{}), make(chan struct{})
 	go q.monitor(p, monitorDone)
+	go q.audit(p, auditDone)
 	p.run()
 	<-monitorDone
+	<-auditDone
 }
 
 // consumerConfig is the configuration of the topic's durable consumer. It
@@ -206,8 +215,8 @@ func (q *topicQueue) consumerConfig() jetstream.ConsumerConfig {
 }
 
 // consumer returns the topic's durable consumer, creating it (or updating
-// one made by an older version) on first use; nil when the fetcher stopped
-// before JetStream answered.
+// one made by an older version) on first use and repairing it if need be;
+// nil when the fetcher stopped before JetStream answered.
 func (q *topicQueue) consumer(p *puller) jetstream.Consumer {
 	if q.cons != nil {
 		return q.cons
@@ -219,6 +228,7 @@ func (q *topicQueue) consumer(p *puller) jetstream.Consumer {
 		cancel()
 		if err == nil {
 			q.cons = cons
+			q.repair(p.quit)
 			return cons
 		}
 		q.s.log.Warn("natsstore: create consumer", "topic", q.topic, "err", err)
@@ -228,6 +238,86 @@ func (q *topicQueue) consumer(p *puller) jetstream.Consumer {
 			return nil
 		}
 		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// orphan returns the stream sequence of the first near or ready wake-up of
+// the topic at or below its consumer's ack floor, 0 if there is none. On a
+// work-queue stream a message is deleted as soon as it is acknowledged, so
+// such a wake-up is one the consumer takes for acknowledged while it is
+// not: the consumer will never deliver it again.
+func (q *topicQueue) orphan(ctx context.Context) (uint64, error) {
+	info, err := q.cons.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	floor := info.AckFloor.Stream
+	if floor == 0 {
+		return 0, nil
+	}
+	var first uint64
+	for _, f := range q.s.names.readyFilters(q.topic) {
+		m, err := q.s.stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(f))
+		if errors.Is(err, jetstream.ErrMsgNotFound) || isNotFoundAPI(err) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if m.Sequence <= floor && (first == 0 || m.Sequence < first) {
+			first = m.Sequence
+		}
+	}
+	return first, nil
+}
+
+// repair recreates the topic's consumer when it has lost track of a
+// wake-up (see orphan) for longer than orphanRecheck. The store no longer
+// does what made nats-server 2.15 lose track (purges of subjects inside the
+// consumer's filter), but a consumer from an older version, or one broken
+// otherwise, keeps jobs from being delivered for ever. Recreating it is
+// safe while other instances use it: the new consumer delivers every near
+// and ready wake-up again, including those held elsewhere, and a wake-up
+// delivered twice is harmless (claims compare and set the record).
+func (q *topicQueue) repair(quit <-chan struct{}) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	seq, err := q.orphan(ctx)
+	if err != nil || seq == 0 {
+		return
+	}
+	select {
+	case <-time.After(orphanRecheck):
+	case <-quit:
+		return
+	}
+	if again, err := q.orphan(ctx); err != nil || again != seq {
+		return
+	}
+	name := q.s.names.readyConsumer(q.topic)
+	q.s.log.Warn("natsstore: consumer lost track of a wake-up; recreating it", "consumer", name, "seq", seq)
+	if err := q.s.stream.DeleteConsumer(ctx, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		q.s.log.Warn("natsstore: delete consumer", "consumer", name, "err", err)
+		return
+	}
+	if _, err := q.s.stream.CreateOrUpdateConsumer(ctx, q.consumerConfig()); err != nil {
+		// The fetcher's pulls fail until a later repair or restart makes it.
+		q.s.log.Warn("natsstore: create consumer", "consumer", name, "err", err)
+	}
+}
+
+// audit runs repair every auditEvery until the fetcher stops.
+func (q *topicQueue) audit(p *puller, done chan struct{}) {
+	defer close(done)
+	tick := time.NewTicker(auditEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.quit:
+			return
+		case <-tick.C:
+			q.repair(p.quit)
+		}
 	}
 }
 

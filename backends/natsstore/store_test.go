@@ -1,10 +1,14 @@
 package natsstore
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/core"
@@ -226,4 +230,56 @@ func TestReleasedJobsDeliveredAgain(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, acked, len(jobs)-len(first), "counts %+v", tp.Counts)
 	require.Equal(t, core.Counts{Reserved: int64(len(first))}, tp.Counts)
+}
+
+// TestRepairConsumer: a topic consumer that takes a wake-up still in the
+// stream for acknowledged (here one made by an older version, filtering on
+// soon schedules, whose ack floor passed a near wake-up it never saw) is
+// recreated, and the job is delivered.
+func TestRepairConsumer(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	b := setup(t, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	ctx := context.Background()
+	const topic = "repair"
+	n := b.store.names
+	old, err := b.store.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:        n.readyConsumer(topic),
+		FilterSubjects: []string{n.kindFilter(kindSoon, topic), n.kindFilter(kindReady, topic)},
+		AckPolicy:      jetstream.AckExplicitPolicy,
+	})
+	require.NoError(t, err)
+	j := job(topic, 300*time.Millisecond) // a soon schedule and its near twin
+	put(t, b.store, j)
+	// A later ready message, acknowledged: the ack floor passes the near.
+	_, err = b.store.js.Publish(ctx, n.wake(kindReady, topic, "other"), []byte("x"))
+	require.NoError(t, err)
+	batch, err := old.FetchNoWait(10)
+	require.NoError(t, err)
+	for m := range batch.Messages() {
+		require.NoError(t, m.DoubleAck(ctx))
+	}
+
+	got := claim(t, b.store, topic, 1, 5*time.Second)
+	require.Len(t, got, 1)
+	require.Equal(t, j.ID, got[0].ID)
+	require.Contains(t, logs.String(), "recreating it")
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
