@@ -72,9 +72,9 @@
 // A fetcher runs while claims come; 2 s after the last one it stops and
 // gives back (nak) what it holds, so another instance's claims get those
 // jobs; Close does the same. An instance that dies (kill -9) gives nothing
-// back: what its fetcher held goes to another fetcher after AckWait (30 s),
-// which in-progress acks keep from happening while the instance lives.
-// Lease expiries fire into expire; the
+// back: what its fetcher held goes to another fetcher after AckWait (10 s),
+// which in-progress acks every AckWait/2 keep from happening while the
+// instance lives. Lease expiries fire into expire; the
 // housekeeping consumer makes the job ready (or dead after its last attempt,
 // "lease expired"). GetJob and every operation read a job as of now:
 // a scheduled job past run_at is ready, a reserved job past its lease is

@@ -322,7 +322,8 @@ func (q *topicQueue) audit(p *puller, done chan struct{}) {
 }
 
 // monitor keeps held wake-ups from going back to the stream (in-progress
-// acks) and stops the fetcher once no claim came for idleRelease.
+// acks, on the real clock as the server's AckWait) and stops the fetcher
+// once no claim came for idleRelease.
 func (q *topicQueue) monitor(p *puller, done chan struct{}) {
 	defer close(done)
 	tick := time.NewTicker(min(q.s.cfg.AckWait/4, idleRelease/2))
@@ -333,11 +334,11 @@ func (q *topicQueue) monitor(p *puller, done chan struct{}) {
 			return
 		case <-tick.C:
 		}
-		now := q.s.now()
 		q.mu.Lock()
-		idle := q.waiting == 0 && now.Sub(q.lastClaim) > idleRelease
+		idle := q.waiting == 0 && q.s.now().Sub(q.lastClaim) > idleRelease
+		now := time.Now()
 		for _, it := range q.items {
-			if now.Sub(it.since) > q.s.cfg.AckWait/3 {
+			if now.Sub(it.since) > q.s.cfg.AckWait/2 {
 				_ = it.msg.InProgress()
 				it.since = now
 			}
@@ -371,7 +372,7 @@ func (q *topicQueue) add(m jetstream.Msg) {
 	for len(q.items) >= maxHeld && q.p != nil && !q.p.isStopped() {
 		q.room.Wait()
 	}
-	now := q.s.now()
+	now := time.Now()
 	if old := q.byID[id]; old != nil {
 		if old.seq != meta.Sequence.Stream {
 			_ = old.msg.Ack()
@@ -382,7 +383,7 @@ func (q *topicQueue) add(m jetstream.Msg) {
 		it := &item{id: id, kind: kind, due: due, msg: m, seq: meta.Sequence.Stream, st: st, stored: meta.Timestamp, since: now}
 		heap.Push(&q.items, it)
 		q.byID[id] = it
-		if due.Sub(now) > 2*time.Millisecond {
+		if due.Sub(q.s.now()) > 2*time.Millisecond {
 			q.prefetch(it)
 		}
 	}

@@ -32,7 +32,9 @@ const (
 	RetentionDefault = 72 * time.Hour
 	// AckWaitDefault is how long a fetched wake-up stays with one store
 	// instance before NATS hands it to another, should the instance die.
-	AckWaitDefault = 30 * time.Second
+	// A fetcher holding wake-ups longer keeps them with in-progress acks
+	// every AckWait/2.
+	AckWaitDefault = 10 * time.Second
 )
 
 // leaseExpired is the LastError of a job whose lease ran out.
@@ -64,9 +66,11 @@ type Config struct {
 	Retention time.Duration
 	// AckWait is how long a fetched wake-up stays with one store instance
 	// before another gets it, should the instance die without releasing
-	// it.
+	// it (a kill -9): the jobs its fetcher held are delivered again after
+	// that long. A fetcher holding a wake-up longer sends an in-progress
+	// ack every AckWait/2.
 	//
-	// Defaults to AckWaitDefault (30s).
+	// Defaults to AckWaitDefault (10s).
 	AckWait time.Duration
 	// Clock is where the store takes time from; schedules themselves run on
 	// the server's clock.
