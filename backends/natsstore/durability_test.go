@@ -136,7 +136,7 @@ func TestKill9DeliversHeldJobs(t *testing.T) {
 	require.NoError(t, s.Close())
 
 	srv2 := startExternal(t, dir, srv.port)
-	defer srv2.kill()
+	t.Cleanup(srv2.kill) // after the store's Close
 	s2 := openStore(t, connectURL(t, srv2.url), prefix, withAckWait)
 	restarted := time.Now()
 	acked := map[string]bool{}
