@@ -163,3 +163,20 @@ func TestKill9DeliversHeldJobs(t *testing.T) {
 	require.Empty(t, missing, "%d of %d jobs never delivered after the restart", len(missing), len(jobs))
 	t.Logf("all %d delivered %s after the restart", len(jobs), time.Since(restarted))
 }
+
+// TestCloseWithServerGone: Close returns promptly when the server is gone
+// while a fetcher and the housekeeping pull, instead of waiting out
+// nats.go's drain flush (10s each).
+func TestCloseWithServerGone(t *testing.T) {
+	t.Parallel()
+	srv := startExternal(t, t.TempDir(), 0)
+	nc := connectURL(t, srv.url)
+	s, err := New(context.Background(), Config{Conn: nc, Prefix: uniquePrefix()})
+	require.NoError(t, err)
+	put(t, s, job("gone", 0), job("gone", 0))
+	require.Len(t, claim(t, s, "gone", 1, 5*time.Second), 1) // the fetcher holds the other
+	srv.kill()
+	start := time.Now()
+	require.NoError(t, s.Close())
+	require.Less(t, time.Since(start), 5*time.Second, "Close took %s", time.Since(start))
+}

@@ -1,6 +1,7 @@
 package natsstore
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"time"
@@ -24,10 +25,14 @@ type puller struct {
 	stopped bool
 	quit    chan struct{} // closed by stop
 	done    chan struct{} // closed when run returns
+
+	abort       context.Context // cancelled when a drain takes too long
+	abortCancel context.CancelFunc
 }
 
 func newPuller(s *Store, cons jetstream.Consumer, handle func(jetstream.Msg), workers int) *puller {
-	return &puller{s: s, cons: cons, handle: handle, workers: workers, batch: 256, quit: make(chan struct{}), done: make(chan struct{})}
+	abort, cancel := context.WithCancel(context.Background())
+	return &puller{s: s, cons: cons, handle: handle, workers: workers, batch: 256, quit: make(chan struct{}), done: make(chan struct{}), abort: abort, abortCancel: cancel}
 }
 
 // run pulls until stop; it restarts the iterator after errors such as a
@@ -51,8 +56,12 @@ func (p *puller) run() {
 			p.mu.Unlock()
 			backoff = 10 * time.Millisecond
 			for {
-				m, err := it.Next()
+				m, err := it.Next(jetstream.NextContext(p.abort))
 				if err != nil {
+					if errors.Is(err, context.Canceled) {
+						it.Stop()
+						break
+					}
 					if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 						p.s.log.Warn("natsstore: pull", "consumer", p.cons.CachedInfo().Name, "err", err)
 						it.Stop()
@@ -87,8 +96,14 @@ func (p *puller) run() {
 	}
 }
 
-// stop drains the iterator and waits until run has returned and every
-// handler has finished. Idempotent.
+// drainWait bounds how long stop waits for a drain: with the connection
+// lost, nats.go's drain waits out a 10s flush.
+const drainWait = 2 * time.Second
+
+// stop drains the iterator (stops it when the connection is down, or gives
+// up the drain after drainWait) and waits until run has returned and every
+// handler has finished. Messages not handled go back to the stream after
+// AckWait. Idempotent.
 func (p *puller) stop() {
 	p.mu.Lock()
 	if !p.stopped {
@@ -97,10 +112,22 @@ func (p *puller) stop() {
 	}
 	it := p.it
 	p.mu.Unlock()
+	defer p.abortCancel()
 	if it != nil {
-		it.Drain()
+		if p.s.nc.IsConnected() {
+			it.Drain()
+		} else {
+			it.Stop()
+		}
 	}
-	<-p.done
+	t := time.NewTimer(drainWait)
+	defer t.Stop()
+	select {
+	case <-p.done:
+	case <-t.C:
+		p.abortCancel()
+		<-p.done
+	}
 }
 
 // isStopped reports whether stop was called.

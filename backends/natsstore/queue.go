@@ -712,7 +712,9 @@ func (s *Store) ensure(ctx context.Context, j *core.Job, seq uint64, now time.Ti
 // or dead when it used its last attempt. A lease touched meanwhile, or a
 // job not reserved at all, gets its wake-up made sure of.
 func (s *Store) handleHouse(m jetstream.Msg) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Aborted when Close gives up waiting (a lost connection); the write
+	// protocol survives a stop between any two steps.
+	ctx, cancel := context.WithTimeout(s.house.abort, 10*time.Second)
 	defer cancel()
 	kind, topic, id, ok := s.names.parseWake(m.Subject())
 	_, st, ok2 := parseWakeData(m.Data())
