@@ -144,8 +144,20 @@ func (c *client) lateness(ctx context.Context, rate int, d, lead time.Duration) 
 	done := make(chan struct{})
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var consumers sync.WaitGroup
+	var consumers, ackers sync.WaitGroup
 	var errs atomic.Int64
+	// Acks go through their own workers, so that a claim loop is back to
+	// claiming at once, as a real consumer working in parallel would be.
+	acks := make(chan delivery, 4096)
+	for range 16 {
+		ackers.Go(func() {
+			for j := range acks {
+				if err := c.post(ctx, "/v1/jobs/"+j.ID+"/ack", map[string]string{"lease": j.Lease}, nil); err != nil {
+					errs.Add(1)
+				}
+			}
+		})
+	}
 	for range 8 {
 		consumers.Go(func() {
 			for cctx.Err() == nil {
@@ -165,9 +177,7 @@ func (c *client) lateness(ctx context.Context, rate int, d, lead time.Duration) 
 				got := len(lates)
 				mu.Unlock()
 				for _, j := range out.Jobs {
-					if err := c.post(cctx, "/v1/jobs/"+j.ID+"/ack", map[string]string{"lease": j.Lease}, nil); err != nil && cctx.Err() == nil {
-						errs.Add(1)
-					}
+					acks <- j
 				}
 				if got >= total {
 					select {
@@ -201,6 +211,8 @@ func (c *client) lateness(ctx context.Context, rate int, d, lead time.Duration) 
 	}
 	cancel()
 	consumers.Wait()
+	close(acks)
+	ackers.Wait()
 	mu.Lock()
 	defer mu.Unlock()
 	if len(lates) < total {
