@@ -110,15 +110,13 @@ func (e *Engine) refreshLoop(ctx context.Context) {
 }
 
 func (e *Engine) refreshTopics(ctx context.Context) error {
-	list, err := e.store.ListTopics(ctx)
+	list, err := e.store.ListTopicConfigs(ctx)
 	if err != nil {
 		return err
 	}
 	m := make(map[string]*Topic, len(list))
 	for _, t := range list {
-		if t.Configured {
-			m[t.Name] = t
-		}
+		m[t.Name] = t
 	}
 	e.applyTopics(ctx, m, true)
 	return nil

@@ -97,6 +97,12 @@ type Store interface {
 	// name.
 	ListTopics(ctx context.Context) ([]*Topic, error)
 
+	// ListTopicConfigs returns every configured topic (Configured set),
+	// sorted by name, without counts. Unlike ListTopics it reads no job
+	// state, so it stays cheap however many jobs are pending: the engine
+	// calls it every TopicRefresh.
+	ListTopicConfigs(ctx context.Context) ([]*Topic, error)
+
 	// Ping checks that the backend answers.
 	Ping(ctx context.Context) error
 

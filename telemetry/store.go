@@ -363,6 +363,22 @@ func (s *Store) ListTopics(ctx context.Context) ([]*core.Topic, error) {
 	return list, err
 }
 
+// ListTopicConfigs implements core.Store; the configurations listed give
+// the delivery types that label metrics.
+func (s *Store) ListTopicConfigs(ctx context.Context) ([]*core.Topic, error) {
+	list, err := s.next.ListTopicConfigs(ctx)
+	if err == nil {
+		types := make(map[string]string, len(list))
+		for _, t := range list {
+			types[t.Name] = t.WithDefaults().Delivery.Type
+		}
+		s.mu.Lock()
+		s.types = types
+		s.mu.Unlock()
+	}
+	return list, err
+}
+
 // Ping implements core.Store.
 func (s *Store) Ping(ctx context.Context) error { return s.next.Ping(ctx) }
 

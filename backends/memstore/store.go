@@ -463,6 +463,24 @@ func (s *Store) ListTopics(_ context.Context) ([]*core.Topic, error) {
 	return topics, nil
 }
 
+// ListTopicConfigs implements core.Store. Errors: ErrClosed.
+func (s *Store) ListTopicConfigs(_ context.Context) ([]*core.Topic, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, core.ErrClosed
+	}
+	topics := []*core.Topic{}
+	for _, tp := range s.topics {
+		if tp.config != nil {
+			c := *tp.config
+			topics = append(topics, &c)
+		}
+	}
+	slices.SortFunc(topics, func(a, b *core.Topic) int { return strings.Compare(a.Name, b.Name) })
+	return topics, nil
+}
+
 // Ping implements core.Store. Errors: ErrClosed.
 func (s *Store) Ping(context.Context) error {
 	s.mu.Lock()

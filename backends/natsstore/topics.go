@@ -119,6 +119,36 @@ func (s *Store) DeleteTopic(ctx context.Context, name string) error {
 	return nil
 }
 
+// ListTopicConfigs implements core.Store: the cfg keys of the topics bucket
+// only, no job counts. Errors: ErrClosed, ErrUnavailable.
+func (s *Store) ListTopicConfigs(ctx context.Context) ([]*core.Topic, error) {
+	if s.isClosed() {
+		return nil, core.ErrClosed
+	}
+	lister, err := s.kv.ListKeysFiltered(ctx, keyConfig+">")
+	if err != nil {
+		return nil, unavailable("list topic configurations", err)
+	}
+	defer func() { _ = lister.Stop() }() // errs once the keys were all read
+	var names []string
+	for k := range lister.Keys() {
+		if name, ok := strings.CutPrefix(k, keyConfig); ok {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	topics := make([]*core.Topic, len(names))
+	err = s.each(ctx, len(names), func(i int) error {
+		t, err := s.topicConfig(ctx, names[i])
+		topics[i] = t // nil when deleted meanwhile
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(topics, func(t *core.Topic) bool { return t == nil }), nil
+}
+
 // ListTopics implements core.Store. Errors: ErrClosed, ErrUnavailable.
 func (s *Store) ListTopics(ctx context.Context) ([]*core.Topic, error) {
 	if s.isClosed() {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -83,6 +84,28 @@ func (s *Store) DeleteTopic(ctx context.Context, name string) error {
 		return fmt.Errorf("redisstore: topic %q is not configured: %w", name, core.ErrNotFound)
 	}
 	return nil
+}
+
+// ListTopicConfigs implements core.Store: one HGETALL of the topics hash,
+// no job counts. Errors: ErrClosed, ErrUnavailable.
+func (s *Store) ListTopicConfigs(ctx context.Context) ([]*core.Topic, error) {
+	if s.isClosed() {
+		return nil, core.ErrClosed
+	}
+	cfgs, err := s.rdb.HGetAll(ctx, s.keys.topics).Result()
+	if err != nil {
+		return nil, unavailable("list topic configurations", err)
+	}
+	topics := make([]*core.Topic, 0, len(cfgs))
+	for name, data := range cfgs {
+		t, err := unmarshalTopic(name, data)
+		if err != nil {
+			return nil, err
+		}
+		topics = append(topics, t)
+	}
+	slices.SortFunc(topics, func(a, b *core.Topic) int { return strings.Compare(a.Name, b.Name) })
+	return topics, nil
 }
 
 // ListTopics implements core.Store: configured topics and those of the

@@ -91,6 +91,8 @@ func testTopics(t *testing.T, b *testBundle) {
 	require.Equal(t, core.Counts{Ready: 1}, c.Counts)
 
 	requireListed(t, b, []string{"a", "b.x", "c"}, map[string]bool{"a": true, "b.x": true, "c": false})
+	wantA := core.Topic{Name: "a", Configured: true}
+	requireConfigs(t, b, &wantA, &want)
 
 	// PutTopic replaces the whole configuration.
 	nats := &core.Topic{Name: "b.x", Delivery: core.Delivery{Type: core.DeliveryNATS, Subject: "out.b"}, TTR: 5 * time.Second}
@@ -114,6 +116,7 @@ func testTopics(t *testing.T, b *testBundle) {
 	require.False(t, bx.Configured)
 	require.Equal(t, core.Counts{Scheduled: 1}, bx.Counts, "DeleteTopic keeps the jobs")
 	requireListed(t, b, []string{"b.x", "c"}, map[string]bool{"b.x": false, "c": false})
+	requireConfigs(t, b)
 
 	// Configuring a topic that has jobs keeps its counts.
 	require.NoError(t, s.PutTopic(ctx, &core.Topic{Name: "c", MaxAttempts: 3}))
@@ -121,6 +124,22 @@ func testTopics(t *testing.T, b *testBundle) {
 	require.True(t, c.Configured)
 	require.Equal(t, 3, c.MaxAttempts)
 	require.Equal(t, core.Counts{Ready: 1}, c.Counts)
+	requireConfigs(t, b, &core.Topic{Name: "c", MaxAttempts: 3, Configured: true})
+}
+
+// requireConfigs requires ListTopicConfigs to give exactly want, in order,
+// without counts.
+func requireConfigs(t *testing.T, b *testBundle, want ...*core.Topic) {
+	t.Helper()
+	got, err := b.store.ListTopicConfigs(b.ctx)
+	require.NoError(t, err)
+	if want == nil {
+		want = []*core.Topic{}
+	}
+	if got == nil {
+		got = []*core.Topic{}
+	}
+	require.Equal(t, want, got, "ListTopicConfigs: configured topics only, sorted, no counts")
 }
 
 // requireListed requires ListTopics to give exactly names, in order, with
