@@ -22,7 +22,8 @@
 //
 //	{"error": {"code": "...", "message": "...", "field": "..."}}
 //
-// with the code and status chosen by one table (see errorTable):
+// with the code and status chosen by one table shared by every transport
+// (see wire.ToError), plus method_not_allowed of this package:
 // invalid_argument 400, not_found 404, method_not_allowed 405, conflict 409
 // (with the existing job under "job" when known), too_large 413,
 // unavailable 503 (with Retry-After) and internal 500. Internal errors are

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/transports/wire"
 )
 
 // readyTimeout bounds the backend check of /readyz.
@@ -34,10 +35,10 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 		err = ctx.Err()
 	}
 	if err != nil {
-		return &messageError{
-			msg: "not ready: the backend does not answer",
-			err: fmt.Errorf("%w: ready check: %w", core.ErrUnavailable, err),
-		}
+		return wire.WithMessage(
+			"not ready: the backend does not answer",
+			fmt.Errorf("%w: ready check: %w", core.ErrUnavailable, err),
+		)
 	}
 	s.writeJSON(w, r, http.StatusOK, statusView{Status: "ready"})
 	return nil

@@ -112,7 +112,7 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) error {
 	var serverErr error
 	serverErrs := 0
 	for _, res := range results {
-		if res.Err != nil && toAPIError(res.Err).status >= http.StatusInternalServerError {
+		if res.Err != nil && toAPIError(res.Err).Status >= http.StatusInternalServerError {
 			serverErr = cmpErr(serverErr, res.Err)
 			serverErrs++
 		}

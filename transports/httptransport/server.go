@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/transports/wire"
 )
 
 // MaxRequestBytesDefault bounds a batch request body unless
@@ -113,14 +114,14 @@ func (s *Server) serveUnrouted(w http.ResponseWriter, r *http.Request) {
 	h.ServeHTTP(rec, r)
 	switch rec.status {
 	case http.StatusNotFound:
-		s.writeError(w, r, &messageError{msg: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path), err: core.ErrNotFound})
+		s.writeError(w, r, wire.WithMessage(fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path), core.ErrNotFound))
 	case http.StatusMethodNotAllowed:
 		allow := rec.header.Get("Allow")
 		w.Header().Set("Allow", allow)
-		s.writeError(w, r, &messageError{
-			msg: fmt.Sprintf("method %s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, allow),
-			err: errMethodNotAllowed,
-		})
+		s.writeError(w, r, wire.WithMessage(
+			fmt.Sprintf("method %s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, allow),
+			errMethodNotAllowed,
+		))
 	default:
 		for k, v := range rec.header {
 			w.Header()[k] = v

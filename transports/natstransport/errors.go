@@ -1,35 +1,8 @@
 package natstransport
 
 import (
-	"errors"
-
-	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/transports/wire"
 )
-
-// Error codes of API.md.
-const (
-	codeInvalidArgument = "invalid_argument"
-	codeNotFound        = "not_found"
-	codeConflict        = "conflict"
-	codeTooLarge        = "too_large"
-	codeUnavailable     = "unavailable"
-	codeInternal        = "internal"
-)
-
-// errorTable maps errors to the codes of reply errors: the first entry that
-// errors.Is matches wins, and anything unmatched is internal. It is the only
-// place that decides an error's code.
-var errorTable = []struct {
-	err  error
-	code string
-}{
-	{core.ErrInvalidArgument, codeInvalidArgument},
-	{core.ErrTooLarge, codeTooLarge},
-	{core.ErrNotFound, codeNotFound},
-	{core.ErrConflict, codeConflict},
-	{core.ErrUnavailable, codeUnavailable},
-}
 
 // fieldNames maps the engine's field names to what a NATS producer sets.
 var fieldNames = map[string]string{
@@ -43,60 +16,23 @@ var fieldNames = map[string]string{
 	"key":          HeaderKey,
 }
 
-// replyError is an error as a reply shows it.
-type replyError struct {
-	code    string
-	message string
-	field   string
-}
-
-// toReplyError maps err through errorTable. Client errors keep their own
-// message; server errors get a fixed one so that no detail leaks.
-func toReplyError(err error) replyError {
-	e := replyError{code: codeInternal, message: "internal error"}
-	for _, row := range errorTable {
-		if errors.Is(err, row.err) {
-			e.code = row.code
-			break
-		}
-	}
-	switch e.code {
-	case codeUnavailable:
-		e.message = "the service is unavailable; retry later"
-	case codeInternal:
-	default:
-		e.message = err.Error()
-		if fe, ok := errors.AsType[*core.FieldError](err); ok {
-			e.message, e.field = fe.Message, fe.Field
-			if name, ok := fieldNames[fe.Field]; ok {
-				e.field = name
-			}
-		}
-	}
-	if me, ok := errors.AsType[*messageError](err); ok {
-		e.message = me.msg // written by this package for clients
+// toReplyError maps err with wire.ToError, naming fields as a NATS
+// producer sets them. Replies carry no status, only the code.
+func toReplyError(err error) wire.Error {
+	e := wire.ToError(err)
+	if name, ok := fieldNames[e.Field]; ok {
+		e.Field = name
 	}
 	return e
 }
 
 // appendErrorReply appends {"error":{"code","message","field"}}.
-func appendErrorReply(b []byte, e replyError) []byte {
+func appendErrorReply(b []byte, e wire.Error) []byte {
 	b = append(b, `{"error":{"code":`...)
-	b = wire.AppendString(b, e.code)
+	b = wire.AppendString(b, e.Code)
 	b = append(b, `,"message":`...)
-	b = wire.AppendString(b, e.message)
+	b = wire.AppendString(b, e.Message)
 	b = append(b, `,"field":`...)
-	b = wire.AppendString(b, e.field)
+	b = wire.AppendString(b, e.Field)
 	return append(b, "}}"...)
 }
-
-// messageError replaces the message of an error while keeping what it
-// matches. Its message is shown to clients, so it must not hold details of
-// the backend.
-type messageError struct {
-	msg string
-	err error
-}
-
-func (e *messageError) Error() string { return e.msg }
-func (e *messageError) Unwrap() error { return e.err }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/transports/wire"
 )
 
 // Defaults of IntakeConfig.
@@ -334,9 +335,9 @@ func (in *Intake) cancelJob(ctx context.Context, m *nats.Msg) error {
 	err := in.engine.Cancel(ctx, id)
 	switch {
 	case errors.Is(err, core.ErrNotFound):
-		return &messageError{msg: fmt.Sprintf("job %q not found", truncate(id, core.MaxIDLen)), err: err}
+		return wire.WithMessage(fmt.Sprintf("job %q not found", truncate(id, core.MaxIDLen)), err)
 	case errors.Is(err, core.ErrConflict):
-		return &messageError{msg: fmt.Sprintf("job %q is being delivered and cannot be cancelled", truncate(id, core.MaxIDLen)), err: err}
+		return wire.WithMessage(fmt.Sprintf("job %q is being delivered and cannot be cancelled", truncate(id, core.MaxIDLen)), err)
 	}
 	return err
 }
@@ -346,7 +347,7 @@ func (in *Intake) cancelJob(ctx context.Context, m *nats.Msg) error {
 func (in *Intake) reply(m *nats.Msg, job *core.Job, err error) {
 	if err != nil {
 		e := toReplyError(err)
-		if e.code == codeInternal || e.code == codeUnavailable {
+		if e.Code == wire.CodeInternal || e.Code == wire.CodeUnavailable {
 			in.log.Warn("natstransport: intake failed", "subject", m.Subject, "err", err)
 		}
 		if m.Reply == "" {

@@ -3,7 +3,8 @@
 // and trace context the same way and show deliveries alike: durations are Go
 // duration strings ("1500ms", "2h") or integers of milliseconds, times are
 // RFC 3339 with an optional fraction (shown with milliseconds in UTC), and a
-// job's body is kept and shown byte for byte.
+// job's body is kept and shown byte for byte. Errors get the same codes,
+// statuses and client messages everywhere from one table (see ToError).
 //
 // It imports only core, so every transport may import it; the transports
 // never import each other.

@@ -133,14 +133,14 @@ func appendJobFrame(b []byte, j *core.Job) []byte {
 
 // appendErrorFrame appends an error frame: code, message, and the field and
 // the id of the frame it answers when known.
-func appendErrorFrame(b []byte, e wireError, id string) []byte {
+func appendErrorFrame(b []byte, e wire.Error, id string) []byte {
 	b = append(b, `{"type":"error","code":`...)
-	b = wire.AppendString(b, e.code)
+	b = wire.AppendString(b, e.Code)
 	b = append(b, `,"message":`...)
-	b = wire.AppendString(b, e.message)
-	if e.field != "" {
+	b = wire.AppendString(b, e.Message)
+	if e.Field != "" {
 		b = append(b, `,"field":`...)
-		b = wire.AppendString(b, e.field)
+		b = wire.AppendString(b, e.Field)
 	}
 	if id != "" {
 		b = append(b, `,"id":`...)

@@ -193,10 +193,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !headerHasToken(r.Header, "Connection", "upgrade") || !headerHasToken(r.Header, "Upgrade", "websocket") {
-		s.writeError(w, &messageError{
-			msg: "this route upgrades to a WebSocket: send Connection: Upgrade and Upgrade: websocket",
-			err: errNotWebSocket,
-		})
+		s.writeError(w, wire.WithMessage(
+			"this route upgrades to a WebSocket: send Connection: Upgrade and Upgrade: websocket",
+			errNotWebSocket,
+		))
 		return
 	}
 	if !s.enter() {
@@ -322,26 +322,26 @@ func headerHasToken(h http.Header, key, token string) bool {
 }
 
 // writeError answers err, before an upgrade, with the JSON error body of
-// API.md and the status of errorTable.
+// API.md and the status of toWireError.
 func (s *Server) writeError(w http.ResponseWriter, err error) {
 	e := toWireError(err)
-	if e.status >= http.StatusInternalServerError && e.status != http.StatusServiceUnavailable {
+	if e.Status >= http.StatusInternalServerError && e.Status != http.StatusServiceUnavailable {
 		s.log.Error("wstransport: internal error", "err", err)
 	}
 	b := make([]byte, 0, 256)
 	b = append(b, `{"error":{"code":`...)
-	b = wire.AppendString(b, e.code)
+	b = wire.AppendString(b, e.Code)
 	b = append(b, `,"message":`...)
-	b = wire.AppendString(b, e.message)
+	b = wire.AppendString(b, e.Message)
 	b = append(b, `,"field":`...)
-	b = wire.AppendString(b, e.field)
+	b = wire.AppendString(b, e.Field)
 	b = append(b, "}}\n"...)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
-	if e.status == http.StatusServiceUnavailable {
-		h.Set("Retry-After", "1")
+	if e.Status == http.StatusServiceUnavailable {
+		h.Set("Retry-After", wire.RetryAfterSeconds)
 	}
-	w.WriteHeader(e.status)
+	w.WriteHeader(e.Status)
 	_, _ = w.Write(b)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/transports/wire"
 )
 
 // opQueueLen bounds the ack, nack and touch frames a connection has read
@@ -210,13 +211,13 @@ func (sub *subscription) handle(f frame) {
 		sub.settle(f.ID, f.Lease)
 	case errors.Is(err, core.ErrConflict):
 		sub.settle(f.ID, f.Lease)
-		sub.sendError(&messageError{
-			msg: fmt.Sprintf("the lease of job %q is lost: its ttr passed or the job was delivered again", truncate(f.ID, core.MaxIDLen)),
-			err: err,
-		}, f.ID)
+		sub.sendError(wire.WithMessage(
+			fmt.Sprintf("the lease of job %q is lost: its ttr passed or the job was delivered again", truncate(f.ID, core.MaxIDLen)),
+			err,
+		), f.ID)
 	case errors.Is(err, core.ErrNotFound):
 		sub.settle(f.ID, f.Lease)
-		sub.sendError(&messageError{msg: fmt.Sprintf("job %q not found", truncate(f.ID, core.MaxIDLen)), err: err}, f.ID)
+		sub.sendError(wire.WithMessage(fmt.Sprintf("job %q not found", truncate(f.ID, core.MaxIDLen)), err), f.ID)
 	default:
 		sub.sendError(err, f.ID)
 	}
@@ -427,7 +428,7 @@ func (sub *subscription) send(b []byte) { _ = sub.write(b) }
 // sendError answers a client frame with an error frame naming its id.
 func (sub *subscription) sendError(err error, id string) {
 	e := toWireError(err)
-	if e.code == codeInternal || e.code == codeUnavailable {
+	if e.Code == wire.CodeInternal || e.Code == wire.CodeUnavailable {
 		sub.log.Warn("wstransport: frame failed", "id", id, "err", err)
 	}
 	sub.send(appendErrorFrame(nil, e, truncate(id, core.MaxIDLen)))

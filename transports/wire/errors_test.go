@@ -1,0 +1,99 @@
+package wire_test
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/transports/wire"
+)
+
+// TestToError checks the status, code, message, field and job that every
+// transport shows for an error.
+func TestToError(t *testing.T) {
+	t.Parallel()
+	job := &core.Job{ID: "j1", Topic: "mail"}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want wire.Error
+	}{
+		{
+			name: "invalid argument",
+			err:  fmt.Errorf("%w: bad", core.ErrInvalidArgument),
+			want: wire.Error{Status: http.StatusBadRequest, Code: wire.CodeInvalidArgument, Message: "invalid argument: bad"},
+		},
+		{
+			name: "field error",
+			err:  fmt.Errorf("decode: %w", core.Invalid("ttr", "ttr must be positive")),
+			want: wire.Error{Status: http.StatusBadRequest, Code: wire.CodeInvalidArgument, Message: "ttr must be positive", Field: "ttr"},
+		},
+		{
+			name: "too large",
+			err:  core.TooLarge("body", "body is over 1 MiB"),
+			want: wire.Error{Status: http.StatusRequestEntityTooLarge, Code: wire.CodeTooLarge, Message: "body is over 1 MiB", Field: "body"},
+		},
+		{
+			name: "not found",
+			err:  core.ErrNotFound,
+			want: wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound, Message: "not found"},
+		},
+		{
+			name: "not found with message",
+			err:  wire.WithMessage(`job "x" not found`, fmt.Errorf("store: %w", core.ErrNotFound)),
+			want: wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound, Message: `job "x" not found`},
+		},
+		{
+			name: "conflict",
+			err:  core.ErrLeaseLost,
+			want: wire.Error{Status: http.StatusConflict, Code: wire.CodeConflict, Message: "conflict: lease lost"},
+		},
+		{
+			name: "conflict with job",
+			err:  fmt.Errorf("push: %w", &core.ConflictError{Message: `job "j1" exists`, Job: job}),
+			want: wire.Error{Status: http.StatusConflict, Code: wire.CodeConflict, Message: `push: job "j1" exists`, Job: job},
+		},
+		{
+			name: "unavailable",
+			err:  fmt.Errorf("redis at 10.0.0.1: %w", core.ErrClosed),
+			want: wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable, Message: "the service is unavailable; retry later"},
+		},
+		{
+			name: "unavailable with message",
+			err:  wire.WithMessage("not ready", core.ErrUnavailable),
+			want: wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable, Message: "not ready"},
+		},
+		{
+			name: "internal leaks nothing",
+			err:  errors.New("pq: password authentication failed for user admin"),
+			want: wire.Error{Status: http.StatusInternalServerError, Code: wire.CodeInternal, Message: "internal error"},
+		},
+		{
+			name: "internal ignores field errors",
+			err:  &core.FieldError{Field: "ttr", Message: "secret", Err: errors.New("boom")},
+			want: wire.Error{Status: http.StatusInternalServerError, Code: wire.CodeInternal, Message: "internal error"},
+		},
+		{
+			name: "first row wins",
+			err:  errors.Join(core.ErrUnavailable, core.ErrInvalidArgument),
+			want: wire.Error{Status: http.StatusBadRequest, Code: wire.CodeInvalidArgument, Message: "unavailable\ninvalid argument"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.want, wire.ToError(tc.err))
+		})
+	}
+}
+
+// TestWithMessage checks that WithMessage keeps what the error matches.
+func TestWithMessage(t *testing.T) {
+	t.Parallel()
+	err := wire.WithMessage("gone", core.ErrNotFound)
+	require.EqualError(t, err, "gone")
+	require.ErrorIs(t, err, core.ErrNotFound)
+}
