@@ -6,6 +6,6 @@
 // job's body is kept and shown byte for byte. Errors get the same codes,
 // statuses and client messages everywhere from one table (see ToError).
 //
-// It imports only core, so every transport may import it; the transports
-// never import each other.
+// Of this module it imports only core, so every transport may import it; the
+// transports never import each other.
 package wire
