@@ -11,13 +11,23 @@ import (
 // own, such as the HTTP API's method_not_allowed, next to its call of
 // ToError.
 const (
-	CodeInvalidArgument = "invalid_argument"
-	CodeNotFound        = "not_found"
-	CodeConflict        = "conflict"
-	CodeTooLarge        = "too_large"
-	CodeUnavailable     = "unavailable"
-	CodeInternal        = "internal"
+	CodeInvalidArgument  = "invalid_argument"
+	CodeUnauthenticated  = "unauthenticated"
+	CodePermissionDenied = "permission_denied"
+	CodeNotFound         = "not_found"
+	CodeConflict         = "conflict"
+	CodeTooLarge         = "too_large"
+	CodeUnavailable      = "unavailable"
+	CodeInternal         = "internal"
 )
+
+// ErrUnauthenticated is returned by a transport for a request that carries
+// no credentials, or credentials it does not know: 401 unauthenticated.
+var ErrUnauthenticated = errors.New("unauthenticated")
+
+// ErrPermissionDenied is returned by a transport for a request whose
+// credentials do not grant what it asks for: 403 permission_denied.
+var ErrPermissionDenied = errors.New("permission denied")
 
 // RetryAfterSeconds is the Retry-After of an answer with status 503
 // unavailable.
@@ -33,6 +43,8 @@ var errorTable = []struct {
 	code   string
 }{
 	{core.ErrInvalidArgument, http.StatusBadRequest, CodeInvalidArgument},
+	{ErrUnauthenticated, http.StatusUnauthorized, CodeUnauthenticated},
+	{ErrPermissionDenied, http.StatusForbidden, CodePermissionDenied},
 	{core.ErrTooLarge, http.StatusRequestEntityTooLarge, CodeTooLarge},
 	{core.ErrNotFound, http.StatusNotFound, CodeNotFound},
 	{core.ErrConflict, http.StatusConflict, CodeConflict},

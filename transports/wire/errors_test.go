@@ -38,6 +38,16 @@ func TestToError(t *testing.T) {
 			want: wire.Error{Status: http.StatusRequestEntityTooLarge, Code: wire.CodeTooLarge, Message: "body is over 1 MiB", Field: "body"},
 		},
 		{
+			name: "unauthenticated",
+			err:  wire.WithMessage("a bearer token is required", wire.ErrUnauthenticated),
+			want: wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated, Message: "a bearer token is required"},
+		},
+		{
+			name: "permission denied",
+			err:  fmt.Errorf("token %q may not push to topic %q: %w", "ci", "mail", wire.ErrPermissionDenied),
+			want: wire.Error{Status: http.StatusForbidden, Code: wire.CodePermissionDenied, Message: `token "ci" may not push to topic "mail": permission denied`},
+		},
+		{
 			name: "not found",
 			err:  core.ErrNotFound,
 			want: wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound, Message: "not found"},
