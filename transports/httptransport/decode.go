@@ -258,6 +258,16 @@ type backoffRequest struct {
 	Jitter  float64         `json:"jitter"`
 }
 
+// DecodeTopic decodes data, a topic configuration in the JSON form of the
+// body of PUT /v1/topics/{topic}, for the topic called name, as the HTTP API
+// does: unknown fields and wrong types are errors, durations are Go duration
+// strings or integers of milliseconds, and a "name" field must equal name.
+// It checks the shape only; Engine.PutTopic validates the values. Errors are
+// *core.FieldError values naming the field.
+func DecodeTopic(name string, data []byte) (*core.Topic, error) {
+	return decodeTopicRequest(name, data)
+}
+
 // decodeTopicRequest decodes a topic configuration for the topic name of
 // the path. The engine validates the values.
 func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
