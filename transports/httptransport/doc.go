@@ -24,10 +24,32 @@
 //
 // with the code and status chosen by one table shared by every transport
 // (see wire.ToError), plus method_not_allowed of this package:
-// invalid_argument 400, not_found 404, method_not_allowed 405, conflict 409
+// invalid_argument 400, unauthenticated 401, permission_denied 403,
+// not_found 404, method_not_allowed 405, conflict 409
 // (with the existing job under "job" when known), too_large 413,
 // unavailable 503 (with Retry-After) and internal 500. Internal errors are
 // logged and never shown to clients.
+//
+// # Access control
+//
+// With Config.Tokens holding any token, every request but GET /healthz,
+// GET /readyz and GET /metrics (unless Config.ProtectMetrics) needs
+// `Authorization: Bearer <token>`. A missing, malformed or unknown token is
+// answered 401 unauthenticated with `WWW-Authenticate: Bearer`; a path
+// without a route needs a valid token too. A token without the route's
+// scope is answered 403 permission_denied: push for creating, replacing,
+// batching and cancelling jobs; consume for claim, ack, nack, touch and
+// WebSocket subscribe; push or consume for getting a job; admin for
+// everything else (topic configuration, listing topics, dead jobs,
+// requeue), and admin grants push and consume too. A token restricted to
+// topic patterns is also answered 403 for a topic none of them matches:
+// the topic of the body for create and replace, of each job of a batch (that
+// job fails alone), of the path for topic routes, and, for routes given a
+// job id, the topic of the stored job (read first; an unknown id is left to
+// the route, so it answers 404 or, for PUT, creates the job in the body's
+// topic). GET /v1/topics lists only the topics such a token may use. Denials
+// are logged at info level with the token's name, never its secret. Without
+// tokens the API is open.
 //
 // # Batches
 //

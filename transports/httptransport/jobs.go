@@ -15,6 +15,9 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.allowTopic(r, p.Topic); err != nil {
+		return err
+	}
 	job, err := s.engine.Push(r.Context(), p)
 	if err != nil {
 		return err
@@ -36,6 +39,9 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request) error {
 		return core.Invalid("id", "id %q does not match the id of the path %q", p.ID, id)
 	}
 	p.ID = id
+	if err := s.allowTopic(r, p.Topic); err != nil {
+		return err
+	}
 	job, replaced, err := s.engine.Replace(r.Context(), p)
 	if err != nil {
 		return err
@@ -93,6 +99,9 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) error {
 	tp := traceParent(r)
 	for i, raw := range req.Jobs {
 		p, err := decodeJobRequest(raw)
+		if err == nil {
+			err = s.allowTopic(r, p.Topic)
+		}
 		if err != nil {
 			results[i].Err = err
 			continue

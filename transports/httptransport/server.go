@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/delayq/delayq/auth"
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/transports/wire"
 )
@@ -39,6 +40,15 @@ type Config struct {
 	//
 	// Defaults to MaxRequestBytesDefault (32 MiB).
 	MaxRequestBytes int64
+	// Tokens, when it holds any, are the API tokens every request but
+	// /healthz, /readyz and /metrics must present as
+	// `Authorization: Bearer <token>`, with the scope and topics its route
+	// needs (see the package documentation). Nil or empty serves without
+	// authentication.
+	Tokens *auth.Tokens
+	// ProtectMetrics makes GET /metrics need a token with the admin scope
+	// when Tokens holds any.
+	ProtectMetrics bool
 }
 
 // Server serves the HTTP API of shared/API.md over a core.Engine. It
@@ -50,6 +60,8 @@ type Server struct {
 	maxRequestBytes int64
 	maxJobBytes     int64
 	mux             *http.ServeMux
+	tokens          *auth.Tokens
+	protectMetrics  bool
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -66,6 +78,8 @@ func New(cfg Config) *Server {
 		maxRequestBytes: cmp.Or(cfg.MaxRequestBytes, MaxRequestBytesDefault),
 		maxJobBytes:     int64(cfg.Engine.Limits().MaxBodyBytes) + envelopeBytes,
 		mux:             http.NewServeMux(),
+		tokens:          cfg.Tokens,
+		protectMetrics:  cfg.ProtectMetrics,
 	}
 	s.route("POST /v1/jobs", s.createJob)
 	s.route("POST /v1/jobs/batch", s.createBatch)
@@ -90,15 +104,26 @@ func New(cfg Config) *Server {
 // Handle mounts an extra route, such as "GET /v1/topics/{topic}/subscribe"
 // or "GET /metrics", with a net/http ServeMux pattern. The handler gets the
 // request as is (path values set, nothing wrapped), so it may hijack the
-// connection. It panics, as ServeMux does, when pattern is invalid or
+// connection. With tokens, the request was authenticated first and, when
+// the pattern has a {topic} or {id} wildcard, its topic checked against the
+// token's. It panics, as ServeMux does, when pattern is invalid or
 // conflicts with a route already mounted. It is safe to call while serving.
-func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, s.guard(pattern, h)) }
 
-// ServeHTTP implements http.Handler. A path without a route is answered 404,
-// and a method the path has no route for 405 with Allow, both with the JSON
-// error body.
+// ServeHTTP implements http.Handler. With tokens, a request that is not for
+// an open route is answered 401 without a valid bearer token and 403 when
+// the token lacks the route's scope. A path without a route is answered
+// 404, and a method the path has no route for 405 with Allow, both with the
+// JSON error body.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if _, pattern := s.mux.Handler(r); pattern == "" {
+	_, pattern := s.mux.Handler(r)
+	ar, err := s.authenticate(w, r, pattern)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	r = ar
+	if pattern == "" {
 		s.serveUnrouted(w, r)
 		return
 	}
@@ -170,7 +195,11 @@ func (s *Server) route(pattern string, h handlerFunc) {
 		}()
 		// Store decorators label metrics and spans with the transport.
 		r = r.WithContext(core.WithTransport(r.Context(), core.TransportHTTP))
-		if err := h(w, r); err != nil {
+		err := s.allowPathTopics(r, pattern)
+		if err == nil {
+			err = h(w, r)
+		}
+		if err != nil {
 			s.writeError(w, r, err)
 		}
 	})

@@ -2,6 +2,7 @@ package httptransport_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
+	"github.com/delayq/delayq/auth"
 	"github.com/delayq/delayq/backends/memstore"
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/transports/httptransport"
@@ -38,6 +40,12 @@ type setupConfig struct {
 	maxRequestBytes int64
 	// wrap, when set, wraps the store the engine uses.
 	wrap func(core.Store) core.Store
+	// tokens, when set, are the server's API tokens.
+	tokens *auth.Tokens
+	// protectMetrics is Config.ProtectMetrics.
+	protectMetrics bool
+	// logger, when set, is the server's logger.
+	logger *slog.Logger
 }
 
 func setup(t *testing.T, opts ...func(*setupConfig)) *testBundle {
@@ -63,8 +71,10 @@ func setup(t *testing.T, opts ...func(*setupConfig)) *testBundle {
 	require.NoError(t, err)
 	server := httptransport.New(httptransport.Config{
 		Engine:          engine,
-		Logger:          slog.New(slog.DiscardHandler),
+		Logger:          cmp.Or(cfg.logger, slog.New(slog.DiscardHandler)),
 		MaxRequestBytes: cfg.maxRequestBytes,
+		Tokens:          cfg.tokens,
+		ProtectMetrics:  cfg.protectMetrics,
 	})
 	srv := httptest.NewServer(server)
 	t.Cleanup(func() {

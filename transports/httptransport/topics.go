@@ -11,14 +11,19 @@ import (
 const deadLimitDefault = 100
 
 // listTopics serves GET /v1/topics: every topic that is configured or has
-// jobs, with counts, sorted by name.
+// jobs, with counts, sorted by name; for a token restricted to some topics,
+// only those.
 func (s *Server) listTopics(w http.ResponseWriter, r *http.Request) error {
 	ts, err := s.engine.ListTopics(r.Context())
 	if err != nil {
 		return err
 	}
 	v := topicListView{Topics: make([]topicView, 0, len(ts))}
+	id := identityFrom(r.Context())
 	for _, t := range ts {
+		if id != nil && !id.AllowsTopic(t.Name) {
+			continue // a token restricted to some topics sees only those
+		}
 		v.Topics = append(v.Topics, newTopicView(t))
 	}
 	s.writeJSON(w, r, http.StatusOK, v)

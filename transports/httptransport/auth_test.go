@@ -1,0 +1,241 @@
+package httptransport_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/auth"
+)
+
+// Secrets of the tokens of setupAuth.
+const (
+	pushSecret    = "push-secret-0123456789"
+	consumeSecret = "consume-secret-0123456789"
+	adminSecret   = "admin-secret-0123456789"
+	ordersSecret  = "orders-secret-0123456789"
+)
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// setupAuth serves with four tokens: push, consume, admin and one with push
+// and consume restricted to orders.>, logging at debug level into the
+// returned buffer.
+func setupAuth(t *testing.T, opts ...func(*setupConfig)) (*testBundle, *syncBuffer) {
+	t.Helper()
+	tokens, err := auth.NewTokens([]auth.Token{
+		{Name: "producer", Token: pushSecret, Scopes: []auth.Scope{auth.ScopePush}},
+		{Name: "worker", Token: consumeSecret, Scopes: []auth.Scope{auth.ScopeConsume}},
+		{Name: "ops", Token: adminSecret, Scopes: []auth.Scope{auth.ScopeAdmin}},
+		{Name: "orders-app", Token: ordersSecret, Scopes: []auth.Scope{auth.ScopePush, auth.ScopeConsume}, Topics: []string{"orders.>"}},
+	})
+	require.NoError(t, err)
+	logs := &syncBuffer{}
+	opts = append(opts, func(c *setupConfig) {
+		c.tokens = tokens
+		c.logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	return setup(t, opts...), logs
+}
+
+func bearer(secret string) []string { return []string{"Authorization", "Bearer " + secret} }
+
+// TestAuthScopes checks each route against each scope: allowed routes get
+// past authentication (whatever they answer then), others get 403.
+func TestAuthScopes(t *testing.T) {
+	t.Parallel()
+	b, logs := setupAuth(t)
+	res := b.do(t, http.MethodPost, "/v1/jobs", `{"topic": "mail", "delay": "1h"}`, bearer(pushSecret)...)
+	requireStatus(t, res, http.StatusCreated)
+	id, _ := res.object(t)["id"].(string)
+
+	type route struct{ method, path, body string }
+	var (
+		pushRoutes = []route{
+			{"POST", "/v1/jobs", `{"topic": "mail", "delay": "1h"}`},
+			{"POST", "/v1/jobs/batch", `{"jobs": [{"topic": "mail", "delay": "1h"}]}`},
+			{"PUT", "/v1/jobs/p1", `{"topic": "mail", "delay": "1h"}`},
+			{"DELETE", "/v1/jobs/p1", ""},
+		}
+		consumeRoutes = []route{
+			{"POST", "/v1/topics/mail/claim", `{"max": 1}`},
+			{"POST", "/v1/jobs/" + id + "/ack", `{"lease": "x"}`},
+			{"POST", "/v1/jobs/" + id + "/nack", `{"lease": "x"}`},
+			{"POST", "/v1/jobs/" + id + "/touch", `{"lease": "x"}`},
+		}
+		bothRoutes  = []route{{"GET", "/v1/jobs/" + id, ""}}
+		adminRoutes = []route{
+			{"PUT", "/v1/topics/mail", `{"ttr": "30s"}`},
+			{"GET", "/v1/topics", ""},
+			{"GET", "/v1/topics/mail", ""},
+			{"GET", "/v1/topics/mail/dead", ""},
+			{"POST", "/v1/jobs/" + id + "/requeue", ""},
+			{"DELETE", "/v1/topics/mail", ""},
+		}
+	)
+	check := func(t *testing.T, rs []route, secret string, allowed bool) {
+		t.Helper()
+		for _, rt := range rs {
+			res := b.do(t, rt.method, rt.path, rt.body, bearer(secret)...)
+			if allowed {
+				require.NotContains(t, []int{http.StatusUnauthorized, http.StatusForbidden}, res.status, "%s %s: %s", rt.method, rt.path, res.body)
+				continue
+			}
+			requireError(t, res, http.StatusForbidden, "permission_denied", "")
+		}
+	}
+	check(t, pushRoutes, pushSecret, true)
+	check(t, bothRoutes, pushSecret, true)
+	check(t, consumeRoutes, pushSecret, false)
+	check(t, adminRoutes, pushSecret, false)
+
+	check(t, consumeRoutes, consumeSecret, true)
+	check(t, bothRoutes, consumeSecret, true)
+	check(t, pushRoutes, consumeSecret, false)
+	check(t, adminRoutes, consumeSecret, false)
+
+	check(t, adminRoutes, adminSecret, true)
+	check(t, pushRoutes, adminSecret, true)
+	check(t, consumeRoutes, adminSecret, true)
+
+	for _, secret := range []string{pushSecret, consumeSecret, adminSecret, ordersSecret} {
+		require.NotContains(t, logs.String(), secret)
+	}
+	require.Contains(t, logs.String(), `token=producer`)
+}
+
+// TestAuthUnauthenticated checks 401 with WWW-Authenticate for a missing,
+// malformed or unknown token, and that probes stay open.
+func TestAuthUnauthenticated(t *testing.T) {
+	t.Parallel()
+	b, logs := setupAuth(t)
+	for _, header := range [][]string{
+		nil,
+		{"Authorization", "Basic " + pushSecret},
+		{"Authorization", "Bearer"},
+		bearer("not-a-token-at-all-0123"),
+		bearer(pushSecret + "x"),
+	} {
+		res := b.do(t, http.MethodPost, "/v1/jobs", `{"topic": "mail"}`, header...)
+		m := requireError(t, res, http.StatusUnauthorized, "unauthenticated", "")
+		require.True(t, strings.HasPrefix(res.header.Get("WWW-Authenticate"), "Bearer"), "%v", header)
+		require.NotContains(t, string(res.body), pushSecret)
+		require.NotNil(t, m["error"])
+	}
+	// A path without a route needs a token too, so it tells nothing.
+	requireError(t, b.do(t, http.MethodGet, "/v1/nothing", nil), http.StatusUnauthorized, "unauthenticated", "")
+	requireError(t, b.do(t, http.MethodGet, "/v1/nothing", nil, bearer(pushSecret)...), http.StatusNotFound, "not_found", "")
+
+	// 403 has the JSON body and no WWW-Authenticate challenge.
+	res := b.do(t, http.MethodPut, "/v1/topics/mail", `{}`, bearer(pushSecret)...)
+	m := requireError(t, res, http.StatusForbidden, "permission_denied", "")
+	require.Contains(t, m["error"].(map[string]any)["message"], `token "producer" lacks the admin scope`)
+	require.Empty(t, res.header.Get("WWW-Authenticate"))
+
+	requireStatus(t, b.do(t, http.MethodGet, "/healthz", nil), http.StatusOK)
+	requireStatus(t, b.do(t, http.MethodGet, "/readyz", nil), http.StatusOK)
+	require.NotContains(t, logs.String(), pushSecret)
+}
+
+// TestAuthMetrics checks that mounted routes follow the table: /metrics is
+// open unless protected, when it needs admin.
+func TestAuthMetrics(t *testing.T) {
+	t.Parallel()
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("# metrics\n")) })
+
+	open, _ := setupAuth(t)
+	open.server.Handle("GET /metrics", metrics)
+	requireStatus(t, open.do(t, http.MethodGet, "/metrics", nil), http.StatusOK)
+
+	closed, _ := setupAuth(t, func(c *setupConfig) { c.protectMetrics = true })
+	closed.server.Handle("GET /metrics", metrics)
+	requireError(t, closed.do(t, http.MethodGet, "/metrics", nil), http.StatusUnauthorized, "unauthenticated", "")
+	requireError(t, closed.do(t, http.MethodGet, "/metrics", nil, bearer(consumeSecret)...), http.StatusForbidden, "permission_denied", "")
+	requireStatus(t, closed.do(t, http.MethodGet, "/metrics", nil, bearer(adminSecret)...), http.StatusOK)
+}
+
+// TestAuthTopics checks a token restricted to orders.>: body topics, path
+// topics, the topic of a job given by id, batches job by job, and the list
+// of topics.
+func TestAuthTopics(t *testing.T) {
+	t.Parallel()
+	b, logs := setupAuth(t)
+	tok := bearer(ordersSecret)
+
+	res := b.do(t, http.MethodPost, "/v1/jobs", `{"topic": "orders.close", "id": "o1"}`, tok...)
+	requireStatus(t, res, http.StatusCreated)
+	res = b.do(t, http.MethodPost, "/v1/jobs", `{"topic": "orders.eu.close"}`, tok...)
+	requireStatus(t, res, http.StatusCreated)
+	res = b.do(t, http.MethodPost, "/v1/jobs", `{"topic": "mail", "id": "m1"}`, tok...)
+	m := requireError(t, res, http.StatusForbidden, "permission_denied", "")
+	require.Contains(t, m["error"].(map[string]any)["message"], `may not use topic "mail"`)
+	requireError(t, b.do(t, http.MethodPost, "/v1/jobs", `{"topic": "orders"}`, tok...), http.StatusForbidden, "permission_denied", "")
+
+	// A job of another topic, by id: refused whatever the route.
+	requireStatus(t, b.do(t, http.MethodPost, "/v1/jobs", `{"topic": "mail", "id": "m1", "delay": "1h"}`, bearer(pushSecret)...), http.StatusCreated)
+	for _, rt := range []struct{ method, path, body string }{
+		{"GET", "/v1/jobs/m1", ""},
+		{"DELETE", "/v1/jobs/m1", ""},
+		{"POST", "/v1/jobs/m1/ack", `{"lease": "x"}`},
+		{"PUT", "/v1/jobs/m1", `{"topic": "orders.close"}`}, // would move it
+	} {
+		requireError(t, b.do(t, rt.method, rt.path, rt.body, tok...), http.StatusForbidden, "permission_denied", "")
+	}
+	requireStatus(t, b.do(t, http.MethodGet, "/v1/jobs/o1", nil, tok...), http.StatusOK)
+	requireError(t, b.do(t, http.MethodGet, "/v1/jobs/unknown", nil, tok...), http.StatusNotFound, "not_found", "")
+
+	// Path topics.
+	requireStatus(t, b.do(t, http.MethodPost, "/v1/topics/orders.close/claim", `{"max": 1}`, tok...), http.StatusOK)
+	requireError(t, b.do(t, http.MethodPost, "/v1/topics/mail/claim", `{"max": 1}`, tok...), http.StatusForbidden, "permission_denied", "")
+
+	// A batch fails job by job.
+	res = b.do(t, http.MethodPost, "/v1/jobs/batch", `{"jobs": [{"topic": "orders.close"}, {"topic": "mail"}]}`, tok...)
+	requireStatus(t, res, http.StatusOK)
+	var batch struct {
+		Results []map[string]any `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal(res.body, &batch))
+	require.Len(t, batch.Results, 2)
+	require.NotEmpty(t, batch.Results[0]["id"])
+	require.Equal(t, "permission_denied", batch.Results[1]["error"].(map[string]any)["code"])
+
+	// The admin sees every topic.
+	res = b.do(t, http.MethodGet, "/v1/topics", nil, bearer(adminSecret)...)
+	requireStatus(t, res, http.StatusOK)
+	require.Contains(t, string(res.body), `"mail"`)
+	require.Contains(t, string(res.body), `"orders.close"`)
+
+	require.NotContains(t, logs.String(), ordersSecret)
+	require.Contains(t, logs.String(), "token=orders-app")
+}
+
+// TestAuthOpenWithoutTokens checks that a server without tokens serves as
+// before, ignoring any Authorization header.
+func TestAuthOpenWithoutTokens(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	requireStatus(t, b.do(t, http.MethodPost, "/v1/jobs", `{"topic": "mail"}`), http.StatusCreated)
+	requireStatus(t, b.do(t, http.MethodPut, "/v1/topics/mail", `{}`, bearer("whatever-0123456789")...), http.StatusOK)
+}
