@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -60,6 +61,19 @@ type Config struct {
 	// cut there, so it does not parse as JSON. Defaults to
 	// MaxAnswerBytesDefault (64 KiB).
 	MaxAnswerBytes int64
+	// Destinations decides which hosts and addresses deliveries may reach,
+	// checked by ValidateTopic and again when each connection is dialled,
+	// against the addresses the host resolves to then. The check at dial
+	// time needs the client's Transport to be an *http.Transport (or nil);
+	// with a proxy from the environment it checks the proxy's address.
+	//
+	// Defaults to the built-in denials of link-local and cloud metadata
+	// addresses only (see Destinations).
+	Destinations *Destinations
+	// LookupNetIPFunc resolves host names for the destination checks.
+	//
+	// Defaults to net.DefaultResolver.LookupNetIP.
+	LookupNetIPFunc func(ctx context.Context, network, host string) ([]netip.Addr, error)
 }
 
 // Deliverer posts due jobs of webhook topics to their URL. It implements
@@ -71,26 +85,50 @@ type Deliverer struct {
 	userAgent string
 	maxAnswer int64
 	conds     conditions
+	dests     *Destinations
+	// lookupFunc resolves host names for the destination checks.
+	lookupFunc func(ctx context.Context, network, host string) ([]netip.Addr, error)
 }
 
 var _ core.Deliverer = (*Deliverer)(nil)
 
 // New returns a Deliverer configured by cfg.
 func New(cfg Config) *Deliverer {
+	d := &Deliverer{
+		log:        cmp.Or(cfg.Logger, slog.Default()),
+		clock:      cmp.Or[core.Clock](cfg.Clock, core.RealClock()),
+		userAgent:  cmp.Or(cfg.UserAgent, UserAgentDefault),
+		maxAnswer:  cmp.Or(max(cfg.MaxAnswerBytes, 0), MaxAnswerBytesDefault),
+		dests:      cmp.Or(cfg.Destinations, &Destinations{}),
+		lookupFunc: cfg.LookupNetIPFunc,
+	}
+	if d.lookupFunc == nil {
+		d.lookupFunc = net.DefaultResolver.LookupNetIP
+	}
 	var client http.Client
 	if cfg.Client != nil {
 		client = *cfg.Client
-	} else {
-		client.Transport = newTransport()
+	}
+	switch t := client.Transport.(type) {
+	case nil:
+		if cfg.Client == nil {
+			client.Transport = d.guard(newTransport())
+		} else {
+			client.Transport = d.guard(http.DefaultTransport.(*http.Transport).Clone())
+		}
+	case *http.Transport:
+		client.Transport = d.guard(t.Clone())
 	}
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &Deliverer{
-		client:    &client,
-		log:       cmp.Or(cfg.Logger, slog.Default()),
-		clock:     cmp.Or[core.Clock](cfg.Clock, core.RealClock()),
-		userAgent: cmp.Or(cfg.UserAgent, UserAgentDefault),
-		maxAnswer: cmp.Or(max(cfg.MaxAnswerBytes, 0), MaxAnswerBytesDefault),
-	}
+	d.client = &client
+	return d
+}
+
+// guard makes t dial through the destination checks.
+func (d *Deliverer) guard(t *http.Transport) *http.Transport {
+	t.DialContext = d.dialContext(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second})
+	t.DialTLSContext = nil
+	return t
 }
 
 // newTransport returns the default transport: http.DefaultTransport's
@@ -117,7 +155,10 @@ func newTransport() *http.Transport {
 func (d *Deliverer) CloseIdleConnections() { d.client.CloseIdleConnections() }
 
 // ValidateTopic checks the webhook fields of a topic: delivery.url must be an
-// absolute http or https URL with a host and no user information,
+// absolute http or https URL with a host and no user information, whose
+// host name and the addresses it resolves to now are allowed by
+// Config.Destinations (a name that does not resolve passes; deliveries are
+// checked again),
 // delivery.success, when set, must compile to a boolean condition over
 // status, body and headers, and delivery.subject must be empty. It returns a
 // *core.FieldError naming the bad field.
@@ -127,6 +168,11 @@ func (d *Deliverer) ValidateTopic(t *core.Topic) error {
 	}
 	if err := validateURL(t.Delivery.URL); err != nil {
 		return err
+	}
+	if u, err := url.Parse(t.Delivery.URL); err == nil {
+		if err := d.checkURLHost(u.Hostname()); err != nil {
+			return &core.FieldError{Field: "delivery.url", Message: "delivery.url: " + err.Error(), Err: errors.Join(core.ErrInvalidArgument, err)}
+		}
 	}
 	if t.Delivery.Subject != "" {
 		return core.Invalid("delivery.subject", "delivery.subject is only for nats delivery")

@@ -66,4 +66,15 @@
 // compute HMAC-SHA256 with the secret as key over t, ".", and the raw body,
 // hex-encode it and compare it in constant time with each v1; then check
 // that t is within a few minutes of now.
+//
+// # Destinations
+//
+// Config.Destinations decides where deliveries may go, so that whoever may
+// configure topics cannot make delayq call what the operator has not
+// allowed. ValidateTopic refuses a delivery.url whose host, or an address
+// it resolves to, is denied (400 on delivery.url); each delivery resolves
+// the host again and dials only allowed addresses, so a name that later
+// resolves elsewhere (DNS rebinding) is refused too, with an error wrapping
+// ErrDestinationDenied. Link-local and cloud metadata addresses are denied
+// unless explicitly allowed; private and loopback ranges are allowed.
 package webhook

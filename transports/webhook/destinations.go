@@ -1,0 +1,239 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ErrDestinationDenied is wrapped by the errors of destinations the
+// Destinations policy refuses, at topic configuration and at delivery.
+var ErrDestinationDenied = errors.New("webhook destination denied")
+
+// Built-in denials, lifted only by an explicit allow entry: link-local
+// addresses, which include the cloud metadata address 169.254.169.254, the
+// AWS IPv6 metadata address and the GCP metadata host name.
+var (
+	defaultDenyNets = []netip.Prefix{
+		netip.MustParsePrefix("169.254.0.0/16"),
+		netip.MustParsePrefix("fe80::/10"),
+		netip.MustParsePrefix("fd00:ec2::254/128"),
+	}
+	defaultDenyHosts = []string{"metadata.google.internal"}
+)
+
+// resolveTimeout bounds the name resolution of ValidateTopic.
+const resolveTimeout = 3 * time.Second
+
+// Destinations decides which hosts and addresses webhooks may be sent to.
+// Entries are CIDR ranges ("10.0.0.0/8"), single addresses ("10.1.2.3") or
+// host patterns ("hooks.example.com", "*.example.com" for any name under
+// example.com, "*" for every name). A destination, its URL's host name and
+// each address it resolves to, is refused when
+//
+//   - its host matches a deny pattern or its address a deny range;
+//   - there are allow entries and neither its host nor its address matches
+//     one;
+//   - its address is link-local (169.254.0.0/16, fe80::/10, which hold the
+//     cloud metadata address 169.254.169.254) or fd00:ec2::254, unless an
+//     allow range holds that address, or its host is
+//     metadata.google.internal, unless an allow pattern names it.
+//
+// Loopback and private ranges are allowed unless denied. The zero value
+// and nil apply only the built-in denials.
+type Destinations struct {
+	allowHosts, denyHosts []string
+	allowNets, denyNets   []netip.Prefix
+}
+
+// ParseDestinations parses allow and deny entries. It returns an error
+// naming the first malformed entry.
+func ParseDestinations(allow, deny []string) (*Destinations, error) {
+	d := &Destinations{}
+	var err error
+	if d.allowHosts, d.allowNets, err = parseEntries(allow); err != nil {
+		return nil, fmt.Errorf("webhook: allow: %w", err)
+	}
+	if d.denyHosts, d.denyNets, err = parseEntries(deny); err != nil {
+		return nil, fmt.Errorf("webhook: deny: %w", err)
+	}
+	return d, nil
+}
+
+func parseEntries(list []string) (hosts []string, nets []netip.Prefix, err error) {
+	for _, e := range list {
+		e = strings.ToLower(strings.TrimSpace(e))
+		switch {
+		case e == "":
+			continue
+		case strings.Contains(e, "/"):
+			p, err := netip.ParsePrefix(e)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%q is not a CIDR range", e)
+			}
+			nets = append(nets, p.Masked())
+		default:
+			if a, err := netip.ParseAddr(strings.Trim(e, "[]")); err == nil {
+				a = a.Unmap()
+				nets = append(nets, netip.PrefixFrom(a, a.BitLen()))
+				continue
+			}
+			rest := strings.TrimPrefix(e, "*.")
+			if e != "*" && (rest == "" || strings.ContainsAny(rest, "*/:[] ")) {
+				return nil, nil, fmt.Errorf("%q is not a host pattern such as hooks.example.com or *.example.com", e)
+			}
+			hosts = append(hosts, strings.TrimSuffix(e, "."))
+		}
+	}
+	return hosts, nets, nil
+}
+
+// matchHost reports whether host matches one of patterns.
+func matchHost(patterns []string, host string) bool {
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	for _, p := range patterns {
+		switch {
+		case p == "*", p == host:
+			return true
+		case strings.HasPrefix(p, "*.") && strings.HasSuffix(host, p[1:]):
+			return true
+		}
+	}
+	return false
+}
+
+func containsAddr(nets []netip.Prefix, a netip.Addr) bool {
+	for _, p := range nets {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkHost applies the rules that need only the host name; hosts that are
+// address literals are left to checkAddr.
+func (d *Destinations) checkHost(host string) error {
+	if d == nil {
+		d = &Destinations{}
+	}
+	if _, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		return nil
+	}
+	switch {
+	case matchHost(d.denyHosts, host):
+		return fmt.Errorf("%w: host %s is on the deny list", ErrDestinationDenied, host)
+	case matchHost(defaultDenyHosts, host) && !matchHost(d.allowHosts, host):
+		return fmt.Errorf("%w: host %s is a cloud metadata service, denied unless allowed by name", ErrDestinationDenied, host)
+	}
+	return nil
+}
+
+// checkAddr applies every rule to host resolved to a.
+func (d *Destinations) checkAddr(host string, a netip.Addr) error {
+	if d == nil {
+		d = &Destinations{}
+	}
+	a = a.Unmap().WithZone("")
+	if err := d.checkHost(host); err != nil {
+		return err
+	}
+	switch {
+	case containsAddr(d.denyNets, a):
+		return fmt.Errorf("%w: %s resolves to %s, which is on the deny list", ErrDestinationDenied, host, a)
+	case (len(d.allowHosts) > 0 || len(d.allowNets) > 0) && !matchHost(d.allowHosts, host) && !containsAddr(d.allowNets, a):
+		return fmt.Errorf("%w: %s (%s) is not on the allow list", ErrDestinationDenied, host, a)
+	case (containsAddr(defaultDenyNets, a) || a.IsLinkLocalMulticast()) && !containsAddr(d.allowNets, a):
+		return fmt.Errorf("%w: %s resolves to %s, a link-local or cloud metadata address, denied unless an allow range holds it", ErrDestinationDenied, host, a)
+	}
+	return nil
+}
+
+// lookup resolves host, an address literal to itself.
+func (dl *Deliverer) lookup(ctx context.Context, host string) ([]netip.Addr, error) {
+	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		return []netip.Addr{a}, nil
+	}
+	return dl.lookupFunc(ctx, "ip", host)
+}
+
+// checkURLHost is the topic-configuration check of a URL's host: its name,
+// then every address it resolves to now. A name that does not resolve yet
+// passes; the check at delivery still applies.
+func (dl *Deliverer) checkURLHost(host string) error {
+	if err := dl.dests.checkHost(host); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout)
+	defer cancel()
+	addrs, err := dl.lookup(ctx, host)
+	if err != nil {
+		return nil
+	}
+	for _, a := range addrs {
+		if err := dl.dests.checkAddr(host, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dialContext is the DialContext of the Deliverer's transport: it resolves
+// the host itself, refuses addresses the policy denies, and dials the
+// allowed ones in turn by address, so that what was checked is what is
+// dialled; a Control func checks the connected address once more.
+func (dl *Deliverer) dialContext(base *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		if err := dl.dests.checkHost(host); err != nil {
+			return nil, err
+		}
+		addrs, err := dl.lookup(ctx, host)
+		if err != nil {
+			return nil, err
+		}
+		d := *base
+		d.Control = func(_, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil {
+				return fmt.Errorf("%w: unparsable address %s", ErrDestinationDenied, address)
+			}
+			return dl.dests.checkAddr(host, ap.Addr())
+		}
+		var first error
+		for _, a := range addrs {
+			if err := dl.dests.checkAddr(host, a); err != nil {
+				first = cmpErr(first, err)
+				continue
+			}
+			conn, err := d.DialContext(ctx, network, net.JoinHostPort(a.String(), port))
+			if err == nil {
+				return conn, nil
+			}
+			first = cmpErr(first, err)
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		if first == nil {
+			first = fmt.Errorf("no address for %s", host)
+		}
+		return nil, first
+	}
+}
+
+// cmpErr returns a when it is not nil, else b.
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
