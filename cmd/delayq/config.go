@@ -13,6 +13,7 @@ import (
 
 	"github.com/delayq/delayq/backends/natsstore"
 	"github.com/delayq/delayq/backends/redisstore"
+	"github.com/delayq/delayq/core"
 )
 
 // Backends that `delayq serve --backend` accepts.
@@ -56,6 +57,10 @@ type serveConfig struct {
 	ShutdownTimeout time.Duration
 	// Breaker configures the store's and the endpoints' circuit breakers.
 	Breaker breakerFlags
+	// ConfigFile is the YAML configuration file of --config, if any.
+	ConfigFile string
+	// Topics are the configuration file's topics, applied at start.
+	Topics []*core.Topic
 }
 
 // defaultServeConfig returns the defaults of every serve flag.
@@ -95,6 +100,7 @@ func (c *serveConfig) addFlags(fs *pflag.FlagSet) {
 	fs.Var(&enumValue{p: &c.LogFormat, allowed: []string{"text", "json"}}, "log-format", "log format: text or json")
 	fs.Var(&positiveDurationValue{p: &c.ShutdownTimeout}, "shutdown-timeout", "how long a shutdown waits for in-flight requests and deliveries")
 	c.Breaker.addFlags(fs)
+	fs.StringVar(&c.ConfigFile, configFlag, c.ConfigFile, "YAML configuration file: serve's flag names as keys, and topics; a flag or environment variable beats it")
 	fs.VisitAll(func(f *pflag.Flag) { withEnv(fs, f.Name) })
 }
 

@@ -38,6 +38,9 @@ SIGINT or SIGTERM shuts it down gracefully: intake stops, in-flight deliveries
 finish or are released for redelivery, the store is closed and flushed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.applyConfigFile(cmd.Flags(), a.lookupEnv); err != nil {
+				return err
+			}
 			if err := a.serve(cmd.Context(), a, &cfg); err != nil {
 				var ce *exitCodeError
 				if errors.As(err, &ce) {
@@ -119,6 +122,10 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 		return err
 	}
 	if err := engine.Start(ctx); err != nil {
+		return err
+	}
+	if err := putFileTopics(ctx, engine, cfg, log); err != nil {
+		stopEngine(engine, cfg.ShutdownTimeout, log)
 		return err
 	}
 
