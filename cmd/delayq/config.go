@@ -57,6 +57,8 @@ type serveConfig struct {
 	ShutdownTimeout time.Duration
 	// Breaker configures the store's and the endpoints' circuit breakers.
 	Breaker breakerFlags
+	// Access configures API tokens, TLS and webhook destinations.
+	Access accessFlags
 	// ConfigFile is the YAML configuration file of --config, if any.
 	ConfigFile string
 	// Topics are the configuration file's topics, applied at start.
@@ -100,6 +102,7 @@ func (c *serveConfig) addFlags(fs *pflag.FlagSet) {
 	fs.Var(&enumValue{p: &c.LogFormat, allowed: []string{"text", "json"}}, "log-format", "log format: text or json")
 	fs.Var(&positiveDurationValue{p: &c.ShutdownTimeout}, "shutdown-timeout", "how long a shutdown waits for in-flight requests and deliveries")
 	c.Breaker.addFlags(fs)
+	c.Access.addFlags(fs)
 	fs.StringVar(&c.ConfigFile, configFlag, c.ConfigFile, "YAML configuration file: serve's flag names as keys, and topics; a flag or environment variable beats it")
 	fs.VisitAll(func(f *pflag.Flag) { withEnv(fs, f.Name) })
 }

@@ -99,7 +99,11 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	}
 	defer obs.shutdown()
 
-	hooks := webhook.New(webhook.Config{Logger: log, Clock: core.RealClock()})
+	acc, err := cfg.Access.load(a.lookupEnv)
+	if err != nil {
+		return err
+	}
+	hooks := webhook.New(webhook.Config{Logger: log, Clock: core.RealClock(), Destinations: acc.destinations})
 	defer hooks.CloseIdleConnections()
 	deliverers := map[string]core.Deliverer{core.DeliveryWebhook: hooks}
 	if natsConn != nil {
@@ -136,7 +140,7 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	}
 	// WebSocket subscribers share the HTTP API's listener; NATS intake uses
 	// the NATS backend's connection.
-	api := httptransport.New(httptransport.Config{Engine: engine, Logger: log})
+	api := httptransport.New(httptransport.Config{Engine: engine, Logger: log, Tokens: acc.tokens, ProtectMetrics: cfg.Access.ProtectMetrics})
 	api.Handle("GET /metrics", obs.metrics())
 	subscribers, err := wstransport.New(wstransport.Config{Engine: engine, Logger: log, SubscribersFunc: obs.subscribers()})
 	var natsIn *natstransport.Intake
@@ -165,8 +169,9 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("http listening", "addr", ln.Addr().String())
+	go func() { serveErr <- acc.serve(srv, ln) }()
+	log.Info("http listening", "addr", ln.Addr().String(), "tls", acc.tls != nil)
+	acc.logStart(log, ln.Addr())
 	log.Info("delayq started", "backend", cfg.Backend)
 
 	var failure error
