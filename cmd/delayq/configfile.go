@@ -28,7 +28,9 @@ const configFlag = "config"
 const topicsKey = "topics"
 
 // configDoc is the top level of a configuration file: serve flags by name,
-// and topics.
+// and topics. The flag keys come from the flag set, so the inline map takes
+// every other key and setFlagsFromFile rejects those that name no flag;
+// KnownFields still holds the decoder to the strict YAML rules.
 type configDoc struct {
 	Topics yaml.Node            `yaml:"topics"`
 	Flags  map[string]yaml.Node `yaml:",inline"`
