@@ -40,6 +40,9 @@ type serveConfig struct {
 	NATSURL string
 	// RedisURL is the Redis server, Sentinel or Cluster of --backend redis.
 	RedisURL string
+	// NATSReplicas is how many NATS servers of a cluster keep each stream
+	// (--backend nats); 3 survives the loss of one.
+	NATSReplicas int
 	// NATSSync is the embedded server's JetStream sync policy: "always" or
 	// an interval between fsyncs.
 	NATSSync string
@@ -74,6 +77,7 @@ func defaultServeConfig() serveConfig {
 		NATSListen:      "127.0.0.1:4222",
 		NATSURL:         "nats://127.0.0.1:4222",
 		RedisURL:        "redis://127.0.0.1:6379",
+		NATSReplicas:    1,
 		NATSSync:        natsstore.SyncDefault,
 		MaxBody:         1 << 20,
 		MaxBatch:        1000,
@@ -94,6 +98,7 @@ func (c *serveConfig) addFlags(fs *pflag.FlagSet) {
 	fs.Var(&addrValue{p: &c.NATSListen, random: true}, "nats-listen", "embedded NATS server's client listen address, host:port; port 0 or -1 picks a free port")
 	fs.Var(&urlValue{p: &c.NATSURL}, "nats-url", "NATS server URL(s), comma-separated, for --backend nats")
 	fs.Var(&redisURLValue{p: &c.RedisURL}, "redis-url", "Redis URL for --backend redis: redis://[:password@]host:port[/db], rediss:// for TLS, redis+cluster://h1:p1,h2:p2 for a Cluster, redis+sentinel://s1:p1,s2:p2/master")
+	fs.Var(&replicasValue{p: &c.NATSReplicas}, "nats-replicas", "how many servers of the NATS cluster keep delayq's streams (1-5), for --backend nats; 3 survives the loss of one")
 	fs.Var(&syncValue{p: &c.NATSSync}, "nats-sync", `how often the embedded backend fsyncs its files: "always" (every write, before answering) or an interval such as 1s`)
 	fs.Var(&byteSizeValue{p: &c.MaxBody}, "max-body", "largest job body, in bytes or with a KiB/MiB suffix")
 	fs.Var(&positiveIntValue{p: &c.MaxBatch}, "max-batch", "most jobs in one batch request")
@@ -259,6 +264,20 @@ func (v *positiveIntValue) Set(s string) error {
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 1 {
 		return errors.New("want a whole number of at least 1")
+	}
+	*v.p = n
+	return nil
+}
+
+// replicasValue is the --nats-replicas flag: 1 to 5, as JetStream allows.
+type replicasValue struct{ p *int }
+
+func (v *replicasValue) String() string { return strconv.Itoa(*v.p) }
+func (v *replicasValue) Type() string   { return "int" }
+func (v *replicasValue) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 5 {
+		return errors.New("want a whole number from 1 to 5")
 	}
 	*v.p = n
 	return nil

@@ -296,6 +296,7 @@ func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logTo io
 
 	store, err := natsstore.New(ctx, natsstore.Config{
 		Conn:      conn,
+		Replicas:  cfg.NATSReplicas,
 		Retention: cfg.Retention,
 		Clock:     core.RealClock(),
 		Logger:    log,
