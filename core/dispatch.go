@@ -236,7 +236,7 @@ func (e *Engine) deliver(topic *Topic, deliverer Deliverer, job *Job) {
 		err = e.store.AckJob(ctx, &AckJobParams{ID: job.ID, Lease: job.Lease})
 	case dctx.Err() != nil:
 		err = e.store.RetryJob(ctx, &RetryJobParams{ID: job.ID, Lease: job.Lease,
-			RunAt: e.clock.Now().UTC().Truncate(time.Millisecond), Error: "delivery interrupted by shutdown"})
+			RunAt: StoreTime(e.clock.Now()), Error: "delivery interrupted by shutdown"})
 	default:
 		var delay *time.Duration
 		if ra, ok := errors.AsType[retryAfterError](derr); ok && ra.RetryAfter() > 0 {

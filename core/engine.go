@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 )
@@ -224,7 +223,7 @@ func (e *Engine) newJob(p *PushParams, now time.Time) (*Job, error) {
 		Topic:       p.Topic,
 		Key:         p.Key,
 		Body:        body,
-		RunAt:       runAt.UTC().Truncate(time.Millisecond),
+		RunAt:       StoreTime(runAt),
 		TTR:         cmp.Or(p.TTR, topic.TTR),
 		MaxAttempts: cmp.Or(p.MaxAttempts, topic.MaxAttempts),
 		State:       StateScheduled,
@@ -336,9 +335,7 @@ func (e *Engine) Nack(ctx context.Context, p *NackParams) error {
 
 // fail retries or buries a reserved job after a failed attempt.
 func (e *Engine) fail(ctx context.Context, job *Job, delay *time.Duration, reason string) error {
-	if len(reason) > MaxErrorLen {
-		reason = strings.ToValidUTF8(reason[:MaxErrorLen], "")
-	}
+	reason = CutError(reason)
 	if job.Attempt >= job.MaxAttempts {
 		return e.store.BuryJob(ctx, &BuryJobParams{ID: job.ID, Lease: job.Lease, Error: reason})
 	}
@@ -348,7 +345,7 @@ func (e *Engine) fail(ctx context.Context, job *Job, delay *time.Duration, reaso
 	} else {
 		d = e.topic(job.Topic).Backoff.Delay(job.Attempt)
 	}
-	runAt := e.clock.Now().Add(d).UTC().Truncate(time.Millisecond)
+	runAt := StoreTime(e.clock.Now().Add(d))
 	return e.store.RetryJob(ctx, &RetryJobParams{ID: job.ID, Lease: job.Lease, RunAt: runAt, Error: reason})
 }
 

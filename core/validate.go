@@ -2,6 +2,7 @@ package core
 
 import (
 	"cmp"
+	"strings"
 	"time"
 )
 
@@ -127,3 +128,15 @@ func ValidateMaxAttempts(field string, n int) error {
 func isTokenChar(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 }
+
+// CutError bounds an error text to MaxErrorLen bytes of valid UTF-8, as
+// jobs keep last_error.
+func CutError(s string) string {
+	if len(s) <= MaxErrorLen {
+		return s
+	}
+	return strings.ToValidUTF8(s[:MaxErrorLen], "")
+}
+
+// StoreTime returns t in UTC at ms precision, as jobs keep times.
+func StoreTime(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }

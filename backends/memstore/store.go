@@ -151,7 +151,7 @@ func (s *Store) put(j *core.Job, replace bool, now time.Time, touched map[*topic
 		touched[e.topic] = struct{}{}
 	}
 	job := j.Clone()
-	job.RunAt = ms(job.RunAt)
+	job.RunAt = core.StoreTime(job.RunAt)
 	job.Attempt = 0
 	job.CreatedAt = createdAt
 	job.UpdatedAt = now
@@ -298,10 +298,10 @@ func (s *Store) RetryJob(_ context.Context, params *core.RetryJobParams) error {
 	}
 	s.unlink(e)
 	j := e.job
-	j.LastError = cutError(params.Error)
-	j.RunAt = ms(params.RunAt)
+	j.LastError = core.CutError(params.Error)
+	j.RunAt = core.StoreTime(params.RunAt)
 	if params.RunAt.IsZero() {
-		j.RunAt = ms(now)
+		j.RunAt = core.StoreTime(now)
 	}
 	j.Lease, j.LeaseExpiresAt, j.UpdatedAt = "", time.Time{}, now
 	s.enqueue(e, now)
@@ -319,7 +319,7 @@ func (s *Store) BuryJob(_ context.Context, params *core.BuryJobParams) error {
 	}
 	s.unlink(e)
 	j := e.job
-	j.LastError = cutError(params.Error)
+	j.LastError = core.CutError(params.Error)
 	j.Lease, j.LeaseExpiresAt = "", time.Time{}
 	s.kill(e, now)
 	s.settle(e.topic, now)
@@ -357,7 +357,7 @@ func (s *Store) RequeueJob(_ context.Context, id string) error {
 	}
 	s.unlink(e)
 	e.job.Attempt = 0
-	e.job.RunAt = ms(now)
+	e.job.RunAt = core.StoreTime(now)
 	e.job.UpdatedAt = now
 	s.enqueue(e, now)
 	return nil
@@ -740,15 +740,4 @@ func (tp *topic) view() *core.Topic {
 
 func conflict(e *entry, format string, args ...any) *core.ConflictError {
 	return &core.ConflictError{Job: e.job.Clone(), Message: "memstore: " + fmt.Sprintf(format, args...)}
-}
-
-// ms returns t in UTC at ms precision, as stores keep times.
-func ms(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
-
-// cutError bounds a last error to core.MaxErrorLen bytes of valid UTF-8.
-func cutError(s string) string {
-	if len(s) <= core.MaxErrorLen {
-		return s
-	}
-	return strings.ToValidUTF8(s[:core.MaxErrorLen], "")
 }

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -552,7 +551,7 @@ func await(ctx context.Context, f jetstream.PubAckFuture) (*jetstream.PubAck, er
 // newJob returns the record of a job being stored.
 func newJob(in *core.Job, createdAt, now time.Time) *core.Job {
 	j := in.Clone()
-	j.RunAt = ms(j.RunAt)
+	j.RunAt = core.StoreTime(j.RunAt)
 	j.Attempt = 0
 	j.CreatedAt = createdAt
 	j.UpdatedAt = now
@@ -738,10 +737,10 @@ func (s *Store) RetryJob(ctx context.Context, params *core.RetryJobParams) error
 		if err := leased(j, params.Lease); err != nil {
 			return err
 		}
-		j.LastError = cutError(params.Error)
-		j.RunAt = ms(params.RunAt)
+		j.LastError = core.CutError(params.Error)
+		j.RunAt = core.StoreTime(params.RunAt)
 		if params.RunAt.IsZero() {
-			j.RunAt = ms(now)
+			j.RunAt = core.StoreTime(now)
 		}
 		j.State = core.StateScheduled
 		if !j.RunAt.After(now) {
@@ -760,7 +759,7 @@ func (s *Store) BuryJob(ctx context.Context, params *core.BuryJobParams) error {
 		if err := leased(j, params.Lease); err != nil {
 			return err
 		}
-		j.LastError = cutError(params.Error)
+		j.LastError = core.CutError(params.Error)
 		j.State = core.StateDead
 		j.UpdatedAt = now
 		j.Lease, j.LeaseExpiresAt = "", time.Time{}
@@ -790,7 +789,7 @@ func (s *Store) RequeueJob(ctx context.Context, id string) error {
 		}
 		j.State = core.StateReady
 		j.Attempt = 0
-		j.RunAt = ms(now)
+		j.RunAt = core.StoreTime(now)
 		j.UpdatedAt = now
 		return nil
 	})
@@ -831,17 +830,6 @@ func (s *Store) Close() error {
 	s.house.stop()
 	s.wg.Wait()
 	return nil
-}
-
-// ms returns t in UTC at ms precision, as stores keep times.
-func ms(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
-
-// cutError bounds a last error to core.MaxErrorLen bytes of valid UTF-8.
-func cutError(s string) string {
-	if len(s) <= core.MaxErrorLen {
-		return s
-	}
-	return strings.ToValidUTF8(s[:core.MaxErrorLen], "")
 }
 
 // newLease returns a random lease token.

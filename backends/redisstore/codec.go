@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/delayq/delayq/core"
@@ -151,12 +150,4 @@ func asInt(v any) int64 {
 		}
 	}
 	return -1
-}
-
-// cutError bounds a last error to core.MaxErrorLen bytes of valid UTF-8.
-func cutError(s string) string {
-	if len(s) <= core.MaxErrorLen {
-		return s
-	}
-	return strings.ToValidUTF8(s[:core.MaxErrorLen], "")
 }

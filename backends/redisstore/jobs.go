@@ -229,14 +229,14 @@ func (s *Store) RetryJob(ctx context.Context, params *core.RetryJobParams) error
 	if params.RunAt.IsZero() {
 		runAt = 0 // now, in the script
 	}
-	_, err := s.leased(ctx, "retry", params.ID, params.Lease, runAt, cutError(params.Error))
+	_, err := s.leased(ctx, "retry", params.ID, params.Lease, runAt, core.CutError(params.Error))
 	return err
 }
 
 // BuryJob implements core.Store. Errors: ErrNotFound, ErrLeaseLost,
 // ErrClosed, ErrUnavailable.
 func (s *Store) BuryJob(ctx context.Context, params *core.BuryJobParams) error {
-	_, err := s.leased(ctx, "bury", params.ID, params.Lease, 0, cutError(params.Error))
+	_, err := s.leased(ctx, "bury", params.ID, params.Lease, 0, core.CutError(params.Error))
 	return err
 }
 

@@ -155,7 +155,7 @@ func testRetry(t *testing.T, b *testBundle) {
 	b.put(t, job)
 	c := b.claimOne(t, topic, dueWait)
 
-	runAt := ms(time.Now().Add(400 * time.Millisecond))
+	runAt := core.StoreTime(time.Now().Add(400 * time.Millisecond))
 	require.NoError(t, b.store.RetryJob(b.ctx, &core.RetryJobParams{ID: c.ID, Lease: c.Lease, RunAt: runAt, Error: "boom"}))
 	got := b.requireState(t, c.ID, core.StateScheduled)
 	require.True(t, runAt.Equal(got.RunAt), "run_at after retry: want %s, got %s", runAt, got.RunAt)

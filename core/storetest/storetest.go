@@ -107,7 +107,7 @@ func NewJob(topic string, runAt time.Time) *core.Job {
 		ID:          core.NewID(),
 		Topic:       topic,
 		Body:        json.RawMessage(`{"n":1}`),
-		RunAt:       ms(runAt),
+		RunAt:       core.StoreTime(runAt),
 		TTR:         30 * time.Second,
 		MaxAttempts: 5,
 		State:       core.StateScheduled,
@@ -156,9 +156,6 @@ func namespace(t *testing.T) string {
 	}
 	return string(clean) + "-" + strings.ToLower(rand.Text()[:12])
 }
-
-// ms returns t in UTC at ms precision, as stores keep run_at.
-func ms(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
 
 // put stores jobs on the bundle's store, requiring each to succeed.
 func (b *testBundle) put(t *testing.T, jobs ...*core.Job) {
