@@ -1,0 +1,135 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// JobExporter is the optional capability of a Store to list every job that
+// is not finished, for backups and for moving a deployment to another
+// backend (delayq export). Find it by type assertion; decorators of a store
+// implement it and answer ErrUnsupported when the store under them does not.
+type JobExporter interface {
+	// ExportJobs calls fn with every scheduled, ready, reserved and dead
+	// job, once each, in no particular order. A job that changes while
+	// the export runs may be seen in its old or new state, or (if it
+	// finished) not at all. Jobs are copies fn may keep. It stops at fn's
+	// first error and returns it.
+	ExportJobs(ctx context.Context, fn func(*Job) error) error
+}
+
+// JobImporter is the optional capability of a Store to take jobs exported
+// from another store, keeping their state (delayq import).
+type JobImporter interface {
+	// ImportJobs stores each job whose id is not in use, as it was: a
+	// scheduled or ready job by its run_at, a dead job dead (listed by
+	// ListDeadJobs), a reserved job ready at once (its lease went with the
+	// old store), each with its Attempt, LastError and CreatedAt kept and
+	// no lease. A job whose id names any job the store knows, finished
+	// ones within retention included, is skipped, so importing the same
+	// jobs twice changes nothing. The result has one entry per job, in
+	// order: true when imported, false when skipped. The returned error is
+	// an infrastructure failure, as for PutJobs.
+	ImportJobs(ctx context.Context, jobs []*Job) ([]bool, error)
+}
+
+// ErrUnsupported is returned by a decorator of a store, or by the engine,
+// when the store lacks an optional capability.
+var ErrUnsupported = fmt.Errorf("%w: not supported by this backend", errors.ErrUnsupported)
+
+// Export calls fn with every job that is not finished. Errors: ErrUnsupported,
+// fn's error, those of the store.
+func (e *Engine) Export(ctx context.Context, fn func(*Job) error) error {
+	x, ok := e.store.(JobExporter)
+	if !ok {
+		return ErrUnsupported
+	}
+	return x.ExportJobs(ctx, fn)
+}
+
+// Import validates exported jobs and stores those whose id is not in use
+// (see JobImporter). A job that fails validation gets its error in the
+// result and is not stored; the others are imported or skipped. Errors:
+// ErrUnsupported, those of the store.
+func (e *Engine) Import(ctx context.Context, jobs []*Job) ([]ImportResult, error) {
+	im, ok := e.store.(JobImporter)
+	if !ok {
+		return nil, ErrUnsupported
+	}
+	results := make([]ImportResult, len(jobs))
+	valid := make([]*Job, 0, len(jobs))
+	idx := make([]int, 0, len(jobs))
+	for i, j := range jobs {
+		if err := e.validateImport(j); err != nil {
+			results[i].Err = err
+			continue
+		}
+		valid = append(valid, j)
+		idx = append(idx, i)
+	}
+	if len(valid) == 0 {
+		return results, nil
+	}
+	done, err := im.ImportJobs(ctx, valid)
+	if err != nil {
+		return nil, err
+	}
+	for k, i := range idx {
+		results[i].Imported = done[k]
+	}
+	return results, nil
+}
+
+// ImportResult is the outcome of one job of Engine.Import.
+type ImportResult struct {
+	// Imported is true when the job was stored, false when skipped or invalid.
+	Imported bool
+	// Err is the job's validation error, nil otherwise.
+	Err error
+}
+
+// validateImport checks an exported job as Push checks a new one, and
+// normalises what stores rely on: UTC ms times and no lease.
+func (e *Engine) validateImport(j *Job) error {
+	if err := ValidateTopicName(j.Topic); err != nil {
+		return err
+	}
+	if err := ValidateID(j.ID); err != nil {
+		return err
+	}
+	if err := ValidateKey(j.Key); err != nil {
+		return err
+	}
+	if len(j.Body) > e.limits.MaxBodyBytes {
+		return TooLarge("body", "body is %d bytes, more than the limit of %d", len(j.Body), e.limits.MaxBodyBytes)
+	}
+	if len(j.Body) == 0 {
+		j.Body = []byte("null")
+	}
+	if err := ValidateTTR("ttr", j.TTR); err != nil {
+		return err
+	}
+	if err := ValidateMaxAttempts("max_attempts", j.MaxAttempts); err != nil {
+		return err
+	}
+	switch j.State {
+	case StateScheduled, StateReady, StateReserved, StateDead:
+	default:
+		return Invalid("state", "state must be scheduled, ready, reserved or dead")
+	}
+	if j.Attempt < 0 || j.Attempt > j.MaxAttempts {
+		return Invalid("attempt", "attempt must be between 0 and max_attempts")
+	}
+	if j.RunAt.IsZero() {
+		return Invalid("run_at", "run_at is required")
+	}
+	j.RunAt, j.CreatedAt = StoreTime(j.RunAt), StoreTime(j.CreatedAt)
+	if j.CreatedAt.IsZero() {
+		j.CreatedAt = StoreTime(e.clock.Now())
+	}
+	j.LastError = CutError(j.LastError)
+	j.Lease, j.LeaseExpiresAt = "", time.Time{}
+	return nil
+}
