@@ -1,0 +1,97 @@
+package core_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/backends/memstore"
+	"github.com/delayq/delayq/core"
+)
+
+// plainStore hides every optional capability of the store it wraps.
+type plainStore struct{ core.Store }
+
+// recordingImporter is a store with the import capability that records
+// what reached it and imports every other job.
+type recordingImporter struct {
+	core.Store
+	got []*core.Job
+}
+
+func (r *recordingImporter) ImportJobs(_ context.Context, jobs []*core.Job) ([]bool, error) {
+	r.got = append(r.got, jobs...)
+	out := make([]bool, len(jobs))
+	for i := range out {
+		out[i] = i%2 == 0
+	}
+	return out, nil
+}
+
+func TestExportImportUnsupported(t *testing.T) {
+	t.Parallel()
+	e, err := core.NewEngine(core.EngineConfig{Store: plainStore{memstore.New(memstore.Config{})}})
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.ErrorIs(t, e.Export(ctx, func(*core.Job) error { return nil }), core.ErrUnsupported)
+	_, err = e.Import(ctx, nil)
+	require.ErrorIs(t, err, core.ErrUnsupported)
+	require.ErrorIs(t, err, errors.ErrUnsupported)
+}
+
+func TestImportValidatesAndNormalises(t *testing.T) {
+	t.Parallel()
+	rec := &recordingImporter{Store: memstore.New(memstore.Config{})}
+	e, err := core.NewEngine(core.EngineConfig{Store: rec, Limits: core.Limits{MaxBodyBytes: 16}})
+	require.NoError(t, err)
+	runAt := time.Date(2026, 11, 21, 10, 0, 0, 123456789, time.FixedZone("x", 3600))
+	good := func() *core.Job {
+		return &core.Job{ID: "j", Topic: "t", RunAt: runAt, TTR: time.Minute, MaxAttempts: 3, Attempt: 1,
+			State: core.StateReserved, Lease: "old-lease", LeaseExpiresAt: runAt, Body: json.RawMessage(`{"a":1}`)}
+	}
+	bad := map[string]func(*core.Job){
+		"topic":        func(j *core.Job) { j.Topic = "a..b" },
+		"id":           func(j *core.Job) { j.ID = "a b" },
+		"state":        func(j *core.Job) { j.State = core.StateDone },
+		"attempt":      func(j *core.Job) { j.Attempt = 4 },
+		"ttr":          func(j *core.Job) { j.TTR = 0 },
+		"max_attempts": func(j *core.Job) { j.MaxAttempts = 0 },
+		"run_at":       func(j *core.Job) { j.RunAt = time.Time{} },
+		"body":         func(j *core.Job) { j.Body = json.RawMessage(`"01234567890123456789"`) },
+	}
+	jobs := []*core.Job{good()}
+	var fields []string
+	for field, mutate := range bad {
+		j := good()
+		mutate(j)
+		jobs = append(jobs, j)
+		fields = append(fields, field)
+	}
+	second := good()
+	second.ID = "k"
+	jobs = append(jobs, second)
+
+	results, err := e.Import(context.Background(), jobs)
+	require.NoError(t, err)
+	require.Len(t, results, len(jobs))
+	require.True(t, results[0].Imported)
+	for i, field := range fields {
+		var fe *core.FieldError
+		require.True(t, errors.As(results[i+1].Err, &fe), field)
+		require.Equal(t, field, fe.Field)
+		require.False(t, results[i+1].Imported)
+	}
+	require.NoError(t, results[len(jobs)-1].Err)
+	require.False(t, results[len(jobs)-1].Imported, "the store's skip is reported")
+
+	require.Len(t, rec.got, 2, "only valid jobs reach the store")
+	j := rec.got[0]
+	require.Empty(t, j.Lease, "no lease crosses stores")
+	require.True(t, j.LeaseExpiresAt.IsZero())
+	require.Equal(t, runAt.UTC().Truncate(time.Millisecond), j.RunAt, "UTC at ms precision")
+	require.False(t, j.CreatedAt.IsZero(), "a missing created_at becomes now")
+}
