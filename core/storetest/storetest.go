@@ -97,6 +97,10 @@ func Run(t *testing.T, h Harness) {
 			st.fn(t, setup(t, h))
 		})
 	}
+	t.Run("ExportImport", func(t *testing.T) {
+		t.Parallel()
+		runExportImport(t, h)
+	})
 }
 
 // NewJob returns a complete, valid job of topic due at runAt, as the engine
