@@ -61,8 +61,13 @@
 // scripts again, when a restarted server lost its script cache). put stores
 // a batch of one shard's jobs, claim reserves chosen ready jobs, promote
 // moves due jobs to ready and ends expired leases, cancel, lease (ack,
-// retry, bury, touch) and requeue change one job, get reads jobs, and stats
-// counts topics.
+// retry, bury, touch) and requeue change one job, get reads jobs, stats
+// counts topics, import stores exported jobs whose ids are unused (keeping
+// state, attempt, last error and creation time; a reserved job becomes
+// ready, without lease), and export reads one page of one structure after a
+// cursor of score and id, for ExportJobs, which walks sched, lease and the
+// ready and dead sets of the configured and registered topics, never the
+// keyspace.
 // The scripts keep these invariants:
 //
 //   - A job's hash and its state agree with the one structure that holds

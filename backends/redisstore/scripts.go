@@ -23,10 +23,12 @@ var (
 	scriptRequeue = shardScript("requeue.lua")
 	scriptStats   = shardScript("stats.lua")
 	scriptGet     = shardScript("get.lua")
+	scriptImport  = shardScript("import.lua")
+	scriptExport  = shardScript("export.lua")
 	scriptPrune   = redis.NewScript(mustRead("prune.lua"))
 
 	allScripts = []*redis.Script{scriptPut, scriptClaim, scriptPromote, scriptCancel, scriptLease,
-		scriptRequeue, scriptStats, scriptGet, scriptPrune}
+		scriptRequeue, scriptStats, scriptGet, scriptImport, scriptExport, scriptPrune}
 )
 
 func mustRead(name string) string {

@@ -1,0 +1,166 @@
+package redisstore
+
+import (
+	"cmp"
+	"context"
+	"slices"
+
+	"github.com/delayq/delayq/core"
+)
+
+// The store exports and imports jobs (delayq export and import).
+var (
+	_ core.JobExporter = (*Store)(nil)
+	_ core.JobImporter = (*Store)(nil)
+)
+
+// exportPage is how many members of a structure one export script reads.
+const exportPage = 500
+
+// importChunk is the most jobs one import script stores, so that a large
+// batch does not hold the server for long; a shard's chunks run in order.
+const importChunk = 1000
+
+// ExportJobs implements core.JobExporter. It walks, shard by shard, the
+// structures that hold unfinished jobs: sched, lease, and the ready and dead
+// sets of every topic that is configured or in the topic registry, a page
+// at a time (export.lua: members after a cursor of score and id, with
+// their jobs), so memory stays bounded by a page. A member whose job no
+// longer has that structure's state moved meanwhile and is skipped there.
+// Jobs are reported as of now (see view). A job that moves from one
+// structure to another during the export may be seen in both; importing
+// skips the second. Errors: fn's, ErrClosed, ErrUnavailable.
+func (s *Store) ExportJobs(ctx context.Context, fn func(*core.Job) error) error {
+	if s.isClosed() {
+		return core.ErrClosed
+	}
+	pipe := s.rdb.Pipeline()
+	cfgs := pipe.HKeys(ctx, s.keys.topics)
+	seen := pipe.ZRange(ctx, s.keys.seen, 0, -1)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return unavailable("export jobs", err)
+	}
+	topics := append(cfgs.Val(), seen.Val()...)
+	slices.Sort(topics)
+	topics = slices.Compact(topics)
+	type walk struct{ which, topic, state string }
+	walks := []walk{{"sched", "", string(core.StateScheduled)}, {"lease", "", string(core.StateReserved)}}
+	for _, t := range topics {
+		walks = append(walks, walk{"ready", t, string(core.StateReady)}, walk{"dead", t, string(core.StateDead)})
+	}
+	for n := range s.cfg.Shards {
+		for _, w := range walks {
+			var score, member string
+			for {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				c := s.shardCall(scriptExport, n, s.clock.Now(), w.which, w.topic, score, member, exportPage)
+				rows, err := s.run(ctx, []call{c})[0].Slice()
+				if err != nil {
+					return unavailable("export jobs", err)
+				}
+				now := s.now()
+				for _, r := range rows {
+					row := asSlice(r)
+					if len(row) < 3 {
+						return unavailable("export jobs", errShortReply)
+					}
+					member, score = asString(row[0]), asString(row[1])
+					flat := asSlice(row[2])
+					if len(flat) == 0 {
+						continue // finished and expired meanwhile
+					}
+					j, err := decodeFlat(member, flat)
+					if err != nil {
+						return err
+					}
+					if string(j.State) != w.state {
+						continue // moved meanwhile: seen where it went, if anywhere
+					}
+					if err := fn(view(j, now)); err != nil {
+						return err
+					}
+				}
+				if len(rows) < exportPage {
+					break
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// ImportJobs implements core.JobImporter: one import script per shard and
+// chunk (import.lua), all in one pipeline, as PutJobs does; a shard's jobs
+// are applied in order, so a later duplicate id of a batch is skipped.
+// Errors: ErrClosed, ErrUnavailable (some jobs may have been stored).
+func (s *Store) ImportJobs(ctx context.Context, jobs []*core.Job) ([]bool, error) {
+	if s.isClosed() {
+		return nil, core.ErrClosed
+	}
+	results := make([]bool, len(jobs))
+	if len(jobs) == 0 {
+		return results, nil
+	}
+	now := s.clock.Now()
+	if err := s.markSeen(ctx, jobs, now); err != nil {
+		return nil, err
+	}
+	byShard := map[int][]int{}
+	var order []int
+	for i, j := range jobs {
+		n := s.keys.shardOf(j.ID)
+		if byShard[n] == nil {
+			order = append(order, n)
+		}
+		byShard[n] = append(byShard[n], i)
+	}
+	type chunk struct {
+		shard int
+		idx   []int
+	}
+	var chunks []chunk
+	var calls []call
+	for _, n := range order {
+		for idx := range slices.Chunk(byShard[n], importChunk) {
+			args := make([]any, 0, 13*len(idx))
+			for _, i := range idx {
+				j := jobs[i]
+				var updated int64
+				if !j.UpdatedAt.IsZero() {
+					updated = j.UpdatedAt.UnixMilli()
+				}
+				args = append(args, j.ID, j.Topic, j.Key, string(j.Body), j.RunAt.UnixMilli(),
+					j.TTR.Milliseconds(), j.MaxAttempts, j.TraceParent, string(j.State), j.Attempt,
+					core.CutError(j.LastError), j.CreatedAt.UnixMilli(), updated)
+			}
+			chunks = append(chunks, chunk{n, idx})
+			calls = append(calls, s.shardCall(scriptImport, n, now, args...))
+		}
+	}
+	var firstErr error
+	for ci, cmd := range s.run(ctx, calls) {
+		res, err := cmd.Slice()
+		if err == nil && len(res) < 3 {
+			err = errShortReply
+		}
+		if err != nil {
+			firstErr = cmp.Or(firstErr, err)
+			continue
+		}
+		s.afterScript(chunks[ci].shard, res[1], res[2])
+		out := asSlice(res[0])
+		if len(out) != len(chunks[ci].idx) {
+			firstErr = cmp.Or(firstErr, errShortReply)
+			continue
+		}
+		for k, i := range chunks[ci].idx {
+			results[i] = asInt(out[k]) == 1
+		}
+	}
+	if firstErr != nil {
+		return nil, unavailable("import jobs", firstErr)
+	}
+	return results, nil
+}

@@ -1,0 +1,61 @@
+-- import.lua: store exported jobs of one shard, in order, each only if its
+-- id is not in use.
+--
+-- ARGV[7...] 13 per job: id, topic, key, body, run_at (ms), ttr (ms),
+-- max_attempts, traceparent, state, attempt, last_error, created_at (ms),
+-- updated_at (ms, 0 for none); empty strings for none.
+--
+-- A job whose hash exists, in any state (finished ones within retention
+-- included), is skipped. Otherwise it is placed as put.lua places a new
+-- job, keeping its attempt, last error and creation time: scheduled or
+-- ready by its run_at, dead in its topic's dead set (its updated_at,
+-- or now, as its time of death), reserved ready at once with no lease (its lease went with the
+-- old store).
+--
+-- Returns {results, head, woke}: one result per job, 1 imported, 0
+-- skipped; the shard's new next due time or -1 when it did not get
+-- earlier; the topics that got ready jobs.
+head0 = head()
+local out = {}
+for i = 7, #ARGV, 13 do
+  local id, t, k, b = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local r, d, m, p = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
+  local st, a, e, c = ARGV[i + 8], ARGV[i + 9], ARGV[i + 10], tonumber(ARGV[i + 11])
+  local u = tonumber(ARGV[i + 12])
+  local kj = key_job(id)
+  if redis.call('EXISTS', kj) == 1 then
+    out[#out + 1] = 0
+  else
+    local state = 'dead'
+    if st ~= 'dead' or u <= 0 then u = now end
+    if st == 'reserved' then
+      state = 'ready'
+      r = now
+    elseif st ~= 'dead' then
+      state = 'scheduled'
+      if r <= now then state = 'ready' end
+    end
+    redis.call('DEL', key_body(id))
+    local f = {'s', state, 't', t, 'r', int(r), 'd', d, 'm', m, 'a', a, 'c', int(c), 'u', int(u)}
+    if k ~= '' then f[#f + 1] = 'k'; f[#f + 1] = k end
+    if #b > INLINE_BODY then
+      redis.call('SET', key_body(id), b)
+    elseif b ~= '' then
+      f[#f + 1] = 'b'; f[#f + 1] = b
+    end
+    if p ~= '' then f[#f + 1] = 'p'; f[#f + 1] = p end
+    if e ~= '' then f[#f + 1] = 'e'; f[#f + 1] = e end
+    redis.call('HSET', kj, unpack(f))
+    if state == 'ready' then
+      link_ready(id, t, r)
+    elseif state == 'scheduled' then
+      link_sched(id, t, r)
+    else
+      local us = now_us
+      if u ~= now then us = u * 1000 end
+      link_dead(id, t, us)
+    end
+    out[#out + 1] = 1
+  end
+end
+return {out, publish_head(), woke}
