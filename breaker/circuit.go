@@ -77,6 +77,10 @@ var (
 // so that it is not counted; it never leaves the package.
 var errNothingClaimed = errors.New("breaker: nothing claimed")
 
+// errCallerFailed marks an export stopped by the caller's fn inside
+// Store.ExportJobs, so that it is not counted; it never leaves the package.
+var errCallerFailed = errors.New("breaker: the caller's callback failed")
+
 // circuit is one gobreaker breaker with the time it last opened.
 type circuit struct {
 	cb       *gobreaker.TwoStepCircuitBreaker[struct{}]
@@ -154,7 +158,7 @@ func outcome(ctx context.Context, err error, isFailure func(error) bool) error {
 	switch {
 	case err == nil:
 		return nil
-	case err == errNothingClaimed || errors.Is(err, core.ErrClosed):
+	case err == errNothingClaimed || err == errCallerFailed || errors.Is(err, core.ErrClosed):
 		return errIgnored
 	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
 		// The caller gave up; a deadline of the caller's that ran out in

@@ -2,6 +2,7 @@ package breaker
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/delayq/delayq/core"
@@ -14,7 +15,11 @@ type Store struct {
 	c    *circuit
 }
 
-var _ core.Store = (*Store)(nil)
+var (
+	_ core.Store       = (*Store)(nil)
+	_ core.JobExporter = (*Store)(nil)
+	_ core.JobImporter = (*Store)(nil)
+)
 
 // New returns store behind a breaker configured by cfg. It panics when cfg,
 // with its defaults filled, is invalid (see Config.Validate).
@@ -44,6 +49,17 @@ func (s *Store) callCtx(ctx context.Context, extra time.Duration) (context.Conte
 // do runs f through the breaker with a deadline of CallTimeout beyond extra.
 // While the breaker refuses calls it returns ErrOpen without running f.
 func do[T any](s *Store, ctx context.Context, extra time.Duration, f func(context.Context) (T, error)) (v T, err error) {
+	return through(s, ctx, func(ctx context.Context) (context.Context, context.CancelFunc) { return s.callCtx(ctx, extra) }, f)
+}
+
+// unbounded is the bound of a call that CallTimeout does not bound: ctx only.
+func unbounded(ctx context.Context) (context.Context, context.CancelFunc) { return ctx, func() {} }
+
+// through runs f through the breaker under the ctx that bound derives from
+// ctx, and counts its outcome. While the breaker refuses calls it returns
+// ErrOpen without running f.
+func through[T any](s *Store, ctx context.Context, bound func(context.Context) (context.Context, context.CancelFunc),
+	f func(context.Context) (T, error)) (v T, err error) {
 	done, err := s.c.allow()
 	if err != nil {
 		return v, ErrOpen
@@ -54,7 +70,7 @@ func do[T any](s *Store, ctx context.Context, extra time.Duration, f func(contex
 			done(errFailure) // f panicked; free the probe slot
 		}
 	}()
-	cctx, cancel := s.callCtx(ctx, extra)
+	cctx, cancel := bound(ctx)
 	defer cancel()
 	v, err = f(cctx)
 	reported = true
@@ -178,6 +194,54 @@ func (s *Store) ListTopics(ctx context.Context) ([]*core.Topic, error) {
 // ErrOpen.
 func (s *Store) Ping(ctx context.Context) error {
 	return do0(s, ctx, s.next.Ping)
+}
+
+// ExportJobs implements core.JobExporter through the breaker: refused with
+// ErrOpen while the breaker is open, a failure of the store counted as for
+// any call, and while half-open the export is a probe that holds its slot
+// until it ends. An export lasts as long as the store has jobs to list and
+// fn takes to handle them, so CallTimeout does not bound it: only ctx does,
+// and a store that stops answering holds the export until ctx is done (a
+// failure when ctx's deadline ran out, not when the caller cancelled, as for
+// any call). fn's error is the
+// caller's, returned as it came and never counted. Errors:
+// core.ErrUnsupported when the store lacks the capability, fn's error,
+// those of the store, ErrOpen.
+func (s *Store) ExportJobs(ctx context.Context, fn func(*core.Job) error) error {
+	x, ok := s.next.(core.JobExporter)
+	if !ok {
+		return core.ErrUnsupported
+	}
+	var fnErr, callerErr error
+	_, err := through(s, ctx, unbounded, func(ctx context.Context) (struct{}, error) {
+		err := x.ExportJobs(ctx, func(j *core.Job) error {
+			if err := fn(j); err != nil {
+				fnErr = err
+				return err
+			}
+			return nil
+		})
+		if err != nil && fnErr != nil && errors.Is(err, fnErr) {
+			callerErr = err
+			return struct{}{}, errCallerFailed
+		}
+		return struct{}{}, err
+	})
+	if err == errCallerFailed {
+		return callerErr
+	}
+	return err
+}
+
+// ImportJobs implements core.JobImporter through the breaker, bounded by
+// CallTimeout as PutJobs is. Errors: core.ErrUnsupported when the store
+// lacks the capability, those of the store, ErrOpen.
+func (s *Store) ImportJobs(ctx context.Context, jobs []*core.Job) ([]bool, error) {
+	im, ok := s.next.(core.JobImporter)
+	if !ok {
+		return nil, core.ErrUnsupported
+	}
+	return do(s, ctx, 0, func(ctx context.Context) ([]bool, error) { return im.ImportJobs(ctx, jobs) })
 }
 
 // Close implements core.Store: it closes the store behind the breaker,

@@ -3,8 +3,10 @@ package breaker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -378,4 +380,108 @@ func TestIsInfrastructure(t *testing.T) {
 	require.False(t, breaker.IsInfrastructure(core.ErrLeaseLost))
 	require.False(t, breaker.IsInfrastructure(core.Invalid("x", "bad")))
 	require.False(t, breaker.IsInfrastructure(errors.New("lua script error")))
+}
+
+// exportStore is memstore with export and import that record whether their
+// ctx has a deadline and fail while down.
+type exportStore struct {
+	*memstore.Store
+	down        atomic.Bool
+	calls       atomic.Int64
+	exportBound atomic.Bool
+	importBound atomic.Bool
+}
+
+func (e *exportStore) ExportJobs(ctx context.Context, fn func(*core.Job) error) error {
+	e.calls.Add(1)
+	_, bound := ctx.Deadline()
+	e.exportBound.Store(bound)
+	if e.down.Load() {
+		return fmt.Errorf("fake backend: %w: connection refused", core.ErrUnavailable)
+	}
+	return e.Store.ExportJobs(ctx, fn)
+}
+
+func (e *exportStore) ImportJobs(ctx context.Context, jobs []*core.Job) ([]bool, error) {
+	e.calls.Add(1)
+	_, bound := ctx.Deadline()
+	e.importBound.Store(bound)
+	if e.down.Load() {
+		return nil, fmt.Errorf("fake backend: %w: connection refused", core.ErrUnavailable)
+	}
+	return e.Store.ImportJobs(ctx, jobs)
+}
+
+func newExportBreaker(t *testing.T) (*exportStore, *breaker.Store) {
+	t.Helper()
+	mem := memstore.New(memstore.Config{})
+	t.Cleanup(func() { _ = mem.Close() })
+	x := &exportStore{Store: mem}
+	return x, breaker.New(x, breaker.Config{
+		ConsecutiveFailures: 3,
+		OpenTimeout:         time.Hour,
+		CallTimeout:         50 * time.Millisecond,
+		Logger:              slog.New(slog.DiscardHandler),
+	})
+}
+
+// TestExportImport checks that export and import pass through the breaker:
+// the export is not bounded by CallTimeout, the import is; fn's errors,
+// however they look, never count; the store's failures do, and once open
+// both answer ErrOpen without reaching the store.
+func TestExportImport(t *testing.T) {
+	t.Parallel()
+	x, s := newExportBreaker(t)
+	ctx := t.Context()
+	jobs := []*core.Job{storetest.DueJob("a"), storetest.DueJob("a")}
+	res, err := s.ImportJobs(ctx, jobs)
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, true}, res)
+	require.True(t, x.importBound.Load(), "ImportJobs is bounded by CallTimeout")
+
+	var n int
+	require.NoError(t, s.ExportJobs(ctx, func(*core.Job) error { n++; return nil }))
+	require.Equal(t, 2, n)
+	require.False(t, x.exportBound.Load(), "ExportJobs is not bounded by CallTimeout")
+
+	// fn's error comes back as it was and does not count, even one that
+	// looks like an outage.
+	stop := fmt.Errorf("writing the export: %w", core.ErrUnavailable)
+	for range 5 {
+		err := s.ExportJobs(ctx, func(*core.Job) error { return stop })
+		require.ErrorIs(t, err, stop)
+		require.NotErrorIs(t, err, breaker.ErrOpen)
+	}
+	require.Equal(t, breaker.StateClosed, s.State())
+
+	x.down.Store(true)
+	require.ErrorIs(t, s.ExportJobs(ctx, func(*core.Job) error { return nil }), core.ErrUnavailable)
+	_, err = s.ImportJobs(ctx, jobs)
+	require.ErrorIs(t, err, core.ErrUnavailable)
+	require.ErrorIs(t, s.ExportJobs(ctx, func(*core.Job) error { return nil }), core.ErrUnavailable)
+	require.Equal(t, breaker.StateOpen, s.State(), "three failures of export and import open the breaker")
+	calls := x.calls.Load()
+	require.ErrorIs(t, s.ExportJobs(ctx, func(*core.Job) error { return nil }), breaker.ErrOpen)
+	_, err = s.ImportJobs(ctx, jobs)
+	require.ErrorIs(t, err, breaker.ErrOpen)
+	require.Equal(t, calls, x.calls.Load(), "no call reached the store while open")
+}
+
+// TestExportImportUnsupported checks that over a store without the
+// capabilities, export and import answer core.ErrUnsupported at once, reach
+// nothing and count nothing.
+func TestExportImportUnsupported(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	calls := b.down.calls.Load()
+	for range 5 {
+		err := b.store.ExportJobs(b.ctx, func(*core.Job) error { return nil })
+		require.ErrorIs(t, err, core.ErrUnsupported)
+		require.ErrorIs(t, err, errors.ErrUnsupported)
+		_, err = b.store.ImportJobs(b.ctx, []*core.Job{storetest.DueJob("a")})
+		require.ErrorIs(t, err, core.ErrUnsupported)
+	}
+	require.Equal(t, calls, b.down.calls.Load())
+	require.Equal(t, breaker.StateClosed, b.store.State())
+	b.requireNoChange(t)
 }
