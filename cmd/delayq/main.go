@@ -121,6 +121,8 @@ DELAYQ_SERVER); a flag on the command line wins.`,
 		a.cancelCommand(),
 		a.topicsCommand(),
 		a.subscribeCommand(),
+		a.exportCommand(),
+		a.importCommand(),
 	)
 	return root
 }

@@ -59,7 +59,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 // is not one.
 func (s *Server) logError(r *http.Request, e wire.Error, err error) {
 	switch {
-	case e.Status < http.StatusInternalServerError:
+	case e.Status < http.StatusInternalServerError, e.Status == http.StatusNotImplemented:
 	case r.Context().Err() != nil:
 		s.log.Debug("httptransport: request ended by the client", "method", r.Method, "path", r.URL.Path, "err", err)
 	case e.Status == http.StatusServiceUnavailable:

@@ -96,6 +96,8 @@ func New(cfg Config) *Server {
 	s.route("PUT /v1/topics/{topic}", s.putTopic)
 	s.route("DELETE /v1/topics/{topic}", s.deleteTopic)
 	s.route("GET /v1/topics/{topic}/dead", s.listDead)
+	s.route("GET /v1/export", s.exportJobs)
+	s.route("POST /v1/import", s.importJobs)
 	s.route("GET /healthz", s.healthz)
 	s.route("GET /readyz", s.readyz)
 	return s

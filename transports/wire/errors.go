@@ -18,6 +18,7 @@ const (
 	CodeConflict         = "conflict"
 	CodeTooLarge         = "too_large"
 	CodeUnavailable      = "unavailable"
+	CodeUnimplemented    = "unimplemented"
 	CodeInternal         = "internal"
 )
 
@@ -49,6 +50,9 @@ var errorTable = []struct {
 	{core.ErrNotFound, http.StatusNotFound, CodeNotFound},
 	{core.ErrConflict, http.StatusConflict, CodeConflict},
 	{core.ErrUnavailable, http.StatusServiceUnavailable, CodeUnavailable},
+	// An extension of API.md: an optional capability (export, import) the
+	// backend lacks. Retrying will not help, so it is not 503.
+	{errors.ErrUnsupported, http.StatusNotImplemented, CodeUnimplemented},
 }
 
 // Error is an error as the wire shows it.
@@ -81,6 +85,8 @@ func ToError(err error) Error {
 	switch {
 	case e.Status == http.StatusServiceUnavailable:
 		e.Message = "the service is unavailable; retry later"
+	case e.Status == http.StatusNotImplemented:
+		e.Message = "the backend does not support this operation"
 	case e.Status < http.StatusInternalServerError:
 		e.Message = err.Error()
 	}

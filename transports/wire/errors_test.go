@@ -78,6 +78,11 @@ func TestToError(t *testing.T) {
 			want: wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable, Message: "not ready"},
 		},
 		{
+			name: "unimplemented",
+			err:  fmt.Errorf("export: %w", core.ErrUnsupported),
+			want: wire.Error{Status: http.StatusNotImplemented, Code: wire.CodeUnimplemented, Message: "the backend does not support this operation"},
+		},
+		{
 			name: "internal leaks nothing",
 			err:  errors.New("pq: password authentication failed for user admin"),
 			want: wire.Error{Status: http.StatusInternalServerError, Code: wire.CodeInternal, Message: "internal error"},

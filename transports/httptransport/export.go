@@ -1,0 +1,302 @@
+package httptransport
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/transports/wire"
+)
+
+// Bounds of export and import.
+const (
+	// exportFlushBytes is how much of an export is buffered before it is
+	// written and flushed to the client.
+	exportFlushBytes = 64 << 10
+	// importBatchJobs is the most lines of an import given to one
+	// Engine.Import call.
+	importBatchJobs = 1000
+	// importMaxErrors is the most line errors an import answer lists; the
+	// others are only counted in "failed".
+	importMaxErrors = 1000
+)
+
+// ndjsonType is the media type of export and import.
+const ndjsonType = "application/x-ndjson"
+
+// exportJobs serves GET /v1/export: every scheduled, ready, reserved and
+// dead job as NDJSON, one job per line in the form appendExportJob writes,
+// flushed as it goes. A token restricted to topics gets only the jobs of
+// its topics. 501 unimplemented when the backend cannot export. An error
+// once lines were sent aborts the connection, so that a client sees a
+// broken transfer rather than a short export.
+func (s *Server) exportJobs(w http.ResponseWriter, r *http.Request) error {
+	id := identityFrom(r.Context())
+	rc := http.NewResponseController(w)
+	started := false
+	b := make([]byte, 0, exportFlushBytes+4096)
+	flush := func() error {
+		if !started {
+			started = true
+			h := w.Header()
+			h.Set("Content-Type", ndjsonType)
+			h.Set("Cache-Control", "no-store")
+			w.WriteHeader(http.StatusOK)
+		}
+		if len(b) > 0 {
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+			b = b[:0]
+		}
+		return rc.Flush()
+	}
+	err := s.engine.Export(r.Context(), func(j *core.Job) error {
+		if id != nil && !id.AllowsTopic(j.Topic) {
+			return nil
+		}
+		b = appendExportJob(b, j)
+		b = append(b, '\n')
+		if len(b) >= exportFlushBytes {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	switch {
+	case err == nil:
+		return nil
+	case !started:
+		return describe(err, errors.ErrUnsupported, "export is not supported by this backend")
+	}
+	s.logError(r, toAPIError(err), fmt.Errorf("export ended early: %w", err))
+	panic(http.ErrAbortHandler)
+}
+
+// appendExportJob appends one line of an export: the job's fields, state
+// and history, its body byte for byte, but never its lease.
+func appendExportJob(b []byte, j *core.Job) []byte {
+	b = append(b, `{"id":`...)
+	b = appendString(b, j.ID)
+	b = append(b, `,"topic":`...)
+	b = appendString(b, j.Topic)
+	b = append(b, `,"key":`...)
+	b = appendString(b, j.Key)
+	b = append(b, `,"body":`...)
+	b = appendBody(b, j.Body)
+	b = append(b, `,"run_at":`...)
+	b = appendTime(b, j.RunAt)
+	b = append(b, `,"ttr":`...)
+	b = appendString(b, j.TTR.String())
+	b = append(b, `,"max_attempts":`...)
+	b = strconv.AppendInt(b, int64(j.MaxAttempts), 10)
+	b = append(b, `,"attempt":`...)
+	b = strconv.AppendInt(b, int64(j.Attempt), 10)
+	b = append(b, `,"state":`...)
+	b = appendString(b, string(j.State))
+	b = append(b, `,"created_at":`...)
+	b = appendTime(b, j.CreatedAt)
+	b = append(b, `,"last_error":`...)
+	b = appendString(b, j.LastError)
+	return append(b, '}')
+}
+
+// exportLine is the wire form of one line of an import: a line of an
+// export.
+type exportLine struct {
+	ID          string          `json:"id"`
+	Topic       string          `json:"topic"`
+	Key         string          `json:"key"`
+	Body        json.RawMessage `json:"body"`
+	RunAt       json.RawMessage `json:"run_at"`
+	TTR         json.RawMessage `json:"ttr"`
+	MaxAttempts int             `json:"max_attempts"`
+	Attempt     int             `json:"attempt"`
+	State       string          `json:"state"`
+	CreatedAt   json.RawMessage `json:"created_at"`
+	LastError   string          `json:"last_error"`
+}
+
+// decodeExportLine decodes one line of an import into a job. It checks the
+// wire form only; Engine.Import validates the values.
+func decodeExportLine(data []byte) (*core.Job, error) {
+	var l exportLine
+	if err := decodeObject(data, "", &l); err != nil {
+		return nil, err
+	}
+	j := &core.Job{
+		ID:          l.ID,
+		Topic:       l.Topic,
+		Key:         l.Key,
+		Body:        l.Body, // a copy: RawMessage copies what it decodes
+		MaxAttempts: l.MaxAttempts,
+		Attempt:     l.Attempt,
+		State:       core.State(l.State),
+		LastError:   l.LastError,
+	}
+	var err error
+	if j.RunAt, _, err = parseTime("run_at", l.RunAt); err != nil {
+		return nil, err
+	}
+	if j.CreatedAt, _, err = parseTime("created_at", l.CreatedAt); err != nil {
+		return nil, err
+	}
+	if j.TTR, _, err = parseDuration("ttr", l.TTR); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// importAnswer is the answer to POST /v1/import.
+type importAnswer struct {
+	Imported int           `json:"imported"`
+	Skipped  int           `json:"skipped"`
+	Failed   int           `json:"failed"`
+	Errors   []importError `json:"errors"`
+}
+
+// importError is a line of an import that failed.
+type importError struct {
+	Line  int             `json:"line"`
+	Error json.RawMessage `json:"error"`
+}
+
+// importBatch is the lines of an import waiting for Engine.Import.
+type importBatch struct {
+	jobs  []*core.Job
+	lines []int
+	bytes int
+}
+
+// importJobs serves POST /v1/import: an NDJSON body of exported jobs,
+// read as a stream and given to Engine.Import in batches, each line bounded
+// as a single job request is. It answers 200 with the counts of jobs
+// imported, skipped (their id was in use) and failed, and the errors of the
+// first failed lines, each failing alone with its line number (1-based;
+// blank lines count and are ignored). 501 unimplemented when the backend
+// cannot import; a store failure answers its error, and since an import is
+// idempotent by id the whole body may be sent again.
+func (s *Server) importJobs(w http.ResponseWriter, r *http.Request) error {
+	ans := importAnswer{Errors: []importError{}}
+	fail := func(line int, err error) {
+		ans.Failed++
+		if len(ans.Errors) < importMaxErrors {
+			e := toAPIError(err)
+			ans.Errors = append(ans.Errors, importError{Line: line, Error: appendErrorObject(nil, e)})
+		}
+	}
+	// Ask with no jobs first, so that a backend without the capability
+	// answers 501 whatever the body holds.
+	if _, err := s.engine.Import(r.Context(), nil); err != nil {
+		return describe(err, errors.ErrUnsupported, "import is not supported by this backend")
+	}
+	batch := &importBatch{}
+	run := func() error {
+		if len(batch.jobs) == 0 {
+			return nil
+		}
+		results, err := s.engine.Import(r.Context(), batch.jobs)
+		if err != nil {
+			return describe(err, errors.ErrUnsupported, "import is not supported by this backend")
+		}
+		for k, res := range results {
+			switch {
+			case res.Err != nil:
+				fail(batch.lines[k], res.Err)
+			case res.Imported:
+				ans.Imported++
+			default:
+				ans.Skipped++
+			}
+		}
+		batch.jobs, batch.lines, batch.bytes = batch.jobs[:0], batch.lines[:0], 0
+		return nil
+	}
+
+	rd := bufio.NewReaderSize(r.Body, 64<<10)
+	var line []byte
+	for n := 1; ; n++ {
+		var err error
+		var tooLong bool
+		line, tooLong, err = readLine(rd, line[:0], s.maxJobBytes)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return core.Invalid("", "reading the request body failed at line %d: %v", n, err)
+		}
+		eof := err != nil
+		switch {
+		case tooLong:
+			fail(n, core.TooLarge("", "line %d is longer than the limit of %d bytes", n, s.maxJobBytes))
+		case len(trimJSONSpace(line)) > 0:
+			j, derr := decodeExportLine(line)
+			if derr == nil {
+				derr = s.allowTopic(r, j.Topic)
+			}
+			if derr != nil {
+				fail(n, derr)
+				break
+			}
+			batch.jobs = append(batch.jobs, j)
+			batch.lines = append(batch.lines, n)
+			batch.bytes += len(line)
+		}
+		if len(batch.jobs) >= importBatchJobs || int64(batch.bytes) >= s.maxRequestBytes || eof {
+			if err := run(); err != nil {
+				return err
+			}
+		}
+		if eof {
+			break
+		}
+	}
+	// Lines that failed decoding were listed before those the engine
+	// refused in the same batch.
+	slices.SortStableFunc(ans.Errors, func(a, b importError) int { return cmp.Compare(a.Line, b.Line) })
+	s.writeJSON(w, r, http.StatusOK, &ans)
+	return nil
+}
+
+// readLine reads one line from rd into buf, without its newline (and \r).
+// A line longer than limit is read to its end but not kept: tooLong is
+// true. err is io.EOF after the last line.
+func readLine(rd *bufio.Reader, buf []byte, limit int64) (line []byte, tooLong bool, err error) {
+	for {
+		chunk, err := rd.ReadSlice('\n')
+		if !tooLong {
+			if int64(len(buf)+len(chunk)) > limit+2 {
+				tooLong, buf = true, buf[:0]
+			} else {
+				buf = append(buf, chunk...)
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		buf = bytes.TrimSuffix(buf, []byte("\n"))
+		buf = bytes.TrimSuffix(buf, []byte("\r"))
+		if !tooLong && int64(len(buf)) > limit {
+			tooLong, buf = true, buf[:0]
+		}
+		return buf, tooLong, err
+	}
+}
+
+// appendErrorObject appends the error object `{"code":...}` of e.
+func appendErrorObject(b []byte, e wire.Error) []byte {
+	b = append(b, `{"code":`...)
+	b = appendString(b, e.Code)
+	b = append(b, `,"message":`...)
+	b = appendString(b, e.Message)
+	b = append(b, `,"field":`...)
+	b = appendString(b, e.Field)
+	return append(b, '}')
+}
