@@ -42,7 +42,11 @@ type Store struct {
 	flights flights
 }
 
-var _ core.Store = (*Store)(nil)
+var (
+	_ core.Store       = (*Store)(nil)
+	_ core.JobExporter = (*Store)(nil)
+	_ core.JobImporter = (*Store)(nil)
+)
 
 // NewStore returns store decorated with the traces and metrics of cfg's
 // providers. Errors: an instrument the meter provider refused.
@@ -377,6 +381,29 @@ func (s *Store) ListTopicConfigs(ctx context.Context) ([]*core.Topic, error) {
 		s.mu.Unlock()
 	}
 	return list, err
+}
+
+// ExportJobs implements core.JobExporter: it passes the export on,
+// unrecorded. Errors: core.ErrUnsupported when the store lacks the
+// capability, fn's error, those of the store.
+func (s *Store) ExportJobs(ctx context.Context, fn func(*core.Job) error) error {
+	x, ok := s.next.(core.JobExporter)
+	if !ok {
+		return core.ErrUnsupported
+	}
+	return x.ExportJobs(ctx, fn)
+}
+
+// ImportJobs implements core.JobImporter: it passes the jobs on as they
+// are, traceparents included, unrecorded (an import is not intake). Errors:
+// core.ErrUnsupported when the store lacks the capability, those of the
+// store.
+func (s *Store) ImportJobs(ctx context.Context, jobs []*core.Job) ([]bool, error) {
+	im, ok := s.next.(core.JobImporter)
+	if !ok {
+		return nil, core.ErrUnsupported
+	}
+	return im.ImportJobs(ctx, jobs)
 }
 
 // Ping implements core.Store.

@@ -104,3 +104,28 @@ func TestLogHandler(t *testing.T) {
 	require.Contains(t, lines[0], "component=x")
 	require.NotContains(t, lines[1], "trace_id")
 }
+
+// TestExportImportForwarded checks that export and import reach the store
+// under the decorator, and answer core.ErrUnsupported over one without them.
+func TestExportImportForwarded(t *testing.T) {
+	t.Parallel()
+	cfg := telemetry.Config{TracerProvider: noop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider()}
+	mem := memstore.New(memstore.Config{})
+	s, err := telemetry.NewStore(mem, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	j := storetest.DueJob("x")
+	res, err := s.ImportJobs(t.Context(), []*core.Job{j})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true}, res)
+	var got []string
+	require.NoError(t, s.ExportJobs(t.Context(), func(e *core.Job) error { got = append(got, e.ID); return nil }))
+	require.Equal(t, []string{j.ID}, got)
+
+	bare, err := telemetry.NewStore(struct{ core.Store }{memstore.New(memstore.Config{})}, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, bare.Close()) })
+	require.ErrorIs(t, bare.ExportJobs(t.Context(), func(*core.Job) error { return nil }), core.ErrUnsupported)
+	_, err = bare.ImportJobs(t.Context(), []*core.Job{j})
+	require.ErrorIs(t, err, core.ErrUnsupported)
+}
