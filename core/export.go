@@ -129,6 +129,11 @@ func (e *Engine) validateImport(j *Job) error {
 	if j.CreatedAt.IsZero() {
 		j.CreatedAt = StoreTime(e.clock.Now())
 	}
+	if j.State == StateReserved && j.Attempt >= j.MaxAttempts {
+		// Its lease is lost with the old store, as if it expired: on the
+		// last attempt that makes it dead, as ClaimJobs would.
+		j.State, j.LastError = StateDead, "lease expired"
+	}
 	j.LastError = CutError(j.LastError)
 	j.Lease, j.LeaseExpiresAt = "", time.Time{}
 	return nil

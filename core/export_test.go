@@ -94,4 +94,12 @@ func TestImportValidatesAndNormalises(t *testing.T) {
 	require.True(t, j.LeaseExpiresAt.IsZero())
 	require.Equal(t, runAt.UTC().Truncate(time.Millisecond), j.RunAt, "UTC at ms precision")
 	require.False(t, j.CreatedAt.IsZero(), "a missing created_at becomes now")
+
+	last := good()
+	last.ID, last.Attempt = "last", 3
+	_, err = e.Import(context.Background(), []*core.Job{last})
+	require.NoError(t, err)
+	got := rec.got[len(rec.got)-1]
+	require.Equal(t, core.StateDead, got.State, "a reserved job on its last attempt loses its lease for good")
+	require.Equal(t, "lease expired", got.LastError)
 }
