@@ -50,8 +50,10 @@ func (e *Engine) Export(ctx context.Context, fn func(*Job) error) error {
 }
 
 // Import validates exported jobs and stores those whose id is not in use
-// (see JobImporter). A job that fails validation gets its error in the
-// result and is not stored; the others are imported or skipped. Errors:
+// (see JobImporter). A reserved job on its last attempt is imported dead
+// ("lease expired"), as its lost lease would have made it. A job that fails
+// validation gets its error in the result and is not stored; the others
+// are imported or skipped. Errors:
 // ErrUnsupported, those of the store.
 func (e *Engine) Import(ctx context.Context, jobs []*Job) ([]ImportResult, error) {
 	im, ok := e.store.(JobImporter)
