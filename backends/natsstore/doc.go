@@ -127,6 +127,22 @@
 // reconciled; counts are exact once settled. ListDeadJobs reads the dead
 // subjects, then the records, sorted by time of death.
 //
+// # Export and import
+//
+// ExportJobs reads the job records in stream order, 256 at a time, by
+// batched direct gets (next_by_subj <prefix>.job.*), and passes on those
+// not finished as GetJob would show them now. A record rewritten during
+// the export moves to the stream's end, where the export meets it again;
+// it remembers the ids it passed on (ids only, not jobs) so that none
+// comes twice. ImportJobs is PutJobs' create, pipelined 2 000 jobs at a
+// time: the wake-ups of each job's imported state first (a reserved job
+// ready at once, a dead one with its dead marker), then the records with
+// expected last subject sequence 0; a record refused because the id is in
+// use (any state, finished within retention too) is skipped, and its
+// wake-ups undone as a collided create's are. 10 000 jobs import in about
+// 0.25 s (embedded server, 2 shared cores) and export in 0.2 s; importing
+// them again, all skipped, takes 0.8 s.
+//
 // # Durability (measured: go test -run Kill9 and -bench Intake)
 //
 // A JetStream file store of a stream with one replica writes every message
