@@ -12,7 +12,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/delayq/delayq/backends/memstore"
 	"github.com/delayq/delayq/core"
 )
 
@@ -32,18 +31,6 @@ func (d *downStore) ImportJobs(ctx context.Context, jobs []*core.Job) ([]bool, e
 		return nil, err
 	}
 	return d.Store.(core.JobImporter).ImportJobs(ctx, jobs)
-}
-
-// requireCapabilities skips a test while memstore lacks export and import,
-// which land beside these tests.
-func requireCapabilities(t *testing.T) {
-	t.Helper()
-	var s core.Store = &memstore.Store{}
-	_, ex := s.(core.JobExporter)
-	_, im := s.(core.JobImporter)
-	if !ex || !im {
-		t.Skip("memstore does not export and import yet")
-	}
 }
 
 // withoutCapabilities hides the store's optional capabilities.
@@ -99,7 +86,6 @@ func (b *testBundle) importBody(t *testing.T, body any, header ...string) import
 
 func TestExportImportRoundTrip(t *testing.T) {
 	t.Parallel()
-	requireCapabilities(t)
 	src, dst := setup(t), setup(t)
 
 	// A body in an odd but valid form, kept byte for byte.
@@ -177,7 +163,6 @@ func TestExportImportRoundTrip(t *testing.T) {
 
 func TestImportBadLines(t *testing.T) {
 	t.Parallel()
-	requireCapabilities(t)
 	b := setup(t, func(c *setupConfig) { c.limits.MaxBodyBytes = 1024 })
 	now := rfc3339ms(b.clock.Now())
 	good := func(id string) string {
@@ -228,7 +213,6 @@ func TestImportBadLines(t *testing.T) {
 
 func TestImportManyBatches(t *testing.T) {
 	t.Parallel()
-	requireCapabilities(t)
 	src, dst := setup(t), setup(t)
 	const n = 2500
 	for i := 0; i < n; i += 500 {
@@ -264,7 +248,6 @@ func TestExportImportUnsupported(t *testing.T) {
 
 func TestExportImportStoreDown(t *testing.T) {
 	t.Parallel()
-	requireCapabilities(t)
 	b := setup(t)
 	b.push(t, `{"topic":"down","id":"d-1"}`)
 	raw, _ := b.exportLines(t)
@@ -280,7 +263,6 @@ func TestExportImportStoreDown(t *testing.T) {
 
 func TestExportImportNeedAdmin(t *testing.T) {
 	t.Parallel()
-	requireCapabilities(t)
 	b, _ := setupAuth(t)
 	admin := []string{"Authorization", "Bearer " + adminSecret}
 	for _, secret := range []string{pushSecret, consumeSecret, ordersSecret} {
@@ -299,7 +281,6 @@ func TestExportImportNeedAdmin(t *testing.T) {
 // breaks the connection rather than ending as a short, well-formed answer.
 func TestExportAbortsOnLateError(t *testing.T) {
 	t.Parallel()
-	requireCapabilities(t)
 	b := setup(t, func(c *setupConfig) {
 		c.wrap = func(s core.Store) core.Store { return &failingExporter{Store: s} }
 	})
