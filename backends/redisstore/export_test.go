@@ -92,6 +92,7 @@ func TestExportImportStates(t *testing.T) {
 			require.Equal(t, want.Attempt, j.Attempt)
 			require.Equal(t, want.LastError, j.LastError)
 			require.Equal(t, want.CreatedAt, j.CreatedAt)
+			require.Equal(t, want.RunAt, j.RunAt, "run_at kept, reserved jobs' too")
 			require.Equal(t, string(want.Body), string(j.Body))
 			require.Equal(t, want.Key, j.Key)
 			require.Equal(t, want.TraceParent, j.TraceParent)

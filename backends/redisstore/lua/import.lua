@@ -10,7 +10,7 @@
 -- job, keeping its attempt, last error and creation time: scheduled or
 -- ready by its run_at, dead in its topic's dead set (its updated_at,
 -- or now, as its time of death), reserved ready at once with no lease (its lease went with the
--- old store).
+-- old store; its run_at is kept, and a later one does not delay it).
 --
 -- Returns {results, head, woke}: one result per job, 1 imported, 0
 -- skipped; the shard's new next due time or -1 when it did not get
@@ -28,9 +28,10 @@ for i = 7, #ARGV, 13 do
   else
     local state = 'dead'
     if st ~= 'dead' or u <= 0 then u = now end
+    local score = r
     if st == 'reserved' then
       state = 'ready'
-      r = now
+      if r > now then score = now end
     elseif st ~= 'dead' then
       state = 'scheduled'
       if r <= now then state = 'ready' end
@@ -47,7 +48,7 @@ for i = 7, #ARGV, 13 do
     if e ~= '' then f[#f + 1] = 'e'; f[#f + 1] = e end
     redis.call('HSET', kj, unpack(f))
     if state == 'ready' then
-      link_ready(id, t, r)
+      link_ready(id, t, score)
     elseif state == 'scheduled' then
       link_sched(id, t, r)
     else
