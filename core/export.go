@@ -13,10 +13,12 @@ import (
 // implement it and answer ErrUnsupported when the store under them does not.
 type JobExporter interface {
 	// ExportJobs calls fn with every scheduled, ready, reserved and dead
-	// job, once each, in no particular order. A job that changes while
-	// the export runs may be seen in its old or new state, or (if it
-	// finished) not at all. Jobs are copies fn may keep. It stops at fn's
-	// first error and returns it.
+	// job, in no particular order: once each for jobs that keep their
+	// state while the export runs. A job that changes state meanwhile may
+	// be seen in its old state, its new one, or both, or (if it finished)
+	// not at all; import skips ids it already has, so a second sighting
+	// does no harm. fn is called from one goroutine at a time, with copies
+	// it may keep. It stops at fn's first error, or ctx's, and returns it.
 	ExportJobs(ctx context.Context, fn func(*Job) error) error
 }
 
