@@ -254,11 +254,17 @@ func TestRepairConsumer(t *testing.T) {
 	// A later ready message, acknowledged: the ack floor passes the near.
 	_, err = b.store.js.Publish(ctx, n.wake(kindReady, topic, "other"), []byte("x"))
 	require.NoError(t, err)
-	batch, err := old.FetchNoWait(10)
+	// Both the soon schedule and the later ready message, so the soon
+	// schedule cannot fire and deliver the job without the repair.
+	batch, err := old.Fetch(2, jetstream.FetchMaxWait(5*time.Second))
 	require.NoError(t, err)
+	fetched := 0
 	for m := range batch.Messages() {
 		require.NoError(t, m.DoubleAck(ctx))
+		fetched++
 	}
+	require.NoError(t, batch.Error())
+	require.Equal(t, 2, fetched)
 
 	got := claim(t, b.store, topic, 1, 5*time.Second)
 	require.Len(t, got, 1)
