@@ -47,6 +47,23 @@ func appendBody(b []byte, body json.RawMessage) []byte { return wire.AppendBody(
 // appendJob appends the GET form of a job: its fields, state and history,
 // and lease_expires_at while reserved, but never the lease itself.
 func appendJob(b []byte, j *core.Job) []byte {
+	b = appendJobFields(b, j)
+	if !j.UpdatedAt.IsZero() {
+		b = append(b, `,"updated_at":`...)
+		b = appendTime(b, j.UpdatedAt)
+	}
+	b = append(b, `,"last_error":`...)
+	b = appendString(b, j.LastError)
+	if j.State == core.StateReserved && !j.LeaseExpiresAt.IsZero() {
+		b = append(b, `,"lease_expires_at":`...)
+		b = appendTime(b, j.LeaseExpiresAt)
+	}
+	return append(b, '}')
+}
+
+// appendJobFields opens a job object and appends the fields that the GET
+// form and an export line share, from id to created_at.
+func appendJobFields(b []byte, j *core.Job) []byte {
 	b = append(b, `{"id":`...)
 	b = appendString(b, j.ID)
 	b = append(b, `,"topic":`...)
@@ -66,18 +83,7 @@ func appendJob(b []byte, j *core.Job) []byte {
 	b = append(b, `,"state":`...)
 	b = appendString(b, string(j.State))
 	b = append(b, `,"created_at":`...)
-	b = appendTime(b, j.CreatedAt)
-	if !j.UpdatedAt.IsZero() {
-		b = append(b, `,"updated_at":`...)
-		b = appendTime(b, j.UpdatedAt)
-	}
-	b = append(b, `,"last_error":`...)
-	b = appendString(b, j.LastError)
-	if j.State == core.StateReserved && !j.LeaseExpiresAt.IsZero() {
-		b = append(b, `,"lease_expires_at":`...)
-		b = appendTime(b, j.LeaseExpiresAt)
-	}
-	return append(b, '}')
+	return appendTime(b, j.CreatedAt)
 }
 
 // appendDelivery appends a claimed job as a delivery, lease included.

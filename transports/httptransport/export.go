@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"strconv"
 
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/transports/wire"
@@ -86,26 +85,7 @@ func (s *Server) exportJobs(w http.ResponseWriter, r *http.Request) error {
 // appendExportJob appends one line of an export: the job's fields, state
 // and history, its body byte for byte, but never its lease.
 func appendExportJob(b []byte, j *core.Job) []byte {
-	b = append(b, `{"id":`...)
-	b = appendString(b, j.ID)
-	b = append(b, `,"topic":`...)
-	b = appendString(b, j.Topic)
-	b = append(b, `,"key":`...)
-	b = appendString(b, j.Key)
-	b = append(b, `,"body":`...)
-	b = appendBody(b, j.Body)
-	b = append(b, `,"run_at":`...)
-	b = appendTime(b, j.RunAt)
-	b = append(b, `,"ttr":`...)
-	b = appendString(b, j.TTR.String())
-	b = append(b, `,"max_attempts":`...)
-	b = strconv.AppendInt(b, int64(j.MaxAttempts), 10)
-	b = append(b, `,"attempt":`...)
-	b = strconv.AppendInt(b, int64(j.Attempt), 10)
-	b = append(b, `,"state":`...)
-	b = appendString(b, string(j.State))
-	b = append(b, `,"created_at":`...)
-	b = appendTime(b, j.CreatedAt)
+	b = appendJobFields(b, j)
 	b = append(b, `,"last_error":`...)
 	b = appendString(b, j.LastError)
 	return append(b, '}')
