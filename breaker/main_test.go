@@ -4,11 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
+
+	"github.com/delayq/delayq/backends/natsstore/natstest"
 )
 
 // quietRedis drops go-redis's own log lines (a refused dial per attempt
@@ -20,9 +21,7 @@ func (quietRedis) Printf(context.Context, string, ...any) {}
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietRedis{})
 	code := m.Run()
-	if natsBin != "" {
-		_ = os.RemoveAll(filepath.Dir(natsBin))
-	}
+	natstest.Cleanup()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)

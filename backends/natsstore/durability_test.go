@@ -21,7 +21,7 @@ func TestKill9KeepsAnsweredJobs(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	srv := startExternal(t, dir, 0)
-	nc, err := nats.Connect(srv.url, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	nc, err := nats.Connect(srv.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
 	require.NoError(t, err)
 	defer nc.Close()
 	prefix := uniquePrefix()
@@ -61,13 +61,13 @@ func TestKill9KeepsAnsweredJobs(t *testing.T) {
 	for range 40 {
 		<-batches
 	}
-	srv.kill() // SIGKILL, mid-stream
+	srv.Kill() // SIGKILL, mid-stream
 	wg.Wait()
 	require.NoError(t, s.Close())
 
-	srv2 := startExternal(t, dir, srv.port)
-	defer srv2.kill()
-	nc2 := connectURL(t, srv2.url)
+	srv2 := srv.Restart(t)
+	defer srv2.Kill()
+	nc2 := connectURL(t, srv2.URL())
 	s2 := openStore(t, nc2, prefix)
 	mu.Lock()
 	defer mu.Unlock()
@@ -105,7 +105,7 @@ func TestKill9DeliversHeldJobs(t *testing.T) {
 	)
 	dir := t.TempDir()
 	srv := startExternal(t, dir, 0)
-	nc, err := nats.Connect(srv.url)
+	nc, err := nats.Connect(srv.URL())
 	require.NoError(t, err)
 	prefix := uniquePrefix()
 	withAckWait := func(c *Config) { c.AckWait = ackWait }
@@ -131,13 +131,13 @@ func TestKill9DeliversHeldJobs(t *testing.T) {
 	// The fetcher keeps fetching for idleRelease after the last claim: it
 	// holds the due jobs left and gets the later ones as they come due.
 	time.Sleep(1500 * time.Millisecond)
-	srv.kill()
+	srv.Kill()
 	nc.Close()
 	require.NoError(t, s.Close())
 
-	srv2 := startExternal(t, dir, srv.port)
-	t.Cleanup(srv2.kill) // after the store's Close
-	s2 := openStore(t, connectURL(t, srv2.url), prefix, withAckWait)
+	srv2 := srv.Restart(t)
+	t.Cleanup(srv2.Kill) // after the store's Close
+	s2 := openStore(t, connectURL(t, srv2.URL()), prefix, withAckWait)
 	restarted := time.Now()
 	acked := map[string]bool{}
 	for len(acked) < len(jobs) && time.Since(restarted) < 5*ackWait+10*time.Second {
@@ -170,12 +170,12 @@ func TestKill9DeliversHeldJobs(t *testing.T) {
 func TestCloseWithServerGone(t *testing.T) {
 	t.Parallel()
 	srv := startExternal(t, t.TempDir(), 0)
-	nc := connectURL(t, srv.url)
+	nc := connectURL(t, srv.URL())
 	s, err := New(context.Background(), Config{Conn: nc, Prefix: uniquePrefix()})
 	require.NoError(t, err)
 	put(t, s, job("gone", 0), job("gone", 0))
 	require.Len(t, claim(t, s, "gone", 1, 5*time.Second), 1) // the fetcher holds the other
-	srv.kill()
+	srv.Kill()
 	start := time.Now()
 	require.NoError(t, s.Close())
 	require.Less(t, time.Since(start), 5*time.Second, "Close took %s", time.Since(start))

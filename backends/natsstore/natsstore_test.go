@@ -32,7 +32,7 @@ func TestStoreExternal(t *testing.T) {
 	srv := sharedExternal(t)
 	storetest.Run(t, storetest.Harness{
 		Open: func(t *testing.T, ns string) core.Store {
-			return openStore(t, connectURL(t, srv.url), ns)
+			return openStore(t, connectURL(t, srv.URL()), ns)
 		},
 		Durable: true,
 	})

@@ -132,7 +132,7 @@ func TestJetStreamRefusalFailsTheAttempt(t *testing.T) {
 // JetStream: a core publish completes the delivery.
 func TestDeliverWithoutJetStream(t *testing.T) {
 	t.Parallel()
-	b := setup(t, sharedExternal(t, false).url, started)
+	b := setup(t, sharedExternal(t, false).URL(), started)
 	b.natsTopic(t, "plain", "plain.deliveries")
 	got := make(chan *nats.Msg, 1)
 	sub, err := b.nc.ChanSubscribe("plain.deliveries", got)

@@ -1,21 +1,16 @@
 package natstransport_test
 
 import (
-	"bufio"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/delayq/delayq/backends/natsstore"
+	"github.com/delayq/delayq/backends/natsstore/natstest"
 )
 
 func TestMain(m *testing.M) {
@@ -38,13 +33,9 @@ var (
 	embeddedDir  string
 	embeddedErr  error
 
-	binOnce sync.Once
-	binDir  string
-	binPath string
-	binErr  error
-
 	externalsMu sync.Mutex
-	externals   = map[string]*externalServer{}
+	externals   = map[string]*natstest.Server{}
+	jsDir       string // the JetStream server's store
 )
 
 // sharedEmbedded returns the package's in-process nats-server with
@@ -62,16 +53,9 @@ func sharedEmbedded(t testing.TB) *natsstore.Embedded {
 	return embedded
 }
 
-// externalServer is a nats-server in a process of its own.
-type externalServer struct {
-	cmd  *exec.Cmd
-	url  string
-	done chan struct{} // closed when the process exited
-}
-
 // sharedExternal returns a separate nats-server process, with JetStream
 // when js is set, started once per test run.
-func sharedExternal(t testing.TB, js bool) *externalServer {
+func sharedExternal(t testing.TB, js bool) *natstest.Server {
 	t.Helper()
 	key := fmt.Sprint(js)
 	externalsMu.Lock()
@@ -79,78 +63,25 @@ func sharedExternal(t testing.TB, js bool) *externalServer {
 	if srv := externals[key]; srv != nil {
 		return srv
 	}
-	bin := natsServerBinary(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
-	args := []string{"-a", "127.0.0.1", "-p", fmt.Sprint(port)}
+	var opts natstest.Options
 	if js {
-		dir, err := os.MkdirTemp(binDir, "js-*")
+		dir, err := os.MkdirTemp("", "natstransport-js-*")
 		require.NoError(t, err)
-		args = append(args, "-js", "-sd", dir)
+		jsDir, opts.Dir = dir, dir
 	}
-	cmd := exec.Command(bin, args...)
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	srv := &externalServer{cmd: cmd, url: fmt.Sprintf("nats://127.0.0.1:%d", port), done: make(chan struct{})}
+	srv := natstest.Start(t, opts)
 	externals[key] = srv
-	ready := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		signalled := false
-		for sc.Scan() {
-			if !signalled && strings.Contains(sc.Text(), "Server is ready") {
-				close(ready)
-				signalled = true
-			}
-		}
-		_ = cmd.Wait()
-		close(srv.done)
-	}()
-	select {
-	case <-ready:
-	case <-srv.done:
-		t.Fatalf("nats-server %v exited before it was ready", args)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("nats-server %v not ready after 60s", args)
-	}
 	return srv
-}
-
-// natsServerBinary builds nats-server from the module's own dependency,
-// once per test run (the go build cache keeps it between runs).
-func natsServerBinary(t testing.TB) string {
-	t.Helper()
-	binOnce.Do(func() {
-		binDir, binErr = os.MkdirTemp("", "natstransport-bin-*")
-		if binErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "nats-server")
-		cmd := exec.Command("go", "build", "-o", binPath, "github.com/nats-io/nats-server/v2")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build nats-server: %w\n%s", err, out)
-		}
-	})
-	require.NoError(t, binErr)
-	return binPath
 }
 
 // stopServers stops every server the tests started and removes their
 // files.
 func stopServers() {
-	externalsMu.Lock()
-	for _, srv := range externals {
-		_ = srv.cmd.Process.Kill()
-		<-srv.done
-	}
-	externalsMu.Unlock()
+	natstest.Cleanup()
 	if embedded != nil {
 		embedded.Shutdown()
 	}
-	for _, dir := range []string{embeddedDir, binDir} {
+	for _, dir := range []string{embeddedDir, jsDir} {
 		if dir != "" {
 			_ = os.RemoveAll(dir)
 		}

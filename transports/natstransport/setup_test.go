@@ -29,7 +29,7 @@ func servers(t *testing.T) []server {
 	t.Helper()
 	return []server{
 		{"embedded", sharedEmbedded(t).ClientURL()},
-		{"external", sharedExternal(t, true).url},
+		{"external", sharedExternal(t, true).URL()},
 	}
 }
 
