@@ -58,6 +58,9 @@ type serveConfig struct {
 	LogFormat string
 	// ShutdownTimeout bounds a graceful shutdown.
 	ShutdownTimeout time.Duration
+	// PprofAddr, when set, is where net/http/pprof listens, apart from the
+	// API so that profiles are never exposed on it by accident.
+	PprofAddr string
 	// Breaker configures the store's and the endpoints' circuit breakers.
 	Breaker breakerFlags
 	// Access configures API tokens, TLS and webhook destinations.
@@ -106,6 +109,7 @@ func (c *serveConfig) addFlags(fs *pflag.FlagSet) {
 	fs.Var(&levelValue{p: &c.LogLevel}, "log-level", "least level logged: debug, info, warn or error")
 	fs.Var(&enumValue{p: &c.LogFormat, allowed: []string{"text", "json"}}, "log-format", "log format: text or json")
 	fs.Var(&positiveDurationValue{p: &c.ShutdownTimeout}, "shutdown-timeout", "how long a shutdown waits for in-flight requests and deliveries")
+	fs.Var(&addrValue{p: &c.PprofAddr}, "pprof", "listen address of Go's profiling endpoints (/debug/pprof/), host:port; port 0 picks a free port; off when empty")
 	c.Breaker.addFlags(fs)
 	c.Access.addFlags(fs)
 	fs.StringVar(&c.ConfigFile, configFlag, c.ConfigFile, "YAML configuration file: serve's flag names as keys, and topics; a flag or environment variable beats it")

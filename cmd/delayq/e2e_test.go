@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -387,6 +388,27 @@ func TestE2EMemoryBackend(t *testing.T) {
 	jobs := api.claim("e2e.mem", 1, 5*time.Second)
 	require.Len(t, jobs, 1)
 	require.Equal(t, pushed.ID, jobs[0].ID)
+	require.Equal(t, 0, srv.signal(syscall.SIGTERM, 10*time.Second))
+}
+
+// TestE2EPprof serves the profiling endpoints on their own listener, and
+// not on the API's.
+func TestE2EPprof(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--pprof", "127.0.0.1:0")
+	m := regexp.MustCompile(`msg="pprof listening" addr=(\S+)`).FindStringSubmatch(srv.log())
+	require.NotNil(t, m, "the log names the pprof address")
+	resp, err := http.Get("http://" + m[1] + "/debug/pprof/cmdline")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, string(body), "--pprof")
+	resp, err = http.Get(srv.HTTPURL + "/debug/pprof/cmdline")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, "the API does not serve profiles")
 	require.Equal(t, 0, srv.signal(syscall.SIGTERM, 10*time.Second))
 }
 

@@ -84,6 +84,13 @@ const drainGrace = time.Second
 func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	log := newLogger(cfg, a.stderr, cfg.LogLevel)
 	slog.SetDefault(log)
+	if cfg.PprofAddr != "" {
+		stop, err := startPprof(cfg.PprofAddr, log)
+		if err != nil {
+			return fmt.Errorf("pprof: %w", err)
+		}
+		defer stop()
+	}
 
 	store, natsConn, closeBackend, err := openStore(ctx, cfg, log, a.stderr)
 	if err != nil {
