@@ -1,231 +1,285 @@
-// Command loadtest measures a running delayq over its HTTP API: intake in
-// jobs/s (one job per request, and batches) and delivery lateness (when a
-// pull consumer receives a job minus its run_at) at a steady rate of due
-// jobs. It prints a Markdown summary.
+// Command loadtest is delayq's load harness. For a chosen backend it
+// starts the backend's server and `delayq serve` as separate processes (or
+// measures one already running), then measures, in order:
 //
-//	go run ./loadtest -mode intake -server http://127.0.0.1:8080
-//	go run ./loadtest -mode lateness -rate 1000 -duration 20s
+//   - intake in jobs/s: one job per HTTP request, HTTP batches, and NATS
+//     publishes to delayq.push.<topic> (NATS backends);
+//   - memory: resident memory of delayq and of the backend's server per
+//     pending job once -pending jobs wait (1 million by default), and the
+//     backend's files on disk;
+//   - burst: -burst jobs (100 000) due at one instant, delivered to
+//     WebSocket subscribers that acknowledge each: the time from that
+//     instant until the last is received and until the last is
+//     acknowledged;
+//   - lateness (receipt minus run_at) at a steady -rate of due jobs
+//     (10 000/s) for -duration, p50/p99/max, over a store that still holds
+//     the pending jobs.
+//
+// It writes report.md, results.json and PNG plots (lateness over time,
+// its histogram, the burst's deliveries over time) to -out. The default
+// run takes about two minutes and at most five:
+//
+//	go run ./loadtest                     # embedded NATS
+//	go run ./loadtest -backend nats       # a separate nats-server
+//	go run ./loadtest -backend redis      # redis-server, AOF everysec
+//	go run ./loadtest -server http://127.0.0.1:8080 -pid 1234
+//
+// Everything runs on this machine, so the harness's own CPU competes with
+// delayq and its backend: the figures are what one machine does end to
+// end, client included.
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
-	"slices"
-	"strconv"
-	"sync"
-	"sync/atomic"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
 )
 
+// config is the harness's flags.
+type config struct {
+	Backend      string        `json:"backend"`
+	Server       string        `json:"server,omitempty"`
+	NATSURL      string        `json:"nats_url,omitempty"`
+	PID          int           `json:"-"`
+	BackendPID   int           `json:"-"`
+	Delayq       string        `json:"-"`
+	Out          string        `json:"-"`
+	Phases       string        `json:"phases"`
+	IntakeFor    time.Duration `json:"intake_duration"`
+	Workers      int           `json:"workers"`
+	Batch        int           `json:"batch"`
+	BatchWorkers int           `json:"batch_workers"`
+	NATSWindow   int           `json:"nats_window"`
+	Pending      int           `json:"pending"`
+	Burst        int           `json:"burst"`
+	Rate         int           `json:"rate"`
+	Duration     time.Duration `json:"duration"`
+	Lead         time.Duration `json:"lead"`
+	Subscribers  int           `json:"subscribers"`
+	Prefetch     int           `json:"prefetch"`
+	Settle       time.Duration `json:"settle"`
+	Profile      bool          `json:"profile"`
+	Timeout      time.Duration `json:"-"`
+}
+
+func (c *config) flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Backend, "backend", "embedded", "backend to start: embedded, nats (a separate nats-server), redis or memory")
+	fs.StringVar(&c.Server, "server", "", "base URL of a running delayq to measure instead of starting one")
+	fs.StringVar(&c.NATSURL, "nats-url", "", "with -server: NATS URL of its intake (none: no NATS intake figure)")
+	fs.IntVar(&c.PID, "pid", 0, "with -server: process id of delayq, to read its memory")
+	fs.IntVar(&c.BackendPID, "backend-pid", 0, "with -server: process id of the backend's server, to read its memory")
+	fs.StringVar(&c.Delayq, "delayq", "", "delayq binary to run (default: go build ./cmd/delayq)")
+	fs.StringVar(&c.Out, "out", "", "directory of the report and plots (default loadtest-report/<backend>)")
+	fs.StringVar(&c.Phases, "phases", "intake,memory,burst,lateness", "comma-separated phases to run")
+	fs.DurationVar(&c.IntakeFor, "intake-duration", 10*time.Second, "how long each intake measurement runs")
+	fs.IntVar(&c.Workers, "workers", 32, "concurrent requests of one job each")
+	fs.IntVar(&c.Batch, "batch", 1000, "jobs per batch request")
+	fs.IntVar(&c.BatchWorkers, "batch-workers", 8, "concurrent batch requests")
+	fs.IntVar(&c.NATSWindow, "nats-window", 2048, "NATS publishes awaiting their answer at once")
+	fs.IntVar(&c.Pending, "pending", 1_000_000, "pending jobs to hold (topped up after intake) when memory is measured")
+	fs.IntVar(&c.Burst, "burst", 100_000, "jobs due at one instant")
+	fs.IntVar(&c.Rate, "rate", 10_000, "due jobs per second for lateness")
+	fs.DurationVar(&c.Duration, "duration", 30*time.Second, "how long jobs come due for lateness")
+	fs.DurationVar(&c.Lead, "lead", 2*time.Second, "how long before its run_at each lateness job is pushed")
+	fs.IntVar(&c.Subscribers, "subscribers", 4, "WebSocket subscribers of the burst and lateness topics")
+	fs.IntVar(&c.Prefetch, "prefetch", 1000, "prefetch of each subscriber")
+	fs.DurationVar(&c.Settle, "settle", 5*time.Second, "pause between the last pending job pushed and the memory reading")
+	fs.BoolVar(&c.Profile, "profile", false, "save a CPU profile of delayq for each phase (cpu-<phase>.pprof and its top functions)")
+	fs.DurationVar(&c.Timeout, "timeout", 10*time.Minute, "bound on the whole run")
+}
+
 func main() {
-	var (
-		server   = flag.String("server", "http://127.0.0.1:8080", "delayq base URL")
-		mode     = flag.String("mode", "all", "intake, lateness or all")
-		workers  = flag.Int("workers", 32, "concurrent requests for intake")
-		duration = flag.Duration("duration", 10*time.Second, "how long each measurement runs")
-		batch    = flag.Int("batch", 1000, "jobs per batch request")
-		rate     = flag.Int("rate", 1000, "due jobs per second for lateness")
-		lead     = flag.Duration("lead", 2*time.Second, "how far ahead lateness jobs are scheduled")
-	)
+	var cfg config
+	cfg.flags(flag.CommandLine)
 	flag.Parse()
-	c := &client{base: *server, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}}
-	ctx := context.Background()
-	if *mode == "intake" || *mode == "all" {
-		single := c.intake(ctx, *workers, *duration, 1)
-		batched := c.intake(ctx, max(*workers/4, 2), *duration, *batch)
-		fmt.Printf("| intake | jobs/s |\n| --- | --- |\n| one job per request, %d workers | %.0f |\n| batches of %d | %.0f |\n\n",
-			*workers, single, *batch, batched)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, &cfg, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		os.Exit(1)
 	}
-	if *mode == "lateness" || *mode == "all" {
-		if err := c.lateness(ctx, *rate, *duration, *lead); err != nil {
-			fmt.Fprintln(os.Stderr, "loadtest:", err)
-			os.Exit(1)
+}
+
+func (c *config) has(phase string) bool {
+	for p := range strings.SplitSeq(c.Phases, ",") {
+		if strings.TrimSpace(p) == phase {
+			return true
 		}
 	}
+	return false
 }
 
-type client struct {
-	base string
-	http *http.Client
-}
-
-func (c *client) post(ctx context.Context, path string, body any, out any) error {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return err
+func (c *config) check() error {
+	for p := range strings.SplitSeq(c.Phases, ",") {
+		switch strings.TrimSpace(p) {
+		case "intake", "memory", "burst", "lateness":
+		default:
+			return fmt.Errorf("-phases: unknown phase %q (intake, memory, burst, lateness)", p)
+		}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode >= 300 {
-		return fmt.Errorf("%s: %s: %s", path, resp.Status, data)
-	}
-	if out != nil {
-		return json.Unmarshal(data, out)
+	switch {
+	case c.Batch < 1 || c.Batch > 1000:
+		return fmt.Errorf("-batch %d: 1 to 1000", c.Batch)
+	case c.Rate < 1 || c.Duration <= 0 || c.Lead <= 0:
+		return fmt.Errorf("-rate, -duration and -lead must be positive")
+	case c.Subscribers < 1 || c.Prefetch < 1 || c.Prefetch > 1000:
+		return fmt.Errorf("-subscribers must be positive, -prefetch 1 to 1000")
+	case c.Workers < 1 || c.BatchWorkers < 1 || c.NATSWindow < 1:
+		return fmt.Errorf("-workers, -batch-workers and -nats-window must be positive")
 	}
 	return nil
 }
 
-type jobReq struct {
-	Topic string          `json:"topic"`
-	Body  json.RawMessage `json:"body"`
-	Delay string          `json:"delay,omitempty"`
-	RunAt string          `json:"run_at,omitempty"`
-}
-
-// intake pushes far-future jobs for d and returns jobs/s.
-func (c *client) intake(ctx context.Context, workers int, d time.Duration, batch int) float64 {
-	topic := "loadtest.intake." + strconv.FormatInt(time.Now().UnixNano(), 36)
-	body := json.RawMessage(`{"order":42,"note":"a small body of a typical size"}`)
-	job := jobReq{Topic: topic, Body: body, Delay: "24h"}
-	jobs := make([]jobReq, batch)
-	for i := range jobs {
-		jobs[i] = job
+// run measures what cfg asks for and writes the report; it returns an
+// error when a phase failed, after writing what was measured.
+func run(ctx context.Context, cfg *config, logw io.Writer) error {
+	if err := cfg.check(); err != nil {
+		return err
 	}
-	var n atomic.Int64
-	deadline := time.Now().Add(d)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range workers {
-		wg.Go(func() {
-			for time.Now().Before(deadline) {
-				var err error
-				if batch == 1 {
-					err = c.post(ctx, "/v1/jobs", job, nil)
-				} else {
-					err = c.post(ctx, "/v1/jobs/batch", map[string]any{"jobs": jobs}, nil)
-				}
-				if err != nil {
-					fmt.Fprintln(os.Stderr, "intake:", err)
-					return
-				}
-				n.Add(int64(batch))
-			}
-		})
-	}
-	wg.Wait()
-	return float64(n.Load()) / time.Since(start).Seconds()
-}
-
-type delivery struct {
-	ID    string    `json:"id"`
-	RunAt time.Time `json:"run_at"`
-	Lease string    `json:"lease"`
-}
-
-// lateness pushes rate jobs/s, each due lead after its push, for d, while
-// pull consumers claim and ack them; it prints lateness percentiles.
-func (c *client) lateness(ctx context.Context, rate int, d, lead time.Duration) error {
-	topic := "loadtest.lateness." + strconv.FormatInt(time.Now().UnixNano(), 36)
-	const tick = 10 * time.Millisecond
-	perTick := max(rate/int(time.Second/tick), 1)
-	total := int(d/tick) * perTick
-
-	var mu sync.Mutex
-	lates := make([]time.Duration, 0, total)
-	done := make(chan struct{})
-	cctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	var consumers, ackers sync.WaitGroup
-	var errs atomic.Int64
-	// Acks go through their own workers, so that a claim loop is back to
-	// claiming at once, as a real consumer working in parallel would be.
-	acks := make(chan delivery, 4096)
-	for range 16 {
-		ackers.Go(func() {
-			for j := range acks {
-				if err := c.post(ctx, "/v1/jobs/"+j.ID+"/ack", map[string]string{"lease": j.Lease}, nil); err != nil {
-					errs.Add(1)
-				}
-			}
-		})
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(logw, "%s %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 	}
-	for range 8 {
-		consumers.Go(func() {
-			for cctx.Err() == nil {
-				var out struct{ Jobs []delivery }
-				err := c.post(cctx, "/v1/topics/"+topic+"/claim", map[string]any{"max": 100, "wait": "2s"}, &out)
-				now := time.Now()
-				if err != nil {
-					if cctx.Err() == nil {
-						errs.Add(1)
-					}
-					continue
-				}
-				mu.Lock()
-				for _, j := range out.Jobs {
-					lates = append(lates, now.Sub(j.RunAt))
-				}
-				got := len(lates)
-				mu.Unlock()
-				for _, j := range out.Jobs {
-					acks <- j
-				}
-				if got >= total {
-					select {
-					case <-done:
-					default:
-						close(done)
-					}
-				}
-			}
-		})
-	}
-	t := time.NewTicker(tick)
-	for i := 0; i < total; i += perTick {
-		<-t.C
-		runAt := time.Now().Add(lead).UTC().Format(time.RFC3339Nano)
-		jobs := make([]jobReq, perTick)
-		for k := range jobs {
-			jobs[k] = jobReq{Topic: topic, Body: json.RawMessage(`{"n":1}`), RunAt: runAt}
+	if cfg.Out == "" {
+		name := cfg.Backend
+		if cfg.Server != "" {
+			name = "server"
 		}
-		go func() {
-			if err := c.post(ctx, "/v1/jobs/batch", map[string]any{"jobs": jobs}, nil); err != nil {
-				errs.Add(1)
-				fmt.Fprintln(os.Stderr, "push:", err)
+		cfg.Out = filepath.Join("loadtest-report", name)
+	}
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		return err
+	}
+	began := time.Now()
+	var t *target
+	if cfg.Server != "" {
+		t = &target{HTTPURL: strings.TrimSuffix(cfg.Server, "/"), NATSURL: cfg.NATSURL, DelayqPID: cfg.PID, BackendPID: cfg.BackendPID}
+		cfg.Backend = "as running"
+	} else {
+		var e *env
+		var err error
+		if t, e, err = startEnv(ctx, cfg, logf); err != nil {
+			return err
+		}
+		defer e.close()
+	}
+	res := &results{Config: *cfg, Machine: machineInfo(), Started: began.UTC()}
+	err := measure(ctx, cfg, t, res, logf)
+	res.Seconds = time.Since(began).Seconds()
+	if err != nil {
+		res.Failure = err.Error()
+	}
+	if werr := writeReport(cfg.Out, res); werr != nil {
+		return werr
+	}
+	logf("report: %s (%.0fs in all)", filepath.Join(cfg.Out, "report.md"), res.Seconds)
+	return err
+}
+
+// measure runs the phases in order, filling res as it goes.
+func measure(ctx context.Context, cfg *config, t *target, res *results, logf func(string, ...any)) error {
+	c := newClient(t.HTTPURL)
+	prof := &profiler{url: t.PprofURL, out: cfg.Out, on: cfg.Profile, logf: logf}
+	defer prof.wait()
+	var err error
+	if res.Memory.Baseline, err = readMemory(t); err != nil {
+		return err
+	}
+	var pending int64
+	if cfg.has("intake") {
+		in := &res.Intake
+		prof.start(ctx, "intake-http-single", cfg.IntakeFor)
+		logf("intake: one job per request, %d workers, %s", cfg.Workers, cfg.IntakeFor)
+		in.HTTPSingle = c.intakeHTTP(ctx, uniqueTopic("loadtest.intake.single"), cfg.Workers, 1, cfg.IntakeFor, 0)
+		logf("  %.0f jobs/s", in.HTTPSingle.PerSecond)
+		prof.wait()
+		prof.start(ctx, "intake-http-batch", cfg.IntakeFor)
+		logf("intake: batches of %d, %d workers, %s", cfg.Batch, cfg.BatchWorkers, cfg.IntakeFor)
+		in.HTTPBatch = c.intakeHTTP(ctx, uniqueTopic("loadtest.intake.batch"), cfg.BatchWorkers, cfg.Batch, cfg.IntakeFor, 0)
+		logf("  %.0f jobs/s", in.HTTPBatch.PerSecond)
+		prof.wait()
+		pending = in.HTTPSingle.Jobs + in.HTTPBatch.Jobs
+		if t.NATSURL != "" {
+			prof.start(ctx, "intake-nats", cfg.IntakeFor)
+			logf("intake: NATS publishes with replies, %d in flight, %s", cfg.NATSWindow, cfg.IntakeFor)
+			r, err := intakeNATS(ctx, t.NATSURL, uniqueTopic("loadtest.intake.nats"), cfg.NATSWindow, cfg.IntakeFor)
+			if err != nil {
+				return fmt.Errorf("nats intake: %w", err)
 			}
-		}()
+			in.NATS = &r
+			pending += r.Jobs
+			logf("  %.0f jobs/s", r.PerSecond)
+			prof.wait()
+		}
 	}
-	t.Stop()
-	select {
-	case <-done:
-	case <-time.After(lead + 30*time.Second):
+	if cfg.has("memory") {
+		m := &res.Memory
+		if rest := int64(cfg.Pending) - pending; rest > 0 {
+			logf("memory: pushing %d more jobs to hold %d pending", rest, cfg.Pending)
+			m.Fill = c.intakeHTTP(ctx, uniqueTopic("loadtest.fill"), cfg.BatchWorkers, cfg.Batch, time.Hour, rest)
+			pending += m.Fill.Jobs
+			logf("  %.0f jobs/s", m.Fill.PerSecond)
+		}
+		m.Pending = pending
+		// Let the backend settle (flushes, compactions) before reading.
+		time.Sleep(cfg.Settle)
+		if m.Loaded, err = readMemory(t); err != nil {
+			return err
+		}
+		m.DiskBytes = diskUsage(t.DataDirs)
+		logf("  delayq RSS %s, backend RSS %s, disk %s at %d pending", mib(m.Loaded.Delayq), mib(m.Loaded.Backend), mib(m.DiskBytes), pending)
 	}
-	cancel()
-	consumers.Wait()
-	close(acks)
-	ackers.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	if len(lates) < total {
-		return fmt.Errorf("received %d of %d jobs (%d request errors)", len(lates), total, errs.Load())
+	if cfg.has("burst") {
+		lead := burstLead(cfg.Burst, res.Intake.HTTPBatch.PerSecond)
+		prof.start(ctx, "burst", lead+3*time.Second)
+		b, err := burst(ctx, c, cfg, lead, logf)
+		prof.wait()
+		res.Burst = b
+		if err != nil {
+			return err
+		}
+		logf("  all delivered %.2fs after the due instant, all acknowledged %.2fs after", b.DeliveredAll, b.AckedAll)
 	}
-	slices.Sort(lates)
-	pct := func(p float64) time.Duration { return lates[min(int(p*float64(len(lates))), len(lates)-1)] }
-	fmt.Printf("| lateness at %d due jobs/s over %s (%d jobs) | value |\n| --- | --- |\n", rate, d, len(lates))
-	fmt.Printf("| min | %s |\n| p50 | %s |\n| p99 | %s |\n| max | %s |\n| request errors | %d |\n\n",
-		lates[0].Round(10*time.Microsecond), pct(0.50).Round(10*time.Microsecond),
-		pct(0.99).Round(10*time.Microsecond), lates[len(lates)-1].Round(10*time.Microsecond), errs.Load())
-	if errs.Load() > 0 {
-		return errors.New("some requests failed")
+	if cfg.has("lateness") {
+		prof.start(ctx, "lateness", cfg.Lead+cfg.Duration)
+		l, err := lateness(ctx, c, cfg, logf)
+		res.Lateness = l
+		if err != nil {
+			return err
+		}
+		logf("  p50 %.2f ms, p99 %.2f ms, max %.2f ms", l.Stats.P50, l.Stats.P99, l.Stats.Max)
 	}
 	return nil
 }
+
+// memorySample is the resident memory of the processes, in bytes.
+type memorySample struct {
+	Delayq  int64 `json:"delayq_rss"`
+	Backend int64 `json:"backend_rss"`
+}
+
+func readMemory(t *target) (memorySample, error) {
+	var m memorySample
+	var err error
+	if t.DelayqPID != 0 {
+		if m.Delayq, err = rss(t.DelayqPID); err != nil {
+			return m, err
+		}
+	}
+	if t.BackendPID != 0 && t.BackendPID != t.DelayqPID {
+		if m.Backend, err = rss(t.BackendPID); err != nil {
+			return m, err
+		}
+	}
+	return m, nil
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

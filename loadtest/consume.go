@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// receipt is one delivery as a subscriber saw it.
+type receipt struct {
+	RunAt time.Time
+	At    time.Time // when its frame was read
+}
+
+// Late is how late the job arrived: receipt minus run_at.
+func (r receipt) Late() time.Duration { return r.At.Sub(r.RunAt) }
+
+// collector gathers the deliveries of one topic from its subscribers,
+// first receipts only (at least once means a job may come twice), and
+// says when want distinct jobs have come.
+type collector struct {
+	want int
+
+	mu    sync.Mutex
+	seen  map[string]struct{}
+	got   []receipt
+	dups  int
+	errs  []string
+	all   chan struct{}
+	first time.Time
+}
+
+func newCollector(want int) *collector {
+	return &collector{want: want, seen: make(map[string]struct{}, want), got: make([]receipt, 0, want), all: make(chan struct{})}
+}
+
+func (c *collector) add(id string, r receipt) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.seen[id]; ok {
+		c.dups++
+		return
+	}
+	c.seen[id] = struct{}{}
+	c.got = append(c.got, r)
+	if len(c.got) == c.want {
+		close(c.all)
+	}
+}
+
+func (c *collector) fail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.errs) < 10 {
+		c.errs = append(c.errs, err.Error())
+	}
+}
+
+// result returns a copy of what came, the duplicates and errors.
+func (c *collector) result() ([]receipt, int, []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]receipt(nil), c.got...), c.dups, append([]string(nil), c.errs...)
+}
+
+// subscribe opens n WebSocket subscribers of topic with prefetch each,
+// which hand every job to c and acknowledge it at once, as a consumer
+// that does its work in no time would. They run until ctx is done; wait
+// returns once they have all ended.
+func subscribe(ctx context.Context, base, topic string, n, prefetch int, c *collector) (wait func(), err error) {
+	url := "ws" + strings.TrimPrefix(base, "http") + "/v1/topics/" + topic + "/subscribe?prefetch=" + strconv.Itoa(prefetch)
+	var wg sync.WaitGroup
+	conns := make([]*websocket.Conn, 0, n)
+	for range n {
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		conn, _, err := websocket.Dial(dctx, url, nil)
+		cancel()
+		if err != nil {
+			for _, c := range conns {
+				_ = c.CloseNow()
+			}
+			return nil, fmt.Errorf("subscribe %s: %w", topic, err)
+		}
+		conn.SetReadLimit(4 << 20)
+		conns = append(conns, conn)
+	}
+	for _, conn := range conns {
+		wg.Go(func() {
+			defer conn.CloseNow()
+			readLoop(ctx, conn, c)
+		})
+	}
+	return wg.Wait, nil
+}
+
+// frame is the part of a server frame the harness reads.
+type frame struct {
+	Type    string    `json:"type"`
+	ID      string    `json:"id"`
+	Lease   string    `json:"lease"`
+	RunAt   time.Time `json:"run_at"`
+	Code    string    `json:"code"`
+	Message string    `json:"message"`
+}
+
+// ackFrame is the client's acknowledgement.
+type ackFrame struct {
+	Type  string `json:"type"`
+	ID    string `json:"id"`
+	Lease string `json:"lease"`
+}
+
+func readLoop(ctx context.Context, conn *websocket.Conn, c *collector) {
+	for {
+		_, data, err := conn.Read(ctx)
+		at := time.Now()
+		if err != nil {
+			if ctx.Err() == nil {
+				c.fail(err)
+			}
+			return
+		}
+		var f frame
+		if err := json.Unmarshal(data, &f); err != nil {
+			c.fail(err)
+			continue
+		}
+		if f.Type != "job" {
+			c.fail(fmt.Errorf("%s frame: %s %s", f.Type, f.Code, f.Message))
+			continue
+		}
+		c.add(f.ID, receipt{RunAt: f.RunAt, At: at})
+		ack, _ := json.Marshal(ackFrame{Type: "ack", ID: f.ID, Lease: f.Lease})
+		if err := conn.Write(ctx, websocket.MessageText, ack); err != nil {
+			if !errors.Is(err, context.Canceled) {
+				c.fail(err)
+			}
+			return
+		}
+	}
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"image/png"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestHarness runs the whole harness, scaled down, against delayq on the
+// embedded backend (so NATS intake and files on disk are measured too),
+// and checks that the report, its figures and the plots are there.
+func TestHarness(t *testing.T) {
+	out := t.TempDir()
+	cfg := config{}
+	cfg.flags(flagSet())
+	cfg.Backend = "embedded"
+	cfg.Out = out
+	cfg.IntakeFor = time.Second
+	cfg.Pending = 30_000
+	cfg.Burst = 2_000
+	cfg.Rate = 500
+	cfg.Duration = 2 * time.Second
+	cfg.Lead = time.Second
+	cfg.Subscribers = 2
+	cfg.Settle = 100 * time.Millisecond
+	cfg.Profile = true
+	var log bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	require.NoError(t, run(ctx, &cfg, &log), log.String())
+
+	var res results
+	data, err := os.ReadFile(filepath.Join(out, "results.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &res))
+	for name, in := range map[string]intakeResult{"single": res.Intake.HTTPSingle, "batch": res.Intake.HTTPBatch, "nats": *res.Intake.NATS} {
+		require.Positive(t, in.Jobs, name)
+		require.Positive(t, in.PerSecond, name)
+		require.Zero(t, in.Errors, name)
+	}
+	require.GreaterOrEqual(t, res.Memory.Pending, int64(30_000))
+	require.Greater(t, res.Memory.Loaded.Delayq, res.Memory.Baseline.Delayq, "RSS grows with pending jobs")
+	require.Positive(t, res.Memory.DiskBytes)
+	require.Equal(t, 2_000, res.Burst.Received)
+	require.Positive(t, res.Burst.AckedAll)
+	require.GreaterOrEqual(t, res.Burst.AckedAll, res.Burst.DeliveredAll-0.001)
+	require.Equal(t, 1_000, res.Lateness.Received)
+	require.Positive(t, res.Lateness.Stats.Max)
+	require.NotEmpty(t, res.Lateness.Series)
+
+	report, err := os.ReadFile(filepath.Join(out, "report.md"))
+	require.NoError(t, err)
+	for _, want := range []string{"## Against the targets", "## Intake", "## Memory", "## Burst", "## Lateness", "(lateness-over-time.png)", "(lateness-histogram.png)", "(burst.png)"} {
+		require.Contains(t, string(report), want)
+	}
+	for _, name := range []string{"lateness-over-time.png", "lateness-histogram.png", "burst.png"} {
+		f, err := os.Open(filepath.Join(out, name))
+		require.NoError(t, err)
+		img, err := png.Decode(f)
+		f.Close()
+		require.NoError(t, err, name)
+		require.Greater(t, img.Bounds().Dx(), 100, name)
+	}
+	for _, phase := range []string{"intake-http-batch", "lateness"} {
+		top, err := os.ReadFile(filepath.Join(out, "cpu-"+phase+".txt"))
+		require.NoError(t, err)
+		require.Contains(t, string(top), "flat%", phase)
+	}
+}
+
+// TestConfigCheck refuses what cannot be run.
+func TestConfigCheck(t *testing.T) {
+	for _, bad := range []func(*config){
+		func(c *config) { c.Phases = "intake,nope" },
+		func(c *config) { c.Batch = 1001 },
+		func(c *config) { c.Rate = 0 },
+		func(c *config) { c.Prefetch = 0 },
+		func(c *config) { c.Workers = 0 },
+	} {
+		cfg := config{}
+		cfg.flags(flagSet())
+		require.NoError(t, cfg.check())
+		bad(&cfg)
+		require.Error(t, cfg.check())
+	}
+}
+
+func flagSet() *flag.FlagSet { return flag.NewFlagSet("loadtest", flag.ContinueOnError) }

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"fmt"
+	"image/color"
+	"path/filepath"
+	"slices"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// writePlots draws the PNG plots of r into dir and returns their file
+// names by kind: lateness-over-time, lateness-histogram and burst.
+func writePlots(dir string, r *results) (map[string]string, error) {
+	out := map[string]string{}
+	save := func(kind string, p *plot.Plot) error {
+		name := kind + ".png"
+		if err := p.Save(10*vg.Inch, 5*vg.Inch, filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("plot %s: %w", kind, err)
+		}
+		out[kind] = name
+		return nil
+	}
+	if l := r.Lateness; l != nil && len(l.Series) > 0 {
+		p, err := overTime(l)
+		if err != nil {
+			return nil, err
+		}
+		if err := save("lateness-over-time", p); err != nil {
+			return nil, err
+		}
+		if err := save("lateness-histogram", histogram(l)); err != nil {
+			return nil, err
+		}
+	}
+	if b := r.Burst; b != nil && len(b.Curve) > 0 {
+		p, err := burstCurve(b)
+		if err != nil {
+			return nil, err
+		}
+		if err := save("burst", p); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+var (
+	blue   = color.RGBA{R: 31, G: 119, B: 180, A: 255}
+	orange = color.RGBA{R: 255, G: 127, B: 14, A: 255}
+	red    = color.RGBA{R: 214, G: 39, B: 40, A: 255}
+)
+
+// overTime plots p50, p99 and max of each 100 ms of run_at.
+func overTime(l *latenessResult) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("Lateness over time, %d due jobs/s (each point: the jobs due within 100 ms)", l.Rate)
+	p.X.Label.Text = "seconds since the first job was due"
+	p.Y.Label.Text = "lateness, ms"
+	p.Add(plotter.NewGrid())
+	for _, s := range []struct {
+		name string
+		c    color.Color
+		v    func(seriesPoint) float64
+	}{
+		{"max", red, func(s seriesPoint) float64 { return s.Max }},
+		{"p99", orange, func(s seriesPoint) float64 { return s.P99 }},
+		{"p50", blue, func(s seriesPoint) float64 { return s.P50 }},
+	} {
+		xys := make(plotter.XYs, len(l.Series))
+		for i, pt := range l.Series {
+			xys[i] = plotter.XY{X: pt.T, Y: s.v(pt)}
+		}
+		line, err := plotter.NewLine(xys)
+		if err != nil {
+			return nil, err
+		}
+		line.Color = s.c
+		line.Width = vg.Points(1)
+		p.Add(line)
+		p.Legend.Add(s.name, line)
+	}
+	p.Legend.Top = true
+	p.Y.Min = 0
+	return p, nil
+}
+
+// histogram plots how many jobs came how late, up to the p99.9: the few
+// beyond would squash the rest into one bar; the title gives the max.
+func histogram(l *latenessResult) *plot.Plot {
+	vals := make([]float64, 0, len(l.receipts))
+	for _, r := range l.receipts {
+		vals = append(vals, ms(r.Late()))
+	}
+	slices.Sort(vals)
+	limit := l.Stats.P999
+	cut := vals[:0:0]
+	for _, v := range vals {
+		if v > limit {
+			break
+		}
+		cut = append(cut, v)
+	}
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("Lateness of %d jobs up to p99.9 (%.2f ms); max %.2f ms", len(vals), limit, l.Stats.Max)
+	p.X.Label.Text = "lateness, ms"
+	p.Y.Label.Text = "jobs"
+	p.Add(plotter.NewGrid())
+	if len(cut) > 0 {
+		if h, err := plotter.NewHist(plotter.Values(cut), 100); err == nil {
+			h.FillColor = blue
+			h.LineStyle.Width = 0
+			p.Add(h)
+		}
+	}
+	return p
+}
+
+// burstCurve plots how many jobs of the burst had come over time.
+func burstCurve(b *burstResult) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("Burst: %d jobs due at one instant, received by WebSocket subscribers", b.Jobs)
+	p.X.Label.Text = "seconds after the instant"
+	p.Y.Label.Text = "jobs received"
+	p.Add(plotter.NewGrid())
+	xys := make(plotter.XYs, len(b.Curve))
+	for i, c := range b.Curve {
+		xys[i] = plotter.XY{X: c.T, Y: float64(c.Received)}
+	}
+	line, err := plotter.NewLine(xys)
+	if err != nil {
+		return nil, err
+	}
+	line.Color = blue
+	line.Width = vg.Points(1.5)
+	p.Add(line)
+	p.Y.Min = 0
+	return p, nil
+}

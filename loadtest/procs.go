@@ -1,0 +1,336 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/delayq/delayq/backends/redisstore/redistest"
+)
+
+// target is the delayq under measurement and what the harness knows of it.
+type target struct {
+	HTTPURL  string // base URL of the HTTP API
+	NATSURL  string // where NATS intake listens; empty without it
+	PprofURL string // base URL of /debug/pprof; empty when unknown
+	// DelayqPID and BackendPID are the processes whose memory is read; 0
+	// when unknown. With the embedded backend both are delayq.
+	DelayqPID  int
+	BackendPID int
+	// DataDirs hold the backend's files, for their size on disk.
+	DataDirs []string
+}
+
+// env starts and stops the processes of a run: delayq and, for the nats
+// and redis backends, the backend's server, each in a temporary
+// directory.
+type env struct {
+	dir   string
+	procs []*proc
+	redis *redistest.Server
+}
+
+// proc is a child process whose log the harness watches for a line.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+
+	mu   sync.Mutex
+	tail []string // last lines of its log, for errors
+}
+
+// startProc runs bin with args and returns once its log (stderr, or
+// stdout too) shows a line matching ready, whose submatches it returns.
+// More patterns in also are collected from lines seen until then.
+func startProc(ctx context.Context, name, bin string, args []string, ready *regexp.Regexp, also ...*regexp.Regexp) (*proc, [][]string, error) {
+	cmd := exec.Command(bin, args...)
+	// The child dies with the harness, so an interrupted run leaves no
+	// server behind.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd.Stdout = cmd.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
+	found := make(chan [][]string, 1)
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		var seen [][]string
+		sent := false
+		for sc.Scan() {
+			line := sc.Text()
+			p.mu.Lock()
+			if p.tail = append(p.tail, line); len(p.tail) > 30 {
+				p.tail = p.tail[1:]
+			}
+			p.mu.Unlock()
+			if sent {
+				continue
+			}
+			for _, re := range also {
+				if m := re.FindStringSubmatch(line); m != nil {
+					seen = append(seen, m)
+				}
+			}
+			if m := ready.FindStringSubmatch(line); m != nil {
+				found <- append(seen, m)
+				sent = true
+			}
+		}
+		_, _ = io.Copy(io.Discard, pipe)
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	select {
+	case m := <-found:
+		return p, m, nil
+	case <-p.done:
+		return nil, nil, fmt.Errorf("%s exited before it was ready:\n%s", name, p.logTail())
+	case <-time.After(60 * time.Second):
+		p.kill()
+		return nil, nil, fmt.Errorf("%s not ready after 60s:\n%s", name, p.logTail())
+	case <-ctx.Done():
+		p.kill()
+		return nil, nil, ctx.Err()
+	}
+}
+
+func (p *proc) logTail() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.tail, "\n")
+}
+
+// stop asks the process to end (SIGTERM), and kills it after timeout.
+func (p *proc) stop(timeout time.Duration) {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		p.kill()
+	}
+}
+
+func (p *proc) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+var (
+	httpListening  = regexp.MustCompile(`msg="http listening" addr=(\S+)`)
+	natsListening  = regexp.MustCompile(`msg="nats listening" url=(\S+)`)
+	pprofListening = regexp.MustCompile(`msg="pprof listening" addr=(\S+)`)
+	natsReady      = regexp.MustCompile(`Server is ready`)
+)
+
+// startEnv builds delayq (unless cfg.Delayq names a binary), starts the
+// backend's server for cfg.Backend, then delayq on it, and returns the
+// target. close stops them all and removes their files.
+func startEnv(ctx context.Context, cfg *config, logf func(string, ...any)) (*target, *env, error) {
+	dir, err := os.MkdirTemp("", "delayq-loadtest-*")
+	if err != nil {
+		return nil, nil, err
+	}
+	e := &env{dir: dir}
+	t, err := e.start(ctx, cfg, logf)
+	if err != nil {
+		e.close()
+		return nil, nil, err
+	}
+	return t, e, nil
+}
+
+func (e *env) start(ctx context.Context, cfg *config, logf func(string, ...any)) (*target, error) {
+	bin := cfg.Delayq
+	if bin == "" {
+		bin = filepath.Join(e.dir, "delayq")
+		logf("building delayq")
+		if err := goBuild(ctx, bin, "github.com/delayq/delayq/cmd/delayq"); err != nil {
+			return nil, err
+		}
+	}
+	t := &target{}
+	// info, for the lines that name the listening addresses.
+	args := []string{"serve", "--backend", cfg.Backend, "--http", "127.0.0.1:0", "--pprof", "127.0.0.1:0", "--log-level", "info"}
+	switch cfg.Backend {
+	case "embedded":
+		data := filepath.Join(e.dir, "data")
+		t.DataDirs = []string{data}
+		args = append(args, "--data", data, "--nats-listen", "127.0.0.1:-1")
+	case "nats":
+		url, pid, data, err := e.startNATS(ctx, logf)
+		if err != nil {
+			return nil, err
+		}
+		t.NATSURL, t.BackendPID, t.DataDirs = url, pid, []string{data}
+		args = append(args, "--nats-url", url)
+	case "redis":
+		data := filepath.Join(e.dir, "redis")
+		logf("starting redis-server (appendonly, appendfsync everysec)")
+		rs, err := redistest.StartServer(redistest.Options{Dir: data, AppendFsync: "everysec"})
+		if err != nil {
+			return nil, err
+		}
+		e.redis = rs
+		t.BackendPID, t.DataDirs = rs.PID(), []string{data}
+		args = append(args, "--redis-url", rs.URL())
+	case "memory":
+	default:
+		return nil, fmt.Errorf("unknown backend %q: embedded, nats, redis or memory", cfg.Backend)
+	}
+	logf("starting delayq serve --backend %s", cfg.Backend)
+	p, seen, err := startProc(ctx, "delayq", bin, args, httpListening, natsListening, pprofListening)
+	if err != nil {
+		return nil, err
+	}
+	e.procs = append(e.procs, p)
+	for _, m := range seen {
+		switch {
+		case strings.HasPrefix(m[0], `msg="http`):
+			t.HTTPURL = "http://" + m[1]
+		case strings.HasPrefix(m[0], `msg="nats`):
+			t.NATSURL = m[1]
+		case strings.HasPrefix(m[0], `msg="pprof`):
+			t.PprofURL = "http://" + m[1]
+		}
+	}
+	t.DelayqPID = p.cmd.Process.Pid
+	if cfg.Backend == "embedded" {
+		t.BackendPID = t.DelayqPID
+	}
+	return t, waitReady(ctx, t.HTTPURL)
+}
+
+// startNATS runs a separate nats-server with JetStream, built from the
+// module's own nats-server dependency so its version is the embedded
+// one's, syncing its files every second like the embedded default.
+func (e *env) startNATS(ctx context.Context, logf func(string, ...any)) (url string, pid int, data string, err error) {
+	bin := filepath.Join(e.dir, "nats-server")
+	logf("building nats-server")
+	if err := goBuild(ctx, bin, "github.com/nats-io/nats-server/v2"); err != nil {
+		return "", 0, "", err
+	}
+	port, err := freePort()
+	if err != nil {
+		return "", 0, "", err
+	}
+	data = filepath.Join(e.dir, "nats")
+	conf := filepath.Join(e.dir, "nats.conf")
+	text := fmt.Sprintf("listen: \"127.0.0.1:%d\"\njetstream {\n  store_dir: %q\n  sync_interval: \"1s\"\n}\n", port, data)
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		return "", 0, "", err
+	}
+	logf("starting nats-server on 127.0.0.1:%d", port)
+	p, _, err := startProc(ctx, "nats-server", bin, []string{"-c", conf}, natsReady)
+	if err != nil {
+		return "", 0, "", err
+	}
+	e.procs = append(e.procs, p)
+	return "nats://127.0.0.1:" + strconv.Itoa(port), p.cmd.Process.Pid, data, nil
+}
+
+// close stops delayq first, so it flushes to a backend still running.
+func (e *env) close() {
+	for i := len(e.procs) - 1; i >= 0; i-- {
+		e.procs[i].stop(30 * time.Second)
+	}
+	if e.redis != nil {
+		e.redis.Kill()
+	}
+	_ = os.RemoveAll(e.dir)
+}
+
+// goBuild builds pkg into out, from the module the harness runs in.
+func goBuild(ctx context.Context, out, pkg string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
+	}
+	return nil
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitReady polls /readyz until it answers 200: the backend answers.
+func waitReady(ctx context.Context, base string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s/readyz not 200 after 30s (last error: %v)", base, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// rss returns the resident memory of process pid in bytes.
+func rss(pid int) (int64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, errors.New("no VmRSS in /proc/" + strconv.Itoa(pid) + "/status")
+}
+
+// diskUsage is the size of the files under dirs, in bytes.
+func diskUsage(dirs []string) int64 {
+	var n int64
+	for _, d := range dirs {
+		_ = filepath.WalkDir(d, func(_ string, de fs.DirEntry, err error) error {
+			if err == nil && !de.IsDir() {
+				if fi, err := de.Info(); err == nil {
+					n += fi.Size()
+				}
+			}
+			return nil
+		})
+	}
+	return n
+}

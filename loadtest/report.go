@@ -1,0 +1,277 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// results is everything a run measured; results.json holds it.
+type results struct {
+	Config   config          `json:"config"`
+	Machine  machine         `json:"machine"`
+	Started  time.Time       `json:"started"`
+	Seconds  float64         `json:"seconds"`
+	Intake   intakeResults   `json:"intake"`
+	Memory   memoryResult    `json:"memory"`
+	Burst    *burstResult    `json:"burst,omitempty"`
+	Lateness *latenessResult `json:"lateness,omitempty"`
+	Failure  string          `json:"failure,omitempty"`
+}
+
+type intakeResults struct {
+	HTTPSingle intakeResult  `json:"http_single"`
+	HTTPBatch  intakeResult  `json:"http_batch"`
+	NATS       *intakeResult `json:"nats,omitempty"`
+}
+
+type memoryResult struct {
+	Pending   int64        `json:"pending"`
+	Fill      intakeResult `json:"fill"`
+	Baseline  memorySample `json:"baseline"`
+	Loaded    memorySample `json:"loaded"`
+	DiskBytes int64        `json:"disk_bytes"`
+}
+
+// perJob is the growth of b from a per pending job, in bytes.
+func (m *memoryResult) perJob(a, b int64) float64 {
+	if m.Pending == 0 {
+		return 0
+	}
+	return float64(b-a) / float64(m.Pending)
+}
+
+// machine describes where the run took place.
+type machine struct {
+	CPU       string `json:"cpu"`
+	Cores     int    `json:"cores"`
+	MemoryGiB int    `json:"memory_gib"`
+	Kernel    string `json:"kernel"`
+	Go        string `json:"go"`
+	Revision  string `json:"revision"`
+}
+
+func machineInfo() machine {
+	m := machine{Cores: runtime.NumCPU(), Go: runtime.Version()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		f := strings.Fields(string(b))
+		if len(f) > 1 {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			m.MemoryGiB = int((kb + 1<<19) >> 20)
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	if b, err := exec.Command("git", "describe", "--always", "--dirty").Output(); err == nil {
+		m.Revision = strings.TrimSpace(string(b))
+	}
+	return m
+}
+
+// target figures of DESIGN.md for the backend measured.
+type targets struct {
+	batch float64 // jobs/s of HTTP batch intake
+	burst float64 // seconds until a burst is all acknowledged
+}
+
+func targetsFor(backend string) targets {
+	if backend == "redis" {
+		return targets{batch: 100_000, burst: 1}
+	}
+	return targets{batch: 50_000, burst: 2}
+}
+
+const (
+	targetSingle   = 15_000
+	targetNATS     = 50_000
+	targetP99MS    = 5
+	targetMaxMS    = 50
+	targetLateRate = 10_000
+)
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "**missed**"
+}
+
+// num formats n with thin groups of thousands, as the docs write them.
+func num(n float64) string {
+	s := strconv.FormatInt(int64(n+0.5), 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + " " + s[i:]
+	}
+	return s
+}
+
+// writeReport writes results.json, the plots and report.md into dir.
+func writeReport(dir string, r *results) error {
+	js, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), js, 0o644); err != nil {
+		return err
+	}
+	plots, err := writePlots(dir, r)
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	m := r.Machine
+	w("# delayq load report: %s backend\n\n", r.Config.Backend)
+	w("%s, delayq %s, %s, %d cores, %d GiB, Linux %s, %s. The harness, delayq and the backend share the machine. The run took %.0f s:\n\n",
+		r.Started.Format("2006-01-02 15:04 MST"), m.Revision, m.CPU, m.Cores, m.MemoryGiB, m.Kernel, m.Go, r.Seconds)
+	w("    go run ./loadtest %s\n\n", strings.Join(os.Args[1:], " "))
+	if r.Config.Backend == "memory" {
+		w("The memory backend keeps nothing on disk: its figures are a bound for the others, not a durable result.\n\n")
+	}
+	if r.Failure != "" {
+		w("**The run failed:** %s\n\n", r.Failure)
+	}
+
+	tg := targetsFor(r.Config.Backend)
+	w("## Against the targets of DESIGN.md\n\n| what | measured | target | |\n| --- | --- | --- | --- |\n")
+	in := r.Intake
+	if r.Config.has("intake") {
+		w("| intake, HTTP batches of %d, durable | %s jobs/s | %s jobs/s | %s |\n", r.Config.Batch, num(in.HTTPBatch.PerSecond), num(tg.batch), verdict(in.HTTPBatch.PerSecond >= tg.batch))
+		if in.NATS != nil {
+			w("| intake, NATS publish | %s jobs/s | %s jobs/s | %s |\n", num(in.NATS.PerSecond), num(targetNATS), verdict(in.NATS.PerSecond >= targetNATS))
+		} else {
+			w("| intake, NATS publish | no NATS intake on this backend | %s jobs/s | |\n", num(targetNATS))
+		}
+		w("| intake, one job per HTTP request | %s jobs/s | %s jobs/s | %s |\n", num(in.HTTPSingle.PerSecond), num(targetSingle), verdict(in.HTTPSingle.PerSecond >= targetSingle))
+	}
+	if bu := r.Burst; bu != nil {
+		w("| burst: %s jobs due at one instant | all delivered %.2f s and acknowledged %.2f s after it | %s s | %s |\n",
+			num(float64(bu.Jobs)), bu.DeliveredAll, bu.AckedAll, strconv.FormatFloat(tg.burst, 'f', -1, 64),
+			verdict(bu.Received == bu.Jobs && bu.AckedAll > 0 && bu.AckedAll <= tg.burst))
+	}
+	if l := r.Lateness; l != nil {
+		s := l.Stats
+		v := verdict(l.Received == l.Jobs && s.P99 < targetP99MS && s.Max < targetMaxMS)
+		if l.Rate < targetLateRate {
+			v = "below the target's rate"
+		}
+		w("| lateness at a steady %s due jobs/s | p50 %.2f ms, p99 %.2f ms, max %.1f ms | p99 < %d ms, max < %d ms at %s/s | %s |\n",
+			num(float64(l.Rate)), s.P50, s.P99, s.Max, targetP99MS, targetMaxMS, num(targetLateRate), v)
+	}
+	mem := r.Memory
+	if mem.Pending > 0 {
+		w("| memory per pending job, at %s pending | delayq %s B, backend %s, disk %s B | 10 million held on one node | %s |\n",
+			num(float64(mem.Pending)), num(mem.perJob(mem.Baseline.Delayq, mem.Loaded.Delayq)), backendPerJob(r),
+			num(float64(mem.DiskBytes)/float64(mem.Pending)), tenMillion(r))
+	}
+	w("\n")
+
+	if r.Config.has("intake") {
+		w("## Intake\n\nJobs due in an hour, a %d-byte body each; a job counts once delayq answered it stored.\n\n", len(sampleBody))
+		w("| how | jobs | seconds | jobs/s | errors |\n| --- | --- | --- | --- | --- |\n")
+		row := func(name string, x intakeResult) {
+			w("| %s | %s | %.1f | %s | %d |\n", name, num(float64(x.Jobs)), x.Seconds, num(x.PerSecond), x.Errors)
+		}
+		row(fmt.Sprintf("HTTP, one job per request, %d at once", r.Config.Workers), in.HTTPSingle)
+		row(fmt.Sprintf("HTTP, batches of %d, %d at once", r.Config.Batch, r.Config.BatchWorkers), in.HTTPBatch)
+		if in.NATS != nil {
+			row(fmt.Sprintf("NATS publish with reply, %d awaiting answers", r.Config.NATSWindow), *in.NATS)
+		}
+		if mem.Fill.Jobs > 0 {
+			row("HTTP batches, topping up to the pending count", mem.Fill)
+		}
+		for _, x := range []*intakeResult{&in.HTTPSingle, &in.HTTPBatch, in.NATS, &mem.Fill} {
+			if x != nil && x.FirstErr != "" {
+				w("\nFirst error: `%s`\n", x.FirstErr)
+			}
+		}
+		w("\n")
+	}
+	if mem.Pending > 0 {
+		w("## Memory\n\nResident memory (VmRSS) before the first job and with %s jobs pending, 5 s after the last was pushed.\n\n", num(float64(mem.Pending)))
+		w("| process | before | loaded | per pending job |\n| --- | --- | --- | --- |\n")
+		w("| delayq%s | %s | %s | %s B |\n", embeddedNote(r), mib(mem.Baseline.Delayq), mib(mem.Loaded.Delayq), num(mem.perJob(mem.Baseline.Delayq, mem.Loaded.Delayq)))
+		if mem.Loaded.Backend > 0 {
+			w("| backend server | %s | %s | %s B |\n", mib(mem.Baseline.Backend), mib(mem.Loaded.Backend), num(mem.perJob(mem.Baseline.Backend, mem.Loaded.Backend)))
+		}
+		w("| files on disk | | %s | %s B |\n\n", mib(mem.DiskBytes), num(float64(mem.DiskBytes)/float64(mem.Pending)))
+	}
+	if bu := r.Burst; bu != nil {
+		w("## Burst\n\n%s jobs, all due at one instant, pushed in %.1f s before it; %d WebSocket subscribers with prefetch %d acknowledge each job as it comes.\n\n",
+			num(float64(bu.Jobs)), bu.PushSeconds, r.Config.Subscribers, r.Config.Prefetch)
+		w("| | value |\n| --- | --- |\n| received | %s (%d twice) |\n| last received | %.3f s after the instant |\n| all acknowledged (topic empty) | %.3f s after |\n| receipt p50 / p99 | %.0f / %.0f ms after |\n\n",
+			num(float64(bu.Received)), bu.Duplicates, bu.DeliveredAll, bu.AckedAll, bu.Stats.P50, bu.Stats.P99)
+		if p, ok := plots["burst"]; ok {
+			w("![deliveries of the burst over time](%s)\n\n", p)
+		}
+		writeErrors(&b, bu.Errors)
+	}
+	if l := r.Lateness; l != nil {
+		s := l.Stats
+		w("## Lateness\n\n%s jobs due at a steady %s/s over %.0f s, evenly spaced, each pushed %.0f ms before its run_at in batches; %d WebSocket subscribers with prefetch %d acknowledge each. Lateness is the subscriber's receipt minus run_at.\n\n",
+			num(float64(l.Jobs)), num(float64(l.Rate)), l.Seconds, l.LeadMS, r.Config.Subscribers, r.Config.Prefetch)
+		w("| received | min | p50 | p90 | p99 | p99.9 | max |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+		w("| %s (%d twice) | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %.2f ms |\n\n", num(float64(l.Received)), l.Duplicates, s.Min, s.P50, s.P90, s.P99, s.P999, s.Max)
+		for _, k := range []string{"lateness-over-time", "lateness-histogram"} {
+			if p, ok := plots[k]; ok {
+				w("![%s](%s)\n\n", strings.ReplaceAll(k, "-", " "), p)
+			}
+		}
+		writeErrors(&b, l.Errors)
+	}
+	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String()), 0o644)
+}
+
+func writeErrors(b *strings.Builder, errs []string) {
+	if len(errs) == 0 {
+		return
+	}
+	b.WriteString("Errors seen:\n\n")
+	for _, e := range errs {
+		fmt.Fprintf(b, "- `%s`\n", e)
+	}
+	b.WriteString("\n")
+}
+
+func embeddedNote(r *results) string {
+	if r.Config.Backend == "embedded" {
+		return " (with the embedded NATS server)"
+	}
+	return ""
+}
+
+func backendPerJob(r *results) string {
+	m := r.Memory
+	switch {
+	case r.Config.Backend == "embedded":
+		return "in delayq"
+	case m.Loaded.Backend == 0:
+		return "none"
+	}
+	return num(m.perJob(m.Baseline.Backend, m.Loaded.Backend)) + " B"
+}
+
+// tenMillion extrapolates the memory per pending job to 10 million jobs.
+func tenMillion(r *results) string {
+	m := r.Memory
+	per := m.perJob(m.Baseline.Delayq, m.Loaded.Delayq) + m.perJob(m.Baseline.Backend, m.Loaded.Backend)
+	return fmt.Sprintf("%.1f GiB for 10 million", per*1e7/(1<<30))
+}
