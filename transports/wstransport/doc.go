@@ -49,6 +49,10 @@
 // connections to one topic, on one instance or many, compete through the
 // store: each delivery goes to one of them.
 //
+// A connection's ack, nack and touch frames of different jobs are handled
+// at once (up to 64 read and not yet handled), so one slow store call holds
+// up no other job; the frames of one job are handled in the order sent.
+//
 // # Disconnects
 //
 // When a connection ends for any reason (closed by the subscriber, dropped,

@@ -267,9 +267,15 @@ type event struct {
 type signalStore struct {
 	core.Store
 	events chan event
+	// beforeAck, when set before the first ack, runs at the start of
+	// each AckJob.
+	beforeAck func(id string)
 }
 
 func (s *signalStore) AckJob(ctx context.Context, p *core.AckJobParams) error {
+	if s.beforeAck != nil {
+		s.beforeAck(p.ID)
+	}
 	err := s.Store.AckJob(ctx, p)
 	if err == nil {
 		s.events <- event{"ack", p.ID}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -531,4 +532,50 @@ func TestSubscribersFuncCountsOpenSubscriptions(t *testing.T) {
 	require.Eventually(t, counted("gauge.b", 1), 5*time.Second, 5*time.Millisecond)
 	require.NoError(t, a.conn.CloseNow())
 	require.Eventually(t, counted("gauge.a", 1), 5*time.Second, 5*time.Millisecond, "a closed subscription counts down")
+}
+
+// TestSlowAckHoldsUpNoOtherJob: the frames of different jobs are handled
+// at once, so one slow store call does not stall a connection's acks.
+func TestSlowAckHoldsUpNoOtherJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.pushN(t, "slow", 2)
+	var (
+		first   atomic.Bool
+		blocked = make(chan string, 1)
+		release = make(chan struct{})
+	)
+	b.store.beforeAck = func(id string) {
+		if first.CompareAndSwap(false, true) {
+			blocked <- id
+			<-release // the first ack to reach the store waits for the other
+		}
+	}
+	var unblock sync.Once
+	defer unblock.Do(func() { close(release) })
+	c := b.subscribe(t, "slow", 2)
+	f1, f2 := c.nextJob(5*time.Second), c.nextJob(5*time.Second)
+	c.ack(f1)
+	c.ack(f2)
+	acked := b.waitEvents(t, "ack", 1, 5*time.Second)
+	slow := <-blocked
+	require.NotEqual(t, slow, acked[0], "the other job's ack went through while the slow one waited")
+	unblock.Do(func() { close(release) })
+	require.Equal(t, []string{slow}, b.waitEvents(t, "ack", 1, 5*time.Second))
+	require.ElementsMatch(t, []string{f1.ID, f2.ID}, []string{acked[0], slow})
+}
+
+// TestFramesOfOneJobInOrder: a touch then an ack of one job are handled
+// in that order, even when the touch is slow.
+func TestFramesOfOneJobInOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.push(t, "order", `"x"`, withTTR(time.Minute))
+	c := b.subscribe(t, "order", 1)
+	f := c.nextJob(5 * time.Second)
+	c.send(map[string]string{"type": "touch", "id": f.ID, "lease": f.Lease})
+	c.ack(f)
+	touched := c.next(5 * time.Second)
+	require.Equal(t, "touched", touched.Type, "the touch answers before the ack settles the job: %s", touched.raw)
+	require.Equal(t, []string{id}, b.waitEvents(t, "ack", 1, 5*time.Second))
 }

@@ -15,10 +15,12 @@ import (
 	"github.com/delayq/delayq/transports/wire"
 )
 
-// opQueueLen bounds the ack, nack and touch frames a connection has read
-// but not yet handled; past it, reading waits, which slows only this
-// connection.
-const opQueueLen = 8
+// opConcurrency bounds the ack, nack and touch frames a connection has
+// read but not yet handled; past it, reading waits, which slows only this
+// connection. Frames of different jobs run at once, since each is a store
+// round trip and one at a time would cap a connection's acks at one per
+// round trip; frames of one job run in the order they came.
+const opConcurrency = 64
 
 // releaseConcurrency bounds the releases in flight when a connection with
 // many unacknowledged deliveries closes.
@@ -30,8 +32,8 @@ const releaseReason = "subscriber disconnected"
 
 // subscription is one WebSocket connection subscribed to a topic. Its
 // goroutines are the reader (the request's own), the claim loop, a worker
-// for client frames that runs only while there are some, and a ping that
-// runs only while it waits for a pong; no lock is shared with other
+// per job with client frames being handled, and a ping that runs only
+// while it waits for a pong; no lock is shared with other
 // connections, and every write has its own timeout.
 type subscription struct {
 	srv      *Server
@@ -50,6 +52,9 @@ type subscription struct {
 	held map[string]held
 	// free is the prefetch credit: how many more deliveries may be sent.
 	free int
+	// firstExpiry is at or before the earliest lease expiry in held, so
+	// that credit need not look through held before then.
+	firstExpiry time.Time
 	// closed is set when the connection ended; no ping or close starts
 	// after it.
 	closed    bool
@@ -57,8 +62,12 @@ type subscription struct {
 	// wake tells the claim loop that credit came back.
 	wake chan struct{}
 
-	ops     chan frame
-	working atomic.Bool
+	// opSlots holds a token for each client frame read and not yet
+	// handled; running maps the id of each job with a frame being handled
+	// to the frames of that job that wait their turn.
+	opSlots chan struct{}
+	opsMu   sync.Mutex
+	running map[string][]frame
 	opsDone sync.WaitGroup
 
 	claimDone chan struct{}
@@ -86,7 +95,8 @@ func newSubscription(srv *Server, conn *websocket.Conn, topic string, prefetch i
 		held:      map[string]held{},
 		free:      prefetch,
 		wake:      make(chan struct{}, 1),
-		ops:       make(chan frame, opQueueLen),
+		opSlots:   make(chan struct{}, opConcurrency),
+		running:   map[string][]frame{},
 		claimDone: make(chan struct{}),
 	}
 }
@@ -159,30 +169,37 @@ func (sub *subscription) readLoop() error {
 			sub.sendError(err, f.ID)
 			continue
 		}
-		sub.ops <- f
-		if sub.working.CompareAndSwap(false, true) {
-			sub.opsDone.Add(1)
-			go sub.work()
-		}
+		sub.dispatch(f)
 	}
 }
 
-// work handles queued client frames in order and exits when none is left.
-func (sub *subscription) work() {
-	defer sub.opsDone.Done()
-	for {
-		select {
-		case f := <-sub.ops:
+// dispatch handles f in a goroutine of its job, after the frames of that
+// job read before it. It waits while opConcurrency frames are pending.
+func (sub *subscription) dispatch(f frame) {
+	sub.opSlots <- struct{}{}
+	sub.opsMu.Lock()
+	if q, busy := sub.running[f.ID]; busy {
+		sub.running[f.ID] = append(q, f)
+		sub.opsMu.Unlock()
+		return
+	}
+	sub.running[f.ID] = nil
+	sub.opsMu.Unlock()
+	sub.opsDone.Go(func() {
+		for {
 			sub.handle(f)
-		default:
-			sub.working.Store(false)
-			// A frame queued after the select but before the Store
-			// found working still set and started no worker: take it.
-			if len(sub.ops) == 0 || !sub.working.CompareAndSwap(false, true) {
+			<-sub.opSlots
+			sub.opsMu.Lock()
+			q := sub.running[f.ID]
+			if len(q) == 0 {
+				delete(sub.running, f.ID)
+				sub.opsMu.Unlock()
 				return
 			}
+			f, sub.running[f.ID] = q[0], q[1:]
+			sub.opsMu.Unlock()
 		}
-	}
+	})
 }
 
 // handle runs one ack, nack or touch through the engine. A lease that is
@@ -285,10 +302,21 @@ func (sub *subscription) waitCredit(clock core.Clock, next time.Time) bool {
 }
 
 // credit drops held deliveries whose lease expired by now, returning their
-// credit, and returns the free credit and the earliest expiry still held.
+// credit, and returns the free credit and a time at or before the earliest
+// expiry still held (zero when none is held). It looks through what is
+// held only once that time has come: a claim per few jobs must not cost a
+// pass over a thousand held deliveries.
 func (sub *subscription) credit(now time.Time) (free int, next time.Time) {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
+	if len(sub.held) == 0 {
+		sub.firstExpiry = time.Time{}
+		return sub.free, time.Time{}
+	}
+	if now.Before(sub.firstExpiry) {
+		return sub.free, sub.firstExpiry
+	}
+	next = time.Time{}
 	for id, h := range sub.held {
 		if !now.Before(h.expires) {
 			delete(sub.held, id)
@@ -299,6 +327,7 @@ func (sub *subscription) credit(now time.Time) (free int, next time.Time) {
 			next = h.expires
 		}
 	}
+	sub.firstExpiry = next
 	return sub.free, next
 }
 
@@ -316,6 +345,9 @@ func (sub *subscription) hold(jobs []*core.Job) {
 		}
 		sub.held[j.ID] = held{lease: j.Lease, expires: j.LeaseExpiresAt}
 		sub.free--
+		if sub.firstExpiry.IsZero() || j.LeaseExpiresAt.Before(sub.firstExpiry) {
+			sub.firstExpiry = j.LeaseExpiresAt
+		}
 	}
 }
 
