@@ -24,6 +24,7 @@ const PREFETCH = envInt('PREFETCH', 16, 1);
 const CONNECT_WAIT = env('CONNECT_WAIT', '1s');
 const DRAIN_TIMEOUT = env('DRAIN_TIMEOUT', '10s');
 const LATENESS_P99_MS = envNum('LATENESS_P99_MS', 250, 1);
+const P99_PUSH_MS = envNum('P99_PUSH_MS', 100, 1);
 
 const producerEndMs = durationMs(CONNECT_WAIT) + durationMs(DURATION);
 // Subscribers start to look for the end once the last job is due.
@@ -70,7 +71,7 @@ export const options = {
     // An error frame is a failed ack (lease lost) or a frame refused.
     ws_frame_errors: ['count==0'],
     http_req_failed: [abortWhen('rate<0.01')],
-    'http_req_duration{scenario:producer}': [abortWhen('p(99)<100')],
+    'http_req_duration{scenario:producer}': [abortWhen(`p(99)<${P99_PUSH_MS}`)],
     checks: [abortWhen('rate>0.99')],
   },
   summaryTrendStats: ['min', 'med', 'p(90)', 'p(99)', 'max'],
