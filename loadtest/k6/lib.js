@@ -104,6 +104,18 @@ export function durationMs(s) {
   return total;
 }
 
+// arrivalVUs sizes the VU pool of an arrival-rate scenario of rate
+// iterations/s. Such executors drop an iteration (dropped_iterations)
+// when no VU is free at its start, and a VU added mid-run costs an init, so
+// enough are made up front for 200 ms answers at that rate. PREFIX+VUS and
+// PREFIX+MAX_VUS override them.
+export function arrivalVUs(rate, prefix = '') {
+  return {
+    preAllocatedVUs: envInt(`${prefix}VUS`, Math.max(5, Math.ceil(rate / 5)), 1),
+    maxVUs: envInt(`${prefix}MAX_VUS`, Math.max(20, Math.ceil(rate / 2)), 1),
+  };
+}
+
 // abortWhen is a threshold that also stops the test as soon as it is
 // crossed, evaluated only after delay so that a few slow first requests
 // (connections, JIT) do not end a run that would have held.

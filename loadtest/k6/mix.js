@@ -9,7 +9,7 @@ import http from 'k6/http';
 import { check } from 'k6';
 import exec from 'k6/execution';
 import { Counter } from 'k6/metrics';
-import { BASE_URL, env, envInt, envNum, pushJob, abortWhen } from './lib.js';
+import { BASE_URL, env, envInt, envNum, pushJob, arrivalVUs, abortWhen } from './lib.js';
 
 const DURATION = env('DURATION', '30s');
 const RATE = envInt('RATE', 100, 1); // iterations (pushes) per second
@@ -29,8 +29,7 @@ export const options = {
       rate: RATE,
       timeUnit: '1s',
       duration: DURATION,
-      preAllocatedVUs: envInt('VUS', Math.max(4, Math.ceil(RATE / 20)), 1),
-      maxVUs: envInt('MAX_VUS', Math.max(20, Math.ceil(RATE / 5)), 1),
+      ...arrivalVUs(RATE),
     },
   },
   thresholds: {

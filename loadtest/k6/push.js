@@ -8,7 +8,7 @@
 // intake is measured; use a throwaway --data directory, since they stay.
 import exec from 'k6/execution';
 import { Counter } from 'k6/metrics';
-import { BASE_URL, env, envInt, envNum, pushJob, pushBatch, abortWhen } from './lib.js';
+import { BASE_URL, env, envInt, envNum, pushJob, pushBatch, arrivalVUs, abortWhen } from './lib.js';
 
 const DURATION = env('DURATION', '30s');
 const SINGLE_RATE = envInt('SINGLE_RATE', 200, 1); // requests/s of one job
@@ -27,10 +27,7 @@ export const options = {
       rate: SINGLE_RATE,
       timeUnit: '1s',
       duration: DURATION,
-      // Arrival-rate executors drop iterations (dropped_iterations) rather
-      // than slow down when no VU is free; enough VUs for ~100 ms answers.
-      preAllocatedVUs: envInt('SINGLE_VUS', Math.max(4, Math.ceil(SINGLE_RATE / 20)), 1),
-      maxVUs: envInt('SINGLE_MAX_VUS', Math.max(20, Math.ceil(SINGLE_RATE / 5)), 1),
+      ...arrivalVUs(SINGLE_RATE, 'SINGLE_'),
     },
     batch: {
       executor: 'constant-arrival-rate',
@@ -39,8 +36,7 @@ export const options = {
       rate: Math.round(BATCH_RATE * 60),
       timeUnit: '1m',
       duration: DURATION,
-      preAllocatedVUs: envInt('BATCH_VUS', Math.max(2, Math.ceil(BATCH_RATE)), 1),
-      maxVUs: envInt('BATCH_MAX_VUS', Math.max(10, Math.ceil(BATCH_RATE * 4)), 1),
+      ...arrivalVUs(BATCH_RATE, 'BATCH_'),
     },
   },
   thresholds: {

@@ -14,7 +14,7 @@ import exec from 'k6/execution';
 import { setInterval, clearInterval } from 'k6/timers';
 import { WebSocket } from 'k6/websockets';
 import { Counter, Rate, Trend } from 'k6/metrics';
-import { BASE_URL, env, envInt, envNum, durationMs, wsURL, uniqueTopic, pushJob, topicCounts, abortWhen } from './lib.js';
+import { BASE_URL, env, envInt, envNum, durationMs, wsURL, uniqueTopic, pushJob, topicCounts, arrivalVUs, abortWhen } from './lib.js';
 
 const DURATION = env('DURATION', '30s');
 const RATE = envInt('RATE', 200, 1); // jobs pushed per second
@@ -23,7 +23,7 @@ const SUBSCRIBERS = envInt('SUBSCRIBERS', 4, 1);
 const PREFETCH = envInt('PREFETCH', 16, 1);
 const CONNECT_WAIT = env('CONNECT_WAIT', '1s');
 const DRAIN_TIMEOUT = env('DRAIN_TIMEOUT', '10s');
-const LATENESS_P99_MS = envNum('LATENESS_P99_MS', 250, 1);
+const LATENESS_P99_MS = envNum('LATENESS_P99_MS', 500, 1);
 const P99_PUSH_MS = envNum('P99_PUSH_MS', 100, 1);
 
 const producerEndMs = durationMs(CONNECT_WAIT) + durationMs(DURATION);
@@ -57,8 +57,7 @@ export const options = {
       rate: RATE,
       timeUnit: '1s',
       duration: DURATION,
-      preAllocatedVUs: envInt('PRODUCER_VUS', Math.max(4, Math.ceil(RATE / 20)), 1),
-      maxVUs: envInt('PRODUCER_MAX_VUS', Math.max(20, Math.ceil(RATE / 5)), 1),
+      ...arrivalVUs(RATE, 'PRODUCER_'),
     },
   },
   thresholds: {
