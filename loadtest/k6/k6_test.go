@@ -229,10 +229,10 @@ func TestScripts(t *testing.T) {
 	k6 := requireK6(t)
 	dir := t.TempDir()
 	srv := startServer(t, buildDelayq(t, dir), filepath.Join(dir, "data"))
-	// Latency limits far above the defaults: the server may be built with
+	// Latency limits above the defaults: the server may be built with
 	// -race and share the machine with other tests.
 	const (
-		slow     = "1000"
+		slow     = "2000"
 		duration = "DURATION=3s"
 	)
 

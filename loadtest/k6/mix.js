@@ -17,7 +17,7 @@ const DELAY = env('DELAY', '10m'); // long enough that no job comes due mid-run
 const CANCEL_SHARE = envNum('CANCEL_SHARE', 0.5, 0, 1);
 const GET_SHARE = envNum('GET_SHARE', 0.2, 0, 1);
 const TOPIC = env('TOPIC', 'k6.mix');
-const P99_MS = envNum('P99_MS', 100, 1);
+const P99_MS = envNum('P99_MS', 250, 1);
 
 const pushed = new Counter('jobs_pushed');
 const cancelled = new Counter('jobs_cancelled');

@@ -16,8 +16,8 @@ const BATCH_RATE = envNum('BATCH_RATE', 2, 0.01); // batch requests/s
 const BATCH_SIZE = envInt('BATCH_SIZE', 500, 100, 1000); // jobs per batch
 const TOPIC = env('TOPIC', 'k6.push');
 const DELAY = env('DELAY', '1h');
-const P99_SINGLE_MS = envNum('P99_SINGLE_MS', 100, 1);
-const P99_BATCH_MS = envNum('P99_BATCH_MS', 500, 1);
+const P99_SINGLE_MS = envNum('P99_SINGLE_MS', 250, 1);
+const P99_BATCH_MS = envNum('P99_BATCH_MS', 1000, 1);
 
 export const options = {
   scenarios: {

@@ -23,8 +23,8 @@ const SUBSCRIBERS = envInt('SUBSCRIBERS', 4, 1);
 const PREFETCH = envInt('PREFETCH', 16, 1);
 const CONNECT_WAIT = env('CONNECT_WAIT', '1s');
 const DRAIN_TIMEOUT = env('DRAIN_TIMEOUT', '10s');
-const LATENESS_P99_MS = envNum('LATENESS_P99_MS', 500, 1);
-const P99_PUSH_MS = envNum('P99_PUSH_MS', 100, 1);
+const LATENESS_P99_MS = envNum('LATENESS_P99_MS', 1000, 1);
+const P99_PUSH_MS = envNum('P99_PUSH_MS', 250, 1);
 
 const producerEndMs = durationMs(CONNECT_WAIT) + durationMs(DURATION);
 // Subscribers start to look for the end once the last job is due.
