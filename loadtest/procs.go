@@ -171,7 +171,10 @@ func (e *env) start(ctx context.Context, cfg *config, logf func(string, ...any))
 	}
 	t := &target{}
 	// info, for the lines that name the listening addresses.
-	args := []string{"serve", "--backend", cfg.Backend, "--http", "127.0.0.1:0", "--pprof", "127.0.0.1:0", "--log-level", "info"}
+	args := []string{"serve", "--backend", cfg.Backend, "--http", "127.0.0.1:0", "--log-level", "info"}
+	if cfg.Profile {
+		args = append(args, "--pprof", "127.0.0.1:0")
+	}
 	switch cfg.Backend {
 	case "embedded":
 		data := filepath.Join(e.dir, "data")
