@@ -162,3 +162,39 @@ func FuzzAppendString(f *testing.F) {
 		require.Equal(t, want, got)
 	})
 }
+
+// FuzzDecodeBatch checks that the one-pass decoding of a well-formed batch
+// gives each job exactly what decoding the job on its own gives.
+func FuzzDecodeBatch(f *testing.F) {
+	for _, seed := range []string{
+		`{"jobs":[{"topic":"a","body":{"x":1},"delay":"1s"},{"topic":"b","run_at":"2026-11-21T10:00:00.250Z","id":"i","ttr":30000,"max_attempts":3,"key":"k"}]}`,
+		`{"jobs":[{"topic":"a"},null]}`,
+		`{"jobs":[{"topic":"a"},{"topic":"b","nope":1}]}`,
+		`{"jobs":[{"topic":"a","delay":"1s","run_at":"2026-11-21T10:00:00Z"}]}`,
+		`{"jobs":[{"TOPIC":"a","Body":2}]}`,
+		`{"jobs":[]}`, `{"jobs":null}`, `{}`, `{"jobs":[1,"x",[]]}`, `{"jobs":[{}]} x`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		jobs, raw, err := httptransport.DecodeBatch(data)
+		if err != nil {
+			require.Nil(t, jobs)
+			require.Nil(t, raw)
+			return
+		}
+		require.True(t, (jobs == nil) != (raw == nil), "exactly one of jobs and raw")
+		if jobs == nil {
+			return
+		}
+		var each struct{ Jobs []json.RawMessage }
+		require.NoError(t, json.Unmarshal(data, &each))
+		require.Len(t, each.Jobs, len(jobs))
+		for i, j := range jobs {
+			got, gotErr := httptransport.JobParams(j)
+			want, wantErr := httptransport.DecodeJobRequest(each.Jobs[i])
+			require.Equal(t, wantErr, gotErr, "job %d", i)
+			require.Equal(t, want, got, "job %d", i)
+		}
+	})
+}

@@ -79,26 +79,32 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var req batchRequest
-	err = decodeObject(data, "", &req)
+	decoded, raw, err := decodeBatch(data)
 	release()
 	if err != nil {
 		return err
 	}
+	n := max(len(decoded), len(raw))
 	limit := s.engine.Limits().MaxBatch
 	switch {
-	case len(req.Jobs) == 0:
+	case n == 0:
 		return core.Invalid("jobs", "jobs must hold at least one job")
-	case len(req.Jobs) > limit:
-		return core.TooLarge("jobs", "a batch holds at most %d jobs, not %d", limit, len(req.Jobs))
+	case n > limit:
+		return core.TooLarge("jobs", "a batch holds at most %d jobs, not %d", limit, n)
 	}
 
-	results := make([]core.PushResult, len(req.Jobs))
-	params := make([]*core.PushParams, 0, len(req.Jobs))
-	idx := make([]int, 0, len(req.Jobs))
+	results := make([]core.PushResult, n)
+	params := make([]*core.PushParams, 0, n)
+	idx := make([]int, 0, n)
 	tp := traceParent(r)
-	for i, raw := range req.Jobs {
-		p, err := decodeJobRequest(raw)
+	for i := range n {
+		var p *core.PushParams
+		var err error
+		if decoded != nil {
+			p, err = decoded[i].params()
+		} else {
+			p, err = decodeJobRequest(raw[i])
+		}
 		if err == nil {
 			err = s.allowTopic(r, p.Topic)
 		}
@@ -110,7 +116,7 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) error {
 		params = append(params, p)
 		idx = append(idx, i)
 	}
-	req.Jobs = nil
+	decoded, raw = nil, nil
 	if len(params) > 0 {
 		for k, res := range s.engine.PushBatch(r.Context(), params, false) {
 			results[idx[k]] = res
