@@ -295,11 +295,10 @@ func (s *Store) settled(ctx context.Context, id, lease string, err error, outcom
 		return
 	}
 	f, _ := s.flights.take(id, lease)
-	set := attribute.NewSet(attrQueue.String(f.topic), attrTransport.String(f.transport))
 	s.in.attempts.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(
 		attrQueue.String(f.topic), attrTransport.String(f.transport), attrOutcome.String(outcome))))
 	if outcome == outcomeDead {
-		s.in.dead.Add(ctx, 1, metric.WithAttributeSet(set))
+		s.in.dead.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attrQueue.String(f.topic), attrTransport.String(f.transport))))
 	}
 }
 
