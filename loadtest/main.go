@@ -31,6 +31,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -184,11 +185,19 @@ func run(ctx context.Context, cfg *config, logw io.Writer) error {
 	return err
 }
 
-// measure runs the phases in order, filling res as it goes.
+// measure runs the phases in order, filling res as it goes. A phase that
+// fails does not stop the next: each measures something of its own, and
+// a report with the rest is worth more than none. It returns the phases'
+// errors joined.
 func measure(ctx context.Context, cfg *config, t *target, res *results, logf func(string, ...any)) error {
 	c := newClient(t.HTTPURL)
 	prof := &profiler{url: t.PprofURL, out: cfg.Out, on: cfg.Profile, logf: logf}
 	defer prof.wait()
+	var errs []error
+	fail := func(err error) {
+		logf("  failed: %v", err)
+		errs = append(errs, err)
+	}
 	var err error
 	if res.Memory.Baseline, err = readMemory(t); err != nil {
 		return err
@@ -211,13 +220,14 @@ func measure(ctx context.Context, cfg *config, t *target, res *results, logf fun
 			prof.start(ctx, "intake-nats", cfg.IntakeFor)
 			logf("intake: NATS publishes with replies, %d in flight, %s", cfg.NATSWindow, cfg.IntakeFor)
 			r, err := intakeNATS(ctx, t.NATSURL, uniqueTopic("loadtest.intake.nats"), cfg.NATSWindow, cfg.IntakeFor)
-			if err != nil {
-				return fmt.Errorf("nats intake: %w", err)
-			}
-			in.NATS = &r
-			pending += r.Jobs
-			logf("  %.0f jobs/s", r.PerSecond)
 			prof.wait()
+			if err != nil {
+				fail(fmt.Errorf("nats intake: %w", err))
+			} else {
+				in.NATS = &r
+				pending += r.Jobs
+				logf("  %.0f jobs/s", r.PerSecond)
+			}
 		}
 	}
 	if cfg.has("memory") {
@@ -232,7 +242,7 @@ func measure(ctx context.Context, cfg *config, t *target, res *results, logf fun
 		// Let the backend settle (flushes, compactions) before reading.
 		time.Sleep(cfg.Settle)
 		if m.Loaded, err = readMemory(t); err != nil {
-			return err
+			fail(err)
 		}
 		m.DiskBytes = diskUsage(t.DataDirs)
 		logf("  delayq RSS %s, backend RSS %s, disk %s at %d pending", mib(m.Loaded.Delayq), mib(m.Loaded.Backend), mib(m.DiskBytes), pending)
@@ -244,20 +254,23 @@ func measure(ctx context.Context, cfg *config, t *target, res *results, logf fun
 		prof.wait()
 		res.Burst = b
 		if err != nil {
-			return err
+			fail(err)
+		} else {
+			logf("  all delivered %.2fs after the due instant, all acknowledged %.2fs after", b.DeliveredAll, b.AckedAll)
 		}
-		logf("  all delivered %.2fs after the due instant, all acknowledged %.2fs after", b.DeliveredAll, b.AckedAll)
 	}
 	if cfg.has("lateness") {
 		prof.start(ctx, "lateness", cfg.Lead+cfg.Duration)
 		l, err := lateness(ctx, c, cfg, logf)
+		prof.wait()
 		res.Lateness = l
 		if err != nil {
-			return err
+			fail(err)
+		} else {
+			logf("  p50 %.2f ms, p99 %.2f ms, max %.2f ms", l.Stats.P50, l.Stats.P99, l.Stats.Max)
 		}
-		logf("  p50 %.2f ms, p99 %.2f ms, max %.2f ms", l.Stats.P50, l.Stats.P99, l.Stats.Max)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // memorySample is the resident memory of the processes, in bytes.
