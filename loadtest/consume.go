@@ -63,6 +63,20 @@ func (c *collector) fail(err error) {
 	}
 }
 
+// await waits until every job came or deadline passed; it fails only when
+// ctx ends.
+func (c *collector) await(ctx context.Context, deadline time.Time) error {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-c.all:
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
 // result returns a copy of what came, the duplicates and errors.
 func (c *collector) result() ([]receipt, int, []string) {
 	c.mu.Lock()

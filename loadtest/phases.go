@@ -203,13 +203,8 @@ func burst(ctx context.Context, c *client, cfg *config, lead time.Duration, logf
 	if time.Now().After(due) {
 		return res, fmt.Errorf("burst: pushing took %.1fs, past the due instant: lower -burst", res.PushSeconds)
 	}
-	timeout := time.NewTimer(time.Until(due) + 60*time.Second)
-	defer timeout.Stop()
-	select {
-	case <-col.all:
-	case <-timeout.C:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := col.await(ctx, due.Add(60*time.Second)); err != nil {
+		return nil, err
 	}
 	rs, dups, errs := col.result()
 	res.Received, res.Duplicates, res.receipts = len(rs), dups, rs
@@ -324,15 +319,10 @@ func lateness(ctx context.Context, c *client, cfg *config, logf func(string, ...
 	if res.PushErrors > 0 {
 		res.Errors = append(res.Errors, "push: "+p.errs.first)
 	}
-	lastDue := first.Add(time.Duration(total) * interval)
-	timeout := time.NewTimer(time.Until(lastDue) + 30*time.Second)
-	defer timeout.Stop()
 	if res.Pushed == total {
-		select {
-		case <-col.all:
-		case <-timeout.C:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		lastDue := first.Add(time.Duration(total) * interval)
+		if err := col.await(ctx, lastDue.Add(30*time.Second)); err != nil {
+			return nil, err
 		}
 	}
 	rs, dups, errs := col.result()
