@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -15,11 +13,10 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/delayq/delayq/backends/redisstore/redistest"
+	"github.com/delayq/delayq/internal/logproc"
 )
 
 // target is the delayq under measurement and what the harness knows of it.
@@ -40,100 +37,8 @@ type target struct {
 // directory.
 type env struct {
 	dir   string
-	procs []*proc
+	procs []*logproc.Proc
 	redis *redistest.Server
-}
-
-// proc is a child process whose log the harness watches for a line.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
-
-	mu   sync.Mutex
-	tail []string // last lines of its log, for errors
-}
-
-// startProc runs bin with args and returns once its log (stderr, or
-// stdout too) shows a line matching ready, whose submatches it returns.
-// More patterns in also are collected from lines seen until then.
-func startProc(ctx context.Context, name, bin string, args []string, ready *regexp.Regexp, also ...*regexp.Regexp) (*proc, [][]string, error) {
-	cmd := exec.Command(bin, args...)
-	// The child dies with the harness, so an interrupted run leaves no
-	// server behind.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	pipe, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, nil, err
-	}
-	cmd.Stdout = cmd.Stderr
-	if err := cmd.Start(); err != nil {
-		return nil, nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
-	found := make(chan [][]string, 1)
-	go func() {
-		sc := bufio.NewScanner(pipe)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		var seen [][]string
-		sent := false
-		for sc.Scan() {
-			line := sc.Text()
-			p.mu.Lock()
-			if p.tail = append(p.tail, line); len(p.tail) > 30 {
-				p.tail = p.tail[1:]
-			}
-			p.mu.Unlock()
-			if sent {
-				continue
-			}
-			for _, re := range also {
-				if m := re.FindStringSubmatch(line); m != nil {
-					seen = append(seen, m)
-				}
-			}
-			if m := ready.FindStringSubmatch(line); m != nil {
-				found <- append(seen, m)
-				sent = true
-			}
-		}
-		_, _ = io.Copy(io.Discard, pipe)
-		_ = cmd.Wait()
-		close(p.done)
-	}()
-	select {
-	case m := <-found:
-		return p, m, nil
-	case <-p.done:
-		return nil, nil, fmt.Errorf("%s exited before it was ready:\n%s", name, p.logTail())
-	case <-time.After(60 * time.Second):
-		p.kill()
-		return nil, nil, fmt.Errorf("%s not ready after 60s:\n%s", name, p.logTail())
-	case <-ctx.Done():
-		p.kill()
-		return nil, nil, ctx.Err()
-	}
-}
-
-func (p *proc) logTail() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return strings.Join(p.tail, "\n")
-}
-
-// stop asks the process to end (SIGTERM), and kills it after timeout.
-func (p *proc) stop(timeout time.Duration) {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(timeout):
-		p.kill()
-	}
-}
-
-func (p *proc) kill() {
-	_ = p.cmd.Process.Kill()
-	<-p.done
 }
 
 var (
@@ -202,7 +107,7 @@ func (e *env) start(ctx context.Context, cfg *config, logf func(string, ...any))
 		return nil, fmt.Errorf("unknown backend %q: embedded, nats, redis or memory", cfg.Backend)
 	}
 	logf("starting delayq serve --backend %s", cfg.Backend)
-	p, seen, err := startProc(ctx, "delayq", bin, args, httpListening, natsListening, pprofListening)
+	p, seen, err := logproc.Start(ctx, exec.Command(bin, args...), time.Minute, httpListening, natsListening, pprofListening)
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +122,7 @@ func (e *env) start(ctx context.Context, cfg *config, logf func(string, ...any))
 			t.PprofURL = "http://" + m[1]
 		}
 	}
-	t.DelayqPID = p.cmd.Process.Pid
+	t.DelayqPID = p.PID()
 	if cfg.Backend == "embedded" {
 		t.BackendPID = t.DelayqPID
 	}
@@ -244,18 +149,18 @@ func (e *env) startNATS(ctx context.Context, logf func(string, ...any)) (url str
 		return "", 0, "", err
 	}
 	logf("starting nats-server on 127.0.0.1:%d", port)
-	p, _, err := startProc(ctx, "nats-server", bin, []string{"-c", conf}, natsReady)
+	p, _, err := logproc.Start(ctx, exec.Command(bin, "-c", conf), time.Minute, natsReady)
 	if err != nil {
 		return "", 0, "", err
 	}
 	e.procs = append(e.procs, p)
-	return "nats://127.0.0.1:" + strconv.Itoa(port), p.cmd.Process.Pid, data, nil
+	return "nats://127.0.0.1:" + strconv.Itoa(port), p.PID(), data, nil
 }
 
 // close stops delayq first, so it flushes to a backend still running.
 func (e *env) close() {
 	for i := len(e.procs) - 1; i >= 0; i-- {
-		e.procs[i].stop(30 * time.Second)
+		e.procs[i].Stop(30 * time.Second)
 	}
 	if e.redis != nil {
 		e.redis.Kill()

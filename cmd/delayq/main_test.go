@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -20,6 +19,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/internal/logproc"
 	"go.uber.org/goleak"
 )
 
@@ -83,17 +84,11 @@ func childEnv() []string {
 
 // serverProc is a running `delayq serve`.
 type serverProc struct {
-	t   *testing.T
-	cmd *exec.Cmd
+	t *testing.T
+	*logproc.Proc
 	// HTTPURL is the base URL of its HTTP API; NATSURL its embedded NATS
 	// server's, when it has one.
 	HTTPURL, NATSURL string
-
-	mu     sync.Mutex
-	stderr bytes.Buffer
-	exited chan struct{}
-	// waitErr is cmd.Wait's answer, set when exited is closed.
-	waitErr error
 }
 
 var (
@@ -109,40 +104,11 @@ func startServer(t *testing.T, args ...string) *serverProc {
 	t.Helper()
 	cmd := exec.Command(binary(t), append([]string{"serve"}, args...)...)
 	cmd.Env = childEnv()
-	pipe, err := cmd.StderrPipe()
+	proc, seen, err := logproc.Start(t.Context(), cmd, 30*time.Second, httpListening, natsListening)
 	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	p := &serverProc{t: t, cmd: cmd, exited: make(chan struct{})}
-	addrs := make(chan [2]string, 1)
-	go func() {
-		var natsURL string
-		sent := false
-		sc := bufio.NewScanner(pipe)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			p.mu.Lock()
-			p.stderr.WriteString(line + "\n")
-			p.mu.Unlock()
-			if m := natsListening.FindStringSubmatch(line); m != nil {
-				natsURL = m[1]
-			}
-			if m := httpListening.FindStringSubmatch(line); m != nil && !sent {
-				addrs <- [2]string{m[1], natsURL}
-				sent = true
-			}
-		}
-		_, _ = io.Copy(io.Discard, pipe)
-		p.waitErr = cmd.Wait()
-		close(p.exited)
-	}()
+	p := &serverProc{t: t, Proc: proc}
 	t.Cleanup(func() {
-		select {
-		case <-p.exited:
-		default:
-			_ = cmd.Process.Kill()
-			<-p.exited
-		}
+		p.Kill()
 		log := p.log()
 		if strings.Contains(log, "WARNING: DATA RACE") {
 			t.Errorf("the server reported a data race")
@@ -151,39 +117,34 @@ func startServer(t *testing.T, args ...string) *serverProc {
 			t.Logf("delayq serve %s log:\n%s", strings.Join(args, " "), log)
 		}
 	})
-	select {
-	case a := <-addrs:
-		p.HTTPURL, p.NATSURL = "http://"+a[0], a[1]
-	case <-p.exited:
-		t.Fatalf("delayq serve exited before listening: %v\n%s", p.waitErr, p.log())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("delayq serve did not log its HTTP address within 30s\n%s", p.log())
+	for _, m := range seen {
+		if strings.HasPrefix(m[0], `msg="nats`) {
+			p.NATSURL = m[1]
+		} else {
+			p.HTTPURL = "http://" + m[1]
+		}
 	}
 	return p
 }
 
-// log returns what the server wrote to stderr so far.
-func (p *serverProc) log() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stderr.String()
-}
+// log returns what the server wrote so far.
+func (p *serverProc) log() string { return p.Log() }
 
 // signal sends sig to the server and waits up to timeout for it to exit,
 // returning its exit code.
 func (p *serverProc) signal(sig syscall.Signal, timeout time.Duration) int {
 	p.t.Helper()
-	require.NoError(p.t, p.cmd.Process.Signal(sig))
+	require.NoError(p.t, p.Signal(sig))
 	select {
-	case <-p.exited:
+	case <-p.Done():
 	case <-time.After(timeout):
 		p.t.Fatalf("delayq serve did not exit within %s of %s", timeout, sig)
 	}
 	var ee *exec.ExitError
-	if errors.As(p.waitErr, &ee) {
+	if errors.As(p.Err(), &ee) {
 		return ee.ExitCode()
 	}
-	require.NoError(p.t, p.waitErr)
+	require.NoError(p.t, p.Err())
 	return 0
 }
 

@@ -6,22 +6,21 @@
 package k6_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/internal/logproc"
 )
 
 // Install says how to get k6, for skip and failure messages.
@@ -90,73 +89,28 @@ func buildDelayq(t *testing.T, dir string) string {
 	return bin
 }
 
-// server is a running `delayq serve`.
-type server struct {
-	url    string
-	mu     sync.Mutex
-	log    bytes.Buffer
-	exited chan struct{}
-}
-
-func (s *server) logText() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.log.String()
-}
-
 var httpListening = regexp.MustCompile(`msg="http listening" addr=(\S+)`)
 
 // startServer runs `delayq serve` on the embedded backend with its data in
-// dataDir, on free loopback ports, and returns once its HTTP API listens.
-// The process is killed by its id at the end of the test.
-func startServer(t *testing.T, bin, dataDir string) *server {
+// dataDir, on free loopback ports, and returns the base URL of its HTTP API
+// once it listens. The process is killed at the end of the test.
+func startServer(t *testing.T, bin, dataDir string) string {
 	t.Helper()
 	cmd := exec.Command(bin, "serve", "--backend", "embedded", "--data", dataDir,
 		"--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:-1")
 	cmd.Env = withoutPrefix(os.Environ(), "DELAYQ_") // the developer's settings change nothing
-	pipe, err := cmd.StderrPipe()
+	p, seen, err := logproc.Start(t.Context(), cmd, 30*time.Second, httpListening)
 	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	s := &server{exited: make(chan struct{})}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pipe)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			s.mu.Lock()
-			s.log.WriteString(line + "\n")
-			s.mu.Unlock()
-			if m := httpListening.FindStringSubmatch(line); m != nil {
-				select {
-				case addr <- m[1]:
-				default:
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, pipe)
-		_ = cmd.Wait()
-		close(s.exited)
-	}()
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-s.exited
-		if strings.Contains(s.logText(), "WARNING: DATA RACE") {
+		p.Kill()
+		if strings.Contains(p.Log(), "WARNING: DATA RACE") {
 			t.Errorf("the server reported a data race")
 		}
 		if t.Failed() {
-			t.Logf("delayq serve log:\n%s", s.logText())
+			t.Logf("delayq serve log:\n%s", p.Log())
 		}
 	})
-	select {
-	case a := <-addr:
-		s.url = "http://" + a
-	case <-s.exited:
-		t.Fatalf("delayq serve exited before listening:\n%s", s.logText())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("delayq serve did not log its HTTP address within 30s:\n%s", s.logText())
-	}
-	return s
+	return "http://" + seen[len(seen)-1][1]
 }
 
 func withoutPrefix(env []string, prefix string) []string {
@@ -228,7 +182,7 @@ func TestScripts(t *testing.T) {
 	}
 	k6 := requireK6(t)
 	dir := t.TempDir()
-	srv := startServer(t, buildDelayq(t, dir), filepath.Join(dir, "data"))
+	base := startServer(t, buildDelayq(t, dir), filepath.Join(dir, "data"))
 	// Latency limits above the defaults: the server may be built with
 	// -race and share the machine with other tests.
 	const (
@@ -238,14 +192,14 @@ func TestScripts(t *testing.T) {
 
 	// Sequential, so that each script has the server to itself.
 	t.Run("push", func(t *testing.T) {
-		s := runK6(t, k6, srv.url, "push.js", duration, "SINGLE_RATE=20", "BATCH_RATE=1", "BATCH_SIZE=100",
+		s := runK6(t, k6, base, "push.js", duration, "SINGLE_RATE=20", "BATCH_RATE=1", "BATCH_SIZE=100",
 			"P99_SINGLE_MS="+slow, "P99_BATCH_MS="+slow)
 		require.Positive(t, s.count("iterations"))
 		// 3 s at 1 batch/s of 100, plus the single pushes.
 		require.Greater(t, s.count("jobs_pushed"), 200.0)
 	})
 	t.Run("subscribe", func(t *testing.T) {
-		s := runK6(t, k6, srv.url, "subscribe.js", duration, "RATE=20", "SUBSCRIBERS=2", "PREFETCH=4",
+		s := runK6(t, k6, base, "subscribe.js", duration, "RATE=20", "SUBSCRIBERS=2", "PREFETCH=4",
 			"LATENESS_P99_MS="+slow, "P99_PUSH_MS="+slow)
 		pushed, received := s.count("jobs_pushed"), s.count("jobs_received")
 		require.Positive(t, pushed)
@@ -254,7 +208,7 @@ func TestScripts(t *testing.T) {
 		require.GreaterOrEqual(t, s.count("jobs_acked"), pushed)
 	})
 	t.Run("mix", func(t *testing.T) {
-		s := runK6(t, k6, srv.url, "mix.js", duration, "RATE=20", "P99_MS="+slow)
+		s := runK6(t, k6, base, "mix.js", duration, "RATE=20", "P99_MS="+slow)
 		require.Positive(t, s.count("iterations"))
 		require.Positive(t, s.count("jobs_pushed"))
 		require.Positive(t, s.count("jobs_cancelled"))
