@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
@@ -97,7 +98,8 @@ func BenchmarkLateness(b *testing.B) {
 	if fsync == "off" {
 		fsync = ""
 	}
-	s := openStore(b, benchURL(b, fsync), "bench")
+	url := benchURL(b, fsync)
+	s := openStore(b, url, "bench")
 	ctx := context.Background()
 	n := rate * seconds
 	first := time.Now().Add(2 * time.Second).Truncate(time.Millisecond)
@@ -110,6 +112,7 @@ func BenchmarkLateness(b *testing.B) {
 		put(b, s, jobs[i:min(i+1000, n)]...)
 	}
 	require.True(b, time.Now().Before(first.Add(-500*time.Millisecond)), "putting took too long")
+	redisStats(b, url)
 	b.ResetTimer()
 	var (
 		mu   sync.Mutex
@@ -154,6 +157,7 @@ func BenchmarkLateness(b *testing.B) {
 	wg.Wait()
 	acks.Wait()
 	b.StopTimer()
+	redisStats(b, url)
 	if len(late) < n {
 		b.Fatalf("claimed %d of %d jobs in time", len(late), n)
 	}
@@ -213,6 +217,25 @@ func usedMemory(b *testing.B, srv *redistest.Server) int64 {
 	return 0
 }
 
+// redisStats logs the server's INFO commandstats and cpu, and resets them,
+// when DELAYQ_BENCH_REDISSTATS=1: where the server's time went, per script.
+func redisStats(b *testing.B, url string) {
+	b.Helper()
+	if os.Getenv("DELAYQ_BENCH_REDISSTATS") != "1" {
+		return
+	}
+	c, err := ParseURL(url)
+	require.NoError(b, err)
+	defer c.Close()
+	ctx := context.Background()
+	for _, sec := range []string{"commandstats", "cpu"} {
+		info, err := c.Info(ctx, sec).Result()
+		require.NoError(b, err)
+		fmt.Fprintln(os.Stderr, info)
+	}
+	require.NoError(b, c.ConfigResetStat(ctx).Err())
+}
+
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
 		return v
@@ -236,7 +259,8 @@ func cmpOr(a, b string) string {
 //	go test -run '^$' -bench Burst -benchtime 1x ./backends/redisstore/
 func BenchmarkBurst(b *testing.B) {
 	n := envInt("DELAYQ_BENCH_BURST", 100_000)
-	s := openStore(b, benchURL(b, "everysec"), "bench")
+	url := benchURL(b, "everysec")
+	s := openStore(b, url, "bench")
 	ctx := context.Background()
 	due := time.Now().Add(5 * time.Second).UTC().Truncate(time.Millisecond)
 	for i := 0; i < n; i += 1000 {
@@ -248,6 +272,7 @@ func BenchmarkBurst(b *testing.B) {
 		put(b, s, jobs...)
 	}
 	require.True(b, time.Now().Before(due), "putting took too long")
+	redisStats(b, url)
 	b.ResetTimer()
 	var (
 		mu        sync.Mutex
@@ -291,6 +316,7 @@ func BenchmarkBurst(b *testing.B) {
 	ackWG.Wait()
 	lastAck := time.Now()
 	b.StopTimer()
+	redisStats(b, url)
 	if claimed < n {
 		b.Fatalf("claimed %d of %d jobs", claimed, n)
 	}

@@ -124,6 +124,7 @@ type Store struct {
 	bg     context.Context // background work (promotion); cancelled by Close
 	stopBG context.CancelFunc
 	prom   *promoter
+	leases *leaseBatcher
 	pubsub *redis.PubSub
 	wg     sync.WaitGroup
 }
@@ -166,8 +167,13 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	s.bg, s.stopBG = context.WithCancel(context.WithoutCancel(ctx))
 	s.prom = newPromoter(s)
+	s.leases = newLeaseBatcher(s)
 	msgs := s.pubsub.ChannelWithSubscriptions(redis.WithChannelSize(4096))
-	s.wg.Add(2)
+	s.wg.Add(3)
+	go func() {
+		defer s.wg.Done()
+		s.leases.run()
+	}()
 	go func() {
 		defer s.wg.Done()
 		s.listen(msgs)

@@ -88,12 +88,14 @@ local function add_count(field, by)
   end
 end
 
--- load returns the fields of job id that scripts act on, or nil.
+-- load returns the fields of job id that scripts act on, or nil. b, the
+-- body when the hash holds it, tells that no body key exists: put and import
+-- keep a body in one place only.
 local function load(id)
-  local v = redis.call('HMGET', key_job(id), 's', 't', 'r', 'x', 'a', 'm', 'l', 'd')
+  local v = redis.call('HMGET', key_job(id), 's', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b')
   if not v[1] then return nil end
   return {s = v[1], t = v[2], r = tonumber(v[3]), x = tonumber(v[4]), a = tonumber(v[5]),
-    m = tonumber(v[6]), l = v[7], d = tonumber(v[8])}
+    m = tonumber(v[6]), l = v[7], d = tonumber(v[8]), b = v[9]}
 end
 
 -- unlink takes job id out of the structure its state puts it in.
@@ -186,7 +188,7 @@ local function finish(id, j, state)
   redis.call('HDEL', kj, 'l', 'x')
   redis.call('HSET', kj, 's', state, 'u', int(now))
   redis.call('PEXPIRE', kj, retention)
-  redis.call('PEXPIRE', key_body(id), retention)
+  if not j.b then redis.call('PEXPIRE', key_body(id), retention) end
   local last = tonumber(redis.call('HGET', K_FIN, j.t))
   if not last or last < now then
     redis.call('HSET', K_FIN, j.t, int(now))
