@@ -105,8 +105,9 @@ func (b *leaseBatcher) run() {
 	}
 }
 
-// send runs ops, one lease script per shard and leaseBatchMax deliveries,
-// all in one pipeline, and answers each op.
+// send runs ops and answers each: one lease script per shard on a Cluster,
+// one for every shard on a standalone server (see Store.multiShard); at most
+// leaseBatchMax deliveries per script, all scripts in one pipeline.
 func (b *leaseBatcher) send(ops []*leaseOp) {
 	s := b.s
 	byShard := map[int][]*leaseOp{}
@@ -119,16 +120,35 @@ func (b *leaseBatcher) send(ops []*leaseOp) {
 	}
 	now := s.clock.Now()
 	nowMS := now.UnixMilli()
+	type group struct {
+		shard int
+		ops   []*leaseOp
+	}
 	var (
 		calls  []call
-		groups [][]*leaseOp
+		groups [][]group // per call
+		args   []any
+		gs     []group
+		size   int
 	)
+	end := func() {
+		if len(gs) > 0 {
+			calls = append(calls, s.shardCall(scriptLease, gs[0].shard, now, args...))
+			groups = append(groups, gs)
+		}
+		args, gs, size = nil, nil, 0
+	}
 	for _, n := range order {
 		all := byShard[n]
 		for len(all) > 0 {
-			g := all[:min(len(all), leaseBatchMax)]
+			if !s.multiShard || size == leaseBatchMax {
+				end()
+			}
+			g := all[:min(len(all), leaseBatchMax-size)]
 			all = all[len(g):]
-			args := make([]any, 0, 5*len(g))
+			size += len(g)
+			sk := &s.keys.shard[n]
+			args = append(args, sk.base, sk.num, len(g))
 			for _, op := range g {
 				runAt := op.runAt
 				if op.op == "retry" && runAt == 0 {
@@ -136,47 +156,52 @@ func (b *leaseBatcher) send(ops []*leaseOp) {
 				}
 				args = append(args, op.op, op.id, op.lease, runAt, op.errText)
 			}
-			calls = append(calls, s.shardCall(scriptLease, n, now, args...))
-			groups = append(groups, g)
+			gs = append(gs, group{n, g})
 		}
 	}
+	end()
 	ctx, cancel := context.WithTimeout(s.bg, leaseTimeout)
 	defer cancel()
 	cmds := s.run(ctx, calls)
-	for i, g := range groups {
+	for i, gs := range groups {
 		res, err := cmds[i].Slice()
-		if err == nil && len(res) < 3 {
+		if err == nil && len(res) != len(gs) {
 			err = errShortReply
 		}
-		var out []any
-		if err == nil {
-			out = asSlice(res[0])
-			if len(out) != len(g) {
-				err = errShortReply
-			}
-		}
-		if err != nil {
-			for _, op := range g {
-				op.err = unavailable(op.op, err)
-				close(op.done)
-			}
-			continue
-		}
-		s.afterScript(g[0].shard, res[1], res[2])
-		for k, op := range g {
-			r := asSlice(out[k])
-			if len(r) != 2 {
-				op.err = unavailable(op.op, errShortReply)
-			} else {
-				op.code = asInt(r[0])
-				switch op.code {
-				case -1:
-					op.err = unavailable(op.op, fmt.Errorf("redisstore: %s", asString(r[1])))
-				case 0:
-					op.job = asSlice(r[1])
+		for k, g := range gs {
+			var out []any
+			if err == nil {
+				r := asSlice(res[k])
+				if len(r) < 3 {
+					err = errShortReply
+				} else if out = asSlice(r[0]); len(out) != len(g.ops) {
+					err = errShortReply
+				} else {
+					s.afterScript(g.shard, r[1], r[2])
 				}
 			}
-			close(op.done)
+			if err != nil {
+				for _, op := range g.ops {
+					op.err = unavailable(op.op, err)
+					close(op.done)
+				}
+				continue
+			}
+			for k, op := range g.ops {
+				r := asSlice(out[k])
+				if len(r) != 2 {
+					op.err = unavailable(op.op, errShortReply)
+				} else {
+					op.code = asInt(r[0])
+					switch op.code {
+					case -1:
+						op.err = unavailable(op.op, fmt.Errorf("redisstore: %s", asString(r[1])))
+					case 0:
+						op.job = asSlice(r[1])
+					}
+				}
+				close(op.done)
+			}
 		}
 	}
 }

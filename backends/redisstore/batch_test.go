@@ -15,11 +15,24 @@ import (
 // TestLeaseBatchOneAnswerEach sends one coalesced batch by hand, as the
 // batcher does with calls that arrive together: every delivery gets its own
 // answer, a second ack of a job in the same batch loses its lease, and a
-// delivery that fails in Redis (its job key holds a string) fails alone.
+// delivery that fails in Redis (its job key holds a string) fails alone. On
+// a standalone server the batch is one script over several shards; on a
+// Cluster, one script per shard.
 func TestLeaseBatchOneAnswerEach(t *testing.T) {
 	t.Parallel()
-	url := standaloneURL(t)
+	t.Run("standalone", func(t *testing.T) {
+		t.Parallel()
+		testLeaseBatchOneAnswerEach(t, standaloneURL(t), true)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
+		testLeaseBatchOneAnswerEach(t, clusterURL(t), false)
+	})
+}
+
+func testLeaseBatchOneAnswerEach(t *testing.T, url string, multiShard bool) {
 	s := openStore(t, url, uniquePrefix(t.Name()))
+	require.Equal(t, multiShard, s.multiShard)
 	ctx := context.Background()
 	var jobs []*core.Job
 	for range 6 {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/backends/redisstore/redistest"
@@ -233,7 +234,42 @@ func redisStats(b *testing.B, url string) {
 		require.NoError(b, err)
 		fmt.Fprintln(os.Stderr, info)
 	}
+	// The slow log, logging every command, gives each script's own cost.
+	logs, err := c.SlowLogGet(ctx, -1).Result()
+	require.NoError(b, err)
+	names := map[string]string{}
+	for name, sc := range map[string]*redis.Script{"put": scriptPut, "claim": scriptClaim, "promote": scriptPromote,
+		"lease": scriptLease, "cancel": scriptCancel, "get": scriptGet} {
+		names[sc.Hash()] = name
+	}
+	type agg struct {
+		n    int
+		took time.Duration
+	}
+	per := map[string]*agg{}
+	for _, l := range logs {
+		name := ""
+		if len(l.Args) > 0 {
+			name = strings.ToLower(l.Args[0])
+		}
+		if name == "evalsha" && len(l.Args) > 1 {
+			name = "evalsha " + cmpOr(names[l.Args[1]], l.Args[1])
+		}
+		a := per[name]
+		if a == nil {
+			a = &agg{}
+			per[name] = a
+		}
+		a.n++
+		a.took += l.Duration
+	}
+	for name, a := range per {
+		fmt.Fprintf(os.Stderr, "slowlog %-20s calls=%d total=%s per_call=%s\n", name, a.n, a.took, a.took/time.Duration(a.n))
+	}
 	require.NoError(b, c.ConfigResetStat(ctx).Err())
+	require.NoError(b, c.SlowLogReset(ctx).Err())
+	require.NoError(b, c.ConfigSet(ctx, "slowlog-max-len", "1000000").Err())
+	require.NoError(b, c.ConfigSet(ctx, "slowlog-log-slower-than", "0").Err())
 }
 
 func envInt(name string, def int) int {

@@ -4,24 +4,63 @@
 -- longer ready (another claim took it, or it was cancelled) is skipped.
 --
 -- Returns {jobs, head, left}: for each job reserved, its id followed by its
--- fields (job_all); the shard's new next due time or -1; how many ready jobs of the
--- topic the shard still holds.
+-- fields (as job_all); the shard's new next due time or -1; how many ready
+-- jobs of the topic the shard still holds.
+--
+-- Few commands per job, since a burst claims every job once: one ZMSCORE
+-- and one ZREM for the whole call, then per job one HGETALL (which also
+-- gives the fields returned, patched here) and one HSET; a GET only for a
+-- body that is not in the hash.
 local t = ARGV[7]
 local kr = key_ready(t)
 head0 = head()
-local out, leases = {}, {}
+local ids, tokens = {}, {}
 for i = 8, #ARGV, 2 do
-  local id, lease = ARGV[i], ARGV[i + 1]
-  if redis.call('ZREM', kr, id) == 1 then
+  ids[#ids + 1] = ARGV[i]
+  tokens[#tokens + 1] = ARGV[i + 1]
+end
+local out, leases = {}, {}
+if #ids > 0 then
+  -- Taken here only if still in the ready set: the script is atomic, so
+  -- this is the ZREM-returned-1 rule for every id at once.
+  local scores = redis.call('ZMSCORE', kr, unpack(ids))
+  local take, lease_of = {}, {}
+  for k, id in ipairs(ids) do
+    if scores[k] and not lease_of[id] then
+      take[#take + 1] = id
+      lease_of[id] = tokens[k]
+    end
+  end
+  if #take > 0 then redis.call('ZREM', kr, unpack(take)) end
+  for _, id in ipairs(take) do
     local kj = key_job(id)
-    local v = redis.call('HMGET', kj, 'd', 'a')
-    if v[1] then
-      local x = now + tonumber(v[1])
-      redis.call('HSET', kj, 's', 'reserved', 'a', int(tonumber(v[2]) + 1), 'l', lease, 'x', int(x), 'u', int(now))
+    local h = redis.call('HGETALL', kj)
+    if #h > 0 then
+      local at = {}
+      for f = 1, #h, 2 do at[h[f]] = f + 1 end
+      local x = now + tonumber(h[at['d']])
+      local a = int(tonumber(h[at['a']]) + 1)
+      local lease = lease_of[id]
+      redis.call('HSET', kj, 's', 'reserved', 'a', a, 'l', lease, 'x', int(x), 'u', int(now))
+      for f, v in pairs({s = 'reserved', a = a, l = lease, x = int(x), u = int(now)}) do
+        if at[f] then
+          h[at[f]] = v
+        else
+          h[#h + 1] = f
+          h[#h + 1] = v
+        end
+      end
+      if not at['b'] then
+        local body = redis.call('GET', key_body(id))
+        if body then
+          h[#h + 1] = 'b'
+          h[#h + 1] = body
+        end
+      end
       leases[#leases + 1] = int(x)
       leases[#leases + 1] = id
       note_time(x)
-      out[#out + 1] = {id, job_all(id)}
+      out[#out + 1] = {id, h}
     end
   end
 end

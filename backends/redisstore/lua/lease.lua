@@ -1,18 +1,30 @@
--- lease.lua: end or extend deliveries of one shard, given their leases.
+-- lease.lua: end or extend deliveries, given their leases.
 --
--- ARGV[7...] 5 per delivery: op (ack, retry, bury or touch), id, lease,
--- run_at (ms) for retry, last error for retry and bury. Several stores'
--- calls are coalesced into one run (see leaseBatcher), so each delivery is
--- handled on its own: one that fails (a Redis error) is answered with its
+-- ARGV[7...] groups of one shard each (one group on a Cluster; several on a
+-- standalone server, see use_shard): the shard's base and number, the count
+-- of deliveries, then 5 per delivery: op (ack, retry, bury or touch), id,
+-- lease, run_at (ms) for retry, last error for retry and bury. Several
+-- callers' deliveries are coalesced into one run (see leaseBatcher), so each
+-- is handled on its own: one that fails (a Redis error) is answered with its
 -- error and the others go on.
 --
--- Returns {results, head, woke}: per delivery {code, job}: 0 done, 1 not
--- found, 3 lease lost (not the current lease, or expired), -1 failed (job
--- is then the error text); touch returns the job (job_all). head is the
--- shard's new next due time or -1.
-local acked = {}    -- topic -> finished jobs, for one K_FIN update per topic
-local acked_topics = {}
-local fin_topic
+-- Returns per group {results, head, woke}: per delivery {code, job}: 0 done,
+-- 1 not found, 3 lease lost (not the current lease, or expired), -1 failed
+-- (job is then the error text); touch returns the job (job_all). head is
+-- the shard's new next due time or -1.
+local acked, acked_topics -- topic -> true, for one K_FIN update per topic and shard
+-- Acked jobs leave K_LEASE and the reserved counts in bulk, at flush: one
+-- ZREM per call and one HINCRBY per topic instead of one of each per job.
+local unleased, unleased_n
+
+local function flush()
+  if #unleased > 0 then
+    redis.call('ZREM', K_LEASE, unpack(unleased))
+    unleased = {}
+  end
+  for t, n in pairs(unleased_n) do add_count('x:' .. t, -n) end
+  unleased_n = {}
+end
 
 local function one(op, id, lease, r, etext)
   local j = load(id)
@@ -26,9 +38,9 @@ local function one(op, id, lease, r, etext)
     redis.call('HSET', kj, 'x', int(x))
     return {0, job_all(id)}
   end
-  unlink(id, j)
   if op == 'ack' then
-    -- finish(id, j, 'done'), with the topic's finish time set once below.
+    -- unlink and finish(id, j, 'done'), with the lease set, the counts and
+    -- the topic's finish time updated once per call below.
     redis.call('HDEL', kj, 'l', 'x')
     redis.call('HSET', kj, 's', 'done', 'u', int(now))
     redis.call('PEXPIRE', kj, retention)
@@ -40,8 +52,16 @@ local function one(op, id, lease, r, etext)
       acked[j.t] = true
       acked_topics[#acked_topics + 1] = j.t
     end
-  elseif op == 'retry' then
-    if head0 == nil then head0 = head() end
+    unleased[#unleased + 1] = id
+    unleased_n[j.t] = (unleased_n[j.t] or 0) + 1
+    return {0, false}
+  end
+  unlink(id, j)
+  if op == 'retry' then
+    if head0 == nil then
+      flush()
+      head0 = head()
+    end
     redis.call('HDEL', kj, 'l', 'x')
     redis.call('HSET', kj, 'e', etext, 'u', int(now), 'r', int(r))
     if r <= now then
@@ -59,25 +79,36 @@ local function one(op, id, lease, r, etext)
   return {0, false}
 end
 
-local out = {}
-for i = 7, #ARGV, 5 do
-  local op = ARGV[i]
-  if op ~= 'ack' and op ~= 'retry' and op ~= 'bury' and op ~= 'touch' then
-    out[#out + 1] = {-1, 'redisstore: unknown lease op ' .. op}
-  else
-    local ok, res = pcall(one, op, ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]), ARGV[i + 4])
-    if ok then
-      out[#out + 1] = res
+local results = {}
+local i = 7
+while i <= #ARGV do
+  use_shard(ARGV[i], ARGV[i + 1])
+  local count = tonumber(ARGV[i + 2])
+  i = i + 3
+  acked, acked_topics, unleased, unleased_n = {}, {}, {}, {}
+  local out = {}
+  for _ = 1, count do
+    local op = ARGV[i]
+    if op ~= 'ack' and op ~= 'retry' and op ~= 'bury' and op ~= 'touch' then
+      out[#out + 1] = {-1, 'redisstore: unknown lease op ' .. op}
     else
-      if type(res) == 'table' then res = res.err end
-      out[#out + 1] = {-1, tostring(res)}
+      local ok, res = pcall(one, op, ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]), ARGV[i + 4])
+      if ok then
+        out[#out + 1] = res
+      else
+        if type(res) == 'table' then res = res.err end
+        out[#out + 1] = {-1, tostring(res)}
+      end
+    end
+    i = i + 5
+  end
+  flush()
+  for _, t in ipairs(acked_topics) do
+    local last = tonumber(redis.call('HGET', K_FIN, t))
+    if not last or last < now then
+      redis.call('HSET', K_FIN, t, int(now))
     end
   end
+  results[#results + 1] = {out, publish_head(), woke}
 end
-for _, t in ipairs(acked_topics) do
-  local last = tonumber(redis.call('HGET', K_FIN, t))
-  if not last or last < now then
-    redis.call('HSET', K_FIN, t, int(now))
-  end
-end
-return {out, publish_head(), woke}
+return results

@@ -4,7 +4,9 @@
 -- hash tag, the base "{<prefix>:<shard>}" in ARGV[1], so each runs on one
 -- Redis Cluster slot. KEYS holds the shard's fixed keys (KEYS[1] routes the
 -- call); job and per-topic keys are built here from the base, under the
--- same tag.
+-- same tag. The exception: on a standalone server (no slots) the lease and
+-- claim scripts may handle several shards in one run, switching with
+-- use_shard, since each run costs the server far more than its commands.
 --
 -- Common ARGV: [1] base, [2] now (Unix ms), [3] now (Unix µs), [4] the
 -- wake-up channel, [5] the shard number, [6] retention (ms). Script
@@ -195,3 +197,13 @@ local function finish(id, j, state)
   end
 end
 
+
+-- use_shard makes the rest of the script act on shard n (base b): its keys,
+-- and fresh woke, head0 and lowest. Only for a standalone server, whose
+-- scripts may touch keys of several hash tags.
+local function use_shard(b, n)
+  base, shard = b, n
+  K_SCHED, K_LEASE, K_COUNT, K_FIN = b .. ':sched', b .. ':lease', b .. ':n', b .. ':fin'
+  woke, woke_set = {}, {}
+  head0, lowest = nil, nil
+end
