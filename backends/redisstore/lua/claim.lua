@@ -1,72 +1,88 @@
--- claim.lua: reserve ready jobs of one topic in one shard.
+-- claim.lua: reserve ready jobs of one topic.
 --
--- ARGV[7] topic; then pairs of id and the lease token to give it. An id no
--- longer ready (another claim took it, or it was cancelled) is skipped.
+-- ARGV[7] topic; then groups of one shard each (one on a Cluster; several
+-- on a standalone server, see use_shard): the shard's base and number, the
+-- count of jobs, then per job its id and the lease token to give it. An id
+-- no longer ready (another claim took it, or it was cancelled) is skipped.
 --
--- Returns {jobs, head, left}: for each job reserved, its id followed by its
--- fields (as job_all); the shard's new next due time or -1; how many ready
--- jobs of the topic the shard still holds.
+-- Returns per group {jobs, head, left}: for each job reserved, its id
+-- followed by its fields (as job_all); the shard's new next due time or -1;
+-- how many ready jobs of the topic the shard still holds.
 --
 -- Few commands per job, since a burst claims every job once: one ZMSCORE
--- and one ZREM for the whole call, then per job one HGETALL (which also
--- gives the fields returned, patched here) and one HSET; a GET only for a
--- body that is not in the hash.
+-- and one ZREM per shard, then per job one HGETALL (which also gives the
+-- fields returned, patched here) and one HSET; a GET only for a body that
+-- is not in the hash.
 local t = ARGV[7]
-local kr = key_ready(t)
-head0 = head()
-local ids, tokens = {}, {}
-for i = 8, #ARGV, 2 do
-  ids[#ids + 1] = ARGV[i]
-  tokens[#tokens + 1] = ARGV[i + 1]
-end
-local out, leases = {}, {}
-if #ids > 0 then
-  -- Taken here only if still in the ready set: the script is atomic, so
-  -- this is the ZREM-returned-1 rule for every id at once.
-  local scores = redis.call('ZMSCORE', kr, unpack(ids))
-  local take, lease_of = {}, {}
-  for k, id in ipairs(ids) do
-    if scores[k] and not lease_of[id] then
-      take[#take + 1] = id
-      lease_of[id] = tokens[k]
+
+local function claim_shard(ids, tokens)
+  local kr = key_ready(t)
+  head0 = head()
+  local out, leases = {}, {}
+  if #ids > 0 then
+    -- Taken here only if still in the ready set: the script is atomic, so
+    -- this is the ZREM-returned-1 rule for every id at once.
+    local scores = redis.call('ZMSCORE', kr, unpack(ids))
+    local take, lease_of = {}, {}
+    for k, id in ipairs(ids) do
+      if scores[k] and not lease_of[id] then
+        take[#take + 1] = id
+        lease_of[id] = tokens[k]
+      end
+    end
+    if #take > 0 then redis.call('ZREM', kr, unpack(take)) end
+    for _, id in ipairs(take) do
+      local kj = key_job(id)
+      local h = redis.call('HGETALL', kj)
+      if #h > 0 then
+        local at = {}
+        for f = 1, #h, 2 do at[h[f]] = f + 1 end
+        local x = now + tonumber(h[at['d']])
+        local a = int(tonumber(h[at['a']]) + 1)
+        local lease = lease_of[id]
+        redis.call('HSET', kj, 's', 'reserved', 'a', a, 'l', lease, 'x', int(x), 'u', int(now))
+        for f, v in pairs({s = 'reserved', a = a, l = lease, x = int(x), u = int(now)}) do
+          if at[f] then
+            h[at[f]] = v
+          else
+            h[#h + 1] = f
+            h[#h + 1] = v
+          end
+        end
+        if not at['b'] then
+          local body = redis.call('GET', key_body(id))
+          if body then
+            h[#h + 1] = 'b'
+            h[#h + 1] = body
+          end
+        end
+        leases[#leases + 1] = int(x)
+        leases[#leases + 1] = id
+        note_time(x)
+        out[#out + 1] = {id, h}
+      end
     end
   end
-  if #take > 0 then redis.call('ZREM', kr, unpack(take)) end
-  for _, id in ipairs(take) do
-    local kj = key_job(id)
-    local h = redis.call('HGETALL', kj)
-    if #h > 0 then
-      local at = {}
-      for f = 1, #h, 2 do at[h[f]] = f + 1 end
-      local x = now + tonumber(h[at['d']])
-      local a = int(tonumber(h[at['a']]) + 1)
-      local lease = lease_of[id]
-      redis.call('HSET', kj, 's', 'reserved', 'a', a, 'l', lease, 'x', int(x), 'u', int(now))
-      for f, v in pairs({s = 'reserved', a = a, l = lease, x = int(x), u = int(now)}) do
-        if at[f] then
-          h[at[f]] = v
-        else
-          h[#h + 1] = f
-          h[#h + 1] = v
-        end
-      end
-      if not at['b'] then
-        local body = redis.call('GET', key_body(id))
-        if body then
-          h[#h + 1] = 'b'
-          h[#h + 1] = body
-        end
-      end
-      leases[#leases + 1] = int(x)
-      leases[#leases + 1] = id
-      note_time(x)
-      out[#out + 1] = {id, h}
-    end
+  if #leases > 0 then
+    -- In bulk: link_lease for every job reserved.
+    redis.call('ZADD', K_LEASE, unpack(leases))
+    add_count('x:' .. t, #out)
   end
+  return {out, publish_head(), redis.call('ZCARD', kr)}
 end
-if #leases > 0 then
-  -- In bulk: link_lease for every job reserved.
-  redis.call('ZADD', K_LEASE, unpack(leases))
-  add_count('x:' .. t, #out)
+
+local results = {}
+local i = 8
+while i <= #ARGV do
+  use_shard(ARGV[i], ARGV[i + 1])
+  local count = tonumber(ARGV[i + 2])
+  i = i + 3
+  local ids, tokens = {}, {}
+  for _ = 1, count do
+    ids[#ids + 1] = ARGV[i]
+    tokens[#tokens + 1] = ARGV[i + 1]
+    i = i + 2
+  end
+  results[#results + 1] = claim_shard(ids, tokens)
 end
-return {out, publish_head(), redis.call('ZCARD', kr)}
+return results
