@@ -120,7 +120,7 @@ func BenchmarkLateness(b *testing.B) {
 		mu   sync.Mutex
 		late []time.Duration
 		resv []time.Duration // reserved (the claim script's now) after run_at
-		slow = map[int]int{}   // per 100 ms of run_at: jobs claimed over 5 ms late
+		slow = map[int]int{} // per 100 ms of run_at: jobs claimed over 5 ms late
 		wg   sync.WaitGroup
 		acks sync.WaitGroup
 	)
