@@ -167,7 +167,7 @@ func BenchmarkLateness(b *testing.B) {
 	if len(late) < n {
 		b.Fatalf("claimed %d of %d jobs in time", len(late), n)
 	}
-	if os.Getenv("DELAYQ_BENCH_REDISSTATS") == "1" {
+	if os.Getenv("DELAYQ_BENCH_REDISSTATS") != "" {
 		for _, k := range slices.Sorted(maps.Keys(slow)) {
 			fmt.Fprintf(os.Stderr, "run_at +%5dms: %d jobs over 5 ms late\n", k*100, slow[k])
 		}
@@ -229,10 +229,13 @@ func usedMemory(b *testing.B, srv *redistest.Server) int64 {
 }
 
 // redisStats logs the server's INFO commandstats and cpu, and resets them,
-// when DELAYQ_BENCH_REDISSTATS=1: where the server's time went, per script.
+// when DELAYQ_BENCH_REDISSTATS=1: where the server's time went. With
+// DELAYQ_BENCH_REDISSTATS=slowlog the slow log records every command, which
+// gives the time per script (and slows the server down).
 func redisStats(b *testing.B, url string) {
 	b.Helper()
-	if os.Getenv("DELAYQ_BENCH_REDISSTATS") != "1" {
+	mode := os.Getenv("DELAYQ_BENCH_REDISSTATS")
+	if mode != "1" && mode != "slowlog" {
 		return
 	}
 	c, err := ParseURL(url)
@@ -278,8 +281,10 @@ func redisStats(b *testing.B, url string) {
 	}
 	require.NoError(b, c.ConfigResetStat(ctx).Err())
 	require.NoError(b, c.SlowLogReset(ctx).Err())
-	require.NoError(b, c.ConfigSet(ctx, "slowlog-max-len", "1000000").Err())
-	require.NoError(b, c.ConfigSet(ctx, "slowlog-log-slower-than", "0").Err())
+	if mode == "slowlog" {
+		require.NoError(b, c.ConfigSet(ctx, "slowlog-max-len", "1000000").Err())
+		require.NoError(b, c.ConfigSet(ctx, "slowlog-log-slower-than", "0").Err())
+	}
 }
 
 func envInt(name string, def int) int {
