@@ -116,6 +116,7 @@ func BenchmarkLateness(b *testing.B) {
 	require.True(b, time.Now().Before(first.Add(-500*time.Millisecond)), "putting took too long")
 	redisStats(b, url)
 	b.ResetTimer()
+	cpu0 := redisCPU(b, url)
 	var (
 		mu   sync.Mutex
 		late []time.Duration
@@ -163,6 +164,7 @@ func BenchmarkLateness(b *testing.B) {
 	wg.Wait()
 	acks.Wait()
 	b.StopTimer()
+	b.ReportMetric(float64(redisCPU(b, url)-cpu0)/float64(time.Microsecond)/float64(n), "redis_cpu_us/job")
 	redisStats(b, url)
 	if len(late) < n {
 		b.Fatalf("claimed %d of %d jobs in time", len(late), n)
@@ -287,6 +289,29 @@ func redisStats(b *testing.B, url string) {
 	}
 }
 
+// redisCPU returns the CPU time the server has used (INFO cpu, user and
+// system, every thread), to report the server's cost per job: the measure
+// least disturbed by other processes on the machine.
+func redisCPU(b *testing.B, url string) time.Duration {
+	b.Helper()
+	c, err := ParseURL(url)
+	require.NoError(b, err)
+	defer c.Close()
+	info, err := c.Info(context.Background(), "cpu").Result()
+	require.NoError(b, err)
+	var total float64
+	for line := range strings.SplitSeq(info, "\n") {
+		for _, f := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), f); ok {
+				x, err := strconv.ParseFloat(v, 64)
+				require.NoError(b, err)
+				total += x
+			}
+		}
+	}
+	return time.Duration(total * float64(time.Second))
+}
+
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
 		return v
@@ -325,6 +350,7 @@ func BenchmarkBurst(b *testing.B) {
 	require.True(b, time.Now().Before(due), "putting took too long")
 	redisStats(b, url)
 	b.ResetTimer()
+	cpu0 := redisCPU(b, url)
 	var (
 		mu        sync.Mutex
 		claimed   int
@@ -367,6 +393,7 @@ func BenchmarkBurst(b *testing.B) {
 	ackWG.Wait()
 	lastAck := time.Now()
 	b.StopTimer()
+	b.ReportMetric(float64(redisCPU(b, url)-cpu0)/float64(time.Microsecond)/float64(n), "redis_cpu_us/job")
 	redisStats(b, url)
 	if claimed < n {
 		b.Fatalf("claimed %d of %d jobs", claimed, n)

@@ -210,12 +210,14 @@ func (s *Store) claimOnce(ctx context.Context, ts *topicState, topic string, max
 		// Reserve the earliest: one script per shard on a Cluster, one for
 		// all shards on a standalone server.
 		byShard := map[int][]any{}
+		tokens := make(map[string]string, len(cands.top))
 		var order []int
 		for _, c := range cands.top {
 			if byShard[c.shard] == nil {
 				order = append(order, c.shard)
 			}
-			byShard[c.shard] = append(byShard[c.shard], c.id, rand.Text())
+			tokens[c.id] = rand.Text()
+			byShard[c.shard] = append(byShard[c.shard], c.id, tokens[c.id])
 		}
 		now := s.clock.Now()
 		var (
@@ -262,7 +264,7 @@ func (s *Store) claimOnce(ctx context.Context, ts *topicState, topic string, max
 						firstErr = cmp.Or(firstErr, err)
 						continue
 					}
-					jobs = append(jobs, j)
+					jobs = append(jobs, claimed(j, tokens[j.ID], now))
 				}
 				if h := asInt(res[1]); h >= 0 {
 					s.prom.lower(n, h)
@@ -365,4 +367,17 @@ func (s *Store) peek(ctx context.Context, topic string, shards []int, max int) (
 			return peeked{}, err
 		}
 	}
+}
+
+// claimed applies to a job read by the claim script, as it was before, what
+// the script changed: reserved by this claim's lease until now + TTR, one
+// more attempt. The script leaves this to the caller to spare Redis.
+func claimed(j *core.Job, lease string, now time.Time) *core.Job {
+	at := now.UnixMilli()
+	j.State = core.StateReserved
+	j.Attempt++
+	j.Lease = lease
+	j.LeaseExpiresAt = msTime(at + j.TTR.Milliseconds())
+	j.UpdatedAt = msTime(at)
+	return j
 }
