@@ -57,7 +57,7 @@ local function claim_shard(ids, tokens)
           if name == 'd' then d = h[f + 1] elseif name == 'a' then a = h[f + 1] elseif name == 'b' then inline = true end
         end
         local x = now + tonumber(d)
-        redis.call('HSET', kj, 's', 'reserved', 'a', int(tonumber(a) + 1), 'l', lease_of[id], 'x', int(x), 'u', int(now))
+        redis.call('HSET', kj, 's', 'reserved', 'a', int(tonumber(a) + 1), 'l', lease_of[id], 'x', int(x), 'u', now_s)
         if not inline then
           local body = redis.call('GET', key_body(id))
           if body then

@@ -42,7 +42,7 @@ local function one(op, id, lease, r, etext)
     -- unlink and finish(id, j, 'done'), with the lease set, the counts and
     -- the topic's finish time updated once per call below.
     redis.call('HDEL', kj, 'l', 'x')
-    redis.call('HSET', kj, 's', 'done', 'u', int(now))
+    redis.call('HSET', kj, 's', 'done', 'u', now_s)
     redis.call('PEXPIRE', kj, retention)
     if not j.b then
       -- The body is not in the hash: it may have a key of its own.
@@ -63,7 +63,7 @@ local function one(op, id, lease, r, etext)
       head0 = head()
     end
     redis.call('HDEL', kj, 'l', 'x')
-    redis.call('HSET', kj, 'e', etext, 'u', int(now), 'r', int(r))
+    redis.call('HSET', kj, 'e', etext, 'u', now_s, 'r', int(r))
     if r <= now then
       redis.call('HSET', kj, 's', 'ready')
       link_ready(id, j.t, r)
@@ -73,7 +73,7 @@ local function one(op, id, lease, r, etext)
     end
   else -- bury
     redis.call('HDEL', kj, 'l', 'x')
-    redis.call('HSET', kj, 's', 'dead', 'e', etext, 'u', int(now))
+    redis.call('HSET', kj, 's', 'dead', 'e', etext, 'u', now_s)
     link_dead(id, j.t, now_us)
   end
   return {0, false}
@@ -106,7 +106,7 @@ while i <= #ARGV do
   for _, t in ipairs(acked_topics) do
     local last = tonumber(redis.call('HGET', K_FIN, t))
     if not last or last < now then
-      redis.call('HSET', K_FIN, t, int(now))
+      redis.call('HSET', K_FIN, t, now_s)
     end
   end
   results[#results + 1] = {out, publish_head(), woke}

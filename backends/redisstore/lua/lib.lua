@@ -13,6 +13,9 @@
 -- arguments start at ARGV[7].
 local base = ARGV[1]
 local now = tonumber(ARGV[2])
+-- now_s is now as the caller sent it (an integer): formatting it again for
+-- every write (int) showed in the server's profile.
+local now_s = ARGV[2]
 local now_us = tonumber(ARGV[3])
 local chan = ARGV[4]
 local shard = ARGV[5]
@@ -188,12 +191,12 @@ end
 local function finish(id, j, state)
   local kj = key_job(id)
   redis.call('HDEL', kj, 'l', 'x')
-  redis.call('HSET', kj, 's', state, 'u', int(now))
+  redis.call('HSET', kj, 's', state, 'u', now_s)
   redis.call('PEXPIRE', kj, retention)
   if not j.b then redis.call('PEXPIRE', key_body(id), retention) end
   local last = tonumber(redis.call('HGET', K_FIN, j.t))
   if not last or last < now then
-    redis.call('HSET', K_FIN, j.t, int(now))
+    redis.call('HSET', K_FIN, j.t, now_s)
   end
 end
 

@@ -10,7 +10,7 @@
 -- jobs.
 local limit = tonumber(ARGV[7])
 local function promote_shard()
-  local due = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', int(now), 'LIMIT', 0, limit)
+  local due = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', now_s, 'LIMIT', 0, limit)
   if #due > 0 then
     -- In bulk: one ZREM, and per topic one count update and one ZADD.
     local by_topic, topics = {}, {}
@@ -44,7 +44,7 @@ local function promote_shard()
       end
     end
   end
-  local expired = redis.call('ZRANGEBYSCORE', K_LEASE, '-inf', int(now), 'LIMIT', 0, limit)
+  local expired = redis.call('ZRANGEBYSCORE', K_LEASE, '-inf', now_s, 'LIMIT', 0, limit)
   for _, id in ipairs(expired) do
     local j = load(id)
     if j and j.s == 'reserved' then
