@@ -125,11 +125,11 @@ type Store struct {
 	stopBG context.CancelFunc
 	prom   *promoter
 	leases *leaseBatcher
-	// multiShard is set on a standalone server (or Sentinel master), which
-	// has no slots: there one lease or claim script serves several shards,
-	// since each script run costs the server far more than its commands
-	// (measured: about 30 µs a run in a burst). A Cluster needs one shard
-	// (slot) per script.
+	// multiShard is set for a plain client, of a standalone server or a
+	// Sentinel-managed master, which has no slots: there one promote, claim
+	// or lease script serves several shards, since each request costs the
+	// server far more than the commands in it (see doc.go, Scripts). A
+	// Cluster needs one shard (slot) per script.
 	multiShard bool
 	pubsub     *redis.PubSub
 	wg         sync.WaitGroup
@@ -158,8 +158,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		topics: make(map[string]*topicState),
 		seen:   make(map[string]time.Time),
 	}
-	_, cluster := cfg.Client.(*redis.ClusterClient)
-	s.multiShard = !cluster
+	// Only a plain client talks to one server: a ClusterClient (or a Ring)
+	// spreads keys over several.
+	_, s.multiShard = cfg.Client.(*redis.Client)
 	if err := s.checkShards(ctx); err != nil {
 		return nil, err
 	}
