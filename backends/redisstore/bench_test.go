@@ -55,7 +55,7 @@ func BenchmarkIntake(b *testing.B) {
 		for _, batch := range []int{1, 100, 1000} {
 			name := "aof=" + cmpOr(fsync, "off") + "/batch=" + strconv.Itoa(batch)
 			b.Run(name, func(b *testing.B) {
-				s := openStore(b, benchURL(b, fsync), "bench")
+				s := openStore(b, benchURL(b, fsync), "bench", benchShards)
 				ctx := context.Background()
 				per := max(b.N/batch/8, 1)
 				b.ResetTimer()
@@ -87,7 +87,8 @@ func BenchmarkIntake(b *testing.B) {
 // BenchmarkLateness schedules jobs at a steady rate (DELAYQ_BENCH_RATE jobs
 // per second, default 1000, over DELAYQ_BENCH_SECONDS seconds, default 5),
 // all put ahead of time so that each is promoted when due, and claims them
-// with 8 waiting claims of up to 16, acknowledging off the claim loop; it
+// with 8 waiting claims of up to 16, acknowledging each job off the claim
+// loop from a goroutine of its own, as core's dispatcher does; it
 // reports how late after run_at each claim returned its job. The server
 // has AOF on with everysec (DELAYQ_BENCH_AOF: always, everysec or off); it
 // is standalone, or a 3-master cluster with DELAYQ_BENCH_CLUSTER=1:
@@ -101,7 +102,7 @@ func BenchmarkLateness(b *testing.B) {
 		fsync = ""
 	}
 	url := benchURL(b, fsync)
-	s := openStore(b, url, "bench")
+	s := openStore(b, url, "bench", benchShards)
 	ctx := context.Background()
 	n := rate * seconds
 	first := time.Now().Add(2 * time.Second).Truncate(time.Millisecond)
@@ -145,12 +146,13 @@ func BenchmarkLateness(b *testing.B) {
 				}
 				done := len(late) >= n
 				mu.Unlock()
-				// Acknowledge off the claim loop, as a dispatcher would.
-				acks.Go(func() {
-					for _, j := range got {
+				// Acknowledge off the claim loop, each job from its own
+				// goroutine, as core's dispatcher does.
+				for _, j := range got {
+					acks.Go(func() {
 						_ = s.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease})
-					}
-				})
+					})
+				}
 				if done {
 					cancel()
 					return
@@ -312,6 +314,10 @@ func redisCPU(b *testing.B, url string) time.Duration {
 	return time.Duration(total * float64(time.Second))
 }
 
+// benchShards sets the shard count from DELAYQ_BENCH_SHARDS (default
+// ShardsDefault), to measure what shards cost on one server.
+func benchShards(c *Config) { c.Shards = envInt("DELAYQ_BENCH_SHARDS", ShardsDefault) }
+
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
 		return v
@@ -336,7 +342,7 @@ func cmpOr(a, b string) string {
 func BenchmarkBurst(b *testing.B) {
 	n := envInt("DELAYQ_BENCH_BURST", 100_000)
 	url := benchURL(b, "everysec")
-	s := openStore(b, url, "bench")
+	s := openStore(b, url, "bench", benchShards)
 	ctx := context.Background()
 	due := time.Now().Add(5 * time.Second).UTC().Truncate(time.Millisecond)
 	for i := 0; i < n; i += 1000 {
