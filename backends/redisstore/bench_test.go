@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -10,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/backends/redisstore/redistest"
@@ -52,7 +55,7 @@ func BenchmarkIntake(b *testing.B) {
 		for _, batch := range []int{1, 100, 1000} {
 			name := "aof=" + cmpOr(fsync, "off") + "/batch=" + strconv.Itoa(batch)
 			b.Run(name, func(b *testing.B) {
-				s := openStore(b, benchURL(b, fsync), "bench")
+				s := openStore(b, benchURL(b, fsync), "bench", benchShards)
 				ctx := context.Background()
 				per := max(b.N/batch/8, 1)
 				b.ResetTimer()
@@ -84,7 +87,8 @@ func BenchmarkIntake(b *testing.B) {
 // BenchmarkLateness schedules jobs at a steady rate (DELAYQ_BENCH_RATE jobs
 // per second, default 1000, over DELAYQ_BENCH_SECONDS seconds, default 5),
 // all put ahead of time so that each is promoted when due, and claims them
-// with 8 waiting claims of up to 16, acknowledging off the claim loop; it
+// with 8 waiting claims of up to 16, acknowledging each job off the claim
+// loop from a goroutine of its own, as core's dispatcher does; it
 // reports how late after run_at each claim returned its job. The server
 // has AOF on with everysec (DELAYQ_BENCH_AOF: always, everysec or off); it
 // is standalone, or a 3-master cluster with DELAYQ_BENCH_CLUSTER=1:
@@ -97,7 +101,8 @@ func BenchmarkLateness(b *testing.B) {
 	if fsync == "off" {
 		fsync = ""
 	}
-	s := openStore(b, benchURL(b, fsync), "bench")
+	url := benchURL(b, fsync)
+	s := openStore(b, url, "bench", benchShards)
 	ctx := context.Background()
 	n := rate * seconds
 	first := time.Now().Add(2 * time.Second).Truncate(time.Millisecond)
@@ -110,11 +115,14 @@ func BenchmarkLateness(b *testing.B) {
 		put(b, s, jobs[i:min(i+1000, n)]...)
 	}
 	require.True(b, time.Now().Before(first.Add(-500*time.Millisecond)), "putting took too long")
+	redisStats(b, url)
 	b.ResetTimer()
+	cpu0 := redisCPU(b, url)
 	var (
 		mu   sync.Mutex
 		late []time.Duration
 		resv []time.Duration // reserved (the claim script's now) after run_at
+		slow = map[int]int{} // per 100 ms of run_at: jobs claimed over 5 ms late
 		wg   sync.WaitGroup
 		acks sync.WaitGroup
 	)
@@ -130,17 +138,21 @@ func BenchmarkLateness(b *testing.B) {
 				}
 				mu.Lock()
 				for _, j := range got {
+					if d := at.Sub(j.RunAt); d > 5*time.Millisecond {
+						slow[int(j.RunAt.Sub(first)/(100*time.Millisecond))]++
+					}
 					late = append(late, at.Sub(j.RunAt))
 					resv = append(resv, j.UpdatedAt.Sub(j.RunAt))
 				}
 				done := len(late) >= n
 				mu.Unlock()
-				// Acknowledge off the claim loop, as a dispatcher would.
-				acks.Go(func() {
-					for _, j := range got {
+				// Acknowledge off the claim loop, each job from its own
+				// goroutine, as core's dispatcher does.
+				for _, j := range got {
+					acks.Go(func() {
 						_ = s.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease})
-					}
-				})
+					})
+				}
 				if done {
 					cancel()
 					return
@@ -154,8 +166,15 @@ func BenchmarkLateness(b *testing.B) {
 	wg.Wait()
 	acks.Wait()
 	b.StopTimer()
+	b.ReportMetric(float64(redisCPU(b, url)-cpu0)/float64(time.Microsecond)/float64(n), "redis_cpu_us/job")
+	redisStats(b, url)
 	if len(late) < n {
 		b.Fatalf("claimed %d of %d jobs in time", len(late), n)
+	}
+	if os.Getenv("DELAYQ_BENCH_REDISSTATS") != "" {
+		for _, k := range slices.Sorted(maps.Keys(slow)) {
+			fmt.Fprintf(os.Stderr, "run_at +%5dms: %d jobs over 5 ms late\n", k*100, slow[k])
+		}
 	}
 	slices.Sort(late)
 	pct := func(p float64) float64 { return float64(late[int(p*float64(len(late)-1))]) / 1e6 }
@@ -213,6 +232,92 @@ func usedMemory(b *testing.B, srv *redistest.Server) int64 {
 	return 0
 }
 
+// redisStats logs the server's INFO commandstats and cpu, and resets them,
+// when DELAYQ_BENCH_REDISSTATS=1: where the server's time went. With
+// DELAYQ_BENCH_REDISSTATS=slowlog the slow log records every command, which
+// gives the time per script (and slows the server down).
+func redisStats(b *testing.B, url string) {
+	b.Helper()
+	mode := os.Getenv("DELAYQ_BENCH_REDISSTATS")
+	if mode != "1" && mode != "slowlog" {
+		return
+	}
+	c, err := ParseURL(url)
+	require.NoError(b, err)
+	defer c.Close()
+	ctx := context.Background()
+	for _, sec := range []string{"commandstats", "cpu"} {
+		info, err := c.Info(ctx, sec).Result()
+		require.NoError(b, err)
+		fmt.Fprintln(os.Stderr, info)
+	}
+	// The slow log, logging every command, gives each script's own cost.
+	logs, err := c.SlowLogGet(ctx, -1).Result()
+	require.NoError(b, err)
+	names := map[string]string{}
+	for name, sc := range map[string]*redis.Script{"put": scriptPut, "claim": scriptClaim, "promote": scriptPromote,
+		"lease": scriptLease, "cancel": scriptCancel, "get": scriptGet} {
+		names[sc.Hash()] = name
+	}
+	type agg struct {
+		n    int
+		took time.Duration
+	}
+	per := map[string]*agg{}
+	for _, l := range logs {
+		name := ""
+		if len(l.Args) > 0 {
+			name = strings.ToLower(l.Args[0])
+		}
+		if name == "evalsha" && len(l.Args) > 1 {
+			name = "evalsha " + cmpOr(names[l.Args[1]], l.Args[1])
+		}
+		a := per[name]
+		if a == nil {
+			a = &agg{}
+			per[name] = a
+		}
+		a.n++
+		a.took += l.Duration
+	}
+	for name, a := range per {
+		fmt.Fprintf(os.Stderr, "slowlog %-20s calls=%d total=%s per_call=%s\n", name, a.n, a.took, a.took/time.Duration(a.n))
+	}
+	require.NoError(b, c.ConfigResetStat(ctx).Err())
+	require.NoError(b, c.SlowLogReset(ctx).Err())
+	if mode == "slowlog" {
+		require.NoError(b, c.ConfigSet(ctx, "slowlog-max-len", "1000000").Err())
+		require.NoError(b, c.ConfigSet(ctx, "slowlog-log-slower-than", "0").Err())
+	}
+}
+
+// redisCPU returns the CPU time the server has used (INFO cpu, user and
+// system, every thread), to report the server's cost per job: the measure
+// least disturbed by other processes on the machine.
+func redisCPU(b *testing.B, url string) time.Duration {
+	b.Helper()
+	c, err := ParseURL(url)
+	require.NoError(b, err)
+	defer c.Close()
+	info, err := c.Info(context.Background(), "cpu").Result()
+	require.NoError(b, err)
+	var total float64
+	for line := range strings.SplitSeq(info, "\n") {
+		for _, f := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), f); ok {
+				x, err := strconv.ParseFloat(v, 64)
+				require.NoError(b, err)
+				total += x
+			}
+		}
+	}
+	return time.Duration(total * float64(time.Second))
+}
+
+// benchShards sets the shard count from DELAYQ_BENCH_SHARDS (default
+// ShardsDefault), to measure what shards cost on one server.
+func benchShards(c *Config) { c.Shards = envInt("DELAYQ_BENCH_SHARDS", ShardsDefault) }
+
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
 		return v
@@ -236,7 +341,8 @@ func cmpOr(a, b string) string {
 //	go test -run '^$' -bench Burst -benchtime 1x ./backends/redisstore/
 func BenchmarkBurst(b *testing.B) {
 	n := envInt("DELAYQ_BENCH_BURST", 100_000)
-	s := openStore(b, benchURL(b, "everysec"), "bench")
+	url := benchURL(b, "everysec")
+	s := openStore(b, url, "bench", benchShards)
 	ctx := context.Background()
 	due := time.Now().Add(5 * time.Second).UTC().Truncate(time.Millisecond)
 	for i := 0; i < n; i += 1000 {
@@ -248,7 +354,9 @@ func BenchmarkBurst(b *testing.B) {
 		put(b, s, jobs...)
 	}
 	require.True(b, time.Now().Before(due), "putting took too long")
+	redisStats(b, url)
 	b.ResetTimer()
+	cpu0 := redisCPU(b, url)
 	var (
 		mu        sync.Mutex
 		claimed   int
@@ -291,6 +399,8 @@ func BenchmarkBurst(b *testing.B) {
 	ackWG.Wait()
 	lastAck := time.Now()
 	b.StopTimer()
+	b.ReportMetric(float64(redisCPU(b, url)-cpu0)/float64(time.Microsecond)/float64(n), "redis_cpu_us/job")
+	redisStats(b, url)
 	if claimed < n {
 		b.Fatalf("claimed %d of %d jobs", claimed, n)
 	}

@@ -207,50 +207,71 @@ func (s *Store) claimOnce(ctx context.Context, ts *topicState, topic string, max
 			return []*core.Job{}, nil
 		}
 
-		// Reserve the earliest, one script per shard.
+		// Reserve the earliest: one script per shard on a Cluster, one for
+		// all shards on a standalone server.
 		byShard := map[int][]any{}
+		tokens := make(map[string]string, len(cands.top))
 		var order []int
 		for _, c := range cands.top {
 			if byShard[c.shard] == nil {
 				order = append(order, c.shard)
-				byShard[c.shard] = []any{topic}
 			}
-			byShard[c.shard] = append(byShard[c.shard], c.id, rand.Text())
+			tokens[c.id] = rand.Text()
+			byShard[c.shard] = append(byShard[c.shard], c.id, tokens[c.id])
 		}
 		now := s.clock.Now()
-		calls := make([]call, len(order))
-		for i, n := range order {
-			calls[i] = s.shardCall(scriptClaim, n, now, byShard[n]...)
+		var (
+			calls  []call
+			groups [][]int // per call: its shards
+		)
+		for _, n := range order {
+			sk := &s.keys.shard[n]
+			group := []any{sk.base, sk.num, len(byShard[n]) / 2}
+			group = append(group, byShard[n]...)
+			if s.multiShard && len(calls) == 1 {
+				calls[0].args = append(calls[0].args, group...)
+				groups[0] = append(groups[0], n)
+				continue
+			}
+			calls = append(calls, s.shardCall(scriptClaim, n, now, append([]any{topic}, group...)...))
+			groups = append(groups, []int{n})
 		}
 		cmds := s.run(ctx, calls)
 		jobs := []*core.Job{}
 		var firstErr error
-		for i, n := range order {
-			res, err := cmds[i].Slice()
-			if err == nil && len(res) < 3 {
+		for i, shards := range groups {
+			all, err := cmds[i].Slice()
+			if err == nil && len(all) != len(shards) {
 				err = errShortReply
 			}
 			if err != nil {
 				firstErr = cmp.Or(firstErr, err)
 				continue
 			}
-			for _, r := range asSlice(res[0]) {
-				pair := asSlice(r)
-				if len(pair) != 2 {
+			for k, n := range shards {
+				res := asSlice(all[k])
+				if len(res) < 3 {
+					firstErr = cmp.Or(firstErr, errShortReply)
 					continue
 				}
-				j, err := decodeFlat(asString(pair[0]), asSlice(pair[1]))
-				if err != nil {
-					firstErr = cmp.Or(firstErr, err)
-					continue
+				for _, r := range asSlice(res[0]) {
+					pair := asSlice(r)
+					if len(pair) != 2 {
+						continue
+					}
+					j, err := decodeFlat(asString(pair[0]), asSlice(pair[1]))
+					if err != nil {
+						firstErr = cmp.Or(firstErr, err)
+						continue
+					}
+					jobs = append(jobs, claimed(j, tokens[j.ID], now))
 				}
-				jobs = append(jobs, j)
-			}
-			if h := asInt(res[1]); h >= 0 {
-				s.prom.lower(n, h)
-			}
-			if asInt(res[2]) == 0 {
-				s.clearMaybe(ts, n, genOf[n])
+				if h := asInt(res[1]); h >= 0 {
+					s.prom.lower(n, h)
+				}
+				if asInt(res[2]) == 0 {
+					s.clearMaybe(ts, n, genOf[n])
+				}
 			}
 		}
 		if len(jobs) > 0 {
@@ -346,4 +367,17 @@ func (s *Store) peek(ctx context.Context, topic string, shards []int, max int) (
 			return peeked{}, err
 		}
 	}
+}
+
+// claimed applies to a job read by the claim script, as it was before, what
+// the script changed: reserved by this claim's lease until now + TTR, one
+// more attempt. The script leaves this to the caller to spare Redis.
+func claimed(j *core.Job, lease string, now time.Time) *core.Job {
+	at := now.UnixMilli()
+	j.State = core.StateReserved
+	j.Attempt++
+	j.Lease = lease
+	j.LeaseExpiresAt = msTime(at + j.TTR.Milliseconds())
+	j.UpdatedAt = msTime(at)
+	return j
 }

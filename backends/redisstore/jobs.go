@@ -246,38 +246,6 @@ func (s *Store) TouchJob(ctx context.Context, params *core.TouchJobParams) (*cor
 	return s.leased(ctx, "touch", params.ID, params.Lease, 0, "")
 }
 
-// leased runs the lease script's op on job id with lease.
-func (s *Store) leased(ctx context.Context, op, id, lease string, runAt int64, errText string) (*core.Job, error) {
-	if s.isClosed() {
-		return nil, core.ErrClosed
-	}
-	n := s.keys.shardOf(id)
-	now := s.clock.Now()
-	if op == "retry" && runAt == 0 {
-		runAt = now.UnixMilli()
-	}
-	c := s.shardCall(scriptLease, n, now, op, id, lease, runAt, errText)
-	res, err := s.run(ctx, []call{c})[0].Slice()
-	if err == nil && len(res) < 4 {
-		err = errShortReply
-	}
-	if err != nil {
-		return nil, unavailable(op, err)
-	}
-	s.afterScript(n, res[2], res[3])
-	switch asInt(res[0]) {
-	case 0:
-		if op != "touch" {
-			return nil, nil
-		}
-		return decodeFlat(id, asSlice(res[1]))
-	case 1:
-		return nil, fmt.Errorf("redisstore: %s %q: %w", op, id, core.ErrNotFound)
-	default:
-		return nil, fmt.Errorf("redisstore: %s %q: %w", op, id, core.ErrLeaseLost)
-	}
-}
-
 // byID runs a script of the form {code, job, woke} on the shard of id.
 func (s *Store) byID(ctx context.Context, sc *redis.Script, what, id string, args ...any) (int64, *core.Job, error) {
 	if s.isClosed() {

@@ -14,6 +14,9 @@ const (
 	// promoteLimit bounds the jobs of each kind one promote call moves, so
 	// that a burst does not hold Redis in one long script.
 	promoteLimit = 1000
+	// promoteLimitMin is the least share of promoteLimit a shard gets when
+	// one script promotes several shards (standalone server).
+	promoteLimitMin = 100
 	// promoteTimeout bounds one round of promote calls.
 	promoteTimeout = 10 * time.Second
 	// sweepInterval is how often every shard is promoted whatever the
@@ -157,9 +160,28 @@ func (p *promoter) run() {
 func (p *promoter) promote(due []int, now time.Time) bool {
 	ctx, cancel := context.WithTimeout(p.s.bg, promoteTimeout)
 	defer cancel()
-	calls := make([]call, len(due))
-	for i, n := range due {
-		calls[i] = p.s.shardCall(scriptPromote, n, now, promoteLimit)
+	// A standalone server promotes every due shard in one script, sharing
+	// promoteLimit among them, so that one script's run stays short; a
+	// Cluster needs one script per shard (slot).
+	var (
+		calls  []call
+		groups [][]int // per call: its shards
+	)
+	if p.s.multiShard {
+		limit := max(promoteLimit/len(due), promoteLimitMin)
+		args := []any{limit}
+		for _, n := range due {
+			sk := &p.s.keys.shard[n]
+			args = append(args, sk.base, sk.num)
+		}
+		calls = []call{p.s.shardCall(scriptPromote, due[0], now, args...)}
+		groups = [][]int{due}
+	} else {
+		for _, n := range due {
+			sk := &p.s.keys.shard[n]
+			calls = append(calls, p.s.shardCall(scriptPromote, n, now, promoteLimit, sk.base, sk.num))
+			groups = append(groups, []int{n})
+		}
 	}
 	cmds := p.s.run(ctx, calls)
 	type woken struct {
@@ -170,30 +192,38 @@ func (p *promoter) promote(due []int, now time.Time) bool {
 	ok := true
 	nowMS := now.UnixMilli()
 	p.mu.Lock()
-	for i, n := range due {
-		p.busy[n] = false
-		res, err := cmds[i].Slice()
-		if err == nil && len(res) < 3 {
+	for i, shards := range groups {
+		all, err := cmds[i].Slice()
+		if err == nil && len(all) != len(shards) {
 			err = errShortReply
 		}
-		if err != nil {
-			if ok && p.s.bg.Err() == nil {
-				p.s.log.Warn("redisstore: promotion failed; retrying", "prefix", p.s.cfg.Prefix, "shard", n, "err", err)
+		for k, n := range shards {
+			p.busy[n] = false
+			var res []any
+			if err == nil {
+				if res = asSlice(all[k]); len(res) < 3 {
+					err = errShortReply
+				}
 			}
-			ok = false
-			p.next[n] = min(p.next[n], p.hint[n])
-			continue
-		}
-		next := int64(noDue)
-		if h := asInt(res[0]); h >= 0 {
-			next = h
-		}
-		if asInt(res[1]) == 1 {
-			next = nowMS // more is due: go on at once
-		}
-		p.next[n] = min(next, p.hint[n])
-		if topics := asStrings(res[2]); len(topics) > 0 {
-			wakes = append(wakes, woken{n, topics})
+			if err != nil {
+				if ok && p.s.bg.Err() == nil {
+					p.s.log.Warn("redisstore: promotion failed; retrying", "prefix", p.s.cfg.Prefix, "shard", n, "err", err)
+				}
+				ok = false
+				p.next[n] = min(p.next[n], p.hint[n])
+				continue
+			}
+			next := int64(noDue)
+			if h := asInt(res[0]); h >= 0 {
+				next = h
+			}
+			if asInt(res[1]) == 1 {
+				next = nowMS // more is due: go on at once
+			}
+			p.next[n] = min(next, p.hint[n])
+			if topics := asStrings(res[2]); len(topics) > 0 {
+				wakes = append(wakes, woken{n, topics})
+			}
 		}
 	}
 	p.mu.Unlock()

@@ -124,8 +124,15 @@ type Store struct {
 	bg     context.Context // background work (promotion); cancelled by Close
 	stopBG context.CancelFunc
 	prom   *promoter
-	pubsub *redis.PubSub
-	wg     sync.WaitGroup
+	leases *leaseBatcher
+	// multiShard is set for a plain client, of a standalone server or a
+	// Sentinel-managed master, which has no slots: there one promote, claim
+	// or lease script serves several shards, since each request costs the
+	// server far more than the commands in it (see doc.go, Scripts). A
+	// Cluster needs one shard (slot) per script.
+	multiShard bool
+	pubsub     *redis.PubSub
+	wg         sync.WaitGroup
 }
 
 var _ core.Store = (*Store)(nil)
@@ -151,6 +158,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		topics: make(map[string]*topicState),
 		seen:   make(map[string]time.Time),
 	}
+	// Only a plain client talks to one server: a ClusterClient (or a Ring)
+	// spreads keys over several.
+	_, s.multiShard = cfg.Client.(*redis.Client)
 	if err := s.checkShards(ctx); err != nil {
 		return nil, err
 	}
@@ -166,8 +176,13 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	s.bg, s.stopBG = context.WithCancel(context.WithoutCancel(ctx))
 	s.prom = newPromoter(s)
+	s.leases = newLeaseBatcher(s)
 	msgs := s.pubsub.ChannelWithSubscriptions(redis.WithChannelSize(4096))
-	s.wg.Add(2)
+	s.wg.Add(3)
+	go func() {
+		defer s.wg.Done()
+		s.leases.run()
+	}()
 	go func() {
 		defer s.wg.Done()
 		s.listen(msgs)

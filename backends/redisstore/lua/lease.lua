@@ -1,44 +1,114 @@
--- lease.lua: end or extend a delivery, given its lease.
+-- lease.lua: end or extend deliveries, given their leases.
 --
--- ARGV[7] op: ack, retry, bury or touch; [8] id; [9] lease; [10] run_at (ms)
--- for retry; [11] last error for retry and bury.
+-- ARGV[7...] groups of one shard each (one group on a Cluster; several on a
+-- standalone server, see use_shard): the shard's base and number, the count
+-- of deliveries, then 5 per delivery: op (ack, retry, bury or touch), id,
+-- lease, run_at (ms) for retry, last error for retry and bury. Several
+-- callers' deliveries are coalesced into one run (see leaseBatcher), so each
+-- is handled on its own: one that fails (a Redis error) is answered with its
+-- error and the others go on.
 --
--- Returns {code, job, head, woke}: 0 done, 1 not found, 3 lease lost (not the
--- current lease, or expired); touch returns the job (job_all); head is the
--- shard's new next due time or -1.
-local op, id, lease = ARGV[7], ARGV[8], ARGV[9]
-if op ~= 'ack' and op ~= 'retry' and op ~= 'bury' and op ~= 'touch' then
-  return redis.error_reply('redisstore: unknown lease op ' .. op)
-end
-local j = load(id)
-if not j then return {1, false, -1, woke} end
-settle(id, j)
-if j.s ~= 'reserved' or lease == '' or j.l ~= lease then return {3, false, -1, woke} end
-local kj = key_job(id)
-if op == 'touch' then
-  local x = now + j.d
-  redis.call('ZADD', K_LEASE, int(x), id)
-  redis.call('HSET', kj, 'x', int(x))
-  return {0, job_all(id), -1, woke}
-end
-unlink(id, j)
-if op == 'ack' then
-  finish(id, j, 'done')
-elseif op == 'retry' then
-  head0 = head()
-  local r = tonumber(ARGV[10])
-  redis.call('HDEL', kj, 'l', 'x')
-  redis.call('HSET', kj, 'e', ARGV[11], 'u', int(now), 'r', int(r))
-  if r <= now then
-    redis.call('HSET', kj, 's', 'ready')
-    link_ready(id, j.t, r)
-  else
-    redis.call('HSET', kj, 's', 'scheduled')
-    link_sched(id, j.t, r)
+-- Returns per group {results, head, woke}: per delivery {code, job}: 0 done,
+-- 1 not found, 3 lease lost (not the current lease, or expired), -1 failed
+-- (job is then the error text); touch returns the job (job_all). head is
+-- the shard's new next due time or -1.
+local acked, acked_topics -- topic -> true, for one K_FIN update per topic and shard
+-- Acked jobs leave K_LEASE and the reserved counts in bulk, at flush: one
+-- ZREM per call and one HINCRBY per topic instead of one of each per job.
+local unleased, unleased_n
+
+local function flush()
+  if #unleased > 0 then
+    redis.call('ZREM', K_LEASE, unpack(unleased))
+    unleased = {}
   end
-else -- bury
-  redis.call('HDEL', kj, 'l', 'x')
-  redis.call('HSET', kj, 's', 'dead', 'e', ARGV[11], 'u', int(now))
-  link_dead(id, j.t, now_us)
+  for t, n in pairs(unleased_n) do add_count('x:' .. t, -n) end
+  unleased_n = {}
 end
-return {0, false, publish_head(), woke}
+
+local function one(op, id, lease, r, etext)
+  local j = load(id)
+  if not j then return {1, false} end
+  settle(id, j)
+  if j.s ~= 'reserved' or lease == '' or j.l ~= lease then return {3, false} end
+  local kj = key_job(id)
+  if op == 'touch' then
+    local x = now + j.d
+    redis.call('ZADD', K_LEASE, int(x), id)
+    redis.call('HSET', kj, 'x', int(x))
+    return {0, job_all(id)}
+  end
+  if op == 'ack' then
+    -- unlink and finish(id, j, 'done'), with the lease set, the counts and
+    -- the topic's finish time updated once per call below.
+    redis.call('HDEL', kj, 'l', 'x')
+    redis.call('HSET', kj, 's', 'done', 'u', now_s)
+    redis.call('PEXPIRE', kj, retention)
+    if not j.b then
+      -- The body is not in the hash: it may have a key of its own.
+      redis.call('PEXPIRE', key_body(id), retention)
+    end
+    if not acked[j.t] then
+      acked[j.t] = true
+      acked_topics[#acked_topics + 1] = j.t
+    end
+    unleased[#unleased + 1] = id
+    unleased_n[j.t] = (unleased_n[j.t] or 0) + 1
+    return {0, false}
+  end
+  unlink(id, j)
+  if op == 'retry' then
+    if head0 == nil then
+      flush()
+      head0 = head()
+    end
+    redis.call('HDEL', kj, 'l', 'x')
+    redis.call('HSET', kj, 'e', etext, 'u', now_s, 'r', int(r))
+    if r <= now then
+      redis.call('HSET', kj, 's', 'ready')
+      link_ready(id, j.t, r)
+    else
+      redis.call('HSET', kj, 's', 'scheduled')
+      link_sched(id, j.t, r)
+    end
+  else -- bury
+    redis.call('HDEL', kj, 'l', 'x')
+    redis.call('HSET', kj, 's', 'dead', 'e', etext, 'u', now_s)
+    link_dead(id, j.t, now_us)
+  end
+  return {0, false}
+end
+
+local results = {}
+local i = 7
+while i <= #ARGV do
+  use_shard(ARGV[i], ARGV[i + 1])
+  local count = tonumber(ARGV[i + 2])
+  i = i + 3
+  acked, acked_topics, unleased, unleased_n = {}, {}, {}, {}
+  local out = {}
+  for _ = 1, count do
+    local op = ARGV[i]
+    if op ~= 'ack' and op ~= 'retry' and op ~= 'bury' and op ~= 'touch' then
+      out[#out + 1] = {-1, 'redisstore: unknown lease op ' .. op}
+    else
+      local ok, res = pcall(one, op, ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]), ARGV[i + 4])
+      if ok then
+        out[#out + 1] = res
+      else
+        if type(res) == 'table' then res = res.err end
+        out[#out + 1] = {-1, tostring(res)}
+      end
+    end
+    i = i + 5
+  end
+  flush()
+  for _, t in ipairs(acked_topics) do
+    local last = tonumber(redis.call('HGET', K_FIN, t))
+    if not last or last < now then
+      redis.call('HSET', K_FIN, t, now_s)
+    end
+  end
+  results[#results + 1] = {out, publish_head(), woke}
+end
+return results

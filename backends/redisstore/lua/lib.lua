@@ -4,13 +4,18 @@
 -- hash tag, the base "{<prefix>:<shard>}" in ARGV[1], so each runs on one
 -- Redis Cluster slot. KEYS holds the shard's fixed keys (KEYS[1] routes the
 -- call); job and per-topic keys are built here from the base, under the
--- same tag.
+-- same tag. The exception: on a standalone server (no slots) the lease and
+-- claim scripts may handle several shards in one run, switching with
+-- use_shard, since each run costs the server far more than its commands.
 --
 -- Common ARGV: [1] base, [2] now (Unix ms), [3] now (Unix µs), [4] the
 -- wake-up channel, [5] the shard number, [6] retention (ms). Script
 -- arguments start at ARGV[7].
 local base = ARGV[1]
 local now = tonumber(ARGV[2])
+-- now_s is now as the caller sent it (an integer): formatting it again for
+-- every write (int) showed in the server's profile.
+local now_s = ARGV[2]
 local now_us = tonumber(ARGV[3])
 local chan = ARGV[4]
 local shard = ARGV[5]
@@ -88,12 +93,14 @@ local function add_count(field, by)
   end
 end
 
--- load returns the fields of job id that scripts act on, or nil.
+-- load returns the fields of job id that scripts act on, or nil. b, the
+-- body when the hash holds it, tells that no body key exists: put and import
+-- keep a body in one place only.
 local function load(id)
-  local v = redis.call('HMGET', key_job(id), 's', 't', 'r', 'x', 'a', 'm', 'l', 'd')
+  local v = redis.call('HMGET', key_job(id), 's', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b')
   if not v[1] then return nil end
   return {s = v[1], t = v[2], r = tonumber(v[3]), x = tonumber(v[4]), a = tonumber(v[5]),
-    m = tonumber(v[6]), l = v[7], d = tonumber(v[8])}
+    m = tonumber(v[6]), l = v[7], d = tonumber(v[8]), b = v[9]}
 end
 
 -- unlink takes job id out of the structure its state puts it in.
@@ -184,12 +191,22 @@ end
 local function finish(id, j, state)
   local kj = key_job(id)
   redis.call('HDEL', kj, 'l', 'x')
-  redis.call('HSET', kj, 's', state, 'u', int(now))
+  redis.call('HSET', kj, 's', state, 'u', now_s)
   redis.call('PEXPIRE', kj, retention)
-  redis.call('PEXPIRE', key_body(id), retention)
+  if not j.b then redis.call('PEXPIRE', key_body(id), retention) end
   local last = tonumber(redis.call('HGET', K_FIN, j.t))
   if not last or last < now then
-    redis.call('HSET', K_FIN, j.t, int(now))
+    redis.call('HSET', K_FIN, j.t, now_s)
   end
 end
 
+
+-- use_shard makes the rest of the script act on shard n (base b): its keys,
+-- and fresh woke, head0 and lowest. Only for a standalone server, whose
+-- scripts may touch keys of several hash tags.
+local function use_shard(b, n)
+  base, shard = b, n
+  K_SCHED, K_LEASE, K_COUNT, K_FIN = b .. ':sched', b .. ':lease', b .. ':n', b .. ':fin'
+  woke, woke_set = {}, {}
+  head0, lowest = nil, nil
+end

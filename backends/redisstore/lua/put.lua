@@ -32,7 +32,7 @@ for i = 8, #ARGV, 8 do
     redis.call('DEL', kj, key_body(id)) -- also drops a finished job's expiry
     local state = 'scheduled'
     if r <= now then state = 'ready' end
-    local f = {'s', state, 't', t, 'r', int(r), 'd', d, 'm', m, 'a', '0', 'c', int(created), 'u', int(now)}
+    local f = {'s', state, 't', t, 'r', int(r), 'd', d, 'm', m, 'a', '0', 'c', int(created), 'u', now_s}
     if k ~= '' then f[#f + 1] = 'k'; f[#f + 1] = k end
     if #b > INLINE_BODY then
       redis.call('SET', key_body(id), b)

@@ -11,6 +11,6 @@ settle(id, j)
 local kj = key_job(id)
 if j.s ~= 'dead' then return {2, job_all(id), woke} end
 unlink(id, j)
-redis.call('HSET', kj, 's', 'ready', 'a', '0', 'r', int(now), 'u', int(now))
+redis.call('HSET', kj, 's', 'ready', 'a', '0', 'r', now_s, 'u', now_s)
 link_ready(id, j.t, now)
 return {0, false, woke}
