@@ -314,9 +314,9 @@ func redisCPU(b *testing.B, url string) time.Duration {
 	return time.Duration(total * float64(time.Second))
 }
 
-// benchShards sets the shard count from DELAYQ_BENCH_SHARDS (default
-// ShardsDefault), to measure what shards cost on one server.
-func benchShards(c *Config) { c.Shards = envInt("DELAYQ_BENCH_SHARDS", ShardsDefault) }
+// benchShards sets the shard count from DELAYQ_BENCH_SHARDS (default: the
+// store's own default), to measure what shards cost on one server.
+func benchShards(c *Config) { c.Shards = envInt("DELAYQ_BENCH_SHARDS", 0) }
 
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {

@@ -12,8 +12,10 @@
 //
 // # Shards
 //
-// Jobs spread over Config.Shards shards (a power of two, 16 by default) by
-// crc32 (IEEE) of the job id. Every key of a shard carries the hash tag
+// Jobs spread over Config.Shards shards (a power of two) by crc32 (IEEE)
+// of the job id. A new prefix gets 16 on a Cluster and 1 on one server,
+// where shards spread nothing and only multiply the work of each
+// promotion and claim round; a prefix keeps the count it was created with. Every key of a shard carries the hash tag
 // {<prefix>:<shard>}, so each script touches one Cluster slot, and the
 // shards spread over a Cluster's masters. On a standalone server (or a
 // Sentinel-managed master), which has no slots, the promote, claim and

@@ -9,19 +9,27 @@ import (
 
 // harness opens stores on url: each Open is a new client and store, as a
 // separate delayq instance would have, over the namespace's prefix.
-func harness(url string) storetest.Harness {
+func harness(url string, mod ...func(*Config)) storetest.Harness {
 	return storetest.Harness{
 		Open: func(t *testing.T, ns string) core.Store {
-			return openStore(t, url, "st-"+ns)
+			return openStore(t, url, "st-"+ns, mod...)
 		},
 		Durable: true,
 	}
 }
 
-// TestStoreStandalone runs the conformance suite on a standalone server.
+// TestStoreStandalone runs the conformance suite on a standalone server,
+// with its default of one shard.
 func TestStoreStandalone(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, harness(standaloneURL(t)))
+}
+
+// TestStoreStandaloneSharded runs it with 16 shards on a standalone
+// server, where each promotion, claim and lease script serves several.
+func TestStoreStandaloneSharded(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, harness(standaloneURL(t), func(c *Config) { c.Shards = 16 }))
 }
 
 // TestStoreCluster runs the conformance suite on a 3-master Redis Cluster.

@@ -44,7 +44,7 @@ func TestConfigValidate(t *testing.T) {
 	require.NoError(t, Config{Client: client, Prefix: "delayq.prod-1_a", Shards: 1}.WithDefaults().Validate())
 	d := Config{Client: client}.WithDefaults()
 	require.Equal(t, PrefixDefault, d.Prefix)
-	require.Equal(t, ShardsDefault, d.Shards)
+	require.Zero(t, d.Shards, "New reads the shard count from Redis")
 	require.Equal(t, RetentionDefault, d.Retention)
 }
 
@@ -134,9 +134,20 @@ func TestShardsFixedPerPrefix(t *testing.T) {
 	prefix := uniquePrefix(t.Name())
 	openStore(t, url, prefix, func(c *Config) { c.Shards = 8 })
 	openStore(t, url, prefix, func(c *Config) { c.Shards = 8 })
-	_, err := New(t.Context(), Config{Client: newClient(t, url), Prefix: prefix})
+	_, err := New(t.Context(), Config{Client: newClient(t, url), Prefix: prefix, Shards: 16})
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "created with 8 shards")
+	// Without a count, a store takes the one recorded.
+	s := openStore(t, url, prefix)
+	require.Equal(t, 8, s.cfg.Shards)
+}
+
+// TestShardsDefault: a new prefix gets one shard on one server and
+// ShardsDefault on a Cluster.
+func TestShardsDefault(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, ShardsDefaultSingle, openStore(t, standaloneURL(t), uniquePrefix(t.Name())).cfg.Shards)
+	require.Equal(t, ShardsDefault, openStore(t, clusterURL(t), uniquePrefix(t.Name())).cfg.Shards)
 }
 
 // TestKeyLayout: every key a store writes is under the prefix's hash tags
