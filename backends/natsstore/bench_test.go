@@ -80,7 +80,9 @@ func BenchmarkLateness(b *testing.B) {
 	s := benchStore(b, SyncDefault)
 	ctx := context.Background()
 	n := rate * seconds
-	first := time.Now().Add(3 * time.Second).Truncate(time.Millisecond)
+	// Putting takes a while at high rates (about 60 000 jobs/s): the first
+	// job is due 3 s after the last put is expected to finish.
+	first := time.Now().Add(3*time.Second + time.Duration(n)*time.Second/40000).Truncate(time.Millisecond)
 	jobs := make([]*core.Job, n)
 	for i := range jobs {
 		jobs[i] = job("late", 0)
@@ -152,4 +154,74 @@ func envInt(name string, def int) int {
 		return v
 	}
 	return def
+}
+
+// BenchmarkBurst puts DELAYQ_BENCH_BURST jobs (default 100 000) due at one
+// instant, each through a real schedule, then claims them with 8 claims of
+// up to 100 and acknowledges each from 64 goroutines; it reports how long
+// after that instant the last job was claimed and the last acknowledged:
+//
+//	go test -run '^$' -bench Burst -benchtime 1x ./backends/natsstore/
+func BenchmarkBurst(b *testing.B) {
+	n := envInt("DELAYQ_BENCH_BURST", 100_000)
+	s := benchStore(b, SyncDefault)
+	ctx := context.Background()
+	due := time.Now().Add(3*time.Second + time.Duration(n)*time.Second/40000).UTC().Truncate(time.Millisecond)
+	for i := 0; i < n; i += 1000 {
+		jobs := make([]*core.Job, min(1000, n-i))
+		for k := range jobs {
+			jobs[k] = job("burst", 0)
+			jobs[k].RunAt = due
+		}
+		put(b, s, jobs...)
+	}
+	require.True(b, time.Now().Before(due.Add(-s.cfg.Lead)), "putting took too long")
+	b.ResetTimer()
+	var (
+		mu        sync.Mutex
+		claimed   int
+		lastClaim time.Time
+		wg        sync.WaitGroup
+		ackWG     sync.WaitGroup
+		toAck     = make(chan *core.Job, 4096)
+	)
+	for range 64 {
+		ackWG.Go(func() {
+			for j := range toAck {
+				_ = s.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease})
+			}
+		})
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for range 8 {
+		wg.Go(func() {
+			for cctx.Err() == nil {
+				got, err := s.ClaimJobs(cctx, &core.ClaimJobsParams{Topic: "burst", Max: 100, Wait: 10 * time.Second})
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				claimed += len(got)
+				if claimed >= n && lastClaim.IsZero() {
+					lastClaim = time.Now()
+					cancel()
+				}
+				mu.Unlock()
+				for _, j := range got {
+					toAck <- j
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(toAck)
+	ackWG.Wait()
+	lastAck := time.Now()
+	b.StopTimer()
+	if claimed < n {
+		b.Fatalf("claimed %d of %d jobs", claimed, n)
+	}
+	b.ReportMetric(float64(lastClaim.Sub(due))/1e6, "claimed_all_ms")
+	b.ReportMetric(float64(lastAck.Sub(due))/1e6, "acked_all_ms")
 }
