@@ -197,15 +197,19 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("natsstore: create bucket %s: %w: %w", s.names.topics, core.ErrUnavailable, err)
 	}
-	cons, err := s.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:        s.names.houseConsumer(),
-		Description:    "delayq fired schedules and lease expiries",
-		FilterSubjects: []string{s.names.prefix + "." + kindLead + ".>", s.names.prefix + "." + kindExpire + ".>"},
-		AckPolicy:      jetstream.AckExplicitPolicy,
-		AckWait:        cfg.AckWait,
-		MaxAckPending:  10000,
-		MaxDeliver:     -1,
-	})
+	var houseCfgs []jetstream.ConsumerConfig
+	for _, k := range houseKinds {
+		houseCfgs = append(houseCfgs, jetstream.ConsumerConfig{
+			Durable:       s.names.houseConsumer(k),
+			Description:   "delayq housekeeping: " + k + " wake-ups",
+			FilterSubject: s.names.prefix + "." + k + ".>",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       cfg.AckWait,
+			MaxAckPending: 10000,
+			MaxDeliver:    -1,
+		})
+	}
+	cons, err := createConsumers(ctx, s.stream, houseCfgs)
 	if err != nil {
 		return nil, fmt.Errorf("natsstore: create consumer: %w: %w", core.ErrUnavailable, err)
 	}
@@ -239,6 +243,34 @@ func unavailable(op string, err error) error {
 
 // errCAS is a compare-and-set publish that lost: the record changed.
 var errCAS = errors.New("natsstore: record changed")
+
+// createConsumers creates or updates durable consumers. On a work-queue
+// stream the server refuses a consumer whose filter overlaps another's, so
+// where an earlier version's consumer still covers what a new one filters on
+// (one consumer split in two), the old one must be updated first: a refused
+// consumer is tried again after the others, up to one pass per consumer.
+func createConsumers(ctx context.Context, stream jetstream.Stream, cfgs []jetstream.ConsumerConfig) ([]jetstream.Consumer, error) {
+	out := make([]jetstream.Consumer, len(cfgs))
+	var err error
+	for range cfgs {
+		err = nil
+		for i, c := range cfgs {
+			if out[i] != nil {
+				continue
+			}
+			cons, e := stream.CreateOrUpdateConsumer(ctx, c)
+			if e != nil {
+				err = e
+				continue
+			}
+			out[i] = cons
+		}
+		if err == nil {
+			return out, nil
+		}
+	}
+	return nil, err
+}
 
 // isWrongSeq reports whether err is JetStream's wrong-last-sequence answer.
 func isWrongSeq(err error) bool {
