@@ -644,12 +644,12 @@ func (s *Store) claimOne(ctx context.Context, q *topicQueue, it *item) (*core.Jo
 					return nil, nil
 				}
 				// A stale early wake-up: make sure of the schedule.
-				return nil, s.ensure(ctx, j, seq, now, it.msg)
+				return nil, s.ensure(ctx, j, seq, now, it.msg, true)
 			}
 		case core.StateReserved:
 			if j.LeaseExpiresAt.After(now) {
 				// The lease holds; make sure its wake-up exists.
-				return nil, s.ensure(ctx, j, seq, now, it.msg)
+				return nil, s.ensure(ctx, j, seq, now, it.msg, true)
 			}
 			j = j.Clone()
 			expireLease(j)
@@ -681,15 +681,24 @@ func (s *Store) claimOne(ctx context.Context, q *topicQueue, it *item) (*core.Jo
 			q.hold(it, it.due)
 			return nil, err
 		}
-		// Acknowledged, and confirmed, while the record changes, so that
-		// counts read after the claim do not see it ready too.
-		acked := make(chan struct{})
-		go func() {
-			defer close(acked)
-			_ = it.msg.DoubleAck(ctx)
-		}()
+		// A ready wake-up is acknowledged, and confirmed, while the record
+		// changes, so that counts read after the claim do not see it ready
+		// too. A near one counts nowhere: its acknowledgement goes out
+		// before the record's write, unconfirmed.
+		var acked chan struct{}
+		if it.kind == kindNear {
+			_ = it.msg.Ack()
+		} else {
+			acked = make(chan struct{})
+			go func() {
+				defer close(acked)
+				_ = it.msg.DoubleAck(ctx)
+			}()
+		}
 		_, err = s.save(ctx, r, seq)
-		<-acked
+		if acked != nil {
+			<-acked
+		}
 		if errors.Is(err, errCAS) {
 			s.undo(ctx, lseqs, r.ID)
 			continue // the record changed: read it again and act on it
@@ -712,13 +721,21 @@ func (s *Store) claimOne(ctx context.Context, q *topicQueue, it *item) (*core.Jo
 }
 
 // ensure publishes the wake-ups that a job's recorded state needs, then
-// acknowledges the stale wake-up m that led to it.
-func (s *Store) ensure(ctx context.Context, j *core.Job, seq uint64, now time.Time, m jetstream.Msg) error {
+// acknowledges the stale wake-up m that led to it; confirm waits for the
+// server to confirm the acknowledgement, so that a ready wake-up no longer
+// counts when the caller returns. The housekeeping's lead and expire
+// messages are counted nowhere: an acknowledgement lost is only a message
+// delivered again.
+func (s *Store) ensure(ctx context.Context, j *core.Job, seq uint64, now time.Time, m jetstream.Msg, confirm bool) error {
 	if _, err := s.publishAll(ctx, s.wakesFor(j, now, matching(seq))); err != nil {
 		_ = m.NakWithDelay(time.Second)
 		return err
 	}
-	_ = m.DoubleAck(ctx)
+	if confirm {
+		_ = m.DoubleAck(ctx)
+	} else {
+		_ = m.Ack()
+	}
 	return nil
 }
 
@@ -757,12 +774,12 @@ func (s *Store) handleHouse(m jetstream.Msg) {
 			return
 		}
 		if kind != kindExpire || j.State != core.StateReserved {
-			_ = s.ensure(ctx, j, seq, now, m)
+			_ = s.ensure(ctx, j, seq, now, m, false)
 			return
 		}
 		if d := j.LeaseExpiresAt.Sub(now); d > 0 {
 			if d > s.cfg.Lead {
-				_ = s.ensure(ctx, j, seq, now, m)
+				_ = s.ensure(ctx, j, seq, now, m, false)
 				return
 			}
 			_ = m.NakWithDelay(d)

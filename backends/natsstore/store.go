@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -376,18 +377,41 @@ func (s *Store) wakesFor(j *core.Job, now time.Time, st stamp) []*nats.Msg {
 	return nil
 }
 
-// publishAll stores wake-ups in order and returns their sequences. On an
-// error the sequences of those stored come with it.
+// publishAll stores wake-ups in order and returns their sequences. Several
+// are pipelined and awaited together: one connection's publishes to one
+// stream are stored in the order sent, and a caller that writes a record
+// after them awaits them all first. On an error the sequences of those
+// stored come with it.
 func (s *Store) publishAll(ctx context.Context, msgs []*nats.Msg) ([]uint64, error) {
-	seqs := make([]uint64, 0, len(msgs))
-	for _, m := range msgs {
-		seq, err := s.publish(ctx, m)
+	if len(msgs) == 1 {
+		seq, err := s.publish(ctx, msgs[0])
 		if err != nil {
-			return seqs, err
+			return nil, err
 		}
-		seqs = append(seqs, seq)
+		return []uint64{seq}, nil
 	}
-	return seqs, nil
+	fs := make([]jetstream.PubAckFuture, 0, len(msgs))
+	var err error
+	for _, m := range msgs {
+		f, e := s.js.PublishMsgAsync(m)
+		if e != nil {
+			err = unavailable("publish wake-up", e)
+			break
+		}
+		fs = append(fs, f)
+	}
+	seqs := make([]uint64, 0, len(fs))
+	for _, f := range fs {
+		ack, e := await(ctx, f)
+		if e != nil {
+			if err == nil {
+				err = unavailable("publish wake-up", e)
+			}
+			continue
+		}
+		seqs = append(seqs, ack.Sequence)
+	}
+	return seqs, err
 }
 
 // purge removes a job's wake-ups stored before sequence below. Every
@@ -422,7 +446,7 @@ func (s *Store) write(ctx context.Context, j *core.Job, expect uint64, now time.
 	}
 	below := seq
 	if len(seqs) > 0 {
-		below = seqs[0]
+		below = slices.Min(seqs)
 	}
 	return s.purge(ctx, j.Topic, j.ID, below)
 }

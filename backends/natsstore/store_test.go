@@ -3,11 +3,13 @@ package natsstore
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
@@ -342,4 +344,29 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestPublishAllKeepsOrder: wake-ups published together, pipelined, are
+// stored in the order given, which the write protocol relies on (the purge
+// bound, a soon schedule before its near twin).
+func TestPublishAllKeepsOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	n := b.store.names
+	var msgs []*nats.Msg
+	for i := range 200 {
+		msgs = append(msgs, wakeMsg(n.wake(kindDead, "order", fmt.Sprint("j", i)), time.Now(), matching(0)))
+	}
+	seqs, err := b.store.publishAll(ctx, msgs)
+	require.NoError(t, err)
+	require.Len(t, seqs, len(msgs))
+	for i, seq := range seqs {
+		m, err := b.store.stream.GetMsg(ctx, seq)
+		require.NoError(t, err)
+		require.Equal(t, msgs[i].Subject, m.Subject)
+		if i > 0 {
+			require.Greater(t, seq, seqs[i-1])
+		}
+	}
 }
