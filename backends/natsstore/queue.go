@@ -709,10 +709,10 @@ func (s *Store) claimOne(ctx context.Context, q *topicQueue, it *item) (*core.Jo
 		}
 		if it.kind == kindNear && len(lseqs) > 0 {
 			// Its soon schedule must not fire into ready: purge it, as a
-			// write purges every wake-up older than its own.
-			if err := s.purge(ctx, r.Topic, r.ID, lseqs[0]); err != nil {
-				s.log.Warn("natsstore: purge soon schedule", "id", r.ID, "err", err)
-			}
+			// write purges every wake-up older than its own. It fires
+			// soonGrace after run_at; should the purge come later, the
+			// ready message it makes is a stale wake-up, reconciled.
+			s.purgeLater(r.Topic, r.ID, lseqs[0])
 		}
 		return r, nil
 	}

@@ -141,6 +141,27 @@ type Store struct {
 	house  *puller // fired sched and lease schedules
 
 	prefetchSem chan struct{} // bounds reads ahead of due times
+	bg          background    // purges after the answer
+}
+
+// maxBackground bounds the purges running after their mutation answered;
+// past it a mutation purges before it answers, which slows the callers
+// down to what the server keeps up with.
+const maxBackground = 4096
+
+// background tracks the purges of stale wake-ups that run after their
+// mutation answered. The record is the truth and a stale wake-up is
+// reconciled by whoever gets it, so a mutation need not wait for its purge
+// (a round trip, or a quarter of a claim's); what reads wake-ups rather
+// than records, counts and dead listings, waits for the purges running
+// when it starts (settle), so that an instance reads its own writes.
+type background struct {
+	mu      sync.Mutex
+	next    uint64
+	running map[uint64]chan struct{} // closed when done
+	ctx     context.Context          // cancelled when Close gives up waiting
+	cancel  context.CancelFunc
+	before  func() // tests: called by each background purge before it purges
 }
 
 var _ core.Store = (*Store)(nil)
@@ -171,6 +192,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 
 		prefetchSem: make(chan struct{}, 64),
 	}
+	s.bg.running = make(map[uint64]chan struct{})
+	s.bg.ctx, s.bg.cancel = context.WithCancel(context.Background())
 	s.stream, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:              s.names.stream,
 		Description:       "delayq job records and wake-ups",
@@ -429,9 +452,10 @@ func (s *Store) purge(ctx context.Context, topic, id string, below uint64) error
 
 // write is the mutation protocol: store the wake-up of the new state, then
 // compare-and-set the record against the sequence read, then purge the
-// wake-ups that no longer apply. A crash between the steps leaves a stale
-// wake-up at worst, never a job without one. It returns errCAS when the
-// record changed since it was read.
+// wake-ups that no longer apply, in the background (see background). A
+// crash between the steps leaves a stale wake-up at worst, never a job
+// without one. It returns errCAS when the record changed since it was
+// read.
 func (s *Store) write(ctx context.Context, j *core.Job, expect uint64, now time.Time) error {
 	seqs, err := s.publishAll(ctx, s.wakesFor(j, now, pendingAfter(expect)))
 	if err != nil {
@@ -448,7 +472,65 @@ func (s *Store) write(ctx context.Context, j *core.Job, expect uint64, now time.
 	if len(seqs) > 0 {
 		below = slices.Min(seqs)
 	}
-	return s.purge(ctx, j.Topic, j.ID, below)
+	s.purgeLater(j.Topic, j.ID, below)
+	return nil
+}
+
+// purgeLater purges a job's wake-ups stored before sequence below, in the
+// background; failures are logged (the stale wake-ups left are reconciled
+// by whoever gets them). Past maxBackground it purges at once.
+func (s *Store) purgeLater(topic, id string, below uint64) {
+	purge := func(ctx context.Context) {
+		if err := s.purge(ctx, topic, id, below); err != nil {
+			s.log.Warn("natsstore: purge stale wake-ups", "id", id, "err", err)
+		}
+	}
+	s.bg.mu.Lock()
+	if len(s.bg.running) >= maxBackground {
+		s.bg.mu.Unlock()
+		ctx, cancel := context.WithTimeout(s.bg.ctx, 10*time.Second)
+		defer cancel()
+		purge(ctx)
+		return
+	}
+	k := s.bg.next
+	s.bg.next++
+	done := make(chan struct{})
+	s.bg.running[k] = done
+	s.bg.mu.Unlock()
+	go func() {
+		defer func() {
+			s.bg.mu.Lock()
+			delete(s.bg.running, k)
+			s.bg.mu.Unlock()
+			close(done)
+		}()
+		if s.bg.before != nil {
+			s.bg.before()
+		}
+		ctx, cancel := context.WithTimeout(s.bg.ctx, 10*time.Second)
+		defer cancel()
+		purge(ctx)
+	}()
+}
+
+// settle waits until the background purges running when it is called have
+// finished. Errors: ctx's.
+func (s *Store) settle(ctx context.Context) error {
+	s.bg.mu.Lock()
+	running := make([]chan struct{}, 0, len(s.bg.running))
+	for _, done := range s.bg.running {
+		running = append(running, done)
+	}
+	s.bg.mu.Unlock()
+	for _, done := range running {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // undo cleans up after a compare-and-set that lost: it deletes the wake-ups
@@ -884,6 +966,13 @@ func (s *Store) Close() error {
 		q.stop()
 	}
 	s.house.stop()
+	// Background purges get drainWait to finish; the stale wake-ups of
+	// those cut short are reconciled by whoever gets them.
+	ctx, cancel := context.WithTimeout(context.Background(), drainWait)
+	_ = s.settle(ctx)
+	cancel()
+	s.bg.cancel()
+	_ = s.settle(context.Background())
 	s.wg.Wait()
 	return nil
 }

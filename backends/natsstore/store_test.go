@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/core"
@@ -369,4 +370,49 @@ func TestPublishAllKeepsOrder(t *testing.T) {
 			require.Greater(t, seq, seqs[i-1])
 		}
 	}
+}
+
+// TestCountsAfterBackgroundPurges: acknowledgements answer before the
+// stale wake-ups they leave (lease schedules) are purged; counts wait for
+// those purges (settle), so an instance reads its own writes. (Jobs due at
+// once: a claim later than a soon schedule's grace leaves a ready wake-up
+// that counts until reconciled, by design.)
+func TestCountsAfterBackgroundPurges(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	const topic, n = "settle", 200
+	var jobs []*core.Job
+	for range n {
+		jobs = append(jobs, job(topic, 0))
+	}
+	put(t, b.store, jobs...)
+	var got []*core.Job
+	for len(got) < n {
+		got = append(got, claim(t, b.store, topic, n-len(got), 5*time.Second)...)
+	}
+	tp, err := b.store.GetTopic(ctx, topic)
+	require.NoError(t, err)
+	require.Equal(t, core.Counts{Reserved: n}, tp.Counts)
+
+	// Hold the purges back: the acknowledgements still answer.
+	gate := make(chan struct{})
+	var held sync.WaitGroup
+	held.Add(n)
+	b.store.bg.before = func() { held.Done(); <-gate }
+	var wg sync.WaitGroup
+	for _, j := range got {
+		wg.Go(func() {
+			assert.NoError(t, b.store.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease}))
+		})
+	}
+	wg.Wait()
+	held.Wait()
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	require.ErrorIs(t, b.store.settle(cancelled), context.Canceled)
+	close(gate)
+	tp, err = b.store.GetTopic(ctx, topic)
+	require.NoError(t, err)
+	require.Equal(t, core.Counts{}, tp.Counts)
 }
