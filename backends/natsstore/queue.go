@@ -695,7 +695,7 @@ func (s *Store) claimOne(ctx context.Context, q *topicQueue, it *item) (*core.Jo
 				_ = it.msg.DoubleAck(ctx)
 			}()
 		}
-		_, err = s.save(ctx, r, seq)
+		rseq, err := s.save(ctx, r, seq)
 		if acked != nil {
 			<-acked
 		}
@@ -714,6 +714,7 @@ func (s *Store) claimOne(ctx context.Context, q *topicQueue, it *item) (*core.Jo
 			// ready message it makes is a stale wake-up, reconciled.
 			s.purgeLater(r.Topic, r.ID, lseqs[0])
 		}
+		s.reserved.put(r.Clone(), rseq, now)
 		return r, nil
 	}
 	q.hold(it, it.due)

@@ -416,3 +416,77 @@ func TestCountsAfterBackgroundPurges(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, core.Counts{}, tp.Counts)
 }
+
+// TestCachedRecordIsAGuess: a job claimed here is acknowledged from the
+// record its claim kept, but the answer is the stored record's: when the
+// lease ran out and another instance claimed the job again, the old lease
+// is lost and the new one (refused by the guess) is taken.
+func TestCachedRecordIsAGuess(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	other := openStore(t, b.nc, b.prefix)
+	ctx := context.Background()
+	const topic = "guess"
+	j1, j2 := job(topic, 0), job(topic, 0)
+	j1.TTR, j2.TTR = time.Second, time.Second
+	put(t, b.store, j1, j2)
+	first := map[string]*core.Job{}
+	for len(first) < 2 {
+		for _, j := range claim(t, b.store, topic, 2, 5*time.Second) {
+			first[j.ID] = j
+		}
+	}
+	// The leases run out; the other instance claims both again.
+	again := map[string]*core.Job{}
+	for len(again) < 2 {
+		got := claim(t, other, topic, 2, 10*time.Second)
+		require.NotEmpty(t, got, "jobs not delivered again after their leases")
+		for _, j := range got {
+			again[j.ID] = j
+		}
+	}
+	require.NoError(t, b.store.AckJob(ctx, &core.AckJobParams{ID: j1.ID, Lease: again[j1.ID].Lease}))
+	err := b.store.AckJob(ctx, &core.AckJobParams{ID: j2.ID, Lease: first[j2.ID].Lease})
+	require.ErrorIs(t, err, core.ErrLeaseLost)
+	got, err := b.store.GetJob(ctx, j1.ID)
+	require.NoError(t, err)
+	require.Equal(t, core.StateDone, got.State)
+	got, err = b.store.GetJob(ctx, j2.ID)
+	require.NoError(t, err)
+	require.Equal(t, core.StateReserved, got.State)
+	require.Equal(t, again[j2.ID].Lease, got.Lease)
+}
+
+// TestRecordCacheBound: a full cache drops the records whose lease ran out
+// before it takes another, and takes none when nothing ran out.
+func TestRecordCacheBound(t *testing.T) {
+	t.Parallel()
+	var c recordCache
+	now := time.Now()
+	rec := func(id string, lease time.Time) *core.Job {
+		return &core.Job{ID: id, State: core.StateReserved, LeaseExpiresAt: lease}
+	}
+	for i := range maxCached {
+		lease := now.Add(time.Minute)
+		if i%2 == 0 {
+			lease = now.Add(-time.Second)
+		}
+		c.put(rec(fmt.Sprint(i), lease), uint64(i+1), now)
+	}
+	c.put(rec("new", now.Add(time.Minute)), 1, now)
+	require.Len(t, c.m, maxCached/2+1)
+	j, seq := c.take("new")
+	require.NotNil(t, j)
+	require.Equal(t, uint64(1), seq)
+	j, _ = c.take("new")
+	require.Nil(t, j, "taken twice")
+	for i := len(c.m); i < maxCached; i++ {
+		c.put(rec(fmt.Sprint("fill", i), now.Add(time.Minute)), 1, now)
+	}
+	c.put(rec("over", now.Add(time.Minute)), 1, now)
+	j, _ = c.take("over")
+	require.Nil(t, j, "kept past the bound")
+	c.put(&core.Job{ID: "big", Body: make([]byte, maxCachedBody+1)}, 1, now)
+	j, _ = c.take("big")
+	require.Nil(t, j, "kept a body past maxCachedBody")
+}
