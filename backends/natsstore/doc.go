@@ -31,6 +31,18 @@
 // wake-up is reconciled with the record by whoever receives it. Finished
 // records carry Nats-TTL = Retention and expire by themselves.
 //
+// The purge runs in the background, after the change has answered: a
+// stale wake-up is harmless, so the caller need not wait the round trip.
+// Counts and dead listings, which read wake-ups rather than records, first
+// wait for the purges running in their instance (settle), so an instance
+// reads its own writes. A job's several wake-ups (a soon schedule and its
+// near twin) are published pipelined and awaited together, before the
+// record: one connection's publishes are stored in the order sent. A job
+// reserved by a claim keeps its record in the instance (up to 100 000), so
+// that its acknowledgement writes without reading it; the compare-and-set
+// checks the guess, and a refusal made on a guess (a lease lost) is checked
+// against the stored record.
+//
 // # Why one stream, not two
 //
 // DESIGN.md puts records and wake-ups in two streams. Cleaning up a job's
@@ -59,16 +71,17 @@
 // The topic's durable pull consumers (<prefix>_near_<topic>_<hash> and
 // <prefix>_ready_<topic>_<hash>, filtered on exactly the topic's near and
 // ready subjects, so "a" and "a.b" never overlap, and never on a schedule:
-// see below) see the near message
-// at once; the instance's fetcher holds it, unacknowledged, in a heap by
-// run_at (in-progress acks keep it), reads the record ahead, and a waiting
-// ClaimJobs takes it at its exact run_at. The claim publishes the lease
-// schedule, acknowledges the held message and compares-and-sets the record
-// to reserved, then purges the job's older wake-ups (the soon schedule,
-// before it fires). Left unclaimed, the soon schedule fires into ready, so
-// counts and other instances see the job ready even where no claim runs;
-// the fetcher then holds the ready message instead. Claims wait on the
-// fetcher's arrivals and a timer for the next due time, never polling.
+// see below) see the near message at once; the instance's fetcher holds
+// it, unacknowledged, in a heap by run_at (in-progress acks keep it), reads
+// the record ahead, and a waiting ClaimJobs takes it at its exact run_at.
+// The claim publishes the lease schedule, acknowledges the held message and
+// compares-and-sets the record to reserved, then purges the job's older
+// wake-ups in the background (the soon schedule, normally before it fires;
+// if not, the ready message it makes is a stale wake-up). Left unclaimed,
+// the soon schedule fires into ready, so counts and other instances see the
+// job ready even where no claim runs; the fetcher then holds the ready
+// message instead. Claims wait on the fetcher's arrivals and a timer for
+// the next due time, never polling.
 //
 // A fetcher runs while claims come; 2 s after the last one it stops and
 // gives back (nak) what it holds, so another instance's claims get those

@@ -681,24 +681,17 @@ func (s *Store) claimOne(ctx context.Context, q *topicQueue, it *item) (*core.Jo
 			q.hold(it, it.due)
 			return nil, err
 		}
-		// A ready wake-up is acknowledged, and confirmed, while the record
-		// changes, so that counts read after the claim do not see it ready
-		// too. A near one counts nowhere: its acknowledgement goes out
-		// before the record's write, unconfirmed.
-		var acked chan struct{}
-		if it.kind == kindNear {
-			_ = it.msg.Ack()
-		} else {
-			acked = make(chan struct{})
-			go func() {
-				defer close(acked)
-				_ = it.msg.DoubleAck(ctx)
-			}()
-		}
+		// Acknowledged, and confirmed, while the record changes: counts
+		// read after the claim must not see a ready wake-up too, and the
+		// job's next purge (its acknowledgement's) should find the near
+		// message gone (see purgeLater on purges of several messages).
+		acked := make(chan struct{})
+		go func() {
+			defer close(acked)
+			_ = it.msg.DoubleAck(ctx)
+		}()
 		rseq, err := s.save(ctx, r, seq)
-		if acked != nil {
-			<-acked
-		}
+		<-acked
 		if errors.Is(err, errCAS) {
 			s.undo(ctx, lseqs, r.ID)
 			continue // the record changed: read it again and act on it
@@ -712,7 +705,9 @@ func (s *Store) claimOne(ctx context.Context, q *topicQueue, it *item) (*core.Jo
 			// write purges every wake-up older than its own. It fires
 			// soonGrace after run_at; should the purge come later, the
 			// ready message it makes is a stale wake-up, reconciled.
-			s.purgeLater(r.Topic, r.ID, lseqs[0])
+			// Its subject only: the near message may not be removed yet
+			// (see purgeLater on purges of several messages).
+			s.purgeLater(s.names.wake(kindSoon, r.Topic, r.ID), r.ID, lseqs[0])
 		}
 		s.reserved.put(r.Clone(), rseq, now)
 		return r, nil

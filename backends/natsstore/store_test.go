@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -399,7 +400,7 @@ func TestCountsAfterBackgroundPurges(t *testing.T) {
 	gate := make(chan struct{})
 	var held sync.WaitGroup
 	held.Add(n)
-	b.store.bg.before = func() { held.Done(); <-gate }
+	b.store.bg.before = func(string) { held.Done(); <-gate }
 	var wg sync.WaitGroup
 	for _, j := range got {
 		wg.Go(func() {
@@ -489,4 +490,39 @@ func TestRecordCacheBound(t *testing.T) {
 	c.put(&core.Job{ID: "big", Body: make([]byte, maxCachedBody+1)}, 1, now)
 	j, _ = c.take("big")
 	require.Nil(t, j, "kept a body past maxCachedBody")
+}
+
+// TestPurgesOfAJobInOrder: the background purges of one job run in the
+// order asked, the second after the first has finished, also when the
+// first is held up; another job's purge does not wait.
+func TestPurgesOfAJobInOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	n := b.store.names
+	first, second, other := n.wake(kindSoon, "order", "a"), n.wakes("order", "a"), n.wakes("order", "b")
+	gate := make(chan struct{})
+	otherRan := make(chan struct{})
+	var mu sync.Mutex
+	var order []string
+	b.store.bg.before = func(subject string) {
+		switch subject {
+		case first:
+			<-gate
+		case other:
+			close(otherRan)
+		}
+		mu.Lock()
+		order = append(order, subject)
+		mu.Unlock()
+	}
+	b.store.purgeLater(first, "a", 1)
+	b.store.purgeLater(second, "a", 1)
+	b.store.purgeLater(other, "b", 1)
+	<-otherRan // not held up by job a's purges
+	close(gate)
+	require.NoError(t, b.store.settle(ctx))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{first, second}, slices.DeleteFunc(slices.Clone(order), func(s string) bool { return s == other }))
 }
