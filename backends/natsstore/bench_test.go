@@ -139,6 +139,11 @@ func BenchmarkLateness(b *testing.B) {
 	b.StopTimer()
 	cpu := cpuTime() - cpu0
 	if len(late) < n {
+		// What the claims managed tells by how much they fell behind.
+		slices.Sort(late)
+		if len(late) > 0 {
+			b.Logf("p50 %s, max %s of those claimed; %.0f cpu_us/job", late[len(late)/2], late[len(late)-1], float64(cpu)/1e3/float64(len(late)))
+		}
 		b.Fatalf("claimed %d of %d jobs in time", len(late), n)
 	}
 	slices.Sort(late)
