@@ -80,7 +80,9 @@ func BenchmarkLateness(b *testing.B) {
 	s := benchStore(b, SyncDefault)
 	ctx := context.Background()
 	n := rate * seconds
-	first := time.Now().Add(3 * time.Second).Truncate(time.Millisecond)
+	// Putting takes a while at high rates (about 60 000 jobs/s): the first
+	// job is due 3 s after the last put is expected to finish.
+	first := time.Now().Add(3*time.Second + time.Duration(n)*time.Second/40000).Truncate(time.Millisecond)
 	jobs := make([]*core.Job, n)
 	for i := range jobs {
 		jobs[i] = job("late", 0)
@@ -91,6 +93,7 @@ func BenchmarkLateness(b *testing.B) {
 	}
 	require.True(b, time.Now().Before(first.Add(-time.Second)), "putting took too long")
 	b.ResetTimer()
+	cpu0 := cpuTime()
 	var (
 		mu   sync.Mutex
 		late []time.Duration
@@ -134,7 +137,13 @@ func BenchmarkLateness(b *testing.B) {
 	wg.Wait()
 	acks.Wait()
 	b.StopTimer()
+	cpu := cpuTime() - cpu0
 	if len(late) < n {
+		// What the claims managed tells by how much they fell behind.
+		slices.Sort(late)
+		if len(late) > 0 {
+			b.Logf("p50 %s, max %s of those claimed; %.0f cpu_us/job", late[len(late)/2], late[len(late)-1], float64(cpu)/1e3/float64(len(late)))
+		}
 		b.Fatalf("claimed %d of %d jobs in time", len(late), n)
 	}
 	slices.Sort(late)
@@ -145,6 +154,10 @@ func BenchmarkLateness(b *testing.B) {
 	b.ReportMetric(float64(late[0])/1e6, "min_ms")
 	slices.Sort(resv)
 	b.ReportMetric(float64(resv[len(resv)*99/100])/1e6, "reserved_p99_ms")
+	// The process's CPU (store and embedded server) per job from the end
+	// of the puts: what the due path costs, whatever else runs on the
+	// machine.
+	b.ReportMetric(float64(cpu)/1e3/float64(n), "cpu_us/job")
 }
 
 func envInt(name string, def int) int {
@@ -152,4 +165,77 @@ func envInt(name string, def int) int {
 		return v
 	}
 	return def
+}
+
+// BenchmarkBurst puts DELAYQ_BENCH_BURST jobs (default 100 000) due at one
+// instant, each through a real schedule, then claims them with 8 claims of
+// up to 100 and acknowledges each from 64 goroutines; it reports how long
+// after that instant the last job was claimed and the last acknowledged:
+//
+//	go test -run '^$' -bench Burst -benchtime 1x ./backends/natsstore/
+func BenchmarkBurst(b *testing.B) {
+	n := envInt("DELAYQ_BENCH_BURST", 100_000)
+	s := benchStore(b, SyncDefault)
+	ctx := context.Background()
+	due := time.Now().Add(3*time.Second + time.Duration(n)*time.Second/40000).UTC().Truncate(time.Millisecond)
+	for i := 0; i < n; i += 1000 {
+		jobs := make([]*core.Job, min(1000, n-i))
+		for k := range jobs {
+			jobs[k] = job("burst", 0)
+			jobs[k].RunAt = due
+		}
+		put(b, s, jobs...)
+	}
+	require.True(b, time.Now().Before(due.Add(-s.cfg.Lead)), "putting took too long")
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	var (
+		mu        sync.Mutex
+		claimed   int
+		lastClaim time.Time
+		wg        sync.WaitGroup
+		ackWG     sync.WaitGroup
+		toAck     = make(chan *core.Job, 4096)
+	)
+	for range 64 {
+		ackWG.Go(func() {
+			for j := range toAck {
+				_ = s.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease})
+			}
+		})
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for range 8 {
+		wg.Go(func() {
+			for cctx.Err() == nil {
+				got, err := s.ClaimJobs(cctx, &core.ClaimJobsParams{Topic: "burst", Max: 100, Wait: 10 * time.Second})
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				claimed += len(got)
+				if claimed >= n && lastClaim.IsZero() {
+					lastClaim = time.Now()
+					cancel()
+				}
+				mu.Unlock()
+				for _, j := range got {
+					toAck <- j
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(toAck)
+	ackWG.Wait()
+	lastAck := time.Now()
+	b.StopTimer()
+	cpu := cpuTime() - cpu0
+	if claimed < n {
+		b.Fatalf("claimed %d of %d jobs", claimed, n)
+	}
+	b.ReportMetric(float64(lastClaim.Sub(due))/1e6, "claimed_all_ms")
+	b.ReportMetric(float64(lastAck.Sub(due))/1e6, "acked_all_ms")
+	b.ReportMetric(float64(cpu)/1e3/float64(n), "cpu_us/job")
 }

@@ -88,28 +88,51 @@ func (n names) streamSubjects() []string {
 	return s
 }
 
-// readyFilters are the subjects of a topic's durable consumer: its near and
-// ready wake-ups, plain messages that the server never purges by subject.
+// topicKinds are the kinds of wake-up a topic's fetcher gets, one durable
+// consumer each (see puller: one filter per consumer). Ready comes first:
+// its consumer keeps the name of the single consumer of near and ready that
+// earlier versions made, and must lose the near filter before the near
+// consumer can exist (filters on a work-queue stream must not overlap).
+var topicKinds = []string{kindReady, kindNear}
+
+// readyFilters are the subjects a topic's fetcher gets, in topicKinds
+// order: its ready and near wake-ups, plain messages that the server never
+// purges by subject.
 func (n names) readyFilters(topic string) []string {
-	return []string{n.kindFilter(kindNear, topic), n.kindFilter(kindReady, topic)}
+	f := make([]string, len(topicKinds))
+	for i, k := range topicKinds {
+		f[i] = n.kindFilter(k, topic)
+	}
+	return f
 }
 
-// readyConsumer names the durable consumer of a topic's ready wake-ups.
-// Dots become underscores, and a hash of the topic keeps "a.b" and "a_b"
-// apart.
-func (n names) readyConsumer(topic string) string {
+// topicConsumer names the durable consumer of one kind of a topic's
+// wake-ups. Dots become underscores, and a hash of the topic keeps "a.b"
+// and "a_b" apart.
+func (n names) topicConsumer(kind, topic string) string {
 	h := fnv.New32a()
 	h.Write([]byte(topic))
 	t := strings.ReplaceAll(topic, ".", "_")
 	if len(t) > 100 {
 		t = t[:100]
 	}
-	return fmt.Sprintf("%s_ready_%s_%08x", n.prefix, t, h.Sum32())
+	return fmt.Sprintf("%s_%s_%s_%08x", n.prefix, kind, t, h.Sum32())
 }
 
-// houseConsumer names the durable consumer of fired sched and lease
-// schedules, shared by every store instance of the prefix.
-func (n names) houseConsumer() string { return n.prefix + "_house" }
+// houseKinds are the kinds of wake-up the housekeeping gets, one durable
+// consumer each, shared by every store instance of the prefix. Lead comes
+// first, for the reason of topicKinds: its consumer keeps the name of the
+// single consumer of lead and expire that earlier versions made.
+var houseKinds = []string{kindLead, kindExpire}
+
+// houseConsumer names the durable consumer of one kind of housekeeping
+// wake-up.
+func (n names) houseConsumer(kind string) string {
+	if kind == kindLead {
+		return n.prefix + "_house"
+	}
+	return n.prefix + "_house_" + kind
+}
 
 // parseWake splits a wake-up subject into kind, topic and id.
 func (n names) parseWake(subject string) (kind, topic, id string, ok bool) {

@@ -94,10 +94,10 @@ type topicQueue struct {
 	changed   chan struct{} // closed and replaced when items arrive
 	waiting   int           // claims in ClaimJobs
 	lastClaim time.Time
-	cons      jetstream.Consumer
-	p         *puller       // the running fetcher, nil when idle
-	primed    chan struct{} // closed once the fetcher took what was available at start
-	runDone   chan struct{} // closed when the fetcher has stopped and released
+	cons      []jetstream.Consumer // one per topicKinds
+	p         *puller              // the running fetcher, nil when idle
+	primed    chan struct{}        // closed once the fetcher took what was available at start
+	runDone   chan struct{}        // closed when the fetcher has stopped and released
 }
 
 // queue returns the topic queue of a topic, made if needed.
@@ -168,7 +168,7 @@ func (q *topicQueue) run(p *puller, primed, runDone chan struct{}) {
 		q.mu.Unlock()
 	}()
 	defer q.releaseAll()
-	cons := q.consumer(p)
+	cons := q.consumers(p)
 	if cons == nil {
 		close(p.done)
 		return
@@ -176,18 +176,20 @@ func (q *topicQueue) run(p *puller, primed, runDone chan struct{}) {
 	p.cons = cons
 	// Prime: take what is available at once before the first claim looks,
 	// so that a claim sees the whole backlog and takes it in run_at order.
-	for !p.isStopped() {
-		batch, err := cons.FetchNoWait(p.batch)
-		if err != nil {
-			break
-		}
-		n := 0
-		for m := range batch.Messages() {
-			q.add(m)
-			n++
-		}
-		if batch.Error() != nil || n < p.batch {
-			break
+	for _, c := range cons {
+		for !p.isStopped() {
+			batch, err := c.FetchNoWait(p.batch)
+			if err != nil {
+				break
+			}
+			n := 0
+			for m := range batch.Messages() {
+				q.add(m)
+				n++
+			}
+			if batch.Error() != nil || n < p.batch {
+				break
+			}
 		}
 	}
 	close(primed)
@@ -199,32 +201,36 @@ func (q *topicQueue) run(p *puller, primed, runDone chan struct{}) {
 	<-auditDone
 }
 
-// consumerConfig is the configuration of the topic's durable consumer. It
-// filters on near and ready wake-ups only: plain messages, never purged by
-// the server (see doc.go, "Why near messages").
-func (q *topicQueue) consumerConfig() jetstream.ConsumerConfig {
-	return jetstream.ConsumerConfig{
-		Durable:        q.s.names.readyConsumer(q.topic),
-		Description:    "delayq ready jobs of topic " + q.topic,
-		FilterSubjects: q.s.names.readyFilters(q.topic),
-		AckPolicy:      jetstream.AckExplicitPolicy,
-		AckWait:        q.s.cfg.AckWait,
-		MaxAckPending:  4 * maxHeld,
-		MaxDeliver:     -1,
+// consumerConfigs are the configurations of the topic's durable consumers,
+// in topicKinds order. Each filters on one kind of plain wake-up, near or
+// ready, never purged by the server (see doc.go, "Why near messages").
+func (q *topicQueue) consumerConfigs() []jetstream.ConsumerConfig {
+	cfgs := make([]jetstream.ConsumerConfig, len(topicKinds))
+	for i, k := range topicKinds {
+		cfgs[i] = jetstream.ConsumerConfig{
+			Durable:       q.s.names.topicConsumer(k, q.topic),
+			Description:   "delayq " + k + " jobs of topic " + q.topic,
+			FilterSubject: q.s.names.kindFilter(k, q.topic),
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       q.s.cfg.AckWait,
+			MaxAckPending: 4 * maxHeld,
+			MaxDeliver:    -1,
+		}
 	}
+	return cfgs
 }
 
-// consumer returns the topic's durable consumer, creating it (or updating
-// one made by an older version) on first use and repairing it if need be;
-// nil when the fetcher stopped before JetStream answered.
-func (q *topicQueue) consumer(p *puller) jetstream.Consumer {
+// consumers returns the topic's durable consumers, creating them (or
+// updating those made by an older version) on first use and repairing them
+// if need be; nil when the fetcher stopped before JetStream answered.
+func (q *topicQueue) consumers(p *puller) []jetstream.Consumer {
 	if q.cons != nil {
 		return q.cons
 	}
 	backoff := 10 * time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		cons, err := q.s.stream.CreateOrUpdateConsumer(ctx, q.consumerConfig())
+		cons, err := createConsumers(ctx, q.s.stream, q.consumerConfigs())
 		cancel()
 		if err == nil {
 			q.cons = cons
@@ -241,13 +247,13 @@ func (q *topicQueue) consumer(p *puller) jetstream.Consumer {
 	}
 }
 
-// orphan returns the stream sequence of the first near or ready wake-up of
-// the topic at or below its consumer's ack floor, 0 if there is none. On a
-// work-queue stream a message is deleted as soon as it is acknowledged, so
-// such a wake-up is one the consumer takes for acknowledged while it is
-// not: the consumer will never deliver it again.
-func (q *topicQueue) orphan(ctx context.Context) (uint64, error) {
-	info, err := q.cons.Info(ctx)
+// orphan returns the stream sequence of the first wake-up of the topic's
+// consumer i (see topicKinds) at or below the consumer's ack floor, 0 if
+// there is none. On a work-queue stream a message is deleted as soon as it
+// is acknowledged, so such a wake-up is one the consumer takes for
+// acknowledged while it is not: the consumer will never deliver it again.
+func (q *topicQueue) orphan(ctx context.Context, i int) (uint64, error) {
+	info, err := q.cons[i].Info(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -255,35 +261,40 @@ func (q *topicQueue) orphan(ctx context.Context) (uint64, error) {
 	if floor == 0 {
 		return 0, nil
 	}
-	var first uint64
-	for _, f := range q.s.names.readyFilters(q.topic) {
-		m, err := q.s.stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(f))
-		if errors.Is(err, jetstream.ErrMsgNotFound) || isNotFoundAPI(err) {
-			continue
-		}
-		if err != nil {
-			return 0, err
-		}
-		if m.Sequence <= floor && (first == 0 || m.Sequence < first) {
-			first = m.Sequence
-		}
+	m, err := q.s.stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(q.s.names.kindFilter(topicKinds[i], q.topic)))
+	if errors.Is(err, jetstream.ErrMsgNotFound) || isNotFoundAPI(err) {
+		return 0, nil
 	}
-	return first, nil
+	if err != nil {
+		return 0, err
+	}
+	if m.Sequence <= floor {
+		return m.Sequence, nil
+	}
+	return 0, nil
 }
 
-// repair recreates the topic's consumer when it has lost track of a
-// wake-up (see orphan) for longer than orphanRecheck. The store no longer
-// does what made nats-server 2.15 lose track (purges of subjects inside the
+// repair recreates a topic's consumer when it has lost track of a wake-up
+// (see orphan) for longer than orphanRecheck. The store no longer does
+// what made nats-server 2.15 lose track (purges of subjects inside the
 // consumer's filter), but a consumer from an older version, or one broken
 // otherwise, keeps jobs from being delivered for ever. Recreating it is
-// safe while other instances use it: the new consumer delivers every near
-// and ready wake-up again, including those held elsewhere, and a wake-up
+// safe while other instances use it: the new consumer delivers every
+// wake-up of its kind again, including those held elsewhere, and a wake-up
 // delivered twice is harmless (claims compare and set the record).
 func (q *topicQueue) repair(quit <-chan struct{}) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	seq, err := q.orphan(ctx)
-	if err != nil || seq == 0 {
+	seqs := make([]uint64, len(q.cons))
+	found := false
+	for i := range q.cons {
+		seq, err := q.orphan(ctx, i)
+		if err != nil {
+			return
+		}
+		seqs[i], found = seq, found || seq != 0
+	}
+	if !found {
 		return
 	}
 	select {
@@ -291,18 +302,24 @@ func (q *topicQueue) repair(quit <-chan struct{}) {
 	case <-quit:
 		return
 	}
-	if again, err := q.orphan(ctx); err != nil || again != seq {
-		return
-	}
-	name := q.s.names.readyConsumer(q.topic)
-	q.s.log.Warn("natsstore: consumer lost track of a wake-up; recreating it", "consumer", name, "seq", seq)
-	if err := q.s.stream.DeleteConsumer(ctx, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		q.s.log.Warn("natsstore: delete consumer", "consumer", name, "err", err)
-		return
-	}
-	if _, err := q.s.stream.CreateOrUpdateConsumer(ctx, q.consumerConfig()); err != nil {
-		// The fetcher's pulls fail until a later repair or restart makes it.
-		q.s.log.Warn("natsstore: create consumer", "consumer", name, "err", err)
+	cfgs := q.consumerConfigs()
+	for i, seq := range seqs {
+		if seq == 0 {
+			continue
+		}
+		if again, err := q.orphan(ctx, i); err != nil || again != seq {
+			continue
+		}
+		name := cfgs[i].Durable
+		q.s.log.Warn("natsstore: consumer lost track of a wake-up; recreating it", "consumer", name, "seq", seq)
+		if err := q.s.stream.DeleteConsumer(ctx, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			q.s.log.Warn("natsstore: delete consumer", "consumer", name, "err", err)
+			continue
+		}
+		if _, err := q.s.stream.CreateOrUpdateConsumer(ctx, cfgs[i]); err != nil {
+			// The fetcher's pulls fail until a later repair or restart makes it.
+			q.s.log.Warn("natsstore: create consumer", "consumer", name, "err", err)
+		}
 	}
 }
 
@@ -627,12 +644,12 @@ func (s *Store) claimOne(ctx context.Context, q *topicQueue, it *item) (*core.Jo
 					return nil, nil
 				}
 				// A stale early wake-up: make sure of the schedule.
-				return nil, s.ensure(ctx, j, seq, now, it.msg)
+				return nil, s.ensure(ctx, j, seq, now, it.msg, true)
 			}
 		case core.StateReserved:
 			if j.LeaseExpiresAt.After(now) {
 				// The lease holds; make sure its wake-up exists.
-				return nil, s.ensure(ctx, j, seq, now, it.msg)
+				return nil, s.ensure(ctx, j, seq, now, it.msg, true)
 			}
 			j = j.Clone()
 			expireLease(j)
@@ -664,14 +681,16 @@ func (s *Store) claimOne(ctx context.Context, q *topicQueue, it *item) (*core.Jo
 			q.hold(it, it.due)
 			return nil, err
 		}
-		// Acknowledged, and confirmed, while the record changes, so that
-		// counts read after the claim do not see it ready too.
+		// Acknowledged, and confirmed, while the record changes: counts
+		// read after the claim must not see a ready wake-up too, and the
+		// job's next purge (its acknowledgement's) should find the near
+		// message gone (see purgeLater on purges of several messages).
 		acked := make(chan struct{})
 		go func() {
 			defer close(acked)
 			_ = it.msg.DoubleAck(ctx)
 		}()
-		_, err = s.save(ctx, r, seq)
+		rseq, err := s.save(ctx, r, seq)
 		<-acked
 		if errors.Is(err, errCAS) {
 			s.undo(ctx, lseqs, r.ID)
@@ -683,11 +702,14 @@ func (s *Store) claimOne(ctx context.Context, q *topicQueue, it *item) (*core.Jo
 		}
 		if it.kind == kindNear && len(lseqs) > 0 {
 			// Its soon schedule must not fire into ready: purge it, as a
-			// write purges every wake-up older than its own.
-			if err := s.purge(ctx, r.Topic, r.ID, lseqs[0]); err != nil {
-				s.log.Warn("natsstore: purge soon schedule", "id", r.ID, "err", err)
-			}
+			// write purges every wake-up older than its own. It fires
+			// soonGrace after run_at; should the purge come later, the
+			// ready message it makes is a stale wake-up, reconciled.
+			// Its subject only: the near message may not be removed yet
+			// (see purgeLater on purges of several messages).
+			s.purgeLater(s.names.wake(kindSoon, r.Topic, r.ID), r.ID, lseqs[0])
 		}
+		s.reserved.put(r.Clone(), rseq, now)
 		return r, nil
 	}
 	q.hold(it, it.due)
@@ -695,13 +717,21 @@ func (s *Store) claimOne(ctx context.Context, q *topicQueue, it *item) (*core.Jo
 }
 
 // ensure publishes the wake-ups that a job's recorded state needs, then
-// acknowledges the stale wake-up m that led to it.
-func (s *Store) ensure(ctx context.Context, j *core.Job, seq uint64, now time.Time, m jetstream.Msg) error {
+// acknowledges the stale wake-up m that led to it; confirm waits for the
+// server to confirm the acknowledgement, so that a ready wake-up no longer
+// counts when the caller returns. The housekeeping's lead and expire
+// messages are counted nowhere: an acknowledgement lost is only a message
+// delivered again.
+func (s *Store) ensure(ctx context.Context, j *core.Job, seq uint64, now time.Time, m jetstream.Msg, confirm bool) error {
 	if _, err := s.publishAll(ctx, s.wakesFor(j, now, matching(seq))); err != nil {
 		_ = m.NakWithDelay(time.Second)
 		return err
 	}
-	_ = m.DoubleAck(ctx)
+	if confirm {
+		_ = m.DoubleAck(ctx)
+	} else {
+		_ = m.Ack()
+	}
 	return nil
 }
 
@@ -740,12 +770,12 @@ func (s *Store) handleHouse(m jetstream.Msg) {
 			return
 		}
 		if kind != kindExpire || j.State != core.StateReserved {
-			_ = s.ensure(ctx, j, seq, now, m)
+			_ = s.ensure(ctx, j, seq, now, m, false)
 			return
 		}
 		if d := j.LeaseExpiresAt.Sub(now); d > 0 {
 			if d > s.cfg.Lead {
-				_ = s.ensure(ctx, j, seq, now, m)
+				_ = s.ensure(ctx, j, seq, now, m, false)
 				return
 			}
 			_ = m.NakWithDelay(d)

@@ -224,13 +224,18 @@ type streamInfoResponse struct {
 
 // subjects returns a page of the subjects of the job stream that match
 // filter, with message counts, from offset in sorted order, and how many
-// match in all.
+// match in all. It waits first for the background purges running (see
+// background): the wake-ups they remove must not count.
 func (s *Store) subjects(ctx context.Context, filter string, offset int) (map[string]uint64, int, error) {
 	req, _ := json.Marshal(streamInfoRequest{SubjectsFilter: filter, Offset: offset})
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
+	}
+	// Wake-ups this instance has made stale are gone before it counts.
+	if err := s.settle(ctx); err != nil {
+		return nil, 0, unavailable("settle purges", err)
 	}
 	m, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.INFO."+s.names.stream, req)
 	if err != nil {
