@@ -37,7 +37,9 @@ type target struct {
 // directory.
 type env struct {
 	dir   string
+	out   string // where the processes' logs are saved
 	procs []*logproc.Proc
+	names []string
 	redis *redistest.Server
 }
 
@@ -56,7 +58,7 @@ func startEnv(ctx context.Context, cfg *config, logf func(string, ...any)) (*tar
 	if err != nil {
 		return nil, nil, err
 	}
-	e := &env{dir: dir}
+	e := &env{dir: dir, out: cfg.Out}
 	t, err := e.start(ctx, cfg, logf)
 	if err != nil {
 		e.close()
@@ -111,7 +113,7 @@ func (e *env) start(ctx context.Context, cfg *config, logf func(string, ...any))
 	if err != nil {
 		return nil, err
 	}
-	e.procs = append(e.procs, p)
+	e.procs, e.names = append(e.procs, p), append(e.names, "delayq")
 	for _, m := range seen {
 		switch {
 		case strings.HasPrefix(m[0], `msg="http`):
@@ -153,14 +155,16 @@ func (e *env) startNATS(ctx context.Context, logf func(string, ...any)) (url str
 	if err != nil {
 		return "", 0, "", err
 	}
-	e.procs = append(e.procs, p)
+	e.procs, e.names = append(e.procs, p), append(e.names, "nats-server")
 	return "nats://127.0.0.1:" + strconv.Itoa(port), p.PID(), data, nil
 }
 
-// close stops delayq first, so it flushes to a backend still running.
+// close stops delayq first, so it flushes to a backend still running,
+// and saves each process's log beside the report.
 func (e *env) close() {
 	for i := len(e.procs) - 1; i >= 0; i-- {
 		e.procs[i].Stop(30 * time.Second)
+		_ = os.WriteFile(filepath.Join(e.out, e.names[i]+".log"), []byte(e.procs[i].Log()), 0o644)
 	}
 	if e.redis != nil {
 		e.redis.Kill()

@@ -723,7 +723,7 @@ func (s *Store) claimOne(ctx context.Context, q *topicQueue, it *item) (*core.Jo
 // messages are counted nowhere: an acknowledgement lost is only a message
 // delivered again.
 func (s *Store) ensure(ctx context.Context, j *core.Job, seq uint64, now time.Time, m jetstream.Msg, confirm bool) error {
-	if _, err := s.publishAll(ctx, s.wakesFor(j, now, matching(seq))); err != nil {
+	if err := s.restore(ctx, j, seq); err != nil {
 		_ = m.NakWithDelay(time.Second)
 		return err
 	}

@@ -641,9 +641,47 @@ func (s *Store) undo(ctx context.Context, seqs []uint64, id string) {
 	if err != nil || j == nil {
 		return
 	}
-	if _, err := s.publishAll(ctx, s.wakesFor(j, s.now(), matching(cur))); err != nil {
+	if err := s.restore(ctx, j, cur); err != nil {
 		s.log.Warn("natsstore: restore wake-up", "id", id, "err", err)
 	}
+}
+
+// restore publishes the wake-ups that j, read at record sequence cur,
+// needs, for a caller that found them missing or replaced. A write after
+// cur, between that read and the publish (the winner of a claim
+// acknowledging the job it just claimed, say), purged below its own
+// wake-ups or record, so not these: they would bring back a state already
+// replaced, such as a lease counted as reserved until it fires. So restore
+// reads the record again and, while it has changed, deletes what it
+// published on subjects the new state does not use (only those messages
+// have their sequences) and publishes the new state's wake-ups, which
+// replace the rest.
+func (s *Store) restore(ctx context.Context, j *core.Job, cur uint64) error {
+	for range maxTries {
+		msgs := s.wakesFor(j, s.now(), matching(cur))
+		seqs, err := s.publishAll(ctx, msgs)
+		if err != nil {
+			return err
+		}
+		next, seq, err := s.load(ctx, j.ID)
+		if err != nil || seq == cur {
+			return err
+		}
+		var keep []*nats.Msg
+		if next != nil {
+			keep = s.wakesFor(next, s.now(), matching(seq))
+		}
+		for i, m := range msgs {
+			if !slices.ContainsFunc(keep, func(k *nats.Msg) bool { return k.Subject == m.Subject }) {
+				s.deleteSeqs(ctx, seqs[i:i+1], j.ID)
+			}
+		}
+		if next == nil {
+			return nil
+		}
+		j, cur = next, seq
+	}
+	return nil
 }
 
 // deleteSeqs deletes stale wake-ups of a job by sequence; failures are

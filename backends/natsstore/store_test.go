@@ -526,3 +526,25 @@ func TestPurgesOfAJobInOrder(t *testing.T) {
 	defer mu.Unlock()
 	require.Equal(t, []string{first, second}, slices.DeleteFunc(slices.Clone(order), func(s string) bool { return s == other }))
 }
+
+// TestRestoreAfterANewerWrite: a stale wake-up reconciled from a record
+// read just before the job was acknowledged must not bring its lease back
+// (it counted as reserved until the lease's time, 30 s after a burst).
+func TestRestoreAfterANewerWrite(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	const topic = "restore"
+	put(t, b.store, job(topic, 0))
+	got := claim(t, b.store, topic, 1, 5*time.Second)
+	require.Len(t, got, 1)
+	read, seq, err := b.store.load(ctx, got[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, core.StateReserved, read.State)
+	require.NoError(t, b.store.AckJob(ctx, &core.AckJobParams{ID: got[0].ID, Lease: got[0].Lease}))
+
+	require.NoError(t, b.store.restore(ctx, read, seq))
+	tp, err := b.store.GetTopic(ctx, topic)
+	require.NoError(t, err)
+	require.Equal(t, core.Counts{}, tp.Counts, "no lease is left for a job done")
+}
