@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/storetest"
 )
 
 // benchStore opens a store on an embedded server of its own, with the given
@@ -94,48 +95,18 @@ func BenchmarkLateness(b *testing.B) {
 	require.True(b, time.Now().Before(first.Add(-time.Second)), "putting took too long")
 	b.ResetTimer()
 	cpu0 := cpuTime()
-	var (
-		mu   sync.Mutex
-		late []time.Duration
-		resv []time.Duration // reserved (the claim's now) after run_at
-		wg   sync.WaitGroup
-		acks sync.WaitGroup
-	)
+	var late, resv []time.Duration // claim returned, and reserved (the claim's now), after run_at
 	cctx, cancel := context.WithTimeout(ctx, time.Duration(seconds+10)*time.Second)
 	defer cancel()
-	for range 8 {
-		wg.Go(func() {
-			for {
-				got, err := s.ClaimJobs(cctx, &core.ClaimJobsParams{Topic: "late", Max: 16, Wait: time.Second})
-				at := time.Now()
-				if err != nil {
-					return
-				}
-				mu.Lock()
-				for _, j := range got {
-					late = append(late, at.Sub(j.RunAt))
-					resv = append(resv, j.UpdatedAt.Sub(j.RunAt))
-				}
-				done := len(late) >= n
-				mu.Unlock()
-				// Acknowledge off the claim loop, as a dispatcher would.
-				acks.Go(func() {
-					for _, j := range got {
-						_ = s.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease})
-					}
-				})
-				if done {
-					cancel()
-					return
-				}
-				if cctx.Err() != nil {
-					return
-				}
+	storetest.Drain(cctx, s, storetest.DrainParams{
+		Topic: "late", N: n, Claimers: 8, Max: 16, Wait: time.Second,
+		Seen: func(at time.Time, got []*core.Job) {
+			for _, j := range got {
+				late = append(late, at.Sub(j.RunAt))
+				resv = append(resv, j.UpdatedAt.Sub(j.RunAt))
 			}
-		})
-	}
-	wg.Wait()
-	acks.Wait()
+		},
+	})
 	b.StopTimer()
 	cpu := cpuTime() - cpu0
 	if len(late) < n {
@@ -189,47 +160,10 @@ func BenchmarkBurst(b *testing.B) {
 	require.True(b, time.Now().Before(due.Add(-s.cfg.Lead)), "putting took too long")
 	b.ResetTimer()
 	cpu0 := cpuTime()
-	var (
-		mu        sync.Mutex
-		claimed   int
-		lastClaim time.Time
-		wg        sync.WaitGroup
-		ackWG     sync.WaitGroup
-		toAck     = make(chan *core.Job, 4096)
-	)
-	for range 64 {
-		ackWG.Go(func() {
-			for j := range toAck {
-				_ = s.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease})
-			}
-		})
-	}
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	for range 8 {
-		wg.Go(func() {
-			for cctx.Err() == nil {
-				got, err := s.ClaimJobs(cctx, &core.ClaimJobsParams{Topic: "burst", Max: 100, Wait: 10 * time.Second})
-				if err != nil {
-					return
-				}
-				mu.Lock()
-				claimed += len(got)
-				if claimed >= n && lastClaim.IsZero() {
-					lastClaim = time.Now()
-					cancel()
-				}
-				mu.Unlock()
-				for _, j := range got {
-					toAck <- j
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(toAck)
-	ackWG.Wait()
-	lastAck := time.Now()
+	res := storetest.Drain(cctx, s, storetest.DrainParams{Topic: "burst", N: n, Claimers: 8, Max: 100, Wait: 10 * time.Second})
+	claimed, lastClaim, lastAck := res.Claimed, res.LastClaim, res.LastAck
 	b.StopTimer()
 	cpu := cpuTime() - cpu0
 	if claimed < n {

@@ -694,10 +694,17 @@ func (s *Store) deleteSeqs(ctx context.Context, seqs []uint64, id string) {
 	}
 }
 
-// isNotFoundAPI reports whether err is JetStream's "no message found".
+// errCodeSequenceNotFound is nats-server's "sequence not found" (code
+// 10043), the answer to deleting a message already removed; nats.go names
+// no constant for it.
+const errCodeSequenceNotFound jetstream.ErrorCode = 10043
+
+// isNotFoundAPI reports whether err is JetStream's "no message found" or
+// "sequence not found".
 func isNotFoundAPI(err error) bool {
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.Code == 404 || apiErr.ErrorCode == jetstream.JSErrCodeMessageNotFound)
+	return errors.As(err, &apiErr) && (apiErr.Code == 404 || apiErr.ErrorCode == jetstream.JSErrCodeMessageNotFound ||
+		apiErr.ErrorCode == errCodeSequenceNotFound)
 }
 
 // view returns a job as the contract shows it at now: a scheduled job whose

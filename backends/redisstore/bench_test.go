@@ -17,6 +17,7 @@ import (
 
 	"github.com/delayq/delayq/backends/redisstore/redistest"
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/storetest"
 )
 
 // benchServer starts a standalone server of the benchmark's own with the
@@ -119,52 +120,24 @@ func BenchmarkLateness(b *testing.B) {
 	b.ResetTimer()
 	cpu0 := redisCPU(b, url)
 	var (
-		mu   sync.Mutex
-		late []time.Duration
+		late []time.Duration // claim returned after run_at
 		resv []time.Duration // reserved (the claim script's now) after run_at
 		slow = map[int]int{} // per 100 ms of run_at: jobs claimed over 5 ms late
-		wg   sync.WaitGroup
-		acks sync.WaitGroup
 	)
 	cctx, cancel := context.WithTimeout(ctx, time.Duration(seconds+10)*time.Second)
 	defer cancel()
-	for range 8 {
-		wg.Go(func() {
-			for {
-				got, err := s.ClaimJobs(cctx, &core.ClaimJobsParams{Topic: "late", Max: 16, Wait: time.Second})
-				at := time.Now()
-				if err != nil {
-					return
+	storetest.Drain(cctx, s, storetest.DrainParams{
+		Topic: "late", N: n, Claimers: 8, Max: 16, Wait: time.Second,
+		Seen: func(at time.Time, got []*core.Job) {
+			for _, j := range got {
+				if d := at.Sub(j.RunAt); d > 5*time.Millisecond {
+					slow[int(j.RunAt.Sub(first)/(100*time.Millisecond))]++
 				}
-				mu.Lock()
-				for _, j := range got {
-					if d := at.Sub(j.RunAt); d > 5*time.Millisecond {
-						slow[int(j.RunAt.Sub(first)/(100*time.Millisecond))]++
-					}
-					late = append(late, at.Sub(j.RunAt))
-					resv = append(resv, j.UpdatedAt.Sub(j.RunAt))
-				}
-				done := len(late) >= n
-				mu.Unlock()
-				// Acknowledge off the claim loop, each job from its own
-				// goroutine, as core's dispatcher does.
-				for _, j := range got {
-					acks.Go(func() {
-						_ = s.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease})
-					})
-				}
-				if done {
-					cancel()
-					return
-				}
-				if cctx.Err() != nil {
-					return
-				}
+				late = append(late, at.Sub(j.RunAt))
+				resv = append(resv, j.UpdatedAt.Sub(j.RunAt))
 			}
-		})
-	}
-	wg.Wait()
-	acks.Wait()
+		},
+	})
 	b.StopTimer()
 	b.ReportMetric(float64(redisCPU(b, url)-cpu0)/float64(time.Microsecond)/float64(n), "redis_cpu_us/job")
 	redisStats(b, url)
@@ -357,47 +330,10 @@ func BenchmarkBurst(b *testing.B) {
 	redisStats(b, url)
 	b.ResetTimer()
 	cpu0 := redisCPU(b, url)
-	var (
-		mu        sync.Mutex
-		claimed   int
-		lastClaim time.Time
-		wg        sync.WaitGroup
-		ackWG     sync.WaitGroup
-		toAck     = make(chan *core.Job, 4096)
-	)
-	for range 64 {
-		ackWG.Go(func() {
-			for j := range toAck {
-				_ = s.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease})
-			}
-		})
-	}
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	for range 8 {
-		wg.Go(func() {
-			for cctx.Err() == nil {
-				got, err := s.ClaimJobs(cctx, &core.ClaimJobsParams{Topic: "burst", Max: 100, Wait: 10 * time.Second})
-				if err != nil {
-					return
-				}
-				mu.Lock()
-				claimed += len(got)
-				if claimed >= n {
-					lastClaim = time.Now()
-					cancel()
-				}
-				mu.Unlock()
-				for _, j := range got {
-					toAck <- j
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(toAck)
-	ackWG.Wait()
-	lastAck := time.Now()
+	res := storetest.Drain(cctx, s, storetest.DrainParams{Topic: "burst", N: n, Claimers: 8, Max: 100, Wait: 10 * time.Second})
+	claimed, lastClaim, lastAck := res.Claimed, res.LastClaim, res.LastAck
 	b.StopTimer()
 	b.ReportMetric(float64(redisCPU(b, url)-cpu0)/float64(time.Microsecond)/float64(n), "redis_cpu_us/job")
 	redisStats(b, url)

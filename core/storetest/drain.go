@@ -1,0 +1,90 @@
+package storetest
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/delayq/delayq/core"
+)
+
+// DrainParams configure Drain.
+type DrainParams struct {
+	// Topic is the topic claimed from.
+	Topic string
+	// N is how many jobs to claim.
+	N int
+	// Claimers is how many claims wait at once, each of up to Max jobs and
+	// for up to Wait.
+	Claimers, Max int
+	Wait          time.Duration
+	// Ackers is how many goroutines acknowledge the claimed jobs, off the
+	// claim loops, as core's dispatcher does. Defaults to 64.
+	Ackers int
+	// Seen, when set, gets each claim's jobs and the moment the claim
+	// returned; calls do not overlap.
+	Seen func(at time.Time, jobs []*core.Job)
+}
+
+// DrainResult is what Drain did.
+type DrainResult struct {
+	// Claimed counts the jobs claimed; LastClaim is when the N-th was.
+	Claimed   int
+	LastClaim time.Time
+	// LastAck is when the last acknowledgement ended.
+	LastAck time.Time
+}
+
+// Drain claims and acknowledges N due jobs of a topic, as a pool of
+// consumers would, for the stores' benchmarks of bursts and lateness. It
+// returns once N were claimed and acknowledged, or when ctx ends.
+func Drain(ctx context.Context, s core.Store, p DrainParams) DrainResult {
+	if p.Ackers == 0 {
+		p.Ackers = 64
+	}
+	var (
+		mu     sync.Mutex
+		res    DrainResult
+		claims sync.WaitGroup
+		ackers sync.WaitGroup
+		toAck  = make(chan *core.Job, p.N)
+	)
+	for range p.Ackers {
+		ackers.Go(func() {
+			for j := range toAck {
+				_ = s.AckJob(context.WithoutCancel(ctx), &core.AckJobParams{ID: j.ID, Lease: j.Lease})
+			}
+		})
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for range p.Claimers {
+		claims.Go(func() {
+			for cctx.Err() == nil {
+				got, err := s.ClaimJobs(cctx, &core.ClaimJobsParams{Topic: p.Topic, Max: p.Max, Wait: p.Wait})
+				at := time.Now()
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				if p.Seen != nil && len(got) > 0 {
+					p.Seen(at, got)
+				}
+				res.Claimed += len(got)
+				if res.Claimed >= p.N && res.LastClaim.IsZero() {
+					res.LastClaim = at
+					cancel()
+				}
+				mu.Unlock()
+				for _, j := range got {
+					toAck <- j
+				}
+			}
+		})
+	}
+	claims.Wait()
+	close(toAck)
+	ackers.Wait()
+	res.LastAck = time.Now()
+	return res
+}
