@@ -34,7 +34,7 @@ type collector struct {
 	dups  int
 	errs  []string
 	all   chan struct{}
-	first time.Time
+	last  time.Time // the latest receipt
 }
 
 func newCollector(want int) *collector {
@@ -50,6 +50,7 @@ func (c *collector) add(id string, r receipt) {
 	}
 	c.seen[id] = struct{}{}
 	c.got = append(c.got, r)
+	c.last = r.At
 	if len(c.got) == c.want {
 		close(c.all)
 	}
@@ -63,18 +64,28 @@ func (c *collector) fail(err error) {
 	}
 }
 
-// await waits until every job came or deadline passed; it fails only when
-// ctx ends.
-func (c *collector) await(ctx context.Context, deadline time.Time) error {
-	t := time.NewTimer(time.Until(deadline))
+// await waits until every job came, or deadline passed, or none came for
+// idle (once it is past start): a service that falls behind still
+// delivers, and its lateness is what a run measures, but one that
+// delivers nothing more will not. It fails only when ctx ends.
+func (c *collector) await(ctx context.Context, start, deadline time.Time, idle time.Duration) error {
+	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
-	select {
-	case <-c.all:
-	case <-t.C:
-	case <-ctx.Done():
-		return ctx.Err()
+	for {
+		select {
+		case <-c.all:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case now := <-t.C:
+			c.mu.Lock()
+			last := c.last
+			c.mu.Unlock()
+			if now.After(deadline) || (now.After(start.Add(idle)) && now.Sub(last) > idle) {
+				return nil
+			}
+		}
 	}
-	return nil
 }
 
 // result returns a copy of what came, the duplicates and errors.

@@ -203,7 +203,7 @@ func burst(ctx context.Context, c *client, cfg *config, lead time.Duration, logf
 	if time.Now().After(due) {
 		return res, fmt.Errorf("burst: pushing took %.1fs, past the due instant: lower -burst", res.PushSeconds)
 	}
-	if err := col.await(ctx, due.Add(60*time.Second)); err != nil {
+	if err := col.await(ctx, due, due.Add(2*time.Minute), 10*time.Second); err != nil {
 		return nil, err
 	}
 	rs, dups, errs := col.result()
@@ -219,7 +219,7 @@ func burst(ctx context.Context, c *client, cfg *config, lead time.Duration, logf
 	res.Stats = summarize(lates(rs))
 	res.Curve = curve(rs, due, 50*time.Millisecond)
 	if res.Received < res.Jobs {
-		return res, fmt.Errorf("burst: received %d of %d jobs within 60s", res.Received, res.Jobs)
+		return res, fmt.Errorf("burst: received %d of %d jobs: none came for 10s, or 2 min passed", res.Received, res.Jobs)
 	}
 	// Acknowledged: the topic holds no job any more. Counts are read every
 	// 20 ms, which bounds the figure's resolution.
@@ -321,7 +321,7 @@ func lateness(ctx context.Context, c *client, cfg *config, logf func(string, ...
 	}
 	if res.Pushed == total {
 		lastDue := first.Add(time.Duration(total) * interval)
-		if err := col.await(ctx, lastDue.Add(30*time.Second)); err != nil {
+		if err := col.await(ctx, lastDue, lastDue.Add(2*time.Minute), 10*time.Second); err != nil {
 			return nil, err
 		}
 	}
@@ -331,7 +331,7 @@ func lateness(ctx context.Context, c *client, cfg *config, logf func(string, ...
 	res.Stats = summarize(lates(rs))
 	res.Series = series(rs, 100*time.Millisecond)
 	if res.Received < total {
-		return res, fmt.Errorf("lateness: received %d of %d jobs (%d pushed)", res.Received, total, res.Pushed)
+		return res, fmt.Errorf("lateness: received %d of %d jobs (%d pushed): none came for 10s, or 2 min passed after the last was due", res.Received, total, res.Pushed)
 	}
 	return res, nil
 }
