@@ -33,6 +33,9 @@ type wsService struct {
 	// events receives "ack <id>" and "retry <id>" for each delivery
 	// outcome stored.
 	events chan string
+	// seen holds the events read so far: outcomes of different jobs come
+	// in any order, so one waited for later may have been read already.
+	seen   map[string]bool
 	addr   string
 	srv    *http.Server
 	ws     *wstransport.Server
@@ -45,7 +48,7 @@ func startWSService(t *testing.T) *wsService {
 	events := make(chan string, 1024)
 	engine, err := core.NewEngine(core.EngineConfig{Store: &outcomeStore{Store: mem, events: events}, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	s := &wsService{t: t, engine: engine, addr: "127.0.0.1:0", events: events}
+	s := &wsService{t: t, engine: engine, addr: "127.0.0.1:0", events: events, seen: map[string]bool{}}
 	s.start()
 	t.Cleanup(func() {
 		s.stop()
@@ -90,12 +93,10 @@ func (s *wsService) stop() {
 func (s *wsService) waitOutcome(t *testing.T, kind, id string) {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
-	for {
+	for !s.seen[kind+" "+id] {
 		select {
 		case e := <-s.events:
-			if e == kind+" "+id {
-				return
-			}
+			s.seen[e] = true
 		case <-deadline:
 			t.Fatalf("no %s of job %s within 10s", kind, id)
 		}
