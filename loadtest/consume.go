@@ -28,13 +28,13 @@ func (r receipt) Late() time.Duration { return r.At.Sub(r.RunAt) }
 type collector struct {
 	want int
 
-	mu    sync.Mutex
-	seen  map[string]struct{}
-	got   []receipt
-	dups  int
-	errs  []string
-	all   chan struct{}
-	last  time.Time // the latest receipt
+	mu   sync.Mutex
+	seen map[string]struct{}
+	got  []receipt
+	dups int
+	errs []string
+	all  chan struct{}
+	last time.Time // the latest receipt
 }
 
 func newCollector(want int) *collector {

@@ -198,6 +198,9 @@ func measure(ctx context.Context, cfg *config, t *target, res *results, logf fun
 		logf("  failed: %v", err)
 		errs = append(errs, err)
 	}
+	meter := newCPUMeter(t)
+	// phase runs f and records the cores each process used meanwhile.
+	phase := func(name string, f func()) { res.CPU = append(res.CPU, meter.measure(name, f)) }
 	var err error
 	if res.Memory.Baseline, err = readMemory(t); err != nil {
 		return err
@@ -207,19 +210,27 @@ func measure(ctx context.Context, cfg *config, t *target, res *results, logf fun
 		in := &res.Intake
 		prof.start(ctx, "intake-http-single", cfg.IntakeFor)
 		logf("intake: one job per request, %d workers, %s", cfg.Workers, cfg.IntakeFor)
-		in.HTTPSingle = c.intakeHTTP(ctx, uniqueTopic("loadtest.intake.single"), cfg.Workers, 1, cfg.IntakeFor, 0)
+		phase("intake, one job per request", func() {
+			in.HTTPSingle = c.intakeHTTP(ctx, uniqueTopic("loadtest.intake.single"), cfg.Workers, 1, cfg.IntakeFor, 0)
+		})
 		logf("  %.0f jobs/s", in.HTTPSingle.PerSecond)
 		prof.wait()
 		prof.start(ctx, "intake-http-batch", cfg.IntakeFor)
 		logf("intake: batches of %d, %d workers, %s", cfg.Batch, cfg.BatchWorkers, cfg.IntakeFor)
-		in.HTTPBatch = c.intakeHTTP(ctx, uniqueTopic("loadtest.intake.batch"), cfg.BatchWorkers, cfg.Batch, cfg.IntakeFor, 0)
+		phase("intake, batches", func() {
+			in.HTTPBatch = c.intakeHTTP(ctx, uniqueTopic("loadtest.intake.batch"), cfg.BatchWorkers, cfg.Batch, cfg.IntakeFor, 0)
+		})
 		logf("  %.0f jobs/s", in.HTTPBatch.PerSecond)
 		prof.wait()
 		pending = in.HTTPSingle.Jobs + in.HTTPBatch.Jobs
 		if t.NATSURL != "" {
 			prof.start(ctx, "intake-nats", cfg.IntakeFor)
 			logf("intake: NATS publishes with replies, %d in flight, %s", cfg.NATSWindow, cfg.IntakeFor)
-			r, err := intakeNATS(ctx, t.NATSURL, uniqueTopic("loadtest.intake.nats"), cfg.NATSWindow, cfg.IntakeFor)
+			var r intakeResult
+			var err error
+			phase("intake, NATS", func() {
+				r, err = intakeNATS(ctx, t.NATSURL, uniqueTopic("loadtest.intake.nats"), cfg.NATSWindow, cfg.IntakeFor)
+			})
 			prof.wait()
 			if err != nil {
 				fail(fmt.Errorf("nats intake: %w", err))
@@ -250,7 +261,9 @@ func measure(ctx context.Context, cfg *config, t *target, res *results, logf fun
 	if cfg.has("burst") {
 		lead := burstLead(cfg.Burst, res.Intake.HTTPBatch.PerSecond)
 		prof.start(ctx, "burst", lead+3*time.Second)
-		b, err := burst(ctx, c, cfg, lead, logf)
+		var b *burstResult
+		var err error
+		phase("burst", func() { b, err = burst(ctx, c, cfg, lead, logf) })
 		prof.wait()
 		res.Burst = b
 		if err != nil {
@@ -261,7 +274,9 @@ func measure(ctx context.Context, cfg *config, t *target, res *results, logf fun
 	}
 	if cfg.has("lateness") {
 		prof.start(ctx, "lateness", cfg.Lead+cfg.Duration)
-		l, err := lateness(ctx, c, cfg, logf)
+		var l *latenessResult
+		var err error
+		phase("lateness", func() { l, err = lateness(ctx, c, cfg, logf) })
 		prof.wait()
 		res.Lateness = l
 		if err != nil {

@@ -56,9 +56,14 @@ func TestHarness(t *testing.T) {
 	require.Positive(t, res.Lateness.Stats.Max)
 	require.NotEmpty(t, res.Lateness.Series)
 
+	require.Len(t, res.CPU, 5, "a CPU reading per phase but memory")
+	for _, p := range res.CPU {
+		require.Positive(t, p.Cores["delayq"]+p.Cores["harness"], p.Phase)
+	}
+
 	report, err := os.ReadFile(filepath.Join(out, "report.md"))
 	require.NoError(t, err)
-	for _, want := range []string{"## Against the targets", "## Intake", "## Memory", "## Burst", "## Lateness", "(lateness-over-time.png)", "(lateness-histogram.png)", "(burst.png)"} {
+	for _, want := range []string{"## Against the targets", "## Intake", "## Memory", "## Burst", "## Lateness", "## CPU", "(lateness-over-time.png)", "(lateness-histogram.png)", "(burst.png)"} {
 		require.Contains(t, string(report), want)
 	}
 	for _, name := range []string{"lateness-over-time.png", "lateness-histogram.png", "burst.png"} {

@@ -246,3 +246,79 @@ func diskUsage(dirs []string) int64 {
 	}
 	return n
 }
+
+// clockTicks is the unit of /proc/<pid>/stat's CPU times (USER_HZ), 100 on
+// every Linux that Go supports.
+const clockTicks = 100
+
+// cpuTime returns the CPU time (user and system) process pid has used.
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name, in parentheses, may hold spaces: fields count
+	// from after its closing parenthesis (utime and stime are the 14th
+	// and 15th of the line, the 12th and 13th after it).
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0, errors.New("short /proc/" + strconv.Itoa(pid) + "/stat")
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}
+
+// cpuMeter measures how many cores each process of a run used in a phase:
+// the one near 1 (Redis) or near the machine's count is what limits it.
+type cpuMeter struct {
+	names []string
+	pids  []int
+}
+
+func newCPUMeter(t *target) *cpuMeter {
+	m := &cpuMeter{}
+	add := func(name string, pid int) {
+		if pid != 0 {
+			m.names, m.pids = append(m.names, name), append(m.pids, pid)
+		}
+	}
+	add("delayq", t.DelayqPID)
+	if t.BackendPID != t.DelayqPID {
+		add("backend server", t.BackendPID)
+	}
+	add("harness", os.Getpid())
+	return m
+}
+
+// phaseCPU is the cores each process used in one phase.
+type phaseCPU struct {
+	Phase string             `json:"phase"`
+	Cores map[string]float64 `json:"cores"`
+}
+
+// measure runs f and returns the cores each process used meanwhile;
+// processes whose times cannot be read are left out.
+func (m *cpuMeter) measure(phase string, f func()) phaseCPU {
+	before := make([]time.Duration, len(m.pids))
+	ok := make([]bool, len(m.pids))
+	for i, pid := range m.pids {
+		var err error
+		before[i], err = cpuTime(pid)
+		ok[i] = err == nil
+	}
+	start := time.Now()
+	f()
+	wall := time.Since(start)
+	out := phaseCPU{Phase: phase, Cores: map[string]float64{}}
+	for i, pid := range m.pids {
+		if after, err := cpuTime(pid); err == nil && ok[i] {
+			out.Cores[m.names[i]] = float64(after-before[i]) / float64(wall)
+		}
+	}
+	return out
+}

@@ -24,7 +24,9 @@ type results struct {
 	Memory   memoryResult    `json:"memory"`
 	Burst    *burstResult    `json:"burst,omitempty"`
 	Lateness *latenessResult `json:"lateness,omitempty"`
-	Failure  string          `json:"failure,omitempty"`
+	// CPU is the cores each process used in each phase.
+	CPU     []phaseCPU `json:"cpu"`
+	Failure string     `json:"failure,omitempty"`
 }
 
 type intakeResults struct {
@@ -237,7 +239,35 @@ func writeReport(dir string, r *results) error {
 		}
 		writeErrors(&b, l.Errors)
 	}
+	writeCPU(&b, r)
 	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String()), 0o644)
+}
+
+// writeCPU tells which process each phase kept busy, in cores of the
+// machine's: the one near 1 (a single-threaded server) or the sum near
+// the core count is what limits the phase.
+func writeCPU(b *strings.Builder, r *results) {
+	if len(r.CPU) == 0 {
+		return
+	}
+	names := []string{"delayq", "backend server", "harness"}
+	fmt.Fprintf(b, "## CPU\n\nCores each process used during each phase (of %d; burst and lateness include the pushes ahead and the wait for the last job).\n\n| phase |", r.Machine.Cores)
+	for _, n := range names {
+		fmt.Fprintf(b, " %s |", n)
+	}
+	b.WriteString("\n| --- |" + strings.Repeat(" --- |", len(names)) + "\n")
+	for _, p := range r.CPU {
+		fmt.Fprintf(b, "| %s |", p.Phase)
+		for _, n := range names {
+			if v, ok := p.Cores[n]; ok {
+				fmt.Fprintf(b, " %.2f |", v)
+			} else {
+				b.WriteString(" |")
+			}
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
 }
 
 func writeErrors(b *strings.Builder, errs []string) {
