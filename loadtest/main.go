@@ -16,8 +16,10 @@
 //     the pending jobs.
 //
 // It writes report.md, results.json and PNG plots (lateness over time,
-// its histogram, the burst's deliveries over time) to -out. The default
-// run takes about two minutes and at most five:
+// its histogram, the burst's deliveries over time) to -out. A default
+// run takes one to two and a half minutes on 2 cores; a backend that falls
+// behind adds at most two minutes of waiting to the burst and to the
+// lateness phase, and -timeout (10 min) bounds the whole run:
 //
 //	go run ./loadtest                     # embedded NATS
 //	go run ./loadtest -backend nats       # a separate nats-server
