@@ -95,17 +95,6 @@ func (n names) streamSubjects() []string {
 // consumer can exist (filters on a work-queue stream must not overlap).
 var topicKinds = []string{kindReady, kindNear}
 
-// readyFilters are the subjects a topic's fetcher gets, in topicKinds
-// order: its ready and near wake-ups, plain messages that the server never
-// purges by subject.
-func (n names) readyFilters(topic string) []string {
-	f := make([]string, len(topicKinds))
-	for i, k := range topicKinds {
-		f[i] = n.kindFilter(k, topic)
-	}
-	return f
-}
-
 // topicConsumer names the durable consumer of one kind of a topic's
 // wake-ups. Dots become underscores, and a hash of the topic keeps "a.b"
 // and "a_b" apart.

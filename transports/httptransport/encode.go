@@ -10,9 +10,6 @@ import (
 	"github.com/delayq/delayq/transports/wire"
 )
 
-// timeLayout is RFC 3339 with milliseconds; times are shown in UTC.
-const timeLayout = wire.TimeLayout
-
 // Job answers are written by hand rather than by encoding/json, which would
 // compact and HTML-escape the raw body: a body is answered byte for byte.
 
