@@ -35,11 +35,11 @@ type wsService struct {
 	events chan string
 	// seen holds the events read so far: outcomes of different jobs come
 	// in any order, so one waited for later may have been read already.
-	seen   map[string]bool
-	addr   string
-	srv    *http.Server
-	ws     *wstransport.Server
-	done   chan struct{}
+	seen map[string]bool
+	addr string
+	srv  *http.Server
+	ws   *wstransport.Server
+	done chan struct{}
 }
 
 func startWSService(t *testing.T) *wsService {
