@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/storetest"
 )
 
 // embedded is the package's shared in-process server; every test uses its
@@ -78,28 +79,17 @@ func openStore(t *testing.T, nc *nats.Conn, prefix string, mod ...func(*Config))
 
 // job returns a valid job due after delay.
 func job(topic string, delay time.Duration) *core.Job {
-	return &core.Job{
-		ID:          core.NewID(),
-		Topic:       topic,
-		Body:        []byte(`{"n":1}`),
-		RunAt:       time.Now().Add(delay).UTC().Truncate(time.Millisecond),
-		TTR:         30 * time.Second,
-		MaxAttempts: 3,
-	}
+	j := storetest.NewJob(topic, time.Now().Add(delay))
+	j.MaxAttempts = 3
+	return j
 }
 
 func put(t testing.TB, s *Store, jobs ...*core.Job) {
 	t.Helper()
-	res, err := s.PutJobs(context.Background(), &core.PutJobsParams{Jobs: jobs})
-	require.NoError(t, err)
-	for i, r := range res {
-		require.NoError(t, r.Err, "job %d", i)
-	}
+	storetest.Put(t, context.Background(), s, jobs...)
 }
 
 func claim(t testing.TB, s *Store, topic string, n int, wait time.Duration) []*core.Job {
 	t.Helper()
-	jobs, err := s.ClaimJobs(context.Background(), &core.ClaimJobsParams{Topic: topic, Max: n, Wait: wait})
-	require.NoError(t, err)
-	return jobs
+	return storetest.Claim(t, context.Background(), s, topic, n, wait)
 }

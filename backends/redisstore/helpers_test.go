@@ -16,6 +16,7 @@ import (
 
 	"github.com/delayq/delayq/backends/redisstore/redistest"
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/storetest"
 )
 
 // TestMain stops the package's shared servers after the tests and checks
@@ -148,29 +149,17 @@ func openStore(t testing.TB, url, prefix string, mod ...func(*Config)) *Store {
 
 // job returns a valid job of topic due after delay.
 func job(topic string, delay time.Duration) *core.Job {
-	return &core.Job{
-		ID:          core.NewID(),
-		Topic:       topic,
-		Body:        []byte(`{"n":1}`),
-		RunAt:       time.Now().Add(delay).UTC().Truncate(time.Millisecond),
-		TTR:         30 * time.Second,
-		MaxAttempts: 3,
-		State:       core.StateScheduled,
-	}
+	j := storetest.NewJob(topic, time.Now().Add(delay))
+	j.MaxAttempts = 3
+	return j
 }
 
 func put(t testing.TB, s *Store, jobs ...*core.Job) {
 	t.Helper()
-	res, err := s.PutJobs(context.Background(), &core.PutJobsParams{Jobs: jobs})
-	require.NoError(t, err)
-	for i, r := range res {
-		require.NoError(t, r.Err, "job %d", i)
-	}
+	storetest.Put(t, context.Background(), s, jobs...)
 }
 
 func claim(t testing.TB, s *Store, topic string, n int, wait time.Duration) []*core.Job {
 	t.Helper()
-	jobs, err := s.ClaimJobs(context.Background(), &core.ClaimJobsParams{Topic: topic, Max: n, Wait: wait})
-	require.NoError(t, err)
-	return jobs
+	return storetest.Claim(t, context.Background(), s, topic, n, wait)
 }

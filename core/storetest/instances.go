@@ -95,8 +95,8 @@ func testTwoInstances(t *testing.T, b *testBundle) {
 	for i := range n {
 		jobs = append(jobs, NewJob(topic, time.Now().Add(time.Duration(i-n)*time.Millisecond)))
 	}
-	putOK(t, b.ctx, s1, jobs[:n/2]...)
-	putOK(t, b.ctx, s2, jobs[n/2:]...)
+	Put(t, b.ctx, s1, jobs[:n/2]...)
+	Put(t, b.ctx, s2, jobs[n/2:]...)
 	for _, s := range []core.Store{s1, s2} {
 		got, err := s.GetJob(b.ctx, jobs[0].ID)
 		require.NoError(t, err)
@@ -109,15 +109,15 @@ func testTwoInstances(t *testing.T, b *testBundle) {
 	claimed, _ := claimAllConcurrently(t, b, []core.Store{s1, s2}, topic, n, 3, 10, dueWait)
 	requireOnce(t, jobs, claimed)
 	for _, s := range []core.Store{s1, s2} {
-		require.Empty(t, claim(t, b.ctx, s, topic, 10, 300*time.Millisecond), "a job was delivered again while its lease held")
+		require.Empty(t, Claim(t, b.ctx, s, topic, 10, 300*time.Millisecond), "a job was delivered again while its lease held")
 	}
 
 	// Claimed on one, acknowledged on the other; cancelled on one, seen
 	// cancelled on the other.
 	j := DueJob(topic + ".x")
 	k := NewJob(topic+".x", time.Now().Add(time.Hour))
-	putOK(t, b.ctx, s1, j, k)
-	c := claim(t, b.ctx, s1, j.Topic, 1, dueWait)
+	Put(t, b.ctx, s1, j, k)
+	c := Claim(t, b.ctx, s1, j.Topic, 1, dueWait)
 	require.Len(t, c, 1)
 	got, err := s2.GetJob(b.ctx, j.ID)
 	require.NoError(t, err)
@@ -144,7 +144,7 @@ func testTwoInstancesWakeUp(t *testing.T, b *testBundle) {
 	b.pass(t, 300*time.Millisecond)
 	job := DueJob(topic)
 	putAt := time.Now()
-	putOK(t, b.ctx, s1, job)
+	Put(t, b.ctx, s1, job)
 	r := <-ch
 	require.NoError(t, r.err)
 	require.Len(t, r.jobs, 1)
@@ -155,7 +155,7 @@ func testTwoInstancesWakeUp(t *testing.T, b *testBundle) {
 	ch = claimAsync(b.ctx, s2, topic, 1, 5*time.Second)
 	b.pass(t, 200*time.Millisecond)
 	later := NewJob(topic, time.Now().Add(400*time.Millisecond))
-	putOK(t, b.ctx, s1, later)
+	Put(t, b.ctx, s1, later)
 	r = <-ch
 	require.NoError(t, r.err)
 	require.Len(t, r.jobs, 1)
@@ -188,13 +188,13 @@ func testRestart(t *testing.T, b *testBundle) {
 		reserved = append(reserved, shortJob(topic+".reserved"))
 	}
 	done, dead := DueJob(topic+".done"), DueJob(topic+".dead")
-	putOK(t, b.ctx, s1, slices.Concat(pending, reserved, []*core.Job{done, dead})...)
+	Put(t, b.ctx, s1, slices.Concat(pending, reserved, []*core.Job{done, dead})...)
 	leases := claimUntil(t, b.ctx, s1, topic+".reserved", 3, 3, dueWait)
 	require.Len(t, leases, 3)
-	d := claim(t, b.ctx, s1, done.Topic, 1, dueWait)
+	d := Claim(t, b.ctx, s1, done.Topic, 1, dueWait)
 	require.Len(t, d, 1)
 	require.NoError(t, s1.AckJob(b.ctx, &core.AckJobParams{ID: d[0].ID, Lease: d[0].Lease}))
-	x := claim(t, b.ctx, s1, dead.Topic, 1, dueWait)
+	x := Claim(t, b.ctx, s1, dead.Topic, 1, dueWait)
 	require.Len(t, x, 1)
 	require.NoError(t, s1.BuryJob(b.ctx, &core.BuryJobParams{ID: x[0].ID, Lease: x[0].Lease, Error: "boom"}))
 

@@ -164,10 +164,12 @@ func namespace(t *testing.T) string {
 // put stores jobs on the bundle's store, requiring each to succeed.
 func (b *testBundle) put(t *testing.T, jobs ...*core.Job) {
 	t.Helper()
-	putOK(t, b.ctx, b.store, jobs...)
+	Put(t, b.ctx, b.store, jobs...)
 }
 
-func putOK(t *testing.T, ctx context.Context, s core.Store, jobs ...*core.Job) {
+// Put stores jobs on s, requiring each to be created; the stores' own
+// tests and benchmarks use it too.
+func Put(t testing.TB, ctx context.Context, s core.Store, jobs ...*core.Job) {
 	t.Helper()
 	res, err := s.PutJobs(ctx, &core.PutJobsParams{Jobs: jobs})
 	require.NoError(t, err)
@@ -208,10 +210,12 @@ func (b *testBundle) requireState(t *testing.T, id string, want core.State) *cor
 // claim claims from topic on the bundle's store.
 func (b *testBundle) claim(t *testing.T, topic string, max int, wait time.Duration) []*core.Job {
 	t.Helper()
-	return claim(t, b.ctx, b.store, topic, max, wait)
+	return Claim(t, b.ctx, b.store, topic, max, wait)
 }
 
-func claim(t *testing.T, ctx context.Context, s core.Store, topic string, max int, wait time.Duration) []*core.Job {
+// Claim claims up to max jobs of topic on s, waiting up to wait, and checks
+// what every claimed job carries; the stores' own tests use it too.
+func Claim(t testing.TB, ctx context.Context, s core.Store, topic string, max int, wait time.Duration) []*core.Job {
 	t.Helper()
 	jobs, err := s.ClaimJobs(ctx, &core.ClaimJobsParams{Topic: topic, Max: max, Wait: wait})
 	require.NoError(t, err)
@@ -237,7 +241,7 @@ func claimUntil(t *testing.T, ctx context.Context, s core.Store, topic string, n
 	t.Helper()
 	var got []*core.Job
 	for len(got) < n {
-		jobs := claim(t, ctx, s, topic, max, wait)
+		jobs := Claim(t, ctx, s, topic, max, wait)
 		if len(jobs) == 0 {
 			break
 		}
@@ -247,7 +251,7 @@ func claimUntil(t *testing.T, ctx context.Context, s core.Store, topic string, n
 }
 
 // requireClaimed checks what every claimed job carries.
-func requireClaimed(t *testing.T, j *core.Job, topic string) {
+func requireClaimed(t testing.TB, j *core.Job, topic string) {
 	t.Helper()
 	require.NotNil(t, j)
 	require.Equal(t, topic, j.Topic, "claimed job %s of another topic", j.ID)
