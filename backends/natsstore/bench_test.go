@@ -2,10 +2,8 @@ package natsstore
 
 import (
 	"context"
-	"os"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -40,29 +38,8 @@ func BenchmarkIntake(b *testing.B) {
 		for _, batch := range []int{1, 100, 1000} {
 			b.Run("sync="+syncMode+"/batch="+strconv.Itoa(batch), func(b *testing.B) {
 				s := benchStore(b, syncMode)
-				ctx := context.Background()
-				per := max(b.N/batch/8, 1)
 				b.ResetTimer()
-				start := time.Now()
-				var wg sync.WaitGroup
-				for range 8 {
-					wg.Go(func() {
-						for range per {
-							jobs := make([]*core.Job, batch)
-							for i := range jobs {
-								jobs[i] = job("bench", time.Hour)
-							}
-							res, err := s.PutJobs(ctx, &core.PutJobsParams{Jobs: jobs})
-							if err != nil || res[0].Err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					})
-				}
-				wg.Wait()
-				n := per * batch * 8
-				b.ReportMetric(float64(n)/time.Since(start).Seconds(), "jobs/s")
+				b.ReportMetric(storetest.Intake(b, s, 8, batch, b.N), "jobs/s")
 			})
 		}
 	}
@@ -76,8 +53,8 @@ func BenchmarkIntake(b *testing.B) {
 //
 //	go test -run '^$' -bench Lateness -benchtime 1x ./backends/natsstore/
 func BenchmarkLateness(b *testing.B) {
-	rate := envInt("DELAYQ_BENCH_RATE", 1000)
-	seconds := envInt("DELAYQ_BENCH_SECONDS", 5)
+	rate := storetest.EnvInt("DELAYQ_BENCH_RATE", 1000)
+	seconds := storetest.EnvInt("DELAYQ_BENCH_SECONDS", 5)
 	s := benchStore(b, SyncDefault)
 	ctx := context.Background()
 	n := rate * seconds
@@ -131,13 +108,6 @@ func BenchmarkLateness(b *testing.B) {
 	b.ReportMetric(float64(cpu)/1e3/float64(n), "cpu_us/job")
 }
 
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
-
 // BenchmarkBurst puts DELAYQ_BENCH_BURST jobs (default 100 000) due at one
 // instant, each through a real schedule, then claims them with 8 claims of
 // up to 100 and acknowledges each from 64 goroutines; it reports how long
@@ -145,7 +115,7 @@ func envInt(name string, def int) int {
 //
 //	go test -run '^$' -bench Burst -benchtime 1x ./backends/natsstore/
 func BenchmarkBurst(b *testing.B) {
-	n := envInt("DELAYQ_BENCH_BURST", 100_000)
+	n := storetest.EnvInt("DELAYQ_BENCH_BURST", 100_000)
 	s := benchStore(b, SyncDefault)
 	ctx := context.Background()
 	due := time.Now().Add(3*time.Second + time.Duration(n)*time.Second/40000).UTC().Truncate(time.Millisecond)

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -8,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -54,32 +54,11 @@ func benchURL(b *testing.B, fsync string) string {
 func BenchmarkIntake(b *testing.B) {
 	for _, fsync := range []string{"always", "everysec", ""} {
 		for _, batch := range []int{1, 100, 1000} {
-			name := "aof=" + cmpOr(fsync, "off") + "/batch=" + strconv.Itoa(batch)
+			name := "aof=" + cmp.Or(fsync, "off") + "/batch=" + strconv.Itoa(batch)
 			b.Run(name, func(b *testing.B) {
 				s := openStore(b, benchURL(b, fsync), "bench", benchShards)
-				ctx := context.Background()
-				per := max(b.N/batch/8, 1)
 				b.ResetTimer()
-				start := time.Now()
-				var wg sync.WaitGroup
-				for range 8 {
-					wg.Go(func() {
-						for range per {
-							jobs := make([]*core.Job, batch)
-							for i := range jobs {
-								jobs[i] = job("bench", time.Hour)
-							}
-							res, err := s.PutJobs(ctx, &core.PutJobsParams{Jobs: jobs})
-							if err != nil || res[0].Err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					})
-				}
-				wg.Wait()
-				n := per * batch * 8
-				b.ReportMetric(float64(n)/time.Since(start).Seconds(), "jobs/s")
+				b.ReportMetric(storetest.Intake(b, s, 8, batch, b.N), "jobs/s")
 			})
 		}
 	}
@@ -96,9 +75,9 @@ func BenchmarkIntake(b *testing.B) {
 //
 //	go test -run '^$' -bench Lateness -benchtime 1x ./backends/redisstore/
 func BenchmarkLateness(b *testing.B) {
-	rate := envInt("DELAYQ_BENCH_RATE", 1000)
-	seconds := envInt("DELAYQ_BENCH_SECONDS", 5)
-	fsync := cmpOr(os.Getenv("DELAYQ_BENCH_AOF"), "everysec")
+	rate := storetest.EnvInt("DELAYQ_BENCH_RATE", 1000)
+	seconds := storetest.EnvInt("DELAYQ_BENCH_SECONDS", 5)
+	fsync := cmp.Or(os.Getenv("DELAYQ_BENCH_AOF"), "everysec")
 	if fsync == "off" {
 		fsync = ""
 	}
@@ -166,9 +145,9 @@ func BenchmarkLateness(b *testing.B) {
 //
 //	go test -run '^$' -bench MemoryPerPendingJob -benchtime 1x ./backends/redisstore/
 func BenchmarkMemoryPerPendingJob(b *testing.B) {
-	pending := envInt("DELAYQ_BENCH_PENDING", 100_000)
+	pending := storetest.EnvInt("DELAYQ_BENCH_PENDING", 100_000)
 	body := []byte(`{"n":1}`)
-	if n := envInt("DELAYQ_BENCH_BODY", 0); n >= 2 {
+	if n := storetest.EnvInt("DELAYQ_BENCH_BODY", 0); n >= 2 {
 		body = []byte(`"` + strings.Repeat("x", n-2) + `"`)
 	}
 	srv := benchServer(b, "")
@@ -243,7 +222,7 @@ func redisStats(b *testing.B, url string) {
 			name = strings.ToLower(l.Args[0])
 		}
 		if name == "evalsha" && len(l.Args) > 1 {
-			name = "evalsha " + cmpOr(names[l.Args[1]], l.Args[1])
+			name = "evalsha " + cmp.Or(names[l.Args[1]], l.Args[1])
 		}
 		a := per[name]
 		if a == nil {
@@ -289,21 +268,7 @@ func redisCPU(b *testing.B, url string) time.Duration {
 
 // benchShards sets the shard count from DELAYQ_BENCH_SHARDS (default: the
 // store's own default), to measure what shards cost on one server.
-func benchShards(c *Config) { c.Shards = envInt("DELAYQ_BENCH_SHARDS", 0) }
-
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
+func benchShards(c *Config) { c.Shards = storetest.EnvInt("DELAYQ_BENCH_SHARDS", 0) }
 
 // BenchmarkBurst puts DELAYQ_BENCH_BURST jobs (default 100 000) due at one
 // instant, then claims them with 8 claims of up to 100 and acknowledges each
@@ -313,7 +278,7 @@ func cmpOr(a, b string) string {
 //
 //	go test -run '^$' -bench Burst -benchtime 1x ./backends/redisstore/
 func BenchmarkBurst(b *testing.B) {
-	n := envInt("DELAYQ_BENCH_BURST", 100_000)
+	n := storetest.EnvInt("DELAYQ_BENCH_BURST", 100_000)
 	url := benchURL(b, "everysec")
 	s := openStore(b, url, "bench", benchShards)
 	ctx := context.Background()

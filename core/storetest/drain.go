@@ -2,7 +2,10 @@ package storetest
 
 import (
 	"context"
+	"os"
+	"strconv"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/delayq/delayq/core"
@@ -87,4 +90,43 @@ func Drain(ctx context.Context, s core.Store, p DrainParams) DrainResult {
 	ackers.Wait()
 	res.LastAck = time.Now()
 	return res
+}
+
+// Intake puts jobs due in an hour from callers goroutines, batch jobs per
+// PutJobs call, about n jobs in all, for the stores' intake benchmarks; it
+// returns the jobs stored per second and fails tb on an error.
+func Intake(tb testing.TB, s core.Store, callers, batch, n int) float64 {
+	ctx := context.Background()
+	per := max(n/batch/callers, 1)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			for range per {
+				jobs := make([]*core.Job, batch)
+				for i := range jobs {
+					jobs[i] = NewJob("bench", time.Now().Add(time.Hour))
+				}
+				res, err := s.PutJobs(ctx, &core.PutJobsParams{Jobs: jobs})
+				if err == nil {
+					err = res[0].Err
+				}
+				if err != nil {
+					tb.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return float64(per*batch*callers) / time.Since(start).Seconds()
+}
+
+// EnvInt is the positive integer in the environment variable name, or
+// def: the benchmarks' knobs (rates, durations, counts).
+func EnvInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
 }
