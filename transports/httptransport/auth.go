@@ -129,7 +129,13 @@ func (s *Server) allowPathTopics(r *http.Request, pattern string) error {
 		if err != nil {
 			return err
 		}
-		return s.allowTopic(r, job.Topic)
+		if id.AllowsTopic(job.Topic) {
+			return nil
+		}
+		// The message names the job, which the caller gave, and not its
+		// topic, which is not the caller's to learn.
+		s.log.Info("httptransport: permission denied", "token", id.Name, "method", r.Method, "path", r.URL.Path, "topic", job.Topic)
+		return wire.WithMessage(fmt.Sprintf("token %q may not use job %q", id.Name, job.ID), wire.ErrPermissionDenied)
 	}
 	return nil
 }

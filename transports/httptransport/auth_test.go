@@ -239,3 +239,63 @@ func TestAuthOpenWithoutTokens(t *testing.T) {
 	requireStatus(t, b.do(t, http.MethodPost, "/v1/jobs", `{"topic": "mail"}`), http.StatusCreated)
 	requireStatus(t, b.do(t, http.MethodPut, "/v1/topics/mail", `{}`, bearer("whatever-0123456789")...), http.StatusOK)
 }
+
+// TestAuthConflictHidesForeignJobs checks that a token restricted to some
+// topics never reads a job of another topic, body included, through a
+// conflict: a create, a batch item or a replace naming the id of a foreign
+// job gets 409 without the job, and no answer names the foreign topic. A job
+// of its own topics still comes back with its conflict.
+func TestAuthConflictHidesForeignJobs(t *testing.T) {
+	t.Parallel()
+	b, _ := setupAuth(t)
+	tok := bearer(ordersSecret)
+	const secretBody = `{"salary": 123456}`
+	requireStatus(t, b.do(t, http.MethodPost, "/v1/jobs",
+		`{"topic": "payroll.salaries", "id": "pay-1", "delay": "1h", "body": `+secretBody+`}`, bearer(pushSecret)...), http.StatusCreated)
+
+	leaks := func(t *testing.T, body []byte) {
+		t.Helper()
+		require.NotContains(t, string(body), "payroll")
+		require.NotContains(t, string(body), "123456")
+	}
+
+	res := b.do(t, http.MethodPost, "/v1/jobs", `{"topic": "orders.a", "id": "pay-1"}`, tok...)
+	m := requireError(t, res, http.StatusConflict, "conflict", "")
+	require.NotContains(t, m, "job")
+	leaks(t, res.body)
+
+	res = b.do(t, http.MethodPost, "/v1/jobs/batch", `{"jobs": [{"topic": "orders.a", "id": "pay-1"}]}`, tok...)
+	requireStatus(t, res, http.StatusOK)
+	var batch struct {
+		Results []map[string]any `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal(res.body, &batch))
+	require.Len(t, batch.Results, 1)
+	require.Equal(t, "conflict", batch.Results[0]["error"].(map[string]any)["code"])
+	require.NotContains(t, batch.Results[0], "job")
+	leaks(t, res.body)
+
+	// Routes given the foreign job's id are refused without naming its topic.
+	for _, rt := range []struct{ method, path, body string }{
+		{"GET", "/v1/jobs/pay-1", ""},
+		{"PUT", "/v1/jobs/pay-1", `{"topic": "orders.a"}`},
+		{"DELETE", "/v1/jobs/pay-1", ""},
+		{"POST", "/v1/jobs/pay-1/nack", `{"lease": "x"}`},
+	} {
+		res := b.do(t, rt.method, rt.path, rt.body, tok...)
+		requireError(t, res, http.StatusForbidden, "permission_denied", "")
+		leaks(t, res.body)
+	}
+
+	// The stored job is unchanged.
+	res = b.do(t, http.MethodGet, "/v1/jobs/pay-1", nil, bearer(adminSecret)...)
+	requireStatus(t, res, http.StatusOK)
+	job := res.object(t)
+	require.Equal(t, "payroll.salaries", job["topic"])
+	require.Equal(t, "scheduled", job["state"])
+
+	// A conflict on a job of the token's own topics still shows that job.
+	requireStatus(t, b.do(t, http.MethodPost, "/v1/jobs", `{"topic": "orders.a", "id": "o-1", "delay": "1h"}`, tok...), http.StatusCreated)
+	m = requireError(t, b.do(t, http.MethodPost, "/v1/jobs", `{"topic": "orders.b", "id": "o-1"}`, tok...), http.StatusConflict, "conflict", "")
+	require.Equal(t, "orders.a", m["job"].(map[string]any)["topic"])
+}

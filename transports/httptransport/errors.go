@@ -40,10 +40,24 @@ func describe(err, target error, format string, args ...any) error {
 	return wire.WithMessage(fmt.Sprintf(format, args...), err)
 }
 
-// writeError answers err as the JSON error body with the status of
-// toAPIError, and logs server-side errors.
-func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+// apiError maps err with toAPIError for the request's token: the existing
+// job of a conflict is shown only when the token may use its topic, since
+// ids are shared by every topic and the job's body is not the caller's to
+// read.
+func (s *Server) apiError(r *http.Request, err error) wire.Error {
 	e := toAPIError(err)
+	if e.Job != nil {
+		if id := identityFrom(r.Context()); id != nil && !id.AllowsTopic(e.Job.Topic) {
+			e.Job = nil
+		}
+	}
+	return e
+}
+
+// writeError answers err as the JSON error body with the status of
+// apiError, and logs server-side errors.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	e := s.apiError(r, err)
 	s.logError(r, e, err)
 	if e.Status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", wire.RetryAfterSeconds)

@@ -147,7 +147,7 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) error {
 		}
 		if res.Err != nil {
 			b = append(b, '{')
-			b = appendErrorFields(b, toAPIError(res.Err))
+			b = appendErrorFields(b, s.apiError(r, res.Err))
 			b = append(b, '}')
 			continue
 		}
