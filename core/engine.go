@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Deliverer hands due jobs of push-delivered topics (webhook, nats) to their
@@ -196,8 +197,8 @@ func (e *Engine) newJob(p *PushParams, now time.Time) (*Job, error) {
 	}
 	if len(body) == 0 {
 		body = json.RawMessage("null")
-	} else if !json.Valid(body) {
-		return nil, Invalid("body", "body must be a JSON value")
+	} else if !json.Valid(body) || !utf8.Valid(body) {
+		return nil, Invalid("body", "body must be a JSON value in UTF-8")
 	}
 	runAt := now
 	switch {
@@ -212,8 +213,8 @@ func (e *Engine) newJob(p *PushParams, now time.Time) (*Job, error) {
 		}
 		runAt = now.Add(*p.Delay)
 	case p.RunAt != nil:
-		if p.RunAt.Sub(now) > e.limits.MaxDelay {
-			return nil, Invalid("run_at", "run_at must be at most %s from now", e.limits.MaxDelay)
+		if err := e.validateRunAt(*p.RunAt, now); err != nil {
+			return nil, err
 		}
 		runAt = *p.RunAt
 	}

@@ -41,6 +41,7 @@ func TestPushValidation(t *testing.T) {
 	ctx := context.Background()
 	past := b.clock.Now().Add(-time.Hour)
 	far := b.clock.Now().Add(48 * time.Hour)
+	ancient := time.Date(1, 1, 1, 0, 0, 1, 0, time.UTC) // before any store's time range
 	cases := []struct {
 		field string
 		p     core.PushParams
@@ -55,6 +56,9 @@ func TestPushValidation(t *testing.T) {
 		{"delay", core.PushParams{Topic: "t", Delay: dur(25 * time.Hour)}, core.ErrInvalidArgument},
 		{"delay", core.PushParams{Topic: "t", Delay: dur(time.Second), RunAt: &past}, core.ErrInvalidArgument},
 		{"run_at", core.PushParams{Topic: "t", RunAt: &far}, core.ErrInvalidArgument},
+		{"run_at", core.PushParams{Topic: "t", RunAt: &ancient}, core.ErrInvalidArgument},
+		{"body", core.PushParams{Topic: "t", Body: json.RawMessage("\"\xff\xfe\"")}, core.ErrInvalidArgument},
+		{"key", core.PushParams{Topic: "t", Key: "k\xff"}, core.ErrInvalidArgument},
 		{"ttr", core.PushParams{Topic: "t", TTR: time.Millisecond}, core.ErrInvalidArgument},
 		{"max_attempts", core.PushParams{Topic: "t", MaxAttempts: core.MaxAttemptsMax + 1}, core.ErrInvalidArgument},
 	}

@@ -129,6 +129,9 @@ func (e *Engine) validateImport(j *Job) error {
 	if j.RunAt.IsZero() {
 		return Invalid("run_at", "run_at is required")
 	}
+	if err := e.validateRunAt(j.RunAt, e.clock.Now()); err != nil {
+		return err
+	}
 	j.RunAt, j.CreatedAt = StoreTime(j.RunAt), StoreTime(j.CreatedAt)
 	if j.CreatedAt.IsZero() {
 		j.CreatedAt = StoreTime(e.clock.Now())

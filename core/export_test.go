@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/backends/memstore"
@@ -102,4 +103,42 @@ func TestImportValidatesAndNormalises(t *testing.T) {
 	got := rec.got[len(rec.got)-1]
 	require.Equal(t, core.StateDead, got.State, "a reserved job on its last attempt loses its lease for good")
 	require.Equal(t, "lease expired", got.LastError)
+}
+
+// TestImportBoundsRunAt checks that import holds run_at to the range a push
+// may set: at most Limits.MaxDelay ahead, and not before the Unix epoch, so
+// that no store meets a time it cannot order (the memory store ran a job of
+// 9999-12-31 at once).
+func TestImportBoundsRunAt(t *testing.T) {
+	t.Parallel()
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
+	store := memstore.New(memstore.Config{Clock: clock})
+	e, err := core.NewEngine(core.EngineConfig{Store: store, Clock: clock, Limits: core.Limits{MaxDelay: 24 * time.Hour}})
+	require.NoError(t, err)
+	ctx := context.Background()
+	job := func(id string, runAt time.Time) *core.Job {
+		return &core.Job{ID: id, Topic: "t", RunAt: runAt, TTR: time.Minute, MaxAttempts: 3, State: core.StateScheduled}
+	}
+	results, err := e.Import(ctx, []*core.Job{
+		job("far", time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)),
+		job("past-limit", clock.Now().Add(25*time.Hour)),
+		job("ancient", time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)),
+		job("ok", clock.Now().Add(24*time.Hour)),
+	})
+	require.NoError(t, err)
+	for _, r := range results[:3] {
+		var fe *core.FieldError
+		require.ErrorAs(t, r.Err, &fe)
+		require.Equal(t, "run_at", fe.Field)
+		require.False(t, r.Imported)
+	}
+	require.NoError(t, results[3].Err)
+	require.True(t, results[3].Imported)
+	for _, id := range []string{"far", "past-limit", "ancient"} {
+		_, err := e.Get(ctx, id)
+		require.ErrorIs(t, err, core.ErrNotFound, id)
+	}
+	jobs, err := e.Claim(ctx, "t", 10, 0)
+	require.NoError(t, err)
+	require.Empty(t, jobs, "nothing imported is due")
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Defaults and limits of API.md. Limits that an operator may change live in
@@ -96,10 +97,14 @@ func ValidateID(id string) error {
 	return nil
 }
 
-// ValidateKey checks a business key: at most 256 bytes, no control characters.
+// ValidateKey checks a business key: at most 256 bytes of UTF-8, no control
+// characters.
 func ValidateKey(key string) error {
 	if len(key) > MaxKeyLen {
 		return Invalid("key", "key must be at most %d bytes", MaxKeyLen)
+	}
+	if !utf8.ValidString(key) {
+		return Invalid("key", "key must be valid UTF-8")
 	}
 	for i := 0; i < len(key); i++ {
 		if key[i] < 0x20 || key[i] == 0x7f {
@@ -136,6 +141,23 @@ func CutError(s string) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:MaxErrorLen], "")
+}
+
+// RunAtMin is the earliest run_at a job may have. An earlier time in the
+// past would mean "due now" all the same, but no store need order times
+// outside the range of int64 nanoseconds since the epoch.
+var RunAtMin = time.Unix(0, 0).UTC()
+
+// validateRunAt checks a run_at given by a client, at push or import: not
+// before RunAtMin, at most the engine's MaxDelay after now.
+func (e *Engine) validateRunAt(runAt, now time.Time) error {
+	if runAt.Before(RunAtMin) {
+		return Invalid("run_at", "run_at must not be before %s", RunAtMin.Format(time.RFC3339))
+	}
+	if runAt.Sub(now) > e.limits.MaxDelay {
+		return Invalid("run_at", "run_at must be at most %s from now", e.limits.MaxDelay)
+	}
+	return nil
 }
 
 // StoreTime returns t in UTC at ms precision, as jobs keep times.
