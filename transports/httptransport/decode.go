@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/transports/wire"
@@ -58,8 +59,15 @@ const maxPooledBuffer = 256 << 10
 // decodeObject decodes data, one JSON object, into dst strictly: unknown
 // fields, wrong types and trailing data are *core.FieldError values naming
 // the field, prefixed with prefix (the path of a nested object, "" at the
-// top). Empty data is an error; callers that allow an empty body check first.
+// top). Empty data and invalid UTF-8 are errors; callers that allow an
+// empty body check first.
 func decodeObject(data []byte, prefix string, dst any) error {
+	// JSON text is UTF-8, and encoding/json would turn invalid bytes of a
+	// string into U+FFFD without a word: refuse them instead. Nested
+	// objects are parts of a request already checked.
+	if prefix == "" && !utf8.Valid(data) {
+		return core.Invalid("", "request body is not valid UTF-8")
+	}
 	trimmed := trimJSONSpace(data)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		if prefix == "" {
@@ -166,7 +174,7 @@ type jobRequest struct {
 	RunAt       json.RawMessage `json:"run_at"`
 	ID          string          `json:"id"`
 	TTR         json.RawMessage `json:"ttr"`
-	MaxAttempts int             `json:"max_attempts"`
+	MaxAttempts *int            `json:"max_attempts"`
 	Key         string          `json:"key"`
 }
 
@@ -184,11 +192,18 @@ func decodeJobRequest(data []byte) (*core.PushParams, error) {
 // params turns a decoded job object into the engine's push parameters.
 func (req *jobRequest) params() (*core.PushParams, error) {
 	p := &core.PushParams{
-		Topic:       req.Topic,
-		Body:        req.Body,
-		ID:          req.ID,
-		MaxAttempts: req.MaxAttempts,
-		Key:         req.Key,
+		Topic: req.Topic,
+		Body:  req.Body,
+		ID:    req.ID,
+		Key:   req.Key,
+	}
+	// An absent ttr or max_attempts takes the topic's; a zero one is an
+	// error rather than a silent default.
+	if req.MaxAttempts != nil {
+		if err := core.ValidateMaxAttempts("max_attempts", *req.MaxAttempts); err != nil {
+			return nil, err
+		}
+		p.MaxAttempts = *req.MaxAttempts
 	}
 	if d, ok, err := parseDuration("delay", req.Delay); err != nil {
 		return nil, err
@@ -203,11 +218,16 @@ func (req *jobRequest) params() (*core.PushParams, error) {
 	if p.Delay != nil && p.RunAt != nil {
 		return nil, core.Invalid("delay", "delay and run_at are exclusive")
 	}
-	ttr, _, err := parseDuration("ttr", req.TTR)
+	ttr, ok, err := parseDuration("ttr", req.TTR)
 	if err != nil {
 		return nil, err
 	}
-	p.TTR = ttr
+	if ok {
+		if err := core.ValidateTTR("ttr", ttr); err != nil {
+			return nil, err
+		}
+		p.TTR = ttr
+	}
 	return p, nil
 }
 

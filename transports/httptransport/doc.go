@@ -15,6 +15,10 @@
 // integers of milliseconds; times are RFC 3339 with an optional fraction.
 // Answers give times as RFC 3339 with milliseconds in UTC and durations as
 // Go duration strings. A job's body is kept and answered byte for byte.
+// Request bodies must be UTF-8, as JSON text is: a body with invalid bytes
+// is answered 400 as a whole rather than stored raw or altered. A job's
+// ttr and max_attempts, when present, must be in range (a zero is refused,
+// not taken as the default); when absent they take the topic's.
 //
 // # Errors
 //

@@ -128,6 +128,36 @@ func TestCreateJob(t *testing.T) {
 		require.Equal(t, map[string]any{"v": float64(1)}, b.getJob(t, "job-1")["body"])
 	})
 
+	t.Run("RefusesWhatItWouldAlter", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// JSON is UTF-8: a body would be stored raw and a key silently
+		// changed to U+FFFD. An explicit zero is not "the default".
+		for _, c := range []struct{ body, field string }{
+			{"{\"topic\":\"t\",\"body\":\"\xff\xfe\"}", ""},
+			{"{\"topic\":\"t\",\"key\":\"k\xff\"}", ""},
+			{`{"topic":"t","ttr":"0s"}`, "ttr"},
+			{`{"topic":"t","ttr":0}`, "ttr"},
+			{`{"topic":"t","max_attempts":0}`, "max_attempts"},
+		} {
+			m := requireError(t, b.do(t, http.MethodPost, "/v1/jobs", c.body), http.StatusBadRequest, "invalid_argument", c.field)
+			require.NotEmpty(t, m["error"].(map[string]any)["message"])
+			requireError(t, b.do(t, http.MethodPut, "/v1/jobs/j1", c.body), http.StatusBadRequest, "invalid_argument", c.field)
+			res := b.do(t, http.MethodPost, "/v1/jobs/batch", `{"jobs":[`+c.body+`]}`)
+			if c.field == "" {
+				requireError(t, res, http.StatusBadRequest, "invalid_argument", "")
+				continue
+			}
+			requireStatus(t, res, http.StatusOK)
+			var batch struct{ Results []map[string]any }
+			require.NoError(t, json.Unmarshal(res.body, &batch))
+			require.Equal(t, c.field, batch.Results[0]["error"].(map[string]any)["field"])
+		}
+		topics, err := b.store.ListTopics(t.Context())
+		require.NoError(t, err)
+		require.Empty(t, topics, "nothing was stored")
+	})
+
 	t.Run("FinishedIDIsReused", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
