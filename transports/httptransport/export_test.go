@@ -10,6 +10,7 @@ var (
 	ParseTime        = parseTime
 	AppendJob        = appendJob
 	AppendString     = appendString
+	NewTopicView     = newTopicView
 )
 
 // JobParams is the push parameters of a job decoded by DecodeBatch.

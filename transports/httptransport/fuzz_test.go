@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
@@ -53,6 +54,8 @@ func FuzzDecodeJobRequest(f *testing.F) {
 		`{"topic":"t"} x`,
 		`{"topic":"t","body":{"a":[1,2,{"b":"\u00e9\ud800"}]}}`,
 		`{"topic":"t","key":"\u0000"}`,
+		"{\"topic\":\"t\",\"key\":\"k\xff\",\"body\":\"\xc3\x28\"}",
+		`{"topic":"t","ttr":"0s","max_attempts":0}`,
 		`[]`, `null`, ``, `{`, `"`, ` {"topic":"t"} `,
 	} {
 		f.Add([]byte(seed))
@@ -71,6 +74,7 @@ func FuzzDecodeJobRequest(f *testing.F) {
 		}
 		require.NotNil(t, p)
 		require.True(t, len(p.Body) == 0 || json.Valid(p.Body), "body %q", p.Body)
+		require.True(t, utf8.Valid(p.Body) && utf8.ValidString(p.Key), "body %q, key %q", p.Body, p.Key)
 		require.False(t, p.Delay != nil && p.RunAt != nil)
 
 		// The engine takes the request or refuses it with a field error.
@@ -196,5 +200,42 @@ func FuzzDecodeBatch(f *testing.F) {
 			require.Equal(t, wantErr, gotErr, "job %d", i)
 			require.Equal(t, want, got, "job %d", i)
 		}
+	})
+}
+
+// FuzzDecodeTopic checks the decoder of topic configurations (PUT
+// /v1/topics/{topic} and the config file's topics): it never panics, refuses
+// with field errors only, and what it takes either validates or is refused
+// by validation with a field error, and answers as valid JSON.
+func FuzzDecodeTopic(f *testing.F) {
+	for _, seed := range []string{
+		`{"delivery": {"type": "webhook", "url": "https://svc/hook", "timeout": "10s", "secret": "s3cr3t"}, "ttr": "30s", "max_attempts": 16, "backoff": {"initial": "1s", "max": "1h", "factor": 2, "jitter": 0.2}, "concurrency": 64}`,
+		`{"delivery": {"type": "nats", "subject": "a.b"}}`,
+		`{"delivery": {"type": "webhook", "url": "http://h/", "success": "status == 200 && body.code == 0"}}`,
+		`{"name": "t", "delivery": null, "backoff": null}`,
+		`{"name": "other"}`,
+		`{"backoff": {"factor": 1e400}}`,
+		`{"backoff": {"jitter": -1e308, "initial": -1}}`,
+		`{"ttr": 1e30, "concurrency": -1}`,
+		`{"delivery": {"type": "x", "unknown": 1}}`,
+		`{"delivery": []}`, `[]`, `{}`, ``, `{`, "{\"delivery\":{\"url\":\"\xff\"}}",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		topic, err := httptransport.DecodeTopic("t", data)
+		if err != nil {
+			require.Nil(t, topic)
+			requireFieldError(t, err, "*")
+			return
+		}
+		require.Equal(t, "t", topic.Name)
+		if err := topic.Validate(); err != nil {
+			requireFieldError(t, err, "*")
+			return
+		}
+		out, err := json.Marshal(httptransport.NewTopicView(topic))
+		require.NoError(t, err)
+		require.True(t, json.Valid(out), "%s", out)
 	})
 }
