@@ -19,8 +19,15 @@ import (
 
 // apiClient calls a running service's HTTP API for the client commands.
 type apiClient struct {
-	base string
-	http *http.Client
+	base  string
+	token string
+	http  *http.Client
+}
+
+// clientFlags are the flags every client command shares.
+type clientFlags struct {
+	server string
+	token  string
 }
 
 // apiError is an error answer of the API: its code and message.
@@ -35,16 +42,33 @@ func (e *apiError) Error() string { return e.Code + ": " + e.Message }
 // clientRequestTimeout bounds one client command's request.
 const clientRequestTimeout = 30 * time.Second
 
-// newAPIClient checks the --server URL and returns a client for it.
-func newAPIClient(server string) (*apiClient, error) {
-	u, err := url.Parse(server)
+// newAPIClient checks the --server URL and returns a client for it that
+// sends the --token, if any.
+func newAPIClient(f clientFlags) (*apiClient, error) {
+	u, err := url.Parse(f.server)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, usageErrorf("invalid --server %q: want a URL such as http://127.0.0.1:8080", server)
+		return nil, usageErrorf("invalid --server %q: want a URL such as http://127.0.0.1:8080", f.server)
 	}
 	return &apiClient{
-		base: strings.TrimRight(server, "/"),
-		http: &http.Client{Timeout: clientRequestTimeout},
+		base:  strings.TrimRight(f.server, "/"),
+		token: strings.TrimSpace(f.token),
+		http:  &http.Client{Timeout: clientRequestTimeout},
 	}, nil
+}
+
+// authorize sets the Authorization header of h from the client's token.
+func (c *apiClient) authorize(h http.Header) {
+	if c.token != "" {
+		h.Set("Authorization", "Bearer "+c.token)
+	}
+}
+
+// header returns the headers every request of the client carries, for
+// requests it does not build itself (the WebSocket handshake).
+func (c *apiClient) header() http.Header {
+	h := http.Header{}
+	c.authorize(h)
+	return h
 }
 
 // do sends a request with an optional JSON body and returns the answer's
@@ -67,6 +91,7 @@ func (c *apiClient) do(ctx context.Context, method, path string, body any) ([]by
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
+	c.authorize(req.Header)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		var ue *url.Error
@@ -115,17 +140,20 @@ func printJSON(w io.Writer, answer []byte) error {
 	return err
 }
 
-// addServerFlag defines --server (env DELAYQ_SERVER) on fs.
-func addServerFlag(fs *pflag.FlagSet, p *string) {
-	fs.StringVar(p, "server", "http://127.0.0.1:8080", "URL of the delayq service")
-	withEnv(fs, "server")
+// addClientFlags defines --server (env DELAYQ_SERVER) and --token (env
+// DELAYQ_TOKEN) on fs.
+func addClientFlags(fs *pflag.FlagSet, f *clientFlags) {
+	fs.StringVar(&f.server, "server", "http://127.0.0.1:8080", "URL of the delayq service")
+	fs.StringVar(&f.token, "token", "", "API token sent as `Authorization: Bearer`, when the service has tokens; "+
+		"prefer the environment variable, since a flag shows in the process list")
+	withEnv(fs, "server", "token")
 }
 
-// clientRun wraps a client command's body: it builds the client from
-// --server and marks failures without an exit code as exit 1.
-func clientRun(server *string, run func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
+// clientRun wraps a client command's body: it builds the client from its
+// flags and marks failures without an exit code as exit 1.
+func clientRun(f *clientFlags, run func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
-		c, err := newAPIClient(*server)
+		c, err := newAPIClient(*f)
 		if err != nil {
 			return err
 		}

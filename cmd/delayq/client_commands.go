@@ -28,8 +28,9 @@ type pushRequest struct {
 // pushCommand is `delayq push TOPIC [BODY|-]`.
 func (a *app) pushCommand() *cobra.Command {
 	var (
-		server, delay, runAt, ttr string
-		req                       pushRequest
+		client            clientFlags
+		delay, runAt, ttr string
+		req               pushRequest
 	)
 	cmd := &cobra.Command{
 		Use:   "push TOPIC [BODY|-]",
@@ -42,7 +43,7 @@ with neither the job is due now.`,
 		Example: `  delayq push orders.close '{"order": 42}' --delay 15m
   echo '{"order": 42}' | delayq push orders.close - --run-at 2030-01-01T10:00:00Z`,
 		Args: cobra.RangeArgs(1, 2),
-		RunE: clientRun(&server, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
+		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
 			req.Topic = args[0]
 			if len(args) == 2 {
 				body, err := readBody(args[1], cmd.InOrStdin())
@@ -81,7 +82,7 @@ with neither the job is due now.`,
 		}),
 	}
 	fs := cmd.Flags()
-	addServerFlag(fs, &server)
+	addClientFlags(fs, &client)
 	fs.StringVar(&delay, "delay", "", "deliver after this long: a duration (15m, 1500ms) or milliseconds")
 	fs.StringVar(&runAt, "run-at", "", "deliver at this RFC 3339 time")
 	fs.StringVar(&req.ID, "id", "", "the job's id (default: a new one)")
@@ -122,12 +123,12 @@ func delayJSON(s string) (json.RawMessage, error) {
 
 // getCommand is `delayq get ID`.
 func (a *app) getCommand() *cobra.Command {
-	var server string
+	var client clientFlags
 	cmd := &cobra.Command{
 		Use:   "get ID",
 		Short: "Print a job: its fields, state and attempts",
 		Args:  cobra.ExactArgs(1),
-		RunE: clientRun(&server, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
+		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
 			answer, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(args[0]), nil)
 			if err != nil {
 				return err
@@ -135,19 +136,19 @@ func (a *app) getCommand() *cobra.Command {
 			return printJSON(cmd.OutOrStdout(), answer)
 		}),
 	}
-	addServerFlag(cmd.Flags(), &server)
+	addClientFlags(cmd.Flags(), &client)
 	return cmd
 }
 
 // cancelCommand is `delayq cancel ID`.
 func (a *app) cancelCommand() *cobra.Command {
-	var server string
+	var client clientFlags
 	cmd := &cobra.Command{
 		Use:   "cancel ID",
 		Short: "Cancel a job that is not being delivered",
 		Long:  "Cancel a job that is scheduled, ready or dead. It prints nothing on success.",
 		Args:  cobra.ExactArgs(1),
-		RunE: clientRun(&server, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
+		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
 			answer, err := c.do(ctx, http.MethodDelete, "/v1/jobs/"+url.PathEscape(args[0]), nil)
 			if err != nil {
 				return err
@@ -155,18 +156,18 @@ func (a *app) cancelCommand() *cobra.Command {
 			return printJSON(cmd.OutOrStdout(), answer)
 		}),
 	}
-	addServerFlag(cmd.Flags(), &server)
+	addClientFlags(cmd.Flags(), &client)
 	return cmd
 }
 
 // topicsCommand is `delayq topics [TOPIC]`.
 func (a *app) topicsCommand() *cobra.Command {
-	var server string
+	var client clientFlags
 	cmd := &cobra.Command{
 		Use:   "topics [TOPIC]",
 		Short: "List topics with their job counts, or show one topic",
 		Args:  cobra.MaximumNArgs(1),
-		RunE: clientRun(&server, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
+		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
 			path := "/v1/topics"
 			if len(args) == 1 {
 				path += "/" + url.PathEscape(args[0])
@@ -178,6 +179,6 @@ func (a *app) topicsCommand() *cobra.Command {
 			return printJSON(cmd.OutOrStdout(), answer)
 		}),
 	}
-	addServerFlag(cmd.Flags(), &server)
+	addClientFlags(cmd.Flags(), &client)
 	return cmd
 }

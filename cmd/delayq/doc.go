@@ -6,7 +6,7 @@
 // JetStream server under ./delayq-data and answers HTTP on 127.0.0.1:8080.
 // `--backend nats` points it at an external NATS cluster instead, and
 // `--backend memory` keeps jobs in memory only (for trials and tests). Every
-// flag of serve, and the client commands' --server, has an environment twin:
+// flag of serve, and the client commands' --server and --token, has an environment twin:
 // DELAYQ_ followed by the flag name upper-cased with dashes turned into
 // underscores (DELAYQ_HTTP, DELAYQ_NATS_URL, DELAYQ_SERVER). A flag given on
 // the command line wins over its twin.

@@ -19,7 +19,7 @@ const ndjsonType = "application/x-ndjson"
 
 // exportCommand is `delayq export`.
 func (a *app) exportCommand() *cobra.Command {
-	var server string
+	var client clientFlags
 	cmd := &cobra.Command{
 		Use:   "export",
 		Short: "Write every scheduled, ready, reserved and dead job to standard output as NDJSON",
@@ -33,7 +33,7 @@ A job that changes while the export runs may be written in its old or new
 state. An export cut short (the service failed or went away) exits 1.`,
 		Example: `  delayq export --server http://127.0.0.1:8080 > backup.ndjson`,
 		Args:    cobra.NoArgs,
-		RunE: clientRun(&server, func(ctx context.Context, c *apiClient, cmd *cobra.Command, _ []string) error {
+		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, _ []string) error {
 			resp, err := c.stream(ctx, http.MethodGet, "/v1/export", nil)
 			if err != nil {
 				return err
@@ -46,7 +46,7 @@ state. An export cut short (the service failed or went away) exits 1.`,
 			return out.Flush()
 		}),
 	}
-	addServerFlag(cmd.Flags(), &server)
+	addClientFlags(cmd.Flags(), &client)
 	return cmd
 }
 
@@ -60,7 +60,7 @@ type importAnswer struct {
 
 // importCommand is `delayq import [FILE|-]`.
 func (a *app) importCommand() *cobra.Command {
-	var server string
+	var client clientFlags
 	cmd := &cobra.Command{
 		Use:   "import [FILE|-]",
 		Short: "Import jobs written by 'delayq export'",
@@ -77,7 +77,7 @@ needs a token with the admin scope when the service has tokens.`,
 		Example: `  delayq import backup.ndjson --server http://redis-delayq:8080
   delayq export --server http://old:8080 | delayq import --server http://new:8080`,
 		Args: cobra.MaximumNArgs(1),
-		RunE: clientRun(&server, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
+		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
 			in := cmd.InOrStdin()
 			if len(args) == 1 && args[0] != "-" {
 				f, err := os.Open(args[0])
@@ -109,7 +109,7 @@ needs a token with the admin scope when the service has tokens.`,
 			return nil
 		}),
 	}
-	addServerFlag(cmd.Flags(), &server)
+	addClientFlags(cmd.Flags(), &client)
 	return cmd
 }
 
@@ -126,6 +126,7 @@ func (c *apiClient) stream(ctx context.Context, method, path string, body io.Rea
 		req.Header.Set("Content-Type", ndjsonType)
 	}
 	req.Header.Set("Accept", ndjsonType+", application/json")
+	c.authorize(req.Header)
 	client := &http.Client{Transport: c.http.Transport}
 	resp, err := client.Do(req)
 	if err != nil {

@@ -33,7 +33,7 @@ const (
 // subscribeCommand is `delayq subscribe TOPIC`.
 func (a *app) subscribeCommand() *cobra.Command {
 	var (
-		server   string
+		client   clientFlags
 		prefetch int
 		noAck    bool
 	)
@@ -52,7 +52,7 @@ command is interrupted (Ctrl-C), which ends it with exit code 0.`,
 		Example: `  delayq subscribe orders.close
   delayq subscribe orders.close --prefetch 64 | jq .body`,
 		Args: cobra.ExactArgs(1),
-		RunE: clientRun(&server, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
+		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
 			if prefetch < 1 || prefetch > 1000 {
 				return usageErrorf("invalid --prefetch %d: want 1 to 1000", prefetch)
 			}
@@ -69,7 +69,7 @@ command is interrupted (Ctrl-C), which ends it with exit code 0.`,
 		}),
 	}
 	fs := cmd.Flags()
-	addServerFlag(fs, &server)
+	addClientFlags(fs, &client)
 	fs.IntVar(&prefetch, "prefetch", 16, "most deliveries held unacknowledged at once (1-1000)")
 	fs.BoolVar(&noAck, "no-ack", false, "print deliveries without acknowledging them")
 	withEnv(fs, "prefetch", "no-ack")
@@ -134,7 +134,7 @@ func (s *subscriber) run(ctx context.Context) error {
 // session runs one connection until it ends and returns how many
 // deliveries it printed and why it ended.
 func (s *subscriber) session(ctx context.Context) (int, error) {
-	conn, res, err := websocket.Dial(ctx, s.url, &websocket.DialOptions{HTTPClient: s.client.http})
+	conn, res, err := websocket.Dial(ctx, s.url, &websocket.DialOptions{HTTPClient: s.client.http, HTTPHeader: s.client.header()})
 	if err != nil {
 		if res != nil && res.StatusCode >= 400 && res.StatusCode < 500 &&
 			res.StatusCode != http.StatusRequestTimeout && res.StatusCode != http.StatusTooManyRequests {
