@@ -171,6 +171,12 @@ func TestValidateTopic(t *testing.T) {
 		"delayq.push.loop":        "delivery.subject",
 		"delayq.cancel":           "delivery.subject",
 		"delayq.job.x":            "delivery.subject",
+		"delayq.sched.x.y":        "delivery.subject",
+		"$KV.DELAYQ_TOPICS.x":     "delivery.subject",
+		"$SYS.REQ.SERVER.PING":    "delivery.subject",
+		"_INBOX":                  "delivery.subject",
+		"_INBOX.abc.1":            "delivery.subject",
+		"_INBOX_x.1":              "",
 		strings.Repeat("a", 1000): "delivery.subject",
 	} {
 		err := b.engine.PutTopic(context.Background(), &core.Topic{Name: "v", Delivery: core.Delivery{Type: core.DeliveryNATS, Subject: subject}})
@@ -201,4 +207,29 @@ func TestDelivererConfig(t *testing.T) {
 	_, err := natstransport.NewDeliverer(natstransport.DelivererConfig{})
 	require.ErrorContains(t, err, "Conn")
 	require.Equal(t, "delayq.deliver.orders.close", natstransport.DefaultSubject("orders.close"))
+}
+
+// TestValidateTopicOwnInbox checks that a delivery cannot publish into the
+// custom inbox prefix of the deliverer's own connection, where the answers
+// to its JetStream requests travel.
+func TestValidateTopicOwnInbox(t *testing.T) {
+	t.Parallel()
+	nc, err := sharedEmbedded(t).Connect(nats.CustomInboxPrefix("_OWN_INBOX"))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	d, err := natstransport.NewDeliverer(natstransport.DelivererConfig{Conn: nc})
+	require.NoError(t, err)
+	for subject, field := range map[string]string{
+		"_OWN_INBOX.abc.1": "delivery.subject",
+		"_OWN_INBOX":       "delivery.subject",
+		"_INBOX.abc":       "delivery.subject",
+		"_OWN_INBOXES.x":   "",
+	} {
+		err := d.ValidateTopic(&core.Topic{Name: "v", Delivery: core.Delivery{Type: core.DeliveryNATS, Subject: subject}})
+		if field == "" {
+			require.NoError(t, err, "subject %q", subject)
+			continue
+		}
+		requireFieldError(t, err, field, subject)
+	}
 }

@@ -66,7 +66,10 @@
 // publish. delivery.timeout (default 10s) bounds each attempt.
 //
 // ValidateTopic refuses a subject that cannot be published to (wildcards,
-// empty tokens, spaces, $ system subjects) and, under the delayq. prefix,
-// any subject outside delayq.deliver., so that deliveries never feed
-// intake or the store's own subjects.
+// empty tokens, spaces), the $ system subjects ($JS, $KV, $SYS...), _INBOX
+// and the connection's own inbox prefix (replies), and, under the delayq.
+// prefix, any subject outside delayq.deliver., so that deliveries never
+// feed intake or the store's own subjects or forge replies. Every topic is
+// checked, whoever configures it (the API, open or with any token, or the
+// configuration file).
 package natstransport
