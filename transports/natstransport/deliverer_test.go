@@ -37,7 +37,7 @@ func TestPushDeliveredAtItsTime(t *testing.T) {
 	for _, srv := range servers(t) {
 		t.Run(srv.name, func(t *testing.T) {
 			t.Parallel()
-			b := setup(t, srv.url, started)
+			b := setup(t, srv.dial, started)
 			topic := b.prefix + ".reminders"
 			b.natsTopic(t, topic, "")
 			got := make(chan *nats.Msg, 4)
@@ -78,7 +78,7 @@ func TestDeliverThroughJetStream(t *testing.T) {
 	for _, srv := range servers(t) {
 		t.Run(srv.name, func(t *testing.T) {
 			t.Parallel()
-			b := setup(t, srv.url, started)
+			b := setup(t, srv.dial, started)
 			js, err := jetstream.New(b.nc)
 			require.NoError(t, err)
 			ctx := context.Background()
@@ -106,7 +106,7 @@ func TestDeliverThroughJetStream(t *testing.T) {
 // publish, decides: a stream that refuses the message fails the attempt.
 func TestJetStreamRefusalFailsTheAttempt(t *testing.T) {
 	t.Parallel()
-	b := setup(t, sharedEmbedded(t).ClientURL(), started)
+	b := setup(t, embeddedDialer(t), started)
 	js, err := jetstream.New(b.nc)
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -132,7 +132,7 @@ func TestJetStreamRefusalFailsTheAttempt(t *testing.T) {
 // JetStream: a core publish completes the delivery.
 func TestDeliverWithoutJetStream(t *testing.T) {
 	t.Parallel()
-	b := setup(t, sharedExternal(t, false).URL(), started)
+	b := setup(t, urlDialer(sharedExternal(t, false).URL()), started)
 	b.natsTopic(t, "plain", "plain.deliveries")
 	got := make(chan *nats.Msg, 1)
 	sub, err := b.nc.ChanSubscribe("plain.deliveries", got)
@@ -152,7 +152,7 @@ func TestDeliverWithoutJetStream(t *testing.T) {
 
 func TestValidateTopic(t *testing.T) {
 	t.Parallel()
-	b := setup(t, sharedEmbedded(t).ClientURL())
+	b := setup(t, embeddedDialer(t))
 	for subject, field := range map[string]string{
 		"":                        "",
 		"orders.due":              "",

@@ -32,7 +32,10 @@
 //
 // A request on delayq.cancel with a job's id as payload cancels it and is
 // answered {} or an error (not_found, or conflict while the job is being
-// delivered).
+// delivered). A message whose reply subject is delayq's own (under the
+// delayq. prefix, a $ subject, or the connection's own inbox prefix) is
+// dropped unanswered and logged, so that no producer can make delayq write
+// its answer into the store or forge an answer to delayq's own requests.
 //
 // The subscriptions are in a queue group, so that several delayq instances
 // on one NATS cluster share the messages, each going to one instance.
