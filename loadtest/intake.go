@@ -175,8 +175,13 @@ func (c *client) intakeHTTP(ctx context.Context, topic string, workers, batch in
 // intakeNATS publishes jobs due in an hour to delayq.push.<topic> for d,
 // each with a reply subject, keeping up to window unanswered, and counts
 // the answers that carry an id: a job counts once delayq has stored it.
-func intakeNATS(ctx context.Context, url, topic string, window int, d time.Duration) (intakeResult, error) {
-	nc, err := nats.Connect(url, nats.Name("delayq-loadtest"))
+// It connects as t.NATSUser when set.
+func intakeNATS(ctx context.Context, t *target, topic string, window int, d time.Duration) (intakeResult, error) {
+	opts := []nats.Option{nats.Name("delayq-loadtest")}
+	if t.NATSUser != "" {
+		opts = append(opts, nats.UserInfo(t.NATSUser, t.NATSPassword))
+	}
+	nc, err := nats.Connect(t.NATSURL, opts...)
 	if err != nil {
 		return intakeResult{}, err
 	}

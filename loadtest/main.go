@@ -37,6 +37,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -75,7 +76,7 @@ type config struct {
 func (c *config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Backend, "backend", "embedded", "backend to start: embedded, nats (a separate nats-server), redis or memory")
 	fs.StringVar(&c.Server, "server", "", "base URL of a running delayq to measure instead of starting one")
-	fs.StringVar(&c.NATSURL, "nats-url", "", "with -server: NATS URL of its intake (none: no NATS intake figure)")
+	fs.StringVar(&c.NATSURL, "nats-url", "", "with -server: NATS URL of its intake, with the client user's credentials (nats://delayq-client:PASSWORD@host:4222) for the embedded server (none: no NATS intake figure)")
 	fs.IntVar(&c.PID, "pid", 0, "with -server: process id of delayq, to read its memory")
 	fs.IntVar(&c.BackendPID, "backend-pid", 0, "with -server: process id of the backend's server, to read its memory")
 	fs.StringVar(&c.Delayq, "delayq", "", "delayq binary to run (default: go build ./cmd/delayq)")
@@ -175,6 +176,7 @@ func run(ctx context.Context, cfg *config, logw io.Writer) error {
 		defer e.close()
 	}
 	res := &results{Config: *cfg, Machine: machineInfo(), Started: began.UTC()}
+	res.Config.NATSURL = redactURLs(cfg.NATSURL) // the report keeps no password
 	err := measure(ctx, cfg, t, res, logf)
 	res.Seconds = time.Since(began).Seconds()
 	if err != nil {
@@ -231,7 +233,7 @@ func measure(ctx context.Context, cfg *config, t *target, res *results, logf fun
 			var r intakeResult
 			var err error
 			phase("intake, NATS", func() {
-				r, err = intakeNATS(ctx, t.NATSURL, uniqueTopic("loadtest.intake.nats"), cfg.NATSWindow, cfg.IntakeFor)
+				r, err = intakeNATS(ctx, t, uniqueTopic("loadtest.intake.nats"), cfg.NATSWindow, cfg.IntakeFor)
 			})
 			prof.wait()
 			if err != nil {
@@ -313,3 +315,14 @@ func readMemory(t *target) (memorySample, error) {
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// redactURLs hides the passwords of comma-separated URLs.
+func redactURLs(list string) string {
+	urls := strings.Split(list, ",")
+	for i, raw := range urls {
+		if u, err := url.Parse(strings.TrimSpace(raw)); err == nil {
+			urls[i] = u.Redacted()
+		}
+	}
+	return strings.Join(urls, ",")
+}

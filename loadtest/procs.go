@@ -24,6 +24,9 @@ type target struct {
 	HTTPURL  string // base URL of the HTTP API
 	NATSURL  string // where NATS intake listens; empty without it
 	PprofURL string // base URL of /debug/pprof; empty when unknown
+	// NATSUser and NATSPassword are the embedded NATS server's client
+	// credentials; empty when the URL needs none or carries them.
+	NATSUser, NATSPassword string
 	// DelayqPID and BackendPID are the processes whose memory is read; 0
 	// when unknown. With the embedded backend both are delayq.
 	DelayqPID  int
@@ -45,7 +48,7 @@ type env struct {
 
 var (
 	httpListening  = regexp.MustCompile(`msg="http listening" addr=(\S+)`)
-	natsListening  = regexp.MustCompile(`msg="nats listening" url=(\S+)`)
+	natsListening  = regexp.MustCompile(`msg="nats listening" url=(\S+)(?: .*user=(\S+) password_file=(\S+))?`)
 	pprofListening = regexp.MustCompile(`msg="pprof listening" addr=(\S+)`)
 	natsReady      = regexp.MustCompile(`Server is ready`)
 )
@@ -119,7 +122,14 @@ func (e *env) start(ctx context.Context, cfg *config, logf func(string, ...any))
 		case strings.HasPrefix(m[0], `msg="http`):
 			t.HTTPURL = "http://" + m[1]
 		case strings.HasPrefix(m[0], `msg="nats`):
-			t.NATSURL = m[1]
+			t.NATSURL, t.NATSUser = m[1], m[2]
+			if m[3] != "" {
+				pw, err := os.ReadFile(m[3])
+				if err != nil {
+					return nil, fmt.Errorf("nats client password: %w", err)
+				}
+				t.NATSPassword = strings.TrimSpace(string(pw))
+			}
 		case strings.HasPrefix(m[0], `msg="pprof`):
 			t.PprofURL = "http://" + m[1]
 		}

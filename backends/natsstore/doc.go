@@ -43,6 +43,22 @@
 // checks the guess, and a refusal made on a guess (a lease lost) is checked
 // against the stored record.
 //
+// # The embedded server's users
+//
+// The server StartEmbedded runs takes two users and no anonymous
+// connection. delayq's own (Embedded.Connect, in process, a password made
+// at each start) may do everything; its inboxes are under OwnInboxPrefix.
+// Producers and consumers connect as EmbeddedConfig.ClientUser
+// ("delayq-client") with the password given or kept in
+// <DataDir>/nats-client-password (made at first start, mode 0600; a file
+// others may read is refused). They may publish only on the intake
+// subjects (delayq.push.> and delayq.cancel, with replies to their
+// inboxes) and subscribe to anything but those, the stream's subjects
+// above, $JS/$JSC/$NRG/$KV/$O/$SYS and OwnInboxPrefix; a wildcard
+// subscription is filtered by the same list. They have no JetStream, so
+// they can neither read nor delete the store nor keep streams of their
+// own: who needs those runs a NATS server of their own (--backend nats).
+//
 // # Why one stream, not two
 //
 // DESIGN.md puts records and wake-ups in two streams. Cleaning up a job's

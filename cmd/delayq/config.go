@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/spf13/pflag"
 
+	"github.com/delayq/delayq/auth"
 	"github.com/delayq/delayq/backends/natsstore"
 	"github.com/delayq/delayq/backends/redisstore"
 	"github.com/delayq/delayq/core"
@@ -46,6 +49,15 @@ type serveConfig struct {
 	// NATSSync is the embedded server's JetStream sync policy: "always" or
 	// an interval between fsyncs.
 	NATSSync string
+	// NATSClientUser is the embedded server's user for producers and
+	// consumers.
+	NATSClientUser string
+	// NATSClientPassword is that user's password; empty keeps a generated
+	// one in the data directory.
+	NATSClientPassword string
+	// NATSDeliverySubjects are the subject patterns that tokens restricted
+	// to some topics may deliver on besides delayq.deliver.<their topics>.
+	NATSDeliverySubjects []string
 	// MaxBody bounds a job body in bytes.
 	MaxBody int
 	// MaxBatch bounds the jobs of one batch request.
@@ -82,6 +94,7 @@ func defaultServeConfig() serveConfig {
 		RedisURL:        "redis://127.0.0.1:6379",
 		NATSReplicas:    1,
 		NATSSync:        natsstore.SyncDefault,
+		NATSClientUser:  natsstore.ClientUserDefault,
 		MaxBody:         1 << 20,
 		MaxBatch:        1000,
 		Retention:       72 * time.Hour,
@@ -103,6 +116,9 @@ func (c *serveConfig) addFlags(fs *pflag.FlagSet) {
 	fs.Var(&redisURLValue{p: &c.RedisURL}, "redis-url", "Redis URL for --backend redis: redis://[:password@]host:port[/db], rediss:// for TLS, redis+cluster://h1:p1,h2:p2 for a Cluster, redis+sentinel://s1:p1,s2:p2/master")
 	fs.Var(&replicasValue{p: &c.NATSReplicas}, "nats-replicas", "how many servers of the NATS cluster keep delayq's streams (1-5), for --backend nats; 3 survives the loss of one")
 	fs.Var(&syncValue{p: &c.NATSSync}, "nats-sync", `how often the embedded backend fsyncs its files: "always" (every write, before answering) or an interval such as 1s`)
+	fs.Var(&subjectValue{p: &c.NATSClientUser}, "nats-client-user", "user name of producers and consumers on the embedded NATS server")
+	fs.Var(&passwordValue{p: &c.NATSClientPassword}, "nats-client-password", "password of --nats-client-user, at least 16 characters; empty: generated at first start and kept in <data>/"+natsstore.ClientPasswordFile)
+	fs.Var(&subjectPatternsValue{p: &c.NATSDeliverySubjects}, "nats-delivery-subjects", "NATS subject patterns, comma-separated (billing.>, audit.*.log), that tokens restricted to topics may name as delivery.subject; they may always name delayq.deliver.<topic> of their topics")
 	fs.Var(&byteSizeValue{p: &c.MaxBody}, "max-body", "largest job body, in bytes or with a KiB/MiB suffix")
 	fs.Var(&positiveIntValue{p: &c.MaxBatch}, "max-batch", "most jobs in one batch request")
 	fs.Var(&positiveDurationValue{p: &c.Retention}, "retention", "how long finished jobs (done, cancelled) stay queryable")
@@ -220,6 +236,78 @@ func (v *syncValue) Set(s string) error {
 	*v.p = s
 	return nil
 }
+
+// subjectValue is a single NATS subject token, such as a user name.
+type subjectValue struct{ p *string }
+
+func (v *subjectValue) String() string { return *v.p }
+func (v *subjectValue) Type() string   { return "name" }
+func (v *subjectValue) Set(s string) error {
+	if core.ValidateID(s) != nil {
+		return errors.New("want letters, digits, - and _")
+	}
+	*v.p = s
+	return nil
+}
+
+// passwordValue is the --nats-client-password flag: empty, or at least
+// natsstore.ClientPasswordMinLen characters without spaces.
+type passwordValue struct{ p *string }
+
+func (v *passwordValue) String() string { return *v.p }
+func (v *passwordValue) Type() string   { return "password" }
+func (v *passwordValue) Set(s string) error {
+	if s != "" && (len(s) < natsstore.ClientPasswordMinLen || strings.ContainsFunc(s, unicode.IsSpace)) {
+		return fmt.Errorf("want at least %d characters without spaces", natsstore.ClientPasswordMinLen)
+	}
+	*v.p = s
+	return nil
+}
+
+// subjectPatternsValue is a list of NATS subject patterns, comma-separated
+// on the command line. The first Set replaces the default; later ones add.
+type subjectPatternsValue struct {
+	p   *[]string
+	set bool
+}
+
+func (v *subjectPatternsValue) String() string { return strings.Join(*v.p, ",") }
+func (v *subjectPatternsValue) Type() string   { return "patterns" }
+func (v *subjectPatternsValue) Set(s string) error {
+	var list []string
+	for p := range strings.SplitSeq(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			list = append(list, p)
+		}
+	}
+	if !v.set {
+		v.set = true
+		return v.Replace(list)
+	}
+	return v.Replace(append(slices.Clone(*v.p), list...))
+}
+
+// Append adds one pattern.
+func (v *subjectPatternsValue) Append(s string) error {
+	return v.Replace(append(slices.Clone(*v.p), s))
+}
+
+// Replace checks every pattern and sets the list to them.
+func (v *subjectPatternsValue) Replace(list []string) error {
+	for _, p := range list {
+		if err := auth.ValidatePattern(p); err != nil {
+			return err
+		}
+		if strings.ContainsFunc(p, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			return fmt.Errorf("subject pattern %q must not contain spaces or control characters", p)
+		}
+	}
+	*v.p = list
+	return nil
+}
+
+// GetSlice returns the patterns.
+func (v *subjectPatternsValue) GetSlice() []string { return slices.Clone(*v.p) }
 
 // byteSizeValue is a positive size in bytes, with an optional KiB, MiB or
 // GiB suffix (KB, MB, GB mean the same powers of two).

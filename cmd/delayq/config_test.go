@@ -76,6 +76,7 @@ func TestServeFlags(t *testing.T) {
 		RedisURL:        "redis+cluster://r1:7000,r2:7000",
 		NATSReplicas:    3,
 		NATSSync:        "always",
+		NATSClientUser:  "delayq-client",
 		MaxBody:         64 << 10,
 		MaxBatch:        50,
 		Retention:       time.Hour,
@@ -115,6 +116,7 @@ func TestServeEnvTwins(t *testing.T) {
 		RedisURL:        "redis://:pw@redis:6380/2",
 		NATSReplicas:    5,
 		NATSSync:        "1s",
+		NATSClientUser:  "delayq-client",
 		MaxBody:         2048,
 		MaxBatch:        10,
 		Retention:       24 * time.Hour,
@@ -281,4 +283,41 @@ func TestNATSServerLevel(t *testing.T) {
 	require.Equal(t, slog.LevelWarn, natsServerLevel(slog.LevelInfo))
 	require.Equal(t, slog.LevelWarn, natsServerLevel(slog.LevelWarn))
 	require.Equal(t, slog.LevelError, natsServerLevel(slog.LevelError))
+}
+
+// TestServeNATSAccessFlags checks the flags of the embedded NATS server's
+// client user and of the delivery subjects of restricted tokens, their
+// environment twins and the configuration file.
+func TestServeNATSAccessFlags(t *testing.T) {
+	t.Parallel()
+	res := runApp(t, nil, "", "serve")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Equal(t, "delayq-client", res.cfg.NATSClientUser)
+	require.Empty(t, res.cfg.NATSClientPassword)
+	require.Empty(t, res.cfg.NATSDeliverySubjects)
+
+	res = runApp(t, nil, "", "serve", "--nats-client-user", "producers", "--nats-client-password", "sixteen-chars-ok",
+		"--nats-delivery-subjects", "billing.>, audit.*.log", "--nats-delivery-subjects", "x")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Equal(t, "producers", res.cfg.NATSClientUser)
+	require.Equal(t, "sixteen-chars-ok", res.cfg.NATSClientPassword)
+	require.Equal(t, []string{"billing.>", "audit.*.log", "x"}, res.cfg.NATSDeliverySubjects)
+
+	res = runApp(t, map[string]string{"DELAYQ_NATS_CLIENT_PASSWORD": "from-the-environment", "DELAYQ_NATS_DELIVERY_SUBJECTS": "a.>,b"}, "", "serve")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Equal(t, "from-the-environment", res.cfg.NATSClientPassword)
+	require.Equal(t, []string{"a.>", "b"}, res.cfg.NATSDeliverySubjects)
+
+	for _, args := range [][]string{
+		{"--nats-client-password", "short"},
+		{"--nats-client-password", "sixteen chars no"},
+		{"--nats-client-user", "a.b"},
+		{"--nats-delivery-subjects", "a.>.b"},
+		{"--nats-delivery-subjects", "a..b"},
+		{"--nats-delivery-subjects", "a*.b"},
+	} {
+		res := runApp(t, nil, "", append([]string{"serve"}, args...)...)
+		require.Equal(t, exitUsage, res.code, "%v: %s", args, res.stderr)
+		require.Contains(t, res.stderr, args[0])
+	}
 }

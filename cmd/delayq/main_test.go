@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/internal/logproc"
@@ -89,11 +90,14 @@ type serverProc struct {
 	// HTTPURL is the base URL of its HTTP API; NATSURL its embedded NATS
 	// server's, when it has one.
 	HTTPURL, NATSURL string
+	// NATSUser is the embedded NATS server's client user, and
+	// NATSPasswordFile the file of its password unless a flag gave it.
+	NATSUser, NATSPasswordFile string
 }
 
 var (
 	httpListening = regexp.MustCompile(`msg="http listening" addr=(\S+)`)
-	natsListening = regexp.MustCompile(`msg="nats listening" url=(\S+)`)
+	natsListening = regexp.MustCompile(`msg="nats listening" url=(\S+) .*user=(\S+)(?: password_file=(\S+))?`)
 )
 
 // startServer runs `delayq serve args...` and returns once its HTTP API
@@ -119,12 +123,25 @@ func startServer(t *testing.T, args ...string) *serverProc {
 	})
 	for _, m := range seen {
 		if strings.HasPrefix(m[0], `msg="nats`) {
-			p.NATSURL = m[1]
+			p.NATSURL, p.NATSUser, p.NATSPasswordFile = m[1], m[2], m[3]
 		} else {
 			p.HTTPURL = "http://" + m[1]
 		}
 	}
 	return p
+}
+
+// natsClient connects to the embedded NATS server as its client user with
+// the password from the file the server logged, closed at cleanup.
+func (p *serverProc) natsClient(t *testing.T, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	require.NotEmpty(t, p.NATSPasswordFile, "the password file is logged")
+	password, err := os.ReadFile(p.NATSPasswordFile)
+	require.NoError(t, err)
+	nc, err := nats.Connect(p.NATSURL, append([]nats.Option{nats.UserInfo(p.NATSUser, strings.TrimSpace(string(password)))}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	return nc
 }
 
 // log returns what the server wrote so far.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -32,7 +33,10 @@ func (a *app) serveCommand() *cobra.Command {
 		Use:   "serve",
 		Short: "Run the delayq service",
 		Long: `Run the delayq service: the HTTP API on --http and, with the default embedded
-backend, a NATS server with JetStream storage in --data on --nats-listen.
+backend, a NATS server with JetStream storage in --data on --nats-listen,
+which takes producers and consumers as --nats-client-user with the password
+of --nats-client-password or, without it, the one kept in
+<data>/nats-client-password.
 
 SIGINT or SIGTERM shuts it down gracefully: intake stops, in-flight deliveries
 finish or are released for redelivery, the store is closed and flushed.`,
@@ -147,7 +151,7 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	}
 	// WebSocket subscribers share the HTTP API's listener; NATS intake uses
 	// the NATS backend's connection.
-	api := httptransport.New(httptransport.Config{Engine: engine, Logger: log, Tokens: acc.tokens, ProtectMetrics: cfg.Access.ProtectMetrics})
+	api := httptransport.New(httptransport.Config{Engine: engine, Logger: log, Tokens: acc.tokens, ProtectMetrics: cfg.Access.ProtectMetrics, NATSDeliverySubjects: cfg.NATSDeliverySubjects})
 	api.Handle("GET /metrics", obs.metrics())
 	subscribers, err := wstransport.New(wstransport.Config{Engine: engine, Logger: log, SubscribersFunc: obs.subscribers()})
 	var natsIn *natstransport.Intake
@@ -273,10 +277,12 @@ func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logTo io
 			return fail(fmt.Errorf("--nats-listen: %w", err))
 		}
 		emb, err := natsstore.StartEmbedded(natsstore.EmbeddedConfig{
-			DataDir: cfg.DataDir,
-			Listen:  cfg.NATSListen,
-			Sync:    cfg.NATSSync,
-			Logger:  newLogger(cfg, logTo, natsServerLevel(cfg.LogLevel)).With("component", "nats-server"),
+			DataDir:        cfg.DataDir,
+			Listen:         cfg.NATSListen,
+			Sync:           cfg.NATSSync,
+			Logger:         newLogger(cfg, logTo, natsServerLevel(cfg.LogLevel)).With("component", "nats-server"),
+			ClientUser:     cfg.NATSClientUser,
+			ClientPassword: cfg.NATSClientPassword,
 		})
 		if err != nil {
 			return fail(fmt.Errorf("embedded nats: %w", err))
@@ -285,7 +291,15 @@ func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logTo io
 			emb.Shutdown()
 			log.Info("embedded nats stopped")
 		})
-		log.Info("nats listening", "url", emb.ClientURL(), "data", cfg.DataDir)
+		// Where the clients' password is, never the password.
+		password := slog.String("password", "given by --nats-client-password")
+		if file := emb.ClientPasswordFile(); file != "" {
+			if abs, err := filepath.Abs(file); err == nil {
+				file = abs
+			}
+			password = slog.String("password_file", file)
+		}
+		log.Info("nats listening", "url", emb.ClientURL(), "data", cfg.DataDir, "user", emb.ClientUser(), password)
 		if conn, err = emb.Connect(); err != nil {
 			return fail(fmt.Errorf("embedded nats: connect: %w", err))
 		}

@@ -299,3 +299,60 @@ func TestAuthConflictHidesForeignJobs(t *testing.T) {
 	m = requireError(t, b.do(t, http.MethodPost, "/v1/jobs", `{"topic": "orders.b", "id": "o-1"}`, tok...), http.StatusConflict, "conflict", "")
 	require.Equal(t, "orders.a", m["job"].(map[string]any)["topic"])
 }
+
+// TestAuthNATSDeliverySubject checks that an admin token restricted to
+// orders.> may name as delivery.subject only delayq.deliver.<topic> of its
+// topics or a subject of Config.NATSDeliverySubjects, and that an
+// unrestricted admin is not bound by either.
+func TestAuthNATSDeliverySubject(t *testing.T) {
+	t.Parallel()
+	const ordersAdmin = "orders-admin-secret-0123456789"
+	tokens, err := auth.NewTokens([]auth.Token{
+		{Name: "ops", Token: adminSecret, Scopes: []auth.Scope{auth.ScopeAdmin}},
+		{Name: "orders-admin", Token: ordersAdmin, Scopes: []auth.Scope{auth.ScopeAdmin}, Topics: []string{"orders.>"}},
+	})
+	require.NoError(t, err)
+	b := setup(t, func(c *setupConfig) {
+		c.tokens, c.nats, c.natsSubjects = tokens, true, []string{"billing.>", "audit.*.log"}
+	})
+	put := func(secret, topic, subject string) *response {
+		delivery := map[string]any{"type": "nats"}
+		if subject != "" {
+			delivery["subject"] = subject
+		}
+		return b.do(t, http.MethodPut, "/v1/topics/"+topic, map[string]any{"delivery": delivery}, bearer(secret)...)
+	}
+	for _, subject := range []string{"", "delayq.deliver.orders.a", "delayq.deliver.orders.eu.b", "billing.commands.refund", "audit.orders.log"} {
+		requireStatus(t, put(ordersAdmin, "orders.a", subject), http.StatusOK)
+	}
+	requireStatus(t, put(ordersAdmin, "orders.a", "delayq.deliver.orders.a"), http.StatusOK)
+	for _, subject := range []string{
+		"delayq.deliver.mail",       // another topic's subject
+		"delayq.deliver.orders",     // orders.> does not match orders
+		"delayq.deliver.orders.a.>", // not a topic name
+		"billing",                   // billing.> needs a token more
+		"audit.orders.eu.log",       // * is one token
+		"payments.capture",          // not listed
+		"delayq.push.orders.a",      // reserved, and not this token's to name
+		"_INBOX.abc",
+	} {
+		res := put(ordersAdmin, "orders.a", subject)
+		e, _ := requireError(t, res, http.StatusForbidden, "permission_denied", "")["error"].(map[string]any)
+		msg, _ := e["message"].(string)
+		require.NotContains(t, msg, subject, "the message does not echo the subject")
+		require.NotContains(t, msg, "mail", "the message names no other topic")
+	}
+	var view struct {
+		Delivery struct {
+			Subject string `json:"subject"`
+		} `json:"delivery"`
+	}
+	res := b.do(t, http.MethodGet, "/v1/topics/orders.a", nil, bearer(ordersAdmin)...)
+	requireStatus(t, res, http.StatusOK)
+	require.NoError(t, json.Unmarshal(res.body, &view))
+	require.Equal(t, "delayq.deliver.orders.a", view.Delivery.Subject, "a refused put changes nothing")
+
+	// An unrestricted admin may name any subject the deliverer accepts.
+	requireStatus(t, put(adminSecret, "orders.a", "payments.capture"), http.StatusOK)
+	requireStatus(t, put(adminSecret, "mail", "delayq.deliver.orders.a"), http.StatusOK)
+}

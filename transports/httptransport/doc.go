@@ -51,7 +51,10 @@
 // job fails alone), of the path for topic routes, and, for routes given a
 // job id, the topic of the stored job (read first; an unknown id is left to
 // the route, so it answers 404 or, for PUT, creates the job in the body's
-// topic). GET /v1/topics lists only the topics such a token may use. Denials
+// topic). GET /v1/topics lists only the topics such a token may use. Such a
+// token may name as a NATS topic's delivery.subject only
+// delayq.deliver.<topic> of a topic it may use, or a subject matched by
+// Config.NATSDeliverySubjects. Denials
 // are logged at info level with the token's name, never its secret. Without
 // tokens the API is open.
 //

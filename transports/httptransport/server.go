@@ -49,6 +49,14 @@ type Config struct {
 	// ProtectMetrics makes GET /metrics need a token with the admin scope
 	// when Tokens holds any.
 	ProtectMetrics bool
+	// NATSDeliverySubjects are NATS subject patterns (`*` one token, a
+	// final `>` one or more) that a token restricted to some topics may name
+	// as a topic's delivery.subject. Without a match such a token may name
+	// only delayq.deliver.<topic> of a topic it may use, so that it cannot
+	// publish on subjects that belong to others. Tokens without topic
+	// patterns, and the open API, may name any subject the NATS deliverer
+	// accepts. Nil allows no other subject.
+	NATSDeliverySubjects []string
 }
 
 // Server serves the HTTP API of shared/API.md over a core.Engine. It
@@ -62,6 +70,7 @@ type Server struct {
 	mux             *http.ServeMux
 	tokens          *auth.Tokens
 	protectMetrics  bool
+	natsSubjects    []string
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -80,6 +89,7 @@ func New(cfg Config) *Server {
 		mux:             http.NewServeMux(),
 		tokens:          cfg.Tokens,
 		protectMetrics:  cfg.ProtectMetrics,
+		natsSubjects:    cfg.NATSDeliverySubjects,
 	}
 	s.route("POST /v1/jobs", s.createJob)
 	s.route("POST /v1/jobs/batch", s.createBatch)

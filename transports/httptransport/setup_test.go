@@ -46,6 +46,10 @@ type setupConfig struct {
 	protectMetrics bool
 	// logger, when set, is the server's logger.
 	logger *slog.Logger
+	// nats registers a deliverer that accepts every NATS topic.
+	nats bool
+	// natsSubjects is Config.NATSDeliverySubjects.
+	natsSubjects []string
 }
 
 func setup(t *testing.T, opts ...func(*setupConfig)) *testBundle {
@@ -61,12 +65,16 @@ func setup(t *testing.T, opts ...func(*setupConfig)) *testBundle {
 	if cfg.wrap != nil {
 		engineStore = cfg.wrap(down)
 	}
+	deliverers := map[string]core.Deliverer{core.DeliveryWebhook: fakeDeliverer{}}
+	if cfg.nats {
+		deliverers[core.DeliveryNATS] = fakeNATSDeliverer{}
+	}
 	engine, err := core.NewEngine(core.EngineConfig{
 		Store:      engineStore,
 		Clock:      clock,
 		Logger:     slog.New(slog.DiscardHandler),
 		Limits:     cfg.limits,
-		Deliverers: map[string]core.Deliverer{core.DeliveryWebhook: fakeDeliverer{}},
+		Deliverers: deliverers,
 	})
 	require.NoError(t, err)
 	server := httptransport.New(httptransport.Config{
@@ -75,6 +83,8 @@ func setup(t *testing.T, opts ...func(*setupConfig)) *testBundle {
 		MaxRequestBytes: cfg.maxRequestBytes,
 		Tokens:          cfg.tokens,
 		ProtectMetrics:  cfg.protectMetrics,
+
+		NATSDeliverySubjects: cfg.natsSubjects,
 	})
 	srv := httptest.NewServer(server)
 	t.Cleanup(func() {
@@ -268,3 +278,11 @@ func (fakeDeliverer) ValidateTopic(t *core.Topic) error {
 }
 
 func (fakeDeliverer) Deliver(context.Context, *core.Topic, *core.Job) error { return nil }
+
+// fakeNATSDeliverer lets NATS topics be configured with any subject; the
+// engine is never started, so nothing is delivered.
+type fakeNATSDeliverer struct{}
+
+func (fakeNATSDeliverer) ValidateTopic(*core.Topic) error { return nil }
+
+func (fakeNATSDeliverer) Deliver(context.Context, *core.Topic, *core.Job) error { return nil }

@@ -1,10 +1,14 @@
 package httptransport
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
+	"github.com/delayq/delayq/auth"
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/transports/wire"
 )
 
 // deadLimitDefault is the dead-job listing's limit when the query has none.
@@ -56,6 +60,9 @@ func (s *Server) putTopic(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.allowNATSSubject(r, t); err != nil {
+		return err
+	}
 	if err := s.engine.PutTopic(r.Context(), t); err != nil {
 		return err
 	}
@@ -69,6 +76,35 @@ func (s *Server) putTopic(w http.ResponseWriter, r *http.Request) error {
 	s.writeJSON(w, r, http.StatusOK, newTopicView(stored))
 	return nil
 }
+
+// allowNATSSubject returns nil unless the request's token is restricted to
+// some topics and t names a NATS delivery.subject that is neither
+// delayq.deliver.<topic> of a topic the token may use nor matched by
+// Config.NATSDeliverySubjects; then an error wrapping
+// wire.ErrPermissionDenied. The message names no subject or topic, so that
+// a refusal tells nothing of what others configured. Subjects delayq keeps
+// for itself are refused to every token by the NATS deliverer.
+func (s *Server) allowNATSSubject(r *http.Request, t *core.Topic) error {
+	id := identityFrom(r.Context())
+	subject := t.Delivery.Subject
+	if id == nil || !id.Restricted() || t.Delivery.Type != core.DeliveryNATS || subject == "" {
+		return nil
+	}
+	if topic, ok := strings.CutPrefix(subject, natsDeliverPrefix); ok && core.ValidateTopicName(topic) == nil && id.AllowsTopic(topic) {
+		return nil
+	}
+	for _, p := range s.natsSubjects {
+		if auth.MatchTopic(p, subject) {
+			return nil
+		}
+	}
+	s.log.Info("httptransport: permission denied", "token", id.Name, "method", r.Method, "path", r.URL.Path, "delivery.subject", subject)
+	return wire.WithMessage(fmt.Sprintf("token %q may name as delivery.subject only %s<topic> of a topic it may use, or a subject the server allows (--nats-delivery-subjects)", id.Name, natsDeliverPrefix), wire.ErrPermissionDenied)
+}
+
+// natsDeliverPrefix is what a topic's default NATS delivery subject adds
+// to its name.
+var natsDeliverPrefix = core.Topic{Delivery: core.Delivery{Type: core.DeliveryNATS}}.WithDefaults().Delivery.Subject
 
 // deleteTopic serves DELETE /v1/topics/{topic}: 204 when its configuration
 // was dropped (its jobs stay); 404 when it had none.

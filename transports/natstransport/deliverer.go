@@ -88,6 +88,9 @@ type Deliverer struct {
 	cfg    DelivererConfig
 	clock  func() time.Time
 	prefix string
+	// inboxes are the reply subject prefixes a delivery must not publish
+	// into: clients' default one, and the connection's own when custom.
+	inboxes []string
 
 	mu      sync.Mutex
 	streams map[string]streamEntry
@@ -113,6 +116,10 @@ func NewDeliverer(cfg DelivererConfig) (*Deliverer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("natstransport: %w", err)
 	}
+	inboxes := []string{nats.InboxPrefix[:len(nats.InboxPrefix)-1]}
+	if p := cfg.Conn.Opts.InboxPrefix; p != "" && p != inboxes[0] {
+		inboxes = append(inboxes, p)
+	}
 	return &Deliverer{
 		conn:    cfg.Conn,
 		js:      js,
@@ -120,6 +127,7 @@ func NewDeliverer(cfg DelivererConfig) (*Deliverer, error) {
 		cfg:     cfg,
 		clock:   time.Now,
 		prefix:  cfg.Prefix + ".",
+		inboxes: inboxes,
 		streams: map[string]streamEntry{},
 	}, nil
 }
@@ -134,8 +142,9 @@ func DefaultSubject(topic string) string {
 // ValidateTopic checks the NATS fields of a topic: delivery.subject, when
 // set, must be a subject one can publish to (non-empty tokens separated by
 // dots, no wildcards, spaces or control characters, not a $ system subject,
-// at most MaxSubjectLen bytes, and under <prefix>.deliver. when under the
-// prefix at all), and the webhook fields must be empty. It returns a
+// at most MaxSubjectLen bytes, under <prefix>.deliver. when under the prefix
+// at all, and not under _INBOX or the connection's own inbox prefix, where
+// replies travel), and the webhook fields must be empty. It returns a
 // *core.FieldError naming the bad field.
 func (d *Deliverer) ValidateTopic(t *core.Topic) error {
 	if t.Delivery.Type != core.DeliveryNATS {
@@ -178,6 +187,11 @@ func (d *Deliverer) validateSubject(s string) error {
 	}
 	if strings.HasPrefix(s, d.prefix) && !strings.HasPrefix(s, d.prefix+"deliver.") {
 		return core.Invalid(field, "delivery.subject under %q must be under %q: the rest is delayq's own (intake, storage)", d.prefix, d.prefix+"deliver.")
+	}
+	for _, inbox := range d.inboxes {
+		if s == inbox || strings.HasPrefix(s, inbox+".") {
+			return core.Invalid(field, "delivery.subject must not be under %q: replies to requests travel there", inbox)
+		}
 	}
 	return nil
 }

@@ -37,7 +37,7 @@ func TestPushDeliveredAtItsTime(t *testing.T) {
 	for _, srv := range servers(t) {
 		t.Run(srv.name, func(t *testing.T) {
 			t.Parallel()
-			b := setup(t, srv.url, started)
+			b := setup(t, srv.dial, started)
 			topic := b.prefix + ".reminders"
 			b.natsTopic(t, topic, "")
 			got := make(chan *nats.Msg, 4)
@@ -78,7 +78,7 @@ func TestDeliverThroughJetStream(t *testing.T) {
 	for _, srv := range servers(t) {
 		t.Run(srv.name, func(t *testing.T) {
 			t.Parallel()
-			b := setup(t, srv.url, started)
+			b := setup(t, srv.dial, started)
 			js, err := jetstream.New(b.nc)
 			require.NoError(t, err)
 			ctx := context.Background()
@@ -106,7 +106,7 @@ func TestDeliverThroughJetStream(t *testing.T) {
 // publish, decides: a stream that refuses the message fails the attempt.
 func TestJetStreamRefusalFailsTheAttempt(t *testing.T) {
 	t.Parallel()
-	b := setup(t, sharedEmbedded(t).ClientURL(), started)
+	b := setup(t, embeddedDialer(t), started)
 	js, err := jetstream.New(b.nc)
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -132,7 +132,7 @@ func TestJetStreamRefusalFailsTheAttempt(t *testing.T) {
 // JetStream: a core publish completes the delivery.
 func TestDeliverWithoutJetStream(t *testing.T) {
 	t.Parallel()
-	b := setup(t, sharedExternal(t, false).URL(), started)
+	b := setup(t, urlDialer(sharedExternal(t, false).URL()), started)
 	b.natsTopic(t, "plain", "plain.deliveries")
 	got := make(chan *nats.Msg, 1)
 	sub, err := b.nc.ChanSubscribe("plain.deliveries", got)
@@ -152,7 +152,7 @@ func TestDeliverWithoutJetStream(t *testing.T) {
 
 func TestValidateTopic(t *testing.T) {
 	t.Parallel()
-	b := setup(t, sharedEmbedded(t).ClientURL())
+	b := setup(t, embeddedDialer(t))
 	for subject, field := range map[string]string{
 		"":                        "",
 		"orders.due":              "",
@@ -171,6 +171,12 @@ func TestValidateTopic(t *testing.T) {
 		"delayq.push.loop":        "delivery.subject",
 		"delayq.cancel":           "delivery.subject",
 		"delayq.job.x":            "delivery.subject",
+		"delayq.sched.x.y":        "delivery.subject",
+		"$KV.DELAYQ_TOPICS.x":     "delivery.subject",
+		"$SYS.REQ.SERVER.PING":    "delivery.subject",
+		"_INBOX":                  "delivery.subject",
+		"_INBOX.abc.1":            "delivery.subject",
+		"_INBOX_x.1":              "",
 		strings.Repeat("a", 1000): "delivery.subject",
 	} {
 		err := b.engine.PutTopic(context.Background(), &core.Topic{Name: "v", Delivery: core.Delivery{Type: core.DeliveryNATS, Subject: subject}})
@@ -201,4 +207,29 @@ func TestDelivererConfig(t *testing.T) {
 	_, err := natstransport.NewDeliverer(natstransport.DelivererConfig{})
 	require.ErrorContains(t, err, "Conn")
 	require.Equal(t, "delayq.deliver.orders.close", natstransport.DefaultSubject("orders.close"))
+}
+
+// TestValidateTopicOwnInbox checks that a delivery cannot publish into the
+// custom inbox prefix of the deliverer's own connection, where the answers
+// to its JetStream requests travel.
+func TestValidateTopicOwnInbox(t *testing.T) {
+	t.Parallel()
+	nc, err := sharedEmbedded(t).Connect(nats.CustomInboxPrefix("_OWN_INBOX"))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	d, err := natstransport.NewDeliverer(natstransport.DelivererConfig{Conn: nc})
+	require.NoError(t, err)
+	for subject, field := range map[string]string{
+		"_OWN_INBOX.abc.1": "delivery.subject",
+		"_OWN_INBOX":       "delivery.subject",
+		"_INBOX.abc":       "delivery.subject",
+		"_OWN_INBOXES.x":   "",
+	} {
+		err := d.ValidateTopic(&core.Topic{Name: "v", Delivery: core.Delivery{Type: core.DeliveryNATS, Subject: subject}})
+		if field == "" {
+			require.NoError(t, err, "subject %q", subject)
+			continue
+		}
+		requireFieldError(t, err, field, subject)
+	}
 }

@@ -32,7 +32,10 @@
 //
 // A request on delayq.cancel with a job's id as payload cancels it and is
 // answered {} or an error (not_found, or conflict while the job is being
-// delivered).
+// delivered). A message whose reply subject is delayq's own (under the
+// delayq. prefix, a $ subject, or the connection's own inbox prefix) is
+// dropped unanswered and logged, so that no producer can make delayq write
+// its answer into the store or forge an answer to delayq's own requests.
 //
 // The subscriptions are in a queue group, so that several delayq instances
 // on one NATS cluster share the messages, each going to one instance.
@@ -66,7 +69,10 @@
 // publish. delivery.timeout (default 10s) bounds each attempt.
 //
 // ValidateTopic refuses a subject that cannot be published to (wildcards,
-// empty tokens, spaces, $ system subjects) and, under the delayq. prefix,
-// any subject outside delayq.deliver., so that deliveries never feed
-// intake or the store's own subjects.
+// empty tokens, spaces), the $ system subjects ($JS, $KV, $SYS...), _INBOX
+// and the connection's own inbox prefix (replies), and, under the delayq.
+// prefix, any subject outside delayq.deliver., so that deliveries never
+// feed intake or the store's own subjects or forge replies. Every topic is
+// checked, whoever configures it (the API, open or with any token, or the
+// configuration file).
 package natstransport

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -306,6 +307,10 @@ func (in *Intake) handle(batch []*nats.Msg) {
 		pushed []*nats.Msg
 	)
 	for _, m := range batch {
+		if in.ownReply(m.Reply) {
+			in.log.Warn("natstransport: intake dropped a message whose reply subject is delayq's own", "subject", m.Subject, "reply", truncate(m.Reply, 64))
+			continue
+		}
 		if m.Subject == in.cancel {
 			in.reply(m, nil, in.cancelJob(ctx, m))
 			continue
@@ -324,6 +329,22 @@ func (in *Intake) handle(batch []*nats.Msg) {
 	for i, r := range in.engine.PushBatch(ctx, params, false) {
 		in.reply(pushed[i], r.Job, r.Err)
 	}
+}
+
+// ownReply reports whether reply is a subject delayq keeps for itself: under
+// the prefix (intake, the store), a $ API subject ($JS, $KV...), or the
+// connection's own inbox, where its JetStream calls are answered. Answering
+// there would let a producer write into the store or forge answers.
+func (in *Intake) ownReply(reply string) bool {
+	under := func(p string) bool { return reply == p || strings.HasPrefix(reply, p+".") }
+	switch {
+	case reply == "":
+		return false
+	case strings.HasPrefix(reply, "$"), under(in.cfg.Prefix):
+		return true
+	}
+	inbox := in.conn.Opts.InboxPrefix
+	return inbox != "" && inbox+"." != nats.InboxPrefix && under(inbox)
 }
 
 // cancelJob cancels the job whose id is the message's payload.

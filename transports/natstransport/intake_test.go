@@ -3,6 +3,7 @@ package natstransport_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/delayq/delayq/backends/natsstore"
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/transports/natstransport"
 )
@@ -22,7 +24,7 @@ func TestIntakePush(t *testing.T) {
 	for _, srv := range servers(t) {
 		t.Run(srv.name, func(t *testing.T) {
 			t.Parallel()
-			b := setup(t, srv.url)
+			b := setup(t, srv.dial)
 			body := "{ \"order\" : 42 }"
 			before := time.Now()
 			r := b.push(t, "orders.close", body,
@@ -57,7 +59,7 @@ func TestIntakePush(t *testing.T) {
 
 func TestIntakeErrors(t *testing.T) {
 	t.Parallel()
-	b := setup(t, sharedEmbedded(t).ClientURL(), func(c *setupConfig) { c.limits.MaxBodyBytes = 100 })
+	b := setup(t, embeddedDialer(t), func(c *setupConfig) { c.limits.MaxBodyBytes = 100 })
 	for _, tc := range []struct {
 		topic, body string
 		headers     []string
@@ -99,7 +101,7 @@ func TestIntakeErrors(t *testing.T) {
 
 func TestIntakeWithoutReply(t *testing.T) {
 	t.Parallel()
-	b := setup(t, sharedEmbedded(t).ClientURL())
+	b := setup(t, embeddedDialer(t))
 	m := nats.NewMsg(b.intake.PushSubject("fire.forget"))
 	m.Data = []byte(`{"x":1}`)
 	m.Header.Set("Delayq-Id", "ff-1")
@@ -110,7 +112,7 @@ func TestIntakeWithoutReply(t *testing.T) {
 
 func TestIntakeManyRequests(t *testing.T) {
 	t.Parallel()
-	b := setup(t, sharedEmbedded(t).ClientURL())
+	b := setup(t, embeddedDialer(t))
 	const n = 2000
 	inbox := nats.NewInbox()
 	replies := make(chan *nats.Msg, n)
@@ -146,7 +148,7 @@ func TestIntakeCancel(t *testing.T) {
 	for _, srv := range servers(t) {
 		t.Run(srv.name, func(t *testing.T) {
 			t.Parallel()
-			b := setup(t, srv.url)
+			b := setup(t, srv.dial)
 			id := b.push(t, "cancel.me", `{}`, "Delayq-Delay", "1h").ID
 			r := b.request(t, b.intake.CancelSubject(), id)
 			require.Nil(t, r.Error, "%s", r.raw)
@@ -169,12 +171,12 @@ func TestIntakeCancel(t *testing.T) {
 
 func TestIntakeQueueGroupSharesMessages(t *testing.T) {
 	t.Parallel()
-	url := sharedEmbedded(t).ClientURL()
-	b := setup(t, url)
+	dial := embeddedDialer(t)
+	b := setup(t, dial)
 	// A second instance on the same subjects, in the same queue group, with
 	// its own connection and the same engine.
 	other, err := natstransport.NewIntake(natstransport.IntakeConfig{
-		Conn: connect(t, url), Engine: b.engine, Prefix: b.prefix, QueueGroup: b.prefix,
+		Conn: dial(t), Engine: b.engine, Prefix: b.prefix, QueueGroup: b.prefix,
 	})
 	require.NoError(t, err)
 	require.NoError(t, other.Start(context.Background()))
@@ -205,7 +207,7 @@ func TestIntakeQueueGroupSharesMessages(t *testing.T) {
 
 func TestIntakeLifecycle(t *testing.T) {
 	t.Parallel()
-	b := setup(t, sharedEmbedded(t).ClientURL())
+	b := setup(t, embeddedDialer(t))
 	in, err := natstransport.NewIntake(natstransport.IntakeConfig{Conn: b.server, Engine: b.engine, Prefix: b.prefix + "x"})
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -229,7 +231,7 @@ func TestIntakeLifecycle(t *testing.T) {
 // intake had received before it stopped.
 func TestIntakeStopAnswersReceived(t *testing.T) {
 	t.Parallel()
-	b := setup(t, sharedEmbedded(t).ClientURL())
+	b := setup(t, embeddedDialer(t))
 	const n = 500
 	inbox := nats.NewInbox()
 	replies := make(chan *nats.Msg, n)
@@ -257,4 +259,39 @@ func TestIntakeStopAnswersReceived(t *testing.T) {
 	answered := 1 + len(replies)
 	require.Equal(t, stored, answered, "every stored job was answered")
 	t.Logf("%d of %d messages were taken before Stop", stored, n)
+}
+
+// TestIntakeDropsReplyToOwnSubjects checks that a message whose reply
+// subject is one of delayq's own (the intake prefix, where the store's
+// subjects are, a $ API subject, the connection's own inbox) is dropped
+// unanswered and makes no job, so that a producer cannot make delayq write
+// its answer there.
+func TestIntakeDropsReplyToOwnSubjects(t *testing.T) {
+	t.Parallel()
+	// One worker handles the messages in order: once the answer to a later
+	// request arrives, an answer to the dropped one would have too.
+	b := setup(t, embeddedDialer(t), func(c *setupConfig) { c.workers = 1 })
+	for i, reply := range []string{b.prefix + ".job.forged", b.prefix, "$JS.API.STREAM.DELETE.X", "$KV.B.k", natsstore.OwnInboxPrefix + ".x.y"} {
+		sub, err := b.nc.SubscribeSync(reply)
+		require.NoError(t, err)
+		m := nats.NewMsg(b.intake.PushSubject("forged"))
+		m.Reply = reply
+		m.Data = []byte(`{}`)
+		id := fmt.Sprintf("forged-%d", i)
+		m.Header.Set("Delayq-Id", id)
+		require.NoError(t, b.nc.PublishMsg(m))
+		b.push(t, "forged", `{}`)
+		require.NoError(t, b.nc.Flush())
+		require.Zero(t, pending(t, sub), "no answer on %s", reply)
+		_, err = b.engine.Get(context.Background(), id)
+		require.ErrorIs(t, err, core.ErrNotFound, "no job from a message answered on %s", reply)
+		require.NoError(t, sub.Unsubscribe())
+	}
+}
+
+func pending(t *testing.T, sub *nats.Subscription) int {
+	t.Helper()
+	n, _, err := sub.Pending()
+	require.NoError(t, err)
+	return n
 }

@@ -17,10 +17,14 @@ import (
 	"github.com/delayq/delayq/transports/natstransport"
 )
 
+// dialer opens a connection to a test's NATS server with opts, closed at
+// cleanup.
+type dialer func(t *testing.T, opts ...nats.Option) *nats.Conn
+
 // server says where a test's NATS server is.
 type server struct {
 	name string
-	url  string
+	dial dialer
 }
 
 // servers returns the embedded server and a separate nats-server process,
@@ -28,12 +32,37 @@ type server struct {
 func servers(t *testing.T) []server {
 	t.Helper()
 	return []server{
-		{"embedded", sharedEmbedded(t).ClientURL()},
-		{"external", sharedExternal(t, true).URL()},
+		{"embedded", embeddedDialer(t)},
+		{"external", urlDialer(sharedExternal(t, true).URL())},
 	}
 }
 
+// embeddedDialer connects to the package's embedded server as delayq's own
+// user: the tests use subject prefixes of their own, which the client user
+// may not use.
+func embeddedDialer(t *testing.T) dialer {
+	t.Helper()
+	e := sharedEmbedded(t)
+	return func(t *testing.T, opts ...nats.Option) *nats.Conn {
+		t.Helper()
+		nc, err := e.Connect(append([]nats.Option{nats.ReconnectWait(20 * time.Millisecond)}, opts...)...)
+		require.NoError(t, err)
+		t.Cleanup(nc.Close)
+		return nc
+	}
+}
+
+// urlDialer connects to url.
+func urlDialer(url string) dialer {
+	return func(t *testing.T, opts ...nats.Option) *nats.Conn { return connect(t, url, opts...) }
+}
+
 var prefixSeq atomic.Int64
+
+// clientInbox gives the client's connection the inboxes of a client, apart
+// from those of the transports' connection (the embedded server's own
+// user has inboxes of its own).
+var clientInbox = nats.CustomInboxPrefix("_INBOX")
 
 // testBundle is what a test drives: a real engine over memstore that
 // delivers nats topics with this package's Deliverer, the intake on its own
@@ -49,23 +78,24 @@ type testBundle struct {
 }
 
 type setupConfig struct {
-	url    string
 	limits core.Limits
 	// start runs the engine's dispatchers.
 	start bool
+	// workers is IntakeConfig.Workers.
+	workers int
 }
 
-// setup starts a bundle on url.
-func setup(t *testing.T, url string, mods ...func(*setupConfig)) *testBundle {
+// setup starts a bundle on the server dial connects to.
+func setup(t *testing.T, dial dialer, mods ...func(*setupConfig)) *testBundle {
 	t.Helper()
-	cfg := setupConfig{url: url}
+	var cfg setupConfig
 	for _, m := range mods {
 		m(&cfg)
 	}
 	log := slog.New(slog.DiscardHandler)
 	mem := memstore.New(memstore.Config{})
 	store := &signalStore{Store: mem, events: make(chan event, 100_000)}
-	serverConn := connect(t, url)
+	serverConn := dial(t)
 	d, err := natstransport.NewDeliverer(natstransport.DelivererConfig{Conn: serverConn, Logger: log})
 	require.NoError(t, err)
 	engine, err := core.NewEngine(core.EngineConfig{
@@ -77,7 +107,7 @@ func setup(t *testing.T, url string, mods ...func(*setupConfig)) *testBundle {
 	})
 	require.NoError(t, err)
 	prefix := fmt.Sprintf("t%d", prefixSeq.Add(1))
-	in, err := natstransport.NewIntake(natstransport.IntakeConfig{Conn: serverConn, Engine: engine, Logger: log, Prefix: prefix, QueueGroup: prefix})
+	in, err := natstransport.NewIntake(natstransport.IntakeConfig{Conn: serverConn, Engine: engine, Logger: log, Prefix: prefix, QueueGroup: prefix, Workers: cfg.workers})
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, in.Start(ctx))
@@ -91,13 +121,13 @@ func setup(t *testing.T, url string, mods ...func(*setupConfig)) *testBundle {
 		require.NoError(t, engine.Stop(ctx))
 		require.NoError(t, mem.Close())
 	})
-	return &testBundle{store: store, engine: engine, intake: in, deliverer: d, nc: connect(t, url), server: serverConn, prefix: prefix}
+	return &testBundle{store: store, engine: engine, intake: in, deliverer: d, nc: dial(t, clientInbox), server: serverConn, prefix: prefix}
 }
 
-// connect connects to url, closed at cleanup.
-func connect(t *testing.T, url string) *nats.Conn {
+// connect connects to url with opts, closed at cleanup.
+func connect(t *testing.T, url string, opts ...nats.Option) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	nc, err := nats.Connect(url, append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(20 * time.Millisecond)}, opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	return nc

@@ -1,0 +1,218 @@
+package natsstore
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/core/storetest"
+)
+
+// startEmbedded starts a server of its own in dir on a free loopback port,
+// shut down at cleanup.
+func startEmbedded(t *testing.T, cfg EmbeddedConfig) *Embedded {
+	t.Helper()
+	cfg.Listen = "127.0.0.1:-1"
+	e, err := StartEmbedded(cfg)
+	require.NoError(t, err)
+	t.Cleanup(e.Shutdown)
+	return e
+}
+
+// clientConn connects to e's client URL as user with password, collecting
+// the asynchronous errors (permission violations) in errs.
+func clientConn(t *testing.T, e *Embedded, user, password string) (*nats.Conn, chan error) {
+	t.Helper()
+	errs := make(chan error, 64)
+	nc, err := nats.Connect(e.ClientURL(), nats.UserInfo(user, password), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		errs <- err
+	}))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	return nc, errs
+}
+
+// requireViolation waits for the permission violation on subject.
+func requireViolation(t *testing.T, errs chan error, subject string) {
+	t.Helper()
+	select {
+	case err := <-errs:
+		require.ErrorIs(t, err, nats.ErrPermissionViolation)
+		require.Contains(t, err.Error(), `"`+subject+`"`)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no permission violation for %s within 10s", subject)
+	}
+}
+
+// TestEmbeddedRefusesUnauthenticated checks that the server takes no
+// connection without the client user's password.
+func TestEmbeddedRefusesUnauthenticated(t *testing.T) {
+	t.Parallel()
+	e := startEmbedded(t, EmbeddedConfig{DataDir: t.TempDir()})
+	_, err := nats.Connect(e.ClientURL())
+	require.ErrorIs(t, err, nats.ErrAuthorization)
+	_, err = nats.Connect(e.ClientURL(), nats.UserInfo(ClientUserDefault, "not-the-password-at-all"))
+	require.ErrorIs(t, err, nats.ErrAuthorization)
+	_, err = nats.Connect(e.ClientURL(), nats.UserInfo(ownUser, "not-the-password-at-all"))
+	require.ErrorIs(t, err, nats.ErrAuthorization)
+}
+
+// TestEmbeddedClientPermissions checks what the client user may do on a
+// server whose store holds a job: publish on the intake subjects with an
+// inbox reply and receive deliveries, but neither use JetStream's API nor
+// see or write the store's subjects, delayq's own inbox or the intake's.
+func TestEmbeddedClientPermissions(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	e := startEmbedded(t, EmbeddedConfig{DataDir: dir})
+	own, err := e.Connect()
+	require.NoError(t, err)
+	t.Cleanup(own.Close)
+	store := openStore(t, own, PrefixDefault)
+
+	password, err := os.ReadFile(filepath.Join(dir, ClientPasswordFile))
+	require.NoError(t, err)
+	info, err := os.Stat(filepath.Join(dir, ClientPasswordFile))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), info.Mode().Perm())
+	require.Equal(t, filepath.Join(dir, ClientPasswordFile), e.ClientPasswordFile())
+	client, errs := clientConn(t, e, e.ClientUser(), strings.TrimSpace(string(password)))
+
+	// Everything a wildcard subscription gets, to check below that no store
+	// traffic reaches it.
+	all, err := client.SubscribeSync(">")
+	require.NoError(t, err)
+	require.NoError(t, client.Flush())
+
+	// Intake: delayq answers a request on delayq.cancel on the client's
+	// inbox, and gets what the client pushes.
+	cancels, err := own.Subscribe("delayq.cancel", func(m *nats.Msg) { _ = m.Respond([]byte("{}")) })
+	require.NoError(t, err)
+	pushes, err := own.SubscribeSync("delayq.push.>")
+	require.NoError(t, err)
+	require.NoError(t, own.Flush())
+	res, err := client.Request("delayq.cancel", []byte("some-id"), 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "{}", string(res.Data))
+	require.NoError(t, client.Publish("delayq.push.orders", []byte(`{"n":1}`)))
+	m, err := pushes.NextMsg(10 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "delayq.push.orders", m.Subject)
+	require.NoError(t, cancels.Unsubscribe())
+	require.NoError(t, pushes.Unsubscribe())
+
+	// The store writes a job: its record and wake-ups, through JetStream.
+	storetest.Put(t, context.Background(), store, storetest.NewJob("orders", time.Now().Add(time.Hour)))
+
+	// Deliveries reach the client; the marker also shows that everything
+	// published before it has been routed.
+	deliveries, err := client.SubscribeSync("delayq.deliver.orders")
+	require.NoError(t, err)
+	require.NoError(t, client.Flush())
+	require.NoError(t, own.Publish("delayq.deliver.orders", []byte("marker")))
+	require.NoError(t, own.Flush())
+	m, err = deliveries.NextMsg(10 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "marker", string(m.Data))
+	for {
+		m, err := all.NextMsg(10 * time.Second)
+		require.NoError(t, err)
+		if m.Subject == "delayq.deliver.orders" {
+			break
+		}
+		require.True(t, strings.HasPrefix(m.Subject, "_INBOX."), "the client's wildcard subscription got %s", m.Subject)
+	}
+
+	// JetStream's API: listing streams, deleting the store's stream.
+	for _, subject := range []string{"$JS.API.STREAM.LIST", "$JS.API.STREAM.DELETE.DELAYQ_JOBS", "$JS.API.DIRECT.GET.DELAYQ_JOBS", "$KV.DELAYQ_TOPICS.orders", "delayq.job.x", "delayq.ready.orders.x", "delayq.deliver.orders", "_INBOX.x"} {
+		require.NoError(t, client.Publish(subject, nil))
+		requireViolation(t, errs, subject)
+	}
+	js, err := jetstream.New(client)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err = js.Stream(ctx, "DELAYQ_JOBS")
+	require.Error(t, err, "no JetStream for clients")
+	requireViolation(t, errs, "$JS.API.STREAM.INFO.DELAYQ_JOBS")
+	ownJS, err := jetstream.New(own)
+	require.NoError(t, err)
+	_, err = ownJS.Stream(context.Background(), "DELAYQ_JOBS")
+	require.NoError(t, err, "the store's stream is still there")
+
+	// Subscriptions to the store's subjects, the server's APIs, delayq's
+	// own inbox and the intake subjects (whose queue group a client could
+	// otherwise join).
+	for _, subject := range []string{"delayq.job.*", "delayq.sched.>", "$JS.API.>", "$KV.DELAYQ_TOPICS.>", "$SYS.>", OwnInboxPrefix + ".>", "delayq.push.>", "delayq.cancel"} {
+		_, err := client.SubscribeSync(subject)
+		require.NoError(t, err)
+		requireViolation(t, errs, subject)
+	}
+	_, err = client.QueueSubscribeSync("delayq.push.>", "delayq")
+	require.NoError(t, err)
+	requireViolation(t, errs, "delayq.push.>")
+}
+
+// TestEmbeddedClientPasswordKept checks that the generated password is
+// kept across a restart, that a given one is used instead, and that a
+// password file others may read is refused.
+func TestEmbeddedClientPasswordKept(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, ClientPasswordFile)
+	e, err := StartEmbedded(EmbeddedConfig{DataDir: dir, Listen: "127.0.0.1:-1"})
+	require.NoError(t, err)
+	first, err := os.ReadFile(file)
+	require.NoError(t, err)
+	e.Shutdown()
+
+	e = startEmbedded(t, EmbeddedConfig{DataDir: dir})
+	again, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.Equal(t, first, again, "the password survives a restart")
+	clientConn(t, e, ClientUserDefault, strings.TrimSpace(string(first)))
+	e.Shutdown()
+
+	// A given user and password win; the file is left alone.
+	const given = "a-given-password-0123456789"
+	e = startEmbedded(t, EmbeddedConfig{DataDir: dir, ClientUser: "producers", ClientPassword: given})
+	require.Empty(t, e.ClientPasswordFile())
+	clientConn(t, e, "producers", given)
+	_, err = nats.Connect(e.ClientURL(), nats.UserInfo("producers", strings.TrimSpace(string(first))))
+	require.ErrorIs(t, err, nats.ErrAuthorization)
+	_, err = nats.Connect(e.ClientURL(), nats.UserInfo(ClientUserDefault, strings.TrimSpace(string(first))))
+	require.ErrorIs(t, err, nats.ErrAuthorization)
+	e.Shutdown()
+	again, err = os.ReadFile(file)
+	require.NoError(t, err)
+	require.Equal(t, first, again)
+
+	require.NoError(t, os.Chmod(file, 0o644))
+	_, err = StartEmbedded(EmbeddedConfig{DataDir: dir, Listen: "127.0.0.1:-1"})
+	require.ErrorContains(t, err, "0600")
+}
+
+func TestEmbeddedConfigValidate(t *testing.T) {
+	t.Parallel()
+	for _, cfg := range []EmbeddedConfig{
+		{ClientUser: "a b"},
+		{ClientUser: ownUser},
+		{ClientPassword: "short"},
+		{ClientPassword: "long enough but with spaces"},
+		{StorePrefix: "a.b"},
+		{ClientPublish: []string{""}},
+	} {
+		cfg.DataDir = "x"
+		err := cfg.WithDefaults().Validate()
+		require.Error(t, err, "%+v", cfg)
+		require.False(t, errors.Is(err, os.ErrNotExist))
+	}
+}
