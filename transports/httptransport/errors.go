@@ -45,8 +45,8 @@ func describe(err, target error, format string, args ...any) error {
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	e := toAPIError(err)
 	s.logError(r, e, err)
-	if e.Status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", wire.RetryAfterSeconds)
+	if h := e.RetryAfterHeader(); h != "" {
+		w.Header().Set("Retry-After", h)
 	}
 	b := make([]byte, 0, 256)
 	b = append(b, '{')

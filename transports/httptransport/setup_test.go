@@ -46,6 +46,12 @@ type setupConfig struct {
 	protectMetrics bool
 	// logger, when set, is the server's logger.
 	logger *slog.Logger
+	// bodyReadTimeout is Config.BodyReadTimeout.
+	bodyReadTimeout time.Duration
+	// allowedHosts is Config.AllowedHosts.
+	allowedHosts []string
+	// trustedOrigins is Config.TrustedOrigins.
+	trustedOrigins []string
 }
 
 func setup(t *testing.T, opts ...func(*setupConfig)) *testBundle {
@@ -75,6 +81,9 @@ func setup(t *testing.T, opts ...func(*setupConfig)) *testBundle {
 		MaxRequestBytes: cfg.maxRequestBytes,
 		Tokens:          cfg.tokens,
 		ProtectMetrics:  cfg.protectMetrics,
+		BodyReadTimeout: cfg.bodyReadTimeout,
+		AllowedHosts:    cfg.allowedHosts,
+		TrustedOrigins:  cfg.trustedOrigins,
 	})
 	srv := httptest.NewServer(server)
 	t.Cleanup(func() {
@@ -93,6 +102,9 @@ type response struct {
 
 // send makes a request without failing the test, so it may run in a
 // goroutine. body is sent as is when it is a string or []byte, else as JSON.
+// A body goes with the Content-Type a client of the route sends (NDJSON for
+// import, JSON otherwise) unless header sets one; an empty header value
+// leaves a header out.
 func (b *testBundle) send(ctx context.Context, method, path string, body any, header ...string) (*response, error) {
 	var rd io.Reader
 	switch v := body.(type) {
@@ -112,7 +124,21 @@ func (b *testBundle) send(ctx context.Context, method, path string, body any, he
 	if err != nil {
 		return nil, err
 	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+		if path == "/v1/import" {
+			req.Header.Set("Content-Type", "application/x-ndjson")
+		}
+	}
 	for i := 0; i+1 < len(header); i += 2 {
+		switch {
+		case header[i] == "Host":
+			req.Host = header[i+1] // the client sends req.Host, not the header
+			continue
+		case header[i+1] == "":
+			req.Header.Del(header[i])
+			continue
+		}
 		req.Header.Set(header[i], header[i+1])
 	}
 	res, err := b.srv.Client().Do(req)
