@@ -18,10 +18,14 @@ import (
 
 // TestStalledBodyIsCut sends the headers of a 32 MiB batch and ten bytes of
 // it, then nothing: the server answers 400 once the body read timeout has
-// passed and closes the connection.
+// passed (a write timeout as short does not lose the answer) and closes
+// the connection.
 func TestStalledBodyIsCut(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *setupConfig) { c.bodyReadTimeout = 200 * time.Millisecond })
+	b := setup(t, func(c *setupConfig) {
+		c.bodyReadTimeout = 200 * time.Millisecond
+		c.writeTimeout = 200 * time.Millisecond
+	})
 	conn, err := net.Dial("tcp", b.srv.Listener.Addr().String())
 	require.NoError(t, err)
 	defer conn.Close()

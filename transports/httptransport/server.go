@@ -59,8 +59,8 @@ type Config struct {
 	// Defaults to BodyReadTimeoutDefault (30s).
 	BodyReadTimeout time.Duration
 	// WriteTimeout bounds the write of an answer, from the start of its
-	// handler: a claim's from the end of its wait, an export's from each
-	// flush. It is no server-wide http.Server.WriteTimeout, which would
+	// handler (past BodyReadTimeout for a request with a body): a claim's
+	// from the end of its wait, an export's from each flush. It is no server-wide http.Server.WriteTimeout, which would
 	// cut long-polling claims, exports and WebSocket subscribers.
 	//
 	// Defaults to WriteTimeoutDefault (30s).
@@ -249,16 +249,19 @@ func (s *Server) serveUnrouted(w http.ResponseWriter, r *http.Request) {
 // setDeadlines bounds the request: its body, when it has one, must arrive
 // within the body read timeout (readBody lifts the deadline once it has
 // read it, so that a long-polling claim is not cut), and its answer be
-// written within the write timeout (routes that answer later move it).
-// net/http keeps a connection's write deadline from one request to the
-// next, so every request sets it.
+// written within the write timeout, past the body's time (routes that
+// answer later move it), so that a body cut by its deadline still gets its
+// answer. net/http keeps a connection's write deadline from one request to
+// the next, so every request sets it.
 func (s *Server) setDeadlines(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	now := time.Now()
-	_ = rc.SetWriteDeadline(now.Add(s.writeTimeout))
-	if r.ContentLength != 0 {
-		_ = rc.SetReadDeadline(now.Add(s.bodyReadTimeout))
+	if r.ContentLength == 0 {
+		_ = rc.SetWriteDeadline(now.Add(s.writeTimeout))
+		return
 	}
+	_ = rc.SetReadDeadline(now.Add(s.bodyReadTimeout))
+	_ = rc.SetWriteDeadline(now.Add(s.bodyReadTimeout + s.writeTimeout))
 }
 
 // recorder is a minimal http.ResponseWriter that keeps an answer.

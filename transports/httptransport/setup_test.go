@@ -48,6 +48,8 @@ type setupConfig struct {
 	logger *slog.Logger
 	// bodyReadTimeout is Config.BodyReadTimeout.
 	bodyReadTimeout time.Duration
+	// writeTimeout is Config.WriteTimeout.
+	writeTimeout time.Duration
 	// allowedHosts is Config.AllowedHosts.
 	allowedHosts []string
 	// trustedOrigins is Config.TrustedOrigins.
@@ -82,6 +84,7 @@ func setup(t *testing.T, opts ...func(*setupConfig)) *testBundle {
 		Tokens:          cfg.tokens,
 		ProtectMetrics:  cfg.protectMetrics,
 		BodyReadTimeout: cfg.bodyReadTimeout,
+		WriteTimeout:    cfg.writeTimeout,
 		AllowedHosts:    cfg.allowedHosts,
 		TrustedOrigins:  cfg.trustedOrigins,
 	})
