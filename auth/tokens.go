@@ -8,11 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/time/rate"
 )
 
 // Scope is a permission a token grants.
@@ -48,6 +51,16 @@ type Token struct {
 	Scopes []Scope `json:"scopes" yaml:"scopes"`
 	// Topics are the topic patterns the token may use; empty means all.
 	Topics []string `json:"topics" yaml:"topics"`
+	// IntakeRate bounds the jobs the token may create or replace, in jobs
+	// per second, averaged: a batch counts each of its jobs. It is a quota
+	// of this Tokens set, so of one delayq instance; zero means none.
+	IntakeRate float64 `json:"intake_rate" yaml:"intake_rate"`
+	// IntakeBurst is how many jobs the token may create at once beyond
+	// IntakeRate, and so the largest batch it may send. Only with
+	// IntakeRate.
+	//
+	// Defaults to IntakeRate rounded up (one second's worth), at least 1.
+	IntakeBurst int `json:"intake_burst" yaml:"intake_burst"`
 }
 
 // Identity is an authenticated token: its name, scopes and topic patterns,
@@ -57,6 +70,9 @@ type Identity struct {
 	Name   string
 	scopes []Scope
 	topics []string
+	// intake is the token's intake quota, nil without one; every request
+	// of the token shares it.
+	intake *rate.Limiter
 }
 
 // Tokens is a set of API tokens. The zero value and nil hold none. It is
@@ -153,13 +169,36 @@ func NewTokens(list []Token) (*Tokens, error) {
 				return nil, fmt.Errorf("auth: %s: %w", where, err)
 			}
 		}
+		intake, err := newIntakeLimiter(tok.IntakeRate, tok.IntakeBurst)
+		if err != nil {
+			return nil, fmt.Errorf("auth: %s: %w", where, err)
+		}
 		t.entries = append(t.entries, entry{digest: digest, id: &Identity{
 			Name:   tok.Name,
 			scopes: slices.Clone(tok.Scopes),
 			topics: slices.Clone(tok.Topics),
+			intake: intake,
 		}})
 	}
 	return t, nil
+}
+
+// newIntakeLimiter returns the limiter of an intake quota, nil for none.
+func newIntakeLimiter(perSecond float64, burst int) (*rate.Limiter, error) {
+	switch {
+	case math.IsNaN(perSecond) || math.IsInf(perSecond, 0) || perSecond < 0:
+		return nil, errors.New("intake_rate must be a positive number of jobs per second")
+	case burst < 0:
+		return nil, errors.New("intake_burst must be a positive number of jobs")
+	case perSecond == 0 && burst > 0:
+		return nil, errors.New("intake_burst needs intake_rate")
+	case perSecond == 0:
+		return nil, nil
+	}
+	if burst == 0 {
+		burst = int(min(math.Ceil(perSecond), math.MaxInt32))
+	}
+	return rate.NewLimiter(rate.Limit(perSecond), burst), nil
 }
 
 // Len returns how many tokens the set holds; with none, transports serve
@@ -196,6 +235,35 @@ func (id *Identity) HasScope(s Scope) bool {
 // HasAnyScope reports whether the identity grants one of scopes.
 func (id *Identity) HasAnyScope(scopes ...Scope) bool {
 	return slices.ContainsFunc(scopes, id.HasScope)
+}
+
+// IntakeBurst returns the most jobs the identity may create at once under
+// its intake quota (see Token.IntakeBurst), and false when it has no quota.
+func (id *Identity) IntakeBurst() (int, bool) {
+	if id.intake == nil {
+		return 0, false
+	}
+	return id.intake.Burst(), true
+}
+
+// AllowIntake takes n jobs from the identity's intake quota, all or none.
+// When the quota holds fewer than n now, it takes nothing and returns false
+// with how long until it will hold n. More jobs than IntakeBurst are never
+// allowed (wait is then 0): check it first. Without a quota it returns true.
+func (id *Identity) AllowIntake(n int) (wait time.Duration, ok bool) {
+	if id.intake == nil {
+		return 0, true
+	}
+	now := time.Now()
+	r := id.intake.ReserveN(now, n)
+	if !r.OK() {
+		return 0, false
+	}
+	if wait = r.DelayFrom(now); wait > 0 {
+		r.CancelAt(now)
+		return wait, false
+	}
+	return 0, true
 }
 
 // Restricted reports whether the identity is limited to some topics.

@@ -113,16 +113,19 @@ func TestNewTokensRejects(t *testing.T) {
 		list []auth.Token
 		want string
 	}{
-		"no name":     {[]auth.Token{{Token: secret, Scopes: []auth.Scope{"push"}}}, "token 1: name is required"},
-		"short":       {[]auth.Token{{Name: "a", Token: "short", Scopes: []auth.Scope{"push"}}}, "at least 16"},
-		"both":        {[]auth.Token{{Name: "a", Token: secret, SHA256: "00", Scopes: []auth.Scope{"push"}}}, "not both"},
-		"bad sha":     {[]auth.Token{{Name: "a", SHA256: "zz", Scopes: []auth.Scope{"push"}}}, "64 hex digits"},
-		"no secret":   {[]auth.Token{{Name: "a", Scopes: []auth.Scope{"push"}}}, "token or sha256 is required"},
-		"no scopes":   {[]auth.Token{{Name: "a", Token: secret}}, "scopes are required"},
-		"bad scope":   {[]auth.Token{{Name: "a", Token: secret, Scopes: []auth.Scope{"root"}}}, `unknown scope "root"`},
-		"bad pattern": {[]auth.Token{{Name: "a", Token: secret, Scopes: []auth.Scope{"push"}, Topics: []string{"a.>.b"}}}, "last token"},
-		"dup name":    {[]auth.Token{{Name: "a", Token: secret, Scopes: []auth.Scope{"push"}}, {Name: "a", Token: secret + "x", Scopes: []auth.Scope{"push"}}}, "used twice"},
-		"dup secret":  {[]auth.Token{{Name: "a", Token: secret, Scopes: []auth.Scope{"push"}}, {Name: "b", Token: secret, Scopes: []auth.Scope{"push"}}}, "same secret"},
+		"no name":       {[]auth.Token{{Token: secret, Scopes: []auth.Scope{"push"}}}, "token 1: name is required"},
+		"short":         {[]auth.Token{{Name: "a", Token: "short", Scopes: []auth.Scope{"push"}}}, "at least 16"},
+		"both":          {[]auth.Token{{Name: "a", Token: secret, SHA256: "00", Scopes: []auth.Scope{"push"}}}, "not both"},
+		"bad sha":       {[]auth.Token{{Name: "a", SHA256: "zz", Scopes: []auth.Scope{"push"}}}, "64 hex digits"},
+		"no secret":     {[]auth.Token{{Name: "a", Scopes: []auth.Scope{"push"}}}, "token or sha256 is required"},
+		"no scopes":     {[]auth.Token{{Name: "a", Token: secret}}, "scopes are required"},
+		"bad scope":     {[]auth.Token{{Name: "a", Token: secret, Scopes: []auth.Scope{"root"}}}, `unknown scope "root"`},
+		"bad pattern":   {[]auth.Token{{Name: "a", Token: secret, Scopes: []auth.Scope{"push"}, Topics: []string{"a.>.b"}}}, "last token"},
+		"dup name":      {[]auth.Token{{Name: "a", Token: secret, Scopes: []auth.Scope{"push"}}, {Name: "a", Token: secret + "x", Scopes: []auth.Scope{"push"}}}, "used twice"},
+		"negative rate": {[]auth.Token{{Name: "a", Token: secret, Scopes: []auth.Scope{"push"}, IntakeRate: -1}}, "intake_rate must be"},
+		"burst alone":   {[]auth.Token{{Name: "a", Token: secret, Scopes: []auth.Scope{"push"}, IntakeBurst: 5}}, "intake_burst needs intake_rate"},
+		"neg burst":     {[]auth.Token{{Name: "a", Token: secret, Scopes: []auth.Scope{"push"}, IntakeRate: 1, IntakeBurst: -1}}, "intake_burst must be"},
+		"dup secret":    {[]auth.Token{{Name: "a", Token: secret, Scopes: []auth.Scope{"push"}}, {Name: "b", Token: secret, Scopes: []auth.Scope{"push"}}}, "same secret"},
 	} {
 		_, err := auth.NewTokens(tc.list)
 		require.ErrorContains(t, err, tc.want, name)
@@ -130,4 +133,46 @@ func TestNewTokensRejects(t *testing.T) {
 	}
 	_, err := auth.ParseTokens([]byte(`[{"name": "a", "tokn": "x"}]`))
 	require.ErrorContains(t, err, "tokn")
+}
+
+// TestIntakeQuota checks a token's quota as a tokens file gives it: all or
+// nothing, shared by every authentication of the token, not by others.
+func TestIntakeQuota(t *testing.T) {
+	t.Parallel()
+	list, err := auth.ParseTokens([]byte(`
+- {name: slow, token: slow-secret-0123456789, scopes: [push], intake_rate: 0.01, intake_burst: 3}
+- {name: fast, token: fast-secret-0123456789, scopes: [push], intake_rate: 2.5}
+- {name: free, token: free-secret-0123456789, scopes: [push]}
+`))
+	require.NoError(t, err)
+	tokens, err := auth.NewTokens(list)
+	require.NoError(t, err)
+	slow, ok := tokens.Authenticate("slow-secret-0123456789")
+	require.True(t, ok)
+	burst, ok := slow.IntakeBurst()
+	require.True(t, ok)
+	require.Equal(t, 3, burst)
+	_, ok = slow.AllowIntake(2)
+	require.True(t, ok)
+	// Two more than the quota holds: nothing is taken, and the wait is
+	// about 100 seconds (one job at 0.01/s).
+	wait, ok := slow.AllowIntake(2)
+	require.False(t, ok)
+	require.InDelta(t, 100, wait.Seconds(), 1)
+	again, _ := tokens.Authenticate("slow-secret-0123456789")
+	_, ok = again.AllowIntake(1)
+	require.True(t, ok, "the refused request took from the quota")
+	_, ok = again.AllowIntake(1)
+	require.False(t, ok, "the quota is not shared by the token's requests")
+	_, ok = slow.AllowIntake(4)
+	require.False(t, ok)
+
+	fast, _ := tokens.Authenticate("fast-secret-0123456789")
+	burst, _ = fast.IntakeBurst()
+	require.Equal(t, 3, burst, "the default burst is a second's worth, rounded up")
+	free, _ := tokens.Authenticate("free-secret-0123456789")
+	_, limited := free.IntakeBurst()
+	require.False(t, limited)
+	_, ok = free.AllowIntake(1_000_000)
+	require.True(t, ok)
 }

@@ -114,6 +114,7 @@ func (b *testBundle) post(t *testing.T, body string, header http.Header) *http.R
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, b.api.URL+"/v1/jobs", bytes.NewBufferString(body))
 	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
 	for k, v := range header {
 		req.Header[k] = v
 	}

@@ -72,6 +72,7 @@ func TestServeTLSAndTokens(t *testing.T) {
 	call := func(secret string) (int, string) {
 		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/v1/jobs", strings.NewReader(`{"topic": "mail", "delay": "1h"}`))
 		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
 		if secret != "" {
 			req.Header.Set("Authorization", "Bearer "+secret)
 		}

@@ -17,6 +17,8 @@ import (
 	"github.com/delayq/delayq/backends/natsstore"
 	"github.com/delayq/delayq/backends/redisstore"
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/transports/httptransport"
+	"github.com/delayq/delayq/transports/wstransport"
 )
 
 // Backends that `delayq serve --backend` accepts.
@@ -77,6 +79,8 @@ type serveConfig struct {
 	Breaker breakerFlags
 	// Access configures API tokens, TLS and webhook destinations.
 	Access accessFlags
+	// HTTP bounds the HTTP listener and guards it against browsers.
+	HTTP httpFlags
 	// ConfigFile is the YAML configuration file of --config, if any.
 	ConfigFile string
 	// Topics are the configuration file's topics, applied at start.
@@ -102,6 +106,7 @@ func defaultServeConfig() serveConfig {
 		LogFormat:       "text",
 		ShutdownTimeout: 30 * time.Second,
 		Breaker:         defaultBreakerFlags(),
+		HTTP:            defaultHTTPFlags(),
 	}
 }
 
@@ -128,6 +133,7 @@ func (c *serveConfig) addFlags(fs *pflag.FlagSet) {
 	fs.Var(&addrValue{p: &c.PprofAddr}, "pprof", "listen address of Go's profiling endpoints (/debug/pprof/), host:port; port 0 picks a free port; off when empty")
 	c.Breaker.addFlags(fs)
 	c.Access.addFlags(fs)
+	c.HTTP.addFlags(fs)
 	fs.StringVar(&c.ConfigFile, configFlag, c.ConfigFile, "YAML configuration file: serve's flag names as keys, and topics; a flag or environment variable beats it")
 	fs.VisitAll(func(f *pflag.Flag) { withEnv(fs, f.Name) })
 }
@@ -400,4 +406,50 @@ func (v *levelValue) Set(s string) error {
 		return v.p.UnmarshalText([]byte(s))
 	}
 	return errors.New("want debug, info, warn or error")
+}
+
+// httpFlags are the serve flags that bound the HTTP listener and guard it
+// against browsers.
+type httpFlags struct {
+	// MaxConnections bounds the listener's open connections, WebSocket
+	// subscribers and idle keep-alive connections included.
+	MaxConnections int
+	// MaxSubscribers bounds the WebSocket subscribers served at once.
+	MaxSubscribers int
+	// BodyReadTimeout bounds the read of a request body.
+	BodyReadTimeout time.Duration
+	// AllowedHosts are the Host header patterns served.
+	AllowedHosts []string
+	// TrustedOrigins are browser origins allowed to send cross-origin
+	// requests, WebSocket subscribe included.
+	TrustedOrigins []string
+}
+
+// defaultHTTPFlags returns the defaults of the HTTP flags.
+func defaultHTTPFlags() httpFlags {
+	return httpFlags{
+		MaxConnections:  4096,
+		MaxSubscribers:  wstransport.MaxSubscribersDefault,
+		BodyReadTimeout: httptransport.BodyReadTimeoutDefault,
+	}
+}
+
+// addFlags defines the HTTP flags on fs, bound to f.
+func (f *httpFlags) addFlags(fs *pflag.FlagSet) {
+	fs.Var(&positiveIntValue{p: &f.MaxConnections}, "max-connections", "most connections the HTTP listener holds open at once (WebSocket and idle keep-alive ones included); more wait to be accepted")
+	fs.Var(&positiveIntValue{p: &f.MaxSubscribers}, "max-subscribers", "most WebSocket subscribers served at once; more are answered 503 with Retry-After")
+	fs.Var(&positiveDurationValue{p: &f.BodyReadTimeout}, "body-read-timeout", "how long a request body may take to arrive (for an import, each read of it); then 400 and the connection is closed")
+	fs.StringSliceVar(&f.AllowedHosts, "allowed-hosts", f.AllowedHosts, "Host header names the HTTP API serves, comma-separated (queue.example.com, *.example.com, an address, *); when empty, a request on a loopback address must name localhost or a loopback address")
+	fs.StringSliceVar(&f.TrustedOrigins, "trusted-origins", f.TrustedOrigins, "browser origins (https://app.example.com) allowed to send cross-origin requests that change state and to subscribe by WebSocket, comma-separated")
+}
+
+// check validates the host patterns and origins, naming the flag.
+func (f *httpFlags) check() error {
+	if err := (httptransport.Config{AllowedHosts: f.AllowedHosts}).Validate(); err != nil {
+		return fmt.Errorf("--allowed-hosts: %w", err)
+	}
+	if err := (httptransport.Config{TrustedOrigins: f.TrustedOrigins}).Validate(); err != nil {
+		return fmt.Errorf("--trusted-origins: %w", err)
+	}
+	return nil
 }

@@ -65,7 +65,8 @@ func TestServeFlags(t *testing.T) {
 		"--nats-listen", "127.0.0.1:-1", "--nats-url", "nats://a:4222,nats://b:4222", "--redis-url", "redis+cluster://r1:7000,r2:7000", "--nats-replicas", "3",
 		"--nats-sync", "always", "--max-body", "64KiB", "--max-batch", "50",
 		"--retention", "1h", "--log-level", "debug", "--log-format", "json",
-		"--shutdown-timeout", "5s")
+		"--shutdown-timeout", "5s", "--max-connections", "10", "--max-subscribers", "3", "--body-read-timeout", "2s",
+		"--allowed-hosts", "queue.example.com,*.internal,10.0.0.1", "--trusted-origins", "https://app.example.com")
 	require.Equal(t, exitOK, res.code, res.stderr)
 	require.Equal(t, serveConfig{
 		HTTPAddr:        "0.0.0.0:0",
@@ -84,6 +85,13 @@ func TestServeFlags(t *testing.T) {
 		LogFormat:       "json",
 		ShutdownTimeout: 5 * time.Second,
 		Breaker:         defaultBreakerFlags(),
+		HTTP: httpFlags{
+			MaxConnections:  10,
+			MaxSubscribers:  3,
+			BodyReadTimeout: 2 * time.Second,
+			AllowedHosts:    []string{"queue.example.com", "*.internal", "10.0.0.1"},
+			TrustedOrigins:  []string{"https://app.example.com"},
+		},
 	}, *res.cfg)
 }
 
@@ -104,6 +112,8 @@ func TestServeEnvTwins(t *testing.T) {
 		"DELAYQ_LOG_LEVEL":        "warn",
 		"DELAYQ_LOG_FORMAT":       "json",
 		"DELAYQ_SHUTDOWN_TIMEOUT": "1m",
+		"DELAYQ_MAX_CONNECTIONS":  "100",
+		"DELAYQ_ALLOWED_HOSTS":    "a.example,b.example",
 	}
 	res := runApp(t, env, "", "serve")
 	require.Equal(t, exitOK, res.code, res.stderr)
@@ -124,6 +134,12 @@ func TestServeEnvTwins(t *testing.T) {
 		LogFormat:       "json",
 		ShutdownTimeout: time.Minute,
 		Breaker:         defaultBreakerFlags(),
+		HTTP: httpFlags{
+			MaxConnections:  100,
+			MaxSubscribers:  1024,
+			BodyReadTimeout: 30 * time.Second,
+			AllowedHosts:    []string{"a.example", "b.example"},
+		},
 	}, *res.cfg)
 }
 
@@ -170,6 +186,11 @@ func TestServeBadValues(t *testing.T) {
 		{"log level", nil, []string{"--log-level", "verbose"}, "debug, info, warn or error"},
 		{"log format", map[string]string{"DELAYQ_LOG_FORMAT": "xml"}, nil, "DELAYQ_LOG_FORMAT"},
 		{"shutdown timeout", nil, []string{"--shutdown-timeout", "0s"}, "positive duration"},
+		{"max connections", nil, []string{"--max-connections", "0"}, "at least 1"},
+		{"max subscribers", map[string]string{"DELAYQ_MAX_SUBSCRIBERS": "-1"}, nil, "DELAYQ_MAX_SUBSCRIBERS"},
+		{"body read timeout", nil, []string{"--body-read-timeout", "0s"}, "positive duration"},
+		{"allowed hosts port", nil, []string{"--allowed-hosts", "localhost:8080"}, "--allowed-hosts"},
+		{"trusted origins", nil, []string{"--trusted-origins", "app.example.com"}, "--trusted-origins"},
 		{"unknown flag", nil, []string{"--port", "80"}, "unknown flag"},
 		{"argument", nil, []string{"extra"}, "unknown command"},
 	}

@@ -338,6 +338,7 @@ func TestE2ESIGTERM(t *testing.T) {
 		trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { close(sent) }}
 		req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(t.Context(), trace),
 			http.MethodPost, srv.HTTPURL+"/v1/topics/e2e.idle/claim", strings.NewReader(`{"max": 1, "wait": "50s"}`))
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := api.http.Do(req)
 		if err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)

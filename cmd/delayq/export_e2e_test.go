@@ -291,6 +291,7 @@ func (c *apiCaller) nackAll(ds []delivery, reason string) []int {
 			if err != nil {
 				return
 			}
+			req.Header.Set("Content-Type", "application/json")
 			resp, err := c.http.Do(req)
 			if err != nil {
 				return

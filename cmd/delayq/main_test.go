@@ -253,6 +253,7 @@ func (c *apiCaller) ackAll(ds []delivery) []int {
 			if err != nil {
 				return
 			}
+			req.Header.Set("Content-Type", "application/json")
 			resp, err := c.http.Do(req)
 			if err != nil {
 				return

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
+	"golang.org/x/net/netutil"
 
 	"github.com/delayq/delayq/backends/memstore"
 	"github.com/delayq/delayq/backends/natsstore"
@@ -44,6 +45,9 @@ finish or are released for redelivery, the store is closed and flushed.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := cfg.applyConfigFile(cmd.Flags(), a.lookupEnv); err != nil {
 				return err
+			}
+			if err := cfg.HTTP.check(); err != nil {
+				return usageError(err)
 			}
 			if err := a.serve(cmd.Context(), a, &cfg); err != nil {
 				var ce *exitCodeError
@@ -149,11 +153,29 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 		stopEngine(engine, cfg.ShutdownTimeout, log)
 		return fmt.Errorf("http: %w", err)
 	}
+	// Connections over the cap wait in the kernel's backlog until one
+	// closes, so that a flood of them cannot exhaust memory or descriptors.
+	ln = netutil.LimitListener(ln, cfg.HTTP.MaxConnections)
 	// WebSocket subscribers share the HTTP API's listener; NATS intake uses
 	// the NATS backend's connection.
-	api := httptransport.New(httptransport.Config{Engine: engine, Logger: log, Tokens: acc.tokens, ProtectMetrics: cfg.Access.ProtectMetrics, NATSDeliverySubjects: cfg.NATSDeliverySubjects})
+	api := httptransport.New(httptransport.Config{
+		Engine:               engine,
+		Logger:               log,
+		Tokens:               acc.tokens,
+		ProtectMetrics:       cfg.Access.ProtectMetrics,
+		BodyReadTimeout:      cfg.HTTP.BodyReadTimeout,
+		AllowedHosts:         cfg.HTTP.AllowedHosts,
+		TrustedOrigins:       cfg.HTTP.TrustedOrigins,
+		NATSDeliverySubjects: cfg.NATSDeliverySubjects,
+	})
 	api.Handle("GET /metrics", obs.metrics())
-	subscribers, err := wstransport.New(wstransport.Config{Engine: engine, Logger: log, SubscribersFunc: obs.subscribers()})
+	subscribers, err := wstransport.New(wstransport.Config{
+		Engine:          engine,
+		Logger:          log,
+		SubscribersFunc: obs.subscribers(),
+		MaxSubscribers:  cfg.HTTP.MaxSubscribers,
+		OriginPatterns:  cfg.HTTP.TrustedOrigins,
+	})
 	var natsIn *natstransport.Intake
 	if err == nil && natsConn != nil {
 		if natsIn, err = natstransport.NewIntake(natstransport.IntakeConfig{Conn: natsConn, Engine: engine, Logger: log}); err == nil {
@@ -172,6 +194,9 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	// Requests run under baseCtx, which a shutdown cancels after drainGrace.
 	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBase()
+	// No ReadTimeout or WriteTimeout: they would cut long-polling claims,
+	// exports and WebSocket subscribers. The API sets each request's body
+	// read and write deadlines itself (--body-read-timeout).
 	srv := &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -181,7 +206,7 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- acc.serve(srv, ln) }()
-	log.Info("http listening", "addr", ln.Addr().String(), "tls", acc.tls != nil)
+	log.Info("http listening", "addr", ln.Addr().String(), "tls", acc.tls != nil, "max_connections", cfg.HTTP.MaxConnections)
 	acc.logStart(log, ln.Addr())
 	log.Info("delayq started", "backend", cfg.Backend)
 

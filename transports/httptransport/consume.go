@@ -28,6 +28,11 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if wait > 0 {
+		// The answer comes after the wait (the engine refuses more than
+		// core.ClaimWaitLimit).
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(min(wait, core.ClaimWaitLimit) + s.writeTimeout))
+	}
 	jobs, err := s.engine.Claim(r.Context(), r.PathValue("topic"), max, wait)
 	if err != nil {
 		return err

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"mime"
 	"net/http"
+	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -18,10 +21,19 @@ import (
 	"github.com/delayq/delayq/transports/wire"
 )
 
-// readBody reads the whole request body, at most limit bytes. A larger body
-// is a *core.FieldError wrapping core.ErrTooLarge. The returned release
-// gives the buffer back for reuse; the data must not be used after it.
+// readBody reads the whole request body of a JSON route, at most limit
+// bytes. A larger body is a *core.FieldError wrapping core.ErrTooLarge; a
+// body that is not declared application/json (any parameters) is an error
+// wrapping wire.ErrUnsupportedMediaType, but a body declared empty may come
+// without a Content-Type. The buffer grows with what arrives, never to the declared
+// Content-Length up front, so that a client cannot reserve memory by
+// announcing a large body. Once the body is read, the read deadline that
+// ServeHTTP set for it is lifted. The returned release gives the buffer back
+// for reuse; the data must not be used after it.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) (data []byte, release func(), err error) {
+	if err := checkMediaType(r, jsonType); err != nil {
+		return nil, func() {}, err
+	}
 	if r.ContentLength > limit {
 		return nil, func() {}, tooLargeBody(limit)
 	}
@@ -32,22 +44,66 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) (data []byte,
 			bufPool.Put(buf)
 		}
 	}
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
-	}
 	_, err = buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		release()
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return nil, func() {}, tooLargeBody(limit)
-		}
-		return nil, func() {}, core.Invalid("", "reading the request body failed: %v", err)
+		return nil, func() {}, bodyReadError(err, limit)
 	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	return buf.Bytes(), release, nil
+}
+
+// bodyReadError describes an error of reading a request body.
+func bodyReadError(err error, limit int64) error {
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		return tooLargeBody(limit)
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return core.Invalid("", "the request body did not arrive within the body read timeout")
+	}
+	return core.Invalid("", "reading the request body failed: %v", err)
 }
 
 func tooLargeBody(limit int64) error {
 	return core.TooLarge("", "request body is larger than the limit of %d bytes", limit)
+}
+
+// Media types of request bodies.
+const (
+	jsonType   = "application/json"
+	ndjsonType = "application/x-ndjson"
+)
+
+// checkMediaType returns an error wrapping wire.ErrUnsupportedMediaType
+// unless the request's Content-Type is want, with any parameters, or is
+// absent with a body declared empty (Content-Length 0 or none, as curl
+// -XPOST sends). A form or text/plain body, which a browser sends to any
+// site without asking first, is so never read.
+func checkMediaType(r *http.Request, want string) error {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		if r.ContentLength != 0 {
+			return unsupportedMediaType(r, want)
+		}
+		return nil
+	}
+	if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == want {
+		return nil
+	}
+	return unsupportedMediaType(r, want)
+}
+
+// unsupportedMediaType tells curl users how to send the body.
+func unsupportedMediaType(r *http.Request, want string) error {
+	got := "no Content-Type"
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		got = fmt.Sprintf("Content-Type %q", ct)
+	}
+	hint := "with curl, add -H 'Content-Type: application/json' (curl -d alone sends a form) or use curl --json"
+	if want == ndjsonType {
+		hint = "with curl, add -H 'Content-Type: application/x-ndjson' --data-binary @jobs.ndjson"
+	}
+	return wire.WithMessage(fmt.Sprintf("the request body must be sent as %s, not with %s: %s", want, got, hint), wire.ErrUnsupportedMediaType)
 }
 
 // bufPool holds request buffers; maxPooledBuffer keeps the pool from

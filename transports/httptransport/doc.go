@@ -9,7 +9,13 @@
 //
 // # Wire forms
 //
-// Requests are JSON objects decoded strictly: unknown fields, wrong types,
+// Request bodies are JSON objects sent with Content-Type application/json
+// (any parameters, such as charset); POST /v1/import takes NDJSON with
+// application/x-ndjson. A body of another type, or without a type unless
+// it is declared empty, is answered 415 unsupported_media_type before it is
+// read: browsers send form and text/plain bodies to any site without
+// asking, JSON only after a CORS preflight this server never grants. They
+// are decoded strictly: unknown fields, wrong types,
 // trailing data, bad durations and bad times are answered 400 with the
 // offending field named. Durations are Go duration strings ("1500ms") or
 // integers of milliseconds; times are RFC 3339 with an optional fraction.
@@ -31,8 +37,25 @@
 // invalid_argument 400, unauthenticated 401, permission_denied 403,
 // not_found 404, method_not_allowed 405, conflict 409
 // (with the existing job under "job" when known), too_large 413,
-// unavailable 503 (with Retry-After) and internal 500. Internal errors are
+// unsupported_media_type 415, misdirected_request 421, rate_limited 429
+// (with Retry-After, whole seconds until the quota allows the request),
+// unavailable 503 (with Retry-After: 1) and internal 500. Internal errors are
 // logged and never shown to clients.
+//
+// # Browsers
+//
+// Every request is checked before authentication. Its Host header, port
+// aside, must be a host the server serves, so that a page of a DNS
+// rebinding name cannot read the API: one that Config.AllowedHosts matches
+// or, without it, when the request came in on a loopback address, localhost
+// or a loopback address (127.0.0.0/8, ::1); other hosts are answered 421
+// misdirected_request. Without AllowedHosts a request on another address
+// may name any host. GET /healthz and GET /readyz are exempt: probes name
+// the address. Then net/http's CrossOriginProtection refuses a browser's
+// cross-origin request that is not GET, HEAD or OPTIONS (by Sec-Fetch-Site,
+// or an Origin that does not match Host) with 403 permission_denied,
+// unless its origin is one of Config.TrustedOrigins. Requests without
+// those headers, as curl and programs send, pass.
 //
 // # Access control
 //
@@ -70,7 +93,22 @@
 //
 // A single job request is bounded by the engine's Limits.MaxBodyBytes plus
 // room for the envelope, a batch request by Config.MaxRequestBytes and any
-// other request by a small fixed bound; a larger request gets 413. Because a
-// claim may wait up to core.ClaimWaitLimit, the http.Server's WriteTimeout
-// must be longer than that.
+// other request by a small fixed bound (256 KiB); a larger request gets
+// 413. A body is buffered as it arrives, never to its declared length up
+// front.
+//
+// The server sets each request's deadlines itself, so the http.Server needs
+// no ReadTimeout or WriteTimeout (which would cut claims, exports and
+// WebSocket subscribers): a body must arrive within Config.BodyReadTimeout
+// (30s) of the handler's start, else 400 and the connection is closed (an
+// import's each read within it); an answer must be written within
+// Config.WriteTimeout (30s), a claim's counted from the end of its wait, an
+// export's from each flush.
+//
+// A token with an intake quota (see package auth) may create or replace
+// jobs at its rate: each job of a create, replace or batch counts, and a
+// request over the quota is refused whole, storing nothing, with 429
+// rate_limited and Retry-After; a batch larger than the token's burst,
+// which no wait would allow, gets 413 too_large on jobs. Quotas are kept in
+// memory, per instance. Imports are not counted.
 package httptransport

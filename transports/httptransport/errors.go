@@ -59,8 +59,8 @@ func (s *Server) apiError(r *http.Request, err error) wire.Error {
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	e := s.apiError(r, err)
 	s.logError(r, e, err)
-	if e.Status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", wire.RetryAfterSeconds)
+	if h := e.RetryAfterHeader(); h != "" {
+		w.Header().Set("Retry-After", h)
 	}
 	b := make([]byte, 0, 256)
 	b = append(b, '{')

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/transports/wire"
@@ -28,9 +29,6 @@ const (
 	importMaxErrors = 1000
 )
 
-// ndjsonType is the media type of export and import.
-const ndjsonType = "application/x-ndjson"
-
 // exportJobs serves GET /v1/export: every scheduled, ready, reserved and
 // dead job as NDJSON, one job per line in the form appendExportJob writes,
 // flushed as it goes. A token restricted to topics gets only the jobs of
@@ -43,6 +41,9 @@ func (s *Server) exportJobs(w http.ResponseWriter, r *http.Request) error {
 	started := false
 	b := make([]byte, 0, exportFlushBytes+4096)
 	flush := func() error {
+		// Bounded by progress: each flush must be taken within the write
+		// timeout, however long the whole export takes.
+		_ = rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
 		if !started {
 			started = true
 			h := w.Header()
@@ -158,8 +159,10 @@ type importBatch struct {
 	bytes int
 }
 
-// importJobs serves POST /v1/import: an NDJSON body of exported jobs,
-// read as a stream and given to Engine.Import in batches, each line bounded
+// importJobs serves POST /v1/import: an NDJSON body (Content-Type
+// application/x-ndjson, else 415) of exported jobs, read as a stream whose
+// every read must return within the body read timeout, however long the
+// whole import takes, and given to Engine.Import in batches, each line bounded
 // as a single job request is. It answers 200 with the counts of jobs
 // imported, skipped (their id was in use) and failed, and the errors of the
 // first failed lines, each failing alone with its line number (1-based;
@@ -167,6 +170,9 @@ type importBatch struct {
 // cannot import; a store failure answers its error, and since an import is
 // idempotent by id the whole body may be sent again.
 func (s *Server) importJobs(w http.ResponseWriter, r *http.Request) error {
+	if err := checkMediaType(r, ndjsonType); err != nil {
+		return err
+	}
 	ans := importAnswer{Errors: []importError{}}
 	fail := func(line int, err error) {
 		ans.Failed++
@@ -203,7 +209,8 @@ func (s *Server) importJobs(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 
-	rd := bufio.NewReaderSize(r.Body, 64<<10)
+	rc := http.NewResponseController(w)
+	rd := bufio.NewReaderSize(&progressReader{r: r.Body, rc: rc, timeout: s.bodyReadTimeout, writeTimeout: s.writeTimeout}, 64<<10)
 	var line []byte
 	for n := 1; ; n++ {
 		var err error
@@ -238,11 +245,28 @@ func (s *Server) importJobs(w http.ResponseWriter, r *http.Request) error {
 			break
 		}
 	}
+	_ = rc.SetReadDeadline(time.Time{})
 	// Lines that failed decoding were listed before those the engine
 	// refused in the same batch.
 	slices.SortStableFunc(ans.Errors, func(a, b importError) int { return cmp.Compare(a.Line, b.Line) })
 	s.writeJSON(w, r, http.StatusOK, &ans)
 	return nil
+}
+
+// progressReader bounds a streamed body by progress: before each read it
+// moves the read deadline to timeout from now, and the write deadline of
+// the answer that comes after the body to writeTimeout past that.
+type progressReader struct {
+	r                     io.Reader
+	rc                    *http.ResponseController
+	timeout, writeTimeout time.Duration
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	deadline := time.Now().Add(p.timeout)
+	_ = p.rc.SetReadDeadline(deadline)
+	_ = p.rc.SetWriteDeadline(deadline.Add(p.writeTimeout))
+	return p.r.Read(b)
 }
 
 // readLine reads one line from rd into buf, without its newline (and \r).

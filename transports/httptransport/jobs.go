@@ -18,6 +18,9 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) error {
 	if err := s.allowTopic(r, p.Topic); err != nil {
 		return err
 	}
+	if err := s.allowIntake(r, 1); err != nil {
+		return err
+	}
 	job, err := s.engine.Push(r.Context(), p)
 	if err != nil {
 		return err
@@ -40,6 +43,9 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request) error {
 	}
 	p.ID = id
 	if err := s.allowTopic(r, p.Topic); err != nil {
+		return err
+	}
+	if err := s.allowIntake(r, 1); err != nil {
 		return err
 	}
 	job, replaced, err := s.engine.Replace(r.Context(), p)
@@ -91,6 +97,10 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) error {
 		return core.Invalid("jobs", "jobs must hold at least one job")
 	case n > limit:
 		return core.TooLarge("jobs", "a batch holds at most %d jobs, not %d", limit, n)
+	}
+	// The quota counts every job of the batch, and refuses it whole.
+	if err := s.allowIntake(r, n); err != nil {
+		return err
 	}
 
 	results := make([]core.PushResult, n)

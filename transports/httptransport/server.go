@@ -3,11 +3,13 @@ package httptransport
 import (
 	"bytes"
 	"cmp"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/delayq/delayq/auth"
 	"github.com/delayq/delayq/core"
@@ -57,11 +59,67 @@ type Config struct {
 	// patterns, and the open API, may name any subject the NATS deliverer
 	// accepts. Nil allows no other subject.
 	NATSDeliverySubjects []string
+	// BodyReadTimeout bounds the read of a request's body, from the start
+	// of its handler; a body that has not arrived by then is answered 400
+	// and its connection closed. An import's NDJSON stream is bounded by
+	// progress instead: each read of it must return within this.
+	//
+	// Defaults to BodyReadTimeoutDefault (30s).
+	BodyReadTimeout time.Duration
+	// WriteTimeout bounds the write of an answer, from the start of its
+	// handler (past BodyReadTimeout for a request with a body): a claim's
+	// from the end of its wait, an export's from each flush. It is no server-wide http.Server.WriteTimeout, which would
+	// cut long-polling claims, exports and WebSocket subscribers.
+	//
+	// Defaults to WriteTimeoutDefault (30s).
+	WriteTimeout time.Duration
+	// AllowedHosts are the host names (a pattern such as *.example.com
+	// matches every name under it; * matches all) or addresses a request's
+	// Host header may name, the port aside, so that a DNS rebinding name
+	// is refused. Empty: a request that came in on a loopback address may
+	// name only localhost or a loopback address, other requests any host.
+	// GET /healthz and GET /readyz are served whatever their Host. Refused
+	// requests are answered 421 misdirected_request.
+	AllowedHosts []string
+	// TrustedOrigins are browser origins (scheme://host[:port]) allowed to
+	// send cross-origin requests that change state, which
+	// http.CrossOriginProtection refuses from any other origin with 403
+	// permission_denied.
+	TrustedOrigins []string
+}
+
+// Defaults of Config.
+const (
+	// BodyReadTimeoutDefault bounds the read of a request body.
+	BodyReadTimeoutDefault = 30 * time.Second
+	// WriteTimeoutDefault bounds the write of an answer.
+	WriteTimeoutDefault = 30 * time.Second
+)
+
+// Validate checks the host patterns and trusted origins and names the bad
+// one.
+func (c Config) Validate() error {
+	for _, h := range c.AllowedHosts {
+		if err := validateHostPattern(h); err != nil {
+			return fmt.Errorf("httptransport: Config.AllowedHosts: %w", err)
+		}
+	}
+	cop := http.NewCrossOriginProtection()
+	for _, o := range c.TrustedOrigins {
+		if err := cop.AddTrustedOrigin(o); err != nil {
+			return fmt.Errorf("httptransport: Config.TrustedOrigins: %w", err)
+		}
+	}
+	if c.BodyReadTimeout < 0 || c.WriteTimeout < 0 {
+		return errors.New("httptransport: Config.BodyReadTimeout and WriteTimeout must not be negative")
+	}
+	return nil
 }
 
 // Server serves the HTTP API of shared/API.md over a core.Engine. It
-// implements http.Handler; mount it on an http.Server whose WriteTimeout
-// exceeds core.ClaimWaitLimit.
+// implements http.Handler and sets the read and write deadlines of each
+// request itself (see Config), so mount it on an http.Server without
+// ReadTimeout and WriteTimeout.
 type Server struct {
 	engine          *core.Engine
 	log             *slog.Logger
@@ -71,15 +129,27 @@ type Server struct {
 	tokens          *auth.Tokens
 	protectMetrics  bool
 	natsSubjects    []string
+	bodyReadTimeout time.Duration
+	writeTimeout    time.Duration
+	allowedHosts    []string
+	crossOrigin     *http.CrossOriginProtection
 }
 
 var _ http.Handler = (*Server)(nil)
 
 // New returns a Server with every route of API.md but WebSocket subscribe,
-// which its transport mounts with Handle. It panics when cfg.Engine is nil.
+// which its transport mounts with Handle. It panics when cfg.Engine is nil
+// or cfg.Validate fails.
 func New(cfg Config) *Server {
 	if cfg.Engine == nil {
 		panic("httptransport: Config.Engine is required")
+	}
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	cop := http.NewCrossOriginProtection()
+	for _, o := range cfg.TrustedOrigins {
+		_ = cop.AddTrustedOrigin(o) // checked by Validate
 	}
 	s := &Server{
 		engine:          cfg.Engine,
@@ -90,6 +160,10 @@ func New(cfg Config) *Server {
 		tokens:          cfg.Tokens,
 		protectMetrics:  cfg.ProtectMetrics,
 		natsSubjects:    cfg.NATSDeliverySubjects,
+		bodyReadTimeout: cmp.Or(cfg.BodyReadTimeout, BodyReadTimeoutDefault),
+		writeTimeout:    cmp.Or(cfg.WriteTimeout, WriteTimeoutDefault),
+		allowedHosts:    normalizeHostPatterns(cfg.AllowedHosts),
+		crossOrigin:     cop,
 	}
 	s.route("POST /v1/jobs", s.createJob)
 	s.route("POST /v1/jobs/batch", s.createBatch)
@@ -122,13 +196,27 @@ func New(cfg Config) *Server {
 // conflicts with a route already mounted. It is safe to call while serving.
 func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, s.guard(pattern, h)) }
 
-// ServeHTTP implements http.Handler. With tokens, a request that is not for
-// an open route is answered 401 without a valid bearer token and 403 when
-// the token lacks the route's scope. A path without a route is answered
-// 404, and a method the path has no route for 405 with Allow, both with the
-// JSON error body.
+// ServeHTTP implements http.Handler. It sets the request's deadlines, then
+// answers, with the JSON error body: 421 a Host it does not serve (see
+// Config.AllowedHosts); 403 a browser's cross-origin request that is not
+// a GET, HEAD or OPTIONS and not from a trusted origin; with tokens, 401 a
+// request for a route that is not open without a valid bearer token and 403
+// when the token lacks the route's scope; 404 a path without a route, and
+// 405 with Allow a method the path has no route for.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.setDeadlines(w, r)
 	_, pattern := s.mux.Handler(r)
+	if err := s.checkHost(r, pattern); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.crossOrigin.Check(r); err != nil {
+		s.log.Info("httptransport: cross-origin request refused", "method", r.Method, "path", r.URL.Path, "origin", r.Header.Get("Origin"), "err", err)
+		s.writeError(w, r, wire.WithMessage(
+			"cross-origin request refused: a browser page may change state only from its own origin or a trusted one (--trusted-origins): "+err.Error(),
+			wire.ErrPermissionDenied))
+		return
+	}
 	ar, err := s.authenticate(w, r, pattern)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -166,6 +254,24 @@ func (s *Server) serveUnrouted(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(rec.status)
 		_, _ = w.Write(rec.body.Bytes())
 	}
+}
+
+// setDeadlines bounds the request: its body, when it has one, must arrive
+// within the body read timeout (readBody lifts the deadline once it has
+// read it, so that a long-polling claim is not cut), and its answer be
+// written within the write timeout, past the body's time (routes that
+// answer later move it), so that a body cut by its deadline still gets its
+// answer. net/http keeps a connection's write deadline from one request to
+// the next, so every request sets it.
+func (s *Server) setDeadlines(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	now := time.Now()
+	if r.ContentLength == 0 {
+		_ = rc.SetWriteDeadline(now.Add(s.writeTimeout))
+		return
+	}
+	_ = rc.SetReadDeadline(now.Add(s.bodyReadTimeout))
+	_ = rc.SetWriteDeadline(now.Add(s.bodyReadTimeout + s.writeTimeout))
 }
 
 // recorder is a minimal http.ResponseWriter that keeps an answer.

@@ -50,6 +50,14 @@ type setupConfig struct {
 	nats bool
 	// natsSubjects is Config.NATSDeliverySubjects.
 	natsSubjects []string
+	// bodyReadTimeout is Config.BodyReadTimeout.
+	bodyReadTimeout time.Duration
+	// writeTimeout is Config.WriteTimeout.
+	writeTimeout time.Duration
+	// allowedHosts is Config.AllowedHosts.
+	allowedHosts []string
+	// trustedOrigins is Config.TrustedOrigins.
+	trustedOrigins []string
 }
 
 func setup(t *testing.T, opts ...func(*setupConfig)) *testBundle {
@@ -85,6 +93,10 @@ func setup(t *testing.T, opts ...func(*setupConfig)) *testBundle {
 		ProtectMetrics:  cfg.protectMetrics,
 
 		NATSDeliverySubjects: cfg.natsSubjects,
+		BodyReadTimeout:      cfg.bodyReadTimeout,
+		WriteTimeout:         cfg.writeTimeout,
+		AllowedHosts:         cfg.allowedHosts,
+		TrustedOrigins:       cfg.trustedOrigins,
 	})
 	srv := httptest.NewServer(server)
 	t.Cleanup(func() {
@@ -103,6 +115,9 @@ type response struct {
 
 // send makes a request without failing the test, so it may run in a
 // goroutine. body is sent as is when it is a string or []byte, else as JSON.
+// A body goes with the Content-Type a client of the route sends (NDJSON for
+// import, JSON otherwise) unless header sets one; an empty header value
+// leaves a header out.
 func (b *testBundle) send(ctx context.Context, method, path string, body any, header ...string) (*response, error) {
 	var rd io.Reader
 	switch v := body.(type) {
@@ -122,7 +137,21 @@ func (b *testBundle) send(ctx context.Context, method, path string, body any, he
 	if err != nil {
 		return nil, err
 	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+		if path == "/v1/import" {
+			req.Header.Set("Content-Type", "application/x-ndjson")
+		}
+	}
 	for i := 0; i+1 < len(header); i += 2 {
+		switch {
+		case header[i] == "Host":
+			req.Host = header[i+1] // the client sends req.Host, not the header
+			continue
+		case header[i+1] == "":
+			req.Header.Del(header[i])
+			continue
+		}
 		req.Header.Set(header[i], header[i+1])
 	}
 	res, err := b.srv.Client().Do(req)

@@ -3,6 +3,8 @@ package wire
 import (
 	"errors"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/delayq/delayq/core"
 )
@@ -17,9 +19,16 @@ const (
 	CodeNotFound         = "not_found"
 	CodeConflict         = "conflict"
 	CodeTooLarge         = "too_large"
-	CodeUnavailable      = "unavailable"
-	CodeUnimplemented    = "unimplemented"
-	CodeInternal         = "internal"
+	CodeRateLimited      = "rate_limited"
+	// CodeUnsupportedMediaType is an extension of API.md: a request body
+	// that is not of the media type its route reads.
+	CodeUnsupportedMediaType = "unsupported_media_type"
+	// CodeMisdirectedRequest is an extension of API.md: a request whose
+	// Host header names a host this server does not serve.
+	CodeMisdirectedRequest = "misdirected_request"
+	CodeUnavailable        = "unavailable"
+	CodeUnimplemented      = "unimplemented"
+	CodeInternal           = "internal"
 )
 
 // ErrUnauthenticated is returned by a transport for a request that carries
@@ -30,9 +39,46 @@ var ErrUnauthenticated = errors.New("unauthenticated")
 // credentials do not grant what it asks for: 403 permission_denied.
 var ErrPermissionDenied = errors.New("permission denied")
 
+// ErrRateLimited is returned by a transport for a request over its
+// caller's quota: 429 rate_limited with Retry-After. A *RateLimitError
+// carries how long to wait.
+var ErrRateLimited = errors.New("rate limited")
+
+// ErrUnsupportedMediaType is returned by a transport for a request body of
+// a media type its route does not read: 415 unsupported_media_type.
+var ErrUnsupportedMediaType = errors.New("unsupported media type")
+
+// ErrMisdirectedRequest is returned by a transport for a request addressed
+// to a host it does not serve, such as the name of a DNS rebinding attack:
+// 421 misdirected_request.
+var ErrMisdirectedRequest = errors.New("misdirected request")
+
+// RateLimitError is a request refused by a quota; it matches
+// ErrRateLimited.
+type RateLimitError struct {
+	// Message is shown to clients.
+	Message string
+	// RetryAfter is when the quota will allow the request.
+	RetryAfter time.Duration
+}
+
+func (e *RateLimitError) Error() string { return e.Message }
+
+// Is reports whether target is ErrRateLimited.
+func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited }
+
 // RetryAfterSeconds is the Retry-After of an answer with status 503
 // unavailable.
 const RetryAfterSeconds = "1"
+
+// RetryAfterHeader returns the Retry-After header of e, in whole seconds
+// rounded up, or "" when e has none.
+func (e Error) RetryAfterHeader() string {
+	if e.RetryAfter <= 0 {
+		return ""
+	}
+	return strconv.FormatInt(int64((e.RetryAfter+time.Second-1)/time.Second), 10)
+}
 
 // errorTable maps core sentinels to wire statuses and codes: the first entry
 // that errors.Is matches wins, and anything unmatched is 500 internal. It is
@@ -47,6 +93,9 @@ var errorTable = []struct {
 	{ErrUnauthenticated, http.StatusUnauthorized, CodeUnauthenticated},
 	{ErrPermissionDenied, http.StatusForbidden, CodePermissionDenied},
 	{core.ErrTooLarge, http.StatusRequestEntityTooLarge, CodeTooLarge},
+	{ErrUnsupportedMediaType, http.StatusUnsupportedMediaType, CodeUnsupportedMediaType},
+	{ErrMisdirectedRequest, http.StatusMisdirectedRequest, CodeMisdirectedRequest},
+	{ErrRateLimited, http.StatusTooManyRequests, CodeRateLimited},
 	{core.ErrNotFound, http.StatusNotFound, CodeNotFound},
 	{core.ErrConflict, http.StatusConflict, CodeConflict},
 	{core.ErrUnavailable, http.StatusServiceUnavailable, CodeUnavailable},
@@ -68,6 +117,10 @@ type Error struct {
 	Field string
 	// Job is the existing job of a conflict, when known.
 	Job *core.Job
+	// RetryAfter is when a retry may succeed: a second for 503
+	// unavailable, the quota's wait for 429 rate_limited; zero otherwise.
+	// Transports with headers send it as Retry-After (RetryAfterHeader).
+	RetryAfter time.Duration
 }
 
 // ToError maps err through errorTable. Client errors keep their own message,
@@ -98,6 +151,15 @@ func ToError(err error) Error {
 	}
 	if ce, ok := errors.AsType[*core.ConflictError](err); ok && e.Status == http.StatusConflict {
 		e.Job = ce.Job
+	}
+	switch e.Status {
+	case http.StatusServiceUnavailable:
+		e.RetryAfter = time.Second
+	case http.StatusTooManyRequests:
+		e.RetryAfter = time.Second
+		if rl, ok := errors.AsType[*RateLimitError](err); ok {
+			e.RetryAfter = max(rl.RetryAfter, time.Second)
+		}
 	}
 	return e
 }

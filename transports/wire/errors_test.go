@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -70,12 +71,27 @@ func TestToError(t *testing.T) {
 		{
 			name: "unavailable",
 			err:  fmt.Errorf("redis at 10.0.0.1: %w", core.ErrClosed),
-			want: wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable, Message: "the service is unavailable; retry later"},
+			want: wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable, Message: "the service is unavailable; retry later", RetryAfter: time.Second},
 		},
 		{
 			name: "unavailable with message",
 			err:  wire.WithMessage("not ready", core.ErrUnavailable),
-			want: wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable, Message: "not ready"},
+			want: wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable, Message: "not ready", RetryAfter: time.Second},
+		},
+		{
+			name: "rate limited",
+			err:  fmt.Errorf("push: %w", &wire.RateLimitError{Message: `token "ci" is over its intake quota`, RetryAfter: 2500 * time.Millisecond}),
+			want: wire.Error{Status: http.StatusTooManyRequests, Code: wire.CodeRateLimited, Message: `push: token "ci" is over its intake quota`, RetryAfter: 2500 * time.Millisecond},
+		},
+		{
+			name: "unsupported media type",
+			err:  wire.WithMessage("send JSON", wire.ErrUnsupportedMediaType),
+			want: wire.Error{Status: http.StatusUnsupportedMediaType, Code: wire.CodeUnsupportedMediaType, Message: "send JSON"},
+		},
+		{
+			name: "misdirected request",
+			err:  wire.WithMessage("host not served", wire.ErrMisdirectedRequest),
+			want: wire.Error{Status: http.StatusMisdirectedRequest, Code: wire.CodeMisdirectedRequest, Message: "host not served"},
 		},
 		{
 			name: "unimplemented",
@@ -103,6 +119,14 @@ func TestToError(t *testing.T) {
 			require.Equal(t, tc.want, wire.ToError(tc.err))
 		})
 	}
+}
+
+// TestRetryAfterHeader checks that Retry-After rounds up to whole seconds.
+func TestRetryAfterHeader(t *testing.T) {
+	t.Parallel()
+	require.Empty(t, wire.Error{}.RetryAfterHeader())
+	require.Equal(t, "1", wire.Error{RetryAfter: time.Second}.RetryAfterHeader())
+	require.Equal(t, "3", wire.Error{RetryAfter: 2500 * time.Millisecond}.RetryAfterHeader())
 }
 
 // TestWithMessage checks that WithMessage keeps what the error matches.

@@ -8,9 +8,11 @@
 // (httptransport's Server.Handle) so that both share one listener. Before
 // the upgrade, a bad topic or prefetch (an integer from 1 to PrefetchMax,
 // default PrefetchDefault) or a request that is no WebSocket upgrade is
-// answered 400, and a request while the server stops 503, with API.md's
-// JSON error body. Browser origins other than the request's own host are
-// refused unless Config.OriginPatterns allows them.
+// answered 400, a browser's request from an origin other than the
+// request's own host 403 permission_denied unless Config.OriginPatterns
+// allows it, and a request while the server stops or already serves
+// Config.MaxSubscribers (default 1024) 503 unavailable with Retry-After,
+// with API.md's JSON error body.
 //
 // # Frames
 //
@@ -102,7 +104,8 @@
 // KiB of goroutine stacks; the rest of the RSS is garbage between GCs. So
 // one instance holds 10 000 idle subscribers in 400-450 MiB; the limit
 // is memory and file descriptors (one per subscriber; raise ulimit -n), not
-// CPU. The Go figures come from
+// CPU, and Config.MaxSubscribers (delayq serve's --max-subscribers and
+// --max-connections) must be raised to get there. The Go figures come from
 //
 //	DELAYQ_WS_IDLE=10000 go test -run TestIdleSubscribersMemory -v ./transports/wstransport
 package wstransport

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,6 +48,9 @@ const (
 	// OpTimeoutDefault bounds the engine call of one ack, nack or touch
 	// and of the release of a delivery.
 	OpTimeoutDefault = 10 * time.Second
+	// MaxSubscribersDefault bounds the WebSocket subscribers served at
+	// once.
+	MaxSubscribersDefault = 1024
 )
 
 // Config configures a Server. Zero fields take their defaults.
@@ -88,11 +93,19 @@ type Config struct {
 	// SubscribersFunc, when set, is told of every subscription that opens
 	// (+1) and closes (-1), by topic: the hook of a subscribers gauge.
 	SubscribersFunc func(topic string, delta int)
-	// OriginPatterns lists the host patterns of browser origins allowed to
+	// OriginPatterns lists the host patterns (or scheme://host patterns,
+	// such as https://app.example.com) of browser origins allowed to
 	// connect besides the request's own host (see
 	// websocket.AcceptOptions.OriginPatterns). Clients that send no Origin
-	// header, as programs do, are always allowed.
+	// header, as programs do, are always allowed; others are answered 403
+	// permission_denied before the upgrade.
 	OriginPatterns []string
+	// MaxSubscribers bounds the subscribe requests served at once; over
+	// it, an upgrade is answered 503 unavailable with Retry-After, so that
+	// subscribers cannot take every connection of the listener.
+	//
+	// Defaults to MaxSubscribersDefault (1024).
+	MaxSubscribers int
 }
 
 // WithDefaults returns the configuration with every unset field at its
@@ -105,6 +118,7 @@ func (c Config) WithDefaults() Config {
 	c.MaxFrameBytes = cmp.Or(c.MaxFrameBytes, MaxFrameBytesDefault)
 	c.ClaimWait = cmp.Or(c.ClaimWait, ClaimWaitDefault)
 	c.OpTimeout = cmp.Or(c.OpTimeout, OpTimeoutDefault)
+	c.MaxSubscribers = cmp.Or(c.MaxSubscribers, MaxSubscribersDefault)
 	return c
 }
 
@@ -126,6 +140,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("wstransport: Config.ClaimWait must be between 0 and %s", core.ClaimWaitLimit)
 	case c.OpTimeout <= 0:
 		return errors.New("wstransport: Config.OpTimeout must be positive")
+	case c.MaxSubscribers <= 0:
+		return errors.New("wstransport: Config.MaxSubscribers must be positive")
+	}
+	for _, p := range c.OriginPatterns {
+		if _, err := path.Match(p, ""); err != nil {
+			return fmt.Errorf("wstransport: Config.OriginPatterns: pattern %q: %w", p, err)
+		}
 	}
 	return nil
 }
@@ -141,6 +162,9 @@ type Server struct {
 	mu       sync.Mutex
 	subs     map[*subscription]struct{}
 	stopping bool
+	// serving counts the subscribe requests being served, for
+	// Config.MaxSubscribers.
+	serving int
 	// handlers counts the subscribe requests being served.
 	handlers sync.WaitGroup
 }
@@ -180,7 +204,10 @@ func (s *Server) Subscribers() int {
 // ServeHTTP upgrades a subscribe request to a WebSocket and serves the
 // subscription until the connection closes. Before the upgrade, a bad
 // topic or prefetch, or a request that is no WebSocket upgrade, is answered
-// 400, and a request during Stop 503, with the JSON error body of API.md.
+// 400, a browser's request from an origin that is not allowed (see
+// Config.OriginPatterns) 403, and a request during Stop or over
+// Config.MaxSubscribers 503 with Retry-After, with the JSON error body of
+// API.md.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	topic := r.PathValue("topic")
 	if err := core.ValidateTopicName(topic); err != nil {
@@ -199,11 +226,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		))
 		return
 	}
-	if !s.enter() {
-		s.writeError(w, core.ErrUnavailable)
+	if err := checkOrigin(r, s.cfg.OriginPatterns); err != nil {
+		s.log.Info("wstransport: cross-origin subscribe refused", "topic", topic, "remote", r.RemoteAddr, "origin", r.Header.Get("Origin"))
+		s.writeError(w, err)
 		return
 	}
-	defer s.handlers.Done()
+	if err := s.enter(); err != nil {
+		s.writeError(w, err)
+		return
+	}
+	defer s.leave()
 
 	// A hijacked connection keeps the deadlines the http.Server set; a
 	// subscription lives on with timeouts of its own.
@@ -228,15 +260,57 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // closeReasonStopping is the close reason when the server stops.
 const closeReasonStopping = "server shutting down"
 
-// enter counts a request in unless the server is stopping.
-func (s *Server) enter() bool {
+// enter counts a request in unless the server is stopping or serves
+// Config.MaxSubscribers already: errors wrap core.ErrUnavailable.
+func (s *Server) enter() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stopping {
-		return false
+	switch {
+	case s.stopping:
+		return core.ErrUnavailable
+	case s.serving >= s.cfg.MaxSubscribers:
+		s.log.Warn("wstransport: subscriber limit reached; upgrade refused", "max_subscribers", s.cfg.MaxSubscribers)
+		return wire.WithMessage(fmt.Sprintf("this server serves at most %d WebSocket subscribers at once; retry later", s.cfg.MaxSubscribers), core.ErrUnavailable)
 	}
+	s.serving++
 	s.handlers.Add(1)
-	return true
+	return nil
+}
+
+// leave counts a request out.
+func (s *Server) leave() {
+	s.mu.Lock()
+	s.serving--
+	s.mu.Unlock()
+	s.handlers.Done()
+}
+
+// checkOrigin refuses, with an error wrapping wire.ErrPermissionDenied, a
+// browser's request whose Origin is neither the request's host nor matched
+// by patterns. It decides as websocket.Accept does with OriginPatterns, so
+// that the refusal comes with the JSON error body rather than Accept's
+// plain text.
+func checkOrigin(r *http.Request, patterns []string) error {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return nil
+	}
+	u, err := url.Parse(origin)
+	if err == nil && u.Host != "" {
+		if strings.EqualFold(r.Host, u.Host) {
+			return nil
+		}
+		for _, p := range patterns {
+			target := u.Host
+			if strings.Contains(p, "://") {
+				target = u.Scheme + "://" + u.Host
+			}
+			if ok, _ := path.Match(strings.ToLower(p), strings.ToLower(target)); ok {
+				return nil
+			}
+		}
+	}
+	return wire.WithMessage(fmt.Sprintf("WebSocket from origin %q refused: a browser page may subscribe only from the server's own origin or a trusted one (--trusted-origins)", origin), wire.ErrPermissionDenied)
 }
 
 func (s *Server) add(sub *subscription) bool {
@@ -339,8 +413,8 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
-	if e.Status == http.StatusServiceUnavailable {
-		h.Set("Retry-After", wire.RetryAfterSeconds)
+	if ra := e.RetryAfterHeader(); ra != "" {
+		h.Set("Retry-After", ra)
 	}
 	w.WriteHeader(e.Status)
 	_, _ = w.Write(b)
