@@ -251,6 +251,31 @@ func (e *StatusError) Error() string {
 	return "status " + strconv.Itoa(e.Status) + ": " + e.Answer
 }
 
+// ConditionError is the error of an attempt whose answer did not satisfy
+// the topic's delivery.success: the condition was false, or it failed
+// while evaluated. Its message is "condition false: <condition> (status
+// <code>)" or "condition error: <reason> (status <code>)".
+type ConditionError struct {
+	// Status is the answer's HTTP status code.
+	Status int
+	// Condition is the topic's delivery.success.
+	Condition string
+	// Reason says why evaluation failed; empty when the condition was false.
+	Reason string
+}
+
+// StatusCode returns Status, so that an endpoint breaker counts the answer
+// by its status, not by the topic's condition.
+func (e *ConditionError) StatusCode() int { return e.Status }
+
+// Error implements error.
+func (e *ConditionError) Error() string {
+	if e.Reason == "" {
+		return "condition false: " + e.Condition + " (status " + strconv.Itoa(e.Status) + ")"
+	}
+	return "condition error: " + e.Reason + " (status " + strconv.Itoa(e.Status) + ")"
+}
+
 // Deliver posts a job to the topic's URL and reports the outcome: nil for a
 // 2xx answer (or, when delivery.success is set, an answer that satisfies it)
 // within delivery.timeout, else an error that says briefly why, such as
@@ -331,9 +356,9 @@ func (d *Deliverer) deliver(ctx context.Context, topic *core.Topic, job *core.Jo
 	ok, err := eval(prog, a)
 	switch {
 	case err != nil:
-		return fmt.Errorf("condition error: %s (status %d)", err, resp.StatusCode)
+		return &ConditionError{Status: resp.StatusCode, Condition: cond, Reason: err.Error()}
 	case !ok:
-		return fmt.Errorf("condition false: %s (status %d)", cond, resp.StatusCode)
+		return &ConditionError{Status: resp.StatusCode, Condition: cond}
 	}
 	return nil
 }
