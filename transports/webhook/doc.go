@@ -76,5 +76,9 @@
 // the host again and dials only allowed addresses, so a name that later
 // resolves elsewhere (DNS rebinding) is refused too, with an error wrapping
 // ErrDestinationDenied. Link-local and cloud metadata addresses are denied
-// unless explicitly allowed; private and loopback ranges are allowed.
+// unless explicitly allowed; private and loopback ranges are allowed. Each
+// address is checked as what it reaches: unspecified addresses (0.0.0.0,
+// ::) as loopback, IPv4-mapped, IPv4-compatible and NAT64 addresses as
+// their IPv4 address; hosts ending in a number (127.1, 2130706433) are
+// refused, and localhost names are loopback.
 package webhook
