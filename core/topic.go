@@ -49,8 +49,8 @@ type Delivery struct {
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// Secret signs webhook bodies (Delayq-Signature) when set.
 	Secret string `json:"secret,omitempty"`
-	// Success is an optional condition over the webhook's answer, such as
-	// `status == 200 && body.code == 0`; without it any 2xx succeeds.
+	// Success is an optional CEL condition over the webhook's answer, such
+	// as `status == 200 && body.code == 0`; without it any 2xx succeeds.
 	Success string `json:"success,omitempty"`
 	// Subject is the NATS subject; defaults to delayq.deliver.<topic>.
 	Subject string `json:"subject,omitempty"`

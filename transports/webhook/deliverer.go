@@ -15,10 +15,11 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
-	"github.com/expr-lang/expr/vm"
+	"cel.dev/cel-go/cel"
 
 	"github.com/delayq/delayq/core"
 )
@@ -36,6 +37,11 @@ const (
 
 // errorSnippetLen is how much of a failed answer goes into the error.
 const errorSnippetLen = 200
+
+// maxAnswerHeaderBytes bounds the headers of an answer read, unless the
+// Config's client sets its own bound, so that headers stay small for
+// delivery.success conditions.
+const maxAnswerHeaderBytes = 64 << 10
 
 // drainLimit bounds the bytes read past MaxAnswerBytes to keep a connection
 // reusable; a longer answer costs its connection instead.
@@ -88,6 +94,9 @@ type Deliverer struct {
 	dests     *Destinations
 	// lookupFunc resolves host names for the destination checks.
 	lookupFunc func(ctx context.Context, network, host string) ([]netip.Addr, error)
+	// stale holds, by topic name, the delivery.success last logged as not
+	// compiling.
+	stale sync.Map
 }
 
 var _ core.Deliverer = (*Deliverer)(nil)
@@ -105,6 +114,7 @@ func New(cfg Config) *Deliverer {
 	if d.lookupFunc == nil {
 		d.lookupFunc = net.DefaultResolver.LookupNetIP
 	}
+	d.conds.maxAnswer = d.maxAnswer
 	var client http.Client
 	if cfg.Client != nil {
 		client = *cfg.Client
@@ -128,6 +138,9 @@ func New(cfg Config) *Deliverer {
 func (d *Deliverer) guard(t *http.Transport) *http.Transport {
 	t.DialContext = d.dialContext(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second})
 	t.DialTLSContext = nil
+	if t.MaxResponseHeaderBytes == 0 {
+		t.MaxResponseHeaderBytes = maxAnswerHeaderBytes
+	}
 	return t
 }
 
@@ -159,9 +172,10 @@ func (d *Deliverer) CloseIdleConnections() { d.client.CloseIdleConnections() }
 // host name and the addresses it resolves to now are allowed by
 // Config.Destinations (a name that does not resolve passes; deliveries are
 // checked again),
-// delivery.success, when set, must compile to a boolean condition over
-// status, body and headers, and delivery.subject must be empty. It returns a
-// *core.FieldError naming the bad field.
+// delivery.success, when set, must compile to a boolean CEL condition over
+// status, body and headers within the cost limits (see
+// MaxConditionEstimatedCost), and delivery.subject must be empty. It
+// returns a *core.FieldError naming the bad field.
 func (d *Deliverer) ValidateTopic(t *core.Topic) error {
 	if t.Delivery.Type != core.DeliveryWebhook {
 		return core.Invalid("delivery.type", "delivery.type must be %s for a webhook topic", core.DeliveryWebhook)
@@ -297,11 +311,11 @@ func (d *Deliverer) Deliver(ctx context.Context, topic *core.Topic, job *core.Jo
 func (d *Deliverer) deliver(ctx context.Context, topic *core.Topic, job *core.Job) error {
 	timeout := cmp.Or(topic.Delivery.Timeout, core.WebhookTimeoutDefault)
 	cond := topic.Delivery.Success
-	var prog *vm.Program
+	var prog cel.Program
 	if cond != "" {
 		var err error
 		if prog, err = d.conds.compile(cond); err != nil {
-			return fmt.Errorf("invalid condition: %s", err)
+			return d.staleCondition(ctx, topic, err)
 		}
 	}
 
@@ -353,14 +367,29 @@ func (d *Deliverer) deliver(ctx context.Context, topic *core.Topic, job *core.Jo
 	if json.Valid(body) {
 		_ = json.Unmarshal(body, &a.Body)
 	}
-	ok, err := eval(prog, a)
+	ok, err := eval(actx, prog, a)
 	switch {
+	case err != nil && actx.Err() != nil:
+		return d.transportError(ctx, actx, timeout, "evaluating condition", err)
 	case err != nil:
 		return &ConditionError{Status: resp.StatusCode, Condition: cond, Reason: err.Error()}
 	case !ok:
 		return &ConditionError{Status: resp.StatusCode, Condition: cond}
 	}
 	return nil
+}
+
+// staleCondition is the error of a delivery whose topic holds a
+// delivery.success that does not compile, such as one stored before
+// conditions were CEL. It wraps core.ErrInvalidArgument, which endpoint
+// breakers do not count, and is logged at warn level once per topic and
+// condition.
+func (d *Deliverer) staleCondition(ctx context.Context, topic *core.Topic, err error) error {
+	if prev, loaded := d.stale.Swap(topic.Name, topic.Delivery.Success); !loaded || prev != topic.Delivery.Success {
+		d.log.LogAttrs(ctx, slog.LevelWarn, "webhook: topic's delivery.success does not compile; its deliveries fail until the topic is set again with a CEL condition",
+			slog.String("topic", topic.Name), slog.String("success", topic.Delivery.Success), slog.String("err", err.Error()))
+	}
+	return core.Invalid("delivery.success", "delivery.success does not compile as CEL (%s): set the topic again with a valid condition", err)
 }
 
 // transportError describes an attempt that got no complete answer: the

@@ -242,7 +242,7 @@ func TestDeliverOutcome(t *testing.T) {
 		})
 		topic := b.topic()
 		topic.Delivery.Timeout = 50 * time.Millisecond
-		topic.Delivery.Success = "body?.code == 0"
+		topic.Delivery.Success = "body.?code.orValue(1) == 0"
 		require.EqualError(t, b.d.Deliver(context.Background(), topic, testJob()), "timeout after 50ms")
 	})
 
@@ -302,13 +302,14 @@ func TestDeliverCondition(t *testing.T) {
 		{"True", cond, answerWith(200, `{"code": 0, "msg": "ok"}`), ""},
 		{"False", cond, answerWith(200, `{"code": 7}`), "condition false: status == 200 && body.code == 0 (status 200)"},
 		{"FalseOnStatus", cond, answerWith(500, `{"code": 0}`), "condition false: status == 200 && body.code == 0 (status 500)"},
-		{"NonJSONAnswer", cond, answerWith(200, `<html>ok</html>`), "condition error: cannot fetch code from <nil> (1:22) (status 200)"},
-		{"NonJSONAnswerOptionalChaining", "status == 200 && body?.code == 0", answerWith(200, `<html>ok</html>`), "condition false: status == 200 && body?.code == 0 (status 200)"},
+		{"NonJSONAnswer", cond, answerWith(200, `<html>ok</html>`), "condition error: no such key: code (status 200)"},
+		{"NonJSONAnswerOptional", "status == 200 && body.?code.orValue(1) == 0", answerWith(200, `<html>ok</html>`), "condition false: status == 200 && body.?code.orValue(1) == 0 (status 200)"},
+		{"NumberComparison", "body.code < 5 && body.code >= 0.5", answerWith(200, `{"code": 1}`), ""},
 		{"DecidesOverNon2xx", "status == 409", answerWith(409, `already done`), ""},
 		{"Rejects2xx", "status == 202", answerWith(200, ``), "condition false: status == 202 (status 200)"},
 		{"Headers", `headers["X-Result"] == "ok"`, answerWith(200, ``, "x-result", "ok"), ""},
-		{"JSONArray", `len(body) == 2`, answerWith(200, `[1, 2]`), ""},
-		{"AnswerTooLarge", `body != nil`, answerWith(200, `"`+strings.Repeat("x", MaxAnswerBytesDefault)+`"`), "condition false: body != nil (status 200)"},
+		{"JSONArray", `size(body) == 2`, answerWith(200, `[1, 2]`), ""},
+		{"AnswerTooLarge", `body != null`, answerWith(200, `"`+strings.Repeat("x", MaxAnswerBytesDefault)+`"`), "condition false: body != null (status 200)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -380,10 +381,11 @@ func TestValidateTopic(t *testing.T) {
 	t.Run("InvalidCondition", func(t *testing.T) {
 		t.Parallel()
 		for src, msg := range map[string]string{
-			"status ==":          "delivery.success: unexpected token EOF (1:8)",
-			"status":             "delivery.success: expected bool, but got int",
-			"status == 200 && x": "delivery.success: unknown name x (1:17)",
-			"   ":                "delivery.success: condition is blank",
+			"status ==":                "delivery.success: 1:10: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}",
+			"status":                   "delivery.success: condition must be a bool, not int",
+			"status == 200 && x":       "delivery.success: 1:18: undeclared reference to 'x'",
+			"status == 200 and body.x": "delivery.success: 1:15: Syntax error: mismatched input 'and' expecting <EOF>",
+			"   ":                      "delivery.success: condition is blank",
 		} {
 			err := d.ValidateTopic(topic("https://svc/hook", src))
 			requireField(t, err, "delivery.success")

@@ -29,17 +29,27 @@
 //
 // An attempt succeeds when a 2xx answer arrives within delivery.timeout
 // (default 10s, covering connect through reading the answer). Redirects are
-// not followed: a 3xx is a failure. When delivery.success is set, an
-// expr-lang condition alone decides, evaluated over
+// not followed: a 3xx is a failure. When delivery.success is set, a CEL
+// condition (https://cel.dev) alone decides, evaluated over
 //
-//	status   int                the HTTP status code
-//	body     any                the answer parsed as JSON, nil when it is not JSON
-//	headers  map[string]string  first value of each header, by canonical name
+//	status   int                  the HTTP status code
+//	body     dyn                  the answer parsed as JSON (numbers are doubles), null when it is not JSON
+//	headers  map(string, string)  first value of each header, by canonical name
 //
 // for example `status == 200 && body.code == 0`. A condition that fails at
-// run time (body.code when the answer is not JSON) fails the attempt; write
-// body?.code to treat a missing body as nil instead. Only the first
-// MaxAnswerBytes of an answer (64 KiB by default) are read.
+// run time (body.code when the answer has no code) fails the attempt; write
+// body.?code.orValue(1) == 0 or has(body.code) to treat a missing field
+// otherwise. Only the first MaxAnswerBytes of an answer (64 KiB by
+// default) and 64 KiB of its headers are read.
+//
+// Whoever may configure a topic writes its condition, and every delivery
+// runs it, so conditions are bounded: MaxConditionLen bytes of source, 32
+// levels of nesting, an estimated worst cost over the largest answer of at
+// most MaxConditionEstimatedCost (checked by ValidateTopic), and at run
+// time MaxConditionCost, past which the evaluation stops with an error; the
+// delivery's context (delivery.timeout) interrupts it too. A condition
+// stored before conditions were CEL that does not compile makes the
+// topic's deliveries fail with a last_error saying to set the topic again.
 //
 // # Verifying signatures
 //
