@@ -233,13 +233,17 @@ func urlMessage(err error) string {
 
 // StatusError is the error of an attempt that got an answer that is not a
 // success: a non-2xx status without a condition, including a redirect. Its
-// message is "status <code>: <start of the answer>".
+// message is "status <code>", followed, when the topic sets
+// delivery.error_body, by ": <start of the answer>" or, for a redirect,
+// ": redirect to <location> not followed".
 type StatusError struct {
 	// Status is the answer's HTTP status code.
 	Status int
-	// Answer is the start of the answer's body, valid UTF-8, at most 200 bytes.
+	// Answer is the start of the answer's body, valid UTF-8, at most 200
+	// bytes; empty unless the topic sets delivery.error_body.
 	Answer string
-	// Location is the target of a redirect (3xx), which is not followed.
+	// Location is the target of a redirect (3xx), which is not followed;
+	// empty unless the topic sets delivery.error_body.
 	Location string
 	// Wait is the delay asked for by a Retry-After header in seconds, zero
 	// when absent or given as a date.
@@ -256,8 +260,11 @@ func (e *StatusError) StatusCode() int { return e.Status }
 
 // Error implements error.
 func (e *StatusError) Error() string {
-	if e.Location != "" {
+	switch {
+	case e.Location != "":
 		return "status " + strconv.Itoa(e.Status) + ": redirect to " + e.Location + " not followed"
+	case e.Status >= 300 && e.Status < 400 && e.Answer == "":
+		return "status " + strconv.Itoa(e.Status) + ": redirect not followed"
 	}
 	if e.Answer == "" {
 		return "status " + strconv.Itoa(e.Status)
@@ -274,7 +281,10 @@ type ConditionError struct {
 	Status int
 	// Condition is the topic's delivery.success.
 	Condition string
-	// Reason says why evaluation failed; empty when the condition was false.
+	// Reason says why evaluation failed; empty when the condition was
+	// false. Unless the topic sets delivery.error_body it says only which
+	// limit stopped the evaluation, or that the reason is withheld, since
+	// CEL's reasons may quote the answer.
 	Reason string
 }
 
@@ -337,9 +347,10 @@ func (d *Deliverer) deliver(ctx context.Context, topic *core.Topic, job *core.Jo
 		req.Header.Set(SignatureHeader, Sign(topic.Delivery.Secret, d.clock.Now(), payload))
 	}
 
+	show := topic.Delivery.ErrorBody
 	resp, err := d.client.Do(req)
 	if err != nil {
-		return d.transportError(ctx, actx, timeout, "request failed", err)
+		return d.transportError(ctx, actx, timeout, "request failed", err, show)
 	}
 	defer func() {
 		// Drain what is left, within the attempt's timeout, so the
@@ -352,9 +363,13 @@ func (d *Deliverer) deliver(ctx context.Context, topic *core.Topic, job *core.Jo
 	if prog == nil && success {
 		return nil
 	}
+	if prog == nil && !show {
+		// Nothing of the answer goes into the error: not read.
+		return &StatusError{Status: resp.StatusCode, Wait: retryAfter(resp.Header)}
+	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, d.maxAnswer))
 	if err != nil {
-		return d.transportError(ctx, actx, timeout, fmt.Sprintf("reading answer (status %d)", resp.StatusCode), err)
+		return d.transportError(ctx, actx, timeout, fmt.Sprintf("reading answer (status %d)", resp.StatusCode), err, show)
 	}
 	if prog == nil {
 		se := &StatusError{Status: resp.StatusCode, Answer: snippet(body), Wait: retryAfter(resp.Header)}
@@ -370,7 +385,11 @@ func (d *Deliverer) deliver(ctx context.Context, topic *core.Topic, job *core.Jo
 	ok, err := eval(actx, prog, a)
 	switch {
 	case err != nil && actx.Err() != nil:
-		return d.transportError(ctx, actx, timeout, "evaluating condition", err)
+		return d.transportError(ctx, actx, timeout, "evaluating condition", err, show)
+	case err != nil && !show && !errors.Is(err, errConditionLimit):
+		// CEL's reasons may quote the answer (a key, a value that does
+		// not parse); a limit says nothing of it.
+		return &ConditionError{Status: resp.StatusCode, Condition: cond, Reason: reasonWithheld}
 	case err != nil:
 		return &ConditionError{Status: resp.StatusCode, Condition: cond, Reason: err.Error()}
 	case !ok:
@@ -394,15 +413,42 @@ func (d *Deliverer) staleCondition(ctx context.Context, topic *core.Topic, err e
 
 // transportError describes an attempt that got no complete answer: the
 // caller's ctx ended (returned wrapped, so errors.Is finds it), the
-// attempt's timeout ran out, or the connection failed.
-func (d *Deliverer) transportError(ctx, actx context.Context, timeout time.Duration, what string, err error) error {
+// attempt's timeout ran out, or the connection failed. Unless show, what
+// net/http quotes of a malformed answer is cut out.
+func (d *Deliverer) transportError(ctx, actx context.Context, timeout time.Duration, what string, err error, show bool) error {
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("delivery interrupted: %w", context.Cause(ctx))
 	case errors.Is(actx.Err(), context.DeadlineExceeded):
 		return fmt.Errorf("timeout after %s", timeout)
 	}
-	return fmt.Errorf("%s: %s", what, urlMessage(err))
+	msg := urlMessage(err)
+	if !show {
+		msg = withholdAnswer(msg)
+	}
+	return fmt.Errorf("%s: %s", what, msg)
+}
+
+// reasonWithheld replaces, unless the topic sets delivery.error_body, the
+// reason a condition failed to evaluate.
+const reasonWithheld = "evaluation failed; set delivery.error_body to see why"
+
+// withholdAnswer cuts from a net/http error message what it quotes of the
+// answer: the rest of a "malformed ..." phrase after its first ": " or
+// quote (malformed HTTP response "<first line>", malformed MIME header
+// line: <line>), and anything from a quote on.
+func withholdAnswer(msg string) string {
+	const note = " (answer withheld; set delivery.error_body to see it)"
+	cut := strings.IndexByte(msg, '"')
+	if i := strings.Index(msg, "malformed"); i >= 0 {
+		if j := strings.Index(msg[i:], ": "); j >= 0 && (cut < 0 || i+j < cut) {
+			cut = i + j
+		}
+	}
+	if cut < 0 {
+		return msg
+	}
+	return strings.TrimRight(msg[:cut], " :") + note
 }
 
 // encodePayload writes {"id","topic","body","attempt","run_at"} with the body

@@ -51,6 +51,16 @@
 // stored before conditions were CEL that does not compile makes the
 // topic's deliveries fail with a last_error saying to set the topic again.
 //
+// # Errors
+//
+// The error of a failed attempt becomes the job's last_error, which whoever
+// reads the topic's jobs sees, so it holds nothing the endpoint sent: the
+// status ("status 503"), a redirect not followed, a condition that was
+// false or failed ("evaluation failed"), or why no answer came. With
+// delivery.error_body set, it also holds the start of the answer's body
+// (200 bytes), a redirect's Location, the reason a condition failed (which
+// may quote the answer) and what net/http quotes of a malformed answer.
+//
 // # Verifying signatures
 //
 // A receiver checks Delayq-Signature over the raw request body, before
