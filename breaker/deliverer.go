@@ -59,19 +59,21 @@ type statusCoder interface {
 	StatusCode() int
 }
 
-// IsEndpointFailure is the default IsFailureFunc of endpoint breakers: every
-// failed attempt counts (no answer, a timeout, a 5xx, a condition that did
-// not hold) except an error with a StatusCode() method that reports a 3xx
-// or 4xx other than 408 and 429: the endpoint answered, and the request is
-// what it refused.
+// IsEndpointFailure is the default IsFailureFunc of endpoint breakers: it
+// counts only what says the endpoint itself is failing, so that one topic's
+// configuration cannot open the breaker its host shares with other topics.
+// An error with a StatusCode() method (an answer) counts when the status is
+// a 5xx, 408 or 429, and not otherwise: a 3xx or 4xx refused the request,
+// and a delivery.success condition that did not hold over a 2xx answer
+// judged the topic's request, not the endpoint. An error wrapping
+// core.ErrInvalidArgument (a topic that cannot be delivered as configured)
+// does not count. Every other error counts: no connection, a timeout.
 func IsEndpointFailure(err error) bool {
 	if sc, ok := errors.AsType[statusCoder](err); ok {
 		code := sc.StatusCode()
-		if code >= 300 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusTooManyRequests {
-			return false
-		}
+		return code >= 500 || code == http.StatusRequestTimeout || code == http.StatusTooManyRequests
 	}
-	return true
+	return !errors.Is(err, core.ErrInvalidArgument)
 }
 
 // Deliverer is a core.Deliverer that sends each delivery through the

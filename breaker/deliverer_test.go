@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -243,5 +247,50 @@ func TestWebhookStatusErrors(t *testing.T) {
 		err := fmt.Errorf("attempt: %w", &webhook.StatusError{Status: code})
 		require.Equal(t, failure, breaker.IsEndpointFailure(err), "status %d", code)
 	}
+	// A condition over an answer counts as the answer's status would.
+	for code, failure := range map[int]bool{200: false, 204: false, 404: false, 429: true, 503: true} {
+		err := &webhook.ConditionError{Status: code, Condition: "false"}
+		require.Equal(t, failure, breaker.IsEndpointFailure(err), "condition over status %d", code)
+	}
 	require.True(t, breaker.IsEndpointFailure(errors.New("request failed: connection refused")))
+	require.False(t, breaker.IsEndpointFailure(fmt.Errorf("%w: condition no longer compiles", core.ErrInvalidArgument)))
+}
+
+// TestConditionFalseDoesNotTripHost checks that a topic whose
+// delivery.success never holds does not open the breaker of its host for
+// the other topics there: the endpoint answered, so it is up. A dead host
+// still trips once for all of its topics.
+func TestConditionFalseDoesNotTripHost(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	wh := webhook.New(webhook.Config{})
+	t.Cleanup(wh.CloseIdleConnections)
+	d := breaker.NewDeliverer(wh, breaker.DelivererConfig{Config: breaker.Config{
+		ConsecutiveFailures: 2, OpenTimeout: time.Hour, Logger: slog.New(slog.DiscardHandler),
+	}})
+	host := strings.TrimPrefix(srv.URL, "http://")
+	never, healthy := webhookTopic("never", host), webhookTopic("healthy", host)
+	never.Delivery.Success = "false"
+	for _, tp := range []*core.Topic{never, healthy} {
+		require.NoError(t, d.ValidateTopic(tp))
+	}
+	job := &core.Job{ID: "j", Topic: "never", Body: []byte(`1`), Attempt: 1}
+
+	for range 10 {
+		require.ErrorContains(t, d.Deliver(t.Context(), never, job), "condition false")
+	}
+	require.Equal(t, breaker.StateClosed, d.State(host))
+	require.NoError(t, d.Deliver(t.Context(), healthy, job))
+
+	// The host going away trips its breaker for both topics.
+	srv.Close()
+	for range 2 {
+		require.ErrorContains(t, d.Deliver(t.Context(), healthy, job), "request failed")
+	}
+	require.Equal(t, breaker.StateOpen, d.State(host))
+	require.ErrorIs(t, d.Deliver(t.Context(), never, job), breaker.ErrOpen)
 }

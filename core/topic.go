@@ -49,11 +49,17 @@ type Delivery struct {
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// Secret signs webhook bodies (Delayq-Signature) when set.
 	Secret string `json:"secret,omitempty"`
-	// Success is an optional condition over the webhook's answer, such as
-	// `status == 200 && body.code == 0`; without it any 2xx succeeds.
+	// Success is an optional CEL condition over the webhook's answer, such
+	// as `status == 200 && body.code == 0`; without it any 2xx succeeds.
 	Success string `json:"success,omitempty"`
 	// Subject is the NATS subject; defaults to delayq.deliver.<topic>.
 	Subject string `json:"subject,omitempty"`
+	// ErrorBody lets a webhook's answer into the job's last_error: the
+	// start of a failed answer's body, a redirect's Location and the reason
+	// a delivery.success condition failed to evaluate. Off by default, so
+	// that whoever can read a topic's jobs cannot read through them the
+	// answers of the services its URL points at.
+	ErrorBody bool `json:"error_body,omitempty"`
 }
 
 // Backoff is an exponential backoff with jitter.

@@ -357,6 +357,9 @@ type deliveryRequest struct {
 	Secret  string          `json:"secret"`
 	Subject string          `json:"subject"`
 	Success string          `json:"success"`
+	// ErrorBody is a pointer so that a JSON null leaves it unset, like the
+	// other fields.
+	ErrorBody *bool `json:"error_body"`
 }
 
 type backoffRequest struct {
@@ -396,7 +399,8 @@ func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
 		if err := decodeObject(req.Delivery, "delivery", &d); err != nil {
 			return nil, err
 		}
-		t.Delivery = core.Delivery{Type: d.Type, URL: d.URL, Secret: d.Secret, Subject: d.Subject, Success: d.Success}
+		t.Delivery = core.Delivery{Type: d.Type, URL: d.URL, Secret: d.Secret, Subject: d.Subject, Success: d.Success,
+			ErrorBody: d.ErrorBody != nil && *d.ErrorBody}
 		if t.Delivery.Timeout, _, err = parseDuration("delivery.timeout", d.Timeout); err != nil {
 			return nil, err
 		}

@@ -144,6 +144,7 @@ type deliveryView struct {
 	Subject   string `json:"subject,omitempty"`
 	Success   string `json:"success,omitempty"`
 	SecretSet bool   `json:"secret_set"`
+	ErrorBody bool   `json:"error_body,omitempty"`
 }
 
 type backoffView struct {
@@ -163,6 +164,7 @@ func newTopicView(t *core.Topic) topicView {
 			Subject:   d.Delivery.Subject,
 			Success:   d.Delivery.Success,
 			SecretSet: d.Delivery.Secret != "",
+			ErrorBody: d.Delivery.ErrorBody,
 		},
 		TTR:         d.TTR.String(),
 		MaxAttempts: d.MaxAttempts,

@@ -11,6 +11,34 @@ import (
 func TestTopics(t *testing.T) {
 	t.Parallel()
 
+	t.Run("ErrorBodyRoundTrip", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		res := b.do(t, http.MethodPut, "/v1/topics/hooks", `{"delivery": {"type": "webhook", "url": "https://svc/hook", "error_body": true}}`)
+		requireStatus(t, res, http.StatusOK)
+		require.Equal(t, true, res.object(t)["delivery"].(map[string]any)["error_body"])
+		res = b.do(t, http.MethodGet, "/v1/topics/hooks", nil)
+		requireStatus(t, res, http.StatusOK)
+		got := res.object(t)
+		require.Equal(t, true, got["delivery"].(map[string]any)["error_body"])
+		// GET's delivery (but secret_set) may be sent back, and keeps it.
+		delivery := got["delivery"].(map[string]any)
+		delete(delivery, "secret_set")
+		again, err := json.Marshal(map[string]any{"delivery": delivery})
+		require.NoError(t, err)
+		delivery["secret_set"] = false
+		res = b.do(t, http.MethodPut, "/v1/topics/hooks", string(again))
+		requireStatus(t, res, http.StatusOK)
+		require.Equal(t, got["delivery"], res.object(t)["delivery"])
+		// Off by default, and not shown then.
+		res = b.do(t, http.MethodPut, "/v1/topics/hooks", `{"delivery": {"type": "webhook", "url": "https://svc/hook"}}`)
+		requireStatus(t, res, http.StatusOK)
+		require.NotContains(t, res.object(t)["delivery"], "error_body")
+		res = b.do(t, http.MethodPut, "/v1/topics/hooks", `{"delivery": {"type": "webhook", "url": "https://svc/hook", "error_body": "yes"}}`)
+		requireStatus(t, res, http.StatusBadRequest)
+		require.Contains(t, string(res.body), `"field":"delivery.error_body"`)
+	})
+
 	t.Run("PutGetListDelete", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -15,10 +15,11 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
-	"github.com/expr-lang/expr/vm"
+	"cel.dev/cel-go/cel"
 
 	"github.com/delayq/delayq/core"
 )
@@ -36,6 +37,11 @@ const (
 
 // errorSnippetLen is how much of a failed answer goes into the error.
 const errorSnippetLen = 200
+
+// maxAnswerHeaderBytes bounds the headers of an answer read, unless the
+// Config's client sets its own bound, so that headers stay small for
+// delivery.success conditions.
+const maxAnswerHeaderBytes = 64 << 10
 
 // drainLimit bounds the bytes read past MaxAnswerBytes to keep a connection
 // reusable; a longer answer costs its connection instead.
@@ -88,6 +94,9 @@ type Deliverer struct {
 	dests     *Destinations
 	// lookupFunc resolves host names for the destination checks.
 	lookupFunc func(ctx context.Context, network, host string) ([]netip.Addr, error)
+	// stale holds, by topic name, the delivery.success last logged as not
+	// compiling.
+	stale sync.Map
 }
 
 var _ core.Deliverer = (*Deliverer)(nil)
@@ -105,6 +114,7 @@ func New(cfg Config) *Deliverer {
 	if d.lookupFunc == nil {
 		d.lookupFunc = net.DefaultResolver.LookupNetIP
 	}
+	d.conds.maxAnswer = d.maxAnswer
 	var client http.Client
 	if cfg.Client != nil {
 		client = *cfg.Client
@@ -128,6 +138,9 @@ func New(cfg Config) *Deliverer {
 func (d *Deliverer) guard(t *http.Transport) *http.Transport {
 	t.DialContext = d.dialContext(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second})
 	t.DialTLSContext = nil
+	if t.MaxResponseHeaderBytes == 0 {
+		t.MaxResponseHeaderBytes = maxAnswerHeaderBytes
+	}
 	return t
 }
 
@@ -159,9 +172,10 @@ func (d *Deliverer) CloseIdleConnections() { d.client.CloseIdleConnections() }
 // host name and the addresses it resolves to now are allowed by
 // Config.Destinations (a name that does not resolve passes; deliveries are
 // checked again),
-// delivery.success, when set, must compile to a boolean condition over
-// status, body and headers, and delivery.subject must be empty. It returns a
-// *core.FieldError naming the bad field.
+// delivery.success, when set, must compile to a boolean CEL condition over
+// status, body and headers within the cost limits (see
+// MaxConditionEstimatedCost), and delivery.subject must be empty. It
+// returns a *core.FieldError naming the bad field.
 func (d *Deliverer) ValidateTopic(t *core.Topic) error {
 	if t.Delivery.Type != core.DeliveryWebhook {
 		return core.Invalid("delivery.type", "delivery.type must be %s for a webhook topic", core.DeliveryWebhook)
@@ -219,13 +233,17 @@ func urlMessage(err error) string {
 
 // StatusError is the error of an attempt that got an answer that is not a
 // success: a non-2xx status without a condition, including a redirect. Its
-// message is "status <code>: <start of the answer>".
+// message is "status <code>", followed, when the topic sets
+// delivery.error_body, by ": <start of the answer>" or, for a redirect,
+// ": redirect to <location> not followed".
 type StatusError struct {
 	// Status is the answer's HTTP status code.
 	Status int
-	// Answer is the start of the answer's body, valid UTF-8, at most 200 bytes.
+	// Answer is the start of the answer's body, valid UTF-8, at most 200
+	// bytes; empty unless the topic sets delivery.error_body.
 	Answer string
-	// Location is the target of a redirect (3xx), which is not followed.
+	// Location is the target of a redirect (3xx), which is not followed;
+	// empty unless the topic sets delivery.error_body.
 	Location string
 	// Wait is the delay asked for by a Retry-After header in seconds, zero
 	// when absent or given as a date.
@@ -242,13 +260,44 @@ func (e *StatusError) StatusCode() int { return e.Status }
 
 // Error implements error.
 func (e *StatusError) Error() string {
-	if e.Location != "" {
+	switch {
+	case e.Location != "":
 		return "status " + strconv.Itoa(e.Status) + ": redirect to " + e.Location + " not followed"
+	case e.Status >= 300 && e.Status < 400 && e.Answer == "":
+		return "status " + strconv.Itoa(e.Status) + ": redirect not followed"
 	}
 	if e.Answer == "" {
 		return "status " + strconv.Itoa(e.Status)
 	}
 	return "status " + strconv.Itoa(e.Status) + ": " + e.Answer
+}
+
+// ConditionError is the error of an attempt whose answer did not satisfy
+// the topic's delivery.success: the condition was false, or it failed
+// while evaluated. Its message is "condition false: <condition> (status
+// <code>)" or "condition error: <reason> (status <code>)".
+type ConditionError struct {
+	// Status is the answer's HTTP status code.
+	Status int
+	// Condition is the topic's delivery.success.
+	Condition string
+	// Reason says why evaluation failed; empty when the condition was
+	// false. Unless the topic sets delivery.error_body it says only which
+	// limit stopped the evaluation, or that the reason is withheld, since
+	// CEL's reasons may quote the answer.
+	Reason string
+}
+
+// StatusCode returns Status, so that an endpoint breaker counts the answer
+// by its status, not by the topic's condition.
+func (e *ConditionError) StatusCode() int { return e.Status }
+
+// Error implements error.
+func (e *ConditionError) Error() string {
+	if e.Reason == "" {
+		return "condition false: " + e.Condition + " (status " + strconv.Itoa(e.Status) + ")"
+	}
+	return "condition error: " + e.Reason + " (status " + strconv.Itoa(e.Status) + ")"
 }
 
 // Deliver posts a job to the topic's URL and reports the outcome: nil for a
@@ -272,11 +321,11 @@ func (d *Deliverer) Deliver(ctx context.Context, topic *core.Topic, job *core.Jo
 func (d *Deliverer) deliver(ctx context.Context, topic *core.Topic, job *core.Job) error {
 	timeout := cmp.Or(topic.Delivery.Timeout, core.WebhookTimeoutDefault)
 	cond := topic.Delivery.Success
-	var prog *vm.Program
+	var prog cel.Program
 	if cond != "" {
 		var err error
 		if prog, err = d.conds.compile(cond); err != nil {
-			return fmt.Errorf("invalid condition: %s", err)
+			return d.staleCondition(ctx, topic, err)
 		}
 	}
 
@@ -298,9 +347,10 @@ func (d *Deliverer) deliver(ctx context.Context, topic *core.Topic, job *core.Jo
 		req.Header.Set(SignatureHeader, Sign(topic.Delivery.Secret, d.clock.Now(), payload))
 	}
 
+	show := topic.Delivery.ErrorBody
 	resp, err := d.client.Do(req)
 	if err != nil {
-		return d.transportError(ctx, actx, timeout, "request failed", err)
+		return d.transportError(ctx, actx, timeout, "request failed", err, show)
 	}
 	defer func() {
 		// Drain what is left, within the attempt's timeout, so the
@@ -313,9 +363,13 @@ func (d *Deliverer) deliver(ctx context.Context, topic *core.Topic, job *core.Jo
 	if prog == nil && success {
 		return nil
 	}
+	if prog == nil && !show {
+		// Nothing of the answer goes into the error: not read.
+		return &StatusError{Status: resp.StatusCode, Wait: retryAfter(resp.Header)}
+	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, d.maxAnswer))
 	if err != nil {
-		return d.transportError(ctx, actx, timeout, fmt.Sprintf("reading answer (status %d)", resp.StatusCode), err)
+		return d.transportError(ctx, actx, timeout, fmt.Sprintf("reading answer (status %d)", resp.StatusCode), err, show)
 	}
 	if prog == nil {
 		se := &StatusError{Status: resp.StatusCode, Answer: snippet(body), Wait: retryAfter(resp.Header)}
@@ -328,27 +382,73 @@ func (d *Deliverer) deliver(ctx context.Context, topic *core.Topic, job *core.Jo
 	if json.Valid(body) {
 		_ = json.Unmarshal(body, &a.Body)
 	}
-	ok, err := eval(prog, a)
+	ok, err := eval(actx, prog, a)
 	switch {
+	case err != nil && actx.Err() != nil:
+		return d.transportError(ctx, actx, timeout, "evaluating condition", err, show)
+	case err != nil && !show && !errors.Is(err, errConditionLimit):
+		// CEL's reasons may quote the answer (a key, a value that does
+		// not parse); a limit says nothing of it.
+		return &ConditionError{Status: resp.StatusCode, Condition: cond, Reason: reasonWithheld}
 	case err != nil:
-		return fmt.Errorf("condition error: %s (status %d)", err, resp.StatusCode)
+		return &ConditionError{Status: resp.StatusCode, Condition: cond, Reason: err.Error()}
 	case !ok:
-		return fmt.Errorf("condition false: %s (status %d)", cond, resp.StatusCode)
+		return &ConditionError{Status: resp.StatusCode, Condition: cond}
 	}
 	return nil
 }
 
+// staleCondition is the error of a delivery whose topic holds a
+// delivery.success that does not compile, such as one stored before
+// conditions were CEL. It wraps core.ErrInvalidArgument, which endpoint
+// breakers do not count, and is logged at warn level once per topic and
+// condition.
+func (d *Deliverer) staleCondition(ctx context.Context, topic *core.Topic, err error) error {
+	if prev, loaded := d.stale.Swap(topic.Name, topic.Delivery.Success); !loaded || prev != topic.Delivery.Success {
+		d.log.LogAttrs(ctx, slog.LevelWarn, "webhook: topic's delivery.success does not compile; its deliveries fail until the topic is set again with a CEL condition",
+			slog.String("topic", topic.Name), slog.String("success", topic.Delivery.Success), slog.String("err", err.Error()))
+	}
+	return core.Invalid("delivery.success", "delivery.success does not compile as CEL (%s): set the topic again with a valid condition", err)
+}
+
 // transportError describes an attempt that got no complete answer: the
 // caller's ctx ended (returned wrapped, so errors.Is finds it), the
-// attempt's timeout ran out, or the connection failed.
-func (d *Deliverer) transportError(ctx, actx context.Context, timeout time.Duration, what string, err error) error {
+// attempt's timeout ran out, or the connection failed. Unless show, what
+// net/http quotes of a malformed answer is cut out.
+func (d *Deliverer) transportError(ctx, actx context.Context, timeout time.Duration, what string, err error, show bool) error {
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("delivery interrupted: %w", context.Cause(ctx))
 	case errors.Is(actx.Err(), context.DeadlineExceeded):
 		return fmt.Errorf("timeout after %s", timeout)
 	}
-	return fmt.Errorf("%s: %s", what, urlMessage(err))
+	msg := urlMessage(err)
+	if !show {
+		msg = withholdAnswer(msg)
+	}
+	return fmt.Errorf("%s: %s", what, msg)
+}
+
+// reasonWithheld replaces, unless the topic sets delivery.error_body, the
+// reason a condition failed to evaluate.
+const reasonWithheld = "evaluation failed; set delivery.error_body to see why"
+
+// withholdAnswer cuts from a net/http error message what it quotes of the
+// answer: the rest of a "malformed ..." phrase after its first ": " or
+// quote (malformed HTTP response "<first line>", malformed MIME header
+// line: <line>), and anything from a quote on.
+func withholdAnswer(msg string) string {
+	const note = " (answer withheld; set delivery.error_body to see it)"
+	cut := strings.IndexByte(msg, '"')
+	if i := strings.Index(msg, "malformed"); i >= 0 {
+		if j := strings.Index(msg[i:], ": "); j >= 0 && (cut < 0 || i+j < cut) {
+			cut = i + j
+		}
+	}
+	if cut < 0 {
+		return msg
+	}
+	return strings.TrimRight(msg[:cut], " :") + note
 }
 
 // encodePayload writes {"id","topic","body","attempt","run_at"} with the body

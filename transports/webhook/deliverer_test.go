@@ -184,7 +184,9 @@ func TestDeliverOutcome(t *testing.T) {
 	t.Run("Non2xx", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, answerWith(http.StatusServiceUnavailable, "down for\n  maintenance\n", "Retry-After", "7"))
-		err := b.d.Deliver(context.Background(), b.topic(), testJob())
+		topic := b.topic()
+		topic.Delivery.ErrorBody = true
+		err := b.d.Deliver(context.Background(), topic, testJob())
 		require.EqualError(t, err, "status 503: down for maintenance")
 		var se *StatusError
 		require.ErrorAs(t, err, &se)
@@ -201,7 +203,9 @@ func TestDeliverOutcome(t *testing.T) {
 	t.Run("LongAnswerCut", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, answerWith(http.StatusInternalServerError, strings.Repeat("é", 300)))
-		err := b.d.Deliver(context.Background(), b.topic(), testJob())
+		topic := b.topic()
+		topic.Delivery.ErrorBody = true
+		err := b.d.Deliver(context.Background(), topic, testJob())
 		msg := strings.TrimPrefix(err.Error(), "status 500: ")
 		require.LessOrEqual(t, len(msg), 200)
 		require.Equal(t, strings.Repeat("é", 100), msg)
@@ -215,7 +219,9 @@ func TestDeliverOutcome(t *testing.T) {
 		// Even a client that would follow redirects does not.
 		d := New(Config{Client: &http.Client{}})
 		t.Cleanup(d.CloseIdleConnections)
-		err := d.Deliver(context.Background(), b.topic(), testJob())
+		topic := b.topic()
+		topic.Delivery.ErrorBody = true
+		err := d.Deliver(context.Background(), topic, testJob())
 		require.EqualError(t, err, "status 302: redirect to /elsewhere not followed")
 		require.Equal(t, "/hook", (<-b.reqs).Path)
 		require.Empty(t, b.reqs, "the redirect was followed")
@@ -242,7 +248,7 @@ func TestDeliverOutcome(t *testing.T) {
 		})
 		topic := b.topic()
 		topic.Delivery.Timeout = 50 * time.Millisecond
-		topic.Delivery.Success = "body?.code == 0"
+		topic.Delivery.Success = "body.?code.orValue(1) == 0"
 		require.EqualError(t, b.d.Deliver(context.Background(), topic, testJob()), "timeout after 50ms")
 	})
 
@@ -302,13 +308,14 @@ func TestDeliverCondition(t *testing.T) {
 		{"True", cond, answerWith(200, `{"code": 0, "msg": "ok"}`), ""},
 		{"False", cond, answerWith(200, `{"code": 7}`), "condition false: status == 200 && body.code == 0 (status 200)"},
 		{"FalseOnStatus", cond, answerWith(500, `{"code": 0}`), "condition false: status == 200 && body.code == 0 (status 500)"},
-		{"NonJSONAnswer", cond, answerWith(200, `<html>ok</html>`), "condition error: cannot fetch code from <nil> (1:22) (status 200)"},
-		{"NonJSONAnswerOptionalChaining", "status == 200 && body?.code == 0", answerWith(200, `<html>ok</html>`), "condition false: status == 200 && body?.code == 0 (status 200)"},
+		{"NonJSONAnswer", cond, answerWith(200, `<html>ok</html>`), "condition error: evaluation failed; set delivery.error_body to see why (status 200)"},
+		{"NonJSONAnswerOptional", "status == 200 && body.?code.orValue(1) == 0", answerWith(200, `<html>ok</html>`), "condition false: status == 200 && body.?code.orValue(1) == 0 (status 200)"},
+		{"NumberComparison", "body.code < 5 && body.code >= 0.5", answerWith(200, `{"code": 1}`), ""},
 		{"DecidesOverNon2xx", "status == 409", answerWith(409, `already done`), ""},
 		{"Rejects2xx", "status == 202", answerWith(200, ``), "condition false: status == 202 (status 200)"},
 		{"Headers", `headers["X-Result"] == "ok"`, answerWith(200, ``, "x-result", "ok"), ""},
-		{"JSONArray", `len(body) == 2`, answerWith(200, `[1, 2]`), ""},
-		{"AnswerTooLarge", `body != nil`, answerWith(200, `"`+strings.Repeat("x", MaxAnswerBytesDefault)+`"`), "condition false: body != nil (status 200)"},
+		{"JSONArray", `size(body) == 2`, answerWith(200, `[1, 2]`), ""},
+		{"AnswerTooLarge", `body != null`, answerWith(200, `"`+strings.Repeat("x", MaxAnswerBytesDefault)+`"`), "condition false: body != null (status 200)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -380,10 +387,11 @@ func TestValidateTopic(t *testing.T) {
 	t.Run("InvalidCondition", func(t *testing.T) {
 		t.Parallel()
 		for src, msg := range map[string]string{
-			"status ==":          "delivery.success: unexpected token EOF (1:8)",
-			"status":             "delivery.success: expected bool, but got int",
-			"status == 200 && x": "delivery.success: unknown name x (1:17)",
-			"   ":                "delivery.success: condition is blank",
+			"status ==":                "delivery.success: 1:10: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}",
+			"status":                   "delivery.success: condition must be a bool, not int",
+			"status == 200 && x":       "delivery.success: 1:18: undeclared reference to 'x'",
+			"status == 200 and body.x": "delivery.success: 1:15: Syntax error: mismatched input 'and' expecting <EOF>",
+			"   ":                      "delivery.success: condition is blank",
 		} {
 			err := d.ValidateTopic(topic("https://svc/hook", src))
 			requireField(t, err, "delivery.success")
@@ -404,5 +412,73 @@ func TestValidateTopic(t *testing.T) {
 		tp := topic("https://svc/hook", "")
 		tp.Delivery.Type = core.DeliveryNATS
 		requireField(t, d.ValidateTopic(tp), "delivery.type")
+	})
+}
+
+// TestAnswerWithheld checks that, unless the topic sets
+// delivery.error_body, nothing of a failed answer reaches the error that
+// becomes the job's last_error, which whoever reads the topic's jobs sees:
+// not its body, its headers, nor values a condition read from it.
+func TestAnswerWithheld(t *testing.T) {
+	t.Parallel()
+	const secret = "s3cr3t-internal-value"
+	for _, tc := range []struct {
+		name     string
+		handler  http.HandlerFunc
+		cond     string
+		withheld string // the error without error_body
+		shown    string // the error with it
+	}{
+		{"Status", answerWith(http.StatusInternalServerError, secret), "",
+			"status 500", "status 500: " + secret},
+		{"Redirect", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/"+secret, http.StatusFound) }, "",
+			"status 302: redirect not followed", "status 302: redirect to /" + secret + " not followed"},
+		{"ConditionKeyFromAnswer", answerWith(http.StatusOK, `{}`, "X-Key", secret), `body[headers["X-Key"]] == 1`,
+			"condition error: evaluation failed; set delivery.error_body to see why (status 200)", "condition error: no such key: " + secret + " (status 200)"},
+		{"ConditionValueFromAnswer", answerWith(http.StatusOK, `{"t": "`+secret+`"}`), `timestamp(body.t) > timestamp(0)`,
+			"condition error: evaluation failed; set delivery.error_body to see why (status 200)", secret},
+		{"ConditionLimit", answerWith(http.StatusOK, `{}`), intList(120) + ".all(a, " + intList(120) + ".all(b, " + intList(120) + ".all(c, true)))",
+			"condition error: condition stopped: it reached the cost limit of 1000000 (status 200)", "condition error: condition stopped: it reached the cost limit of 1000000 (status 200)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, tc.handler)
+			topic := b.topic()
+			topic.Delivery.Success = tc.cond
+			require.NoError(t, b.d.ValidateTopic(topic))
+			err := b.d.Deliver(t.Context(), topic, testJob())
+			require.EqualError(t, err, tc.withheld)
+			require.NotContains(t, err.Error(), secret)
+
+			topic.Delivery.ErrorBody = true
+			require.ErrorContains(t, b.d.Deliver(t.Context(), topic, testJob()), tc.shown)
+		})
+	}
+
+	t.Run("NotHTTP", func(t *testing.T) {
+		t.Parallel()
+		// A service that is not HTTP answers with a banner, which net/http
+		// quotes in its error.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				_, _ = io.WriteString(c, "SSH-2.0-"+secret+"\r\n")
+				_ = c.Close()
+			}
+		}()
+		d := New(Config{})
+		t.Cleanup(d.CloseIdleConnections)
+		topic := webhookTopic("http://" + ln.Addr().String() + "/")
+		err = d.Deliver(t.Context(), topic, testJob())
+		require.ErrorContains(t, err, "request failed: ")
+		require.NotContains(t, err.Error(), secret)
+		topic.Delivery.ErrorBody = true
+		require.ErrorContains(t, d.Deliver(t.Context(), topic, testJob()), secret)
 	})
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/net/idna"
 )
 
 // ErrDestinationDenied is wrapped by the errors of destinations the
@@ -44,8 +46,13 @@ const resolveTimeout = 3 * time.Second
 //     allow range holds that address, or its host is
 //     metadata.google.internal, unless an allow pattern names it.
 //
-// Loopback and private ranges are allowed unless denied. The zero value
-// and nil apply only the built-in denials.
+// Loopback and private ranges are allowed unless denied. An address is
+// checked as each address it reaches (see reaches): IPv4-mapped,
+// IPv4-compatible and NAT64 (64:ff9b::/96) addresses also as their IPv4
+// address, unspecified ones (0.0.0.0/8, ::) also as 127.0.0.1 and ::1.
+// localhost and names under it resolve to the loopback addresses, and a
+// host whose last label is a number (127.1, 0x7f000001) is refused. The
+// zero value and nil apply only the built-in denials.
 type Destinations struct {
 	allowHosts, denyHosts []string
 	allowNets, denyNets   []netip.Prefix
@@ -126,6 +133,8 @@ func (d *Destinations) checkHost(host string) error {
 		return nil
 	}
 	switch {
+	case numericHost(host):
+		return fmt.Errorf("%w: host %s is an IPv4 address in a form other than dotted decimal (a.b.c.d), which resolvers read differently", ErrDestinationDenied, host)
 	case matchHost(d.denyHosts, host):
 		return fmt.Errorf("%w: host %s is on the deny list", ErrDestinationDenied, host)
 	case matchHost(defaultDenyHosts, host) && !matchHost(d.allowHosts, host):
@@ -134,7 +143,9 @@ func (d *Destinations) checkHost(host string) error {
 	return nil
 }
 
-// checkAddr applies every rule to host resolved to a.
+// checkAddr applies every rule to host resolved to a, and to each address
+// a connection to a may reach (see reaches): one of them denied denies a,
+// and with an allow list every one must be allowed.
 func (d *Destinations) checkAddr(host string, a netip.Addr) error {
 	if d == nil {
 		d = &Destinations{}
@@ -143,21 +154,93 @@ func (d *Destinations) checkAddr(host string, a netip.Addr) error {
 	if err := d.checkHost(host); err != nil {
 		return err
 	}
-	switch {
-	case containsAddr(d.denyNets, a):
-		return fmt.Errorf("%w: %s resolves to %s, which is on the deny list", ErrDestinationDenied, host, a)
-	case (len(d.allowHosts) > 0 || len(d.allowNets) > 0) && !matchHost(d.allowHosts, host) && !containsAddr(d.allowNets, a):
-		return fmt.Errorf("%w: %s (%s) is not on the allow list", ErrDestinationDenied, host, a)
-	case (containsAddr(defaultDenyNets, a) || a.IsLinkLocalMulticast()) && !containsAddr(d.allowNets, a):
-		return fmt.Errorf("%w: %s resolves to %s, a link-local or cloud metadata address, denied unless an allow range holds it", ErrDestinationDenied, host, a)
+	allowList := len(d.allowHosts) > 0 || len(d.allowNets) > 0
+	for _, r := range reaches(a) {
+		what := a.String()
+		if r != a {
+			what += " (reaching " + r.String() + ")"
+		}
+		switch {
+		case containsAddr(d.denyNets, r):
+			return fmt.Errorf("%w: %s resolves to %s, which is on the deny list", ErrDestinationDenied, host, what)
+		case allowList && !matchHost(d.allowHosts, host) && !containsAddr(d.allowNets, r):
+			return fmt.Errorf("%w: %s (%s) is not on the allow list", ErrDestinationDenied, host, what)
+		case (containsAddr(defaultDenyNets, r) || r.IsLinkLocalMulticast()) && !containsAddr(d.allowNets, r):
+			return fmt.Errorf("%w: %s resolves to %s, a link-local or cloud metadata address, denied unless an allow range holds it", ErrDestinationDenied, host, what)
+		}
 	}
 	return nil
 }
 
-// lookup resolves host, an address literal to itself.
+// Address ranges that embed an IPv4 address in their last 32 bits.
+var (
+	// ipv4Compatible is ::/96, deprecated IPv4-compatible IPv6 (::a.b.c.d),
+	// which some stacks still route to a.b.c.d; :: and ::1 are in it but
+	// are not such addresses.
+	ipv4Compatible = netip.MustParsePrefix("::/96")
+	// nat64 is the well-known NAT64 prefix of RFC 6052, which a NAT64
+	// gateway translates to the IPv4 address it embeds.
+	nat64 = netip.MustParsePrefix("64:ff9b::/96")
+	// thisNetwork is 0.0.0.0/8; a connection to one of its addresses, as
+	// to ::, reaches the local host on Linux.
+	thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
+)
+
+// Loopback addresses, which unspecified addresses reach.
+var (
+	loopback4 = netip.MustParseAddr("127.0.0.1")
+	loopback6 = netip.IPv6Loopback()
+)
+
+// reaches returns a, unmapped and without zone, followed by what a
+// connection to it may reach instead: the IPv4 address an IPv4-compatible
+// (::a.b.c.d) or NAT64 (64:ff9b::a.b.c.d) address embeds, and the loopback
+// addresses 127.0.0.1 and ::1 for an unspecified address (0.0.0.0/8, ::),
+// as the kernel connects those to the local host.
+func reaches(a netip.Addr) []netip.Addr {
+	a = a.Unmap().WithZone("")
+	out := []netip.Addr{a}
+	if a.Is6() && (nat64.Contains(a) || ipv4Compatible.Contains(a) && a != loopback6 && !a.IsUnspecified()) {
+		b := a.As16()
+		v4 := netip.AddrFrom4([4]byte(b[12:]))
+		out = append(out, v4)
+		a = v4
+	}
+	if a.IsUnspecified() || a.Is4() && thisNetwork.Contains(a) {
+		out = append(out, loopback4, loopback6)
+	}
+	return out
+}
+
+// numericHost reports whether host, a name rather than an IP literal, ends
+// in a label of digits or of 0x and hex digits: an IPv4 address in a form
+// such as 127.1, 0x7f000001, 2130706433 or 0177.0.0.1 that browsers and
+// the C library's resolver read as an address and Go's as a name. Such a
+// host is refused rather than left to whichever resolver runs.
+func numericHost(host string) bool {
+	host = strings.TrimSuffix(host, ".")
+	last := host[strings.LastIndexByte(host, '.')+1:]
+	if h, ok := strings.CutPrefix(strings.ToLower(last), "0x"); ok {
+		return strings.Trim(h, "0123456789abcdef") == ""
+	}
+	return last != "" && strings.Trim(last, "0123456789") == ""
+}
+
+// isLocalhost reports whether host is localhost or a name under it, which
+// RFC 6761 reserves for the loopback addresses.
+func isLocalhost(host string) bool {
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	return host == "localhost" || strings.HasSuffix(host, ".localhost")
+}
+
+// lookup resolves host, an address literal to itself and localhost names
+// to the loopback addresses, whatever the resolver says of them.
 func (dl *Deliverer) lookup(ctx context.Context, host string) ([]netip.Addr, error) {
 	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
 		return []netip.Addr{a}, nil
+	}
+	if isLocalhost(host) {
+		return []netip.Addr{loopback4, loopback6}, nil
 	}
 	return dl.lookupFunc(ctx, "ip", host)
 }
@@ -166,6 +249,12 @@ func (dl *Deliverer) lookup(ctx context.Context, host string) ([]netip.Addr, err
 // then every address it resolves to now. A name that does not resolve yet
 // passes; the check at delivery still applies.
 func (dl *Deliverer) checkURLHost(host string) error {
+	// net/http dials the ASCII form of an internationalized name, in which
+	// full-width digits are digits.
+	host, err := idnaASCII(host)
+	if err != nil {
+		return fmt.Errorf("%w: host is not a valid name: %s", ErrDestinationDenied, err)
+	}
 	if err := dl.dests.checkHost(host); err != nil {
 		return err
 	}
@@ -236,4 +325,15 @@ func cmpErr(a, b error) error {
 		return a
 	}
 	return b
+}
+
+// idnaASCII returns host as net/http dials it: unchanged when ASCII, else
+// its IDNA lookup form.
+func idnaASCII(host string) (string, error) {
+	for i := 0; i < len(host); i++ {
+		if host[i] >= 0x80 {
+			return idna.Lookup.ToASCII(host)
+		}
+	}
+	return host, nil
 }

@@ -73,6 +73,30 @@ func TestDestinationRules(t *testing.T) {
 	require.NoError(t, d.checkAddr("svc", addr("10.1.2.3")))
 	require.ErrorIs(t, d.checkAddr("svc", addr("10.9.1.1")), ErrDestinationDenied)
 	require.ErrorIs(t, d.checkHost("db.internal"), ErrDestinationDenied)
+
+	// Unspecified addresses count as both loopback addresses, embedded IPv4
+	// addresses as themselves.
+	d, err = ParseDestinations(nil, []string{"::1"})
+	require.NoError(t, err)
+	require.ErrorIs(t, d.checkAddr("svc", addr("0.0.0.0")), ErrDestinationDenied)
+	require.ErrorIs(t, d.checkAddr("svc", addr("0.1.2.3")), ErrDestinationDenied)
+	require.NoError(t, d.checkAddr("svc", addr("127.0.0.1")))
+	d, err = ParseDestinations([]string{"10.0.0.0/8", "127.0.0.1"}, nil)
+	require.NoError(t, err)
+	require.ErrorIs(t, d.checkAddr("svc", addr("::")), ErrDestinationDenied, "::1 is not allowed")
+	require.ErrorIs(t, d.checkAddr("svc", addr("::a00:1")), ErrDestinationDenied, "the IPv6 address is not allowed")
+	require.NoError(t, d.checkAddr("svc", addr("::ffff:10.0.0.1")))
+	require.Equal(t, []netip.Addr{addr("64:ff9b::a00:1"), addr("10.0.0.1")}, reaches(addr("64:ff9b::10.0.0.1")))
+	require.Equal(t, []netip.Addr{addr("::1")}, reaches(addr("::1")))
+	require.Equal(t, []netip.Addr{addr("2001:db8::1")}, reaches(addr("2001:db8::1%eth0")))
+
+	// Names ending in a number are IPv4 addresses to some resolvers.
+	for _, h := range []string{"127.1", "0x7f000001", "1.2.3.4.", "a.0x", "a.08"} {
+		require.True(t, numericHost(h), h)
+	}
+	for _, h := range []string{"hooks.example.com", "1.example", "example.0xg", "a1.b2", "localhost"} {
+		require.False(t, numericHost(h), h)
+	}
 }
 
 // TestValidateTopicDestinations checks the refusal at topic configuration:
@@ -132,4 +156,51 @@ func TestDeliverDestinationDenied(t *testing.T) {
 	t.Cleanup(ok.CloseIdleConnections)
 	require.NoError(t, ok.Deliver(t.Context(), topic, &core.Job{ID: "j1", Topic: "hooks", Body: []byte(`1`), Attempt: 1}))
 	require.Equal(t, int64(1), b.conns.Load())
+}
+
+// TestDestinationSpellings tries every spelling of loopback and cloud
+// metadata addresses that Go's URL parser accepts, against the deny list
+// of the security review (127.0.0.0/8 and ::1) and the built-in denials:
+// each is refused by ValidateTopic on delivery.url and again at delivery,
+// and the receiver listening on 127.0.0.1 sees no connection.
+func TestDestinationSpellings(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	port := strconv.Itoa(int(b.srv.Listener.Addr().(interface{ AddrPort() netip.AddrPort }).AddrPort().Port()))
+	dests, err := ParseDestinations(nil, []string{"127.0.0.0/8", "::1"})
+	require.NoError(t, err)
+	d := New(Config{Destinations: dests})
+	t.Cleanup(d.CloseIdleConnections)
+
+	// The receiver is reachable, and denied, as 127.0.0.1.
+	open := New(Config{})
+	t.Cleanup(open.CloseIdleConnections)
+	job := &core.Job{ID: "j1", Topic: "hooks", Body: []byte(`1`), Attempt: 1}
+	require.NoError(t, open.Deliver(t.Context(), webhookTopic("http://127.0.0.1:"+port+"/"), job))
+	require.Equal(t, int64(1), b.conns.Load())
+
+	for _, host := range []string{
+		// Loopback.
+		"127.0.0.1", "127.0.0.1.", "127.1", "127.0.1", "0x7f000001", "0x7F.1", "2130706433", "0177.0.0.1",
+		"0177.1", "017700000001", "127.0.0.01", "１２７.０.０.１",
+		"localhost", "LOCALHOST.", "Localhost", "api.localhost",
+		"[::1]", "[0::1]", "[0:0:0:0:0:0:0:1]", "[::1%25lo]",
+		"[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "[0:0:0:0:0:ffff:7f00:1]", "[::ffff:127.1.2.3]",
+		// Unspecified addresses reach the local host.
+		"0.0.0.0", "0", "0.0", "0x0", "00.0.0.0", "[::]", "[0::]", "[::ffff:0.0.0.0]", "[::ffff:0:0]",
+		// IPv4-compatible and NAT64 forms of loopback.
+		"[::127.0.0.1]", "[::7f00:1]", "[64:ff9b::127.0.0.1]", "[64:ff9b::7f00:1]",
+		// Cloud metadata, denied by default.
+		"169.254.169.254", "0xa9fea9fe", "0xA9.0xFE.0xA9.0xFE", "2852039166", "0251.0376.0251.0376",
+		"169.254.43518", "[::ffff:169.254.169.254]", "[::ffff:a9fe:a9fe]", "[0:0:0:0:0:ffff:a9fe:a9fe]",
+		"[::169.254.169.254]", "[64:ff9b::169.254.169.254]", "[64:ff9b::a9fe:a9fe]",
+		"[fd00:ec2::254]", "[FD00:EC2:0:0:0:0:0:254]", "[fe80::a9fe:a9fe%25eth0]",
+		"metadata.google.internal", "METADATA.GOOGLE.INTERNAL.",
+	} {
+		u := "http://" + host + ":" + port + "/hook"
+		requireDenied(t, d.ValidateTopic(webhookTopic(u)), "")
+		err := d.Deliver(t.Context(), webhookTopic(u), job)
+		require.ErrorContains(t, err, "webhook destination denied", u)
+	}
+	require.Equal(t, int64(1), b.conns.Load(), "a denied spelling reached the receiver")
 }

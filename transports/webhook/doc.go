@@ -29,17 +29,37 @@
 //
 // An attempt succeeds when a 2xx answer arrives within delivery.timeout
 // (default 10s, covering connect through reading the answer). Redirects are
-// not followed: a 3xx is a failure. When delivery.success is set, an
-// expr-lang condition alone decides, evaluated over
+// not followed: a 3xx is a failure. When delivery.success is set, a CEL
+// condition (https://cel.dev) alone decides, evaluated over
 //
-//	status   int                the HTTP status code
-//	body     any                the answer parsed as JSON, nil when it is not JSON
-//	headers  map[string]string  first value of each header, by canonical name
+//	status   int                  the HTTP status code
+//	body     dyn                  the answer parsed as JSON (numbers are doubles), null when it is not JSON
+//	headers  map(string, string)  first value of each header, by canonical name
 //
 // for example `status == 200 && body.code == 0`. A condition that fails at
-// run time (body.code when the answer is not JSON) fails the attempt; write
-// body?.code to treat a missing body as nil instead. Only the first
-// MaxAnswerBytes of an answer (64 KiB by default) are read.
+// run time (body.code when the answer has no code) fails the attempt; write
+// body.?code.orValue(1) == 0 or has(body.code) to treat a missing field
+// otherwise. Only the first MaxAnswerBytes of an answer (64 KiB by
+// default) and 64 KiB of its headers are read.
+//
+// Whoever may configure a topic writes its condition, and every delivery
+// runs it, so conditions are bounded: MaxConditionLen bytes of source, 32
+// levels of nesting, an estimated worst cost over the largest answer of at
+// most MaxConditionEstimatedCost (checked by ValidateTopic), and at run
+// time MaxConditionCost, past which the evaluation stops with an error; the
+// delivery's context (delivery.timeout) interrupts it too. A condition
+// stored before conditions were CEL that does not compile makes the
+// topic's deliveries fail with a last_error saying to set the topic again.
+//
+// # Errors
+//
+// The error of a failed attempt becomes the job's last_error, which whoever
+// reads the topic's jobs sees, so it holds nothing the endpoint sent: the
+// status ("status 503"), a redirect not followed, a condition that was
+// false or failed ("evaluation failed"), or why no answer came. With
+// delivery.error_body set, it also holds the start of the answer's body
+// (200 bytes), a redirect's Location, the reason a condition failed (which
+// may quote the answer) and what net/http quotes of a malformed answer.
 //
 // # Verifying signatures
 //
@@ -76,5 +96,9 @@
 // the host again and dials only allowed addresses, so a name that later
 // resolves elsewhere (DNS rebinding) is refused too, with an error wrapping
 // ErrDestinationDenied. Link-local and cloud metadata addresses are denied
-// unless explicitly allowed; private and loopback ranges are allowed.
+// unless explicitly allowed; private and loopback ranges are allowed. Each
+// address is checked as what it reaches: unspecified addresses (0.0.0.0,
+// ::) as loopback, IPv4-mapped, IPv4-compatible and NAT64 addresses as
+// their IPv4 address; hosts ending in a number (127.1, 2130706433) are
+// refused, and localhost names are loopback.
 package webhook

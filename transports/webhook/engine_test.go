@@ -148,7 +148,7 @@ func TestEngineDelivery(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, core.StateDead, got.State)
 		require.Equal(t, 3, got.Attempt)
-		require.Equal(t, "status 500: nope", got.LastError)
+		require.Equal(t, "status 500", got.LastError, "the answer is withheld")
 		require.Empty(t, b.attempts, "delivered after max_attempts")
 	})
 
