@@ -356,3 +356,33 @@ func TestAuthNATSDeliverySubject(t *testing.T) {
 	requireStatus(t, put(adminSecret, "orders.a", "payments.capture"), http.StatusOK)
 	requireStatus(t, put(adminSecret, "mail", "delayq.deliver.orders.a"), http.StatusOK)
 }
+
+// TestAuthErrorBodyNeedsUnrestrictedAdmin checks that only a token that may
+// use every topic sets delivery.error_body: with it, a topic-restricted
+// admin could point its webhook at an internal service and read that
+// service's answers through its jobs' last_error.
+func TestAuthErrorBodyNeedsUnrestrictedAdmin(t *testing.T) {
+	t.Parallel()
+	const ordersAdmin = "orders-admin-secret-0123456789"
+	tokens, err := auth.NewTokens([]auth.Token{
+		{Name: "ops", Token: adminSecret, Scopes: []auth.Scope{auth.ScopeAdmin}},
+		{Name: "orders-admin", Token: ordersAdmin, Scopes: []auth.Scope{auth.ScopeAdmin}, Topics: []string{"orders.>"}},
+	})
+	require.NoError(t, err)
+	b := setup(t, func(c *setupConfig) { c.tokens = tokens })
+	put := func(secret string, errorBody bool) *response {
+		return b.do(t, http.MethodPut, "/v1/topics/orders.a", map[string]any{"delivery": map[string]any{
+			"type": "webhook", "url": "http://127.0.0.1:9/hook", "error_body": errorBody,
+		}}, bearer(secret)...)
+	}
+	requireStatus(t, put(ordersAdmin, false), http.StatusOK)
+	m := requireError(t, put(ordersAdmin, true), http.StatusForbidden, "permission_denied", "")
+	require.Contains(t, m["error"].(map[string]any)["message"], "delivery.error_body")
+	topic, err := b.store.GetTopic(t.Context(), "orders.a")
+	require.NoError(t, err)
+	require.False(t, topic.Delivery.ErrorBody, "the refused put changed nothing")
+
+	res := put(adminSecret, true)
+	requireStatus(t, res, http.StatusOK)
+	require.Equal(t, true, res.object(t)["delivery"].(map[string]any)["error_body"])
+}

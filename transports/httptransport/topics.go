@@ -60,7 +60,7 @@ func (s *Server) putTopic(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.allowNATSSubject(r, t); err != nil {
+	if err := s.allowDelivery(r, t); err != nil {
 		return err
 	}
 	if err := s.engine.PutTopic(r.Context(), t); err != nil {
@@ -77,17 +77,26 @@ func (s *Server) putTopic(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// allowNATSSubject returns nil unless the request's token is restricted to
-// some topics and t names a NATS delivery.subject that is neither
-// delayq.deliver.<topic> of a topic the token may use nor matched by
-// Config.NATSDeliverySubjects; then an error wrapping
-// wire.ErrPermissionDenied. The message names no subject or topic, so that
-// a refusal tells nothing of what others configured. Subjects delayq keeps
+// allowDelivery checks what a token restricted to some topics may configure
+// of a topic's delivery, since it reaches beyond its topics: it returns an
+// error wrapping wire.ErrPermissionDenied when t sets delivery.error_body
+// (which would show it the answers of whatever service its webhook names),
+// or names a NATS delivery.subject that is neither delayq.deliver.<topic>
+// of a topic the token may use nor matched by Config.NATSDeliverySubjects.
+// Other tokens pass. The messages name no subject or topic, so that a
+// refusal tells nothing of what others configured. Subjects delayq keeps
 // for itself are refused to every token by the NATS deliverer.
-func (s *Server) allowNATSSubject(r *http.Request, t *core.Topic) error {
+func (s *Server) allowDelivery(r *http.Request, t *core.Topic) error {
 	id := identityFrom(r.Context())
+	if id == nil || !id.Restricted() {
+		return nil
+	}
+	if t.Delivery.ErrorBody {
+		s.log.Info("httptransport: permission denied", "token", id.Name, "method", r.Method, "path", r.URL.Path, "delivery.error_body", true)
+		return wire.WithMessage(fmt.Sprintf("token %q may not set delivery.error_body: only a token for every topic may", id.Name), wire.ErrPermissionDenied)
+	}
 	subject := t.Delivery.Subject
-	if id == nil || !id.Restricted() || t.Delivery.Type != core.DeliveryNATS || subject == "" {
+	if t.Delivery.Type != core.DeliveryNATS || subject == "" {
 		return nil
 	}
 	if topic, ok := strings.CutPrefix(subject, natsDeliverPrefix); ok && core.ValidateTopicName(topic) == nil && id.AllowsTopic(topic) {
