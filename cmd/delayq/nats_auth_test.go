@@ -128,6 +128,7 @@ func TestE2ENATSDeliverySubjects(t *testing.T) {
 		req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, srv.HTTPURL+"/v1/topics/"+topic, strings.NewReader(body))
 		require.NoError(t, err)
 		req.Header.Set("Authorization", "Bearer "+secret)
+		req.Header.Set("Content-Type", "application/json")
 		res, err := client.Do(req)
 		require.NoError(t, err)
 		defer res.Body.Close()
