@@ -300,18 +300,28 @@ func TestAuthConflictHidesForeignJobs(t *testing.T) {
 	require.Equal(t, "orders.a", m["job"].(map[string]any)["topic"])
 }
 
+// ordersAdmin is the secret of adminTokens' admin restricted to orders.>.
+const ordersAdmin = "orders-admin-secret-0123456789"
+
+// adminTokens returns two admin tokens: "ops" (adminSecret) for every
+// topic, and "orders-admin" (ordersAdmin) for orders.>.
+func adminTokens(t *testing.T) *auth.Tokens {
+	t.Helper()
+	tokens, err := auth.NewTokens([]auth.Token{
+		{Name: "ops", Token: adminSecret, Scopes: []auth.Scope{auth.ScopeAdmin}},
+		{Name: "orders-admin", Token: ordersAdmin, Scopes: []auth.Scope{auth.ScopeAdmin}, Topics: []string{"orders.>"}},
+	})
+	require.NoError(t, err)
+	return tokens
+}
+
 // TestAuthNATSDeliverySubject checks that an admin token restricted to
 // orders.> may name as delivery.subject only delayq.deliver.<topic> of its
 // topics or a subject of Config.NATSDeliverySubjects, and that an
 // unrestricted admin is not bound by either.
 func TestAuthNATSDeliverySubject(t *testing.T) {
 	t.Parallel()
-	const ordersAdmin = "orders-admin-secret-0123456789"
-	tokens, err := auth.NewTokens([]auth.Token{
-		{Name: "ops", Token: adminSecret, Scopes: []auth.Scope{auth.ScopeAdmin}},
-		{Name: "orders-admin", Token: ordersAdmin, Scopes: []auth.Scope{auth.ScopeAdmin}, Topics: []string{"orders.>"}},
-	})
-	require.NoError(t, err)
+	tokens := adminTokens(t)
 	b := setup(t, func(c *setupConfig) {
 		c.tokens, c.nats, c.natsSubjects = tokens, true, []string{"billing.>", "audit.*.log"}
 	})
@@ -363,12 +373,7 @@ func TestAuthNATSDeliverySubject(t *testing.T) {
 // service's answers through its jobs' last_error.
 func TestAuthErrorBodyNeedsUnrestrictedAdmin(t *testing.T) {
 	t.Parallel()
-	const ordersAdmin = "orders-admin-secret-0123456789"
-	tokens, err := auth.NewTokens([]auth.Token{
-		{Name: "ops", Token: adminSecret, Scopes: []auth.Scope{auth.ScopeAdmin}},
-		{Name: "orders-admin", Token: ordersAdmin, Scopes: []auth.Scope{auth.ScopeAdmin}, Topics: []string{"orders.>"}},
-	})
-	require.NoError(t, err)
+	tokens := adminTokens(t)
 	b := setup(t, func(c *setupConfig) { c.tokens = tokens })
 	put := func(secret string, errorBody bool) *response {
 		return b.do(t, http.MethodPut, "/v1/topics/orders.a", map[string]any{"delivery": map[string]any{
