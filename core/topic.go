@@ -112,6 +112,9 @@ func (t *Topic) Validate() error {
 	default:
 		return Invalid("delivery.type", "delivery.type must be consumer, webhook or nats")
 	}
+	if t.Delivery.ErrorBody && t.Delivery.Type != DeliveryWebhook {
+		return Invalid("delivery.error_body", "delivery.error_body is only for webhook delivery")
+	}
 	if t.Delivery.Timeout < 0 || t.Delivery.Timeout > 5*time.Minute {
 		return Invalid("delivery.timeout", "delivery.timeout must be between 0 and 5m")
 	}

@@ -79,6 +79,9 @@ func TestTopicValidate(t *testing.T) {
 		"backoff.factor":   func(t *core.Topic) { t.Backoff.Factor = 0.5 },
 		"backoff.jitter":   func(t *core.Topic) { t.Backoff.Jitter = 2 },
 		"delivery.timeout": func(t *core.Topic) { t.Delivery.Timeout = time.Hour },
+		"delivery.error_body": func(t *core.Topic) {
+			t.Delivery = core.Delivery{Type: core.DeliveryNATS, ErrorBody: true}
+		},
 	}
 	for field, mutate := range cases {
 		bad := good

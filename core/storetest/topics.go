@@ -65,11 +65,12 @@ func testTopics(t *testing.T, b *testBundle) {
 	webhook := &core.Topic{
 		Name: "b.x",
 		Delivery: core.Delivery{
-			Type:    core.DeliveryWebhook,
-			URL:     "https://svc.example/hook",
-			Timeout: 7 * time.Second,
-			Secret:  "s3cr3t",
-			Success: "status == 200",
+			Type:      core.DeliveryWebhook,
+			URL:       "https://svc.example/hook",
+			Timeout:   7 * time.Second,
+			Secret:    "s3cr3t",
+			Success:   "status == 200",
+			ErrorBody: true,
 		},
 		TTR:         45 * time.Second,
 		MaxAttempts: 16,
