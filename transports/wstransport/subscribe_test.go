@@ -370,8 +370,11 @@ func TestPingClosesUnresponsiveSubscriber(t *testing.T) {
 
 func TestStuckSubscriberHoldsUpNobody(t *testing.T) {
 	t.Parallel()
+	// The write timeout must also let a subscriber that reads take a 1 MiB
+	// frame on a machine busy with other tests: 300ms cut the reader below
+	// too, under load.
 	b := setup(t, func(c *wstransport.Config) {
-		c.WriteTimeout = 300 * time.Millisecond
+		c.WriteTimeout = 2 * time.Second
 		c.PingInterval = time.Hour
 	})
 	// Bodies of almost 1 MiB fill the socket buffers of a subscriber that
