@@ -8,7 +8,7 @@ import (
 // State is where a job is in its life.
 type State string
 
-// The states of API.md.
+// The states of a job (docs/api.md, Concepts).
 const (
 	// StateScheduled waits for run_at, including a retry waiting for its backoff.
 	StateScheduled State = "scheduled"
@@ -38,7 +38,8 @@ type Job struct {
 	ID string `json:"id"`
 	// Topic names where the job goes.
 	Topic string `json:"topic"`
-	// Key is an optional business key, the basis for sharding when given.
+	// Key is an optional business key, kept and returned with the job; no
+	// store shards or looks up by it.
 	Key string `json:"key,omitempty"`
 	// Body is delivered byte for byte.
 	Body json.RawMessage `json:"body,omitempty"`

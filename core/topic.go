@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Delivery types of API.md.
+// Delivery types of a topic (docs/api.md, PUT /v1/topics/{topic}).
 const (
 	// DeliveryConsumer leaves jobs to pull and WebSocket consumers (the default).
 	DeliveryConsumer = "consumer"

@@ -7,8 +7,8 @@ import (
 	"unicode/utf8"
 )
 
-// Defaults and limits of API.md. Limits that an operator may change live in
-// Limits; the rest are fixed.
+// Defaults and limits of jobs (docs/api.md lists them with each field).
+// Limits that an operator may change live in Limits; the rest are fixed.
 const (
 	// MaxTopicLen is the longest topic name.
 	MaxTopicLen = 200

@@ -88,7 +88,8 @@ func machineInfo() machine {
 	return m
 }
 
-// target figures of DESIGN.md for the backend measured.
+// target figures for the backend measured (docs/benchmarks.md, Against the
+// targets).
 type targets struct {
 	batch float64 // jobs/s of HTTP batch intake
 	burst float64 // seconds until a burst is all acknowledged

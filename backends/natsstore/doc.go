@@ -61,7 +61,7 @@
 //
 // # Why one stream, not two
 //
-// DESIGN.md puts records and wake-ups in two streams. Cleaning up a job's
+// Records and wake-ups could live in two streams. Cleaning up a job's
 // old wake-ups must not delete the wake-up of a newer state written
 // concurrently by another instance (a cancel racing a re-create of the same
 // id, say). With one stream, sequences order records and wake-ups: every
@@ -80,7 +80,9 @@
 // # Delivery on time
 //
 // NATS fires schedules 0-250 ms late (up to ~360 ms at 10 000/s), and a
-// schedule already past due about 250 ms after it is stored. So a scheduled
+// schedule already past due about 250 ms after it is stored (nats-server
+// 2.15.2; docs/backends.md lists the facts about schedules this design
+// rests on). So a scheduled
 // job's schedule fires Lead (500 ms) early into lead; the housekeeping
 // consumer (durable consumers shared by every instance) turns it into a
 // soon schedule due at run_at+100ms and publishes its plain twin on near.
@@ -186,11 +188,10 @@
 // ready at once, a dead one with its dead marker), then the records with
 // expected last subject sequence 0; a record refused because the id is in
 // use (any state, finished within retention too) is skipped, and its
-// wake-ups undone as a collided create's are. 10 000 jobs import in about
-// 0.25 s (embedded server, 2 shared cores) and export in 0.2 s; importing
-// them again, all skipped, takes 0.8 s.
+// wake-ups undone as a collided create's are. docs/benchmarks.md ("NATS
+// store") has the times of both.
 //
-// # Durability (measured: go test -run Kill9 and -bench Intake)
+// # Durability (tested: go test -run Kill9)
 //
 // A JetStream file store of a stream with one replica writes every message
 // to its file (write(2), the page cache) before it answers with a PubAck;
@@ -208,27 +209,16 @@
 //     "1s", nothing answered with "always" (each write fsynced before the
 //     PubAck).
 //
-// Intake (PutJobs of jobs due in an hour, 8 concurrent callers, embedded
-// server, 2 shared cores): "always" 6 400 jobs/s one job per call and 8 000
-// in batches of 1 000; "1s" 30 000 and 60 000; the 2 min default 29 000 and
-// 55 000. "1s" costs nothing measurable over the default and bounds a power
-// cut's loss to about a second, like Redis' appendfsync everysec: it is
-// SyncDefault.
+// Intake with "1s" (BenchmarkIntake) costs nothing measurable over the
+// server's 2 min default, and bounds a power cut's loss to about a
+// second, like Redis' appendfsync everysec: it is SyncDefault. "always"
+// costs most of the intake rate. docs/benchmarks.md ("NATS store") has
+// the figures and the command.
 //
-// # Lateness (measured: BenchmarkLateness)
+// # Lateness
 //
-//	DELAYQ_BENCH_RATE=1000 DELAYQ_BENCH_SECONDS=10 \
-//	  go test -run '^$' -bench Lateness -benchtime 1x ./backends/natsstore/
-//
-// 10 000 jobs due at a steady 1 000/s, each through a real schedule, 8
-// waiting claims of up to 16, each job acknowledged once claimed (embedded
-// server, 2 cores shared with other benchmarks, so the tail varies 2-3
-// times between runs): returned after run_at p50 0.62-0.71 ms (0.77-0.79
-// before this version), p99 7-25 ms (7-33 before), max 17-65 ms;
-// reserved (the claim's own clock read) p99 2.5-10 ms; the process (store
-// and server) spends 260-310 µs of CPU per job (370-420 before).
-//
-// A due job costs 11 JetStream operations and the firing of its schedule:
+// BenchmarkLateness measures it (docs/benchmarks.md, "NATS store", has the
+// command and the figures). A due job costs 11 JetStream operations and the firing of its schedule:
 // the housekeeping reads the record and publishes the soon schedule and
 // its near twin (pipelined, one round trip), then acknowledges the lead
 // message; the fetcher reads the record ahead; the claim publishes the
@@ -238,25 +228,14 @@
 // the record from the claim's copy (one round trip) and purges the lease
 // in the background. The tail is those round trips on a CPU shared with
 // the in-process server, which fires schedules in bursts every 250 ms.
+// Those operations, not waiting, bound the rate of due jobs one process
+// sustains: the CPU they cost per job, times the rate, must fit the cores.
 //
-// At 10 000 due jobs/s (DELAYQ_BENCH_RATE=10000) the target (p99 under
-// 5 ms) is not met on this machine: the due path costs about 190-230 µs of
-// CPU per job (here and in the burst), about 2 cores at that rate, all the
-// machine has (and other benchmarks share it); the claims fall seconds
-// behind, and 55-97% of 100 000 jobs are claimed by the benchmark's
-// deadline, about 5 s after the last run_at. Before the changes of this
-// version (a consumer with two filters, more reads, purges and round
-// trips on the claim and acknowledgement paths) 31-35%.
+// # Burst
 //
-// # Burst (measured: BenchmarkBurst)
-//
-//	go test -run '^$' -bench Burst -benchtime 1x ./backends/natsstore/
-//
-// 100 000 jobs due at one instant, 8 claims of up to 100, acknowledged from
-// 64 goroutines: the last claimed and acknowledged 12-18 s after the
-// instant (37-50 s before this version), at 185-230 µs of CPU per job
-// (400-580 before). The target, 2 s, leaves 40 µs of CPU per job on 2
-// idle cores, under 4 µs per JetStream operation; nats-server alone spends
-// more than that on a stored message, and raw schedules take 1.4 s to fire
-// 100 000 (NOTES-NATS.md).
+// BenchmarkBurst puts 100 000 jobs due at one instant and times their
+// claims and acknowledgements (docs/benchmarks.md, "NATS store"). Each
+// costs the same 11 operations as above, so a burst is bounded by CPU per
+// job; nats-server alone (version 2.15.2) takes about 1.4 s to fire 100 000
+// raw schedules due at one instant, before any of delayq's work.
 package natsstore

@@ -35,8 +35,8 @@ type leaseOp struct {
 // one lease script for all their shards on a standalone server, one per
 // shard on a Cluster, up to leaseBatchMax deliveries each. A burst of acks
 // thus costs Redis one request per batch instead of one per job, and the
-// lease set and counts change in bulk (measured in BenchmarkBurst: 20 µs
-// of the server's time per ack before). A lone call goes at once, so
+// lease set and counts change in bulk (BenchmarkBurst measures the effect;
+// docs/benchmarks.md has the figures). A lone call goes at once, so
 // nothing waits for a batch to fill. Each delivery is handled on its own
 // inside the script, and answered on its own.
 type leaseBatcher struct {

@@ -157,41 +157,14 @@
 //
 // docs/backends.md says what each persistence setting of the server (AOF
 // always, AOF everysec, none) keeps over a kill of redis-server and over a
-// power cut, and gives the figures measured with the benchmarks of this
-// package:
-//
-//	go test -run '^$' -bench Intake -benchtime 200000x ./backends/redisstore/
-//	go test -run '^$' -bench Lateness -benchtime 1x ./backends/redisstore/
-//	go test -run '^$' -bench Burst -benchtime 1x ./backends/redisstore/
-//	go test -run '^$' -bench MemoryPerPendingJob -benchtime 1x ./backends/redisstore/
-//
-// Measured on the 2-core development machine, shared with other benchmarks
-// (so wall times vary by a factor of two from run to run; redis_cpu_us/job,
-// the server's CPU time per job, varies least), AOF everysec, standalone,
-// 16 shards, each figure over 3 to 6 runs alternating with the previous
-// version:
-//
-//	go test -run '^$' -bench Burst -benchtime 1x ./backends/redisstore/
-//	  100 000 jobs due at one instant: all claimed and acknowledged 2.7-3.6 s
-//	  after it (previous version 3.9-5.0 s); 24-26 µs of server CPU per job
-//	  (previous 33-35). The 1 s target is not met: the server's one thread
-//	  is busy throughout, and 100 000 jobs take 2.5 s of its CPU (promote,
-//	  claim and ack run about 10 commands per job from Lua, each costing
-//	  about 1 µs beyond its work, and the AOF gets them all).
-//	DELAYQ_BENCH_SECONDS=10 DELAYQ_BENCH_RATE=10000 go test -run '^$' -bench Lateness -benchtime 1x ./backends/redisstore/
-//	  10 000 due jobs/s: p50 0.9 ms; p99 4.2-42 ms, max 9.7-89 ms (previous
-//	  version alike: p99 4.8-161 ms, max 9.6-193 ms); 44-47 µs of server
-//	  CPU per job (previous 50-56). p99 < 5 ms and max < 50 ms are met in
-//	  quiet runs only: late jobs come in stretches of seconds, when other
-//	  processes take the cores and the claims (one at a time per topic and
-//	  store, 16 jobs each in this benchmark) drain no faster than jobs fall
-//	  due.
-//	DELAYQ_BENCH_SHARDS=1 (either benchmark)
-//	  one shard instead of 16: 32 instead of 45 µs per job at 10 000/s, 20
-//	  instead of 24 in a burst. Shards spread a Cluster; on one server they
-//	  only multiply the per-shard work of each round.
-//	go test -run '^$' -bench Intake -benchtime 20000x ./backends/redisstore/
-//	  batches of 1000, AOF everysec: 97 000-116 000 jobs/s (unchanged).
+// power cut. docs/benchmarks.md ("Redis store") gives the figures of this
+// package's benchmarks (Intake, Lateness, Burst, MemoryPerPendingJob) with
+// the commands that produced them. What bounds them is the design above:
+// Redis runs one script at a time on one thread, so a burst is bounded by
+// its CPU per job (promote, claim and ack run about 10 commands per job
+// from Lua, and the AOF gets them all); and on one server, shards only
+// multiply the per-shard work of each round, which is why a new prefix
+// there gets one.
 //
 // DELAYQ_BENCH_REDISSTATS=1 prints the server's INFO commandstats and cpu
 // and, for Lateness, when the late jobs were due; =slowlog adds the time

@@ -1,4 +1,4 @@
-// Package httptransport serves the HTTP API of shared/API.md over a
+// Package httptransport serves the HTTP API of docs/api.md over a
 // core.Engine: producing (create, replace, batch, get, cancel), consuming by
 // pull (claim with a long wait, ack, nack, touch, requeue), topic
 // configuration, dead-job listing and the health probes.

@@ -9,8 +9,8 @@ import (
 	"github.com/delayq/delayq/transports/wire"
 )
 
-// codeMethodNotAllowed is the code of API.md for a route that exists with
-// other methods; the other codes are wire's.
+// codeMethodNotAllowed is the code of docs/api.md for a route that exists
+// with other methods; the other codes are wire's.
 const codeMethodNotAllowed = "method_not_allowed"
 
 // errMethodNotAllowed is returned for a path that has routes, none of them

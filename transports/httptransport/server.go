@@ -116,7 +116,7 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Server serves the HTTP API of shared/API.md over a core.Engine. It
+// Server serves the HTTP API of docs/api.md over a core.Engine. It
 // implements http.Handler and sets the read and write deadlines of each
 // request itself (see Config), so mount it on an http.Server without
 // ReadTimeout and WriteTimeout.
@@ -137,7 +137,7 @@ type Server struct {
 
 var _ http.Handler = (*Server)(nil)
 
-// New returns a Server with every route of API.md but WebSocket subscribe,
+// New returns a Server with every route of docs/api.md but WebSocket subscribe,
 // which its transport mounts with Handle. It panics when cfg.Engine is nil
 // or cfg.Validate fails.
 func New(cfg Config) *Server {

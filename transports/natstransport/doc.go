@@ -1,5 +1,5 @@
-// Package natstransport is delayq's NATS transport, as API.md's NATS section
-// describes: an Intake that takes jobs and cancels from NATS subjects, and a
+// Package natstransport is delayq's NATS transport, as docs/api.md's NATS
+// section describes: an Intake that takes jobs and cancels from NATS subjects, and a
 // Deliverer that publishes the due jobs of topics configured with
 // {"delivery": {"type": "nats"}} on a subject. Both work on any *nats.Conn:
 // the embedded server's in-process connection (backends/natsstore's

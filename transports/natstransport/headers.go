@@ -11,8 +11,8 @@ import (
 	"github.com/delayq/delayq/transports/wire"
 )
 
-// Headers of intake messages, as API.md names them. They are matched in any
-// case.
+// Headers of intake messages, as docs/api.md's NATS section names them.
+// They are matched in any case.
 const (
 	// HeaderDelay is how long until the job is due: a Go duration ("500ms",
 	// "15m") or an integer of milliseconds. Exclusive with HeaderRunAt.

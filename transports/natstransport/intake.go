@@ -99,7 +99,7 @@ func (c IntakeConfig) Validate() error {
 	return nil
 }
 
-// Intake takes jobs and cancels from NATS, as API.md's NATS section says:
+// Intake takes jobs and cancels from NATS, as docs/api.md's NATS section says:
 // a message on <prefix>.push.<topic> creates a job, a request on
 // <prefix>.cancel cancels one. Create it with NewIntake, then Start and
 // Stop it.

@@ -1,6 +1,6 @@
 // Package webhook delivers the due jobs of topics configured with
-// {"delivery": {"type": "webhook", ...}} by HTTP POST, as API.md's "Webhook
-// deliveries" describes. Its Deliverer implements core.Deliverer: the engine
+// {"delivery": {"type": "webhook", ...}} by HTTP POST, as docs/api.md's
+// "Webhook deliveries" describes. Its Deliverer implements core.Deliverer: the engine
 // claims due jobs, calls Deliver once per attempt, and acks the job, retries
 // it by the topic's backoff, or buries it after max_attempts by the
 // outcome. The error of a failed attempt becomes the job's last_error.

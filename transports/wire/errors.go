@@ -9,7 +9,7 @@ import (
 	"github.com/delayq/delayq/core"
 )
 
-// Error codes of API.md that ToError gives. A transport adds codes of its
+// Error codes of docs/api.md that ToError gives. A transport adds codes of its
 // own, such as the HTTP API's method_not_allowed, next to its call of
 // ToError.
 const (
@@ -20,11 +20,11 @@ const (
 	CodeConflict         = "conflict"
 	CodeTooLarge         = "too_large"
 	CodeRateLimited      = "rate_limited"
-	// CodeUnsupportedMediaType is an extension of API.md: a request body
-	// that is not of the media type its route reads.
+	// CodeUnsupportedMediaType is given for a request body that is not of
+	// the media type its route reads.
 	CodeUnsupportedMediaType = "unsupported_media_type"
-	// CodeMisdirectedRequest is an extension of API.md: a request whose
-	// Host header names a host this server does not serve.
+	// CodeMisdirectedRequest is given for a request whose Host header
+	// names a host this server does not serve.
 	CodeMisdirectedRequest = "misdirected_request"
 	CodeUnavailable        = "unavailable"
 	CodeUnimplemented      = "unimplemented"
@@ -99,8 +99,8 @@ var errorTable = []struct {
 	{core.ErrNotFound, http.StatusNotFound, CodeNotFound},
 	{core.ErrConflict, http.StatusConflict, CodeConflict},
 	{core.ErrUnavailable, http.StatusServiceUnavailable, CodeUnavailable},
-	// An extension of API.md: an optional capability (export, import) the
-	// backend lacks. Retrying will not help, so it is not 503.
+	// An optional capability (export, import) the backend lacks. Retrying
+	// will not help, so it is not 503.
 	{errors.ErrUnsupported, http.StatusNotImplemented, CodeUnimplemented},
 }
 

@@ -1,5 +1,5 @@
-// Package wstransport serves WebSocket subscribers of topics, as API.md's
-// "Consuming by WebSocket" describes, over a core.Engine, with
+// Package wstransport serves WebSocket subscribers of topics, as
+// docs/api.md's "WebSocket subscribers" describes, over a core.Engine, with
 // github.com/coder/websocket.
 //
 //	GET /v1/topics/{topic}/subscribe?prefetch=16
@@ -12,7 +12,7 @@
 // request's own host 403 permission_denied unless Config.OriginPatterns
 // allows it, and a request while the server stops or already serves
 // Config.MaxSubscribers (default 1024) 503 unavailable with Retry-After,
-// with API.md's JSON error body.
+// with the HTTP API's JSON error body.
 //
 // # Frames
 //
@@ -36,7 +36,7 @@
 //
 //	{"type":"error","code":"conflict","message":"...","field":"...","id":"..."}
 //
-// with the codes of API.md (invalid_argument for a bad frame, conflict for a
+// with the codes of the HTTP API (invalid_argument for a bad frame, conflict for a
 // lost lease, not_found, unavailable), field naming the bad field and id
 // the job of the frame when known; the connection stays open. A frame
 // larger than Config.MaxFrameBytes (64 KiB) closes the connection with
@@ -79,33 +79,12 @@
 // # Idle subscribers: what one instance holds
 //
 // Each open subscription costs two goroutines (its reader and its claim
-// loop, parked in the store's claim) and, while idle, only a ping every 20s
-// and a new claim every 30s. Measured on this project's 2-core
-// machine with 10 000 idle subscribers over 100 topics (prefetch 16),
-// opened from another process on loopback:
-//
-//	delayq serve --backend memory --http 127.0.0.1:18080 &   # or with no --backend
-//	go run ./loadtest/ws -server http://127.0.0.1:18080 -pid $! -conns 10000 -topics 100 -hold 45s
-//
-//	                              memory backend     embedded NATS (the default)
-//	opened in                     0.81 s             0.97 s
-//	dropped over 45 s idle        0                  0
-//	server RSS before             23.8 MiB           32.1 MiB
-//	server RSS, all open          377.9 MiB          354.6 MiB
-//	  per subscriber              36 KiB             33 KiB
-//	server RSS after 45 s idle    432.7 MiB          418.2 MiB
-//	  per subscriber              42 KiB             40 KiB
-//	server CPU while idle         -                  1.1% of one core
-//	push to delivery, 100 jobs    p50 0.38 ms        p50 2.5 ms
-//	                              max 1.1 ms         max 19 ms
-//
-// Of that, Go memory after a GC is about 30 KiB per subscriber: 18 KiB of
-// heap (8 KiB of it the HTTP connection's read and write buffers) and 12
-// KiB of goroutine stacks; the rest of the RSS is garbage between GCs. So
-// one instance holds 10 000 idle subscribers in 400-450 MiB; the limit
-// is memory and file descriptors (one per subscriber; raise ulimit -n), not
+// loop, parked in the store's claim), the HTTP connection's read and write
+// buffers and one file descriptor and, while idle, only a ping every 20s
+// and a new claim every 30s. So the number of idle subscribers one instance
+// holds is bounded by memory and file descriptors (raise ulimit -n), not
 // CPU, and Config.MaxSubscribers (delayq serve's --max-subscribers and
-// --max-connections) must be raised to get there. The Go figures come from
-//
-//	DELAYQ_WS_IDLE=10000 go test -run TestIdleSubscribersMemory -v ./transports/wstransport
+// --max-connections) must be raised to hold many. docs/benchmarks.md
+// ("WebSocket subscribers") gives the memory per subscriber measured with
+// loadtest/ws and TestIdleSubscribersMemory, with their commands.
 package wstransport

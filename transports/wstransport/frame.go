@@ -14,7 +14,7 @@ import (
 	"github.com/delayq/delayq/transports/wire"
 )
 
-// Types of client frames, as API.md names them. The server's frames (job,
+// Types of client frames, as docs/api.md names them. The server's frames (job,
 // error, touched) are written by the append functions below.
 const (
 	frameAck   = "ack"

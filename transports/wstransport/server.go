@@ -152,7 +152,7 @@ func (c Config) Validate() error {
 }
 
 // Server serves WebSocket subscriptions to topics over a core.Engine, as
-// API.md's "Consuming by WebSocket" says. It implements http.Handler for
+// docs/api.md's "WebSocket subscribers" says. It implements http.Handler for
 // Pattern; mount it with Register. It is safe for concurrent use.
 type Server struct {
 	engine *core.Engine
@@ -206,8 +206,8 @@ func (s *Server) Subscribers() int {
 // topic or prefetch, or a request that is no WebSocket upgrade, is answered
 // 400, a browser's request from an origin that is not allowed (see
 // Config.OriginPatterns) 403, and a request during Stop or over
-// Config.MaxSubscribers 503 with Retry-After, with the JSON error body of
-// API.md.
+// Config.MaxSubscribers 503 with Retry-After, with the HTTP API's JSON
+// error body.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	topic := r.PathValue("topic")
 	if err := core.ValidateTopicName(topic); err != nil {
@@ -395,8 +395,8 @@ func headerHasToken(h http.Header, key, token string) bool {
 	return false
 }
 
-// writeError answers err, before an upgrade, with the JSON error body of
-// API.md and the status of toWireError.
+// writeError answers err, before an upgrade, with the HTTP API's JSON error
+// body and the status of toWireError.
 func (s *Server) writeError(w http.ResponseWriter, err error) {
 	e := toWireError(err)
 	if e.Status >= http.StatusInternalServerError && e.Status != http.StatusServiceUnavailable {
