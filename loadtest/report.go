@@ -154,7 +154,7 @@ func writeReport(dir string, r *results) error {
 	}
 
 	tg := targetsFor(r.Config.Backend)
-	w("## Against the targets of DESIGN.md\n\n| what | measured | target | |\n| --- | --- | --- | --- |\n")
+	w("## Against the targets\n\n| what | measured | target | |\n| --- | --- | --- | --- |\n")
 	in := r.Intake
 	if r.Config.has("intake") {
 		w("| intake, HTTP batches of %d, durable | %s jobs/s | %s jobs/s | %s |\n", r.Config.Batch, num(in.HTTPBatch.PerSecond), num(tg.batch), verdict(in.HTTPBatch.PerSecond >= tg.batch))

@@ -144,7 +144,7 @@ func printJSON(w io.Writer, answer []byte) error {
 // DELAYQ_TOKEN) on fs.
 func addClientFlags(fs *pflag.FlagSet, f *clientFlags) {
 	fs.StringVar(&f.server, "server", "http://127.0.0.1:8080", "URL of the delayq service")
-	fs.StringVar(&f.token, "token", "", "API token sent as `Authorization: Bearer`, when the service has tokens; "+
+	fs.StringVar(&f.token, "token", "", "API token, sent as an Authorization: Bearer header, for a service with tokens; "+
 		"prefer the environment variable, since a flag shows in the process list")
 	withEnv(fs, "server", "token")
 }
