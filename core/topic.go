@@ -112,8 +112,24 @@ func (t *Topic) Validate() error {
 	default:
 		return Invalid("delivery.type", "delivery.type must be consumer, webhook or nats")
 	}
-	if t.Delivery.ErrorBody && t.Delivery.Type != DeliveryWebhook {
-		return Invalid("delivery.error_body", "delivery.error_body is only for webhook delivery")
+	// A field of another delivery type would be kept and never used: a
+	// consumer topic with a url is most likely a webhook topic whose type
+	// was forgotten.
+	typ := cmp.Or(t.Delivery.Type, DeliveryConsumer)
+	for _, f := range []struct {
+		name, typ string
+		set       bool
+	}{
+		{"delivery.url", DeliveryWebhook, t.Delivery.URL != ""},
+		{"delivery.timeout", DeliveryWebhook, t.Delivery.Timeout != 0},
+		{"delivery.secret", DeliveryWebhook, t.Delivery.Secret != ""},
+		{"delivery.success", DeliveryWebhook, t.Delivery.Success != ""},
+		{"delivery.error_body", DeliveryWebhook, t.Delivery.ErrorBody},
+		{"delivery.subject", DeliveryNATS, t.Delivery.Subject != ""},
+	} {
+		if f.set && typ != f.typ {
+			return Invalid(f.name, "%s is only for %s delivery, not %s", f.name, f.typ, typ)
+		}
 	}
 	if t.Delivery.Timeout < 0 || t.Delivery.Timeout > 5*time.Minute {
 		return Invalid("delivery.timeout", "delivery.timeout must be between 0 and 5m")

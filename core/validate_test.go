@@ -82,6 +82,14 @@ func TestTopicValidate(t *testing.T) {
 		"delivery.error_body": func(t *core.Topic) {
 			t.Delivery = core.Delivery{Type: core.DeliveryNATS, ErrorBody: true}
 		},
+		// Fields of another delivery type: a consumer topic whose
+		// webhook type was forgotten is refused, not kept as is.
+		"delivery.url":     func(t *core.Topic) { t.Delivery.URL = "http://svc/hook" },
+		"delivery.secret":  func(t *core.Topic) { t.Delivery = core.Delivery{Type: core.DeliveryNATS, Secret: "s"} },
+		"delivery.success": func(t *core.Topic) { t.Delivery.Success = "status == 200" },
+		"delivery.subject": func(t *core.Topic) {
+			t.Delivery = core.Delivery{Type: core.DeliveryWebhook, URL: "http://svc/", Subject: "a.b"}
+		},
 	}
 	for field, mutate := range cases {
 		bad := good
