@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -147,6 +148,8 @@ func TestIntakeQuota(t *testing.T) {
 	require.NoError(t, err)
 	tokens, err := auth.NewTokens(list)
 	require.NoError(t, err)
+	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	tokens.NowFunc = func() time.Time { return now }
 	slow, ok := tokens.Authenticate("slow-secret-0123456789")
 	require.True(t, ok)
 	burst, ok := slow.IntakeBurst()
@@ -155,10 +158,10 @@ func TestIntakeQuota(t *testing.T) {
 	_, ok = slow.AllowIntake(2)
 	require.True(t, ok)
 	// Two more than the quota holds: nothing is taken, and the wait is
-	// about 100 seconds (one job at 0.01/s).
+	// 100 seconds (one job at 0.01/s).
 	wait, ok := slow.AllowIntake(2)
 	require.False(t, ok)
-	require.InDelta(t, 100, wait.Seconds(), 1)
+	require.Equal(t, 100*time.Second, wait)
 	again, _ := tokens.Authenticate("slow-secret-0123456789")
 	_, ok = again.AllowIntake(1)
 	require.True(t, ok, "the refused request took from the quota")
@@ -166,6 +169,13 @@ func TestIntakeQuota(t *testing.T) {
 	require.False(t, ok, "the quota is not shared by the token's requests")
 	_, ok = slow.AllowIntake(4)
 	require.False(t, ok)
+	// The quota refills at its rate on the set's clock.
+	now = now.Add(99 * time.Second)
+	_, ok = slow.AllowIntake(1)
+	require.False(t, ok, "refilled early")
+	now = now.Add(time.Second)
+	_, ok = slow.AllowIntake(1)
+	require.True(t, ok, "not refilled after 100s")
 
 	fast, _ := tokens.Authenticate("fast-secret-0123456789")
 	burst, _ = fast.IntakeBurst()

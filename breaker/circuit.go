@@ -82,6 +82,13 @@ var errNothingClaimed = errors.New("breaker: nothing claimed")
 var errCallerFailed = errors.New("breaker: the caller's callback failed")
 
 // circuit is one gobreaker breaker with the time it last opened.
+//
+// Its time is the real clock, not a core.Clock: gobreaker v2.4.0 reads
+// time.Now itself (generations, the open timeout, the window's buckets) and
+// takes no clock in its Settings, so openedAt reads the same wall clock
+// for Retry-After to agree with when gobreaker half-opens. Tests of the
+// breaker's timing therefore use short timeouts and wait for the state,
+// never a fake clock.
 type circuit struct {
 	cb       *gobreaker.TwoStepCircuitBreaker[struct{}]
 	cfg      Config
@@ -89,7 +96,8 @@ type circuit struct {
 }
 
 // newCircuit returns a closed breaker named name with cfg's thresholds;
-// cfg has its defaults filled.
+// cfg has its defaults filled. The breaker runs on the wall clock (see
+// circuit).
 func newCircuit(name string, cfg Config) *circuit {
 	c := &circuit{cfg: cfg}
 	c.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
@@ -113,7 +121,7 @@ func newCircuit(name string, cfg Config) *circuit {
 func (c *circuit) changed(name string, from, to State) {
 	switch to {
 	case StateOpen:
-		c.openedAt.Store(time.Now().UnixNano())
+		c.openedAt.Store(time.Now().UnixNano()) // gobreaker's clock: see circuit
 		c.cfg.Logger.Warn("breaker: open: calls fail at once until probes succeed",
 			"breaker", name, "from", from.String(), "open_for", c.cfg.OpenTimeout)
 	case StateHalfOpen:
@@ -136,7 +144,7 @@ func (c *circuit) openFor() time.Duration {
 	if c.state() != StateOpen {
 		return 0
 	}
-	left := time.Until(time.Unix(0, c.openedAt.Load()).Add(c.cfg.OpenTimeout))
+	left := time.Until(time.Unix(0, c.openedAt.Load()).Add(c.cfg.OpenTimeout)) // gobreaker's clock
 	return max(left, time.Millisecond)
 }
 

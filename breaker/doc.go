@@ -42,4 +42,11 @@
 // dead endpoint costs its jobs an attempt per backoff step, as a failing
 // attempt would, but no connection, timeout or delivery slot, and other
 // endpoints and topics go on.
+//
+// # Time
+//
+// Breakers run on the wall clock, not on an injected core.Clock:
+// gobreaker v2.4.0 reads time.Now itself and offers no way to give it a
+// clock, so the open timeout, the window and the Retry-After the breaker
+// reports all follow real time, also in tests.
 package breaker

@@ -9,22 +9,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/backends/memstore"
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/coretest"
 )
 
 type testBundle struct {
-	clock  *clockwork.FakeClock
+	clock  *coretest.FakeClock
 	store  *memstore.Store
 	engine *core.Engine
 }
 
 func setup(t *testing.T, deliverers map[string]core.Deliverer) *testBundle {
 	t.Helper()
-	clock := clockwork.NewFakeClockAt(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
+	clock := coretest.NewFakeClockAt(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
 	store := memstore.New(memstore.Config{Clock: clock})
 	t.Cleanup(func() { _ = store.Close() })
 	e, err := core.NewEngine(core.EngineConfig{Store: store, Clock: clock, Deliverers: deliverers,

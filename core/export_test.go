@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/backends/memstore"
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/coretest"
 )
 
 // plainStore hides every optional capability of the store it wraps.
@@ -111,7 +111,7 @@ func TestImportValidatesAndNormalises(t *testing.T) {
 // 9999-12-31 at once).
 func TestImportBoundsRunAt(t *testing.T) {
 	t.Parallel()
-	clock := clockwork.NewFakeClockAt(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
+	clock := coretest.NewFakeClockAt(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
 	store := memstore.New(memstore.Config{Clock: clock})
 	e, err := core.NewEngine(core.EngineConfig{Store: store, Clock: clock, Limits: core.Limits{MaxDelay: 24 * time.Hour}})
 	require.NoError(t, err)

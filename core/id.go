@@ -23,5 +23,7 @@ var ids = struct {
 func NewID() string {
 	ids.Lock()
 	defer ids.Unlock()
+	// The wall clock, not an injected Clock: an id records when it was
+	// really made, and ids of instances must sort together.
 	return ulid.MustNew(ulid.Timestamp(time.Now()), ids.entropy).String()
 }

@@ -31,7 +31,9 @@ type Config struct {
 	//
 	// Defaults to otel.GetMeterProvider().
 	MeterProvider metric.MeterProvider
-	// Clock measures lateness; use the store's clock.
+	// Clock measures lateness and the duration of deliveries, and ages the
+	// job counts (CountsTTL); use the store's clock. Spans are timed by the
+	// tracer provider, on the real clock.
 	//
 	// Defaults to the real clock.
 	Clock core.Clock

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/url"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -24,6 +23,7 @@ type Deliverer struct {
 	next   core.Deliverer
 	tracer trace.Tracer
 	in     *instruments
+	clock  core.Clock
 }
 
 var _ core.Deliverer = (*Deliverer)(nil)
@@ -36,7 +36,7 @@ func NewDeliverer(d core.Deliverer, cfg Config) (*Deliverer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Deliverer{next: d, tracer: cfg.tracer(), in: in}, nil
+	return &Deliverer{next: d, tracer: cfg.tracer(), in: in, clock: cfg.Clock}, nil
 }
 
 // ValidateTopic implements core.Deliverer by asking the wrapped deliverer.
@@ -45,7 +45,7 @@ func (d *Deliverer) ValidateTopic(topic *core.Topic) error { return d.next.Valid
 // Deliver implements core.Deliverer: one span "deliver <topic>" per
 // attempt, child of the job's traceparent.
 func (d *Deliverer) Deliver(ctx context.Context, topic *core.Topic, job *core.Job) error {
-	start := time.Now()
+	start := d.clock.Now()
 	var span trace.Span
 	if d.tracer != nil {
 		attrs := []attribute.KeyValue{
@@ -76,7 +76,7 @@ func (d *Deliverer) Deliver(ctx context.Context, topic *core.Topic, job *core.Jo
 	case err != nil:
 		outcome = outcomeFailed
 	}
-	d.in.deliveryDuration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributeSet(attribute.NewSet(
+	d.in.deliveryDuration.Record(ctx, d.clock.Now().Sub(start).Seconds(), metric.WithAttributeSet(attribute.NewSet(
 		attrQueue.String(job.Topic), attrTransport.String(topic.Delivery.Type), attrOutcome.String(outcome))))
 	if span != nil {
 		span.SetAttributes(attrOutcomeSpan.String(outcome))

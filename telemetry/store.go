@@ -429,7 +429,7 @@ func (s *Store) remember(list []*core.Topic) {
 		}
 	}
 	s.mu.Lock()
-	s.topics, s.listedAt, s.types = topics, time.Now(), types
+	s.topics, s.listedAt, s.types = topics, s.cfg.Clock.Now(), types
 	s.mu.Unlock()
 }
 
@@ -445,7 +445,7 @@ func (s *Store) deliveryType(topic string) string {
 // listing topics when the last one is older; nothing when that fails.
 func (s *Store) observeJobs(_ context.Context, o metric.Observer) error {
 	s.mu.Lock()
-	topics, fresh := s.topics, time.Since(s.listedAt) < s.cfg.CountsTTL
+	topics, fresh := s.topics, s.cfg.Clock.Now().Sub(s.listedAt) < s.cfg.CountsTTL
 	s.mu.Unlock()
 	if !fresh {
 		ctx, cancel := context.WithTimeout(context.Background(), countsTimeout)

@@ -5,12 +5,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/delayq/delayq/backends/memstore"
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/coretest"
 	"github.com/delayq/delayq/core/storetest"
 )
 
@@ -40,13 +40,13 @@ func TestStore(t *testing.T) {
 }
 
 type testBundle struct {
-	clock *clockwork.FakeClock
+	clock *coretest.FakeClock
 	store *memstore.Store
 }
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	clock := clockwork.NewFakeClockAt(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
+	clock := coretest.NewFakeClockAt(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
 	s := memstore.New(memstore.Config{Clock: clock, Retention: time.Hour})
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	return &testBundle{clock: clock, store: s}

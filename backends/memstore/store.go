@@ -11,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jonboulle/clockwork"
-
 	"github.com/delayq/delayq/core"
 )
 
@@ -95,7 +93,7 @@ type topic struct {
 	reserved  queue       // by lease expiry
 	dead      list.List   // *entry, oldest death first
 	waiters   map[*waiter]struct{}
-	timer     clockwork.Timer // armed while claims wait, for the next due time
+	timer     core.Timer // armed while claims wait, for the next due time
 	timerAt   int64
 	timerGen  uint64
 }
@@ -210,7 +208,7 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 	}
 	w := &waiter{ch: make(chan struct{}, 1)}
 	var (
-		timer    clockwork.Timer
+		timer    core.Timer
 		timedOut bool
 	)
 	defer func() {

@@ -112,6 +112,19 @@
 // a scheduled job past run_at is ready, a reserved job past its lease is
 // ready or dead, before the housekeeping has written so.
 //
+// # Clocks
+//
+// Config.Clock is the store's time: a job's view as of now, run_at, lease
+// expiries and retention as the store reads and writes them, the idle
+// release of a fetcher and the waits of claims. What the NATS server times
+// runs on the real clock, and so does what the store paces against it:
+// schedules fire and AckWait runs out on the server's clock, so in-progress
+// acks, the age of a pending wake-up (against the server's timestamp of
+// it), retries after a failed call, the audit of consumers and the bound on
+// a drain read the wall clock. A store on a fake clock therefore still
+// talks to a real server in real time; only what the store decides from
+// its own reading of now moves with the fake clock.
+//
 // # Why near messages
 //
 // The server purges a schedule's subject when it stores the schedule (a

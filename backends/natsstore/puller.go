@@ -105,7 +105,7 @@ func (p *puller) pull(i int, cons jetstream.Consumer, sem chan struct{}, handler
 			return
 		}
 		select {
-		case <-time.After(backoff):
+		case <-time.After(backoff): // the server's pace, real time: see "Clocks" in doc.go
 		case <-p.quit:
 		}
 		backoff = min(2*backoff, 2*time.Second)
@@ -139,7 +139,7 @@ func (p *puller) stop() {
 			it.Stop()
 		}
 	}
-	t := time.NewTimer(drainWait)
+	t := time.NewTimer(drainWait) // bounds nats.go's drain, which runs in real time
 	defer t.Stop()
 	select {
 	case <-p.done:

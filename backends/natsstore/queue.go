@@ -239,7 +239,7 @@ func (q *topicQueue) consumers(p *puller) []jetstream.Consumer {
 		}
 		q.s.log.Warn("natsstore: create consumer", "topic", q.topic, "err", err)
 		select {
-		case <-time.After(backoff):
+		case <-time.After(backoff): // the server's pace, real time: see "Clocks" in doc.go
 		case <-p.quit:
 			return nil
 		}
@@ -298,7 +298,7 @@ func (q *topicQueue) repair(quit <-chan struct{}) {
 		return
 	}
 	select {
-	case <-time.After(orphanRecheck):
+	case <-time.After(orphanRecheck): // the server's ack floor moves in real time
 	case <-quit:
 		return
 	}
@@ -326,7 +326,7 @@ func (q *topicQueue) repair(quit <-chan struct{}) {
 // audit runs repair every auditEvery until the fetcher stops.
 func (q *topicQueue) audit(p *puller, done chan struct{}) {
 	defer close(done)
-	tick := time.NewTicker(auditEvery)
+	tick := time.NewTicker(auditEvery) // checks the server's consumer: real time
 	defer tick.Stop()
 	for {
 		select {
@@ -340,7 +340,7 @@ func (q *topicQueue) audit(p *puller, done chan struct{}) {
 
 // monitor keeps held wake-ups from going back to the stream (in-progress
 // acks, on the real clock as the server's AckWait) and stops the fetcher
-// once no claim came for idleRelease.
+// once no claim came for idleRelease (on the store's clock, as claims are).
 func (q *topicQueue) monitor(p *puller, done chan struct{}) {
 	defer close(done)
 	tick := time.NewTicker(min(q.s.cfg.AckWait/4, idleRelease/2))
@@ -353,7 +353,7 @@ func (q *topicQueue) monitor(p *puller, done chan struct{}) {
 		}
 		q.mu.Lock()
 		idle := q.waiting == 0 && q.s.now().Sub(q.lastClaim) > idleRelease
-		now := time.Now()
+		now := time.Now() // the server's AckWait runs on the real clock
 		for _, it := range q.items {
 			if now.Sub(it.since) > q.s.cfg.AckWait/2 {
 				_ = it.msg.InProgress()
@@ -389,7 +389,7 @@ func (q *topicQueue) add(m jetstream.Msg) {
 	for len(q.items) >= maxHeld && q.p != nil && !q.p.isStopped() {
 		q.room.Wait()
 	}
-	now := time.Now()
+	now := time.Now() // since: the real clock, as the server's AckWait
 	if old := q.byID[id]; old != nil {
 		if old.seq != meta.Sequence.Stream {
 			_ = old.msg.Ack()
@@ -626,6 +626,7 @@ func (s *Store) claimOne(ctx context.Context, q *topicQueue, it *item) (*core.Jo
 			return nil, err
 		}
 		now := s.now()
+		// stored is the server's timestamp of the wake-up: real time.
 		if it.st.pending && it.st.base == seq && time.Since(it.stored) < pendingWait {
 			// The writer of this wake-up has not written its record yet.
 			it.tries++
@@ -760,6 +761,7 @@ func (s *Store) handleHouse(m jetstream.Msg) {
 			return
 		}
 		now := s.now()
+		// meta.Timestamp is the server's: real time.
 		if st.pending && st.base == seq && time.Since(meta.Timestamp) < pendingWait {
 			// The writer of this wake-up has not written its record yet.
 			_ = m.NakWithDelay(pendingBackoff(int(meta.NumDelivered)))

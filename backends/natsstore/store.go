@@ -72,8 +72,10 @@ type Config struct {
 	//
 	// Defaults to AckWaitDefault (10s).
 	AckWait time.Duration
-	// Clock is where the store takes time from; schedules themselves run on
-	// the server's clock.
+	// Clock is where the store takes time from: run_at, leases, retention,
+	// the waits of claims. Schedules themselves run on the server's clock,
+	// and so do the waits that pace the store's dealings with the server
+	// (see "Clocks" in the package doc).
 	//
 	// Defaults to the real clock.
 	Clock core.Clock

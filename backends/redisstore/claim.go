@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jonboulle/clockwork"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/delayq/delayq/core"
@@ -110,7 +109,7 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 	s.mu.Unlock()
 
 	var (
-		timer    clockwork.Timer
+		timer    core.Timer
 		timeout  <-chan time.Time
 		timedOut bool
 	)

@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jonboulle/clockwork"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/coretest"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -249,7 +249,7 @@ func hashTag(k string) string {
 // dead at the lease's expiry.
 func TestFakeClockPromotion(t *testing.T) {
 	t.Parallel()
-	clock := clockwork.NewFakeClockAt(time.Now().Add(time.Hour).Truncate(time.Second))
+	clock := coretest.NewFakeClockAt(time.Now().Add(time.Hour).Truncate(time.Second))
 	s := openStore(t, standaloneURL(t), uniquePrefix(t.Name()), func(c *Config) { c.Clock = clock })
 	ctx := t.Context()
 	j := job("fake", 0)
@@ -306,7 +306,7 @@ func TestRetention(t *testing.T) {
 	t.Parallel()
 	url := standaloneURL(t)
 	prefix := uniquePrefix(t.Name())
-	clock := clockwork.NewFakeClock()
+	clock := coretest.NewFakeClock()
 	s := openStore(t, url, prefix, func(c *Config) { c.Retention = time.Second; c.Clock = clock })
 	ctx := t.Context()
 	done := job("ret", -time.Hour)

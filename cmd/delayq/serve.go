@@ -122,7 +122,7 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	defer hooks.CloseIdleConnections()
 	deliverers := map[string]core.Deliverer{core.DeliveryWebhook: hooks}
 	if natsConn != nil {
-		natsOut, err := natstransport.NewDeliverer(natstransport.DelivererConfig{Conn: natsConn, Logger: log})
+		natsOut, err := natstransport.NewDeliverer(natstransport.DelivererConfig{Conn: natsConn, Logger: log, Clock: core.RealClock()})
 		if err != nil {
 			return err
 		}

@@ -30,7 +30,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 	}
 	if wait > 0 {
 		// The answer comes after the wait (the engine refuses more than
-		// core.ClaimWaitLimit).
+		// core.ClaimWaitLimit). A socket deadline: the real clock.
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(min(wait, core.ClaimWaitLimit) + s.writeTimeout))
 	}
 	jobs, err := s.engine.Claim(r.Context(), r.PathValue("topic"), max, wait)

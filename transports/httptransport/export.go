@@ -42,7 +42,8 @@ func (s *Server) exportJobs(w http.ResponseWriter, r *http.Request) error {
 	b := make([]byte, 0, exportFlushBytes+4096)
 	flush := func() error {
 		// Bounded by progress: each flush must be taken within the write
-		// timeout, however long the whole export takes.
+		// timeout, however long the whole export takes. A socket
+		// deadline: the real clock.
 		_ = rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
 		if !started {
 			started = true
@@ -263,7 +264,7 @@ type progressReader struct {
 }
 
 func (p *progressReader) Read(b []byte) (int, error) {
-	deadline := time.Now().Add(p.timeout)
+	deadline := time.Now().Add(p.timeout) // a socket deadline: the real clock
 	_ = p.rc.SetReadDeadline(deadline)
 	_ = p.rc.SetWriteDeadline(deadline.Add(p.writeTimeout))
 	return p.r.Read(b)

@@ -10,10 +10,10 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/coretest"
 	"github.com/delayq/delayq/transports/httptransport"
 )
 
@@ -60,7 +60,7 @@ func FuzzDecodeJobRequest(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	clock := clockwork.NewFakeClockAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := coretest.NewFakeClockAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	engine, err := core.NewEngine(core.EngineConfig{Store: acceptStore{}, Clock: clock, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(f, err)
 

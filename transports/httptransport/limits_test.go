@@ -54,12 +54,13 @@ func TestStalledBodyIsCut(t *testing.T) {
 func TestIntakeQuota(t *testing.T) {
 	t.Parallel()
 	tokens, err := auth.NewTokens([]auth.Token{
-		// One job per 100 seconds after a burst of 3: no refill during the test.
+		// One job per 100 seconds after a burst of 3, on the fake clock.
 		{Name: "slow", Token: "slow-secret-0123456789", Scopes: []auth.Scope{auth.ScopePush}, IntakeRate: 0.01, IntakeBurst: 3},
 		{Name: "free", Token: "free-secret-0123456789", Scopes: []auth.Scope{auth.ScopePush}},
 	})
 	require.NoError(t, err)
 	b := setup(t, func(c *setupConfig) { c.tokens = tokens })
+	tokens.NowFunc = b.clock.Now
 	slow := []string{"Authorization", "Bearer slow-secret-0123456789"}
 	free := []string{"Authorization", "Bearer free-secret-0123456789"}
 
@@ -77,13 +78,17 @@ func TestIntakeQuota(t *testing.T) {
 		requireError(t, res, http.StatusTooManyRequests, "rate_limited", "")
 		after, err := strconv.Atoi(res.header.Get("Retry-After"))
 		require.NoError(t, err, "Retry-After: %q", res.header.Get("Retry-After"))
-		require.Greater(t, after, 1)
+		require.Equal(t, 100, after)
 		require.Contains(t, string(res.body), `token \"slow\"`)
 	}
 	// More jobs than the burst can never pass: retrying will not help.
 	requireError(t, b.do(t, http.MethodPost, "/v1/jobs/batch", `{"jobs":[{"topic":"q"},{"topic":"q"},{"topic":"q"},{"topic":"q"}]}`, slow...),
 		http.StatusRequestEntityTooLarge, "too_large", "jobs")
 	require.Equal(t, stored, storeLen(t, b.store), "a refused request stored jobs")
+	// Retry-After is right: then the quota holds a job again.
+	b.clock.Advance(100 * time.Second)
+	requireStatus(t, b.do(t, http.MethodPost, "/v1/jobs", `{"topic":"q","id":"s-7"}`, slow...), http.StatusCreated)
+	stored++
 
 	for i := range 5 {
 		requireStatus(t, b.do(t, http.MethodPost, "/v1/jobs", fmt.Sprintf(`{"topic":"q","id":"f-%d"}`, i), free...), http.StatusCreated)

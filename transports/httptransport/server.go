@@ -265,7 +265,7 @@ func (s *Server) serveUnrouted(w http.ResponseWriter, r *http.Request) {
 // the next, so every request sets it.
 func (s *Server) setDeadlines(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
-	now := time.Now()
+	now := time.Now() // socket deadlines are on the real clock, not the engine's
 	if r.ContentLength == 0 {
 		_ = rc.SetWriteDeadline(now.Add(s.writeTimeout))
 		return

@@ -15,19 +15,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/auth"
 	"github.com/delayq/delayq/backends/memstore"
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/coretest"
 	"github.com/delayq/delayq/transports/httptransport"
 )
 
 // testBundle is what a test drives: a real engine over memstore (behind a
 // store that can be made to fail) with a fake clock, served over HTTP.
 type testBundle struct {
-	clock  *clockwork.FakeClock
+	clock  *coretest.FakeClock
 	store  *memstore.Store
 	down   *downStore
 	engine *core.Engine
@@ -66,7 +66,7 @@ func setup(t *testing.T, opts ...func(*setupConfig)) *testBundle {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	clock := clockwork.NewFakeClock()
+	clock := coretest.NewFakeClock()
 	store := memstore.New(memstore.Config{Clock: clock})
 	down := &downStore{Store: store}
 	var engineStore core.Store = down

@@ -34,6 +34,10 @@ type DelivererConfig struct {
 	Conn *nats.Conn
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Clock times the stream cache (StreamCacheTTL).
+	//
+	// Defaults to core.RealClock().
+	Clock core.Clock
 	// Prefix is the first token of the intake subjects; a delivery subject
 	// under it must be under <Prefix>.deliver., so that no delivery feeds
 	// intake or the store's own subjects.
@@ -56,6 +60,7 @@ type DelivererConfig struct {
 // default.
 func (c DelivererConfig) WithDefaults() DelivererConfig {
 	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.Clock = cmp.Or(c.Clock, core.RealClock())
 	c.Prefix = cmp.Or(c.Prefix, PrefixDefault)
 	c.Timeout = cmp.Or(c.Timeout, DeliverTimeoutDefault)
 	c.StreamCacheTTL = cmp.Or(c.StreamCacheTTL, StreamCacheTTLDefault)
@@ -86,7 +91,7 @@ type Deliverer struct {
 	js     jetstream.JetStream
 	log    *slog.Logger
 	cfg    DelivererConfig
-	clock  func() time.Time
+	clock  core.Clock
 	prefix string
 	// inboxes are the reply subject prefixes a delivery must not publish
 	// into: clients' default one, and the connection's own when custom.
@@ -125,7 +130,7 @@ func NewDeliverer(cfg DelivererConfig) (*Deliverer, error) {
 		js:      js,
 		log:     cfg.Logger,
 		cfg:     cfg,
-		clock:   time.Now,
+		clock:   cfg.Clock,
 		prefix:  cfg.Prefix + ".",
 		inboxes: inboxes,
 		streams: map[string]streamEntry{},
@@ -234,7 +239,7 @@ func (d *Deliverer) Deliver(ctx context.Context, topic *core.Topic, job *core.Jo
 // streamFor returns the JetStream stream that holds subject, "" when none
 // does or the server has no JetStream, from the cache when fresh.
 func (d *Deliverer) streamFor(ctx context.Context, subject string) (string, error) {
-	now := d.clock()
+	now := d.clock.Now()
 	d.mu.Lock()
 	e, ok := d.streams[subject]
 	d.mu.Unlock()

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/coretest"
 )
 
 // request is what the test server saw of one request.
@@ -28,7 +28,7 @@ type request struct {
 
 type testBundle struct {
 	d     *Deliverer
-	clock *clockwork.FakeClock
+	clock *coretest.FakeClock
 	srv   *httptest.Server
 	// reqs receives every request the server sees, before its handler runs.
 	reqs chan request
@@ -43,7 +43,7 @@ type testBundle struct {
 func setup(t *testing.T, handler http.HandlerFunc) *testBundle {
 	t.Helper()
 	b := &testBundle{
-		clock:   clockwork.NewFakeClockAt(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)),
+		clock:   coretest.NewFakeClockAt(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)),
 		reqs:    make(chan request, 64),
 		conns:   new(atomic.Int64),
 		release: make(chan struct{}),

@@ -113,6 +113,8 @@ func (sub *subscription) run(reqCtx context.Context) {
 		sub.claimLoop()
 	}()
 	sub.mu.Lock()
+	// Keepalive is network time, as the pong's deadline and the idle
+	// timeouts of proxies on the way: the real clock, not the engine's.
 	sub.pingTimer = time.AfterFunc(sub.srv.cfg.PingInterval, sub.ping)
 	sub.mu.Unlock()
 
