@@ -346,8 +346,23 @@ func parseSync(s string) (always bool, interval time.Duration, err error) {
 type serverLogger struct{ log *slog.Logger }
 
 func (l *serverLogger) Noticef(format string, v ...any) { l.log.Info(fmt.Sprintf(format, v...)) }
-func (l *serverLogger) Warnf(format string, v ...any)   { l.log.Warn(fmt.Sprintf(format, v...)) }
-func (l *serverLogger) Fatalf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
-func (l *serverLogger) Errorf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
-func (l *serverLogger) Debugf(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
-func (l *serverLogger) Tracef(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l *serverLogger) Warnf(format string, v ...any) {
+	// The server warns at every start that its users' passwords are plain
+	// text: they live only in this process's memory, and bcrypt would make
+	// every client connection pay for a hash, so the warning says nothing
+	// an operator can act on.
+	if format == plaintextPasswordsWarning {
+		l.log.Debug(format)
+		return
+	}
+	l.log.Warn(fmt.Sprintf(format, v...))
+}
+
+// plaintextPasswordsWarning is nats-server's warning about users with
+// plain-text passwords (server/auth.go).
+const plaintextPasswordsWarning = "Plaintext passwords detected, use nkeys or bcrypt"
+
+func (l *serverLogger) Fatalf(format string, v ...any) { l.log.Error(fmt.Sprintf(format, v...)) }
+func (l *serverLogger) Errorf(format string, v ...any) { l.log.Error(fmt.Sprintf(format, v...)) }
+func (l *serverLogger) Debugf(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l *serverLogger) Tracef(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }

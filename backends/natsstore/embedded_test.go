@@ -1,11 +1,14 @@
 package natsstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -215,4 +218,30 @@ func TestEmbeddedConfigValidate(t *testing.T) {
 		require.Error(t, err, "%+v", cfg)
 		require.False(t, errors.Is(err, os.ErrNotExist))
 	}
+}
+
+// TestEmbeddedStartsWithoutWarnings checks that a default start logs no
+// warning: nats-server's warning about plain-text passwords, which live
+// only in this process, would greet every operator at every start.
+func TestEmbeddedStartsWithoutWarnings(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	startEmbedded(t, EmbeddedConfig{DataDir: t.TempDir(), Logger: logger})
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotContains(t, logs.String(), "level=WARN")
+}
+
+// lockedWriter serialises writes to w under mu.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
