@@ -22,6 +22,7 @@ import (
 	"cel.dev/cel-go/cel"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/transports/wire"
 )
 
 // Defaults of Config.
@@ -340,9 +341,7 @@ func (d *Deliverer) deliver(ctx context.Context, topic *core.Topic, job *core.Jo
 	req.Header.Set("User-Agent", d.userAgent)
 	req.Header.Set("Delayq-Id", job.ID)
 	req.Header.Set("Delayq-Attempt", strconv.Itoa(job.Attempt))
-	if job.TraceParent != "" {
-		req.Header.Set("traceparent", job.TraceParent)
-	}
+	req.Header.Set("traceparent", cmp.Or(job.TraceParent, wire.TraceParentFor(job.ID)))
 	if topic.Delivery.Secret != "" {
 		req.Header.Set(SignatureHeader, Sign(topic.Delivery.Secret, d.clock.Now(), payload))
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/core/coretest"
+	"github.com/delayq/delayq/transports/wire"
 )
 
 // request is what the test server saw of one request.
@@ -155,7 +156,16 @@ func TestDeliverRequest(t *testing.T) {
 		require.NoError(t, b.d.Deliver(context.Background(), b.topic(), job))
 		req := <-b.reqs
 		require.Empty(t, req.Header.Values("Delayq-Signature"))
-		require.Empty(t, req.Header.Values("traceparent"))
+		// A job pushed without a traceparent still gets one, unsampled,
+		// whose trace id every attempt of the job shares.
+		tp := req.Header.Get("traceparent")
+		require.True(t, wire.ValidTraceParent(tp), tp)
+		require.True(t, strings.HasPrefix(tp, "00-") && strings.HasSuffix(tp, "-00"), tp)
+		job.Attempt++
+		require.NoError(t, b.d.Deliver(context.Background(), b.topic(), job))
+		again := (<-b.reqs).Header.Get("traceparent")
+		require.Equal(t, tp[:36], again[:36], "one trace for the job's attempts")
+		require.NotEqual(t, tp[36:52], again[36:52], "a parent id per attempt")
 		require.Contains(t, string(req.Body), `"body":null,`)
 		require.True(t, json.Valid(req.Body))
 	})

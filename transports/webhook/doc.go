@@ -18,7 +18,7 @@
 //	User-Agent: delayq-webhook/1
 //	Delayq-Id: <job id>
 //	Delayq-Attempt: <1-based attempt>
-//	traceparent: <W3C trace context of the push, when it had one>
+//	traceparent: <the job's W3C trace context; for a job without one, an unsampled one whose trace id comes from the job id>
 //	Delayq-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>
 //
 // the last only when the topic has a delivery.secret. Delivery is at least

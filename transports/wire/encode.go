@@ -1,7 +1,11 @@
 package wire
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
+	"math/rand/v2"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -93,4 +97,22 @@ func AppendDelivery(b []byte, j *core.Job) []byte {
 	b = append(b, `,"lease_expires_at":`...)
 	b = AppendTime(b, j.LeaseExpiresAt)
 	return append(b, '}')
+}
+
+// TraceParentFor returns a W3C traceparent for a delivery of a job that
+// carries none (pushed without one, and tracing off), so that every
+// delivery has one as the API promises: its trace id is derived from the
+// job's id, so that all attempts of the job share one trace, and its parent
+// id is random for each call. It is not sampled, since no span was recorded.
+func TraceParentFor(jobID string) string {
+	sum := sha256.Sum256([]byte(jobID))
+	var span [8]byte
+	binary.BigEndian.PutUint64(span[:], rand.Uint64()|1) // never all zeros
+	b := make([]byte, 0, 55)
+	b = append(b, "00-"...)
+	b = hex.AppendEncode(b, sum[:16])
+	b = append(b, '-')
+	b = hex.AppendEncode(b, span[:])
+	b = append(b, "-00"...)
+	return string(b)
 }

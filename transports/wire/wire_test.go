@@ -3,6 +3,7 @@ package wire_test
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,4 +83,14 @@ func requireFieldError(t *testing.T, err error, field string) {
 	fe, ok := errors.AsType[*core.FieldError](err)
 	require.True(t, ok, "%T", err)
 	require.Equal(t, field, fe.Field)
+}
+
+func TestTraceParentFor(t *testing.T) {
+	t.Parallel()
+	for _, id := range []string{"", "a", "01JD0000000000000000000000", strings.Repeat("x", 128)} {
+		tp := wire.TraceParentFor(id)
+		require.True(t, wire.ValidTraceParent(tp), "%q: %s", id, tp)
+		require.Equal(t, tp[:36], wire.TraceParentFor(id)[:36], "the trace id is the job's")
+	}
+	require.NotEqual(t, wire.TraceParentFor("a")[:36], wire.TraceParentFor("b")[:36])
 }
