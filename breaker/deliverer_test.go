@@ -19,6 +19,7 @@ import (
 	"github.com/delayq/delayq/backends/memstore"
 	"github.com/delayq/delayq/breaker"
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/storetest"
 	"github.com/delayq/delayq/transports/webhook"
 )
 
@@ -144,24 +145,6 @@ func TestEndpointOf(t *testing.T) {
 	require.Equal(t, "nats:delayq.deliver.x", breaker.EndpointOf(&core.Topic{Delivery: core.Delivery{Type: "nats", Subject: "delayq.deliver.x"}}))
 }
 
-// outcomeStore signals every ack and retry the engine records.
-type outcomeStore struct {
-	core.Store
-	outcomes chan string
-}
-
-func (s *outcomeStore) AckJob(ctx context.Context, p *core.AckJobParams) error {
-	err := s.Store.AckJob(ctx, p)
-	s.outcomes <- "ack " + p.ID
-	return err
-}
-
-func (s *outcomeStore) RetryJob(ctx context.Context, p *core.RetryJobParams) error {
-	err := s.Store.RetryJob(ctx, p)
-	s.outcomes <- "retry " + p.ID
-	return err
-}
-
 // TestDeadEndpointOverEngine runs an engine with one topic whose endpoint is
 // dead and one whose endpoint answers: every job of the live topic is
 // delivered, and every job of the dead one is retried after the breaker's
@@ -170,7 +153,8 @@ func TestDeadEndpointOverEngine(t *testing.T) {
 	t.Parallel()
 	mem := memstore.New(memstore.Config{})
 	t.Cleanup(func() { _ = mem.Close() })
-	store := &outcomeStore{Store: mem, outcomes: make(chan string, 100)}
+	store := &storetest.SignalStore{Store: mem, Outcomes: make(chan storetest.Outcome, 100),
+		Kinds: []storetest.OutcomeKind{storetest.OutcomeAck, storetest.OutcomeRetry}}
 	inner := newFakeDeliverer()
 	inner.setDead("dead.test", errors.New("timeout after 10s"))
 	const openFor = 10 * time.Minute
@@ -207,14 +191,12 @@ func TestDeadEndpointOverEngine(t *testing.T) {
 	acks, retries := 0, 0
 	for acks < n || retries < n+3 {
 		select {
-		case o := <-store.outcomes:
-			var what, id string
-			_, _ = fmt.Sscan(o, &what, &id)
-			if what == "ack" {
-				require.Equal(t, "live", ids[id])
+		case o := <-store.Outcomes:
+			if o.Kind == storetest.OutcomeAck {
+				require.Equal(t, "live", ids[o.ID])
 				acks++
 			} else {
-				require.Equal(t, "dead", ids[id])
+				require.Equal(t, "dead", ids[o.ID])
 				retries++
 			}
 		case <-time.After(10 * time.Second):

@@ -171,7 +171,7 @@ func (e *Engine) dispatch(ctx context.Context, topic *Topic, deliverer Deliverer
 	slots := make(chan struct{}, topic.Concurrency)
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
-	failures := 0
+	backoff := NewClaimBackoff(e.clock)
 	for {
 		select {
 		case slots <- struct{}{}:
@@ -196,17 +196,13 @@ func (e *Engine) dispatch(ctx context.Context, topic *Topic, deliverer Deliverer
 			if ctx.Err() != nil {
 				return
 			}
-			failures++
-			wait := min(time.Duration(1<<min(failures, 6))*50*time.Millisecond, 5*time.Second)
-			e.log.Warn("engine: claim failed", "topic", topic.Name, "err", err, "retry_in", wait)
-			select {
-			case <-ctx.Done():
+			e.log.Warn("engine: claim failed", "topic", topic.Name, "err", err, "retry_in", backoff.Failed())
+			if !backoff.Wait(ctx) {
 				return
-			case <-e.clock.After(wait):
 			}
 			continue
 		}
-		failures = 0
+		backoff.Succeeded()
 		for _, job := range jobs {
 			inflight.Add(1)
 			go func() {

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"sync"
 	"time"
-	"unicode/utf8"
 )
 
 // Deliverer hands due jobs of push-delivered topics (webhook, nats) to their
@@ -176,30 +175,10 @@ func (e *Engine) PushBatch(ctx context.Context, ps []*PushParams, replace bool) 
 	return results
 }
 
-// newJob validates p and builds the job to store, with defaults from the
-// topic's configuration.
+// newJob validates p and builds the job to store, with a new id when p has
+// none and defaults from the topic's configuration. It resolves delay into
+// run_at first, then checks the job as validateJob does.
 func (e *Engine) newJob(p *PushParams, now time.Time) (*Job, error) {
-	if err := ValidateTopicName(p.Topic); err != nil {
-		return nil, err
-	}
-	id := p.ID
-	if id == "" {
-		id = NewID()
-	} else if err := ValidateID(id); err != nil {
-		return nil, err
-	}
-	if err := ValidateKey(p.Key); err != nil {
-		return nil, err
-	}
-	body := p.Body
-	if len(body) > e.limits.MaxBodyBytes {
-		return nil, TooLarge("body", "body is %d bytes, more than the limit of %d", len(body), e.limits.MaxBodyBytes)
-	}
-	if len(body) == 0 {
-		body = json.RawMessage("null")
-	} else if !json.Valid(body) || !utf8.Valid(body) {
-		return nil, Invalid("body", "body must be a JSON value in UTF-8")
-	}
 	runAt := now
 	switch {
 	case p.Delay != nil && p.RunAt != nil:
@@ -213,18 +192,15 @@ func (e *Engine) newJob(p *PushParams, now time.Time) (*Job, error) {
 		}
 		runAt = now.Add(*p.Delay)
 	case p.RunAt != nil:
-		if err := e.validateRunAt(*p.RunAt, now); err != nil {
-			return nil, err
-		}
 		runAt = *p.RunAt
 	}
 	topic := e.topic(p.Topic)
 	job := &Job{
-		ID:          id,
+		ID:          p.ID,
 		Topic:       p.Topic,
 		Key:         p.Key,
-		Body:        body,
-		RunAt:       StoreTime(runAt),
+		Body:        p.Body,
+		RunAt:       runAt,
 		TTR:         cmp.Or(p.TTR, topic.TTR),
 		MaxAttempts: cmp.Or(p.MaxAttempts, topic.MaxAttempts),
 		State:       StateScheduled,
@@ -232,12 +208,13 @@ func (e *Engine) newJob(p *PushParams, now time.Time) (*Job, error) {
 		UpdatedAt:   now.UTC(),
 		TraceParent: p.TraceParent,
 	}
-	if err := ValidateTTR("ttr", job.TTR); err != nil {
+	if job.ID == "" {
+		job.ID = NewID()
+	}
+	if err := e.validateJob(job, now); err != nil {
 		return nil, err
 	}
-	if err := ValidateMaxAttempts("max_attempts", job.MaxAttempts); err != nil {
-		return nil, err
-	}
+	job.RunAt = StoreTime(job.RunAt)
 	if !job.RunAt.After(now) {
 		job.State = StateReady
 	}

@@ -94,28 +94,16 @@ type ImportResult struct {
 	Err error
 }
 
-// validateImport checks an exported job as Push checks a new one, and
-// normalises what stores rely on: UTC ms times and no lease.
+// validateImport checks an exported job as Push checks a new one
+// (validateJob), with the rules of import besides: run_at is required, and
+// state and attempt must be ones a store keeps. It normalises what stores
+// rely on: UTC ms times and no lease.
 func (e *Engine) validateImport(j *Job) error {
-	if err := ValidateTopicName(j.Topic); err != nil {
-		return err
+	now := e.clock.Now()
+	if j.RunAt.IsZero() {
+		return Invalid("run_at", "run_at is required")
 	}
-	if err := ValidateID(j.ID); err != nil {
-		return err
-	}
-	if err := ValidateKey(j.Key); err != nil {
-		return err
-	}
-	if len(j.Body) > e.limits.MaxBodyBytes {
-		return TooLarge("body", "body is %d bytes, more than the limit of %d", len(j.Body), e.limits.MaxBodyBytes)
-	}
-	if len(j.Body) == 0 {
-		j.Body = []byte("null")
-	}
-	if err := ValidateTTR("ttr", j.TTR); err != nil {
-		return err
-	}
-	if err := ValidateMaxAttempts("max_attempts", j.MaxAttempts); err != nil {
+	if err := e.validateJob(j, now); err != nil {
 		return err
 	}
 	switch j.State {
@@ -126,15 +114,9 @@ func (e *Engine) validateImport(j *Job) error {
 	if j.Attempt < 0 || j.Attempt > j.MaxAttempts {
 		return Invalid("attempt", "attempt must be between 0 and max_attempts")
 	}
-	if j.RunAt.IsZero() {
-		return Invalid("run_at", "run_at is required")
-	}
-	if err := e.validateRunAt(j.RunAt, e.clock.Now()); err != nil {
-		return err
-	}
 	j.RunAt, j.CreatedAt = StoreTime(j.RunAt), StoreTime(j.CreatedAt)
 	if j.CreatedAt.IsZero() {
-		j.CreatedAt = StoreTime(e.clock.Now())
+		j.CreatedAt = StoreTime(now)
 	}
 	if j.State == StateReserved && j.Attempt >= j.MaxAttempts {
 		// Its lease is lost with the old store, as if it expired: on the

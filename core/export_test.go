@@ -142,3 +142,29 @@ func TestImportBoundsRunAt(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, jobs, "nothing imported is due")
 }
+
+// TestImportChecksBodyAsPush checks that import refuses a body push would
+// refuse: not JSON, or not UTF-8.
+func TestImportChecksBodyAsPush(t *testing.T) {
+	t.Parallel()
+	e, err := core.NewEngine(core.EngineConfig{Store: memstore.New(memstore.Config{})})
+	require.NoError(t, err)
+	job := func(id, body string) *core.Job {
+		return &core.Job{ID: id, Topic: "t", RunAt: time.Now(), TTR: time.Minute, MaxAttempts: 3,
+			State: core.StateReady, Body: json.RawMessage(body)}
+	}
+	results, err := e.Import(context.Background(), []*core.Job{
+		job("not-json", `{"a":`), job("not-utf8", "\"\xff\xfe\""), job("ok", `{"a":1}`), job("empty", ""),
+	})
+	require.NoError(t, err)
+	for _, r := range results[:2] {
+		var fe *core.FieldError
+		require.ErrorAs(t, r.Err, &fe)
+		require.Equal(t, "body", fe.Field)
+		require.False(t, r.Imported)
+	}
+	for _, r := range results[2:] {
+		require.NoError(t, r.Err)
+		require.True(t, r.Imported)
+	}
+}

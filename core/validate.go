@@ -2,6 +2,7 @@ package core
 
 import (
 	"cmp"
+	"encoding/json"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -158,6 +159,39 @@ func (e *Engine) validateRunAt(runAt, now time.Time) error {
 		return Invalid("run_at", "run_at must be at most %s from now", e.limits.MaxDelay)
 	}
 	return nil
+}
+
+// validateJob checks what a pushed and an imported job share, in the order
+// of their fields on the wire: topic, id, key, body (at most
+// Limits.MaxBodyBytes of JSON in UTF-8; empty becomes null), run_at (see
+// validateRunAt), ttr and max_attempts. The callers check the rest: push
+// its delay and fills ids and topic defaults first; import requires run_at
+// and checks state and attempt.
+func (e *Engine) validateJob(j *Job, now time.Time) error {
+	if err := ValidateTopicName(j.Topic); err != nil {
+		return err
+	}
+	if err := ValidateID(j.ID); err != nil {
+		return err
+	}
+	if err := ValidateKey(j.Key); err != nil {
+		return err
+	}
+	if len(j.Body) > e.limits.MaxBodyBytes {
+		return TooLarge("body", "body is %d bytes, more than the limit of %d", len(j.Body), e.limits.MaxBodyBytes)
+	}
+	if len(j.Body) == 0 {
+		j.Body = json.RawMessage("null")
+	} else if !json.Valid(j.Body) || !utf8.Valid(j.Body) {
+		return Invalid("body", "body must be a JSON value in UTF-8")
+	}
+	if err := e.validateRunAt(j.RunAt, now); err != nil {
+		return err
+	}
+	if err := ValidateTTR("ttr", j.TTR); err != nil {
+		return err
+	}
+	return ValidateMaxAttempts("max_attempts", j.MaxAttempts)
 }
 
 // StoreTime returns t in UTC at ms precision, as jobs keep times.

@@ -15,24 +15,11 @@ import (
 	"github.com/delayq/delayq/backends/memstore"
 	"github.com/delayq/delayq/breaker"
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/storetest"
 	"github.com/delayq/delayq/telemetry"
 	"github.com/delayq/delayq/transports/httptransport"
 	"github.com/delayq/delayq/transports/webhook"
 )
-
-// ackStore signals each ack after the stores below it recorded it.
-type ackStore struct {
-	core.Store
-	acked chan string
-}
-
-func (s *ackStore) AckJob(ctx context.Context, p *core.AckJobParams) error {
-	err := s.Store.AckJob(ctx, p)
-	if err == nil {
-		s.acked <- p.ID
-	}
-	return err
-}
 
 // testBundle is the service as `delayq serve` wires it, over memstore:
 // engine -> telemetry store -> breaker -> memstore, and telemetry deliverer
@@ -40,8 +27,8 @@ func (s *ackStore) AckJob(ctx context.Context, p *core.AckJobParams) error {
 type testBundle struct {
 	api      *httptest.Server
 	hook     *httptest.Server
-	received chan http.Header // headers of every webhook request
-	acked    chan string
+	received chan http.Header       // headers of every webhook request
+	signals  *storetest.SignalStore // acks, once the stores below recorded them
 	engine   *core.Engine
 }
 
@@ -49,7 +36,7 @@ type testBundle struct {
 func setup(t *testing.T, cfg telemetry.Config, metrics http.Handler, wrap ...func(core.Store) core.Store) *testBundle {
 	t.Helper()
 	quiet := slog.New(slog.DiscardHandler)
-	b := &testBundle{received: make(chan http.Header, 1000), acked: make(chan string, 1000)}
+	b := &testBundle{received: make(chan http.Header, 1000)}
 	b.hook = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		b.received <- r.Header.Clone()
@@ -73,8 +60,10 @@ func setup(t *testing.T, cfg telemetry.Config, metrics http.Handler, wrap ...fun
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, unregister()) })
 
+	b.signals = &storetest.SignalStore{Store: store, Outcomes: make(chan storetest.Outcome, 1000),
+		Kinds: []storetest.OutcomeKind{storetest.OutcomeAck}}
 	engine, err := core.NewEngine(core.EngineConfig{
-		Store:      &ackStore{Store: store, acked: b.acked},
+		Store:      b.signals,
 		Logger:     quiet,
 		Deliverers: map[string]core.Deliverer{core.DeliveryWebhook: deliverer},
 	})
@@ -128,14 +117,5 @@ func (b *testBundle) post(t *testing.T, body string, header http.Header) *http.R
 // waitAcked waits for n acks.
 func (b *testBundle) waitAcked(t *testing.T, n int) []string {
 	t.Helper()
-	var ids []string
-	for range n {
-		select {
-		case id := <-b.acked:
-			ids = append(ids, id)
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%d of %d jobs acked", len(ids), n)
-		}
-	}
-	return ids
+	return b.signals.Wait(t, storetest.OutcomeAck, n, 10*time.Second)
 }

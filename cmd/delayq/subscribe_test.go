@@ -21,6 +21,7 @@ import (
 
 	"github.com/delayq/delayq/backends/memstore"
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/storetest"
 	"github.com/delayq/delayq/transports/httptransport"
 	"github.com/delayq/delayq/transports/wstransport"
 )
@@ -30,12 +31,11 @@ import (
 type wsService struct {
 	t      *testing.T
 	engine *core.Engine
-	// events receives "ack <id>" and "retry <id>" for each delivery
-	// outcome stored.
-	events chan string
-	// seen holds the events read so far: outcomes of different jobs come
+	// store reports each ack and retry stored.
+	store *storetest.SignalStore
+	// seen holds the outcomes read so far: outcomes of different jobs come
 	// in any order, so one waited for later may have been read already.
-	seen map[string]bool
+	seen map[storetest.Outcome]bool
 	addr string
 	srv  *http.Server
 	ws   *wstransport.Server
@@ -45,10 +45,11 @@ type wsService struct {
 func startWSService(t *testing.T) *wsService {
 	t.Helper()
 	mem := memstore.New(memstore.Config{})
-	events := make(chan string, 1024)
-	engine, err := core.NewEngine(core.EngineConfig{Store: &outcomeStore{Store: mem, events: events}, Logger: slog.New(slog.DiscardHandler)})
+	store := &storetest.SignalStore{Store: mem, Outcomes: make(chan storetest.Outcome, 1024),
+		Kinds: []storetest.OutcomeKind{storetest.OutcomeAck, storetest.OutcomeRetry}}
+	engine, err := core.NewEngine(core.EngineConfig{Store: store, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	s := &wsService{t: t, engine: engine, addr: "127.0.0.1:0", events: events, seen: map[string]bool{}}
+	s := &wsService{t: t, engine: engine, addr: "127.0.0.1:0", store: store, seen: map[storetest.Outcome]bool{}}
 	s.start()
 	t.Cleanup(func() {
 		s.stop()
@@ -90,39 +91,17 @@ func (s *wsService) stop() {
 }
 
 // waitOutcome waits for the stored outcome ("ack" or "retry") of job id.
-func (s *wsService) waitOutcome(t *testing.T, kind, id string) {
+func (s *wsService) waitOutcome(t *testing.T, kind storetest.OutcomeKind, id string) {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
-	for !s.seen[kind+" "+id] {
+	for !s.seen[storetest.Outcome{Kind: kind, ID: id}] {
 		select {
-		case e := <-s.events:
-			s.seen[e] = true
+		case o := <-s.store.Outcomes:
+			s.seen[o] = true
 		case <-deadline:
 			t.Fatalf("no %s of job %s within 10s", kind, id)
 		}
 	}
-}
-
-// outcomeStore reports stored acks and retries.
-type outcomeStore struct {
-	core.Store
-	events chan string
-}
-
-func (s *outcomeStore) AckJob(ctx context.Context, p *core.AckJobParams) error {
-	err := s.Store.AckJob(ctx, p)
-	if err == nil {
-		s.events <- "ack " + p.ID
-	}
-	return err
-}
-
-func (s *outcomeStore) RetryJob(ctx context.Context, p *core.RetryJobParams) error {
-	err := s.Store.RetryJob(ctx, p)
-	if err == nil {
-		s.events <- "retry " + p.ID
-	}
-	return err
 }
 
 func (s *wsService) url() string { return "http://" + s.addr }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/storetest"
 	"github.com/delayq/delayq/transports/natstransport"
 	"github.com/delayq/delayq/transports/wire"
 )
@@ -65,7 +66,7 @@ func TestPushDeliveredAtItsTime(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("no delivery within 10s")
 			}
-			require.Equal(t, r.ID, b.waitEvent(t, "ack", 5*time.Second), "the core publish completed the delivery")
+			require.Equal(t, r.ID, b.store.Wait(t, storetest.OutcomeAck, 1, 5*time.Second)[0], "the core publish completed the delivery")
 			require.Equal(t, core.StateDone, b.job(t, r.ID).State)
 		})
 	}
@@ -90,7 +91,7 @@ func TestDeliverThroughJetStream(t *testing.T) {
 			subject := b.prefix + ".out.orders"
 			b.natsTopic(t, "orders", subject)
 			r := b.push(t, "orders", `{"n":1}`, "traceparent", traceParent)
-			require.Equal(t, r.ID, b.waitEvent(t, "ack", 10*time.Second))
+			require.Equal(t, r.ID, b.store.Wait(t, storetest.OutcomeAck, 1, 10*time.Second)[0])
 
 			m, err := stream.GetLastMsgForSubject(ctx, subject)
 			require.NoError(t, err)
@@ -120,9 +121,9 @@ func TestJetStreamRefusalFailsTheAttempt(t *testing.T) {
 	b.natsTopic(t, "full", b.prefix+".full")
 
 	first := b.push(t, "full", `1`)
-	require.Equal(t, first.ID, b.waitEvent(t, "ack", 10*time.Second))
+	require.Equal(t, first.ID, b.store.Wait(t, storetest.OutcomeAck, 1, 10*time.Second)[0])
 	second := b.push(t, "full", `2`)
-	require.Equal(t, second.ID, b.waitEvent(t, "retry", 10*time.Second))
+	require.Equal(t, second.ID, b.store.Wait(t, storetest.OutcomeRetry, 1, 10*time.Second)[0])
 	j := b.job(t, second.ID)
 	require.Equal(t, core.StateScheduled, j.State)
 	require.Contains(t, j.LastError, "maximum messages")
@@ -147,7 +148,7 @@ func TestDeliverWithoutJetStream(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no delivery within 10s")
 	}
-	require.Equal(t, r.ID, b.waitEvent(t, "ack", 5*time.Second))
+	require.Equal(t, r.ID, b.store.Wait(t, storetest.OutcomeAck, 1, 5*time.Second)[0])
 }
 
 func TestValidateTopic(t *testing.T) {

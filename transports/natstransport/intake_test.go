@@ -14,6 +14,7 @@ import (
 
 	"github.com/delayq/delayq/backends/natsstore"
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/storetest"
 	"github.com/delayq/delayq/transports/natstransport"
 )
 
@@ -106,7 +107,7 @@ func TestIntakeWithoutReply(t *testing.T) {
 	m.Data = []byte(`{"x":1}`)
 	m.Header.Set("Delayq-Id", "ff-1")
 	require.NoError(t, b.nc.PublishMsg(m))
-	require.Equal(t, "ff-1", b.waitEvent(t, "put", 10*time.Second))
+	require.Equal(t, "ff-1", b.store.Wait(t, storetest.OutcomePut, 1, 10*time.Second)[0])
 	require.Equal(t, `{"x":1}`, string(b.job(t, "ff-1").Body))
 }
 

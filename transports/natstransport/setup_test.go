@@ -14,6 +14,7 @@ import (
 
 	"github.com/delayq/delayq/backends/memstore"
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/storetest"
 	"github.com/delayq/delayq/transports/natstransport"
 )
 
@@ -68,7 +69,7 @@ var clientInbox = nats.CustomInboxPrefix("_INBOX")
 // delivers nats topics with this package's Deliverer, the intake on its own
 // subject prefix, and a client connection.
 type testBundle struct {
-	store     *signalStore
+	store     *storetest.SignalStore
 	engine    *core.Engine
 	intake    *natstransport.Intake
 	deliverer *natstransport.Deliverer
@@ -94,7 +95,8 @@ func setup(t *testing.T, dial dialer, mods ...func(*setupConfig)) *testBundle {
 	}
 	log := slog.New(slog.DiscardHandler)
 	mem := memstore.New(memstore.Config{})
-	store := &signalStore{Store: mem, events: make(chan event, 100_000)}
+	store := &storetest.SignalStore{Store: mem, Outcomes: make(chan storetest.Outcome, 100_000),
+		Kinds: []storetest.OutcomeKind{storetest.OutcomePut, storetest.OutcomeAck, storetest.OutcomeRetry}}
 	serverConn := dial(t)
 	d, err := natstransport.NewDeliverer(natstransport.DelivererConfig{Conn: serverConn, Logger: log})
 	require.NoError(t, err)
@@ -187,61 +189,4 @@ func (b *testBundle) job(t *testing.T, id string) *core.Job {
 	j, err := b.engine.Get(context.Background(), id)
 	require.NoError(t, err)
 	return j
-}
-
-// event is an outcome stored.
-type event struct {
-	kind string // put, ack, retry, bury
-	id   string
-}
-
-// signalStore reports stored jobs and delivery outcomes, so that tests
-// wait on them instead of polling.
-type signalStore struct {
-	core.Store
-	events chan event
-}
-
-func (s *signalStore) PutJobs(ctx context.Context, p *core.PutJobsParams) ([]core.PutResult, error) {
-	res, err := s.Store.PutJobs(ctx, p)
-	if err == nil {
-		for i, r := range res {
-			if r.Err == nil {
-				s.events <- event{"put", p.Jobs[i].ID}
-			}
-		}
-	}
-	return res, err
-}
-
-func (s *signalStore) AckJob(ctx context.Context, p *core.AckJobParams) error {
-	err := s.Store.AckJob(ctx, p)
-	if err == nil {
-		s.events <- event{"ack", p.ID}
-	}
-	return err
-}
-
-func (s *signalStore) RetryJob(ctx context.Context, p *core.RetryJobParams) error {
-	err := s.Store.RetryJob(ctx, p)
-	if err == nil {
-		s.events <- event{"retry", p.ID}
-	}
-	return err
-}
-
-// waitEvent waits for the next event of kind and returns its id.
-func (b *testBundle) waitEvent(t *testing.T, kind string, timeout time.Duration) string {
-	t.Helper()
-	deadline := time.After(timeout)
-	for {
-		select {
-		case e := <-b.store.events:
-			if e.kind == kind {
-				return e.id
-			}
-		case <-deadline:
-			t.Fatalf("no %s event within %s", kind, timeout)
-		}
-	}
 }

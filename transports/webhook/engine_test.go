@@ -14,35 +14,12 @@ import (
 
 	"github.com/delayq/delayq/backends/memstore"
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/storetest"
 )
-
-// signalStore reports the outcomes the engine records, so tests wait on
-// them instead of polling.
-type signalStore struct {
-	core.Store
-	acked  chan string
-	buried chan string
-}
-
-func (s *signalStore) AckJob(ctx context.Context, p *core.AckJobParams) error {
-	err := s.Store.AckJob(ctx, p)
-	if err == nil {
-		s.acked <- p.ID
-	}
-	return err
-}
-
-func (s *signalStore) BuryJob(ctx context.Context, p *core.BuryJobParams) error {
-	err := s.Store.BuryJob(ctx, p)
-	if err == nil {
-		s.buried <- p.ID
-	}
-	return err
-}
 
 type engineBundle struct {
 	engine *core.Engine
-	store  *signalStore
+	store  *storetest.SignalStore
 	// attempts receives the Delayq-Attempt of every delivery the receiver sees.
 	attempts chan string
 }
@@ -66,7 +43,8 @@ func setupEngine(t *testing.T, status func(n int64) int) *engineBundle {
 	t.Cleanup(srv.Close)
 
 	store := memstore.New(memstore.Config{})
-	b.store = &signalStore{Store: store, acked: make(chan string, 16), buried: make(chan string, 16)}
+	b.store = &storetest.SignalStore{Store: store, Outcomes: make(chan storetest.Outcome, 16),
+		Kinds: []storetest.OutcomeKind{storetest.OutcomeAck, storetest.OutcomeBury}}
 	d := New(Config{})
 	t.Cleanup(d.CloseIdleConnections)
 	engine, err := core.NewEngine(core.EngineConfig{
@@ -124,7 +102,7 @@ func TestEngineDelivery(t *testing.T) {
 		for _, want := range []string{"1", "2", "3"} {
 			require.Equal(t, want, recv(t, b.attempts))
 		}
-		require.Equal(t, job.ID, recv(t, b.store.acked))
+		require.Equal(t, job.ID, b.store.Wait(t, storetest.OutcomeAck, 1, 30*time.Second)[0])
 
 		got, err := b.engine.Get(ctx, job.ID)
 		require.NoError(t, err)
@@ -142,7 +120,7 @@ func TestEngineDelivery(t *testing.T) {
 		for _, want := range []string{"1", "2", "3"} {
 			require.Equal(t, want, recv(t, b.attempts))
 		}
-		require.Equal(t, job.ID, recv(t, b.store.buried))
+		require.Equal(t, job.ID, b.store.Wait(t, storetest.OutcomeBury, 1, 30*time.Second)[0])
 
 		got, err := b.engine.Get(ctx, job.ID)
 		require.NoError(t, err)

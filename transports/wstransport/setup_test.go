@@ -17,6 +17,7 @@ import (
 
 	"github.com/delayq/delayq/backends/memstore"
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/storetest"
 	"github.com/delayq/delayq/transports/httptransport"
 	"github.com/delayq/delayq/transports/wstransport"
 )
@@ -24,7 +25,7 @@ import (
 // testBundle is what a test drives: a real engine over memstore, with the
 // HTTP API and the subscribe route on one test server.
 type testBundle struct {
-	store  *signalStore
+	store  *storetest.SignalStore
 	engine *core.Engine
 	ws     *wstransport.Server
 	srv    *httptest.Server
@@ -35,7 +36,8 @@ type testBundle struct {
 func setup(t *testing.T, mods ...func(*wstransport.Config)) *testBundle {
 	t.Helper()
 	mem := memstore.New(memstore.Config{})
-	store := &signalStore{Store: mem, events: make(chan event, 100_000)}
+	store := &storetest.SignalStore{Store: mem, Outcomes: make(chan storetest.Outcome, 100_000),
+		Kinds: []storetest.OutcomeKind{storetest.OutcomeAck, storetest.OutcomeRetry, storetest.OutcomeBury}}
 	log := slog.New(slog.DiscardHandler)
 	engine, err := core.NewEngine(core.EngineConfig{Store: store, Logger: log})
 	require.NoError(t, err)
@@ -254,67 +256,6 @@ func (c *client) closeStatus(timeout time.Duration) websocket.StatusCode {
 		c.t.Fatalf("the connection did not end within %s", timeout)
 	}
 	return 0
-}
-
-// event is an outcome the engine recorded in the store.
-type event struct {
-	kind string // ack, retry, bury
-	id   string
-}
-
-// signalStore reports successful acks, retries and burials, so that tests
-// wait on them instead of polling.
-type signalStore struct {
-	core.Store
-	events chan event
-	// beforeAck, when set before the first ack, runs at the start of
-	// each AckJob.
-	beforeAck func(id string)
-}
-
-func (s *signalStore) AckJob(ctx context.Context, p *core.AckJobParams) error {
-	if s.beforeAck != nil {
-		s.beforeAck(p.ID)
-	}
-	err := s.Store.AckJob(ctx, p)
-	if err == nil {
-		s.events <- event{"ack", p.ID}
-	}
-	return err
-}
-
-func (s *signalStore) RetryJob(ctx context.Context, p *core.RetryJobParams) error {
-	err := s.Store.RetryJob(ctx, p)
-	if err == nil {
-		s.events <- event{"retry", p.ID}
-	}
-	return err
-}
-
-func (s *signalStore) BuryJob(ctx context.Context, p *core.BuryJobParams) error {
-	err := s.Store.BuryJob(ctx, p)
-	if err == nil {
-		s.events <- event{"bury", p.ID}
-	}
-	return err
-}
-
-// waitEvents waits for n events of kind and returns their ids.
-func (b *testBundle) waitEvents(t *testing.T, kind string, n int, timeout time.Duration) []string {
-	t.Helper()
-	var ids []string
-	deadline := time.After(timeout)
-	for len(ids) < n {
-		select {
-		case e := <-b.store.events:
-			if e.kind == kind {
-				ids = append(ids, e.id)
-			}
-		case <-deadline:
-			t.Fatalf("%d of %d %s events within %s", len(ids), n, kind, timeout)
-		}
-	}
-	return ids
 }
 
 // answer is an HTTP answer read whole.

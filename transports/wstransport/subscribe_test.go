@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/storetest"
 	"github.com/delayq/delayq/transports/wstransport"
 )
 
@@ -37,7 +38,7 @@ func TestDeliverAndAck(t *testing.T) {
 	require.Contains(t, string(f.raw), `"run_at":"`+b.job(t, id).RunAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")+`"`)
 
 	c.ack(f)
-	require.Equal(t, []string{id}, b.waitEvents(t, "ack", 1, 5*time.Second))
+	require.Equal(t, []string{id}, b.store.Wait(t, storetest.OutcomeAck, 1, 5*time.Second))
 	require.Equal(t, core.StateDone, b.job(t, id).State)
 }
 
@@ -62,7 +63,7 @@ func TestPrefetchBoundsUnacknowledged(t *testing.T) {
 	fourth, fifth := c.nextJob(5*time.Second), c.nextJob(5*time.Second)
 	c.ack(fourth)
 	c.ack(fifth)
-	ids := b.waitEvents(t, "ack", 5, 5*time.Second)
+	ids := b.store.Wait(t, storetest.OutcomeAck, 5, 5*time.Second)
 	require.Len(t, ids, 5)
 }
 
@@ -102,7 +103,7 @@ func TestCompetingSubscribersEachJobOnce(t *testing.T) {
 			}
 		})
 	}
-	acked := b.waitEvents(t, "ack", n, 20*time.Second)
+	acked := b.store.Wait(t, storetest.OutcomeAck, n, 20*time.Second)
 	close(stop)
 	wg.Wait()
 
@@ -144,7 +145,7 @@ func TestDisconnectReleasesHeldDeliveries(t *testing.T) {
 	t.Logf("redelivered %d jobs %s after the disconnect", len(again), time.Since(closed))
 	require.Less(t, time.Since(closed), 2*time.Second)
 	require.ElementsMatch(t, ids, again)
-	b.waitEvents(t, "ack", 5, 5*time.Second)
+	b.store.Wait(t, storetest.OutcomeAck, 5, 5*time.Second)
 	for _, id := range ids {
 		j := b.job(t, id)
 		require.Equal(t, core.StateDone, j.State)
@@ -165,7 +166,7 @@ func TestAckSentBeforeClosingCounts(t *testing.T) {
 	}
 	c.ack(frames[acked])
 	require.NoError(t, c.conn.Close(websocket.StatusNormalClosure, "bye"))
-	b.waitEvents(t, "retry", 1, 5*time.Second)
+	b.store.Wait(t, storetest.OutcomeRetry, 1, 5*time.Second)
 	require.Equal(t, core.StateDone, b.job(t, acked).State)
 	j := b.job(t, released)
 	require.Equal(t, core.StateReady, j.State)
@@ -194,7 +195,7 @@ func TestNackAndTouch(t *testing.T) {
 
 	// A nack with a delay schedules the retry.
 	c.send(map[string]any{"type": "nack", "id": again.ID, "lease": again.Lease, "delay": "1h"})
-	b.waitEvents(t, "retry", 2, 5*time.Second)
+	b.store.Wait(t, storetest.OutcomeRetry, 2, 5*time.Second)
 	j := b.job(t, id)
 	require.Equal(t, core.StateScheduled, j.State)
 	require.WithinDuration(t, time.Now().Add(time.Hour), j.RunAt, time.Minute)
@@ -241,7 +242,7 @@ func TestBadFramesKeepTheConnection(t *testing.T) {
 
 	// The connection still works, and the delivery is still held.
 	c.ack(f)
-	b.waitEvents(t, "ack", 1, 5*time.Second)
+	b.store.Wait(t, storetest.OutcomeAck, 1, 5*time.Second)
 	next := b.push(t, "bad", `{}`)
 	require.Equal(t, next, c.nextJob(5*time.Second).ID)
 }
@@ -272,7 +273,7 @@ func TestLostLeaseReturnsCredit(t *testing.T) {
 	e := c.nextError("conflict")
 	require.Equal(t, id, e.ID)
 	c.ack(again)
-	b.waitEvents(t, "ack", 1, 5*time.Second)
+	b.store.Wait(t, storetest.OutcomeAck, 1, 5*time.Second)
 }
 
 func TestFrameSizeLimit(t *testing.T) {
@@ -285,7 +286,7 @@ func TestFrameSizeLimit(t *testing.T) {
 	// released at once.
 	_ = c.trySend(`{"type":"ack","id":"` + strings.Repeat("x", 5000) + `","lease":"l"}`)
 	require.Equal(t, websocket.StatusMessageTooBig, c.closeStatus(5*time.Second))
-	b.waitEvents(t, "retry", 1, 5*time.Second)
+	b.store.Wait(t, storetest.OutcomeRetry, 1, 5*time.Second)
 	require.Equal(t, 2, b.subscribe(t, "big", 1).nextJob(5*time.Second).Attempt)
 	require.Equal(t, core.StateReserved, b.job(t, id).State)
 }
@@ -351,7 +352,7 @@ func TestPingClosesUnresponsiveSubscriber(t *testing.T) {
 	id := b.push(t, "ping", `{}`, withTTR(time.Hour))
 	// A client that never reads answers no ping.
 	b.dial(t, "ping", 1, false)
-	b.waitEvents(t, "retry", 1, 5*time.Second)
+	b.store.Wait(t, storetest.OutcomeRetry, 1, 5*time.Second)
 	j := b.job(t, id)
 	require.Equal(t, core.StateReady, j.State)
 	require.Equal(t, "subscriber disconnected", j.LastError)
@@ -365,7 +366,7 @@ func TestPingClosesUnresponsiveSubscriber(t *testing.T) {
 		require.Equal(t, "touched", c.next(5*time.Second).Type)
 	}
 	c.ack(f)
-	b.waitEvents(t, "ack", 1, 5*time.Second)
+	b.store.Wait(t, storetest.OutcomeAck, 1, 5*time.Second)
 }
 
 func TestStuckSubscriberHoldsUpNobody(t *testing.T) {
@@ -455,7 +456,7 @@ func TestManySubscribersChurn(t *testing.T) {
 			}
 		})
 	}
-	acked := b.waitEvents(t, "ack", jobs, 60*time.Second)
+	acked := b.store.Wait(t, storetest.OutcomeAck, jobs, 60*time.Second)
 	close(stop)
 	wg.Wait()
 	require.ElementsMatch(t, ids, acked, "every job is acknowledged exactly once")
@@ -548,7 +549,7 @@ func TestSlowAckHoldsUpNoOtherJob(t *testing.T) {
 		blocked = make(chan string, 1)
 		release = make(chan struct{})
 	)
-	b.store.beforeAck = func(id string) {
+	b.store.BeforeAck = func(id string) {
 		if first.CompareAndSwap(false, true) {
 			blocked <- id
 			<-release // the first ack to reach the store waits for the other
@@ -560,11 +561,11 @@ func TestSlowAckHoldsUpNoOtherJob(t *testing.T) {
 	f1, f2 := c.nextJob(5*time.Second), c.nextJob(5*time.Second)
 	c.ack(f1)
 	c.ack(f2)
-	acked := b.waitEvents(t, "ack", 1, 5*time.Second)
+	acked := b.store.Wait(t, storetest.OutcomeAck, 1, 5*time.Second)
 	slow := <-blocked
 	require.NotEqual(t, slow, acked[0], "the other job's ack went through while the slow one waited")
 	unblock.Do(func() { close(release) })
-	require.Equal(t, []string{slow}, b.waitEvents(t, "ack", 1, 5*time.Second))
+	require.Equal(t, []string{slow}, b.store.Wait(t, storetest.OutcomeAck, 1, 5*time.Second))
 	require.ElementsMatch(t, []string{f1.ID, f2.ID}, []string{acked[0], slow})
 }
 
@@ -580,5 +581,5 @@ func TestFramesOfOneJobInOrder(t *testing.T) {
 	c.ack(f)
 	touched := c.next(5 * time.Second)
 	require.Equal(t, "touched", touched.Type, "the touch answers before the ack settles the job: %s", touched.raw)
-	require.Equal(t, []string{id}, b.waitEvents(t, "ack", 1, 5*time.Second))
+	require.Equal(t, []string{id}, b.store.Wait(t, storetest.OutcomeAck, 1, 5*time.Second))
 }

@@ -246,7 +246,7 @@ func (sub *subscription) handle(f frame) {
 // and sends each as a job frame.
 func (sub *subscription) claimLoop() {
 	clock := sub.srv.engine.Clock()
-	failures := 0
+	backoff := core.NewClaimBackoff(clock)
 	for {
 		n, next := sub.credit(clock.Now())
 		if n == 0 {
@@ -261,17 +261,13 @@ func (sub *subscription) claimLoop() {
 			return // what was claimed is released with the rest
 		}
 		if err != nil {
-			failures++
-			wait := min(time.Duration(1<<min(failures, 6))*50*time.Millisecond, 5*time.Second)
-			sub.log.Warn("wstransport: claim failed", "err", err, "retry_in", wait)
-			select {
-			case <-sub.ctx.Done():
+			sub.log.Warn("wstransport: claim failed", "err", err, "retry_in", backoff.Failed())
+			if !backoff.Wait(sub.ctx) {
 				return
-			case <-clock.After(wait):
 			}
 			continue
 		}
-		failures = 0
+		backoff.Succeeded()
 		for _, j := range jobs {
 			if err := sub.write(appendJobFrame(nil, j)); err != nil {
 				if sub.ctx.Err() == nil {
