@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -478,8 +479,18 @@ func TestAnswerWithheld(t *testing.T) {
 				if err != nil {
 					return
 				}
-				_, _ = io.WriteString(c, "SSH-2.0-"+secret+"\r\n")
-				_ = c.Close()
+				// Answer once the request is read, and hold the
+				// connection until the client drops it: closing at once
+				// could reset the request's write, and net/http would
+				// then report the reset, not the banner.
+				go func() {
+					defer c.Close()
+					if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+						return
+					}
+					_, _ = io.WriteString(c, "SSH-2.0-"+secret+"\r\n")
+					_, _ = io.Copy(io.Discard, c)
+				}()
 			}
 		}()
 		d := New(Config{})
