@@ -150,16 +150,16 @@ type outcomeStore struct {
 	outcomes chan string
 }
 
-func (s *outcomeStore) AckJob(ctx context.Context, p *core.AckJobParams) error {
-	err := s.Store.AckJob(ctx, p)
+func (s *outcomeStore) AckJob(ctx context.Context, p *core.AckJobParams) (core.SettleResult, error) {
+	res, err := s.Store.AckJob(ctx, p)
 	s.outcomes <- "ack " + p.ID
-	return err
+	return res, err
 }
 
-func (s *outcomeStore) RetryJob(ctx context.Context, p *core.RetryJobParams) error {
-	err := s.Store.RetryJob(ctx, p)
+func (s *outcomeStore) RetryJob(ctx context.Context, p *core.RetryJobParams) (core.SettleResult, error) {
+	res, err := s.Store.RetryJob(ctx, p)
 	s.outcomes <- "retry " + p.ID
-	return err
+	return res, err
 }
 
 // TestDeadEndpointOverEngine runs an engine with one topic whose endpoint is

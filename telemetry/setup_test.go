@@ -26,12 +26,12 @@ type ackStore struct {
 	acked chan string
 }
 
-func (s *ackStore) AckJob(ctx context.Context, p *core.AckJobParams) error {
-	err := s.Store.AckJob(ctx, p)
+func (s *ackStore) AckJob(ctx context.Context, p *core.AckJobParams) (core.SettleResult, error) {
+	res, err := s.Store.AckJob(ctx, p)
 	if err == nil {
 		s.acked <- p.ID
 	}
-	return err
+	return res, err
 }
 
 // testBundle is the service as `delayq serve` wires it, over memstore:

@@ -263,24 +263,24 @@ func (s *Store) claimSpan(ctx context.Context, j *core.Job, now time.Time, late 
 }
 
 // AckJob implements core.Store and counts an ok attempt.
-func (s *Store) AckJob(ctx context.Context, params *core.AckJobParams) error {
-	err := s.next.AckJob(ctx, params)
+func (s *Store) AckJob(ctx context.Context, params *core.AckJobParams) (core.SettleResult, error) {
+	res, err := s.next.AckJob(ctx, params)
 	s.settled(ctx, params.ID, params.Lease, err, outcomeOK)
-	return err
+	return res, err
 }
 
 // RetryJob implements core.Store and counts a failed attempt.
-func (s *Store) RetryJob(ctx context.Context, params *core.RetryJobParams) error {
-	err := s.next.RetryJob(ctx, params)
+func (s *Store) RetryJob(ctx context.Context, params *core.RetryJobParams) (core.SettleResult, error) {
+	res, err := s.next.RetryJob(ctx, params)
 	s.settled(ctx, params.ID, params.Lease, err, outcomeFailed)
-	return err
+	return res, err
 }
 
 // BuryJob implements core.Store and counts a dead attempt and a dead job.
-func (s *Store) BuryJob(ctx context.Context, params *core.BuryJobParams) error {
-	err := s.next.BuryJob(ctx, params)
+func (s *Store) BuryJob(ctx context.Context, params *core.BuryJobParams) (core.SettleResult, error) {
+	res, err := s.next.BuryJob(ctx, params)
 	s.settled(ctx, params.ID, params.Lease, err, outcomeDead)
-	return err
+	return res, err
 }
 
 // settled counts the end of an attempt, labelled with the topic and

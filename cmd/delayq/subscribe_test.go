@@ -109,20 +109,20 @@ type outcomeStore struct {
 	events chan string
 }
 
-func (s *outcomeStore) AckJob(ctx context.Context, p *core.AckJobParams) error {
-	err := s.Store.AckJob(ctx, p)
+func (s *outcomeStore) AckJob(ctx context.Context, p *core.AckJobParams) (core.SettleResult, error) {
+	res, err := s.Store.AckJob(ctx, p)
 	if err == nil {
 		s.events <- "ack " + p.ID
 	}
-	return err
+	return res, err
 }
 
-func (s *outcomeStore) RetryJob(ctx context.Context, p *core.RetryJobParams) error {
-	err := s.Store.RetryJob(ctx, p)
+func (s *outcomeStore) RetryJob(ctx context.Context, p *core.RetryJobParams) (core.SettleResult, error) {
+	res, err := s.Store.RetryJob(ctx, p)
 	if err == nil {
 		s.events <- "retry " + p.ID
 	}
-	return err
+	return res, err
 }
 
 func (s *wsService) url() string { return "http://" + s.addr }

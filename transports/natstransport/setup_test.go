@@ -214,20 +214,20 @@ func (s *signalStore) PutJobs(ctx context.Context, p *core.PutJobsParams) ([]cor
 	return res, err
 }
 
-func (s *signalStore) AckJob(ctx context.Context, p *core.AckJobParams) error {
-	err := s.Store.AckJob(ctx, p)
+func (s *signalStore) AckJob(ctx context.Context, p *core.AckJobParams) (core.SettleResult, error) {
+	res, err := s.Store.AckJob(ctx, p)
 	if err == nil {
 		s.events <- event{"ack", p.ID}
 	}
-	return err
+	return res, err
 }
 
-func (s *signalStore) RetryJob(ctx context.Context, p *core.RetryJobParams) error {
-	err := s.Store.RetryJob(ctx, p)
+func (s *signalStore) RetryJob(ctx context.Context, p *core.RetryJobParams) (core.SettleResult, error) {
+	res, err := s.Store.RetryJob(ctx, p)
 	if err == nil {
 		s.events <- event{"retry", p.ID}
 	}
-	return err
+	return res, err
 }
 
 // waitEvent waits for the next event of kind and returns its id.

@@ -24,20 +24,20 @@ type signalStore struct {
 	buried chan string
 }
 
-func (s *signalStore) AckJob(ctx context.Context, p *core.AckJobParams) error {
-	err := s.Store.AckJob(ctx, p)
+func (s *signalStore) AckJob(ctx context.Context, p *core.AckJobParams) (core.SettleResult, error) {
+	res, err := s.Store.AckJob(ctx, p)
 	if err == nil {
 		s.acked <- p.ID
 	}
-	return err
+	return res, err
 }
 
-func (s *signalStore) BuryJob(ctx context.Context, p *core.BuryJobParams) error {
-	err := s.Store.BuryJob(ctx, p)
+func (s *signalStore) BuryJob(ctx context.Context, p *core.BuryJobParams) (core.SettleResult, error) {
+	res, err := s.Store.BuryJob(ctx, p)
 	if err == nil {
 		s.buried <- p.ID
 	}
-	return err
+	return res, err
 }
 
 type engineBundle struct {

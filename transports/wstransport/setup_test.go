@@ -272,31 +272,31 @@ type signalStore struct {
 	beforeAck func(id string)
 }
 
-func (s *signalStore) AckJob(ctx context.Context, p *core.AckJobParams) error {
+func (s *signalStore) AckJob(ctx context.Context, p *core.AckJobParams) (core.SettleResult, error) {
 	if s.beforeAck != nil {
 		s.beforeAck(p.ID)
 	}
-	err := s.Store.AckJob(ctx, p)
+	res, err := s.Store.AckJob(ctx, p)
 	if err == nil {
 		s.events <- event{"ack", p.ID}
 	}
-	return err
+	return res, err
 }
 
-func (s *signalStore) RetryJob(ctx context.Context, p *core.RetryJobParams) error {
-	err := s.Store.RetryJob(ctx, p)
+func (s *signalStore) RetryJob(ctx context.Context, p *core.RetryJobParams) (core.SettleResult, error) {
+	res, err := s.Store.RetryJob(ctx, p)
 	if err == nil {
 		s.events <- event{"retry", p.ID}
 	}
-	return err
+	return res, err
 }
 
-func (s *signalStore) BuryJob(ctx context.Context, p *core.BuryJobParams) error {
-	err := s.Store.BuryJob(ctx, p)
+func (s *signalStore) BuryJob(ctx context.Context, p *core.BuryJobParams) (core.SettleResult, error) {
+	res, err := s.Store.BuryJob(ctx, p)
 	if err == nil {
 		s.events <- event{"bury", p.ID}
 	}
-	return err
+	return res, err
 }
 
 // waitEvents waits for n events of kind and returns their ids.
