@@ -190,15 +190,17 @@ func (b *leaseBatcher) send(ops []*leaseOp) {
 			}
 			for k, op := range g.ops {
 				r := asSlice(out[k])
-				if len(r) != 2 {
+				if len(r) < 2 {
 					op.err = unavailable(op.op, errShortReply)
 				} else {
 					op.code = asInt(r[0])
-					switch op.code {
-					case -1:
+					switch {
+					case op.code == -1:
 						op.err = unavailable(op.op, fmt.Errorf("redisstore: %s", asString(r[1])))
-					case 0:
+					case op.code == 0 && op.op == "touch":
 						op.job = asSlice(r[1])
+					case op.code == 0:
+						op.job = r[1:] // topic, attempt, state
 					}
 				}
 				close(op.done)

@@ -10,9 +10,11 @@
 --
 -- Returns per group {results, head, woke}: per delivery {code, job}: 0 done,
 -- 1 not found, 3 lease lost (not the current lease, or expired), -1 failed
--- (job is then the error text); touch returns the job (job_all), ack, retry
--- and bury {topic, attempt, state after the call}, read by load already
--- (core.SettleResult). head is the shard's new next due time or -1.
+-- (job is then the error text); touch returns the job (job_all). Ack, retry
+-- and bury return {0, topic, attempt, state after the call} instead, fields
+-- load read already (core.SettleResult), flat, so that a burst of acks
+-- costs no table per delivery here nor array in the client. head is the
+-- shard's new next due time or -1.
 local acked, acked_topics -- topic -> true, for one K_FIN update per topic and shard
 -- Acked jobs leave K_LEASE and the reserved counts in bulk, at flush: one
 -- ZREM per call and one HINCRBY per topic instead of one of each per job.
@@ -55,7 +57,7 @@ local function one(op, id, lease, r, etext)
     end
     unleased[#unleased + 1] = id
     unleased_n[j.t] = (unleased_n[j.t] or 0) + 1
-    return {0, {j.t, j.a or 0, 'done'}}
+    return {0, j.t, j.a or 0, 'done'}
   end
   unlink(id, j)
   local state = 'dead'
@@ -80,7 +82,7 @@ local function one(op, id, lease, r, etext)
     redis.call('HSET', kj, 's', 'dead', 'e', etext, 'u', now_s)
     link_dead(id, j.t, now_us)
   end
-  return {0, {j.t, j.a or 0, state}}
+  return {0, j.t, j.a or 0, state}
 end
 
 local results = {}
