@@ -68,23 +68,23 @@ func (d *downStore) ClaimJobs(ctx context.Context, p *core.ClaimJobsParams) ([]*
 	return d.Store.ClaimJobs(ctx, p)
 }
 
-func (d *downStore) AckJob(ctx context.Context, p *core.AckJobParams) error {
+func (d *downStore) AckJob(ctx context.Context, p *core.AckJobParams) (core.SettleResult, error) {
 	if err := d.enter(ctx, "AckJob"); err != nil {
-		return err
+		return core.SettleResult{}, err
 	}
 	return d.Store.AckJob(ctx, p)
 }
 
-func (d *downStore) RetryJob(ctx context.Context, p *core.RetryJobParams) error {
+func (d *downStore) RetryJob(ctx context.Context, p *core.RetryJobParams) (core.SettleResult, error) {
 	if err := d.enter(ctx, "RetryJob"); err != nil {
-		return err
+		return core.SettleResult{}, err
 	}
 	return d.Store.RetryJob(ctx, p)
 }
 
-func (d *downStore) BuryJob(ctx context.Context, p *core.BuryJobParams) error {
+func (d *downStore) BuryJob(ctx context.Context, p *core.BuryJobParams) (core.SettleResult, error) {
 	if err := d.enter(ctx, "BuryJob"); err != nil {
-		return err
+		return core.SettleResult{}, err
 	}
 	return d.Store.BuryJob(ctx, p)
 }
@@ -144,3 +144,7 @@ func (d *downStore) Ping(ctx context.Context) error {
 	}
 	return d.Store.Ping(ctx)
 }
+
+// settleErr drops the result of a settling call (AckJob, RetryJob,
+// BuryJob), for checks of its error alone.
+func settleErr(_ core.SettleResult, err error) error { return err }

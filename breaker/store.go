@@ -134,18 +134,18 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 }
 
 // AckJob implements core.Store. Errors: those of the store, ErrOpen.
-func (s *Store) AckJob(ctx context.Context, params *core.AckJobParams) error {
-	return do0(s, ctx, func(ctx context.Context) error { return s.next.AckJob(ctx, params) })
+func (s *Store) AckJob(ctx context.Context, params *core.AckJobParams) (core.SettleResult, error) {
+	return do(s, ctx, 0, func(ctx context.Context) (core.SettleResult, error) { return s.next.AckJob(ctx, params) })
 }
 
 // RetryJob implements core.Store. Errors: those of the store, ErrOpen.
-func (s *Store) RetryJob(ctx context.Context, params *core.RetryJobParams) error {
-	return do0(s, ctx, func(ctx context.Context) error { return s.next.RetryJob(ctx, params) })
+func (s *Store) RetryJob(ctx context.Context, params *core.RetryJobParams) (core.SettleResult, error) {
+	return do(s, ctx, 0, func(ctx context.Context) (core.SettleResult, error) { return s.next.RetryJob(ctx, params) })
 }
 
 // BuryJob implements core.Store. Errors: those of the store, ErrOpen.
-func (s *Store) BuryJob(ctx context.Context, params *core.BuryJobParams) error {
-	return do0(s, ctx, func(ctx context.Context) error { return s.next.BuryJob(ctx, params) })
+func (s *Store) BuryJob(ctx context.Context, params *core.BuryJobParams) (core.SettleResult, error) {
+	return do(s, ctx, 0, func(ctx context.Context) (core.SettleResult, error) { return s.next.BuryJob(ctx, params) })
 }
 
 // TouchJob implements core.Store. Errors: those of the store, ErrOpen.

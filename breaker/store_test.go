@@ -166,9 +166,9 @@ func TestOpenAnswersAtOnce(t *testing.T) {
 			_, err := s.ClaimJobs(ctx, &core.ClaimJobsParams{Topic: "a", Max: 1, Wait: time.Minute})
 			return err
 		},
-		"AckJob":     func() error { return s.AckJob(ctx, &core.AckJobParams{ID: "x", Lease: "l"}) },
-		"RetryJob":   func() error { return s.RetryJob(ctx, &core.RetryJobParams{ID: "x", Lease: "l"}) },
-		"BuryJob":    func() error { return s.BuryJob(ctx, &core.BuryJobParams{ID: "x", Lease: "l"}) },
+		"AckJob":     func() error { return settleErr(s.AckJob(ctx, &core.AckJobParams{ID: "x", Lease: "l"})) },
+		"RetryJob":   func() error { return settleErr(s.RetryJob(ctx, &core.RetryJobParams{ID: "x", Lease: "l"})) },
+		"BuryJob":    func() error { return settleErr(s.BuryJob(ctx, &core.BuryJobParams{ID: "x", Lease: "l"})) },
 		"TouchJob":   func() error { _, err := s.TouchJob(ctx, &core.TouchJobParams{ID: "x", Lease: "l"}); return err },
 		"RequeueJob": func() error { return s.RequeueJob(ctx, "x") },
 		"ListDeadJobs": func() error {
@@ -212,7 +212,7 @@ func TestAnswersDoNotCount(t *testing.T) {
 		require.ErrorIs(t, res[0].Err, core.ErrConflict)
 		_, err = b.store.ClaimJobs(b.ctx, &core.ClaimJobsParams{Topic: "a", Max: 0})
 		require.ErrorIs(t, err, core.ErrInvalidArgument)
-		require.ErrorIs(t, b.store.AckJob(b.ctx, &core.AckJobParams{ID: j.ID, Lease: "wrong"}), core.ErrConflict)
+		require.ErrorIs(t, settleErr(b.store.AckJob(b.ctx, &core.AckJobParams{ID: j.ID, Lease: "wrong"})), core.ErrConflict)
 	}
 	// A backend that hangs, with callers that give up: not counted.
 	b.down.hang.Store(true)

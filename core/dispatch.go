@@ -229,9 +229,9 @@ func (e *Engine) deliver(topic *Topic, deliverer Deliverer, job *Job) {
 	var err error
 	switch {
 	case derr == nil:
-		err = e.store.AckJob(ctx, &AckJobParams{ID: job.ID, Lease: job.Lease})
+		_, err = e.store.AckJob(ctx, &AckJobParams{ID: job.ID, Lease: job.Lease})
 	case dctx.Err() != nil:
-		err = e.store.RetryJob(ctx, &RetryJobParams{ID: job.ID, Lease: job.Lease,
+		_, err = e.store.RetryJob(ctx, &RetryJobParams{ID: job.ID, Lease: job.Lease,
 			RunAt: StoreTime(e.clock.Now()), Error: "delivery interrupted by shutdown"})
 	default:
 		var delay *time.Duration

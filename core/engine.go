@@ -278,7 +278,8 @@ func (e *Engine) Ack(ctx context.Context, id, lease string) error {
 	if err := validateLease(id, lease); err != nil {
 		return err
 	}
-	return e.store.AckJob(ctx, &AckJobParams{ID: id, Lease: lease})
+	_, err := e.store.AckJob(ctx, &AckJobParams{ID: id, Lease: lease})
+	return err
 }
 
 // NackParams describe a failed delivery.
@@ -315,7 +316,8 @@ func (e *Engine) Nack(ctx context.Context, p *NackParams) error {
 func (e *Engine) fail(ctx context.Context, job *Job, delay *time.Duration, reason string) error {
 	reason = CutError(reason)
 	if job.Attempt >= job.MaxAttempts {
-		return e.store.BuryJob(ctx, &BuryJobParams{ID: job.ID, Lease: job.Lease, Error: reason})
+		_, err := e.store.BuryJob(ctx, &BuryJobParams{ID: job.ID, Lease: job.Lease, Error: reason})
+		return err
 	}
 	var d time.Duration
 	if delay != nil {
@@ -324,7 +326,8 @@ func (e *Engine) fail(ctx context.Context, job *Job, delay *time.Duration, reaso
 		d = e.topic(job.Topic).Backoff.Delay(job.Attempt)
 	}
 	runAt := StoreTime(e.clock.Now().Add(d))
-	return e.store.RetryJob(ctx, &RetryJobParams{ID: job.ID, Lease: job.Lease, RunAt: runAt, Error: reason})
+	_, err := e.store.RetryJob(ctx, &RetryJobParams{ID: job.ID, Lease: job.Lease, RunAt: runAt, Error: reason})
+	return err
 }
 
 // Touch extends a lease by the job's TTR. Errors: ErrNotFound, ErrLeaseLost.

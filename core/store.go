@@ -10,7 +10,10 @@ import (
 //
 // Jobs handed to a store are validated and complete: the engine fills id,
 // run_at (UTC, ms precision), ttr and max_attempts. Jobs returned are copies
-// the caller may change. Times are compared with the store's clock.
+// the caller may change. Times are compared with the store's clock. The
+// settling calls (AckJob, RetryJob, BuryJob) return a SettleResult with the
+// settled job's topic, attempt and new state, so that a decorator labels the
+// outcome without remembering the claims it saw.
 type Store interface {
 	// PutJobs stores a batch of jobs, each on its own: the result has one
 	// entry per job, in order, nil on success. A per-job error is a
@@ -54,18 +57,21 @@ type Store interface {
 	// by the time a claim of its topic has waited past the expiry.
 	ClaimJobs(ctx context.Context, params *ClaimJobsParams) ([]*Job, error)
 
-	// AckJob marks a reserved job done. Errors: ErrNotFound,
-	// ErrLeaseLost when the lease is not current or expired.
-	AckJob(ctx context.Context, params *AckJobParams) error
+	// AckJob marks a reserved job done and returns what it settled (state
+	// done). Errors: ErrNotFound, ErrLeaseLost when the lease is not
+	// current or expired.
+	AckJob(ctx context.Context, params *AckJobParams) (SettleResult, error)
 
 	// RetryJob ends a delivery as failed and schedules the job again at
-	// params.RunAt (zero means now) with LastError set. Errors:
+	// params.RunAt (zero means now) with LastError set, and returns what it
+	// settled (state scheduled, or ready when RunAt has come). Errors:
 	// ErrNotFound, ErrLeaseLost.
-	RetryJob(ctx context.Context, params *RetryJobParams) error
+	RetryJob(ctx context.Context, params *RetryJobParams) (SettleResult, error)
 
 	// BuryJob ends a delivery as failed for good: the job goes dead with
-	// LastError set. Errors: ErrNotFound, ErrLeaseLost.
-	BuryJob(ctx context.Context, params *BuryJobParams) error
+	// LastError set. It returns what it settled (state dead). Errors:
+	// ErrNotFound, ErrLeaseLost.
+	BuryJob(ctx context.Context, params *BuryJobParams) (SettleResult, error)
 
 	// TouchJob extends a lease to now + the job's TTR and returns the job
 	// with the new LeaseExpiresAt; the lease token stays. Errors:
@@ -160,6 +166,27 @@ type BuryJobParams struct {
 	Lease string
 	// Error is why the job gave up.
 	Error string
+}
+
+// SettleResult is what a settling call (Store.AckJob, RetryJob or BuryJob)
+// reports of the job it settled: what a decorator needs to label the end of
+// an attempt, so that it keeps no state of its own. It is the zero value
+// when the call fails.
+//
+// It is a few fields rather than the whole job because every store has
+// them at hand when it settles, at no cost: memstore and natsstore hold the
+// job, and redisstore's lease script has already read the topic and attempt
+// to check the lease, while the whole job would cost it the body's read and
+// transfer on every ack, a hot path.
+type SettleResult struct {
+	// Topic is the job's topic.
+	Topic string
+	// Attempt is the attempt that ended (the job's Attempt, unchanged by
+	// the call).
+	Attempt int
+	// State is the job's state after the call: done (ack), scheduled or
+	// ready (retry, by its new run_at), dead (bury).
+	State State
 }
 
 // TouchJobParams are the arguments of Store.TouchJob.

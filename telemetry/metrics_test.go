@@ -141,6 +141,51 @@ func TestMetricsAfterDeliveries(t *testing.T) {
 	require.Contains(t, families, "go_goroutines")
 }
 
+// TestSettleLabelsFromStore settles, through one store decorator, jobs
+// claimed through another over the same backend (two instances): each
+// attempt is labelled with the job's topic, which the store returns, and
+// the transport the call came through; a settle that fails counts nothing.
+func TestSettleLabelsFromStore(t *testing.T) {
+	t.Parallel()
+	p, err := telemetry.Setup(context.Background(), telemetry.SetupConfig{Getenv: func(string) string { return "" }})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Shutdown(context.Background())) })
+	mem := memstore.New(memstore.Config{})
+	t.Cleanup(func() { require.NoError(t, mem.Close()) })
+	claimer, err := telemetry.NewStore(mem, p.Config())
+	require.NoError(t, err)
+	settler, err := telemetry.NewStore(mem, p.Config())
+	require.NoError(t, err)
+
+	const topic = "orders.pay"
+	httpCtx := core.WithTransport(t.Context(), core.TransportHTTP)
+	wsCtx := core.WithTransport(t.Context(), core.TransportWebSocket)
+	_, err = claimer.PutJobs(httpCtx, &core.PutJobsParams{Jobs: []*core.Job{
+		storetest.DueJob(topic), storetest.DueJob(topic), storetest.DueJob(topic)}})
+	require.NoError(t, err)
+	jobs, err := claimer.ClaimJobs(httpCtx, &core.ClaimJobsParams{Topic: topic, Max: 3})
+	require.NoError(t, err)
+	require.Len(t, jobs, 3)
+
+	_, err = settler.AckJob(httpCtx, &core.AckJobParams{ID: jobs[0].ID, Lease: "wrong"})
+	require.ErrorIs(t, err, core.ErrLeaseLost)
+	res, err := settler.AckJob(httpCtx, &core.AckJobParams{ID: jobs[0].ID, Lease: jobs[0].Lease})
+	require.NoError(t, err)
+	require.Equal(t, core.SettleResult{Topic: topic, Attempt: 1, State: core.StateDone}, res, "the store's result passed on")
+	_, err = settler.RetryJob(wsCtx, &core.RetryJobParams{ID: jobs[1].ID, Lease: jobs[1].Lease, Error: "nack"})
+	require.NoError(t, err)
+	_, err = settler.BuryJob(httpCtx, &core.BuryJobParams{ID: jobs[2].ID, Lease: jobs[2].Lease, Error: "poison"})
+	require.NoError(t, err)
+
+	families := parse(t, strings.NewReader(httptestRecorder(t, p.MetricsHandler())))
+	require.Equal(t, map[string]float64{
+		"outcome=ok,queue=orders.pay,transport=http":          1,
+		"outcome=failed,queue=orders.pay,transport=websocket": 1,
+		"outcome=dead,queue=orders.pay,transport=http":        1,
+	}, series(families, "delayq_attempts_total"))
+	require.Equal(t, map[string]float64{"queue=orders.pay,transport=http": 1}, series(families, "delayq_dead_jobs_total"))
+}
+
 // TestSubscribersGauge checks the hook a WebSocket transport calls.
 func TestSubscribersGauge(t *testing.T) {
 	t.Parallel()

@@ -25,7 +25,9 @@ const countsTimeout = 5 * time.Second
 
 // Store is a core.Store decorator that traces pushes and claims and records
 // intake, lateness, attempts and jobs by state. Create it with NewStore and
-// put it outermost, around the breaker, so it sees what callers see.
+// put it outermost, around the breaker, so it sees what callers see. It
+// remembers no job: the end of an attempt is labelled with the topic the
+// settling call returns (core.SettleResult), so any instance labels it.
 type Store struct {
 	next   core.Store
 	cfg    Config
@@ -38,8 +40,6 @@ type Store struct {
 	topics   []*core.Topic     // the last listing, with counts
 	listedAt time.Time         // when topics was read
 	types    map[string]string // delivery type of configured topics
-
-	flights flights
 }
 
 var (
@@ -58,7 +58,6 @@ func NewStore(store core.Store, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{next: store, cfg: cfg, tracer: cfg.tracer(), in: in, types: map[string]string{}}
-	s.flights.m = map[string]flight{}
 	s.jobs, err = m.Int64ObservableGauge(metricJobs, metric.WithUnit("{job}"),
 		metric.WithDescription("Jobs by topic and state (scheduled, ready, reserved, dead), as the store counts them; at most CountsTTL old."))
 	if err != nil {
@@ -197,8 +196,8 @@ func (s *Store) countIntake(ctx context.Context, jobs []*core.Job, res []core.Pu
 
 // ClaimJobs implements core.Store: for each job claimed it records the
 // lateness (now minus run_at, but for a redelivery after a lost lease,
-// which counts as an expired attempt instead) and a claim span from run_at
-// to now, whose context the job then carries.
+// which counts as an expired attempt of this claim's transport instead) and
+// a claim span from run_at to now, whose context the job then carries.
 func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]*core.Job, error) {
 	jobs, err := s.next.ClaimJobs(ctx, params)
 	if len(jobs) == 0 {
@@ -208,14 +207,9 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 	transport := transportOf(core.TransportFrom(ctx), s.deliveryType(params.Topic))
 	attrs := metric.WithAttributeSet(attribute.NewSet(attrQueue.String(params.Topic), attrTransport.String(transport)))
 	for _, j := range jobs {
-		prev, had := s.flights.add(j, transport, now)
 		if j.LastError == leaseExpired && j.Attempt > 1 {
-			t := transport
-			if had {
-				t = prev.transport
-			}
 			s.in.attempts.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(
-				attrQueue.String(params.Topic), attrTransport.String(t), attrOutcome.String(outcomeExpired))))
+				attrQueue.String(params.Topic), attrTransport.String(transport), attrOutcome.String(outcomeExpired))))
 			s.claimSpan(ctx, j, now, 0, transport)
 			continue
 		}
@@ -263,52 +257,44 @@ func (s *Store) claimSpan(ctx context.Context, j *core.Job, now time.Time, late 
 }
 
 // AckJob implements core.Store and counts an ok attempt.
-func (s *Store) AckJob(ctx context.Context, params *core.AckJobParams) error {
-	err := s.next.AckJob(ctx, params)
-	s.settled(ctx, params.ID, params.Lease, err, outcomeOK)
-	return err
+func (s *Store) AckJob(ctx context.Context, params *core.AckJobParams) (core.SettleResult, error) {
+	res, err := s.next.AckJob(ctx, params)
+	s.settled(ctx, res, err, outcomeOK)
+	return res, err
 }
 
 // RetryJob implements core.Store and counts a failed attempt.
-func (s *Store) RetryJob(ctx context.Context, params *core.RetryJobParams) error {
-	err := s.next.RetryJob(ctx, params)
-	s.settled(ctx, params.ID, params.Lease, err, outcomeFailed)
-	return err
+func (s *Store) RetryJob(ctx context.Context, params *core.RetryJobParams) (core.SettleResult, error) {
+	res, err := s.next.RetryJob(ctx, params)
+	s.settled(ctx, res, err, outcomeFailed)
+	return res, err
 }
 
 // BuryJob implements core.Store and counts a dead attempt and a dead job.
-func (s *Store) BuryJob(ctx context.Context, params *core.BuryJobParams) error {
-	err := s.next.BuryJob(ctx, params)
-	s.settled(ctx, params.ID, params.Lease, err, outcomeDead)
-	return err
+func (s *Store) BuryJob(ctx context.Context, params *core.BuryJobParams) (core.SettleResult, error) {
+	res, err := s.next.BuryJob(ctx, params)
+	s.settled(ctx, res, err, outcomeDead)
+	return res, err
 }
 
-// settled counts the end of an attempt, labelled with the topic and
-// transport of its claim when this instance made it.
-func (s *Store) settled(ctx context.Context, id, lease string, err error, outcome string) {
-	switch {
-	case err == nil:
-	case errors.Is(err, core.ErrConflict) || errors.Is(err, core.ErrNotFound):
-		s.flights.take(id, lease) // the lease is gone; so is its flight
-		return
-	default:
+// settled counts the end of an attempt, labelled with the settled job's
+// topic, as the store returned it, and the transport the call came through
+// (for a call that names none, the topic's delivery type, as for its claim).
+func (s *Store) settled(ctx context.Context, res core.SettleResult, err error, outcome string) {
+	if err != nil {
 		return
 	}
-	f, _ := s.flights.take(id, lease)
+	transport := transportOf(core.TransportFrom(ctx), s.deliveryType(res.Topic))
 	s.in.attempts.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(
-		attrQueue.String(f.topic), attrTransport.String(f.transport), attrOutcome.String(outcome))))
+		attrQueue.String(res.Topic), attrTransport.String(transport), attrOutcome.String(outcome))))
 	if outcome == outcomeDead {
-		s.in.dead.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attrQueue.String(f.topic), attrTransport.String(f.transport))))
+		s.in.dead.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attrQueue.String(res.Topic), attrTransport.String(transport))))
 	}
 }
 
 // TouchJob implements core.Store.
 func (s *Store) TouchJob(ctx context.Context, params *core.TouchJobParams) (*core.Job, error) {
-	j, err := s.next.TouchJob(ctx, params)
-	if err == nil {
-		s.flights.touch(j)
-	}
-	return j, err
+	return s.next.TouchJob(ctx, params)
 }
 
 // GetJob implements core.Store.
@@ -472,65 +458,4 @@ func (s *Store) observeJobs(_ context.Context, o metric.Observer) error {
 		}
 	}
 	return nil
-}
-
-// flight is a claim this instance handed out, so that its ack, retry or
-// bury can be labelled with the claim's topic and transport.
-type flight struct {
-	topic, transport, lease string
-	expires                 time.Time
-}
-
-// maxFlights bounds the claims remembered; past it, attempts are counted
-// without topic and transport.
-const maxFlights = 1 << 20
-
-// flights are the claims in flight by job id. Entries whose lease expired a
-// minute ago are swept at most once a minute.
-type flights struct {
-	mu    sync.Mutex
-	m     map[string]flight
-	swept time.Time
-}
-
-// add remembers a claim and returns the claim of the same job it replaces,
-// if any.
-func (f *flights) add(j *core.Job, transport string, now time.Time) (flight, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if now.Sub(f.swept) > time.Minute {
-		f.swept = now
-		for id, fl := range f.m {
-			if fl.expires.Before(now.Add(-time.Minute)) {
-				delete(f.m, id)
-			}
-		}
-	}
-	prev, had := f.m[j.ID]
-	if len(f.m) < maxFlights || had {
-		f.m[j.ID] = flight{topic: j.Topic, transport: transport, lease: j.Lease, expires: j.LeaseExpiresAt}
-	}
-	return prev, had
-}
-
-// take forgets a claim by id and lease and returns it.
-func (f *flights) take(id, lease string) (flight, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	fl, ok := f.m[id]
-	if !ok || fl.lease != lease {
-		return flight{}, false
-	}
-	delete(f.m, id)
-	return fl, true
-}
-
-// touch moves a claim's expiry.
-func (f *flights) touch(j *core.Job) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if fl, ok := f.m[j.ID]; ok && fl.lease == j.Lease {
-		fl.expires = j.LeaseExpiresAt
-		f.m[j.ID] = fl
-	}
 }

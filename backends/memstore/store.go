@@ -272,27 +272,27 @@ func (s *Store) take(tp *topic, max int, now time.Time) []*core.Job {
 
 // AckJob implements core.Store. A second ack of the same lease gets
 // ErrLeaseLost. Errors: ErrNotFound, ErrLeaseLost, ErrClosed.
-func (s *Store) AckJob(_ context.Context, params *core.AckJobParams) error {
+func (s *Store) AckJob(_ context.Context, params *core.AckJobParams) (core.SettleResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, now, err := s.leased(params.ID, params.Lease)
 	if err != nil {
-		return err
+		return core.SettleResult{}, err
 	}
 	s.unlink(e)
 	s.finish(e, core.StateDone, now)
 	s.settle(e.topic, now)
-	return nil
+	return settled(e.job), nil
 }
 
 // RetryJob implements core.Store. A zero params.RunAt means now. Errors:
 // ErrNotFound, ErrLeaseLost, ErrClosed.
-func (s *Store) RetryJob(_ context.Context, params *core.RetryJobParams) error {
+func (s *Store) RetryJob(_ context.Context, params *core.RetryJobParams) (core.SettleResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, now, err := s.leased(params.ID, params.Lease)
 	if err != nil {
-		return err
+		return core.SettleResult{}, err
 	}
 	s.unlink(e)
 	j := e.job
@@ -304,16 +304,16 @@ func (s *Store) RetryJob(_ context.Context, params *core.RetryJobParams) error {
 	j.Lease, j.LeaseExpiresAt, j.UpdatedAt = "", time.Time{}, now
 	s.enqueue(e, now)
 	s.settle(e.topic, now)
-	return nil
+	return settled(j), nil
 }
 
 // BuryJob implements core.Store. Errors: ErrNotFound, ErrLeaseLost, ErrClosed.
-func (s *Store) BuryJob(_ context.Context, params *core.BuryJobParams) error {
+func (s *Store) BuryJob(_ context.Context, params *core.BuryJobParams) (core.SettleResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, now, err := s.leased(params.ID, params.Lease)
 	if err != nil {
-		return err
+		return core.SettleResult{}, err
 	}
 	s.unlink(e)
 	j := e.job
@@ -321,7 +321,12 @@ func (s *Store) BuryJob(_ context.Context, params *core.BuryJobParams) error {
 	j.Lease, j.LeaseExpiresAt = "", time.Time{}
 	s.kill(e, now)
 	s.settle(e.topic, now)
-	return nil
+	return settled(j), nil
+}
+
+// settled is what a settling call returns of the job it settled.
+func settled(j *core.Job) core.SettleResult {
+	return core.SettleResult{Topic: j.Topic, Attempt: j.Attempt, State: j.State}
 }
 
 // TouchJob implements core.Store. Errors: ErrNotFound, ErrLeaseLost,

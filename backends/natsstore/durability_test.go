@@ -142,7 +142,7 @@ func TestKill9DeliversHeldJobs(t *testing.T) {
 	acked := map[string]bool{}
 	for len(acked) < len(jobs) && time.Since(restarted) < 5*ackWait+10*time.Second {
 		for _, j := range claim(t, s2, topic, 100, time.Second) {
-			if s2.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease}) == nil {
+			if settleErr(s2.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease})) == nil {
 				acked[j.ID] = true
 			}
 		}

@@ -39,9 +39,9 @@ func fiveStates(t *testing.T, s *Store) (sched, ready, reserved, dead, done *cor
 	require.Len(t, got, 2)
 	for _, j := range got {
 		if j.ID == dead.ID {
-			require.NoError(t, s.BuryJob(ctx, &core.BuryJobParams{ID: j.ID, Lease: j.Lease, Error: "boom"}))
+			require.NoError(t, settleErr(s.BuryJob(ctx, &core.BuryJobParams{ID: j.ID, Lease: j.Lease, Error: "boom"})))
 		} else {
-			require.NoError(t, s.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease}))
+			require.NoError(t, settleErr(s.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease})))
 		}
 	}
 	reserved = job("x", 0)
@@ -176,7 +176,7 @@ func TestImportSkipsExisting(t *testing.T) {
 	n, err := b.store.counts(ctx, "y")
 	require.NoError(t, err)
 	require.Equal(t, core.Counts{}, n)
-	require.NoError(t, b.store.AckJob(ctx, &core.AckJobParams{ID: reserved.ID, Lease: lease}))
+	require.NoError(t, settleErr(b.store.AckJob(ctx, &core.AckJobParams{ID: reserved.ID, Lease: lease})))
 	claimed := claim(t, b.store, "x", 10, 3*time.Second)
 	ids := map[string]bool{}
 	for _, j := range claimed {

@@ -1008,8 +1008,8 @@ func leased(j *core.Job, lease string) error {
 
 // AckJob implements core.Store. Errors: ErrNotFound, ErrLeaseLost,
 // ErrClosed, ErrUnavailable.
-func (s *Store) AckJob(ctx context.Context, params *core.AckJobParams) error {
-	return s.mutate(ctx, params.ID, func(j *core.Job, now time.Time) error {
+func (s *Store) AckJob(ctx context.Context, params *core.AckJobParams) (core.SettleResult, error) {
+	return settled(s.mutateJob(ctx, params.ID, func(j *core.Job, now time.Time) error {
 		if err := leased(j, params.Lease); err != nil {
 			return err
 		}
@@ -1017,13 +1017,13 @@ func (s *Store) AckJob(ctx context.Context, params *core.AckJobParams) error {
 		j.UpdatedAt = now
 		j.Lease, j.LeaseExpiresAt = "", time.Time{}
 		return nil
-	})
+	}))
 }
 
 // RetryJob implements core.Store. A zero params.RunAt means now. Errors:
 // ErrNotFound, ErrLeaseLost, ErrClosed, ErrUnavailable.
-func (s *Store) RetryJob(ctx context.Context, params *core.RetryJobParams) error {
-	return s.mutate(ctx, params.ID, func(j *core.Job, now time.Time) error {
+func (s *Store) RetryJob(ctx context.Context, params *core.RetryJobParams) (core.SettleResult, error) {
+	return settled(s.mutateJob(ctx, params.ID, func(j *core.Job, now time.Time) error {
 		if err := leased(j, params.Lease); err != nil {
 			return err
 		}
@@ -1039,13 +1039,13 @@ func (s *Store) RetryJob(ctx context.Context, params *core.RetryJobParams) error
 		j.UpdatedAt = now
 		j.Lease, j.LeaseExpiresAt = "", time.Time{}
 		return nil
-	})
+	}))
 }
 
 // BuryJob implements core.Store. Errors: ErrNotFound, ErrLeaseLost,
 // ErrClosed, ErrUnavailable.
-func (s *Store) BuryJob(ctx context.Context, params *core.BuryJobParams) error {
-	return s.mutate(ctx, params.ID, func(j *core.Job, now time.Time) error {
+func (s *Store) BuryJob(ctx context.Context, params *core.BuryJobParams) (core.SettleResult, error) {
+	return settled(s.mutateJob(ctx, params.ID, func(j *core.Job, now time.Time) error {
 		if err := leased(j, params.Lease); err != nil {
 			return err
 		}
@@ -1054,7 +1054,15 @@ func (s *Store) BuryJob(ctx context.Context, params *core.BuryJobParams) error {
 		j.UpdatedAt = now
 		j.Lease, j.LeaseExpiresAt = "", time.Time{}
 		return nil
-	})
+	}))
+}
+
+// settled is what a settling call returns of the job it wrote.
+func settled(j *core.Job, err error) (core.SettleResult, error) {
+	if err != nil {
+		return core.SettleResult{}, err
+	}
+	return core.SettleResult{Topic: j.Topic, Attempt: j.Attempt, State: j.State}, nil
 }
 
 // TouchJob implements core.Store. Errors: ErrNotFound, ErrLeaseLost,

@@ -37,8 +37,8 @@ func TestPutGetClaimAck(t *testing.T) {
 	require.Equal(t, core.StateReserved, jobs[0].State)
 	require.NotEmpty(t, jobs[0].Lease)
 
-	require.ErrorIs(t, b.store.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: "nope"}), core.ErrLeaseLost)
-	require.NoError(t, b.store.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: jobs[0].Lease}))
+	require.ErrorIs(t, settleErr(b.store.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: "nope"})), core.ErrLeaseLost)
+	require.NoError(t, settleErr(b.store.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: jobs[0].Lease})))
 	got, err = b.store.GetJob(ctx, j.ID)
 	require.NoError(t, err)
 	require.Equal(t, core.StateDone, got.State)
@@ -107,7 +107,7 @@ func TestLeaseExpiry(t *testing.T) {
 	require.Len(t, second, 1)
 	require.Equal(t, 2, second[0].Attempt)
 	require.Equal(t, "lease expired", second[0].LastError)
-	require.ErrorIs(t, b.store.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: first[0].Lease}), core.ErrLeaseLost)
+	require.ErrorIs(t, settleErr(b.store.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: first[0].Lease})), core.ErrLeaseLost)
 
 	// The last attempt's lease runs out: the job goes dead.
 	require.Eventually(t, func() bool {
@@ -141,12 +141,12 @@ func TestRetryBuryTouchReplace(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorIs(t, res[0].Err, core.ErrConflict)
 
-	require.NoError(t, b.store.RetryJob(ctx, &core.RetryJobParams{ID: j.ID, Lease: got[0].Lease, RunAt: time.Now().Add(100 * time.Millisecond), Error: "boom"}))
+	require.NoError(t, settleErr(b.store.RetryJob(ctx, &core.RetryJobParams{ID: j.ID, Lease: got[0].Lease, RunAt: time.Now().Add(100 * time.Millisecond), Error: "boom"})))
 	got = claim(t, b.store, "t", 1, 5*time.Second)
 	require.Len(t, got, 1)
 	require.Equal(t, "boom", got[0].LastError)
 	require.Equal(t, 2, got[0].Attempt)
-	require.NoError(t, b.store.BuryJob(ctx, &core.BuryJobParams{ID: j.ID, Lease: got[0].Lease, Error: "bad"}))
+	require.NoError(t, settleErr(b.store.BuryJob(ctx, &core.BuryJobParams{ID: j.ID, Lease: got[0].Lease, Error: "bad"})))
 	require.Eventually(t, func() bool {
 		tp, err := b.store.GetTopic(ctx, "t")
 		return err == nil && tp.Counts == core.Counts{Dead: 1}
@@ -226,7 +226,7 @@ func TestReleasedJobsDeliveredAgain(t *testing.T) {
 	for start := time.Now(); len(acked) < len(jobs)-len(first) && time.Since(start) < 20*time.Second; {
 		for _, j := range claim(t, b.store, topic, 100, time.Second) {
 			require.False(t, first[j.ID], "job %s claimed again while its lease holds", j.ID)
-			require.NoError(t, b.store.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease}))
+			require.NoError(t, settleErr(b.store.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease})))
 			acked[j.ID] = true
 		}
 	}
@@ -319,7 +319,7 @@ func TestSplitsOlderConsumers(t *testing.T) {
 			if j.ID != expiring.ID || seen[j.ID] > 1 {
 				// The first claim of expiring lets its lease run out: the
 				// housekeeping's expire consumer makes it ready again.
-				require.NoError(t, s.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease}))
+				require.NoError(t, settleErr(s.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease})))
 			}
 		}
 	}
@@ -404,7 +404,7 @@ func TestCountsAfterBackgroundPurges(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, j := range got {
 		wg.Go(func() {
-			assert.NoError(t, b.store.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease}))
+			assert.NoError(t, settleErr(b.store.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease})))
 		})
 	}
 	wg.Wait()
@@ -440,7 +440,7 @@ func TestCachedRecordIsAGuess(t *testing.T) {
 	// gave up would) and claims both again; no lease runs out on its own,
 	// so a slow machine changes nothing.
 	for _, j := range first {
-		require.NoError(t, other.RetryJob(ctx, &core.RetryJobParams{ID: j.ID, Lease: j.Lease, Error: "gave up"}))
+		require.NoError(t, settleErr(other.RetryJob(ctx, &core.RetryJobParams{ID: j.ID, Lease: j.Lease, Error: "gave up"})))
 	}
 	again := map[string]*core.Job{}
 	for len(again) < 2 {
@@ -450,8 +450,8 @@ func TestCachedRecordIsAGuess(t *testing.T) {
 			again[j.ID] = j
 		}
 	}
-	require.NoError(t, b.store.AckJob(ctx, &core.AckJobParams{ID: j1.ID, Lease: again[j1.ID].Lease}))
-	err := b.store.AckJob(ctx, &core.AckJobParams{ID: j2.ID, Lease: first[j2.ID].Lease})
+	require.NoError(t, settleErr(b.store.AckJob(ctx, &core.AckJobParams{ID: j1.ID, Lease: again[j1.ID].Lease})))
+	err := settleErr(b.store.AckJob(ctx, &core.AckJobParams{ID: j2.ID, Lease: first[j2.ID].Lease}))
 	require.ErrorIs(t, err, core.ErrLeaseLost)
 	got, err := b.store.GetJob(ctx, j1.ID)
 	require.NoError(t, err)
@@ -545,7 +545,7 @@ func TestRestoreAfterANewerWrite(t *testing.T) {
 	read, seq, err := b.store.load(ctx, got[0].ID)
 	require.NoError(t, err)
 	require.Equal(t, core.StateReserved, read.State)
-	require.NoError(t, b.store.AckJob(ctx, &core.AckJobParams{ID: got[0].ID, Lease: got[0].Lease}))
+	require.NoError(t, settleErr(b.store.AckJob(ctx, &core.AckJobParams{ID: got[0].ID, Lease: got[0].Lease})))
 
 	require.NoError(t, b.store.restore(ctx, read, seq))
 	tp, err := b.store.GetTopic(ctx, topic)

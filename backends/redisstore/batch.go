@@ -25,7 +25,7 @@ type leaseOp struct {
 
 	done chan struct{} // closed when code, job and err are set
 	code int64
-	job  []any // touch: the job's fields
+	job  []any // touch: the job's fields; ack, retry, bury: topic, attempt, state
 	err  error
 }
 
@@ -190,15 +190,17 @@ func (b *leaseBatcher) send(ops []*leaseOp) {
 			}
 			for k, op := range g.ops {
 				r := asSlice(out[k])
-				if len(r) != 2 {
+				if len(r) < 2 {
 					op.err = unavailable(op.op, errShortReply)
 				} else {
 					op.code = asInt(r[0])
-					switch op.code {
-					case -1:
+					switch {
+					case op.code == -1:
 						op.err = unavailable(op.op, fmt.Errorf("redisstore: %s", asString(r[1])))
-					case 0:
+					case op.code == 0 && op.op == "touch":
 						op.job = asSlice(r[1])
+					case op.code == 0:
+						op.job = r[1:] // topic, attempt, state
 					}
 				}
 				close(op.done)
@@ -208,8 +210,9 @@ func (b *leaseBatcher) send(ops []*leaseOp) {
 }
 
 // leased ends or extends a delivery (op ack, retry, bury or touch) of job
-// id with lease, through the lease batcher.
-func (s *Store) leased(ctx context.Context, op, id, lease string, runAt int64, errText string) (*core.Job, error) {
+// id with lease, through the lease batcher. It returns the script's answer
+// for the job: its fields for touch, {topic, attempt, state} for the others.
+func (s *Store) leased(ctx context.Context, op, id, lease string, runAt int64, errText string) ([]any, error) {
 	if s.isClosed() {
 		return nil, core.ErrClosed
 	}
@@ -219,13 +222,22 @@ func (s *Store) leased(ctx context.Context, op, id, lease string, runAt int64, e
 	}
 	switch o.code {
 	case 0:
-		if op != "touch" {
-			return nil, nil
-		}
-		return decodeFlat(id, o.job)
+		return o.job, nil
 	case 1:
 		return nil, fmt.Errorf("redisstore: %s %q: %w", op, id, core.ErrNotFound)
 	default:
 		return nil, fmt.Errorf("redisstore: %s %q: %w", op, id, core.ErrLeaseLost)
 	}
+}
+
+// settled decodes what the lease script answers for an ack, retry or bury:
+// {topic, attempt, state}.
+func settled(what string, res []any, err error) (core.SettleResult, error) {
+	if err != nil {
+		return core.SettleResult{}, err
+	}
+	if len(res) != 3 {
+		return core.SettleResult{}, unavailable(what, errShortReply)
+	}
+	return core.SettleResult{Topic: asString(res[0]), Attempt: int(asInt(res[1])), State: core.State(asString(res[2]))}, nil
 }

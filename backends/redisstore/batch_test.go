@@ -122,7 +122,7 @@ func TestLeaseBatchConcurrent(t *testing.T) {
 		if i%3 == 0 {
 			lease = "wrong"
 		}
-		wg.Go(func() { errs[2*i] = s.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: lease}) })
+		wg.Go(func() { errs[2*i] = settleErr(s.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: lease})) })
 		wg.Go(func() {
 			_, errs[2*i+1] = s.TouchJob(ctx, &core.TouchJobParams{ID: j.ID, Lease: j.Lease})
 		})
@@ -154,9 +154,9 @@ func TestLeaseBatchClosed(t *testing.T) {
 	s := openStore(t, standaloneURL(t), uniquePrefix(t.Name()))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err := s.AckJob(ctx, &core.AckJobParams{ID: "x", Lease: "y"})
+	err := settleErr(s.AckJob(ctx, &core.AckJobParams{ID: "x", Lease: "y"}))
 	require.True(t, errors.Is(err, context.Canceled), err)
 	require.NoError(t, s.Close())
-	require.ErrorIs(t, s.AckJob(context.Background(), &core.AckJobParams{ID: "x", Lease: "y"}), core.ErrClosed)
+	require.ErrorIs(t, settleErr(s.AckJob(context.Background(), &core.AckJobParams{ID: "x", Lease: "y"})), core.ErrClosed)
 	require.ErrorIs(t, s.leases.do(context.Background(), &leaseOp{op: "ack", id: "x"}), core.ErrClosed)
 }

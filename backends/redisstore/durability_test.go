@@ -114,7 +114,7 @@ func TestRestartLosesNothing(t *testing.T) {
 							}
 							mu.Unlock()
 							for _, j := range jobs {
-								_ = s.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease})
+								_, _ = s.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease})
 							}
 						}
 					})
@@ -133,7 +133,7 @@ func TestRestartLosesNothing(t *testing.T) {
 				require.Equal(t, 2, got[j.ID].Attempt, "reserved job %s redelivered once its lease expired", j.ID)
 			}
 			for _, j := range leased {
-				require.ErrorIs(t, s2.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease}), core.ErrLeaseLost)
+				require.ErrorIs(t, settleErr(s2.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease})), core.ErrLeaseLost)
 			}
 		})
 	}
@@ -224,7 +224,7 @@ func TestTwoInstancesHeavy(t *testing.T) {
 			require.Equal(t, core.Counts{Reserved: n}, tp.Counts)
 			for i, j := range jobs {
 				l := leases[j.ID]
-				require.NoError(t, stores[i%2].AckJob(t.Context(), &core.AckJobParams{ID: l.ID, Lease: l.Lease}))
+				require.NoError(t, settleErr(stores[i%2].AckJob(t.Context(), &core.AckJobParams{ID: l.ID, Lease: l.Lease})))
 			}
 			for _, s := range stores {
 				require.Empty(t, claim(t, s, topic, 10, 200*time.Millisecond))

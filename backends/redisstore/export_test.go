@@ -52,8 +52,8 @@ func TestExportImportStates(t *testing.T) {
 		for _, j := range claimed {
 			lease[j.ID] = j.Lease
 		}
-		require.NoError(t, a.BuryJob(ctx, &core.BuryJobParams{ID: dead.ID, Lease: lease[dead.ID], Error: "boom"}))
-		require.NoError(t, a.AckJob(ctx, &core.AckJobParams{ID: done.ID, Lease: lease[done.ID]}))
+		require.NoError(t, settleErr(a.BuryJob(ctx, &core.BuryJobParams{ID: dead.ID, Lease: lease[dead.ID], Error: "boom"})))
+		require.NoError(t, settleErr(a.AckJob(ctx, &core.AckJobParams{ID: done.ID, Lease: lease[done.ID]})))
 
 		got := exportAll(t, a)
 		require.Len(t, got, 4)

@@ -217,33 +217,37 @@ func (s *Store) RequeueJob(ctx context.Context, id string) error {
 // AckJob implements core.Store. A second ack of the same lease gets
 // ErrLeaseLost. Errors: ErrNotFound, ErrLeaseLost, ErrClosed,
 // ErrUnavailable.
-func (s *Store) AckJob(ctx context.Context, params *core.AckJobParams) error {
-	_, err := s.leased(ctx, "ack", params.ID, params.Lease, 0, "")
-	return err
+func (s *Store) AckJob(ctx context.Context, params *core.AckJobParams) (core.SettleResult, error) {
+	res, err := s.leased(ctx, "ack", params.ID, params.Lease, 0, "")
+	return settled("ack", res, err)
 }
 
 // RetryJob implements core.Store. A zero params.RunAt means now. Errors:
 // ErrNotFound, ErrLeaseLost, ErrClosed, ErrUnavailable.
-func (s *Store) RetryJob(ctx context.Context, params *core.RetryJobParams) error {
+func (s *Store) RetryJob(ctx context.Context, params *core.RetryJobParams) (core.SettleResult, error) {
 	runAt := params.RunAt.UnixMilli()
 	if params.RunAt.IsZero() {
 		runAt = 0 // now, in the script
 	}
-	_, err := s.leased(ctx, "retry", params.ID, params.Lease, runAt, core.CutError(params.Error))
-	return err
+	res, err := s.leased(ctx, "retry", params.ID, params.Lease, runAt, core.CutError(params.Error))
+	return settled("retry", res, err)
 }
 
 // BuryJob implements core.Store. Errors: ErrNotFound, ErrLeaseLost,
 // ErrClosed, ErrUnavailable.
-func (s *Store) BuryJob(ctx context.Context, params *core.BuryJobParams) error {
-	_, err := s.leased(ctx, "bury", params.ID, params.Lease, 0, core.CutError(params.Error))
-	return err
+func (s *Store) BuryJob(ctx context.Context, params *core.BuryJobParams) (core.SettleResult, error) {
+	res, err := s.leased(ctx, "bury", params.ID, params.Lease, 0, core.CutError(params.Error))
+	return settled("bury", res, err)
 }
 
 // TouchJob implements core.Store. Errors: ErrNotFound, ErrLeaseLost,
 // ErrClosed, ErrUnavailable.
 func (s *Store) TouchJob(ctx context.Context, params *core.TouchJobParams) (*core.Job, error) {
-	return s.leased(ctx, "touch", params.ID, params.Lease, 0, "")
+	res, err := s.leased(ctx, "touch", params.ID, params.Lease, 0, "")
+	if err != nil {
+		return nil, err
+	}
+	return decodeFlat(params.ID, res)
 }
 
 // byID runs a script of the form {code, job, woke} on the shard of id.

@@ -173,8 +173,8 @@ func TestKeyLayout(t *testing.T) {
 	put(t, s, jobs...)
 	got := claim(t, s, "a.b", 5, time.Second)
 	require.Len(t, got, 5)
-	require.NoError(t, s.AckJob(ctx, &core.AckJobParams{ID: got[0].ID, Lease: got[0].Lease}))
-	require.NoError(t, s.BuryJob(ctx, &core.BuryJobParams{ID: got[1].ID, Lease: got[1].Lease}))
+	require.NoError(t, settleErr(s.AckJob(ctx, &core.AckJobParams{ID: got[0].ID, Lease: got[0].Lease})))
+	require.NoError(t, settleErr(s.BuryJob(ctx, &core.BuryJobParams{ID: got[1].ID, Lease: got[1].Lease})))
 
 	rdb := newClient(t, url)
 	var all []string
@@ -321,11 +321,11 @@ func TestRetention(t *testing.T) {
 	put(t, s, done, cancelled, dead, pending)
 	c := claim(t, s, "ret", 1, 0)
 	require.Len(t, c, 1)
-	require.NoError(t, s.AckJob(ctx, &core.AckJobParams{ID: c[0].ID, Lease: c[0].Lease}))
+	require.NoError(t, settleErr(s.AckJob(ctx, &core.AckJobParams{ID: c[0].ID, Lease: c[0].Lease})))
 	require.NoError(t, s.CancelJob(ctx, cancelled.ID))
 	x := claim(t, s, "ret.dead", 1, 0)
 	require.Len(t, x, 1)
-	require.NoError(t, s.BuryJob(ctx, &core.BuryJobParams{ID: x[0].ID, Lease: x[0].Lease, Error: "x"}))
+	require.NoError(t, settleErr(s.BuryJob(ctx, &core.BuryJobParams{ID: x[0].ID, Lease: x[0].Lease, Error: "x"})))
 
 	rdb := newClient(t, url)
 	bodyKey := s.keys.shard[s.keys.shardOf(done.ID)].base + ":b:" + done.ID
@@ -392,7 +392,7 @@ func TestClaimAfterCloseAndBadParams(t *testing.T) {
 	_, err = s.ListTopics(ctx)
 	require.ErrorIs(t, err, core.ErrClosed)
 	require.ErrorIs(t, s.RequeueJob(ctx, "x"), core.ErrClosed)
-	require.ErrorIs(t, s.AckJob(ctx, &core.AckJobParams{ID: "x", Lease: "y"}), core.ErrClosed)
+	require.ErrorIs(t, settleErr(s.AckJob(ctx, &core.AckJobParams{ID: "x", Lease: "y"})), core.ErrClosed)
 }
 
 // TestClaimOrderSkewed: claims return the earliest ready jobs across shards

@@ -55,7 +55,7 @@ func Drain(ctx context.Context, s core.Store, p DrainParams) DrainResult {
 	for range p.Ackers {
 		ackers.Go(func() {
 			for j := range toAck {
-				_ = s.AckJob(context.WithoutCancel(ctx), &core.AckJobParams{ID: j.ID, Lease: j.Lease})
+				_, _ = s.AckJob(context.WithoutCancel(ctx), &core.AckJobParams{ID: j.ID, Lease: j.Lease})
 			}
 		})
 	}

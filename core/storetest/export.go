@@ -138,12 +138,12 @@ func testExportStates(t *testing.T, b *testBundle) {
 
 	c := b.claimOne(t, retried.Topic, dueWait)
 	retryAt := core.StoreTime(time.Now().Add(time.Hour))
-	require.NoError(t, b.store.RetryJob(b.ctx, &core.RetryJobParams{ID: c.ID, Lease: c.Lease, RunAt: retryAt, Error: "try later"}))
+	require.NoError(t, settleErr(b.store.RetryJob(b.ctx, &core.RetryJobParams{ID: c.ID, Lease: c.Lease, RunAt: retryAt, Error: "try later"})))
 	b.claimOne(t, reserved.Topic, dueWait)
 	c = b.claimOne(t, dead.Topic, dueWait)
-	require.NoError(t, b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: c.Lease, Error: "boom"}))
+	require.NoError(t, settleErr(b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: c.Lease, Error: "boom"})))
 	c = b.claimOne(t, done.Topic, dueWait)
-	require.NoError(t, b.store.AckJob(b.ctx, &core.AckJobParams{ID: c.ID, Lease: c.Lease}))
+	require.NoError(t, settleErr(b.store.AckJob(b.ctx, &core.AckJobParams{ID: c.ID, Lease: c.Lease})))
 	require.NoError(t, b.store.CancelJob(b.ctx, cancelled.ID))
 
 	got := b.export(t)
@@ -294,9 +294,9 @@ func testImportSkipsExisting(t *testing.T, b *testBundle) {
 	b.put(t, sched, ready, cancelled, reserved, dead, done)
 	r := b.claimOne(t, reserved.Topic, dueWait)
 	c := b.claimOne(t, dead.Topic, dueWait)
-	require.NoError(t, b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: c.Lease, Error: "boom"}))
+	require.NoError(t, settleErr(b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: c.Lease, Error: "boom"})))
 	c = b.claimOne(t, done.Topic, dueWait)
-	require.NoError(t, b.store.AckJob(b.ctx, &core.AckJobParams{ID: c.ID, Lease: c.Lease}))
+	require.NoError(t, settleErr(b.store.AckJob(b.ctx, &core.AckJobParams{ID: c.ID, Lease: c.Lease})))
 	require.NoError(t, b.store.CancelJob(b.ctx, cancelled.ID))
 
 	existing := []*core.Job{sched, ready, cancelled, reserved, dead, done}
@@ -327,7 +327,7 @@ func testImportSkipsExisting(t *testing.T, b *testBundle) {
 	b.requireCounts(t, topic, core.Counts{Scheduled: 1, Ready: 1})
 	b.requireCounts(t, dead.Topic, core.Counts{Dead: 1})
 	require.Empty(t, b.claim(t, topic+".other", 10, 0), "a skipped job is claimable")
-	require.NoError(t, b.store.AckJob(b.ctx, &core.AckJobParams{ID: r.ID, Lease: r.Lease}), "the lease of a reserved job survives an import of its id")
+	require.NoError(t, settleErr(b.store.AckJob(b.ctx, &core.AckJobParams{ID: r.ID, Lease: r.Lease})), "the lease of a reserved job survives an import of its id")
 	got := b.claimOne(t, fresh.Topic, 0)
 	require.Equal(t, fresh.ID, got.ID)
 	require.Equal(t, 1, got.Attempt)

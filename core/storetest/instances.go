@@ -122,7 +122,7 @@ func testTwoInstances(t *testing.T, b *testBundle) {
 	got, err := s2.GetJob(b.ctx, j.ID)
 	require.NoError(t, err)
 	require.Equal(t, core.StateReserved, got.State)
-	require.NoError(t, s2.AckJob(b.ctx, &core.AckJobParams{ID: c[0].ID, Lease: c[0].Lease}))
+	require.NoError(t, settleErr(s2.AckJob(b.ctx, &core.AckJobParams{ID: c[0].ID, Lease: c[0].Lease})))
 	require.NoError(t, s2.CancelJob(b.ctx, k.ID))
 	for id, state := range map[string]core.State{j.ID: core.StateDone, k.ID: core.StateCancelled} {
 		got, err := s1.GetJob(b.ctx, id)
@@ -193,10 +193,10 @@ func testRestart(t *testing.T, b *testBundle) {
 	require.Len(t, leases, 3)
 	d := Claim(t, b.ctx, s1, done.Topic, 1, dueWait)
 	require.Len(t, d, 1)
-	require.NoError(t, s1.AckJob(b.ctx, &core.AckJobParams{ID: d[0].ID, Lease: d[0].Lease}))
+	require.NoError(t, settleErr(s1.AckJob(b.ctx, &core.AckJobParams{ID: d[0].ID, Lease: d[0].Lease})))
 	x := Claim(t, b.ctx, s1, dead.Topic, 1, dueWait)
 	require.Len(t, x, 1)
-	require.NoError(t, s1.BuryJob(b.ctx, &core.BuryJobParams{ID: x[0].ID, Lease: x[0].Lease, Error: "boom"}))
+	require.NoError(t, settleErr(s1.BuryJob(b.ctx, &core.BuryJobParams{ID: x[0].ID, Lease: x[0].Lease, Error: "boom"})))
 
 	require.NoError(t, s1.Close())
 	s2 := b.open(t)
@@ -229,7 +229,7 @@ func testRestart(t *testing.T, b *testBundle) {
 	for _, j := range again {
 		require.Equal(t, 2, j.Attempt)
 		require.False(t, time.Now().Before(leases[0].LeaseExpiresAt.Add(-clockSlack)), "redelivered before the lease expired")
-		require.NoError(t, s2.AckJob(b.ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease}))
+		require.NoError(t, settleErr(s2.AckJob(b.ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease})))
 	}
 }
 
@@ -263,7 +263,7 @@ func testManyJobs(t *testing.T, b *testBundle) {
 	for range 4 {
 		wg.Go(func() {
 			for id := range next {
-				failures.add(b.store.AckJob(b.ctx, &core.AckJobParams{ID: id, Lease: got[id].Lease}))
+				failures.add(settleErr(b.store.AckJob(b.ctx, &core.AckJobParams{ID: id, Lease: got[id].Lease})))
 			}
 		})
 	}

@@ -111,12 +111,12 @@ func testStates(t *testing.T, b *testBundle) {
 	require.Equal(t, 1, got.Attempt)
 
 	d := b.claimOne(t, "st.done", dueWait)
-	require.NoError(t, b.store.AckJob(b.ctx, &core.AckJobParams{ID: d.ID, Lease: d.Lease}))
+	require.NoError(t, settleErr(b.store.AckJob(b.ctx, &core.AckJobParams{ID: d.ID, Lease: d.Lease})))
 	got = b.requireState(t, done.ID, core.StateDone)
 	require.Equal(t, 1, got.Attempt)
 
 	x := b.claimOne(t, "st.dead", dueWait)
-	require.NoError(t, b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: x.ID, Lease: x.Lease, Error: "poison"}))
+	require.NoError(t, settleErr(b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: x.ID, Lease: x.Lease, Error: "poison"})))
 	got = b.requireState(t, dead.ID, core.StateDead)
 	require.Equal(t, "poison", got.LastError)
 
@@ -137,9 +137,9 @@ func testUnknownJob(t *testing.T, b *testBundle) {
 	_, err := b.store.GetJob(b.ctx, id)
 	require.ErrorIs(t, err, core.ErrNotFound, "get")
 	require.ErrorIs(t, b.store.CancelJob(b.ctx, id), core.ErrNotFound, "cancel")
-	require.ErrorIs(t, b.store.AckJob(b.ctx, &core.AckJobParams{ID: id, Lease: "x"}), core.ErrNotFound, "ack")
-	require.ErrorIs(t, b.store.RetryJob(b.ctx, &core.RetryJobParams{ID: id, Lease: "x", RunAt: time.Now()}), core.ErrNotFound, "retry")
-	require.ErrorIs(t, b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: id, Lease: "x"}), core.ErrNotFound, "bury")
+	require.ErrorIs(t, settleErr(b.store.AckJob(b.ctx, &core.AckJobParams{ID: id, Lease: "x"})), core.ErrNotFound, "ack")
+	require.ErrorIs(t, settleErr(b.store.RetryJob(b.ctx, &core.RetryJobParams{ID: id, Lease: "x", RunAt: time.Now()})), core.ErrNotFound, "retry")
+	require.ErrorIs(t, settleErr(b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: id, Lease: "x"})), core.ErrNotFound, "bury")
 	_, err = b.store.TouchJob(b.ctx, &core.TouchJobParams{ID: id, Lease: "x"})
 	require.ErrorIs(t, err, core.ErrNotFound, "touch")
 	require.ErrorIs(t, b.store.RequeueJob(b.ctx, id), core.ErrNotFound, "requeue")
@@ -287,7 +287,7 @@ func testCancel(t *testing.T, b *testBundle) {
 	reserved := DueJob("c.reserved")
 	b.put(t, ready, scheduled, dead, reserved)
 	x := b.claimOne(t, "c.dead", dueWait)
-	require.NoError(t, b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: x.ID, Lease: x.Lease, Error: "boom"}))
+	require.NoError(t, settleErr(b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: x.ID, Lease: x.Lease, Error: "boom"})))
 	r := b.claimOne(t, "c.reserved", dueWait)
 	b.requireCounts(t, "c.dead", core.Counts{Dead: 1})
 
@@ -301,7 +301,7 @@ func testCancel(t *testing.T, b *testBundle) {
 	require.ErrorIs(t, err, core.ErrConflict, "cancel of a reserved job")
 	require.NotErrorIs(t, err, core.ErrNotFound)
 	b.requireState(t, reserved.ID, core.StateReserved)
-	require.NoError(t, b.store.AckJob(b.ctx, &core.AckJobParams{ID: r.ID, Lease: r.Lease}), "cancel attempt broke the lease")
+	require.NoError(t, settleErr(b.store.AckJob(b.ctx, &core.AckJobParams{ID: r.ID, Lease: r.Lease})), "cancel attempt broke the lease")
 	require.ErrorIs(t, b.store.CancelJob(b.ctx, reserved.ID), core.ErrNotFound, "cancel of a done job")
 	b.requireState(t, reserved.ID, core.StateDone)
 
@@ -444,7 +444,7 @@ func testCreateConflict(t *testing.T, b *testBundle) {
 		if state != core.StateReady {
 			c := b.claimOne(t, j.Topic, dueWait)
 			if state == core.StateDead {
-				require.NoError(t, b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: c.Lease, Error: "x"}))
+				require.NoError(t, settleErr(b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: c.Lease, Error: "x"})))
 			}
 		}
 		b.requireState(t, j.ID, state)
@@ -463,7 +463,7 @@ func testCreateConflict(t *testing.T, b *testBundle) {
 	b.put(t, done, cancelled)
 	c := b.claimOne(t, topic, dueWait)
 	require.Equal(t, done.ID, c.ID)
-	require.NoError(t, b.store.AckJob(b.ctx, &core.AckJobParams{ID: c.ID, Lease: c.Lease}))
+	require.NoError(t, settleErr(b.store.AckJob(b.ctx, &core.AckJobParams{ID: c.ID, Lease: c.Lease})))
 	require.NoError(t, b.store.CancelJob(b.ctx, cancelled.ID))
 	for _, old := range []*core.Job{done, cancelled} {
 		reuse := DueJob(topic)
@@ -535,7 +535,7 @@ func testReplace(t *testing.T, b *testBundle) {
 	b.requireState(t, orig.ID, core.StateReserved)
 
 	// Dead: replaced with a fresh attempt count, rescheduled in the future.
-	require.NoError(t, b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: c.Lease, Error: "x"}))
+	require.NoError(t, settleErr(b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: c.Lease, Error: "x"})))
 	future := NewJob(topic, time.Now().Add(time.Hour))
 	future.ID = orig.ID
 	future.Body = json.RawMessage(`{"v":3}`)
@@ -569,7 +569,7 @@ func testReplace(t *testing.T, b *testBundle) {
 	requireSameJob(t, fresh, b.requireState(t, fresh.ID, core.StateReady))
 
 	// Done (finished): overwritten, not replaced.
-	require.NoError(t, b.store.AckJob(b.ctx, &core.AckJobParams{ID: c.ID, Lease: c.Lease}))
+	require.NoError(t, settleErr(b.store.AckJob(b.ctx, &core.AckJobParams{ID: c.ID, Lease: c.Lease})))
 	over := NewJob(topic, time.Now().Add(time.Hour))
 	over.ID = orig.ID
 	res = b.putResults(t, true, over)
@@ -633,7 +633,7 @@ func testBatch(t *testing.T, b *testBundle) {
 	b.requireState(t, reserved.ID, core.StateReserved)
 	requireSameJob(t, fresh, b.requireState(t, fresh.ID, core.StateScheduled))
 	requireSameJob(t, a2, b.requireState(t, a.ID, core.StateScheduled))
-	require.NoError(t, b.store.AckJob(b.ctx, &core.AckJobParams{ID: r.ID, Lease: r.Lease}), "the conflict broke the lease")
+	require.NoError(t, settleErr(b.store.AckJob(b.ctx, &core.AckJobParams{ID: r.ID, Lease: r.Lease})), "the conflict broke the lease")
 	got := b.claim(t, topic, 10, 0)
 	require.Equal(t, []string{existing.ID}, ids(got))
 	b.requireCounts(t, topic, core.Counts{Scheduled: 3, Reserved: 1})

@@ -35,7 +35,7 @@ func listDead(t *testing.T, b *testBundle, topic string, limit int) []*core.Job 
 }
 
 func ack(b *testBundle, j *core.Job) error {
-	return b.store.AckJob(b.ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease})
+	return settleErr(b.store.AckJob(b.ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease}))
 }
 
 // testLeaseExpiryRedelivery: a job not acknowledged within its TTR is
@@ -80,9 +80,9 @@ func testLeaseLostAfterExpiry(t *testing.T, b *testBundle) {
 	require.ErrorIs(t, ack(b, c), core.ErrLeaseLost, "ack")
 	_, err := b.store.TouchJob(b.ctx, &core.TouchJobParams{ID: c.ID, Lease: c.Lease})
 	require.ErrorIs(t, err, core.ErrLeaseLost, "touch")
-	require.ErrorIs(t, b.store.RetryJob(b.ctx, &core.RetryJobParams{ID: c.ID, Lease: c.Lease, RunAt: time.Now(), Error: "x"}),
+	require.ErrorIs(t, settleErr(b.store.RetryJob(b.ctx, &core.RetryJobParams{ID: c.ID, Lease: c.Lease, RunAt: time.Now(), Error: "x"})),
 		core.ErrLeaseLost, "retry")
-	require.ErrorIs(t, b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: c.Lease, Error: "x"}),
+	require.ErrorIs(t, settleErr(b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: c.Lease, Error: "x"})),
 		core.ErrLeaseLost, "bury")
 
 	again := b.claimOne(t, topic, 3*time.Second)
@@ -102,14 +102,14 @@ func testWrongLease(t *testing.T, b *testBundle) {
 	require.Equal(t, job.ID, c.ID)
 	bogus := c.Lease + "x"
 
-	require.ErrorIs(t, b.store.AckJob(b.ctx, &core.AckJobParams{ID: c.ID, Lease: bogus}), core.ErrLeaseLost, "ack")
-	require.ErrorIs(t, b.store.AckJob(b.ctx, &core.AckJobParams{ID: c.ID}), core.ErrLeaseLost, "ack without lease")
+	require.ErrorIs(t, settleErr(b.store.AckJob(b.ctx, &core.AckJobParams{ID: c.ID, Lease: bogus})), core.ErrLeaseLost, "ack")
+	require.ErrorIs(t, settleErr(b.store.AckJob(b.ctx, &core.AckJobParams{ID: c.ID})), core.ErrLeaseLost, "ack without lease")
 	_, err := b.store.TouchJob(b.ctx, &core.TouchJobParams{ID: c.ID, Lease: bogus})
 	require.ErrorIs(t, err, core.ErrLeaseLost, "touch")
-	require.ErrorIs(t, b.store.RetryJob(b.ctx, &core.RetryJobParams{ID: c.ID, Lease: bogus, RunAt: time.Now()}), core.ErrLeaseLost, "retry")
-	require.ErrorIs(t, b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: bogus}), core.ErrLeaseLost, "bury")
+	require.ErrorIs(t, settleErr(b.store.RetryJob(b.ctx, &core.RetryJobParams{ID: c.ID, Lease: bogus, RunAt: time.Now()})), core.ErrLeaseLost, "retry")
+	require.ErrorIs(t, settleErr(b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: bogus})), core.ErrLeaseLost, "bury")
 	// Another job's lease is no lease for this one.
-	require.ErrorIs(t, b.store.AckJob(b.ctx, &core.AckJobParams{ID: ready.ID, Lease: c.Lease}), core.ErrLeaseLost, "ack of an unclaimed job")
+	require.ErrorIs(t, settleErr(b.store.AckJob(b.ctx, &core.AckJobParams{ID: ready.ID, Lease: c.Lease})), core.ErrLeaseLost, "ack of an unclaimed job")
 	b.requireState(t, ready.ID, core.StateScheduled)
 
 	got := b.requireState(t, c.ID, core.StateReserved)
@@ -142,7 +142,7 @@ func testTouchExtendsLease(t *testing.T, b *testBundle) {
 	require.Greater(t, wait, time.Until(c.LeaseExpiresAt), "the test ran too slowly to tell the expiries apart")
 	require.Empty(t, b.claim(t, topic, 1, wait), "claimed again before the touched lease expired")
 	require.True(t, time.Now().After(c.LeaseExpiresAt), "the test ran too fast")
-	require.NoError(t, b.store.AckJob(b.ctx, &core.AckJobParams{ID: c.ID, Lease: c.Lease}), "ack after the old expiry")
+	require.NoError(t, settleErr(b.store.AckJob(b.ctx, &core.AckJobParams{ID: c.ID, Lease: c.Lease})), "ack after the old expiry")
 	got := b.requireState(t, c.ID, core.StateDone)
 	require.Equal(t, 1, got.Attempt)
 }
@@ -156,7 +156,7 @@ func testRetry(t *testing.T, b *testBundle) {
 	c := b.claimOne(t, topic, dueWait)
 
 	runAt := core.StoreTime(time.Now().Add(400 * time.Millisecond))
-	require.NoError(t, b.store.RetryJob(b.ctx, &core.RetryJobParams{ID: c.ID, Lease: c.Lease, RunAt: runAt, Error: "boom"}))
+	require.NoError(t, settleErr(b.store.RetryJob(b.ctx, &core.RetryJobParams{ID: c.ID, Lease: c.Lease, RunAt: runAt, Error: "boom"})))
 	got := b.requireState(t, c.ID, core.StateScheduled)
 	require.True(t, runAt.Equal(got.RunAt), "run_at after retry: want %s, got %s", runAt, got.RunAt)
 	require.Equal(t, "boom", got.LastError)
@@ -174,11 +174,56 @@ func testRetry(t *testing.T, b *testBundle) {
 		MaxAttempts: job.MaxAttempts}, again)
 
 	// A retry due at once is ready at once.
-	require.NoError(t, b.store.RetryJob(b.ctx, &core.RetryJobParams{ID: again.ID, Lease: again.Lease, RunAt: time.Now().Add(-time.Second), Error: "bang"}))
+	require.NoError(t, settleErr(b.store.RetryJob(b.ctx, &core.RetryJobParams{ID: again.ID, Lease: again.Lease, RunAt: time.Now().Add(-time.Second), Error: "bang"})))
 	third := b.claimOne(t, topic, dueWait)
 	require.Equal(t, 3, third.Attempt)
 	require.Equal(t, "bang", third.LastError)
 	require.NoError(t, ack(b, third))
+}
+
+// testSettleResult: AckJob, RetryJob and BuryJob return the settled job's
+// topic, the attempt that ended and the state the call left it in (what
+// decorators label an outcome with), the state GetJob then reports; a call
+// that fails returns the zero SettleResult.
+func testSettleResult(t *testing.T, b *testBundle) {
+	const topic = "settle.result"
+	jobs := []*core.Job{DueJob(topic), DueJob(topic), DueJob(topic)}
+	b.put(t, jobs...)
+	claimed := claimUntil(t, b.ctx, b.store, topic, 3, 3, dueWait)
+	acked, later, now := claimed[0], claimed[1], claimed[2]
+	check := func(what string, got core.SettleResult, err error, id string, want core.SettleResult) {
+		t.Helper()
+		require.NoError(t, err, what)
+		require.Equal(t, want, got, what)
+		b.requireState(t, id, want.State)
+	}
+
+	res, err := b.store.AckJob(b.ctx, &core.AckJobParams{ID: acked.ID, Lease: acked.Lease})
+	check("ack", res, err, acked.ID, core.SettleResult{Topic: topic, Attempt: 1, State: core.StateDone})
+	res, err = b.store.AckJob(b.ctx, &core.AckJobParams{ID: acked.ID, Lease: acked.Lease})
+	require.ErrorIs(t, err, core.ErrLeaseLost, "second ack")
+	require.Zero(t, res, "the result of a failed ack")
+
+	res, err = b.store.RetryJob(b.ctx, &core.RetryJobParams{ID: later.ID, Lease: later.Lease,
+		RunAt: time.Now().Add(time.Hour), Error: "later"})
+	check("retry later", res, err, later.ID, core.SettleResult{Topic: topic, Attempt: 1, State: core.StateScheduled})
+	res, err = b.store.RetryJob(b.ctx, &core.RetryJobParams{ID: later.ID, Lease: later.Lease, Error: "again"})
+	require.ErrorIs(t, err, core.ErrLeaseLost, "second retry")
+	require.Zero(t, res, "the result of a failed retry")
+
+	res, err = b.store.RetryJob(b.ctx, &core.RetryJobParams{ID: now.ID, Lease: now.Lease, Error: "now"})
+	check("retry now", res, err, now.ID, core.SettleResult{Topic: topic, Attempt: 1, State: core.StateReady})
+	again := b.claimOne(t, topic, dueWait)
+	require.Equal(t, now.ID, again.ID)
+	res, err = b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: again.ID, Lease: again.Lease, Error: "boom"})
+	check("bury", res, err, again.ID, core.SettleResult{Topic: topic, Attempt: 2, State: core.StateDead})
+	res, err = b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: again.ID, Lease: again.Lease, Error: "boom"})
+	require.ErrorIs(t, err, core.ErrLeaseLost, "second bury")
+	require.Zero(t, res, "the result of a failed bury")
+
+	res, err = b.store.AckJob(b.ctx, &core.AckJobParams{ID: core.NewID(), Lease: "x"})
+	require.ErrorIs(t, err, core.ErrNotFound, "ack of an unknown job")
+	require.Zero(t, res, "the result of an ack of an unknown job")
 }
 
 // testBuryAndDeadList: BuryJob makes the job dead with LastError; dead jobs
@@ -198,11 +243,11 @@ func testBuryAndDeadList(t *testing.T, b *testBundle) {
 	// Bury in reverse run_at order, so death order differs from run_at order.
 	for i := 2; i >= 0; i-- {
 		c := claimed[i]
-		require.NoError(t, b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: c.Lease, Error: fmt.Sprintf("error %d", i)}))
+		require.NoError(t, settleErr(b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: c.Lease, Error: fmt.Sprintf("error %d", i)})))
 		require.ErrorIs(t, ack(b, c), core.ErrLeaseLost, "ack after bury")
 	}
 	c := b.claimOne(t, other.Topic, dueWait)
-	require.NoError(t, b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: c.Lease, Error: "other"}))
+	require.NoError(t, settleErr(b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: c.Lease, Error: "other"})))
 
 	dead := listDead(t, b, topic, 10)
 	require.Equal(t, []string{jobs[2].ID, jobs[1].ID, jobs[0].ID}, ids(dead), "dead jobs oldest death first")
@@ -250,7 +295,7 @@ func testRequeue(t *testing.T, b *testBundle) {
 	scheduled := NewJob(topic, time.Now().Add(time.Hour))
 	b.put(t, job, scheduled)
 	c := b.claimOne(t, topic, dueWait)
-	require.NoError(t, b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: c.Lease, Error: "boom"}))
+	require.NoError(t, settleErr(b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: c.Lease, Error: "boom"})))
 
 	require.ErrorIs(t, b.store.RequeueJob(b.ctx, scheduled.ID), core.ErrConflict, "requeue of a scheduled job")
 	require.ErrorIs(t, b.store.RequeueJob(b.ctx, core.NewID()), core.ErrNotFound, "requeue of an unknown job")

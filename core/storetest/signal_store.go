@@ -68,27 +68,27 @@ func (s *SignalStore) PutJobs(ctx context.Context, p *core.PutJobsParams) ([]cor
 }
 
 // AckJob acks the job and reports it (OutcomeAck).
-func (s *SignalStore) AckJob(ctx context.Context, p *core.AckJobParams) error {
+func (s *SignalStore) AckJob(ctx context.Context, p *core.AckJobParams) (core.SettleResult, error) {
 	if s.BeforeAck != nil {
 		s.BeforeAck(p.ID)
 	}
-	err := s.Store.AckJob(ctx, p)
+	res, err := s.Store.AckJob(ctx, p)
 	s.signal(OutcomeAck, err, p.ID)
-	return err
+	return res, err
 }
 
 // RetryJob retries the job and reports it (OutcomeRetry).
-func (s *SignalStore) RetryJob(ctx context.Context, p *core.RetryJobParams) error {
-	err := s.Store.RetryJob(ctx, p)
+func (s *SignalStore) RetryJob(ctx context.Context, p *core.RetryJobParams) (core.SettleResult, error) {
+	res, err := s.Store.RetryJob(ctx, p)
 	s.signal(OutcomeRetry, err, p.ID)
-	return err
+	return res, err
 }
 
 // BuryJob buries the job and reports it (OutcomeBury).
-func (s *SignalStore) BuryJob(ctx context.Context, p *core.BuryJobParams) error {
-	err := s.Store.BuryJob(ctx, p)
+func (s *SignalStore) BuryJob(ctx context.Context, p *core.BuryJobParams) (core.SettleResult, error) {
+	res, err := s.Store.BuryJob(ctx, p)
 	s.signal(OutcomeBury, err, p.ID)
-	return err
+	return res, err
 }
 
 // signal sends the outcome of a call that returned err, when it succeeded

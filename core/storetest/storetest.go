@@ -74,6 +74,7 @@ var subtests = []subtest{
 	{"TouchExtendsLease", testTouchExtendsLease},
 	{"Retry", testRetry},
 	{"BuryAndDeadList", testBuryAndDeadList},
+	{"SettleResult", testSettleResult},
 	{"LeaseExpiryLastAttempt", testLeaseExpiryLastAttempt},
 	{"Requeue", testRequeue},
 	{"Counts", testCounts},
@@ -381,3 +382,7 @@ func (e *errs) err() error {
 	defer e.mu.Unlock()
 	return errors.Join(e.all...)
 }
+
+// settleErr drops the result of a settling call (AckJob, RetryJob,
+// BuryJob), for checks of its error alone.
+func settleErr(_ core.SettleResult, err error) error { return err }

@@ -22,7 +22,7 @@ func testCounts(t *testing.T, b *testBundle) {
 	claimed := claimUntil(t, b.ctx, b.store, topic, 3, 3, dueWait)
 	require.Equal(t, ids(ready[:3]), ids(claimed))
 	require.NoError(t, ack(b, claimed[0]))
-	require.NoError(t, b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: claimed[1].ID, Lease: claimed[1].Lease, Error: "x"}))
+	require.NoError(t, settleErr(b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: claimed[1].ID, Lease: claimed[1].Lease, Error: "x"})))
 
 	var scheduled []*core.Job
 	for range 3 {
@@ -180,7 +180,7 @@ func testTopicIsolation(t *testing.T, b *testBundle) {
 		require.Empty(t, b.claim(t, name, 10, 0), "more jobs on %s", name)
 		b.requireCounts(t, name, core.Counts{Reserved: 3})
 		x := got[0]
-		require.NoError(t, b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: x.ID, Lease: x.Lease, Error: name}))
+		require.NoError(t, settleErr(b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: x.ID, Lease: x.Lease, Error: name})))
 	}
 	for _, name := range names {
 		dead := listDead(t, b, name, 10)

@@ -290,10 +290,10 @@ func (s *abandonStore) ClaimJobs(ctx context.Context, p *core.ClaimJobsParams) (
 	return s.Store.ClaimJobs(context.WithoutCancel(ctx), &core.ClaimJobsParams{Topic: p.Topic, Max: p.Max})
 }
 
-func (s *abandonStore) RetryJob(ctx context.Context, p *core.RetryJobParams) error {
-	err := s.Store.RetryJob(ctx, p)
+func (s *abandonStore) RetryJob(ctx context.Context, p *core.RetryJobParams) (core.SettleResult, error) {
+	res, err := s.Store.RetryJob(ctx, p)
 	s.retried <- p.ID
-	return err
+	return res, err
 }
 
 func TestClaimAbandoned(t *testing.T) {

@@ -10,8 +10,11 @@
 --
 -- Returns per group {results, head, woke}: per delivery {code, job}: 0 done,
 -- 1 not found, 3 lease lost (not the current lease, or expired), -1 failed
--- (job is then the error text); touch returns the job (job_all). head is
--- the shard's new next due time or -1.
+-- (job is then the error text); touch returns the job (job_all). Ack, retry
+-- and bury return {0, topic, attempt, state after the call} instead, fields
+-- load read already (core.SettleResult), flat, so that a burst of acks
+-- costs no table per delivery here nor array in the client. head is the
+-- shard's new next due time or -1.
 local acked, acked_topics -- topic -> true, for one K_FIN update per topic and shard
 -- Acked jobs leave K_LEASE and the reserved counts in bulk, at flush: one
 -- ZREM per call and one HINCRBY per topic instead of one of each per job.
@@ -54,9 +57,10 @@ local function one(op, id, lease, r, etext)
     end
     unleased[#unleased + 1] = id
     unleased_n[j.t] = (unleased_n[j.t] or 0) + 1
-    return {0, false}
+    return {0, j.t, j.a or 0, 'done'}
   end
   unlink(id, j)
+  local state = 'dead'
   if op == 'retry' then
     if head0 == nil then
       flush()
@@ -65,9 +69,11 @@ local function one(op, id, lease, r, etext)
     redis.call('HDEL', kj, 'l', 'x')
     redis.call('HSET', kj, 'e', etext, 'u', now_s, 'r', int(r))
     if r <= now then
+      state = 'ready'
       redis.call('HSET', kj, 's', 'ready')
       link_ready(id, j.t, r)
     else
+      state = 'scheduled'
       redis.call('HSET', kj, 's', 'scheduled')
       link_sched(id, j.t, r)
     end
@@ -76,7 +82,7 @@ local function one(op, id, lease, r, etext)
     redis.call('HSET', kj, 's', 'dead', 'e', etext, 'u', now_s)
     link_dead(id, j.t, now_us)
   end
-  return {0, false}
+  return {0, j.t, j.a or 0, state}
 end
 
 local results = {}
