@@ -95,18 +95,12 @@ func normalizeHostPatterns(patterns []string) []string {
 	return out
 }
 
-// matchHost reports whether host matches pattern: * matches every host,
-// *.name every name under name (not name itself), anything else only
-// itself.
+// matchHost reports whether host matches pattern as wire.MatchHost does,
+// with an address in its canonical form, as normalizeHostPatterns writes
+// addresses.
 func matchHost(pattern, host string) bool {
-	switch {
-	case pattern == "*":
-		return true
-	case strings.HasPrefix(pattern, "*."):
-		return strings.HasSuffix(host, pattern[1:])
-	}
 	if a, err := netip.ParseAddr(host); err == nil {
 		host = a.String()
 	}
-	return host == pattern
+	return wire.MatchHost(pattern, host)
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/net/idna"
+
+	"github.com/delayq/delayq/transports/wire"
 )
 
 // ErrDestinationDenied is wrapped by the errors of destinations the
@@ -104,10 +106,7 @@ func parseEntries(list []string) (hosts []string, nets []netip.Prefix, err error
 func matchHost(patterns []string, host string) bool {
 	host = strings.TrimSuffix(strings.ToLower(host), ".")
 	for _, p := range patterns {
-		switch {
-		case p == "*", p == host:
-			return true
-		case strings.HasPrefix(p, "*.") && strings.HasSuffix(host, p[1:]):
+		if wire.MatchHost(p, host) {
 			return true
 		}
 	}

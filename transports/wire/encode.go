@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -115,4 +116,19 @@ func TraceParentFor(jobID string) string {
 	b = hex.AppendEncode(b, span[:])
 	b = append(b, "-00"...)
 	return string(b)
+}
+
+// MatchHost reports whether host matches a host pattern as the operator's
+// lists give them (webhook destinations, allowed Host headers): "*"
+// matches every host, "*.name" every name under name but not name itself,
+// anything else only itself. Callers give both in lower case without a
+// final dot.
+func MatchHost(pattern, host string) bool {
+	switch {
+	case pattern == "*":
+		return true
+	case strings.HasPrefix(pattern, "*."):
+		return strings.HasSuffix(host, pattern[1:])
+	}
+	return host == pattern
 }

@@ -94,3 +94,22 @@ func TestTraceParentFor(t *testing.T) {
 	}
 	require.NotEqual(t, wire.TraceParentFor("a")[:36], wire.TraceParentFor("b")[:36])
 }
+
+func TestMatchHost(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		pattern, host string
+		want          bool
+	}{
+		{"*", "anything.example", true},
+		{"*.example.com", "hooks.example.com", true},
+		{"*.example.com", "a.b.example.com", true},
+		{"*.example.com", "example.com", false},
+		{"*.example.com", "badexample.com", false},
+		{"hooks.example.com", "hooks.example.com", true},
+		{"hooks.example.com", "x.hooks.example.com", false},
+		{"127.0.0.1", "127.0.0.1", true},
+	} {
+		require.Equal(t, c.want, wire.MatchHost(c.pattern, c.host), "%s ~ %s", c.pattern, c.host)
+	}
+}
