@@ -5,5 +5,12 @@
 // topic defaults, backoff and attempt limits and dispatches due jobs to
 // delivery transports.
 //
+// The rules of a job's state live on Job, once, and every store applies
+// them rather than its own copy: Reset (a put), Schedule, Reserve (a claim),
+// Finish (ack, cancel), Retry, Bury, Requeue, Import, and AsOf, the view of
+// a job as of now, with ExpireLease and its reason LeaseExpired. A store
+// that cannot call them (redisstore's Lua scripts) keeps a copy that
+// core/storetest holds to the same results.
+//
 // core imports no backend, transport or driver; they import core.
 package core

@@ -121,7 +121,7 @@ func (e *Engine) validateImport(j *Job) error {
 	if j.State == StateReserved && j.Attempt >= j.MaxAttempts {
 		// Its lease is lost with the old store, as if it expired: on the
 		// last attempt that makes it dead, as ClaimJobs would.
-		j.State, j.LastError = StateDead, "lease expired"
+		j.State, j.LastError = StateDead, LeaseExpired
 	}
 	j.LastError = CutError(j.LastError)
 	j.Lease, j.LeaseExpiresAt = "", time.Time{}

@@ -102,7 +102,7 @@ func TestImportValidatesAndNormalises(t *testing.T) {
 	require.NoError(t, err)
 	got := rec.got[len(rec.got)-1]
 	require.Equal(t, core.StateDead, got.State, "a reserved job on its last attempt loses its lease for good")
-	require.Equal(t, "lease expired", got.LastError)
+	require.Equal(t, core.LeaseExpired, got.LastError)
 }
 
 // TestImportBoundsRunAt checks that import holds run_at to the range a push

@@ -5,6 +5,10 @@ import (
 	"time"
 )
 
+// LeaseExpired is the LastError of a job whose lease ran out: it is due
+// again, or dead when that was its last attempt (Store.ClaimJobs).
+const LeaseExpired = "lease expired"
+
 // State is where a job is in its life.
 type State string
 
@@ -75,6 +79,145 @@ func (j *Job) Clone() *Job {
 		c.Body = append(json.RawMessage(nil), j.Body...)
 	}
 	return &c
+}
+
+// Reset makes j the record PutJobs stores: run_at at store precision,
+// Attempt 0, no LastError or lease, CreatedAt createdAt (the replaced job's,
+// or now for a new one), UpdatedAt now, and State scheduled, or ready when
+// run_at has come.
+func (j *Job) Reset(createdAt, now time.Time) {
+	j.Attempt = 0
+	j.CreatedAt = createdAt
+	j.LastError = ""
+	j.Lease, j.LeaseExpiresAt = "", time.Time{}
+	j.Schedule(j.RunAt, now)
+}
+
+// Schedule makes j wait for runAt (at store precision): State scheduled, or
+// ready when runAt has come, with UpdatedAt now. A retry and a put schedule.
+func (j *Job) Schedule(runAt, now time.Time) {
+	j.RunAt = StoreTime(runAt)
+	j.State = StateScheduled
+	if !j.RunAt.After(now) {
+		j.State = StateReady
+	}
+	j.UpdatedAt = now
+}
+
+// AsOf brings j to the state the contract shows at now, in place: a
+// scheduled job whose run_at has passed is ready (since run_at), a reserved
+// job whose lease ran out is expired (ExpireLease). Other states stay.
+// Stores apply it when they read a job, so that what they report does not
+// depend on whether their promotion got there first.
+func (j *Job) AsOf(now time.Time) {
+	switch j.State {
+	case StateScheduled:
+		if !j.RunAt.After(now) {
+			j.State = StateReady
+			j.UpdatedAt = j.RunAt
+		}
+	case StateReserved:
+		if !j.LeaseExpiresAt.After(now) {
+			j.ExpireLease()
+		}
+	}
+}
+
+// ExpireLease ends a reserved job's lease as run out: the job is ready
+// again, or dead when it used its last attempt, since the expiry, with
+// LastError LeaseExpired and no lease.
+func (j *Job) ExpireLease() {
+	j.State = StateReady
+	if j.Attempt >= j.MaxAttempts {
+		j.State = StateDead
+	}
+	j.UpdatedAt = j.LeaseExpiresAt
+	j.Lease, j.LeaseExpiresAt = "", time.Time{}
+	j.LastError = LeaseExpired
+}
+
+// Reserve hands j out for a delivery: Attempt counts it, the lease token
+// lease holds until now + TTR.
+func (j *Job) Reserve(lease string, now time.Time) {
+	j.Attempt++
+	j.State = StateReserved
+	j.Lease, j.LeaseExpiresAt = lease, now.Add(j.TTR)
+	j.UpdatedAt = now
+}
+
+// Finish makes j done (acknowledged) or cancelled, without lease.
+func (j *Job) Finish(state State, now time.Time) {
+	j.State = state
+	j.UpdatedAt = now
+	j.Lease, j.LeaseExpiresAt = "", time.Time{}
+}
+
+// Retry ends j's delivery as failed for reason and schedules it again at
+// runAt, now when runAt is zero (Store.RetryJob).
+func (j *Job) Retry(runAt time.Time, reason string, now time.Time) {
+	if runAt.IsZero() {
+		runAt = now
+	}
+	j.LastError = CutError(reason)
+	j.Lease, j.LeaseExpiresAt = "", time.Time{}
+	j.Schedule(runAt, now)
+}
+
+// Bury ends j's delivery as failed for good: dead since now, for reason.
+func (j *Job) Bury(reason string, now time.Time) {
+	j.LastError = CutError(reason)
+	j.State = StateDead
+	j.UpdatedAt = now
+	j.Lease, j.LeaseExpiresAt = "", time.Time{}
+}
+
+// Requeue makes a dead j ready now with a fresh attempt count; LastError
+// stays (Store.RequeueJob).
+func (j *Job) Requeue(now time.Time) {
+	j.Attempt = 0
+	j.Schedule(now, now)
+}
+
+// Settled is what a settling call reports of j once it settled it.
+func (j *Job) Settled() SettleResult {
+	return SettleResult{Topic: j.Topic, Attempt: j.Attempt, State: j.State}
+}
+
+// Import makes an exported job the record a store keeps of it
+// (JobImporter.ImportJobs): Attempt, LastError and CreatedAt (now if unset)
+// kept, no lease; a dead job dead since its UpdatedAt (now if unset or
+// later), so that the dead list keeps the order of death; a reserved job,
+// whose lease went with the old store, ready at once (run_at now at the
+// latest); a scheduled or ready job by its run_at.
+func (j *Job) Import(now time.Time) {
+	j.RunAt, j.CreatedAt = StoreTime(j.RunAt), j.CreatedAt.UTC()
+	if j.CreatedAt.IsZero() {
+		j.CreatedAt = now
+	}
+	j.LastError = CutError(j.LastError)
+	j.Lease, j.LeaseExpiresAt = "", time.Time{}
+	died := j.UpdatedAt.UTC()
+	j.UpdatedAt = now
+	switch j.State {
+	case StateDead:
+		if !died.IsZero() && !died.After(now) {
+			j.UpdatedAt = died
+		}
+	case StateReserved:
+		j.State = StateReady
+		if j.RunAt.After(now) {
+			j.RunAt = StoreTime(now)
+		}
+	default:
+		j.Schedule(j.RunAt, now)
+	}
+}
+
+// Redelivered reports whether a claimed job is out again because its
+// previous delivery's lease ran out, rather than after a failure or for
+// the first time.
+func (j *Job) Redelivered() bool {
+	return j.LastError == LeaseExpired && j.Attempt > 1
 }
 
 // Counts holds the number of jobs of a topic in each state that stores

@@ -10,7 +10,9 @@ import (
 //
 // Jobs handed to a store are validated and complete: the engine fills id,
 // run_at (UTC, ms precision), ttr and max_attempts. Jobs returned are copies
-// the caller may change. Times are compared with the store's clock. The
+// the caller may change. Each change of state follows the Job method of
+// its name (Reset for PutJobs, Reserve for ClaimJobs, AsOf for what any
+// call reports, and so on). Times are compared with the store's clock. The
 // settling calls (AckJob, RetryJob, BuryJob) return a SettleResult with the
 // settled job's topic, attempt and new state, so that a decorator labels the
 // outcome without remembering the claims it saw.

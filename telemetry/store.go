@@ -16,10 +16,6 @@ import (
 	"github.com/delayq/delayq/core"
 )
 
-// leaseExpired is the LastError a store gives a job whose lease ran out
-// (core.Store's ClaimJobs contract).
-const leaseExpired = "lease expired"
-
 // countsTimeout bounds the ListTopics a scrape makes.
 const countsTimeout = 5 * time.Second
 
@@ -207,7 +203,7 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 	transport := transportOf(core.TransportFrom(ctx), s.deliveryType(params.Topic))
 	attrs := metric.WithAttributeSet(attribute.NewSet(attrQueue.String(params.Topic), attrTransport.String(transport)))
 	for _, j := range jobs {
-		if j.LastError == leaseExpired && j.Attempt > 1 {
+		if j.Redelivered() {
 			s.in.attempts.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(
 				attrQueue.String(params.Topic), attrTransport.String(transport), attrOutcome.String(outcomeExpired))))
 			s.claimSpan(ctx, j, now, 0, transport)
@@ -249,7 +245,7 @@ func (s *Store) claimSpan(ctx context.Context, j *core.Job, now time.Time, late 
 		opts = append(opts, trace.WithLinks(link))
 	}
 	_, span := s.tracer.Start(pctx, "claim "+j.Topic, opts...)
-	if j.LastError == leaseExpired && j.Attempt > 1 {
+	if j.Redelivered() {
 		span.SetAttributes(attrOutcomeSpan.String("redelivery after lease expiry"))
 	}
 	span.End(trace.WithTimestamp(now))

@@ -3,7 +3,6 @@ package memstore
 import (
 	"context"
 	"slices"
-	"time"
 
 	"github.com/delayq/delayq/core"
 )
@@ -84,7 +83,7 @@ func (s *Store) exportChunk(ids []string) ([]*core.Job, error) {
 		}
 	}
 	for tp := range touched {
-		s.settle(tp, now)
+		s.changed(tp, now)
 	}
 	return jobs, nil
 }
@@ -109,32 +108,20 @@ func (s *Store) ImportJobs(_ context.Context, jobs []*core.Job) ([]bool, error) 
 		}
 		imported[i] = true
 		job := j.Clone()
-		job.RunAt = core.StoreTime(job.RunAt)
-		job.CreatedAt = core.StoreTime(job.CreatedAt)
-		if job.CreatedAt.IsZero() {
-			job.CreatedAt = core.StoreTime(now)
-		}
-		job.UpdatedAt = now
-		job.Lease, job.LeaseExpiresAt = "", time.Time{}
+		job.Import(now)
 		tp := s.topicFor(job.Topic)
 		e := &entry{job: job, topic: tp, index: -1}
 		tp.jobs++
 		s.jobs[job.ID] = e
 		touched[tp] = struct{}{}
-		switch job.State {
-		case core.StateDead:
-			s.kill(e, now)
-		case core.StateReserved:
-			// Its lease went with the old store: ready at once, whatever
-			// its run_at.
-			job.State = core.StateReady
-			s.push(&tp.ready, e, job.RunAt)
-		default:
+		if job.State == core.StateDead {
+			s.kill(e)
+		} else {
 			s.enqueue(e, now)
 		}
 	}
 	for tp := range touched {
-		s.settle(tp, now)
+		s.changed(tp, now)
 	}
 	return imported, nil
 }

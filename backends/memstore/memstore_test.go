@@ -123,7 +123,7 @@ func TestFakeClockLeaseExpiry(t *testing.T) {
 	require.NoError(t, r.err)
 	require.Len(t, r.jobs, 1)
 	require.Equal(t, 2, r.jobs[0].Attempt)
-	require.Equal(t, "lease expired", r.jobs[0].LastError)
+	require.Equal(t, core.LeaseExpired, r.jobs[0].LastError)
 
 	ch = b.claimAsync(t, "t", 10*time.Second)
 	require.NoError(t, b.clock.BlockUntilContext(t.Context(), 2))
@@ -131,7 +131,7 @@ func TestFakeClockLeaseExpiry(t *testing.T) {
 	got, err := b.store.GetJob(t.Context(), job.ID)
 	require.NoError(t, err)
 	require.Equal(t, core.StateDead, got.State)
-	require.Equal(t, "lease expired", got.LastError)
+	require.Equal(t, core.LeaseExpired, got.LastError)
 	require.Equal(t, b.clock.Now().UTC(), got.UpdatedAt, "died when the lease expired")
 	// The waiting claim gets nothing: its wait runs out.
 	require.NoError(t, b.clock.BlockUntilContext(t.Context(), 1))

@@ -124,7 +124,7 @@ func (s *Store) PutJobs(_ context.Context, params *core.PutJobsParams) ([]core.P
 		results[i] = s.put(j, params.Replace, now, touched)
 	}
 	for tp := range touched {
-		s.settle(tp, now)
+		s.changed(tp, now)
 	}
 	return results, nil
 }
@@ -149,13 +149,7 @@ func (s *Store) put(j *core.Job, replace bool, now time.Time, touched map[*topic
 		touched[e.topic] = struct{}{}
 	}
 	job := j.Clone()
-	job.RunAt = core.StoreTime(job.RunAt)
-	job.Attempt = 0
-	job.CreatedAt = createdAt
-	job.UpdatedAt = now
-	job.LastError = ""
-	job.Lease = ""
-	job.LeaseExpiresAt = time.Time{}
+	job.Reset(createdAt, now)
 	tp := s.topicFor(job.Topic)
 	e := &entry{job: job, topic: tp, index: -1}
 	tp.jobs++
@@ -173,7 +167,7 @@ func (s *Store) GetJob(_ context.Context, id string) (*core.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.settle(e.topic, now)
+	s.changed(e.topic, now)
 	return e.job.Clone(), nil
 }
 
@@ -187,7 +181,7 @@ func (s *Store) CancelJob(_ context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	defer s.settle(e.topic, now)
+	defer s.changed(e.topic, now)
 	switch e.job.State {
 	case core.StateDone, core.StateCancelled:
 		return fmt.Errorf("memstore: cancel %q: job is %s: %w", id, e.job.State, core.ErrNotFound)
@@ -227,19 +221,19 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 		tp := s.topicFor(params.Topic)
 		s.promote(tp, now)
 		if ctx.Err() != nil {
-			s.settle(tp, now)
+			s.changed(tp, now)
 			return []*core.Job{}, nil
 		}
 		jobs := s.take(tp, params.Max, now)
 		if len(jobs) > 0 || params.Wait <= 0 || timedOut {
-			s.settle(tp, now)
+			s.changed(tp, now)
 			return jobs, nil
 		}
 		if timer == nil {
 			timer = s.clock.NewTimer(params.Wait)
 		}
 		tp.waiters[w] = struct{}{}
-		s.settle(tp, now)
+		s.changed(tp, now)
 		s.mu.Unlock()
 		select {
 		case <-w.ch:
@@ -258,14 +252,9 @@ func (s *Store) take(tp *topic, max int, now time.Time) []*core.Job {
 	jobs := []*core.Job{}
 	for len(jobs) < max && tp.ready.Len() > 0 {
 		e := tp.ready.pop()
-		j := e.job
-		j.Attempt++
-		j.State = core.StateReserved
-		j.Lease = rand.Text()
-		j.LeaseExpiresAt = now.Add(j.TTR)
-		j.UpdatedAt = now
-		s.push(&tp.reserved, e, j.LeaseExpiresAt)
-		jobs = append(jobs, j.Clone())
+		e.job.Reserve(rand.Text(), now)
+		s.push(&tp.reserved, e, e.job.LeaseExpiresAt)
+		jobs = append(jobs, e.job.Clone())
 	}
 	return jobs
 }
@@ -281,8 +270,8 @@ func (s *Store) AckJob(_ context.Context, params *core.AckJobParams) (core.Settl
 	}
 	s.unlink(e)
 	s.finish(e, core.StateDone, now)
-	s.settle(e.topic, now)
-	return settled(e.job), nil
+	s.changed(e.topic, now)
+	return e.job.Settled(), nil
 }
 
 // RetryJob implements core.Store. A zero params.RunAt means now. Errors:
@@ -295,16 +284,10 @@ func (s *Store) RetryJob(_ context.Context, params *core.RetryJobParams) (core.S
 		return core.SettleResult{}, err
 	}
 	s.unlink(e)
-	j := e.job
-	j.LastError = core.CutError(params.Error)
-	j.RunAt = core.StoreTime(params.RunAt)
-	if params.RunAt.IsZero() {
-		j.RunAt = core.StoreTime(now)
-	}
-	j.Lease, j.LeaseExpiresAt, j.UpdatedAt = "", time.Time{}, now
+	e.job.Retry(params.RunAt, params.Error, now)
 	s.enqueue(e, now)
-	s.settle(e.topic, now)
-	return settled(j), nil
+	s.changed(e.topic, now)
+	return e.job.Settled(), nil
 }
 
 // BuryJob implements core.Store. Errors: ErrNotFound, ErrLeaseLost, ErrClosed.
@@ -316,17 +299,10 @@ func (s *Store) BuryJob(_ context.Context, params *core.BuryJobParams) (core.Set
 		return core.SettleResult{}, err
 	}
 	s.unlink(e)
-	j := e.job
-	j.LastError = core.CutError(params.Error)
-	j.Lease, j.LeaseExpiresAt = "", time.Time{}
-	s.kill(e, now)
-	s.settle(e.topic, now)
-	return settled(j), nil
-}
-
-// settled is what a settling call returns of the job it settled.
-func settled(j *core.Job) core.SettleResult {
-	return core.SettleResult{Topic: j.Topic, Attempt: j.Attempt, State: j.State}
+	e.job.Bury(params.Error, now)
+	s.kill(e)
+	s.changed(e.topic, now)
+	return e.job.Settled(), nil
 }
 
 // TouchJob implements core.Store. Errors: ErrNotFound, ErrLeaseLost,
@@ -340,7 +316,7 @@ func (s *Store) TouchJob(_ context.Context, params *core.TouchJobParams) (*core.
 	}
 	e.job.LeaseExpiresAt = now.Add(e.job.TTR)
 	e.topic.reserved.fix(e, e.job.LeaseExpiresAt)
-	s.settle(e.topic, now)
+	s.changed(e.topic, now)
 	return e.job.Clone(), nil
 }
 
@@ -354,14 +330,12 @@ func (s *Store) RequeueJob(_ context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	defer s.settle(e.topic, now)
+	defer s.changed(e.topic, now)
 	if e.job.State != core.StateDead {
 		return conflict(e, "job %q is %s, not dead", id, e.job.State)
 	}
 	s.unlink(e)
-	e.job.Attempt = 0
-	e.job.RunAt = core.StoreTime(now)
-	e.job.UpdatedAt = now
+	e.job.Requeue(now)
 	s.enqueue(e, now)
 	return nil
 }
@@ -389,7 +363,7 @@ func (s *Store) ListDeadJobs(_ context.Context, params *core.ListDeadJobsParams)
 	for el := tp.dead.Front(); el != nil && len(jobs) < params.Limit; el = el.Next() {
 		jobs = append(jobs, el.Value.(*entry).job.Clone())
 	}
-	s.settle(tp, now)
+	s.changed(tp, now)
 	return jobs, nil
 }
 
@@ -424,7 +398,7 @@ func (s *Store) GetTopic(_ context.Context, name string) (*core.Topic, error) {
 		return nil, fmt.Errorf("memstore: topic %q: %w", name, core.ErrNotFound)
 	}
 	s.promote(tp, now)
-	s.settle(tp, now)
+	s.changed(tp, now)
 	return tp.view(), nil
 }
 
@@ -459,7 +433,7 @@ func (s *Store) ListTopics(_ context.Context) ([]*core.Topic, error) {
 			continue
 		}
 		s.promote(tp, now)
-		s.settle(tp, now)
+		s.changed(tp, now)
 		topics = append(topics, tp.view())
 	}
 	slices.SortFunc(topics, func(a, b *core.Topic) int { return strings.Compare(a.Name, b.Name) })
@@ -532,7 +506,7 @@ func (s *Store) leased(id, lease string) (*entry, time.Time, error) {
 		return nil, now, err
 	}
 	if e.job.State != core.StateReserved || lease == "" || e.job.Lease != lease {
-		s.settle(e.topic, now)
+		s.changed(e.topic, now)
 		return nil, now, fmt.Errorf("memstore: job %q: %w", id, core.ErrLeaseLost)
 	}
 	return e, now, nil
@@ -592,17 +566,14 @@ func (s *Store) unlink(e *entry) {
 
 // finish makes an unlinked entry done or cancelled.
 func (s *Store) finish(e *entry, state core.State, now time.Time) {
-	e.job.State = state
-	e.job.UpdatedAt = now
-	e.job.Lease, e.job.LeaseExpiresAt = "", time.Time{}
+	e.job.Finish(state, now)
 	e.elem = s.finished.PushBack(e)
 }
 
-// kill makes an unlinked entry dead at time at, keeping the dead list in
-// order of death.
-func (s *Store) kill(e *entry, at time.Time) {
-	e.job.State = core.StateDead
-	e.job.UpdatedAt = at
+// kill files an unlinked entry that went dead (at its UpdatedAt) in its
+// topic's dead list, which it keeps in order of death.
+func (s *Store) kill(e *entry) {
+	at := e.job.UpdatedAt
 	dead := &e.topic.dead
 	mark := dead.Back()
 	for mark != nil && mark.Value.(*entry).job.UpdatedAt.After(at) {
@@ -628,24 +599,19 @@ func (s *Store) promote(tp *topic, now time.Time) {
 	}
 	for tp.reserved.Len() > 0 && tp.reserved.peek().key <= n {
 		e := tp.reserved.pop()
-		j := e.job
-		expiredAt := j.LeaseExpiresAt
-		j.Lease, j.LeaseExpiresAt = "", time.Time{}
-		j.LastError = "lease expired"
-		if j.Attempt >= j.MaxAttempts {
-			s.kill(e, expiredAt)
+		e.job.ExpireLease()
+		if e.job.State == core.StateDead {
+			s.kill(e)
 			continue
 		}
-		j.State = core.StateReady
-		j.UpdatedAt = expiredAt
-		s.push(&tp.ready, e, j.RunAt)
+		s.push(&tp.ready, e, e.job.RunAt)
 	}
 }
 
-// settle runs after tp changed: it wakes tp's waiting claims when jobs are
+// changed runs after tp changed: it wakes tp's waiting claims when jobs are
 // ready, arms tp's timer for the next due time while claims wait, and drops
 // tp once it holds nothing.
-func (s *Store) settle(tp *topic, now time.Time) {
+func (s *Store) changed(tp *topic, now time.Time) {
 	if len(tp.waiters) == 0 {
 		tp.stopTimer()
 		s.maybeDrop(tp)
@@ -690,7 +656,7 @@ func (s *Store) fire(tp *topic, gen uint64) {
 	tp.timer = nil
 	now := s.now()
 	s.promote(tp, now)
-	s.settle(tp, now)
+	s.changed(tp, now)
 }
 
 // prune drops finished jobs past the retention period.

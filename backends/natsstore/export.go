@@ -219,36 +219,9 @@ func (s *Store) importBatch(ctx context.Context, in []*core.Job, done []bool) er
 	})
 }
 
-// importedJob returns the record of an imported job: a scheduled or ready
-// job by its run_at, a reserved one ready at once, a dead one dead since
-// its UpdatedAt (so that ListDeadJobs keeps the order of death); Attempt,
-// LastError and CreatedAt kept, no lease.
+// importedJob returns the record of an imported job (Job.Import).
 func importedJob(in *core.Job, now time.Time) *core.Job {
 	j := in.Clone()
-	j.RunAt = core.StoreTime(j.RunAt)
-	j.CreatedAt = j.CreatedAt.UTC()
-	if j.CreatedAt.IsZero() {
-		j.CreatedAt = now
-	}
-	j.LastError = core.CutError(j.LastError)
-	j.Lease, j.LeaseExpiresAt = "", time.Time{}
-	died := j.UpdatedAt.UTC()
-	j.UpdatedAt = now
-	switch j.State {
-	case core.StateDead:
-		if !died.IsZero() && !died.After(now) {
-			j.UpdatedAt = died
-		}
-	case core.StateReserved:
-		j.State = core.StateReady
-		if j.RunAt.After(now) {
-			j.RunAt = now
-		}
-	default:
-		j.State = core.StateScheduled
-		if !j.RunAt.After(now) {
-			j.State = core.StateReady
-		}
-	}
+	j.Import(now)
 	return j
 }

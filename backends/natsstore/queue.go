@@ -653,7 +653,7 @@ func (s *Store) claimOne(ctx context.Context, q *topicQueue, it *item) (*core.Jo
 				return nil, s.ensure(ctx, j, seq, now, it.msg, true)
 			}
 			j = j.Clone()
-			expireLease(j)
+			j.ExpireLease()
 			if j.State == core.StateDead {
 				err := s.write(ctx, j, seq, now)
 				if errors.Is(err, errCAS) {
@@ -671,11 +671,7 @@ func (s *Store) claimOne(ctx context.Context, q *topicQueue, it *item) (*core.Jo
 			return nil, nil
 		}
 		r := j.Clone()
-		r.State = core.StateReserved
-		r.Attempt++
-		r.Lease = newLease()
-		r.LeaseExpiresAt = now.Add(r.TTR)
-		r.UpdatedAt = now
+		r.Reserve(newLease(), now)
 		lseqs, err := s.publishAll(ctx, s.wakesFor(r, now, pendingAfter(seq)))
 		if err != nil {
 			s.deleteSeqs(ctx, lseqs, r.ID)
@@ -784,7 +780,7 @@ func (s *Store) handleHouse(m jetstream.Msg) {
 			return
 		}
 		j = j.Clone()
-		expireLease(j)
+		j.ExpireLease()
 		err = s.write(ctx, j, seq, now)
 		if errors.Is(err, errCAS) {
 			continue

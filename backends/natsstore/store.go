@@ -37,9 +37,6 @@ const (
 	AckWaitDefault = 10 * time.Second
 )
 
-// leaseExpired is the LastError of a job whose lease ran out.
-const leaseExpired = "lease expired"
-
 // Config configures a Store.
 type Config struct {
 	// Conn is the NATS connection. Required; Close does not close it.
@@ -709,35 +706,11 @@ func isNotFoundAPI(err error) bool {
 		apiErr.ErrorCode == errCodeSequenceNotFound)
 }
 
-// view returns a job as the contract shows it at now: a scheduled job whose
-// run_at has passed is ready; a reserved job whose lease ran out is ready
-// again, or dead when it used its last attempt.
+// view returns a copy of j as the contract shows it at now (Job.AsOf).
 func view(j *core.Job, now time.Time) *core.Job {
 	v := j.Clone()
-	switch v.State {
-	case core.StateScheduled:
-		if !v.RunAt.After(now) {
-			v.State = core.StateReady
-			v.UpdatedAt = v.RunAt
-		}
-	case core.StateReserved:
-		if !v.LeaseExpiresAt.After(now) {
-			expireLease(v)
-		}
-	}
+	v.AsOf(now)
 	return v
-}
-
-// expireLease turns a reserved job whose lease ran out ready, or dead when
-// it used its last attempt.
-func expireLease(j *core.Job) {
-	j.State = core.StateReady
-	if j.Attempt >= j.MaxAttempts {
-		j.State = core.StateDead
-	}
-	j.UpdatedAt = j.LeaseExpiresAt
-	j.Lease, j.LeaseExpiresAt = "", time.Time{}
-	j.LastError = leaseExpired
 }
 
 // PutJobs implements core.Store. Jobs are stored concurrently, each with a
@@ -830,19 +803,10 @@ func await(ctx context.Context, f jetstream.PubAckFuture) (*jetstream.PubAck, er
 	}
 }
 
-// newJob returns the record of a job being stored.
+// newJob returns the record of a job being stored (Job.Reset).
 func newJob(in *core.Job, createdAt, now time.Time) *core.Job {
 	j := in.Clone()
-	j.RunAt = core.StoreTime(j.RunAt)
-	j.Attempt = 0
-	j.CreatedAt = createdAt
-	j.UpdatedAt = now
-	j.LastError = ""
-	j.Lease, j.LeaseExpiresAt = "", time.Time{}
-	j.State = core.StateScheduled
-	if !j.RunAt.After(now) {
-		j.State = core.StateReady
-	}
+	j.Reset(createdAt, now)
 	return j
 }
 
@@ -949,8 +913,7 @@ func (s *Store) CancelJob(ctx context.Context, id string) error {
 		case core.StateReserved:
 			return &core.ConflictError{Job: j.Clone(), Message: fmt.Sprintf("natsstore: job %q is reserved", id)}
 		}
-		j.State = core.StateCancelled
-		j.UpdatedAt = now
+		j.Finish(core.StateCancelled, now)
 		return nil
 	})
 }
@@ -1013,9 +976,7 @@ func (s *Store) AckJob(ctx context.Context, params *core.AckJobParams) (core.Set
 		if err := leased(j, params.Lease); err != nil {
 			return err
 		}
-		j.State = core.StateDone
-		j.UpdatedAt = now
-		j.Lease, j.LeaseExpiresAt = "", time.Time{}
+		j.Finish(core.StateDone, now)
 		return nil
 	}))
 }
@@ -1027,17 +988,7 @@ func (s *Store) RetryJob(ctx context.Context, params *core.RetryJobParams) (core
 		if err := leased(j, params.Lease); err != nil {
 			return err
 		}
-		j.LastError = core.CutError(params.Error)
-		j.RunAt = core.StoreTime(params.RunAt)
-		if params.RunAt.IsZero() {
-			j.RunAt = core.StoreTime(now)
-		}
-		j.State = core.StateScheduled
-		if !j.RunAt.After(now) {
-			j.State = core.StateReady
-		}
-		j.UpdatedAt = now
-		j.Lease, j.LeaseExpiresAt = "", time.Time{}
+		j.Retry(params.RunAt, params.Error, now)
 		return nil
 	}))
 }
@@ -1049,10 +1000,7 @@ func (s *Store) BuryJob(ctx context.Context, params *core.BuryJobParams) (core.S
 		if err := leased(j, params.Lease); err != nil {
 			return err
 		}
-		j.LastError = core.CutError(params.Error)
-		j.State = core.StateDead
-		j.UpdatedAt = now
-		j.Lease, j.LeaseExpiresAt = "", time.Time{}
+		j.Bury(params.Error, now)
 		return nil
 	}))
 }
@@ -1062,7 +1010,7 @@ func settled(j *core.Job, err error) (core.SettleResult, error) {
 	if err != nil {
 		return core.SettleResult{}, err
 	}
-	return core.SettleResult{Topic: j.Topic, Attempt: j.Attempt, State: j.State}, nil
+	return j.Settled(), nil
 }
 
 // TouchJob implements core.Store. Errors: ErrNotFound, ErrLeaseLost,
@@ -1085,10 +1033,7 @@ func (s *Store) RequeueJob(ctx context.Context, id string) error {
 		if j.State != core.StateDead {
 			return &core.ConflictError{Job: j.Clone(), Message: fmt.Sprintf("natsstore: job %q is %s, not dead", id, j.State)}
 		}
-		j.State = core.StateReady
-		j.Attempt = 0
-		j.RunAt = core.StoreTime(now)
-		j.UpdatedAt = now
+		j.Requeue(now)
 		return nil
 	})
 }

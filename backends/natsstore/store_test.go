@@ -106,7 +106,7 @@ func TestLeaseExpiry(t *testing.T) {
 	second := claim(t, b.store, "t", 1, 5*time.Second)
 	require.Len(t, second, 1)
 	require.Equal(t, 2, second[0].Attempt)
-	require.Equal(t, "lease expired", second[0].LastError)
+	require.Equal(t, core.LeaseExpired, second[0].LastError)
 	require.ErrorIs(t, settleErr(b.store.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: first[0].Lease})), core.ErrLeaseLost)
 
 	// The last attempt's lease runs out: the job goes dead.

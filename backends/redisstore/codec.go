@@ -82,27 +82,10 @@ func decodeFlat(id string, flat []any) (*core.Job, error) {
 	return decodeMap(id, m)
 }
 
-// view reports a stored job as of now: a scheduled job whose run_at passed is
-// ready, a reserved job whose lease expired is ready, or dead on its last
-// attempt, as the next script to touch it will make it.
+// view reports a stored job as of now (Job.AsOf), as the next script to
+// touch it will make it.
 func view(j *core.Job, now time.Time) *core.Job {
-	switch j.State {
-	case core.StateScheduled:
-		if !j.RunAt.After(now) {
-			j.State = core.StateReady
-			j.UpdatedAt = j.RunAt
-		}
-	case core.StateReserved:
-		if !j.LeaseExpiresAt.After(now) {
-			j.UpdatedAt = j.LeaseExpiresAt
-			j.Lease, j.LeaseExpiresAt = "", time.Time{}
-			j.LastError = leaseExpired
-			j.State = core.StateReady
-			if j.Attempt >= j.MaxAttempts {
-				j.State = core.StateDead
-			}
-		}
-	}
+	j.AsOf(now)
 	return j
 }
 

@@ -97,7 +97,7 @@
 //     in its topic's dead set, done and cancelled in none, with a key TTL of
 //     Config.Retention. Only finished jobs expire; the others stay until
 //     they finish.
-//   - Every script settles the job it names before acting: a scheduled job
+//   - Every script brings the job it names up to date (core.Job.AsOf) before acting: a scheduled job
 //     whose run_at passed is made ready, a reserved job whose lease expired
 //     is made ready (dead on its last attempt, last_error "lease expired"),
 //     so that the outcome does not depend on whether a promoter got there

@@ -34,9 +34,6 @@ const (
 	RetentionDefault = 72 * time.Hour
 )
 
-// leaseExpired is the LastError of a job whose lease ran out.
-const leaseExpired = "lease expired"
-
 // Config configures a Store.
 type Config struct {
 	// Client is the Redis client: standalone, Sentinel (failover) or

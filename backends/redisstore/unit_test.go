@@ -295,7 +295,7 @@ func TestFakeClockPromotion(t *testing.T) {
 	got, err = s.GetJob(ctx, j.ID)
 	require.NoError(t, err)
 	require.Equal(t, core.StateDead, got.State)
-	require.Equal(t, leaseExpired, got.LastError)
+	require.Equal(t, core.LeaseExpired, got.LastError)
 	require.Equal(t, j.RunAt.Add(j.TTR), got.UpdatedAt, "died when the lease expired")
 }
 

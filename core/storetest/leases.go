@@ -279,7 +279,7 @@ func testLeaseExpiryLastAttempt(t *testing.T, b *testBundle) {
 	wait := time.Until(second.LeaseExpiresAt.Add(600 * time.Millisecond))
 	require.Empty(t, b.claim(t, topic, 1, wait), "delivered past max_attempts")
 	got := b.requireState(t, job.ID, core.StateDead)
-	require.Equal(t, "lease expired", got.LastError)
+	require.Equal(t, core.LeaseExpired, got.LastError)
 	require.Equal(t, 2, got.Attempt)
 	require.ErrorIs(t, ack(b, second), core.ErrLeaseLost)
 	require.Equal(t, []string{job.ID}, ids(listDead(t, b, topic, 10)))
