@@ -112,9 +112,9 @@ func decodeMeta(b []byte) (meta, error) {
 	d := decoder{b: b[2:]}
 	m.topic = string(d.bytes())
 	m.runAt = d.varint()
-	m.attempt = int(d.uvarint())
-	m.maxAttempts = int(d.uvarint())
-	m.ttr = time.Duration(d.uvarint()) * time.Millisecond
+	m.attempt = int(d.small())
+	m.maxAttempts = int(d.small())
+	m.ttr = time.Duration(d.small()) * time.Millisecond
 	m.updatedAt = d.varint()
 	if m.state == core.StateReserved {
 		m.leaseExp = d.varint()
@@ -226,6 +226,17 @@ func (d *decoder) uvarint() uint64 {
 	return v
 }
 
+// small reads a count or a duration in ms, which stores keep far below
+// 2^32.
+func (d *decoder) small() uint32 {
+	v := d.uvarint()
+	if v > 1<<32-1 {
+		d.fail()
+		return 0
+	}
+	return uint32(v)
+}
+
 func (d *decoder) varint() int64 {
 	v, n := binary.Varint(d.b)
 	if n <= 0 {
@@ -237,7 +248,7 @@ func (d *decoder) varint() int64 {
 }
 
 func (d *decoder) take(n int) []byte {
-	if d.err != nil || n > len(d.b) {
+	if d.err != nil || n < 0 || n > len(d.b) {
 		d.fail()
 		return nil
 	}
@@ -246,7 +257,14 @@ func (d *decoder) take(n int) []byte {
 	return v
 }
 
-func (d *decoder) bytes() []byte { return d.take(int(d.uvarint())) }
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.fail()
+		return nil
+	}
+	return d.take(int(n))
+}
 
 func (d *decoder) fail() {
 	if d.err == nil {

@@ -64,17 +64,19 @@ type index struct {
 	garbage int               // arena bytes of freed ids
 	buckets map[uint64]uint32 // hash of id -> first slot
 	leases  map[uint32]lease  // reserved slots' tokens
-	seed    maphash.Seed
+	hashOf  func(id string) uint64
 	seq     uint64
 }
 
 func newIndex() *index {
-	return &index{
+	x := &index{
 		slots:   make([]slot, 1, 1024),
 		buckets: make(map[uint64]uint32),
 		leases:  make(map[uint32]lease),
-		seed:    maphash.MakeSeed(),
 	}
+	seed := maphash.MakeSeed()
+	x.hashOf = func(id string) uint64 { return maphash.String(seed, id) }
+	return x
 }
 
 // id returns slot i's id; the string aliases the arena, so it is valid only
@@ -86,7 +88,7 @@ func (x *index) id(i uint32) string {
 
 // lookup returns the slot of id, or 0.
 func (x *index) lookup(id string) uint32 {
-	h := maphash.String(x.seed, id)
+	h := x.hashOf(id)
 	for i := x.buckets[h]; i != 0; i = x.slots[i].next {
 		if x.slots[i].hash == h && x.id(i) == id {
 			return i
@@ -105,7 +107,7 @@ func (x *index) add(id string) uint32 {
 		x.slots = append(x.slots, slot{})
 		i = uint32(len(x.slots) - 1)
 	}
-	h := maphash.String(x.seed, id)
+	h := x.hashOf(id)
 	x.slots[i] = slot{hash: h, idOff: uint32(len(x.arena)), idLen: uint8(len(id)), pos: -1, next: x.buckets[h]}
 	x.arena = append(x.arena, id...)
 	x.buckets[h] = i
