@@ -155,23 +155,13 @@ func (sub *subscription) stop(code websocket.StatusCode, reason string) {
 }
 
 // readLoop reads client frames until the connection ends and returns why.
-// A bad frame is answered with an error frame; the connection stays.
+// A bad frame, or one over Config.MaxFrameBytes, is answered with an error
+// frame; the connection stays (see readOne).
 func (sub *subscription) readLoop() error {
 	for {
-		typ, data, err := sub.conn.Read(context.Background())
-		if err != nil {
+		if err := sub.readOne(); err != nil {
 			return err
 		}
-		if typ != websocket.MessageText {
-			sub.sendError(core.Invalid("", "frames must be JSON text messages"), "")
-			continue
-		}
-		f, err := decodeFrame(data)
-		if err != nil {
-			sub.sendError(err, f.ID)
-			continue
-		}
-		sub.dispatch(f)
 	}
 }
 
