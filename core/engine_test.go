@@ -114,7 +114,7 @@ func TestNackBacksOffThenBuries(t *testing.T) {
 	_, err := b.engine.Push(ctx, &core.PushParams{Topic: "t", ID: "j1"})
 	require.NoError(t, err)
 
-	jobs, err := b.engine.Claim(ctx, "t", 1, 0)
+	jobs, err := b.engine.Claim(ctx, &core.ClaimJobsParams{Topic: "t", Max: 1})
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)
 	require.ErrorIs(t, b.engine.Nack(ctx, &core.NackParams{ID: "j1", Lease: "wrong"}), core.ErrLeaseLost)
@@ -126,7 +126,7 @@ func TestNackBacksOffThenBuries(t *testing.T) {
 	require.Equal(t, b.clock.Now().Add(10*time.Second).UTC(), j.RunAt, "the topic's backoff for attempt 1")
 
 	b.clock.Advance(10 * time.Second)
-	jobs, err = b.engine.Claim(ctx, "t", 1, 0)
+	jobs, err = b.engine.Claim(ctx, &core.ClaimJobsParams{Topic: "t", Max: 1})
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)
 	require.Equal(t, 2, jobs[0].Attempt)
@@ -136,11 +136,11 @@ func TestNackBacksOffThenBuries(t *testing.T) {
 	require.Equal(t, core.StateDead, j.State, "attempts used up")
 	require.Equal(t, "again", j.LastError)
 
-	dead, err := b.engine.ListDead(ctx, "t", 10)
+	dead, err := b.engine.ListDead(ctx, &core.ListDeadJobsParams{Topic: "t", Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, dead, 1)
 	require.NoError(t, b.engine.Requeue(ctx, "j1"))
-	jobs, err = b.engine.Claim(ctx, "t", 1, 0)
+	jobs, err = b.engine.Claim(ctx, &core.ClaimJobsParams{Topic: "t", Max: 1})
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)
 	require.Equal(t, 1, jobs[0].Attempt, "requeue gives a fresh attempt count")
@@ -164,7 +164,7 @@ func TestClaimValidation(t *testing.T) {
 		{"a b", 1, 0, "topic"}, {"t", 0, 0, "max"}, {"t", core.ClaimMaxLimit + 1, 0, "max"},
 		{"t", 1, -time.Second, "wait"}, {"t", 1, core.ClaimWaitLimit + time.Second, "wait"},
 	} {
-		_, err := b.engine.Claim(ctx, c.topic, c.max, c.wait)
+		_, err := b.engine.Claim(ctx, &core.ClaimJobsParams{Topic: c.topic, Max: c.max, Wait: c.wait})
 		var fe *core.FieldError
 		require.True(t, errors.As(err, &fe), c.field)
 		require.Equal(t, c.field, fe.Field)
