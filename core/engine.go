@@ -18,10 +18,20 @@ type Deliverer interface {
 	// ValidateTopic checks a topic's delivery fields before it is stored;
 	// it returns a *FieldError for a bad URL, condition or subject.
 	ValidateTopic(topic *Topic) error
-	// Deliver hands one job over. Nil is success; any error fails the
-	// attempt, which is retried by the topic's backoff. Deliver must return
-	// when ctx is done.
-	Deliver(ctx context.Context, topic *Topic, job *Job) error
+	// Deliver hands p.Job over to the destination of p.Topic. Nil is
+	// success; any error fails the attempt, which is retried by the
+	// topic's backoff. Deliver must return when ctx is done. Nil params, or
+	// a nil Topic or Job, are answered with ErrInvalidArgument.
+	Deliver(ctx context.Context, p *DeliverParams) error
+}
+
+// DeliverParams are the arguments of Deliverer.Deliver.
+type DeliverParams struct {
+	// Topic is the job's topic configuration, defaults filled.
+	Topic *Topic
+	// Job is the job to deliver, reserved by the engine's claim: Attempt,
+	// Lease and LeaseExpiresAt are set.
+	Job *Job
 }
 
 // EngineConfig configures an Engine.

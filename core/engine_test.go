@@ -307,8 +307,8 @@ func (f *fakeDeliverer) ValidateTopic(t *core.Topic) error {
 	return nil
 }
 
-func (f *fakeDeliverer) Deliver(ctx context.Context, _ *core.Topic, job *core.Job) error {
-	f.got <- job
+func (f *fakeDeliverer) Deliver(ctx context.Context, p *core.DeliverParams) error {
+	f.got <- p.Job
 	if f.block != nil {
 		select {
 		case <-f.block:
