@@ -479,8 +479,9 @@ func (e *Engine) DeleteTopic(ctx context.Context, name string) error {
 func (e *Engine) Ready(ctx context.Context) error { return e.store.Ping(ctx) }
 
 // noParams is the error of an engine call given nil params: a
-// programming error of the caller, reported as the stores report it rather
-// than as a panic.
+// programming error of the caller, reported as ErrInvalidArgument rather
+// than as a panic, as the stores answer nil PutJobs, ClaimJobs and
+// ListDeadJobs params.
 func noParams(call string) error {
 	return Invalid("", "engine: %s: no params", call)
 }
