@@ -71,7 +71,8 @@ type Config struct {
 	// NoListen.
 	PasswordDir string
 	// Listen is the host:port where the server serves NATS clients. Port 0
-	// or -1 picks a free port; ClientURL tells which.
+	// or -1 picks a free port; ClientURL tells which. Not used with
+	// NoListen.
 	//
 	// Defaults to ListenDefault (127.0.0.1:4222).
 	Listen string
@@ -122,7 +123,7 @@ func (c Config) WithDefaults() Config {
 
 // Validate checks the configuration and names the bad field.
 func (c Config) Validate() error {
-	if _, _, err := splitListen(c.Listen); err != nil {
+	if _, _, err := splitListen(c.Listen); err != nil && !c.NoListen {
 		return fmt.Errorf("natsserver: Listen: %w", err)
 	}
 	if _, _, err := parseSync(c.Sync); err != nil {
