@@ -108,8 +108,11 @@ func (d *Deliverer) ValidateTopic(topic *core.Topic) error { return d.next.Valid
 // or half-open with its probes taken, it returns an *OpenError at once,
 // without calling the wrapped deliverer; otherwise it delivers and counts
 // the outcome for the endpoint. A delivery ended by ctx is not counted.
-func (d *Deliverer) Deliver(ctx context.Context, topic *core.Topic, job *core.Job) error {
-	key := d.cfg.EndpointFunc(topic)
+func (d *Deliverer) Deliver(ctx context.Context, p *core.DeliverParams) error {
+	if p == nil || p.Topic == nil || p.Job == nil {
+		return core.Invalid("", "breaker: deliver: no params (topic and job are required)")
+	}
+	key := d.cfg.EndpointFunc(p.Topic)
 	c := d.endpoint(key)
 	done, err := c.allow()
 	if err != nil {
@@ -121,7 +124,7 @@ func (d *Deliverer) Deliver(ctx context.Context, topic *core.Topic, job *core.Jo
 			done(errFailure)
 		}
 	}()
-	err = d.next.Deliver(ctx, topic, job)
+	err = d.next.Deliver(ctx, p)
 	reported = true
 	done(outcome(ctx, err, d.cfg.IsFailureFunc))
 	return err

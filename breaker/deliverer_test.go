@@ -37,8 +37,8 @@ func newFakeDeliverer() *fakeDeliverer {
 
 func (f *fakeDeliverer) ValidateTopic(*core.Topic) error { return nil }
 
-func (f *fakeDeliverer) Deliver(ctx context.Context, topic *core.Topic, _ *core.Job) error {
-	u, _ := url.Parse(topic.Delivery.URL)
+func (f *fakeDeliverer) Deliver(ctx context.Context, p *core.DeliverParams) error {
+	u, _ := url.Parse(p.Topic.Delivery.URL)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls[u.Host]++
@@ -83,14 +83,14 @@ func TestDelivererEndpointsApart(t *testing.T) {
 	job := &core.Job{ID: "j", Attempt: 1}
 
 	for range 3 {
-		require.ErrorContains(t, d.Deliver(ctx, dead, job), "connection refused")
-		require.NoError(t, d.Deliver(ctx, live, job))
+		require.ErrorContains(t, d.Deliver(ctx, &core.DeliverParams{Topic: dead, Job: job}), "connection refused")
+		require.NoError(t, d.Deliver(ctx, &core.DeliverParams{Topic: live, Job: job}))
 	}
 	require.Equal(t, breaker.StateOpen, d.State("dead.test"))
 	require.Equal(t, breaker.StateClosed, d.State("live.test:8080"))
 	for _, topic := range []*core.Topic{dead, sameHost} {
 		start := time.Now()
-		err := d.Deliver(ctx, topic, job)
+		err := d.Deliver(ctx, &core.DeliverParams{Topic: topic, Job: job})
 		require.Less(t, time.Since(start), 50*time.Millisecond)
 		require.ErrorIs(t, err, breaker.ErrOpen)
 		require.ErrorIs(t, err, core.ErrUnavailable)
@@ -101,7 +101,7 @@ func TestDelivererEndpointsApart(t *testing.T) {
 		require.LessOrEqual(t, oe.RetryAfter(), time.Hour)
 	}
 	require.Equal(t, 3, inner.callsTo("dead.test"), "deliveries failed fast without reaching the endpoint")
-	require.NoError(t, d.Deliver(ctx, live, job))
+	require.NoError(t, d.Deliver(ctx, &core.DeliverParams{Topic: live, Job: job}))
 	require.Equal(t, 4, inner.callsTo("live.test:8080"))
 	require.Equal(t, []breaker.EndpointState{
 		{Endpoint: "dead.test", State: breaker.StateOpen},
@@ -121,21 +121,21 @@ func TestDelivererCounts(t *testing.T) {
 	// Answers that refuse the request do not count.
 	for _, code := range []int{301, 400, 404, 410} {
 		inner.setDead("h.test", statusErr(code))
-		require.Error(t, d.Deliver(context.Background(), topic, job))
+		require.Error(t, d.Deliver(context.Background(), &core.DeliverParams{Topic: topic, Job: job}))
 	}
 	// Nor does a delivery interrupted by its context.
 	inner.setDead("h.test", nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for range 3 {
-		require.ErrorIs(t, d.Deliver(ctx, topic, job), context.Canceled)
+		require.ErrorIs(t, d.Deliver(ctx, &core.DeliverParams{Topic: topic, Job: job}), context.Canceled)
 	}
 	require.Equal(t, breaker.StateClosed, d.State("h.test"))
 	// 429 and 5xx do.
 	inner.setDead("h.test", statusErr(429))
-	require.Error(t, d.Deliver(context.Background(), topic, job))
+	require.Error(t, d.Deliver(context.Background(), &core.DeliverParams{Topic: topic, Job: job}))
 	inner.setDead("h.test", statusErr(503))
-	require.Error(t, d.Deliver(context.Background(), topic, job))
+	require.Error(t, d.Deliver(context.Background(), &core.DeliverParams{Topic: topic, Job: job}))
 	require.Equal(t, breaker.StateOpen, d.State("h.test"))
 }
 
@@ -263,16 +263,34 @@ func TestConditionFalseDoesNotTripHost(t *testing.T) {
 	job := &core.Job{ID: "j", Topic: "never", Body: []byte(`1`), Attempt: 1}
 
 	for range 10 {
-		require.ErrorContains(t, d.Deliver(t.Context(), never, job), "condition false")
+		require.ErrorContains(t, d.Deliver(t.Context(), &core.DeliverParams{Topic: never, Job: job}), "condition false")
 	}
 	require.Equal(t, breaker.StateClosed, d.State(host))
-	require.NoError(t, d.Deliver(t.Context(), healthy, job))
+	require.NoError(t, d.Deliver(t.Context(), &core.DeliverParams{Topic: healthy, Job: job}))
 
 	// The host going away trips its breaker for both topics.
 	srv.Close()
 	for range 2 {
-		require.ErrorContains(t, d.Deliver(t.Context(), healthy, job), "request failed")
+		require.ErrorContains(t, d.Deliver(t.Context(), &core.DeliverParams{Topic: healthy, Job: job}), "request failed")
 	}
 	require.Equal(t, breaker.StateOpen, d.State(host))
-	require.ErrorIs(t, d.Deliver(t.Context(), never, job), breaker.ErrOpen)
+	require.ErrorIs(t, d.Deliver(t.Context(), &core.DeliverParams{Topic: never, Job: job}), breaker.ErrOpen)
+}
+
+// TestDelivererNilParams checks that params without a topic or a job are
+// refused with ErrInvalidArgument, without reaching the wrapped deliverer
+// or counting against an endpoint.
+func TestDelivererNilParams(t *testing.T) {
+	t.Parallel()
+	inner := newFakeDeliverer()
+	d := breaker.NewDeliverer(inner, breaker.DelivererConfig{Config: breaker.Config{
+		ConsecutiveFailures: 1, OpenTimeout: time.Hour, Logger: slog.New(slog.DiscardHandler),
+	}})
+	topic, job := webhookTopic("a", "h.test"), &core.Job{ID: "j", Attempt: 1}
+	for _, p := range []*core.DeliverParams{nil, {Job: job}, {Topic: topic}} {
+		require.ErrorIs(t, d.Deliver(t.Context(), p), core.ErrInvalidArgument)
+	}
+	require.Zero(t, inner.callsTo("h.test"))
+	require.NoError(t, d.Deliver(t.Context(), &core.DeliverParams{Topic: topic, Job: job}))
+	require.Equal(t, breaker.StateClosed, d.State("h.test"), "the refused calls counted no failure")
 }

@@ -222,7 +222,7 @@ const storeTimeout = 10 * time.Second
 func (e *Engine) deliver(topic *Topic, deliverer Deliverer, job *Job) {
 	dctx := e.deliverCtx
 	stopTouch := e.keepLease(dctx, job)
-	derr := deliverer.Deliver(dctx, topic, job)
+	derr := deliverer.Deliver(dctx, &DeliverParams{Topic: topic, Job: job})
 	stopTouch()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(dctx), storeTimeout)
 	defer cancel()

@@ -18,10 +18,20 @@ type Deliverer interface {
 	// ValidateTopic checks a topic's delivery fields before it is stored;
 	// it returns a *FieldError for a bad URL, condition or subject.
 	ValidateTopic(topic *Topic) error
-	// Deliver hands one job over. Nil is success; any error fails the
-	// attempt, which is retried by the topic's backoff. Deliver must return
-	// when ctx is done.
-	Deliver(ctx context.Context, topic *Topic, job *Job) error
+	// Deliver hands p.Job over to the destination of p.Topic. Nil is
+	// success; any error fails the attempt, which is retried by the
+	// topic's backoff. Deliver must return when ctx is done. Nil params, or
+	// a nil Topic or Job, are answered with ErrInvalidArgument.
+	Deliver(ctx context.Context, p *DeliverParams) error
+}
+
+// DeliverParams are the arguments of Deliverer.Deliver.
+type DeliverParams struct {
+	// Topic is the job's topic configuration, defaults filled.
+	Topic *Topic
+	// Job is the job to deliver, reserved by the engine's claim: Attempt,
+	// Lease and LeaseExpiresAt are set.
+	Job *Job
 }
 
 // EngineConfig configures an Engine.
@@ -114,6 +124,16 @@ type PushParams struct {
 	TraceParent string
 }
 
+// PushBatchParams are the arguments of Engine.PushBatch.
+type PushBatchParams struct {
+	// Jobs to create (or replace), each validated and stored on its own. A
+	// nil entry gets an ErrInvalidArgument result.
+	Jobs []*PushParams
+	// Replace creates or replaces (reschedules) each job, as Engine.Replace
+	// does; otherwise an id in use is a conflict, as for Engine.Push.
+	Replace bool
+}
+
 // PushResult is the outcome of one job of a batch.
 type PushResult struct {
 	// Job is the stored job, nil on error.
@@ -127,30 +147,47 @@ type PushResult struct {
 // Push creates a job. Errors: *FieldError (ErrInvalidArgument, ErrTooLarge),
 // *ConflictError when the id names an unfinished job, ErrUnavailable.
 func (e *Engine) Push(ctx context.Context, p *PushParams) (*Job, error) {
-	r := e.PushBatch(ctx, []*PushParams{p}, false)[0]
-	return r.Job, r.Err
+	if p == nil {
+		return nil, noParams("push")
+	}
+	rs, err := e.PushBatch(ctx, &PushBatchParams{Jobs: []*PushParams{p}})
+	if err != nil {
+		return nil, err
+	}
+	return rs[0].Job, rs[0].Err
 }
 
 // Replace creates or reschedules the job with p.ID, reporting whether an
 // existing job was replaced. Errors as Push; a reserved job is a conflict.
 func (e *Engine) Replace(ctx context.Context, p *PushParams) (*Job, bool, error) {
+	if p == nil {
+		return nil, false, noParams("replace")
+	}
 	if p.ID == "" {
 		return nil, false, Invalid("id", "id is required to replace a job")
 	}
-	r := e.PushBatch(ctx, []*PushParams{p}, true)[0]
-	return r.Job, r.Replaced, r.Err
+	rs, err := e.PushBatch(ctx, &PushBatchParams{Jobs: []*PushParams{p}, Replace: true})
+	if err != nil {
+		return nil, false, err
+	}
+	return rs[0].Job, rs[0].Replaced, rs[0].Err
 }
 
-// PushBatch creates (or with replace, creates or replaces) jobs, each on
-// its own, and returns one result per job in order. The caller bounds the
-// batch by Limits.MaxBatch.
-func (e *Engine) PushBatch(ctx context.Context, ps []*PushParams, replace bool) []PushResult {
-	results := make([]PushResult, len(ps))
-	jobs := make([]*Job, 0, len(ps))
-	idx := make([]int, 0, len(ps))
+// PushBatch creates (or with p.Replace, creates or replaces) p.Jobs, each on
+// its own, and returns one result per job in order: every failure of a job,
+// the store's included, is in its result. The error is only for a nil p
+// (ErrInvalidArgument), with no results. The caller bounds the batch by
+// Limits.MaxBatch.
+func (e *Engine) PushBatch(ctx context.Context, p *PushBatchParams) ([]PushResult, error) {
+	if p == nil {
+		return nil, noParams("push batch")
+	}
+	results := make([]PushResult, len(p.Jobs))
+	jobs := make([]*Job, 0, len(p.Jobs))
+	idx := make([]int, 0, len(p.Jobs))
 	now := e.clock.Now()
-	for i, p := range ps {
-		job, err := e.newJob(p, now)
+	for i, jp := range p.Jobs {
+		job, err := e.newJob(jp, now)
 		if err != nil {
 			results[i].Err = err
 			continue
@@ -159,9 +196,9 @@ func (e *Engine) PushBatch(ctx context.Context, ps []*PushParams, replace bool) 
 		idx = append(idx, i)
 	}
 	if len(jobs) == 0 {
-		return results
+		return results, nil
 	}
-	put, err := e.store.PutJobs(ctx, &PutJobsParams{Jobs: jobs, Replace: replace})
+	put, err := e.store.PutJobs(ctx, &PutJobsParams{Jobs: jobs, Replace: p.Replace})
 	for k, i := range idx {
 		switch {
 		case err != nil:
@@ -172,13 +209,16 @@ func (e *Engine) PushBatch(ctx context.Context, ps []*PushParams, replace bool) 
 			results[i] = PushResult{Job: jobs[k], Replaced: put[k].Replaced}
 		}
 	}
-	return results
+	return results, nil
 }
 
 // newJob validates p and builds the job to store, with a new id when p has
 // none and defaults from the topic's configuration. It resolves delay into
 // run_at first, then checks the job as validateJob does.
 func (e *Engine) newJob(p *PushParams, now time.Time) (*Job, error) {
+	if p == nil {
+		return nil, Invalid("", "no job")
+	}
 	runAt := now
 	switch {
 	case p.Delay != nil && p.RunAt != nil:
@@ -258,27 +298,34 @@ const (
 	ClaimWaitLimit = 60 * time.Second
 )
 
-// Claim takes up to max due jobs of a topic, waiting up to wait for the
+// Claim takes up to p.Max due jobs of p.Topic, waiting up to p.Wait for the
 // first. Errors: *FieldError for a bad topic, max or wait.
-func (e *Engine) Claim(ctx context.Context, topic string, max int, wait time.Duration) ([]*Job, error) {
-	if err := ValidateTopicName(topic); err != nil {
+func (e *Engine) Claim(ctx context.Context, p *ClaimJobsParams) ([]*Job, error) {
+	if p == nil {
+		return nil, noParams("claim")
+	}
+	if err := ValidateTopicName(p.Topic); err != nil {
 		return nil, err
 	}
-	if max < 1 || max > ClaimMaxLimit {
+	if p.Max < 1 || p.Max > ClaimMaxLimit {
 		return nil, Invalid("max", "max must be between 1 and %d", ClaimMaxLimit)
 	}
-	if wait < 0 || wait > ClaimWaitLimit {
+	if p.Wait < 0 || p.Wait > ClaimWaitLimit {
 		return nil, Invalid("wait", "wait must be between 0 and %s", ClaimWaitLimit)
 	}
-	return e.store.ClaimJobs(ctx, &ClaimJobsParams{Topic: topic, Max: max, Wait: wait})
+	return e.store.ClaimJobs(ctx, &ClaimJobsParams{Topic: p.Topic, Max: p.Max, Wait: p.Wait})
 }
 
-// Ack marks a delivery done. Errors: ErrNotFound, ErrLeaseLost.
-func (e *Engine) Ack(ctx context.Context, id, lease string) error {
-	if err := validateLease(id, lease); err != nil {
+// Ack marks the delivery of p.ID under p.Lease done. Errors: ErrNotFound,
+// ErrLeaseLost.
+func (e *Engine) Ack(ctx context.Context, p *AckJobParams) error {
+	if p == nil {
+		return noParams("ack")
+	}
+	if err := validateLease(p.ID, p.Lease); err != nil {
 		return err
 	}
-	_, err := e.store.AckJob(ctx, &AckJobParams{ID: id, Lease: lease})
+	_, err := e.store.AckJob(ctx, &AckJobParams{ID: p.ID, Lease: p.Lease})
 	return err
 }
 
@@ -296,6 +343,9 @@ type NackParams struct {
 // topic's backoff), or goes dead when its attempts are used up. Errors:
 // *FieldError, ErrNotFound, ErrLeaseLost.
 func (e *Engine) Nack(ctx context.Context, p *NackParams) error {
+	if p == nil {
+		return noParams("nack")
+	}
 	if err := validateLease(p.ID, p.Lease); err != nil {
 		return err
 	}
@@ -330,12 +380,16 @@ func (e *Engine) fail(ctx context.Context, job *Job, delay *time.Duration, reaso
 	return err
 }
 
-// Touch extends a lease by the job's TTR. Errors: ErrNotFound, ErrLeaseLost.
-func (e *Engine) Touch(ctx context.Context, id, lease string) (*Job, error) {
-	if err := validateLease(id, lease); err != nil {
+// Touch extends the lease p.Lease of job p.ID by the job's TTR. Errors:
+// ErrNotFound, ErrLeaseLost.
+func (e *Engine) Touch(ctx context.Context, p *TouchJobParams) (*Job, error) {
+	if p == nil {
+		return nil, noParams("touch")
+	}
+	if err := validateLease(p.ID, p.Lease); err != nil {
 		return nil, err
 	}
-	return e.store.TouchJob(ctx, &TouchJobParams{ID: id, Lease: lease})
+	return e.store.TouchJob(ctx, &TouchJobParams{ID: p.ID, Lease: p.Lease})
 }
 
 // Requeue makes a dead job ready with a fresh attempt count. Errors:
@@ -350,20 +404,27 @@ func (e *Engine) Requeue(ctx context.Context, id string) error {
 // DeadLimitMax bounds a dead-job listing.
 const DeadLimitMax = 1000
 
-// ListDead lists up to limit dead jobs of a topic.
-func (e *Engine) ListDead(ctx context.Context, topic string, limit int) ([]*Job, error) {
-	if err := ValidateTopicName(topic); err != nil {
+// ListDead lists up to p.Limit dead jobs of p.Topic, oldest death first.
+// Errors: *FieldError for a bad topic or limit.
+func (e *Engine) ListDead(ctx context.Context, p *ListDeadJobsParams) ([]*Job, error) {
+	if p == nil {
+		return nil, noParams("list dead")
+	}
+	if err := ValidateTopicName(p.Topic); err != nil {
 		return nil, err
 	}
-	if limit < 1 || limit > DeadLimitMax {
+	if p.Limit < 1 || p.Limit > DeadLimitMax {
 		return nil, Invalid("limit", "limit must be between 1 and %d", DeadLimitMax)
 	}
-	return e.store.ListDeadJobs(ctx, &ListDeadJobsParams{Topic: topic, Limit: limit})
+	return e.store.ListDeadJobs(ctx, &ListDeadJobsParams{Topic: p.Topic, Limit: p.Limit})
 }
 
 // PutTopic validates and stores a topic configuration; this instance applies
 // it at once, others within TopicRefresh. Errors: *FieldError.
 func (e *Engine) PutTopic(ctx context.Context, t *Topic) error {
+	if t == nil {
+		return noParams("put topic")
+	}
 	if err := t.Validate(); err != nil {
 		return err
 	}
@@ -416,6 +477,14 @@ func (e *Engine) DeleteTopic(ctx context.Context, name string) error {
 
 // Ready reports whether the store answers.
 func (e *Engine) Ready(ctx context.Context) error { return e.store.Ping(ctx) }
+
+// noParams is the error of an engine call given nil params: a
+// programming error of the caller, reported as ErrInvalidArgument rather
+// than as a panic, as the stores answer nil PutJobs, ClaimJobs and
+// ListDeadJobs params.
+func noParams(call string) error {
+	return Invalid("", "engine: %s: no params", call)
+}
 
 func validateLease(id, lease string) error {
 	if ValidateID(id) != nil {

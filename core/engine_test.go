@@ -114,7 +114,7 @@ func TestNackBacksOffThenBuries(t *testing.T) {
 	_, err := b.engine.Push(ctx, &core.PushParams{Topic: "t", ID: "j1"})
 	require.NoError(t, err)
 
-	jobs, err := b.engine.Claim(ctx, "t", 1, 0)
+	jobs, err := b.engine.Claim(ctx, &core.ClaimJobsParams{Topic: "t", Max: 1})
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)
 	require.ErrorIs(t, b.engine.Nack(ctx, &core.NackParams{ID: "j1", Lease: "wrong"}), core.ErrLeaseLost)
@@ -126,7 +126,7 @@ func TestNackBacksOffThenBuries(t *testing.T) {
 	require.Equal(t, b.clock.Now().Add(10*time.Second).UTC(), j.RunAt, "the topic's backoff for attempt 1")
 
 	b.clock.Advance(10 * time.Second)
-	jobs, err = b.engine.Claim(ctx, "t", 1, 0)
+	jobs, err = b.engine.Claim(ctx, &core.ClaimJobsParams{Topic: "t", Max: 1})
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)
 	require.Equal(t, 2, jobs[0].Attempt)
@@ -136,11 +136,11 @@ func TestNackBacksOffThenBuries(t *testing.T) {
 	require.Equal(t, core.StateDead, j.State, "attempts used up")
 	require.Equal(t, "again", j.LastError)
 
-	dead, err := b.engine.ListDead(ctx, "t", 10)
+	dead, err := b.engine.ListDead(ctx, &core.ListDeadJobsParams{Topic: "t", Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, dead, 1)
 	require.NoError(t, b.engine.Requeue(ctx, "j1"))
-	jobs, err = b.engine.Claim(ctx, "t", 1, 0)
+	jobs, err = b.engine.Claim(ctx, &core.ClaimJobsParams{Topic: "t", Max: 1})
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)
 	require.Equal(t, 1, jobs[0].Attempt, "requeue gives a fresh attempt count")
@@ -164,10 +164,130 @@ func TestClaimValidation(t *testing.T) {
 		{"a b", 1, 0, "topic"}, {"t", 0, 0, "max"}, {"t", core.ClaimMaxLimit + 1, 0, "max"},
 		{"t", 1, -time.Second, "wait"}, {"t", 1, core.ClaimWaitLimit + time.Second, "wait"},
 	} {
-		_, err := b.engine.Claim(ctx, c.topic, c.max, c.wait)
+		_, err := b.engine.Claim(ctx, &core.ClaimJobsParams{Topic: c.topic, Max: c.max, Wait: c.wait})
 		var fe *core.FieldError
 		require.True(t, errors.As(err, &fe), c.field)
 		require.Equal(t, c.field, fe.Field)
+	}
+}
+
+func TestListDeadValidation(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	for _, c := range []struct {
+		p     core.ListDeadJobsParams
+		field string
+	}{
+		{core.ListDeadJobsParams{Topic: "a b", Limit: 1}, "topic"},
+		{core.ListDeadJobsParams{Topic: "t"}, "limit"},
+		{core.ListDeadJobsParams{Topic: "t", Limit: core.DeadLimitMax + 1}, "limit"},
+	} {
+		_, err := b.engine.ListDead(ctx, &c.p)
+		var fe *core.FieldError
+		require.ErrorAs(t, err, &fe, c.field)
+		require.Equal(t, c.field, fe.Field)
+	}
+}
+
+// TestAckAndTouch checks that Ack and Touch take the store's params: a
+// touch extends the lease it names, an ack of the lease settles the job, and
+// a wrong or missing lease is refused.
+func TestAckAndTouch(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	_, err := b.engine.Push(ctx, &core.PushParams{Topic: "t", ID: "j1", TTR: 10 * time.Second})
+	require.NoError(t, err)
+	jobs, err := b.engine.Claim(ctx, &core.ClaimJobsParams{Topic: "t", Max: 1})
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	lease := jobs[0].Lease
+
+	var fe *core.FieldError
+	require.ErrorAs(t, b.engine.Ack(ctx, &core.AckJobParams{ID: "j1"}), &fe)
+	require.Equal(t, "lease", fe.Field)
+	_, err = b.engine.Touch(ctx, &core.TouchJobParams{ID: "j1", Lease: "wrong"})
+	require.ErrorIs(t, err, core.ErrLeaseLost)
+
+	b.clock.Advance(5 * time.Second)
+	j, err := b.engine.Touch(ctx, &core.TouchJobParams{ID: "j1", Lease: lease})
+	require.NoError(t, err)
+	require.Equal(t, b.clock.Now().Add(10*time.Second).UTC(), j.LeaseExpiresAt.UTC())
+	require.Equal(t, lease, j.Lease, "a touch keeps the lease token")
+
+	require.NoError(t, b.engine.Ack(ctx, &core.AckJobParams{ID: "j1", Lease: lease}))
+	j, err = b.engine.Get(ctx, "j1")
+	require.NoError(t, err)
+	require.Equal(t, core.StateDone, j.State)
+	require.ErrorIs(t, b.engine.Ack(ctx, &core.AckJobParams{ID: "j1", Lease: lease}), core.ErrLeaseLost)
+}
+
+// TestPushBatch checks that a batch gives one result per job in order, a
+// bad or nil job failing alone, and that Replace is the named field that
+// selects replace over create.
+func TestPushBatch(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	rs, err := b.engine.PushBatch(ctx, &core.PushBatchParams{Jobs: []*core.PushParams{
+		{Topic: "t", ID: "a"}, {Topic: "a..b"}, nil, {Topic: "t", ID: "b"},
+	}})
+	require.NoError(t, err)
+	require.Len(t, rs, 4)
+	require.NoError(t, rs[0].Err)
+	require.Equal(t, "a", rs[0].Job.ID)
+	require.ErrorIs(t, rs[1].Err, core.ErrInvalidArgument)
+	require.ErrorIs(t, rs[2].Err, core.ErrInvalidArgument)
+	require.Nil(t, rs[2].Job)
+	require.NoError(t, rs[3].Err)
+
+	// Without Replace an id in use conflicts; with it, the job is replaced.
+	rs, err = b.engine.PushBatch(ctx, &core.PushBatchParams{Jobs: []*core.PushParams{{Topic: "t", ID: "a"}}})
+	require.NoError(t, err)
+	require.ErrorIs(t, rs[0].Err, core.ErrConflict)
+	rs, err = b.engine.PushBatch(ctx, &core.PushBatchParams{Jobs: []*core.PushParams{{Topic: "t", ID: "a", Delay: dur(time.Minute)}}, Replace: true})
+	require.NoError(t, err)
+	require.NoError(t, rs[0].Err)
+	require.True(t, rs[0].Replaced)
+	require.Equal(t, b.clock.Now().Add(time.Minute).UTC(), rs[0].Job.RunAt)
+
+	rs, err = b.engine.PushBatch(ctx, &core.PushBatchParams{})
+	require.NoError(t, err)
+	require.Empty(t, rs, "an empty batch has no results")
+}
+
+// TestNilParams checks that every engine call given nil params answers
+// ErrInvalidArgument, as the stores do, rather than panicking.
+func TestNilParams(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	calls := map[string]func() error{
+		"Push": func() error { _, err := b.engine.Push(ctx, nil); return err },
+		"Replace": func() error {
+			_, _, err := b.engine.Replace(ctx, nil)
+			return err
+		},
+		"PushBatch": func() error {
+			rs, err := b.engine.PushBatch(ctx, nil)
+			require.Nil(t, rs)
+			return err
+		},
+		"Claim":    func() error { _, err := b.engine.Claim(ctx, nil); return err },
+		"Ack":      func() error { return b.engine.Ack(ctx, nil) },
+		"Nack":     func() error { return b.engine.Nack(ctx, nil) },
+		"Touch":    func() error { _, err := b.engine.Touch(ctx, nil); return err },
+		"ListDead": func() error { _, err := b.engine.ListDead(ctx, nil); return err },
+		"PutTopic": func() error { return b.engine.PutTopic(ctx, nil) },
+	}
+	for name, call := range calls {
+		var err error
+		require.NotPanics(t, func() { err = call() }, name)
+		var fe *core.FieldError
+		require.ErrorAs(t, err, &fe, name)
+		require.ErrorIs(t, err, core.ErrInvalidArgument, name)
+		require.Contains(t, fe.Message, "no params", name)
 	}
 }
 
@@ -187,8 +307,8 @@ func (f *fakeDeliverer) ValidateTopic(t *core.Topic) error {
 	return nil
 }
 
-func (f *fakeDeliverer) Deliver(ctx context.Context, _ *core.Topic, job *core.Job) error {
-	f.got <- job
+func (f *fakeDeliverer) Deliver(ctx context.Context, p *core.DeliverParams) error {
+	f.got <- p.Job
 	if f.block != nil {
 		select {
 		case <-f.block:

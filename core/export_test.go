@@ -138,7 +138,7 @@ func TestImportBoundsRunAt(t *testing.T) {
 		_, err := e.Get(ctx, id)
 		require.ErrorIs(t, err, core.ErrNotFound, id)
 	}
-	jobs, err := e.Claim(ctx, "t", 10, 0)
+	jobs, err := e.Claim(ctx, &core.ClaimJobsParams{Topic: "t", Max: 10})
 	require.NoError(t, err)
 	require.Empty(t, jobs, "nothing imported is due")
 }

@@ -136,7 +136,8 @@ type PutResult struct {
 	Replaced bool
 }
 
-// ClaimJobsParams are the arguments of Store.ClaimJobs.
+// ClaimJobsParams are the arguments of Store.ClaimJobs and Engine.Claim
+// (which also bounds Max by ClaimMaxLimit and Wait by ClaimWaitLimit).
 type ClaimJobsParams struct {
 	// Topic to claim from.
 	Topic string
@@ -146,7 +147,7 @@ type ClaimJobsParams struct {
 	Wait time.Duration
 }
 
-// AckJobParams are the arguments of Store.AckJob.
+// AckJobParams are the arguments of Store.AckJob and Engine.Ack.
 type AckJobParams struct {
 	ID    string
 	Lease string
@@ -191,13 +192,14 @@ type SettleResult struct {
 	State State
 }
 
-// TouchJobParams are the arguments of Store.TouchJob.
+// TouchJobParams are the arguments of Store.TouchJob and Engine.Touch.
 type TouchJobParams struct {
 	ID    string
 	Lease string
 }
 
-// ListDeadJobsParams are the arguments of Store.ListDeadJobs.
+// ListDeadJobsParams are the arguments of Store.ListDeadJobs and
+// Engine.ListDead (which also bounds Limit by DeadLimitMax).
 type ListDeadJobsParams struct {
 	Topic string
 	// Limit bounds the answer, at least 1.

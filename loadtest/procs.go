@@ -106,8 +106,11 @@ func (e *env) start(ctx context.Context, cfg *config, logf func(string, ...any))
 		}
 		e.redis = rs
 		t.BackendPID, t.DataDirs = rs.PID(), []string{data}
-		args = append(args, "--redis-url", rs.URL())
+		// No NATS intake here: the harness measures these backends over
+		// HTTP, as it did before they had NATS.
+		args = append(args, "--redis-url", rs.URL(), "--nats-listen", "off")
 	case "memory":
+		args = append(args, "--nats-listen", "off")
 	default:
 		return nil, fmt.Errorf("unknown backend %q: embedded, nats, redis or memory", cfg.Backend)
 	}

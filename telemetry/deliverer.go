@@ -44,7 +44,11 @@ func (d *Deliverer) ValidateTopic(topic *core.Topic) error { return d.next.Valid
 
 // Deliver implements core.Deliverer: one span "deliver <topic>" per
 // attempt, child of the job's traceparent.
-func (d *Deliverer) Deliver(ctx context.Context, topic *core.Topic, job *core.Job) error {
+func (d *Deliverer) Deliver(ctx context.Context, p *core.DeliverParams) error {
+	if p == nil || p.Topic == nil || p.Job == nil {
+		return core.Invalid("", "telemetry: deliver: no params (topic and job are required)")
+	}
+	topic, job := p.Topic, p.Job
 	start := d.clock.Now()
 	var span trace.Span
 	if d.tracer != nil {
@@ -66,9 +70,10 @@ func (d *Deliverer) Deliver(ctx context.Context, topic *core.Topic, job *core.Jo
 			c := *job
 			c.TraceParent = tp
 			job = &c
+			p = &core.DeliverParams{Topic: topic, Job: job}
 		}
 	}
-	err := d.next.Deliver(ctx, topic, job)
+	err := d.next.Deliver(ctx, p)
 	outcome := outcomeOK
 	switch {
 	case errors.Is(err, breaker.ErrOpen):

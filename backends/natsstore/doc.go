@@ -45,9 +45,12 @@
 //
 // # The embedded server's users
 //
-// The server StartEmbedded runs takes two users and no anonymous
-// connection. delayq's own (Embedded.Connect, in process, a password made
-// at each start) may do everything; its inboxes are under OwnInboxPrefix.
+// StartEmbedded runs natsserver's in-process server (package natsserver,
+// which `delayq serve` also starts for the NATS transports of the other
+// backends) with its JetStream files and the client password in
+// EmbeddedConfig.DataDir. It takes two users and no anonymous connection.
+// delayq's own (Embedded.Connect, in process, a password made at each
+// start) may do everything; its inboxes are under OwnInboxPrefix.
 // Producers and consumers connect as EmbeddedConfig.ClientUser
 // ("delayq-client") with the password given or kept in
 // <DataDir>/nats-client-password (made at first start, mode 0600; a file
@@ -58,6 +61,8 @@
 // subscription is filtered by the same list. They have no JetStream, so
 // they can neither read nor delete the store nor keep streams of their
 // own: who needs those runs a NATS server of their own (--backend nats).
+// With EmbeddedConfig.NoListen the server serves no clients at all, only
+// the store's in-process connections.
 //
 // # Why one stream, not two
 //

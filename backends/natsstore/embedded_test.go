@@ -245,3 +245,28 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestEmbeddedNoListen checks a server that serves no NATS clients: the
+// store works over its in-process connection, and there is no client URL,
+// user or password file.
+func TestEmbeddedNoListen(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	e, err := StartEmbedded(EmbeddedConfig{DataDir: dir, NoListen: true})
+	require.NoError(t, err)
+	t.Cleanup(e.Shutdown)
+	require.Empty(t, e.ClientURL())
+	require.Empty(t, e.ClientUser())
+	require.Empty(t, e.ClientPasswordFile())
+	_, err = os.Stat(filepath.Join(dir, ClientPasswordFile))
+	require.ErrorIs(t, err, os.ErrNotExist)
+	own, err := e.Connect()
+	require.NoError(t, err)
+	t.Cleanup(own.Close)
+	store := openStore(t, own, PrefixDefault)
+	job := storetest.NewJob("orders", time.Now().Add(time.Hour))
+	storetest.Put(t, context.Background(), store, job)
+	got, err := store.GetJob(context.Background(), job.ID)
+	require.NoError(t, err)
+	require.Equal(t, job.ID, got.ID)
+}

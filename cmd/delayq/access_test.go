@@ -63,7 +63,7 @@ func TestServeTLSAndTokens(t *testing.T) {
 	tokens := filepath.Join(dir, "tokens.yaml")
 	require.NoError(t, os.WriteFile(tokens, []byte("- name: ci\n  token: "+secret+"\n  scopes: [push]\n"), 0o600))
 
-	p := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--log-level", "debug",
+	p := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--nats-listen", "off", "--log-level", "debug",
 		"--tls-cert", certFile, "--tls-key", keyFile, "--tokens-file", tokens)
 	base := strings.Replace(p.HTTPURL, "http://", "https://", 1)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
@@ -112,7 +112,7 @@ func TestServeAccessFlagErrors(t *testing.T) {
 		{[]string{"--tokens-file", filepath.Join(dir, "none.yaml")}, "--tokens-file"},
 		{[]string{"--webhook-deny", "10.0.0.0/33"}, "--webhook-deny"},
 	} {
-		code, _, stderr := runCLI(t, append([]string{"serve", "--backend", "memory", "--http", "127.0.0.1:0"}, tc.args...)...)
+		code, _, stderr := runCLI(t, append([]string{"serve", "--backend", "memory", "--http", "127.0.0.1:0", "--nats-listen", "off"}, tc.args...)...)
 		require.NotZero(t, code, tc.args)
 		require.Contains(t, stderr, tc.want, tc.args)
 	}

@@ -20,7 +20,7 @@ func TestClientCommandsSendToken(t *testing.T) {
 	const secret = "cli-test-secret-0123456789"
 	tokens := filepath.Join(dir, "tokens.yaml")
 	require.NoError(t, os.WriteFile(tokens, []byte("- name: ops\n  token: "+secret+"\n  scopes: [admin]\n"), 0o600))
-	p := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--tokens-file", tokens)
+	p := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--nats-listen", "off", "--tokens-file", tokens)
 	server := []string{"--server", p.HTTPURL}
 	withToken := []string{"DELAYQ_TOKEN=" + secret}
 

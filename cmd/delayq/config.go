@@ -14,9 +14,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/delayq/delayq/auth"
-	"github.com/delayq/delayq/backends/natsstore"
 	"github.com/delayq/delayq/backends/redisstore"
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/natsserver"
 	"github.com/delayq/delayq/transports/httptransport"
 	"github.com/delayq/delayq/transports/wstransport"
 )
@@ -29,19 +29,44 @@ const (
 	backendRedis    = "redis"
 )
 
+// isNATSBackend tells whether backend keeps jobs in NATS, whose server then
+// also carries the NATS transports. Every other backend gets them from
+// startNATS.
+func isNATSBackend(backend string) bool { return backend == backendEmbedded || backend == backendNATS }
+
+// NATS settings of serve.
+const (
+	// natsOff is the --nats-listen value that turns NATS intake and
+	// delivery off.
+	natsOff = "off"
+	// natsURLDefault is the NATS of --backend nats when --nats-url names
+	// none.
+	natsURLDefault = "nats://127.0.0.1:4222"
+	// natsDir is the directory under --data where the in-process NATS
+	// server of a backend that is not NATS keeps its JetStream files,
+	// apart from any store's.
+	natsDir = "nats"
+)
+
 // serveConfig is the configuration of `delayq serve`, as flags and their
 // environment twins set it.
 type serveConfig struct {
 	// HTTPAddr is the HTTP API's listen address; port 0 picks a free one.
 	HTTPAddr string
-	// DataDir holds the embedded NATS server's JetStream files.
+	// DataDir holds the embedded NATS server's JetStream files, or those
+	// of the in-process NATS server of another backend (in natsDir), and
+	// the NATS client password file.
 	DataDir string
-	// Backend is embedded, nats or memory.
+	// Backend is embedded, nats, redis or memory.
 	Backend string
-	// NATSListen is the embedded NATS server's client address; port 0 or -1
-	// picks a free one.
+	// NATSListen is the in-process NATS server's client address (the
+	// embedded backend's, or the one startNATS runs for another backend);
+	// port 0 or -1 picks a free one; natsOff turns NATS intake and delivery
+	// off.
 	NATSListen string
-	// NATSURL is the external NATS server of --backend nats.
+	// NATSURL is the external NATS server: the store of --backend nats
+	// (natsURLDefault when empty), or the NATS of intake and delivery of a
+	// backend that is not NATS, instead of an in-process server.
 	NATSURL string
 	// RedisURL is the Redis server, Sentinel or Cluster of --backend redis.
 	RedisURL string
@@ -93,12 +118,11 @@ func defaultServeConfig() serveConfig {
 		HTTPAddr:        "127.0.0.1:8080",
 		DataDir:         "./delayq-data",
 		Backend:         backendEmbedded,
-		NATSListen:      "127.0.0.1:4222",
-		NATSURL:         "nats://127.0.0.1:4222",
+		NATSListen:      natsserver.ListenDefault,
 		RedisURL:        "redis://127.0.0.1:6379",
 		NATSReplicas:    1,
-		NATSSync:        natsstore.SyncDefault,
-		NATSClientUser:  natsstore.ClientUserDefault,
+		NATSSync:        natsserver.SyncDefault,
+		NATSClientUser:  natsserver.ClientUserDefault,
 		MaxBody:         1 << 20,
 		MaxBatch:        1000,
 		Retention:       72 * time.Hour,
@@ -114,15 +138,15 @@ func defaultServeConfig() serveConfig {
 // defaults, and gives each an environment twin.
 func (c *serveConfig) addFlags(fs *pflag.FlagSet) {
 	fs.Var(&addrValue{p: &c.HTTPAddr}, "http", "HTTP API listen address, host:port; port 0 picks a free port")
-	fs.StringVar(&c.DataDir, "data", c.DataDir, "data directory of the embedded backend")
+	fs.StringVar(&c.DataDir, "data", c.DataDir, "data directory: the embedded backend's files; with redis or memory, the in-process NATS server's client password file and (redis) its JetStream files in <data>/"+natsDir)
 	fs.Var(&backendValue{p: &c.Backend}, "backend", "where jobs are kept: embedded (NATS JetStream in process), nats (an external NATS server), redis or memory (lost on exit)")
-	fs.Var(&addrValue{p: &c.NATSListen, random: true}, "nats-listen", "embedded NATS server's client listen address, host:port; port 0 or -1 picks a free port")
-	fs.Var(&urlValue{p: &c.NATSURL}, "nats-url", "NATS server URL(s), comma-separated, for --backend nats")
+	fs.Var(&natsListenValue{p: &c.NATSListen}, "nats-listen", "client listen address of delayq's in-process NATS server (the embedded backend's; with redis or memory, one for NATS intake and delivery), host:port; port 0 or -1 picks a free port; off: no NATS intake or delivery")
+	fs.Var(&urlValue{p: &c.NATSURL}, "nats-url", "NATS server URL(s), comma-separated: the store of --backend nats (default "+natsURLDefault+"); with redis or memory, the NATS of intake and delivery instead of an in-process server (instances sharing a Redis must share one NATS)")
 	fs.Var(&redisURLValue{p: &c.RedisURL}, "redis-url", "Redis URL for --backend redis: redis://[:password@]host:port[/db], rediss:// for TLS, redis+cluster://h1:p1,h2:p2 for a Cluster, redis+sentinel://s1:p1,s2:p2/master")
 	fs.Var(&replicasValue{p: &c.NATSReplicas}, "nats-replicas", "how many servers of the NATS cluster keep delayq's streams (1-5), for --backend nats; 3 survives the loss of one")
-	fs.Var(&syncValue{p: &c.NATSSync}, "nats-sync", `how often the embedded backend fsyncs its files: "always" (every write, before answering) or an interval such as 1s`)
-	fs.Var(&subjectValue{p: &c.NATSClientUser}, "nats-client-user", "user name of producers and consumers on the embedded NATS server")
-	fs.Var(&passwordValue{p: &c.NATSClientPassword}, "nats-client-password", "password of --nats-client-user, at least 16 characters; empty: generated at first start and kept in <data>/"+natsstore.ClientPasswordFile)
+	fs.Var(&syncValue{p: &c.NATSSync}, "nats-sync", `how often the embedded backend (with redis, the in-process NATS server) fsyncs its files: "always" (every write, before answering) or an interval such as 1s`)
+	fs.Var(&subjectValue{p: &c.NATSClientUser}, "nats-client-user", "user name of producers and consumers on delayq's in-process NATS server")
+	fs.Var(&passwordValue{p: &c.NATSClientPassword}, "nats-client-password", "password of --nats-client-user, at least 16 characters; empty: generated at first start and kept in <data>/"+natsserver.ClientPasswordFile)
 	fs.Var(&subjectPatternsValue{p: &c.NATSDeliverySubjects}, "nats-delivery-subjects", "NATS subject patterns, comma-separated (billing.>, audit.*.log), that tokens restricted to topics may name as delivery.subject; they may always name delayq.deliver.<topic> of their topics")
 	fs.Var(&byteSizeValue{p: &c.MaxBody}, "max-body", "largest job body, in bytes or with a KiB/MiB suffix")
 	fs.Var(&positiveIntValue{p: &c.MaxBatch}, "max-batch", "most jobs in one batch request")
@@ -160,6 +184,33 @@ func (v *addrValue) Set(s string) error {
 		return fmt.Errorf("port %q must be a number from %d to 65535", port, lowest)
 	}
 	*v.p = s
+	return nil
+}
+
+// natsListenValue is the --nats-listen flag: host:port, port 0 or -1
+// picking a free one, or natsOff.
+type natsListenValue struct{ p *string }
+
+func (v *natsListenValue) String() string { return *v.p }
+func (v *natsListenValue) Type() string   { return "addr|off" }
+func (v *natsListenValue) Set(s string) error {
+	if s == natsOff {
+		*v.p = s
+		return nil
+	}
+	if err := (&addrValue{p: v.p, random: true}).Set(s); err != nil {
+		return fmt.Errorf("want host:port or %s: %w", natsOff, err)
+	}
+	return nil
+}
+
+// checkNATS refuses --nats-listen off with --nats-url on a backend that is
+// not NATS: the one turns NATS intake and delivery off, the other names
+// the NATS to carry them.
+func (c *serveConfig) checkNATS() error {
+	if c.NATSListen == natsOff && c.NATSURL != "" && !isNATSBackend(c.Backend) {
+		return fmt.Errorf("--nats-listen %s turns NATS intake and delivery off, --nats-url names a NATS for them: give one of the two", natsOff)
+	}
 	return nil
 }
 
@@ -257,14 +308,14 @@ func (v *subjectValue) Set(s string) error {
 }
 
 // passwordValue is the --nats-client-password flag: empty, or at least
-// natsstore.ClientPasswordMinLen characters without spaces.
+// natsserver.ClientPasswordMinLen characters without spaces.
 type passwordValue struct{ p *string }
 
 func (v *passwordValue) String() string { return *v.p }
 func (v *passwordValue) Type() string   { return "password" }
 func (v *passwordValue) Set(s string) error {
-	if s != "" && (len(s) < natsstore.ClientPasswordMinLen || strings.ContainsFunc(s, unicode.IsSpace)) {
-		return fmt.Errorf("want at least %d characters without spaces", natsstore.ClientPasswordMinLen)
+	if s != "" && (len(s) < natsserver.ClientPasswordMinLen || strings.ContainsFunc(s, unicode.IsSpace)) {
+		return fmt.Errorf("want at least %d characters without spaces", natsserver.ClientPasswordMinLen)
 	}
 	*v.p = s
 	return nil

@@ -215,7 +215,7 @@ topics:
     delivery: {type: webhook, url: "http://127.0.0.1:9/hook", timeout: 2s, secret: s3cr3t}
     backoff: {initial: 3s, max: 1m}
 `)
-		srv := startServer(t, "--config", path, "--http", "127.0.0.1:0")
+		srv := startServer(t, "--config", path, "--http", "127.0.0.1:0", "--nats-listen", "off")
 		require.Contains(t, srv.log(), "memory backend: jobs are lost", "backend from the file")
 		require.Contains(t, srv.log(), `msg="topic configured from the config file" topic=e2e.file.hook delivery=webhook`)
 		api := newCaller(t, srv.HTTPURL)
@@ -254,7 +254,7 @@ topics:
 
 	t.Run("Example", func(t *testing.T) {
 		t.Parallel()
-		srv := startServer(t, "--config", exampleConfig, "--backend", "memory", "--http", "127.0.0.1:0")
+		srv := startServer(t, "--config", exampleConfig, "--backend", "memory", "--http", "127.0.0.1:0", "--nats-listen", "off")
 		api := newCaller(t, srv.HTTPURL)
 		for _, name := range []string{"orders.close", "reminders"} {
 			var got struct {
@@ -275,7 +275,7 @@ topics:
 			{"{name: e2e.hook, delivery: {type: webhook}}", `topic "e2e.hook": delivery.url is required`},
 			{"{name: e2e.hook, delivery: {type: webhook, url: 'ftp://x/'}}", `topic "e2e.hook": delivery.url`},
 		} {
-			path := writeConfig(t, "backend: memory\nhttp: 127.0.0.1:0\ntopics:\n  - "+tt.topic+"\n")
+			path := writeConfig(t, "backend: memory\nhttp: 127.0.0.1:0\nnats-listen: off\ntopics:\n  - "+tt.topic+"\n")
 			code, _, stderr := runCLI(t, "serve", "--config", path)
 			require.Equal(t, exitUsage, code, stderr)
 			require.Contains(t, stderr, "delayq: config file "+path+": "+tt.want)

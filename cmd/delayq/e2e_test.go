@@ -378,12 +378,13 @@ func TestE2ESIGTERM(t *testing.T) {
 	require.Equal(t, 0, srv.signal(syscall.SIGINT, 10*time.Second), "SIGINT exits 0 too")
 }
 
-// TestE2EMemoryBackend runs the service on the memory backend.
+// TestE2EMemoryBackend runs the service on the memory backend, without
+// NATS (nats_backends_test.go runs it with).
 func TestE2EMemoryBackend(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--log-format", "text")
+	srv := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--log-format", "text", "--nats-listen", "off")
 	api := newCaller(t, srv.HTTPURL)
-	require.Empty(t, srv.NATSURL, "no NATS server with the memory backend")
+	require.Empty(t, srv.NATSURL, "no NATS server with --nats-listen off")
 	var pushed struct{ ID string }
 	api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.mem", "body": "x"}, http.StatusCreated, &pushed)
 	jobs := api.claim("e2e.mem", 1, 5*time.Second)
@@ -396,7 +397,7 @@ func TestE2EMemoryBackend(t *testing.T) {
 // not on the API's.
 func TestE2EPprof(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--pprof", "127.0.0.1:0")
+	srv := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--nats-listen", "off", "--pprof", "127.0.0.1:0")
 	m := regexp.MustCompile(`msg="pprof listening" addr=(\S+)`).FindStringSubmatch(srv.log())
 	require.NotNil(t, m, "the log names the pprof address")
 	resp, err := http.Get("http://" + m[1] + "/debug/pprof/cmdline")
@@ -420,7 +421,7 @@ func TestE2ERedisBackend(t *testing.T) {
 	rs, err := redistest.StartServer(redistest.Options{Dir: t.TempDir(), AppendFsync: "everysec"})
 	require.NoError(t, err)
 	t.Cleanup(rs.Kill)
-	srv := startServer(t, "--backend", "redis", "--redis-url", rs.URL(), "--http", "127.0.0.1:0")
+	srv := startServer(t, "--backend", "redis", "--redis-url", rs.URL(), "--http", "127.0.0.1:0", "--nats-listen", "off")
 	api := newCaller(t, srv.HTTPURL)
 	var pushed struct{ ID string }
 	api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.redis", "body": map[string]int{"n": 1}, "delay": "300ms"},
@@ -438,7 +439,7 @@ func TestE2EServeFailures(t *testing.T) {
 	busy := httptest.NewServer(http.NotFoundHandler())
 	t.Cleanup(busy.Close)
 	addr := strings.TrimPrefix(busy.URL, "http://")
-	code, _, stderr := runCLI(t, "serve", "--backend", "memory", "--http", addr)
+	code, _, stderr := runCLI(t, "serve", "--backend", "memory", "--http", addr, "--nats-listen", "off")
 	require.Equal(t, 1, code, stderr)
 	require.Contains(t, stderr, "address already in use")
 
@@ -447,7 +448,7 @@ func TestE2EServeFailures(t *testing.T) {
 	require.Contains(t, stderr, "delayq: --nats-listen: ")
 	require.Contains(t, stderr, "address already in use")
 
-	code, _, stderr = runCLI(t, "serve", "--backend", "redis", "--redis-url", "redis://"+addr)
+	code, _, stderr = runCLI(t, "serve", "--backend", "redis", "--redis-url", "redis://"+addr, "--nats-listen", "off")
 	require.Equal(t, 1, code, stderr)
 	require.Contains(t, stderr, "delayq: redis store: ")
 

@@ -148,7 +148,7 @@ func TestE2EExportEmbeddedImportRedis(t *testing.T) {
 	rs, err := redistest.StartServer(redistest.Options{Dir: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(rs.Kill)
-	dstSrv := startServer(t, "--backend", "redis", "--redis-url", rs.URL(), "--http", "127.0.0.1:0")
+	dstSrv := startServer(t, "--backend", "redis", "--redis-url", rs.URL(), "--http", "127.0.0.1:0", "--nats-listen", "off")
 	dst := newCaller(t, dstSrv.HTTPURL)
 
 	code, out, stderr = runCLI(t, "import", file, "--server", dstSrv.HTTPURL)
@@ -226,7 +226,7 @@ func TestE2EExportEmbeddedImportRedis(t *testing.T) {
 // TestE2EImportErrors checks the exit codes of export and import.
 func TestE2EImportErrors(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0")
+	srv := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--nats-listen", "off")
 	server := "--server=" + srv.HTTPURL
 
 	code, _, stderr := runCLI(t, "import", filepath.Join(t.TempDir(), "missing.ndjson"), server)

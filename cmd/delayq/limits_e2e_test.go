@@ -17,7 +17,7 @@ import (
 // connection is not served while two are open, and is once one closes.
 func TestE2EMaxConnections(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--max-connections", "2")
+	srv := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--nats-listen", "off", "--max-connections", "2")
 	addr := strings.TrimPrefix(srv.HTTPURL, "http://")
 	type conn struct {
 		net.Conn

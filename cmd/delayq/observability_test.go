@@ -54,7 +54,7 @@ func TestBreakerFlags(t *testing.T) {
 // TestE2EMetrics runs the binary and reads /metrics after a push.
 func TestE2EMetrics(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0")
+	srv := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--nats-listen", "off")
 	api := newCaller(t, srv.HTTPURL)
 	api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.metrics", "body": 1}, http.StatusCreated, nil)
 	require.Len(t, api.claim("e2e.metrics", 1, 5*time.Second), 1)

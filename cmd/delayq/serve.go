@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -20,6 +22,7 @@ import (
 	"github.com/delayq/delayq/backends/natsstore"
 	"github.com/delayq/delayq/backends/redisstore"
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/natsserver"
 	"github.com/delayq/delayq/telemetry"
 	"github.com/delayq/delayq/transports/httptransport"
 	"github.com/delayq/delayq/transports/natstransport"
@@ -33,11 +36,21 @@ func (a *app) serveCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the delayq service",
-		Long: `Run the delayq service: the HTTP API on --http and, with the default embedded
-backend, a NATS server with JetStream storage in --data on --nats-listen,
-which takes producers and consumers as --nats-client-user with the password
-of --nats-client-password or, without it, the one kept in
-<data>/nats-client-password.
+		Long: `Run the delayq service: the HTTP API on --http, and NATS intake
+(delayq.push.<topic>, delayq.cancel) and delivery (topics of delivery type
+nats) on every backend.
+
+With the default embedded backend, jobs are kept in a NATS server with
+JetStream storage in --data, which also serves NATS clients on --nats-listen.
+With --backend redis or memory, serve starts an in-process NATS server on
+--nats-listen for the NATS transports alone (JetStream files in <data>/nats
+for redis, in a temporary directory for memory), or, given --nats-url,
+connects to that NATS instead: instances that share a Redis must share one
+NATS this way. --nats-listen off turns NATS intake and delivery off.
+
+delayq's in-process NATS server takes producers and consumers as
+--nats-client-user with the password of --nats-client-password or, without
+it, the one kept in <data>/nats-client-password.
 
 SIGINT or SIGTERM shuts it down gracefully: intake stops, in-flight deliveries
 finish or are released for redelivery, the store is closed and flushed.`,
@@ -47,6 +60,9 @@ finish or are released for redelivery, the store is closed and flushed.`,
 				return err
 			}
 			if err := cfg.HTTP.check(); err != nil {
+				return usageError(err)
+			}
+			if err := cfg.checkNATS(); err != nil {
 				return usageError(err)
 			}
 			if err := a.serve(cmd.Context(), a, &cfg); err != nil {
@@ -73,7 +89,7 @@ func newLogger(cfg *serveConfig, w io.Writer, level slog.Level) *slog.Logger {
 	return slog.New(telemetry.LogHandler(slog.NewTextHandler(w, opts)))
 }
 
-// natsServerLevel is the least level logged from the embedded nats-server:
+// natsServerLevel is the least level logged from the in-process nats-server:
 // its start-up banner and notices are noise next to delayq's own lines, so
 // they show only with --log-level debug.
 func natsServerLevel(level slog.Level) slog.Level {
@@ -157,7 +173,8 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	// closes, so that a flood of them cannot exhaust memory or descriptors.
 	ln = netutil.LimitListener(ln, cfg.HTTP.MaxConnections)
 	// WebSocket subscribers share the HTTP API's listener; NATS intake uses
-	// the NATS backend's connection.
+	// the NATS connection openStore gave (the NATS backend's, or
+	// startNATS's).
 	api := httptransport.New(httptransport.Config{
 		Engine:               engine,
 		Logger:               log,
@@ -259,9 +276,12 @@ func stopEngine(engine *core.Engine, timeout time.Duration, log *slog.Logger) {
 }
 
 // openStore opens the configured backend and returns the store, the NATS
-// connection of a NATS backend (nil for others) for the NATS transport, and
-// the function that closes the store and then the backend's connection and
-// server.
+// connection of the NATS transports (nil when NATS is off), and the
+// function that closes the store and then the NATS connection and server.
+//
+// A NATS backend carries the NATS transports on its own server; every
+// other backend's branch calls withNATS (startNATS) for them, before it
+// opens its store so that NATS closes after the store.
 func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logTo io.Writer) (core.Store, *nats.Conn, func(), error) {
 	var closers []func()
 	closeAll := func() {
@@ -273,14 +293,33 @@ func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logTo io
 		closeAll()
 		return nil, nil, nil, err
 	}
-
-	if cfg.Backend == backendMemory {
-		log.Warn("memory backend: jobs are lost when the process exits")
-		store := memstore.New(memstore.Config{Clock: core.RealClock(), Retention: cfg.Retention})
-		return store, nil, func() { closeStore(store, log) }, nil
+	var natsConn *nats.Conn
+	withNATS := func(storeDir string) error {
+		conn, closeNATS, err := startNATS(cfg, log, logTo, storeDir)
+		if err != nil {
+			return err
+		}
+		natsConn = conn
+		closers = append(closers, closeNATS)
+		return nil
 	}
 
-	if cfg.Backend == backendRedis {
+	switch cfg.Backend {
+	case backendEmbedded, backendNATS:
+		return openNATSStore(ctx, cfg, log, logTo)
+	case backendMemory:
+		// The store keeps nothing across a restart; nor does its NATS.
+		if err := withNATS(""); err != nil {
+			return fail(err)
+		}
+		log.Warn("memory backend: jobs are lost when the process exits")
+		store := memstore.New(memstore.Config{Clock: core.RealClock(), Retention: cfg.Retention})
+		closers = append(closers, func() { closeStore(store, log) })
+		return store, natsConn, closeAll, nil
+	case backendRedis:
+		if err := withNATS(filepath.Join(cfg.DataDir, natsDir)); err != nil {
+			return fail(err)
+		}
 		client, err := redisstore.ParseURL(cfg.RedisURL)
 		if err != nil {
 			return fail(fmt.Errorf("--redis-url: %w", err))
@@ -292,20 +331,46 @@ func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logTo io
 		}
 		log.Info("redis connected", "url", redactURL(cfg.RedisURL))
 		closers = append(closers, func() { closeStore(store, log) })
-		return store, nil, closeAll, nil
+		return store, natsConn, closeAll, nil
+	}
+	return fail(fmt.Errorf("backend %q is not available", cfg.Backend))
+}
+
+// openNATSStore opens the NATS JetStream store, on the embedded server or
+// an external NATS, and returns it with its connection for the NATS
+// transports (nil with --nats-listen off) and the function that closes the
+// store, the connection and the embedded server.
+func openNATSStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logTo io.Writer) (core.Store, *nats.Conn, func(), error) {
+	var closers []func()
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	fail := func(err error) (core.Store, *nats.Conn, func(), error) {
+		closeAll()
+		return nil, nil, nil, err
 	}
 
+	off := cfg.NATSListen == natsOff
 	var conn *nats.Conn
-	switch cfg.Backend {
-	case backendEmbedded:
-		if err := checkListen(cfg.NATSListen); err != nil {
-			return fail(fmt.Errorf("--nats-listen: %w", err))
+	if cfg.Backend == backendEmbedded {
+		if cfg.NATSURL != "" {
+			log.Warn("--nats-url does not apply to --backend embedded; its NATS server is in process", "url", redactURLs(cfg.NATSURL))
+		}
+		listen := ""
+		if !off {
+			if err := checkListen(cfg.NATSListen); err != nil {
+				return fail(fmt.Errorf("--nats-listen: %w", err))
+			}
+			listen = cfg.NATSListen
 		}
 		emb, err := natsstore.StartEmbedded(natsstore.EmbeddedConfig{
 			DataDir:        cfg.DataDir,
-			Listen:         cfg.NATSListen,
+			Listen:         listen,
+			NoListen:       off,
 			Sync:           cfg.NATSSync,
-			Logger:         newLogger(cfg, logTo, natsServerLevel(cfg.LogLevel)).With("component", "nats-server"),
+			Logger:         natsServerLogger(cfg, logTo),
 			ClientUser:     cfg.NATSClientUser,
 			ClientPassword: cfg.NATSClientPassword,
 		})
@@ -316,27 +381,17 @@ func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logTo io
 			emb.Shutdown()
 			log.Info("embedded nats stopped")
 		})
-		// Where the clients' password is, never the password.
-		password := slog.String("password", "given by --nats-client-password")
-		if file := emb.ClientPasswordFile(); file != "" {
-			if abs, err := filepath.Abs(file); err == nil {
-				file = abs
-			}
-			password = slog.String("password_file", file)
+		if !off {
+			logNATSListening(log, emb)
 		}
-		log.Info("nats listening", "url", emb.ClientURL(), "data", cfg.DataDir, "user", emb.ClientUser(), password)
 		if conn, err = emb.Connect(); err != nil {
 			return fail(fmt.Errorf("embedded nats: connect: %w", err))
 		}
-	case backendNATS:
+	} else {
 		var err error
-		conn, err = nats.Connect(cfg.NATSURL, nats.Name("delayq"), nats.MaxReconnects(-1))
-		if err != nil {
-			return fail(fmt.Errorf("nats: connect to %s: %w", cfg.NATSURL, err))
+		if conn, err = connectNATS(cmp.Or(cfg.NATSURL, natsURLDefault), log); err != nil {
+			return fail(err)
 		}
-		log.Info("nats connected", "url", conn.ConnectedUrlRedacted())
-	default:
-		return fail(fmt.Errorf("backend %q is not available", cfg.Backend))
 	}
 	closers = append(closers, conn.Close)
 
@@ -351,7 +406,112 @@ func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logTo io
 		return fail(fmt.Errorf("nats store: %w", err))
 	}
 	closers = append(closers, func() { closeStore(store, log) })
+	if off {
+		logNATSOff(log)
+		return store, nil, closeAll, nil
+	}
 	return store, conn, closeAll, nil
+}
+
+// startNATS gives a backend that is not NATS the connection of its NATS
+// transports, and the function that closes it:
+//
+//   - with --nats-url, a connection to that NATS (credentials in the URL);
+//   - with --nats-listen off, none: a nil connection, and NATS intake and
+//     delivery are off;
+//   - else delayq's in-process NATS server (natsserver, as the embedded
+//     backend's) with JetStream, its files in storeDir (a temporary
+//     directory removed at exit when empty), serving clients on
+//     --nats-listen as --nats-client-user with the password of
+//     --nats-client-password or the one kept in --data, and an in-process
+//     connection to it; close closes both.
+//
+// A new backend's branch of openStore calls it (through withNATS) with the
+// directory of its NATS files: filepath.Join(cfg.DataDir, natsDir) where
+// the backend keeps files in --data, "" where it keeps none.
+func startNATS(cfg *serveConfig, log *slog.Logger, logTo io.Writer, storeDir string) (*nats.Conn, func(), error) {
+	if cfg.NATSURL != "" {
+		conn, err := connectNATS(cfg.NATSURL, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		return conn, conn.Close, nil
+	}
+	if cfg.NATSListen == natsOff {
+		logNATSOff(log)
+		return nil, func() {}, nil
+	}
+	if err := checkListen(cfg.NATSListen); err != nil {
+		return nil, nil, fmt.Errorf("--nats-listen: %w", err)
+	}
+	srv, err := natsserver.Start(natsserver.Config{
+		StoreDir:       storeDir,
+		PasswordDir:    cfg.DataDir,
+		Listen:         cfg.NATSListen,
+		Sync:           cfg.NATSSync,
+		Logger:         natsServerLogger(cfg, logTo),
+		ClientUser:     cfg.NATSClientUser,
+		ClientPassword: cfg.NATSClientPassword,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("nats: %w", err)
+	}
+	logNATSListening(log, srv)
+	conn, err := srv.Connect()
+	if err != nil {
+		srv.Shutdown()
+		return nil, nil, fmt.Errorf("nats: %w", err)
+	}
+	return conn, func() {
+		conn.Close()
+		srv.Shutdown()
+		log.Info("nats stopped")
+	}, nil
+}
+
+// connectNATS connects to the NATS at url (comma-separated URLs of a
+// cluster, credentials in them), reconnecting for ever once connected.
+func connectNATS(url string, log *slog.Logger) (*nats.Conn, error) {
+	conn, err := nats.Connect(url, nats.Name("delayq"), nats.MaxReconnects(-1))
+	if err != nil {
+		return nil, fmt.Errorf("nats: connect to %s: %w", redactURLs(url), err)
+	}
+	log.Info("nats connected", "url", conn.ConnectedUrlRedacted())
+	return conn, nil
+}
+
+// natsServerLogger is the logger of the in-process nats-server's lines.
+func natsServerLogger(cfg *serveConfig, logTo io.Writer) *slog.Logger {
+	return newLogger(cfg, logTo, natsServerLevel(cfg.LogLevel)).With("component", "nats-server")
+}
+
+// logNATSListening logs where the in-process NATS server serves clients,
+// where its files are, and its client user with where the password is,
+// never the password.
+func logNATSListening(log *slog.Logger, srv *natsserver.Embedded) {
+	password := slog.String("password", "given by --nats-client-password")
+	if file := srv.ClientPasswordFile(); file != "" {
+		if abs, err := filepath.Abs(file); err == nil {
+			file = abs
+		}
+		password = slog.String("password_file", file)
+	}
+	log.Info("nats listening", "url", srv.ClientURL(), "data", srv.StoreDir(), "user", srv.ClientUser(), password)
+}
+
+// logNATSOff logs that NATS intake and delivery are off.
+func logNATSOff(log *slog.Logger) {
+	log.Info("nats off: no NATS intake, cancel or delivery (--nats-listen off)")
+}
+
+// redactURLs hides the passwords of comma-separated URLs for logs and
+// errors.
+func redactURLs(raw string) string {
+	parts := strings.Split(raw, ",")
+	for i, p := range parts {
+		parts[i] = redactURL(strings.TrimSpace(p))
+	}
+	return strings.Join(parts, ",")
 }
 
 // checkListen fails fast when a fixed address cannot be bound (in use, say),

@@ -33,7 +33,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 		// core.ClaimWaitLimit). A socket deadline: the real clock.
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(min(wait, core.ClaimWaitLimit) + s.writeTimeout))
 	}
-	jobs, err := s.engine.Claim(r.Context(), r.PathValue("topic"), max, wait)
+	jobs, err := s.engine.Claim(r.Context(), &core.ClaimJobsParams{Topic: r.PathValue("topic"), Max: max, Wait: wait})
 	if err != nil {
 		return err
 	}
@@ -68,7 +68,7 @@ func (s *Server) ackJob(w http.ResponseWriter, r *http.Request) error {
 	if err := readSmall(w, r, &req, false); err != nil {
 		return err
 	}
-	if err := s.engine.Ack(r.Context(), id, req.Lease); err != nil {
+	if err := s.engine.Ack(r.Context(), &core.AckJobParams{ID: id, Lease: req.Lease}); err != nil {
 		return describeLease(err, id)
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -106,7 +106,7 @@ func (s *Server) touchJob(w http.ResponseWriter, r *http.Request) error {
 	if err := readSmall(w, r, &req, false); err != nil {
 		return err
 	}
-	job, err := s.engine.Touch(r.Context(), id, req.Lease)
+	job, err := s.engine.Touch(r.Context(), &core.TouchJobParams{ID: id, Lease: req.Lease})
 	if err != nil {
 		return describeLease(err, id)
 	}

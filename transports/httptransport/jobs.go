@@ -128,7 +128,11 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) error {
 	}
 	decoded, raw = nil, nil
 	if len(params) > 0 {
-		for k, res := range s.engine.PushBatch(r.Context(), params, false) {
+		pushed, err := s.engine.PushBatch(r.Context(), &core.PushBatchParams{Jobs: params})
+		if err != nil {
+			return err
+		}
+		for k, res := range pushed {
 			results[idx[k]] = res
 		}
 	}

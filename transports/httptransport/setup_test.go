@@ -306,7 +306,7 @@ func (fakeDeliverer) ValidateTopic(t *core.Topic) error {
 	return nil
 }
 
-func (fakeDeliverer) Deliver(context.Context, *core.Topic, *core.Job) error { return nil }
+func (fakeDeliverer) Deliver(context.Context, *core.DeliverParams) error { return nil }
 
 // fakeNATSDeliverer lets NATS topics be configured with any subject; the
 // engine is never started, so nothing is delivered.
@@ -314,4 +314,4 @@ type fakeNATSDeliverer struct{}
 
 func (fakeNATSDeliverer) ValidateTopic(*core.Topic) error { return nil }
 
-func (fakeNATSDeliverer) Deliver(context.Context, *core.Topic, *core.Job) error { return nil }
+func (fakeNATSDeliverer) Deliver(context.Context, *core.DeliverParams) error { return nil }

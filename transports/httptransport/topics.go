@@ -137,7 +137,7 @@ func (s *Server) listDead(w http.ResponseWriter, r *http.Request) error {
 		}
 		limit = n
 	}
-	jobs, err := s.engine.ListDead(r.Context(), r.PathValue("topic"), limit)
+	jobs, err := s.engine.ListDead(r.Context(), &core.ListDeadJobsParams{Topic: r.PathValue("topic"), Limit: limit})
 	if err != nil {
 		return err
 	}

@@ -207,7 +207,11 @@ func (d *Deliverer) validateSubject(s string) error {
 // the delivery; otherwise a core publish does, once a flush confirms that
 // the server has it (whether anyone listens is not known). It returns when
 // ctx is done; any error fails the attempt.
-func (d *Deliverer) Deliver(ctx context.Context, topic *core.Topic, job *core.Job) error {
+func (d *Deliverer) Deliver(ctx context.Context, p *core.DeliverParams) error {
+	if p == nil || p.Topic == nil || p.Job == nil {
+		return core.Invalid("", "natstransport: deliver: no params (topic and job are required)")
+	}
+	topic, job := p.Topic, p.Job
 	subject := cmp.Or(topic.Delivery.Subject, DefaultSubject(topic.Name))
 	ctx, cancel := context.WithTimeout(ctx, cmp.Or(topic.Delivery.Timeout, d.cfg.Timeout))
 	defer cancel()

@@ -234,3 +234,18 @@ func TestValidateTopicOwnInbox(t *testing.T) {
 		requireFieldError(t, err, field, subject)
 	}
 }
+
+// TestDeliverNilParams checks that Deliver refuses params without a topic
+// or a job with ErrInvalidArgument rather than panicking.
+func TestDeliverNilParams(t *testing.T) {
+	t.Parallel()
+	nc, err := sharedEmbedded(t).Connect()
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	d, err := natstransport.NewDeliverer(natstransport.DelivererConfig{Conn: nc})
+	require.NoError(t, err)
+	topic := &core.Topic{Name: "t", Delivery: core.Delivery{Type: core.DeliveryNATS}}
+	for _, p := range []*core.DeliverParams{nil, {Job: &core.Job{ID: "j", Topic: "t"}}, {Topic: topic}} {
+		require.ErrorIs(t, d.Deliver(t.Context(), p), core.ErrInvalidArgument)
+	}
+}

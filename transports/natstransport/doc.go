@@ -2,8 +2,10 @@
 // section describes: an Intake that takes jobs and cancels from NATS subjects, and a
 // Deliverer that publishes the due jobs of topics configured with
 // {"delivery": {"type": "nats"}} on a subject. Both work on any *nats.Conn:
-// the embedded server's in-process connection (backends/natsstore's
-// Embedded.Connect) or a connection to a NATS cluster.
+// an in-process connection to delayq's own server (natsserver's
+// Embedded.Connect: the embedded backend's server, or the one `delayq
+// serve` starts for the other backends) or a connection to a NATS
+// cluster.
 //
 // # Intake
 //

@@ -326,7 +326,14 @@ func (in *Intake) handle(batch []*nats.Msg) {
 	if len(params) == 0 {
 		return
 	}
-	for i, r := range in.engine.PushBatch(ctx, params, false) {
+	results, err := in.engine.PushBatch(ctx, &core.PushBatchParams{Jobs: params})
+	if err != nil {
+		for _, m := range pushed {
+			in.reply(m, nil, err)
+		}
+		return
+	}
+	for i, r := range results {
 		in.reply(pushed[i], r.Job, r.Err)
 	}
 }

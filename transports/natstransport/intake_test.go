@@ -162,7 +162,7 @@ func TestIntakeCancel(t *testing.T) {
 
 			// A job being delivered cannot be cancelled.
 			busy := b.push(t, "cancel.busy", `{}`).ID
-			jobs, err := b.engine.Claim(context.Background(), "cancel.busy", 1, 0)
+			jobs, err := b.engine.Claim(context.Background(), &core.ClaimJobsParams{Topic: "cancel.busy", Max: 1})
 			require.NoError(t, err)
 			require.Len(t, jobs, 1)
 			requireError(t, b.request(t, b.intake.CancelSubject(), busy), "conflict", "")

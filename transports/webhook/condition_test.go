@@ -79,7 +79,7 @@ func TestConditionLimits(t *testing.T) {
 			topic.Delivery.Success = src
 			require.NoError(t, b.d.ValidateTopic(topic))
 			start := time.Now()
-			err := b.d.Deliver(t.Context(), topic, testJob())
+			err := b.d.Deliver(t.Context(), &core.DeliverParams{Topic: topic, Job: testJob()})
 			require.ErrorContains(t, err, msg)
 			require.Less(t, time.Since(start), 5*time.Second, "the limit did not cut the evaluation short")
 			var ce *ConditionError
@@ -127,7 +127,7 @@ func TestConditionLargeAnswer(t *testing.T) {
 		topic := b.topic()
 		topic.Delivery.Success = src
 		require.NoError(t, b.d.ValidateTopic(topic), src)
-		require.NoError(t, b.d.Deliver(t.Context(), topic, testJob()), src)
+		require.NoError(t, b.d.Deliver(t.Context(), &core.DeliverParams{Topic: topic, Job: testJob()}), src)
 	}
 }
 
@@ -145,7 +145,7 @@ func TestStaleCondition(t *testing.T) {
 	topic.Delivery.Success = "status == 200 and body.ok"
 
 	for range 3 {
-		err := d.Deliver(t.Context(), topic, testJob())
+		err := d.Deliver(t.Context(), &core.DeliverParams{Topic: topic, Job: testJob()})
 		require.ErrorIs(t, err, core.ErrInvalidArgument)
 		require.ErrorContains(t, err, "delivery.success does not compile as CEL")
 		require.ErrorContains(t, err, "set the topic again")

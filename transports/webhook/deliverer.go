@@ -309,8 +309,12 @@ func (e *ConditionError) Error() string {
 // returns at once with an error wrapping ctx's. Each call is one attempt;
 // the receiver sees at-least-once delivery and can tell attempts apart by
 // the Delayq-Attempt header.
-func (d *Deliverer) Deliver(ctx context.Context, topic *core.Topic, job *core.Job) error {
-	err := d.deliver(ctx, topic, job)
+func (d *Deliverer) Deliver(ctx context.Context, p *core.DeliverParams) error {
+	if p == nil || p.Topic == nil || p.Job == nil {
+		return core.Invalid("", "webhook: deliver: no params (topic and job are required)")
+	}
+	job := p.Job
+	err := d.deliver(ctx, p.Topic, job)
 	if err != nil {
 		d.log.LogAttrs(ctx, slog.LevelDebug, "webhook: attempt failed",
 			slog.String("topic", job.Topic), slog.String("id", job.ID),

@@ -127,7 +127,7 @@ func TestDeliverRequest(t *testing.T) {
 		// A run_at in another zone goes out in UTC.
 		job.RunAt = job.RunAt.In(time.FixedZone("CET", 3600))
 
-		require.NoError(t, b.d.Deliver(context.Background(), topic, job))
+		require.NoError(t, b.d.Deliver(context.Background(), &core.DeliverParams{Topic: topic, Job: job}))
 
 		req := <-b.reqs
 		require.Equal(t, http.MethodPost, req.Method)
@@ -154,7 +154,7 @@ func TestDeliverRequest(t *testing.T) {
 		b := setup(t, answerWith(http.StatusOK, "ok"))
 		job := testJob()
 		job.Body = nil
-		require.NoError(t, b.d.Deliver(context.Background(), b.topic(), job))
+		require.NoError(t, b.d.Deliver(context.Background(), &core.DeliverParams{Topic: b.topic(), Job: job}))
 		req := <-b.reqs
 		require.Empty(t, req.Header.Values("Delayq-Signature"))
 		// A job pushed without a traceparent still gets one, unsampled,
@@ -163,7 +163,7 @@ func TestDeliverRequest(t *testing.T) {
 		require.True(t, wire.ValidTraceParent(tp), tp)
 		require.True(t, strings.HasPrefix(tp, "00-") && strings.HasSuffix(tp, "-00"), tp)
 		job.Attempt++
-		require.NoError(t, b.d.Deliver(context.Background(), b.topic(), job))
+		require.NoError(t, b.d.Deliver(context.Background(), &core.DeliverParams{Topic: b.topic(), Job: job}))
 		again := (<-b.reqs).Header.Get("traceparent")
 		require.Equal(t, tp[:36], again[:36], "one trace for the job's attempts")
 		require.NotEqual(t, tp[36:52], again[36:52], "a parent id per attempt")
@@ -176,7 +176,7 @@ func TestDeliverRequest(t *testing.T) {
 		b := setup(t, answerWith(http.StatusOK, ""))
 		d := New(Config{})
 		t.Cleanup(d.CloseIdleConnections)
-		require.NoError(t, d.Deliver(context.Background(), b.topic(), testJob()))
+		require.NoError(t, d.Deliver(context.Background(), &core.DeliverParams{Topic: b.topic(), Job: testJob()}))
 		require.Equal(t, UserAgentDefault, (<-b.reqs).Header.Get("User-Agent"))
 	})
 }
@@ -188,7 +188,7 @@ func TestDeliverOutcome(t *testing.T) {
 		t.Parallel()
 		for _, status := range []int{200, 201, 202, 204, 299} {
 			b := setup(t, answerWith(status, `{"ignored": true}`))
-			require.NoError(t, b.d.Deliver(context.Background(), b.topic(), testJob()), "status %d", status)
+			require.NoError(t, b.d.Deliver(context.Background(), &core.DeliverParams{Topic: b.topic(), Job: testJob()}), "status %d", status)
 		}
 	})
 
@@ -197,7 +197,7 @@ func TestDeliverOutcome(t *testing.T) {
 		b := setup(t, answerWith(http.StatusServiceUnavailable, "down for\n  maintenance\n", "Retry-After", "7"))
 		topic := b.topic()
 		topic.Delivery.ErrorBody = true
-		err := b.d.Deliver(context.Background(), topic, testJob())
+		err := b.d.Deliver(context.Background(), &core.DeliverParams{Topic: topic, Job: testJob()})
 		require.EqualError(t, err, "status 503: down for maintenance")
 		var se *StatusError
 		require.ErrorAs(t, err, &se)
@@ -208,7 +208,7 @@ func TestDeliverOutcome(t *testing.T) {
 	t.Run("Non2xxEmptyAnswer", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, answerWith(http.StatusNotFound, ""))
-		require.EqualError(t, b.d.Deliver(context.Background(), b.topic(), testJob()), "status 404")
+		require.EqualError(t, b.d.Deliver(context.Background(), &core.DeliverParams{Topic: b.topic(), Job: testJob()}), "status 404")
 	})
 
 	t.Run("LongAnswerCut", func(t *testing.T) {
@@ -216,7 +216,7 @@ func TestDeliverOutcome(t *testing.T) {
 		b := setup(t, answerWith(http.StatusInternalServerError, strings.Repeat("é", 300)))
 		topic := b.topic()
 		topic.Delivery.ErrorBody = true
-		err := b.d.Deliver(context.Background(), topic, testJob())
+		err := b.d.Deliver(context.Background(), &core.DeliverParams{Topic: topic, Job: testJob()})
 		msg := strings.TrimPrefix(err.Error(), "status 500: ")
 		require.LessOrEqual(t, len(msg), 200)
 		require.Equal(t, strings.Repeat("é", 100), msg)
@@ -232,7 +232,7 @@ func TestDeliverOutcome(t *testing.T) {
 		t.Cleanup(d.CloseIdleConnections)
 		topic := b.topic()
 		topic.Delivery.ErrorBody = true
-		err := d.Deliver(context.Background(), topic, testJob())
+		err := d.Deliver(context.Background(), &core.DeliverParams{Topic: topic, Job: testJob()})
 		require.EqualError(t, err, "status 302: redirect to /elsewhere not followed")
 		require.Equal(t, "/hook", (<-b.reqs).Path)
 		require.Empty(t, b.reqs, "the redirect was followed")
@@ -244,7 +244,7 @@ func TestDeliverOutcome(t *testing.T) {
 		b = setup(t, func(w http.ResponseWriter, r *http.Request) { b.block(nil)(w, r) })
 		topic := b.topic()
 		topic.Delivery.Timeout = 50 * time.Millisecond
-		err := b.d.Deliver(context.Background(), topic, testJob())
+		err := b.d.Deliver(context.Background(), &core.DeliverParams{Topic: topic, Job: testJob()})
 		require.EqualError(t, err, "timeout after 50ms")
 	})
 
@@ -260,7 +260,7 @@ func TestDeliverOutcome(t *testing.T) {
 		topic := b.topic()
 		topic.Delivery.Timeout = 50 * time.Millisecond
 		topic.Delivery.Success = "body.?code.orValue(1) == 0"
-		require.EqualError(t, b.d.Deliver(context.Background(), topic, testJob()), "timeout after 50ms")
+		require.EqualError(t, b.d.Deliver(context.Background(), &core.DeliverParams{Topic: topic, Job: testJob()}), "timeout after 50ms")
 	})
 
 	t.Run("ConnectionRefused", func(t *testing.T) {
@@ -268,7 +268,7 @@ func TestDeliverOutcome(t *testing.T) {
 		b := setup(t, answerWith(http.StatusOK, ""))
 		topic := b.topic()
 		b.srv.Close()
-		err := b.d.Deliver(context.Background(), topic, testJob())
+		err := b.d.Deliver(context.Background(), &core.DeliverParams{Topic: topic, Job: testJob()})
 		require.ErrorContains(t, err, "request failed: ")
 		require.NotContains(t, err.Error(), topic.Delivery.URL)
 	})
@@ -283,7 +283,7 @@ func TestDeliverOutcome(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		done := make(chan error, 1)
-		go func() { done <- b.d.Deliver(ctx, topic, testJob()) }()
+		go func() { done <- b.d.Deliver(ctx, &core.DeliverParams{Topic: topic, Job: testJob()}) }()
 		<-started
 		cancel()
 		err := <-done
@@ -300,7 +300,7 @@ func TestDeliverOutcome(t *testing.T) {
 			answerWith(status[n.Add(1)-1], big)(w, r)
 		})
 		for range status {
-			_ = b.d.Deliver(context.Background(), b.topic(), testJob())
+			_ = b.d.Deliver(context.Background(), &core.DeliverParams{Topic: b.topic(), Job: testJob()})
 		}
 		require.Equal(t, int64(1), b.conns.Load())
 	})
@@ -334,7 +334,7 @@ func TestDeliverCondition(t *testing.T) {
 			topic := b.topic()
 			topic.Delivery.Success = tc.cond
 			require.NoError(t, b.d.ValidateTopic(topic))
-			err := b.d.Deliver(context.Background(), topic, testJob())
+			err := b.d.Deliver(context.Background(), &core.DeliverParams{Topic: topic, Job: testJob()})
 			if tc.wantErr == "" {
 				require.NoError(t, err)
 				return
@@ -457,12 +457,12 @@ func TestAnswerWithheld(t *testing.T) {
 			topic := b.topic()
 			topic.Delivery.Success = tc.cond
 			require.NoError(t, b.d.ValidateTopic(topic))
-			err := b.d.Deliver(t.Context(), topic, testJob())
+			err := b.d.Deliver(t.Context(), &core.DeliverParams{Topic: topic, Job: testJob()})
 			require.EqualError(t, err, tc.withheld)
 			require.NotContains(t, err.Error(), secret)
 
 			topic.Delivery.ErrorBody = true
-			require.ErrorContains(t, b.d.Deliver(t.Context(), topic, testJob()), tc.shown)
+			require.ErrorContains(t, b.d.Deliver(t.Context(), &core.DeliverParams{Topic: topic, Job: testJob()}), tc.shown)
 		})
 	}
 
@@ -496,10 +496,22 @@ func TestAnswerWithheld(t *testing.T) {
 		d := New(Config{})
 		t.Cleanup(d.CloseIdleConnections)
 		topic := webhookTopic("http://" + ln.Addr().String() + "/")
-		err = d.Deliver(t.Context(), topic, testJob())
+		err = d.Deliver(t.Context(), &core.DeliverParams{Topic: topic, Job: testJob()})
 		require.ErrorContains(t, err, "request failed: ")
 		require.NotContains(t, err.Error(), secret)
 		topic.Delivery.ErrorBody = true
-		require.ErrorContains(t, d.Deliver(t.Context(), topic, testJob()), secret)
+		require.ErrorContains(t, d.Deliver(t.Context(), &core.DeliverParams{Topic: topic, Job: testJob()}), secret)
 	})
+}
+
+// TestDeliverNilParams checks that Deliver refuses params without a topic
+// or a job with ErrInvalidArgument rather than panicking.
+func TestDeliverNilParams(t *testing.T) {
+	t.Parallel()
+	d := New(Config{})
+	t.Cleanup(d.CloseIdleConnections)
+	topic := &core.Topic{Name: "t", Delivery: core.Delivery{Type: core.DeliveryWebhook, URL: "http://127.0.0.1:1/"}}
+	for _, p := range []*core.DeliverParams{nil, {Job: testJob()}, {Topic: topic}} {
+		require.ErrorIs(t, d.Deliver(t.Context(), p), core.ErrInvalidArgument)
+	}
 }

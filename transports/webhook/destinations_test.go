@@ -145,7 +145,7 @@ func TestDeliverDestinationDenied(t *testing.T) {
 
 	topic := webhookTopic("http://rebind.example:" + strconv.Itoa(int(port)) + "/hook")
 	require.NoError(t, d.ValidateTopic(topic))
-	err = d.Deliver(t.Context(), topic, &core.Job{ID: "j1", Topic: "hooks", Body: []byte(`1`), Attempt: 1})
+	err = d.Deliver(t.Context(), &core.DeliverParams{Topic: topic, Job: &core.Job{ID: "j1", Topic: "hooks", Body: []byte(`1`), Attempt: 1}})
 	require.ErrorContains(t, err, "webhook destination denied: rebind.example resolves to 127.0.0.1, which is on the deny list")
 	require.Zero(t, b.conns.Load(), "the denied address was connected to")
 
@@ -154,7 +154,7 @@ func TestDeliverDestinationDenied(t *testing.T) {
 		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 	}})
 	t.Cleanup(ok.CloseIdleConnections)
-	require.NoError(t, ok.Deliver(t.Context(), topic, &core.Job{ID: "j1", Topic: "hooks", Body: []byte(`1`), Attempt: 1}))
+	require.NoError(t, ok.Deliver(t.Context(), &core.DeliverParams{Topic: topic, Job: &core.Job{ID: "j1", Topic: "hooks", Body: []byte(`1`), Attempt: 1}}))
 	require.Equal(t, int64(1), b.conns.Load())
 }
 
@@ -176,7 +176,7 @@ func TestDestinationSpellings(t *testing.T) {
 	open := New(Config{})
 	t.Cleanup(open.CloseIdleConnections)
 	job := &core.Job{ID: "j1", Topic: "hooks", Body: []byte(`1`), Attempt: 1}
-	require.NoError(t, open.Deliver(t.Context(), webhookTopic("http://127.0.0.1:"+port+"/"), job))
+	require.NoError(t, open.Deliver(t.Context(), &core.DeliverParams{Topic: webhookTopic("http://127.0.0.1:" + port + "/"), Job: job}))
 	require.Equal(t, int64(1), b.conns.Load())
 
 	for _, host := range []string{
@@ -199,7 +199,7 @@ func TestDestinationSpellings(t *testing.T) {
 	} {
 		u := "http://" + host + ":" + port + "/hook"
 		requireDenied(t, d.ValidateTopic(webhookTopic(u)), "")
-		err := d.Deliver(t.Context(), webhookTopic(u), job)
+		err := d.Deliver(t.Context(), &core.DeliverParams{Topic: webhookTopic(u), Job: job})
 		require.ErrorContains(t, err, "webhook destination denied", u)
 	}
 	require.Equal(t, int64(1), b.conns.Load(), "a denied spelling reached the receiver")

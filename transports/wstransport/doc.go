@@ -38,9 +38,17 @@
 //
 // with the codes of the HTTP API (invalid_argument for a bad frame, conflict for a
 // lost lease, not_found, unavailable), field naming the bad field and id
-// the job of the frame when known; the connection stays open. A frame
-// larger than Config.MaxFrameBytes (64 KiB) closes the connection with
-// status 1009.
+// the job of the frame when known; the connection stays open.
+//
+// A frame larger than Config.MaxFrameBytes (the soft limit, 64 KiB) is
+// read to its end and ignored: it is answered with an invalid_argument
+// error frame that names the limit, has no id (the frame is not decoded)
+// and repeats nothing of the frame, and the connection stays open. A
+// connection holds at most MaxFrameBytes+1 bytes of any frame, in a buffer
+// shared through a pool, so an oversized frame costs no more memory than
+// one at the limit. A frame larger than Config.MaxFrameHardBytes (the hard
+// cap, 1 MiB) closes the connection with status 1009 (message too big),
+// and its deliveries are released as for any disconnect.
 //
 // # Credits and competing subscribers
 //

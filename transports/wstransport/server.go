@@ -41,8 +41,12 @@ const (
 	PongTimeoutDefault = 10 * time.Second
 	// WriteTimeoutDefault bounds the write of one frame.
 	WriteTimeoutDefault = 10 * time.Second
-	// MaxFrameBytesDefault bounds a frame from a subscriber.
+	// MaxFrameBytesDefault is the soft limit of a frame from a subscriber:
+	// a larger frame is answered with an error frame.
 	MaxFrameBytesDefault = 64 << 10
+	// MaxFrameHardBytesDefault is the hard cap of a frame from a
+	// subscriber: a larger frame closes the connection.
+	MaxFrameHardBytesDefault = 1 << 20
 	// ClaimWaitDefault is how long one claim of a connection waits.
 	ClaimWaitDefault = 30 * time.Second
 	// OpTimeoutDefault bounds the engine call of one ack, nack or touch
@@ -75,11 +79,22 @@ type Config struct {
 	//
 	// Defaults to WriteTimeoutDefault (10s).
 	WriteTimeout time.Duration
-	// MaxFrameBytes bounds a frame from a subscriber; a larger frame
-	// closes the connection with status 1009 (message too big).
+	// MaxFrameBytes is the soft limit of a frame from a subscriber: a
+	// larger frame, up to MaxFrameHardBytes, is read to its end and
+	// thrown away, answered with an invalid_argument error frame that
+	// names the limit (and no id, since the frame is not decoded), and the
+	// connection stays open. It also bounds the memory a connection spends
+	// on a frame: no more than MaxFrameBytes+1 bytes of one are held.
 	//
-	// Defaults to MaxFrameBytesDefault (64 KiB).
+	// Defaults to MaxFrameBytesDefault (64 KiB); at least 1024.
 	MaxFrameBytes int64
+	// MaxFrameHardBytes is the hard cap of a frame from a subscriber: a
+	// larger frame closes the connection with status 1009 (message too
+	// big), and its deliveries are released.
+	//
+	// Defaults to MaxFrameHardBytesDefault (1 MiB), or to MaxFrameBytes
+	// when that is larger; at least MaxFrameBytes.
+	MaxFrameHardBytes int64
 	// ClaimWait is how long one claim of a connection waits for due jobs
 	// before it claims again; it bounds nothing a subscriber sees.
 	//
@@ -116,6 +131,7 @@ func (c Config) WithDefaults() Config {
 	c.PongTimeout = cmp.Or(c.PongTimeout, PongTimeoutDefault)
 	c.WriteTimeout = cmp.Or(c.WriteTimeout, WriteTimeoutDefault)
 	c.MaxFrameBytes = cmp.Or(c.MaxFrameBytes, MaxFrameBytesDefault)
+	c.MaxFrameHardBytes = cmp.Or(c.MaxFrameHardBytes, max(MaxFrameHardBytesDefault, c.MaxFrameBytes))
 	c.ClaimWait = cmp.Or(c.ClaimWait, ClaimWaitDefault)
 	c.OpTimeout = cmp.Or(c.OpTimeout, OpTimeoutDefault)
 	c.MaxSubscribers = cmp.Or(c.MaxSubscribers, MaxSubscribersDefault)
@@ -136,6 +152,8 @@ func (c Config) Validate() error {
 		return errors.New("wstransport: Config.WriteTimeout must be positive")
 	case c.MaxFrameBytes < 1024:
 		return errors.New("wstransport: Config.MaxFrameBytes must be at least 1024")
+	case c.MaxFrameHardBytes < c.MaxFrameBytes:
+		return errors.New("wstransport: Config.MaxFrameHardBytes must be at least Config.MaxFrameBytes")
 	case c.ClaimWait <= 0 || c.ClaimWait > core.ClaimWaitLimit:
 		return fmt.Errorf("wstransport: Config.ClaimWait must be between 0 and %s", core.ClaimWaitLimit)
 	case c.OpTimeout <= 0:
@@ -167,6 +185,10 @@ type Server struct {
 	serving int
 	// handlers counts the subscribe requests being served.
 	handlers sync.WaitGroup
+	// frameBufs pools the *[]byte buffers that client frames are read
+	// into, shared by the connections so that an idle one holds none; no
+	// buffer grows past Config.MaxFrameBytes+1 bytes (see readFrame).
+	frameBufs sync.Pool
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -247,7 +269,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.log.Debug("wstransport: upgrade failed", "topic", topic, "remote", r.RemoteAddr, "err", err)
 		return
 	}
-	conn.SetReadLimit(s.cfg.MaxFrameBytes)
+	// The hard cap is the connection's read limit, which closes it with
+	// 1009; the soft limit is the reader's (see readFrame).
+	conn.SetReadLimit(s.cfg.MaxFrameHardBytes)
 	sub := newSubscription(s, conn, topic, prefetch, s.log.With("topic", topic, "remote", r.RemoteAddr))
 	if !s.add(sub) {
 		_ = conn.Close(websocket.StatusGoingAway, closeReasonStopping)

@@ -276,15 +276,87 @@ func TestLostLeaseReturnsCredit(t *testing.T) {
 	b.store.Wait(t, storetest.OutcomeAck, 1, 5*time.Second)
 }
 
-func TestFrameSizeLimit(t *testing.T) {
+// padFrame pads a JSON frame with trailing spaces, which decoding allows,
+// to exactly n bytes.
+func padFrame(t *testing.T, frame string, n int) string {
+	t.Helper()
+	require.LessOrEqual(t, len(frame), n)
+	return frame + strings.Repeat(" ", n-len(frame))
+}
+
+func ackFrame(f serverFrame) string {
+	return `{"type":"ack","id":"` + f.ID + `","lease":"` + f.Lease + `"}`
+}
+
+// TestFrameOverSoftLimit checks that a frame over Config.MaxFrameBytes, up
+// to and including Config.MaxFrameHardBytes, is ignored and answered with
+// an invalid_argument error frame that names the limit, has no id and
+// repeats nothing of the frame, and that the same connection then still
+// acks its delivery.
+func TestFrameOverSoftLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *wstransport.Config) { c.MaxFrameBytes, c.MaxFrameHardBytes = 4096, 16384 })
+	id := b.push(t, "soft", `{}`, withTTR(time.Hour))
+	c := b.subscribe(t, "soft", 1)
+	j := c.nextJob(5 * time.Second)
+
+	for _, size := range []int{4097, 10000, 16384} {
+		// A valid ack but for its size: it must not be handled.
+		c.send(padFrame(t, ackFrame(j), size))
+		e := c.nextError("invalid_argument")
+		require.Empty(t, e.ID, "frame %s", e.raw)
+		require.Empty(t, e.Field, "frame %s", e.raw)
+		require.Contains(t, e.Message, "limit of 4096 bytes")
+		require.Contains(t, e.Message, fmt.Sprintf("has %d bytes", size))
+		require.NotContains(t, string(e.raw), j.Lease)
+		require.NotContains(t, string(e.raw), j.ID)
+		require.Equal(t, core.StateReserved, b.job(t, id).State)
+	}
+	// A binary frame over the soft limit is refused too, and kept no more.
+	require.NoError(t, c.conn.Write(t.Context(), websocket.MessageBinary, make([]byte, 8000)))
+	c.nextError("invalid_argument")
+
+	c.ack(j)
+	b.store.Wait(t, storetest.OutcomeAck, 1, 5*time.Second)
+	done := b.job(t, id)
+	require.Equal(t, core.StateDone, done.State)
+	require.Equal(t, 1, done.Attempt)
+	require.Equal(t, 1, b.ws.Subscribers())
+}
+
+// TestFrameAtSoftLimit checks that a frame of exactly Config.MaxFrameBytes
+// is handled as any other.
+func TestFrameAtSoftLimit(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *wstransport.Config) { c.MaxFrameBytes = 4096 })
+	ids := b.pushN(t, "atlimit", 2, withTTR(time.Hour))
+	c := b.subscribe(t, "atlimit", 1)
+	j := c.nextJob(5 * time.Second)
+	touch := `{"type":"touch","id":"` + j.ID + `","lease":"` + j.Lease + `"}`
+	c.send(padFrame(t, touch, 4096))
+	touched := c.next(5 * time.Second)
+	require.Equal(t, "touched", touched.Type, "frame %s", touched.raw)
+	require.Equal(t, j.ID, touched.ID)
+
+	c.send(padFrame(t, ackFrame(j), 4096))
+	b.store.Wait(t, storetest.OutcomeAck, 1, 5*time.Second)
+	require.Equal(t, core.StateDone, b.job(t, j.ID).State)
+	// Its credit came back: the other job is delivered on the same
+	// connection.
+	require.Contains(t, ids, c.nextJob(5*time.Second).ID)
+}
+
+// TestFrameOverHardCap checks that a frame over Config.MaxFrameHardBytes
+// closes the connection with status 1009 and releases its delivery at
+// once.
+func TestFrameOverHardCap(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *wstransport.Config) { c.MaxFrameBytes, c.MaxFrameHardBytes = 4096, 8192 })
 	id := b.push(t, "big", `{}`, withTTR(time.Hour))
 	c := b.subscribe(t, "big", 1)
-	c.nextJob(5 * time.Second)
-	// A frame over the limit closes the connection; its delivery is
-	// released at once.
-	_ = c.trySend(`{"type":"ack","id":"` + strings.Repeat("x", 5000) + `","lease":"l"}`)
+	j := c.nextJob(5 * time.Second)
+	// The server may close before the whole frame is written.
+	_ = c.trySend(padFrame(t, ackFrame(j), 8193))
 	require.Equal(t, websocket.StatusMessageTooBig, c.closeStatus(5*time.Second))
 	b.store.Wait(t, storetest.OutcomeRetry, 1, 5*time.Second)
 	require.Equal(t, 2, b.subscribe(t, "big", 1).nextJob(5*time.Second).Attempt)
@@ -319,6 +391,16 @@ func TestConfig(t *testing.T) {
 	require.ErrorContains(t, err, "ClaimWait")
 	_, err = wstransport.New(wstransport.Config{Engine: b.engine, MaxFrameBytes: 10})
 	require.ErrorContains(t, err, "MaxFrameBytes")
+	_, err = wstransport.New(wstransport.Config{Engine: b.engine, MaxFrameBytes: 4096, MaxFrameHardBytes: 4095})
+	require.ErrorContains(t, err, "MaxFrameHardBytes")
+	_, err = wstransport.New(wstransport.Config{Engine: b.engine, MaxFrameBytes: 4096, MaxFrameHardBytes: 4096})
+	require.NoError(t, err)
+
+	def := wstransport.Config{}.WithDefaults()
+	require.Equal(t, int64(64<<10), def.MaxFrameBytes)
+	require.Equal(t, int64(1<<20), def.MaxFrameHardBytes)
+	// A soft limit over the default hard cap raises the cap with it.
+	require.Equal(t, int64(2<<20), wstransport.Config{MaxFrameBytes: 2 << 20}.WithDefaults().MaxFrameHardBytes)
 }
 
 func TestStopClosesAndReleases(t *testing.T) {

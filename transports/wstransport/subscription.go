@@ -155,23 +155,13 @@ func (sub *subscription) stop(code websocket.StatusCode, reason string) {
 }
 
 // readLoop reads client frames until the connection ends and returns why.
-// A bad frame is answered with an error frame; the connection stays.
+// A bad frame, or one over Config.MaxFrameBytes, is answered with an error
+// frame; the connection stays (see readOne).
 func (sub *subscription) readLoop() error {
 	for {
-		typ, data, err := sub.conn.Read(context.Background())
-		if err != nil {
+		if err := sub.readOne(); err != nil {
 			return err
 		}
-		if typ != websocket.MessageText {
-			sub.sendError(core.Invalid("", "frames must be JSON text messages"), "")
-			continue
-		}
-		f, err := decodeFrame(data)
-		if err != nil {
-			sub.sendError(err, f.ID)
-			continue
-		}
-		sub.dispatch(f)
 	}
 }
 
@@ -216,11 +206,11 @@ func (sub *subscription) handle(f frame) {
 	)
 	switch f.Type {
 	case frameAck:
-		err = sub.srv.engine.Ack(ctx, f.ID, f.Lease)
+		err = sub.srv.engine.Ack(ctx, &core.AckJobParams{ID: f.ID, Lease: f.Lease})
 	case frameNack:
 		err = sub.srv.engine.Nack(ctx, &core.NackParams{ID: f.ID, Lease: f.Lease, Delay: f.Delay, Error: f.Error})
 	case frameTouch:
-		job, err = sub.srv.engine.Touch(ctx, f.ID, f.Lease)
+		job, err = sub.srv.engine.Touch(ctx, &core.TouchJobParams{ID: f.ID, Lease: f.Lease})
 	}
 	switch {
 	case err == nil && f.Type == frameTouch:
@@ -255,7 +245,7 @@ func (sub *subscription) claimLoop() {
 			}
 			continue
 		}
-		jobs, err := sub.srv.engine.Claim(sub.ctx, sub.topic, min(n, core.ClaimMaxLimit), sub.srv.cfg.ClaimWait)
+		jobs, err := sub.srv.engine.Claim(sub.ctx, &core.ClaimJobsParams{Topic: sub.topic, Max: min(n, core.ClaimMaxLimit), Wait: sub.srv.cfg.ClaimWait})
 		sub.hold(jobs)
 		if sub.ctx.Err() != nil {
 			return // what was claimed is released with the rest
