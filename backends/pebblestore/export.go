@@ -17,6 +17,8 @@ import (
 // it (import skips ids it has). Errors: fn's, ctx's, ErrClosed,
 // ErrUnavailable.
 func (s *Store) ExportJobs(ctx context.Context, fn func(*core.Job) error) error {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
 	if s.isClosed() {
 		return core.ErrClosed
 	}
@@ -85,6 +87,8 @@ func (s *Store) completeFrom(snap *pebble.Snapshot, id string, m *meta) (*core.J
 // stored as they were (core.Job.Import), in one batch synced before it
 // returns. Errors: ErrClosed, ErrUnavailable.
 func (s *Store) ImportJobs(_ context.Context, jobs []*core.Job) ([]bool, error) {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

@@ -64,30 +64,20 @@ func (s *Store) finishedCounts(tp *topic, now time.Time) (done, cancelled int64)
 	return done, cancelled
 }
 
-// housekeep runs until Close: it syncs the log every SyncInterval, so that
-// a power cut loses at most that much of the writes that did not wait for
-// a sync, and drops finished jobs past retention.
+// housekeep runs until Close: it drops finished jobs past retention
+// every minute, or every bucket width if shorter.
 func (s *Store) housekeep() {
 	defer s.background.Done()
-	tick := s.clock.NewTicker(s.cfg.SyncInterval)
+	tick := s.clock.NewTicker(min(s.bucket, time.Minute))
 	defer tick.Stop()
-	var lastPrune time.Time
 	for {
 		select {
 		case <-s.done:
 			return
 		case <-tick.Chan():
 		}
-		if !s.cfg.SyncAlways {
-			if err := s.db.LogData(nil, pebble.Sync); err != nil {
-				s.log.Warn("pebblestore: periodic sync failed", "err", err)
-			}
-		}
-		if now := s.now(); now.Sub(lastPrune) >= min(s.bucket, time.Minute) {
-			lastPrune = now
-			if err := s.prune(now); err != nil {
-				s.log.Warn("pebblestore: prune of finished jobs failed", "err", err)
-			}
+		if err := s.prune(s.now()); err != nil {
+			s.log.Warn("pebblestore: prune of finished jobs failed", "err", err)
 		}
 	}
 }

@@ -38,10 +38,12 @@ type Config struct {
 	// queryable and counted. Defaults to RetentionDefault (72h).
 	Retention time.Duration
 	// SyncAlways makes every write wait for its fsync, acks and claims
-	// too; otherwise those are synced every SyncInterval.
+	// too; otherwise those are synced in the background as soon as they
+	// are written (see the package doc, Durability).
 	SyncAlways bool
-	// SyncInterval is how often writes that did not wait for a sync are
-	// synced. Defaults to SyncIntervalDefault (1s).
+	// SyncInterval is the longest a write that did not wait for its sync
+	// stays unsynced: the background sync runs at least this often.
+	// Defaults to SyncIntervalDefault (1s).
 	SyncInterval time.Duration
 	// CacheBytes is the size of the block cache. Defaults to
 	// CacheBytesDefault (32 MiB).
@@ -92,12 +94,19 @@ type Store struct {
 	// their fsync (claims, acks, retries, buries, touches, lease expiries).
 	syncable *pebble.WriteOptions
 
+	// ops is held (read) by every call while it runs, so that Close
+	// closes the database only once none uses it.
+	ops       sync.RWMutex
 	mu        sync.Mutex
 	closed    bool
 	done      chan struct{}
 	x         *index
 	topics    map[string]*topic
 	topicList []*topic // by number, as slots name them
+
+	// unsynced wakes the background sync after a write that did not wait
+	// for its own.
+	unsynced chan struct{}
 
 	background sync.WaitGroup
 }
@@ -152,6 +161,7 @@ func Open(cfg Config) (*Store, error) {
 		done:      make(chan struct{}),
 		x:         newIndex(),
 		topics:    make(map[string]*topic),
+		unsynced:  make(chan struct{}, 1),
 	}
 	if cfg.SyncAlways {
 		s.syncable = pebble.Sync
@@ -160,8 +170,9 @@ func Open(cfg Config) (*Store, error) {
 		_ = db.Close()
 		return nil, err
 	}
-	s.background.Add(1)
+	s.background.Add(2)
 	go s.housekeep()
+	go s.syncBehind()
 	return s, nil
 }
 
@@ -196,6 +207,10 @@ func (s *Store) write(b *pebble.Batch, opts *pebble.WriteOptions) (wait func() e
 	if !opts.Sync {
 		err := s.db.Apply(b, opts)
 		_ = b.Close()
+		select {
+		case s.unsynced <- struct{}{}:
+		default:
+		}
 		return func() error { return wrap(err) }
 	}
 	if err := s.db.ApplyNoSyncWait(b, opts); err != nil {
@@ -394,6 +409,8 @@ func (tp *topic) stopTimer() {
 // PutJobs implements core.Store. The jobs are written in one batch, which
 // is synced before PutJobs returns. Errors: ErrClosed, ErrUnavailable.
 func (s *Store) PutJobs(_ context.Context, params *core.PutJobsParams) ([]core.PutResult, error) {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
 	if params == nil {
 		return nil, core.Invalid("", "pebblestore: put jobs: no params")
 	}
@@ -567,6 +584,8 @@ func (s *Store) get(key []byte) ([]byte, error) {
 // GetJob implements core.Store. Errors: ErrNotFound, ErrClosed,
 // ErrUnavailable.
 func (s *Store) GetJob(_ context.Context, id string) (*core.Job, error) {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
 	if s.isClosed() {
 		return nil, core.ErrClosed
 	}
@@ -583,6 +602,8 @@ func (s *Store) isClosed() bool {
 // Errors: ErrNotFound (unknown or finished), *core.ConflictError
 // (ErrConflict) while reserved, ErrClosed, ErrUnavailable.
 func (s *Store) CancelJob(_ context.Context, id string) error {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -643,6 +664,8 @@ func (s *Store) finish(b *pebble.Batch, tp *topic, i uint32, state core.State, n
 // params.Max < 1, ErrClosed (also for a claim waiting when the store
 // closes), ErrUnavailable.
 func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]*core.Job, error) {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
 	if params == nil || params.Max < 1 {
 		return nil, core.Invalid("max", "max must be at least 1")
 	}
@@ -778,6 +801,8 @@ func (s *Store) settle(id, lease string, f func(b *pebble.Batch, tp *topic, i ui
 // AckJob implements core.Store. Errors: ErrNotFound, ErrLeaseLost,
 // ErrClosed, ErrUnavailable.
 func (s *Store) AckJob(_ context.Context, params *core.AckJobParams) (core.SettleResult, error) {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
 	if params == nil {
 		return core.SettleResult{}, core.Invalid("", "pebblestore: ack: no params")
 	}
@@ -789,6 +814,8 @@ func (s *Store) AckJob(_ context.Context, params *core.AckJobParams) (core.Settl
 // RetryJob implements core.Store. A zero params.RunAt means now. Errors:
 // ErrNotFound, ErrLeaseLost, ErrClosed, ErrUnavailable.
 func (s *Store) RetryJob(_ context.Context, params *core.RetryJobParams) (core.SettleResult, error) {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
 	if params == nil {
 		return core.SettleResult{}, core.Invalid("", "pebblestore: retry: no params")
 	}
@@ -809,6 +836,8 @@ func (s *Store) RetryJob(_ context.Context, params *core.RetryJobParams) (core.S
 // BuryJob implements core.Store. Errors: ErrNotFound, ErrLeaseLost,
 // ErrClosed, ErrUnavailable.
 func (s *Store) BuryJob(_ context.Context, params *core.BuryJobParams) (core.SettleResult, error) {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
 	if params == nil {
 		return core.SettleResult{}, core.Invalid("", "pebblestore: bury: no params")
 	}
@@ -838,6 +867,8 @@ func (s *Store) setError(b *pebble.Batch, id, lastError string) {
 // TouchJob implements core.Store. Errors: ErrNotFound, ErrLeaseLost,
 // ErrClosed, ErrUnavailable.
 func (s *Store) TouchJob(_ context.Context, params *core.TouchJobParams) (*core.Job, error) {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
 	if params == nil {
 		return nil, core.Invalid("", "pebblestore: touch: no params")
 	}
@@ -860,6 +891,8 @@ func (s *Store) TouchJob(_ context.Context, params *core.TouchJobParams) (*core.
 // *core.ConflictError (ErrConflict) when not dead, ErrClosed,
 // ErrUnavailable.
 func (s *Store) RequeueJob(_ context.Context, id string) error {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -906,6 +939,8 @@ func (s *Store) RequeueJob(_ context.Context, id string) error {
 // in order of death. Errors: ErrInvalidArgument when params.Limit < 1,
 // ErrClosed, ErrUnavailable.
 func (s *Store) ListDeadJobs(_ context.Context, params *core.ListDeadJobsParams) ([]*core.Job, error) {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
 	if params == nil || params.Limit < 1 {
 		return nil, core.Invalid("limit", "limit must be at least 1")
 	}
@@ -938,6 +973,8 @@ func (s *Store) ListDeadJobs(_ context.Context, params *core.ListDeadJobsParams)
 
 // PutTopic implements core.Store. Errors: ErrClosed, ErrUnavailable.
 func (s *Store) PutTopic(_ context.Context, t *core.Topic) error {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
 	c := *t
 	c.Configured = true
 	c.Counts = core.Counts{}
@@ -976,6 +1013,8 @@ func (s *Store) GetTopic(_ context.Context, name string) (*core.Topic, error) {
 // DeleteTopic implements core.Store. Errors: ErrNotFound, ErrClosed,
 // ErrUnavailable.
 func (s *Store) DeleteTopic(_ context.Context, name string) error {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -1079,8 +1118,33 @@ func (s *Store) Close() error {
 	}
 	s.mu.Unlock()
 	s.background.Wait()
+	s.ops.Lock() // every call in flight has returned
+	defer s.ops.Unlock()
 	err := s.db.LogData(nil, pebble.Sync)
 	return errors.Join(err, s.db.Close())
+}
+
+// syncBehind runs until Close: it syncs the log as soon as a write did not
+// wait for its own sync, one sync at a time, so that such writes reach the
+// disk within about one fsync of their answer while none waits for it; and
+// at least every SyncInterval. Pebble keeps a write without sync in a
+// buffer of the process until a sync or a full block, so without this a
+// kill -9 could lose the claims of the last seconds.
+func (s *Store) syncBehind() {
+	defer s.background.Done()
+	tick := s.clock.NewTicker(s.cfg.SyncInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-s.unsynced:
+		case <-tick.Chan():
+		}
+		if err := s.db.LogData(nil, pebble.Sync); err != nil && !errors.Is(err, pebble.ErrClosed) {
+			s.log.Warn("pebblestore: background sync failed", "err", err)
+		}
+	}
 }
 
 // pebbleLogger passes Pebble's messages to slog: its routine information

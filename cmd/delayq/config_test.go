@@ -53,7 +53,7 @@ func TestServeDefaults(t *testing.T) {
 	require.Equal(t, defaultServeConfig(), *res.cfg)
 	require.Equal(t, "127.0.0.1:8080", res.cfg.HTTPAddr)
 	require.Equal(t, "./delayq-data", res.cfg.DataDir)
-	require.Equal(t, backendEmbedded, res.cfg.Backend)
+	require.Equal(t, backendLocal, res.cfg.Backend)
 	require.Equal(t, "127.0.0.1:4222", res.cfg.NATSListen)
 	require.Equal(t, 30*time.Second, res.cfg.ShutdownTimeout)
 }
@@ -76,7 +76,7 @@ func TestServeFlags(t *testing.T) {
 		NATSURL:         "nats://a:4222,nats://b:4222",
 		RedisURL:        "redis+cluster://r1:7000,r2:7000",
 		NATSReplicas:    3,
-		NATSSync:        "always",
+		Sync:            "always",
 		NATSClientUser:  "delayq-client",
 		MaxBody:         64 << 10,
 		MaxBatch:        50,
@@ -125,7 +125,7 @@ func TestServeEnvTwins(t *testing.T) {
 		NATSURL:         "nats://nats:4222",
 		RedisURL:        "redis://:pw@redis:6380/2",
 		NATSReplicas:    5,
-		NATSSync:        "1s",
+		Sync:            "1s",
 		NATSClientUser:  "delayq-client",
 		MaxBody:         2048,
 		MaxBatch:        10,
@@ -170,7 +170,7 @@ func TestServeBadValues(t *testing.T) {
 		{"unknown backend env", map[string]string{"DELAYQ_BACKEND": "postgres"}, nil, "DELAYQ_BACKEND"},
 		{"nats replicas", nil, []string{"--nats-replicas", "7"}, "from 1 to 5"},
 		{"nats replicas env", map[string]string{"DELAYQ_NATS_REPLICAS": "0"}, nil, "DELAYQ_NATS_REPLICAS"},
-		{"unknown backend", nil, []string{"--backend", "postgres"}, "want embedded, nats, redis or memory"},
+		{"unknown backend", nil, []string{"--backend", "postgres"}, "want local, jetstream, nats, redis or memory"},
 		{"http without port", nil, []string{"--http", "localhost"}, `"--http"`},
 		{"http port range", nil, []string{"--http", "127.0.0.1:70000"}, "port"},
 		{"http port -1", nil, []string{"--http", "127.0.0.1:-1"}, "port"},

@@ -20,6 +20,7 @@ import (
 
 	"github.com/delayq/delayq/backends/memstore"
 	"github.com/delayq/delayq/backends/natsstore"
+	"github.com/delayq/delayq/backends/pebblestore"
 	"github.com/delayq/delayq/backends/redisstore"
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/natsserver"
@@ -305,8 +306,30 @@ func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logTo io
 	}
 
 	switch cfg.Backend {
-	case backendEmbedded, backendNATS:
+	case backendJetStream, backendNATS:
 		return openNATSStore(ctx, cfg, log, logTo)
+	case backendLocal:
+		if err := checkDataDir(cfg.DataDir, backendLocal); err != nil {
+			return fail(err)
+		}
+		if err := withNATS(filepath.Join(cfg.DataDir, natsDir)); err != nil {
+			return fail(err)
+		}
+		interval, _ := time.ParseDuration(cfg.Sync) // "always" gives 0: the default, unused
+		store, err := pebblestore.Open(pebblestore.Config{
+			Dir:          filepath.Join(cfg.DataDir, localDir),
+			Clock:        core.RealClock(),
+			Retention:    cfg.Retention,
+			SyncAlways:   cfg.Sync == "always",
+			SyncInterval: interval,
+			Logger:       log,
+		})
+		if err != nil {
+			return fail(fmt.Errorf("local store: %w", err))
+		}
+		log.Info("local store opened", "dir", filepath.Join(cfg.DataDir, localDir), "sync", cfg.Sync)
+		closers = append(closers, func() { closeStore(store, log) })
+		return store, natsConn, closeAll, nil
 	case backendMemory:
 		// The store keeps nothing across a restart; nor does its NATS.
 		if err := withNATS(""); err != nil {
@@ -354,9 +377,12 @@ func openNATSStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logT
 
 	off := cfg.NATSListen == natsOff
 	var conn *nats.Conn
-	if cfg.Backend == backendEmbedded {
+	if cfg.Backend == backendJetStream {
+		if err := checkDataDir(cfg.DataDir, backendJetStream); err != nil {
+			return fail(err)
+		}
 		if cfg.NATSURL != "" {
-			log.Warn("--nats-url does not apply to --backend embedded; its NATS server is in process", "url", redactURLs(cfg.NATSURL))
+			log.Warn("--nats-url does not apply to --backend jetstream; its NATS server is in process", "url", redactURLs(cfg.NATSURL))
 		}
 		listen := ""
 		if !off {
@@ -369,7 +395,7 @@ func openNATSStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logT
 			DataDir:        cfg.DataDir,
 			Listen:         listen,
 			NoListen:       off,
-			Sync:           cfg.NATSSync,
+			Sync:           cfg.Sync,
 			Logger:         natsServerLogger(cfg, logTo),
 			ClientUser:     cfg.NATSClientUser,
 			ClientPassword: cfg.NATSClientPassword,
@@ -448,7 +474,7 @@ func startNATS(cfg *serveConfig, log *slog.Logger, logTo io.Writer, storeDir str
 		StoreDir:       storeDir,
 		PasswordDir:    cfg.DataDir,
 		Listen:         cfg.NATSListen,
-		Sync:           cfg.NATSSync,
+		Sync:           cfg.Sync,
 		Logger:         natsServerLogger(cfg, logTo),
 		ClientUser:     cfg.NATSClientUser,
 		ClientPassword: cfg.NATSClientPassword,
