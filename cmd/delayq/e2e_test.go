@@ -382,7 +382,7 @@ func TestE2ESIGTERM(t *testing.T) {
 		require.Contains(t, log, want)
 	}
 	require.Less(t, strings.Index(log, "intake and deliveries stopped"), strings.Index(log, "store closed"))
-	require.Less(t, strings.Index(log, "store closed"), strings.Index(log, "embedded nats stopped"))
+	require.Less(t, strings.Index(log, "store closed"), strings.Index(log, `msg="nats stopped"`))
 
 	srv = startServer(t, args...)
 	api = newCaller(t, srv.HTTPURL)
