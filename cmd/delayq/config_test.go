@@ -229,7 +229,7 @@ func TestHelpNamesEnvTwins(t *testing.T) {
 	require.Equal(t, exitOK, res.code)
 	require.Nil(t, res.cfg)
 	for _, key := range []string{"DELAYQ_HTTP", "DELAYQ_DATA", "DELAYQ_BACKEND", "DELAYQ_NATS_LISTEN", "DELAYQ_NATS_URL",
-		"DELAYQ_REDIS_URL", "DELAYQ_NATS_SYNC", "DELAYQ_MAX_BODY", "DELAYQ_MAX_BATCH", "DELAYQ_LOG_LEVEL", "DELAYQ_LOG_FORMAT", "DELAYQ_SHUTDOWN_TIMEOUT"} {
+		"DELAYQ_REDIS_URL", "DELAYQ_SYNC", "DELAYQ_MAX_BODY", "DELAYQ_MAX_BATCH", "DELAYQ_LOG_LEVEL", "DELAYQ_LOG_FORMAT", "DELAYQ_SHUTDOWN_TIMEOUT"} {
 		require.Contains(t, res.stdout, key)
 	}
 	res = runApp(t, nil, "", "push", "--help")
