@@ -128,7 +128,7 @@ func (s *Store) ImportJobs(_ context.Context, jobs []*core.Job) ([]bool, error) 
 		_ = b.Set(idKey(prefixMeta, j.ID), m.encode(), nil)
 		_ = b.Set(idKey(prefixRecord, j.ID), r.encode(), nil)
 		_ = b.Delete(idKey(prefixFinished, j.ID), nil)
-		s.setError(b, j.ID, j.LastError)
+		s.setError(b, i, j.ID, j.LastError)
 	}
 	wait := s.write(b, pebble.Sync)
 	for tp := range touched {

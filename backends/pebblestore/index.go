@@ -28,6 +28,7 @@ type slot struct {
 	topic   uint32 // index into Store.topicList
 	idLen   uint8
 	state   uint8 // stateCodes
+	hasErr  bool  // an e key holds the job's last error
 	attempt uint16
 	maxAtt  uint16
 	ttrMs   uint32

@@ -50,6 +50,7 @@ func (s *Store) load() error {
 		i := s.x.add(id)
 		sl := &s.x.slots[i]
 		sl.topic, sl.maxAtt, sl.ttrMs = tp.num, uint16(j.MaxAttempts), uint32(j.TTR/time.Millisecond)
+		sl.hasErr = true // not known without reading e: claims read it
 		s.setLite(i, &j)
 		switch j.State {
 		case core.StateReserved:

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 
 	"github.com/delayq/delayq/core"
 )
@@ -141,12 +142,19 @@ func Open(cfg Config) (*Store, error) {
 	}
 	cache := pebble.NewCache(cfg.CacheBytes)
 	defer cache.Unref()
-	db, err := pebble.Open(cfg.Dir, &pebble.Options{
+	opts := &pebble.Options{
 		Cache:              cache,
 		MemTableSize:       64 << 20,
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             pebbleLogger{cfg.Logger},
-	})
+	}
+	// Most reads are of one key that may be absent (a job's last error, a
+	// finished job of an id being put): bloom filters answer those without
+	// reading the tables' blocks.
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pebble.Open(cfg.Dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("pebblestore: open %s: %w", cfg.Dir, err)
 	}
@@ -335,6 +343,7 @@ func (s *Store) promote(tp *topic, now time.Time) {
 		id := s.x.id(i)
 		_ = b.Set(idKey(prefixMeta, id), m.encode(), nil)
 		_ = b.Set(idKey(prefixError, id), []byte(core.LeaseExpired), nil)
+		s.x.slots[i].hasErr = true
 		if j.State == core.StateDead {
 			tp.dead++
 			_ = b.Set(deadKey(tp.name, j.UpdatedAt, id), nil, nil)
@@ -539,7 +548,7 @@ func (s *Store) read(id string, finished bool) (*core.Job, error) {
 	if m.state.Finished() && now.Sub(time.Unix(0, m.updatedAt)) >= s.retention {
 		return nil, fmt.Errorf("pebblestore: job %q: %w", id, core.ErrNotFound)
 	}
-	j, err := s.complete(id, &m)
+	j, err := s.complete(id, &m, true)
 	if err != nil {
 		return nil, err
 	}
@@ -547,8 +556,9 @@ func (s *Store) read(id string, finished bool) (*core.Job, error) {
 	return j, nil
 }
 
-// complete reads the parts of a job that only the disk has.
-func (s *Store) complete(id string, m *meta) (*core.Job, error) {
+// complete reads the parts of a job that only the disk has; its last error
+// only when withError is set (the index knows when there is none).
+func (s *Store) complete(id string, m *meta, withError bool) (*core.Job, error) {
 	raw, err := s.get(idKey(prefixRecord, id))
 	if err != nil {
 		return nil, err
@@ -560,9 +570,11 @@ func (s *Store) complete(id string, m *meta) (*core.Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pebblestore: job %q: %w", id, err)
 	}
-	e, err := s.get(idKey(prefixError, id))
-	if err != nil {
-		return nil, err
+	var e []byte
+	if withError {
+		if e, err = s.get(idKey(prefixError, id)); err != nil {
+			return nil, err
+		}
 	}
 	return job(id, m, &r, string(e)), nil
 }
@@ -694,13 +706,13 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 			return []*core.Job{}, nil
 		}
 		if tp.ready.Len() > 0 || params.Wait <= 0 || timedOut {
-			ids, metas, wait := s.take(tp, params.Max, now)
+			taken, wait := s.take(tp, params.Max, now)
 			s.changed(tp, now)
 			s.mu.Unlock()
 			if err := wait(); err != nil {
 				return nil, err
 			}
-			return s.completeAll(ids, metas)
+			return s.completeAll(taken)
 		}
 		if timer == nil {
 			timer = s.clock.NewTimer(params.Wait)
@@ -722,9 +734,9 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 
 // take reserves up to max ready jobs of tp (core.Job.Reserve) and writes
 // the reservations; the returned function waits for the write.
-func (s *Store) take(tp *topic, max int, now time.Time) ([]string, []meta, func() error) {
+func (s *Store) take(tp *topic, max int, now time.Time) ([]claimed, func() error) {
 	n := min(max, tp.ready.Len())
-	ids, metas := make([]string, 0, n), make([]meta, 0, n)
+	taken := make([]claimed, 0, n)
 	b := s.db.NewBatch()
 	for range n {
 		i := tp.ready.pop(s.x)
@@ -735,17 +747,25 @@ func (s *Store) take(tp *topic, max int, now time.Time) ([]string, []meta, func(
 		m := s.metaOfSlot(i, now)
 		id := strings.Clone(s.x.id(i))
 		_ = b.Set(idKey(prefixMeta, id), m.encode(), nil)
-		ids, metas = append(ids, id), append(metas, m)
+		taken = append(taken, claimed{id: id, meta: m, hasErr: s.x.slots[i].hasErr})
 	}
-	return ids, metas, s.write(b, s.syncable)
+	return taken, s.write(b, s.syncable)
+}
+
+// claimed is a job take reserved, to complete from the disk.
+type claimed struct {
+	id     string
+	meta   meta
+	hasErr bool
 }
 
 // completeAll reads the disk's parts of claimed jobs. A reserved job's
 // record and error do not change while its lease holds.
-func (s *Store) completeAll(ids []string, metas []meta) ([]*core.Job, error) {
-	jobs := make([]*core.Job, len(ids))
-	for k, id := range ids {
-		j, err := s.complete(id, &metas[k])
+func (s *Store) completeAll(taken []claimed) ([]*core.Job, error) {
+	jobs := make([]*core.Job, len(taken))
+	for k := range taken {
+		c := &taken[k]
+		j, err := s.complete(c.id, &c.meta, c.hasErr)
 		if err != nil {
 			return nil, err
 		}
@@ -828,7 +848,7 @@ func (s *Store) RetryJob(_ context.Context, params *core.RetryJobParams) (core.S
 		id := s.x.id(i)
 		m := s.metaOfSlot(i, now)
 		_ = b.Set(idKey(prefixMeta, id), m.encode(), nil)
-		s.setError(b, id, j.LastError)
+		s.setError(b, i, id, j.LastError)
 		return j.Settled()
 	})
 }
@@ -850,13 +870,15 @@ func (s *Store) BuryJob(_ context.Context, params *core.BuryJobParams) (core.Set
 		id := s.x.id(i)
 		m := s.metaOfSlot(i, now)
 		_ = b.Set(idKey(prefixMeta, id), m.encode(), nil)
-		s.setError(b, id, j.LastError)
+		s.setError(b, i, id, j.LastError)
 		_ = b.Set(deadKey(tp.name, now, id), nil, nil)
 		return j.Settled()
 	})
 }
 
-func (s *Store) setError(b *pebble.Batch, id, lastError string) {
+// setError writes the last error of slot i, id.
+func (s *Store) setError(b *pebble.Batch, i uint32, id, lastError string) {
+	s.x.slots[i].hasErr = lastError != ""
 	if lastError == "" {
 		_ = b.Delete(idKey(prefixError, id), nil)
 		return
@@ -872,9 +894,13 @@ func (s *Store) TouchJob(_ context.Context, params *core.TouchJobParams) (*core.
 	if params == nil {
 		return nil, core.Invalid("", "pebblestore: touch: no params")
 	}
-	var m meta
+	var (
+		m      meta
+		hasErr bool
+	)
 	_, err := s.settle(params.ID, params.Lease, func(b *pebble.Batch, tp *topic, i uint32, now time.Time) core.SettleResult {
 		sl := &s.x.slots[i]
+		hasErr = sl.hasErr
 		tp.reserved.fix(s.x, i, now.Add(time.Duration(sl.ttrMs)*time.Millisecond).UnixMilli())
 		m = s.metaOfSlot(i, now)
 		_ = b.Set(idKey(prefixMeta, params.ID), m.encode(), nil)
@@ -883,7 +909,7 @@ func (s *Store) TouchJob(_ context.Context, params *core.TouchJobParams) (*core.
 	if err != nil {
 		return nil, err
 	}
-	return s.complete(params.ID, &m)
+	return s.complete(params.ID, &m, hasErr)
 }
 
 // RequeueJob implements core.Store: the dead job is ready now with a fresh
