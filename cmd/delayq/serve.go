@@ -41,13 +41,24 @@ func (a *app) serveCommand() *cobra.Command {
 (delayq.push.<topic>, delayq.cancel) and delivery (topics of delivery type
 nats) on every backend.
 
-With the default embedded backend, jobs are kept in a NATS server with
-JetStream storage in --data, which also serves NATS clients on --nats-listen.
-With --backend redis or memory, serve starts an in-process NATS server on
---nats-listen for the NATS transports alone (JetStream files in <data>/nats
-for redis, in a temporary directory for memory), or, given --nats-url,
-connects to that NATS instead: instances that share a Redis must share one
-NATS this way. --nats-listen off turns NATS intake and delivery off.
+With the default local backend, jobs are kept in a Pebble database in
+<data>/local, which one process opens at a time: several instances need
+--backend redis or nats. Creates, replaces, cancels, requeues, imports and
+topic changes are fsynced before the answer; claims, acks, retries, buries
+and touches are fsynced in the background right after they are written, or
+before the answer with --sync always. With --backend jetstream (embedded is
+a deprecated name of it), jobs are kept in an in-process NATS server with
+JetStream storage in --data, fsynced by --sync, which also serves NATS
+clients on --nats-listen. <data>/FORMAT names the backend whose jobs the
+directory holds; local and jetstream refuse a directory of the other and say
+how to move its jobs (delayq export, delayq import).
+
+With --backend local, redis or memory, serve starts an in-process NATS
+server on --nats-listen for the NATS transports alone (JetStream files in
+<data>/nats for local and redis, in a temporary directory for memory), or,
+given --nats-url, connects to that NATS instead: instances that share a
+Redis must share one NATS this way. --nats-listen off turns NATS intake and
+delivery off.
 
 delayq's in-process NATS server takes producers and consumers as
 --nats-client-user with the password of --nats-client-password or, without
