@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -154,7 +156,15 @@ func Open(cfg Config) (*Store, error) {
 	for i := range opts.Levels {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
+	// Jobs are the users' data: only the service's user reads them.
+	// Pebble would make the directory world-readable.
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("pebblestore: %w", err)
+	}
 	db, err := pebble.Open(cfg.Dir, opts)
+	if errors.Is(err, syscall.EWOULDBLOCK) || (err != nil && strings.Contains(err.Error(), "lock held")) {
+		return nil, fmt.Errorf("pebblestore: open %s: another process holds it (one delayq per data directory): %w", cfg.Dir, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("pebblestore: open %s: %w", cfg.Dir, err)
 	}

@@ -3,6 +3,7 @@ package pebblestore_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -15,7 +16,11 @@ import (
 	"github.com/delayq/delayq/core/storetest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// A pebble.Open that fails leaves its disk-health ticker running (Pebble
+// closes it with the database only); the process exits on that error.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/cockroachdb/pebble/v2/vfs.(*diskHealthCheckingFS).startTickerLocked.func1"))
+}
 
 // TestStore runs the conformance suite. One process opens a database at a
 // time, so opening a namespace again gives the same *Store while it is
@@ -42,4 +47,18 @@ func TestStore(t *testing.T) {
 		},
 		Durable: true,
 	})
+}
+
+// TestOpenTwice: a second Open of a directory in use is refused with a
+// message that says why, and the directory is the service user's alone.
+func TestOpenTwice(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "local")
+	s, err := pebblestore.Open(pebblestore.Config{Dir: dir})
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = pebblestore.Open(pebblestore.Config{Dir: dir})
+	require.ErrorContains(t, err, "another process holds it")
+	info, err := os.Stat(dir)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o700), info.Mode().Perm())
 }

@@ -30,8 +30,8 @@ const (
 	// then, still selects it.
 	backendJetStream = "jetstream"
 	backendNATS      = "nats"
-	backendMemory   = "memory"
-	backendRedis    = "redis"
+	backendMemory    = "memory"
+	backendRedis     = "redis"
 )
 
 // isNATSBackend tells whether backend keeps jobs in NATS, whose server then
@@ -58,14 +58,15 @@ const (
 type serveConfig struct {
 	// HTTPAddr is the HTTP API's listen address; port 0 picks a free one.
 	HTTPAddr string
-	// DataDir holds the embedded NATS server's JetStream files, or those
-	// of the in-process NATS server of another backend (in natsDir), and
-	// the NATS client password file.
+	// DataDir holds the local store (in localDir) or the jetstream
+	// backend's files, the in-process NATS server's JetStream files of
+	// another backend (in natsDir), the NATS client password file and
+	// formatFile.
 	DataDir string
-	// Backend is embedded, nats, redis or memory.
+	// Backend is local, jetstream, nats, redis or memory.
 	Backend string
 	// NATSListen is the in-process NATS server's client address (the
-	// embedded backend's, or the one startNATS runs for another backend);
+	// jetstream backend's, or the one startNATS runs for another backend);
 	// port 0 or -1 picks a free one; natsOff turns NATS intake and delivery
 	// off.
 	NATSListen string
@@ -81,8 +82,8 @@ type serveConfig struct {
 	// Sync is how often files under DataDir are synced: "always" or an
 	// interval between fsyncs (--sync).
 	Sync string
-	// NATSClientUser is the embedded server's user for producers and
-	// consumers.
+	// NATSClientUser is the in-process NATS server's user for producers
+	// and consumers.
 	NATSClientUser string
 	// NATSClientPassword is that user's password; empty keeps a generated
 	// one in the data directory.
@@ -126,7 +127,7 @@ func defaultServeConfig() serveConfig {
 		NATSListen:      natsserver.ListenDefault,
 		RedisURL:        "redis://127.0.0.1:6379",
 		NATSReplicas:    1,
-		Sync:        natsserver.SyncDefault,
+		Sync:            natsserver.SyncDefault,
 		NATSClientUser:  natsserver.ClientUserDefault,
 		MaxBody:         1 << 20,
 		MaxBatch:        1000,
@@ -145,13 +146,11 @@ func (c *serveConfig) addFlags(fs *pflag.FlagSet) {
 	fs.Var(&addrValue{p: &c.HTTPAddr}, "http", "HTTP API listen address, host:port; port 0 picks a free port")
 	fs.StringVar(&c.DataDir, "data", c.DataDir, "data directory: the local or jetstream backend's files; with the others, the in-process NATS server's client password file and (local, redis) its JetStream files in <data>/"+natsDir)
 	fs.Var(&backendValue{p: &c.Backend}, "backend", "where jobs are kept: local (a database under --data, the default), jetstream (NATS JetStream in process, files under --data), nats (an external NATS server), redis or memory (lost on exit)")
-	fs.Var(&natsListenValue{p: &c.NATSListen}, "nats-listen", "client listen address of delayq's in-process NATS server (the embedded backend's; with redis or memory, one for NATS intake and delivery), host:port; port 0 or -1 picks a free port; off: no NATS intake or delivery")
-	fs.Var(&urlValue{p: &c.NATSURL}, "nats-url", "NATS server URL(s), comma-separated: the store of --backend nats (default "+natsURLDefault+"); with redis or memory, the NATS of intake and delivery instead of an in-process server (instances sharing a Redis must share one NATS)")
+	fs.Var(&natsListenValue{p: &c.NATSListen}, "nats-listen", "client listen address of delayq's in-process NATS server (the jetstream backend's store; with local, redis or memory, one for NATS intake and delivery), host:port; port 0 or -1 picks a free port; off: no NATS intake or delivery")
+	fs.Var(&urlValue{p: &c.NATSURL}, "nats-url", "NATS server URL(s), comma-separated: the store of --backend nats (default "+natsURLDefault+"); with local, redis or memory, the NATS of intake and delivery instead of an in-process server (instances sharing a Redis must share one NATS)")
 	fs.Var(&redisURLValue{p: &c.RedisURL}, "redis-url", "Redis URL for --backend redis: redis://[:password@]host:port[/db], rediss:// for TLS, redis+cluster://h1:p1,h2:p2 for a Cluster, redis+sentinel://s1:p1,s2:p2/master")
 	fs.Var(&replicasValue{p: &c.NATSReplicas}, "nats-replicas", "how many servers of the NATS cluster keep delayq's streams (1-5), for --backend nats; 3 survives the loss of one")
 	fs.Var(&syncValue{p: &c.Sync}, "sync", `how often delayq fsyncs its files under --data: "always" (every write, before answering) or an interval such as 1s; the local backend syncs creates and cancels before answering either way, and this bounds what a power cut can lose of acks and claims (a redelivery); the jetstream backend and the in-process NATS server sync everything by it`)
-	fs.Var(&syncValue{p: &c.Sync}, "nats-sync", "the former name of --sync")
-	_ = fs.MarkDeprecated("nats-sync", "use --sync")
 	fs.Var(&subjectValue{p: &c.NATSClientUser}, "nats-client-user", "user name of producers and consumers on delayq's in-process NATS server")
 	fs.Var(&passwordValue{p: &c.NATSClientPassword}, "nats-client-password", "password of --nats-client-user, at least 16 characters; empty: generated at first start and kept in <data>/"+natsserver.ClientPasswordFile)
 	fs.Var(&subjectPatternsValue{p: &c.NATSDeliverySubjects}, "nats-delivery-subjects", "NATS subject patterns, comma-separated (billing.>, audit.*.log), that tokens restricted to topics may name as delivery.subject; they may always name delayq.deliver.<topic> of their topics")
@@ -288,7 +287,7 @@ func (v *urlValue) Set(s string) error {
 	return nil
 }
 
-// syncValue is the --nats-sync flag: "always" or a positive interval.
+// syncValue is the --sync flag: "always" or a positive interval.
 type syncValue struct{ p *string }
 
 func (v *syncValue) String() string { return *v.p }

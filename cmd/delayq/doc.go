@@ -19,7 +19,7 @@
 // either way, and claims, acks, retries, buries and touches in the
 // background right after they are written, or before it answers with
 // "always". For the jetstream backend and the in-process NATS server it is
-// JetStream's sync interval. --nats-sync is a deprecated name of it.
+// JetStream's sync interval.
 //
 // NATS intake (delayq.push.<topic>, delayq.cancel) and delivery (topics of
 // delivery type nats) work on every backend: on the NATS backends' server,
