@@ -77,11 +77,17 @@ func (j *Job) Clone() *Job {
 	return &c
 }
 
-// Counts holds the number of jobs of a topic in each state that stores
-// count. Done and cancelled jobs are not counted.
+// Counts holds the number of jobs of a topic in each state, in the order of
+// States. Done and Cancelled count the jobs that finished so within the
+// retention period and are still kept (those GetJob finds): a finished job
+// whose id a later put reused counts once, in its new state. A store may
+// count a finished job a little past its retention (Store.GetTopic says
+// how much).
 type Counts struct {
 	Scheduled int64 `json:"scheduled"`
 	Ready     int64 `json:"ready"`
 	Reserved  int64 `json:"reserved"`
+	Done      int64 `json:"done"`
 	Dead      int64 `json:"dead"`
+	Cancelled int64 `json:"cancelled"`
 }

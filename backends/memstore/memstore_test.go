@@ -35,6 +35,9 @@ func TestStore(t *testing.T) {
 			}
 			return s
 		},
+		OpenRetention: func(t *testing.T, ns string, retention time.Duration) core.Store {
+			return memstore.New(memstore.Config{Retention: retention})
+		},
 		Durable: false,
 	})
 }
