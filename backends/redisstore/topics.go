@@ -206,7 +206,7 @@ func (s *Store) stats(ctx context.Context, names []string) ([]topicStat, error) 
 		}
 		for i, r := range res {
 			v := asSlice(r)
-			if len(v) < 5 {
+			if len(v) < 7 {
 				return nil, unavailable("count topics", errShortReply)
 			}
 			c := &out[i].counts
@@ -215,6 +215,8 @@ func (s *Store) stats(ctx context.Context, names []string) ([]topicStat, error) 
 			c.Reserved += asInt(v[2])
 			c.Dead += asInt(v[3])
 			out[i].finished = max(out[i].finished, asInt(v[4]))
+			c.Done += asInt(v[5])
+			c.Cancelled += asInt(v[6])
 		}
 	}
 	return out, nil
