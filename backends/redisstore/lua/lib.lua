@@ -24,7 +24,7 @@ local retention = ARGV[6]
 local K_SCHED = KEYS[1] -- zset: scheduled job ids by run_at (ms), all topics
 local K_LEASE = KEYS[2] -- zset: reserved job ids by lease expiry (ms), all topics
 local K_COUNT = KEYS[3] -- hash: "s:<topic>" scheduled and "x:<topic>" reserved counts
-local K_FIN = KEYS[4]   -- hash: topic -> when a job of it last finished (ms); finished counts
+local K_FIN = KEYS[4]   -- hash: counts of finished jobs, per topic and time bucket
 local K_FINQ = KEYS[5]  -- zset: the bucket fields of K_FIN by the end of their bucket (ms)
 
 local function key_job(id) return base .. ':j:' .. id end
@@ -187,9 +187,9 @@ local function settle(id, j)
   end
 end
 
--- Finished counts. K_FIN holds, besides each topic's last finish time,
--- "d:<topic>" and "c:<topic>", the topic's done and cancelled jobs in the
--- shard that count now, and the same per time bucket,
+-- Finished counts. K_FIN holds "d:<topic>" and "c:<topic>", the topic's
+-- done and cancelled jobs in the shard that count now, and the same per
+-- time bucket,
 -- "d:<topic>:<end>" and "c:<topic>:<end>": the jobs that finished within
 -- the bucket that ends at <end> (Unix ms, inclusive), FIN_WIDTH wide.
 -- K_FINQ lists the bucket fields by <end>. Once <end> is at or before now
@@ -236,11 +236,13 @@ end
 -- fin_add counts n jobs of topic t that finished now, kind 'd' (done) or
 -- 'c' (cancelled). A new bucket is listed in K_FINQ, and the first job of
 -- a bucket drops buckets that expired meanwhile, so that K_FIN stays
--- bounded even if nothing reads the counts.
+-- bounded even if nothing reads the counts; it also drops the topic's last
+-- finish time, a field earlier versions kept in K_FIN.
 local function fin_add(kind, t, n)
   local f = kind .. ':' .. t .. ':' .. int(fin_end)
   if redis.call('HINCRBY', K_FIN, f, n) == n then
     redis.call('ZADD', K_FINQ, int(fin_end), f)
+    redis.call('HDEL', K_FIN, t)
     fin_expire(100)
   end
   redis.call('HINCRBY', K_FIN, kind .. ':' .. t, n)
@@ -264,17 +266,13 @@ local function fin_forget(id, j)
 end
 
 -- finish makes job id done or cancelled: it expires after the retention
--- period, its topic's last finish time moves on, and it is counted.
+-- period, and counts as finished until then.
 local function finish(id, j, state)
   local kj = key_job(id)
   redis.call('HDEL', kj, 'l', 'x')
   redis.call('HSET', kj, 's', state, 'u', now_s)
   redis.call('PEXPIRE', kj, retention)
   if not j.b then redis.call('PEXPIRE', key_body(id), retention) end
-  local last = tonumber(redis.call('HGET', K_FIN, j.t))
-  if not last or last < now then
-    redis.call('HSET', K_FIN, j.t, now_s)
-  end
   if state == 'done' then fin_add('d', j.t, 1) else fin_add('c', j.t, 1) end
 end
 
