@@ -42,6 +42,10 @@ const (
 	kindLease  = "lease"  // schedule of a reserved job's lease expiry, fires into expire
 	kindExpire = "expire" // a lease that ran out, for the housekeeping consumer
 	kindDead   = "dead"   // marker of a dead job
+	// Markers of finished jobs, for counts only: no consumer reads them,
+	// and each expires with its record (Nats-TTL).
+	kindDone      = "done"      // marker of a done job
+	kindCancelled = "cancelled" // marker of a cancelled job
 )
 
 // soonGrace is how long after run_at a soon schedule fires when no claim
@@ -82,7 +86,7 @@ func (n names) kindFilter(kind, topic string) string {
 // streamSubjects are the subjects of the job stream.
 func (n names) streamSubjects() []string {
 	s := []string{n.prefix + ".job.*"}
-	for _, k := range []string{kindSched, kindLead, kindSoon, kindNear, kindReady, kindLease, kindExpire, kindDead} {
+	for _, k := range []string{kindSched, kindLead, kindSoon, kindNear, kindReady, kindLease, kindExpire, kindDead, kindDone, kindCancelled} {
 		s = append(s, n.prefix+"."+k+".>")
 	}
 	return s

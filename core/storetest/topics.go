@@ -115,8 +115,10 @@ func testFinishedCounts(t *testing.T, b *testBundle) {
 
 // Retention of the FinishedRetention subtest.
 const (
-	// finRetention is the retention of the stores it opens.
-	finRetention = 2 * time.Second
+	// finRetention is the retention of the stores it opens: whole seconds
+	// (NATS TTLs), long enough that the second round finishes half of it
+	// after the first, more than finSlack apart.
+	finRetention = 3 * time.Second
 	// finSlack is how long past its retention a finished job may still
 	// count: NATS expires messages by a timer of its own, and the Redis
 	// store counts finished jobs in buckets of retention/64.
