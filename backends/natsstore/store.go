@@ -493,7 +493,7 @@ func (s *Store) finishedMarker(j *core.Job, now time.Time, st stamp) *nats.Msg {
 	if ttl < time.Second {
 		return nil
 	}
-	m := wakeMsg(s.names.wake(kind, j.Topic, j.ID), j.UpdatedAt, st)
+	m := wakeMsg(s.names.marker(kind, j.Topic, j.ID), j.UpdatedAt, st)
 	m.Header.Set(hdrTTL, ttl.String())
 	return m
 }
@@ -583,11 +583,12 @@ func (s *Store) write(ctx context.Context, j *core.Job, expect uint64, now time.
 // marker and its record are published together and awaited together, so
 // that an acknowledgement or a cancel costs one round trip, as the record
 // alone did before markers. One connection's publishes are stored in the
-// order sent, so the marker is stored before the record all the same: a
-// crash between them leaves a stale marker, which the job's next write
-// purges. A marker refused while the record is written (a stream without
-// the marker subjects, made by an earlier version) is published again
-// after it, or the job would not count as finished.
+// order sent, so the marker is stored before the record all the same; a
+// compare-and-set that loses deletes it. (A crash between the two leaves a
+// marker that counts until it expires: the wake-up purges leave markers
+// alone, see kindDone.) A marker refused while the record is written (a
+// stream without the marker subjects, made by an earlier version) is
+// published again after it, or the job would not count as finished.
 func (s *Store) writeFinished(ctx context.Context, j *core.Job, expect uint64, now time.Time) error {
 	rec, err := s.recordMsg(j, expect)
 	if err != nil {
@@ -624,32 +625,37 @@ func (s *Store) writeFinished(ctx context.Context, j *core.Job, expect uint64, n
 	if err != nil {
 		return unavailable("write job", err)
 	}
-	below := ack.Sequence
-	if len(markSeqs) > 0 {
-		below = markSeqs[0]
-	}
 	if markErr != nil {
 		s.log.Warn("natsstore: publish the marker of a finished job", "id", j.ID, "err", markErr)
 		if err := s.restore(ctx, j, ack.Sequence); err != nil {
 			s.log.Warn("natsstore: restore wake-up", "id", j.ID, "err", err)
 		}
 	}
-	s.purgeLater(s.names.wakes(j.Topic, j.ID), j.ID, below)
+	s.purgeLater(s.names.wakes(j.Topic, j.ID), j.ID, ack.Sequence)
 	return nil
 }
 
-// dropMoved purges, once put has written a job, the wake-ups left under
-// another topic by the record it replaced (old, nil when none): a finished
-// job's marker, when its id was reused for a job of another topic. write
-// purges those under the job's own topic only.
-func (s *Store) dropMoved(old, in *core.Job) {
-	if old != nil && old.Topic != in.Topic {
-		s.purgeLater(s.names.wakes(old.Topic, in.ID), in.ID, 0)
+// dropMarker purges the marker of old, the finished record that put is
+// about to overwrite (nil or unfinished: nothing), so that the job counts
+// once, in its new state; write's purges leave markers alone (see
+// kindDone). It runs before the write, a purge of one literal subject,
+// only when an id is reused: done after, in the background, it could
+// remove the marker of the new job finishing at once. Should the write
+// then lose its compare-and-set, the winner is another put, which drops the
+// marker as well.
+func (s *Store) dropMarker(ctx context.Context, old *core.Job) error {
+	if old == nil || !old.State.Finished() {
+		return nil
 	}
+	kind := kindDone
+	if old.State == core.StateCancelled {
+		kind = kindCancelled
+	}
+	return s.purge(ctx, s.names.marker(kind, old.Topic, old.ID), 0)
 }
 
 // purgeLater purges a job's wake-ups on subject (see purge) stored before
-// sequence below (all of them when below is 0), in the background; failures are logged (the stale
+// sequence below, in the background; failures are logged (the stale
 // wake-ups left are reconciled by whoever gets them). Past maxBackground it
 // purges at once.
 //
@@ -969,12 +975,12 @@ func (s *Store) put(ctx context.Context, in *core.Job, replace bool, stale []uin
 				createdAt = old.CreatedAt
 			}
 		}
+		if err := s.dropMarker(ctx, old); err != nil {
+			return core.PutResult{}, err
+		}
 		err = s.write(ctx, newJob(in, createdAt, now), seq, now)
 		if errors.Is(err, errCAS) {
 			continue
-		}
-		if err == nil {
-			s.dropMoved(old, in)
 		}
 		return res, err
 	}

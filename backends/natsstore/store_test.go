@@ -571,13 +571,13 @@ func TestFinishedMarkerTTL(t *testing.T) {
 		return msgs[0]
 	}
 	m := marker()
-	require.Equal(t, "p.done.a.b.x", m.Subject)
+	require.Equal(t, "p.fin.done.a.b.x", m.Subject)
 	require.Equal(t, "1h0m0s", m.Header.Get(hdrTTL))
 
 	j.State = core.StateCancelled
 	j.UpdatedAt = now.Add(-time.Hour + 90*time.Second)
 	m = marker()
-	require.Equal(t, "p.cancelled.a.b.x", m.Subject)
+	require.Equal(t, "p.fin.cancelled.a.b.x", m.Subject)
 	require.Equal(t, "1m30s", m.Header.Get(hdrTTL))
 
 	j.UpdatedAt = now.Add(-time.Hour + 500*time.Millisecond)

@@ -196,8 +196,12 @@ func (s *Store) counts(ctx context.Context, topic string) (core.Counts, error) {
 	kinds := []string{kindSched, kindLead, kindSoon, kindReady, kindLease, kindDead, kindDone, kindCancelled}
 	n := make([]int64, len(kinds))
 	err := s.each(ctx, len(kinds), func(i int) error {
+		filter := s.names.kindFilter(kinds[i], topic)
+		if kinds[i] == kindDone || kinds[i] == kindCancelled {
+			filter = s.names.markerFilter(kinds[i], topic)
+		}
 		// An offset past the end makes the server send the total only.
-		_, total, err := s.subjects(ctx, s.names.kindFilter(kinds[i], topic), 1<<30)
+		_, total, err := s.subjects(ctx, filter, 1<<30)
 		n[i] = int64(total)
 		return err
 	})
