@@ -82,7 +82,7 @@ func (j *Job) Clone() *Job {
 // retention period and are still kept (those GetJob finds): a finished job
 // whose id a later put reused counts once, in its new state. A store may
 // count a finished job a little past its retention (Store.GetTopic says
-// how much).
+// how much), never less.
 type Counts struct {
 	Scheduled int64 `json:"scheduled"`
 	Ready     int64 `json:"ready"`
