@@ -189,10 +189,9 @@ end
 
 -- Finished counts. K_FIN holds "d:<topic>" and "c:<topic>", the topic's
 -- done and cancelled jobs in the shard that count now, and the same per
--- time bucket,
--- "d:<topic>:<end>" and "c:<topic>:<end>": the jobs that finished within
--- the bucket that ends at <end> (Unix ms, inclusive), FIN_WIDTH wide.
--- K_FINQ lists the bucket fields by <end>. Once <end> is at or before now
+-- time bucket, "d:<topic>:<end>" and "c:<topic>:<end>": the jobs that
+-- finished within the bucket that ends at <end> (Unix ms, inclusive),
+-- FIN_WIDTH wide. K_FINQ lists the bucket fields by <end>. Once <end> is at or before now
 -- minus the retention, every job of the bucket is past its retention: the
 -- bucket leaves K_FIN and its count leaves the topic's total (fin_expire),
 -- so a finished job stops counting less than FIN_WIDTH after its retention
