@@ -220,11 +220,17 @@ func (j *Job) Redelivered() bool {
 	return j.LastError == LeaseExpired && j.Attempt > 1
 }
 
-// Counts holds the number of jobs of a topic in each state that stores
-// count. Done and cancelled jobs are not counted.
+// Counts holds the number of jobs of a topic in each state, in the order of
+// States. Done and Cancelled count the jobs that finished so within the
+// retention period and are still kept (those GetJob finds): a finished job
+// whose id a later put reused counts once, in its new state. A store may
+// count a finished job a little past its retention (Store.GetTopic says
+// how much), never less.
 type Counts struct {
 	Scheduled int64 `json:"scheduled"`
 	Ready     int64 `json:"ready"`
 	Reserved  int64 `json:"reserved"`
+	Done      int64 `json:"done"`
 	Dead      int64 `json:"dead"`
+	Cancelled int64 `json:"cancelled"`
 }

@@ -92,7 +92,15 @@ type Store interface {
 	// PutTopic stores a topic configuration (Configured set), replacing any.
 	PutTopic(ctx context.Context, topic *Topic) error
 
-	// GetTopic returns a topic with its counts. A topic that has jobs but no
+	// GetTopic returns a topic with its counts: its jobs in each state.
+	// Done and Cancelled count the jobs that finished so within the
+	// retention period and are still kept, those GetJob finds: each from
+	// when it finished until its retention ends, and a finished job whose id
+	// a put reused counts once, in its new state and topic. A store may
+	// count a finished job a little past its retention, never less: the
+	// memory store not at all, the Redis store up to a 64th of the
+	// retention (its time buckets), the NATS store until the server expires
+	// the job's marker with its record. A topic that has jobs but no
 	// configuration is returned with Configured false. Errors: ErrNotFound.
 	GetTopic(ctx context.Context, name string) (*Topic, error)
 
@@ -101,8 +109,8 @@ type Store interface {
 	DeleteTopic(ctx context.Context, name string) error
 
 	// ListTopics returns every topic that is configured or has jobs
-	// (finished ones within retention included), with counts, sorted by
-	// name.
+	// (finished ones within retention included), with counts as GetTopic
+	// gives them, sorted by name.
 	ListTopics(ctx context.Context) ([]*Topic, error)
 
 	// ListTopicConfigs returns every configured topic (Configured set),

@@ -247,10 +247,13 @@ func (c *client) topicCounts(ctx context.Context, topic string) (counts, error) 
 	return out.Counts, err
 }
 
-// counts are a topic's jobs by state.
+// counts are a topic's jobs by state, done and cancelled ones within the
+// retention period.
 type counts struct {
 	Scheduled int64 `json:"scheduled"`
 	Ready     int64 `json:"ready"`
 	Reserved  int64 `json:"reserved"`
+	Done      int64 `json:"done"`
 	Dead      int64 `json:"dead"`
+	Cancelled int64 `json:"cancelled"`
 }

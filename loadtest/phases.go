@@ -221,8 +221,9 @@ func burst(ctx context.Context, c *client, cfg *config, lead time.Duration, logf
 	if res.Received < res.Jobs {
 		return res, fmt.Errorf("burst: received %d of %d jobs: none came for 10s, or 2 min passed", res.Received, res.Jobs)
 	}
-	// Acknowledged: the topic holds no job any more. Counts are read every
-	// 20 ms, which bounds the figure's resolution.
+	// Acknowledged: the topic holds no unfinished job any more (done ones
+	// count until their retention ends). Counts are read every 20 ms,
+	// which bounds the figure's resolution.
 	for ctx.Err() == nil {
 		n, err := c.topicCounts(ctx, topic)
 		if err == nil && n.Scheduled+n.Ready+n.Reserved == 0 {

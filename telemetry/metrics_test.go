@@ -133,8 +133,8 @@ func TestMetricsAfterDeliveries(t *testing.T) {
 		series(families, "delayq_attempts_total"))
 	require.Equal(t, float64(n), series(families, "delayq_delivery_duration_seconds")["outcome=ok,queue=orders.close,transport=webhook"])
 	jobs := series(families, "delayq_jobs")
-	for _, state := range []string{"scheduled", "ready", "reserved", "dead"} {
-		require.Contains(t, jobs, "queue=orders.close,state="+state)
+	for _, state := range core.States {
+		require.Contains(t, jobs, "queue=orders.close,state="+string(state))
 	}
 	require.Equal(t, map[string]float64{"": 0}, series(families, "delayq_breaker_state"))
 	require.Equal(t, map[string]float64{"": 0}, series(families, "delayq_breaker_open_endpoints"))

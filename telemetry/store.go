@@ -55,7 +55,7 @@ func NewStore(store core.Store, cfg Config) (*Store, error) {
 	}
 	s := &Store{next: store, cfg: cfg, tracer: cfg.tracer(), in: in, types: map[string]string{}}
 	s.jobs, err = m.Int64ObservableGauge(metricJobs, metric.WithUnit("{job}"),
-		metric.WithDescription("Jobs by topic and state (scheduled, ready, reserved, dead), as the store counts them; at most CountsTTL old."))
+		metric.WithDescription("Jobs by topic and state (scheduled, ready, reserved, done, dead, cancelled), as the store counts them, done and cancelled ones within the retention period; at most CountsTTL old."))
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: jobs gauge: %w", err)
 	}
@@ -448,7 +448,9 @@ func (s *Store) observeJobs(_ context.Context, o metric.Observer) error {
 			{core.StateScheduled, t.Counts.Scheduled},
 			{core.StateReady, t.Counts.Ready},
 			{core.StateReserved, t.Counts.Reserved},
+			{core.StateDone, t.Counts.Done},
 			{core.StateDead, t.Counts.Dead},
+			{core.StateCancelled, t.Counts.Cancelled},
 		} {
 			o.ObserveInt64(s.jobs, c.n, metric.WithAttributeSet(attribute.NewSet(attrQueue.String(t.Name), attrState.String(string(c.state)))))
 		}

@@ -8,6 +8,12 @@
 // promoted and expired leases handled lazily whenever a topic is looked at,
 // and, while claims wait on a topic, by one timer from the injected clock set
 // for the topic's next due time, so a fake clock drives promotion and nothing
-// polls. Finished jobs (done, cancelled) are dropped after the retention
-// period.
+// polls. Finished jobs (done, cancelled) sit in one list in order of
+// finishing and are dropped after the retention period.
+//
+// Counts read no job: the queues and the dead list know their lengths, and
+// each topic keeps its numbers of done and cancelled jobs, moved as a job
+// enters the finished list (ack, cancel) and leaves it (dropped after
+// retention, or overwritten by a put that reuses its id). They are exact:
+// a finished job counts until the instant its retention ends on the clock.
 package memstore

@@ -35,6 +35,9 @@ func TestStore(t *testing.T) {
 			}
 			return s
 		},
+		OpenRetention: func(t *testing.T, ns string, retention time.Duration) core.Store {
+			return memstore.New(memstore.Config{Retention: retention})
+		},
 		Durable: false,
 	})
 }
@@ -141,8 +144,9 @@ func TestFakeClockLeaseExpiry(t *testing.T) {
 	require.Empty(t, r.jobs)
 }
 
-// TestRetention: finished jobs are dropped after the retention period, and
-// with them a topic that has nothing else.
+// TestRetention: finished jobs are dropped after the retention period, to
+// the nanosecond of the clock, and with them their counts and a topic that
+// has nothing else.
 func TestRetention(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -156,11 +160,14 @@ func TestRetention(t *testing.T) {
 	require.NoError(t, settleErr(b.store.AckJob(ctx, &core.AckJobParams{ID: done.ID, Lease: jobs[0].Lease})))
 	b.clock.Advance(time.Minute)
 	require.NoError(t, b.store.CancelJob(ctx, cancelled.ID))
+	b.requireCounts(t, "t", core.Counts{Done: 1, Cancelled: 1})
 
-	b.clock.Advance(time.Hour - time.Minute - time.Millisecond)
+	b.clock.Advance(time.Hour - time.Minute - time.Nanosecond)
 	_, err = b.store.GetJob(ctx, done.ID)
 	require.NoError(t, err, "within retention")
-	b.clock.Advance(time.Millisecond)
+	b.requireCounts(t, "t", core.Counts{Done: 1, Cancelled: 1})
+	b.clock.Advance(time.Nanosecond)
+	b.requireCounts(t, "t", core.Counts{Cancelled: 1})
 	_, err = b.store.GetJob(ctx, done.ID)
 	require.ErrorIs(t, err, core.ErrNotFound, "past retention")
 	got, err := b.store.GetJob(ctx, cancelled.ID)
@@ -176,6 +183,23 @@ func TestRetention(t *testing.T) {
 	topics, err = b.store.ListTopics(ctx)
 	require.NoError(t, err)
 	require.Empty(t, topics, "a topic with no jobs left and no configuration")
+}
+
+// requireCounts requires the counts of topic, from GetTopic and ListTopics.
+func (b *testBundle) requireCounts(t *testing.T, topic string, want core.Counts) {
+	t.Helper()
+	tp, err := b.store.GetTopic(t.Context(), topic)
+	require.NoError(t, err)
+	require.Equal(t, want, tp.Counts, "GetTopic")
+	topics, err := b.store.ListTopics(t.Context())
+	require.NoError(t, err)
+	for _, tp := range topics {
+		if tp.Name == topic {
+			require.Equal(t, want, tp.Counts, "ListTopics")
+			return
+		}
+	}
+	require.Fail(t, "not listed", topic)
 }
 
 // settleErr drops the result of a settling call (AckJob, RetryJob,

@@ -88,6 +88,8 @@ type topic struct {
 	name      string
 	config    *core.Topic // nil when not configured
 	jobs      int         // jobs of the topic in the store, finished ones included
+	done      int         // of which done, in the store's finished list
+	cancelled int         // of which cancelled, in the store's finished list
 	scheduled queue       // by run_at
 	ready     queue       // by run_at
 	reserved  queue       // by lease expiry
@@ -399,7 +401,7 @@ func (s *Store) GetTopic(_ context.Context, name string) (*core.Topic, error) {
 	}
 	s.promote(tp, now)
 	s.changed(tp, now)
-	return tp.view(), nil
+	return tp.viewCounted(), nil
 }
 
 // DeleteTopic implements core.Store. Errors: ErrNotFound, ErrClosed.
@@ -434,7 +436,7 @@ func (s *Store) ListTopics(_ context.Context) ([]*core.Topic, error) {
 		}
 		s.promote(tp, now)
 		s.changed(tp, now)
-		topics = append(topics, tp.view())
+		topics = append(topics, tp.viewCounted())
 	}
 	slices.SortFunc(topics, func(a, b *core.Topic) int { return strings.Compare(a.Name, b.Name) })
 	return topics, nil
@@ -561,6 +563,7 @@ func (s *Store) unlink(e *entry) {
 	case core.StateDone, core.StateCancelled:
 		s.finished.Remove(e.elem)
 		e.elem = nil
+		e.topic.countFinished(e.job.State, -1)
 	}
 }
 
@@ -568,6 +571,7 @@ func (s *Store) unlink(e *entry) {
 func (s *Store) finish(e *entry, state core.State, now time.Time) {
 	e.job.Finish(state, now)
 	e.elem = s.finished.PushBack(e)
+	e.topic.countFinished(state, 1)
 }
 
 // kill files an unlinked entry that went dead (at its UpdatedAt) in its
@@ -668,6 +672,7 @@ func (s *Store) prune(now time.Time) {
 		}
 		s.finished.Remove(el)
 		e.elem = nil
+		e.topic.countFinished(e.job.State, -1)
 		delete(s.jobs, e.job.ID)
 		e.topic.jobs--
 		s.maybeDrop(e.topic)
@@ -704,6 +709,26 @@ func (tp *topic) view() *core.Topic {
 		Reserved:  int64(tp.reserved.Len()),
 		Dead:      int64(tp.dead.Len()),
 	}
+	return t
+}
+
+// countFinished moves tp's count of finished jobs in state (done or
+// cancelled) by n. The counts follow the finished list: a job counts from
+// when it finishes until prune drops it or a put reuses its id.
+func (tp *topic) countFinished(state core.State, n int) {
+	switch state {
+	case core.StateDone:
+		tp.done += n
+	case core.StateCancelled:
+		tp.cancelled += n
+	}
+}
+
+// viewCounted returns view with the counts of finished jobs too.
+func (tp *topic) viewCounted() *core.Topic {
+	t := tp.view()
+	t.Counts.Done = int64(tp.done)
+	t.Counts.Cancelled = int64(tp.cancelled)
 	return t
 }
 

@@ -17,6 +17,8 @@
 //	<prefix>.lease.<topic>.<id>    schedule @ lease expiry -> expire   (reserved job)
 //	<prefix>.expire.<topic>.<id>   fired lease, for the housekeeping consumer
 //	<prefix>.dead.<topic>.<id>     marker of a dead job
+//	<prefix>.fin.done.<topic>.<id>       marker of a done job, for counts; Nats-TTL as its record
+//	<prefix>.fin.cancelled.<topic>.<id>  marker of a cancelled job, the same
 //
 // A key-value bucket <PREFIX>_TOPICS keeps topic configurations (cfg.<name>)
 // and a "seen" key per topic written on its first job (seen.<name>), so
@@ -29,7 +31,9 @@
 // <prefix>.*.<topic>.<id>, below the new wake-up's sequence). A crash between
 // the steps leaves a stale wake-up, never a job without one; a stale
 // wake-up is reconciled with the record by whoever receives it. Finished
-// records carry Nats-TTL = Retention and expire by themselves.
+// records carry Nats-TTL = Retention and expire by themselves, and so do
+// their markers, which no consumer reads and which the purges of wake-ups
+// leave alone (see Counts).
 //
 // The purge runs in the background, after the change has answered: a
 // stale wake-up is harmless, so the caller need not wait the round trip.
@@ -188,10 +192,29 @@
 // A JetStream stream-info request with a subject filter tells how many
 // subjects have messages, without sending them (an offset past the end):
 // scheduled = sched+lead+soon subjects of the topic, ready = ready, reserved
-// = lease, dead = dead; near messages are not counted. While a job changes
-// state both its old and new wake-ups exist for a moment (one round trip),
-// and a stale wake-up that lost a race may count until it fires and is
-// reconciled; counts are exact once settled. ListDeadJobs reads the dead
+// = lease, dead = dead, done = done, cancelled = cancelled; near messages
+// are not counted. Eight such requests, in parallel, count a topic. While a
+// job changes state both its old and new wake-ups exist for a moment (one
+// round trip), and a stale wake-up that lost a race may count until it
+// fires and is reconciled; counts are exact once settled.
+//
+// Done and cancelled jobs count by their markers: an acknowledgement or a
+// cancel publishes the marker and then the record, pipelined (one round
+// trip, as the record alone took before), both with Nats-TTL = Retention,
+// so the marker leaves when the record does, on the server's clock (NATS
+// keeps whole seconds of a TTL and expires messages up to a few hundred ms
+// late). A put that reuses a finished job's id first purges its marker
+// (one literal subject, only then), so the job counts once, in its new
+// state, in its new topic. Markers have a token more than wake-ups
+// (<prefix>.fin.<kind>...), so that the filter of a job's wake-ups,
+// <prefix>.*.<topic>.<id>, leaves them out: nats-server purges by a filter
+// by scanning the stream from the first message the filter matches to the
+// last, and a marker, stored last, stretched the purge that follows an
+// acknowledgement over every message stored since the claim (a 20 000-job
+// burst took 40% more CPU per job). The cost is one more message stored
+// per finished job, kept for the retention period like its record. A crash
+// between a marker and its record leaves a marker that counts until it
+// expires. ListDeadJobs reads the dead
 // subjects, then the records, sorted by time of death.
 //
 // # Export and import
@@ -236,15 +259,15 @@
 // # Lateness
 //
 // BenchmarkLateness measures it (docs/benchmarks.md, "NATS store", has the
-// command and the figures). A due job costs 11 JetStream operations and the firing of its schedule:
+// command and the figures). A due job costs 12 JetStream operations and the firing of its schedule:
 // the housekeeping reads the record and publishes the soon schedule and
 // its near twin (pipelined, one round trip), then acknowledges the lead
 // message; the fetcher reads the record ahead; the claim publishes the
 // lease schedule, then writes the record while the acknowledgement of the
 // near message is confirmed (two round trips from due time to answer) and
 // purges the soon schedule in the background; the acknowledgement writes
-// the record from the claim's copy (one round trip) and purges the lease
-// in the background. The tail is those round trips on a CPU shared with
+// the done marker and the record from the claim's copy (pipelined, one
+// round trip) and purges the lease in the background. The tail is those round trips on a CPU shared with
 // the in-process server, which fires schedules in bursts every 250 ms.
 // Those operations, not waiting, bound the rate of due jobs one process
 // sustains: the CPU they cost per job, times the rate, must fit the cores.
@@ -253,7 +276,7 @@
 //
 // BenchmarkBurst puts 100 000 jobs due at one instant and times their
 // claims and acknowledgements (docs/benchmarks.md, "NATS store"). Each
-// costs the same 11 operations as above, so a burst is bounded by CPU per
+// costs the same 12 operations as above, so a burst is bounded by CPU per
 // job; nats-server alone (version 2.15.2) takes about 1.4 s to fire 100 000
 // raw schedules due at one instant, before any of delayq's work.
 package natsstore

@@ -171,7 +171,7 @@ func TestImportSkipsExisting(t *testing.T) {
 	// the scheduled one is not.
 	require.Eventually(t, func() bool {
 		n, err := b.store.counts(ctx, "x")
-		return err == nil && n == core.Counts{Scheduled: 1, Ready: 2, Reserved: 1, Dead: 1}
+		return err == nil && n == core.Counts{Scheduled: 1, Ready: 2, Reserved: 1, Dead: 1, Done: 1}
 	}, 5*time.Second, 10*time.Millisecond)
 	n, err := b.store.counts(ctx, "y")
 	require.NoError(t, err)

@@ -44,6 +44,18 @@ const (
 	kindDead   = "dead"   // marker of a dead job
 )
 
+// Kinds of marker of a finished job, for counts only: no consumer reads
+// them, and each expires with its record (Nats-TTL). Their subjects,
+// <prefix>.fin.<kind>.<topic>.<id>, have one token more than a wake-up's,
+// so that the filter of a job's wake-ups (wakes) leaves them out: a purge
+// by a filter scans the stream from the first message it matches to the
+// last, and a marker, the newest message, would stretch that scan over
+// every message stored since the job's previous wake-up.
+const (
+	kindDone      = "done"      // marker of a done job
+	kindCancelled = "cancelled" // marker of a cancelled job
+)
+
 // soonGrace is how long after run_at a soon schedule fires when no claim
 // took the job: long enough for a claim at run_at to delete it first.
 const soonGrace = 100 * time.Millisecond
@@ -73,6 +85,16 @@ func (n names) wake(kind, topic, id string) string {
 // the filter matches this job's wake-ups and nothing else.
 func (n names) wakes(topic, id string) string { return n.prefix + ".*." + topic + "." + id }
 
+// marker is the subject of a finished job's marker of one kind.
+func (n names) marker(kind, topic, id string) string {
+	return n.prefix + ".fin." + kind + "." + topic + "." + id
+}
+
+// markerFilter filters the markers of one kind of a topic's jobs.
+func (n names) markerFilter(kind, topic string) string {
+	return n.prefix + ".fin." + kind + "." + topic + ".*"
+}
+
 // kindFilter filters the wake-ups of one kind of a topic's jobs. A job id is
 // one token, so topic "a" never matches the jobs of topic "a.b".
 func (n names) kindFilter(kind, topic string) string {
@@ -85,7 +107,7 @@ func (n names) streamSubjects() []string {
 	for _, k := range []string{kindSched, kindLead, kindSoon, kindNear, kindReady, kindLease, kindExpire, kindDead} {
 		s = append(s, n.prefix+"."+k+".>")
 	}
-	return s
+	return append(s, n.prefix+".fin.>")
 }
 
 // topicKinds are the kinds of wake-up a topic's fetcher gets, one durable

@@ -2,6 +2,7 @@ package natsstore
 
 import (
 	"testing"
+	"time"
 
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/core/storetest"
@@ -21,6 +22,14 @@ func TestStoreEmbedded(t *testing.T) {
 			t.Cleanup(nc.Close)
 			return openStore(t, nc, ns)
 		},
+		OpenRetention: func(t *testing.T, ns string, retention time.Duration) core.Store {
+			nc, err := srv.Connect()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(nc.Close)
+			return openStore(t, nc, ns, func(c *Config) { c.Retention = retention })
+		},
 		Durable: true,
 	})
 }
@@ -33,6 +42,9 @@ func TestStoreExternal(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
 		Open: func(t *testing.T, ns string) core.Store {
 			return openStore(t, connectURL(t, srv.URL()), ns)
+		},
+		OpenRetention: func(t *testing.T, ns string, retention time.Duration) core.Store {
+			return openStore(t, connectURL(t, srv.URL()), ns, func(c *Config) { c.Retention = retention })
 		},
 		Durable: true,
 	})

@@ -432,7 +432,7 @@ func (s *Store) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 }
 
 // wakesFor returns the wake-ups that a job in its recorded state needs, in
-// the order to publish them, or none for a finished job.
+// the order to publish them.
 //
 //   - scheduled or ready: a schedule on the sched subject firing Lead before
 //     run_at into the lead subject; when run_at is that close, a schedule on
@@ -441,7 +441,11 @@ func (s *Store) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 //     has passed, the ready message itself;
 //   - reserved: a schedule on the lease subject firing at the lease expiry
 //     into the expire subject;
-//   - dead: a marker on the dead subject.
+//   - dead: a marker on the dead subject;
+//   - done or cancelled: a marker on the done or cancelled subject, for
+//     counts, with a TTL of what is left of the job's retention, so that
+//     it expires with the record; none when less than a second is left
+//     (the least TTL NATS takes).
 func (s *Store) wakesFor(j *core.Job, now time.Time, st stamp) []*nats.Msg {
 	n := s.names
 	switch j.State {
@@ -465,8 +469,30 @@ func (s *Store) wakesFor(j *core.Job, now time.Time, st stamp) []*nats.Msg {
 		return []*nats.Msg{wakeMsg(expire, j.LeaseExpiresAt, st)}
 	case core.StateDead:
 		return []*nats.Msg{wakeMsg(n.wake(kindDead, j.Topic, j.ID), j.UpdatedAt, st)}
+	case core.StateDone, core.StateCancelled:
+		if m := s.finishedMarker(j, now, st); m != nil {
+			return []*nats.Msg{m}
+		}
 	}
 	return nil
+}
+
+// finishedMarker returns the marker of a done or cancelled job, nil when
+// less than a second of its retention is left. A marker published as the
+// job finishes gets the record's TTL, Retention; one published again later
+// (restore) what is left of it, counted from the job's updated_at.
+func (s *Store) finishedMarker(j *core.Job, now time.Time, st stamp) *nats.Msg {
+	kind := kindDone
+	if j.State == core.StateCancelled {
+		kind = kindCancelled
+	}
+	ttl := min(s.cfg.Retention, j.UpdatedAt.Add(s.cfg.Retention).Sub(now))
+	if ttl < time.Second {
+		return nil
+	}
+	m := wakeMsg(s.names.marker(kind, j.Topic, j.ID), j.UpdatedAt, st)
+	m.Header.Set(hdrTTL, ttl.String())
+	return m
 }
 
 // publishAll stores wake-ups in order and returns their sequences. Several
@@ -528,6 +554,9 @@ func (s *Store) purge(ctx context.Context, subject string, below uint64) error {
 // without one. It returns errCAS when the record changed since it was
 // read.
 func (s *Store) write(ctx context.Context, j *core.Job, expect uint64, now time.Time) error {
+	if j.State.Finished() {
+		return s.writeFinished(ctx, j, expect, now)
+	}
 	seqs, err := s.publishAll(ctx, s.wakesFor(j, now, pendingAfter(expect)))
 	if err != nil {
 		return err
@@ -545,6 +574,81 @@ func (s *Store) write(ctx context.Context, j *core.Job, expect uint64, now time.
 	}
 	s.purgeLater(s.names.wakes(j.Topic, j.ID), j.ID, below)
 	return nil
+}
+
+// writeFinished is write for a job that finishes (done, cancelled): its
+// marker and its record are published together and awaited together, so
+// that an acknowledgement or a cancel costs one round trip, as the record
+// alone did before markers. One connection's publishes are stored in the
+// order sent, so the marker is stored before the record all the same; a
+// compare-and-set that loses deletes it. (A crash between the two leaves a
+// marker that counts until it expires: the wake-up purges leave markers
+// alone, see kindDone.) A marker refused while the record is written (a
+// stream without the marker subjects, made by an earlier version) is
+// published again after it, or the job would not count as finished.
+func (s *Store) writeFinished(ctx context.Context, j *core.Job, expect uint64, now time.Time) error {
+	rec, err := s.recordMsg(j, expect)
+	if err != nil {
+		return err
+	}
+	var marker jetstream.PubAckFuture
+	if msgs := s.wakesFor(j, now, pendingAfter(expect)); len(msgs) > 0 {
+		if marker, err = s.js.PublishMsgAsync(msgs[0]); err != nil {
+			return unavailable("publish wake-up", err)
+		}
+	}
+	recF, recErr := s.js.PublishMsgAsync(rec)
+	var (
+		markSeqs []uint64
+		markErr  error
+	)
+	if marker != nil {
+		ack, err := await(ctx, marker)
+		if err != nil {
+			markErr = unavailable("publish wake-up", err)
+		} else {
+			markSeqs = []uint64{ack.Sequence}
+		}
+	}
+	if recErr != nil {
+		s.deleteSeqs(ctx, markSeqs, j.ID)
+		return unavailable("write job", recErr)
+	}
+	ack, err := await(ctx, recF)
+	if isWrongSeq(err) {
+		s.undo(ctx, markSeqs, j.ID)
+		return errCAS
+	}
+	if err != nil {
+		return unavailable("write job", err)
+	}
+	if markErr != nil {
+		s.log.Warn("natsstore: publish the marker of a finished job", "id", j.ID, "err", markErr)
+		if err := s.restore(ctx, j, ack.Sequence); err != nil {
+			s.log.Warn("natsstore: restore wake-up", "id", j.ID, "err", err)
+		}
+	}
+	s.purgeLater(s.names.wakes(j.Topic, j.ID), j.ID, ack.Sequence)
+	return nil
+}
+
+// dropMarker purges the marker of old, the finished record that put is
+// about to overwrite (nil or unfinished: nothing), so that the job counts
+// once, in its new state; write's purges leave markers alone (see
+// kindDone). It runs before the write, a purge of one literal subject,
+// only when an id is reused: done after, in the background, it could
+// remove the marker of the new job finishing at once. Should the write
+// then lose its compare-and-set, the winner is another put, which drops the
+// marker as well.
+func (s *Store) dropMarker(ctx context.Context, old *core.Job) error {
+	if old == nil || !old.State.Finished() {
+		return nil
+	}
+	kind := kindDone
+	if old.State == core.StateCancelled {
+		kind = kindCancelled
+	}
+	return s.purge(ctx, s.names.marker(kind, old.Topic, old.ID), 0)
 }
 
 // purgeLater purges a job's wake-ups on subject (see purge) stored before
@@ -834,6 +938,9 @@ func (s *Store) put(ctx context.Context, in *core.Job, replace bool, stale []uin
 				res.Replaced = true
 				createdAt = old.CreatedAt
 			}
+		}
+		if err := s.dropMarker(ctx, old); err != nil {
+			return core.PutResult{}, err
 		}
 		err = s.write(ctx, newJob(in, createdAt, now), seq, now)
 		if errors.Is(err, errCAS) {

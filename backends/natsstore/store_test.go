@@ -45,7 +45,7 @@ func TestPutGetClaimAck(t *testing.T) {
 
 	require.Eventually(t, func() bool {
 		tp, err := b.store.GetTopic(ctx, "orders.close")
-		return err == nil && tp.Counts == core.Counts{}
+		return err == nil && tp.Counts == core.Counts{Done: 1}
 	}, 5*time.Second, 10*time.Millisecond)
 }
 
@@ -81,7 +81,7 @@ func TestOrderAndCancel(t *testing.T) {
 
 	tp, err := b.store.GetTopic(ctx, "t")
 	require.NoError(t, err)
-	require.Equal(t, core.Counts{Ready: 2}, tp.Counts)
+	require.Equal(t, core.Counts{Ready: 2, Cancelled: 1}, tp.Counts)
 
 	jobs := claim(t, b.store, "t", 10, 5*time.Second)
 	require.Len(t, jobs, 2)
@@ -233,7 +233,7 @@ func TestReleasedJobsDeliveredAgain(t *testing.T) {
 	tp, err := b.store.GetTopic(ctx, topic)
 	require.NoError(t, err)
 	require.Len(t, acked, len(jobs)-len(first), "counts %+v", tp.Counts)
-	require.Equal(t, core.Counts{Reserved: int64(len(first))}, tp.Counts)
+	require.Equal(t, core.Counts{Reserved: int64(len(first)), Done: int64(len(acked))}, tp.Counts)
 }
 
 // TestRepairConsumer: a topic consumer that takes a wake-up still in the
@@ -415,7 +415,7 @@ func TestCountsAfterBackgroundPurges(t *testing.T) {
 	close(gate)
 	tp, err = b.store.GetTopic(ctx, topic)
 	require.NoError(t, err)
-	require.Equal(t, core.Counts{}, tp.Counts)
+	require.Equal(t, core.Counts{Done: n}, tp.Counts)
 }
 
 // TestCachedRecordIsAGuess: a job claimed here is acknowledged from the
@@ -550,5 +550,36 @@ func TestRestoreAfterANewerWrite(t *testing.T) {
 	require.NoError(t, b.store.restore(ctx, read, seq))
 	tp, err := b.store.GetTopic(ctx, topic)
 	require.NoError(t, err)
-	require.Equal(t, core.Counts{}, tp.Counts, "no lease is left for a job done")
+	require.Equal(t, core.Counts{Done: 1}, tp.Counts, "no lease is left for a job done, and it counts once")
+}
+
+// TestFinishedMarkerTTL: a finished job's marker expires with its record:
+// a TTL of the retention as it finishes, what is left of it when published
+// again later (restore), and no marker in its last second, which NATS
+// cannot express.
+func TestFinishedMarkerTTL(t *testing.T) {
+	t.Parallel()
+	s := &Store{cfg: Config{Retention: time.Hour}, names: newNames("p")}
+	now := time.Now().UTC()
+	j := &core.Job{ID: "x", Topic: "a.b", State: core.StateDone, UpdatedAt: now}
+	marker := func() *nats.Msg {
+		msgs := s.wakesFor(j, now, matching(7))
+		if len(msgs) == 0 {
+			return nil
+		}
+		require.Len(t, msgs, 1)
+		return msgs[0]
+	}
+	m := marker()
+	require.Equal(t, "p.fin.done.a.b.x", m.Subject)
+	require.Equal(t, "1h0m0s", m.Header.Get(hdrTTL))
+
+	j.State = core.StateCancelled
+	j.UpdatedAt = now.Add(-time.Hour + 90*time.Second)
+	m = marker()
+	require.Equal(t, "p.fin.cancelled.a.b.x", m.Subject)
+	require.Equal(t, "1m30s", m.Header.Get(hdrTTL))
+
+	j.UpdatedAt = now.Add(-time.Hour + 500*time.Millisecond)
+	require.Nil(t, marker(), "less than a second left")
 }

@@ -189,21 +189,26 @@ func (s *Store) ListTopics(ctx context.Context) ([]*core.Topic, error) {
 
 // counts asks the server how many jobs of a topic each state has: one
 // wake-up subject per job, so the number of subjects with messages is the
-// number of jobs. While a job changes state both its old and new wake-ups
+// number of jobs. Finished jobs count by their markers, which expire with
+// their records. While a job changes state both its old and new wake-ups
 // may exist for a moment, so it may be counted twice until settled.
 func (s *Store) counts(ctx context.Context, topic string) (core.Counts, error) {
-	kinds := []string{kindSched, kindLead, kindSoon, kindReady, kindLease, kindDead}
+	kinds := []string{kindSched, kindLead, kindSoon, kindReady, kindLease, kindDead, kindDone, kindCancelled}
 	n := make([]int64, len(kinds))
 	err := s.each(ctx, len(kinds), func(i int) error {
+		filter := s.names.kindFilter(kinds[i], topic)
+		if kinds[i] == kindDone || kinds[i] == kindCancelled {
+			filter = s.names.markerFilter(kinds[i], topic)
+		}
 		// An offset past the end makes the server send the total only.
-		_, total, err := s.subjects(ctx, s.names.kindFilter(kinds[i], topic), 1<<30)
+		_, total, err := s.subjects(ctx, filter, 1<<30)
 		n[i] = int64(total)
 		return err
 	})
 	if err != nil {
 		return core.Counts{}, err
 	}
-	return core.Counts{Scheduled: n[0] + n[1] + n[2], Ready: n[3], Reserved: n[4], Dead: n[5]}, nil
+	return core.Counts{Scheduled: n[0] + n[1] + n[2], Ready: n[3], Reserved: n[4], Dead: n[5], Done: n[6], Cancelled: n[7]}, nil
 }
 
 // streamInfoRequest is JetStream's stream info request with subject details.

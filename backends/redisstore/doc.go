@@ -43,7 +43,10 @@
 //	{P:n}:ready:<topic>   zset   ready job ids by run_at (ms); ties by id
 //	{P:n}:dead:<topic>    zset   dead job ids by time of death (µs)
 //	{P:n}:n               hash   s:<topic> scheduled and x:<topic> reserved counts
-//	{P:n}:fin             hash   topic -> when a job of it last finished (ms)
+//	{P:n}:fin             hash   finished counts: d:<topic>, c:<topic> the topic's done and
+//	                             cancelled jobs that count; d:<topic>:<end>, c:<topic>:<end>
+//	                             those that finished in the bucket that ends at <end> (ms)
+//	{P:n}:finq            zset   the bucket fields of fin by <end>, to drop them past retention
 //	P:wake                channel wake-ups (classic pub/sub; a Cluster forwards it to every node)
 //
 // Job hash fields: s state, t topic, k key, b body (bytes as given), r
@@ -67,7 +70,8 @@
 // moves due jobs to ready and ends expired leases, lease ends or extends
 // deliveries (ack, retry, bury, touch; each on its own, a failure answered
 // to its caller alone), cancel and requeue change one job, get reads jobs,
-// stats counts topics, import stores exported jobs whose ids are unused (keeping
+// stats counts topics (dropping the finished-count buckets past retention
+// first), import stores exported jobs whose ids are unused (keeping
 // state, attempt, last error and creation time; a reserved job becomes
 // ready, without lease), and export reads one page of one structure after a
 // cursor of score and id, for ExportJobs, which walks sched, lease and the
@@ -97,6 +101,10 @@
 //     in its topic's dead set, done and cancelled in none, with a key TTL of
 //     Config.Retention. Only finished jobs expire; the others stay until
 //     they finish.
+//   - fin's d:<topic> and c:<topic> are the sums of the topic's bucket
+//     fields, each of which finq lists by its end; a done or cancelled job
+//     counts in the bucket of its finish time (u) until the bucket is
+//     dropped or a put overwrites the job, which takes it out of the bucket.
 //   - Every script brings the job it names up to date (core.Job.AsOf) before acting: a scheduled job
 //     whose run_at passed is made ready, a reserved job whose lease expired
 //     is made ready (dead on its last attempt, last_error "lease expired"),
@@ -146,12 +154,33 @@
 // Done and cancelled jobs get a key TTL (PEXPIRE) of Config.Retention, 72 h
 // by default, counted by the Redis server's clock; no sweep and no scan.
 // Topics are listed from the configuration hash and the topic registry: a
-// topic without configuration is shown while it has jobs, or had one finish
-// within the retention period (by the store's clock). ListTopics drops from
-// the registry a topic that is empty and unconfigured an hour after its last
-// put. Counts read the s/x counters and the ready and dead sets, so a job
-// whose run_at just passed counts as scheduled until it is promoted,
-// normally within a millisecond.
+// topic without configuration is shown while it counts jobs, finished ones
+// included (below). ListTopics drops from the registry a topic that is
+// empty and unconfigured an hour after its last put. Counts read the s/x
+// counters, the ready and dead sets and fin's totals, so a job whose run_at
+// just passed counts as scheduled until it is promoted, normally within a
+// millisecond.
+//
+// Done and cancelled jobs count for the retention period by the store's
+// clock, in time buckets of a 64th of Config.Retention (67.5 min with the
+// default 72 h; the width rounded up to the ms). Ack (once per topic per
+// lease run, however many jobs it acknowledged) and cancel add to the
+// bucket of the time they finish and to the topic's total: two HINCRBY on
+// the shard's fin hash, in place of the read and write of the topic's last
+// finish time that earlier versions made there (a field of fin that each
+// topic's next new bucket drops). Once a bucket's end is at or before now
+// minus the retention, every job in it is past its retention: the bucket is
+// dropped and its count taken off the total, by the stats script before it
+// reads the totals (one ZRANGEBYSCORE of finq when none is due), and by the
+// ack or cancel that opens a new bucket, so that fin keeps at most 65
+// buckets per topic and kind in a shard even when nothing reads the counts.
+// A read adds one HMGET of the topic's two totals per shard, whatever the
+// number of buckets. So a finished job stops counting less than one bucket
+// width after its retention ends, never before, while its key's TTL runs on
+// the server's clock. A put that overwrites a finished job (its id reused)
+// takes it out of its bucket, which it finds from the job's finish time
+// with the store's own width: instances of one prefix should share one
+// Retention, or an overwritten job may count until its bucket is dropped.
 //
 // # Durability and measurements
 //

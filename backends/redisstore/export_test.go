@@ -128,7 +128,7 @@ func TestExportImportStates(t *testing.T) {
 		require.Equal(t, []bool{false, false, false}, ok)
 		after, err := a.GetTopic(ctx, "mail")
 		require.NoError(t, err)
-		require.Equal(t, core.Counts{Reserved: 1, Dead: 1}, after.Counts)
+		require.Equal(t, core.Counts{Reserved: 1, Done: 1, Dead: 1}, after.Counts)
 	})
 }
 

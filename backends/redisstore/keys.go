@@ -20,7 +20,7 @@ type keys struct {
 // shardKeys are the fixed keys of one shard, all under its hash tag.
 type shardKeys struct {
 	base  string   // "{<prefix>:<n>}", the hash tag and head of every key
-	fixed []string // KEYS of every shard script: sched, lease, counts, fin
+	fixed []string // KEYS of every shard script: sched, lease, counts, fin, finq
 	num   string   // the shard number, as scripts get it
 }
 
@@ -40,7 +40,7 @@ func newKeys(prefix string, shards int) keys {
 		base := "{" + prefix + ":" + strconv.Itoa(i) + "}"
 		k.shard[i] = shardKeys{
 			base:  base,
-			fixed: []string{base + ":sched", base + ":lease", base + ":n", base + ":fin"},
+			fixed: []string{base + ":sched", base + ":lease", base + ":n", base + ":fin", base + ":finq"},
 			num:   strconv.Itoa(i),
 		}
 	}

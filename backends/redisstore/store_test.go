@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"testing"
+	"time"
 
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/core/storetest"
@@ -13,6 +14,9 @@ func harness(url string, mod ...func(*Config)) storetest.Harness {
 	return storetest.Harness{
 		Open: func(t *testing.T, ns string) core.Store {
 			return openStore(t, url, "st-"+ns, mod...)
+		},
+		OpenRetention: func(t *testing.T, ns string, retention time.Duration) core.Store {
+			return openStore(t, url, "st-"+ns, append(mod, func(c *Config) { c.Retention = retention })...)
 		},
 		Durable: true,
 	}

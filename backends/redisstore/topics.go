@@ -173,14 +173,13 @@ func (s *Store) ListTopics(ctx context.Context) ([]*core.Topic, error) {
 
 // topicStat is what the shards hold of one topic.
 type topicStat struct {
-	counts   core.Counts
-	finished int64 // when a job of it last finished (Unix ms), 0 never
+	counts core.Counts
 }
 
-// visible reports whether a topic without configuration is shown: it has
-// jobs, or had one finish within the retention period.
+// visible reports whether a topic without configuration is shown: it
+// counts jobs, finished ones within the retention period included.
 func (s *Store) visible(st topicStat) bool {
-	return st.counts != (core.Counts{}) || st.finished > s.now().Add(-s.cfg.Retention).UnixMilli()
+	return st.counts != (core.Counts{})
 }
 
 // stats sums the counts of names over every shard, one stats script per
@@ -206,7 +205,7 @@ func (s *Store) stats(ctx context.Context, names []string) ([]topicStat, error) 
 		}
 		for i, r := range res {
 			v := asSlice(r)
-			if len(v) < 5 {
+			if len(v) < 6 {
 				return nil, unavailable("count topics", errShortReply)
 			}
 			c := &out[i].counts
@@ -214,7 +213,8 @@ func (s *Store) stats(ctx context.Context, names []string) ([]topicStat, error) 
 			c.Ready += asInt(v[1])
 			c.Reserved += asInt(v[2])
 			c.Dead += asInt(v[3])
-			out[i].finished = max(out[i].finished, asInt(v[4]))
+			c.Done += asInt(v[4])
+			c.Cancelled += asInt(v[5])
 		}
 	}
 	return out, nil

@@ -204,7 +204,7 @@ func TestKeyLayout(t *testing.T) {
 			bodyKeys++
 			continue
 		}
-		require.Regexp(t, `^(sched|lease|n|fin|ready:a\.b|dead:a\.b)$`, m[2], "key %q", k)
+		require.Regexp(t, `^(sched|lease|n|fin|finq|ready:a\.b|dead:a\.b)$`, m[2], "key %q", k)
 	}
 	require.Equal(t, len(jobs), jobKeys)
 	require.Equal(t, big, bodyKeys, "bodies over 64 bytes live apart")
@@ -300,8 +300,10 @@ func TestFakeClockPromotion(t *testing.T) {
 }
 
 // TestRetention: finished jobs get a key TTL of Retention and vanish after
-// it; unfinished ones have none. A topic with only finished jobs is listed
-// for the retention period, by the store's clock.
+// it; unfinished ones have none. They count, and a topic with only
+// finished jobs is listed, for the retention period by the store's clock,
+// and at most one bucket width (finWidth) longer; then their buckets are
+// gone from the shard.
 func TestRetention(t *testing.T) {
 	t.Parallel()
 	url := standaloneURL(t)
@@ -350,27 +352,118 @@ func TestRetention(t *testing.T) {
 		return out
 	}
 	require.Equal(t, []string{"ret", "ret.dead", "ret.pending"}, names())
-	clock.Advance(time.Second)
+	counts := func(topic string) core.Counts {
+		tp, err := s.GetTopic(ctx, topic)
+		require.NoError(t, err)
+		return tp.Counts
+	}
+	require.Equal(t, core.Counts{Done: 1, Cancelled: 1}, counts("ret"))
+	clock.Advance(time.Second - time.Millisecond)
+	require.Equal(t, core.Counts{Done: 1, Cancelled: 1}, counts("ret"), "within retention")
+	require.Equal(t, core.Counts{Dead: 1}, counts("ret.dead"))
+	clock.Advance(time.Millisecond + finWidth(time.Second))
 	require.Equal(t, []string{"ret.dead", "ret.pending"}, names(), "topic of finished jobs past retention")
 	_, err := s.GetTopic(ctx, "ret")
 	require.ErrorIs(t, err, core.ErrNotFound)
+	sk := s.keys.shard[0]
+	fields, err := rdb.HKeys(ctx, sk.fixed[3]).Result()
+	require.NoError(t, err)
+	require.Empty(t, fields, "fin holds no count or bucket")
+	n, err := rdb.Exists(ctx, sk.fixed[4]).Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "no bucket listed")
 
-	// The keys themselves expire on the server's clock.
-	require.Eventually(t, func() bool {
-		_, err := s.GetJob(ctx, done.ID)
-		return errors.Is(err, core.ErrNotFound)
-	}, 5*time.Second, 20*time.Millisecond)
-	_, err = s.GetJob(ctx, cancelled.ID)
-	require.ErrorIs(t, err, core.ErrNotFound)
+	// The keys themselves expire on the server's clock, the cancelled job's
+	// a little after the done one's (it finished later).
+	for _, id := range []string{done.ID, cancelled.ID} {
+		require.Eventually(t, func() bool {
+			_, err := s.GetJob(ctx, id)
+			return errors.Is(err, core.ErrNotFound)
+		}, 5*time.Second, 20*time.Millisecond)
+	}
 	require.ErrorIs(t, s.CancelJob(ctx, done.ID), core.ErrNotFound)
 
 	// The registry forgets a topic an hour after its last put once it is
 	// empty and unconfigured.
 	clock.Advance(pruneAfter)
 	require.Equal(t, []string{"ret.dead", "ret.pending"}, names())
-	n, err := rdb.ZCard(ctx, s.keys.seen).Result()
+	n, err = rdb.ZCard(ctx, s.keys.seen).Result()
 	require.NoError(t, err)
 	require.Equal(t, int64(2), n, "ret dropped from the registry")
+}
+
+// TestFinishedCountsBounded: with jobs finishing every second and nothing
+// reading the counts, a shard keeps the buckets of one retention period
+// only, each finish dropping those that expired; the counts then read are
+// those of the jobs within retention, give or take the one bucket that the
+// retention's end falls in.
+func TestFinishedCountsBounded(t *testing.T) {
+	t.Parallel()
+	const retention = 64 * time.Second // buckets of 1 s
+	clock := coretest.NewFakeClockAt(time.Unix(1_800_000_000, 0))
+	s := openStore(t, standaloneURL(t), uniquePrefix(t.Name()), func(c *Config) {
+		c.Retention = retention
+		c.Clock = clock
+	})
+	rdb := newClient(t, standaloneURL(t))
+	ctx := t.Context()
+	sk := s.keys.shard[0]
+	const steps = 200
+	var cancelled, done int
+	for i := range steps {
+		j := job("bounded", 0)
+		j.RunAt = clock.Now().Add(time.Hour).UTC()
+		if i%4 == 0 {
+			j.RunAt = clock.Now().UTC()
+		}
+		put(t, s, j)
+		if i%4 == 0 {
+			c := claim(t, s, "bounded", 1, 0)
+			require.Len(t, c, 1)
+			require.NoError(t, settleErr(s.AckJob(ctx, &core.AckJobParams{ID: c[0].ID, Lease: c[0].Lease})))
+			done++
+		} else {
+			require.NoError(t, s.CancelJob(ctx, j.ID))
+			cancelled++
+		}
+		clock.Advance(time.Second)
+		n, err := rdb.HLen(ctx, sk.fixed[3]).Result()
+		require.NoError(t, err)
+		// Two totals, and the buckets of 65 seconds.
+		require.LessOrEqual(t, n, int64(2+65), "fields of fin after %d s", i+1)
+		n, err = rdb.ZCard(ctx, sk.fixed[4]).Result()
+		require.NoError(t, err)
+		require.LessOrEqual(t, n, int64(65), "buckets listed after %d s", i+1)
+	}
+	// Jobs finished at steps 0..199, one a second; now is step 200. Those of
+	// steps 137..199 are within retention, and the bucket of step 136,
+	// whose retention ends now, may still count.
+	tp, err := s.GetTopic(ctx, "bounded")
+	require.NoError(t, err)
+	got := tp.Counts.Done + tp.Counts.Cancelled
+	require.GreaterOrEqual(t, got, int64(63))
+	require.LessOrEqual(t, got, int64(64))
+	require.Zero(t, tp.Counts.Scheduled+tp.Counts.Ready+tp.Counts.Reserved+tp.Counts.Dead)
+	t.Logf("%d done and %d cancelled in all; counted %+v", done, cancelled, tp.Counts)
+
+	// A retention later, nothing counts and no bucket is left.
+	clock.Advance(retention)
+	tp, err = s.GetTopic(ctx, "bounded")
+	if err == nil {
+		require.Equal(t, core.Counts{}, tp.Counts)
+	}
+	n, err := rdb.ZCard(ctx, sk.fixed[4]).Result()
+	require.NoError(t, err)
+	require.Zero(t, n)
+	fields, err := rdb.HKeys(ctx, sk.fixed[3]).Result()
+	require.NoError(t, err)
+	require.Empty(t, fields)
+}
+
+// finWidth is lib.lua's FIN_WIDTH, the width of the buckets of finished
+// counts for a retention: a 64th of it, rounded up to the millisecond.
+func finWidth(retention time.Duration) time.Duration {
+	return time.Duration((retention.Milliseconds()+63)/64) * time.Millisecond
 }
 
 // TestClaimAfterCloseAndBadParams covers ClaimJobs' argument and closing

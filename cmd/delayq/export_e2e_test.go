@@ -122,9 +122,9 @@ func TestE2EExportEmbeddedImportRedis(t *testing.T) {
 	for i, status := range src.nackAll(killed, "boom") {
 		require.Equal(t, http.StatusNoContent, status, "nack %s", killed[i].ID)
 	}
-	src.requireCounts("mv.later", `{"scheduled":9300,"ready":0,"reserved":0,"dead":0}`)
-	src.requireCounts("mv.due", `{"scheduled":0,"ready":200,"reserved":300,"dead":0}`)
-	src.requireCounts("mv.dead", `{"scheduled":0,"ready":0,"reserved":0,"dead":200}`)
+	src.requireCounts("mv.later", `{"scheduled":9300,"ready":0,"reserved":0,"done":0,"dead":0,"cancelled":0}`)
+	src.requireCounts("mv.due", `{"scheduled":0,"ready":200,"reserved":300,"done":0,"dead":0,"cancelled":0}`)
+	src.requireCounts("mv.dead", `{"scheduled":0,"ready":0,"reserved":0,"done":0,"dead":200,"cancelled":0}`)
 
 	code, out, stderr := runCLI(t, "export", "--server", srcSrv.HTTPURL)
 	require.Equal(t, 0, code, stderr)
@@ -160,9 +160,9 @@ func TestE2EExportEmbeddedImportRedis(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	require.JSONEq(t, `{"imported":0,"skipped":10000,"failed":0,"errors":[]}`, out, "a second import changes nothing")
 
-	dst.requireCounts("mv.later", `{"scheduled":9300,"ready":0,"reserved":0,"dead":0}`)
-	dst.requireCounts("mv.due", `{"scheduled":0,"ready":500,"reserved":0,"dead":0}`)
-	dst.requireCounts("mv.dead", `{"scheduled":0,"ready":0,"reserved":0,"dead":200}`)
+	dst.requireCounts("mv.later", `{"scheduled":9300,"ready":0,"reserved":0,"done":0,"dead":0,"cancelled":0}`)
+	dst.requireCounts("mv.due", `{"scheduled":0,"ready":500,"reserved":0,"done":0,"dead":0,"cancelled":0}`)
+	dst.requireCounts("mv.dead", `{"scheduled":0,"ready":0,"reserved":0,"done":0,"dead":200,"cancelled":0}`)
 
 	// Exactly the same ids, each in its state, the reserved ones ready.
 	code, out, stderr = runCLI(t, "export", "--server", dstSrv.HTTPURL)

@@ -324,8 +324,9 @@ func testImportSkipsExisting(t *testing.T, b *testBundle) {
 		requireSameState(t, w, got)
 		require.Equal(t, w.Lease, got.Lease, "lease of %s", id)
 	}
-	b.requireCounts(t, topic, core.Counts{Scheduled: 1, Ready: 1})
+	b.requireCounts(t, topic, core.Counts{Scheduled: 1, Ready: 1, Cancelled: 1})
 	b.requireCounts(t, dead.Topic, core.Counts{Dead: 1})
+	b.requireCounts(t, done.Topic, core.Counts{Done: 1})
 	require.Empty(t, b.claim(t, topic+".other", 10, 0), "a skipped job is claimable")
 	require.NoError(t, settleErr(b.store.AckJob(b.ctx, &core.AckJobParams{ID: r.ID, Lease: r.Lease})), "the lease of a reserved job survives an import of its id")
 	got := b.claimOne(t, fresh.Topic, 0)

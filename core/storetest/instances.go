@@ -132,6 +132,9 @@ func testTwoInstances(t *testing.T, b *testBundle) {
 	tp, err := s2.GetTopic(b.ctx, topic)
 	require.NoError(t, err)
 	require.Equal(t, core.Counts{Reserved: n}, tp.Counts)
+	tp, err = s2.GetTopic(b.ctx, j.Topic)
+	require.NoError(t, err)
+	require.Equal(t, core.Counts{Done: 1, Cancelled: 1}, tp.Counts, "counts where the jobs finished")
 }
 
 // testTwoInstancesWakeUp: a claim waiting on one store is woken by a job put
@@ -273,7 +276,7 @@ func testManyJobs(t *testing.T, b *testBundle) {
 	close(next)
 	wg.Wait()
 	require.NoError(t, failures.err())
-	b.requireCounts(t, topic, core.Counts{})
+	b.requireCounts(t, topic, core.Counts{Done: n})
 	require.Equal(t, `{"i":999}`, string(b.requireState(t, jobs[n-1].ID, core.StateDone).Body))
 }
 

@@ -311,8 +311,9 @@ func testCancel(t *testing.T, b *testBundle) {
 	// claimed, even once the scheduled one's run_at has passed.
 	require.Empty(t, listDead(t, b, "c.dead", 10))
 	require.Empty(t, b.claim(t, "c.main", 10, 800*time.Millisecond), "a cancelled job was claimed")
-	b.requireCounts(t, "c.main", core.Counts{})
-	b.requireCounts(t, "c.dead", core.Counts{})
+	b.requireCounts(t, "c.main", core.Counts{Cancelled: 2})
+	b.requireCounts(t, "c.dead", core.Counts{Cancelled: 1})
+	b.requireCounts(t, "c.reserved", core.Counts{Done: 1})
 	b.requireState(t, scheduled.ID, core.StateCancelled)
 }
 
@@ -417,7 +418,7 @@ func testCancelRace(t *testing.T, b *testBundle) {
 		b.requireState(t, j.ID, want)
 	}
 	t.Logf("%d claimed, %d cancelled", nClaimed, nCancelled)
-	b.requireCounts(t, topic, core.Counts{Reserved: int64(nClaimed)})
+	b.requireCounts(t, topic, core.Counts{Reserved: int64(nClaimed), Cancelled: int64(nCancelled)})
 }
 
 // testCreateConflict: creating a job whose id names an unfinished job is a
@@ -478,6 +479,7 @@ func testCreateConflict(t *testing.T, b *testBundle) {
 		require.Empty(t, got.LastError)
 		requireBetween(t, got.CreatedAt, before, time.Now(), clockSlack, "created_at of the reused id")
 	}
+	b.requireCounts(t, topic, core.Counts{Scheduled: 1, Ready: 2}) // orig, and the reused ids, no longer finished
 	got := claimUntil(t, b.ctx, b.store, topic, 2, 2, time.Second)
 	require.Len(t, got, 2)
 	require.Equal(t, map[string]bool{done.ID: true, cancelled.ID: true}, idsOf(got))
@@ -570,12 +572,14 @@ func testReplace(t *testing.T, b *testBundle) {
 
 	// Done (finished): overwritten, not replaced.
 	require.NoError(t, settleErr(b.store.AckJob(b.ctx, &core.AckJobParams{ID: c.ID, Lease: c.Lease})))
+	b.requireCounts(t, topic, core.Counts{Ready: 1, Done: 1})
 	over := NewJob(topic, time.Now().Add(time.Hour))
 	over.ID = orig.ID
 	res = b.putResults(t, true, over)
 	require.NoError(t, res[0].Err)
 	require.False(t, res[0].Replaced, "a finished job is overwritten, not replaced")
 	require.Equal(t, 0, b.requireState(t, orig.ID, core.StateScheduled).Attempt)
+	b.requireCounts(t, topic, core.Counts{Scheduled: 1, Ready: 1})
 }
 
 // testBatch: each job of a batch succeeds or fails on its own, with results

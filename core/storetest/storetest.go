@@ -26,6 +26,11 @@ type Harness struct {
 	// Durable is true when data survives closing every store of ns and
 	// opening it again; the restart subtest runs only then.
 	Durable bool
+	// OpenRetention, when set, opens a store as Open does but with finished
+	// jobs (done, cancelled) kept for retention, a few seconds, rather than
+	// the backend's default; the FinishedRetention subtest runs only then.
+	// It gets a namespace of its own, which Open never sees.
+	OpenRetention func(t *testing.T, ns string, retention time.Duration) core.Store
 }
 
 // Tolerances of the suite.
@@ -78,6 +83,8 @@ var subtests = []subtest{
 	{"LeaseExpiryLastAttempt", testLeaseExpiryLastAttempt},
 	{"Requeue", testRequeue},
 	{"Counts", testCounts},
+	{"FinishedCounts", testFinishedCounts},
+	{"FinishedRetention", testFinishedRetention},
 	{"Topics", testTopics},
 	{"TopicIsolation", testTopicIsolation},
 	{"TwoInstances", testTwoInstances},

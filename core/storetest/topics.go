@@ -9,8 +9,8 @@ import (
 	"github.com/delayq/delayq/core"
 )
 
-// testCounts: GetTopic and ListTopics count a topic's scheduled, ready,
-// reserved and dead jobs, and not its done and cancelled ones.
+// testCounts: GetTopic and ListTopics count a topic's jobs in every state,
+// done and cancelled ones included.
 func testCounts(t *testing.T, b *testBundle) {
 	const topic = "counts"
 	b.requireCountsAbsent(t, topic)
@@ -32,18 +32,184 @@ func testCounts(t *testing.T, b *testBundle) {
 	cancelled := NewJob(topic, time.Now().Add(time.Hour))
 	b.put(t, append(scheduled, soon, cancelled)...)
 	require.NoError(t, b.store.CancelJob(b.ctx, cancelled.ID))
-	b.requireCounts(t, topic, core.Counts{Scheduled: 4, Ready: 1, Reserved: 1, Dead: 1})
+	b.requireCounts(t, topic, core.Counts{Scheduled: 4, Ready: 1, Reserved: 1, Done: 1, Dead: 1, Cancelled: 1})
 
 	// Once soon is due, it counts as ready.
 	b.passUntil(t, soon.RunAt.Add(500*time.Millisecond))
-	b.requireCounts(t, topic, core.Counts{Scheduled: 3, Ready: 2, Reserved: 1, Dead: 1})
+	b.requireCounts(t, topic, core.Counts{Scheduled: 3, Ready: 2, Reserved: 1, Done: 1, Dead: 1, Cancelled: 1})
 
 	// Claim both ready jobs, cancel a scheduled one, requeue the dead one.
 	got := claimUntil(t, b.ctx, b.store, topic, 2, 2, dueWait)
 	require.Equal(t, []string{ready[3].ID, soon.ID}, ids(got))
 	require.NoError(t, b.store.CancelJob(b.ctx, scheduled[0].ID))
 	require.NoError(t, b.store.RequeueJob(b.ctx, claimed[1].ID))
-	b.requireCounts(t, topic, core.Counts{Scheduled: 2, Ready: 1, Reserved: 3})
+	b.requireCounts(t, topic, core.Counts{Scheduled: 2, Ready: 1, Reserved: 3, Done: 1, Cancelled: 2})
+}
+
+// testFinishedCounts: acknowledged and cancelled jobs count as done and
+// cancelled; a finished job whose id is used again (created, or replaced)
+// counts once, in its new state, and again as finished once it finishes
+// again, never twice.
+func testFinishedCounts(t *testing.T, b *testBundle) {
+	const topic = "fin"
+	var jobs []*core.Job
+	for i := range 4 {
+		jobs = append(jobs, NewJob(topic, time.Now().Add(time.Duration(i-10)*time.Second)))
+	}
+	later := []*core.Job{NewJob(topic, time.Now().Add(time.Hour)), NewJob(topic, time.Now().Add(time.Hour))}
+	b.put(t, append(jobs, later...)...)
+	claimed := claimUntil(t, b.ctx, b.store, topic, 4, 4, dueWait)
+	require.Equal(t, ids(jobs), ids(claimed))
+	for _, c := range claimed[:3] {
+		require.NoError(t, ack(b, c))
+	}
+	require.ErrorIs(t, b.store.CancelJob(b.ctx, jobs[3].ID), core.ErrConflict, "cancel of a reserved job")
+	b.requireCounts(t, topic, core.Counts{Scheduled: 2, Reserved: 1, Done: 3})
+	require.NoError(t, settleErr(b.store.RetryJob(b.ctx, &core.RetryJobParams{ID: claimed[3].ID, Lease: claimed[3].Lease, RunAt: time.Now().Add(time.Hour), Error: "x"})))
+	for _, j := range append([]*core.Job{jobs[3]}, later...) {
+		require.NoError(t, b.store.CancelJob(b.ctx, j.ID))
+	}
+	b.requireCounts(t, topic, core.Counts{Done: 3, Cancelled: 3})
+
+	// A second ack or cancel changes nothing.
+	require.ErrorIs(t, ack(b, claimed[0]), core.ErrLeaseLost)
+	require.ErrorIs(t, b.store.CancelJob(b.ctx, later[0].ID), core.ErrNotFound)
+	require.ErrorIs(t, b.store.CancelJob(b.ctx, jobs[0].ID), core.ErrNotFound)
+	b.requireCounts(t, topic, core.Counts{Done: 3, Cancelled: 3})
+
+	// Ids used again: a done and a cancelled one created, a done and a
+	// cancelled one replaced, due now; each counts in its new state only.
+	var reuse []*core.Job
+	for _, old := range []*core.Job{jobs[0], later[0], jobs[1], later[1]} {
+		j := DueJob(topic)
+		j.ID = old.ID
+		reuse = append(reuse, j)
+	}
+	b.put(t, reuse[:2]...)
+	res := b.putResults(t, true, reuse[2:]...)
+	for i, r := range res {
+		require.NoError(t, r.Err, "replace of finished %s", reuse[2+i].ID)
+		require.False(t, r.Replaced, "a finished job is overwritten, not replaced")
+	}
+	b.requireCounts(t, topic, core.Counts{Ready: 4, Done: 1, Cancelled: 1})
+
+	// Finished again: each counts once more, where it counted before.
+	again := claimUntil(t, b.ctx, b.store, topic, 4, 4, dueWait)
+	require.ElementsMatch(t, ids(reuse), ids(again))
+	b.requireCounts(t, topic, core.Counts{Reserved: 4, Done: 1, Cancelled: 1})
+	for _, c := range again {
+		require.NoError(t, ack(b, c))
+	}
+	b.requireCounts(t, topic, core.Counts{Done: 5, Cancelled: 1})
+
+	// Reused once more, into another topic: it leaves this topic's counts.
+	moved := NewJob(topic+".other", time.Now().Add(time.Hour))
+	moved.ID = jobs[0].ID
+	b.put(t, moved)
+	b.requireCounts(t, topic, core.Counts{Done: 4, Cancelled: 1})
+	b.requireCounts(t, moved.Topic, core.Counts{Scheduled: 1})
+	require.NoError(t, b.store.CancelJob(b.ctx, moved.ID))
+	b.requireCounts(t, moved.Topic, core.Counts{Cancelled: 1})
+	b.requireCounts(t, topic, core.Counts{Done: 4, Cancelled: 1})
+}
+
+// Retention of the FinishedRetention subtest.
+const (
+	// finRetention is the retention of the stores it opens: whole seconds
+	// (NATS TTLs), long enough that the second round finishes half of it
+	// after the first, more than finSlack apart.
+	finRetention = 3 * time.Second
+	// finSlack is how long past its retention a finished job may still
+	// count: NATS expires messages by a timer of its own, and the Redis
+	// store counts finished jobs in buckets of retention/64.
+	finSlack = 1500 * time.Millisecond
+)
+
+// testFinishedRetention: done and cancelled jobs count for the retention
+// period from when each finished, and no longer once it has passed. It runs
+// on a store the harness opens with a short retention, on the real clock.
+func testFinishedRetention(t *testing.T, b *testBundle) {
+	if b.h.OpenRetention == nil {
+		t.Skip("the harness opens no store with a short retention")
+	}
+	rb := &testBundle{h: b.h, ns: namespace(t), ctx: b.ctx}
+	rb.store = b.h.OpenRetention(t, rb.ns, finRetention)
+	require.NotNil(t, rb.store, "Harness.OpenRetention returned nil")
+	t.Cleanup(func() { _ = rb.store.Close() })
+	const topic = "fin.ret"
+
+	// finish puts n due jobs and acknowledges them, and cancels m others;
+	// it returns when the first of them finished.
+	finish := func(n, m int) time.Time {
+		t.Helper()
+		var due, later []*core.Job
+		for range n {
+			due = append(due, DueJob(topic))
+		}
+		for range m {
+			later = append(later, NewJob(topic, time.Now().Add(time.Hour)))
+		}
+		rb.put(t, append(due, later...)...)
+		claimed := claimUntil(t, rb.ctx, rb.store, topic, n, n, dueWait)
+		require.Len(t, claimed, n)
+		start := time.Now()
+		for _, c := range claimed {
+			require.NoError(t, ack(rb, c))
+		}
+		for _, j := range later {
+			require.NoError(t, rb.store.CancelJob(rb.ctx, j.ID))
+		}
+		return start
+	}
+	// A pending job keeps the topic listed once the finished ones are gone.
+	rb.put(t, NewJob(topic, time.Now().Add(time.Hour)))
+	first := finish(2, 1)
+	rb.requireCounts(t, topic, core.Counts{Scheduled: 1, Done: 2, Cancelled: 1})
+
+	// Half a retention later, a second round.
+	rb.passUntil(t, first.Add(finRetention/2))
+	rb.requireCounts(t, topic, core.Counts{Scheduled: 1, Done: 2, Cancelled: 1})
+	second := finish(1, 2)
+	rb.requireCounts(t, topic, core.Counts{Scheduled: 1, Done: 3, Cancelled: 3})
+
+	// Past the first round's retention it no longer counts; the second
+	// does, within its own.
+	rb.passUntil(t, first.Add(finRetention))
+	rb.eventuallyCounts(t, topic, core.Counts{Scheduled: 1, Done: 1, Cancelled: 2}, first.Add(finRetention+finSlack))
+	require.True(t, time.Now().Before(second.Add(finRetention)),
+		"the first round counted until %s after the second, past the second's retention", time.Since(second))
+
+	// Past the second round's retention nothing finished counts.
+	rb.passUntil(t, second.Add(finRetention))
+	rb.eventuallyCounts(t, topic, core.Counts{Scheduled: 1}, second.Add(finRetention+finSlack))
+}
+
+// eventuallyCounts requires topic's counts, from GetTopic and from
+// ListTopics, to be want by deadline, read every 50 ms.
+func (b *testBundle) eventuallyCounts(t *testing.T, topic string, want core.Counts, deadline time.Time) {
+	t.Helper()
+	var last core.Counts
+	for {
+		tp, err := b.store.GetTopic(b.ctx, topic)
+		require.NoError(t, err, "get topic %s", topic)
+		last = tp.Counts
+		if last == want {
+			topics, err := b.store.ListTopics(b.ctx)
+			require.NoError(t, err)
+			for _, tp := range topics {
+				if tp.Name == topic {
+					last = tp.Counts
+				}
+			}
+			if last == want {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			require.Equal(t, want, last, "counts of %s %s after the deadline", topic, time.Since(deadline))
+		}
+		b.pass(t, 50*time.Millisecond)
+	}
 }
 
 // requireCountsAbsent requires that GetTopic does not know topic.

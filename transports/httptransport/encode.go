@@ -134,7 +134,9 @@ type topicView struct {
 	Backoff     backoffView  `json:"backoff"`
 	Concurrency int          `json:"concurrency"`
 	Configured  bool         `json:"configured"`
-	Counts      core.Counts  `json:"counts"`
+	// Counts has every state, in the order of core.States: done and
+	// cancelled jobs count within the retention period.
+	Counts core.Counts `json:"counts"`
 }
 
 type deliveryView struct {

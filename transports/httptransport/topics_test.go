@@ -57,7 +57,7 @@ func TestTopics(t *testing.T) {
 			"ttr": "45s", "max_attempts": float64(16),
 			"backoff":     map[string]any{"initial": "2s", "max": "1h0m0s", "factor": float64(3), "jitter": 0.1},
 			"concurrency": float64(64), "configured": true,
-			"counts": map[string]any{"scheduled": float64(0), "ready": float64(0), "reserved": float64(0), "dead": float64(0)},
+			"counts": map[string]any{"scheduled": float64(0), "ready": float64(0), "reserved": float64(0), "done": float64(0), "dead": float64(0), "cancelled": float64(0)},
 		}
 		require.Equal(t, want, res.object(t))
 
@@ -76,6 +76,17 @@ func TestTopics(t *testing.T) {
 		b.push(t, `{"topic":"plain"}`)
 		b.push(t, `{"topic":"plain"}`)
 		require.Len(t, b.claim(t, "plain", 1), 1)
+		// Done and cancelled jobs count too, in the order of the states.
+		b.push(t, `{"topic":"plain"}`)
+		c := b.claim(t, "plain", 1)
+		require.Len(t, c, 1)
+		requireStatus(t, b.do(t, http.MethodPost, "/v1/jobs/"+c[0]["id"].(string)+"/ack", map[string]any{"lease": c[0]["lease"]}), http.StatusNoContent)
+		cancelled := b.push(t, `{"topic":"plain","delay":"1h"}`)
+		requireStatus(t, b.do(t, http.MethodDelete, "/v1/jobs/"+cancelled, nil), http.StatusNoContent)
+		res = b.do(t, http.MethodGet, "/v1/topics/plain", nil)
+		requireStatus(t, res, http.StatusOK)
+		require.Contains(t, string(res.body),
+			`"counts":{"scheduled":0,"ready":1,"reserved":1,"done":1,"dead":0,"cancelled":1}`)
 		res = b.do(t, http.MethodGet, "/v1/topics", nil)
 		requireStatus(t, res, http.StatusOK)
 		require.NotContains(t, string(res.body), "s3cr3t")
@@ -83,13 +94,13 @@ func TestTopics(t *testing.T) {
 		require.NoError(t, json.Unmarshal(res.body, &list))
 		require.Len(t, list.Topics, 2)
 		require.Equal(t, "orders.close", list.Topics[0]["name"])
-		require.Equal(t, map[string]any{"scheduled": float64(1), "ready": float64(0), "reserved": float64(0), "dead": float64(0)}, list.Topics[0]["counts"])
+		require.Equal(t, map[string]any{"scheduled": float64(1), "ready": float64(0), "reserved": float64(0), "done": float64(0), "dead": float64(0), "cancelled": float64(0)}, list.Topics[0]["counts"])
 		plain := list.Topics[1]
 		require.Equal(t, "plain", plain["name"])
 		require.Equal(t, false, plain["configured"])
 		require.Equal(t, map[string]any{"type": "consumer", "secret_set": false}, plain["delivery"])
 		require.Equal(t, "30s", plain["ttr"])
-		require.Equal(t, map[string]any{"scheduled": float64(0), "ready": float64(1), "reserved": float64(1), "dead": float64(0)}, plain["counts"])
+		require.Equal(t, map[string]any{"scheduled": float64(0), "ready": float64(1), "reserved": float64(1), "done": float64(1), "dead": float64(0), "cancelled": float64(1)}, plain["counts"])
 
 		// PUT replaces; what GET answered may be sent back.
 		res = b.do(t, http.MethodPut, "/v1/topics/plain", `{"name":"plain","delivery":{"type":"consumer"},"ttr":"1m"}`)

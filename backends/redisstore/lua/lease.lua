@@ -15,7 +15,9 @@
 -- load read already (core.SettleResult), flat, so that a burst of acks
 -- costs no table per delivery here nor array in the client. head is the
 -- shard's new next due time or -1.
-local acked, acked_topics -- topic -> true, for one K_FIN update per topic and shard
+-- acked counts the acknowledged jobs per topic, for one update of the
+-- topic's done count per shard (fin_add).
+local acked, acked_topics
 -- Acked jobs leave K_LEASE and the reserved counts in bulk, at flush: one
 -- ZREM per call and one HINCRBY per topic instead of one of each per job.
 local unleased, unleased_n
@@ -42,8 +44,8 @@ local function one(op, id, lease, r, etext)
     return {0, job_all(id)}
   end
   if op == 'ack' then
-    -- unlink and finish(id, j, 'done'), with the lease set, the counts and
-    -- the topic's finish time updated once per call below.
+    -- unlink and finish(id, j, 'done'), with the lease set and the counts
+    -- updated once per call below.
     redis.call('HDEL', kj, 'l', 'x')
     redis.call('HSET', kj, 's', 'done', 'u', now_s)
     redis.call('PEXPIRE', kj, retention)
@@ -52,9 +54,10 @@ local function one(op, id, lease, r, etext)
       redis.call('PEXPIRE', key_body(id), retention)
     end
     if not acked[j.t] then
-      acked[j.t] = true
+      acked[j.t] = 0
       acked_topics[#acked_topics + 1] = j.t
     end
+    acked[j.t] = acked[j.t] + 1
     unleased[#unleased + 1] = id
     unleased_n[j.t] = (unleased_n[j.t] or 0) + 1
     return {0, j.t, j.a or 0, 'done'}
@@ -109,12 +112,7 @@ while i <= #ARGV do
     i = i + 5
   end
   flush()
-  for _, t in ipairs(acked_topics) do
-    local last = tonumber(redis.call('HGET', K_FIN, t))
-    if not last or last < now then
-      redis.call('HSET', K_FIN, t, now_s)
-    end
-  end
+  for _, t in ipairs(acked_topics) do fin_add('d', t, acked[t]) end
   results[#results + 1] = {out, publish_head(), woke}
 end
 return results

@@ -24,7 +24,8 @@ local retention = ARGV[6]
 local K_SCHED = KEYS[1] -- zset: scheduled job ids by run_at (ms), all topics
 local K_LEASE = KEYS[2] -- zset: reserved job ids by lease expiry (ms), all topics
 local K_COUNT = KEYS[3] -- hash: "s:<topic>" scheduled and "x:<topic>" reserved counts
-local K_FIN = KEYS[4]   -- hash: topic -> when a job of it last finished (ms)
+local K_FIN = KEYS[4]   -- hash: counts of finished jobs, per topic and time bucket
+local K_FINQ = KEYS[5]  -- zset: the bucket fields of K_FIN by the end of their bucket (ms)
 
 local function key_job(id) return base .. ':j:' .. id end
 local function key_body(id) return base .. ':b:' .. id end
@@ -186,27 +187,100 @@ local function settle(id, j)
   end
 end
 
+-- Finished counts. K_FIN holds "d:<topic>" and "c:<topic>", the topic's
+-- done and cancelled jobs in the shard that count now, and the same per
+-- time bucket, "d:<topic>:<end>" and "c:<topic>:<end>": the jobs that
+-- finished within the bucket that ends at <end> (Unix ms, inclusive),
+-- FIN_WIDTH wide. K_FINQ lists the bucket fields by <end>. Once <end> is at or before now
+-- minus the retention, every job of the bucket is past its retention: the
+-- bucket leaves K_FIN and its count leaves the topic's total (fin_expire),
+-- so a finished job stops counting less than FIN_WIDTH after its retention
+-- ends, and reads sum nothing. Each total is the sum of its topic's bucket
+-- fields.
+local retention_ms = tonumber(retention)
+-- FIN_WIDTH is the bucket width: a 64th of the retention, so that a topic
+-- has at most 65 buckets of each kind in a shard, whatever the retention.
+local FIN_WIDTH = math.ceil(retention_ms / 64)
+-- fin_end is the end of the bucket of a job finishing now.
+local fin_end = (math.floor(now / FIN_WIDTH) + 1) * FIN_WIDTH - 1
+
+-- fin_end_of returns the end of the bucket of a job that finished at ms.
+local function fin_end_of(ms)
+  return (math.floor(ms / FIN_WIDTH) + 1) * FIN_WIDTH - 1
+end
+
+-- add_fin moves a count of K_FIN by n, dropping the field at zero.
+local function add_fin(field, n)
+  if redis.call('HINCRBY', K_FIN, field, n) <= 0 then
+    redis.call('HDEL', K_FIN, field)
+  end
+end
+
+-- fin_expire drops up to limit buckets that ended at or before now minus
+-- the retention, taking their counts off their totals. It returns how many
+-- it dropped.
+local function fin_expire(limit)
+  local old = redis.call('ZRANGEBYSCORE', K_FINQ, '-inf', int(now - retention_ms), 'LIMIT', 0, limit)
+  if #old == 0 then return 0 end
+  local n = redis.call('HMGET', K_FIN, unpack(old))
+  for i, f in ipairs(old) do
+    local c = tonumber(n[i])
+    if c and c > 0 then add_fin(string.match(f, '^(.*):%d+$'), -c) end
+  end
+  redis.call('HDEL', K_FIN, unpack(old))
+  redis.call('ZREM', K_FINQ, unpack(old))
+  return #old
+end
+
+-- fin_add counts n jobs of topic t that finished now, kind 'd' (done) or
+-- 'c' (cancelled). A new bucket is listed in K_FINQ, and the first job of
+-- a bucket drops buckets that expired meanwhile, so that K_FIN stays
+-- bounded even if nothing reads the counts; it also drops the topic's last
+-- finish time, a field earlier versions kept in K_FIN.
+local function fin_add(kind, t, n)
+  local f = kind .. ':' .. t .. ':' .. int(fin_end)
+  if redis.call('HINCRBY', K_FIN, f, n) == n then
+    redis.call('ZADD', K_FINQ, int(fin_end), f)
+    redis.call('HDEL', K_FIN, t)
+    fin_expire(100)
+  end
+  redis.call('HINCRBY', K_FIN, kind .. ':' .. t, n)
+end
+
+-- fin_forget uncounts finished job id (j from load) before it is
+-- overwritten: its bucket, by its finish time, loses it, unless it was
+-- dropped already (past retention) or was made with another width (an
+-- instance with another retention), where it counts until it expires.
+local function fin_forget(id, j)
+  local kind = 'd'
+  if j.s == 'cancelled' then kind = 'c' end
+  local u = tonumber(redis.call('HGET', key_job(id), 'u'))
+  if not u then return end
+  local f = kind .. ':' .. j.t .. ':' .. int(fin_end_of(u))
+  local c = tonumber(redis.call('HGET', K_FIN, f))
+  if c and c > 0 then
+    add_fin(f, -1)
+    add_fin(kind .. ':' .. j.t, -1)
+  end
+end
+
 -- finish makes job id done or cancelled: it expires after the retention
--- period, and its topic's last finish time moves on.
+-- period, and counts as finished until then.
 local function finish(id, j, state)
   local kj = key_job(id)
   redis.call('HDEL', kj, 'l', 'x')
   redis.call('HSET', kj, 's', state, 'u', now_s)
   redis.call('PEXPIRE', kj, retention)
   if not j.b then redis.call('PEXPIRE', key_body(id), retention) end
-  local last = tonumber(redis.call('HGET', K_FIN, j.t))
-  if not last or last < now then
-    redis.call('HSET', K_FIN, j.t, now_s)
-  end
+  if state == 'done' then fin_add('d', j.t, 1) else fin_add('c', j.t, 1) end
 end
-
 
 -- use_shard makes the rest of the script act on shard n (base b): its keys,
 -- and fresh woke, head0 and lowest. Only for a standalone server, whose
 -- scripts may touch keys of several hash tags.
 local function use_shard(b, n)
   base, shard = b, n
-  K_SCHED, K_LEASE, K_COUNT, K_FIN = b .. ':sched', b .. ':lease', b .. ':n', b .. ':fin'
+  K_SCHED, K_LEASE, K_COUNT, K_FIN, K_FINQ = b .. ':sched', b .. ':lease', b .. ':n', b .. ':fin', b .. ':finq'
   woke, woke_set = {}, {}
   head0, lowest = nil, nil
 end

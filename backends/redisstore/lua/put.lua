@@ -19,7 +19,8 @@ for i = 8, #ARGV, 8 do
   if j then
     settle(id, j)
     if j.s == 'done' or j.s == 'cancelled' then
-      -- finished: overwritten by a fresh job
+      -- finished: overwritten by a fresh job, and no longer counted
+      fin_forget(id, j)
     elseif not replace or j.s == 'reserved' then
       res = job_all(id)
     else

@@ -1,15 +1,22 @@
 -- stats.lua: one shard's counts of the topics named in ARGV[7...].
 --
--- Returns, per topic, {scheduled, ready, reserved, dead, last finish (ms)}.
+-- It first drops the finished-count buckets past the retention (see
+-- fin_expire), all of them, so that the totals it reads count only jobs
+-- within it.
+--
+-- Returns, per topic, {scheduled, ready, reserved, dead, done, cancelled}.
+while fin_expire(1000) == 1000 do end
 local out = {}
 for i = 7, #ARGV do
   local t = ARGV[i]
+  local fin = redis.call('HMGET', K_FIN, 'd:' .. t, 'c:' .. t)
   out[#out + 1] = {
     tonumber(redis.call('HGET', K_COUNT, 's:' .. t) or 0),
     redis.call('ZCARD', key_ready(t)),
     tonumber(redis.call('HGET', K_COUNT, 'x:' .. t) or 0),
     redis.call('ZCARD', key_dead(t)),
-    tonumber(redis.call('HGET', K_FIN, t) or 0),
+    tonumber(fin[1] or 0),
+    tonumber(fin[2] or 0),
   }
 end
 return out
