@@ -78,5 +78,7 @@
 // the f keys in order. Counts of done and cancelled jobs come from
 // counters in 64 buckets per retention period, kept in memory and written
 // with each finish, so that no count reads the jobs: a job stops being
-// counted at most one bucket width (retention / 64) after it expired.
+// counted at most one bucket width (retention / 64) after it expired. A
+// put that reuses a finished job's id takes it out of its bucket (one read
+// of x, answered by a bloom filter for a new id), so it counts once.
 package pebblestore

@@ -109,6 +109,11 @@ func (s *Store) ImportJobs(_ context.Context, jobs []*core.Job) ([]bool, error) 
 			s.mu.Unlock()
 			return nil, err
 		}
+		if err := s.uncountFinished(b, in.ID); err != nil {
+			_ = b.Close()
+			s.mu.Unlock()
+			return nil, err
+		}
 		imported[k] = true
 		j := in.Clone()
 		j.Import(now)

@@ -2,6 +2,7 @@ package pebblestore
 
 import (
 	"encoding/binary"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -32,10 +33,10 @@ func finishedIndex(state core.State) int {
 	return 0
 }
 
-// countFinished adds delta to tp's count of state in the bucket of now and
-// writes the new count.
-func (s *Store) countFinished(b *pebble.Batch, tp *topic, state core.State, now time.Time, delta int64) {
-	bucket := now.UnixMilli() / s.bucket.Milliseconds()
+// countFinished adds delta to tp's count of state in the bucket of at (a
+// finish time) and writes the new count.
+func (s *Store) countFinished(b *pebble.Batch, tp *topic, state core.State, at time.Time, delta int64) {
+	bucket := at.UnixMilli() / s.bucket.Milliseconds()
 	c := tp.finished[bucket]
 	if c == nil {
 		c = new([2]int64)
@@ -43,6 +44,25 @@ func (s *Store) countFinished(b *pebble.Batch, tp *topic, state core.State, now 
 	}
 	c[finishedIndex(state)] += delta
 	_ = b.Set(countKey(tp.name, state, bucket), binary.AppendVarint(nil, c[finishedIndex(state)]), nil)
+}
+
+// uncountFinished takes the finished job id, if the store keeps one, out
+// of its topic's counts, for a put or an import that reuses its id: it
+// counts once, in its new state.
+func (s *Store) uncountFinished(b *pebble.Batch, id string) error {
+	raw, err := s.get(idKey(prefixFinished, id))
+	if err != nil || raw == nil {
+		return err
+	}
+	m, err := decodeMeta(raw)
+	if err != nil {
+		return fmt.Errorf("pebblestore: job %q: %w", id, err)
+	}
+	at := time.Unix(0, m.updatedAt)
+	if tp := s.topics[m.topic]; tp != nil && tp.finished[at.UnixMilli()/s.bucket.Milliseconds()] != nil {
+		s.countFinished(b, tp, m.state, at, -1)
+	}
+	return nil
 }
 
 // oldestBucket is the first bucket that may hold a job finished within

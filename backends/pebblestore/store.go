@@ -511,6 +511,11 @@ func (s *Store) put(pb *putBatch, in *core.Job, replace bool, now time.Time, tou
 		s.x.remove(i)
 		touched[old] = struct{}{}
 	}
+	if !res.Replaced {
+		if err := s.uncountFinished(b, in.ID); err != nil {
+			return res, err
+		}
+	}
 	j := in.Clone()
 	j.Reset(createdAt, now)
 	tp := s.topicFor(j.Topic)
@@ -1122,11 +1127,14 @@ func (s *Store) view(tp *topic, now time.Time) *core.Topic {
 	if tp.config != nil {
 		*t = *tp.config
 	}
+	done, cancelled := s.finishedCounts(tp, now)
 	t.Counts = core.Counts{
 		Scheduled: int64(tp.scheduled.Len()),
 		Ready:     int64(tp.ready.Len()),
 		Reserved:  int64(tp.reserved.Len()),
+		Done:      done,
 		Dead:      tp.dead,
+		Cancelled: cancelled,
 	}
 	return t
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -46,6 +47,11 @@ func TestStore(t *testing.T) {
 			return s
 		},
 		Durable: true,
+		OpenRetention: func(t *testing.T, ns string, retention time.Duration) core.Store {
+			s, err := pebblestore.Open(pebblestore.Config{Dir: filepath.Join(dir, ns), Retention: retention})
+			require.NoError(t, err)
+			return s
+		},
 	})
 }
 
