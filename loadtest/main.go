@@ -21,7 +21,7 @@
 // behind adds at most two minutes of waiting to the burst and to the
 // lateness phase, and -timeout (10 min) bounds the whole run:
 //
-//	go run ./loadtest                     # embedded NATS
+//	go run ./loadtest                     # the local default
 //	go run ./loadtest -backend nats       # a separate nats-server
 //	go run ./loadtest -backend redis      # redis-server, AOF everysec
 //	go run ./loadtest -server http://127.0.0.1:8080 -pid 1234
@@ -74,9 +74,9 @@ type config struct {
 }
 
 func (c *config) flags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Backend, "backend", "embedded", "backend to start: embedded, nats (a separate nats-server), redis or memory")
+	fs.StringVar(&c.Backend, "backend", "local", "backend to start: local (the default), jetstream (NATS JetStream in process), nats (a separate nats-server), redis or memory")
 	fs.StringVar(&c.Server, "server", "", "base URL of a running delayq to measure instead of starting one")
-	fs.StringVar(&c.NATSURL, "nats-url", "", "with -server: NATS URL of its intake, with the client user's credentials (nats://delayq-client:PASSWORD@host:4222) for the embedded server (none: no NATS intake figure)")
+	fs.StringVar(&c.NATSURL, "nats-url", "", "with -server: NATS URL of its intake, with the client user's credentials (nats://delayq-client:PASSWORD@host:4222) for delayq's in-process server (none: no NATS intake figure)")
 	fs.IntVar(&c.PID, "pid", 0, "with -server: process id of delayq, to read its memory")
 	fs.IntVar(&c.BackendPID, "backend-pid", 0, "with -server: process id of the backend's server, to read its memory")
 	fs.StringVar(&c.Delayq, "delayq", "", "delayq binary to run (default: go build ./cmd/delayq)")

@@ -15,13 +15,13 @@ import (
 )
 
 // TestHarness runs the whole harness, scaled down, against delayq on the
-// embedded backend (so NATS intake and files on disk are measured too),
+// local default backend (so NATS intake and files on disk are measured too),
 // and checks that the report, its figures and the plots are there.
 func TestHarness(t *testing.T) {
 	out := t.TempDir()
 	cfg := config{}
 	cfg.flags(flagSet())
-	cfg.Backend = "embedded"
+	cfg.Backend = "local"
 	cfg.Out = out
 	cfg.IntakeFor = time.Second
 	cfg.Pending = 30_000

@@ -24,11 +24,11 @@ type target struct {
 	HTTPURL  string // base URL of the HTTP API
 	NATSURL  string // where NATS intake listens; empty without it
 	PprofURL string // base URL of /debug/pprof; empty when unknown
-	// NATSUser and NATSPassword are the embedded NATS server's client
+	// NATSUser and NATSPassword are the in-process NATS server's client
 	// credentials; empty when the URL needs none or carries them.
 	NATSUser, NATSPassword string
 	// DelayqPID and BackendPID are the processes whose memory is read; 0
-	// when unknown. With the embedded backend both are delayq.
+	// when unknown. With the local or jetstream backend both are delayq.
 	DelayqPID  int
 	BackendPID int
 	// DataDirs hold the backend's files, for their size on disk.
@@ -86,7 +86,7 @@ func (e *env) start(ctx context.Context, cfg *config, logf func(string, ...any))
 		args = append(args, "--pprof", "127.0.0.1:0")
 	}
 	switch cfg.Backend {
-	case "embedded":
+	case "local", "jetstream":
 		data := filepath.Join(e.dir, "data")
 		t.DataDirs = []string{data}
 		args = append(args, "--data", data, "--nats-listen", "127.0.0.1:-1")
@@ -112,7 +112,7 @@ func (e *env) start(ctx context.Context, cfg *config, logf func(string, ...any))
 	case "memory":
 		args = append(args, "--nats-listen", "off")
 	default:
-		return nil, fmt.Errorf("unknown backend %q: embedded, nats, redis or memory", cfg.Backend)
+		return nil, fmt.Errorf("unknown backend %q: local, jetstream, nats, redis or memory", cfg.Backend)
 	}
 	logf("starting delayq serve --backend %s", cfg.Backend)
 	p, seen, err := logproc.Start(ctx, exec.Command(bin, args...), time.Minute, httpListening, natsListening, pprofListening)
@@ -138,15 +138,18 @@ func (e *env) start(ctx context.Context, cfg *config, logf func(string, ...any))
 		}
 	}
 	t.DelayqPID = p.PID()
-	if cfg.Backend == "embedded" {
+	if inProcess(cfg.Backend) {
 		t.BackendPID = t.DelayqPID
 	}
 	return t, waitReady(ctx, t.HTTPURL)
 }
 
+// inProcess reports whether backend keeps jobs inside the delayq process.
+func inProcess(backend string) bool { return backend == "local" || backend == "jetstream" }
+
 // startNATS runs a separate nats-server with JetStream, built from the
 // module's own nats-server dependency so its version is the embedded
-// one's, syncing its files every second like the embedded default.
+// one's, syncing its files every second like the jetstream backend.
 func (e *env) startNATS(ctx context.Context, logf func(string, ...any)) (url string, pid int, data string, err error) {
 	bin := filepath.Join(e.dir, "nats-server")
 	logf("building nats-server")

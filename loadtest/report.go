@@ -283,8 +283,8 @@ func writeErrors(b *strings.Builder, errs []string) {
 }
 
 func embeddedNote(r *results) string {
-	if r.Config.Backend == "embedded" {
-		return " (with the embedded NATS server)"
+	if inProcess(r.Config.Backend) {
+		return " (with its store and NATS server in process)"
 	}
 	return ""
 }
@@ -292,7 +292,7 @@ func embeddedNote(r *results) string {
 func backendPerJob(r *results) string {
 	m := r.Memory
 	switch {
-	case r.Config.Backend == "embedded":
+	case inProcess(r.Config.Backend):
 		return "in delayq"
 	case m.Loaded.Backend == 0:
 		return "none"

@@ -1,7 +1,7 @@
 // Package natsserver runs delayq's in-process nats-server: the server of
-// the embedded backend (backends/natsstore's StartEmbedded, which keeps the
-// store's stream in it) and the one `delayq serve` starts for NATS intake
-// and delivery when the backend is not NATS (Redis, memory). One piece of
+// the jetstream backend (backends/natsstore's StartEmbedded, which keeps
+// the store's stream in it) and the one `delayq serve` starts for NATS
+// intake and delivery when the backend is not NATS (local, Redis, memory). One piece of
 // code starts it, so both serve clients the same way.
 //
 // # The server

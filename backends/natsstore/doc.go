@@ -1,6 +1,6 @@
 // Package natsstore is the NATS JetStream core.Store of delayq, over an
 // external NATS server or cluster, or over the in-process server that
-// StartEmbedded runs (the default backend of `delayq serve`).
+// StartEmbedded runs (`delayq serve --backend jetstream`).
 //
 // # Layout
 //

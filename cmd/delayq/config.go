@@ -23,16 +23,21 @@ import (
 
 // Backends that `delayq serve --backend` accepts.
 const (
-	backendEmbedded = "embedded"
-	backendNATS     = "nats"
-	backendMemory   = "memory"
-	backendRedis    = "redis"
+	// backendLocal keeps jobs in a Pebble database under --data: the default.
+	backendLocal = "local"
+	// backendJetStream keeps jobs in NATS JetStream in process, files under
+	// --data: the default before the local store. "embedded", its name
+	// then, still selects it.
+	backendJetStream = "jetstream"
+	backendNATS      = "nats"
+	backendMemory    = "memory"
+	backendRedis     = "redis"
 )
 
 // isNATSBackend tells whether backend keeps jobs in NATS, whose server then
 // also carries the NATS transports. Every other backend gets them from
 // startNATS.
-func isNATSBackend(backend string) bool { return backend == backendEmbedded || backend == backendNATS }
+func isNATSBackend(backend string) bool { return backend == backendJetStream || backend == backendNATS }
 
 // NATS settings of serve.
 const (
@@ -53,14 +58,15 @@ const (
 type serveConfig struct {
 	// HTTPAddr is the HTTP API's listen address; port 0 picks a free one.
 	HTTPAddr string
-	// DataDir holds the embedded NATS server's JetStream files, or those
-	// of the in-process NATS server of another backend (in natsDir), and
-	// the NATS client password file.
+	// DataDir holds the local store (in localDir) or the jetstream
+	// backend's files, the in-process NATS server's JetStream files of
+	// another backend (in natsDir), the NATS client password file and
+	// formatFile.
 	DataDir string
-	// Backend is embedded, nats, redis or memory.
+	// Backend is local, jetstream, nats, redis or memory.
 	Backend string
 	// NATSListen is the in-process NATS server's client address (the
-	// embedded backend's, or the one startNATS runs for another backend);
+	// jetstream backend's, or the one startNATS runs for another backend);
 	// port 0 or -1 picks a free one; natsOff turns NATS intake and delivery
 	// off.
 	NATSListen string
@@ -73,11 +79,11 @@ type serveConfig struct {
 	// NATSReplicas is how many NATS servers of a cluster keep each stream
 	// (--backend nats); 3 survives the loss of one.
 	NATSReplicas int
-	// NATSSync is the embedded server's JetStream sync policy: "always" or
-	// an interval between fsyncs.
-	NATSSync string
-	// NATSClientUser is the embedded server's user for producers and
-	// consumers.
+	// Sync is how often files under DataDir are synced: "always" or an
+	// interval between fsyncs (--sync).
+	Sync string
+	// NATSClientUser is the in-process NATS server's user for producers
+	// and consumers.
 	NATSClientUser string
 	// NATSClientPassword is that user's password; empty keeps a generated
 	// one in the data directory.
@@ -117,11 +123,11 @@ func defaultServeConfig() serveConfig {
 	return serveConfig{
 		HTTPAddr:        "127.0.0.1:8080",
 		DataDir:         "./delayq-data",
-		Backend:         backendEmbedded,
+		Backend:         backendLocal,
 		NATSListen:      natsserver.ListenDefault,
 		RedisURL:        "redis://127.0.0.1:6379",
 		NATSReplicas:    1,
-		NATSSync:        natsserver.SyncDefault,
+		Sync:            natsserver.SyncDefault,
 		NATSClientUser:  natsserver.ClientUserDefault,
 		MaxBody:         1 << 20,
 		MaxBatch:        1000,
@@ -138,13 +144,13 @@ func defaultServeConfig() serveConfig {
 // defaults, and gives each an environment twin.
 func (c *serveConfig) addFlags(fs *pflag.FlagSet) {
 	fs.Var(&addrValue{p: &c.HTTPAddr}, "http", "HTTP API listen address, host:port; port 0 picks a free port")
-	fs.StringVar(&c.DataDir, "data", c.DataDir, "data directory: the embedded backend's files; with redis or memory, the in-process NATS server's client password file and (redis) its JetStream files in <data>/"+natsDir)
-	fs.Var(&backendValue{p: &c.Backend}, "backend", "where jobs are kept: embedded (NATS JetStream in process), nats (an external NATS server), redis or memory (lost on exit)")
-	fs.Var(&natsListenValue{p: &c.NATSListen}, "nats-listen", "client listen address of delayq's in-process NATS server (the embedded backend's; with redis or memory, one for NATS intake and delivery), host:port; port 0 or -1 picks a free port; off: no NATS intake or delivery")
-	fs.Var(&urlValue{p: &c.NATSURL}, "nats-url", "NATS server URL(s), comma-separated: the store of --backend nats (default "+natsURLDefault+"); with redis or memory, the NATS of intake and delivery instead of an in-process server (instances sharing a Redis must share one NATS)")
+	fs.StringVar(&c.DataDir, "data", c.DataDir, "data directory: the local or jetstream backend's files; with the others, the in-process NATS server's client password file and (local, redis) its JetStream files in <data>/"+natsDir)
+	fs.Var(&backendValue{p: &c.Backend}, "backend", "where jobs are kept: local (a database under --data, the default), jetstream (NATS JetStream in process, files under --data), nats (an external NATS server), redis or memory (lost on exit)")
+	fs.Var(&natsListenValue{p: &c.NATSListen}, "nats-listen", "client listen address of delayq's in-process NATS server (the jetstream backend's store; with local, redis or memory, one for NATS intake and delivery), host:port; port 0 or -1 picks a free port; off: no NATS intake or delivery")
+	fs.Var(&urlValue{p: &c.NATSURL}, "nats-url", "NATS server URL(s), comma-separated: the store of --backend nats (default "+natsURLDefault+"); with local, redis or memory, the NATS of intake and delivery instead of an in-process server (instances sharing a Redis must share one NATS)")
 	fs.Var(&redisURLValue{p: &c.RedisURL}, "redis-url", "Redis URL for --backend redis: redis://[:password@]host:port[/db], rediss:// for TLS, redis+cluster://h1:p1,h2:p2 for a Cluster, redis+sentinel://s1:p1,s2:p2/master")
 	fs.Var(&replicasValue{p: &c.NATSReplicas}, "nats-replicas", "how many servers of the NATS cluster keep delayq's streams (1-5), for --backend nats; 3 survives the loss of one")
-	fs.Var(&syncValue{p: &c.NATSSync}, "nats-sync", `how often the embedded backend (with redis, the in-process NATS server) fsyncs its files: "always" (every write, before answering) or an interval such as 1s`)
+	fs.Var(&syncValue{p: &c.Sync}, "sync", `how often delayq fsyncs its files under --data: "always" (every write, before answering) or an interval such as 1s; the local backend syncs creates and cancels before answering either way, and this bounds what a power cut can lose of acks and claims (a redelivery); the jetstream backend and the in-process NATS server sync everything by it`)
 	fs.Var(&subjectValue{p: &c.NATSClientUser}, "nats-client-user", "user name of producers and consumers on delayq's in-process NATS server")
 	fs.Var(&passwordValue{p: &c.NATSClientPassword}, "nats-client-password", "password of --nats-client-user, at least 16 characters; empty: generated at first start and kept in <data>/"+natsserver.ClientPasswordFile)
 	fs.Var(&subjectPatternsValue{p: &c.NATSDeliverySubjects}, "nats-delivery-subjects", "NATS subject patterns, comma-separated (billing.>, audit.*.log), that tokens restricted to topics may name as delivery.subject; they may always name delayq.deliver.<topic> of their topics")
@@ -221,11 +227,14 @@ func (v *backendValue) String() string { return *v.p }
 func (v *backendValue) Type() string   { return "backend" }
 func (v *backendValue) Set(s string) error {
 	switch s {
-	case backendEmbedded, backendNATS, backendRedis, backendMemory:
+	case backendLocal, backendJetStream, backendNATS, backendRedis, backendMemory:
 		*v.p = s
 		return nil
+	case "embedded":
+		*v.p = backendJetStream
+		return nil
 	}
-	return errors.New("want embedded, nats, redis or memory")
+	return errors.New("want local, jetstream, nats, redis or memory")
 }
 
 // redisURLValue is the --redis-url flag, checked by parsing it as the store
@@ -278,7 +287,7 @@ func (v *urlValue) Set(s string) error {
 	return nil
 }
 
-// syncValue is the --nats-sync flag: "always" or a positive interval.
+// syncValue is the --sync flag: "always" or a positive interval.
 type syncValue struct{ p *string }
 
 func (v *syncValue) String() string { return *v.p }

@@ -53,7 +53,7 @@ func TestServeDefaults(t *testing.T) {
 	require.Equal(t, defaultServeConfig(), *res.cfg)
 	require.Equal(t, "127.0.0.1:8080", res.cfg.HTTPAddr)
 	require.Equal(t, "./delayq-data", res.cfg.DataDir)
-	require.Equal(t, backendEmbedded, res.cfg.Backend)
+	require.Equal(t, backendLocal, res.cfg.Backend)
 	require.Equal(t, "127.0.0.1:4222", res.cfg.NATSListen)
 	require.Equal(t, 30*time.Second, res.cfg.ShutdownTimeout)
 }
@@ -63,7 +63,7 @@ func TestServeFlags(t *testing.T) {
 	res := runApp(t, nil, "", "serve",
 		"--http", "0.0.0.0:0", "--data", "/tmp/x", "--backend", "memory",
 		"--nats-listen", "127.0.0.1:-1", "--nats-url", "nats://a:4222,nats://b:4222", "--redis-url", "redis+cluster://r1:7000,r2:7000", "--nats-replicas", "3",
-		"--nats-sync", "always", "--max-body", "64KiB", "--max-batch", "50",
+		"--sync", "always", "--max-body", "64KiB", "--max-batch", "50",
 		"--retention", "1h", "--log-level", "debug", "--log-format", "json",
 		"--shutdown-timeout", "5s", "--max-connections", "10", "--max-subscribers", "3", "--body-read-timeout", "2s",
 		"--allowed-hosts", "queue.example.com,*.internal,10.0.0.1", "--trusted-origins", "https://app.example.com")
@@ -76,7 +76,7 @@ func TestServeFlags(t *testing.T) {
 		NATSURL:         "nats://a:4222,nats://b:4222",
 		RedisURL:        "redis+cluster://r1:7000,r2:7000",
 		NATSReplicas:    3,
-		NATSSync:        "always",
+		Sync:            "always",
 		NATSClientUser:  "delayq-client",
 		MaxBody:         64 << 10,
 		MaxBatch:        50,
@@ -125,7 +125,7 @@ func TestServeEnvTwins(t *testing.T) {
 		NATSURL:         "nats://nats:4222",
 		RedisURL:        "redis://:pw@redis:6380/2",
 		NATSReplicas:    5,
-		NATSSync:        "1s",
+		Sync:            "1s",
 		NATSClientUser:  "delayq-client",
 		MaxBody:         2048,
 		MaxBatch:        10,
@@ -170,15 +170,15 @@ func TestServeBadValues(t *testing.T) {
 		{"unknown backend env", map[string]string{"DELAYQ_BACKEND": "postgres"}, nil, "DELAYQ_BACKEND"},
 		{"nats replicas", nil, []string{"--nats-replicas", "7"}, "from 1 to 5"},
 		{"nats replicas env", map[string]string{"DELAYQ_NATS_REPLICAS": "0"}, nil, "DELAYQ_NATS_REPLICAS"},
-		{"unknown backend", nil, []string{"--backend", "postgres"}, "want embedded, nats, redis or memory"},
+		{"unknown backend", nil, []string{"--backend", "postgres"}, "want local, jetstream, nats, redis or memory"},
 		{"http without port", nil, []string{"--http", "localhost"}, `"--http"`},
 		{"http port range", nil, []string{"--http", "127.0.0.1:70000"}, "port"},
 		{"http port -1", nil, []string{"--http", "127.0.0.1:-1"}, "port"},
 		{"http env", map[string]string{"DELAYQ_HTTP": "nope"}, nil, `invalid value "nope" for DELAYQ_HTTP`},
 		{"nats listen", nil, []string{"--nats-listen", "127.0.0.1:x"}, "port"},
 		{"nats url", nil, []string{"--nats-url", "localhost"}, "not a URL"},
-		{"nats sync", nil, []string{"--nats-sync", "sometimes"}, "always"},
-		{"nats sync zero", map[string]string{"DELAYQ_NATS_SYNC": "0s"}, nil, "DELAYQ_NATS_SYNC"},
+		{"sync", nil, []string{"--sync", "sometimes"}, "always"},
+		{"sync zero", map[string]string{"DELAYQ_SYNC": "0s"}, nil, "DELAYQ_SYNC"},
 		{"max body", nil, []string{"--max-body", "-1"}, "positive size"},
 		{"max body unit", map[string]string{"DELAYQ_MAX_BODY": "1PB"}, nil, "DELAYQ_MAX_BODY"},
 		{"max batch", nil, []string{"--max-batch", "0"}, "at least 1"},
@@ -229,7 +229,7 @@ func TestHelpNamesEnvTwins(t *testing.T) {
 	require.Equal(t, exitOK, res.code)
 	require.Nil(t, res.cfg)
 	for _, key := range []string{"DELAYQ_HTTP", "DELAYQ_DATA", "DELAYQ_BACKEND", "DELAYQ_NATS_LISTEN", "DELAYQ_NATS_URL",
-		"DELAYQ_REDIS_URL", "DELAYQ_NATS_SYNC", "DELAYQ_MAX_BODY", "DELAYQ_MAX_BATCH", "DELAYQ_LOG_LEVEL", "DELAYQ_LOG_FORMAT", "DELAYQ_SHUTDOWN_TIMEOUT"} {
+		"DELAYQ_REDIS_URL", "DELAYQ_SYNC", "DELAYQ_MAX_BODY", "DELAYQ_MAX_BATCH", "DELAYQ_LOG_LEVEL", "DELAYQ_LOG_FORMAT", "DELAYQ_SHUTDOWN_TIMEOUT"} {
 		require.Contains(t, res.stdout, key)
 	}
 	res = runApp(t, nil, "", "push", "--help")

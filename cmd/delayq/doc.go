@@ -2,17 +2,30 @@
 // service, and the client commands (`push`, `get`, `cancel`, `topics`) talk
 // to a running service over its HTTP API.
 //
-// `delayq serve` with no flags keeps jobs durably in an embedded NATS
-// JetStream server under ./delayq-data and answers HTTP on 127.0.0.1:8080.
-// `--backend nats` points it at an external NATS cluster instead,
-// `--backend redis` at Redis, and `--backend memory` keeps jobs in memory
-// only (for trials and tests).
+// `delayq serve` with no flags keeps jobs durably in a local Pebble
+// database under ./delayq-data/local (--backend local, package
+// backends/pebblestore) and answers HTTP on 127.0.0.1:8080. One process
+// opens a data directory at a time. `--backend jetstream` keeps them in
+// NATS JetStream on an in-process server under --data instead
+// (`embedded` is a deprecated name of it), `--backend nats` on an external
+// NATS cluster, `--backend redis` in Redis, and `--backend memory` in
+// memory only (for trials and tests). The data directory's FORMAT file
+// names the backend whose jobs it holds (datadir.go): local and jetstream
+// refuse a directory of the other, saying how to move its jobs with
+// `delayq export` and `delayq import`.
+//
+// --sync is "always" or an interval. The local backend fsyncs creates,
+// replaces, cancels, requeues, imports and topic changes before it answers
+// either way, and claims, acks, retries, buries and touches in the
+// background right after they are written, or before it answers with
+// "always". For the jetstream backend and the in-process NATS server it is
+// JetStream's sync interval.
 //
 // NATS intake (delayq.push.<topic>, delayq.cancel) and delivery (topics of
-// delivery type nats) work on every backend: on the NATS backend's server,
-// and for redis and memory on an in-process NATS server (package
-// natsserver, as the embedded backend's) that serve starts on
-// --nats-listen, with JetStream files in <data>/nats (redis) or a
+// delivery type nats) work on every backend: on the NATS backends' server,
+// and for local, redis and memory on an in-process NATS server (package
+// natsserver, as the jetstream backend's) that serve starts on
+// --nats-listen, with JetStream files in <data>/nats (local, redis) or a
 // temporary directory (memory), or on the NATS that --nats-url names
 // (instances sharing a Redis must share one NATS). `--nats-listen off`
 // turns NATS off on every backend. A backend's branch of openStore gets its
@@ -28,6 +41,6 @@
 // `delayq: <code>: <message>`), 2 for a usage error: an unknown flag, a bad
 // flag or environment value, a missing argument.
 //
-// This package holds only flags, configuration and wiring; the behaviour
-// lives in core, the backends and the transports.
+// This package holds only flags, configuration, the data directory's check
+// and wiring; the behaviour lives in core, the backends and the transports.
 package main

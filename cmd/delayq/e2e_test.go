@@ -17,11 +17,15 @@ import (
 	"github.com/delayq/delayq/backends/redisstore/redistest"
 )
 
-// embeddedArgs are the serve flags of an embedded server on free ports
-// keeping its data in dir.
-func embeddedArgs(dir string) []string {
-	return []string{"--backend", "embedded", "--data", dir, "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:-1"}
+// serveArgs are the serve flags of a server of backend (local or
+// jetstream) with its data in dir, on free ports.
+func serveArgs(backend, dir string) []string {
+	return []string{"--backend", backend, "--data", dir, "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:-1"}
 }
+
+// defaultArgs are the serve flags of the default backend with its data in
+// dir, on free ports.
+func defaultArgs(dir string) []string { return serveArgs(backendLocal, dir) }
 
 // webhookCall is one request a test webhook receiver got.
 type webhookCall struct {
@@ -33,7 +37,7 @@ type webhookCall struct {
 
 func TestE2EServe(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, embeddedArgs(t.TempDir())...)
+	srv := startServer(t, defaultArgs(t.TempDir())...)
 	require.NotEmpty(t, srv.NATSURL, "the embedded NATS address is logged")
 	api := newCaller(t, srv.HTTPURL)
 
@@ -201,9 +205,19 @@ func TestE2EServe(t *testing.T) {
 
 // TestE2EKill9 kills the service with SIGKILL while jobs are pending and
 // some are reserved, restarts it on the same data directory, and checks
-// that every job answered 2xx is delivered.
+// that every job answered 2xx is delivered: on the local default and on
+// the jetstream backend.
 func TestE2EKill9(t *testing.T) {
 	t.Parallel()
+	for _, backend := range []string{backendLocal, backendJetStream} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			testKill9(t, backend)
+		})
+	}
+}
+
+func testKill9(t *testing.T, backend string) {
 	const (
 		total    = 2000
 		batch    = 500
@@ -215,7 +229,7 @@ func TestE2EKill9(t *testing.T) {
 		past  = 500 * time.Millisecond
 		topic = "e2e.kill"
 	)
-	args := embeddedArgs(t.TempDir())
+	args := serveArgs(backend, t.TempDir())
 	srv := startServer(t, args...)
 	// The whole run, from the first push, is bounded; building the binary
 	// is not counted.
@@ -325,7 +339,7 @@ func TestE2EKill9(t *testing.T) {
 // cleanly, even with a claim waiting, and that its jobs survive a restart.
 func TestE2ESIGTERM(t *testing.T) {
 	t.Parallel()
-	args := embeddedArgs(t.TempDir())
+	args := defaultArgs(t.TempDir())
 	srv := startServer(t, args...)
 	api := newCaller(t, srv.HTTPURL)
 	var pushed struct{ ID string }
@@ -364,11 +378,11 @@ func TestE2ESIGTERM(t *testing.T) {
 		t.Fatal("the waiting claim did not end with the server")
 	}
 	log := srv.log()
-	for _, want := range []string{"shutting down", "intake and deliveries stopped", "store closed", "embedded nats stopped"} {
+	for _, want := range []string{"shutting down", "intake and deliveries stopped", "store closed", `msg="nats stopped"`} {
 		require.Contains(t, log, want)
 	}
 	require.Less(t, strings.Index(log, "intake and deliveries stopped"), strings.Index(log, "store closed"))
-	require.Less(t, strings.Index(log, "store closed"), strings.Index(log, "embedded nats stopped"))
+	require.Less(t, strings.Index(log, "store closed"), strings.Index(log, `msg="nats stopped"`))
 
 	srv = startServer(t, args...)
 	api = newCaller(t, srv.HTTPURL)

@@ -68,7 +68,7 @@ func TestE2EExportEmbeddedImportRedis(t *testing.T) {
 		later    = total - due - dead
 		batch    = 1000
 	)
-	srcSrv := startServer(t, embeddedArgs(t.TempDir())...)
+	srcSrv := startServer(t, serveArgs(backendJetStream, t.TempDir())...)
 	deadline := time.Now().Add(55 * time.Second)
 	src := newCaller(t, srcSrv.HTTPURL)
 	status, answer := src.call(http.MethodPut, "/v1/topics/mv.dead", map[string]any{"max_attempts": 1})

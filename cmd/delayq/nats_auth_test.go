@@ -22,7 +22,7 @@ import (
 func TestE2EEmbeddedNATSAuth(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	srv := startServer(t, embeddedArgs(dir)...)
+	srv := startServer(t, defaultArgs(dir)...)
 	require.Equal(t, "delayq-client", srv.NATSUser)
 	require.Equal(t, filepath.Join(dir, "nats-client-password"), srv.NATSPasswordFile)
 	password, err := os.ReadFile(srv.NATSPasswordFile)
@@ -80,7 +80,7 @@ func TestE2EEmbeddedNATSAuth(t *testing.T) {
 
 	// After a restart the same password still connects.
 	require.Equal(t, 0, srv.signal(syscall.SIGTERM, 30*time.Second))
-	srv = startServer(t, embeddedArgs(dir)...)
+	srv = startServer(t, defaultArgs(dir)...)
 	again, err := os.ReadFile(srv.NATSPasswordFile)
 	require.NoError(t, err)
 	require.Equal(t, password, again)
@@ -93,7 +93,7 @@ func TestE2EEmbeddedNATSGivenPassword(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	const given = "given-nats-password-0123456789"
-	srv := startServer(t, append(embeddedArgs(dir), "--nats-client-user", "producers", "--nats-client-password", given)...)
+	srv := startServer(t, append(defaultArgs(dir), "--nats-client-user", "producers", "--nats-client-password", given)...)
 	require.Equal(t, "producers", srv.NATSUser)
 	require.Empty(t, srv.NATSPasswordFile)
 	require.Contains(t, srv.log(), `password="given by --nats-client-password"`)
@@ -119,7 +119,7 @@ func TestE2ENATSDeliverySubjects(t *testing.T) {
 	require.NoError(t, os.WriteFile(tokens, []byte(
 		"- name: ops\n  token: "+ops+"\n  scopes: [admin]\n"+
 			"- name: orders-admin\n  token: "+orders+"\n  scopes: [admin]\n  topics: [\"orders.>\"]\n"), 0o600))
-	srv := startServer(t, append(embeddedArgs(filepath.Join(dir, "data")), "--tokens-file", tokens, "--nats-delivery-subjects", "billing.>")...)
+	srv := startServer(t, append(defaultArgs(filepath.Join(dir, "data")), "--tokens-file", tokens, "--nats-delivery-subjects", "billing.>")...)
 	client := &http.Client{Timeout: 30 * time.Second}
 	t.Cleanup(client.CloseIdleConnections)
 	put := func(secret, topic, subject string) (int, string) {

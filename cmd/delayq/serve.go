@@ -20,6 +20,7 @@ import (
 
 	"github.com/delayq/delayq/backends/memstore"
 	"github.com/delayq/delayq/backends/natsstore"
+	"github.com/delayq/delayq/backends/pebblestore"
 	"github.com/delayq/delayq/backends/redisstore"
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/natsserver"
@@ -40,13 +41,24 @@ func (a *app) serveCommand() *cobra.Command {
 (delayq.push.<topic>, delayq.cancel) and delivery (topics of delivery type
 nats) on every backend.
 
-With the default embedded backend, jobs are kept in a NATS server with
-JetStream storage in --data, which also serves NATS clients on --nats-listen.
-With --backend redis or memory, serve starts an in-process NATS server on
---nats-listen for the NATS transports alone (JetStream files in <data>/nats
-for redis, in a temporary directory for memory), or, given --nats-url,
-connects to that NATS instead: instances that share a Redis must share one
-NATS this way. --nats-listen off turns NATS intake and delivery off.
+With the default local backend, jobs are kept in a Pebble database in
+<data>/local, which one process opens at a time: several instances need
+--backend redis or nats. Creates, replaces, cancels, requeues, imports and
+topic changes are fsynced before the answer; claims, acks, retries, buries
+and touches are fsynced in the background right after they are written, or
+before the answer with --sync always. With --backend jetstream (embedded is
+a deprecated name of it), jobs are kept in an in-process NATS server with
+JetStream storage in --data, fsynced by --sync, which also serves NATS
+clients on --nats-listen. <data>/FORMAT names the backend whose jobs the
+directory holds; local and jetstream refuse a directory of the other and say
+how to move its jobs (delayq export, delayq import).
+
+With --backend local, redis or memory, serve starts an in-process NATS
+server on --nats-listen for the NATS transports alone (JetStream files in
+<data>/nats for local and redis, in a temporary directory for memory), or,
+given --nats-url, connects to that NATS instead: instances that share a
+Redis must share one NATS this way. --nats-listen off turns NATS intake and
+delivery off.
 
 delayq's in-process NATS server takes producers and consumers as
 --nats-client-user with the password of --nats-client-password or, without
@@ -305,8 +317,30 @@ func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logTo io
 	}
 
 	switch cfg.Backend {
-	case backendEmbedded, backendNATS:
+	case backendJetStream, backendNATS:
 		return openNATSStore(ctx, cfg, log, logTo)
+	case backendLocal:
+		if err := checkDataDir(cfg.DataDir, backendLocal); err != nil {
+			return fail(err)
+		}
+		if err := withNATS(filepath.Join(cfg.DataDir, natsDir)); err != nil {
+			return fail(err)
+		}
+		interval, _ := time.ParseDuration(cfg.Sync) // "always" gives 0: the default, unused
+		store, err := pebblestore.Open(pebblestore.Config{
+			Dir:          filepath.Join(cfg.DataDir, localDir),
+			Clock:        core.RealClock(),
+			Retention:    cfg.Retention,
+			SyncAlways:   cfg.Sync == "always",
+			SyncInterval: interval,
+			Logger:       log,
+		})
+		if err != nil {
+			return fail(fmt.Errorf("local store: %w", err))
+		}
+		log.Info("local store opened", "dir", filepath.Join(cfg.DataDir, localDir), "sync", cfg.Sync)
+		closers = append(closers, func() { closeStore(store, log) })
+		return store, natsConn, closeAll, nil
 	case backendMemory:
 		// The store keeps nothing across a restart; nor does its NATS.
 		if err := withNATS(""); err != nil {
@@ -354,9 +388,12 @@ func openNATSStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logT
 
 	off := cfg.NATSListen == natsOff
 	var conn *nats.Conn
-	if cfg.Backend == backendEmbedded {
+	if cfg.Backend == backendJetStream {
+		if err := checkDataDir(cfg.DataDir, backendJetStream); err != nil {
+			return fail(err)
+		}
 		if cfg.NATSURL != "" {
-			log.Warn("--nats-url does not apply to --backend embedded; its NATS server is in process", "url", redactURLs(cfg.NATSURL))
+			log.Warn("--nats-url does not apply to --backend jetstream; its NATS server is in process", "url", redactURLs(cfg.NATSURL))
 		}
 		listen := ""
 		if !off {
@@ -369,7 +406,7 @@ func openNATSStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logT
 			DataDir:        cfg.DataDir,
 			Listen:         listen,
 			NoListen:       off,
-			Sync:           cfg.NATSSync,
+			Sync:           cfg.Sync,
 			Logger:         natsServerLogger(cfg, logTo),
 			ClientUser:     cfg.NATSClientUser,
 			ClientPassword: cfg.NATSClientPassword,
@@ -448,7 +485,7 @@ func startNATS(cfg *serveConfig, log *slog.Logger, logTo io.Writer, storeDir str
 		StoreDir:       storeDir,
 		PasswordDir:    cfg.DataDir,
 		Listen:         cfg.NATSListen,
-		Sync:           cfg.NATSSync,
+		Sync:           cfg.Sync,
 		Logger:         natsServerLogger(cfg, logTo),
 		ClientUser:     cfg.NATSClientUser,
 		ClientPassword: cfg.NATSClientPassword,

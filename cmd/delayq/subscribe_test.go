@@ -356,7 +356,7 @@ func TestSubscribeURL(t *testing.T) {
 // SIGINT.
 func TestE2ETransports(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, embeddedArgs(t.TempDir())...)
+	srv := startServer(t, defaultArgs(t.TempDir())...)
 	api := newCaller(t, srv.HTTPURL)
 
 	t.Run("NATSIntakeAndDelivery", func(t *testing.T) {

@@ -31,6 +31,9 @@ const (
 	repoRoot      = "../.."
 	deployDir     = ".."
 	kubernetesDir = "../kubernetes"
+	// singleNodeDir holds the manifests of one instance on the local
+	// default backend, apart from the shared-backend ones.
+	singleNodeDir = "../kubernetes/single-node"
 	composeDir    = "../compose"
 )
 
@@ -49,17 +52,19 @@ var envNameRE = regexp.MustCompile(`\bDELAYQ_[A-Z0-9_]+\b`)
 
 // kubeObjects are the decoded Kubernetes manifests.
 type kubeObjects struct {
-	deployments []*appsv1.Deployment
-	services    []*corev1.Service
-	configMaps  []*corev1.ConfigMap
-	pdbs        []*policyv1.PodDisruptionBudget
+	deployments  []*appsv1.Deployment
+	statefulSets []*appsv1.StatefulSet
+	services     []*corev1.Service
+	configMaps   []*corev1.ConfigMap
+	pdbs         []*policyv1.PodDisruptionBudget
 }
 
-// loadKubernetes decodes every document of every manifest strictly into its
-// typed object: an unknown or duplicate field, or a kind not listed, fails.
-func loadKubernetes(t *testing.T) *kubeObjects {
+// loadKubernetes decodes every document of every manifest in dir strictly
+// into its typed object: an unknown or duplicate field, or a kind not
+// listed, fails.
+func loadKubernetes(t *testing.T, dir string) *kubeObjects {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(kubernetesDir, "*.yaml"))
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
 	objs := &kubeObjects{}
@@ -73,6 +78,8 @@ func loadKubernetes(t *testing.T) *kubeObjects {
 			switch tm.APIVersion + " " + tm.Kind {
 			case "apps/v1 Deployment":
 				objs.deployments = append(objs.deployments, decodeStrict[appsv1.Deployment](t, doc, where))
+			case "apps/v1 StatefulSet":
+				objs.statefulSets = append(objs.statefulSets, decodeStrict[appsv1.StatefulSet](t, doc, where))
 			case "v1 Service":
 				objs.services = append(objs.services, decodeStrict[corev1.Service](t, doc, where))
 			case "v1 ConfigMap":
@@ -131,8 +138,9 @@ func hasContent(doc []byte) bool {
 
 func TestKubernetesManifests(t *testing.T) {
 	t.Parallel()
-	objs := loadKubernetes(t)
+	objs := loadKubernetes(t, kubernetesDir)
 	require.Len(t, objs.deployments, 1, "Deployments")
+	require.Empty(t, objs.statefulSets, "StatefulSets (one instance on the local default is in single-node/)")
 	require.Len(t, objs.services, 1, "Services")
 	require.Len(t, objs.configMaps, 1, "ConfigMaps")
 	require.Len(t, objs.pdbs, 1, "PodDisruptionBudgets")
@@ -146,41 +154,13 @@ func TestKubernetesManifests(t *testing.T) {
 		require.False(t, sel.Empty(), "the selector must select something")
 		require.True(t, sel.Matches(labels.Set(dep.Spec.Template.Labels)), "the selector must match the pod template's labels")
 
-		pod := dep.Spec.Template.Spec
-		require.NotNil(t, pod.SecurityContext)
-		require.NotNil(t, pod.SecurityContext.RunAsNonRoot)
-		require.True(t, *pod.SecurityContext.RunAsNonRoot)
-		require.NotNil(t, pod.TerminationGracePeriodSeconds)
-		require.Greater(t, *pod.TerminationGracePeriodSeconds, int64(30), "above the default --shutdown-timeout")
-
-		require.Len(t, pod.Containers, 1)
-		c := pod.Containers[0]
-		require.NotNil(t, c.SecurityContext)
-		require.NotNil(t, c.SecurityContext.ReadOnlyRootFilesystem)
-		require.True(t, *c.SecurityContext.ReadOnlyRootFilesystem)
-		require.NotNil(t, c.SecurityContext.AllowPrivilegeEscalation)
-		require.False(t, *c.SecurityContext.AllowPrivilegeEscalation)
-
-		for name, p := range map[string]*corev1.Probe{"livenessProbe /healthz": c.LivenessProbe, "readinessProbe /readyz": c.ReadinessProbe} {
-			require.NotNil(t, p, name)
-			require.NotNil(t, p.HTTPGet, name)
-			require.Equal(t, strings.Fields(name)[1], p.HTTPGet.Path, name)
-			require.Equal(t, 8080, containerPort(t, c, p.HTTPGet.Port.String()), name)
-		}
-		for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-			req, ok := c.Resources.Requests[res]
-			require.True(t, ok, "requests.%s", res)
-			lim, ok := c.Resources.Limits[res]
-			require.True(t, ok, "limits.%s", res)
-			require.LessOrEqual(t, req.Cmp(lim), 0, "%s: request above limit", res)
-		}
-
+		c := checkPod(t, dep.Spec.Template.Spec)
 		mounts := map[string]string{}
 		for _, m := range c.VolumeMounts {
 			mounts[m.Name] = m.MountPath
 		}
 		require.Contains(t, slices.Collect(mapValues(mounts)), "/data", "a writable /data under the read-only root")
-		for _, v := range pod.Volumes {
+		for _, v := range dep.Spec.Template.Spec.Volumes {
 			delete(mounts, v.Name)
 		}
 		require.Empty(t, mounts, "volume mounts without a volume")
@@ -220,6 +200,106 @@ func TestKubernetesManifests(t *testing.T) {
 		require.Less(t, pdb.Spec.MinAvailable.IntValue(), int(*dep.Spec.Replicas), "a budget of every replica blocks every drain")
 		require.Positive(t, pdb.Spec.MinAvailable.IntValue())
 	})
+}
+
+// checkPod checks what every delayq pod needs: non-root, a grace period
+// above the shutdown timeout, one container with a read-only root file
+// system, probes on the HTTP port, requests within limits. It returns the
+// container.
+func checkPod(t *testing.T, pod corev1.PodSpec) corev1.Container {
+	t.Helper()
+	require.NotNil(t, pod.SecurityContext)
+	require.NotNil(t, pod.SecurityContext.RunAsNonRoot)
+	require.True(t, *pod.SecurityContext.RunAsNonRoot)
+	require.NotNil(t, pod.TerminationGracePeriodSeconds)
+	require.Greater(t, *pod.TerminationGracePeriodSeconds, int64(30), "above the default --shutdown-timeout")
+
+	require.Len(t, pod.Containers, 1)
+	c := pod.Containers[0]
+	require.NotNil(t, c.SecurityContext)
+	require.NotNil(t, c.SecurityContext.ReadOnlyRootFilesystem)
+	require.True(t, *c.SecurityContext.ReadOnlyRootFilesystem)
+	require.NotNil(t, c.SecurityContext.AllowPrivilegeEscalation)
+	require.False(t, *c.SecurityContext.AllowPrivilegeEscalation)
+
+	for name, p := range map[string]*corev1.Probe{"livenessProbe /healthz": c.LivenessProbe, "readinessProbe /readyz": c.ReadinessProbe} {
+		require.NotNil(t, p, name)
+		require.NotNil(t, p.HTTPGet, name)
+		require.Equal(t, strings.Fields(name)[1], p.HTTPGet.Path, name)
+		require.Equal(t, 8080, containerPort(t, c, p.HTTPGet.Port.String()), name)
+	}
+	for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		req, ok := c.Resources.Requests[res]
+		require.True(t, ok, "requests.%s", res)
+		lim, ok := c.Resources.Limits[res]
+		require.True(t, ok, "limits.%s", res)
+		require.LessOrEqual(t, req.Cmp(lim), 0, "%s: request above limit", res)
+	}
+	return c
+}
+
+// TestKubernetesSingleNode checks the manifests of one instance on the local
+// default: its jobs live in /data, so that must be a persistent volume of a
+// single replica, never an emptyDir or a volume several pods share.
+func TestKubernetesSingleNode(t *testing.T) {
+	t.Parallel()
+	objs := loadKubernetes(t, singleNodeDir)
+	require.Len(t, objs.statefulSets, 1, "StatefulSets")
+	require.Len(t, objs.services, 1, "Services")
+	require.Empty(t, objs.deployments, "Deployments")
+	require.Empty(t, objs.configMaps, "ConfigMaps")
+	require.Empty(t, objs.pdbs, "PodDisruptionBudgets (a budget of the one replica blocks every drain)")
+	sts, svc := objs.statefulSets[0], objs.services[0]
+
+	require.NotNil(t, sts.Spec.Replicas)
+	require.Equal(t, int32(1), *sts.Spec.Replicas, "one process per data directory")
+	require.Equal(t, svc.Name, sts.Spec.ServiceName)
+	sel, err := metav1.LabelSelectorAsSelector(sts.Spec.Selector)
+	require.NoError(t, err)
+	require.False(t, sel.Empty())
+	require.True(t, sel.Matches(labels.Set(sts.Spec.Template.Labels)))
+	require.True(t, labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(sts.Spec.Template.Labels)), "the Service selects the pod")
+	for _, p := range svc.Spec.Ports {
+		require.Equal(t, 8080, containerPort(t, sts.Spec.Template.Spec.Containers[0], p.TargetPort.String()))
+	}
+	// Its pods must not be taken for those of the shared-backend Deployment.
+	shared := loadKubernetes(t, kubernetesDir)
+	for _, dep := range shared.deployments {
+		depSel, err := metav1.LabelSelectorAsSelector(dep.Spec.Selector)
+		require.NoError(t, err)
+		require.False(t, depSel.Matches(labels.Set(sts.Spec.Template.Labels)), "Deployment %s selects the single node's pod", dep.Name)
+	}
+
+	pod := sts.Spec.Template.Spec
+	c := checkPod(t, pod)
+	require.NotNil(t, pod.SecurityContext.FSGroup, "fsGroup makes the volume writable by the non-root user")
+	for _, e := range c.Env {
+		if e.Name == "DELAYQ_BACKEND" {
+			require.Equal(t, "local", e.Value, "the single node runs the local default")
+		}
+	}
+	require.Empty(t, c.EnvFrom, "settings are in the manifest")
+
+	var dataMount string
+	for _, m := range c.VolumeMounts {
+		if m.MountPath == "/data" {
+			dataMount = m.Name
+		}
+	}
+	require.NotEmpty(t, dataMount, "/data is mounted")
+	for _, v := range pod.Volumes {
+		require.NotEqual(t, dataMount, v.Name, "/data comes from the volume claim template, not a pod volume")
+	}
+	var claimed bool
+	for _, pvc := range sts.Spec.VolumeClaimTemplates {
+		if pvc.Name == dataMount {
+			claimed = true
+			require.Equal(t, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, pvc.Spec.AccessModes)
+			_, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+			require.True(t, ok, "the claim requests storage")
+		}
+	}
+	require.True(t, claimed, "/data is a persistent volume claim")
 }
 
 // containerPort resolves a probe's or Service's port, by name or number, to
@@ -470,7 +550,7 @@ func TestDockerfile(t *testing.T) {
 	args := strings.Join(argv[2:], " ")
 	require.Contains(t, args, "--http 0.0.0.0:8080")
 	require.Contains(t, args, "--data /data")
-	require.Contains(t, args, "--nats-listen 0.0.0.0:4222", "EXPOSE 4222 needs the embedded NATS server off loopback")
+	require.Contains(t, args, "--nats-listen 0.0.0.0:4222", "EXPOSE 4222 needs the in-process NATS server off loopback")
 }
 
 func TestDockerignore(t *testing.T) {
@@ -527,19 +607,27 @@ func TestEnvNamesAreFlagTwins(t *testing.T) {
 	twins := serveFlagTwins(t)
 
 	used := map[string][]string{} // name: where
-	objs := loadKubernetes(t)
-	for _, cm := range objs.configMaps {
-		for k := range cm.Data {
-			used[k] = append(used[k], "ConfigMap "+cm.Name)
-		}
-	}
-	for _, d := range objs.deployments {
-		for _, c := range d.Spec.Template.Spec.Containers {
+	podEnv := func(kind, name string, pod corev1.PodSpec) {
+		for _, c := range pod.Containers {
 			for _, e := range c.Env {
 				if strings.HasPrefix(e.Name, "DELAYQ_") {
-					used[e.Name] = append(used[e.Name], "Deployment "+d.Name)
+					used[e.Name] = append(used[e.Name], kind+" "+name)
 				}
 			}
+		}
+	}
+	for _, dir := range []string{kubernetesDir, singleNodeDir} {
+		objs := loadKubernetes(t, dir)
+		for _, cm := range objs.configMaps {
+			for k := range cm.Data {
+				used[k] = append(used[k], "ConfigMap "+cm.Name)
+			}
+		}
+		for _, d := range objs.deployments {
+			podEnv("Deployment", d.Name, d.Spec.Template.Spec)
+		}
+		for _, s := range objs.statefulSets {
+			podEnv("StatefulSet", s.Name, s.Spec.Template.Spec)
 		}
 	}
 	for _, file := range composeFiles {
@@ -555,11 +643,12 @@ func TestEnvNamesAreFlagTwins(t *testing.T) {
 
 	// Names in comments and in docs/deploying.md count too: they are what an
 	// operator copies.
-	texts, err := filepath.Glob(filepath.Join(kubernetesDir, "*.yaml"))
-	require.NoError(t, err)
-	more, err := filepath.Glob(filepath.Join(composeDir, "*.yml"))
-	require.NoError(t, err)
-	texts = append(texts, more...)
+	var texts []string
+	for _, pattern := range []string{filepath.Join(kubernetesDir, "*.yaml"), filepath.Join(singleNodeDir, "*.yaml"), filepath.Join(composeDir, "*.yml")} {
+		more, err := filepath.Glob(pattern)
+		require.NoError(t, err)
+		texts = append(texts, more...)
+	}
 	texts = append(texts, filepath.Join(deployDir, "Dockerfile"), filepath.Join(repoRoot, "docs", "deploying.md"))
 	for _, file := range texts {
 		data, err := os.ReadFile(file)
@@ -570,6 +659,10 @@ func TestEnvNamesAreFlagTwins(t *testing.T) {
 		for _, name := range envNameRE.FindAllString(string(data), -1) {
 			used[name] = append(used[name], file)
 		}
+		// Deprecated names (hidden from --help, so their twins fail below
+		// too) stay out of what operators copy.
+		require.NotContains(t, string(data), "--nats-sync", "%s: use --sync", file)
+		require.NotContains(t, string(data), "--backend embedded", "%s: use --backend jetstream", file)
 	}
 
 	for name, where := range used {

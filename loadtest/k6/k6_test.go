@@ -91,12 +91,12 @@ func buildDelayq(t *testing.T, dir string) string {
 
 var httpListening = regexp.MustCompile(`msg="http listening" addr=(\S+)`)
 
-// startServer runs `delayq serve` on the embedded backend with its data in
+// startServer runs `delayq serve` on the default backend with its data in
 // dataDir, on free loopback ports, and returns the base URL of its HTTP API
 // once it listens. The process is killed at the end of the test.
 func startServer(t *testing.T, bin, dataDir string) string {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--backend", "embedded", "--data", dataDir,
+	cmd := exec.Command(bin, "serve", "--data", dataDir,
 		"--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:-1")
 	cmd.Env = withoutPrefix(os.Environ(), "DELAYQ_") // the developer's settings change nothing
 	p, seen, err := logproc.Start(t.Context(), cmd, 30*time.Second, httpListening)

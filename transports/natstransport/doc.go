@@ -3,7 +3,7 @@
 // Deliverer that publishes the due jobs of topics configured with
 // {"delivery": {"type": "nats"}} on a subject. Both work on any *nats.Conn:
 // an in-process connection to delayq's own server (natsserver's
-// Embedded.Connect: the embedded backend's server, or the one `delayq
+// Embedded.Connect: the jetstream backend's server, or the one `delayq
 // serve` starts for the other backends) or a connection to a NATS
 // cluster.
 //

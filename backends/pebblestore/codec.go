@@ -1,0 +1,274 @@
+package pebblestore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/delayq/delayq/core"
+)
+
+// Key prefixes: one byte each, then the parts of the key (see the package
+// doc, Keys).
+const (
+	prefixMeta     = 'm' // m<id>: the state of an unfinished job
+	prefixFinished = 'x' // x<id>: the state of a done or cancelled job
+	prefixRecord   = 'j' // j<id>: what a put sets and nothing changes
+	prefixError    = 'e' // e<id>: the last error, when there is one
+	prefixExpiry   = 'f' // f<finished ms, 8 bytes><id>: finished jobs by finish time
+	prefixDead     = 'd' // d<topic>\x00<died ns, 8 bytes><id>: dead jobs by topic and death
+	prefixTopic    = 't' // t<name>: a topic's configuration (JSON)
+	prefixCount    = 'c' // c<topic>\x00<state><bucket, 8 bytes>: finished counts
+)
+
+// metaVersion and recordVersion lead their values, so that a later format
+// can tell them apart.
+const (
+	metaVersion   = 1
+	recordVersion = 1
+)
+
+var errCorrupt = errors.New("pebblestore: corrupt record")
+
+func idKey(prefix byte, id string) []byte {
+	k := make([]byte, 0, 1+len(id))
+	return append(append(k, prefix), id...)
+}
+
+func expiryKey(finished time.Time, id string) []byte {
+	k := make([]byte, 0, 9+len(id))
+	k = append(k, prefixExpiry)
+	k = binary.BigEndian.AppendUint64(k, uint64(finished.UnixMilli()))
+	return append(k, id...)
+}
+
+func deadKey(topic string, died time.Time, id string) []byte {
+	k := deadPrefix(topic)
+	k = binary.BigEndian.AppendUint64(k, uint64(died.UnixNano()))
+	return append(k, id...)
+}
+
+// deadPrefix is where the dead jobs of topic start; topic names never hold
+// a zero byte.
+func deadPrefix(topic string) []byte {
+	k := make([]byte, 0, 2+len(topic)+8+32)
+	k = append(k, prefixDead)
+	k = append(k, topic...)
+	return append(k, 0)
+}
+
+// meta is the mutable part of a job: what a claim, an ack or a retry
+// changes, and all that a restart needs to rebuild the schedule.
+type meta struct {
+	topic       string
+	state       core.State
+	runAt       int64 // ms
+	attempt     int
+	maxAttempts int
+	ttr         time.Duration
+	updatedAt   int64 // ns
+	leaseExp    int64 // ms, while reserved
+	lease       lease // while reserved
+}
+
+// stateCodes are the one-byte forms of the states.
+var stateCodes = map[core.State]byte{
+	core.StateScheduled: 1, core.StateReady: 2, core.StateReserved: 3,
+	core.StateDone: 4, core.StateDead: 5, core.StateCancelled: 6,
+}
+
+var codeStates = func() [7]core.State {
+	var s [7]core.State
+	for st, c := range stateCodes {
+		s[c] = st
+	}
+	return s
+}()
+
+func (m *meta) encode() []byte {
+	b := make([]byte, 0, 48+len(m.topic))
+	b = append(b, metaVersion, stateCodes[m.state])
+	b = binary.AppendUvarint(b, uint64(len(m.topic)))
+	b = append(b, m.topic...)
+	b = binary.AppendVarint(b, m.runAt)
+	b = binary.AppendUvarint(b, uint64(m.attempt))
+	b = binary.AppendUvarint(b, uint64(m.maxAttempts))
+	b = binary.AppendUvarint(b, uint64(m.ttr/time.Millisecond))
+	b = binary.AppendVarint(b, m.updatedAt)
+	if m.state == core.StateReserved {
+		b = binary.AppendVarint(b, m.leaseExp)
+		b = append(b, m.lease[:]...)
+	}
+	return b
+}
+
+func decodeMeta(b []byte) (meta, error) {
+	var m meta
+	if len(b) < 2 || b[0] != metaVersion || b[1] == 0 || int(b[1]) >= len(codeStates) {
+		return m, errCorrupt
+	}
+	m.state = codeStates[b[1]]
+	d := decoder{b: b[2:]}
+	m.topic = string(d.bytes())
+	m.runAt = d.varint()
+	m.attempt = int(d.small())
+	m.maxAttempts = int(d.small())
+	m.ttr = time.Duration(d.small()) * time.Millisecond
+	m.updatedAt = d.varint()
+	if m.state == core.StateReserved {
+		m.leaseExp = d.varint()
+		copy(m.lease[:], d.take(len(m.lease)))
+	}
+	if d.err != nil {
+		return m, d.err
+	}
+	return m, nil
+}
+
+// record is what a put sets and no later change touches.
+type record struct {
+	key         string
+	traceParent string
+	createdAt   int64 // ns
+	body        []byte
+}
+
+func (r *record) encode() []byte {
+	b := make([]byte, 0, 16+len(r.key)+len(r.traceParent)+len(r.body))
+	b = append(b, recordVersion)
+	b = binary.AppendUvarint(b, uint64(len(r.key)))
+	b = append(b, r.key...)
+	b = binary.AppendUvarint(b, uint64(len(r.traceParent)))
+	b = append(b, r.traceParent...)
+	b = binary.AppendVarint(b, r.createdAt)
+	return append(b, r.body...)
+}
+
+func decodeRecord(b []byte) (record, error) {
+	var r record
+	if len(b) < 1 || b[0] != recordVersion {
+		return r, errCorrupt
+	}
+	d := decoder{b: b[1:]}
+	r.key = string(d.bytes())
+	r.traceParent = string(d.bytes())
+	r.createdAt = d.varint()
+	if d.err != nil {
+		return r, d.err
+	}
+	if len(d.b) > 0 {
+		r.body = append([]byte(nil), d.b...)
+	}
+	return r, nil
+}
+
+// job assembles a job from its parts.
+func job(id string, m *meta, r *record, lastError string) *core.Job {
+	j := &core.Job{
+		ID:          id,
+		Topic:       m.topic,
+		Key:         r.key,
+		Body:        r.body,
+		RunAt:       time.UnixMilli(m.runAt).UTC(),
+		TTR:         m.ttr,
+		MaxAttempts: m.maxAttempts,
+		Attempt:     m.attempt,
+		State:       m.state,
+		CreatedAt:   time.Unix(0, r.createdAt).UTC(),
+		UpdatedAt:   time.Unix(0, m.updatedAt).UTC(),
+		LastError:   lastError,
+		TraceParent: r.traceParent,
+	}
+	if m.state == core.StateReserved {
+		j.Lease = m.lease.String()
+		j.LeaseExpiresAt = time.UnixMilli(m.leaseExp).UTC()
+	}
+	return j
+}
+
+// metaOf returns the meta of a job.
+func metaOf(j *core.Job) meta {
+	m := meta{
+		topic:       j.Topic,
+		state:       j.State,
+		runAt:       j.RunAt.UnixMilli(),
+		attempt:     j.Attempt,
+		maxAttempts: j.MaxAttempts,
+		ttr:         j.TTR,
+		updatedAt:   j.UpdatedAt.UnixNano(),
+	}
+	if j.State == core.StateReserved {
+		m.leaseExp = j.LeaseExpiresAt.UnixMilli()
+		m.lease, _ = parseLease(j.Lease)
+	}
+	return m
+}
+
+func recordOf(j *core.Job) record {
+	return record{key: j.Key, traceParent: j.TraceParent, createdAt: j.CreatedAt.UnixNano(), body: j.Body}
+}
+
+// decoder reads the varint-framed values of a meta or a record, keeping the
+// first error.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// small reads a count or a duration in ms, which stores keep far below
+// 2^32.
+func (d *decoder) small() uint32 {
+	v := d.uvarint()
+	if v > 1<<32-1 {
+		d.fail()
+		return 0
+	}
+	return uint32(v)
+}
+
+func (d *decoder) varint() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) take(n int) []byte {
+	if d.err != nil || n < 0 || n > len(d.b) {
+		d.fail()
+		return nil
+	}
+	v := d.b[:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.fail()
+		return nil
+	}
+	return d.take(int(n))
+}
+
+func (d *decoder) fail() {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: truncated", errCorrupt)
+	}
+	d.b = nil
+}

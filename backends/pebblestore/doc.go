@@ -1,0 +1,84 @@
+// Package pebblestore is the local core.Store of delayq, the default of
+// delayq serve: jobs kept in one directory with Pebble
+// (github.com/cockroachdb/pebble/v2, the LSM store of CockroachDB) and an
+// in-memory schedule that knows what is due next. One process opens a
+// directory at a time; several delayq instances need a shared backend
+// (Redis, NATS) instead.
+//
+//	store, err := pebblestore.Open(pebblestore.Config{Dir: "delayq-data/local"})
+//	defer store.Close()
+//
+// # Keys
+//
+// With id a job's id and topic a topic name (never holding a zero byte):
+//
+//	m<id>                          the state of an unfinished job: topic, state, run_at,
+//	                               attempt, max_attempts, ttr, updated_at, and the lease
+//	                               and its expiry while reserved (a few dozen bytes)
+//	j<id>                          what a put sets and nothing changes: key, traceparent,
+//	                               created_at, body
+//	e<id>                          the last error, while there is one
+//	x<id>                          the state of a done or cancelled job (as m)
+//	f<finished ms><id>             finished jobs by finish time, for the prune
+//	d<topic>\0<died ns><id>        dead jobs of a topic in order of death
+//	t<topic>                       a topic's configuration (JSON)
+//	c<topic>\0<state><bucket>      jobs of a topic finished (done or cancelled) in a bucket
+//
+// Numbers in keys are big-endian, so that keys sort by them; values are
+// varint-framed and start with a format version. A claim, an ack or a
+// retry writes m (and e), never the body.
+//
+// # The index
+//
+// Open reads every m key, the small values only, and rebuilds the schedule
+// from them: no body is read at start. Each unfinished job is then a slot
+// of a few dozen bytes in one slice (no pointers), its id in one byte
+// arena, found by a pointer-free hash map, and placed by number in its
+// topic's scheduled, ready or reserved heap, so that the garbage collector
+// sees a few large objects however many jobs are pending. Claims take from
+// the ready heap and wait on it, woken by a put or by one timer per topic
+// for its next due time (on the injected clock), never by polling. Done and
+// cancelled jobs leave the index: their state moves from m to x, where
+// GetJob finds it for the retention period.
+//
+// # Durability
+//
+// Writes go to Pebble's write-ahead log in the order of the index's
+// changes (they are applied under the store's lock) and are of two kinds:
+//
+//   - Creates, replaces, cancels, requeues, imports and topic changes wait
+//     for their fsync before they return. Concurrent callers share one
+//     fsync (Pebble's group commit), so a batch of a thousand jobs costs
+//     one. They survive kill -9 and a power cut.
+//   - Claims, acks, retries, buries, touches and lease expiries return once
+//     Pebble holds them, before any sync; a background sync every
+//     Config.SyncInterval (1 s) bounds what a power cut can lose, and
+//     Config.SyncAlways makes them wait for their fsync too. Pebble may
+//     keep such a write in a buffer of the process for a moment, so kill
+//     -9 too can lose the last of them. Losing one only delivers a job
+//     again: a lost ack or bury leaves the job reserved until its lease
+//     expires, a lost retry likewise, a lost claim leaves the job ready
+//     with its attempt uncounted.
+//
+// # Leases and restarts
+//
+// A lease is 128 random bits. The claim that takes it is written before
+// the claim is answered (without waiting for a sync), so after a restart
+// the job is still reserved with that lease until it expires: an ack with
+// it then succeeds, as it would have without the restart. If the claim was
+// lost, the job is ready and the lease unknown: an ack with it gets
+// ErrLeaseLost. Either way a later delivery has a lease of its own, which
+// no earlier token can match. A lease that expired while the store was
+// down is ended at Open as it would have been (core.Job.AsOf).
+//
+// # Retention
+//
+// Finished jobs are kept for Config.Retention (72 h). Every minute (or
+// every bucket width if shorter) a prune deletes those past it, reading
+// the f keys in order. Counts of done and cancelled jobs come from
+// counters in 64 buckets per retention period, kept in memory and written
+// with each finish, so that no count reads the jobs: a job stops being
+// counted at most one bucket width (retention / 64) after it expired. A
+// put that reuses a finished job's id takes it out of its bucket (one read
+// of x, answered by a bloom filter for a new id), so it counts once.
+package pebblestore

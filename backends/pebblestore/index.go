@@ -1,0 +1,260 @@
+package pebblestore
+
+import (
+	"crypto/rand"
+	"encoding/base32"
+	"hash/maphash"
+	"unsafe"
+
+	"github.com/delayq/delayq/core"
+)
+
+// The in-memory index holds every unfinished job as a slot: a fixed-size,
+// pointer-free struct in one slice, so that ten million pending jobs cost
+// the garbage collector a few large objects rather than ten million small
+// ones. Ids live in one byte arena; a pointer-free hash map finds a slot
+// by id. Bodies, keys, trace contexts and errors stay on disk.
+
+// slot is one unfinished job in the index. Slot 0 is never used, so that 0
+// means none in chains.
+type slot struct {
+	due     int64  // heap key, ms: run_at (scheduled, ready) or lease expiry (reserved)
+	runAt   int64  // ms
+	seq     uint64 // heap tie-break: order of entering a heap
+	hash    uint64 // of the id
+	idOff   uint32 // where the id starts in the arena
+	next    uint32 // next slot of the same hash bucket
+	pos     int32  // index in its heap, -1 when in none (dead, free)
+	topic   uint32 // index into Store.topicList
+	idLen   uint8
+	state   uint8 // stateCodes
+	hasErr  bool  // an e key holds the job's last error
+	attempt uint16
+	maxAtt  uint16
+	ttrMs   uint32
+}
+
+// lease is a delivery's token: 128 random bits, so that a token of a
+// delivery before a restart can never name a later one.
+type lease [16]byte
+
+var leaseEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+func newLease() lease {
+	var l lease
+	_, _ = rand.Read(l[:]) // never fails (crypto/rand)
+	return l
+}
+
+func (l lease) String() string { return leaseEncoding.EncodeToString(l[:]) }
+
+func parseLease(s string) (lease, bool) {
+	var l lease
+	if leaseEncoding.DecodedLen(len(s)) != len(l) {
+		return l, false
+	}
+	n, err := leaseEncoding.Decode(l[:], []byte(s))
+	return l, err == nil && n == len(l)
+}
+
+// index is the in-memory index; the Store's mutex guards it.
+type index struct {
+	slots   []slot
+	free    []uint32
+	arena   []byte
+	garbage int               // arena bytes of freed ids
+	buckets map[uint64]uint32 // hash of id -> first slot
+	leases  map[uint32]lease  // reserved slots' tokens
+	hashOf  func(id string) uint64
+	seq     uint64
+}
+
+func newIndex() *index {
+	x := &index{
+		slots:   make([]slot, 1, 1024),
+		buckets: make(map[uint64]uint32),
+		leases:  make(map[uint32]lease),
+	}
+	seed := maphash.MakeSeed()
+	x.hashOf = func(id string) uint64 { return maphash.String(seed, id) }
+	return x
+}
+
+// id returns slot i's id; the string aliases the arena, so it is valid only
+// until the arena changes: copy it (strings.Clone) to keep it.
+func (x *index) id(i uint32) string {
+	s := &x.slots[i]
+	return unsafe.String(&x.arena[s.idOff], int(s.idLen))
+}
+
+// lookup returns the slot of id, or 0.
+func (x *index) lookup(id string) uint32 {
+	h := x.hashOf(id)
+	for i := x.buckets[h]; i != 0; i = x.slots[i].next {
+		if x.slots[i].hash == h && x.id(i) == id {
+			return i
+		}
+	}
+	return 0
+}
+
+// add makes a slot for id, which must not be in the index.
+func (x *index) add(id string) uint32 {
+	var i uint32
+	if n := len(x.free); n > 0 {
+		i = x.free[n-1]
+		x.free = x.free[:n-1]
+	} else {
+		x.slots = append(x.slots, slot{})
+		i = uint32(len(x.slots) - 1)
+	}
+	h := x.hashOf(id)
+	x.slots[i] = slot{hash: h, idOff: uint32(len(x.arena)), idLen: uint8(len(id)), pos: -1, next: x.buckets[h]}
+	x.arena = append(x.arena, id...)
+	x.buckets[h] = i
+	return i
+}
+
+// remove frees slot i, which must be in no heap.
+func (x *index) remove(i uint32) {
+	s := &x.slots[i]
+	if x.buckets[s.hash] == i {
+		if s.next == 0 {
+			delete(x.buckets, s.hash)
+		} else {
+			x.buckets[s.hash] = s.next
+		}
+	} else {
+		for p := x.buckets[s.hash]; p != 0; p = x.slots[p].next {
+			if x.slots[p].next == i {
+				x.slots[p].next = s.next
+				break
+			}
+		}
+	}
+	delete(x.leases, i)
+	x.garbage += int(s.idLen)
+	*s = slot{pos: -1}
+	x.free = append(x.free, i)
+	if x.garbage > 1<<20 && x.garbage > len(x.arena)/2 {
+		x.compact()
+	}
+}
+
+// compact copies the live ids to a new arena, so that the arena holds at
+// most twice what live ids need.
+func (x *index) compact() {
+	arena := make([]byte, 0, len(x.arena)-x.garbage+len(x.arena)/8)
+	for i := 1; i < len(x.slots); i++ {
+		s := &x.slots[i]
+		if s.state == 0 {
+			continue
+		}
+		off := len(arena)
+		arena = append(arena, x.arena[s.idOff:s.idOff+uint32(s.idLen)]...)
+		s.idOff = uint32(off)
+	}
+	x.arena, x.garbage = arena, 0
+}
+
+func (x *index) state(i uint32) core.State { return codeStates[x.slots[i].state] }
+
+// heap is a min-heap of slots by due time, then by order of entry; each
+// slot knows its position.
+type heap struct {
+	items []uint32
+}
+
+func (h *heap) Len() int { return len(h.items) }
+
+func (h *heap) less(x *index, a, b int) bool {
+	sa, sb := &x.slots[h.items[a]], &x.slots[h.items[b]]
+	if sa.due != sb.due {
+		return sa.due < sb.due
+	}
+	return sa.seq < sb.seq
+}
+
+func (h *heap) swap(x *index, a, b int) {
+	h.items[a], h.items[b] = h.items[b], h.items[a]
+	x.slots[h.items[a]].pos = int32(a)
+	x.slots[h.items[b]].pos = int32(b)
+}
+
+func (h *heap) up(x *index, j int) {
+	for j > 0 {
+		p := (j - 1) / 2
+		if !h.less(x, j, p) {
+			return
+		}
+		h.swap(x, p, j)
+		j = p
+	}
+}
+
+func (h *heap) down(x *index, i int) bool {
+	start, n := i, len(h.items)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		j := l
+		if r := l + 1; r < n && h.less(x, r, l) {
+			j = r
+		}
+		if !h.less(x, j, i) {
+			break
+		}
+		h.swap(x, i, j)
+		i = j
+	}
+	return i > start
+}
+
+// push adds slot i with due time due (ms).
+func (h *heap) push(x *index, i uint32, due int64) {
+	x.seq++
+	s := &x.slots[i]
+	s.due, s.seq, s.pos = due, x.seq, int32(len(h.items))
+	h.items = append(h.items, i)
+	h.up(x, len(h.items)-1)
+}
+
+// peek returns the first slot; the heap must not be empty.
+func (h *heap) peek() uint32 { return h.items[0] }
+
+// pop removes and returns the first slot.
+func (h *heap) pop(x *index) uint32 {
+	i := h.items[0]
+	h.remove(x, i)
+	return i
+}
+
+// remove takes slot i out of the heap.
+func (h *heap) remove(x *index, i uint32) {
+	p := int(x.slots[i].pos)
+	n := len(h.items) - 1
+	if p != n {
+		h.swap(x, p, n)
+	}
+	h.items = h.items[:n]
+	x.slots[i].pos = -1
+	if p != n {
+		if !h.down(x, p) {
+			h.up(x, p)
+		}
+	}
+	if cap(h.items) > 1024 && len(h.items) < cap(h.items)/4 {
+		h.items = append([]uint32(nil), h.items...)
+	}
+}
+
+// fix moves slot i to its new due time.
+func (h *heap) fix(x *index, i uint32, due int64) {
+	x.slots[i].due = due
+	p := int(x.slots[i].pos)
+	if !h.down(x, p) {
+		h.up(x, p)
+	}
+}

@@ -1,0 +1,126 @@
+package pebblestore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/delayq/delayq/core"
+)
+
+// load rebuilds the index from the disk at Open: topic configurations, the
+// state of every unfinished job (m keys, small values, no bodies), and the
+// finished counts. A lease that expired while the store was closed is
+// ended as it would have been (core.Job.AsOf), and written so.
+func (s *Store) load() error {
+	now := s.now()
+	err := s.scan(prefixTopic, func(k, v []byte) error {
+		var t core.Topic
+		if err := json.Unmarshal(v, &t); err != nil {
+			return fmt.Errorf("pebblestore: topic %q: %w", k[1:], err)
+		}
+		t.Configured = true
+		s.topicFor(t.Name).config = &t
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	b := s.db.NewBatch()
+	err = s.scan(prefixMeta, func(k, v []byte) error {
+		id := string(k[1:])
+		m, err := decodeMeta(v)
+		if err != nil {
+			return fmt.Errorf("pebblestore: job %q: %w", id, err)
+		}
+		j := core.Job{
+			Topic: m.topic, State: m.state, RunAt: time.UnixMilli(m.runAt).UTC(), TTR: m.ttr,
+			MaxAttempts: m.maxAttempts, Attempt: m.attempt, UpdatedAt: time.Unix(0, m.updatedAt).UTC(),
+		}
+		if m.state == core.StateReserved {
+			j.Lease, j.LeaseExpiresAt = m.lease.String(), time.UnixMilli(m.leaseExp).UTC()
+		}
+		before := j.State
+		j.AsOf(now)
+		tp := s.topicFor(j.Topic)
+		i := s.x.add(id)
+		sl := &s.x.slots[i]
+		sl.topic, sl.maxAtt, sl.ttrMs = tp.num, uint16(j.MaxAttempts), uint32(j.TTR/time.Millisecond)
+		sl.hasErr = true // not known without reading e: claims read it
+		s.setLite(i, &j)
+		switch j.State {
+		case core.StateReserved:
+			tp.reserved.push(s.x, i, m.leaseExp)
+		case core.StateDead:
+			tp.dead++
+		default:
+			// Scheduled jobs whose run_at passed stay scheduled until a
+			// promotion, as if the store had not stopped.
+			if j.State == core.StateReady && before == core.StateScheduled {
+				sl.state = stateCodes[core.StateScheduled]
+			}
+			s.enqueue(tp, i)
+		}
+		if before == core.StateReserved && j.State != core.StateReserved {
+			m := s.metaOfSlot(i, j.UpdatedAt)
+			_ = b.Set(idKey(prefixMeta, id), m.encode(), nil)
+			_ = b.Set(idKey(prefixError, id), []byte(core.LeaseExpired), nil)
+			if j.State == core.StateDead {
+				_ = b.Set(deadKey(tp.name, j.UpdatedAt, id), nil, nil)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		_ = b.Close()
+		return err
+	}
+	if err := s.write(b, pebble.Sync)(); err != nil {
+		return err
+	}
+	return s.scan(prefixCount, func(k, v []byte) error {
+		rest := k[1:]
+		sep := bytes.IndexByte(rest, 0)
+		if sep < 0 || len(rest) != sep+2+8 || rest[sep+1] == 0 || int(rest[sep+1]) >= len(codeStates) {
+			return fmt.Errorf("pebblestore: count key %q: %w", k, errCorrupt)
+		}
+		tp := s.topicFor(string(rest[:sep]))
+		bucket := int64(binary.BigEndian.Uint64(rest[sep+2:]))
+		n, read := binary.Varint(v)
+		if read <= 0 {
+			return fmt.Errorf("pebblestore: count key %q: %w", k, errCorrupt)
+		}
+		c := tp.finished[bucket]
+		if c == nil {
+			c = new([2]int64)
+			tp.finished[bucket] = c
+		}
+		c[finishedIndex(codeStates[rest[sep+1]])] = n
+		return nil
+	})
+}
+
+// scan calls fn with every key of prefix and its value, valid during the
+// call only.
+func (s *Store) scan(prefix byte, fn func(k, v []byte) error) error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefix}, UpperBound: []byte{prefix + 1}})
+	if err != nil {
+		return wrap(err)
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			_ = it.Close()
+			return wrap(err)
+		}
+		if err := fn(it.Key(), v); err != nil {
+			_ = it.Close()
+			return err
+		}
+	}
+	return wrap(it.Close())
+}

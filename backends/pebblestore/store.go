@@ -1,0 +1,1209 @@
+package pebblestore
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+
+	"github.com/delayq/delayq/core"
+)
+
+// Defaults of Config.
+const (
+	// RetentionDefault is how long finished jobs stay queryable.
+	RetentionDefault = 72 * time.Hour
+	// SyncIntervalDefault bounds what a power cut may lose of the writes
+	// that do not wait for a sync (see the package doc, Durability).
+	SyncIntervalDefault = time.Second
+	// CacheBytesDefault is the size of Pebble's block cache.
+	CacheBytesDefault = 32 << 20
+)
+
+// Config configures a Store.
+type Config struct {
+	// Dir is the directory of the Pebble database. Required; made if
+	// missing. One Store at a time may open it.
+	Dir string
+	// Clock is where the store takes time from. Defaults to the real clock.
+	Clock core.Clock
+	// Retention is how long finished jobs (done, cancelled) stay
+	// queryable and counted. Defaults to RetentionDefault (72h).
+	Retention time.Duration
+	// SyncAlways makes every write wait for its fsync, acks and claims
+	// too; otherwise those are synced in the background as soon as they
+	// are written (see the package doc, Durability).
+	SyncAlways bool
+	// SyncInterval is the longest a write that did not wait for its sync
+	// stays unsynced: the background sync runs at least this often.
+	// Defaults to SyncIntervalDefault (1s).
+	SyncInterval time.Duration
+	// CacheBytes is the size of the block cache. Defaults to
+	// CacheBytesDefault (32 MiB).
+	CacheBytes int64
+	// Logger receives Pebble's messages and the store's. Defaults to
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// WithDefaults returns c with its zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Clock == nil {
+		c.Clock = core.RealClock()
+	}
+	c.Retention = cmp.Or(c.Retention, RetentionDefault)
+	c.SyncInterval = cmp.Or(c.SyncInterval, SyncIntervalDefault)
+	c.CacheBytes = cmp.Or(c.CacheBytes, CacheBytesDefault)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate reports the first invalid field.
+func (c Config) Validate() error {
+	switch {
+	case c.Dir == "":
+		return errors.New("pebblestore: Config.Dir is required")
+	case c.Retention < 0:
+		return errors.New("pebblestore: Config.Retention must not be negative")
+	case c.SyncInterval < 0:
+		return errors.New("pebblestore: Config.SyncInterval must not be negative")
+	case c.CacheBytes < 0:
+		return errors.New("pebblestore: Config.CacheBytes must not be negative")
+	}
+	return nil
+}
+
+// Store is the Pebble core.Store. Its methods are safe for concurrent use.
+type Store struct {
+	cfg       Config
+	db        *pebble.DB
+	clock     core.Clock
+	retention time.Duration
+	bucket    time.Duration // width of a finished-count bucket
+	log       *slog.Logger
+	// syncable are the write options of the writes that need not wait for
+	// their fsync (claims, acks, retries, buries, touches, lease expiries).
+	syncable *pebble.WriteOptions
+
+	// ops is held (read) by every call while it runs, so that Close
+	// closes the database only once none uses it.
+	ops       sync.RWMutex
+	mu        sync.Mutex
+	closed    bool
+	done      chan struct{}
+	x         *index
+	topics    map[string]*topic
+	topicList []*topic // by number, as slots name them
+
+	// unsynced wakes the background sync after a write that did not wait
+	// for its own.
+	unsynced chan struct{}
+
+	background sync.WaitGroup
+}
+
+// topic holds one topic's configuration, schedule and waiting claims.
+type topic struct {
+	name      string
+	num       uint32
+	config    *core.Topic // nil when not configured
+	scheduled heap        // by run_at
+	ready     heap        // by run_at
+	reserved  heap        // by lease expiry
+	dead      int64
+	finished  map[int64]*[2]int64 // bucket -> done, cancelled
+	waiters   map[*waiter]struct{}
+	timer     core.Timer // armed while claims wait, for the next due time
+	timerAt   int64
+	timerGen  uint64
+}
+
+// waiter is a claim waiting for a topic's jobs.
+type waiter struct {
+	ch chan struct{} // buffered 1: a wake-up is never lost
+}
+
+// Open opens (or creates) the store in cfg.Dir and rebuilds its index:
+// it reads the state of every unfinished job, never a body.
+func Open(cfg Config) (*Store, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cache := pebble.NewCache(cfg.CacheBytes)
+	defer cache.Unref()
+	opts := &pebble.Options{
+		Cache:              cache,
+		MemTableSize:       64 << 20,
+		FormatMajorVersion: pebble.FormatNewest,
+		Logger:             pebbleLogger{cfg.Logger},
+	}
+	// Most reads are of one key that may be absent (a job's last error, a
+	// finished job of an id being put): bloom filters answer those without
+	// reading the tables' blocks.
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	// Jobs are the users' data: only the service's user reads them.
+	// Pebble would make the directory world-readable.
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("pebblestore: %w", err)
+	}
+	db, err := pebble.Open(cfg.Dir, opts)
+	if errors.Is(err, syscall.EWOULDBLOCK) || (err != nil && strings.Contains(err.Error(), "lock held")) {
+		return nil, fmt.Errorf("pebblestore: open %s: another process holds it (one delayq per data directory): %w", cfg.Dir, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: open %s: %w", cfg.Dir, err)
+	}
+	s := &Store{
+		cfg:       cfg,
+		db:        db,
+		clock:     cfg.Clock,
+		retention: cfg.Retention,
+		bucket:    max(cfg.Retention/64, time.Millisecond),
+		log:       cfg.Logger,
+		syncable:  pebble.NoSync,
+		done:      make(chan struct{}),
+		x:         newIndex(),
+		topics:    make(map[string]*topic),
+		unsynced:  make(chan struct{}, 1),
+	}
+	if cfg.SyncAlways {
+		s.syncable = pebble.Sync
+	}
+	if err := s.load(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	s.background.Add(2)
+	go s.housekeep()
+	go s.syncBehind()
+	return s, nil
+}
+
+func (s *Store) now() time.Time { return s.clock.Now().UTC() }
+
+// topicFor returns the topic named name, made if needed. Topics are never
+// dropped while the store is open, so that slots may name them by number.
+func (s *Store) topicFor(name string) *topic {
+	tp := s.topics[name]
+	if tp == nil {
+		tp = &topic{
+			name:     name,
+			num:      uint32(len(s.topicList)),
+			finished: make(map[int64]*[2]int64),
+			waiters:  make(map[*waiter]struct{}),
+		}
+		s.topics[name] = tp
+		s.topicList = append(s.topicList, tp)
+	}
+	return tp
+}
+
+// write applies b with opts while s.mu is held, so that the order of
+// writes in the log is the order of the index's changes. It returns the
+// function that waits for the write's sync, to be called after s.mu is
+// released: concurrent callers share fsyncs (group commit).
+func (s *Store) write(b *pebble.Batch, opts *pebble.WriteOptions) (wait func() error) {
+	if b.Empty() {
+		_ = b.Close()
+		return func() error { return nil }
+	}
+	if !opts.Sync {
+		err := s.db.Apply(b, opts)
+		_ = b.Close()
+		select {
+		case s.unsynced <- struct{}{}:
+		default:
+		}
+		return func() error { return wrap(err) }
+	}
+	if err := s.db.ApplyNoSyncWait(b, opts); err != nil {
+		_ = b.Close()
+		return func() error { return wrap(err) }
+	}
+	return func() error {
+		err := b.SyncWait()
+		_ = b.Close()
+		return wrap(err)
+	}
+}
+
+func wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pebble.ErrClosed) {
+		return core.ErrClosed
+	}
+	return fmt.Errorf("pebblestore: %w: %w", core.ErrUnavailable, err)
+}
+
+// jobLite returns slot i as a job without the parts kept only on disk
+// (body, key, trace context, times, last error), for the rules of
+// core.Job to apply to.
+func (s *Store) jobLite(i uint32) core.Job {
+	sl := &s.x.slots[i]
+	j := core.Job{
+		Topic:       s.topicList[sl.topic].name,
+		RunAt:       time.UnixMilli(sl.runAt).UTC(),
+		TTR:         time.Duration(sl.ttrMs) * time.Millisecond,
+		MaxAttempts: int(sl.maxAtt),
+		Attempt:     int(sl.attempt),
+		State:       codeStates[sl.state],
+	}
+	if j.State == core.StateReserved {
+		j.Lease = s.x.leases[i].String()
+		j.LeaseExpiresAt = time.UnixMilli(sl.due).UTC()
+	}
+	return j
+}
+
+// setLite copies j's state back into slot i; the caller moves the slot
+// between heaps.
+func (s *Store) setLite(i uint32, j *core.Job) {
+	sl := &s.x.slots[i]
+	sl.runAt = j.RunAt.UnixMilli()
+	sl.attempt = uint16(j.Attempt)
+	sl.state = stateCodes[j.State]
+	if j.State == core.StateReserved {
+		l, _ := parseLease(j.Lease)
+		s.x.leases[i] = l
+	} else {
+		delete(s.x.leases, i)
+	}
+}
+
+// enqueue puts slot i in its topic's scheduled or ready heap by its state.
+func (s *Store) enqueue(tp *topic, i uint32) {
+	sl := &s.x.slots[i]
+	if codeStates[sl.state] == core.StateScheduled {
+		tp.scheduled.push(s.x, i, sl.runAt)
+	} else {
+		tp.ready.push(s.x, i, sl.runAt)
+	}
+}
+
+// unlink takes slot i out of the heap its state puts it in.
+func (s *Store) unlink(tp *topic, i uint32) {
+	switch codeStates[s.x.slots[i].state] {
+	case core.StateScheduled:
+		tp.scheduled.remove(s.x, i)
+	case core.StateReady:
+		tp.ready.remove(s.x, i)
+	case core.StateReserved:
+		tp.reserved.remove(s.x, i)
+	case core.StateDead:
+		tp.dead--
+	}
+}
+
+// metaOfSlot returns the meta of slot i, stamped updated at now.
+func (s *Store) metaOfSlot(i uint32, now time.Time) meta {
+	sl := &s.x.slots[i]
+	m := meta{
+		topic:       s.topicList[sl.topic].name,
+		state:       codeStates[sl.state],
+		runAt:       sl.runAt,
+		attempt:     int(sl.attempt),
+		maxAttempts: int(sl.maxAtt),
+		ttr:         time.Duration(sl.ttrMs) * time.Millisecond,
+		updatedAt:   now.UnixNano(),
+	}
+	if m.state == core.StateReserved {
+		m.leaseExp = sl.due
+		m.lease = s.x.leases[i]
+	}
+	return m
+}
+
+// promote moves tp's scheduled jobs whose run_at has come to ready, and
+// ends the leases that expired (core.Job.ExpireLease), writing those: the
+// job is due again, or dead when it used its last attempt.
+func (s *Store) promote(tp *topic, now time.Time) {
+	n := now.UnixMilli()
+	for tp.scheduled.Len() > 0 && s.x.slots[tp.scheduled.peek()].due <= n {
+		i := tp.scheduled.pop(s.x)
+		s.x.slots[i].state = stateCodes[core.StateReady]
+		tp.ready.push(s.x, i, s.x.slots[i].runAt)
+	}
+	if tp.reserved.Len() == 0 || s.x.slots[tp.reserved.peek()].due > n {
+		return
+	}
+	b := s.db.NewBatch()
+	for tp.reserved.Len() > 0 && s.x.slots[tp.reserved.peek()].due <= n {
+		i := tp.reserved.pop(s.x)
+		j := s.jobLite(i)
+		j.ExpireLease()
+		s.setLite(i, &j)
+		m := s.metaOfSlot(i, j.UpdatedAt)
+		id := s.x.id(i)
+		_ = b.Set(idKey(prefixMeta, id), m.encode(), nil)
+		_ = b.Set(idKey(prefixError, id), []byte(core.LeaseExpired), nil)
+		s.x.slots[i].hasErr = true
+		if j.State == core.StateDead {
+			tp.dead++
+			_ = b.Set(deadKey(tp.name, j.UpdatedAt, id), nil, nil)
+			continue
+		}
+		tp.ready.push(s.x, i, s.x.slots[i].runAt)
+	}
+	// Losing this write costs nothing: a restart reads the expired lease
+	// as of its time again (core.Job.AsOf).
+	if err := s.write(b, s.syncable)(); err != nil && !errors.Is(err, core.ErrClosed) {
+		s.log.Warn("pebblestore: write of expired leases failed", "topic", tp.name, "err", err)
+	}
+}
+
+// changed runs after tp changed: it wakes tp's waiting claims when jobs
+// are ready and arms tp's timer for the next due time while claims wait.
+func (s *Store) changed(tp *topic, now time.Time) {
+	if len(tp.waiters) == 0 {
+		tp.stopTimer()
+		return
+	}
+	if tp.ready.Len() > 0 {
+		for w := range tp.waiters {
+			select {
+			case w.ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+	var next int64
+	has := false
+	for _, h := range []*heap{&tp.scheduled, &tp.reserved} {
+		if h.Len() > 0 && (!has || s.x.slots[h.peek()].due < next) {
+			next, has = s.x.slots[h.peek()].due, true
+		}
+	}
+	if !has {
+		tp.stopTimer()
+		return
+	}
+	if tp.timer != nil && tp.timerAt == next {
+		return
+	}
+	tp.stopTimer()
+	tp.timerGen++
+	gen := tp.timerGen
+	tp.timerAt = next
+	tp.timer = s.clock.AfterFunc(time.Duration(max(next-now.UnixMilli(), 0))*time.Millisecond, func() { s.fire(tp, gen) })
+}
+
+// fire runs when tp's timer goes off.
+func (s *Store) fire(tp *topic, gen uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || tp.timerGen != gen {
+		return
+	}
+	tp.timer = nil
+	now := s.now()
+	s.promote(tp, now)
+	s.changed(tp, now)
+}
+
+func (tp *topic) stopTimer() {
+	if tp.timer != nil {
+		tp.timer.Stop()
+		tp.timer = nil
+		tp.timerGen++
+	}
+}
+
+// PutJobs implements core.Store. The jobs are written in one batch, which
+// is synced before PutJobs returns. Errors: ErrClosed, ErrUnavailable.
+func (s *Store) PutJobs(_ context.Context, params *core.PutJobsParams) ([]core.PutResult, error) {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
+	if params == nil {
+		return nil, core.Invalid("", "pebblestore: put jobs: no params")
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, core.ErrClosed
+	}
+	now := s.now()
+	pb := &putBatch{Batch: s.db.NewBatch(), jobs: make(map[string]*core.Job, len(params.Jobs))}
+	b := pb.Batch
+	results := make([]core.PutResult, len(params.Jobs))
+	touched := make(map[*topic]struct{})
+	var err error
+	for k, j := range params.Jobs {
+		if results[k], err = s.put(pb, j, params.Replace, now, touched); err != nil {
+			break
+		}
+	}
+	if err != nil {
+		// An index changed for a batch that is not written: the index is
+		// no longer the disk's. Only a failed read gets here; give up.
+		_ = b.Close()
+		s.mu.Unlock()
+		return nil, err
+	}
+	wait := s.write(b, pebble.Sync)
+	for tp := range touched {
+		s.changed(tp, now)
+	}
+	s.mu.Unlock()
+	if err := wait(); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// putBatch is the batch of a PutJobs with the jobs it holds, which a
+// later job of the same id finds there rather than on disk.
+type putBatch struct {
+	*pebble.Batch
+	jobs map[string]*core.Job
+}
+
+// read returns job id as of now from the batch, else from disk.
+func (pb *putBatch) read(s *Store, id string, now time.Time) (*core.Job, error) {
+	if j, ok := pb.jobs[id]; ok {
+		j = j.Clone()
+		j.AsOf(now)
+		return j, nil
+	}
+	return s.read(id, false)
+}
+
+// put adds one job to the batch and to the index.
+func (s *Store) put(pb *putBatch, in *core.Job, replace bool, now time.Time, touched map[*topic]struct{}) (core.PutResult, error) {
+	b := pb.Batch
+	createdAt := now
+	var res core.PutResult
+	if i := s.x.lookup(in.ID); i != 0 {
+		old := s.topicList[s.x.slots[i].topic]
+		s.promote(old, now)
+		prev, err := pb.read(s, in.ID, now)
+		if err != nil {
+			return res, err
+		}
+		switch {
+		case !replace:
+			return conflict(prev, "job %q already exists", in.ID), nil
+		case prev.State == core.StateReserved:
+			return conflict(prev, "job %q is reserved", in.ID), nil
+		}
+		res.Replaced = true
+		createdAt = prev.CreatedAt
+		if prev.State == core.StateDead {
+			_ = b.Delete(deadKey(old.name, prev.UpdatedAt, in.ID), nil)
+		}
+		s.unlink(old, i)
+		s.x.remove(i)
+		touched[old] = struct{}{}
+	}
+	if !res.Replaced {
+		if err := s.uncountFinished(b, in.ID); err != nil {
+			return res, err
+		}
+	}
+	j := in.Clone()
+	j.Reset(createdAt, now)
+	tp := s.topicFor(j.Topic)
+	i := s.x.add(j.ID)
+	sl := &s.x.slots[i]
+	sl.topic, sl.maxAtt, sl.ttrMs = tp.num, uint16(j.MaxAttempts), uint32(j.TTR/time.Millisecond)
+	s.setLite(i, j)
+	s.enqueue(tp, i)
+	touched[tp] = struct{}{}
+	pb.jobs[j.ID] = j
+	m, r := metaOf(j), recordOf(j)
+	_ = b.Set(idKey(prefixMeta, j.ID), m.encode(), nil)
+	_ = b.Set(idKey(prefixRecord, j.ID), r.encode(), nil)
+	// A finished job of the same id, or an error of the replaced one, may
+	// be there: blind deletes cost less than reading first.
+	_ = b.Delete(idKey(prefixFinished, j.ID), nil)
+	_ = b.Delete(idKey(prefixError, j.ID), nil)
+	return res, nil
+}
+
+// conflict returns the per-job conflict with j.
+func conflict(j *core.Job, format string, args ...any) core.PutResult {
+	return core.PutResult{Err: &core.ConflictError{Job: j, Message: "pebblestore: " + fmt.Sprintf(format, args...)}}
+}
+
+// read returns the job id from disk, as of now; finished jobs only when
+// finished is set (and within retention). Errors: ErrNotFound,
+// ErrUnavailable.
+func (s *Store) read(id string, finished bool) (*core.Job, error) {
+	raw, err := s.get(idKey(prefixMeta, id))
+	if raw == nil && err == nil && finished {
+		raw, err = s.get(idKey(prefixFinished, id))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if raw == nil {
+		return nil, fmt.Errorf("pebblestore: job %q: %w", id, core.ErrNotFound)
+	}
+	m, err := decodeMeta(raw)
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: job %q: %w", id, err)
+	}
+	now := s.now()
+	if m.state.Finished() && now.Sub(time.Unix(0, m.updatedAt)) >= s.retention {
+		return nil, fmt.Errorf("pebblestore: job %q: %w", id, core.ErrNotFound)
+	}
+	j, err := s.complete(id, &m, true)
+	if err != nil {
+		return nil, err
+	}
+	j.AsOf(now)
+	return j, nil
+}
+
+// complete reads the parts of a job that only the disk has; its last error
+// only when withError is set (the index knows when there is none).
+func (s *Store) complete(id string, m *meta, withError bool) (*core.Job, error) {
+	raw, err := s.get(idKey(prefixRecord, id))
+	if err != nil {
+		return nil, err
+	}
+	if raw == nil {
+		return nil, fmt.Errorf("pebblestore: job %q: record missing: %w", id, errCorrupt)
+	}
+	r, err := decodeRecord(raw)
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: job %q: %w", id, err)
+	}
+	var e []byte
+	if withError {
+		if e, err = s.get(idKey(prefixError, id)); err != nil {
+			return nil, err
+		}
+	}
+	return job(id, m, &r, string(e)), nil
+}
+
+// get returns a copy of key's value, nil when there is none.
+func (s *Store) get(key []byte) ([]byte, error) {
+	v, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, wrap(err)
+	}
+	out := append(make([]byte, 0, len(v)), v...)
+	_ = closer.Close()
+	return out, nil
+}
+
+// GetJob implements core.Store. Errors: ErrNotFound, ErrClosed,
+// ErrUnavailable.
+func (s *Store) GetJob(_ context.Context, id string) (*core.Job, error) {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
+	if s.isClosed() {
+		return nil, core.ErrClosed
+	}
+	return s.read(id, true)
+}
+
+func (s *Store) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// CancelJob implements core.Store; the cancel is synced before it returns.
+// Errors: ErrNotFound (unknown or finished), *core.ConflictError
+// (ErrConflict) while reserved, ErrClosed, ErrUnavailable.
+func (s *Store) CancelJob(_ context.Context, id string) error {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return core.ErrClosed
+	}
+	i := s.x.lookup(id)
+	if i == 0 {
+		s.mu.Unlock()
+		return fmt.Errorf("pebblestore: cancel %q: %w", id, core.ErrNotFound)
+	}
+	now := s.now()
+	tp := s.topicList[s.x.slots[i].topic]
+	s.promote(tp, now)
+	if s.x.state(i) == core.StateReserved {
+		j, err := s.read(id, false)
+		s.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		return conflict(j, "job %q is reserved", id).Err
+	}
+	b := s.db.NewBatch()
+	if s.x.state(i) == core.StateDead {
+		prev, err := s.read(id, false)
+		if err != nil {
+			_ = b.Close()
+			s.mu.Unlock()
+			return err
+		}
+		_ = b.Delete(deadKey(tp.name, prev.UpdatedAt, id), nil)
+	}
+	s.finish(b, tp, i, core.StateCancelled, now)
+	wait := s.write(b, pebble.Sync)
+	s.changed(tp, now)
+	s.mu.Unlock()
+	return wait()
+}
+
+// finish makes slot i done or cancelled: it leaves the index, its state
+// moves to the finished keys, and its topic counts it.
+func (s *Store) finish(b *pebble.Batch, tp *topic, i uint32, state core.State, now time.Time) core.SettleResult {
+	s.unlink(tp, i)
+	j := s.jobLite(i)
+	j.Finish(state, now)
+	s.setLite(i, &j)
+	m := s.metaOfSlot(i, now)
+	id := s.x.id(i)
+	_ = b.Delete(idKey(prefixMeta, id), nil)
+	_ = b.Set(idKey(prefixFinished, id), m.encode(), nil)
+	_ = b.Set(expiryKey(now, id), nil, nil)
+	s.countFinished(b, tp, state, now, 1)
+	s.x.remove(i)
+	return j.Settled()
+}
+
+// ClaimJobs implements core.Store. It returns an empty slice when
+// params.Wait or ctx runs out first. Errors: ErrInvalidArgument when
+// params.Max < 1, ErrClosed (also for a claim waiting when the store
+// closes), ErrUnavailable.
+func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]*core.Job, error) {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
+	if params == nil || params.Max < 1 {
+		return nil, core.Invalid("max", "max must be at least 1")
+	}
+	w := &waiter{ch: make(chan struct{}, 1)}
+	var (
+		timer    core.Timer
+		timedOut bool
+	)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	s.mu.Lock()
+	for {
+		if s.closed {
+			s.mu.Unlock()
+			return nil, core.ErrClosed
+		}
+		now := s.now()
+		tp := s.topicFor(params.Topic)
+		s.promote(tp, now)
+		if ctx.Err() != nil {
+			s.changed(tp, now)
+			s.mu.Unlock()
+			return []*core.Job{}, nil
+		}
+		if tp.ready.Len() > 0 || params.Wait <= 0 || timedOut {
+			taken, wait := s.take(tp, params.Max, now)
+			s.changed(tp, now)
+			s.mu.Unlock()
+			if err := wait(); err != nil {
+				return nil, err
+			}
+			return s.completeAll(taken)
+		}
+		if timer == nil {
+			timer = s.clock.NewTimer(params.Wait)
+		}
+		tp.waiters[w] = struct{}{}
+		s.changed(tp, now)
+		s.mu.Unlock()
+		select {
+		case <-w.ch:
+		case <-timer.Chan():
+			timedOut = true
+		case <-ctx.Done():
+		case <-s.done:
+		}
+		s.mu.Lock()
+		delete(tp.waiters, w)
+	}
+}
+
+// take reserves up to max ready jobs of tp (core.Job.Reserve) and writes
+// the reservations; the returned function waits for the write.
+func (s *Store) take(tp *topic, max int, now time.Time) ([]claimed, func() error) {
+	n := min(max, tp.ready.Len())
+	taken := make([]claimed, 0, n)
+	b := s.db.NewBatch()
+	for range n {
+		i := tp.ready.pop(s.x)
+		j := s.jobLite(i)
+		j.Reserve(newLease().String(), now)
+		s.setLite(i, &j)
+		tp.reserved.push(s.x, i, j.LeaseExpiresAt.UnixMilli())
+		m := s.metaOfSlot(i, now)
+		id := strings.Clone(s.x.id(i))
+		_ = b.Set(idKey(prefixMeta, id), m.encode(), nil)
+		taken = append(taken, claimed{id: id, meta: m, hasErr: s.x.slots[i].hasErr})
+	}
+	return taken, s.write(b, s.syncable)
+}
+
+// claimed is a job take reserved, to complete from the disk.
+type claimed struct {
+	id     string
+	meta   meta
+	hasErr bool
+}
+
+// completeAll reads the disk's parts of claimed jobs. A reserved job's
+// record and error do not change while its lease holds.
+func (s *Store) completeAll(taken []claimed) ([]*core.Job, error) {
+	jobs := make([]*core.Job, len(taken))
+	for k := range taken {
+		c := &taken[k]
+		j, err := s.complete(c.id, &c.meta, c.hasErr)
+		if err != nil {
+			return nil, err
+		}
+		jobs[k] = j
+	}
+	return jobs, nil
+}
+
+// leased returns the slot of a reserved job whose lease is lease and has
+// not expired by now. Errors: ErrNotFound, ErrLeaseLost.
+func (s *Store) leased(id, token string, now time.Time) (uint32, *topic, error) {
+	i := s.x.lookup(id)
+	if i == 0 {
+		if _, err := s.read(id, true); err != nil {
+			return 0, nil, err
+		}
+		return 0, nil, fmt.Errorf("pebblestore: job %q: %w", id, core.ErrLeaseLost)
+	}
+	tp := s.topicList[s.x.slots[i].topic]
+	s.promote(tp, now)
+	l, ok := parseLease(token)
+	if !ok || s.x.state(i) != core.StateReserved || s.x.leases[i] != l {
+		return 0, nil, fmt.Errorf("pebblestore: job %q: %w", id, core.ErrLeaseLost)
+	}
+	return i, tp, nil
+}
+
+// settle runs a settling call on the leased job id: f changes it and adds
+// its writes to b, under s.mu.
+func (s *Store) settle(id, lease string, f func(b *pebble.Batch, tp *topic, i uint32, now time.Time) core.SettleResult) (core.SettleResult, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return core.SettleResult{}, core.ErrClosed
+	}
+	now := s.now()
+	i, tp, err := s.leased(id, lease, now)
+	if err != nil {
+		s.mu.Unlock()
+		return core.SettleResult{}, err
+	}
+	b := s.db.NewBatch()
+	res := f(b, tp, i, now)
+	wait := s.write(b, s.syncable)
+	s.changed(tp, now)
+	s.mu.Unlock()
+	if err := wait(); err != nil {
+		return core.SettleResult{}, err
+	}
+	return res, nil
+}
+
+// AckJob implements core.Store. Errors: ErrNotFound, ErrLeaseLost,
+// ErrClosed, ErrUnavailable.
+func (s *Store) AckJob(_ context.Context, params *core.AckJobParams) (core.SettleResult, error) {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
+	if params == nil {
+		return core.SettleResult{}, core.Invalid("", "pebblestore: ack: no params")
+	}
+	return s.settle(params.ID, params.Lease, func(b *pebble.Batch, tp *topic, i uint32, now time.Time) core.SettleResult {
+		return s.finish(b, tp, i, core.StateDone, now)
+	})
+}
+
+// RetryJob implements core.Store. A zero params.RunAt means now. Errors:
+// ErrNotFound, ErrLeaseLost, ErrClosed, ErrUnavailable.
+func (s *Store) RetryJob(_ context.Context, params *core.RetryJobParams) (core.SettleResult, error) {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
+	if params == nil {
+		return core.SettleResult{}, core.Invalid("", "pebblestore: retry: no params")
+	}
+	return s.settle(params.ID, params.Lease, func(b *pebble.Batch, tp *topic, i uint32, now time.Time) core.SettleResult {
+		tp.reserved.remove(s.x, i)
+		j := s.jobLite(i)
+		j.Retry(params.RunAt, params.Error, now)
+		s.setLite(i, &j)
+		s.enqueue(tp, i)
+		id := s.x.id(i)
+		m := s.metaOfSlot(i, now)
+		_ = b.Set(idKey(prefixMeta, id), m.encode(), nil)
+		s.setError(b, i, id, j.LastError)
+		return j.Settled()
+	})
+}
+
+// BuryJob implements core.Store. Errors: ErrNotFound, ErrLeaseLost,
+// ErrClosed, ErrUnavailable.
+func (s *Store) BuryJob(_ context.Context, params *core.BuryJobParams) (core.SettleResult, error) {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
+	if params == nil {
+		return core.SettleResult{}, core.Invalid("", "pebblestore: bury: no params")
+	}
+	return s.settle(params.ID, params.Lease, func(b *pebble.Batch, tp *topic, i uint32, now time.Time) core.SettleResult {
+		tp.reserved.remove(s.x, i)
+		j := s.jobLite(i)
+		j.Bury(params.Error, now)
+		s.setLite(i, &j)
+		tp.dead++
+		id := s.x.id(i)
+		m := s.metaOfSlot(i, now)
+		_ = b.Set(idKey(prefixMeta, id), m.encode(), nil)
+		s.setError(b, i, id, j.LastError)
+		_ = b.Set(deadKey(tp.name, now, id), nil, nil)
+		return j.Settled()
+	})
+}
+
+// setError writes the last error of slot i, id.
+func (s *Store) setError(b *pebble.Batch, i uint32, id, lastError string) {
+	s.x.slots[i].hasErr = lastError != ""
+	if lastError == "" {
+		_ = b.Delete(idKey(prefixError, id), nil)
+		return
+	}
+	_ = b.Set(idKey(prefixError, id), []byte(lastError), nil)
+}
+
+// TouchJob implements core.Store. Errors: ErrNotFound, ErrLeaseLost,
+// ErrClosed, ErrUnavailable.
+func (s *Store) TouchJob(_ context.Context, params *core.TouchJobParams) (*core.Job, error) {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
+	if params == nil {
+		return nil, core.Invalid("", "pebblestore: touch: no params")
+	}
+	var (
+		m      meta
+		hasErr bool
+	)
+	_, err := s.settle(params.ID, params.Lease, func(b *pebble.Batch, tp *topic, i uint32, now time.Time) core.SettleResult {
+		sl := &s.x.slots[i]
+		hasErr = sl.hasErr
+		tp.reserved.fix(s.x, i, now.Add(time.Duration(sl.ttrMs)*time.Millisecond).UnixMilli())
+		m = s.metaOfSlot(i, now)
+		_ = b.Set(idKey(prefixMeta, params.ID), m.encode(), nil)
+		return core.SettleResult{}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.complete(params.ID, &m, hasErr)
+}
+
+// RequeueJob implements core.Store: the dead job is ready now with a fresh
+// attempt count; synced before it returns. Errors: ErrNotFound,
+// *core.ConflictError (ErrConflict) when not dead, ErrClosed,
+// ErrUnavailable.
+func (s *Store) RequeueJob(_ context.Context, id string) error {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return core.ErrClosed
+	}
+	i := s.x.lookup(id)
+	if i == 0 {
+		// Unknown, or finished: a conflict with what it is.
+		j, err := s.read(id, true)
+		s.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		return &core.ConflictError{Job: j, Message: fmt.Sprintf("pebblestore: job %q is %s, not dead", id, j.State)}
+	}
+	now := s.now()
+	tp := s.topicList[s.x.slots[i].topic]
+	s.promote(tp, now)
+	prev, err := s.read(id, false)
+	if err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	if prev.State != core.StateDead {
+		s.mu.Unlock()
+		return &core.ConflictError{Job: prev, Message: fmt.Sprintf("pebblestore: job %q is %s, not dead", id, prev.State)}
+	}
+	b := s.db.NewBatch()
+	_ = b.Delete(deadKey(tp.name, prev.UpdatedAt, id), nil)
+	tp.dead--
+	j := s.jobLite(i)
+	j.Requeue(now)
+	s.setLite(i, &j)
+	s.enqueue(tp, i)
+	m := s.metaOfSlot(i, now)
+	_ = b.Set(idKey(prefixMeta, id), m.encode(), nil)
+	wait := s.write(b, pebble.Sync)
+	s.changed(tp, now)
+	s.mu.Unlock()
+	return wait()
+}
+
+// ListDeadJobs implements core.Store, reading the dead index of the topic
+// in order of death. Errors: ErrInvalidArgument when params.Limit < 1,
+// ErrClosed, ErrUnavailable.
+func (s *Store) ListDeadJobs(_ context.Context, params *core.ListDeadJobsParams) ([]*core.Job, error) {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
+	if params == nil || params.Limit < 1 {
+		return nil, core.Invalid("limit", "limit must be at least 1")
+	}
+	if s.isClosed() {
+		return nil, core.ErrClosed
+	}
+	lower := deadPrefix(params.Topic)
+	upper := append(lower[:len(lower)-1:len(lower)-1], 1)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return nil, wrap(err)
+	}
+	defer it.Close()
+	jobs := []*core.Job{}
+	for ok := it.First(); ok && len(jobs) < params.Limit; ok = it.Next() {
+		id := string(it.Key()[len(lower)+8:])
+		j, err := s.read(id, false)
+		if errors.Is(err, core.ErrNotFound) {
+			continue // requeued or cancelled since the iterator began
+		}
+		if err != nil {
+			return nil, err
+		}
+		if j.State == core.StateDead {
+			jobs = append(jobs, j)
+		}
+	}
+	return jobs, wrap(it.Error())
+}
+
+// PutTopic implements core.Store. Errors: ErrClosed, ErrUnavailable.
+func (s *Store) PutTopic(_ context.Context, t *core.Topic) error {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
+	c := *t
+	c.Configured = true
+	c.Counts = core.Counts{}
+	raw, err := json.Marshal(&c)
+	if err != nil {
+		return fmt.Errorf("pebblestore: topic %q: %w", t.Name, err)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return core.ErrClosed
+	}
+	b := s.db.NewBatch()
+	_ = b.Set(idKey(prefixTopic, t.Name), raw, nil)
+	s.topicFor(t.Name).config = &c
+	wait := s.write(b, pebble.Sync)
+	s.mu.Unlock()
+	return wait()
+}
+
+// GetTopic implements core.Store. Errors: ErrNotFound, ErrClosed.
+func (s *Store) GetTopic(_ context.Context, name string) (*core.Topic, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, core.ErrClosed
+	}
+	now := s.now()
+	tp := s.topics[name]
+	if tp == nil || !s.visible(tp, now) {
+		return nil, fmt.Errorf("pebblestore: topic %q: %w", name, core.ErrNotFound)
+	}
+	return s.view(tp, now), nil
+}
+
+// DeleteTopic implements core.Store. Errors: ErrNotFound, ErrClosed,
+// ErrUnavailable.
+func (s *Store) DeleteTopic(_ context.Context, name string) error {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return core.ErrClosed
+	}
+	tp := s.topics[name]
+	if tp == nil || tp.config == nil {
+		s.mu.Unlock()
+		return fmt.Errorf("pebblestore: topic %q: %w", name, core.ErrNotFound)
+	}
+	tp.config = nil
+	b := s.db.NewBatch()
+	_ = b.Delete(idKey(prefixTopic, name), nil)
+	wait := s.write(b, pebble.Sync)
+	s.mu.Unlock()
+	return wait()
+}
+
+// ListTopics implements core.Store. Errors: ErrClosed.
+func (s *Store) ListTopics(context.Context) ([]*core.Topic, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, core.ErrClosed
+	}
+	now := s.now()
+	topics := []*core.Topic{}
+	for _, tp := range s.topicList {
+		if s.visible(tp, now) {
+			topics = append(topics, s.view(tp, now))
+		}
+	}
+	sortTopics(topics)
+	return topics, nil
+}
+
+// ListTopicConfigs implements core.Store. Errors: ErrClosed.
+func (s *Store) ListTopicConfigs(context.Context) ([]*core.Topic, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, core.ErrClosed
+	}
+	topics := []*core.Topic{}
+	for _, tp := range s.topicList {
+		if tp.config != nil {
+			c := *tp.config
+			topics = append(topics, &c)
+		}
+	}
+	sortTopics(topics)
+	return topics, nil
+}
+
+// visible reports whether ListTopics shows tp: configured, holding jobs,
+// or with jobs finished within retention.
+func (s *Store) visible(tp *topic, now time.Time) bool {
+	if tp.config != nil || tp.scheduled.Len()+tp.ready.Len()+tp.reserved.Len() > 0 || tp.dead > 0 {
+		return true
+	}
+	done, cancelled := s.finishedCounts(tp, now)
+	return done+cancelled > 0
+}
+
+// view returns tp's configuration with its counts.
+func (s *Store) view(tp *topic, now time.Time) *core.Topic {
+	s.promote(tp, now)
+	t := &core.Topic{Name: tp.name}
+	if tp.config != nil {
+		*t = *tp.config
+	}
+	done, cancelled := s.finishedCounts(tp, now)
+	t.Counts = core.Counts{
+		Scheduled: int64(tp.scheduled.Len()),
+		Ready:     int64(tp.ready.Len()),
+		Reserved:  int64(tp.reserved.Len()),
+		Done:      done,
+		Dead:      tp.dead,
+		Cancelled: cancelled,
+	}
+	return t
+}
+
+// Ping implements core.Store. Errors: ErrClosed.
+func (s *Store) Ping(context.Context) error {
+	if s.isClosed() {
+		return core.ErrClosed
+	}
+	return nil
+}
+
+// Close implements core.Store: waiting claims end, the log is synced and
+// the database closed. Idempotent.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.done)
+	for _, tp := range s.topicList {
+		tp.stopTimer()
+	}
+	s.mu.Unlock()
+	s.background.Wait()
+	s.ops.Lock() // every call in flight has returned
+	defer s.ops.Unlock()
+	err := s.db.LogData(nil, pebble.Sync)
+	return errors.Join(err, s.db.Close())
+}
+
+// syncBehind runs until Close: it syncs the log as soon as a write did not
+// wait for its own sync, one sync at a time, so that such writes reach the
+// disk within about one fsync of their answer while none waits for it; and
+// at least every SyncInterval. Pebble keeps a write without sync in a
+// buffer of the process until a sync or a full block, so without this a
+// kill -9 could lose the claims of the last seconds.
+func (s *Store) syncBehind() {
+	defer s.background.Done()
+	tick := s.clock.NewTicker(s.cfg.SyncInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-s.unsynced:
+		case <-tick.Chan():
+		}
+		if err := s.db.LogData(nil, pebble.Sync); err != nil && !errors.Is(err, pebble.ErrClosed) {
+			s.log.Warn("pebblestore: background sync failed", "err", err)
+		}
+	}
+}
+
+// pebbleLogger passes Pebble's messages to slog: its routine information
+// at debug, its errors as warnings.
+type pebbleLogger struct{ log *slog.Logger }
+
+func (l pebbleLogger) Infof(format string, args ...any) {
+	l.log.Debug("pebble: " + fmt.Sprintf(format, args...))
+}
+
+func (l pebbleLogger) Errorf(format string, args ...any) {
+	l.log.Warn("pebble: " + fmt.Sprintf(format, args...))
+}
+
+func (l pebbleLogger) Fatalf(format string, args ...any) {
+	l.log.Error("pebble: " + fmt.Sprintf(format, args...))
+	panic(fmt.Sprintf(format, args...))
+}
