@@ -631,6 +631,24 @@ func (s *Store) isClosed() bool {
 func (s *Store) CancelJob(_ context.Context, id string) error {
 	s.ops.RLock()
 	defer s.ops.RUnlock()
+	missing := func() error { return fmt.Errorf("pebblestore: cancel %q: %w", id, core.ErrNotFound) }
+	return s.change(id, missing, func(b *pebble.Batch, tp *topic, i uint32, cur *core.Job, now time.Time) error {
+		switch cur.State {
+		case core.StateReserved:
+			return conflict(cur, "job %q is reserved", id).Err
+		case core.StateDead:
+			_ = b.Delete(deadKey(tp.name, cur.UpdatedAt, id), nil)
+		}
+		s.finish(b, tp, i, core.StateCancelled, now)
+		return nil
+	})
+}
+
+// change runs an administrative change of the unfinished job id under
+// s.mu: f checks the job as of now (read from disk) and adds its writes to
+// b, which are synced before change returns; missing answers for an id the
+// index does not hold.
+func (s *Store) change(id string, missing func() error, f func(b *pebble.Batch, tp *topic, i uint32, cur *core.Job, now time.Time) error) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -639,30 +657,22 @@ func (s *Store) CancelJob(_ context.Context, id string) error {
 	i := s.x.lookup(id)
 	if i == 0 {
 		s.mu.Unlock()
-		return fmt.Errorf("pebblestore: cancel %q: %w", id, core.ErrNotFound)
+		return missing()
 	}
 	now := s.now()
 	tp := s.topicList[s.x.slots[i].topic]
 	s.promote(tp, now)
-	if s.x.state(i) == core.StateReserved {
-		j, err := s.read(id, false)
+	cur, err := s.read(id, false)
+	if err != nil {
 		s.mu.Unlock()
-		if err != nil {
-			return err
-		}
-		return conflict(j, "job %q is reserved", id).Err
+		return err
 	}
 	b := s.db.NewBatch()
-	if s.x.state(i) == core.StateDead {
-		prev, err := s.read(id, false)
-		if err != nil {
-			_ = b.Close()
-			s.mu.Unlock()
-			return err
-		}
-		_ = b.Delete(deadKey(tp.name, prev.UpdatedAt, id), nil)
+	if err := f(b, tp, i, cur, now); err != nil {
+		_ = b.Close()
+		s.mu.Unlock()
+		return err
 	}
-	s.finish(b, tp, i, core.StateCancelled, now)
 	wait := s.write(b, pebble.Sync)
 	s.changed(tp, now)
 	s.mu.Unlock()
@@ -934,46 +944,30 @@ func (s *Store) TouchJob(_ context.Context, params *core.TouchJobParams) (*core.
 func (s *Store) RequeueJob(_ context.Context, id string) error {
 	s.ops.RLock()
 	defer s.ops.RUnlock()
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return core.ErrClosed
+	notDead := func(j *core.Job) error {
+		return &core.ConflictError{Job: j, Message: fmt.Sprintf("pebblestore: job %q is %s, not dead", id, j.State)}
 	}
-	i := s.x.lookup(id)
-	if i == 0 {
-		// Unknown, or finished: a conflict with what it is.
+	missing := func() error { // unknown, or finished: a conflict with what it is
 		j, err := s.read(id, true)
-		s.mu.Unlock()
 		if err != nil {
 			return err
 		}
-		return &core.ConflictError{Job: j, Message: fmt.Sprintf("pebblestore: job %q is %s, not dead", id, j.State)}
+		return notDead(j)
 	}
-	now := s.now()
-	tp := s.topicList[s.x.slots[i].topic]
-	s.promote(tp, now)
-	prev, err := s.read(id, false)
-	if err != nil {
-		s.mu.Unlock()
-		return err
-	}
-	if prev.State != core.StateDead {
-		s.mu.Unlock()
-		return &core.ConflictError{Job: prev, Message: fmt.Sprintf("pebblestore: job %q is %s, not dead", id, prev.State)}
-	}
-	b := s.db.NewBatch()
-	_ = b.Delete(deadKey(tp.name, prev.UpdatedAt, id), nil)
-	tp.dead--
-	j := s.jobLite(i)
-	j.Requeue(now)
-	s.setLite(i, &j)
-	s.enqueue(tp, i)
-	m := s.metaOfSlot(i, now)
-	_ = b.Set(idKey(prefixMeta, id), m.encode(), nil)
-	wait := s.write(b, pebble.Sync)
-	s.changed(tp, now)
-	s.mu.Unlock()
-	return wait()
+	return s.change(id, missing, func(b *pebble.Batch, tp *topic, i uint32, cur *core.Job, now time.Time) error {
+		if cur.State != core.StateDead {
+			return notDead(cur)
+		}
+		_ = b.Delete(deadKey(tp.name, cur.UpdatedAt, id), nil)
+		tp.dead--
+		j := s.jobLite(i)
+		j.Requeue(now)
+		s.setLite(i, &j)
+		s.enqueue(tp, i)
+		m := s.metaOfSlot(i, now)
+		_ = b.Set(idKey(prefixMeta, id), m.encode(), nil)
+		return nil
+	})
 }
 
 // ListDeadJobs implements core.Store, reading the dead index of the topic
