@@ -38,7 +38,7 @@
 // The purge runs in the background, after the change has answered: a
 // stale wake-up is harmless, so the caller need not wait the round trip.
 // Counts and dead listings, which read wake-ups rather than records, first
-// wait for the purges running in their instance (settle), so an instance
+// wait for the purges running in their instance (awaitPurges), so an instance
 // reads its own writes. A job's several wake-ups (a soon schedule and its
 // near twin) are published pipelined and awaited together, before the
 // record: one connection's publishes are stored in the order sent. A job

@@ -645,12 +645,12 @@ func (s *Store) claimOne(ctx context.Context, q *topicQueue, it *item) (*core.Jo
 					return nil, nil
 				}
 				// A stale early wake-up: make sure of the schedule.
-				return nil, s.ensure(ctx, j, seq, now, it.msg, true)
+				return nil, s.repairWakes(ctx, j, seq, now, it.msg, true)
 			}
 		case core.StateReserved:
 			if j.LeaseExpiresAt.After(now) {
 				// The lease holds; make sure its wake-up exists.
-				return nil, s.ensure(ctx, j, seq, now, it.msg, true)
+				return nil, s.repairWakes(ctx, j, seq, now, it.msg, true)
 			}
 			j = j.Clone()
 			j.ExpireLease()
@@ -713,14 +713,14 @@ func (s *Store) claimOne(ctx context.Context, q *topicQueue, it *item) (*core.Jo
 	return nil, nil
 }
 
-// ensure publishes the wake-ups that a job's recorded state needs, then
+// repairWakes publishes the wake-ups that a job's recorded state needs, then
 // acknowledges the stale wake-up m that led to it; confirm waits for the
 // server to confirm the acknowledgement, so that a ready wake-up no longer
 // counts when the caller returns. The housekeeping's lead and expire
 // messages are counted nowhere: an acknowledgement lost is only a message
 // delivered again.
-func (s *Store) ensure(ctx context.Context, j *core.Job, seq uint64, now time.Time, m jetstream.Msg, confirm bool) error {
-	if err := s.restore(ctx, j, seq); err != nil {
+func (s *Store) repairWakes(ctx context.Context, j *core.Job, seq uint64, now time.Time, m jetstream.Msg, confirm bool) error {
+	if err := s.publishWakes(ctx, j, seq); err != nil {
 		_ = m.NakWithDelay(time.Second)
 		return err
 	}
@@ -768,12 +768,12 @@ func (s *Store) handleHouse(m jetstream.Msg) {
 			return
 		}
 		if kind != kindExpire || j.State != core.StateReserved {
-			_ = s.ensure(ctx, j, seq, now, m, false)
+			_ = s.repairWakes(ctx, j, seq, now, m, false)
 			return
 		}
 		if d := j.LeaseExpiresAt.Sub(now); d > 0 {
 			if d > s.cfg.Lead {
-				_ = s.ensure(ctx, j, seq, now, m, false)
+				_ = s.repairWakes(ctx, j, seq, now, m, false)
 				return
 			}
 			_ = m.NakWithDelay(d)

@@ -218,7 +218,7 @@ const maxBackground = 4096
 // reconciled by whoever gets it, so a mutation need not wait for its purge
 // (a round trip, or a quarter of a claim's); what reads wake-ups rather
 // than records, counts and dead listings, waits for the purges running
-// when it starts (settle), so that an instance reads its own writes.
+// when it starts (awaitPurges), so that an instance reads its own writes.
 type background struct {
 	mu      sync.Mutex
 	next    uint64
@@ -480,7 +480,7 @@ func (s *Store) wakesFor(j *core.Job, now time.Time, st stamp) []*nats.Msg {
 // finishedMarker returns the marker of a done or cancelled job, nil when
 // less than a second of its retention is left. A marker published as the
 // job finishes gets the record's TTL, Retention; one published again later
-// (restore) what is left of it, counted from the job's updated_at.
+// (publishWakes) what is left of it, counted from the job's updated_at.
 func (s *Store) finishedMarker(j *core.Job, now time.Time, st stamp) *nats.Msg {
 	kind := kindDone
 	if j.State == core.StateCancelled {
@@ -624,8 +624,8 @@ func (s *Store) writeFinished(ctx context.Context, j *core.Job, expect uint64, n
 	}
 	if markErr != nil {
 		s.log.Warn("natsstore: publish the marker of a finished job", "id", j.ID, "err", markErr)
-		if err := s.restore(ctx, j, ack.Sequence); err != nil {
-			s.log.Warn("natsstore: restore wake-up", "id", j.ID, "err", err)
+		if err := s.publishWakes(ctx, j, ack.Sequence); err != nil {
+			s.log.Warn("natsstore: publish wake-ups", "id", j.ID, "err", err)
 		}
 	}
 	s.purgeLater(s.names.wakes(j.Topic, j.ID), j.ID, ack.Sequence)
@@ -714,9 +714,9 @@ func (s *Store) purgeLater(subject, id string, below uint64) {
 	}()
 }
 
-// settle waits until the background purges running when it is called have
+// awaitPurges waits until the background purges running when it is called have
 // finished. Errors: ctx's.
-func (s *Store) settle(ctx context.Context) error {
+func (s *Store) awaitPurges(ctx context.Context) error {
 	s.bg.mu.Lock()
 	running := make([]chan struct{}, 0, len(s.bg.running))
 	for _, done := range s.bg.running {
@@ -744,22 +744,22 @@ func (s *Store) undo(ctx context.Context, seqs []uint64, id string) {
 	if err != nil || j == nil {
 		return
 	}
-	if err := s.restore(ctx, j, cur); err != nil {
-		s.log.Warn("natsstore: restore wake-up", "id", id, "err", err)
+	if err := s.publishWakes(ctx, j, cur); err != nil {
+		s.log.Warn("natsstore: publish wake-ups", "id", id, "err", err)
 	}
 }
 
-// restore publishes the wake-ups that j, read at record sequence cur,
+// publishWakes publishes the wake-ups that j, read at record sequence cur,
 // needs, for a caller that found them missing or replaced. A write after
 // cur, between that read and the publish (the winner of a claim
 // acknowledging the job it just claimed, say), purged below its own
 // wake-ups or record, so not these: they would bring back a state already
-// replaced, such as a lease counted as reserved until it fires. So restore
+// replaced, such as a lease counted as reserved until it fires. So publishWakes
 // reads the record again and, while it has changed, deletes what it
 // published on subjects the new state does not use (only those messages
 // have their sequences) and publishes the new state's wake-ups, which
 // replace the rest.
-func (s *Store) restore(ctx context.Context, j *core.Job, cur uint64) error {
+func (s *Store) publishWakes(ctx context.Context, j *core.Job, cur uint64) error {
 	for range maxTries {
 		msgs := s.wakesFor(j, s.now(), matching(cur))
 		seqs, err := s.publishAll(ctx, msgs)
@@ -958,7 +958,7 @@ func (s *Store) collided(ctx context.Context, old *core.Job, seq uint64, cur *co
 	if stale != nil {
 		s.deleteSeqs(ctx, stale, old.ID)
 		if _, err := s.publishAll(ctx, s.wakesFor(old, s.now(), matching(seq))); err != nil {
-			s.log.Warn("natsstore: restore wake-up", "id", old.ID, "err", err)
+			s.log.Warn("natsstore: publish wake-ups", "id", old.ID, "err", err)
 		}
 	}
 	return &core.ConflictError{Job: cur, Message: "natsstore: " + fmt.Sprintf(format, args...)}
@@ -1181,10 +1181,10 @@ func (s *Store) Close() error {
 	// Background purges get drainWait to finish; the stale wake-ups of
 	// those cut short are reconciled by whoever gets them.
 	ctx, cancel := context.WithTimeout(context.Background(), drainWait)
-	_ = s.settle(ctx)
+	_ = s.awaitPurges(ctx)
 	cancel()
 	s.bg.cancel()
-	_ = s.settle(context.Background())
+	_ = s.awaitPurges(context.Background())
 	s.wg.Wait()
 	return nil
 }

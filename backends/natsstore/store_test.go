@@ -375,7 +375,7 @@ func TestPublishAllKeepsOrder(t *testing.T) {
 
 // TestCountsAfterBackgroundPurges: acknowledgements answer before the
 // stale wake-ups they leave (lease schedules) are purged; counts wait for
-// those purges (settle), so an instance reads its own writes. (Jobs due at
+// those purges (awaitPurges), so an instance reads its own writes. (Jobs due at
 // once: a claim later than a soon schedule's grace leaves a ready wake-up
 // that counts until reconciled, by design.)
 func TestCountsAfterBackgroundPurges(t *testing.T) {
@@ -411,7 +411,7 @@ func TestCountsAfterBackgroundPurges(t *testing.T) {
 	held.Wait()
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	require.ErrorIs(t, b.store.settle(cancelled), context.Canceled)
+	require.ErrorIs(t, b.store.awaitPurges(cancelled), context.Canceled)
 	close(gate)
 	tp, err = b.store.GetTopic(ctx, topic)
 	require.NoError(t, err)
@@ -525,7 +525,7 @@ func TestPurgesOfAJobInOrder(t *testing.T) {
 	b.store.purgeLater(other, "b", 1)
 	<-otherRan // not held up by job a's purges
 	close(gate)
-	require.NoError(t, b.store.settle(ctx))
+	require.NoError(t, b.store.awaitPurges(ctx))
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, []string{first, second}, slices.DeleteFunc(slices.Clone(order), func(s string) bool { return s == other }))
@@ -547,7 +547,7 @@ func TestRestoreAfterANewerWrite(t *testing.T) {
 	require.Equal(t, core.StateReserved, read.State)
 	require.NoError(t, settleErr(b.store.AckJob(ctx, &core.AckJobParams{ID: got[0].ID, Lease: got[0].Lease})))
 
-	require.NoError(t, b.store.restore(ctx, read, seq))
+	require.NoError(t, b.store.publishWakes(ctx, read, seq))
 	tp, err := b.store.GetTopic(ctx, topic)
 	require.NoError(t, err)
 	require.Equal(t, core.Counts{Done: 1}, tp.Counts, "no lease is left for a job done, and it counts once")
@@ -555,7 +555,7 @@ func TestRestoreAfterANewerWrite(t *testing.T) {
 
 // TestFinishedMarkerTTL: a finished job's marker expires with its record:
 // a TTL of the retention as it finishes, what is left of it when published
-// again later (restore), and no marker in its last second, which NATS
+// again later (publishWakes), and no marker in its last second, which NATS
 // cannot express.
 func TestFinishedMarkerTTL(t *testing.T) {
 	t.Parallel()

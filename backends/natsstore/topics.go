@@ -239,7 +239,7 @@ func (s *Store) subjects(ctx context.Context, filter string, offset int) (map[st
 		defer cancel()
 	}
 	// Wake-ups this instance has made stale are gone before it counts.
-	if err := s.settle(ctx); err != nil {
+	if err := s.awaitPurges(ctx); err != nil {
 		return nil, 0, unavailable("settle purges", err)
 	}
 	m, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.INFO."+s.names.stream, req)

@@ -217,15 +217,15 @@ func (sub *subscription) handle(f frame) {
 		sub.extend(f.ID, f.Lease, job.LeaseExpiresAt)
 		sub.send(appendTouchedFrame(nil, f.ID, job.LeaseExpiresAt))
 	case err == nil:
-		sub.settle(f.ID, f.Lease)
+		sub.forget(f.ID, f.Lease)
 	case errors.Is(err, core.ErrConflict):
-		sub.settle(f.ID, f.Lease)
+		sub.forget(f.ID, f.Lease)
 		sub.sendError(wire.WithMessage(
 			fmt.Sprintf("the lease of job %q is lost: its ttr passed or the job was delivered again", truncate(f.ID, core.MaxIDLen)),
 			err,
 		), f.ID)
 	case errors.Is(err, core.ErrNotFound):
-		sub.settle(f.ID, f.Lease)
+		sub.forget(f.ID, f.Lease)
 		sub.sendError(wire.WithMessage(fmt.Sprintf("job %q not found", truncate(f.ID, core.MaxIDLen)), err), f.ID)
 	default:
 		sub.sendError(err, f.ID)
@@ -339,8 +339,8 @@ func (sub *subscription) hold(jobs []*core.Job) {
 	}
 }
 
-// settle forgets a held delivery that ended, returning its credit.
-func (sub *subscription) settle(id, lease string) {
+// forget drops a held delivery that ended, returning its credit.
+func (sub *subscription) forget(id, lease string) {
 	sub.mu.Lock()
 	h, ok := sub.held[id]
 	if ok && h.lease == lease {
