@@ -15,11 +15,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestE2EEmbeddedNATSAuth runs serve on the embedded default: the NATS
+// TestE2EInProcessNATSAuth runs serve on the local default: the NATS
 // server refuses connections without the client password, which is kept in
 // the data directory across a restart and logged by path only; the client
 // user pushes, cancels and receives deliveries, and may not use JetStream.
-func TestE2EEmbeddedNATSAuth(t *testing.T) {
+func TestE2EInProcessNATSAuth(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	srv := startServer(t, defaultArgs(dir)...)
@@ -87,9 +87,9 @@ func TestE2EEmbeddedNATSAuth(t *testing.T) {
 	srv.natsClient(t)
 }
 
-// TestE2EEmbeddedNATSGivenPassword checks that --nats-client-user and
+// TestE2EInProcessNATSGivenPassword checks that --nats-client-user and
 // --nats-client-password replace the generated credentials.
-func TestE2EEmbeddedNATSGivenPassword(t *testing.T) {
+func TestE2EInProcessNATSGivenPassword(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	const given = "given-nats-password-0123456789"

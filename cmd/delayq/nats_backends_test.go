@@ -142,13 +142,13 @@ func TestE2ENATSOnMemory(t *testing.T) {
 	require.Equal(t, "nats-client-password", entries[0].Name())
 }
 
-// TestE2ENATSOff runs serve with --nats-listen off on the memory and the
-// embedded backends: no NATS is served (none is logged as listening, no
+// TestE2ENATSOff runs serve with --nats-listen off on the memory, local
+// and jetstream backends: no NATS is served (none is logged as listening, no
 // client password is made), a topic of delivery type nats is refused, and
 // the HTTP API works.
 func TestE2ENATSOff(t *testing.T) {
 	t.Parallel()
-	for _, backend := range []string{"memory", "embedded"} {
+	for _, backend := range []string{backendMemory, backendLocal, backendJetStream} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
