@@ -109,7 +109,7 @@ func (s *Store) ImportJobs(_ context.Context, jobs []*core.Job) ([]bool, error) 
 			s.mu.Unlock()
 			return nil, err
 		}
-		if err := s.uncountFinished(b, in.ID); err != nil {
+		if err := s.forgetFinished(b, in.ID); err != nil {
 			_ = b.Close()
 			s.mu.Unlock()
 			return nil, err
@@ -132,8 +132,9 @@ func (s *Store) ImportJobs(_ context.Context, jobs []*core.Job) ([]bool, error) 
 		m, r := metaOf(j), recordOf(j)
 		_ = b.Set(idKey(prefixMeta, j.ID), m.encode(), nil)
 		_ = b.Set(idKey(prefixRecord, j.ID), r.encode(), nil)
-		_ = b.Delete(idKey(prefixFinished, j.ID), nil)
-		s.setError(b, i, j.ID, j.LastError)
+		if j.LastError != "" {
+			s.setError(b, i, j.ID, j.LastError)
+		}
 	}
 	wait := s.write(b, pebble.Sync)
 	for tp := range touched {

@@ -46,14 +46,17 @@ func (s *Store) countFinished(b *pebble.Batch, tp *topic, state core.State, at t
 	_ = b.Set(countKey(tp.name, state, bucket), binary.AppendVarint(nil, c[finishedIndex(state)]), nil)
 }
 
-// uncountFinished takes the finished job id, if the store keeps one, out
-// of its topic's counts, for a put or an import that reuses its id: it
-// counts once, in its new state.
-func (s *Store) uncountFinished(b *pebble.Batch, id string) error {
+// forgetFinished deletes the finished job id, if the store keeps one, and
+// takes it out of its topic's counts, for a put or an import that reuses
+// its id: it counts once, in its new state. For a new id it costs one read,
+// which a bloom filter answers.
+func (s *Store) forgetFinished(b *pebble.Batch, id string) error {
 	raw, err := s.get(idKey(prefixFinished, id))
 	if err != nil || raw == nil {
 		return err
 	}
+	_ = b.Delete(idKey(prefixFinished, id), nil)
+	_ = b.Delete(idKey(prefixError, id), nil)
 	m, err := decodeMeta(raw)
 	if err != nil {
 		return fmt.Errorf("pebblestore: job %q: %w", id, err)

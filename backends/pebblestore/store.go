@@ -507,14 +507,14 @@ func (s *Store) put(pb *putBatch, in *core.Job, replace bool, now time.Time, tou
 		if prev.State == core.StateDead {
 			_ = b.Delete(deadKey(old.name, prev.UpdatedAt, in.ID), nil)
 		}
+		if s.x.slots[i].hasErr {
+			_ = b.Delete(idKey(prefixError, in.ID), nil)
+		}
 		s.unlink(old, i)
 		s.x.remove(i)
 		touched[old] = struct{}{}
-	}
-	if !res.Replaced {
-		if err := s.uncountFinished(b, in.ID); err != nil {
-			return res, err
-		}
+	} else if err := s.forgetFinished(b, in.ID); err != nil {
+		return res, err
 	}
 	j := in.Clone()
 	j.Reset(createdAt, now)
@@ -529,10 +529,6 @@ func (s *Store) put(pb *putBatch, in *core.Job, replace bool, now time.Time, tou
 	m, r := metaOf(j), recordOf(j)
 	_ = b.Set(idKey(prefixMeta, j.ID), m.encode(), nil)
 	_ = b.Set(idKey(prefixRecord, j.ID), r.encode(), nil)
-	// A finished job of the same id, or an error of the replaced one, may
-	// be there: blind deletes cost less than reading first.
-	_ = b.Delete(idKey(prefixFinished, j.ID), nil)
-	_ = b.Delete(idKey(prefixError, j.ID), nil)
 	return res, nil
 }
 

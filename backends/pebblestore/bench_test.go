@@ -1,0 +1,99 @@
+//go:build unix
+
+package pebblestore_test
+
+import (
+	"context"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/backends/memstore"
+	"github.com/delayq/delayq/backends/pebblestore"
+	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/storetest"
+)
+
+// The benchmarks run the local store beside the memory store, the figure
+// it is held to, in one run:
+//
+//	go test -run '^$' -bench . -benchtime 1x ./backends/pebblestore/
+
+// benchStores opens each store measured.
+var benchStores = []struct {
+	name string
+	open func(b *testing.B) core.Store
+}{
+	{"local", func(b *testing.B) core.Store {
+		s, err := pebblestore.Open(pebblestore.Config{Dir: b.TempDir()})
+		require.NoError(b, err)
+		b.Cleanup(func() { _ = s.Close() })
+		return s
+	}},
+	{"memory", func(b *testing.B) core.Store {
+		s := memstore.New(memstore.Config{})
+		b.Cleanup(func() { _ = s.Close() })
+		return s
+	}},
+}
+
+// BenchmarkIntake measures PutJobs of jobs due in an hour from 8
+// goroutines, one job per call and in batches (DELAYQ_BENCH_INTAKE jobs,
+// default 200 000).
+func BenchmarkIntake(b *testing.B) {
+	n := storetest.EnvInt("DELAYQ_BENCH_INTAKE", 200_000)
+	for _, st := range benchStores {
+		for _, batch := range []int{1, 100, 1000} {
+			b.Run(st.name+"/batch="+strconv.Itoa(batch), func(b *testing.B) {
+				s := st.open(b)
+				cpu0 := cpuTime()
+				b.ReportMetric(storetest.Intake(b, s, 8, batch, n), "jobs/s")
+				b.ReportMetric(float64(cpuTime()-cpu0)/1e3/float64(n), "cpu_us/job")
+			})
+		}
+	}
+}
+
+// BenchmarkBurst puts DELAYQ_BENCH_BURST jobs (default 100 000) due at one
+// instant, then claims and acknowledges them all with 8 claimers of up to
+// 100 jobs, and reports how long after the instant the last was claimed
+// and acknowledged, and the CPU per job.
+func BenchmarkBurst(b *testing.B) {
+	n := storetest.EnvInt("DELAYQ_BENCH_BURST", 100_000)
+	for _, st := range benchStores {
+		b.Run(st.name, func(b *testing.B) {
+			s := st.open(b)
+			ctx := context.Background()
+			due := time.Now().Add(2*time.Second + time.Duration(n)*time.Second/50_000).UTC().Truncate(time.Millisecond)
+			for i := 0; i < n; i += 1000 {
+				jobs := make([]*core.Job, min(1000, n-i))
+				for k := range jobs {
+					jobs[k] = storetest.NewJob("burst", due)
+				}
+				storetest.Put(b, ctx, s, jobs...)
+			}
+			require.True(b, time.Now().Before(due), "putting took too long")
+			cpu0 := cpuTime()
+			cctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			res := storetest.Drain(cctx, s, storetest.DrainParams{Topic: "burst", N: n, Claimers: 8, Max: 100, Wait: 10 * time.Second})
+			cpu := cpuTime() - cpu0
+			require.Equal(b, n, res.Claimed)
+			b.ReportMetric(float64(res.LastClaim.Sub(due))/1e6, "claimed_all_ms")
+			b.ReportMetric(float64(res.LastAck.Sub(due))/1e6, "acked_all_ms")
+			b.ReportMetric(float64(cpu)/1e3/float64(n), "cpu_us/job")
+		})
+	}
+}
+
+// cpuTime returns the CPU time (user and system) the process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
