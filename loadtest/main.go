@@ -66,6 +66,8 @@ type config struct {
 	Rate         int           `json:"rate"`
 	Duration     time.Duration `json:"duration"`
 	Lead         time.Duration `json:"lead"`
+	PullJobs     int           `json:"pull_jobs"`
+	PullWorkers  int           `json:"pull_workers"`
 	Subscribers  int           `json:"subscribers"`
 	Prefetch     int           `json:"prefetch"`
 	Settle       time.Duration `json:"settle"`
@@ -81,7 +83,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.BackendPID, "backend-pid", 0, "with -server: process id of the backend's server, to read its memory")
 	fs.StringVar(&c.Delayq, "delayq", "", "delayq binary to run (default: go build ./cmd/delayq)")
 	fs.StringVar(&c.Out, "out", "", "directory of the report and plots (default loadtest-report/<backend>)")
-	fs.StringVar(&c.Phases, "phases", "intake,memory,burst,lateness", "comma-separated phases to run")
+	fs.StringVar(&c.Phases, "phases", "intake,memory,burst,lateness", "comma-separated phases to run (pull too)")
 	fs.DurationVar(&c.IntakeFor, "intake-duration", 10*time.Second, "how long each intake measurement runs")
 	fs.IntVar(&c.Workers, "workers", 32, "concurrent requests of one job each")
 	fs.IntVar(&c.Batch, "batch", 1000, "jobs per batch request")
@@ -92,6 +94,8 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Rate, "rate", 10_000, "due jobs per second for lateness")
 	fs.DurationVar(&c.Duration, "duration", 30*time.Second, "how long jobs come due for lateness")
 	fs.DurationVar(&c.Lead, "lead", 2*time.Second, "how long before its run_at each lateness job is pushed")
+	fs.IntVar(&c.PullJobs, "pull-jobs", 20_000, "due jobs the pull consumers drain")
+	fs.IntVar(&c.PullWorkers, "pull-workers", 32, "pull consumers, each claiming and acknowledging one job at a time over HTTP")
 	fs.IntVar(&c.Subscribers, "subscribers", 4, "WebSocket subscribers of the burst and lateness topics")
 	fs.IntVar(&c.Prefetch, "prefetch", 1000, "prefetch of each subscriber")
 	fs.DurationVar(&c.Settle, "settle", 5*time.Second, "pause between the last pending job pushed and the memory reading")
@@ -123,9 +127,9 @@ func (c *config) has(phase string) bool {
 func (c *config) check() error {
 	for p := range strings.SplitSeq(c.Phases, ",") {
 		switch strings.TrimSpace(p) {
-		case "intake", "memory", "burst", "lateness":
+		case "intake", "memory", "burst", "pull", "lateness":
 		default:
-			return fmt.Errorf("-phases: unknown phase %q (intake, memory, burst, lateness)", p)
+			return fmt.Errorf("-phases: unknown phase %q (intake, memory, burst, pull, lateness)", p)
 		}
 	}
 	switch {
@@ -137,6 +141,8 @@ func (c *config) check() error {
 		return fmt.Errorf("-subscribers must be positive, -prefetch 1 to 1000")
 	case c.Workers < 1 || c.BatchWorkers < 1 || c.NATSWindow < 1:
 		return fmt.Errorf("-workers, -batch-workers and -nats-window must be positive")
+	case c.has("pull") && (c.PullJobs < 1 || c.PullWorkers < 1):
+		return fmt.Errorf("-pull-jobs and -pull-workers must be positive")
 	}
 	return nil
 }
@@ -274,6 +280,19 @@ func measure(ctx context.Context, cfg *config, t *target, res *results, logf fun
 			fail(err)
 		} else {
 			logf("  all delivered %.2fs after the due instant, all acknowledged %.2fs after", b.DeliveredAll, b.AckedAll)
+		}
+	}
+	if cfg.has("pull") {
+		prof.start(ctx, "pull", 10*time.Second)
+		var pr *pullResult
+		var err error
+		phase("pull", func() { pr, err = pull(ctx, c, cfg, logf) })
+		prof.wait()
+		res.Pull = pr
+		if err != nil {
+			fail(err)
+		} else {
+			logf("  %.0f jobs/s claimed and acknowledged", pr.PerSecond)
 		}
 	}
 	if cfg.has("lateness") {

@@ -30,6 +30,8 @@ func TestHarness(t *testing.T) {
 	cfg.Duration = 2 * time.Second
 	cfg.Lead = time.Second
 	cfg.Subscribers = 2
+	cfg.Phases += ",pull"
+	cfg.PullJobs = 500
 	cfg.Settle = 100 * time.Millisecond
 	cfg.Profile = true
 	var log bytes.Buffer
@@ -56,14 +58,17 @@ func TestHarness(t *testing.T) {
 	require.Positive(t, res.Lateness.Stats.Max)
 	require.NotEmpty(t, res.Lateness.Series)
 
-	require.Len(t, res.CPU, 5, "a CPU reading per phase but memory")
+	require.Equal(t, int64(500), res.Pull.Acked)
+	require.Positive(t, res.Pull.PerSecond)
+
+	require.Len(t, res.CPU, 6, "a CPU reading per phase but memory")
 	for _, p := range res.CPU {
 		require.Positive(t, p.Cores["delayq"]+p.Cores["harness"], p.Phase)
 	}
 
 	report, err := os.ReadFile(filepath.Join(out, "report.md"))
 	require.NoError(t, err)
-	for _, want := range []string{"## Against the targets", "## Intake", "## Memory", "## Burst", "## Lateness", "## CPU", "(lateness-over-time.png)", "(lateness-histogram.png)", "(burst.png)"} {
+	for _, want := range []string{"## Against the targets", "## Intake", "## Memory", "## Burst", "## Pull consumers", "## Lateness", "## CPU", "(lateness-over-time.png)", "(lateness-histogram.png)", "(burst.png)"} {
 		require.Contains(t, string(report), want)
 	}
 	for _, name := range []string{"lateness-over-time.png", "lateness-histogram.png", "burst.png"} {
@@ -89,6 +94,7 @@ func TestConfigCheck(t *testing.T) {
 		func(c *config) { c.Rate = 0 },
 		func(c *config) { c.Prefetch = 0 },
 		func(c *config) { c.Workers = 0 },
+		func(c *config) { c.Phases = "pull"; c.PullWorkers = 0 },
 	} {
 		cfg := config{}
 		cfg.flags(flagSet())

@@ -23,6 +23,7 @@ type results struct {
 	Intake   intakeResults   `json:"intake"`
 	Memory   memoryResult    `json:"memory"`
 	Burst    *burstResult    `json:"burst,omitempty"`
+	Pull     *pullResult     `json:"pull,omitempty"`
 	Lateness *latenessResult `json:"lateness,omitempty"`
 	// CPU is the cores each process used in each phase.
 	CPU     []phaseCPU `json:"cpu"`
@@ -179,6 +180,9 @@ func writeReport(dir string, r *results) error {
 		w("| lateness at a steady %s due jobs/s | p50 %.2f ms, p99 %.2f ms, max %.1f ms | p99 < %d ms, max < %d ms at %s/s | %s |\n",
 			num(float64(l.Rate)), s.P50, s.P99, s.Max, targetP99MS, targetMaxMS, num(targetLateRate), v)
 	}
+	if pr := r.Pull; pr != nil {
+		w("| pull consumers: %s due jobs, claim and ack one at a time | %s jobs/s | | |\n", num(float64(pr.Jobs)), num(pr.PerSecond))
+	}
 	mem := r.Memory
 	if mem.Pending > 0 {
 		w("| memory per pending job, at %s pending | delayq %s B, backend %s, disk %s B | 10 million held on one node | %s |\n",
@@ -226,6 +230,14 @@ func writeReport(dir string, r *results) error {
 			w("![deliveries of the burst over time](%s)\n\n", p)
 		}
 		writeErrors(&b, bu.Errors)
+	}
+	if pr := r.Pull; pr != nil {
+		w("## Pull consumers\n\n%s jobs due at once, drained by %d consumers that each claim one job over HTTP (`POST /v1/topics/{topic}/claim`, max 1) and acknowledge it before the next claim.\n\n",
+			num(float64(pr.Jobs)), pr.Workers)
+		w("| acknowledged | seconds | jobs/s | errors |\n| --- | --- | --- | --- |\n| %s | %.2f | %s | %d |\n\n", num(float64(pr.Acked)), pr.Seconds, num(pr.PerSecond), pr.Errors)
+		if pr.FirstErr != "" {
+			w("First error: `%s`\n\n", pr.FirstErr)
+		}
 	}
 	if l := r.Lateness; l != nil {
 		s := l.Stats
