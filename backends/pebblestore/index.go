@@ -80,6 +80,18 @@ func newIndex() *index {
 	return x
 }
 
+// reserve makes room for n more jobs whose ids take idBytes, so that
+// adding them copies nothing.
+func (x *index) reserve(n, idBytes int) {
+	x.slots = append(make([]slot, 0, len(x.slots)+n), x.slots...)
+	x.arena = append(make([]byte, 0, len(x.arena)+idBytes), x.arena...)
+	buckets := make(map[uint64]uint32, len(x.buckets)+n)
+	for h, i := range x.buckets {
+		buckets[h] = i
+	}
+	x.buckets = buckets
+}
+
 // id returns slot i's id; the string aliases the arena, so it is valid only
 // until the arena changes: copy it (strings.Clone) to keep it.
 func (x *index) id(i uint32) string {
@@ -219,6 +231,23 @@ func (h *heap) push(x *index, i uint32, due int64) {
 	s.due, s.seq, s.pos = due, x.seq, int32(len(h.items))
 	h.items = append(h.items, i)
 	h.up(x, len(h.items)-1)
+}
+
+// load appends slot i with due time due (ms) without ordering the heap,
+// for a start that adds every job before it calls init once: O(n) in all
+// rather than O(n log n).
+func (h *heap) load(x *index, i uint32, due int64) {
+	x.seq++
+	s := &x.slots[i]
+	s.due, s.seq, s.pos = due, x.seq, int32(len(h.items))
+	h.items = append(h.items, i)
+}
+
+// init orders a heap filled by load.
+func (h *heap) init(x *index) {
+	for i := len(h.items)/2 - 1; i >= 0; i-- {
+		h.down(x, i)
+	}
 }
 
 // peek returns the first slot; the heap must not be empty.
