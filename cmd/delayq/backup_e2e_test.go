@@ -38,6 +38,7 @@ func TestE2EBackupRestore(t *testing.T) {
 	// Jobs in every state; want is the state each must have after the
 	// restore.
 	want := map[string]string{}
+	bodies, keys := map[string]string{}, map[string]string{}
 	push := func(topic string, n int, runAt time.Time, ttr string) []string {
 		jobs := make([]map[string]any, n)
 		for i := range jobs {
@@ -60,6 +61,7 @@ func TestE2EBackupRestore(t *testing.T) {
 		for i, r := range out.Results {
 			require.Empty(t, r.Error)
 			ids[i] = r.ID
+			bodies[r.ID], keys[r.ID] = string(jobs[i]["body"].(json.RawMessage)), jobs[i]["key"].(string)
 		}
 		return ids
 	}
@@ -230,6 +232,10 @@ func TestE2EBackupRestore(t *testing.T) {
 		status, answer := dst.call(http.MethodGet, "/v1/jobs/"+id, nil)
 		require.Equal(t, http.StatusOK, status, "job %s (%s) answered before the backup: %s", id, state, answer)
 		require.NoError(t, json.Unmarshal(answer, &j))
+		if body, ok := bodies[id]; ok {
+			require.JSONEq(t, body, string(j.Body), id)
+			require.Equal(t, keys[id], j.Key, id)
+		}
 		if state == "reserved" {
 			// Reserved with its lease until the lease expires, then ready.
 			require.Contains(t, []string{"reserved", "ready"}, j.State, id)
