@@ -16,9 +16,10 @@ type Store struct {
 }
 
 var (
-	_ core.Store       = (*Store)(nil)
-	_ core.JobExporter = (*Store)(nil)
-	_ core.JobImporter = (*Store)(nil)
+	_ core.Store        = (*Store)(nil)
+	_ core.JobExporter  = (*Store)(nil)
+	_ core.JobImporter  = (*Store)(nil)
+	_ core.Checkpointer = (*Store)(nil)
 )
 
 // New returns store behind a breaker configured by cfg. It panics when cfg,
@@ -242,6 +243,26 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*core.Job) ([]bool, error
 		return nil, core.ErrUnsupported
 	}
 	return do(s, ctx, 0, func(ctx context.Context) ([]bool, error) { return im.ImportJobs(ctx, jobs) })
+}
+
+// Checkpoint implements core.Checkpointer through the breaker: refused
+// with ErrOpen while the breaker is open, a failure of the store counted as
+// for any call (one the store reports as core.ErrUnavailable; a checkpoint
+// that failed on the file system is not one, see the store's doc), and
+// while half-open the checkpoint is a probe. A checkpoint copies what it
+// cannot hard-link, which takes as long as the data is large, so
+// CallTimeout does not bound it: only ctx does. Errors:
+// core.ErrUnsupported when the store lacks the capability, those of the
+// store, ErrOpen.
+func (s *Store) Checkpoint(ctx context.Context, dir string) error {
+	c, ok := s.next.(core.Checkpointer)
+	if !ok {
+		return core.ErrUnsupported
+	}
+	_, err := through(s, ctx, unbounded, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, c.Checkpoint(ctx, dir)
+	})
+	return err
 }
 
 // Close implements core.Store: it closes the store behind the breaker,

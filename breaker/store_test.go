@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -484,4 +485,71 @@ func TestExportImportUnsupported(t *testing.T) {
 	require.Equal(t, calls, b.down.calls.Load())
 	require.Equal(t, breaker.StateClosed, b.store.State())
 	b.requireNoChange(t)
+}
+
+// checkpointStore is memstore with a checkpoint that records whether its
+// ctx has a deadline and fails while down, or with err when set.
+type checkpointStore struct {
+	*memstore.Store
+	down  atomic.Bool
+	calls atomic.Int64
+	bound atomic.Bool
+	err   error
+}
+
+func (c *checkpointStore) Checkpoint(ctx context.Context, _ string) error {
+	c.calls.Add(1)
+	_, bound := ctx.Deadline()
+	c.bound.Store(bound)
+	if c.down.Load() {
+		return fmt.Errorf("fake backend: %w: disk gone", core.ErrUnavailable)
+	}
+	return c.err
+}
+
+// TestCheckpoint checks that a checkpoint passes through the breaker,
+// unbounded by CallTimeout; that a failure of the file system does not
+// count while the store's unavailability does; that once open the
+// breaker refuses it; and that a store without the capability answers
+// core.ErrUnsupported without counting.
+func TestCheckpoint(t *testing.T) {
+	t.Parallel()
+	mem := memstore.New(memstore.Config{})
+	t.Cleanup(func() { _ = mem.Close() })
+	c := &checkpointStore{Store: mem}
+	s := breaker.New(c, breaker.Config{
+		ConsecutiveFailures: 3,
+		OpenTimeout:         time.Hour,
+		CallTimeout:         50 * time.Millisecond,
+		Logger:              slog.New(slog.DiscardHandler),
+	})
+	ctx := t.Context()
+	require.NoError(t, s.Checkpoint(ctx, "/backups/x"))
+	require.False(t, c.bound.Load(), "Checkpoint is not bounded by CallTimeout")
+
+	c.err = fmt.Errorf("pebblestore: checkpoint into /backups/x: %w", fs.ErrExist)
+	for range 5 {
+		require.ErrorIs(t, s.Checkpoint(ctx, "/backups/x"), fs.ErrExist)
+	}
+	require.Equal(t, breaker.StateClosed, s.State(), "a failed checkpoint is not an outage")
+
+	c.err = nil
+	c.down.Store(true)
+	for range 3 {
+		require.ErrorIs(t, s.Checkpoint(ctx, "/backups/x"), core.ErrUnavailable)
+	}
+	require.Equal(t, breaker.StateOpen, s.State())
+	calls := c.calls.Load()
+	require.ErrorIs(t, s.Checkpoint(ctx, "/backups/x"), breaker.ErrOpen)
+	require.Equal(t, calls, c.calls.Load(), "no call reached the store while open")
+
+	b := setup(t)
+	before := b.down.calls.Load()
+	for range 5 {
+		err := b.store.Checkpoint(b.ctx, "/backups/x")
+		require.ErrorIs(t, err, core.ErrUnsupported)
+		require.ErrorIs(t, err, errors.ErrUnsupported)
+	}
+	require.Equal(t, before, b.down.calls.Load())
+	require.Equal(t, breaker.StateClosed, b.store.State())
 }

@@ -39,9 +39,10 @@ type Store struct {
 }
 
 var (
-	_ core.Store       = (*Store)(nil)
-	_ core.JobExporter = (*Store)(nil)
-	_ core.JobImporter = (*Store)(nil)
+	_ core.Store        = (*Store)(nil)
+	_ core.JobExporter  = (*Store)(nil)
+	_ core.JobImporter  = (*Store)(nil)
+	_ core.Checkpointer = (*Store)(nil)
 )
 
 // NewStore returns store decorated with the traces and metrics of cfg's
@@ -385,6 +386,17 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*core.Job) ([]bool, error
 		return nil, core.ErrUnsupported
 	}
 	return im.ImportJobs(ctx, jobs)
+}
+
+// Checkpoint implements core.Checkpointer: it passes the checkpoint on,
+// unrecorded. Errors: core.ErrUnsupported when the store lacks the
+// capability, those of the store.
+func (s *Store) Checkpoint(ctx context.Context, dir string) error {
+	c, ok := s.next.(core.Checkpointer)
+	if !ok {
+		return core.ErrUnsupported
+	}
+	return c.Checkpoint(ctx, dir)
 }
 
 // Ping implements core.Store.

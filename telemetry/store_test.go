@@ -129,3 +129,32 @@ func TestExportImportForwarded(t *testing.T) {
 	_, err = bare.ImportJobs(t.Context(), []*core.Job{j})
 	require.ErrorIs(t, err, core.ErrUnsupported)
 }
+
+// checkpointStore is memstore with a checkpoint that records its directory.
+type checkpointStore struct {
+	*memstore.Store
+	dir string
+}
+
+func (c *checkpointStore) Checkpoint(_ context.Context, dir string) error {
+	c.dir = dir
+	return nil
+}
+
+// TestCheckpointForwarded checks that a checkpoint reaches the store under
+// the decorator, and answers core.ErrUnsupported over one without it.
+func TestCheckpointForwarded(t *testing.T) {
+	t.Parallel()
+	cfg := telemetry.Config{TracerProvider: noop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider()}
+	c := &checkpointStore{Store: memstore.New(memstore.Config{})}
+	s, err := telemetry.NewStore(c, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	require.NoError(t, s.Checkpoint(t.Context(), "/backups/x"))
+	require.Equal(t, "/backups/x", c.dir)
+
+	bare, err := telemetry.NewStore(memstore.New(memstore.Config{}), cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, bare.Close()) })
+	require.ErrorIs(t, bare.Checkpoint(t.Context(), "/backups/x"), core.ErrUnsupported)
+}

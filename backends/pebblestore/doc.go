@@ -81,4 +81,13 @@
 // counted at most one bucket width (retention / 64) after it expired. A
 // put that reuses a finished job's id takes it out of its bucket (one read
 // of x, answered by a bloom filter for a new id), so it counts once.
+//
+// # Backups
+//
+// Checkpoint (core.Checkpointer) copies the store while it serves: a Pebble
+// checkpoint of the database, taken after the write-ahead log is synced, so
+// that it holds every write answered before the call, writes of both kinds
+// above. Its tables are hard links when it is on the file system of
+// Config.Dir, and its log is a copy. Open opens it as it is, and finds the
+// store as it was, reserved jobs with their leases.
 package pebblestore

@@ -1,6 +1,7 @@
 // Command delayq is the delayq binary: `delayq serve` runs the delay-queue
-// service, and the client commands (`push`, `get`, `cancel`, `topics`) talk
-// to a running service over its HTTP API.
+// service, and the client commands (`push`, `get`, `cancel`, `topics`,
+// `subscribe`, `export`, `import`, `backup`) talk to a running service over
+// its HTTP API.
 //
 // `delayq serve` with no flags keeps jobs durably in a local Pebble
 // database under ./delayq-data/local (--backend local, package
@@ -13,6 +14,12 @@
 // names the backend whose jobs it holds (datadir.go): local and jetstream
 // refuse a directory of the other, saying how to move its jobs with
 // `delayq export` and `delayq import`.
+//
+// `delayq backup DIR` takes an online backup of the local backend (GET
+// /v1/backup, backup.go): serve makes a checkpoint of its database under
+// <data>/backup-tmp (emptied at start) with FORMAT beside it, the API streams
+// it as a tar archive, and the command unpacks it into DIR, new or empty, as
+// a data directory serve starts on as it is. The other backends answer 501.
 //
 // --sync is "always" or an interval. The local backend fsyncs creates,
 // replaces, cancels, requeues, imports and topic changes before it answers

@@ -126,6 +126,13 @@ func (c *apiClient) stream(ctx context.Context, method, path string, body io.Rea
 		req.Header.Set("Content-Type", ndjsonType)
 	}
 	req.Header.Set("Accept", ndjsonType+", application/json")
+	return c.send(req)
+}
+
+// send sends req with the client's token and no time limit but its
+// context's, and returns the answer for the caller to read and close when
+// it is 2xx. Any other answer is an *apiError (exit 1), as for do.
+func (c *apiClient) send(req *http.Request) (*http.Response, error) {
 	c.authorize(req.Header)
 	client := &http.Client{Transport: c.http.Transport}
 	resp, err := client.Do(req)

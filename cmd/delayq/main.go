@@ -123,6 +123,7 @@ DELAYQ_SERVER); a flag on the command line wins.`,
 		a.subscribeCommand(),
 		a.exportCommand(),
 		a.importCommand(),
+		a.backupCommand(),
 	)
 	return root
 }

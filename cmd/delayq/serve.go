@@ -176,6 +176,11 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 		return err
 	}
 
+	backupDir, backup, err := serveBackups(cfg, engine)
+	if err != nil {
+		stopEngine(engine, cfg.ShutdownTimeout, log)
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		stopEngine(engine, cfg.ShutdownTimeout, log)
@@ -196,6 +201,8 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 		AllowedHosts:         cfg.HTTP.AllowedHosts,
 		TrustedOrigins:       cfg.HTTP.TrustedOrigins,
 		NATSDeliverySubjects: cfg.NATSDeliverySubjects,
+		BackupDir:            backupDir,
+		Backup:               backup,
 	})
 	api.Handle("GET /metrics", obs.metrics())
 	subscribers, err := wstransport.New(wstransport.Config{

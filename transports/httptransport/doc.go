@@ -1,7 +1,8 @@
 // Package httptransport serves the HTTP API of docs/api.md over a
 // core.Engine: producing (create, replace, batch, get, cancel), consuming by
 // pull (claim with a long wait, ack, nack, touch, requeue), topic
-// configuration, dead-job listing and the health probes.
+// configuration, dead-job listing, export and import, the online backup
+// (GET /v1/backup) and the health probes.
 //
 // A Server is an http.Handler built on net/http's ServeMux with method and
 // pattern routing. Other transports mount their routes on it with
@@ -68,13 +69,15 @@
 // batching and cancelling jobs; consume for claim, ack, nack, touch and
 // WebSocket subscribe; push or consume for getting a job; admin for
 // everything else (topic configuration, listing topics, dead jobs,
-// requeue), and admin grants push and consume too. A token restricted to
+// requeue, export, import, backup), and admin grants push and consume too. A token restricted to
 // topic patterns is also answered 403 for a topic none of them matches:
 // the topic of the body for create and replace, of each job of a batch (that
 // job fails alone), of the path for topic routes, and, for routes given a
 // job id, the topic of the stored job (read first; an unknown id is left to
 // the route, so it answers 404 or, for PUT, creates the job in the body's
-// topic). GET /v1/topics lists only the topics such a token may use. Such a
+// topic). GET /v1/topics lists only the topics such a token may use, and
+// GET /v1/export only their jobs; GET /v1/backup, which holds every
+// topic's jobs, refuses such a token. Such a
 // token may name as a NATS topic's delivery.subject only
 // delayq.deliver.<topic> of a topic it may use, or a subject matched by
 // Config.NATSDeliverySubjects. Denials
@@ -103,7 +106,19 @@
 // (30s) of the handler's start, else 400 and the connection is closed (an
 // import's each read within it); an answer must be written within
 // Config.WriteTimeout (30s), a claim's counted from the end of its wait, an
-// export's from each flush.
+// export's from each flush, a backup's from each write.
+//
+// # Backups
+//
+// GET /v1/backup has Config.Backup (by default Engine.Checkpoint, see
+// core.Checkpointer) write a consistent copy of the store's data into a new
+// directory under Config.BackupDir, streams that directory as a tar
+// archive (application/x-tar, not compressed: the store's files mostly
+// are), and removes it whatever happens: sent, failed, the client gone or
+// the server stopping. One backup runs at a time; another is answered 409
+// conflict meanwhile rather than 429, since no quota is at stake and it
+// lasts as long as the first one's download, not a rate's second. A backend
+// without the capability answers 501 unimplemented.
 //
 // A token with an intake quota (see package auth) may create or replace
 // jobs at its rate: each job of a create, replace or batch counts, and a

@@ -3,12 +3,15 @@ package httptransport
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/delayq/delayq/auth"
@@ -86,6 +89,22 @@ type Config struct {
 	// http.CrossOriginProtection refuses from any other origin with 403
 	// permission_denied.
 	TrustedOrigins []string
+	// BackupDir is the directory in which GET /v1/backup has Backup write
+	// each backup, in a directory of its own that is removed once the
+	// backup was sent or failed. It must exist, and should be on the file
+	// system of the store's data, where a checkpoint is made of hard links
+	// rather than copies, and readable by the service's user alone.
+	//
+	// Defaults to os.TempDir().
+	BackupDir string
+	// Backup writes the files of GET /v1/backup's archive into dir, which
+	// does not exist yet (its parent, BackupDir, does). An error wrapping
+	// errors.ErrUnsupported (core.ErrUnsupported), which must leave dir as
+	// it was, answers 501 unimplemented.
+	//
+	// Defaults to Engine.Checkpoint: the store's checkpoint (see
+	// core.Checkpointer) at the archive's root.
+	Backup func(ctx context.Context, dir string) error
 }
 
 // Defaults of Config.
@@ -133,6 +152,9 @@ type Server struct {
 	writeTimeout    time.Duration
 	allowedHosts    []string
 	crossOrigin     *http.CrossOriginProtection
+	backupDir       string
+	backup          func(ctx context.Context, dir string) error
+	backupRunning   atomic.Bool // one backup at a time
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -164,6 +186,11 @@ func New(cfg Config) *Server {
 		writeTimeout:    cmp.Or(cfg.WriteTimeout, WriteTimeoutDefault),
 		allowedHosts:    normalizeHostPatterns(cfg.AllowedHosts),
 		crossOrigin:     cop,
+		backupDir:       cmp.Or(cfg.BackupDir, os.TempDir()),
+		backup:          cfg.Backup,
+	}
+	if s.backup == nil {
+		s.backup = s.engine.Checkpoint
 	}
 	s.route("POST /v1/jobs", s.createJob)
 	s.route("POST /v1/jobs/batch", s.createBatch)
@@ -182,6 +209,7 @@ func New(cfg Config) *Server {
 	s.route("GET /v1/topics/{topic}/dead", s.listDead)
 	s.route("GET /v1/export", s.exportJobs)
 	s.route("POST /v1/import", s.importJobs)
+	s.route("GET /v1/backup", s.backupArchive)
 	s.route("GET /healthz", s.healthz)
 	s.route("GET /readyz", s.readyz)
 	return s

@@ -58,6 +58,9 @@ type setupConfig struct {
 	allowedHosts []string
 	// trustedOrigins is Config.TrustedOrigins.
 	trustedOrigins []string
+	// backupDir and backup are Config.BackupDir and Config.Backup.
+	backupDir string
+	backup    func(ctx context.Context, dir string) error
 }
 
 func setup(t *testing.T, opts ...func(*setupConfig)) *testBundle {
@@ -97,6 +100,8 @@ func setup(t *testing.T, opts ...func(*setupConfig)) *testBundle {
 		WriteTimeout:         cfg.writeTimeout,
 		AllowedHosts:         cfg.allowedHosts,
 		TrustedOrigins:       cfg.trustedOrigins,
+		BackupDir:            cfg.backupDir,
+		Backup:               cfg.backup,
 	})
 	srv := httptest.NewServer(server)
 	t.Cleanup(func() {
