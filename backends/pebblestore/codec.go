@@ -20,6 +20,9 @@ const (
 	prefixDead     = 'd' // d<topic>\x00<died ns, 8 bytes><id>: dead jobs by topic and death
 	prefixTopic    = 't' // t<name>: a topic's configuration (JSON)
 	prefixCount    = 'c' // c<topic>\x00<state><bucket, 8 bytes>: finished counts
+	// sizeKey holds the unfinished jobs and their id bytes at the last
+	// Close: the next Open sizes its index by it without counting.
+	sizeKey = "s"
 )
 
 // metaVersion and recordVersion lead their values, so that a later format

@@ -23,6 +23,8 @@
 //	d<topic>\0<died ns><id>        dead jobs of a topic in order of death
 //	t<topic>                       a topic's configuration (JSON)
 //	c<topic>\0<state><bucket>      jobs of a topic finished (done or cancelled) in a bucket
+//	s                              the unfinished jobs and their id bytes at the last Close,
+//	                               which the next Open sizes its index by (else it counts)
 //
 // Numbers in keys are big-endian, so that keys sort by them; values are
 // varint-framed and start with a format version. A claim, an ack or a

@@ -23,7 +23,6 @@ type slot struct {
 	seq     uint64 // heap tie-break: order of entering a heap
 	hash    uint64 // of the id
 	idOff   uint32 // where the id starts in the arena
-	next    uint32 // next slot of the same hash bucket
 	pos     int32  // index in its heap, -1 when in none (dead, free)
 	topic   uint32 // index into Store.topicList
 	idLen   uint8
@@ -62,18 +61,19 @@ type index struct {
 	slots   []slot
 	free    []uint32
 	arena   []byte
-	garbage int               // arena bytes of freed ids
-	buckets map[uint64]uint32 // hash of id -> first slot
-	leases  map[uint32]lease  // reserved slots' tokens
+	garbage int              // arena bytes of freed ids
+	table   []uint32         // slot numbers by hash of id, 0 for none; a power of two long
+	used    int              // slots in table
+	leases  map[uint32]lease // reserved slots' tokens
 	hashOf  func(id string) uint64
 	seq     uint64
 }
 
 func newIndex() *index {
 	x := &index{
-		slots:   make([]slot, 1, 1024),
-		buckets: make(map[uint64]uint32),
-		leases:  make(map[uint32]lease),
+		slots:  make([]slot, 1, 1024),
+		table:  make([]uint32, 1024),
+		leases: make(map[uint32]lease),
 	}
 	seed := maphash.MakeSeed()
 	x.hashOf = func(id string) uint64 { return maphash.String(seed, id) }
@@ -85,11 +85,37 @@ func newIndex() *index {
 func (x *index) reserve(n, idBytes int) {
 	x.slots = append(make([]slot, 0, len(x.slots)+n), x.slots...)
 	x.arena = append(make([]byte, 0, len(x.arena)+idBytes), x.arena...)
-	buckets := make(map[uint64]uint32, len(x.buckets)+n)
-	for h, i := range x.buckets {
-		buckets[h] = i
+	x.resize(x.used + n)
+}
+
+// resize makes the table at least twice n long and places every slot in
+// it again.
+func (x *index) resize(n int) {
+	size := len(x.table)
+	for size < 2*n {
+		size *= 2
 	}
-	x.buckets = buckets
+	if size == len(x.table) {
+		return
+	}
+	old := x.table
+	x.table = make([]uint32, size)
+	for _, i := range old {
+		if i != 0 {
+			x.place(i)
+		}
+	}
+}
+
+// place puts slot i in the first free place of the table from its hash.
+func (x *index) place(i uint32) {
+	mask := uint64(len(x.table) - 1)
+	for p := x.slots[i].hash & mask; ; p = (p + 1) & mask {
+		if x.table[p] == 0 {
+			x.table[p] = i
+			return
+		}
+	}
 }
 
 // id returns slot i's id; the string aliases the arena, so it is valid only
@@ -102,12 +128,16 @@ func (x *index) id(i uint32) string {
 // lookup returns the slot of id, or 0.
 func (x *index) lookup(id string) uint32 {
 	h := x.hashOf(id)
-	for i := x.buckets[h]; i != 0; i = x.slots[i].next {
+	mask := uint64(len(x.table) - 1)
+	for p := h & mask; ; p = (p + 1) & mask {
+		i := x.table[p]
+		if i == 0 {
+			return 0
+		}
 		if x.slots[i].hash == h && x.id(i) == id {
 			return i
 		}
 	}
-	return 0
 }
 
 // add makes a slot for id, which must not be in the index.
@@ -120,30 +150,20 @@ func (x *index) add(id string) uint32 {
 		x.slots = append(x.slots, slot{})
 		i = uint32(len(x.slots) - 1)
 	}
-	h := x.hashOf(id)
-	x.slots[i] = slot{hash: h, idOff: uint32(len(x.arena)), idLen: uint8(len(id)), pos: -1, next: x.buckets[h]}
+	x.slots[i] = slot{hash: x.hashOf(id), idOff: uint32(len(x.arena)), idLen: uint8(len(id)), pos: -1}
 	x.arena = append(x.arena, id...)
-	x.buckets[h] = i
+	if x.used++; 2*x.used > len(x.table) {
+		x.resize(x.used)
+	}
+	x.place(i)
 	return i
 }
 
 // remove frees slot i, which must be in no heap.
 func (x *index) remove(i uint32) {
 	s := &x.slots[i]
-	if x.buckets[s.hash] == i {
-		if s.next == 0 {
-			delete(x.buckets, s.hash)
-		} else {
-			x.buckets[s.hash] = s.next
-		}
-	} else {
-		for p := x.buckets[s.hash]; p != 0; p = x.slots[p].next {
-			if x.slots[p].next == i {
-				x.slots[p].next = s.next
-				break
-			}
-		}
-	}
+	x.unplace(i)
+	x.used--
 	delete(x.leases, i)
 	x.garbage += int(s.idLen)
 	*s = slot{pos: -1}
@@ -151,6 +171,27 @@ func (x *index) remove(i uint32) {
 	if x.garbage > 1<<20 && x.garbage > len(x.arena)/2 {
 		x.compact()
 	}
+}
+
+// unplace takes slot i out of the table and moves the slots after it in
+// its run back where a probe finds them (backward-shift deletion, so that
+// the table needs no tombstones).
+func (x *index) unplace(i uint32) {
+	mask := uint64(len(x.table) - 1)
+	p := x.slots[i].hash & mask
+	for x.table[p] != i {
+		p = (p + 1) & mask
+	}
+	for q := (p + 1) & mask; x.table[q] != 0; q = (q + 1) & mask {
+		// The slot at q may fill the hole at p unless its home lies
+		// cyclically in (p, q].
+		home := x.slots[x.table[q]].hash & mask
+		if (q > p && (home <= p || home > q)) || (q < p && home <= p && home > q) {
+			x.table[p] = x.table[q]
+			p = q
+		}
+	}
+	x.table[p] = 0
 }
 
 // compact copies the live ids to a new arena, so that the arena holds at

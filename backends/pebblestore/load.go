@@ -35,8 +35,9 @@ func (s *Store) load() error {
 	// Count first, keys only, to size the index once: growing slices and
 	// a map of ten million entries copied them over and over, most of the
 	// start's time.
-	n, idBytes := 0, 0
-	if err := s.scanKeys(prefixMeta, func(k []byte) { n, idBytes = n+1, idBytes+len(k)-1 }); err != nil {
+	// A clean Close left the figures; after a crash they are counted.
+	n, idBytes, err := s.sizeHint()
+	if err != nil {
 		return err
 	}
 	s.x.reserve(n, idBytes)
@@ -139,6 +140,25 @@ func (s *Store) load() error {
 		c[finishedIndex(codeStates[rest[sep+1]])] = n
 		return nil
 	})
+}
+
+// sizeHint returns the unfinished jobs and their id bytes as the last
+// Close wrote them, or counts them (keys only) when it did not; the key is
+// deleted so that a crash after this start cannot leave it stale.
+func (s *Store) sizeHint() (n, idBytes int, err error) {
+	raw, err := s.get([]byte(sizeKey))
+	if err != nil {
+		return 0, 0, err
+	}
+	if raw != nil {
+		a, r1 := binary.Uvarint(raw)
+		b, r2 := binary.Uvarint(raw[max(r1, 0):])
+		if r1 > 0 && r2 > 0 {
+			return int(a), int(b), wrap(s.db.Delete([]byte(sizeKey), pebble.NoSync))
+		}
+	}
+	err = s.scanKeys(prefixMeta, func(k []byte) { n, idBytes = n+1, idBytes+len(k)-1 })
+	return n, idBytes, err
 }
 
 // scanKeys calls fn with every key of prefix, valid during the call only,

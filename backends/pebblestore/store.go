@@ -3,6 +3,7 @@ package pebblestore
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -1154,7 +1155,9 @@ func (s *Store) Close() error {
 	s.background.Wait()
 	s.ops.Lock() // every call in flight has returned
 	defer s.ops.Unlock()
-	err := s.db.LogData(nil, pebble.Sync)
+	size := binary.AppendUvarint(nil, uint64(s.x.used))
+	size = binary.AppendUvarint(size, uint64(len(s.x.arena)-s.x.garbage))
+	err := s.db.Set([]byte(sizeKey), size, pebble.Sync)
 	return errors.Join(err, s.db.Close())
 }
 
