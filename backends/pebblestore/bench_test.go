@@ -97,3 +97,38 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkColdBurst is BenchmarkBurst across a restart: the jobs are put,
+// the store is closed and opened again, and only then do they come due,
+// so that their bodies are read from the tables rather than from memory.
+func BenchmarkColdBurst(b *testing.B) {
+	n := storetest.EnvInt("DELAYQ_BENCH_BURST", 100_000)
+	dir := b.TempDir()
+	ctx := context.Background()
+	s, err := pebblestore.Open(pebblestore.Config{Dir: dir})
+	require.NoError(b, err)
+	due := time.Now().Add(5*time.Second + time.Duration(n)*time.Second/50_000).UTC().Truncate(time.Millisecond)
+	for i := 0; i < n; i += 1000 {
+		jobs := make([]*core.Job, min(1000, n-i))
+		for k := range jobs {
+			jobs[k] = storetest.NewJob("burst", due)
+		}
+		storetest.Put(b, ctx, s, jobs...)
+	}
+	require.NoError(b, s.Close())
+	opened := time.Now()
+	s, err = pebblestore.Open(pebblestore.Config{Dir: dir})
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = s.Close() })
+	b.ReportMetric(float64(time.Since(opened))/1e6, "open_ms")
+	require.True(b, time.Now().Before(due), "putting and opening took too long")
+	cpu0 := cpuTime()
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	res := storetest.Drain(cctx, s, storetest.DrainParams{Topic: "burst", N: n, Claimers: 8, Max: 100, Wait: 10 * time.Second})
+	cpu := cpuTime() - cpu0
+	require.Equal(b, n, res.Claimed)
+	b.ReportMetric(float64(res.LastClaim.Sub(due))/1e6, "claimed_all_ms")
+	b.ReportMetric(float64(res.LastAck.Sub(due))/1e6, "acked_all_ms")
+	b.ReportMetric(float64(cpu)/1e3/float64(n), "cpu_us/job")
+}
