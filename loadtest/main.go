@@ -201,12 +201,14 @@ func run(ctx context.Context, cfg *config, logw io.Writer) error {
 		return err
 	}
 	began := time.Now()
-	var t *target
+	var (
+		t *target
+		e *env
+	)
 	if cfg.Server != "" {
 		t = &target{HTTPURL: strings.TrimSuffix(cfg.Server, "/"), NATSURL: cfg.NATSURL, DelayqPID: cfg.PID, BackendPID: cfg.BackendPID}
 		cfg.Backend = "as running"
 	} else {
-		var e *env
 		var err error
 		if t, e, err = startEnv(ctx, cfg, logf); err != nil {
 			return err
@@ -216,6 +218,17 @@ func run(ctx context.Context, cfg *config, logw io.Writer) error {
 	res := &results{Config: *cfg, Machine: machineInfo(), Started: began.UTC()}
 	res.Config.NATSURL = redactURLs(cfg.NATSURL) // the report keeps no password
 	err := measure(ctx, cfg, t, res, logf)
+	if rt := res.Retention; rt != nil && e != nil && cfg.Backend == "local" {
+		// What the store keeps, read once delayq let go of it.
+		e.stop()
+		logf("retention: reading the store and compacting it whole")
+		var ierr error
+		if rt.Store, ierr = inspectStore(ctx, t.StoreDir); ierr != nil {
+			ierr = fmt.Errorf("retention: inspect the store: %w", ierr)
+			logf("  failed: %v", ierr)
+			err = errors.Join(err, ierr)
+		}
+	}
 	res.Seconds = time.Since(began).Seconds()
 	if err != nil {
 		res.Failure = err.Error()

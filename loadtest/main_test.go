@@ -127,9 +127,19 @@ func TestHarnessRetention(t *testing.T) {
 		require.Positive(t, last.WriteBytes, "block-device writes")
 	}
 
+	// The store as delayq left it (a prune may have run after the last
+	// reading, down to the bound): its finished jobs, each with its state,
+	// record and finish order, in compacted tables.
+	require.NotNil(t, rt.Store)
+	require.LessOrEqual(t, rt.Store.FinishedJobs, last.Finished)
+	require.GreaterOrEqual(t, rt.Store.FinishedJobs, int64(600))
+	require.Equal(t, rt.Store.FinishedJobs, rt.Store.Keys[keyKinds['j']])
+	require.Equal(t, rt.Store.FinishedJobs, rt.Store.Keys[keyKinds['f']])
+	require.Positive(t, rt.Store.CompactedBytes)
+
 	report, err := os.ReadFile(filepath.Join(out, "report.md"))
 	require.NoError(t, err)
-	for _, want := range []string{"## Retention at steady state", "--retention-max-jobs 600", "bytes per finished job kept", "(retention.png)", "## CPU"} {
+	for _, want := range []string{"## Retention at steady state", "B per finished job kept**", "--retention-max-jobs 600", "bytes per finished job kept", "(retention.png)", "## CPU"} {
 		require.Contains(t, string(report), want)
 	}
 	f, err := os.Open(filepath.Join(out, "retention.png"))

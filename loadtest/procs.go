@@ -194,11 +194,19 @@ func (e *env) startNATS(ctx context.Context, logf func(string, ...any)) (url str
 	return "nats://127.0.0.1:" + strconv.Itoa(port), p.PID(), data, nil
 }
 
-// close stops delayq first, so it flushes to a backend still running,
-// and saves each process's log beside the report.
-func (e *env) close() {
+// stop stops the processes, delayq first, so it flushes to a backend
+// still running, and keeps their files. Stopping again does nothing.
+func (e *env) stop() {
 	for i := len(e.procs) - 1; i >= 0; i-- {
 		e.procs[i].Stop(30 * time.Second)
+	}
+}
+
+// close stops the processes, saves each one's log beside the report and
+// removes their files.
+func (e *env) close() {
+	e.stop()
+	for i := range e.procs {
 		_ = os.WriteFile(filepath.Join(e.out, e.names[i]+".log"), []byte(e.procs[i].Log()), 0o644)
 	}
 	if e.redis != nil {

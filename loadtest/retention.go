@@ -7,10 +7,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // The retention phase measures the disk use, the CPU and the bytes written
@@ -67,6 +70,8 @@ type retentionResult struct {
 	Stats       latencyStats      `json:"lateness"`
 	PushErrors  int64             `json:"push_errors"`
 	Errors      []string          `json:"errors,omitempty"`
+	// Store is the local store as delayq left it, read after the phase.
+	Store *storeInspection `json:"store,omitempty"`
 }
 
 // retentionSteady sums up the samples of the steady window.
@@ -346,6 +351,21 @@ func writeRetention(b *strings.Builder, r *results, plots map[string]string) {
 		w("| extrapolated: 72 h at 1 000 jobs/s (%s kept), bytes per kept job × that | tables %.1f GiB, all files %.1f GiB |\n\n",
 			num(jobsIn72h), st.SSTPerKept*jobsIn72h/(1<<30), st.StorePerKept*jobsIn72h/(1<<30))
 	}
+	if ins := rt.Store; ins != nil && ins.FinishedJobs > 0 {
+		perJob := float64(ins.CompactedBytes) / float64(ins.FinishedJobs)
+		w("After the phase, with delayq stopped, the store held %s finished jobs; flushed and compacted whole, its tables take %s: **%s B per finished job kept**, without the garbage a running store carries. Extrapolated to 72 h at 1 000 jobs/s (%s kept): %.1f GiB.\n\n",
+			num(float64(ins.FinishedJobs)), mib(ins.CompactedBytes), num(perJob), num(jobsIn72h), perJob*jobsIn72h/(1<<30))
+		w("| keys | count | key and value bytes, uncompressed | per finished job |\n| --- | --- | --- | --- |\n")
+		kinds := make([]string, 0, len(ins.Keys))
+		for k := range ins.Keys {
+			kinds = append(kinds, k)
+		}
+		slices.Sort(kinds)
+		for _, k := range kinds {
+			w("| %s | %s | %s | %.1f B |\n", k, num(float64(ins.Keys[k])), mib(ins.KeyValueBytes[k]), float64(ins.KeyValueBytes[k])/float64(ins.FinishedJobs))
+		}
+		w("\n")
+	}
 	if p, ok := plots["retention"]; ok {
 		w("![store files and finished jobs kept over time](%s)\n\n", p)
 	}
@@ -356,4 +376,80 @@ func writeRetention(b *strings.Builder, r *results, plots map[string]string) {
 	}
 	w("\n")
 	writeErrors(b, rt.Errors)
+}
+
+// storeInspection is what the store held at the end of the retention
+// phase, read with delayq stopped: its keys by kind, and its tables once
+// flushed and compacted whole, the bytes of what it keeps without the
+// garbage (older versions, deletion tombstones) a running store carries.
+type storeInspection struct {
+	// FinishedJobs is the count of finished jobs' state keys (x).
+	FinishedJobs int64 `json:"finished_jobs"`
+	// Keys and KeyValueBytes are the keys of each kind and their keys'
+	// and values' bytes, uncompressed.
+	Keys          map[string]int64 `json:"keys"`
+	KeyValueBytes map[string]int64 `json:"key_value_bytes"`
+	// CompactedBytes is the size of the tables after a flush and a
+	// compaction of the whole key space.
+	CompactedBytes int64 `json:"compacted_bytes"`
+}
+
+// keyKinds names the local store's key prefixes (backends/pebblestore,
+// Keys).
+var keyKinds = map[byte]string{
+	'm': "m (unfinished state)", 'j': "j (record, body)", 'e': "e (last error)", 'x': "x (finished state)",
+	'f': "f (finish order)", 'd': "d (dead)", 't': "t (topic)", 'c': "c (finished counts)",
+}
+
+// inspectStore opens the local store's Pebble directory, which no process
+// may hold, counts its keys by kind, then flushes and compacts it whole
+// and sizes its tables.
+func inspectStore(ctx context.Context, dir string) (*storeInspection, error) {
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quietPebble{}})
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	ins := &storeInspection{Keys: map[string]int64{}, KeyValueBytes: map[string]int64{}}
+	it, err := db.NewIter(nil)
+	if err != nil {
+		return nil, err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		v, err := it.ValueAndErr()
+		if err != nil {
+			_ = it.Close()
+			return nil, err
+		}
+		kind := keyKinds[k[0]]
+		if kind == "" {
+			kind = "other"
+		}
+		ins.Keys[kind]++
+		ins.KeyValueBytes[kind] += int64(len(k) + len(v))
+		if k[0] == 'x' {
+			ins.FinishedJobs++
+		}
+	}
+	if err := it.Close(); err != nil {
+		return nil, err
+	}
+	if err := db.Flush(); err != nil {
+		return nil, err
+	}
+	if err := db.Compact(ctx, []byte{0}, []byte{0xff, 0xff}, false); err != nil {
+		return nil, err
+	}
+	ins.CompactedBytes = db.Metrics().Total().TablesSize
+	return ins, nil
+}
+
+// quietPebble drops Pebble's messages.
+type quietPebble struct{}
+
+func (quietPebble) Infof(string, ...any)  {}
+func (quietPebble) Errorf(string, ...any) {}
+func (quietPebble) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf(format, args...))
 }
