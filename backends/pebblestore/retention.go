@@ -3,6 +3,7 @@ package pebblestore
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -129,18 +130,22 @@ func (s *Store) prune(now time.Time) error {
 	upper := expiryKey(now.Add(-s.retention), "")
 	var err error
 	for more := true; more && err == nil; {
-		more, _, err = s.pruneSome(upper, nil)
+		more, _, err = s.pruneSome(upper, math.MaxInt64)
 	}
 	s.pruneCounts(now)
 	if err != nil || s.cfg.RetentionMaxJobs <= 0 {
 		return err
 	}
-	over := func() int64 { return s.finishedKept() - s.cfg.RetentionMaxJobs }
-	total := 0
-	for more := true; more && err == nil; {
+	// The jobs over the bound now; those finished meanwhile wait for the
+	// next prune.
+	s.mu.Lock()
+	over := s.finishedKept() - s.cfg.RetentionMaxJobs
+	s.mu.Unlock()
+	total := int64(0)
+	for more := over > 0; more && err == nil && total < over; {
 		var n int
-		more, n, err = s.pruneSome(nil, over)
-		total += n
+		more, n, err = s.pruneSome(nil, over-total)
+		total += int64(n)
 	}
 	if total > 0 {
 		s.log.Debug("pebblestore: pruned the oldest finished jobs over the bound", "jobs", total, "bound", s.cfg.RetentionMaxJobs)
@@ -148,13 +153,13 @@ func (s *Store) prune(now time.Time) error {
 	return err
 }
 
-// finishedKept returns the finished jobs the store keeps, of every topic:
-// the sum of the count buckets. Each finish adds its job to a bucket, and
-// each delete of a finished job (a prune, a put or an import that reuses
-// its id) takes it out, in the same batch, so the sum is the count of x
-// keys without a read and survives a restart with the buckets. (A bucket
-// that pruneCounts dropped holds only jobs past retention, which the
-// prune deleted first.)
+// finishedKept returns the finished jobs the store keeps, of every topic,
+// with s.mu held: the sum of the count buckets. Each finish adds its job
+// to a bucket, and each delete of a finished job (a prune, a put or an
+// import that reuses its id) takes it out, in the same batch, so the sum
+// is the count of x keys without a read and survives a restart with the
+// buckets. (A bucket that pruneCounts dropped holds only jobs past
+// retention, which the prune deleted first.)
 func (s *Store) finishedKept() int64 {
 	var n int64
 	for _, tp := range s.topicList {
@@ -166,23 +171,16 @@ func (s *Store) finishedKept() int64 {
 }
 
 // pruneSome deletes finished jobs in finish order (f keys), below upper
-// when it is not nil, and at most over() of them when over is not nil
-// (read once the lock is held: the jobs kept over the bound). It holds
+// when it is not nil, and at most limit of them. It holds
 // s.mu, so that a put of the same id cannot slip between the check and
 // the delete, and reads at most pruneChunk f keys: more reports that it
 // stopped with f keys left to read, n how many jobs it deleted. A deleted job leaves its
 // topic's count bucket in the same batch.
-func (s *Store) pruneSome(upper []byte, over func() int64) (more bool, n int, err error) {
+func (s *Store) pruneSome(upper []byte, limit int64) (more bool, n int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return false, 0, nil
-	}
-	want := int64(pruneChunk)
-	if over != nil {
-		if want = min(want, over()); want <= 0 {
-			return false, 0, nil
-		}
 	}
 	if upper == nil {
 		upper = []byte{prefixExpiry + 1}
@@ -195,7 +193,7 @@ func (s *Store) pruneSome(upper []byte, over func() int64) (more bool, n int, er
 	uncount := make(map[bucketOf]*[2]int64)
 	read := 0
 	ok := it.First()
-	for ; ok && read < pruneChunk && int64(n) < want; ok = it.Next() {
+	for ; ok && read < pruneChunk && int64(n) < limit; ok = it.Next() {
 		k := it.Key()
 		finished := int64(binary.BigEndian.Uint64(k[1:9]))
 		id := string(k[9:])

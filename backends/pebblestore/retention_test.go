@@ -69,6 +69,14 @@ func finishedCountsOf(t *testing.T, s *Store, topics ...string) (done, cancelled
 	return done, cancelled
 }
 
+// kept returns the finished jobs s counts as kept, as the prune reads
+// them.
+func kept(s *Store) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.finishedKept()
+}
+
 // countKeys returns how many c keys (finished count buckets) the disk
 // holds.
 func countKeys(t *testing.T, s *Store) int {
@@ -117,7 +125,7 @@ func TestRetentionMaxJobs(t *testing.T) {
 	// The five kept: ids[5:], of which ids[5] and ids[8] were cancelled.
 	done, canc = finishedCountsOf(t, s, "ret.a", "ret.b")
 	require.Equal(t, [2]int64{3, 2}, [2]int64{done, canc})
-	require.Equal(t, int64(5), s.finishedKept())
+	require.Equal(t, int64(5), kept(s))
 	// Per topic too: ret.a kept ids[6] and ids[8] (cancelled), ret.b
 	// ids[5] (cancelled), ids[7] and ids[9].
 	a, err := s.GetTopic(ctx, "ret.a")
@@ -138,7 +146,7 @@ func TestRetentionMaxJobs(t *testing.T) {
 	res, err := s.PutJobs(ctx, &core.PutJobsParams{Jobs: []*core.Job{again}})
 	require.NoError(t, err)
 	require.NoError(t, res[0].Err)
-	require.Equal(t, int64(4), s.finishedKept())
+	require.Equal(t, int64(4), kept(s))
 	require.NoError(t, s.prune(s.now()))
 	requireKept(t, s, []string{ids[5], ids[7], ids[8], ids[9]}, nil)
 
@@ -146,7 +154,7 @@ func TestRetentionMaxJobs(t *testing.T) {
 	require.NoError(t, s.Close())
 	s, err = Open(cfg)
 	require.NoError(t, err)
-	require.Equal(t, int64(4), s.finishedKept())
+	require.Equal(t, int64(4), kept(s))
 	done, canc = finishedCountsOf(t, s, "ret.a", "ret.b")
 	require.Equal(t, [2]int64{2, 2}, [2]int64{done, canc})
 
@@ -157,7 +165,7 @@ func TestRetentionMaxJobs(t *testing.T) {
 	require.NoError(t, s.prune(s.now()))
 	gone[ids[5]], gone[ids[7]] = true, true
 	requireKept(t, s, []string{ids[5], ids[7], ids[8], ids[9], ids[10], ids[11], ids[12]}, gone)
-	require.Equal(t, int64(5), s.finishedKept())
+	require.Equal(t, int64(5), kept(s))
 	done, canc = finishedCountsOf(t, s, "ret.a", "ret.b")
 	require.Equal(t, [2]int64{4, 1}, [2]int64{done, canc})
 
@@ -170,7 +178,7 @@ func TestRetentionMaxJobs(t *testing.T) {
 	require.NoError(t, s.prune(s.now()))
 	gone[ids[8]], gone[ids[9]], gone[ids[10]] = true, true, true
 	requireKept(t, s, ids[8:], gone)
-	require.Equal(t, int64(2), s.finishedKept())
+	require.Equal(t, int64(2), kept(s))
 	done, canc = finishedCountsOf(t, s, "ret.a", "ret.b")
 	require.Equal(t, [2]int64{2, 0}, [2]int64{done, canc})
 	j, err := s.GetJob(ctx, ids[6])
@@ -181,7 +189,7 @@ func TestRetentionMaxJobs(t *testing.T) {
 	clock.Advance(time.Hour + time.Second)
 	require.NoError(t, s.prune(s.now()))
 	requireKept(t, s, ids[11:], map[string]bool{ids[11]: true, ids[12]: true})
-	require.Zero(t, s.finishedKept())
+	require.Zero(t, kept(s))
 	require.Zero(t, countKeys(t, s))
 	done, canc = finishedCountsOf(t, s, "ret.a", "ret.b")
 	require.Zero(t, done+canc)
@@ -227,12 +235,12 @@ func TestRetentionWithoutBound(t *testing.T) {
 	for range 5 { // a second apart, from 12:00:51, in one bucket
 		ids = append(ids, finishOne(t, s, clock, time.Second, "ret.time", false))
 	}
-	require.Equal(t, int64(5), s.finishedKept())
+	require.Equal(t, int64(5), kept(s))
 	// Retention ends for the first two only (finished at :51 and :52).
 	clock.Advance(retention - 2500*time.Millisecond)
 	require.NoError(t, s.prune(s.now()))
 	requireKept(t, s, ids, map[string]bool{ids[0]: true, ids[1]: true})
-	require.Equal(t, int64(3), s.finishedKept())
+	require.Equal(t, int64(3), kept(s))
 	done, _ := finishedCountsOf(t, s, "ret.time")
 	require.Equal(t, int64(3), done)
 }
