@@ -42,6 +42,11 @@ type retentionSample struct {
 	// flushes and compactions.
 	ReadBytes  int64 `json:"read_bytes"`
 	WriteBytes int64 `json:"write_bytes"`
+	// TablesWritten is the bytes of the tables (*.sst) the store has made
+	// since the phase began, by flushes and compactions: every table seen
+	// in its directory, which is listed every tableWatchEvery, at the
+	// largest size seen.
+	TablesWritten int64 `json:"tables_written"`
 	// Pushed and Received are the jobs stored and delivered so far;
 	// Finished is the topic's done count (finished jobs kept), Unfinished
 	// its scheduled, ready and reserved ones.
@@ -91,6 +96,9 @@ type retentionSteady struct {
 	// WritePerSecond and ReadPerSecond are the block-device bytes per
 	// second; WritePerJob the bytes written per job in and out.
 	WritePerSecond, ReadPerSecond, WritePerJob float64
+	// TablesPerSecond and TablesPerJob are the bytes of the tables that
+	// flushes and compactions wrote.
+	TablesPerSecond, TablesPerJob float64
 	// SSTPerKept and StorePerKept are the mean bytes per finished job
 	// kept.
 	SSTPerKept, StorePerKept float64
@@ -136,8 +144,11 @@ func retention(ctx context.Context, c *client, cfg *config, t *target, logf func
 		samples []retentionSample
 		swg     sync.WaitGroup
 	)
+	tables := newTableWatch()
+	swg.Go(func() { tables.run(sctx, t.StoreDirs()) })
 	sample := func() {
 		s := readRetentionSample(ctx, c, t, topic, time.Since(start))
+		s.TablesWritten = tables.written()
 		s.Pushed = p.pushedSoFar()
 		s.Received = col.received()
 		mu.Lock()
@@ -252,12 +263,15 @@ func steadyOf(samples []retentionSample, steadyFrom float64, rate int) *retentio
 		st.Cores = (last.CPUSeconds - first.CPUSeconds) / st.Seconds
 		st.WritePerSecond = float64(last.WriteBytes-first.WriteBytes) / st.Seconds
 		st.ReadPerSecond = float64(last.ReadBytes-first.ReadBytes) / st.Seconds
+		st.TablesPerSecond = float64(last.TablesWritten-first.TablesWritten) / st.Seconds
 		if jobs := float64(last.Received - first.Received); jobs > 0 {
 			st.CPUPerJob = (last.CPUSeconds - first.CPUSeconds) / jobs * 1e6
 			st.WritePerJob = float64(last.WriteBytes-first.WriteBytes) / jobs
+			st.TablesPerJob = float64(last.TablesWritten-first.TablesWritten) / jobs
 		} else {
 			st.CPUPerJob = st.Cores / float64(rate) * 1e6
 			st.WritePerJob = st.WritePerSecond / float64(rate)
+			st.TablesPerJob = st.TablesPerSecond / float64(rate)
 		}
 	}
 	if st.Kept > 0 {
@@ -265,6 +279,56 @@ func steadyOf(samples []retentionSample, steadyFrom float64, rate int) *retentio
 		st.StorePerKept = st.StoreMean / st.Kept
 	}
 	return st
+}
+
+// tableWatchEvery is how often the retention phase lists the store's
+// tables: a table made and deleted again within it goes unseen.
+const tableWatchEvery = 250 * time.Millisecond
+
+// tableWatch sees the tables (*.sst) a Pebble store makes, by listing its
+// directory: their sizes add up to what its flushes and compactions wrote.
+type tableWatch struct {
+	mu   sync.Mutex
+	seen map[string]int64 // name -> largest size seen
+}
+
+func newTableWatch() *tableWatch { return &tableWatch{seen: map[string]int64{}} }
+
+// run lists dirs every tableWatchEvery until ctx is done.
+func (w *tableWatch) run(ctx context.Context, dirs []string) {
+	tick := time.NewTicker(tableWatchEvery)
+	defer tick.Stop()
+	for {
+		for _, d := range dirs {
+			entries, _ := os.ReadDir(d)
+			for _, de := range entries {
+				if filepath.Ext(de.Name()) != ".sst" {
+					continue
+				}
+				if fi, err := de.Info(); err == nil {
+					w.mu.Lock()
+					w.seen[de.Name()] = max(w.seen[de.Name()], fi.Size())
+					w.mu.Unlock()
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// written returns the bytes of the tables seen so far.
+func (w *tableWatch) written() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var n int64
+	for _, size := range w.seen {
+		n += size
+	}
+	return n
 }
 
 // storeFiles sizes the files under dirs: Pebble's tables (*.sst), its
@@ -348,6 +412,7 @@ func writeRetention(b *strings.Builder, r *results, plots map[string]string) {
 		w("| bytes per finished job kept: tables / all files | %s / %s B |\n", num(st.SSTPerKept), num(st.StorePerKept))
 		w("| delayq CPU | %.2f cores, %s µs per job in and out |\n", st.Cores, num(st.CPUPerJob))
 		w("| delayq block-device writes / reads | %s/s (%s B per job) / %s/s |\n", mib(int64(st.WritePerSecond)), num(st.WritePerJob), mib(int64(st.ReadPerSecond)))
+		w("| of the writes, tables made by flushes and compactions | %s/s (%s B per job) |\n", mib(int64(st.TablesPerSecond)), num(st.TablesPerJob))
 		w("| extrapolated: 72 h at 1 000 jobs/s (%s kept), bytes per kept job × that | tables %.1f GiB, all files %.1f GiB |\n\n",
 			num(jobsIn72h), st.SSTPerKept*jobsIn72h/(1<<30), st.StorePerKept*jobsIn72h/(1<<30))
 	}
@@ -369,10 +434,10 @@ func writeRetention(b *strings.Builder, r *results, plots map[string]string) {
 	if p, ok := plots["retention"]; ok {
 		w("![store files and finished jobs kept over time](%s)\n\n", p)
 	}
-	w("Readings:\n\n| s | store | tables | log | finished kept | unfinished | delayq CPU s | written | RSS |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	w("Readings (written: to block devices since delayq began; tables made: by flushes and compactions since the phase began):\n\n| s | store | tables | log | finished kept | unfinished | delayq CPU s | written | tables made | RSS |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, s := range rt.Samples {
-		w("| %.0f | %s | %s | %s | %s | %s | %.1f | %s | %s |\n", s.T, mib(s.StoreBytes), mib(s.SSTBytes), mib(s.WALBytes),
-			num(float64(s.Finished)), num(float64(s.Unfinished)), s.CPUSeconds, mib(s.WriteBytes), mib(s.RSS))
+		w("| %.0f | %s | %s | %s | %s | %s | %.1f | %s | %s | %s |\n", s.T, mib(s.StoreBytes), mib(s.SSTBytes), mib(s.WALBytes),
+			num(float64(s.Finished)), num(float64(s.Unfinished)), s.CPUSeconds, mib(s.WriteBytes), mib(s.TablesWritten), mib(s.RSS))
 	}
 	w("\n")
 	writeErrors(b, rt.Errors)
