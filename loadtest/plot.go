@@ -154,7 +154,11 @@ func burstCurve(b *burstResult) (*plot.Plot, error) {
 // (thousands) over the retention phase, on one axis.
 func retentionPlot(rt *retentionResult) (*plot.Plot, error) {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Retention at %d jobs/s in and out, --retention %s: store files (MiB) and finished jobs kept (thousands)", rt.Rate, rt.Retention)
+	bound := ""
+	if rt.RetentionMaxJobs > 0 {
+		bound = fmt.Sprintf(", --retention-max-jobs %d", rt.RetentionMaxJobs)
+	}
+	p.Title.Text = fmt.Sprintf("Retention at %d jobs/s in and out, --retention %s%s: store files (MiB) and finished jobs kept (thousands)", rt.Rate, rt.Retention, bound)
 	p.X.Label.Text = "seconds since the phase began"
 	p.Y.Label.Text = "MiB / thousands of jobs"
 	p.Add(plotter.NewGrid())

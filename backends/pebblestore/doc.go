@@ -90,10 +90,12 @@
 // the bound are left, however young they are. With a bound the prune runs
 // every 10 s at least, so the store keeps at most the bound plus the jobs
 // finished in the last 10 s. The number kept is the sum of the count
-// buckets (each finish adds to them and each delete takes from them in
-// its own batch), so the bound needs no scan, at start or at a prune, and
-// holds across restarts; a job pruned early is gone for GetJob as for the
-// counts. A bound by count rather than by bytes: the store knows a job's
-// finish without reading its record, and what the disk holds per job
+// buckets (a finish adds to them, and a delete takes from them, in the
+// batch that writes it), so the bound needs no scan, at start or at a
+// prune, and holds across restarts; a bound lowered at a restart applies
+// at the first prune, which deletes the excess a thousand jobs per hold of
+// the lock. A job pruned early is gone for GetJob as for the counts. A
+// bound by count rather than by bytes: the store knows a job's finish
+// without reading its record, and what the disk holds per kept job
 // follows from it (docs/benchmarks.md measures it).
 package pebblestore
