@@ -88,6 +88,13 @@ func (c *collector) await(ctx context.Context, start, deadline time.Time, idle t
 	}
 }
 
+// received returns how many distinct jobs have come so far.
+func (c *collector) received() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.got)
+}
+
 // result returns a copy of what came, the duplicates and errors.
 func (c *collector) result() ([]receipt, int, []string) {
 	c.mu.Lock()

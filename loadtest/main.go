@@ -13,18 +13,27 @@
 //     acknowledged;
 //   - lateness (receipt minus run_at) at a steady -rate of due jobs
 //     (10 000/s) for -duration, p50/p99/max, over a store that still holds
-//     the pending jobs.
+//     the pending jobs;
+//   - retention, only when -phases names it: jobs due at once at
+//     -retention-rate (1 000/s), each acknowledged, for
+//     -retention-duration (15 min), with serve started with -retention
+//     (5 min) and -retention-max-jobs, so that the store deletes finished
+//     jobs as fast as they finish; every -retention-sample it reads the
+//     store's files, delayq's CPU time and block-device I/O and the
+//     finished jobs kept, and sums up the steady state.
 //
 // It writes report.md, results.json and PNG plots (lateness over time,
-// its histogram, the burst's deliveries over time) to -out. A default
-// run takes one to two and a half minutes on 2 cores; a backend that falls
-// behind adds at most two minutes of waiting to the burst and to the
-// lateness phase, and -timeout (10 min) bounds the whole run:
+// its histogram, the burst's deliveries over time, the retention phase's
+// files over time) to -out. A default run takes one to two and a half
+// minutes on 2 cores; a backend that falls behind adds at most two minutes
+// of waiting to the burst and to the lateness phase, and -timeout (10 min,
+// plus -retention-duration with that phase) bounds the whole run:
 //
 //	go run ./loadtest                     # the local default
 //	go run ./loadtest -backend nats       # a separate nats-server
 //	go run ./loadtest -backend redis      # redis-server, AOF everysec
 //	go run ./loadtest -server http://127.0.0.1:8080 -pid 1234
+//	go run ./loadtest -phases retention -retention 5m -retention-duration 15m
 //
 // Everything runs on this machine, so the harness's own CPU competes with
 // delayq and its backend: the figures are what one machine does end to
@@ -42,6 +51,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -73,6 +83,12 @@ type config struct {
 	Settle       time.Duration `json:"settle"`
 	Profile      bool          `json:"profile"`
 	Timeout      time.Duration `json:"-"`
+	// The retention phase's.
+	Retention        time.Duration `json:"retention,omitempty"`
+	RetentionMaxJobs int64         `json:"retention_max_jobs,omitempty"`
+	RetentionRate    int           `json:"retention_rate,omitempty"`
+	RetentionFor     time.Duration `json:"retention_duration,omitempty"`
+	RetentionSample  time.Duration `json:"retention_sample,omitempty"`
 }
 
 func (c *config) flags(fs *flag.FlagSet) {
@@ -83,7 +99,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.BackendPID, "backend-pid", 0, "with -server: process id of the backend's server, to read its memory")
 	fs.StringVar(&c.Delayq, "delayq", "", "delayq binary to run (default: go build ./cmd/delayq)")
 	fs.StringVar(&c.Out, "out", "", "directory of the report and plots (default loadtest-report/<backend>)")
-	fs.StringVar(&c.Phases, "phases", "intake,memory,burst,lateness", "comma-separated phases to run (pull too)")
+	fs.StringVar(&c.Phases, "phases", "intake,memory,burst,lateness", "comma-separated phases to run: intake, memory, burst, lateness, and pull and retention (not by default)")
 	fs.DurationVar(&c.IntakeFor, "intake-duration", 10*time.Second, "how long each intake measurement runs")
 	fs.IntVar(&c.Workers, "workers", 32, "concurrent requests of one job each")
 	fs.IntVar(&c.Batch, "batch", 1000, "jobs per batch request")
@@ -100,7 +116,12 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Prefetch, "prefetch", 1000, "prefetch of each subscriber")
 	fs.DurationVar(&c.Settle, "settle", 5*time.Second, "pause between the last pending job pushed and the memory reading")
 	fs.BoolVar(&c.Profile, "profile", false, "save a CPU profile of delayq for each phase (cpu-<phase>.pprof and its top functions)")
-	fs.DurationVar(&c.Timeout, "timeout", 10*time.Minute, "bound on the whole run")
+	fs.DurationVar(&c.Timeout, "timeout", 10*time.Minute, "bound on the whole run, to which the retention phase adds its -retention-duration")
+	fs.DurationVar(&c.Retention, "retention", 5*time.Minute, "with the retention phase: serve's --retention, for the whole run")
+	fs.Int64Var(&c.RetentionMaxJobs, "retention-max-jobs", 0, "with the retention phase: serve's --retention-max-jobs (local backend), for the whole run; 0: none")
+	fs.IntVar(&c.RetentionRate, "retention-rate", 1000, "jobs per second due at once and acknowledged in the retention phase")
+	fs.DurationVar(&c.RetentionFor, "retention-duration", 15*time.Minute, "how long the retention phase pushes; at least twice what the store takes to fill (-retention, or -retention-max-jobs at -retention-rate)")
+	fs.DurationVar(&c.RetentionSample, "retention-sample", 10*time.Second, "time between the retention phase's readings")
 }
 
 func main() {
@@ -127,9 +148,19 @@ func (c *config) has(phase string) bool {
 func (c *config) check() error {
 	for p := range strings.SplitSeq(c.Phases, ",") {
 		switch strings.TrimSpace(p) {
-		case "intake", "memory", "burst", "pull", "lateness":
+		case "intake", "memory", "burst", "pull", "lateness", "retention":
 		default:
-			return fmt.Errorf("-phases: unknown phase %q (intake, memory, burst, pull, lateness)", p)
+			return fmt.Errorf("-phases: unknown phase %q (intake, memory, burst, pull, lateness, retention)", p)
+		}
+	}
+	if c.has("retention") {
+		switch {
+		case c.Retention <= 0 || c.RetentionMaxJobs < 0 || c.RetentionRate < 1 || c.RetentionSample <= 0:
+			return fmt.Errorf("-retention, -retention-rate and -retention-sample must be positive, -retention-max-jobs 0 or more")
+		case c.Server != "":
+			return fmt.Errorf("the retention phase starts delayq with -retention: it cannot measure a running one (-server)")
+		case c.RetentionFor < 2*retentionFill(c):
+			return fmt.Errorf("-retention-duration %s: at least twice the %s the store takes to fill, so that it reaches a steady state", c.RetentionFor, retentionFill(c))
 		}
 	}
 	switch {
@@ -153,9 +184,16 @@ func run(ctx context.Context, cfg *config, logw io.Writer) error {
 	if err := cfg.check(); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	timeout := cfg.Timeout
+	if cfg.has("retention") {
+		timeout += cfg.RetentionFor
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	var logMu sync.Mutex // the retention phase logs its readings from a goroutine
 	logf := func(format string, args ...any) {
+		logMu.Lock()
+		defer logMu.Unlock()
 		fmt.Fprintf(logw, "%s %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 	}
 	if cfg.Out == "" {
@@ -169,12 +207,14 @@ func run(ctx context.Context, cfg *config, logw io.Writer) error {
 		return err
 	}
 	began := time.Now()
-	var t *target
+	var (
+		t *target
+		e *env
+	)
 	if cfg.Server != "" {
 		t = &target{HTTPURL: strings.TrimSuffix(cfg.Server, "/"), NATSURL: cfg.NATSURL, DelayqPID: cfg.PID, BackendPID: cfg.BackendPID}
 		cfg.Backend = "as running"
 	} else {
-		var e *env
 		var err error
 		if t, e, err = startEnv(ctx, cfg, logf); err != nil {
 			return err
@@ -184,6 +224,17 @@ func run(ctx context.Context, cfg *config, logw io.Writer) error {
 	res := &results{Config: *cfg, Machine: machineInfo(), Started: began.UTC()}
 	res.Config.NATSURL = redactURLs(cfg.NATSURL) // the report keeps no password
 	err := measure(ctx, cfg, t, res, logf)
+	if rt := res.Retention; rt != nil && e != nil && cfg.Backend == "local" {
+		// What the store keeps, read once delayq let go of it.
+		e.stop()
+		logf("retention: reading the store and compacting it whole")
+		var ierr error
+		if rt.Store, ierr = inspectStore(ctx, t.StoreDir); ierr != nil {
+			ierr = fmt.Errorf("retention: inspect the store: %w", ierr)
+			logf("  failed: %v", ierr)
+			err = errors.Join(err, ierr)
+		}
+	}
 	res.Seconds = time.Since(began).Seconds()
 	if err != nil {
 		res.Failure = err.Error()
@@ -306,6 +357,20 @@ func measure(ctx context.Context, cfg *config, t *target, res *results, logf fun
 			fail(err)
 		} else {
 			logf("  p50 %.2f ms, p99 %.2f ms, max %.2f ms", l.Stats.P50, l.Stats.P99, l.Stats.Max)
+		}
+	}
+	if cfg.has("retention") {
+		var rt *retentionResult
+		var err error
+		prof.start(ctx, "retention", cfg.RetentionFor)
+		phase("retention", func() { rt, err = retention(ctx, c, cfg, t, logf) })
+		prof.wait()
+		res.Retention = rt
+		if err != nil {
+			fail(err)
+		} else if st := rt.Steady; st != nil {
+			logf("  steady: %s finished kept, store %s (%.0f B per kept job in tables), delayq %.2f cores, %s/s written",
+				num(st.Kept), mib(int64(st.StoreMean)), st.SSTPerKept, st.Cores, mib(int64(st.WritePerSecond)))
 		}
 	}
 	return errors.Join(errs...)

@@ -86,6 +86,76 @@ func TestHarness(t *testing.T) {
 	}
 }
 
+// TestHarnessRetention runs the retention phase, scaled down, against
+// delayq on the local backend with --retention-max-jobs: the store stops
+// keeping every finished job once the bound's prune has run (every 10 s),
+// and the readings of the store's files, CPU and I/O are there.
+func TestHarnessRetention(t *testing.T) {
+	out := t.TempDir()
+	cfg := config{}
+	cfg.flags(flagSet())
+	cfg.Backend = "local"
+	cfg.Out = out
+	cfg.Phases = "retention"
+	cfg.Retention = time.Hour
+	cfg.RetentionMaxJobs = 600
+	cfg.RetentionRate = 300
+	cfg.RetentionFor = 24 * time.Second
+	cfg.RetentionSample = time.Second
+	cfg.Subscribers = 2
+	var log bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	require.NoError(t, run(ctx, &cfg, &log), log.String())
+
+	var res results
+	data, err := os.ReadFile(filepath.Join(out, "results.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &res))
+	rt := res.Retention
+	require.NotNil(t, rt)
+	require.Equal(t, 300*24, rt.Pushed)
+	require.Equal(t, rt.Pushed, rt.Received)
+	require.Zero(t, rt.PushErrors)
+	require.Greater(t, len(rt.Samples), 20)
+	last := rt.Samples[len(rt.Samples)-1]
+	require.Positive(t, last.StoreBytes)
+	require.Positive(t, last.CPUSeconds)
+	// The bound plus at most the jobs of one prune interval (10 s), well
+	// under all that finished.
+	require.LessOrEqual(t, last.Finished, int64(600+300*10), "finished jobs kept")
+	require.Less(t, last.Finished, int64(rt.Received))
+	require.NotNil(t, rt.Steady)
+	require.Positive(t, rt.Steady.Kept)
+	require.Positive(t, rt.Steady.Cores)
+	if _, _, err := procIO(os.Getpid()); err == nil {
+		require.Positive(t, last.WriteBytes, "block-device writes")
+	}
+
+	// The store as delayq left it (acks in flight at the last reading may
+	// have landed since, and a prune may have run, down to the bound): its
+	// finished jobs, each with its state, record and finish order, and
+	// those whose ack the shutdown cut off, unfinished with their records,
+	// in compacted tables.
+	require.NotNil(t, rt.Store)
+	require.LessOrEqual(t, rt.Store.FinishedJobs, int64(rt.Received))
+	require.GreaterOrEqual(t, rt.Store.FinishedJobs, int64(600))
+	require.Equal(t, rt.Store.FinishedJobs+rt.Store.Keys[keyKinds['m']], rt.Store.Keys[keyKinds['j']])
+	require.Equal(t, rt.Store.FinishedJobs, rt.Store.Keys[keyKinds['f']])
+	require.Positive(t, rt.Store.CompactedBytes)
+
+	report, err := os.ReadFile(filepath.Join(out, "report.md"))
+	require.NoError(t, err)
+	for _, want := range []string{"## Retention at steady state", "B per finished job kept**", "--retention-max-jobs 600", "bytes per finished job kept", "(retention.png)", "## CPU"} {
+		require.Contains(t, string(report), want)
+	}
+	f, err := os.Open(filepath.Join(out, "retention.png"))
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = png.Decode(f)
+	require.NoError(t, err)
+}
+
 // TestConfigCheck refuses what cannot be run.
 func TestConfigCheck(t *testing.T) {
 	for _, bad := range []func(*config){
@@ -95,6 +165,10 @@ func TestConfigCheck(t *testing.T) {
 		func(c *config) { c.Prefetch = 0 },
 		func(c *config) { c.Workers = 0 },
 		func(c *config) { c.Phases = "pull"; c.PullWorkers = 0 },
+		func(c *config) { c.Phases = "retention"; c.RetentionRate = 0 },
+		func(c *config) { c.Phases = "retention"; c.RetentionMaxJobs = -1 },
+		func(c *config) { c.Phases = "retention"; c.RetentionFor = c.Retention }, // no steady window
+		func(c *config) { c.Phases = "retention"; c.Server = "http://127.0.0.1:8080" },
 	} {
 		cfg := config{}
 		cfg.flags(flagSet())

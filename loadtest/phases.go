@@ -128,6 +128,13 @@ func (p *pusher) push(ctx context.Context, jobs []jobReq) {
 	})
 }
 
+// pushedSoFar returns how many jobs the requests that ended stored.
+func (p *pusher) pushedSoFar() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pushed
+}
+
 // wait returns how many jobs were stored once every request has ended.
 func (p *pusher) wait() int {
 	p.wg.Wait()

@@ -12,7 +12,8 @@ import (
 )
 
 // writePlots draws the PNG plots of r into dir and returns their file
-// names by kind: lateness-over-time, lateness-histogram and burst.
+// names by kind: lateness-over-time, lateness-histogram, burst and
+// retention.
 func writePlots(dir string, r *results) (map[string]string, error) {
 	out := map[string]string{}
 	save := func(kind string, p *plot.Plot) error {
@@ -32,6 +33,15 @@ func writePlots(dir string, r *results) (map[string]string, error) {
 			return nil, err
 		}
 		if err := save("lateness-histogram", histogram(l)); err != nil {
+			return nil, err
+		}
+	}
+	if rt := r.Retention; rt != nil && len(rt.Samples) > 1 {
+		p, err := retentionPlot(rt)
+		if err != nil {
+			return nil, err
+		}
+		if err := save("retention", p); err != nil {
 			return nil, err
 		}
 	}
@@ -136,6 +146,46 @@ func burstCurve(b *burstResult) (*plot.Plot, error) {
 	line.Color = blue
 	line.Width = vg.Points(1.5)
 	p.Add(line)
+	p.Y.Min = 0
+	return p, nil
+}
+
+// retentionPlot plots the store's files (MiB) and the finished jobs kept
+// (thousands) over the retention phase, on one axis.
+func retentionPlot(rt *retentionResult) (*plot.Plot, error) {
+	p := plot.New()
+	bound := ""
+	if rt.RetentionMaxJobs > 0 {
+		bound = fmt.Sprintf(", --retention-max-jobs %d", rt.RetentionMaxJobs)
+	}
+	p.Title.Text = fmt.Sprintf("Retention at %d jobs/s in and out, --retention %s%s: store files (MiB) and finished jobs kept (thousands)", rt.Rate, rt.Retention, bound)
+	p.X.Label.Text = "seconds since the phase began"
+	p.Y.Label.Text = "MiB / thousands of jobs"
+	p.Add(plotter.NewGrid())
+	for _, s := range []struct {
+		name string
+		c    color.Color
+		v    func(retentionSample) float64
+	}{
+		{"store files, MiB", blue, func(s retentionSample) float64 { return float64(s.StoreBytes) / (1 << 20) }},
+		{"tables, MiB", orange, func(s retentionSample) float64 { return float64(s.SSTBytes) / (1 << 20) }},
+		{"finished jobs kept, thousands", red, func(s retentionSample) float64 { return float64(s.Finished) / 1000 }},
+	} {
+		xys := make(plotter.XYs, len(rt.Samples))
+		for i, pt := range rt.Samples {
+			xys[i] = plotter.XY{X: pt.T, Y: s.v(pt)}
+		}
+		line, err := plotter.NewLine(xys)
+		if err != nil {
+			return nil, err
+		}
+		line.Color = s.c
+		line.Width = vg.Points(1.5)
+		p.Add(line)
+		p.Legend.Add(s.name, line)
+	}
+	p.Legend.Top = true
+	p.Legend.Left = true
 	p.Y.Min = 0
 	return p, nil
 }

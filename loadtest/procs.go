@@ -33,6 +33,18 @@ type target struct {
 	BackendPID int
 	// DataDirs hold the backend's files, for their size on disk.
 	DataDirs []string
+	// StoreDir is the directory of the jobs alone, within DataDirs, when
+	// it is apart from other files (the local and jetstream backends).
+	StoreDir string
+}
+
+// StoreDirs are the directories of the store's files: StoreDir, else
+// DataDirs.
+func (t *target) StoreDirs() []string {
+	if t.StoreDir != "" {
+		return []string{t.StoreDir}
+	}
+	return t.DataDirs
 }
 
 // env starts and stops the processes of a run: delayq and, for the nats
@@ -85,10 +97,17 @@ func (e *env) start(ctx context.Context, cfg *config, logf func(string, ...any))
 	if cfg.Profile {
 		args = append(args, "--pprof", "127.0.0.1:0")
 	}
+	if cfg.has("retention") {
+		args = append(args, "--retention", cfg.Retention.String())
+		if cfg.RetentionMaxJobs > 0 {
+			args = append(args, "--retention-max-jobs", strconv.FormatInt(cfg.RetentionMaxJobs, 10))
+		}
+	}
 	switch cfg.Backend {
 	case "local", "jetstream":
 		data := filepath.Join(e.dir, "data")
 		t.DataDirs = []string{data}
+		t.StoreDir = filepath.Join(data, cfg.Backend)
 		args = append(args, "--data", data, "--nats-listen", "127.0.0.1:-1")
 	case "nats":
 		url, pid, data, err := e.startNATS(ctx, logf)
@@ -175,11 +194,19 @@ func (e *env) startNATS(ctx context.Context, logf func(string, ...any)) (url str
 	return "nats://127.0.0.1:" + strconv.Itoa(port), p.PID(), data, nil
 }
 
-// close stops delayq first, so it flushes to a backend still running,
-// and saves each process's log beside the report.
-func (e *env) close() {
+// stop stops the processes, delayq first, so it flushes to a backend
+// still running, and keeps their files. Stopping again does nothing.
+func (e *env) stop() {
 	for i := len(e.procs) - 1; i >= 0; i-- {
 		e.procs[i].Stop(30 * time.Second)
+	}
+}
+
+// close stops the processes, saves each one's log beside the report and
+// removes their files.
+func (e *env) close() {
+	e.stop()
+	for i := range e.procs {
 		_ = os.WriteFile(filepath.Join(e.out, e.names[i]+".log"), []byte(e.procs[i].Log()), 0o644)
 	}
 	if e.redis != nil {

@@ -25,6 +25,8 @@ type results struct {
 	Burst    *burstResult    `json:"burst,omitempty"`
 	Pull     *pullResult     `json:"pull,omitempty"`
 	Lateness *latenessResult `json:"lateness,omitempty"`
+	// Retention is the retention phase's, when it ran.
+	Retention *retentionResult `json:"retention,omitempty"`
 	// CPU is the cores each process used in each phase.
 	CPU     []phaseCPU `json:"cpu"`
 	Failure string     `json:"failure,omitempty"`
@@ -155,19 +157,22 @@ func writeReport(dir string, r *results) error {
 	}
 
 	tg := targetsFor(r.Config.Backend)
-	w("## Against the targets\n\n| what | measured | target | |\n| --- | --- | --- | --- |\n")
+	// The targets' rows, of the phases that ran: none for the retention
+	// phase alone.
+	var rows strings.Builder
+	tw := func(format string, args ...any) { fmt.Fprintf(&rows, format, args...) }
 	in := r.Intake
 	if r.Config.has("intake") {
-		w("| intake, HTTP batches of %d, durable | %s jobs/s | %s jobs/s | %s |\n", r.Config.Batch, num(in.HTTPBatch.PerSecond), num(tg.batch), verdict(in.HTTPBatch.PerSecond >= tg.batch))
+		tw("| intake, HTTP batches of %d, durable | %s jobs/s | %s jobs/s | %s |\n", r.Config.Batch, num(in.HTTPBatch.PerSecond), num(tg.batch), verdict(in.HTTPBatch.PerSecond >= tg.batch))
 		if in.NATS != nil {
-			w("| intake, NATS publish | %s jobs/s | %s jobs/s | %s |\n", num(in.NATS.PerSecond), num(targetNATS), verdict(in.NATS.PerSecond >= targetNATS))
+			tw("| intake, NATS publish | %s jobs/s | %s jobs/s | %s |\n", num(in.NATS.PerSecond), num(targetNATS), verdict(in.NATS.PerSecond >= targetNATS))
 		} else {
-			w("| intake, NATS publish | no NATS intake on this backend | %s jobs/s | |\n", num(targetNATS))
+			tw("| intake, NATS publish | no NATS intake on this backend | %s jobs/s | |\n", num(targetNATS))
 		}
-		w("| intake, one job per HTTP request | %s jobs/s | %s jobs/s | %s |\n", num(in.HTTPSingle.PerSecond), num(targetSingle), verdict(in.HTTPSingle.PerSecond >= targetSingle))
+		tw("| intake, one job per HTTP request | %s jobs/s | %s jobs/s | %s |\n", num(in.HTTPSingle.PerSecond), num(targetSingle), verdict(in.HTTPSingle.PerSecond >= targetSingle))
 	}
 	if bu := r.Burst; bu != nil {
-		w("| burst: %s jobs due at one instant | all delivered %.2f s and acknowledged %.2f s after it | %s s | %s |\n",
+		tw("| burst: %s jobs due at one instant | all delivered %.2f s and acknowledged %.2f s after it | %s s | %s |\n",
 			num(float64(bu.Jobs)), bu.DeliveredAll, bu.AckedAll, strconv.FormatFloat(tg.burst, 'f', -1, 64),
 			verdict(bu.Received == bu.Jobs && bu.AckedAll > 0 && bu.AckedAll <= tg.burst))
 	}
@@ -177,7 +182,7 @@ func writeReport(dir string, r *results) error {
 		if l.Rate < targetLateRate {
 			v = "below the target's rate"
 		}
-		w("| lateness at a steady %s due jobs/s | p50 %.2f ms, p99 %.2f ms, max %.1f ms | p99 < %d ms, max < %d ms at %s/s | %s |\n",
+		tw("| lateness at a steady %s due jobs/s | p50 %.2f ms, p99 %.2f ms, max %.1f ms | p99 < %d ms, max < %d ms at %s/s | %s |\n",
 			num(float64(l.Rate)), s.P50, s.P99, s.Max, targetP99MS, targetMaxMS, num(targetLateRate), v)
 	}
 	if pr := r.Pull; pr != nil {
@@ -185,11 +190,13 @@ func writeReport(dir string, r *results) error {
 	}
 	mem := r.Memory
 	if mem.Pending > 0 {
-		w("| memory per pending job, at %s pending | delayq %s B, backend %s, disk %s B | 10 million held on one node | %s |\n",
+		tw("| memory per pending job, at %s pending | delayq %s B, backend %s, disk %s B | 10 million held on one node | %s |\n",
 			num(float64(mem.Pending)), num(mem.perJob(mem.Baseline.Delayq, mem.Loaded.Delayq)), backendPerJob(r),
 			num(float64(mem.DiskBytes)/float64(mem.Pending)), tenMillion(r))
 	}
-	w("\n")
+	if rows.Len() > 0 {
+		w("## Against the targets\n\n| what | measured | target | |\n| --- | --- | --- | --- |\n%s\n", rows.String())
+	}
 
 	if r.Config.has("intake") {
 		w("## Intake\n\nJobs due in an hour, a %d-byte body each; a job counts once delayq answered it stored.\n\n", len(sampleBody))
@@ -252,6 +259,7 @@ func writeReport(dir string, r *results) error {
 		}
 		writeErrors(&b, l.Errors)
 	}
+	writeRetention(&b, r, plots)
 	writeCPU(&b, r)
 	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String()), 0o644)
 }

@@ -79,10 +79,27 @@
 // every bucket width if shorter) a prune deletes those past it, reading
 // the f keys in order. Counts of done and cancelled jobs come from
 // counters in 64 buckets per retention period, kept in memory and written
-// with each finish, so that no count reads the jobs: a job stops being
-// counted at most one bucket width (retention / 64) after it expired. A
-// put that reuses a finished job's id takes it out of its bucket (one read
-// of x, answered by a bloom filter for a new id), so it counts once.
+// with each finish, so that no count reads the jobs. A job leaves its
+// bucket in the batch that deletes it: the prune's, or a put's that reuses
+// a finished job's id (one read of x, answered by a bloom filter for a new
+// id), so that it counts once. A job stops being counted at the prune
+// that deletes it, at most one prune interval after it expired, and a
+// bucket is dropped once it is past retention.
+//
+// Config.RetentionMaxJobs bounds the finished jobs kept, of every topic
+// together, by count: after deleting those past retention, the prune
+// deletes the oldest of the rest, in the same f order, until no more than
+// the bound are left, however young they are. With a bound the prune runs
+// every 10 s at least, so the store keeps at most the bound plus the jobs
+// finished in the last 10 s. The number kept is the sum of the count
+// buckets (a finish adds to them, and a delete takes from them, in the
+// batch that writes it), so the bound needs no scan, at start or at a
+// prune, and holds across restarts; a bound lowered at a restart applies
+// at the first prune, which deletes the excess a thousand jobs per hold of
+// the lock. A job pruned early is gone for GetJob as for the counts. A
+// bound by count rather than by bytes: the store knows a job's finish
+// without reading its record, and what the disk holds per kept job
+// follows from it (docs/benchmarks.md measures it).
 //
 // # Backups
 //

@@ -3,6 +3,7 @@ package pebblestore
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -87,11 +88,12 @@ func (s *Store) finishedCounts(tp *topic, now time.Time) (done, cancelled int64)
 	return done, cancelled
 }
 
-// housekeep runs until Close: it drops finished jobs past retention
-// every minute, or every bucket width if shorter.
+// housekeep runs until Close: it drops finished jobs past retention, and
+// with Config.RetentionMaxJobs the oldest over the bound, every
+// pruneInterval.
 func (s *Store) housekeep() {
 	defer s.background.Done()
-	tick := s.clock.NewTicker(min(s.bucket, time.Minute))
+	tick := s.clock.NewTicker(s.pruneInterval())
 	defer tick.Stop()
 	for {
 		select {
@@ -105,64 +107,164 @@ func (s *Store) housekeep() {
 	}
 }
 
-// pruneChunk bounds the finished jobs one hold of the lock deletes.
-const pruneChunk = 1000
+// pruneIntervalBounded is the longest between prunes while finished jobs
+// are bounded by count: the store keeps at most the bound plus the jobs
+// finished in that time.
+const pruneIntervalBounded = 10 * time.Second
 
-// prune deletes the finished jobs whose retention ended by now, and the
-// count buckets that count none within retention.
-func (s *Store) prune(now time.Time) error {
-	upper := expiryKey(now.Add(-s.retention), "")
-	for {
-		n, err := s.pruneSome(upper)
-		if err != nil || n < pruneChunk {
-			s.pruneCounts(now)
-			return err
-		}
+// pruneInterval is how often the prune runs: every minute, or every
+// bucket width if shorter, and at most every pruneIntervalBounded with a
+// bound on finished jobs.
+func (s *Store) pruneInterval() time.Duration {
+	d := min(s.bucket, time.Minute)
+	if s.cfg.RetentionMaxJobs > 0 {
+		d = min(d, pruneIntervalBounded)
 	}
+	return d
 }
 
-// pruneSome deletes up to pruneChunk expired finished jobs, under s.mu so
-// that a put of the same id cannot slip between the check and the delete.
-func (s *Store) pruneSome(upper []byte) (int, error) {
+// pruneChunk bounds the f keys one hold of the lock reads.
+const pruneChunk = 1000
+
+// prune deletes the finished jobs whose retention ended by now, the count
+// buckets that count none within retention, and then, with a bound on
+// finished jobs, the oldest of those kept over it.
+func (s *Store) prune(now time.Time) error {
+	upper := expiryKey(now.Add(-s.retention), "")
+	var err error
+	for more := true; more && err == nil; {
+		more, _, err = s.pruneSome(upper, math.MaxInt64)
+	}
+	s.pruneCounts(now)
+	if err != nil || s.cfg.RetentionMaxJobs <= 0 {
+		return err
+	}
+	// The jobs over the bound now; those finished meanwhile wait for the
+	// next prune.
+	s.mu.Lock()
+	over := s.finishedKept() - s.cfg.RetentionMaxJobs
+	s.mu.Unlock()
+	total := int64(0)
+	for more := over > 0; more && err == nil && total < over; {
+		var n int
+		more, n, err = s.pruneSome(nil, over-total)
+		total += int64(n)
+	}
+	if total > 0 {
+		s.log.Debug("pebblestore: pruned the oldest finished jobs over the bound", "jobs", total, "bound", s.cfg.RetentionMaxJobs)
+	}
+	return err
+}
+
+// finishedKept returns the finished jobs the store keeps, of every topic,
+// with s.mu held: the sum of the count buckets. Each finish adds its job
+// to a bucket, and each delete of a finished job (a prune, a put or an
+// import that reuses its id) takes it out, in the same batch, so the sum
+// is the count of x keys without a read and survives a restart with the
+// buckets. (A bucket that pruneCounts dropped holds only jobs past
+// retention, which the prune deleted first.)
+func (s *Store) finishedKept() int64 {
+	var n int64
+	for _, tp := range s.topicList {
+		for _, c := range tp.finished {
+			n += c[0] + c[1]
+		}
+	}
+	return n
+}
+
+// pruneSome deletes finished jobs in finish order (f keys), below upper
+// when it is not nil, and at most limit of them. It holds
+// s.mu, so that a put of the same id cannot slip between the check and
+// the delete, and reads at most pruneChunk f keys: more reports that it
+// stopped with f keys left to read, n how many jobs it deleted. A deleted job leaves its
+// topic's count bucket in the same batch.
+func (s *Store) pruneSome(upper []byte, limit int64) (more bool, n int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return 0, nil
+		return false, 0, nil
+	}
+	if upper == nil {
+		upper = []byte{prefixExpiry + 1}
 	}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixExpiry}, UpperBound: upper})
 	if err != nil {
-		return 0, wrap(err)
+		return false, 0, wrap(err)
 	}
 	b := s.db.NewBatch()
-	n := 0
-	for ok := it.First(); ok && n < pruneChunk; ok = it.Next() {
+	uncount := make(map[bucketOf]*[2]int64)
+	read := 0
+	ok := it.First()
+	for ; ok && read < pruneChunk && int64(n) < limit; ok = it.Next() {
 		k := it.Key()
 		finished := int64(binary.BigEndian.Uint64(k[1:9]))
 		id := string(k[9:])
 		_ = b.Delete(slices.Clone(k), nil)
-		n++
+		read++
 		raw, err := s.get(idKey(prefixFinished, id))
 		if err != nil {
 			_ = it.Close()
 			_ = b.Close()
-			return 0, err
+			return false, 0, err
 		}
 		if raw == nil {
 			continue // put again since, and maybe unfinished
 		}
-		if m, err := decodeMeta(raw); err == nil && time.Unix(0, m.updatedAt).UnixMilli() != finished {
+		m, err := decodeMeta(raw)
+		if err == nil && time.Unix(0, m.updatedAt).UnixMilli() != finished {
 			continue // finished again since: its own f key prunes it
 		}
 		_ = b.Delete(idKey(prefixFinished, id), nil)
 		_ = b.Delete(idKey(prefixRecord, id), nil)
 		_ = b.Delete(idKey(prefixError, id), nil)
+		n++
+		if tp := s.topics[m.topic]; err == nil && tp != nil {
+			key := bucketOf{tp, finished / s.bucket.Milliseconds()}
+			if uncount[key] == nil {
+				uncount[key] = new([2]int64)
+			}
+			uncount[key][finishedIndex(m.state)]++
+		}
 	}
 	if err := it.Close(); err != nil {
 		_ = b.Close()
-		return 0, wrap(err)
+		return false, 0, wrap(err)
 	}
-	// Losing the deletes only delays them to the next prune.
-	return n, s.write(b, pebble.NoSync)()
+	for key, d := range uncount {
+		s.uncountBucket(b, key, d)
+	}
+	// Losing the deletes only delays them to the next prune: the counts
+	// are lost with them.
+	return ok, n, s.write(b, pebble.NoSync)()
+}
+
+// bucketOf names a topic's count bucket.
+type bucketOf struct {
+	tp     *topic
+	bucket int64
+}
+
+// uncountBucket takes d (done, cancelled) deleted jobs out of a count
+// bucket, and writes it; a bucket that counts nothing more is deleted.
+// A bucket that pruneCounts dropped already is left so.
+func (s *Store) uncountBucket(b *pebble.Batch, key bucketOf, d *[2]int64) {
+	c := key.tp.finished[key.bucket]
+	if c == nil {
+		return
+	}
+	c[0], c[1] = max(c[0]-d[0], 0), max(c[1]-d[1], 0)
+	if c[0] == 0 && c[1] == 0 {
+		delete(key.tp.finished, key.bucket)
+		_ = b.Delete(countKey(key.tp.name, core.StateDone, key.bucket), nil)
+		_ = b.Delete(countKey(key.tp.name, core.StateCancelled, key.bucket), nil)
+		return
+	}
+	for k, state := range []core.State{core.StateDone, core.StateCancelled} {
+		if d[k] != 0 {
+			_ = b.Set(countKey(key.tp.name, state, key.bucket), binary.AppendVarint(nil, c[k]), nil)
+		}
+	}
 }
 
 // pruneCounts forgets the count buckets older than retention.

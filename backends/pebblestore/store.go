@@ -41,6 +41,12 @@ type Config struct {
 	// Retention is how long finished jobs (done, cancelled) stay
 	// queryable and counted. Defaults to RetentionDefault (72h).
 	Retention time.Duration
+	// RetentionMaxJobs, when positive, bounds the finished jobs (done and
+	// cancelled, of every topic) the store keeps: the prune deletes the
+	// oldest first, in finish order, once there are more, even before
+	// their Retention ended. Zero: no bound, Retention alone (see the
+	// package doc, Retention).
+	RetentionMaxJobs int64
 	// SyncAlways makes every write wait for its fsync, acks and claims
 	// too; otherwise those are synced in the background as soon as they
 	// are written (see the package doc, Durability).
@@ -78,6 +84,8 @@ func (c Config) Validate() error {
 		return errors.New("pebblestore: Config.Dir is required")
 	case c.Retention < 0:
 		return errors.New("pebblestore: Config.Retention must not be negative")
+	case c.RetentionMaxJobs < 0:
+		return errors.New("pebblestore: Config.RetentionMaxJobs must not be negative")
 	case c.SyncInterval < 0:
 		return errors.New("pebblestore: Config.SyncInterval must not be negative")
 	case c.CacheBytes < 0:

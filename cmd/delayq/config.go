@@ -97,6 +97,10 @@ type serveConfig struct {
 	MaxBatch int
 	// Retention is how long finished jobs stay queryable.
 	Retention time.Duration
+	// RetentionMaxJobs, when positive, bounds the finished jobs the local
+	// backend keeps: the oldest go first once there are more, within
+	// Retention too. Other backends refuse it (checkRetention).
+	RetentionMaxJobs int64
 	// LogLevel is the least level logged.
 	LogLevel slog.Level
 	// LogFormat is text or json.
@@ -157,6 +161,7 @@ func (c *serveConfig) addFlags(fs *pflag.FlagSet) {
 	fs.Var(&byteSizeValue{p: &c.MaxBody}, "max-body", "largest job body, in bytes or with a KiB/MiB suffix")
 	fs.Var(&positiveIntValue{p: &c.MaxBatch}, "max-batch", "most jobs in one batch request")
 	fs.Var(&positiveDurationValue{p: &c.Retention}, "retention", "how long finished jobs (done, cancelled) stay queryable")
+	fs.Var(&countValue{p: &c.RetentionMaxJobs}, "retention-max-jobs", "most finished jobs (done, cancelled, all topics) the local backend keeps: past it the oldest are deleted first, before their --retention ends; 0: no bound. Other backends refuse it")
 	fs.Var(&levelValue{p: &c.LogLevel}, "log-level", "least level logged: debug, info, warn or error")
 	fs.Var(&enumValue{p: &c.LogFormat, allowed: []string{"text", "json"}}, "log-format", "log format: text or json")
 	fs.Var(&positiveDurationValue{p: &c.ShutdownTimeout}, "shutdown-timeout", "how long a shutdown waits for in-flight requests and deliveries")
@@ -216,6 +221,17 @@ func (v *natsListenValue) Set(s string) error {
 func (c *serveConfig) checkNATS() error {
 	if c.NATSListen == natsOff && c.NATSURL != "" && !isNATSBackend(c.Backend) {
 		return fmt.Errorf("--nats-listen %s turns NATS intake and delivery off, --nats-url names a NATS for them: give one of the two", natsOff)
+	}
+	return nil
+}
+
+// checkRetention refuses --retention-max-jobs with a backend other than
+// local: only the local store bounds its finished jobs by count, and a
+// bound silently ignored would let another backend's storage grow past
+// what its operator planned for.
+func (c *serveConfig) checkRetention() error {
+	if c.RetentionMaxJobs > 0 && c.Backend != backendLocal {
+		return fmt.Errorf("--retention-max-jobs bounds the finished jobs of --backend %s only; --backend %s keeps them for --retention alone: unset it (DELAYQ_RETENTION_MAX_JOBS, retention-max-jobs in the configuration file) or set it to 0", backendLocal, c.Backend)
 	}
 	return nil
 }
@@ -422,6 +438,20 @@ func (v *positiveIntValue) Set(s string) error {
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 1 {
 		return errors.New("want a whole number of at least 1")
+	}
+	*v.p = n
+	return nil
+}
+
+// countValue is a number of things, 0 or more; 0 means no bound.
+type countValue struct{ p *int64 }
+
+func (v *countValue) String() string { return strconv.FormatInt(*v.p, 10) }
+func (v *countValue) Type() string   { return "count" }
+func (v *countValue) Set(s string) error {
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || n < 0 {
+		return errors.New("want a whole number of at least 0 (0: no bound)")
 	}
 	*v.p = n
 	return nil

@@ -183,6 +183,10 @@ func TestServeBadValues(t *testing.T) {
 		{"max body unit", map[string]string{"DELAYQ_MAX_BODY": "1PB"}, nil, "DELAYQ_MAX_BODY"},
 		{"max batch", nil, []string{"--max-batch", "0"}, "at least 1"},
 		{"retention", nil, []string{"--retention", "forever"}, "duration"},
+		{"retention max jobs", nil, []string{"--retention-max-jobs", "-1"}, "at least 0"},
+		{"retention max jobs env", map[string]string{"DELAYQ_RETENTION_MAX_JOBS": "1e6"}, nil, "DELAYQ_RETENTION_MAX_JOBS"},
+		{"retention max jobs redis", nil, []string{"--backend", "redis", "--retention-max-jobs", "1000"}, "--retention-max-jobs bounds the finished jobs of --backend local only; --backend redis"},
+		{"retention max jobs memory env", map[string]string{"DELAYQ_BACKEND": "memory", "DELAYQ_RETENTION_MAX_JOBS": "5"}, nil, "--backend memory keeps them for --retention alone"},
 		{"log level", nil, []string{"--log-level", "verbose"}, "debug, info, warn or error"},
 		{"log format", map[string]string{"DELAYQ_LOG_FORMAT": "xml"}, nil, "DELAYQ_LOG_FORMAT"},
 		{"shutdown timeout", nil, []string{"--shutdown-timeout", "0s"}, "positive duration"},
@@ -205,6 +209,29 @@ func TestServeBadValues(t *testing.T) {
 			require.Contains(t, res.stderr, "--help")
 		})
 	}
+}
+
+// TestServeRetentionMaxJobs: the local backend takes --retention-max-jobs
+// from the flag, its environment twin or the configuration file; 0 (the
+// default) is no bound and is accepted with every backend.
+func TestServeRetentionMaxJobs(t *testing.T) {
+	t.Parallel()
+	res := runApp(t, nil, "", "serve", "--retention-max-jobs", "10000000")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Equal(t, int64(10_000_000), res.cfg.RetentionMaxJobs)
+
+	res = runApp(t, map[string]string{"DELAYQ_RETENTION_MAX_JOBS": "250000"}, "", "serve")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Equal(t, int64(250_000), res.cfg.RetentionMaxJobs)
+
+	path := writeConfig(t, "retention-max-jobs: 42\n")
+	res = runApp(t, nil, "", "serve", "--config", path)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Equal(t, int64(42), res.cfg.RetentionMaxJobs)
+
+	res = runApp(t, nil, "", "serve", "--backend", "memory", "--retention-max-jobs", "0")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Zero(t, res.cfg.RetentionMaxJobs)
 }
 
 func TestByteSize(t *testing.T) {

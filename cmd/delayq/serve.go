@@ -77,6 +77,9 @@ finish or are released for redelivery, the store is closed and flushed.`,
 			if err := cfg.checkNATS(); err != nil {
 				return usageError(err)
 			}
+			if err := cfg.checkRetention(); err != nil {
+				return usageError(err)
+			}
 			if err := a.serve(cmd.Context(), a, &cfg); err != nil {
 				var ce *exitCodeError
 				if errors.As(err, &ce) {
@@ -335,17 +338,19 @@ func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logTo io
 		}
 		interval, _ := time.ParseDuration(cfg.Sync) // "always" gives 0: the default, unused
 		store, err := pebblestore.Open(pebblestore.Config{
-			Dir:          filepath.Join(cfg.DataDir, localDir),
-			Clock:        core.RealClock(),
-			Retention:    cfg.Retention,
-			SyncAlways:   cfg.Sync == "always",
-			SyncInterval: interval,
-			Logger:       log,
+			Dir:              filepath.Join(cfg.DataDir, localDir),
+			Clock:            core.RealClock(),
+			Retention:        cfg.Retention,
+			RetentionMaxJobs: cfg.RetentionMaxJobs,
+			SyncAlways:       cfg.Sync == "always",
+			SyncInterval:     interval,
+			Logger:           log,
 		})
 		if err != nil {
 			return fail(fmt.Errorf("local store: %w", err))
 		}
-		log.Info("local store opened", "dir", filepath.Join(cfg.DataDir, localDir), "sync", cfg.Sync)
+		log.Info("local store opened", "dir", filepath.Join(cfg.DataDir, localDir), "sync", cfg.Sync,
+			"retention", cfg.Retention, "retention_max_jobs", cfg.RetentionMaxJobs)
 		closers = append(closers, func() { closeStore(store, log) })
 		return store, natsConn, closeAll, nil
 	case backendMemory:
