@@ -66,25 +66,10 @@ func BenchmarkBurst(b *testing.B) {
 	for _, st := range benchStores {
 		b.Run(st.name, func(b *testing.B) {
 			s := st.open(b)
-			ctx := context.Background()
 			due := time.Now().Add(2*time.Second + time.Duration(n)*time.Second/50_000).UTC().Truncate(time.Millisecond)
-			for i := 0; i < n; i += 1000 {
-				jobs := make([]*core.Job, min(1000, n-i))
-				for k := range jobs {
-					jobs[k] = storetest.NewJob("burst", due)
-				}
-				storetest.Put(b, ctx, s, jobs...)
-			}
+			putBurst(b, s, n, due)
 			require.True(b, time.Now().Before(due), "putting took too long")
-			cpu0 := cpuTime()
-			cctx, cancel := context.WithTimeout(ctx, time.Minute)
-			defer cancel()
-			res := storetest.Drain(cctx, s, storetest.DrainParams{Topic: "burst", N: n, Claimers: 8, Max: 100, Wait: 10 * time.Second})
-			cpu := cpuTime() - cpu0
-			require.Equal(b, n, res.Claimed)
-			b.ReportMetric(float64(res.LastClaim.Sub(due))/1e6, "claimed_all_ms")
-			b.ReportMetric(float64(res.LastAck.Sub(due))/1e6, "acked_all_ms")
-			b.ReportMetric(float64(cpu)/1e3/float64(n), "cpu_us/job")
+			drainBurst(b, s, n, due)
 		})
 	}
 }
@@ -104,17 +89,10 @@ func cpuTime() time.Duration {
 func BenchmarkColdBurst(b *testing.B) {
 	n := storetest.EnvInt("DELAYQ_BENCH_BURST", 100_000)
 	dir := b.TempDir()
-	ctx := context.Background()
 	s, err := pebblestore.Open(pebblestore.Config{Dir: dir})
 	require.NoError(b, err)
 	due := time.Now().Add(5*time.Second + time.Duration(n)*time.Second/50_000).UTC().Truncate(time.Millisecond)
-	for i := 0; i < n; i += 1000 {
-		jobs := make([]*core.Job, min(1000, n-i))
-		for k := range jobs {
-			jobs[k] = storetest.NewJob("burst", due)
-		}
-		storetest.Put(b, ctx, s, jobs...)
-	}
+	putBurst(b, s, n, due)
 	require.NoError(b, s.Close())
 	opened := time.Now()
 	s, err = pebblestore.Open(pebblestore.Config{Dir: dir})
@@ -122,10 +100,28 @@ func BenchmarkColdBurst(b *testing.B) {
 	b.Cleanup(func() { _ = s.Close() })
 	b.ReportMetric(float64(time.Since(opened))/1e6, "open_ms")
 	require.True(b, time.Now().Before(due), "putting and opening took too long")
+	drainBurst(b, s, n, due)
+}
+
+// putBurst puts n jobs of topic burst due at due, in batches of 1000.
+func putBurst(b *testing.B, s core.Store, n int, due time.Time) {
+	for i := 0; i < n; i += 1000 {
+		jobs := make([]*core.Job, min(1000, n-i))
+		for k := range jobs {
+			jobs[k] = storetest.NewJob("burst", due)
+		}
+		storetest.Put(b, context.Background(), s, jobs...)
+	}
+}
+
+// drainBurst claims and acknowledges the n jobs of topic burst with 8
+// claimers of up to 100, and reports how long after due the last was
+// claimed and acknowledged, and the CPU per job.
+func drainBurst(b *testing.B, s core.Store, n int, due time.Time) {
 	cpu0 := cpuTime()
-	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res := storetest.Drain(cctx, s, storetest.DrainParams{Topic: "burst", N: n, Claimers: 8, Max: 100, Wait: 10 * time.Second})
+	res := storetest.Drain(ctx, s, storetest.DrainParams{Topic: "burst", N: n, Claimers: 8, Max: 100, Wait: 10 * time.Second})
 	cpu := cpuTime() - cpu0
 	require.Equal(b, n, res.Claimed)
 	b.ReportMetric(float64(res.LastClaim.Sub(due))/1e6, "claimed_all_ms")
