@@ -51,7 +51,9 @@
 //   - Creates, replaces, cancels, requeues, imports and topic changes wait
 //     for their fsync before they return. Concurrent callers share one
 //     fsync (Pebble's group commit), so a batch of a thousand jobs costs
-//     one. They survive kill -9 and a power cut.
+//     one, and an fsync starts at least walMinSyncInterval (2 ms) after
+//     the previous one, so that jobs pushed one per request share fsyncs
+//     too. They survive kill -9 and a power cut.
 //   - Claims, acks, retries, buries, touches and lease expiries return once
 //     Pebble holds them, before any sync; a background sync every
 //     Config.SyncInterval (1 s) bounds what a power cut can lose, and

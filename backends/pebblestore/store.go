@@ -139,6 +139,12 @@ type topic struct {
 	timerGen  uint64
 }
 
+// walMinSyncInterval is the least time between two fsyncs of the
+// write-ahead log: docs/benchmarks.md measures 2 ms as the point where
+// one-job pushes still reach the throughput of no wait while their fsyncs'
+// CPU falls by a third.
+const walMinSyncInterval = 2 * time.Millisecond
+
 // waiter is a claim waiting for a topic's jobs.
 type waiter struct {
 	ch chan struct{} // buffered 1: a wake-up is never lost
@@ -158,7 +164,23 @@ func Open(cfg Config) (*Store, error) {
 		MemTableSize:       64 << 20,
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             pebbleLogger{cfg.Logger},
+		// Jobs pushed one per request at a steady rate would otherwise
+		// each have an fsync of their own, whose kernel time costs more
+		// CPU than the rest of the push (a third of delayq's CPU at 1 000
+		// pushes/s): waiting up to walMinSyncInterval lets them share.
+		WALMinSyncInterval: func() time.Duration { return walMinSyncInterval },
 	}
+	// Flushes, compactions and log rotations, logged at debug: the
+	// moments a latency spike can be matched with. A stalled write or a
+	// slow disk is worth a warning.
+	events := pebble.MakeLoggingEventListener(pebbleLogger{cfg.Logger})
+	events.WriteStallBegin = func(info pebble.WriteStallBeginInfo) {
+		cfg.Logger.Warn("pebblestore: writes stalled", "reason", info.Reason)
+	}
+	events.DiskSlow = func(info pebble.DiskSlowInfo) {
+		cfg.Logger.Warn("pebblestore: slow disk", "op", info.String())
+	}
+	opts.EventListener = &events
 	// Most reads are of one key that may be absent (a job's last error, a
 	// finished job of an id being put): bloom filters answer those without
 	// reading the tables' blocks.
