@@ -75,6 +75,13 @@ func (d *downStore) AckJob(ctx context.Context, p *core.AckJobParams) (core.Sett
 	return d.Store.AckJob(ctx, p)
 }
 
+func (d *downStore) AckJobs(ctx context.Context, p *core.AckJobsParams) ([]core.AckResult, error) {
+	if err := d.enter(ctx, "AckJobs"); err != nil {
+		return nil, err
+	}
+	return d.Store.AckJobs(ctx, p)
+}
+
 func (d *downStore) RetryJob(ctx context.Context, p *core.RetryJobParams) (core.SettleResult, error) {
 	if err := d.enter(ctx, "RetryJob"); err != nil {
 		return core.SettleResult{}, err

@@ -139,6 +139,12 @@ func (s *Store) AckJob(ctx context.Context, params *core.AckJobParams) (core.Set
 	return do(s, ctx, 0, func(ctx context.Context) (core.SettleResult, error) { return s.next.AckJob(ctx, params) })
 }
 
+// AckJobs implements core.Store. Errors: those of the store, ErrOpen; the
+// acks' own errors (a lost lease) are results, not failures.
+func (s *Store) AckJobs(ctx context.Context, params *core.AckJobsParams) ([]core.AckResult, error) {
+	return do(s, ctx, 0, func(ctx context.Context) ([]core.AckResult, error) { return s.next.AckJobs(ctx, params) })
+}
+
 // RetryJob implements core.Store. Errors: those of the store, ErrOpen.
 func (s *Store) RetryJob(ctx context.Context, params *core.RetryJobParams) (core.SettleResult, error) {
 	return do(s, ctx, 0, func(ctx context.Context) (core.SettleResult, error) { return s.next.RetryJob(ctx, params) })

@@ -329,6 +329,39 @@ func (e *Engine) Ack(ctx context.Context, p *AckJobParams) error {
 	return err
 }
 
+// AckBatch marks many deliveries done at once, each as Ack would, written
+// together, and returns one error per ack in order, nil for an ack that
+// settled: an ack with a malformed id or no lease fails alone, and a
+// failure of the store is the error of every ack sent to it. The error is
+// only for a nil p (ErrInvalidArgument), with no results. The caller
+// bounds the batch by Limits.MaxBatch, as for PushBatch.
+func (e *Engine) AckBatch(ctx context.Context, p *AckJobsParams) ([]error, error) {
+	if p == nil {
+		return nil, noParams("ack batch")
+	}
+	errs := make([]error, len(p.Acks))
+	valid := make([]AckJobParams, 0, len(p.Acks))
+	idx := make([]int, 0, len(p.Acks))
+	for i, a := range p.Acks {
+		if errs[i] = validateLease(a.ID, a.Lease); errs[i] == nil {
+			valid = append(valid, a)
+			idx = append(idx, i)
+		}
+	}
+	if len(valid) == 0 {
+		return errs, nil
+	}
+	res, err := e.store.AckJobs(ctx, &AckJobsParams{Acks: valid})
+	for k, i := range idx {
+		if err != nil {
+			errs[i] = err
+		} else {
+			errs[i] = res[k].Err
+		}
+	}
+	return errs, nil
+}
+
 // NackParams describe a failed delivery.
 type NackParams struct {
 	ID    string

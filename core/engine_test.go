@@ -223,6 +223,49 @@ func TestAckAndTouch(t *testing.T) {
 	require.ErrorIs(t, b.engine.Ack(ctx, &core.AckJobParams{ID: "j1", Lease: lease}), core.ErrLeaseLost)
 }
 
+// TestAckBatch checks that a batch of acks gives one error per ack in
+// order, a malformed id or a missing lease failing alone without reaching
+// the store, and that a closed store fails every ack it was sent.
+func TestAckBatch(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	for _, id := range []string{"a", "b"} {
+		_, err := b.engine.Push(ctx, &core.PushParams{Topic: "t", ID: id})
+		require.NoError(t, err)
+	}
+	jobs, err := b.engine.Claim(ctx, &core.ClaimJobsParams{Topic: "t", Max: 2})
+	require.NoError(t, err)
+	require.Len(t, jobs, 2)
+
+	errs, err := b.engine.AckBatch(ctx, &core.AckJobsParams{Acks: []core.AckJobParams{
+		{ID: jobs[0].ID, Lease: jobs[0].Lease},
+		{ID: "not an id", Lease: "x"},
+		{ID: jobs[1].ID},
+		{ID: jobs[1].ID, Lease: "wrong"},
+	}})
+	require.NoError(t, err)
+	require.Len(t, errs, 4)
+	require.NoError(t, errs[0])
+	require.ErrorIs(t, errs[1], core.ErrNotFound, "a malformed id names no job")
+	var fe *core.FieldError
+	require.ErrorAs(t, errs[2], &fe)
+	require.Equal(t, "lease", fe.Field)
+	require.ErrorIs(t, errs[3], core.ErrLeaseLost)
+	j, err := b.engine.Get(ctx, jobs[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, core.StateDone, j.State)
+	j, err = b.engine.Get(ctx, jobs[1].ID)
+	require.NoError(t, err)
+	require.Equal(t, core.StateReserved, j.State, "failed acks change nothing")
+
+	require.NoError(t, b.store.Close())
+	errs, err = b.engine.AckBatch(ctx, &core.AckJobsParams{Acks: []core.AckJobParams{{ID: "x", Lease: "y"}, {ID: "z"}}})
+	require.NoError(t, err)
+	require.ErrorIs(t, errs[0], core.ErrClosed, "the store's failure is the error of each ack sent to it")
+	require.ErrorAs(t, errs[1], &fe, "an invalid ack keeps its own error")
+}
+
 // TestPushBatch checks that a batch gives one result per job in order, a
 // bad or nil job failing alone, and that Replace is the named field that
 // selects replace over create.
@@ -274,8 +317,13 @@ func TestNilParams(t *testing.T) {
 			require.Nil(t, rs)
 			return err
 		},
-		"Claim":    func() error { _, err := b.engine.Claim(ctx, nil); return err },
-		"Ack":      func() error { return b.engine.Ack(ctx, nil) },
+		"Claim": func() error { _, err := b.engine.Claim(ctx, nil); return err },
+		"Ack":   func() error { return b.engine.Ack(ctx, nil) },
+		"AckBatch": func() error {
+			errs, err := b.engine.AckBatch(ctx, nil)
+			require.Nil(t, errs)
+			return err
+		},
 		"Nack":     func() error { return b.engine.Nack(ctx, nil) },
 		"Touch":    func() error { _, err := b.engine.Touch(ctx, nil); return err },
 		"ListDead": func() error { _, err := b.engine.ListDead(ctx, nil); return err },

@@ -64,6 +64,15 @@ type Store interface {
 	// current or expired.
 	AckJob(ctx context.Context, params *AckJobParams) (SettleResult, error)
 
+	// AckJobs acknowledges many deliveries at once, each as AckJob would,
+	// in order, written together (one write, one round trip or one script
+	// where the backend allows): the result has one entry per ack. An id
+	// acknowledged twice in one call settles once; the later ack gets
+	// ErrLeaseLost, as a second AckJob would. The returned error is an
+	// infrastructure failure, with no results; some acks may have been
+	// applied, and an ack applied again gets ErrLeaseLost.
+	AckJobs(ctx context.Context, params *AckJobsParams) ([]AckResult, error)
+
 	// RetryJob ends a delivery as failed and schedules the job again at
 	// params.RunAt (zero means now) with LastError set, and returns what it
 	// settled (state scheduled, or ready when RunAt has come). Errors:
@@ -159,6 +168,20 @@ type ClaimJobsParams struct {
 type AckJobParams struct {
 	ID    string
 	Lease string
+}
+
+// AckJobsParams are the arguments of Store.AckJobs and Engine.AckBatch.
+type AckJobsParams struct {
+	// Acks in the order of the results.
+	Acks []AckJobParams
+}
+
+// AckResult is the outcome of one ack of Store.AckJobs.
+type AckResult struct {
+	// Settled is what the ack settled; the zero value when Err is set.
+	Settled SettleResult
+	// Err is the ack's own error: ErrNotFound, ErrLeaseLost.
+	Err error
 }
 
 // RetryJobParams are the arguments of Store.RetryJob.

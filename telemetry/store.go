@@ -260,6 +260,16 @@ func (s *Store) AckJob(ctx context.Context, params *core.AckJobParams) (core.Set
 	return res, err
 }
 
+// AckJobs implements core.Store and counts an ok attempt for each ack
+// that settled.
+func (s *Store) AckJobs(ctx context.Context, params *core.AckJobsParams) ([]core.AckResult, error) {
+	res, err := s.next.AckJobs(ctx, params)
+	for _, r := range res {
+		s.settled(ctx, r.Settled, r.Err, outcomeOK)
+	}
+	return res, err
+}
+
 // RetryJob implements core.Store and counts a failed attempt.
 func (s *Store) RetryJob(ctx context.Context, params *core.RetryJobParams) (core.SettleResult, error) {
 	res, err := s.next.RetryJob(ctx, params)

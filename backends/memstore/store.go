@@ -266,6 +266,26 @@ func (s *Store) take(tp *topic, max int, now time.Time) []*core.Job {
 func (s *Store) AckJob(_ context.Context, params *core.AckJobParams) (core.SettleResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.ack(params)
+}
+
+// AckJobs implements core.Store: the acks under one hold of the lock.
+// Errors: ErrClosed.
+func (s *Store) AckJobs(_ context.Context, params *core.AckJobsParams) ([]core.AckResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, core.ErrClosed
+	}
+	res := make([]core.AckResult, len(params.Acks))
+	for i := range params.Acks {
+		res[i].Settled, res[i].Err = s.ack(&params.Acks[i])
+	}
+	return res, nil
+}
+
+// ack settles one ack, under s.mu.
+func (s *Store) ack(params *core.AckJobParams) (core.SettleResult, error) {
 	e, now, err := s.leased(params.ID, params.Lease)
 	if err != nil {
 		return core.SettleResult{}, err

@@ -1088,6 +1088,52 @@ func (s *Store) AckJob(ctx context.Context, params *core.AckJobParams) (core.Set
 	}))
 }
 
+// AckJobs implements core.Store. Each job's record changes by a
+// compare-and-set of its own, so the acks cannot share one write: they run
+// concurrently (ackConcurrency at a time), which shares the round trips,
+// and the acks of one id run in order, so that the second finds it done.
+// Errors: ErrClosed, ErrUnavailable.
+func (s *Store) AckJobs(ctx context.Context, params *core.AckJobsParams) ([]core.AckResult, error) {
+	res := make([]core.AckResult, len(params.Acks))
+	byID := make(map[string][]int, len(params.Acks))
+	var ids []string
+	for k, a := range params.Acks {
+		if byID[a.ID] == nil {
+			ids = append(ids, a.ID)
+		}
+		byID[a.ID] = append(byID[a.ID], k)
+	}
+	var (
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, ackConcurrency)
+		mu   sync.Mutex
+		fail error
+	)
+	for _, id := range ids {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			for _, k := range byID[id] {
+				r := &res[k]
+				r.Settled, r.Err = s.AckJob(ctx, &params.Acks[k])
+				if r.Err != nil && !errors.Is(r.Err, core.ErrNotFound) && !errors.Is(r.Err, core.ErrLeaseLost) {
+					mu.Lock()
+					fail = cmp.Or(fail, r.Err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if fail != nil {
+		return nil, fail
+	}
+	return res, nil
+}
+
+// ackConcurrency bounds the acks of one AckJobs call in flight at once.
+const ackConcurrency = 32
+
 // RetryJob implements core.Store. A zero params.RunAt means now. Errors:
 // ErrNotFound, ErrLeaseLost, ErrClosed, ErrUnavailable.
 func (s *Store) RetryJob(ctx context.Context, params *core.RetryJobParams) (core.SettleResult, error) {

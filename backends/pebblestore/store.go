@@ -883,6 +883,52 @@ func (s *Store) AckJob(_ context.Context, params *core.AckJobParams) (core.Settl
 	})
 }
 
+// AckJobs implements core.Store: the acks under one hold of the lock, in
+// one write. Errors: ErrClosed, ErrUnavailable.
+func (s *Store) AckJobs(_ context.Context, params *core.AckJobsParams) ([]core.AckResult, error) {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
+	if params == nil {
+		return nil, core.Invalid("", "pebblestore: ack: no params")
+	}
+	res := make([]core.AckResult, len(params.Acks))
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, core.ErrClosed
+	}
+	now := s.now()
+	b := s.db.NewBatch()
+	touched := make(map[*topic]struct{})
+	// An id this batch finished is no longer in the index, and its
+	// finish not yet on disk for leased to read.
+	acked := make(map[string]struct{}, len(params.Acks))
+	for k := range params.Acks {
+		a := &params.Acks[k]
+		if _, ok := acked[a.ID]; ok {
+			res[k].Err = fmt.Errorf("pebblestore: job %q: %w", a.ID, core.ErrLeaseLost)
+			continue
+		}
+		i, tp, err := s.leased(a.ID, a.Lease, now)
+		if err != nil {
+			res[k].Err = err
+			continue
+		}
+		res[k].Settled = s.finish(b, tp, i, core.StateDone, now)
+		acked[a.ID] = struct{}{}
+		touched[tp] = struct{}{}
+	}
+	wait := s.write(b, s.syncable)
+	for tp := range touched {
+		s.changed(tp, now)
+	}
+	s.mu.Unlock()
+	if err := wait(); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
 // RetryJob implements core.Store. A zero params.RunAt means now. Errors:
 // ErrNotFound, ErrLeaseLost, ErrClosed, ErrUnavailable.
 func (s *Store) RetryJob(_ context.Context, params *core.RetryJobParams) (core.SettleResult, error) {

@@ -52,30 +52,36 @@ func newLeaseBatcher(s *Store) *leaseBatcher {
 	return &leaseBatcher{s: s, kick: make(chan struct{}, 1)}
 }
 
-// do queues op and waits for its answer or for ctx to end. An op whose
-// caller gave up may still be applied, as a call cut short by ctx may be.
-func (b *leaseBatcher) do(ctx context.Context, op *leaseOp) error {
+// do queues ops, together, and waits for their answers (each op's err) or
+// for ctx to end. An op whose caller gave up may still be applied, as a
+// call cut short by ctx may be. Errors: ErrClosed, ErrUnavailable when ctx
+// ended.
+func (b *leaseBatcher) do(ctx context.Context, ops ...*leaseOp) error {
 	if err := ctx.Err(); err != nil {
-		return unavailable(op.op, err)
+		return unavailable(ops[0].op, err)
 	}
-	op.done = make(chan struct{})
+	for _, op := range ops {
+		op.done = make(chan struct{})
+	}
 	b.mu.Lock()
 	if b.stopped {
 		b.mu.Unlock()
 		return core.ErrClosed
 	}
-	b.queue = append(b.queue, op)
+	b.queue = append(b.queue, ops...)
 	b.mu.Unlock()
 	select {
 	case b.kick <- struct{}{}:
 	default:
 	}
-	select {
-	case <-op.done:
-		return op.err
-	case <-ctx.Done():
-		return unavailable(op.op, ctx.Err())
+	for _, op := range ops {
+		select {
+		case <-op.done:
+		case <-ctx.Done():
+			return unavailable(op.op, ctx.Err())
+		}
 	}
+	return nil
 }
 
 // run sends the queued operations until the store closes; operations still
@@ -220,13 +226,22 @@ func (s *Store) leased(ctx context.Context, op, id, lease string, runAt int64, e
 	if err := s.leases.do(ctx, o); err != nil {
 		return nil, err
 	}
+	return o.answer()
+}
+
+// answer is what an answered op gives its caller: the script's answer for
+// the job, or the op's error.
+func (o *leaseOp) answer() ([]any, error) {
+	if o.err != nil {
+		return nil, o.err
+	}
 	switch o.code {
 	case 0:
 		return o.job, nil
 	case 1:
-		return nil, fmt.Errorf("redisstore: %s %q: %w", op, id, core.ErrNotFound)
+		return nil, fmt.Errorf("redisstore: %s %q: %w", o.op, o.id, core.ErrNotFound)
 	default:
-		return nil, fmt.Errorf("redisstore: %s %q: %w", op, id, core.ErrLeaseLost)
+		return nil, fmt.Errorf("redisstore: %s %q: %w", o.op, o.id, core.ErrLeaseLost)
 	}
 }
 

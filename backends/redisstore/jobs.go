@@ -3,6 +3,7 @@ package redisstore
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -220,6 +221,36 @@ func (s *Store) RequeueJob(ctx context.Context, id string) error {
 func (s *Store) AckJob(ctx context.Context, params *core.AckJobParams) (core.SettleResult, error) {
 	res, err := s.leased(ctx, "ack", params.ID, params.Lease, 0, "")
 	return settled("ack", res, err)
+}
+
+// AckJobs implements core.Store: the acks go to the lease batcher
+// together, so that they share its scripts (one per shard on a Cluster,
+// one in all on a standalone server, up to leaseBatchMax acks each), in
+// order: a second ack of an id in the same call finds it done. Errors:
+// ErrClosed, ErrUnavailable.
+func (s *Store) AckJobs(ctx context.Context, params *core.AckJobsParams) ([]core.AckResult, error) {
+	if s.isClosed() {
+		return nil, core.ErrClosed
+	}
+	if len(params.Acks) == 0 {
+		return []core.AckResult{}, nil
+	}
+	ops := make([]*leaseOp, len(params.Acks))
+	for k, a := range params.Acks {
+		ops[k] = &leaseOp{op: "ack", id: a.ID, lease: a.Lease, shard: s.keys.shardOf(a.ID)}
+	}
+	if err := s.leases.do(ctx, ops...); err != nil {
+		return nil, err
+	}
+	res := make([]core.AckResult, len(ops))
+	for k, op := range ops {
+		job, err := op.answer()
+		if err != nil && !errors.Is(err, core.ErrNotFound) && !errors.Is(err, core.ErrLeaseLost) {
+			return nil, err
+		}
+		res[k].Settled, res[k].Err = settled("ack", job, err)
+	}
+	return res, nil
 }
 
 // RetryJob implements core.Store. A zero params.RunAt means now. Errors:

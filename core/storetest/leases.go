@@ -313,3 +313,74 @@ func testRequeue(t *testing.T, b *testBundle) {
 	require.ErrorIs(t, b.store.RequeueJob(b.ctx, job.ID), core.ErrConflict, "requeue of a reserved job")
 	require.NoError(t, ack(b, again))
 }
+
+// testAckBatch: AckJobs settles each ack as AckJob would, in order, with a
+// result of its own: acks of two topics together, a wrong lease, an
+// unknown id and an unclaimed job in the middle fail alone, an id acked
+// twice settles once, and the failed acks change nothing.
+func testAckBatch(t *testing.T, b *testBundle) {
+	const topicA, topicB = "ackbatch.a", "ackbatch.b"
+	b.put(t, DueJob(topicA), DueJob(topicA), DueJob(topicA), DueJob(topicB))
+	unclaimed := NewJob(topicA, time.Now().Add(time.Hour))
+	b.put(t, unclaimed)
+	a := claimUntil(t, b.ctx, b.store, topicA, 3, 3, dueWait)
+	c := b.claimOne(t, topicB, dueWait)
+
+	acks := []core.AckJobParams{
+		{ID: a[0].ID, Lease: a[0].Lease},
+		{ID: a[1].ID, Lease: a[1].Lease + "x"},
+		{ID: core.NewID(), Lease: a[1].Lease},
+		{ID: c.ID, Lease: c.Lease},
+		{ID: a[0].ID, Lease: a[0].Lease},
+		{ID: unclaimed.ID, Lease: a[2].Lease},
+		{ID: a[2].ID, Lease: a[2].Lease},
+	}
+	res, err := b.store.AckJobs(b.ctx, &core.AckJobsParams{Acks: acks})
+	require.NoError(t, err)
+	require.Len(t, res, len(acks), "one result per ack")
+	done := func(topic string) core.SettleResult {
+		return core.SettleResult{Topic: topic, Attempt: 1, State: core.StateDone}
+	}
+	for i, want := range []struct {
+		settled core.SettleResult
+		err     error
+	}{
+		{done(topicA), nil},
+		{err: core.ErrLeaseLost},
+		{err: core.ErrNotFound},
+		{done(topicB), nil},
+		{err: core.ErrLeaseLost},
+		{err: core.ErrLeaseLost},
+		{done(topicA), nil},
+	} {
+		if want.err != nil {
+			require.ErrorIs(t, res[i].Err, want.err, "ack %d", i)
+			require.Zero(t, res[i].Settled, "the result of failed ack %d", i)
+			continue
+		}
+		require.NoError(t, res[i].Err, "ack %d", i)
+		require.Equal(t, want.settled, res[i].Settled, "ack %d", i)
+	}
+	b.requireState(t, a[0].ID, core.StateDone)
+	b.requireState(t, a[2].ID, core.StateDone)
+	b.requireState(t, c.ID, core.StateDone)
+	b.requireState(t, a[1].ID, core.StateReserved)
+	b.requireState(t, unclaimed.ID, core.StateScheduled)
+	b.requireCounts(t, topicA, core.Counts{Scheduled: 1, Reserved: 1, Done: 2})
+	b.requireCounts(t, topicB, core.Counts{Done: 1})
+
+	// A later batch: the finished job's ack is lost, the left one settles.
+	res, err = b.store.AckJobs(b.ctx, &core.AckJobsParams{Acks: []core.AckJobParams{
+		{ID: a[0].ID, Lease: a[0].Lease}, {ID: a[1].ID, Lease: a[1].Lease},
+	}})
+	require.NoError(t, err)
+	require.Len(t, res, 2)
+	require.ErrorIs(t, res[0].Err, core.ErrLeaseLost, "ack of a done job")
+	require.NoError(t, res[1].Err)
+	require.Equal(t, done(topicA), res[1].Settled)
+	b.requireCounts(t, topicA, core.Counts{Scheduled: 1, Done: 3})
+
+	res, err = b.store.AckJobs(b.ctx, &core.AckJobsParams{})
+	require.NoError(t, err)
+	require.Empty(t, res, "no acks, no results")
+}

@@ -77,6 +77,22 @@ func (s *SignalStore) AckJob(ctx context.Context, p *core.AckJobParams) (core.Se
 	return res, err
 }
 
+// AckJobs acks the jobs and reports each (OutcomeAck).
+func (s *SignalStore) AckJobs(ctx context.Context, p *core.AckJobsParams) ([]core.AckResult, error) {
+	if s.BeforeAck != nil {
+		for _, a := range p.Acks {
+			s.BeforeAck(a.ID)
+		}
+	}
+	res, err := s.Store.AckJobs(ctx, p)
+	if err == nil {
+		for i, r := range res {
+			s.signal(OutcomeAck, r.Err, p.Acks[i].ID)
+		}
+	}
+	return res, err
+}
+
 // RetryJob retries the job and reports it (OutcomeRetry).
 func (s *SignalStore) RetryJob(ctx context.Context, p *core.RetryJobParams) (core.SettleResult, error) {
 	res, err := s.Store.RetryJob(ctx, p)

@@ -80,6 +80,7 @@ var subtests = []subtest{
 	{"Retry", testRetry},
 	{"BuryAndDeadList", testBuryAndDeadList},
 	{"SettleResult", testSettleResult},
+	{"AckBatch", testAckBatch},
 	{"LeaseExpiryLastAttempt", testLeaseExpiryLastAttempt},
 	{"Requeue", testRequeue},
 	{"Counts", testCounts},
