@@ -35,8 +35,8 @@ func finishedIndex(state core.State) int {
 }
 
 // countFinished adds delta to tp's count of state in the bucket of at (a
-// finish time) and writes the new count.
-func (s *Store) countFinished(b *pebble.Batch, tp *topic, state core.State, at time.Time, delta int64) {
+// finish time), for the next write to write.
+func (s *Store) countFinished(tp *topic, state core.State, at time.Time, delta int64) {
 	bucket := at.UnixMilli() / s.bucket.Milliseconds()
 	c := tp.finished[bucket]
 	if c == nil {
@@ -44,7 +44,13 @@ func (s *Store) countFinished(b *pebble.Batch, tp *topic, state core.State, at t
 		tp.finished[bucket] = c
 	}
 	c[finishedIndex(state)] += delta
-	_ = b.Set(countKey(tp.name, state, bucket), binary.AppendVarint(nil, c[finishedIndex(state)]), nil)
+	s.setCount(tp, state, bucket, c[finishedIndex(state)])
+}
+
+// setCount records n as tp's count of state in bucket, for the next write
+// (Store.counts); 0 deletes the count.
+func (s *Store) setCount(tp *topic, state core.State, bucket, n int64) {
+	s.counts[string(countKey(tp.name, state, bucket))] = n
 }
 
 // forgetFinished deletes the finished job id, if the store keeps one, and
@@ -64,7 +70,7 @@ func (s *Store) forgetFinished(b *pebble.Batch, id string) error {
 	}
 	at := time.Unix(0, m.updatedAt)
 	if tp := s.topics[m.topic]; tp != nil && tp.finished[at.UnixMilli()/s.bucket.Milliseconds()] != nil {
-		s.countFinished(b, tp, m.state, at, -1)
+		s.countFinished(tp, m.state, at, -1)
 	}
 	return nil
 }
@@ -232,7 +238,7 @@ func (s *Store) pruneSome(upper []byte, limit int64) (more bool, n int, err erro
 		return false, 0, wrap(err)
 	}
 	for key, d := range uncount {
-		s.uncountBucket(b, key, d)
+		s.uncountBucket(key, d)
 	}
 	// Losing the deletes only delays them to the next prune: the counts
 	// are lost with them.
@@ -246,9 +252,9 @@ type bucketOf struct {
 }
 
 // uncountBucket takes d (done, cancelled) deleted jobs out of a count
-// bucket, and writes it; a bucket that counts nothing more is deleted.
+// bucket; a bucket that counts nothing more is deleted.
 // A bucket that pruneCounts dropped already is left so.
-func (s *Store) uncountBucket(b *pebble.Batch, key bucketOf, d *[2]int64) {
+func (s *Store) uncountBucket(key bucketOf, d *[2]int64) {
 	c := key.tp.finished[key.bucket]
 	if c == nil {
 		return
@@ -256,13 +262,10 @@ func (s *Store) uncountBucket(b *pebble.Batch, key bucketOf, d *[2]int64) {
 	c[0], c[1] = max(c[0]-d[0], 0), max(c[1]-d[1], 0)
 	if c[0] == 0 && c[1] == 0 {
 		delete(key.tp.finished, key.bucket)
-		_ = b.Delete(countKey(key.tp.name, core.StateDone, key.bucket), nil)
-		_ = b.Delete(countKey(key.tp.name, core.StateCancelled, key.bucket), nil)
-		return
 	}
 	for k, state := range []core.State{core.StateDone, core.StateCancelled} {
-		if d[k] != 0 {
-			_ = b.Set(countKey(key.tp.name, state, key.bucket), binary.AppendVarint(nil, c[k]), nil)
+		if d[k] != 0 || c[k] == 0 {
+			s.setCount(key.tp, state, key.bucket, c[k])
 		}
 	}
 }
@@ -280,8 +283,8 @@ func (s *Store) pruneCounts(now time.Time) {
 		for bucket := range tp.finished {
 			if bucket < oldest {
 				delete(tp.finished, bucket)
-				_ = b.Delete(countKey(tp.name, core.StateDone, bucket), nil)
-				_ = b.Delete(countKey(tp.name, core.StateCancelled, bucket), nil)
+				s.setCount(tp, core.StateDone, bucket, 0)
+				s.setCount(tp, core.StateCancelled, bucket, 0)
 			}
 		}
 	}

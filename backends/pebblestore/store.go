@@ -115,6 +115,11 @@ type Store struct {
 	x         *index
 	topics    map[string]*topic
 	topicList []*topic // by number, as slots name them
+	// counts are the finished counts changed since the last write, by
+	// key: the next write writes each once (0 deletes it), however many
+	// jobs of a batch changed it, so that every change of a count reaches
+	// the disk with the write of the jobs that made it.
+	counts map[string]int64
 
 	// unsynced wakes the background sync after a write that did not wait
 	// for its own.
@@ -210,6 +215,7 @@ func Open(cfg Config) (*Store, error) {
 		done:      make(chan struct{}),
 		x:         newIndex(),
 		topics:    make(map[string]*topic),
+		counts:    make(map[string]int64),
 		unsynced:  make(chan struct{}, 1),
 	}
 	if cfg.SyncAlways {
@@ -249,6 +255,14 @@ func (s *Store) topicFor(name string) *topic {
 // function that waits for the write's sync, to be called after s.mu is
 // released: concurrent callers share fsyncs (group commit).
 func (s *Store) write(b *pebble.Batch, opts *pebble.WriteOptions) (wait func() error) {
+	for k, n := range s.counts {
+		if n == 0 {
+			_ = b.Delete([]byte(k), nil)
+		} else {
+			_ = b.Set([]byte(k), binary.AppendVarint(nil, n), nil)
+		}
+	}
+	clear(s.counts)
 	if b.Empty() {
 		_ = b.Close()
 		return func() error { return nil }
@@ -718,7 +732,7 @@ func (s *Store) finish(b *pebble.Batch, tp *topic, i uint32, state core.State, n
 	_ = b.Delete(idKey(prefixMeta, id), nil)
 	_ = b.Set(idKey(prefixFinished, id), m.encode(), nil)
 	_ = b.Set(expiryKey(now, id), nil, nil)
-	s.countFinished(b, tp, state, now, 1)
+	s.countFinished(tp, state, now, 1)
 	s.x.remove(i)
 	return j.Settled()
 }
