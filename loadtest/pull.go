@@ -55,35 +55,54 @@ func pull(ctx context.Context, c *client, cfg *config, logf func(string, ...any)
 	)
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
+	// The last ack ends the drain: it stops the claims still waiting for a
+	// job, so that their wait is not counted.
+	var (
+		end     time.Time
+		endOnce sync.Once
+	)
+	ack := func(n int64) {
+		if acked.Add(n) >= int64(cfg.PullJobs) {
+			endOnce.Do(func() { end = time.Now(); cancel() })
+		}
+	}
+	fail := func(err error) {
+		if dctx.Err() == nil {
+			errs.add(err)
+		}
+	}
 	start := time.Now()
 	for range cfg.PullWorkers {
 		wg.Go(func() {
-			for dctx.Err() == nil && acked.Load() < int64(cfg.PullJobs) {
+			for dctx.Err() == nil {
 				var out struct {
 					Jobs []ackReq `json:"jobs"`
 				}
 				if err := c.do(dctx, "POST", claimURL, map[string]any{"max": cfg.PullBatch, "wait": "1s"}, &out); err != nil {
-					errs.add(err)
+					fail(err)
 					continue
 				}
 				if cfg.PullBatch > 1 {
 					if len(out.Jobs) > 0 {
-						acked.Add(c.ackBatch(dctx, out.Jobs, &errs))
+						ack(c.ackBatch(dctx, out.Jobs, fail))
 					}
 					continue
 				}
 				for _, j := range out.Jobs {
 					if err := c.do(dctx, "POST", "/v1/jobs/"+url.PathEscape(j.ID)+"/ack", map[string]string{"lease": j.Lease}, nil); err != nil {
-						errs.add(err)
+						fail(err)
 						continue
 					}
-					acked.Add(1)
+					ack(1)
 				}
 			}
 		})
 	}
 	wg.Wait()
-	res.Seconds = time.Since(start).Seconds()
+	if end.IsZero() {
+		end = time.Now()
+	}
+	res.Seconds = end.Sub(start).Seconds()
 	res.Acked = acked.Load()
 	res.PerSecond = float64(res.Acked) / res.Seconds
 	res.Errors, res.FirstErr = errs.n.Load(), errs.first
@@ -100,8 +119,8 @@ type ackReq struct {
 }
 
 // ackBatch acknowledges jobs with one POST /v1/acks and returns how many
-// were acknowledged; the request's error, or each item's, is recorded.
-func (c *client) ackBatch(ctx context.Context, jobs []ackReq, errs *errRecorder) int64 {
+// were acknowledged; the request's error, or each item's, goes to fail.
+func (c *client) ackBatch(ctx context.Context, jobs []ackReq, fail func(error)) int64 {
 	var out struct {
 		Results []struct {
 			ID    string          `json:"id"`
@@ -109,13 +128,13 @@ func (c *client) ackBatch(ctx context.Context, jobs []ackReq, errs *errRecorder)
 		} `json:"results"`
 	}
 	if err := c.do(ctx, "POST", "/v1/acks", map[string]any{"acks": jobs}, &out); err != nil {
-		errs.add(err)
+		fail(err)
 		return 0
 	}
 	var n int64
 	for _, r := range out.Results {
 		if r.Error != nil {
-			errs.add(fmt.Errorf("POST /v1/acks: job %s: %s", r.ID, r.Error))
+			fail(fmt.Errorf("POST /v1/acks: job %s: %s", r.ID, r.Error))
 			continue
 		}
 		n++
