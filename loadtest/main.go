@@ -14,6 +14,10 @@
 //   - lateness (receipt minus run_at) at a steady -rate of due jobs
 //     (10 000/s) for -duration, p50/p99/max, over a store that still holds
 //     the pending jobs;
+//   - pull, only when -phases names it: -pull-jobs due jobs drained by
+//     -pull-workers HTTP consumers, each claiming -pull-batch jobs at a
+//     time (1 by default, acknowledged one by one; more, acknowledged
+//     together with one POST /v1/acks), in jobs/s;
 //   - retention, only when -phases names it: jobs due at once at
 //     -retention-rate (1 000/s), each acknowledged, for
 //     -retention-duration (15 min), with serve started with -retention
@@ -78,6 +82,7 @@ type config struct {
 	Lead         time.Duration `json:"lead"`
 	PullJobs     int           `json:"pull_jobs"`
 	PullWorkers  int           `json:"pull_workers"`
+	PullBatch    int           `json:"pull_batch"`
 	Subscribers  int           `json:"subscribers"`
 	Prefetch     int           `json:"prefetch"`
 	Settle       time.Duration `json:"settle"`
@@ -111,7 +116,8 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Duration, "duration", 30*time.Second, "how long jobs come due for lateness")
 	fs.DurationVar(&c.Lead, "lead", 2*time.Second, "how long before its run_at each lateness job is pushed")
 	fs.IntVar(&c.PullJobs, "pull-jobs", 20_000, "due jobs the pull consumers drain")
-	fs.IntVar(&c.PullWorkers, "pull-workers", 32, "pull consumers, each claiming and acknowledging one job at a time over HTTP")
+	fs.IntVar(&c.PullWorkers, "pull-workers", 32, "pull consumers, each claiming and acknowledging jobs over HTTP")
+	fs.IntVar(&c.PullBatch, "pull-batch", 1, "jobs each pull consumer claims at once (1-1000): 1 acknowledges each with POST /v1/jobs/{id}/ack, more all of them with one POST /v1/acks")
 	fs.IntVar(&c.Subscribers, "subscribers", 4, "WebSocket subscribers of the burst and lateness topics")
 	fs.IntVar(&c.Prefetch, "prefetch", 1000, "prefetch of each subscriber")
 	fs.DurationVar(&c.Settle, "settle", 5*time.Second, "pause between the last pending job pushed and the memory reading")
@@ -174,6 +180,8 @@ func (c *config) check() error {
 		return fmt.Errorf("-workers, -batch-workers and -nats-window must be positive")
 	case c.has("pull") && (c.PullJobs < 1 || c.PullWorkers < 1):
 		return fmt.Errorf("-pull-jobs and -pull-workers must be positive")
+	case c.has("pull") && (c.PullBatch < 1 || c.PullBatch > 1000):
+		return fmt.Errorf("-pull-batch %d: 1 to 1000", c.PullBatch)
 	}
 	return nil
 }

@@ -60,6 +60,7 @@ func TestHarness(t *testing.T) {
 
 	require.Equal(t, int64(500), res.Pull.Acked)
 	require.Positive(t, res.Pull.PerSecond)
+	require.Equal(t, 1, res.Pull.Batch)
 
 	require.Len(t, res.CPU, 6, "a CPU reading per phase but memory")
 	for _, p := range res.CPU {
@@ -84,6 +85,38 @@ func TestHarness(t *testing.T) {
 		require.NoError(t, err)
 		require.Contains(t, string(top), "flat%", phase)
 	}
+}
+
+// TestHarnessPullBatch runs the pull phase alone on the memory backend with
+// consumers that claim many jobs and acknowledge them with one request.
+func TestHarnessPullBatch(t *testing.T) {
+	out := t.TempDir()
+	cfg := config{}
+	cfg.flags(flagSet())
+	cfg.Backend = "memory"
+	cfg.Out = out
+	cfg.Phases = "pull"
+	cfg.PullJobs = 2_000
+	cfg.PullWorkers = 4
+	cfg.PullBatch = 100
+	var log bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	require.NoError(t, run(ctx, &cfg, &log), log.String())
+
+	var res results
+	data, err := os.ReadFile(filepath.Join(out, "results.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &res))
+	require.Equal(t, int64(2_000), res.Pull.Acked)
+	require.Zero(t, res.Pull.Errors, res.Pull.FirstErr)
+	require.Equal(t, 100, res.Pull.Batch)
+	require.Positive(t, res.Pull.PerSecond)
+
+	report, err := os.ReadFile(filepath.Join(out, "report.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(report), "claim up to 100 and ack them with one request")
+	require.Contains(t, string(report), "one `POST /v1/acks`")
 }
 
 // TestHarnessRetention runs the retention phase, scaled down, against
@@ -165,6 +198,8 @@ func TestConfigCheck(t *testing.T) {
 		func(c *config) { c.Prefetch = 0 },
 		func(c *config) { c.Workers = 0 },
 		func(c *config) { c.Phases = "pull"; c.PullWorkers = 0 },
+		func(c *config) { c.Phases = "pull"; c.PullBatch = 0 },
+		func(c *config) { c.Phases = "pull"; c.PullBatch = 1001 },
 		func(c *config) { c.Phases = "retention"; c.RetentionRate = 0 },
 		func(c *config) { c.Phases = "retention"; c.RetentionMaxJobs = -1 },
 		func(c *config) { c.Phases = "retention"; c.RetentionFor = c.Retention }, // no steady window

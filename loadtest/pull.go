@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"sync"
@@ -11,8 +12,11 @@ import (
 
 // pullResult is the drain of due jobs by HTTP pull consumers.
 type pullResult struct {
-	Jobs    int     `json:"jobs"`
-	Workers int     `json:"workers"`
+	Jobs    int `json:"jobs"`
+	Workers int `json:"workers"`
+	// Batch is the most jobs a consumer claims at once; above 1 it
+	// acknowledges them together with one POST /v1/acks.
+	Batch   int     `json:"batch"`
 	Acked   int64   `json:"acked"`
 	Seconds float64 `json:"seconds"`
 	// PerSecond is jobs claimed and acknowledged per second.
@@ -22,13 +26,14 @@ type pullResult struct {
 }
 
 // pull pushes cfg.PullJobs jobs due now to a topic nobody subscribes to,
-// then drains it with cfg.PullWorkers consumers, each claiming one job at
-// a time over HTTP and acknowledging it before the next claim, as a
-// simple worker does; it measures jobs per second from the first claim to
-// the last ack.
+// then drains it with cfg.PullWorkers consumers over HTTP; it measures jobs
+// per second from the first claim to the last ack. With cfg.PullBatch 1
+// each consumer claims one job at a time and acknowledges it before the
+// next claim, as a simple worker does; with more, it claims up to
+// cfg.PullBatch jobs and acknowledges them together with one POST /v1/acks.
 func pull(ctx context.Context, c *client, cfg *config, logf func(string, ...any)) (*pullResult, error) {
 	topic := uniqueTopic("loadtest.pull")
-	logf("pull: pushing %d due jobs, then %d consumers claim and ack one at a time", cfg.PullJobs, cfg.PullWorkers)
+	logf("pull: pushing %d due jobs, then %d consumers %s", cfg.PullJobs, cfg.PullWorkers, pullHow(cfg.PullBatch))
 	p := newPusher(c, cfg.BatchWorkers)
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	for i := 0; i < cfg.PullJobs; i += cfg.Batch {
@@ -41,7 +46,7 @@ func pull(ctx context.Context, c *client, cfg *config, logf func(string, ...any)
 	if pushed := p.wait(); pushed < cfg.PullJobs {
 		return nil, fmt.Errorf("pull: pushed %d of %d jobs: %s", pushed, cfg.PullJobs, p.errs.first)
 	}
-	res := &pullResult{Jobs: cfg.PullJobs, Workers: cfg.PullWorkers}
+	res := &pullResult{Jobs: cfg.PullJobs, Workers: cfg.PullWorkers, Batch: cfg.PullBatch}
 	var (
 		acked    atomic.Int64
 		errs     errRecorder
@@ -50,32 +55,54 @@ func pull(ctx context.Context, c *client, cfg *config, logf func(string, ...any)
 	)
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
+	// The last ack ends the drain: it stops the claims still waiting for a
+	// job, so that their wait is not counted.
+	var (
+		end     time.Time
+		endOnce sync.Once
+	)
+	ack := func(n int64) {
+		if acked.Add(n) >= int64(cfg.PullJobs) {
+			endOnce.Do(func() { end = time.Now(); cancel() })
+		}
+	}
+	fail := func(err error) {
+		if dctx.Err() == nil {
+			errs.add(err)
+		}
+	}
 	start := time.Now()
 	for range cfg.PullWorkers {
 		wg.Go(func() {
-			for dctx.Err() == nil && acked.Load() < int64(cfg.PullJobs) {
+			for dctx.Err() == nil {
 				var out struct {
-					Jobs []struct {
-						ID    string `json:"id"`
-						Lease string `json:"lease"`
-					} `json:"jobs"`
+					Jobs []ackReq `json:"jobs"`
 				}
-				if err := c.do(dctx, "POST", claimURL, map[string]any{"max": 1, "wait": "1s"}, &out); err != nil {
-					errs.add(err)
+				if err := c.do(dctx, "POST", claimURL, map[string]any{"max": cfg.PullBatch, "wait": "1s"}, &out); err != nil {
+					fail(err)
+					continue
+				}
+				if cfg.PullBatch > 1 {
+					if len(out.Jobs) > 0 {
+						ack(c.ackBatch(dctx, out.Jobs, fail))
+					}
 					continue
 				}
 				for _, j := range out.Jobs {
 					if err := c.do(dctx, "POST", "/v1/jobs/"+url.PathEscape(j.ID)+"/ack", map[string]string{"lease": j.Lease}, nil); err != nil {
-						errs.add(err)
+						fail(err)
 						continue
 					}
-					acked.Add(1)
+					ack(1)
 				}
 			}
 		})
 	}
 	wg.Wait()
-	res.Seconds = time.Since(start).Seconds()
+	if end.IsZero() {
+		end = time.Now()
+	}
+	res.Seconds = end.Sub(start).Seconds()
 	res.Acked = acked.Load()
 	res.PerSecond = float64(res.Acked) / res.Seconds
 	res.Errors, res.FirstErr = errs.n.Load(), errs.first
@@ -83,4 +110,43 @@ func pull(ctx context.Context, c *client, cfg *config, logf func(string, ...any)
 		return res, fmt.Errorf("pull: acknowledged %d of %d jobs in 2 min", res.Acked, res.Jobs)
 	}
 	return res, nil
+}
+
+// ackReq is a delivery as the claim answers it, and an item of POST /v1/acks.
+type ackReq struct {
+	ID    string `json:"id"`
+	Lease string `json:"lease"`
+}
+
+// ackBatch acknowledges jobs with one POST /v1/acks and returns how many
+// were acknowledged; the request's error, or each item's, goes to fail.
+func (c *client) ackBatch(ctx context.Context, jobs []ackReq, fail func(error)) int64 {
+	var out struct {
+		Results []struct {
+			ID    string          `json:"id"`
+			Error json.RawMessage `json:"error"`
+		} `json:"results"`
+	}
+	if err := c.do(ctx, "POST", "/v1/acks", map[string]any{"acks": jobs}, &out); err != nil {
+		fail(err)
+		return 0
+	}
+	var n int64
+	for _, r := range out.Results {
+		if r.Error != nil {
+			fail(fmt.Errorf("POST /v1/acks: job %s: %s", r.ID, r.Error))
+			continue
+		}
+		n++
+	}
+	return n
+}
+
+// pullHow says how the pull consumers claim and acknowledge, for the log
+// and the report.
+func pullHow(batch int) string {
+	if batch == 1 {
+		return "claim and ack one at a time"
+	}
+	return fmt.Sprintf("claim up to %d and ack them with one request", batch)
 }

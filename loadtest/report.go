@@ -186,7 +186,7 @@ func writeReport(dir string, r *results) error {
 			num(float64(l.Rate)), s.P50, s.P99, s.Max, targetP99MS, targetMaxMS, num(targetLateRate), v)
 	}
 	if pr := r.Pull; pr != nil {
-		w("| pull consumers: %s due jobs, claim and ack one at a time | %s jobs/s | | |\n", num(float64(pr.Jobs)), num(pr.PerSecond))
+		w("| pull consumers: %s due jobs, %s | %s jobs/s | | |\n", num(float64(pr.Jobs)), pullHow(pr.Batch), num(pr.PerSecond))
 	}
 	mem := r.Memory
 	if mem.Pending > 0 {
@@ -239,8 +239,13 @@ func writeReport(dir string, r *results) error {
 		writeErrors(&b, bu.Errors)
 	}
 	if pr := r.Pull; pr != nil {
-		w("## Pull consumers\n\n%s jobs due at once, drained by %d consumers that each claim one job over HTTP (`POST /v1/topics/{topic}/claim`, max 1) and acknowledge it before the next claim.\n\n",
-			num(float64(pr.Jobs)), pr.Workers)
+		if pr.Batch == 1 {
+			w("## Pull consumers\n\n%s jobs due at once, drained by %d consumers that each claim one job over HTTP (`POST /v1/topics/{topic}/claim`, max 1) and acknowledge it (`POST /v1/jobs/{id}/ack`) before the next claim.\n\n",
+				num(float64(pr.Jobs)), pr.Workers)
+		} else {
+			w("## Pull consumers\n\n%s jobs due at once, drained by %d consumers that each claim up to %d jobs over HTTP (`POST /v1/topics/{topic}/claim`, max %d) and acknowledge them together with one `POST /v1/acks` before the next claim.\n\n",
+				num(float64(pr.Jobs)), pr.Workers, pr.Batch, pr.Batch)
+		}
 		w("| acknowledged | seconds | jobs/s | errors |\n| --- | --- | --- | --- |\n| %s | %.2f | %s | %d |\n\n", num(float64(pr.Acked)), pr.Seconds, num(pr.PerSecond), pr.Errors)
 		if pr.FirstErr != "" {
 			w("First error: `%s`\n\n", pr.FirstErr)

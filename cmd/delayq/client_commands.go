@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/delayq/delayq/core"
 )
 
 // pushRequest is the body of POST /v1/jobs; unset fields are left out.
@@ -181,4 +183,183 @@ func (a *app) topicsCommand() *cobra.Command {
 	}
 	addClientFlags(cmd.Flags(), &client)
 	return cmd
+}
+
+// claimCommand is `delayq claim TOPIC`.
+func (a *app) claimCommand() *cobra.Command {
+	var (
+		client  clientFlags
+		maxJobs int
+		wait    time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "claim TOPIC",
+		Short: "Claim a topic's due jobs and print each delivery",
+		Long: `Claim up to --max due jobs of a topic, waiting up to --wait for the first, and
+print each delivery as one JSON line on standard output: id, topic, body,
+attempt, run_at, lease and lease_expires_at. Nothing is printed when no job came
+within the wait.
+
+Each delivery is held under its lease until its ttr passes: settle it with
+'delayq ack ID LEASE' or 'delayq nack ID LEASE', or it is delivered again.`,
+		Example: `  delayq claim orders.close --max 10 --wait 20s
+  delayq claim orders.close | jq -r '"\(.id) \(.lease)"' | xargs delayq ack`,
+		Args: cobra.ExactArgs(1),
+		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
+			if maxJobs < 1 || maxJobs > core.ClaimMaxLimit {
+				return usageErrorf("invalid --max %d: want 1 to %d", maxJobs, core.ClaimMaxLimit)
+			}
+			if wait < 0 || wait > core.ClaimWaitLimit {
+				return usageErrorf("invalid --wait %s: want 0 to %s", wait, core.ClaimWaitLimit)
+			}
+			// The answer comes after the wait.
+			c.http.Timeout = wait + clientRequestTimeout
+			answer, err := c.do(ctx, http.MethodPost, "/v1/topics/"+url.PathEscape(args[0])+"/claim",
+				map[string]any{"max": maxJobs, "wait": wait.String()})
+			if err != nil {
+				return err
+			}
+			var v struct {
+				Jobs []*deliveryLine `json:"jobs"`
+			}
+			if err := json.Unmarshal(answer, &v); err != nil {
+				return fmt.Errorf("reading the answer: %w", err)
+			}
+			for _, d := range v.Jobs {
+				if err := writeDelivery(cmd.OutOrStdout(), d); err != nil {
+					return err
+				}
+			}
+			return nil
+		}),
+	}
+	fs := cmd.Flags()
+	addClientFlags(fs, &client)
+	fs.IntVar(&maxJobs, "max", 1, fmt.Sprintf("most jobs to claim (1-%d)", core.ClaimMaxLimit))
+	fs.DurationVar(&wait, "wait", 0, fmt.Sprintf("how long to wait for the first due job (0-%s)", core.ClaimWaitLimit))
+	return cmd
+}
+
+// ackCommand is `delayq ack ID LEASE [ID LEASE ...]`.
+func (a *app) ackCommand() *cobra.Command {
+	var client clientFlags
+	cmd := &cobra.Command{
+		Use:   "ack ID LEASE [ID LEASE ...]",
+		Short: "Acknowledge deliveries: their jobs are done",
+		Long: `Acknowledge one or more deliveries, each given by its job's id and lease (as
+'delayq claim' prints them), in one request (POST /v1/acks). It prints nothing
+on success; each ack that failed (its lease lost, its job unknown) is printed
+on standard error as 'ID: message', and the exit code is then 1.`,
+		Example: `  delayq ack 01JD2Q0V7Z8N5Y3K2M1R4T6W9X PIC3F2SN...`,
+		Args:    cobra.MinimumNArgs(2),
+		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
+			items, err := leasePairs(args)
+			if err != nil {
+				return err
+			}
+			return settle(ctx, c, cmd.ErrOrStderr(), "acks", items)
+		}),
+	}
+	addClientFlags(cmd.Flags(), &client)
+	return cmd
+}
+
+// nackCommand is `delayq nack ID LEASE [ID LEASE ...]`.
+func (a *app) nackCommand() *cobra.Command {
+	var (
+		client clientFlags
+		delay  string
+		reason string
+	)
+	cmd := &cobra.Command{
+		Use:   "nack ID LEASE [ID LEASE ...]",
+		Short: "Fail deliveries: their jobs are retried, or go dead",
+		Long: `End one or more deliveries, each given by its job's id and lease, as failed, in
+one request (POST /v1/nacks): each job is retried after --delay (default: its
+topic's backoff), or goes dead when that was its last attempt. --error is kept
+as the jobs' last_error. It prints nothing on success; each nack that failed is
+printed on standard error as 'ID: message', and the exit code is then 1.`,
+		Example: `  delayq nack 01JD2Q0V7Z8N5Y3K2M1R4T6W9X PIC3F2SN... --delay 10m --error "upstream down"`,
+		Args:    cobra.MinimumNArgs(2),
+		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
+			items, err := leasePairs(args)
+			if err != nil {
+				return err
+			}
+			var d json.RawMessage
+			if delay != "" {
+				if d, err = delayJSON(delay); err != nil {
+					return err
+				}
+			}
+			for _, it := range items {
+				it.Delay, it.Error = d, reason
+			}
+			return settle(ctx, c, cmd.ErrOrStderr(), "nacks", items)
+		}),
+	}
+	fs := cmd.Flags()
+	addClientFlags(fs, &client)
+	fs.StringVar(&delay, "delay", "", "retry after this long: a duration (10m, 1500ms) or milliseconds (default: the topic's backoff)")
+	fs.StringVar(&reason, "error", "", "why the attempts failed, kept as the jobs' last_error")
+	return cmd
+}
+
+// settleItem is one item of POST /v1/acks or /v1/nacks; Delay and Error
+// are for nacks only.
+type settleItem struct {
+	ID    string          `json:"id"`
+	Lease string          `json:"lease"`
+	Delay json.RawMessage `json:"delay,omitempty"`
+	Error string          `json:"error,omitempty"`
+}
+
+// leasePairs turns ID LEASE ... arguments into items; an odd count is a
+// usage error.
+func leasePairs(args []string) ([]*settleItem, error) {
+	if len(args)%2 != 0 {
+		return nil, usageErrorf("want pairs of ID LEASE, but got %d arguments: the lease of %q is missing", len(args), args[len(args)-1])
+	}
+	items := make([]*settleItem, 0, len(args)/2)
+	for i := 0; i < len(args); i += 2 {
+		items = append(items, &settleItem{ID: args[i], Lease: args[i+1]})
+	}
+	return items, nil
+}
+
+// settle sends items to POST /v1/<list> ("acks" or "nacks") under the
+// field of that name and prints each item that failed on stderr as
+// `ID: message`; any failure is an error with exit code 1.
+func settle(ctx context.Context, c *apiClient, stderr io.Writer, list string, items []*settleItem) error {
+	answer, err := c.do(ctx, http.MethodPost, "/v1/"+list, map[string]any{list: items})
+	if err != nil {
+		return err
+	}
+	var v struct {
+		Results []struct {
+			ID    string `json:"id"`
+			Error *struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(answer, &v); err != nil {
+		return fmt.Errorf("reading the answer: %w", err)
+	}
+	if len(v.Results) != len(items) {
+		return fmt.Errorf("the server answered %d results for %d %s", len(v.Results), len(items), list)
+	}
+	failed := 0
+	for i, r := range v.Results {
+		if r.Error == nil {
+			continue
+		}
+		failed++
+		fmt.Fprintf(stderr, "%s: %s\n", items[i].ID, r.Error.Message)
+	}
+	if failed > 0 {
+		return &exitCodeError{code: exitError, err: fmt.Errorf("%d of %d %s failed", failed, len(items), list)}
+	}
+	return nil
 }

@@ -159,7 +159,7 @@ func (c *serveConfig) addFlags(fs *pflag.FlagSet) {
 	fs.Var(&passwordValue{p: &c.NATSClientPassword}, "nats-client-password", "password of --nats-client-user, at least 16 characters; empty: generated at first start and kept in <data>/"+natsserver.ClientPasswordFile)
 	fs.Var(&subjectPatternsValue{p: &c.NATSDeliverySubjects}, "nats-delivery-subjects", "NATS subject patterns, comma-separated (billing.>, audit.*.log), that tokens restricted to topics may name as delivery.subject; they may always name delayq.deliver.<topic> of their topics")
 	fs.Var(&byteSizeValue{p: &c.MaxBody}, "max-body", "largest job body, in bytes or with a KiB/MiB suffix")
-	fs.Var(&positiveIntValue{p: &c.MaxBatch}, "max-batch", "most jobs in one batch request")
+	fs.Var(&positiveIntValue{p: &c.MaxBatch}, "max-batch", "most jobs, acks or nacks in one batch request")
 	fs.Var(&positiveDurationValue{p: &c.Retention}, "retention", "how long finished jobs (done, cancelled) stay queryable")
 	fs.Var(&countValue{p: &c.RetentionMaxJobs}, "retention-max-jobs", "most finished jobs (done, cancelled, all topics) the local backend keeps: past it the oldest are deleted first, before their --retention ends; 0: no bound. Other backends refuse it")
 	fs.Var(&levelValue{p: &c.LogLevel}, "log-level", "least level logged: debug, info, warn or error")

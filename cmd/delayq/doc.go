@@ -1,7 +1,8 @@
 // Command delayq is the delayq binary: `delayq serve` runs the delay-queue
 // service, and the client commands (`push`, `get`, `cancel`, `topics`,
-// `subscribe`, `export`, `import`, `backup`) talk to a running service over
-// its HTTP API.
+// `subscribe`, `claim`, `ack`, `nack`, `export`, `import`, `backup`) talk to
+// a running service over its HTTP API. `ack` and `nack` take many ID LEASE
+// pairs and send them in one request (POST /v1/acks, /v1/nacks).
 //
 // `delayq serve` with no flags keeps jobs durably in a local Pebble
 // database under ./delayq-data/local (--backend local, package

@@ -235,15 +235,21 @@ type deliveryLine struct {
 // print writes a delivery as one compact JSON line; the body is compacted,
 // not otherwise changed.
 func (s *subscriber) print(f *subscribeFrame) error {
+	return writeDelivery(s.out, &deliveryLine{
+		ID: f.ID, Topic: f.Topic, Body: f.Body, Attempt: f.Attempt,
+		RunAt: f.RunAt, Lease: f.Lease, LeaseExpiresAt: f.LeaseExpiresAt,
+	})
+}
+
+// writeDelivery writes d to w as one compact JSON line, as subscribe and
+// claim print deliveries; the body is compacted, not otherwise changed.
+func writeDelivery(w io.Writer, d *deliveryLine) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(deliveryLine{
-		ID: f.ID, Topic: f.Topic, Body: f.Body, Attempt: f.Attempt,
-		RunAt: f.RunAt, Lease: f.Lease, LeaseExpiresAt: f.LeaseExpiresAt,
-	}); err != nil {
+	if err := enc.Encode(d); err != nil {
 		return err
 	}
-	_, err := s.out.Write(buf.Bytes())
+	_, err := w.Write(buf.Bytes())
 	return err
 }

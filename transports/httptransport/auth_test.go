@@ -84,6 +84,8 @@ func TestAuthScopes(t *testing.T) {
 			{"POST", "/v1/jobs/" + id + "/ack", `{"lease": "x"}`},
 			{"POST", "/v1/jobs/" + id + "/nack", `{"lease": "x"}`},
 			{"POST", "/v1/jobs/" + id + "/touch", `{"lease": "x"}`},
+			{"POST", "/v1/acks", `{"acks": [{"id": "` + id + `", "lease": "x"}]}`},
+			{"POST", "/v1/nacks", `{"nacks": [{"id": "` + id + `", "lease": "x"}]}`},
 		}
 		bothRoutes  = []route{{"GET", "/v1/jobs/" + id, ""}}
 		adminRoutes = []route{

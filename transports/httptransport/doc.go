@@ -1,6 +1,7 @@
 // Package httptransport serves the HTTP API of docs/api.md over a
 // core.Engine: producing (create, replace, batch, get, cancel), consuming by
-// pull (claim with a long wait, ack, nack, touch, requeue), topic
+// pull (claim with a long wait, ack, nack, touch, requeue, and batches of
+// acks and nacks), topic
 // configuration, dead-job listing, export and import, the online backup
 // (GET /v1/backup) and the health probes.
 //
@@ -66,8 +67,8 @@
 // answered 401 unauthenticated with `WWW-Authenticate: Bearer`; a path
 // without a route needs a valid token too. A token without the route's
 // scope is answered 403 permission_denied: push for creating, replacing,
-// batching and cancelling jobs; consume for claim, ack, nack, touch and
-// WebSocket subscribe; push or consume for getting a job; admin for
+// batching and cancelling jobs; consume for claim, ack, nack, touch, the
+// batches of acks and nacks and WebSocket subscribe; push or consume for getting a job; admin for
 // everything else (topic configuration, listing topics, dead jobs,
 // requeue, export, import, backup), and admin grants push and consume too. A token restricted to
 // topic patterns is also answered 403 for a topic none of them matches:
@@ -75,7 +76,8 @@
 // job fails alone), of the path for topic routes, and, for routes given a
 // job id, the topic of the stored job (read first; an unknown id is left to
 // the route, so it answers 404 or, for PUT, creates the job in the body's
-// topic). GET /v1/topics lists only the topics such a token may use, and
+// topic), as for each item of POST /v1/acks and POST /v1/nacks (that item
+// fails alone, with the error the route of its job id would give). GET /v1/topics lists only the topics such a token may use, and
 // GET /v1/export only their jobs; GET /v1/backup, which holds every
 // topic's jobs, refuses such a token. Such a
 // token may name as a NATS topic's delivery.subject only
@@ -91,6 +93,13 @@
 // decode. Only when every job failed with a server-side error (the backend
 // is down) does the whole batch get that error's status, so that clients
 // retry it as one.
+//
+// POST /v1/acks and POST /v1/nacks settle many deliveries at once, each item
+// as POST /v1/jobs/{id}/ack or /nack would, with the same answer rules:
+// 200 with {"id"} or {"id", "error"} per item, in order. The acks go to
+// Engine.AckBatch and are written together; nacks, the failure path, go to
+// Engine.Nack one by one. Each list holds 1 to the engine's MaxBatch items
+// (400 empty, 413 longer), like a batch of jobs.
 //
 // # Limits
 //

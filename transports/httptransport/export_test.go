@@ -1,11 +1,17 @@
 package httptransport
 
-import "github.com/delayq/delayq/core"
+import (
+	"encoding/json"
+
+	"github.com/delayq/delayq/core"
+)
 
 // Exports for the fuzz tests of package httptransport_test.
 var (
 	DecodeJobRequest = decodeJobRequest
 	DecodeBatch      = decodeBatch
+	DecodeAckBatch   = decodeAckBatch
+	DecodeNackBatch  = decodeNackBatch
 	ParseDuration    = parseDuration
 	ParseTime        = parseTime
 	AppendJob        = appendJob
@@ -15,3 +21,19 @@ var (
 
 // JobParams is the push parameters of a job decoded by DecodeBatch.
 func JobParams(req *jobRequest) (*core.PushParams, error) { return req.params() }
+
+// CountItems counts the elements of a valid JSON array.
+var CountItems = countItems
+
+// AckItemAt is ack i of a list decoded by DecodeAckBatch.
+func AckItemAt(items []*ackItem, raw []json.RawMessage, i int) (*ackItem, error) {
+	return itemAt("acks", items, raw, i)
+}
+
+// NackItemAt is nack i of a list decoded by DecodeNackBatch.
+func NackItemAt(items []*nackItem, raw []json.RawMessage, i int) (*nackItem, error) {
+	return itemAt("nacks", items, raw, i)
+}
+
+// NackParams is the engine's parameters of a nack decoded by DecodeNackBatch.
+func NackParams(it *nackItem) (*core.NackParams, error) { return it.params() }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -37,6 +38,18 @@ type acceptStore struct{ core.Store }
 func (acceptStore) PutJobs(_ context.Context, p *core.PutJobsParams) ([]core.PutResult, error) {
 	return make([]core.PutResult, len(p.Jobs)), nil
 }
+
+// AckJobs settles nothing and finds every ack's job missing.
+func (acceptStore) AckJobs(_ context.Context, p *core.AckJobsParams) ([]core.AckResult, error) {
+	res := make([]core.AckResult, len(p.Acks))
+	for i := range res {
+		res[i].Err = core.ErrNotFound
+	}
+	return res, nil
+}
+
+// GetJob finds no job, so that a nack is validated and then not found.
+func (acceptStore) GetJob(context.Context, string) (*core.Job, error) { return nil, core.ErrNotFound }
 
 func FuzzDecodeJobRequest(f *testing.F) {
 	for _, seed := range []string{
@@ -237,5 +250,152 @@ func FuzzDecodeTopic(f *testing.F) {
 		out, err := json.Marshal(httptransport.NewTopicView(topic))
 		require.NoError(t, err)
 		require.True(t, json.Valid(out), "%s", out)
+	})
+}
+
+// fuzzBatchLimit is the most items of a batch the fuzz tests decode: small,
+// so that the count of a longer list, which refuses it, is checked too.
+const fuzzBatchLimit = 8
+
+// requireDecodedItems checks what DecodeAckBatch or DecodeNackBatch
+// answered for data: a refused request has a field error and no items, and
+// otherwise each item is what decoding it on its own gives (itemAt of one
+// item), a failure being a field error of that item alone.
+func requireDecodedItems[T any](t *testing.T, data []byte, field string, items []*T, raw []json.RawMessage, err error,
+	at func([]*T, []json.RawMessage, int) (*T, error),
+) []*T {
+	t.Helper()
+	if err != nil {
+		require.Nil(t, items)
+		require.Nil(t, raw)
+		requireFieldError(t, err, "*")
+		if errors.Is(err, core.ErrTooLarge) {
+			// Refused by count alone: the list is valid and too long.
+			var each struct{ Acks, Nacks []json.RawMessage }
+			require.NoError(t, json.Unmarshal(data, &each))
+			require.Greater(t, len(each.Acks)+len(each.Nacks), fuzzBatchLimit)
+			requireFieldError(t, err, field)
+		}
+		return nil
+	}
+	require.True(t, (items != nil) != (raw != nil), "exactly one of items and raw")
+	var each struct{ Acks, Nacks []json.RawMessage }
+	require.NoError(t, json.Unmarshal(data, &each))
+	list := each.Acks
+	if field == "nacks" {
+		list = each.Nacks
+	}
+	require.Len(t, list, max(len(items), len(raw)))
+	require.LessOrEqual(t, len(list), fuzzBatchLimit)
+	var ok []*T
+	for i := range list {
+		got, gotErr := at(items, raw, i)
+		want, wantErr := at(nil, list, i)
+		require.Equal(t, wantErr, gotErr, "item %d", i)
+		require.Equal(t, want, got, "item %d", i)
+		if gotErr != nil {
+			require.Nil(t, got)
+			requireFieldError(t, gotErr, "*")
+			continue
+		}
+		ok = append(ok, got)
+	}
+	return ok
+}
+
+// FuzzDecodeAckBatch checks the decoder of POST /v1/acks: it never panics,
+// refuses with field errors only, decodes a well-formed list in one pass as
+// each ack alone, and the engine takes each ack it gives or refuses it with
+// ErrNotFound (a malformed id) or a field error on lease.
+func FuzzDecodeAckBatch(f *testing.F) {
+	for _, seed := range []string{
+		`{"acks":[{"id":"01J8ZQ6V8E3N4Y6Q2R5T7W9X0A","lease":"l1"},{"id":"b","lease":"l2"}]}`,
+		`{"acks":[{"id":"a","lease":"l"},{"id":"a","lease":"l"}]}`,
+		`{"acks":[{"id":5,"lease":"x"},{"id":"c"},null,7,{"id":"c","lease":"l","nope":1}]}`,
+		`{"acks":[{"ID":"a","Lease":"l"}]}`,
+		`{"acks":[{"id":"bad id","lease":""},{"id":"","lease":"x"}]}`,
+		`{"acks":[{"id":"a\u0000","lease":"\ud800"}]}`,
+		`{"acks":[{"id":"a","lease":",]}\\\"["},1,2,3,4,5,6,7]}`, `{"acks":[1,2,3,4,5,6,7,[8,9],{"a":[10]}]}`,
+		`{"acks":[]}`, `{"acks":[ ]}`, `{"acks":null}`, `{"acks":{}}`, `{"acks":"a"}`, `{}`, `{"acks":[],"x":1}`,
+		`[]`, `null`, ``, `{`, `{"acks":[{}]} x`, "{\"acks\":[{\"id\":\"\xff\"}]}",
+	} {
+		f.Add([]byte(seed))
+	}
+	engine, err := core.NewEngine(core.EngineConfig{Store: acceptStore{}, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(f, err)
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		items, raw, err := httptransport.DecodeAckBatch(data, fuzzBatchLimit)
+		decoded := requireDecodedItems(t, data, "acks", items, raw, err, httptransport.AckItemAt)
+		acks := make([]core.AckJobParams, 0, len(decoded))
+		for _, it := range decoded {
+			require.True(t, utf8.ValidString(it.ID) && utf8.ValidString(it.Lease), "%q %q", it.ID, it.Lease)
+			acks = append(acks, core.AckJobParams{ID: it.ID, Lease: it.Lease})
+		}
+		errs, err := engine.AckBatch(t.Context(), &core.AckJobsParams{Acks: acks})
+		require.NoError(t, err)
+		require.Len(t, errs, len(acks))
+		for _, err := range errs {
+			if !errors.Is(err, core.ErrNotFound) {
+				requireFieldError(t, err, "lease")
+			}
+		}
+	})
+}
+
+// FuzzDecodeNackBatch checks the decoder of POST /v1/nacks as
+// FuzzDecodeAckBatch does that of acks; a nack's delay is decoded as the
+// single nack's, and the engine refuses what it must with a field error.
+func FuzzDecodeNackBatch(f *testing.F) {
+	for _, seed := range []string{
+		`{"nacks":[{"id":"a","lease":"l","delay":"10s","error":"boom"},{"id":"b","lease":"l2","delay":1500}]}`,
+		`{"nacks":[{"id":"a","lease":"l","delay":-1},{"id":"a","lease":"l","delay":"8800h"},{"id":"a","lease":"l","delay":null}]}`,
+		`{"nacks":[{"id":"a","lease":"l","delay":"soon"},{"id":"a","lease":"l","error":5},{"id":"a"},null,7]}`,
+		`{"nacks":[{"id":"a","lease":"l","delay":9223372036854775807,"error":"\u0000\ud800"}]}`,
+		`{"nacks":[{"Id":"a","LEASE":"l","Delay":"1s"}]}`,
+		`{"nacks":[]}`, `{"nacks":{}}`, `{}`, `{"acks":[]}`, `[]`, ``, `{"nacks":[{}]} x`,
+	} {
+		f.Add([]byte(seed))
+	}
+	engine, err := core.NewEngine(core.EngineConfig{Store: acceptStore{}, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(f, err)
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		items, raw, err := httptransport.DecodeNackBatch(data, fuzzBatchLimit)
+		decoded := requireDecodedItems(t, data, "nacks", items, raw, err, httptransport.NackItemAt)
+		for _, it := range decoded {
+			p, err := httptransport.NackParams(it)
+			if err != nil {
+				require.Nil(t, p)
+				requireFieldError(t, err, "delay")
+				continue
+			}
+			require.Equal(t, it.ID, p.ID)
+			require.Equal(t, it.Lease, p.Lease)
+			require.Equal(t, it.Error, p.Error)
+			err = engine.Nack(t.Context(), p)
+			if !errors.Is(err, core.ErrNotFound) {
+				requireFieldError(t, err, "*")
+			}
+		}
+	})
+}
+
+// FuzzCountItems checks that countItems counts the elements of any JSON
+// array as encoding/json does.
+func FuzzCountItems(f *testing.F) {
+	for _, seed := range []string{
+		`[]`, `[ ]`, `[1]`, `[1,2]`, `[[1,2],{"a":[3,4],"b":"c,d"}]`, `["\\\",", ","]`, `[{"]":"["}, null]`,
+		` [ "x" , [ ] , { } ] `, `[1,`, `{}`, `x`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, data string) {
+		var list []json.RawMessage
+		trimmed := strings.TrimSpace(data)
+		if json.Unmarshal([]byte(data), &list) != nil || !strings.HasPrefix(trimmed, "[") {
+			return
+		}
+		require.Equal(t, len(list), httptransport.CountItems([]byte(trimmed)))
 	})
 }

@@ -200,6 +200,8 @@ func New(cfg Config) *Server {
 	s.route("POST /v1/jobs/{id}/ack", s.ackJob)
 	s.route("POST /v1/jobs/{id}/nack", s.nackJob)
 	s.route("POST /v1/jobs/{id}/touch", s.touchJob)
+	s.route("POST /v1/acks", s.ackBatch)
+	s.route("POST /v1/nacks", s.nackBatch)
 	s.route("POST /v1/jobs/{id}/requeue", s.requeueJob)
 	s.route("POST /v1/topics/{topic}/claim", s.claim)
 	s.route("GET /v1/topics", s.listTopics)

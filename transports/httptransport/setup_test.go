@@ -286,6 +286,13 @@ func (d *downStore) GetJob(ctx context.Context, id string) (*core.Job, error) {
 	return d.Store.GetJob(ctx, id)
 }
 
+func (d *downStore) AckJobs(ctx context.Context, p *core.AckJobsParams) ([]core.AckResult, error) {
+	if err := d.fail(); err != nil {
+		return nil, err
+	}
+	return d.Store.AckJobs(ctx, p)
+}
+
 func (d *downStore) ListTopics(ctx context.Context) ([]*core.Topic, error) {
 	if err := d.fail(); err != nil {
 		return nil, err
