@@ -81,7 +81,8 @@
 // every bucket width if shorter) a prune deletes those past it, reading
 // the f keys in order. Counts of done and cancelled jobs come from
 // counters in 64 buckets per retention period, kept in memory and written
-// with each finish, so that no count reads the jobs. A job leaves its
+// in the batch of the finishes that change them (once per batch), so that
+// no count reads the jobs. A job leaves its
 // bucket in the batch that deletes it: the prune's, or a put's that reuses
 // a finished job's id (one read of x, answered by a bloom filter for a new
 // id), so that it counts once. A job stops being counted at the prune
