@@ -24,7 +24,14 @@
 //     (5 min) and -retention-max-jobs, so that the store deletes finished
 //     jobs as fast as they finish; every -retention-sample it reads the
 //     store's files, delayq's CPU time and block-device I/O and the
-//     finished jobs kept, and sums up the steady state.
+//     finished jobs kept, and sums up the steady state;
+//   - rawredis, only when -phases names it: a baseline without delayq,
+//     on its own redis-server (AOF, fsync every second) or -redis-url:
+//     -burst jobs due at one instant in a sorted set, each body in a hash,
+//     drained by 4 consumers that claim up to 100 with one Lua script
+//     call and acknowledge them with one pipeline: seconds from the
+//     instant to the last ack and redis-server's CPU per job. With no
+//     other phase, no delayq is started.
 //
 // It writes report.md, results.json and PNG plots (lateness over time,
 // its histogram, the burst's deliveries over time, the retention phase's
@@ -38,6 +45,7 @@
 //	go run ./loadtest -backend redis      # redis-server, AOF everysec
 //	go run ./loadtest -server http://127.0.0.1:8080 -pid 1234
 //	go run ./loadtest -phases retention -retention 5m -retention-duration 15m
+//	go run ./loadtest -phases rawredis    # raw Redis, no delayq
 //
 // Everything runs on this machine, so the harness's own CPU competes with
 // delayq and its backend: the figures are what one machine does end to
@@ -88,6 +96,8 @@ type config struct {
 	Settle       time.Duration `json:"settle"`
 	Profile      bool          `json:"profile"`
 	Timeout      time.Duration `json:"-"`
+	// RedisURL is the rawredis phase's server, instead of its own.
+	RedisURL string `json:"redis_url,omitempty"`
 	// The retention phase's.
 	Retention        time.Duration `json:"retention,omitempty"`
 	RetentionMaxJobs int64         `json:"retention_max_jobs,omitempty"`
@@ -104,7 +114,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.BackendPID, "backend-pid", 0, "with -server: process id of the backend's server, to read its memory")
 	fs.StringVar(&c.Delayq, "delayq", "", "delayq binary to run (default: go build ./cmd/delayq)")
 	fs.StringVar(&c.Out, "out", "", "directory of the report and plots (default loadtest-report/<backend>)")
-	fs.StringVar(&c.Phases, "phases", "intake,memory,burst,lateness", "comma-separated phases to run: intake, memory, burst, lateness, and pull and retention (not by default)")
+	fs.StringVar(&c.Phases, "phases", "intake,memory,burst,lateness", "comma-separated phases to run: intake, memory, burst, lateness, and pull, retention and rawredis (not by default)")
 	fs.DurationVar(&c.IntakeFor, "intake-duration", 10*time.Second, "how long each intake measurement runs")
 	fs.IntVar(&c.Workers, "workers", 32, "concurrent requests of one job each")
 	fs.IntVar(&c.Batch, "batch", 1000, "jobs per batch request")
@@ -127,6 +137,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.RetentionMaxJobs, "retention-max-jobs", 0, "with the retention phase: serve's --retention-max-jobs (local backend), for the whole run; 0: none")
 	fs.IntVar(&c.RetentionRate, "retention-rate", 1000, "jobs per second due at once and acknowledged in the retention phase")
 	fs.DurationVar(&c.RetentionFor, "retention-duration", 15*time.Minute, "how long the retention phase pushes; at least twice what the store takes to fill (-retention, or -retention-max-jobs at -retention-rate)")
+	fs.StringVar(&c.RedisURL, "redis-url", "", "with the rawredis phase: a running Redis (redis://host:port) to measure instead of starting a redis-server (appendonly, appendfsync everysec); its CPU is read when it runs on this machine")
 	fs.DurationVar(&c.RetentionSample, "retention-sample", 10*time.Second, "time between the retention phase's readings")
 }
 
@@ -151,12 +162,23 @@ func (c *config) has(phase string) bool {
 	return false
 }
 
+// onlyRawRedis reports whether the rawredis phase is the only one: no
+// delayq is started then.
+func (c *config) onlyRawRedis() bool {
+	for p := range strings.SplitSeq(c.Phases, ",") {
+		if strings.TrimSpace(p) != "rawredis" {
+			return false
+		}
+	}
+	return true
+}
+
 func (c *config) check() error {
 	for p := range strings.SplitSeq(c.Phases, ",") {
 		switch strings.TrimSpace(p) {
-		case "intake", "memory", "burst", "pull", "lateness", "retention":
+		case "intake", "memory", "burst", "pull", "lateness", "retention", "rawredis":
 		default:
-			return fmt.Errorf("-phases: unknown phase %q (intake, memory, burst, pull, lateness, retention)", p)
+			return fmt.Errorf("-phases: unknown phase %q (intake, memory, burst, pull, lateness, retention, rawredis)", p)
 		}
 	}
 	if c.has("retention") {
@@ -180,6 +202,8 @@ func (c *config) check() error {
 		return fmt.Errorf("-workers, -batch-workers and -nats-window must be positive")
 	case c.has("pull") && (c.PullJobs < 1 || c.PullWorkers < 1):
 		return fmt.Errorf("-pull-jobs and -pull-workers must be positive")
+	case c.has("rawredis") && c.Burst < 1:
+		return fmt.Errorf("-burst must be positive")
 	case c.has("pull") && (c.PullBatch < 1 || c.PullBatch > 1000):
 		return fmt.Errorf("-pull-batch %d: 1 to 1000", c.PullBatch)
 	}
@@ -204,9 +228,16 @@ func run(ctx context.Context, cfg *config, logw io.Writer) error {
 		defer logMu.Unlock()
 		fmt.Fprintf(logw, "%s %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 	}
+	rawOnly := cfg.onlyRawRedis()
+	if rawOnly {
+		cfg.Backend = "none"
+	}
 	if cfg.Out == "" {
 		name := cfg.Backend
-		if cfg.Server != "" {
+		switch {
+		case rawOnly:
+			name = "rawredis"
+		case cfg.Server != "":
 			name = "server"
 		}
 		cfg.Out = filepath.Join("loadtest-report", name)
@@ -219,10 +250,14 @@ func run(ctx context.Context, cfg *config, logw io.Writer) error {
 		t *target
 		e *env
 	)
-	if cfg.Server != "" {
+	switch {
+	case rawOnly:
+		// The raw Redis baseline needs no delayq.
+		t = &target{}
+	case cfg.Server != "":
 		t = &target{HTTPURL: strings.TrimSuffix(cfg.Server, "/"), NATSURL: cfg.NATSURL, DelayqPID: cfg.PID, BackendPID: cfg.BackendPID}
 		cfg.Backend = "as running"
-	} else {
+	default:
 		var err error
 		if t, e, err = startEnv(ctx, cfg, logf); err != nil {
 			return err
@@ -231,6 +266,7 @@ func run(ctx context.Context, cfg *config, logw io.Writer) error {
 	}
 	res := &results{Config: *cfg, Machine: machineInfo(), Started: began.UTC()}
 	res.Config.NATSURL = redactURLs(cfg.NATSURL) // the report keeps no password
+	res.Config.RedisURL = redactURLs(cfg.RedisURL)
 	err := measure(ctx, cfg, t, res, logf)
 	if rt := res.Retention; rt != nil && e != nil && cfg.Backend == "local" {
 		// What the store keeps, read once delayq let go of it.
@@ -379,6 +415,18 @@ func measure(ctx context.Context, cfg *config, t *target, res *results, logf fun
 		} else if st := rt.Steady; st != nil {
 			logf("  steady: %s finished kept, store %s (%.0f B per kept job in tables), delayq %.2f cores, %s/s written",
 				num(st.Kept), mib(int64(st.StoreMean)), st.SSTPerKept, st.Cores, mib(int64(st.WritePerSecond)))
+		}
+	}
+	if cfg.has("rawredis") {
+		var rr *rawRedisResult
+		var err error
+		phase("rawredis", func() { rr, err = rawRedis(ctx, cfg, logf) })
+		res.RawRedis = rr
+		if err != nil {
+			fail(err)
+		} else {
+			logf("  %d jobs all acknowledged %.3fs after the due instant: %.0f jobs/s, redis-server %.2f cores, %.2f µs CPU per job",
+				rr.Acked, rr.AckedAll, rr.PerSecond, rr.RedisCores, rr.RedisCPUMicrosPerJob)
 		}
 	}
 	return errors.Join(errs...)

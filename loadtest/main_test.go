@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/backends/redisstore/redistest"
 )
 
 // TestHarness runs the whole harness, scaled down, against delayq on the
@@ -189,6 +191,56 @@ func TestHarnessRetention(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// TestHarnessRawRedis runs the raw Redis baseline alone, scaled down, on
+// a redis-server of its own: no delayq starts, every job is acknowledged
+// and nothing is left, and redis-server's CPU is read. It fails without
+// redis-server, which the harness needs for it.
+func TestHarnessRawRedis(t *testing.T) {
+	require.NoError(t, redistest.Available(), redistest.Install)
+	out := t.TempDir()
+	cfg := config{}
+	cfg.flags(flagSet())
+	cfg.Out = out
+	cfg.Phases = "rawredis"
+	// Enough jobs for redis-server's CPU to span several 10 ms ticks.
+	cfg.Burst = 20_000
+	var log bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	require.NoError(t, run(ctx, &cfg, &log), log.String())
+	require.NotContains(t, log.String(), "starting delayq")
+
+	var res results
+	data, err := os.ReadFile(filepath.Join(out, "results.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &res))
+	rr := res.RawRedis
+	require.NotNil(t, rr)
+	require.Equal(t, "none", res.Config.Backend)
+	require.Equal(t, 20_000, rr.Jobs)
+	require.Equal(t, int64(20_000), rr.Acked)
+	require.Zero(t, rr.Left)
+	require.Zero(t, rr.Errors, rr.FirstErr)
+	require.GreaterOrEqual(t, rr.Claims, int64(20_000/rawClaimMax))
+	require.Positive(t, rr.AckedAll)
+	require.Positive(t, rr.PerSecond)
+	require.Contains(t, rr.Server, "appendonly yes, appendfsync everysec")
+	require.True(t, rr.CPUMeasured)
+	require.Positive(t, rr.RedisCPUSeconds)
+	require.Positive(t, rr.RedisCores)
+	require.Positive(t, rr.RedisCPUMicrosPerJob)
+	require.Contains(t, rr.Command, "go run ./loadtest")
+	require.Len(t, res.CPU, 1)
+	require.Equal(t, "rawredis", res.CPU[0].Phase)
+
+	report, err := os.ReadFile(filepath.Join(out, "report.md"))
+	require.NoError(t, err)
+	for _, want := range []string{"raw Redis baseline, no delayq", "## Raw Redis baseline", "Redis CPU per job", " µs |", "## CPU"} {
+		require.Contains(t, string(report), want)
+	}
+	require.NotContains(t, string(report), "## Against the targets")
+}
+
 // TestConfigCheck refuses what cannot be run.
 func TestConfigCheck(t *testing.T) {
 	for _, bad := range []func(*config){
@@ -204,6 +256,7 @@ func TestConfigCheck(t *testing.T) {
 		func(c *config) { c.Phases = "retention"; c.RetentionMaxJobs = -1 },
 		func(c *config) { c.Phases = "retention"; c.RetentionFor = c.Retention }, // no steady window
 		func(c *config) { c.Phases = "retention"; c.Server = "http://127.0.0.1:8080" },
+		func(c *config) { c.Phases = "rawredis"; c.Burst = 0 },
 	} {
 		cfg := config{}
 		cfg.flags(flagSet())

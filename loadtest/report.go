@@ -27,6 +27,8 @@ type results struct {
 	Lateness *latenessResult `json:"lateness,omitempty"`
 	// Retention is the retention phase's, when it ran.
 	Retention *retentionResult `json:"retention,omitempty"`
+	// RawRedis is the raw Redis baseline's, when it ran.
+	RawRedis *rawRedisResult `json:"rawredis,omitempty"`
 	// CPU is the cores each process used in each phase.
 	CPU     []phaseCPU `json:"cpu"`
 	Failure string     `json:"failure,omitempty"`
@@ -145,9 +147,15 @@ func writeReport(dir string, r *results) error {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	m := r.Machine
-	w("# delayq load report: %s backend\n\n", r.Config.Backend)
-	w("%s, delayq %s, %s, %d cores, %d GiB, Linux %s, %s. The harness, delayq and the backend share the machine. The run took %.0f s:\n\n",
-		r.Started.Format("2006-01-02 15:04 MST"), m.Revision, m.CPU, m.Cores, m.MemoryGiB, m.Kernel, m.Go, r.Seconds)
+	shared := "The harness, delayq and the backend share the machine."
+	if r.Config.Backend == "none" {
+		shared = "The harness and redis-server share the machine."
+		w("# delayq load report: raw Redis baseline, no delayq\n\n")
+	} else {
+		w("# delayq load report: %s backend\n\n", r.Config.Backend)
+	}
+	w("%s, delayq %s, %s, %d cores, %d GiB, Linux %s, %s. %s The run took %.0f s:\n\n",
+		r.Started.Format("2006-01-02 15:04 MST"), m.Revision, m.CPU, m.Cores, m.MemoryGiB, m.Kernel, m.Go, shared, r.Seconds)
 	w("    go run ./loadtest %s\n\n", strings.Join(os.Args[1:], " "))
 	if r.Config.Backend == "memory" {
 		w("The memory backend keeps nothing on disk: its figures are a bound for the others, not a durable result.\n\n")
@@ -265,6 +273,7 @@ func writeReport(dir string, r *results) error {
 		writeErrors(&b, l.Errors)
 	}
 	writeRetention(&b, r, plots)
+	writeRawRedis(&b, r)
 	writeCPU(&b, r)
 	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String()), 0o644)
 }
@@ -277,7 +286,7 @@ func writeCPU(b *strings.Builder, r *results) {
 		return
 	}
 	names := []string{"delayq", "backend server", "harness"}
-	fmt.Fprintf(b, "## CPU\n\nCores each process used during each phase (of %d; burst and lateness include the pushes ahead and the wait for the last job).\n\n| phase |", r.Machine.Cores)
+	fmt.Fprintf(b, "## CPU\n\nCores each process used during each phase (of %d; burst, lateness and rawredis include the pushes ahead and the wait for the last job).\n\n| phase |", r.Machine.Cores)
 	for _, n := range names {
 		fmt.Fprintf(b, " %s |", n)
 	}
@@ -330,4 +339,28 @@ func tenMillion(r *results) string {
 	m := r.Memory
 	per := m.perJob(m.Baseline.Delayq, m.Loaded.Delayq) + m.perJob(m.Baseline.Backend, m.Loaded.Backend)
 	return fmt.Sprintf("%.1f GiB for 10 million", per*1e7/(1<<30))
+}
+
+// writeRawRedis writes the raw Redis baseline: what Redis itself allows
+// for the burst, to set delayq on Redis against.
+func writeRawRedis(b *strings.Builder, r *results) {
+	rr := r.RawRedis
+	if rr == nil {
+		return
+	}
+	fmt.Fprintf(b, "## Raw Redis baseline\n\nNo delayq: %s on this machine. %s jobs due at one instant, each a hash holding its %d-byte body and a member of a sorted set scored by its due time in ms, pushed in pipelines of %d in %.2f s before it. From that instant %d consumers each loop: one Lua script call claims up to %d due jobs (ZRANGEBYSCORE ... LIMIT, ZREM, ZADD to a lease sorted set scored by the lease's expiry, HGET of the bodies) and returns ids and bodies, then one pipeline acknowledges each job of the claim (ZREM from the lease set, DEL of its hash). redis-server's CPU is read from /proc/<pid>/stat, in 10 ms ticks.\n\n",
+		rr.Server, num(float64(rr.Jobs)), len(sampleBody), rawPushBatch, rr.PushSeconds, rr.Consumers, rr.ClaimMax)
+	cpu := func(f float64, format string) string {
+		if !rr.CPUMeasured {
+			return "not measured"
+		}
+		return fmt.Sprintf(format, f)
+	}
+	fmt.Fprintf(b, "| jobs | all acknowledged | jobs/s | redis-server cores | Redis CPU per job | harness cores | claims | left | errors |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	fmt.Fprintf(b, "| %s | %.3f s after the instant | %s | %s | %s | %.2f | %d | %d | %d |\n\n",
+		num(float64(rr.Acked)), rr.AckedAll, num(rr.PerSecond), cpu(rr.RedisCores, "%.2f"), cpu(rr.RedisCPUMicrosPerJob, "%.2f µs"), rr.HarnessCores, rr.Claims, rr.Left, rr.Errors)
+	if rr.FirstErr != "" {
+		fmt.Fprintf(b, "First error: `%s`\n\n", rr.FirstErr)
+	}
+	fmt.Fprintf(b, "    %s\n\n", rr.Command)
 }

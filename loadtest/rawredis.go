@@ -1,0 +1,325 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/delayq/delayq/backends/redisstore/redistest"
+)
+
+// The rawredis phase is a baseline without delayq (issue 14): what Redis
+// itself allows on this machine for the burst, with the plainest schedule
+// a client could keep in it. Jobs are hashes (field body) plus members of
+// a sorted set scored by their due time in ms; consumers claim due jobs
+// with one Lua script call each (up to rawClaimMax at a time, moved to a
+// lease sorted set scored by the lease's expiry) and acknowledge each job
+// of a claim with ZREM from the lease set and DEL of its hash, in one
+// pipeline per claim.
+
+const (
+	rawPushBatch = 1000 // jobs per push pipeline
+	rawConsumers = 4    // like the burst phase's 4 WebSocket subscribers
+	rawClaimMax  = 100  // jobs per claim script call
+	rawLease     = 30 * time.Second
+)
+
+// rawClaim moves up to ARGV[2] members of the due set KEYS[1] scored at
+// most ARGV[1] (now, ms) to the lease set KEYS[2] scored ARGV[3] (the
+// lease's expiry, ms), and returns id, body, id, body... with each body
+// read from the hash ARGV[4]..id.
+var rawClaim = redis.NewScript(`
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+if #ids == 0 then return {} end
+redis.call('ZREM', KEYS[1], unpack(ids))
+local z, out = {}, {}
+for i, id in ipairs(ids) do
+  z[2*i-1] = ARGV[3]
+  z[2*i] = id
+  out[2*i-1] = id
+  out[2*i] = redis.call('HGET', ARGV[4] .. id, 'body')
+end
+redis.call('ZADD', KEYS[2], unpack(z))
+return out
+`)
+
+// rawRedisResult is the raw Redis baseline.
+type rawRedisResult struct {
+	// Server says which redis-server ran: version and persistence.
+	Server    string `json:"server"`
+	Jobs      int    `json:"jobs"`
+	Consumers int    `json:"consumers"`
+	ClaimMax  int    `json:"claim_max"`
+	// PushSeconds is how long the pushes took, before the due instant.
+	PushSeconds float64 `json:"push_seconds"`
+	Acked       int64   `json:"acked"`
+	Claims      int64   `json:"claims"`
+	// AckedAll is seconds from the due instant to the last ack.
+	AckedAll  float64 `json:"acked_all_s"`
+	PerSecond float64 `json:"per_second"`
+	// RedisCPUSeconds is redis-server's CPU time (user and system) from
+	// the due instant to the last ack, read from /proc/<pid>/stat (10 ms
+	// resolution); RedisCores and RedisCPUMicrosPerJob follow from it.
+	// CPUMeasured is false when the server's process could not be read.
+	CPUMeasured          bool    `json:"cpu_measured"`
+	RedisCPUSeconds      float64 `json:"redis_cpu_s"`
+	RedisCores           float64 `json:"redis_cores"`
+	RedisCPUMicrosPerJob float64 `json:"redis_cpu_us_per_job"`
+	// HarnessCores is what the harness (the consumers' client) used over
+	// the same span, on the same machine.
+	HarnessCores float64 `json:"harness_cores"`
+	// Left is what the due set, the lease set and the jobs' hashes still
+	// held at the end: 0 when every job was acknowledged.
+	Left     int64  `json:"left"`
+	Errors   int64  `json:"errors"`
+	FirstErr string `json:"first_error,omitempty"`
+	Command  string `json:"command"`
+}
+
+// rawRedis runs the raw Redis baseline on cfg.RedisURL, or on a
+// redis-server of its own (append-only file, fsync every second, as
+// delayq's Redis backend is measured) in a temporary directory.
+func rawRedis(ctx context.Context, cfg *config, logf func(string, ...any)) (*rawRedisResult, error) {
+	res := &rawRedisResult{Jobs: cfg.Burst, Consumers: rawConsumers, ClaimMax: rawClaimMax,
+		Command: strings.TrimSpace("go run ./loadtest " + strings.Join(os.Args[1:], " "))}
+	var (
+		opts *redis.Options
+		pid  int
+	)
+	if cfg.RedisURL != "" {
+		var err error
+		if opts, err = redis.ParseURL(cfg.RedisURL); err != nil {
+			return nil, fmt.Errorf("rawredis: -redis-url: %w", err)
+		}
+	} else {
+		if err := redistest.Available(); err != nil {
+			return nil, fmt.Errorf("rawredis: %w: %s", err, redistest.Install)
+		}
+		dir, err := os.MkdirTemp("", "delayq-rawredis-*")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		logf("rawredis: starting redis-server (appendonly, appendfsync everysec)")
+		rs, err := redistest.StartServer(redistest.Options{Dir: filepath.Join(dir, "redis"), AppendFsync: "everysec"})
+		if err != nil {
+			return nil, err
+		}
+		defer rs.Kill()
+		opts = &redis.Options{Addr: rs.Addr}
+		pid = rs.PID()
+	}
+	opts.PoolSize = 2 * rawConsumers
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	info, err := rdb.Info(ctx, "server", "persistence").Result()
+	if err != nil {
+		return nil, fmt.Errorf("rawredis: %w", err)
+	}
+	fields := infoFields(info)
+	res.Server = fmt.Sprintf("redis-server %s, appendonly %s", fields["redis_version"], map[string]string{"1": "yes", "0": "no"}[fields["aof_enabled"]])
+	if fsync, err := rdb.ConfigGet(ctx, "appendfsync").Result(); err == nil && fsync["appendfsync"] != "" {
+		res.Server += ", appendfsync " + fsync["appendfsync"]
+	}
+	if pid == 0 && isLoopback(opts.Addr) {
+		// A server of this machine: its process is readable.
+		pid, _ = strconv.Atoi(fields["process_id"])
+	}
+	if cfg.RedisURL != "" {
+		res.Server += " at " + redactURLs(cfg.RedisURL)
+	}
+
+	// Keys under one hash tag, unique to the run, so that a shared server
+	// keeps its own and a cluster would hold them in one slot.
+	prefix := fmt.Sprintf("{delayq-rawredis-%d}:", time.Now().UnixNano())
+	dueKey, leaseKey, jobPrefix := prefix+"due", prefix+"lease", prefix+"job:"
+	defer func() { // on failure, leave nothing behind on a shared server
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		rdb.Del(cctx, dueKey, leaseKey)
+		if res.Left > 0 || res.Acked < int64(res.Jobs) {
+			var keys []string
+			for i := range cfg.Burst {
+				if keys = append(keys, jobPrefix+rawID(i)); len(keys) == rawPushBatch || i == cfg.Burst-1 {
+					rdb.Del(cctx, keys...)
+					keys = keys[:0]
+				}
+			}
+		}
+	}()
+
+	// Push, due at one instant ahead: at an assumed 100 000 jobs/s.
+	lead := burstLead(cfg.Burst, 100_000)
+	due := time.Now().Add(lead).Truncate(time.Millisecond)
+	logf("rawredis: %s; pushing %d jobs due at %s (in %s)", res.Server, cfg.Burst, due.Format("15:04:05.000"), lead.Round(time.Millisecond))
+	start := time.Now()
+	for i := 0; i < cfg.Burst; i += rawPushBatch {
+		n := min(rawPushBatch, cfg.Burst-i)
+		pipe := rdb.Pipeline()
+		zs := make([]redis.Z, n)
+		for k := range n {
+			id := rawID(i + k)
+			pipe.HSet(ctx, jobPrefix+id, "body", []byte(sampleBody))
+			zs[k] = redis.Z{Score: float64(due.UnixMilli()), Member: id}
+		}
+		pipe.ZAdd(ctx, dueKey, zs...)
+		if _, err := pipe.Exec(ctx); err != nil {
+			return res, fmt.Errorf("rawredis: push: %w", err)
+		}
+	}
+	res.PushSeconds = time.Since(start).Seconds()
+	if time.Now().After(due) {
+		return res, fmt.Errorf("rawredis: pushing took %.1fs, past the due instant: lower -burst", res.PushSeconds)
+	}
+
+	// Drain from the due instant.
+	select {
+	case <-ctx.Done():
+		return res, ctx.Err()
+	case <-time.After(time.Until(due)):
+	}
+	self0, selfErr := cpuTime(os.Getpid())
+	cpu0, cpuErr := time.Duration(0), errors.New("no process id")
+	if pid != 0 {
+		cpu0, cpuErr = cpuTime(pid)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var (
+		acked, claims atomic.Int64
+		errs          errRecorder
+		wg            sync.WaitGroup
+		end           time.Time
+		endOnce       sync.Once
+	)
+	fail := func(err error) {
+		if dctx.Err() == nil {
+			errs.add(err)
+		}
+	}
+	for range rawConsumers {
+		wg.Go(func() {
+			for dctx.Err() == nil {
+				now := time.Now()
+				out, err := rawClaim.Run(dctx, rdb, []string{dueKey, leaseKey},
+					now.UnixMilli(), rawClaimMax, now.Add(rawLease).UnixMilli(), jobPrefix).Slice()
+				if err != nil {
+					fail(fmt.Errorf("claim: %w", err))
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				if len(out) == 0 {
+					// The rest is claimed by the others: wait for their
+					// acks, or for a job to come due.
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				claims.Add(1)
+				pipe := rdb.Pipeline()
+				for i := 0; i+1 < len(out); i += 2 {
+					id, _ := out[i].(string)
+					if body, _ := out[i+1].(string); len(body) != len(sampleBody) {
+						fail(fmt.Errorf("job %s: body of %d bytes", id, len(body)))
+					}
+					pipe.ZRem(dctx, leaseKey, id)
+					pipe.Del(dctx, jobPrefix+id)
+				}
+				if _, err := pipe.Exec(dctx); err != nil {
+					fail(fmt.Errorf("ack: %w", err))
+					continue
+				}
+				if acked.Add(int64(len(out)/2)) >= int64(cfg.Burst) {
+					endOnce.Do(func() { end = time.Now(); cancel() })
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if end.IsZero() {
+		end = time.Now()
+	}
+	if pid != 0 && cpuErr == nil {
+		var cpu1 time.Duration
+		if cpu1, cpuErr = cpuTime(pid); cpuErr == nil {
+			res.CPUMeasured = true
+			cpu := cpu1 - cpu0
+			res.RedisCPUSeconds = cpu.Seconds()
+			res.RedisCores = float64(cpu) / float64(end.Sub(due))
+			res.RedisCPUMicrosPerJob = float64(cpu.Microseconds()) / float64(cfg.Burst)
+		}
+	}
+	if self1, err := cpuTime(os.Getpid()); err == nil && selfErr == nil {
+		res.HarnessCores = float64(self1-self0) / float64(end.Sub(due))
+	}
+	res.AckedAll = end.Sub(due).Seconds()
+	res.Acked, res.Claims = acked.Load(), claims.Load()
+	res.PerSecond = float64(res.Acked) / res.AckedAll
+	res.Errors, res.FirstErr = errs.n.Load(), errs.first
+
+	// Nothing may be left: the sets are empty and no job's hash remains.
+	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+	defer ccancel()
+	pipe := rdb.Pipeline()
+	dueN, leaseN := pipe.ZCard(cctx, dueKey), pipe.ZCard(cctx, leaseKey)
+	var exists []*redis.IntCmd
+	for i := 0; i < cfg.Burst; i += rawPushBatch {
+		keys := make([]string, min(rawPushBatch, cfg.Burst-i))
+		for k := range keys {
+			keys[k] = jobPrefix + rawID(i+k)
+		}
+		exists = append(exists, pipe.Exists(cctx, keys...))
+	}
+	if _, err := pipe.Exec(cctx); err != nil {
+		return res, fmt.Errorf("rawredis: count what is left: %w", err)
+	}
+	res.Left = dueN.Val() + leaseN.Val()
+	for _, e := range exists {
+		res.Left += e.Val()
+	}
+	switch {
+	case res.Acked < int64(res.Jobs):
+		return res, fmt.Errorf("rawredis: acknowledged %d of %d jobs in 2 min (first error: %s)", res.Acked, res.Jobs, res.FirstErr)
+	case res.Left > 0:
+		return res, fmt.Errorf("rawredis: %d sorted-set members or hashes left after the last ack", res.Left)
+	case res.Errors > 0:
+		return res, fmt.Errorf("rawredis: %d errors, the first: %s", res.Errors, res.FirstErr)
+	}
+	return res, nil
+}
+
+func rawID(i int) string { return "j" + strconv.Itoa(i) }
+
+// infoFields parses INFO's name:value lines.
+func infoFields(info string) map[string]string {
+	m := map[string]string{}
+	for line := range strings.Lines(info) {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// isLoopback reports whether addr (host:port) is on this machine's
+// loopback interface.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
