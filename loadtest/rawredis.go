@@ -18,7 +18,7 @@ import (
 	"github.com/delayq/delayq/backends/redisstore/redistest"
 )
 
-// The rawredis phase is a baseline without delayq (issue 14): what Redis
+// The rawredis phase is a baseline without delayq: what Redis
 // itself allows on this machine for the burst, with the plainest schedule
 // a client could keep in it. Jobs are hashes (field body) plus members of
 // a sorted set scored by their due time in ms; consumers claim due jobs
