@@ -861,25 +861,56 @@ func (s *Store) leased(id, token string, now time.Time) (uint32, *topic, error) 
 
 // settle runs a settling call on the leased job id: f changes it and adds
 // its writes to b, under s.mu.
-func (s *Store) settle(id, lease string, f func(b *pebble.Batch, tp *topic, i uint32, now time.Time) core.SettleResult) (core.SettleResult, error) {
+func (s *Store) settle(id, lease string, f settler) (core.SettleResult, error) {
+	res, err := s.settleAll([]core.AckJobParams{{ID: id, Lease: lease}}, f)
+	if err != nil {
+		return core.SettleResult{}, err
+	}
+	return res[0].Settled, res[0].Err
+}
+
+// settler changes the leased job in slot i of tp and adds its writes to b.
+type settler func(b *pebble.Batch, tp *topic, i uint32, now time.Time) core.SettleResult
+
+// settleAll runs f on each leased job of items, in order, under one hold
+// of s.mu and in one write; an item whose lease does not hold gets its
+// error. Errors: ErrClosed, ErrUnavailable.
+func (s *Store) settleAll(items []core.AckJobParams, f settler) ([]core.AckResult, error) {
+	res := make([]core.AckResult, len(items))
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return core.SettleResult{}, core.ErrClosed
+		return nil, core.ErrClosed
 	}
 	now := s.now()
-	i, tp, err := s.leased(id, lease, now)
-	if err != nil {
-		s.mu.Unlock()
-		return core.SettleResult{}, err
-	}
 	b := s.db.NewBatch()
-	res := f(b, tp, i, now)
+	touched := make(map[*topic]struct{}, 1)
+	// An id settled in this call may have left the index, its change not
+	// yet on disk for leased to read: a second item of it has lost its
+	// lease, as it would in a later call.
+	settled := make(map[string]struct{}, len(items))
+	for k := range items {
+		it := &items[k]
+		if _, ok := settled[it.ID]; ok {
+			res[k].Err = fmt.Errorf("pebblestore: job %q: %w", it.ID, core.ErrLeaseLost)
+			continue
+		}
+		i, tp, err := s.leased(it.ID, it.Lease, now)
+		if err != nil {
+			res[k].Err = err
+			continue
+		}
+		res[k].Settled = f(b, tp, i, now)
+		settled[it.ID] = struct{}{}
+		touched[tp] = struct{}{}
+	}
 	wait := s.write(b, s.syncable)
-	s.changed(tp, now)
+	for tp := range touched {
+		s.changed(tp, now)
+	}
 	s.mu.Unlock()
 	if err := wait(); err != nil {
-		return core.SettleResult{}, err
+		return nil, err
 	}
 	return res, nil
 }
@@ -892,9 +923,7 @@ func (s *Store) AckJob(_ context.Context, params *core.AckJobParams) (core.Settl
 	if params == nil {
 		return core.SettleResult{}, core.Invalid("", "pebblestore: ack: no params")
 	}
-	return s.settle(params.ID, params.Lease, func(b *pebble.Batch, tp *topic, i uint32, now time.Time) core.SettleResult {
-		return s.finish(b, tp, i, core.StateDone, now)
-	})
+	return s.settle(params.ID, params.Lease, s.ack)
 }
 
 // AckJobs implements core.Store: the acks under one hold of the lock, in
@@ -905,42 +934,12 @@ func (s *Store) AckJobs(_ context.Context, params *core.AckJobsParams) ([]core.A
 	if params == nil {
 		return nil, core.Invalid("", "pebblestore: ack: no params")
 	}
-	res := make([]core.AckResult, len(params.Acks))
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, core.ErrClosed
-	}
-	now := s.now()
-	b := s.db.NewBatch()
-	touched := make(map[*topic]struct{})
-	// An id this batch finished is no longer in the index, and its
-	// finish not yet on disk for leased to read.
-	acked := make(map[string]struct{}, len(params.Acks))
-	for k := range params.Acks {
-		a := &params.Acks[k]
-		if _, ok := acked[a.ID]; ok {
-			res[k].Err = fmt.Errorf("pebblestore: job %q: %w", a.ID, core.ErrLeaseLost)
-			continue
-		}
-		i, tp, err := s.leased(a.ID, a.Lease, now)
-		if err != nil {
-			res[k].Err = err
-			continue
-		}
-		res[k].Settled = s.finish(b, tp, i, core.StateDone, now)
-		acked[a.ID] = struct{}{}
-		touched[tp] = struct{}{}
-	}
-	wait := s.write(b, s.syncable)
-	for tp := range touched {
-		s.changed(tp, now)
-	}
-	s.mu.Unlock()
-	if err := wait(); err != nil {
-		return nil, err
-	}
-	return res, nil
+	return s.settleAll(params.Acks, s.ack)
+}
+
+// ack finishes a leased job as done.
+func (s *Store) ack(b *pebble.Batch, tp *topic, i uint32, now time.Time) core.SettleResult {
+	return s.finish(b, tp, i, core.StateDone, now)
 }
 
 // RetryJob implements core.Store. A zero params.RunAt means now. Errors:
