@@ -13,6 +13,11 @@ import (
 // burst of acks does not hold Redis in one long script.
 const leaseBatchMax = 256
 
+// leaseInFlight is how many pipelines of lease scripts the batcher keeps
+// under way at once, so that the server is never idle while the answer of
+// one travels back and the next batch is sent.
+const leaseInFlight = 4
+
 // leaseTimeout bounds one pipeline of lease scripts; a caller's own ctx may
 // give up sooner.
 const leaseTimeout = 10 * time.Second
@@ -84,31 +89,53 @@ func (b *leaseBatcher) do(ctx context.Context, ops ...*leaseOp) error {
 	return nil
 }
 
-// run sends the queued operations until the store closes; operations still
-// queued then get ErrClosed.
+// run sends the queued operations until the store closes, up to
+// leaseInFlight pipelines at once; operations still queued then get
+// ErrClosed.
 func (b *leaseBatcher) run() {
+	slots := make(chan struct{}, leaseInFlight)
+	var sending sync.WaitGroup
+	defer sending.Wait()
 	for {
 		select {
 		case <-b.kick:
 		case <-b.s.done:
-			b.mu.Lock()
-			b.stopped = true
-			q := b.queue
-			b.queue = nil
-			b.mu.Unlock()
-			for _, op := range q {
-				op.err = core.ErrClosed
-				close(op.done)
-			}
+			b.stop()
+			return
+		}
+		// A free slot first, then whatever queued meanwhile: while every
+		// slot is busy, the next batch grows.
+		select {
+		case slots <- struct{}{}:
+		case <-b.s.done:
+			b.stop()
 			return
 		}
 		b.mu.Lock()
 		q := b.queue
 		b.queue = nil
 		b.mu.Unlock()
-		if len(q) > 0 {
-			b.send(q)
+		if len(q) == 0 {
+			<-slots
+			continue
 		}
+		sending.Go(func() {
+			defer func() { <-slots }()
+			b.send(q)
+		})
+	}
+}
+
+// stop answers the queued operations with ErrClosed and refuses more.
+func (b *leaseBatcher) stop() {
+	b.mu.Lock()
+	b.stopped = true
+	q := b.queue
+	b.queue = nil
+	b.mu.Unlock()
+	for _, op := range q {
+		op.err = core.ErrClosed
+		close(op.done)
 	}
 }
 
@@ -125,8 +152,6 @@ func (b *leaseBatcher) send(ops []*leaseOp) {
 		}
 		byShard[op.shard] = append(byShard[op.shard], op)
 	}
-	now := s.clock.Now()
-	nowMS := now.UnixMilli()
 	type group struct {
 		shard int
 		ops   []*leaseOp
@@ -140,7 +165,7 @@ func (b *leaseBatcher) send(ops []*leaseOp) {
 	)
 	end := func() {
 		if len(gs) > 0 {
-			calls = append(calls, s.shardCall(scriptLease, gs[0].shard, now, args...))
+			calls = append(calls, s.shardCall(scriptLease, gs[0].shard, args...))
 			groups = append(groups, gs)
 		}
 		args, gs, size = nil, nil, 0
@@ -157,11 +182,7 @@ func (b *leaseBatcher) send(ops []*leaseOp) {
 			sk := &s.keys.shard[n]
 			args = append(args, sk.base, sk.num, len(g))
 			for _, op := range g {
-				runAt := op.runAt
-				if op.op == "retry" && runAt == 0 {
-					runAt = nowMS // zero means now
-				}
-				args = append(args, op.op, op.id, op.lease, runAt, op.errText)
+				args = append(args, op.op, op.id, op.lease, op.runAt, op.errText)
 			}
 			gs = append(gs, group{n, g})
 		}
@@ -184,7 +205,8 @@ func (b *leaseBatcher) send(ops []*leaseOp) {
 				} else if out = asSlice(r[0]); len(out) != len(g.ops) {
 					err = errShortReply
 				} else {
-					s.afterScript(g.shard, r[1], r[2])
+					s.exp.lowerBy(g.shard, r[1])
+					s.applyQueued(g.shard, r[2])
 				}
 			}
 			if err != nil {

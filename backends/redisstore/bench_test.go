@@ -66,7 +66,7 @@ func BenchmarkIntake(b *testing.B) {
 
 // BenchmarkLateness schedules jobs at a steady rate (DELAYQ_BENCH_RATE jobs
 // per second, default 1000, over DELAYQ_BENCH_SECONDS seconds, default 5),
-// all put ahead of time so that each is promoted when due, and claims them
+// all put ahead of time so that each waits in its queue until due, and claims them
 // with 8 waiting claims of up to 16, acknowledging each job off the claim
 // loop from a goroutine of its own, as core's dispatcher does; it
 // reports how late after run_at each claim returned its job. The server
@@ -207,7 +207,7 @@ func redisStats(b *testing.B, url string) {
 	logs, err := c.SlowLogGet(ctx, -1).Result()
 	require.NoError(b, err)
 	names := map[string]string{}
-	for name, sc := range map[string]*redis.Script{"put": scriptPut, "claim": scriptClaim, "promote": scriptPromote,
+	for name, sc := range map[string]*redis.Script{"put": scriptPut, "claim": scriptClaim, "expire": scriptExpire,
 		"lease": scriptLease, "cancel": scriptCancel, "get": scriptGet} {
 		names[sc.Hash()] = name
 	}

@@ -20,15 +20,19 @@ type topicState struct {
 	// time, so that claims waiting together do not all race for the same
 	// jobs.
 	sem chan struct{}
-	// wake is closed, and replaced, when the topic may have new ready jobs.
+	// wake is closed, and replaced, when the topic's queue in a shard got
+	// a job due earlier than known.
 	wake chan struct{}
-	// maybe tells, per shard, whether the topic's ready set there may hold
-	// jobs. A claim reads only those shards, and clears a shard's flag when
-	// it saw the set empty; the first job of an empty set is announced on
-	// the wake-up channel, which sets the flag again.
-	maybe []bool
-	// gen counts wake-ups per shard: a claim clears a flag only when no
-	// wake-up came since it read the shard.
+	// due is, per shard, the earliest run_at (server ms) the topic's queue
+	// there may hold: 0 when unknown, noDue when seen empty. A claim reads
+	// the shards whose due time has come, and waits for the earliest of
+	// the others.
+	due []int64
+	// readAt is, per shard, when a claim last read the queue (server ms):
+	// a queue not read for sweepInterval is read again whatever due says.
+	readAt []int64
+	// gen counts wake-ups per shard: what a claim read replaces due only
+	// when no wake-up came since it read the shard.
 	gen []uint64
 }
 
@@ -37,30 +41,31 @@ func (s *Store) topicState(topic string) *topicState {
 	ts := s.topics[topic]
 	if ts == nil {
 		ts = &topicState{
-			sem:   make(chan struct{}, 1),
-			wake:  make(chan struct{}),
-			maybe: make([]bool, s.cfg.Shards),
-			gen:   make([]uint64, s.cfg.Shards),
-		}
-		for i := range ts.maybe {
-			ts.maybe[i] = true
+			sem:    make(chan struct{}, 1),
+			wake:   make(chan struct{}),
+			due:    make([]int64, s.cfg.Shards),
+			readAt: make([]int64, s.cfg.Shards),
+			gen:    make([]uint64, s.cfg.Shards),
 		}
 		s.topics[topic] = ts
 	}
 	return ts
 }
 
-// wake records that topic has ready jobs in shard n and wakes the claims
-// waiting for it.
-func (s *Store) wake(topic string, n int) {
+// queued records that topic's queue in shard n holds a job due at (server
+// ms) and wakes the claims waiting for it.
+func (s *Store) queued(topic string, n int, at int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ts := s.topics[topic]
 	if ts == nil {
-		return // no claim of this store looked at it: its flags start set
+		return // no claim of this store looked at it: its due times start unknown
 	}
-	ts.maybe[n] = true
 	ts.gen[n]++
+	if at >= ts.due[n] {
+		return
+	}
+	ts.due[n] = at
 	close(ts.wake)
 	ts.wake = make(chan struct{})
 }
@@ -70,8 +75,8 @@ func (s *Store) wakeAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ts := range s.topics {
-		for n := range ts.maybe {
-			ts.maybe[n] = true
+		for n := range ts.due {
+			ts.due[n] = 0
 			ts.gen[n]++
 		}
 		close(ts.wake)
@@ -79,22 +84,31 @@ func (s *Store) wakeAll() {
 	}
 }
 
-// clearMaybe records that topic's ready set in shard n was empty when read,
-// unless a wake-up came since gen.
-func (s *Store) clearMaybe(ts *topicState, n int, gen uint64) {
+// sawQueue records what a claim that read topic's queue in shard n at
+// generation gen found: its first run_at (server ms), or -1 when empty.
+func (s *Store) sawQueue(ts *topicState, n int, gen uint64, head, now int64) {
+	if head < 0 {
+		head = noDue
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	ts.readAt[n] = now
 	if ts.gen[n] == gen {
-		ts.maybe[n] = false
+		ts.due[n] = head
+	} else {
+		ts.due[n] = min(ts.due[n], head)
 	}
 }
 
-// ClaimJobs implements core.Store. It reads the topic's ready sets of the
-// shards that may hold jobs, picks the earliest Max by run_at (then id), and
-// reserves them with one claim script per shard; a job another claim took
-// in between is skipped. With nothing ready it waits for a wake-up (a
-// promotion, a put, a message from another store) or the end of Wait.
-// Errors: ErrInvalidArgument when params.Max < 1, ErrClosed,
+// ClaimJobs implements core.Store. It reserves, with one claim script, the
+// earliest due jobs of the topic's queues, by run_at then id: on a
+// standalone server the script picks them itself; on a Cluster the store
+// reads the heads of the shards' queues first and reserves the earliest
+// (one claim script per shard), skipping a job another claim took in
+// between. It reads only the queues whose earliest job is due, as far as
+// it knows; with nothing due it waits for the earliest due time, a wake-up
+// (a put, a retry, an expired lease, a message from another store) or the
+// end of Wait. Errors: ErrInvalidArgument when params.Max < 1, ErrClosed,
 // ErrUnavailable.
 func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]*core.Job, error) {
 	if params == nil || params.Max < 1 {
@@ -112,10 +126,14 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 		timer    core.Timer
 		timeout  <-chan time.Time
 		timedOut bool
+		dueTimer core.Timer
 	)
 	defer func() {
 		if timer != nil {
 			timer.Stop()
+		}
+		if dueTimer != nil {
+			dueTimer.Stop()
 		}
 	}()
 	for {
@@ -131,7 +149,7 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 		s.mu.Lock()
 		woken := ts.wake
 		s.mu.Unlock()
-		jobs, err := s.claimOnce(ctx, ts, params.Topic, params.Max)
+		jobs, next, err := s.claimOnce(ctx, ts, params.Topic, params.Max)
 		<-ts.sem
 		switch {
 		case s.isClosed():
@@ -150,8 +168,19 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 			timer = s.clock.NewTimer(params.Wait)
 			timeout = timer.Chan()
 		}
+		var dueAt <-chan time.Time
+		if next != noDue {
+			d := max(s.localAt(next).Sub(s.clock.Now()), 0)
+			if dueTimer == nil {
+				dueTimer = s.clock.NewTimer(d)
+			} else {
+				dueTimer.Reset(d)
+			}
+			dueAt = dueTimer.Chan()
+		}
 		select {
 		case <-woken:
+		case <-dueAt:
 		case <-timeout:
 			timedOut = true
 			timeout = nil
@@ -160,173 +189,247 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 		case <-s.done:
 			return nil, core.ErrClosed
 		}
+		if dueTimer != nil && dueAt != nil {
+			dueTimer.Stop()
+		}
 	}
 }
 
-// candidate is a ready job seen by a claim.
+// claimOnce claims up to max due jobs of topic, in run_at order. It
+// returns an empty slice when none is due, with the earliest due time
+// known of the topic's queues (server ms; noDue when all are empty).
+func (s *Store) claimOnce(ctx context.Context, ts *topicState, topic string, max int) ([]*core.Job, int64, error) {
+	for {
+		now := s.serverNow()
+		s.mu.Lock()
+		var (
+			shards []int
+			gens   []uint64
+		)
+		next := int64(noDue)
+		for n, at := range ts.due {
+			if at <= now+skewMargin || now-ts.readAt[n] >= sweepInterval.Milliseconds() {
+				shards = append(shards, n)
+				gens = append(gens, ts.gen[n])
+			} else {
+				next = min(next, at)
+			}
+		}
+		s.mu.Unlock()
+		if len(shards) == 0 {
+			return []*core.Job{}, next, nil
+		}
+		var (
+			jobs []*core.Job
+			err  error
+		)
+		if s.multiShard {
+			jobs, err = s.take(ctx, ts, topic, shards, gens, max)
+		} else {
+			jobs, err = s.pick(ctx, ts, topic, shards, gens, max)
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		if len(jobs) > 0 {
+			slices.SortFunc(jobs, func(a, b *core.Job) int {
+				return cmp.Or(a.RunAt.Compare(b.RunAt), strings.Compare(a.ID, b.ID))
+			})
+			return jobs, 0, nil
+		}
+		// Nothing due: the queues read now say when. Or every job seen was
+		// taken by another claim meanwhile: look again.
+		s.mu.Lock()
+		again := false
+		next = noDue
+		now = s.serverNow()
+		for _, at := range ts.due {
+			if at <= now {
+				again = true
+			}
+			next = min(next, at)
+		}
+		s.mu.Unlock()
+		if !again {
+			return []*core.Job{}, next, nil
+		}
+	}
+}
+
+// take reserves the earliest max due jobs of topic in shards with one claim
+// script that picks them itself (a standalone server).
+func (s *Store) take(ctx context.Context, ts *topicState, topic string, shards []int, gens []uint64, max int) ([]*core.Job, error) {
+	args := make([]any, 0, 4+2*len(shards)+max)
+	args = append(args, topic, "take", max, len(shards))
+	for _, n := range shards {
+		sk := &s.keys.shard[n]
+		args = append(args, sk.base, sk.num)
+	}
+	for range max {
+		args = append(args, rand.Text())
+	}
+	cmd := s.run(ctx, []call{s.shardCall(scriptClaim, shards[0], args...)})[0]
+	jobs, err := s.claimed(ts, shards, gens, cmd)
+	if err != nil {
+		return nil, unavailable("claim", err)
+	}
+	return jobs, nil
+}
+
+// pick reads the heads of topic's queues in shards, picks the earliest max
+// due jobs among them and reserves them, one claim script per shard in one
+// pipeline (a Cluster).
+func (s *Store) pick(ctx context.Context, ts *topicState, topic string, shards []int, gens []uint64, max int) ([]*core.Job, error) {
+	cands, err := s.peek(ctx, topic, shards, max)
+	if err != nil {
+		return nil, err
+	}
+	byShard := map[int][]any{}
+	var order []int
+	for _, c := range cands.top {
+		if byShard[c.shard] == nil {
+			order = append(order, c.shard)
+		}
+		byShard[c.shard] = append(byShard[c.shard], c.id, rand.Text())
+	}
+	// A shard with nothing due among the candidates still learns its head.
+	gen := make(map[int]uint64, len(shards))
+	for i, n := range shards {
+		gen[n] = gens[i]
+		if byShard[n] == nil {
+			s.sawQueue(ts, n, gens[i], cands.head[i], cands.now)
+		}
+	}
+	if len(order) == 0 {
+		return []*core.Job{}, nil
+	}
+	calls := make([]call, len(order))
+	for i, n := range order {
+		sk := &s.keys.shard[n]
+		args := append([]any{topic, "ids", sk.base, sk.num, len(byShard[n]) / 2}, byShard[n]...)
+		calls[i] = s.shardCall(scriptClaim, n, args...)
+	}
+	jobs := []*core.Job{}
+	var firstErr error
+	for i, cmd := range s.run(ctx, calls) {
+		n := order[i]
+		got, err := s.claimed(ts, []int{n}, []uint64{gen[n]}, cmd)
+		if err != nil {
+			firstErr = cmp.Or(firstErr, err)
+			continue
+		}
+		jobs = append(jobs, got...)
+	}
+	if len(jobs) == 0 && firstErr != nil {
+		return nil, unavailable("claim", firstErr)
+	}
+	// Jobs reserved are returned even when another shard failed: their
+	// leases would otherwise have to expire first.
+	return jobs, nil
+}
+
+// claimed decodes a claim script's answer for shards (read at gens): the
+// jobs it reserved, as reserved, in the script's order; it records each
+// shard's queue head and new lease expiry.
+func (s *Store) claimed(ts *topicState, shards []int, gens []uint64, cmd *redis.Cmd) ([]*core.Job, error) {
+	reply, err := cmd.Slice()
+	if err != nil {
+		return nil, err
+	}
+	if len(reply) != 2 {
+		return nil, errShortReply
+	}
+	now := s.sawServerNow(reply[0])
+	groups := asSlice(reply[1])
+	if len(groups) != len(shards) {
+		return nil, errShortReply
+	}
+	jobs := []*core.Job{}
+	for k, n := range shards {
+		res := asSlice(groups[k])
+		if len(res) < 3 {
+			return nil, errShortReply
+		}
+		for _, r := range asSlice(res[0]) {
+			row := asSlice(r) // id, fields, lease
+			if len(row) != 3 {
+				return nil, errShortReply
+			}
+			j, err := decodeFlat(asString(row[0]), asSlice(row[1]))
+			if err != nil {
+				return nil, err
+			}
+			jobs = append(jobs, reserved(j, asString(row[2]), now))
+		}
+		s.exp.lowerBy(n, res[1])
+		s.sawQueue(ts, n, gens[k], asInt(res[2]), now)
+	}
+	return jobs, nil
+}
+
+// candidate is a due job seen by a claim.
 type candidate struct {
 	shard int
 	id    string
 	runAt int64
 }
 
-// claimOnce claims up to max ready jobs of topic, in run_at order. It
-// returns an empty slice when none is ready.
-func (s *Store) claimOnce(ctx context.Context, ts *topicState, topic string, max int) ([]*core.Job, error) {
-	for {
-		s.mu.Lock()
-		var (
-			shards []int
-			gens   []uint64
-		)
-		for n, m := range ts.maybe {
-			if m {
-				shards = append(shards, n)
-				gens = append(gens, ts.gen[n])
-			}
-		}
-		s.mu.Unlock()
-		if len(shards) == 0 {
-			return []*core.Job{}, nil
-		}
-
-		cands, err := s.peek(ctx, topic, shards, max)
-		if err != nil {
-			return nil, err
-		}
-		genOf := make(map[int]uint64, len(shards))
-		for i, n := range shards {
-			if cands.empty[i] {
-				s.clearMaybe(ts, n, gens[i])
-			} else {
-				genOf[n] = gens[i]
-			}
-		}
-		if len(cands.top) == 0 {
-			return []*core.Job{}, nil
-		}
-
-		// Reserve the earliest: one script per shard on a Cluster, one for
-		// all shards on a standalone server.
-		byShard := map[int][]any{}
-		tokens := make(map[string]string, len(cands.top))
-		var order []int
-		for _, c := range cands.top {
-			if byShard[c.shard] == nil {
-				order = append(order, c.shard)
-			}
-			tokens[c.id] = rand.Text()
-			byShard[c.shard] = append(byShard[c.shard], c.id, tokens[c.id])
-		}
-		now := s.clock.Now()
-		var (
-			calls  []call
-			groups [][]int // per call: its shards
-		)
-		for _, n := range order {
-			sk := &s.keys.shard[n]
-			group := []any{sk.base, sk.num, len(byShard[n]) / 2}
-			group = append(group, byShard[n]...)
-			if s.multiShard && len(calls) == 1 {
-				calls[0].args = append(calls[0].args, group...)
-				groups[0] = append(groups[0], n)
-				continue
-			}
-			calls = append(calls, s.shardCall(scriptClaim, n, now, append([]any{topic}, group...)...))
-			groups = append(groups, []int{n})
-		}
-		cmds := s.run(ctx, calls)
-		jobs := []*core.Job{}
-		var firstErr error
-		for i, shards := range groups {
-			all, err := cmds[i].Slice()
-			if err == nil && len(all) != len(shards) {
-				err = errShortReply
-			}
-			if err != nil {
-				firstErr = cmp.Or(firstErr, err)
-				continue
-			}
-			for k, n := range shards {
-				res := asSlice(all[k])
-				if len(res) < 3 {
-					firstErr = cmp.Or(firstErr, errShortReply)
-					continue
-				}
-				for _, r := range asSlice(res[0]) {
-					pair := asSlice(r)
-					if len(pair) != 2 {
-						continue
-					}
-					j, err := decodeFlat(asString(pair[0]), asSlice(pair[1]))
-					if err != nil {
-						firstErr = cmp.Or(firstErr, err)
-						continue
-					}
-					jobs = append(jobs, claimed(j, tokens[j.ID], now))
-				}
-				if h := asInt(res[1]); h >= 0 {
-					s.prom.lower(n, h)
-				}
-				if asInt(res[2]) == 0 {
-					s.clearMaybe(ts, n, genOf[n])
-				}
-			}
-		}
-		if len(jobs) > 0 {
-			// Jobs reserved are returned even when another shard failed:
-			// their leases would otherwise have to expire first.
-			slices.SortFunc(jobs, func(a, b *core.Job) int {
-				return cmp.Or(a.RunAt.Compare(b.RunAt), strings.Compare(a.ID, b.ID))
-			})
-			return jobs, nil
-		}
-		if firstErr != nil {
-			return nil, unavailable("claim", firstErr)
-		}
-		// Every job seen was taken by another claim meanwhile: look again.
-	}
-}
-
 // peeked is what peek saw.
 type peeked struct {
-	top   []candidate // the earliest ready jobs, in (run_at, id) order
-	empty []bool      // per shard read: its ready set was empty
+	top  []candidate // the earliest due jobs, in (run_at, id) order
+	head []int64     // per shard read: the first run_at of its queue, -1 when empty
+	now  int64       // the server's time as the store estimated it (ms)
 }
 
 func candidateLess(a, b candidate) int {
 	return cmp.Or(cmp.Compare(a.runAt, b.runAt), strings.Compare(a.id, b.id))
 }
 
-// peek reads the heads of topic's ready sets in shards and returns the
-// earliest max jobs among them. It reads a fair share of max from each shard
-// first (twice max/shards, and a little), and reads up to max only from the
-// shards whose share was full and could hide jobs earlier than the last one
-// picked: one round trip in the usual case, two when ready jobs are skewed
-// towards a few shards.
+// skewMargin (ms) widens what a claim takes for due beyond the store's
+// estimate of the server's clock, which may lag it by a round trip: the
+// claim script skips a job that is not due by the server's own.
+const skewMargin = 10
+
+// peek reads the heads of topic's queues in shards and returns the earliest
+// max due jobs among them, due by the store's estimate of the server's
+// clock and skewMargin (the claim script checks again by the server's own). It reads a
+// fair share of max from each shard first (twice max/shards, and a
+// little), and reads up to max only from the shards whose share was all
+// due and could hide jobs earlier than the last one picked: one round trip
+// in the usual case, two when due jobs are skewed towards a few shards.
 func (s *Store) peek(ctx context.Context, topic string, shards []int, max int) (peeked, error) {
 	k := max
 	if len(shards) > 1 {
 		k = min(max, 2*((max+len(shards)-1)/len(shards))+2)
 	}
+	out := peeked{head: make([]int64, len(shards)), now: s.serverNow()}
 	lists := make([][]candidate, len(shards))
+	full := make([]bool, len(shards))
 	read := func(idx []int, limit int) error {
 		pipe := s.rdb.Pipeline()
 		cmds := make([]*redis.ZSliceCmd, len(idx))
 		for i, x := range idx {
-			cmds[i] = pipe.ZRangeWithScores(ctx, s.keys.ready(shards[x], topic), 0, int64(limit-1))
+			cmds[i] = pipe.ZRangeWithScores(ctx, s.keys.queue(shards[x], topic), 0, int64(limit-1))
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return unavailable("claim", err)
 		}
 		for i, x := range idx {
 			zs := cmds[i].Val()
-			l := make([]candidate, len(zs))
-			for j, z := range zs {
+			out.head[x] = -1
+			if len(zs) > 0 {
+				out.head[x] = int64(zs[0].Score)
+			}
+			l := make([]candidate, 0, len(zs))
+			for _, z := range zs {
+				if int64(z.Score) > out.now+skewMargin {
+					break
+				}
 				id, _ := z.Member.(string)
-				l[j] = candidate{shard: shards[x], id: id, runAt: int64(z.Score)}
+				l = append(l, candidate{shard: shards[x], id: id, runAt: int64(z.Score)})
 			}
 			lists[x] = l
+			full[x] = len(l) == limit
 		}
 		return nil
 	}
@@ -336,10 +439,6 @@ func (s *Store) peek(ctx context.Context, topic string, shards []int, max int) (
 	}
 	if err := read(all, k); err != nil {
 		return peeked{}, err
-	}
-	out := peeked{empty: make([]bool, len(shards))}
-	for i, l := range lists {
-		out.empty[i] = len(l) == 0
 	}
 	for {
 		var merged []candidate
@@ -354,7 +453,7 @@ func (s *Store) peek(ctx context.Context, topic string, shards []int, max int) (
 		last := out.top[len(out.top)-1]
 		var more []int
 		for i, l := range lists {
-			if len(l) == k && (len(out.top) < max || candidateLess(l[k-1], last) < 0) {
+			if full[i] && (len(out.top) < max || candidateLess(l[k-1], last) < 0) {
 				more = append(more, i)
 			}
 		}
@@ -368,15 +467,14 @@ func (s *Store) peek(ctx context.Context, topic string, shards []int, max int) (
 	}
 }
 
-// claimed applies to a job read by the claim script, as it was before, what
-// the script changed: reserved by this claim's lease until now + TTR, one
-// more attempt. The script leaves this to the caller to spare Redis.
-func claimed(j *core.Job, lease string, now time.Time) *core.Job {
-	at := now.UnixMilli()
+// reserved applies to a job read by the claim script, as it was before,
+// what the script changed: reserved with lease until now (server ms) + TTR,
+// one more attempt. The script leaves this to the caller to spare Redis.
+func reserved(j *core.Job, lease string, now int64) *core.Job {
 	j.State = core.StateReserved
 	j.Attempt++
 	j.Lease = lease
-	j.LeaseExpiresAt = msTime(at + j.TTR.Milliseconds())
-	j.UpdatedAt = msTime(at)
+	j.LeaseExpiresAt = msTime(now + j.TTR.Milliseconds())
+	j.UpdatedAt = msTime(now)
 	return j
 }

@@ -26,8 +26,8 @@ const (
 	fCreated   = "c" // Unix ms
 	fUpdated   = "u" // Unix ms
 	fLastError = "e"
-	fLease     = "l" // while reserved
-	fLeaseExp  = "x" // Unix ms, while reserved
+	fLease     = "l" // meaningful while reserved
+	fLeaseExp  = "x" // Unix ms, meaningful while reserved
 	fTrace     = "p" // traceparent, absent when empty
 )
 
@@ -59,8 +59,9 @@ func decodeMap(id string, m map[string]string) (*core.Job, error) {
 	j.CreatedAt = msTime(num(fCreated))
 	j.UpdatedAt = msTime(num(fUpdated))
 	j.LastError = m[fLastError]
-	j.Lease = m[fLease]
-	if _, ok := m[fLeaseExp]; ok {
+	if j.State == core.StateReserved {
+		// The fields stay after a lease ends (see finish in lib.lua).
+		j.Lease = m[fLease]
 		j.LeaseExpiresAt = msTime(num(fLeaseExp))
 	}
 	j.TraceParent = m[fTrace]

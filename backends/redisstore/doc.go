@@ -2,8 +2,9 @@
 // UniversalClient: one standalone server, a Sentinel-managed master, or a
 // Redis Cluster. Several delayq instances may share one prefix on one Redis
 // (or Cluster): every change is an atomic Lua script, so they never hand out
-// a job twice while its lease holds, and they share the work of promoting
-// due jobs.
+// a job twice while its lease holds, and they share the work of ending
+// expired leases. Due times and leases are judged by the Redis server's
+// clock (TIME in the scripts), so instances whose clocks differ agree.
 //
 //	client, err := redisstore.ParseURL("redis+cluster://10.0.0.1:7000,10.0.0.2:7000")
 //	store, err := redisstore.New(ctx, redisstore.Config{Client: client, Prefix: "delayq"})
@@ -15,10 +16,10 @@
 // Jobs spread over Config.Shards shards (a power of two) by crc32 (IEEE)
 // of the job id. A new prefix gets 16 on a Cluster and 1 on one server,
 // where shards spread nothing and only multiply the work of each
-// promotion and claim round; a prefix keeps the count it was created with. Every key of a shard carries the hash tag
+// claim and expiry round; a prefix keeps the count it was created with. Every key of a shard carries the hash tag
 // {<prefix>:<shard>}, so each script touches one Cluster slot, and the
 // shards spread over a Cluster's masters. On a standalone server (or a
-// Sentinel-managed master), which has no slots, the promote, claim and
+// Sentinel-managed master), which has no slots, the claim, expire and
 // lease scripts serve several shards in one run instead (see Scripts). The id alone picks the shard, not
 // the business key: every operation after the put (get, cancel, ack, retry,
 // touch, requeue, HTTP GET /v1/jobs/{id}) knows only the id, and a key-based
@@ -33,16 +34,15 @@
 //
 // With P the prefix and n a shard number:
 //
-//	{P}:meta              hash   shards: the shard count of the prefix
+//	{P}:meta              hash   shards: the shard count of the prefix; layout: "queues"
 //	{P}:topics            hash   topic -> configuration (JSON)
 //	{P}:seen              zset   topic -> when a store last put jobs on it (ms): the topic registry
 //	{P:n}:j:<id>          hash   one job (fields below); a TTL once done or cancelled
 //	{P:n}:b:<id>          string the body of a job when longer than 64 bytes; the same TTL
-//	{P:n}:sched           zset   scheduled job ids by run_at (ms), every topic
+//	{P:n}:q:<topic>       zset   the topic's scheduled and ready job ids by run_at (ms); ties by id
 //	{P:n}:lease           zset   reserved job ids by lease expiry (ms), every topic
-//	{P:n}:ready:<topic>   zset   ready job ids by run_at (ms); ties by id
 //	{P:n}:dead:<topic>    zset   dead job ids by time of death (µs)
-//	{P:n}:n               hash   s:<topic> scheduled and x:<topic> reserved counts
+//	{P:n}:n               hash   x:<topic> reserved counts
 //	{P:n}:fin             hash   finished counts: d:<topic>, c:<topic> the topic's done and
 //	                             cancelled jobs that count; d:<topic>:<end>, c:<topic>:<end>
 //	                             those that finished in the bucket that ends at <end> (ms)
@@ -51,8 +51,11 @@
 //
 // Job hash fields: s state, t topic, k key, b body (bytes as given), r
 // run_at, d ttr (ms), m max_attempts, a attempt, c created_at, u updated_at,
-// e last_error, l lease, x lease expiry, p traceparent; times are Unix ms.
-// Empty key, body and traceparent are left out. A body longer than 64 bytes
+// e last_error, l lease, x lease expiry, p traceparent; times are Unix ms of
+// the server's clock. Empty key, body and traceparent are left out; l and x
+// stay once a lease ends and mean nothing unless the job is reserved. A
+// queued job is stored as scheduled or ready by its run_at when it was
+// queued; from its run_at on it is ready whatever the field says. A body longer than 64 bytes
 // is kept in its own string key instead, so that the hash keeps every value
 // within Redis's default hash-max-listpack-value (64) and with it the
 // compact listpack encoding: one longer value turns the hash into a hash
@@ -66,88 +69,101 @@
 // followed by its own file, loaded with SCRIPT LOAD on every master at New
 // and run with EVALSHA (go-redis falls back to EVAL, and pipelines load the
 // scripts again, when a restarted server lost its script cache). put stores
-// a batch of one shard's jobs, claim reserves chosen ready jobs, promote
-// moves due jobs to ready and ends expired leases, lease ends or extends
-// deliveries (ack, retry, bury, touch; each on its own, a failure answered
-// to its caller alone), cancel and requeue change one job, get reads jobs,
-// stats counts topics (dropping the finished-count buckets past retention
-// first), import stores exported jobs whose ids are unused (keeping
-// state, attempt, last error and creation time; a reserved job becomes
-// ready, without lease), and export reads one page of one structure after a
-// cursor of score and id, for ExportJobs, which walks sched, lease and the
-// ready and dead sets of the configured and registered topics, never the
-// keyspace.
+// a batch of one shard's jobs, claim reserves due jobs straight from the
+// queues, expire ends expired leases, lease ends or extends deliveries
+// (ack, retry, bury, touch; each on its own, a failure answered to its
+// caller alone), cancel and requeue change one job, get reads jobs, stats
+// counts topics (dropping the finished-count buckets past retention first),
+// import stores exported jobs whose ids are unused (keeping state, attempt,
+// last error and creation time; a reserved job becomes ready, without
+// lease), export reads one page of one structure after a cursor of score
+// and id, for ExportJobs, which walks the lease set and the queues and dead
+// sets of the configured and registered topics, never the keyspace, and
+// migrate moves the jobs of a prefix of the earlier layout (one schedule of
+// every topic, "sched", and per-topic ready sets) into queues, once, at New.
+//
+// Every script takes now from the server (TIME), not from its caller, and
+// scripts that answer with times (claim, expire) answer with it too: a
+// store converts the server's times into waits on its own clock through
+// the difference it last saw (Config.Clock; Config.TimeFromClock makes the
+// scripts use the store's clock instead, for tests with a fake one).
 //
 // Redis runs scripts one at a time, so its time per job bounds a burst; a
-// script run costs it far more than the commands inside, and each command
-// more than its work (INFO commandstats and perf on the server, in
-// BenchmarkBurst). Hence: concurrent AckJob, RetryJob, BuryJob and TouchJob
-// calls of a store are coalesced, a group commit: one goroutine sends them,
-// and the calls that arrive while its pipeline is in flight go together in
-// the next, up to 256 deliveries per lease script, so that no call waits
-// for a batch to fill. On a standalone server one promote, claim or lease
-// run serves every shard involved (lib.lua's use_shard switches keys); a
-// Cluster runs one per shard (slot), all in one pipeline. Claims and acks
-// change the lease set and the counts in bulk, the claim script returns a
-// job's fields as read and the store applies the reservation, and a body
-// lives in the hash or in its own key, never both, so that finishing a job
-// with a short body leaves the body key alone.
+// script run costs it far more than the commands inside, each command more
+// than its work, and each write more again, for the AOF gets every write a
+// script makes (INFO commandstats and perf on the server, in BenchmarkBurst).
+// Hence: no pass moves due jobs anywhere before a claim takes them, and a
+// new job costs one EXISTS, one HSET and one ZADD; concurrent AckJob,
+// RetryJob, BuryJob and TouchJob calls of a store are coalesced, a group
+// commit: one goroutine sends them, up to 256 deliveries per lease script
+// and 4 pipelines under way, and the calls that arrive meanwhile go
+// together in the next, so that no call waits for a batch to fill. On a
+// standalone server one claim, expire or lease run serves every shard
+// involved (lib.lua's use_shard switches keys); a Cluster runs one per
+// shard (slot), all in one pipeline. Claims and acks change the queue, the
+// lease set and the counts in bulk, the claim script returns a job's fields
+// as read and the store applies the reservation, an ack writes the hash
+// once (state and time) and sets its expiry, and a body lives in the hash or
+// in its own key, never both, so that finishing a job with a short body
+// leaves the body key alone.
 //
 // The scripts keep these invariants:
 //
 //   - A job's hash and its state agree with the one structure that holds
-//     it: scheduled in sched (and counted in s:<topic>), ready in its
-//     topic's ready set, reserved in lease (and counted in x:<topic>), dead
-//     in its topic's dead set, done and cancelled in none, with a key TTL of
-//     Config.Retention. Only finished jobs expire; the others stay until
-//     they finish.
+//     it: scheduled or ready in its topic's queue, reserved in lease (and
+//     counted in x:<topic>), dead in its topic's dead set, done and
+//     cancelled in none, with a key TTL of Config.Retention. Only finished
+//     jobs expire; the others stay until they finish.
 //   - fin's d:<topic> and c:<topic> are the sums of the topic's bucket
 //     fields, each of which finq lists by its end; a done or cancelled job
 //     counts in the bucket of its finish time (u) until the bucket is
 //     dropped or a put overwrites the job, which takes it out of the bucket.
-//   - Every script brings the job it names up to date (core.Job.AsOf) before acting: a scheduled job
-//     whose run_at passed is made ready, a reserved job whose lease expired
-//     is made ready (dead on its last attempt, last_error "lease expired"),
-//     so that the outcome does not depend on whether a promoter got there
-//     first, and GetJob (a plain HGETALL) reports the same state.
+//   - Every script brings the job it names up to date (core.Job.AsOf)
+//     before acting: a reserved job whose lease expired is made ready
+//     (dead on its last attempt, last_error "lease expired"), so that the
+//     outcome does not depend on whether an expirer got there first, and
+//     GetJob reports the same state.
 //   - A lease token acts only while the job is reserved with that token and
-//     its expiry is after the caller's now; claim hands out a fresh token
+//     its expiry is after the server's now; claim hands out a fresh token
 //     with each reservation, so a delivery whose lease expired can neither
 //     acknowledge nor extend the next one's.
-//   - A claim reserves a job only if it removes it from the ready set
-//     itself (ZREM returned 1): concurrent claims from any number of stores
-//     never reserve a job twice.
-//   - The first job added to an empty ready set of a topic publishes
-//     "r <shard> <topic>"; a script that makes a shard due earlier than it
-//     was (a new earliest run_at or lease expiry) publishes
+//   - A claim reserves a job only while it is due in its queue, and takes
+//     it out in the same script: concurrent claims from any number of
+//     stores never reserve a job twice.
+//   - A script that puts a job in a queue ahead of the queue's first job
+//     (or in an empty one) publishes "q <shard> <ms> <topic>"; one that
+//     makes a shard's earliest lease expiry earlier publishes
 //     "s <shard> <ms>". Scripts also return both to their caller.
 //
-// # Promotion and claims
+// # Claims and expiry
 //
-// Each store keeps, per shard, the earliest time anything in it falls due,
-// and one timer on the injected clock for the earliest of them: no polling
-// interval adds lateness. The times come from promote's answer (the shard's
-// new head), from the store's own scripts, and from other stores' "s"
-// messages, so a job earlier than the timer re-arms it wherever it was put.
-// When the timer fires, promote runs on the due shards (one script on a
-// standalone server, sharing its limit of 1000 jobs of each kind among
-// them; one per shard in one pipeline on a Cluster) and wakes the claims of
-// the topics that got ready jobs. Every store promotes
-// every shard: when several fire together the first moves the jobs and the
-// others find nothing. Every 30 s, and whenever the wake-up subscription is
-// made again (a dropped connection, a restarted server), every shard is
-// promoted anyway, so that a lost message costs time, never a job.
+// A claim keeps, per topic and shard, the earliest run_at the queue may
+// hold, learnt from its own reads (the claim script answers with the
+// queue's new head), from this store's puts, retries and expiries, and from
+// other stores' "q" messages. It reads only the queues whose head is due
+// (and any not read for 30 s, a safety net for a lost message): on a
+// standalone server one claim script picks the earliest Max due jobs of
+// them itself, by run_at then id, and reserves them; on a Cluster the store
+// reads the queues' heads, a fair share of Max from each first (more only
+// from a shard whose share could hide earlier jobs), merges them, and
+// reserves them with one claim script per shard in one pipeline, skipping
+// a job another claim took in between. One claim per topic and store reads
+// at a time, so waiting claims do not race each other for the same jobs.
+// With nothing due a claim waits, on the store's clock, for the earliest
+// head's run_at, a wake-up, its Wait, its ctx or Close: no polling
+// interval adds lateness.
 //
-// A claim keeps, per topic and shard, whether the ready set may hold jobs;
-// it reads only those, a fair share of Max from each first (more only from a
-// shard whose share could hide earlier jobs), merges them by run_at then
-// id, and reserves them with one claim script (one per shard in one
-// pipeline on a Cluster). A set seen empty
-// is not read again until an "r" message or a local wake-up says it got a
-// job. One claim per topic and store reads at a time, so waiting claims do
-// not race each other for the same jobs; claims in other stores may, and a
-// job lost to them is skipped. With nothing ready a claim waits for a
-// wake-up, its Wait, its ctx or Close.
+// Expired leases need a pass of their own, since nothing else looks at a
+// reserved job: each store keeps, per shard, the earliest lease expiry, and
+// one timer for the earliest of them. When it fires, expire runs on the
+// due shards (one script on a standalone server, sharing its limit of 1000
+// leases among them; one per shard in one pipeline on a Cluster) and the
+// jobs go back to their queues, which wakes the claims. Every store expires
+// every shard: when several fire together the first ends the leases and
+// the others find nothing. Every 30 s, and whenever the wake-up
+// subscription is made again (a dropped connection, a restarted server),
+// every shard is looked at anyway, so that a lost message costs time, never
+// a job.
 //
 // # Retention and topics
 //
@@ -156,10 +172,9 @@
 // Topics are listed from the configuration hash and the topic registry: a
 // topic without configuration is shown while it counts jobs, finished ones
 // included (below). ListTopics drops from the registry a topic that is
-// empty and unconfigured an hour after its last put. Counts read the s/x
-// counters, the ready and dead sets and fin's totals, so a job whose run_at
-// just passed counts as scheduled until it is promoted, normally within a
-// millisecond.
+// empty and unconfigured an hour after its last put. Counts read the
+// queues (scheduled: run_at after now; ready: the others), the x counters,
+// the dead sets and fin's totals.
 //
 // Done and cancelled jobs count for the retention period by the store's
 // clock, in time buckets of a 64th of Config.Retention (67.5 min with the
@@ -190,8 +205,8 @@
 // package's benchmarks (Intake, Lateness, Burst, MemoryPerPendingJob) with
 // the commands that produced them. What bounds them is the design above:
 // Redis runs one script at a time on one thread, so a burst is bounded by
-// its CPU per job (promote, claim and ack run about 10 commands per job
-// from Lua, and the AOF gets them all); and on one server, shards only
+// its CPU per job (put, claim and ack run about 10 commands per job from
+// Lua, and the AOF gets every write); and on one server, shards only
 // multiply the per-shard work of each round, which is why a new prefix
 // there gets one.
 //

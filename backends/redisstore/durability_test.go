@@ -141,7 +141,7 @@ func TestRestartLosesNothing(t *testing.T) {
 
 // TestTwoInstancesHeavy puts 5 000 jobs through two stores on one Redis
 // (standalone and cluster), half due at once and half due over the next
-// second so that both stores promote, and claims them with 4 claims per
+// second so that both stores wait for due times, and claims them with 4 claims per
 // store: every job is delivered exactly once while its lease holds.
 func TestTwoInstancesHeavy(t *testing.T) {
 	t.Parallel()
@@ -234,16 +234,18 @@ func TestTwoInstancesHeavy(t *testing.T) {
 }
 
 // claimWaiting reports whether a claim of topic has read every shard and
-// found nothing: it waits for a wake-up without calling Redis.
+// found nothing due: it waits for a wake-up or a due time without calling
+// Redis.
 func (s *Store) claimWaiting(topic string) bool {
+	now := s.serverNow()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ts := s.topics[topic]
 	if ts == nil || len(ts.sem) > 0 {
 		return false
 	}
-	for _, m := range ts.maybe {
-		if m {
+	for _, at := range ts.due {
+		if at <= now {
 			return false
 		}
 	}

@@ -22,8 +22,8 @@ const exportPage = 500
 const importChunk = 1000
 
 // ExportJobs implements core.JobExporter. It walks, shard by shard, the
-// structures that hold unfinished jobs: sched, lease, and the ready and dead
-// sets of every topic that is configured or in the topic registry, a page
+// structures that hold unfinished jobs: the lease set, and the queue and
+// dead set of every topic that is configured or in the topic registry, a page
 // at a time (export.lua: members after a cursor of score and id, with
 // their jobs), so memory stays bounded by a page. A member whose job no
 // longer has that structure's state moved meanwhile and is skipped there.
@@ -34,19 +34,20 @@ func (s *Store) ExportJobs(ctx context.Context, fn func(*core.Job) error) error 
 	if s.isClosed() {
 		return core.ErrClosed
 	}
-	pipe := s.rdb.Pipeline()
-	cfgs := pipe.HKeys(ctx, s.keys.topics)
-	seen := pipe.ZRange(ctx, s.keys.seen, 0, -1)
-	if _, err := pipe.Exec(ctx); err != nil {
+	topics, err := s.knownTopics(ctx)
+	if err != nil {
 		return unavailable("export jobs", err)
 	}
-	topics := append(cfgs.Val(), seen.Val()...)
-	slices.Sort(topics)
-	topics = slices.Compact(topics)
-	type walk struct{ which, topic, state string }
-	walks := []walk{{"sched", "", string(core.StateScheduled)}, {"lease", "", string(core.StateReserved)}}
+	// states are the states a job of a structure may be stored with.
+	type walk struct {
+		which, topic string
+		states       []core.State
+	}
+	walks := []walk{{"lease", "", []core.State{core.StateReserved}}}
 	for _, t := range topics {
-		walks = append(walks, walk{"ready", t, string(core.StateReady)}, walk{"dead", t, string(core.StateDead)})
+		walks = append(walks,
+			walk{"queue", t, []core.State{core.StateScheduled, core.StateReady}},
+			walk{"dead", t, []core.State{core.StateDead}})
 	}
 	for n := range s.cfg.Shards {
 		for _, w := range walks {
@@ -55,12 +56,12 @@ func (s *Store) ExportJobs(ctx context.Context, fn func(*core.Job) error) error 
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				c := s.shardCall(scriptExport, n, s.clock.Now(), w.which, w.topic, score, member, exportPage)
+				c := s.shardCall(scriptExport, n, w.which, w.topic, score, member, exportPage)
 				rows, err := s.run(ctx, []call{c})[0].Slice()
 				if err != nil {
 					return unavailable("export jobs", err)
 				}
-				now := s.now()
+				now := msTime(s.serverNow())
 				for _, r := range rows {
 					row := asSlice(r)
 					if len(row) < 3 {
@@ -75,7 +76,7 @@ func (s *Store) ExportJobs(ctx context.Context, fn func(*core.Job) error) error 
 					if err != nil {
 						return err
 					}
-					if string(j.State) != w.state {
+					if !slices.Contains(w.states, j.State) {
 						continue // moved meanwhile: seen where it went, if anywhere
 					}
 					if err := fn(view(j, now)); err != nil {
@@ -103,8 +104,7 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*core.Job) ([]bool, error
 	if len(jobs) == 0 {
 		return results, nil
 	}
-	now := s.clock.Now()
-	if err := s.markSeen(ctx, jobs, now); err != nil {
+	if err := s.markSeen(ctx, jobs, s.clock.Now()); err != nil {
 		return nil, err
 	}
 	byShard := map[int][]int{}
@@ -136,20 +136,20 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*core.Job) ([]bool, error
 					core.CutError(j.LastError), j.CreatedAt.UnixMilli(), updated)
 			}
 			chunks = append(chunks, chunk{n, idx})
-			calls = append(calls, s.shardCall(scriptImport, n, now, args...))
+			calls = append(calls, s.shardCall(scriptImport, n, args...))
 		}
 	}
 	var firstErr error
 	for ci, cmd := range s.run(ctx, calls) {
 		res, err := cmd.Slice()
-		if err == nil && len(res) < 3 {
+		if err == nil && len(res) < 2 {
 			err = errShortReply
 		}
 		if err != nil {
 			firstErr = cmp.Or(firstErr, err)
 			continue
 		}
-		s.afterScript(chunks[ci].shard, res[1], res[2])
+		s.applyQueued(chunks[ci].shard, res[1])
 		out := asSlice(res[0])
 		if len(out) != len(chunks[ci].idx) {
 			firstErr = cmp.Or(firstErr, errShortReply)

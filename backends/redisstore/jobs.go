@@ -57,20 +57,20 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 			args = append(args, j.ID, j.Topic, j.Key, string(j.Body), j.RunAt.UnixMilli(),
 				j.TTR.Milliseconds(), j.MaxAttempts, j.TraceParent)
 		}
-		calls[ci] = s.shardCall(scriptPut, n, now, args...)
+		calls[ci] = s.shardCall(scriptPut, n, args...)
 	}
 	cmds := s.run(ctx, calls)
 	var firstErr error
 	for ci, n := range order {
 		res, err := cmds[ci].Slice()
-		if err == nil && len(res) < 3 {
+		if err == nil && len(res) < 2 {
 			err = errShortReply
 		}
 		if err != nil {
 			firstErr = cmp.Or(firstErr, err)
 			continue
 		}
-		s.afterScript(n, res[1], res[2])
+		s.applyQueued(n, res[1])
 		out := asSlice(res[0])
 		idx := byShard[n]
 		if len(out) != len(idx) {
@@ -88,6 +88,7 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 					firstErr = cmp.Or(firstErr, err)
 					continue
 				}
+				view(existing, msTime(s.serverNow()))
 				results[i].Err = conflict(existing, "job %q already exists as %s", id, existing.State)
 				if params.Replace {
 					results[i].Err = conflict(existing, "job %q is reserved", id)
@@ -101,14 +102,13 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 	return results, nil
 }
 
-// afterScript applies what a shard script reports: the shard's new next due
-// time (or -1) and the topics that got ready jobs.
-func (s *Store) afterScript(n int, head, woke any) {
-	if h := asInt(head); h >= 0 {
-		s.prom.lower(n, h)
-	}
-	for _, t := range asStrings(woke) {
-		s.wake(t, n)
+// applyQueued wakes this store's claims of the topics whose queues in
+// shard n a script made due earlier: its answer {topic, ms, ...} (other
+// stores learn it from the wake-up channel).
+func (s *Store) applyQueued(n int, v any) {
+	q := asSlice(v)
+	for i := 0; i+1 < len(q); i += 2 {
+		s.queued(asString(q[i]), n, asInt(q[i+1]))
 	}
 }
 
@@ -160,7 +160,7 @@ func (s *Store) GetJob(ctx context.Context, id string) (*core.Job, error) {
 		return nil, core.ErrClosed
 	}
 	n := s.keys.shardOf(id)
-	res, err := s.run(ctx, []call{s.shardCall(scriptGet, n, s.clock.Now(), id)})[0].Slice()
+	res, err := s.run(ctx, []call{s.shardCall(scriptGet, n, id)})[0].Slice()
 	if err == nil && len(res) != 1 {
 		err = errShortReply
 	}
@@ -175,7 +175,7 @@ func (s *Store) GetJob(ctx context.Context, id string) (*core.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	return view(j, s.now()), nil
+	return view(j, msTime(s.serverNow())), nil
 }
 
 // CancelJob implements core.Store. Not idempotent: a second cancel gets
@@ -287,20 +287,21 @@ func (s *Store) byID(ctx context.Context, sc *redis.Script, what, id string, arg
 		return 0, nil, core.ErrClosed
 	}
 	n := s.keys.shardOf(id)
-	res, err := s.run(ctx, []call{s.shardCall(sc, n, s.clock.Now(), args...)})[0].Slice()
+	res, err := s.run(ctx, []call{s.shardCall(sc, n, args...)})[0].Slice()
 	if err == nil && len(res) < 3 {
 		err = errShortReply
 	}
 	if err != nil {
 		return 0, nil, unavailable(what, err)
 	}
-	s.afterScript(n, int64(-1), res[2])
+	s.applyQueued(n, res[2])
 	code := asInt(res[0])
 	var job *core.Job
 	if flat := asSlice(res[1]); len(flat) > 0 {
 		if job, err = decodeFlat(id, flat); err != nil {
 			return 0, nil, err
 		}
+		view(job, msTime(s.serverNow()))
 	}
 	if code == 2 && job == nil {
 		return 0, nil, unavailable(what, errShortReply)
@@ -354,10 +355,9 @@ func (s *Store) ListDeadJobs(ctx context.Context, params *core.ListDeadJobsParam
 		}
 		byShard[n] = append(byShard[n], d.id)
 	}
-	now := s.clock.Now()
 	calls := make([]call, len(order))
 	for i, n := range order {
-		calls[i] = s.shardCall(scriptGet, n, now, byShard[n]...)
+		calls[i] = s.shardCall(scriptGet, n, byShard[n]...)
 	}
 	got := map[string]*core.Job{}
 	for i, cmd := range s.run(ctx, calls) {

@@ -20,7 +20,7 @@ type keys struct {
 // shardKeys are the fixed keys of one shard, all under its hash tag.
 type shardKeys struct {
 	base  string   // "{<prefix>:<n>}", the hash tag and head of every key
-	fixed []string // KEYS of every shard script: sched, lease, counts, fin, finq
+	fixed []string // KEYS of every shard script: lease, counts, fin, finq
 	num   string   // the shard number, as scripts get it
 }
 
@@ -40,7 +40,7 @@ func newKeys(prefix string, shards int) keys {
 		base := "{" + prefix + ":" + strconv.Itoa(i) + "}"
 		k.shard[i] = shardKeys{
 			base:  base,
-			fixed: []string{base + ":sched", base + ":lease", base + ":n", base + ":fin", base + ":finq"},
+			fixed: []string{base + ":lease", base + ":n", base + ":fin", base + ":finq"},
 			num:   strconv.Itoa(i),
 		}
 	}
@@ -57,8 +57,8 @@ func (k *keys) shardOf(id string) int {
 // job returns the key of job id's hash.
 func (k *keys) job(id string) string { return k.shard[k.shardOf(id)].base + ":j:" + id }
 
-// ready returns the key of topic's ready set in shard n.
-func (k *keys) ready(n int, topic string) string { return k.shard[n].base + ":ready:" + topic }
+// queue returns the key of topic's queue in shard n.
+func (k *keys) queue(n int, topic string) string { return k.shard[n].base + ":q:" + topic }
 
 // dead returns the key of topic's dead set in shard n.
 func (k *keys) dead(n int, topic string) string { return k.shard[n].base + ":dead:" + topic }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"embed"
 	"strconv"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -17,7 +16,7 @@ var luaFS embed.FS
 var (
 	scriptPut     = shardScript("put.lua")
 	scriptClaim   = shardScript("claim.lua")
-	scriptPromote = shardScript("promote.lua")
+	scriptExpire  = shardScript("expire.lua")
 	scriptCancel  = shardScript("cancel.lua")
 	scriptLease   = shardScript("lease.lua")
 	scriptRequeue = shardScript("requeue.lua")
@@ -25,10 +24,11 @@ var (
 	scriptGet     = shardScript("get.lua")
 	scriptImport  = shardScript("import.lua")
 	scriptExport  = shardScript("export.lua")
+	scriptMigrate = shardScript("migrate.lua")
 	scriptPrune   = redis.NewScript(mustRead("prune.lua"))
 
-	allScripts = []*redis.Script{scriptPut, scriptClaim, scriptPromote, scriptCancel, scriptLease,
-		scriptRequeue, scriptStats, scriptGet, scriptImport, scriptExport, scriptPrune}
+	allScripts = []*redis.Script{scriptPut, scriptClaim, scriptExpire, scriptCancel, scriptLease,
+		scriptRequeue, scriptStats, scriptGet, scriptImport, scriptExport, scriptMigrate, scriptPrune}
 )
 
 func mustRead(name string) string {
@@ -61,14 +61,19 @@ type call struct {
 	args   []any
 }
 
-// shardCall returns a call of a shard script on shard n at now, with the
-// common arguments lib.lua expects before the script's own: now in ms
-// (truncated, as stores keep times) and in µs (to order deaths).
-func (s *Store) shardCall(sc *redis.Script, n int, now time.Time, extra ...any) call {
+// shardCall returns a call of a shard script on shard n, with the common
+// arguments lib.lua expects before the script's own: the shard's base, now
+// (empty: the script reads the server's clock; with Config.TimeFromClock,
+// the store's clock in ms), the wake-up channel, the shard number and the
+// retention.
+func (s *Store) shardCall(sc *redis.Script, n int, extra ...any) call {
 	sk := &s.keys.shard[n]
-	args := make([]any, 0, 6+len(extra))
-	args = append(args, sk.base, now.UnixMilli(), now.UnixMicro(), s.keys.channel, sk.num,
-		strconv.FormatInt(s.cfg.Retention.Milliseconds(), 10))
+	args := make([]any, 0, 5+len(extra))
+	now := ""
+	if s.cfg.TimeFromClock {
+		now = strconv.FormatInt(s.clock.Now().UnixMilli(), 10)
+	}
+	args = append(args, sk.base, now, s.keys.channel, sk.num, s.retentionMS)
 	args = append(args, extra...)
 	return call{script: sc, keys: sk.fixed, args: args}
 }

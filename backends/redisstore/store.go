@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,7 +28,7 @@ const (
 	ShardsDefault = 16
 	// ShardsDefaultSingle is the shard count of a new prefix on one server
 	// (standalone or Sentinel): there shards spread nothing, and each costs
-	// Redis time in every promotion and claim (a third more CPU per job
+	// Redis time in every claim and expiry round (a third more CPU per job
 	// with 16 than with 1: go test -bench Burst with DELAYQ_BENCH_SHARDS).
 	ShardsDefaultSingle = 1
 	// ShardsMax is the largest shard count.
@@ -57,11 +60,20 @@ type Config struct {
 	//
 	// Defaults to RetentionDefault (72h).
 	Retention time.Duration
-	// Clock is where the store takes time from: run_at, leases and the
-	// promotion timer. Key TTLs (retention) run on the Redis server's clock.
+	// Clock times the store's waits: a claim waiting for the next due job,
+	// the expiry of leases. Due times, leases and every time a job records
+	// are judged by the Redis server's clock (TIME, in the scripts), so
+	// that instances whose clocks differ neither deliver early nor end a
+	// lease another instance still holds; the waits convert through the
+	// difference last seen between the two clocks. Key TTLs (retention)
+	// run on the server's clock too.
 	//
 	// Defaults to the real clock.
 	Clock core.Clock
+	// TimeFromClock makes the scripts take now from Clock instead of the
+	// server's clock: for tests that move a fake clock. Every store of a
+	// prefix must then agree on the time.
+	TimeFromClock bool
 	// Logger receives the store's warnings.
 	//
 	// Defaults to slog.Default().
@@ -126,25 +138,32 @@ type Store struct {
 	topics map[string]*topicState
 	seen   map[string]time.Time // topic -> when this store last marked it seen
 
-	bg     context.Context // background work (promotion); cancelled by Close
+	bg     context.Context // background work (expiry); cancelled by Close
 	stopBG context.CancelFunc
-	prom   *promoter
+	exp    *expirer
 	leases *leaseBatcher
 	// multiShard is set for a plain client, of a standalone server or a
-	// Sentinel-managed master, which has no slots: there one promote, claim
+	// Sentinel-managed master, which has no slots: there one claim, expire
 	// or lease script serves several shards, since each request costs the
 	// server far more than the commands in it (see doc.go, Scripts). A
 	// Cluster needs one shard (slot) per script.
 	multiShard bool
-	pubsub     *redis.PubSub
-	wg         sync.WaitGroup
+	// skew is the server's clock minus the store's (ms), as last seen in a
+	// script's answer: waits for due times and lease expiries, which the
+	// server states on its clock, convert through it.
+	skew        atomic.Int64
+	retentionMS string // Config.Retention in ms, as scripts get it
+	pubsub      *redis.PubSub
+	wg          sync.WaitGroup
 }
 
 var _ core.Store = (*Store)(nil)
 
 // New opens a store: it checks that Redis answers and that the prefix's
 // shard count matches (recording it for a new prefix), loads the scripts,
-// subscribes to the prefix's wake-up channel and starts promotion. Every
+// moves the jobs of a prefix of an earlier layout into queues (migrate),
+// subscribes to the prefix's wake-up channel and starts ending expired
+// leases. Every
 // instance of a deployment calls New with the same Prefix and Shards.
 // Errors: an invalid configuration, a shard count other than the one
 // recorded, or ErrUnavailable when Redis does not answer.
@@ -169,6 +188,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		done:   make(chan struct{}),
 		topics: make(map[string]*topicState),
 		seen:   make(map[string]time.Time),
+
+		retentionMS: strconv.FormatInt(cfg.Retention.Milliseconds(), 10),
 	}
 	// Only a plain client talks to one server: a ClusterClient (or a Ring)
 	// spreads keys over several.
@@ -179,15 +200,18 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if err := loadScripts(ctx, s.rdb); err != nil {
 		return nil, unavailable("load scripts", err)
 	}
-	// Subscribe before the first promotion reads the shards, so that no
-	// wake-up published after that read is missed.
+	if err := s.migrate(ctx); err != nil {
+		return nil, err
+	}
+	// Subscribe before the first claim or expiry reads the shards, so that
+	// no wake-up published after that read is missed.
 	s.pubsub = s.rdb.Subscribe(ctx, s.keys.channel)
 	if _, err := s.pubsub.Receive(ctx); err != nil {
 		_ = s.pubsub.Close()
 		return nil, unavailable("subscribe", err)
 	}
 	s.bg, s.stopBG = context.WithCancel(context.WithoutCancel(ctx))
-	s.prom = newPromoter(s)
+	s.exp = newExpirer(s)
 	s.leases = newLeaseBatcher(s)
 	msgs := s.pubsub.ChannelWithSubscriptions(redis.WithChannelSize(4096))
 	s.wg.Add(3)
@@ -201,7 +225,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}()
 	go func() {
 		defer s.wg.Done()
-		s.prom.run()
+		s.exp.run()
 	}()
 	return s, nil
 }
@@ -243,11 +267,76 @@ func (s *Store) checkShards(ctx context.Context) error {
 	return nil
 }
 
-// listen handles the wake-up channel: ready jobs in a shard that had none
-// wake this store's claims of the topic; an earlier due time of a shard
-// re-arms promotion. A (re)subscription means messages may have been lost
-// (Redis restarted, the connection dropped), so everything is looked at
-// again.
+// layout names the key layout of this version in the prefix's meta hash:
+// jobs wait in per-topic queues. A prefix without it was written by an
+// earlier version (one schedule of every topic, per-topic ready sets).
+const layout = "queues"
+
+// migratePage is how many scheduled jobs one migrate script moves.
+const migratePage = 1000
+
+// migrate moves the waiting jobs of a prefix of the earlier layout into
+// their topics' queues and records the layout. It runs once per prefix;
+// the instances of the earlier version must be stopped first (CHANGELOG).
+func (s *Store) migrate(ctx context.Context) error {
+	got, err := s.rdb.HGet(ctx, s.keys.meta, "layout").Result()
+	switch {
+	case err == nil && got == layout:
+		return nil
+	case err == nil:
+		return fmt.Errorf("redisstore: prefix %q has key layout %q, which this version does not know", s.cfg.Prefix, got)
+	case !errors.Is(err, redis.Nil):
+		return unavailable("read layout", err)
+	}
+	topics, err := s.knownTopics(ctx)
+	if err != nil {
+		return unavailable("migrate", err)
+	}
+	args := []any{migratePage}
+	for _, t := range topics {
+		args = append(args, t)
+	}
+	var moved int64
+	for n := range s.cfg.Shards {
+		for {
+			k, err := s.run(ctx, []call{s.shardCall(scriptMigrate, n, args...)})[0].Int64()
+			if err != nil {
+				return unavailable("migrate", err)
+			}
+			if k == 0 {
+				break
+			}
+			moved += k
+		}
+	}
+	if err := s.rdb.HSet(ctx, s.keys.meta, "layout", layout).Err(); err != nil {
+		return unavailable("migrate", err)
+	}
+	if moved > 0 {
+		s.log.Info("redisstore: moved waiting jobs into per-topic queues", "prefix", s.cfg.Prefix, "jobs", moved)
+	}
+	return nil
+}
+
+// knownTopics lists, sorted, the topics that are configured or in the topic
+// registry: every topic that holds jobs.
+func (s *Store) knownTopics(ctx context.Context) ([]string, error) {
+	pipe := s.rdb.Pipeline()
+	cfgs := pipe.HKeys(ctx, s.keys.topics)
+	seen := pipe.ZRange(ctx, s.keys.seen, 0, -1)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	topics := append(cfgs.Val(), seen.Val()...)
+	slices.Sort(topics)
+	return slices.Compact(topics), nil
+}
+
+// listen handles the wake-up channel: a queue that got a job due earlier
+// than its head wakes this store's claims of the topic; an earlier lease
+// expiry of a shard re-arms the expirer. A (re)subscription means messages
+// may have been lost (Redis restarted, the connection dropped), so
+// everything is looked at again.
 func (s *Store) listen(msgs <-chan any) {
 	for m := range msgs {
 		switch m := m.(type) {
@@ -255,7 +344,7 @@ func (s *Store) listen(msgs <-chan any) {
 			if m.Kind == "subscribe" {
 				s.log.Info("redisstore: wake-up channel subscribed again; rescanning shards", "prefix", s.cfg.Prefix)
 				s.wakeAll()
-				s.prom.all()
+				s.exp.all()
 			}
 		case *redis.Message:
 			s.handleWake(m.Payload)
@@ -263,33 +352,35 @@ func (s *Store) listen(msgs <-chan any) {
 	}
 }
 
-// handleWake applies one wake-up message: "r <shard> <topic>" or
-// "s <shard> <ms>".
+// handleWake applies one wake-up message: "q <shard> <ms> <topic>" (the
+// topic's queue in the shard has a job due at ms, earlier than what it
+// held) or "s <shard> <ms>" (a lease of the shard expires at ms, earlier
+// than the others). Others are ignored.
 func (s *Store) handleWake(p string) {
-	if len(p) < 4 || p[1] != ' ' {
+	kind, rest, ok := strings.Cut(p, " ")
+	if !ok {
 		return
 	}
-	rest := p[2:]
-	sp := 0
-	for sp < len(rest) && rest[sp] != ' ' {
-		sp++
-	}
-	if sp == len(rest) {
+	num, rest, ok := strings.Cut(rest, " ")
+	if !ok {
 		return
 	}
-	shard, err := strconv.Atoi(rest[:sp])
+	shard, err := strconv.Atoi(num)
 	if err != nil || shard < 0 || shard >= s.cfg.Shards {
 		return
 	}
-	arg := rest[sp+1:]
-	switch p[0] {
-	case 'r':
-		s.wake(arg, shard)
-	case 's':
-		at, err := strconv.ParseInt(arg, 10, 64)
-		if err == nil {
-			s.prom.lower(shard, at)
+	ms, topic, _ := strings.Cut(rest, " ")
+	at, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return
+	}
+	switch kind {
+	case "q":
+		if topic != "" {
+			s.queued(topic, shard, at)
 		}
+	case "s":
+		s.exp.lower(shard, at)
 	}
 }
 
@@ -330,8 +421,23 @@ func (s *Store) isClosed() bool {
 	return s.closed
 }
 
-// now returns the store's time at ms precision, as stores keep times.
-func (s *Store) now() time.Time { return s.clock.Now().UTC().Truncate(time.Millisecond) }
+// serverNow estimates the Redis server's time (Unix ms) from the store's
+// clock and the skew last seen.
+func (s *Store) serverNow() int64 { return s.clock.Now().UnixMilli() + s.skew.Load() }
+
+// sawServerNow records the server's time a script answered, as a string of
+// Unix ms, and returns it (or the estimate, for a malformed answer).
+func (s *Store) sawServerNow(v any) int64 {
+	now := asInt(v)
+	if now < 0 {
+		return s.serverNow()
+	}
+	s.skew.Store(now - s.clock.Now().UnixMilli())
+	return now
+}
+
+// localAt converts a time of the server's clock (Unix ms) into the store's.
+func (s *Store) localAt(ms int64) time.Time { return time.UnixMilli(ms - s.skew.Load()) }
 
 // unavailable wraps an infrastructure failure.
 func unavailable(what string, err error) error {

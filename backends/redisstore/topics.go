@@ -143,7 +143,7 @@ func (s *Store) ListTopics(ctx context.Context) ([]*core.Topic, error) {
 	if err != nil {
 		return nil, err
 	}
-	cutoff := s.now().Add(-pruneAfter).UnixMilli()
+	cutoff := s.clock.Now().Add(-pruneAfter).UnixMilli()
 	var prune []any
 	for i, name := range names {
 		var t *core.Topic
@@ -185,14 +185,13 @@ func (s *Store) visible(st topicStat) bool {
 // stats sums the counts of names over every shard, one stats script per
 // shard in one pipeline.
 func (s *Store) stats(ctx context.Context, names []string) ([]topicStat, error) {
-	now := s.clock.Now()
 	args := make([]any, len(names))
 	for i, n := range names {
 		args[i] = n
 	}
 	calls := make([]call, s.cfg.Shards)
 	for n := range calls {
-		calls[n] = s.shardCall(scriptStats, n, now, args...)
+		calls[n] = s.shardCall(scriptStats, n, args...)
 	}
 	out := make([]topicStat, len(names))
 	for _, cmd := range s.run(ctx, calls) {

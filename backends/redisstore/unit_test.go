@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"regexp"
 	"slices"
@@ -204,7 +205,7 @@ func TestKeyLayout(t *testing.T) {
 			bodyKeys++
 			continue
 		}
-		require.Regexp(t, `^(sched|lease|n|fin|finq|ready:a\.b|dead:a\.b)$`, m[2], "key %q", k)
+		require.Regexp(t, `^(lease|n|fin|finq|q:a\.b|dead:a\.b)$`, m[2], "key %q", k)
 	}
 	require.Equal(t, len(jobs), jobKeys)
 	require.Equal(t, big, bodyKeys, "bodies over 64 bytes live apart")
@@ -227,7 +228,7 @@ func TestKeyLayout(t *testing.T) {
 	}
 	for n := range 4 {
 		sk := s.keys.shard[n]
-		for _, k := range append(sk.fixed, s.keys.ready(n, "a.b"), s.keys.dead(n, "a.b"), sk.base+":j:x") {
+		for _, k := range append(sk.fixed, s.keys.queue(n, "a.b"), s.keys.dead(n, "a.b"), sk.base+":j:x") {
 			require.Equal(t, hashTag(sk.fixed[0]), hashTag(k), "key %q of shard %d", k, n)
 		}
 	}
@@ -243,14 +244,14 @@ func hashTag(k string) string {
 	return k
 }
 
-// TestFakeClockPromotion: with a fake clock, the promoter wakes at a job's
-// run_at on the clock, not before, and the waiting claim reserves the job
-// at exactly its run_at; an expired lease on the last attempt sends the job
-// dead at the lease's expiry.
-func TestFakeClockPromotion(t *testing.T) {
+// TestFakeClockDueAndExpiry: with a fake clock (TimeFromClock), a waiting
+// claim wakes at a job's run_at on the clock, not before, and reserves the
+// job at exactly its run_at; an expired lease on the last attempt sends the
+// job dead at the lease's expiry.
+func TestFakeClockDueAndExpiry(t *testing.T) {
 	t.Parallel()
 	clock := coretest.NewFakeClockAt(time.Now().Add(time.Hour).Truncate(time.Second))
-	s := openStore(t, standaloneURL(t), uniquePrefix(t.Name()), func(c *Config) { c.Clock = clock })
+	s := openStore(t, standaloneURL(t), uniquePrefix(t.Name()), func(c *Config) { c.Clock = clock; c.TimeFromClock = true })
 	ctx := t.Context()
 	j := job("fake", 0)
 	j.RunAt = clock.Now().Add(1500 * time.Millisecond).UTC()
@@ -267,8 +268,8 @@ func TestFakeClockPromotion(t *testing.T) {
 		jobs, err := s.ClaimJobs(ctx, &core.ClaimJobsParams{Topic: "fake", Max: 1, Wait: 10 * time.Second})
 		ch <- result{jobs, err}
 	}()
-	// The promoter's timer for run_at and the claim's wait.
-	require.NoError(t, clock.BlockUntilContext(ctx, 2))
+	// The expirer's timer, and the claim's wait and its timer for run_at.
+	require.NoError(t, clock.BlockUntilContext(ctx, 3))
 	clock.Advance(1499 * time.Millisecond)
 	got, err := s.GetJob(ctx, j.ID)
 	require.NoError(t, err)
@@ -291,7 +292,7 @@ func TestFakeClockPromotion(t *testing.T) {
 		dl, err := s.ListDeadJobs(ctx, &core.ListDeadJobsParams{Topic: "fake", Limit: 1})
 		return err == nil && len(dl) == 1
 	}
-	require.Eventually(t, dead, 5*time.Second, 5*time.Millisecond, "promoter ended the expired lease")
+	require.Eventually(t, dead, 5*time.Second, 5*time.Millisecond, "expirer ended the expired lease")
 	got, err = s.GetJob(ctx, j.ID)
 	require.NoError(t, err)
 	require.Equal(t, core.StateDead, got.State)
@@ -309,7 +310,7 @@ func TestRetention(t *testing.T) {
 	url := standaloneURL(t)
 	prefix := uniquePrefix(t.Name())
 	clock := coretest.NewFakeClock()
-	s := openStore(t, url, prefix, func(c *Config) { c.Retention = time.Second; c.Clock = clock })
+	s := openStore(t, url, prefix, func(c *Config) { c.Retention = time.Second; c.Clock = clock; c.TimeFromClock = true })
 	ctx := t.Context()
 	done := job("ret", -time.Hour)
 	done.RunAt = clock.Now().Add(-time.Second).UTC().Truncate(time.Millisecond)
@@ -366,10 +367,10 @@ func TestRetention(t *testing.T) {
 	_, err := s.GetTopic(ctx, "ret")
 	require.ErrorIs(t, err, core.ErrNotFound)
 	sk := s.keys.shard[0]
-	fields, err := rdb.HKeys(ctx, sk.fixed[3]).Result()
+	fields, err := rdb.HKeys(ctx, sk.base+":fin").Result()
 	require.NoError(t, err)
 	require.Empty(t, fields, "fin holds no count or bucket")
-	n, err := rdb.Exists(ctx, sk.fixed[4]).Result()
+	n, err := rdb.Exists(ctx, sk.base+":finq").Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "no bucket listed")
 
@@ -404,6 +405,7 @@ func TestFinishedCountsBounded(t *testing.T) {
 	s := openStore(t, standaloneURL(t), uniquePrefix(t.Name()), func(c *Config) {
 		c.Retention = retention
 		c.Clock = clock
+		c.TimeFromClock = true
 	})
 	rdb := newClient(t, standaloneURL(t))
 	ctx := t.Context()
@@ -427,11 +429,11 @@ func TestFinishedCountsBounded(t *testing.T) {
 			cancelled++
 		}
 		clock.Advance(time.Second)
-		n, err := rdb.HLen(ctx, sk.fixed[3]).Result()
+		n, err := rdb.HLen(ctx, sk.base+":fin").Result()
 		require.NoError(t, err)
 		// Two totals, and the buckets of 65 seconds.
 		require.LessOrEqual(t, n, int64(2+65), "fields of fin after %d s", i+1)
-		n, err = rdb.ZCard(ctx, sk.fixed[4]).Result()
+		n, err = rdb.ZCard(ctx, sk.base+":finq").Result()
 		require.NoError(t, err)
 		require.LessOrEqual(t, n, int64(65), "buckets listed after %d s", i+1)
 	}
@@ -452,10 +454,10 @@ func TestFinishedCountsBounded(t *testing.T) {
 	if err == nil {
 		require.Equal(t, core.Counts{}, tp.Counts)
 	}
-	n, err := rdb.ZCard(ctx, sk.fixed[4]).Result()
+	n, err := rdb.ZCard(ctx, sk.base+":finq").Result()
 	require.NoError(t, err)
 	require.Zero(t, n)
-	fields, err := rdb.HKeys(ctx, sk.fixed[3]).Result()
+	fields, err := rdb.HKeys(ctx, sk.base+":fin").Result()
 	require.NoError(t, err)
 	require.Empty(t, fields)
 }
@@ -533,4 +535,115 @@ func sum(xs []int) int {
 		n += x
 	}
 	return n
+}
+
+// skewedClock is the real clock moved by a fixed offset: an instance whose
+// clock is wrong.
+type skewedClock struct {
+	core.Clock
+	offset time.Duration
+}
+
+func (c skewedClock) Now() time.Time { return c.Clock.Now().Add(c.offset) }
+
+// TestClockSkew: an instance whose clock is an hour ahead or behind shares
+// a prefix with a correct one. Due times and leases are judged by the
+// server's clock, so it neither takes a job before its run_at nor ends a
+// lease the other instance holds, and it still delivers on time: its waits
+// convert through the skew it sees in the scripts' answers.
+func TestClockSkew(t *testing.T) {
+	t.Parallel()
+	const slack = 5 * time.Millisecond
+	for _, offset := range []time.Duration{time.Hour, -time.Hour} {
+		t.Run(offset.String(), func(t *testing.T) {
+			t.Parallel()
+			url, prefix := standaloneURL(t), uniquePrefix(t.Name())
+			right := openStore(t, url, prefix)
+			skewed := openStore(t, url, prefix, func(c *Config) {
+				c.Clock = skewedClock{core.RealClock(), offset}
+			})
+			ctx := t.Context()
+
+			// Not before its run_at, and not an hour late.
+			j := job("skew", 700*time.Millisecond)
+			put(t, right, j)
+			got := claim(t, skewed, "skew", 1, 5*time.Second)
+			at := time.Now()
+			require.Len(t, got, 1)
+			require.Equal(t, j.ID, got[0].ID)
+			require.False(t, at.Before(j.RunAt.Add(-slack)), "claimed %s before run_at", j.RunAt.Sub(at))
+			require.Less(t, at.Sub(j.RunAt), time.Second, "claimed late")
+			require.WithinDuration(t, at.Add(got[0].TTR), got[0].LeaseExpiresAt, 50*time.Millisecond,
+				"lease expiry on the server's clock")
+			require.NoError(t, settleErr(skewed.AckJob(ctx, &core.AckJobParams{ID: got[0].ID, Lease: got[0].Lease})))
+
+			// A lease the right instance holds is not ended by the skewed
+			// one: it gets the job only once the lease expired.
+			k := job("skew", 0)
+			k.TTR = 700 * time.Millisecond
+			put(t, right, k)
+			held := claim(t, right, "skew", 1, 5*time.Second)
+			require.Len(t, held, 1)
+			again := claim(t, skewed, "skew", 1, 5*time.Second)
+			at = time.Now()
+			require.Len(t, again, 1)
+			require.Equal(t, k.ID, again[0].ID)
+			require.Equal(t, 2, again[0].Attempt)
+			require.False(t, at.Before(held[0].LeaseExpiresAt.Add(-slack)), "lease ended %s early", held[0].LeaseExpiresAt.Sub(at))
+			require.ErrorIs(t, settleErr(right.AckJob(ctx, &core.AckJobParams{ID: k.ID, Lease: held[0].Lease})), core.ErrLeaseLost)
+			require.NoError(t, settleErr(skewed.AckJob(ctx, &core.AckJobParams{ID: k.ID, Lease: again[0].Lease})))
+		})
+	}
+}
+
+// TestMigrateLayout: a prefix written by an earlier version, with its
+// waiting jobs in one schedule of every topic and a ready set per topic, is
+// moved into the topics' queues at New, once: the jobs keep their run_at
+// and count as before, the old keys and scheduled counts are gone.
+func TestMigrateLayout(t *testing.T) {
+	t.Parallel()
+	url, prefix := standaloneURL(t), uniquePrefix(t.Name())
+	rdb := newClient(t, url)
+	ctx := t.Context()
+	base := "{" + prefix + ":0}"
+	now := time.Now().UnixMilli()
+	old := func(id, state string, runAt int64) {
+		require.NoError(t, rdb.HSet(ctx, base+":j:"+id, "s", state, "t", "mig", "r", runAt, "d", 30000,
+			"m", 3, "a", 0, "c", now, "u", now).Err())
+	}
+	require.NoError(t, rdb.HSet(ctx, "{"+prefix+"}:meta", "shards", 1).Err())
+	require.NoError(t, rdb.ZAdd(ctx, "{"+prefix+"}:seen", redis.Z{Score: float64(now), Member: "mig"}).Err())
+	for i := range 2500 { // more than a page
+		id := fmt.Sprintf("s%04d", i)
+		old(id, "scheduled", now+int64(time.Hour/time.Millisecond)+int64(i))
+		require.NoError(t, rdb.ZAdd(ctx, base+":sched", redis.Z{Score: float64(now + int64(time.Hour/time.Millisecond) + int64(i)), Member: id}).Err())
+	}
+	require.NoError(t, rdb.HSet(ctx, base+":n", "s:mig", 2500).Err())
+	for i := range 3 {
+		id := fmt.Sprintf("r%d", i)
+		old(id, "ready", now-int64(10-i))
+		require.NoError(t, rdb.ZAdd(ctx, base+":ready:mig", redis.Z{Score: float64(now - int64(10-i)), Member: id}).Err())
+	}
+
+	s := openStore(t, url, prefix)
+	tp, err := s.GetTopic(ctx, "mig")
+	require.NoError(t, err)
+	require.Equal(t, core.Counts{Scheduled: 2500, Ready: 3}, tp.Counts)
+	got := claim(t, s, "mig", 10, 0)
+	require.Equal(t, []string{"r0", "r1", "r2"}, []string{got[0].ID, got[1].ID, got[2].ID})
+	require.Len(t, got, 3)
+	n, err := rdb.Exists(ctx, base+":sched", base+":ready:mig").Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "the old keys are gone")
+	fields, err := rdb.HKeys(ctx, base+":n").Result()
+	require.NoError(t, err)
+	require.Equal(t, []string{"x:mig"}, fields, "no scheduled counts")
+	layoutNow, err := rdb.HGet(ctx, "{"+prefix+"}:meta", "layout").Result()
+	require.NoError(t, err)
+	require.Equal(t, layout, layoutNow)
+	// A second store finds the layout recorded and moves nothing.
+	openStore(t, url, prefix)
+	tp, err = s.GetTopic(ctx, "mig")
+	require.NoError(t, err)
+	require.Equal(t, core.Counts{Scheduled: 2500, Reserved: 3}, tp.Counts)
 }

@@ -1,98 +1,123 @@
--- claim.lua: reserve ready jobs of one topic.
+-- claim.lua: reserve due jobs of one topic straight from its queues.
 --
--- ARGV[7] topic; then groups of one shard each (one on a Cluster; several
--- on a standalone server, see use_shard): the shard's base and number, the
--- count of jobs, then per job its id and the lease token to give it. An id
--- no longer ready (another claim took it, or it was cancelled) is skipped.
+-- ARGV[6] topic; [7] the mode; then, for "take" (a standalone server):
+-- [8] max, [9] count of shards, their bases and numbers, then max lease
+-- tokens: the earliest max due jobs of the shards' queues, by run_at then
+-- id, are reserved, each with the next token. For "ids" (a Cluster, one
+-- shard per call, whose candidates the caller read and merged): [8] base,
+-- [9] number, [10] count, then per job its id and lease token; an id no
+-- longer due in the queue (another claim took it, or it was cancelled) is
+-- skipped.
 --
--- Returns per group {jobs, head, left}: for each job reserved, its id
--- followed by its fields (as job_all) as they were before the claim; the
--- shard's new next due time or -1;
--- how many ready jobs of the topic the shard still holds.
+-- Returns {now, groups}: the server's now, and per shard {jobs, lease,
+-- head}: for each job reserved {id, its fields (as job_all) as they were
+-- before the claim, its lease token}; the shard's earliest lease expiry when the
+-- call made it earlier, or -1; the run_at of the queue's first job after
+-- the claim, or -1 when it is empty.
 --
--- Few commands per job, since a burst claims every job once: one ZMSCORE
--- and one ZREM per shard, then per job one HGETALL (which also gives the
--- fields returned) and one HSET; a GET only for a body that is not in the
--- hash.
-local t = ARGV[7]
+-- Per job reserved: one HGETALL, which also gives the fields returned, and
+-- one HSET; a GET only for a body that is not in the hash. The queue and
+-- the lease set change in bulk, one ZREM and one ZADD per shard.
+local t = ARGV[6]
+local mode = ARGV[7]
 
--- claim_head0 sets head0 (the shard's due time before the call) as far as
--- publish_head needs it, before the new leases are added: a claim changes
--- only the lease set, so an earlier lease expiry already known settles it
--- with one command instead of head()'s two.
-local function claim_head0()
-  local b = redis.call('ZRANGE', K_LEASE, 0, 0, 'WITHSCORES')
-  if b[2] and lowest and tonumber(b[2]) <= lowest then
-    head0 = tonumber(b[2])
-  else
-    head0 = head()
-  end
-end
-
-local function claim_shard(ids, tokens)
-  local kr = key_ready(t)
+-- reserve reserves ids (due members of the shard's queue, each to be taken
+-- once) with their tokens.
+local function reserve(ids, tokens)
+  local kq = key_queue(t)
   local out, leases = {}, {}
-  if #ids > 0 then
-    -- Taken here only if still in the ready set: the script is atomic, so
-    -- this is the ZREM-returned-1 rule for every id at once.
-    local scores = redis.call('ZMSCORE', kr, unpack(ids))
-    local take, lease_of = {}, {}
-    for k, id in ipairs(ids) do
-      if scores[k] and not lease_of[id] then
-        take[#take + 1] = id
-        lease_of[id] = tokens[k]
+  if #ids > 0 then redis.call('ZREM', kq, unpack(ids)) end
+  for k, id in ipairs(ids) do
+    local kj = key_job(id)
+    local h = redis.call('HGETALL', kj)
+    if #h > 0 then
+      -- The fields are returned as read: the caller applies the claim's
+      -- changes (state, attempt, lease, expiry, updated) itself, which
+      -- spares Redis, the bottleneck of a burst, patching them here.
+      local d, a, inline
+      for f = 1, #h, 2 do
+        local name = h[f]
+        if name == 'd' then d = h[f + 1] elseif name == 'a' then a = h[f + 1] elseif name == 'b' then inline = true end
       end
-    end
-    if #take > 0 then redis.call('ZREM', kr, unpack(take)) end
-    for _, id in ipairs(take) do
-      local kj = key_job(id)
-      local h = redis.call('HGETALL', kj)
-      if #h > 0 then
-        -- The fields are returned as read: the caller applies the claim's
-        -- changes (state, attempt, lease, expiry, updated) itself, which
-        -- spares Redis, the bottleneck of a burst, patching them here.
-        local d, a, inline
-        for f = 1, #h, 2 do
-          local name = h[f]
-          if name == 'd' then d = h[f + 1] elseif name == 'a' then a = h[f + 1] elseif name == 'b' then inline = true end
+      local x = now + tonumber(d)
+      redis.call('HSET', kj, 's', 'reserved', 'a', int(tonumber(a) + 1), 'l', tokens[k], 'x', int(x), 'u', now_s)
+      if not inline then
+        local body = redis.call('GET', key_body(id))
+        if body then
+          h[#h + 1] = 'b'
+          h[#h + 1] = body
         end
-        local x = now + tonumber(d)
-        redis.call('HSET', kj, 's', 'reserved', 'a', int(tonumber(a) + 1), 'l', lease_of[id], 'x', int(x), 'u', now_s)
-        if not inline then
-          local body = redis.call('GET', key_body(id))
-          if body then
-            h[#h + 1] = 'b'
-            h[#h + 1] = body
-          end
-        end
-        leases[#leases + 1] = int(x)
-        leases[#leases + 1] = id
-        note_time(x)
-        out[#out + 1] = {id, h}
       end
+      leases[#leases + 1] = int(x)
+      leases[#leases + 1] = id
+      note_lease(x)
+      out[#out + 1] = {id, h, tokens[k]}
     end
   end
   if #leases > 0 then
-    claim_head0()
-    -- In bulk: link_lease for every job reserved.
     redis.call('ZADD', K_LEASE, unpack(leases))
     add_count('x:' .. t, #out)
   end
-  return {out, publish_head(), redis.call('ZCARD', kr)}
+  local h = redis.call('ZRANGE', kq, 0, 0, 'WITHSCORES')
+  return {out, lease_announced(), h[2] and tonumber(h[2]) or -1}
 end
 
 local results = {}
-local i = 8
-while i <= #ARGV do
-  use_shard(ARGV[i], ARGV[i + 1])
-  local count = tonumber(ARGV[i + 2])
-  i = i + 3
-  local ids, tokens = {}, {}
-  for _ = 1, count do
-    ids[#ids + 1] = ARGV[i]
-    tokens[#tokens + 1] = ARGV[i + 1]
-    i = i + 2
+if mode == 'take' then
+  local max, count = tonumber(ARGV[8]), tonumber(ARGV[9])
+  local groups = {}
+  for g = 1, count do
+    local b, n = ARGV[8 + 2 * g], ARGV[9 + 2 * g]
+    use_shard(b, n)
+    local due = redis.call('ZRANGE', key_queue(t), '-inf', now_s, 'BYSCORE', 'LIMIT', 0, max, 'WITHSCORES')
+    groups[g] = {b = b, n = n, due = due, ids = {}, tokens = {}}
   end
-  results[#results + 1] = claim_shard(ids, tokens)
+  -- The earliest max of all shards, by run_at then id: with one shard, its
+  -- first max; with several, a merge of their sorted heads.
+  local tokens_at = 10 + 2 * count
+  local taken = 0
+  local pos = {}
+  for g = 1, count do pos[g] = 1 end
+  while taken < max do
+    local best, bs, bid
+    for g = 1, count do
+      local due = groups[g].due
+      local p = pos[g]
+      if due[p] then
+        local s, id = tonumber(due[p + 1]), due[p]
+        if not best or s < bs or (s == bs and id < bid) then best, bs, bid = g, s, id end
+      end
+    end
+    if not best then break end
+    local grp = groups[best]
+    grp.ids[#grp.ids + 1] = bid
+    grp.tokens[#grp.tokens + 1] = ARGV[tokens_at + taken]
+    pos[best] = pos[best] + 2
+    taken = taken + 1
+  end
+  for g = 1, count do
+    local grp = groups[g]
+    use_shard(grp.b, grp.n)
+    results[g] = reserve(grp.ids, grp.tokens)
+  end
+elseif mode == 'ids' then
+  use_shard(ARGV[8], ARGV[9])
+  local kq = key_queue(t)
+  local ids, tokens, seen = {}, {}, {}
+  local count = tonumber(ARGV[10])
+  for k = 1, count do
+    local id = ARGV[9 + 2 * k]
+    if not seen[id] then
+      seen[id] = true
+      local s = redis.call('ZSCORE', kq, id)
+      if s and tonumber(s) <= now then
+        ids[#ids + 1] = id
+        tokens[#tokens + 1] = ARGV[10 + 2 * k]
+      end
+    end
+  end
+  results[1] = reserve(ids, tokens)
+else
+  return redis.error_reply('redisstore: unknown claim mode ' .. tostring(mode))
 end
-return results
+return {now_s, results}

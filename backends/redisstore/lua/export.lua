@@ -1,8 +1,8 @@
 -- export.lua: read one page of a structure of one shard, for ExportJobs.
 --
--- ARGV[7] the structure: sched, lease, ready or dead; [8] the topic (ready
--- and dead); [9] and [10] the cursor, the score and id of the last member
--- of the previous page (empty for the first page); [11] the page size.
+-- ARGV[6] the structure: queue, lease or dead; [7] the topic (queue and
+-- dead); [8] and [9] the cursor, the score and id of the last member
+-- of the previous page (empty for the first page); [10] the page size.
 --
 -- Members come in the set's order (score, then id); a page starts after the
 -- cursor even when the cursor's member left the set meanwhile, so a job that
@@ -10,11 +10,10 @@
 --
 -- Returns, per member, its id, its score and the job's fields (job_all;
 -- empty when the hash is gone).
-local which, t, cs, cm, count = ARGV[7], ARGV[8], ARGV[9], ARGV[10], tonumber(ARGV[11])
+local which, t, cs, cm, count = ARGV[6], ARGV[7], ARGV[8], ARGV[9], tonumber(ARGV[10])
 local key
-if which == 'sched' then key = K_SCHED
+if which == 'queue' then key = key_queue(t)
 elseif which == 'lease' then key = K_LEASE
-elseif which == 'ready' then key = key_ready(t)
 elseif which == 'dead' then key = key_dead(t)
 else return redis.error_reply('redisstore: unknown structure ' .. which) end
 local rows

@@ -1,7 +1,7 @@
 -- import.lua: store exported jobs of one shard, in order, each only if its
 -- id is not in use.
 --
--- ARGV[7...] 13 per job: id, topic, key, body, run_at (ms), ttr (ms),
+-- ARGV[6...] 13 per job: id, topic, key, body, run_at (ms), ttr (ms),
 -- max_attempts, traceparent, state, attempt, last_error, created_at (ms),
 -- updated_at (ms, 0 for none); empty strings for none.
 --
@@ -12,12 +12,10 @@
 -- or now, as its time of death), reserved ready at once with no lease (its lease went with the
 -- old store; its run_at is kept, and a later one does not delay it).
 --
--- Returns {results, head, woke}: one result per job, 1 imported, 0
--- skipped; the shard's new next due time or -1 when it did not get
--- earlier; the topics that got ready jobs.
-head0 = head()
+-- Returns {results, queued}: one result per job, 1 imported, 0 skipped;
+-- the queue heads the call made earlier (announced).
 local out = {}
-for i = 7, #ARGV, 13 do
+for i = 6, #ARGV, 13 do
   local id, t, k, b = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local r, d, m, p = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
   local st, a, e, c = ARGV[i + 8], ARGV[i + 9], ARGV[i + 10], tonumber(ARGV[i + 11])
@@ -47,10 +45,8 @@ for i = 7, #ARGV, 13 do
     if p ~= '' then f[#f + 1] = 'p'; f[#f + 1] = p end
     if e ~= '' then f[#f + 1] = 'e'; f[#f + 1] = e end
     redis.call('HSET', kj, unpack(f))
-    if state == 'ready' then
-      link_ready(id, t, score)
-    elseif state == 'scheduled' then
-      link_sched(id, t, r)
+    if state ~= 'dead' then
+      link_queue(id, t, score)
     else
       local us = now_us
       if u ~= now then us = u * 1000 end
@@ -59,4 +55,4 @@ for i = 7, #ARGV, 13 do
     out[#out + 1] = 1
   end
 end
-return {out, publish_head(), woke}
+return {out, announced()}

@@ -1,20 +1,26 @@
 -- lease.lua: end or extend deliveries, given their leases.
 --
--- ARGV[7...] groups of one shard each (one group on a Cluster; several on a
+-- ARGV[6...] groups of one shard each (one group on a Cluster; several on a
 -- standalone server, see use_shard): the shard's base and number, the count
 -- of deliveries, then 5 per delivery: op (ack, retry, bury or touch), id,
--- lease, run_at (ms) for retry, last error for retry and bury. Several
--- callers' deliveries are coalesced into one run (see leaseBatcher), so each
--- is handled on its own: one that fails (a Redis error) is answered with its
--- error and the others go on.
+-- lease, run_at (ms; 0 for now) for retry, last error for retry and bury.
+-- Several callers' deliveries are coalesced into one run (see
+-- leaseBatcher), so each is handled on its own: one that fails (a Redis
+-- error) is answered with its error and the others go on.
 --
--- Returns per group {results, head, woke}: per delivery {code, job}: 0 done,
--- 1 not found, 3 lease lost (not the current lease, or expired), -1 failed
--- (job is then the error text); touch returns the job (job_all). Ack, retry
--- and bury return {0, topic, attempt, state after the call} instead, fields
--- load read already (core.SettleResult), flat, so that a burst of acks
--- costs no table per delivery here nor array in the client. head is the
--- shard's new next due time or -1.
+-- Returns per group {results, lease, queued}: per delivery {code, job}: 0
+-- done, 1 not found, 3 lease lost (not the current lease, or expired), -1
+-- failed (job is then the error text); touch returns the job (job_all).
+-- Ack, retry and bury return {0, topic, attempt, state after the call}
+-- instead, fields load read already (core.SettleResult), flat, so that a
+-- burst of acks costs no table per delivery here nor array in the client.
+-- lease is the shard's earliest lease expiry when a touch made it earlier,
+-- or -1; queued the queue heads the call made earlier.
+--
+-- An ack writes the job hash once (state and time; the lease fields stay,
+-- meaningless once the job is not reserved) and sets its expiry; the lease
+-- set and the counts change once per call.
+
 -- acked counts the acknowledged jobs per topic, for one update of the
 -- topic's done count per shard (fin_add).
 local acked, acked_topics
@@ -39,14 +45,14 @@ local function one(op, id, lease, r, etext)
   local kj = key_job(id)
   if op == 'touch' then
     local x = now + j.d
+    note_lease(x)
     redis.call('ZADD', K_LEASE, int(x), id)
     redis.call('HSET', kj, 'x', int(x))
     return {0, job_all(id)}
   end
   if op == 'ack' then
-    -- unlink and finish(id, j, 'done'), with the lease set and the counts
-    -- updated once per call below.
-    redis.call('HDEL', kj, 'l', 'x')
+    -- finish(id, j, 'done'), with the lease set and the counts updated
+    -- once per call below.
     redis.call('HSET', kj, 's', 'done', 'u', now_s)
     redis.call('PEXPIRE', kj, retention)
     if not j.b then
@@ -65,23 +71,12 @@ local function one(op, id, lease, r, etext)
   unlink(id, j)
   local state = 'dead'
   if op == 'retry' then
-    if head0 == nil then
-      flush()
-      head0 = head()
-    end
-    redis.call('HDEL', kj, 'l', 'x')
-    redis.call('HSET', kj, 'e', etext, 'u', now_s, 'r', int(r))
-    if r <= now then
-      state = 'ready'
-      redis.call('HSET', kj, 's', 'ready')
-      link_ready(id, j.t, r)
-    else
-      state = 'scheduled'
-      redis.call('HSET', kj, 's', 'scheduled')
-      link_sched(id, j.t, r)
-    end
+    if r == 0 then r = now end
+    state = 'scheduled'
+    if r <= now then state = 'ready' end
+    redis.call('HSET', kj, 's', state, 'e', etext, 'u', now_s, 'r', int(r))
+    link_queue(id, j.t, r)
   else -- bury
-    redis.call('HDEL', kj, 'l', 'x')
     redis.call('HSET', kj, 's', 'dead', 'e', etext, 'u', now_s)
     link_dead(id, j.t, now_us)
   end
@@ -89,7 +84,7 @@ local function one(op, id, lease, r, etext)
 end
 
 local results = {}
-local i = 7
+local i = 6
 while i <= #ARGV do
   use_shard(ARGV[i], ARGV[i + 1])
   local count = tonumber(ARGV[i + 2])
@@ -113,6 +108,6 @@ while i <= #ARGV do
   end
   flush()
   for _, t in ipairs(acked_topics) do fin_add('d', t, acked[t]) end
-  results[#results + 1] = {out, publish_head(), woke}
+  results[#results + 1] = {out, lease_announced(), announced()}
 end
 return results

@@ -4,32 +4,47 @@
 -- hash tag, the base "{<prefix>:<shard>}" in ARGV[1], so each runs on one
 -- Redis Cluster slot. KEYS holds the shard's fixed keys (KEYS[1] routes the
 -- call); job and per-topic keys are built here from the base, under the
--- same tag. The exception: on a standalone server (no slots) the lease and
--- claim scripts may handle several shards in one run, switching with
--- use_shard, since each run costs the server far more than its commands.
+-- same tag. The exception: on a standalone server (no slots) the claim,
+-- expire and lease scripts may handle several shards in one run, switching
+-- with use_shard, since each run costs the server far more than its
+-- commands.
 --
--- Common ARGV: [1] base, [2] now (Unix ms), [3] now (Unix µs), [4] the
--- wake-up channel, [5] the shard number, [6] retention (ms). Script
--- arguments start at ARGV[7].
+-- Common ARGV: [1] base, [2] now (Unix ms) or empty for the server's clock
+-- (TIME), [3] the wake-up channel, [4] the shard number, [5] retention
+-- (ms). Script arguments start at ARGV[6].
 local base = ARGV[1]
-local now = tonumber(ARGV[2])
--- now_s is now as the caller sent it (an integer): formatting it again for
--- every write (int) showed in the server's profile.
-local now_s = ARGV[2]
-local now_us = tonumber(ARGV[3])
-local chan = ARGV[4]
-local shard = ARGV[5]
-local retention = ARGV[6]
 
-local K_SCHED = KEYS[1] -- zset: scheduled job ids by run_at (ms), all topics
-local K_LEASE = KEYS[2] -- zset: reserved job ids by lease expiry (ms), all topics
-local K_COUNT = KEYS[3] -- hash: "s:<topic>" scheduled and "x:<topic>" reserved counts
-local K_FIN = KEYS[4]   -- hash: counts of finished jobs, per topic and time bucket
-local K_FINQ = KEYS[5]  -- zset: the bucket fields of K_FIN by the end of their bucket (ms)
+-- int formats an integral number without exponent: Redis would otherwise
+-- turn large Lua numbers into "1.8e+15".
+local function int(n) return string.format('%d', n) end
+
+-- now is the server's time unless the caller gave one (a test's clock):
+-- every instance then judges due times and leases by one clock. now_us
+-- orders deaths within a millisecond.
+local now, now_us
+if ARGV[2] == '' then
+  local t = redis.call('TIME')
+  now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  now = math.floor(now_us / 1000)
+else
+  now = tonumber(ARGV[2])
+  now_us = now * 1000
+end
+-- now_s is now formatted once: formatting it for every write showed in the
+-- server's profile.
+local now_s = int(now)
+local chan = ARGV[3]
+local shard = ARGV[4]
+local retention = ARGV[5]
+
+local K_LEASE = KEYS[1] -- zset: reserved job ids by lease expiry (ms), all topics
+local K_COUNT = KEYS[2] -- hash: "x:<topic>" reserved counts
+local K_FIN = KEYS[3]   -- hash: counts of finished jobs, per topic and time bucket
+local K_FINQ = KEYS[4]  -- zset: the bucket fields of K_FIN by the end of their bucket (ms)
 
 local function key_job(id) return base .. ':j:' .. id end
 local function key_body(id) return base .. ':b:' .. id end
-local function key_ready(t) return base .. ':ready:' .. t end
+local function key_queue(t) return base .. ':q:' .. t end
 local function key_dead(t) return base .. ':dead:' .. t end
 
 -- INLINE_BODY is the longest body kept in the job hash. A longer one lives
@@ -50,40 +65,63 @@ local function job_all(id)
   return h
 end
 
--- int formats an integral number without exponent: Redis would otherwise
--- turn large Lua numbers into "1.8e+15".
-local function int(n) return string.format('%d', n) end
+-- Queue heads. A script that adds a job to a topic's queue ahead of the
+-- queue's earliest run_at (or to an empty queue) announces it, "q <shard>
+-- <ms> <topic>", so that claims waiting anywhere know when to look, and
+-- returns the same to its caller (announced()).
+local q_head, q_low, q_topics = {}, {}, {}
 
--- woke lists the topics this call made jobs ready in, for the caller to
--- wake its own claims; other instances learn through the channel.
-local woke, woke_set = {}, {}
-
--- head0 is the shard's next due time (earliest run_at or lease expiry)
--- before the call, lowest the earliest time the call added.
-local head0, lowest = nil, nil
-
-local function head()
-  local h = false
-  local a = redis.call('ZRANGE', K_SCHED, 0, 0, 'WITHSCORES')
-  if a[2] then h = tonumber(a[2]) end
-  local b = redis.call('ZRANGE', K_LEASE, 0, 0, 'WITHSCORES')
-  if b[2] then
-    local v = tonumber(b[2])
-    if not h or v < h then h = v end
+-- link_queue adds job id of topic t to its queue, due at r.
+local function link_queue(id, t, r)
+  if q_head[t] == nil then
+    local h = redis.call('ZRANGE', key_queue(t), 0, 0, 'WITHSCORES')
+    q_head[t] = h[2] and tonumber(h[2]) or false
+    q_topics[#q_topics + 1] = t
   end
-  return h
+  if not q_low[t] or r < q_low[t] then q_low[t] = r end
+  redis.call('ZADD', key_queue(t), int(r), id)
 end
 
-local function note_time(at)
-  if lowest == nil or at < lowest then lowest = at end
+-- announced publishes the queue heads the call made earlier and returns
+-- them, {topic, ms, ...}.
+local function announced()
+  local out = {}
+  for _, t in ipairs(q_topics) do
+    local h, l = q_head[t], q_low[t]
+    if not h or l < h then
+      redis.call('PUBLISH', chan, 'q ' .. shard .. ' ' .. int(l) .. ' ' .. t)
+      out[#out + 1] = t
+      out[#out + 1] = int(l)
+    end
+  end
+  q_head, q_low, q_topics = {}, {}, {}
+  return out
 end
 
--- publish_head tells every instance when the call made the shard due
--- earlier than before, and returns that time, or -1.
-local function publish_head()
-  if lowest ~= nil and (not head0 or lowest < head0) then
-    redis.call('PUBLISH', chan, 's ' .. shard .. ' ' .. int(lowest))
-    return int(lowest)
+-- Lease head. lease_head0 is the shard's earliest lease expiry before the
+-- call (false for none), read before the first lease the call adds;
+-- lease_low the earliest the call added.
+local lease_head0, lease_low = nil, nil
+
+local function lease_head()
+  local h = redis.call('ZRANGE', K_LEASE, 0, 0, 'WITHSCORES')
+  return h[2] and tonumber(h[2]) or false
+end
+
+local function note_lease(x)
+  if lease_head0 == nil then lease_head0 = lease_head() end
+  if not lease_low or x < lease_low then lease_low = x end
+end
+
+-- lease_announced tells every instance, "s <shard> <ms>", when the call
+-- made the shard's earliest lease expiry earlier, and returns that time, or
+-- -1.
+local function lease_announced()
+  local h, l = lease_head0, lease_low
+  lease_head0, lease_low = nil, nil
+  if l ~= nil and (not h or l < h) then
+    redis.call('PUBLISH', chan, 's ' .. shard .. ' ' .. int(l))
+    return int(l)
   end
   return -1
 end
@@ -96,7 +134,8 @@ end
 
 -- load returns the fields of job id that scripts act on, or nil. b, the
 -- body when the hash holds it, tells that no body key exists: put and import
--- keep a body in one place only.
+-- keep a body in one place only. A job in its queue is stored as scheduled
+-- or ready (by its run_at when it got there); settle tells them apart.
 local function load(id)
   local v = redis.call('HMGET', key_job(id), 's', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b')
   if not v[1] then return nil end
@@ -106,11 +145,8 @@ end
 
 -- unlink takes job id out of the structure its state puts it in.
 local function unlink(id, j)
-  if j.s == 'scheduled' then
-    redis.call('ZREM', K_SCHED, id)
-    add_count('s:' .. j.t, -1)
-  elseif j.s == 'ready' then
-    redis.call('ZREM', key_ready(j.t), id)
+  if j.s == 'scheduled' or j.s == 'ready' then
+    redis.call('ZREM', key_queue(j.t), id)
   elseif j.s == 'reserved' then
     redis.call('ZREM', K_LEASE, id)
     add_count('x:' .. j.t, -1)
@@ -119,69 +155,36 @@ local function unlink(id, j)
   end
 end
 
--- link_ready adds job id to its topic's ready set; the first job of an
--- empty set is announced, so claims waiting anywhere wake up.
-local function link_ready(id, t, r)
-  local kr = key_ready(t)
-  if redis.call('ZCARD', kr) == 0 then
-    redis.call('PUBLISH', chan, 'r ' .. shard .. ' ' .. t)
-  end
-  redis.call('ZADD', kr, int(r), id)
-  if not woke_set[t] then
-    woke_set[t] = true
-    woke[#woke + 1] = t
-  end
-end
-
-local function link_sched(id, t, r)
-  redis.call('ZADD', K_SCHED, int(r), id)
-  add_count('s:' .. t, 1)
-  note_time(r)
-end
-
-local function link_lease(id, t, x)
-  redis.call('ZADD', K_LEASE, int(x), id)
-  add_count('x:' .. t, 1)
-  note_time(x)
-end
-
 -- link_dead adds job id to its topic's dead set, scored by time of death
 -- in µs so that deaths close together keep their order.
 local function link_dead(id, t, us)
   redis.call('ZADD', key_dead(t), int(us), id)
 end
 
--- promote_one makes a scheduled job whose run_at has come ready.
-local function promote_one(id, j)
-  unlink(id, j)
-  redis.call('HSET', key_job(id), 's', 'ready', 'u', int(j.r))
-  link_ready(id, j.t, j.r)
-  j.s = 'ready'
-end
-
--- expire_lease ends a reserved job's expired lease: the job is ready again,
--- or dead when it used its last attempt, with last error "lease expired".
+-- expire_lease ends a reserved job's expired lease: the job is ready again
+-- in its queue at its run_at, or dead when it used its last attempt, with
+-- last error "lease expired".
 local function expire_lease(id, j)
   unlink(id, j)
   local kj = key_job(id)
-  redis.call('HDEL', kj, 'l', 'x')
   if j.a >= j.m then
     redis.call('HSET', kj, 's', 'dead', 'u', int(j.x), 'e', 'lease expired')
     link_dead(id, j.t, j.x * 1000)
     j.s = 'dead'
   else
     redis.call('HSET', kj, 's', 'ready', 'u', int(j.x), 'e', 'lease expired')
-    link_ready(id, j.t, j.r)
+    link_queue(id, j.t, j.r)
     j.s = 'ready'
   end
   j.l = false
 end
 
--- settle brings job id up to now: due when its run_at passed, ready or dead
--- when its lease expired, whether or not a promoter got to it yet.
+-- settle brings job id up to now: ready when its run_at passed (nothing to
+-- write: the queue holds both), ready or dead when its lease expired,
+-- whether or not the expirer got to it yet.
 local function settle(id, j)
   if j.s == 'scheduled' and j.r <= now then
-    promote_one(id, j)
+    j.s = 'ready'
   elseif j.s == 'reserved' and j.x <= now then
     expire_lease(id, j)
   end
@@ -265,22 +268,21 @@ local function fin_forget(id, j)
 end
 
 -- finish makes job id done or cancelled: it expires after the retention
--- period, and counts as finished until then.
+-- period, and counts as finished until then. Its lease fields stay: they
+-- mean nothing once the job is not reserved, and deleting them would cost
+-- the server a write per job.
 local function finish(id, j, state)
   local kj = key_job(id)
-  redis.call('HDEL', kj, 'l', 'x')
   redis.call('HSET', kj, 's', state, 'u', now_s)
   redis.call('PEXPIRE', kj, retention)
   if not j.b then redis.call('PEXPIRE', key_body(id), retention) end
   if state == 'done' then fin_add('d', j.t, 1) else fin_add('c', j.t, 1) end
 end
 
--- use_shard makes the rest of the script act on shard n (base b): its keys,
--- and fresh woke, head0 and lowest. Only for a standalone server, whose
--- scripts may touch keys of several hash tags.
+-- use_shard makes the rest of the script act on shard n (base b): its keys.
+-- Only for a standalone server, whose scripts may touch keys of several
+-- hash tags.
 local function use_shard(b, n)
   base, shard = b, n
-  K_SCHED, K_LEASE, K_COUNT, K_FIN, K_FINQ = b .. ':sched', b .. ':lease', b .. ':n', b .. ':fin', b .. ':finq'
-  woke, woke_set = {}, {}
-  head0, lowest = nil, nil
+  K_LEASE, K_COUNT, K_FIN, K_FINQ = b .. ':lease', b .. ':n', b .. ':fin', b .. ':finq'
 end

@@ -1,24 +1,31 @@
 -- put.lua: store a batch of jobs of one shard, in order.
 --
--- ARGV[7] "1" to replace; then 8 per job: id, topic, key, body, run_at (ms),
+-- ARGV[6] "1" to replace; then 8 per job: id, topic, key, body, run_at (ms),
 -- ttr (ms), max_attempts, traceparent (empty strings for none).
 --
--- Returns {results, head, woke}: one result per job, 0 created, 1 replaced,
--- or the existing job (job_all) on a conflict; the shard's new next due time
--- or -1 when it did not get earlier; the topics that got ready jobs.
-local replace = ARGV[7] == '1'
-head0 = head()
+-- Returns {results, queued}: one result per job, 0 created, 1 replaced, or
+-- the existing job (job_all) on a conflict; the queue heads the call made
+-- earlier (announced).
+--
+-- A new id costs one EXISTS (of the job and its body key), one HSET (and a SET for a long body) and one
+-- ZADD: every write a script makes is also written to the AOF, which costs
+-- the server more than most commands themselves.
+local replace = ARGV[6] == '1'
 local out = {}
-for i = 8, #ARGV, 8 do
+for i = 7, #ARGV, 8 do
   local id, t, k, b = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local r, d, m, p = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
   local kj = key_job(id)
   local created = now
   local res = 0
-  local j = load(id)
-  if j then
-    settle(id, j)
-    if j.s == 'done' or j.s == 'cancelled' then
+  -- The body key too: a finished job's two keys expire apart, and a stale
+  -- body must not outlive it into a new job of the same id.
+  if redis.call('EXISTS', kj, key_body(id)) > 0 then
+    local j = load(id)
+    if j then settle(id, j) end
+    if not j then
+      -- only a stale body key
+    elseif j.s == 'done' or j.s == 'cancelled' then
       -- finished: overwritten by a fresh job, and no longer counted
       fin_forget(id, j)
     elseif not replace or j.s == 'reserved' then
@@ -28,9 +35,11 @@ for i = 8, #ARGV, 8 do
       created = tonumber(redis.call('HGET', kj, 'c'))
       unlink(id, j)
     end
+    if type(res) ~= 'table' then
+      redis.call('DEL', kj, key_body(id)) -- also drops a finished job's expiry
+    end
   end
   if type(res) ~= 'table' then
-    redis.call('DEL', kj, key_body(id)) -- also drops a finished job's expiry
     local state = 'scheduled'
     if r <= now then state = 'ready' end
     local f = {'s', state, 't', t, 'r', int(r), 'd', d, 'm', m, 'a', '0', 'c', int(created), 'u', now_s}
@@ -42,8 +51,8 @@ for i = 8, #ARGV, 8 do
     end
     if p ~= '' then f[#f + 1] = 'p'; f[#f + 1] = p end
     redis.call('HSET', kj, unpack(f))
-    if state == 'ready' then link_ready(id, t, r) else link_sched(id, t, r) end
+    link_queue(id, t, r)
   end
   out[#out + 1] = res
 end
-return {out, publish_head(), woke}
+return {out, announced()}

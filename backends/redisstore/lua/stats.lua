@@ -1,18 +1,19 @@
--- stats.lua: one shard's counts of the topics named in ARGV[7...].
+-- stats.lua: one shard's counts of the topics named in ARGV[6...].
 --
 -- It first drops the finished-count buckets past the retention (see
 -- fin_expire), all of them, so that the totals it reads count only jobs
--- within it.
+-- within it. A queued job counts as scheduled until its run_at, ready
+-- from then on.
 --
 -- Returns, per topic, {scheduled, ready, reserved, dead, done, cancelled}.
 while fin_expire(1000) == 1000 do end
 local out = {}
-for i = 7, #ARGV do
+for i = 6, #ARGV do
   local t = ARGV[i]
   local fin = redis.call('HMGET', K_FIN, 'd:' .. t, 'c:' .. t)
   out[#out + 1] = {
-    tonumber(redis.call('HGET', K_COUNT, 's:' .. t) or 0),
-    redis.call('ZCARD', key_ready(t)),
+    redis.call('ZCOUNT', key_queue(t), '(' .. now_s, '+inf'),
+    redis.call('ZCOUNT', key_queue(t), '-inf', now_s),
     tonumber(redis.call('HGET', K_COUNT, 'x:' .. t) or 0),
     redis.call('ZCARD', key_dead(t)),
     tonumber(fin[1] or 0),
