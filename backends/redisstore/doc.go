@@ -55,13 +55,17 @@
 // the server's clock. Empty key, body and traceparent are left out; l and x
 // stay once a lease ends and mean nothing unless the job is reserved. A
 // queued job is stored as scheduled or ready by its run_at when it was
-// queued; from its run_at on it is ready whatever the field says. A body longer than 64 bytes
-// is kept in its own string key instead, so that the hash keeps every value
-// within Redis's default hash-max-listpack-value (64) and with it the
+// queued; from its run_at on it is ready whatever the field says. A body
+// longer than the server's hash-max-listpack-value (64 by default; read at
+// New, the smallest of a Cluster's masters) is kept in its own string key
+// instead, so that the hash keeps every value within it and with it the
 // compact listpack encoding: one longer value turns the hash into a hash
 // table of about twice the memory (measured: 1 180 instead of about 620
-// bytes per pending job with a 200-byte body). Nothing ever scans the
-// keyspace: every read names its keys.
+// bytes per pending job with a 200-byte body). A key of its own costs the
+// server a write, a read and an expiry per job: raising
+// hash-max-listpack-value above the usual body size keeps bodies in the
+// hash and spares that. Nothing ever scans the keyspace: every read names
+// its keys.
 //
 // # Scripts
 //

@@ -124,7 +124,8 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*core.Job) ([]bool, error
 	var calls []call
 	for _, n := range order {
 		for idx := range slices.Chunk(byShard[n], importChunk) {
-			args := make([]any, 0, 13*len(idx))
+			args := make([]any, 0, 1+13*len(idx))
+			args = append(args, s.inlineBody)
 			for _, i := range idx {
 				j := jobs[i]
 				var updated int64

@@ -50,8 +50,8 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 	calls := make([]call, len(order))
 	for ci, n := range order {
 		idx := byShard[n]
-		args := make([]any, 0, 1+8*len(idx))
-		args = append(args, replace)
+		args := make([]any, 0, 2+8*len(idx))
+		args = append(args, replace, s.inlineBody)
 		for _, i := range idx {
 			j := params.Jobs[i]
 			args = append(args, j.ID, j.Topic, j.Key, string(j.Body), j.RunAt.UnixMilli(),

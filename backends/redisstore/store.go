@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -153,6 +154,14 @@ type Store struct {
 	// server states on its clock, convert through it.
 	skew        atomic.Int64
 	retentionMS string // Config.Retention in ms, as scripts get it
+	// inlineBody is the longest body kept in a job's hash: the server's
+	// hash-max-listpack-value (the smallest of a Cluster's masters), 64
+	// unless configured otherwise. A longer body gets a key of its own, so
+	// that the hash keeps its compact listpack encoding (a hash with one
+	// longer value becomes a hash table of about twice the memory); a body
+	// in the hash spares the server a key to write, read and expire per
+	// job. Either way is correct: the limit only chooses the encoding.
+	inlineBody int
 	pubsub      *redis.PubSub
 	wg          sync.WaitGroup
 }
@@ -203,6 +212,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if err := s.migrate(ctx); err != nil {
 		return nil, err
 	}
+	s.inlineBody = listpackValueMax(ctx, s.rdb)
 	// Subscribe before the first claim or expiry reads the shards, so that
 	// no wake-up published after that read is missed.
 	s.pubsub = s.rdb.Subscribe(ctx, s.keys.channel)
@@ -265,6 +275,43 @@ func (s *Store) checkShards(ctx context.Context) error {
 		return fmt.Errorf("redisstore: Shards %d, but prefix %q was created with %s shards", s.cfg.Shards, s.cfg.Prefix, got)
 	}
 	return nil
+}
+
+// listpackValueDefault is Redis's default hash-max-listpack-value.
+const listpackValueDefault = 64
+
+// listpackValueMax reads the servers' hash-max-listpack-value, the smallest
+// of a Cluster's masters; listpackValueDefault when CONFIG GET is refused
+// (some managed services rename it).
+func listpackValueMax(ctx context.Context, rdb redis.UniversalClient) int {
+	limit := math.MaxInt
+	read := func(ctx context.Context, c redis.Cmdable) error {
+		v, err := c.ConfigGet(ctx, "hash-max-listpack-value").Result()
+		if err != nil {
+			return err
+		}
+		n, err := strconv.Atoi(v["hash-max-listpack-value"])
+		if err != nil {
+			return err
+		}
+		limit = min(limit, n)
+		return nil
+	}
+	var err error
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		var mu sync.Mutex
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
+			return read(ctx, m)
+		})
+	} else {
+		err = read(ctx, rdb)
+	}
+	if err != nil || limit == math.MaxInt {
+		return listpackValueDefault
+	}
+	return limit
 }
 
 // layout names the key layout of this version in the prefix's meta hash:

@@ -1,7 +1,8 @@
 -- import.lua: store exported jobs of one shard, in order, each only if its
 -- id is not in use.
 --
--- ARGV[6...] 13 per job: id, topic, key, body, run_at (ms), ttr (ms),
+-- ARGV[6] the longest body kept in the job hash (as put.lua); [7...] 13
+-- per job: id, topic, key, body, run_at (ms), ttr (ms),
 -- max_attempts, traceparent, state, attempt, last_error, created_at (ms),
 -- updated_at (ms, 0 for none); empty strings for none.
 --
@@ -14,8 +15,9 @@
 --
 -- Returns {results, queued}: one result per job, 1 imported, 0 skipped;
 -- the queue heads the call made earlier (announced).
+local inline_body = tonumber(ARGV[6])
 local out = {}
-for i = 6, #ARGV, 13 do
+for i = 7, #ARGV, 13 do
   local id, t, k, b = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local r, d, m, p = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
   local st, a, e, c = ARGV[i + 8], ARGV[i + 9], ARGV[i + 10], tonumber(ARGV[i + 11])
@@ -37,7 +39,7 @@ for i = 6, #ARGV, 13 do
     redis.call('DEL', key_body(id))
     local f = {'s', state, 't', t, 'r', int(r), 'd', d, 'm', m, 'a', a, 'c', int(c), 'u', int(u)}
     if k ~= '' then f[#f + 1] = 'k'; f[#f + 1] = k end
-    if #b > INLINE_BODY then
+    if #b > inline_body then
       redis.call('SET', key_body(id), b)
     elseif b ~= '' then
       f[#f + 1] = 'b'; f[#f + 1] = b

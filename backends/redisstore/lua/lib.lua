@@ -47,12 +47,6 @@ local function key_body(id) return base .. ':b:' .. id end
 local function key_queue(t) return base .. ':q:' .. t end
 local function key_dead(t) return base .. ':dead:' .. t end
 
--- INLINE_BODY is the longest body kept in the job hash. A longer one lives
--- in its own string key, so that the hash keeps every value within Redis's
--- default hash-max-listpack-value (64) and its compact encoding: a hash
--- with one longer value becomes a hash table of about twice the memory.
-local INLINE_BODY = 64
-
 -- job_all returns the job's fields as HGETALL does, its body included
 -- wherever it lives.
 local function job_all(id)

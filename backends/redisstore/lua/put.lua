@@ -1,6 +1,7 @@
 -- put.lua: store a batch of jobs of one shard, in order.
 --
--- ARGV[6] "1" to replace; then 8 per job: id, topic, key, body, run_at (ms),
+-- ARGV[6] "1" to replace; [7] the longest body kept in the job hash (a
+-- longer one gets a key of its own: see Store.inlineBody); then 8 per job: id, topic, key, body, run_at (ms),
 -- ttr (ms), max_attempts, traceparent (empty strings for none).
 --
 -- Returns {results, queued}: one result per job, 0 created, 1 replaced, or
@@ -11,8 +12,9 @@
 -- ZADD: every write a script makes is also written to the AOF, which costs
 -- the server more than most commands themselves.
 local replace = ARGV[6] == '1'
+local inline_body = tonumber(ARGV[7])
 local out = {}
-for i = 7, #ARGV, 8 do
+for i = 8, #ARGV, 8 do
   local id, t, k, b = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local r, d, m, p = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
   local kj = key_job(id)
@@ -44,7 +46,7 @@ for i = 7, #ARGV, 8 do
     if r <= now then state = 'ready' end
     local f = {'s', state, 't', t, 'r', int(r), 'd', d, 'm', m, 'a', '0', 'c', int(created), 'u', now_s}
     if k ~= '' then f[#f + 1] = 'k'; f[#f + 1] = k end
-    if #b > INLINE_BODY then
+    if #b > inline_body then
       redis.call('SET', key_body(id), b)
     elseif b ~= '' then
       f[#f + 1] = 'b'; f[#f + 1] = b
