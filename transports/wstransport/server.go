@@ -100,8 +100,9 @@ type Config struct {
 	//
 	// Defaults to ClaimWaitDefault (30s); at most core.ClaimWaitLimit.
 	ClaimWait time.Duration
-	// OpTimeout bounds the engine call of one ack, nack or touch frame, and
-	// of each release when a connection closes.
+	// OpTimeout bounds the engine call of one nack or touch frame, of one
+	// batch of ack frames (see acker), and of each release when a
+	// connection closes.
 	//
 	// Defaults to OpTimeoutDefault (10s).
 	OpTimeout time.Duration
@@ -189,6 +190,8 @@ type Server struct {
 	// into, shared by the connections so that an idle one holds none; no
 	// buffer grows past Config.MaxFrameBytes+1 bytes (see readFrame).
 	frameBufs sync.Pool
+	// acks coalesces the ack frames of every connection.
+	acks *acker
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -204,6 +207,7 @@ func New(cfg Config) (*Server, error) {
 		log:    cfg.Logger,
 		cfg:    cfg,
 		subs:   map[*subscription]struct{}{},
+		acks:   &acker{engine: cfg.Engine, timeout: cfg.OpTimeout},
 	}, nil
 }
 

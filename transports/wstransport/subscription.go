@@ -194,7 +194,8 @@ func (sub *subscription) dispatch(f frame) {
 	})
 }
 
-// handle runs one ack, nack or touch through the engine. A lease that is
+// handle runs one ack (through the server's acker), nack or touch
+// through the engine. A lease that is
 // gone (lost, or the job unknown) returns the delivery's credit; other
 // failures leave the delivery held, for the client to try again.
 func (sub *subscription) handle(f frame) {
@@ -206,7 +207,7 @@ func (sub *subscription) handle(f frame) {
 	)
 	switch f.Type {
 	case frameAck:
-		err = sub.srv.engine.Ack(ctx, &core.AckJobParams{ID: f.ID, Lease: f.Lease})
+		err = sub.srv.acks.ack(f.ID, f.Lease)
 	case frameNack:
 		err = sub.srv.engine.Nack(ctx, &core.NackParams{ID: f.ID, Lease: f.Lease, Delay: f.Delay, Error: f.Error})
 	case frameTouch:
