@@ -259,14 +259,11 @@ func (s *Store) claimOnce(ctx context.Context, ts *topicState, topic string, max
 // take reserves the earliest max due jobs of topic in shards with one claim
 // script that picks them itself (a standalone server).
 func (s *Store) take(ctx context.Context, ts *topicState, topic string, shards []int, gens []uint64, max int) ([]*core.Job, error) {
-	args := make([]any, 0, 4+2*len(shards)+max)
-	args = append(args, topic, "take", max, len(shards))
+	args := make([]any, 0, 5+2*len(shards))
+	args = append(args, topic, "take", rand.Text(), max, len(shards))
 	for _, n := range shards {
 		sk := &s.keys.shard[n]
 		args = append(args, sk.base, sk.num)
-	}
-	for range max {
-		args = append(args, rand.Text())
 	}
 	cmd := s.run(ctx, []call{s.shardCall(scriptClaim, shards[0], args...)})[0]
 	jobs, err := s.claimed(ts, shards, gens, cmd)
@@ -290,7 +287,7 @@ func (s *Store) pick(ctx context.Context, ts *topicState, topic string, shards [
 		if byShard[c.shard] == nil {
 			order = append(order, c.shard)
 		}
-		byShard[c.shard] = append(byShard[c.shard], c.id, rand.Text())
+		byShard[c.shard] = append(byShard[c.shard], c.id)
 	}
 	// A shard with nothing due among the candidates still learns its head.
 	gen := make(map[int]uint64, len(shards))
@@ -306,7 +303,7 @@ func (s *Store) pick(ctx context.Context, ts *topicState, topic string, shards [
 	calls := make([]call, len(order))
 	for i, n := range order {
 		sk := &s.keys.shard[n]
-		args := append([]any{topic, "ids", sk.base, sk.num, len(byShard[n]) / 2}, byShard[n]...)
+		args := append([]any{topic, "ids", rand.Text(), sk.base, sk.num}, byShard[n]...)
 		calls[i] = s.shardCall(scriptClaim, n, args...)
 	}
 	jobs := []*core.Job{}

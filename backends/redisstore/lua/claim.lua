@@ -1,13 +1,14 @@
 -- claim.lua: reserve due jobs of one topic straight from its queues.
 --
--- ARGV[6] topic; [7] the mode; then, for "take" (a standalone server):
--- [8] max, [9] count of shards, their bases and numbers, then max lease
--- tokens: the earliest max due jobs of the shards' queues, by run_at then
--- id, are reserved, each with the next token. For "ids" (a Cluster, one
--- shard per call, whose candidates the caller read and merged): [8] base,
--- [9] number, [10] count, then per job its id and lease token; an id no
--- longer due in the queue (another claim took it, or it was cancelled) is
--- skipped.
+-- ARGV[6] topic; [7] the mode; [8] the claim's random token, which each
+-- job's lease token starts with (the rest is the job's place in the
+-- claim, so that a claim of many sends one token, not one per job); then,
+-- for "take" (a standalone server): [9] max, [10] count of shards, their
+-- bases and numbers: the earliest max due jobs of the shards' queues, by
+-- run_at then id, are reserved. For "ids" (a Cluster, one shard per call,
+-- whose candidates the caller read and merged): [9] base, [10] number,
+-- then the ids; an id no longer due in the queue (another claim took it,
+-- or it was cancelled) is skipped.
 --
 -- Returns {now, groups}: the server's now, and per shard {jobs, lease,
 -- head}: for each job reserved {id, its fields (as job_all) as they were
@@ -20,10 +21,14 @@
 -- the lease set change in bulk, one ZREM and one ZADD per shard.
 local t = ARGV[6]
 local mode = ARGV[7]
+local token = ARGV[8]
+
+-- taken counts the jobs the call reserved, for their lease tokens.
+local taken = 0
 
 -- reserve reserves ids (due members of the shard's queue, each to be taken
--- once) with their tokens.
-local function reserve(ids, tokens)
+-- once).
+local function reserve(ids)
   local kq = key_queue(t)
   local out, leases = {}, {}
   if #ids > 0 then redis.call('ZREM', kq, unpack(ids)) end
@@ -40,7 +45,9 @@ local function reserve(ids, tokens)
         if name == 'd' then d = h[f + 1] elseif name == 'a' then a = h[f + 1] elseif name == 'b' then inline = true end
       end
       local x = now + tonumber(d)
-      redis.call('HSET', kj, 's', 'reserved', 'a', int(tonumber(a) + 1), 'l', tokens[k], 'x', int(x), 'u', now_s)
+      taken = taken + 1
+      local lease = token .. taken
+      redis.call('HSET', kj, 's', 'reserved', 'a', int(tonumber(a) + 1), 'l', lease, 'x', int(x), 'u', now_s)
       if not inline then
         local body = redis.call('GET', key_body(id))
         if body then
@@ -51,7 +58,7 @@ local function reserve(ids, tokens)
       leases[#leases + 1] = int(x)
       leases[#leases + 1] = id
       note_lease(x)
-      out[#out + 1] = {id, h, tokens[k]}
+      out[#out + 1] = {id, h, lease}
     end
   end
   if #leases > 0 then
@@ -64,21 +71,20 @@ end
 
 local results = {}
 if mode == 'take' then
-  local max, count = tonumber(ARGV[8]), tonumber(ARGV[9])
+  local max, count = tonumber(ARGV[9]), tonumber(ARGV[10])
   local groups = {}
   for g = 1, count do
-    local b, n = ARGV[8 + 2 * g], ARGV[9 + 2 * g]
+    local b, n = ARGV[9 + 2 * g], ARGV[10 + 2 * g]
     use_shard(b, n)
     local due = redis.call('ZRANGE', key_queue(t), '-inf', now_s, 'BYSCORE', 'LIMIT', 0, max, 'WITHSCORES')
-    groups[g] = {b = b, n = n, due = due, ids = {}, tokens = {}}
+    groups[g] = {b = b, n = n, due = due, ids = {}}
   end
   -- The earliest max of all shards, by run_at then id: with one shard, its
   -- first max; with several, a merge of their sorted heads.
-  local tokens_at = 10 + 2 * count
-  local taken = 0
+  local picked = 0
   local pos = {}
   for g = 1, count do pos[g] = 1 end
-  while taken < max do
+  while picked < max do
     local best, bs, bid
     for g = 1, count do
       local due = groups[g].due
@@ -91,32 +97,29 @@ if mode == 'take' then
     if not best then break end
     local grp = groups[best]
     grp.ids[#grp.ids + 1] = bid
-    grp.tokens[#grp.tokens + 1] = ARGV[tokens_at + taken]
     pos[best] = pos[best] + 2
-    taken = taken + 1
+    picked = picked + 1
   end
   for g = 1, count do
     local grp = groups[g]
     use_shard(grp.b, grp.n)
-    results[g] = reserve(grp.ids, grp.tokens)
+    results[g] = reserve(grp.ids)
   end
 elseif mode == 'ids' then
-  use_shard(ARGV[8], ARGV[9])
+  use_shard(ARGV[9], ARGV[10])
   local kq = key_queue(t)
-  local ids, tokens, seen = {}, {}, {}
-  local count = tonumber(ARGV[10])
-  for k = 1, count do
-    local id = ARGV[9 + 2 * k]
+  local ids, seen = {}, {}
+  for k = 11, #ARGV do
+    local id = ARGV[k]
     if not seen[id] then
       seen[id] = true
       local s = redis.call('ZSCORE', kq, id)
       if s and tonumber(s) <= now then
         ids[#ids + 1] = id
-        tokens[#tokens + 1] = ARGV[10 + 2 * k]
       end
     end
   end
-  results[1] = reserve(ids, tokens)
+  results[1] = reserve(ids)
 else
   return redis.error_reply('redisstore: unknown claim mode ' .. tostring(mode))
 end
