@@ -162,8 +162,8 @@ type Store struct {
 	// in the hash spares the server a key to write, read and expire per
 	// job. Either way is correct: the limit only chooses the encoding.
 	inlineBody int
-	pubsub      *redis.PubSub
-	wg          sync.WaitGroup
+	pubsub     *redis.PubSub
+	wg         sync.WaitGroup
 }
 
 var _ core.Store = (*Store)(nil)
