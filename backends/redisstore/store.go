@@ -213,6 +213,14 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s.inlineBody = listpackValueMax(ctx, s.rdb)
+	if !cfg.TimeFromClock {
+		// The first waits, before any script answered, convert through it.
+		t, err := s.rdb.Time(ctx).Result()
+		if err != nil {
+			return nil, unavailable("read the server's time", err)
+		}
+		s.skew.Store(t.UnixMilli() - s.clock.Now().UnixMilli())
+	}
 	// Subscribe before the first claim or expiry reads the shards, so that
 	// no wake-up published after that read is missed.
 	s.pubsub = s.rdb.Subscribe(ctx, s.keys.channel)
