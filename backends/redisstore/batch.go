@@ -35,10 +35,13 @@ type leaseOp struct {
 }
 
 // leaseBatcher coalesces the lease operations (ack, retry, bury, touch) of
-// concurrent callers: a group commit. One goroutine sends them; the calls
-// that arrive while its pipeline is in flight go together in the next one:
-// one lease script for all their shards on a standalone server, one per
-// shard on a Cluster, up to leaseBatchMax deliveries each. A burst of acks
+// concurrent callers: a group commit. One goroutine sends them, with up to
+// leaseInFlight pipelines under way; the calls that arrive while all are
+// busy go together in the next one: one lease script for all their shards
+// on a standalone server, one per shard on a Cluster, up to leaseBatchMax
+// deliveries each. Calls made one after another are applied in order;
+// concurrent calls for one delivery may be applied in either order, as
+// with any store. A burst of acks
 // thus costs Redis one request per batch instead of one per job, and the
 // lease set and counts change in bulk (BenchmarkBurst measures the effect;
 // docs/benchmarks.md has the figures). A lone call goes at once, so
