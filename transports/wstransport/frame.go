@@ -123,6 +123,12 @@ func truncate(s string, n int) string {
 	return strings.ToValidUTF8(s[:n], "") + "..."
 }
 
+// jobFrameSize is a capacity that holds j's job frame in most cases, so
+// that building it does not grow the buffer again and again.
+func jobFrameSize(j *core.Job) int {
+	return 448 + len(j.Body) + len(j.Key) + len(j.LastError) + len(j.TraceParent)
+}
+
 // appendJobFrame appends the frame of one delivery: {"type":"job", ...} with
 // the fields of a pull delivery and the body byte for byte.
 func appendJobFrame(b []byte, j *core.Job) []byte {

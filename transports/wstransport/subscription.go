@@ -199,19 +199,20 @@ func (sub *subscription) dispatch(f frame) {
 // gone (lost, or the job unknown) returns the delivery's credit; other
 // failures leave the delivery held, for the client to try again.
 func (sub *subscription) handle(f frame) {
-	ctx, cancel := context.WithTimeout(core.WithTransport(context.Background(), core.TransportWebSocket), sub.srv.cfg.OpTimeout)
-	defer cancel()
 	var (
 		job *core.Job
 		err error
 	)
-	switch f.Type {
-	case frameAck:
-		err = sub.srv.acks.ack(f.ID, f.Lease)
-	case frameNack:
-		err = sub.srv.engine.Nack(ctx, &core.NackParams{ID: f.ID, Lease: f.Lease, Delay: f.Delay, Error: f.Error})
-	case frameTouch:
-		job, err = sub.srv.engine.Touch(ctx, &core.TouchJobParams{ID: f.ID, Lease: f.Lease})
+	if f.Type == frameAck {
+		err = sub.srv.acks.ack(f.ID, f.Lease) // the batch has its own timeout
+	} else {
+		ctx, cancel := context.WithTimeout(core.WithTransport(context.Background(), core.TransportWebSocket), sub.srv.cfg.OpTimeout)
+		if f.Type == frameNack {
+			err = sub.srv.engine.Nack(ctx, &core.NackParams{ID: f.ID, Lease: f.Lease, Delay: f.Delay, Error: f.Error})
+		} else {
+			job, err = sub.srv.engine.Touch(ctx, &core.TouchJobParams{ID: f.ID, Lease: f.Lease})
+		}
+		cancel()
 	}
 	switch {
 	case err == nil && f.Type == frameTouch:
@@ -260,7 +261,7 @@ func (sub *subscription) claimLoop() {
 		}
 		backoff.Succeeded()
 		for _, j := range jobs {
-			if err := sub.write(appendJobFrame(nil, j)); err != nil {
+			if err := sub.write(appendJobFrame(make([]byte, 0, jobFrameSize(j)), j)); err != nil {
 				if sub.ctx.Err() == nil {
 					sub.log.Debug("wstransport: write failed; closing", "err", err)
 					_ = sub.conn.CloseNow()
