@@ -51,14 +51,9 @@ func decodeFrame(data []byte) (frame, error) {
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return frame{}, core.Invalid("", "a frame must be a JSON object such as {\"type\":\"ack\",\"id\":\"...\",\"lease\":\"...\"}")
 	}
-	var w frameWire
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&w); err != nil {
-		return frame{ID: w.ID}, decodeError(err)
-	}
-	if len(wire.TrimJSONSpace(trimmed[dec.InputOffset():])) != 0 {
-		return frame{ID: w.ID}, core.Invalid("", "unexpected data after the JSON object")
+	w, err := decodeWire(trimmed)
+	if err != nil {
+		return frame{ID: w.ID}, err
 	}
 	f := frame{Type: w.Type, ID: w.ID, Lease: w.Lease, Error: w.Error}
 	switch w.Type {
@@ -89,6 +84,66 @@ func decodeFrame(data []byte) (frame, error) {
 		return f, core.Invalid("lease", "lease is required")
 	}
 	return f, nil
+}
+
+// decodeWire decodes a frame's JSON object strictly: no field but
+// frameWire's, nothing after it. A frame whose keys are all frameWire's, as
+// written, goes through json.Unmarshal; any other (a key unknown, escaped
+// or in other case, a syntax error, trailing data) through a json.Decoder
+// that refuses unknown fields, which decides and whose errors name the
+// fault. The Decoder's own buffer was a fifth of what a delivery allocated
+// at 10 000 jobs/s. On error the id is returned when it could be read.
+func decodeWire(obj []byte) (frameWire, error) {
+	var w frameWire
+	if json.Unmarshal(obj, &w) == nil && frameKeysOnly(obj) {
+		return w, nil
+	}
+	w = frameWire{}
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return w, decodeError(err)
+	}
+	if len(wire.TrimJSONSpace(obj[dec.InputOffset():])) != 0 {
+		return w, core.Invalid("", "unexpected data after the JSON object")
+	}
+	return w, nil
+}
+
+// frameKeysOnly reports whether every top-level key of obj, a valid JSON
+// object, is a key of frameWire written exactly so.
+func frameKeysOnly(obj []byte) bool {
+	depth := 0
+	for i := 0; i < len(obj); i++ {
+		switch obj[i] {
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+		case '"':
+			start := i + 1
+			for i++; obj[i] != '"'; i++ {
+				if obj[i] == '\\' {
+					i++ // an escaped key matches none of the names below
+				}
+			}
+			if depth != 1 || !followedByColon(obj[i+1:]) {
+				continue // a value
+			}
+			switch string(obj[start:i]) {
+			case "type", "id", "lease", "delay", "error":
+			default:
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// followedByColon reports whether b, after spaces, starts with ':'.
+func followedByColon(b []byte) bool {
+	b = wire.TrimJSONSpace(b)
+	return len(b) > 0 && b[0] == ':'
 }
 
 // decodeError turns an encoding/json error into a *core.FieldError.

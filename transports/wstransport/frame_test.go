@@ -1,6 +1,7 @@
 package wstransport
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/transports/wire"
 )
 
 // FuzzDecodeFrame checks that any client frame is either refused with a
@@ -27,10 +29,27 @@ func FuzzDecodeFrame(f *testing.F) {
 		`{"type":"hello"}`, `{"type":7}`, `{}`, `[]`, `null`, ``, `"ack"`, `{"type":"ack"`,
 		`{"type":"ack","id":"a","lease":"b","x":1}`, `{"type":"nack","id":"a","lease":"b","delay":"9999999999h"}`,
 		`{"type":"ack","id":"\u00e9\ud800","lease":"b"}`,
+		`{"TYPE":"ack","id":"a","lease":"b"}`, `{"typ\u0065":"ack","id":"a","lease":"b"}`,
+		`{"type":"ack","id":"a","lease":"b","x":{"type":1}}`, `{"type":"ack","id":"a:b","lease":"\":"}`,
 	} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// The quick path of decodeWire decides as the strict decoder does.
+		if obj := wire.TrimJSONSpace(data); len(obj) > 0 && obj[0] == '{' {
+			quick, quickErr := decodeWire(obj)
+			var strict frameWire
+			dec := json.NewDecoder(bytes.NewReader(obj))
+			dec.DisallowUnknownFields()
+			strictErr := dec.Decode(&strict)
+			if strictErr == nil && len(wire.TrimJSONSpace(obj[dec.InputOffset():])) != 0 {
+				strictErr = errors.New("trailing data")
+			}
+			require.Equal(t, strictErr == nil, quickErr == nil, "quick %v, strict %v", quickErr, strictErr)
+			if strictErr == nil {
+				require.Equal(t, strict, quick)
+			}
+		}
 		fr, err := decodeFrame(data)
 		if err != nil {
 			require.True(t, errors.Is(err, core.ErrInvalidArgument), "%v", err)
