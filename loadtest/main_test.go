@@ -36,15 +36,7 @@ func TestHarness(t *testing.T) {
 	cfg.PullJobs = 500
 	cfg.Settle = 100 * time.Millisecond
 	cfg.Profile = true
-	var log bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	require.NoError(t, run(ctx, &cfg, &log), log.String())
-
-	var res results
-	data, err := os.ReadFile(filepath.Join(out, "results.json"))
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(data, &res))
+	res, report, _ := runHarness(t, &cfg, 3*time.Minute)
 	for name, in := range map[string]intakeResult{"single": res.Intake.HTTPSingle, "batch": res.Intake.HTTPBatch, "nats": *res.Intake.NATS} {
 		require.Positive(t, in.Jobs, name)
 		require.Positive(t, in.PerSecond, name)
@@ -69,10 +61,8 @@ func TestHarness(t *testing.T) {
 		require.Positive(t, p.Cores["delayq"]+p.Cores["harness"], p.Phase)
 	}
 
-	report, err := os.ReadFile(filepath.Join(out, "report.md"))
-	require.NoError(t, err)
 	for _, want := range []string{"## Against the targets", "## Intake", "## Memory", "## Burst", "## Pull consumers", "## Lateness", "## CPU", "(lateness-over-time.png)", "(lateness-histogram.png)", "(burst.png)"} {
-		require.Contains(t, string(report), want)
+		require.Contains(t, report, want)
 	}
 	for _, name := range []string{"lateness-over-time.png", "lateness-histogram.png", "burst.png"} {
 		f, err := os.Open(filepath.Join(out, name))
@@ -101,24 +91,14 @@ func TestHarnessPullBatch(t *testing.T) {
 	cfg.PullJobs = 2_000
 	cfg.PullWorkers = 4
 	cfg.PullBatch = 100
-	var log bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	require.NoError(t, run(ctx, &cfg, &log), log.String())
-
-	var res results
-	data, err := os.ReadFile(filepath.Join(out, "results.json"))
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(data, &res))
+	res, report, _ := runHarness(t, &cfg, 2*time.Minute)
 	require.Equal(t, int64(2_000), res.Pull.Acked)
 	require.Zero(t, res.Pull.Errors, res.Pull.FirstErr)
 	require.Equal(t, 100, res.Pull.Batch)
 	require.Positive(t, res.Pull.PerSecond)
 
-	report, err := os.ReadFile(filepath.Join(out, "report.md"))
-	require.NoError(t, err)
-	require.Contains(t, string(report), "claim up to 100 and ack them with one request")
-	require.Contains(t, string(report), "one `POST /v1/acks`")
+	require.Contains(t, report, "claim up to 100 and ack them with one request")
+	require.Contains(t, report, "one `POST /v1/acks`")
 }
 
 // TestHarnessRetention runs the retention phase, scaled down, against
@@ -138,15 +118,7 @@ func TestHarnessRetention(t *testing.T) {
 	cfg.RetentionFor = 24 * time.Second
 	cfg.RetentionSample = time.Second
 	cfg.Subscribers = 2
-	var log bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	require.NoError(t, run(ctx, &cfg, &log), log.String())
-
-	var res results
-	data, err := os.ReadFile(filepath.Join(out, "results.json"))
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(data, &res))
+	res, report, _ := runHarness(t, &cfg, 3*time.Minute)
 	rt := res.Retention
 	require.NotNil(t, rt)
 	require.Equal(t, 300*24, rt.Pushed)
@@ -179,10 +151,8 @@ func TestHarnessRetention(t *testing.T) {
 	require.Equal(t, rt.Store.FinishedJobs, rt.Store.Keys[keyKinds['f']])
 	require.Positive(t, rt.Store.CompactedBytes)
 
-	report, err := os.ReadFile(filepath.Join(out, "report.md"))
-	require.NoError(t, err)
 	for _, want := range []string{"## Retention at steady state", "B per finished job kept**", "--retention-max-jobs 600", "bytes per finished job kept", "(retention.png)", "## CPU"} {
-		require.Contains(t, string(report), want)
+		require.Contains(t, report, want)
 	}
 	f, err := os.Open(filepath.Join(out, "retention.png"))
 	require.NoError(t, err)
@@ -204,16 +174,8 @@ func TestHarnessRawRedis(t *testing.T) {
 	cfg.Phases = "rawredis"
 	// Enough jobs for redis-server's CPU to span several 10 ms ticks.
 	cfg.Burst = 20_000
-	var log bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	require.NoError(t, run(ctx, &cfg, &log), log.String())
-	require.NotContains(t, log.String(), "starting delayq")
-
-	var res results
-	data, err := os.ReadFile(filepath.Join(out, "results.json"))
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(data, &res))
+	res, report, log := runHarness(t, &cfg, 2*time.Minute)
+	require.NotContains(t, log, "starting delayq")
 	rr := res.RawRedis
 	require.NotNil(t, rr)
 	require.Equal(t, "none", res.Config.Backend)
@@ -233,12 +195,26 @@ func TestHarnessRawRedis(t *testing.T) {
 	require.Len(t, res.CPU, 1)
 	require.Equal(t, "rawredis", res.CPU[0].Phase)
 
-	report, err := os.ReadFile(filepath.Join(out, "report.md"))
-	require.NoError(t, err)
 	for _, want := range []string{"raw Redis baseline, no delayq", "## Raw Redis baseline", "Redis CPU per job", " µs |", "## CPU"} {
-		require.Contains(t, string(report), want)
+		require.Contains(t, report, want)
 	}
-	require.NotContains(t, string(report), "## Against the targets")
+	require.NotContains(t, report, "## Against the targets")
+}
+
+// runHarness runs the harness with cfg, bounded by timeout, and returns
+// the results it wrote, its report and its log.
+func runHarness(t *testing.T, cfg *config, timeout time.Duration) (res results, report, log string) {
+	t.Helper()
+	var buf bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	require.NoError(t, run(ctx, cfg, &buf), buf.String())
+	data, err := os.ReadFile(filepath.Join(cfg.Out, "results.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &res))
+	md, err := os.ReadFile(filepath.Join(cfg.Out, "report.md"))
+	require.NoError(t, err)
+	return res, string(md), buf.String()
 }
 
 // TestConfigCheck refuses what cannot be run.

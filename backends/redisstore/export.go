@@ -61,7 +61,7 @@ func (s *Store) ExportJobs(ctx context.Context, fn func(*core.Job) error) error 
 				if err != nil {
 					return unavailable("export jobs", err)
 				}
-				now := msTime(s.serverNow())
+				now := s.serverTime()
 				for _, r := range rows {
 					row := asSlice(r)
 					if len(row) < 3 {

@@ -88,7 +88,7 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 					firstErr = cmp.Or(firstErr, err)
 					continue
 				}
-				view(existing, msTime(s.serverNow()))
+				view(existing, s.serverTime())
 				results[i].Err = conflict(existing, "job %q already exists as %s", id, existing.State)
 				if params.Replace {
 					results[i].Err = conflict(existing, "job %q is reserved", id)
@@ -175,7 +175,7 @@ func (s *Store) GetJob(ctx context.Context, id string) (*core.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	return view(j, msTime(s.serverNow())), nil
+	return view(j, s.serverTime()), nil
 }
 
 // CancelJob implements core.Store. Not idempotent: a second cancel gets
@@ -301,7 +301,7 @@ func (s *Store) byID(ctx context.Context, sc *redis.Script, what, id string, arg
 		if job, err = decodeFlat(id, flat); err != nil {
 			return 0, nil, err
 		}
-		view(job, msTime(s.serverNow()))
+		view(job, s.serverTime())
 	}
 	if code == 2 && job == nil {
 		return 0, nil, unavailable(what, errShortReply)

@@ -480,6 +480,9 @@ func (s *Store) isClosed() bool {
 // clock and the skew last seen.
 func (s *Store) serverNow() int64 { return s.clock.Now().UnixMilli() + s.skew.Load() }
 
+// serverTime is serverNow as a time, to report stored jobs as of it.
+func (s *Store) serverTime() time.Time { return msTime(s.serverNow()) }
+
 // sawServerNow records the server's time a script answered, as a string of
 // Unix ms, and returns it (or the estimate, for a malformed answer).
 func (s *Store) sawServerNow(v any) int64 {

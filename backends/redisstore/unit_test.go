@@ -641,8 +641,13 @@ func TestMigrateLayout(t *testing.T) {
 	layoutNow, err := rdb.HGet(ctx, "{"+prefix+"}:meta", "layout").Result()
 	require.NoError(t, err)
 	require.Equal(t, layout, layoutNow)
-	// A second store finds the layout recorded and moves nothing.
+	// A second store finds the layout recorded and does not migrate
+	// again: a schedule key of the old layout written now stays.
+	require.NoError(t, rdb.ZAdd(ctx, base+":sched", redis.Z{Score: float64(now), Member: "s0000"}).Err())
 	openStore(t, url, prefix)
+	n, err = rdb.ZCard(ctx, base+":sched").Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n, "migrated twice")
 	tp, err = s.GetTopic(ctx, "mig")
 	require.NoError(t, err)
 	require.Equal(t, core.Counts{Scheduled: 2500, Reserved: 3}, tp.Counts)
