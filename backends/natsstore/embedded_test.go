@@ -135,7 +135,7 @@ func TestEmbeddedClientPermissions(t *testing.T) {
 	}
 
 	// JetStream's API: listing streams, deleting the store's stream.
-	for _, subject := range []string{"$JS.API.STREAM.LIST", "$JS.API.STREAM.DELETE.DELAYQ_JOBS", "$JS.API.DIRECT.GET.DELAYQ_JOBS", "$KV.DELAYQ_TOPICS.orders", "delayq.job.x", "delayq.ready.orders.x", "delayq.deliver.orders", "_INBOX.x"} {
+	for _, subject := range []string{"$JS.API.STREAM.LIST", "$JS.API.STREAM.DELETE.DELAYQ_QUEUE", "$JS.API.DIRECT.GET.DELAYQ_QUEUE", "$KV.DELAYQ_TOPICS.orders", "delayq.s.x.orders", "delayq.d.x.orders", "delayq.deliver.orders", "_INBOX.x"} {
 		require.NoError(t, client.Publish(subject, nil))
 		requireViolation(t, errs, subject)
 	}
@@ -143,18 +143,18 @@ func TestEmbeddedClientPermissions(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, err = js.Stream(ctx, "DELAYQ_JOBS")
+	_, err = js.Stream(ctx, "DELAYQ_QUEUE")
 	require.Error(t, err, "no JetStream for clients")
-	requireViolation(t, errs, "$JS.API.STREAM.INFO.DELAYQ_JOBS")
+	requireViolation(t, errs, "$JS.API.STREAM.INFO.DELAYQ_QUEUE")
 	ownJS, err := jetstream.New(own)
 	require.NoError(t, err)
-	_, err = ownJS.Stream(context.Background(), "DELAYQ_JOBS")
+	_, err = ownJS.Stream(context.Background(), "DELAYQ_QUEUE")
 	require.NoError(t, err, "the store's stream is still there")
 
 	// Subscriptions to the store's subjects, the server's APIs, delayq's
 	// own inbox and the intake subjects (whose queue group a client could
 	// otherwise join).
-	for _, subject := range []string{"delayq.job.*", "delayq.sched.>", "$JS.API.>", "$KV.DELAYQ_TOPICS.>", "$SYS.>", OwnInboxPrefix + ".>", "delayq.push.>", "delayq.cancel"} {
+	for _, subject := range []string{"delayq.d.*.orders", "delayq.s.>", "$JS.API.>", "$KV.DELAYQ_TOPICS.>", "$SYS.>", OwnInboxPrefix + ".>", "delayq.push.>", "delayq.cancel"} {
 		_, err := client.SubscribeSync(subject)
 		require.NoError(t, err)
 		requireViolation(t, errs, subject)

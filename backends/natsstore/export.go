@@ -19,124 +19,135 @@ var (
 )
 
 const (
-	// exportBatch is how many records one batched direct get of an export
-	// asks for, exportMaxBytes how many bytes at most.
-	exportBatch    = 256
-	exportMaxBytes = 4 << 20
+	// scanBatch is how many messages one batched direct get asks for,
+	// scanMaxBytes how many bytes at most.
+	scanBatch    = 256
+	scanMaxBytes = 4 << 20
 	// importBatch is how many jobs an import pipelines at once, below the
 	// connection's limit of pending async publishes.
 	importBatch = 2000
 )
 
-// directGetRequest is JetStream's direct get request, batched: from seq on,
-// the next messages whose subjects match NextFor.
+// directGetRequest is JetStream's direct get request, batched: from seq
+// (or the first message stored at or after StartTime) on, the next
+// messages whose subjects match NextFor.
 type directGetRequest struct {
-	Seq      uint64 `json:"seq"`
-	NextFor  string `json:"next_by_subj"`
-	Batch    int    `json:"batch"`
-	MaxBytes int    `json:"max_bytes,omitempty"`
+	Seq       uint64     `json:"seq,omitempty"`
+	StartTime *time.Time `json:"start_time,omitempty"`
+	NextFor   string     `json:"next_by_subj"`
+	Batch     int        `json:"batch"`
+	MaxBytes  int        `json:"max_bytes,omitempty"`
 }
 
-// ExportJobs implements core.JobExporter. It reads the job records in
-// stream order by batched direct gets over <prefix>.job.*, a batch at a
-// time, and passes on each job that is not finished as of now (GetJob's
-// view: a scheduled job past run_at is ready, a reserved job past its lease
-// ready or dead). A record rewritten during the export moves to the end of
-// the stream, where the export meets it again; the ids passed on are
-// remembered (ids only) so that no job is passed twice. Errors: fn's,
-// ErrClosed, ErrUnavailable.
-func (s *Store) ExportJobs(ctx context.Context, fn func(*core.Job) error) error {
-	if s.isClosed() {
-		return core.ErrClosed
-	}
-	inbox := s.nc.NewRespInbox()
-	sub, err := s.nc.SubscribeSync(inbox)
+// scan passes fn the messages of stream whose subjects match filter, in
+// stream order, from the first stored at or after since (zero: from the
+// first), by batched direct gets. fn returns false to stop. Errors: fn's,
+// ErrUnavailable.
+func scan(ctx context.Context, nc *nats.Conn, stream, filter string, since time.Time, fn func(m *nats.Msg, seq uint64) (bool, error)) error {
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
-		return unavailable("export", err)
+		return unavailable("scan", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	sent := make(map[string]struct{})
-	for seq := uint64(1); ; {
-		jobs, next, more, err := s.exportBatch(ctx, sub, inbox, seq)
-		if err != nil {
+	req := directGetRequest{Seq: 1, NextFor: filter, Batch: scanBatch, MaxBytes: scanMaxBytes}
+	if !since.IsZero() {
+		req.Seq, req.StartTime = 0, &since
+	}
+	for {
+		next, more, err := scanBatchOnce(ctx, nc, sub, inbox, stream, req, fn)
+		if err != nil || !more {
 			return err
 		}
-		now := s.now()
-		for _, j := range jobs {
-			if _, dup := sent[j.ID]; dup {
-				continue
-			}
-			v := view(j, now)
-			if v.State.Finished() {
-				continue
-			}
-			sent[j.ID] = struct{}{}
-			if err := fn(v); err != nil {
-				return err
-			}
-		}
-		if !more {
-			return nil
-		}
-		seq = next
+		req.Seq, req.StartTime = next, nil
 	}
 }
 
-// exportBatch reads the records from seq on, up to exportBatch of them. It
-// returns them, the sequence to read from next, and whether more records
-// may follow.
-func (s *Store) exportBatch(ctx context.Context, sub *nats.Subscription, inbox string, seq uint64) ([]*core.Job, uint64, bool, error) {
+// scanBatchOnce runs one batched direct get of scan. It returns the
+// sequence to read from next, and whether more messages may follow.
+func scanBatchOnce(ctx context.Context, nc *nats.Conn, sub *nats.Subscription, inbox, stream string, req directGetRequest, fn func(*nats.Msg, uint64) (bool, error)) (uint64, bool, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 	}
-	req, _ := json.Marshal(directGetRequest{Seq: seq, NextFor: s.names.prefix + ".job.*", Batch: exportBatch, MaxBytes: exportMaxBytes})
-	if err := s.nc.PublishRequest("$JS.API.DIRECT.GET."+s.names.stream, inbox, req); err != nil {
-		return nil, 0, false, unavailable("export", err)
+	data, _ := json.Marshal(req)
+	if err := nc.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, data); err != nil {
+		return 0, false, unavailable("scan", err)
 	}
-	var jobs []*core.Job
-	next := seq
+	next, n, stop := req.Seq, 0, false
 	for {
 		m, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
-			return nil, 0, false, unavailable("export", err)
+			return 0, false, unavailable("scan", err)
 		}
 		switch status := m.Header.Get("Status"); status {
 		case "":
 		case "404":
-			// Nothing from seq on (it comes only in place of a first record).
-			return jobs, next, false, nil
+			// Nothing from there on (it comes only in place of a first message).
+			return next, false, nil
 		case "204":
-			// End of the batch: the server says how many records follow.
+			// End of the batch: the server says how many messages follow.
 			pending, err := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
 			if err != nil {
-				return nil, 0, false, unavailable("export", fmt.Errorf("bad end of batch: %q", m.Header))
+				return 0, false, unavailable("scan", fmt.Errorf("bad end of batch: %q", m.Header))
 			}
-			return jobs, next, pending > 0 && len(jobs) > 0, nil
+			return next, !stop && pending > 0 && n > 0, nil
 		default:
-			return nil, 0, false, unavailable("export", fmt.Errorf("direct get: status %s %s", status, m.Header.Get("Description")))
+			return 0, false, unavailable("scan", fmt.Errorf("direct get: status %s %s", status, m.Header.Get("Description")))
 		}
-		n, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+		seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
 		if err != nil {
-			return nil, 0, false, unavailable("export", fmt.Errorf("direct get: bad sequence %q", m.Header.Get(jetstream.SequenceHeader)))
+			return 0, false, unavailable("scan", fmt.Errorf("direct get: bad sequence %q", m.Header.Get(jetstream.SequenceHeader)))
 		}
-		next = n + 1
-		j, err := decodeRecord(m.Data)
+		next, n = seq+1, n+1
+		if stop {
+			continue // the rest of the batch still comes
+		}
+		m.Subject = m.Header.Get(jetstream.SubjectHeader)
+		goOn, err := fn(m, seq)
 		if err != nil {
-			return nil, 0, false, fmt.Errorf("natsstore: record %s: bad record: %w", m.Header.Get(jetstream.SubjectHeader), err)
+			return 0, false, err
 		}
-		jobs = append(jobs, j)
+		stop = !goOn
 	}
 }
 
-// ImportJobs implements core.JobImporter. Like a create of PutJobs, it
-// publishes the wake-ups of every job's state (pipelined, a batch at a
-// time), then every record with "no record yet" expected: a job whose id
-// has a record, of any state, is refused by the server, and its wake-ups
-// are undone as a collided create's are. Errors: ErrInvalidArgument for a
-// job of a finished or unknown state (nothing stored), ErrClosed,
-// ErrUnavailable (some jobs may have been stored).
+// ExportJobs implements core.JobExporter. It reads the job messages in
+// stream order by batched direct gets, and passes on each job that is not
+// finished as of now (GetJob's view: a scheduled job past run_at is ready,
+// a reserved job past its lease ready or dead). A job that changes during
+// the export gets a new message at the end of the stream, where the export
+// meets it again; it remembers the ids it passed on (ids only) so that no
+// job is passed twice. Errors: fn's, ErrClosed, ErrUnavailable.
+func (s *Store) ExportJobs(ctx context.Context, fn func(*core.Job) error) error {
+	if s.isClosed() {
+		return core.ErrClosed
+	}
+	sent := make(map[string]struct{})
+	return scan(ctx, s.nc, s.names.stream, s.names.prefix+".>", time.Time{}, func(msg *nats.Msg, seq uint64) (bool, error) {
+		m, err := s.decodeStored(msg.Subject, seq, msg.Data)
+		if err != nil {
+			return false, err
+		}
+		if _, dup := sent[m.job.ID]; dup {
+			return true, nil
+		}
+		v := m.view(s.now())
+		if v.State.Finished() {
+			return true, nil
+		}
+		sent[m.job.ID] = struct{}{}
+		return true, fn(v)
+	})
+}
+
+// ImportJobs implements core.JobImporter: PutJobs' create of every job in
+// its imported state (Job.Import), pipelined a batch at a time; a job
+// whose id has a message, of any state, is refused by the server's
+// compare-and-set and skipped. Errors: ErrInvalidArgument for a job of a
+// finished or unknown state (nothing stored), ErrClosed, ErrUnavailable
+// (some jobs may have been stored).
 func (s *Store) ImportJobs(ctx context.Context, jobs []*core.Job) ([]bool, error) {
 	if s.isClosed() {
 		return nil, core.ErrClosed
@@ -166,62 +177,27 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*core.Job) ([]bool, error
 // importBatch imports jobs and sets done[i] for each one stored.
 func (s *Store) importBatch(ctx context.Context, in []*core.Job, done []bool) error {
 	now := s.now()
-	jobs := make([]*core.Job, len(in))
-	wakes := make([][]jetstream.PubAckFuture, len(in))
+	futs := make([]jetstream.PubAckFuture, len(in))
 	for i, j := range in {
-		jobs[i] = importedJob(j, now)
-		for _, m := range s.wakesFor(jobs[i], now, pendingAfter(0)) {
-			f, err := s.js.PublishMsgAsync(m)
-			if err != nil {
-				return unavailable("publish wake-up", err)
-			}
-			wakes[i] = append(wakes[i], f)
-		}
-	}
-	wakeSeqs := make([][]uint64, len(jobs))
-	for i, fs := range wakes {
-		for _, f := range fs {
-			ack, err := await(ctx, f)
-			if err != nil {
-				return unavailable("publish wake-up", err)
-			}
-			wakeSeqs[i] = append(wakeSeqs[i], ack.Sequence)
-		}
-	}
-	recs := make([]jetstream.PubAckFuture, len(jobs))
-	for i, j := range jobs {
-		m, err := s.recordMsg(j, 0)
+		j = j.Clone()
+		j.Import(now)
+		m, _, err := s.message(j, now, nil)
 		if err != nil {
 			return err
 		}
-		if recs[i], err = s.js.PublishMsgAsync(m); err != nil {
-			return unavailable("write job", err)
+		if futs[i], err = s.js.PublishMsgAsync(m); err != nil {
+			return unavailable("import job", err)
 		}
 	}
-	var taken []int
-	for i, f := range recs {
+	for i, f := range futs {
 		_, err := await(ctx, f)
 		switch {
-		case isWrongSeq(err):
-			taken = append(taken, i)
+		case isWrongSeq(err): // the id is in use
 		case err != nil:
-			return unavailable("write job", err)
+			return unavailable("import job", err)
 		default:
 			done[i] = true
 		}
 	}
-	// The id is in use: delete the wake-ups published for it, which may
-	// have replaced the existing job's own, and publish those again.
-	return s.each(ctx, len(taken), func(k int) error {
-		i := taken[k]
-		s.undo(ctx, wakeSeqs[i], jobs[i].ID)
-		return nil
-	})
-}
-
-// importedJob returns the record of an imported job (Job.Import).
-func importedJob(in *core.Job, now time.Time) *core.Job {
-	j := in.Clone()
-	j.Import(now)
-	return j
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/delayq/delayq/core"
@@ -187,28 +188,49 @@ func (s *Store) ListTopics(ctx context.Context) ([]*core.Topic, error) {
 	return slices.DeleteFunc(topics, func(t *core.Topic) bool { return t == nil }), nil
 }
 
-// counts asks the server how many jobs of a topic each state has: one
-// wake-up subject per job, so the number of subjects with messages is the
-// number of jobs. Finished jobs count by their markers, which expire with
-// their records. While a job changes state both its old and new wake-ups
-// may exist for a moment, so it may be counted twice until settled.
+// counts asks the server how many jobs of a topic each state has: a job
+// has one message, on a subject of its own, so the number of subjects of
+// a kind with messages is the number of jobs. A due message whose run_at
+// is still ahead (within Lead of it) counts as scheduled (notYetDue).
+// While a claim moves a job from its due message to its lease schedule
+// both exist for a moment; counts are exact once settled.
 func (s *Store) counts(ctx context.Context, topic string) (core.Counts, error) {
-	kinds := []string{kindSched, kindLead, kindSoon, kindReady, kindLease, kindDead, kindDone, kindCancelled}
-	n := make([]int64, len(kinds))
-	err := s.each(ctx, len(kinds), func(i int) error {
-		filter := s.names.kindFilter(kinds[i], topic)
-		if kinds[i] == kindDone || kinds[i] == kindCancelled {
-			filter = s.names.markerFilter(kinds[i], topic)
+	n := make([]int64, len(kinds)+1)
+	now := s.now()
+	err := s.each(ctx, len(n), func(i int) error {
+		if i == len(kinds) {
+			var err error
+			n[i], err = s.notYetDue(ctx, topic, now)
+			return err
 		}
 		// An offset past the end makes the server send the total only.
-		_, total, err := s.subjects(ctx, filter, 1<<30)
+		_, total, err := s.subjects(ctx, s.names.kindFilter(kinds[i], topic), 1<<30)
 		n[i] = int64(total)
 		return err
 	})
 	if err != nil {
 		return core.Counts{}, err
 	}
-	return core.Counts{Scheduled: n[0] + n[1] + n[2], Ready: n[3], Reserved: n[4], Dead: n[5], Done: n[6], Cancelled: n[7]}, nil
+	// In the order of kinds: sched, due, lease, dead, done, cancelled.
+	early := min(n[6], n[1])
+	return core.Counts{Scheduled: n[0] + early, Ready: n[1] - early, Reserved: n[2], Dead: n[3], Done: n[4], Cancelled: n[5]}, nil
+}
+
+// notYetDue counts a topic's due messages whose run_at is after now. Such
+// a message was stored at most Lead before its run_at (a put or retry due
+// that soon, or a schedule firing Lead early, never early itself), so
+// only the messages stored in the last Lead, and a second for clocks and
+// firing late, are read.
+func (s *Store) notYetDue(ctx context.Context, topic string, now time.Time) (int64, error) {
+	var n int64
+	since := time.Now().Add(-s.cfg.Lead - time.Second) // the server's timestamps: real time
+	err := scan(ctx, s.nc, s.names.stream, s.names.kindFilter(kindDue, topic), since, func(msg *nats.Msg, seq uint64) (bool, error) {
+		if j, err := decodeRecord(msg.Data); err == nil && j.State != core.StateReserved && j.RunAt.After(now) {
+			n++
+		}
+		return true, nil
+	})
+	return n, err
 }
 
 // streamInfoRequest is JetStream's stream info request with subject details.
@@ -229,18 +251,13 @@ type streamInfoResponse struct {
 
 // subjects returns a page of the subjects of the job stream that match
 // filter, with message counts, from offset in sorted order, and how many
-// match in all. It waits first for the background purges running (see
-// background): the wake-ups they remove must not count.
+// match in all.
 func (s *Store) subjects(ctx context.Context, filter string, offset int) (map[string]uint64, int, error) {
 	req, _ := json.Marshal(streamInfoRequest{SubjectsFilter: filter, Offset: offset})
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-	}
-	// Wake-ups this instance has made stale are gone before it counts.
-	if err := s.awaitPurges(ctx); err != nil {
-		return nil, 0, unavailable("settle purges", err)
 	}
 	m, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.INFO."+s.names.stream, req)
 	if err != nil {
@@ -256,8 +273,8 @@ func (s *Store) subjects(ctx context.Context, filter string, offset int) (map[st
 	return resp.State.Subjects, resp.Total, nil
 }
 
-// ListDeadJobs implements core.Store: the dead markers name the jobs, their
-// records give the order of death. Errors: ErrInvalidArgument when
+// ListDeadJobs implements core.Store: the dead messages name the jobs, and
+// those still their jobs' last message give the order of death. Errors: ErrInvalidArgument when
 // params.Limit < 1, ErrClosed, ErrUnavailable.
 func (s *Store) ListDeadJobs(ctx context.Context, params *core.ListDeadJobsParams) ([]*core.Job, error) {
 	if params == nil || params.Limit < 1 {
@@ -273,7 +290,9 @@ func (s *Store) ListDeadJobs(ctx context.Context, params *core.ListDeadJobsParam
 			return nil, err
 		}
 		for subj := range page {
-			ids = append(ids, idOf(subj))
+			if _, id, _, ok := s.names.parse(subj); ok {
+				ids = append(ids, id)
+			}
 		}
 		offset += len(page)
 		if len(page) == 0 || offset >= total {
@@ -283,13 +302,13 @@ func (s *Store) ListDeadJobs(ctx context.Context, params *core.ListDeadJobsParam
 	jobs := make([]*core.Job, len(ids))
 	var mu sync.Mutex
 	err := s.each(ctx, len(ids), func(i int) error {
-		j, _, err := s.load(ctx, ids[i])
+		m, err := s.load(ctx, ids[i])
 		if err != nil {
 			return err
 		}
-		if j != nil && j.State == core.StateDead && j.Topic == params.Topic {
+		if m != nil && m.kind == kindDead && m.job.Topic == params.Topic {
 			mu.Lock()
-			jobs[i] = j
+			jobs[i] = m.view(s.now()) // a lease schedule fired into dead is still reserved
 			mu.Unlock()
 		}
 		return nil

@@ -79,6 +79,9 @@ type serveConfig struct {
 	// NATSReplicas is how many NATS servers of a cluster keep each stream
 	// (--backend nats); 3 survives the loss of one.
 	NATSReplicas int
+	// NATSUpgrade moves the jobs of the NATS store's first stream layout
+	// into the current one at start (--nats-upgrade).
+	NATSUpgrade bool
 	// Sync is how often files under DataDir are synced: "always" or an
 	// interval between fsyncs (--sync).
 	Sync string
@@ -154,6 +157,7 @@ func (c *serveConfig) addFlags(fs *pflag.FlagSet) {
 	fs.Var(&urlValue{p: &c.NATSURL}, "nats-url", "NATS server URL(s), comma-separated: the store of --backend nats (default "+natsURLDefault+"); with local, redis or memory, the NATS of intake and delivery instead of an in-process server (instances sharing a Redis must share one NATS)")
 	fs.Var(&redisURLValue{p: &c.RedisURL}, "redis-url", "Redis URL for --backend redis: redis://[:password@]host:port[/db], rediss:// for TLS, redis+cluster://h1:p1,h2:p2 for a Cluster, redis+sentinel://s1:p1,s2:p2/master")
 	fs.Var(&replicasValue{p: &c.NATSReplicas}, "nats-replicas", "how many servers of the NATS cluster keep delayq's streams (1-5), for --backend nats; 3 survives the loss of one")
+	fs.BoolVar(&c.NATSUpgrade, "nats-upgrade", c.NATSUpgrade, "with --backend nats or jetstream: move the jobs of the first NATS stream layout (stream DELAYQ_JOBS, before this release) into the current one, then delete that stream; stop every instance of the earlier version first")
 	fs.Var(&syncValue{p: &c.Sync}, "sync", `how often delayq fsyncs its files under --data: "always" (every write, before answering) or an interval such as 1s; the local backend syncs creates and cancels before answering either way, and this bounds what a power cut can lose of acks and claims (a redelivery); the jetstream backend and the in-process NATS server sync everything by it`)
 	fs.Var(&subjectValue{p: &c.NATSClientUser}, "nats-client-user", "user name of producers and consumers on delayq's in-process NATS server")
 	fs.Var(&passwordValue{p: &c.NATSClientPassword}, "nats-client-password", "password of --nats-client-user, at least 16 characters; empty: generated at first start and kept in <data>/"+natsserver.ClientPasswordFile)

@@ -136,7 +136,7 @@ func TestE2ENATSDeliverySubjects(t *testing.T) {
 		require.NoError(t, err)
 		return res.StatusCode, string(b)
 	}
-	for _, subject := range []string{"delayq.push.orders.a", "delayq.cancel", "delayq.job.x", "$JS.API.STREAM.DELETE.DELAYQ_JOBS", "$KV.DELAYQ_TOPICS.x", "$SYS.REQ.SERVER.PING", "_INBOX.x", "_DELAYQ_INBOX.x"} {
+	for _, subject := range []string{"delayq.push.orders.a", "delayq.cancel", "delayq.d.x.orders", "$JS.API.STREAM.DELETE.DELAYQ_QUEUE", "$KV.DELAYQ_TOPICS.x", "$SYS.REQ.SERVER.PING", "_INBOX.x", "_DELAYQ_INBOX.x"} {
 		status, body := put(ops, "orders.a", subject)
 		require.Equal(t, http.StatusBadRequest, status, "%s: %s", subject, body)
 		require.Contains(t, body, `"invalid_argument"`)

@@ -447,6 +447,7 @@ func openNATSStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logT
 	store, err := natsstore.New(ctx, natsstore.Config{
 		Conn:      conn,
 		Replicas:  cfg.NATSReplicas,
+		Upgrade:   cfg.NATSUpgrade,
 		Retention: cfg.Retention,
 		Clock:     core.RealClock(),
 		Logger:    log,

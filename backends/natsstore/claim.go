@@ -1,0 +1,574 @@
+package natsstore
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/delayq/delayq/core"
+)
+
+// Fetcher limits.
+const (
+	// maxHeld bounds the due messages one topic queue holds; past it the
+	// fetcher stops pulling until claims take some.
+	maxHeld = 20000
+	// fetchBatch is how many messages one pull request asks for.
+	fetchBatch = 512
+	// idleRelease is how long a topic queue keeps fetching after its last
+	// claim. Then it stops and releases what it holds, so that another
+	// instance whose claims wait gets those jobs.
+	idleRelease = 2 * time.Second
+	// drainWait bounds how long a stopping fetcher waits for the messages
+	// already pulled: with the connection lost, nats.go's drain would wait
+	// out a 10s flush.
+	drainWait = 2 * time.Second
+)
+
+// item is a due message held by a topic queue until its job is due.
+type item struct {
+	m     *stored
+	due   time.Time // run_at, or the lease's expiry for a lease that ran out
+	msg   jetstream.Msg
+	since time.Time // fetched or last marked in progress, on the real clock
+	index int       // in the heap, -1 when out
+}
+
+// itemHeap orders items by due time, then stream sequence.
+type itemHeap []*item
+
+func (h itemHeap) Len() int { return len(h) }
+func (h itemHeap) Less(i, j int) bool {
+	if !h[i].due.Equal(h[j].due) {
+		return h[i].due.Before(h[j].due)
+	}
+	return h[i].m.seq < h[j].m.seq
+}
+func (h itemHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *itemHeap) Push(x any) {
+	it := x.(*item)
+	it.index = len(*h)
+	*h = append(*h, it)
+}
+func (h *itemHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	it.index = -1
+	return it
+}
+
+// topicQueue fetches one topic's due messages for this store instance and
+// holds them, by due time, for the claims of this instance. It fetches only
+// while claims come: idleRelease after the last one it stops and releases
+// what it holds.
+type topicQueue struct {
+	s     *Store
+	topic string
+
+	mu        sync.Mutex
+	room      *sync.Cond // signalled when the heap shrinks or the fetcher stops
+	items     itemHeap
+	byID      map[string]*item
+	changed   chan struct{} // closed and replaced when items arrive
+	waiting   int           // claims in ClaimJobs
+	lastClaim time.Time
+	cons      jetstream.Consumer
+	f         *fetcher // the running fetcher, nil when idle
+}
+
+// fetcher is one run of a topic queue's pulling, from the first claim to
+// idleRelease after the last.
+type fetcher struct {
+	quit    chan struct{} // closed to stop it
+	primed  chan struct{} // closed once it took what was available at start
+	done    chan struct{} // closed when it stopped and released what it held
+	stopped bool          // quit closed; under topicQueue.mu
+	it      jetstream.MessagesContext
+}
+
+// queue returns the topic queue of a topic, made if needed.
+func (s *Store) queue(topic string) (*topicQueue, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, core.ErrClosed
+	}
+	q := s.queues[topic]
+	if q == nil {
+		q = &topicQueue{s: s, topic: topic, byID: make(map[string]*item), changed: make(chan struct{})}
+		q.room = sync.NewCond(&q.mu)
+		s.queues[topic] = q
+	}
+	return q, nil
+}
+
+// ensureRunning starts the fetcher unless it runs, waiting first for a
+// stopping one to finish, and returns the channel closed once it is primed.
+func (q *topicQueue) ensureRunning() (<-chan struct{}, error) {
+	for {
+		q.mu.Lock()
+		if f := q.f; f != nil {
+			stopped := f.stopped
+			q.mu.Unlock()
+			if !stopped {
+				return f.primed, nil
+			}
+			select {
+			case <-f.done:
+			case <-q.s.done:
+				return nil, core.ErrClosed
+			}
+			continue
+		}
+		q.s.mu.Lock()
+		closed := q.s.closed
+		if !closed {
+			q.s.wg.Add(1)
+		}
+		q.s.mu.Unlock()
+		if closed {
+			q.mu.Unlock()
+			return nil, core.ErrClosed
+		}
+		f := &fetcher{quit: make(chan struct{}), primed: make(chan struct{}), done: make(chan struct{})}
+		q.f = f
+		q.lastClaim = q.s.now()
+		q.mu.Unlock()
+		go q.run(f)
+		return f.primed, nil
+	}
+}
+
+// run is the fetcher: it makes the durable consumer, takes what is
+// available at once, then pulls until stopped, and finally releases what it
+// holds.
+func (q *topicQueue) run(f *fetcher) {
+	defer q.s.wg.Done()
+	defer close(f.done)
+	defer func() {
+		q.mu.Lock()
+		q.f = nil
+		q.mu.Unlock()
+	}()
+	defer q.releaseAll()
+	cons := q.consumer(f)
+	if cons == nil {
+		close(f.primed)
+		return
+	}
+	// Prime: take what is available at once before the first claim looks,
+	// so that a claim sees the whole backlog and takes it in run_at order.
+	for !q.isStopped(f) {
+		batch, err := cons.FetchNoWait(fetchBatch)
+		if err != nil {
+			break
+		}
+		n := 0
+		for m := range batch.Messages() {
+			q.add(f, m)
+			n++
+		}
+		if batch.Error() != nil || n < fetchBatch {
+			break
+		}
+	}
+	close(f.primed)
+	monitorDone := make(chan struct{})
+	go q.monitor(f, monitorDone)
+	q.pull(f, cons)
+	<-monitorDone
+}
+
+// consumer returns the topic's durable consumer, made if needed; nil when
+// the fetcher stopped before it could make it.
+func (q *topicQueue) consumer(f *fetcher) jetstream.Consumer {
+	if q.cons != nil {
+		return q.cons
+	}
+	backoff := 10 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		cons, err := q.s.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable:       q.s.names.dueConsumer(q.topic),
+			Description:   "delayq due jobs of topic " + q.topic,
+			FilterSubject: q.s.names.kindFilter(kindDue, q.topic),
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       q.s.cfg.AckWait,
+			MaxAckPending: -1,
+			MaxDeliver:    -1,
+		})
+		cancel()
+		if err == nil {
+			q.cons = cons
+			return cons
+		}
+		q.s.log.Warn("natsstore: create consumer", "topic", q.topic, "err", err)
+		select {
+		case <-time.After(backoff): // the server's pace: real time
+		case <-f.quit:
+			return nil
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// pull feeds the consumer's messages to add until the fetcher stops; it
+// restarts the iterator after errors such as a reconnect to another server.
+// Stopping drains: messages already pulled are still added, then released.
+func (q *topicQueue) pull(f *fetcher, cons jetstream.Consumer) {
+	backoff := 10 * time.Millisecond
+	for {
+		it, err := cons.Messages(jetstream.PullMaxMessages(fetchBatch), jetstream.PullHeartbeat(5*time.Second))
+		if err == nil {
+			q.mu.Lock()
+			if f.stopped {
+				q.mu.Unlock()
+				it.Stop()
+				return
+			}
+			f.it = it
+			q.mu.Unlock()
+			backoff = 10 * time.Millisecond
+			for {
+				m, err := it.Next()
+				if err != nil {
+					if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+						q.s.log.Warn("natsstore: pull", "topic", q.topic, "err", err)
+						it.Stop()
+					}
+					break
+				}
+				q.add(f, m)
+			}
+		} else {
+			q.s.log.Warn("natsstore: pull", "topic", q.topic, "err", err)
+		}
+		if q.isStopped(f) {
+			return
+		}
+		select {
+		case <-time.After(backoff): // the server's pace: real time
+		case <-f.quit:
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+func (q *topicQueue) isStopped(f *fetcher) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return f.stopped
+}
+
+// monitor keeps held messages from going back to the stream (in-progress
+// acks, on the real clock as the server's AckWait) and stops the fetcher
+// once no claim came for idleRelease (on the store's clock, as claims are).
+func (q *topicQueue) monitor(f *fetcher, done chan struct{}) {
+	defer close(done)
+	tick := time.NewTicker(min(q.s.cfg.AckWait/4, idleRelease/2))
+	defer tick.Stop()
+	for {
+		select {
+		case <-f.quit:
+			return
+		case <-tick.C:
+		}
+		q.mu.Lock()
+		idle := q.waiting == 0 && q.s.now().Sub(q.lastClaim) > idleRelease
+		now := time.Now() // the server's AckWait runs on the real clock
+		for _, it := range q.items {
+			if now.Sub(it.since) > q.s.cfg.AckWait/2 {
+				_ = it.msg.InProgress()
+				it.since = now
+			}
+		}
+		q.mu.Unlock()
+		if idle {
+			go q.stopFetcher(f)
+		}
+	}
+}
+
+// add holds a fetched due message. A second message of a job already held
+// replaces the first (a redelivery, or a newer message).
+func (q *topicQueue) add(f *fetcher, msg jetstream.Msg) {
+	meta, err := msg.Metadata()
+	if err != nil {
+		_ = msg.Term()
+		return
+	}
+	m, err := q.s.decodeStored(msg.Subject(), meta.Sequence.Stream, msg.Data())
+	if err != nil {
+		q.s.log.Warn("natsstore: foreign message", "subject", msg.Subject(), "err", err)
+		_ = msg.Term()
+		return
+	}
+	due := m.job.RunAt
+	if m.job.State == core.StateReserved {
+		due = m.job.LeaseExpiresAt // fired by the lease's schedule
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.items) >= maxHeld && !f.stopped {
+		q.room.Wait()
+	}
+	now := time.Now() // since: the real clock, as the server's AckWait
+	if old := q.byID[m.job.ID]; old != nil {
+		if old.m.seq != m.seq {
+			_ = old.msg.Ack()
+		}
+		old.m, old.due, old.msg, old.since = m, due, msg, now
+		heap.Fix(&q.items, old.index)
+	} else {
+		it := &item{m: m, due: due, msg: msg, since: now}
+		heap.Push(&q.items, it)
+		q.byID[m.job.ID] = it
+	}
+	close(q.changed)
+	q.changed = make(chan struct{})
+}
+
+// take pops up to max items due at now. It also returns the due time of
+// the next held item (zero if none) and the channel closed on arrivals.
+func (q *topicQueue) take(max int, now time.Time) ([]*item, time.Time, <-chan struct{}) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var items []*item
+	for len(items) < max && len(q.items) > 0 && !q.items[0].due.After(now) {
+		it := heap.Pop(&q.items).(*item)
+		delete(q.byID, it.m.job.ID)
+		items = append(items, it)
+	}
+	if len(items) > 0 {
+		q.room.Broadcast()
+	}
+	var next time.Time
+	if len(q.items) > 0 {
+		next = q.items[0].due
+	}
+	return items, next, q.changed
+}
+
+// hold puts a taken item back; when the fetcher has stopped it releases
+// the item to the stream instead.
+func (q *topicQueue) hold(it *item) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.f == nil || q.f.stopped {
+		_ = it.msg.Nak()
+		return
+	}
+	if q.byID[it.m.job.ID] != nil {
+		// A newer message of the job arrived meanwhile.
+		_ = it.msg.Ack()
+		return
+	}
+	heap.Push(&q.items, it)
+	q.byID[it.m.job.ID] = it
+	close(q.changed)
+	q.changed = make(chan struct{})
+}
+
+// releaseAll gives every held message back to the stream at once.
+func (q *topicQueue) releaseAll() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, it := range q.items {
+		_ = it.msg.Nak()
+	}
+	q.items = nil
+	q.byID = make(map[string]*item)
+	q.room.Broadcast()
+}
+
+// stopFetcher stops f: its iterator drains (stops at once when the
+// connection is down, or after drainWait), and run releases what is held.
+// Idempotent; it returns once f is done.
+func (q *topicQueue) stopFetcher(f *fetcher) {
+	q.mu.Lock()
+	if !f.stopped {
+		f.stopped = true
+		close(f.quit)
+	}
+	it := f.it
+	q.room.Broadcast()
+	q.mu.Unlock()
+	if it != nil {
+		if q.s.nc.IsConnected() {
+			it.Drain()
+		} else {
+			it.Stop()
+		}
+	}
+	t := time.NewTimer(drainWait) // bounds nats.go's drain, which runs in real time
+	defer t.Stop()
+	select {
+	case <-f.done:
+	case <-t.C:
+		it.Stop()
+		<-f.done
+	}
+}
+
+// stop stops the fetcher, if it runs, and waits until it has released what
+// it held.
+func (q *topicQueue) stop() {
+	q.mu.Lock()
+	f := q.f
+	q.mu.Unlock()
+	if f != nil {
+		q.stopFetcher(f)
+	}
+}
+
+func (q *topicQueue) enter() {
+	q.mu.Lock()
+	q.waiting++
+	q.lastClaim = q.s.now()
+	q.mu.Unlock()
+}
+
+func (q *topicQueue) leave() {
+	q.mu.Lock()
+	q.waiting--
+	q.lastClaim = q.s.now()
+	q.mu.Unlock()
+}
+
+// ClaimJobs implements core.Store. The topic's fetcher holds due messages
+// until their run_at; a claim takes the due ones in run_at order and
+// reserves each by publishing its lease schedule against the due message
+// (a compare-and-set), then acknowledges the due message. It waits on the
+// fetcher's arrivals and a timer for the next due time, never polling.
+// Errors: ErrInvalidArgument when params.Max < 1, ErrClosed (also for a
+// claim waiting when the store closes), ErrUnavailable when JetStream fails
+// and no job was claimed.
+func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]*core.Job, error) {
+	if params == nil || params.Max < 1 {
+		return nil, core.Invalid("max", "max must be at least 1")
+	}
+	q, err := s.queue(params.Topic)
+	if err != nil {
+		return nil, err
+	}
+	q.enter()
+	defer q.leave()
+	primed, err := q.ensureRunning()
+	if err != nil {
+		return nil, err
+	}
+	deadline := s.now().Add(params.Wait)
+	primeWait := s.clock.NewTimer(max(params.Wait, 5*time.Second))
+	select {
+	case <-primed:
+	case <-primeWait.Chan():
+	case <-ctx.Done():
+	case <-s.done:
+		primeWait.Stop()
+		return nil, core.ErrClosed
+	}
+	primeWait.Stop()
+	for {
+		if s.isClosed() {
+			return nil, core.ErrClosed
+		}
+		now := s.now()
+		items, next, changed := q.take(params.Max, now)
+		if len(items) > 0 {
+			jobs, err := s.claimItems(ctx, q, items)
+			if len(jobs) > 0 {
+				return jobs, nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if ctx.Err() != nil || !now.Before(deadline) {
+			return []*core.Job{}, nil
+		}
+		d := deadline.Sub(now)
+		if !next.IsZero() && next.Sub(now) < d {
+			d = next.Sub(now)
+		}
+		t := s.clock.NewTimer(d)
+		select {
+		case <-changed:
+		case <-t.Chan():
+		case <-ctx.Done():
+		case <-s.done:
+		}
+		t.Stop()
+	}
+}
+
+// claimItems reserves the jobs of taken items, their lease schedules
+// published pipelined, and returns them in the items' order. A job whose
+// lease ran out for its last attempt goes dead instead; an item whose job
+// has a newer message is stale and acknowledged away. The error is the
+// first failure, if any: its items are put back.
+func (s *Store) claimItems(ctx context.Context, q *topicQueue, items []*item) ([]*core.Job, error) {
+	ctx = context.WithoutCancel(ctx) // a claim half done is finished, not dropped
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	now := s.now()
+	jobs := make([]*core.Job, len(items))
+	futs := make([]jetstream.PubAckFuture, len(items))
+	var first error
+	for i, it := range items {
+		j := it.m.view(now)
+		if j.State == core.StateReady {
+			j.Reserve(newLease(), now)
+		}
+		m, _, err := s.message(j, now, it.m)
+		if err == nil {
+			futs[i], err = s.js.PublishMsgAsync(m)
+		}
+		if err != nil {
+			first = unavailable("claim", err)
+			break
+		}
+		jobs[i] = j
+	}
+	out := make([]*core.Job, 0, len(items))
+	var last jetstream.Msg
+	for i, it := range items {
+		if futs[i] == nil {
+			q.hold(it)
+			continue
+		}
+		ack, err := await(ctx, futs[i])
+		switch {
+		case isWrongSeq(err):
+			_ = it.msg.Ack() // stale: the job has a newer message
+		case err != nil:
+			first = unavailable("claim", err)
+			q.hold(it)
+		default:
+			if last != nil {
+				_ = last.Ack()
+			}
+			last = it.msg
+			if j := jobs[i]; j.State == core.StateReserved {
+				s.leases.put(&stored{job: j.Clone(), seq: ack.Sequence, kind: kindLease, subject: s.names.subject(kindLease, j.ID, j.Topic)}, now)
+				out = append(out, j)
+			}
+		}
+	}
+	if last != nil {
+		// The last acknowledgement waits for the server's answer, which
+		// comes after the earlier ones of the consumer were applied: counts
+		// read after the claim no longer see the due messages.
+		_ = last.DoubleAck(ctx)
+	}
+	return out, first
+}
