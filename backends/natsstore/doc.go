@@ -120,8 +120,7 @@
 // answered (TestKill9KeepsAnsweredJobs, TestKill9DeliversHeldJobs); a power
 // cut loses what was written since the last fsync: up to ~1 s with the
 // "1s" interval delayq sets (SyncDefault), nothing answered with "always".
-// With Replicas 3 a write is answered once a majority stored it, and a
-// node killed while jobs come and go loses none (TestClusterNodeKill).
+// With Replicas 3 a write is answered once a majority stored it.
 //
 // docs/benchmarks.md ("NATS store") has the measured operations, CPU per
 // job, burst and lateness of this design beside the first one's.
