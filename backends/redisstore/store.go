@@ -484,13 +484,18 @@ func (s *Store) serverNow() int64 { return s.clock.Now().UnixMilli() + s.skew.Lo
 func (s *Store) serverTime() time.Time { return msTime(s.serverNow()) }
 
 // sawServerNow records the server's time a script answered, as a string of
-// Unix ms, and returns it (or the estimate, for a malformed answer).
+// Unix ms, and returns it (or the estimate, for a malformed answer). With
+// TimeFromClock the skew stays 0: the answer is the clock's time when the
+// script was called, and a fake clock moved since would skew the estimate
+// by the move.
 func (s *Store) sawServerNow(v any) int64 {
 	now := asInt(v)
 	if now < 0 {
 		return s.serverNow()
 	}
-	s.skew.Store(now - s.clock.Now().UnixMilli())
+	if !s.cfg.TimeFromClock {
+		s.skew.Store(now - s.clock.Now().UnixMilli())
+	}
 	return now
 }
 
