@@ -27,6 +27,10 @@ const (
 	// already pulled: with the connection lost, nats.go's drain would wait
 	// out a 10s flush.
 	drainWait = 2 * time.Second
+	// catchUpWait bounds a replicated stream's prime catching up with the
+	// stream's leader; catchUpPoll is how long each of its fetches waits.
+	catchUpWait = time.Second
+	catchUpPoll = 20 * time.Millisecond
 )
 
 // item is a due message held by a topic queue until its job is due.
@@ -93,6 +97,10 @@ type fetcher struct {
 	done    chan struct{} // closed when it stopped and released what it held
 	stopped bool          // quit closed; under topicQueue.mu
 	it      jetstream.MessagesContext
+	// cut ends the iterator's wait for messages when a drain outlasts
+	// drainWait: a drained iterator can no longer be stopped.
+	cut    context.Context
+	cutNow context.CancelFunc
 }
 
 // queue returns the topic queue of a topic, made if needed.
@@ -140,6 +148,7 @@ func (q *topicQueue) ensureRunning() (<-chan struct{}, error) {
 			return nil, core.ErrClosed
 		}
 		f := &fetcher{quit: make(chan struct{}), primed: make(chan struct{}), done: make(chan struct{})}
+		f.cut, f.cutNow = context.WithCancel(context.Background())
 		q.f = f
 		q.lastClaim = q.s.now()
 		q.mu.Unlock()
@@ -154,6 +163,7 @@ func (q *topicQueue) ensureRunning() (<-chan struct{}, error) {
 func (q *topicQueue) run(f *fetcher) {
 	defer q.s.wg.Done()
 	defer close(f.done)
+	defer f.cutNow()
 	defer func() {
 		q.mu.Lock()
 		q.f = nil
@@ -181,11 +191,41 @@ func (q *topicQueue) run(f *fetcher) {
 			break
 		}
 	}
+	if q.s.cfg.Replicas > 1 {
+		q.catchUp(f, cons)
+	}
 	close(f.primed)
 	monitorDone := make(chan struct{})
 	go q.monitor(f, monitorDone)
 	q.pull(f, cons)
 	<-monitorDone
+}
+
+// catchUp completes the prime on a replicated stream, whose consumer
+// leader may not have applied the latest writes when the prime asked: it
+// fetches until the consumer delivered the topic's last due message as
+// the stream's leader knows it, for up to catchUpWait (that message may be
+// deleted meanwhile, by a write of its job).
+func (q *topicQueue) catchUp(f *fetcher, cons jetstream.Consumer) {
+	ctx, cancel := context.WithTimeout(context.Background(), catchUpWait)
+	defer cancel()
+	last, err := q.s.lastMsg(ctx, q.s.names.kindFilter(kindDue, q.topic))
+	if err != nil || last == nil {
+		return
+	}
+	for !q.isStopped(f) {
+		info, err := cons.Info(ctx)
+		if err != nil || info.Delivered.Stream >= last.Sequence {
+			return
+		}
+		batch, err := cons.Fetch(fetchBatch, jetstream.FetchMaxWait(catchUpPoll))
+		if err != nil {
+			return
+		}
+		for m := range batch.Messages() {
+			q.add(f, m)
+		}
+	}
 }
 
 // consumer returns the topic's durable consumer, made if needed; nil when
@@ -239,8 +279,12 @@ func (q *topicQueue) pull(f *fetcher, cons jetstream.Consumer) {
 			q.mu.Unlock()
 			backoff = 10 * time.Millisecond
 			for {
-				m, err := it.Next()
+				m, err := it.Next(jetstream.NextContext(f.cut))
 				if err != nil {
+					if f.cut.Err() != nil {
+						it.Stop()
+						return
+					}
 					if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 						q.s.log.Warn("natsstore: pull", "topic", q.topic, "err", err)
 						it.Stop()
@@ -391,7 +435,8 @@ func (q *topicQueue) releaseAll() {
 }
 
 // stopFetcher stops f: its iterator drains (stops at once when the
-// connection is down, or after drainWait), and run releases what is held.
+// connection is down; its wait is cut after drainWait), and run releases
+// what is held.
 // Idempotent; it returns once f is done.
 func (q *topicQueue) stopFetcher(f *fetcher) {
 	q.mu.Lock()
@@ -414,9 +459,10 @@ func (q *topicQueue) stopFetcher(f *fetcher) {
 	select {
 	case <-f.done:
 	case <-t.C:
-		it.Stop()
+		f.cutNow()
 		<-f.done
 	}
+	f.cutNow()
 }
 
 // stop stops the fetcher, if it runs, and waits until it has released what
@@ -517,8 +563,8 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 // has a newer message is stale and acknowledged away. The error is the
 // first failure, if any: its items are put back.
 func (s *Store) claimItems(ctx context.Context, q *topicQueue, items []*item) ([]*core.Job, error) {
-	ctx = context.WithoutCancel(ctx) // a claim half done is finished, not dropped
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	// A claim half done is finished, not dropped.
+	ctx, cancel := opContext(context.WithoutCancel(ctx))
 	defer cancel()
 	now := s.now()
 	jobs := make([]*core.Job, len(items))

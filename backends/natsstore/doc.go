@@ -120,7 +120,15 @@
 // answered (TestKill9KeepsAnsweredJobs, TestKill9DeliversHeldJobs); a power
 // cut loses what was written since the last fsync: up to ~1 s with the
 // "1s" interval delayq sets (SyncDefault), nothing answered with "always".
-// With Replicas 3 a write is answered once a majority stored it.
+// With Replicas 3 a write is answered once a majority stored it, and a
+// node killed while jobs come and go loses none (TestClusterNodeKill).
+// Replicas apply writes a little after the leader answers, so on a
+// replicated stream a job is read through the stream's leader, not by a
+// direct get any replica may answer, and a fetcher's first fetch goes on
+// until its consumer delivered the topic's last due message the leader
+// knows: a claim sees the jobs put before it. Every JetStream request is
+// bounded by opTimeout (5 s): a publish whose answer was lost with a node
+// fails as unavailable instead of holding its caller.
 //
 // docs/benchmarks.md ("NATS store") has the measured operations, CPU per
 // job, burst and lateness of this design beside the first one's.

@@ -24,6 +24,9 @@ func TestMain(m *testing.M) {
 	if embeddedDir != "" {
 		_ = os.RemoveAll(embeddedDir)
 	}
+	if clusterDir != "" {
+		_ = os.RemoveAll(clusterDir)
+	}
 	if sharedExternalDir != "" {
 		_ = os.RemoveAll(sharedExternalDir)
 	}

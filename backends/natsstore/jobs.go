@@ -132,6 +132,8 @@ func (s *Store) createAll(ctx context.Context, jobs []*core.Job, slow []bool) er
 			break
 		}
 	}
+	ctx, cancel := opContext(ctx)
+	defer cancel()
 	for i, f := range futs {
 		if f == nil {
 			continue

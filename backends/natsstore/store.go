@@ -286,16 +286,68 @@ func (s *Store) decodeStored(subject string, seq uint64, data []byte) (*stored, 
 	return &stored{job: j, seq: seq, kind: kind, subject: subject}, nil
 }
 
+// opTimeout bounds one JetStream request or a pipeline of publishes,
+// whatever the caller's context allows: an answer lost with a server (a
+// node killed after it took a publish) would otherwise hold the call, and
+// the claims waiting behind it, until the caller gives up.
+const opTimeout = 5 * time.Second
+
+// opContext is ctx bounded by opTimeout.
+func opContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, opTimeout)
+}
+
 // load reads a job's message, nil when the job has none.
 func (s *Store) load(ctx context.Context, id string) (*stored, error) {
-	m, err := s.stream.GetLastMsgForSubject(ctx, s.names.jobFilter(id))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, nil
+	m, err := s.lastMsg(ctx, s.names.jobFilter(id))
+	if err != nil || m == nil {
+		return nil, err
 	}
+	return s.decodeStored(m.Subject, m.Sequence, m.Data)
+}
+
+// lastMsg reads the last message of the subjects filter matches, nil when
+// there is none. A replicated stream is asked through its leader: a direct
+// get may be answered by a replica that has not applied the latest writes,
+// and a caller reads its own writes.
+func (s *Store) lastMsg(ctx context.Context, filter string) (*jetstream.RawStreamMsg, error) {
+	ctx, cancel := opContext(ctx)
+	defer cancel()
+	if s.cfg.Replicas <= 1 {
+		m, err := s.stream.GetLastMsgForSubject(ctx, filter)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, unavailable("read job", err)
+		}
+		return m, nil
+	}
+	req, _ := json.Marshal(map[string]string{"last_by_subj": filter})
+	resp, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+s.names.stream, req)
 	if err != nil {
 		return nil, unavailable("read job", err)
 	}
-	return s.decodeStored(m.Subject, m.Sequence, m.Data)
+	var r struct {
+		Message *struct {
+			Subject string `json:"subject"`
+			Seq     uint64 `json:"seq"`
+			Data    []byte `json:"data"`
+		} `json:"message"`
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return nil, unavailable("read job", err)
+	}
+	switch {
+	case r.Error != nil && r.Error.Code == 404:
+		return nil, nil
+	case r.Error != nil:
+		return nil, unavailable("read job", r.Error)
+	case r.Message == nil:
+		return nil, unavailable("read job", errors.New("empty answer"))
+	}
+	return &jetstream.RawStreamMsg{Subject: r.Message.Subject, Sequence: r.Message.Seq, Data: r.Message.Data}, nil
 }
 
 // message builds the write of j, in its new state at now, as the message
@@ -361,6 +413,8 @@ func (s *Store) write(ctx context.Context, j *core.Job, now time.Time, prev *sto
 	if err != nil {
 		return 0, err
 	}
+	ctx, cancel := opContext(ctx)
+	defer cancel()
 	ack, err := s.js.PublishMsg(ctx, m)
 	if isWrongSeq(err) {
 		return 0, errCAS

@@ -29,6 +29,8 @@ func (s *Store) markSeen(ctx context.Context, topic string) error {
 	if _, ok := s.seen.Load(topic); ok {
 		return nil
 	}
+	ctx, cancel := opContext(ctx)
+	defer cancel()
 	_, err := s.kv.Create(ctx, keySeen+topic, []byte("{}"))
 	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 		return unavailable("mark topic", err)

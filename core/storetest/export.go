@@ -266,12 +266,14 @@ func testImportStates(t *testing.T, b *testBundle) {
 		require.NotEqual(t, "old-lease", c[0].Lease)
 	}
 
-	// Scheduled: not before its run_at, then to a waiting claim.
-	empty := b.claim(t, sched.Topic, 10, 0)
-	if time.Now().Before(sched.RunAt.Add(-earlySlack)) {
-		require.Empty(t, empty, "imported scheduled job claimed before its run_at")
+	// Scheduled: not before its run_at, then to a waiting claim (or to
+	// this one, when the import took until its run_at).
+	got := b.claim(t, sched.Topic, 10, 0)
+	if len(got) == 0 {
+		got = append(got, b.claimOne(t, sched.Topic, dueWait))
 	}
-	c := b.claimOne(t, sched.Topic, dueWait)
+	require.Len(t, got, 1)
+	c := got[0]
 	require.False(t, time.Now().Before(sched.RunAt.Add(-earlySlack)), "claimed before run_at")
 	requireSameJob(t, sched, c)
 	require.Equal(t, 2, c.Attempt)

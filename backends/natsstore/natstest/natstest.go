@@ -76,6 +76,7 @@ type Server struct {
 	args []string
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process ended
+	tail func() string // the last lines of its log
 }
 
 // Start starts nats-server with opts and returns once it logged "Server is
@@ -146,6 +147,7 @@ func start(bin string, opts Options) (*Server, error) {
 		defer tailMu.Unlock()
 		return strings.Join(tail, "\n")
 	}
+	s.tail = logTail
 	select {
 	case <-ready:
 		return s, nil
