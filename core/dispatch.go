@@ -162,7 +162,7 @@ func (e *Engine) applyTopics(_ context.Context, ts map[string]*Topic, full bool)
 
 // sameDispatch reports whether a running dispatcher for b serves a as is.
 func sameDispatch(a, b *Topic) bool {
-	return reflect.DeepEqual(a.Delivery, b.Delivery) && a.Concurrency == b.Concurrency && a.Backoff == b.Backoff
+	return reflect.DeepEqual(a.Delivery, b.Delivery) && a.Concurrency == b.Concurrency && reflect.DeepEqual(a.Backoff, b.Backoff)
 }
 
 // dispatch claims due jobs of one topic while slots are free and delivers
@@ -238,7 +238,7 @@ func (e *Engine) deliver(topic *Topic, deliverer Deliverer, job *Job) {
 		if ra, ok := errors.AsType[retryAfterError](derr); ok && ra.RetryAfter() > 0 {
 			// The destination asked for a pause (HTTP Retry-After): honour
 			// it when it is longer than the backoff, within the backoff's cap.
-			d := min(max(ra.RetryAfter(), topic.Backoff.Delay(job.Attempt)), topic.Backoff.Max)
+			d := min(max(ra.RetryAfter(), topic.Backoff.Delay(job.Attempt)), topic.Backoff.Ceiling())
 			delay = &d
 		}
 		err = e.fail(ctx, job, delay, derr.Error())

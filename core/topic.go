@@ -2,8 +2,10 @@ package core
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -73,7 +75,19 @@ type Backoff struct {
 	// Jitter spreads each delay uniformly by ±Jitter of itself, 0 to 1.
 	// Defaults to 0.2; a negative value means none.
 	Jitter float64 `json:"jitter,omitempty"`
+	// Delays, when set, is the retry schedule instead of the exponential
+	// one: the delay after failed attempt n is Delays[n-1], the last
+	// repeated, taken as given (no jitter, no cap).
+	Delays []time.Duration `json:"delays,omitempty"`
 }
+
+// Retry schedule limits.
+const (
+	// DelaysMax bounds how many delays a retry schedule lists.
+	DelaysMax = 100
+	// DelayMax bounds each delay of a retry schedule, as backoff.max.
+	DelayMax = 7 * 24 * time.Hour
+)
 
 // Topic defaults.
 const (
@@ -150,6 +164,24 @@ func (t *Topic) Validate() error {
 	return t.Backoff.Validate()
 }
 
+// Clone returns a copy of t that shares nothing with it.
+func (t *Topic) Clone() *Topic {
+	c := *t
+	c.Backoff.Delays = slices.Clone(t.Backoff.Delays)
+	return &c
+}
+
+// Ceiling is the longest delay the backoff waits: Max, or the longest of
+// Delays when that is longer. A destination's Retry-After is honoured up
+// to it.
+func (b Backoff) Ceiling() time.Duration {
+	c := b.Max
+	for _, d := range b.Delays {
+		c = max(c, d)
+	}
+	return c
+}
+
 // WithDefaults returns the backoff with every unset field at its default.
 func (b Backoff) WithDefaults() Backoff {
 	b.Initial = cmp.Or(b.Initial, time.Second)
@@ -172,14 +204,25 @@ func (b *Backoff) Validate() error {
 		return Invalid("backoff.factor", "backoff.factor must be between 1 and 100")
 	case b.Jitter > 1 || math.IsNaN(b.Jitter):
 		return Invalid("backoff.jitter", "backoff.jitter must be at most 1")
+	case len(b.Delays) > DelaysMax:
+		return Invalid("backoff.delays", "backoff.delays may list at most %d delays", DelaysMax)
+	}
+	for i, d := range b.Delays {
+		if d < 0 || d > DelayMax {
+			return Invalid(fmt.Sprintf("backoff.delays[%d]", i), "each of backoff.delays must be between 0 and 168h")
+		}
 	}
 	return nil
 }
 
 // Delay returns the wait before retrying after the given failed attempt
-// (1-based): Initial·Factor^(attempt-1), capped at Max, spread by Jitter.
+// (1-based): Delays[attempt-1] (the last for later attempts) when Delays is
+// set, else Initial·Factor^(attempt-1), capped at Max, spread by Jitter.
 // The receiver must have its defaults filled.
 func (b Backoff) Delay(attempt int) time.Duration {
+	if n := len(b.Delays); n > 0 {
+		return b.Delays[min(max(attempt, 1), n)-1]
+	}
 	d := float64(b.Initial) * math.Pow(b.Factor, float64(max(attempt-1, 0)))
 	d = min(d, float64(b.Max))
 	if b.Jitter > 0 {

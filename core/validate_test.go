@@ -62,6 +62,14 @@ func TestBackoffDelay(t *testing.T) {
 		seen[d] = true
 	}
 	require.Greater(t, len(seen), 100, "jitter spreads delays")
+
+	// A retry schedule: as given, the last repeated, no jitter, no cap.
+	s := core.Backoff{Max: time.Second, Jitter: 0.5, Delays: []time.Duration{time.Minute, 3 * time.Minute, 0, 7 * time.Minute}}.WithDefaults()
+	for attempt, want := range map[int]time.Duration{1: time.Minute, 2: 3 * time.Minute, 3: 0, 4: 7 * time.Minute, 5: 7 * time.Minute, 99: 7 * time.Minute} {
+		require.Equal(t, want, s.Delay(attempt), "after attempt %d", attempt)
+	}
+	require.Equal(t, 7*time.Minute, s.Ceiling(), "a schedule longer than max")
+	require.Equal(t, 10*time.Second, b.Ceiling())
 }
 
 func TestTopicValidate(t *testing.T) {
@@ -70,15 +78,20 @@ func TestTopicValidate(t *testing.T) {
 		Backoff: core.Backoff{Initial: time.Second, Max: time.Minute, Factor: 3, Jitter: 0.1}}
 	require.NoError(t, good.Validate())
 	cases := map[string]func(*core.Topic){
-		"topic":            func(t *core.Topic) { t.Name = "a..b" },
-		"delivery.type":    func(t *core.Topic) { t.Delivery.Type = "carrier-pigeon" },
-		"ttr":              func(t *core.Topic) { t.TTR = time.Millisecond },
-		"max_attempts":     func(t *core.Topic) { t.MaxAttempts = -1 },
-		"concurrency":      func(t *core.Topic) { t.Concurrency = core.ConcurrencyMax + 1 },
-		"backoff.initial":  func(t *core.Topic) { t.Backoff.Initial = 2 * time.Minute },
-		"backoff.factor":   func(t *core.Topic) { t.Backoff.Factor = 0.5 },
-		"backoff.jitter":   func(t *core.Topic) { t.Backoff.Jitter = 2 },
-		"delivery.timeout": func(t *core.Topic) { t.Delivery.Timeout = time.Hour },
+		"topic":           func(t *core.Topic) { t.Name = "a..b" },
+		"delivery.type":   func(t *core.Topic) { t.Delivery.Type = "carrier-pigeon" },
+		"ttr":             func(t *core.Topic) { t.TTR = time.Millisecond },
+		"max_attempts":    func(t *core.Topic) { t.MaxAttempts = -1 },
+		"concurrency":     func(t *core.Topic) { t.Concurrency = core.ConcurrencyMax + 1 },
+		"backoff.initial": func(t *core.Topic) { t.Backoff.Initial = 2 * time.Minute },
+		"backoff.factor":  func(t *core.Topic) { t.Backoff.Factor = 0.5 },
+		"backoff.jitter":  func(t *core.Topic) { t.Backoff.Jitter = 2 },
+		"backoff.delays":  func(t *core.Topic) { t.Backoff.Delays = make([]time.Duration, core.DelaysMax+1) },
+		"backoff.delays[1]": func(t *core.Topic) {
+			t.Backoff.Delays = []time.Duration{time.Minute, core.DelayMax + 1}
+		},
+		"backoff.delays[0]": func(t *core.Topic) { t.Backoff.Delays = []time.Duration{-time.Second} },
+		"delivery.timeout":  func(t *core.Topic) { t.Delivery.Timeout = time.Hour },
 		"delivery.error_body": func(t *core.Topic) {
 			t.Delivery = core.Delivery{Type: core.DeliveryNATS, ErrorBody: true}
 		},

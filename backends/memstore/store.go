@@ -399,10 +399,10 @@ func (s *Store) PutTopic(_ context.Context, t *core.Topic) error {
 	if s.closed {
 		return core.ErrClosed
 	}
-	c := *t
+	c := t.Clone()
 	c.Configured = true
 	c.Counts = core.Counts{}
-	s.topicFor(t.Name).config = &c
+	s.topicFor(t.Name).config = c
 	return nil
 }
 
@@ -472,8 +472,7 @@ func (s *Store) ListTopicConfigs(_ context.Context) ([]*core.Topic, error) {
 	topics := []*core.Topic{}
 	for _, tp := range s.topics {
 		if tp.config != nil {
-			c := *tp.config
-			topics = append(topics, &c)
+			topics = append(topics, tp.config.Clone())
 		}
 	}
 	slices.SortFunc(topics, func(a, b *core.Topic) int { return strings.Compare(a.Name, b.Name) })
@@ -721,7 +720,7 @@ func (tp *topic) stopTimer() {
 func (tp *topic) view() *core.Topic {
 	t := &core.Topic{Name: tp.name}
 	if tp.config != nil {
-		*t = *tp.config
+		t = tp.config.Clone()
 	}
 	t.Counts = core.Counts{
 		Scheduled: int64(tp.scheduled.Len()),

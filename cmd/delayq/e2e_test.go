@@ -133,6 +133,43 @@ func TestE2EServe(t *testing.T) {
 		require.Empty(t, api.claim("e2e.pull", 10, 0), "nothing is left to claim")
 	})
 
+	t.Run("RetryScheduleOverHTTP", func(t *testing.T) {
+		t.Parallel()
+		api := newCaller(t, srv.HTTPURL)
+		var topic struct {
+			Backoff struct {
+				Delays []string `json:"delays"`
+			} `json:"backoff"`
+		}
+		api.callJSON(http.MethodPut, "/v1/topics/e2e.retry",
+			map[string]any{"max_attempts": 5, "backoff": map[string]any{"delays": []any{"0s", 7_200_000, "1h"}}}, http.StatusOK, &topic)
+		require.Equal(t, []string{"0s", "2h0m0s", "1h0m0s"}, topic.Backoff.Delays)
+		status, answer := api.call(http.MethodPut, "/v1/topics/e2e.retry", map[string]any{"backoff": map[string]any{"delays": []any{"1m", "-1s"}}})
+		require.Equal(t, http.StatusBadRequest, status, "%s", answer)
+		require.Contains(t, string(answer), `"field":"backoff.delays[1]"`)
+
+		var pushed struct{ ID string }
+		api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.retry", "body": 1}, http.StatusCreated, &pushed)
+		var job struct {
+			State   string    `json:"state"`
+			Attempt int       `json:"attempt"`
+			RunAt   time.Time `json:"run_at"`
+		}
+		// Failed attempt 1 waits the schedule's first delay (none: due at
+		// once), attempt 2 its second, two hours.
+		for attempt, wait := range []time.Duration{0, 2 * time.Hour} {
+			jobs := api.claim("e2e.retry", 1, 10*time.Second)
+			require.Len(t, jobs, 1)
+			require.Equal(t, attempt+1, jobs[0].Attempt)
+			nacked := time.Now()
+			api.callJSON(http.MethodPost, "/v1/jobs/"+pushed.ID+"/nack", map[string]any{"lease": jobs[0].Lease}, http.StatusNoContent, nil)
+			api.callJSON(http.MethodGet, "/v1/jobs/"+pushed.ID, nil, http.StatusOK, &job)
+			require.Equal(t, attempt+1, job.Attempt)
+			require.WithinDuration(t, nacked.Add(wait), job.RunAt, 2*time.Second, "run_at after attempt %d", attempt+1)
+		}
+		require.Equal(t, "scheduled", job.State)
+	})
+
 	t.Run("ClientCommands", func(t *testing.T) {
 		t.Parallel()
 		server := "--server=" + srv.HTTPURL

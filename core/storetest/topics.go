@@ -240,7 +240,8 @@ func testTopics(t *testing.T, b *testBundle) {
 		},
 		TTR:         45 * time.Second,
 		MaxAttempts: 16,
-		Backoff:     core.Backoff{Initial: 2 * time.Second, Max: time.Hour, Factor: 1.5, Jitter: 0.1},
+		Backoff: core.Backoff{Initial: 2 * time.Second, Max: time.Hour, Factor: 1.5, Jitter: 0.1,
+			Delays: []time.Duration{time.Minute, 3 * time.Minute, 0, 250 * time.Millisecond}},
 		Concurrency: 64,
 	}
 	plain := &core.Topic{Name: "a"}

@@ -365,8 +365,9 @@ type deliveryRequest struct {
 type backoffRequest struct {
 	Initial json.RawMessage `json:"initial"`
 	Max     json.RawMessage `json:"max"`
-	Factor  float64         `json:"factor"`
-	Jitter  float64         `json:"jitter"`
+	Factor  float64           `json:"factor"`
+	Jitter  float64           `json:"jitter"`
+	Delays  []json.RawMessage `json:"delays"`
 }
 
 // DecodeTopic decodes data, a topic configuration in the JSON form of the
@@ -416,6 +417,20 @@ func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
 		}
 		if t.Backoff.Max, _, err = parseDuration("backoff.max", b.Max); err != nil {
 			return nil, err
+		}
+		if len(b.Delays) > core.DelaysMax {
+			return nil, core.Invalid("backoff.delays", "backoff.delays may list at most %d delays", core.DelaysMax)
+		}
+		for i, raw := range b.Delays {
+			field := fmt.Sprintf("backoff.delays[%d]", i)
+			d, set, err := parseDuration(field, raw)
+			if err != nil {
+				return nil, err
+			}
+			if !set {
+				return nil, core.Invalid(field, "%s must be a duration", field)
+			}
+			t.Backoff.Delays = append(t.Backoff.Delays, d)
 		}
 	}
 	return t, nil

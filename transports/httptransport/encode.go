@@ -150,10 +150,11 @@ type deliveryView struct {
 }
 
 type backoffView struct {
-	Initial string  `json:"initial"`
-	Max     string  `json:"max"`
-	Factor  float64 `json:"factor"`
-	Jitter  float64 `json:"jitter"`
+	Initial string   `json:"initial"`
+	Max     string   `json:"max"`
+	Factor  float64  `json:"factor"`
+	Jitter  float64  `json:"jitter"`
+	Delays  []string `json:"delays,omitempty"`
 }
 
 func newTopicView(t *core.Topic) topicView {
@@ -182,6 +183,9 @@ func newTopicView(t *core.Topic) topicView {
 	}
 	if d.Delivery.Timeout != 0 {
 		v.Delivery.Timeout = d.Delivery.Timeout.String()
+	}
+	for _, delay := range d.Backoff.Delays {
+		v.Backoff.Delays = append(v.Backoff.Delays, delay.String())
 	}
 	return v
 }

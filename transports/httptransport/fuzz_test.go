@@ -228,6 +228,8 @@ func FuzzDecodeTopic(f *testing.F) {
 		`{"name": "t", "delivery": null, "backoff": null}`,
 		`{"name": "other"}`,
 		`{"backoff": {"factor": 1e400}}`,
+		`{"backoff": {"delays": ["1m", 180000, "0s", null, -1, "1e9h"]}}`,
+		`{"backoff": {"delays": {"a": 1}}}`,
 		`{"backoff": {"jitter": -1e308, "initial": -1}}`,
 		`{"ttr": 1e30, "concurrency": -1}`,
 		`{"delivery": {"type": "x", "unknown": 1}}`,

@@ -3,6 +3,7 @@ package httptransport_test
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -37,6 +38,37 @@ func TestTopics(t *testing.T) {
 		res = b.do(t, http.MethodPut, "/v1/topics/hooks", `{"delivery": {"type": "webhook", "url": "https://svc/hook", "error_body": "yes"}}`)
 		requireStatus(t, res, http.StatusBadRequest)
 		require.Contains(t, string(res.body), `"field":"delivery.error_body"`)
+	})
+
+	t.Run("RetrySchedule", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		res := b.do(t, http.MethodPut, "/v1/topics/retry", `{"backoff": {"delays": ["1m", 180000, "0s", "7m"]}}`)
+		requireStatus(t, res, http.StatusOK)
+		require.Equal(t, []any{"1m0s", "3m0s", "0s", "7m0s"}, res.object(t)["backoff"].(map[string]any)["delays"])
+		res = b.do(t, http.MethodGet, "/v1/topics/retry", nil)
+		require.Equal(t, []any{"1m0s", "3m0s", "0s", "7m0s"}, res.object(t)["backoff"].(map[string]any)["delays"])
+		// Without a schedule, none is shown.
+		res = b.do(t, http.MethodPut, "/v1/topics/retry", `{"backoff": {"delays": []}}`)
+		requireStatus(t, res, http.StatusOK)
+		require.NotContains(t, res.object(t)["backoff"], "delays")
+
+		tooMany := `{"backoff": {"delays": [` + strings.Repeat(`"1s",`, 100) + `"1s"]}}`
+		for body, field := range map[string]string{
+			`{"backoff": {"delays": ["1m", "soon"]}}`: "backoff.delays[1]",
+			`{"backoff": {"delays": [null]}}`:         "backoff.delays[0]",
+			`{"backoff": {"delays": ["-1s"]}}`:        "backoff.delays[0]",
+			`{"backoff": {"delays": ["169h"]}}`:       "backoff.delays[0]",
+			`{"backoff": {"delays": "1m"}}`:           "backoff.delays",
+			tooMany:                                   "backoff.delays",
+		} {
+			res := b.do(t, http.MethodPut, "/v1/topics/retry", body)
+			requireStatus(t, res, http.StatusBadRequest)
+			require.Contains(t, string(res.body), `"field":"`+field+`"`, body)
+		}
+		// Refused changes changed nothing.
+		res = b.do(t, http.MethodGet, "/v1/topics/retry", nil)
+		require.NotContains(t, res.object(t)["backoff"], "delays")
 	})
 
 	t.Run("PutGetListDelete", func(t *testing.T) {
