@@ -99,6 +99,13 @@ const (
 	WebhookTimeoutDefault = 10 * time.Second
 )
 
+// Clone returns a copy of t that shares nothing with it.
+func (t *Topic) Clone() *Topic {
+	c := *t
+	c.Backoff.Delays = slices.Clone(t.Backoff.Delays)
+	return &c
+}
+
 // WithDefaults returns the topic with every unset field at its default.
 func (t Topic) WithDefaults() Topic {
 	t.Delivery.Type = cmp.Or(t.Delivery.Type, DeliveryConsumer)
@@ -162,13 +169,6 @@ func (t *Topic) Validate() error {
 		return Invalid("concurrency", "concurrency must be between 1 and %d", ConcurrencyMax)
 	}
 	return t.Backoff.Validate()
-}
-
-// Clone returns a copy of t that shares nothing with it.
-func (t *Topic) Clone() *Topic {
-	c := *t
-	c.Backoff.Delays = slices.Clone(t.Backoff.Delays)
-	return &c
 }
 
 // Ceiling is the longest delay the backoff waits: Max, or the longest of

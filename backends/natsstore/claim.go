@@ -462,7 +462,6 @@ func (q *topicQueue) stopFetcher(f *fetcher) {
 		f.cutNow()
 		<-f.done
 	}
-	f.cutNow()
 }
 
 // stop stops the fetcher, if it runs, and waits until it has released what

@@ -418,9 +418,6 @@ func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
 		if t.Backoff.Max, _, err = parseDuration("backoff.max", b.Max); err != nil {
 			return nil, err
 		}
-		if len(b.Delays) > core.DelaysMax {
-			return nil, core.Invalid("backoff.delays", "backoff.delays may list at most %d delays", core.DelaysMax)
-		}
 		for i, raw := range b.Delays {
 			field := fmt.Sprintf("backoff.delays[%d]", i)
 			d, set, err := parseDuration(field, raw)
