@@ -238,7 +238,8 @@ func (e *Engine) deliver(topic *Topic, deliverer Deliverer, job *Job) {
 		if ra, ok := errors.AsType[retryAfterError](derr); ok && ra.RetryAfter() > 0 {
 			// The destination asked for a pause (HTTP Retry-After): honour
 			// it when it is longer than the backoff, within the backoff's cap.
-			d := min(max(ra.RetryAfter(), topic.Backoff.Delay(job.Attempt)), topic.Backoff.Ceiling())
+			b := e.backoff(job)
+			d := min(max(ra.RetryAfter(), b.Delay(job.Attempt)), b.Ceiling())
 			delay = &d
 		}
 		err = e.fail(ctx, job, delay, derr.Error())

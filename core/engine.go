@@ -122,6 +122,9 @@ type PushParams struct {
 	MaxAttempts int
 	Key         string
 	TraceParent string
+	// RetryDelays, when set, is the job's retry schedule instead of its
+	// topic's backoff.
+	RetryDelays []time.Duration
 }
 
 // PushBatchParams are the arguments of Engine.PushBatch.
@@ -247,6 +250,7 @@ func (e *Engine) newJob(p *PushParams, now time.Time) (*Job, error) {
 		CreatedAt:   now.UTC(),
 		UpdatedAt:   now.UTC(),
 		TraceParent: p.TraceParent,
+		RetryDelays: p.RetryDelays,
 	}
 	if job.ID == "" {
 		job.ID = NewID()
@@ -395,6 +399,16 @@ func (e *Engine) Nack(ctx context.Context, p *NackParams) error {
 	return e.fail(ctx, job, p.Delay, p.Error)
 }
 
+// backoff is the backoff of job: its topic's, with the job's own retry
+// schedule when it has one.
+func (e *Engine) backoff(job *Job) Backoff {
+	b := e.topic(job.Topic).Backoff
+	if len(job.RetryDelays) > 0 {
+		b.Delays = job.RetryDelays
+	}
+	return b
+}
+
 // fail retries or buries a reserved job after a failed attempt.
 func (e *Engine) fail(ctx context.Context, job *Job, delay *time.Duration, reason string) error {
 	reason = CutError(reason)
@@ -406,7 +420,7 @@ func (e *Engine) fail(ctx context.Context, job *Job, delay *time.Duration, reaso
 	if delay != nil {
 		d = *delay
 	} else {
-		d = e.topic(job.Topic).Backoff.Delay(job.Attempt)
+		d = e.backoff(job).Delay(job.Attempt)
 	}
 	runAt := StoreTime(e.clock.Now().Add(d))
 	_, err := e.store.RetryJob(ctx, &RetryJobParams{ID: job.ID, Lease: job.Lease, RunAt: runAt, Error: reason})

@@ -2,6 +2,7 @@ package core
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -69,6 +70,9 @@ type Job struct {
 	LeaseExpiresAt time.Time `json:"lease_expires_at,omitzero"`
 	// TraceParent is the W3C traceparent of the push, carried to deliveries.
 	TraceParent string `json:"traceparent,omitempty"`
+	// RetryDelays is the job's own retry schedule, used instead of its
+	// topic's backoff when set (see Backoff.Delays).
+	RetryDelays []time.Duration `json:"retry_delays,omitempty"`
 }
 
 // Clone returns a deep copy, so stores can hand out jobs that callers may
@@ -78,6 +82,7 @@ func (j *Job) Clone() *Job {
 	if j.Body != nil {
 		c.Body = append(json.RawMessage(nil), j.Body...)
 	}
+	c.RetryDelays = slices.Clone(j.RetryDelays)
 	return &c
 }
 

@@ -204,12 +204,19 @@ func (b *Backoff) Validate() error {
 		return Invalid("backoff.factor", "backoff.factor must be between 1 and 100")
 	case b.Jitter > 1 || math.IsNaN(b.Jitter):
 		return Invalid("backoff.jitter", "backoff.jitter must be at most 1")
-	case len(b.Delays) > DelaysMax:
-		return Invalid("backoff.delays", "backoff.delays may list at most %d delays", DelaysMax)
 	}
-	for i, d := range b.Delays {
+	return ValidateDelays("backoff.delays", b.Delays)
+}
+
+// ValidateDelays checks a retry schedule named field: at most DelaysMax
+// delays, each between 0 and DelayMax.
+func ValidateDelays(field string, delays []time.Duration) error {
+	if len(delays) > DelaysMax {
+		return Invalid(field, "%s may list at most %d delays", field, DelaysMax)
+	}
+	for i, d := range delays {
 		if d < 0 || d > DelayMax {
-			return Invalid(fmt.Sprintf("backoff.delays[%d]", i), "each of backoff.delays must be between 0 and 168h")
+			return Invalid(fmt.Sprintf("%s[%d]", field, i), "each of %s must be between 0 and 168h", field)
 		}
 	}
 	return nil

@@ -191,7 +191,10 @@ func (e *Engine) validateJob(j *Job, now time.Time) error {
 	if err := ValidateTTR("ttr", j.TTR); err != nil {
 		return err
 	}
-	return ValidateMaxAttempts("max_attempts", j.MaxAttempts)
+	if err := ValidateMaxAttempts("max_attempts", j.MaxAttempts); err != nil {
+		return err
+	}
+	return ValidateDelays("backoff.delays", j.RetryDelays)
 }
 
 // StoreTime returns t in UTC at ms precision, as jobs keep times.

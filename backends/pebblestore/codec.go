@@ -26,10 +26,13 @@ const (
 )
 
 // metaVersion and recordVersion lead their values, so that a later format
-// can tell them apart.
+// can tell them apart. A record with a retry schedule is written as
+// recordVersionDelays (the schedule follows created_at); one without keeps
+// recordVersion, as before schedules existed.
 const (
-	metaVersion   = 1
-	recordVersion = 1
+	metaVersion         = 1
+	recordVersion       = 1
+	recordVersionDelays = 2
 )
 
 var errCorrupt = errors.New("pebblestore: corrupt record")
@@ -141,30 +144,54 @@ func decodeMetaBytes(b []byte) (meta, []byte, error) {
 type record struct {
 	key         string
 	traceParent string
-	createdAt   int64 // ns
+	createdAt   int64           // ns
+	delays      []time.Duration // the job's retry schedule, nil for none
 	body        []byte
 }
 
 func (r *record) encode() []byte {
-	b := make([]byte, 0, 16+len(r.key)+len(r.traceParent)+len(r.body))
-	b = append(b, recordVersion)
+	b := make([]byte, 0, 16+len(r.key)+len(r.traceParent)+8*len(r.delays)+len(r.body))
+	version := byte(recordVersion)
+	if len(r.delays) > 0 {
+		version = recordVersionDelays
+	}
+	b = append(b, version)
 	b = binary.AppendUvarint(b, uint64(len(r.key)))
 	b = append(b, r.key...)
 	b = binary.AppendUvarint(b, uint64(len(r.traceParent)))
 	b = append(b, r.traceParent...)
 	b = binary.AppendVarint(b, r.createdAt)
+	if version == recordVersionDelays {
+		b = binary.AppendUvarint(b, uint64(len(r.delays)))
+		for _, d := range r.delays {
+			b = binary.AppendUvarint(b, uint64(d))
+		}
+	}
 	return append(b, r.body...)
 }
 
 func decodeRecord(b []byte) (record, error) {
 	var r record
-	if len(b) < 1 || b[0] != recordVersion {
+	if len(b) < 1 || (b[0] != recordVersion && b[0] != recordVersionDelays) {
 		return r, errCorrupt
 	}
 	d := decoder{b: b[1:]}
 	r.key = string(d.bytes())
 	r.traceParent = string(d.bytes())
 	r.createdAt = d.varint()
+	if b[0] == recordVersionDelays {
+		n := d.uvarint()
+		if n == 0 || n > core.DelaysMax {
+			d.fail()
+		}
+		for i := uint64(0); i < n && d.err == nil; i++ {
+			v := d.uvarint()
+			if v > uint64(core.DelayMax) {
+				d.fail()
+			}
+			r.delays = append(r.delays, time.Duration(v))
+		}
+	}
 	if d.err != nil {
 		return r, d.err
 	}
@@ -190,6 +217,7 @@ func job(id string, m *meta, r *record, lastError string) *core.Job {
 		UpdatedAt:   time.Unix(0, m.updatedAt).UTC(),
 		LastError:   lastError,
 		TraceParent: r.traceParent,
+		RetryDelays: r.delays,
 	}
 	if m.state == core.StateReserved {
 		j.Lease = m.lease.String()
@@ -217,7 +245,7 @@ func metaOf(j *core.Job) meta {
 }
 
 func recordOf(j *core.Job) record {
-	return record{key: j.Key, traceParent: j.TraceParent, createdAt: j.CreatedAt.UnixNano(), body: j.Body}
+	return record{key: j.Key, traceParent: j.TraceParent, createdAt: j.CreatedAt.UnixNano(), delays: j.RetryDelays, body: j.Body}
 }
 
 // decoder reads the varint-framed values of a meta or a record, keeping the

@@ -31,6 +31,16 @@ func TestRecordRoundTrip(t *testing.T) {
 	empty, err := decodeRecord((&record{}).encode())
 	require.NoError(t, err)
 	require.Nil(t, empty.body)
+
+	// A retry schedule: version 2; without, the first version's bytes.
+	r.delays = []time.Duration{time.Minute, 0, 1500 * time.Microsecond}
+	enc := r.encode()
+	require.Equal(t, byte(recordVersionDelays), enc[0])
+	got, err = decodeRecord(enc)
+	require.NoError(t, err)
+	require.Equal(t, r, got)
+	r.delays = nil
+	require.Equal(t, byte(recordVersion), r.encode()[0])
 }
 
 // FuzzDecode: the decoders of stored values refuse what they cannot read
@@ -39,6 +49,7 @@ func FuzzDecode(f *testing.F) {
 	m := meta{topic: "t", state: core.StateReserved, runAt: 5, attempt: 1, maxAttempts: 2, ttr: time.Second, leaseExp: 9}
 	f.Add(m.encode())
 	f.Add((&record{key: "k", body: []byte("{}")}).encode())
+	f.Add((&record{key: "k", delays: []time.Duration{time.Second, 0}, body: []byte("{}")}).encode())
 	f.Add([]byte{metaVersion, 7})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if m, err := decodeMeta(b); err == nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/delayq/delayq/core"
@@ -29,6 +30,7 @@ const (
 	fLease     = "l" // meaningful while reserved
 	fLeaseExp  = "x" // Unix ms, meaningful while reserved
 	fTrace     = "p" // traceparent, absent when empty
+	fDelays    = "w" // retry delays, ns, comma-separated; absent when none
 )
 
 // decodeMap turns a job hash into a job.
@@ -65,6 +67,12 @@ func decodeMap(id string, m map[string]string) (*core.Job, error) {
 		j.LeaseExpiresAt = msTime(num(fLeaseExp))
 	}
 	j.TraceParent = m[fTrace]
+	if w, ok := m[fDelays]; ok && err == nil {
+		j.RetryDelays, err = decodeDelays(w)
+		if err != nil {
+			err = fmt.Errorf("redisstore: job %q: field %s: %w", id, fDelays, err)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -72,6 +80,32 @@ func decodeMap(id string, m map[string]string) (*core.Job, error) {
 		return nil, fmt.Errorf("redisstore: job %q: hash without state or topic", id)
 	}
 	return j, nil
+}
+
+// encodeDelays is the form of a retry schedule in a job hash: its delays
+// in ns, comma-separated; empty for none.
+func encodeDelays(delays []time.Duration) string {
+	b := make([]byte, 0, 12*len(delays))
+	for i, d := range delays {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(d), 10)
+	}
+	return string(b)
+}
+
+// decodeDelays reads what encodeDelays wrote.
+func decodeDelays(s string) ([]time.Duration, error) {
+	var delays []time.Duration
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return nil, err
+		}
+		delays = append(delays, time.Duration(n))
+	}
+	return delays, nil
 }
 
 // decodeFlat turns a script's HGETALL answer into a job.

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/http/httptrace"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -168,6 +169,35 @@ func TestE2EServe(t *testing.T) {
 			require.WithinDuration(t, nacked.Add(wait), job.RunAt, 2*time.Second, "run_at after attempt %d", attempt+1)
 		}
 		require.Equal(t, "scheduled", job.State)
+
+		// A job's own schedule overrides its topic's.
+		var own struct {
+			ID      string `json:"id"`
+			Backoff struct {
+				Delays []string `json:"delays"`
+			} `json:"backoff"`
+		}
+		api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.retry", "body": 2, "id": "own-schedule",
+			"backoff": map[string]any{"delays": []any{"30m"}}}, http.StatusCreated, &own)
+		api.callJSON(http.MethodGet, "/v1/jobs/own-schedule", nil, http.StatusOK, &own)
+		require.Equal(t, []string{"30m0s"}, own.Backoff.Delays)
+		jobs := api.claim("e2e.retry", 1, 10*time.Second)
+		require.Len(t, jobs, 1)
+		require.Equal(t, "own-schedule", jobs[0].ID)
+		nacked := time.Now()
+		api.callJSON(http.MethodPost, "/v1/jobs/own-schedule/nack", map[string]any{"lease": jobs[0].Lease}, http.StatusNoContent, nil)
+		api.callJSON(http.MethodGet, "/v1/jobs/own-schedule", nil, http.StatusOK, &job)
+		require.WithinDuration(t, nacked.Add(30*time.Minute), job.RunAt, 2*time.Second, "run_at by the job's schedule")
+
+		for body, field := range map[string]map[string]any{
+			"backoff.delays[0]": {"delays": []any{"1y"}},
+			"backoff.factor":    {"delays": []any{"1m"}, "factor": 2},
+			"backoff.delays":    {"delays": slices.Repeat([]any{"1s"}, 101)},
+		} {
+			status, answer := api.call(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.retry", "backoff": field})
+			require.Equal(t, http.StatusBadRequest, status, "%s: %s", body, answer)
+			require.Contains(t, string(answer), `"field":"`+body+`"`)
+		}
 	})
 
 	t.Run("ClientCommands", func(t *testing.T) {

@@ -225,6 +225,7 @@ func testImportStates(t *testing.T, b *testBundle) {
 	}
 	sched := mk(".sched", now.Add(600*time.Millisecond), core.StateScheduled, 1, "try later")
 	ready := mk(".ready", now.Add(-time.Second), core.StateReady, 2, "failed twice")
+	ready.RetryDelays = []time.Duration{time.Second, 3 * time.Second}
 	reserved := mk(".reserved", now.Add(-2*time.Second), core.StateReserved, 1, "earlier")
 	reserved.Lease, reserved.LeaseExpiresAt = "old-lease", core.StoreTime(now.Add(30*time.Second))
 	dead := mk(".dead", now.Add(-3*time.Second), core.StateDead, 5, "boom")

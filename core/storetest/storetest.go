@@ -332,6 +332,7 @@ func requireSameJob(t *testing.T, want, got *core.Job) {
 	require.Equal(t, want.TTR, got.TTR, "ttr of %s", want.ID)
 	require.Equal(t, want.MaxAttempts, got.MaxAttempts, "max_attempts of %s", want.ID)
 	require.Equal(t, want.TraceParent, got.TraceParent, "traceparent of %s", want.ID)
+	require.Equal(t, want.RetryDelays, got.RetryDelays, "retry_delays of %s", want.ID)
 }
 
 // ids returns the ids of jobs in order.

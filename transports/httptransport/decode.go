@@ -232,6 +232,43 @@ type jobRequest struct {
 	TTR         json.RawMessage `json:"ttr"`
 	MaxAttempts *int            `json:"max_attempts"`
 	Key         string          `json:"key"`
+	Backoff     json.RawMessage `json:"backoff"`
+}
+
+// jobBackoffRequest is the wire form of a job's backoff: its own retry
+// schedule.
+type jobBackoffRequest struct {
+	Delays []json.RawMessage `json:"delays"`
+}
+
+// decodeJobBackoff decodes a job's "backoff" object into its retry
+// schedule; null or absent is none.
+func decodeJobBackoff(raw json.RawMessage) ([]time.Duration, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var b jobBackoffRequest
+	if err := decodeObject(raw, "backoff", &b); err != nil {
+		return nil, err
+	}
+	return decodeDelays("backoff.delays", b.Delays)
+}
+
+// decodeDelays decodes a retry schedule named field: a list of durations.
+func decodeDelays(field string, raws []json.RawMessage) ([]time.Duration, error) {
+	var delays []time.Duration
+	for i, raw := range raws {
+		name := fmt.Sprintf("%s[%d]", field, i)
+		d, set, err := parseDuration(name, raw)
+		if err != nil {
+			return nil, err
+		}
+		if !set {
+			return nil, core.Invalid(name, "%s must be a duration", name)
+		}
+		delays = append(delays, d)
+	}
+	return delays, nil
 }
 
 // decodeJobRequest decodes one job object into the engine's push
@@ -252,6 +289,10 @@ func (req *jobRequest) params() (*core.PushParams, error) {
 		Body:  req.Body,
 		ID:    req.ID,
 		Key:   req.Key,
+	}
+	var err error
+	if p.RetryDelays, err = decodeJobBackoff(req.Backoff); err != nil {
+		return nil, err
 	}
 	// An absent ttr or max_attempts takes the topic's; a zero one is an
 	// error rather than a silent default.
@@ -418,16 +459,8 @@ func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
 		if t.Backoff.Max, _, err = parseDuration("backoff.max", b.Max); err != nil {
 			return nil, err
 		}
-		for i, raw := range b.Delays {
-			field := fmt.Sprintf("backoff.delays[%d]", i)
-			d, set, err := parseDuration(field, raw)
-			if err != nil {
-				return nil, err
-			}
-			if !set {
-				return nil, core.Invalid(field, "%s must be a duration", field)
-			}
-			t.Backoff.Delays = append(t.Backoff.Delays, d)
+		if t.Backoff.Delays, err = decodeDelays("backoff.delays", b.Delays); err != nil {
+			return nil, err
 		}
 	}
 	return t, nil

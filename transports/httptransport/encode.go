@@ -59,7 +59,8 @@ func appendJob(b []byte, j *core.Job) []byte {
 }
 
 // appendJobFields opens a job object and appends the fields that the GET
-// form and an export line share, from id to created_at.
+// form and an export line share, from id to created_at, and the job's own
+// backoff when it has one.
 func appendJobFields(b []byte, j *core.Job) []byte {
 	b = append(b, `{"id":`...)
 	b = appendString(b, j.ID)
@@ -80,7 +81,18 @@ func appendJobFields(b []byte, j *core.Job) []byte {
 	b = append(b, `,"state":`...)
 	b = appendString(b, string(j.State))
 	b = append(b, `,"created_at":`...)
-	return appendTime(b, j.CreatedAt)
+	b = appendTime(b, j.CreatedAt)
+	if len(j.RetryDelays) > 0 {
+		b = append(b, `,"backoff":{"delays":[`...)
+		for i, d := range j.RetryDelays {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, d.String())
+		}
+		b = append(b, "]}"...)
+	}
+	return b
 }
 
 // appendDelivery appends a claimed job as a delivery, lease included.

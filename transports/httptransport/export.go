@@ -107,6 +107,7 @@ type exportLine struct {
 	State       string          `json:"state"`
 	CreatedAt   json.RawMessage `json:"created_at"`
 	LastError   string          `json:"last_error"`
+	Backoff     json.RawMessage `json:"backoff"`
 }
 
 // decodeExportLine decodes one line of an import into a job. It checks the
@@ -134,6 +135,9 @@ func decodeExportLine(data []byte) (*core.Job, error) {
 		return nil, err
 	}
 	if j.TTR, _, err = parseDuration("ttr", l.TTR); err != nil {
+		return nil, err
+	}
+	if j.RetryDelays, err = decodeJobBackoff(l.Backoff); err != nil {
 		return nil, err
 	}
 	return j, nil

@@ -69,6 +69,9 @@ func FuzzDecodeJobRequest(f *testing.F) {
 		`{"topic":"t","key":"\u0000"}`,
 		"{\"topic\":\"t\",\"key\":\"k\xff\",\"body\":\"\xc3\x28\"}",
 		`{"topic":"t","ttr":"0s","max_attempts":0}`,
+		`{"topic":"t","backoff":{"delays":["1m",180000,"0s"]}}`,
+		`{"topic":"t","backoff":{"delays":[null,-1,"169h"],"initial":"1s"}}`,
+		`{"topic":"t","backoff":null}`,
 		`[]`, `null`, ``, `{`, `"`, ` {"topic":"t"} `,
 	} {
 		f.Add([]byte(seed))

@@ -1,8 +1,8 @@
 -- put.lua: store a batch of jobs of one shard, in order.
 --
 -- ARGV[6] "1" to replace; [7] the longest body kept in the job hash (a
--- longer one gets a key of its own: see Store.inlineBody); then 8 per job: id, topic, key, body, run_at (ms),
--- ttr (ms), max_attempts, traceparent (empty strings for none).
+-- longer one gets a key of its own: see Store.inlineBody); then 9 per job: id, topic, key, body, run_at (ms),
+-- ttr (ms), max_attempts, traceparent, retry delays (empty strings for none).
 --
 -- Returns {results, queued}: one result per job, 0 created, 1 replaced, or
 -- the existing job (job_all) on a conflict; the queue heads the call made
@@ -14,9 +14,10 @@
 local replace = ARGV[6] == '1'
 local inline_body = tonumber(ARGV[7])
 local out = {}
-for i = 8, #ARGV, 8 do
+for i = 8, #ARGV, 9 do
   local id, t, k, b = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local r, d, m, p = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
+  local w = ARGV[i + 8]
   local kj = key_job(id)
   local created = now
   local res = 0
@@ -52,6 +53,7 @@ for i = 8, #ARGV, 8 do
       f[#f + 1] = 'b'; f[#f + 1] = b
     end
     if p ~= '' then f[#f + 1] = 'p'; f[#f + 1] = p end
+    if w ~= '' then f[#f + 1] = 'w'; f[#f + 1] = w end
     redis.call('HSET', kj, unpack(f))
     link_queue(id, t, r)
   end
