@@ -25,6 +25,12 @@ type pushRequest struct {
 	TTR         string          `json:"ttr,omitempty"`
 	MaxAttempts int             `json:"max_attempts,omitempty"`
 	Key         string          `json:"key,omitempty"`
+	Backoff     *jobBackoff     `json:"backoff,omitempty"`
+}
+
+// jobBackoff is a job's own retry schedule, as push sends it.
+type jobBackoff struct {
+	Delays []string `json:"delays"`
 }
 
 // pushCommand is `delayq push TOPIC [BODY|-]`.
@@ -32,6 +38,7 @@ func (a *app) pushCommand() *cobra.Command {
 	var (
 		client            clientFlags
 		delay, runAt, ttr string
+		retryDelays       []string
 		req               pushRequest
 	)
 	cmd := &cobra.Command{
@@ -76,6 +83,14 @@ with neither the job is due now.`,
 				}
 				req.TTR = ttr
 			}
+			if len(retryDelays) > 0 {
+				for _, d := range retryDelays {
+					if _, err := time.ParseDuration(d); err != nil {
+						return usageErrorf("invalid --backoff-delays %q: want durations such as 1m,3m,5m", d)
+					}
+				}
+				req.Backoff = &jobBackoff{Delays: retryDelays}
+			}
 			answer, err := c.do(ctx, http.MethodPost, "/v1/jobs", &req)
 			if err != nil {
 				return err
@@ -91,6 +106,7 @@ with neither the job is due now.`,
 	fs.StringVar(&ttr, "ttr", "", "time to run: how long a consumer holds a delivery (default: the topic's)")
 	fs.IntVar(&req.MaxAttempts, "max-attempts", 0, "most deliveries before the job goes dead (default: the topic's)")
 	fs.StringVar(&req.Key, "key", "", "business key")
+	fs.StringSliceVar(&retryDelays, "backoff-delays", nil, "the job's own retry schedule, the last repeated: 1m,3m,5m (default: the topic's backoff)")
 	return cmd
 }
 

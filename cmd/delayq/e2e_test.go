@@ -203,7 +203,8 @@ func TestE2EServe(t *testing.T) {
 	t.Run("ClientCommands", func(t *testing.T) {
 		t.Parallel()
 		server := "--server=" + srv.HTTPURL
-		code, stdout, stderr := runCLI(t, "push", "e2e.cli", "--delay", "1h", "--id", "cli-1", "--ttr", "45s", "--max-attempts", "3", "--key", "k-1", server)
+		code, stdout, stderr := runCLI(t, "push", "e2e.cli", "--delay", "1h", "--id", "cli-1", "--ttr", "45s", "--max-attempts", "3", "--key", "k-1",
+			"--backoff-delays", "1m,90s", server)
 		require.Equal(t, 0, code, stderr)
 		require.Contains(t, stdout, `"cli-1"`)
 
@@ -215,6 +216,10 @@ func TestE2EServe(t *testing.T) {
 		require.Equal(t, "scheduled", job["state"])
 		require.Equal(t, "k-1", job["key"])
 		require.EqualValues(t, 3, job["max_attempts"])
+		require.Equal(t, map[string]any{"delays": []any{"1m0s", "1m30s"}}, job["backoff"])
+		code, _, stderr = runCLI(t, "push", "e2e.cli", "--backoff-delays", "1m,soon", server)
+		require.Equal(t, exitUsage, code)
+		require.Contains(t, stderr, `invalid --backoff-delays "soon"`)
 
 		code, stdout, stderr = runCLI(t, "topics", server)
 		require.Equal(t, 0, code, stderr)
