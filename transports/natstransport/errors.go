@@ -1,6 +1,8 @@
 package natstransport
 
 import (
+	"strings"
+
 	"github.com/delayq/delayq/transports/wire"
 )
 
@@ -14,14 +16,18 @@ var fieldNames = map[string]string{
 	"ttr":          HeaderTTR,
 	"max_attempts": HeaderMaxAttempts,
 	"key":          HeaderKey,
+	"backoff":      HeaderBackoffDelays,
 }
 
 // toReplyError maps err with wire.ToError, naming fields as a NATS
-// producer sets them. Replies carry no status, only the code.
+// producer sets them (any field under "backoff" by the one header that
+// sets them). Replies carry no status, only the code.
 func toReplyError(err error) wire.Error {
 	e := wire.ToError(err)
 	if name, ok := fieldNames[e.Field]; ok {
 		e.Field = name
+	} else if strings.HasPrefix(e.Field, "backoff.") {
+		e.Field = HeaderBackoffDelays
 	}
 	return e
 }

@@ -29,6 +29,9 @@ const (
 	HeaderMaxAttempts = "Delayq-Max-Attempts"
 	// HeaderKey is the job's business key.
 	HeaderKey = "Delayq-Key"
+	// HeaderBackoffDelays is the job's own retry schedule: durations as
+	// HeaderDelay, comma-separated ("1m,3m,5m").
+	HeaderBackoffDelays = "Delayq-Backoff-Delays"
 	// HeaderTraceParent carries the W3C trace context of the push into
 	// deliveries.
 	HeaderTraceParent = "traceparent"
@@ -48,7 +51,7 @@ const (
 const headerPrefix = "delayq-"
 
 // intakeHeaders are the delayq headers an intake message may carry.
-var intakeHeaders = []string{HeaderDelay, HeaderRunAt, HeaderID, HeaderTTR, HeaderMaxAttempts, HeaderKey}
+var intakeHeaders = []string{HeaderDelay, HeaderRunAt, HeaderID, HeaderTTR, HeaderMaxAttempts, HeaderKey, HeaderBackoffDelays}
 
 // decodePush builds the engine's push parameters from an intake message:
 // the topic from the subject after subjectPrefix, the body from the
@@ -105,6 +108,15 @@ func decodePush(subjectPrefix string, m *nats.Msg) (*core.PushParams, error) {
 		p.ID = v
 	}
 	p.Key = h[HeaderKey]
+	if v, ok := h[HeaderBackoffDelays]; ok {
+		for f := range strings.SplitSeq(v, ",") {
+			d, err := wire.ParseDurationText(HeaderBackoffDelays, f)
+			if err != nil {
+				return nil, err
+			}
+			p.RetryDelays = append(p.RetryDelays, d)
+		}
+	}
 	if tp := strings.TrimSpace(headerGet(m.Header, HeaderTraceParent)); wire.ValidTraceParent(tp) {
 		p.TraceParent = tp
 	}

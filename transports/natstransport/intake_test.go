@@ -30,7 +30,8 @@ func TestIntakePush(t *testing.T) {
 			before := time.Now()
 			r := b.push(t, "orders.close", body,
 				"Delayq-Delay", "500ms", "Delayq-Id", "order-42-close", "Delayq-TTR", "45s",
-				"Delayq-Max-Attempts", "3", "Delayq-Key", "order-42", "traceparent", traceParent)
+				"Delayq-Max-Attempts", "3", "Delayq-Key", "order-42", "traceparent", traceParent,
+				"Delayq-Backoff-Delays", "1m, 90000,0s")
 			require.Equal(t, "order-42-close", r.ID)
 			require.Equal(t, "orders.close", r.Topic)
 			require.Equal(t, "scheduled", r.State)
@@ -42,6 +43,7 @@ func TestIntakePush(t *testing.T) {
 			require.Equal(t, 3, j.MaxAttempts)
 			require.Equal(t, "order-42", j.Key)
 			require.Equal(t, traceParent, j.TraceParent)
+			require.Equal(t, []time.Duration{time.Minute, 90 * time.Second, 0}, j.RetryDelays)
 			require.True(t, j.RunAt.Equal(r.RunAt))
 
 			// Header names match in any case; run_at and ms delays work.
@@ -81,6 +83,9 @@ func TestIntakeErrors(t *testing.T) {
 		{"t", `{}`, []string{"Delayq-Id", "bad id!"}, "invalid_argument", "Delayq-Id"},
 		{"t", `{}`, []string{"Delayq-Id", ""}, "invalid_argument", "Delayq-Id"},
 		{"t", `{}`, []string{"Delayq-Key", "a\x01b"}, "invalid_argument", "Delayq-Key"},
+		{"t", `{}`, []string{"Delayq-Backoff-Delays", "1m,soon"}, "invalid_argument", "Delayq-Backoff-Delays"},
+		{"t", `{}`, []string{"Delayq-Backoff-Delays", "1m,-1s"}, "invalid_argument", "Delayq-Backoff-Delays"},
+		{"t", `{}`, []string{"Delayq-Backoff-Delays", ""}, "invalid_argument", "Delayq-Backoff-Delays"},
 		{"t", `{}`, []string{"Delayq-Delay", "1s", "delayq-delay", "2s"}, "invalid_argument", "Delayq-Delay"},
 		{"t", `{}`, []string{"Delayq-Dealy", "1s"}, "invalid_argument", "Delayq-Dealy"},
 		{"a$b", `{}`, nil, "invalid_argument", "subject"},
