@@ -404,8 +404,8 @@ type deliveryRequest struct {
 }
 
 type backoffRequest struct {
-	Initial json.RawMessage `json:"initial"`
-	Max     json.RawMessage `json:"max"`
+	Initial json.RawMessage   `json:"initial"`
+	Max     json.RawMessage   `json:"max"`
 	Factor  float64           `json:"factor"`
 	Jitter  float64           `json:"jitter"`
 	Delays  []json.RawMessage `json:"delays"`
