@@ -319,14 +319,14 @@ func (s *Store) lastMsg(ctx context.Context, filter string) (*jetstream.RawStrea
 			return nil, nil
 		}
 		if err != nil {
-			return nil, unavailable("read job", err)
+			return nil, unavailable("read message", err)
 		}
 		return m, nil
 	}
 	req, _ := json.Marshal(map[string]string{"last_by_subj": filter})
 	resp, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+s.names.stream, req)
 	if err != nil {
-		return nil, unavailable("read job", err)
+		return nil, unavailable("read message", err)
 	}
 	var r struct {
 		Message *struct {
@@ -337,15 +337,15 @@ func (s *Store) lastMsg(ctx context.Context, filter string) (*jetstream.RawStrea
 		Error *jetstream.APIError `json:"error"`
 	}
 	if err := json.Unmarshal(resp.Data, &r); err != nil {
-		return nil, unavailable("read job", err)
+		return nil, unavailable("read message", err)
 	}
 	switch {
 	case r.Error != nil && r.Error.Code == 404:
 		return nil, nil
 	case r.Error != nil:
-		return nil, unavailable("read job", r.Error)
+		return nil, unavailable("read message", r.Error)
 	case r.Message == nil:
-		return nil, unavailable("read job", errors.New("empty answer"))
+		return nil, unavailable("read message", errors.New("empty answer"))
 	}
 	return &jetstream.RawStreamMsg{Subject: r.Message.Subject, Sequence: r.Message.Seq, Data: r.Message.Data}, nil
 }

@@ -30,7 +30,7 @@ type pushRequest struct {
 
 // jobBackoff is a job's own retry schedule, as push sends it.
 type jobBackoff struct {
-	Delays []string `json:"delays"`
+	Delays []json.RawMessage `json:"delays"`
 }
 
 // pushCommand is `delayq push TOPIC [BODY|-]`.
@@ -84,12 +84,14 @@ with neither the job is due now.`,
 				req.TTR = ttr
 			}
 			if len(retryDelays) > 0 {
+				req.Backoff = &jobBackoff{}
 				for _, d := range retryDelays {
-					if _, err := time.ParseDuration(d); err != nil {
-						return usageErrorf("invalid --backoff-delays %q: want durations such as 1m,3m,5m", d)
+					raw, err := durationJSON(d)
+					if err != nil {
+						return usageErrorf("invalid --backoff-delays %q: want durations such as 1m,3m,5m, or milliseconds", d)
 					}
+					req.Backoff.Delays = append(req.Backoff.Delays, raw)
 				}
-				req.Backoff = &jobBackoff{Delays: retryDelays}
 			}
 			answer, err := c.do(ctx, http.MethodPost, "/v1/jobs", &req)
 			if err != nil {
@@ -126,15 +128,25 @@ func readBody(arg string, stdin io.Reader) (json.RawMessage, error) {
 	return json.RawMessage(body), nil
 }
 
-// delayJSON turns --delay into its JSON form: a whole number of milliseconds
-// stays a number, a Go duration becomes a string. The server checks the
-// range; the syntax is checked here.
+// delayJSON is durationJSON of --delay, a usage error when malformed.
 func delayJSON(s string) (json.RawMessage, error) {
+	raw, err := durationJSON(s)
+	if err != nil {
+		return nil, usageErrorf("invalid --delay %q: want a duration such as 15m or 1500ms, or milliseconds", s)
+	}
+	return raw, nil
+}
+
+// durationJSON turns a duration flag (--delay, --backoff-delays) into its
+// JSON form: a whole number of milliseconds stays a number, a Go duration
+// becomes a string. The server checks the range; the syntax is checked
+// here.
+func durationJSON(s string) (json.RawMessage, error) {
 	if _, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return json.RawMessage(s), nil
 	}
 	if _, err := time.ParseDuration(s); err != nil {
-		return nil, usageErrorf("invalid --delay %q: want a duration such as 15m or 1500ms, or milliseconds", s)
+		return nil, err
 	}
 	return json.Marshal(s)
 }

@@ -16,7 +16,6 @@ var fieldNames = map[string]string{
 	"ttr":          HeaderTTR,
 	"max_attempts": HeaderMaxAttempts,
 	"key":          HeaderKey,
-	"backoff":      HeaderBackoffDelays,
 }
 
 // toReplyError maps err with wire.ToError, naming fields as a NATS
