@@ -185,6 +185,11 @@ func (s *Store) DeleteTopic(ctx context.Context, name string) error {
 	return do0(s, ctx, func(ctx context.Context) error { return s.next.DeleteTopic(ctx, name) })
 }
 
+// SetTopicPaused implements core.Store. Errors: those of the store, ErrOpen.
+func (s *Store) SetTopicPaused(ctx context.Context, name string, paused bool) error {
+	return do0(s, ctx, func(ctx context.Context) error { return s.next.SetTopicPaused(ctx, name, paused) })
+}
+
 // ListTopicConfigs implements core.Store. Errors: those of the store, ErrOpen.
 func (s *Store) ListTopicConfigs(ctx context.Context) ([]*core.Topic, error) {
 	return do(s, ctx, 0, func(ctx context.Context) ([]*core.Topic, error) { return s.next.ListTopicConfigs(ctx) })

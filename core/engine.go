@@ -522,6 +522,17 @@ func (e *Engine) DeleteTopic(ctx context.Context, name string) error {
 	return nil
 }
 
+// SetTopicPaused pauses or resumes the deliveries of a topic
+// (Store.SetTopicPaused): claims, WebSocket subscriptions and push
+// deliveries of every instance take nothing while it is paused. Errors:
+// *FieldError for an invalid topic name.
+func (e *Engine) SetTopicPaused(ctx context.Context, name string, paused bool) error {
+	if err := ValidateTopicName(name); err != nil {
+		return err
+	}
+	return e.store.SetTopicPaused(ctx, name, paused)
+}
+
 // Ready reports whether the store answers.
 func (e *Engine) Ready(ctx context.Context) error { return e.store.Ping(ctx) }
 

@@ -122,10 +122,23 @@ type Store interface {
 	// gives them, sorted by name.
 	ListTopics(ctx context.Context) ([]*Topic, error)
 
+	// SetTopicPaused pauses (paused true) or resumes a topic's deliveries.
+	// While a topic is paused, claims of it take nothing: a claim waits as
+	// if no job were due, and a resume wakes it. Intake, cancel, replace
+	// and the settling of jobs already reserved go on; expired leases come
+	// back as ready (or dead) and counts stay right. A topic need not be
+	// configured or have jobs to be paused; a paused topic is listed by
+	// ListTopics and GetTopic, with Paused set, until it is resumed. The
+	// state outlives PutTopic and DeleteTopic. Idempotent. On stores shared
+	// by several instances, a claim that started before the pause returned
+	// may still take jobs; the NATS store's other instances see the change
+	// within milliseconds, the other stores' at once.
+	SetTopicPaused(ctx context.Context, name string, paused bool) error
+
 	// ListTopicConfigs returns every configured topic (Configured set),
-	// sorted by name, without counts. Unlike ListTopics it reads no job
-	// state, so it stays cheap however many jobs are pending: the engine
-	// calls it every TopicRefresh.
+	// sorted by name, without counts and with Paused unset. Unlike
+	// ListTopics it reads no job state, so it stays cheap however many jobs
+	// are pending: the engine calls it every TopicRefresh.
 	ListTopicConfigs(ctx context.Context) ([]*Topic, error)
 
 	// Ping checks that the backend answers.

@@ -37,6 +37,11 @@ type Topic struct {
 	Concurrency int `json:"concurrency,omitempty"`
 	// Configured is false for a topic that has jobs but was never set.
 	Configured bool `json:"configured"`
+	// Paused is true while the topic's deliveries are paused
+	// (Store.SetTopicPaused). It is state, not configuration: stores fill it
+	// when they list topics, PutTopic ignores it and keeps the state, and
+	// DeleteTopic keeps it too.
+	Paused bool `json:"-"`
 	// Counts holds the topic's job counts when listed; stores fill it.
 	Counts Counts `json:"-"`
 }

@@ -16,6 +16,7 @@ import (
 // underscores and adds _total to counters and _seconds to durations.
 const (
 	metricJobs             = "delayq.jobs"
+	metricPaused           = "delayq.topic.paused"
 	metricIntake           = "delayq.intake.jobs"
 	metricLateness         = "delayq.lateness"
 	metricAttempts         = "delayq.attempts"

@@ -30,6 +30,7 @@ type Store struct {
 	tracer trace.Tracer // nil when tracing is off
 	in     *instruments
 	jobs   metric.Int64ObservableGauge
+	paused metric.Int64ObservableGauge
 	reg    metric.Registration
 
 	mu       sync.Mutex
@@ -92,7 +93,12 @@ func NewStore(store core.Store, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: jobs gauge: %w", err)
 	}
-	if s.reg, err = m.RegisterCallback(s.observeJobs, s.jobs); err != nil {
+	s.paused, err = m.Int64ObservableGauge(metricPaused, metric.WithUnit("{topic}"),
+		metric.WithDescription("1 while a topic's deliveries are paused, 0 for a listed topic that is not; at most CountsTTL old."))
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: paused gauge: %w", err)
+	}
+	if s.reg, err = m.RegisterCallback(s.observeJobs, s.jobs, s.paused); err != nil {
 		return nil, fmt.Errorf("telemetry: jobs callback: %w", err)
 	}
 	return s, nil
@@ -365,6 +371,18 @@ func (s *Store) GetTopic(ctx context.Context, name string) (*core.Topic, error) 
 	return s.next.GetTopic(ctx, name)
 }
 
+// SetTopicPaused implements core.Store; the next scrape lists topics
+// again.
+func (s *Store) SetTopicPaused(ctx context.Context, name string, paused bool) error {
+	err := s.next.SetTopicPaused(ctx, name, paused)
+	if err == nil {
+		s.mu.Lock()
+		s.listedAt = time.Time{}
+		s.mu.Unlock()
+	}
+	return err
+}
+
 // DeleteTopic implements core.Store.
 func (s *Store) DeleteTopic(ctx context.Context, name string) error {
 	err := s.next.DeleteTopic(ctx, name)
@@ -473,7 +491,7 @@ func (s *Store) deliveryType(topic string) string {
 	return s.types[topic]
 }
 
-// observeJobs reports delayq_jobs from a listing at most CountsTTL old,
+// observeJobs reports delayq_jobs and delayq_topic_paused from a listing at most CountsTTL old,
 // listing topics when the last one is older; nothing when that fails.
 func (s *Store) observeJobs(_ context.Context, o metric.Observer) error {
 	s.mu.Lock()
@@ -491,6 +509,11 @@ func (s *Store) observeJobs(_ context.Context, o metric.Observer) error {
 		topics = list
 	}
 	for _, t := range topics {
+		paused := int64(0)
+		if t.Paused {
+			paused = 1
+		}
+		o.ObserveInt64(s.paused, paused, metric.WithAttributeSet(attribute.NewSet(attrQueue.String(t.Name))))
 		for _, c := range []struct {
 			state core.State
 			n     int64

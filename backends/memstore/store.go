@@ -87,6 +87,7 @@ type entry struct {
 type topic struct {
 	name      string
 	config    *core.Topic // nil when not configured
+	paused    bool        // claims take nothing (SetTopicPaused)
 	jobs      int         // jobs of the topic in the store, finished ones included
 	done      int         // of which done, in the store's finished list
 	cancelled int         // of which cancelled, in the store's finished list
@@ -226,7 +227,10 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 			s.changed(tp, now)
 			return []*core.Job{}, nil
 		}
-		jobs := s.take(tp, params.Max, now)
+		jobs := []*core.Job{}
+		if !tp.paused {
+			jobs = s.take(tp, params.Max, now)
+		}
 		if len(jobs) > 0 || params.Wait <= 0 || timedOut {
 			s.changed(tp, now)
 			return jobs, nil
@@ -402,6 +406,7 @@ func (s *Store) PutTopic(_ context.Context, t *core.Topic) error {
 	c := t.Clone()
 	c.Configured = true
 	c.Counts = core.Counts{}
+	c.Paused = false
 	s.topicFor(t.Name).config = c
 	return nil
 }
@@ -460,6 +465,21 @@ func (s *Store) ListTopics(_ context.Context) ([]*core.Topic, error) {
 	}
 	slices.SortFunc(topics, func(a, b *core.Topic) int { return strings.Compare(a.Name, b.Name) })
 	return topics, nil
+}
+
+// SetTopicPaused implements core.Store. Errors: ErrClosed.
+func (s *Store) SetTopicPaused(_ context.Context, name string, paused bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return core.ErrClosed
+	}
+	tp := s.topicFor(name)
+	tp.paused = paused
+	now := s.now()
+	s.promote(tp, now)
+	s.changed(tp, now)
+	return nil
 }
 
 // ListTopicConfigs implements core.Store. Errors: ErrClosed.
@@ -640,7 +660,7 @@ func (s *Store) changed(tp *topic, now time.Time) {
 		s.maybeDrop(tp)
 		return
 	}
-	if tp.ready.Len() > 0 {
+	if tp.ready.Len() > 0 && !tp.paused {
 		for w := range tp.waiters {
 			select {
 			case w.ch <- struct{}{}:
@@ -706,7 +726,7 @@ func (s *Store) maybeDrop(tp *topic) {
 	}
 }
 
-func (tp *topic) visible() bool { return tp.config != nil || tp.jobs > 0 }
+func (tp *topic) visible() bool { return tp.config != nil || tp.jobs > 0 || tp.paused }
 
 func (tp *topic) stopTimer() {
 	if tp.timer != nil {
@@ -722,6 +742,7 @@ func (tp *topic) view() *core.Topic {
 	if tp.config != nil {
 		t = tp.config.Clone()
 	}
+	t.Paused = tp.paused
 	t.Counts = core.Counts{
 		Scheduled: int64(tp.scheduled.Len()),
 		Ready:     int64(tp.ready.Len()),

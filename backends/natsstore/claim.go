@@ -493,10 +493,11 @@ func (q *topicQueue) leave() {
 // until their run_at; a claim takes the due ones in run_at order and
 // reserves each by publishing its lease schedule against the due message
 // (a compare-and-set), then acknowledges the due message. It waits on the
-// fetcher's arrivals and a timer for the next due time, never polling.
-// Errors: ErrInvalidArgument when params.Max < 1, ErrClosed (also for a
-// claim waiting when the store closes), ErrUnavailable when JetStream fails
-// and no job was claimed.
+// fetcher's arrivals and a timer for the next due time, never polling. A
+// claim of a paused topic waits for the resume without running the
+// fetcher. Errors: ErrInvalidArgument when params.Max < 1, ErrClosed (also
+// for a claim waiting when the store closes), ErrUnavailable when JetStream
+// fails and no job was claimed.
 func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]*core.Job, error) {
 	if params == nil || params.Max < 1 {
 		return nil, core.Invalid("max", "max must be at least 1")
@@ -505,14 +506,35 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 	if err != nil {
 		return nil, err
 	}
+	deadline := s.now().Add(params.Wait)
+	for {
+		if paused, changed := s.pauses.state(params.Topic); paused {
+			if !s.waitChange(ctx, changed, deadline) {
+				if s.isClosed() {
+					return nil, core.ErrClosed
+				}
+				return []*core.Job{}, nil
+			}
+			continue
+		}
+		jobs, err := s.claimFrom(ctx, q, params.Max, deadline)
+		if !errors.Is(err, errPaused) {
+			return jobs, err
+		}
+	}
+}
+
+// claimFrom claims up to limit jobs of q's topic, waiting until deadline for
+// the first, with q's fetcher running. Errors: those of ClaimJobs, and
+// errPaused when the topic gets paused while the claim waits.
+func (s *Store) claimFrom(ctx context.Context, q *topicQueue, limit int, deadline time.Time) ([]*core.Job, error) {
 	q.enter()
 	defer q.leave()
 	primed, err := q.ensureRunning()
 	if err != nil {
 		return nil, err
 	}
-	deadline := s.now().Add(params.Wait)
-	primeWait := s.clock.NewTimer(max(params.Wait, 5*time.Second))
+	primeWait := s.clock.NewTimer(max(deadline.Sub(s.now()), 5*time.Second))
 	select {
 	case <-primed:
 	case <-primeWait.Chan():
@@ -526,8 +548,12 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 		if s.isClosed() {
 			return nil, core.ErrClosed
 		}
+		paused, pauseChanged := s.pauses.state(q.topic)
+		if paused {
+			return nil, errPaused
+		}
 		now := s.now()
-		items, next, changed := q.take(params.Max, now)
+		items, next, changed := q.take(limit, now)
 		if len(items) > 0 {
 			jobs, err := s.claimItems(ctx, q, items)
 			if len(jobs) > 0 {
@@ -548,6 +574,7 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 		t := s.clock.NewTimer(d)
 		select {
 		case <-changed:
+		case <-pauseChanged:
 		case <-t.Chan():
 		case <-ctx.Done():
 		case <-s.done:

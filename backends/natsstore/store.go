@@ -142,6 +142,7 @@ type Store struct {
 	seen   sync.Map // topic name -> struct{}: "seen" record written
 	wg     sync.WaitGroup
 	leases leaseCache // the lease messages of the jobs this instance reserved
+	pauses pauses     // the paused topics
 }
 
 var _ core.Store = (*Store)(nil)
@@ -206,6 +207,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		if err := s.upgrade(context.WithoutCancel(ctx)); err != nil { // as long as the move takes
 			return nil, err
 		}
+	}
+	if err := s.watchPauses(ctx); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -504,6 +508,7 @@ func (s *Store) Close() error {
 	for _, q := range queues {
 		q.stop()
 	}
+	_ = s.pauses.watch.Stop()
 	s.wg.Wait()
 	return nil
 }

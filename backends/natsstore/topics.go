@@ -60,8 +60,8 @@ func (s *Store) PutTopic(ctx context.Context, t *core.Topic) error {
 	return nil
 }
 
-// GetTopic implements core.Store. Errors: ErrNotFound, ErrClosed,
-// ErrUnavailable.
+// GetTopic implements core.Store; Paused is as this instance's claims see
+// it. Errors: ErrNotFound, ErrClosed, ErrUnavailable.
 func (s *Store) GetTopic(ctx context.Context, name string) (*core.Topic, error) {
 	if s.isClosed() {
 		return nil, core.ErrClosed
@@ -69,6 +69,10 @@ func (s *Store) GetTopic(ctx context.Context, name string) (*core.Topic, error) 
 	t, err := s.topicConfig(ctx, name)
 	if err != nil {
 		return nil, err
+	}
+	paused, _ := s.pauses.state(name)
+	if t == nil && paused {
+		t = &core.Topic{Name: name}
 	}
 	if t == nil {
 		_, err := s.kv.Get(ctx, keySeen+name)
@@ -83,6 +87,7 @@ func (s *Store) GetTopic(ctx context.Context, name string) (*core.Topic, error) 
 	if t.Counts, err = s.counts(ctx, name); err != nil {
 		return nil, err
 	}
+	t.Paused = paused
 	return t, nil
 }
 
@@ -167,6 +172,8 @@ func (s *Store) ListTopics(ctx context.Context) ([]*core.Topic, error) {
 		if name, ok := strings.CutPrefix(k, keyConfig); ok {
 			set[name] = struct{}{}
 		} else if name, ok := strings.CutPrefix(k, keySeen); ok {
+			set[name] = struct{}{}
+		} else if name, ok := strings.CutPrefix(k, keyPaused); ok {
 			set[name] = struct{}{}
 		}
 	}

@@ -19,6 +19,7 @@ const (
 	prefixExpiry   = 'f' // f<finished ms, 8 bytes><id>: finished jobs by finish time
 	prefixDead     = 'd' // d<topic>\x00<died ns, 8 bytes><id>: dead jobs by topic and death
 	prefixTopic    = 't' // t<name>: a topic's configuration (JSON)
+	prefixPaused   = 'p' // p<name>: a paused topic (no value)
 	prefixCount    = 'c' // c<topic>\x00<state><bucket, 8 bytes>: finished counts
 	// sizeKey holds the unfinished jobs and their id bytes at the last
 	// Close: the next Open sizes its index by it without counting.

@@ -22,6 +22,7 @@
 //	f<finished ms><id>             finished jobs by finish time, for the prune
 //	d<topic>\0<died ns><id>        dead jobs of a topic in order of death
 //	t<topic>                       a topic's configuration (JSON)
+//	p<topic>                       a paused topic (no value)
 //	c<topic>\0<state><bucket>      jobs of a topic finished (done or cancelled) in a bucket
 //	s                              the unfinished jobs and their id bytes at the last Close,
 //	                               which the next Open sizes its index by (else it counts)

@@ -32,6 +32,13 @@ func (s *Store) load() error {
 	if err != nil {
 		return err
 	}
+	err = s.scan(prefixPaused, func(k, _ []byte) error {
+		s.topicFor(string(k[1:])).paused = true
+		return nil
+	})
+	if err != nil {
+		return err
+	}
 	// Count first, keys only, to size the index once: growing slices and
 	// a map of ten million entries copied them over and over, most of the
 	// start's time.

@@ -133,6 +133,7 @@ type topic struct {
 	name      string
 	num       uint32
 	config    *core.Topic // nil when not configured
+	paused    bool        // claims take nothing (SetTopicPaused)
 	scheduled heap        // by run_at
 	ready     heap        // by run_at
 	reserved  heap        // by lease expiry
@@ -420,7 +421,7 @@ func (s *Store) changed(tp *topic, now time.Time) {
 		tp.stopTimer()
 		return
 	}
-	if tp.ready.Len() > 0 {
+	if tp.ready.Len() > 0 && !tp.paused {
 		for w := range tp.waiters {
 			select {
 			case w.ch <- struct{}{}:
@@ -771,8 +772,12 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 			s.mu.Unlock()
 			return []*core.Job{}, nil
 		}
-		if tp.ready.Len() > 0 || params.Wait <= 0 || timedOut {
-			taken, wait := s.take(tp, params.Max, now)
+		max := params.Max
+		if tp.paused {
+			max = 0
+		}
+		if min(max, tp.ready.Len()) > 0 || params.Wait <= 0 || timedOut {
+			taken, wait := s.take(tp, max, now)
 			s.changed(tp, now)
 			s.mu.Unlock()
 			if err := wait(); err != nil {
@@ -1099,6 +1104,7 @@ func (s *Store) PutTopic(_ context.Context, t *core.Topic) error {
 	c := *t
 	c.Configured = true
 	c.Counts = core.Counts{}
+	c.Paused = false
 	raw, err := json.Marshal(&c)
 	if err != nil {
 		return fmt.Errorf("pebblestore: topic %q: %w", t.Name, err)
@@ -1154,6 +1160,30 @@ func (s *Store) DeleteTopic(_ context.Context, name string) error {
 	return wait()
 }
 
+// SetTopicPaused implements core.Store. Errors: ErrClosed,
+// ErrUnavailable.
+func (s *Store) SetTopicPaused(_ context.Context, name string, paused bool) error {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return core.ErrClosed
+	}
+	b := s.db.NewBatch()
+	if paused {
+		_ = b.Set(idKey(prefixPaused, name), nil, nil)
+	} else {
+		_ = b.Delete(idKey(prefixPaused, name), nil)
+	}
+	tp := s.topicFor(name)
+	tp.paused = paused
+	s.changed(tp, s.now())
+	wait := s.write(b, pebble.Sync)
+	s.mu.Unlock()
+	return wait()
+}
+
 // ListTopics implements core.Store. Errors: ErrClosed.
 func (s *Store) ListTopics(context.Context) ([]*core.Topic, error) {
 	s.mu.Lock()
@@ -1190,10 +1220,10 @@ func (s *Store) ListTopicConfigs(context.Context) ([]*core.Topic, error) {
 	return topics, nil
 }
 
-// visible reports whether ListTopics shows tp: configured, holding jobs,
-// or with jobs finished within retention.
+// visible reports whether ListTopics shows tp: configured, paused, holding
+// jobs, or with jobs finished within retention.
 func (s *Store) visible(tp *topic, now time.Time) bool {
-	if tp.config != nil || tp.scheduled.Len()+tp.ready.Len()+tp.reserved.Len() > 0 || tp.dead > 0 {
+	if tp.config != nil || tp.paused || tp.scheduled.Len()+tp.ready.Len()+tp.reserved.Len() > 0 || tp.dead > 0 {
 		return true
 	}
 	done, cancelled := s.finishedCounts(tp, now)
@@ -1207,6 +1237,7 @@ func (s *Store) view(tp *topic, now time.Time) *core.Topic {
 	if tp.config != nil {
 		*t = *tp.config
 	}
+	t.Paused = tp.paused
 	done, cancelled := s.finishedCounts(tp, now)
 	t.Counts = core.Counts{
 		Scheduled: int64(tp.scheduled.Len()),

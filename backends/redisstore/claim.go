@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -52,6 +53,29 @@ func (s *Store) topicState(topic string) *topicState {
 	return ts
 }
 
+// errPaused is a claim script's answer for a paused topic.
+var errPaused = errors.New("redisstore: topic paused")
+
+// resumed wakes the claims of topic that wait, to read every shard.
+func (s *Store) resumed(topic string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ts := s.topics[topic]; ts != nil {
+		ts.rescan()
+	}
+}
+
+// rescan forgets what ts knows of its queues and wakes its waiting claims,
+// to read every shard. s.mu must be held.
+func (ts *topicState) rescan() {
+	for n := range ts.due {
+		ts.due[n] = 0
+		ts.gen[n]++
+	}
+	close(ts.wake)
+	ts.wake = make(chan struct{})
+}
+
 // queued records that topic's queue in shard n holds a job due at (server
 // ms) and wakes the claims waiting for it.
 func (s *Store) queued(topic string, n int, at int64) {
@@ -75,12 +99,7 @@ func (s *Store) wakeAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ts := range s.topics {
-		for n := range ts.due {
-			ts.due[n] = 0
-			ts.gen[n]++
-		}
-		close(ts.wake)
-		ts.wake = make(chan struct{})
+		ts.rescan()
 	}
 }
 
@@ -151,6 +170,12 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 		s.mu.Unlock()
 		jobs, next, err := s.claimOnce(ctx, ts, params.Topic, params.Max)
 		<-ts.sem
+		paused := errors.Is(err, errPaused)
+		if paused {
+			// Nothing to take until a resume wakes the claim ("p" on the
+			// wake-up channel); a lost wake-up costs a sweep at most.
+			jobs, next, err = []*core.Job{}, s.serverNow()+sweepInterval.Milliseconds(), nil
+		}
 		switch {
 		case s.isClosed():
 			return nil, core.ErrClosed
@@ -197,7 +222,8 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 
 // claimOnce claims up to max due jobs of topic, in run_at order. It
 // returns an empty slice when none is due, with the earliest due time
-// known of the topic's queues (server ms; noDue when all are empty).
+// known of the topic's queues (server ms; noDue when all are empty), and
+// errPaused when the topic is paused.
 func (s *Store) claimOnce(ctx context.Context, ts *topicState, topic string, max int) ([]*core.Job, int64, error) {
 	for {
 		now := s.serverNow()
@@ -267,10 +293,10 @@ func (s *Store) take(ctx context.Context, ts *topicState, topic string, shards [
 	}
 	cmd := s.run(ctx, []call{s.shardCall(scriptClaim, shards[0], args...)})[0]
 	jobs, err := s.claimed(ts, shards, gens, cmd)
-	if err != nil {
+	if err != nil && !errors.Is(err, errPaused) {
 		return nil, unavailable("claim", err)
 	}
-	return jobs, nil
+	return jobs, err
 }
 
 // pick reads the heads of topic's queues in shards, picks the earliest max
@@ -308,9 +334,14 @@ func (s *Store) pick(ctx context.Context, ts *topicState, topic string, shards [
 	}
 	jobs := []*core.Job{}
 	var firstErr error
+	paused := false
 	for i, cmd := range s.run(ctx, calls) {
 		n := order[i]
 		got, err := s.claimed(ts, []int{n}, []uint64{gen[n]}, cmd)
+		if errors.Is(err, errPaused) {
+			paused = true
+			continue
+		}
 		if err != nil {
 			firstErr = cmp.Or(firstErr, err)
 			continue
@@ -319,6 +350,9 @@ func (s *Store) pick(ctx context.Context, ts *topicState, topic string, shards [
 	}
 	if len(jobs) == 0 && firstErr != nil {
 		return nil, unavailable("claim", firstErr)
+	}
+	if len(jobs) == 0 && paused {
+		return nil, errPaused
 	}
 	// Jobs reserved are returned even when another shard failed: their
 	// leases would otherwise have to expire first.
@@ -332,6 +366,10 @@ func (s *Store) claimed(ts *topicState, shards []int, gens []uint64, cmd *redis.
 	reply, err := cmd.Slice()
 	if err != nil {
 		return nil, err
+	}
+	if len(reply) == 3 && asInt(reply[2]) == 1 {
+		s.sawServerNow(reply[0])
+		return nil, errPaused
 	}
 	if len(reply) != 2 {
 		return nil, errShortReply

@@ -47,6 +47,8 @@
 //	                             cancelled jobs that count; d:<topic>:<end>, c:<topic>:<end>
 //	                             those that finished in the bucket that ends at <end> (ms)
 //	{P:n}:finq            zset   the bucket fields of fin by <end>, to drop them past retention
+//	{P:n}:paused          set    paused topics, the same in every shard: each claim script
+//	                             checks its shard's; listings read shard 0's
 //	P:wake                channel wake-ups (classic pub/sub; a Cluster forwards it to every node)
 //
 // Job hash fields: s state, t topic, k key, b body (bytes as given), r

@@ -60,5 +60,8 @@ func (k *keys) job(id string) string { return k.shard[k.shardOf(id)].base + ":j:
 // queue returns the key of topic's queue in shard n.
 func (k *keys) queue(n int, topic string) string { return k.shard[n].base + ":q:" + topic }
 
+// paused returns the key of shard n's set of paused topics.
+func (k *keys) paused(n int) string { return k.shard[n].base + ":paused" }
+
 // dead returns the key of topic's dead set in shard n.
 func (k *keys) dead(n int, topic string) string { return k.shard[n].base + ":dead:" + topic }

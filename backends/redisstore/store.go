@@ -410,7 +410,8 @@ func (s *Store) listen(msgs <-chan any) {
 // handleWake applies one wake-up message: "q <shard> <ms> <topic>" (the
 // topic's queue in the shard has a job due at ms, earlier than what it
 // held) or "s <shard> <ms>" (a lease of the shard expires at ms, earlier
-// than the others). Others are ignored.
+// than the others) or "p 0 0 <topic>" (the topic was resumed). Others are
+// ignored.
 func (s *Store) handleWake(p string) {
 	kind, rest, ok := strings.Cut(p, " ")
 	if !ok {
@@ -436,6 +437,10 @@ func (s *Store) handleWake(p string) {
 		}
 	case "s":
 		s.exp.lower(shard, at)
+	case "p":
+		if topic != "" {
+			s.resumed(topic)
+		}
 	}
 }
 

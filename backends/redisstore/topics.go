@@ -45,11 +45,12 @@ func (s *Store) GetTopic(ctx context.Context, name string) (*core.Topic, error) 
 	pipe := s.rdb.Pipeline()
 	cfg := pipe.HGet(ctx, s.keys.topics, name)
 	seen := pipe.ZScore(ctx, s.keys.seen, name)
+	paused := pipe.SIsMember(ctx, s.keys.paused(0), name)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, unavailable("get topic", err)
 	}
 	notFound := fmt.Errorf("redisstore: topic %q: %w", name, core.ErrNotFound)
-	if errors.Is(cfg.Err(), redis.Nil) && errors.Is(seen.Err(), redis.Nil) {
+	if errors.Is(cfg.Err(), redis.Nil) && errors.Is(seen.Err(), redis.Nil) && !paused.Val() {
 		return nil, notFound
 	}
 	t, err := decodeTopic(name, cfg)
@@ -61,12 +62,13 @@ func (s *Store) GetTopic(ctx context.Context, name string) (*core.Topic, error) 
 		return nil, err
 	}
 	if t == nil {
-		if !s.visible(st[0]) {
+		if !s.visible(st[0]) && !paused.Val() {
 			return nil, notFound
 		}
 		t = &core.Topic{Name: name}
 	}
 	t.Counts = st[0].counts
+	t.Paused = paused.Val()
 	return t, nil
 }
 
@@ -82,6 +84,35 @@ func (s *Store) DeleteTopic(ctx context.Context, name string) error {
 	}
 	if n == 0 {
 		return fmt.Errorf("redisstore: topic %q is not configured: %w", name, core.ErrNotFound)
+	}
+	return nil
+}
+
+// SetTopicPaused implements core.Store: the topic joins or leaves the
+// paused set of every shard, which claim scripts check; a resume then wakes
+// the claims of every instance. Errors: ErrClosed, ErrUnavailable.
+func (s *Store) SetTopicPaused(ctx context.Context, name string, paused bool) error {
+	if s.isClosed() {
+		return core.ErrClosed
+	}
+	pipe := s.rdb.Pipeline()
+	for n := range s.cfg.Shards {
+		if paused {
+			pipe.SAdd(ctx, s.keys.paused(n), name)
+		} else {
+			pipe.SRem(ctx, s.keys.paused(n), name)
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return unavailable("pause topic", err)
+	}
+	if paused {
+		return nil
+	}
+	// After every shard's set changed, so that no claim it wakes finds the
+	// topic still paused in a shard on another node.
+	if err := s.rdb.Publish(ctx, s.keys.channel, "p 0 0 "+name).Err(); err != nil {
+		return unavailable("resume topic", err)
 	}
 	return nil
 }
@@ -119,22 +150,26 @@ func (s *Store) ListTopics(ctx context.Context) ([]*core.Topic, error) {
 	pipe := s.rdb.Pipeline()
 	cfgs := pipe.HGetAll(ctx, s.keys.topics)
 	seen := pipe.ZRangeWithScores(ctx, s.keys.seen, 0, -1)
+	pausedList := pipe.SMembers(ctx, s.keys.paused(0))
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, unavailable("list topics", err)
 	}
 	lastSeen := map[string]float64{}
-	names := []string{}
+	names := pausedList.Val()
+	paused := make(map[string]bool, len(names))
+	for _, name := range names {
+		paused[name] = true
+	}
 	for name := range cfgs.Val() {
 		names = append(names, name)
 	}
 	for _, z := range seen.Val() {
 		name, _ := z.Member.(string)
-		if _, ok := cfgs.Val()[name]; !ok {
-			names = append(names, name)
-		}
+		names = append(names, name)
 		lastSeen[name] = z.Score
 	}
 	slices.Sort(names)
+	names = slices.Compact(names)
 	topics := []*core.Topic{}
 	if len(names) == 0 {
 		return topics, nil
@@ -151,7 +186,7 @@ func (s *Store) ListTopics(ctx context.Context) ([]*core.Topic, error) {
 			if t, err = unmarshalTopic(name, data); err != nil {
 				return nil, err
 			}
-		} else if s.visible(st[i]) {
+		} else if s.visible(st[i]) || paused[name] {
 			t = &core.Topic{Name: name}
 		} else {
 			if at, ok := lastSeen[name]; ok && at < float64(cutoff) {
@@ -160,6 +195,7 @@ func (s *Store) ListTopics(ctx context.Context) ([]*core.Topic, error) {
 			continue
 		}
 		t.Counts = st[i].counts
+		t.Paused = paused[name]
 		topics = append(topics, t)
 	}
 	if len(prune) > 0 {

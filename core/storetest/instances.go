@@ -171,7 +171,7 @@ func testTwoInstancesWakeUp(t *testing.T, b *testBundle) {
 // testRestart: with a durable backend, closing every store of a namespace
 // and opening it again loses nothing: scheduled, ready and reserved jobs are
 // all delivered (the reserved ones once their lease expires), finished and
-// dead jobs and topic configurations are still there.
+// dead jobs, topic configurations and paused topics are still there.
 func testRestart(t *testing.T, b *testBundle) {
 	if !b.h.Durable {
 		t.Skip("the backend is not durable")
@@ -200,6 +200,7 @@ func testRestart(t *testing.T, b *testBundle) {
 	x := Claim(t, b.ctx, s1, dead.Topic, 1, dueWait)
 	require.Len(t, x, 1)
 	require.NoError(t, settleErr(s1.BuryJob(b.ctx, &core.BuryJobParams{ID: x[0].ID, Lease: x[0].Lease, Error: "boom"})))
+	require.NoError(t, s1.SetTopicPaused(b.ctx, topic+".paused", true))
 
 	require.NoError(t, s1.Close())
 	s2 := b.open(t)
@@ -221,6 +222,8 @@ func testRestart(t *testing.T, b *testBundle) {
 	tp := b.topicOf(t, topic)
 	require.True(t, tp.Configured)
 	require.Equal(t, 7, tp.MaxAttempts)
+	require.False(t, tp.Paused)
+	require.True(t, b.topicOf(t, topic+".paused").Paused, "a paused topic after restart")
 
 	got := claimUntil(t, b.ctx, s2, topic, len(pending), 4, 3*time.Second)
 	require.Equal(t, ids(pending), ids(got), "pending jobs after restart, in run_at order")

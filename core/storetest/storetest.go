@@ -88,6 +88,8 @@ var subtests = []subtest{
 	{"FinishedRetention", testFinishedRetention},
 	{"Topics", testTopics},
 	{"TopicIsolation", testTopicIsolation},
+	{"Pause", testPause},
+	{"PauseTwoInstances", testPauseTwoInstances},
 	{"TwoInstances", testTwoInstances},
 	{"TwoInstancesWakeUp", testTwoInstancesWakeUp},
 	{"Restart", testRestart},

@@ -10,6 +10,9 @@
 -- then the ids; an id no longer due in the queue (another claim took it,
 -- or it was cancelled) is skipped.
 --
+-- A topic paused in the (first) shard takes nothing: the answer is then
+-- {now, {}, 1}.
+--
 -- Returns {now, groups}: the server's now, and per shard {jobs, lease,
 -- head}: for each job reserved {id, its fields (as job_all) as they were
 -- before the claim, its lease token}; the shard's earliest lease expiry when the
@@ -69,9 +72,14 @@ local function reserve(ids)
   return {out, lease_announced(), h[2] and tonumber(h[2]) or -1}
 end
 
+-- paused reports whether topic t is paused, by the current shard's set.
+local function paused() return redis.call('SISMEMBER', base .. ':paused', t) == 1 end
+
 local results = {}
 if mode == 'take' then
   local max, count = tonumber(ARGV[9]), tonumber(ARGV[10])
+  use_shard(ARGV[11], ARGV[12])
+  if paused() then return {now_s, {}, 1} end
   local groups = {}
   for g = 1, count do
     local b, n = ARGV[9 + 2 * g], ARGV[10 + 2 * g]
@@ -107,6 +115,7 @@ if mode == 'take' then
   end
 elseif mode == 'ids' then
   use_shard(ARGV[9], ARGV[10])
+  if paused() then return {now_s, {}, 1} end
   local kq = key_queue(t)
   local ids, seen = {}, {}
   for k = 11, #ARGV do

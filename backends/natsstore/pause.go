@@ -1,0 +1,136 @@
+package natsstore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/delayq/delayq/core"
+)
+
+// keyPaused + topic, in the topic bucket: the topic is paused. Resuming
+// purges the key.
+const keyPaused = "paused."
+
+// pauses is this instance's view of the paused topics, which claims check
+// in memory: a watch of the bucket's paused keys keeps it, so that a pause
+// costs a claim nothing on the server and reaches every instance as fast as
+// the server tells them.
+type pauses struct {
+	mu      sync.Mutex
+	topics  map[string]bool
+	changed chan struct{} // closed and replaced on every change
+	watch   jetstream.KeyWatcher
+}
+
+// state reports whether topic is paused, and the channel closed at the
+// next change of any topic's state.
+func (p *pauses) state(topic string) (bool, <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.topics[topic], p.changed
+}
+
+func (p *pauses) set(topic string, paused bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.topics[topic] == paused {
+		return
+	}
+	if paused {
+		p.topics[topic] = true
+	} else {
+		delete(p.topics, topic)
+	}
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// watchPauses starts the watch of the paused keys and returns once this
+// instance's view holds every topic paused so far. The watch lasts until
+// Close.
+func (s *Store) watchPauses(ctx context.Context) error {
+	s.pauses = pauses{topics: map[string]bool{}, changed: make(chan struct{})}
+	// The subscription ends with its context: the store's life, not New's.
+	w, err := s.kv.Watch(context.WithoutCancel(ctx), keyPaused+">")
+	if err != nil {
+		return unavailable("watch paused topics", err)
+	}
+	s.pauses.watch = w
+	apply := func(e jetstream.KeyValueEntry) {
+		s.pauses.set(e.Key()[len(keyPaused):], e.Operation() == jetstream.KeyValuePut)
+	}
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return unavailable("watch paused topics", core.ErrClosed)
+			}
+			if e != nil {
+				apply(e)
+				continue
+			}
+		case <-ctx.Done():
+			_ = w.Stop()
+			return unavailable("watch paused topics", ctx.Err())
+		}
+		break
+	}
+	s.wg.Go(func() {
+		for e := range w.Updates() { // closed by Stop, at Close
+			if e != nil {
+				apply(e)
+			}
+		}
+	})
+	return nil
+}
+
+// SetTopicPaused implements core.Store: a key of the topic bucket, which
+// every instance watches. This instance applies the change at once, the
+// others as the server tells them (within milliseconds). Errors: ErrClosed,
+// ErrUnavailable.
+func (s *Store) SetTopicPaused(ctx context.Context, name string, paused bool) error {
+	if s.isClosed() {
+		return core.ErrClosed
+	}
+	ctx, cancel := opContext(ctx)
+	defer cancel()
+	var err error
+	if paused {
+		_, err = s.kv.Put(ctx, keyPaused+name, []byte("{}"))
+	} else {
+		err = s.kv.Purge(ctx, keyPaused+name)
+	}
+	if err != nil {
+		return unavailable("pause topic", err)
+	}
+	s.pauses.set(name, paused)
+	return nil
+}
+
+// waitChange waits until changed closes (true), or until deadline (on the
+// store's clock), ctx ends or the store closes (false).
+func (s *Store) waitChange(ctx context.Context, changed <-chan struct{}, deadline time.Time) bool {
+	d := deadline.Sub(s.now())
+	if d <= 0 || ctx.Err() != nil {
+		return false
+	}
+	t := s.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-changed:
+		return true
+	case <-t.Chan():
+	case <-ctx.Done():
+	case <-s.done:
+	}
+	return false
+}
+
+// errPaused ends a claim's run on the topic's queue when the topic gets
+// paused.
+var errPaused = errors.New("natsstore: topic paused")
