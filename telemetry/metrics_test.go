@@ -98,8 +98,8 @@ func series(families map[string]*dto.MetricFamily, name string) map[string]float
 
 // TestMetricsAfterDeliveries scrapes /metrics before and after deliveries:
 // the lateness histogram's count moves by the jobs delivered, with buckets
-// fine enough to tell 1 ms from 5 ms, and intake, attempts, jobs by state
-// and breaker state are there.
+// fine enough to tell 1 ms from 5 ms, and intake, attempts, jobs by state,
+// breaker state and paused topics are there.
 func TestMetricsAfterDeliveries(t *testing.T) {
 	t.Parallel()
 	p, err := telemetry.Setup(context.Background(), telemetry.SetupConfig{Getenv: func(string) string { return "" }})
@@ -139,6 +139,11 @@ func TestMetricsAfterDeliveries(t *testing.T) {
 	require.Equal(t, map[string]float64{"": 0}, series(families, "delayq_breaker_state"))
 	require.Equal(t, map[string]float64{"": 0}, series(families, "delayq_breaker_open_endpoints"))
 	require.Contains(t, families, "go_goroutines")
+	require.Equal(t, map[string]float64{"queue=orders.close": 0}, series(families, "delayq_topic_paused"))
+
+	require.NoError(t, b.engine.SetTopicPaused(t.Context(), "orders.held", true))
+	require.Equal(t, map[string]float64{"queue=orders.close": 0, "queue=orders.held": 1},
+		series(scrape(t, b.api.URL), "delayq_topic_paused"), "a pause shows at the next scrape")
 }
 
 // TestSettleLabelsFromStore settles, through one store decorator, jobs

@@ -213,6 +213,31 @@ func (a *app) topicsCommand() *cobra.Command {
 	return cmd
 }
 
+// pauseCommand is `delayq pause TOPIC` (paused true) or `delayq resume
+// TOPIC`.
+func (a *app) pauseCommand(paused bool) *cobra.Command {
+	var client clientFlags
+	action, short := "pause", "Pause a topic's deliveries on every instance; intake goes on"
+	if !paused {
+		action, short = "resume", "Resume a paused topic's deliveries"
+	}
+	cmd := &cobra.Command{
+		Use:   action + " TOPIC",
+		Short: short,
+		Long:  short + ". It prints the topic as `delayq topics TOPIC` does. Admin.",
+		Args:  cobra.ExactArgs(1),
+		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
+			answer, err := c.do(ctx, http.MethodPost, "/v1/topics/"+url.PathEscape(args[0])+"/"+action, nil)
+			if err != nil {
+				return err
+			}
+			return printJSON(cmd.OutOrStdout(), answer)
+		}),
+	}
+	addClientFlags(cmd.Flags(), &client)
+	return cmd
+}
+
 // claimCommand is `delayq claim TOPIC`.
 func (a *app) claimCommand() *cobra.Command {
 	var (

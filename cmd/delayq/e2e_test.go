@@ -134,6 +134,79 @@ func TestE2EServe(t *testing.T) {
 		require.Empty(t, api.claim("e2e.pull", 10, 0), "nothing is left to claim")
 	})
 
+	t.Run("PauseResumeOverHTTP", func(t *testing.T) {
+		t.Parallel()
+		calls := make(chan webhookCall, 16)
+		hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			calls <- webhookCall{at: time.Now(), id: r.Header.Get("Delayq-Id")}
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		t.Cleanup(hook.Close)
+		api := newCaller(t, srv.HTTPURL)
+		api.callJSON(http.MethodPut, "/v1/topics/e2e.paused.hook",
+			map[string]any{"delivery": map[string]any{"type": "webhook", "url": hook.URL}}, http.StatusOK, nil)
+
+		type topicAnswer struct {
+			Name   string `json:"name"`
+			Paused bool   `json:"paused"`
+			Counts struct {
+				Ready int `json:"ready"`
+			} `json:"counts"`
+		}
+		var topic topicAnswer
+		api.callJSON(http.MethodPost, "/v1/topics/e2e.paused.hook/pause", nil, http.StatusOK, &topic)
+		require.True(t, topic.Paused)
+		code, stdout, stderr := runCLI(t, "pause", "e2e.paused.pull", "--server", srv.HTTPURL)
+		require.Equal(t, 0, code, stderr)
+		require.NoError(t, json.Unmarshal([]byte(stdout), &topic), stdout)
+		require.Equal(t, "e2e.paused.pull", topic.Name)
+		require.True(t, topic.Paused, "a topic paused before its first job")
+
+		pushed := map[string]bool{}
+		for range 3 {
+			var job struct {
+				ID string `json:"id"`
+			}
+			api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.paused.hook", "body": 1}, http.StatusCreated, &job)
+			pushed[job.ID] = true
+		}
+		var pull struct {
+			ID string `json:"id"`
+		}
+		api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.paused.pull", "body": 2}, http.StatusCreated, &pull)
+
+		// A claim waits out its wait on the paused topic; meanwhile the
+		// webhook topic delivers nothing either.
+		require.Empty(t, api.claim("e2e.paused.pull", 10, time.Second), "claim of a paused topic")
+		require.Empty(t, calls, "webhook deliveries of a paused topic")
+		api.callJSON(http.MethodGet, "/v1/topics/e2e.paused.hook", nil, http.StatusOK, &topic)
+		require.True(t, topic.Paused)
+		require.Equal(t, 3, topic.Counts.Ready, "intake goes on while paused")
+
+		api.callJSON(http.MethodPost, "/v1/topics/e2e.paused.hook/resume", nil, http.StatusOK, &topic)
+		require.False(t, topic.Paused)
+		for range 3 {
+			select {
+			case c := <-calls:
+				require.True(t, pushed[c.id], "delivery of %s", c.id)
+				delete(pushed, c.id)
+			case <-time.After(15 * time.Second):
+				t.Fatal("the webhook got no delivery within 15s of the resume")
+			}
+		}
+		code, _, stderr = runCLI(t, "resume", "e2e.paused.pull", "--server", srv.HTTPURL)
+		require.Equal(t, 0, code, stderr)
+		jobs := api.claim("e2e.paused.pull", 10, 5*time.Second)
+		require.Len(t, jobs, 1)
+		require.Equal(t, pull.ID, jobs[0].ID)
+
+		status, answer := api.call(http.MethodPost, "/v1/topics/bad%20name/pause", nil)
+		require.Equal(t, http.StatusBadRequest, status, "%s", answer)
+		code, _, stderr = runCLI(t, "pause", "--server", srv.HTTPURL)
+		require.Equal(t, 2, code, "pause without a topic")
+		require.Contains(t, stderr, "accepts 1 arg(s)")
+	})
+
 	t.Run("RetryScheduleOverHTTP", func(t *testing.T) {
 		t.Parallel()
 		api := newCaller(t, srv.HTTPURL)

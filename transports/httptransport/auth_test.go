@@ -94,6 +94,8 @@ func TestAuthScopes(t *testing.T) {
 			{"GET", "/v1/topics/mail", ""},
 			{"GET", "/v1/topics/mail/dead", ""},
 			{"POST", "/v1/jobs/" + id + "/requeue", ""},
+			{"POST", "/v1/topics/mail/pause", ""},
+			{"POST", "/v1/topics/mail/resume", ""},
 			{"DELETE", "/v1/topics/mail", ""},
 		}
 	)

@@ -146,6 +146,8 @@ type topicView struct {
 	Backoff     backoffView  `json:"backoff"`
 	Concurrency int          `json:"concurrency"`
 	Configured  bool         `json:"configured"`
+	// Paused is true while the topic's deliveries are paused.
+	Paused bool `json:"paused"`
 	// Counts has every state, in the order of core.States: done and
 	// cancelled jobs count within the retention period.
 	Counts core.Counts `json:"counts"`
@@ -191,6 +193,7 @@ func newTopicView(t *core.Topic) topicView {
 		},
 		Concurrency: d.Concurrency,
 		Configured:  t.Configured,
+		Paused:      t.Paused,
 		Counts:      t.Counts,
 	}
 	if d.Delivery.Timeout != 0 {

@@ -208,6 +208,8 @@ func New(cfg Config) *Server {
 	s.route("GET /v1/topics/{topic}", s.getTopic)
 	s.route("PUT /v1/topics/{topic}", s.putTopic)
 	s.route("DELETE /v1/topics/{topic}", s.deleteTopic)
+	s.route("POST /v1/topics/{topic}/pause", s.pauseTopic)
+	s.route("POST /v1/topics/{topic}/resume", s.resumeTopic)
 	s.route("GET /v1/topics/{topic}/dead", s.listDead)
 	s.route("GET /v1/export", s.exportJobs)
 	s.route("POST /v1/import", s.importJobs)

@@ -126,6 +126,34 @@ func (s *Server) deleteTopic(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// pauseTopic serves POST /v1/topics/{topic}/pause: the topic's deliveries
+// stop on every instance (claims take nothing, push deliveries stop) while
+// intake goes on. 200 with the topic as GET shows it.
+func (s *Server) pauseTopic(w http.ResponseWriter, r *http.Request) error {
+	return s.setPaused(w, r, true)
+}
+
+// resumeTopic serves POST /v1/topics/{topic}/resume: deliveries start
+// again. 200 with the topic as GET shows it.
+func (s *Server) resumeTopic(w http.ResponseWriter, r *http.Request) error {
+	return s.setPaused(w, r, false)
+}
+
+func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) error {
+	name := r.PathValue("topic")
+	if err := s.engine.SetTopicPaused(r.Context(), name, paused); err != nil {
+		return err
+	}
+	t, err := s.engine.GetTopic(r.Context(), name)
+	if err != nil {
+		// Done, but the read back failed (or, resumed, the topic has
+		// neither jobs nor configuration): answer what is known.
+		t = &core.Topic{Name: name, Paused: paused}
+	}
+	s.writeJSON(w, r, http.StatusOK, newTopicView(t))
+	return nil
+}
+
 // listDead serves GET /v1/topics/{topic}/dead?limit=100: up to limit dead
 // jobs of the topic, oldest death first, as GET shows jobs.
 func (s *Server) listDead(w http.ResponseWriter, r *http.Request) error {

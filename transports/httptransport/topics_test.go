@@ -71,6 +71,37 @@ func TestTopics(t *testing.T) {
 		require.NotContains(t, res.object(t)["backoff"], "delays")
 	})
 
+	t.Run("PauseResume", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		res := b.do(t, http.MethodPost, "/v1/topics/mail/pause", nil)
+		requireStatus(t, res, http.StatusOK)
+		got := res.object(t)
+		require.Equal(t, "mail", got["name"])
+		require.Equal(t, true, got["paused"])
+		require.Equal(t, false, got["configured"])
+
+		res = b.do(t, http.MethodGet, "/v1/topics", nil)
+		requireStatus(t, res, http.StatusOK)
+		require.Contains(t, string(res.body), `"name":"mail"`, "a paused topic is listed")
+		res = b.do(t, http.MethodPut, "/v1/topics/mail", `{"ttr": "5s"}`)
+		requireStatus(t, res, http.StatusOK)
+		require.Equal(t, true, res.object(t)["paused"], "a PUT keeps the pause")
+
+		// Pausing is not configuration: a PUT cannot set it.
+		res = b.do(t, http.MethodPut, "/v1/topics/mail", `{"paused": false}`)
+		requireStatus(t, res, http.StatusBadRequest)
+		require.Contains(t, string(res.body), `"field":"paused"`)
+
+		res = b.do(t, http.MethodPost, "/v1/topics/mail/resume", nil)
+		requireStatus(t, res, http.StatusOK)
+		require.Equal(t, false, res.object(t)["paused"])
+		res = b.do(t, http.MethodGet, "/v1/topics/mail", nil)
+		require.Equal(t, false, res.object(t)["paused"])
+
+		requireStatus(t, b.do(t, http.MethodPost, "/v1/topics/bad..name/pause", nil), http.StatusBadRequest)
+	})
+
 	t.Run("PutGetListDelete", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -88,7 +119,7 @@ func TestTopics(t *testing.T) {
 			},
 			"ttr": "45s", "max_attempts": float64(16),
 			"backoff":     map[string]any{"initial": "2s", "max": "1h0m0s", "factor": float64(3), "jitter": 0.1},
-			"concurrency": float64(64), "configured": true,
+			"concurrency": float64(64), "configured": true, "paused": false,
 			"counts": map[string]any{"scheduled": float64(0), "ready": float64(0), "reserved": float64(0), "done": float64(0), "dead": float64(0), "cancelled": float64(0)},
 		}
 		require.Equal(t, want, res.object(t))
