@@ -23,7 +23,9 @@ type pauses struct {
 	mu      sync.Mutex
 	topics  map[string]bool
 	changed chan struct{} // closed and replaced on every change
-	watch   jetstream.KeyWatcher
+	// stop ends the watch, at Close. The unsubscribe runs on its own: with
+	// the server gone it waits for a JetStream request to time out.
+	stop context.CancelFunc
 }
 
 // state reports whether topic is paused, and the channel closed at the
@@ -53,13 +55,14 @@ func (p *pauses) set(topic string, paused bool) {
 // instance's view holds every topic paused so far. The watch lasts until
 // Close.
 func (s *Store) watchPauses(ctx context.Context) error {
-	s.pauses = pauses{topics: map[string]bool{}, changed: make(chan struct{})}
 	// The subscription ends with its context: the store's life, not New's.
-	w, err := s.kv.Watch(context.WithoutCancel(ctx), keyPaused+">")
+	life, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.pauses = pauses{topics: map[string]bool{}, changed: make(chan struct{}), stop: stop}
+	w, err := s.kv.Watch(life, keyPaused+">")
 	if err != nil {
+		stop()
 		return unavailable("watch paused topics", err)
 	}
-	s.pauses.watch = w
 	apply := func(e jetstream.KeyValueEntry) {
 		s.pauses.set(e.Key()[len(keyPaused):], e.Operation() == jetstream.KeyValuePut)
 	}
@@ -67,6 +70,7 @@ func (s *Store) watchPauses(ctx context.Context) error {
 		select {
 		case e, ok := <-w.Updates():
 			if !ok {
+				stop()
 				return unavailable("watch paused topics", core.ErrClosed)
 			}
 			if e != nil {
@@ -74,15 +78,23 @@ func (s *Store) watchPauses(ctx context.Context) error {
 				continue
 			}
 		case <-ctx.Done():
-			_ = w.Stop()
+			stop()
 			return unavailable("watch paused topics", ctx.Err())
 		}
 		break
 	}
 	s.wg.Go(func() {
-		for e := range w.Updates() { // closed by Stop, at Close
-			if e != nil {
-				apply(e)
+		for {
+			select {
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e != nil {
+					apply(e)
+				}
+			case <-s.done:
+				return
 			}
 		}
 	})

@@ -508,7 +508,7 @@ func (s *Store) Close() error {
 	for _, q := range queues {
 		q.stop()
 	}
-	_ = s.pauses.watch.Stop()
+	s.pauses.stop()
 	s.wg.Wait()
 	return nil
 }
