@@ -125,6 +125,8 @@ type PushParams struct {
 	// RetryDelays, when set, is the job's retry schedule instead of its
 	// topic's backoff.
 	RetryDelays []time.Duration
+	// Priority orders the job among those due with it (Job.Priority).
+	Priority int
 }
 
 // PushBatchParams are the arguments of Engine.PushBatch.
@@ -251,6 +253,7 @@ func (e *Engine) newJob(p *PushParams, now time.Time) (*Job, error) {
 		UpdatedAt:   now.UTC(),
 		TraceParent: p.TraceParent,
 		RetryDelays: p.RetryDelays,
+		Priority:    p.Priority,
 	}
 	if job.ID == "" {
 		job.ID = NewID()

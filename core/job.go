@@ -73,6 +73,25 @@ type Job struct {
 	// RetryDelays is the job's own retry schedule, used instead of its
 	// topic's backoff when set (see Backoff.Delays).
 	RetryDelays []time.Duration `json:"retry_delays,omitempty"`
+	// Priority orders jobs due together: claims take the lowest first
+	// (the most urgent), run_at order within one priority. From
+	// PriorityMin to PriorityMax; 0, the default, is in the middle.
+	Priority int `json:"priority,omitempty"`
+}
+
+// Priority range of a job: lower is more urgent, as with beanstalkd's
+// priorities and Unix nice values; 0 is the default.
+const (
+	PriorityMin = -10
+	PriorityMax = 10
+)
+
+// ValidatePriority checks a job's priority, named field.
+func ValidatePriority(field string, p int) error {
+	if p < PriorityMin || p > PriorityMax {
+		return Invalid(field, "%s must be from %d (most urgent) to %d", field, PriorityMin, PriorityMax)
+	}
+	return nil
 }
 
 // Clone returns a deep copy, so stores can hand out jobs that callers may

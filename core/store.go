@@ -45,9 +45,10 @@ type Store interface {
 	// ErrConflict while reserved.
 	CancelJob(ctx context.Context, id string) error
 
-	// ClaimJobs takes up to params.Max due jobs of a topic in run_at order
-	// and reserves each with a fresh lease for the job's TTR. It waits up
-	// to params.Wait for the first due job (woken by arrival or due time,
+	// ClaimJobs takes up to params.Max due jobs of a topic, the most urgent
+	// first (lowest Priority) and in run_at order within one priority, and
+	// reserves each with a fresh lease for the job's TTR. It waits up to
+	// params.Wait for the first due job (woken by arrival or due time,
 	// never by a busy poll) and returns an empty slice, not an error, only
 	// when the wait or ctx ran out. Each job returned has State reserved,
 	// Attempt incremented, Lease and LeaseExpiresAt set. Errors:

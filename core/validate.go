@@ -164,7 +164,7 @@ func (e *Engine) validateRunAt(runAt, now time.Time) error {
 // validateJob checks what a pushed and an imported job share, in the order
 // of their fields on the wire: topic, id, key, body (at most
 // Limits.MaxBodyBytes of JSON in UTF-8; empty becomes null), run_at (see
-// validateRunAt), ttr and max_attempts. The callers check the rest: push
+// validateRunAt), ttr, max_attempts, priority and the retry delays. The callers check the rest: push
 // its delay and fills ids and topic defaults first; import requires run_at
 // and checks state and attempt.
 func (e *Engine) validateJob(j *Job, now time.Time) error {
@@ -192,6 +192,9 @@ func (e *Engine) validateJob(j *Job, now time.Time) error {
 		return err
 	}
 	if err := ValidateMaxAttempts("max_attempts", j.MaxAttempts); err != nil {
+		return err
+	}
+	if err := ValidatePriority("priority", j.Priority); err != nil {
 		return err
 	}
 	return ValidateDelays("backoff.delays", j.RetryDelays)

@@ -5,9 +5,11 @@ import (
 	"time"
 )
 
-// queue is a min-heap of entries by key, then by order of entry.
+// queue is a min-heap of entries by key, then by order of entry; with
+// byPriority, by the job's priority first.
 type queue struct {
-	items []*entry
+	items      []*entry
+	byPriority bool
 }
 
 // Len implements heap.Interface.
@@ -16,6 +18,9 @@ func (q *queue) Len() int { return len(q.items) }
 // Less implements heap.Interface.
 func (q *queue) Less(i, j int) bool {
 	a, b := q.items[i], q.items[j]
+	if q.byPriority && a.job.Priority != b.job.Priority {
+		return a.job.Priority < b.job.Priority
+	}
 	if a.key != b.key {
 		return a.key < b.key
 	}

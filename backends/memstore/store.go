@@ -560,7 +560,7 @@ func (s *Store) topicFor(name string) *topic {
 		tp = &topic{
 			name:      name,
 			scheduled: queue{},
-			ready:     queue{},
+			ready:     queue{byPriority: true},
 			reserved:  queue{},
 			waiters:   make(map[*waiter]struct{}),
 		}

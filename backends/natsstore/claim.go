@@ -33,13 +33,14 @@ const (
 	catchUpPoll = 20 * time.Millisecond
 )
 
-// item is a due message held by a topic queue until its job is due.
+// item is a due message held by a topic queue until a claim takes it.
 type item struct {
 	m     *stored
 	due   time.Time // run_at, or the lease's expiry for a lease that ran out
 	msg   jetstream.Msg
 	since time.Time // fetched or last marked in progress, on the real clock
-	index int       // in the heap, -1 when out
+	index int       // in its heap, -1 when out
+	ready bool      // in the ready heap, else in the pending one
 }
 
 // itemHeap orders items by due time, then stream sequence.
@@ -70,6 +71,16 @@ func (h *itemHeap) Pop() any {
 	return it
 }
 
+// readyHeap orders due items by their job's priority, then as itemHeap.
+type readyHeap struct{ itemHeap }
+
+func (h readyHeap) Less(i, j int) bool {
+	if a, b := h.itemHeap[i].m.job.Priority, h.itemHeap[j].m.job.Priority; a != b {
+		return a < b
+	}
+	return h.itemHeap.Less(i, j)
+}
+
 // topicQueue fetches one topic's due messages for this store instance and
 // holds them, by due time, for the claims of this instance. It fetches only
 // while claims come: idleRelease after the last one it stops and releases
@@ -79,8 +90,9 @@ type topicQueue struct {
 	topic string
 
 	mu        sync.Mutex
-	room      *sync.Cond // signalled when the heap shrinks or the fetcher stops
-	items     itemHeap
+	room      *sync.Cond // signalled when the heaps shrink or the fetcher stops
+	pending   itemHeap   // held items by due time
+	ready     readyHeap  // held items due, most urgent first, moved by take
 	byID      map[string]*item
 	changed   chan struct{} // closed and replaced when items arrive
 	waiting   int           // claims in ClaimJobs
@@ -329,10 +341,12 @@ func (q *topicQueue) monitor(f *fetcher, done chan struct{}) {
 		q.mu.Lock()
 		idle := q.waiting == 0 && q.s.now().Sub(q.lastClaim) > idleRelease
 		now := time.Now() // the server's AckWait runs on the real clock
-		for _, it := range q.items {
-			if now.Sub(it.since) > q.s.cfg.AckWait/2 {
-				_ = it.msg.InProgress()
-				it.since = now
+		for _, h := range []itemHeap{q.pending, q.ready.itemHeap} {
+			for _, it := range h {
+				if now.Sub(it.since) > q.s.cfg.AckWait/2 {
+					_ = it.msg.InProgress()
+					it.since = now
+				}
 			}
 		}
 		q.mu.Unlock()
@@ -362,7 +376,7 @@ func (q *topicQueue) add(f *fetcher, msg jetstream.Msg) {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for len(q.items) >= maxHeld && !f.stopped {
+	for len(q.pending)+len(q.ready.itemHeap) >= maxHeld && !f.stopped {
 		q.room.Wait()
 	}
 	now := time.Now() // since: the real clock, as the server's AckWait
@@ -370,25 +384,44 @@ func (q *topicQueue) add(f *fetcher, msg jetstream.Msg) {
 		if old.m.seq != m.seq {
 			_ = old.msg.Ack()
 		}
-		old.m, old.due, old.msg, old.since = m, due, msg, now
-		heap.Fix(&q.items, old.index)
-	} else {
-		it := &item{m: m, due: due, msg: msg, since: now}
-		heap.Push(&q.items, it)
-		q.byID[m.job.ID] = it
+		q.unhold(old)
 	}
+	q.push(&item{m: m, due: due, msg: msg, since: now})
 	close(q.changed)
 	q.changed = make(chan struct{})
 }
 
-// take pops up to max items due at now. It also returns the due time of
-// the next held item (zero if none) and the channel closed on arrivals.
+// push holds it, by its due time. q.mu must be held.
+func (q *topicQueue) push(it *item) {
+	it.ready = false
+	heap.Push(&q.pending, it)
+	q.byID[it.m.job.ID] = it
+}
+
+// unhold takes it out of its heap. q.mu must be held.
+func (q *topicQueue) unhold(it *item) {
+	if it.ready {
+		heap.Remove(&q.ready, it.index)
+	} else {
+		heap.Remove(&q.pending, it.index)
+	}
+	delete(q.byID, it.m.job.ID)
+}
+
+// take pops up to max items due at now, the most urgent first (then by
+// due time). It also returns the due time of the next held item (zero if
+// none) and the channel closed on arrivals.
 func (q *topicQueue) take(max int, now time.Time) ([]*item, time.Time, <-chan struct{}) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	for len(q.pending) > 0 && !q.pending[0].due.After(now) {
+		it := heap.Pop(&q.pending).(*item)
+		it.ready = true
+		heap.Push(&q.ready, it)
+	}
 	var items []*item
-	for len(items) < max && len(q.items) > 0 && !q.items[0].due.After(now) {
-		it := heap.Pop(&q.items).(*item)
+	for len(items) < max && len(q.ready.itemHeap) > 0 {
+		it := heap.Pop(&q.ready).(*item)
 		delete(q.byID, it.m.job.ID)
 		items = append(items, it)
 	}
@@ -396,8 +429,11 @@ func (q *topicQueue) take(max int, now time.Time) ([]*item, time.Time, <-chan st
 		q.room.Broadcast()
 	}
 	var next time.Time
-	if len(q.items) > 0 {
-		next = q.items[0].due
+	switch {
+	case len(q.ready.itemHeap) > 0:
+		next = q.ready.itemHeap[0].due
+	case len(q.pending) > 0:
+		next = q.pending[0].due
 	}
 	return items, next, q.changed
 }
@@ -416,8 +452,7 @@ func (q *topicQueue) hold(it *item) {
 		_ = it.msg.Ack()
 		return
 	}
-	heap.Push(&q.items, it)
-	q.byID[it.m.job.ID] = it
+	q.push(it)
 	close(q.changed)
 	q.changed = make(chan struct{})
 }
@@ -426,10 +461,12 @@ func (q *topicQueue) hold(it *item) {
 func (q *topicQueue) releaseAll() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for _, it := range q.items {
-		_ = it.msg.Nak()
+	for _, h := range []itemHeap{q.pending, q.ready.itemHeap} {
+		for _, it := range h {
+			_ = it.msg.Nak()
+		}
 	}
-	q.items = nil
+	q.pending, q.ready = nil, readyHeap{}
 	q.byID = make(map[string]*item)
 	q.room.Broadcast()
 }

@@ -44,7 +44,9 @@
 //  1. The topic's fetcher pulls due messages in batches (durable pull
 //     consumer <prefix>_due_<topic>_<hash>, filtered on <prefix>.d.*.<topic>)
 //     and holds them, unacknowledged, by run_at; in-progress acks keep them
-//     past AckWait. A claim takes those due.
+//     past AckWait. A claim takes those due, the most urgent priority first:
+//     priority orders the due jobs the instance holds (up to 20 000 per
+//     topic), which a burst larger than that makes an approximation.
 //  2. The claim publishes the lease schedule against the due message
 //     (pipelined for the jobs of one claim), then
 //  3. acknowledges the due message (the claim's last one double-acked, so

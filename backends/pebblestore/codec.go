@@ -27,11 +27,14 @@ const (
 )
 
 // metaVersion and recordVersion lead their values, so that a later format
-// can tell them apart. A record with a retry schedule is written as
+// can tell them apart. A meta with a priority other than 0 is written as
+// metaVersionPriority (the priority follows everything else); one without
+// keeps metaVersion. A record with a retry schedule is written as
 // recordVersionDelays (the schedule follows created_at); one without keeps
 // recordVersion, as before schedules existed.
 const (
 	metaVersion         = 1
+	metaVersionPriority = 2
 	recordVersion       = 1
 	recordVersionDelays = 2
 )
@@ -77,6 +80,7 @@ type meta struct {
 	updatedAt   int64 // ns
 	leaseExp    int64 // ms, while reserved
 	lease       lease // while reserved
+	priority    int
 }
 
 // stateCodes are the one-byte forms of the states.
@@ -95,7 +99,11 @@ var codeStates = func() [7]core.State {
 
 func (m *meta) encode() []byte {
 	b := make([]byte, 0, 48+len(m.topic))
-	b = append(b, metaVersion, stateCodes[m.state])
+	version := byte(metaVersion)
+	if m.priority != 0 {
+		version = metaVersionPriority
+	}
+	b = append(b, version, stateCodes[m.state])
 	b = binary.AppendUvarint(b, uint64(len(m.topic)))
 	b = append(b, m.topic...)
 	b = binary.AppendVarint(b, m.runAt)
@@ -106,6 +114,9 @@ func (m *meta) encode() []byte {
 	if m.state == core.StateReserved {
 		b = binary.AppendVarint(b, m.leaseExp)
 		b = append(b, m.lease[:]...)
+	}
+	if m.priority != 0 {
+		b = binary.AppendVarint(b, int64(m.priority))
 	}
 	return b
 }
@@ -120,7 +131,7 @@ func decodeMeta(b []byte) (meta, error) {
 // alias b, so that a scan of every job allocates nothing per job.
 func decodeMetaBytes(b []byte) (meta, []byte, error) {
 	var m meta
-	if len(b) < 2 || b[0] != metaVersion || b[1] == 0 || int(b[1]) >= len(codeStates) {
+	if len(b) < 2 || (b[0] != metaVersion && b[0] != metaVersionPriority) || b[1] == 0 || int(b[1]) >= len(codeStates) {
 		return m, nil, errCorrupt
 	}
 	m.state = codeStates[b[1]]
@@ -134,6 +145,9 @@ func decodeMetaBytes(b []byte) (meta, []byte, error) {
 	if m.state == core.StateReserved {
 		m.leaseExp = d.varint()
 		copy(m.lease[:], d.take(len(m.lease)))
+	}
+	if b[0] == metaVersionPriority {
+		m.priority = int(d.varint())
 	}
 	if d.err != nil {
 		return m, nil, d.err
@@ -219,6 +233,7 @@ func job(id string, m *meta, r *record, lastError string) *core.Job {
 		LastError:   lastError,
 		TraceParent: r.traceParent,
 		RetryDelays: r.delays,
+		Priority:    m.priority,
 	}
 	if m.state == core.StateReserved {
 		j.Lease = m.lease.String()
@@ -237,6 +252,7 @@ func metaOf(j *core.Job) meta {
 		maxAttempts: j.MaxAttempts,
 		ttr:         j.TTR,
 		updatedAt:   j.UpdatedAt.UnixNano(),
+		priority:    j.Priority,
 	}
 	if j.State == core.StateReserved {
 		m.leaseExp = j.LeaseExpiresAt.UnixMilli()

@@ -19,6 +19,15 @@ func TestMetaRoundTrip(t *testing.T) {
 		got, err := decodeMeta(m.encode())
 		require.NoError(t, err)
 		require.Equal(t, m, got)
+		require.Equal(t, byte(metaVersion), m.encode()[0], "without a priority, the first version's bytes")
+
+		// A priority: the second version.
+		m.priority = -7
+		enc := m.encode()
+		require.Equal(t, byte(metaVersionPriority), enc[0])
+		got, err = decodeMeta(enc)
+		require.NoError(t, err)
+		require.Equal(t, m, got)
 	}
 }
 
@@ -50,6 +59,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add(m.encode())
 	f.Add((&record{key: "k", body: []byte("{}")}).encode())
 	f.Add((&record{key: "k", delays: []time.Duration{time.Second, 0}, body: []byte("{}")}).encode())
+	m.priority = 3
+	f.Add(m.encode())
 	f.Add([]byte{metaVersion, 7})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if m, err := decodeMeta(b); err == nil {

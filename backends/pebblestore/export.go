@@ -3,7 +3,6 @@ package pebblestore
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -120,7 +119,7 @@ func (s *Store) ImportJobs(_ context.Context, jobs []*core.Job) ([]bool, error) 
 		tp := s.topicFor(j.Topic)
 		i := s.x.add(j.ID)
 		sl := &s.x.slots[i]
-		sl.topic, sl.maxAtt, sl.ttrMs = tp.num, uint16(j.MaxAttempts), uint32(j.TTR/time.Millisecond)
+		sl.setFixed(tp, j.MaxAttempts, j.TTR, j.Priority)
 		s.setLite(i, j)
 		if j.State == core.StateDead {
 			tp.dead++

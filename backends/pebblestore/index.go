@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"hash/maphash"
+	"time"
 	"unsafe"
 
 	"github.com/delayq/delayq/core"
@@ -28,9 +29,16 @@ type slot struct {
 	idLen   uint8
 	state   uint8 // stateCodes
 	hasErr  bool  // an e key holds the job's last error
+	prio    int8  // the job's priority, which orders the ready heap
 	attempt uint16
 	maxAtt  uint16
 	ttrMs   uint32
+}
+
+// setFixed sets what a put fixes of a slot: its topic, max attempts, ttr
+// and priority.
+func (sl *slot) setFixed(tp *topic, maxAttempts int, ttr time.Duration, priority int) {
+	sl.topic, sl.maxAtt, sl.ttrMs, sl.prio = tp.num, uint16(maxAttempts), uint32(ttr/time.Millisecond), int8(priority)
 }
 
 // lease is a delivery's token: 128 random bits, so that a token of a
@@ -227,16 +235,20 @@ func (x *index) compact() {
 
 func (x *index) state(i uint32) core.State { return codeStates[x.slots[i].state] }
 
-// heap is a min-heap of slots by due time, then by order of entry; each
-// slot knows its position.
+// heap is a min-heap of slots by due time, then by order of entry (with
+// byPriority, by priority first); each slot knows its position.
 type heap struct {
-	items []uint32
+	items      []uint32
+	byPriority bool
 }
 
 func (h *heap) Len() int { return len(h.items) }
 
 func (h *heap) less(x *index, a, b int) bool {
 	sa, sb := &x.slots[h.items[a]], &x.slots[h.items[b]]
+	if h.byPriority && sa.prio != sb.prio {
+		return sa.prio < sb.prio
+	}
 	if sa.due != sb.due {
 		return sa.due < sb.due
 	}

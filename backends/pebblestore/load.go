@@ -66,7 +66,7 @@ func (s *Store) load() error {
 			}
 			i := s.x.add(id)
 			sl := &s.x.slots[i]
-			sl.topic, sl.maxAtt, sl.ttrMs = tp.num, uint16(m.maxAttempts), uint32(m.ttr/time.Millisecond)
+			sl.setFixed(tp, m.maxAttempts, m.ttr, m.priority)
 			sl.runAt, sl.attempt, sl.state = m.runAt, uint16(m.attempt), stateCodes[m.state]
 			sl.hasErr = true // not known without reading e: claims read it
 			if m.state == core.StateScheduled {
@@ -81,6 +81,7 @@ func (s *Store) load() error {
 		j := core.Job{
 			Topic: m.topic, State: m.state, RunAt: time.UnixMilli(m.runAt).UTC(), TTR: m.ttr,
 			MaxAttempts: m.maxAttempts, Attempt: m.attempt, UpdatedAt: time.Unix(0, m.updatedAt).UTC(),
+			Priority: m.priority,
 		}
 		if m.state == core.StateReserved {
 			j.Lease, j.LeaseExpiresAt = m.lease.String(), time.UnixMilli(m.leaseExp).UTC()
@@ -90,7 +91,7 @@ func (s *Store) load() error {
 		tp := s.topicFor(j.Topic)
 		i := s.x.add(id)
 		sl := &s.x.slots[i]
-		sl.topic, sl.maxAtt, sl.ttrMs = tp.num, uint16(j.MaxAttempts), uint32(j.TTR/time.Millisecond)
+		sl.setFixed(tp, j.MaxAttempts, j.TTR, j.Priority)
 		sl.hasErr = true // not known without reading e: claims read it
 		s.setLite(i, &j)
 		switch j.State {

@@ -242,6 +242,7 @@ func (s *Store) topicFor(name string) *topic {
 		tp = &topic{
 			name:     name,
 			num:      uint32(len(s.topicList)),
+			ready:    heap{byPriority: true},
 			finished: make(map[int64]*[2]int64),
 			waiters:  make(map[*waiter]struct{}),
 		}
@@ -310,6 +311,7 @@ func (s *Store) jobLite(i uint32) core.Job {
 		MaxAttempts: int(sl.maxAtt),
 		Attempt:     int(sl.attempt),
 		State:       codeStates[sl.state],
+		Priority:    int(sl.prio),
 	}
 	if j.State == core.StateReserved {
 		j.Lease = s.x.leases[i].String()
@@ -368,6 +370,7 @@ func (s *Store) metaOfSlot(i uint32, now time.Time) meta {
 		maxAttempts: int(sl.maxAtt),
 		ttr:         time.Duration(sl.ttrMs) * time.Millisecond,
 		updatedAt:   now.UnixNano(),
+		priority:    int(sl.prio),
 	}
 	if m.state == core.StateReserved {
 		m.leaseExp = sl.due
@@ -567,7 +570,7 @@ func (s *Store) put(pb *putBatch, in *core.Job, replace bool, now time.Time, tou
 	tp := s.topicFor(j.Topic)
 	i := s.x.add(j.ID)
 	sl := &s.x.slots[i]
-	sl.topic, sl.maxAtt, sl.ttrMs = tp.num, uint16(j.MaxAttempts), uint32(j.TTR/time.Millisecond)
+	sl.setFixed(tp, j.MaxAttempts, j.TTR, j.Priority)
 	s.setLite(i, j)
 	s.enqueue(tp, i)
 	touched[tp] = struct{}{}

@@ -259,7 +259,7 @@ func (s *Store) claimOnce(ctx context.Context, ts *topicState, topic string, max
 		}
 		if len(jobs) > 0 {
 			slices.SortFunc(jobs, func(a, b *core.Job) int {
-				return cmp.Or(a.RunAt.Compare(b.RunAt), strings.Compare(a.ID, b.ID))
+				return cmp.Or(cmp.Compare(a.Priority, b.Priority), a.RunAt.Compare(b.RunAt), strings.Compare(a.ID, b.ID))
 			})
 			return jobs, 0, nil
 		}
@@ -313,7 +313,7 @@ func (s *Store) pick(ctx context.Context, ts *topicState, topic string, shards [
 		if byShard[c.shard] == nil {
 			order = append(order, c.shard)
 		}
-		byShard[c.shard] = append(byShard[c.shard], c.id)
+		byShard[c.shard] = append(byShard[c.shard], c.id, c.priority)
 	}
 	// A shard with nothing due among the candidates still learns its head.
 	gen := make(map[int]uint64, len(shards))
@@ -404,20 +404,21 @@ func (s *Store) claimed(ts *topicState, shards []int, gens []uint64, cmd *redis.
 
 // candidate is a due job seen by a claim.
 type candidate struct {
-	shard int
-	id    string
-	runAt int64
+	shard    int
+	id       string
+	runAt    int64
+	priority int64
 }
 
 // peeked is what peek saw.
 type peeked struct {
-	top  []candidate // the earliest due jobs, in (run_at, id) order
+	top  []candidate // the first due jobs, in (priority, run_at, id) order
 	head []int64     // per shard read: the first run_at of its queue, -1 when empty
 	now  int64       // the server's time as the store estimated it (ms)
 }
 
 func candidateLess(a, b candidate) int {
-	return cmp.Or(cmp.Compare(a.runAt, b.runAt), strings.Compare(a.id, b.id))
+	return cmp.Or(cmp.Compare(a.priority, b.priority), cmp.Compare(a.runAt, b.runAt), strings.Compare(a.id, b.id))
 }
 
 // skewMargin (ms) widens what a claim takes for due beyond the store's
@@ -425,13 +426,13 @@ func candidateLess(a, b candidate) int {
 // claim script skips a job that is not due by the server's own.
 const skewMargin = 10
 
-// peek reads the heads of topic's queues in shards and returns the earliest
-// max due jobs among them, due by the store's estimate of the server's
-// clock and skewMargin (the claim script checks again by the server's own). It reads a
-// fair share of max from each shard first (twice max/shards, and a
-// little), and reads up to max only from the shards whose share was all
-// due and could hide jobs earlier than the last one picked: one round trip
-// in the usual case, two when due jobs are skewed towards a few shards.
+// peek reads the due heads of topic's queues in shards (peek.lua, one per
+// shard in one pipeline) and returns the first max due jobs among them, by
+// priority, run_at and id. It reads a fair share of max from each shard
+// first (twice max/shards, and a little), and reads up to max only from
+// the shards whose share was all due and could hide jobs ahead of the last
+// one picked: one round trip in the usual case, two when due jobs are
+// skewed towards a few shards.
 func (s *Store) peek(ctx context.Context, topic string, shards []int, max int) (peeked, error) {
 	k := max
 	if len(shards) > 1 {
@@ -441,27 +442,25 @@ func (s *Store) peek(ctx context.Context, topic string, shards []int, max int) (
 	lists := make([][]candidate, len(shards))
 	full := make([]bool, len(shards))
 	read := func(idx []int, limit int) error {
-		pipe := s.rdb.Pipeline()
-		cmds := make([]*redis.ZSliceCmd, len(idx))
+		calls := make([]call, len(idx))
 		for i, x := range idx {
-			cmds[i] = pipe.ZRangeWithScores(ctx, s.keys.queue(shards[x], topic), 0, int64(limit-1))
+			calls[i] = s.shardCall(scriptPeek, shards[x], topic, limit)
 		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return unavailable("claim", err)
-		}
-		for i, x := range idx {
-			zs := cmds[i].Val()
-			out.head[x] = -1
-			if len(zs) > 0 {
-				out.head[x] = int64(zs[0].Score)
+		for i, cmd := range s.run(ctx, calls) {
+			x := idx[i]
+			reply, err := cmd.Slice()
+			if err == nil && len(reply) != 3 {
+				err = errShortReply
 			}
-			l := make([]candidate, 0, len(zs))
-			for _, z := range zs {
-				if int64(z.Score) > out.now+skewMargin {
-					break
-				}
-				id, _ := z.Member.(string)
-				l = append(l, candidate{shard: shards[x], id: id, runAt: int64(z.Score)})
+			if err != nil {
+				return unavailable("claim", err)
+			}
+			out.now = s.sawServerNow(reply[0])
+			out.head[x] = asInt(reply[1])
+			flat := asSlice(reply[2])
+			l := make([]candidate, 0, len(flat)/3)
+			for k := 0; k+2 < len(flat); k += 3 {
+				l = append(l, candidate{shard: shards[x], id: asString(flat[k]), runAt: asInt(flat[k+1]), priority: asInt(flat[k+2])})
 			}
 			lists[x] = l
 			full[x] = len(l) == limit

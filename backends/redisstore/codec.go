@@ -31,6 +31,7 @@ const (
 	fLeaseExp  = "x" // Unix ms, meaningful while reserved
 	fTrace     = "p" // traceparent, absent when empty
 	fDelays    = "w" // retry delays, ns, comma-separated; absent when none
+	fPriority  = "y" // absent when 0
 )
 
 // decodeMap turns a job hash into a job.
@@ -67,6 +68,7 @@ func decodeMap(id string, m map[string]string) (*core.Job, error) {
 		j.LeaseExpiresAt = msTime(num(fLeaseExp))
 	}
 	j.TraceParent = m[fTrace]
+	j.Priority = int(num(fPriority))
 	if w, ok := m[fDelays]; ok && err == nil {
 		j.RetryDelays, err = decodeDelays(w)
 		if err != nil {
@@ -80,6 +82,15 @@ func decodeMap(id string, m map[string]string) (*core.Job, error) {
 		return nil, fmt.Errorf("redisstore: job %q: hash without state or topic", id)
 	}
 	return j, nil
+}
+
+// encodePriority is the argument of a job's priority to the put and
+// import scripts: empty for 0, which the hash leaves out.
+func encodePriority(p int) string {
+	if p == 0 {
+		return ""
+	}
+	return strconv.Itoa(p)
 }
 
 // encodeDelays is the form of a retry schedule in a job hash: its delays

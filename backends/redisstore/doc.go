@@ -39,7 +39,11 @@
 //	{P}:seen              zset   topic -> when a store last put jobs on it (ms): the topic registry
 //	{P:n}:j:<id>          hash   one job (fields below); a TTL once done or cancelled
 //	{P:n}:b:<id>          string the body of a job when longer than 64 bytes; the same TTL
-//	{P:n}:q:<topic>       zset   the topic's scheduled and ready job ids by run_at (ms); ties by id
+//	{P:n}:q:<topic>       zset   the topic's scheduled and ready job ids of priority 0 by run_at
+//	                             (ms); ties by id
+//	{P:n}:q:<topic>:<y>   zset   the same of priority y (-10 to 10 but 0)
+//	{P:n}:lv:<topic>      zset   the priorities y whose queues may hold the topic's jobs, by y;
+//	                             a claim drops one it finds empty
 //	{P:n}:lease           zset   reserved job ids by lease expiry (ms), every topic
 //	{P:n}:dead:<topic>    zset   dead job ids by time of death (µs)
 //	{P:n}:n               hash   x:<topic> reserved counts
@@ -54,8 +58,9 @@
 // Job hash fields: s state, t topic, k key, b body (bytes as given), r
 // run_at, d ttr (ms), m max_attempts, a attempt, c created_at, u updated_at,
 // e last_error, l lease, x lease expiry, p traceparent, w retry delays (ns,
-// comma-separated); times are Unix ms of the server's clock. Empty key, body,
-// traceparent and retry delays are left out; l and x
+// comma-separated), y priority; times are Unix ms of the server's clock.
+// Empty key, body, traceparent and retry delays and priority 0 are left
+// out; l and x
 // stay once a lease ends and mean nothing unless the job is reserved. A
 // queued job is stored as scheduled or ready by its run_at when it was
 // queued; from its run_at on it is ready whatever the field says. A body

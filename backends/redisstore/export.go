@@ -38,25 +38,31 @@ func (s *Store) ExportJobs(ctx context.Context, fn func(*core.Job) error) error 
 	if err != nil {
 		return unavailable("export jobs", err)
 	}
-	// states are the states a job of a structure may be stored with.
+	// states are the states a job of a structure may be stored with;
+	// level is the priority of a queue.
 	type walk struct {
-		which, topic string
-		states       []core.State
-	}
-	walks := []walk{{"lease", "", []core.State{core.StateReserved}}}
-	for _, t := range topics {
-		walks = append(walks,
-			walk{"queue", t, []core.State{core.StateScheduled, core.StateReady}},
-			walk{"dead", t, []core.State{core.StateDead}})
+		which, topic, level string
+		states              []core.State
 	}
 	for n := range s.cfg.Shards {
+		walks := []walk{{"lease", "", "", []core.State{core.StateReserved}}}
+		for _, t := range topics {
+			levels, err := s.run(ctx, []call{s.shardCall(scriptExport, n, "levels", t)})[0].StringSlice()
+			if err != nil {
+				return unavailable("export jobs", err)
+			}
+			for _, y := range levels {
+				walks = append(walks, walk{"queue", t, y, []core.State{core.StateScheduled, core.StateReady}})
+			}
+			walks = append(walks, walk{"dead", t, "", []core.State{core.StateDead}})
+		}
 		for _, w := range walks {
 			var score, member string
 			for {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				c := s.shardCall(scriptExport, n, w.which, w.topic, score, member, exportPage)
+				c := s.shardCall(scriptExport, n, w.which, w.topic, score, member, exportPage, w.level)
 				rows, err := s.run(ctx, []call{c})[0].Slice()
 				if err != nil {
 					return unavailable("export jobs", err)
@@ -124,7 +130,7 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*core.Job) ([]bool, error
 	var calls []call
 	for _, n := range order {
 		for idx := range slices.Chunk(byShard[n], importChunk) {
-			args := make([]any, 0, 1+14*len(idx))
+			args := make([]any, 0, 1+15*len(idx))
 			args = append(args, s.inlineBody)
 			for _, i := range idx {
 				j := jobs[i]
@@ -134,7 +140,8 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*core.Job) ([]bool, error
 				}
 				args = append(args, j.ID, j.Topic, j.Key, string(j.Body), j.RunAt.UnixMilli(),
 					j.TTR.Milliseconds(), j.MaxAttempts, j.TraceParent, string(j.State), j.Attempt,
-					core.CutError(j.LastError), j.CreatedAt.UnixMilli(), updated, encodeDelays(j.RetryDelays))
+					core.CutError(j.LastError), j.CreatedAt.UnixMilli(), updated, encodeDelays(j.RetryDelays),
+					encodePriority(j.Priority))
 			}
 			chunks = append(chunks, chunk{n, idx})
 			calls = append(calls, s.shardCall(scriptImport, n, args...))

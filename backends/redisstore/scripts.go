@@ -16,6 +16,7 @@ var luaFS embed.FS
 var (
 	scriptPut     = shardScript("put.lua")
 	scriptClaim   = shardScript("claim.lua")
+	scriptPeek    = shardScript("peek.lua")
 	scriptExpire  = shardScript("expire.lua")
 	scriptCancel  = shardScript("cancel.lua")
 	scriptLease   = shardScript("lease.lua")
@@ -27,7 +28,7 @@ var (
 	scriptMigrate = shardScript("migrate.lua")
 	scriptPrune   = redis.NewScript(mustRead("prune.lua"))
 
-	allScripts = []*redis.Script{scriptPut, scriptClaim, scriptExpire, scriptCancel, scriptLease,
+	allScripts = []*redis.Script{scriptPut, scriptClaim, scriptPeek, scriptExpire, scriptCancel, scriptLease,
 		scriptRequeue, scriptStats, scriptGet, scriptImport, scriptExport, scriptMigrate, scriptPrune}
 )
 

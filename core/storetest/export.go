@@ -229,6 +229,8 @@ func testImportStates(t *testing.T, b *testBundle) {
 	reserved := mk(".reserved", now.Add(-2*time.Second), core.StateReserved, 1, "earlier")
 	reserved.Lease, reserved.LeaseExpiresAt = "old-lease", core.StoreTime(now.Add(30*time.Second))
 	dead := mk(".dead", now.Add(-3*time.Second), core.StateDead, 5, "boom")
+	ready.Priority = -4
+	dead.Priority = 7
 	jobs := []*core.Job{sched, ready, reserved, dead}
 
 	require.Equal(t, allTrue(4), b.importJobs(t, jobs...))

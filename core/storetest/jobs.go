@@ -28,6 +28,7 @@ func testPutGetRoundTrip(t *testing.T, b *testBundle) {
 	full.MaxAttempts = 3
 	full.TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	full.RetryDelays = []time.Duration{time.Minute, 0, 250 * time.Millisecond, core.DelayMax}
+	full.Priority = core.PriorityMax
 	str := NewJob(topic, runAt.Add(time.Second))
 	str.Body = json.RawMessage(`"just a string"`)
 	big := NewJob(topic, runAt.Add(2*time.Second))
@@ -39,6 +40,7 @@ func testPutGetRoundTrip(t *testing.T, b *testBundle) {
 	due.TraceParent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
 	due.Body = json.RawMessage(`[1,2,3]`)
 	due.RetryDelays = []time.Duration{1500 * time.Millisecond}
+	due.Priority = core.PriorityMin
 	want := map[string]*core.Job{}
 	for _, j := range []*core.Job{full, str, big, due} {
 		want[j.ID] = j.Clone()

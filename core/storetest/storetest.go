@@ -64,6 +64,8 @@ var subtests = []subtest{
 	{"States", testStates},
 	{"UnknownJob", testUnknownJob},
 	{"OrderByRunAt", testOrderByRunAt},
+	{"Priority", testPriority},
+	{"PriorityKept", testPriorityKept},
 	{"Precision", testPrecision},
 	{"ClaimMaxAndEmptyWait", testClaimMaxAndEmptyWait},
 	{"ClaimWokenByPut", testClaimWokenByPut},
@@ -322,8 +324,8 @@ func requireBetween(t *testing.T, got, lo, hi time.Time, slack time.Duration, wh
 }
 
 // requireSameJob requires got to carry what was put as want: id, topic,
-// key, body byte for byte, run_at to the ms, ttr, max_attempts and
-// traceparent.
+// key, body byte for byte, run_at to the ms, ttr, max_attempts,
+// traceparent, retry delays and priority.
 func requireSameJob(t *testing.T, want, got *core.Job) {
 	t.Helper()
 	require.Equal(t, want.ID, got.ID)
@@ -335,6 +337,7 @@ func requireSameJob(t *testing.T, want, got *core.Job) {
 	require.Equal(t, want.MaxAttempts, got.MaxAttempts, "max_attempts of %s", want.ID)
 	require.Equal(t, want.TraceParent, got.TraceParent, "traceparent of %s", want.ID)
 	require.Equal(t, want.RetryDelays, got.RetryDelays, "retry_delays of %s", want.ID)
+	require.Equal(t, want.Priority, got.Priority, "priority of %s", want.ID)
 }
 
 // ids returns the ids of jobs in order.

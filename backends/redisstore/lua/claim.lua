@@ -4,11 +4,12 @@
 -- job's lease token starts with (the rest is the job's place in the
 -- claim, so that a claim of many sends one token, not one per job); then,
 -- for "take" (a standalone server): [9] max, [10] count of shards, their
--- bases and numbers: the earliest max due jobs of the shards' queues, by
--- run_at then id, are reserved. For "ids" (a Cluster, one shard per call,
--- whose candidates the caller read and merged): [9] base, [10] number,
--- then the ids; an id no longer due in the queue (another claim took it,
--- or it was cancelled) is skipped.
+-- bases and numbers: the first max due jobs of the shards' queues, by
+-- priority, run_at then id, are reserved. For "ids" (a Cluster, one shard
+-- per call, whose candidates the caller read and merged with peek.lua):
+-- [9] base, [10] number, then pairs of id and priority; an id no longer
+-- due in its queue (another claim took it, or it was cancelled) is
+-- skipped.
 --
 -- A topic paused in the (first) shard takes nothing: the answer is then
 -- {now, {}, 1}.
@@ -29,12 +30,19 @@ local token = ARGV[8]
 -- taken counts the jobs the call reserved, for their lease tokens.
 local taken = 0
 
--- reserve reserves ids (due members of the shard's queue, each to be taken
--- once).
-local function reserve(ids)
-  local kq = key_queue(t)
+-- reserve reserves the jobs of picks ({id, run_at, priority}: due
+-- members of the shard's queues, each to be taken once).
+local function reserve(picks)
   local out, leases = {}, {}
-  if #ids > 0 then redis.call('ZREM', kq, unpack(ids)) end
+  local ids, by_level = {}, {}
+  for k, c in ipairs(picks) do
+    ids[k] = c[1]
+    local y = c[3]
+    if not by_level[y] then by_level[y] = {} end
+    local l = by_level[y]
+    l[#l + 1] = c[1]
+  end
+  for y, l in pairs(by_level) do redis.call('ZREM', key_queue(t, y), unpack(l)) end
   for k, id in ipairs(ids) do
     local kj = key_job(id)
     local h = redis.call('HGETALL', kj)
@@ -68,8 +76,7 @@ local function reserve(ids)
     redis.call('ZADD', K_LEASE, unpack(leases))
     add_count('x:' .. t, #out)
   end
-  local h = redis.call('ZRANGE', kq, 0, 0, 'WITHSCORES')
-  return {out, lease_announced(), h[2] and tonumber(h[2]) or -1}
+  return {out, lease_announced(), queue_head(t) or -1}
 end
 
 -- paused reports whether topic t is paused, by the current shard's set.
@@ -84,51 +91,47 @@ if mode == 'take' then
   for g = 1, count do
     local b, n = ARGV[9 + 2 * g], ARGV[10 + 2 * g]
     use_shard(b, n)
-    local due = redis.call('ZRANGE', key_queue(t), '-inf', now_s, 'BYSCORE', 'LIMIT', 0, max, 'WITHSCORES')
-    groups[g] = {b = b, n = n, due = due, ids = {}}
+    groups[g] = {b = b, n = n, due = due_candidates(t, max), picks = {}}
   end
-  -- The earliest max of all shards, by run_at then id: with one shard, its
-  -- first max; with several, a merge of their sorted heads.
+  -- The first max of all shards, by priority, run_at then id: with one
+  -- shard, its first max; with several, a merge of their sorted heads.
   local picked = 0
   local pos = {}
   for g = 1, count do pos[g] = 1 end
   while picked < max do
-    local best, bs, bid
+    local best, bc
     for g = 1, count do
-      local due = groups[g].due
-      local p = pos[g]
-      if due[p] then
-        local s, id = tonumber(due[p + 1]), due[p]
-        if not best or s < bs or (s == bs and id < bid) then best, bs, bid = g, s, id end
+      local c = groups[g].due[pos[g]]
+      if c and (not best or c[3] < bc[3] or (c[3] == bc[3] and (c[2] < bc[2] or (c[2] == bc[2] and c[1] < bc[1])))) then
+        best, bc = g, c
       end
     end
     if not best then break end
     local grp = groups[best]
-    grp.ids[#grp.ids + 1] = bid
-    pos[best] = pos[best] + 2
+    grp.picks[#grp.picks + 1] = bc
+    pos[best] = pos[best] + 1
     picked = picked + 1
   end
   for g = 1, count do
     local grp = groups[g]
     use_shard(grp.b, grp.n)
-    results[g] = reserve(grp.ids)
+    results[g] = reserve(grp.picks)
   end
 elseif mode == 'ids' then
   use_shard(ARGV[9], ARGV[10])
   if paused() then return {now_s, {}, 1} end
-  local kq = key_queue(t)
-  local ids, seen = {}, {}
-  for k = 11, #ARGV do
-    local id = ARGV[k]
+  local picks, seen = {}, {}
+  for k = 11, #ARGV, 2 do
+    local id, y = ARGV[k], tonumber(ARGV[k + 1])
     if not seen[id] then
       seen[id] = true
-      local s = redis.call('ZSCORE', kq, id)
+      local s = redis.call('ZSCORE', key_queue(t, y), id)
       if s and tonumber(s) <= now then
-        ids[#ids + 1] = id
+        picks[#picks + 1] = {id, tonumber(s), y}
       end
     end
   end
-  results[1] = reserve(ids)
+  results[1] = reserve(picks)
 else
   return redis.error_reply('redisstore: unknown claim mode ' .. tostring(mode))
 end

@@ -1,8 +1,10 @@
 -- export.lua: read one page of a structure of one shard, for ExportJobs.
 --
--- ARGV[6] the structure: queue, lease or dead; [7] the topic (queue and
--- dead); [8] and [9] the cursor, the score and id of the last member
--- of the previous page (empty for the first page); [10] the page size.
+-- ARGV[6] the structure: queue, lease, dead or levels; [7] the topic
+-- (queue, dead and levels); [8] and [9] the cursor, the score and id of
+-- the last member of the previous page (empty for the first page); [10]
+-- the page size; [11] the priority of the queue (empty for 0). "levels"
+-- answers the priorities whose queues may hold the topic's jobs.
 --
 -- Members come in the set's order (score, then id); a page starts after the
 -- cursor even when the cursor's member left the set meanwhile, so a job that
@@ -11,8 +13,13 @@
 -- Returns, per member, its id, its score and the job's fields (job_all;
 -- empty when the hash is gone).
 local which, t, cs, cm, count = ARGV[6], ARGV[7], ARGV[8], ARGV[9], tonumber(ARGV[10])
+if which == 'levels' then
+  local out = {}
+  for i, y in ipairs(levels(t)) do out[i] = int(y) end
+  return out
+end
 local key
-if which == 'queue' then key = key_queue(t)
+if which == 'queue' then key = key_queue(t, tonumber(ARGV[11]))
 elseif which == 'lease' then key = K_LEASE
 elseif which == 'dead' then key = key_dead(t)
 else return redis.error_reply('redisstore: unknown structure ' .. which) end

@@ -75,7 +75,7 @@ local function one(op, id, lease, r, etext)
     state = 'scheduled'
     if r <= now then state = 'ready' end
     redis.call('HSET', kj, 's', state, 'e', etext, 'u', now_s, 'r', int(r))
-    link_queue(id, j.t, r)
+    link_queue(id, j.t, r, j.y)
   else -- bury
     redis.call('HSET', kj, 's', 'dead', 'e', etext, 'u', now_s)
     link_dead(id, j.t, now_us)

@@ -44,7 +44,61 @@ local K_FINQ = KEYS[4]  -- zset: the bucket fields of K_FIN by the end of their 
 
 local function key_job(id) return base .. ':j:' .. id end
 local function key_body(id) return base .. ':b:' .. id end
-local function key_queue(t) return base .. ':q:' .. t end
+local function key_levels(t) return base .. ':lv:' .. t end
+
+-- Priorities. A queued job of priority 0, the default, waits in its
+-- topic's queue q:<t>; one of another priority y in q:<t>:<y>, and y is
+-- in the topic's levels lv:<t> (a zset scored by y) while that queue may
+-- hold jobs. A claim takes the due jobs of the most urgent (lowest) level
+-- first.
+local function key_queue(t, y)
+  if y == nil or y == 0 then return base .. ':q:' .. t end
+  return base .. ':q:' .. t .. ':' .. int(y)
+end
+
+-- levels returns the priorities whose queues may hold jobs of topic t,
+-- most urgent first, 0 among them.
+local function levels(t)
+  local out, zero = {}, false
+  for _, y in ipairs(redis.call('ZRANGE', key_levels(t), 0, -1)) do
+    y = tonumber(y)
+    if not zero and y > 0 then
+      out[#out + 1] = 0
+      zero = true
+    end
+    out[#out + 1] = y
+  end
+  if not zero then out[#out + 1] = 0 end
+  return out
+end
+
+-- queue_head returns the earliest run_at among topic t's queued jobs, or
+-- false when none is queued.
+local function queue_head(t)
+  local head = false
+  for _, y in ipairs(levels(t)) do
+    local h = redis.call('ZRANGE', key_queue(t, y), 0, 0, 'WITHSCORES')
+    if h[2] and (not head or tonumber(h[2]) < head) then head = tonumber(h[2]) end
+  end
+  return head
+end
+
+-- due_candidates returns up to limit due jobs of topic t, each {id,
+-- run_at, priority}, most urgent first and by run_at (then id) within a
+-- priority. It drops from the levels those whose queue is empty.
+local function due_candidates(t, limit)
+  local out = {}
+  for _, y in ipairs(levels(t)) do
+    if #out >= limit then break end
+    local kq = key_queue(t, y)
+    local due = redis.call('ZRANGE', kq, '-inf', now_s, 'BYSCORE', 'LIMIT', 0, limit - #out, 'WITHSCORES')
+    for k = 1, #due, 2 do out[#out + 1] = {due[k], tonumber(due[k + 1]), y} end
+    if y ~= 0 and #due == 0 and redis.call('EXISTS', kq) == 0 then
+      redis.call('ZREM', key_levels(t), int(y))
+    end
+  end
+  return out
+end
 local function key_dead(t) return base .. ':dead:' .. t end
 
 -- job_all returns the job's fields as HGETALL does, its body included
@@ -65,15 +119,16 @@ end
 -- returns the same to its caller (announced()).
 local q_head, q_low, q_topics = {}, {}, {}
 
--- link_queue adds job id of topic t to its queue, due at r.
-local function link_queue(id, t, r)
+-- link_queue adds job id of topic t and priority y (nil for 0) to its
+-- queue, due at r.
+local function link_queue(id, t, r, y)
   if q_head[t] == nil then
-    local h = redis.call('ZRANGE', key_queue(t), 0, 0, 'WITHSCORES')
-    q_head[t] = h[2] and tonumber(h[2]) or false
+    q_head[t] = queue_head(t)
     q_topics[#q_topics + 1] = t
   end
   if not q_low[t] or r < q_low[t] then q_low[t] = r end
-  redis.call('ZADD', key_queue(t), int(r), id)
+  redis.call('ZADD', key_queue(t, y), int(r), id)
+  if y and y ~= 0 then redis.call('ZADD', key_levels(t), y, int(y)) end
 end
 
 -- announced publishes the queue heads the call made earlier and returns
@@ -131,16 +186,16 @@ end
 -- keep a body in one place only. A job in its queue is stored as scheduled
 -- or ready (by its run_at when it got there); settle tells them apart.
 local function load(id)
-  local v = redis.call('HMGET', key_job(id), 's', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b')
+  local v = redis.call('HMGET', key_job(id), 's', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b', 'y')
   if not v[1] then return nil end
   return {s = v[1], t = v[2], r = tonumber(v[3]), x = tonumber(v[4]), a = tonumber(v[5]),
-    m = tonumber(v[6]), l = v[7], d = tonumber(v[8]), b = v[9]}
+    m = tonumber(v[6]), l = v[7], d = tonumber(v[8]), b = v[9], y = tonumber(v[10])}
 end
 
 -- unlink takes job id out of the structure its state puts it in.
 local function unlink(id, j)
   if j.s == 'scheduled' or j.s == 'ready' then
-    redis.call('ZREM', key_queue(j.t), id)
+    redis.call('ZREM', key_queue(j.t, j.y), id)
   elseif j.s == 'reserved' then
     redis.call('ZREM', K_LEASE, id)
     add_count('x:' .. j.t, -1)
@@ -167,7 +222,7 @@ local function expire_lease(id, j)
     j.s = 'dead'
   else
     redis.call('HSET', kj, 's', 'ready', 'u', int(j.x), 'e', 'lease expired')
-    link_queue(id, j.t, j.r)
+    link_queue(id, j.t, j.r, j.y)
     j.s = 'ready'
   end
   j.l = false

@@ -2,7 +2,7 @@
 --
 -- ARGV[6] "1" to replace; [7] the longest body kept in the job hash (a
 -- longer one gets a key of its own: see Store.inlineBody); then 9 per job: id, topic, key, body, run_at (ms),
--- ttr (ms), max_attempts, traceparent, retry delays (empty strings for none).
+-- ttr (ms), max_attempts, traceparent, retry delays, priority (empty strings for none).
 --
 -- Returns {results, queued}: one result per job, 0 created, 1 replaced, or
 -- the existing job (job_all) on a conflict; the queue heads the call made
@@ -14,10 +14,10 @@
 local replace = ARGV[6] == '1'
 local inline_body = tonumber(ARGV[7])
 local out = {}
-for i = 8, #ARGV, 9 do
+for i = 8, #ARGV, 10 do
   local id, t, k, b = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local r, d, m, p = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
-  local w = ARGV[i + 8]
+  local w, y = ARGV[i + 8], tonumber(ARGV[i + 9])
   local kj = key_job(id)
   local created = now
   local res = 0
@@ -54,8 +54,9 @@ for i = 8, #ARGV, 9 do
     end
     if p ~= '' then f[#f + 1] = 'p'; f[#f + 1] = p end
     if w ~= '' then f[#f + 1] = 'w'; f[#f + 1] = w end
+    if y then f[#f + 1] = 'y'; f[#f + 1] = int(y) end
     redis.call('HSET', kj, unpack(f))
-    link_queue(id, t, r)
+    link_queue(id, t, r, y)
   end
   out[#out + 1] = res
 end

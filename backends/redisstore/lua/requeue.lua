@@ -12,5 +12,5 @@ local kj = key_job(id)
 if j.s ~= 'dead' then return {2, job_all(id), announced()} end
 unlink(id, j)
 redis.call('HSET', kj, 's', 'ready', 'a', '0', 'r', now_s, 'u', now_s)
-link_queue(id, j.t, now)
+link_queue(id, j.t, now, j.y)
 return {0, false, announced()}

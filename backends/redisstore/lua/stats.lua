@@ -11,9 +11,14 @@ local out = {}
 for i = 6, #ARGV do
   local t = ARGV[i]
   local fin = redis.call('HMGET', K_FIN, 'd:' .. t, 'c:' .. t)
+  local scheduled, ready = 0, 0
+  for _, y in ipairs(levels(t)) do
+    scheduled = scheduled + redis.call('ZCOUNT', key_queue(t, y), '(' .. now_s, '+inf')
+    ready = ready + redis.call('ZCOUNT', key_queue(t, y), '-inf', now_s)
+  end
   out[#out + 1] = {
-    redis.call('ZCOUNT', key_queue(t), '(' .. now_s, '+inf'),
-    redis.call('ZCOUNT', key_queue(t), '-inf', now_s),
+    scheduled,
+    ready,
     tonumber(redis.call('HGET', K_COUNT, 'x:' .. t) or 0),
     redis.call('ZCARD', key_dead(t)),
     tonumber(fin[1] or 0),
