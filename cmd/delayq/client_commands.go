@@ -26,6 +26,7 @@ type pushRequest struct {
 	MaxAttempts int             `json:"max_attempts,omitempty"`
 	Key         string          `json:"key,omitempty"`
 	Backoff     *jobBackoff     `json:"backoff,omitempty"`
+	Priority    int             `json:"priority,omitempty"`
 }
 
 // jobBackoff is a job's own retry schedule, as push sends it.
@@ -108,6 +109,7 @@ with neither the job is due now.`,
 	fs.StringVar(&ttr, "ttr", "", "time to run: how long a consumer holds a delivery (default: the topic's)")
 	fs.IntVar(&req.MaxAttempts, "max-attempts", 0, "most deliveries before the job goes dead (default: the topic's)")
 	fs.StringVar(&req.Key, "key", "", "business key")
+	fs.IntVar(&req.Priority, "priority", 0, "among jobs due together, lower goes first: -10 (most urgent) to 10")
 	fs.StringSliceVar(&retryDelays, "backoff-delays", nil, "the job's own retry schedule, the last repeated: 1m,3m,5m (default: the topic's backoff)")
 	return cmd
 }

@@ -134,6 +134,34 @@ func TestE2EServe(t *testing.T) {
 		require.Empty(t, api.claim("e2e.pull", 10, 0), "nothing is left to claim")
 	})
 
+	t.Run("PriorityOverHTTP", func(t *testing.T) {
+		t.Parallel()
+		api := newCaller(t, srv.HTTPURL)
+		// Jobs due together, pushed least urgent first: claims take the most
+		// urgent first, then by run_at.
+		var want [3][]string
+		runAt := time.Now().Add(-time.Minute).UTC()
+		for i := range 12 {
+			priority := []int{5, 0, -5}[i%3]
+			var job struct {
+				ID string `json:"id"`
+			}
+			api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.prio", "body": i, "priority": priority,
+				"run_at": runAt.Add(time.Duration(i) * time.Millisecond).Format(time.RFC3339Nano)}, http.StatusCreated, &job)
+			want[2-i%3] = append(want[2-i%3], job.ID)
+		}
+		var got []string
+		for len(got) < 12 {
+			jobs := api.claim("e2e.prio", 5, 5*time.Second)
+			require.NotEmpty(t, jobs)
+			for _, d := range jobs {
+				got = append(got, d.ID)
+			}
+			api.ackAll(jobs)
+		}
+		require.Equal(t, slices.Concat(want[0], want[1], want[2]), got)
+	})
+
 	t.Run("PauseResumeOverHTTP", func(t *testing.T) {
 		t.Parallel()
 		calls := make(chan webhookCall, 16)
@@ -277,7 +305,7 @@ func TestE2EServe(t *testing.T) {
 		t.Parallel()
 		server := "--server=" + srv.HTTPURL
 		code, stdout, stderr := runCLI(t, "push", "e2e.cli", "--delay", "1h", "--id", "cli-1", "--ttr", "45s", "--max-attempts", "3", "--key", "k-1",
-			"--backoff-delays", "1m,90000", server)
+			"--backoff-delays", "1m,90000", "--priority", "-3", server)
 		require.Equal(t, 0, code, stderr)
 		require.Contains(t, stdout, `"cli-1"`)
 
@@ -290,6 +318,10 @@ func TestE2EServe(t *testing.T) {
 		require.Equal(t, "k-1", job["key"])
 		require.EqualValues(t, 3, job["max_attempts"])
 		require.Equal(t, map[string]any{"delays": []any{"1m0s", "1m30s"}}, job["backoff"])
+		require.EqualValues(t, -3, job["priority"])
+		code, _, stderr = runCLI(t, "push", "e2e.cli", "--priority", "11", server)
+		require.Equal(t, 1, code, "a priority out of range is the service's 400")
+		require.Contains(t, stderr, "priority")
 		code, _, stderr = runCLI(t, "push", "e2e.cli", "--backoff-delays", "1m,soon", server)
 		require.Equal(t, exitUsage, code)
 		require.Contains(t, stderr, `invalid --backoff-delays "soon"`)

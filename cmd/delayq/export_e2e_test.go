@@ -28,6 +28,7 @@ type exportedJob struct {
 	RunAt       string          `json:"run_at"`
 	TTR         string          `json:"ttr"`
 	MaxAttempts int             `json:"max_attempts"`
+	Priority    int             `json:"priority"`
 	Attempt     int             `json:"attempt"`
 	State       string          `json:"state"`
 	CreatedAt   string          `json:"created_at"`

@@ -233,6 +233,7 @@ type jobRequest struct {
 	MaxAttempts *int            `json:"max_attempts"`
 	Key         string          `json:"key"`
 	Backoff     json.RawMessage `json:"backoff"`
+	Priority    int             `json:"priority"`
 }
 
 // jobBackoffRequest is the wire form of a job's backoff: its own retry
@@ -290,6 +291,10 @@ func (req *jobRequest) params() (*core.PushParams, error) {
 		ID:    req.ID,
 		Key:   req.Key,
 	}
+	if err := core.ValidatePriority("priority", req.Priority); err != nil {
+		return nil, err
+	}
+	p.Priority = req.Priority
 	var err error
 	if p.RetryDelays, err = decodeJobBackoff(req.Backoff); err != nil {
 		return nil, err

@@ -76,6 +76,8 @@ func appendJobFields(b []byte, j *core.Job) []byte {
 	b = appendString(b, j.TTR.String())
 	b = append(b, `,"max_attempts":`...)
 	b = strconv.AppendInt(b, int64(j.MaxAttempts), 10)
+	b = append(b, `,"priority":`...)
+	b = strconv.AppendInt(b, int64(j.Priority), 10)
 	b = append(b, `,"attempt":`...)
 	b = strconv.AppendInt(b, int64(j.Attempt), 10)
 	b = append(b, `,"state":`...)

@@ -108,6 +108,7 @@ type exportLine struct {
 	CreatedAt   json.RawMessage `json:"created_at"`
 	LastError   string          `json:"last_error"`
 	Backoff     json.RawMessage `json:"backoff"`
+	Priority    int             `json:"priority"`
 }
 
 // decodeExportLine decodes one line of an import into a job. It checks the
@@ -126,6 +127,7 @@ func decodeExportLine(data []byte) (*core.Job, error) {
 		Attempt:     l.Attempt,
 		State:       core.State(l.State),
 		LastError:   l.LastError,
+		Priority:    l.Priority,
 	}
 	var err error
 	if j.RunAt, _, err = parseTime("run_at", l.RunAt); err != nil {

@@ -90,7 +90,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 
 	// A body in an odd but valid form, kept byte for byte.
 	const oddBody = `{"b" : [1,2 ,3],"a":"<&>\u00e9"}`
-	scheduled := src.push(t, `{"topic":"exp.a","id":"s-1","key":"k-1","delay":"1h","ttr":"45s","max_attempts":7,"backoff":{"delays":["1m",90000]},"body":`+oddBody+`}`)
+	scheduled := src.push(t, `{"topic":"exp.a","id":"s-1","key":"k-1","delay":"1h","ttr":"45s","max_attempts":7,"priority":-3,"backoff":{"delays":["1m",90000]},"body":`+oddBody+`}`)
 	ready := src.push(t, `{"topic":"exp.a","id":"r-1"}`)
 	reservedID := src.push(t, `{"topic":"exp.b","id":"v-1","body":[1]}`)
 	deadID := src.push(t, `{"topic":"exp.c","id":"d-1","max_attempts":1}`)
@@ -127,6 +127,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 	require.Equal(t, "k-1", s["key"])
 	require.Equal(t, "45s", s["ttr"])
 	require.EqualValues(t, 7, s["max_attempts"])
+	require.EqualValues(t, -3, s["priority"])
 	require.EqualValues(t, 0, s["attempt"])
 	require.Equal(t, "scheduled", s["state"])
 	require.Equal(t, rfc3339ms(src.clock.Now().Add(time.Hour)), s["run_at"])
@@ -138,7 +139,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 	require.Equal(t, "boom", jobs[deadID]["last_error"])
 	require.Equal(t, map[string]any{"delays": []any{"1m0s", "1m30s"}}, s["backoff"])
 	for id, j := range jobs {
-		want := 11 // exactly the fields of an export, and the job's own backoff if it has one
+		want := 12 // exactly the fields of an export, and the job's own backoff if it has one
 		if id == scheduled {
 			want++
 		}
@@ -153,7 +154,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 	require.Equal(t, 4, again.Skipped, "importing twice changes nothing")
 
 	got := dst.getJob(t, scheduled)
-	for _, f := range []string{"topic", "key", "body", "run_at", "ttr", "max_attempts", "attempt", "state", "created_at", "last_error", "backoff"} {
+	for _, f := range []string{"topic", "key", "body", "run_at", "ttr", "max_attempts", "priority", "attempt", "state", "created_at", "last_error", "backoff"} {
 		require.Equal(t, s[f], got[f], f)
 	}
 	res := dst.do(t, http.MethodGet, "/v1/jobs/"+scheduled, nil)

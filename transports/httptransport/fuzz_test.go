@@ -70,6 +70,8 @@ func FuzzDecodeJobRequest(f *testing.F) {
 		"{\"topic\":\"t\",\"key\":\"k\xff\",\"body\":\"\xc3\x28\"}",
 		`{"topic":"t","ttr":"0s","max_attempts":0}`,
 		`{"topic":"t","backoff":{"delays":["1m",180000,"0s"]}}`,
+		`{"topic":"t","priority":-10}`,
+		`{"topic":"t","priority":1e3}`,
 		`{"topic":"t","backoff":{"delays":[null,-1,"169h"],"initial":"1s"}}`,
 		`{"topic":"t","backoff":null}`,
 		`[]`, `null`, ``, `{`, `"`, ` {"topic":"t"} `,

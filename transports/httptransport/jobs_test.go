@@ -35,7 +35,7 @@ func TestCreateJob(t *testing.T) {
 		require.Equal(t, map[string]any{
 			"id": id, "topic": "orders.close", "key": "order-42", "body": map[string]any{"order": float64(42)},
 			"run_at": rfc3339ms(now.Add(15 * time.Minute)), "ttr": "45s", "max_attempts": float64(3),
-			"attempt": float64(0), "state": "scheduled", "created_at": rfc3339ms(now),
+			"priority": float64(0), "attempt": float64(0), "state": "scheduled", "created_at": rfc3339ms(now),
 			"updated_at": rfc3339ms(now), "last_error": "",
 		}, got)
 	})
@@ -139,6 +139,8 @@ func TestCreateJob(t *testing.T) {
 			{`{"topic":"t","ttr":"0s"}`, "ttr"},
 			{`{"topic":"t","ttr":0}`, "ttr"},
 			{`{"topic":"t","max_attempts":0}`, "max_attempts"},
+			{`{"topic":"t","priority":11}`, "priority"},
+			{`{"topic":"t","priority":-11}`, "priority"},
 		} {
 			m := requireError(t, b.do(t, http.MethodPost, "/v1/jobs", c.body), http.StatusBadRequest, "invalid_argument", c.field)
 			require.NotEmpty(t, m["error"].(map[string]any)["message"])
@@ -156,6 +158,17 @@ func TestCreateJob(t *testing.T) {
 		topics, err := b.store.ListTopics(t.Context())
 		require.NoError(t, err)
 		require.Empty(t, topics, "nothing was stored")
+	})
+
+	t.Run("Priority", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		urgent := b.push(t, `{"topic":"t","priority":-10,"body":1}`)
+		normal := b.push(t, `{"topic":"t","body":2}`)
+		require.Equal(t, float64(-10), b.getJob(t, urgent)["priority"])
+		require.Equal(t, float64(0), b.getJob(t, normal)["priority"])
+		requireError(t, b.do(t, http.MethodPost, "/v1/jobs", `{"topic":"t","priority":1.5}`), http.StatusBadRequest, "invalid_argument", "priority")
+		requireError(t, b.do(t, http.MethodPost, "/v1/jobs", `{"topic":"t","priority":"high"}`), http.StatusBadRequest, "invalid_argument", "priority")
 	})
 
 	t.Run("FinishedIDIsReused", func(t *testing.T) {

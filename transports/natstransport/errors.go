@@ -16,6 +16,7 @@ var fieldNames = map[string]string{
 	"ttr":          HeaderTTR,
 	"max_attempts": HeaderMaxAttempts,
 	"key":          HeaderKey,
+	"priority":     HeaderPriority,
 }
 
 // toReplyError maps err with wire.ToError, naming fields as a NATS

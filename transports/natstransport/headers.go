@@ -32,6 +32,9 @@ const (
 	// HeaderBackoffDelays is the job's own retry schedule: durations as
 	// HeaderDelay, comma-separated ("1m,3m,5m").
 	HeaderBackoffDelays = "Delayq-Backoff-Delays"
+	// HeaderPriority is the job's priority, an integer from
+	// core.PriorityMin (most urgent) to core.PriorityMax.
+	HeaderPriority = "Delayq-Priority"
 	// HeaderTraceParent carries the W3C trace context of the push into
 	// deliveries.
 	HeaderTraceParent = "traceparent"
@@ -51,7 +54,7 @@ const (
 const headerPrefix = "delayq-"
 
 // intakeHeaders are the delayq headers an intake message may carry.
-var intakeHeaders = []string{HeaderDelay, HeaderRunAt, HeaderID, HeaderTTR, HeaderMaxAttempts, HeaderKey, HeaderBackoffDelays}
+var intakeHeaders = []string{HeaderDelay, HeaderRunAt, HeaderID, HeaderTTR, HeaderMaxAttempts, HeaderKey, HeaderBackoffDelays, HeaderPriority}
 
 // decodePush builds the engine's push parameters from an intake message:
 // the topic from the subject after subjectPrefix, the body from the
@@ -100,6 +103,13 @@ func decodePush(subjectPrefix string, m *nats.Msg) (*core.PushParams, error) {
 			return nil, core.Invalid(HeaderMaxAttempts, "%s must be an integer between 1 and %d", HeaderMaxAttempts, core.MaxAttemptsMax)
 		}
 		p.MaxAttempts = n
+	}
+	if v, ok := h[HeaderPriority]; ok {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || core.ValidatePriority(HeaderPriority, n) != nil {
+			return nil, core.Invalid(HeaderPriority, "%s must be an integer from %d (most urgent) to %d", HeaderPriority, core.PriorityMin, core.PriorityMax)
+		}
+		p.Priority = n
 	}
 	if v, ok := h[HeaderID]; ok {
 		if v == "" {

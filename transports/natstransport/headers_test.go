@@ -21,6 +21,7 @@ func FuzzDecodePush(f *testing.F) {
 		{"t", "Delayq-Run-At", "2026-11-21T10:00:00.250Z"},
 		{"t", "Delayq-TTR", "30s"},
 		{"t", "Delayq-Max-Attempts", "3"},
+		{"t", "Delayq-Priority", "-10"},
 		{"t", "delayq-id", "a-1"},
 		{"t", "Delayq-Key", "k"},
 		{"t", "Delayq-Backoff-Delays", "1m, 3m,0"},
@@ -48,5 +49,6 @@ func FuzzDecodePush(f *testing.F) {
 		if p.TTR != 0 {
 			require.Positive(t, p.TTR)
 		}
+		require.NoError(t, core.ValidatePriority("priority", p.Priority))
 	})
 }

@@ -31,7 +31,7 @@ func TestIntakePush(t *testing.T) {
 			r := b.push(t, "orders.close", body,
 				"Delayq-Delay", "500ms", "Delayq-Id", "order-42-close", "Delayq-TTR", "45s",
 				"Delayq-Max-Attempts", "3", "Delayq-Key", "order-42", "traceparent", traceParent,
-				"Delayq-Backoff-Delays", "1m, 90000,0s")
+				"Delayq-Backoff-Delays", "1m, 90000,0s", "Delayq-Priority", "-4")
 			require.Equal(t, "order-42-close", r.ID)
 			require.Equal(t, "orders.close", r.Topic)
 			require.Equal(t, "scheduled", r.State)
@@ -44,6 +44,7 @@ func TestIntakePush(t *testing.T) {
 			require.Equal(t, "order-42", j.Key)
 			require.Equal(t, traceParent, j.TraceParent)
 			require.Equal(t, []time.Duration{time.Minute, 90 * time.Second, 0}, j.RetryDelays)
+			require.Equal(t, -4, j.Priority)
 			require.True(t, j.RunAt.Equal(r.RunAt))
 
 			// Header names match in any case; run_at and ms delays work.
@@ -80,6 +81,8 @@ func TestIntakeErrors(t *testing.T) {
 		{"t", `{}`, []string{"Delayq-TTR", "1ms"}, "invalid_argument", "Delayq-TTR"},
 		{"t", `{}`, []string{"Delayq-Max-Attempts", "many"}, "invalid_argument", "Delayq-Max-Attempts"},
 		{"t", `{}`, []string{"Delayq-Max-Attempts", "0"}, "invalid_argument", "Delayq-Max-Attempts"},
+		{"t", `{}`, []string{"Delayq-Priority", "urgent"}, "invalid_argument", "Delayq-Priority"},
+		{"t", `{}`, []string{"Delayq-Priority", "11"}, "invalid_argument", "Delayq-Priority"},
 		{"t", `{}`, []string{"Delayq-Id", "bad id!"}, "invalid_argument", "Delayq-Id"},
 		{"t", `{}`, []string{"Delayq-Id", ""}, "invalid_argument", "Delayq-Id"},
 		{"t", `{}`, []string{"Delayq-Key", "a\x01b"}, "invalid_argument", "Delayq-Key"},
