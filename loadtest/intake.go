@@ -69,10 +69,11 @@ func (c *client) do(ctx context.Context, method, path string, body, out any) err
 
 // jobReq is a job as POST /v1/jobs takes it.
 type jobReq struct {
-	Topic string          `json:"topic"`
-	Body  json.RawMessage `json:"body"`
-	Delay string          `json:"delay,omitempty"`
-	RunAt string          `json:"run_at,omitempty"`
+	Topic    string          `json:"topic"`
+	Body     json.RawMessage `json:"body"`
+	Delay    string          `json:"delay,omitempty"`
+	RunAt    string          `json:"run_at,omitempty"`
+	Priority int             `json:"priority,omitempty"`
 }
 
 // sampleBody is a small body of a typical size.
@@ -245,6 +246,15 @@ func (c *client) topicCounts(ctx context.Context, topic string) (counts, error) 
 	}
 	err := c.do(ctx, http.MethodGet, "/v1/topics/"+topic, nil, &out)
 	return out.Counts, err
+}
+
+// setPaused pauses or resumes a topic.
+func (c *client) setPaused(ctx context.Context, topic string, paused bool) error {
+	action := "/resume"
+	if paused {
+		action = "/pause"
+	}
+	return c.do(ctx, http.MethodPost, "/v1/topics/"+topic+action, nil, nil)
 }
 
 // counts are a topic's jobs by state, done and cancelled ones within the

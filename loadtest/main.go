@@ -94,6 +94,8 @@ type config struct {
 	Subscribers  int           `json:"subscribers"`
 	Prefetch     int           `json:"prefetch"`
 	Settle       time.Duration `json:"settle"`
+	Priorities   bool          `json:"priorities,omitempty"`
+	Pause        bool          `json:"pause,omitempty"`
 	Profile      bool          `json:"profile"`
 	Timeout      time.Duration `json:"-"`
 	// RedisURL is the rawredis phase's server, instead of its own.
@@ -131,6 +133,8 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Subscribers, "subscribers", 4, "WebSocket subscribers of the burst and lateness topics")
 	fs.IntVar(&c.Prefetch, "prefetch", 1000, "prefetch of each subscriber")
 	fs.DurationVar(&c.Settle, "settle", 5*time.Second, "pause between the last pending job pushed and the memory reading")
+	fs.BoolVar(&c.Priorities, "priorities", false, "give the burst and lateness jobs priorities, every one from -10 to 10 in turn")
+	fs.BoolVar(&c.Pause, "pause", false, "pause the burst and lateness topics while their jobs are pushed, and resume each when its first job is due")
 	fs.BoolVar(&c.Profile, "profile", false, "save a CPU profile of delayq for each phase (cpu-<phase>.pprof and its top functions)")
 	fs.DurationVar(&c.Timeout, "timeout", 10*time.Minute, "bound on the whole run, to which the retention phase adds its -retention-duration")
 	fs.DurationVar(&c.Retention, "retention", 5*time.Minute, "with the retention phase: serve's --retention, for the whole run")

@@ -79,6 +79,33 @@ func TestHarness(t *testing.T) {
 	}
 }
 
+// TestHarnessPrioritiesPause runs the burst and lateness phases on the
+// memory backend with jobs of every priority and topics paused while
+// their jobs are pushed: every job comes once, and the report says how the
+// phases ran.
+func TestHarnessPrioritiesPause(t *testing.T) {
+	out := t.TempDir()
+	cfg := config{}
+	cfg.flags(flagSet())
+	cfg.Backend = "memory"
+	cfg.Out = out
+	cfg.Phases = "burst,lateness"
+	cfg.Burst = 2_000
+	cfg.Rate = 500
+	cfg.Duration = 2 * time.Second
+	cfg.Lead = time.Second
+	cfg.Subscribers = 2
+	cfg.Priorities, cfg.Pause = true, true
+	res, report, _ := runHarness(t, &cfg, 2*time.Minute)
+	require.Equal(t, 2_000, res.Burst.Received)
+	require.Zero(t, res.Burst.Duplicates)
+	require.Empty(t, res.Burst.Errors)
+	require.Equal(t, 1_000, res.Lateness.Received)
+	require.Empty(t, res.Lateness.Errors)
+	require.Contains(t, report, "every one from -10 to 10 in turn")
+	require.Contains(t, report, "paused while the jobs are pushed")
+}
+
 // TestHarnessPullBatch runs the pull phase alone on the memory backend with
 // consumers that claim many jobs and acknowledge them with one request.
 func TestHarnessPullBatch(t *testing.T) {

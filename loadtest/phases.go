@@ -194,12 +194,16 @@ func burst(ctx context.Context, c *client, cfg *config, lead time.Duration, logf
 	defer stop()
 	due := time.Now().Add(lead).UTC().Truncate(time.Millisecond)
 	logf("burst: pushing %d jobs due at %s (in %s)", cfg.Burst, due.Format("15:04:05.000"), lead.Round(time.Millisecond))
+	resumed, err := pauseUntil(ctx, c, cfg, topic, due)
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	p := newPusher(c, cfg.BatchWorkers)
 	for i := 0; i < cfg.Burst; i += cfg.Batch {
 		jobs := make([]jobReq, min(cfg.Batch, cfg.Burst-i))
 		for k := range jobs {
-			jobs[k] = jobReq{Topic: topic, Body: sampleBody, RunAt: due.Format(time.RFC3339Nano)}
+			jobs[k] = jobReq{Topic: topic, Body: sampleBody, RunAt: due.Format(time.RFC3339Nano), Priority: priority(cfg, i+k)}
 		}
 		p.push(ctx, jobs)
 	}
@@ -209,6 +213,9 @@ func burst(ctx context.Context, c *client, cfg *config, lead time.Duration, logf
 	}
 	if time.Now().After(due) {
 		return res, fmt.Errorf("burst: pushing took %.1fs, past the due instant: lower -burst", res.PushSeconds)
+	}
+	if err := resumed(); err != nil {
+		return res, err
 	}
 	if err := col.await(ctx, due, due.Add(2*time.Minute), 10*time.Second); err != nil {
 		return nil, err
@@ -297,6 +304,10 @@ func lateness(ctx context.Context, c *client, cfg *config, logf func(string, ...
 	logf("lateness: %d jobs due at %d/s over %s, each pushed %s ahead", total, cfg.Rate, cfg.Duration, cfg.Lead)
 	interval := time.Second / time.Duration(cfg.Rate)
 	first := time.Now().Add(cfg.Lead).UTC()
+	resumed, err := pauseUntil(ctx, c, cfg, topic, first)
+	if err != nil {
+		return nil, err
+	}
 	p := newPusher(c, cfg.BatchWorkers)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
@@ -311,7 +322,7 @@ func lateness(ctx context.Context, c *client, cfg *config, logf func(string, ...
 			if at.After(horizon) {
 				break
 			}
-			jobs = append(jobs, jobReq{Topic: topic, Body: sampleBody, RunAt: at.Format(time.RFC3339Nano)})
+			jobs = append(jobs, jobReq{Topic: topic, Body: sampleBody, RunAt: at.Format(time.RFC3339Nano), Priority: priority(cfg, next)})
 			if len(jobs) == cfg.Batch {
 				p.push(ctx, jobs)
 				jobs = nil
@@ -323,6 +334,9 @@ func lateness(ctx context.Context, c *client, cfg *config, logf func(string, ...
 	}
 	res := &latenessResult{Rate: cfg.Rate, Seconds: cfg.Duration.Seconds(), LeadMS: ms(cfg.Lead), Jobs: total}
 	res.Pushed = p.wait()
+	if err := resumed(); err != nil {
+		return res, err
+	}
 	res.PushErrors = p.errs.n.Load()
 	if res.PushErrors > 0 {
 		res.Errors = append(res.Errors, "push: "+p.errs.first)
@@ -342,6 +356,44 @@ func lateness(ctx context.Context, c *client, cfg *config, logf func(string, ...
 		return res, fmt.Errorf("lateness: received %d of %d jobs (%d pushed): none came for 10s, or 2 min passed after the last was due", res.Received, total, res.Pushed)
 	}
 	return res, nil
+}
+
+// priority is the priority of a phase's n-th job: with -priorities every
+// one from -10 to 10 in turn, else 0.
+func priority(cfg *config, n int) int {
+	if !cfg.Priorities {
+		return 0
+	}
+	return n%21 - 10
+}
+
+// pauseUntil, with -pause, pauses topic and resumes it at the instant at;
+// the returned function waits for the resume and says how it went. Without
+// -pause it does nothing.
+func pauseUntil(ctx context.Context, c *client, cfg *config, topic string, at time.Time) (func() error, error) {
+	if !cfg.Pause {
+		return func() error { return nil }, nil
+	}
+	if err := c.setPaused(ctx, topic, true); err != nil {
+		return nil, fmt.Errorf("pause %s: %w", topic, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		t := time.NewTimer(time.Until(at))
+		defer t.Stop()
+		select {
+		case <-t.C:
+			done <- c.setPaused(ctx, topic, false)
+		case <-ctx.Done():
+			done <- ctx.Err()
+		}
+	}()
+	return func() error {
+		if err := <-done; err != nil {
+			return fmt.Errorf("resume %s: %w", topic, err)
+		}
+		return nil
+	}, nil
 }
 
 // uniqueTopic names a fresh topic under prefix, so runs on one server do

@@ -237,8 +237,8 @@ func writeReport(dir string, r *results) error {
 		w("| files on disk | | %s | %s B |\n\n", mib(mem.DiskBytes), num(float64(mem.DiskBytes)/float64(mem.Pending)))
 	}
 	if bu := r.Burst; bu != nil {
-		w("## Burst\n\n%s jobs, all due at one instant, pushed in %.1f s before it; %d WebSocket subscribers with prefetch %d acknowledge each job as it comes.\n\n",
-			num(float64(bu.Jobs)), bu.PushSeconds, r.Config.Subscribers, r.Config.Prefetch)
+		w("## Burst\n\n%s jobs, all due at one instant, pushed in %.1f s before it; %d WebSocket subscribers with prefetch %d acknowledge each job as it comes.%s\n\n",
+			num(float64(bu.Jobs)), bu.PushSeconds, r.Config.Subscribers, r.Config.Prefetch, variantNote(r.Config))
 		w("| | value |\n| --- | --- |\n| received | %s (%d twice) |\n| last received | %.3f s after the instant |\n| all acknowledged (topic empty) | %.3f s after |\n| receipt p50 / p99 | %.0f / %.0f ms after |\n\n",
 			num(float64(bu.Received)), bu.Duplicates, bu.DeliveredAll, bu.AckedAll, bu.Stats.P50, bu.Stats.P99)
 		if p, ok := plots["burst"]; ok {
@@ -261,8 +261,8 @@ func writeReport(dir string, r *results) error {
 	}
 	if l := r.Lateness; l != nil {
 		s := l.Stats
-		w("## Lateness\n\n%s jobs due at a steady %s/s over %.0f s, evenly spaced, each pushed %.0f ms before its run_at in batches; %d WebSocket subscribers with prefetch %d acknowledge each. Lateness is the subscriber's receipt minus run_at.\n\n",
-			num(float64(l.Jobs)), num(float64(l.Rate)), l.Seconds, l.LeadMS, r.Config.Subscribers, r.Config.Prefetch)
+		w("## Lateness\n\n%s jobs due at a steady %s/s over %.0f s, evenly spaced, each pushed %.0f ms before its run_at in batches; %d WebSocket subscribers with prefetch %d acknowledge each. Lateness is the subscriber's receipt minus run_at.%s\n\n",
+			num(float64(l.Jobs)), num(float64(l.Rate)), l.Seconds, l.LeadMS, r.Config.Subscribers, r.Config.Prefetch, variantNote(r.Config))
 		w("| received | min | p50 | p90 | p99 | p99.9 | max |\n| --- | --- | --- | --- | --- | --- | --- |\n")
 		w("| %s (%d twice) | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %.2f ms |\n\n", num(float64(l.Received)), l.Duplicates, s.Min, s.P50, s.P90, s.P99, s.P999, s.Max)
 		for _, k := range []string{"lateness-over-time", "lateness-histogram"} {
@@ -303,6 +303,19 @@ func writeCPU(b *strings.Builder, r *results) {
 		b.WriteString("\n")
 	}
 	b.WriteString("\n")
+}
+
+// variantNote says what -priorities and -pause changed of the burst and
+// lateness phases, "" when neither was set.
+func variantNote(c config) string {
+	var s string
+	if c.Priorities {
+		s += " The jobs have priorities, every one from -10 to 10 in turn."
+	}
+	if c.Pause {
+		s += " The topic is paused while the jobs are pushed and resumed when the first is due."
+	}
+	return s
 }
 
 func writeErrors(b *strings.Builder, errs []string) {
