@@ -86,14 +86,6 @@ const (
 	PriorityMax = 10
 )
 
-// ValidatePriority checks a job's priority, named field.
-func ValidatePriority(field string, p int) error {
-	if p < PriorityMin || p > PriorityMax {
-		return Invalid(field, "%s must be from %d (most urgent) to %d", field, PriorityMin, PriorityMax)
-	}
-	return nil
-}
-
 // Clone returns a deep copy, so stores can hand out jobs that callers may
 // change.
 func (j *Job) Clone() *Job {

@@ -161,12 +161,20 @@ func (e *Engine) validateRunAt(runAt, now time.Time) error {
 	return nil
 }
 
+// ValidatePriority checks a job's priority, named field.
+func ValidatePriority(field string, p int) error {
+	if p < PriorityMin || p > PriorityMax {
+		return Invalid(field, "%s must be from %d (most urgent) to %d", field, PriorityMin, PriorityMax)
+	}
+	return nil
+}
+
 // validateJob checks what a pushed and an imported job share, in the order
 // of their fields on the wire: topic, id, key, body (at most
 // Limits.MaxBodyBytes of JSON in UTF-8; empty becomes null), run_at (see
-// validateRunAt), ttr, max_attempts, priority and the retry delays. The callers check the rest: push
-// its delay and fills ids and topic defaults first; import requires run_at
-// and checks state and attempt.
+// validateRunAt), ttr, max_attempts, priority and the retry delays. The
+// callers check the rest: push its delay and fills ids and topic defaults
+// first; import requires run_at and checks state and attempt.
 func (e *Engine) validateJob(j *Job, now time.Time) error {
 	if err := ValidateTopicName(j.Topic); err != nil {
 		return err

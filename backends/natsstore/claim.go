@@ -527,12 +527,12 @@ func (q *topicQueue) leave() {
 }
 
 // ClaimJobs implements core.Store. The topic's fetcher holds due messages
-// until their run_at; a claim takes the due ones in run_at order and
-// reserves each by publishing its lease schedule against the due message
-// (a compare-and-set), then acknowledges the due message. It waits on the
-// fetcher's arrivals and a timer for the next due time, never polling. A
-// claim of a paused topic waits for the resume without running the
-// fetcher. Errors: ErrInvalidArgument when params.Max < 1, ErrClosed (also
+// until their run_at; a claim takes the due ones, the most urgent priority
+// first and in run_at order within one, and reserves each by publishing
+// its lease schedule against the due message (a compare-and-set), then
+// acknowledges the due message. It waits on the fetcher's arrivals and a
+// timer for the next due time, never polling. A claim of a paused topic
+// waits for the resume without running the fetcher. Errors: ErrInvalidArgument when params.Max < 1, ErrClosed (also
 // for a claim waiting when the store closes), ErrUnavailable when JetStream
 // fails and no job was claimed.
 func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]*core.Job, error) {

@@ -4,6 +4,7 @@ package pebblestore_test
 
 import (
 	"context"
+	"os"
 	"strconv"
 	"syscall"
 	"testing"
@@ -103,12 +104,17 @@ func BenchmarkColdBurst(b *testing.B) {
 	drainBurst(b, s, n, due)
 }
 
-// putBurst puts n jobs of topic burst due at due, in batches of 1000.
+// putBurst puts n jobs of topic burst due at due, in batches of 1000; with
+// DELAYQ_BENCH_PRIORITIES set, of every priority from -10 to 10 in turn.
 func putBurst(b *testing.B, s core.Store, n int, due time.Time) {
+	priorities := os.Getenv("DELAYQ_BENCH_PRIORITIES") != ""
 	for i := 0; i < n; i += 1000 {
 		jobs := make([]*core.Job, min(1000, n-i))
 		for k := range jobs {
 			jobs[k] = storetest.NewJob("burst", due)
+			if priorities {
+				jobs[k].Priority = (i+k)%21 - 10
+			}
 		}
 		storetest.Put(b, context.Background(), s, jobs...)
 	}

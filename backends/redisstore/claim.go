@@ -220,7 +220,7 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 	}
 }
 
-// claimOnce claims up to max due jobs of topic, in run_at order. It
+// claimOnce claims up to max due jobs of topic, by priority then run_at. It
 // returns an empty slice when none is due, with the earliest due time
 // known of the topic's queues (server ms; noDue when all are empty), and
 // errPaused when the topic is paused.
@@ -282,8 +282,9 @@ func (s *Store) claimOnce(ctx context.Context, ts *topicState, topic string, max
 	}
 }
 
-// take reserves the earliest max due jobs of topic in shards with one claim
-// script that picks them itself (a standalone server).
+// take reserves the first max due jobs of topic in shards (by priority,
+// run_at, id) with one claim script that picks them itself (a standalone
+// server).
 func (s *Store) take(ctx context.Context, ts *topicState, topic string, shards []int, gens []uint64, max int) ([]*core.Job, error) {
 	args := make([]any, 0, 5+2*len(shards))
 	args = append(args, topic, "take", rand.Text(), max, len(shards))
@@ -299,8 +300,8 @@ func (s *Store) take(ctx context.Context, ts *topicState, topic string, shards [
 	return jobs, err
 }
 
-// pick reads the heads of topic's queues in shards, picks the earliest max
-// due jobs among them and reserves them, one claim script per shard in one
+// pick reads the heads of topic's queues in shards, picks the first max
+// due jobs among them (by priority, run_at, id) and reserves them, one claim script per shard in one
 // pipeline (a Cluster).
 func (s *Store) pick(ctx context.Context, ts *topicState, topic string, shards []int, gens []uint64, max int) ([]*core.Job, error) {
 	cands, err := s.peek(ctx, topic, shards, max)

@@ -44,6 +44,7 @@ local K_FINQ = KEYS[4]  -- zset: the bucket fields of K_FIN by the end of their 
 
 local function key_job(id) return base .. ':j:' .. id end
 local function key_body(id) return base .. ':b:' .. id end
+local function key_dead(t) return base .. ':dead:' .. t end
 local function key_levels(t) return base .. ':lv:' .. t end
 
 -- Priorities. A queued job of priority 0, the default, waits in its
@@ -99,7 +100,6 @@ local function due_candidates(t, limit)
   end
   return out
 end
-local function key_dead(t) return base .. ':dead:' .. t end
 
 -- job_all returns the job's fields as HGETALL does, its body included
 -- wherever it lives.

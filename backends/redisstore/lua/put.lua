@@ -1,8 +1,9 @@
 -- put.lua: store a batch of jobs of one shard, in order.
 --
 -- ARGV[6] "1" to replace; [7] the longest body kept in the job hash (a
--- longer one gets a key of its own: see Store.inlineBody); then 9 per job: id, topic, key, body, run_at (ms),
--- ttr (ms), max_attempts, traceparent, retry delays, priority (empty strings for none).
+-- longer one gets a key of its own: see Store.inlineBody); then 10 per
+-- job: id, topic, key, body, run_at (ms), ttr (ms), max_attempts,
+-- traceparent, retry delays, priority (empty strings for none).
 --
 -- Returns {results, queued}: one result per job, 0 created, 1 replaced, or
 -- the existing job (job_all) on a conflict; the queue heads the call made
