@@ -60,6 +60,13 @@ func TestCreateJob(t *testing.T) {
 		require.Equal(t, rfc3339ms(at), m["run_at"])
 		require.True(t, strings.HasSuffix(m["run_at"].(string), "Z"))
 		require.Equal(t, "scheduled", m["state"])
+
+		// Unix seconds, as older delay-queue clients send them.
+		res = b.do(t, http.MethodPost, "/v1/jobs", fmt.Sprintf(`{"topic":"t","run_at":%d.25}`, at.Unix()))
+		requireStatus(t, res, http.StatusCreated)
+		require.Equal(t, rfc3339ms(at), res.object(t)["run_at"])
+		requireError(t, b.do(t, http.MethodPost, "/v1/jobs", `{"topic":"t","run_at":1.7e9}`), http.StatusBadRequest, "invalid_argument", "run_at")
+		requireError(t, b.do(t, http.MethodPost, "/v1/jobs", `{"topic":"t","run_at":-1}`), http.StatusBadRequest, "invalid_argument", "run_at")
 	})
 
 	t.Run("DueNowIsReady", func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"strconv"
 	"testing"
 	"time"
 
@@ -51,6 +52,8 @@ func TestIntakePush(t *testing.T) {
 			at := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
 			r = b.push(t, "orders.close", `[]`, "delayq-run-at", at.Format(time.RFC3339Nano))
 			require.True(t, at.Equal(r.RunAt), "%s", r.raw)
+			r = b.push(t, "orders.close", `[]`, "Delayq-Run-At", strconv.FormatInt(at.Unix(), 10)+".5")
+			require.True(t, at.Truncate(time.Second).Add(500*time.Millisecond).Equal(r.RunAt), "Unix seconds: %s", r.raw)
 			r = b.push(t, "orders.close", `1`, "DELAYQ-DELAY", "1500")
 			require.WithinDuration(t, time.Now().Add(1500*time.Millisecond), r.RunAt, 500*time.Millisecond)
 			// No delay: due now; no payload: a null body.

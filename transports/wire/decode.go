@@ -65,24 +65,79 @@ func ParseDuration(field string, raw json.RawMessage) (d time.Duration, ok bool,
 }
 
 // ParseTime decodes a time field: an RFC 3339 string with an optional
-// fraction. ok is false when the field is absent or null. Errors are
-// *core.FieldError values naming field.
+// fraction, or a JSON number of Unix seconds with an optional fraction
+// (1732528800.250), as older delay-queue clients send it; digits past the
+// nanosecond are dropped. ok is false when the field is absent or null.
+// Errors are *core.FieldError values naming field.
 func ParseTime(field string, raw json.RawMessage) (t time.Time, ok bool, err error) {
 	if IsNull(raw) {
 		return time.Time{}, false, nil
 	}
-	bad := func() error {
-		return core.Invalid(field, "%s must be an RFC 3339 time such as \"2026-11-21T10:00:00.250Z\"", field)
+	raw = TrimJSONSpace(raw)
+	if c := raw[0]; c == '-' || c >= '0' && c <= '9' {
+		return parseUnixSeconds(field, string(raw))
 	}
 	var s string
-	if json.Unmarshal(TrimJSONSpace(raw), &s) != nil {
-		return time.Time{}, false, bad()
+	if json.Unmarshal(raw, &s) != nil {
+		return time.Time{}, false, badTime(field)
 	}
 	t, err = time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return time.Time{}, false, bad()
+		return time.Time{}, false, badTime(field)
 	}
 	return t, true, nil
+}
+
+// badTime is the error of a time field that is neither form.
+func badTime(field string) error {
+	return core.Invalid(field, "%s must be an RFC 3339 time such as \"2026-11-21T10:00:00.250Z\" or a number of Unix seconds such as 1732528800.250", field)
+}
+
+// unixSecondsMax and unixSecondsMin bound a time in Unix seconds: the
+// year 5138, far past what a job may ask for, and safe from overflow; the
+// year 1, before which RFC 3339 has no form.
+const (
+	unixSecondsMax = 99_999_999_999
+	unixSecondsMin = -62_135_596_800
+)
+
+// parseUnixSeconds reads s, a decimal number of seconds since the Unix
+// epoch with an optional fraction and sign and no exponent, exactly: a
+// float would turn .001 into .000999.
+func parseUnixSeconds(field, s string) (time.Time, bool, error) {
+	neg := strings.HasPrefix(s, "-")
+	whole, frac, hasFrac := strings.Cut(strings.TrimPrefix(s, "-"), ".")
+	if !isDigits(whole) || hasFrac && !isDigits(frac) {
+		return time.Time{}, false, badTime(field)
+	}
+	sec, err := strconv.ParseInt(whole, 10, 64)
+	if err != nil || !neg && sec > unixSecondsMax || neg && -sec < unixSecondsMin {
+		return time.Time{}, false, core.Invalid(field, "%s is out of range", field)
+	}
+	var nsec int64
+	for i := range 9 {
+		nsec *= 10
+		if i < len(frac) {
+			nsec += int64(frac[i] - '0')
+		}
+	}
+	if neg {
+		sec, nsec = -sec, -nsec
+	}
+	return time.Unix(sec, nsec).UTC(), true, nil
+}
+
+// isDigits reports whether s is one or more ASCII digits.
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // ValidTraceParent reports whether h is a W3C traceparent of a known shape:
@@ -126,27 +181,22 @@ func ParseDurationText(field, s string) (time.Duration, error) {
 }
 
 // ParseTimeText decodes a time given as text, such as a header value: RFC
-// 3339 with an optional fraction, surrounding spaces ignored. Errors are
-// *core.FieldError values naming field; an empty value is one.
+// 3339 with an optional fraction, or Unix seconds with an optional
+// fraction, surrounding spaces ignored. Errors are *core.FieldError values
+// naming field; an empty value is one.
 func ParseTimeText(field, s string) (time.Time, error) {
-	t, ok, err := ParseTime(field, AppendString(nil, strings.TrimSpace(s)))
+	s = strings.TrimSpace(s)
+	raw := []byte(s)
+	if s == "" || s[0] != '-' && (s[0] < '0' || s[0] > '9') || strings.Contains(s, ":") {
+		raw = AppendString(nil, s)
+	}
+	t, ok, err := ParseTime(field, raw)
 	if err == nil && !ok {
-		err = core.Invalid(field, "%s must be an RFC 3339 time such as \"2026-11-21T10:00:00.250Z\"", field)
+		err = badTime(field)
 	}
 	return t, err
 }
 
 // isInteger reports whether s is an optional minus sign and one or more
 // ASCII digits.
-func isInteger(s string) bool {
-	s = strings.TrimPrefix(s, "-")
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
+func isInteger(s string) bool { return isDigits(strings.TrimPrefix(s, "-")) }

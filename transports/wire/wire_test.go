@@ -43,9 +43,38 @@ func TestParseTimeText(t *testing.T) {
 	got, err := wire.ParseTimeText("Delayq-Run-At", " 2026-11-21T10:00:00.250+01:00")
 	require.NoError(t, err)
 	require.True(t, got.Equal(time.Date(2026, 11, 21, 9, 0, 0, 250e6, time.UTC)))
-	for _, in := range []string{"", "null", "2026-11-21", "1700000000", `"2026-11-21T10:00:00Z"`} {
+	for _, in := range []string{"", "null", "2026-11-21", "1.7e9", "1700000000.", ".5", "--1", "1_700_000_000",
+		"100000000000", `"2026-11-21T10:00:00Z"`} {
 		_, err := wire.ParseTimeText("Delayq-Run-At", in)
 		requireFieldError(t, err, "Delayq-Run-At")
+	}
+}
+
+// TestParseUnixSeconds: a time may be a number of Unix seconds, its
+// fraction read exactly (a float would make .001 into .000999).
+func TestParseUnixSeconds(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]time.Time{
+		"1732528800":            time.Date(2024, 11, 25, 10, 0, 0, 0, time.UTC),
+		"1732528800.250":        time.Date(2024, 11, 25, 10, 0, 0, 250e6, time.UTC),
+		"1732528800.001":        time.Date(2024, 11, 25, 10, 0, 0, 1e6, time.UTC),
+		"1732528800.0000000019": time.Date(2024, 11, 25, 10, 0, 0, 1, time.UTC),
+		"0":                     time.Unix(0, 0).UTC(),
+		"-1.5":                  time.Unix(-2, 5e8).UTC(),
+		"99999999999.999999999": time.Unix(99_999_999_999, 999_999_999).UTC(),
+		"  1732528800.25\t":     time.Date(2024, 11, 25, 10, 0, 0, 250e6, time.UTC),
+	} {
+		got, ok, err := wire.ParseTime("run_at", json.RawMessage(in))
+		require.NoError(t, err, in)
+		require.True(t, ok, in)
+		require.True(t, want.Equal(got), "%s: want %s, got %s", in, want, got)
+		text, err := wire.ParseTimeText("Delayq-Run-At", strings.TrimSpace(strings.ReplaceAll(in, "\t", "")))
+		require.NoError(t, err, in)
+		require.True(t, want.Equal(text), "header %s", in)
+	}
+	for _, in := range []string{"1.7e9", "1e3", "1.", "-", "1.2.3", "100000000000", "17325288000000000000000"} {
+		_, _, err := wire.ParseTime("run_at", json.RawMessage(in))
+		requireFieldError(t, err, "run_at")
 	}
 }
 
