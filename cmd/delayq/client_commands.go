@@ -8,11 +8,13 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/transports/wire"
 )
 
 // pushRequest is the body of POST /v1/jobs; unset fields are left out.
@@ -20,7 +22,7 @@ type pushRequest struct {
 	Topic       string          `json:"topic"`
 	Body        json.RawMessage `json:"body,omitempty"`
 	Delay       json.RawMessage `json:"delay,omitempty"`
-	RunAt       string          `json:"run_at,omitempty"`
+	RunAt       json.RawMessage `json:"run_at,omitempty"`
 	ID          string          `json:"id,omitempty"`
 	TTR         string          `json:"ttr,omitempty"`
 	MaxAttempts int             `json:"max_attempts,omitempty"`
@@ -73,10 +75,11 @@ with neither the job is due now.`,
 				req.Delay = d
 			}
 			if runAt != "" {
-				if _, err := time.Parse(time.RFC3339Nano, runAt); err != nil {
-					return usageErrorf("invalid --run-at %q: want RFC 3339 such as 2030-01-01T10:00:00.250Z", runAt)
+				raw, err := runAtJSON(runAt)
+				if err != nil {
+					return err
 				}
-				req.RunAt = runAt
+				req.RunAt = raw
 			}
 			if ttr != "" {
 				if _, err := time.ParseDuration(ttr); err != nil {
@@ -104,7 +107,7 @@ with neither the job is due now.`,
 	fs := cmd.Flags()
 	addClientFlags(fs, &client)
 	fs.StringVar(&delay, "delay", "", "deliver after this long: a duration (15m, 1500ms) or milliseconds")
-	fs.StringVar(&runAt, "run-at", "", "deliver at this RFC 3339 time")
+	fs.StringVar(&runAt, "run-at", "", "deliver at this time: RFC 3339, or Unix seconds")
 	fs.StringVar(&req.ID, "id", "", "the job's id (default: a new one)")
 	fs.StringVar(&ttr, "ttr", "", "time to run: how long a consumer holds a delivery (default: the topic's)")
 	fs.IntVar(&req.MaxAttempts, "max-attempts", 0, "most deliveries before the job goes dead (default: the topic's)")
@@ -137,6 +140,18 @@ func delayJSON(s string) (json.RawMessage, error) {
 		return nil, usageErrorf("invalid --delay %q: want a duration such as 15m or 1500ms, or milliseconds", s)
 	}
 	return raw, nil
+}
+
+// runAtJSON turns --run-at into its JSON form: RFC 3339 becomes a string,
+// Unix seconds stay a number, as the server takes them.
+func runAtJSON(s string) (json.RawMessage, error) {
+	if _, err := wire.ParseTimeText("run_at", s); err != nil {
+		return nil, usageErrorf("invalid --run-at %q: want RFC 3339 such as 2030-01-01T10:00:00.250Z, or Unix seconds such as 1893492000.25", s)
+	}
+	if strings.Contains(s, ":") { // RFC 3339 has a time of day
+		return json.Marshal(s)
+	}
+	return json.RawMessage(strings.TrimSpace(s)), nil
 }
 
 // durationJSON turns a duration flag (--delay, --backoff-delays) into its

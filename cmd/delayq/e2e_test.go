@@ -8,6 +8,7 @@ import (
 	"net/http/httptrace"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -319,6 +320,10 @@ func TestE2EServe(t *testing.T) {
 		require.EqualValues(t, 3, job["max_attempts"])
 		require.Equal(t, map[string]any{"delays": []any{"1m0s", "1m30s"}}, job["backoff"])
 		require.EqualValues(t, -3, job["priority"])
+		at := time.Now().Add(time.Hour).Truncate(time.Second)
+		code, stdout, stderr = runCLI(t, "push", "e2e.cli", "--run-at", strconv.FormatInt(at.Unix(), 10)+".25", server)
+		require.Equal(t, 0, code, stderr)
+		require.Contains(t, stdout, at.Add(250*time.Millisecond).UTC().Format("2006-01-02T15:04:05.000Z"), "--run-at in Unix seconds")
 		code, _, stderr = runCLI(t, "push", "e2e.cli", "--priority", "11", server)
 		require.Equal(t, 1, code, "a priority out of range is the service's 400")
 		require.Contains(t, stderr, "priority")
