@@ -366,15 +366,14 @@ func TestComposeFiles(t *testing.T) {
 
 			prom, err := p.GetService("prometheus")
 			require.NoError(t, err)
-			var mounted bool
+			mounted := map[string]bool{}
 			for _, v := range prom.Volumes {
-				if v.Target == "/etc/prometheus/prometheus.yml" {
-					require.FileExists(t, v.Source)
-					require.Equal(t, "prometheus.yml", filepath.Base(v.Source))
-					mounted = true
-				}
+				require.FileExists(t, v.Source)
+				require.Equal(t, filepath.Base(v.Source), filepath.Base(v.Target), "prometheus mounts %s under its own name", v.Source)
+				mounted[v.Target] = true
 			}
-			require.True(t, mounted, "prometheus mounts prometheus.yml")
+			require.True(t, mounted["/etc/prometheus/prometheus.yml"], "prometheus mounts prometheus.yml")
+			require.True(t, mounted["/etc/prometheus/alerts.yml"], "prometheus mounts the alert rules beside it")
 
 			for _, svc := range p.Services {
 				require.NotEmpty(t, svc.Image, svc.Name)
@@ -431,6 +430,7 @@ type prometheusConfig struct {
 		ScrapeInterval     string `json:"scrape_interval"`
 		EvaluationInterval string `json:"evaluation_interval"`
 	} `json:"global"`
+	RuleFiles     []string `json:"rule_files"`
 	ScrapeConfigs []struct {
 		JobName       string `json:"job_name"`
 		MetricsPath   string `json:"metrics_path"`
@@ -461,6 +461,29 @@ func TestPrometheusConfig(t *testing.T) {
 		want = append(want, name+":8080")
 	}
 	require.ElementsMatch(t, want, targets, "prometheus scrapes each delayq service of the compose files")
+	require.Equal(t, []string{"alerts.yml"}, cfg.RuleFiles)
+}
+
+// TestAlertRules checks the alert rules with promtool (Debian's prometheus
+// package; .ci/run installs it) and runs their unit tests, which make each
+// alert fire on the series that should raise it and on no other. Without
+// promtool the test fails under CI and is skipped elsewhere.
+func TestAlertRules(t *testing.T) {
+	t.Parallel()
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("promtool is missing: apt-get install prometheus (.ci/run does as root)")
+		}
+		t.Skip("promtool is missing: apt-get install prometheus")
+	}
+	for _, args := range [][]string{{"check", "rules", "alerts.yml"}, {"test", "rules", "alerts_test.yml"}} {
+		cmd := exec.Command(promtool, args...)
+		cmd.Dir = composeDir
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "promtool %s:\n%s", strings.Join(args, " "), out)
+		require.Contains(t, string(out), "SUCCESS", "promtool %s", strings.Join(args, " "))
+	}
 }
 
 // dockerInstruction is one instruction of a Dockerfile, continuations joined.
