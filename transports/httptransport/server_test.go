@@ -97,7 +97,7 @@ func TestJobRequestErrors(t *testing.T) {
 		{"DelayAndRunAt", `{"topic":"t","delay":"1s","run_at":"2030-01-01T00:00:00Z"}`, "delay"},
 		{"RunAtFormat", `{"topic":"t","run_at":"2030-01-01 00:00:00"}`, "run_at"},
 		{"RunAtNoZone", `{"topic":"t","run_at":"2030-01-01T00:00:00"}`, "run_at"},
-		{"RunAtNumber", `{"topic":"t","run_at":1700000000}`, "run_at"},
+		{"RunAtExponent", `{"topic":"t","run_at":1.7e9}`, "run_at"},
 		{"RunAtBadDay", `{"topic":"t","run_at":"2030-02-30T00:00:00Z"}`, "run_at"},
 		{"RunAtTooFar", `{"topic":"t","run_at":"2999-01-01T00:00:00Z"}`, "run_at"},
 		{"TTRWord", `{"topic":"t","ttr":"long"}`, "ttr"},
