@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/delayq/delayq/transports/wire"
 )
 
 // SignatureHeader is the header that carries a delivery's signature when the
@@ -95,7 +97,7 @@ func parseSignature(header string) (string, [][]byte, error) {
 			if ts != "" {
 				return "", nil, fmt.Errorf("%w: more than one t", ErrSignatureMalformed)
 			}
-			if !isDigits(v) || len(v) > 18 {
+			if !wire.IsDigits(v) || len(v) > 18 {
 				return "", nil, fmt.Errorf("%w: t is not unix seconds", ErrSignatureMalformed)
 			}
 			ts = v
@@ -125,16 +127,4 @@ func mac(secret, ts string, body []byte) []byte {
 	h.Write([]byte{'.'})
 	h.Write(body)
 	return h.Sum(nil)
-}
-
-func isDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }

@@ -107,7 +107,7 @@ const (
 func parseUnixSeconds(field, s string) (time.Time, bool, error) {
 	neg := strings.HasPrefix(s, "-")
 	whole, frac, hasFrac := strings.Cut(strings.TrimPrefix(s, "-"), ".")
-	if !isDigits(whole) || hasFrac && !isDigits(frac) {
+	if !IsDigits(whole) || hasFrac && !IsDigits(frac) {
 		return time.Time{}, false, badTime(field)
 	}
 	sec, err := strconv.ParseInt(whole, 10, 64)
@@ -127,8 +127,8 @@ func parseUnixSeconds(field, s string) (time.Time, bool, error) {
 	return time.Unix(sec, nsec).UTC(), true, nil
 }
 
-// isDigits reports whether s is one or more ASCII digits.
-func isDigits(s string) bool {
+// IsDigits reports whether s is one or more ASCII digits.
+func IsDigits(s string) bool {
 	if s == "" {
 		return false
 	}
@@ -199,4 +199,4 @@ func ParseTimeText(field, s string) (time.Time, error) {
 
 // isInteger reports whether s is an optional minus sign and one or more
 // ASCII digits.
-func isInteger(s string) bool { return isDigits(strings.TrimPrefix(s, "-")) }
+func isInteger(s string) bool { return IsDigits(strings.TrimPrefix(s, "-")) }
