@@ -3,10 +3,15 @@ package core
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
+	"net/textproto"
 	"slices"
+	"strings"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // Delivery types of a topic (docs/api.md, PUT /v1/topics/{topic}).
@@ -61,6 +66,13 @@ type Delivery struct {
 	Success string `json:"success,omitempty"`
 	// Subject is the NATS subject; defaults to delayq.deliver.<topic>.
 	Subject string `json:"subject,omitempty"`
+	// Method is the webhook's HTTP method: POST (the default), PUT or
+	// PATCH.
+	Method string `json:"method,omitempty"`
+	// Headers are sent with every webhook request, such as the
+	// Authorization or API key header the receiver checks. They cannot
+	// replace the headers delayq sets itself.
+	Headers map[string]string `json:"headers,omitempty"`
 	// ErrorBody lets a webhook's answer into the job's last_error: the
 	// start of a failed answer's body, a redirect's Location and the reason
 	// a delivery.success condition failed to evaluate. Off by default, so
@@ -108,6 +120,7 @@ const (
 func (t *Topic) Clone() *Topic {
 	c := *t
 	c.Backoff.Delays = slices.Clone(t.Backoff.Delays)
+	c.Delivery.Headers = maps.Clone(t.Delivery.Headers)
 	return &c
 }
 
@@ -116,6 +129,7 @@ func (t Topic) WithDefaults() Topic {
 	t.Delivery.Type = cmp.Or(t.Delivery.Type, DeliveryConsumer)
 	if t.Delivery.Type == DeliveryWebhook {
 		t.Delivery.Timeout = cmp.Or(t.Delivery.Timeout, WebhookTimeoutDefault)
+		t.Delivery.Method = cmp.Or(t.Delivery.Method, "POST")
 	}
 	if t.Delivery.Type == DeliveryNATS {
 		t.Delivery.Subject = cmp.Or(t.Delivery.Subject, "delayq.deliver."+t.Name)
@@ -151,11 +165,21 @@ func (t *Topic) Validate() error {
 		{"delivery.secret", DeliveryWebhook, t.Delivery.Secret != ""},
 		{"delivery.success", DeliveryWebhook, t.Delivery.Success != ""},
 		{"delivery.error_body", DeliveryWebhook, t.Delivery.ErrorBody},
+		{"delivery.method", DeliveryWebhook, t.Delivery.Method != ""},
+		{"delivery.headers", DeliveryWebhook, len(t.Delivery.Headers) > 0},
 		{"delivery.subject", DeliveryNATS, t.Delivery.Subject != ""},
 	} {
 		if f.set && typ != f.typ {
 			return Invalid(f.name, "%s is only for %s delivery, not %s", f.name, f.typ, typ)
 		}
+	}
+	switch t.Delivery.Method {
+	case "", "POST", "PUT", "PATCH":
+	default:
+		return Invalid("delivery.method", "delivery.method must be POST, PUT or PATCH")
+	}
+	if err := validateHeaders(t.Delivery.Headers); err != nil {
+		return err
 	}
 	if t.Delivery.Timeout < 0 || t.Delivery.Timeout > 5*time.Minute {
 		return Invalid("delivery.timeout", "delivery.timeout must be between 0 and 5m")
@@ -241,4 +265,51 @@ func (b Backoff) Delay(attempt int) time.Duration {
 		d *= 1 + b.Jitter*(2*rand.Float64()-1)
 	}
 	return time.Duration(d)
+}
+
+// Header limits of a webhook topic.
+const (
+	// HeadersMax bounds the headers a topic adds to its requests.
+	HeadersMax = 20
+	// HeaderValueMax bounds one added header's value, in bytes.
+	HeaderValueMax = 4096
+)
+
+// reservedHeaders are headers a topic may not set: those of the request's
+// framing and those delayq sets itself (its own Delayq-* too, checked by
+// prefix, and the Standard Webhooks ones).
+var reservedHeaders = map[string]bool{
+	"Content-Type": true, "Content-Length": true, "Content-Encoding": true, "Transfer-Encoding": true,
+	"Host": true, "Connection": true, "Keep-Alive": true, "Te": true, "Trailer": true, "Upgrade": true,
+	"Proxy-Authorization": true, "Proxy-Connection": true, "Expect": true,
+	"User-Agent": true, "Traceparent": true, "Tracestate": true,
+}
+
+// validateHeaders checks the headers a topic adds to its requests: at most
+// HeadersMax, each a valid header name that is not reserved, with a valid
+// value of at most HeaderValueMax bytes. Errors name the header's field.
+func validateHeaders(h map[string]string) error {
+	if len(h) > HeadersMax {
+		return Invalid("delivery.headers", "delivery.headers may set at most %d headers", HeadersMax)
+	}
+	seen := make(map[string]string, len(h))
+	for name, value := range h {
+		field := "delivery.headers." + name
+		canon := textproto.CanonicalMIMEHeaderKey(name)
+		if other, ok := seen[canon]; ok {
+			return Invalid("delivery.headers", "delivery.headers names %s twice (%q, %q)", canon, other, name)
+		}
+		seen[canon] = name
+		switch {
+		case !httpguts.ValidHeaderFieldName(name):
+			return Invalid("delivery.headers", "delivery.headers: %q is not a header name", name)
+		case reservedHeaders[canon] || strings.HasPrefix(canon, "Delayq-") || strings.HasPrefix(canon, "Webhook-"):
+			return Invalid(field, "%s is set by delayq or by HTTP itself; a topic may not set it", canon)
+		case len(value) > HeaderValueMax:
+			return Invalid(field, "%s must be at most %d bytes", field, HeaderValueMax)
+		case !httpguts.ValidHeaderFieldValue(value):
+			return Invalid(field, "%s has a character a header value may not hold", field)
+		}
+	}
+	return nil
 }

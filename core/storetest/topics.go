@@ -237,6 +237,8 @@ func testTopics(t *testing.T, b *testBundle) {
 			Secret:    "s3cr3t",
 			Success:   "status == 200",
 			ErrorBody: true,
+			Method:    "PUT",
+			Headers:   map[string]string{"Authorization": "Bearer t0ken", "X-Api-Key": "k3y"},
 		},
 		TTR:         45 * time.Second,
 		MaxAttempts: 16,

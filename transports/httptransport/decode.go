@@ -397,12 +397,14 @@ type topicRequest struct {
 }
 
 type deliveryRequest struct {
-	Type    string          `json:"type"`
-	URL     string          `json:"url"`
-	Timeout json.RawMessage `json:"timeout"`
-	Secret  string          `json:"secret"`
-	Subject string          `json:"subject"`
-	Success string          `json:"success"`
+	Type    string            `json:"type"`
+	URL     string            `json:"url"`
+	Timeout json.RawMessage   `json:"timeout"`
+	Secret  string            `json:"secret"`
+	Subject string            `json:"subject"`
+	Success string            `json:"success"`
+	Method  string            `json:"method"`
+	Headers map[string]string `json:"headers"`
 	// ErrorBody is a pointer so that a JSON null leaves it unset, like the
 	// other fields.
 	ErrorBody *bool `json:"error_body"`
@@ -447,7 +449,7 @@ func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
 			return nil, err
 		}
 		t.Delivery = core.Delivery{Type: d.Type, URL: d.URL, Secret: d.Secret, Subject: d.Subject, Success: d.Success,
-			ErrorBody: d.ErrorBody != nil && *d.ErrorBody}
+			Method: d.Method, Headers: d.Headers, ErrorBody: d.ErrorBody != nil && *d.ErrorBody}
 		if t.Delivery.Timeout, _, err = parseDuration("delivery.timeout", d.Timeout); err != nil {
 			return nil, err
 		}

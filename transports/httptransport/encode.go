@@ -3,6 +3,7 @@ package httptransport
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -163,6 +164,10 @@ type deliveryView struct {
 	Success   string `json:"success,omitempty"`
 	SecretSet bool   `json:"secret_set"`
 	ErrorBody bool   `json:"error_body,omitempty"`
+	Method    string `json:"method,omitempty"`
+	// HeaderNames names the headers a webhook topic adds; their values,
+	// often credentials, are never shown, as the secret is not.
+	HeaderNames []string `json:"header_names,omitempty"`
 }
 
 type backoffView struct {
@@ -184,6 +189,7 @@ func newTopicView(t *core.Topic) topicView {
 			Success:   d.Delivery.Success,
 			SecretSet: d.Delivery.Secret != "",
 			ErrorBody: d.Delivery.ErrorBody,
+			Method:    d.Delivery.Method,
 		},
 		TTR:         d.TTR.String(),
 		MaxAttempts: d.MaxAttempts,
@@ -201,6 +207,10 @@ func newTopicView(t *core.Topic) topicView {
 	if d.Delivery.Timeout != 0 {
 		v.Delivery.Timeout = d.Delivery.Timeout.String()
 	}
+	for name := range d.Delivery.Headers {
+		v.Delivery.HeaderNames = append(v.Delivery.HeaderNames, http.CanonicalHeaderKey(name))
+	}
+	slices.Sort(v.Delivery.HeaderNames)
 	for _, delay := range d.Backoff.Delays {
 		v.Backoff.Delays = append(v.Backoff.Delays, delay.String())
 	}

@@ -2,6 +2,7 @@ package httptransport_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -38,6 +39,40 @@ func TestTopics(t *testing.T) {
 		res = b.do(t, http.MethodPut, "/v1/topics/hooks", `{"delivery": {"type": "webhook", "url": "https://svc/hook", "error_body": "yes"}}`)
 		requireStatus(t, res, http.StatusBadRequest)
 		require.Contains(t, string(res.body), `"field":"delivery.error_body"`)
+	})
+
+	t.Run("WebhookHeadersAndMethod", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		hook := func(extra string) string {
+			return `{"delivery": {"type": "webhook", "url": "https://svc/hook", ` + extra + `}}`
+		}
+		tooMany := map[string]string{}
+		for i := range 21 {
+			tooMany[fmt.Sprintf("X-H%d", i)] = "v"
+		}
+		many, err := json.Marshal(tooMany)
+		require.NoError(t, err)
+		for body, field := range map[string]string{
+			hook(`"method": "GET"`):                             "delivery.method",
+			hook(`"method": "post"`):                            "delivery.method",
+			hook(`"headers": {"Content-Type": "text/plain"}`):   "delivery.headers.Content-Type",
+			hook(`"headers": {"delayq-id": "x"}`):               "delivery.headers.delayq-id",
+			hook(`"headers": {"Webhook-Signature": "x"}`):       "delivery.headers.Webhook-Signature",
+			hook(`"headers": {"bad name": "x"}`):                "delivery.headers",
+			hook(`"headers": {"X-A": "line\nbreak"}`):           "delivery.headers.X-A",
+			hook(`"headers": {"X-A": "1", "x-a": "2"}`):         "delivery.headers",
+			hook(`"headers": ` + string(many)):                  "delivery.headers",
+			hook(`"headers": ["X-A"]`):                          "delivery.headers",
+			`{"delivery": {"headers": {"Authorization": "x"}}}`: "delivery.headers",
+			`{"delivery": {"type": "nats", "method": "PUT"}}`:   "delivery.method",
+		} {
+			res := b.do(t, http.MethodPut, "/v1/topics/hooks", body)
+			requireStatus(t, res, http.StatusBadRequest)
+			require.Contains(t, string(res.body), `"field":"`+field+`"`, body)
+		}
+		res := b.do(t, http.MethodGet, "/v1/topics/hooks", nil)
+		requireStatus(t, res, http.StatusNotFound) // refused changes stored nothing
 	})
 
 	t.Run("RetrySchedule", func(t *testing.T) {
@@ -106,16 +141,20 @@ func TestTopics(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		res := b.do(t, http.MethodPut, "/v1/topics/orders.close", `{
-			"delivery": {"type": "webhook", "url": "https://svc/hook", "timeout": "5s", "secret": "s3cr3t"},
+			"delivery": {"type": "webhook", "url": "https://svc/hook", "timeout": "5s", "secret": "s3cr3t",
+				"method": "PUT", "headers": {"authorization": "Bearer t0ken", "X-Api-Key": "k3y"}},
 			"ttr": "45s", "max_attempts": 16,
 			"backoff": {"initial": "2s", "max": 3600000, "factor": 3, "jitter": 0.1},
 			"concurrency": 64}`)
 		requireStatus(t, res, http.StatusOK)
-		require.NotContains(t, string(res.body), "s3cr3t")
+		for _, secret := range []string{"s3cr3t", "t0ken", "k3y"} {
+			require.NotContains(t, string(res.body), secret, "header values and the secret are never shown")
+		}
 		want := map[string]any{
 			"name": "orders.close",
 			"delivery": map[string]any{
 				"type": "webhook", "url": "https://svc/hook", "timeout": "5s", "secret_set": true,
+				"method": "PUT", "header_names": []any{"Authorization", "X-Api-Key"},
 			},
 			"ttr": "45s", "max_attempts": float64(16),
 			"backoff":     map[string]any{"initial": "2s", "max": "1h0m0s", "factor": float64(3), "jitter": 0.1},

@@ -337,14 +337,18 @@ func (d *Deliverer) deliver(ctx context.Context, topic *core.Topic, job *core.Jo
 	payload := encodePayload(job)
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, topic.Delivery.URL, bytes.NewReader(payload))
+	req, err := http.NewRequestWithContext(actx, cmp.Or(topic.Delivery.Method, http.MethodPost), topic.Delivery.URL, bytes.NewReader(payload))
 	if err != nil {
 		return fmt.Errorf("invalid url: %s", urlMessage(err))
+	}
+	for name, value := range topic.Delivery.Headers {
+		req.Header.Set(name, value) // none of those set below: core.Topic.Validate
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", d.userAgent)
 	req.Header.Set("Delayq-Id", job.ID)
 	req.Header.Set("Delayq-Attempt", strconv.Itoa(job.Attempt))
+	req.Header.Set("Delayq-Run-At", job.RunAt.UTC().Format(wire.TimeLayout))
 	req.Header.Set("traceparent", cmp.Or(job.TraceParent, wire.TraceParentFor(job.ID)))
 	if topic.Delivery.Secret != "" {
 		req.Header.Set(SignatureHeader, Sign(topic.Delivery.Secret, d.clock.Now(), payload))

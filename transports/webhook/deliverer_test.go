@@ -140,6 +140,7 @@ func TestDeliverRequest(t *testing.T) {
 		require.Equal(t, "delayq-test/1", req.Header.Get("User-Agent"))
 		require.Equal(t, job.ID, req.Header.Get("Delayq-Id"))
 		require.Equal(t, "3", req.Header.Get("Delayq-Attempt"))
+		require.Equal(t, "2026-11-21T10:00:00.250Z", req.Header.Get("Delayq-Run-At"))
 		require.Equal(t, job.TraceParent, req.Header.Get("traceparent"))
 
 		sig := req.Header.Get("Delayq-Signature")
@@ -147,6 +148,21 @@ func TestDeliverRequest(t *testing.T) {
 		require.True(t, strings.HasPrefix(sig, "t=1795255200,v1="), sig)
 		require.NoError(t, Verify("s3cr3t", sig, req.Body, b.clock.Now(), time.Minute))
 		require.ErrorIs(t, Verify("s3cr3t", sig, append(req.Body, ' '), b.clock.Now(), time.Minute), ErrSignatureMismatch)
+	})
+
+	t.Run("TopicMethodAndHeaders", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, answerWith(http.StatusNoContent, ""))
+		topic := b.topic()
+		topic.Delivery.Method = http.MethodPut
+		topic.Delivery.Headers = map[string]string{"authorization": "Bearer t0ken", "X-Api-Key": "k3y"}
+		require.NoError(t, topic.Validate())
+		require.NoError(t, b.d.Deliver(context.Background(), &core.DeliverParams{Topic: topic, Job: testJob()}))
+		req := <-b.reqs
+		require.Equal(t, http.MethodPut, req.Method)
+		require.Equal(t, "Bearer t0ken", req.Header.Get("Authorization"))
+		require.Equal(t, "k3y", req.Header.Get("X-Api-Key"))
+		require.Equal(t, "application/json", req.Header.Get("Content-Type"))
 	})
 
 	t.Run("NoSecretNoTrace", func(t *testing.T) {

@@ -7,7 +7,8 @@
 //
 // # Request
 //
-// Each attempt is a POST to delivery.url with the body
+// Each attempt is a POST (or the topic's delivery.method, PUT or PATCH) to
+// delivery.url with the body
 //
 //	{"id":"01J...","topic":"orders.close","body":{"order":42},"attempt":1,"run_at":"2026-11-21T10:00:00.250Z"}
 //
@@ -18,10 +19,14 @@
 //	User-Agent: delayq-webhook/1
 //	Delayq-Id: <job id>
 //	Delayq-Attempt: <1-based attempt>
+//	Delayq-Run-At: <the job's run_at, RFC 3339 with milliseconds in UTC>
 //	traceparent: <the job's W3C trace context; for a job without one, an unsampled one whose trace id comes from the job id>
 //	Delayq-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>
 //
-// the last only when the topic has a delivery.secret. Delivery is at least
+// the last only when the topic has a delivery.secret, and the topic's
+// delivery.headers (an Authorization or API key header the receiver
+// checks), which core.Topic.Validate keeps from replacing any of these.
+// Delivery is at least
 // once: a receiver may see a job again (after a timeout, say) and should
 // make its handling idempotent by Delayq-Id.
 //
