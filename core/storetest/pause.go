@@ -87,6 +87,16 @@ func testPause(t *testing.T, b *testBundle) {
 	require.Len(t, b.claim(t, ahead, 1, dueWait), 1)
 	require.NoError(t, s.SetTopicPaused(ctx, "never", false), "resuming a topic never paused")
 	b.requireCountsAbsent(t, "never")
+
+	// A topic that was only paused is gone once resumed, listings included.
+	require.NoError(t, s.SetTopicPaused(ctx, "brief", true))
+	require.NoError(t, s.SetTopicPaused(ctx, "brief", false))
+	b.requireCountsAbsent(t, "brief")
+	topics, err := s.ListTopics(ctx)
+	require.NoError(t, err)
+	for _, tp := range topics {
+		require.NotEqual(t, "brief", tp.Name, "a topic only paused, then resumed, is not listed")
+	}
 }
 
 // testPauseTwoInstances: a pause on one instance stops the claims of
