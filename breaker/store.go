@@ -170,6 +170,11 @@ func (s *Store) ListDeadJobs(ctx context.Context, params *core.ListDeadJobsParam
 	return do(s, ctx, 0, func(ctx context.Context) ([]*core.Job, error) { return s.next.ListDeadJobs(ctx, params) })
 }
 
+// FindJobs implements core.Store. Errors: those of the store, ErrOpen.
+func (s *Store) FindJobs(ctx context.Context, params *core.FindJobsParams) ([]*core.Job, error) {
+	return do(s, ctx, 0, func(ctx context.Context) ([]*core.Job, error) { return s.next.FindJobs(ctx, params) })
+}
+
 // PutTopic implements core.Store. Errors: those of the store, ErrOpen.
 func (s *Store) PutTopic(ctx context.Context, topic *core.Topic) error {
 	return do0(s, ctx, func(ctx context.Context) error { return s.next.PutTopic(ctx, topic) })

@@ -43,8 +43,9 @@ type Job struct {
 	ID string `json:"id"`
 	// Topic names where the job goes.
 	Topic string `json:"topic"`
-	// Key is an optional business key, kept and returned with the job; no
-	// store shards or looks up by it.
+	// Key is an optional business key, kept and returned with the job:
+	// Store.FindJobs finds a topic's jobs by it, and a topic with unique
+	// keys gives a keyed job the key's id (KeyID). No store shards by it.
 	Key string `json:"key,omitempty"`
 	// Body is delivered byte for byte.
 	Body json.RawMessage `json:"body,omitempty"`

@@ -99,6 +99,14 @@ type Store interface {
 	// death first. Errors: ErrInvalidArgument when Limit < 1.
 	ListDeadJobs(ctx context.Context, params *ListDeadJobsParams) ([]*Job, error)
 
+	// FindJobs returns the jobs of params.Topic whose business key is
+	// params.Key: every job GetJob finds (finished ones within retention
+	// included), each as GetJob reports it, in id order, those after
+	// params.After, at most params.Limit. A job is found under the topic and
+	// key it has now: a replace or a reused id moves it. Errors:
+	// ErrInvalidArgument when Limit < 1 or Key is empty.
+	FindJobs(ctx context.Context, params *FindJobsParams) ([]*Job, error)
+
 	// PutTopic stores a topic configuration (Configured set), replacing any.
 	PutTopic(ctx context.Context, topic *Topic) error
 
@@ -157,6 +165,33 @@ type PutJobsParams struct {
 	// Replace creates or replaces (reschedules) each job; otherwise an id
 	// in use is a conflict.
 	Replace bool
+}
+
+// FindJobsParams are the arguments of Store.FindJobs and Engine.FindJobs
+// (which also bounds Limit by FindLimitMax).
+type FindJobsParams struct {
+	Topic string
+	// Key is the business key sought, not empty.
+	Key string
+	// After, when set, skips the jobs whose id is not greater: the last id
+	// of the previous page.
+	After string
+	// Limit bounds the answer, at least 1.
+	Limit int
+}
+
+// CheckFind checks the arguments of Store.FindJobs as every store must:
+// ErrInvalidArgument when params is nil, Limit < 1 or Key is empty.
+func CheckFind(params *FindJobsParams) error {
+	switch {
+	case params == nil:
+		return Invalid("", "find jobs: no params")
+	case params.Limit < 1:
+		return Invalid("limit", "limit must be at least 1")
+	case params.Key == "":
+		return Invalid("key", "key must not be empty")
+	}
+	return nil
 }
 
 // PutResult is the outcome of one job of PutJobs.

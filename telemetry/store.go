@@ -354,6 +354,11 @@ func (s *Store) ListDeadJobs(ctx context.Context, params *core.ListDeadJobsParam
 	return s.next.ListDeadJobs(ctx, params)
 }
 
+// FindJobs implements core.Store.
+func (s *Store) FindJobs(ctx context.Context, params *core.FindJobsParams) ([]*core.Job, error) {
+	return s.next.FindJobs(ctx, params)
+}
+
 // PutTopic implements core.Store; the next scrape lists topics again.
 func (s *Store) PutTopic(ctx context.Context, topic *core.Topic) error {
 	err := s.next.PutTopic(ctx, topic)

@@ -109,11 +109,8 @@ func (s *Store) ImportJobs(_ context.Context, jobs []*core.Job) ([]bool, error) 
 		imported[i] = true
 		job := j.Clone()
 		job.Import(now)
-		tp := s.topicFor(job.Topic)
-		e := &entry{job: job, topic: tp, index: -1}
-		tp.jobs++
-		s.jobs[job.ID] = e
-		touched[tp] = struct{}{}
+		e := s.add(job)
+		touched[e.topic] = struct{}{}
 		if job.State == core.StateDead {
 			s.kill(e)
 		} else {

@@ -86,15 +86,16 @@ type entry struct {
 // topic holds one topic's configuration, jobs and waiting claims.
 type topic struct {
 	name      string
-	config    *core.Topic // nil when not configured
-	paused    bool        // claims take nothing (SetTopicPaused)
-	jobs      int         // jobs of the topic in the store, finished ones included
-	done      int         // of which done, in the store's finished list
-	cancelled int         // of which cancelled, in the store's finished list
-	scheduled queue       // by run_at
-	ready     queue       // by run_at
-	reserved  queue       // by lease expiry
-	dead      list.List   // *entry, oldest death first
+	config    *core.Topic                    // nil when not configured
+	paused    bool                           // claims take nothing (SetTopicPaused)
+	jobs      int                            // jobs of the topic in the store, finished ones included
+	done      int                            // of which done, in the store's finished list
+	cancelled int                            // of which cancelled, in the store's finished list
+	scheduled queue                          // by run_at
+	ready     queue                          // by run_at
+	reserved  queue                          // by lease expiry
+	dead      list.List                      // *entry, oldest death first
+	keys      map[string]map[*entry]struct{} // entries by business key
 	waiters   map[*waiter]struct{}
 	timer     core.Timer // armed while claims wait, for the next due time
 	timerAt   int64
@@ -148,18 +149,49 @@ func (s *Store) put(j *core.Job, replace bool, now time.Time, touched map[*topic
 			createdAt = e.job.CreatedAt
 		}
 		s.unlink(e)
-		e.topic.jobs--
+		s.remove(e)
 		touched[e.topic] = struct{}{}
 	}
 	job := j.Clone()
 	job.Reset(createdAt, now)
+	e := s.add(job)
+	s.enqueue(e, now)
+	touched[e.topic] = struct{}{}
+	return res
+}
+
+// add files job as a new, unlinked entry of its topic, found by its id and
+// key.
+func (s *Store) add(job *core.Job) *entry {
 	tp := s.topicFor(job.Topic)
 	e := &entry{job: job, topic: tp, index: -1}
 	tp.jobs++
 	s.jobs[job.ID] = e
-	s.enqueue(e, now)
-	touched[tp] = struct{}{}
-	return res
+	if job.Key != "" {
+		if tp.keys == nil {
+			tp.keys = make(map[string]map[*entry]struct{})
+		}
+		set := tp.keys[job.Key]
+		if set == nil {
+			set = make(map[*entry]struct{})
+			tp.keys[job.Key] = set
+		}
+		set[e] = struct{}{}
+	}
+	return e
+}
+
+// remove forgets an unlinked entry: the opposite of add.
+func (s *Store) remove(e *entry) {
+	tp := e.topic
+	tp.jobs--
+	delete(s.jobs, e.job.ID)
+	if set := tp.keys[e.job.Key]; set != nil {
+		delete(set, e)
+		if len(set) == 0 {
+			delete(tp.keys, e.job.Key)
+		}
+	}
 }
 
 // GetJob implements core.Store. Errors: ErrNotFound, ErrClosed.
@@ -390,6 +422,38 @@ func (s *Store) ListDeadJobs(_ context.Context, params *core.ListDeadJobsParams)
 		jobs = append(jobs, el.Value.(*entry).job.Clone())
 	}
 	s.changed(tp, now)
+	return jobs, nil
+}
+
+// FindJobs implements core.Store. Errors: ErrInvalidArgument, ErrClosed.
+func (s *Store) FindJobs(_ context.Context, params *core.FindJobsParams) ([]*core.Job, error) {
+	if err := core.CheckFind(params); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, core.ErrClosed
+	}
+	now := s.now()
+	s.prune(now)
+	jobs := []*core.Job{}
+	tp := s.topics[params.Topic]
+	if tp == nil {
+		return jobs, nil
+	}
+	s.promote(tp, now)
+	defer s.changed(tp, now)
+	for e := range tp.keys[params.Key] {
+		if e.job.ID > params.After {
+			jobs = append(jobs, e.job)
+		}
+	}
+	slices.SortFunc(jobs, func(a, b *core.Job) int { return strings.Compare(a.ID, b.ID) })
+	jobs = jobs[:min(len(jobs), params.Limit)]
+	for i, j := range jobs {
+		jobs[i] = j.Clone()
+	}
 	return jobs, nil
 }
 
@@ -712,8 +776,7 @@ func (s *Store) prune(now time.Time) {
 		s.finished.Remove(el)
 		e.elem = nil
 		e.topic.countFinished(e.job.State, -1)
-		delete(s.jobs, e.job.ID)
-		e.topic.jobs--
+		s.remove(e)
 		s.maybeDrop(e.topic)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -125,7 +126,11 @@ func (s *Store) ExportJobs(ctx context.Context, fn func(*core.Job) error) error 
 		return core.ErrClosed
 	}
 	sent := make(map[string]struct{})
+	keys := s.names.prefix + "." + kindKey + "."
 	return scan(ctx, s.nc, s.names.stream, s.names.prefix+".>", time.Time{}, func(msg *nats.Msg, seq uint64) (bool, error) {
+		if strings.HasPrefix(msg.Subject, keys) {
+			return true, nil
+		}
 		m, err := s.decodeStored(msg.Subject, seq, msg.Data)
 		if err != nil {
 			return false, err
@@ -181,6 +186,7 @@ func (s *Store) importBatch(ctx context.Context, in []*core.Job, done []bool) er
 	for i, j := range in {
 		j = j.Clone()
 		j.Import(now)
+		in[i] = j
 		m, _, err := s.message(j, now, nil)
 		if err != nil {
 			return err
@@ -199,5 +205,6 @@ func (s *Store) importBatch(ctx context.Context, in []*core.Job, done []bool) er
 			done[i] = true
 		}
 	}
+	s.keyAll(ctx, in, done)
 	return nil
 }

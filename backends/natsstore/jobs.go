@@ -132,20 +132,24 @@ func (s *Store) createAll(ctx context.Context, jobs []*core.Job, slow []bool) er
 			break
 		}
 	}
-	ctx, cancel := opContext(ctx)
+	actx, cancel := opContext(ctx)
 	defer cancel()
+	created := make([]bool, len(jobs))
 	for i, f := range futs {
 		if f == nil {
 			continue
 		}
-		_, err := await(ctx, f)
+		_, err := await(actx, f)
 		switch {
 		case isWrongSeq(err):
 			slow[i] = true
 		case err != nil:
 			first = cmp.Or(first, unavailable("put job", err))
+		default:
+			created[i] = true
 		}
 	}
+	s.keyAll(ctx, jobs, created)
 	return first
 }
 

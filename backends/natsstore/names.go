@@ -97,13 +97,14 @@ func (n names) kindFilter(kind, topic string) string {
 	return n.prefix + "." + kind + ".*." + topic
 }
 
-// streamSubjects are the subjects of the job stream.
+// streamSubjects are the subjects of the job stream: job messages and key
+// entries.
 func (n names) streamSubjects() []string {
-	s := make([]string, len(kinds))
-	for i, k := range kinds {
-		s[i] = n.prefix + "." + k + ".>"
+	s := make([]string, 0, len(kinds)+1)
+	for _, k := range kinds {
+		s = append(s, n.prefix+"."+k+".>")
 	}
-	return s
+	return append(s, n.prefix+"."+kindKey+".>")
 }
 
 // dueConsumer names the durable consumer of a topic's due messages. Dots

@@ -427,6 +427,11 @@ func (s *Store) write(ctx context.Context, j *core.Job, now time.Time, prev *sto
 		return 0, unavailable("write job", err)
 	}
 	s.drop(ctx, drop)
+	var was *core.Job
+	if prev != nil {
+		was = prev.job
+	}
+	s.rekey(ctx, j, was)
 	return ack.Sequence, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/core"
@@ -322,4 +323,44 @@ func TestLeaseCacheBound(t *testing.T) {
 	require.Nil(t, c.take("over"), "kept past the bound")
 	c.put(&stored{job: &core.Job{ID: "big", Body: make([]byte, maxCachedBody+1)}, seq: 1}, now)
 	require.Nil(t, c.take("big"), "kept a body past maxCachedBody")
+}
+
+// TestKeyEntries: a keyed job's entry has no TTL while the job is
+// unfinished and the retention once it finished; a replace with another
+// key deletes the old entry; unkeyed jobs and export see no entries.
+func TestKeyEntries(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config) { c.Retention = time.Hour })
+	ctx := context.Background()
+	entry := func(j *core.Job) *jetstream.RawStreamMsg {
+		t.Helper()
+		m, err := b.store.lastMsg(ctx, b.store.names.keySubject(j.Topic, j.Key, j.ID))
+		require.NoError(t, err)
+		return m
+	}
+	a, c := job("keys.entries", 0), job("keys.entries", time.Hour)
+	a.Key, c.Key = "order:1", "order:1"
+	put(t, b.store, a, c, job("keys.entries", time.Hour))
+	require.NotNil(t, entry(a))
+	require.Empty(t, entry(a).Header.Get(hdrTTL), "no TTL while unfinished")
+
+	got := claim(t, b.store, "keys.entries", 1, 5*time.Second)
+	require.Len(t, got, 1)
+	require.NoError(t, settleErr(b.store.AckJob(ctx, &core.AckJobParams{ID: a.ID, Lease: got[0].Lease})))
+	require.Equal(t, "3600s", entry(a).Header.Get(hdrTTL), "the retention once done")
+
+	moved := c.Clone()
+	moved.Key = "order:2"
+	res, err := b.store.PutJobs(ctx, &core.PutJobsParams{Jobs: []*core.Job{moved}, Replace: true})
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
+	require.Nil(t, entry(c), "the old key's entry is deleted")
+	require.NotNil(t, entry(moved))
+
+	subjects, total, err := b.store.subjects(ctx, b.prefix+"."+kindKey+".>", 0)
+	require.NoError(t, err)
+	require.Equal(t, 2, total, "one entry per keyed job: %v", subjects)
+	var exported []string
+	require.NoError(t, b.store.ExportJobs(ctx, func(j *core.Job) error { exported = append(exported, j.ID); return nil }))
+	require.Len(t, exported, 2, "the scheduled jobs, not the entries")
 }

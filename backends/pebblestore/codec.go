@@ -21,6 +21,7 @@ const (
 	prefixTopic    = 't' // t<name>: a topic's configuration (JSON)
 	prefixPaused   = 'p' // p<name>: a paused topic (no value)
 	prefixCount    = 'c' // c<topic>\x00<state><bucket, 8 bytes>: finished counts
+	prefixKey      = 'k' // k<topic>\x00<key>\x00<id>: jobs by business key (no value)
 	// sizeKey holds the unfinished jobs and their id bytes at the last
 	// Close: the next Open sizes its index by it without counting.
 	sizeKey = "s"
@@ -57,6 +58,23 @@ func deadKey(topic string, died time.Time, id string) []byte {
 	k := deadPrefix(topic)
 	k = binary.BigEndian.AppendUint64(k, uint64(died.UnixNano()))
 	return append(k, id...)
+}
+
+// keyPrefix is where the jobs of topic with business key key start; topic
+// names and keys never hold a zero byte, so a key is not taken for the
+// start of a longer one.
+func keyPrefix(topic, key string) []byte {
+	k := make([]byte, 0, 3+len(topic)+len(key)+32)
+	k = append(k, prefixKey)
+	k = append(k, topic...)
+	k = append(k, 0)
+	k = append(k, key...)
+	return append(k, 0)
+}
+
+// keyIndexKey is the k key of job id of topic with business key key.
+func keyIndexKey(topic, key, id string) []byte {
+	return append(keyPrefix(topic, key), id...)
 }
 
 // deadPrefix is where the dead jobs of topic start; topic names never hold

@@ -128,9 +128,7 @@ func (s *Store) ImportJobs(_ context.Context, jobs []*core.Job) ([]bool, error) 
 			s.enqueue(tp, i)
 		}
 		touched[tp] = struct{}{}
-		m, r := metaOf(j), recordOf(j)
-		_ = b.Set(idKey(prefixMeta, j.ID), m.encode(), nil)
-		_ = b.Set(idKey(prefixRecord, j.ID), r.encode(), nil)
+		writeJob(b, j)
 		if j.LastError != "" {
 			s.setError(b, i, j.ID, j.LastError)
 		}

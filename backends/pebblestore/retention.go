@@ -68,9 +68,30 @@ func (s *Store) forgetFinished(b *pebble.Batch, id string) error {
 	if err != nil {
 		return fmt.Errorf("pebblestore: job %q: %w", id, err)
 	}
+	if err := s.forgetKey(b, m.topic, id); err != nil {
+		return err
+	}
 	at := time.Unix(0, m.updatedAt)
 	if tp := s.topics[m.topic]; tp != nil && tp.finished[at.UnixMilli()/s.bucket.Milliseconds()] != nil {
 		s.countFinished(tp, m.state, at, -1)
+	}
+	return nil
+}
+
+// forgetKey deletes the k key of the finished job id of topic, which its
+// record names, for a prune or a put that deletes the job. It costs a
+// read of the record.
+func (s *Store) forgetKey(b *pebble.Batch, topic, id string) error {
+	raw, err := s.get(idKey(prefixRecord, id))
+	if err != nil || raw == nil {
+		return err
+	}
+	r, err := decodeRecord(raw)
+	if err != nil {
+		return fmt.Errorf("pebblestore: job %q: %w", id, err)
+	}
+	if r.key != "" {
+		_ = b.Delete(keyIndexKey(topic, r.key, id), nil)
 	}
 	return nil
 }
@@ -220,6 +241,13 @@ func (s *Store) pruneSome(upper []byte, limit int64) (more bool, n int, err erro
 		m, err := decodeMeta(raw)
 		if err == nil && time.Unix(0, m.updatedAt).UnixMilli() != finished {
 			continue // finished again since: its own f key prunes it
+		}
+		if err == nil {
+			if err := s.forgetKey(b, m.topic, id); err != nil {
+				_ = it.Close()
+				_ = b.Close()
+				return false, 0, err
+			}
 		}
 		_ = b.Delete(idKey(prefixFinished, id), nil)
 		_ = b.Delete(idKey(prefixRecord, id), nil)

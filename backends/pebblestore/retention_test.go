@@ -251,3 +251,55 @@ func TestRetentionMaxJobsValidate(t *testing.T) {
 	_, err := Open(Config{Dir: t.TempDir(), RetentionMaxJobs: -1})
 	require.ErrorContains(t, err, "RetentionMaxJobs")
 }
+
+// TestKeyIndexFollowsJobs: a job's k key goes when the job does (a prune
+// past retention, a put that reuses its finished id) or moves (a replace
+// with another key), so the index holds one key per kept job with a key.
+func TestKeyIndexFollowsJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := coretest.NewFakeClockAt(retentionStart)
+	retention := 64 * time.Minute
+	s, err := Open(Config{Dir: t.TempDir(), Clock: clock, Retention: retention})
+	require.NoError(t, err)
+	defer func() { _ = s.Close() }()
+	indexed := func() []string {
+		var keys []string
+		require.NoError(t, s.scan(prefixKey, func(k, _ []byte) error { keys = append(keys, string(k)); return nil }))
+		return keys
+	}
+	put := func(replace bool, j *core.Job) {
+		t.Helper()
+		res, err := s.PutJobs(ctx, &core.PutJobsParams{Jobs: []*core.Job{j}, Replace: replace})
+		require.NoError(t, err)
+		require.NoError(t, res[0].Err)
+	}
+	const topic = "keys.index"
+	pruned, reused, moved := storetest.NewJob(topic, clock.Now()), storetest.NewJob(topic, clock.Now()), storetest.NewJob(topic, clock.Now().Add(time.Hour))
+	pruned.Key, reused.Key, moved.Key = "a", "b", "c"
+	put(false, pruned)
+	put(false, reused)
+	put(false, moved)
+	require.Equal(t, []string{
+		string(keyIndexKey(topic, "a", pruned.ID)),
+		string(keyIndexKey(topic, "b", reused.ID)),
+		string(keyIndexKey(topic, "c", moved.ID)),
+	}, indexed())
+
+	require.NoError(t, s.CancelJob(ctx, pruned.ID))
+	require.NoError(t, s.CancelJob(ctx, reused.ID))
+	again := reused.Clone()
+	again.Key = "d"
+	put(false, again)
+	m := moved.Clone()
+	m.Key = ""
+	put(true, m)
+	require.ElementsMatch(t, []string{
+		string(keyIndexKey(topic, "a", pruned.ID)),
+		string(keyIndexKey(topic, "d", reused.ID)),
+	}, indexed())
+
+	clock.Advance(retention + time.Second)
+	require.NoError(t, s.prune(s.now()))
+	require.Equal(t, []string{string(keyIndexKey(topic, "d", reused.ID))}, indexed())
+}

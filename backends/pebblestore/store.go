@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -553,6 +554,9 @@ func (s *Store) put(pb *putBatch, in *core.Job, replace bool, now time.Time, tou
 		}
 		res.Replaced = true
 		createdAt = prev.CreatedAt
+		if prev.Key != "" {
+			_ = b.Delete(keyIndexKey(prev.Topic, prev.Key, in.ID), nil)
+		}
 		if prev.State == core.StateDead {
 			_ = b.Delete(deadKey(old.name, prev.UpdatedAt, in.ID), nil)
 		}
@@ -575,10 +579,19 @@ func (s *Store) put(pb *putBatch, in *core.Job, replace bool, now time.Time, tou
 	s.enqueue(tp, i)
 	touched[tp] = struct{}{}
 	pb.jobs[j.ID] = j
+	writeJob(b, j)
+	return res, nil
+}
+
+// writeJob adds to b the keys of a job a put or an import stores: its
+// meta, its record and, when it has a business key, its k key.
+func writeJob(b *pebble.Batch, j *core.Job) {
 	m, r := metaOf(j), recordOf(j)
 	_ = b.Set(idKey(prefixMeta, j.ID), m.encode(), nil)
 	_ = b.Set(idKey(prefixRecord, j.ID), r.encode(), nil)
-	return res, nil
+	if j.Key != "" {
+		_ = b.Set(keyIndexKey(j.Topic, j.Key, j.ID), nil, nil)
+	}
 }
 
 // conflict returns the per-job conflict with j.
@@ -662,6 +675,54 @@ func (s *Store) GetJob(_ context.Context, id string) (*core.Job, error) {
 		return nil, core.ErrClosed
 	}
 	return s.read(id, true)
+}
+
+// FindJobs implements core.Store: it reads the topic's k keys of the key
+// after params.After, and each job as GetJob does. Errors:
+// ErrInvalidArgument, ErrClosed, ErrUnavailable.
+func (s *Store) FindJobs(_ context.Context, params *core.FindJobsParams) ([]*core.Job, error) {
+	if err := core.CheckFind(params); err != nil {
+		return nil, err
+	}
+	s.ops.RLock()
+	defer s.ops.RUnlock()
+	if s.isClosed() {
+		return nil, core.ErrClosed
+	}
+	prefix := keyPrefix(params.Topic, params.Key)
+	lower := prefix
+	if params.After != "" {
+		// The least key above the one of After.
+		lower = append(keyIndexKey(params.Topic, params.Key, params.After), 0)
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return nil, wrap(err)
+	}
+	jobs := []*core.Job{}
+	for ok := it.First(); ok && len(jobs) < params.Limit; ok = it.Next() {
+		id := string(it.Key()[len(prefix):])
+		j, err := s.read(id, true)
+		switch {
+		case isNotFound(err):
+			// Finished past retention, not yet pruned.
+		case err != nil:
+			_ = it.Close()
+			return nil, err
+		case j.Topic == params.Topic && j.Key == params.Key:
+			// (Else a put moved it between the two reads.)
+			jobs = append(jobs, j)
+		}
+	}
+	return jobs, wrap(it.Close())
+}
+
+// prefixEnd returns the least key above every key that starts with prefix,
+// which does not end in 0xff.
+func prefixEnd(prefix []byte) []byte {
+	end := slices.Clone(prefix)
+	end[len(end)-1]++
+	return end
 }
 
 func (s *Store) isClosed() bool {

@@ -26,7 +26,9 @@
 // shard would need an id index in another slot, a second round trip and a
 // write to two slots that no script can make atomic. Ids are ULIDs or
 // client ids, which crc32 spreads evenly. The key is kept and returned with
-// the job. The shard count of a prefix is recorded at its first New; a
+// the job, and indexed in the job's shard, so that FindJobs reads every
+// shard's index of the key; a topic with unique keys gives a keyed job the
+// key's id (core.KeyID), which puts it in the key's shard. The shard count of a prefix is recorded at its first New; a
 // store with another count is refused, since its jobs would be looked for
 // in the wrong shards.
 //
@@ -46,6 +48,9 @@
 //	                             a claim drops one it finds empty
 //	{P:n}:lease           zset   reserved job ids by lease expiry (ms), every topic
 //	{P:n}:dead:<topic>    zset   dead job ids by time of death (µs)
+//	{P:n}:k:<topic>:<key> zset   ids of the topic's jobs with business key <key>, by when GetJob
+//	                             stops finding them (ms): +inf while unfinished, the end of the
+//	                             retention once finished; expires with its last finished job
 //	{P:n}:n               hash   x:<topic> reserved counts
 //	{P:n}:fin             hash   finished counts: d:<topic>, c:<topic> the topic's done and
 //	                             cancelled jobs that count; d:<topic>:<end>, c:<topic>:<end>

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -341,37 +342,53 @@ func (s *Store) ListDeadJobs(ctx context.Context, params *core.ListDeadJobsParam
 	}
 	slices.SortFunc(all, func(a, b dead) int { return cmp.Or(cmp.Compare(a.at, b.at), strings.Compare(a.id, b.id)) })
 	all = all[:min(len(all), params.Limit)]
-	jobs := []*core.Job{}
-	if len(all) == 0 {
-		return jobs, nil
+	ids := make([]string, len(all))
+	for i, d := range all {
+		ids[i] = d.id
 	}
-	// Read them, one get script per shard.
+	got, err := s.getJobs(ctx, "list dead jobs", ids)
+	if err != nil {
+		return nil, err
+	}
+	jobs := []*core.Job{}
+	for _, id := range ids {
+		if j := got[id]; j != nil && j.State == core.StateDead {
+			jobs = append(jobs, j)
+		}
+	}
+	return jobs, nil
+}
+
+// getJobs reads jobs as they are stored, with one get script per shard
+// they are in, all at once: the jobs found by id (a missing one expired
+// or never was). what names the caller's operation in errors.
+func (s *Store) getJobs(ctx context.Context, what string, ids []string) (map[string]*core.Job, error) {
 	byShard := map[int][]any{}
 	var order []int
-	for _, d := range all {
-		n := s.keys.shardOf(d.id)
+	for _, id := range ids {
+		n := s.keys.shardOf(id)
 		if byShard[n] == nil {
 			order = append(order, n)
 		}
-		byShard[n] = append(byShard[n], d.id)
+		byShard[n] = append(byShard[n], id)
 	}
 	calls := make([]call, len(order))
 	for i, n := range order {
 		calls[i] = s.shardCall(scriptGet, n, byShard[n]...)
 	}
-	got := map[string]*core.Job{}
+	got := make(map[string]*core.Job, len(ids))
 	for i, cmd := range s.run(ctx, calls) {
 		res, err := cmd.Slice()
 		if err == nil && len(res) != len(byShard[order[i]]) {
 			err = errShortReply
 		}
 		if err != nil {
-			return nil, unavailable("list dead jobs", err)
+			return nil, unavailable(what, err)
 		}
 		for k, r := range res {
 			flat := asSlice(r)
 			if len(flat) == 0 {
-				continue // cancelled meanwhile and expired
+				continue
 			}
 			id := byShard[order[i]][k].(string)
 			j, err := decodeFlat(id, flat)
@@ -381,9 +398,53 @@ func (s *Store) ListDeadJobs(ctx context.Context, params *core.ListDeadJobsParam
 			got[id] = j
 		}
 	}
-	for _, d := range all {
-		if j := got[d.id]; j != nil && j.State == core.StateDead {
-			jobs = append(jobs, j)
+	return got, nil
+}
+
+// FindJobs implements core.Store: it reads the key's zset of every shard
+// (its members that are still found, by score), then the page of jobs.
+// Errors: ErrInvalidArgument, ErrClosed, ErrUnavailable.
+func (s *Store) FindJobs(ctx context.Context, params *core.FindJobsParams) ([]*core.Job, error) {
+	if err := core.CheckFind(params); err != nil {
+		return nil, err
+	}
+	if s.isClosed() {
+		return nil, core.ErrClosed
+	}
+	now := s.serverTime()
+	pipe := s.rdb.Pipeline()
+	members := make([]*redis.StringSliceCmd, s.cfg.Shards)
+	for n := range members {
+		members[n] = pipe.ZRangeByScore(ctx, s.keys.byKey(n, params.Topic, params.Key),
+			&redis.ZRangeBy{Min: "(" + strconv.FormatInt(now.UnixMilli(), 10), Max: "+inf"})
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, unavailable("find jobs", err)
+	}
+	var ids []string
+	for _, m := range members {
+		for _, id := range m.Val() {
+			if id > params.After {
+				ids = append(ids, id)
+			}
+		}
+	}
+	slices.Sort(ids)
+	jobs := []*core.Job{}
+	// Read a few more than the page: a job may have expired or moved
+	// since its member was read.
+	for len(ids) > 0 && len(jobs) < params.Limit {
+		page := ids[:min(len(ids), params.Limit-len(jobs)+8)]
+		ids = ids[len(page):]
+		got, err := s.getJobs(ctx, "find jobs", page)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range page {
+			j := got[id]
+			if j != nil && j.Topic == params.Topic && j.Key == params.Key && len(jobs) < params.Limit {
+				jobs = append(jobs, view(j, now))
+			}
 		}
 	}
 	return jobs, nil

@@ -63,5 +63,11 @@ func (k *keys) queue(n int, topic string) string { return k.shard[n].base + ":q:
 // paused returns the key of shard n's set of paused topics.
 func (k *keys) paused(n int) string { return k.shard[n].base + ":paused" }
 
+// byKey returns the key of the zset of topic's jobs with business key key
+// in shard n (lib.lua, index_key).
+func (k *keys) byKey(n int, topic, key string) string {
+	return k.shard[n].base + ":k:" + topic + ":" + key
+}
+
 // dead returns the key of topic's dead set in shard n.
 func (k *keys) dead(n int, topic string) string { return k.shard[n].base + ":dead:" + topic }

@@ -652,3 +652,47 @@ func TestMigrateLayout(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, core.Counts{Scheduled: 2500, Reserved: 3}, tp.Counts)
 }
+
+// TestKeyIndexLifetime: a key's zset holds a job for as long as GetJob
+// finds it: without expiry while one of its jobs is unfinished, and
+// expiring with the retention of its last finished job; a replace with
+// another key moves the job out of it.
+func TestKeyIndexLifetime(t *testing.T) {
+	t.Parallel()
+	url := standaloneURL(t)
+	prefix := uniquePrefix(t.Name())
+	s := openStore(t, url, prefix, func(c *Config) { c.Retention = time.Hour })
+	ctx := t.Context()
+	rdb := newClient(t, url)
+	const topic = "keys.life"
+	key := s.keys.byKey(0, topic, "order:1")
+	ttl := func() time.Duration {
+		t.Helper()
+		d, err := rdb.PTTL(ctx, key).Result()
+		require.NoError(t, err)
+		return d
+	}
+
+	a, b := job(topic, -time.Second), job(topic, time.Hour)
+	a.Key, b.Key = "order:1", "order:1"
+	put(t, s, a, b)
+	require.Equal(t, time.Duration(-1), ttl(), "no expiry while jobs are unfinished")
+	got := claim(t, s, topic, 1, time.Second)
+	require.NoError(t, settleErr(s.AckJob(ctx, &core.AckJobParams{ID: got[0].ID, Lease: got[0].Lease})))
+	require.Equal(t, time.Duration(-1), ttl(), "b is unfinished")
+
+	moved := b.Clone()
+	moved.Key = "order:2"
+	res, err := s.PutJobs(ctx, &core.PutJobsParams{Jobs: []*core.Job{moved}, Replace: true})
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
+	members, err := rdb.ZRange(ctx, key, 0, -1).Result()
+	require.NoError(t, err)
+	require.Equal(t, []string{a.ID}, members, "the replaced job moved to its new key")
+	// A cancel of the last unfinished job of a key gives it a TTL too.
+	require.InDelta(t, time.Hour, ttl(), float64(time.Minute), "expires with a's retention")
+	require.NoError(t, s.CancelJob(ctx, moved.ID))
+	d, err := rdb.PTTL(ctx, s.keys.byKey(0, topic, "order:2")).Result()
+	require.NoError(t, err)
+	require.InDelta(t, time.Hour, d, float64(time.Minute))
+}

@@ -22,6 +22,7 @@ var exportSubtests = []subtest{
 	{"ImportSkipsExisting", testImportSkipsExisting},
 	{"ExportFuncError", testExportFuncError},
 	{"ExportImportMany", testExportImportMany},
+	{"ImportFindsKeys", testImportFindsKeys},
 }
 
 // runExportImport runs exportSubtests, or skips them when the store

@@ -90,6 +90,7 @@ var subtests = []subtest{
 	{"FinishedRetention", testFinishedRetention},
 	{"Topics", testTopics},
 	{"TopicIsolation", testTopicIsolation},
+	{"FindByKey", testFindByKey},
 	{"Pause", testPause},
 	{"PauseTwoInstances", testPauseTwoInstances},
 	{"TwoInstances", testTwoInstances},

@@ -144,10 +144,10 @@ func testFinishedRetention(t *testing.T, b *testBundle) {
 		t.Helper()
 		var due, later []*core.Job
 		for range n {
-			due = append(due, DueJob(topic))
+			due = append(due, keyed(topic, "fin", time.Now()))
 		}
 		for range m {
-			later = append(later, NewJob(topic, time.Now().Add(time.Hour)))
+			later = append(later, keyed(topic, "fin", time.Now().Add(time.Hour)))
 		}
 		rb.put(t, append(due, later...)...)
 		claimed := claimUntil(t, rb.ctx, rb.store, topic, n, n, dueWait)
@@ -176,12 +176,31 @@ func testFinishedRetention(t *testing.T, b *testBundle) {
 	// does, within its own.
 	rb.passUntil(t, first.Add(finRetention))
 	rb.eventuallyCounts(t, topic, core.Counts{Scheduled: 1, Done: 1, Cancelled: 2}, first.Add(finRetention+finSlack))
+	rb.eventuallyFound(t, topic, "fin", 3, first.Add(finRetention+finSlack))
 	require.True(t, time.Now().Before(second.Add(finRetention)),
 		"the first round counted until %s after the second, past the second's retention", time.Since(second))
 
 	// Past the second round's retention nothing finished counts.
 	rb.passUntil(t, second.Add(finRetention))
 	rb.eventuallyCounts(t, topic, core.Counts{Scheduled: 1}, second.Add(finRetention+finSlack))
+	rb.eventuallyFound(t, topic, "fin", 0, second.Add(finRetention+finSlack))
+}
+
+// eventuallyFound requires FindJobs of topic and key to find n jobs by
+// deadline, read every 50 ms: finished jobs past their retention are not
+// found.
+func (b *testBundle) eventuallyFound(t *testing.T, topic, key string, n int, deadline time.Time) {
+	t.Helper()
+	for {
+		got := b.find(t, topic, key, "", 100)
+		if len(got) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			require.Len(t, got, n, "jobs of %s with key %q %s after the deadline", topic, key, time.Since(deadline))
+		}
+		b.pass(t, 50*time.Millisecond)
+	}
 }
 
 // eventuallyCounts requires topic's counts, from GetTopic and from

@@ -50,6 +50,7 @@ for i = 7, #ARGV, 15 do
     if w ~= '' then f[#f + 1] = 'w'; f[#f + 1] = w end
     if y then f[#f + 1] = 'y'; f[#f + 1] = int(y) end
     redis.call('HSET', kj, unpack(f))
+    if k ~= '' then index_key(id, t, k, false) end
     if state ~= 'dead' then
       link_queue(id, t, score, y)
     else

@@ -59,6 +59,7 @@ local function one(op, id, lease, r, etext)
       -- The body is not in the hash: it may have a key of its own.
       redis.call('PEXPIRE', key_body(id), retention)
     end
+    if j.k then index_key(id, j.t, j.k, true) end
     if not acked[j.t] then
       acked[j.t] = 0
       acked_topics[#acked_topics + 1] = j.t

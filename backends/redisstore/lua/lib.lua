@@ -186,10 +186,46 @@ end
 -- keep a body in one place only. A job in its queue is stored as scheduled
 -- or ready (by its run_at when it got there); settle tells them apart.
 local function load(id)
-  local v = redis.call('HMGET', key_job(id), 's', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b', 'y')
+  local v = redis.call('HMGET', key_job(id), 's', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b', 'y', 'k')
   if not v[1] then return nil end
   return {s = v[1], t = v[2], r = tonumber(v[3]), x = tonumber(v[4]), a = tonumber(v[5]),
-    m = tonumber(v[6]), l = v[7], d = tonumber(v[8]), b = v[9], y = tonumber(v[10])}
+    m = tonumber(v[6]), l = v[7], d = tonumber(v[8]), b = v[9], y = tonumber(v[10]), k = v[11]}
+end
+
+-- Business keys. A job of topic t with key k is a member of the zset
+-- k:<t>:<k> of its shard, scored by when it stops being found (ms): +inf
+-- while it is unfinished, the end of its retention once it finished (its
+-- hash expires then). The zset expires with its last finished member, and
+-- a put trims the members past their time, so that keys searched never
+-- and keys reused often both stay bounded.
+local function key_index(t, k) return base .. ':k:' .. t .. ':' .. k end
+
+-- index_expiry makes the zset kk expire with its last member, unless one
+-- is unfinished.
+local function index_expiry(kk)
+  local last = redis.call('ZRANGE', kk, -1, -1, 'WITHSCORES')
+  if last[2] and last[2] ~= 'inf' then redis.call('PEXPIREAT', kk, last[2]) end
+end
+
+-- index_key files job id of topic t under key k: unfinished, or finished
+-- (found until the end of its retention) when finished is true.
+local function index_key(id, t, k, finished)
+  local kk = key_index(t, k)
+  if not finished then
+    redis.call('ZREMRANGEBYSCORE', kk, '-inf', now_s)
+    redis.call('ZADD', kk, '+inf', id)
+    redis.call('PERSIST', kk)
+    return
+  end
+  redis.call('ZADD', kk, int(now + tonumber(retention)), id)
+  index_expiry(kk)
+end
+
+-- unindex_key takes job id out of key k of topic t.
+local function unindex_key(id, t, k)
+  local kk = key_index(t, k)
+  redis.call('ZREM', kk, id)
+  index_expiry(kk)
 end
 
 -- unlink takes job id out of the structure its state puts it in.
@@ -325,6 +361,7 @@ local function finish(id, j, state)
   redis.call('HSET', kj, 's', state, 'u', now_s)
   redis.call('PEXPIRE', kj, retention)
   if not j.b then redis.call('PEXPIRE', key_body(id), retention) end
+  if j.k then index_key(id, j.t, j.k, true) end
   if state == 'done' then fin_add('d', j.t, 1) else fin_add('c', j.t, 1) end
 end
 

@@ -10,7 +10,7 @@
 -- earlier (announced).
 --
 -- A new id costs one EXISTS (of the job and its body key), one HSET (and a SET for a long body) and one
--- ZADD: every write a script makes is also written to the AOF, which costs
+-- ZADD, and with a key three more (index_key): every write a script makes is also written to the AOF, which costs
 -- the server more than most commands themselves.
 local replace = ARGV[6] == '1'
 local inline_body = tonumber(ARGV[7])
@@ -41,6 +41,7 @@ for i = 8, #ARGV, 10 do
     end
     if type(res) ~= 'table' then
       redis.call('DEL', kj, key_body(id)) -- also drops a finished job's expiry
+      if j and j.k and (j.k ~= k or j.t ~= t) then unindex_key(id, j.t, j.k) end
     end
   end
   if type(res) ~= 'table' then
@@ -58,6 +59,7 @@ for i = 8, #ARGV, 10 do
     if y then f[#f + 1] = 'y'; f[#f + 1] = int(y) end
     redis.call('HSET', kj, unpack(f))
     link_queue(id, t, r, y)
+    if k ~= '' then index_key(id, t, k, false) end
   end
   out[#out + 1] = res
 end

@@ -1,0 +1,167 @@
+package natsstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/delayq/delayq/core"
+)
+
+// Business keys. A job with a key has, beside its message, an empty entry
+// on <prefix>.i.~<hash>.<id>, where hash stands for its topic and key
+// (keyHash): FindJobs lists the subjects of a key and reads the jobs they
+// name. The entry has no TTL while the job is unfinished and the
+// retention once it finished, like the job's done or cancelled message,
+// so the two go together. The "~", which no id holds, keeps jobFilter
+// (<prefix>.*.<id>.>) off the entries.
+//
+// An entry is written right after the job's message, and only when the
+// job gets its key, changes key or topic, finishes or is put again: a
+// keyed put or finish costs one publish more, other changes none. An
+// instance killed between the two writes leaves a job its key does not
+// find, or a finished job's entry without its TTL; FindJobs checks every
+// job it reads against the key, so a stale entry is never an answer.
+
+// kindKey is the second token of key entries; not a kind of job message.
+const kindKey = "i"
+
+// keyHash stands for a topic and a key in one subject token: 32 hex
+// digits of the SHA-256 of both.
+func keyHash(topic, key string) string {
+	h := sha256.New()
+	h.Write([]byte(topic))
+	h.Write([]byte{0})
+	h.Write([]byte(key))
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// keyFilter matches the entries of topic's jobs with key.
+func (n names) keyFilter(topic, key string) string {
+	return n.prefix + "." + kindKey + ".~" + keyHash(topic, key) + ".*"
+}
+
+// keySubject is the entry of job id of topic with key.
+func (n names) keySubject(topic, key, id string) string {
+	return n.prefix + "." + kindKey + ".~" + keyHash(topic, key) + "." + id
+}
+
+// keyEntry returns j's entry: with the retention as TTL once j finished.
+func (s *Store) keyEntry(j *core.Job) *nats.Msg {
+	m := nats.NewMsg(s.names.keySubject(j.Topic, j.Key, j.ID))
+	if j.State.Finished() {
+		m.Header.Set(hdrTTL, ttl(s.cfg.Retention))
+	}
+	return m
+}
+
+// needsEntry reports whether a write of j over prev (nil for a create)
+// changes j's entry.
+func needsEntry(j, prev *core.Job) bool {
+	return j.Key != "" && (prev == nil || prev.Key != j.Key || prev.Topic != j.Topic ||
+		prev.State.Finished() != j.State.Finished())
+}
+
+// rekey brings the entries of job j up to a write over prev (nil for a
+// create): the old one goes when the key or topic changed, the new one is
+// written when needsEntry says so. A failure is logged: the job is
+// written, only a lookup by its key may miss it.
+func (s *Store) rekey(ctx context.Context, j, prev *core.Job) {
+	ctx, cancel := opContext(ctx)
+	defer cancel()
+	if prev != nil && prev.Key != "" && (prev.Key != j.Key || prev.Topic != j.Topic) {
+		err := s.stream.Purge(ctx, jetstream.WithPurgeSubject(s.names.keySubject(prev.Topic, prev.Key, prev.ID)))
+		if err != nil {
+			s.log.Warn("natsstore: delete a key entry", "id", j.ID, "err", err)
+		}
+	}
+	if !needsEntry(j, prev) {
+		return
+	}
+	if _, err := s.js.PublishMsg(ctx, s.keyEntry(j)); err != nil {
+		s.log.Warn("natsstore: write a key entry", "id", j.ID, "err", err)
+	}
+}
+
+// keyAll writes the entries of jobs just created (stored[i] set), pipelined.
+func (s *Store) keyAll(ctx context.Context, jobs []*core.Job, stored []bool) {
+	ctx, cancel := opContext(ctx)
+	defer cancel()
+	var futs []jetstream.PubAckFuture
+	for i, j := range jobs {
+		if !stored[i] || j.Key == "" {
+			continue
+		}
+		f, err := s.js.PublishMsgAsync(s.keyEntry(j))
+		if err != nil {
+			s.log.Warn("natsstore: write a key entry", "id", j.ID, "err", err)
+			break
+		}
+		futs = append(futs, f)
+	}
+	for _, f := range futs {
+		if _, err := await(ctx, f); err != nil {
+			s.log.Warn("natsstore: write a key entry", "subject", f.Msg().Subject, "err", err)
+		}
+	}
+}
+
+// FindJobs implements core.Store: it lists the subjects of the key's
+// entries, then reads the jobs they name in id order, a page at a time,
+// keeping those that still have the topic and key. Errors:
+// ErrInvalidArgument, ErrClosed, ErrUnavailable.
+func (s *Store) FindJobs(ctx context.Context, params *core.FindJobsParams) ([]*core.Job, error) {
+	if err := core.CheckFind(params); err != nil {
+		return nil, err
+	}
+	if s.isClosed() {
+		return nil, core.ErrClosed
+	}
+	var ids []string
+	for offset, total := 0, 1; offset < total; {
+		page, n, err := s.subjects(ctx, s.names.keyFilter(params.Topic, params.Key), offset)
+		if err != nil {
+			return nil, err
+		}
+		total = n
+		if len(page) == 0 {
+			break
+		}
+		offset += len(page)
+		for subj := range page {
+			if id := subj[strings.LastIndexByte(subj, '.')+1:]; id > params.After {
+				ids = append(ids, id)
+			}
+		}
+	}
+	slices.Sort(ids)
+	jobs := []*core.Job{}
+	for len(ids) > 0 && len(jobs) < params.Limit {
+		// A few more than the page needs: some may be stale.
+		page := ids[:min(len(ids), params.Limit-len(jobs)+8)]
+		ids = ids[len(page):]
+		got := make([]*core.Job, len(page))
+		now := s.now()
+		err := s.each(ctx, len(page), func(i int) error {
+			m, err := s.load(ctx, page[i])
+			if err == nil && m != nil {
+				got[i] = m.view(now)
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, j := range got {
+			if j != nil && j.Topic == params.Topic && j.Key == params.Key && len(jobs) < params.Limit {
+				jobs = append(jobs, j)
+			}
+		}
+	}
+	return jobs, nil
+}
