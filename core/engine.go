@@ -188,59 +188,71 @@ func (e *Engine) PushBatch(ctx context.Context, p *PushBatchParams) ([]PushResul
 		return nil, noParams("push batch")
 	}
 	results := make([]PushResult, len(p.Jobs))
-	jobs := make([]*Job, 0, len(p.Jobs))
-	idx := make([]int, 0, len(p.Jobs))
+	// Jobs to create, and jobs to create or replace: those of p.Replace
+	// and the keyed jobs of topics whose unique keys replace.
+	var groups [2]struct {
+		jobs []*Job
+		idx  []int
+	}
 	now := e.clock.Now()
 	for i, jp := range p.Jobs {
-		job, err := e.newJob(jp, now)
+		job, byKey, err := e.newJob(jp, now)
 		if err != nil {
 			results[i].Err = err
 			continue
 		}
-		jobs = append(jobs, job)
-		idx = append(idx, i)
+		g := &groups[0]
+		if p.Replace || byKey {
+			g = &groups[1]
+		}
+		g.jobs = append(g.jobs, job)
+		g.idx = append(g.idx, i)
 	}
-	if len(jobs) == 0 {
-		return results, nil
-	}
-	put, err := e.store.PutJobs(ctx, &PutJobsParams{Jobs: jobs, Replace: p.Replace})
-	for k, i := range idx {
-		switch {
-		case err != nil:
-			results[i].Err = err
-		case put[k].Err != nil:
-			results[i].Err = put[k].Err
-		default:
-			results[i] = PushResult{Job: jobs[k], Replaced: put[k].Replaced}
+	for n, g := range groups {
+		if len(g.jobs) == 0 {
+			continue
+		}
+		put, err := e.store.PutJobs(ctx, &PutJobsParams{Jobs: g.jobs, Replace: n == 1})
+		for k, i := range g.idx {
+			switch {
+			case err != nil:
+				results[i].Err = err
+			case put[k].Err != nil:
+				results[i].Err = put[k].Err
+			default:
+				results[i] = PushResult{Job: g.jobs[k], Replaced: put[k].Replaced}
+			}
 		}
 	}
 	return results, nil
 }
 
 // newJob validates p and builds the job to store, with a new id when p has
-// none and defaults from the topic's configuration. It resolves delay into
-// run_at first, then checks the job as validateJob does.
-func (e *Engine) newJob(p *PushParams, now time.Time) (*Job, error) {
+// none (the key's id on a topic with unique keys) and defaults from the
+// topic's configuration. It resolves delay into run_at first, then checks
+// the job as validateJob does. byKey is true when the topic's unique keys
+// make the push a replace.
+func (e *Engine) newJob(p *PushParams, now time.Time) (job *Job, byKey bool, err error) {
 	if p == nil {
-		return nil, Invalid("", "no job")
+		return nil, false, Invalid("", "no job")
 	}
 	runAt := now
 	switch {
 	case p.Delay != nil && p.RunAt != nil:
-		return nil, Invalid("delay", "delay and run_at are exclusive")
+		return nil, false, Invalid("delay", "delay and run_at are exclusive")
 	case p.Delay != nil:
 		if *p.Delay < 0 {
-			return nil, Invalid("delay", "delay must not be negative")
+			return nil, false, Invalid("delay", "delay must not be negative")
 		}
 		if *p.Delay > e.limits.MaxDelay {
-			return nil, Invalid("delay", "delay must be at most %s", e.limits.MaxDelay)
+			return nil, false, Invalid("delay", "delay must be at most %s", e.limits.MaxDelay)
 		}
 		runAt = now.Add(*p.Delay)
 	case p.RunAt != nil:
 		runAt = *p.RunAt
 	}
 	topic := e.topic(p.Topic)
-	job := &Job{
+	job = &Job{
 		ID:          p.ID,
 		Topic:       p.Topic,
 		Key:         p.Key,
@@ -255,17 +267,42 @@ func (e *Engine) newJob(p *PushParams, now time.Time) (*Job, error) {
 		RetryDelays: p.RetryDelays,
 		Priority:    p.Priority,
 	}
+	if err := keyedID(job, topic); err != nil {
+		return nil, false, err
+	}
 	if job.ID == "" {
 		job.ID = NewID()
 	}
 	if err := e.validateJob(job, now); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	job.RunAt = StoreTime(job.RunAt)
 	if !job.RunAt.After(now) {
 		job.State = StateReady
 	}
-	return job, nil
+	return job, job.Key != "" && topic.UniqueKeys == UniqueKeysReplace, nil
+}
+
+// keyedID gives a keyed job of a topic with unique keys its key's id, and
+// refuses an id of that form anywhere else: a client that chose the id of
+// another topic's key could otherwise block or, where keys replace, move
+// that topic's job.
+func keyedID(job *Job, topic *Topic) error {
+	if topic.UniqueKeys == "" || job.Key == "" {
+		if IsKeyID(job.ID) {
+			return Invalid("id", "ids of the form k-<32 hex digits> are the ids of unique keys (topic unique_keys), not for clients")
+		}
+		return nil
+	}
+	if err := ValidateKey(job.Key); err != nil {
+		return err
+	}
+	id := KeyID(job.Topic, job.Key)
+	if job.ID != "" && job.ID != id {
+		return Invalid("id", "topic %s has unique keys: a job with key %q has the id %s, not %s", job.Topic, job.Key, id, job.ID)
+	}
+	job.ID = id
+	return nil
 }
 
 // topic returns the cached configuration of a topic with defaults filled, or
@@ -467,6 +504,78 @@ func (e *Engine) ListDead(ctx context.Context, p *ListDeadJobsParams) ([]*Job, e
 		return nil, Invalid("limit", "limit must be between 1 and %d", DeadLimitMax)
 	}
 	return e.store.ListDeadJobs(ctx, &ListDeadJobsParams{Topic: p.Topic, Limit: p.Limit})
+}
+
+// FindLimitMax bounds one page of FindJobs.
+const FindLimitMax = 1000
+
+// FindJobs lists the jobs of p.Topic with business key p.Key, in id order,
+// a page of up to p.Limit after p.After. Errors: *FieldError for a bad
+// topic, key, cursor or limit.
+func (e *Engine) FindJobs(ctx context.Context, p *FindJobsParams) ([]*Job, error) {
+	if p == nil {
+		return nil, noParams("find jobs")
+	}
+	if err := ValidateTopicName(p.Topic); err != nil {
+		return nil, err
+	}
+	if p.Key == "" {
+		return nil, Invalid("key", "key is required")
+	}
+	if err := ValidateKey(p.Key); err != nil {
+		return nil, err
+	}
+	if p.After != "" && ValidateID(p.After) != nil {
+		return nil, Invalid("after", "after must be a job id")
+	}
+	if p.Limit < 1 || p.Limit > FindLimitMax {
+		return nil, Invalid("limit", "limit must be between 1 and %d", FindLimitMax)
+	}
+	return e.store.FindJobs(ctx, &FindJobsParams{Topic: p.Topic, Key: p.Key, After: p.After, Limit: p.Limit})
+}
+
+// CancelByKeyResult is what Engine.CancelByKey did.
+type CancelByKeyResult struct {
+	// Cancelled are the ids of the jobs it cancelled, in id order.
+	Cancelled []string
+	// Reserved are the ids of the jobs it left because a consumer holds
+	// them (CancelJob's conflict), in id order.
+	Reserved []string
+}
+
+// CancelByKey cancels every unfinished job of topic with business key key
+// (scheduled, ready or dead) and reports which it cancelled and which it
+// left because they are reserved. A job pushed with the key while it runs
+// may be left too. Errors: *FieldError for a bad topic or key; the
+// store's, with what was cancelled so far.
+func (e *Engine) CancelByKey(ctx context.Context, topic, key string) (CancelByKeyResult, error) {
+	res := CancelByKeyResult{Cancelled: []string{}, Reserved: []string{}}
+	p := &FindJobsParams{Topic: topic, Key: key, Limit: FindLimitMax}
+	for {
+		jobs, err := e.FindJobs(ctx, p)
+		if err != nil {
+			return res, err
+		}
+		for _, j := range jobs {
+			if j.State.Finished() {
+				continue
+			}
+			err := e.store.CancelJob(ctx, j.ID)
+			switch {
+			case err == nil:
+				res.Cancelled = append(res.Cancelled, j.ID)
+			case errors.Is(err, ErrConflict):
+				res.Reserved = append(res.Reserved, j.ID)
+			case errors.Is(err, ErrNotFound): // finished meanwhile
+			default:
+				return res, err
+			}
+		}
+		if len(jobs) < p.Limit {
+			return res, nil
+		}
+		p.After = jobs[len(jobs)-1].ID
+	}
 }
 
 // PutTopic validates and stores a topic configuration; this instance applies

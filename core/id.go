@@ -2,6 +2,8 @@ package core
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"sync"
 	"time"
 
@@ -26,4 +28,39 @@ func NewID() string {
 	// The wall clock, not an injected Clock: an id records when it was
 	// really made, and ids of instances must sort together.
 	return ulid.MustNew(ulid.Timestamp(time.Now()), ids.entropy).String()
+}
+
+// keyIDPrefix starts every KeyID; with keyIDHexLen hex digits after it, an
+// id of that form is reserved (IsKeyID).
+const (
+	keyIDPrefix = "k-"
+	keyIDHexLen = 32
+)
+
+// KeyID returns the id of the job of topic with business key key on a topic
+// with unique keys (Topic.UniqueKeys): "k-" and 32 hex digits of the
+// SHA-256 of topic and key. One id per topic and key is what makes the key
+// unique: every store already refuses (or replaces) a second unfinished job
+// with the id, atomically, and on a sharded store the id keeps the job and
+// the check in one shard, as a separate key index could not.
+func KeyID(topic, key string) string {
+	h := sha256.New()
+	h.Write([]byte(topic))
+	h.Write([]byte{0})
+	h.Write([]byte(key))
+	return keyIDPrefix + hex.EncodeToString(h.Sum(nil)[:keyIDHexLen/2])
+}
+
+// IsKeyID reports whether id has the form of a KeyID, which clients may not
+// choose for other jobs.
+func IsKeyID(id string) bool {
+	if len(id) != len(keyIDPrefix)+keyIDHexLen || id[:len(keyIDPrefix)] != keyIDPrefix {
+		return false
+	}
+	for i := len(keyIDPrefix); i < len(id); i++ {
+		if c := id[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }

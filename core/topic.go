@@ -40,6 +40,12 @@ type Topic struct {
 	// Concurrency bounds deliveries in flight per instance for push
 	// deliveries (webhook, nats). Defaults to ConcurrencyDefault.
 	Concurrency int `json:"concurrency,omitempty"`
+	// UniqueKeys makes business keys unique among the topic's unfinished
+	// jobs: a job pushed with a key gets the id KeyID(topic, key), so that
+	// a second push with the key is refused as a conflict
+	// (UniqueKeysReject) or replaces the job (UniqueKeysReplace). Empty:
+	// keys are not unique.
+	UniqueKeys string `json:"unique_keys,omitempty"`
 	// Configured is false for a topic that has jobs but was never set.
 	Configured bool `json:"configured"`
 	// Paused is true while the topic's deliveries are paused
@@ -104,6 +110,16 @@ const (
 	DelaysMax = 100
 	// DelayMax bounds each delay of a retry schedule, as backoff.max.
 	DelayMax = 7 * 24 * time.Hour
+)
+
+// Values of Topic.UniqueKeys.
+const (
+	// UniqueKeysReject answers a push whose key an unfinished job of the
+	// topic has with a conflict carrying that job.
+	UniqueKeysReject = "reject"
+	// UniqueKeysReplace makes such a push replace the job, unless it is
+	// reserved (a conflict).
+	UniqueKeysReplace = "replace"
 )
 
 // Topic defaults.
@@ -193,6 +209,11 @@ func (t *Topic) Validate() error {
 		if err := ValidateMaxAttempts("max_attempts", t.MaxAttempts); err != nil {
 			return err
 		}
+	}
+	switch t.UniqueKeys {
+	case "", UniqueKeysReject, UniqueKeysReplace:
+	default:
+		return Invalid("unique_keys", "unique_keys must be reject or replace")
 	}
 	if t.Concurrency < 0 || t.Concurrency > ConcurrencyMax {
 		return Invalid("concurrency", "concurrency must be between 1 and %d", ConcurrencyMax)

@@ -30,6 +30,8 @@ var routeAccessTable = map[string]routeAccess{
 	"PUT /v1/jobs/{id}":                {scopes: []auth.Scope{auth.ScopePush}},
 	"DELETE /v1/jobs/{id}":             {scopes: []auth.Scope{auth.ScopePush}},
 	"GET /v1/jobs/{id}":                {scopes: []auth.Scope{auth.ScopePush, auth.ScopeConsume}},
+	"GET /v1/topics/{topic}/jobs":      {scopes: []auth.Scope{auth.ScopePush, auth.ScopeConsume}},
+	"DELETE /v1/topics/{topic}/jobs":   {scopes: []auth.Scope{auth.ScopePush}},
 	"POST /v1/jobs/{id}/ack":           {scopes: []auth.Scope{auth.ScopeConsume}},
 	"POST /v1/jobs/{id}/nack":          {scopes: []auth.Scope{auth.ScopeConsume}},
 	"POST /v1/jobs/{id}/touch":         {scopes: []auth.Scope{auth.ScopeConsume}},

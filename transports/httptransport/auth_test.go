@@ -78,6 +78,7 @@ func TestAuthScopes(t *testing.T) {
 			{"POST", "/v1/jobs/batch", `{"jobs": [{"topic": "mail", "delay": "1h"}]}`},
 			{"PUT", "/v1/jobs/p1", `{"topic": "mail", "delay": "1h"}`},
 			{"DELETE", "/v1/jobs/p1", ""},
+			{"DELETE", "/v1/topics/mail/jobs?key=k", ""},
 		}
 		consumeRoutes = []route{
 			{"POST", "/v1/topics/mail/claim", `{"max": 1}`},
@@ -87,7 +88,7 @@ func TestAuthScopes(t *testing.T) {
 			{"POST", "/v1/acks", `{"acks": [{"id": "` + id + `", "lease": "x"}]}`},
 			{"POST", "/v1/nacks", `{"nacks": [{"id": "` + id + `", "lease": "x"}]}`},
 		}
-		bothRoutes  = []route{{"GET", "/v1/jobs/" + id, ""}}
+		bothRoutes  = []route{{"GET", "/v1/jobs/" + id, ""}, {"GET", "/v1/topics/mail/jobs?key=k", ""}}
 		adminRoutes = []route{
 			{"PUT", "/v1/topics/mail", `{"ttr": "30s"}`},
 			{"GET", "/v1/topics", ""},

@@ -394,6 +394,7 @@ type topicRequest struct {
 	MaxAttempts int             `json:"max_attempts"`
 	Backoff     json.RawMessage `json:"backoff"`
 	Concurrency int             `json:"concurrency"`
+	UniqueKeys  string          `json:"unique_keys"`
 }
 
 type deliveryRequest struct {
@@ -438,7 +439,7 @@ func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
 	if req.Name != "" && req.Name != name {
 		return nil, core.Invalid("name", "name %q does not match the topic of the path %q", req.Name, name)
 	}
-	t := &core.Topic{Name: name, MaxAttempts: req.MaxAttempts, Concurrency: req.Concurrency}
+	t := &core.Topic{Name: name, MaxAttempts: req.MaxAttempts, Concurrency: req.Concurrency, UniqueKeys: req.UniqueKeys}
 	var err error
 	if t.TTR, _, err = parseDuration("ttr", req.TTR); err != nil {
 		return nil, err

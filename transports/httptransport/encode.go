@@ -103,7 +103,7 @@ func appendDelivery(b []byte, j *core.Job) []byte { return wire.AppendDelivery(b
 
 // appendPushed appends the answer to a created job: id, topic, run_at and
 // state.
-func appendPushed(b []byte, j *core.Job) []byte {
+func appendPushed(b []byte, j *core.Job, replaced bool) []byte {
 	b = append(b, `{"id":`...)
 	b = appendString(b, j.ID)
 	b = append(b, `,"topic":`...)
@@ -112,6 +112,9 @@ func appendPushed(b []byte, j *core.Job) []byte {
 	b = appendTime(b, j.RunAt)
 	b = append(b, `,"state":`...)
 	b = appendString(b, string(j.State))
+	if replaced {
+		b = append(b, `,"replaced":true`...)
+	}
 	return append(b, '}')
 }
 
@@ -148,6 +151,7 @@ type topicView struct {
 	MaxAttempts int          `json:"max_attempts"`
 	Backoff     backoffView  `json:"backoff"`
 	Concurrency int          `json:"concurrency"`
+	UniqueKeys  string       `json:"unique_keys,omitempty"`
 	Configured  bool         `json:"configured"`
 	// Paused is true while the topic's deliveries are paused.
 	Paused bool `json:"paused"`
@@ -200,6 +204,7 @@ func newTopicView(t *core.Topic) topicView {
 			Jitter:  d.Backoff.Jitter,
 		},
 		Concurrency: d.Concurrency,
+		UniqueKeys:  d.UniqueKeys,
 		Configured:  t.Configured,
 		Paused:      t.Paused,
 		Counts:      t.Counts,

@@ -9,7 +9,8 @@ import (
 )
 
 // createJob serves POST /v1/jobs: 201 with the job's id, topic, run_at and
-// state; 409 with the existing job when the id names an unfinished job.
+// state; 409 with the existing job when the id names an unfinished job; 200
+// with "replaced" when the topic's unique keys replaced the key's job.
 func (s *Server) createJob(w http.ResponseWriter, r *http.Request) error {
 	p, err := s.readJobRequest(w, r)
 	if err != nil {
@@ -21,12 +22,21 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) error {
 	if err := s.allowIntake(r, 1); err != nil {
 		return err
 	}
-	job, err := s.engine.Push(r.Context(), p)
+	// PushBatch of one rather than Push: a push to a topic whose unique
+	// keys replace may replace a job, and says so.
+	rs, err := s.engine.PushBatch(r.Context(), &core.PushBatchParams{Jobs: []*core.PushParams{p}})
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Location", jobPath(job.ID))
-	writeRaw(w, http.StatusCreated, appendPushed(nil, job))
+	if rs[0].Err != nil {
+		return rs[0].Err
+	}
+	status := http.StatusCreated
+	if rs[0].Replaced {
+		status = http.StatusOK
+	}
+	w.Header().Set("Location", jobPath(rs[0].Job.ID))
+	writeRaw(w, status, appendPushed(nil, rs[0].Job, rs[0].Replaced))
 	return nil
 }
 
@@ -57,7 +67,7 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request) error {
 		status = http.StatusCreated
 		w.Header().Set("Location", jobPath(job.ID))
 	}
-	writeRaw(w, status, appendPushed(nil, job))
+	writeRaw(w, status, appendPushed(nil, job, replaced))
 	return nil
 }
 
@@ -165,7 +175,7 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) error {
 			b = append(b, '}')
 			continue
 		}
-		b = appendPushed(b, res.Job)
+		b = appendPushed(b, res.Job, res.Replaced)
 	}
 	b = append(b, "]}"...)
 	writeRaw(w, http.StatusOK, b)

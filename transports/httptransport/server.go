@@ -211,6 +211,8 @@ func New(cfg Config) *Server {
 	s.route("POST /v1/topics/{topic}/pause", s.pauseTopic)
 	s.route("POST /v1/topics/{topic}/resume", s.resumeTopic)
 	s.route("GET /v1/topics/{topic}/dead", s.listDead)
+	s.route("GET /v1/topics/{topic}/jobs", s.findJobs)
+	s.route("DELETE /v1/topics/{topic}/jobs", s.cancelByKey)
 	s.route("GET /v1/export", s.exportJobs)
 	s.route("POST /v1/import", s.importJobs)
 	s.route("GET /v1/backup", s.backupArchive)

@@ -11,8 +11,9 @@ import (
 	"github.com/delayq/delayq/transports/wire"
 )
 
-// deadLimitDefault is the dead-job listing's limit when the query has none.
-const deadLimitDefault = 100
+// listLimitDefault is the limit of a job listing (dead jobs, jobs by key)
+// when the query has none.
+const listLimitDefault = 100
 
 // listTopics serves GET /v1/topics: every topic that is configured or has
 // jobs, with counts, sorted by name; for a token restricted to some topics,
@@ -157,18 +158,79 @@ func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) 
 // listDead serves GET /v1/topics/{topic}/dead?limit=100: up to limit dead
 // jobs of the topic, oldest death first, as GET shows jobs.
 func (s *Server) listDead(w http.ResponseWriter, r *http.Request) error {
-	limit := deadLimitDefault
-	if q := r.URL.Query(); q.Has("limit") {
-		n, err := strconv.Atoi(q.Get("limit"))
-		if err != nil {
-			return core.Invalid("limit", "limit must be an integer between 1 and %d", core.DeadLimitMax)
-		}
-		limit = n
+	limit, err := queryLimit(r, core.DeadLimitMax)
+	if err != nil {
+		return err
 	}
 	jobs, err := s.engine.ListDead(r.Context(), &core.ListDeadJobsParams{Topic: r.PathValue("topic"), Limit: limit})
 	if err != nil {
 		return err
 	}
 	writeRaw(w, http.StatusOK, appendJobList(nil, jobs, appendJob))
+	return nil
+}
+
+// queryLimit returns the query's limit, listLimitDefault when it has none;
+// the engine checks its range.
+func queryLimit(r *http.Request, max int) (int, error) {
+	q := r.URL.Query()
+	if !q.Has("limit") {
+		return listLimitDefault, nil
+	}
+	n, err := strconv.Atoi(q.Get("limit"))
+	if err != nil {
+		return 0, core.Invalid("limit", "limit must be an integer between 1 and %d", max)
+	}
+	return n, nil
+}
+
+// findJobs serves GET /v1/topics/{topic}/jobs?key=K&after=ID&limit=100: the
+// topic's jobs with business key K in id order, as GET shows jobs, those
+// after the id ID, up to limit. A full page also says "next_after", the
+// after of the next page.
+func (s *Server) findJobs(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	if !q.Has("key") {
+		return core.Invalid("key", "key is required: /v1/topics/{topic}/jobs?key=...")
+	}
+	limit, err := queryLimit(r, core.FindLimitMax)
+	if err != nil {
+		return err
+	}
+	jobs, err := s.engine.FindJobs(r.Context(), &core.FindJobsParams{
+		Topic: r.PathValue("topic"), Key: q.Get("key"), After: q.Get("after"), Limit: limit})
+	if err != nil {
+		return err
+	}
+	b := appendJobList(nil, jobs, appendJob)
+	if len(jobs) == limit {
+		b = append(b[:len(b)-1], `,"next_after":`...)
+		b = append(appendString(b, jobs[len(jobs)-1].ID), '}')
+	}
+	writeRaw(w, http.StatusOK, b)
+	return nil
+}
+
+// cancelByKeyView is the answer to DELETE /v1/topics/{topic}/jobs?key=K.
+type cancelByKeyView struct {
+	// Cancelled are the ids of the jobs cancelled, in id order.
+	Cancelled []string `json:"cancelled"`
+	// Reserved are the ids of the jobs left because a consumer holds them.
+	Reserved []string `json:"reserved"`
+}
+
+// cancelByKey serves DELETE /v1/topics/{topic}/jobs?key=K: it cancels the
+// topic's unfinished jobs with business key K and answers 200 with the ids
+// it cancelled and those it left because they are reserved.
+func (s *Server) cancelByKey(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	if !q.Has("key") {
+		return core.Invalid("key", "key is required: /v1/topics/{topic}/jobs?key=...")
+	}
+	res, err := s.engine.CancelByKey(r.Context(), r.PathValue("topic"), q.Get("key"))
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, cancelByKeyView{Cancelled: res.Cancelled, Reserved: res.Reserved})
 	return nil
 }
