@@ -1,10 +1,14 @@
 package storetest
 
 import (
+	"encoding/json"
 	"slices"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/core"
@@ -142,4 +146,48 @@ func testImportFindsKeys(t *testing.T, b *testBundle) {
 	}
 	require.Equal(t, allTrue(2), f.importJobs(t, in...))
 	f.requireFound(t, topic, findKey, a, c)
+}
+
+// testCreateRace: creates of one id, from two instances at once, store one
+// job: one create succeeds, every other gets the conflict with the job it
+// made. Unique keys rest on it (core.KeyID): the id stands for the key, so
+// this is what keeps two pushes of a key from both storing a job. The same
+// holds once the job finished and its id is free again.
+func testCreateRace(t *testing.T, b *testBundle) {
+	const topic, racers = "keys.race", 8
+	stores := []core.Store{b.store, b.open(t)}
+	id := core.KeyID(topic, "order-1")
+	for round := range 2 {
+		var (
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			created []string
+		)
+		for i := range racers {
+			wg.Go(func() {
+				j := keyed(topic, "order-1", time.Now().Add(time.Hour))
+				j.ID = id
+				j.Body = json.RawMessage(strconv.Itoa(i))
+				res, err := stores[i%2].PutJobs(b.ctx, &core.PutJobsParams{Jobs: []*core.Job{j}})
+				if !assert.NoError(t, err) || !assert.Len(t, res, 1) {
+					return
+				}
+				if res[0].Err == nil {
+					mu.Lock()
+					created = append(created, string(j.Body))
+					mu.Unlock()
+					return
+				}
+				assert.ErrorIs(t, res[0].Err, core.ErrConflict)
+			})
+		}
+		wg.Wait()
+		require.Len(t, created, 1, "round %d: one create stores the job", round)
+		got := b.get(t, id)
+		require.Equal(t, created[0], string(got.Body), "round %d: the job of the create that won", round)
+		b.requireFound(t, topic, "order-1", got)
+		if round == 0 {
+			require.NoError(t, b.store.CancelJob(b.ctx, id))
+		}
+	}
 }

@@ -91,6 +91,7 @@ var subtests = []subtest{
 	{"Topics", testTopics},
 	{"TopicIsolation", testTopicIsolation},
 	{"FindByKey", testFindByKey},
+	{"CreateRace", testCreateRace},
 	{"Pause", testPause},
 	{"PauseTwoInstances", testPauseTwoInstances},
 	{"TwoInstances", testTwoInstances},
