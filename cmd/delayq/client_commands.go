@@ -187,22 +187,64 @@ func (a *app) getCommand() *cobra.Command {
 	return cmd
 }
 
-// cancelCommand is `delayq cancel ID`.
+// cancelCommand is `delayq cancel ID` or `delayq cancel --key KEY TOPIC`.
 func (a *app) cancelCommand() *cobra.Command {
 	var client clientFlags
+	var key string
 	cmd := &cobra.Command{
-		Use:   "cancel ID",
-		Short: "Cancel a job that is not being delivered",
-		Long:  "Cancel a job that is scheduled, ready or dead. It prints nothing on success.",
-		Args:  cobra.ExactArgs(1),
+		Use:   "cancel ID | cancel --key KEY TOPIC",
+		Short: "Cancel a job, or a topic's jobs with a business key, that are not being delivered",
+		Long: `Cancel a job that is scheduled, ready or dead; it prints nothing on success.
+With --key, cancel every such job of TOPIC with that business key, and print
+the ids cancelled and those left because they are being delivered.`,
+		Example: `  delayq cancel 01JD6Y3TQ9V9ZK0M4XJ3R2B7QF
+  delayq cancel --key order-42 orders.close`,
+		Args: cobra.ExactArgs(1),
 		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
-			answer, err := c.do(ctx, http.MethodDelete, "/v1/jobs/"+url.PathEscape(args[0]), nil)
+			path := "/v1/jobs/" + url.PathEscape(args[0])
+			if cmd.Flags().Changed("key") {
+				path = "/v1/topics/" + url.PathEscape(args[0]) + "/jobs?key=" + url.QueryEscape(key)
+			}
+			answer, err := c.do(ctx, http.MethodDelete, path, nil)
 			if err != nil {
 				return err
 			}
 			return printJSON(cmd.OutOrStdout(), answer)
 		}),
 	}
+	cmd.Flags().StringVar(&key, "key", "", "cancel the jobs of the topic TOPIC with this business key")
+	addClientFlags(cmd.Flags(), &client)
+	return cmd
+}
+
+// findCommand is `delayq find TOPIC KEY`.
+func (a *app) findCommand() *cobra.Command {
+	var client clientFlags
+	var after string
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "find TOPIC KEY",
+		Short: "List a topic's jobs with a business key",
+		Long: `List the jobs of TOPIC with business key KEY, in every state (finished ones
+while they are kept), in id order, a page of --limit at a time. A full page
+ends with "next_after": pass it as --after for the next page.`,
+		Example: `  delayq find orders.close order-42
+  delayq find orders.close order-42 --limit 10 --after 01JD6Y3TQ9V9ZK0M4XJ3R2B7QF`,
+		Args: cobra.ExactArgs(2),
+		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
+			q := url.Values{"key": {args[1]}, "limit": {strconv.Itoa(limit)}}
+			if after != "" {
+				q.Set("after", after)
+			}
+			answer, err := c.do(ctx, http.MethodGet, "/v1/topics/"+url.PathEscape(args[0])+"/jobs?"+q.Encode(), nil)
+			if err != nil {
+				return err
+			}
+			return printJSON(cmd.OutOrStdout(), answer)
+		}),
+	}
+	cmd.Flags().StringVar(&after, "after", "", "start after this job id (the next_after of the previous page)")
+	cmd.Flags().IntVar(&limit, "limit", 100, "the most jobs listed, 1 to 1000")
 	addClientFlags(cmd.Flags(), &client)
 	return cmd
 }

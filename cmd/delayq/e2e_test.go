@@ -163,6 +163,65 @@ func TestE2EServe(t *testing.T) {
 		require.Equal(t, slices.Concat(want[0], want[1], want[2]), got)
 	})
 
+	t.Run("BusinessKeysOverHTTP", func(t *testing.T) {
+		t.Parallel()
+		api := newCaller(t, srv.HTTPURL)
+		type job struct {
+			ID       string `json:"id"`
+			Key      string `json:"key"`
+			State    string `json:"state"`
+			Replaced bool   `json:"replaced"`
+		}
+		type page struct {
+			Jobs      []job  `json:"jobs"`
+			NextAfter string `json:"next_after"`
+		}
+		// Jobs found by key, a page at a time; cancelled by key but the
+		// one being delivered.
+		var ids []string
+		for i := range 4 {
+			var j job
+			api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.keys", "key": "order 42", "body": i,
+				"delay": []string{"0s", "1h", "1h", "1h"}[i]}, http.StatusCreated, &j)
+			ids = append(ids, j.ID)
+		}
+		api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.keys", "key": "order 43"}, http.StatusCreated, nil)
+		claimed := api.claim("e2e.keys", 1, 5*time.Second)
+		require.Len(t, claimed, 1)
+		require.Equal(t, ids[0], claimed[0].ID)
+		var p page
+		api.callJSON(http.MethodGet, "/v1/topics/e2e.keys/jobs?key=order+42&limit=3", nil, http.StatusOK, &p)
+		require.Len(t, p.Jobs, 3)
+		require.Equal(t, "reserved", p.Jobs[0].State)
+		require.Equal(t, ids[2], p.NextAfter)
+		code, stdout, stderr := runCLI(t, "find", "e2e.keys", "order 42", "--after", p.NextAfter, "--server", srv.HTTPURL)
+		require.Equal(t, 0, code, stderr)
+		require.NoError(t, json.Unmarshal([]byte(stdout), &p))
+		require.Equal(t, []job{{ID: ids[3], Key: "order 42", State: "scheduled"}}, p.Jobs)
+		code, stdout, stderr = runCLI(t, "cancel", "--key", "order 42", "e2e.keys", "--server", srv.HTTPURL)
+		require.Equal(t, 0, code, stderr)
+		require.JSONEq(t, `{"cancelled": ["`+strings.Join(ids[1:], `","`)+`"], "reserved": ["`+ids[0]+`"]}`, stdout)
+		api.callJSON(http.MethodGet, "/v1/topics/e2e.keys/jobs?key=order+43", nil, http.StatusOK, &p)
+		require.Len(t, p.Jobs, 1)
+		require.Equal(t, "ready", p.Jobs[0].State, "another key's job stays")
+		code, _, stderr = runCLI(t, "find", "e2e.keys", "order 42", "--limit", "0", "--server", srv.HTTPURL)
+		require.NotEqual(t, 0, code)
+		require.Contains(t, stderr, "limit")
+
+		// Unique keys: the second push of a key conflicts, or replaces.
+		api.callJSON(http.MethodPut, "/v1/topics/e2e.unique", map[string]any{"unique_keys": "reject"}, http.StatusOK, nil)
+		var first, second job
+		api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.unique", "key": "order 42", "delay": "1h"}, http.StatusCreated, &first)
+		status, answer := api.call(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.unique", "key": "order 42"})
+		require.Equal(t, http.StatusConflict, status, "%s", answer)
+		require.Contains(t, string(answer), first.ID)
+		api.callJSON(http.MethodPut, "/v1/topics/e2e.unique", map[string]any{"unique_keys": "replace"}, http.StatusOK, nil)
+		api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.unique", "key": "order 42", "body": "new"}, http.StatusOK, &second)
+		require.Equal(t, job{ID: first.ID, State: "ready", Replaced: true}, second)
+		api.callJSON(http.MethodGet, "/v1/topics/e2e.unique/jobs?key=order+42", nil, http.StatusOK, &p)
+		require.Len(t, p.Jobs, 1, "one job for the key")
+	})
+
 	t.Run("PauseResumeOverHTTP", func(t *testing.T) {
 		t.Parallel()
 		calls := make(chan webhookCall, 16)
