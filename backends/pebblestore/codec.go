@@ -25,6 +25,9 @@ const (
 	// sizeKey holds the unfinished jobs and their id bytes at the last
 	// Close: the next Open sizes its index by it without counting.
 	sizeKey = "s"
+	// keysIndexedKey marks a database whose jobs' business keys are all in
+	// k keys (Store.indexKeys).
+	keysIndexedKey = "K"
 )
 
 // metaVersion and recordVersion lead their values, so that a later format

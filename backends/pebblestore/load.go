@@ -128,6 +128,9 @@ func (s *Store) load() error {
 	if err := s.write(b, pebble.Sync)(); err != nil {
 		return err
 	}
+	if err := s.indexKeys(); err != nil {
+		return err
+	}
 	return s.scan(prefixCount, func(k, v []byte) error {
 		rest := k[1:]
 		sep := bytes.IndexByte(rest, 0)
@@ -148,6 +151,57 @@ func (s *Store) load() error {
 		c[finishedIndex(codeStates[rest[sep+1]])] = n
 		return nil
 	})
+}
+
+// indexKeys writes the k keys of the jobs a database holds from before
+// the index of business keys, once: its first Open by a version with the
+// index reads every job's record and state, then marks the database
+// (keysIndexedKey), which a new database gets at once.
+func (s *Store) indexKeys() error {
+	if done, err := s.get([]byte(keysIndexedKey)); err != nil || done != nil {
+		return err
+	}
+	b := s.db.NewBatch()
+	n := 0
+	err := s.scan(prefixRecord, func(k, v []byte) error {
+		r, err := decodeRecord(v)
+		if err != nil {
+			return fmt.Errorf("pebblestore: job %q: %w", k[1:], err)
+		}
+		if r.key == "" {
+			return nil
+		}
+		id := string(k[1:])
+		raw, err := s.get(idKey(prefixMeta, id))
+		if err == nil && raw == nil {
+			raw, err = s.get(idKey(prefixFinished, id))
+		}
+		if err != nil || raw == nil {
+			return err
+		}
+		m, err := decodeMeta(raw)
+		if err != nil {
+			return fmt.Errorf("pebblestore: job %q: %w", id, err)
+		}
+		_ = b.Set(keyIndexKey(m.topic, r.key, id), nil, nil)
+		n++
+		if b.Len() >= 4<<20 {
+			if err := s.write(b, pebble.NoSync)(); err != nil {
+				return err
+			}
+			b = s.db.NewBatch()
+		}
+		return nil
+	})
+	if err != nil {
+		_ = b.Close()
+		return err
+	}
+	_ = b.Set([]byte(keysIndexedKey), nil, nil)
+	if n > 0 {
+		s.log.Info("pebblestore: indexed the business keys of jobs stored by an earlier version", "jobs", n)
+	}
+	return s.write(b, pebble.Sync)()
 }
 
 // sizeHint returns the unfinished jobs and their id bytes as the last

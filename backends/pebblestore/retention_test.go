@@ -2,9 +2,11 @@ package pebblestore
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/core"
@@ -302,4 +304,43 @@ func TestKeyIndexFollowsJobs(t *testing.T) {
 	clock.Advance(retention + time.Second)
 	require.NoError(t, s.prune(s.now()))
 	require.Equal(t, []string{string(keyIndexKey(topic, "d", reused.ID))}, indexed())
+}
+
+// TestKeysIndexedAtFirstOpen: a database from before the index of business
+// keys (no k keys, no mark) gets the k keys of its jobs, unfinished and
+// finished, at its next Open.
+func TestKeysIndexedAtFirstOpen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(Config{Dir: dir})
+	require.NoError(t, err)
+	waiting, done := storetest.NewJob("keys.old", time.Now().Add(time.Hour)), storetest.DueJob("keys.old")
+	waiting.Key, done.Key = "order:1", "order:1"
+	storetest.Put(t, ctx, s, waiting, done, storetest.NewJob("keys.old", time.Now().Add(time.Hour)))
+	claimed, err := s.ClaimJobs(ctx, &core.ClaimJobsParams{Topic: "keys.old", Max: 1})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	_, err = s.AckJob(ctx, &core.AckJobParams{ID: done.ID, Lease: claimed[0].Lease})
+	require.NoError(t, err)
+	// As an earlier version left it.
+	b := s.db.NewBatch()
+	require.NoError(t, s.scan(prefixKey, func(k, _ []byte) error { return b.Delete(slices.Clone(k), nil) }))
+	require.NoError(t, b.Delete([]byte(keysIndexedKey), nil))
+	require.NoError(t, b.Commit(pebble.Sync))
+	got, err := s.FindJobs(ctx, &core.FindJobsParams{Topic: "keys.old", Key: "order:1", Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, got)
+	require.NoError(t, s.Close())
+
+	s, err = Open(Config{Dir: dir})
+	require.NoError(t, err)
+	defer func() { _ = s.Close() }()
+	got, err = s.FindJobs(ctx, &core.FindJobsParams{Topic: "keys.old", Key: "order:1", Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	require.ElementsMatch(t, []string{waiting.ID, done.ID}, []string{got[0].ID, got[1].ID})
+	mark, err := s.get([]byte(keysIndexedKey))
+	require.NoError(t, err)
+	require.NotNil(t, mark)
 }
