@@ -96,7 +96,8 @@ type Store interface {
 	RequeueJob(ctx context.Context, id string) error
 
 	// ListDeadJobs returns up to params.Limit dead jobs of a topic, oldest
-	// death first. Errors: ErrInvalidArgument when Limit < 1.
+	// death first, those that died at or after params.Since when it is set.
+	// Errors: ErrInvalidArgument when Limit < 1.
 	ListDeadJobs(ctx context.Context, params *ListDeadJobsParams) ([]*Job, error)
 
 	// FindJobs returns the jobs of params.Topic whose business key is
@@ -284,4 +285,7 @@ type ListDeadJobsParams struct {
 	Topic string
 	// Limit bounds the answer, at least 1.
 	Limit int
+	// Since, when set, leaves out the jobs that died before it (their
+	// UpdatedAt), so that a reader can follow the deaths as they come.
+	Since time.Time
 }

@@ -419,7 +419,9 @@ func (s *Store) ListDeadJobs(_ context.Context, params *core.ListDeadJobsParams)
 	}
 	s.promote(tp, now)
 	for el := tp.dead.Front(); el != nil && len(jobs) < params.Limit; el = el.Next() {
-		jobs = append(jobs, el.Value.(*entry).job.Clone())
+		if j := el.Value.(*entry).job; !j.UpdatedAt.Before(params.Since) {
+			jobs = append(jobs, j.Clone())
+		}
 	}
 	s.changed(tp, now)
 	return jobs, nil

@@ -316,9 +316,12 @@ func (s *Store) ListDeadJobs(ctx context.Context, params *core.ListDeadJobsParam
 			return err
 		}
 		if m != nil && m.kind == kindDead && m.job.Topic == params.Topic {
-			mu.Lock()
-			jobs[i] = m.view(s.now()) // a lease schedule fired into dead is still reserved
-			mu.Unlock()
+			v := m.view(s.now()) // a lease schedule fired into dead is still reserved
+			if !v.UpdatedAt.Before(params.Since) {
+				mu.Lock()
+				jobs[i] = v
+				mu.Unlock()
+			}
 		}
 		return nil
 	})

@@ -1137,16 +1137,19 @@ func (s *Store) ListDeadJobs(_ context.Context, params *core.ListDeadJobsParams)
 	if s.isClosed() {
 		return nil, core.ErrClosed
 	}
-	lower := deadPrefix(params.Topic)
-	upper := append(lower[:len(lower)-1:len(lower)-1], 1)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	prefix := deadPrefix(params.Topic)
+	lower := prefix
+	if !params.Since.IsZero() {
+		lower = deadKey(params.Topic, params.Since, "")
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(prefix)})
 	if err != nil {
 		return nil, wrap(err)
 	}
 	defer it.Close()
 	jobs := []*core.Job{}
 	for ok := it.First(); ok && len(jobs) < params.Limit; ok = it.Next() {
-		id := string(it.Key()[len(lower)+8:])
+		id := string(it.Key()[len(prefix)+8:])
 		j, err := s.read(id, false)
 		if errors.Is(err, core.ErrNotFound) {
 			continue // requeued or cancelled since the iterator began

@@ -323,8 +323,14 @@ func (s *Store) ListDeadJobs(ctx context.Context, params *core.ListDeadJobsParam
 	}
 	pipe := s.rdb.Pipeline()
 	heads := make([]*redis.ZSliceCmd, s.cfg.Shards)
+	// Dead sets are scored by time of death in µs.
+	since := "-inf"
+	if !params.Since.IsZero() {
+		since = strconv.FormatInt(params.Since.UnixMicro(), 10)
+	}
 	for n := range heads {
-		heads[n] = pipe.ZRangeWithScores(ctx, s.keys.dead(n, params.Topic), 0, int64(params.Limit-1))
+		heads[n] = pipe.ZRangeByScoreWithScores(ctx, s.keys.dead(n, params.Topic),
+			&redis.ZRangeBy{Min: since, Max: "+inf", Count: int64(params.Limit)})
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, unavailable("list dead jobs", err)

@@ -384,3 +384,29 @@ func testAckBatch(t *testing.T, b *testBundle) {
 	require.NoError(t, err)
 	require.Empty(t, res, "no acks, no results")
 }
+
+// testDeadSince: ListDeadJobs with Since lists the deaths at or after it,
+// oldest first, so that a reader follows deaths as they come.
+func testDeadSince(t *testing.T, b *testBundle) {
+	const topic = "dead.since"
+	b.put(t, DueJob(topic), DueJob(topic), DueJob(topic))
+	claimed := claimUntil(t, b.ctx, b.store, topic, 3, 3, dueWait)
+	require.Len(t, claimed, 3)
+	var died []*core.Job
+	for _, c := range claimed {
+		require.NoError(t, settleErr(b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: c.Lease, Error: "boom"})))
+		died = append(died, b.requireState(t, c.ID, core.StateDead))
+		b.pass(t, 20*time.Millisecond)
+	}
+	since := func(at time.Time, limit int) []string {
+		t.Helper()
+		jobs, err := b.store.ListDeadJobs(b.ctx, &core.ListDeadJobsParams{Topic: topic, Limit: limit, Since: at})
+		require.NoError(t, err)
+		return ids(jobs)
+	}
+	require.Equal(t, ids(died), since(time.Time{}, 10))
+	require.Equal(t, ids(died[1:]), since(died[1].UpdatedAt, 10), "at or after Since")
+	require.Equal(t, ids(died[1:2]), since(died[1].UpdatedAt, 1), "Limit")
+	require.Equal(t, ids(died[2:]), since(died[1].UpdatedAt.Add(time.Millisecond), 10))
+	require.Empty(t, since(died[2].UpdatedAt.Add(time.Millisecond), 10))
+}

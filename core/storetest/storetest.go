@@ -81,6 +81,7 @@ var subtests = []subtest{
 	{"TouchExtendsLease", testTouchExtendsLease},
 	{"Retry", testRetry},
 	{"BuryAndDeadList", testBuryAndDeadList},
+	{"DeadSince", testDeadSince},
 	{"SettleResult", testSettleResult},
 	{"AckBatch", testAckBatch},
 	{"LeaseExpiryLastAttempt", testLeaseExpiryLastAttempt},
