@@ -282,19 +282,32 @@ func (s *Store) subjects(ctx context.Context, filter string, offset int) (map[st
 	return resp.State.Subjects, resp.Total, nil
 }
 
-// ListDeadJobs implements core.Store: the dead messages name the jobs, and
-// those still their jobs' last message give the order of death. Errors: ErrInvalidArgument when
-// params.Limit < 1, ErrClosed, ErrUnavailable.
-func (s *Store) ListDeadJobs(ctx context.Context, params *core.ListDeadJobsParams) ([]*core.Job, error) {
-	if params == nil || params.Limit < 1 {
-		return nil, core.Invalid("limit", "limit must be at least 1")
-	}
-	if s.isClosed() {
-		return nil, core.ErrClosed
-	}
+// deadIDs returns the ids of the dead messages of topic: all of them, or
+// with since those stored from a minute before it on, read in stream
+// order from there rather than every dead job of the topic. A death is
+// stored after it happened (a lease fires into dead at its expiry or
+// later), and the minute covers clocks apart; the server stamps messages
+// on the real clock, so a store clock ahead of it reads from the real
+// time instead.
+func (s *Store) deadIDs(ctx context.Context, topic string, since time.Time) ([]string, error) {
 	var ids []string
+	filter := s.names.kindFilter(kindDead, topic)
+	if !since.IsZero() {
+		seen := make(map[string]struct{})
+		from := minTime(since, time.Now()).Add(-time.Minute)
+		err := scan(ctx, s.nc, s.names.stream, filter, from, func(msg *nats.Msg, _ uint64) (bool, error) {
+			if _, id, _, ok := s.names.parse(msg.Subject); ok {
+				if _, dup := seen[id]; !dup {
+					seen[id] = struct{}{}
+					ids = append(ids, id)
+				}
+			}
+			return true, nil
+		})
+		return ids, err
+	}
 	for offset := 0; ; {
-		page, total, err := s.subjects(ctx, s.names.kindFilter(kindDead, params.Topic), offset)
+		page, total, err := s.subjects(ctx, filter, offset)
 		if err != nil {
 			return nil, err
 		}
@@ -305,12 +318,35 @@ func (s *Store) ListDeadJobs(ctx context.Context, params *core.ListDeadJobsParam
 		}
 		offset += len(page)
 		if len(page) == 0 || offset >= total {
-			break
+			return ids, nil
 		}
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// ListDeadJobs implements core.Store: the dead messages name the jobs, and
+// those still their jobs' last message give the order of death. Errors: ErrInvalidArgument when
+// params.Limit < 1, ErrClosed, ErrUnavailable.
+func (s *Store) ListDeadJobs(ctx context.Context, params *core.ListDeadJobsParams) ([]*core.Job, error) {
+	if params == nil || params.Limit < 1 {
+		return nil, core.Invalid("limit", "limit must be at least 1")
+	}
+	if s.isClosed() {
+		return nil, core.ErrClosed
+	}
+	ids, err := s.deadIDs(ctx, params.Topic, params.Since)
+	if err != nil {
+		return nil, err
 	}
 	jobs := make([]*core.Job, len(ids))
 	var mu sync.Mutex
-	err := s.each(ctx, len(ids), func(i int) error {
+	err = s.each(ctx, len(ids), func(i int) error {
 		m, err := s.load(ctx, ids[i])
 		if err != nil {
 			return err
