@@ -106,6 +106,7 @@ func (e *Engine) refreshLoop(ctx context.Context) {
 		if err := e.refreshTopics(ctx); err != nil && ctx.Err() == nil {
 			e.log.Warn("engine: topic refresh failed", "err", err)
 		}
+		e.tellDeaths(ctx)
 	}
 }
 

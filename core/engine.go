@@ -77,6 +77,9 @@ type Engine struct {
 	deliverCtx       context.Context
 	cancelDeliveries context.CancelFunc
 	kick             chan struct{}
+
+	// notices is the refresh loop's own: dead-letter notices told.
+	notices notices
 }
 
 // NewEngine returns an engine; Start runs its dispatchers.

@@ -53,11 +53,15 @@ func KeyID(topic, key string) string {
 
 // IsKeyID reports whether id has the form of a KeyID, which clients may not
 // choose for other jobs.
-func IsKeyID(id string) bool {
-	if len(id) != len(keyIDPrefix)+keyIDHexLen || id[:len(keyIDPrefix)] != keyIDPrefix {
+func IsKeyID(id string) bool { return isDerivedID(id, keyIDPrefix) }
+
+// isDerivedID reports whether id is prefix and keyIDHexLen lowercase hex
+// digits: the form of the ids the engine derives (KeyID, NoticeID).
+func isDerivedID(id, prefix string) bool {
+	if len(id) != len(prefix)+keyIDHexLen || id[:len(prefix)] != prefix {
 		return false
 	}
-	for i := len(keyIDPrefix); i < len(id); i++ {
+	for i := len(prefix); i < len(id); i++ {
 		if c := id[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
 			return false
 		}

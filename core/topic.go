@@ -46,6 +46,10 @@ type Topic struct {
 	// (UniqueKeysReject) or replaces the job (UniqueKeysReplace). Empty:
 	// keys are not unique.
 	UniqueKeys string `json:"unique_keys,omitempty"`
+	// OnDead names the topic that gets a dead-letter notice (a job whose
+	// body is a DeadNotice) for each of this topic's jobs that goes dead;
+	// its delivery decides how the notice goes out. Empty: none.
+	OnDead string `json:"on_dead,omitempty"`
 	// Configured is false for a topic that has jobs but was never set.
 	Configured bool `json:"configured"`
 	// Paused is true while the topic's deliveries are paused
@@ -208,6 +212,14 @@ func (t *Topic) Validate() error {
 	if t.MaxAttempts != 0 {
 		if err := ValidateMaxAttempts("max_attempts", t.MaxAttempts); err != nil {
 			return err
+		}
+	}
+	if t.OnDead != "" {
+		if err := ValidateTopicName(t.OnDead); err != nil {
+			return Invalid("on_dead", "on_dead: %s", err)
+		}
+		if t.OnDead == t.Name {
+			return Invalid("on_dead", "on_dead must name another topic: a notice of a notice is never sent")
 		}
 	}
 	switch t.UniqueKeys {

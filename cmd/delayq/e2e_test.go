@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/backends/redisstore/redistest"
+	"github.com/delayq/delayq/transports/webhook"
 )
 
 // serveArgs are the serve flags of a server of backend (local or
@@ -220,6 +221,91 @@ func TestE2EServe(t *testing.T) {
 		require.Equal(t, job{ID: first.ID, State: "ready", Replaced: true}, second)
 		api.callJSON(http.MethodGet, "/v1/topics/e2e.unique/jobs?key=order+42", nil, http.StatusOK, &p)
 		require.Len(t, p.Jobs, 1, "one job for the key")
+	})
+
+	t.Run("DeadLetterNoticeOverHTTP", func(t *testing.T) {
+		t.Parallel()
+		const secret = "notice-secret"
+		notices := make(chan []byte, 4)
+		// The job's endpoint fails; the notices' endpoint checks the
+		// signature a webhook topic with a secret gives every request.
+		failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusInternalServerError)
+		}))
+		t.Cleanup(failing.Close)
+		receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			if err := webhook.Verify(secret, r.Header.Get(webhook.SignatureHeader), body, time.Now(), time.Minute); err != nil {
+				http.Error(w, err.Error(), http.StatusUnauthorized)
+				return
+			}
+			notices <- body
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		t.Cleanup(receiver.Close)
+		api := newCaller(t, srv.HTTPURL)
+		api.callJSON(http.MethodPut, "/v1/topics/e2e.dl.notices", map[string]any{
+			"delivery": map[string]any{"type": "webhook", "url": receiver.URL, "secret": secret}}, http.StatusOK, nil)
+		var topic struct {
+			OnDead string `json:"on_dead"`
+		}
+		api.callJSON(http.MethodPut, "/v1/topics/e2e.dl", map[string]any{"max_attempts": 1, "on_dead": "e2e.dl.notices",
+			"delivery": map[string]any{"type": "webhook", "url": failing.URL}}, http.StatusOK, &topic)
+		require.Equal(t, "e2e.dl.notices", topic.OnDead)
+		var pushed struct {
+			ID string `json:"id"`
+		}
+		api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.dl", "key": "order 42", "body": map[string]any{"n": 1}},
+			http.StatusCreated, &pushed)
+
+		select {
+		case body := <-notices:
+			var n struct {
+				Type string `json:"type"`
+				Job  struct {
+					ID          string          `json:"id"`
+					Topic       string          `json:"topic"`
+					Key         string          `json:"key"`
+					Body        json.RawMessage `json:"body"`
+					Attempt     int             `json:"attempt"`
+					MaxAttempts int             `json:"max_attempts"`
+					LastError   string          `json:"last_error"`
+					DiedAt      time.Time       `json:"died_at"`
+				} `json:"job"`
+			}
+			// The notice is the body of a job of the notice topic, which
+			// its webhook posts as it posts every job.
+			var envelope struct {
+				ID    string          `json:"id"`
+				Topic string          `json:"topic"`
+				Body  json.RawMessage `json:"body"`
+			}
+			require.NoError(t, json.Unmarshal(body, &envelope), "%s", body)
+			require.Equal(t, "e2e.dl.notices", envelope.Topic)
+			require.NoError(t, json.Unmarshal(envelope.Body, &n), "%s", body)
+			require.Equal(t, "job.dead", n.Type)
+			require.Equal(t, pushed.ID, n.Job.ID)
+			require.Equal(t, "e2e.dl", n.Job.Topic)
+			require.Equal(t, "order 42", n.Job.Key)
+			require.JSONEq(t, `{"n": 1}`, string(n.Job.Body))
+			require.Equal(t, 1, n.Job.Attempt)
+			require.Equal(t, 1, n.Job.MaxAttempts)
+			require.Equal(t, "status 500", n.Job.LastError)
+			var job struct {
+				State     string    `json:"state"`
+				UpdatedAt time.Time `json:"updated_at"`
+			}
+			api.callJSON(http.MethodGet, "/v1/jobs/"+pushed.ID, nil, http.StatusOK, &job)
+			require.Equal(t, "dead", job.State)
+			require.True(t, job.UpdatedAt.Equal(n.Job.DiedAt), "died_at %s, the job's updated_at %s", n.Job.DiedAt, job.UpdatedAt)
+		case <-time.After(20 * time.Second):
+			t.Fatal("no dead-letter notice within 20s")
+		}
+		select {
+		case body := <-notices:
+			t.Fatalf("a second notice: %s", body)
+		case <-time.After(3 * time.Second): // more than a round of the engine's refresh (2s)
+		}
 	})
 
 	t.Run("PauseResumeOverHTTP", func(t *testing.T) {

@@ -396,3 +396,24 @@ func TestAuthErrorBodyNeedsUnrestrictedAdmin(t *testing.T) {
 	requireStatus(t, res, http.StatusOK)
 	require.Equal(t, true, res.object(t)["delivery"].(map[string]any)["error_body"])
 }
+
+// TestAuthOnDeadTopic checks that a topic-restricted admin may name as
+// on_dead only a topic it may use: the notices are jobs of that topic.
+func TestAuthOnDeadTopic(t *testing.T) {
+	t.Parallel()
+	tokens := adminTokens(t)
+	b := setup(t, func(c *setupConfig) { c.tokens = tokens })
+	put := func(secret, onDead string) *response {
+		return b.do(t, http.MethodPut, "/v1/topics/orders.a", map[string]any{"on_dead": onDead}, bearer(secret)...)
+	}
+	res := put(ordersAdmin, "orders.dead")
+	requireStatus(t, res, http.StatusOK)
+	require.Equal(t, "orders.dead", res.object(t)["on_dead"])
+	m := requireError(t, put(ordersAdmin, "mail.dead"), http.StatusForbidden, "permission_denied", "")
+	require.NotContains(t, m["error"].(map[string]any)["message"], "mail", "the message names no other topic")
+	topic, err := b.store.GetTopic(t.Context(), "orders.a")
+	require.NoError(t, err)
+	require.Equal(t, "orders.dead", topic.OnDead, "the refused put changed nothing")
+	requireStatus(t, put(adminSecret, "mail.dead"), http.StatusOK)
+	requireError(t, put(adminSecret, "orders.a"), http.StatusBadRequest, "invalid_argument", "on_dead")
+}

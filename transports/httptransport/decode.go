@@ -395,6 +395,7 @@ type topicRequest struct {
 	Backoff     json.RawMessage `json:"backoff"`
 	Concurrency int             `json:"concurrency"`
 	UniqueKeys  string          `json:"unique_keys"`
+	OnDead      string          `json:"on_dead"`
 }
 
 type deliveryRequest struct {
@@ -439,7 +440,8 @@ func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
 	if req.Name != "" && req.Name != name {
 		return nil, core.Invalid("name", "name %q does not match the topic of the path %q", req.Name, name)
 	}
-	t := &core.Topic{Name: name, MaxAttempts: req.MaxAttempts, Concurrency: req.Concurrency, UniqueKeys: req.UniqueKeys}
+	t := &core.Topic{Name: name, MaxAttempts: req.MaxAttempts, Concurrency: req.Concurrency,
+		UniqueKeys: req.UniqueKeys, OnDead: req.OnDead}
 	var err error
 	if t.TTR, _, err = parseDuration("ttr", req.TTR); err != nil {
 		return nil, err

@@ -152,6 +152,7 @@ type topicView struct {
 	Backoff     backoffView  `json:"backoff"`
 	Concurrency int          `json:"concurrency"`
 	UniqueKeys  string       `json:"unique_keys,omitempty"`
+	OnDead      string       `json:"on_dead,omitempty"`
 	Configured  bool         `json:"configured"`
 	// Paused is true while the topic's deliveries are paused.
 	Paused bool `json:"paused"`
@@ -205,6 +206,7 @@ func newTopicView(t *core.Topic) topicView {
 		},
 		Concurrency: d.Concurrency,
 		UniqueKeys:  d.UniqueKeys,
+		OnDead:      d.OnDead,
 		Configured:  t.Configured,
 		Paused:      t.Paused,
 		Counts:      t.Counts,

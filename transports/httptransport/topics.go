@@ -84,13 +84,19 @@ func (s *Server) putTopic(w http.ResponseWriter, r *http.Request) error {
 // (which would show it the answers of whatever service its webhook names),
 // or names a NATS delivery.subject that is neither delayq.deliver.<topic>
 // of a topic the token may use nor matched by Config.NATSDeliverySubjects.
-// Other tokens pass. The messages name no subject or topic, so that a
-// refusal tells nothing of what others configured. Subjects delayq keeps
-// for itself are refused to every token by the NATS deliverer.
+// It also refuses an on_dead topic the token may not use, where the
+// topic's notices would put jobs. Other tokens pass. The messages name no
+// subject or topic, so that a refusal tells nothing of what others
+// configured. Subjects delayq keeps for itself are refused to every token
+// by the NATS deliverer.
 func (s *Server) allowDelivery(r *http.Request, t *core.Topic) error {
 	id := identityFrom(r.Context())
 	if id == nil || !id.Restricted() {
 		return nil
+	}
+	if t.OnDead != "" && !id.AllowsTopic(t.OnDead) {
+		s.log.Info("httptransport: permission denied", "token", id.Name, "method", r.Method, "path", r.URL.Path, "on_dead", t.OnDead)
+		return wire.WithMessage(fmt.Sprintf("token %q may name as on_dead only a topic it may use", id.Name), wire.ErrPermissionDenied)
 	}
 	if t.Delivery.ErrorBody {
 		s.log.Info("httptransport: permission denied", "token", id.Name, "method", r.Method, "path", r.URL.Path, "delivery.error_body", true)
