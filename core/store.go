@@ -195,6 +195,29 @@ func CheckFind(params *FindJobsParams) error {
 	return nil
 }
 
+// FindPage answers FindJobs for a store whose key index may name jobs that
+// moved or expired since it was read: ids, the index's ids after
+// params.After in order, are read through read (a job per id, nil for one
+// gone) a few more than the page needs at a time, until params.Limit jobs
+// that still have params.Topic and params.Key are found.
+func FindPage(ids []string, params *FindJobsParams, read func(ids []string) ([]*Job, error)) ([]*Job, error) {
+	jobs := []*Job{}
+	for len(ids) > 0 && len(jobs) < params.Limit {
+		page := ids[:min(len(ids), params.Limit-len(jobs)+8)]
+		ids = ids[len(page):]
+		got, err := read(page)
+		if err != nil {
+			return nil, err
+		}
+		for _, j := range got {
+			if j != nil && j.Topic == params.Topic && j.Key == params.Key && len(jobs) < params.Limit {
+				jobs = append(jobs, j)
+			}
+		}
+	}
+	return jobs, nil
+}
+
 // PutResult is the outcome of one job of PutJobs.
 type PutResult struct {
 	// Err is nil on success, else a *ConflictError.

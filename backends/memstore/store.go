@@ -405,26 +405,15 @@ func (s *Store) ListDeadJobs(_ context.Context, params *core.ListDeadJobsParams)
 	if params == nil || params.Limit < 1 {
 		return nil, core.Invalid("limit", "limit must be at least 1")
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, core.ErrClosed
-	}
-	now := s.now()
-	s.prune(now)
-	jobs := []*core.Job{}
-	tp := s.topics[params.Topic]
-	if tp == nil {
-		return jobs, nil
-	}
-	s.promote(tp, now)
-	for el := tp.dead.Front(); el != nil && len(jobs) < params.Limit; el = el.Next() {
-		if j := el.Value.(*entry).job; !j.UpdatedAt.Before(params.Since) {
-			jobs = append(jobs, j.Clone())
+	return s.listTopic(params.Topic, func(tp *topic) []*core.Job {
+		jobs := []*core.Job{}
+		for el := tp.dead.Front(); el != nil && len(jobs) < params.Limit; el = el.Next() {
+			if j := el.Value.(*entry).job; !j.UpdatedAt.Before(params.Since) {
+				jobs = append(jobs, j.Clone())
+			}
 		}
-	}
-	s.changed(tp, now)
-	return jobs, nil
+		return jobs
+	})
 }
 
 // FindJobs implements core.Store. Errors: ErrInvalidArgument, ErrClosed.
@@ -432,6 +421,25 @@ func (s *Store) FindJobs(_ context.Context, params *core.FindJobsParams) ([]*cor
 	if err := core.CheckFind(params); err != nil {
 		return nil, err
 	}
+	return s.listTopic(params.Topic, func(tp *topic) []*core.Job {
+		jobs := []*core.Job{}
+		for e := range tp.keys[params.Key] {
+			if e.job.ID > params.After {
+				jobs = append(jobs, e.job)
+			}
+		}
+		slices.SortFunc(jobs, func(a, b *core.Job) int { return strings.Compare(a.ID, b.ID) })
+		jobs = jobs[:min(len(jobs), params.Limit)]
+		for i, j := range jobs {
+			jobs[i] = j.Clone()
+		}
+		return jobs
+	})
+}
+
+// listTopic returns what list collects of topic name's jobs, as of now,
+// under the lock: an empty slice for a topic the store does not know.
+func (s *Store) listTopic(name string, list func(tp *topic) []*core.Job) ([]*core.Job, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -439,24 +447,13 @@ func (s *Store) FindJobs(_ context.Context, params *core.FindJobsParams) ([]*cor
 	}
 	now := s.now()
 	s.prune(now)
-	jobs := []*core.Job{}
-	tp := s.topics[params.Topic]
+	tp := s.topics[name]
 	if tp == nil {
-		return jobs, nil
+		return []*core.Job{}, nil
 	}
 	s.promote(tp, now)
 	defer s.changed(tp, now)
-	for e := range tp.keys[params.Key] {
-		if e.job.ID > params.After {
-			jobs = append(jobs, e.job)
-		}
-	}
-	slices.SortFunc(jobs, func(a, b *core.Job) int { return strings.Compare(a.ID, b.ID) })
-	jobs = jobs[:min(len(jobs), params.Limit)]
-	for i, j := range jobs {
-		jobs[i] = j.Clone()
-	}
-	return jobs, nil
+	return list(tp), nil
 }
 
 // PutTopic implements core.Store. Idempotent. Errors: ErrClosed.

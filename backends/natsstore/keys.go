@@ -140,11 +140,7 @@ func (s *Store) FindJobs(ctx context.Context, params *core.FindJobsParams) ([]*c
 		}
 	}
 	slices.Sort(ids)
-	jobs := []*core.Job{}
-	for len(ids) > 0 && len(jobs) < params.Limit {
-		// A few more than the page needs: some may be stale.
-		page := ids[:min(len(ids), params.Limit-len(jobs)+8)]
-		ids = ids[len(page):]
+	return core.FindPage(ids, params, func(page []string) ([]*core.Job, error) {
 		got := make([]*core.Job, len(page))
 		now := s.now()
 		err := s.each(ctx, len(page), func(i int) error {
@@ -154,14 +150,6 @@ func (s *Store) FindJobs(ctx context.Context, params *core.FindJobsParams) ([]*c
 			}
 			return err
 		})
-		if err != nil {
-			return nil, err
-		}
-		for _, j := range got {
-			if j != nil && j.Topic == params.Topic && j.Key == params.Key && len(jobs) < params.Limit {
-				jobs = append(jobs, j)
-			}
-		}
-	}
-	return jobs, nil
+		return got, err
+	})
 }

@@ -436,24 +436,19 @@ func (s *Store) FindJobs(ctx context.Context, params *core.FindJobsParams) ([]*c
 		}
 	}
 	slices.Sort(ids)
-	jobs := []*core.Job{}
-	// Read a few more than the page: a job may have expired or moved
-	// since its member was read.
-	for len(ids) > 0 && len(jobs) < params.Limit {
-		page := ids[:min(len(ids), params.Limit-len(jobs)+8)]
-		ids = ids[len(page):]
+	return core.FindPage(ids, params, func(page []string) ([]*core.Job, error) {
 		got, err := s.getJobs(ctx, "find jobs", page)
 		if err != nil {
 			return nil, err
 		}
-		for _, id := range page {
-			j := got[id]
-			if j != nil && j.Topic == params.Topic && j.Key == params.Key && len(jobs) < params.Limit {
-				jobs = append(jobs, view(j, now))
+		jobs := make([]*core.Job, len(page))
+		for i, id := range page {
+			if j := got[id]; j != nil {
+				jobs[i] = view(j, now)
 			}
 		}
-	}
-	return jobs, nil
+		return jobs, nil
+	})
 }
 
 func conflict(j *core.Job, format string, args ...any) *core.ConflictError {
