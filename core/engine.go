@@ -297,9 +297,6 @@ func keyedID(job *Job, topic *Topic) error {
 		}
 		return nil
 	}
-	if err := ValidateKey(job.Key); err != nil {
-		return err
-	}
 	id := KeyID(job.Topic, job.Key)
 	if job.ID != "" && job.ID != id {
 		return Invalid("id", "topic %s has unique keys: a job with key %q has the id %s, not %s", job.Topic, job.Key, id, job.ID)
