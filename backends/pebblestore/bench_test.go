@@ -112,6 +112,7 @@ func putBurst(b *testing.B, s core.Store, n int, due time.Time) {
 		jobs := make([]*core.Job, min(1000, n-i))
 		for k := range jobs {
 			jobs[k] = storetest.NewJob("burst", due)
+			jobs[k].Key = storetest.BenchKey(i + k)
 			if priorities {
 				jobs[k].Priority = (i+k)%21 - 10
 			}

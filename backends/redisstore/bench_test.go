@@ -288,6 +288,7 @@ func BenchmarkBurst(b *testing.B) {
 		for k := range jobs {
 			jobs[k] = job("burst", 0)
 			jobs[k].RunAt = due
+			jobs[k].Key = storetest.BenchKey(i + k)
 		}
 		put(b, s, jobs...)
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,12 +101,14 @@ func Intake(tb testing.TB, s core.Store, callers, batch, n int) float64 {
 	per := max(n/batch/callers, 1)
 	start := time.Now()
 	var wg sync.WaitGroup
+	var seq atomic.Int64
 	for range callers {
 		wg.Go(func() {
 			for range per {
 				jobs := make([]*core.Job, batch)
 				for i := range jobs {
 					jobs[i] = NewJob("bench", time.Now().Add(time.Hour))
+					jobs[i].Key = BenchKey(int(seq.Add(1)))
 				}
 				res, err := s.PutJobs(ctx, &core.PutJobsParams{Jobs: jobs})
 				if err == nil {
@@ -120,6 +123,16 @@ func Intake(tb testing.TB, s core.Store, callers, batch, n int) float64 {
 	}
 	wg.Wait()
 	return float64(per*batch*callers) / time.Since(start).Seconds()
+}
+
+// BenchKey is the business key of the i-th job of a benchmark: "order-<i>"
+// with DELAYQ_BENCH_KEYS set (a key per job, as order-closing jobs carry),
+// else none.
+func BenchKey(i int) string {
+	if os.Getenv("DELAYQ_BENCH_KEYS") == "" {
+		return ""
+	}
+	return "order-" + strconv.Itoa(i)
 }
 
 // EnvInt is the positive integer in the environment variable name, or
