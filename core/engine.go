@@ -20,7 +20,8 @@ type Deliverer interface {
 	ValidateTopic(topic *Topic) error
 	// Deliver hands p.Job over to the destination of p.Topic. Nil is
 	// success; any error fails the attempt, which is retried by the
-	// topic's backoff. Deliver must return when ctx is done. Nil params, or
+	// topic's backoff, except a *NoRetryError, after which the job goes
+	// dead at once. Deliver must return when ctx is done. Nil params, or
 	// a nil Topic or Job, are answered with ErrInvalidArgument.
 	Deliver(ctx context.Context, p *DeliverParams) error
 }

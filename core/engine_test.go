@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -528,4 +529,24 @@ func TestDispatchKeepsLeaseOfSlowDelivery(t *testing.T) {
 	done := waitState(t, e, j.ID, core.StateDone)
 	require.Equal(t, 1, done.Attempt, "delivered once, never handed out again")
 	require.Empty(t, d.got)
+}
+
+func TestDispatchBuriesAtOnceOnNoRetry(t *testing.T) {
+	t.Parallel()
+	stop := &core.NoRetryError{Err: errors.New("receiver stopped retries: gone (status 410)")}
+	d := &fakeDeliverer{got: make(chan *core.Job, 10), fail: []error{errors.New("status 503"), fmt.Errorf("wrapped: %w", stop)}}
+	e := realEngine(t, d)
+	ctx := context.Background()
+	require.NoError(t, e.Start(ctx))
+	t.Cleanup(func() { _ = e.Stop(ctx) })
+	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: "hook", MaxAttempts: 10,
+		Delivery: core.Delivery{Type: core.DeliveryWebhook, URL: "http://x"},
+		Backoff:  core.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}))
+	j, err := e.Push(ctx, &core.PushParams{Topic: "hook"})
+	require.NoError(t, err)
+	dead := waitState(t, e, j.ID, core.StateDead)
+	require.Equal(t, 2, dead.Attempt, "dead after the attempt that said no retry, with 8 attempts left")
+	require.Equal(t, "wrapped: receiver stopped retries: gone (status 410)", dead.LastError)
+	require.Len(t, d.got, 2, "no attempt after the no-retry answer")
+	require.ErrorIs(t, stop, core.ErrNoRetry)
 }

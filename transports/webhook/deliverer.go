@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"cel.dev/cel-go/cel"
@@ -370,6 +371,11 @@ func (d *Deliverer) deliver(ctx context.Context, topic *core.Topic, job *core.Jo
 	if prog == nil && success {
 		return nil
 	}
+	if prog == nil {
+		if err := stopped(resp); err != nil {
+			return err
+		}
+	}
 	if prog == nil && !show {
 		// Nothing of the answer goes into the error: not read.
 		return &StatusError{Status: resp.StatusCode, Wait: retryAfter(resp.Header)}
@@ -390,19 +396,81 @@ func (d *Deliverer) deliver(ctx context.Context, topic *core.Topic, job *core.Jo
 		_ = json.Unmarshal(body, &a.Body)
 	}
 	ok, err := eval(actx, prog, a)
+	var ce *ConditionError
 	switch {
 	case err != nil && actx.Err() != nil:
 		return d.transportError(ctx, actx, timeout, "evaluating condition", err, show)
 	case err != nil && !show && !errors.Is(err, errConditionLimit):
 		// CEL's reasons may quote the answer (a key, a value that does
 		// not parse); a limit says nothing of it.
-		return &ConditionError{Status: resp.StatusCode, Condition: cond, Reason: reasonWithheld}
+		ce = &ConditionError{Status: resp.StatusCode, Condition: cond, Reason: reasonWithheld}
 	case err != nil:
-		return &ConditionError{Status: resp.StatusCode, Condition: cond, Reason: err.Error()}
+		ce = &ConditionError{Status: resp.StatusCode, Condition: cond, Reason: err.Error()}
 	case !ok:
-		return &ConditionError{Status: resp.StatusCode, Condition: cond}
+		ce = &ConditionError{Status: resp.StatusCode, Condition: cond}
+	default:
+		return nil
 	}
-	return nil
+	if err := stopped(resp); err != nil {
+		return err
+	}
+	return ce
+}
+
+// NoRetryHeader is the answer header by which a receiver stops the retries
+// of a job: on an answer that fails the attempt (a status that is not 2xx,
+// or with delivery.success, any answer), the job goes dead at once, its
+// last_error saying why. Its value is the receiver's reason, for people.
+const NoRetryHeader = "Delayq-No-Retry"
+
+// StopError is the error of a failed attempt whose answer carried
+// NoRetryHeader: the receiver asked for no more attempts. Deliver returns
+// it inside a *core.NoRetryError, so that the engine buries the job at
+// once. Its message is "receiver stopped retries: <reason> (status
+// <code>)", or without the reason when the header was empty.
+type StopError struct {
+	// Status is the answer's HTTP status code.
+	Status int
+	// Reason is the header's value, valid UTF-8 without control
+	// characters, whitespace runs folded, at most 200 bytes. It is kept
+	// whether or not the topic sets delivery.error_body: the receiver
+	// wrote it for delayq to show.
+	Reason string
+}
+
+// StatusCode returns Status, so that an endpoint breaker counts the answer
+// by its status.
+func (e *StopError) StatusCode() int { return e.Status }
+
+// Error implements error.
+func (e *StopError) Error() string {
+	if e.Reason == "" {
+		return "receiver stopped retries (status " + strconv.Itoa(e.Status) + ")"
+	}
+	return "receiver stopped retries: " + e.Reason + " (status " + strconv.Itoa(e.Status) + ")"
+}
+
+// stopped returns a *core.NoRetryError holding a *StopError when a failed
+// answer carries NoRetryHeader, else nil.
+func stopped(resp *http.Response) error {
+	vals, ok := resp.Header[NoRetryHeader]
+	if !ok {
+		return nil
+	}
+	reason := ""
+	if len(vals) > 0 {
+		reason = snippet([]byte(strings.Map(controlToSpace, strings.ToValidUTF8(vals[0], "\uFFFD"))))
+	}
+	return &core.NoRetryError{Err: &StopError{Status: resp.StatusCode, Reason: reason}}
+}
+
+// controlToSpace maps control characters to a space, which snippet folds
+// with the whitespace around it.
+func controlToSpace(r rune) rune {
+	if unicode.IsControl(r) {
+		return ' '
+	}
+	return r
 }
 
 // staleCondition is the error of a delivery whose topic holds a

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -529,5 +530,49 @@ func TestDeliverNilParams(t *testing.T) {
 	topic := &core.Topic{Name: "t", Delivery: core.Delivery{Type: core.DeliveryWebhook, URL: "http://127.0.0.1:1/"}}
 	for _, p := range []*core.DeliverParams{nil, {Job: testJob()}, {Topic: topic}} {
 		require.ErrorIs(t, d.Deliver(t.Context(), p), core.ErrInvalidArgument)
+	}
+}
+
+func TestDeliverNoRetry(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, success string
+		status        int
+		headers       []string
+		want          string // "" for success
+		stop          bool
+	}{
+		{name: "Reason", status: http.StatusGone, headers: []string{"Delayq-No-Retry", "order 42\tdeleted\u0085\u009b "},
+			want: "receiver stopped retries: order 42 deleted (status 410)", stop: true},
+		{name: "EmptyReason", status: http.StatusUnprocessableEntity, headers: []string{"Delayq-No-Retry", ""},
+			want: "receiver stopped retries (status 422)", stop: true},
+		{name: "LongReasonCut", status: http.StatusBadRequest, headers: []string{"Delayq-No-Retry", strings.Repeat("x", 500)},
+			want: "receiver stopped retries: " + strings.Repeat("x", 200) + " (status 400)", stop: true},
+		{name: "IgnoredOnSuccess", status: http.StatusOK, headers: []string{"Delayq-No-Retry", "whatever"}},
+		{name: "WithoutHeaderRetried", status: http.StatusGone, want: "status 410"},
+		{name: "ConditionFalse", success: "status == 201", status: http.StatusOK, headers: []string{"Delayq-No-Retry", "bad input"},
+			want: "receiver stopped retries: bad input (status 200)", stop: true},
+		{name: "ConditionTrue", success: "status == 200", status: http.StatusOK, headers: []string{"Delayq-No-Retry", "bad input"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, answerWith(tc.status, "secret answer", tc.headers...))
+			topic := b.topic()
+			topic.Delivery.Success = tc.success
+			err := b.d.Deliver(context.Background(), &core.DeliverParams{Topic: topic, Job: testJob()})
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.EqualError(t, err, tc.want)
+			require.Equal(t, tc.stop, errors.Is(err, core.ErrNoRetry))
+			var nr *core.NoRetryError
+			require.Equal(t, tc.stop, errors.As(err, &nr))
+			if tc.stop {
+				var se *StopError
+				require.ErrorAs(t, err, &se)
+				require.Equal(t, tc.status, se.StatusCode(), "the breaker counts the answer by its status")
+			}
+		})
 	}
 }

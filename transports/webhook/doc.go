@@ -66,6 +66,13 @@
 // (200 bytes), a redirect's Location, the reason a condition failed (which
 // may quote the answer) and what net/http quotes of a malformed answer.
 //
+// A receiver that knows an attempt can never succeed (the order is gone,
+// the body is invalid) answers it with a failure and a Delayq-No-Retry
+// header (NoRetryHeader) giving its reason: Deliver returns a
+// *core.NoRetryError holding a *StopError, and the engine buries the job
+// at once, its last_error "receiver stopped retries: <reason> (status
+// <code>)". The header is ignored on an answer that succeeds.
+//
 // # Verifying signatures
 //
 // A receiver checks Delayq-Signature over the raw request body, before
