@@ -351,6 +351,9 @@ func (d *Deliverer) deliver(ctx context.Context, topic *core.Topic, job *core.Jo
 	req.Header.Set("Delayq-Attempt", strconv.Itoa(job.Attempt))
 	req.Header.Set("Delayq-Run-At", job.RunAt.UTC().Format(wire.TimeLayout))
 	req.Header.Set("traceparent", cmp.Or(job.TraceParent, wire.TraceParentFor(job.ID)))
+	if code, ok := PreviousStatus(job); ok {
+		req.Header.Set(PreviousStatusHeader, strconv.Itoa(code))
+	}
 	if topic.Delivery.Secret != "" {
 		req.Header.Set(SignatureHeader, Sign(topic.Delivery.Secret, d.clock.Now(), payload))
 	}
@@ -415,6 +418,49 @@ func (d *Deliverer) deliver(ctx context.Context, topic *core.Topic, job *core.Jo
 		return err
 	}
 	return ce
+}
+
+// PreviousStatusHeader carries, from the second attempt of a job on, the
+// HTTP status that answered its previous attempt; see PreviousStatus.
+const PreviousStatusHeader = "Delayq-Previous-Status"
+
+// PreviousStatus returns the HTTP status that answered the previous attempt
+// of job, read from its last_error as this package writes it: "status
+// <code>..." (a *StatusError), "...(status <code>)" (a *ConditionError or
+// *StopError) or "reading answer (status <code>)..." (an answer cut
+// short). It reports false on a first attempt (Attempt 1, also after a
+// requeue) and when the previous attempt got no answer: a timeout, a
+// failed connection, an expired lease, a shutdown. A last_error that a
+// pull consumer's nack wrote in one of these forms reads as a status too.
+func PreviousStatus(job *core.Job) (int, bool) {
+	if job.Attempt <= 1 {
+		return 0, false
+	}
+	e := job.LastError
+	var digits string
+	switch {
+	case strings.HasPrefix(e, "status "):
+		digits = e[len("status "):]
+		if i := strings.IndexByte(digits, ':'); i >= 0 {
+			digits = digits[:i]
+		}
+	case strings.HasPrefix(e, "reading answer (status "):
+		digits, _, _ = strings.Cut(e[len("reading answer (status "):], ")")
+	case strings.HasSuffix(e, ")"):
+		i := strings.LastIndex(e, "(status ")
+		if i < 0 {
+			return 0, false
+		}
+		digits = e[i+len("(status ") : len(e)-1]
+	}
+	if len(digits) != 3 || !wire.IsDigits(digits) {
+		return 0, false
+	}
+	code, _ := strconv.Atoi(digits)
+	if code < 100 || code > 599 {
+		return 0, false
+	}
+	return code, true
 }
 
 // NoRetryHeader is the answer header by which a receiver stops the retries

@@ -576,3 +576,49 @@ func TestDeliverNoRetry(t *testing.T) {
 		})
 	}
 }
+
+func TestPreviousStatus(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		lastError string
+		want      int // 0 for none
+	}{
+		{(&StatusError{Status: 503}).Error(), 503},
+		{(&StatusError{Status: 500, Answer: "boom (status 200)"}).Error(), 500},
+		{(&StatusError{Status: 302, Location: "/x"}).Error(), 302},
+		{(&ConditionError{Status: 200, Condition: "body.ok"}).Error(), 200},
+		{(&ConditionError{Status: 418, Condition: "x", Reason: reasonWithheld}).Error(), 418},
+		{(&StopError{Status: 410, Reason: "gone"}).Error(), 410},
+		{"reading answer (status 502): unexpected EOF", 502},
+		{"timeout after 10s", 0},
+		{"request failed: dial tcp 127.0.0.1:1: connect: connection refused", 0},
+		{core.LeaseExpired, 0},
+		{"delivery interrupted by shutdown", 0},
+		{"", 0},
+		{"status 5030", 0},
+		{"status 099", 0},
+		{"(status )", 0},
+	} {
+		job := testJob()
+		job.Attempt, job.LastError = 2, tc.lastError
+		code, ok := PreviousStatus(job)
+		require.Equal(t, tc.want != 0, ok, "%q", tc.lastError)
+		require.Equal(t, tc.want, code, "%q", tc.lastError)
+	}
+	first := testJob()
+	first.Attempt, first.LastError = 1, "status 503" // a first attempt after a requeue
+	_, ok := PreviousStatus(first)
+	require.False(t, ok)
+}
+
+func TestDeliverPreviousStatusHeader(t *testing.T) {
+	t.Parallel()
+	b := setup(t, answerWith(http.StatusOK, ""))
+	job := testJob()
+	job.LastError = "status 503"
+	require.NoError(t, b.d.Deliver(context.Background(), &core.DeliverParams{Topic: b.topic(), Job: job}))
+	require.Equal(t, []string{"503"}, (<-b.reqs).Header.Values("Delayq-Previous-Status"))
+	job.LastError = "timeout after 10s"
+	require.NoError(t, b.d.Deliver(context.Background(), &core.DeliverParams{Topic: b.topic(), Job: job}))
+	require.Empty(t, (<-b.reqs).Header.Values("Delayq-Previous-Status"))
+}

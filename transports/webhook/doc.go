@@ -21,9 +21,12 @@
 //	Delayq-Attempt: <1-based attempt>
 //	Delayq-Run-At: <the job's run_at, RFC 3339 with milliseconds in UTC>
 //	traceparent: <the job's W3C trace context; for a job without one, an unsampled one whose trace id comes from the job id>
+//	Delayq-Previous-Status: <the HTTP status that answered the previous attempt>
 //	Delayq-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>
 //
-// the last only when the topic has a delivery.secret, and the topic's
+// Delayq-Previous-Status only when the previous attempt got an answer
+// (see PreviousStatus), Delayq-Signature only when the topic has a
+// delivery.secret, and the topic's
 // delivery.headers (an Authorization or API key header the receiver
 // checks), which core.Topic.Validate keeps from replacing any of these.
 // Delivery is at least

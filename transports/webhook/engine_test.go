@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -22,6 +23,9 @@ type engineBundle struct {
 	store  *storetest.SignalStore
 	// attempts receives the Delayq-Attempt of every delivery the receiver sees.
 	attempts chan string
+	// previous receives the Delayq-Previous-Status of every delivery, "-"
+	// when absent.
+	previous chan string
 	// noRetry, when set, is the Delayq-No-Retry the receiver answers with.
 	noRetry atomic.Value
 }
@@ -31,11 +35,12 @@ type engineBundle struct {
 // nth delivery (1-based) with status(n).
 func setupEngine(t *testing.T, status func(n int64) int) *engineBundle {
 	t.Helper()
-	b := &engineBundle{attempts: make(chan string, 16)}
+	b := &engineBundle{attempts: make(chan string, 16), previous: make(chan string, 16)}
 	var n atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		b.attempts <- r.Header.Get("Delayq-Attempt")
+		b.previous <- cmp.Or(r.Header.Get("Delayq-Previous-Status"), "-")
 		code := status(n.Add(1))
 		if reason, ok := b.noRetry.Load().(string); ok {
 			w.Header().Set("Delayq-No-Retry", reason)
@@ -106,6 +111,9 @@ func TestEngineDelivery(t *testing.T) {
 
 		for _, want := range []string{"1", "2", "3"} {
 			require.Equal(t, want, recv(t, b.attempts))
+		}
+		for _, want := range []string{"-", "503", "503"} {
+			require.Equal(t, want, recv(t, b.previous), "the previous answer's status, none on the first attempt")
 		}
 		require.Equal(t, job.ID, b.store.Wait(t, storetest.OutcomeAck, 1, 30*time.Second)[0])
 
