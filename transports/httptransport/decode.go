@@ -397,14 +397,17 @@ type topicRequest struct {
 }
 
 type deliveryRequest struct {
-	Type    string            `json:"type"`
-	URL     string            `json:"url"`
-	Timeout json.RawMessage   `json:"timeout"`
-	Secret  string            `json:"secret"`
-	Subject string            `json:"subject"`
-	Success string            `json:"success"`
-	Method  string            `json:"method"`
-	Headers map[string]string `json:"headers"`
+	Type    string          `json:"type"`
+	URL     string          `json:"url"`
+	Timeout json.RawMessage `json:"timeout"`
+	Secret  string          `json:"secret"`
+	// PreviousSecret is the secret being rotated out; see
+	// core.Delivery.PreviousSecret.
+	PreviousSecret string            `json:"previous_secret"`
+	Subject        string            `json:"subject"`
+	Success        string            `json:"success"`
+	Method         string            `json:"method"`
+	Headers        map[string]string `json:"headers"`
 	// ErrorBody is a pointer so that a JSON null leaves it unset, like the
 	// other fields.
 	ErrorBody *bool `json:"error_body"`
@@ -448,7 +451,7 @@ func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
 		if err := decodeObject(req.Delivery, "delivery", &d); err != nil {
 			return nil, err
 		}
-		t.Delivery = core.Delivery{Type: d.Type, URL: d.URL, Secret: d.Secret, Subject: d.Subject, Success: d.Success,
+		t.Delivery = core.Delivery{Type: d.Type, URL: d.URL, Secret: d.Secret, PreviousSecret: d.PreviousSecret, Subject: d.Subject, Success: d.Success,
 			Method: d.Method, Headers: d.Headers, ErrorBody: d.ErrorBody != nil && *d.ErrorBody}
 		if t.Delivery.Timeout, _, err = parseDuration("delivery.timeout", d.Timeout); err != nil {
 			return nil, err

@@ -140,7 +140,8 @@ type touchView struct {
 }
 
 // topicView is the wire form of a topic: its configuration with defaults
-// filled, the delivery secret replaced by secret_set, and its counts.
+// filled, the delivery secrets replaced by secret_set and
+// previous_secret_set, and its counts.
 type topicView struct {
 	Name        string       `json:"name"`
 	Delivery    deliveryView `json:"delivery"`
@@ -163,8 +164,10 @@ type deliveryView struct {
 	Subject   string `json:"subject,omitempty"`
 	Success   string `json:"success,omitempty"`
 	SecretSet bool   `json:"secret_set"`
-	ErrorBody bool   `json:"error_body,omitempty"`
-	Method    string `json:"method,omitempty"`
+	// PreviousSecretSet is shown only while a rotation is under way.
+	PreviousSecretSet bool   `json:"previous_secret_set,omitempty"`
+	ErrorBody         bool   `json:"error_body,omitempty"`
+	Method            string `json:"method,omitempty"`
 	// HeaderNames names the headers a webhook topic adds; their values,
 	// often credentials, are never shown, as the secret is not.
 	HeaderNames []string `json:"header_names,omitempty"`
@@ -183,13 +186,14 @@ func newTopicView(t *core.Topic) topicView {
 	v := topicView{
 		Name: d.Name,
 		Delivery: deliveryView{
-			Type:      d.Delivery.Type,
-			URL:       d.Delivery.URL,
-			Subject:   d.Delivery.Subject,
-			Success:   d.Delivery.Success,
-			SecretSet: d.Delivery.Secret != "",
-			ErrorBody: d.Delivery.ErrorBody,
-			Method:    d.Delivery.Method,
+			Type:              d.Delivery.Type,
+			URL:               d.Delivery.URL,
+			Subject:           d.Delivery.Subject,
+			Success:           d.Delivery.Success,
+			SecretSet:         d.Delivery.Secret != "",
+			PreviousSecretSet: d.Delivery.PreviousSecret != "",
+			ErrorBody:         d.Delivery.ErrorBody,
+			Method:            d.Delivery.Method,
 		},
 		TTR:         d.TTR.String(),
 		MaxAttempts: d.MaxAttempts,

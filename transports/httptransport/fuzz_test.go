@@ -229,6 +229,9 @@ func FuzzDecodeTopic(f *testing.F) {
 	for _, seed := range []string{
 		`{"delivery": {"type": "webhook", "url": "https://svc/hook", "timeout": "10s", "secret": "s3cr3t"}, "ttr": "30s", "max_attempts": 16, "backoff": {"initial": "1s", "max": "1h", "factor": 2, "jitter": 0.2}, "concurrency": 64}`,
 		`{"delivery": {"type": "nats", "subject": "a.b"}}`,
+		`{"delivery": {"type": "webhook", "url": "https://svc/hook", "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "previous_secret": "old"}}`,
+		`{"delivery": {"type": "webhook", "url": "https://svc/hook", "secret": "whsec_%%%", "previous_secret": "whsec_"}}`,
+		`{"delivery": {"previous_secret": 1}}`,
 		`{"delivery": {"type": "webhook", "url": "https://svc/hook", "method": "PATCH", "headers": {"Authorization": "Bearer x", "x-a": "1", "Host": "h"}}}`,
 		`{"delivery": {"headers": {"bad name": "a\u0000b"}, "method": 1}}`,
 		`{"delivery": {"type": "webhook", "url": "http://h/", "success": "status == 200 && body.code == 0"}}`,

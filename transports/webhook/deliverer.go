@@ -173,7 +173,8 @@ func (d *Deliverer) CloseIdleConnections() { d.client.CloseIdleConnections() }
 // absolute http or https URL with a host and no user information, whose
 // host name and the addresses it resolves to now are allowed by
 // Config.Destinations (a name that does not resolve passes; deliveries are
-// checked again),
+// checked again), delivery.secret and delivery.previous_secret, when in
+// the whsec_ form, must hold a valid key (StandardKey),
 // delivery.success, when set, must compile to a boolean CEL condition over
 // status, body and headers within the cost limits (see
 // MaxConditionEstimatedCost), and delivery.subject must be empty. It
@@ -192,6 +193,11 @@ func (d *Deliverer) ValidateTopic(t *core.Topic) error {
 	}
 	if t.Delivery.Subject != "" {
 		return core.Invalid("delivery.subject", "delivery.subject is only for nats delivery")
+	}
+	for field, secret := range map[string]string{"delivery.secret": t.Delivery.Secret, "delivery.previous_secret": t.Delivery.PreviousSecret} {
+		if _, err := StandardKey(secret); err != nil {
+			return core.Invalid(field, "%s: %s", field, err)
+		}
 	}
 	if t.Delivery.Success != "" {
 		if _, err := d.conds.compile(t.Delivery.Success); err != nil {
@@ -354,8 +360,12 @@ func (d *Deliverer) deliver(ctx context.Context, topic *core.Topic, job *core.Jo
 	if code, ok := PreviousStatus(job); ok {
 		req.Header.Set(PreviousStatusHeader, strconv.Itoa(code))
 	}
-	if topic.Delivery.Secret != "" {
-		req.Header.Set(SignatureHeader, Sign(topic.Delivery.Secret, d.clock.Now(), payload))
+	if secret := topic.Delivery.Secret; secret != "" {
+		secrets := []string{secret}
+		if prev := topic.Delivery.PreviousSecret; prev != "" {
+			secrets = append(secrets, prev)
+		}
+		signRequest(req.Header, secrets, job.ID, d.clock.Now(), payload)
 	}
 
 	show := topic.Delivery.ErrorBody

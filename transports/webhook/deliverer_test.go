@@ -151,6 +151,22 @@ func TestDeliverRequest(t *testing.T) {
 		require.ErrorIs(t, Verify("s3cr3t", sig, append(req.Body, ' '), b.clock.Now(), time.Minute), ErrSignatureMismatch)
 	})
 
+	t.Run("RotationSignsWithBothSecrets", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, answerWith(http.StatusNoContent, ""))
+		topic := b.topic()
+		topic.Delivery.Secret, topic.Delivery.PreviousSecret = "new-secret", "old-secret"
+		job := testJob()
+		require.NoError(t, b.d.Deliver(context.Background(), &core.DeliverParams{Topic: topic, Job: job}))
+		req := <-b.reqs
+		for _, s := range []string{"new-secret", "old-secret"} {
+			require.NoError(t, Verify(s, req.Header.Get("Delayq-Signature"), req.Body, b.clock.Now(), time.Minute), s)
+		}
+		require.Equal(t, job.ID, req.Header.Get("Webhook-Id"), "stable across attempts: the job id")
+		require.Equal(t, "1795255200", req.Header.Get("Webhook-Timestamp"))
+		require.Len(t, strings.Fields(req.Header.Get("Webhook-Signature")), 2)
+	})
+
 	t.Run("TopicMethodAndHeaders", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, answerWith(http.StatusNoContent, ""))
@@ -426,6 +442,21 @@ func TestValidateTopic(t *testing.T) {
 			require.EqualError(t, err, msg)
 		}
 		requireField(t, d.ValidateTopic(topic("https://svc/hook", strings.Repeat("1", MaxConditionLen+1))), "delivery.success")
+	})
+
+	t.Run("Secrets", func(t *testing.T) {
+		t.Parallel()
+		tp := topic("https://svc/hook", "")
+		tp.Delivery.Secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+		tp.Delivery.PreviousSecret = "plain old secret"
+		require.NoError(t, d.ValidateTopic(tp))
+		tp.Delivery.Secret = "whsec_not-base64"
+		requireField(t, d.ValidateTopic(tp), "delivery.secret")
+		tp.Delivery.Secret = "s3cr3t"
+		tp.Delivery.PreviousSecret = "whsec_c2hvcnQ="
+		err := d.ValidateTopic(tp)
+		requireField(t, err, "delivery.previous_secret")
+		require.ErrorContains(t, err, "24 to 64 bytes, not 5")
 	})
 
 	t.Run("Subject", func(t *testing.T) {

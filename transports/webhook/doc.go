@@ -23,10 +23,17 @@
 //	traceparent: <the job's W3C trace context; for a job without one, an unsampled one whose trace id comes from the job id>
 //	Delayq-Previous-Status: <the HTTP status that answered the previous attempt>
 //	Delayq-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>
+//	Webhook-Id: <job id>
+//	Webhook-Timestamp: <unix seconds>
+//	Webhook-Signature: v1,<base64 HMAC-SHA256(key, "<id>.<timestamp>.<raw body>")>
 //
 // Delayq-Previous-Status only when the previous attempt got an answer
-// (see PreviousStatus), Delayq-Signature only when the topic has a
-// delivery.secret, and the topic's
+// (see PreviousStatus), the signatures only when the topic has a
+// delivery.secret: Delayq-Signature, and the Standard Webhooks headers
+// (https://www.standardwebhooks.com) keyed by StandardKey of the secret.
+// With a delivery.previous_secret too, each signature header carries one
+// signature per secret, so that receivers verify with either during a
+// rotation. And the topic's
 // delivery.headers (an Authorization or API key header the receiver
 // checks), which core.Topic.Validate keeps from replacing any of these.
 // Delivery is at least
@@ -96,6 +103,10 @@
 //		// Parse body; deduplicate by its "id".
 //		w.WriteHeader(http.StatusNoContent)
 //	}
+//
+// Receivers using a Standard Webhooks library verify Webhook-Signature
+// instead: a "whsec_..." secret is given to it as it is, any other secret
+// as "whsec_" + base64(secret) (see StandardKey).
 //
 // In another language: split the header on ",", take t and every v1,
 // compute HMAC-SHA256 with the secret as key over t, ".", and the raw body,
