@@ -128,6 +128,8 @@ type PushParams struct {
 	RetryDelays []time.Duration
 	// Priority orders the job among those due with it (Job.Priority).
 	Priority int
+	// URL is the job's own webhook URL (Job.URL); empty for the topic's.
+	URL string
 }
 
 // PushBatchParams are the arguments of Engine.PushBatch.
@@ -255,6 +257,7 @@ func (e *Engine) newJob(p *PushParams, now time.Time) (*Job, error) {
 		TraceParent: p.TraceParent,
 		RetryDelays: p.RetryDelays,
 		Priority:    p.Priority,
+		URL:         p.URL,
 	}
 	if job.ID == "" {
 		job.ID = NewID()

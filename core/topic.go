@@ -83,6 +83,11 @@ type Delivery struct {
 	// that whoever can read a topic's jobs cannot read through them the
 	// answers of the services its URL points at.
 	ErrorBody bool `json:"error_body,omitempty"`
+	// AllowJobURL lets the topic's jobs carry their own URL (Job.URL),
+	// checked against the same destination rules as URL. Turned off
+	// later, it makes the deliveries of jobs that carry one fail, rather
+	// than go to URL, which the job's producer did not choose.
+	AllowJobURL bool `json:"allow_job_url,omitempty"`
 }
 
 // Backoff is an exponential backoff with jitter.
@@ -172,6 +177,7 @@ func (t *Topic) Validate() error {
 		{"delivery.error_body", DeliveryWebhook, t.Delivery.ErrorBody},
 		{"delivery.method", DeliveryWebhook, t.Delivery.Method != ""},
 		{"delivery.headers", DeliveryWebhook, len(t.Delivery.Headers) > 0},
+		{"delivery.allow_job_url", DeliveryWebhook, t.Delivery.AllowJobURL},
 		{"delivery.subject", DeliveryNATS, t.Delivery.Subject != ""},
 	} {
 		if f.set && typ != f.typ {

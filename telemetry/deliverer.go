@@ -42,6 +42,10 @@ func NewDeliverer(d core.Deliverer, cfg Config) (*Deliverer, error) {
 // ValidateTopic implements core.Deliverer by asking the wrapped deliverer.
 func (d *Deliverer) ValidateTopic(topic *core.Topic) error { return d.next.ValidateTopic(topic) }
 
+// ValidateJobURL implements core.JobURLValidator by asking the wrapped
+// deliverer.
+func (d *Deliverer) ValidateJobURL(raw string) error { return core.ValidateJobURL(d.next, raw) }
+
 // Deliver implements core.Deliverer: one span "deliver <topic>" per
 // attempt, child of the job's traceparent.
 func (d *Deliverer) Deliver(ctx context.Context, p *core.DeliverParams) error {

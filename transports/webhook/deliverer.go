@@ -183,13 +183,8 @@ func (d *Deliverer) ValidateTopic(t *core.Topic) error {
 	if t.Delivery.Type != core.DeliveryWebhook {
 		return core.Invalid("delivery.type", "delivery.type must be %s for a webhook topic", core.DeliveryWebhook)
 	}
-	if err := validateURL(t.Delivery.URL); err != nil {
+	if err := d.checkURL("delivery.url", t.Delivery.URL); err != nil {
 		return err
-	}
-	if u, err := url.Parse(t.Delivery.URL); err == nil {
-		if err := d.checkURLHost(u.Hostname()); err != nil {
-			return &core.FieldError{Field: "delivery.url", Message: "delivery.url: " + err.Error(), Err: errors.Join(core.ErrInvalidArgument, err)}
-		}
 	}
 	if t.Delivery.Subject != "" {
 		return core.Invalid("delivery.subject", "delivery.subject is only for nats delivery")
@@ -207,25 +202,46 @@ func (d *Deliverer) ValidateTopic(t *core.Topic) error {
 	return nil
 }
 
-func validateURL(raw string) error {
-	const field = "delivery.url"
+// ValidateJobURL implements core.JobURLValidator: a job's own url is
+// checked as a topic's delivery.url is (see ValidateTopic), with errors
+// naming field "url". Each delivery checks its addresses again.
+func (d *Deliverer) ValidateJobURL(raw string) error {
+	return d.checkURL("url", raw)
+}
+
+// checkURL checks a delivery URL named field: its form (validateURL), then
+// its host against Config.Destinations.
+func (d *Deliverer) checkURL(field, raw string) error {
+	if err := validateURL(field, raw); err != nil {
+		return err
+	}
+	if u, err := url.Parse(raw); err == nil {
+		if err := d.checkURLHost(u.Hostname()); err != nil {
+			return &core.FieldError{Field: field, Message: field + ": " + err.Error(), Err: errors.Join(core.ErrInvalidArgument, err)}
+		}
+	}
+	return nil
+}
+
+// validateURL checks the form of a delivery URL named field.
+func validateURL(field, raw string) error {
 	if raw == "" {
-		return core.Invalid(field, "delivery.url is required for webhook delivery")
+		return core.Invalid(field, "%s is required for webhook delivery", field)
 	}
 	if len(raw) > MaxURLLen {
-		return core.Invalid(field, "delivery.url must be at most %d bytes", MaxURLLen)
+		return core.Invalid(field, "%s must be at most %d bytes", field, MaxURLLen)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return core.Invalid(field, "delivery.url is not a URL: %s", urlMessage(err))
+		return core.Invalid(field, "%s is not a URL: %s", field, urlMessage(err))
 	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
-		return core.Invalid(field, "delivery.url must be an absolute http or https URL")
+		return core.Invalid(field, "%s must be an absolute http or https URL", field)
 	case u.Opaque != "" || u.Hostname() == "":
-		return core.Invalid(field, "delivery.url must have a host")
+		return core.Invalid(field, "%s must have a host", field)
 	case u.User != nil:
-		return core.Invalid(field, "delivery.url must not contain user information; sign with delivery.secret instead")
+		return core.Invalid(field, "%s must not contain user information; sign with delivery.secret instead", field)
 	}
 	return nil
 }
@@ -341,10 +357,14 @@ func (d *Deliverer) deliver(ctx context.Context, topic *core.Topic, job *core.Jo
 		}
 	}
 
+	target, err := targetURL(topic, job)
+	if err != nil {
+		return err
+	}
 	payload := encodePayload(job)
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(actx, cmp.Or(topic.Delivery.Method, http.MethodPost), topic.Delivery.URL, bytes.NewReader(payload))
+	req, err := http.NewRequestWithContext(actx, cmp.Or(topic.Delivery.Method, http.MethodPost), target, bytes.NewReader(payload))
 	if err != nil {
 		return fmt.Errorf("invalid url: %s", urlMessage(err))
 	}
@@ -527,6 +547,27 @@ func controlToSpace(r rune) rune {
 		return ' '
 	}
 	return r
+}
+
+// targetURL returns where a delivery of job goes: its own URL when it has
+// one, else the topic's. A job's own URL on a topic that no longer allows
+// them (delivery.allow_job_url turned off after the push) fails the
+// attempt, as a URL stored before it was checked that is no URL does:
+// sending the job to the topic's URL instead would deliver it where its
+// producer did not ask. The error wraps core.ErrInvalidArgument, which
+// endpoint breakers do not count; the attempt is retried by the backoff,
+// so turning allow_job_url back on in time lets the job through.
+func targetURL(topic *core.Topic, job *core.Job) (string, error) {
+	if job.URL == "" {
+		return topic.Delivery.URL, nil
+	}
+	if !topic.Delivery.AllowJobURL {
+		return "", core.Invalid("url", "not sent: the job has its own url, which topic %q no longer allows (delivery.allow_job_url is off)", topic.Name)
+	}
+	if err := validateURL("url", job.URL); err != nil {
+		return "", fmt.Errorf("not sent: %w", err)
+	}
+	return job.URL, nil
 }
 
 // staleCondition is the error of a delivery whose topic holds a

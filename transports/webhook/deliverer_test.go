@@ -653,3 +653,68 @@ func TestDeliverPreviousStatusHeader(t *testing.T) {
 	require.NoError(t, b.d.Deliver(context.Background(), &core.DeliverParams{Topic: b.topic(), Job: job}))
 	require.Empty(t, (<-b.reqs).Header.Values("Delayq-Previous-Status"))
 }
+
+func TestJobURL(t *testing.T) {
+	t.Parallel()
+
+	t.Run("SentToTheJobsURL", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, answerWith(http.StatusNoContent, ""))
+		topic := b.topic()
+		topic.Delivery.URL = "http://127.0.0.1:1/never"
+		topic.Delivery.AllowJobURL = true
+		job := testJob()
+		job.URL = b.srv.URL + "/own?order=42"
+		require.NoError(t, b.d.Deliver(context.Background(), &core.DeliverParams{Topic: topic, Job: job}))
+		require.Equal(t, "/own", (<-b.reqs).Path)
+	})
+
+	t.Run("TopicNoLongerAllows", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, answerWith(http.StatusNoContent, ""))
+		job := testJob()
+		job.URL = b.srv.URL + "/own"
+		err := b.d.Deliver(context.Background(), &core.DeliverParams{Topic: b.topic(), Job: job})
+		require.EqualError(t, err, `not sent: the job has its own url, which topic "orders.close" no longer allows (delivery.allow_job_url is off)`)
+		require.ErrorIs(t, err, core.ErrInvalidArgument, "not counted by endpoint breakers")
+		require.False(t, errors.Is(err, core.ErrNoRetry), "retried: allowing job urls again lets it through")
+		require.Empty(t, b.reqs, "sent neither to the job's url nor to the topic's")
+	})
+
+	t.Run("DialGuardStillApplies", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, answerWith(http.StatusNoContent, ""))
+		dests, err := ParseDestinations(nil, []string{"127.0.0.0/8"})
+		require.NoError(t, err)
+		d := New(Config{Destinations: dests})
+		t.Cleanup(d.CloseIdleConnections)
+		topic := b.topic()
+		topic.Delivery.URL = "https://svc.example/hook"
+		topic.Delivery.AllowJobURL = true
+		job := testJob()
+		job.URL = b.srv.URL + "/own" // stored before the deny list had 127/8
+		err = d.Deliver(context.Background(), &core.DeliverParams{Topic: topic, Job: job})
+		require.ErrorContains(t, err, "webhook destination denied: 127.0.0.1 resolves to 127.0.0.1, which is on the deny list")
+		require.Empty(t, b.reqs)
+	})
+
+	t.Run("ValidateJobURL", func(t *testing.T) {
+		t.Parallel()
+		dests, err := ParseDestinations(nil, []string{"*.internal", "10.0.0.0/8"})
+		require.NoError(t, err)
+		d := New(Config{Destinations: dests})
+		t.Cleanup(d.CloseIdleConnections)
+		require.NoError(t, d.ValidateJobURL("https://hooks.example.com/a?b=c"))
+		for _, bad := range []string{
+			"", "ftp://x/", "/relative", "https://user:pw@svc/", "https://svc/" + strings.Repeat("a", MaxURLLen),
+			"https://db.internal/hook", "http://10.1.2.3/hook", "http://169.254.169.254/latest/meta-data",
+		} {
+			err := d.ValidateJobURL(bad)
+			var fe *core.FieldError
+			require.ErrorAs(t, err, &fe, bad)
+			require.Equal(t, "url", fe.Field, bad)
+			require.True(t, strings.HasPrefix(fe.Message, "url"), fe.Message)
+			require.ErrorIs(t, err, core.ErrInvalidArgument)
+		}
+	})
+}
