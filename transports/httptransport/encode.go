@@ -61,7 +61,7 @@ func appendJob(b []byte, j *core.Job) []byte {
 
 // appendJobFields opens a job object and appends the fields that the GET
 // form and an export line share, from id to created_at, and the job's own
-// backoff when it has one.
+// url and backoff when it has them.
 func appendJobFields(b []byte, j *core.Job) []byte {
 	b = append(b, `{"id":`...)
 	b = appendString(b, j.ID)
@@ -85,6 +85,10 @@ func appendJobFields(b []byte, j *core.Job) []byte {
 	b = appendString(b, string(j.State))
 	b = append(b, `,"created_at":`...)
 	b = appendTime(b, j.CreatedAt)
+	if j.URL != "" {
+		b = append(b, `,"url":`...)
+		b = appendString(b, j.URL)
+	}
 	if len(j.RetryDelays) > 0 {
 		b = append(b, `,"backoff":{"delays":[`...)
 		for i, d := range j.RetryDelays {
@@ -168,6 +172,8 @@ type deliveryView struct {
 	PreviousSecretSet bool   `json:"previous_secret_set,omitempty"`
 	ErrorBody         bool   `json:"error_body,omitempty"`
 	Method            string `json:"method,omitempty"`
+	// AllowJobURL is shown only when set, as ErrorBody.
+	AllowJobURL bool `json:"allow_job_url,omitempty"`
 	// HeaderNames names the headers a webhook topic adds; their values,
 	// often credentials, are never shown, as the secret is not.
 	HeaderNames []string `json:"header_names,omitempty"`
@@ -194,6 +200,7 @@ func newTopicView(t *core.Topic) topicView {
 			PreviousSecretSet: d.Delivery.PreviousSecret != "",
 			ErrorBody:         d.Delivery.ErrorBody,
 			Method:            d.Delivery.Method,
+			AllowJobURL:       d.Delivery.AllowJobURL,
 		},
 		TTR:         d.TTR.String(),
 		MaxAttempts: d.MaxAttempts,

@@ -86,6 +86,8 @@ func TestIntakeErrors(t *testing.T) {
 		{"t", `{}`, []string{"Delayq-Max-Attempts", "0"}, "invalid_argument", "Delayq-Max-Attempts"},
 		{"t", `{}`, []string{"Delayq-Priority", "urgent"}, "invalid_argument", "Delayq-Priority"},
 		{"t", `{}`, []string{"Delayq-Priority", "11"}, "invalid_argument", "Delayq-Priority"},
+		{"t", `{}`, []string{"Delayq-Url", ""}, "invalid_argument", "Delayq-Url"},
+		{"t", `{}`, []string{"Delayq-Url", "https://svc/own"}, "invalid_argument", "Delayq-Url"}, // not a webhook topic
 		{"t", `{}`, []string{"Delayq-Id", "bad id!"}, "invalid_argument", "Delayq-Id"},
 		{"t", `{}`, []string{"Delayq-Id", ""}, "invalid_argument", "Delayq-Id"},
 		{"t", `{}`, []string{"Delayq-Key", "a\x01b"}, "invalid_argument", "Delayq-Key"},
