@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/url"
@@ -61,8 +62,9 @@ func (d *Deliverer) Deliver(ctx context.Context, p *core.DeliverParams) error {
 			attrDestination.String(job.Topic), attrMessageID.String(job.ID), attrAttempt.Int(job.Attempt),
 			attrDeliveryType.String(topic.Delivery.Type),
 		}
-		if topic.Delivery.URL != "" {
-			if u, err := url.Parse(topic.Delivery.URL); err == nil {
+		// A job's own URL is where its delivery goes (core.Job.URL).
+		if target := cmp.Or(job.URL, topic.Delivery.URL); target != "" {
+			if u, err := url.Parse(target); err == nil {
 				attrs = append(attrs, attrServerAddress.String(u.Host))
 			}
 		} else if topic.Delivery.Subject != "" {

@@ -309,3 +309,16 @@ func pending(t *testing.T, sub *nats.Subscription) int {
 	require.NoError(t, err)
 	return n
 }
+
+// TestIntakeJobURL: Delayq-Url sets a job's own webhook URL on a topic that
+// allows one, and is refused, naming the header, on one that does not.
+func TestIntakeJobURL(t *testing.T) {
+	t.Parallel()
+	b := setup(t, servers(t)[0].dial)
+	ctx := context.Background()
+	require.NoError(t, b.engine.PutTopic(ctx, &core.Topic{Name: "hooks",
+		Delivery: core.Delivery{Type: core.DeliveryWebhook, URL: "https://svc/hook", AllowJobURL: true}}))
+	r := b.push(t, "hooks", `{}`, "Delayq-Url", "https://tenant.example/cb?o=1", "Delayq-Delay", "1h")
+	require.Equal(t, "https://tenant.example/cb?o=1", b.job(t, r.ID).URL)
+	requireError(t, b.request(t, b.intake.PushSubject("t"), `{}`, "delayq-url", "https://tenant.example/cb"), "invalid_argument", "Delayq-Url")
+}

@@ -8,7 +8,8 @@
 // # Request
 //
 // Each attempt is a POST (or the topic's delivery.method, PUT or PATCH) to
-// delivery.url with the body
+// delivery.url, or to the job's own url (core.Job.URL) when it has one and
+// its topic sets delivery.allow_job_url, with the body
 //
 //	{"id":"01J...","topic":"orders.close","body":{"order":42},"attempt":1,"run_at":"2026-11-21T10:00:00.250Z"}
 //
@@ -118,7 +119,8 @@
 // Config.Destinations decides where deliveries may go, so that whoever may
 // configure topics cannot make delayq call what the operator has not
 // allowed. ValidateTopic refuses a delivery.url whose host, or an address
-// it resolves to, is denied (400 on delivery.url); each delivery resolves
+// it resolves to, is denied (400 on delivery.url), and ValidateJobURL a
+// job's own url at push (400 on url); each delivery resolves
 // the host again and dials only allowed addresses, so a name that later
 // resolves elsewhere (DNS rebinding) is refused too, with an error wrapping
 // ErrDestinationDenied. Link-local and cloud metadata addresses are denied
