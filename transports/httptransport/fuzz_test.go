@@ -193,6 +193,7 @@ func FuzzDecodeBatch(f *testing.F) {
 	for _, seed := range []string{
 		`{"jobs":[{"topic":"a","body":{"x":1},"delay":"1s"},{"topic":"b","run_at":"2026-11-21T10:00:00.250Z","id":"i","ttr":30000,"max_attempts":3,"key":"k"}]}`,
 		`{"jobs":[{"topic":"a"},null]}`,
+		`{"jobs":[{"topic":"a","url":"https://svc/own"},{"topic":"b","url":null}]}`,
 		`{"jobs":[{"topic":"a"},{"topic":"b","nope":1}]}`,
 		`{"jobs":[{"topic":"a","delay":"1s","run_at":"2026-11-21T10:00:00Z"}]}`,
 		`{"jobs":[{"TOPIC":"a","Body":2}]}`,
