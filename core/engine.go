@@ -194,8 +194,9 @@ func (e *Engine) PushBatch(ctx context.Context, p *PushBatchParams) ([]PushResul
 	jobs := make([]*Job, 0, len(p.Jobs))
 	idx := make([]int, 0, len(p.Jobs))
 	now := e.clock.Now()
+	urls := urlChecks{}
 	for i, jp := range p.Jobs {
-		job, err := e.newJob(jp, now)
+		job, err := e.newJob(jp, now, urls)
 		if err != nil {
 			results[i].Err = err
 			continue
@@ -223,7 +224,7 @@ func (e *Engine) PushBatch(ctx context.Context, p *PushBatchParams) ([]PushResul
 // newJob validates p and builds the job to store, with a new id when p has
 // none and defaults from the topic's configuration. It resolves delay into
 // run_at first, then checks the job as validateJob does.
-func (e *Engine) newJob(p *PushParams, now time.Time) (*Job, error) {
+func (e *Engine) newJob(p *PushParams, now time.Time, urls urlChecks) (*Job, error) {
 	if p == nil {
 		return nil, Invalid("", "no job")
 	}
@@ -262,7 +263,7 @@ func (e *Engine) newJob(p *PushParams, now time.Time) (*Job, error) {
 	if job.ID == "" {
 		job.ID = NewID()
 	}
-	if err := e.validateJob(job, now); err != nil {
+	if err := e.validateJob(job, now, urls); err != nil {
 		return nil, err
 	}
 	job.RunAt = StoreTime(job.RunAt)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -552,10 +553,16 @@ func TestDispatchBuriesAtOnceOnNoRetry(t *testing.T) {
 }
 
 // urlDeliverer is a fakeDeliverer that checks jobs' own URLs, refusing
-// those that contain "denied".
-type urlDeliverer struct{ *fakeDeliverer }
+// those that contain "denied", and counts its checks.
+type urlDeliverer struct {
+	*fakeDeliverer
+	checks *atomic.Int64
+}
 
-func (urlDeliverer) ValidateJobURL(raw string) error {
+func (u urlDeliverer) ValidateJobURL(raw string) error {
+	if u.checks != nil {
+		u.checks.Add(1)
+	}
 	if strings.Contains(raw, "denied") {
 		return core.Invalid("url", "url: denied")
 	}
@@ -564,7 +571,7 @@ func (urlDeliverer) ValidateJobURL(raw string) error {
 
 func TestPushJobURL(t *testing.T) {
 	t.Parallel()
-	e := realEngine(t, urlDeliverer{&fakeDeliverer{got: make(chan *core.Job, 10)}})
+	e := realEngine(t, urlDeliverer{fakeDeliverer: &fakeDeliverer{got: make(chan *core.Job, 10)}})
 	ctx := context.Background()
 	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: "open", Delivery: core.Delivery{Type: core.DeliveryWebhook, URL: "http://x", AllowJobURL: true}}))
 	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: "closed", Delivery: core.Delivery{Type: core.DeliveryWebhook, URL: "http://x"}}))
@@ -629,4 +636,33 @@ func TestPushJobURL(t *testing.T) {
 	var fe *core.FieldError
 	require.ErrorAs(t, err, &fe)
 	require.Equal(t, "delivery.allow_job_url", fe.Field)
+}
+
+// TestPushBatchChecksEachURLOnce: the jobs of a batch (or an import) that
+// share a URL cost one check, which may resolve its host, and share its
+// outcome.
+func TestPushBatchChecksEachURLOnce(t *testing.T) {
+	t.Parallel()
+	var checks atomic.Int64
+	e := realEngine(t, urlDeliverer{fakeDeliverer: &fakeDeliverer{got: make(chan *core.Job, 10)}, checks: &checks})
+	ctx := context.Background()
+	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: "open", Delivery: core.Delivery{Type: core.DeliveryWebhook, URL: "http://x", AllowJobURL: true}}))
+	var jobs []*core.PushParams
+	for i := range 6 {
+		u := []string{"https://a/cb", "https://denied/cb", "https://b/cb"}[i%3]
+		jobs = append(jobs, &core.PushParams{Topic: "open", URL: u, Delay: dur(time.Hour)})
+	}
+	rs, err := e.PushBatch(ctx, &core.PushBatchParams{Jobs: jobs})
+	require.NoError(t, err)
+	for i, r := range rs {
+		if i%3 == 1 {
+			require.ErrorIs(t, r.Err, core.ErrInvalidArgument, "job %d", i)
+		} else {
+			require.NoError(t, r.Err, "job %d", i)
+		}
+	}
+	require.Equal(t, int64(3), checks.Load(), "one check per distinct url")
+	_, err = e.Push(ctx, &core.PushParams{Topic: "open", URL: "https://a/cb"})
+	require.NoError(t, err)
+	require.Equal(t, int64(4), checks.Load(), "nothing remembered across calls: the policy may change")
 }

@@ -176,7 +176,7 @@ func ValidatePriority(field string, p int) error {
 // url (see validateJobURL). The
 // callers check the rest: push its delay and fills ids and topic defaults
 // first; import requires run_at and checks state and attempt.
-func (e *Engine) validateJob(j *Job, now time.Time) error {
+func (e *Engine) validateJob(j *Job, now time.Time, urls urlChecks) error {
 	if err := ValidateTopicName(j.Topic); err != nil {
 		return err
 	}
@@ -209,8 +209,13 @@ func (e *Engine) validateJob(j *Job, now time.Time) error {
 	if err := ValidateDelays("backoff.delays", j.RetryDelays); err != nil {
 		return err
 	}
-	return e.validateJobURL(j)
+	return e.validateJobURL(j, urls)
 }
+
+// urlChecks remembers, within one batch or import, the outcome of each job
+// URL the deliverer checked: the check may resolve the host, and the jobs
+// of a batch often share a few URLs.
+type urlChecks map[string]error
 
 // JobURLValidator is the optional capability of a Deliverer (found by type
 // assertion) that checks a job's own URL (Job.URL) as it checks a topic's,
@@ -224,7 +229,7 @@ type JobURLValidator interface {
 
 // validateJobURL checks a job's own URL: only for a webhook topic whose
 // delivery.allow_job_url is set, and valid for the webhook deliverer.
-func (e *Engine) validateJobURL(j *Job) error {
+func (e *Engine) validateJobURL(j *Job, urls urlChecks) error {
 	if j.URL == "" {
 		return nil
 	}
@@ -235,7 +240,12 @@ func (e *Engine) validateJobURL(j *Job) error {
 	if !t.Delivery.AllowJobURL {
 		return Invalid("url", "topic %q does not allow a url per job (delivery.allow_job_url)", j.Topic)
 	}
-	return ValidateJobURL(e.deliverers[DeliveryWebhook], j.URL)
+	err, ok := urls[j.URL]
+	if !ok {
+		err = ValidateJobURL(e.deliverers[DeliveryWebhook], j.URL)
+		urls[j.URL] = err
+	}
+	return err
 }
 
 // ValidateJobURL asks d to check a job's own URL when d is a
