@@ -39,7 +39,9 @@ const StandardSecretPrefix = "whsec_"
 // Bounds of a Standard Webhooks key given as a whsec_ secret, as the
 // specification recommends.
 const (
+	// StandardKeyMin is the fewest bytes a whsec_ secret's key may have.
 	StandardKeyMin = 24
+	// StandardKeyMax is the most bytes a whsec_ secret's key may have.
 	StandardKeyMax = 64
 )
 
