@@ -328,7 +328,9 @@ func (e *ConditionError) Error() string {
 // 2xx answer (or, when delivery.success is set, an answer that satisfies it)
 // within delivery.timeout, else an error that says briefly why, such as
 // "status 503: <answer>" (a *StatusError), "timeout after 10s" or
-// "condition false: <condition> (status 200)". When ctx is done first it
+// "condition false: <condition> (status 200)", or a *core.NoRetryError
+// holding a *StopError when the failed answer carried NoRetryHeader. A job
+// with its own URL goes there (see targetURL). When ctx is done first it
 // returns at once with an error wrapping ctx's. Each call is one attempt;
 // the receiver sees at-least-once delivery and can tell attempts apart by
 // the Delayq-Attempt header.
