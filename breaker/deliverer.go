@@ -104,6 +104,10 @@ func NewDeliverer(next core.Deliverer, cfg DelivererConfig) *Deliverer {
 // ValidateTopic implements core.Deliverer by asking the wrapped deliverer.
 func (d *Deliverer) ValidateTopic(topic *core.Topic) error { return d.next.ValidateTopic(topic) }
 
+// ValidateJobURL implements core.JobURLValidator by asking the wrapped
+// deliverer.
+func (d *Deliverer) ValidateJobURL(raw string) error { return core.ValidateJobURL(d.next, raw) }
+
 // Deliver implements core.Deliverer. While the endpoint's breaker is open,
 // or half-open with its probes taken, it returns an *OpenError at once,
 // without calling the wrapped deliverer; otherwise it delivers and counts
@@ -112,7 +116,7 @@ func (d *Deliverer) Deliver(ctx context.Context, p *core.DeliverParams) error {
 	if p == nil || p.Topic == nil || p.Job == nil {
 		return core.Invalid("", "breaker: deliver: no params (topic and job are required)")
 	}
-	key := d.cfg.EndpointFunc(p.Topic)
+	key := d.cfg.EndpointFunc(endpointTopic(p))
 	c := d.endpoint(key)
 	done, err := c.allow()
 	if err != nil {
@@ -128,6 +132,18 @@ func (d *Deliverer) Deliver(ctx context.Context, p *core.DeliverParams) error {
 	reported = true
 	done(outcome(ctx, err, d.cfg.IsFailureFunc))
 	return err
+}
+
+// endpointTopic is the topic whose endpoint a delivery reaches: p.Topic,
+// or for a job with its own URL, a copy of it with that URL, so that a
+// failing per-job URL opens its own host's breaker, not the topic's.
+func endpointTopic(p *core.DeliverParams) *core.Topic {
+	if p.Job.URL == "" {
+		return p.Topic
+	}
+	t := *p.Topic
+	t.Delivery.URL = p.Job.URL
+	return &t
 }
 
 // endpoint returns the breaker of key, made at first use.

@@ -1,6 +1,7 @@
 package breaker_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,7 +39,7 @@ func newFakeDeliverer() *fakeDeliverer {
 func (f *fakeDeliverer) ValidateTopic(*core.Topic) error { return nil }
 
 func (f *fakeDeliverer) Deliver(ctx context.Context, p *core.DeliverParams) error {
-	u, _ := url.Parse(p.Topic.Delivery.URL)
+	u, _ := url.Parse(cmp.Or(p.Job.URL, p.Topic.Delivery.URL))
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls[u.Host]++
@@ -107,6 +108,30 @@ func TestDelivererEndpointsApart(t *testing.T) {
 		{Endpoint: "dead.test", State: breaker.StateOpen},
 		{Endpoint: "live.test:8080", State: breaker.StateClosed},
 	}, d.States())
+}
+
+// TestDelivererJobURLEndpoint: a job with its own URL counts for that
+// URL's host, not its topic's.
+func TestDelivererJobURLEndpoint(t *testing.T) {
+	t.Parallel()
+	inner := newFakeDeliverer()
+	inner.setDead("dead.test", errors.New("request failed: connection refused"))
+	d := breaker.NewDeliverer(inner, breaker.DelivererConfig{Config: breaker.Config{
+		ConsecutiveFailures: 2, OpenTimeout: time.Hour, Logger: slog.New(slog.DiscardHandler),
+	}})
+	ctx := context.Background()
+	topic := webhookTopic("a", "live.test")
+	topic.Delivery.AllowJobURL = true
+	own := &core.Job{ID: "own", Attempt: 1, URL: "https://dead.test/own"}
+	for range 2 {
+		require.Error(t, d.Deliver(ctx, &core.DeliverParams{Topic: topic, Job: own}))
+	}
+	require.Equal(t, breaker.StateOpen, d.State("dead.test"))
+	require.Equal(t, breaker.StateClosed, d.State("live.test"))
+	require.NoError(t, d.Deliver(ctx, &core.DeliverParams{Topic: topic, Job: &core.Job{ID: "plain", Attempt: 1}}))
+	require.Equal(t, "http://live.test/hook", topic.Delivery.URL, "the topic is not changed")
+	// The inner deliverer checks no job URLs: refused, as by the engine.
+	require.ErrorContains(t, d.ValidateJobURL("https://svc/"), "not available on this server")
 }
 
 func TestDelivererCounts(t *testing.T) {

@@ -218,8 +218,8 @@ func (e *Engine) dispatch(ctx context.Context, topic *Topic, deliverer Deliverer
 const storeTimeout = 10 * time.Second
 
 // deliver hands one claimed job over and records the outcome: ack on
-// success, retry or bury on failure, release at once when shutdown
-// interrupted it.
+// success, retry or bury on failure (bury at once for a *NoRetryError),
+// release at once when shutdown interrupted it.
 func (e *Engine) deliver(topic *Topic, deliverer Deliverer, job *Job) {
 	dctx := e.deliverCtx
 	stopTouch := e.keepLease(dctx, job)
@@ -234,6 +234,10 @@ func (e *Engine) deliver(topic *Topic, deliverer Deliverer, job *Job) {
 	case dctx.Err() != nil:
 		_, err = e.store.RetryJob(ctx, &RetryJobParams{ID: job.ID, Lease: job.Lease,
 			RunAt: StoreTime(e.clock.Now()), Error: "delivery interrupted by shutdown"})
+	case isNoRetry(derr):
+		// The destination said retrying cannot help: dead now, not after
+		// the attempts left.
+		_, err = e.store.BuryJob(ctx, &BuryJobParams{ID: job.ID, Lease: job.Lease, Error: CutError(derr.Error())})
 	default:
 		var delay *time.Duration
 		if ra, ok := errors.AsType[retryAfterError](derr); ok && ra.RetryAfter() > 0 {
@@ -248,6 +252,12 @@ func (e *Engine) deliver(topic *Topic, deliverer Deliverer, job *Job) {
 	if err != nil {
 		e.log.Warn("engine: recording delivery outcome failed", "topic", job.Topic, "id", job.ID, "delivery_err", derr, "err", err)
 	}
+}
+
+// isNoRetry reports whether a delivery error holds a *NoRetryError.
+func isNoRetry(err error) bool {
+	_, ok := errors.AsType[*NoRetryError](err)
+	return ok
 }
 
 // retryAfterError is a delivery error that names how long the destination

@@ -20,7 +20,8 @@ type Deliverer interface {
 	ValidateTopic(topic *Topic) error
 	// Deliver hands p.Job over to the destination of p.Topic. Nil is
 	// success; any error fails the attempt, which is retried by the
-	// topic's backoff. Deliver must return when ctx is done. Nil params, or
+	// topic's backoff, except a *NoRetryError, after which the job goes
+	// dead at once. Deliver must return when ctx is done. Nil params, or
 	// a nil Topic or Job, are answered with ErrInvalidArgument.
 	Deliver(ctx context.Context, p *DeliverParams) error
 }
@@ -130,6 +131,8 @@ type PushParams struct {
 	RetryDelays []time.Duration
 	// Priority orders the job among those due with it (Job.Priority).
 	Priority int
+	// URL is the job's own webhook URL (Job.URL); empty for the topic's.
+	URL string
 }
 
 // PushBatchParams are the arguments of Engine.PushBatch.
@@ -198,8 +201,9 @@ func (e *Engine) PushBatch(ctx context.Context, p *PushBatchParams) ([]PushResul
 		idx  []int
 	}
 	now := e.clock.Now()
+	urls := urlChecks{}
 	for i, jp := range p.Jobs {
-		job, byKey, err := e.newJob(jp, now)
+		job, byKey, err := e.newJob(jp, now, urls)
 		if err != nil {
 			results[i].Err = err
 			continue
@@ -233,9 +237,9 @@ func (e *Engine) PushBatch(ctx context.Context, p *PushBatchParams) ([]PushResul
 // newJob validates p and builds the job to store, with a new id when p has
 // none (the key's id on a topic with unique keys) and defaults from the
 // topic's configuration. It resolves delay into run_at first, then checks
-// the job as validateJob does. byKey is true when the topic's unique keys
-// make the push a replace.
-func (e *Engine) newJob(p *PushParams, now time.Time) (job *Job, byKey bool, err error) {
+// the job as validateJob does (urls remembers the job URLs checked). byKey
+// is true when the topic's unique keys make the push a replace.
+func (e *Engine) newJob(p *PushParams, now time.Time, urls urlChecks) (job *Job, byKey bool, err error) {
 	if p == nil {
 		return nil, false, Invalid("", "no job")
 	}
@@ -269,6 +273,7 @@ func (e *Engine) newJob(p *PushParams, now time.Time) (job *Job, byKey bool, err
 		TraceParent: p.TraceParent,
 		RetryDelays: p.RetryDelays,
 		Priority:    p.Priority,
+		URL:         p.URL,
 	}
 	if err := keyedID(job, topic); err != nil {
 		return nil, false, err
@@ -276,7 +281,7 @@ func (e *Engine) newJob(p *PushParams, now time.Time) (job *Job, byKey bool, err
 	if job.ID == "" {
 		job.ID = NewID()
 	}
-	if err := e.validateJob(job, now); err != nil {
+	if err := e.validateJob(job, now, urls); err != nil {
 		return nil, false, err
 	}
 	job.RunAt = StoreTime(job.RunAt)

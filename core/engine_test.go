@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -528,4 +530,139 @@ func TestDispatchKeepsLeaseOfSlowDelivery(t *testing.T) {
 	done := waitState(t, e, j.ID, core.StateDone)
 	require.Equal(t, 1, done.Attempt, "delivered once, never handed out again")
 	require.Empty(t, d.got)
+}
+
+func TestDispatchBuriesAtOnceOnNoRetry(t *testing.T) {
+	t.Parallel()
+	stop := &core.NoRetryError{Err: errors.New("receiver stopped retries: gone (status 410)")}
+	d := &fakeDeliverer{got: make(chan *core.Job, 10), fail: []error{errors.New("status 503"), fmt.Errorf("wrapped: %w", stop)}}
+	e := realEngine(t, d)
+	ctx := context.Background()
+	require.NoError(t, e.Start(ctx))
+	t.Cleanup(func() { _ = e.Stop(ctx) })
+	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: "hook", MaxAttempts: 10,
+		Delivery: core.Delivery{Type: core.DeliveryWebhook, URL: "http://x"},
+		Backoff:  core.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}))
+	j, err := e.Push(ctx, &core.PushParams{Topic: "hook"})
+	require.NoError(t, err)
+	dead := waitState(t, e, j.ID, core.StateDead)
+	require.Equal(t, 2, dead.Attempt, "dead after the attempt that said no retry, with 8 attempts left")
+	require.Equal(t, "wrapped: receiver stopped retries: gone (status 410)", dead.LastError)
+	require.Len(t, d.got, 2, "no attempt after the no-retry answer")
+	require.ErrorIs(t, stop, core.ErrNoRetry)
+}
+
+// urlDeliverer is a fakeDeliverer that checks jobs' own URLs, refusing
+// those that contain "denied", and counts its checks.
+type urlDeliverer struct {
+	*fakeDeliverer
+	checks *atomic.Int64
+}
+
+func (u urlDeliverer) ValidateJobURL(raw string) error {
+	if u.checks != nil {
+		u.checks.Add(1)
+	}
+	if strings.Contains(raw, "denied") {
+		return core.Invalid("url", "url: denied")
+	}
+	return nil
+}
+
+func TestPushJobURL(t *testing.T) {
+	t.Parallel()
+	e := realEngine(t, urlDeliverer{fakeDeliverer: &fakeDeliverer{got: make(chan *core.Job, 10)}})
+	ctx := context.Background()
+	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: "open", Delivery: core.Delivery{Type: core.DeliveryWebhook, URL: "http://x", AllowJobURL: true}}))
+	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: "closed", Delivery: core.Delivery{Type: core.DeliveryWebhook, URL: "http://x"}}))
+	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: "pull"}))
+
+	requireURLRefused := func(t *testing.T, err error, id, msg string) {
+		t.Helper()
+		var fe *core.FieldError
+		require.ErrorAs(t, err, &fe)
+		require.Equal(t, "url", fe.Field)
+		require.ErrorIs(t, err, core.ErrInvalidArgument)
+		require.Contains(t, fe.Message, msg)
+		_, err = e.Get(ctx, id)
+		require.ErrorIs(t, err, core.ErrNotFound, "nothing stored")
+	}
+	for topic, msg := range map[string]string{
+		"closed":    `topic "closed" does not allow a url per job (delivery.allow_job_url)`,
+		"pull":      "url is only for jobs of webhook topics",
+		"unset.one": "url is only for jobs of webhook topics",
+	} {
+		_, err := e.Push(ctx, &core.PushParams{Topic: topic, ID: "j-" + strings.ReplaceAll(topic, ".", "-"), URL: "https://svc/own"})
+		requireURLRefused(t, err, "j-"+strings.ReplaceAll(topic, ".", "-"), msg)
+	}
+	_, err := e.Push(ctx, &core.PushParams{Topic: "open", ID: "j-denied", URL: "https://denied/own"})
+	requireURLRefused(t, err, "j-denied", "url: denied")
+	_, _, err = e.Replace(ctx, &core.PushParams{Topic: "closed", ID: "j-replace", URL: "https://svc/own"})
+	requireURLRefused(t, err, "j-replace", "does not allow")
+
+	j, err := e.Push(ctx, &core.PushParams{Topic: "open", URL: "https://svc/own", Delay: dur(time.Hour)})
+	require.NoError(t, err)
+	got, err := e.Get(ctx, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, "https://svc/own", got.URL)
+
+	// A batch: each job on its own.
+	rs, err := e.PushBatch(ctx, &core.PushBatchParams{Jobs: []*core.PushParams{
+		{Topic: "open", URL: "https://svc/a"}, {Topic: "closed", URL: "https://svc/b"}, {Topic: "closed"},
+	}})
+	require.NoError(t, err)
+	require.NoError(t, rs[0].Err)
+	require.ErrorIs(t, rs[1].Err, core.ErrInvalidArgument)
+	require.NoError(t, rs[2].Err)
+
+	// Import holds to the same rules.
+	imp := []*core.Job{
+		{ID: "i-open", Topic: "open", URL: "https://svc/i", RunAt: time.Now(), TTR: time.Minute, MaxAttempts: 3, State: core.StateReady},
+		{ID: "i-closed", Topic: "closed", URL: "https://svc/i", RunAt: time.Now(), TTR: time.Minute, MaxAttempts: 3, State: core.StateReady},
+	}
+	res, err := e.Import(ctx, imp)
+	require.NoError(t, err)
+	require.True(t, res[0].Imported)
+	requireURLRefused(t, res[1].Err, "i-closed", "does not allow")
+
+	// A server whose webhook deliverer cannot check URLs refuses them.
+	plain := realEngine(t, &fakeDeliverer{got: make(chan *core.Job, 10)})
+	require.NoError(t, plain.PutTopic(ctx, &core.Topic{Name: "open", Delivery: core.Delivery{Type: core.DeliveryWebhook, URL: "http://x", AllowJobURL: true}}))
+	_, err = plain.Push(ctx, &core.PushParams{Topic: "open", URL: "https://svc/own"})
+	require.ErrorContains(t, err, "not available on this server")
+
+	// allow_job_url is for webhook topics only.
+	err = e.PutTopic(ctx, &core.Topic{Name: "pull", Delivery: core.Delivery{AllowJobURL: true}})
+	var fe *core.FieldError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "delivery.allow_job_url", fe.Field)
+}
+
+// TestPushBatchChecksEachURLOnce: the jobs of a batch (or an import) that
+// share a URL cost one check, which may resolve its host, and share its
+// outcome.
+func TestPushBatchChecksEachURLOnce(t *testing.T) {
+	t.Parallel()
+	var checks atomic.Int64
+	e := realEngine(t, urlDeliverer{fakeDeliverer: &fakeDeliverer{got: make(chan *core.Job, 10)}, checks: &checks})
+	ctx := context.Background()
+	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: "open", Delivery: core.Delivery{Type: core.DeliveryWebhook, URL: "http://x", AllowJobURL: true}}))
+	var jobs []*core.PushParams
+	for i := range 6 {
+		u := []string{"https://a/cb", "https://denied/cb", "https://b/cb"}[i%3]
+		jobs = append(jobs, &core.PushParams{Topic: "open", URL: u, Delay: dur(time.Hour)})
+	}
+	rs, err := e.PushBatch(ctx, &core.PushBatchParams{Jobs: jobs})
+	require.NoError(t, err)
+	for i, r := range rs {
+		if i%3 == 1 {
+			require.ErrorIs(t, r.Err, core.ErrInvalidArgument, "job %d", i)
+		} else {
+			require.NoError(t, r.Err, "job %d", i)
+		}
+	}
+	require.Equal(t, int64(3), checks.Load(), "one check per distinct url")
+	_, err = e.Push(ctx, &core.PushParams{Topic: "open", URL: "https://a/cb"})
+	require.NoError(t, err)
+	require.Equal(t, int64(4), checks.Load(), "nothing remembered across calls: the policy may change")
 }

@@ -67,3 +67,26 @@ func (e *ConflictError) Error() string { return e.Message }
 
 // Is matches ErrConflict.
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// ErrNoRetry is matched by every NoRetryError.
+var ErrNoRetry = errors.New("no retry")
+
+// NoRetryError is a failed delivery after which the job goes dead at once,
+// whatever attempts it has left: the destination said that retrying cannot
+// help (a webhook receiver's Delayq-No-Retry answer). The engine buries the
+// job with Err's message as its last_error. A Deliverer returns it; any
+// other error is retried by the backoff until max_attempts.
+type NoRetryError struct {
+	// Err is the attempt's error; its message becomes last_error.
+	Err error
+}
+
+// Error implements error.
+func (e *NoRetryError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err, so that an endpoint breaker still finds the answer's
+// status in it.
+func (e *NoRetryError) Unwrap() error { return e.Err }
+
+// Is matches ErrNoRetry.
+func (e *NoRetryError) Is(target error) bool { return target == ErrNoRetry }

@@ -65,8 +65,9 @@ func (e *Engine) Import(ctx context.Context, jobs []*Job) ([]ImportResult, error
 	results := make([]ImportResult, len(jobs))
 	valid := make([]*Job, 0, len(jobs))
 	idx := make([]int, 0, len(jobs))
+	urls := urlChecks{}
 	for i, j := range jobs {
-		if err := e.validateImport(j); err != nil {
+		if err := e.validateImport(j, urls); err != nil {
 			results[i].Err = err
 			continue
 		}
@@ -98,12 +99,12 @@ type ImportResult struct {
 // (validateJob), with the rules of import besides: run_at is required, and
 // state and attempt must be ones a store keeps. It normalises what stores
 // rely on: UTC ms times and no lease.
-func (e *Engine) validateImport(j *Job) error {
+func (e *Engine) validateImport(j *Job, urls urlChecks) error {
 	now := e.clock.Now()
 	if j.RunAt.IsZero() {
 		return Invalid("run_at", "run_at is required")
 	}
-	if err := e.validateJob(j, now); err != nil {
+	if err := e.validateJob(j, now, urls); err != nil {
 		return err
 	}
 	switch j.State {

@@ -78,6 +78,10 @@ type Job struct {
 	// (the most urgent), run_at order within one priority. From
 	// PriorityMin to PriorityMax; 0, the default, is in the middle.
 	Priority int `json:"priority,omitempty"`
+	// URL is the job's own webhook URL, used instead of its topic's
+	// delivery.url; only a webhook topic with delivery.allow_job_url takes
+	// it (checked at push and import, and again at each delivery).
+	URL string `json:"url,omitempty"`
 }
 
 // Priority range of a job: lower is more urgent, as with beanstalkd's

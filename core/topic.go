@@ -69,8 +69,12 @@ type Delivery struct {
 	URL string `json:"url,omitempty"`
 	// Timeout bounds one webhook attempt. Defaults to 10s.
 	Timeout time.Duration `json:"timeout,omitempty"`
-	// Secret signs webhook bodies (Delayq-Signature) when set.
+	// Secret signs webhook bodies (Delayq-Signature and the Standard
+	// Webhooks headers) when set.
 	Secret string `json:"secret,omitempty"`
+	// PreviousSecret, set only beside Secret, signs every request too, so
+	// that receivers still holding it verify during a rotation.
+	PreviousSecret string `json:"previous_secret,omitempty"`
 	// Success is an optional CEL condition over the webhook's answer, such
 	// as `status == 200 && body.code == 0`; without it any 2xx succeeds.
 	Success string `json:"success,omitempty"`
@@ -89,6 +93,11 @@ type Delivery struct {
 	// that whoever can read a topic's jobs cannot read through them the
 	// answers of the services its URL points at.
 	ErrorBody bool `json:"error_body,omitempty"`
+	// AllowJobURL lets the topic's jobs carry their own URL (Job.URL),
+	// checked against the same destination rules as URL. Turned off
+	// later, it makes the deliveries of jobs that carry one fail, rather
+	// than go to URL, which the job's producer did not choose.
+	AllowJobURL bool `json:"allow_job_url,omitempty"`
 }
 
 // Backoff is an exponential backoff with jitter.
@@ -183,15 +192,23 @@ func (t *Topic) Validate() error {
 		{"delivery.url", DeliveryWebhook, t.Delivery.URL != ""},
 		{"delivery.timeout", DeliveryWebhook, t.Delivery.Timeout != 0},
 		{"delivery.secret", DeliveryWebhook, t.Delivery.Secret != ""},
+		{"delivery.previous_secret", DeliveryWebhook, t.Delivery.PreviousSecret != ""},
 		{"delivery.success", DeliveryWebhook, t.Delivery.Success != ""},
 		{"delivery.error_body", DeliveryWebhook, t.Delivery.ErrorBody},
 		{"delivery.method", DeliveryWebhook, t.Delivery.Method != ""},
 		{"delivery.headers", DeliveryWebhook, len(t.Delivery.Headers) > 0},
+		{"delivery.allow_job_url", DeliveryWebhook, t.Delivery.AllowJobURL},
 		{"delivery.subject", DeliveryNATS, t.Delivery.Subject != ""},
 	} {
 		if f.set && typ != f.typ {
 			return Invalid(f.name, "%s is only for %s delivery, not %s", f.name, f.typ, typ)
 		}
+	}
+	switch p := t.Delivery.PreviousSecret; {
+	case p != "" && t.Delivery.Secret == "":
+		return Invalid("delivery.previous_secret", "delivery.previous_secret needs delivery.secret: it is the secret being rotated out")
+	case p != "" && p == t.Delivery.Secret:
+		return Invalid("delivery.previous_secret", "delivery.previous_secret must differ from delivery.secret")
 	}
 	switch t.Delivery.Method {
 	case "", "POST", "PUT", "PATCH":

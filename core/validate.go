@@ -172,10 +172,11 @@ func ValidatePriority(field string, p int) error {
 // validateJob checks what a pushed and an imported job share, in the order
 // of their fields on the wire: topic, id, key, body (at most
 // Limits.MaxBodyBytes of JSON in UTF-8; empty becomes null), run_at (see
-// validateRunAt), ttr, max_attempts, priority and the retry delays. The
+// validateRunAt), ttr, max_attempts, priority, the retry delays and the
+// url (see validateJobURL). The
 // callers check the rest: push its delay and fills ids and topic defaults
 // first; import requires run_at and checks state and attempt.
-func (e *Engine) validateJob(j *Job, now time.Time) error {
+func (e *Engine) validateJob(j *Job, now time.Time, urls urlChecks) error {
 	if err := ValidateTopicName(j.Topic); err != nil {
 		return err
 	}
@@ -205,7 +206,57 @@ func (e *Engine) validateJob(j *Job, now time.Time) error {
 	if err := ValidatePriority("priority", j.Priority); err != nil {
 		return err
 	}
-	return ValidateDelays("backoff.delays", j.RetryDelays)
+	if err := ValidateDelays("backoff.delays", j.RetryDelays); err != nil {
+		return err
+	}
+	return e.validateJobURL(j, urls)
+}
+
+// urlChecks remembers, within one batch or import, the outcome of each job
+// URL the deliverer checked: the check may resolve the host, and the jobs
+// of a batch often share a few URLs.
+type urlChecks map[string]error
+
+// JobURLValidator is the optional capability of a Deliverer (found by type
+// assertion) that checks a job's own URL (Job.URL) as it checks a topic's,
+// so that a push is refused with a 400 rather than failing at delivery.
+// Decorators of a Deliverer pass it on.
+type JobURLValidator interface {
+	// ValidateJobURL returns a *FieldError naming field "url" when raw is
+	// not a URL deliveries may go to.
+	ValidateJobURL(raw string) error
+}
+
+// validateJobURL checks a job's own URL: only for a webhook topic whose
+// delivery.allow_job_url is set, and valid for the webhook deliverer.
+func (e *Engine) validateJobURL(j *Job, urls urlChecks) error {
+	if j.URL == "" {
+		return nil
+	}
+	t := e.topic(j.Topic)
+	if t.Delivery.Type != DeliveryWebhook {
+		return Invalid("url", "url is only for jobs of webhook topics; topic %q delivers by %s", j.Topic, t.Delivery.Type)
+	}
+	if !t.Delivery.AllowJobURL {
+		return Invalid("url", "topic %q does not allow a url per job (delivery.allow_job_url)", j.Topic)
+	}
+	err, ok := urls[j.URL]
+	if !ok {
+		err = ValidateJobURL(e.deliverers[DeliveryWebhook], j.URL)
+		urls[j.URL] = err
+	}
+	return err
+}
+
+// ValidateJobURL asks d to check a job's own URL when d is a
+// JobURLValidator, and refuses the URL otherwise; decorators of a
+// Deliverer implement JobURLValidator with it.
+func ValidateJobURL(d Deliverer, raw string) error {
+	v, ok := d.(JobURLValidator)
+	if !ok {
+		return Invalid("url", "a url per job is not available on this server")
+	}
+	return v.ValidateJobURL(raw)
 }
 
 // StoreTime returns t in UTC at ms precision, as jobs keep times.

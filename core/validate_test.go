@@ -111,4 +111,22 @@ func TestTopicValidate(t *testing.T) {
 		require.True(t, errors.As(bad.Validate(), &fe), field)
 		require.Equal(t, field, fe.Field)
 	}
+
+	// A previous secret only beside a different current one, on a
+	// webhook topic.
+	hook := core.Delivery{Type: core.DeliveryWebhook, URL: "http://svc/", Secret: "new", PreviousSecret: "old"}
+	rotating := good
+	rotating.Delivery = hook
+	require.NoError(t, rotating.Validate())
+	for name, d := range map[string]core.Delivery{
+		"without secret": {Type: core.DeliveryWebhook, URL: "http://svc/", PreviousSecret: "old"},
+		"same as secret": {Type: core.DeliveryWebhook, URL: "http://svc/", Secret: "old", PreviousSecret: "old"},
+		"nats topic":     {Type: core.DeliveryNATS, PreviousSecret: "old"},
+	} {
+		bad := good
+		bad.Delivery = d
+		var fe *core.FieldError
+		require.True(t, errors.As(bad.Validate(), &fe), name)
+		require.Equal(t, "delivery.previous_secret", fe.Field, name)
+	}
 }

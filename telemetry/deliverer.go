@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/url"
@@ -42,6 +43,10 @@ func NewDeliverer(d core.Deliverer, cfg Config) (*Deliverer, error) {
 // ValidateTopic implements core.Deliverer by asking the wrapped deliverer.
 func (d *Deliverer) ValidateTopic(topic *core.Topic) error { return d.next.ValidateTopic(topic) }
 
+// ValidateJobURL implements core.JobURLValidator by asking the wrapped
+// deliverer.
+func (d *Deliverer) ValidateJobURL(raw string) error { return core.ValidateJobURL(d.next, raw) }
+
 // Deliver implements core.Deliverer: one span "deliver <topic>" per
 // attempt, child of the job's traceparent.
 func (d *Deliverer) Deliver(ctx context.Context, p *core.DeliverParams) error {
@@ -57,8 +62,9 @@ func (d *Deliverer) Deliver(ctx context.Context, p *core.DeliverParams) error {
 			attrDestination.String(job.Topic), attrMessageID.String(job.ID), attrAttempt.Int(job.Attempt),
 			attrDeliveryType.String(topic.Delivery.Type),
 		}
-		if topic.Delivery.URL != "" {
-			if u, err := url.Parse(topic.Delivery.URL); err == nil {
+		// A job's own URL is where its delivery goes (core.Job.URL).
+		if target := cmp.Or(job.URL, topic.Delivery.URL); target != "" {
+			if u, err := url.Parse(target); err == nil {
 				attrs = append(attrs, attrServerAddress.String(u.Host))
 			}
 		} else if topic.Delivery.Subject != "" {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/telemetry"
@@ -36,4 +37,27 @@ func TestDelivererNilParams(t *testing.T) {
 	require.Zero(t, inner.calls)
 	require.NoError(t, d.Deliver(t.Context(), &core.DeliverParams{Topic: topic, Job: &core.Job{ID: "j", Topic: "t"}}))
 	require.Equal(t, 1, inner.calls)
+}
+
+// TestDelivererJobURL: the span of a job with its own URL names that URL's
+// host, and a wrapped deliverer that checks no job URLs makes them refused.
+func TestDelivererJobURL(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	d, err := telemetry.NewDeliverer(&countingDeliverer{}, telemetry.Config{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))})
+	require.NoError(t, err)
+	topic := &core.Topic{Name: "t", Delivery: core.Delivery{Type: core.DeliveryWebhook, URL: "http://topic.test/", AllowJobURL: true}}
+	for _, j := range []*core.Job{{ID: "own", Topic: "t", URL: "https://own.test:8443/cb"}, {ID: "plain", Topic: "t"}} {
+		require.NoError(t, d.Deliver(t.Context(), &core.DeliverParams{Topic: topic, Job: j}))
+	}
+	var hosts []string
+	for _, s := range rec.Ended() {
+		for _, a := range s.Attributes() {
+			if a.Key == "server.address" {
+				hosts = append(hosts, a.Value.AsString())
+			}
+		}
+	}
+	require.Equal(t, []string{"own.test:8443", "topic.test"}, hosts)
+	require.ErrorContains(t, d.ValidateJobURL("https://own.test/"), "not available on this server")
 }

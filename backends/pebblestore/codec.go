@@ -35,12 +35,15 @@ const (
 // metaVersionPriority (the priority follows everything else); one without
 // keeps metaVersion. A record with a retry schedule is written as
 // recordVersionDelays (the schedule follows created_at); one without keeps
-// recordVersion, as before schedules existed.
+// recordVersion, as before schedules existed. A record with its own URL is
+// written as recordVersionURL: the schedule, its count possibly 0, then
+// the URL, so that records without one keep their earlier forms.
 const (
 	metaVersion         = 1
 	metaVersionPriority = 2
 	recordVersion       = 1
 	recordVersionDelays = 2
+	recordVersionURL    = 3
 )
 
 var errCorrupt = errors.New("pebblestore: corrupt record")
@@ -182,13 +185,17 @@ type record struct {
 	traceParent string
 	createdAt   int64           // ns
 	delays      []time.Duration // the job's retry schedule, nil for none
+	url         string          // the job's own webhook URL, empty for none
 	body        []byte
 }
 
 func (r *record) encode() []byte {
-	b := make([]byte, 0, 16+len(r.key)+len(r.traceParent)+8*len(r.delays)+len(r.body))
+	b := make([]byte, 0, 18+len(r.key)+len(r.traceParent)+8*len(r.delays)+len(r.url)+len(r.body))
 	version := byte(recordVersion)
-	if len(r.delays) > 0 {
+	switch {
+	case r.url != "":
+		version = recordVersionURL
+	case len(r.delays) > 0:
 		version = recordVersionDelays
 	}
 	b = append(b, version)
@@ -197,27 +204,31 @@ func (r *record) encode() []byte {
 	b = binary.AppendUvarint(b, uint64(len(r.traceParent)))
 	b = append(b, r.traceParent...)
 	b = binary.AppendVarint(b, r.createdAt)
-	if version == recordVersionDelays {
+	if version >= recordVersionDelays {
 		b = binary.AppendUvarint(b, uint64(len(r.delays)))
 		for _, d := range r.delays {
 			b = binary.AppendUvarint(b, uint64(d))
 		}
+	}
+	if version == recordVersionURL {
+		b = binary.AppendUvarint(b, uint64(len(r.url)))
+		b = append(b, r.url...)
 	}
 	return append(b, r.body...)
 }
 
 func decodeRecord(b []byte) (record, error) {
 	var r record
-	if len(b) < 1 || (b[0] != recordVersion && b[0] != recordVersionDelays) {
+	if len(b) < 1 || b[0] < recordVersion || b[0] > recordVersionURL {
 		return r, errCorrupt
 	}
 	d := decoder{b: b[1:]}
 	r.key = string(d.bytes())
 	r.traceParent = string(d.bytes())
 	r.createdAt = d.varint()
-	if b[0] == recordVersionDelays {
+	if b[0] >= recordVersionDelays {
 		n := d.uvarint()
-		if n == 0 || n > core.DelaysMax {
+		if (n == 0 && b[0] == recordVersionDelays) || n > core.DelaysMax {
 			d.fail()
 		}
 		for i := uint64(0); i < n && d.err == nil; i++ {
@@ -226,6 +237,12 @@ func decodeRecord(b []byte) (record, error) {
 				d.fail()
 			}
 			r.delays = append(r.delays, time.Duration(v))
+		}
+	}
+	if b[0] == recordVersionURL {
+		r.url = string(d.bytes())
+		if r.url == "" {
+			d.fail()
 		}
 	}
 	if d.err != nil {
@@ -255,6 +272,7 @@ func job(id string, m *meta, r *record, lastError string) *core.Job {
 		TraceParent: r.traceParent,
 		RetryDelays: r.delays,
 		Priority:    m.priority,
+		URL:         r.url,
 	}
 	if m.state == core.StateReserved {
 		j.Lease = m.lease.String()
@@ -283,7 +301,7 @@ func metaOf(j *core.Job) meta {
 }
 
 func recordOf(j *core.Job) record {
-	return record{key: j.Key, traceParent: j.TraceParent, createdAt: j.CreatedAt.UnixNano(), delays: j.RetryDelays, body: j.Body}
+	return record{key: j.Key, traceParent: j.TraceParent, createdAt: j.CreatedAt.UnixNano(), delays: j.RetryDelays, url: j.URL, body: j.Body}
 }
 
 // decoder reads the varint-framed values of a meta or a record, keeping the

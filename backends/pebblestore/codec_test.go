@@ -50,6 +50,17 @@ func TestRecordRoundTrip(t *testing.T) {
 	require.Equal(t, r, got)
 	r.delays = nil
 	require.Equal(t, byte(recordVersion), r.encode()[0])
+
+	// A URL of its own: version 3, with or without a schedule.
+	for _, delays := range [][]time.Duration{nil, {time.Second, 2 * time.Second}} {
+		r.delays, r.url = delays, "https://hooks.example/a?b=1"
+		enc := r.encode()
+		require.Equal(t, byte(recordVersionURL), enc[0])
+		got, err := decodeRecord(enc)
+		require.NoError(t, err)
+		require.Equal(t, r, got)
+	}
+	r.delays, r.url = nil, ""
 }
 
 // FuzzDecode: the decoders of stored values refuse what they cannot read
@@ -59,6 +70,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(m.encode())
 	f.Add((&record{key: "k", body: []byte("{}")}).encode())
 	f.Add((&record{key: "k", delays: []time.Duration{time.Second, 0}, body: []byte("{}")}).encode())
+	f.Add((&record{key: "k", url: "http://h/", body: []byte("{}")}).encode())
 	m.priority = 3
 	f.Add(m.encode())
 	f.Add([]byte{metaVersion, 7})

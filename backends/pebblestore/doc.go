@@ -16,7 +16,8 @@
 //	                               attempt, max_attempts, ttr, updated_at, and the lease
 //	                               and its expiry while reserved (a few dozen bytes)
 //	j<id>                          what a put sets and nothing changes: key, traceparent,
-//	                               created_at, body
+//	                               created_at, the retry schedule and own URL when the job
+//	                               has them, body
 //	e<id>                          the last error, while there is one
 //	x<id>                          the state of a done or cancelled job (as m)
 //	f<finished ms><id>             finished jobs by finish time, for the prune

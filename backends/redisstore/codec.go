@@ -32,6 +32,7 @@ const (
 	fTrace     = "p" // traceparent, absent when empty
 	fDelays    = "w" // retry delays, ns, comma-separated; absent when none
 	fPriority  = "y" // absent when 0
+	fURL       = "h" // the job's own webhook URL, absent when none
 )
 
 // decodeMap turns a job hash into a job.
@@ -68,6 +69,7 @@ func decodeMap(id string, m map[string]string) (*core.Job, error) {
 		j.LeaseExpiresAt = msTime(num(fLeaseExp))
 	}
 	j.TraceParent = m[fTrace]
+	j.URL = m[fURL]
 	j.Priority = int(num(fPriority))
 	if w, ok := m[fDelays]; ok && err == nil {
 		j.RetryDelays, err = decodeDelays(w)

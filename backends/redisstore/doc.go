@@ -63,9 +63,9 @@
 // Job hash fields: s state, t topic, k key, b body (bytes as given), r
 // run_at, d ttr (ms), m max_attempts, a attempt, c created_at, u updated_at,
 // e last_error, l lease, x lease expiry, p traceparent, w retry delays (ns,
-// comma-separated), y priority; times are Unix ms of the server's clock.
-// Empty key, body, traceparent and retry delays and priority 0 are left
-// out; l and x
+// comma-separated), y priority, h the job's own webhook URL; times are Unix
+// ms of the server's clock. Empty key, body, traceparent, retry delays and
+// URL and priority 0 are left out; l and x
 // stay once a lease ends and mean nothing unless the job is reserved. A
 // queued job is stored as scheduled or ready by its run_at when it was
 // queued; from its run_at on it is ready whatever the field says. A body

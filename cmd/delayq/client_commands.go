@@ -29,6 +29,7 @@ type pushRequest struct {
 	Key         string          `json:"key,omitempty"`
 	Backoff     *jobBackoff     `json:"backoff,omitempty"`
 	Priority    int             `json:"priority,omitempty"`
+	URL         string          `json:"url,omitempty"`
 }
 
 // jobBackoff is a job's own retry schedule, as push sends it.
@@ -113,6 +114,7 @@ with neither the job is due now.`,
 	fs.IntVar(&req.MaxAttempts, "max-attempts", 0, "most deliveries before the job goes dead (default: the topic's)")
 	fs.StringVar(&req.Key, "key", "", "business key")
 	fs.IntVar(&req.Priority, "priority", 0, "among jobs due together, lower goes first: -10 (most urgent) to 10")
+	fs.StringVar(&req.URL, "url", "", "the job's own webhook URL, for a webhook topic with delivery.allow_job_url (default: the topic's)")
 	fs.StringSliceVar(&retryDelays, "backoff-delays", nil, "the job's own retry schedule, the last repeated: 1m,3m,5m (default: the topic's backoff)")
 	return cmd
 }

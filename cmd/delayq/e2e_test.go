@@ -1,6 +1,10 @@
 package main
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,10 +14,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/backends/redisstore/redistest"
@@ -100,6 +107,175 @@ func TestE2EServe(t *testing.T) {
 			api.callJSON(http.MethodGet, "/v1/jobs/"+pushed.ID, nil, http.StatusOK, &job)
 			return job.State == "done"
 		}, 10*time.Second, 20*time.Millisecond, "job state %q", job.State)
+	})
+
+	t.Run("WebhookSignaturesJobURLAndRetryHeaders", func(t *testing.T) {
+		t.Parallel()
+		const current = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+		const previous = "old-plain-secret"
+		// Receivers verify with the official Standard Webhooks library,
+		// one holding the new secret, one still the old (a plain secret is
+		// its own key: "whsec_" + base64 of it for the library).
+		verifiers := map[string]*standardwebhooks.Webhook{}
+		for name, secret := range map[string]string{"current": current, "previous": "whsec_" + base64.StdEncoding.EncodeToString([]byte(previous))} {
+			wh, err := standardwebhooks.NewWebhook(secret)
+			require.NoError(t, err)
+			verifiers[name] = wh
+		}
+		type signedCall struct {
+			server, path, id, attempt, previousStatus, webhookID string
+			verified                                             map[string]error
+			delayqSigs                                           []string
+			delayqTS                                             string
+			body                                                 []byte
+		}
+		calls := make(chan signedCall, 32)
+		var attempts sync.Map // job id -> *atomic.Int64
+		receiver := func(server string) *httptest.Server {
+			hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				c := signedCall{server: server, path: r.URL.Path, id: r.Header.Get("Delayq-Id"), attempt: r.Header.Get("Delayq-Attempt"),
+					previousStatus: r.Header.Get("Delayq-Previous-Status"), webhookID: r.Header.Get("webhook-id"),
+					verified: map[string]error{}, body: body}
+				for name, wh := range verifiers {
+					c.verified[name] = wh.Verify(body, r.Header)
+				}
+				for part := range strings.SplitSeq(r.Header.Get("Delayq-Signature"), ",") {
+					if v, ok := strings.CutPrefix(part, "v1="); ok {
+						c.delayqSigs = append(c.delayqSigs, v)
+					} else if v, ok := strings.CutPrefix(part, "t="); ok {
+						c.delayqTS = v
+					}
+				}
+				n, _ := attempts.LoadOrStore(c.id, new(atomic.Int64))
+				switch k := n.(*atomic.Int64).Add(1); {
+				case c.id == "e2e-prev" && k == 1:
+					w.WriteHeader(http.StatusServiceUnavailable)
+				case c.id == "e2e-stop":
+					w.Header().Set("Delayq-No-Retry", "order 42 is gone")
+					w.WriteHeader(http.StatusUnprocessableEntity)
+				default:
+					w.WriteHeader(http.StatusNoContent)
+				}
+				calls <- c
+			}))
+			t.Cleanup(hs.Close)
+			return hs
+		}
+		topicHook, ownHook := receiver("topic"), receiver("own")
+		api := newCaller(t, srv.HTTPURL)
+
+		// A whsec_ secret that is not base64 of a key is refused, and
+		// changes nothing.
+		status, answer := api.call(http.MethodPut, "/v1/topics/e2e.signed",
+			map[string]any{"delivery": map[string]any{"type": "webhook", "url": topicHook.URL + "/hook", "secret": "whsec_short"}})
+		require.Equal(t, http.StatusBadRequest, status, "%s", answer)
+		require.Contains(t, string(answer), `"field":"delivery.secret"`)
+		status, _ = api.call(http.MethodGet, "/v1/topics/e2e.signed", nil)
+		require.Equal(t, http.StatusNotFound, status)
+
+		var topic struct {
+			Delivery map[string]any `json:"delivery"`
+		}
+		api.callJSON(http.MethodPut, "/v1/topics/e2e.signed", map[string]any{
+			"delivery": map[string]any{"type": "webhook", "url": topicHook.URL + "/hook", "secret": current,
+				"previous_secret": previous, "allow_job_url": true},
+			"max_attempts": 5, "backoff": map[string]any{"delays": []any{"50ms"}},
+		}, http.StatusOK, &topic)
+		require.Equal(t, true, topic.Delivery["secret_set"])
+		require.Equal(t, true, topic.Delivery["previous_secret_set"])
+		require.Equal(t, true, topic.Delivery["allow_job_url"])
+		_, answer = api.call(http.MethodGet, "/v1/topics/e2e.signed", nil)
+		require.NotContains(t, string(answer), "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+		require.NotContains(t, string(answer), previous)
+
+		// A url on a topic that does not allow one: 400 on url, nothing stored.
+		status, answer = api.call(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.pull.nourl", "id": "e2e-nourl", "url": ownHook.URL})
+		require.Equal(t, http.StatusBadRequest, status, "%s", answer)
+		require.Contains(t, string(answer), `"field":"url"`)
+		status, _ = api.call(http.MethodGet, "/v1/jobs/e2e-nourl", nil)
+		require.Equal(t, http.StatusNotFound, status)
+
+		api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.signed", "id": "e2e-prev", "body": map[string]any{"n": 1}}, http.StatusCreated, nil)
+		api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.signed", "id": "e2e-stop", "body": 2}, http.StatusCreated, nil)
+		code, stdout, stderr := runCLI(t, "push", "e2e.signed", `{"n": 3}`, "--id", "e2e-own", "--url", ownHook.URL+"/own?tenant=7", "--server", srv.HTTPURL)
+		require.Equal(t, 0, code, stderr)
+		require.Contains(t, stdout, `"e2e-own"`)
+		var own struct {
+			URL string `json:"url"`
+		}
+		api.callJSON(http.MethodGet, "/v1/jobs/e2e-own", nil, http.StatusOK, &own)
+		require.Equal(t, ownHook.URL+"/own?tenant=7", own.URL)
+
+		got := map[string][]signedCall{}
+		deadline := time.After(20 * time.Second)
+		for len(got["e2e-prev"]) < 2 || len(got["e2e-stop"]) < 1 || len(got["e2e-own"]) < 1 {
+			select {
+			case c := <-calls:
+				got[c.id] = append(got[c.id], c)
+			case <-deadline:
+				t.Fatalf("calls so far: %v", got)
+			}
+		}
+		for id, cs := range got {
+			for _, c := range cs {
+				require.Equal(t, id, c.webhookID, "webhook-id is the job id on every attempt")
+				for name, err := range c.verified {
+					require.NoError(t, err, "%s attempt %s: Standard Webhooks signature with the %s secret", id, c.attempt, name)
+				}
+				// Delayq-Signature, checked by hand: one v1 per secret.
+				require.Len(t, c.delayqSigs, 2)
+				for _, secret := range []string{current, previous} {
+					m := hmac.New(sha256.New, []byte(secret))
+					m.Write([]byte(c.delayqTS + "." + string(c.body)))
+					require.Contains(t, c.delayqSigs, hex.EncodeToString(m.Sum(nil)), "Delayq-Signature of %s", id)
+				}
+			}
+		}
+		prev := got["e2e-prev"]
+		require.Equal(t, []string{"1", "2"}, []string{prev[0].attempt, prev[1].attempt})
+		require.Empty(t, prev[0].previousStatus, "no previous status on the first attempt")
+		require.Equal(t, "503", prev[1].previousStatus)
+		require.Equal(t, "topic", prev[0].server)
+		require.Equal(t, "own", got["e2e-own"][0].server, "sent to the job's url")
+		require.Equal(t, "/own", got["e2e-own"][0].path)
+
+		var job struct {
+			State     string `json:"state"`
+			Attempt   int    `json:"attempt"`
+			LastError string `json:"last_error"`
+		}
+		require.Eventually(t, func() bool {
+			api.callJSON(http.MethodGet, "/v1/jobs/e2e-stop", nil, http.StatusOK, &job)
+			return job.State == "dead"
+		}, 10*time.Second, 20*time.Millisecond, "job state %q", job.State)
+		require.Equal(t, 1, job.Attempt, "dead after one attempt, with 4 left")
+		require.Equal(t, "receiver stopped retries: order 42 is gone (status 422)", job.LastError)
+		for _, id := range []string{"e2e-prev", "e2e-own"} {
+			require.Eventually(t, func() bool {
+				api.callJSON(http.MethodGet, "/v1/jobs/"+id, nil, http.StatusOK, &job)
+				return job.State == "done"
+			}, 10*time.Second, 20*time.Millisecond, "%s state %q", id, job.State)
+		}
+		require.Empty(t, calls, "no call after the stop or the successes")
+
+		// The topic stops allowing job urls: a job that has one fails with
+		// a last_error saying so, and goes to neither url.
+		api.callJSON(http.MethodPut, "/v1/topics/e2e.signed", map[string]any{
+			"delivery":     map[string]any{"type": "webhook", "url": topicHook.URL + "/hook", "secret": current, "allow_job_url": true},
+			"max_attempts": 1,
+		}, http.StatusOK, nil)
+		api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.signed", "id": "e2e-orphan", "url": ownHook.URL + "/own", "delay": "1s"}, http.StatusCreated, nil)
+		api.callJSON(http.MethodPut, "/v1/topics/e2e.signed", map[string]any{
+			"delivery":     map[string]any{"type": "webhook", "url": topicHook.URL + "/hook", "secret": current},
+			"max_attempts": 1,
+		}, http.StatusOK, nil)
+		require.Eventually(t, func() bool {
+			api.callJSON(http.MethodGet, "/v1/jobs/e2e-orphan", nil, http.StatusOK, &job)
+			return job.State == "dead"
+		}, 10*time.Second, 20*time.Millisecond, "job state %q", job.State)
+		require.Contains(t, job.LastError, "no longer allows (delivery.allow_job_url is off)")
+		require.Empty(t, calls, "sent to no url")
 	})
 
 	t.Run("PullConsumerOverHTTP", func(t *testing.T) {

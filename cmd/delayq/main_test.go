@@ -174,9 +174,12 @@ func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 // runCLIWith is runCLI with extra environment variables and standard input.
 func runCLIWith(t *testing.T, env []string, stdin string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	// The binary first: building it (once, for every test) is not the
+	// command's time.
+	bin := binary(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary(t), args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(childEnv(), env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errOut bytes.Buffer

@@ -124,13 +124,16 @@ func testExportStates(t *testing.T, b *testBundle) {
 	sched.TTR = 7 * time.Second
 	sched.MaxAttempts = 3
 	sched.TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	sched.URL = "https://hooks.example/exported"
 	ready := NewJob(topic, now.Add(-time.Second))
 	ready.Body = json.RawMessage(`"just a string"`)
 	ready.Key = "k-ready"
 	retried := DueJob(topic + ".retried")
 	reserved := DueJob(topic + ".reserved")
 	reserved.TTR = time.Minute
+	reserved.URL = "http://127.0.0.1:9/reserved"
 	dead := DueJob(topic + ".dead")
+	dead.URL = "http://127.0.0.1:9/dead"
 	done := DueJob(topic + ".done")
 	cancelled := NewJob(topic, now.Add(time.Hour))
 	before := time.Now()
@@ -227,11 +230,13 @@ func testImportStates(t *testing.T, b *testBundle) {
 	sched := mk(".sched", now.Add(600*time.Millisecond), core.StateScheduled, 1, "try later")
 	ready := mk(".ready", now.Add(-time.Second), core.StateReady, 2, "failed twice")
 	ready.RetryDelays = []time.Duration{time.Second, 3 * time.Second}
+	ready.URL = "https://hooks.example/imported"
 	reserved := mk(".reserved", now.Add(-2*time.Second), core.StateReserved, 1, "earlier")
 	reserved.Lease, reserved.LeaseExpiresAt = "old-lease", core.StoreTime(now.Add(30*time.Second))
 	dead := mk(".dead", now.Add(-3*time.Second), core.StateDead, 5, "boom")
 	ready.Priority = -4
 	dead.Priority = 7
+	dead.URL = "http://127.0.0.1:9/dead"
 	jobs := []*core.Job{sched, ready, reserved, dead}
 
 	require.Equal(t, allTrue(4), b.importJobs(t, jobs...))

@@ -171,7 +171,8 @@ func testTwoInstancesWakeUp(t *testing.T, b *testBundle) {
 // testRestart: with a durable backend, closing every store of a namespace
 // and opening it again loses nothing: scheduled, ready and reserved jobs are
 // all delivered (the reserved ones once their lease expires), finished and
-// dead jobs, topic configurations and paused topics are still there.
+// dead jobs, topic configurations and paused topics are still there, and
+// jobs keep their fields (requireSameJob).
 func testRestart(t *testing.T, b *testBundle) {
 	if !b.h.Durable {
 		t.Skip("the backend is not durable")
@@ -190,7 +191,10 @@ func testRestart(t *testing.T, b *testBundle) {
 	for range 3 {
 		reserved = append(reserved, shortJob(topic+".reserved"))
 	}
+	pending[0].URL = "https://hooks.example/pending"
+	reserved[0].URL = "https://hooks.example/reserved"
 	done, dead := DueJob(topic+".done"), DueJob(topic+".dead")
+	dead.URL = "https://hooks.example/dead"
 	Put(t, b.ctx, s1, slices.Concat(pending, reserved, []*core.Job{done, dead})...)
 	leases := claimUntil(t, b.ctx, s1, topic+".reserved", 3, 3, dueWait)
 	require.Len(t, leases, 3)
@@ -217,7 +221,9 @@ func testRestart(t *testing.T, b *testBundle) {
 		require.Equal(t, 1, got.Attempt)
 	}
 	b.requireState(t, done.ID, core.StateDone)
-	require.Equal(t, "boom", b.requireState(t, dead.ID, core.StateDead).LastError)
+	deadAgain := b.requireState(t, dead.ID, core.StateDead)
+	require.Equal(t, "boom", deadAgain.LastError)
+	require.Equal(t, dead.URL, deadAgain.URL)
 	require.Equal(t, []string{dead.ID}, ids(listDead(t, b, dead.Topic, 10)))
 	tp := b.topicOf(t, topic)
 	require.True(t, tp.Configured)

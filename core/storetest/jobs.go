@@ -29,6 +29,7 @@ func testPutGetRoundTrip(t *testing.T, b *testBundle) {
 	full.TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	full.RetryDelays = []time.Duration{time.Minute, 0, 250 * time.Millisecond, core.DelayMax}
 	full.Priority = core.PriorityMax
+	full.URL = "https://hooks.example/orders/42?x=1&y=é"
 	str := NewJob(topic, runAt.Add(time.Second))
 	str.Body = json.RawMessage(`"just a string"`)
 	big := NewJob(topic, runAt.Add(2*time.Second))
@@ -41,6 +42,7 @@ func testPutGetRoundTrip(t *testing.T, b *testBundle) {
 	due.Body = json.RawMessage(`[1,2,3]`)
 	due.RetryDelays = []time.Duration{1500 * time.Millisecond}
 	due.Priority = core.PriorityMin
+	due.URL = "http://127.0.0.1:8080/hook"
 	want := map[string]*core.Job{}
 	for _, j := range []*core.Job{full, str, big, due} {
 		want[j.ID] = j.Clone()

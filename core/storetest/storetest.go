@@ -66,6 +66,7 @@ var subtests = []subtest{
 	{"OrderByRunAt", testOrderByRunAt},
 	{"Priority", testPriority},
 	{"PriorityKept", testPriorityKept},
+	{"JobURLKept", testJobURLKept},
 	{"Precision", testPrecision},
 	{"ClaimMaxAndEmptyWait", testClaimMaxAndEmptyWait},
 	{"ClaimWokenByPut", testClaimWokenByPut},
@@ -328,7 +329,7 @@ func requireBetween(t *testing.T, got, lo, hi time.Time, slack time.Duration, wh
 
 // requireSameJob requires got to carry what was put as want: id, topic,
 // key, body byte for byte, run_at to the ms, ttr, max_attempts,
-// traceparent, retry delays and priority.
+// traceparent, retry delays, priority and url.
 func requireSameJob(t *testing.T, want, got *core.Job) {
 	t.Helper()
 	require.Equal(t, want.ID, got.ID)
@@ -341,6 +342,7 @@ func requireSameJob(t *testing.T, want, got *core.Job) {
 	require.Equal(t, want.TraceParent, got.TraceParent, "traceparent of %s", want.ID)
 	require.Equal(t, want.RetryDelays, got.RetryDelays, "retry_delays of %s", want.ID)
 	require.Equal(t, want.Priority, got.Priority, "priority of %s", want.ID)
+	require.Equal(t, want.URL, got.URL, "url of %s", want.ID)
 }
 
 // ids returns the ids of jobs in order.

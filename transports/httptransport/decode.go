@@ -234,6 +234,7 @@ type jobRequest struct {
 	Key         string          `json:"key"`
 	Backoff     json.RawMessage `json:"backoff"`
 	Priority    int             `json:"priority"`
+	URL         string          `json:"url"`
 }
 
 // jobBackoffRequest is the wire form of a job's backoff: its own retry
@@ -290,6 +291,7 @@ func (req *jobRequest) params() (*core.PushParams, error) {
 		Body:  req.Body,
 		ID:    req.ID,
 		Key:   req.Key,
+		URL:   req.URL,
 	}
 	if err := core.ValidatePriority("priority", req.Priority); err != nil {
 		return nil, err
@@ -399,17 +401,22 @@ type topicRequest struct {
 }
 
 type deliveryRequest struct {
-	Type    string            `json:"type"`
-	URL     string            `json:"url"`
-	Timeout json.RawMessage   `json:"timeout"`
-	Secret  string            `json:"secret"`
-	Subject string            `json:"subject"`
-	Success string            `json:"success"`
-	Method  string            `json:"method"`
-	Headers map[string]string `json:"headers"`
+	Type    string          `json:"type"`
+	URL     string          `json:"url"`
+	Timeout json.RawMessage `json:"timeout"`
+	Secret  string          `json:"secret"`
+	// PreviousSecret is the secret being rotated out; see
+	// core.Delivery.PreviousSecret.
+	PreviousSecret string            `json:"previous_secret"`
+	Subject        string            `json:"subject"`
+	Success        string            `json:"success"`
+	Method         string            `json:"method"`
+	Headers        map[string]string `json:"headers"`
 	// ErrorBody is a pointer so that a JSON null leaves it unset, like the
 	// other fields.
 	ErrorBody *bool `json:"error_body"`
+	// AllowJobURL lets jobs carry their own url; a pointer as ErrorBody.
+	AllowJobURL *bool `json:"allow_job_url"`
 }
 
 type backoffRequest struct {
@@ -451,8 +458,9 @@ func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
 		if err := decodeObject(req.Delivery, "delivery", &d); err != nil {
 			return nil, err
 		}
-		t.Delivery = core.Delivery{Type: d.Type, URL: d.URL, Secret: d.Secret, Subject: d.Subject, Success: d.Success,
-			Method: d.Method, Headers: d.Headers, ErrorBody: d.ErrorBody != nil && *d.ErrorBody}
+		t.Delivery = core.Delivery{Type: d.Type, URL: d.URL, Secret: d.Secret, PreviousSecret: d.PreviousSecret, Subject: d.Subject, Success: d.Success,
+			Method: d.Method, Headers: d.Headers, ErrorBody: d.ErrorBody != nil && *d.ErrorBody,
+			AllowJobURL: d.AllowJobURL != nil && *d.AllowJobURL}
 		if t.Delivery.Timeout, _, err = parseDuration("delivery.timeout", d.Timeout); err != nil {
 			return nil, err
 		}

@@ -61,7 +61,7 @@ func appendJob(b []byte, j *core.Job) []byte {
 
 // appendJobFields opens a job object and appends the fields that the GET
 // form and an export line share, from id to created_at, and the job's own
-// backoff when it has one.
+// url and backoff when it has them.
 func appendJobFields(b []byte, j *core.Job) []byte {
 	b = append(b, `{"id":`...)
 	b = appendString(b, j.ID)
@@ -85,6 +85,10 @@ func appendJobFields(b []byte, j *core.Job) []byte {
 	b = appendString(b, string(j.State))
 	b = append(b, `,"created_at":`...)
 	b = appendTime(b, j.CreatedAt)
+	if j.URL != "" {
+		b = append(b, `,"url":`...)
+		b = appendString(b, j.URL)
+	}
 	if len(j.RetryDelays) > 0 {
 		b = append(b, `,"backoff":{"delays":[`...)
 		for i, d := range j.RetryDelays {
@@ -143,7 +147,8 @@ type touchView struct {
 }
 
 // topicView is the wire form of a topic: its configuration with defaults
-// filled, the delivery secret replaced by secret_set, and its counts.
+// filled, the delivery secrets replaced by secret_set and
+// previous_secret_set, and its counts.
 type topicView struct {
 	Name        string       `json:"name"`
 	Delivery    deliveryView `json:"delivery"`
@@ -168,8 +173,12 @@ type deliveryView struct {
 	Subject   string `json:"subject,omitempty"`
 	Success   string `json:"success,omitempty"`
 	SecretSet bool   `json:"secret_set"`
-	ErrorBody bool   `json:"error_body,omitempty"`
-	Method    string `json:"method,omitempty"`
+	// PreviousSecretSet is shown only while a rotation is under way.
+	PreviousSecretSet bool   `json:"previous_secret_set,omitempty"`
+	ErrorBody         bool   `json:"error_body,omitempty"`
+	Method            string `json:"method,omitempty"`
+	// AllowJobURL is shown only when set, as ErrorBody.
+	AllowJobURL bool `json:"allow_job_url,omitempty"`
 	// HeaderNames names the headers a webhook topic adds; their values,
 	// often credentials, are never shown, as the secret is not.
 	HeaderNames []string `json:"header_names,omitempty"`
@@ -188,13 +197,15 @@ func newTopicView(t *core.Topic) topicView {
 	v := topicView{
 		Name: d.Name,
 		Delivery: deliveryView{
-			Type:      d.Delivery.Type,
-			URL:       d.Delivery.URL,
-			Subject:   d.Delivery.Subject,
-			Success:   d.Delivery.Success,
-			SecretSet: d.Delivery.Secret != "",
-			ErrorBody: d.Delivery.ErrorBody,
-			Method:    d.Delivery.Method,
+			Type:              d.Delivery.Type,
+			URL:               d.Delivery.URL,
+			Subject:           d.Delivery.Subject,
+			Success:           d.Delivery.Success,
+			SecretSet:         d.Delivery.Secret != "",
+			PreviousSecretSet: d.Delivery.PreviousSecret != "",
+			ErrorBody:         d.Delivery.ErrorBody,
+			Method:            d.Delivery.Method,
+			AllowJobURL:       d.Delivery.AllowJobURL,
 		},
 		TTR:         d.TTR.String(),
 		MaxAttempts: d.MaxAttempts,

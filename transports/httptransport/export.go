@@ -109,6 +109,7 @@ type exportLine struct {
 	LastError   string          `json:"last_error"`
 	Backoff     json.RawMessage `json:"backoff"`
 	Priority    int             `json:"priority"`
+	URL         string          `json:"url"`
 }
 
 // decodeExportLine decodes one line of an import into a job. It checks the
@@ -128,6 +129,7 @@ func decodeExportLine(data []byte) (*core.Job, error) {
 		State:       core.State(l.State),
 		LastError:   l.LastError,
 		Priority:    l.Priority,
+		URL:         l.URL,
 	}
 	var err error
 	if j.RunAt, _, err = parseTime("run_at", l.RunAt); err != nil {

@@ -167,6 +167,67 @@ func TestExportImportRoundTrip(t *testing.T) {
 	require.ElementsMatch(t, []any{ready, reservedID}, []any{dst.claim(t, "exp.a", 10)[0]["id"], dst.claim(t, "exp.b", 10)[0]["id"]})
 }
 
+// TestJobURLOverHTTP: a job's own url is taken by create, replace, batch
+// and import for a webhook topic that allows it, refused otherwise with
+// nothing stored, shown by GET and kept by export and import.
+func TestJobURLOverHTTP(t *testing.T) {
+	t.Parallel()
+	src, dst := setup(t), setup(t)
+	const allowing = `{"delivery": {"type": "webhook", "url": "https://svc/hook", "allow_job_url": true}}`
+	for _, b := range []*testBundle{src, dst} {
+		res := b.do(t, http.MethodPut, "/v1/topics/hooks", allowing)
+		requireStatus(t, res, http.StatusOK)
+		require.Equal(t, true, res.object(t)["delivery"].(map[string]any)["allow_job_url"])
+	}
+	requireStatus(t, src.do(t, http.MethodPut, "/v1/topics/closed", `{"delivery": {"type": "webhook", "url": "https://svc/hook"}}`), http.StatusOK)
+	require.NotContains(t, src.do(t, http.MethodGet, "/v1/topics/closed", nil).object(t)["delivery"], "allow_job_url")
+
+	id := src.push(t, `{"topic":"hooks","id":"own-1","delay":"1h","url":"https://tenant.example/cb?o=42"}`)
+	require.Equal(t, "https://tenant.example/cb?o=42", src.getJob(t, id)["url"])
+	plain := src.push(t, `{"topic":"hooks","id":"plain-1","delay":"1h"}`)
+	require.NotContains(t, src.getJob(t, plain), "url", "shown only when set")
+
+	for _, c := range []struct{ method, path, body string }{
+		{http.MethodPost, "/v1/jobs", `{"topic":"closed","id":"c-1","url":"https://tenant.example/cb"}`},
+		{http.MethodPost, "/v1/jobs", `{"topic":"pull","id":"c-2","url":"https://tenant.example/cb"}`},
+		{http.MethodPost, "/v1/jobs", `{"topic":"hooks","id":"c-3","url":"https://denied.example/cb"}`},
+		{http.MethodPost, "/v1/jobs", `{"topic":"hooks","id":"c-4","url":7}`},
+		{http.MethodPut, "/v1/jobs/c-5", `{"topic":"closed","url":"https://tenant.example/cb"}`},
+	} {
+		requireError(t, src.do(t, c.method, c.path, c.body), http.StatusBadRequest, "invalid_argument", "url")
+	}
+	for _, id := range []string{"c-1", "c-2", "c-3", "c-4", "c-5"} {
+		requireStatus(t, src.do(t, http.MethodGet, "/v1/jobs/"+id, nil), http.StatusNotFound)
+	}
+	// Replace: a new url, and a batch where each job stands alone.
+	res := src.do(t, http.MethodPut, "/v1/jobs/own-1", `{"topic":"hooks","delay":"1h","url":"https://tenant.example/cb2"}`)
+	requireStatus(t, res, http.StatusOK)
+	require.Equal(t, "https://tenant.example/cb2", src.getJob(t, "own-1")["url"])
+	res = src.do(t, http.MethodPost, "/v1/jobs/batch", `{"jobs":[{"topic":"hooks","id":"b-1","delay":"1h","url":"https://tenant.example/b"},{"topic":"closed","id":"b-2","url":"https://tenant.example/b"}]}`)
+	requireStatus(t, res, http.StatusOK)
+	results := res.object(t)["results"].([]any)
+	require.Equal(t, "b-1", results[0].(map[string]any)["id"])
+	require.Equal(t, "url", results[1].(map[string]any)["error"].(map[string]any)["field"])
+	requireStatus(t, src.do(t, http.MethodGet, "/v1/jobs/b-2", nil), http.StatusNotFound)
+
+	raw, lines := src.exportLines(t)
+	require.Equal(t, "https://tenant.example/cb2", lines["own-1"]["url"])
+	require.Equal(t, "https://tenant.example/b", lines["b-1"]["url"])
+	require.NotContains(t, lines["plain-1"], "url")
+	a := dst.importBody(t, raw, "Content-Type", "application/x-ndjson")
+	require.Equal(t, 3, a.Imported)
+	require.Equal(t, "https://tenant.example/cb2", dst.getJob(t, "own-1")["url"])
+
+	// A destination whose topic does not allow job urls refuses those lines.
+	other := setup(t)
+	a = other.importBody(t, raw, "Content-Type", "application/x-ndjson")
+	require.Equal(t, 1, a.Imported)
+	require.Equal(t, 2, a.Failed)
+	for _, e := range a.Errors {
+		require.Equal(t, "url", e.Error.Field)
+	}
+}
+
 func TestImportBadLines(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *setupConfig) { c.limits.MaxBodyBytes = 1024 })

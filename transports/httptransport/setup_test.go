@@ -320,6 +320,15 @@ func (fakeDeliverer) ValidateTopic(t *core.Topic) error {
 
 func (fakeDeliverer) Deliver(context.Context, *core.DeliverParams) error { return nil }
 
+// ValidateJobURL refuses a job's url with "denied" in it, as a deny list
+// would.
+func (fakeDeliverer) ValidateJobURL(raw string) error {
+	if strings.Contains(raw, "denied") {
+		return core.Invalid("url", "url: webhook destination denied")
+	}
+	return nil
+}
+
 // fakeNATSDeliverer lets NATS topics be configured with any subject; the
 // engine is never started, so nothing is delivered.
 type fakeNATSDeliverer struct{}

@@ -75,6 +75,26 @@ func TestTopics(t *testing.T) {
 		requireStatus(t, res, http.StatusNotFound) // refused changes stored nothing
 	})
 
+	t.Run("SecretRotation", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		const current, previous = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "0ld-s3cr3t"
+		res := b.do(t, http.MethodPut, "/v1/topics/hooks", `{"delivery": {"type": "webhook", "url": "https://svc/hook",
+			"secret": "`+current+`", "previous_secret": "`+previous+`"}}`)
+		requireStatus(t, res, http.StatusOK)
+		for _, r := range []*response{res, b.do(t, http.MethodGet, "/v1/topics/hooks", nil)} {
+			require.NotContains(t, string(r.body), "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+			require.NotContains(t, string(r.body), previous)
+			d := r.object(t)["delivery"].(map[string]any)
+			require.Equal(t, true, d["secret_set"])
+			require.Equal(t, true, d["previous_secret_set"])
+		}
+		// The rotation ends: the previous secret is no longer sent, nor shown.
+		res = b.do(t, http.MethodPut, "/v1/topics/hooks", `{"delivery": {"type": "webhook", "url": "https://svc/hook", "secret": "`+current+`"}}`)
+		requireStatus(t, res, http.StatusOK)
+		require.NotContains(t, res.object(t)["delivery"], "previous_secret_set")
+	})
+
 	t.Run("RetrySchedule", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -255,6 +275,9 @@ func TestTopics(t *testing.T) {
 			{"/v1/topics/t", `{"backoff":{"steps":3}}`, "backoff.steps"},
 			{"/v1/topics/t", `{"name":"u"}`, "name"},
 			{"/v1/topics/t", `{"secret":"x"}`, "secret"},
+			{"/v1/topics/t", `{"delivery":{"type":"webhook","url":"https://svc/hook","previous_secret":"old"}}`, "delivery.previous_secret"},
+			{"/v1/topics/t", `{"delivery":{"type":"webhook","url":"https://svc/hook","secret":"s","previous_secret":"s"}}`, "delivery.previous_secret"},
+			{"/v1/topics/t", `{"delivery":{"type":"webhook","url":"https://svc/hook","secret":"s","previous_secret":7}}`, "delivery.previous_secret"},
 			{"/v1/topics/t", ``, ""},
 			{"/v1/topics/t", `{"ttr":"1m"`, ""},
 			{"/v1/topics/t", `{"ttr":"1m"}x`, ""},

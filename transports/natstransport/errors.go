@@ -17,6 +17,7 @@ var fieldNames = map[string]string{
 	"max_attempts": HeaderMaxAttempts,
 	"key":          HeaderKey,
 	"priority":     HeaderPriority,
+	"url":          HeaderURL,
 }
 
 // toReplyError maps err with wire.ToError, naming fields as a NATS

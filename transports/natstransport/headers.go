@@ -35,6 +35,9 @@ const (
 	// HeaderPriority is the job's priority, an integer from
 	// core.PriorityMin (most urgent) to core.PriorityMax.
 	HeaderPriority = "Delayq-Priority"
+	// HeaderURL is the job's own webhook URL, for a webhook topic that
+	// allows one (delivery.allow_job_url).
+	HeaderURL = "Delayq-Url"
 	// HeaderTraceParent carries the W3C trace context of the push into
 	// deliveries.
 	HeaderTraceParent = "traceparent"
@@ -54,7 +57,7 @@ const (
 const headerPrefix = "delayq-"
 
 // intakeHeaders are the delayq headers an intake message may carry.
-var intakeHeaders = []string{HeaderDelay, HeaderRunAt, HeaderID, HeaderTTR, HeaderMaxAttempts, HeaderKey, HeaderBackoffDelays, HeaderPriority}
+var intakeHeaders = []string{HeaderDelay, HeaderRunAt, HeaderID, HeaderTTR, HeaderMaxAttempts, HeaderKey, HeaderBackoffDelays, HeaderPriority, HeaderURL}
 
 // decodePush builds the engine's push parameters from an intake message:
 // the topic from the subject after subjectPrefix, the body from the
@@ -118,6 +121,12 @@ func decodePush(subjectPrefix string, m *nats.Msg) (*core.PushParams, error) {
 		p.ID = v
 	}
 	p.Key = h[HeaderKey]
+	if v, ok := h[HeaderURL]; ok {
+		if v == "" {
+			return nil, core.Invalid(HeaderURL, "%s must not be empty", HeaderURL)
+		}
+		p.URL = v
+	}
 	if v, ok := h[HeaderBackoffDelays]; ok {
 		for f := range strings.SplitSeq(v, ",") {
 			d, err := wire.ParseDurationText(HeaderBackoffDelays, f)

@@ -22,6 +22,8 @@ func FuzzDecodePush(f *testing.F) {
 		{"t", "Delayq-TTR", "30s"},
 		{"t", "Delayq-Max-Attempts", "3"},
 		{"t", "Delayq-Priority", "-10"},
+		{"t", "Delayq-Url", "https://svc/own?x=1"},
+		{"t", "delayq-url", ""},
 		{"t", "delayq-id", "a-1"},
 		{"t", "Delayq-Key", "k"},
 		{"t", "Delayq-Backoff-Delays", "1m, 3m,0"},
@@ -50,5 +52,10 @@ func FuzzDecodePush(f *testing.F) {
 			require.Positive(t, p.TTR)
 		}
 		require.NoError(t, core.ValidatePriority("priority", p.Priority))
+		if strings.EqualFold(key, HeaderURL) {
+			require.Equal(t, value, p.URL, "the url as given")
+		} else {
+			require.Empty(t, p.URL)
+		}
 	})
 }

@@ -86,6 +86,8 @@ func TestIntakeErrors(t *testing.T) {
 		{"t", `{}`, []string{"Delayq-Max-Attempts", "0"}, "invalid_argument", "Delayq-Max-Attempts"},
 		{"t", `{}`, []string{"Delayq-Priority", "urgent"}, "invalid_argument", "Delayq-Priority"},
 		{"t", `{}`, []string{"Delayq-Priority", "11"}, "invalid_argument", "Delayq-Priority"},
+		{"t", `{}`, []string{"Delayq-Url", ""}, "invalid_argument", "Delayq-Url"},
+		{"t", `{}`, []string{"Delayq-Url", "https://svc/own"}, "invalid_argument", "Delayq-Url"}, // not a webhook topic
 		{"t", `{}`, []string{"Delayq-Id", "bad id!"}, "invalid_argument", "Delayq-Id"},
 		{"t", `{}`, []string{"Delayq-Id", ""}, "invalid_argument", "Delayq-Id"},
 		{"t", `{}`, []string{"Delayq-Key", "a\x01b"}, "invalid_argument", "Delayq-Key"},
@@ -306,4 +308,17 @@ func pending(t *testing.T, sub *nats.Subscription) int {
 	n, _, err := sub.Pending()
 	require.NoError(t, err)
 	return n
+}
+
+// TestIntakeJobURL: Delayq-Url sets a job's own webhook URL on a topic that
+// allows one, and is refused, naming the header, on one that does not.
+func TestIntakeJobURL(t *testing.T) {
+	t.Parallel()
+	b := setup(t, servers(t)[0].dial)
+	ctx := context.Background()
+	require.NoError(t, b.engine.PutTopic(ctx, &core.Topic{Name: "hooks",
+		Delivery: core.Delivery{Type: core.DeliveryWebhook, URL: "https://svc/hook", AllowJobURL: true}}))
+	r := b.push(t, "hooks", `{}`, "Delayq-Url", "https://tenant.example/cb?o=1", "Delayq-Delay", "1h")
+	require.Equal(t, "https://tenant.example/cb?o=1", b.job(t, r.ID).URL)
+	requireError(t, b.request(t, b.intake.PushSubject("t"), `{}`, "delayq-url", "https://tenant.example/cb"), "invalid_argument", "Delayq-Url")
 }

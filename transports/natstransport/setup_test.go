@@ -104,7 +104,7 @@ func setup(t *testing.T, dial dialer, mods ...func(*setupConfig)) *testBundle {
 		Store:        store,
 		Logger:       log,
 		Limits:       cfg.limits,
-		Deliverers:   map[string]core.Deliverer{core.DeliveryNATS: d},
+		Deliverers:   map[string]core.Deliverer{core.DeliveryNATS: d, core.DeliveryWebhook: webhookStub{}},
 		TopicRefresh: time.Hour,
 	})
 	require.NoError(t, err)
@@ -190,3 +190,11 @@ func (b *testBundle) job(t *testing.T, id string) *core.Job {
 	require.NoError(t, err)
 	return j
 }
+
+// webhookStub lets webhook topics, and jobs' own URLs on them, be
+// configured; it delivers nothing anywhere.
+type webhookStub struct{}
+
+func (webhookStub) ValidateTopic(*core.Topic) error                    { return nil }
+func (webhookStub) Deliver(context.Context, *core.DeliverParams) error { return nil }
+func (webhookStub) ValidateJobURL(string) error                        { return nil }

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"cel.dev/cel-go/cel"
@@ -172,7 +173,8 @@ func (d *Deliverer) CloseIdleConnections() { d.client.CloseIdleConnections() }
 // absolute http or https URL with a host and no user information, whose
 // host name and the addresses it resolves to now are allowed by
 // Config.Destinations (a name that does not resolve passes; deliveries are
-// checked again),
+// checked again), delivery.secret and delivery.previous_secret, when in
+// the whsec_ form, must hold a valid key (StandardKey),
 // delivery.success, when set, must compile to a boolean CEL condition over
 // status, body and headers within the cost limits (see
 // MaxConditionEstimatedCost), and delivery.subject must be empty. It
@@ -181,16 +183,16 @@ func (d *Deliverer) ValidateTopic(t *core.Topic) error {
 	if t.Delivery.Type != core.DeliveryWebhook {
 		return core.Invalid("delivery.type", "delivery.type must be %s for a webhook topic", core.DeliveryWebhook)
 	}
-	if err := validateURL(t.Delivery.URL); err != nil {
+	if err := d.checkURL("delivery.url", t.Delivery.URL); err != nil {
 		return err
-	}
-	if u, err := url.Parse(t.Delivery.URL); err == nil {
-		if err := d.checkURLHost(u.Hostname()); err != nil {
-			return &core.FieldError{Field: "delivery.url", Message: "delivery.url: " + err.Error(), Err: errors.Join(core.ErrInvalidArgument, err)}
-		}
 	}
 	if t.Delivery.Subject != "" {
 		return core.Invalid("delivery.subject", "delivery.subject is only for nats delivery")
+	}
+	for field, secret := range map[string]string{"delivery.secret": t.Delivery.Secret, "delivery.previous_secret": t.Delivery.PreviousSecret} {
+		if _, err := StandardKey(secret); err != nil {
+			return core.Invalid(field, "%s: %s", field, err)
+		}
 	}
 	if t.Delivery.Success != "" {
 		if _, err := d.conds.compile(t.Delivery.Success); err != nil {
@@ -200,25 +202,46 @@ func (d *Deliverer) ValidateTopic(t *core.Topic) error {
 	return nil
 }
 
-func validateURL(raw string) error {
-	const field = "delivery.url"
+// ValidateJobURL implements core.JobURLValidator: a job's own url is
+// checked as a topic's delivery.url is (see ValidateTopic), with errors
+// naming field "url". Each delivery checks its addresses again.
+func (d *Deliverer) ValidateJobURL(raw string) error {
+	return d.checkURL("url", raw)
+}
+
+// checkURL checks a delivery URL named field: its form (validateURL), then
+// its host against Config.Destinations.
+func (d *Deliverer) checkURL(field, raw string) error {
+	if err := validateURL(field, raw); err != nil {
+		return err
+	}
+	if u, err := url.Parse(raw); err == nil {
+		if err := d.checkURLHost(u.Hostname()); err != nil {
+			return &core.FieldError{Field: field, Message: field + ": " + err.Error(), Err: errors.Join(core.ErrInvalidArgument, err)}
+		}
+	}
+	return nil
+}
+
+// validateURL checks the form of a delivery URL named field.
+func validateURL(field, raw string) error {
 	if raw == "" {
-		return core.Invalid(field, "delivery.url is required for webhook delivery")
+		return core.Invalid(field, "%s is required for webhook delivery", field)
 	}
 	if len(raw) > MaxURLLen {
-		return core.Invalid(field, "delivery.url must be at most %d bytes", MaxURLLen)
+		return core.Invalid(field, "%s must be at most %d bytes", field, MaxURLLen)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return core.Invalid(field, "delivery.url is not a URL: %s", urlMessage(err))
+		return core.Invalid(field, "%s is not a URL: %s", field, urlMessage(err))
 	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
-		return core.Invalid(field, "delivery.url must be an absolute http or https URL")
+		return core.Invalid(field, "%s must be an absolute http or https URL", field)
 	case u.Opaque != "" || u.Hostname() == "":
-		return core.Invalid(field, "delivery.url must have a host")
+		return core.Invalid(field, "%s must have a host", field)
 	case u.User != nil:
-		return core.Invalid(field, "delivery.url must not contain user information; sign with delivery.secret instead")
+		return core.Invalid(field, "%s must not contain user information; sign with delivery.secret instead", field)
 	}
 	return nil
 }
@@ -305,7 +328,9 @@ func (e *ConditionError) Error() string {
 // 2xx answer (or, when delivery.success is set, an answer that satisfies it)
 // within delivery.timeout, else an error that says briefly why, such as
 // "status 503: <answer>" (a *StatusError), "timeout after 10s" or
-// "condition false: <condition> (status 200)". When ctx is done first it
+// "condition false: <condition> (status 200)", or a *core.NoRetryError
+// holding a *StopError when the failed answer carried NoRetryHeader. A job
+// with its own URL goes there (see targetURL). When ctx is done first it
 // returns at once with an error wrapping ctx's. Each call is one attempt;
 // the receiver sees at-least-once delivery and can tell attempts apart by
 // the Delayq-Attempt header.
@@ -334,10 +359,14 @@ func (d *Deliverer) deliver(ctx context.Context, topic *core.Topic, job *core.Jo
 		}
 	}
 
+	target, err := targetURL(topic, job)
+	if err != nil {
+		return err
+	}
 	payload := encodePayload(job)
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(actx, cmp.Or(topic.Delivery.Method, http.MethodPost), topic.Delivery.URL, bytes.NewReader(payload))
+	req, err := http.NewRequestWithContext(actx, cmp.Or(topic.Delivery.Method, http.MethodPost), target, bytes.NewReader(payload))
 	if err != nil {
 		return fmt.Errorf("invalid url: %s", urlMessage(err))
 	}
@@ -350,8 +379,15 @@ func (d *Deliverer) deliver(ctx context.Context, topic *core.Topic, job *core.Jo
 	req.Header.Set("Delayq-Attempt", strconv.Itoa(job.Attempt))
 	req.Header.Set("Delayq-Run-At", job.RunAt.UTC().Format(wire.TimeLayout))
 	req.Header.Set("traceparent", cmp.Or(job.TraceParent, wire.TraceParentFor(job.ID)))
-	if topic.Delivery.Secret != "" {
-		req.Header.Set(SignatureHeader, Sign(topic.Delivery.Secret, d.clock.Now(), payload))
+	if code, ok := PreviousStatus(job); ok {
+		req.Header.Set(PreviousStatusHeader, strconv.Itoa(code))
+	}
+	if secret := topic.Delivery.Secret; secret != "" {
+		secrets := []string{secret}
+		if prev := topic.Delivery.PreviousSecret; prev != "" {
+			secrets = append(secrets, prev)
+		}
+		signRequest(req.Header, secrets, job.ID, d.clock.Now(), payload)
 	}
 
 	show := topic.Delivery.ErrorBody
@@ -369,6 +405,11 @@ func (d *Deliverer) deliver(ctx context.Context, topic *core.Topic, job *core.Jo
 	success := resp.StatusCode >= 200 && resp.StatusCode < 300
 	if prog == nil && success {
 		return nil
+	}
+	if prog == nil {
+		if err := stopped(resp); err != nil {
+			return err
+		}
 	}
 	if prog == nil && !show {
 		// Nothing of the answer goes into the error: not read.
@@ -390,19 +431,145 @@ func (d *Deliverer) deliver(ctx context.Context, topic *core.Topic, job *core.Jo
 		_ = json.Unmarshal(body, &a.Body)
 	}
 	ok, err := eval(actx, prog, a)
+	var ce *ConditionError
 	switch {
 	case err != nil && actx.Err() != nil:
 		return d.transportError(ctx, actx, timeout, "evaluating condition", err, show)
 	case err != nil && !show && !errors.Is(err, errConditionLimit):
 		// CEL's reasons may quote the answer (a key, a value that does
 		// not parse); a limit says nothing of it.
-		return &ConditionError{Status: resp.StatusCode, Condition: cond, Reason: reasonWithheld}
+		ce = &ConditionError{Status: resp.StatusCode, Condition: cond, Reason: reasonWithheld}
 	case err != nil:
-		return &ConditionError{Status: resp.StatusCode, Condition: cond, Reason: err.Error()}
+		ce = &ConditionError{Status: resp.StatusCode, Condition: cond, Reason: err.Error()}
 	case !ok:
-		return &ConditionError{Status: resp.StatusCode, Condition: cond}
+		ce = &ConditionError{Status: resp.StatusCode, Condition: cond}
+	default:
+		return nil
 	}
-	return nil
+	if err := stopped(resp); err != nil {
+		return err
+	}
+	return ce
+}
+
+// PreviousStatusHeader carries, from the second attempt of a job on, the
+// HTTP status that answered its previous attempt; see PreviousStatus.
+const PreviousStatusHeader = "Delayq-Previous-Status"
+
+// PreviousStatus returns the HTTP status that answered the previous attempt
+// of job, read from its last_error as this package writes it: "status
+// <code>..." (a *StatusError), "...(status <code>)" (a *ConditionError or
+// *StopError) or "reading answer (status <code>)..." (an answer cut
+// short). It reports false on a first attempt (Attempt 1, also after a
+// requeue) and when the previous attempt got no answer: a timeout, a
+// failed connection, an expired lease, a shutdown. A last_error that a
+// pull consumer's nack wrote in one of these forms reads as a status too.
+func PreviousStatus(job *core.Job) (int, bool) {
+	if job.Attempt <= 1 {
+		return 0, false
+	}
+	e := job.LastError
+	var digits string
+	switch {
+	case strings.HasPrefix(e, "status "):
+		digits = e[len("status "):]
+		if i := strings.IndexByte(digits, ':'); i >= 0 {
+			digits = digits[:i]
+		}
+	case strings.HasPrefix(e, "reading answer (status "):
+		digits, _, _ = strings.Cut(e[len("reading answer (status "):], ")")
+	case strings.HasSuffix(e, ")"):
+		i := strings.LastIndex(e, "(status ")
+		if i < 0 {
+			return 0, false
+		}
+		digits = e[i+len("(status ") : len(e)-1]
+	}
+	if len(digits) != 3 || !wire.IsDigits(digits) {
+		return 0, false
+	}
+	code, _ := strconv.Atoi(digits)
+	if code < 100 || code > 599 {
+		return 0, false
+	}
+	return code, true
+}
+
+// NoRetryHeader is the answer header by which a receiver stops the retries
+// of a job: on an answer that fails the attempt (a status that is not 2xx,
+// or with delivery.success, any answer), the job goes dead at once, its
+// last_error saying why. Its value is the receiver's reason, for people.
+const NoRetryHeader = "Delayq-No-Retry"
+
+// StopError is the error of a failed attempt whose answer carried
+// NoRetryHeader: the receiver asked for no more attempts. Deliver returns
+// it inside a *core.NoRetryError, so that the engine buries the job at
+// once. Its message is "receiver stopped retries: <reason> (status
+// <code>)", or without the reason when the header was empty.
+type StopError struct {
+	// Status is the answer's HTTP status code.
+	Status int
+	// Reason is the header's value, valid UTF-8 without control
+	// characters, whitespace runs folded, at most 200 bytes. It is kept
+	// whether or not the topic sets delivery.error_body: the receiver
+	// wrote it for delayq to show.
+	Reason string
+}
+
+// StatusCode returns Status, so that an endpoint breaker counts the answer
+// by its status.
+func (e *StopError) StatusCode() int { return e.Status }
+
+// Error implements error.
+func (e *StopError) Error() string {
+	if e.Reason == "" {
+		return "receiver stopped retries (status " + strconv.Itoa(e.Status) + ")"
+	}
+	return "receiver stopped retries: " + e.Reason + " (status " + strconv.Itoa(e.Status) + ")"
+}
+
+// stopped returns a *core.NoRetryError holding a *StopError when a failed
+// answer carries NoRetryHeader, else nil.
+func stopped(resp *http.Response) error {
+	vals, ok := resp.Header[NoRetryHeader]
+	if !ok {
+		return nil
+	}
+	reason := ""
+	if len(vals) > 0 {
+		reason = snippet([]byte(strings.Map(controlToSpace, strings.ToValidUTF8(vals[0], "\uFFFD"))))
+	}
+	return &core.NoRetryError{Err: &StopError{Status: resp.StatusCode, Reason: reason}}
+}
+
+// controlToSpace maps control characters to a space, which snippet folds
+// with the whitespace around it.
+func controlToSpace(r rune) rune {
+	if unicode.IsControl(r) {
+		return ' '
+	}
+	return r
+}
+
+// targetURL returns where a delivery of job goes: its own URL when it has
+// one, else the topic's. A job's own URL on a topic that no longer allows
+// them (delivery.allow_job_url turned off after the push) fails the
+// attempt, as a URL stored before it was checked that is no URL does:
+// sending the job to the topic's URL instead would deliver it where its
+// producer did not ask. The error wraps core.ErrInvalidArgument, which
+// endpoint breakers do not count; the attempt is retried by the backoff,
+// so turning allow_job_url back on in time lets the job through.
+func targetURL(topic *core.Topic, job *core.Job) (string, error) {
+	if job.URL == "" {
+		return topic.Delivery.URL, nil
+	}
+	if !topic.Delivery.AllowJobURL {
+		return "", core.Invalid("url", "not sent: the job has its own url, which topic %q no longer allows (delivery.allow_job_url is off)", topic.Name)
+	}
+	if err := validateURL("url", job.URL); err != nil {
+		return "", fmt.Errorf("not sent: %w", err)
+	}
+	return job.URL, nil
 }
 
 // staleCondition is the error of a delivery whose topic holds a

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -148,6 +149,22 @@ func TestDeliverRequest(t *testing.T) {
 		require.True(t, strings.HasPrefix(sig, "t=1795255200,v1="), sig)
 		require.NoError(t, Verify("s3cr3t", sig, req.Body, b.clock.Now(), time.Minute))
 		require.ErrorIs(t, Verify("s3cr3t", sig, append(req.Body, ' '), b.clock.Now(), time.Minute), ErrSignatureMismatch)
+	})
+
+	t.Run("RotationSignsWithBothSecrets", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, answerWith(http.StatusNoContent, ""))
+		topic := b.topic()
+		topic.Delivery.Secret, topic.Delivery.PreviousSecret = "new-secret", "old-secret"
+		job := testJob()
+		require.NoError(t, b.d.Deliver(context.Background(), &core.DeliverParams{Topic: topic, Job: job}))
+		req := <-b.reqs
+		for _, s := range []string{"new-secret", "old-secret"} {
+			require.NoError(t, Verify(s, req.Header.Get("Delayq-Signature"), req.Body, b.clock.Now(), time.Minute), s)
+		}
+		require.Equal(t, job.ID, req.Header.Get("Webhook-Id"), "stable across attempts: the job id")
+		require.Equal(t, "1795255200", req.Header.Get("Webhook-Timestamp"))
+		require.Len(t, strings.Fields(req.Header.Get("Webhook-Signature")), 2)
 	})
 
 	t.Run("TopicMethodAndHeaders", func(t *testing.T) {
@@ -427,6 +444,21 @@ func TestValidateTopic(t *testing.T) {
 		requireField(t, d.ValidateTopic(topic("https://svc/hook", strings.Repeat("1", MaxConditionLen+1))), "delivery.success")
 	})
 
+	t.Run("Secrets", func(t *testing.T) {
+		t.Parallel()
+		tp := topic("https://svc/hook", "")
+		tp.Delivery.Secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+		tp.Delivery.PreviousSecret = "plain old secret"
+		require.NoError(t, d.ValidateTopic(tp))
+		tp.Delivery.Secret = "whsec_not-base64"
+		requireField(t, d.ValidateTopic(tp), "delivery.secret")
+		tp.Delivery.Secret = "s3cr3t"
+		tp.Delivery.PreviousSecret = "whsec_c2hvcnQ="
+		err := d.ValidateTopic(tp)
+		requireField(t, err, "delivery.previous_secret")
+		require.ErrorContains(t, err, "24 to 64 bytes, not 5")
+	})
+
 	t.Run("Subject", func(t *testing.T) {
 		t.Parallel()
 		tp := topic("https://svc/hook", "")
@@ -530,4 +562,159 @@ func TestDeliverNilParams(t *testing.T) {
 	for _, p := range []*core.DeliverParams{nil, {Job: testJob()}, {Topic: topic}} {
 		require.ErrorIs(t, d.Deliver(t.Context(), p), core.ErrInvalidArgument)
 	}
+}
+
+func TestDeliverNoRetry(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, success string
+		status        int
+		headers       []string
+		want          string // "" for success
+		stop          bool
+	}{
+		{name: "Reason", status: http.StatusGone, headers: []string{"Delayq-No-Retry", "order 42\tdeleted\u0085\u009b "},
+			want: "receiver stopped retries: order 42 deleted (status 410)", stop: true},
+		{name: "EmptyReason", status: http.StatusUnprocessableEntity, headers: []string{"Delayq-No-Retry", ""},
+			want: "receiver stopped retries (status 422)", stop: true},
+		{name: "LongReasonCut", status: http.StatusBadRequest, headers: []string{"Delayq-No-Retry", strings.Repeat("x", 500)},
+			want: "receiver stopped retries: " + strings.Repeat("x", 200) + " (status 400)", stop: true},
+		{name: "IgnoredOnSuccess", status: http.StatusOK, headers: []string{"Delayq-No-Retry", "whatever"}},
+		{name: "WithoutHeaderRetried", status: http.StatusGone, want: "status 410"},
+		{name: "ConditionFalse", success: "status == 201", status: http.StatusOK, headers: []string{"Delayq-No-Retry", "bad input"},
+			want: "receiver stopped retries: bad input (status 200)", stop: true},
+		{name: "ConditionTrue", success: "status == 200", status: http.StatusOK, headers: []string{"Delayq-No-Retry", "bad input"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, answerWith(tc.status, "secret answer", tc.headers...))
+			topic := b.topic()
+			topic.Delivery.Success = tc.success
+			err := b.d.Deliver(context.Background(), &core.DeliverParams{Topic: topic, Job: testJob()})
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.EqualError(t, err, tc.want)
+			require.Equal(t, tc.stop, errors.Is(err, core.ErrNoRetry))
+			var nr *core.NoRetryError
+			require.Equal(t, tc.stop, errors.As(err, &nr))
+			if tc.stop {
+				var se *StopError
+				require.ErrorAs(t, err, &se)
+				require.Equal(t, tc.status, se.StatusCode(), "the breaker counts the answer by its status")
+			}
+		})
+	}
+}
+
+func TestPreviousStatus(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		lastError string
+		want      int // 0 for none
+	}{
+		{(&StatusError{Status: 503}).Error(), 503},
+		{(&StatusError{Status: 500, Answer: "boom (status 200)"}).Error(), 500},
+		{(&StatusError{Status: 302, Location: "/x"}).Error(), 302},
+		{(&ConditionError{Status: 200, Condition: "body.ok"}).Error(), 200},
+		{(&ConditionError{Status: 418, Condition: "x", Reason: reasonWithheld}).Error(), 418},
+		{(&StopError{Status: 410, Reason: "gone"}).Error(), 410},
+		{"reading answer (status 502): unexpected EOF", 502},
+		{"timeout after 10s", 0},
+		{"request failed: dial tcp 127.0.0.1:1: connect: connection refused", 0},
+		{core.LeaseExpired, 0},
+		{"delivery interrupted by shutdown", 0},
+		{"", 0},
+		{"status 5030", 0},
+		{"status 099", 0},
+		{"(status )", 0},
+	} {
+		job := testJob()
+		job.Attempt, job.LastError = 2, tc.lastError
+		code, ok := PreviousStatus(job)
+		require.Equal(t, tc.want != 0, ok, "%q", tc.lastError)
+		require.Equal(t, tc.want, code, "%q", tc.lastError)
+	}
+	first := testJob()
+	first.Attempt, first.LastError = 1, "status 503" // a first attempt after a requeue
+	_, ok := PreviousStatus(first)
+	require.False(t, ok)
+}
+
+func TestDeliverPreviousStatusHeader(t *testing.T) {
+	t.Parallel()
+	b := setup(t, answerWith(http.StatusOK, ""))
+	job := testJob()
+	job.LastError = "status 503"
+	require.NoError(t, b.d.Deliver(context.Background(), &core.DeliverParams{Topic: b.topic(), Job: job}))
+	require.Equal(t, []string{"503"}, (<-b.reqs).Header.Values("Delayq-Previous-Status"))
+	job.LastError = "timeout after 10s"
+	require.NoError(t, b.d.Deliver(context.Background(), &core.DeliverParams{Topic: b.topic(), Job: job}))
+	require.Empty(t, (<-b.reqs).Header.Values("Delayq-Previous-Status"))
+}
+
+func TestJobURL(t *testing.T) {
+	t.Parallel()
+
+	t.Run("SentToTheJobsURL", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, answerWith(http.StatusNoContent, ""))
+		topic := b.topic()
+		topic.Delivery.URL = "http://127.0.0.1:1/never"
+		topic.Delivery.AllowJobURL = true
+		job := testJob()
+		job.URL = b.srv.URL + "/own?order=42"
+		require.NoError(t, b.d.Deliver(context.Background(), &core.DeliverParams{Topic: topic, Job: job}))
+		require.Equal(t, "/own", (<-b.reqs).Path)
+	})
+
+	t.Run("TopicNoLongerAllows", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, answerWith(http.StatusNoContent, ""))
+		job := testJob()
+		job.URL = b.srv.URL + "/own"
+		err := b.d.Deliver(context.Background(), &core.DeliverParams{Topic: b.topic(), Job: job})
+		require.EqualError(t, err, `not sent: the job has its own url, which topic "orders.close" no longer allows (delivery.allow_job_url is off)`)
+		require.ErrorIs(t, err, core.ErrInvalidArgument, "not counted by endpoint breakers")
+		require.False(t, errors.Is(err, core.ErrNoRetry), "retried: allowing job urls again lets it through")
+		require.Empty(t, b.reqs, "sent neither to the job's url nor to the topic's")
+	})
+
+	t.Run("DialGuardStillApplies", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, answerWith(http.StatusNoContent, ""))
+		dests, err := ParseDestinations(nil, []string{"127.0.0.0/8"})
+		require.NoError(t, err)
+		d := New(Config{Destinations: dests})
+		t.Cleanup(d.CloseIdleConnections)
+		topic := b.topic()
+		topic.Delivery.URL = "https://svc.example/hook"
+		topic.Delivery.AllowJobURL = true
+		job := testJob()
+		job.URL = b.srv.URL + "/own" // stored before the deny list had 127/8
+		err = d.Deliver(context.Background(), &core.DeliverParams{Topic: topic, Job: job})
+		require.ErrorContains(t, err, "webhook destination denied: 127.0.0.1 resolves to 127.0.0.1, which is on the deny list")
+		require.Empty(t, b.reqs)
+	})
+
+	t.Run("ValidateJobURL", func(t *testing.T) {
+		t.Parallel()
+		dests, err := ParseDestinations(nil, []string{"*.internal", "10.0.0.0/8"})
+		require.NoError(t, err)
+		d := New(Config{Destinations: dests})
+		t.Cleanup(d.CloseIdleConnections)
+		require.NoError(t, d.ValidateJobURL("https://hooks.example.com/a?b=c"))
+		for _, bad := range []string{
+			"", "ftp://x/", "/relative", "https://user:pw@svc/", "https://svc/" + strings.Repeat("a", MaxURLLen),
+			"https://db.internal/hook", "http://10.1.2.3/hook", "http://169.254.169.254/latest/meta-data",
+		} {
+			err := d.ValidateJobURL(bad)
+			var fe *core.FieldError
+			require.ErrorAs(t, err, &fe, bad)
+			require.Equal(t, "url", fe.Field, bad)
+			require.True(t, strings.HasPrefix(fe.Message, "url"), fe.Message)
+			require.ErrorIs(t, err, core.ErrInvalidArgument)
+		}
+	})
 }

@@ -8,7 +8,8 @@
 // # Request
 //
 // Each attempt is a POST (or the topic's delivery.method, PUT or PATCH) to
-// delivery.url with the body
+// delivery.url, or to the job's own url (core.Job.URL) when it has one and
+// its topic sets delivery.allow_job_url, with the body
 //
 //	{"id":"01J...","topic":"orders.close","body":{"order":42},"attempt":1,"run_at":"2026-11-21T10:00:00.250Z"}
 //
@@ -21,9 +22,19 @@
 //	Delayq-Attempt: <1-based attempt>
 //	Delayq-Run-At: <the job's run_at, RFC 3339 with milliseconds in UTC>
 //	traceparent: <the job's W3C trace context; for a job without one, an unsampled one whose trace id comes from the job id>
+//	Delayq-Previous-Status: <the HTTP status that answered the previous attempt>
 //	Delayq-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>
+//	Webhook-Id: <job id>
+//	Webhook-Timestamp: <unix seconds>
+//	Webhook-Signature: v1,<base64 HMAC-SHA256(key, "<id>.<timestamp>.<raw body>")>
 //
-// the last only when the topic has a delivery.secret, and the topic's
+// Delayq-Previous-Status only when the previous attempt got an answer
+// (see PreviousStatus), the signatures only when the topic has a
+// delivery.secret: Delayq-Signature, and the Standard Webhooks headers
+// (https://www.standardwebhooks.com) keyed by StandardKey of the secret.
+// With a delivery.previous_secret too, each signature header carries one
+// signature per secret, so that receivers verify with either during a
+// rotation. And the topic's
 // delivery.headers (an Authorization or API key header the receiver
 // checks), which core.Topic.Validate keeps from replacing any of these.
 // Delivery is at least
@@ -66,6 +77,13 @@
 // (200 bytes), a redirect's Location, the reason a condition failed (which
 // may quote the answer) and what net/http quotes of a malformed answer.
 //
+// A receiver that knows an attempt can never succeed (the order is gone,
+// the body is invalid) answers it with a failure and a Delayq-No-Retry
+// header (NoRetryHeader) giving its reason: Deliver returns a
+// *core.NoRetryError holding a *StopError, and the engine buries the job
+// at once, its last_error "receiver stopped retries: <reason> (status
+// <code>)". The header is ignored on an answer that succeeds.
+//
 // # Verifying signatures
 //
 // A receiver checks Delayq-Signature over the raw request body, before
@@ -87,6 +105,10 @@
 //		w.WriteHeader(http.StatusNoContent)
 //	}
 //
+// Receivers using a Standard Webhooks library verify Webhook-Signature
+// instead: a "whsec_..." secret is given to it as it is, any other secret
+// as "whsec_" + base64(secret) (see StandardKey).
+//
 // In another language: split the header on ",", take t and every v1,
 // compute HMAC-SHA256 with the secret as key over t, ".", and the raw body,
 // hex-encode it and compare it in constant time with each v1; then check
@@ -97,7 +119,8 @@
 // Config.Destinations decides where deliveries may go, so that whoever may
 // configure topics cannot make delayq call what the operator has not
 // allowed. ValidateTopic refuses a delivery.url whose host, or an address
-// it resolves to, is denied (400 on delivery.url); each delivery resolves
+// it resolves to, is denied (400 on delivery.url), and ValidateJobURL a
+// job's own url at push (400 on url); each delivery resolves
 // the host again and dials only allowed addresses, so a name that later
 // resolves elsewhere (DNS rebinding) is refused too, with an error wrapping
 // ErrDestinationDenied. Link-local and cloud metadata addresses are denied

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -22,6 +23,11 @@ type engineBundle struct {
 	store  *storetest.SignalStore
 	// attempts receives the Delayq-Attempt of every delivery the receiver sees.
 	attempts chan string
+	// previous receives the Delayq-Previous-Status of every delivery, "-"
+	// when absent.
+	previous chan string
+	// noRetry, when set, is the Delayq-No-Retry the receiver answers with.
+	noRetry atomic.Value
 }
 
 // setupEngine runs an engine over memstore with this package's Deliverer
@@ -29,12 +35,16 @@ type engineBundle struct {
 // nth delivery (1-based) with status(n).
 func setupEngine(t *testing.T, status func(n int64) int) *engineBundle {
 	t.Helper()
-	b := &engineBundle{attempts: make(chan string, 16)}
+	b := &engineBundle{attempts: make(chan string, 16), previous: make(chan string, 16)}
 	var n atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		b.attempts <- r.Header.Get("Delayq-Attempt")
+		b.previous <- cmp.Or(r.Header.Get("Delayq-Previous-Status"), "-")
 		code := status(n.Add(1))
+		if reason, ok := b.noRetry.Load().(string); ok {
+			w.Header().Set("Delayq-No-Retry", reason)
+		}
 		w.WriteHeader(code)
 		if code >= 300 {
 			_, _ = io.WriteString(w, "nope")
@@ -102,6 +112,9 @@ func TestEngineDelivery(t *testing.T) {
 		for _, want := range []string{"1", "2", "3"} {
 			require.Equal(t, want, recv(t, b.attempts))
 		}
+		for _, want := range []string{"-", "503", "503"} {
+			require.Equal(t, want, recv(t, b.previous), "the previous answer's status, none on the first attempt")
+		}
 		require.Equal(t, job.ID, b.store.Wait(t, storetest.OutcomeAck, 1, 30*time.Second)[0])
 
 		got, err := b.engine.Get(ctx, job.ID)
@@ -128,6 +141,23 @@ func TestEngineDelivery(t *testing.T) {
 		require.Equal(t, 3, got.Attempt)
 		require.Equal(t, "status 500", got.LastError, "the answer is withheld")
 		require.Empty(t, b.attempts, "delivered after max_attempts")
+	})
+
+	t.Run("DeadAtOnceWhenReceiverStopsRetries", func(t *testing.T) {
+		t.Parallel()
+		b := setupEngine(t, func(int64) int { return http.StatusUnprocessableEntity })
+		b.noRetry.Store("order 42 was deleted")
+		ctx := context.Background()
+		job, err := b.engine.Push(ctx, &core.PushParams{Topic: "orders.close", Body: json.RawMessage(`"x"`)})
+		require.NoError(t, err)
+		require.Equal(t, "1", recv(t, b.attempts))
+		require.Equal(t, job.ID, b.store.Wait(t, storetest.OutcomeBury, 1, 30*time.Second)[0])
+		got, err := b.engine.Get(ctx, job.ID)
+		require.NoError(t, err)
+		require.Equal(t, core.StateDead, got.State)
+		require.Equal(t, 1, got.Attempt, "no retry, with 2 attempts left")
+		require.Equal(t, "receiver stopped retries: order 42 was deleted (status 422)", got.LastError)
+		require.Empty(t, b.attempts)
 	})
 
 	t.Run("InvalidTopicRefused", func(t *testing.T) {

@@ -3,11 +3,15 @@ package webhook
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 )
 
@@ -113,7 +117,7 @@ func FuzzVerify(f *testing.F) {
 			// Only a header that carries the body's signature verifies.
 			ts, sigs, perr := parseSignature(header)
 			require.NoError(t, perr)
-			want := mac("k", ts, body)
+			want := mac([]byte("k"), ts, body)
 			found := false
 			for _, s := range sigs {
 				found = found || hmac.Equal(s, want)
@@ -123,4 +127,84 @@ func FuzzVerify(f *testing.F) {
 		// Whatever the header, signing and verifying round-trips.
 		require.NoError(t, Verify(header+"k", Sign(header+"k", at, body), body, at, time.Minute))
 	})
+}
+
+func TestStandardKey(t *testing.T) {
+	t.Parallel()
+	key := []byte("0123456789abcdef01234567") // 24 bytes
+	got, err := StandardKey("whsec_" + base64.StdEncoding.EncodeToString(key))
+	require.NoError(t, err)
+	require.Equal(t, key, got)
+	got, err = StandardKey("s3cr3t")
+	require.NoError(t, err)
+	require.Equal(t, []byte("s3cr3t"), got, "any other secret is its own key")
+	for _, bad := range []string{
+		"whsec_not base64!",
+		"whsec_" + base64.RawStdEncoding.EncodeToString(key[:23]), // no padding
+		"whsec_" + base64.StdEncoding.EncodeToString(key[:23]),    // too short
+		"whsec_" + base64.StdEncoding.EncodeToString(make([]byte, 65)),
+		"whsec_",
+	} {
+		_, err := StandardKey(bad)
+		require.Error(t, err, bad)
+	}
+}
+
+// TestSignRequest checks both signature headers against the Standard
+// Webhooks specification written out here and the official Go library, for
+// a whsec_ secret and a plain one signing together during a rotation.
+func TestSignRequest(t *testing.T) {
+	t.Parallel()
+	at := time.Now().Truncate(time.Second)
+	body := []byte(`{"id":"job-1","body":{"x":1}}`)
+	key := []byte("0123456789abcdef0123456789abcdef")
+	current := "whsec_" + base64.StdEncoding.EncodeToString(key)
+	previous := "old-plain-secret"
+	h := http.Header{}
+	signRequest(h, []string{current, previous}, "job-1", at, body)
+
+	ts := strconv.FormatInt(at.Unix(), 10)
+	require.Equal(t, "job-1", h.Get("webhook-id"))
+	require.Equal(t, ts, h.Get("webhook-timestamp"))
+	spec := func(k []byte) string {
+		m := hmac.New(sha256.New, k)
+		m.Write([]byte("job-1." + ts + "." + string(body)))
+		return "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))
+	}
+	require.Equal(t, spec(key)+" "+spec([]byte(previous)), h.Get("webhook-signature"))
+
+	// The official library verifies with either secret, each as a
+	// receiver holding only that one would configure it.
+	for _, secret := range []string{current, "whsec_" + base64.StdEncoding.EncodeToString([]byte(previous))} {
+		wh, err := standardwebhooks.NewWebhook(secret)
+		require.NoError(t, err)
+		require.NoError(t, wh.Verify(body, h), secret)
+		require.Error(t, wh.Verify(append(body, ' '), h), secret)
+	}
+	other, err := standardwebhooks.NewWebhook("whsec_" + base64.StdEncoding.EncodeToString([]byte("another key of 24 bytes!")))
+	require.NoError(t, err)
+	require.ErrorIs(t, other.Verify(body, h), standardwebhooks.ErrNoMatchingSignature)
+
+	// Delayq-Signature keeps its form, a v1 per secret, each keyed by the
+	// secret as given.
+	sig := h.Get(SignatureHeader)
+	require.True(t, strings.HasPrefix(sig, "t="+ts+",v1="), sig)
+	require.Equal(t, 2, strings.Count(sig, ",v1="))
+	require.Equal(t, Sign(current, at, body), sig[:strings.LastIndex(sig, ",v1=")])
+	for _, s := range []string{current, previous} {
+		require.NoError(t, Verify(s, sig, body, at, time.Minute), s)
+	}
+	require.ErrorIs(t, Verify("other", sig, body, at, time.Minute), ErrSignatureMismatch)
+
+	// One secret: one signature in each header; a whsec_ secret that
+	// does not decode signs Delayq-Signature alone.
+	one := http.Header{}
+	signRequest(one, []string{"s3cr3t"}, "job-1", at, body)
+	require.Equal(t, Sign("s3cr3t", at, body), one.Get(SignatureHeader))
+	require.Equal(t, spec([]byte("s3cr3t")), one.Get("webhook-signature"))
+	bad := http.Header{}
+	signRequest(bad, []string{"whsec_???"}, "job-1", at, body)
+	require.Equal(t, Sign("whsec_???", at, body), bad.Get(SignatureHeader))
+	require.Empty(t, bad.Values("webhook-signature"))
+	require.Empty(t, bad.Values("webhook-id"))
 }

@@ -1,9 +1,9 @@
 -- put.lua: store a batch of jobs of one shard, in order.
 --
 -- ARGV[6] "1" to replace; [7] the longest body kept in the job hash (a
--- longer one gets a key of its own: see Store.inlineBody); then 10 per
+-- longer one gets a key of its own: see Store.inlineBody); then 11 per
 -- job: id, topic, key, body, run_at (ms), ttr (ms), max_attempts,
--- traceparent, retry delays, priority (empty strings for none).
+-- traceparent, retry delays, priority, url (empty strings for none).
 --
 -- Returns {results, queued}: one result per job, 0 created, 1 replaced, or
 -- the existing job (job_all) on a conflict; the queue heads the call made
@@ -15,10 +15,10 @@
 local replace = ARGV[6] == '1'
 local inline_body = tonumber(ARGV[7])
 local out = {}
-for i = 8, #ARGV, 10 do
+for i = 8, #ARGV, 11 do
   local id, t, k, b = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local r, d, m, p = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
-  local w, y = ARGV[i + 8], tonumber(ARGV[i + 9])
+  local w, y, h = ARGV[i + 8], tonumber(ARGV[i + 9]), ARGV[i + 10]
   local kj = key_job(id)
   local created = now
   local res = 0
@@ -57,6 +57,7 @@ for i = 8, #ARGV, 10 do
     if p ~= '' then f[#f + 1] = 'p'; f[#f + 1] = p end
     if w ~= '' then f[#f + 1] = 'w'; f[#f + 1] = w end
     if y then f[#f + 1] = 'y'; f[#f + 1] = int(y) end
+    if h ~= '' then f[#f + 1] = 'h'; f[#f + 1] = h end
     redis.call('HSET', kj, unpack(f))
     link_queue(id, t, r, y)
     if k ~= '' then index_key(id, t, k, false) end
