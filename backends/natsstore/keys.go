@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"slices"
 	"strings"
 
@@ -109,6 +110,54 @@ func (s *Store) keyAll(ctx context.Context, jobs []*core.Job, stored []bool) {
 			s.log.Warn("natsstore: write a key entry", "subject", f.Msg().Subject, "err", err)
 		}
 	}
+}
+
+// keyIndexed is the key of the topic bucket that says the stream's jobs
+// all have their key entries (indexKeys).
+const keyIndexed = "meta.keys-indexed"
+
+// indexKeys writes the key entries of the unfinished jobs of a stream from
+// before the index of business keys, once: it reads them as an export
+// does and then writes keyIndexed, which a new stream gets at once. Jobs
+// that finished before are not indexed (they expire with their
+// retention). Instances of the earlier version must be stopped first.
+func (s *Store) indexKeys(ctx context.Context) error {
+	if _, err := s.kv.Get(ctx, keyIndexed); err == nil {
+		return nil
+	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return unavailable("read key index mark", err)
+	}
+	var batch []*core.Job
+	n := 0
+	flush := func() {
+		all := make([]bool, len(batch))
+		for i := range all {
+			all[i] = true
+		}
+		s.keyAll(ctx, batch, all)
+		n += len(batch)
+		batch = batch[:0]
+	}
+	err := s.ExportJobs(ctx, func(j *core.Job) error {
+		if j.Key != "" {
+			batch = append(batch, j)
+			if len(batch) == importBatch {
+				flush()
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	flush()
+	if _, err := s.kv.Put(ctx, keyIndexed, []byte("1")); err != nil {
+		return unavailable("index business keys", err)
+	}
+	if n > 0 {
+		s.log.Info("natsstore: indexed the business keys of jobs put by an earlier version", "prefix", s.cfg.Prefix, "jobs", n)
+	}
+	return nil
 }
 
 // FindJobs implements core.Store: it lists the subjects of the key's

@@ -208,6 +208,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 			return nil, err
 		}
 	}
+	if err := s.indexKeys(ctx); err != nil {
+		return nil, err
+	}
 	if err := s.watchPauses(ctx); err != nil {
 		return nil, err
 	}

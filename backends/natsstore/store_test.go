@@ -364,3 +364,32 @@ func TestKeyEntries(t *testing.T) {
 	require.NoError(t, b.store.ExportJobs(ctx, func(j *core.Job) error { exported = append(exported, j.ID); return nil }))
 	require.Len(t, exported, 2, "the scheduled jobs, not the entries")
 }
+
+// TestKeysIndexedAtFirstNew: a stream whose jobs were put before the index
+// of business keys (no key entries, no mark) gets the entries of its
+// unfinished keyed jobs at the next New.
+func TestKeysIndexedAtFirstNew(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	a, c := job("keys.old", time.Hour), job("keys.old", time.Hour)
+	a.Key, c.Key = "order:1", "order:1"
+	put(t, b.store, a, c, job("keys.old", time.Hour))
+	// As an earlier version left it.
+	require.NoError(t, b.store.stream.Purge(ctx, jetstream.WithPurgeSubject(b.prefix+"."+kindKey+".>")))
+	require.NoError(t, b.store.kv.Delete(ctx, keyIndexed))
+	find := func(s *Store) []*core.Job {
+		t.Helper()
+		got, err := s.FindJobs(ctx, &core.FindJobsParams{Topic: "keys.old", Key: "order:1", Limit: 10})
+		require.NoError(t, err)
+		return got
+	}
+	require.Empty(t, find(b.store))
+
+	s2 := openStore(t, b.nc, b.prefix)
+	got := find(s2)
+	require.Len(t, got, 2)
+	require.ElementsMatch(t, []string{a.ID, c.ID}, []string{got[0].ID, got[1].ID})
+	_, err := s2.kv.Get(ctx, keyIndexed)
+	require.NoError(t, err)
+}

@@ -26,10 +26,11 @@ var (
 	scriptImport  = shardScript("import.lua")
 	scriptExport  = shardScript("export.lua")
 	scriptMigrate = shardScript("migrate.lua")
+	scriptIndex   = shardScript("index.lua")
 	scriptPrune   = redis.NewScript(mustRead("prune.lua"))
 
 	allScripts = []*redis.Script{scriptPut, scriptClaim, scriptPeek, scriptExpire, scriptCancel, scriptLease,
-		scriptRequeue, scriptStats, scriptGet, scriptImport, scriptExport, scriptMigrate, scriptPrune}
+		scriptRequeue, scriptStats, scriptGet, scriptImport, scriptExport, scriptMigrate, scriptIndex, scriptPrune}
 )
 
 func mustRead(name string) string {

@@ -212,6 +212,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if err := s.migrate(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.indexKeys(ctx); err != nil {
+		return nil, err
+	}
 	s.inlineBody = listpackValueMax(ctx, s.rdb)
 	if !cfg.TimeFromClock {
 		// The first waits, before any script answered, convert through it.
@@ -369,6 +372,57 @@ func (s *Store) migrate(ctx context.Context) error {
 	}
 	if moved > 0 {
 		s.log.Info("redisstore: moved waiting jobs into per-topic queues", "prefix", s.cfg.Prefix, "jobs", moved)
+	}
+	return nil
+}
+
+// indexKeys files the unfinished jobs of a prefix from before the index of
+// business keys under their keys, once: it reads them as an export does
+// and records "keys" in the prefix's meta hash, which a new prefix gets at
+// once. Jobs that finished before are not filed (they expire with their
+// retention). Instances of the earlier version must be stopped first: a
+// job they put or finish afterwards is not filed, or stays filed as
+// unfinished until it is put again.
+func (s *Store) indexKeys(ctx context.Context) error {
+	done, err := s.rdb.HExists(ctx, s.keys.meta, "keys").Result()
+	if err != nil {
+		return unavailable("read key index mark", err)
+	}
+	if done {
+		return nil
+	}
+	byShard := make(map[int][]any)
+	filed := int64(0)
+	flush := func(n int) error {
+		k, err := s.run(ctx, []call{s.shardCall(scriptIndex, n, byShard[n]...)})[0].Int64()
+		filed += k
+		byShard[n] = byShard[n][:0]
+		return err
+	}
+	err = s.ExportJobs(ctx, func(j *core.Job) error {
+		if j.Key == "" {
+			return nil
+		}
+		n := s.keys.shardOf(j.ID)
+		byShard[n] = append(byShard[n], j.ID)
+		if len(byShard[n]) >= exportPage {
+			return flush(n)
+		}
+		return nil
+	})
+	for n := range byShard {
+		if err == nil && len(byShard[n]) > 0 {
+			err = flush(n)
+		}
+	}
+	if err != nil {
+		return unavailable("index business keys", err)
+	}
+	if err := s.rdb.HSet(ctx, s.keys.meta, "keys", "1").Err(); err != nil {
+		return unavailable("index business keys", err)
+	}
+	if filed > 0 {
+		s.log.Info("redisstore: indexed the business keys of jobs put by an earlier version", "prefix", s.cfg.Prefix, "jobs", filed)
 	}
 	return nil
 }

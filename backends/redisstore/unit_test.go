@@ -696,3 +696,49 @@ func TestKeyIndexLifetime(t *testing.T) {
 	require.NoError(t, err)
 	require.InDelta(t, time.Hour, d, float64(time.Minute))
 }
+
+// TestKeysIndexedAtFirstNew: a prefix whose jobs were put before the index
+// of business keys (no key sets, no "keys" mark) gets its unfinished keyed
+// jobs filed at the next New.
+func TestKeysIndexedAtFirstNew(t *testing.T) {
+	t.Parallel()
+	url := standaloneURL(t)
+	prefix := uniquePrefix(t.Name())
+	s := openStore(t, url, prefix, func(c *Config) { c.Shards = 4 })
+	ctx := t.Context()
+	var keyed []*core.Job
+	for i := range 6 {
+		j := job("keys.old", time.Hour)
+		j.Key = "order:" + strconv.Itoa(i%2)
+		keyed = append(keyed, j)
+	}
+	put(t, s, append(keyed, job("keys.old", time.Hour))...)
+	// As an earlier version left it.
+	rdb := newClient(t, url)
+	for n := range 4 {
+		for _, k := range []string{"order:0", "order:1"} {
+			require.NoError(t, rdb.Del(ctx, s.keys.byKey(n, "keys.old", k)).Err())
+		}
+	}
+	require.NoError(t, rdb.HDel(ctx, s.keys.meta, "keys").Err())
+	got, err := s.FindJobs(ctx, &core.FindJobsParams{Topic: "keys.old", Key: "order:0", Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, got)
+
+	s2 := openStore(t, url, prefix, func(c *Config) { c.Shards = 4 })
+	for k, want := range map[string][]*core.Job{"order:0": {keyed[0], keyed[2], keyed[4]}, "order:1": {keyed[1], keyed[3], keyed[5]}} {
+		got, err := s2.FindJobs(ctx, &core.FindJobsParams{Topic: "keys.old", Key: k, Limit: 10})
+		require.NoError(t, err)
+		var wantIDs, gotIDs []string
+		for _, j := range want {
+			wantIDs = append(wantIDs, j.ID)
+		}
+		for _, j := range got {
+			gotIDs = append(gotIDs, j.ID)
+		}
+		require.ElementsMatch(t, wantIDs, gotIDs, "key %s", k)
+	}
+	mark, err := rdb.HGet(ctx, s.keys.meta, "keys").Result()
+	require.NoError(t, err)
+	require.Equal(t, "1", mark)
+}
