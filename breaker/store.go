@@ -175,6 +175,11 @@ func (s *Store) FindJobs(ctx context.Context, params *core.FindJobsParams) ([]*c
 	return do(s, ctx, 0, func(ctx context.Context) ([]*core.Job, error) { return s.next.FindJobs(ctx, params) })
 }
 
+// TakeRate implements core.Store. Errors: those of the store, ErrOpen.
+func (s *Store) TakeRate(ctx context.Context, params *core.TakeRateParams) (core.TakeRateResult, error) {
+	return do(s, ctx, 0, func(ctx context.Context) (core.TakeRateResult, error) { return s.next.TakeRate(ctx, params) })
+}
+
 // PutTopic implements core.Store. Errors: those of the store, ErrOpen.
 func (s *Store) PutTopic(ctx context.Context, topic *core.Topic) error {
 	return do0(s, ctx, func(ctx context.Context) error { return s.next.PutTopic(ctx, topic) })

@@ -189,7 +189,7 @@ func (e *Engine) dispatch(ctx context.Context, topic *Topic, deliverer Deliverer
 			}
 			break
 		}
-		jobs, err := e.store.ClaimJobs(ctx, &ClaimJobsParams{Topic: topic.Name, Max: n, Wait: claimWait})
+		jobs, err := e.claim(ctx, &ClaimJobsParams{Topic: topic.Name, Max: n, Wait: claimWait})
 		for range n - len(jobs) {
 			<-slots
 		}

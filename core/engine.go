@@ -362,7 +362,7 @@ func (e *Engine) Claim(ctx context.Context, p *ClaimJobsParams) ([]*Job, error) 
 	if p.Wait < 0 || p.Wait > ClaimWaitLimit {
 		return nil, Invalid("wait", "wait must be between 0 and %s", ClaimWaitLimit)
 	}
-	return e.store.ClaimJobs(ctx, &ClaimJobsParams{Topic: p.Topic, Max: p.Max, Wait: p.Wait})
+	return e.claim(ctx, &ClaimJobsParams{Topic: p.Topic, Max: p.Max, Wait: p.Wait})
 }
 
 // Ack marks the delivery of p.ID under p.Lease done. Errors: ErrNotFound,

@@ -132,6 +132,14 @@ type Store interface {
 	// gives them, sorted by name.
 	ListTopics(ctx context.Context) ([]*Topic, error)
 
+	// TakeRate takes tokens from a topic's rate limit: a token bucket of
+	// params.Rate (Bucket's arithmetic), one per topic and store, shared by
+	// every instance of a shared store, created full. It grants what the
+	// bucket holds, up to params.Want, or gives -Want back. Other changes of
+	// params.Rate apply to the bucket as it is. Errors: ErrInvalidArgument
+	// when Rate.Limit < 1.
+	TakeRate(ctx context.Context, params *TakeRateParams) (TakeRateResult, error)
+
 	// SetTopicPaused pauses (paused true) or resumes a topic's deliveries.
 	// While a topic is paused, claims of it take nothing: a claim waits as
 	// if no job were due, and a resume wakes it. Intake, cancel, replace
@@ -179,6 +187,15 @@ type FindJobsParams struct {
 	After string
 	// Limit bounds the answer, at least 1.
 	Limit int
+}
+
+// CheckRate checks the arguments of Store.TakeRate as every store must:
+// ErrInvalidArgument when params is nil or its Rate does not limit.
+func CheckRate(params *TakeRateParams) error {
+	if params == nil || params.Rate.Limit < 1 || params.Rate.Period <= 0 || params.Rate.Burst < 1 {
+		return Invalid("rate", "take rate: a rate with limit, period and burst is required")
+	}
+	return nil
 }
 
 // CheckFind checks the arguments of Store.FindJobs as every store must:

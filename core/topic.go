@@ -46,6 +46,8 @@ type Topic struct {
 	// (UniqueKeysReject) or replaces the job (UniqueKeysReplace). Empty:
 	// keys are not unique.
 	UniqueKeys string `json:"unique_keys,omitempty"`
+	// Rate limits the topic's deliveries across every instance (Rate).
+	Rate Rate `json:"rate"`
 	// OnDead names the topic that gets a dead-letter notice (a job whose
 	// body is a DeadNotice) for each of this topic's jobs that goes dead;
 	// its delivery decides how the notice goes out. Empty: none.
@@ -167,6 +169,7 @@ func (t Topic) WithDefaults() Topic {
 	t.MaxAttempts = cmp.Or(t.MaxAttempts, MaxAttemptsDefault)
 	t.Concurrency = cmp.Or(t.Concurrency, ConcurrencyDefault)
 	t.Backoff = t.Backoff.WithDefaults()
+	t.Rate = t.Rate.WithDefaults()
 	return t
 }
 
@@ -230,6 +233,9 @@ func (t *Topic) Validate() error {
 		if err := ValidateMaxAttempts("max_attempts", t.MaxAttempts); err != nil {
 			return err
 		}
+	}
+	if err := t.Rate.Validate(); err != nil {
+		return err
 	}
 	if t.OnDead != "" {
 		if err := ValidateTopicName(t.OnDead); err != nil {

@@ -17,6 +17,7 @@ import (
 const (
 	metricJobs             = "delayq.jobs"
 	metricPaused           = "delayq.topic.paused"
+	metricRateLimited      = "delayq.rate.limited.jobs"
 	metricIntake           = "delayq.intake.jobs"
 	metricLateness         = "delayq.lateness"
 	metricAttempts         = "delayq.attempts"

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -144,6 +145,19 @@ func TestMetricsAfterDeliveries(t *testing.T) {
 	require.NoError(t, b.engine.SetTopicPaused(t.Context(), "orders.held", true))
 	require.Equal(t, map[string]float64{"queue=orders.close": 0, "queue=orders.held": 1},
 		series(scrape(t, b.api.URL), "delayq_topic_paused"), "a pause shows at the next scrape")
+
+	// Three due jobs of a topic allowed one an hour: a claim takes one,
+	// two wait on the limit.
+	require.NoError(t, b.engine.PutTopic(t.Context(), &core.Topic{Name: "orders.slow", Rate: core.Rate{Limit: 1, Period: time.Hour}}))
+	for range 3 {
+		_, err := b.engine.Push(t.Context(), &core.PushParams{Topic: "orders.slow"})
+		require.NoError(t, err)
+	}
+	claimed, err := b.engine.Claim(t.Context(), &core.ClaimJobsParams{Topic: "orders.slow", Max: 3})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	require.Equal(t, map[string]float64{"queue=orders.close": 0, "queue=orders.held": 0, "queue=orders.slow": 2},
+		series(scrape(t, b.api.URL), "delayq_rate_limited_jobs"))
 }
 
 // TestSettleLabelsFromStore settles, through one store decorator, jobs

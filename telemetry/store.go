@@ -31,6 +31,7 @@ type Store struct {
 	in     *instruments
 	jobs   metric.Int64ObservableGauge
 	paused metric.Int64ObservableGauge
+	rated  metric.Int64ObservableGauge
 	reg    metric.Registration
 
 	mu       sync.Mutex
@@ -38,7 +39,15 @@ type Store struct {
 	listedAt time.Time         // when topics was read
 	types    map[string]string // delivery type of configured topics
 	sets     map[attrKey]metric.MeasurementOption
+	// limited holds when a claim of a topic last got fewer tokens of its
+	// rate limit than it wanted, until one gets all it wants.
+	limited map[string]time.Time
 }
+
+// limitedFor is how long after a claim held back by a topic's rate limit
+// its ready jobs count as waiting on it: claims come at least every few
+// seconds while jobs are ready.
+const limitedFor = 10 * time.Second
 
 // attrKey names a combination of metric attributes: queue, transport and,
 // when not empty, outcome.
@@ -87,7 +96,7 @@ func NewStore(store core.Store, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{next: store, cfg: cfg, tracer: cfg.tracer(), in: in, types: map[string]string{}}
+	s := &Store{next: store, cfg: cfg, tracer: cfg.tracer(), in: in, types: map[string]string{}, limited: map[string]time.Time{}}
 	s.jobs, err = m.Int64ObservableGauge(metricJobs, metric.WithUnit("{job}"),
 		metric.WithDescription("Jobs by topic and state (scheduled, ready, reserved, done, dead, cancelled), as the store counts them, done and cancelled ones within the retention period; at most CountsTTL old."))
 	if err != nil {
@@ -98,7 +107,12 @@ func NewStore(store core.Store, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: paused gauge: %w", err)
 	}
-	if s.reg, err = m.RegisterCallback(s.observeJobs, s.jobs, s.paused); err != nil {
+	s.rated, err = m.Int64ObservableGauge(metricRateLimited, metric.WithUnit("{job}"),
+		metric.WithDescription("Ready jobs of a topic that wait on its rate limit: its ready jobs while this instance's last claims got fewer tokens than they wanted (within 10s), else 0; at most CountsTTL old."))
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: rate limited gauge: %w", err)
+	}
+	if s.reg, err = m.RegisterCallback(s.observeJobs, s.jobs, s.paused, s.rated); err != nil {
 		return nil, fmt.Errorf("telemetry: jobs callback: %w", err)
 	}
 	return s, nil
@@ -376,6 +390,22 @@ func (s *Store) GetTopic(ctx context.Context, name string) (*core.Topic, error) 
 	return s.next.GetTopic(ctx, name)
 }
 
+// TakeRate implements core.Store; it notes the topics whose claims the
+// limit holds back, for delayq_rate_limited_jobs.
+func (s *Store) TakeRate(ctx context.Context, params *core.TakeRateParams) (core.TakeRateResult, error) {
+	res, err := s.next.TakeRate(ctx, params)
+	if err == nil && params.Want > 0 {
+		s.mu.Lock()
+		if res.Granted < params.Want {
+			s.limited[params.Topic] = s.cfg.Clock.Now()
+		} else {
+			delete(s.limited, params.Topic)
+		}
+		s.mu.Unlock()
+	}
+	return res, err
+}
+
 // SetTopicPaused implements core.Store; the next scrape lists topics
 // again.
 func (s *Store) SetTopicPaused(ctx context.Context, name string, paused bool) error {
@@ -496,11 +526,21 @@ func (s *Store) deliveryType(topic string) string {
 	return s.types[topic]
 }
 
-// observeJobs reports delayq_jobs and delayq_topic_paused from a listing at most CountsTTL old,
+// observeJobs reports delayq_jobs, delayq_topic_paused and
+// delayq_rate_limited_jobs from a listing at most CountsTTL old,
 // listing topics when the last one is older; nothing when that fails.
 func (s *Store) observeJobs(_ context.Context, o metric.Observer) error {
 	s.mu.Lock()
-	topics, fresh := s.topics, s.cfg.Clock.Now().Sub(s.listedAt) < s.cfg.CountsTTL
+	now := s.cfg.Clock.Now()
+	topics, fresh := s.topics, now.Sub(s.listedAt) < s.cfg.CountsTTL
+	limited := make(map[string]bool, len(s.limited))
+	for name, at := range s.limited {
+		if now.Sub(at) < limitedFor {
+			limited[name] = true
+		} else {
+			delete(s.limited, name)
+		}
+	}
 	s.mu.Unlock()
 	if !fresh {
 		ctx, cancel := context.WithTimeout(context.Background(), countsTimeout)
@@ -519,6 +559,11 @@ func (s *Store) observeJobs(_ context.Context, o metric.Observer) error {
 			paused = 1
 		}
 		o.ObserveInt64(s.paused, paused, metric.WithAttributeSet(attribute.NewSet(attrQueue.String(t.Name))))
+		waiting := int64(0)
+		if limited[t.Name] {
+			waiting = t.Counts.Ready
+		}
+		o.ObserveInt64(s.rated, waiting, metric.WithAttributeSet(attribute.NewSet(attrQueue.String(t.Name))))
 		for _, c := range []struct {
 			state core.State
 			n     int64

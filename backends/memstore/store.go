@@ -53,6 +53,7 @@ type Store struct {
 	seq      uint64        // orders entries that enter a queue at the same key
 	jobs     map[string]*entry
 	topics   map[string]*topic
+	rates    core.Buckets
 	finished list.List // *entry, done or cancelled, in order of finishing
 }
 
@@ -454,6 +455,17 @@ func (s *Store) listTopic(name string, list func(tp *topic) []*core.Job) ([]*cor
 	s.promote(tp, now)
 	defer s.changed(tp, now)
 	return list(tp), nil
+}
+
+// TakeRate implements core.Store. Errors: ErrInvalidArgument, ErrClosed.
+func (s *Store) TakeRate(_ context.Context, params *core.TakeRateParams) (core.TakeRateResult, error) {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return core.TakeRateResult{}, core.ErrClosed
+	}
+	return s.rates.Take(params, s.now())
 }
 
 // PutTopic implements core.Store. Idempotent. Errors: ErrClosed.

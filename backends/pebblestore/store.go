@@ -114,6 +114,7 @@ type Store struct {
 	closed    bool
 	done      chan struct{}
 	x         *index
+	rates     core.Buckets // rate limits, in memory: a restart fills them
 	topics    map[string]*topic
 	topicList []*topic // by number, as slots name them
 	// counts are the finished counts changed since the last write, by
@@ -1225,6 +1226,15 @@ func (s *Store) DeleteTopic(_ context.Context, name string) error {
 	wait := s.write(b, pebble.Sync)
 	s.mu.Unlock()
 	return wait()
+}
+
+// TakeRate implements core.Store, in memory (core.Buckets). Errors:
+// ErrInvalidArgument, ErrClosed.
+func (s *Store) TakeRate(_ context.Context, params *core.TakeRateParams) (core.TakeRateResult, error) {
+	if s.isClosed() {
+		return core.TakeRateResult{}, core.ErrClosed
+	}
+	return s.rates.Take(params, s.now())
 }
 
 // SetTopicPaused implements core.Store. Errors: ErrClosed,

@@ -39,6 +39,7 @@
 //	{P}:meta              hash   shards: the shard count of the prefix; layout: "queues"
 //	{P}:topics            hash   topic -> configuration (JSON)
 //	{P}:seen              zset   topic -> when a store last put jobs on it (ms): the topic registry
+//	{P}:rate:<topic>      hash   the topic's rate limit bucket: n tokens at t (ms); expires once full
 //	{P:n}:j:<id>          hash   one job (fields below); a TTL once done or cancelled
 //	{P:n}:b:<id>          string the body of a job when longer than 64 bytes; the same TTL
 //	{P:n}:q:<topic>       zset   the topic's scheduled and ready job ids of priority 0 by run_at

@@ -69,5 +69,10 @@ func (k *keys) byKey(n int, topic, key string) string {
 	return k.shard[n].base + ":k:" + topic + ":" + key
 }
 
+// rate returns the key of topic's rate limit bucket: in the slot of the
+// prefix's own keys, since it counts the topic's deliveries of every
+// shard.
+func (k *keys) rate(topic string) string { return "{" + k.prefix + "}:rate:" + topic }
+
 // dead returns the key of topic's dead set in shard n.
 func (k *keys) dead(n int, topic string) string { return k.shard[n].base + ":dead:" + topic }

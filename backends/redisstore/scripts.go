@@ -28,9 +28,10 @@ var (
 	scriptMigrate = shardScript("migrate.lua")
 	scriptIndex   = shardScript("index.lua")
 	scriptPrune   = redis.NewScript(mustRead("prune.lua"))
+	scriptRate    = redis.NewScript(mustRead("rate.lua"))
 
 	allScripts = []*redis.Script{scriptPut, scriptClaim, scriptPeek, scriptExpire, scriptCancel, scriptLease,
-		scriptRequeue, scriptStats, scriptGet, scriptImport, scriptExport, scriptMigrate, scriptIndex, scriptPrune}
+		scriptRequeue, scriptStats, scriptGet, scriptImport, scriptExport, scriptMigrate, scriptIndex, scriptPrune, scriptRate}
 )
 
 func mustRead(name string) string {

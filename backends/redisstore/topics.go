@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -86,6 +88,32 @@ func (s *Store) DeleteTopic(ctx context.Context, name string) error {
 		return fmt.Errorf("redisstore: topic %q is not configured: %w", name, core.ErrNotFound)
 	}
 	return nil
+}
+
+// TakeRate implements core.Store: one script on the topic's bucket, a
+// hash in the slot of the prefix's own keys, on the server's clock. Errors:
+// ErrInvalidArgument, ErrClosed, ErrUnavailable.
+func (s *Store) TakeRate(ctx context.Context, params *core.TakeRateParams) (core.TakeRateResult, error) {
+	if err := core.CheckRate(params); err != nil {
+		return core.TakeRateResult{}, err
+	}
+	if s.isClosed() {
+		return core.TakeRateResult{}, core.ErrClosed
+	}
+	now := ""
+	if s.cfg.TimeFromClock {
+		now = strconv.FormatInt(s.clock.Now().UnixMilli(), 10)
+	}
+	r := params.Rate
+	periodMS := strconv.FormatFloat(float64(r.Period)/float64(time.Millisecond), 'f', -1, 64)
+	res, err := scriptRate.Run(ctx, s.rdb, []string{s.keys.rate(params.Topic)}, now, r.Limit, periodMS, r.Burst, params.Want).Int64Slice()
+	if err == nil && len(res) != 2 {
+		err = errShortReply
+	}
+	if err != nil {
+		return core.TakeRateResult{}, unavailable("take rate", err)
+	}
+	return core.TakeRateResult{Granted: int(res[0]), Next: time.Duration(res[1]) * time.Millisecond}, nil
 }
 
 // SetTopicPaused implements core.Store: the topic joins or leaves the

@@ -484,6 +484,68 @@ func TestE2EServe(t *testing.T) {
 		}
 	})
 
+	t.Run("RateLimitOverHTTP", func(t *testing.T) {
+		t.Parallel()
+		api := newCaller(t, srv.HTTPURL)
+		var topic struct {
+			Rate struct {
+				Limit  int    `json:"limit"`
+				Period string `json:"period"`
+				Burst  int    `json:"burst"`
+			} `json:"rate"`
+		}
+		api.callJSON(http.MethodPut, "/v1/topics/e2e.rate.pull", map[string]any{"rate": map[string]any{"limit": 5, "burst": 2}},
+			http.StatusOK, &topic)
+		require.Equal(t, 5, topic.Rate.Limit)
+		require.Equal(t, "1s", topic.Rate.Period)
+		require.Equal(t, 2, topic.Rate.Burst)
+		status, answer := api.call(http.MethodPut, "/v1/topics/e2e.rate.bad", map[string]any{"rate": map[string]any{"limit": 5, "period": "0.5ms"}})
+		require.Equal(t, http.StatusBadRequest, status)
+		require.Contains(t, string(answer), `"field":"rate.period"`)
+
+		// Pull: the burst at once, then five a second, whatever a claim asks.
+		for i := range 6 {
+			api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.rate.pull", "body": i}, http.StatusCreated, nil)
+		}
+		first := api.claim("e2e.rate.pull", 10, 0)
+		require.Len(t, first, 2, "the burst")
+		start := time.Now()
+		got := len(first)
+		for got < 6 {
+			jobs := api.claim("e2e.rate.pull", 10, 5*time.Second)
+			require.NotEmpty(t, jobs)
+			got += len(jobs)
+		}
+		took := time.Since(start)
+		require.GreaterOrEqual(t, took, 600*time.Millisecond, "four more at five a second take 0.8 s")
+
+		// Webhook: deliveries spaced by the limit too.
+		var mu sync.Mutex
+		var at []time.Time
+		hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			mu.Lock()
+			at = append(at, time.Now())
+			mu.Unlock()
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		t.Cleanup(hook.Close)
+		api.callJSON(http.MethodPut, "/v1/topics/e2e.rate.hook", map[string]any{"rate": map[string]any{"limit": 4, "burst": 1},
+			"delivery": map[string]any{"type": "webhook", "url": hook.URL}}, http.StatusOK, nil)
+		for i := range 5 {
+			api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.rate.hook", "body": i}, http.StatusCreated, nil)
+		}
+		require.Eventually(t, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(at) == 5
+		}, 20*time.Second, 20*time.Millisecond)
+		mu.Lock()
+		span := at[4].Sub(at[0])
+		mu.Unlock()
+		require.GreaterOrEqual(t, span, 800*time.Millisecond, "five at four a second, one at a time, take 1 s")
+		t.Logf("pull: 4 jobs past the burst in %s; webhook: 5 deliveries over %s", took, span)
+	})
+
 	t.Run("PauseResumeOverHTTP", func(t *testing.T) {
 		t.Parallel()
 		calls := make(chan webhookCall, 16)

@@ -95,6 +95,7 @@ var subtests = []subtest{
 	{"FindByKey", testFindByKey},
 	{"CreateRace", testCreateRace},
 	{"Pause", testPause},
+	{"RateLimit", testRateLimit},
 	{"PauseTwoInstances", testPauseTwoInstances},
 	{"TwoInstances", testTwoInstances},
 	{"TwoInstancesWakeUp", testTwoInstancesWakeUp},

@@ -398,6 +398,13 @@ type topicRequest struct {
 	Concurrency int             `json:"concurrency"`
 	UniqueKeys  string          `json:"unique_keys"`
 	OnDead      string          `json:"on_dead"`
+	Rate        json.RawMessage `json:"rate"`
+}
+
+type rateRequest struct {
+	Limit  int             `json:"limit"`
+	Period json.RawMessage `json:"period"`
+	Burst  int             `json:"burst"`
 }
 
 type deliveryRequest struct {
@@ -462,6 +469,16 @@ func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
 			Method: d.Method, Headers: d.Headers, ErrorBody: d.ErrorBody != nil && *d.ErrorBody,
 			AllowJobURL: d.AllowJobURL != nil && *d.AllowJobURL}
 		if t.Delivery.Timeout, _, err = parseDuration("delivery.timeout", d.Timeout); err != nil {
+			return nil, err
+		}
+	}
+	if !isNull(req.Rate) {
+		var r rateRequest
+		if err := decodeObject(req.Rate, "rate", &r); err != nil {
+			return nil, err
+		}
+		t.Rate.Limit, t.Rate.Burst = r.Limit, r.Burst
+		if t.Rate.Period, _, err = parseDuration("rate.period", r.Period); err != nil {
 			return nil, err
 		}
 	}

@@ -158,6 +158,7 @@ type topicView struct {
 	Concurrency int          `json:"concurrency"`
 	UniqueKeys  string       `json:"unique_keys,omitempty"`
 	OnDead      string       `json:"on_dead,omitempty"`
+	Rate        *rateView    `json:"rate,omitempty"`
 	Configured  bool         `json:"configured"`
 	// Paused is true while the topic's deliveries are paused.
 	Paused bool `json:"paused"`
@@ -184,12 +185,26 @@ type deliveryView struct {
 	HeaderNames []string `json:"header_names,omitempty"`
 }
 
+// rateView is a topic's rate limit, shown only when it limits.
+type rateView struct {
+	Limit  int    `json:"limit"`
+	Period string `json:"period"`
+	Burst  int    `json:"burst"`
+}
+
 type backoffView struct {
 	Initial string   `json:"initial"`
 	Max     string   `json:"max"`
 	Factor  float64  `json:"factor"`
 	Jitter  float64  `json:"jitter"`
 	Delays  []string `json:"delays,omitempty"`
+}
+
+func newRateView(r core.Rate) *rateView {
+	if r.Limit == 0 {
+		return nil
+	}
+	return &rateView{Limit: r.Limit, Period: r.Period.String(), Burst: r.Burst}
 }
 
 func newTopicView(t *core.Topic) topicView {
@@ -218,6 +233,7 @@ func newTopicView(t *core.Topic) topicView {
 		Concurrency: d.Concurrency,
 		UniqueKeys:  d.UniqueKeys,
 		OnDead:      d.OnDead,
+		Rate:        newRateView(d.Rate),
 		Configured:  t.Configured,
 		Paused:      t.Paused,
 		Counts:      t.Counts,
