@@ -40,7 +40,7 @@ type ClaimParams struct {
 // reserved for its ttr (POST /v1/topics/{topic}/claim). It returns no
 // deliveries, and no error, when none came within p.Wait. A nil p claims
 // one job without waiting. Errors: ErrInvalidArgument, ErrPermissionDenied,
-// ErrUnavailable.
+// ErrUnavailable. Not idempotent: each claim takes other jobs.
 func (c *Client) Claim(ctx context.Context, topic string, p *ClaimParams) ([]*Delivery, error) {
 	req := &request{method: http.MethodPost, path: "/v1/topics/" + segment(topic) + "/claim"}
 	if p != nil && (p.Max != 0 || p.Wait != 0) {
@@ -64,7 +64,9 @@ func (c *Client) Claim(ctx context.Context, topic string, p *ClaimParams) ([]*De
 
 // Ack settles a delivery as done (POST /v1/jobs/{id}/ack). Errors:
 // ErrLeaseLost (and ErrConflict) when the lease expired or the delivery
-// was settled already, ErrNotFound, ErrUnavailable.
+// was settled already, ErrNotFound, ErrUnavailable. A second ack of the
+// same delivery is ErrLeaseLost, so a retried ack that fails so may have
+// succeeded the first time.
 func (c *Client) Ack(ctx context.Context, id, lease string) error {
 	_, err := c.do(ctx, &request{method: http.MethodPost, path: "/v1/jobs/" + segment(id) + "/ack",
 		body: jsonBody(map[string]string{"lease": lease}), lease: true}, nil)
@@ -103,7 +105,8 @@ func (p *NackParams) wire(id, lease string) nackWire {
 // Nack settles a delivery as failed (POST /v1/jobs/{id}/nack): the job is
 // retried after the delay, or goes dead when that was its last attempt. A
 // nil p takes the backoff and records no error. Errors: ErrLeaseLost (and
-// ErrConflict), ErrNotFound, ErrInvalidArgument, ErrUnavailable.
+// ErrConflict), ErrNotFound, ErrInvalidArgument, ErrUnavailable. A second
+// nack of the same delivery is ErrLeaseLost.
 func (c *Client) Nack(ctx context.Context, id, lease string, p *NackParams) error {
 	_, err := c.do(ctx, &request{method: http.MethodPost, path: "/v1/jobs/" + segment(id) + "/nack",
 		body: jsonBody(p.wire("", lease)), lease: true}, nil)
@@ -112,7 +115,7 @@ func (c *Client) Nack(ctx context.Context, id, lease string, p *NackParams) erro
 
 // Touch extends a delivery's lease to its ttr from now and returns when it
 // now expires (POST /v1/jobs/{id}/touch); the lease token stays. Errors:
-// ErrLeaseLost (and ErrConflict), ErrNotFound, ErrUnavailable.
+// ErrLeaseLost (and ErrConflict), ErrNotFound, ErrUnavailable. Idempotent.
 func (c *Client) Touch(ctx context.Context, id, lease string) (time.Time, error) {
 	var out struct {
 		LeaseExpiresAt time.Time `json:"lease_expires_at"`

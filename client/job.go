@@ -19,7 +19,8 @@ const (
 
 // Job is a job as the service shows it (GET /v1/jobs/{id}, finds, dead
 // lists, a conflict's existing job), and as export lines hold it: an export
-// line decodes into a Job with json.Unmarshal.
+// line decodes into a Job with json.Unmarshal, and a Job marshals into an
+// export line (see MarshalJSON).
 type Job struct {
 	// ID is the job's id.
 	ID string `json:"id"`
@@ -69,12 +70,12 @@ type jobWire struct {
 	Attempt        int             `json:"attempt"`
 	State          string          `json:"state"`
 	CreatedAt      time.Time       `json:"created_at"`
-	UpdatedAt      time.Time       `json:"updated_at,omitzero"`
+	UpdatedAt      time.Time       `json:"updated_at"`
 	LastError      string          `json:"last_error"`
-	LeaseExpiresAt time.Time       `json:"lease_expires_at,omitzero"`
+	LeaseExpiresAt time.Time       `json:"lease_expires_at"`
 	Backoff        *struct {
 		Delays []jsonDuration `json:"delays"`
-	} `json:"backoff,omitempty"`
+	} `json:"backoff"`
 }
 
 // UnmarshalJSON reads a job in the service's form.
@@ -96,15 +97,36 @@ func (j *Job) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// MarshalJSON writes a job in the service's form, as an export line has it
-// (with updated_at and lease_expires_at when set).
+// exportWire is a job in the export form, the one Import reads.
+type exportWire struct {
+	ID          string          `json:"id"`
+	Topic       string          `json:"topic"`
+	Key         string          `json:"key"`
+	Body        json.RawMessage `json:"body"`
+	RunAt       time.Time       `json:"run_at"`
+	TTR         jsonDuration    `json:"ttr"`
+	MaxAttempts int             `json:"max_attempts"`
+	Priority    int             `json:"priority"`
+	Attempt     int             `json:"attempt"`
+	State       string          `json:"state"`
+	CreatedAt   time.Time       `json:"created_at"`
+	LastError   string          `json:"last_error"`
+	Backoff     *struct {
+		Delays []jsonDuration `json:"delays"`
+	} `json:"backoff,omitempty"`
+}
+
+// MarshalJSON writes a job as an export line has it, which Import reads:
+// without UpdatedAt and LeaseExpiresAt, which the service refuses there.
+// encoding/json compacts the body (whitespace aside, it is unchanged); to
+// move jobs byte for byte, pass Export's lines to Import as they are.
 func (j Job) MarshalJSON() ([]byte, error) {
-	w := jobWire{
+	w := exportWire{
 		ID: j.ID, Topic: j.Topic, Key: j.Key, Body: j.Body, RunAt: j.RunAt.UTC(), TTR: jsonDuration(j.TTR),
 		MaxAttempts: j.MaxAttempts, Priority: j.Priority, Attempt: j.Attempt, State: j.State,
-		CreatedAt: j.CreatedAt.UTC(), UpdatedAt: j.UpdatedAt.UTC(), LastError: j.LastError, LeaseExpiresAt: j.LeaseExpiresAt.UTC(),
+		CreatedAt: j.CreatedAt.UTC(), LastError: j.LastError,
 	}
-	if w.Body == nil {
+	if len(w.Body) == 0 {
 		w.Body = json.RawMessage("null")
 	}
 	if len(j.BackoffDelays) > 0 {

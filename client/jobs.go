@@ -181,7 +181,8 @@ type PushResult struct {
 // results are in the order of jobs. The error is for the request as a
 // whole: ErrInvalidArgument (no jobs), a 413 too_large, ErrRateLimited
 // (the quota refuses the batch whole), ErrUnavailable when every job
-// failed on the server side (send it again).
+// failed on the server side (send it again). Sending a batch again is
+// safe for the jobs that have ids: those created the first time conflict.
 func (c *Client) PushBatch(ctx context.Context, jobs []*PushParams) ([]PushResult, error) {
 	if len(jobs) == 0 {
 		return nil, invalidArgument("jobs", "no jobs given")
@@ -226,7 +227,7 @@ func (c *Client) PushBatch(ctx context.Context, jobs []*PushParams) ([]PushResul
 
 // Get reads a job (GET /v1/jobs/{id}), its state as of now. Finished jobs
 // are found for the service's retention period. Errors: ErrNotFound,
-// ErrPermissionDenied, ErrUnavailable.
+// ErrPermissionDenied, ErrUnavailable. Read only.
 func (c *Client) Get(ctx context.Context, id string) (*Job, error) {
 	var j Job
 	if _, err := c.do(ctx, &request{method: http.MethodGet, path: "/v1/jobs/" + segment(id)}, &j); err != nil {
@@ -287,7 +288,7 @@ type JobPage struct {
 // FindByKey lists the jobs of a topic with a business key, in every state
 // (GET /v1/topics/{topic}/jobs?key=), one page at a time: pass NextAfter
 // as After until it is empty. Errors: ErrInvalidArgument (no key, a bad
-// limit), ErrPermissionDenied, ErrUnavailable.
+// limit), ErrPermissionDenied, ErrUnavailable. Read only.
 func (c *Client) FindByKey(ctx context.Context, p *FindByKeyParams) (*JobPage, error) {
 	q := url.Values{"key": {p.Key}}
 	if p.After != "" {
@@ -306,7 +307,7 @@ func (c *Client) FindByKey(ctx context.Context, p *FindByKeyParams) (*JobPage, e
 // Requeue makes a dead job ready now with a fresh attempt count
 // (POST /v1/jobs/{id}/requeue). Errors: ErrNotFound, ErrConflict when the
 // job is not dead, ErrPermissionDenied (needs an admin token),
-// ErrUnavailable.
+// ErrUnavailable. A second requeue is ErrConflict.
 func (c *Client) Requeue(ctx context.Context, id string) error {
 	_, err := c.do(ctx, &request{method: http.MethodPost, path: "/v1/jobs/" + segment(id) + "/requeue"}, nil)
 	return err
@@ -315,6 +316,7 @@ func (c *Client) Requeue(ctx context.Context, id string) error {
 // ListDead lists up to limit (1-1000; 0: the service's default, 100) of a
 // topic's dead jobs, oldest death first (GET /v1/topics/{topic}/dead).
 // Errors: ErrInvalidArgument, ErrPermissionDenied (admin), ErrUnavailable.
+// Read only.
 func (c *Client) ListDead(ctx context.Context, topic string, limit int) ([]*Job, error) {
 	var q url.Values
 	if limit != 0 {

@@ -471,8 +471,13 @@ func TestClientE2E(t *testing.T) {
 
 		// The exported jobs are known (skipped), a new one is imported, a
 		// bad line fails alone.
-		fresh := strings.Replace(string(lines[0]), `"c-exp-1"`, `"c-imp-1"`, 1)
-		input := strings.Join([]string{string(lines[0]), string(lines[1]), fresh, `{"id": "c-imp-bad", "topic": "c.export"}`}, "\n")
+		// A Job marshals into the export form.
+		var job client.Job
+		require.NoError(t, json.Unmarshal(lines[0], &job))
+		job.ID = "c-imp-1"
+		fresh, err := json.Marshal(job)
+		require.NoError(t, err)
+		input := strings.Join([]string{string(lines[0]), string(lines[1]), string(fresh), `{"id": "c-imp-bad", "topic": "c.export"}`}, "\n")
 		imported, err := dq.Import(ctx, strings.NewReader(input))
 		require.NoError(t, err)
 		require.Equal(t, 1, imported.Imported)
@@ -484,6 +489,8 @@ func TestClientE2E(t *testing.T) {
 		j, err := dq.Get(ctx, "c-imp-1")
 		require.NoError(t, err)
 		require.Equal(t, client.StateScheduled, j.State)
+		require.JSONEq(t, `{"a": [1, 2]}`, string(j.Body), "encoding/json compacts a marshalled body")
+		require.True(t, job.RunAt.Equal(j.RunAt))
 	})
 
 	t.Run("SubscribeAcksAndNacks", func(t *testing.T) {
@@ -660,7 +667,7 @@ func TestClientE2EAccess(t *testing.T) {
 			"- name: pusher\n  token: "+pusher+"\n  scopes: [push]\n  topics: [\"c.own.*\"]\n"+
 			"- name: limited\n  token: "+limited+"\n  scopes: [push]\n  intake_rate: 0.01\n  intake_burst: 1\n"), 0o600))
 	p := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--nats-listen", "off",
-		"--tls-cert", certFile, "--tls-key", keyFile, "--tokens-file", tokens)
+		"--tls-cert", certFile, "--tls-key", keyFile, "--tokens-file", tokens, "--max-subscribers", "1")
 	base := strings.Replace(p.HTTPURL, "http://", "https://", 1)
 	tlsConfig := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	as := func(token string) *client.Client {
@@ -712,6 +719,27 @@ func TestClientE2EAccess(t *testing.T) {
 		t.Fatal("no delivery over wss within 15s")
 	}
 	waitJob(t, as(admin), "c-tls-1", inState(client.StateDone))
+
+	// A second subscriber is over --max-subscribers: 503 with Retry-After,
+	// which the subscriber reports and retries.
+	refused := make(chan error, 1)
+	stopSecond := runSubscriber(t, as(admin), "c.tls", &client.SubscribeParams{
+		ErrorFunc: func(err error) {
+			select {
+			case refused <- err:
+			default:
+			}
+		},
+		HandlerFunc: func(context.Context, *client.Delivery) error { return nil },
+	})
+	select {
+	case err := <-refused:
+		ae := requireAPIError(t, err, client.ErrUnavailable, 503)
+		require.Equal(t, time.Second, ae.RetryAfter)
+	case <-time.After(15 * time.Second):
+		t.Fatal("the second subscriber was not refused within 15s")
+	}
+	require.NoError(t, stopSecond())
 	require.NoError(t, stop())
 }
 
