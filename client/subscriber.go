@@ -117,10 +117,12 @@ func (p SubscribeParams) withDefaults() (SubscribeParams, error) {
 // see their ctx end, since the service hands their deliveries out again.
 //
 // When ctx ends, Subscribe takes no more deliveries, waits for the running
-// handlers (whose ctx has ended too) and settles their deliveries (an
-// error is then handed back at once, without the backoff's delay), closes
-// the connection, so the service hands back at once the deliveries it sent
-// that no handler took, and returns nil.
+// handlers (whose ctx has ended too), acks the deliveries of those that
+// returned nil, and closes the connection, so the service hands back at
+// once, for redelivery, the rest: those it sent that no handler took, and
+// those whose handler returned an error (last_error "subscriber
+// disconnected"; each release counts an attempt, as a lost lease does).
+// Then it returns nil.
 //
 // It returns an error at once for bad params (ErrInvalidArgument), and
 // when the service refuses the subscription for good: an *APIError
@@ -365,14 +367,16 @@ func (ss *session) handle(ctx, sctx context.Context, d *Delivery) {
 		// The connection was lost: the service released the delivery.
 		return
 	}
+	if err != nil && ctx.Err() != nil {
+		// Stopping, and the handler did not finish (most likely it saw ctx
+		// end): the close hands the delivery back at once. A nack would
+		// apply the backoff, or, with no delay, let this closing
+		// connection be sent the job again, counting an attempt more.
+		return
+	}
 	f := outFrame{Type: "ack", ID: d.ID, Lease: d.Lease}
 	if err != nil {
 		f.Type, f.Error = "nack", err.Error()
-		if ctx.Err() != nil {
-			// Stopping: hand the job back at once rather than after the
-			// backoff.
-			f.Delay = "0s"
-		}
 	}
 	if err := ss.write(ctx, &f); err != nil {
 		ss.report(fmt.Errorf("delayq: subscription to %s: %s of job %q: %w", ss.topic, f.Type, d.ID, err))

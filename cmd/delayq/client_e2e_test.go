@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -533,6 +534,54 @@ func TestClientE2E(t *testing.T) {
 		require.Equal(t, []string{"c-sub-bad", "c-sub-ok-1", "c-sub-ok-2"}, ids, "each delivered once")
 	})
 
+	t.Run("SubscribeRunsConcurrencyHandlersAtOnce", func(t *testing.T) {
+		t.Parallel()
+		const concurrency = 3
+		var mu sync.Mutex
+		running, most := 0, 0
+		all := make(chan struct{})
+		stop := runSubscriber(t, dq, "c.concurrent", &client.SubscribeParams{
+			Prefetch: 8, Concurrency: concurrency,
+			HandlerFunc: func(ctx context.Context, d *client.Delivery) error {
+				mu.Lock()
+				running++
+				most = max(most, running)
+				if running == concurrency {
+					select {
+					case <-all:
+					default:
+						close(all)
+					}
+				}
+				mu.Unlock()
+				defer func() {
+					mu.Lock()
+					running--
+					mu.Unlock()
+				}()
+				// The first handlers wait until concurrency of them run.
+				select {
+				case <-all:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			},
+		})
+		var ids []string
+		for range 2 * concurrency {
+			pushed, err := dq.Push(t.Context(), &client.PushParams{Topic: "c.concurrent"})
+			require.NoError(t, err)
+			ids = append(ids, pushed.ID)
+		}
+		for _, id := range ids {
+			j := waitJob(t, dq, id, inState(client.StateDone))
+			require.Equal(t, 1, j.Attempt)
+		}
+		require.NoError(t, stop())
+		require.Equal(t, concurrency, most, "at most Concurrency handlers ran at once, and that many did")
+	})
+
 	t.Run("SubscribeKeepsTheLeaseOfASlowHandler", func(t *testing.T) {
 		t.Parallel()
 		var calls atomic.Int32
@@ -586,12 +635,14 @@ func TestClientE2E(t *testing.T) {
 			return tp.Counts.Reserved == 2
 		}, 10*time.Second, 20*time.Millisecond)
 		require.NoError(t, stop())
-		// Handed back at once, though their ttr is an hour.
-		j := waitJob(t, dq, held, inState(client.StateReady))
-		require.Contains(t, j.LastError, "context canceled")
+		// Handed back at once, though their ttr is an hour: the one whose
+		// handler ran and the one no handler took.
 		for _, id := range []string{"c-stop-1", "c-stop-2"} {
-			waitJob(t, dq, id, inState(client.StateReady))
+			j := waitJob(t, dq, id, inState(client.StateReady))
+			require.Equal(t, "subscriber disconnected", j.LastError, id)
+			require.Equal(t, 1, j.Attempt, id)
 		}
+		require.Contains(t, []string{"c-stop-1", "c-stop-2"}, held)
 		require.Len(t, started, 0, "no handler started after the stop")
 	})
 
@@ -740,6 +791,57 @@ func TestClientE2EAccess(t *testing.T) {
 		t.Fatal("the second subscriber was not refused within 15s")
 	}
 	require.NoError(t, stopSecond())
+	require.NoError(t, stop())
+}
+
+// TestClientE2ESubscriberSurvivesRestart restarts the server under a
+// subscriber: it reconnects to the new one and handles its jobs.
+func TestClientE2ESubscriberSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	args := []string{"--backend", "memory", "--http", addr, "--nats-listen", "off"}
+	srv := startServer(t, args...)
+	dq := newClient(t, client.Config{URL: srv.HTTPURL})
+	lost := make(chan error, 64)
+	handled := make(chan string, 16)
+	stop := runSubscriber(t, dq, "c.restart", &client.SubscribeParams{
+		ReconnectMin: 50 * time.Millisecond, ReconnectMax: 500 * time.Millisecond,
+		ErrorFunc: func(err error) {
+			select {
+			case lost <- err:
+			default:
+			}
+		},
+		HandlerFunc: func(ctx context.Context, d *client.Delivery) error {
+			handled <- d.ID
+			return nil
+		},
+	})
+	pushAndWait := func(id string) {
+		t.Helper()
+		_, err := dq.Push(t.Context(), &client.PushParams{Topic: "c.restart", ID: id})
+		require.NoError(t, err)
+		select {
+		case got := <-handled:
+			require.Equal(t, id, got)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("job %s was not handled within 20s", id)
+		}
+		waitJob(t, dq, id, inState(client.StateDone))
+	}
+	pushAndWait("c-restart-1")
+	require.Equal(t, 0, srv.signal(syscall.SIGTERM, 15*time.Second))
+	select {
+	case err := <-lost:
+		require.ErrorContains(t, err, "reconnecting in")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the lost connection was not reported within 10s")
+	}
+	startServer(t, args...)
+	pushAndWait("c-restart-2")
 	require.NoError(t, stop())
 }
 
