@@ -2,6 +2,7 @@ package client
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -180,7 +181,7 @@ func invalidArgument(field, format string, args ...any) error {
 
 // transportError wraps a failure to get an answer: ErrUnavailable and the
 // cause, or only the context's error when ctx ended.
-func transportError(ctx interface{ Err() error }, op string, err error) error {
+func transportError(ctx context.Context, op string, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("delayq: %s: %w", op, ctx.Err())
 	}

@@ -348,7 +348,11 @@ func (ss *session) handle(ctx, sctx context.Context, d *Delivery) {
 	ss.mu.Unlock()
 	defer func() {
 		ss.mu.Lock()
-		delete(ss.held, d.ID)
+		// The job may have been delivered again meanwhile (its lease lost),
+		// to another handler that now holds the entry.
+		if ss.held[d.ID] == h {
+			delete(ss.held, d.ID)
+		}
 		ss.mu.Unlock()
 	}()
 
