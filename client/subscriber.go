@@ -175,7 +175,10 @@ func (c *Client) subscribeURL(topic string, prefetch int) string {
 // permanentError ends Subscribe instead of reconnecting.
 type permanentError struct{ err error }
 
+// Error returns the refusal's text.
 func (e *permanentError) Error() string { return e.err.Error() }
+
+// Unwrap returns the refusal.
 func (e *permanentError) Unwrap() error { return e.err }
 
 // subscription is one run of Subscribe.

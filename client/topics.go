@@ -132,6 +132,7 @@ type backoffWire struct {
 	Delays  []jsonDuration `json:"delays,omitempty"`
 }
 
+// config returns b as a BackoffConfig.
 func (b *backoffWire) config() BackoffConfig {
 	c := BackoffConfig{Initial: time.Duration(b.Initial), Max: time.Duration(b.Max), Factor: b.Factor, Jitter: b.Jitter}
 	for _, d := range b.Delays {
