@@ -73,7 +73,8 @@ const (
 // fields.
 type APIError struct {
 	// StatusCode is the HTTP status; 0 for the error of a batch item, an
-	// import line or a subscription frame, which have none of their own.
+	// import line or a subscription frame, which have none of their own,
+	// and for arguments this package refuses before sending.
 	StatusCode int
 	// Code is the error code (CodeNotFound...), or "http <status>" for an
 	// answer without the service's error body (from a proxy, say).
