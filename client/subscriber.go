@@ -106,9 +106,10 @@ func (p SubscribeParams) withDefaults() (SubscribeParams, error) {
 // to p.Concurrency at once, until ctx ends. It competes with the topic's
 // other consumers: each delivery goes to one of them.
 //
-// While a handler runs, its delivery's lease is kept alive by touches at
-// half its remaining time, so a handler may run longer than the job's
-// ttr. When it returns, the delivery is acked (nil) or nacked (an error,
+// From its arrival until it is settled (while it waits for a handler,
+// when Concurrency is below Prefetch, and while its handler runs), a
+// delivery's lease is kept alive by touches at half its remaining time, so
+// a handler may run longer than the job's ttr. When it returns, the delivery is acked (nil) or nacked (an error,
 // whose text becomes the job's last_error).
 //
 // A lost connection is made again after a pause that grows with each
@@ -214,10 +215,18 @@ type outFrame struct {
 	Error string `json:"error,omitempty"`
 }
 
-// held is a delivery a handler runs.
+// held is a delivery received and not yet settled: waiting for a handler,
+// or handled.
 type held struct {
+	d *Delivery
+	// ctx is its handler's; it ends with the session, or with cause
+	// ErrLeaseLost when the service says the lease is lost.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	// touched gets the new expiry of each touch's answer.
 	touched chan time.Time
-	cancel  context.CancelCauseFunc
+	// done is closed when the delivery is released.
+	done chan struct{}
 }
 
 // session is one connection of a subscription.
@@ -227,6 +236,8 @@ type session struct {
 	mu        sync.Mutex
 	held      map[string]*held
 	delivered atomic.Int64
+	// touching tracks the keepAlive of each held delivery.
+	touching sync.WaitGroup
 }
 
 // session runs one connection until it ends or ctx does, and returns how
@@ -253,7 +264,7 @@ func (s *subscription) session(ctx context.Context) (int, error) {
 
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	jobs := make(chan *Delivery, s.p.Prefetch)
+	jobs := make(chan *held, s.p.Prefetch)
 	readDone := make(chan error, 1)
 	go func() { readDone <- ss.read(sctx, jobs) }()
 
@@ -264,11 +275,12 @@ func (s *subscription) session(ctx context.Context) (int, error) {
 				select {
 				case <-sctx.Done():
 					return
-				case d := <-jobs:
+				case h := <-jobs:
 					if sctx.Err() != nil {
+						ss.release(h)
 						return
 					}
-					ss.handle(ctx, sctx, d)
+					ss.handle(ctx, sctx, h)
 				}
 			}
 		})
@@ -287,6 +299,9 @@ func (s *subscription) session(ctx context.Context) (int, error) {
 		_ = conn.Close(websocket.StatusNormalClosure, "subscriber stopped")
 		err = <-readDone
 	}
+	// Deliveries no handler took stop being touched with the session.
+	cancel()
+	ss.touching.Wait()
 	if websocket.CloseStatus(err) == websocket.StatusGoingAway {
 		err = fmt.Errorf("the server is shutting down: %w", err)
 	}
@@ -295,7 +310,7 @@ func (s *subscription) session(ctx context.Context) (int, error) {
 
 // read reads frames until the connection ends: job frames go to jobs,
 // touched and error frames to the handler of their delivery.
-func (ss *session) read(ctx context.Context, jobs chan<- *Delivery) error {
+func (ss *session) read(ctx context.Context, jobs chan<- *held) error {
 	for {
 		typ, data, err := ss.conn.Read(context.Background())
 		if err != nil {
@@ -313,9 +328,14 @@ func (ss *session) read(ctx context.Context, jobs chan<- *Delivery) error {
 		case "job":
 			d := f.Delivery
 			ss.delivered.Add(1)
+			if ctx.Err() != nil {
+				continue
+			}
+			h := ss.hold(ctx, &d)
 			select {
-			case jobs <- &d:
+			case jobs <- h:
 			case <-ctx.Done():
+				ss.release(h)
 			}
 		case "touched":
 			ss.mu.Lock()
@@ -340,33 +360,46 @@ func (ss *session) read(ctx context.Context, jobs chan<- *Delivery) error {
 	}
 }
 
-// handle runs the handler of d, touching its lease meanwhile, and acks or
-// nacks it by the result. ctx is the subscription's, sctx the session's.
-func (ss *session) handle(ctx, sctx context.Context, d *Delivery) {
+// hold registers a delivery just received and starts touching its lease,
+// which goes on while it waits for a handler and while one runs, until
+// release.
+func (ss *session) hold(sctx context.Context, d *Delivery) *held {
 	hctx, hcancel := context.WithCancelCause(sctx)
-	defer hcancel(nil)
-	h := &held{touched: make(chan time.Time, 1), cancel: hcancel}
+	h := &held{d: d, ctx: hctx, cancel: hcancel, touched: make(chan time.Time, 1), done: make(chan struct{})}
 	ss.mu.Lock()
 	ss.held[d.ID] = h
 	ss.mu.Unlock()
-	defer func() {
-		ss.mu.Lock()
-		// The job may have been delivered again meanwhile (its lease lost),
-		// to another handler that now holds the entry.
-		if ss.held[d.ID] == h {
-			delete(ss.held, d.ID)
-		}
-		ss.mu.Unlock()
-	}()
+	ss.touching.Go(func() { ss.keepAlive(h) })
+	return h
+}
 
-	done := make(chan struct{})
-	var touching sync.WaitGroup
-	touching.Go(func() { ss.keepAlive(hctx, d, h, done) })
-	err := ss.call(hctx, d)
-	close(done)
-	touching.Wait()
+// release stops touching h's lease and forgets it.
+func (ss *session) release(h *held) {
+	close(h.done)
+	h.cancel(nil)
+	ss.mu.Lock()
+	// The job may have been delivered again meanwhile (its lease lost),
+	// and the entry be the new delivery's.
+	if ss.held[h.d.ID] == h {
+		delete(ss.held, h.d.ID)
+	}
+	ss.mu.Unlock()
+}
 
-	if errors.Is(context.Cause(hctx), ErrLeaseLost) {
+// handle runs the handler of a held delivery and acks or nacks it by the
+// result. ctx is the subscription's, sctx the session's.
+func (ss *session) handle(ctx, sctx context.Context, h *held) {
+	d := h.d
+	var err error
+	if h.ctx.Err() == nil {
+		err = ss.call(h.ctx, d)
+	} else {
+		// Lost while it waited for a handler.
+		err = context.Cause(h.ctx)
+	}
+	ss.release(h)
+
+	if errors.Is(context.Cause(h.ctx), ErrLeaseLost) {
 		// Nothing to settle: the delivery is no longer this handler's.
 		return
 	}
@@ -401,9 +434,10 @@ func (ss *session) call(ctx context.Context, d *Delivery) (err error) {
 	return ss.p.HandlerFunc(ctx, d)
 }
 
-// keepAlive touches d's lease at half its remaining time until done is
-// closed or ctx ends.
-func (ss *session) keepAlive(ctx context.Context, d *Delivery, h *held, done <-chan struct{}) {
+// keepAlive touches h's lease at half its remaining time until it is
+// released or its ctx ends.
+func (ss *session) keepAlive(h *held) {
+	ctx, d, done := h.ctx, h.d, h.done
 	expires := d.LeaseExpiresAt
 	for {
 		t := time.NewTimer(touchInterval(time.Until(expires)))

@@ -606,6 +606,36 @@ func TestClientE2E(t *testing.T) {
 		require.Equal(t, int32(1), calls.Load())
 	})
 
+	t.Run("SubscribeKeepsTheLeasesOfDeliveriesWaitingForAHandler", func(t *testing.T) {
+		t.Parallel()
+		var calls atomic.Int32
+		stop := runSubscriber(t, dq, "c.queued", &client.SubscribeParams{
+			Prefetch: 3, Concurrency: 1,
+			HandlerFunc: func(ctx context.Context, d *client.Delivery) error {
+				calls.Add(1)
+				select {
+				case <-time.After(1200 * time.Millisecond):
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			},
+		})
+		// One handler at a time: the last job waits more than twice its ttr.
+		var ids []string
+		for range 3 {
+			pushed, err := dq.Push(t.Context(), &client.PushParams{Topic: "c.queued", TTR: time.Second})
+			require.NoError(t, err)
+			ids = append(ids, pushed.ID)
+		}
+		for _, id := range ids {
+			j := waitJob(t, dq, id, inState(client.StateDone))
+			require.Equal(t, 1, j.Attempt, "delivered once")
+		}
+		require.NoError(t, stop())
+		require.Equal(t, int32(3), calls.Load())
+	})
+
 	t.Run("SubscribeStopHandsBack", func(t *testing.T) {
 		t.Parallel()
 		ctx := t.Context()
