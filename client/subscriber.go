@@ -44,11 +44,36 @@ const (
 // HandlerFunc handles one delivery of a subscription. Returning nil acks
 // the delivery (the job is done); returning an error nacks it with the
 // error's text as the job's last_error, and the job is retried by its
-// backoff (or goes dead on its last attempt). ctx ends when the
+// backoff, or after the delay of a RetryError (RetryIn), or goes dead on
+// its last attempt. ctx ends when the
 // subscription stops, its connection is lost or the delivery's lease is
 // lost (context.Cause is then ErrLeaseLost); the handler must return soon
 // after.
 type HandlerFunc func(ctx context.Context, d *Delivery) error
+
+// RetryError is an error a HandlerFunc returns to nack its delivery with a
+// delay of its own instead of the job's backoff; RetryIn makes one.
+type RetryError struct {
+	// Err is why the attempt failed; its text becomes the job's last_error.
+	Err error
+	// Delay is how long to wait before the retry (0 to 366 days).
+	Delay time.Duration
+}
+
+// RetryIn returns an error that nacks a subscription's delivery with err's
+// text as last_error and a retry after delay, rather than by the backoff.
+func RetryIn(delay time.Duration, err error) error { return &RetryError{Err: err, Delay: delay} }
+
+// Error returns Err's text ("" for a nil Err).
+func (e *RetryError) Error() string {
+	if e.Err == nil {
+		return ""
+	}
+	return e.Err.Error()
+}
+
+// Unwrap returns Err.
+func (e *RetryError) Unwrap() error { return e.Err }
 
 // SubscribeParams configures Subscribe. Only HandlerFunc is required.
 type SubscribeParams struct {
@@ -417,6 +442,9 @@ func (ss *session) handle(ctx, sctx context.Context, h *held) {
 	f := outFrame{Type: "ack", ID: d.ID, Lease: d.Lease}
 	if err != nil {
 		f.Type, f.Error = "nack", err.Error()
+		if re, ok := errors.AsType[*RetryError](err); ok {
+			f.Delay = durationString(max(re.Delay, 0))
+		}
 	}
 	if err := ss.write(ctx, &f); err != nil {
 		ss.report(fmt.Errorf("delayq: subscription to %s: %s of job %q: %w", ss.topic, f.Type, d.ID, err))

@@ -502,12 +502,15 @@ func TestClientE2E(t *testing.T) {
 			Prefetch: 4, Concurrency: 2,
 			HandlerFunc: func(ctx context.Context, d *client.Delivery) error {
 				seen <- d.ID
-				var body struct{ Fail bool }
+				var body struct{ Fail, Later bool }
 				if err := json.Unmarshal(d.Body, &body); err != nil {
 					return err
 				}
-				if body.Fail {
+				switch {
+				case body.Fail:
 					return errors.New("cannot close order")
+				case body.Later:
+					return client.RetryIn(time.Hour, errors.New("come back later"))
 				}
 				return nil
 			},
@@ -516,6 +519,7 @@ func TestClientE2E(t *testing.T) {
 			{Topic: "c.sub", ID: "c-sub-ok-1", Body: map[string]bool{"fail": false}},
 			{Topic: "c.sub", ID: "c-sub-ok-2", Body: map[string]bool{"fail": false}},
 			{Topic: "c.sub", ID: "c-sub-bad", Body: map[string]bool{"fail": true}, MaxAttempts: 1},
+			{Topic: "c.sub", ID: "c-sub-later", Body: map[string]bool{"later": true}},
 		} {
 			_, err := dq.Push(ctx, p)
 			require.NoError(t, err)
@@ -524,6 +528,9 @@ func TestClientE2E(t *testing.T) {
 		waitJob(t, dq, "c-sub-ok-2", inState(client.StateDone))
 		bad := waitJob(t, dq, "c-sub-bad", inState(client.StateDead))
 		require.Equal(t, "cannot close order", bad.LastError)
+		later := waitJob(t, dq, "c-sub-later", inState(client.StateScheduled))
+		require.Equal(t, "come back later", later.LastError)
+		require.WithinDuration(t, time.Now().Add(time.Hour), later.RunAt, time.Minute, "retried after the handler's delay")
 		require.NoError(t, stop())
 		close(seen)
 		var ids []string
@@ -531,7 +538,7 @@ func TestClientE2E(t *testing.T) {
 			ids = append(ids, id)
 		}
 		slices.Sort(ids)
-		require.Equal(t, []string{"c-sub-bad", "c-sub-ok-1", "c-sub-ok-2"}, ids, "each delivered once")
+		require.Equal(t, []string{"c-sub-bad", "c-sub-later", "c-sub-ok-1", "c-sub-ok-2"}, ids, "each delivered once")
 	})
 
 	t.Run("SubscribeRunsConcurrencyHandlersAtOnce", func(t *testing.T) {
