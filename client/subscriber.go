@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -491,12 +490,6 @@ func (ss *session) keepAlive(h *held) {
 	}
 }
 
-// touchInterval is how long to wait before touching a lease that expires
-// in remaining: half of it, at least touchMinInterval.
-func touchInterval(remaining time.Duration) time.Duration {
-	return max(remaining/2, touchMinInterval)
-}
-
 // write sends f, within subscribeWriteTimeout even when ctx has ended (a
 // stopping subscription still settles what its handlers did).
 func (ss *session) write(ctx context.Context, f *outFrame) error {
@@ -504,34 +497,3 @@ func (ss *session) write(ctx context.Context, f *outFrame) error {
 	defer cancel()
 	return ss.conn.Write(wctx, websocket.MessageText, jsonBody(f))
 }
-
-// backoff is the pause before a reconnection: doubling from min to max,
-// each pause drawn from its upper half.
-type backoff struct {
-	min, max, cur time.Duration
-	// randN returns a number in [0, n); math/rand/v2's N when nil.
-	randN func(n int64) int64
-}
-
-// reset starts the pauses over from min.
-func (b *backoff) reset() { b.cur = 0 }
-
-// next returns the next pause and doubles the following one.
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	}
-	d := b.cur
-	b.cur = min(b.cur*2, b.max)
-	return d/2 + time.Duration(b.rand(int64(d/2)+1))
-}
-
-func (b *backoff) rand(n int64) int64 {
-	if b.randN != nil {
-		return b.randN(n)
-	}
-	return randN(n)
-}
-
-// randN returns a uniform number in [0, n).
-func randN(n int64) int64 { return rand.Int64N(n) }
