@@ -6,6 +6,7 @@ require (
 	cel.dev/cel-go v0.33.2
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/coder/websocket v1.8.15
+	github.com/delayq/delayq/client v0.0.0-00010101000000-000000000000
 	github.com/jonboulle/clockwork v0.5.0
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
@@ -93,3 +94,7 @@ require (
 	google.golang.org/grpc v1.83.2 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+// The Go client is a module of its own (client/go.mod); the end-to-end tests
+// of cmd/delayq run it against the real server.
+replace github.com/delayq/delayq/client => ./client

@@ -1,0 +1,41 @@
+// Package client is the Go client of delayq, a delay-queue service: it
+// schedules jobs ("close order 42 in 30 minutes") and consumes them over
+// the service's HTTP and WebSocket API, as docs/api.md describes it, with
+// typed errors, so that a Go service need not write its own HTTP calls.
+//
+// It is a module of its own (github.com/delayq/delayq/client) whose only
+// dependency is github.com/coder/websocket: importing it brings none of the
+// server's dependencies.
+//
+// # Producing
+//
+// New makes a Client for a service's URL, with an optional bearer token
+// and TLS configuration. Push creates a job (PushBatch many, Replace
+// creates or replaces one by id); Get, Cancel, CancelByKey and FindByKey
+// read and cancel them.
+//
+// # Consuming
+//
+// Subscribe takes a topic's deliveries over a WebSocket and runs a
+// HandlerFunc for each, up to a concurrency, keeping each lease alive
+// while its handler runs, acking or nacking by the handler's result and
+// reconnecting when the connection drops. Claim takes deliveries by pull,
+// settled with Ack, Nack and Touch, or AckBatch and NackBatch for many.
+//
+// # Administration
+//
+// Topics are configured with PutTopic, read with GetTopic and ListTopics,
+// dropped with DeleteTopic, paused and resumed with PauseTopic and
+// ResumeTopic. ListDead and Requeue handle dead jobs; Export and Import
+// move jobs between deployments.
+//
+// # Errors
+//
+// Every call takes a context. An error answer of the service is an
+// *APIError (status, code, message, the field at fault, the existing job
+// of an id in use, Retry-After); it matches the sentinels ErrNotFound,
+// ErrConflict, ErrInvalidArgument, ErrUnauthenticated, ErrPermissionDenied,
+// ErrRateLimited, ErrUnavailable and ErrLeaseLost with errors.Is. A request
+// that got no answer matches ErrUnavailable. The client does not retry on
+// its own.
+package client

@@ -1,0 +1,180 @@
+package client
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Job states, as Job.State holds them.
+const (
+	StateScheduled = "scheduled"
+	StateReady     = "ready"
+	StateReserved  = "reserved"
+	StateDone      = "done"
+	StateDead      = "dead"
+	StateCancelled = "cancelled"
+)
+
+// Job is a job as the service shows it (GET /v1/jobs/{id}, finds, dead
+// lists, a conflict's existing job), and as export lines hold it: an export
+// line decodes into a Job with json.Unmarshal, and a Job marshals into an
+// export line (see MarshalJSON).
+type Job struct {
+	// ID is the job's id.
+	ID string `json:"id"`
+	// Topic is the job's topic.
+	Topic string `json:"topic"`
+	// Key is the job's business key; "" without one.
+	Key string `json:"key"`
+	// Body is the job's body, byte for byte as pushed; "null" without one.
+	Body json.RawMessage `json:"body"`
+	// RunAt is when the job is (or was) due.
+	RunAt time.Time `json:"run_at"`
+	// TTR is how long a consumer holds a delivery before it is handed out
+	// again.
+	TTR time.Duration `json:"ttr"`
+	// MaxAttempts is the most deliveries before the job goes dead.
+	MaxAttempts int `json:"max_attempts"`
+	// Priority orders jobs due together: -10 (most urgent) to 10.
+	Priority int `json:"priority"`
+	// Attempt counts the deliveries so far.
+	Attempt int `json:"attempt"`
+	// State is the job's state as of now (StateScheduled...).
+	State string `json:"state"`
+	// CreatedAt and UpdatedAt are when the job was created and last
+	// changed; UpdatedAt is zero on export lines.
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// LastError is why the last attempt failed; "" when none did.
+	LastError string `json:"last_error"`
+	// LeaseExpiresAt is when the current delivery's lease ends, while the
+	// job is reserved; zero otherwise.
+	LeaseExpiresAt time.Time `json:"lease_expires_at"`
+	// BackoffDelays is the job's own retry schedule; nil when it uses its
+	// topic's backoff.
+	BackoffDelays []time.Duration `json:"-"`
+}
+
+// jobWire is Job as the service writes it: durations as strings.
+type jobWire struct {
+	ID             string          `json:"id"`
+	Topic          string          `json:"topic"`
+	Key            string          `json:"key"`
+	Body           json.RawMessage `json:"body"`
+	RunAt          time.Time       `json:"run_at"`
+	TTR            jsonDuration    `json:"ttr"`
+	MaxAttempts    int             `json:"max_attempts"`
+	Priority       int             `json:"priority"`
+	Attempt        int             `json:"attempt"`
+	State          string          `json:"state"`
+	CreatedAt      time.Time       `json:"created_at"`
+	UpdatedAt      time.Time       `json:"updated_at"`
+	LastError      string          `json:"last_error"`
+	LeaseExpiresAt time.Time       `json:"lease_expires_at"`
+	Backoff        *struct {
+		Delays []jsonDuration `json:"delays"`
+	} `json:"backoff"`
+}
+
+// UnmarshalJSON reads a job in the service's form.
+func (j *Job) UnmarshalJSON(b []byte) error {
+	var w jobWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*j = Job{
+		ID: w.ID, Topic: w.Topic, Key: w.Key, Body: w.Body, RunAt: w.RunAt, TTR: time.Duration(w.TTR),
+		MaxAttempts: w.MaxAttempts, Priority: w.Priority, Attempt: w.Attempt, State: w.State,
+		CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt, LastError: w.LastError, LeaseExpiresAt: w.LeaseExpiresAt,
+	}
+	if w.Backoff != nil {
+		for _, d := range w.Backoff.Delays {
+			j.BackoffDelays = append(j.BackoffDelays, time.Duration(d))
+		}
+	}
+	return nil
+}
+
+// exportWire is a job in the export form, the one Import reads.
+type exportWire struct {
+	ID          string          `json:"id"`
+	Topic       string          `json:"topic"`
+	Key         string          `json:"key"`
+	Body        json.RawMessage `json:"body"`
+	RunAt       time.Time       `json:"run_at"`
+	TTR         jsonDuration    `json:"ttr"`
+	MaxAttempts int             `json:"max_attempts"`
+	Priority    int             `json:"priority"`
+	Attempt     int             `json:"attempt"`
+	State       string          `json:"state"`
+	CreatedAt   time.Time       `json:"created_at"`
+	LastError   string          `json:"last_error"`
+	Backoff     *struct {
+		Delays []jsonDuration `json:"delays"`
+	} `json:"backoff,omitempty"`
+}
+
+// MarshalJSON writes a job as an export line has it, which Import reads:
+// without UpdatedAt and LeaseExpiresAt, which the service refuses there.
+// encoding/json compacts the body (whitespace aside, it is unchanged); to
+// move jobs byte for byte, pass Export's lines to Import as they are.
+func (j Job) MarshalJSON() ([]byte, error) {
+	w := exportWire{
+		ID: j.ID, Topic: j.Topic, Key: j.Key, Body: j.Body, RunAt: j.RunAt.UTC(), TTR: jsonDuration(j.TTR),
+		MaxAttempts: j.MaxAttempts, Priority: j.Priority, Attempt: j.Attempt, State: j.State,
+		CreatedAt: j.CreatedAt.UTC(), LastError: j.LastError,
+	}
+	if len(w.Body) == 0 {
+		w.Body = json.RawMessage("null")
+	}
+	if len(j.BackoffDelays) > 0 {
+		w.Backoff = &struct {
+			Delays []jsonDuration `json:"delays"`
+		}{}
+		for _, d := range j.BackoffDelays {
+			w.Backoff.Delays = append(w.Backoff.Delays, jsonDuration(d))
+		}
+	}
+	return json.Marshal(w)
+}
+
+// jsonDuration reads a duration as the service writes it (a Go duration
+// string, or milliseconds) and writes it as a Go duration string.
+type jsonDuration time.Duration
+
+// UnmarshalJSON reads "30s" or 30000.
+func (d *jsonDuration) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(b, []byte("null")) {
+		*d = 0
+		return nil
+	}
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		if s == "" {
+			*d = 0
+			return nil
+		}
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("duration %q: %w", s, err)
+		}
+		*d = jsonDuration(v)
+		return nil
+	}
+	var ms int64
+	if err := json.Unmarshal(b, &ms); err != nil {
+		return fmt.Errorf("duration %s: want a string or milliseconds", b)
+	}
+	*d = jsonDuration(time.Duration(ms) * time.Millisecond)
+	return nil
+}
+
+// MarshalJSON writes the duration as a Go duration string.
+func (d jsonDuration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}

@@ -1,0 +1,276 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+)
+
+// TopicConfig is a topic's configuration for PutTopic. Every field is
+// optional; a zero one takes the service's default.
+type TopicConfig struct {
+	// Delivery says how the topic's jobs leave: pulled by consumers (the
+	// default), posted to a webhook or published on NATS.
+	Delivery DeliveryConfig
+	// TTR is the default time to run of the topic's jobs (1s to 12h).
+	TTR time.Duration
+	// MaxAttempts is the default attempt limit of the topic's jobs (1-1000).
+	MaxAttempts int
+	// Backoff is the retry schedule of failed attempts.
+	Backoff BackoffConfig
+	// Concurrency bounds the webhook or NATS deliveries in flight per
+	// instance (1-10 000).
+	Concurrency int
+	// UniqueKeys is "reject" or "replace" to make business keys unique
+	// among the topic's unfinished jobs; "": not unique.
+	UniqueKeys string
+	// OnDead is a topic that gets a dead-letter notice for each job of
+	// this one that goes dead; "": none.
+	OnDead string
+}
+
+// DeliveryConfig is a topic's delivery, as docs/api.md's
+// "PUT /v1/topics/{topic}" describes each field.
+type DeliveryConfig struct {
+	// Type is "consumer" (the default), "webhook" or "nats".
+	Type string `json:"type,omitempty"`
+	// URL is the webhook's URL.
+	URL string `json:"url,omitempty"`
+	// Timeout bounds one webhook attempt or NATS publish (0 to 5m).
+	Timeout time.Duration `json:"-"`
+	// Secret signs each webhook request; never shown back.
+	Secret string `json:"secret,omitempty"`
+	// Subject is the NATS subject to publish on.
+	Subject string `json:"subject,omitempty"`
+	// Success is a CEL condition over a webhook's answer that alone
+	// decides success.
+	Success string `json:"success,omitempty"`
+	// ErrorBody lets the start of a failed webhook answer into last_error;
+	// nil: the default (off).
+	ErrorBody *bool `json:"error_body,omitempty"`
+	// Method is the webhook's HTTP method: POST (default), PUT or PATCH.
+	Method string `json:"method,omitempty"`
+	// Headers are sent with every webhook request; never shown back.
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+// BackoffConfig is a topic's retry schedule: exponential (Initial, Max,
+// Factor, Jitter), or the explicit Delays.
+type BackoffConfig struct {
+	// Initial is the delay after the first failed attempt.
+	Initial time.Duration
+	// Max caps the delays.
+	Max time.Duration
+	// Factor multiplies the delay after each attempt (1-100).
+	Factor float64
+	// Jitter spreads each delay by ±Jitter of itself (at most 1; negative:
+	// none).
+	Jitter float64
+	// Delays, when set, is the schedule itself: the delay after attempt n
+	// is the n-th, the last repeated.
+	Delays []time.Duration
+}
+
+// Topic is a topic as the service shows it: its configuration with the
+// defaults filled in, whether it is configured or paused, and its counts.
+type Topic struct {
+	// Name is the topic's name.
+	Name string
+	// Delivery is its delivery; Secret and Headers are never shown, only
+	// SecretSet and HeaderNames.
+	Delivery DeliveryView
+	// TTR, MaxAttempts, Backoff, Concurrency, UniqueKeys and OnDead are as
+	// in TopicConfig, with defaults filled.
+	TTR         time.Duration
+	MaxAttempts int
+	Backoff     BackoffConfig
+	Concurrency int
+	UniqueKeys  string
+	OnDead      string
+	// Configured is true when the topic has a configuration of its own.
+	Configured bool
+	// Paused is true while its deliveries are paused.
+	Paused bool
+	// Counts are its jobs in each state (finished ones within retention).
+	Counts Counts
+}
+
+// DeliveryView is a topic's delivery as the service shows it.
+type DeliveryView struct {
+	// Type, URL, Timeout, Subject, Success and Method are as configured.
+	Type    string
+	URL     string
+	Timeout time.Duration
+	Subject string
+	Success string
+	Method  string
+	// SecretSet is true when the delivery has a secret.
+	SecretSet bool
+	// ErrorBody is true when failed answers go into last_error.
+	ErrorBody bool
+	// HeaderNames are the names of the configured headers.
+	HeaderNames []string
+}
+
+// Counts are a topic's jobs in each state.
+type Counts struct {
+	Scheduled int64 `json:"scheduled"`
+	Ready     int64 `json:"ready"`
+	Reserved  int64 `json:"reserved"`
+	Done      int64 `json:"done"`
+	Dead      int64 `json:"dead"`
+	Cancelled int64 `json:"cancelled"`
+}
+
+// backoffWire is a backoff on the wire.
+type backoffWire struct {
+	Initial jsonDuration   `json:"initial,omitempty"`
+	Max     jsonDuration   `json:"max,omitempty"`
+	Factor  float64        `json:"factor,omitempty"`
+	Jitter  float64        `json:"jitter,omitempty"`
+	Delays  []jsonDuration `json:"delays,omitempty"`
+}
+
+// config returns b as a BackoffConfig.
+func (b *backoffWire) config() BackoffConfig {
+	c := BackoffConfig{Initial: time.Duration(b.Initial), Max: time.Duration(b.Max), Factor: b.Factor, Jitter: b.Jitter}
+	for _, d := range b.Delays {
+		c.Delays = append(c.Delays, time.Duration(d))
+	}
+	return c
+}
+
+// topicWire is a topic as the service writes it.
+type topicWire struct {
+	Name     string `json:"name"`
+	Delivery struct {
+		Type        string       `json:"type"`
+		URL         string       `json:"url"`
+		Timeout     jsonDuration `json:"timeout"`
+		Subject     string       `json:"subject"`
+		Success     string       `json:"success"`
+		SecretSet   bool         `json:"secret_set"`
+		ErrorBody   bool         `json:"error_body"`
+		Method      string       `json:"method"`
+		HeaderNames []string     `json:"header_names"`
+	} `json:"delivery"`
+	TTR         jsonDuration `json:"ttr"`
+	MaxAttempts int          `json:"max_attempts"`
+	Backoff     backoffWire  `json:"backoff"`
+	Concurrency int          `json:"concurrency"`
+	UniqueKeys  string       `json:"unique_keys"`
+	OnDead      string       `json:"on_dead"`
+	Configured  bool         `json:"configured"`
+	Paused      bool         `json:"paused"`
+	Counts      Counts       `json:"counts"`
+}
+
+// UnmarshalJSON reads a topic in the service's form.
+func (t *Topic) UnmarshalJSON(b []byte) error {
+	var w topicWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	d := w.Delivery
+	*t = Topic{
+		Name: w.Name,
+		Delivery: DeliveryView{Type: d.Type, URL: d.URL, Timeout: time.Duration(d.Timeout), Subject: d.Subject, Success: d.Success,
+			Method: d.Method, SecretSet: d.SecretSet, ErrorBody: d.ErrorBody, HeaderNames: d.HeaderNames},
+		TTR: time.Duration(w.TTR), MaxAttempts: w.MaxAttempts, Backoff: w.Backoff.config(), Concurrency: w.Concurrency,
+		UniqueKeys: w.UniqueKeys, OnDead: w.OnDead, Configured: w.Configured, Paused: w.Paused, Counts: w.Counts,
+	}
+	return nil
+}
+
+// wire returns c as the service reads it.
+func (c *TopicConfig) wire() []byte {
+	type deliveryWire struct {
+		DeliveryConfig
+		Timeout jsonDuration `json:"timeout,omitempty"`
+	}
+	w := struct {
+		Delivery    *deliveryWire `json:"delivery,omitempty"`
+		TTR         jsonDuration  `json:"ttr,omitempty"`
+		MaxAttempts int           `json:"max_attempts,omitempty"`
+		Backoff     *backoffWire  `json:"backoff,omitempty"`
+		Concurrency int           `json:"concurrency,omitempty"`
+		UniqueKeys  string        `json:"unique_keys,omitempty"`
+		OnDead      string        `json:"on_dead,omitempty"`
+	}{TTR: jsonDuration(c.TTR), MaxAttempts: c.MaxAttempts, Concurrency: c.Concurrency, UniqueKeys: c.UniqueKeys, OnDead: c.OnDead}
+	d := c.Delivery
+	if d.Type != "" || d.URL != "" || d.Timeout != 0 || d.Secret != "" || d.Subject != "" || d.Success != "" ||
+		d.ErrorBody != nil || d.Method != "" || len(d.Headers) > 0 {
+		w.Delivery = &deliveryWire{DeliveryConfig: d, Timeout: jsonDuration(d.Timeout)}
+	}
+	if b := c.Backoff; b.Initial != 0 || b.Max != 0 || b.Factor != 0 || b.Jitter != 0 || len(b.Delays) > 0 {
+		w.Backoff = &backoffWire{Initial: jsonDuration(b.Initial), Max: jsonDuration(b.Max), Factor: b.Factor, Jitter: b.Jitter}
+		for _, d := range b.Delays {
+			w.Backoff.Delays = append(w.Backoff.Delays, jsonDuration(d))
+		}
+	}
+	return jsonBody(&w)
+}
+
+// GetTopic reads a topic (GET /v1/topics/{topic}). Errors: ErrNotFound
+// when it is neither configured, paused nor has jobs; ErrPermissionDenied
+// (admin); ErrUnavailable.
+func (c *Client) GetTopic(ctx context.Context, name string) (*Topic, error) {
+	return c.topicCall(ctx, http.MethodGet, "/v1/topics/"+segment(name), nil)
+}
+
+// PutTopic sets a topic's configuration (PUT /v1/topics/{topic}) and
+// returns the topic as GetTopic shows it. A nil cfg resets it to the
+// defaults while keeping it configured. Errors: ErrInvalidArgument (Field
+// names the field, such as "delivery.url"), ErrPermissionDenied,
+// ErrUnavailable. Idempotent.
+func (c *Client) PutTopic(ctx context.Context, name string, cfg *TopicConfig) (*Topic, error) {
+	if cfg == nil {
+		cfg = &TopicConfig{}
+	}
+	return c.topicCall(ctx, http.MethodPut, "/v1/topics/"+segment(name), cfg.wire())
+}
+
+// DeleteTopic drops a topic's configuration (DELETE /v1/topics/{topic});
+// its jobs stay and take the defaults. Errors: ErrNotFound when it had
+// none, ErrPermissionDenied, ErrUnavailable.
+func (c *Client) DeleteTopic(ctx context.Context, name string) error {
+	_, err := c.do(ctx, &request{method: http.MethodDelete, path: "/v1/topics/" + segment(name)}, nil)
+	return err
+}
+
+// ListTopics lists every topic that is configured, paused or has jobs,
+// sorted by name (GET /v1/topics); a token restricted to topics sees only
+// its own. Errors: ErrPermissionDenied, ErrUnavailable.
+func (c *Client) ListTopics(ctx context.Context) ([]*Topic, error) {
+	var out struct {
+		Topics []*Topic `json:"topics"`
+	}
+	if _, err := c.do(ctx, &request{method: http.MethodGet, path: "/v1/topics"}, &out); err != nil {
+		return nil, err
+	}
+	return out.Topics, nil
+}
+
+// PauseTopic stops a topic's deliveries on every instance
+// (POST /v1/topics/{topic}/pause) and returns the topic. Idempotent.
+// Errors: ErrInvalidArgument, ErrPermissionDenied, ErrUnavailable.
+func (c *Client) PauseTopic(ctx context.Context, name string) (*Topic, error) {
+	return c.topicCall(ctx, http.MethodPost, "/v1/topics/"+segment(name)+"/pause", nil)
+}
+
+// ResumeTopic starts a paused topic's deliveries again
+// (POST /v1/topics/{topic}/resume) and returns the topic. Idempotent.
+// Errors: as PauseTopic.
+func (c *Client) ResumeTopic(ctx context.Context, name string) (*Topic, error) {
+	return c.topicCall(ctx, http.MethodPost, "/v1/topics/"+segment(name)+"/resume", nil)
+}
+
+// topicCall sends a request answered with a topic.
+func (c *Client) topicCall(ctx context.Context, method, path string, body []byte) (*Topic, error) {
+	var t Topic
+	if _, err := c.do(ctx, &request{method: method, path: path, body: body}, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
