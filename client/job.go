@@ -55,6 +55,8 @@ type Job struct {
 	// BackoffDelays is the job's own retry schedule; nil when it uses its
 	// topic's backoff.
 	BackoffDelays []time.Duration `json:"-"`
+	// URL is the job's own webhook URL; "" when it uses its topic's.
+	URL string `json:"url"`
 }
 
 // jobWire is Job as the service writes it: durations as strings.
@@ -73,6 +75,7 @@ type jobWire struct {
 	UpdatedAt      time.Time       `json:"updated_at"`
 	LastError      string          `json:"last_error"`
 	LeaseExpiresAt time.Time       `json:"lease_expires_at"`
+	URL            string          `json:"url"`
 	Backoff        *struct {
 		Delays []jsonDuration `json:"delays"`
 	} `json:"backoff"`
@@ -88,6 +91,7 @@ func (j *Job) UnmarshalJSON(b []byte) error {
 		ID: w.ID, Topic: w.Topic, Key: w.Key, Body: w.Body, RunAt: w.RunAt, TTR: time.Duration(w.TTR),
 		MaxAttempts: w.MaxAttempts, Priority: w.Priority, Attempt: w.Attempt, State: w.State,
 		CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt, LastError: w.LastError, LeaseExpiresAt: w.LeaseExpiresAt,
+		URL: w.URL,
 	}
 	if w.Backoff != nil {
 		for _, d := range w.Backoff.Delays {
@@ -111,6 +115,7 @@ type exportWire struct {
 	State       string          `json:"state"`
 	CreatedAt   time.Time       `json:"created_at"`
 	LastError   string          `json:"last_error"`
+	URL         string          `json:"url,omitempty"`
 	Backoff     *struct {
 		Delays []jsonDuration `json:"delays"`
 	} `json:"backoff,omitempty"`
@@ -124,7 +129,7 @@ func (j Job) MarshalJSON() ([]byte, error) {
 	w := exportWire{
 		ID: j.ID, Topic: j.Topic, Key: j.Key, Body: j.Body, RunAt: j.RunAt.UTC(), TTR: jsonDuration(j.TTR),
 		MaxAttempts: j.MaxAttempts, Priority: j.Priority, Attempt: j.Attempt, State: j.State,
-		CreatedAt: j.CreatedAt.UTC(), LastError: j.LastError,
+		CreatedAt: j.CreatedAt.UTC(), LastError: j.LastError, URL: j.URL,
 	}
 	if len(w.Body) == 0 {
 		w.Body = json.RawMessage("null")

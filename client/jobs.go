@@ -42,6 +42,9 @@ type PushParams struct {
 	// BackoffDelays is the job's own retry schedule (the delay after each
 	// failed attempt, the last repeated), instead of its topic's backoff.
 	BackoffDelays []time.Duration
+	// URL is the job's own webhook URL, for a webhook topic that allows
+	// one (DeliveryConfig.AllowJobURL); "": the topic's.
+	URL string
 }
 
 // pushWire is PushParams without the body, as the service reads it.
@@ -55,6 +58,7 @@ type pushWire struct {
 	MaxAttempts int             `json:"max_attempts,omitempty"`
 	Priority    int             `json:"priority,omitempty"`
 	Backoff     *backoffDelays  `json:"backoff,omitempty"`
+	URL         string          `json:"url,omitempty"`
 	Body        json.RawMessage `json:"-"`
 }
 
@@ -72,7 +76,7 @@ func (p *PushParams) encode() ([]byte, error) {
 	if p.Delay != 0 && !p.RunAt.IsZero() {
 		return nil, invalidArgument("delay", "delay and run_at are exclusive")
 	}
-	w := pushWire{Topic: p.Topic, ID: p.ID, Key: p.Key, MaxAttempts: p.MaxAttempts, Priority: p.Priority}
+	w := pushWire{Topic: p.Topic, ID: p.ID, Key: p.Key, MaxAttempts: p.MaxAttempts, Priority: p.Priority, URL: p.URL}
 	if p.Delay != 0 {
 		w.Delay = durationString(p.Delay)
 	}

@@ -28,6 +28,17 @@ type TopicConfig struct {
 	// OnDead is a topic that gets a dead-letter notice for each job of
 	// this one that goes dead; "": none.
 	OnDead string
+	// Rate limits the topic's deliveries across every instance; a zero
+	// Limit: none.
+	Rate RateConfig
+}
+
+// RateConfig is a topic's rate limit: at most Limit deliveries per Period
+// (default 1s), Burst (default Limit) at once.
+type RateConfig struct {
+	Limit  int
+	Period time.Duration
+	Burst  int
 }
 
 // DeliveryConfig is a topic's delivery, as docs/api.md's
@@ -53,6 +64,11 @@ type DeliveryConfig struct {
 	Method string `json:"method,omitempty"`
 	// Headers are sent with every webhook request; never shown back.
 	Headers map[string]string `json:"headers,omitempty"`
+	// PreviousSecret also signs each request while a secret is rotated;
+	// never shown back.
+	PreviousSecret string `json:"previous_secret,omitempty"`
+	// AllowJobURL lets the topic's jobs carry their own webhook URL.
+	AllowJobURL bool `json:"allow_job_url,omitempty"`
 }
 
 // BackoffConfig is a topic's retry schedule: exponential (Initial, Max,
@@ -80,14 +96,15 @@ type Topic struct {
 	// Delivery is its delivery; Secret and Headers are never shown, only
 	// SecretSet and HeaderNames.
 	Delivery DeliveryView
-	// TTR, MaxAttempts, Backoff, Concurrency, UniqueKeys and OnDead are as
-	// in TopicConfig, with defaults filled.
+	// TTR, MaxAttempts, Backoff, Concurrency, UniqueKeys, OnDead and Rate
+	// are as in TopicConfig, with defaults filled.
 	TTR         time.Duration
 	MaxAttempts int
 	Backoff     BackoffConfig
 	Concurrency int
 	UniqueKeys  string
 	OnDead      string
+	Rate        RateConfig
 	// Configured is true when the topic has a configuration of its own.
 	Configured bool
 	// Paused is true while its deliveries are paused.
@@ -105,8 +122,12 @@ type DeliveryView struct {
 	Subject string
 	Success string
 	Method  string
-	// SecretSet is true when the delivery has a secret.
-	SecretSet bool
+	// SecretSet is true when the delivery has a secret, and
+	// PreviousSecretSet while a second one is kept for a rotation.
+	SecretSet         bool
+	PreviousSecretSet bool
+	// AllowJobURL is true when jobs may carry their own webhook URL.
+	AllowJobURL bool
 	// ErrorBody is true when failed answers go into last_error.
 	ErrorBody bool
 	// HeaderNames are the names of the configured headers.
@@ -121,6 +142,13 @@ type Counts struct {
 	Done      int64 `json:"done"`
 	Dead      int64 `json:"dead"`
 	Cancelled int64 `json:"cancelled"`
+}
+
+// rateWire is a rate limit on the wire.
+type rateWire struct {
+	Limit  int          `json:"limit,omitempty"`
+	Period jsonDuration `json:"period,omitempty"`
+	Burst  int          `json:"burst,omitempty"`
 }
 
 // backoffWire is a backoff on the wire.
@@ -151,6 +179,8 @@ type topicWire struct {
 		Subject     string       `json:"subject"`
 		Success     string       `json:"success"`
 		SecretSet   bool         `json:"secret_set"`
+		PrevSet     bool         `json:"previous_secret_set"`
+		AllowJobURL bool         `json:"allow_job_url"`
 		ErrorBody   bool         `json:"error_body"`
 		Method      string       `json:"method"`
 		HeaderNames []string     `json:"header_names"`
@@ -161,9 +191,14 @@ type topicWire struct {
 	Concurrency int          `json:"concurrency"`
 	UniqueKeys  string       `json:"unique_keys"`
 	OnDead      string       `json:"on_dead"`
-	Configured  bool         `json:"configured"`
-	Paused      bool         `json:"paused"`
-	Counts      Counts       `json:"counts"`
+	Rate        struct {
+		Limit  int          `json:"limit"`
+		Period jsonDuration `json:"period"`
+		Burst  int          `json:"burst"`
+	} `json:"rate"`
+	Configured bool   `json:"configured"`
+	Paused     bool   `json:"paused"`
+	Counts     Counts `json:"counts"`
 }
 
 // UnmarshalJSON reads a topic in the service's form.
@@ -176,9 +211,11 @@ func (t *Topic) UnmarshalJSON(b []byte) error {
 	*t = Topic{
 		Name: w.Name,
 		Delivery: DeliveryView{Type: d.Type, URL: d.URL, Timeout: time.Duration(d.Timeout), Subject: d.Subject, Success: d.Success,
-			Method: d.Method, SecretSet: d.SecretSet, ErrorBody: d.ErrorBody, HeaderNames: d.HeaderNames},
+			Method: d.Method, SecretSet: d.SecretSet, PreviousSecretSet: d.PrevSet, AllowJobURL: d.AllowJobURL,
+			ErrorBody: d.ErrorBody, HeaderNames: d.HeaderNames},
 		TTR: time.Duration(w.TTR), MaxAttempts: w.MaxAttempts, Backoff: w.Backoff.config(), Concurrency: w.Concurrency,
 		UniqueKeys: w.UniqueKeys, OnDead: w.OnDead, Configured: w.Configured, Paused: w.Paused, Counts: w.Counts,
+		Rate: RateConfig{Limit: w.Rate.Limit, Period: time.Duration(w.Rate.Period), Burst: w.Rate.Burst},
 	}
 	return nil
 }
@@ -197,10 +234,14 @@ func (c *TopicConfig) wire() []byte {
 		Concurrency int           `json:"concurrency,omitempty"`
 		UniqueKeys  string        `json:"unique_keys,omitempty"`
 		OnDead      string        `json:"on_dead,omitempty"`
+		Rate        *rateWire     `json:"rate,omitempty"`
 	}{TTR: jsonDuration(c.TTR), MaxAttempts: c.MaxAttempts, Concurrency: c.Concurrency, UniqueKeys: c.UniqueKeys, OnDead: c.OnDead}
+	if r := c.Rate; r.Limit != 0 || r.Period != 0 || r.Burst != 0 {
+		w.Rate = &rateWire{Limit: r.Limit, Period: jsonDuration(r.Period), Burst: r.Burst}
+	}
 	d := c.Delivery
 	if d.Type != "" || d.URL != "" || d.Timeout != 0 || d.Secret != "" || d.Subject != "" || d.Success != "" ||
-		d.ErrorBody != nil || d.Method != "" || len(d.Headers) > 0 {
+		d.ErrorBody != nil || d.Method != "" || len(d.Headers) > 0 || d.PreviousSecret != "" || d.AllowJobURL {
 		w.Delivery = &deliveryWire{DeliveryConfig: d, Timeout: jsonDuration(d.Timeout)}
 	}
 	if b := c.Backoff; b.Initial != 0 || b.Max != 0 || b.Factor != 0 || b.Jitter != 0 || len(b.Delays) > 0 {

@@ -439,6 +439,27 @@ func TestClientE2E(t *testing.T) {
 		require.Equal(t, "ttr", requireAPIError(t, err, client.ErrInvalidArgument, 400).Field)
 	})
 
+	t.Run("WebhookOptionsAndRate", func(t *testing.T) {
+		t.Parallel()
+		ctx := t.Context()
+		topic, err := dq.PutTopic(ctx, "c.hook", &client.TopicConfig{
+			Delivery: client.DeliveryConfig{Type: "webhook", URL: "http://127.0.0.1:9/hook", Secret: "s1", PreviousSecret: "s0", AllowJobURL: true},
+			Rate:     client.RateConfig{Limit: 10, Burst: 2},
+		})
+		require.NoError(t, err)
+		require.True(t, topic.Delivery.SecretSet)
+		require.True(t, topic.Delivery.PreviousSecretSet)
+		require.True(t, topic.Delivery.AllowJobURL)
+		require.Equal(t, client.RateConfig{Limit: 10, Period: time.Second, Burst: 2}, topic.Rate)
+		pushed, err := dq.Push(ctx, &client.PushParams{Topic: "c.hook", URL: "http://127.0.0.1:9/own", Delay: time.Hour})
+		require.NoError(t, err)
+		j, err := dq.Get(ctx, pushed.ID)
+		require.NoError(t, err)
+		require.Equal(t, "http://127.0.0.1:9/own", j.URL)
+		_, err = dq.PutTopic(ctx, "c.hook.bad", &client.TopicConfig{Rate: client.RateConfig{Burst: 2}})
+		require.Equal(t, "rate.limit", requireAPIError(t, err, client.ErrInvalidArgument, 400).Field)
+	})
+
 	t.Run("ExportAndImport", func(t *testing.T) {
 		t.Parallel()
 		ctx := t.Context()
