@@ -274,6 +274,89 @@ func (a *app) topicsCommand() *cobra.Command {
 	return cmd
 }
 
+// topicCommand is `delayq topic put TOPIC CONFIG` and `delayq topic
+// delete TOPIC`: a topic's configuration (`delayq topics TOPIC` shows it).
+func (a *app) topicCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "topic",
+		Short: "Set or delete a topic's configuration (admin)",
+	}
+	var putFlags, deleteFlags clientFlags
+	put := &cobra.Command{
+		Use:   "put TOPIC CONFIG|-",
+		Short: "Set a topic's configuration and print the topic",
+		Long: `Set a topic's configuration: CONFIG is the JSON body of PUT /v1/topics/{topic}
+(docs/api.md), '-' reads it from standard input. It replaces the whole
+configuration; fields left out take their defaults.`,
+		Example: `  delayq topic put orders.close '{"max_attempts": 5, "rate": {"limit": 100}}'
+  delayq topic put orders.close - < orders.close.json`,
+		Args: cobra.ExactArgs(2),
+		RunE: clientRun(&putFlags, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
+			config, err := readBody(args[1], cmd.InOrStdin())
+			if err != nil {
+				return err
+			}
+			answer, err := c.do(ctx, http.MethodPut, "/v1/topics/"+url.PathEscape(args[0]), config)
+			if err != nil {
+				return err
+			}
+			return printJSON(cmd.OutOrStdout(), answer)
+		}),
+	}
+	addClientFlags(put.Flags(), &putFlags)
+	del := &cobra.Command{
+		Use:   "delete TOPIC",
+		Short: "Delete a topic's configuration; its jobs stay and take the defaults",
+		Args:  cobra.ExactArgs(1),
+		RunE: clientRun(&deleteFlags, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
+			_, err := c.do(ctx, http.MethodDelete, "/v1/topics/"+url.PathEscape(args[0]), nil)
+			return err
+		}),
+	}
+	addClientFlags(del.Flags(), &deleteFlags)
+	cmd.AddCommand(put, del)
+	return cmd
+}
+
+// deadCommand is `delayq dead TOPIC`.
+func (a *app) deadCommand() *cobra.Command {
+	var client clientFlags
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "dead TOPIC",
+		Short: "List a topic's dead jobs, oldest death first (admin)",
+		Args:  cobra.ExactArgs(1),
+		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
+			path := "/v1/topics/" + url.PathEscape(args[0]) + "/dead?limit=" + strconv.Itoa(limit)
+			answer, err := c.do(ctx, http.MethodGet, path, nil)
+			if err != nil {
+				return err
+			}
+			return printJSON(cmd.OutOrStdout(), answer)
+		}),
+	}
+	cmd.Flags().IntVar(&limit, "limit", 100, "the most jobs listed, 1 to 1000")
+	addClientFlags(cmd.Flags(), &client)
+	return cmd
+}
+
+// requeueCommand is `delayq requeue ID`.
+func (a *app) requeueCommand() *cobra.Command {
+	var client clientFlags
+	cmd := &cobra.Command{
+		Use:   "requeue ID",
+		Short: "Make a dead job ready again, with a fresh attempt count (admin)",
+		Long:  "Make a dead job ready now with attempt 0; its last error stays. It prints nothing on success.",
+		Args:  cobra.ExactArgs(1),
+		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
+			_, err := c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(args[0])+"/requeue", nil)
+			return err
+		}),
+	}
+	addClientFlags(cmd.Flags(), &client)
+	return cmd
+}
+
 // pauseCommand is `delayq pause TOPIC` (paused true) or `delayq resume
 // TOPIC`.
 func (a *app) pauseCommand(paused bool) *cobra.Command {

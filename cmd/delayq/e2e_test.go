@@ -742,6 +742,57 @@ func TestE2EServe(t *testing.T) {
 		require.Equal(t, map[string]any{"from": "stdin"}, job["body"])
 	})
 
+	t.Run("AdminCommands", func(t *testing.T) {
+		t.Parallel()
+		server := "--server=" + srv.HTTPURL
+		code, stdout, stderr := runCLI(t, "topic", "put", "e2e.admin", `{"max_attempts": 1, "rate": {"limit": 50}}`, server)
+		require.Equal(t, 0, code, stderr)
+		var topic map[string]any
+		require.NoError(t, json.Unmarshal([]byte(stdout), &topic), stdout)
+		require.EqualValues(t, 1, topic["max_attempts"])
+		require.Equal(t, map[string]any{"limit": 50.0, "period": "1s", "burst": 50.0}, topic["rate"])
+		code, _, stderr = runCLIWith(t, nil, `{"max_attempts": -1}`, "topic", "put", "e2e.admin", "-", server)
+		require.Equal(t, 1, code, "the service's 400")
+		require.Contains(t, stderr, "max_attempts")
+		code, _, stderr = runCLI(t, "topic", "put", "e2e.admin", `{"max_attempts":`, server)
+		require.Equal(t, exitUsage, code)
+		require.Contains(t, stderr, "JSON")
+
+		// A job that fails its one attempt is dead, listed, and requeued.
+		code, stdout, stderr = runCLI(t, "push", "e2e.admin", "--id", "admin-1", server)
+		require.Equal(t, 0, code, stderr)
+		code, stdout, stderr = runCLI(t, "claim", "e2e.admin", "--wait", "5s", server)
+		require.Equal(t, 0, code, stderr)
+		var d delivery
+		require.NoError(t, json.Unmarshal([]byte(stdout), &d), stdout)
+		code, _, stderr = runCLI(t, "nack", "admin-1", d.Lease, "--error", "no such order", server)
+		require.Equal(t, 0, code, stderr)
+		code, stdout, stderr = runCLI(t, "dead", "e2e.admin", "--limit", "10", server)
+		require.Equal(t, 0, code, stderr)
+		var dead struct {
+			Jobs []map[string]any `json:"jobs"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(stdout), &dead), stdout)
+		require.Len(t, dead.Jobs, 1)
+		require.Equal(t, "no such order", dead.Jobs[0]["last_error"])
+		code, stdout, stderr = runCLI(t, "requeue", "admin-1", server)
+		require.Equal(t, 0, code, stderr)
+		require.Empty(t, stdout)
+		code, _, stderr = runCLI(t, "requeue", "admin-1", server)
+		require.Equal(t, 1, code, "not dead any more: 409")
+		require.True(t, strings.HasPrefix(stderr, "delayq: conflict: "), stderr)
+
+		code, stdout, stderr = runCLI(t, "topic", "delete", "e2e.admin", server)
+		require.Equal(t, 0, code, stderr)
+		require.Empty(t, stdout)
+		code, _, _ = runCLI(t, "topic", "delete", "e2e.admin", server)
+		require.Equal(t, 1, code, "no configuration left: 404")
+
+		code, stdout, stderr = runCLI(t, "completion", "bash")
+		require.Equal(t, 0, code, stderr)
+		require.Contains(t, stdout, "__start_delayq")
+	})
+
 	t.Run("ClientErrorsFromServer", func(t *testing.T) {
 		t.Parallel()
 		server := "--server=" + srv.HTTPURL

@@ -113,7 +113,6 @@ DELAYQ_SERVER); a flag on the command line wins.`,
 	root.SetIn(a.stdin)
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
-	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(
 		a.serveCommand(),
 		a.pushCommand(),
@@ -121,6 +120,9 @@ DELAYQ_SERVER); a flag on the command line wins.`,
 		a.cancelCommand(),
 		a.findCommand(),
 		a.topicsCommand(),
+		a.topicCommand(),
+		a.deadCommand(),
+		a.requeueCommand(),
 		a.pauseCommand(true),
 		a.pauseCommand(false),
 		a.subscribeCommand(),
