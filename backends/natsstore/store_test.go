@@ -1,10 +1,8 @@
 package natsstore
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -230,24 +228,6 @@ func TestReleasedJobsDeliveredAgain(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, acked, len(jobs)-len(first), "counts %+v", tp.Counts)
 	require.Equal(t, core.Counts{Reserved: int64(len(first)), Done: int64(len(acked))}, tp.Counts)
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestCachedLeaseIsAGuess: a job claimed here is acknowledged from the

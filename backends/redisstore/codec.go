@@ -161,15 +161,6 @@ func asString(v any) string {
 	return ""
 }
 
-func asStrings(v any) []string {
-	s := asSlice(v)
-	out := make([]string, 0, len(s))
-	for _, x := range s {
-		out = append(out, asString(x))
-	}
-	return out
-}
-
 // asInt reads an integer reply, or a number sent as a string; -1 otherwise.
 func asInt(v any) int64 {
 	switch v := v.(type) {

@@ -759,7 +759,7 @@ func TestE2EServe(t *testing.T) {
 		require.Contains(t, stderr, "JSON")
 
 		// A job that fails its one attempt is dead, listed, and requeued.
-		code, stdout, stderr = runCLI(t, "push", "e2e.admin", "--id", "admin-1", server)
+		code, _, stderr = runCLI(t, "push", "e2e.admin", "--id", "admin-1", server)
 		require.Equal(t, 0, code, stderr)
 		code, stdout, stderr = runCLI(t, "claim", "e2e.admin", "--wait", "5s", server)
 		require.Equal(t, 0, code, stderr)
