@@ -708,43 +708,12 @@ func TestClientE2E(t *testing.T) {
 		t.Parallel()
 		proxy := startCutProxy(t, strings.TrimPrefix(srv.HTTPURL, "http://"))
 		viaProxy := newClient(t, client.Config{URL: "http://" + proxy.addr()})
-		lost := make(chan error, 16)
-		handled := make(chan string, 16)
-		stop := runSubscriber(t, viaProxy, "c.reconnect", &client.SubscribeParams{
-			ReconnectMin: 50 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
-			ErrorFunc: func(err error) {
-				select {
-				case lost <- err:
-				default:
-				}
-			},
-			HandlerFunc: func(ctx context.Context, d *client.Delivery) error {
-				handled <- d.ID
-				return nil
-			},
-		})
-		push := func(id string) {
-			t.Helper()
-			_, err := dq.Push(t.Context(), &client.PushParams{Topic: "c.reconnect", ID: id})
-			require.NoError(t, err)
-			select {
-			case got := <-handled:
-				require.Equal(t, id, got)
-			case <-time.After(15 * time.Second):
-				t.Fatalf("job %s was not handled within 15s", id)
-			}
-			waitJob(t, dq, id, inState(client.StateDone))
-		}
-		push("c-reconnect-1")
+		r := startReconnecting(t, viaProxy, "c.reconnect", 200*time.Millisecond)
+		r.pushHandled(t, dq, "c-reconnect-1")
 		proxy.cut()
-		select {
-		case err := <-lost:
-			require.ErrorContains(t, err, "reconnecting in")
-		case <-time.After(10 * time.Second):
-			t.Fatal("the lost connection was not reported within 10s")
-		}
-		push("c-reconnect-2")
-		require.NoError(t, stop())
+		r.requireLost(t)
+		r.pushHandled(t, dq, "c-reconnect-2")
+		require.NoError(t, r.stop())
 	})
 
 	t.Run("SubscribeRefused", func(t *testing.T) {
@@ -863,44 +832,70 @@ func TestClientE2ESubscriberSurvivesRestart(t *testing.T) {
 	args := []string{"--backend", "memory", "--http", addr, "--nats-listen", "off"}
 	srv := startServer(t, args...)
 	dq := newClient(t, client.Config{URL: srv.HTTPURL})
-	lost := make(chan error, 64)
-	handled := make(chan string, 16)
-	stop := runSubscriber(t, dq, "c.restart", &client.SubscribeParams{
-		ReconnectMin: 50 * time.Millisecond, ReconnectMax: 500 * time.Millisecond,
+	r := startReconnecting(t, dq, "c.restart", 500*time.Millisecond)
+	r.pushHandled(t, dq, "c-restart-1")
+	require.Equal(t, 0, srv.signal(syscall.SIGTERM, 15*time.Second))
+	r.requireLost(t)
+	startServer(t, args...)
+	r.pushHandled(t, dq, "c-restart-2")
+	require.NoError(t, r.stop())
+}
+
+// reconnecting is a subscriber of one topic that reconnects quickly and
+// reports the jobs it handled and the connections it lost.
+type reconnecting struct {
+	topic   string
+	handled chan string
+	lost    chan error
+	stop    func() error
+}
+
+// startReconnecting runs a reconnecting subscriber of topic on c, waiting
+// at most reconnectMax between attempts to connect again.
+func startReconnecting(t *testing.T, c *client.Client, topic string, reconnectMax time.Duration) *reconnecting {
+	t.Helper()
+	r := &reconnecting{topic: topic, handled: make(chan string, 16), lost: make(chan error, 64)}
+	r.stop = runSubscriber(t, c, topic, &client.SubscribeParams{
+		ReconnectMin: 50 * time.Millisecond, ReconnectMax: reconnectMax,
 		ErrorFunc: func(err error) {
 			select {
-			case lost <- err:
+			case r.lost <- err:
 			default:
 			}
 		},
 		HandlerFunc: func(ctx context.Context, d *client.Delivery) error {
-			handled <- d.ID
+			r.handled <- d.ID
 			return nil
 		},
 	})
-	pushAndWait := func(id string) {
-		t.Helper()
-		_, err := dq.Push(t.Context(), &client.PushParams{Topic: "c.restart", ID: id})
-		require.NoError(t, err)
-		select {
-		case got := <-handled:
-			require.Equal(t, id, got)
-		case <-time.After(20 * time.Second):
-			t.Fatalf("job %s was not handled within 20s", id)
-		}
-		waitJob(t, dq, id, inState(client.StateDone))
-	}
-	pushAndWait("c-restart-1")
-	require.Equal(t, 0, srv.signal(syscall.SIGTERM, 15*time.Second))
+	return r
+}
+
+// pushHandled pushes job id through dq and requires the subscriber to
+// handle it, and the job to be done, within 20 s.
+func (r *reconnecting) pushHandled(t *testing.T, dq *client.Client, id string) {
+	t.Helper()
+	_, err := dq.Push(t.Context(), &client.PushParams{Topic: r.topic, ID: id})
+	require.NoError(t, err)
 	select {
-	case err := <-lost:
+	case got := <-r.handled:
+		require.Equal(t, id, got)
+	case <-time.After(20 * time.Second):
+		t.Fatalf("job %s was not handled within 20s", id)
+	}
+	waitJob(t, dq, id, inState(client.StateDone))
+}
+
+// requireLost requires the subscriber to report a lost connection within
+// 10 s.
+func (r *reconnecting) requireLost(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-r.lost:
 		require.ErrorContains(t, err, "reconnecting in")
 	case <-time.After(10 * time.Second):
 		t.Fatal("the lost connection was not reported within 10s")
 	}
-	startServer(t, args...)
-	pushAndWait("c-restart-2")
-	require.NoError(t, stop())
 }
 
 // jobIDs returns the ids of jobs.
