@@ -136,14 +136,16 @@ func (b *Buckets) Take(params *TakeRateParams, now time.Time) (TakeRateResult, e
 	return bk.Take(params.Rate, params.Want, now), nil
 }
 
-// claim claims as Store.ClaimJobs does, within the topic's rate limit:
+// claim claims as Store.ClaimJobs does, within the topic's max_in_flight
+// (which the store applies) and rate limit:
 // it takes tokens for up to p.Max jobs, waiting (within p.Wait) for the
 // first, claims as many jobs as it got tokens and gives back the tokens
 // the claim did not use. A topic without a limit costs nothing more.
 func (e *Engine) claim(ctx context.Context, p *ClaimJobsParams) ([]*Job, error) {
-	rate := e.topic(p.Topic).Rate
+	topic := e.topic(p.Topic)
+	rate, inFlight := topic.Rate, topic.MaxInFlight
 	if rate.Limit == 0 {
-		return e.store.ClaimJobs(ctx, p)
+		return e.store.ClaimJobs(ctx, &ClaimJobsParams{Topic: p.Topic, Max: p.Max, Wait: p.Wait, InFlightMax: inFlight})
 	}
 	deadline := e.clock.Now().Add(p.Wait)
 	for {
@@ -153,7 +155,7 @@ func (e *Engine) claim(ctx context.Context, p *ClaimJobsParams) ([]*Job, error) 
 		}
 		if res.Granted > 0 {
 			wait := max(deadline.Sub(e.clock.Now()), 0)
-			jobs, err := e.store.ClaimJobs(ctx, &ClaimJobsParams{Topic: p.Topic, Max: res.Granted, Wait: wait})
+			jobs, err := e.store.ClaimJobs(ctx, &ClaimJobsParams{Topic: p.Topic, Max: res.Granted, Wait: wait, InFlightMax: inFlight})
 			if unused := res.Granted - len(jobs); unused > 0 {
 				// Given back even when ctx ended: the tokens were not used.
 				gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)

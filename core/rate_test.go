@@ -70,3 +70,32 @@ func TestClaimWithinRate(t *testing.T) {
 	require.ErrorAs(t, err, &fe)
 	require.Equal(t, "rate.limit", fe.Field)
 }
+
+// TestClaimWithinMaxInFlight: a topic's max_in_flight bounds its reserved
+// jobs for every claim; an ack gives the slot back.
+func TestClaimWithinMaxInFlight(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	e := b.engine
+	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: "bounded", MaxInFlight: 2}))
+	for range 4 {
+		_, err := e.Push(ctx, &core.PushParams{Topic: "bounded"})
+		require.NoError(t, err)
+	}
+	claim := func() []*core.Job {
+		jobs, err := e.Claim(ctx, &core.ClaimJobsParams{Topic: "bounded", Max: 10})
+		require.NoError(t, err)
+		return jobs
+	}
+	held := claim()
+	require.Len(t, held, 2)
+	require.Empty(t, claim())
+	require.NoError(t, e.Ack(ctx, &core.AckJobParams{ID: held[0].ID, Lease: held[0].Lease}))
+	require.Len(t, claim(), 1)
+
+	err := e.PutTopic(ctx, &core.Topic{Name: "bad", MaxInFlight: -1})
+	var fe *core.FieldError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "max_in_flight", fe.Field)
+}

@@ -58,6 +58,12 @@ type Store interface {
 	// "lease expired": it is claimed with Attempt incremented, unless it
 	// had used all its attempts, in which case it goes dead, at the latest
 	// by the time a claim of its topic has waited past the expiry.
+	//
+	// With params.InFlightMax, a claim waiting because the topic has that
+	// many jobs reserved is woken when one of its deliveries ends (ack,
+	// retry, bury, expiry): at once on stores one process uses, within
+	// InFlightRecheck on shared stores, whose claims racing on several
+	// instances may together take more than the room each saw.
 	ClaimJobs(ctx context.Context, params *ClaimJobsParams) ([]*Job, error)
 
 	// AckJob marks a reserved job done and returns what it settled (state
@@ -252,6 +258,25 @@ type ClaimJobsParams struct {
 	Max int
 	// Wait is how long to wait for the first due job; 0 answers at once.
 	Wait time.Duration
+	// InFlightMax, when set, bounds the topic's reserved jobs, counted
+	// over every instance: the claim takes at most InFlightMax minus those
+	// reserved now (Room), and none while there are that many, waiting as
+	// it would for a due job until a delivery ends (Topic.MaxInFlight).
+	InFlightMax int
+}
+
+// InFlightRecheck is how often a claim of a shared store (Redis, NATS)
+// held back by ClaimJobsParams.InFlightMax looks again: a delivery that
+// ends on another instance tells it nothing.
+const InFlightRecheck = 100 * time.Millisecond
+
+// Room returns how many jobs a claim may take with reserved jobs of its
+// topic reserved: Max, or less under InFlightMax; never below 0.
+func (p *ClaimJobsParams) Room(reserved int) int {
+	if p.InFlightMax <= 0 {
+		return p.Max
+	}
+	return max(min(p.Max, p.InFlightMax-reserved), 0)
 }
 
 // AckJobParams are the arguments of Store.AckJob and Engine.Ack.

@@ -46,6 +46,11 @@ type Topic struct {
 	// (UniqueKeysReject) or replaces the job (UniqueKeysReplace). Empty:
 	// keys are not unique.
 	UniqueKeys string `json:"unique_keys,omitempty"`
+	// MaxInFlight bounds the topic's deliveries in flight (its reserved
+	// jobs) over every instance and every kind of delivery; 0: no bound. A
+	// slot is a lease: a delivery that ends, or a lease that runs out (an
+	// instance gone), gives it back.
+	MaxInFlight int `json:"max_in_flight,omitempty"`
 	// Rate limits the topic's deliveries across every instance (Rate).
 	Rate Rate `json:"rate"`
 	// OnDead names the topic that gets a dead-letter notice (a job whose
@@ -143,6 +148,8 @@ const (
 	ConcurrencyDefault = 16
 	// ConcurrencyMax is the largest concurrency a topic may set.
 	ConcurrencyMax = 10000
+	// MaxInFlightMax is the largest max_in_flight a topic may set.
+	MaxInFlightMax = 1_000_000
 	// WebhookTimeoutDefault bounds one webhook attempt.
 	WebhookTimeoutDefault = 10 * time.Second
 )
@@ -233,6 +240,9 @@ func (t *Topic) Validate() error {
 		if err := ValidateMaxAttempts("max_attempts", t.MaxAttempts); err != nil {
 			return err
 		}
+	}
+	if t.MaxInFlight < 0 || t.MaxInFlight > MaxInFlightMax {
+		return Invalid("max_in_flight", "max_in_flight must be between 1 and %d (0 or absent: no bound)", MaxInFlightMax)
 	}
 	if err := t.Rate.Validate(); err != nil {
 		return err

@@ -106,6 +106,9 @@ type topic struct {
 // waiter is a claim waiting for a topic's jobs.
 type waiter struct {
 	ch chan struct{} // buffered 1: a wake-up is never lost
+	// inFlightMax is the claim's ClaimJobsParams.InFlightMax: while the
+	// topic has that many reserved, ready jobs do not wake it.
+	inFlightMax int
 }
 
 func (s *Store) now() time.Time { return s.clock.Now().UTC() }
@@ -236,7 +239,7 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 	if params == nil || params.Max < 1 {
 		return nil, core.Invalid("max", "max must be at least 1")
 	}
-	w := &waiter{ch: make(chan struct{}, 1)}
+	w := &waiter{ch: make(chan struct{}, 1), inFlightMax: params.InFlightMax}
 	var (
 		timer    core.Timer
 		timedOut bool
@@ -262,7 +265,7 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 		}
 		jobs := []*core.Job{}
 		if !tp.paused {
-			jobs = s.take(tp, params.Max, now)
+			jobs = s.take(tp, params.Room(tp.reserved.Len()), now)
 		}
 		if len(jobs) > 0 || params.Wait <= 0 || timedOut {
 			s.changed(tp, now)
@@ -737,6 +740,9 @@ func (s *Store) changed(tp *topic, now time.Time) {
 	}
 	if tp.ready.Len() > 0 && !tp.paused {
 		for w := range tp.waiters {
+			if w.inFlightMax > 0 && tp.reserved.Len() >= w.inFlightMax {
+				continue
+			}
 			select {
 			case w.ch <- struct{}{}:
 			default:

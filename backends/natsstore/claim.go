@@ -99,6 +99,10 @@ type topicQueue struct {
 	lastClaim time.Time
 	cons      jetstream.Consumer
 	f         *fetcher // the running fetcher, nil when idle
+	// bounded is held by a claim under ClaimJobsParams.InFlightMax from
+	// its count of reserved jobs to its reservations, so that this
+	// instance's claims do not race each other past the bound.
+	bounded sync.Mutex
 }
 
 // fetcher is one run of a topic queue's pulling, from the first claim to
@@ -554,17 +558,18 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 			}
 			continue
 		}
-		jobs, err := s.claimFrom(ctx, q, params.Max, deadline)
+		jobs, err := s.claimFrom(ctx, q, params, deadline)
 		if !errors.Is(err, errPaused) {
 			return jobs, err
 		}
 	}
 }
 
-// claimFrom claims up to limit jobs of q's topic, waiting until deadline for
-// the first, with q's fetcher running. Errors: those of ClaimJobs, and
-// errPaused when the topic gets paused while the claim waits.
-func (s *Store) claimFrom(ctx context.Context, q *topicQueue, limit int, deadline time.Time) ([]*core.Job, error) {
+// claimFrom claims up to params.Max jobs of q's topic (its room under
+// params.InFlightMax), waiting until deadline for the first, with q's
+// fetcher running. Errors: those of ClaimJobs, and errPaused when the topic
+// gets paused while the claim waits.
+func (s *Store) claimFrom(ctx context.Context, q *topicQueue, params *core.ClaimJobsParams, deadline time.Time) ([]*core.Job, error) {
 	q.enter()
 	defer q.leave()
 	primed, err := q.ensureRunning()
@@ -590,15 +595,14 @@ func (s *Store) claimFrom(ctx context.Context, q *topicQueue, limit int, deadlin
 			return nil, errPaused
 		}
 		now := s.now()
-		items, next, changed := q.take(limit, now)
-		if len(items) > 0 {
-			jobs, err := s.claimItems(ctx, q, items)
-			if len(jobs) > 0 {
-				return jobs, nil
-			}
-			if err != nil {
-				return nil, err
-			}
+		jobs, took, next, changed, err := s.claimRoom(ctx, q, params, now)
+		if len(jobs) > 0 {
+			return jobs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if took {
 			continue
 		}
 		if ctx.Err() != nil || !now.Before(deadline) {
@@ -618,6 +622,34 @@ func (s *Store) claimFrom(ctx context.Context, q *topicQueue, limit int, deadlin
 		}
 		t.Stop()
 	}
+}
+
+// claimRoom takes and reserves up to params.Max of q's due items, fewer
+// under params.InFlightMax: took says whether it took any (their jobs may
+// all have gone meanwhile); otherwise next and changed say when to look
+// again. With InFlightMax it counts the topic's lease schedules first (one
+// request; a claim without it makes none), and a full topic makes it look
+// again within InFlightRecheck.
+func (s *Store) claimRoom(ctx context.Context, q *topicQueue, params *core.ClaimJobsParams, now time.Time) (jobs []*core.Job, took bool, next time.Time, changed <-chan struct{}, err error) {
+	room := params.Max
+	if params.InFlightMax > 0 {
+		q.bounded.Lock()
+		defer q.bounded.Unlock()
+		_, reserved, err := s.subjects(ctx, s.names.kindFilter(kindLease, q.topic), 0)
+		if err != nil {
+			return nil, false, time.Time{}, nil, err
+		}
+		if room = params.Room(reserved); room == 0 {
+			// Arrivals change nothing while the topic is full: only time.
+			return nil, false, now.Add(core.InFlightRecheck), nil, nil
+		}
+	}
+	items, next, changed := q.take(room, now)
+	if len(items) == 0 {
+		return nil, false, next, changed, nil
+	}
+	jobs, err = s.claimItems(ctx, q, items)
+	return jobs, true, next, changed, err
 }
 
 // claimItems reserves the jobs of taken items, their lease schedules

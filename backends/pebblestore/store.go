@@ -156,6 +156,9 @@ const walMinSyncInterval = 2 * time.Millisecond
 // waiter is a claim waiting for a topic's jobs.
 type waiter struct {
 	ch chan struct{} // buffered 1: a wake-up is never lost
+	// inFlightMax is the claim's ClaimJobsParams.InFlightMax: while the
+	// topic has that many reserved, ready jobs do not wake it.
+	inFlightMax int
 }
 
 // Open opens (or creates) the store in cfg.Dir and rebuilds its index:
@@ -428,6 +431,9 @@ func (s *Store) changed(tp *topic, now time.Time) {
 	}
 	if tp.ready.Len() > 0 && !tp.paused {
 		for w := range tp.waiters {
+			if w.inFlightMax > 0 && tp.reserved.Len() >= w.inFlightMax {
+				continue
+			}
 			select {
 			case w.ch <- struct{}{}:
 			default:
@@ -813,7 +819,7 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 	if params == nil || params.Max < 1 {
 		return nil, core.Invalid("max", "max must be at least 1")
 	}
-	w := &waiter{ch: make(chan struct{}, 1)}
+	w := &waiter{ch: make(chan struct{}, 1), inFlightMax: params.InFlightMax}
 	var (
 		timer    core.Timer
 		timedOut bool
@@ -837,7 +843,7 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 			s.mu.Unlock()
 			return []*core.Job{}, nil
 		}
-		max := params.Max
+		max := params.Room(tp.reserved.Len())
 		if tp.paused {
 			max = 0
 		}

@@ -168,13 +168,23 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 		s.mu.Lock()
 		woken := ts.wake
 		s.mu.Unlock()
-		jobs, next, err := s.claimOnce(ctx, ts, params.Topic, params.Max)
+		room, err := s.room(ctx, params)
+		var jobs []*core.Job
+		var next int64
+		if err == nil && room > 0 {
+			jobs, next, err = s.claimOnce(ctx, ts, params.Topic, room)
+		}
 		<-ts.sem
 		paused := errors.Is(err, errPaused)
-		if paused {
+		switch {
+		case paused:
 			// Nothing to take until a resume wakes the claim ("p" on the
 			// wake-up channel); a lost wake-up costs a sweep at most.
 			jobs, next, err = []*core.Job{}, s.serverNow()+sweepInterval.Milliseconds(), nil
+		case err == nil && room == 0:
+			// As many reserved as the claim allows: a delivery that ends
+			// tells no instance, so look again shortly.
+			jobs, next = []*core.Job{}, s.serverNow()+core.InFlightRecheck.Milliseconds()
 		}
 		switch {
 		case s.isClosed():
@@ -218,6 +228,30 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 			dueTimer.Stop()
 		}
 	}
+}
+
+// room returns how many jobs a claim of params may take: params.Max, or
+// less under params.InFlightMax, read from the reserved counts of every
+// shard (one pipeline). Claims of this store take turns per topic (the
+// topic's sem), so only claims of other instances may race it.
+func (s *Store) room(ctx context.Context, params *core.ClaimJobsParams) (int, error) {
+	if params.InFlightMax <= 0 {
+		return params.Max, nil
+	}
+	pipe := s.rdb.Pipeline()
+	counts := make([]*redis.StringCmd, s.cfg.Shards)
+	for n := range counts {
+		counts[n] = pipe.HGet(ctx, s.keys.shard[n].fixed[1], "x:"+params.Topic)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return 0, unavailable("count reserved jobs", err)
+	}
+	reserved := 0
+	for _, c := range counts {
+		n, _ := c.Int() // a missing count is 0
+		reserved += n
+	}
+	return params.Room(reserved), nil
 }
 
 // claimOnce claims up to max due jobs of topic, by priority then run_at. It

@@ -546,6 +546,48 @@ func TestE2EServe(t *testing.T) {
 		t.Logf("pull: 4 jobs past the burst in %s; webhook: 5 deliveries over %s", took, span)
 	})
 
+	t.Run("MaxInFlightOverHTTP", func(t *testing.T) {
+		t.Parallel()
+		api := newCaller(t, srv.HTTPURL)
+		// The receiver is slow; the topic allows 16 deliveries at once per
+		// instance but 2 in flight in all.
+		var mu sync.Mutex
+		inFlight, most, served := 0, 0, 0
+		hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			mu.Lock()
+			inFlight++
+			most = max(most, inFlight)
+			mu.Unlock()
+			time.Sleep(50 * time.Millisecond) // the receiver's work
+			mu.Lock()
+			inFlight--
+			served++
+			mu.Unlock()
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		t.Cleanup(hook.Close)
+		var topic struct {
+			MaxInFlight int `json:"max_in_flight"`
+		}
+		api.callJSON(http.MethodPut, "/v1/topics/e2e.inflight", map[string]any{"max_in_flight": 2, "concurrency": 16,
+			"delivery": map[string]any{"type": "webhook", "url": hook.URL}}, http.StatusOK, &topic)
+		require.Equal(t, 2, topic.MaxInFlight)
+		for i := range 10 {
+			api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.inflight", "body": i}, http.StatusCreated, nil)
+		}
+		require.Eventually(t, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return served == 10
+		}, 20*time.Second, 20*time.Millisecond)
+		mu.Lock()
+		require.Equal(t, 2, most, "never more than max_in_flight at once, and that many")
+		mu.Unlock()
+		status, answer := api.call(http.MethodPut, "/v1/topics/e2e.inflight.bad", map[string]any{"max_in_flight": -2})
+		require.Equal(t, http.StatusBadRequest, status)
+		require.Contains(t, string(answer), `"field":"max_in_flight"`)
+	})
+
 	t.Run("PauseResumeOverHTTP", func(t *testing.T) {
 		t.Parallel()
 		calls := make(chan webhookCall, 16)

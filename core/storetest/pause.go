@@ -147,3 +147,59 @@ func requirePausedListed(t *testing.T, b *testBundle, want map[string]bool) {
 	}
 	require.Equal(t, want, got, "ListTopics: the paused topics")
 }
+
+// testInFlightMax: a claim with InFlightMax leaves at most that many jobs
+// of its topic reserved, counted over every instance; an ack or a lease
+// that runs out gives a slot back, and wakes a claim that waits for one.
+func testInFlightMax(t *testing.T, b *testBundle) {
+	const topic = "inflight"
+	jobs := []*core.Job{shortJob(topic), DueJob(topic), DueJob(topic), DueJob(topic), DueJob(topic)}
+	b.put(t, jobs...)
+	other := b.open(t)
+	claim := func(s core.Store, max int, wait time.Duration) []*core.Job {
+		t.Helper()
+		got, err := s.ClaimJobs(b.ctx, &core.ClaimJobsParams{Topic: topic, Max: max, Wait: wait, InFlightMax: 2})
+		require.NoError(t, err)
+		return got
+	}
+	var held []*core.Job
+	for len(held) < 2 {
+		got := claim(b.store, 5, dueWait)
+		require.NotEmpty(t, got)
+		held = append(held, got...)
+	}
+	require.Len(t, held, 2, "no more than the bound at once")
+	require.Empty(t, claim(b.store, 5, 0), "full")
+	require.Empty(t, claim(other, 5, 200*time.Millisecond), "full for every instance")
+
+	// An ack frees a slot and wakes a claim that waits for one.
+	got := make(chan []*core.Job, 1)
+	go func() {
+		// (On this instance: with NATS, the due jobs are held by the
+		// instance whose claims fetched them.)
+		jobs, err := b.store.ClaimJobs(b.ctx, &core.ClaimJobsParams{Topic: topic, Max: 5, Wait: dueWait, InFlightMax: 2})
+		if err != nil {
+			jobs = nil
+		}
+		got <- jobs
+	}()
+	b.pass(t, 100*time.Millisecond)
+	var acked *core.Job
+	for _, j := range held {
+		if j.ID != jobs[0].ID {
+			acked = j
+		}
+	}
+	require.NoError(t, ack(b, acked))
+	woken := <-got
+	require.Len(t, woken, 1, "one slot came back")
+	require.Empty(t, claim(b.store, 5, 0), "full again")
+
+	// The short job's lease runs out unacknowledged: its slot comes back.
+	short := b.get(t, jobs[0].ID)
+	if short.State == core.StateReserved {
+		b.passUntil(t, short.LeaseExpiresAt.Add(100*time.Millisecond))
+		require.Len(t, claim(b.store, 5, dueWait), 1, "the expired lease's slot")
+	}
+	b.requireCounts(t, topic, core.Counts{Reserved: 2, Ready: 2, Done: 1})
+}

@@ -96,6 +96,7 @@ var subtests = []subtest{
 	{"CreateRace", testCreateRace},
 	{"Pause", testPause},
 	{"RateLimit", testRateLimit},
+	{"InFlightMax", testInFlightMax},
 	{"PauseTwoInstances", testPauseTwoInstances},
 	{"TwoInstances", testTwoInstances},
 	{"TwoInstancesWakeUp", testTwoInstancesWakeUp},

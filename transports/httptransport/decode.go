@@ -399,6 +399,7 @@ type topicRequest struct {
 	UniqueKeys  string          `json:"unique_keys"`
 	OnDead      string          `json:"on_dead"`
 	Rate        json.RawMessage `json:"rate"`
+	MaxInFlight int             `json:"max_in_flight"`
 }
 
 type rateRequest struct {
@@ -455,7 +456,7 @@ func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
 		return nil, core.Invalid("name", "name %q does not match the topic of the path %q", req.Name, name)
 	}
 	t := &core.Topic{Name: name, MaxAttempts: req.MaxAttempts, Concurrency: req.Concurrency,
-		UniqueKeys: req.UniqueKeys, OnDead: req.OnDead}
+		UniqueKeys: req.UniqueKeys, OnDead: req.OnDead, MaxInFlight: req.MaxInFlight}
 	var err error
 	if t.TTR, _, err = parseDuration("ttr", req.TTR); err != nil {
 		return nil, err

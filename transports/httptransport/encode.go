@@ -159,6 +159,7 @@ type topicView struct {
 	UniqueKeys  string       `json:"unique_keys,omitempty"`
 	OnDead      string       `json:"on_dead,omitempty"`
 	Rate        *rateView    `json:"rate,omitempty"`
+	MaxInFlight int          `json:"max_in_flight,omitempty"`
 	Configured  bool         `json:"configured"`
 	// Paused is true while the topic's deliveries are paused.
 	Paused bool `json:"paused"`
@@ -234,6 +235,7 @@ func newTopicView(t *core.Topic) topicView {
 		UniqueKeys:  d.UniqueKeys,
 		OnDead:      d.OnDead,
 		Rate:        newRateView(d.Rate),
+		MaxInFlight: d.MaxInFlight,
 		Configured:  t.Configured,
 		Paused:      t.Paused,
 		Counts:      t.Counts,

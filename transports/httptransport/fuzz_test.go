@@ -233,7 +233,7 @@ func FuzzDecodeTopic(f *testing.F) {
 		`{"delivery": {"type": "webhook", "url": "https://svc/hook", "timeout": "10s", "secret": "s3cr3t"}, "ttr": "30s", "max_attempts": 16, "backoff": {"initial": "1s", "max": "1h", "factor": 2, "jitter": 0.2}, "concurrency": 64}`,
 		`{"delivery": {"type": "nats", "subject": "a.b"}}`,
 		`{"unique_keys": "replace", "on_dead": "orders.dead"}`,
-		`{"rate": {"limit": 100, "period": "1m", "burst": 10}}`,
+		`{"rate": {"limit": 100, "period": "1m", "burst": 10}, "max_in_flight": 5}`,
 		`{"rate": {"limit": -1, "period": 1e9, "burst": "x"}}`,
 		`{"unique_keys": ["reject"], "concurrency": 1}`,
 		`{"delivery": {"type": "webhook", "url": "https://svc/hook", "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "previous_secret": "old"}}`,
