@@ -118,14 +118,21 @@ const keyIndexed = "meta.keys-indexed"
 
 // indexKeys writes the key entries of the unfinished jobs of a stream from
 // before the index of business keys, once: it reads them as an export
-// does and then writes keyIndexed, which a new stream gets at once. Jobs
+// does and then writes keyIndexed (an empty stream needs neither; a
+// stream of this version's jobs only rewrites their entries once). Jobs
 // that finished before are not indexed (they expire with their
 // retention). Instances of the earlier version must be stopped first.
 func (s *Store) indexKeys(ctx context.Context) error {
 	if _, err := s.kv.Get(ctx, keyIndexed); err == nil {
 		return nil
-	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+	} else if !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, nats.ErrNoResponders) {
 		return unavailable("read key index mark", err)
+	}
+	if s.stream.CachedInfo().State.Msgs == 0 {
+		// A new stream (or an empty one): nothing to index, and a bucket
+		// just made on a cluster may not answer yet (no responders). The
+		// mark is written at a later start, when there are jobs.
+		return nil
 	}
 	var batch []*core.Job
 	n := 0
