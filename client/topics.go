@@ -31,6 +31,9 @@ type TopicConfig struct {
 	// Rate limits the topic's deliveries across every instance; a zero
 	// Limit: none.
 	Rate RateConfig
+	// MaxInFlight bounds the topic's deliveries in flight over every
+	// instance (1-1 000 000); 0: no bound.
+	MaxInFlight int
 }
 
 // RateConfig is a topic's rate limit: at most Limit deliveries per Period
@@ -96,8 +99,8 @@ type Topic struct {
 	// Delivery is its delivery; Secret and Headers are never shown, only
 	// SecretSet and HeaderNames.
 	Delivery DeliveryView
-	// TTR, MaxAttempts, Backoff, Concurrency, UniqueKeys, OnDead and Rate
-	// are as in TopicConfig, with defaults filled.
+	// TTR, MaxAttempts, Backoff, Concurrency, UniqueKeys, OnDead, Rate and
+	// MaxInFlight are as in TopicConfig, with defaults filled.
 	TTR         time.Duration
 	MaxAttempts int
 	Backoff     BackoffConfig
@@ -105,6 +108,7 @@ type Topic struct {
 	UniqueKeys  string
 	OnDead      string
 	Rate        RateConfig
+	MaxInFlight int
 	// Configured is true when the topic has a configuration of its own.
 	Configured bool
 	// Paused is true while its deliveries are paused.
@@ -196,9 +200,10 @@ type topicWire struct {
 		Period jsonDuration `json:"period"`
 		Burst  int          `json:"burst"`
 	} `json:"rate"`
-	Configured bool   `json:"configured"`
-	Paused     bool   `json:"paused"`
-	Counts     Counts `json:"counts"`
+	MaxInFlight int    `json:"max_in_flight"`
+	Configured  bool   `json:"configured"`
+	Paused      bool   `json:"paused"`
+	Counts      Counts `json:"counts"`
 }
 
 // UnmarshalJSON reads a topic in the service's form.
@@ -215,7 +220,7 @@ func (t *Topic) UnmarshalJSON(b []byte) error {
 			ErrorBody: d.ErrorBody, HeaderNames: d.HeaderNames},
 		TTR: time.Duration(w.TTR), MaxAttempts: w.MaxAttempts, Backoff: w.Backoff.config(), Concurrency: w.Concurrency,
 		UniqueKeys: w.UniqueKeys, OnDead: w.OnDead, Configured: w.Configured, Paused: w.Paused, Counts: w.Counts,
-		Rate: RateConfig{Limit: w.Rate.Limit, Period: time.Duration(w.Rate.Period), Burst: w.Rate.Burst},
+		Rate: RateConfig{Limit: w.Rate.Limit, Period: time.Duration(w.Rate.Period), Burst: w.Rate.Burst}, MaxInFlight: w.MaxInFlight,
 	}
 	return nil
 }
@@ -235,7 +240,9 @@ func (c *TopicConfig) wire() []byte {
 		UniqueKeys  string        `json:"unique_keys,omitempty"`
 		OnDead      string        `json:"on_dead,omitempty"`
 		Rate        *rateWire     `json:"rate,omitempty"`
-	}{TTR: jsonDuration(c.TTR), MaxAttempts: c.MaxAttempts, Concurrency: c.Concurrency, UniqueKeys: c.UniqueKeys, OnDead: c.OnDead}
+		MaxInFlight int           `json:"max_in_flight,omitempty"`
+	}{TTR: jsonDuration(c.TTR), MaxAttempts: c.MaxAttempts, Concurrency: c.Concurrency, UniqueKeys: c.UniqueKeys, OnDead: c.OnDead,
+		MaxInFlight: c.MaxInFlight}
 	if r := c.Rate; r.Limit != 0 || r.Period != 0 || r.Burst != 0 {
 		w.Rate = &rateWire{Limit: r.Limit, Period: jsonDuration(r.Period), Burst: r.Burst}
 	}

@@ -444,13 +444,14 @@ func TestClientE2E(t *testing.T) {
 		ctx := t.Context()
 		topic, err := dq.PutTopic(ctx, "c.hook", &client.TopicConfig{
 			Delivery: client.DeliveryConfig{Type: "webhook", URL: "http://127.0.0.1:9/hook", Secret: "s1", PreviousSecret: "s0", AllowJobURL: true},
-			Rate:     client.RateConfig{Limit: 10, Burst: 2},
+			Rate:     client.RateConfig{Limit: 10, Burst: 2}, MaxInFlight: 3,
 		})
 		require.NoError(t, err)
 		require.True(t, topic.Delivery.SecretSet)
 		require.True(t, topic.Delivery.PreviousSecretSet)
 		require.True(t, topic.Delivery.AllowJobURL)
 		require.Equal(t, client.RateConfig{Limit: 10, Period: time.Second, Burst: 2}, topic.Rate)
+		require.Equal(t, 3, topic.MaxInFlight)
 		pushed, err := dq.Push(ctx, &client.PushParams{Topic: "c.hook", URL: "http://127.0.0.1:9/own", Delay: time.Hour})
 		require.NoError(t, err)
 		j, err := dq.Get(ctx, pushed.ID)
