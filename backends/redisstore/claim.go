@@ -241,7 +241,7 @@ func (s *Store) room(ctx context.Context, params *core.ClaimJobsParams) (int, er
 	pipe := s.rdb.Pipeline()
 	counts := make([]*redis.StringCmd, s.cfg.Shards)
 	for n := range counts {
-		counts[n] = pipe.HGet(ctx, s.keys.shard[n].fixed[1], "x:"+params.Topic)
+		counts[n] = pipe.HGet(ctx, s.keys.counts(n), "x:"+params.Topic)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return 0, unavailable("count reserved jobs", err)

@@ -74,5 +74,9 @@ func (k *keys) byKey(n int, topic, key string) string {
 // shard.
 func (k *keys) rate(topic string) string { return "{" + k.prefix + "}:rate:" + topic }
 
+// counts returns the key of shard n's counts hash (x:<topic> reserved
+// counts), the second of its fixed keys.
+func (k *keys) counts(n int) string { return k.shard[n].fixed[1] }
+
 // dead returns the key of topic's dead set in shard n.
 func (k *keys) dead(n int, topic string) string { return k.shard[n].base + ":dead:" + topic }

@@ -111,6 +111,15 @@ func (c *apiClient) do(ctx context.Context, method, path string, body any) ([]by
 	return nil, &exitCodeError{code: exitError, err: decodeAPIError(resp.StatusCode, answer)}
 }
 
+// print makes a request as do does and prints its answer (printJSON).
+func (c *apiClient) print(ctx context.Context, w io.Writer, method, path string, body any) error {
+	answer, err := c.do(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	return printJSON(w, answer)
+}
+
 // decodeAPIError reads an error answer; one without the API's error body
 // (from a proxy, say) is described by its status and text.
 func decodeAPIError(status int, body []byte) *apiError {

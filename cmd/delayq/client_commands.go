@@ -98,11 +98,7 @@ with neither the job is due now.`,
 					req.Backoff.Delays = append(req.Backoff.Delays, raw)
 				}
 			}
-			answer, err := c.do(ctx, http.MethodPost, "/v1/jobs", &req)
-			if err != nil {
-				return err
-			}
-			return printJSON(cmd.OutOrStdout(), answer)
+			return c.print(ctx, cmd.OutOrStdout(), http.MethodPost, "/v1/jobs", &req)
 		}),
 	}
 	fs := cmd.Flags()
@@ -178,11 +174,7 @@ func (a *app) getCommand() *cobra.Command {
 		Short: "Print a job: its fields, state and attempts",
 		Args:  cobra.ExactArgs(1),
 		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
-			answer, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(args[0]), nil)
-			if err != nil {
-				return err
-			}
-			return printJSON(cmd.OutOrStdout(), answer)
+			return c.print(ctx, cmd.OutOrStdout(), http.MethodGet, "/v1/jobs/"+url.PathEscape(args[0]), nil)
 		}),
 	}
 	addClientFlags(cmd.Flags(), &client)
@@ -207,11 +199,7 @@ the ids cancelled and those left because they are being delivered.`,
 			if cmd.Flags().Changed("key") {
 				path = "/v1/topics/" + url.PathEscape(args[0]) + "/jobs?key=" + url.QueryEscape(key)
 			}
-			answer, err := c.do(ctx, http.MethodDelete, path, nil)
-			if err != nil {
-				return err
-			}
-			return printJSON(cmd.OutOrStdout(), answer)
+			return c.print(ctx, cmd.OutOrStdout(), http.MethodDelete, path, nil)
 		}),
 	}
 	cmd.Flags().StringVar(&key, "key", "", "cancel the jobs of the topic TOPIC with this business key")
@@ -238,11 +226,7 @@ ends with "next_after": pass it as --after for the next page.`,
 			if after != "" {
 				q.Set("after", after)
 			}
-			answer, err := c.do(ctx, http.MethodGet, "/v1/topics/"+url.PathEscape(args[0])+"/jobs?"+q.Encode(), nil)
-			if err != nil {
-				return err
-			}
-			return printJSON(cmd.OutOrStdout(), answer)
+			return c.print(ctx, cmd.OutOrStdout(), http.MethodGet, "/v1/topics/"+url.PathEscape(args[0])+"/jobs?"+q.Encode(), nil)
 		}),
 	}
 	cmd.Flags().StringVar(&after, "after", "", "start after this job id (the next_after of the previous page)")
@@ -263,11 +247,7 @@ func (a *app) topicsCommand() *cobra.Command {
 			if len(args) == 1 {
 				path += "/" + url.PathEscape(args[0])
 			}
-			answer, err := c.do(ctx, http.MethodGet, path, nil)
-			if err != nil {
-				return err
-			}
-			return printJSON(cmd.OutOrStdout(), answer)
+			return c.print(ctx, cmd.OutOrStdout(), http.MethodGet, path, nil)
 		}),
 	}
 	addClientFlags(cmd.Flags(), &client)
@@ -296,11 +276,7 @@ configuration; fields left out take their defaults.`,
 			if err != nil {
 				return err
 			}
-			answer, err := c.do(ctx, http.MethodPut, "/v1/topics/"+url.PathEscape(args[0]), config)
-			if err != nil {
-				return err
-			}
-			return printJSON(cmd.OutOrStdout(), answer)
+			return c.print(ctx, cmd.OutOrStdout(), http.MethodPut, "/v1/topics/"+url.PathEscape(args[0]), config)
 		}),
 	}
 	addClientFlags(put.Flags(), &putFlags)
@@ -328,11 +304,7 @@ func (a *app) deadCommand() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
 			path := "/v1/topics/" + url.PathEscape(args[0]) + "/dead?limit=" + strconv.Itoa(limit)
-			answer, err := c.do(ctx, http.MethodGet, path, nil)
-			if err != nil {
-				return err
-			}
-			return printJSON(cmd.OutOrStdout(), answer)
+			return c.print(ctx, cmd.OutOrStdout(), http.MethodGet, path, nil)
 		}),
 	}
 	cmd.Flags().IntVar(&limit, "limit", 100, "the most jobs listed, 1 to 1000")
@@ -371,11 +343,7 @@ func (a *app) pauseCommand(paused bool) *cobra.Command {
 		Long:  short + ". It prints the topic as `delayq topics TOPIC` does. Admin.",
 		Args:  cobra.ExactArgs(1),
 		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
-			answer, err := c.do(ctx, http.MethodPost, "/v1/topics/"+url.PathEscape(args[0])+"/"+action, nil)
-			if err != nil {
-				return err
-			}
-			return printJSON(cmd.OutOrStdout(), answer)
+			return c.print(ctx, cmd.OutOrStdout(), http.MethodPost, "/v1/topics/"+url.PathEscape(args[0])+"/"+action, nil)
 		}),
 	}
 	addClientFlags(cmd.Flags(), &client)

@@ -153,7 +153,9 @@ func requirePausedListed(t *testing.T, b *testBundle, want map[string]bool) {
 // that runs out gives a slot back, and wakes a claim that waits for one.
 func testInFlightMax(t *testing.T, b *testBundle) {
 	const topic = "inflight"
-	jobs := []*core.Job{shortJob(topic), DueJob(topic), DueJob(topic), DueJob(topic), DueJob(topic)}
+	short := NewJob(topic, time.Now().Add(-time.Second)) // due first: one of the two held
+	short.TTR = core.TTRMin
+	jobs := []*core.Job{short, DueJob(topic), DueJob(topic), DueJob(topic), DueJob(topic)}
 	b.put(t, jobs...)
 	other := b.open(t)
 	claim := func(s core.Store, max int, wait time.Duration) []*core.Job {
@@ -196,10 +198,8 @@ func testInFlightMax(t *testing.T, b *testBundle) {
 	require.Empty(t, claim(b.store, 5, 0), "full again")
 
 	// The short job's lease runs out unacknowledged: its slot comes back.
-	short := b.get(t, jobs[0].ID)
-	if short.State == core.StateReserved {
-		b.passUntil(t, short.LeaseExpiresAt.Add(100*time.Millisecond))
-		require.Len(t, claim(b.store, 5, dueWait), 1, "the expired lease's slot")
-	}
+	held0 := b.requireState(t, short.ID, core.StateReserved)
+	b.passUntil(t, held0.LeaseExpiresAt.Add(100*time.Millisecond))
+	require.Len(t, claim(b.store, 5, dueWait), 1, "the expired lease's slot")
 	b.requireCounts(t, topic, core.Counts{Reserved: 2, Ready: 2, Done: 1})
 }
