@@ -37,10 +37,14 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.refreshTopics(ctx); err != nil {
 		e.log.Warn("engine: first topic load failed; retrying in the background", "err", err)
 	}
-	e.loops.Add(1)
+	e.loops.Add(2)
 	go func() {
 		defer e.loops.Done()
 		e.refreshLoop(loopCtx)
+	}()
+	go func() {
+		defer e.loops.Done()
+		e.scheduleLoop(loopCtx)
 	}()
 	return nil
 }

@@ -78,6 +78,8 @@ type Engine struct {
 	deliverCtx       context.Context
 	cancelDeliveries context.CancelFunc
 	kick             chan struct{}
+	// scheduleKick wakes the schedule loop after a change of schedules.
+	scheduleKick chan struct{}
 
 	// notices is the refresh loop's own: dead-letter notices told.
 	notices notices
@@ -89,15 +91,16 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		return nil, errors.New("core: EngineConfig.Store is required")
 	}
 	return &Engine{
-		store:       cfg.Store,
-		clock:       cmp.Or[Clock](cfg.Clock, RealClock()),
-		log:         cmp.Or(cfg.Logger, slog.Default()),
-		limits:      cfg.Limits.WithDefaults(),
-		deliverers:  cfg.Deliverers,
-		refresh:     cmp.Or(cfg.TopicRefresh, 2*time.Second),
-		topics:      map[string]*Topic{},
-		dispatchers: map[string]*dispatcher{},
-		kick:        make(chan struct{}, 1),
+		store:        cfg.Store,
+		clock:        cmp.Or[Clock](cfg.Clock, RealClock()),
+		log:          cmp.Or(cfg.Logger, slog.Default()),
+		limits:       cfg.Limits.WithDefaults(),
+		deliverers:   cfg.Deliverers,
+		refresh:      cmp.Or(cfg.TopicRefresh, 2*time.Second),
+		topics:       map[string]*Topic{},
+		dispatchers:  map[string]*dispatcher{},
+		kick:         make(chan struct{}, 1),
+		scheduleKick: make(chan struct{}, 1),
 	}, nil
 }
 

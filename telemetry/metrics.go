@@ -26,6 +26,9 @@ const (
 	metricBreakerState     = "delayq.breaker.state"
 	metricBreakerEndpoints = "delayq.breaker.open.endpoints"
 	metricSubscribers      = "delayq.websocket.subscribers"
+	metricSchedules        = "delayq.schedules"
+	metricSlotsFired       = "delayq.schedule.slots.fired"
+	metricSlotsMissed      = "delayq.schedule.slots.missed"
 )
 
 // Attribute keys of metrics.
@@ -34,6 +37,7 @@ const (
 	attrTransport = attribute.Key("transport")
 	attrOutcome   = attribute.Key("outcome")
 	attrState     = attribute.Key("state")
+	attrSchedule  = attribute.Key("schedule")
 )
 
 // Outcomes of intake, attempts and deliveries.
@@ -69,11 +73,13 @@ type instruments struct {
 	attempts         metric.Int64Counter
 	dead             metric.Int64Counter
 	deliveryDuration metric.Float64Histogram
+	slotsFired       metric.Int64Counter
+	slotsMissed      metric.Int64Counter
 }
 
 func newInstruments(m metric.Meter) (*instruments, error) {
 	var in instruments
-	var errs [5]error
+	var errs [7]error
 	in.intake, errs[0] = m.Int64Counter(metricIntake, metric.WithUnit("{job}"),
 		metric.WithDescription("Jobs pushed, by outcome: accepted, replaced, conflict (id in use), breaker_open, unavailable, error. Input rejected by validation never reaches the store and is not counted."))
 	in.lateness, errs[1] = m.Float64Histogram(metricLateness, metric.WithUnit("s"),
@@ -86,6 +92,10 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 	in.deliveryDuration, errs[4] = m.Float64Histogram(metricDeliveryDuration, metric.WithUnit("s"),
 		metric.WithDescription("How long one push delivery attempt (webhook, nats) took, by outcome: ok, failed, breaker_open."),
 		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	in.slotsFired, errs[5] = m.Int64Counter(metricSlotsFired, metric.WithUnit("{slot}"),
+		metric.WithDescription("Slots of recurring schedules that created their job, by schedule, counted by the instance that fired them."))
+	in.slotsMissed, errs[6] = m.Int64Counter(metricSlotsMissed, metric.WithUnit("{slot}"),
+		metric.WithDescription("Slots of recurring schedules that no instance fired within a minute (downtime) and whose missed policy passed over, by schedule."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("telemetry: instruments: %w", err)
 	}

@@ -32,6 +32,7 @@ type Store struct {
 	jobs   metric.Int64ObservableGauge
 	paused metric.Int64ObservableGauge
 	rated  metric.Int64ObservableGauge
+	sched  metric.Int64ObservableGauge
 	reg    metric.Registration
 
 	mu       sync.Mutex
@@ -42,6 +43,9 @@ type Store struct {
 	// limited holds when a claim of a topic last got fewer tokens of its
 	// rate limit than it wanted, until one gets all it wants.
 	limited map[string]time.Time
+	// schedules is how many schedules the last ListSchedules found (the
+	// engine lists them every refresh); -1 before the first.
+	schedules int64
 }
 
 // limitedFor is how long after a claim held back by a topic's rate limit
@@ -96,7 +100,7 @@ func NewStore(store core.Store, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{next: store, cfg: cfg, tracer: cfg.tracer(), in: in, types: map[string]string{}, limited: map[string]time.Time{}}
+	s := &Store{next: store, cfg: cfg, tracer: cfg.tracer(), in: in, types: map[string]string{}, limited: map[string]time.Time{}, schedules: -1}
 	s.jobs, err = m.Int64ObservableGauge(metricJobs, metric.WithUnit("{job}"),
 		metric.WithDescription("Jobs by topic and state (scheduled, ready, reserved, done, dead, cancelled), as the store counts them, done and cancelled ones within the retention period; at most CountsTTL old."))
 	if err != nil {
@@ -112,7 +116,12 @@ func NewStore(store core.Store, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: rate limited gauge: %w", err)
 	}
-	if s.reg, err = m.RegisterCallback(s.observeJobs, s.jobs, s.paused, s.rated); err != nil {
+	s.sched, err = m.Int64ObservableGauge(metricSchedules, metric.WithUnit("{schedule}"),
+		metric.WithDescription("Recurring schedules, paused ones included, as this instance's engine last listed them."))
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: schedules gauge: %w", err)
+	}
+	if s.reg, err = m.RegisterCallback(s.observeJobs, s.jobs, s.paused, s.rated, s.sched); err != nil {
 		return nil, fmt.Errorf("telemetry: jobs callback: %w", err)
 	}
 	return s, nil
@@ -456,6 +465,50 @@ func (s *Store) ListTopicConfigs(ctx context.Context) ([]*core.Topic, error) {
 	return list, err
 }
 
+// PutSchedule implements core.Store.
+func (s *Store) PutSchedule(ctx context.Context, sc *core.Schedule) error {
+	return s.next.PutSchedule(ctx, sc)
+}
+
+// GetSchedule implements core.Store.
+func (s *Store) GetSchedule(ctx context.Context, name string) (*core.Schedule, error) {
+	return s.next.GetSchedule(ctx, name)
+}
+
+// ListSchedules implements core.Store; it notes how many there are, for
+// delayq_schedules.
+func (s *Store) ListSchedules(ctx context.Context) ([]*core.Schedule, error) {
+	list, err := s.next.ListSchedules(ctx)
+	if err == nil {
+		s.mu.Lock()
+		s.schedules = int64(len(list))
+		s.mu.Unlock()
+	}
+	return list, err
+}
+
+// DeleteSchedule implements core.Store.
+func (s *Store) DeleteSchedule(ctx context.Context, name string) error {
+	return s.next.DeleteSchedule(ctx, name)
+}
+
+// FireSchedule implements core.Store; it counts the slots fired and those
+// missed and passed over.
+func (s *Store) FireSchedule(ctx context.Context, params *core.FireScheduleParams) (bool, error) {
+	fired, err := s.next.FireSchedule(ctx, params)
+	if err != nil {
+		return fired, err
+	}
+	attrs := metric.WithAttributes(attrSchedule.String(params.Name))
+	if fired {
+		s.in.slotsFired.Add(ctx, 1, attrs)
+	}
+	if params.Missed > 0 {
+		s.in.slotsMissed.Add(ctx, int64(params.Missed), attrs)
+	}
+	return fired, nil
+}
+
 // ExportJobs implements core.JobExporter: it passes the export on,
 // unrecorded. Errors: core.ErrUnsupported when the store lacks the
 // capability, fn's error, those of the store.
@@ -541,7 +594,11 @@ func (s *Store) observeJobs(_ context.Context, o metric.Observer) error {
 			delete(s.limited, name)
 		}
 	}
+	schedules := s.schedules
 	s.mu.Unlock()
+	if schedules >= 0 {
+		o.ObserveInt64(s.sched, schedules)
+	}
 	if !fresh {
 		ctx, cancel := context.WithTimeout(context.Background(), countsTimeout)
 		list, err := s.next.ListTopics(ctx)

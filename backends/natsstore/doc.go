@@ -22,7 +22,9 @@
 // it as of now (core.Job.AsOf), so a lease that ran out reads as ready or
 // dead before any message moves. A key-value bucket <PREFIX>_TOPICS keeps
 // topic configurations (cfg.<name>) and a "seen" key per topic (seen.<name>),
-// so ListTopics reads no jobs.
+// so ListTopics reads no jobs, and the recurring schedules (sch.<name>)
+// with their cursors (cur.<name>, the last slot fired, moved by
+// compare-and-set on the key's revision: see Store.FireSchedule).
 //
 // Every change writes the job's new message with a compare-and-set over all
 // of the job's subjects (Nats-Expected-Last-Subject-Sequence with

@@ -26,6 +26,7 @@
 //	p<topic>                       a paused topic (no value)
 //	c<topic>\0<state><bucket>      jobs of a topic finished (done or cancelled) in a bucket
 //	k<topic>\0<key>\0<id>          a job with a business key, while the job is kept (no value)
+//	S<name>                        a schedule with its cursor (JSON)
 //	K                              the jobs' keys are all in k keys (written at the first Open)
 //	s                              the unfinished jobs and their id bytes at the last Close,
 //	                               which the next Open sizes its index by (else it counts)

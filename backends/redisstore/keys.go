@@ -14,6 +14,8 @@ type keys struct {
 	meta    string // hash: shards
 	topics  string // hash: topic -> configuration JSON
 	seen    string // zset: topic -> when last put (ms), the topic registry
+	sched   string // hash: schedule name -> definition JSON
+	cursors string // hash: schedule name -> last slot fired (ms)
 	shard   []shardKeys
 }
 
@@ -34,6 +36,8 @@ func newKeys(prefix string, shards int) keys {
 		meta:    meta + ":meta",
 		topics:  meta + ":topics",
 		seen:    meta + ":seen",
+		sched:   meta + ":sched",
+		cursors: meta + ":scur",
 		shard:   make([]shardKeys, shards),
 	}
 	for i := range shards {
@@ -77,6 +81,11 @@ func (k *keys) rate(topic string) string { return "{" + k.prefix + "}:rate:" + t
 // counts returns the key of shard n's counts hash (x:<topic> reserved
 // counts), the second of its fixed keys.
 func (k *keys) counts(n int) string { return k.shard[n].fixed[1] }
+
+// shardCursors returns the key of shard n's schedule cursors, which
+// fire.lua checks and moves on a Cluster: the prefix's cursors hash is in
+// another slot.
+func (k *keys) shardCursors(n int) string { return k.shard[n].base + ":scur" }
 
 // dead returns the key of topic's dead set in shard n.
 func (k *keys) dead(n int, topic string) string { return k.shard[n].base + ":dead:" + topic }

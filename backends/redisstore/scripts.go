@@ -27,11 +27,13 @@ var (
 	scriptExport  = shardScript("export.lua")
 	scriptMigrate = shardScript("migrate.lua")
 	scriptIndex   = shardScript("index.lua")
+	scriptFire    = shardScript("fire.lua")
 	scriptPrune   = redis.NewScript(mustRead("prune.lua"))
 	scriptRate    = redis.NewScript(mustRead("rate.lua"))
+	scriptCursor  = redis.NewScript(mustRead("cursor.lua"))
 
 	allScripts = []*redis.Script{scriptPut, scriptClaim, scriptPeek, scriptExpire, scriptCancel, scriptLease,
-		scriptRequeue, scriptStats, scriptGet, scriptImport, scriptExport, scriptMigrate, scriptIndex, scriptPrune, scriptRate}
+		scriptRequeue, scriptStats, scriptGet, scriptImport, scriptExport, scriptMigrate, scriptIndex, scriptFire, scriptPrune, scriptRate, scriptCursor}
 )
 
 func mustRead(name string) string {

@@ -1,0 +1,205 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// UpcomingMax is the most upcoming slots Schedule.Upcoming lists.
+const UpcomingMax = 100
+
+// Upcoming returns the schedule's next n slots that may still fire: after
+// now, its Cursor and its UpdatedAt. None while it is paused.
+func (s *Schedule) Upcoming(now time.Time, n int) []time.Time {
+	out := []time.Time{}
+	if s.Paused {
+		return out
+	}
+	from := now
+	for _, t := range []time.Time{s.Cursor, s.UpdatedAt} {
+		if t.After(from) {
+			from = t
+		}
+	}
+	for t := s.Next(from); !t.IsZero() && len(out) < min(n, UpcomingMax); t = s.Next(t) {
+		out = append(out, t)
+	}
+	return out
+}
+
+// PutSchedule validates and stores a schedule, as its name's only
+// definition; every instance fires it from its next slot. A put that
+// changes nothing keeps the schedule's UpdatedAt, so that the slots a
+// downtime missed are still handled by its Missed policy; a change applies
+// from now. The job template is checked as a push of it would be. It
+// returns the schedule as stored, with its cursor. Errors: *FieldError.
+func (e *Engine) PutSchedule(ctx context.Context, s *Schedule) (*Schedule, error) {
+	if s == nil {
+		return nil, noParams("put schedule")
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	now := StoreTime(e.clock.Now())
+	if _, err := e.slotJob(s, now.Add(time.Second), now); err != nil {
+		var fe *FieldError
+		if errors.As(err, &fe) && fe.Field != "" {
+			fe.Field = "job." + fe.Field
+		}
+		return nil, err
+	}
+	stored := s.Clone()
+	stored.Start, stored.End = StoreTime(s.Start), StoreTime(s.End)
+	stored.CreatedAt, stored.UpdatedAt, stored.Cursor = now, now, time.Time{}
+	old, err := e.store.GetSchedule(ctx, s.Name)
+	switch {
+	case err == nil:
+		stored.CreatedAt, stored.Cursor = old.CreatedAt, old.Cursor
+		if old.SameDefinition(stored) {
+			stored.UpdatedAt = old.UpdatedAt
+		}
+	case !errors.Is(err, ErrNotFound):
+		return nil, err
+	}
+	if err := e.store.PutSchedule(ctx, stored); err != nil {
+		return nil, err
+	}
+	e.pokeScheduler()
+	return stored, nil
+}
+
+// GetSchedule returns a schedule with its cursor. Errors: ErrNotFound.
+func (e *Engine) GetSchedule(ctx context.Context, name string) (*Schedule, error) {
+	if ValidateScheduleName(name) != nil {
+		return nil, ErrNotFound
+	}
+	return e.store.GetSchedule(ctx, name)
+}
+
+// ListSchedules returns every schedule, sorted by name.
+func (e *Engine) ListSchedules(ctx context.Context) ([]*Schedule, error) {
+	return e.store.ListSchedules(ctx)
+}
+
+// DeleteSchedule drops a schedule: no slot fires after it returns (a slot
+// being fired by an instance at that moment may still create its job).
+// Jobs it created stay. Errors: ErrNotFound.
+func (e *Engine) DeleteSchedule(ctx context.Context, name string) error {
+	if ValidateScheduleName(name) != nil {
+		return ErrNotFound
+	}
+	return e.store.DeleteSchedule(ctx, name)
+}
+
+// slotJob returns the job a schedule's slot creates: its template's fields,
+// run_at the slot, and the id ScheduleID(name, slot), or the key's on a
+// topic with unique keys, so that a slot creates nothing while the job of
+// an earlier one is unfinished (a slot never replaces a job).
+func (e *Engine) slotJob(s *Schedule, slot, now time.Time) (*Job, error) {
+	j, _, err := e.newJob(&PushParams{
+		Topic:       s.Topic,
+		Body:        s.Job.Body,
+		RunAt:       &slot,
+		TTR:         s.Job.TTR,
+		MaxAttempts: s.Job.MaxAttempts,
+		Key:         s.Job.Key,
+		Priority:    s.Job.Priority,
+	}, now, nil)
+	if err != nil {
+		return nil, err
+	}
+	if !IsKeyID(j.ID) {
+		j.ID = ScheduleID(s.Name, slot)
+	}
+	return j, nil
+}
+
+// pokeScheduler asks the schedule loop to look at the schedules now.
+func (e *Engine) pokeScheduler() {
+	select {
+	case e.scheduleKick <- struct{}{}:
+	default:
+	}
+}
+
+// scheduleLoop fires the slots of every schedule as they come: it reads
+// the schedules from the store at each slot and at least every
+// TopicRefresh (so it sees the changes and firings of other instances), and
+// fires what is due. Every instance runs it; the store's cursor makes one
+// of them fire each slot.
+func (e *Engine) scheduleLoop(ctx context.Context) {
+	t := e.clock.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.Chan():
+		case <-e.scheduleKick:
+		}
+		wait := e.fireSchedules(ctx)
+		t.Stop()
+		t.Reset(wait)
+	}
+}
+
+// fireSchedules fires the due slots of every schedule and returns how long
+// to wait before the next one (at most TopicRefresh).
+func (e *Engine) fireSchedules(ctx context.Context) time.Duration {
+	list, err := e.store.ListSchedules(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Warn("engine: listing schedules failed", "err", err)
+		}
+		return e.refresh
+	}
+	now := e.clock.Now()
+	wait := e.refresh
+	for _, s := range list {
+		e.fireSchedule(ctx, s, now)
+		if next := s.Upcoming(now, 1); len(next) > 0 {
+			wait = min(wait, next[0].Sub(now))
+		}
+	}
+	return max(wait, time.Millisecond)
+}
+
+// fireSchedule fires a schedule's due slots (Schedule.Due), moving s's
+// cursor with them.
+func (e *Engine) fireSchedule(ctx context.Context, s *Schedule, now time.Time) {
+	fire, missed, pass := s.Due(now)
+	if pass.IsZero() {
+		return
+	}
+	if len(fire) == 0 {
+		// Every slot missed and passed over: move the cursor alone.
+		if _, err := e.store.FireSchedule(ctx, &FireScheduleParams{Name: s.Name, Slot: pass, Missed: missed}); err != nil {
+			e.log.Warn("engine: passing over missed slots failed", "schedule", s.Name, "err", err)
+			return
+		}
+		s.Cursor = pass
+		return
+	}
+	for i, slot := range fire {
+		p := &FireScheduleParams{Name: s.Name, Slot: slot}
+		if i == 0 {
+			p.Missed = missed
+		}
+		job, err := e.slotJob(s, slot, now)
+		if err != nil {
+			// The topic changed since the schedule was put (a job URL it
+			// no longer allows, limits): the slot passes, said in the log.
+			e.log.Warn("engine: a schedule's job is invalid; its slot passes", "schedule", s.Name, "slot", slot, "err", err)
+		} else {
+			p.Job = job
+		}
+		if _, err := e.store.FireSchedule(ctx, p); err != nil {
+			if ctx.Err() == nil && !errors.Is(err, ErrNotFound) {
+				e.log.Warn("engine: firing a schedule's slot failed; trying again", "schedule", s.Name, "slot", slot, "err", err)
+			}
+			return
+		}
+		s.Cursor = slot
+	}
+}
