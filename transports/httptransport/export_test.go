@@ -17,6 +17,7 @@ var (
 	AppendJob        = appendJob
 	AppendString     = appendString
 	NewTopicView     = newTopicView
+	NewScheduleView  = newScheduleView
 )
 
 // JobParams is the push parameters of a job decoded by DecodeBatch.

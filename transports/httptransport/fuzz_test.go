@@ -420,3 +420,35 @@ func FuzzCountItems(f *testing.F) {
 		require.Equal(t, len(list), httptransport.CountItems([]byte(trimmed)))
 	})
 }
+
+// FuzzDecodeSchedule: a schedule decodes, or is refused with a field error;
+// one that decodes and validates answers as JSON.
+func FuzzDecodeSchedule(f *testing.F) {
+	for _, seed := range []string{
+		`{"cron": "30 2 * * *", "time_zone": "America/New_York", "topic": "reports", "job": {"body": {"a": 1}, "key": "k", "ttr": "2m", "max_attempts": 3, "priority": -1}, "missed": "all", "missed_limit": 5}`,
+		`{"cron": "@every 90s", "topic": "t", "start": "2026-01-01T00:00:00Z", "end": 1900000000, "paused": true}`,
+		`{"cron": "*/5 * * * * *", "topic": "t", "time_zone": "Local"}`,
+		`{"cron": "TZ=UTC @daily", "topic": "t", "job": null}`,
+		`{"cron": "@every 1ns", "topic": "t", "job": {"ttr": -1, "body": "\u0000"}}`,
+		`{"cron": 5, "topic": ["t"]}`, `{"name": "s", "cron": "@hourly", "topic": "t"}`,
+		`{"job": []}`, `[]`, `{}`, ``, `{`, "{\"cron\":\"\xff\"}",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sc, err := httptransport.DecodeSchedule("s", data)
+		if err != nil {
+			require.Nil(t, sc)
+			requireFieldError(t, err, "*")
+			return
+		}
+		require.Equal(t, "s", sc.Name)
+		if err := sc.Validate(); err != nil {
+			requireFieldError(t, err, "*")
+			return
+		}
+		out, err := json.Marshal(httptransport.NewScheduleView(sc, time.Now(), 3))
+		require.NoError(t, err)
+		require.True(t, json.Valid(out), "%s", out)
+	})
+}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/spf13/cobra"
+)
+
+// scheduleCommand is `delayq schedule put|get|list|delete`: recurring
+// schedules (docs/api.md, Schedules).
+func (a *app) scheduleCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "schedule",
+		Short: "Create, show, list or delete recurring schedules (admin)",
+	}
+	var putFlags, getFlags, listFlags, deleteFlags clientFlags
+	var next int
+	query := func() string {
+		if next < 0 {
+			return ""
+		}
+		return "?next=" + strconv.Itoa(next)
+	}
+	put := &cobra.Command{
+		Use:   "put NAME SCHEDULE|-",
+		Short: "Create or replace a schedule and print it with its next runs",
+		Long: `Create or replace a schedule: SCHEDULE is the JSON body of PUT /v1/schedules/{name}
+(docs/api.md), '-' reads it from standard input. It replaces the whole
+definition; a change applies from now, and the same definition again
+changes nothing.`,
+		Example: `  delayq schedule put nightly-report '{"cron": "30 2 * * *", "time_zone": "Europe/Paris",
+    "topic": "reports", "job": {"body": {"report": "daily"}}}'
+  delayq schedule put cleanup '{"cron": "@every 15m", "topic": "cleanup"}'`,
+		Args: cobra.ExactArgs(2),
+		RunE: clientRun(&putFlags, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
+			body, err := readBody(args[1], cmd.InOrStdin())
+			if err != nil {
+				return err
+			}
+			return c.print(ctx, cmd.OutOrStdout(), http.MethodPut, "/v1/schedules/"+url.PathEscape(args[0])+query(), body)
+		}),
+	}
+	get := &cobra.Command{
+		Use:   "get NAME",
+		Short: "Show a schedule, its last slot and its next runs",
+		Args:  cobra.ExactArgs(1),
+		RunE: clientRun(&getFlags, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
+			return c.print(ctx, cmd.OutOrStdout(), http.MethodGet, "/v1/schedules/"+url.PathEscape(args[0])+query(), nil)
+		}),
+	}
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List every schedule with its next runs",
+		Args:  cobra.NoArgs,
+		RunE: clientRun(&listFlags, func(ctx context.Context, c *apiClient, cmd *cobra.Command, _ []string) error {
+			return c.print(ctx, cmd.OutOrStdout(), http.MethodGet, "/v1/schedules"+query(), nil)
+		}),
+	}
+	del := &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete a schedule; the jobs it created stay",
+		Args:  cobra.ExactArgs(1),
+		RunE: clientRun(&deleteFlags, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
+			_, err := c.do(ctx, http.MethodDelete, "/v1/schedules/"+url.PathEscape(args[0]), nil)
+			return err
+		}),
+	}
+	for _, c := range []struct {
+		cmd   *cobra.Command
+		flags *clientFlags
+	}{{put, &putFlags}, {get, &getFlags}, {list, &listFlags}, {del, &deleteFlags}} {
+		addClientFlags(c.cmd.Flags(), c.flags)
+		if c.cmd != del {
+			c.cmd.Flags().IntVar(&next, "next", -1, "how many next runs to show (0-100; default 3)")
+		}
+	}
+	cmd.AddCommand(put, get, list, del)
+	return cmd
+}

@@ -1,0 +1,257 @@
+package httptransport
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/delayq/delayq/core"
+)
+
+// nextRunsDefault is how many upcoming slots a schedule is shown with
+// unless the query's next says otherwise.
+const nextRunsDefault = 3
+
+// scheduleRequest is the body of PUT /v1/schedules/{name}.
+type scheduleRequest struct {
+	Name        string          `json:"name"`
+	Cron        string          `json:"cron"`
+	TimeZone    string          `json:"time_zone"`
+	Topic       string          `json:"topic"`
+	Job         json.RawMessage `json:"job"`
+	Start       json.RawMessage `json:"start"`
+	End         json.RawMessage `json:"end"`
+	Paused      bool            `json:"paused"`
+	Missed      string          `json:"missed"`
+	MissedLimit int             `json:"missed_limit"`
+}
+
+// scheduleJobRequest is a schedule's job template.
+type scheduleJobRequest struct {
+	Body        json.RawMessage `json:"body"`
+	Key         string          `json:"key"`
+	TTR         json.RawMessage `json:"ttr"`
+	MaxAttempts int             `json:"max_attempts"`
+	Priority    int             `json:"priority"`
+}
+
+// DecodeSchedule decodes data, a schedule in the JSON form of the body of
+// PUT /v1/schedules/{name}, for the schedule called name, as the HTTP API
+// does: unknown fields and wrong types are errors, durations are Go
+// duration strings or integers of milliseconds, times RFC 3339 or Unix
+// seconds, and a "name" field must equal name. Engine.PutSchedule
+// validates the values. Errors are *core.FieldError values naming the
+// field.
+func DecodeSchedule(name string, data []byte) (*core.Schedule, error) {
+	var req scheduleRequest
+	if err := decodeObject(data, "", &req); err != nil {
+		return nil, err
+	}
+	if req.Name != "" && req.Name != name {
+		return nil, core.Invalid("name", "name %q does not match the schedule of the path %q", req.Name, name)
+	}
+	sc := &core.Schedule{Name: name, Cron: req.Cron, TimeZone: req.TimeZone, Topic: req.Topic,
+		Paused: req.Paused, Missed: req.Missed, MissedLimit: req.MissedLimit}
+	var err error
+	if sc.Start, _, err = parseTime("start", req.Start); err != nil {
+		return nil, err
+	}
+	if sc.End, _, err = parseTime("end", req.End); err != nil {
+		return nil, err
+	}
+	if !isNull(req.Job) {
+		var j scheduleJobRequest
+		if err := decodeObject(req.Job, "job", &j); err != nil {
+			return nil, err
+		}
+		sc.Job = core.ScheduleJob{Body: j.Body, Key: j.Key, MaxAttempts: j.MaxAttempts, Priority: j.Priority}
+		if sc.Job.TTR, _, err = parseDuration("job.ttr", j.TTR); err != nil {
+			return nil, err
+		}
+	}
+	return sc, nil
+}
+
+// scheduleView is the wire form of a schedule.
+type scheduleView struct {
+	Name        string          `json:"name"`
+	Cron        string          `json:"cron"`
+	TimeZone    string          `json:"time_zone"`
+	Topic       string          `json:"topic"`
+	Job         scheduleJobView `json:"job"`
+	Start       *wireTime       `json:"start,omitempty"`
+	End         *wireTime       `json:"end,omitempty"`
+	Paused      bool            `json:"paused"`
+	Missed      string          `json:"missed"`
+	MissedLimit int             `json:"missed_limit,omitempty"`
+	CreatedAt   wireTime        `json:"created_at"`
+	UpdatedAt   wireTime        `json:"updated_at"`
+	// LastSlot is the cursor: the last slot fired or passed over.
+	LastSlot *wireTime `json:"last_slot"`
+	// NextRuns are the slots still to fire, as the definition stands.
+	NextRuns []wireTime `json:"next_runs"`
+}
+
+type scheduleJobView struct {
+	Body        json.RawMessage `json:"body"`
+	Key         string          `json:"key,omitempty"`
+	TTR         string          `json:"ttr,omitempty"`
+	MaxAttempts int             `json:"max_attempts,omitempty"`
+	Priority    int             `json:"priority,omitempty"`
+}
+
+type scheduleListView struct {
+	Schedules []scheduleView `json:"schedules"`
+}
+
+func optTime(t time.Time) *wireTime {
+	if t.IsZero() {
+		return nil
+	}
+	w := wireTime(t)
+	return &w
+}
+
+func newScheduleView(sc *core.Schedule, now time.Time, next int) scheduleView {
+	v := scheduleView{
+		Name: sc.Name, Cron: sc.Cron, TimeZone: sc.TimeZone, Topic: sc.Topic,
+		Job: scheduleJobView{Body: sc.Job.Body, Key: sc.Job.Key, MaxAttempts: sc.Job.MaxAttempts, Priority: sc.Job.Priority},
+		Start: optTime(sc.Start), End: optTime(sc.End), Paused: sc.Paused,
+		Missed: sc.Missed, MissedLimit: sc.MissedLimit,
+		CreatedAt: wireTime(sc.CreatedAt), UpdatedAt: wireTime(sc.UpdatedAt), LastSlot: optTime(sc.Cursor),
+		NextRuns: []wireTime{},
+	}
+	if v.TimeZone == "" {
+		v.TimeZone = "UTC"
+	}
+	if v.Missed == "" {
+		v.Missed = core.MissedSkip
+	}
+	if v.Missed == core.MissedAll && v.MissedLimit == 0 {
+		v.MissedLimit = core.MissedLimitDefault
+	}
+	if len(v.Job.Body) == 0 {
+		v.Job.Body = json.RawMessage("null")
+	}
+	if sc.Job.TTR > 0 {
+		v.Job.TTR = sc.Job.TTR.String()
+	}
+	for _, t := range sc.Upcoming(now, next) {
+		v.NextRuns = append(v.NextRuns, wireTime(t))
+	}
+	return v
+}
+
+// queryNext returns the query's next: how many upcoming slots to show.
+func queryNext(r *http.Request) (int, error) {
+	q := r.URL.Query()
+	if !q.Has("next") {
+		return nextRunsDefault, nil
+	}
+	n, err := strconv.Atoi(q.Get("next"))
+	if err != nil || n < 0 || n > core.UpcomingMax {
+		return 0, core.Invalid("next", "next must be an integer between 0 and %d", core.UpcomingMax)
+	}
+	return n, nil
+}
+
+// schedule returns the schedule of the path's name, as not found when the
+// request's token may not use its topic.
+func (s *Server) schedule(r *http.Request) (*core.Schedule, error) {
+	name := r.PathValue("name")
+	sc, err := s.engine.GetSchedule(r.Context(), name)
+	if err == nil && s.allowTopic(r, sc.Topic) != nil {
+		err = core.ErrNotFound
+	}
+	return sc, describe(err, core.ErrNotFound, "schedule %q not found", name)
+}
+
+// putSchedule serves PUT /v1/schedules/{name}: it stores the schedule and
+// answers 200 with it as GET shows it. A token restricted to some topics
+// may name only those, and may not replace a schedule of another topic.
+func (s *Server) putSchedule(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	next, err := queryNext(r)
+	if err != nil {
+		return err
+	}
+	data, release, err := readBody(w, r, s.maxJobBytes)
+	if err != nil {
+		return err
+	}
+	sc, err := DecodeSchedule(name, data)
+	release()
+	if err != nil {
+		return err
+	}
+	if err := s.allowTopic(r, sc.Topic); err != nil {
+		return err
+	}
+	old, err := s.engine.GetSchedule(r.Context(), name)
+	switch {
+	case err == nil:
+		if err := s.allowTopic(r, old.Topic); err != nil {
+			return err
+		}
+	case !errors.Is(err, core.ErrNotFound):
+		return err
+	}
+	stored, err := s.engine.PutSchedule(r.Context(), sc)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, newScheduleView(stored, s.engine.Clock().Now(), next))
+	return nil
+}
+
+// getSchedule serves GET /v1/schedules/{name}?next=3.
+func (s *Server) getSchedule(w http.ResponseWriter, r *http.Request) error {
+	next, err := queryNext(r)
+	if err != nil {
+		return err
+	}
+	sc, err := s.schedule(r)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, newScheduleView(sc, s.engine.Clock().Now(), next))
+	return nil
+}
+
+// listSchedules serves GET /v1/schedules?next=3: every schedule by name;
+// for a token restricted to some topics, those of its topics.
+func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) error {
+	next, err := queryNext(r)
+	if err != nil {
+		return err
+	}
+	list, err := s.engine.ListSchedules(r.Context())
+	if err != nil {
+		return err
+	}
+	now := s.engine.Clock().Now()
+	v := scheduleListView{Schedules: make([]scheduleView, 0, len(list))}
+	id := identityFrom(r.Context())
+	for _, sc := range list {
+		if id == nil || id.AllowsTopic(sc.Topic) {
+			v.Schedules = append(v.Schedules, newScheduleView(sc, now, next))
+		}
+	}
+	s.writeJSON(w, r, http.StatusOK, v)
+	return nil
+}
+
+// deleteSchedule serves DELETE /v1/schedules/{name}: 204.
+func (s *Server) deleteSchedule(w http.ResponseWriter, r *http.Request) error {
+	sc, err := s.schedule(r)
+	if err != nil {
+		return err
+	}
+	if err := s.engine.DeleteSchedule(r.Context(), sc.Name); err != nil {
+		return describe(err, core.ErrNotFound, "schedule %q not found", sc.Name)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

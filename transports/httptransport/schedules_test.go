@@ -1,0 +1,103 @@
+package httptransport_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/auth"
+)
+
+// TestSchedules: PUT, GET, list and DELETE of /v1/schedules, with their
+// next runs, and bad input refused.
+func TestSchedules(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	now := b.clock.Now().UTC()
+	res := b.do(t, http.MethodPut, "/v1/schedules/nightly.report?next=2", `{
+		"cron": "30 2 * * *", "time_zone": "America/New_York", "topic": "reports",
+		"job": {"body": {"kind": "nightly"}, "key": "nightly", "ttr": "2m", "max_attempts": 3, "priority": -1},
+		"missed": "last"}`)
+	requireStatus(t, res, http.StatusOK)
+	got := res.object(t)
+	require.Equal(t, "nightly.report", got["name"])
+	require.Equal(t, "America/New_York", got["time_zone"])
+	require.Equal(t, "last", got["missed"])
+	require.Nil(t, got["last_slot"])
+	require.Equal(t, map[string]any{"body": map[string]any{"kind": "nightly"}, "key": "nightly", "ttr": "2m0s",
+		"max_attempts": float64(3), "priority": float64(-1)}, got["job"])
+	runs := got["next_runs"].([]any)
+	require.Len(t, runs, 2)
+	first, err := time.Parse(time.RFC3339Nano, runs[0].(string))
+	require.NoError(t, err)
+	ny, err := time.LoadLocation("America/New_York")
+	require.NoError(t, err)
+	require.Equal(t, 2, first.In(ny).Hour())
+	require.Equal(t, 30, first.In(ny).Minute())
+	require.True(t, first.After(now) && first.Before(now.Add(25*time.Hour)), "%s", first)
+
+	res = b.do(t, http.MethodPut, "/v1/schedules/every.minute", `{"cron": "@every 1m", "topic": "ticks", "paused": true}`)
+	requireStatus(t, res, http.StatusOK)
+	require.Empty(t, res.object(t)["next_runs"], "paused")
+	res = b.do(t, http.MethodGet, "/v1/schedules?next=1", nil)
+	requireStatus(t, res, http.StatusOK)
+	list := res.object(t)["schedules"].([]any)
+	require.Len(t, list, 2)
+	require.Equal(t, "every.minute", list[0].(map[string]any)["name"])
+	require.Len(t, list[1].(map[string]any)["next_runs"], 1)
+
+	// Bad input: 400 naming the field, and nothing stored.
+	for body, field := range map[string]string{
+		`{"cron": "61 * * * *", "topic": "t"}`:                              "cron",
+		`{"cron": "@hourly", "topic": "t", "time_zone": "Nope"}`:            "time_zone",
+		`{"cron": "@hourly", "topic": "t", "missed": "some"}`:               "missed",
+		`{"cron": "@hourly", "topic": "t", "job": {"ttr": "x"}}`:            "job.ttr",
+		`{"cron": "@hourly", "topic": "t", "job": {"body": 1, "extra": 1}}`: "job.extra",
+		`{"cron": "@hourly", "topic": "t", "start": "yesterday"}`:           "start",
+		`{"cron": "@hourly", "topic": "t", "name": "other"}`:                "name",
+		`{"cron": "@hourly", "topic": "a..b"}`:                              "topic",
+	} {
+		res = b.do(t, http.MethodPut, "/v1/schedules/bad", body)
+		requireError(t, res, http.StatusBadRequest, "invalid_argument", field)
+	}
+	requireError(t, b.do(t, http.MethodGet, "/v1/schedules/bad", nil), http.StatusNotFound, "not_found", "")
+	requireError(t, b.do(t, http.MethodGet, "/v1/schedules?next=101", nil), http.StatusBadRequest, "invalid_argument", "next")
+
+	require.Equal(t, http.StatusNoContent, b.do(t, http.MethodDelete, "/v1/schedules/every.minute", nil).status)
+	requireError(t, b.do(t, http.MethodDelete, "/v1/schedules/every.minute", nil), http.StatusNotFound, "not_found", "")
+	res = b.do(t, http.MethodGet, "/v1/schedules/nightly.report", nil)
+	requireStatus(t, res, http.StatusOK)
+	require.Len(t, res.object(t)["next_runs"], 3, "the default")
+}
+
+// TestSchedulesAccess: schedules need the admin scope, and a token
+// restricted to some topics sees and changes only theirs.
+func TestSchedulesAccess(t *testing.T) {
+	t.Parallel()
+	tokens, err := auth.NewTokens([]auth.Token{
+		{Name: "ops", Token: adminSecret, Scopes: []auth.Scope{auth.ScopeAdmin}},
+		{Name: "producer", Token: pushSecret, Scopes: []auth.Scope{auth.ScopePush}},
+		{Name: "orders-admin", Token: ordersSecret, Scopes: []auth.Scope{auth.ScopeAdmin}, Topics: []string{"orders.>"}},
+	})
+	require.NoError(t, err)
+	b := setup(t, func(c *setupConfig) { c.tokens = tokens })
+	put := func(secret, name, topic string) *response {
+		return b.do(t, http.MethodPut, "/v1/schedules/"+name, `{"cron": "@hourly", "topic": "`+topic+`"}`, bearer(secret)...)
+	}
+	requireStatus(t, put(adminSecret, "billing", "billing.run"), http.StatusOK)
+	requireError(t, put(pushSecret, "x", "orders.x"), http.StatusForbidden, "permission_denied", "")
+	requireStatus(t, put(ordersSecret, "orders.close", "orders.close"), http.StatusOK)
+	requireError(t, put(ordersSecret, "billing", "orders.x"), http.StatusForbidden, "permission_denied", "")
+	requireError(t, put(ordersSecret, "mine", "billing.run"), http.StatusForbidden, "permission_denied", "")
+
+	res := b.do(t, http.MethodGet, "/v1/schedules", nil, bearer(ordersSecret)...)
+	requireStatus(t, res, http.StatusOK)
+	list := res.object(t)["schedules"].([]any)
+	require.Len(t, list, 1)
+	require.Equal(t, "orders.close", list[0].(map[string]any)["name"])
+	requireError(t, b.do(t, http.MethodGet, "/v1/schedules/billing", nil, bearer(ordersSecret)...), http.StatusNotFound, "not_found", "")
+	requireError(t, b.do(t, http.MethodDelete, "/v1/schedules/billing", nil, bearer(ordersSecret)...), http.StatusNotFound, "not_found", "")
+	requireStatus(t, b.do(t, http.MethodGet, "/v1/schedules/billing", nil, bearer(adminSecret)...), http.StatusOK)
+}
