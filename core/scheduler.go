@@ -38,15 +38,8 @@ func (e *Engine) PutSchedule(ctx context.Context, s *Schedule) (*Schedule, error
 	if s == nil {
 		return nil, noParams("put schedule")
 	}
-	if err := s.Validate(); err != nil {
-		return nil, err
-	}
 	now := StoreTime(e.clock.Now())
-	if _, err := e.slotJob(s, now.Add(time.Second), now); err != nil {
-		var fe *FieldError
-		if errors.As(err, &fe) && fe.Field != "" {
-			fe.Field = "job." + fe.Field
-		}
+	if err := e.validateSchedule(s, now); err != nil {
 		return nil, err
 	}
 	stored := s.Clone()
@@ -67,6 +60,22 @@ func (e *Engine) PutSchedule(ctx context.Context, s *Schedule) (*Schedule, error
 	}
 	e.pokeScheduler()
 	return stored, nil
+}
+
+// validateSchedule checks a schedule's definition, and its job template as
+// a push of it would be checked, naming the template's fields job.*.
+func (e *Engine) validateSchedule(s *Schedule, now time.Time) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	if _, err := e.slotJob(s, now.Add(time.Second), now); err != nil {
+		var fe *FieldError
+		if errors.As(err, &fe) && fe.Field != "" {
+			fe.Field = "job." + fe.Field
+		}
+		return err
+	}
+	return nil
 }
 
 // GetSchedule returns a schedule with its cursor. Errors: ErrNotFound.
@@ -202,4 +211,44 @@ func (e *Engine) fireSchedule(ctx context.Context, s *Schedule, now time.Time) {
 		}
 		s.Cursor = slot
 	}
+}
+
+// ImportSchedule stores an exported schedule as it was (its CreatedAt,
+// UpdatedAt and cursor kept) unless one of its name exists, which it
+// reports by returning false. It is validated as PutSchedule validates.
+// Errors: *FieldError, those of the store.
+func (e *Engine) ImportSchedule(ctx context.Context, s *Schedule) (bool, error) {
+	if s == nil {
+		return false, noParams("import schedule")
+	}
+	now := StoreTime(e.clock.Now())
+	if err := e.validateSchedule(s, now); err != nil {
+		return false, err
+	}
+	_, err := e.store.GetSchedule(ctx, s.Name)
+	if err == nil {
+		return false, nil
+	}
+	if !errors.Is(err, ErrNotFound) {
+		return false, err
+	}
+	stored := s.Clone()
+	stored.Start, stored.End = StoreTime(s.Start), StoreTime(s.End)
+	if stored.CreatedAt.IsZero() {
+		stored.CreatedAt = now
+	}
+	if stored.UpdatedAt.IsZero() {
+		stored.UpdatedAt = stored.CreatedAt
+	}
+	stored.CreatedAt, stored.UpdatedAt = StoreTime(stored.CreatedAt), StoreTime(stored.UpdatedAt)
+	if err := e.store.PutSchedule(ctx, stored); err != nil {
+		return false, err
+	}
+	if !s.Cursor.IsZero() {
+		if _, err := e.store.FireSchedule(ctx, &FireScheduleParams{Name: s.Name, Slot: StoreTime(s.Cursor)}); err != nil {
+			return false, err
+		}
+	}
+	e.pokeScheduler()
+	return true, nil
 }

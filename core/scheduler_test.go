@@ -40,14 +40,12 @@ func TestPutScheduleValidation(t *testing.T) {
 		"cron":     {Name: "s", Cron: "nope", Topic: "t"},
 		"job.body": {Name: "s", Cron: "@hourly", Topic: "t", Job: core.ScheduleJob{Body: json.RawMessage(`{`)}},
 		"job.ttr":  {Name: "s", Cron: "@hourly", Topic: "t", Job: core.ScheduleJob{TTR: time.Nanosecond}},
-		"job.id":   {Name: "s", Cron: "@hourly", Topic: "t", Job: core.ScheduleJob{Key: string(make([]byte, 300))}},
+		"job.key":  {Name: "s", Cron: "@hourly", Topic: "t", Job: core.ScheduleJob{Key: string(make([]byte, 300))}},
 	} {
 		_, err := b.engine.PutSchedule(ctx, &s)
 		var fe *core.FieldError
 		require.ErrorAs(t, err, &fe, field)
-		if field != "job.id" {
-			require.Equal(t, field, fe.Field)
-		}
+		require.Equal(t, field, fe.Field)
 	}
 	list, err := b.engine.ListSchedules(ctx)
 	require.NoError(t, err)

@@ -60,17 +60,22 @@ func (s *Server) exportJobs(w http.ResponseWriter, r *http.Request) error {
 		}
 		return rc.Flush()
 	}
-	err := s.engine.Export(r.Context(), func(j *core.Job) error {
-		if id != nil && !id.AllowsTopic(j.Topic) {
-			return nil
-		}
-		b = appendExportJob(b, j)
-		b = append(b, '\n')
-		if len(b) >= exportFlushBytes {
-			return flush()
-		}
-		return nil
+	err := s.exportSchedules(r, func(line []byte) {
+		b = append(append(b, line...), '\n')
 	})
+	if err == nil {
+		err = s.engine.Export(r.Context(), func(j *core.Job) error {
+			if id != nil && !id.AllowsTopic(j.Topic) {
+				return nil
+			}
+			b = appendExportJob(b, j)
+			b = append(b, '\n')
+			if len(b) >= exportFlushBytes {
+				return flush()
+			}
+			return nil
+		})
+	}
 	if err == nil {
 		err = flush()
 	}
@@ -232,6 +237,19 @@ func (s *Server) importJobs(w http.ResponseWriter, r *http.Request) error {
 		switch {
 		case tooLong:
 			fail(n, core.TooLarge("", "line %d is longer than the limit of %d bytes", n, s.maxJobBytes))
+		case isScheduleLine(line):
+			imported, err := s.importSchedule(r, line)
+			switch {
+			case err != nil && !errors.Is(err, core.ErrInvalidArgument) && !errors.Is(err, core.ErrTooLarge) &&
+				!errors.Is(err, wire.ErrPermissionDenied):
+				return err // the store's failure: the whole body may be sent again
+			case err != nil:
+				fail(n, err)
+			case imported:
+				ans.Imported++
+			default:
+				ans.Skipped++
+			}
 		case len(trimJSONSpace(line)) > 0:
 			j, derr := decodeExportLine(line)
 			if derr == nil {

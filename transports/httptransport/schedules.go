@@ -1,6 +1,7 @@
 package httptransport
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -90,8 +91,9 @@ type scheduleView struct {
 	UpdatedAt   wireTime        `json:"updated_at"`
 	// LastSlot is the cursor: the last slot fired or passed over.
 	LastSlot *wireTime `json:"last_slot"`
-	// NextRuns are the slots still to fire, as the definition stands.
-	NextRuns []wireTime `json:"next_runs"`
+	// NextRuns are the slots still to fire, as the definition stands; not
+	// in an export.
+	NextRuns []wireTime `json:"next_runs,omitzero"`
 }
 
 type scheduleJobView struct {
@@ -254,4 +256,103 @@ func (s *Server) deleteSchedule(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// scheduleLine is a schedule's line of an export: the schedule as GET
+// shows it (without next_runs) under "schedule", so that an import tells
+// it from a job's line by its first key.
+type scheduleLine struct {
+	Schedule scheduleView `json:"schedule"`
+}
+
+// scheduleLinePrefix starts a schedule's line, spaces aside.
+var scheduleLinePrefix = []byte(`{"schedule"`)
+
+// exportSchedules passes each schedule's export line to add, those of the
+// token's topics for a token restricted to some.
+func (s *Server) exportSchedules(r *http.Request, add func(line []byte)) error {
+	list, err := s.engine.ListSchedules(r.Context())
+	if err != nil {
+		return err
+	}
+	id := identityFrom(r.Context())
+	for _, sc := range list {
+		if id != nil && !id.AllowsTopic(sc.Topic) {
+			continue
+		}
+		v := newScheduleView(sc, time.Time{}, 0)
+		v.NextRuns = nil
+		line, err := json.Marshal(scheduleLine{Schedule: v})
+		if err != nil {
+			return err
+		}
+		add(line)
+	}
+	return nil
+}
+
+// isScheduleLine reports whether an import line is a schedule's.
+func isScheduleLine(line []byte) bool {
+	t := trimJSONSpace(line)
+	if len(t) == 0 || t[0] != '{' {
+		return false
+	}
+	t = trimJSONSpace(t[1:])
+	return bytes.HasPrefix(t, scheduleLinePrefix[1:])
+}
+
+// decodeScheduleLine decodes a schedule's line of an import: the fields
+// of PUT and those GET shows.
+func decodeScheduleLine(line []byte) (*core.Schedule, error) {
+	var l struct {
+		Schedule json.RawMessage `json:"schedule"`
+	}
+	if err := decodeObject(line, "", &l); err != nil {
+		return nil, err
+	}
+	var v struct {
+		scheduleRequest
+		CreatedAt json.RawMessage `json:"created_at"`
+		UpdatedAt json.RawMessage `json:"updated_at"`
+		LastSlot  json.RawMessage `json:"last_slot"`
+		NextRuns  json.RawMessage `json:"next_runs"`
+	}
+	if err := decodeObject(l.Schedule, "schedule", &v); err != nil {
+		return nil, err
+	}
+	if v.Name == "" {
+		return nil, core.Invalid("schedule.name", "a schedule's line needs its name")
+	}
+	def, err := json.Marshal(v.scheduleRequest)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := DecodeSchedule(v.Name, def)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range []struct {
+		name string
+		raw  json.RawMessage
+		dst  *time.Time
+	}{{"schedule.created_at", v.CreatedAt, &sc.CreatedAt}, {"schedule.updated_at", v.UpdatedAt, &sc.UpdatedAt}, {"schedule.last_slot", v.LastSlot, &sc.Cursor}} {
+		if *f.dst, _, err = parseTime(f.name, f.raw); err != nil {
+			return nil, err
+		}
+	}
+	return sc, nil
+}
+
+// importSchedule imports a schedule's line: false when a schedule of its
+// name exists (skipped). A token restricted to some topics may import
+// only theirs.
+func (s *Server) importSchedule(r *http.Request, line []byte) (bool, error) {
+	sc, err := decodeScheduleLine(line)
+	if err != nil {
+		return false, err
+	}
+	if err := s.allowTopic(r, sc.Topic); err != nil {
+		return false, err
+	}
+	return s.engine.ImportSchedule(r.Context(), sc)
 }

@@ -2,12 +2,14 @@ package httptransport_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/auth"
+	"github.com/delayq/delayq/core"
 )
 
 // TestSchedules: PUT, GET, list and DELETE of /v1/schedules, with their
@@ -101,3 +103,39 @@ func TestSchedulesAccess(t *testing.T) {
 	requireError(t, b.do(t, http.MethodDelete, "/v1/schedules/billing", nil, bearer(ordersSecret)...), http.StatusNotFound, "not_found", "")
 	requireStatus(t, b.do(t, http.MethodGet, "/v1/schedules/billing", nil, bearer(adminSecret)...), http.StatusOK)
 }
+
+// TestSchedulesExportImport: an export carries schedules, first, with
+// their times and cursor; an import restores them as they were, skips a
+// name in use, and fails a bad schedule line alone.
+func TestSchedulesExportImport(t *testing.T) {
+	t.Parallel()
+	src, dst := setup(t), setup(t)
+	res := src.do(t, http.MethodPut, "/v1/schedules/nightly", `{"cron": "0 3 * * *", "time_zone": "Europe/Paris",
+		"topic": "reports", "job": {"body": {"a": 1}, "ttr": "1m"}, "missed": "all", "start": "2026-01-01T00:00:00Z"}`)
+	requireStatus(t, res, http.StatusOK)
+	slot := src.clock.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond)
+	_, err := src.store.FireSchedule(t.Context(), &core.FireScheduleParams{Name: "nightly", Slot: slot})
+	require.NoError(t, err)
+	src.push(t, `{"topic":"reports","id":"j-1"}`)
+	res = src.do(t, http.MethodGet, "/v1/export", nil)
+	requireStatus(t, res, http.StatusOK)
+	lines := strings.Split(strings.TrimSpace(string(res.body)), "\n")
+	require.Len(t, lines, 2)
+	require.True(t, strings.HasPrefix(lines[0], `{"schedule":`), lines[0])
+
+	a := dst.importBody(t, string(res.body), "Content-Type", "application/x-ndjson")
+	require.Equal(t, 2, a.Imported, "%+v", a)
+	want := src.do(t, http.MethodGet, "/v1/schedules/nightly?next=0", nil).object(t)
+	got := dst.do(t, http.MethodGet, "/v1/schedules/nightly?next=0", nil).object(t)
+	require.Equal(t, want, got)
+	require.Equal(t, wireMS(slot), got["last_slot"])
+
+	bad := `{"schedule": {"name": "b", "cron": "nope", "topic": "t"}}` + "\n" + lines[0] + "\n"
+	a = dst.importBody(t, bad, "Content-Type", "application/x-ndjson")
+	require.Equal(t, 0, a.Imported)
+	require.Equal(t, 1, a.Skipped, "the name is in use")
+	require.Equal(t, 1, a.Failed)
+	require.Equal(t, "cron", a.Errors[0].Error.Field)
+}
+
+func wireMS(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
