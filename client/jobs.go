@@ -92,9 +92,27 @@ func (p *PushParams) encode() ([]byte, error) {
 			w.Backoff.Delays = append(w.Backoff.Delays, durationString(d))
 		}
 	}
+	body, err := marshalBody("body", p.Body)
+	if err != nil {
+		return nil, err
+	}
+	out := jsonBody(&w)
+	if body != nil {
+		out = append(out[:len(out)-1], `,"body":`...)
+		out = append(out, body...)
+		out = append(out, '}')
+	}
+	return out, nil
+}
+
+// marshalBody returns a job body given as PushParams.Body is: nil for nil,
+// a json.RawMessage or []byte as is, anything else marshalled. Errors:
+// ErrInvalidArgument naming field when it is not one JSON value.
+func marshalBody(field string, v any) (json.RawMessage, error) {
 	var body []byte
-	switch b := p.Body.(type) {
+	switch b := v.(type) {
 	case nil:
+		return nil, nil
 	case json.RawMessage:
 		body = b
 	case []byte:
@@ -102,19 +120,13 @@ func (p *PushParams) encode() ([]byte, error) {
 	default:
 		var err error
 		if body, err = json.Marshal(b); err != nil {
-			return nil, invalidArgument("body", "cannot marshal the body: %v", err)
+			return nil, invalidArgument(field, "cannot marshal the body: %v", err)
 		}
 	}
-	if body != nil && !json.Valid(body) {
-		return nil, invalidArgument("body", "the body is not one JSON value")
+	if !json.Valid(body) {
+		return nil, invalidArgument(field, "the body is not one JSON value")
 	}
-	out := jsonBody(&w)
-	if body != nil {
-		out = append(out[:len(out)-1], `,"body":`...)
-		out = append(out, bytes.TrimSpace(body)...)
-		out = append(out, '}')
-	}
-	return out, nil
+	return bytes.TrimSpace(body), nil
 }
 
 // Pushed is the answer to a push: the job's id, topic, run_at and state.

@@ -461,6 +461,40 @@ func TestClientE2E(t *testing.T) {
 		require.Equal(t, "rate.limit", requireAPIError(t, err, client.ErrInvalidArgument, 400).Field)
 	})
 
+	t.Run("Schedules", func(t *testing.T) {
+		t.Parallel()
+		ctx := t.Context()
+		start := time.Now().Add(time.Hour).Truncate(time.Minute)
+		s, err := dq.PutSchedule(ctx, "c.tick", &client.ScheduleConfig{Cron: "*/10 * * * * *", TimeZone: "Europe/Paris",
+			Topic: "c.ticks", Start: start, Missed: "all", MissedLimit: 3,
+			Job: client.ScheduleJob{Body: map[string]int{"n": 1}, Key: "tick", TTR: 2 * time.Minute, MaxAttempts: 4, Priority: -2}})
+		require.NoError(t, err)
+		require.Equal(t, "c.tick", s.Name)
+		require.Equal(t, 2*time.Minute, s.Job.TTR)
+		require.JSONEq(t, `{"n":1}`, string(s.Job.Body.(json.RawMessage)))
+		require.True(t, s.Start.Equal(start))
+		require.Len(t, s.NextRuns, 3)
+		require.True(t, s.NextRuns[0].Equal(start), "the first slot is start: %v", s.NextRuns)
+		require.True(t, s.LastSlot.IsZero())
+
+		got, err := dq.GetSchedule(ctx, "c.tick", 0)
+		require.NoError(t, err)
+		require.Empty(t, got.NextRuns)
+		require.Equal(t, s.UpdatedAt, got.UpdatedAt)
+		list, err := dq.ListSchedules(ctx, 1)
+		require.NoError(t, err)
+		require.NotEmpty(t, list)
+
+		_, err = dq.PutSchedule(ctx, "c.bad", &client.ScheduleConfig{Cron: "@every 1ms", Topic: "c.ticks"})
+		var apiErr *client.APIError
+		require.ErrorAs(t, err, &apiErr)
+		require.Equal(t, "cron", apiErr.Field)
+		require.NoError(t, dq.DeleteSchedule(ctx, "c.tick"))
+		require.ErrorIs(t, dq.DeleteSchedule(ctx, "c.tick"), client.ErrNotFound)
+		_, err = dq.GetSchedule(ctx, "c.tick", -1)
+		require.ErrorIs(t, err, client.ErrNotFound)
+	})
+
 	t.Run("ExportAndImport", func(t *testing.T) {
 		t.Parallel()
 		ctx := t.Context()
