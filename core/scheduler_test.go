@@ -189,3 +189,49 @@ func TestScheduleLoop(t *testing.T) {
 	require.Len(t, jobs, 1)
 	require.Equal(t, start.Add(90*time.Second), jobs[0].RunAt)
 }
+
+// TestScheduleDaylightSavingOnClock walks an engine's clock through a
+// fall-back and a spring-forward in New York, firing as it goes: each
+// wall-clock time fires once, and the slots of the gap once, at its end.
+func TestScheduleDaylightSavingOnClock(t *testing.T) {
+	t.Parallel()
+	ny, err := time.LoadLocation("America/New_York")
+	require.NoError(t, err)
+	for name, c := range map[string]struct {
+		from, to time.Time
+		want     []string
+	}{
+		"FallBack": {
+			from: time.Date(2026, 11, 1, 0, 10, 0, 0, ny), // EDT
+			to:   time.Date(2026, 11, 1, 3, 10, 0, 0, ny), // EST
+			want: []string{"00:30 EDT", "01:00 EDT", "01:30 EDT", "02:00 EST", "02:30 EST", "03:00 EST"},
+		},
+		"SpringForward": {
+			from: time.Date(2026, 3, 8, 1, 10, 0, 0, ny), // EST
+			to:   time.Date(2026, 3, 8, 4, 10, 0, 0, ny), // EDT
+			want: []string{"01:30 EST", "03:00 EDT", "03:30 EDT", "04:00 EDT"},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			clock := coretest.NewFakeClockAt(c.from)
+			store := memstore.New(memstore.Config{Clock: clock})
+			t.Cleanup(func() { _ = store.Close() })
+			e, err := core.NewEngine(core.EngineConfig{Store: store, Clock: clock})
+			require.NoError(t, err)
+			ctx := context.Background()
+			_, err = e.PutSchedule(ctx, &core.Schedule{Name: "half-hour", Cron: "*/30 * * * *", TimeZone: "America/New_York", Topic: "t"})
+			require.NoError(t, err)
+			var got []string
+			for clock.Now().Before(c.to) {
+				clock.Advance(5 * time.Minute)
+				e.FireSchedules(ctx)
+				for _, j := range drainTopic(t, e, "t") {
+					require.Equal(t, clock.Now().Truncate(30*time.Minute).UTC(), j.RunAt.UTC(), "fired on time")
+					got = append(got, j.RunAt.In(ny).Format("15:04 MST"))
+				}
+			}
+			require.Equal(t, c.want, got)
+		})
+	}
+}

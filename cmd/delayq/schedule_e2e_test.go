@@ -11,18 +11,33 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/delayq/delayq/backends/redisstore/redistest"
 	"github.com/delayq/delayq/core"
 )
 
-// TestE2ESchedules runs a per-second schedule on the default backend
-// through the CLI: its slots arrive as jobs, once each, across a restart
-// (the schedule and its cursor are on disk); get and list show the last
-// slot; /metrics counts the slots; bad input exits non-zero; delete stops
-// it.
+// TestE2ESchedules runs a per-second schedule on the default backend and
+// on Redis through the CLI: its slots arrive as jobs, once each, across a
+// restart (the schedule and its cursor are kept); get and list show the
+// last slot; /metrics counts the slots; bad input exits non-zero; delete
+// stops it.
 func TestE2ESchedules(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	srv := startServer(t, defaultArgs(dir)...)
+	t.Run("Local", func(t *testing.T) {
+		t.Parallel()
+		testSchedules(t, defaultArgs(t.TempDir()))
+	})
+	t.Run("Redis", func(t *testing.T) {
+		t.Parallel()
+		redistest.Require(t)
+		rs, err := redistest.StartServer(redistest.Options{Dir: t.TempDir(), AppendFsync: "everysec"})
+		require.NoError(t, err)
+		t.Cleanup(rs.Kill)
+		testSchedules(t, []string{"--backend", "redis", "--redis-url", rs.URL(), "--http", "127.0.0.1:0", "--nats-listen", "off"})
+	})
+}
+
+func testSchedules(t *testing.T, args []string) {
+	srv := startServer(t, args...)
 	run := func(args ...string) (int, string, string) {
 		t.Helper()
 		return runCLIWith(t, []string{"DELAYQ_SERVER=" + srv.HTTPURL}, "", args...)
@@ -70,7 +85,7 @@ func TestE2ESchedules(t *testing.T) {
 
 	// A restart keeps the schedule and its cursor: no slot again.
 	require.Equal(t, 0, srv.signal(syscall.SIGTERM, 30*time.Second))
-	srv = startServer(t, defaultArgs(dir)...)
+	srv = startServer(t, args...)
 	collect(len(seen) + 2)
 
 	code, out, stderr = run("schedule", "list", "--next", "0")
