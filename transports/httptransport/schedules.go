@@ -119,7 +119,7 @@ func optTime(t time.Time) *wireTime {
 func newScheduleView(sc *core.Schedule, now time.Time, next int) scheduleView {
 	v := scheduleView{
 		Name: sc.Name, Cron: sc.Cron, TimeZone: sc.TimeZone, Topic: sc.Topic,
-		Job: scheduleJobView{Body: sc.Job.Body, Key: sc.Job.Key, MaxAttempts: sc.Job.MaxAttempts, Priority: sc.Job.Priority},
+		Job:   scheduleJobView{Body: sc.Job.Body, Key: sc.Job.Key, MaxAttempts: sc.Job.MaxAttempts, Priority: sc.Job.Priority},
 		Start: optTime(sc.Start), End: optTime(sc.End), Paused: sc.Paused,
 		Missed: sc.Missed, MissedLimit: sc.MissedLimit,
 		CreatedAt: wireTime(sc.CreatedAt), UpdatedAt: wireTime(sc.UpdatedAt), LastSlot: optTime(sc.Cursor),
