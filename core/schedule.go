@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	// Schedules name IANA zones; a server image without a zoneinfo
 	// database (distroless, scratch) must still know them.
@@ -167,16 +168,12 @@ type spec struct {
 // cronParser reads 5 or 6 fields (seconds optional, first) and the
 // descriptors. Day of month and day of week, when both are restricted, must
 // both match (go-cron's rule).
-var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+var cronParser = cron.MustNewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
 func (s *Schedule) spec() (spec, error) {
-	loc := time.UTC
-	if s.TimeZone != "" {
-		l, err := time.LoadLocation(s.TimeZone)
-		if err != nil || s.TimeZone == "Local" {
-			return spec{}, Invalid("time_zone", "time_zone %q is not an IANA time zone name", s.TimeZone)
-		}
-		loc = l
+	loc, err := loadZone(s.TimeZone)
+	if err != nil {
+		return spec{}, err
 	}
 	c := strings.TrimSpace(s.Cron)
 	if c == "" {
@@ -198,6 +195,26 @@ func (s *Schedule) spec() (spec, error) {
 		return spec{}, Invalid("cron", "cron %q: %v", c, err)
 	}
 	return spec{loc: loc, cron: sched}, nil
+}
+
+// zones caches the locations loadZone loaded: time.LoadLocation reads and
+// parses the zone's file at each call, and the schedule loop asks often.
+var zones sync.Map // name -> *time.Location
+
+// loadZone returns the IANA zone name, UTC for "".
+func loadZone(name string) (*time.Location, error) {
+	if name == "" {
+		return time.UTC, nil
+	}
+	if l, ok := zones.Load(name); ok {
+		return l.(*time.Location), nil
+	}
+	l, err := time.LoadLocation(name)
+	if err != nil || name == "Local" {
+		return nil, Invalid("time_zone", "time_zone %q is not an IANA time zone name", name)
+	}
+	zones.Store(name, l)
+	return l, nil
 }
 
 // Next returns the schedule's first slot after t, or zero when it has none

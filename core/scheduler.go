@@ -22,7 +22,11 @@ func (s *Schedule) Upcoming(now time.Time, n int) []time.Time {
 			from = t
 		}
 	}
-	for t := s.Next(from); !t.IsZero() && len(out) < min(n, UpcomingMax); t = s.Next(t) {
+	sp, err := s.spec()
+	if err != nil {
+		return out
+	}
+	for t := s.next(sp, from); !t.IsZero() && len(out) < min(n, UpcomingMax); t = s.next(sp, t) {
 		out = append(out, t)
 	}
 	return out
