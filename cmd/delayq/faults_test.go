@@ -1,0 +1,362 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	toxiclient "github.com/Shopify/toxiproxy/v2/client"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/backends/natsstore/natstest"
+	"github.com/delayq/delayq/backends/redisstore/redistest"
+)
+
+// TestE2ENetworkFaults runs delayq against its backend (Redis, and a
+// separate nats-server) through Toxiproxy, embedded, while a producer
+// pushes 100 jobs a second and a consumer claims and acknowledges them:
+// 300 ms of latency, a 10 s partition (the proxy disabled: connections
+// refused and cut), connections reset mid-command, and a bandwidth limit,
+// each followed by a pause to heal. No job answered 2xx may be lost;
+// duplicates, the answers during each fault and the time to recover are
+// reported (the figures of docs/reliability.md; DELAYQ_FAULTS_REPORT=FILE
+// appends them to FILE as Markdown).
+func TestE2ENetworkFaults(t *testing.T) {
+	t.Parallel()
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		redistest.Require(t)
+		rs, err := redistest.StartServer(redistest.Options{Dir: t.TempDir(), AppendFsync: "everysec"})
+		require.NoError(t, err)
+		t.Cleanup(rs.Kill)
+		proxy := newToxiproxy(t, strings.TrimPrefix(rs.URL(), "redis://"))
+		testNetworkFaults(t, proxy, "--backend", "redis", "--redis-url", "redis://"+proxy.Listen,
+			"--http", "127.0.0.1:0", "--nats-listen", "off")
+	})
+	t.Run("nats", func(t *testing.T) {
+		t.Parallel()
+		ns := natstest.Start(t, natstest.Options{Dir: t.TempDir()})
+		t.Cleanup(ns.Kill)
+		proxy := newToxiproxy(t, strings.TrimPrefix(ns.URL(), "nats://"))
+		testNetworkFaults(t, proxy, "--backend", "nats", "--nats-url", "nats://"+proxy.Listen,
+			"--http", "127.0.0.1:0", "--nats-listen", "off")
+	})
+}
+
+// newToxiproxy runs a Toxiproxy server in process, with one proxy on a
+// free loopback port to upstream, removed at cleanup.
+func newToxiproxy(t *testing.T, upstream string) *toxiclient.Proxy {
+	t.Helper()
+	// Toxics log through zerolog's global logger, at trace level.
+	zerolog.SetGlobalLevel(zerolog.Disabled)
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	api := httptest.NewServer(srv.Routes())
+	t.Cleanup(func() {
+		_ = srv.Collection.Clear()
+		api.Close()
+	})
+	p, err := toxiclient.NewClient(api.URL).CreateProxy("backend", "127.0.0.1:0", upstream)
+	require.NoError(t, err)
+	return p
+}
+
+// faultPhase is one step of the fault program: a fault applied for a
+// while (or none: a pause to heal), then removed.
+type faultPhase struct {
+	name  string
+	last  time.Duration
+	apply func(p *toxiclient.Proxy) error
+	heal  func(p *toxiclient.Proxy) error
+}
+
+func toxic(name, typ string, attrs toxiclient.Attributes) (apply, heal func(p *toxiclient.Proxy) error) {
+	return func(p *toxiclient.Proxy) error {
+			// Both directions: a request and its answer.
+			if _, err := p.AddToxic(name+"-down", typ, "downstream", 1, attrs); err != nil {
+				return err
+			}
+			_, err := p.AddToxic(name+"-up", typ, "upstream", 1, attrs)
+			return err
+		}, func(p *toxiclient.Proxy) error {
+			return errorsJoin(p.RemoveToxic(name+"-down"), p.RemoveToxic(name+"-up"))
+		}
+}
+
+func errorsJoin(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func faultProgram() []faultPhase {
+	latency, latencyHeal := toxic("latency", "latency", toxiclient.Attributes{"latency": 300})
+	reset, resetHeal := toxic("reset", "reset_peer", toxiclient.Attributes{"timeout": 100})
+	slow, slowHeal := toxic("bandwidth", "bandwidth", toxiclient.Attributes{"rate": 16}) // KB/s
+	return []faultPhase{
+		{name: "baseline", last: 2 * time.Second},
+		{name: "latency 300 ms", last: 5 * time.Second, apply: latency, heal: latencyHeal},
+		{name: "after latency", last: 3 * time.Second},
+		{name: "partition 10 s", last: 10 * time.Second, apply: (*toxiclient.Proxy).Disable, heal: (*toxiclient.Proxy).Enable},
+		{name: "after partition", last: 5 * time.Second},
+		{name: "connections reset", last: 3 * time.Second, apply: reset, heal: resetHeal},
+		{name: "after reset", last: 3 * time.Second},
+		{name: "bandwidth 16 KB/s", last: 5 * time.Second, apply: slow, heal: slowHeal},
+		{name: "after bandwidth", last: 3 * time.Second},
+	}
+}
+
+// pushOutcome is what one push got.
+type pushOutcome struct {
+	phase   int
+	id      string // when answered 2xx
+	status  int    // 0: no answer
+	latency time.Duration
+	at      time.Time
+}
+
+func testNetworkFaults(t *testing.T, proxy *toxiclient.Proxy, args ...string) {
+	const topic = "e2e.faults"
+	srv := startServer(t, args...)
+	hc := &http.Client{Timeout: 20 * time.Second}
+	t.Cleanup(hc.CloseIdleConnections)
+	post := func(path string, body any) (int, []byte) {
+		b, _ := json.Marshal(body)
+		resp, err := hc.Post(srv.HTTPURL+path, "application/json", bytes.NewReader(b))
+		if err != nil {
+			return 0, nil
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, out
+	}
+
+	var (
+		mu       sync.Mutex
+		phase    int
+		outcomes []pushOutcome
+		acked    = map[string]int{} // acknowledgements that succeeded
+		claimed  = map[string]int{} // deliveries
+		healedAt = map[int]time.Time{} // phase -> when its fault was removed
+	)
+	currentPhase := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return phase
+	}
+	stopPush := make(chan struct{})
+	var pushers sync.WaitGroup
+	// Producers: 100 jobs a second, each due 200 ms later, from 4
+	// goroutines so that a push held by a fault does not hold the rate.
+	for w := range 4 {
+		pushers.Go(func() {
+			tick := time.NewTicker(40 * time.Millisecond)
+			defer tick.Stop()
+			for n := 0; ; n++ {
+				select {
+				case <-stopPush:
+					return
+				case <-tick.C:
+				}
+				ph := currentPhase()
+				start := time.Now()
+				status, out := post("/v1/jobs", map[string]any{"topic": topic, "delay": "200ms",
+					"body": map[string]any{"w": w, "n": n}})
+				o := pushOutcome{phase: ph, status: status, latency: time.Since(start), at: start}
+				if status == http.StatusCreated {
+					var j struct{ ID string }
+					if json.Unmarshal(out, &j) == nil {
+						o.id = j.ID
+					}
+				}
+				mu.Lock()
+				outcomes = append(outcomes, o)
+				mu.Unlock()
+			}
+		})
+	}
+	stopConsume := make(chan struct{})
+	var consumer sync.WaitGroup
+	consumer.Go(func() {
+		for {
+			select {
+			case <-stopConsume:
+				return
+			default:
+			}
+			status, out := post("/v1/topics/"+topic+"/claim", map[string]any{"max": 100, "wait": "1s"})
+			if status != http.StatusOK {
+				time.Sleep(50 * time.Millisecond) // the backend is failing: do not spin
+				continue
+			}
+			var res struct {
+				Jobs []struct{ ID, Lease string }
+			}
+			if json.Unmarshal(out, &res) != nil {
+				continue
+			}
+			acks := make([]map[string]string, 0, len(res.Jobs))
+			mu.Lock()
+			for _, j := range res.Jobs {
+				acks = append(acks, map[string]string{"id": j.ID, "lease": j.Lease})
+				claimed[j.ID]++
+			}
+			mu.Unlock()
+			if len(acks) == 0 {
+				continue
+			}
+			status, out = post("/v1/acks", map[string]any{"acks": acks})
+			if status != http.StatusOK {
+				continue // unacknowledged: delivered again after the ttr
+			}
+			var settled struct {
+				Results []struct {
+					Error *struct{ Code string } `json:"error"`
+				} `json:"results"`
+			}
+			if json.Unmarshal(out, &settled) != nil || len(settled.Results) != len(acks) {
+				continue
+			}
+			mu.Lock()
+			for i, r := range settled.Results {
+				if r.Error == nil {
+					acked[acks[i]["id"]]++
+				}
+			}
+			mu.Unlock()
+		}
+	})
+
+	program := faultProgram()
+	for i, ph := range program {
+		mu.Lock()
+		phase = i
+		mu.Unlock()
+		if ph.apply != nil {
+			require.NoError(t, ph.apply(proxy), ph.name)
+		}
+		time.Sleep(ph.last) // the fault lasts this long: the point of the phase
+		if ph.heal != nil {
+			require.NoError(t, ph.heal(proxy), ph.name)
+			mu.Lock()
+			healedAt[i] = time.Now()
+			mu.Unlock()
+		}
+	}
+	close(stopPush)
+	pushers.Wait()
+
+	// Every job answered 2xx must come out, at least once.
+	mu.Lock()
+	answered := map[string]bool{}
+	for _, o := range outcomes {
+		if o.id != "" {
+			answered[o.id] = true
+		}
+	}
+	mu.Unlock()
+	missing := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		var out []string
+		for id := range answered {
+			if acked[id] == 0 {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	require.Eventually(t, func() bool { return len(missing()) == 0 }, 120*time.Second, 200*time.Millisecond,
+		"jobs answered 2xx and never delivered")
+	close(stopConsume)
+	consumer.Wait()
+
+	mu.Lock()
+	defer mu.Unlock()
+	report := faultReport(args[1], program, outcomes, acked, claimed, healedAt)
+	t.Log("\n" + report)
+	if f := os.Getenv("DELAYQ_FAULTS_REPORT"); f != "" {
+		out, err := os.OpenFile(f, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		require.NoError(t, err)
+		_, err = out.WriteString(report + "\n")
+		require.NoError(t, errorsJoin(err, out.Close()))
+	}
+	require.NotEmpty(t, answered)
+}
+
+// faultReport tabulates the pushes of each phase: answered 2xx, 503, other
+// errors or none; latency of the 2xx and of the 503 answers; the time from
+// each fault's removal to the first 2xx push; jobs lost (answered 2xx,
+// never acknowledged) and delivered more than once.
+func faultReport(backend string, program []faultPhase, outcomes []pushOutcome, acked, claimed map[string]int, healedAt map[int]time.Time) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "#### %s\n\n", backend)
+	b.WriteString("| phase | pushes | 2xx | 503 | other | 2xx p50 / max | 503 p50 / max | first 2xx after heal |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	answered, dup := 0, 0
+	for i, ph := range program {
+		var ok, unavailable []time.Duration
+		other := 0
+		for _, o := range outcomes {
+			if o.phase != i {
+				continue
+			}
+			switch {
+			case o.status == http.StatusCreated:
+				ok = append(ok, o.latency)
+			case o.status == http.StatusServiceUnavailable:
+				unavailable = append(unavailable, o.latency)
+			default:
+				other++
+			}
+		}
+		healed := "-"
+		if at, ok := healedAt[i]; ok {
+			for _, o := range outcomes {
+				if o.status == http.StatusCreated && o.at.After(at) {
+					healed = o.at.Sub(at).Round(time.Millisecond).String()
+					break
+				}
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %s | %s | %s |\n", ph.name, len(ok)+len(unavailable)+other,
+			len(ok), len(unavailable), other, quantiles(ok), quantiles(unavailable), healed)
+	}
+	lost := 0
+	for _, o := range outcomes {
+		if o.id == "" {
+			continue
+		}
+		answered++
+		if acked[o.id] == 0 {
+			lost++
+		}
+		if claimed[o.id] > 1 {
+			dup++
+		}
+	}
+	fmt.Fprintf(&b, "\njobs answered 2xx: %d, lost: %d, delivered more than once: %d\n", answered, lost, dup)
+	return b.String()
+}
+
+func quantiles(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "-"
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2].Round(time.Millisecond).String() + " / " + ds[len(ds)-1].Round(time.Millisecond).String()
+}
