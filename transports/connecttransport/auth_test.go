@@ -8,9 +8,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/delayq/delayq/auth"
 	delayqv1 "github.com/delayq/delayq/gen/delayq/v1"
@@ -131,4 +134,23 @@ func TestReflection(t *testing.T) {
 	names, err := list(consumeToken)
 	require.NoError(t, err)
 	require.Contains(t, names, "delayq.v1.DelayqService")
+}
+
+// TestHostChecked checks that the HTTP API's Host check guards gRPC calls
+// too, so that a DNS rebinding name cannot reach them from a browser: a
+// call naming another host on a loopback listener is refused before any
+// token check, with the HTTP API's 421, which grpc-go reports as Unknown.
+func TestHostChecked(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	conn, err := grpc.NewClient("passthrough:///"+b.srv.Listener.Addr().String(),
+		grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithAuthority("rebind.example:80"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	err = conn.Invoke(t.Context(), method("Push"), &delayqv1.PushRequest{Job: &delayqv1.JobSpec{Topic: "mail"}}, &delayqv1.PushResponse{})
+	require.Equal(t, codes.Unknown, status.Code(err), "%v", err)
+	require.Contains(t, err.Error(), "421")
+	ts, err := b.engine.ListTopics(t.Context())
+	require.NoError(t, err)
+	require.Empty(t, ts, "nothing was pushed")
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -99,4 +100,25 @@ func TestAckNackBatch(t *testing.T) {
 
 	err := b.call(t, "", "AckBatch", &delayqv1.AckBatchRequest{}, &acks)
 	requireStatus(t, err, codes.InvalidArgument, "invalid_argument", "acks")
+}
+
+// TestClaimWaitsPastRequestDeadlines checks that a claim's wait is cut by
+// none of the deadlines the HTTP API sets for a request (its body's read,
+// its answer's write, which Claim moves past the wait), over HTTP/1.1 (the
+// Connect protocol) as over HTTP/2.
+func TestClaimWaitsPastRequestDeadlines(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *setupConfig) { c.http.BodyReadTimeout, c.http.WriteTimeout = 50*time.Millisecond, 100*time.Millisecond })
+	for _, h2c := range []bool{false, true} {
+		var opts []connect.ClientOption
+		if h2c {
+			opts = append(opts, connect.WithGRPC())
+		}
+		c := b.connectClient(t, h2c, opts...)
+		start := time.Now()
+		res, err := c.Claim(t.Context(), connect.NewRequest(&delayqv1.ClaimRequest{Topic: "idle", Wait: "400ms"}))
+		require.NoError(t, err, "h2c %v", h2c)
+		require.Empty(t, res.Msg.Jobs)
+		require.GreaterOrEqual(t, time.Since(start), 400*time.Millisecond, "h2c %v: the wait ran its course", h2c)
+	}
 }

@@ -41,6 +41,7 @@ type testBundle struct {
 // setupConfig changes the bundle's configuration before it starts.
 type setupConfig struct {
 	grpc   connecttransport.Config
+	http   httptransport.Config
 	tokens []auth.Token
 	limits core.Limits
 }
@@ -62,7 +63,9 @@ func setup(t *testing.T, mods ...func(*setupConfig)) *testBundle {
 	cfg.Engine, cfg.Logger, cfg.Tokens = engine, log, tokens
 	gs, err := connecttransport.New(cfg)
 	require.NoError(t, err)
-	api := httptransport.New(httptransport.Config{Engine: engine, Logger: log, Tokens: tokens})
+	hc := sc.http
+	hc.Engine, hc.Logger, hc.Tokens = engine, log, tokens
+	api := httptransport.New(hc)
 	gs.Register(api)
 	srv := httptest.NewUnstartedServer(api)
 	srv.Config.Protocols = new(http.Protocols)
