@@ -38,9 +38,10 @@ func (a *app) serveCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the delayq service",
-		Long: `Run the delayq service: the HTTP API on --http, and NATS intake
-(delayq.push.<topic>, delayq.cancel) and delivery (topics of delivery type
-nats) on every backend.
+		Long: `Run the delayq service: the HTTP API on --http, with WebSocket
+subscribers and the gRPC API (gRPC, gRPC-Web and Connect; HTTP/2 without TLS
+too) on the same listener, and NATS intake (delayq.push.<topic>,
+delayq.cancel) and delivery (topics of delivery type nats) on every backend.
 
 With the default local backend, jobs are kept in a Pebble database in
 <data>/local, which one process opens at a time: several instances need
@@ -193,7 +194,7 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	// Connections over the cap wait in the kernel's backlog until one
 	// closes, so that a flood of them cannot exhaust memory or descriptors.
 	ln = netutil.LimitListener(ln, cfg.HTTP.MaxConnections)
-	// WebSocket subscribers share the HTTP API's listener; NATS intake uses
+	// WebSocket subscribers and the gRPC API share the HTTP API's listener; NATS intake uses
 	// the NATS connection openStore gave (the NATS backend's, or
 	// startNATS's).
 	api := httptransport.New(httptransport.Config{
