@@ -2,6 +2,8 @@ package connecttransport_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"testing"
 	"time"
 
@@ -173,4 +175,34 @@ func TestConnectProtocols(t *testing.T) {
 		cancel()
 		require.Eventually(t, func() bool { return b.job(t, d.Id).State == core.StateDone }, 10*time.Second, 5*time.Millisecond)
 	}
+}
+
+// TestSubscribeSlowReader checks that a subscriber that does not read its
+// stream loses it within Config.SendTimeout once the connection's buffers
+// are full, and that what it held is released.
+func TestSubscribeSlowReader(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *setupConfig) {
+		c.grpc.SendTimeout = 200 * time.Millisecond
+		c.grpc.Recheck = time.Hour
+	})
+	// More than a loopback connection buffers: 48 bodies of 1 MB, random
+	// so that compression does not shrink them.
+	raw := make([]byte, 700<<10)
+	_, _ = rand.Read(raw)
+	body := `"` + base64.StdEncoding.EncodeToString(raw) + `"`
+	for range 48 {
+		b.push(t, "big", body)
+	}
+	c := b.connectClient(t, false) // HTTP/1.1: one connection, one stream
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := c.Subscribe(ctx, connect.NewRequest(&delayqv1.SubscribeRequest{Topic: "big", Prefetch: 48}))
+	require.NoError(t, err)
+	defer func() { _ = stream.Close() }()
+	// Nothing is read: the server gives up on the stream and releases.
+	require.Eventually(t, func() bool {
+		tp, err := b.engine.GetTopic(context.Background(), "big")
+		return err == nil && tp.Counts.Reserved == 0 && tp.Counts.Ready == 48
+	}, 20*time.Second, 10*time.Millisecond)
 }
