@@ -32,11 +32,12 @@
 // invalid_argument InvalidArgument, unauthenticated Unauthenticated,
 // permission_denied PermissionDenied, not_found NotFound, conflict Aborted,
 // too_large and rate_limited ResourceExhausted, unavailable Unavailable,
-// unimplemented Unimplemented, internal Internal. Each error carries a
-// delayq.v1.Error detail with the HTTP code, message and field, the
+// unimplemented Unimplemented, internal Internal. Each error of a handler
+// carries a delayq.v1.Error detail with the HTTP code, message and field, the
 // existing job of a conflict over an id (when the token may see its
 // topic), and when to retry. Batches answer each item's error in its
-// result, as the HTTP API does.
+// result, as the HTTP API does. Errors of the protocol (a malformed or
+// oversized message) are connect-go's own, without the detail.
 //
 // # Subscribe
 //
