@@ -108,7 +108,9 @@ func TestAckNackBatch(t *testing.T) {
 // Connect protocol) as over HTTP/2.
 func TestClaimWaitsPastRequestDeadlines(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *setupConfig) { c.http.BodyReadTimeout, c.http.WriteTimeout = 50*time.Millisecond, 100*time.Millisecond })
+	b := setup(t, func(c *setupConfig) {
+		c.http.BodyReadTimeout, c.http.WriteTimeout = 50*time.Millisecond, 100*time.Millisecond
+	})
 	for _, h2c := range []bool{false, true} {
 		var opts []connect.ClientOption
 		if h2c {
