@@ -138,7 +138,8 @@ func (c Config) Validate() error {
 
 // Server serves delayq.v1.DelayqService (proto/delayq/v1/delayq.proto) over
 // a core.Engine, and gRPC server reflection of it. Mount it with Register on
-// the HTTP API, or serve Handler alone. It is safe for concurrent use.
+// the HTTP API (or each of Routes on a mux of its own). It is safe for
+// concurrent use.
 type Server struct {
 	engine *core.Engine
 	log    *slog.Logger
@@ -195,16 +196,6 @@ func (s *Server) Register(mux interface {
 	for path, h := range s.Routes() {
 		mux.HandleOwnAuth(path, h)
 	}
-}
-
-// Handler returns a handler of Routes alone, for a listener of its own or
-// tests.
-func (s *Server) Handler() http.Handler {
-	mux := http.NewServeMux()
-	for path, h := range s.Routes() {
-		mux.Handle(path, h)
-	}
-	return mux
 }
 
 // Stop ends every Subscribe stream (answered Unavailable) and waits until
