@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/delayq/delayq/core"
@@ -128,4 +129,19 @@ func TestPushBatch(t *testing.T) {
 	requireStatus(t, err, codes.InvalidArgument, "invalid_argument", "jobs")
 	err = b.call(t, "", "PushBatch", &delayqv1.PushBatchRequest{Jobs: make([]*delayqv1.JobSpec, 4)}, &res)
 	requireStatus(t, err, codes.ResourceExhausted, "too_large", "jobs")
+}
+
+// TestPushTraceParent checks that a well-formed traceparent in the call's
+// metadata becomes the job's trace, and a malformed one is ignored.
+func TestPushTraceParent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	for id, header := range map[string]string{"traced": tp, "untraced": "00-zz"} {
+		ctx := metadata.AppendToOutgoingContext(t.Context(), "traceparent", header)
+		err := b.conn.Invoke(ctx, method("Push"), &delayqv1.PushRequest{Job: &delayqv1.JobSpec{Topic: "t", Id: id}}, &delayqv1.PushResponse{})
+		require.NoError(t, err)
+	}
+	require.Equal(t, tp, b.job(t, "traced").TraceParent)
+	require.Empty(t, b.job(t, "untraced").TraceParent)
 }
