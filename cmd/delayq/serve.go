@@ -194,9 +194,9 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	// Connections over the cap wait in the kernel's backlog until one
 	// closes, so that a flood of them cannot exhaust memory or descriptors.
 	ln = netutil.LimitListener(ln, cfg.HTTP.MaxConnections)
-	// WebSocket subscribers and the gRPC API share the HTTP API's listener; NATS intake uses
-	// the NATS connection openStore gave (the NATS backend's, or
-	// startNATS's).
+	// WebSocket subscribers and the gRPC API share the HTTP API's
+	// listener; NATS intake uses the NATS connection openStore gave (the
+	// NATS backend's, or startNATS's).
 	api := httptransport.New(httptransport.Config{
 		Engine:               engine,
 		Logger:               log,
