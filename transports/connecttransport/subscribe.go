@@ -51,7 +51,7 @@ func (s *Server) Subscribe(ctx context.Context, req *connect.Request[delayqv1.Su
 		return core.Invalid("prefetch", "prefetch must be between 1 and %d", PrefetchMax)
 	}
 	sub := &subscription{
-		srv: s, topic: topic, prefetch: prefetch, free: prefetch, stream: stream,
+		srv: s, topic: topic, free: prefetch, stream: stream,
 		rc: responseController(ctx), held: map[string]held{}, wake: make(chan struct{}, 1),
 	}
 	sub.ctx, sub.cancel = context.WithCancel(ctx)
@@ -131,10 +131,9 @@ func (s *Server) touched(id, lease string, expires time.Time) {
 // goroutine; unary calls of other goroutines give credit back through
 // forget.
 type subscription struct {
-	srv      *Server
-	topic    string
-	prefetch int
-	stream   *connect.ServerStream[delayqv1.SubscribeResponse]
+	srv    *Server
+	topic  string
+	stream *connect.ServerStream[delayqv1.SubscribeResponse]
 	// rc moves the deadline of each send; nil outside the HTTP server.
 	rc *http.ResponseController
 
