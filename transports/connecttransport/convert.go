@@ -171,6 +171,51 @@ func jobMessage(j *core.Job) *delayqv1.Job {
 	return m
 }
 
+// exportMessage is j as Export sends it: as GetJob shows it, but without
+// updated_at and lease_expires_at, as an export line of the HTTP API.
+func exportMessage(j *core.Job) *delayqv1.Job {
+	m := jobMessage(j)
+	m.UpdatedAt, m.LeaseExpiresAt = "", ""
+	return m
+}
+
+// importJob turns a job of an import into the engine's job, checking the
+// wire form only (Engine.Import validates the values); run_at and
+// created_at are times, ttr and the backoff's delays durations.
+// updated_at and lease_expires_at are ignored.
+func importJob(m *delayqv1.Job) (*core.Job, error) {
+	if m == nil {
+		return nil, core.Invalid("", "no job")
+	}
+	j := &core.Job{
+		ID: m.Id, Topic: m.Topic, Key: m.Key, MaxAttempts: int(m.MaxAttempts), Attempt: int(m.Attempt),
+		State: core.State(m.State), LastError: m.LastError, Priority: int(m.Priority), URL: m.Url,
+	}
+	if m.Body != "" {
+		j.Body = json.RawMessage(m.Body)
+	}
+	var err error
+	if m.RunAt != "" {
+		if j.RunAt, err = wire.ParseTimeText("run_at", m.RunAt); err != nil {
+			return nil, err
+		}
+	}
+	if m.CreatedAt != "" {
+		if j.CreatedAt, err = wire.ParseTimeText("created_at", m.CreatedAt); err != nil {
+			return nil, err
+		}
+	}
+	if j.TTR, err = parseDuration("ttr", m.Ttr); err != nil {
+		return nil, err
+	}
+	if m.Backoff != nil {
+		if j.RetryDelays, err = parseDelays("backoff.delays", m.Backoff.Delays); err != nil {
+			return nil, err
+		}
+	}
+	return j, nil
+}
+
 // jobMessages maps jobMessage over jobs.
 func jobMessages(jobs []*core.Job) []*delayqv1.Job {
 	out := make([]*delayqv1.Job, len(jobs))

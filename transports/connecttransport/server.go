@@ -25,8 +25,11 @@ const (
 	// WriteTimeoutDefault bounds the answer of a unary call from its
 	// start (a claim's from the end of its wait), as the HTTP API's.
 	WriteTimeoutDefault = 30 * time.Second
-	// SendTimeoutDefault bounds the send of one delivery of Subscribe.
+	// SendTimeoutDefault bounds the send of one delivery of Subscribe, or
+	// of one batch of Export.
 	SendTimeoutDefault = 10 * time.Second
+	// ReceiveTimeoutDefault bounds the arrival of each message of Import.
+	ReceiveTimeoutDefault = 30 * time.Second
 	// ClaimWaitDefault is how long one claim of a subscription waits.
 	ClaimWaitDefault = 30 * time.Second
 	// RecheckDefault is how often a subscription without credit reads the
@@ -72,12 +75,17 @@ type Config struct {
 	//
 	// Defaults to WriteTimeoutDefault (30s).
 	WriteTimeout time.Duration
-	// SendTimeout bounds the send of one delivery of Subscribe: a
-	// subscriber that does not take it in time loses the stream, and its
-	// deliveries are released.
+	// SendTimeout bounds the send of one delivery of Subscribe, or of one
+	// batch of Export: a subscriber that does not take it in time loses
+	// the stream, and its deliveries are released.
 	//
 	// Defaults to SendTimeoutDefault (10s).
 	SendTimeout time.Duration
+	// ReceiveTimeout bounds the arrival of each message of an Import
+	// stream, however long the whole import takes.
+	//
+	// Defaults to ReceiveTimeoutDefault (30s).
+	ReceiveTimeout time.Duration
 	// ClaimWait is how long one claim of a subscription waits for due jobs
 	// before it claims again.
 	//
@@ -111,6 +119,7 @@ func (c Config) WithDefaults() Config {
 	c.MaxRequestBytes = cmp.Or(c.MaxRequestBytes, MaxRequestBytesDefault)
 	c.WriteTimeout = cmp.Or(c.WriteTimeout, WriteTimeoutDefault)
 	c.SendTimeout = cmp.Or(c.SendTimeout, SendTimeoutDefault)
+	c.ReceiveTimeout = cmp.Or(c.ReceiveTimeout, ReceiveTimeoutDefault)
 	c.ClaimWait = cmp.Or(c.ClaimWait, ClaimWaitDefault)
 	c.Recheck = cmp.Or(c.Recheck, RecheckDefault)
 	c.OpTimeout = cmp.Or(c.OpTimeout, OpTimeoutDefault)
@@ -126,8 +135,8 @@ func (c Config) Validate() error {
 		return errors.New("connecttransport: Config.Engine is required")
 	case c.MaxRequestBytes < 0:
 		return errors.New("connecttransport: Config.MaxRequestBytes must not be negative")
-	case c.WriteTimeout < 0, c.SendTimeout < 0, c.Recheck < 0, c.OpTimeout < 0:
-		return errors.New("connecttransport: Config.WriteTimeout, SendTimeout, Recheck and OpTimeout must not be negative")
+	case c.WriteTimeout < 0, c.SendTimeout < 0, c.ReceiveTimeout < 0, c.Recheck < 0, c.OpTimeout < 0:
+		return errors.New("connecttransport: Config.WriteTimeout, SendTimeout, ReceiveTimeout, Recheck and OpTimeout must not be negative")
 	case c.ClaimWait < 0 || c.ClaimWait > core.ClaimWaitLimit:
 		return errors.New("connecttransport: Config.ClaimWait must be between 0 and " + core.ClaimWaitLimit.String())
 	case c.MaxSubscribers < 0:

@@ -3462,6 +3462,261 @@ func (x *ResumeTopicResponse) GetTopic() *Topic {
 	return nil
 }
 
+// ExportRequest is the argument of Export.
+type ExportRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportRequest) Reset() {
+	*x = ExportRequest{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportRequest) ProtoMessage() {}
+
+func (x *ExportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
+func (*ExportRequest) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{57}
+}
+
+// ExportResponse is a batch of exported jobs: the fields of Job but
+// updated_at and lease_expires_at, and never a lease.
+type ExportResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Jobs          []*Job                 `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportResponse) Reset() {
+	*x = ExportResponse{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportResponse) ProtoMessage() {}
+
+func (x *ExportResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportResponse.ProtoReflect.Descriptor instead.
+func (*ExportResponse) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *ExportResponse) GetJobs() []*Job {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+// ImportRequest is a batch of jobs to import, in the form Export sends
+// (updated_at and lease_expires_at are ignored). Each job is checked as a
+// line of POST /v1/import is: state scheduled, ready, reserved or dead,
+// run_at required.
+type ImportRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Jobs          []*Job                 `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportRequest) Reset() {
+	*x = ImportRequest{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportRequest) ProtoMessage() {}
+
+func (x *ImportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportRequest.ProtoReflect.Descriptor instead.
+func (*ImportRequest) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *ImportRequest) GetJobs() []*Job {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+// ImportResponse counts the jobs imported, skipped (their id was in use)
+// and failed, and lists the errors of the first 1000 that failed.
+type ImportResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Imported      int64                  `protobuf:"varint,1,opt,name=imported,proto3" json:"imported,omitempty"`
+	Skipped       int64                  `protobuf:"varint,2,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	Failed        int64                  `protobuf:"varint,3,opt,name=failed,proto3" json:"failed,omitempty"`
+	Errors        []*ImportError         `protobuf:"bytes,4,rep,name=errors,proto3" json:"errors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportResponse) Reset() {
+	*x = ImportResponse{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportResponse) ProtoMessage() {}
+
+func (x *ImportResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportResponse.ProtoReflect.Descriptor instead.
+func (*ImportResponse) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *ImportResponse) GetImported() int64 {
+	if x != nil {
+		return x.Imported
+	}
+	return 0
+}
+
+func (x *ImportResponse) GetSkipped() int64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+func (x *ImportResponse) GetFailed() int64 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *ImportResponse) GetErrors() []*ImportError {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
+// ImportError is the error of one job of an import.
+type ImportError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Index is the job's position among all the jobs of the stream, 1-based.
+	Index         int64  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Error         *Error `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportError) Reset() {
+	*x = ImportError{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportError) ProtoMessage() {}
+
+func (x *ImportError) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportError.ProtoReflect.Descriptor instead.
+func (*ImportError) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *ImportError) GetIndex() int64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ImportError) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 var File_delayq_v1_delayq_proto protoreflect.FileDescriptor
 
 const file_delayq_v1_delayq_proto_rawDesc = "" +
@@ -3709,7 +3964,20 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x12ResumeTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"=\n" +
 	"\x13ResumeTopicResponse\x12&\n" +
-	"\x05topic\x18\x01 \x01(\v2\x10.delayq.v1.TopicR\x05topic2\xea\v\n" +
+	"\x05topic\x18\x01 \x01(\v2\x10.delayq.v1.TopicR\x05topic\"\x0f\n" +
+	"\rExportRequest\"4\n" +
+	"\x0eExportResponse\x12\"\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x0e.delayq.v1.JobR\x04jobs\"3\n" +
+	"\rImportRequest\x12\"\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x0e.delayq.v1.JobR\x04jobs\"\x8e\x01\n" +
+	"\x0eImportResponse\x12\x1a\n" +
+	"\bimported\x18\x01 \x01(\x03R\bimported\x12\x18\n" +
+	"\askipped\x18\x02 \x01(\x03R\askipped\x12\x16\n" +
+	"\x06failed\x18\x03 \x01(\x03R\x06failed\x12.\n" +
+	"\x06errors\x18\x04 \x03(\v2\x16.delayq.v1.ImportErrorR\x06errors\"K\n" +
+	"\vImportError\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x03R\x05index\x12&\n" +
+	"\x05error\x18\x02 \x01(\v2\x10.delayq.v1.ErrorR\x05error2\xec\f\n" +
 	"\rDelayqService\x127\n" +
 	"\x04Push\x12\x16.delayq.v1.PushRequest\x1a\x17.delayq.v1.PushResponse\x12F\n" +
 	"\tPushBatch\x12\x1b.delayq.v1.PushBatchRequest\x1a\x1c.delayq.v1.PushBatchResponse\x12=\n" +
@@ -3734,7 +4002,9 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\vDeleteTopic\x12\x1d.delayq.v1.DeleteTopicRequest\x1a\x1e.delayq.v1.DeleteTopicResponse\x12I\n" +
 	"\n" +
 	"PauseTopic\x12\x1c.delayq.v1.PauseTopicRequest\x1a\x1d.delayq.v1.PauseTopicResponse\x12L\n" +
-	"\vResumeTopic\x12\x1d.delayq.v1.ResumeTopicRequest\x1a\x1e.delayq.v1.ResumeTopicResponseB1Z/github.com/delayq/delayq/gen/delayq/v1;delayqv1b\x06proto3"
+	"\vResumeTopic\x12\x1d.delayq.v1.ResumeTopicRequest\x1a\x1e.delayq.v1.ResumeTopicResponse\x12?\n" +
+	"\x06Export\x12\x18.delayq.v1.ExportRequest\x1a\x19.delayq.v1.ExportResponse0\x01\x12?\n" +
+	"\x06Import\x12\x18.delayq.v1.ImportRequest\x1a\x19.delayq.v1.ImportResponse(\x01B1Z/github.com/delayq/delayq/gen/delayq/v1;delayqv1b\x06proto3"
 
 var (
 	file_delayq_v1_delayq_proto_rawDescOnce sync.Once
@@ -3748,7 +4018,7 @@ func file_delayq_v1_delayq_proto_rawDescGZIP() []byte {
 	return file_delayq_v1_delayq_proto_rawDescData
 }
 
-var file_delayq_v1_delayq_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_delayq_v1_delayq_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_delayq_v1_delayq_proto_goTypes = []any{
 	(*Error)(nil),               // 0: delayq.v1.Error
 	(*JobSpec)(nil),             // 1: delayq.v1.JobSpec
@@ -3807,7 +4077,12 @@ var file_delayq_v1_delayq_proto_goTypes = []any{
 	(*PauseTopicResponse)(nil),  // 54: delayq.v1.PauseTopicResponse
 	(*ResumeTopicRequest)(nil),  // 55: delayq.v1.ResumeTopicRequest
 	(*ResumeTopicResponse)(nil), // 56: delayq.v1.ResumeTopicResponse
-	nil,                         // 57: delayq.v1.DeliveryConfig.HeadersEntry
+	(*ExportRequest)(nil),       // 57: delayq.v1.ExportRequest
+	(*ExportResponse)(nil),      // 58: delayq.v1.ExportResponse
+	(*ImportRequest)(nil),       // 59: delayq.v1.ImportRequest
+	(*ImportResponse)(nil),      // 60: delayq.v1.ImportResponse
+	(*ImportError)(nil),         // 61: delayq.v1.ImportError
+	nil,                         // 62: delayq.v1.DeliveryConfig.HeadersEntry
 }
 var file_delayq_v1_delayq_proto_depIdxs = []int32{
 	3,  // 0: delayq.v1.Error.job:type_name -> delayq.v1.Job
@@ -3832,7 +4107,7 @@ var file_delayq_v1_delayq_proto_depIdxs = []int32{
 	39, // 19: delayq.v1.TopicConfig.delivery:type_name -> delayq.v1.DeliveryConfig
 	40, // 20: delayq.v1.TopicConfig.backoff:type_name -> delayq.v1.BackoffConfig
 	41, // 21: delayq.v1.TopicConfig.rate:type_name -> delayq.v1.RateConfig
-	57, // 22: delayq.v1.DeliveryConfig.headers:type_name -> delayq.v1.DeliveryConfig.HeadersEntry
+	62, // 22: delayq.v1.DeliveryConfig.headers:type_name -> delayq.v1.DeliveryConfig.HeadersEntry
 	43, // 23: delayq.v1.Topic.delivery:type_name -> delayq.v1.DeliveryView
 	40, // 24: delayq.v1.Topic.backoff:type_name -> delayq.v1.BackoffConfig
 	41, // 25: delayq.v1.Topic.rate:type_name -> delayq.v1.RateConfig
@@ -3843,55 +4118,63 @@ var file_delayq_v1_delayq_proto_depIdxs = []int32{
 	42, // 30: delayq.v1.PutTopicResponse.topic:type_name -> delayq.v1.Topic
 	42, // 31: delayq.v1.PauseTopicResponse.topic:type_name -> delayq.v1.Topic
 	42, // 32: delayq.v1.ResumeTopicResponse.topic:type_name -> delayq.v1.Topic
-	5,  // 33: delayq.v1.DelayqService.Push:input_type -> delayq.v1.PushRequest
-	7,  // 34: delayq.v1.DelayqService.PushBatch:input_type -> delayq.v1.PushBatchRequest
-	10, // 35: delayq.v1.DelayqService.Replace:input_type -> delayq.v1.ReplaceRequest
-	11, // 36: delayq.v1.DelayqService.GetJob:input_type -> delayq.v1.GetJobRequest
-	13, // 37: delayq.v1.DelayqService.CancelJob:input_type -> delayq.v1.CancelJobRequest
-	15, // 38: delayq.v1.DelayqService.FindJobs:input_type -> delayq.v1.FindJobsRequest
-	17, // 39: delayq.v1.DelayqService.CancelByKey:input_type -> delayq.v1.CancelByKeyRequest
-	19, // 40: delayq.v1.DelayqService.Claim:input_type -> delayq.v1.ClaimRequest
-	21, // 41: delayq.v1.DelayqService.Subscribe:input_type -> delayq.v1.SubscribeRequest
-	23, // 42: delayq.v1.DelayqService.Ack:input_type -> delayq.v1.AckRequest
-	25, // 43: delayq.v1.DelayqService.Nack:input_type -> delayq.v1.NackRequest
-	27, // 44: delayq.v1.DelayqService.Touch:input_type -> delayq.v1.TouchRequest
-	29, // 45: delayq.v1.DelayqService.AckBatch:input_type -> delayq.v1.AckBatchRequest
-	32, // 46: delayq.v1.DelayqService.NackBatch:input_type -> delayq.v1.NackBatchRequest
-	34, // 47: delayq.v1.DelayqService.Requeue:input_type -> delayq.v1.RequeueRequest
-	36, // 48: delayq.v1.DelayqService.ListDead:input_type -> delayq.v1.ListDeadRequest
-	45, // 49: delayq.v1.DelayqService.GetTopic:input_type -> delayq.v1.GetTopicRequest
-	47, // 50: delayq.v1.DelayqService.ListTopics:input_type -> delayq.v1.ListTopicsRequest
-	49, // 51: delayq.v1.DelayqService.PutTopic:input_type -> delayq.v1.PutTopicRequest
-	51, // 52: delayq.v1.DelayqService.DeleteTopic:input_type -> delayq.v1.DeleteTopicRequest
-	53, // 53: delayq.v1.DelayqService.PauseTopic:input_type -> delayq.v1.PauseTopicRequest
-	55, // 54: delayq.v1.DelayqService.ResumeTopic:input_type -> delayq.v1.ResumeTopicRequest
-	6,  // 55: delayq.v1.DelayqService.Push:output_type -> delayq.v1.PushResponse
-	9,  // 56: delayq.v1.DelayqService.PushBatch:output_type -> delayq.v1.PushBatchResponse
-	6,  // 57: delayq.v1.DelayqService.Replace:output_type -> delayq.v1.PushResponse
-	12, // 58: delayq.v1.DelayqService.GetJob:output_type -> delayq.v1.GetJobResponse
-	14, // 59: delayq.v1.DelayqService.CancelJob:output_type -> delayq.v1.CancelJobResponse
-	16, // 60: delayq.v1.DelayqService.FindJobs:output_type -> delayq.v1.FindJobsResponse
-	18, // 61: delayq.v1.DelayqService.CancelByKey:output_type -> delayq.v1.CancelByKeyResponse
-	20, // 62: delayq.v1.DelayqService.Claim:output_type -> delayq.v1.ClaimResponse
-	22, // 63: delayq.v1.DelayqService.Subscribe:output_type -> delayq.v1.SubscribeResponse
-	24, // 64: delayq.v1.DelayqService.Ack:output_type -> delayq.v1.AckResponse
-	26, // 65: delayq.v1.DelayqService.Nack:output_type -> delayq.v1.NackResponse
-	28, // 66: delayq.v1.DelayqService.Touch:output_type -> delayq.v1.TouchResponse
-	31, // 67: delayq.v1.DelayqService.AckBatch:output_type -> delayq.v1.AckBatchResponse
-	33, // 68: delayq.v1.DelayqService.NackBatch:output_type -> delayq.v1.NackBatchResponse
-	35, // 69: delayq.v1.DelayqService.Requeue:output_type -> delayq.v1.RequeueResponse
-	37, // 70: delayq.v1.DelayqService.ListDead:output_type -> delayq.v1.ListDeadResponse
-	46, // 71: delayq.v1.DelayqService.GetTopic:output_type -> delayq.v1.GetTopicResponse
-	48, // 72: delayq.v1.DelayqService.ListTopics:output_type -> delayq.v1.ListTopicsResponse
-	50, // 73: delayq.v1.DelayqService.PutTopic:output_type -> delayq.v1.PutTopicResponse
-	52, // 74: delayq.v1.DelayqService.DeleteTopic:output_type -> delayq.v1.DeleteTopicResponse
-	54, // 75: delayq.v1.DelayqService.PauseTopic:output_type -> delayq.v1.PauseTopicResponse
-	56, // 76: delayq.v1.DelayqService.ResumeTopic:output_type -> delayq.v1.ResumeTopicResponse
-	55, // [55:77] is the sub-list for method output_type
-	33, // [33:55] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	3,  // 33: delayq.v1.ExportResponse.jobs:type_name -> delayq.v1.Job
+	3,  // 34: delayq.v1.ImportRequest.jobs:type_name -> delayq.v1.Job
+	61, // 35: delayq.v1.ImportResponse.errors:type_name -> delayq.v1.ImportError
+	0,  // 36: delayq.v1.ImportError.error:type_name -> delayq.v1.Error
+	5,  // 37: delayq.v1.DelayqService.Push:input_type -> delayq.v1.PushRequest
+	7,  // 38: delayq.v1.DelayqService.PushBatch:input_type -> delayq.v1.PushBatchRequest
+	10, // 39: delayq.v1.DelayqService.Replace:input_type -> delayq.v1.ReplaceRequest
+	11, // 40: delayq.v1.DelayqService.GetJob:input_type -> delayq.v1.GetJobRequest
+	13, // 41: delayq.v1.DelayqService.CancelJob:input_type -> delayq.v1.CancelJobRequest
+	15, // 42: delayq.v1.DelayqService.FindJobs:input_type -> delayq.v1.FindJobsRequest
+	17, // 43: delayq.v1.DelayqService.CancelByKey:input_type -> delayq.v1.CancelByKeyRequest
+	19, // 44: delayq.v1.DelayqService.Claim:input_type -> delayq.v1.ClaimRequest
+	21, // 45: delayq.v1.DelayqService.Subscribe:input_type -> delayq.v1.SubscribeRequest
+	23, // 46: delayq.v1.DelayqService.Ack:input_type -> delayq.v1.AckRequest
+	25, // 47: delayq.v1.DelayqService.Nack:input_type -> delayq.v1.NackRequest
+	27, // 48: delayq.v1.DelayqService.Touch:input_type -> delayq.v1.TouchRequest
+	29, // 49: delayq.v1.DelayqService.AckBatch:input_type -> delayq.v1.AckBatchRequest
+	32, // 50: delayq.v1.DelayqService.NackBatch:input_type -> delayq.v1.NackBatchRequest
+	34, // 51: delayq.v1.DelayqService.Requeue:input_type -> delayq.v1.RequeueRequest
+	36, // 52: delayq.v1.DelayqService.ListDead:input_type -> delayq.v1.ListDeadRequest
+	45, // 53: delayq.v1.DelayqService.GetTopic:input_type -> delayq.v1.GetTopicRequest
+	47, // 54: delayq.v1.DelayqService.ListTopics:input_type -> delayq.v1.ListTopicsRequest
+	49, // 55: delayq.v1.DelayqService.PutTopic:input_type -> delayq.v1.PutTopicRequest
+	51, // 56: delayq.v1.DelayqService.DeleteTopic:input_type -> delayq.v1.DeleteTopicRequest
+	53, // 57: delayq.v1.DelayqService.PauseTopic:input_type -> delayq.v1.PauseTopicRequest
+	55, // 58: delayq.v1.DelayqService.ResumeTopic:input_type -> delayq.v1.ResumeTopicRequest
+	57, // 59: delayq.v1.DelayqService.Export:input_type -> delayq.v1.ExportRequest
+	59, // 60: delayq.v1.DelayqService.Import:input_type -> delayq.v1.ImportRequest
+	6,  // 61: delayq.v1.DelayqService.Push:output_type -> delayq.v1.PushResponse
+	9,  // 62: delayq.v1.DelayqService.PushBatch:output_type -> delayq.v1.PushBatchResponse
+	6,  // 63: delayq.v1.DelayqService.Replace:output_type -> delayq.v1.PushResponse
+	12, // 64: delayq.v1.DelayqService.GetJob:output_type -> delayq.v1.GetJobResponse
+	14, // 65: delayq.v1.DelayqService.CancelJob:output_type -> delayq.v1.CancelJobResponse
+	16, // 66: delayq.v1.DelayqService.FindJobs:output_type -> delayq.v1.FindJobsResponse
+	18, // 67: delayq.v1.DelayqService.CancelByKey:output_type -> delayq.v1.CancelByKeyResponse
+	20, // 68: delayq.v1.DelayqService.Claim:output_type -> delayq.v1.ClaimResponse
+	22, // 69: delayq.v1.DelayqService.Subscribe:output_type -> delayq.v1.SubscribeResponse
+	24, // 70: delayq.v1.DelayqService.Ack:output_type -> delayq.v1.AckResponse
+	26, // 71: delayq.v1.DelayqService.Nack:output_type -> delayq.v1.NackResponse
+	28, // 72: delayq.v1.DelayqService.Touch:output_type -> delayq.v1.TouchResponse
+	31, // 73: delayq.v1.DelayqService.AckBatch:output_type -> delayq.v1.AckBatchResponse
+	33, // 74: delayq.v1.DelayqService.NackBatch:output_type -> delayq.v1.NackBatchResponse
+	35, // 75: delayq.v1.DelayqService.Requeue:output_type -> delayq.v1.RequeueResponse
+	37, // 76: delayq.v1.DelayqService.ListDead:output_type -> delayq.v1.ListDeadResponse
+	46, // 77: delayq.v1.DelayqService.GetTopic:output_type -> delayq.v1.GetTopicResponse
+	48, // 78: delayq.v1.DelayqService.ListTopics:output_type -> delayq.v1.ListTopicsResponse
+	50, // 79: delayq.v1.DelayqService.PutTopic:output_type -> delayq.v1.PutTopicResponse
+	52, // 80: delayq.v1.DelayqService.DeleteTopic:output_type -> delayq.v1.DeleteTopicResponse
+	54, // 81: delayq.v1.DelayqService.PauseTopic:output_type -> delayq.v1.PauseTopicResponse
+	56, // 82: delayq.v1.DelayqService.ResumeTopic:output_type -> delayq.v1.ResumeTopicResponse
+	58, // 83: delayq.v1.DelayqService.Export:output_type -> delayq.v1.ExportResponse
+	60, // 84: delayq.v1.DelayqService.Import:output_type -> delayq.v1.ImportResponse
+	61, // [61:85] is the sub-list for method output_type
+	37, // [37:61] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_delayq_v1_delayq_proto_init() }
@@ -3907,7 +4190,7 @@ func file_delayq_v1_delayq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_delayq_v1_delayq_proto_rawDesc), len(file_delayq_v1_delayq_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   58,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

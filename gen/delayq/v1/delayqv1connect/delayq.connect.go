@@ -98,6 +98,10 @@ const (
 	// DelayqServiceResumeTopicProcedure is the fully-qualified name of the DelayqService's ResumeTopic
 	// RPC.
 	DelayqServiceResumeTopicProcedure = "/delayq.v1.DelayqService/ResumeTopic"
+	// DelayqServiceExportProcedure is the fully-qualified name of the DelayqService's Export RPC.
+	DelayqServiceExportProcedure = "/delayq.v1.DelayqService/Export"
+	// DelayqServiceImportProcedure is the fully-qualified name of the DelayqService's Import RPC.
+	DelayqServiceImportProcedure = "/delayq.v1.DelayqService/Import"
 )
 
 // DelayqServiceClient is a client for the delayq.v1.DelayqService service.
@@ -166,6 +170,13 @@ type DelayqServiceClient interface {
 	// ResumeTopic starts them again (POST /v1/topics/{topic}/resume).
 	// Scope admin.
 	ResumeTopic(context.Context, *connect.Request[v1.ResumeTopicRequest]) (*connect.Response[v1.ResumeTopicResponse], error)
+	// Export streams every scheduled, ready, reserved and dead job, in
+	// batches (GET /v1/export). Scope admin.
+	Export(context.Context, *connect.Request[v1.ExportRequest]) (*connect.ServerStreamForClient[v1.ExportResponse], error)
+	// Import stores exported jobs whose id is not in use, sent as a stream of
+	// batches, and answers the counts once the stream ends
+	// (POST /v1/import). Scope admin.
+	Import(context.Context) *connect.ClientStreamForClient[v1.ImportRequest, v1.ImportResponse]
 }
 
 // NewDelayqServiceClient constructs a client for the delayq.v1.DelayqService service. By default,
@@ -311,6 +322,18 @@ func NewDelayqServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(delayqServiceMethods.ByName("ResumeTopic")),
 			connect.WithClientOptions(opts...),
 		),
+		export: connect.NewClient[v1.ExportRequest, v1.ExportResponse](
+			httpClient,
+			baseURL+DelayqServiceExportProcedure,
+			connect.WithSchema(delayqServiceMethods.ByName("Export")),
+			connect.WithClientOptions(opts...),
+		),
+		_import: connect.NewClient[v1.ImportRequest, v1.ImportResponse](
+			httpClient,
+			baseURL+DelayqServiceImportProcedure,
+			connect.WithSchema(delayqServiceMethods.ByName("Import")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -338,6 +361,8 @@ type delayqServiceClient struct {
 	deleteTopic *connect.Client[v1.DeleteTopicRequest, v1.DeleteTopicResponse]
 	pauseTopic  *connect.Client[v1.PauseTopicRequest, v1.PauseTopicResponse]
 	resumeTopic *connect.Client[v1.ResumeTopicRequest, v1.ResumeTopicResponse]
+	export      *connect.Client[v1.ExportRequest, v1.ExportResponse]
+	_import     *connect.Client[v1.ImportRequest, v1.ImportResponse]
 }
 
 // Push calls delayq.v1.DelayqService.Push.
@@ -450,6 +475,16 @@ func (c *delayqServiceClient) ResumeTopic(ctx context.Context, req *connect.Requ
 	return c.resumeTopic.CallUnary(ctx, req)
 }
 
+// Export calls delayq.v1.DelayqService.Export.
+func (c *delayqServiceClient) Export(ctx context.Context, req *connect.Request[v1.ExportRequest]) (*connect.ServerStreamForClient[v1.ExportResponse], error) {
+	return c.export.CallServerStream(ctx, req)
+}
+
+// Import calls delayq.v1.DelayqService.Import.
+func (c *delayqServiceClient) Import(ctx context.Context) *connect.ClientStreamForClient[v1.ImportRequest, v1.ImportResponse] {
+	return c._import.CallClientStream(ctx)
+}
+
 // DelayqServiceHandler is an implementation of the delayq.v1.DelayqService service.
 type DelayqServiceHandler interface {
 	// Push creates a job (POST /v1/jobs). Scope push.
@@ -516,6 +551,13 @@ type DelayqServiceHandler interface {
 	// ResumeTopic starts them again (POST /v1/topics/{topic}/resume).
 	// Scope admin.
 	ResumeTopic(context.Context, *connect.Request[v1.ResumeTopicRequest]) (*connect.Response[v1.ResumeTopicResponse], error)
+	// Export streams every scheduled, ready, reserved and dead job, in
+	// batches (GET /v1/export). Scope admin.
+	Export(context.Context, *connect.Request[v1.ExportRequest], *connect.ServerStream[v1.ExportResponse]) error
+	// Import stores exported jobs whose id is not in use, sent as a stream of
+	// batches, and answers the counts once the stream ends
+	// (POST /v1/import). Scope admin.
+	Import(context.Context, *connect.ClientStream[v1.ImportRequest]) (*connect.Response[v1.ImportResponse], error)
 }
 
 // NewDelayqServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -657,6 +699,18 @@ func NewDelayqServiceHandler(svc DelayqServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(delayqServiceMethods.ByName("ResumeTopic")),
 		connect.WithHandlerOptions(opts...),
 	)
+	delayqServiceExportHandler := connect.NewServerStreamHandler(
+		DelayqServiceExportProcedure,
+		svc.Export,
+		connect.WithSchema(delayqServiceMethods.ByName("Export")),
+		connect.WithHandlerOptions(opts...),
+	)
+	delayqServiceImportHandler := connect.NewClientStreamHandler(
+		DelayqServiceImportProcedure,
+		svc.Import,
+		connect.WithSchema(delayqServiceMethods.ByName("Import")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/delayq.v1.DelayqService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case DelayqServicePushProcedure:
@@ -703,6 +757,10 @@ func NewDelayqServiceHandler(svc DelayqServiceHandler, opts ...connect.HandlerOp
 			delayqServicePauseTopicHandler.ServeHTTP(w, r)
 		case DelayqServiceResumeTopicProcedure:
 			delayqServiceResumeTopicHandler.ServeHTTP(w, r)
+		case DelayqServiceExportProcedure:
+			delayqServiceExportHandler.ServeHTTP(w, r)
+		case DelayqServiceImportProcedure:
+			delayqServiceImportHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -798,4 +856,12 @@ func (UnimplementedDelayqServiceHandler) PauseTopic(context.Context, *connect.Re
 
 func (UnimplementedDelayqServiceHandler) ResumeTopic(context.Context, *connect.Request[v1.ResumeTopicRequest]) (*connect.Response[v1.ResumeTopicResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("delayq.v1.DelayqService.ResumeTopic is not implemented"))
+}
+
+func (UnimplementedDelayqServiceHandler) Export(context.Context, *connect.Request[v1.ExportRequest], *connect.ServerStream[v1.ExportResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("delayq.v1.DelayqService.Export is not implemented"))
+}
+
+func (UnimplementedDelayqServiceHandler) Import(context.Context, *connect.ClientStream[v1.ImportRequest]) (*connect.Response[v1.ImportResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("delayq.v1.DelayqService.Import is not implemented"))
 }
