@@ -131,3 +131,20 @@ func TestExportImportAccess(t *testing.T) {
 	_, err = b.engine.Get(context.Background(), "x1")
 	require.ErrorIs(t, err, core.ErrNotFound)
 }
+
+// TestImportStalled checks that an import whose next message does not come
+// within Config.ReceiveTimeout is ended by the server rather than held.
+func TestImportStalled(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *setupConfig) { c.grpc.ReceiveTimeout = 100 * time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := b.conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true}, method("Import"))
+	require.NoError(t, err)
+	require.NoError(t, cs.SendMsg(&delayqv1.ImportRequest{Jobs: []*delayqv1.Job{{Id: "a", Topic: "t", State: "ready", RunAt: "2026-01-01T00:00:00Z"}}}))
+	// No more messages and no end of the stream: the server gives up.
+	var res delayqv1.ImportResponse
+	err = cs.RecvMsg(&res)
+	require.Error(t, err)
+	require.NoError(t, ctx.Err(), "ended by the server, not by the test's deadline")
+}
