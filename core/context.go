@@ -7,6 +7,7 @@ const (
 	TransportHTTP      = "http"
 	TransportWebSocket = "websocket"
 	TransportNATS      = "nats"
+	TransportGRPC      = "grpc"
 )
 
 // transportKey is the context key of WithTransport.

@@ -508,7 +508,8 @@ type httpFlags struct {
 	// MaxConnections bounds the listener's open connections, WebSocket
 	// subscribers and idle keep-alive connections included.
 	MaxConnections int
-	// MaxSubscribers bounds the WebSocket subscribers served at once.
+	// MaxSubscribers bounds the WebSocket subscribers served at once, and
+	// the gRPC Subscribe streams, each on its own.
 	MaxSubscribers int
 	// BodyReadTimeout bounds the read of a request body.
 	BodyReadTimeout time.Duration
@@ -531,7 +532,7 @@ func defaultHTTPFlags() httpFlags {
 // addFlags defines the HTTP flags on fs, bound to f.
 func (f *httpFlags) addFlags(fs *pflag.FlagSet) {
 	fs.Var(&positiveIntValue{p: &f.MaxConnections}, "max-connections", "most connections the HTTP listener holds open at once (WebSocket and idle keep-alive ones included); more wait to be accepted")
-	fs.Var(&positiveIntValue{p: &f.MaxSubscribers}, "max-subscribers", "most WebSocket subscribers served at once; more are answered 503 with Retry-After")
+	fs.Var(&positiveIntValue{p: &f.MaxSubscribers}, "max-subscribers", "most WebSocket subscribers served at once, and most gRPC Subscribe streams; more are answered 503 with Retry-After (gRPC: Unavailable)")
 	fs.Var(&positiveDurationValue{p: &f.BodyReadTimeout}, "body-read-timeout", "how long a request body may take to arrive (for an import, each read of it); then 400 and the connection is closed")
 	fs.StringSliceVar(&f.AllowedHosts, "allowed-hosts", f.AllowedHosts, "Host header names the HTTP API serves, comma-separated (queue.example.com, *.example.com, an address, *); when empty, a request on a loopback address must name localhost or a loopback address")
 	fs.StringSliceVar(&f.TrustedOrigins, "trusted-origins", f.TrustedOrigins, "browser origins (https://app.example.com) allowed to send cross-origin requests that change state and to subscribe by WebSocket, comma-separated")

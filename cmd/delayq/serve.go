@@ -25,6 +25,7 @@ import (
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/natsserver"
 	"github.com/delayq/delayq/telemetry"
+	"github.com/delayq/delayq/transports/connecttransport"
 	"github.com/delayq/delayq/transports/httptransport"
 	"github.com/delayq/delayq/transports/natstransport"
 	"github.com/delayq/delayq/transports/webhook"
@@ -37,9 +38,10 @@ func (a *app) serveCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the delayq service",
-		Long: `Run the delayq service: the HTTP API on --http, and NATS intake
-(delayq.push.<topic>, delayq.cancel) and delivery (topics of delivery type
-nats) on every backend.
+		Long: `Run the delayq service: the HTTP API on --http, with WebSocket
+subscribers and the gRPC API (gRPC, gRPC-Web and Connect; HTTP/2 without TLS
+too) on the same listener, and NATS intake (delayq.push.<topic>,
+delayq.cancel) and delivery (topics of delivery type nats) on every backend.
 
 With the default local backend, jobs are kept in a Pebble database in
 <data>/local, which one process opens at a time: several instances need
@@ -192,9 +194,9 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	// Connections over the cap wait in the kernel's backlog until one
 	// closes, so that a flood of them cannot exhaust memory or descriptors.
 	ln = netutil.LimitListener(ln, cfg.HTTP.MaxConnections)
-	// WebSocket subscribers share the HTTP API's listener; NATS intake uses
-	// the NATS connection openStore gave (the NATS backend's, or
-	// startNATS's).
+	// WebSocket subscribers and the gRPC API share the HTTP API's
+	// listener; NATS intake uses the NATS connection openStore gave (the
+	// NATS backend's, or startNATS's).
 	api := httptransport.New(httptransport.Config{
 		Engine:               engine,
 		Logger:               log,
@@ -215,6 +217,18 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 		MaxSubscribers:  cfg.HTTP.MaxSubscribers,
 		OriginPatterns:  cfg.HTTP.TrustedOrigins,
 	})
+	// The gRPC API (gRPC, gRPC-Web and Connect) shares the listener too:
+	// HTTP/2 without TLS (h2c) on a plain listener, as gRPC clients speak.
+	var grpcAPI *connecttransport.Server
+	if err == nil {
+		grpcAPI, err = connecttransport.New(connecttransport.Config{
+			Engine:               engine,
+			Logger:               log,
+			Tokens:               acc.tokens,
+			NATSDeliverySubjects: cfg.NATSDeliverySubjects,
+			MaxSubscribers:       cfg.HTTP.MaxSubscribers,
+		})
+	}
 	var natsIn *natstransport.Intake
 	if err == nil && natsConn != nil {
 		if natsIn, err = natstransport.NewIntake(natstransport.IntakeConfig{Conn: natsConn, Engine: engine, Logger: log}); err == nil {
@@ -227,6 +241,7 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 		return err
 	}
 	subscribers.Register(api)
+	grpcAPI.Register(api)
 	if natsIn != nil {
 		log.Info("nats intake listening", "push", natsIn.PushSubject("<topic>"), "cancel", natsIn.CancelSubject())
 	}
@@ -242,7 +257,15 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		Protocols:         new(http.Protocols),
+		// An HTTP/2 connection that does not answer a ping is closed, so
+		// that a gRPC stream to a peer that vanished ends and releases its
+		// deliveries, as a WebSocket subscriber's does.
+		HTTP2: &http.HTTP2Config{SendPingTimeout: 20 * time.Second, PingTimeout: 10 * time.Second},
 	}
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetHTTP2(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- acc.serve(srv, ln) }()
 	log.Info("http listening", "addr", ln.Addr().String(), "tls", acc.tls != nil, "max_connections", cfg.HTTP.MaxConnections)
@@ -268,6 +291,10 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 		if err := natsIn.Stop(sctx); err != nil {
 			log.Warn("nats intake stopped before answering every message it had received", "err", err)
 		}
+	}
+	// gRPC streams end first: http.Server.Shutdown would wait for them.
+	if err := grpcAPI.Stop(sctx); err != nil {
+		log.Warn("grpc subscribers still closing at the shutdown timeout", "err", err)
 	}
 	grace := time.AfterFunc(min(drainGrace, cfg.ShutdownTimeout/2), cancelBase)
 	if err := srv.Shutdown(sctx); err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/delayq/delayq/auth"
 	"github.com/delayq/delayq/core"
@@ -43,6 +42,9 @@ var routeAccessTable = map[string]routeAccess{
 
 // access returns what the route of pattern asks of a token.
 func (s *Server) access(pattern string) routeAccess {
+	if _, own := s.ownAuth.Load(pattern); own {
+		return routeAccess{open: true} // the handler authenticates
+	}
 	a, ok := routeAccessTable[pattern]
 	if !ok {
 		return routeAccess{scopes: []auth.Scope{auth.ScopeAdmin}}
@@ -159,29 +161,17 @@ func (s *Server) allowJob(r *http.Request, jobID string) error {
 	return wire.WithMessage(fmt.Sprintf("token %q may not use job %q", id.Name, job.ID), wire.ErrPermissionDenied)
 }
 
-// allowIntake takes n jobs from the intake quota of the request's token
-// (none without tokens, or for a token without a quota), all or none, so
-// that a refused batch stores nothing. Over the quota it returns a
-// *wire.RateLimitError (429 rate_limited with Retry-After); more jobs than
-// the token's burst, which no wait would allow, a *core.FieldError
-// wrapping core.ErrTooLarge on jobs.
+// allowIntake takes n jobs from the intake quota of the request's token,
+// as wire.AllowIntake does: over the quota a *wire.RateLimitError (429
+// rate_limited with Retry-After); more jobs than the token's burst a
+// *core.FieldError wrapping core.ErrTooLarge on jobs.
 func (s *Server) allowIntake(r *http.Request, n int) error {
 	id := identityFrom(r.Context())
-	if id == nil {
-		return nil
+	err := wire.AllowIntake(id, n)
+	if _, limited := errors.AsType[*wire.RateLimitError](err); limited {
+		s.log.Info("httptransport: intake quota exceeded", "token", id.Name, "method", r.Method, "path", r.URL.Path, "jobs", n, "err", err)
 	}
-	if burst, ok := id.IntakeBurst(); ok && n > burst {
-		return core.TooLarge("jobs", "token %q may send at most %d jobs at once (its intake_burst), not %d", id.Name, burst, n)
-	}
-	wait, ok := id.AllowIntake(n)
-	if ok {
-		return nil
-	}
-	s.log.Info("httptransport: intake quota exceeded", "token", id.Name, "method", r.Method, "path", r.URL.Path, "jobs", n, "retry_after", wait)
-	return &wire.RateLimitError{
-		Message:    fmt.Sprintf("token %q is over its intake quota: %d more jobs are allowed in %s", id.Name, n, wait.Round(time.Millisecond)),
-		RetryAfter: wait,
-	}
+	return err
 }
 
 // guard wraps a handler mounted with Handle so that it checks the topic of

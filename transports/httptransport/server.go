@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -155,6 +156,8 @@ type Server struct {
 	backupDir       string
 	backup          func(ctx context.Context, dir string) error
 	backupRunning   atomic.Bool // one backup at a time
+	// ownAuth holds the patterns mounted with HandleOwnAuth.
+	ownAuth sync.Map
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -233,6 +236,18 @@ func New(cfg Config) *Server {
 // token's. It panics, as ServeMux does, when pattern is invalid or
 // conflicts with a route already mounted. It is safe to call while serving.
 func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, s.guard(pattern, h)) }
+
+// HandleOwnAuth mounts h for pattern as Handle does, but leaves
+// authentication to h, which answers in a protocol of its own: the gRPC
+// transport, whose calls carry their token in metadata and are refused with
+// gRPC statuses. The request still gets the Host and cross-origin checks
+// (answered with the JSON error body) and the deadlines of every request,
+// which h may move with http.NewResponseController. It panics as Handle
+// does; it is safe to call while serving.
+func (s *Server) HandleOwnAuth(pattern string, h http.Handler) {
+	s.ownAuth.Store(pattern, true)
+	s.mux.Handle(pattern, h)
+}
 
 // ServeHTTP implements http.Handler. It sets the request's deadlines, then
 // answers, with the JSON error body: 421 a Host it does not serve (see

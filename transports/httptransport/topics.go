@@ -1,12 +1,9 @@
 package httptransport
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 
-	"github.com/delayq/delayq/auth"
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/transports/wire"
 )
@@ -79,48 +76,17 @@ func (s *Server) putTopic(w http.ResponseWriter, r *http.Request) error {
 }
 
 // allowDelivery checks what a token restricted to some topics may configure
-// of a topic's delivery, since it reaches beyond its topics: it returns an
-// error wrapping wire.ErrPermissionDenied when t sets delivery.error_body
-// (which would show it the answers of whatever service its webhook names),
-// or names a NATS delivery.subject that is neither delayq.deliver.<topic>
-// of a topic the token may use nor matched by Config.NATSDeliverySubjects.
-// It also refuses an on_dead topic the token may not use, where the
-// topic's notices would put jobs. Other tokens pass. The messages name no
-// subject or topic, so that a refusal tells nothing of what others
-// configured. Subjects delayq keeps for itself are refused to every token
-// by the NATS deliverer.
+// of a topic's delivery, as wire.AllowDelivery does (on_dead,
+// delivery.error_body, a NATS delivery.subject beyond its topics and
+// Config.NATSDeliverySubjects): an error wrapping wire.ErrPermissionDenied.
 func (s *Server) allowDelivery(r *http.Request, t *core.Topic) error {
 	id := identityFrom(r.Context())
-	if id == nil || !id.Restricted() {
-		return nil
+	err := wire.AllowDelivery(id, t, s.natsSubjects)
+	if err != nil {
+		s.log.Info("httptransport: permission denied", "token", id.Name, "method", r.Method, "path", r.URL.Path, "topic", t.Name, "on_dead", t.OnDead, "delivery.subject", t.Delivery.Subject, "err", err)
 	}
-	if t.OnDead != "" && !id.AllowsTopic(t.OnDead) {
-		s.log.Info("httptransport: permission denied", "token", id.Name, "method", r.Method, "path", r.URL.Path, "on_dead", t.OnDead)
-		return wire.WithMessage(fmt.Sprintf("token %q may name as on_dead only a topic it may use", id.Name), wire.ErrPermissionDenied)
-	}
-	if t.Delivery.ErrorBody {
-		s.log.Info("httptransport: permission denied", "token", id.Name, "method", r.Method, "path", r.URL.Path, "delivery.error_body", true)
-		return wire.WithMessage(fmt.Sprintf("token %q may not set delivery.error_body: only a token for every topic may", id.Name), wire.ErrPermissionDenied)
-	}
-	subject := t.Delivery.Subject
-	if t.Delivery.Type != core.DeliveryNATS || subject == "" {
-		return nil
-	}
-	if topic, ok := strings.CutPrefix(subject, natsDeliverPrefix); ok && core.ValidateTopicName(topic) == nil && id.AllowsTopic(topic) {
-		return nil
-	}
-	for _, p := range s.natsSubjects {
-		if auth.MatchTopic(p, subject) {
-			return nil
-		}
-	}
-	s.log.Info("httptransport: permission denied", "token", id.Name, "method", r.Method, "path", r.URL.Path, "delivery.subject", subject)
-	return wire.WithMessage(fmt.Sprintf("token %q may name as delivery.subject only %s<topic> of a topic it may use, or a subject the server allows (--nats-delivery-subjects)", id.Name, natsDeliverPrefix), wire.ErrPermissionDenied)
+	return err
 }
-
-// natsDeliverPrefix is what a topic's default NATS delivery subject adds
-// to its name.
-var natsDeliverPrefix = core.Topic{Delivery: core.Delivery{Type: core.DeliveryNATS}}.WithDefaults().Delivery.Subject
 
 // deleteTopic serves DELETE /v1/topics/{topic}: 204 when its configuration
 // was dropped (its jobs stay); 404 when it had none.

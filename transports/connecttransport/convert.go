@@ -1,0 +1,292 @@
+package connecttransport
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/delayq/delayq/core"
+	delayqv1 "github.com/delayq/delayq/gen/delayq/v1"
+	"github.com/delayq/delayq/transports/wire"
+)
+
+// Messages are turned into the engine's parameters here, checking the wire
+// form only (durations, times, ranges the HTTP API checks while decoding);
+// the engine validates the values, as it does for every transport.
+
+// pushParams turns a job spec into the engine's push parameters. Errors are
+// *core.FieldError values naming the field as the HTTP API does.
+func pushParams(spec *delayqv1.JobSpec) (*core.PushParams, error) {
+	if spec == nil {
+		return nil, core.Invalid("job", "job is required")
+	}
+	p := &core.PushParams{Topic: spec.Topic, ID: spec.Id, Key: spec.Key, URL: spec.Url}
+	if spec.Body != "" {
+		p.Body = json.RawMessage(spec.Body)
+	}
+	if err := core.ValidatePriority("priority", int(spec.Priority)); err != nil {
+		return nil, err
+	}
+	p.Priority = int(spec.Priority)
+	if spec.Backoff != nil {
+		delays, err := parseDelays("backoff.delays", spec.Backoff.Delays)
+		if err != nil {
+			return nil, err
+		}
+		p.RetryDelays = delays
+	}
+	// An absent max_attempts takes the topic's; a zero one is an error
+	// rather than a silent default.
+	if spec.MaxAttempts != nil {
+		if err := core.ValidateMaxAttempts("max_attempts", int(*spec.MaxAttempts)); err != nil {
+			return nil, err
+		}
+		p.MaxAttempts = int(*spec.MaxAttempts)
+	}
+	if spec.Delay != "" {
+		d, err := wire.ParseDurationText("delay", spec.Delay)
+		if err != nil {
+			return nil, err
+		}
+		p.Delay = &d
+	}
+	if spec.RunAt != "" {
+		t, err := wire.ParseTimeText("run_at", spec.RunAt)
+		if err != nil {
+			return nil, err
+		}
+		p.RunAt = &t
+	}
+	if p.Delay != nil && p.RunAt != nil {
+		return nil, core.Invalid("delay", "delay and run_at are exclusive")
+	}
+	if spec.Ttr != "" {
+		ttr, err := wire.ParseDurationText("ttr", spec.Ttr)
+		if err != nil {
+			return nil, err
+		}
+		if err := core.ValidateTTR("ttr", ttr); err != nil {
+			return nil, err
+		}
+		p.TTR = ttr
+	}
+	return p, nil
+}
+
+// parseDuration decodes an optional duration field: "" is zero.
+func parseDuration(field, s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	return wire.ParseDurationText(field, s)
+}
+
+// parseDelays decodes a retry schedule named field.
+func parseDelays(field string, list []string) ([]time.Duration, error) {
+	var delays []time.Duration
+	for i, s := range list {
+		d, err := wire.ParseDurationText(fmt.Sprintf("%s[%d]", field, i), s)
+		if err != nil {
+			return nil, err
+		}
+		delays = append(delays, d)
+	}
+	return delays, nil
+}
+
+// topicConfig turns a topic configuration into the engine's topic named
+// name; nil is every default. The engine validates the values.
+func topicConfig(name string, c *delayqv1.TopicConfig) (*core.Topic, error) {
+	t := &core.Topic{Name: name}
+	if c == nil {
+		return t, nil
+	}
+	t.MaxAttempts, t.Concurrency, t.MaxInFlight = int(c.MaxAttempts), int(c.Concurrency), int(c.MaxInFlight)
+	t.UniqueKeys, t.OnDead = c.UniqueKeys, c.OnDead
+	var err error
+	if t.TTR, err = parseDuration("ttr", c.Ttr); err != nil {
+		return nil, err
+	}
+	if d := c.Delivery; d != nil {
+		t.Delivery = core.Delivery{Type: d.Type, URL: d.Url, Secret: d.Secret, PreviousSecret: d.PreviousSecret,
+			Subject: d.Subject, Success: d.Success, Method: d.Method, Headers: d.Headers,
+			ErrorBody: d.ErrorBody, AllowJobURL: d.AllowJobUrl}
+		if t.Delivery.Timeout, err = parseDuration("delivery.timeout", d.Timeout); err != nil {
+			return nil, err
+		}
+	}
+	if r := c.Rate; r != nil {
+		t.Rate.Limit, t.Rate.Burst = int(r.Limit), int(r.Burst)
+		if t.Rate.Period, err = parseDuration("rate.period", r.Period); err != nil {
+			return nil, err
+		}
+	}
+	if b := c.Backoff; b != nil {
+		t.Backoff.Factor, t.Backoff.Jitter = b.Factor, b.Jitter
+		if t.Backoff.Initial, err = parseDuration("backoff.initial", b.Initial); err != nil {
+			return nil, err
+		}
+		if t.Backoff.Max, err = parseDuration("backoff.max", b.Max); err != nil {
+			return nil, err
+		}
+		if t.Backoff.Delays, err = parseDelays("backoff.delays", b.Delays); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// timeText writes t as every transport answers times: RFC 3339 with
+// milliseconds, in UTC.
+func timeText(t time.Time) string { return t.UTC().Format(wire.TimeLayout) }
+
+// bodyText is a job's body as given; an empty body is null.
+func bodyText(body json.RawMessage) string {
+	if len(body) == 0 {
+		return "null"
+	}
+	return string(body)
+}
+
+// jobMessage is j as GetJob shows it: without its lease, with
+// lease_expires_at only while reserved.
+func jobMessage(j *core.Job) *delayqv1.Job {
+	m := &delayqv1.Job{
+		Id: j.ID, Topic: j.Topic, Key: j.Key, Body: bodyText(j.Body),
+		RunAt: timeText(j.RunAt), Ttr: j.TTR.String(), MaxAttempts: int32(j.MaxAttempts),
+		Priority: int32(j.Priority), Attempt: int32(j.Attempt), State: string(j.State),
+		CreatedAt: timeText(j.CreatedAt), LastError: j.LastError, Url: j.URL,
+	}
+	if !j.UpdatedAt.IsZero() {
+		m.UpdatedAt = timeText(j.UpdatedAt)
+	}
+	if j.State == core.StateReserved && !j.LeaseExpiresAt.IsZero() {
+		m.LeaseExpiresAt = timeText(j.LeaseExpiresAt)
+	}
+	if len(j.RetryDelays) > 0 {
+		m.Backoff = &delayqv1.JobBackoff{Delays: durationTexts(j.RetryDelays)}
+	}
+	return m
+}
+
+// exportMessage is j as Export sends it: as GetJob shows it, but without
+// updated_at and lease_expires_at, as an export line of the HTTP API.
+func exportMessage(j *core.Job) *delayqv1.Job {
+	m := jobMessage(j)
+	m.UpdatedAt, m.LeaseExpiresAt = "", ""
+	return m
+}
+
+// importJob turns a job of an import into the engine's job, checking the
+// wire form only (Engine.Import validates the values); run_at and
+// created_at are times, ttr and the backoff's delays durations.
+// updated_at and lease_expires_at are ignored.
+func importJob(m *delayqv1.Job) (*core.Job, error) {
+	if m == nil {
+		return nil, core.Invalid("", "no job")
+	}
+	j := &core.Job{
+		ID: m.Id, Topic: m.Topic, Key: m.Key, MaxAttempts: int(m.MaxAttempts), Attempt: int(m.Attempt),
+		State: core.State(m.State), LastError: m.LastError, Priority: int(m.Priority), URL: m.Url,
+	}
+	if m.Body != "" {
+		j.Body = json.RawMessage(m.Body)
+	}
+	var err error
+	if m.RunAt != "" {
+		if j.RunAt, err = wire.ParseTimeText("run_at", m.RunAt); err != nil {
+			return nil, err
+		}
+	}
+	if m.CreatedAt != "" {
+		if j.CreatedAt, err = wire.ParseTimeText("created_at", m.CreatedAt); err != nil {
+			return nil, err
+		}
+	}
+	if j.TTR, err = parseDuration("ttr", m.Ttr); err != nil {
+		return nil, err
+	}
+	if m.Backoff != nil {
+		if j.RetryDelays, err = parseDelays("backoff.delays", m.Backoff.Delays); err != nil {
+			return nil, err
+		}
+	}
+	return j, nil
+}
+
+// jobMessages maps jobMessage over jobs.
+func jobMessages(jobs []*core.Job) []*delayqv1.Job {
+	out := make([]*delayqv1.Job, len(jobs))
+	for i, j := range jobs {
+		out[i] = jobMessage(j)
+	}
+	return out
+}
+
+// deliveryMessage is a claimed job as a delivery, lease included.
+func deliveryMessage(j *core.Job) *delayqv1.Delivery {
+	return &delayqv1.Delivery{
+		Id: j.ID, Topic: j.Topic, Body: bodyText(j.Body), Attempt: int32(j.Attempt),
+		RunAt: timeText(j.RunAt), Lease: j.Lease, LeaseExpiresAt: timeText(j.LeaseExpiresAt),
+	}
+}
+
+// pushedMessage is the answer to a created or replaced job.
+func pushedMessage(j *core.Job, replaced bool) *delayqv1.PushResponse {
+	return &delayqv1.PushResponse{Id: j.ID, Topic: j.Topic, RunAt: timeText(j.RunAt), State: string(j.State), Replaced: replaced}
+}
+
+func durationTexts(ds []time.Duration) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.String()
+	}
+	return out
+}
+
+// topicMessage is t as GetTopic shows it: its configuration with defaults
+// filled, secrets and header values replaced by whether they are set, and
+// its counts, as the HTTP API's topic answer.
+func topicMessage(t *core.Topic) *delayqv1.Topic {
+	d := t.WithDefaults()
+	m := &delayqv1.Topic{
+		Name: d.Name,
+		Delivery: &delayqv1.DeliveryView{
+			Type: d.Delivery.Type, Url: d.Delivery.URL, Subject: d.Delivery.Subject, Success: d.Delivery.Success,
+			SecretSet: d.Delivery.Secret != "", PreviousSecretSet: d.Delivery.PreviousSecret != "",
+			ErrorBody: d.Delivery.ErrorBody, Method: d.Delivery.Method, AllowJobUrl: d.Delivery.AllowJobURL,
+		},
+		Ttr:         d.TTR.String(),
+		MaxAttempts: int32(d.MaxAttempts),
+		Backoff: &delayqv1.BackoffConfig{
+			Initial: d.Backoff.Initial.String(), Max: d.Backoff.Max.String(),
+			Factor: d.Backoff.Factor, Jitter: d.Backoff.Jitter,
+		},
+		Concurrency: int32(d.Concurrency),
+		UniqueKeys:  d.UniqueKeys,
+		OnDead:      d.OnDead,
+		MaxInFlight: int32(d.MaxInFlight),
+		Configured:  t.Configured,
+		Paused:      t.Paused,
+		Counts: &delayqv1.Counts{
+			Scheduled: t.Counts.Scheduled, Ready: t.Counts.Ready, Reserved: t.Counts.Reserved,
+			Done: t.Counts.Done, Dead: t.Counts.Dead, Cancelled: t.Counts.Cancelled,
+		},
+	}
+	if d.Delivery.Timeout != 0 {
+		m.Delivery.Timeout = d.Delivery.Timeout.String()
+	}
+	if d.Rate.Limit != 0 {
+		m.Rate = &delayqv1.RateConfig{Limit: int32(d.Rate.Limit), Period: d.Rate.Period.String(), Burst: int32(d.Rate.Burst)}
+	}
+	for name := range d.Delivery.Headers {
+		m.Delivery.HeaderNames = append(m.Delivery.HeaderNames, http.CanonicalHeaderKey(name))
+	}
+	slices.Sort(m.Delivery.HeaderNames)
+	if len(d.Backoff.Delays) > 0 {
+		m.Backoff.Delays = durationTexts(d.Backoff.Delays)
+	}
+	return m
+}

@@ -1,0 +1,358 @@
+package connecttransport
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/delayq/delayq/core"
+	delayqv1 "github.com/delayq/delayq/gen/delayq/v1"
+	"github.com/delayq/delayq/transports/wire"
+)
+
+// releaseReason is the last_error of a delivery released because its
+// subscriber went away, as for WebSocket subscribers.
+const releaseReason = "subscriber disconnected"
+
+// releaseConcurrency bounds the releases in flight when a subscription
+// with many unsettled deliveries ends.
+const releaseConcurrency = 16
+
+// Subscribe streams the due jobs of a topic to the caller, at most prefetch
+// (default 16) unsettled at once, as a WebSocket subscriber gets them. The
+// caller settles each with Ack, Nack or Touch; an Ack or Nack through this
+// server gives its credit back at once, one through another instance or
+// transport when the subscription next reads its deliveries back (every
+// Config.Recheck while it has no credit), and a lost lease when it
+// expires. When the stream ends (the caller cancels it, a delivery is not
+// taken within Config.SendTimeout, the server stops), every delivery still
+// held is released at once: nacked with delay 0 and last_error "subscriber
+// disconnected". Errors: InvalidArgument for a bad topic or prefetch,
+// PermissionDenied, Unavailable while the server stops or serves
+// Config.MaxSubscribers streams already.
+func (s *Server) Subscribe(ctx context.Context, req *connect.Request[delayqv1.SubscribeRequest], stream *connect.ServerStream[delayqv1.SubscribeResponse]) error {
+	topic := req.Msg.Topic
+	if err := core.ValidateTopicName(topic); err != nil {
+		return err
+	}
+	if err := s.allowTopic(ctx, topic); err != nil {
+		return err
+	}
+	prefetch := int(req.Msg.Prefetch)
+	if prefetch == 0 {
+		prefetch = PrefetchDefault
+	}
+	if prefetch < 1 || prefetch > PrefetchMax {
+		return core.Invalid("prefetch", "prefetch must be between 1 and %d", PrefetchMax)
+	}
+	sub := &subscription{
+		srv: s, topic: topic, free: prefetch, stream: stream,
+		rc: responseController(ctx), held: map[string]held{}, wake: make(chan struct{}, 1),
+	}
+	sub.ctx, sub.cancel = context.WithCancel(ctx)
+	defer sub.cancel()
+	if err := s.addSubscription(sub); err != nil {
+		return err
+	}
+	defer s.removeSubscription(sub)
+	if fn := s.cfg.SubscribersFunc; fn != nil {
+		fn(topic, 1)
+		defer fn(topic, -1)
+	}
+	if sub.rc != nil {
+		// The HTTP API bounded the request as any other; a stream lives
+		// as long as its caller keeps it, and each send has its own bound.
+		_ = sub.rc.SetReadDeadline(time.Time{})
+		_ = sub.rc.SetWriteDeadline(time.Time{})
+	}
+	err := sub.run()
+	n := sub.release(ctx)
+	s.log.Debug("connecttransport: unsubscribed", "topic", topic, "released", n, "err", err)
+	switch {
+	case err != nil:
+		return err
+	case ctx.Err() != nil:
+		return ctx.Err()
+	}
+	return wire.WithMessage("the server is stopping; subscribe again", core.ErrUnavailable)
+}
+
+// addSubscription counts sub among those served, unless the server stops
+// or serves Config.MaxSubscribers already (an error wrapping
+// core.ErrUnavailable).
+func (s *Server) addSubscription(sub *subscription) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return wire.WithMessage("the server is stopping; subscribe again", core.ErrUnavailable)
+	}
+	if len(s.subs) >= s.cfg.MaxSubscribers {
+		return wire.WithMessage("the server serves as many subscribers as it may (--max-subscribers); retry later", core.ErrUnavailable)
+	}
+	s.subs[sub] = struct{}{}
+	s.handlers.Add(1)
+	return nil
+}
+
+func (s *Server) removeSubscription(sub *subscription) {
+	s.mu.Lock()
+	delete(s.subs, sub)
+	s.mu.Unlock()
+	s.handlers.Done()
+}
+
+// settled tells the subscription that holds the delivery id with lease, if
+// any, that an Ack or Nack of it through this server ended with err: done
+// or failed (nil), or its lease is gone (a conflict, not found). Other
+// errors leave it held, for the caller to try again.
+func (s *Server) settled(id, lease string, err error) {
+	if err != nil && !errors.Is(err, core.ErrConflict) && !errors.Is(err, core.ErrNotFound) {
+		return
+	}
+	if v, ok := s.held.Load(id); ok {
+		v.(*subscription).forget(id, lease)
+	}
+}
+
+// touched tells the subscription that holds the delivery id with lease,
+// if any, when its lease now expires.
+func (s *Server) touched(id, lease string, expires time.Time) {
+	if v, ok := s.held.Load(id); ok {
+		v.(*subscription).extend(id, lease, expires)
+	}
+}
+
+// subscription is one Subscribe stream. Its claim loop runs in the call's
+// goroutine; unary calls of other goroutines give credit back through
+// forget.
+type subscription struct {
+	srv    *Server
+	topic  string
+	stream *connect.ServerStream[delayqv1.SubscribeResponse]
+	// rc moves the deadline of each send; nil outside the HTTP server.
+	rc *http.ResponseController
+
+	// ctx ends the claim loop: the call's context, cancelled by Stop.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu sync.Mutex
+	// held maps the id of each unsettled delivery to its lease.
+	held map[string]held
+	// free is the prefetch credit: how many more deliveries may be sent.
+	free int
+	// wake tells the claim loop that credit came back.
+	wake chan struct{}
+}
+
+// held is an unsettled delivery of a subscription.
+type held struct {
+	lease   string
+	expires time.Time
+}
+
+// run claims due jobs of the topic while the subscription has credit and
+// sends each, until the context ends (nil) or a send fails (its error).
+func (sub *subscription) run() error {
+	clock := sub.srv.engine.Clock()
+	backoff := core.NewClaimBackoff(clock)
+	for {
+		n, next := sub.credit(clock.Now())
+		if n == 0 {
+			if !sub.waitCredit(clock, next) {
+				return nil
+			}
+			continue
+		}
+		jobs, err := sub.srv.engine.Claim(sub.ctx, &core.ClaimJobsParams{Topic: sub.topic, Max: min(n, core.ClaimMaxLimit), Wait: sub.srv.cfg.ClaimWait})
+		sub.hold(jobs)
+		if sub.ctx.Err() != nil {
+			return nil // what was claimed is released with the rest
+		}
+		if err != nil {
+			sub.srv.log.Warn("connecttransport: claim failed", "topic", sub.topic, "err", err, "retry_in", backoff.Failed())
+			if !backoff.Wait(sub.ctx) {
+				return nil
+			}
+			continue
+		}
+		backoff.Succeeded()
+		for _, j := range jobs {
+			if err := sub.send(j); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// send sends one delivery within Config.SendTimeout.
+func (sub *subscription) send(j *core.Job) error {
+	if sub.rc != nil {
+		// A socket deadline: the real clock. Cleared after the send, since
+		// on HTTP/2 a deadline that passes resets the stream even while
+		// nothing is written.
+		_ = sub.rc.SetWriteDeadline(time.Now().Add(sub.srv.cfg.SendTimeout))
+		defer func() { _ = sub.rc.SetWriteDeadline(time.Time{}) }()
+	}
+	return sub.stream.Send(&delayqv1.SubscribeResponse{Delivery: deliveryMessage(j)})
+}
+
+// waitCredit waits, with no credit left, until some comes back, the
+// earliest held lease expires (next, when not zero), it is time to read the
+// held deliveries back (then it does), or the subscription ends; it reports
+// false for the last.
+func (sub *subscription) waitCredit(clock core.Clock, next time.Time) bool {
+	var expiry <-chan time.Time
+	if !next.IsZero() {
+		t := clock.NewTimer(max(next.Sub(clock.Now()), 0))
+		defer t.Stop()
+		expiry = t.Chan()
+	}
+	recheck := clock.NewTimer(sub.srv.cfg.Recheck)
+	defer recheck.Stop()
+	select {
+	case <-sub.ctx.Done():
+		return false
+	case <-sub.wake:
+	case <-expiry:
+	case <-recheck.Chan():
+		sub.recheck()
+	}
+	return true
+}
+
+// recheck reads each held delivery back and forgets those settled
+// elsewhere (acked through another instance or transport): no longer
+// reserved under the lease sent.
+func (sub *subscription) recheck() {
+	sub.mu.Lock()
+	hs := make(map[string]string, len(sub.held))
+	for id, h := range sub.held {
+		hs[id] = h.lease
+	}
+	sub.mu.Unlock()
+	for id, lease := range hs {
+		job, err := sub.srv.engine.Get(sub.ctx, id)
+		switch {
+		case errors.Is(err, core.ErrNotFound):
+			sub.forget(id, lease)
+		case err != nil:
+			return // the store is down; leases still expire
+		case job.State != core.StateReserved || job.Lease != lease:
+			sub.forget(id, lease)
+		}
+	}
+}
+
+// credit drops held deliveries whose lease expired by now, returning their
+// credit, and returns the free credit and the earliest expiry still held
+// (zero when none is held).
+func (sub *subscription) credit(now time.Time) (free int, next time.Time) {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	for id, h := range sub.held {
+		if !now.Before(h.expires) {
+			sub.drop(id)
+			continue
+		}
+		if next.IsZero() || h.expires.Before(next) {
+			next = h.expires
+		}
+	}
+	return sub.free, next
+}
+
+// hold records claimed jobs as held, taking their credit.
+func (sub *subscription) hold(jobs []*core.Job) {
+	if len(jobs) == 0 {
+		return
+	}
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	for _, j := range jobs {
+		if _, ok := sub.held[j.ID]; ok {
+			sub.free++ // held already: that lease was lost
+		}
+		sub.held[j.ID] = held{lease: j.Lease, expires: j.LeaseExpiresAt}
+		sub.srv.held.Store(j.ID, sub)
+		sub.free--
+	}
+}
+
+// drop forgets the held delivery id, returning its credit; sub.mu is held.
+func (sub *subscription) drop(id string) {
+	delete(sub.held, id)
+	sub.srv.held.CompareAndDelete(id, sub)
+	sub.free++
+}
+
+// forget drops the held delivery id if it holds it under lease, and wakes
+// the claim loop.
+func (sub *subscription) forget(id, lease string) {
+	sub.mu.Lock()
+	h, ok := sub.held[id]
+	ok = ok && h.lease == lease
+	if ok {
+		sub.drop(id)
+	}
+	sub.mu.Unlock()
+	if ok {
+		select {
+		case sub.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// extend records a touched lease's new expiry.
+func (sub *subscription) extend(id, lease string, expires time.Time) {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	if h, ok := sub.held[id]; ok && h.lease == lease {
+		h.expires = expires
+		sub.held[id] = h
+	}
+}
+
+// release hands every held delivery back for redelivery at once, with its
+// attempt counted, and returns how many it released. ctx is the call's,
+// whose values (the transport) it keeps past its end.
+func (sub *subscription) release(ctx context.Context) int {
+	sub.mu.Lock()
+	hs := sub.held
+	sub.held = map[string]held{}
+	for id := range hs {
+		sub.srv.held.CompareAndDelete(id, sub)
+	}
+	sub.mu.Unlock()
+	var (
+		wg       sync.WaitGroup
+		sem      = make(chan struct{}, releaseConcurrency)
+		released atomic.Int64
+		zero     time.Duration
+	)
+	for id, h := range hs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sub.srv.cfg.OpTimeout)
+			defer cancel()
+			err := sub.srv.engine.Nack(rctx, &core.NackParams{ID: id, Lease: h.lease, Delay: &zero, Error: releaseReason})
+			switch {
+			case err == nil:
+				released.Add(1)
+			case errors.Is(err, core.ErrConflict), errors.Is(err, core.ErrNotFound):
+				// Settled meanwhile, or its lease ran out: nothing to release.
+			default:
+				sub.srv.log.Warn("connecttransport: releasing a delivery failed; it comes back when its lease expires", "id", id, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+	return int(released.Load())
+}

@@ -1,0 +1,74 @@
+package wire
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/delayq/delayq/auth"
+	"github.com/delayq/delayq/core"
+)
+
+// AllowIntake takes n jobs from the intake quota of id (none for a nil id,
+// the API without tokens, or a token without a quota), all or none, so that
+// a refused batch stores nothing. Over the quota it returns a
+// *RateLimitError (rate_limited, with how long to wait); more jobs than the
+// token's burst, which no wait would allow, a *core.FieldError wrapping
+// core.ErrTooLarge on jobs. Every transport that takes jobs with a token
+// calls it, so that one quota holds whichever way jobs come.
+func AllowIntake(id *auth.Identity, n int) error {
+	if id == nil {
+		return nil
+	}
+	if burst, ok := id.IntakeBurst(); ok && n > burst {
+		return core.TooLarge("jobs", "token %q may send at most %d jobs at once (its intake_burst), not %d", id.Name, burst, n)
+	}
+	wait, ok := id.AllowIntake(n)
+	if ok {
+		return nil
+	}
+	return &RateLimitError{
+		Message:    fmt.Sprintf("token %q is over its intake quota: %d more jobs are allowed in %s", id.Name, n, wait.Round(time.Millisecond)),
+		RetryAfter: wait,
+	}
+}
+
+// AllowDelivery checks what a token restricted to some topics may configure
+// of a topic's delivery, since it reaches beyond its topics: it returns an
+// error wrapping ErrPermissionDenied when t names an on_dead topic the token
+// may not use (where the topic's notices would put jobs), sets
+// delivery.error_body (which would show it the answers of whatever service
+// its webhook names), or names a NATS delivery.subject that is neither
+// delayq.deliver.<topic> of a topic the token may use nor matched by one of
+// natsSubjects (--nats-delivery-subjects). A nil id and tokens for every
+// topic pass. The messages name no subject or topic, so that a refusal
+// tells nothing of what others configured. Subjects delayq keeps for itself
+// are refused to every token by the NATS deliverer.
+func AllowDelivery(id *auth.Identity, t *core.Topic, natsSubjects []string) error {
+	if id == nil || !id.Restricted() {
+		return nil
+	}
+	if t.OnDead != "" && !id.AllowsTopic(t.OnDead) {
+		return WithMessage(fmt.Sprintf("token %q may name as on_dead only a topic it may use", id.Name), ErrPermissionDenied)
+	}
+	if t.Delivery.ErrorBody {
+		return WithMessage(fmt.Sprintf("token %q may not set delivery.error_body: only a token for every topic may", id.Name), ErrPermissionDenied)
+	}
+	subject := t.Delivery.Subject
+	if t.Delivery.Type != core.DeliveryNATS || subject == "" {
+		return nil
+	}
+	if topic, ok := strings.CutPrefix(subject, natsDeliverPrefix); ok && core.ValidateTopicName(topic) == nil && id.AllowsTopic(topic) {
+		return nil
+	}
+	for _, p := range natsSubjects {
+		if auth.MatchTopic(p, subject) {
+			return nil
+		}
+	}
+	return WithMessage(fmt.Sprintf("token %q may name as delivery.subject only %s<topic> of a topic it may use, or a subject the server allows (--nats-delivery-subjects)", id.Name, natsDeliverPrefix), ErrPermissionDenied)
+}
+
+// natsDeliverPrefix is what a topic's default NATS delivery subject adds
+// to its name.
+var natsDeliverPrefix = core.Topic{Delivery: core.Delivery{Type: core.DeliveryNATS}}.WithDefaults().Delivery.Subject
