@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -155,6 +157,9 @@ type Server struct {
 	backupDir       string
 	backup          func(ctx context.Context, dir string) error
 	backupRunning   atomic.Bool // one backup at a time
+
+	routesMu sync.Mutex
+	routes   []string // patterns mounted by route and Handle, in order
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -218,6 +223,7 @@ func New(cfg Config) *Server {
 	s.route("GET /v1/backup", s.backupArchive)
 	s.route("GET /healthz", s.healthz)
 	s.route("GET /readyz", s.readyz)
+	s.route("GET /v1/openapi.json", s.serveOpenAPI)
 	return s
 }
 
@@ -228,7 +234,26 @@ func New(cfg Config) *Server {
 // the pattern has a {topic} or {id} wildcard, its topic checked against the
 // token's. It panics, as ServeMux does, when pattern is invalid or
 // conflicts with a route already mounted. It is safe to call while serving.
-func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, s.guard(pattern, h)) }
+func (s *Server) Handle(pattern string, h http.Handler) {
+	s.mux.Handle(pattern, s.guard(pattern, h))
+	s.addRoute(pattern)
+}
+
+// Routes returns the patterns of every route mounted so far, by New and by
+// Handle, in the order they were mounted: what the OpenAPI description
+// (OpenAPI) must describe.
+func (s *Server) Routes() []string {
+	s.routesMu.Lock()
+	defer s.routesMu.Unlock()
+	return slices.Clone(s.routes)
+}
+
+// addRoute records a mounted pattern for Routes.
+func (s *Server) addRoute(pattern string) {
+	s.routesMu.Lock()
+	defer s.routesMu.Unlock()
+	s.routes = append(s.routes, pattern)
+}
 
 // ServeHTTP implements http.Handler. It sets the request's deadlines, then
 // answers, with the JSON error body: 421 a Host it does not serve (see
@@ -355,6 +380,7 @@ func (s *Server) route(pattern string, h handlerFunc) {
 			s.writeError(w, r, err)
 		}
 	})
+	s.addRoute(pattern)
 }
 
 // traceParent returns the request's W3C traceparent header when it is well
