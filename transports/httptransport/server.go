@@ -48,7 +48,7 @@ type Config struct {
 	// Defaults to MaxRequestBytesDefault (32 MiB).
 	MaxRequestBytes int64
 	// Tokens, when it holds any, are the API tokens every request but
-	// /healthz, /readyz and /metrics must present as
+	// /healthz, /readyz, /v1/openapi.json and /metrics must present as
 	// `Authorization: Bearer <token>`, with the scope and topics its route
 	// needs (see the package documentation). Nil or empty serves without
 	// authentication.
