@@ -281,16 +281,15 @@ func bodyOf(t *testing.T, r *http.Request) []byte {
 }
 
 // errorResponses names, for the statuses a request the server had no route
-// for can get (404, 405, or an error of the checks before routing), the
-// response of the description its answer must match.
+// for can get (404, 405, or a refusal of the checks before routing: Host,
+// cross-origin, token), the response of the description its answer must
+// match.
 var errorResponses = map[int]string{
-	http.StatusBadRequest:          "InvalidArgument",
 	http.StatusUnauthorized:        "Unauthenticated",
 	http.StatusForbidden:           "PermissionDenied",
 	http.StatusNotFound:            "NotFound",
 	http.StatusMethodNotAllowed:    "MethodNotAllowed",
 	http.StatusMisdirectedRequest:  "MisdirectedRequest",
-	http.StatusServiceUnavailable:  "Unavailable",
 	http.StatusInternalServerError: "Internal",
 }
 
