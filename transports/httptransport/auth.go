@@ -24,6 +24,7 @@ var routeAccessTable = map[string]routeAccess{
 	"GET /healthz":                     {open: true},
 	"GET /readyz":                      {open: true},
 	"GET /metrics":                     {open: true}, // unless Config.ProtectMetrics
+	"GET /v1/openapi.json":             {open: true}, // documentation, as in the repository
 	"POST /v1/jobs":                    {scopes: []auth.Scope{auth.ScopePush}},
 	"POST /v1/jobs/batch":              {scopes: []auth.Scope{auth.ScopePush}},
 	"PUT /v1/jobs/{id}":                {scopes: []auth.Scope{auth.ScopePush}},

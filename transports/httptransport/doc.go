@@ -3,11 +3,21 @@
 // pull (claim with a long wait, ack, nack, touch, requeue, and batches of
 // acks and nacks), topic
 // configuration, dead-job listing, export and import, the online backup
-// (GET /v1/backup) and the health probes.
+// (GET /v1/backup), the health probes and the API's OpenAPI description
+// (GET /v1/openapi.json).
 //
 // A Server is an http.Handler built on net/http's ServeMux with method and
 // pattern routing. Other transports mount their routes on it with
 // Server.Handle (the WebSocket subscribe route, /metrics).
+//
+// # OpenAPI description
+//
+// openapi.json, embedded and served as it is by GET /v1/openapi.json (and
+// returned by OpenAPI), describes every route in OpenAPI 3.1, those that
+// delayq serve mounts with Handle included. The package's tests fail when
+// a route (Server.Routes) has no operation or an operation no route, and
+// validate every request and answer of the handler tests against it, so a
+// route and its description change together.
 //
 // # Wire forms
 //
@@ -62,7 +72,8 @@
 // # Access control
 //
 // With Config.Tokens holding any token, every request but GET /healthz,
-// GET /readyz and GET /metrics (unless Config.ProtectMetrics) needs
+// GET /readyz, GET /v1/openapi.json and GET /metrics (unless
+// Config.ProtectMetrics) needs
 // `Authorization: Bearer <token>`. A missing, malformed or unknown token is
 // answered 401 unauthenticated with `WWW-Authenticate: Bearer`; a path
 // without a route needs a valid token too. A token without the route's

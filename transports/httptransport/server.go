@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,7 +48,7 @@ type Config struct {
 	// Defaults to MaxRequestBytesDefault (32 MiB).
 	MaxRequestBytes int64
 	// Tokens, when it holds any, are the API tokens every request but
-	// /healthz, /readyz and /metrics must present as
+	// /healthz, /readyz, /v1/openapi.json and /metrics must present as
 	// `Authorization: Bearer <token>`, with the scope and topics its route
 	// needs (see the package documentation). Nil or empty serves without
 	// authentication.
@@ -158,6 +159,9 @@ type Server struct {
 	backupRunning   atomic.Bool // one backup at a time
 	// ownAuth holds the patterns mounted with HandleOwnAuth.
 	ownAuth sync.Map
+
+	routesMu sync.Mutex
+	routes   []string // patterns mounted by route and Handle, in order
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -225,6 +229,7 @@ func New(cfg Config) *Server {
 	s.route("GET /v1/backup", s.backupArchive)
 	s.route("GET /healthz", s.healthz)
 	s.route("GET /readyz", s.readyz)
+	s.route("GET /v1/openapi.json", s.serveOpenAPI)
 	return s
 }
 
@@ -235,7 +240,26 @@ func New(cfg Config) *Server {
 // the pattern has a {topic} or {id} wildcard, its topic checked against the
 // token's. It panics, as ServeMux does, when pattern is invalid or
 // conflicts with a route already mounted. It is safe to call while serving.
-func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, s.guard(pattern, h)) }
+func (s *Server) Handle(pattern string, h http.Handler) {
+	s.mux.Handle(pattern, s.guard(pattern, h))
+	s.addRoute(pattern)
+}
+
+// Routes returns the patterns of every route mounted so far, by New and by
+// Handle, in the order they were mounted: what the OpenAPI description
+// (OpenAPI) must describe.
+func (s *Server) Routes() []string {
+	s.routesMu.Lock()
+	defer s.routesMu.Unlock()
+	return slices.Clone(s.routes)
+}
+
+// addRoute records a mounted pattern for Routes.
+func (s *Server) addRoute(pattern string) {
+	s.routesMu.Lock()
+	defer s.routesMu.Unlock()
+	s.routes = append(s.routes, pattern)
+}
 
 // HandleOwnAuth mounts h for pattern as Handle does, but leaves
 // authentication to h, which answers in a protocol of its own: the gRPC
@@ -374,6 +398,7 @@ func (s *Server) route(pattern string, h handlerFunc) {
 			s.writeError(w, r, err)
 		}
 	})
+	s.addRoute(pattern)
 }
 
 // traceParent returns the request's W3C traceparent header when it is well

@@ -39,7 +39,7 @@ func TestRouting(t *testing.T) {
 
 func TestHandle(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := setup(t, func(c *setupConfig) { c.standIns = true })
 	b.server.Handle("GET /v1/topics/{topic}/subscribe", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = fmt.Fprintf(w, "subscribed to %s", r.PathValue("topic"))
 	}))
