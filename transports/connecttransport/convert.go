@@ -358,3 +358,33 @@ func scheduleMessage(stored *core.Schedule, now time.Time, next int) *delayqv1.S
 	}
 	return m
 }
+
+// importedSchedule turns a schedule of an import, in the form Export sends,
+// into the engine's schedule: its definition as PutSchedule reads it, and
+// its created_at, updated_at and last_slot (the cursor), so that it goes
+// on from where it was. next_runs is ignored. Engine.ImportSchedule
+// validates the values.
+func importedSchedule(m *delayqv1.Schedule) (*core.Schedule, error) {
+	if m == nil {
+		return nil, core.Invalid("", "no schedule")
+	}
+	if m.Name == "" {
+		return nil, core.Invalid("name", "a schedule of an import needs its name")
+	}
+	sc, err := scheduleConfig(m.Name, &delayqv1.ScheduleConfig{
+		Cron: m.Cron, TimeZone: m.TimeZone, Topic: m.Topic, Job: m.Job, Start: m.Start, End: m.End,
+		Paused: m.Paused, Missed: m.Missed, MissedLimit: m.MissedLimit,
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range []struct {
+		name, text string
+		dst        *time.Time
+	}{{"created_at", m.CreatedAt, &sc.CreatedAt}, {"updated_at", m.UpdatedAt, &sc.UpdatedAt}, {"last_slot", m.LastSlot, &sc.Cursor}} {
+		if *f.dst, err = parseTime(f.name, f.text); err != nil {
+			return nil, err
+		}
+	}
+	return sc, nil
+}

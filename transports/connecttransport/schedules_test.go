@@ -3,6 +3,7 @@ package connecttransport_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -203,4 +204,81 @@ func TestSchedulesAccess(t *testing.T) {
 	require.NoError(t, b.call(t, adminToken, "ListSchedules", &delayqv1.ListSchedulesRequest{}, &list))
 	require.Len(t, list.Schedules, 2, "billing is still there")
 	require.NoError(t, b.call(t, mailOnlyToken, "DeleteSchedule", &delayqv1.DeleteScheduleRequest{Name: "mine"}, &delayqv1.DeleteScheduleResponse{}))
+}
+
+// TestExportImportSchedules: an export carries every schedule before the
+// jobs, in batches, with times and cursor; an import restores them as
+// they were, skips a name in use, and fails a bad schedule alone at its
+// position in the stream.
+func TestExportImportSchedules(t *testing.T) {
+	t.Parallel()
+	from, to := setup(t), setup(t)
+	ctx := context.Background()
+	slot := time.Date(2025, 6, 1, 3, 0, 0, 0, time.UTC)
+	_, err := from.engine.ImportSchedule(ctx, &core.Schedule{Name: "nightly", Cron: "0 3 * * *", TimeZone: "Europe/Paris",
+		Topic: "reports", Job: core.ScheduleJob{Body: []byte(`{"a": 1}`), TTR: time.Minute}, Missed: core.MissedAll,
+		Start: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), CreatedAt: slot.Add(-time.Hour), Cursor: slot})
+	require.NoError(t, err)
+	for i := range 300 { // with nightly, more than one batch
+		_, err := from.engine.PutSchedule(ctx, &core.Schedule{Name: fmt.Sprintf("s%03d", i), Cron: "@daily", Topic: "mail"})
+		require.NoError(t, err)
+	}
+	from.push(t, "reports", "1")
+
+	schedules, jobs, err := from.exportAll(t, "")
+	require.NoError(t, err)
+	require.Len(t, schedules, 301)
+	require.Len(t, jobs, 1)
+	var want delayqv1.GetScheduleResponse
+	from.must(t, "GetSchedule", &delayqv1.GetScheduleRequest{Name: "nightly", Next: proto.Int32(0)}, &want)
+	require.Equal(t, "nightly", schedules[0].Name)
+	requireSameSchedule(t, want.Schedule, schedules[0], "exported as GetSchedule shows it, without next_runs")
+	require.Equal(t, "2025-06-01T03:00:00.000Z", schedules[0].LastSlot)
+
+	badSchedule := &delayqv1.Schedule{Name: "bad", Cron: "nope", Topic: "mail"}
+	res, err := to.importStream(t, "",
+		&delayqv1.ImportRequest{Schedules: schedules[:2]},
+		&delayqv1.ImportRequest{Schedules: append([]*delayqv1.Schedule{badSchedule}, schedules[2:]...), Jobs: jobs})
+	require.NoError(t, err)
+	require.EqualValues(t, 302, res.Imported)
+	require.EqualValues(t, 1, res.Failed)
+	require.EqualValues(t, 3, res.Errors[0].Index, "the position in the stream")
+	require.Equal(t, "cron", res.Errors[0].Error.GetField())
+	var got delayqv1.GetScheduleResponse
+	to.must(t, "GetSchedule", &delayqv1.GetScheduleRequest{Name: "nightly", Next: proto.Int32(0)}, &got)
+	requireSameSchedule(t, want.Schedule, got.Schedule, "as it was, cursor and times kept")
+	_, err = to.engine.GetSchedule(ctx, "bad")
+	require.ErrorIs(t, err, core.ErrNotFound)
+
+	res, err = to.importStream(t, "", &delayqv1.ImportRequest{Schedules: schedules[:1]})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.Skipped, "the name is in use")
+}
+
+// TestExportImportSchedulesAccess: a token restricted to topics exports and
+// imports only the schedules of its topics.
+func TestExportImportSchedulesAccess(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withTokens)
+	ctx := context.Background()
+	for _, topic := range []string{"mail", "secret"} {
+		_, err := b.engine.PutSchedule(ctx, &core.Schedule{Name: topic, Cron: "@daily", Topic: topic})
+		require.NoError(t, err)
+	}
+	all, _, err := b.exportAll(t, adminToken)
+	require.NoError(t, err)
+	require.Len(t, all, 2)
+	mine, _, err := b.exportAll(t, mailOnlyToken)
+	require.NoError(t, err)
+	require.Len(t, mine, 1)
+	require.Equal(t, "mail", mine[0].Topic)
+
+	require.NoError(t, b.engine.DeleteSchedule(ctx, "secret"))
+	res, err := b.importStream(t, mailOnlyToken, &delayqv1.ImportRequest{Schedules: all})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.Skipped, "mail exists")
+	require.EqualValues(t, 1, res.Failed)
+	require.Equal(t, "permission_denied", res.Errors[0].Error.GetCode())
+	_, err = b.engine.GetSchedule(ctx, "secret")
+	require.ErrorIs(t, err, core.ErrNotFound)
 }

@@ -3688,7 +3688,8 @@ type Schedule struct {
 	// LastSlot is the cursor, the last slot fired or passed over; "" before
 	// the first.
 	LastSlot string `protobuf:"bytes,13,opt,name=last_slot,json=lastSlot,proto3" json:"last_slot,omitempty"`
-	// NextRuns are the next slots that may still fire, none while paused.
+	// NextRuns are the next slots that may still fire, none while paused;
+	// never in an export, ignored by an import.
 	NextRuns      []string `protobuf:"bytes,14,rep,name=next_runs,json=nextRuns,proto3" json:"next_runs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4240,11 +4241,14 @@ func (*ExportRequest) Descriptor() ([]byte, []int) {
 	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{68}
 }
 
-// ExportResponse is a batch of exported jobs: the fields of Job but
-// updated_at and lease_expires_at, and never a lease.
+// ExportResponse is a batch of exported schedules and jobs. Every schedule
+// comes before the first job. Jobs have the fields of Job but updated_at
+// and lease_expires_at, and never a lease; schedules those of Schedule but
+// next_runs.
 type ExportResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Jobs          []*Job                 `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	Schedules     []*Schedule            `protobuf:"bytes,2,rep,name=schedules,proto3" json:"schedules,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4286,13 +4290,25 @@ func (x *ExportResponse) GetJobs() []*Job {
 	return nil
 }
 
-// ImportRequest is a batch of jobs to import, in the form Export sends
-// (updated_at and lease_expires_at are ignored). Each job is checked as a
-// line of POST /v1/import is: state scheduled, ready, reserved or dead,
-// run_at required.
+func (x *ExportResponse) GetSchedules() []*Schedule {
+	if x != nil {
+		return x.Schedules
+	}
+	return nil
+}
+
+// ImportRequest is a batch of schedules and jobs to import, in the form
+// Export sends (a job's updated_at and lease_expires_at and a schedule's
+// next_runs are ignored); a batch's schedules are imported before its
+// jobs. Each job is checked as a line of POST /v1/import is: state
+// scheduled, ready, reserved or dead, run_at required. Each schedule is
+// checked as PutSchedule checks it and stored with its created_at,
+// updated_at and last_slot, unless a schedule of its name exists
+// (skipped).
 type ImportRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Jobs          []*Job                 `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	Schedules     []*Schedule            `protobuf:"bytes,2,rep,name=schedules,proto3" json:"schedules,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4334,8 +4350,16 @@ func (x *ImportRequest) GetJobs() []*Job {
 	return nil
 }
 
-// ImportResponse counts the jobs imported, skipped (their id was in use)
-// and failed, and lists the errors of the first 1000 that failed.
+func (x *ImportRequest) GetSchedules() []*Schedule {
+	if x != nil {
+		return x.Schedules
+	}
+	return nil
+}
+
+// ImportResponse counts the schedules and jobs imported, skipped (their
+// name or id was in use) and failed, and lists the errors of the first 1000
+// that failed.
 type ImportResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Imported      int64                  `protobuf:"varint,1,opt,name=imported,proto3" json:"imported,omitempty"`
@@ -4404,10 +4428,11 @@ func (x *ImportResponse) GetErrors() []*ImportError {
 	return nil
 }
 
-// ImportError is the error of one job of an import.
+// ImportError is the error of one schedule or job of an import.
 type ImportError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Index is the job's position among all the jobs of the stream, 1-based.
+	// Index is the item's position in the stream, 1-based: each batch's
+	// schedules, then its jobs, counted over all the batches.
 	Index         int64  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
 	Error         *Error `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -4761,11 +4786,13 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x15DeleteScheduleRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x18\n" +
 	"\x16DeleteScheduleResponse\"\x0f\n" +
-	"\rExportRequest\"4\n" +
+	"\rExportRequest\"g\n" +
 	"\x0eExportResponse\x12\"\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x0e.delayq.v1.JobR\x04jobs\"3\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x0e.delayq.v1.JobR\x04jobs\x121\n" +
+	"\tschedules\x18\x02 \x03(\v2\x13.delayq.v1.ScheduleR\tschedules\"f\n" +
 	"\rImportRequest\x12\"\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x0e.delayq.v1.JobR\x04jobs\"\x8e\x01\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x0e.delayq.v1.JobR\x04jobs\x121\n" +
+	"\tschedules\x18\x02 \x03(\v2\x13.delayq.v1.ScheduleR\tschedules\"\x8e\x01\n" +
 	"\x0eImportResponse\x12\x1a\n" +
 	"\bimported\x18\x01 \x01(\x03R\bimported\x12\x18\n" +
 	"\askipped\x18\x02 \x01(\x03R\askipped\x12\x16\n" +
@@ -4936,70 +4963,72 @@ var file_delayq_v1_delayq_proto_depIdxs = []int32{
 	59, // 37: delayq.v1.GetScheduleResponse.schedule:type_name -> delayq.v1.Schedule
 	59, // 38: delayq.v1.ListSchedulesResponse.schedules:type_name -> delayq.v1.Schedule
 	3,  // 39: delayq.v1.ExportResponse.jobs:type_name -> delayq.v1.Job
-	3,  // 40: delayq.v1.ImportRequest.jobs:type_name -> delayq.v1.Job
-	72, // 41: delayq.v1.ImportResponse.errors:type_name -> delayq.v1.ImportError
-	0,  // 42: delayq.v1.ImportError.error:type_name -> delayq.v1.Error
-	5,  // 43: delayq.v1.DelayqService.Push:input_type -> delayq.v1.PushRequest
-	7,  // 44: delayq.v1.DelayqService.PushBatch:input_type -> delayq.v1.PushBatchRequest
-	10, // 45: delayq.v1.DelayqService.Replace:input_type -> delayq.v1.ReplaceRequest
-	11, // 46: delayq.v1.DelayqService.GetJob:input_type -> delayq.v1.GetJobRequest
-	13, // 47: delayq.v1.DelayqService.CancelJob:input_type -> delayq.v1.CancelJobRequest
-	15, // 48: delayq.v1.DelayqService.FindJobs:input_type -> delayq.v1.FindJobsRequest
-	17, // 49: delayq.v1.DelayqService.CancelByKey:input_type -> delayq.v1.CancelByKeyRequest
-	19, // 50: delayq.v1.DelayqService.Claim:input_type -> delayq.v1.ClaimRequest
-	21, // 51: delayq.v1.DelayqService.Subscribe:input_type -> delayq.v1.SubscribeRequest
-	23, // 52: delayq.v1.DelayqService.Ack:input_type -> delayq.v1.AckRequest
-	25, // 53: delayq.v1.DelayqService.Nack:input_type -> delayq.v1.NackRequest
-	27, // 54: delayq.v1.DelayqService.Touch:input_type -> delayq.v1.TouchRequest
-	29, // 55: delayq.v1.DelayqService.AckBatch:input_type -> delayq.v1.AckBatchRequest
-	32, // 56: delayq.v1.DelayqService.NackBatch:input_type -> delayq.v1.NackBatchRequest
-	34, // 57: delayq.v1.DelayqService.Requeue:input_type -> delayq.v1.RequeueRequest
-	36, // 58: delayq.v1.DelayqService.ListDead:input_type -> delayq.v1.ListDeadRequest
-	45, // 59: delayq.v1.DelayqService.GetTopic:input_type -> delayq.v1.GetTopicRequest
-	47, // 60: delayq.v1.DelayqService.ListTopics:input_type -> delayq.v1.ListTopicsRequest
-	49, // 61: delayq.v1.DelayqService.PutTopic:input_type -> delayq.v1.PutTopicRequest
-	51, // 62: delayq.v1.DelayqService.DeleteTopic:input_type -> delayq.v1.DeleteTopicRequest
-	53, // 63: delayq.v1.DelayqService.PauseTopic:input_type -> delayq.v1.PauseTopicRequest
-	55, // 64: delayq.v1.DelayqService.ResumeTopic:input_type -> delayq.v1.ResumeTopicRequest
-	60, // 65: delayq.v1.DelayqService.PutSchedule:input_type -> delayq.v1.PutScheduleRequest
-	62, // 66: delayq.v1.DelayqService.GetSchedule:input_type -> delayq.v1.GetScheduleRequest
-	64, // 67: delayq.v1.DelayqService.ListSchedules:input_type -> delayq.v1.ListSchedulesRequest
-	66, // 68: delayq.v1.DelayqService.DeleteSchedule:input_type -> delayq.v1.DeleteScheduleRequest
-	68, // 69: delayq.v1.DelayqService.Export:input_type -> delayq.v1.ExportRequest
-	70, // 70: delayq.v1.DelayqService.Import:input_type -> delayq.v1.ImportRequest
-	6,  // 71: delayq.v1.DelayqService.Push:output_type -> delayq.v1.PushResponse
-	9,  // 72: delayq.v1.DelayqService.PushBatch:output_type -> delayq.v1.PushBatchResponse
-	6,  // 73: delayq.v1.DelayqService.Replace:output_type -> delayq.v1.PushResponse
-	12, // 74: delayq.v1.DelayqService.GetJob:output_type -> delayq.v1.GetJobResponse
-	14, // 75: delayq.v1.DelayqService.CancelJob:output_type -> delayq.v1.CancelJobResponse
-	16, // 76: delayq.v1.DelayqService.FindJobs:output_type -> delayq.v1.FindJobsResponse
-	18, // 77: delayq.v1.DelayqService.CancelByKey:output_type -> delayq.v1.CancelByKeyResponse
-	20, // 78: delayq.v1.DelayqService.Claim:output_type -> delayq.v1.ClaimResponse
-	22, // 79: delayq.v1.DelayqService.Subscribe:output_type -> delayq.v1.SubscribeResponse
-	24, // 80: delayq.v1.DelayqService.Ack:output_type -> delayq.v1.AckResponse
-	26, // 81: delayq.v1.DelayqService.Nack:output_type -> delayq.v1.NackResponse
-	28, // 82: delayq.v1.DelayqService.Touch:output_type -> delayq.v1.TouchResponse
-	31, // 83: delayq.v1.DelayqService.AckBatch:output_type -> delayq.v1.AckBatchResponse
-	33, // 84: delayq.v1.DelayqService.NackBatch:output_type -> delayq.v1.NackBatchResponse
-	35, // 85: delayq.v1.DelayqService.Requeue:output_type -> delayq.v1.RequeueResponse
-	37, // 86: delayq.v1.DelayqService.ListDead:output_type -> delayq.v1.ListDeadResponse
-	46, // 87: delayq.v1.DelayqService.GetTopic:output_type -> delayq.v1.GetTopicResponse
-	48, // 88: delayq.v1.DelayqService.ListTopics:output_type -> delayq.v1.ListTopicsResponse
-	50, // 89: delayq.v1.DelayqService.PutTopic:output_type -> delayq.v1.PutTopicResponse
-	52, // 90: delayq.v1.DelayqService.DeleteTopic:output_type -> delayq.v1.DeleteTopicResponse
-	54, // 91: delayq.v1.DelayqService.PauseTopic:output_type -> delayq.v1.PauseTopicResponse
-	56, // 92: delayq.v1.DelayqService.ResumeTopic:output_type -> delayq.v1.ResumeTopicResponse
-	61, // 93: delayq.v1.DelayqService.PutSchedule:output_type -> delayq.v1.PutScheduleResponse
-	63, // 94: delayq.v1.DelayqService.GetSchedule:output_type -> delayq.v1.GetScheduleResponse
-	65, // 95: delayq.v1.DelayqService.ListSchedules:output_type -> delayq.v1.ListSchedulesResponse
-	67, // 96: delayq.v1.DelayqService.DeleteSchedule:output_type -> delayq.v1.DeleteScheduleResponse
-	69, // 97: delayq.v1.DelayqService.Export:output_type -> delayq.v1.ExportResponse
-	71, // 98: delayq.v1.DelayqService.Import:output_type -> delayq.v1.ImportResponse
-	71, // [71:99] is the sub-list for method output_type
-	43, // [43:71] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	59, // 40: delayq.v1.ExportResponse.schedules:type_name -> delayq.v1.Schedule
+	3,  // 41: delayq.v1.ImportRequest.jobs:type_name -> delayq.v1.Job
+	59, // 42: delayq.v1.ImportRequest.schedules:type_name -> delayq.v1.Schedule
+	72, // 43: delayq.v1.ImportResponse.errors:type_name -> delayq.v1.ImportError
+	0,  // 44: delayq.v1.ImportError.error:type_name -> delayq.v1.Error
+	5,  // 45: delayq.v1.DelayqService.Push:input_type -> delayq.v1.PushRequest
+	7,  // 46: delayq.v1.DelayqService.PushBatch:input_type -> delayq.v1.PushBatchRequest
+	10, // 47: delayq.v1.DelayqService.Replace:input_type -> delayq.v1.ReplaceRequest
+	11, // 48: delayq.v1.DelayqService.GetJob:input_type -> delayq.v1.GetJobRequest
+	13, // 49: delayq.v1.DelayqService.CancelJob:input_type -> delayq.v1.CancelJobRequest
+	15, // 50: delayq.v1.DelayqService.FindJobs:input_type -> delayq.v1.FindJobsRequest
+	17, // 51: delayq.v1.DelayqService.CancelByKey:input_type -> delayq.v1.CancelByKeyRequest
+	19, // 52: delayq.v1.DelayqService.Claim:input_type -> delayq.v1.ClaimRequest
+	21, // 53: delayq.v1.DelayqService.Subscribe:input_type -> delayq.v1.SubscribeRequest
+	23, // 54: delayq.v1.DelayqService.Ack:input_type -> delayq.v1.AckRequest
+	25, // 55: delayq.v1.DelayqService.Nack:input_type -> delayq.v1.NackRequest
+	27, // 56: delayq.v1.DelayqService.Touch:input_type -> delayq.v1.TouchRequest
+	29, // 57: delayq.v1.DelayqService.AckBatch:input_type -> delayq.v1.AckBatchRequest
+	32, // 58: delayq.v1.DelayqService.NackBatch:input_type -> delayq.v1.NackBatchRequest
+	34, // 59: delayq.v1.DelayqService.Requeue:input_type -> delayq.v1.RequeueRequest
+	36, // 60: delayq.v1.DelayqService.ListDead:input_type -> delayq.v1.ListDeadRequest
+	45, // 61: delayq.v1.DelayqService.GetTopic:input_type -> delayq.v1.GetTopicRequest
+	47, // 62: delayq.v1.DelayqService.ListTopics:input_type -> delayq.v1.ListTopicsRequest
+	49, // 63: delayq.v1.DelayqService.PutTopic:input_type -> delayq.v1.PutTopicRequest
+	51, // 64: delayq.v1.DelayqService.DeleteTopic:input_type -> delayq.v1.DeleteTopicRequest
+	53, // 65: delayq.v1.DelayqService.PauseTopic:input_type -> delayq.v1.PauseTopicRequest
+	55, // 66: delayq.v1.DelayqService.ResumeTopic:input_type -> delayq.v1.ResumeTopicRequest
+	60, // 67: delayq.v1.DelayqService.PutSchedule:input_type -> delayq.v1.PutScheduleRequest
+	62, // 68: delayq.v1.DelayqService.GetSchedule:input_type -> delayq.v1.GetScheduleRequest
+	64, // 69: delayq.v1.DelayqService.ListSchedules:input_type -> delayq.v1.ListSchedulesRequest
+	66, // 70: delayq.v1.DelayqService.DeleteSchedule:input_type -> delayq.v1.DeleteScheduleRequest
+	68, // 71: delayq.v1.DelayqService.Export:input_type -> delayq.v1.ExportRequest
+	70, // 72: delayq.v1.DelayqService.Import:input_type -> delayq.v1.ImportRequest
+	6,  // 73: delayq.v1.DelayqService.Push:output_type -> delayq.v1.PushResponse
+	9,  // 74: delayq.v1.DelayqService.PushBatch:output_type -> delayq.v1.PushBatchResponse
+	6,  // 75: delayq.v1.DelayqService.Replace:output_type -> delayq.v1.PushResponse
+	12, // 76: delayq.v1.DelayqService.GetJob:output_type -> delayq.v1.GetJobResponse
+	14, // 77: delayq.v1.DelayqService.CancelJob:output_type -> delayq.v1.CancelJobResponse
+	16, // 78: delayq.v1.DelayqService.FindJobs:output_type -> delayq.v1.FindJobsResponse
+	18, // 79: delayq.v1.DelayqService.CancelByKey:output_type -> delayq.v1.CancelByKeyResponse
+	20, // 80: delayq.v1.DelayqService.Claim:output_type -> delayq.v1.ClaimResponse
+	22, // 81: delayq.v1.DelayqService.Subscribe:output_type -> delayq.v1.SubscribeResponse
+	24, // 82: delayq.v1.DelayqService.Ack:output_type -> delayq.v1.AckResponse
+	26, // 83: delayq.v1.DelayqService.Nack:output_type -> delayq.v1.NackResponse
+	28, // 84: delayq.v1.DelayqService.Touch:output_type -> delayq.v1.TouchResponse
+	31, // 85: delayq.v1.DelayqService.AckBatch:output_type -> delayq.v1.AckBatchResponse
+	33, // 86: delayq.v1.DelayqService.NackBatch:output_type -> delayq.v1.NackBatchResponse
+	35, // 87: delayq.v1.DelayqService.Requeue:output_type -> delayq.v1.RequeueResponse
+	37, // 88: delayq.v1.DelayqService.ListDead:output_type -> delayq.v1.ListDeadResponse
+	46, // 89: delayq.v1.DelayqService.GetTopic:output_type -> delayq.v1.GetTopicResponse
+	48, // 90: delayq.v1.DelayqService.ListTopics:output_type -> delayq.v1.ListTopicsResponse
+	50, // 91: delayq.v1.DelayqService.PutTopic:output_type -> delayq.v1.PutTopicResponse
+	52, // 92: delayq.v1.DelayqService.DeleteTopic:output_type -> delayq.v1.DeleteTopicResponse
+	54, // 93: delayq.v1.DelayqService.PauseTopic:output_type -> delayq.v1.PauseTopicResponse
+	56, // 94: delayq.v1.DelayqService.ResumeTopic:output_type -> delayq.v1.ResumeTopicResponse
+	61, // 95: delayq.v1.DelayqService.PutSchedule:output_type -> delayq.v1.PutScheduleResponse
+	63, // 96: delayq.v1.DelayqService.GetSchedule:output_type -> delayq.v1.GetScheduleResponse
+	65, // 97: delayq.v1.DelayqService.ListSchedules:output_type -> delayq.v1.ListSchedulesResponse
+	67, // 98: delayq.v1.DelayqService.DeleteSchedule:output_type -> delayq.v1.DeleteScheduleResponse
+	69, // 99: delayq.v1.DelayqService.Export:output_type -> delayq.v1.ExportResponse
+	71, // 100: delayq.v1.DelayqService.Import:output_type -> delayq.v1.ImportResponse
+	73, // [73:101] is the sub-list for method output_type
+	45, // [45:73] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_delayq_v1_delayq_proto_init() }

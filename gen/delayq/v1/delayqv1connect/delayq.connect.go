@@ -194,12 +194,12 @@ type DelayqServiceClient interface {
 	// DeleteSchedule drops a schedule; the jobs it created stay
 	// (DELETE /v1/schedules/{name}). Scope admin.
 	DeleteSchedule(context.Context, *connect.Request[v1.DeleteScheduleRequest]) (*connect.Response[v1.DeleteScheduleResponse], error)
-	// Export streams every scheduled, ready, reserved and dead job, in
-	// batches (GET /v1/export). Scope admin.
+	// Export streams every schedule, then every scheduled, ready, reserved
+	// and dead job, in batches (GET /v1/export). Scope admin.
 	Export(context.Context, *connect.Request[v1.ExportRequest]) (*connect.ServerStreamForClient[v1.ExportResponse], error)
-	// Import stores exported jobs whose id is not in use, sent as a stream of
-	// batches, and answers the counts once the stream ends
-	// (POST /v1/import). Scope admin.
+	// Import stores exported schedules whose name and jobs whose id is not
+	// in use, sent as a stream of batches, and answers the counts once the
+	// stream ends (POST /v1/import). Scope admin.
 	Import(context.Context) *connect.ClientStreamForClient[v1.ImportRequest, v1.ImportResponse]
 }
 
@@ -635,12 +635,12 @@ type DelayqServiceHandler interface {
 	// DeleteSchedule drops a schedule; the jobs it created stay
 	// (DELETE /v1/schedules/{name}). Scope admin.
 	DeleteSchedule(context.Context, *connect.Request[v1.DeleteScheduleRequest]) (*connect.Response[v1.DeleteScheduleResponse], error)
-	// Export streams every scheduled, ready, reserved and dead job, in
-	// batches (GET /v1/export). Scope admin.
+	// Export streams every schedule, then every scheduled, ready, reserved
+	// and dead job, in batches (GET /v1/export). Scope admin.
 	Export(context.Context, *connect.Request[v1.ExportRequest], *connect.ServerStream[v1.ExportResponse]) error
-	// Import stores exported jobs whose id is not in use, sent as a stream of
-	// batches, and answers the counts once the stream ends
-	// (POST /v1/import). Scope admin.
+	// Import stores exported schedules whose name and jobs whose id is not
+	// in use, sent as a stream of batches, and answers the counts once the
+	// stream ends (POST /v1/import). Scope admin.
 	Import(context.Context, *connect.ClientStream[v1.ImportRequest]) (*connect.Response[v1.ImportResponse], error)
 }
 
