@@ -290,3 +290,101 @@ func topicMessage(t *core.Topic) *delayqv1.Topic {
 	}
 	return m
 }
+
+// scheduleConfig turns a schedule's definition into the engine's schedule
+// named name, checking the wire form only (start and end are times, the
+// job's ttr a duration), as httptransport.DecodeSchedule does for the HTTP
+// body; nil is every default. Engine.PutSchedule validates the values.
+func scheduleConfig(name string, c *delayqv1.ScheduleConfig) (*core.Schedule, error) {
+	sc := &core.Schedule{Name: name}
+	if c == nil {
+		return sc, nil
+	}
+	sc.Cron, sc.TimeZone, sc.Topic, sc.Paused = c.Cron, c.TimeZone, c.Topic, c.Paused
+	sc.Missed, sc.MissedLimit = c.Missed, int(c.MissedLimit)
+	var err error
+	if sc.Start, err = parseTime("start", c.Start); err != nil {
+		return nil, err
+	}
+	if sc.End, err = parseTime("end", c.End); err != nil {
+		return nil, err
+	}
+	if j := c.Job; j != nil {
+		sc.Job = core.ScheduleJob{Key: j.Key, MaxAttempts: int(j.MaxAttempts), Priority: int(j.Priority)}
+		if j.Body != "" {
+			sc.Job.Body = json.RawMessage(j.Body)
+		}
+		if sc.Job.TTR, err = parseDuration("job.ttr", j.Ttr); err != nil {
+			return nil, err
+		}
+	}
+	return sc, nil
+}
+
+// parseTime decodes an optional time field: "" is zero.
+func parseTime(field, s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	return wire.ParseTimeText(field, s)
+}
+
+// optTimeText is timeText(t), or "" for the zero time (unset).
+func optTimeText(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return timeText(t)
+}
+
+// scheduleMessage is a stored schedule as GetSchedule shows it, with its
+// next (0 to core.UpcomingMax) upcoming slots after now, as the HTTP API's
+// schedule answer.
+func scheduleMessage(stored *core.Schedule, now time.Time, next int) *delayqv1.Schedule {
+	sc := wire.ScheduleShown(stored)
+	m := &delayqv1.Schedule{
+		Name: sc.Name, Cron: sc.Cron, TimeZone: sc.TimeZone, Topic: sc.Topic,
+		Job: &delayqv1.ScheduleJob{Body: bodyText(sc.Job.Body), Key: sc.Job.Key,
+			MaxAttempts: int32(sc.Job.MaxAttempts), Priority: int32(sc.Job.Priority)},
+		Start: optTimeText(sc.Start), End: optTimeText(sc.End), Paused: sc.Paused,
+		Missed: sc.Missed, MissedLimit: int32(sc.MissedLimit),
+		CreatedAt: timeText(sc.CreatedAt), UpdatedAt: timeText(sc.UpdatedAt), LastSlot: optTimeText(sc.Cursor),
+	}
+	if sc.Job.TTR > 0 {
+		m.Job.Ttr = sc.Job.TTR.String()
+	}
+	for _, t := range stored.Upcoming(now, next) {
+		m.NextRuns = append(m.NextRuns, timeText(t))
+	}
+	return m
+}
+
+// importedSchedule turns a schedule of an import, in the form Export sends,
+// into the engine's schedule: its definition as PutSchedule reads it, and
+// its created_at, updated_at and last_slot (the cursor), so that it goes
+// on from where it was. next_runs is ignored. Engine.ImportSchedule
+// validates the values.
+func importedSchedule(m *delayqv1.Schedule) (*core.Schedule, error) {
+	if m == nil {
+		return nil, core.Invalid("", "no schedule")
+	}
+	if m.Name == "" {
+		return nil, core.Invalid("name", "a schedule of an import needs its name")
+	}
+	sc, err := scheduleConfig(m.Name, &delayqv1.ScheduleConfig{
+		Cron: m.Cron, TimeZone: m.TimeZone, Topic: m.Topic, Job: m.Job, Start: m.Start, End: m.End,
+		Paused: m.Paused, Missed: m.Missed, MissedLimit: m.MissedLimit,
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range []struct {
+		name, text string
+		dst        *time.Time
+	}{{"created_at", m.CreatedAt, &sc.CreatedAt}, {"updated_at", m.UpdatedAt, &sc.UpdatedAt}, {"last_slot", m.LastSlot, &sc.Cursor}} {
+		if *f.dst, err = parseTime(f.name, f.text); err != nil {
+			return nil, err
+		}
+	}
+	return sc, nil
+}

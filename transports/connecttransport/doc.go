@@ -13,8 +13,8 @@
 // Every method mirrors a route of the HTTP API (docs/api.md) and calls the
 // engine as that route does, with its validation, scopes, topic
 // restrictions and intake quota; the proto names each one's route. Export
-// and Import are streams of batches of jobs; the backup and the health
-// probes stay on HTTP. Messages carry the HTTP API's wire forms: durations
+// and Import are streams of batches of schedules and jobs; the backup and
+// the health probes stay on HTTP. Messages carry the HTTP API's wire forms: durations
 // and times are strings decoded by package wire, a job's body is one JSON
 // value as text, kept byte for byte.
 //

@@ -9,6 +9,7 @@ import (
 
 	"github.com/delayq/delayq/core"
 	delayqv1 "github.com/delayq/delayq/gen/delayq/v1"
+	"github.com/delayq/delayq/transports/wire"
 )
 
 // Bounds of export and import, those of the HTTP API.
@@ -22,10 +23,11 @@ const (
 	importMaxErrors = 1000
 )
 
-// Export streams every scheduled, ready, reserved and dead job, in batches,
-// as GET /v1/export does: no lease, and for a token restricted to topics
-// only the jobs of its topics. Each batch must be taken within
-// Config.SendTimeout. Errors: Unimplemented when the backend cannot export;
+// Export streams every schedule, then every scheduled, ready, reserved and
+// dead job, in batches of both, as GET /v1/export does: schedules as
+// GetSchedule shows them without next_runs, jobs without a lease, and for
+// a token restricted to topics only those of its topics. Each batch must
+// be taken within Config.SendTimeout. Errors: Unimplemented when the backend cannot export;
 // an error after the first batch ends the stream with its status, so that
 // a client sees a broken export rather than a short one.
 func (s *Server) Export(ctx context.Context, _ *connect.Request[delayqv1.ExportRequest], stream *connect.ServerStream[delayqv1.ExportResponse]) error {
@@ -44,32 +46,49 @@ func (s *Server) Export(ctx context.Context, _ *connect.Request[delayqv1.ExportR
 			defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
 		}
 		err := stream.Send(batch)
-		batch.Jobs = batch.Jobs[:0]
+		batch.Jobs, batch.Schedules = batch.Jobs[:0], batch.Schedules[:0]
 		return err
 	}
-	err := s.engine.Export(ctx, func(j *core.Job) error {
-		if id != nil && !id.AllowsTopic(j.Topic) {
+	full := func() bool { return len(batch.Jobs)+len(batch.Schedules) >= exportBatchJobs }
+	schedules, err := s.engine.ListSchedules(ctx)
+	for _, sc := range schedules {
+		if id != nil && !id.AllowsTopic(sc.Topic) {
+			continue
+		}
+		batch.Schedules = append(batch.Schedules, scheduleMessage(sc, time.Time{}, 0))
+		if full() {
+			if err = send(); err != nil {
+				break
+			}
+		}
+	}
+	if err == nil {
+		err = s.engine.Export(ctx, func(j *core.Job) error {
+			if id != nil && !id.AllowsTopic(j.Topic) {
+				return nil
+			}
+			batch.Jobs = append(batch.Jobs, exportMessage(j))
+			if full() {
+				return send()
+			}
 			return nil
-		}
-		batch.Jobs = append(batch.Jobs, exportMessage(j))
-		if len(batch.Jobs) >= exportBatchJobs {
-			return send()
-		}
-		return nil
-	})
-	if err == nil && len(batch.Jobs) > 0 {
+		})
+	}
+	if err == nil && len(batch.Jobs)+len(batch.Schedules) > 0 {
 		err = send()
 	}
 	return describe(err, errors.ErrUnsupported, "export is not supported by this backend")
 }
 
-// Import reads batches of exported jobs until the client ends the stream,
-// gives them to Engine.Import, and answers the counts of jobs imported,
-// skipped (their id was in use) and failed, with the errors of the first
-// 1000 that failed, each by its 1-based position in the stream: a job
-// fails alone, as a line of POST /v1/import does. Errors: Unimplemented
-// when the backend cannot import; a store failure fails the call, and
-// since an import is idempotent by id the whole stream may be sent again.
+// Import reads batches of exported schedules and jobs until the client
+// ends the stream, gives each batch's schedules to Engine.ImportSchedule
+// and then its jobs to Engine.Import, and answers the counts of those
+// imported, skipped (their name or id was in use) and failed, with the
+// errors of the first 1000 that failed, each by its 1-based position in
+// the stream: an item fails alone, as a line of POST /v1/import does.
+// Errors: Unimplemented when the backend cannot import; a store failure
+// fails the call, and since an import is idempotent by name and id the
+// whole stream may be sent again.
 func (s *Server) Import(ctx context.Context, stream *connect.ClientStream[delayqv1.ImportRequest]) (*connect.Response[delayqv1.ImportResponse], error) {
 	// Ask with no jobs first, so that a backend without the capability
 	// answers Unimplemented whatever the stream holds.
@@ -97,6 +116,21 @@ func (s *Server) Import(ctx context.Context, stream *connect.ClientStream[delayq
 		}
 		if !stream.Receive() {
 			break
+		}
+		for _, m := range stream.Msg().Schedules {
+			index++
+			imported, err := s.importSchedule(ctx, m)
+			switch {
+			case err != nil && !errors.Is(err, core.ErrInvalidArgument) && !errors.Is(err, core.ErrTooLarge) &&
+				!errors.Is(err, wire.ErrPermissionDenied):
+				return nil, err // the store's failure: the whole stream may be sent again
+			case err != nil:
+				fail(index, err)
+			case imported:
+				ans.Imported++
+			default:
+				ans.Skipped++
+			}
 		}
 		var jobs []*core.Job
 		var at []int64
@@ -135,4 +169,18 @@ func (s *Server) Import(ctx context.Context, stream *connect.ClientStream[delayq
 		return nil, err
 	}
 	return connect.NewResponse(ans), nil
+}
+
+// importSchedule imports a schedule of an import stream: false when a
+// schedule of its name exists (skipped). A token restricted to topics may
+// import only theirs.
+func (s *Server) importSchedule(ctx context.Context, m *delayqv1.Schedule) (bool, error) {
+	sc, err := importedSchedule(m)
+	if err != nil {
+		return false, err
+	}
+	if err := s.allowTopic(ctx, sc.Topic); err != nil {
+		return false, err
+	}
+	return s.engine.ImportSchedule(ctx, sc)
 }

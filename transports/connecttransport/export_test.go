@@ -19,6 +19,14 @@ import (
 // export reads every job of an Export stream with grpc-go.
 func (b *testBundle) export(t *testing.T, token string) ([]*delayqv1.Job, error) {
 	t.Helper()
+	_, jobs, err := b.exportAll(t, token)
+	return jobs, err
+}
+
+// exportAll reads every schedule and job of an Export stream with grpc-go,
+// and checks that no schedule comes after a job.
+func (b *testBundle) exportAll(t *testing.T, token string) ([]*delayqv1.Schedule, []*delayqv1.Job, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if token != "" {
@@ -29,21 +37,34 @@ func (b *testBundle) export(t *testing.T, token string) ([]*delayqv1.Job, error)
 	require.NoError(t, cs.SendMsg(&delayqv1.ExportRequest{}))
 	require.NoError(t, cs.CloseSend())
 	var jobs []*delayqv1.Job
+	var schedules []*delayqv1.Schedule
 	for {
 		var m delayqv1.ExportResponse
 		err := cs.RecvMsg(&m)
 		if errors.Is(err, io.EOF) {
-			return jobs, nil
+			return schedules, jobs, nil
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		require.True(t, len(m.Schedules) == 0 || len(jobs) == 0, "a schedule after a job")
+		schedules = append(schedules, m.Schedules...)
 		jobs = append(jobs, m.Jobs...)
 	}
 }
 
-// importJobs sends batches as an Import stream with grpc-go.
+// importJobs sends batches of jobs as an Import stream with grpc-go.
 func (b *testBundle) importJobs(t *testing.T, token string, batches ...[]*delayqv1.Job) (*delayqv1.ImportResponse, error) {
+	t.Helper()
+	reqs := make([]*delayqv1.ImportRequest, len(batches))
+	for i, jobs := range batches {
+		reqs[i] = &delayqv1.ImportRequest{Jobs: jobs}
+	}
+	return b.importStream(t, token, reqs...)
+}
+
+// importStream sends messages as an Import stream with grpc-go.
+func (b *testBundle) importStream(t *testing.T, token string, reqs ...*delayqv1.ImportRequest) (*delayqv1.ImportResponse, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -52,8 +73,8 @@ func (b *testBundle) importJobs(t *testing.T, token string, batches ...[]*delayq
 	}
 	cs, err := b.conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true}, method("Import"))
 	require.NoError(t, err)
-	for _, jobs := range batches {
-		if err := cs.SendMsg(&delayqv1.ImportRequest{Jobs: jobs}); err != nil {
+	for _, req := range reqs {
+		if err := cs.SendMsg(req); err != nil {
 			break // the answer says why
 		}
 	}

@@ -3,17 +3,13 @@ package httptransport
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/transports/wire"
 )
-
-// nextRunsDefault is how many upcoming slots a schedule is shown with
-// unless the query's next says otherwise.
-const nextRunsDefault = 3
 
 // scheduleRequest is the body of PUT /v1/schedules/{name}.
 type scheduleRequest struct {
@@ -116,7 +112,8 @@ func optTime(t time.Time) *wireTime {
 	return &w
 }
 
-func newScheduleView(sc *core.Schedule, now time.Time, next int) scheduleView {
+func newScheduleView(stored *core.Schedule, now time.Time, next int) scheduleView {
+	sc := wire.ScheduleShown(stored)
 	v := scheduleView{
 		Name: sc.Name, Cron: sc.Cron, TimeZone: sc.TimeZone, Topic: sc.Topic,
 		Job:   scheduleJobView{Body: sc.Job.Body, Key: sc.Job.Key, MaxAttempts: sc.Job.MaxAttempts, Priority: sc.Job.Priority},
@@ -125,22 +122,13 @@ func newScheduleView(sc *core.Schedule, now time.Time, next int) scheduleView {
 		CreatedAt: wireTime(sc.CreatedAt), UpdatedAt: wireTime(sc.UpdatedAt), LastSlot: optTime(sc.Cursor),
 		NextRuns: []wireTime{},
 	}
-	if v.TimeZone == "" {
-		v.TimeZone = "UTC"
-	}
-	if v.Missed == "" {
-		v.Missed = core.MissedSkip
-	}
-	if v.Missed == core.MissedAll && v.MissedLimit == 0 {
-		v.MissedLimit = core.MissedLimitDefault
-	}
 	if len(v.Job.Body) == 0 {
 		v.Job.Body = json.RawMessage("null")
 	}
 	if sc.Job.TTR > 0 {
 		v.Job.TTR = sc.Job.TTR.String()
 	}
-	for _, t := range sc.Upcoming(now, next) {
+	for _, t := range stored.Upcoming(now, next) {
 		v.NextRuns = append(v.NextRuns, wireTime(t))
 	}
 	return v
@@ -150,24 +138,21 @@ func newScheduleView(sc *core.Schedule, now time.Time, next int) scheduleView {
 func queryNext(r *http.Request) (int, error) {
 	q := r.URL.Query()
 	if !q.Has("next") {
-		return nextRunsDefault, nil
+		return wire.NextRunsDefault, nil
 	}
 	n, err := strconv.Atoi(q.Get("next"))
-	if err != nil || n < 0 || n > core.UpcomingMax {
-		return 0, core.Invalid("next", "next must be an integer between 0 and %d", core.UpcomingMax)
+	if err != nil {
+		n = -1 // refused by ValidateNext with its message
 	}
-	return n, nil
+	return n, wire.ValidateNext(n)
 }
 
 // schedule returns the schedule of the path's name, as not found when the
 // request's token may not use its topic.
 func (s *Server) schedule(r *http.Request) (*core.Schedule, error) {
-	name := r.PathValue("name")
-	sc, err := s.engine.GetSchedule(r.Context(), name)
-	if err == nil && s.allowTopic(r, sc.Topic) != nil {
-		err = core.ErrNotFound
-	}
-	return sc, describe(err, core.ErrNotFound, "schedule %q not found", name)
+	return wire.ScheduleFor(r.Context(), s.engine, r.PathValue("name"), func(topic string) error {
+		return s.allowTopic(r, topic)
+	})
 }
 
 // putSchedule serves PUT /v1/schedules/{name}: it stores the schedule and
@@ -188,16 +173,9 @@ func (s *Server) putSchedule(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.allowTopic(r, sc.Topic); err != nil {
-		return err
-	}
-	old, err := s.engine.GetSchedule(r.Context(), name)
-	switch {
-	case err == nil:
-		if err := s.allowTopic(r, old.Topic); err != nil {
-			return err
-		}
-	case !errors.Is(err, core.ErrNotFound):
+	if err := wire.AllowSchedulePut(r.Context(), s.engine, sc, func(topic string) error {
+		return s.allowTopic(r, topic)
+	}); err != nil {
 		return err
 	}
 	stored, err := s.engine.PutSchedule(r.Context(), sc)

@@ -142,3 +142,28 @@ func TestMatchHost(t *testing.T) {
 		require.Equal(t, c.want, wire.MatchHost(c.pattern, c.host), "%s ~ %s", c.pattern, c.host)
 	}
 }
+
+// TestValidateNext: next is 0 to core.UpcomingMax.
+func TestValidateNext(t *testing.T) {
+	for _, n := range []int{0, wire.NextRunsDefault, core.UpcomingMax} {
+		require.NoError(t, wire.ValidateNext(n), n)
+	}
+	for _, n := range []int{-1, core.UpcomingMax + 1} {
+		requireFieldError(t, wire.ValidateNext(n), "next")
+	}
+}
+
+// TestScheduleShown: a schedule is shown with its defaults filled, and the
+// stored one is left as it is.
+func TestScheduleShown(t *testing.T) {
+	sc := &core.Schedule{Name: "n", Missed: core.MissedAll}
+	v := wire.ScheduleShown(sc)
+	require.Equal(t, "UTC", v.TimeZone)
+	require.Equal(t, core.MissedLimitDefault, v.MissedLimit)
+	require.Empty(t, sc.TimeZone)
+	require.Zero(t, sc.MissedLimit)
+	v = wire.ScheduleShown(&core.Schedule{TimeZone: "Europe/Paris", MissedLimit: 5})
+	require.Equal(t, "Europe/Paris", v.TimeZone)
+	require.Equal(t, core.MissedSkip, v.Missed)
+	require.Equal(t, 5, v.MissedLimit)
+}

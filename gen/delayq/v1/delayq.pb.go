@@ -3462,6 +3462,748 @@ func (x *ResumeTopicResponse) GetTopic() *Topic {
 	return nil
 }
 
+// ScheduleConfig is a schedule's definition: the body of
+// PUT /v1/schedules/{name}. Zero fields take their defaults.
+type ScheduleConfig struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Cron is required: 5 fields, 6 with seconds first, a descriptor such as
+	// @hourly, or "@every <duration>".
+	Cron string `protobuf:"bytes,1,opt,name=cron,proto3" json:"cron,omitempty"`
+	// TimeZone is the IANA zone whose wall clock cron reads; "" is UTC.
+	TimeZone string `protobuf:"bytes,2,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
+	// Topic is where each slot's job goes; required.
+	Topic string `protobuf:"bytes,3,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Job is the template of each slot's job; absent is a null body with
+	// the topic's defaults.
+	Job *ScheduleJob `protobuf:"bytes,4,opt,name=job,proto3" json:"job,omitempty"`
+	// Start and end, times, bound the slots; "" is none.
+	Start string `protobuf:"bytes,5,opt,name=start,proto3" json:"start,omitempty"`
+	End   string `protobuf:"bytes,6,opt,name=end,proto3" json:"end,omitempty"`
+	// Paused schedules fire nothing.
+	Paused bool `protobuf:"varint,7,opt,name=paused,proto3" json:"paused,omitempty"`
+	// Missed is skip (""), last or all: what fires of the slots a downtime
+	// missed.
+	Missed string `protobuf:"bytes,8,opt,name=missed,proto3" json:"missed,omitempty"`
+	// MissedLimit bounds missed all, 0 to 1000; 0 is 10.
+	MissedLimit   int32 `protobuf:"varint,9,opt,name=missed_limit,json=missedLimit,proto3" json:"missed_limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScheduleConfig) Reset() {
+	*x = ScheduleConfig{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScheduleConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScheduleConfig) ProtoMessage() {}
+
+func (x *ScheduleConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScheduleConfig.ProtoReflect.Descriptor instead.
+func (*ScheduleConfig) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *ScheduleConfig) GetCron() string {
+	if x != nil {
+		return x.Cron
+	}
+	return ""
+}
+
+func (x *ScheduleConfig) GetTimeZone() string {
+	if x != nil {
+		return x.TimeZone
+	}
+	return ""
+}
+
+func (x *ScheduleConfig) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ScheduleConfig) GetJob() *ScheduleJob {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+func (x *ScheduleConfig) GetStart() string {
+	if x != nil {
+		return x.Start
+	}
+	return ""
+}
+
+func (x *ScheduleConfig) GetEnd() string {
+	if x != nil {
+		return x.End
+	}
+	return ""
+}
+
+func (x *ScheduleConfig) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+func (x *ScheduleConfig) GetMissed() string {
+	if x != nil {
+		return x.Missed
+	}
+	return ""
+}
+
+func (x *ScheduleConfig) GetMissedLimit() int32 {
+	if x != nil {
+		return x.MissedLimit
+	}
+	return 0
+}
+
+// ScheduleJob is the template of a schedule's jobs. Zero fields take the
+// topic's defaults at each slot.
+type ScheduleJob struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Body is one JSON value as text; "" is null.
+	Body string `protobuf:"bytes,1,opt,name=body,proto3" json:"body,omitempty"`
+	Key  string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// Ttr is a duration; "" or 0 is the topic's.
+	Ttr string `protobuf:"bytes,3,opt,name=ttr,proto3" json:"ttr,omitempty"`
+	// MaxAttempts of 0 is the topic's.
+	MaxAttempts int32 `protobuf:"varint,4,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	// Priority from -10 (most urgent) to 10.
+	Priority      int32 `protobuf:"varint,5,opt,name=priority,proto3" json:"priority,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScheduleJob) Reset() {
+	*x = ScheduleJob{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScheduleJob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScheduleJob) ProtoMessage() {}
+
+func (x *ScheduleJob) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScheduleJob.ProtoReflect.Descriptor instead.
+func (*ScheduleJob) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *ScheduleJob) GetBody() string {
+	if x != nil {
+		return x.Body
+	}
+	return ""
+}
+
+func (x *ScheduleJob) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ScheduleJob) GetTtr() string {
+	if x != nil {
+		return x.Ttr
+	}
+	return ""
+}
+
+func (x *ScheduleJob) GetMaxAttempts() int32 {
+	if x != nil {
+		return x.MaxAttempts
+	}
+	return 0
+}
+
+func (x *ScheduleJob) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+// Schedule is a schedule as GET /v1/schedules/{name} shows it: its
+// definition with defaults filled (time_zone UTC, missed skip), its times
+// and cursor, and its next runs.
+type Schedule struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Name     string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Cron     string                 `protobuf:"bytes,2,opt,name=cron,proto3" json:"cron,omitempty"`
+	TimeZone string                 `protobuf:"bytes,3,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
+	Topic    string                 `protobuf:"bytes,4,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Job always has a body, "null" when none was given; ttr is "" when
+	// the topic's.
+	Job *ScheduleJob `protobuf:"bytes,5,opt,name=job,proto3" json:"job,omitempty"`
+	// Start and end are "" when unset.
+	Start       string `protobuf:"bytes,6,opt,name=start,proto3" json:"start,omitempty"`
+	End         string `protobuf:"bytes,7,opt,name=end,proto3" json:"end,omitempty"`
+	Paused      bool   `protobuf:"varint,8,opt,name=paused,proto3" json:"paused,omitempty"`
+	Missed      string `protobuf:"bytes,9,opt,name=missed,proto3" json:"missed,omitempty"`
+	MissedLimit int32  `protobuf:"varint,10,opt,name=missed_limit,json=missedLimit,proto3" json:"missed_limit,omitempty"`
+	CreatedAt   string `protobuf:"bytes,11,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	UpdatedAt   string `protobuf:"bytes,12,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// LastSlot is the cursor, the last slot fired or passed over; "" before
+	// the first.
+	LastSlot string `protobuf:"bytes,13,opt,name=last_slot,json=lastSlot,proto3" json:"last_slot,omitempty"`
+	// NextRuns are the next slots that may still fire, none while paused;
+	// never in an export, ignored by an import.
+	NextRuns      []string `protobuf:"bytes,14,rep,name=next_runs,json=nextRuns,proto3" json:"next_runs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Schedule) Reset() {
+	*x = Schedule{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Schedule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Schedule) ProtoMessage() {}
+
+func (x *Schedule) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Schedule.ProtoReflect.Descriptor instead.
+func (*Schedule) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *Schedule) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Schedule) GetCron() string {
+	if x != nil {
+		return x.Cron
+	}
+	return ""
+}
+
+func (x *Schedule) GetTimeZone() string {
+	if x != nil {
+		return x.TimeZone
+	}
+	return ""
+}
+
+func (x *Schedule) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *Schedule) GetJob() *ScheduleJob {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+func (x *Schedule) GetStart() string {
+	if x != nil {
+		return x.Start
+	}
+	return ""
+}
+
+func (x *Schedule) GetEnd() string {
+	if x != nil {
+		return x.End
+	}
+	return ""
+}
+
+func (x *Schedule) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+func (x *Schedule) GetMissed() string {
+	if x != nil {
+		return x.Missed
+	}
+	return ""
+}
+
+func (x *Schedule) GetMissedLimit() int32 {
+	if x != nil {
+		return x.MissedLimit
+	}
+	return 0
+}
+
+func (x *Schedule) GetCreatedAt() string {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return ""
+}
+
+func (x *Schedule) GetUpdatedAt() string {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return ""
+}
+
+func (x *Schedule) GetLastSlot() string {
+	if x != nil {
+		return x.LastSlot
+	}
+	return ""
+}
+
+func (x *Schedule) GetNextRuns() []string {
+	if x != nil {
+		return x.NextRuns
+	}
+	return nil
+}
+
+// PutScheduleRequest is the argument of PutSchedule.
+type PutScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Name is 1-200 characters of [A-Za-z0-9_-], "." between tokens.
+	Name     string          `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Schedule *ScheduleConfig `protobuf:"bytes,2,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	// Next is how many next runs to answer, 0 to 100; absent is 3.
+	Next          *int32 `protobuf:"varint,3,opt,name=next,proto3,oneof" json:"next,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutScheduleRequest) Reset() {
+	*x = PutScheduleRequest{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutScheduleRequest) ProtoMessage() {}
+
+func (x *PutScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutScheduleRequest.ProtoReflect.Descriptor instead.
+func (*PutScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *PutScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PutScheduleRequest) GetSchedule() *ScheduleConfig {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+func (x *PutScheduleRequest) GetNext() int32 {
+	if x != nil && x.Next != nil {
+		return *x.Next
+	}
+	return 0
+}
+
+// PutScheduleResponse is the schedule as GetSchedule shows it.
+type PutScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedule      *Schedule              `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutScheduleResponse) Reset() {
+	*x = PutScheduleResponse{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutScheduleResponse) ProtoMessage() {}
+
+func (x *PutScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutScheduleResponse.ProtoReflect.Descriptor instead.
+func (*PutScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *PutScheduleResponse) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+// GetScheduleRequest is the argument of GetSchedule.
+type GetScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Next is how many next runs to answer, 0 to 100; absent is 3.
+	Next          *int32 `protobuf:"varint,2,opt,name=next,proto3,oneof" json:"next,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetScheduleRequest) Reset() {
+	*x = GetScheduleRequest{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetScheduleRequest) ProtoMessage() {}
+
+func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
+func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *GetScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetScheduleRequest) GetNext() int32 {
+	if x != nil && x.Next != nil {
+		return *x.Next
+	}
+	return 0
+}
+
+// GetScheduleResponse is the schedule.
+type GetScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedule      *Schedule              `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetScheduleResponse) Reset() {
+	*x = GetScheduleResponse{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetScheduleResponse) ProtoMessage() {}
+
+func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
+func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *GetScheduleResponse) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+// ListSchedulesRequest is the argument of ListSchedules.
+type ListSchedulesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Next is how many next runs to answer for each, 0 to 100; absent is 3.
+	Next          *int32 `protobuf:"varint,1,opt,name=next,proto3,oneof" json:"next,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSchedulesRequest) Reset() {
+	*x = ListSchedulesRequest{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSchedulesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSchedulesRequest) ProtoMessage() {}
+
+func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
+func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *ListSchedulesRequest) GetNext() int32 {
+	if x != nil && x.Next != nil {
+		return *x.Next
+	}
+	return 0
+}
+
+// ListSchedulesResponse lists the schedules by name; for a token
+// restricted to topics, only those of its topics.
+type ListSchedulesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedules     []*Schedule            `protobuf:"bytes,1,rep,name=schedules,proto3" json:"schedules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSchedulesResponse) Reset() {
+	*x = ListSchedulesResponse{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSchedulesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSchedulesResponse) ProtoMessage() {}
+
+func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
+func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *ListSchedulesResponse) GetSchedules() []*Schedule {
+	if x != nil {
+		return x.Schedules
+	}
+	return nil
+}
+
+// DeleteScheduleRequest is the argument of DeleteSchedule.
+type DeleteScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteScheduleRequest) Reset() {
+	*x = DeleteScheduleRequest{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteScheduleRequest) ProtoMessage() {}
+
+func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
+func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *DeleteScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// DeleteScheduleResponse is empty: no slot fires after it.
+type DeleteScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteScheduleResponse) Reset() {
+	*x = DeleteScheduleResponse{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteScheduleResponse) ProtoMessage() {}
+
+func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
+func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{67}
+}
+
 // ExportRequest is the argument of Export.
 type ExportRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3471,7 +4213,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[57]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3483,7 +4225,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[57]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3496,21 +4238,24 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{57}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{68}
 }
 
-// ExportResponse is a batch of exported jobs: the fields of Job but
-// updated_at and lease_expires_at, and never a lease.
+// ExportResponse is a batch of exported schedules and jobs. Every schedule
+// comes before the first job. Jobs have the fields of Job but updated_at
+// and lease_expires_at, and never a lease; schedules those of Schedule but
+// next_runs.
 type ExportResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Jobs          []*Job                 `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	Schedules     []*Schedule            `protobuf:"bytes,2,rep,name=schedules,proto3" json:"schedules,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExportResponse) Reset() {
 	*x = ExportResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[58]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3522,7 +4267,7 @@ func (x *ExportResponse) String() string {
 func (*ExportResponse) ProtoMessage() {}
 
 func (x *ExportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[58]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3535,7 +4280,7 @@ func (x *ExportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportResponse.ProtoReflect.Descriptor instead.
 func (*ExportResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{58}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ExportResponse) GetJobs() []*Job {
@@ -3545,20 +4290,32 @@ func (x *ExportResponse) GetJobs() []*Job {
 	return nil
 }
 
-// ImportRequest is a batch of jobs to import, in the form Export sends
-// (updated_at and lease_expires_at are ignored). Each job is checked as a
-// line of POST /v1/import is: state scheduled, ready, reserved or dead,
-// run_at required.
+func (x *ExportResponse) GetSchedules() []*Schedule {
+	if x != nil {
+		return x.Schedules
+	}
+	return nil
+}
+
+// ImportRequest is a batch of schedules and jobs to import, in the form
+// Export sends (a job's updated_at and lease_expires_at and a schedule's
+// next_runs are ignored); a batch's schedules are imported before its
+// jobs. Each job is checked as a line of POST /v1/import is: state
+// scheduled, ready, reserved or dead, run_at required. Each schedule is
+// checked as PutSchedule checks it and stored with its created_at,
+// updated_at and last_slot, unless a schedule of its name exists
+// (skipped).
 type ImportRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Jobs          []*Job                 `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	Schedules     []*Schedule            `protobuf:"bytes,2,rep,name=schedules,proto3" json:"schedules,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ImportRequest) Reset() {
 	*x = ImportRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[59]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3570,7 +4327,7 @@ func (x *ImportRequest) String() string {
 func (*ImportRequest) ProtoMessage() {}
 
 func (x *ImportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[59]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3583,7 +4340,7 @@ func (x *ImportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportRequest.ProtoReflect.Descriptor instead.
 func (*ImportRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{59}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ImportRequest) GetJobs() []*Job {
@@ -3593,8 +4350,16 @@ func (x *ImportRequest) GetJobs() []*Job {
 	return nil
 }
 
-// ImportResponse counts the jobs imported, skipped (their id was in use)
-// and failed, and lists the errors of the first 1000 that failed.
+func (x *ImportRequest) GetSchedules() []*Schedule {
+	if x != nil {
+		return x.Schedules
+	}
+	return nil
+}
+
+// ImportResponse counts the schedules and jobs imported, skipped (their
+// name or id was in use) and failed, and lists the errors of the first 1000
+// that failed.
 type ImportResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Imported      int64                  `protobuf:"varint,1,opt,name=imported,proto3" json:"imported,omitempty"`
@@ -3607,7 +4372,7 @@ type ImportResponse struct {
 
 func (x *ImportResponse) Reset() {
 	*x = ImportResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[60]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3619,7 +4384,7 @@ func (x *ImportResponse) String() string {
 func (*ImportResponse) ProtoMessage() {}
 
 func (x *ImportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[60]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3632,7 +4397,7 @@ func (x *ImportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResponse.ProtoReflect.Descriptor instead.
 func (*ImportResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{60}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ImportResponse) GetImported() int64 {
@@ -3663,10 +4428,11 @@ func (x *ImportResponse) GetErrors() []*ImportError {
 	return nil
 }
 
-// ImportError is the error of one job of an import.
+// ImportError is the error of one schedule or job of an import.
 type ImportError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Index is the job's position among all the jobs of the stream, 1-based.
+	// Index is the item's position in the stream, 1-based: each batch's
+	// schedules, then its jobs, counted over all the batches.
 	Index         int64  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
 	Error         *Error `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -3675,7 +4441,7 @@ type ImportError struct {
 
 func (x *ImportError) Reset() {
 	*x = ImportError{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[61]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3687,7 +4453,7 @@ func (x *ImportError) String() string {
 func (*ImportError) ProtoMessage() {}
 
 func (x *ImportError) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[61]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3700,7 +4466,7 @@ func (x *ImportError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportError.ProtoReflect.Descriptor instead.
 func (*ImportError) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{61}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ImportError) GetIndex() int64 {
@@ -3964,12 +4730,69 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x12ResumeTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"=\n" +
 	"\x13ResumeTopicResponse\x12&\n" +
-	"\x05topic\x18\x01 \x01(\v2\x10.delayq.v1.TopicR\x05topic\"\x0f\n" +
-	"\rExportRequest\"4\n" +
+	"\x05topic\x18\x01 \x01(\v2\x10.delayq.v1.TopicR\x05topic\"\xfc\x01\n" +
+	"\x0eScheduleConfig\x12\x12\n" +
+	"\x04cron\x18\x01 \x01(\tR\x04cron\x12\x1b\n" +
+	"\ttime_zone\x18\x02 \x01(\tR\btimeZone\x12\x14\n" +
+	"\x05topic\x18\x03 \x01(\tR\x05topic\x12(\n" +
+	"\x03job\x18\x04 \x01(\v2\x16.delayq.v1.ScheduleJobR\x03job\x12\x14\n" +
+	"\x05start\x18\x05 \x01(\tR\x05start\x12\x10\n" +
+	"\x03end\x18\x06 \x01(\tR\x03end\x12\x16\n" +
+	"\x06paused\x18\a \x01(\bR\x06paused\x12\x16\n" +
+	"\x06missed\x18\b \x01(\tR\x06missed\x12!\n" +
+	"\fmissed_limit\x18\t \x01(\x05R\vmissedLimit\"\x84\x01\n" +
+	"\vScheduleJob\x12\x12\n" +
+	"\x04body\x18\x01 \x01(\tR\x04body\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x10\n" +
+	"\x03ttr\x18\x03 \x01(\tR\x03ttr\x12!\n" +
+	"\fmax_attempts\x18\x04 \x01(\x05R\vmaxAttempts\x12\x1a\n" +
+	"\bpriority\x18\x05 \x01(\x05R\bpriority\"\x82\x03\n" +
+	"\bSchedule\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04cron\x18\x02 \x01(\tR\x04cron\x12\x1b\n" +
+	"\ttime_zone\x18\x03 \x01(\tR\btimeZone\x12\x14\n" +
+	"\x05topic\x18\x04 \x01(\tR\x05topic\x12(\n" +
+	"\x03job\x18\x05 \x01(\v2\x16.delayq.v1.ScheduleJobR\x03job\x12\x14\n" +
+	"\x05start\x18\x06 \x01(\tR\x05start\x12\x10\n" +
+	"\x03end\x18\a \x01(\tR\x03end\x12\x16\n" +
+	"\x06paused\x18\b \x01(\bR\x06paused\x12\x16\n" +
+	"\x06missed\x18\t \x01(\tR\x06missed\x12!\n" +
+	"\fmissed_limit\x18\n" +
+	" \x01(\x05R\vmissedLimit\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\v \x01(\tR\tcreatedAt\x12\x1d\n" +
+	"\n" +
+	"updated_at\x18\f \x01(\tR\tupdatedAt\x12\x1b\n" +
+	"\tlast_slot\x18\r \x01(\tR\blastSlot\x12\x1b\n" +
+	"\tnext_runs\x18\x0e \x03(\tR\bnextRuns\"\x81\x01\n" +
+	"\x12PutScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x125\n" +
+	"\bschedule\x18\x02 \x01(\v2\x19.delayq.v1.ScheduleConfigR\bschedule\x12\x17\n" +
+	"\x04next\x18\x03 \x01(\x05H\x00R\x04next\x88\x01\x01B\a\n" +
+	"\x05_next\"F\n" +
+	"\x13PutScheduleResponse\x12/\n" +
+	"\bschedule\x18\x01 \x01(\v2\x13.delayq.v1.ScheduleR\bschedule\"J\n" +
+	"\x12GetScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
+	"\x04next\x18\x02 \x01(\x05H\x00R\x04next\x88\x01\x01B\a\n" +
+	"\x05_next\"F\n" +
+	"\x13GetScheduleResponse\x12/\n" +
+	"\bschedule\x18\x01 \x01(\v2\x13.delayq.v1.ScheduleR\bschedule\"8\n" +
+	"\x14ListSchedulesRequest\x12\x17\n" +
+	"\x04next\x18\x01 \x01(\x05H\x00R\x04next\x88\x01\x01B\a\n" +
+	"\x05_next\"J\n" +
+	"\x15ListSchedulesResponse\x121\n" +
+	"\tschedules\x18\x01 \x03(\v2\x13.delayq.v1.ScheduleR\tschedules\"+\n" +
+	"\x15DeleteScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x18\n" +
+	"\x16DeleteScheduleResponse\"\x0f\n" +
+	"\rExportRequest\"g\n" +
 	"\x0eExportResponse\x12\"\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x0e.delayq.v1.JobR\x04jobs\"3\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x0e.delayq.v1.JobR\x04jobs\x121\n" +
+	"\tschedules\x18\x02 \x03(\v2\x13.delayq.v1.ScheduleR\tschedules\"f\n" +
 	"\rImportRequest\x12\"\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x0e.delayq.v1.JobR\x04jobs\"\x8e\x01\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x0e.delayq.v1.JobR\x04jobs\x121\n" +
+	"\tschedules\x18\x02 \x03(\v2\x13.delayq.v1.ScheduleR\tschedules\"\x8e\x01\n" +
 	"\x0eImportResponse\x12\x1a\n" +
 	"\bimported\x18\x01 \x01(\x03R\bimported\x12\x18\n" +
 	"\askipped\x18\x02 \x01(\x03R\askipped\x12\x16\n" +
@@ -3977,7 +4800,7 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x06errors\x18\x04 \x03(\v2\x16.delayq.v1.ImportErrorR\x06errors\"K\n" +
 	"\vImportError\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x03R\x05index\x12&\n" +
-	"\x05error\x18\x02 \x01(\v2\x10.delayq.v1.ErrorR\x05error2\xec\f\n" +
+	"\x05error\x18\x02 \x01(\v2\x10.delayq.v1.ErrorR\x05error2\xb3\x0f\n" +
 	"\rDelayqService\x127\n" +
 	"\x04Push\x12\x16.delayq.v1.PushRequest\x1a\x17.delayq.v1.PushResponse\x12F\n" +
 	"\tPushBatch\x12\x1b.delayq.v1.PushBatchRequest\x1a\x1c.delayq.v1.PushBatchResponse\x12=\n" +
@@ -4002,7 +4825,11 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\vDeleteTopic\x12\x1d.delayq.v1.DeleteTopicRequest\x1a\x1e.delayq.v1.DeleteTopicResponse\x12I\n" +
 	"\n" +
 	"PauseTopic\x12\x1c.delayq.v1.PauseTopicRequest\x1a\x1d.delayq.v1.PauseTopicResponse\x12L\n" +
-	"\vResumeTopic\x12\x1d.delayq.v1.ResumeTopicRequest\x1a\x1e.delayq.v1.ResumeTopicResponse\x12?\n" +
+	"\vResumeTopic\x12\x1d.delayq.v1.ResumeTopicRequest\x1a\x1e.delayq.v1.ResumeTopicResponse\x12L\n" +
+	"\vPutSchedule\x12\x1d.delayq.v1.PutScheduleRequest\x1a\x1e.delayq.v1.PutScheduleResponse\x12L\n" +
+	"\vGetSchedule\x12\x1d.delayq.v1.GetScheduleRequest\x1a\x1e.delayq.v1.GetScheduleResponse\x12R\n" +
+	"\rListSchedules\x12\x1f.delayq.v1.ListSchedulesRequest\x1a .delayq.v1.ListSchedulesResponse\x12U\n" +
+	"\x0eDeleteSchedule\x12 .delayq.v1.DeleteScheduleRequest\x1a!.delayq.v1.DeleteScheduleResponse\x12?\n" +
 	"\x06Export\x12\x18.delayq.v1.ExportRequest\x1a\x19.delayq.v1.ExportResponse0\x01\x12?\n" +
 	"\x06Import\x12\x18.delayq.v1.ImportRequest\x1a\x19.delayq.v1.ImportResponse(\x01B1Z/github.com/delayq/delayq/gen/delayq/v1;delayqv1b\x06proto3"
 
@@ -4018,71 +4845,82 @@ func file_delayq_v1_delayq_proto_rawDescGZIP() []byte {
 	return file_delayq_v1_delayq_proto_rawDescData
 }
 
-var file_delayq_v1_delayq_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_delayq_v1_delayq_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
 var file_delayq_v1_delayq_proto_goTypes = []any{
-	(*Error)(nil),               // 0: delayq.v1.Error
-	(*JobSpec)(nil),             // 1: delayq.v1.JobSpec
-	(*JobBackoff)(nil),          // 2: delayq.v1.JobBackoff
-	(*Job)(nil),                 // 3: delayq.v1.Job
-	(*Delivery)(nil),            // 4: delayq.v1.Delivery
-	(*PushRequest)(nil),         // 5: delayq.v1.PushRequest
-	(*PushResponse)(nil),        // 6: delayq.v1.PushResponse
-	(*PushBatchRequest)(nil),    // 7: delayq.v1.PushBatchRequest
-	(*PushResult)(nil),          // 8: delayq.v1.PushResult
-	(*PushBatchResponse)(nil),   // 9: delayq.v1.PushBatchResponse
-	(*ReplaceRequest)(nil),      // 10: delayq.v1.ReplaceRequest
-	(*GetJobRequest)(nil),       // 11: delayq.v1.GetJobRequest
-	(*GetJobResponse)(nil),      // 12: delayq.v1.GetJobResponse
-	(*CancelJobRequest)(nil),    // 13: delayq.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),   // 14: delayq.v1.CancelJobResponse
-	(*FindJobsRequest)(nil),     // 15: delayq.v1.FindJobsRequest
-	(*FindJobsResponse)(nil),    // 16: delayq.v1.FindJobsResponse
-	(*CancelByKeyRequest)(nil),  // 17: delayq.v1.CancelByKeyRequest
-	(*CancelByKeyResponse)(nil), // 18: delayq.v1.CancelByKeyResponse
-	(*ClaimRequest)(nil),        // 19: delayq.v1.ClaimRequest
-	(*ClaimResponse)(nil),       // 20: delayq.v1.ClaimResponse
-	(*SubscribeRequest)(nil),    // 21: delayq.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),   // 22: delayq.v1.SubscribeResponse
-	(*AckRequest)(nil),          // 23: delayq.v1.AckRequest
-	(*AckResponse)(nil),         // 24: delayq.v1.AckResponse
-	(*NackRequest)(nil),         // 25: delayq.v1.NackRequest
-	(*NackResponse)(nil),        // 26: delayq.v1.NackResponse
-	(*TouchRequest)(nil),        // 27: delayq.v1.TouchRequest
-	(*TouchResponse)(nil),       // 28: delayq.v1.TouchResponse
-	(*AckBatchRequest)(nil),     // 29: delayq.v1.AckBatchRequest
-	(*ItemResult)(nil),          // 30: delayq.v1.ItemResult
-	(*AckBatchResponse)(nil),    // 31: delayq.v1.AckBatchResponse
-	(*NackBatchRequest)(nil),    // 32: delayq.v1.NackBatchRequest
-	(*NackBatchResponse)(nil),   // 33: delayq.v1.NackBatchResponse
-	(*RequeueRequest)(nil),      // 34: delayq.v1.RequeueRequest
-	(*RequeueResponse)(nil),     // 35: delayq.v1.RequeueResponse
-	(*ListDeadRequest)(nil),     // 36: delayq.v1.ListDeadRequest
-	(*ListDeadResponse)(nil),    // 37: delayq.v1.ListDeadResponse
-	(*TopicConfig)(nil),         // 38: delayq.v1.TopicConfig
-	(*DeliveryConfig)(nil),      // 39: delayq.v1.DeliveryConfig
-	(*BackoffConfig)(nil),       // 40: delayq.v1.BackoffConfig
-	(*RateConfig)(nil),          // 41: delayq.v1.RateConfig
-	(*Topic)(nil),               // 42: delayq.v1.Topic
-	(*DeliveryView)(nil),        // 43: delayq.v1.DeliveryView
-	(*Counts)(nil),              // 44: delayq.v1.Counts
-	(*GetTopicRequest)(nil),     // 45: delayq.v1.GetTopicRequest
-	(*GetTopicResponse)(nil),    // 46: delayq.v1.GetTopicResponse
-	(*ListTopicsRequest)(nil),   // 47: delayq.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),  // 48: delayq.v1.ListTopicsResponse
-	(*PutTopicRequest)(nil),     // 49: delayq.v1.PutTopicRequest
-	(*PutTopicResponse)(nil),    // 50: delayq.v1.PutTopicResponse
-	(*DeleteTopicRequest)(nil),  // 51: delayq.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil), // 52: delayq.v1.DeleteTopicResponse
-	(*PauseTopicRequest)(nil),   // 53: delayq.v1.PauseTopicRequest
-	(*PauseTopicResponse)(nil),  // 54: delayq.v1.PauseTopicResponse
-	(*ResumeTopicRequest)(nil),  // 55: delayq.v1.ResumeTopicRequest
-	(*ResumeTopicResponse)(nil), // 56: delayq.v1.ResumeTopicResponse
-	(*ExportRequest)(nil),       // 57: delayq.v1.ExportRequest
-	(*ExportResponse)(nil),      // 58: delayq.v1.ExportResponse
-	(*ImportRequest)(nil),       // 59: delayq.v1.ImportRequest
-	(*ImportResponse)(nil),      // 60: delayq.v1.ImportResponse
-	(*ImportError)(nil),         // 61: delayq.v1.ImportError
-	nil,                         // 62: delayq.v1.DeliveryConfig.HeadersEntry
+	(*Error)(nil),                  // 0: delayq.v1.Error
+	(*JobSpec)(nil),                // 1: delayq.v1.JobSpec
+	(*JobBackoff)(nil),             // 2: delayq.v1.JobBackoff
+	(*Job)(nil),                    // 3: delayq.v1.Job
+	(*Delivery)(nil),               // 4: delayq.v1.Delivery
+	(*PushRequest)(nil),            // 5: delayq.v1.PushRequest
+	(*PushResponse)(nil),           // 6: delayq.v1.PushResponse
+	(*PushBatchRequest)(nil),       // 7: delayq.v1.PushBatchRequest
+	(*PushResult)(nil),             // 8: delayq.v1.PushResult
+	(*PushBatchResponse)(nil),      // 9: delayq.v1.PushBatchResponse
+	(*ReplaceRequest)(nil),         // 10: delayq.v1.ReplaceRequest
+	(*GetJobRequest)(nil),          // 11: delayq.v1.GetJobRequest
+	(*GetJobResponse)(nil),         // 12: delayq.v1.GetJobResponse
+	(*CancelJobRequest)(nil),       // 13: delayq.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),      // 14: delayq.v1.CancelJobResponse
+	(*FindJobsRequest)(nil),        // 15: delayq.v1.FindJobsRequest
+	(*FindJobsResponse)(nil),       // 16: delayq.v1.FindJobsResponse
+	(*CancelByKeyRequest)(nil),     // 17: delayq.v1.CancelByKeyRequest
+	(*CancelByKeyResponse)(nil),    // 18: delayq.v1.CancelByKeyResponse
+	(*ClaimRequest)(nil),           // 19: delayq.v1.ClaimRequest
+	(*ClaimResponse)(nil),          // 20: delayq.v1.ClaimResponse
+	(*SubscribeRequest)(nil),       // 21: delayq.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),      // 22: delayq.v1.SubscribeResponse
+	(*AckRequest)(nil),             // 23: delayq.v1.AckRequest
+	(*AckResponse)(nil),            // 24: delayq.v1.AckResponse
+	(*NackRequest)(nil),            // 25: delayq.v1.NackRequest
+	(*NackResponse)(nil),           // 26: delayq.v1.NackResponse
+	(*TouchRequest)(nil),           // 27: delayq.v1.TouchRequest
+	(*TouchResponse)(nil),          // 28: delayq.v1.TouchResponse
+	(*AckBatchRequest)(nil),        // 29: delayq.v1.AckBatchRequest
+	(*ItemResult)(nil),             // 30: delayq.v1.ItemResult
+	(*AckBatchResponse)(nil),       // 31: delayq.v1.AckBatchResponse
+	(*NackBatchRequest)(nil),       // 32: delayq.v1.NackBatchRequest
+	(*NackBatchResponse)(nil),      // 33: delayq.v1.NackBatchResponse
+	(*RequeueRequest)(nil),         // 34: delayq.v1.RequeueRequest
+	(*RequeueResponse)(nil),        // 35: delayq.v1.RequeueResponse
+	(*ListDeadRequest)(nil),        // 36: delayq.v1.ListDeadRequest
+	(*ListDeadResponse)(nil),       // 37: delayq.v1.ListDeadResponse
+	(*TopicConfig)(nil),            // 38: delayq.v1.TopicConfig
+	(*DeliveryConfig)(nil),         // 39: delayq.v1.DeliveryConfig
+	(*BackoffConfig)(nil),          // 40: delayq.v1.BackoffConfig
+	(*RateConfig)(nil),             // 41: delayq.v1.RateConfig
+	(*Topic)(nil),                  // 42: delayq.v1.Topic
+	(*DeliveryView)(nil),           // 43: delayq.v1.DeliveryView
+	(*Counts)(nil),                 // 44: delayq.v1.Counts
+	(*GetTopicRequest)(nil),        // 45: delayq.v1.GetTopicRequest
+	(*GetTopicResponse)(nil),       // 46: delayq.v1.GetTopicResponse
+	(*ListTopicsRequest)(nil),      // 47: delayq.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),     // 48: delayq.v1.ListTopicsResponse
+	(*PutTopicRequest)(nil),        // 49: delayq.v1.PutTopicRequest
+	(*PutTopicResponse)(nil),       // 50: delayq.v1.PutTopicResponse
+	(*DeleteTopicRequest)(nil),     // 51: delayq.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),    // 52: delayq.v1.DeleteTopicResponse
+	(*PauseTopicRequest)(nil),      // 53: delayq.v1.PauseTopicRequest
+	(*PauseTopicResponse)(nil),     // 54: delayq.v1.PauseTopicResponse
+	(*ResumeTopicRequest)(nil),     // 55: delayq.v1.ResumeTopicRequest
+	(*ResumeTopicResponse)(nil),    // 56: delayq.v1.ResumeTopicResponse
+	(*ScheduleConfig)(nil),         // 57: delayq.v1.ScheduleConfig
+	(*ScheduleJob)(nil),            // 58: delayq.v1.ScheduleJob
+	(*Schedule)(nil),               // 59: delayq.v1.Schedule
+	(*PutScheduleRequest)(nil),     // 60: delayq.v1.PutScheduleRequest
+	(*PutScheduleResponse)(nil),    // 61: delayq.v1.PutScheduleResponse
+	(*GetScheduleRequest)(nil),     // 62: delayq.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),    // 63: delayq.v1.GetScheduleResponse
+	(*ListSchedulesRequest)(nil),   // 64: delayq.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),  // 65: delayq.v1.ListSchedulesResponse
+	(*DeleteScheduleRequest)(nil),  // 66: delayq.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil), // 67: delayq.v1.DeleteScheduleResponse
+	(*ExportRequest)(nil),          // 68: delayq.v1.ExportRequest
+	(*ExportResponse)(nil),         // 69: delayq.v1.ExportResponse
+	(*ImportRequest)(nil),          // 70: delayq.v1.ImportRequest
+	(*ImportResponse)(nil),         // 71: delayq.v1.ImportResponse
+	(*ImportError)(nil),            // 72: delayq.v1.ImportError
+	nil,                            // 73: delayq.v1.DeliveryConfig.HeadersEntry
 }
 var file_delayq_v1_delayq_proto_depIdxs = []int32{
 	3,  // 0: delayq.v1.Error.job:type_name -> delayq.v1.Job
@@ -4107,7 +4945,7 @@ var file_delayq_v1_delayq_proto_depIdxs = []int32{
 	39, // 19: delayq.v1.TopicConfig.delivery:type_name -> delayq.v1.DeliveryConfig
 	40, // 20: delayq.v1.TopicConfig.backoff:type_name -> delayq.v1.BackoffConfig
 	41, // 21: delayq.v1.TopicConfig.rate:type_name -> delayq.v1.RateConfig
-	62, // 22: delayq.v1.DeliveryConfig.headers:type_name -> delayq.v1.DeliveryConfig.HeadersEntry
+	73, // 22: delayq.v1.DeliveryConfig.headers:type_name -> delayq.v1.DeliveryConfig.HeadersEntry
 	43, // 23: delayq.v1.Topic.delivery:type_name -> delayq.v1.DeliveryView
 	40, // 24: delayq.v1.Topic.backoff:type_name -> delayq.v1.BackoffConfig
 	41, // 25: delayq.v1.Topic.rate:type_name -> delayq.v1.RateConfig
@@ -4118,63 +4956,79 @@ var file_delayq_v1_delayq_proto_depIdxs = []int32{
 	42, // 30: delayq.v1.PutTopicResponse.topic:type_name -> delayq.v1.Topic
 	42, // 31: delayq.v1.PauseTopicResponse.topic:type_name -> delayq.v1.Topic
 	42, // 32: delayq.v1.ResumeTopicResponse.topic:type_name -> delayq.v1.Topic
-	3,  // 33: delayq.v1.ExportResponse.jobs:type_name -> delayq.v1.Job
-	3,  // 34: delayq.v1.ImportRequest.jobs:type_name -> delayq.v1.Job
-	61, // 35: delayq.v1.ImportResponse.errors:type_name -> delayq.v1.ImportError
-	0,  // 36: delayq.v1.ImportError.error:type_name -> delayq.v1.Error
-	5,  // 37: delayq.v1.DelayqService.Push:input_type -> delayq.v1.PushRequest
-	7,  // 38: delayq.v1.DelayqService.PushBatch:input_type -> delayq.v1.PushBatchRequest
-	10, // 39: delayq.v1.DelayqService.Replace:input_type -> delayq.v1.ReplaceRequest
-	11, // 40: delayq.v1.DelayqService.GetJob:input_type -> delayq.v1.GetJobRequest
-	13, // 41: delayq.v1.DelayqService.CancelJob:input_type -> delayq.v1.CancelJobRequest
-	15, // 42: delayq.v1.DelayqService.FindJobs:input_type -> delayq.v1.FindJobsRequest
-	17, // 43: delayq.v1.DelayqService.CancelByKey:input_type -> delayq.v1.CancelByKeyRequest
-	19, // 44: delayq.v1.DelayqService.Claim:input_type -> delayq.v1.ClaimRequest
-	21, // 45: delayq.v1.DelayqService.Subscribe:input_type -> delayq.v1.SubscribeRequest
-	23, // 46: delayq.v1.DelayqService.Ack:input_type -> delayq.v1.AckRequest
-	25, // 47: delayq.v1.DelayqService.Nack:input_type -> delayq.v1.NackRequest
-	27, // 48: delayq.v1.DelayqService.Touch:input_type -> delayq.v1.TouchRequest
-	29, // 49: delayq.v1.DelayqService.AckBatch:input_type -> delayq.v1.AckBatchRequest
-	32, // 50: delayq.v1.DelayqService.NackBatch:input_type -> delayq.v1.NackBatchRequest
-	34, // 51: delayq.v1.DelayqService.Requeue:input_type -> delayq.v1.RequeueRequest
-	36, // 52: delayq.v1.DelayqService.ListDead:input_type -> delayq.v1.ListDeadRequest
-	45, // 53: delayq.v1.DelayqService.GetTopic:input_type -> delayq.v1.GetTopicRequest
-	47, // 54: delayq.v1.DelayqService.ListTopics:input_type -> delayq.v1.ListTopicsRequest
-	49, // 55: delayq.v1.DelayqService.PutTopic:input_type -> delayq.v1.PutTopicRequest
-	51, // 56: delayq.v1.DelayqService.DeleteTopic:input_type -> delayq.v1.DeleteTopicRequest
-	53, // 57: delayq.v1.DelayqService.PauseTopic:input_type -> delayq.v1.PauseTopicRequest
-	55, // 58: delayq.v1.DelayqService.ResumeTopic:input_type -> delayq.v1.ResumeTopicRequest
-	57, // 59: delayq.v1.DelayqService.Export:input_type -> delayq.v1.ExportRequest
-	59, // 60: delayq.v1.DelayqService.Import:input_type -> delayq.v1.ImportRequest
-	6,  // 61: delayq.v1.DelayqService.Push:output_type -> delayq.v1.PushResponse
-	9,  // 62: delayq.v1.DelayqService.PushBatch:output_type -> delayq.v1.PushBatchResponse
-	6,  // 63: delayq.v1.DelayqService.Replace:output_type -> delayq.v1.PushResponse
-	12, // 64: delayq.v1.DelayqService.GetJob:output_type -> delayq.v1.GetJobResponse
-	14, // 65: delayq.v1.DelayqService.CancelJob:output_type -> delayq.v1.CancelJobResponse
-	16, // 66: delayq.v1.DelayqService.FindJobs:output_type -> delayq.v1.FindJobsResponse
-	18, // 67: delayq.v1.DelayqService.CancelByKey:output_type -> delayq.v1.CancelByKeyResponse
-	20, // 68: delayq.v1.DelayqService.Claim:output_type -> delayq.v1.ClaimResponse
-	22, // 69: delayq.v1.DelayqService.Subscribe:output_type -> delayq.v1.SubscribeResponse
-	24, // 70: delayq.v1.DelayqService.Ack:output_type -> delayq.v1.AckResponse
-	26, // 71: delayq.v1.DelayqService.Nack:output_type -> delayq.v1.NackResponse
-	28, // 72: delayq.v1.DelayqService.Touch:output_type -> delayq.v1.TouchResponse
-	31, // 73: delayq.v1.DelayqService.AckBatch:output_type -> delayq.v1.AckBatchResponse
-	33, // 74: delayq.v1.DelayqService.NackBatch:output_type -> delayq.v1.NackBatchResponse
-	35, // 75: delayq.v1.DelayqService.Requeue:output_type -> delayq.v1.RequeueResponse
-	37, // 76: delayq.v1.DelayqService.ListDead:output_type -> delayq.v1.ListDeadResponse
-	46, // 77: delayq.v1.DelayqService.GetTopic:output_type -> delayq.v1.GetTopicResponse
-	48, // 78: delayq.v1.DelayqService.ListTopics:output_type -> delayq.v1.ListTopicsResponse
-	50, // 79: delayq.v1.DelayqService.PutTopic:output_type -> delayq.v1.PutTopicResponse
-	52, // 80: delayq.v1.DelayqService.DeleteTopic:output_type -> delayq.v1.DeleteTopicResponse
-	54, // 81: delayq.v1.DelayqService.PauseTopic:output_type -> delayq.v1.PauseTopicResponse
-	56, // 82: delayq.v1.DelayqService.ResumeTopic:output_type -> delayq.v1.ResumeTopicResponse
-	58, // 83: delayq.v1.DelayqService.Export:output_type -> delayq.v1.ExportResponse
-	60, // 84: delayq.v1.DelayqService.Import:output_type -> delayq.v1.ImportResponse
-	61, // [61:85] is the sub-list for method output_type
-	37, // [37:61] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	58, // 33: delayq.v1.ScheduleConfig.job:type_name -> delayq.v1.ScheduleJob
+	58, // 34: delayq.v1.Schedule.job:type_name -> delayq.v1.ScheduleJob
+	57, // 35: delayq.v1.PutScheduleRequest.schedule:type_name -> delayq.v1.ScheduleConfig
+	59, // 36: delayq.v1.PutScheduleResponse.schedule:type_name -> delayq.v1.Schedule
+	59, // 37: delayq.v1.GetScheduleResponse.schedule:type_name -> delayq.v1.Schedule
+	59, // 38: delayq.v1.ListSchedulesResponse.schedules:type_name -> delayq.v1.Schedule
+	3,  // 39: delayq.v1.ExportResponse.jobs:type_name -> delayq.v1.Job
+	59, // 40: delayq.v1.ExportResponse.schedules:type_name -> delayq.v1.Schedule
+	3,  // 41: delayq.v1.ImportRequest.jobs:type_name -> delayq.v1.Job
+	59, // 42: delayq.v1.ImportRequest.schedules:type_name -> delayq.v1.Schedule
+	72, // 43: delayq.v1.ImportResponse.errors:type_name -> delayq.v1.ImportError
+	0,  // 44: delayq.v1.ImportError.error:type_name -> delayq.v1.Error
+	5,  // 45: delayq.v1.DelayqService.Push:input_type -> delayq.v1.PushRequest
+	7,  // 46: delayq.v1.DelayqService.PushBatch:input_type -> delayq.v1.PushBatchRequest
+	10, // 47: delayq.v1.DelayqService.Replace:input_type -> delayq.v1.ReplaceRequest
+	11, // 48: delayq.v1.DelayqService.GetJob:input_type -> delayq.v1.GetJobRequest
+	13, // 49: delayq.v1.DelayqService.CancelJob:input_type -> delayq.v1.CancelJobRequest
+	15, // 50: delayq.v1.DelayqService.FindJobs:input_type -> delayq.v1.FindJobsRequest
+	17, // 51: delayq.v1.DelayqService.CancelByKey:input_type -> delayq.v1.CancelByKeyRequest
+	19, // 52: delayq.v1.DelayqService.Claim:input_type -> delayq.v1.ClaimRequest
+	21, // 53: delayq.v1.DelayqService.Subscribe:input_type -> delayq.v1.SubscribeRequest
+	23, // 54: delayq.v1.DelayqService.Ack:input_type -> delayq.v1.AckRequest
+	25, // 55: delayq.v1.DelayqService.Nack:input_type -> delayq.v1.NackRequest
+	27, // 56: delayq.v1.DelayqService.Touch:input_type -> delayq.v1.TouchRequest
+	29, // 57: delayq.v1.DelayqService.AckBatch:input_type -> delayq.v1.AckBatchRequest
+	32, // 58: delayq.v1.DelayqService.NackBatch:input_type -> delayq.v1.NackBatchRequest
+	34, // 59: delayq.v1.DelayqService.Requeue:input_type -> delayq.v1.RequeueRequest
+	36, // 60: delayq.v1.DelayqService.ListDead:input_type -> delayq.v1.ListDeadRequest
+	45, // 61: delayq.v1.DelayqService.GetTopic:input_type -> delayq.v1.GetTopicRequest
+	47, // 62: delayq.v1.DelayqService.ListTopics:input_type -> delayq.v1.ListTopicsRequest
+	49, // 63: delayq.v1.DelayqService.PutTopic:input_type -> delayq.v1.PutTopicRequest
+	51, // 64: delayq.v1.DelayqService.DeleteTopic:input_type -> delayq.v1.DeleteTopicRequest
+	53, // 65: delayq.v1.DelayqService.PauseTopic:input_type -> delayq.v1.PauseTopicRequest
+	55, // 66: delayq.v1.DelayqService.ResumeTopic:input_type -> delayq.v1.ResumeTopicRequest
+	60, // 67: delayq.v1.DelayqService.PutSchedule:input_type -> delayq.v1.PutScheduleRequest
+	62, // 68: delayq.v1.DelayqService.GetSchedule:input_type -> delayq.v1.GetScheduleRequest
+	64, // 69: delayq.v1.DelayqService.ListSchedules:input_type -> delayq.v1.ListSchedulesRequest
+	66, // 70: delayq.v1.DelayqService.DeleteSchedule:input_type -> delayq.v1.DeleteScheduleRequest
+	68, // 71: delayq.v1.DelayqService.Export:input_type -> delayq.v1.ExportRequest
+	70, // 72: delayq.v1.DelayqService.Import:input_type -> delayq.v1.ImportRequest
+	6,  // 73: delayq.v1.DelayqService.Push:output_type -> delayq.v1.PushResponse
+	9,  // 74: delayq.v1.DelayqService.PushBatch:output_type -> delayq.v1.PushBatchResponse
+	6,  // 75: delayq.v1.DelayqService.Replace:output_type -> delayq.v1.PushResponse
+	12, // 76: delayq.v1.DelayqService.GetJob:output_type -> delayq.v1.GetJobResponse
+	14, // 77: delayq.v1.DelayqService.CancelJob:output_type -> delayq.v1.CancelJobResponse
+	16, // 78: delayq.v1.DelayqService.FindJobs:output_type -> delayq.v1.FindJobsResponse
+	18, // 79: delayq.v1.DelayqService.CancelByKey:output_type -> delayq.v1.CancelByKeyResponse
+	20, // 80: delayq.v1.DelayqService.Claim:output_type -> delayq.v1.ClaimResponse
+	22, // 81: delayq.v1.DelayqService.Subscribe:output_type -> delayq.v1.SubscribeResponse
+	24, // 82: delayq.v1.DelayqService.Ack:output_type -> delayq.v1.AckResponse
+	26, // 83: delayq.v1.DelayqService.Nack:output_type -> delayq.v1.NackResponse
+	28, // 84: delayq.v1.DelayqService.Touch:output_type -> delayq.v1.TouchResponse
+	31, // 85: delayq.v1.DelayqService.AckBatch:output_type -> delayq.v1.AckBatchResponse
+	33, // 86: delayq.v1.DelayqService.NackBatch:output_type -> delayq.v1.NackBatchResponse
+	35, // 87: delayq.v1.DelayqService.Requeue:output_type -> delayq.v1.RequeueResponse
+	37, // 88: delayq.v1.DelayqService.ListDead:output_type -> delayq.v1.ListDeadResponse
+	46, // 89: delayq.v1.DelayqService.GetTopic:output_type -> delayq.v1.GetTopicResponse
+	48, // 90: delayq.v1.DelayqService.ListTopics:output_type -> delayq.v1.ListTopicsResponse
+	50, // 91: delayq.v1.DelayqService.PutTopic:output_type -> delayq.v1.PutTopicResponse
+	52, // 92: delayq.v1.DelayqService.DeleteTopic:output_type -> delayq.v1.DeleteTopicResponse
+	54, // 93: delayq.v1.DelayqService.PauseTopic:output_type -> delayq.v1.PauseTopicResponse
+	56, // 94: delayq.v1.DelayqService.ResumeTopic:output_type -> delayq.v1.ResumeTopicResponse
+	61, // 95: delayq.v1.DelayqService.PutSchedule:output_type -> delayq.v1.PutScheduleResponse
+	63, // 96: delayq.v1.DelayqService.GetSchedule:output_type -> delayq.v1.GetScheduleResponse
+	65, // 97: delayq.v1.DelayqService.ListSchedules:output_type -> delayq.v1.ListSchedulesResponse
+	67, // 98: delayq.v1.DelayqService.DeleteSchedule:output_type -> delayq.v1.DeleteScheduleResponse
+	69, // 99: delayq.v1.DelayqService.Export:output_type -> delayq.v1.ExportResponse
+	71, // 100: delayq.v1.DelayqService.Import:output_type -> delayq.v1.ImportResponse
+	73, // [73:101] is the sub-list for method output_type
+	45, // [45:73] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_delayq_v1_delayq_proto_init() }
@@ -4184,13 +5038,16 @@ func file_delayq_v1_delayq_proto_init() {
 	}
 	file_delayq_v1_delayq_proto_msgTypes[1].OneofWrappers = []any{}
 	file_delayq_v1_delayq_proto_msgTypes[19].OneofWrappers = []any{}
+	file_delayq_v1_delayq_proto_msgTypes[60].OneofWrappers = []any{}
+	file_delayq_v1_delayq_proto_msgTypes[62].OneofWrappers = []any{}
+	file_delayq_v1_delayq_proto_msgTypes[64].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_delayq_v1_delayq_proto_rawDesc), len(file_delayq_v1_delayq_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   63,
+			NumMessages:   74,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -98,6 +98,18 @@ const (
 	// DelayqServiceResumeTopicProcedure is the fully-qualified name of the DelayqService's ResumeTopic
 	// RPC.
 	DelayqServiceResumeTopicProcedure = "/delayq.v1.DelayqService/ResumeTopic"
+	// DelayqServicePutScheduleProcedure is the fully-qualified name of the DelayqService's PutSchedule
+	// RPC.
+	DelayqServicePutScheduleProcedure = "/delayq.v1.DelayqService/PutSchedule"
+	// DelayqServiceGetScheduleProcedure is the fully-qualified name of the DelayqService's GetSchedule
+	// RPC.
+	DelayqServiceGetScheduleProcedure = "/delayq.v1.DelayqService/GetSchedule"
+	// DelayqServiceListSchedulesProcedure is the fully-qualified name of the DelayqService's
+	// ListSchedules RPC.
+	DelayqServiceListSchedulesProcedure = "/delayq.v1.DelayqService/ListSchedules"
+	// DelayqServiceDeleteScheduleProcedure is the fully-qualified name of the DelayqService's
+	// DeleteSchedule RPC.
+	DelayqServiceDeleteScheduleProcedure = "/delayq.v1.DelayqService/DeleteSchedule"
 	// DelayqServiceExportProcedure is the fully-qualified name of the DelayqService's Export RPC.
 	DelayqServiceExportProcedure = "/delayq.v1.DelayqService/Export"
 	// DelayqServiceImportProcedure is the fully-qualified name of the DelayqService's Import RPC.
@@ -170,12 +182,24 @@ type DelayqServiceClient interface {
 	// ResumeTopic starts them again (POST /v1/topics/{topic}/resume).
 	// Scope admin.
 	ResumeTopic(context.Context, *connect.Request[v1.ResumeTopicRequest]) (*connect.Response[v1.ResumeTopicResponse], error)
-	// Export streams every scheduled, ready, reserved and dead job, in
-	// batches (GET /v1/export). Scope admin.
+	// PutSchedule creates or replaces a recurring schedule
+	// (PUT /v1/schedules/{name}). Scope admin.
+	PutSchedule(context.Context, *connect.Request[v1.PutScheduleRequest]) (*connect.Response[v1.PutScheduleResponse], error)
+	// GetSchedule reads a schedule with its next runs
+	// (GET /v1/schedules/{name}). Scope admin.
+	GetSchedule(context.Context, *connect.Request[v1.GetScheduleRequest]) (*connect.Response[v1.GetScheduleResponse], error)
+	// ListSchedules lists the schedules by name (GET /v1/schedules).
+	// Scope admin.
+	ListSchedules(context.Context, *connect.Request[v1.ListSchedulesRequest]) (*connect.Response[v1.ListSchedulesResponse], error)
+	// DeleteSchedule drops a schedule; the jobs it created stay
+	// (DELETE /v1/schedules/{name}). Scope admin.
+	DeleteSchedule(context.Context, *connect.Request[v1.DeleteScheduleRequest]) (*connect.Response[v1.DeleteScheduleResponse], error)
+	// Export streams every schedule, then every scheduled, ready, reserved
+	// and dead job, in batches (GET /v1/export). Scope admin.
 	Export(context.Context, *connect.Request[v1.ExportRequest]) (*connect.ServerStreamForClient[v1.ExportResponse], error)
-	// Import stores exported jobs whose id is not in use, sent as a stream of
-	// batches, and answers the counts once the stream ends
-	// (POST /v1/import). Scope admin.
+	// Import stores exported schedules whose name and jobs whose id is not
+	// in use, sent as a stream of batches, and answers the counts once the
+	// stream ends (POST /v1/import). Scope admin.
 	Import(context.Context) *connect.ClientStreamForClient[v1.ImportRequest, v1.ImportResponse]
 }
 
@@ -322,6 +346,30 @@ func NewDelayqServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(delayqServiceMethods.ByName("ResumeTopic")),
 			connect.WithClientOptions(opts...),
 		),
+		putSchedule: connect.NewClient[v1.PutScheduleRequest, v1.PutScheduleResponse](
+			httpClient,
+			baseURL+DelayqServicePutScheduleProcedure,
+			connect.WithSchema(delayqServiceMethods.ByName("PutSchedule")),
+			connect.WithClientOptions(opts...),
+		),
+		getSchedule: connect.NewClient[v1.GetScheduleRequest, v1.GetScheduleResponse](
+			httpClient,
+			baseURL+DelayqServiceGetScheduleProcedure,
+			connect.WithSchema(delayqServiceMethods.ByName("GetSchedule")),
+			connect.WithClientOptions(opts...),
+		),
+		listSchedules: connect.NewClient[v1.ListSchedulesRequest, v1.ListSchedulesResponse](
+			httpClient,
+			baseURL+DelayqServiceListSchedulesProcedure,
+			connect.WithSchema(delayqServiceMethods.ByName("ListSchedules")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteSchedule: connect.NewClient[v1.DeleteScheduleRequest, v1.DeleteScheduleResponse](
+			httpClient,
+			baseURL+DelayqServiceDeleteScheduleProcedure,
+			connect.WithSchema(delayqServiceMethods.ByName("DeleteSchedule")),
+			connect.WithClientOptions(opts...),
+		),
 		export: connect.NewClient[v1.ExportRequest, v1.ExportResponse](
 			httpClient,
 			baseURL+DelayqServiceExportProcedure,
@@ -339,30 +387,34 @@ func NewDelayqServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 
 // delayqServiceClient implements DelayqServiceClient.
 type delayqServiceClient struct {
-	push        *connect.Client[v1.PushRequest, v1.PushResponse]
-	pushBatch   *connect.Client[v1.PushBatchRequest, v1.PushBatchResponse]
-	replace     *connect.Client[v1.ReplaceRequest, v1.PushResponse]
-	getJob      *connect.Client[v1.GetJobRequest, v1.GetJobResponse]
-	cancelJob   *connect.Client[v1.CancelJobRequest, v1.CancelJobResponse]
-	findJobs    *connect.Client[v1.FindJobsRequest, v1.FindJobsResponse]
-	cancelByKey *connect.Client[v1.CancelByKeyRequest, v1.CancelByKeyResponse]
-	claim       *connect.Client[v1.ClaimRequest, v1.ClaimResponse]
-	subscribe   *connect.Client[v1.SubscribeRequest, v1.SubscribeResponse]
-	ack         *connect.Client[v1.AckRequest, v1.AckResponse]
-	nack        *connect.Client[v1.NackRequest, v1.NackResponse]
-	touch       *connect.Client[v1.TouchRequest, v1.TouchResponse]
-	ackBatch    *connect.Client[v1.AckBatchRequest, v1.AckBatchResponse]
-	nackBatch   *connect.Client[v1.NackBatchRequest, v1.NackBatchResponse]
-	requeue     *connect.Client[v1.RequeueRequest, v1.RequeueResponse]
-	listDead    *connect.Client[v1.ListDeadRequest, v1.ListDeadResponse]
-	getTopic    *connect.Client[v1.GetTopicRequest, v1.GetTopicResponse]
-	listTopics  *connect.Client[v1.ListTopicsRequest, v1.ListTopicsResponse]
-	putTopic    *connect.Client[v1.PutTopicRequest, v1.PutTopicResponse]
-	deleteTopic *connect.Client[v1.DeleteTopicRequest, v1.DeleteTopicResponse]
-	pauseTopic  *connect.Client[v1.PauseTopicRequest, v1.PauseTopicResponse]
-	resumeTopic *connect.Client[v1.ResumeTopicRequest, v1.ResumeTopicResponse]
-	export      *connect.Client[v1.ExportRequest, v1.ExportResponse]
-	_import     *connect.Client[v1.ImportRequest, v1.ImportResponse]
+	push           *connect.Client[v1.PushRequest, v1.PushResponse]
+	pushBatch      *connect.Client[v1.PushBatchRequest, v1.PushBatchResponse]
+	replace        *connect.Client[v1.ReplaceRequest, v1.PushResponse]
+	getJob         *connect.Client[v1.GetJobRequest, v1.GetJobResponse]
+	cancelJob      *connect.Client[v1.CancelJobRequest, v1.CancelJobResponse]
+	findJobs       *connect.Client[v1.FindJobsRequest, v1.FindJobsResponse]
+	cancelByKey    *connect.Client[v1.CancelByKeyRequest, v1.CancelByKeyResponse]
+	claim          *connect.Client[v1.ClaimRequest, v1.ClaimResponse]
+	subscribe      *connect.Client[v1.SubscribeRequest, v1.SubscribeResponse]
+	ack            *connect.Client[v1.AckRequest, v1.AckResponse]
+	nack           *connect.Client[v1.NackRequest, v1.NackResponse]
+	touch          *connect.Client[v1.TouchRequest, v1.TouchResponse]
+	ackBatch       *connect.Client[v1.AckBatchRequest, v1.AckBatchResponse]
+	nackBatch      *connect.Client[v1.NackBatchRequest, v1.NackBatchResponse]
+	requeue        *connect.Client[v1.RequeueRequest, v1.RequeueResponse]
+	listDead       *connect.Client[v1.ListDeadRequest, v1.ListDeadResponse]
+	getTopic       *connect.Client[v1.GetTopicRequest, v1.GetTopicResponse]
+	listTopics     *connect.Client[v1.ListTopicsRequest, v1.ListTopicsResponse]
+	putTopic       *connect.Client[v1.PutTopicRequest, v1.PutTopicResponse]
+	deleteTopic    *connect.Client[v1.DeleteTopicRequest, v1.DeleteTopicResponse]
+	pauseTopic     *connect.Client[v1.PauseTopicRequest, v1.PauseTopicResponse]
+	resumeTopic    *connect.Client[v1.ResumeTopicRequest, v1.ResumeTopicResponse]
+	putSchedule    *connect.Client[v1.PutScheduleRequest, v1.PutScheduleResponse]
+	getSchedule    *connect.Client[v1.GetScheduleRequest, v1.GetScheduleResponse]
+	listSchedules  *connect.Client[v1.ListSchedulesRequest, v1.ListSchedulesResponse]
+	deleteSchedule *connect.Client[v1.DeleteScheduleRequest, v1.DeleteScheduleResponse]
+	export         *connect.Client[v1.ExportRequest, v1.ExportResponse]
+	_import        *connect.Client[v1.ImportRequest, v1.ImportResponse]
 }
 
 // Push calls delayq.v1.DelayqService.Push.
@@ -475,6 +527,26 @@ func (c *delayqServiceClient) ResumeTopic(ctx context.Context, req *connect.Requ
 	return c.resumeTopic.CallUnary(ctx, req)
 }
 
+// PutSchedule calls delayq.v1.DelayqService.PutSchedule.
+func (c *delayqServiceClient) PutSchedule(ctx context.Context, req *connect.Request[v1.PutScheduleRequest]) (*connect.Response[v1.PutScheduleResponse], error) {
+	return c.putSchedule.CallUnary(ctx, req)
+}
+
+// GetSchedule calls delayq.v1.DelayqService.GetSchedule.
+func (c *delayqServiceClient) GetSchedule(ctx context.Context, req *connect.Request[v1.GetScheduleRequest]) (*connect.Response[v1.GetScheduleResponse], error) {
+	return c.getSchedule.CallUnary(ctx, req)
+}
+
+// ListSchedules calls delayq.v1.DelayqService.ListSchedules.
+func (c *delayqServiceClient) ListSchedules(ctx context.Context, req *connect.Request[v1.ListSchedulesRequest]) (*connect.Response[v1.ListSchedulesResponse], error) {
+	return c.listSchedules.CallUnary(ctx, req)
+}
+
+// DeleteSchedule calls delayq.v1.DelayqService.DeleteSchedule.
+func (c *delayqServiceClient) DeleteSchedule(ctx context.Context, req *connect.Request[v1.DeleteScheduleRequest]) (*connect.Response[v1.DeleteScheduleResponse], error) {
+	return c.deleteSchedule.CallUnary(ctx, req)
+}
+
 // Export calls delayq.v1.DelayqService.Export.
 func (c *delayqServiceClient) Export(ctx context.Context, req *connect.Request[v1.ExportRequest]) (*connect.ServerStreamForClient[v1.ExportResponse], error) {
 	return c.export.CallServerStream(ctx, req)
@@ -551,12 +623,24 @@ type DelayqServiceHandler interface {
 	// ResumeTopic starts them again (POST /v1/topics/{topic}/resume).
 	// Scope admin.
 	ResumeTopic(context.Context, *connect.Request[v1.ResumeTopicRequest]) (*connect.Response[v1.ResumeTopicResponse], error)
-	// Export streams every scheduled, ready, reserved and dead job, in
-	// batches (GET /v1/export). Scope admin.
+	// PutSchedule creates or replaces a recurring schedule
+	// (PUT /v1/schedules/{name}). Scope admin.
+	PutSchedule(context.Context, *connect.Request[v1.PutScheduleRequest]) (*connect.Response[v1.PutScheduleResponse], error)
+	// GetSchedule reads a schedule with its next runs
+	// (GET /v1/schedules/{name}). Scope admin.
+	GetSchedule(context.Context, *connect.Request[v1.GetScheduleRequest]) (*connect.Response[v1.GetScheduleResponse], error)
+	// ListSchedules lists the schedules by name (GET /v1/schedules).
+	// Scope admin.
+	ListSchedules(context.Context, *connect.Request[v1.ListSchedulesRequest]) (*connect.Response[v1.ListSchedulesResponse], error)
+	// DeleteSchedule drops a schedule; the jobs it created stay
+	// (DELETE /v1/schedules/{name}). Scope admin.
+	DeleteSchedule(context.Context, *connect.Request[v1.DeleteScheduleRequest]) (*connect.Response[v1.DeleteScheduleResponse], error)
+	// Export streams every schedule, then every scheduled, ready, reserved
+	// and dead job, in batches (GET /v1/export). Scope admin.
 	Export(context.Context, *connect.Request[v1.ExportRequest], *connect.ServerStream[v1.ExportResponse]) error
-	// Import stores exported jobs whose id is not in use, sent as a stream of
-	// batches, and answers the counts once the stream ends
-	// (POST /v1/import). Scope admin.
+	// Import stores exported schedules whose name and jobs whose id is not
+	// in use, sent as a stream of batches, and answers the counts once the
+	// stream ends (POST /v1/import). Scope admin.
 	Import(context.Context, *connect.ClientStream[v1.ImportRequest]) (*connect.Response[v1.ImportResponse], error)
 }
 
@@ -699,6 +783,30 @@ func NewDelayqServiceHandler(svc DelayqServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(delayqServiceMethods.ByName("ResumeTopic")),
 		connect.WithHandlerOptions(opts...),
 	)
+	delayqServicePutScheduleHandler := connect.NewUnaryHandler(
+		DelayqServicePutScheduleProcedure,
+		svc.PutSchedule,
+		connect.WithSchema(delayqServiceMethods.ByName("PutSchedule")),
+		connect.WithHandlerOptions(opts...),
+	)
+	delayqServiceGetScheduleHandler := connect.NewUnaryHandler(
+		DelayqServiceGetScheduleProcedure,
+		svc.GetSchedule,
+		connect.WithSchema(delayqServiceMethods.ByName("GetSchedule")),
+		connect.WithHandlerOptions(opts...),
+	)
+	delayqServiceListSchedulesHandler := connect.NewUnaryHandler(
+		DelayqServiceListSchedulesProcedure,
+		svc.ListSchedules,
+		connect.WithSchema(delayqServiceMethods.ByName("ListSchedules")),
+		connect.WithHandlerOptions(opts...),
+	)
+	delayqServiceDeleteScheduleHandler := connect.NewUnaryHandler(
+		DelayqServiceDeleteScheduleProcedure,
+		svc.DeleteSchedule,
+		connect.WithSchema(delayqServiceMethods.ByName("DeleteSchedule")),
+		connect.WithHandlerOptions(opts...),
+	)
 	delayqServiceExportHandler := connect.NewServerStreamHandler(
 		DelayqServiceExportProcedure,
 		svc.Export,
@@ -757,6 +865,14 @@ func NewDelayqServiceHandler(svc DelayqServiceHandler, opts ...connect.HandlerOp
 			delayqServicePauseTopicHandler.ServeHTTP(w, r)
 		case DelayqServiceResumeTopicProcedure:
 			delayqServiceResumeTopicHandler.ServeHTTP(w, r)
+		case DelayqServicePutScheduleProcedure:
+			delayqServicePutScheduleHandler.ServeHTTP(w, r)
+		case DelayqServiceGetScheduleProcedure:
+			delayqServiceGetScheduleHandler.ServeHTTP(w, r)
+		case DelayqServiceListSchedulesProcedure:
+			delayqServiceListSchedulesHandler.ServeHTTP(w, r)
+		case DelayqServiceDeleteScheduleProcedure:
+			delayqServiceDeleteScheduleHandler.ServeHTTP(w, r)
 		case DelayqServiceExportProcedure:
 			delayqServiceExportHandler.ServeHTTP(w, r)
 		case DelayqServiceImportProcedure:
@@ -856,6 +972,22 @@ func (UnimplementedDelayqServiceHandler) PauseTopic(context.Context, *connect.Re
 
 func (UnimplementedDelayqServiceHandler) ResumeTopic(context.Context, *connect.Request[v1.ResumeTopicRequest]) (*connect.Response[v1.ResumeTopicResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("delayq.v1.DelayqService.ResumeTopic is not implemented"))
+}
+
+func (UnimplementedDelayqServiceHandler) PutSchedule(context.Context, *connect.Request[v1.PutScheduleRequest]) (*connect.Response[v1.PutScheduleResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("delayq.v1.DelayqService.PutSchedule is not implemented"))
+}
+
+func (UnimplementedDelayqServiceHandler) GetSchedule(context.Context, *connect.Request[v1.GetScheduleRequest]) (*connect.Response[v1.GetScheduleResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("delayq.v1.DelayqService.GetSchedule is not implemented"))
+}
+
+func (UnimplementedDelayqServiceHandler) ListSchedules(context.Context, *connect.Request[v1.ListSchedulesRequest]) (*connect.Response[v1.ListSchedulesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("delayq.v1.DelayqService.ListSchedules is not implemented"))
+}
+
+func (UnimplementedDelayqServiceHandler) DeleteSchedule(context.Context, *connect.Request[v1.DeleteScheduleRequest]) (*connect.Response[v1.DeleteScheduleResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("delayq.v1.DelayqService.DeleteSchedule is not implemented"))
 }
 
 func (UnimplementedDelayqServiceHandler) Export(context.Context, *connect.Request[v1.ExportRequest], *connect.ServerStream[v1.ExportResponse]) error {
