@@ -153,12 +153,7 @@ func (s *Store) FireSchedule(_ context.Context, params *core.FireScheduleParams)
 			return false, err
 		}
 	}
-	wait := s.write(b, pebble.Sync)
-	for tp := range touched {
-		s.changed(tp, now)
-	}
-	s.mu.Unlock()
-	if err := wait(); err != nil {
+	if err := s.commitPut(b, now, touched); err != nil {
 		return false, err
 	}
 	return created, nil

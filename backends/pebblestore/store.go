@@ -513,15 +513,21 @@ func (s *Store) PutJobs(_ context.Context, params *core.PutJobsParams) ([]core.P
 		s.mu.Unlock()
 		return nil, err
 	}
+	if err := s.commitPut(b, now, touched); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// commitPut writes a batch of puts (synced), tells the topics it touched,
+// releases mu, which the caller holds, and waits for the write.
+func (s *Store) commitPut(b *pebble.Batch, now time.Time, touched map[*topic]struct{}) error {
 	wait := s.write(b, pebble.Sync)
 	for tp := range touched {
 		s.changed(tp, now)
 	}
 	s.mu.Unlock()
-	if err := wait(); err != nil {
-		return nil, err
-	}
-	return results, nil
+	return wait()
 }
 
 // putBatch is the batch of a PutJobs with the jobs it holds, which a
