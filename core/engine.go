@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -81,6 +82,12 @@ type Engine struct {
 	// scheduleKick wakes the schedule loop after a change of schedules.
 	scheduleKick chan struct{}
 
+	// draining is set by Drain; drainCtx is cancelled by it, which ends
+	// the claims waiting in Claim.
+	draining    atomic.Bool
+	drainCtx    context.Context
+	cancelDrain context.CancelFunc
+
 	// notices is the refresh loop's own: dead-letter notices told.
 	notices notices
 }
@@ -90,7 +97,10 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("core: EngineConfig.Store is required")
 	}
+	drainCtx, cancelDrain := context.WithCancel(context.Background())
 	return &Engine{
+		drainCtx:     drainCtx,
+		cancelDrain:  cancelDrain,
 		store:        cfg.Store,
 		clock:        cmp.Or[Clock](cfg.Clock, RealClock()),
 		log:          cmp.Or(cfg.Logger, slog.Default()),
@@ -351,7 +361,8 @@ const (
 )
 
 // Claim takes up to p.Max due jobs of p.Topic, waiting up to p.Wait for the
-// first. Errors: *FieldError for a bad topic, max or wait.
+// first. Errors: *FieldError for a bad topic, max or wait; ErrDraining once
+// the engine drains (a claim waiting then returns what it has).
 func (e *Engine) Claim(ctx context.Context, p *ClaimJobsParams) ([]*Job, error) {
 	if p == nil {
 		return nil, noParams("claim")
@@ -365,6 +376,12 @@ func (e *Engine) Claim(ctx context.Context, p *ClaimJobsParams) ([]*Job, error) 
 	if p.Wait < 0 || p.Wait > ClaimWaitLimit {
 		return nil, Invalid("wait", "wait must be between 0 and %s", ClaimWaitLimit)
 	}
+	if e.draining.Load() {
+		return nil, ErrDraining
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(e.drainCtx, cancel)()
 	return e.claim(ctx, &ClaimJobsParams{Topic: p.Topic, Max: p.Max, Wait: p.Wait})
 }
 
@@ -653,8 +670,14 @@ func (e *Engine) SetTopicPaused(ctx context.Context, name string, paused bool) e
 	return e.store.SetTopicPaused(ctx, name, paused)
 }
 
-// Ready reports whether the store answers.
-func (e *Engine) Ready(ctx context.Context) error { return e.store.Ping(ctx) }
+// Ready reports whether the store answers; ErrDraining once the engine
+// drains, so that a load balancer stops sending it work.
+func (e *Engine) Ready(ctx context.Context) error {
+	if e.draining.Load() {
+		return ErrDraining
+	}
+	return e.store.Ping(ctx)
+}
 
 // noParams is the error of an engine call given nil params: a
 // programming error of the caller, reported as ErrInvalidArgument rather

@@ -110,6 +110,10 @@ type serveConfig struct {
 	LogFormat string
 	// ShutdownTimeout bounds a graceful shutdown.
 	ShutdownTimeout time.Duration
+	// DrainTimeout bounds the drain that starts a shutdown (within
+	// ShutdownTimeout): claims refused, deliveries in flight finished,
+	// the API serving the rest. 0: no drain.
+	DrainTimeout time.Duration
 	// PprofAddr, when set, is where net/http/pprof listens, apart from the
 	// API so that profiles are never exposed on it by accident.
 	PprofAddr string
@@ -142,6 +146,7 @@ func defaultServeConfig() serveConfig {
 		LogLevel:        slog.LevelInfo,
 		LogFormat:       "text",
 		ShutdownTimeout: 30 * time.Second,
+		DrainTimeout:    10 * time.Second,
 		Breaker:         defaultBreakerFlags(),
 		HTTP:            defaultHTTPFlags(),
 	}
@@ -169,6 +174,7 @@ func (c *serveConfig) addFlags(fs *pflag.FlagSet) {
 	fs.Var(&levelValue{p: &c.LogLevel}, "log-level", "least level logged: debug, info, warn or error")
 	fs.Var(&enumValue{p: &c.LogFormat, allowed: []string{"text", "json"}}, "log-format", "log format: text or json")
 	fs.Var(&positiveDurationValue{p: &c.ShutdownTimeout}, "shutdown-timeout", "how long a shutdown waits for in-flight requests and deliveries")
+	fs.Var(&durationValue{p: &c.DrainTimeout}, "drain-timeout", "how long a shutdown first drains, within --shutdown-timeout: claims refused and /readyz 503 while the API serves everything else and deliveries in flight finish; 0: no drain")
 	fs.Var(&addrValue{p: &c.PprofAddr}, "pprof", "listen address of Go's profiling endpoints (/debug/pprof/), host:port; port 0 picks a free port; off when empty")
 	c.Breaker.addFlags(fs)
 	c.Access.addFlags(fs)
@@ -472,6 +478,20 @@ func (v *replicasValue) Set(s string) error {
 		return errors.New("want a whole number from 1 to 5")
 	}
 	*v.p = n
+	return nil
+}
+
+// durationValue is a duration flag that must not be negative.
+type durationValue struct{ p *time.Duration }
+
+func (v *durationValue) String() string { return v.p.String() }
+func (v *durationValue) Type() string   { return "duration" }
+func (v *durationValue) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return errors.New("want a duration such as 10s, or 0")
+	}
+	*v.p = d
 	return nil
 }
 

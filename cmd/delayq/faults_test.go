@@ -149,8 +149,8 @@ func testNetworkFaults(t *testing.T, proxy *toxiclient.Proxy, args ...string) {
 		mu       sync.Mutex
 		phase    int
 		outcomes []pushOutcome
-		acked    = map[string]int{} // acknowledgements that succeeded
-		claimed  = map[string]int{} // deliveries
+		acked    = map[string]int{}    // acknowledgements that succeeded
+		claimed  = map[string]int{}    // deliveries
 		healedAt = map[int]time.Time{} // phase -> when its fault was removed
 	)
 	currentPhase := func() int {

@@ -156,6 +156,19 @@ type held struct {
 	expires time.Time
 }
 
+// holding reports whether the subscription holds a delivery whose lease
+// has not run out by now.
+func (sub *subscription) holding(now time.Time) bool {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	for _, h := range sub.held {
+		if h.expires.After(now) {
+			return true
+		}
+	}
+	return false
+}
+
 // run claims due jobs of the topic while the subscription has credit and
 // sends each, until the context ends (nil) or a send fails (its error).
 func (sub *subscription) run() error {
@@ -173,6 +186,13 @@ func (sub *subscription) run() error {
 		sub.hold(jobs)
 		if sub.ctx.Err() != nil {
 			return nil // what was claimed is released with the rest
+		}
+		if errors.Is(err, core.ErrDraining) {
+			// The instance shuts down: no more deliveries, but the stream
+			// stays, so that those held are not released while their
+			// acks may still come, until the shutdown ends it.
+			<-sub.ctx.Done()
+			return nil
 		}
 		if err != nil {
 			sub.srv.log.Warn("connecttransport: claim failed", "topic", sub.topic, "err", err, "retry_in", backoff.Failed())

@@ -2,6 +2,7 @@ package httptransport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -33,6 +34,9 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	case err = <-done:
 	case <-ctx.Done():
 		err = ctx.Err()
+	}
+	if errors.Is(err, core.ErrDraining) {
+		return err // shutting down: a load balancer should send no more work
 	}
 	if err != nil {
 		return wire.WithMessage(

@@ -136,6 +136,8 @@ func ToError(err error) Error {
 		}
 	}
 	switch {
+	case errors.Is(err, core.ErrDraining):
+		e.Message = "this instance is shutting down (draining): claim from another instance"
 	case e.Status == http.StatusServiceUnavailable:
 		e.Message = "the service is unavailable; retry later"
 	case e.Status == http.StatusNotImplemented:

@@ -252,6 +252,13 @@ func (sub *subscription) claimLoop() {
 		if sub.ctx.Err() != nil {
 			return // what was claimed is released with the rest
 		}
+		if errors.Is(err, core.ErrDraining) {
+			// The instance shuts down: no more deliveries, but the
+			// connection stays for the acks of those held until the
+			// shutdown closes it.
+			<-sub.ctx.Done()
+			return
+		}
 		if err != nil {
 			sub.log.Warn("wstransport: claim failed", "err", err, "retry_in", backoff.Failed())
 			if !backoff.Wait(sub.ctx) {
@@ -339,6 +346,19 @@ func (sub *subscription) hold(jobs []*core.Job) {
 			sub.firstExpiry = j.LeaseExpiresAt
 		}
 	}
+}
+
+// holding reports whether the subscription holds a delivery whose lease
+// has not run out by now.
+func (sub *subscription) holding(now time.Time) bool {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	for _, h := range sub.held {
+		if h.expires.After(now) {
+			return true
+		}
+	}
+	return false
 }
 
 // forget drops a held delivery that ended, returning its credit.

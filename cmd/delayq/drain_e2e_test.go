@@ -1,0 +1,103 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestE2EDrain shuts the service down with a webhook delivery in flight
+// and a pull consumer holding a lease: while it drains, /readyz answers
+// 503 and claims are refused, but reads, pushes and the consumer's ack are
+// served; the webhook delivery finishes rather than being released; then
+// the service exits 0, and after a restart nothing was delivered twice.
+func TestE2EDrain(t *testing.T) {
+	t.Parallel()
+	arrived := make(chan string, 10)
+	release := make(chan struct{})
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- r.Header.Get("Delayq-Id")
+		<-release // the endpoint is slow: the drain must wait for it
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(hook.Close)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+
+	args := append(defaultArgs(t.TempDir()), "--drain-timeout", "30s", "--shutdown-timeout", "60s")
+	srv := startServer(t, args...)
+	api := newCaller(t, srv.HTTPURL)
+	status, answer := api.call(http.MethodPut, "/v1/topics/e2e.hooks", map[string]any{"delivery": map[string]any{"type": "webhook", "url": hook.URL}})
+	require.Equal(t, http.StatusOK, status, "%s", answer)
+	var hooked, pulled struct{ ID string }
+	api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.hooks", "body": 1}, http.StatusCreated, &hooked)
+	api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.pull", "body": 2}, http.StatusCreated, &pulled)
+	held := api.claim("e2e.pull", 1, 5*time.Second)
+	require.Len(t, held, 1)
+	select {
+	case id := <-arrived:
+		require.Equal(t, hooked.ID, id)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the webhook delivery did not start")
+	}
+
+	require.NoError(t, srv.Signal(syscall.SIGTERM))
+	require.Eventually(t, func() bool {
+		status, _ := api.call(http.MethodGet, "/readyz", nil)
+		return status == http.StatusServiceUnavailable
+	}, 10*time.Second, 20*time.Millisecond, "/readyz says it drains")
+	status, answer = api.call(http.MethodGet, "/readyz", nil)
+	require.Equal(t, http.StatusServiceUnavailable, status)
+	require.Contains(t, string(answer), "draining")
+	status, answer = api.call(http.MethodPost, "/v1/topics/e2e.pull/claim", map[string]any{"max": 1})
+	require.Equal(t, http.StatusServiceUnavailable, status, "%s", answer)
+	require.Contains(t, string(answer), "draining")
+
+	// Everything else is served: a read, a push, the held delivery's ack.
+	var job struct{ State string }
+	api.callJSON(http.MethodGet, "/v1/jobs/"+hooked.ID, nil, http.StatusOK, &job)
+	require.Equal(t, "reserved", job.State, "the webhook delivery is in flight")
+	var late struct{ ID string }
+	api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.pull", "body": 3, "delay": "1h"}, http.StatusCreated, &late)
+	status, answer = api.call(http.MethodPost, "/v1/jobs/"+pulled.ID+"/ack", map[string]any{"lease": held[0].Lease})
+	require.Equal(t, http.StatusNoContent, status, "%s", answer)
+
+	// The webhook answers: its delivery ends done, and the service exits.
+	close(release)
+	select {
+	case <-srv.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the service did not exit after the drain")
+	}
+	require.NoError(t, srv.Err())
+	log := srv.log()
+	require.Contains(t, log, `msg=draining`)
+	require.Contains(t, log, `msg=drained`)
+	require.NotContains(t, log, "released for redelivery")
+
+	srv = startServer(t, args...)
+	api = newCaller(t, srv.HTTPURL)
+	for id, want := range map[string]string{hooked.ID: "done", pulled.ID: "done", late.ID: "scheduled"} {
+		var j struct {
+			State   string
+			Attempt int
+		}
+		api.callJSON(http.MethodGet, "/v1/jobs/"+id, nil, http.StatusOK, &j)
+		require.Equal(t, want, j.State, id)
+		require.LessOrEqual(t, j.Attempt, 1, "%s delivered once", id)
+	}
+	select {
+	case id := <-arrived:
+		t.Fatalf("job %s was delivered again", id)
+	default:
+	}
+}

@@ -1,0 +1,52 @@
+package core_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/core"
+)
+
+// TestDrain: a draining engine ends the claims waiting, refuses new ones
+// and reports not ready, while pushes, reads and acks go on.
+func TestDrain(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	held, err := b.engine.Push(ctx, &core.PushParams{Topic: "t"})
+	require.NoError(t, err)
+	claimed, err := b.engine.Claim(ctx, &core.ClaimJobsParams{Topic: "t", Max: 1})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+
+	type result struct {
+		jobs []*core.Job
+		err  error
+	}
+	waiting := make(chan result, 1)
+	go func() {
+		jobs, err := b.engine.Claim(ctx, &core.ClaimJobsParams{Topic: "t", Max: 1, Wait: time.Minute})
+		waiting <- result{jobs, err}
+	}()
+	require.NoError(t, b.clock.BlockUntilContext(ctx, 1), "the claim waits on the clock")
+	b.engine.Drain()
+	res := <-waiting
+	require.NoError(t, res.err)
+	require.Empty(t, res.jobs, "a waiting claim returns at once, with nothing")
+
+	_, err = b.engine.Claim(ctx, &core.ClaimJobsParams{Topic: "t", Max: 1})
+	require.ErrorIs(t, err, core.ErrDraining)
+	require.ErrorIs(t, err, core.ErrUnavailable)
+	require.ErrorIs(t, b.engine.Ready(ctx), core.ErrDraining)
+
+	pushed, err := b.engine.Push(ctx, &core.PushParams{Topic: "t"})
+	require.NoError(t, err)
+	got, err := b.engine.Get(ctx, pushed.ID)
+	require.NoError(t, err)
+	require.Equal(t, core.StateReady, got.State)
+	require.NoError(t, b.engine.Ack(ctx, &core.AckJobParams{ID: held.ID, Lease: claimed[0].Lease}))
+	b.engine.Drain() // idempotent
+}
