@@ -134,6 +134,7 @@ DELAYQ_SERVER); a flag on the command line wins.`,
 		a.importCommand(),
 		a.backupCommand(),
 	)
+	completeOutput(root)
 	return root
 }
 
