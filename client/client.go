@@ -165,13 +165,13 @@ func (c *Client) do(ctx context.Context, r *request, out any) (int, error) {
 	if err != nil {
 		return 0, transportError(ctx, r.method+" "+r.path, fmt.Errorf("reading the answer: %w", err))
 	}
-	if dst, ok := ctx.Value(rawAnswerKey{}).(*[]byte); ok {
-		*dst = body
-	}
 	if out != nil {
 		if err := json.Unmarshal(body, out); err != nil {
 			return 0, fmt.Errorf("delayq: %s %s: decoding the answer: %w", r.method, r.path, err)
 		}
+	}
+	if dst, ok := ctx.Value(rawAnswerKey{}).(*[]byte); ok {
+		*dst = body
 	}
 	return resp.StatusCode, nil
 }

@@ -73,6 +73,13 @@ func TestWithRawAnswer(t *testing.T) {
 	if string(kept) != "kept" {
 		t.Errorf("a failed call stored %q", kept)
 	}
+	garbled, _ := rawServer(t, http.StatusOK, `not JSON`)
+	if _, err := garbled.Get(WithRawAnswer(context.Background(), &kept), "j3"); err == nil {
+		t.Fatal("an answer that is not JSON was decoded")
+	}
+	if string(kept) != "kept" {
+		t.Errorf("a call whose answer could not be decoded stored %q", kept)
+	}
 }
 
 // TestPutRawJSON checks that PutTopicJSON and PutScheduleJSON send the

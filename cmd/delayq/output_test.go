@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 )
 
@@ -189,4 +190,15 @@ func TestClientOutputTable(t *testing.T) {
 	line := sub.stdout.next(t, "l1", 15*time.Second)
 	require.True(t, strings.HasSuffix(strings.TrimSpace(line), `{"n":1}`), line)
 	require.Equal(t, exitOK, sub.interrupt(t))
+}
+
+// TestCompletionOutput checks that shell completion offers the values of
+// --output on client commands, subcommands included.
+func TestCompletionOutput(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"topics"}, {"schedule", "list"}, {"claim", "t"}} {
+		res := runApp(t, nil, "", append(append([]string{cobra.ShellCompRequestCmd}, args...), "--output", "")...)
+		require.Equal(t, exitOK, res.code, res.stderr)
+		require.True(t, strings.HasPrefix(res.stdout, "json\ntable\n:"), "%v: %q", args, res.stdout)
+	}
 }
