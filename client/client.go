@@ -170,7 +170,27 @@ func (c *Client) do(ctx context.Context, r *request, out any) (int, error) {
 			return 0, fmt.Errorf("delayq: %s %s: decoding the answer: %w", r.method, r.path, err)
 		}
 	}
+	if dst, ok := ctx.Value(rawAnswerKey{}).(*[]byte); ok {
+		*dst = body
+	}
 	return resp.StatusCode, nil
+}
+
+// rawAnswerKey is the context key of WithRawAnswer.
+type rawAnswerKey struct{}
+
+// WithRawAnswer returns a context under which a call that succeeds also
+// stores the body of the service's answer in *dst, byte for byte as it
+// came, besides decoding it. It is for tools that pass the service's JSON
+// on unchanged (the delayq command line prints it): the decoded types
+// leave out fields this package does not know, and re-encoding them would
+// not give the same bytes. A call answered without a body (Cancel,
+// DeleteTopic...) stores an empty one; a failed call leaves *dst as it
+// was; the lines of Export and ExportSeq are raw already and are not
+// stored. Every call made with the context overwrites *dst, so use one
+// context per call, and not concurrently.
+func WithRawAnswer(ctx context.Context, dst *[]byte) context.Context {
+	return context.WithValue(ctx, rawAnswerKey{}, dst)
 }
 
 // jsonBody marshals v for a request body.

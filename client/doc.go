@@ -24,10 +24,16 @@
 //
 // # Administration
 //
-// Topics are configured with PutTopic, read with GetTopic and ListTopics,
+// Topics are configured with PutTopic (or PutTopicJSON, from the JSON
+// body of the HTTP API), read with GetTopic and ListTopics,
 // dropped with DeleteTopic, paused and resumed with PauseTopic and
 // ResumeTopic. ListDead and Requeue handle dead jobs; Export and Import
-// move jobs between deployments.
+// move jobs between deployments. Schedules are set with PutSchedule (or
+// PutScheduleJSON), read with GetSchedule and ListSchedules, and deleted
+// with DeleteSchedule.
+//
+// WithRawAnswer keeps the service's answer byte for byte besides the
+// decoded value, for tools that pass the service's JSON on.
 //
 // # Errors
 //

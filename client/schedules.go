@@ -159,6 +159,24 @@ func (c *Client) PutSchedule(ctx context.Context, name string, cfg *ScheduleConf
 	return &s, nil
 }
 
+// PutScheduleJSON is PutSchedule with the definition given as the JSON
+// body of PUT /v1/schedules/{name} (docs/api.md), sent byte for byte, and
+// the schedule returned with its next next runs (0-100; negative: the
+// service's default, 3) as GetSchedule. Errors: ErrInvalidArgument when
+// def is not one JSON object (checked before sending), else those of
+// PutSchedule.
+func (c *Client) PutScheduleJSON(ctx context.Context, name string, def json.RawMessage, next int) (*Schedule, error) {
+	body, err := rawObject("schedule", def)
+	if err != nil {
+		return nil, err
+	}
+	var s Schedule
+	if _, err := c.do(ctx, &request{method: http.MethodPut, path: "/v1/schedules/" + segment(name), query: nextQuery(next), body: body}, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
 // GetSchedule reads a schedule with its next next runs (0-100; negative:
 // the service's default, 3) (GET /v1/schedules/{name}). Errors:
 // ErrNotFound, ErrPermissionDenied, ErrUnavailable.

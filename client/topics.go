@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -277,6 +278,29 @@ func (c *Client) PutTopic(ctx context.Context, name string, cfg *TopicConfig) (*
 		cfg = &TopicConfig{}
 	}
 	return c.topicCall(ctx, http.MethodPut, "/v1/topics/"+segment(name), cfg.wire())
+}
+
+// PutTopicJSON is PutTopic with the configuration given as the JSON body
+// of PUT /v1/topics/{topic} (docs/api.md), sent byte for byte: for
+// configurations kept as files, and fields this package has no
+// TopicConfig field for. Errors: ErrInvalidArgument when cfg is not one
+// JSON object (checked before sending), else those of PutTopic.
+func (c *Client) PutTopicJSON(ctx context.Context, name string, cfg json.RawMessage) (*Topic, error) {
+	body, err := rawObject("config", cfg)
+	if err != nil {
+		return nil, err
+	}
+	return c.topicCall(ctx, http.MethodPut, "/v1/topics/"+segment(name), body)
+}
+
+// rawObject returns raw trimmed when it is one JSON object, else an
+// ErrInvalidArgument naming field.
+func rawObject(field string, raw json.RawMessage) ([]byte, error) {
+	raw = bytes.TrimSpace(raw)
+	if !json.Valid(raw) || len(raw) == 0 || raw[0] != '{' {
+		return nil, invalidArgument(field, "want one JSON object")
+	}
+	return raw, nil
 }
 
 // DeleteTopic drops a topic's configuration (DELETE /v1/topics/{topic});

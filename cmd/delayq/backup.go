@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
 	"os"
 	"path"
 	"path/filepath"
@@ -68,7 +67,7 @@ type backupSummary struct {
 
 // backupCommand is `delayq backup DIR`.
 func (a *app) backupCommand() *cobra.Command {
-	var client clientFlags
+	var flags clientFlags
 	cmd := &cobra.Command{
 		Use:   "backup DIR",
 		Short: "Write an online backup of the local backend into DIR, a data directory serve starts on",
@@ -95,7 +94,7 @@ their servers with their own tools, or use 'delayq export'.`,
   # restore: stop the service, put the backup in place of --data, start it
   delayq serve --data /var/backups/delayq-2030-01-01`,
 		Args: cobra.ExactArgs(1),
-		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
+		RunE: clientRun(&flags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
 			dir := args[0]
 			if err := checkBackupDir(dir); err != nil {
 				return usageError(err)
@@ -117,10 +116,14 @@ their servers with their own tools, or use 'delayq export'.`,
 			if err != nil {
 				return err
 			}
-			return printJSON(cmd.OutOrStdout(), out)
+			return c.show(cmd.OutOrStdout(), out, func(t *tableWriter) {
+				t.row("dir", sum.Dir)
+				t.row("files", itoa(sum.Files))
+				t.row("bytes", i64(sum.Bytes))
+			})
 		}),
 	}
-	addClientFlags(cmd.Flags(), &client)
+	addClientFlags(cmd.Flags(), &flags)
 	return cmd
 }
 
@@ -261,15 +264,4 @@ func removeBackup(dir string, made bool) {
 	for _, e := range entries {
 		_ = os.RemoveAll(filepath.Join(dir, e.Name()))
 	}
-}
-
-// download asks for path with GET and no time limit but ctx's, as stream,
-// accepting accept.
-func (c *apiClient) download(ctx context.Context, path, accept string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", accept+", application/json")
-	return c.send(req)
 }

@@ -3,47 +3,26 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/delayq/delayq/client"
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/transports/wire"
 )
 
-// pushRequest is the body of POST /v1/jobs; unset fields are left out.
-type pushRequest struct {
-	Topic       string          `json:"topic"`
-	Body        json.RawMessage `json:"body,omitempty"`
-	Delay       json.RawMessage `json:"delay,omitempty"`
-	RunAt       json.RawMessage `json:"run_at,omitempty"`
-	ID          string          `json:"id,omitempty"`
-	TTR         string          `json:"ttr,omitempty"`
-	MaxAttempts int             `json:"max_attempts,omitempty"`
-	Key         string          `json:"key,omitempty"`
-	Backoff     *jobBackoff     `json:"backoff,omitempty"`
-	Priority    int             `json:"priority,omitempty"`
-	URL         string          `json:"url,omitempty"`
-}
-
-// jobBackoff is a job's own retry schedule, as push sends it.
-type jobBackoff struct {
-	Delays []json.RawMessage `json:"delays"`
-}
-
 // pushCommand is `delayq push TOPIC [BODY|-]`.
 func (a *app) pushCommand() *cobra.Command {
 	var (
-		client            clientFlags
+		flags             clientFlags
 		delay, runAt, ttr string
 		retryDelays       []string
-		req               pushRequest
+		req               client.PushParams
 	)
 	cmd := &cobra.Command{
 		Use:   "push TOPIC [BODY|-]",
@@ -56,7 +35,7 @@ with neither the job is due now.`,
 		Example: `  delayq push orders.close '{"order": 42}' --delay 15m
   echo '{"order": 42}' | delayq push orders.close - --run-at 2030-01-01T10:00:00Z`,
 		Args: cobra.RangeArgs(1, 2),
-		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
+		RunE: clientRun(&flags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
 			req.Topic = args[0]
 			if len(args) == 2 {
 				body, err := readBody(args[1], cmd.InOrStdin())
@@ -69,40 +48,45 @@ with neither the job is due now.`,
 				return usageErrorf("--delay and --run-at are exclusive")
 			}
 			if delay != "" {
-				d, err := delayJSON(delay)
+				d, err := flagDelay(delay)
 				if err != nil {
 					return err
 				}
 				req.Delay = d
 			}
 			if runAt != "" {
-				raw, err := runAtJSON(runAt)
+				t, err := wire.ParseTimeText("run_at", runAt)
 				if err != nil {
-					return err
+					return usageErrorf("invalid --run-at %q: want RFC 3339 such as 2030-01-01T10:00:00.250Z, or Unix seconds such as 1893492000.25", runAt)
 				}
-				req.RunAt = raw
+				req.RunAt = t
 			}
 			if ttr != "" {
-				if _, err := time.ParseDuration(ttr); err != nil {
+				// 0 would be left out, and so take the topic's ttr.
+				d, err := time.ParseDuration(ttr)
+				if err != nil || d <= 0 {
 					return usageErrorf("invalid --ttr %q: want a duration such as 30s", ttr)
 				}
-				req.TTR = ttr
+				req.TTR = d
 			}
-			if len(retryDelays) > 0 {
-				req.Backoff = &jobBackoff{}
-				for _, d := range retryDelays {
-					raw, err := durationJSON(d)
-					if err != nil {
-						return usageErrorf("invalid --backoff-delays %q: want durations such as 1m,3m,5m, or milliseconds", d)
-					}
-					req.Backoff.Delays = append(req.Backoff.Delays, raw)
+			req.BackoffDelays = nil
+			for _, s := range retryDelays {
+				d, err := parseDuration(s)
+				if err != nil {
+					return usageErrorf("invalid --backoff-delays %q: want durations such as 1m,3m,5m, or milliseconds", s)
 				}
+				req.BackoffDelays = append(req.BackoffDelays, d)
 			}
-			return c.print(ctx, cmd.OutOrStdout(), http.MethodPost, "/v1/jobs", &req)
+			ctx, raw := rawAnswer(ctx)
+			p, err := c.Push(ctx, &req)
+			if err != nil {
+				return err
+			}
+			return c.show(cmd.OutOrStdout(), *raw, func(t *tableWriter) { pushedRows(t, p) })
 		}),
 	}
 	fs := cmd.Flags()
-	addClientFlags(fs, &client)
+	addClientFlags(fs, &flags)
 	fs.StringVar(&delay, "delay", "", "deliver after this long: a duration (15m, 1500ms) or milliseconds")
 	fs.StringVar(&runAt, "run-at", "", "deliver at this time: RFC 3339, or Unix seconds")
 	fs.StringVar(&req.ID, "id", "", "the job's id (default: a new one)")
@@ -131,59 +115,48 @@ func readBody(arg string, stdin io.Reader) (json.RawMessage, error) {
 	return json.RawMessage(body), nil
 }
 
-// delayJSON is durationJSON of --delay, a usage error when malformed.
-func delayJSON(s string) (json.RawMessage, error) {
-	raw, err := durationJSON(s)
+// flagDelay is parseDuration of --delay, a usage error when malformed.
+func flagDelay(s string) (time.Duration, error) {
+	d, err := parseDuration(s)
 	if err != nil {
-		return nil, usageErrorf("invalid --delay %q: want a duration such as 15m or 1500ms, or milliseconds", s)
+		return 0, usageErrorf("invalid --delay %q: want a duration such as 15m or 1500ms, or milliseconds", s)
 	}
-	return raw, nil
+	return d, nil
 }
 
-// runAtJSON turns --run-at into its JSON form: RFC 3339 becomes a string,
-// Unix seconds stay a number, as the server takes them.
-func runAtJSON(s string) (json.RawMessage, error) {
-	if _, err := wire.ParseTimeText("run_at", s); err != nil {
-		return nil, usageErrorf("invalid --run-at %q: want RFC 3339 such as 2030-01-01T10:00:00.250Z, or Unix seconds such as 1893492000.25", s)
+// parseDuration reads a duration flag (--delay, --backoff-delays): a whole
+// number of milliseconds, or a Go duration. The server checks the range;
+// the syntax is checked here.
+func parseDuration(s string) (time.Duration, error) {
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return time.Duration(ms) * time.Millisecond, nil
 	}
-	if strings.Contains(s, ":") { // RFC 3339 has a time of day
-		return json.Marshal(s)
-	}
-	return json.RawMessage(strings.TrimSpace(s)), nil
-}
-
-// durationJSON turns a duration flag (--delay, --backoff-delays) into its
-// JSON form: a whole number of milliseconds stays a number, a Go duration
-// becomes a string. The server checks the range; the syntax is checked
-// here.
-func durationJSON(s string) (json.RawMessage, error) {
-	if _, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return json.RawMessage(s), nil
-	}
-	if _, err := time.ParseDuration(s); err != nil {
-		return nil, err
-	}
-	return json.Marshal(s)
+	return time.ParseDuration(s)
 }
 
 // getCommand is `delayq get ID`.
 func (a *app) getCommand() *cobra.Command {
-	var client clientFlags
+	var flags clientFlags
 	cmd := &cobra.Command{
 		Use:   "get ID",
 		Short: "Print a job: its fields, state and attempts",
 		Args:  cobra.ExactArgs(1),
-		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
-			return c.print(ctx, cmd.OutOrStdout(), http.MethodGet, "/v1/jobs/"+url.PathEscape(args[0]), nil)
+		RunE: clientRun(&flags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
+			ctx, raw := rawAnswer(ctx)
+			j, err := c.Get(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return c.show(cmd.OutOrStdout(), *raw, func(t *tableWriter) { jobRows(t, j) })
 		}),
 	}
-	addClientFlags(cmd.Flags(), &client)
+	addClientFlags(cmd.Flags(), &flags)
 	return cmd
 }
 
 // cancelCommand is `delayq cancel ID` or `delayq cancel --key KEY TOPIC`.
 func (a *app) cancelCommand() *cobra.Command {
-	var client clientFlags
+	var flags clientFlags
 	var key string
 	cmd := &cobra.Command{
 		Use:   "cancel ID | cancel --key KEY TOPIC",
@@ -194,22 +167,26 @@ the ids cancelled and those left because they are being delivered.`,
 		Example: `  delayq cancel 01JD6Y3TQ9V9ZK0M4XJ3R2B7QF
   delayq cancel --key order-42 orders.close`,
 		Args: cobra.ExactArgs(1),
-		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
-			path := "/v1/jobs/" + url.PathEscape(args[0])
-			if cmd.Flags().Changed("key") {
-				path = "/v1/topics/" + url.PathEscape(args[0]) + "/jobs?key=" + url.QueryEscape(key)
+		RunE: clientRun(&flags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("key") {
+				return c.Cancel(ctx, args[0])
 			}
-			return c.print(ctx, cmd.OutOrStdout(), http.MethodDelete, path, nil)
+			ctx, raw := rawAnswer(ctx)
+			res, err := c.CancelByKey(ctx, args[0], key)
+			if err != nil {
+				return err
+			}
+			return c.show(cmd.OutOrStdout(), *raw, func(t *tableWriter) { cancelledTable(t, res) })
 		}),
 	}
 	cmd.Flags().StringVar(&key, "key", "", "cancel the jobs of the topic TOPIC with this business key")
-	addClientFlags(cmd.Flags(), &client)
+	addClientFlags(cmd.Flags(), &flags)
 	return cmd
 }
 
 // findCommand is `delayq find TOPIC KEY`.
 func (a *app) findCommand() *cobra.Command {
-	var client clientFlags
+	var flags clientFlags
 	var after string
 	var limit int
 	cmd := &cobra.Command{
@@ -221,36 +198,54 @@ ends with "next_after": pass it as --after for the next page.`,
 		Example: `  delayq find orders.close order-42
   delayq find orders.close order-42 --limit 10 --after 01JD6Y3TQ9V9ZK0M4XJ3R2B7QF`,
 		Args: cobra.ExactArgs(2),
-		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
-			q := url.Values{"key": {args[1]}, "limit": {strconv.Itoa(limit)}}
-			if after != "" {
-				q.Set("after", after)
+		RunE: clientRun(&flags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
+			if err := checkLimit(limit); err != nil {
+				return err
 			}
-			return c.print(ctx, cmd.OutOrStdout(), http.MethodGet, "/v1/topics/"+url.PathEscape(args[0])+"/jobs?"+q.Encode(), nil)
+			ctx, raw := rawAnswer(ctx)
+			page, err := c.FindByKey(ctx, &client.FindByKeyParams{Topic: args[0], Key: args[1], After: after, Limit: limit})
+			if err != nil {
+				return err
+			}
+			return c.show(cmd.OutOrStdout(), *raw, func(t *tableWriter) {
+				jobTable(t, page.Jobs)
+				if page.NextAfter != "" {
+					t.row("")
+					t.row("next page: --after " + page.NextAfter)
+				}
+			})
 		}),
 	}
 	cmd.Flags().StringVar(&after, "after", "", "start after this job id (the next_after of the previous page)")
 	cmd.Flags().IntVar(&limit, "limit", 100, "the most jobs listed, 1 to 1000")
-	addClientFlags(cmd.Flags(), &client)
+	addClientFlags(cmd.Flags(), &flags)
 	return cmd
 }
 
 // topicsCommand is `delayq topics [TOPIC]`.
 func (a *app) topicsCommand() *cobra.Command {
-	var client clientFlags
+	var flags clientFlags
 	cmd := &cobra.Command{
 		Use:   "topics [TOPIC]",
 		Short: "List topics with their job counts, or show one topic",
 		Args:  cobra.MaximumNArgs(1),
-		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
-			path := "/v1/topics"
+		RunE: clientRun(&flags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
+			ctx, raw := rawAnswer(ctx)
 			if len(args) == 1 {
-				path += "/" + url.PathEscape(args[0])
+				tp, err := c.GetTopic(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				return c.show(cmd.OutOrStdout(), *raw, func(t *tableWriter) { topicRows(t, tp) })
 			}
-			return c.print(ctx, cmd.OutOrStdout(), http.MethodGet, path, nil)
+			topics, err := c.ListTopics(ctx)
+			if err != nil {
+				return err
+			}
+			return c.show(cmd.OutOrStdout(), *raw, func(t *tableWriter) { topicTable(t, topics) })
 		}),
 	}
-	addClientFlags(cmd.Flags(), &client)
+	addClientFlags(cmd.Flags(), &flags)
 	return cmd
 }
 
@@ -271,12 +266,17 @@ configuration; fields left out take their defaults.`,
 		Example: `  delayq topic put orders.close '{"max_attempts": 5, "rate": {"limit": 100}}'
   delayq topic put orders.close - < orders.close.json`,
 		Args: cobra.ExactArgs(2),
-		RunE: clientRun(&putFlags, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
+		RunE: clientRun(&putFlags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
 			config, err := readBody(args[1], cmd.InOrStdin())
 			if err != nil {
 				return err
 			}
-			return c.print(ctx, cmd.OutOrStdout(), http.MethodPut, "/v1/topics/"+url.PathEscape(args[0]), config)
+			ctx, raw := rawAnswer(ctx)
+			tp, err := c.PutTopicJSON(ctx, args[0], config)
+			if err != nil {
+				return err
+			}
+			return c.show(cmd.OutOrStdout(), *raw, func(t *tableWriter) { topicRows(t, tp) })
 		}),
 	}
 	addClientFlags(put.Flags(), &putFlags)
@@ -284,9 +284,8 @@ configuration; fields left out take their defaults.`,
 		Use:   "delete TOPIC",
 		Short: "Delete a topic's configuration; its jobs stay and take the defaults",
 		Args:  cobra.ExactArgs(1),
-		RunE: clientRun(&deleteFlags, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
-			_, err := c.do(ctx, http.MethodDelete, "/v1/topics/"+url.PathEscape(args[0]), nil)
-			return err
+		RunE: clientRun(&deleteFlags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
+			return c.DeleteTopic(ctx, args[0])
 		}),
 	}
 	addClientFlags(del.Flags(), &deleteFlags)
@@ -296,43 +295,49 @@ configuration; fields left out take their defaults.`,
 
 // deadCommand is `delayq dead TOPIC`.
 func (a *app) deadCommand() *cobra.Command {
-	var client clientFlags
+	var flags clientFlags
 	var limit int
 	cmd := &cobra.Command{
 		Use:   "dead TOPIC",
 		Short: "List a topic's dead jobs, oldest death first (admin)",
 		Args:  cobra.ExactArgs(1),
-		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
-			path := "/v1/topics/" + url.PathEscape(args[0]) + "/dead?limit=" + strconv.Itoa(limit)
-			return c.print(ctx, cmd.OutOrStdout(), http.MethodGet, path, nil)
+		RunE: clientRun(&flags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
+			if err := checkLimit(limit); err != nil {
+				return err
+			}
+			ctx, raw := rawAnswer(ctx)
+			jobs, err := c.ListDead(ctx, args[0], limit)
+			if err != nil {
+				return err
+			}
+			return c.show(cmd.OutOrStdout(), *raw, func(t *tableWriter) { jobTable(t, jobs) })
 		}),
 	}
 	cmd.Flags().IntVar(&limit, "limit", 100, "the most jobs listed, 1 to 1000")
-	addClientFlags(cmd.Flags(), &client)
+	addClientFlags(cmd.Flags(), &flags)
 	return cmd
 }
 
 // requeueCommand is `delayq requeue ID`.
 func (a *app) requeueCommand() *cobra.Command {
-	var client clientFlags
+	var flags clientFlags
 	cmd := &cobra.Command{
 		Use:   "requeue ID",
 		Short: "Make a dead job ready again, with a fresh attempt count (admin)",
 		Long:  "Make a dead job ready now with attempt 0; its last error stays. It prints nothing on success.",
 		Args:  cobra.ExactArgs(1),
-		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
-			_, err := c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(args[0])+"/requeue", nil)
-			return err
+		RunE: clientRun(&flags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
+			return c.Requeue(ctx, args[0])
 		}),
 	}
-	addClientFlags(cmd.Flags(), &client)
+	addClientFlags(cmd.Flags(), &flags)
 	return cmd
 }
 
 // pauseCommand is `delayq pause TOPIC` (paused true) or `delayq resume
 // TOPIC`.
 func (a *app) pauseCommand(paused bool) *cobra.Command {
-	var client clientFlags
+	var flags clientFlags
 	action, short := "pause", "Pause a topic's deliveries on every instance; intake goes on"
 	if !paused {
 		action, short = "resume", "Resume a paused topic's deliveries"
@@ -342,18 +347,27 @@ func (a *app) pauseCommand(paused bool) *cobra.Command {
 		Short: short,
 		Long:  short + ". It prints the topic as `delayq topics TOPIC` does. Admin.",
 		Args:  cobra.ExactArgs(1),
-		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
-			return c.print(ctx, cmd.OutOrStdout(), http.MethodPost, "/v1/topics/"+url.PathEscape(args[0])+"/"+action, nil)
+		RunE: clientRun(&flags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
+			ctx, raw := rawAnswer(ctx)
+			call := c.PauseTopic
+			if !paused {
+				call = c.ResumeTopic
+			}
+			tp, err := call(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return c.show(cmd.OutOrStdout(), *raw, func(t *tableWriter) { topicRows(t, tp) })
 		}),
 	}
-	addClientFlags(cmd.Flags(), &client)
+	addClientFlags(cmd.Flags(), &flags)
 	return cmd
 }
 
 // claimCommand is `delayq claim TOPIC`.
 func (a *app) claimCommand() *cobra.Command {
 	var (
-		client  clientFlags
+		flags   clientFlags
 		maxJobs int
 		wait    time.Duration
 	)
@@ -370,7 +384,7 @@ Each delivery is held under its lease until its ttr passes: settle it with
 		Example: `  delayq claim orders.close --max 10 --wait 20s
   delayq claim orders.close | jq -r '"\(.id) \(.lease)"' | xargs delayq ack`,
 		Args: cobra.ExactArgs(1),
-		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
+		RunE: clientRun(&flags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
 			if maxJobs < 1 || maxJobs > core.ClaimMaxLimit {
 				return usageErrorf("invalid --max %d: want 1 to %d", maxJobs, core.ClaimMaxLimit)
 			}
@@ -379,16 +393,29 @@ Each delivery is held under its lease until its ttr passes: settle it with
 			}
 			// The answer comes after the wait.
 			c.http.Timeout = wait + clientRequestTimeout
-			answer, err := c.do(ctx, http.MethodPost, "/v1/topics/"+url.PathEscape(args[0])+"/claim",
-				map[string]any{"max": maxJobs, "wait": wait.String()})
-			if err != nil {
+			ctx, raw := rawAnswer(ctx)
+			if _, err := c.Claim(ctx, args[0], &client.ClaimParams{Max: maxJobs, Wait: wait}); err != nil {
 				return err
 			}
+			// The deliveries are printed from the answer as it came, as
+			// subscribe prints them, rather than re-encoded from the
+			// client's types.
 			var v struct {
 				Jobs []*deliveryLine `json:"jobs"`
 			}
-			if err := json.Unmarshal(answer, &v); err != nil {
+			if err := json.Unmarshal(*raw, &v); err != nil {
 				return fmt.Errorf("reading the answer: %w", err)
+			}
+			if len(v.Jobs) == 0 {
+				return nil
+			}
+			if c.output == outputTable {
+				t := newTableWriter(cmd.OutOrStdout())
+				deliveryHeader(t)
+				for _, d := range v.Jobs {
+					deliveryRow(t, d)
+				}
+				return t.flush()
 			}
 			for _, d := range v.Jobs {
 				if err := writeDelivery(cmd.OutOrStdout(), d); err != nil {
@@ -399,7 +426,7 @@ Each delivery is held under its lease until its ttr passes: settle it with
 		}),
 	}
 	fs := cmd.Flags()
-	addClientFlags(fs, &client)
+	addClientFlags(fs, &flags)
 	fs.IntVar(&maxJobs, "max", 1, fmt.Sprintf("most jobs to claim (1-%d)", core.ClaimMaxLimit))
 	fs.DurationVar(&wait, "wait", 0, fmt.Sprintf("how long to wait for the first due job (0-%s)", core.ClaimWaitLimit))
 	return cmd
@@ -407,7 +434,7 @@ Each delivery is held under its lease until its ttr passes: settle it with
 
 // ackCommand is `delayq ack ID LEASE [ID LEASE ...]`.
 func (a *app) ackCommand() *cobra.Command {
-	var client clientFlags
+	var flags clientFlags
 	cmd := &cobra.Command{
 		Use:   "ack ID LEASE [ID LEASE ...]",
 		Short: "Acknowledge deliveries: their jobs are done",
@@ -417,22 +444,27 @@ on success; each ack that failed (its lease lost, its job unknown) is printed
 on standard error as 'ID: message', and the exit code is then 1.`,
 		Example: `  delayq ack 01JD2Q0V7Z8N5Y3K2M1R4T6W9X PIC3F2SN...`,
 		Args:    cobra.MinimumNArgs(2),
-		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
-			items, err := leasePairs(args)
+		RunE: clientRun(&flags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
+			pairs, err := leasePairs(args)
 			if err != nil {
 				return err
 			}
-			return settle(ctx, c, cmd.ErrOrStderr(), "acks", items)
+			items := make([]client.AckItem, len(pairs))
+			for i, p := range pairs {
+				items[i] = client.AckItem{ID: p[0], Lease: p[1]}
+			}
+			results, err := c.AckBatch(ctx, items)
+			return settled(cmd.ErrOrStderr(), "acks", pairs, results, err)
 		}),
 	}
-	addClientFlags(cmd.Flags(), &client)
+	addClientFlags(cmd.Flags(), &flags)
 	return cmd
 }
 
 // nackCommand is `delayq nack ID LEASE [ID LEASE ...]`.
 func (a *app) nackCommand() *cobra.Command {
 	var (
-		client clientFlags
+		flags  clientFlags
 		delay  string
 		reason string
 	)
@@ -446,85 +478,81 @@ as the jobs' last_error. It prints nothing on success; each nack that failed is
 printed on standard error as 'ID: message', and the exit code is then 1.`,
 		Example: `  delayq nack 01JD2Q0V7Z8N5Y3K2M1R4T6W9X PIC3F2SN... --delay 10m --error "upstream down"`,
 		Args:    cobra.MinimumNArgs(2),
-		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
-			items, err := leasePairs(args)
+		RunE: clientRun(&flags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
+			pairs, err := leasePairs(args)
 			if err != nil {
 				return err
 			}
-			var d json.RawMessage
+			params := client.NackParams{Error: reason}
 			if delay != "" {
-				if d, err = delayJSON(delay); err != nil {
+				d, err := flagDelay(delay)
+				if err != nil {
 					return err
 				}
+				params.Delay = &d
 			}
-			for _, it := range items {
-				it.Delay, it.Error = d, reason
+			items := make([]client.NackItem, len(pairs))
+			for i, p := range pairs {
+				items[i] = client.NackItem{ID: p[0], Lease: p[1], NackParams: params}
 			}
-			return settle(ctx, c, cmd.ErrOrStderr(), "nacks", items)
+			results, err := c.NackBatch(ctx, items)
+			return settled(cmd.ErrOrStderr(), "nacks", pairs, results, err)
 		}),
 	}
 	fs := cmd.Flags()
-	addClientFlags(fs, &client)
+	addClientFlags(fs, &flags)
 	fs.StringVar(&delay, "delay", "", "retry after this long: a duration (10m, 1500ms) or milliseconds (default: the topic's backoff)")
 	fs.StringVar(&reason, "error", "", "why the attempts failed, kept as the jobs' last_error")
 	return cmd
 }
 
-// settleItem is one item of POST /v1/acks or /v1/nacks; Delay and Error
-// are for nacks only.
-type settleItem struct {
-	ID    string          `json:"id"`
-	Lease string          `json:"lease"`
-	Delay json.RawMessage `json:"delay,omitempty"`
-	Error string          `json:"error,omitempty"`
-}
-
-// leasePairs turns ID LEASE ... arguments into items; an odd count is a
+// leasePairs turns ID LEASE ... arguments into pairs; an odd count is a
 // usage error.
-func leasePairs(args []string) ([]*settleItem, error) {
+func leasePairs(args []string) ([][2]string, error) {
 	if len(args)%2 != 0 {
 		return nil, usageErrorf("want pairs of ID LEASE, but got %d arguments: the lease of %q is missing", len(args), args[len(args)-1])
 	}
-	items := make([]*settleItem, 0, len(args)/2)
+	pairs := make([][2]string, 0, len(args)/2)
 	for i := 0; i < len(args); i += 2 {
-		items = append(items, &settleItem{ID: args[i], Lease: args[i+1]})
+		pairs = append(pairs, [2]string{args[i], args[i+1]})
 	}
-	return items, nil
+	return pairs, nil
 }
 
-// settle sends items to POST /v1/<list> ("acks" or "nacks") under the
-// field of that name and prints each item that failed on stderr as
-// `ID: message`; any failure is an error with exit code 1.
-func settle(ctx context.Context, c *apiClient, stderr io.Writer, list string, items []*settleItem) error {
-	answer, err := c.do(ctx, http.MethodPost, "/v1/"+list, map[string]any{list: items})
+// settled reports the outcome of AckBatch or NackBatch (list is "acks" or
+// "nacks", for pairs): each item that failed is printed on stderr as
+// `ID: message`, and any failure is an error with exit code 1.
+func settled(stderr io.Writer, list string, pairs [][2]string, results []client.ItemResult, err error) error {
 	if err != nil {
 		return err
 	}
-	var v struct {
-		Results []struct {
-			ID    string `json:"id"`
-			Error *struct {
-				Code    string `json:"code"`
-				Message string `json:"message"`
-			} `json:"error"`
-		} `json:"results"`
-	}
-	if err := json.Unmarshal(answer, &v); err != nil {
-		return fmt.Errorf("reading the answer: %w", err)
-	}
-	if len(v.Results) != len(items) {
-		return fmt.Errorf("the server answered %d results for %d %s", len(v.Results), len(items), list)
+	n := len(pairs)
+	if len(results) != n {
+		return fmt.Errorf("the server answered %d results for %d %s", len(results), n, list)
 	}
 	failed := 0
-	for i, r := range v.Results {
-		if r.Error == nil {
+	for i, r := range results {
+		if r.Err == nil {
 			continue
 		}
 		failed++
-		fmt.Fprintf(stderr, "%s: %s\n", items[i].ID, r.Error.Message)
+		msg := r.Err.Error()
+		if ae, ok := errors.AsType[*client.APIError](r.Err); ok {
+			msg = ae.Message
+		}
+		fmt.Fprintf(stderr, "%s: %s\n", pairs[i][0], msg)
 	}
 	if failed > 0 {
-		return &exitCodeError{code: exitError, err: fmt.Errorf("%d of %d %s failed", failed, len(items), list)}
+		return &exitCodeError{code: exitError, err: fmt.Errorf("%d of %d %s failed", failed, n, list)}
+	}
+	return nil
+}
+
+// checkLimit refuses a --limit outside 1 to 1000 (a usage error), since
+// the client would take 0 for the service's default.
+func checkLimit(limit int) error {
+	if limit < 1 || limit > 1000 {
+		return usageErrorf("invalid --limit %d: want 1 to 1000", limit)
 	}
 	return nil
 }

@@ -296,6 +296,11 @@ func TestClientUsageErrors(t *testing.T) {
 		{"nack odd args", nil, "", []string{"nack", "a", "l", "b"}, "want pairs of ID LEASE"},
 		{"nack bad delay", nil, "", []string{"nack", "a", "l", "--delay", "soon"}, `invalid --delay "soon"`},
 		{"bad server flag", nil, "", []string{"get", "x", "--server", "127.0.0.1:8080"}, "invalid --server"},
+		{"push zero ttr", nil, "", []string{"push", "t", "--ttr", "0s"}, `invalid --ttr "0s"`},
+		{"find zero limit", nil, "", []string{"find", "t", "k", "--limit", "0"}, "invalid --limit 0: want 1 to 1000"},
+		{"dead limit too large", nil, "", []string{"dead", "t", "--limit", "1001"}, "invalid --limit 1001"},
+		{"bad output flag", nil, "", []string{"topics", "--output", "yaml"}, `invalid argument "yaml" for "--output" flag: want json or table`},
+		{"bad output env", map[string]string{"DELAYQ_OUTPUT": "xml"}, "", []string{"schedule", "list"}, `invalid value "xml" for DELAYQ_OUTPUT: want json or table`},
 		{"bad server env", map[string]string{"DELAYQ_SERVER": "ftp://x"}, "", []string{"topics"}, "invalid --server"},
 		{"unknown command", nil, "", []string{"pusj"}, "unknown command"},
 	}
@@ -323,15 +328,17 @@ func TestClientUnreachable(t *testing.T) {
 	require.NotContains(t, res.stderr, "--help")
 }
 
-func TestDelayJSON(t *testing.T) {
+func TestParseDuration(t *testing.T) {
 	t.Parallel()
-	for in, want := range map[string]string{"1500": "1500", "15m": `"15m"`, "-1s": `"-1s"`, "1h30m": `"1h30m"`} {
-		got, err := delayJSON(in)
-		require.NoError(t, err)
-		require.JSONEq(t, want, string(got))
+	for in, want := range map[string]time.Duration{"1500": 1500 * time.Millisecond, "15m": 15 * time.Minute, "-1s": -time.Second,
+		"1h30m": 90 * time.Minute, "0": 0} {
+		got, err := flagDelay(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
 	}
-	_, err := delayJSON("1 day")
-	require.Error(t, err)
+	_, err := flagDelay("1 day")
+	require.ErrorContains(t, err, `invalid --delay "1 day"`)
+	require.Equal(t, exitUsage, err.(*exitCodeError).code)
 }
 
 func TestNATSServerLevel(t *testing.T) {

@@ -1,8 +1,13 @@
 // Command delayq is the delayq binary: `delayq serve` runs the delay-queue
 // service, and the client commands (`push`, `get`, `cancel`, `topics`,
 // `subscribe`, `claim`, `ack`, `nack`, `export`, `import`, `backup`) talk to
-// a running service over its HTTP API. `ack` and `nack` take many ID LEASE
-// pairs and send them in one request (POST /v1/acks, /v1/nacks).
+// a running service over its HTTP API through the Go client
+// (github.com/delayq/delayq/client; client.go), but for `subscribe`, whose
+// print-then-ack and --no-ack the client's Subscribe cannot express, and
+// `backup`, which it has no call for. They print the service's JSON as it
+// came, or tables with --output table (output.go). `ack` and `nack` take
+// many ID LEASE pairs and send them in one request (POST /v1/acks,
+// /v1/nacks).
 //
 // `delayq serve` with no flags keeps jobs durably in a local Pebble
 // database under ./delayq-data/local (--backend local, package
@@ -39,8 +44,8 @@
 // turns NATS off on every backend. A backend's branch of openStore gets its
 // NATS from startNATS.
 //
-// Every flag of serve, and the client commands' --server and --token, has
-// an environment twin: DELAYQ_ followed by the flag name upper-cased with
+// Every flag of serve, and the client commands' --server, --token and
+// --output, has an environment twin: DELAYQ_ followed by the flag name upper-cased with
 // dashes turned into underscores (DELAYQ_HTTP, DELAYQ_NATS_URL,
 // DELAYQ_SERVER). A flag given on the command line wins over its twin.
 //

@@ -99,7 +99,7 @@ func (a *app) rootCommand() *cobra.Command {
 least once, with retries, backoff, dead-lettering and cancellation.
 
 Start the service with 'delayq serve'; the other commands talk to a running
-service over HTTP. Every flag of serve, and --server and --token, has an environment twin:
+service over HTTP. Every flag of serve, and --server, --token and --output, has an environment twin:
 DELAYQ_ and the flag name upper-cased with dashes as underscores (DELAYQ_HTTP,
 DELAYQ_SERVER); a flag on the command line wins.`,
 		SilenceErrors: true,
@@ -134,6 +134,7 @@ DELAYQ_SERVER); a flag on the command line wins.`,
 		a.importCommand(),
 		a.backupCommand(),
 	)
+	completeOutput(root)
 	return root
 }
 

@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"net/http"
-	"net/url"
-	"strconv"
 
 	"github.com/spf13/cobra"
 )
@@ -18,12 +15,6 @@ func (a *app) scheduleCommand() *cobra.Command {
 	}
 	var putFlags, getFlags, listFlags, deleteFlags clientFlags
 	var next int
-	query := func() string {
-		if next < 0 {
-			return ""
-		}
-		return "?next=" + strconv.Itoa(next)
-	}
 	put := &cobra.Command{
 		Use:   "put NAME SCHEDULE|-",
 		Short: "Create or replace a schedule and print it with its next runs",
@@ -35,37 +26,51 @@ changes nothing.`,
     "topic": "reports", "job": {"body": {"report": "daily"}}}'
   delayq schedule put cleanup '{"cron": "@every 15m", "topic": "cleanup"}'`,
 		Args: cobra.ExactArgs(2),
-		RunE: clientRun(&putFlags, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
+		RunE: clientRun(&putFlags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
 			body, err := readBody(args[1], cmd.InOrStdin())
 			if err != nil {
 				return err
 			}
-			return c.print(ctx, cmd.OutOrStdout(), http.MethodPut, "/v1/schedules/"+url.PathEscape(args[0])+query(), body)
+			ctx, raw := rawAnswer(ctx)
+			sc, err := c.PutScheduleJSON(ctx, args[0], body, next)
+			if err != nil {
+				return err
+			}
+			return c.show(cmd.OutOrStdout(), *raw, func(t *tableWriter) { scheduleRows(t, sc) })
 		}),
 	}
 	get := &cobra.Command{
 		Use:   "get NAME",
 		Short: "Show a schedule, its last slot and its next runs",
 		Args:  cobra.ExactArgs(1),
-		RunE: clientRun(&getFlags, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
-			return c.print(ctx, cmd.OutOrStdout(), http.MethodGet, "/v1/schedules/"+url.PathEscape(args[0])+query(), nil)
+		RunE: clientRun(&getFlags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
+			ctx, raw := rawAnswer(ctx)
+			sc, err := c.GetSchedule(ctx, args[0], next)
+			if err != nil {
+				return err
+			}
+			return c.show(cmd.OutOrStdout(), *raw, func(t *tableWriter) { scheduleRows(t, sc) })
 		}),
 	}
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List every schedule with its next runs",
 		Args:  cobra.NoArgs,
-		RunE: clientRun(&listFlags, func(ctx context.Context, c *apiClient, cmd *cobra.Command, _ []string) error {
-			return c.print(ctx, cmd.OutOrStdout(), http.MethodGet, "/v1/schedules"+query(), nil)
+		RunE: clientRun(&listFlags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, _ []string) error {
+			ctx, raw := rawAnswer(ctx)
+			all, err := c.ListSchedules(ctx, next)
+			if err != nil {
+				return err
+			}
+			return c.show(cmd.OutOrStdout(), *raw, func(t *tableWriter) { scheduleTable(t, all) })
 		}),
 	}
 	del := &cobra.Command{
 		Use:   "delete NAME",
 		Short: "Delete a schedule; the jobs it created stay",
 		Args:  cobra.ExactArgs(1),
-		RunE: clientRun(&deleteFlags, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
-			_, err := c.do(ctx, http.MethodDelete, "/v1/schedules/"+url.PathEscape(args[0]), nil)
-			return err
+		RunE: clientRun(&deleteFlags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
+			return c.DeleteSchedule(ctx, args[0])
 		}),
 	}
 	for _, c := range []struct {

@@ -33,7 +33,7 @@ const (
 // subscribeCommand is `delayq subscribe TOPIC`.
 func (a *app) subscribeCommand() *cobra.Command {
 	var (
-		client   clientFlags
+		flags    clientFlags
 		prefetch int
 		noAck    bool
 	)
@@ -52,7 +52,7 @@ command is interrupted (Ctrl-C), which ends it with exit code 0.`,
 		Example: `  delayq subscribe orders.close
   delayq subscribe orders.close --prefetch 64 | jq .body`,
 		Args: cobra.ExactArgs(1),
-		RunE: clientRun(&client, func(ctx context.Context, c *apiClient, cmd *cobra.Command, args []string) error {
+		RunE: clientRun(&flags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
 			if prefetch < 1 || prefetch > 1000 {
 				return usageErrorf("invalid --prefetch %d: want 1 to 1000", prefetch)
 			}
@@ -62,6 +62,7 @@ command is interrupted (Ctrl-C), which ends it with exit code 0.`,
 				topic:    args[0],
 				prefetch: prefetch,
 				ack:      !noAck,
+				table:    c.output == outputTable,
 				out:      cmd.OutOrStdout(),
 				log:      cmd.ErrOrStderr(),
 			}
@@ -69,7 +70,7 @@ command is interrupted (Ctrl-C), which ends it with exit code 0.`,
 		}),
 	}
 	fs := cmd.Flags()
-	addClientFlags(fs, &client)
+	addClientFlags(fs, &flags)
 	fs.IntVar(&prefetch, "prefetch", 16, "most deliveries held unacknowledged at once (1-1000)")
 	fs.BoolVar(&noAck, "no-ack", false, "print deliveries without acknowledging them")
 	withEnv(fs, "prefetch", "no-ack")
@@ -85,11 +86,14 @@ func subscribeURL(base, topic string, prefetch int) string {
 
 // subscriber is one run of `delayq subscribe`.
 type subscriber struct {
-	client   *apiClient
+	client   *cliClient
 	url      string
 	topic    string
 	prefetch int
 	ack      bool
+	// table prints deliveries as rows under a header (--output table).
+	table    bool
+	headed   bool
 	out, log io.Writer
 }
 
@@ -235,11 +239,29 @@ type deliveryLine struct {
 // print writes a delivery as one compact JSON line; the body is compacted,
 // not otherwise changed.
 func (s *subscriber) print(f *subscribeFrame) error {
-	return writeDelivery(s.out, &deliveryLine{
+	d := &deliveryLine{
 		ID: f.ID, Topic: f.Topic, Body: f.Body, Attempt: f.Attempt,
 		RunAt: f.RunAt, Lease: f.Lease, LeaseExpiresAt: f.LeaseExpiresAt,
-	})
+	}
+	if !s.table {
+		return writeDelivery(s.out, d)
+	}
+	// Each row is written as it comes, so the columns are of fixed width
+	// (a ULID, a time to the millisecond) rather than aligned over rows
+	// not yet come.
+	if !s.headed {
+		s.headed = true
+		if _, err := fmt.Fprintf(s.out, subscribeRow, "ID", "ATTEMPT", "RUN_AT", "LEASE_EXPIRES_AT", "LEASE", "BODY"); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintf(s.out, subscribeRow, cellReplacer.Replace(d.ID), strconv.Itoa(d.Attempt), d.RunAt, d.LeaseExpiresAt,
+		d.Lease, cellReplacer.Replace(cellJSON(d.Body)))
+	return err
 }
+
+// subscribeRow is the format of a row of `delayq subscribe --output table`.
+const subscribeRow = "%-26s  %7s  %-24s  %-24s  %s  %s\n"
 
 // writeDelivery writes d to w as one compact JSON line, as subscribe and
 // claim print deliveries; the body is compacted, not otherwise changed.
