@@ -2,7 +2,9 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -23,19 +25,20 @@ func (e *Engine) Drain() {
 	e.cancelDrain()
 }
 
-// DrainPoll is how often a transport waiting for its consumers to settle
-// what they hold during a drain looks again (AwaitSettled).
-const DrainPoll = 50 * time.Millisecond
+// drainPoll is how often Settled looks at the deliveries still held.
+const drainPoll = 50 * time.Millisecond
 
-// AwaitSettled waits until holding reports false or ctx is done, looking
-// every DrainPoll on clock: a transport's wait, during a drain, for the
-// deliveries its subscribers hold to be acknowledged (or their leases to
-// run out) before the shutdown closes them and releases the rest. It
-// returns ctx's error when ctx ended first.
-func AwaitSettled(ctx context.Context, clock Clock, holding func(now time.Time) bool) error {
-	t := clock.NewTicker(DrainPoll)
+// Settled waits until every delivery this engine's Claim made (for pull
+// consumers and subscribers of every transport) has ended: acknowledged,
+// nacked or touched to its end here, or its lease run out (a delivery
+// settled through another instance counts as held until then); or until
+// ctx is done, returning its error. A drain waits for it so that the
+// consumers of this instance can settle what they were sent before the
+// API stops serving them.
+func (e *Engine) Settled(ctx context.Context) error {
+	t := e.clock.NewTicker(drainPoll)
 	defer t.Stop()
-	for holding(clock.Now()) {
+	for e.leases.holding(e.clock.Now()) {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -43,4 +46,80 @@ func AwaitSettled(ctx context.Context, clock Clock, holding func(now time.Time) 
 		}
 	}
 	return nil
+}
+
+// leases are the deliveries an engine's Claim made: id to lease and its
+// expiry, until an ack, nack or the expiry ends each.
+type leases struct {
+	mu sync.Mutex
+	m  map[string]heldLease
+	// sweepAt is the size at which add drops the expired entries: those
+	// of deliveries settled through other instances, which no call here
+	// ends.
+	sweepAt int
+}
+
+type heldLease struct {
+	lease   string
+	expires time.Time
+}
+
+// leasesSweepMin is the smallest sweepAt.
+const leasesSweepMin = 1024
+
+func (l *leases) add(jobs []*Job, now time.Time) {
+	if len(jobs) == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = make(map[string]heldLease)
+	}
+	for _, j := range jobs {
+		l.m[j.ID] = heldLease{lease: j.Lease, expires: j.LeaseExpiresAt}
+	}
+	if len(l.m) >= max(l.sweepAt, leasesSweepMin) {
+		l.sweep(now)
+		l.sweepAt = 2 * len(l.m)
+	}
+}
+
+// ended forgets the delivery of id under lease after a settling call
+// answered err: it ended unless the store failed.
+func (l *leases) ended(id, lease string, err error) {
+	if err != nil && !errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrNotFound) {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if h, ok := l.m[id]; ok && h.lease == lease {
+		delete(l.m, id)
+	}
+}
+
+// touched records the new expiry of a touched delivery.
+func (l *leases) touched(j *Job) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if h, ok := l.m[j.ID]; ok && h.lease == j.Lease {
+		h.expires = j.LeaseExpiresAt
+		l.m[j.ID] = h
+	}
+}
+
+// holding drops the expired deliveries and reports whether any is left.
+func (l *leases) holding(now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sweep(now)
+	return len(l.m) > 0
+}
+
+func (l *leases) sweep(now time.Time) {
+	for id, h := range l.m {
+		if !h.expires.After(now) {
+			delete(l.m, id)
+		}
+	}
 }

@@ -47,6 +47,40 @@ func TestDrain(t *testing.T) {
 	got, err := b.engine.Get(ctx, pushed.ID)
 	require.NoError(t, err)
 	require.Equal(t, core.StateReady, got.State)
-	require.NoError(t, b.engine.Ack(ctx, &core.AckJobParams{ID: held.ID, Lease: claimed[0].Lease}))
 	b.engine.Drain() // idempotent
+
+	// Settled waits for the delivery made before the drain: until its ack.
+	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, b.engine.Settled(short), context.DeadlineExceeded)
+	settled := make(chan error, 1)
+	go func() { settled <- b.engine.Settled(ctx) }()
+	require.NoError(t, b.clock.BlockUntilContext(ctx, 1), "Settled looks again on the clock")
+	require.NoError(t, b.engine.Ack(ctx, &core.AckJobParams{ID: held.ID, Lease: claimed[0].Lease}))
+	b.clock.Advance(time.Second)
+	require.NoError(t, <-settled)
+}
+
+// TestSettledLeaseExpiry: a delivery settled elsewhere is held until its
+// lease runs out.
+func TestSettledLeaseExpiry(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	_, err := b.engine.Push(ctx, &core.PushParams{Topic: "t", TTR: 5 * time.Second})
+	require.NoError(t, err)
+	claimed, err := b.engine.Claim(ctx, &core.ClaimJobsParams{Topic: "t", Max: 1})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	settled := make(chan error, 1)
+	go func() { settled <- b.engine.Settled(ctx) }()
+	require.NoError(t, b.clock.BlockUntilContext(ctx, 1))
+	b.clock.Advance(4 * time.Second)
+	select {
+	case err := <-settled:
+		t.Fatalf("settled before the lease ran out: %v", err)
+	default:
+	}
+	b.clock.Advance(2 * time.Second)
+	require.NoError(t, <-settled)
 }

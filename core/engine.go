@@ -82,6 +82,10 @@ type Engine struct {
 	// scheduleKick wakes the schedule loop after a change of schedules.
 	scheduleKick chan struct{}
 
+	// leases are the deliveries Claim made that have not ended yet, which
+	// a drain waits for.
+	leases leases
+
 	// draining is set by Drain; drainCtx is cancelled by it, which ends
 	// the claims waiting in Claim.
 	draining    atomic.Bool
@@ -382,7 +386,9 @@ func (e *Engine) Claim(ctx context.Context, p *ClaimJobsParams) ([]*Job, error) 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(e.drainCtx, cancel)()
-	return e.claim(ctx, &ClaimJobsParams{Topic: p.Topic, Max: p.Max, Wait: p.Wait})
+	jobs, err := e.claim(ctx, &ClaimJobsParams{Topic: p.Topic, Max: p.Max, Wait: p.Wait})
+	e.leases.add(jobs, e.clock.Now())
+	return jobs, err
 }
 
 // Ack marks the delivery of p.ID under p.Lease done. Errors: ErrNotFound,
@@ -395,6 +401,7 @@ func (e *Engine) Ack(ctx context.Context, p *AckJobParams) error {
 		return err
 	}
 	_, err := e.store.AckJob(ctx, &AckJobParams{ID: p.ID, Lease: p.Lease})
+	e.leases.ended(p.ID, p.Lease, err)
 	return err
 }
 
@@ -427,6 +434,7 @@ func (e *Engine) AckBatch(ctx context.Context, p *AckJobsParams) ([]error, error
 		} else {
 			errs[i] = res[k].Err
 		}
+		e.leases.ended(p.Acks[i].ID, p.Acks[i].Lease, errs[i])
 	}
 	return errs, nil
 }
@@ -459,9 +467,12 @@ func (e *Engine) Nack(ctx context.Context, p *NackParams) error {
 		return err
 	}
 	if job.State != StateReserved || job.Lease != p.Lease {
-		return ErrLeaseLost
+		err = ErrLeaseLost
+	} else {
+		err = e.fail(ctx, job, p.Delay, p.Error)
 	}
-	return e.fail(ctx, job, p.Delay, p.Error)
+	e.leases.ended(p.ID, p.Lease, err)
+	return err
 }
 
 // backoff is the backoff of job: its topic's, with the job's own retry
@@ -501,7 +512,11 @@ func (e *Engine) Touch(ctx context.Context, p *TouchJobParams) (*Job, error) {
 	if err := validateLease(p.ID, p.Lease); err != nil {
 		return nil, err
 	}
-	return e.store.TouchJob(ctx, &TouchJobParams{ID: p.ID, Lease: p.Lease})
+	job, err := e.store.TouchJob(ctx, &TouchJobParams{ID: p.ID, Lease: p.Lease})
+	if err == nil {
+		e.leases.touched(job)
+	}
+	return job, err
 }
 
 // Requeue makes a dead job ready with a fresh attempt count. Errors:

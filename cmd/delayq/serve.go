@@ -287,7 +287,7 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	// One deadline bounds the graceful part of the shutdown.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
-	drain(sctx, cfg.DrainTimeout, engine, log, subscribers, grpcAPI)
+	drain(sctx, cfg.DrainTimeout, engine, log)
 	if natsIn != nil {
 		if err := natsIn.Stop(sctx); err != nil {
 			log.Warn("nats intake stopped before answering every message it had received", "err", err)
@@ -316,20 +316,14 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	return failure
 }
 
-// settler is a transport whose subscribers hold deliveries, which a drain
-// lets them settle.
-type settler interface {
-	Settled(ctx context.Context) error
-}
-
 // drain is the first step of a shutdown, bounded by timeout (none when 0)
 // and by ctx: the engine refuses claims and /readyz answers 503, so that
 // consumers and load balancers turn to other instances; the engine stops
-// its push deliveries, letting those in flight finish; subscribers settle
-// what they were sent. The API serves everything else meanwhile: pushes,
-// reads, and the acks of the deliveries it made. What is still in flight
-// at its end is released by the rest of the shutdown.
-func drain(ctx context.Context, timeout time.Duration, engine *core.Engine, log *slog.Logger, subs ...settler) {
+// its push deliveries, letting those in flight finish; the deliveries it
+// made to consumers (pull, WebSocket, gRPC) get to be settled. The API
+// serves everything else meanwhile: pushes, reads, and those acks. What is
+// still in flight at its end is released by the rest of the shutdown.
+func drain(ctx context.Context, timeout time.Duration, engine *core.Engine, log *slog.Logger) {
 	if timeout <= 0 {
 		return
 	}
@@ -340,11 +334,9 @@ func drain(ctx context.Context, timeout time.Duration, engine *core.Engine, log 
 	if err := engine.Stop(ctx); err != nil {
 		log.Warn("deliveries still running at the end of the drain were released for redelivery", "err", err)
 	}
-	for _, s := range subs {
-		if err := s.Settled(ctx); err != nil {
-			log.Warn("subscribers still held deliveries at the end of the drain; they are released", "err", err)
-			return
-		}
+	if err := engine.Settled(ctx); err != nil {
+		log.Warn("consumers still held deliveries at the end of the drain; they are released or expire", "err", err)
+		return
 	}
 	log.Info("drained")
 }

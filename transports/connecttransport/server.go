@@ -232,24 +232,6 @@ func (s *Server) Stop(ctx context.Context) error {
 	}
 }
 
-// Settled waits until no Subscribe stream holds a delivery that is neither
-// settled nor past its lease, or ctx is done: during a drain
-// (core.Engine.Drain), when streams get no more deliveries, it lets
-// consumers finish what they were sent before Stop ends the streams and
-// releases the rest. It returns ctx's error when ctx ended first.
-func (s *Server) Settled(ctx context.Context) error {
-	return core.AwaitSettled(ctx, s.engine.Clock(), func(now time.Time) bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for sub := range s.subs {
-			if sub.holding(now) {
-				return true
-			}
-		}
-		return false
-	})
-}
-
 // rcKey is the context key of a call's *http.ResponseController.
 type rcKey struct{}
 

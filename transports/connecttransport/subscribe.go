@@ -156,19 +156,6 @@ type held struct {
 	expires time.Time
 }
 
-// holding reports whether the subscription holds a delivery whose lease
-// has not run out by now.
-func (sub *subscription) holding(now time.Time) bool {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	for _, h := range sub.held {
-		if h.expires.After(now) {
-			return true
-		}
-	}
-	return false
-}
-
 // run claims due jobs of the topic while the subscription has credit and
 // sends each, until the context ends (nil) or a send fails (its error).
 func (sub *subscription) run() error {

@@ -397,24 +397,6 @@ func (s *Server) Stop(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Settled waits until no subscription holds a delivery that is neither
-// acknowledged nor past its lease, or ctx is done: during a drain
-// (core.Engine.Drain), when subscriptions get no more deliveries, it lets
-// consumers finish what they were sent before Stop closes them and
-// releases the rest. It returns ctx's error when ctx ended first.
-func (s *Server) Settled(ctx context.Context) error {
-	return core.AwaitSettled(ctx, s.engine.Clock(), func(now time.Time) bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for sub := range s.subs {
-			if sub.holding(now) {
-				return true
-			}
-		}
-		return false
-	})
-}
-
 // parsePrefetch reads ?prefetch=, PrefetchDefault when absent.
 func parsePrefetch(r *http.Request) (int, error) {
 	vals, ok := r.URL.Query()["prefetch"]

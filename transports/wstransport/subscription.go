@@ -348,19 +348,6 @@ func (sub *subscription) hold(jobs []*core.Job) {
 	}
 }
 
-// holding reports whether the subscription holds a delivery whose lease
-// has not run out by now.
-func (sub *subscription) holding(now time.Time) bool {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	for _, h := range sub.held {
-		if h.expires.After(now) {
-			return true
-		}
-	}
-	return false
-}
-
 // forget drops a held delivery that ended, returning its credit.
 func (sub *subscription) forget(id, lease string) {
 	sub.mu.Lock()

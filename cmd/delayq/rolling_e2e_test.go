@@ -1,0 +1,245 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/backends/natsstore/natstest"
+	"github.com/delayq/delayq/backends/redisstore/redistest"
+)
+
+// TestE2ERollingRestart restarts three instances of delayq on one backend
+// (a Redis server, and a three-node NATS cluster) one after the other with
+// SIGTERM, as a rolling upgrade does, while producers push through the
+// instances that are up and consumers claim through them, work 100 ms on
+// each job and ack through the instance they claimed from. Each instance
+// drains first (claims refused, acks served), so no job answered 2xx is
+// lost and none is delivered twice. DELAYQ_ROLLING_REPORT=FILE appends the
+// figures to FILE.
+func TestE2ERollingRestart(t *testing.T) {
+	t.Parallel()
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		redistest.Require(t)
+		rs, err := redistest.StartServer(redistest.Options{Dir: t.TempDir(), AppendFsync: "everysec"})
+		require.NoError(t, err)
+		t.Cleanup(rs.Kill)
+		testRollingRestart(t, "--backend", "redis", "--redis-url", rs.URL(), "--http", "127.0.0.1:0", "--nats-listen", "off")
+	})
+	t.Run("nats-cluster", func(t *testing.T) {
+		t.Parallel()
+		c := natstest.StartCluster(t, t.TempDir(), 3)
+		t.Cleanup(func() {
+			for i := range 3 {
+				c.Kill(i)
+			}
+		})
+		testRollingRestart(t, "--backend", "nats", "--nats-url", c.URLs(), "--nats-replicas", "3",
+			"--http", "127.0.0.1:0", "--nats-listen", "off")
+	})
+}
+
+func testRollingRestart(t *testing.T, args ...string) {
+	const topic = "e2e.rolling"
+	args = append(args, "--drain-timeout", "10s")
+	srvs := make([]*serverProc, 3)
+	for i := range srvs {
+		srvs[i] = startServer(t, args...)
+	}
+	hc := &http.Client{Timeout: 10 * time.Second}
+	t.Cleanup(hc.CloseIdleConnections)
+	post := func(base, path string, body any) (int, []byte, error) {
+		b, _ := json.Marshal(body)
+		resp, err := hc.Post(base+path, "application/json", bytes.NewReader(b))
+		if err != nil {
+			return 0, nil, err
+		}
+		defer resp.Body.Close()
+		out, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, out, err
+	}
+	var (
+		mu        sync.Mutex
+		up        = [3]bool{true, true, true}
+		urls      [3]string
+		answered  = map[string]bool{}
+		claimed   = map[string]int{}
+		acked     = map[string]int{}
+		refused   int // claims answered 503 while an instance drained
+		ackFailed int
+	)
+	for i, s := range srvs {
+		urls[i] = s.HTTPURL
+	}
+	// pick returns the URL of instance i, or of the next one that is up.
+	pick := func(i int) (string, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		for k := range 3 {
+			if j := (i + k) % 3; up[j] {
+				return urls[j], true
+			}
+		}
+		return "", false
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { // 20 jobs a second, through the instances in turn
+		for n := 0; ; n++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+			base, ok := pick(n % 3)
+			if !ok {
+				continue
+			}
+			jobs := make([]map[string]any, 5)
+			for k := range jobs {
+				jobs[k] = map[string]any{"topic": topic, "body": n, "ttr": "5s"}
+			}
+			status, out, err := post(base, "/v1/jobs/batch", map[string]any{"jobs": jobs})
+			if err != nil || status != http.StatusOK {
+				continue
+			}
+			var res struct {
+				Results []struct{ ID string } `json:"results"`
+			}
+			if json.Unmarshal(out, &res) == nil {
+				mu.Lock()
+				for _, r := range res.Results {
+					if r.ID != "" {
+						answered[r.ID] = true
+					}
+				}
+				mu.Unlock()
+			}
+		}
+	})
+	for i := range 3 { // a consumer per instance slot
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				base, ok := pick(i)
+				if !ok {
+					time.Sleep(50 * time.Millisecond) // every instance is down: wait for one
+					continue
+				}
+				status, out, err := post(base, "/v1/topics/"+topic+"/claim", map[string]any{"max": 5, "wait": "500ms"})
+				if err != nil || status != http.StatusOK {
+					if status == http.StatusServiceUnavailable {
+						mu.Lock()
+						refused++
+						mu.Unlock()
+					}
+					time.Sleep(50 * time.Millisecond) // draining or restarting: go elsewhere next time
+					continue
+				}
+				var res struct {
+					Jobs []struct{ ID, Lease string } `json:"jobs"`
+				}
+				if json.Unmarshal(out, &res) != nil {
+					continue
+				}
+				mu.Lock()
+				for _, j := range res.Jobs {
+					claimed[j.ID]++
+				}
+				mu.Unlock()
+				for _, j := range res.Jobs {
+					time.Sleep(100 * time.Millisecond) // the consumer's work
+					status, _, err := post(base, "/v1/jobs/"+j.ID+"/ack", map[string]any{"lease": j.Lease})
+					mu.Lock()
+					if err == nil && status == http.StatusNoContent {
+						acked[j.ID]++
+					} else {
+						ackFailed++
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+
+	time.Sleep(2 * time.Second) // load before the first restart
+	for i := range srvs {
+		mu.Lock()
+		up[i] = false // the load balancer takes it out as it drains
+		mu.Unlock()
+		require.Equal(t, 0, srvs[i].signal(syscall.SIGTERM, 30*time.Second), "instance %d exits 0", i)
+		require.Contains(t, srvs[i].log(), "msg=drained")
+		srvs[i] = startServer(t, args...)
+		mu.Lock()
+		urls[i], up[i] = srvs[i].HTTPURL, true
+		mu.Unlock()
+		time.Sleep(time.Second) // load on the new instance before the next restart
+	}
+	close(stop)
+	wg.Wait()
+
+	// What is left goes out through the first instance.
+	api := newCaller(t, srvs[0].HTTPURL)
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		mu.Lock()
+		left := 0
+		for id := range answered {
+			if acked[id] == 0 {
+				left++
+			}
+		}
+		mu.Unlock()
+		if left == 0 {
+			break
+		}
+		for _, d := range api.claim(topic, 100, time.Second) {
+			mu.Lock()
+			claimed[d.ID]++
+			mu.Unlock()
+			if status, _ := api.call(http.MethodPost, "/v1/jobs/"+d.ID+"/ack", map[string]any{"lease": d.Lease}); status == http.StatusNoContent {
+				mu.Lock()
+				acked[d.ID]++
+				mu.Unlock()
+			}
+		}
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	lost, twice := 0, 0
+	for id := range answered {
+		if acked[id] == 0 {
+			lost++
+		}
+		if claimed[id] > 1 {
+			twice++
+		}
+	}
+	report := fmt.Sprintf("%s: 3 instances restarted in turn: %d jobs answered 2xx, lost %d, delivered more than once %d; claims refused while draining %d, acks that failed %d",
+		args[1], len(answered), lost, twice, refused, ackFailed)
+	t.Log(report)
+	if f := os.Getenv("DELAYQ_ROLLING_REPORT"); f != "" {
+		out, err := os.OpenFile(f, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		require.NoError(t, err)
+		_, err = out.WriteString(report + "\n")
+		require.NoError(t, errorsJoin(err, out.Close()))
+	}
+	require.Zero(t, lost, "jobs answered 2xx never acknowledged")
+	require.Zero(t, twice, "jobs delivered more than once")
+	require.Zero(t, ackFailed, "acks of deliveries made before the drain are served")
+}
