@@ -84,6 +84,7 @@ func TestServeFlags(t *testing.T) {
 		LogLevel:        slog.LevelDebug,
 		LogFormat:       "json",
 		ShutdownTimeout: 5 * time.Second,
+		DrainTimeout:    10 * time.Second,
 		Breaker:         defaultBreakerFlags(),
 		HTTP: httpFlags{
 			MaxConnections:  10,
@@ -133,6 +134,7 @@ func TestServeEnvTwins(t *testing.T) {
 		LogLevel:        slog.LevelWarn,
 		LogFormat:       "json",
 		ShutdownTimeout: time.Minute,
+		DrainTimeout:    10 * time.Second,
 		Breaker:         defaultBreakerFlags(),
 		HTTP: httpFlags{
 			MaxConnections:  100,

@@ -1054,7 +1054,8 @@ func TestE2ESIGTERM(t *testing.T) {
 // NATS (nats_backends_test.go runs it with).
 func TestE2EMemoryBackend(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--log-format", "text", "--nats-listen", "off")
+	srv := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--log-format", "text", "--nats-listen", "off",
+		"--drain-timeout", "1s")
 	api := newCaller(t, srv.HTTPURL)
 	require.Empty(t, srv.NATSURL, "no NATS server with --nats-listen off")
 	var pushed struct{ ID string }
@@ -1062,7 +1063,10 @@ func TestE2EMemoryBackend(t *testing.T) {
 	jobs := api.claim("e2e.mem", 1, 5*time.Second)
 	require.Len(t, jobs, 1)
 	require.Equal(t, pushed.ID, jobs[0].ID)
+	// Held at the SIGTERM: the drain waits for it until --drain-timeout.
+	begin := time.Now()
 	require.Equal(t, 0, srv.signal(syscall.SIGTERM, 10*time.Second))
+	require.GreaterOrEqual(t, time.Since(begin), time.Second, "the drain waited for the held delivery")
 }
 
 // TestE2EPprof serves the profiling endpoints on their own listener, and
@@ -1101,6 +1105,8 @@ func TestE2ERedisBackend(t *testing.T) {
 	jobs := api.claim("e2e.redis", 1, 5*time.Second)
 	require.Len(t, jobs, 1)
 	require.Equal(t, pushed.ID, jobs[0].ID)
+	status, answer := api.call(http.MethodPost, "/v1/jobs/"+jobs[0].ID+"/ack", map[string]any{"lease": jobs[0].Lease})
+	require.Equal(t, http.StatusNoContent, status, "%s", answer)
 	require.Equal(t, 0, srv.signal(syscall.SIGTERM, 10*time.Second))
 }
 

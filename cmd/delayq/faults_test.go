@@ -18,6 +18,7 @@ import (
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/backends/natsstore/natstest"
@@ -280,8 +281,24 @@ func testNetworkFaults(t *testing.T, proxy *toxiclient.Proxy, args ...string) {
 		}
 		return out
 	}
-	require.Eventually(t, func() bool { return len(missing()) == 0 }, 120*time.Second, 200*time.Millisecond,
-		"jobs answered 2xx and never delivered")
+	if !assert.Eventually(t, func() bool { return len(missing()) == 0 }, 120*time.Second, 200*time.Millisecond,
+		"jobs answered 2xx and never delivered") {
+		for i, id := range missing() {
+			if i == 5 {
+				break
+			}
+			var status int
+			var out []byte
+			resp, err := hc.Get(srv.HTTPURL + "/v1/jobs/" + id)
+			if err == nil {
+				out, _ = io.ReadAll(resp.Body)
+				status = resp.StatusCode
+				_ = resp.Body.Close()
+			}
+			t.Logf("missing %s: %d %s", id, status, out)
+		}
+		t.FailNow()
+	}
 	close(stopConsume)
 	consumer.Wait()
 

@@ -57,7 +57,8 @@ func TestE2EMetrics(t *testing.T) {
 	srv := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--nats-listen", "off")
 	api := newCaller(t, srv.HTTPURL)
 	api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.metrics", "body": 1}, http.StatusCreated, nil)
-	require.Len(t, api.claim("e2e.metrics", 1, 5*time.Second), 1)
+	claimed := api.claim("e2e.metrics", 1, 5*time.Second)
+	require.Len(t, claimed, 1)
 	// Counts come from the last topic listing (the engine lists every 2s);
 	// listing now makes it current.
 	api.callJSON(http.MethodGet, "/v1/topics", nil, http.StatusOK, nil)
@@ -77,5 +78,8 @@ func TestE2EMetrics(t *testing.T) {
 	} {
 		require.True(t, strings.Contains(text, want), "/metrics lacks %s:\n%s", want, text)
 	}
+	// Acknowledged, so that the shutdown's drain has nothing to wait for.
+	status, answer := api.call(http.MethodPost, "/v1/jobs/"+claimed[0].ID+"/ack", map[string]any{"lease": claimed[0].Lease})
+	require.Equal(t, http.StatusNoContent, status, "%s", answer)
 	require.Equal(t, 0, srv.signal(syscall.SIGTERM, 10*time.Second))
 }
