@@ -29,13 +29,21 @@ import (
 // appends the figures to FILE.
 func TestE2EInstanceKilled(t *testing.T) {
 	t.Parallel()
+	onSharedBackends(t, testInstanceKilled)
+}
+
+// onSharedBackends runs test as parallel subtests on the backends several
+// instances share, each given the serve flags of an instance: a
+// redis-server ("redis") and a three-node NATS cluster with R3 streams
+// ("nats-cluster").
+func onSharedBackends(t *testing.T, test func(t *testing.T, args ...string)) {
 	t.Run("redis", func(t *testing.T) {
 		t.Parallel()
 		redistest.Require(t)
 		rs, err := redistest.StartServer(redistest.Options{Dir: t.TempDir(), AppendFsync: "everysec"})
 		require.NoError(t, err)
 		t.Cleanup(rs.Kill)
-		testInstanceKilled(t, "--backend", "redis", "--redis-url", rs.URL(), "--http", "127.0.0.1:0", "--nats-listen", "off")
+		test(t, "--backend", "redis", "--redis-url", rs.URL(), "--http", "127.0.0.1:0", "--nats-listen", "off")
 	})
 	t.Run("nats-cluster", func(t *testing.T) {
 		t.Parallel()
@@ -45,9 +53,21 @@ func TestE2EInstanceKilled(t *testing.T) {
 				c.Kill(i)
 			}
 		})
-		testInstanceKilled(t, "--backend", "nats", "--nats-url", c.URLs(), "--nats-replicas", "3",
+		test(t, "--backend", "nats", "--nats-url", c.URLs(), "--nats-replicas", "3",
 			"--http", "127.0.0.1:0", "--nats-listen", "off")
 	})
+}
+
+// postJSON posts body as JSON to base+path and returns the answer.
+func postJSON(hc *http.Client, base, path string, body any) (int, []byte, error) {
+	b, _ := json.Marshal(body)
+	resp, err := hc.Post(base+path, "application/json", bytes.NewReader(b))
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, out, err
 }
 
 // claimRecord is one delivery: when it was claimed, through which
@@ -72,16 +92,7 @@ func testInstanceKilled(t *testing.T, args ...string) {
 	}
 	hc := &http.Client{Timeout: 10 * time.Second}
 	t.Cleanup(hc.CloseIdleConnections)
-	post := func(base, path string, body any) (int, []byte, error) {
-		b, _ := json.Marshal(body)
-		resp, err := hc.Post(base+path, "application/json", bytes.NewReader(b))
-		if err != nil {
-			return 0, nil, err
-		}
-		defer resp.Body.Close()
-		out, err := io.ReadAll(resp.Body)
-		return resp.StatusCode, out, err
-	}
+	post := func(base, path string, body any) (int, []byte, error) { return postJSON(hc, base, path, body) }
 
 	var (
 		mu         sync.Mutex

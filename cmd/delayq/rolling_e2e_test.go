@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"sync"
@@ -13,9 +11,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/delayq/delayq/backends/natsstore/natstest"
-	"github.com/delayq/delayq/backends/redisstore/redistest"
 )
 
 // TestE2ERollingRestart restarts three instances of delayq on one backend
@@ -28,25 +23,7 @@ import (
 // figures to FILE.
 func TestE2ERollingRestart(t *testing.T) {
 	t.Parallel()
-	t.Run("redis", func(t *testing.T) {
-		t.Parallel()
-		redistest.Require(t)
-		rs, err := redistest.StartServer(redistest.Options{Dir: t.TempDir(), AppendFsync: "everysec"})
-		require.NoError(t, err)
-		t.Cleanup(rs.Kill)
-		testRollingRestart(t, "--backend", "redis", "--redis-url", rs.URL(), "--http", "127.0.0.1:0", "--nats-listen", "off")
-	})
-	t.Run("nats-cluster", func(t *testing.T) {
-		t.Parallel()
-		c := natstest.StartCluster(t, t.TempDir(), 3)
-		t.Cleanup(func() {
-			for i := range 3 {
-				c.Kill(i)
-			}
-		})
-		testRollingRestart(t, "--backend", "nats", "--nats-url", c.URLs(), "--nats-replicas", "3",
-			"--http", "127.0.0.1:0", "--nats-listen", "off")
-	})
+	onSharedBackends(t, testRollingRestart)
 }
 
 func testRollingRestart(t *testing.T, args ...string) {
@@ -58,16 +35,7 @@ func testRollingRestart(t *testing.T, args ...string) {
 	}
 	hc := &http.Client{Timeout: 10 * time.Second}
 	t.Cleanup(hc.CloseIdleConnections)
-	post := func(base, path string, body any) (int, []byte, error) {
-		b, _ := json.Marshal(body)
-		resp, err := hc.Post(base+path, "application/json", bytes.NewReader(b))
-		if err != nil {
-			return 0, nil, err
-		}
-		defer resp.Body.Close()
-		out, err := io.ReadAll(resp.Body)
-		return resp.StatusCode, out, err
-	}
+	post := func(base, path string, body any) (int, []byte, error) { return postJSON(hc, base, path, body) }
 	var (
 		mu        sync.Mutex
 		up        = [3]bool{true, true, true}
