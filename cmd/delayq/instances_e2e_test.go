@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -34,8 +35,8 @@ func TestE2EInstanceKilled(t *testing.T) {
 
 // onSharedBackends runs test as parallel subtests on the backends several
 // instances share, each given the serve flags of an instance: a
-// redis-server ("redis") and a three-node NATS cluster with R3 streams
-// ("nats-cluster").
+// redis-server ("redis"), a three-master Redis Cluster ("redis-cluster")
+// and a three-node NATS cluster with R3 streams ("nats-cluster").
 func onSharedBackends(t *testing.T, test func(t *testing.T, args ...string)) {
 	t.Run("redis", func(t *testing.T) {
 		t.Parallel()
@@ -44,6 +45,14 @@ func onSharedBackends(t *testing.T, test func(t *testing.T, args ...string)) {
 		require.NoError(t, err)
 		t.Cleanup(rs.Kill)
 		test(t, "--backend", "redis", "--redis-url", rs.URL(), "--http", "127.0.0.1:0", "--nats-listen", "off")
+	})
+	t.Run("redis-cluster", func(t *testing.T) {
+		t.Parallel()
+		redistest.Require(t)
+		c, err := redistest.StartCluster(3, redistest.Options{Dir: t.TempDir(), AppendFsync: "everysec"})
+		require.NoError(t, err)
+		t.Cleanup(c.Stop)
+		test(t, "--backend", "redis", "--redis-url", c.URL(), "--http", "127.0.0.1:0", "--nats-listen", "off")
 	})
 	t.Run("nats-cluster", func(t *testing.T) {
 		t.Parallel()
@@ -56,6 +65,13 @@ func onSharedBackends(t *testing.T, test func(t *testing.T, args ...string)) {
 		test(t, "--backend", "nats", "--nats-url", c.URLs(), "--nats-replicas", "3",
 			"--http", "127.0.0.1:0", "--nats-listen", "off")
 	})
+}
+
+// subtestName is the last element of t's name: the backend of a subtest of
+// onSharedBackends.
+func subtestName(t *testing.T) string {
+	name := t.Name()
+	return name[strings.LastIndexByte(name, '/')+1:]
 }
 
 // postJSON posts body as JSON to base+path and returns the answer.
@@ -102,6 +118,7 @@ func testInstanceKilled(t *testing.T, args ...string) {
 		killedAt   time.Time
 		pushedBy   [3]int // pushes answered 2xx per instance after the kill
 		ackRefused int    // acks cut off by the kill
+		victimHeld int    // jobs the killed instance's consumer holds
 	)
 	alive := func(i int) bool {
 		mu.Lock()
@@ -180,11 +197,17 @@ func testInstanceKilled(t *testing.T, args ...string) {
 				for _, j := range res.Jobs {
 					claims[j.ID] = append(claims[j.ID], claimRecord{instance: i, at: now, expires: j.LeaseExpiresAt})
 				}
+				if i == victim {
+					victimHeld += len(res.Jobs)
+				}
 				mu.Unlock()
 				for _, j := range res.Jobs {
 					time.Sleep(work) // the consumer's work on the job
 					status, _, err := post(srvs[i].HTTPURL, "/v1/jobs/"+j.ID+"/ack", map[string]any{"lease": j.Lease})
 					mu.Lock()
+					if i == victim {
+						victimHeld--
+					}
 					switch {
 					case err == nil && status == http.StatusNoContent:
 						acked[j.ID]++
@@ -198,9 +221,17 @@ func testInstanceKilled(t *testing.T, args ...string) {
 	}
 
 	time.Sleep(3 * time.Second) // load before the kill
-	mu.Lock()
-	killedAt = time.Now()
-	mu.Unlock()
+	// The kill comes while the killed instance's consumer holds jobs, so
+	// that their leases must come back through the survivors.
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if victimHeld > 0 {
+			killedAt = time.Now()
+			return true
+		}
+		return false
+	}, 20*time.Second, 5*time.Millisecond, "the killed instance's consumer never held a job")
 	require.Equal(t, -1, srvs[victim].signal(syscall.SIGKILL, 10*time.Second))
 	time.Sleep(3*ttr + time.Second) // load after it, past every lease it held
 	close(stop)
@@ -263,7 +294,7 @@ func testInstanceKilled(t *testing.T, args ...string) {
 		}
 	}
 	report := fmt.Sprintf("%s: %d jobs answered 2xx, lost %d, delivered again while a lease held %d; %d held by the killed instance's consumer came back through the survivors (%s after their leases ran out, ttr %s); %d acks cut off by the kill, %d of them applied; pushes answered by each instance after the kill: %v",
-		args[1], len(answered), lost, early, redeliveredVictim, quantiles(comeBack), ttr, ackRefused, ackedUnanswered, pushedBy)
+		subtestName(t), len(answered), lost, early, redeliveredVictim, quantiles(comeBack), ttr, ackRefused, ackedUnanswered, pushedBy)
 	t.Log(report)
 	if f := os.Getenv("DELAYQ_INSTANCES_REPORT"); f != "" {
 		out, err := os.OpenFile(f, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
@@ -273,6 +304,7 @@ func testInstanceKilled(t *testing.T, args ...string) {
 	}
 	require.Zero(t, lost, "jobs answered 2xx never acknowledged")
 	require.Zero(t, early, "jobs delivered again while a lease on them held")
+	require.Positive(t, ackRefused, "the killed instance's consumer held jobs at the kill")
 	require.Equal(t, ackRefused-ackedUnanswered, redeliveredVictim, "the jobs the killed instance's consumer held come back")
 	require.Positive(t, pushedBy[0], "intake goes on through the survivors")
 	require.Positive(t, pushedBy[1], "intake goes on through the survivors")

@@ -199,7 +199,7 @@ func testRollingRestart(t *testing.T, args ...string) {
 		}
 	}
 	report := fmt.Sprintf("%s: 3 instances restarted in turn: %d jobs answered 2xx, lost %d, delivered more than once %d; claims refused while draining %d, acks that failed %d",
-		args[1], len(answered), lost, twice, refused, ackFailed)
+		subtestName(t), len(answered), lost, twice, refused, ackFailed)
 	t.Log(report)
 	if f := os.Getenv("DELAYQ_ROLLING_REPORT"); f != "" {
 		out, err := os.OpenFile(f, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
