@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -91,17 +92,23 @@ func toxic(name, typ string, attrs toxiclient.Attributes) (apply, heal func(p *t
 			_, err := p.AddToxic(name+"-up", typ, "upstream", 1, attrs)
 			return err
 		}, func(p *toxiclient.Proxy) error {
-			return errorsJoin(p.RemoveToxic(name+"-down"), p.RemoveToxic(name+"-up"))
+			return errors.Join(p.RemoveToxic(name+"-down"), p.RemoveToxic(name+"-up"))
 		}
 }
 
-func errorsJoin(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
+// logReport logs a fault test's report and, when the variable env names a
+// file, appends it there (the figures of docs/reliability.md).
+func logReport(t *testing.T, env, report string) {
+	t.Helper()
+	t.Log("\n" + report)
+	f := os.Getenv(env)
+	if f == "" {
+		return
 	}
-	return nil
+	out, err := os.OpenFile(f, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	require.NoError(t, err)
+	_, err = out.WriteString(report + "\n")
+	require.NoError(t, errors.Join(err, out.Close()))
 }
 
 func faultProgram() []faultPhase {
@@ -331,13 +338,7 @@ func testNetworkFaults(t *testing.T, proxy *toxiclient.Proxy, args ...string) {
 	}
 	report := faultReport(args[1], program, outcomes, acked, claimed, healedAt) +
 		fmt.Sprintf("acks applied whose answer a fault cut off: %d\n", len(cutOff))
-	t.Log("\n" + report)
-	if f := os.Getenv("DELAYQ_FAULTS_REPORT"); f != "" {
-		out, err := os.OpenFile(f, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		require.NoError(t, err)
-		_, err = out.WriteString(report + "\n")
-		require.NoError(t, errorsJoin(err, out.Close()))
-	}
+	logReport(t, "DELAYQ_FAULTS_REPORT", report)
 	require.NotEmpty(t, answered)
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -295,13 +294,7 @@ func testInstanceKilled(t *testing.T, args ...string) {
 	}
 	report := fmt.Sprintf("%s: %d jobs answered 2xx, lost %d, delivered again while a lease held %d; %d held by the killed instance's consumer came back through the survivors (%s after their leases ran out, ttr %s); %d acks cut off by the kill, %d of them applied; pushes answered by each instance after the kill: %v",
 		subtestName(t), len(answered), lost, early, redeliveredVictim, quantiles(comeBack), ttr, ackRefused, ackedUnanswered, pushedBy)
-	t.Log(report)
-	if f := os.Getenv("DELAYQ_INSTANCES_REPORT"); f != "" {
-		out, err := os.OpenFile(f, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		require.NoError(t, err)
-		_, err = out.WriteString(report + "\n")
-		require.NoError(t, errorsJoin(err, out.Close()))
-	}
+	logReport(t, "DELAYQ_INSTANCES_REPORT", report)
 	require.Zero(t, lost, "jobs answered 2xx never acknowledged")
 	require.Zero(t, early, "jobs delivered again while a lease on them held")
 	require.Positive(t, ackRefused, "the killed instance's consumer held jobs at the kill")

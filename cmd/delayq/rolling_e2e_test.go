@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"sync"
 	"syscall"
 	"testing"
@@ -200,13 +199,7 @@ func testRollingRestart(t *testing.T, args ...string) {
 	}
 	report := fmt.Sprintf("%s: 3 instances restarted in turn: %d jobs answered 2xx, lost %d, delivered more than once %d; claims refused while draining %d, acks that failed %d",
 		subtestName(t), len(answered), lost, twice, refused, ackFailed)
-	t.Log(report)
-	if f := os.Getenv("DELAYQ_ROLLING_REPORT"); f != "" {
-		out, err := os.OpenFile(f, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		require.NoError(t, err)
-		_, err = out.WriteString(report + "\n")
-		require.NoError(t, errorsJoin(err, out.Close()))
-	}
+	logReport(t, "DELAYQ_ROLLING_REPORT", report)
 	require.Zero(t, lost, "jobs answered 2xx never acknowledged")
 	require.Zero(t, twice, "jobs delivered more than once")
 	require.Zero(t, ackFailed, "acks of deliveries made before the drain are served")

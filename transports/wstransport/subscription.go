@@ -352,7 +352,8 @@ func (sub *subscription) hold(jobs []*core.Job) {
 func (sub *subscription) forget(id, lease string) {
 	sub.mu.Lock()
 	h, ok := sub.held[id]
-	if ok && h.lease == lease {
+	ok = ok && h.lease == lease
+	if ok {
 		delete(sub.held, id)
 		sub.free++
 	}
