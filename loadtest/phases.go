@@ -309,29 +309,7 @@ func lateness(ctx context.Context, c *client, cfg *config, logf func(string, ...
 		return nil, err
 	}
 	p := newPusher(c, cfg.BatchWorkers)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	// Every tick pushes the jobs that are due within lead from now, so
-	// each is pushed lead ahead whatever the ticks' own lateness.
-	for next := 0; next < total && ctx.Err() == nil; {
-		<-tick.C
-		horizon := time.Now().Add(cfg.Lead)
-		var jobs []jobReq
-		for ; next < total; next++ {
-			at := first.Add(time.Duration(next) * interval)
-			if at.After(horizon) {
-				break
-			}
-			jobs = append(jobs, jobReq{Topic: topic, Body: sampleBody, RunAt: at.Format(time.RFC3339Nano), Priority: priority(cfg, next)})
-			if len(jobs) == cfg.Batch {
-				p.push(ctx, jobs)
-				jobs = nil
-			}
-		}
-		if len(jobs) > 0 {
-			p.push(ctx, jobs)
-		}
-	}
+	pushSteady(ctx, p, cfg, topic, first, interval, total)
 	res := &latenessResult{Rate: cfg.Rate, Seconds: cfg.Duration.Seconds(), LeadMS: ms(cfg.Lead), Jobs: total}
 	res.Pushed = p.wait()
 	if err := resumed(); err != nil {
@@ -356,6 +334,39 @@ func lateness(ctx context.Context, c *client, cfg *config, logf func(string, ...
 		return res, fmt.Errorf("lateness: received %d of %d jobs (%d pushed): none came for 10s, or 2 min passed after the last was due", res.Received, total, res.Pushed)
 	}
 	return res, nil
+}
+
+// pushSteady pushes total jobs to topic, the n-th due at first + n ×
+// interval, each cfg.Lead before it is due, in batches of up to cfg.Batch;
+// it returns once the last is handed to p, or ctx ends.
+func pushSteady(ctx context.Context, p *pusher, cfg *config, topic string, first time.Time, interval time.Duration, total int) {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	// Every tick pushes the jobs that are due within lead from now, so
+	// each is pushed lead ahead whatever the ticks' own lateness.
+	for next := 0; next < total && ctx.Err() == nil; {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		horizon := time.Now().Add(cfg.Lead)
+		var jobs []jobReq
+		for ; next < total; next++ {
+			at := first.Add(time.Duration(next) * interval)
+			if at.After(horizon) {
+				break
+			}
+			jobs = append(jobs, jobReq{Topic: topic, Body: sampleBody, RunAt: at.Format(time.RFC3339Nano), Priority: priority(cfg, next)})
+			if len(jobs) == cfg.Batch {
+				p.push(ctx, jobs)
+				jobs = nil
+			}
+		}
+		if len(jobs) > 0 {
+			p.push(ctx, jobs)
+		}
+	}
 }
 
 // priority is the priority of a phase's n-th job: with -priorities every

@@ -97,7 +97,7 @@ func (e *env) start(ctx context.Context, cfg *config, logf func(string, ...any))
 	if cfg.Profile {
 		args = append(args, "--pprof", "127.0.0.1:0")
 	}
-	if cfg.has("retention") {
+	if cfg.has("retention") || cfg.has("soak") {
 		args = append(args, "--retention", cfg.Retention.String())
 		if cfg.RetentionMaxJobs > 0 {
 			args = append(args, "--retention-max-jobs", strconv.FormatInt(cfg.RetentionMaxJobs, 10))
