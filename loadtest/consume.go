@@ -102,6 +102,37 @@ func (c *collector) result() ([]receipt, int, []string) {
 	return append([]receipt(nil), c.got...), c.dups, append([]string(nil), c.errs...)
 }
 
+// phaseTopic is a fresh topic of a phase, with the harness's WebSocket
+// subscribers on it.
+type phaseTopic struct {
+	topic string
+	col   *collector
+	// ctx ends when the subscribers are stopped.
+	ctx  context.Context
+	stop context.CancelFunc
+	wait func()
+}
+
+// subscribeNew names a fresh topic under prefix and opens cfg.Subscribers
+// subscribers of it, which collect want jobs.
+func subscribeNew(ctx context.Context, c *client, cfg *config, prefix string, want int) (*phaseTopic, error) {
+	p := &phaseTopic{topic: uniqueTopic(prefix), col: newCollector(want)}
+	p.ctx, p.stop = context.WithCancel(ctx)
+	var err error
+	if p.wait, err = subscribe(p.ctx, c.base, p.topic, cfg.Subscribers, cfg.Prefetch, p.col); err != nil {
+		p.stop()
+		return nil, err
+	}
+	return p, nil
+}
+
+// end stops the subscribers and waits until they have ended; it may be
+// called more than once.
+func (p *phaseTopic) end() {
+	p.stop()
+	p.wait()
+}
+
 // subscribe opens n WebSocket subscribers of topic with prefetch each,
 // which hand every job to c and acknowledge it at once, as a consumer
 // that does its work in no time would. They run until ctx is done; wait

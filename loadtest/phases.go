@@ -182,16 +182,12 @@ func burstLead(n int, pushRate float64) time.Duration {
 // topic with subscribers waiting, and measures when the last came and
 // when the last was acknowledged.
 func burst(ctx context.Context, c *client, cfg *config, lead time.Duration, logf func(string, ...any)) (*burstResult, error) {
-	topic := uniqueTopic("loadtest.burst")
-	col := newCollector(cfg.Burst)
-	sctx, stop := context.WithCancel(ctx)
-	defer stop()
-	wait, err := subscribe(sctx, c.base, topic, cfg.Subscribers, cfg.Prefetch, col)
+	sub, err := subscribeNew(ctx, c, cfg, "loadtest.burst", cfg.Burst)
 	if err != nil {
 		return nil, err
 	}
-	defer wait()
-	defer stop()
+	defer sub.end()
+	topic, col := sub.topic, sub.col
 	due := time.Now().Add(lead).UTC().Truncate(time.Millisecond)
 	logf("burst: pushing %d jobs due at %s (in %s)", cfg.Burst, due.Format("15:04:05.000"), lead.Round(time.Millisecond))
 	resumed, err := pauseUntil(ctx, c, cfg, topic, due)
@@ -290,17 +286,13 @@ type latenessResult struct {
 // cfg.Duration, each pushed cfg.Lead before it is due, to a topic whose
 // subscribers acknowledge each, and measures receipt minus run_at.
 func lateness(ctx context.Context, c *client, cfg *config, logf func(string, ...any)) (*latenessResult, error) {
-	topic := uniqueTopic("loadtest.lateness")
 	total := int(cfg.Duration.Seconds() * float64(cfg.Rate))
-	col := newCollector(total)
-	sctx, stop := context.WithCancel(ctx)
-	defer stop()
-	wait, err := subscribe(sctx, c.base, topic, cfg.Subscribers, cfg.Prefetch, col)
+	sub, err := subscribeNew(ctx, c, cfg, "loadtest.lateness", total)
 	if err != nil {
 		return nil, err
 	}
-	defer wait()
-	defer stop()
+	defer sub.end()
+	topic, col := sub.topic, sub.col
 	logf("lateness: %d jobs due at %d/s over %s, each pushed %s ahead", total, cfg.Rate, cfg.Duration, cfg.Lead)
 	interval := time.Second / time.Duration(cfg.Rate)
 	first := time.Now().Add(cfg.Lead).UTC()

@@ -365,3 +365,17 @@ func (m *cpuMeter) measure(phase string, f func()) phaseCPU {
 	}
 	return out
 }
+
+// every calls f every d until ctx ends.
+func every(ctx context.Context, d time.Duration, f func()) {
+	tick := time.NewTicker(d)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			f()
+		}
+	}
+}

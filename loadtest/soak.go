@@ -64,17 +64,13 @@ type soakDrift struct {
 // reads delayq's memory, goroutines, file descriptors and CPU every
 // cfg.SoakSample: a leak shows as a line that climbs.
 func soak(ctx context.Context, c *client, cfg *config, t *target, logf func(string, ...any)) (*soakResult, error) {
-	topic := uniqueTopic("loadtest.soak")
 	total := int(cfg.SoakFor.Seconds() * float64(cfg.SoakRate))
-	col := newCollector(total)
-	sctx, stop := context.WithCancel(ctx)
-	defer stop()
-	wait, err := subscribe(sctx, c.base, topic, cfg.Subscribers, cfg.Prefetch, col)
+	sub, err := subscribeNew(ctx, c, cfg, "loadtest.soak", total)
 	if err != nil {
 		return nil, err
 	}
-	defer wait()
-	defer stop()
+	defer sub.end()
+	topic, col := sub.topic, sub.col
 	logf("soak: %d jobs/s in and out for %s, readings every %s, --retention %s", cfg.SoakRate, cfg.SoakFor, cfg.SoakSample, cfg.Retention)
 	res := &soakResult{Rate: cfg.SoakRate, Seconds: cfg.SoakFor.Seconds(), Retention: cfg.Retention.String(), Sample: cfg.SoakSample.Seconds()}
 	start := time.Now()
@@ -94,18 +90,7 @@ func soak(ctx context.Context, c *client, cfg *config, t *target, logf func(stri
 			s.T, mib(s.RSS), s.Goroutines, s.FDs, s.CPUSeconds, s.Pushed, s.Received, s.Unfinished)
 	}
 	sample()
-	swg.Go(func() {
-		tick := time.NewTicker(cfg.SoakSample)
-		defer tick.Stop()
-		for {
-			select {
-			case <-sctx.Done():
-				return
-			case <-tick.C:
-				sample()
-			}
-		}
-	})
+	swg.Go(func() { every(sub.ctx, cfg.SoakSample, sample) })
 	first := start.Add(cfg.Lead).UTC()
 	interval := time.Second / time.Duration(cfg.SoakRate)
 	pushSteady(ctx, p, cfg, topic, first, interval, total)
@@ -118,7 +103,7 @@ func soak(ctx context.Context, c *client, cfg *config, t *target, logf func(stri
 	if err := col.await(ctx, lastDue, lastDue.Add(time.Minute), 10*time.Second); err != nil {
 		return nil, err
 	}
-	stop()
+	sub.stop()
 	swg.Wait()
 	sample()
 	rs, dups, errs := col.result()
