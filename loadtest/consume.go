@@ -32,7 +32,9 @@ type collector struct {
 	seen map[string]struct{}
 	got  []receipt
 	dups int
-	errs []string
+	errs []string // the first 10
+	// failures counts every error, errs only the first.
+	failures int
 	all  chan struct{}
 	last time.Time // the latest receipt
 }
@@ -59,6 +61,7 @@ func (c *collector) add(id string, r receipt) {
 func (c *collector) fail(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.failures++
 	if len(c.errs) < 10 {
 		c.errs = append(c.errs, err.Error())
 	}
@@ -93,6 +96,16 @@ func (c *collector) received() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.got)
+}
+
+// failed returns how many errors the subscribers met so far, and the first.
+func (c *collector) failed() (int, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failures == 0 {
+		return 0, ""
+	}
+	return c.failures, c.errs[0]
 }
 
 // result returns a copy of what came, the duplicates and errors.

@@ -25,6 +25,9 @@ type soakSample struct {
 	CPUSeconds float64 `json:"cpu_s"`
 	Pushed     int     `json:"pushed"`
 	Received   int     `json:"received"`
+	// SubscriberErrors counts the errors the subscribers met so far (a
+	// subscriber whose connection ends does not come back).
+	SubscriberErrors int `json:"subscriber_errors,omitempty"`
 	// Unfinished is the topic's scheduled, ready and reserved jobs.
 	Unfinished int64 `json:"unfinished"`
 }
@@ -83,11 +86,16 @@ func soak(ctx context.Context, c *client, cfg *config, t *target, logf func(stri
 	sample := func() {
 		s := readSoakSample(ctx, c, t, topic, time.Since(start))
 		s.Pushed, s.Received = p.pushedSoFar(), col.received()
+		var first string
+		s.SubscriberErrors, first = col.failed()
 		mu.Lock()
 		samples = append(samples, s)
 		mu.Unlock()
 		logf("  %5.0fs: delayq RSS %s, %d goroutines, %d fds, CPU %.0fs; pushed %d, received %d, unfinished %d",
 			s.T, mib(s.RSS), s.Goroutines, s.FDs, s.CPUSeconds, s.Pushed, s.Received, s.Unfinished)
+		if s.SubscriberErrors > 0 {
+			logf("  %5.0fs: %d subscriber errors, the first: %s", s.T, s.SubscriberErrors, first)
+		}
 	}
 	sample()
 	swg.Go(func() { every(sub.ctx, cfg.SoakSample, sample) })
@@ -100,9 +108,8 @@ func soak(ctx context.Context, c *client, cfg *config, t *target, logf func(stri
 		res.Errors = append(res.Errors, "push: "+p.errs.first)
 	}
 	lastDue := first.Add(time.Duration(total) * interval)
-	if err := col.await(ctx, lastDue, lastDue.Add(time.Minute), 10*time.Second); err != nil {
-		return nil, err
-	}
+	// A run cut short still reports what it read.
+	awaitErr := col.await(ctx, lastDue, lastDue.Add(time.Minute), 10*time.Second)
 	sub.stop()
 	swg.Wait()
 	sample()
@@ -117,6 +124,9 @@ func soak(ctx context.Context, c *client, cfg *config, t *target, logf func(stri
 	}
 	res.Samples = samples
 	res.Drift = soakDrifts(samples, res.Windows, res.Seconds)
+	if awaitErr != nil {
+		return res, awaitErr
+	}
 	if res.Received < res.Pushed {
 		return res, fmt.Errorf("soak: received %d of %d jobs pushed", res.Received, res.Pushed)
 	}
