@@ -129,15 +129,16 @@ type Store interface {
 	//   - dead: by time of death (UpdatedAt), oldest first, as ListDeadJobs;
 	//   - done and cancelled: newest finished (UpdatedAt) first.
 	//
-	// The NATS store keeps a topic's messages in stream order, not by time:
-	// it lists every state but dead in the order the jobs entered it (put,
-	// retry, claim, requeue, finish: the stream sequence of their last
-	// write; finished jobs newest first), its dead jobs by time of death,
-	// and reads the topic's messages of the state from the cursor on
-	// (there is no index by topic and time), so a page costs reading the
-	// jobs it passes over. Each job appears once in a walk by pages over
-	// jobs that stay in their state; a job that changes state or position
-	// while a walk goes on may be missed or seen twice. Errors:
+	// The NATS store keeps no order by time: it lists every state in stream
+	// order, the order in which the jobs got to where they are (put,
+	// retry, claim, requeue, death, finish: the sequence of the job's last
+	// message), done and cancelled newest first, reading the topic's
+	// messages of the state from the cursor on, so that a page costs
+	// reading the messages it passes over; it lists a scheduled job whose
+	// schedule the server fires late (over Lead past run_at) as ready only
+	// once it fired. Each job appears once in a walk by pages over jobs
+	// that stay where they are; a job that changes state or position while
+	// a walk goes on may be missed or seen twice. Errors:
 	// ErrInvalidArgument when Limit < 1, State is not a state, or After is
 	// not a cursor of this listing (CheckList).
 	ListJobs(ctx context.Context, params *ListJobsParams) (JobPage, error)
