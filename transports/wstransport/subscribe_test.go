@@ -692,8 +692,10 @@ func TestSlowStoreKeepsPongs(t *testing.T) {
 	t.Parallel()
 	gate := &ackGate{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	b := setupOver(t, func(s core.Store) core.Store { gate.Store = s; return gate }, func(c *wstransport.Config) {
-		c.PingInterval = 50 * time.Millisecond
-		c.PongTimeout = 300 * time.Millisecond
+		// A pong timeout a reading client meets on a busy machine (see
+		// TestPingClosesUnresponsiveSubscriber).
+		c.PingInterval = 100 * time.Millisecond
+		c.PongTimeout = time.Second
 	})
 	// Cleanups run last first: the held acks go before the bundle stops.
 	var release sync.Once
@@ -710,12 +712,12 @@ func TestSlowStoreKeepsPongs(t *testing.T) {
 		c.ack(f)
 	}
 	<-gate.entered
-	// Pings every 50 ms, each closing the connection unless its pong is
-	// read within 300 ms: 1.5 s of them, with every ack held.
+	// Pings every 100 ms, each closing the connection unless its pong is
+	// read within 1 s: 3.5 s of them, with every ack held.
 	select {
 	case <-c.done:
 		t.Fatalf("the connection ended while the store held its acks: %v", c.err)
-	case <-time.After(1500 * time.Millisecond):
+	case <-time.After(3500 * time.Millisecond):
 	}
 	let()
 	b.store.Wait(t, storetest.OutcomeAck, n, 10*time.Second)
