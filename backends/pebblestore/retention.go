@@ -208,13 +208,14 @@ func (s *Store) finishedKept() int64 {
 // stopped with f keys left to read, n how many jobs it deleted. A deleted job leaves its
 // topic's count bucket in the same batch.
 func (s *Store) pruneSome(upper []byte, limit int64) (more bool, n int, err error) {
+	if upper == nil {
+		upper = []byte{prefixExpiry + 1}
+	}
+	s.prefetchPrune(upper)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return false, 0, nil
-	}
-	if upper == nil {
-		upper = []byte{prefixExpiry + 1}
 	}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixExpiry}, UpperBound: upper})
 	if err != nil {
@@ -273,6 +274,29 @@ func (s *Store) pruneSome(upper []byte, limit int64) (more bool, n int, err erro
 	// Losing the deletes only delays them to the next prune: the counts
 	// are lost with them.
 	return ok, n, s.write(b, pebble.NoSync)()
+}
+
+// prefetchPrune reads, without s.mu, what the next pruneSome below upper
+// reads with it (a chunk of f keys, and each job's finished state and
+// record), so that the lock is held over cached blocks rather than disk
+// reads: on a slow disk, a prune reading cold blocks under the lock held
+// up every claim and acknowledgement of a busy store for seconds (the
+// loadtest's soak phase found it). Only the background prune calls
+// pruneSome, and Close waits for it, so the database is open.
+func (s *Store) prefetchPrune(upper []byte) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixExpiry}, UpperBound: upper})
+	if err != nil {
+		return
+	}
+	defer it.Close()
+	for ok, read := it.First(), 0; ok && read < pruneChunk; ok, read = it.Next(), read+1 {
+		id := string(it.Key()[9:])
+		for _, k := range [][]byte{idKey(prefixFinished, id), idKey(prefixRecord, id)} {
+			if _, closer, err := s.db.Get(k); err == nil {
+				_ = closer.Close()
+			}
+		}
+	}
 }
 
 // bucketOf names a topic's count bucket.
