@@ -28,11 +28,36 @@ type slot struct {
 	topic   uint32 // index into Store.topicList
 	idLen   uint8
 	state   uint8 // stateCodes
-	hasErr  bool  // an e key holds the job's last error
+	flags   uint8 // hasErr, hasHistory
 	prio    int8  // the job's priority, which orders the ready heap
 	attempt uint16
 	maxAtt  uint16
 	ttrMs   uint32
+}
+
+// Flags of a slot.
+const (
+	hasErr     uint8 = 1 << iota // an e key holds the job's last error
+	hasHistory                   // an h key holds attempts that ended
+)
+
+// has reports whether sl has flag f.
+func (sl *slot) has(f uint8) bool { return sl.flags&f != 0 }
+
+// set sets flag f of sl, or clears it.
+func (sl *slot) set(f uint8, on bool) {
+	if on {
+		sl.flags |= f
+	} else {
+		sl.flags &^= f
+	}
+}
+
+// start is the attempt in progress of a reserved slot: when it started
+// (ms) and its via code.
+type start struct {
+	at  int64
+	via uint8
 }
 
 // setFixed sets what a put fixes of a slot: its topic, max attempts, ttr
@@ -73,6 +98,7 @@ type index struct {
 	table   []uint32         // slot numbers by hash of id, 0 for none; a power of two long
 	used    int              // slots in table
 	leases  map[uint32]lease // reserved slots' tokens
+	starts  map[uint32]start // reserved slots' attempts in progress
 	hashOf  func(id string) uint64
 	seq     uint64
 }
@@ -82,6 +108,7 @@ func newIndex() *index {
 		slots:  make([]slot, 1, 1024),
 		table:  make([]uint32, 1024),
 		leases: make(map[uint32]lease),
+		starts: make(map[uint32]start),
 	}
 	seed := maphash.MakeSeed()
 	x.hashOf = func(id string) uint64 { return maphash.String(seed, id) }
@@ -188,6 +215,7 @@ func (x *index) remove(i uint32) {
 	x.unplace(i)
 	x.used--
 	delete(x.leases, i)
+	delete(x.starts, i)
 	x.garbage += int(s.idLen)
 	*s = slot{pos: -1}
 	x.free = append(x.free, i)

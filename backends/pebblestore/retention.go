@@ -64,6 +64,7 @@ func (s *Store) forgetFinished(b *pebble.Batch, id string) error {
 	}
 	_ = b.Delete(idKey(prefixFinished, id), nil)
 	_ = b.Delete(idKey(prefixError, id), nil)
+	_ = b.Delete(idKey(prefixHistory, id), nil)
 	m, err := decodeMeta(raw)
 	if err != nil {
 		return fmt.Errorf("pebblestore: job %q: %w", id, err)
@@ -252,6 +253,7 @@ func (s *Store) pruneSome(upper []byte, limit int64) (more bool, n int, err erro
 		_ = b.Delete(idKey(prefixFinished, id), nil)
 		_ = b.Delete(idKey(prefixRecord, id), nil)
 		_ = b.Delete(idKey(prefixError, id), nil)
+		_ = b.Delete(idKey(prefixHistory, id), nil)
 		n++
 		if tp := s.topics[m.topic]; err == nil && tp != nil {
 			key := bucketOf{tp, finished / s.bucket.Milliseconds()}

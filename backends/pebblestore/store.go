@@ -321,6 +321,10 @@ func (s *Store) jobLite(i uint32) core.Job {
 	if j.State == core.StateReserved {
 		j.Lease = s.x.leases[i].String()
 		j.LeaseExpiresAt = time.UnixMilli(sl.due).UTC()
+		// Only the attempt in progress: the rules of core.Job end it, and
+		// keepAttempt appends it to the ended ones on disk.
+		st := s.x.starts[i]
+		j.History = []core.Attempt{{Attempt: j.Attempt, StartedAt: time.UnixMilli(st.at).UTC(), Via: codeVias[st.via]}}
 	}
 	return j
 }
@@ -335,9 +339,41 @@ func (s *Store) setLite(i uint32, j *core.Job) {
 	if j.State == core.StateReserved {
 		l, _ := parseLease(j.Lease)
 		s.x.leases[i] = l
+		if n := len(j.History); n > 0 && j.History[n-1].Running() {
+			a := &j.History[n-1]
+			s.x.starts[i] = start{at: a.StartedAt.UnixMilli(), via: viaCodes[a.Via]}
+		}
 	} else {
 		delete(s.x.leases, i)
+		delete(s.x.starts, i)
 	}
+}
+
+// keepAttempt adds to b the attempt that j's change just ended, the last
+// of j.History if it ended, appended to the h key of slot i (id): at most
+// core.HistoryMax kept. It reads the h key only when the slot has one.
+func (s *Store) keepAttempt(b *pebble.Batch, i uint32, id string, j *core.Job) {
+	n := len(j.History)
+	if n == 0 || j.History[n-1].Running() {
+		return
+	}
+	var h []core.Attempt
+	if s.x.slots[i].has(hasHistory) {
+		raw, err := s.get(idKey(prefixHistory, id))
+		if err == nil {
+			h, err = decodeHistory(raw)
+		}
+		if err != nil {
+			// The attempts before are lost, the job's state is not.
+			s.log.Warn("pebblestore: read of a job's history failed", "id", id, "err", err)
+		}
+	}
+	h = append(h, j.History[n-1])
+	if len(h) > core.HistoryMax {
+		h = h[len(h)-core.HistoryMax:]
+	}
+	_ = b.Set(idKey(prefixHistory, id), encodeHistory(h), nil)
+	s.x.slots[i].set(hasHistory, true)
 }
 
 // enqueue puts slot i in its topic's scheduled or ready heap by its state.
@@ -380,6 +416,8 @@ func (s *Store) metaOfSlot(i uint32, now time.Time) meta {
 	if m.state == core.StateReserved {
 		m.leaseExp = sl.due
 		m.lease = s.x.leases[i]
+		st := s.x.starts[i]
+		m.started, m.via = st.at, st.via
 	}
 	return m
 }
@@ -407,7 +445,8 @@ func (s *Store) promote(tp *topic, now time.Time) {
 		id := s.x.id(i)
 		_ = b.Set(idKey(prefixMeta, id), m.encode(), nil)
 		_ = b.Set(idKey(prefixError, id), []byte(core.LeaseExpired), nil)
-		s.x.slots[i].hasErr = true
+		s.x.slots[i].set(hasErr, true)
+		s.keepAttempt(b, i, id, &j)
 		if j.State == core.StateDead {
 			tp.dead++
 			_ = b.Set(deadKey(tp.name, j.UpdatedAt, id), nil, nil)
@@ -573,8 +612,11 @@ func (s *Store) put(pb *putBatch, in *core.Job, replace bool, now time.Time, tou
 		if prev.State == core.StateDead {
 			_ = b.Delete(deadKey(old.name, prev.UpdatedAt, in.ID), nil)
 		}
-		if s.x.slots[i].hasErr {
+		if s.x.slots[i].has(hasErr) {
 			_ = b.Delete(idKey(prefixError, in.ID), nil)
+		}
+		if s.x.slots[i].has(hasHistory) {
+			_ = b.Delete(idKey(prefixHistory, in.ID), nil)
 		}
 		s.unlink(old, i)
 		s.x.remove(i)
@@ -634,7 +676,7 @@ func (s *Store) read(id string, finished bool) (*core.Job, error) {
 	if m.state.Finished() && now.Sub(time.Unix(0, m.updatedAt)) >= s.retention {
 		return nil, fmt.Errorf("pebblestore: job %q: %w", id, core.ErrNotFound)
 	}
-	j, err := s.complete(id, &m, true)
+	j, err := s.complete(id, &m, true, true)
 	if err != nil {
 		return nil, err
 	}
@@ -643,8 +685,9 @@ func (s *Store) read(id string, finished bool) (*core.Job, error) {
 }
 
 // complete reads the parts of a job that only the disk has; its last error
-// only when withError is set (the index knows when there is none).
-func (s *Store) complete(id string, m *meta, withError bool) (*core.Job, error) {
+// only when withError is set and its ended attempts only when withHist is
+// (the index knows when there are none).
+func (s *Store) complete(id string, m *meta, withError, withHist bool) (*core.Job, error) {
 	raw, err := s.get(idKey(prefixRecord, id))
 	if err != nil {
 		return nil, err
@@ -662,7 +705,14 @@ func (s *Store) complete(id string, m *meta, withError bool) (*core.Job, error) 
 			return nil, err
 		}
 	}
-	return job(id, m, &r, string(e)), nil
+	var h []byte
+	if withHist {
+		if h, err = s.get(idKey(prefixHistory, id)); err != nil {
+			return nil, err
+		}
+	}
+	j := job(id, m, &r, string(e))
+	return j, withHistory(j, m, h)
 }
 
 // get returns a copy of key's value, nil when there is none.
@@ -807,6 +857,7 @@ func (s *Store) finish(b *pebble.Batch, tp *topic, i uint32, state core.State, n
 	s.setLite(i, &j)
 	m := s.metaOfSlot(i, now)
 	id := s.x.id(i)
+	s.keepAttempt(b, i, id, &j)
 	_ = b.Delete(idKey(prefixMeta, id), nil)
 	_ = b.Set(idKey(prefixFinished, id), m.encode(), nil)
 	_ = b.Set(expiryKey(now, id), nil, nil)
@@ -854,7 +905,7 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 			max = 0
 		}
 		if min(max, tp.ready.Len()) > 0 || params.Wait <= 0 || timedOut {
-			taken, wait := s.take(tp, max, now)
+			taken, wait := s.take(tp, max, params.Via, now)
 			s.changed(tp, now)
 			s.mu.Unlock()
 			if err := wait(); err != nil {
@@ -882,29 +933,31 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 
 // take reserves up to max ready jobs of tp (core.Job.Reserve) and writes
 // the reservations; the returned function waits for the write.
-func (s *Store) take(tp *topic, max int, now time.Time) ([]claimed, func() error) {
+func (s *Store) take(tp *topic, max int, via string, now time.Time) ([]claimed, func() error) {
 	n := min(max, tp.ready.Len())
 	taken := make([]claimed, 0, n)
 	b := s.db.NewBatch()
 	for range n {
 		i := tp.ready.pop(s.x)
 		j := s.jobLite(i)
-		j.Reserve(newLease().String(), now)
+		j.Reserve(newLease().String(), via, now)
 		s.setLite(i, &j)
 		tp.reserved.push(s.x, i, j.LeaseExpiresAt.UnixMilli())
 		m := s.metaOfSlot(i, now)
 		id := strings.Clone(s.x.id(i))
 		_ = b.Set(idKey(prefixMeta, id), m.encode(), nil)
-		taken = append(taken, claimed{id: id, meta: m, hasErr: s.x.slots[i].hasErr})
+		sl := &s.x.slots[i]
+		taken = append(taken, claimed{id: id, meta: m, hasErr: sl.has(hasErr), hasHistory: sl.has(hasHistory)})
 	}
 	return taken, s.write(b, s.syncable)
 }
 
 // claimed is a job take reserved, to complete from the disk.
 type claimed struct {
-	id     string
-	meta   meta
-	hasErr bool
+	id         string
+	meta       meta
+	hasErr     bool
+	hasHistory bool
 }
 
 // completeAll reads the disk's parts of claimed jobs. A reserved job's
@@ -913,7 +966,7 @@ func (s *Store) completeAll(taken []claimed) ([]*core.Job, error) {
 	jobs := make([]*core.Job, len(taken))
 	for k := range taken {
 		c := &taken[k]
-		j, err := s.complete(c.id, &c.meta, c.hasErr)
+		j, err := s.complete(c.id, &c.meta, c.hasErr, c.hasHistory)
 		if err != nil {
 			return nil, err
 		}
@@ -1041,6 +1094,7 @@ func (s *Store) RetryJob(_ context.Context, params *core.RetryJobParams) (core.S
 		id := s.x.id(i)
 		m := s.metaOfSlot(i, now)
 		_ = b.Set(idKey(prefixMeta, id), m.encode(), nil)
+		s.keepAttempt(b, i, id, &j)
 		s.setError(b, i, id, j.LastError)
 		return j.Settled()
 	})
@@ -1063,6 +1117,7 @@ func (s *Store) BuryJob(_ context.Context, params *core.BuryJobParams) (core.Set
 		id := s.x.id(i)
 		m := s.metaOfSlot(i, now)
 		_ = b.Set(idKey(prefixMeta, id), m.encode(), nil)
+		s.keepAttempt(b, i, id, &j)
 		s.setError(b, i, id, j.LastError)
 		_ = b.Set(deadKey(tp.name, now, id), nil, nil)
 		return j.Settled()
@@ -1071,7 +1126,7 @@ func (s *Store) BuryJob(_ context.Context, params *core.BuryJobParams) (core.Set
 
 // setError writes the last error of slot i, id.
 func (s *Store) setError(b *pebble.Batch, i uint32, id, lastError string) {
-	s.x.slots[i].hasErr = lastError != ""
+	s.x.slots[i].set(hasErr, lastError != "")
 	if lastError == "" {
 		_ = b.Delete(idKey(prefixError, id), nil)
 		return
@@ -1088,12 +1143,12 @@ func (s *Store) TouchJob(_ context.Context, params *core.TouchJobParams) (*core.
 		return nil, core.Invalid("", "pebblestore: touch: no params")
 	}
 	var (
-		m      meta
-		hasErr bool
+		m            meta
+		errs, hasHst bool
 	)
 	_, err := s.settle(params.ID, params.Lease, func(b *pebble.Batch, tp *topic, i uint32, now time.Time) core.SettleResult {
 		sl := &s.x.slots[i]
-		hasErr = sl.hasErr
+		errs, hasHst = sl.has(hasErr), sl.has(hasHistory)
 		tp.reserved.fix(s.x, i, now.Add(time.Duration(sl.ttrMs)*time.Millisecond).UnixMilli())
 		m = s.metaOfSlot(i, now)
 		_ = b.Set(idKey(prefixMeta, params.ID), m.encode(), nil)
@@ -1102,7 +1157,7 @@ func (s *Store) TouchJob(_ context.Context, params *core.TouchJobParams) (*core.
 	if err != nil {
 		return nil, err
 	}
-	return s.complete(params.ID, &m, hasErr)
+	return s.complete(params.ID, &m, errs, hasHst)
 }
 
 // RequeueJob implements core.Store: the dead job is ready now with a fresh
