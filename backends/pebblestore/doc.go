@@ -19,6 +19,8 @@
 //	                               created_at, the retry schedule and own URL when the job
 //	                               has them, body
 //	e<id>                          the last error, while there is one
+//	h<id>                          the job's attempts that ended, the last 20, once one did; the
+//	                               attempt in progress is in m (its start and via) while reserved
 //	x<id>                          the state of a done or cancelled job (as m)
 //	f<finished ms><id>             finished jobs by finish time, for the prune
 //	d<topic>\0<died ns><id>        dead jobs of a topic in order of death
@@ -33,7 +35,9 @@
 //
 // Numbers in keys are big-endian, so that keys sort by them; values are
 // varint-framed and start with a format version. A claim, an ack or a
-// retry writes m (and e), never the body.
+// retry writes m (and e), never the body; the end of a delivery (ack,
+// retry, bury, expiry) writes h, reading it first only when the index
+// says the job has one (a slot flag, set for every job at Open).
 //
 // # The index
 //
