@@ -42,11 +42,15 @@ const (
 // reserved meta is written as metaVersionAttempt: the priority, possibly
 // 0, then the start (ms) and via of the attempt in progress; others keep
 // their earlier forms, and a reserved meta of an earlier form reads as an
-// attempt started at its updated_at, via unknown.
+// attempt started at its updated_at, via unknown. A finished meta (x) of a
+// job whose only attempt ended with the finish is written as
+// metaVersionEnded: the priority, then that attempt as an h value, so that
+// the ack of a job delivered once writes no h key.
 const (
 	metaVersion         = 1
 	metaVersionPriority = 2
 	metaVersionAttempt  = 3
+	metaVersionEnded    = 4
 	recordVersion       = 1
 	recordVersionDelays = 2
 	recordVersionURL    = 3
@@ -112,8 +116,9 @@ type meta struct {
 	leaseExp    int64 // ms, while reserved
 	lease       lease // while reserved
 	priority    int
-	started     int64 // ms, the attempt in progress's start, while reserved
-	via         uint8 // viaCodes, the attempt in progress's via, while reserved
+	started     int64  // ms, the attempt in progress's start, while reserved
+	via         uint8  // viaCodes, the attempt in progress's via, while reserved
+	ended       []byte // an h value: attempts that ended, of a finished job without an h key
 }
 
 // viaCodes are the one-byte forms of core.Attempt.Via; 0 is none (or one
@@ -163,6 +168,8 @@ func (m *meta) encode() []byte {
 	switch {
 	case m.state == core.StateReserved:
 		version = metaVersionAttempt
+	case m.ended != nil:
+		version = metaVersionEnded
 	case m.priority != 0:
 		version = metaVersionPriority
 	}
@@ -185,6 +192,9 @@ func (m *meta) encode() []byte {
 		b = binary.AppendVarint(b, m.started)
 		b = append(b, m.via)
 	}
+	if version == metaVersionEnded {
+		b = append(b, m.ended...)
+	}
 	return b
 }
 
@@ -198,7 +208,7 @@ func decodeMeta(b []byte) (meta, error) {
 // alias b, so that a scan of every job allocates nothing per job.
 func decodeMetaBytes(b []byte) (meta, []byte, error) {
 	var m meta
-	if len(b) < 2 || b[0] < metaVersion || b[0] > metaVersionAttempt || b[1] == 0 || int(b[1]) >= len(codeStates) {
+	if len(b) < 2 || b[0] < metaVersion || b[0] > metaVersionEnded || b[1] == 0 || int(b[1]) >= len(codeStates) {
 		return m, nil, errCorrupt
 	}
 	m.state = codeStates[b[1]]
@@ -225,6 +235,12 @@ func decodeMetaBytes(b []byte) (meta, []byte, error) {
 			m.via = v[0]
 		}
 		if m.via >= uint8(len(codeVias)) {
+			d.fail()
+		}
+	}
+	if b[0] == metaVersionEnded {
+		m.ended = d.b // the rest, aliasing b
+		if len(m.ended) == 0 {
 			d.fail()
 		}
 	}
@@ -337,10 +353,15 @@ func job(id string, m *meta, r *record, lastError string) *core.Job {
 }
 
 // withHistory sets j's History: the ended attempts of raw (an h value,
-// nil for none), then, while m is reserved, the attempt in progress; the
-// last core.HistoryMax of them.
+// nil for none) and of m, then, while m is reserved, the attempt in
+// progress; the last core.HistoryMax of them.
 func withHistory(j *core.Job, m *meta, raw []byte) error {
 	h, err := decodeHistory(raw)
+	if err == nil && m.ended != nil {
+		var ended []core.Attempt
+		ended, err = decodeHistory(m.ended)
+		h = append(h, ended...)
+	}
 	if err != nil {
 		return fmt.Errorf("pebblestore: job %q: history: %w", j.ID, err)
 	}

@@ -62,6 +62,27 @@ func TestMetaReservedEarlierForm(t *testing.T) {
 	}
 }
 
+// TestMetaEnded: a finished meta may carry the attempt that ended with
+// the finish (metaVersionEnded), whatever its priority.
+func TestMetaEnded(t *testing.T) {
+	at := time.UnixMilli(1_700_000_000_123).UTC()
+	ended := encodeHistory([]core.Attempt{{Attempt: 1, StartedAt: at, EndedAt: at.Add(time.Second), Via: core.ViaPull, Outcome: core.OutcomeAcked}})
+	for _, prio := range []int{0, -3} {
+		m := meta{topic: "t", state: core.StateDone, runAt: 1, attempt: 1, maxAttempts: 5, ttr: time.Minute,
+			updatedAt: 1_700_000_001_123_000_000, priority: prio, ended: ended}
+		enc := m.encode()
+		require.Equal(t, byte(metaVersionEnded), enc[0])
+		got, err := decodeMeta(enc)
+		require.NoError(t, err)
+		require.Equal(t, m, got)
+		j := &core.Job{ID: "j"}
+		require.NoError(t, withHistory(j, &got, nil))
+		require.Len(t, j.History, 1)
+		_, err = decodeMeta(enc[:len(enc)-len(ended)])
+		require.ErrorIs(t, err, errCorrupt, "no attempt after the priority")
+	}
+}
+
 func TestHistoryRoundTrip(t *testing.T) {
 	at := time.UnixMilli(1_700_000_000_123).UTC()
 	h := []core.Attempt{

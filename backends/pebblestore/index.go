@@ -53,11 +53,12 @@ func (sl *slot) set(f uint8, on bool) {
 	}
 }
 
-// start is the attempt in progress of a reserved slot: when it started
-// (ms) and its via code.
-type start struct {
-	at  int64
-	via uint8
+// delivery is what the index keeps of a reserved slot's delivery: its
+// lease token, and when its attempt started (ms) and its via code.
+type delivery struct {
+	token lease
+	start int64
+	via   uint8
 }
 
 // setFixed sets what a put fixes of a slot: its topic, max attempts, ttr
@@ -97,8 +98,7 @@ type index struct {
 	garbage int              // arena bytes of freed ids
 	table   []uint32         // slot numbers by hash of id, 0 for none; a power of two long
 	used    int              // slots in table
-	leases  map[uint32]lease // reserved slots' tokens
-	starts  map[uint32]start // reserved slots' attempts in progress
+	leases  map[uint32]delivery // reserved slots' deliveries
 	hashOf  func(id string) uint64
 	seq     uint64
 }
@@ -107,8 +107,7 @@ func newIndex() *index {
 	x := &index{
 		slots:  make([]slot, 1, 1024),
 		table:  make([]uint32, 1024),
-		leases: make(map[uint32]lease),
-		starts: make(map[uint32]start),
+		leases: make(map[uint32]delivery),
 	}
 	seed := maphash.MakeSeed()
 	x.hashOf = func(id string) uint64 { return maphash.String(seed, id) }
@@ -215,7 +214,6 @@ func (x *index) remove(i uint32) {
 	x.unplace(i)
 	x.used--
 	delete(x.leases, i)
-	delete(x.starts, i)
 	x.garbage += int(s.idLen)
 	*s = slot{pos: -1}
 	x.free = append(x.free, i)

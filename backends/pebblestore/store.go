@@ -106,6 +106,8 @@ type Store struct {
 	// syncable are the write options of the writes that need not wait for
 	// their fsync (claims, acks, retries, buries, touches, lease expiries).
 	syncable *pebble.WriteOptions
+	// attempt is where jobLite puts a job's History (under mu).
+	attempt [1]core.Attempt
 
 	// ops is held (read) by every call while it runs, so that Close
 	// closes the database only once none uses it.
@@ -318,13 +320,17 @@ func (s *Store) jobLite(i uint32) core.Job {
 		State:       codeStates[sl.state],
 		Priority:    int(sl.prio),
 	}
+	// History is s.attempt, so that the rules of core.Job start or end an
+	// attempt without an allocation: only the attempt in progress of a
+	// reserved job, which keepAttempt appends to the ended ones on disk
+	// once it ended. The caller holds s.mu and keeps j no longer.
+	j.History = s.attempt[:0:1]
 	if j.State == core.StateReserved {
-		j.Lease = s.x.leases[i].String()
+		d := s.x.leases[i]
+		j.Lease = d.token.String()
 		j.LeaseExpiresAt = time.UnixMilli(sl.due).UTC()
-		// Only the attempt in progress: the rules of core.Job end it, and
-		// keepAttempt appends it to the ended ones on disk.
-		st := s.x.starts[i]
-		j.History = []core.Attempt{{Attempt: j.Attempt, StartedAt: time.UnixMilli(st.at).UTC(), Via: codeVias[st.via]}}
+		s.attempt[0] = core.Attempt{Attempt: j.Attempt, StartedAt: time.UnixMilli(d.start).UTC(), Via: codeVias[d.via]}
+		j.History = s.attempt[:1:1]
 	}
 	return j
 }
@@ -337,15 +343,15 @@ func (s *Store) setLite(i uint32, j *core.Job) {
 	sl.attempt = uint16(j.Attempt)
 	sl.state = stateCodes[j.State]
 	if j.State == core.StateReserved {
-		l, _ := parseLease(j.Lease)
-		s.x.leases[i] = l
+		d := delivery{}
+		d.token, _ = parseLease(j.Lease)
 		if n := len(j.History); n > 0 && j.History[n-1].Running() {
 			a := &j.History[n-1]
-			s.x.starts[i] = start{at: a.StartedAt.UnixMilli(), via: viaCodes[a.Via]}
+			d.start, d.via = a.StartedAt.UnixMilli(), viaCodes[a.Via]
 		}
+		s.x.leases[i] = d
 	} else {
 		delete(s.x.leases, i)
-		delete(s.x.starts, i)
 	}
 }
 
@@ -357,18 +363,19 @@ func (s *Store) keepAttempt(b *pebble.Batch, i uint32, id string, j *core.Job) {
 	if n == 0 || j.History[n-1].Running() {
 		return
 	}
-	var h []core.Attempt
+	h := j.History[n-1:]
 	if s.x.slots[i].has(hasHistory) {
 		raw, err := s.get(idKey(prefixHistory, id))
+		var before []core.Attempt
 		if err == nil {
-			h, err = decodeHistory(raw)
+			before, err = decodeHistory(raw)
 		}
 		if err != nil {
 			// The attempts before are lost, the job's state is not.
 			s.log.Warn("pebblestore: read of a job's history failed", "id", id, "err", err)
 		}
+		h = append(before, j.History[n-1])
 	}
-	h = append(h, j.History[n-1])
 	if len(h) > core.HistoryMax {
 		h = h[len(h)-core.HistoryMax:]
 	}
@@ -415,9 +422,8 @@ func (s *Store) metaOfSlot(i uint32, now time.Time) meta {
 	}
 	if m.state == core.StateReserved {
 		m.leaseExp = sl.due
-		m.lease = s.x.leases[i]
-		st := s.x.starts[i]
-		m.started, m.via = st.at, st.via
+		d := s.x.leases[i]
+		m.lease, m.started, m.via = d.token, d.start, d.via
 	}
 	return m
 }
@@ -857,7 +863,12 @@ func (s *Store) finish(b *pebble.Batch, tp *topic, i uint32, state core.State, n
 	s.setLite(i, &j)
 	m := s.metaOfSlot(i, now)
 	id := s.x.id(i)
-	s.keepAttempt(b, i, id, &j)
+	if n := len(j.History); n > 0 && !j.History[n-1].Running() && !s.x.slots[i].has(hasHistory) {
+		// Its only attempt: kept in x, which the finish writes anyway.
+		m.ended = encodeHistory(j.History[n-1:])
+	} else {
+		s.keepAttempt(b, i, id, &j)
+	}
 	_ = b.Delete(idKey(prefixMeta, id), nil)
 	_ = b.Set(idKey(prefixFinished, id), m.encode(), nil)
 	_ = b.Set(expiryKey(now, id), nil, nil)
@@ -988,7 +999,7 @@ func (s *Store) leased(id, token string, now time.Time) (uint32, *topic, error) 
 	tp := s.topicList[s.x.slots[i].topic]
 	s.promote(tp, now)
 	l, ok := parseLease(token)
-	if !ok || s.x.state(i) != core.StateReserved || s.x.leases[i] != l {
+	if !ok || s.x.state(i) != core.StateReserved || s.x.leases[i].token != l {
 		return 0, nil, fmt.Errorf("pebblestore: job %q: %w", id, core.ErrLeaseLost)
 	}
 	return i, tp, nil
