@@ -64,10 +64,12 @@ func (s *Store) forgetFinished(b *pebble.Batch, id string) error {
 	}
 	_ = b.Delete(idKey(prefixFinished, id), nil)
 	_ = b.Delete(idKey(prefixError, id), nil)
-	_ = b.Delete(idKey(prefixHistory, id), nil)
 	m, err := decodeMeta(raw)
 	if err != nil {
 		return fmt.Errorf("pebblestore: job %q: %w", id, err)
+	}
+	if m.ended == nil { // else its attempt is in x, and it has no h
+		_ = b.Delete(idKey(prefixHistory, id), nil)
 	}
 	if err := s.forgetKey(b, m.topic, id); err != nil {
 		return err
@@ -253,7 +255,9 @@ func (s *Store) pruneSome(upper []byte, limit int64) (more bool, n int, err erro
 		_ = b.Delete(idKey(prefixFinished, id), nil)
 		_ = b.Delete(idKey(prefixRecord, id), nil)
 		_ = b.Delete(idKey(prefixError, id), nil)
-		_ = b.Delete(idKey(prefixHistory, id), nil)
+		if err != nil || m.ended == nil { // else its attempt is in x, and it has no h
+			_ = b.Delete(idKey(prefixHistory, id), nil)
+		}
 		n++
 		if tp := s.topics[m.topic]; err == nil && tp != nil {
 			key := bucketOf{tp, finished / s.bucket.Milliseconds()}
