@@ -221,8 +221,18 @@ func testExportImportHistory(t *testing.T, b *testBundle) {
 	require.NoError(t, err)
 	c = b.claimVia(t, topic, core.ViaGRPC, dueWait)
 
-	exported := b.export(t)[job.ID]
+	// A replicated store's export may read a replica a moment behind (the
+	// NATS store on a cluster): export until it shows the claim, bounded.
+	var exported *core.Job
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		exported = b.export(t)[job.ID]
+		if exported != nil && exported.State == core.StateReserved || time.Now().After(deadline) {
+			break
+		}
+		b.pass(t, 50*time.Millisecond)
+	}
 	require.NotNil(t, exported)
+	require.Equal(t, core.StateReserved, exported.State, "the export shows the claim")
 	first := wantAttempt{attempt: 1, via: core.ViaPull, outcome: core.OutcomeRetried, err: "boom", started: c.History[0].StartedAt, ended: c.History[0].EndedAt}
 	requireHistory(t, exported, first, wantAttempt{attempt: 2, via: core.ViaGRPC, started: c.History[1].StartedAt})
 
