@@ -95,9 +95,9 @@ type index struct {
 	slots   []slot
 	free    []uint32
 	arena   []byte
-	garbage int              // arena bytes of freed ids
-	table   []uint32         // slot numbers by hash of id, 0 for none; a power of two long
-	used    int              // slots in table
+	garbage int                 // arena bytes of freed ids
+	table   []uint32            // slot numbers by hash of id, 0 for none; a power of two long
+	used    int                 // slots in table
 	leases  map[uint32]delivery // reserved slots' deliveries
 	hashOf  func(id string) uint64
 	seq     uint64
