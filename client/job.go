@@ -57,7 +57,47 @@ type Job struct {
 	BackoffDelays []time.Duration `json:"-"`
 	// URL is the job's own webhook URL; "" when it uses its topic's.
 	URL string `json:"url"`
+	// History is the job's last deliveries, oldest first, at most 20; nil
+	// before the first.
+	History []Attempt `json:"history"`
 }
+
+// Attempt is one delivery of a job, as Job.History shows it.
+type Attempt struct {
+	// Attempt is the job's attempt this delivery counted as; a requeue
+	// counts from 1 again.
+	Attempt int `json:"attempt"`
+	// StartedAt is when it was claimed.
+	StartedAt time.Time `json:"started_at"`
+	// EndedAt is when it ended; zero while in progress. A lease that ran
+	// out ended at its expiry.
+	EndedAt time.Time `json:"ended_at,omitzero"`
+	// Via is how it was delivered: ViaPull, ViaWebSocket, ViaGRPC,
+	// ViaWebhook or ViaNATS.
+	Via string `json:"via"`
+	// Outcome is how it ended: OutcomeAcked, OutcomeRetried, OutcomeBuried
+	// or OutcomeLeaseExpired; "" while in progress.
+	Outcome string `json:"outcome"`
+	// Error is the reason a retry or bury gave; "" for none.
+	Error string `json:"error,omitempty"`
+}
+
+// How an attempt was delivered (Attempt.Via).
+const (
+	ViaPull      = "pull"
+	ViaWebSocket = "websocket"
+	ViaGRPC      = "grpc"
+	ViaWebhook   = "webhook"
+	ViaNATS      = "nats"
+)
+
+// How an attempt ended (Attempt.Outcome).
+const (
+	OutcomeAcked        = "acked"
+	OutcomeRetried      = "retried"
+	OutcomeBuried       = "buried"
+	OutcomeLeaseExpired = "lease_expired"
+)
 
 // jobWire is Job as the service writes it: durations as strings.
 type jobWire struct {
@@ -76,6 +116,7 @@ type jobWire struct {
 	LastError      string          `json:"last_error"`
 	LeaseExpiresAt time.Time       `json:"lease_expires_at"`
 	URL            string          `json:"url"`
+	History        []Attempt       `json:"history"`
 	Backoff        *struct {
 		Delays []jsonDuration `json:"delays"`
 	} `json:"backoff"`
@@ -91,7 +132,7 @@ func (j *Job) UnmarshalJSON(b []byte) error {
 		ID: w.ID, Topic: w.Topic, Key: w.Key, Body: w.Body, RunAt: w.RunAt, TTR: time.Duration(w.TTR),
 		MaxAttempts: w.MaxAttempts, Priority: w.Priority, Attempt: w.Attempt, State: w.State,
 		CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt, LastError: w.LastError, LeaseExpiresAt: w.LeaseExpiresAt,
-		URL: w.URL,
+		URL: w.URL, History: w.History,
 	}
 	if w.Backoff != nil {
 		for _, d := range w.Backoff.Delays {
@@ -119,6 +160,7 @@ type exportWire struct {
 	Backoff     *struct {
 		Delays []jsonDuration `json:"delays"`
 	} `json:"backoff,omitempty"`
+	History []Attempt `json:"history,omitempty"`
 }
 
 // MarshalJSON writes a job as an export line has it, which Import reads:
@@ -129,7 +171,7 @@ func (j Job) MarshalJSON() ([]byte, error) {
 	w := exportWire{
 		ID: j.ID, Topic: j.Topic, Key: j.Key, Body: j.Body, RunAt: j.RunAt.UTC(), TTR: jsonDuration(j.TTR),
 		MaxAttempts: j.MaxAttempts, Priority: j.Priority, Attempt: j.Attempt, State: j.State,
-		CreatedAt: j.CreatedAt.UTC(), LastError: j.LastError, URL: j.URL,
+		CreatedAt: j.CreatedAt.UTC(), LastError: j.LastError, URL: j.URL, History: j.History,
 	}
 	if len(w.Body) == 0 {
 		w.Body = json.RawMessage("null")

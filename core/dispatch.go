@@ -193,7 +193,7 @@ func (e *Engine) dispatch(ctx context.Context, topic *Topic, deliverer Deliverer
 			}
 			break
 		}
-		jobs, err := e.claim(ctx, &ClaimJobsParams{Topic: topic.Name, Max: n, Wait: claimWait})
+		jobs, err := e.claim(ctx, &ClaimJobsParams{Topic: topic.Name, Max: n, Wait: claimWait, Via: topic.Delivery.Type})
 		for range n - len(jobs) {
 			<-slots
 		}

@@ -386,7 +386,7 @@ func (e *Engine) Claim(ctx context.Context, p *ClaimJobsParams) ([]*Job, error) 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(e.drainCtx, cancel)()
-	jobs, err := e.claim(ctx, &ClaimJobsParams{Topic: p.Topic, Max: p.Max, Wait: p.Wait})
+	jobs, err := e.claim(ctx, &ClaimJobsParams{Topic: p.Topic, Max: p.Max, Wait: p.Wait, Via: p.Via})
 	e.leases.add(jobs, e.clock.Now())
 	return jobs, err
 }

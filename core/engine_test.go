@@ -422,6 +422,12 @@ func TestDispatchRetriesThenSucceeds(t *testing.T) {
 	}
 	done := waitState(t, e, j.ID, core.StateDone)
 	require.Equal(t, "timeout", done.LastError)
+	require.Len(t, done.History, 3)
+	for k, outcome := range []string{core.OutcomeRetried, core.OutcomeRetried, core.OutcomeAcked} {
+		require.Equal(t, core.ViaWebhook, done.History[k].Via, "a dispatch claims via its delivery type")
+		require.Equal(t, outcome, done.History[k].Outcome)
+	}
+	require.Equal(t, "503", done.History[0].Error)
 }
 
 func TestDispatchBuriesAfterMaxAttempts(t *testing.T) {

@@ -96,9 +96,10 @@ type ImportResult struct {
 }
 
 // validateImport checks an exported job as Push checks a new one
-// (validateJob), with the rules of import besides: run_at is required, and
-// state and attempt must be ones a store keeps. It normalises what stores
-// rely on: UTC ms times and no lease.
+// (validateJob), with the rules of import besides: run_at is required,
+// state and attempt must be ones a store keeps, and so must its history
+// (checkHistory). It normalises what stores rely on: UTC ms times and no
+// lease.
 func (e *Engine) validateImport(j *Job, urls urlChecks) error {
 	now := e.clock.Now()
 	if j.RunAt.IsZero() {
@@ -126,5 +127,41 @@ func (e *Engine) validateImport(j *Job, urls urlChecks) error {
 	}
 	j.LastError = CutError(j.LastError)
 	j.Lease, j.LeaseExpiresAt = "", time.Time{}
+	return checkHistory(j)
+}
+
+// checkHistory checks and normalises an imported job's History: at most
+// HistoryMax attempts (the newest kept), each started, with a known via
+// (or none) and outcome, only the last one in progress; times at store
+// precision, errors cut. Job.Import ends an attempt in progress.
+func checkHistory(j *Job) error {
+	if len(j.History) > HistoryMax {
+		j.History = j.History[len(j.History)-HistoryMax:]
+	}
+	for i := range j.History {
+		a := &j.History[i]
+		switch {
+		case a.StartedAt.IsZero():
+			return Invalid("history", "history[%d]: started_at is required", i)
+		case a.Attempt < 0:
+			return Invalid("history", "history[%d]: attempt must not be negative", i)
+		}
+		switch a.Via {
+		case "", ViaPull, ViaWebSocket, ViaGRPC, ViaWebhook, ViaNATS:
+		default:
+			return Invalid("history", "history[%d]: unknown via %q", i, a.Via)
+		}
+		switch a.Outcome {
+		case OutcomeAcked, OutcomeRetried, OutcomeBuried, OutcomeLeaseExpired:
+		case "":
+			if i < len(j.History)-1 {
+				return Invalid("history", "history[%d]: only the last attempt may be in progress", i)
+			}
+		default:
+			return Invalid("history", "history[%d]: unknown outcome %q", i, a.Outcome)
+		}
+		a.StartedAt, a.EndedAt = StoreTime(a.StartedAt), StoreTime(a.EndedAt)
+		a.Error = CutError(a.Error)
+	}
 	return nil
 }

@@ -168,3 +168,47 @@ func TestImportChecksBodyAsPush(t *testing.T) {
 		require.True(t, r.Imported)
 	}
 }
+
+// TestImportChecksHistory: an imported history keeps its last
+// core.HistoryMax attempts, at store precision; one with an attempt in
+// progress before the last, or an unknown via or outcome, fails on
+// history.
+func TestImportChecksHistory(t *testing.T) {
+	t.Parallel()
+	rec := &recordingImporter{Store: memstore.New(memstore.Config{})}
+	e, err := core.NewEngine(core.EngineConfig{Store: rec})
+	require.NoError(t, err)
+	at := time.Date(2026, 11, 21, 10, 0, 0, 123456789, time.UTC)
+	job := func(id string, h ...core.Attempt) *core.Job {
+		return &core.Job{ID: id, Topic: "t", RunAt: at, TTR: time.Minute, MaxAttempts: 30, Attempt: 1, State: core.StateReady, History: h}
+	}
+	ended := func(n int) core.Attempt {
+		return core.Attempt{Attempt: n, StartedAt: at, EndedAt: at.Add(time.Second), Via: core.ViaPull, Outcome: core.OutcomeRetried}
+	}
+	long := job("long")
+	for n := 1; n <= core.HistoryMax+5; n++ {
+		long.History = append(long.History, ended(n))
+	}
+	running := core.Attempt{Attempt: 2, StartedAt: at, Via: core.ViaGRPC}
+	res, err := e.Import(context.Background(), []*core.Job{
+		long,
+		job("running-last", ended(1), running),
+		job("running-first", running, ended(1)),
+		job("via", core.Attempt{Attempt: 1, StartedAt: at, Via: "fax", Outcome: core.OutcomeAcked}),
+		job("outcome", core.Attempt{Attempt: 1, StartedAt: at, Outcome: "exploded"}),
+		job("start", core.Attempt{Attempt: 1, Outcome: core.OutcomeAcked}),
+	})
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
+	require.NoError(t, res[1].Err)
+	for _, r := range res[2:] {
+		var fe *core.FieldError
+		require.ErrorAs(t, r.Err, &fe)
+		require.Equal(t, "history", fe.Field)
+	}
+	require.Len(t, rec.got, 2)
+	h := rec.got[0].History
+	require.Len(t, h, core.HistoryMax, "the last HistoryMax kept")
+	require.Equal(t, 6, h[0].Attempt)
+	require.Equal(t, core.StoreTime(at), h[0].StartedAt, "at store precision")
+}

@@ -82,7 +82,58 @@ type Job struct {
 	// delivery.url; only a webhook topic with delivery.allow_job_url takes
 	// it (checked at push and import, and again at each delivery).
 	URL string `json:"url,omitempty"`
+	// History is the job's last deliveries, oldest first, at most
+	// HistoryMax: Reserve starts one, the end of the delivery (ack, retry,
+	// bury, lease expiry) ends it. A put (Reset), a replace included,
+	// starts with none, as it starts Attempt over; a requeue keeps it, and
+	// the attempts after it count from 1 again.
+	History []Attempt `json:"history,omitempty"`
 }
+
+// HistoryMax is how many attempts a job's History keeps: the oldest is
+// dropped for a new one past it.
+const HistoryMax = 20
+
+// Attempt is one delivery of a job, as its History keeps it.
+type Attempt struct {
+	// Attempt is the job's Attempt this delivery counted as.
+	Attempt int `json:"attempt"`
+	// StartedAt is when it was claimed (store precision, UTC).
+	StartedAt time.Time `json:"started_at"`
+	// EndedAt is when it ended; zero while in progress. A lease that ran
+	// out ended at its expiry.
+	EndedAt time.Time `json:"ended_at,omitzero"`
+	// Via is how it was delivered: one of the Via constants, as the claim
+	// said (ClaimJobsParams.Via).
+	Via string `json:"via"`
+	// Outcome is how it ended, one of the Outcome constants; empty while
+	// in progress.
+	Outcome string `json:"outcome"`
+	// Error is the reason a retry or bury gave (cut as LastError is).
+	Error string `json:"error,omitempty"`
+}
+
+// How an attempt was delivered (Attempt.Via): pulled over HTTP, or by a
+// WebSocket or gRPC stream (subscriptions and gRPC claims alike), or
+// pushed by the engine to a webhook or a NATS subject.
+const (
+	ViaPull      = "pull"
+	ViaWebSocket = "websocket"
+	ViaGRPC      = "grpc"
+	ViaWebhook   = DeliveryWebhook
+	ViaNATS      = DeliveryNATS
+)
+
+// How an attempt ended (Attempt.Outcome).
+const (
+	OutcomeAcked        = "acked"
+	OutcomeRetried      = "retried"
+	OutcomeBuried       = "buried"
+	OutcomeLeaseExpired = "lease_expired"
+)
+
+// Running reports whether the attempt is in progress: not ended yet.
+func (a *Attempt) Running() bool { return a.Outcome == "" }
 
 // Priority range of a job: lower is more urgent, as with beanstalkd's
 // priorities and Unix nice values; 0 is the default.
@@ -99,15 +150,17 @@ func (j *Job) Clone() *Job {
 		c.Body = append(json.RawMessage(nil), j.Body...)
 	}
 	c.RetryDelays = slices.Clone(j.RetryDelays)
+	c.History = slices.Clone(j.History)
 	return &c
 }
 
 // Reset makes j the record PutJobs stores: run_at at store precision,
-// Attempt 0, no LastError or lease, CreatedAt createdAt (the replaced job's,
-// or now for a new one), UpdatedAt now, and State scheduled, or ready when
-// run_at has come.
+// Attempt 0, no LastError, lease or History, CreatedAt createdAt (the
+// replaced job's, or now for a new one), UpdatedAt now, and State
+// scheduled, or ready when run_at has come.
 func (j *Job) Reset(createdAt, now time.Time) {
 	j.Attempt = 0
+	j.History = nil
 	j.CreatedAt = createdAt
 	j.LastError = ""
 	j.Lease, j.LeaseExpiresAt = "", time.Time{}
@@ -146,8 +199,10 @@ func (j *Job) AsOf(now time.Time) {
 
 // ExpireLease ends a reserved job's lease as run out: the job is ready
 // again, or dead when it used its last attempt, since the expiry, with
-// LastError LeaseExpired and no lease.
+// LastError LeaseExpired and no lease; its attempt ended lease_expired at
+// the expiry.
 func (j *Job) ExpireLease() {
+	j.EndAttempt(OutcomeLeaseExpired, "", j.LeaseExpiresAt)
 	j.State = StateReady
 	if j.Attempt >= j.MaxAttempts {
 		j.State = StateDead
@@ -157,17 +212,43 @@ func (j *Job) ExpireLease() {
 	j.LastError = LeaseExpired
 }
 
-// Reserve hands j out for a delivery: Attempt counts it, the lease token
-// lease holds until now + TTR.
-func (j *Job) Reserve(lease string, now time.Time) {
+// Reserve hands j out for a delivery by via (Attempt.Via): Attempt counts
+// it, the lease token lease holds until now + TTR, and History gains the
+// attempt, in progress (StartAttempt).
+func (j *Job) Reserve(lease, via string, now time.Time) {
 	j.Attempt++
 	j.State = StateReserved
 	j.Lease, j.LeaseExpiresAt = lease, now.Add(j.TTR)
 	j.UpdatedAt = now
+	j.StartAttempt(via, now)
 }
 
-// Finish makes j done (acknowledged) or cancelled, without lease.
+// StartAttempt appends j's current Attempt to History, in progress since
+// now, dropping the oldest past HistoryMax.
+func (j *Job) StartAttempt(via string, now time.Time) {
+	if len(j.History) >= HistoryMax {
+		j.History = slices.Delete(j.History, 0, len(j.History)-HistoryMax+1)
+	}
+	j.History = append(j.History, Attempt{Attempt: j.Attempt, StartedAt: StoreTime(now), Via: via})
+}
+
+// EndAttempt ends the attempt in progress, the last of History, with
+// outcome and reason (cut as LastError is) at at; it does nothing when
+// none is in progress.
+func (j *Job) EndAttempt(outcome, reason string, at time.Time) {
+	if len(j.History) == 0 || !j.History[len(j.History)-1].Running() {
+		return
+	}
+	a := &j.History[len(j.History)-1]
+	a.EndedAt, a.Outcome, a.Error = StoreTime(at), outcome, CutError(reason)
+}
+
+// Finish makes j done (acknowledged, which ends its attempt acked) or
+// cancelled, without lease.
 func (j *Job) Finish(state State, now time.Time) {
+	if state == StateDone {
+		j.EndAttempt(OutcomeAcked, "", now)
+	}
 	j.State = state
 	j.UpdatedAt = now
 	j.Lease, j.LeaseExpiresAt = "", time.Time{}
@@ -180,6 +261,7 @@ func (j *Job) Retry(runAt time.Time, reason string, now time.Time) {
 		runAt = now
 	}
 	j.LastError = CutError(reason)
+	j.EndAttempt(OutcomeRetried, reason, now)
 	j.Lease, j.LeaseExpiresAt = "", time.Time{}
 	j.Schedule(runAt, now)
 }
@@ -187,13 +269,14 @@ func (j *Job) Retry(runAt time.Time, reason string, now time.Time) {
 // Bury ends j's delivery as failed for good: dead since now, for reason.
 func (j *Job) Bury(reason string, now time.Time) {
 	j.LastError = CutError(reason)
+	j.EndAttempt(OutcomeBuried, reason, now)
 	j.State = StateDead
 	j.UpdatedAt = now
 	j.Lease, j.LeaseExpiresAt = "", time.Time{}
 }
 
 // Requeue makes a dead j ready now with a fresh attempt count; LastError
-// stays (Store.RequeueJob).
+// and History stay (Store.RequeueJob).
 func (j *Job) Requeue(now time.Time) {
 	j.Attempt = 0
 	j.Schedule(now, now)
@@ -209,8 +292,12 @@ func (j *Job) Settled() SettleResult {
 // kept, no lease; a dead job dead since its UpdatedAt (now if unset or
 // later), so that the dead list keeps the order of death; a reserved job,
 // whose lease went with the old store, ready at once (run_at now at the
-// latest); a scheduled or ready job by its run_at.
+// latest); a scheduled or ready job by its run_at. History is kept (the
+// engine checked it, CheckHistory), its attempt in progress, if any, ended
+// lease_expired now: its lease went with the old store.
 func (j *Job) Import(now time.Time) {
+	j.History = slices.Clone(j.History)
+	j.EndAttempt(OutcomeLeaseExpired, "", now)
 	j.RunAt, j.CreatedAt = StoreTime(j.RunAt), j.CreatedAt.UTC()
 	if j.CreatedAt.IsZero() {
 		j.CreatedAt = now

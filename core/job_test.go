@@ -56,18 +56,18 @@ func TestJobAsOf(t *testing.T) {
 func TestJobRedelivered(t *testing.T) {
 	j := reservedJob(1, 3)
 	j.ExpireLease()
-	j.Reserve("l2", t0.Add(2*time.Minute))
+	j.Reserve("l2", core.ViaPull, t0.Add(2*time.Minute))
 	require.True(t, j.Redelivered())
 	require.Equal(t, 2, j.Attempt)
 	require.Equal(t, "l2", j.Lease)
 	require.Equal(t, t0.Add(3*time.Minute), j.LeaseExpiresAt)
 
 	j.Retry(time.Time{}, "boom", t0.Add(3*time.Minute))
-	j.Reserve("l3", t0.Add(3*time.Minute))
+	j.Reserve("l3", core.ViaPull, t0.Add(3*time.Minute))
 	require.False(t, j.Redelivered(), "a retry after a failure is not a redelivery")
 
 	first := &core.Job{LastError: core.LeaseExpired, Attempt: 0}
-	first.Reserve("l", t0)
+	first.Reserve("l", core.ViaPull, t0)
 	require.False(t, first.Redelivered(), "a requeued job's first delivery is not one")
 }
 
@@ -151,4 +151,60 @@ func TestJobImport(t *testing.T) {
 	sched := &core.Job{State: core.StateScheduled, RunAt: t0}
 	sched.Import(now)
 	require.Equal(t, core.StateReady, sched.State, "a scheduled job that is due is ready")
+}
+
+func TestJobHistory(t *testing.T) {
+	j := &core.Job{ID: "j", Topic: "t", RunAt: t0, TTR: time.Minute, MaxAttempts: 30, State: core.StateReady}
+	j.Reserve("l1", core.ViaPull, t0.Add(1500*time.Microsecond))
+	require.Equal(t, []core.Attempt{{Attempt: 1, StartedAt: t0.Add(time.Millisecond), Via: core.ViaPull}}, j.History,
+		"a claim starts an attempt, at store precision")
+	j.Retry(time.Time{}, "boom", t0.Add(time.Second))
+	require.Equal(t, core.Attempt{Attempt: 1, StartedAt: t0.Add(time.Millisecond), EndedAt: t0.Add(time.Second),
+		Via: core.ViaPull, Outcome: core.OutcomeRetried, Error: "boom"}, j.History[0])
+
+	j.Reserve("l2", core.ViaWebhook, t0.Add(2*time.Second))
+	c := j.Clone()
+	c.History[0].Error = "changed"
+	require.Equal(t, "boom", j.History[0].Error, "Clone copies History")
+	j.AsOf(t0.Add(time.Hour))
+	require.Equal(t, core.StateReady, j.State)
+	require.Equal(t, core.Attempt{Attempt: 2, StartedAt: t0.Add(2 * time.Second), EndedAt: t0.Add(62 * time.Second),
+		Via: core.ViaWebhook, Outcome: core.OutcomeLeaseExpired}, j.History[1], "an expiry ends the attempt at the expiry")
+	j.AsOf(t0.Add(2 * time.Hour))
+	require.Len(t, j.History, 2)
+
+	j.Reserve("l3", core.ViaNATS, t0.Add(3*time.Hour))
+	j.Bury("fatal", t0.Add(4*time.Hour))
+	require.Equal(t, core.OutcomeBuried, j.History[2].Outcome)
+	require.Equal(t, "fatal", j.History[2].Error)
+	j.Requeue(t0.Add(5 * time.Hour))
+	require.Len(t, j.History, 3, "a requeue keeps the history")
+	j.Finish(core.StateCancelled, t0.Add(6*time.Hour))
+	require.Len(t, j.History, 3, "a cancel ends no attempt")
+	require.Equal(t, core.OutcomeBuried, j.History[2].Outcome)
+
+	for k := range core.HistoryMax {
+		j.Reserve("l", core.ViaGRPC, t0.Add(time.Duration(k)*time.Minute))
+		j.Finish(core.StateDone, t0.Add(time.Duration(k)*time.Minute+time.Second))
+	}
+	require.Len(t, j.History, core.HistoryMax, "at most HistoryMax kept")
+	require.Equal(t, core.ViaGRPC, j.History[0].Via, "the oldest dropped")
+	require.Equal(t, core.OutcomeAcked, j.History[core.HistoryMax-1].Outcome)
+
+	j.Reset(t0, t0)
+	require.Empty(t, j.History, "a put starts with none")
+}
+
+func TestJobImportHistory(t *testing.T) {
+	j := reservedJob(2, 3)
+	j.History = []core.Attempt{
+		{Attempt: 1, StartedAt: t0, EndedAt: t0.Add(time.Second), Via: core.ViaPull, Outcome: core.OutcomeRetried, Error: "x"},
+		{Attempt: 2, StartedAt: t0.Add(time.Minute), Via: core.ViaPull},
+	}
+	exported := j.Clone()
+	j.Import(t0.Add(time.Hour))
+	require.Equal(t, exported.History[0], j.History[0])
+	require.Equal(t, core.OutcomeLeaseExpired, j.History[1].Outcome, "an attempt in progress ends with the old store's lease")
+	require.Equal(t, t0.Add(time.Hour), j.History[1].EndedAt)
+	require.Empty(t, exported.History[1].Outcome, "Import changes its own copy")
 }

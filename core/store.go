@@ -356,6 +356,9 @@ type ClaimJobsParams struct {
 	// reserved now (Room), and none while there are that many, waiting as
 	// it would for a due job until a delivery ends (Topic.MaxInFlight).
 	InFlightMax int
+	// Via is how the jobs will be delivered (a Via constant), kept in the
+	// attempt each claim starts (Job.Reserve). Every transport sets it.
+	Via string
 }
 
 // InFlightRecheck is how often a claim of a shared store (Redis, NATS)

@@ -267,7 +267,7 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 		}
 		jobs := []*core.Job{}
 		if !tp.paused {
-			jobs = s.take(tp, params.Room(tp.reserved.Len()), now)
+			jobs = s.take(tp, params.Room(tp.reserved.Len()), params.Via, now)
 		}
 		if len(jobs) > 0 || params.Wait <= 0 || timedOut {
 			s.changed(tp, now)
@@ -291,12 +291,12 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 	}
 }
 
-// take reserves up to max ready jobs of tp.
-func (s *Store) take(tp *topic, max int, now time.Time) []*core.Job {
+// take reserves up to max ready jobs of tp, to be delivered by via.
+func (s *Store) take(tp *topic, max int, via string, now time.Time) []*core.Job {
 	jobs := []*core.Job{}
 	for len(jobs) < max && tp.ready.Len() > 0 {
 		e := tp.ready.pop()
-		e.job.Reserve(rand.Text(), now)
+		e.job.Reserve(rand.Text(), via, now)
 		s.push(&tp.reserved, e, e.job.LeaseExpiresAt)
 		jobs = append(jobs, e.job.Clone())
 	}

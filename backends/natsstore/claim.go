@@ -648,16 +648,17 @@ func (s *Store) claimRoom(ctx context.Context, q *topicQueue, params *core.Claim
 	if len(items) == 0 {
 		return nil, false, next, changed, nil
 	}
-	jobs, err = s.claimItems(ctx, q, items)
+	jobs, err = s.claimItems(ctx, q, items, params.Via)
 	return jobs, true, next, changed, err
 }
 
-// claimItems reserves the jobs of taken items, their lease schedules
-// published pipelined, and returns them in the items' order. A job whose
+// claimItems reserves the jobs of taken items for delivery by via
+// (core.Job.Reserve), their lease schedules published pipelined, and
+// returns them in the items' order. A job whose
 // lease ran out for its last attempt goes dead instead; an item whose job
 // has a newer message is stale and acknowledged away. The error is the
 // first failure, if any: its items are put back.
-func (s *Store) claimItems(ctx context.Context, q *topicQueue, items []*item) ([]*core.Job, error) {
+func (s *Store) claimItems(ctx context.Context, q *topicQueue, items []*item, via string) ([]*core.Job, error) {
 	// A claim half done is finished, not dropped.
 	ctx, cancel := opContext(context.WithoutCancel(ctx))
 	defer cancel()
@@ -668,7 +669,7 @@ func (s *Store) claimItems(ctx context.Context, q *topicQueue, items []*item) ([
 	for i, it := range items {
 		j := it.m.view(now)
 		if j.State == core.StateReady {
-			j.Reserve(newLease(), now)
+			j.Reserve(newLease(), via, now)
 		}
 		m, _, err := s.message(j, now, it.m)
 		if err == nil {

@@ -17,8 +17,9 @@
 //	<prefix>.k.<id>.<topic>   done, with Nats-TTL = Retention
 //	<prefix>.c.<id>.<topic>   cancelled, the same
 //
-// The payload is the job itself (encodeRecord: its JSON fields, then the
-// body byte for byte), as of the state the message stands for; readers see
+// The payload is the job itself (encodeRecord: its JSON fields, its
+// attempt history among them, then the body byte for byte), as of the
+// state the message stands for; readers see
 // it as of now (core.Job.AsOf), so a lease that ran out reads as ready or
 // dead before any message moves. A key-value bucket <PREFIX>_TOPICS keeps
 // topic configurations (cfg.<name>) and a "seen" key per topic (seen.<name>),

@@ -16,6 +16,7 @@ const (
 	prefixFinished = 'x' // x<id>: the state of a done or cancelled job
 	prefixRecord   = 'j' // j<id>: what a put sets and nothing changes
 	prefixError    = 'e' // e<id>: the last error, when there is one
+	prefixHistory  = 'h' // h<id>: the attempts that ended, when there are some
 	prefixExpiry   = 'f' // f<finished ms, 8 bytes><id>: finished jobs by finish time
 	prefixDead     = 'd' // d<topic>\x00<died ns, 8 bytes><id>: dead jobs by topic and death
 	prefixTopic    = 't' // t<name>: a topic's configuration (JSON)
@@ -37,13 +38,23 @@ const (
 // recordVersionDelays (the schedule follows created_at); one without keeps
 // recordVersion, as before schedules existed. A record with its own URL is
 // written as recordVersionURL: the schedule, its count possibly 0, then
-// the URL, so that records without one keep their earlier forms.
+// the URL, so that records without one keep their earlier forms. A
+// reserved meta is written as metaVersionAttempt: the priority, possibly
+// 0, then the start (ms) and via of the attempt in progress; others keep
+// their earlier forms, and a reserved meta of an earlier form reads as an
+// attempt started at its updated_at, via unknown. A finished meta (x) of a
+// job whose only attempt ended with the finish is written as
+// metaVersionEnded: the priority, then that attempt as an h value, so that
+// the ack of a job delivered once writes no h key.
 const (
 	metaVersion         = 1
 	metaVersionPriority = 2
+	metaVersionAttempt  = 3
+	metaVersionEnded    = 4
 	recordVersion       = 1
 	recordVersionDelays = 2
 	recordVersionURL    = 3
+	historyVersion      = 1
 )
 
 var errCorrupt = errors.New("pebblestore: corrupt record")
@@ -105,7 +116,37 @@ type meta struct {
 	leaseExp    int64 // ms, while reserved
 	lease       lease // while reserved
 	priority    int
+	started     int64  // ms, the attempt in progress's start, while reserved
+	via         uint8  // viaCodes, the attempt in progress's via, while reserved
+	ended       []byte // an h value: attempts that ended, of a finished job without an h key
 }
+
+// viaCodes are the one-byte forms of core.Attempt.Via; 0 is none (or one
+// a claim named that the store does not know).
+var viaCodes = map[string]uint8{
+	core.ViaPull: 1, core.ViaWebSocket: 2, core.ViaGRPC: 3, core.ViaWebhook: 4, core.ViaNATS: 5,
+}
+
+var codeVias = func() [6]string {
+	var v [6]string
+	for via, c := range viaCodes {
+		v[c] = via
+	}
+	return v
+}()
+
+// outcomeCodes are the one-byte forms of core.Attempt.Outcome.
+var outcomeCodes = map[string]uint8{
+	core.OutcomeAcked: 1, core.OutcomeRetried: 2, core.OutcomeBuried: 3, core.OutcomeLeaseExpired: 4,
+}
+
+var codeOutcomes = func() [5]string {
+	var o [5]string
+	for out, c := range outcomeCodes {
+		o[c] = out
+	}
+	return o
+}()
 
 // stateCodes are the one-byte forms of the states.
 var stateCodes = map[core.State]byte{
@@ -124,7 +165,12 @@ var codeStates = func() [7]core.State {
 func (m *meta) encode() []byte {
 	b := make([]byte, 0, 48+len(m.topic))
 	version := byte(metaVersion)
-	if m.priority != 0 {
+	switch {
+	case m.state == core.StateReserved:
+		version = metaVersionAttempt
+	case m.ended != nil:
+		version = metaVersionEnded
+	case m.priority != 0:
 		version = metaVersionPriority
 	}
 	b = append(b, version, stateCodes[m.state])
@@ -139,8 +185,15 @@ func (m *meta) encode() []byte {
 		b = binary.AppendVarint(b, m.leaseExp)
 		b = append(b, m.lease[:]...)
 	}
-	if m.priority != 0 {
+	if version >= metaVersionPriority {
 		b = binary.AppendVarint(b, int64(m.priority))
+	}
+	if version == metaVersionAttempt {
+		b = binary.AppendVarint(b, m.started)
+		b = append(b, m.via)
+	}
+	if version == metaVersionEnded {
+		b = append(b, m.ended...)
 	}
 	return b
 }
@@ -155,7 +208,7 @@ func decodeMeta(b []byte) (meta, error) {
 // alias b, so that a scan of every job allocates nothing per job.
 func decodeMetaBytes(b []byte) (meta, []byte, error) {
 	var m meta
-	if len(b) < 2 || (b[0] != metaVersion && b[0] != metaVersionPriority) || b[1] == 0 || int(b[1]) >= len(codeStates) {
+	if len(b) < 2 || b[0] < metaVersion || b[0] > metaVersionEnded || b[1] == 0 || int(b[1]) >= len(codeStates) {
 		return m, nil, errCorrupt
 	}
 	m.state = codeStates[b[1]]
@@ -170,8 +223,26 @@ func decodeMetaBytes(b []byte) (meta, []byte, error) {
 		m.leaseExp = d.varint()
 		copy(m.lease[:], d.take(len(m.lease)))
 	}
-	if b[0] == metaVersionPriority {
+	if b[0] >= metaVersionPriority {
 		m.priority = int(d.varint())
+	}
+	if m.state == core.StateReserved {
+		m.started = m.updatedAt / int64(time.Millisecond)
+	}
+	if b[0] == metaVersionAttempt {
+		m.started = d.varint()
+		if v := d.take(1); v != nil {
+			m.via = v[0]
+		}
+		if m.via >= uint8(len(codeVias)) {
+			d.fail()
+		}
+	}
+	if b[0] == metaVersionEnded {
+		m.ended = d.b // the rest, aliasing b
+		if len(m.ended) == 0 {
+			d.fail()
+		}
 	}
 	if d.err != nil {
 		return m, nil, d.err
@@ -281,6 +352,82 @@ func job(id string, m *meta, r *record, lastError string) *core.Job {
 	return j
 }
 
+// withHistory sets j's History: the ended attempts of raw (an h value,
+// nil for none) and of m, then, while m is reserved, the attempt in
+// progress; the last core.HistoryMax of them.
+func withHistory(j *core.Job, m *meta, raw []byte) error {
+	h, err := decodeHistory(raw)
+	if err == nil && m.ended != nil {
+		var ended []core.Attempt
+		ended, err = decodeHistory(m.ended)
+		h = append(h, ended...)
+	}
+	if err != nil {
+		return fmt.Errorf("pebblestore: job %q: history: %w", j.ID, err)
+	}
+	if m.state == core.StateReserved {
+		h = append(h, core.Attempt{Attempt: m.attempt, StartedAt: time.UnixMilli(m.started).UTC(), Via: codeVias[m.via]})
+	}
+	if len(h) > core.HistoryMax {
+		h = h[len(h)-core.HistoryMax:]
+	}
+	j.History = h
+	return nil
+}
+
+// encodeHistory is the h value of attempts that ended: per attempt its
+// number, start (ms), duration (ms), via and outcome codes, and error.
+func encodeHistory(h []core.Attempt) []byte {
+	n := 1
+	for k := range h {
+		n += 24 + len(h[k].Error)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, historyVersion)
+	for k := range h {
+		a := &h[k]
+		b = binary.AppendUvarint(b, uint64(a.Attempt))
+		b = binary.AppendVarint(b, a.StartedAt.UnixMilli())
+		b = binary.AppendVarint(b, a.EndedAt.UnixMilli()-a.StartedAt.UnixMilli())
+		b = append(b, viaCodes[a.Via], outcomeCodes[a.Outcome])
+		b = binary.AppendUvarint(b, uint64(len(a.Error)))
+		b = append(b, a.Error...)
+	}
+	return b
+}
+
+// decodeHistory reads what encodeHistory wrote; nil for nil.
+func decodeHistory(b []byte) ([]core.Attempt, error) {
+	if b == nil {
+		return nil, nil
+	}
+	if len(b) < 1 || b[0] != historyVersion {
+		return nil, errCorrupt
+	}
+	d := decoder{b: b[1:]}
+	var h []core.Attempt
+	for len(d.b) > 0 && d.err == nil {
+		var a core.Attempt
+		a.Attempt = int(d.small())
+		start := d.varint()
+		end := start + d.varint()
+		a.StartedAt, a.EndedAt = time.UnixMilli(start).UTC(), time.UnixMilli(end).UTC()
+		if c := d.take(2); c != nil {
+			if int(c[0]) >= len(codeVias) || c[1] == 0 || int(c[1]) >= len(codeOutcomes) {
+				d.fail()
+				break
+			}
+			a.Via, a.Outcome = codeVias[c[0]], codeOutcomes[c[1]]
+		}
+		a.Error = string(d.bytes())
+		h = append(h, a)
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return h, nil
+}
+
 // metaOf returns the meta of a job.
 func metaOf(j *core.Job) meta {
 	m := meta{
@@ -298,6 +445,16 @@ func metaOf(j *core.Job) meta {
 		m.lease, _ = parseLease(j.Lease)
 	}
 	return m
+}
+
+// ended returns the attempts of j's History that ended: all but one in
+// progress.
+func ended(j *core.Job) []core.Attempt {
+	h := j.History
+	if len(h) > 0 && h[len(h)-1].Running() {
+		h = h[:len(h)-1]
+	}
+	return h
 }
 
 func recordOf(j *core.Job) record {

@@ -1,6 +1,7 @@
 package pebblestore
 
 import (
+	"encoding/binary"
 	"testing"
 	"time"
 
@@ -13,21 +14,92 @@ func TestMetaRoundTrip(t *testing.T) {
 	for _, st := range core.States {
 		m := meta{topic: "orders.close", state: st, runAt: 1_700_000_000_123, attempt: 3, maxAttempts: 10,
 			ttr: 30 * time.Second, updatedAt: 1_700_000_000_123_456_789}
+		version := byte(metaVersion)
 		if st == core.StateReserved {
 			m.leaseExp, m.lease = 1_700_000_030_123, newLease()
+			m.started, m.via = 1_700_000_000_100, viaCodes[core.ViaWebSocket]
+			version = metaVersionAttempt
 		}
 		got, err := decodeMeta(m.encode())
 		require.NoError(t, err)
 		require.Equal(t, m, got)
-		require.Equal(t, byte(metaVersion), m.encode()[0], "without a priority, the first version's bytes")
+		require.Equal(t, version, m.encode()[0], "without a priority, the first version's bytes unless reserved")
 
-		// A priority: the second version.
+		// A priority: the second version, unless reserved.
 		m.priority = -7
 		enc := m.encode()
-		require.Equal(t, byte(metaVersionPriority), enc[0])
+		if st != core.StateReserved {
+			version = metaVersionPriority
+		}
+		require.Equal(t, version, enc[0])
 		got, err = decodeMeta(enc)
 		require.NoError(t, err)
 		require.Equal(t, m, got)
+	}
+}
+
+// TestMetaReservedEarlierForm: a reserved meta written before attempts
+// were kept (versions 1 and 2, no start or via) reads as an attempt
+// started at its updated_at, via unknown.
+func TestMetaReservedEarlierForm(t *testing.T) {
+	for _, prio := range []int{0, 3} {
+		m := meta{topic: "t", state: core.StateReserved, runAt: 1_700_000_000_123, attempt: 2, maxAttempts: 5,
+			ttr: time.Minute, updatedAt: 1_700_000_000_456_789_000, leaseExp: 1_700_000_060_456, lease: newLease(), priority: prio}
+		enc := m.encode()
+		// The earlier form: the version of its priority, without what follows it.
+		old := append([]byte(nil), enc[:len(enc)-binary.PutVarint(make([]byte, 10), m.started)-1]...)
+		old[0] = metaVersion
+		if prio != 0 {
+			old[0] = metaVersionPriority
+		} else {
+			old = old[:len(old)-1] // no priority byte either
+		}
+		got, err := decodeMeta(old)
+		require.NoError(t, err)
+		want := m
+		want.started, want.via = 1_700_000_000_456, 0
+		require.Equal(t, want, got)
+	}
+}
+
+// TestMetaEnded: a finished meta may carry the attempt that ended with
+// the finish (metaVersionEnded), whatever its priority.
+func TestMetaEnded(t *testing.T) {
+	at := time.UnixMilli(1_700_000_000_123).UTC()
+	ended := encodeHistory([]core.Attempt{{Attempt: 1, StartedAt: at, EndedAt: at.Add(time.Second), Via: core.ViaPull, Outcome: core.OutcomeAcked}})
+	for _, prio := range []int{0, -3} {
+		m := meta{topic: "t", state: core.StateDone, runAt: 1, attempt: 1, maxAttempts: 5, ttr: time.Minute,
+			updatedAt: 1_700_000_001_123_000_000, priority: prio, ended: ended}
+		enc := m.encode()
+		require.Equal(t, byte(metaVersionEnded), enc[0])
+		got, err := decodeMeta(enc)
+		require.NoError(t, err)
+		require.Equal(t, m, got)
+		j := &core.Job{ID: "j"}
+		require.NoError(t, withHistory(j, &got, nil))
+		require.Len(t, j.History, 1)
+		_, err = decodeMeta(enc[:len(enc)-len(ended)])
+		require.ErrorIs(t, err, errCorrupt, "no attempt after the priority")
+	}
+}
+
+func TestHistoryRoundTrip(t *testing.T) {
+	at := time.UnixMilli(1_700_000_000_123).UTC()
+	h := []core.Attempt{
+		{Attempt: 1, StartedAt: at, EndedAt: at.Add(1500 * time.Millisecond), Via: core.ViaPull, Outcome: core.OutcomeRetried, Error: "boom"},
+		{Attempt: 2, StartedAt: at.Add(time.Hour), EndedAt: at.Add(time.Hour + 30*time.Second), Via: core.ViaWebhook, Outcome: core.OutcomeLeaseExpired},
+		{Attempt: 1, StartedAt: at.Add(2 * time.Hour), EndedAt: at.Add(2 * time.Hour), Outcome: core.OutcomeAcked},
+	}
+	got, err := decodeHistory(encodeHistory(h))
+	require.NoError(t, err)
+	require.Equal(t, h, got)
+	got, err = decodeHistory(nil)
+	require.NoError(t, err)
+	require.Nil(t, got)
+	enc := encodeHistory(h)
+	for _, bad := range [][]byte{{}, {9}, enc[:len(enc)-1], append(enc[:1:1], 1, 2, 2, 0, 9, 0)} {
+		_, err := decodeHistory(bad)
+		require.ErrorIs(t, err, errCorrupt, "%x", bad)
 	}
 }
 

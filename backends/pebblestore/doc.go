@@ -19,6 +19,10 @@
 //	                               created_at, the retry schedule and own URL when the job
 //	                               has them, body
 //	e<id>                          the last error, while there is one
+//	h<id>                          the job's attempts that ended, the last 20, once one did; the
+//	                               attempt in progress is in m (its start and via) while reserved,
+//	                               and a job that finished with its first ended attempt keeps
+//	                               that one in x instead
 //	x<id>                          the state of a done or cancelled job (as m)
 //	f<finished ms><id>             finished jobs by finish time, for the prune
 //	d<topic>\0<died ns><id>        dead jobs of a topic in order of death
@@ -36,7 +40,11 @@
 //
 // Numbers in keys are big-endian, so that keys sort by them; values are
 // varint-framed and start with a format version. A claim, an ack or a
-// retry writes m (and e), never the body.
+// retry writes m (and e), never the body; the end of a delivery (retry,
+// bury, expiry, and an ack after earlier attempts) writes h, reading it
+// first only when the index says the job has one (a slot flag, set for
+// every job at Open), while the ack of a job delivered once puts its
+// attempt in the x it writes anyway: no key more.
 //
 // # The index
 //

@@ -78,7 +78,12 @@ func (s *Store) completeFrom(snap *pebble.Snapshot, id string, m *meta) (*core.J
 	if err != nil {
 		return nil, err
 	}
-	return job(id, m, &r, string(e)), nil
+	h, err := read(idKey(prefixHistory, id))
+	if err != nil {
+		return nil, err
+	}
+	j := job(id, m, &r, string(e))
+	return j, withHistory(j, m, h)
 }
 
 // ImportJobs implements core.JobImporter: jobs whose id the store knows
@@ -131,6 +136,10 @@ func (s *Store) ImportJobs(_ context.Context, jobs []*core.Job) ([]bool, error) 
 		writeJob(b, j)
 		if j.LastError != "" {
 			s.setError(b, i, j.ID, j.LastError)
+		}
+		if h := ended(j); len(h) > 0 {
+			_ = b.Set(idKey(prefixHistory, j.ID), encodeHistory(h), nil)
+			sl.set(hasHistory, true)
 		}
 	}
 	wait := s.write(b, pebble.Sync)

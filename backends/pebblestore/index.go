@@ -28,11 +28,37 @@ type slot struct {
 	topic   uint32 // index into Store.topicList
 	idLen   uint8
 	state   uint8 // stateCodes
-	hasErr  bool  // an e key holds the job's last error
+	flags   uint8 // hasErr, hasHistory
 	prio    int8  // the job's priority, which orders the ready heap
 	attempt uint16
 	maxAtt  uint16
 	ttrMs   uint32
+}
+
+// Flags of a slot.
+const (
+	hasErr     uint8 = 1 << iota // an e key holds the job's last error
+	hasHistory                   // an h key holds attempts that ended
+)
+
+// has reports whether sl has flag f.
+func (sl *slot) has(f uint8) bool { return sl.flags&f != 0 }
+
+// set sets flag f of sl, or clears it.
+func (sl *slot) set(f uint8, on bool) {
+	if on {
+		sl.flags |= f
+	} else {
+		sl.flags &^= f
+	}
+}
+
+// delivery is what the index keeps of a reserved slot's delivery: its
+// lease token, and when its attempt started (ms) and its via code.
+type delivery struct {
+	token lease
+	start int64
+	via   uint8
 }
 
 // setFixed sets what a put fixes of a slot: its topic, max attempts, ttr
@@ -69,10 +95,10 @@ type index struct {
 	slots   []slot
 	free    []uint32
 	arena   []byte
-	garbage int              // arena bytes of freed ids
-	table   []uint32         // slot numbers by hash of id, 0 for none; a power of two long
-	used    int              // slots in table
-	leases  map[uint32]lease // reserved slots' tokens
+	garbage int                 // arena bytes of freed ids
+	table   []uint32            // slot numbers by hash of id, 0 for none; a power of two long
+	used    int                 // slots in table
+	leases  map[uint32]delivery // reserved slots' deliveries
 	hashOf  func(id string) uint64
 	seq     uint64
 }
@@ -81,7 +107,7 @@ func newIndex() *index {
 	x := &index{
 		slots:  make([]slot, 1, 1024),
 		table:  make([]uint32, 1024),
-		leases: make(map[uint32]lease),
+		leases: make(map[uint32]delivery),
 	}
 	seed := maphash.MakeSeed()
 	x.hashOf = func(id string) uint64 { return maphash.String(seed, id) }

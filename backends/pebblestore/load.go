@@ -68,7 +68,7 @@ func (s *Store) load() error {
 			sl := &s.x.slots[i]
 			sl.setFixed(tp, m.maxAttempts, m.ttr, m.priority)
 			sl.runAt, sl.attempt, sl.state = m.runAt, uint16(m.attempt), stateCodes[m.state]
-			sl.hasErr = true // not known without reading e: claims read it
+			sl.flags = hasErr | hasHistory // not known without reading e and h: claims read them
 			if m.state == core.StateScheduled {
 				tp.scheduled.load(s.x, i, m.runAt)
 			} else {
@@ -85,6 +85,7 @@ func (s *Store) load() error {
 		}
 		if m.state == core.StateReserved {
 			j.Lease, j.LeaseExpiresAt = m.lease.String(), time.UnixMilli(m.leaseExp).UTC()
+			j.History = []core.Attempt{{Attempt: m.attempt, StartedAt: time.UnixMilli(m.started).UTC(), Via: codeVias[m.via]}}
 		}
 		before := j.State
 		j.AsOf(now)
@@ -92,7 +93,7 @@ func (s *Store) load() error {
 		i := s.x.add(id)
 		sl := &s.x.slots[i]
 		sl.setFixed(tp, j.MaxAttempts, j.TTR, j.Priority)
-		sl.hasErr = true // not known without reading e: claims read it
+		sl.flags = hasErr | hasHistory // not known without reading e and h: claims read them
 		s.setLite(i, &j)
 		switch j.State {
 		case core.StateReserved:
@@ -111,6 +112,7 @@ func (s *Store) load() error {
 			m := s.metaOfSlot(i, j.UpdatedAt)
 			_ = b.Set(idKey(prefixMeta, id), m.encode(), nil)
 			_ = b.Set(idKey(prefixError, id), []byte(core.LeaseExpired), nil)
+			s.keepAttempt(b, i, id, &j)
 			if j.State == core.StateDead {
 				_ = b.Set(deadKey(tp.name, j.UpdatedAt, id), nil, nil)
 			}

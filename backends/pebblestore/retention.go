@@ -69,6 +69,9 @@ func (s *Store) forgetFinished(b *pebble.Batch, id string) error {
 		return fmt.Errorf("pebblestore: job %q: %w", id, err)
 	}
 	_ = b.Delete(finishedKey(m.topic, m.state, m.updatedAt, id), nil)
+	if m.ended == nil { // else its attempt is in x, and it has no h
+		_ = b.Delete(idKey(prefixHistory, id), nil)
+	}
 	if err := s.forgetKey(b, m.topic, id); err != nil {
 		return err
 	}
@@ -255,6 +258,9 @@ func (s *Store) pruneSome(upper []byte, limit int64) (more bool, n int, err erro
 		_ = b.Delete(idKey(prefixFinished, id), nil)
 		_ = b.Delete(idKey(prefixRecord, id), nil)
 		_ = b.Delete(idKey(prefixError, id), nil)
+		if err != nil || m.ended == nil { // else its attempt is in x, and it has no h
+			_ = b.Delete(idKey(prefixHistory, id), nil)
+		}
 		n++
 		if tp := s.topics[m.topic]; err == nil && tp != nil {
 			key := bucketOf{tp, finished / s.bucket.Milliseconds()}

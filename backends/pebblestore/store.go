@@ -106,6 +106,8 @@ type Store struct {
 	// syncable are the write options of the writes that need not wait for
 	// their fsync (claims, acks, retries, buries, touches, lease expiries).
 	syncable *pebble.WriteOptions
+	// attempt is where jobLite puts a job's History (under mu).
+	attempt [1]core.Attempt
 
 	// ops is held (read) by every call while it runs, so that Close
 	// closes the database only once none uses it.
@@ -318,9 +320,17 @@ func (s *Store) jobLite(i uint32) core.Job {
 		State:       codeStates[sl.state],
 		Priority:    int(sl.prio),
 	}
+	// History is s.attempt, so that the rules of core.Job start or end an
+	// attempt without an allocation: only the attempt in progress of a
+	// reserved job, which keepAttempt appends to the ended ones on disk
+	// once it ended. The caller holds s.mu and keeps j no longer.
+	j.History = s.attempt[:0:1]
 	if j.State == core.StateReserved {
-		j.Lease = s.x.leases[i].String()
+		d := s.x.leases[i]
+		j.Lease = d.token.String()
 		j.LeaseExpiresAt = time.UnixMilli(sl.due).UTC()
+		s.attempt[0] = core.Attempt{Attempt: j.Attempt, StartedAt: time.UnixMilli(d.start).UTC(), Via: codeVias[d.via]}
+		j.History = s.attempt[:1:1]
 	}
 	return j
 }
@@ -333,11 +343,44 @@ func (s *Store) setLite(i uint32, j *core.Job) {
 	sl.attempt = uint16(j.Attempt)
 	sl.state = stateCodes[j.State]
 	if j.State == core.StateReserved {
-		l, _ := parseLease(j.Lease)
-		s.x.leases[i] = l
+		d := delivery{}
+		d.token, _ = parseLease(j.Lease)
+		if n := len(j.History); n > 0 && j.History[n-1].Running() {
+			a := &j.History[n-1]
+			d.start, d.via = a.StartedAt.UnixMilli(), viaCodes[a.Via]
+		}
+		s.x.leases[i] = d
 	} else {
 		delete(s.x.leases, i)
 	}
+}
+
+// keepAttempt adds to b the attempt that j's change just ended, the last
+// of j.History if it ended, appended to the h key of slot i (id): at most
+// core.HistoryMax kept. It reads the h key only when the slot has one.
+func (s *Store) keepAttempt(b *pebble.Batch, i uint32, id string, j *core.Job) {
+	n := len(j.History)
+	if n == 0 || j.History[n-1].Running() {
+		return
+	}
+	h := j.History[n-1:]
+	if s.x.slots[i].has(hasHistory) {
+		raw, err := s.get(idKey(prefixHistory, id))
+		var before []core.Attempt
+		if err == nil {
+			before, err = decodeHistory(raw)
+		}
+		if err != nil {
+			// The attempts before are lost, the job's state is not.
+			s.log.Warn("pebblestore: read of a job's history failed", "id", id, "err", err)
+		}
+		h = append(before, j.History[n-1])
+	}
+	if len(h) > core.HistoryMax {
+		h = h[len(h)-core.HistoryMax:]
+	}
+	_ = b.Set(idKey(prefixHistory, id), encodeHistory(h), nil)
+	s.x.slots[i].set(hasHistory, true)
 }
 
 // enqueue puts slot i in its topic's scheduled or ready heap by its state.
@@ -379,7 +422,8 @@ func (s *Store) metaOfSlot(i uint32, now time.Time) meta {
 	}
 	if m.state == core.StateReserved {
 		m.leaseExp = sl.due
-		m.lease = s.x.leases[i]
+		d := s.x.leases[i]
+		m.lease, m.started, m.via = d.token, d.start, d.via
 	}
 	return m
 }
@@ -407,7 +451,8 @@ func (s *Store) promote(tp *topic, now time.Time) {
 		id := s.x.id(i)
 		_ = b.Set(idKey(prefixMeta, id), m.encode(), nil)
 		_ = b.Set(idKey(prefixError, id), []byte(core.LeaseExpired), nil)
-		s.x.slots[i].hasErr = true
+		s.x.slots[i].set(hasErr, true)
+		s.keepAttempt(b, i, id, &j)
 		if j.State == core.StateDead {
 			tp.dead++
 			_ = b.Set(deadKey(tp.name, j.UpdatedAt, id), nil, nil)
@@ -573,8 +618,11 @@ func (s *Store) put(pb *putBatch, in *core.Job, replace bool, now time.Time, tou
 		if prev.State == core.StateDead {
 			_ = b.Delete(deadKey(old.name, prev.UpdatedAt, in.ID), nil)
 		}
-		if s.x.slots[i].hasErr {
+		if s.x.slots[i].has(hasErr) {
 			_ = b.Delete(idKey(prefixError, in.ID), nil)
+		}
+		if s.x.slots[i].has(hasHistory) {
+			_ = b.Delete(idKey(prefixHistory, in.ID), nil)
 		}
 		s.unlink(old, i)
 		s.x.remove(i)
@@ -634,7 +682,7 @@ func (s *Store) read(id string, finished bool) (*core.Job, error) {
 	if m.state.Finished() && now.Sub(time.Unix(0, m.updatedAt)) >= s.retention {
 		return nil, fmt.Errorf("pebblestore: job %q: %w", id, core.ErrNotFound)
 	}
-	j, err := s.complete(id, &m, true)
+	j, err := s.complete(id, &m, true, true)
 	if err != nil {
 		return nil, err
 	}
@@ -643,8 +691,9 @@ func (s *Store) read(id string, finished bool) (*core.Job, error) {
 }
 
 // complete reads the parts of a job that only the disk has; its last error
-// only when withError is set (the index knows when there is none).
-func (s *Store) complete(id string, m *meta, withError bool) (*core.Job, error) {
+// only when withError is set and its ended attempts only when withHist is
+// (the index knows when there are none).
+func (s *Store) complete(id string, m *meta, withError, withHist bool) (*core.Job, error) {
 	raw, err := s.get(idKey(prefixRecord, id))
 	if err != nil {
 		return nil, err
@@ -662,7 +711,14 @@ func (s *Store) complete(id string, m *meta, withError bool) (*core.Job, error) 
 			return nil, err
 		}
 	}
-	return job(id, m, &r, string(e)), nil
+	var h []byte
+	if withHist {
+		if h, err = s.get(idKey(prefixHistory, id)); err != nil {
+			return nil, err
+		}
+	}
+	j := job(id, m, &r, string(e))
+	return j, withHistory(j, m, h)
 }
 
 // get returns a copy of key's value, nil when there is none.
@@ -807,6 +863,12 @@ func (s *Store) finish(b *pebble.Batch, tp *topic, i uint32, state core.State, n
 	s.setLite(i, &j)
 	m := s.metaOfSlot(i, now)
 	id := s.x.id(i)
+	if n := len(j.History); n > 0 && !j.History[n-1].Running() && !s.x.slots[i].has(hasHistory) {
+		// Its only attempt: kept in x, which the finish writes anyway.
+		m.ended = encodeHistory(j.History[n-1:])
+	} else {
+		s.keepAttempt(b, i, id, &j)
+	}
 	_ = b.Delete(idKey(prefixMeta, id), nil)
 	_ = b.Set(idKey(prefixFinished, id), m.encode(), nil)
 	_ = b.Set(expiryKey(now, id), nil, nil)
@@ -855,7 +917,7 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 			max = 0
 		}
 		if min(max, tp.ready.Len()) > 0 || params.Wait <= 0 || timedOut {
-			taken, wait := s.take(tp, max, now)
+			taken, wait := s.take(tp, max, params.Via, now)
 			s.changed(tp, now)
 			s.mu.Unlock()
 			if err := wait(); err != nil {
@@ -883,29 +945,31 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 
 // take reserves up to max ready jobs of tp (core.Job.Reserve) and writes
 // the reservations; the returned function waits for the write.
-func (s *Store) take(tp *topic, max int, now time.Time) ([]claimed, func() error) {
+func (s *Store) take(tp *topic, max int, via string, now time.Time) ([]claimed, func() error) {
 	n := min(max, tp.ready.Len())
 	taken := make([]claimed, 0, n)
 	b := s.db.NewBatch()
 	for range n {
 		i := tp.ready.pop(s.x)
 		j := s.jobLite(i)
-		j.Reserve(newLease().String(), now)
+		j.Reserve(newLease().String(), via, now)
 		s.setLite(i, &j)
 		tp.reserved.push(s.x, i, j.LeaseExpiresAt.UnixMilli())
 		m := s.metaOfSlot(i, now)
 		id := strings.Clone(s.x.id(i))
 		_ = b.Set(idKey(prefixMeta, id), m.encode(), nil)
-		taken = append(taken, claimed{id: id, meta: m, hasErr: s.x.slots[i].hasErr})
+		sl := &s.x.slots[i]
+		taken = append(taken, claimed{id: id, meta: m, hasErr: sl.has(hasErr), hasHistory: sl.has(hasHistory)})
 	}
 	return taken, s.write(b, s.syncable)
 }
 
 // claimed is a job take reserved, to complete from the disk.
 type claimed struct {
-	id     string
-	meta   meta
-	hasErr bool
+	id         string
+	meta       meta
+	hasErr     bool
+	hasHistory bool
 }
 
 // completeAll reads the disk's parts of claimed jobs. A reserved job's
@@ -914,7 +978,7 @@ func (s *Store) completeAll(taken []claimed) ([]*core.Job, error) {
 	jobs := make([]*core.Job, len(taken))
 	for k := range taken {
 		c := &taken[k]
-		j, err := s.complete(c.id, &c.meta, c.hasErr)
+		j, err := s.complete(c.id, &c.meta, c.hasErr, c.hasHistory)
 		if err != nil {
 			return nil, err
 		}
@@ -936,7 +1000,7 @@ func (s *Store) leased(id, token string, now time.Time) (uint32, *topic, error) 
 	tp := s.topicList[s.x.slots[i].topic]
 	s.promote(tp, now)
 	l, ok := parseLease(token)
-	if !ok || s.x.state(i) != core.StateReserved || s.x.leases[i] != l {
+	if !ok || s.x.state(i) != core.StateReserved || s.x.leases[i].token != l {
 		return 0, nil, fmt.Errorf("pebblestore: job %q: %w", id, core.ErrLeaseLost)
 	}
 	return i, tp, nil
@@ -1042,6 +1106,7 @@ func (s *Store) RetryJob(_ context.Context, params *core.RetryJobParams) (core.S
 		id := s.x.id(i)
 		m := s.metaOfSlot(i, now)
 		_ = b.Set(idKey(prefixMeta, id), m.encode(), nil)
+		s.keepAttempt(b, i, id, &j)
 		s.setError(b, i, id, j.LastError)
 		return j.Settled()
 	})
@@ -1064,6 +1129,7 @@ func (s *Store) BuryJob(_ context.Context, params *core.BuryJobParams) (core.Set
 		id := s.x.id(i)
 		m := s.metaOfSlot(i, now)
 		_ = b.Set(idKey(prefixMeta, id), m.encode(), nil)
+		s.keepAttempt(b, i, id, &j)
 		s.setError(b, i, id, j.LastError)
 		_ = b.Set(deadKey(tp.name, now, id), nil, nil)
 		return j.Settled()
@@ -1072,7 +1138,7 @@ func (s *Store) BuryJob(_ context.Context, params *core.BuryJobParams) (core.Set
 
 // setError writes the last error of slot i, id.
 func (s *Store) setError(b *pebble.Batch, i uint32, id, lastError string) {
-	s.x.slots[i].hasErr = lastError != ""
+	s.x.slots[i].set(hasErr, lastError != "")
 	if lastError == "" {
 		_ = b.Delete(idKey(prefixError, id), nil)
 		return
@@ -1089,12 +1155,12 @@ func (s *Store) TouchJob(_ context.Context, params *core.TouchJobParams) (*core.
 		return nil, core.Invalid("", "pebblestore: touch: no params")
 	}
 	var (
-		m      meta
-		hasErr bool
+		m            meta
+		errs, hasHst bool
 	)
 	_, err := s.settle(params.ID, params.Lease, func(b *pebble.Batch, tp *topic, i uint32, now time.Time) core.SettleResult {
 		sl := &s.x.slots[i]
-		hasErr = sl.hasErr
+		errs, hasHst = sl.has(hasErr), sl.has(hasHistory)
 		tp.reserved.fix(s.x, i, now.Add(time.Duration(sl.ttrMs)*time.Millisecond).UnixMilli())
 		m = s.metaOfSlot(i, now)
 		_ = b.Set(idKey(prefixMeta, params.ID), m.encode(), nil)
@@ -1103,7 +1169,7 @@ func (s *Store) TouchJob(_ context.Context, params *core.TouchJobParams) (*core.
 	if err != nil {
 		return nil, err
 	}
-	return s.complete(params.ID, &m, hasErr)
+	return s.complete(params.ID, &m, errs, hasHst)
 }
 
 // RequeueJob implements core.Store: the dead job is ready now with a fresh

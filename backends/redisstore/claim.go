@@ -172,7 +172,7 @@ func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]
 		var jobs []*core.Job
 		var next int64
 		if err == nil && room > 0 {
-			jobs, next, err = s.claimOnce(ctx, ts, params.Topic, room)
+			jobs, next, err = s.claimOnce(ctx, ts, params.Topic, params.Via, room)
 		}
 		<-ts.sem
 		paused := errors.Is(err, errPaused)
@@ -258,7 +258,7 @@ func (s *Store) room(ctx context.Context, params *core.ClaimJobsParams) (int, er
 // returns an empty slice when none is due, with the earliest due time
 // known of the topic's queues (server ms; noDue when all are empty), and
 // errPaused when the topic is paused.
-func (s *Store) claimOnce(ctx context.Context, ts *topicState, topic string, max int) ([]*core.Job, int64, error) {
+func (s *Store) claimOnce(ctx context.Context, ts *topicState, topic, via string, max int) ([]*core.Job, int64, error) {
 	for {
 		now := s.serverNow()
 		s.mu.Lock()
@@ -284,9 +284,9 @@ func (s *Store) claimOnce(ctx context.Context, ts *topicState, topic string, max
 			err  error
 		)
 		if s.multiShard {
-			jobs, err = s.take(ctx, ts, topic, shards, gens, max)
+			jobs, err = s.take(ctx, ts, topic, via, shards, gens, max)
 		} else {
-			jobs, err = s.pick(ctx, ts, topic, shards, gens, max)
+			jobs, err = s.pick(ctx, ts, topic, via, shards, gens, max)
 		}
 		if err != nil {
 			return nil, 0, err
@@ -319,15 +319,15 @@ func (s *Store) claimOnce(ctx context.Context, ts *topicState, topic string, max
 // take reserves the first max due jobs of topic in shards (by priority,
 // run_at, id) with one claim script that picks them itself (a standalone
 // server).
-func (s *Store) take(ctx context.Context, ts *topicState, topic string, shards []int, gens []uint64, max int) ([]*core.Job, error) {
+func (s *Store) take(ctx context.Context, ts *topicState, topic, via string, shards []int, gens []uint64, max int) ([]*core.Job, error) {
 	args := make([]any, 0, 5+2*len(shards))
-	args = append(args, topic, "take", rand.Text(), max, len(shards))
+	args = append(args, topic, "take", rand.Text(), viaCode(via), max, len(shards))
 	for _, n := range shards {
 		sk := &s.keys.shard[n]
 		args = append(args, sk.base, sk.num)
 	}
 	cmd := s.run(ctx, []call{s.shardCall(scriptClaim, shards[0], args...)})[0]
-	jobs, err := s.claimed(ts, shards, gens, cmd)
+	jobs, err := s.claimed(ts, via, shards, gens, cmd)
 	if err != nil && !errors.Is(err, errPaused) {
 		return nil, unavailable("claim", err)
 	}
@@ -337,7 +337,7 @@ func (s *Store) take(ctx context.Context, ts *topicState, topic string, shards [
 // pick reads the heads of topic's queues in shards, picks the first max
 // due jobs among them (by priority, run_at, id) and reserves them, one claim script per shard in one
 // pipeline (a Cluster).
-func (s *Store) pick(ctx context.Context, ts *topicState, topic string, shards []int, gens []uint64, max int) ([]*core.Job, error) {
+func (s *Store) pick(ctx context.Context, ts *topicState, topic, via string, shards []int, gens []uint64, max int) ([]*core.Job, error) {
 	cands, err := s.peek(ctx, topic, shards, max)
 	if err != nil {
 		return nil, err
@@ -364,7 +364,7 @@ func (s *Store) pick(ctx context.Context, ts *topicState, topic string, shards [
 	calls := make([]call, len(order))
 	for i, n := range order {
 		sk := &s.keys.shard[n]
-		args := append([]any{topic, "ids", rand.Text(), sk.base, sk.num}, byShard[n]...)
+		args := append([]any{topic, "ids", rand.Text(), viaCode(via), sk.base, sk.num}, byShard[n]...)
 		calls[i] = s.shardCall(scriptClaim, n, args...)
 	}
 	jobs := []*core.Job{}
@@ -372,7 +372,7 @@ func (s *Store) pick(ctx context.Context, ts *topicState, topic string, shards [
 	paused := false
 	for i, cmd := range s.run(ctx, calls) {
 		n := order[i]
-		got, err := s.claimed(ts, []int{n}, []uint64{gen[n]}, cmd)
+		got, err := s.claimed(ts, via, []int{n}, []uint64{gen[n]}, cmd)
 		if errors.Is(err, errPaused) {
 			paused = true
 			continue
@@ -397,7 +397,7 @@ func (s *Store) pick(ctx context.Context, ts *topicState, topic string, shards [
 // claimed decodes a claim script's answer for shards (read at gens): the
 // jobs it reserved, as reserved, in the script's order; it records each
 // shard's queue head and new lease expiry.
-func (s *Store) claimed(ts *topicState, shards []int, gens []uint64, cmd *redis.Cmd) ([]*core.Job, error) {
+func (s *Store) claimed(ts *topicState, via string, shards []int, gens []uint64, cmd *redis.Cmd) ([]*core.Job, error) {
 	reply, err := cmd.Slice()
 	if err != nil {
 		return nil, err
@@ -429,7 +429,7 @@ func (s *Store) claimed(ts *topicState, shards []int, gens []uint64, cmd *redis.
 			if err != nil {
 				return nil, err
 			}
-			jobs = append(jobs, reserved(j, asString(row[2]), now))
+			jobs = append(jobs, reserved(j, asString(row[2]), via, now))
 		}
 		s.exp.lowerBy(n, res[1])
 		s.sawQueue(ts, n, gens[k], asInt(res[2]), now)
@@ -538,12 +538,14 @@ func (s *Store) peek(ctx context.Context, topic string, shards []int, max int) (
 
 // reserved applies to a job read by the claim script, as it was before,
 // what the script changed: reserved with lease until now (server ms) + TTR,
-// one more attempt. The script leaves this to the caller to spare Redis.
-func reserved(j *core.Job, lease string, now int64) *core.Job {
+// one more attempt, started now by via. The script leaves this to the
+// caller to spare Redis.
+func reserved(j *core.Job, lease, via string, now int64) *core.Job {
 	j.State = core.StateReserved
 	j.Attempt++
 	j.Lease = lease
 	j.LeaseExpiresAt = msTime(now + j.TTR.Milliseconds())
 	j.UpdatedAt = msTime(now)
+	j.StartAttempt(via, j.UpdatedAt)
 	return j
 }

@@ -33,7 +33,100 @@ const (
 	fDelays    = "w" // retry delays, ns, comma-separated; absent when none
 	fPriority  = "y" // absent when 0
 	fURL       = "h" // the job's own webhook URL, absent when none
+	fVia       = "v" // the via letter of the last claim (viaLetters)
+	fHistory   = "H" // the attempts that ended, absent until one did (History in lib.lua)
 )
+
+// viaLetters are the one-letter forms of core.Attempt.Via in a job hash:
+// a claim writes one to fVia, and an ended attempt keeps it. A via not
+// listed is kept as none.
+var viaLetters = map[string]string{
+	core.ViaPull: "p", core.ViaWebSocket: "w", core.ViaGRPC: "g", core.ViaWebhook: "h", core.ViaNATS: "n",
+}
+
+// outcomeLetters are the one-letter forms of core.Attempt.Outcome.
+var outcomeLetters = map[string]string{
+	core.OutcomeAcked: "a", core.OutcomeRetried: "r", core.OutcomeBuried: "b", core.OutcomeLeaseExpired: "x",
+}
+
+var letterVias, letterOutcomes = invert(viaLetters), invert(outcomeLetters)
+
+func invert(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[v] = k
+	}
+	return out
+}
+
+// viaCode is the letter of via, empty for none or one not known.
+func viaCode(via string) string { return viaLetters[via] }
+
+// encodeHistory is the fHistory field of attempts that ended, as
+// ended_attempt in lib.lua writes it; empty for none.
+func encodeHistory(h []core.Attempt) string {
+	if len(h) == 0 {
+		return ""
+	}
+	b := strconv.AppendInt(nil, int64(len(h)), 10)
+	b = append(b, '|')
+	for k := range h {
+		a := &h[k]
+		start := a.StartedAt.UnixMilli()
+		b = strconv.AppendInt(b, int64(a.Attempt), 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, start, 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, a.EndedAt.UnixMilli()-start, 10)
+		b = append(b, ',')
+		b = append(b, viaLetters[a.Via]...)
+		b = append(b, ',')
+		b = append(b, outcomeLetters[a.Outcome]...)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(len(a.Error)), 10)
+		b = append(b, ':')
+		b = append(b, a.Error...)
+	}
+	return string(b)
+}
+
+var errHistory = errors.New("malformed history")
+
+// decodeHistory reads an fHistory field.
+func decodeHistory(s string) ([]core.Attempt, error) {
+	n, rest, ok := strings.Cut(s, "|")
+	count, err := strconv.Atoi(n)
+	if !ok || err != nil || count < 0 || count > core.HistoryMax {
+		return nil, errHistory
+	}
+	h := make([]core.Attempt, 0, count)
+	for rest != "" {
+		var f [6]string
+		for i := range 5 {
+			if f[i], rest, ok = strings.Cut(rest, ","); !ok {
+				return nil, errHistory
+			}
+		}
+		if f[5], rest, ok = strings.Cut(rest, ":"); !ok {
+			return nil, errHistory
+		}
+		attempt, err1 := strconv.Atoi(f[0])
+		start, err2 := strconv.ParseInt(f[1], 10, 64)
+		dur, err3 := strconv.ParseInt(f[2], 10, 64)
+		elen, err4 := strconv.Atoi(f[5])
+		outcome, known := letterOutcomes[f[4]]
+		if err := errors.Join(err1, err2, err3, err4); err != nil || !known || elen < 0 || elen > len(rest) {
+			return nil, errHistory
+		}
+		h = append(h, core.Attempt{Attempt: attempt, StartedAt: msTime(start), EndedAt: msTime(start + dur),
+			Via: letterVias[f[3]], Outcome: outcome, Error: rest[:elen]})
+		rest = rest[elen:]
+	}
+	if len(h) != count {
+		return nil, errHistory
+	}
+	return h, nil
+}
 
 // decodeMap turns a job hash into a job.
 func decodeMap(id string, m map[string]string) (*core.Job, error) {
@@ -71,6 +164,19 @@ func decodeMap(id string, m map[string]string) (*core.Job, error) {
 	j.TraceParent = m[fTrace]
 	j.URL = m[fURL]
 	j.Priority = int(num(fPriority))
+	if hist, ok := m[fHistory]; ok && err == nil {
+		if j.History, err = decodeHistory(hist); err != nil {
+			err = fmt.Errorf("redisstore: job %q: field %s: %w", id, fHistory, err)
+		}
+	}
+	if j.State == core.StateReserved {
+		// The attempt in progress: the claim's time is u until the end of
+		// the delivery (History in lib.lua).
+		j.History = append(j.History, core.Attempt{Attempt: j.Attempt, StartedAt: j.UpdatedAt, Via: letterVias[m[fVia]]})
+		if len(j.History) > core.HistoryMax {
+			j.History = j.History[len(j.History)-core.HistoryMax:]
+		}
+	}
 	if w, ok := m[fDelays]; ok && err == nil {
 		j.RetryDelays, err = decodeDelays(w)
 		if err != nil {

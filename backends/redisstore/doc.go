@@ -71,10 +71,13 @@
 // Job hash fields: s state, t topic, k key, b body (bytes as given), r
 // run_at, d ttr (ms), m max_attempts, a attempt, c created_at, u updated_at,
 // e last_error, l lease, x lease expiry, p traceparent, w retry delays (ns,
-// comma-separated), y priority, h the job's own webhook URL; times are Unix
-// ms of the server's clock. Empty key, body, traceparent, retry delays and
-// URL and priority 0 are left out; l and x
-// stay once a lease ends and mean nothing unless the job is reserved. A
+// comma-separated), y priority, h the job's own webhook URL, v the via of
+// the last claim (one letter), H the attempts that ended (History in
+// lib.lua); times are Unix ms of the server's clock. Empty key, body,
+// traceparent, retry delays and URL, priority 0 and a history before the
+// first delivery ends are left out; l, x and v stay once a lease ends and
+// mean nothing unless the job is reserved: the attempt in progress is a,
+// u (the claim's time) and v. A
 // queued job is stored as scheduled or ready by its run_at when it was
 // queued; from its run_at on it is ready whatever the field says. A body
 // longer than the server's hash-max-listpack-value (64 by default; read at
@@ -129,7 +132,7 @@
 // shard (slot), all in one pipeline. Claims and acks change the queue, the
 // lease set and the counts in bulk, the claim script returns a job's fields
 // as read and the store applies the reservation, an ack writes the hash
-// once (state and time) and sets its expiry, and a body lives in the hash or
+// once (state, time and the attempt's end) and sets its expiry, and a body lives in the hash or
 // in its own key, never both, so that finishing a job with a short body
 // leaves the body key alone.
 //

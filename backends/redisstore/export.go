@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"time"
 
 	"github.com/delayq/delayq/core"
 )
@@ -130,7 +131,7 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*core.Job) ([]bool, error
 	var calls []call
 	for _, n := range order {
 		for idx := range slices.Chunk(byShard[n], importChunk) {
-			args := make([]any, 0, 1+16*len(idx))
+			args := make([]any, 0, 1+17*len(idx))
 			args = append(args, s.inlineBody)
 			for _, i := range idx {
 				j := jobs[i]
@@ -141,7 +142,7 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*core.Job) ([]bool, error
 				args = append(args, j.ID, j.Topic, j.Key, string(j.Body), j.RunAt.UnixMilli(),
 					j.TTR.Milliseconds(), j.MaxAttempts, j.TraceParent, string(j.State), j.Attempt,
 					core.CutError(j.LastError), j.CreatedAt.UnixMilli(), updated, encodeDelays(j.RetryDelays),
-					encodePriority(j.Priority), j.URL)
+					encodePriority(j.Priority), j.URL, importedHistory(j, s.clock.Now()))
 			}
 			chunks = append(chunks, chunk{n, idx})
 			calls = append(calls, s.shardCall(scriptImport, n, args...))
@@ -171,4 +172,12 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*core.Job) ([]bool, error
 		return nil, unavailable("import jobs", firstErr)
 	}
 	return results, nil
+}
+
+// importedHistory is the fHistory field of an imported job: its History
+// with an attempt in progress ended as core.Job.Import ends it, at now.
+func importedHistory(j *core.Job, now time.Time) string {
+	c := &core.Job{History: slices.Clone(j.History)}
+	c.EndAttempt(core.OutcomeLeaseExpired, "", now)
+	return encodeHistory(c.History)
 }

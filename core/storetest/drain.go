@@ -65,7 +65,7 @@ func Drain(ctx context.Context, s core.Store, p DrainParams) DrainResult {
 	for range p.Claimers {
 		claims.Go(func() {
 			for cctx.Err() == nil {
-				got, err := s.ClaimJobs(cctx, &core.ClaimJobsParams{Topic: p.Topic, Max: p.Max, Wait: p.Wait})
+				got, err := s.ClaimJobs(cctx, &core.ClaimJobsParams{Topic: p.Topic, Max: p.Max, Wait: p.Wait, Via: core.ViaPull})
 				at := time.Now()
 				if err != nil {
 					return

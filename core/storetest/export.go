@@ -23,6 +23,7 @@ var exportSubtests = []subtest{
 	{"ExportFuncError", testExportFuncError},
 	{"ExportImportMany", testExportImportMany},
 	{"ImportFindsKeys", testImportFindsKeys},
+	{"ExportImportHistory", testExportImportHistory},
 }
 
 // runExportImport runs exportSubtests, or skips them when the store

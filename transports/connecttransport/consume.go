@@ -35,7 +35,7 @@ func (s *Server) Claim(ctx context.Context, req *connect.Request[delayqv1.ClaimR
 		// core.ClaimWaitLimit). A socket deadline: the real clock.
 		_ = rc.SetWriteDeadline(time.Now().Add(min(wait, core.ClaimWaitLimit) + s.cfg.WriteTimeout))
 	}
-	jobs, err := s.engine.Claim(ctx, &core.ClaimJobsParams{Topic: m.Topic, Max: maxJobs, Wait: wait})
+	jobs, err := s.engine.Claim(ctx, &core.ClaimJobsParams{Topic: m.Topic, Max: maxJobs, Wait: wait, Via: core.ViaGRPC})
 	if err != nil {
 		return nil, err
 	}

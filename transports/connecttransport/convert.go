@@ -168,6 +168,13 @@ func jobMessage(j *core.Job) *delayqv1.Job {
 	if len(j.RetryDelays) > 0 {
 		m.Backoff = &delayqv1.JobBackoff{Delays: durationTexts(j.RetryDelays)}
 	}
+	for _, a := range j.History {
+		pa := &delayqv1.Attempt{Attempt: int32(a.Attempt), StartedAt: timeText(a.StartedAt), Via: a.Via, Outcome: a.Outcome, Error: a.Error}
+		if !a.EndedAt.IsZero() {
+			pa.EndedAt = timeText(a.EndedAt)
+		}
+		m.History = append(m.History, pa)
+	}
 	return m
 }
 
@@ -212,6 +219,23 @@ func importJob(m *delayqv1.Job) (*core.Job, error) {
 		if j.RetryDelays, err = parseDelays("backoff.delays", m.Backoff.Delays); err != nil {
 			return nil, err
 		}
+	}
+	for _, pa := range m.History {
+		if pa == nil {
+			return nil, core.Invalid("history", "history holds an empty attempt")
+		}
+		a := core.Attempt{Attempt: int(pa.Attempt), Via: pa.Via, Outcome: pa.Outcome, Error: pa.Error}
+		if pa.StartedAt != "" {
+			if a.StartedAt, err = wire.ParseTimeText("history.started_at", pa.StartedAt); err != nil {
+				return nil, err
+			}
+		}
+		if pa.EndedAt != "" {
+			if a.EndedAt, err = wire.ParseTimeText("history.ended_at", pa.EndedAt); err != nil {
+				return nil, err
+			}
+		}
+		j.History = append(j.History, a)
 	}
 	return j, nil
 }

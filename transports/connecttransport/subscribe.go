@@ -169,7 +169,7 @@ func (sub *subscription) run() error {
 			}
 			continue
 		}
-		jobs, err := sub.srv.engine.Claim(sub.ctx, &core.ClaimJobsParams{Topic: sub.topic, Max: min(n, core.ClaimMaxLimit), Wait: sub.srv.cfg.ClaimWait})
+		jobs, err := sub.srv.engine.Claim(sub.ctx, &core.ClaimJobsParams{Topic: sub.topic, Max: min(n, core.ClaimMaxLimit), Wait: sub.srv.cfg.ClaimWait, Via: core.ViaGRPC})
 		sub.hold(jobs)
 		if sub.ctx.Err() != nil {
 			return nil // what was claimed is released with the rest

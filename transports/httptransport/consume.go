@@ -33,7 +33,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 		// core.ClaimWaitLimit). A socket deadline: the real clock.
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(min(wait, core.ClaimWaitLimit) + s.writeTimeout))
 	}
-	jobs, err := s.engine.Claim(r.Context(), &core.ClaimJobsParams{Topic: r.PathValue("topic"), Max: max, Wait: wait})
+	jobs, err := s.engine.Claim(r.Context(), &core.ClaimJobsParams{Topic: r.PathValue("topic"), Max: max, Wait: wait, Via: core.ViaPull})
 	if err != nil {
 		return err
 	}

@@ -61,7 +61,7 @@ func appendJob(b []byte, j *core.Job) []byte {
 
 // appendJobFields opens a job object and appends the fields that the GET
 // form and an export line share, from id to created_at, and the job's own
-// url and backoff when it has them.
+// url, backoff and history when it has them.
 func appendJobFields(b []byte, j *core.Job) []byte {
 	b = append(b, `{"id":`...)
 	b = appendString(b, j.ID)
@@ -99,7 +99,40 @@ func appendJobFields(b []byte, j *core.Job) []byte {
 		}
 		b = append(b, "]}"...)
 	}
-	return b
+	return appendHistory(b, j.History)
+}
+
+// appendHistory appends a job's attempts, oldest first, as "history";
+// nothing when it has none.
+func appendHistory(b []byte, h []core.Attempt) []byte {
+	if len(h) == 0 {
+		return b
+	}
+	b = append(b, `,"history":[`...)
+	for i := range h {
+		a := &h[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"attempt":`...)
+		b = strconv.AppendInt(b, int64(a.Attempt), 10)
+		b = append(b, `,"started_at":`...)
+		b = appendTime(b, a.StartedAt)
+		if !a.EndedAt.IsZero() {
+			b = append(b, `,"ended_at":`...)
+			b = appendTime(b, a.EndedAt)
+		}
+		b = append(b, `,"via":`...)
+		b = appendString(b, a.Via)
+		b = append(b, `,"outcome":`...)
+		b = appendString(b, a.Outcome)
+		if a.Error != "" {
+			b = append(b, `,"error":`...)
+			b = appendString(b, a.Error)
+		}
+		b = append(b, '}')
+	}
+	return append(b, ']')
 }
 
 // appendDelivery appends a claimed job as a delivery, lease included.

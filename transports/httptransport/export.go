@@ -115,6 +115,17 @@ type exportLine struct {
 	Backoff     json.RawMessage `json:"backoff"`
 	Priority    int             `json:"priority"`
 	URL         string          `json:"url"`
+	History     []attemptLine   `json:"history"`
+}
+
+// attemptLine is the wire form of one attempt of an export line's history.
+type attemptLine struct {
+	Attempt   int             `json:"attempt"`
+	StartedAt json.RawMessage `json:"started_at"`
+	EndedAt   json.RawMessage `json:"ended_at"`
+	Via       string          `json:"via"`
+	Outcome   string          `json:"outcome"`
+	Error     string          `json:"error"`
 }
 
 // decodeExportLine decodes one line of an import into a job. It checks the
@@ -148,6 +159,16 @@ func decodeExportLine(data []byte) (*core.Job, error) {
 	}
 	if j.RetryDelays, err = decodeJobBackoff(l.Backoff); err != nil {
 		return nil, err
+	}
+	for _, a := range l.History {
+		at := core.Attempt{Attempt: a.Attempt, Via: a.Via, Outcome: a.Outcome, Error: a.Error}
+		if at.StartedAt, _, err = parseTime("history.started_at", a.StartedAt); err != nil {
+			return nil, err
+		}
+		if at.EndedAt, _, err = parseTime("history.ended_at", a.EndedAt); err != nil {
+			return nil, err
+		}
+		j.History = append(j.History, at)
 	}
 	return j, nil
 }

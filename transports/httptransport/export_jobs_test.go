@@ -139,8 +139,11 @@ func TestExportImportRoundTrip(t *testing.T) {
 	require.Equal(t, "boom", jobs[deadID]["last_error"])
 	require.Equal(t, map[string]any{"delays": []any{"1m0s", "1m30s"}}, s["backoff"])
 	for id, j := range jobs {
-		want := 12 // exactly the fields of an export, and the job's own backoff if it has one
+		want := 12 // exactly the fields of an export, and the job's own backoff and history if it has them
 		if id == scheduled {
+			want++
+		}
+		if _, ok := j["history"]; ok {
 			want++
 		}
 		require.Len(t, j, want, "the fields of an export: %v", j)
@@ -164,6 +167,12 @@ func TestExportImportRoundTrip(t *testing.T) {
 	d := dst.getJob(t, deadID)
 	require.Equal(t, "dead", d["state"])
 	require.Equal(t, "boom", d["last_error"])
+	require.NotEmpty(t, jobs[deadID]["history"])
+	require.Equal(t, jobs[deadID]["history"], d["history"], "the history is imported as it was")
+	h := dst.getJob(t, reservedID)["history"].([]any)
+	require.Len(t, h, 1)
+	require.Equal(t, "lease_expired", h[0].(map[string]any)["outcome"], "the attempt in progress ends with the old store's lease")
+	require.Equal(t, rfc3339ms(dst.clock.Now()), h[0].(map[string]any)["ended_at"])
 	require.ElementsMatch(t, []any{ready, reservedID}, []any{dst.claim(t, "exp.a", 10)[0]["id"], dst.claim(t, "exp.b", 10)[0]["id"]})
 }
 

@@ -39,7 +39,11 @@ func TestDeliverAndAck(t *testing.T) {
 
 	c.ack(f)
 	require.Equal(t, []string{id}, b.store.Wait(t, storetest.OutcomeAck, 1, 5*time.Second))
-	require.Equal(t, core.StateDone, b.job(t, id).State)
+	done := b.job(t, id)
+	require.Equal(t, core.StateDone, done.State)
+	require.Len(t, done.History, 1)
+	require.Equal(t, core.ViaWebSocket, done.History[0].Via)
+	require.Equal(t, core.OutcomeAcked, done.History[0].Outcome)
 }
 
 func TestPrefetchBoundsUnacknowledged(t *testing.T) {

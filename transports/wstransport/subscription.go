@@ -258,7 +258,7 @@ func (sub *subscription) claimLoop() {
 			}
 			continue
 		}
-		jobs, err := sub.srv.engine.Claim(sub.ctx, &core.ClaimJobsParams{Topic: sub.topic, Max: min(n, core.ClaimMaxLimit), Wait: sub.srv.cfg.ClaimWait})
+		jobs, err := sub.srv.engine.Claim(sub.ctx, &core.ClaimJobsParams{Topic: sub.topic, Max: min(n, core.ClaimMaxLimit), Wait: sub.srv.cfg.ClaimWait, Via: core.ViaWebSocket})
 		sub.hold(jobs)
 		if sub.ctx.Err() != nil {
 			return // what was claimed is released with the rest

@@ -2,14 +2,15 @@
 --
 -- ARGV[6] topic; [7] the mode; [8] the claim's random token, which each
 -- job's lease token starts with (the rest is the job's place in the
--- claim, so that a claim of many sends one token, not one per job); then,
--- for "take" (a standalone server): [9] max, [10] count of shards, their
--- bases and numbers: the first max due jobs of the shards' queues, by
--- priority, run_at then id, are reserved. For "ids" (a Cluster, one shard
--- per call, whose candidates the caller read and merged with peek.lua):
--- [9] base, [10] number, then pairs of id and priority; an id no longer
--- due in its queue (another claim took it, or it was cancelled) is
--- skipped.
+-- claim, so that a claim of many sends one token, not one per job); [9]
+-- the via of the attempts it starts (a letter, kept as field v; see
+-- History in lib.lua); then, for "take" (a standalone server): [10] max,
+-- [11] count of shards, their bases and numbers: the first max due jobs
+-- of the shards' queues, by priority, run_at then id, are reserved. For
+-- "ids" (a Cluster, one shard per call, whose candidates the caller read
+-- and merged with peek.lua): [10] base, [11] number, then pairs of id and
+-- priority; an id no longer due in its queue (another claim took it, or
+-- it was cancelled) is skipped.
 --
 -- A topic paused in the (first) shard takes nothing: the answer is then
 -- {now, {}, 1}.
@@ -21,11 +22,13 @@
 -- the claim, or -1 when it is empty.
 --
 -- Per job reserved: one HGETALL, which also gives the fields returned, and
--- one HSET; a GET only for a body that is not in the hash. The queue and
+-- one HSET (the attempt's start is its u and v); a GET only for a body
+-- that is not in the hash. The queue and
 -- the lease set change in bulk, one ZREM and one ZADD per shard.
 local t = ARGV[6]
 local mode = ARGV[7]
 local token = ARGV[8]
+local via = ARGV[9]
 
 -- taken counts the jobs the call reserved, for their lease tokens.
 local taken = 0
@@ -58,7 +61,7 @@ local function reserve(picks)
       local x = now + tonumber(d)
       taken = taken + 1
       local lease = token .. taken
-      redis.call('HSET', kj, 's', 'reserved', 'a', int(tonumber(a) + 1), 'l', lease, 'x', int(x), 'u', now_s)
+      redis.call('HSET', kj, 's', 'reserved', 'a', int(tonumber(a) + 1), 'l', lease, 'x', int(x), 'u', now_s, 'v', via)
       if not inline then
         local body = redis.call('GET', key_body(id))
         if body then
@@ -84,12 +87,12 @@ local function paused() return redis.call('SISMEMBER', base .. ':paused', t) == 
 
 local results = {}
 if mode == 'take' then
-  local max, count = tonumber(ARGV[9]), tonumber(ARGV[10])
-  use_shard(ARGV[11], ARGV[12])
+  local max, count = tonumber(ARGV[10]), tonumber(ARGV[11])
+  use_shard(ARGV[12], ARGV[13])
   if paused() then return {now_s, {}, 1} end
   local groups = {}
   for g = 1, count do
-    local b, n = ARGV[9 + 2 * g], ARGV[10 + 2 * g]
+    local b, n = ARGV[10 + 2 * g], ARGV[11 + 2 * g]
     use_shard(b, n)
     groups[g] = {b = b, n = n, due = due_candidates(t, max), picks = {}}
   end
@@ -118,10 +121,10 @@ if mode == 'take' then
     results[g] = reserve(grp.picks)
   end
 elseif mode == 'ids' then
-  use_shard(ARGV[9], ARGV[10])
+  use_shard(ARGV[10], ARGV[11])
   if paused() then return {now_s, {}, 1} end
   local picks, seen = {}, {}
-  for k = 11, #ARGV, 2 do
+  for k = 12, #ARGV, 2 do
     local id, y = ARGV[k], tonumber(ARGV[k + 1])
     if not seen[id] then
       seen[id] = true

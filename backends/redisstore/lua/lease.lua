@@ -17,9 +17,10 @@
 -- lease is the shard's earliest lease expiry when a touch made it earlier,
 -- or -1; queued the queue heads the call made earlier.
 --
--- An ack writes the job hash once (state and time; the lease fields stay,
--- meaningless once the job is not reserved) and sets its expiry; the lease
--- set and the counts change once per call.
+-- An ack writes the job hash once (state, time and the attempt's end in
+-- its history; the lease fields stay, meaningless once the job is not
+-- reserved) and sets its expiry; the lease set and the counts change once
+-- per call. Retry and bury end the attempt in the history too.
 
 -- acked counts the acknowledged jobs per topic, for one update of the
 -- topic's done count per shard (fin_add).
@@ -56,7 +57,7 @@ local function one(op, id, lease, r, etext)
   if op == 'ack' then
     -- finish(id, j, 'done'), with the lease set and the counts updated
     -- once per call below.
-    redis.call('HSET', kj, 's', 'done', 'u', now_s)
+    redis.call('HSET', kj, 's', 'done', 'u', now_s, 'H', ended_attempt(j, 'a', now, ''))
     redis.call('PEXPIRE', kj, retention)
     if not j.b then
       -- The body is not in the hash: it may have a key of its own.
@@ -81,10 +82,10 @@ local function one(op, id, lease, r, etext)
     if r == 0 then r = now end
     state = 'scheduled'
     if r <= now then state = 'ready' end
-    redis.call('HSET', kj, 's', state, 'e', etext, 'u', now_s, 'r', int(r))
+    redis.call('HSET', kj, 's', state, 'e', etext, 'u', now_s, 'r', int(r), 'H', ended_attempt(j, 'r', now, etext))
     link_queue(id, j.t, r, j.y)
   else -- bury
-    redis.call('HSET', kj, 's', 'dead', 'e', etext, 'u', now_s)
+    redis.call('HSET', kj, 's', 'dead', 'e', etext, 'u', now_s, 'H', ended_attempt(j, 'b', now, etext))
     link_dead(id, j.t, now_us)
   end
   return {0, j.t, j.a or 0, state}

@@ -186,10 +186,43 @@ end
 -- keep a body in one place only. A job in its queue is stored as scheduled
 -- or ready (by its run_at when it got there); settle tells them apart.
 local function load(id)
-  local v = redis.call('HMGET', key_job(id), 's', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b', 'y', 'k')
+  local v = redis.call('HMGET', key_job(id), 's', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b', 'y', 'k', 'u', 'v', 'H')
   if not v[1] then return nil end
   return {s = v[1], t = v[2], r = tonumber(v[3]), x = tonumber(v[4]), a = tonumber(v[5]),
-    m = tonumber(v[6]), l = v[7], d = tonumber(v[8]), b = v[9], y = tonumber(v[10]), k = v[11]}
+    m = tonumber(v[6]), l = v[7], d = tonumber(v[8]), b = v[9], y = tonumber(v[10]), k = v[11],
+    u = tonumber(v[12]), v = v[13], H = v[14]}
+end
+
+-- History. A job's attempts that ended are its field H, absent until the
+-- first ends: "<n>|" then its n entries, oldest first, each
+-- "<attempt>,<started ms>,<ms until it ended>,<via>,<outcome>,<error
+-- length>:<error>", via and outcome one letter each (codec.go). The
+-- attempt in progress of a reserved job is its fields a, u (the claim's
+-- time: only the end of the delivery changes u again) and v (the via the
+-- claim named), so that a claim writes one short field more and a job
+-- that was never delivered none.
+local HISTORY_MAX = 20 -- core.HistoryMax
+
+-- ended_attempt returns j's H with the attempt in progress ended at ms
+-- ended with outcome (a letter) and error err appended, the oldest
+-- dropped past HISTORY_MAX.
+local function ended_attempt(j, outcome, ended, err)
+  local started = j.u or ended
+  local entry = int(j.a or 0) .. ',' .. int(started) .. ',' .. int(ended - started) .. ',' .. (j.v or '') .. ',' ..
+    outcome .. ',' .. #err .. ':' .. err
+  local h = j.H
+  if not h or h == '' then return '1|' .. entry end
+  local n, rest = string.match(h, '^(%d+)|(.*)$')
+  n = tonumber(n)
+  if not n then return '1|' .. entry end
+  if n >= HISTORY_MAX then
+    local _, e, len = string.find(rest, '^[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,(%d+):')
+    if e then
+      rest = string.sub(rest, e + 1 + tonumber(len))
+      n = n - 1
+    end
+  end
+  return int(n + 1) .. '|' .. rest .. entry
 end
 
 -- Business keys. A job of topic t with key k is a member of the zset
@@ -248,16 +281,18 @@ end
 
 -- expire_lease ends a reserved job's expired lease: the job is ready again
 -- in its queue at its run_at, or dead when it used its last attempt, with
--- last error "lease expired".
+-- last error "lease expired" and its attempt ended lease_expired at the
+-- expiry.
 local function expire_lease(id, j)
   unlink(id, j)
   local kj = key_job(id)
+  j.H = ended_attempt(j, 'x', j.x, '')
   if j.a >= j.m then
-    redis.call('HSET', kj, 's', 'dead', 'u', int(j.x), 'e', 'lease expired')
+    redis.call('HSET', kj, 's', 'dead', 'u', int(j.x), 'e', 'lease expired', 'H', j.H)
     link_dead(id, j.t, j.x * 1000)
     j.s = 'dead'
   else
-    redis.call('HSET', kj, 's', 'ready', 'u', int(j.x), 'e', 'lease expired')
+    redis.call('HSET', kj, 's', 'ready', 'u', int(j.x), 'e', 'lease expired', 'H', j.H)
     link_queue(id, j.t, j.r, j.y)
     j.s = 'ready'
   end

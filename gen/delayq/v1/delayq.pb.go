@@ -323,8 +323,10 @@ type Job struct {
 	LeaseExpiresAt string      `protobuf:"bytes,14,opt,name=lease_expires_at,json=leaseExpiresAt,proto3" json:"lease_expires_at,omitempty"`
 	Url            string      `protobuf:"bytes,15,opt,name=url,proto3" json:"url,omitempty"`
 	Backoff        *JobBackoff `protobuf:"bytes,16,opt,name=backoff,proto3" json:"backoff,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// History is the job's last deliveries, oldest first, at most 20.
+	History       []*Attempt `protobuf:"bytes,17,rep,name=history,proto3" json:"history,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Job) Reset() {
@@ -469,6 +471,107 @@ func (x *Job) GetBackoff() *JobBackoff {
 	return nil
 }
 
+func (x *Job) GetHistory() []*Attempt {
+	if x != nil {
+		return x.History
+	}
+	return nil
+}
+
+// Attempt is one delivery of a job: a claim starts it, an ack, retry, bury
+// or lease expiry ends it.
+type Attempt struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Attempt is the job's attempt this delivery counted as; a requeue
+	// counts from 1 again.
+	Attempt   int32  `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	StartedAt string `protobuf:"bytes,2,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	// EndedAt is empty while in progress; a lease that ran out ended at its
+	// expiry.
+	EndedAt string `protobuf:"bytes,3,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
+	// Via is how it was delivered: pull, websocket, grpc, webhook or nats.
+	Via string `protobuf:"bytes,4,opt,name=via,proto3" json:"via,omitempty"`
+	// Outcome is acked, retried, buried or lease_expired; empty while in
+	// progress.
+	Outcome string `protobuf:"bytes,5,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// Error is the reason a retry or bury gave.
+	Error         string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Attempt) Reset() {
+	*x = Attempt{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Attempt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Attempt) ProtoMessage() {}
+
+func (x *Attempt) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
+func (*Attempt) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Attempt) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *Attempt) GetStartedAt() string {
+	if x != nil {
+		return x.StartedAt
+	}
+	return ""
+}
+
+func (x *Attempt) GetEndedAt() string {
+	if x != nil {
+		return x.EndedAt
+	}
+	return ""
+}
+
+func (x *Attempt) GetVia() string {
+	if x != nil {
+		return x.Via
+	}
+	return ""
+}
+
+func (x *Attempt) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *Attempt) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // Delivery is a claimed job with the lease that settles it.
 type Delivery struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -485,7 +588,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[4]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -497,7 +600,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[4]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -510,7 +613,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{4}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Delivery) GetId() string {
@@ -572,7 +675,7 @@ type PushRequest struct {
 
 func (x *PushRequest) Reset() {
 	*x = PushRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[5]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -584,7 +687,7 @@ func (x *PushRequest) String() string {
 func (*PushRequest) ProtoMessage() {}
 
 func (x *PushRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[5]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -597,7 +700,7 @@ func (x *PushRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushRequest.ProtoReflect.Descriptor instead.
 func (*PushRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{5}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PushRequest) GetJob() *JobSpec {
@@ -623,7 +726,7 @@ type PushResponse struct {
 
 func (x *PushResponse) Reset() {
 	*x = PushResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[6]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -635,7 +738,7 @@ func (x *PushResponse) String() string {
 func (*PushResponse) ProtoMessage() {}
 
 func (x *PushResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[6]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -648,7 +751,7 @@ func (x *PushResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushResponse.ProtoReflect.Descriptor instead.
 func (*PushResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{6}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PushResponse) GetId() string {
@@ -696,7 +799,7 @@ type PushBatchRequest struct {
 
 func (x *PushBatchRequest) Reset() {
 	*x = PushBatchRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[7]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -708,7 +811,7 @@ func (x *PushBatchRequest) String() string {
 func (*PushBatchRequest) ProtoMessage() {}
 
 func (x *PushBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[7]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -721,7 +824,7 @@ func (x *PushBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushBatchRequest.ProtoReflect.Descriptor instead.
 func (*PushBatchRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{7}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PushBatchRequest) GetJobs() []*JobSpec {
@@ -743,7 +846,7 @@ type PushResult struct {
 
 func (x *PushResult) Reset() {
 	*x = PushResult{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[8]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -755,7 +858,7 @@ func (x *PushResult) String() string {
 func (*PushResult) ProtoMessage() {}
 
 func (x *PushResult) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[8]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -768,7 +871,7 @@ func (x *PushResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushResult.ProtoReflect.Descriptor instead.
 func (*PushResult) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{8}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PushResult) GetJob() *PushResponse {
@@ -795,7 +898,7 @@ type PushBatchResponse struct {
 
 func (x *PushBatchResponse) Reset() {
 	*x = PushBatchResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[9]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -807,7 +910,7 @@ func (x *PushBatchResponse) String() string {
 func (*PushBatchResponse) ProtoMessage() {}
 
 func (x *PushBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[9]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -820,7 +923,7 @@ func (x *PushBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushBatchResponse.ProtoReflect.Descriptor instead.
 func (*PushBatchResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{9}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PushBatchResponse) GetResults() []*PushResult {
@@ -840,7 +943,7 @@ type ReplaceRequest struct {
 
 func (x *ReplaceRequest) Reset() {
 	*x = ReplaceRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[10]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +955,7 @@ func (x *ReplaceRequest) String() string {
 func (*ReplaceRequest) ProtoMessage() {}
 
 func (x *ReplaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[10]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +968,7 @@ func (x *ReplaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceRequest.ProtoReflect.Descriptor instead.
 func (*ReplaceRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{10}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReplaceRequest) GetJob() *JobSpec {
@@ -885,7 +988,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[11]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -897,7 +1000,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[11]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -910,7 +1013,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{11}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetJobRequest) GetId() string {
@@ -930,7 +1033,7 @@ type GetJobResponse struct {
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[12]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -942,7 +1045,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[12]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -955,7 +1058,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{12}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetJobResponse) GetJob() *Job {
@@ -975,7 +1078,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[13]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -987,7 +1090,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[13]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1000,7 +1103,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{13}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CancelJobRequest) GetId() string {
@@ -1019,7 +1122,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[14]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +1134,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[14]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +1147,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{14}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{15}
 }
 
 // FindJobsRequest is the argument of FindJobs.
@@ -1063,7 +1166,7 @@ type FindJobsRequest struct {
 
 func (x *FindJobsRequest) Reset() {
 	*x = FindJobsRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[15]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1075,7 +1178,7 @@ func (x *FindJobsRequest) String() string {
 func (*FindJobsRequest) ProtoMessage() {}
 
 func (x *FindJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[15]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1088,7 +1191,7 @@ func (x *FindJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindJobsRequest.ProtoReflect.Descriptor instead.
 func (*FindJobsRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{15}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FindJobsRequest) GetTopic() string {
@@ -1131,7 +1234,7 @@ type FindJobsResponse struct {
 
 func (x *FindJobsResponse) Reset() {
 	*x = FindJobsResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[16]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1143,7 +1246,7 @@ func (x *FindJobsResponse) String() string {
 func (*FindJobsResponse) ProtoMessage() {}
 
 func (x *FindJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[16]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1156,7 +1259,7 @@ func (x *FindJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindJobsResponse.ProtoReflect.Descriptor instead.
 func (*FindJobsResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{16}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FindJobsResponse) GetJobs() []*Job {
@@ -1185,7 +1288,7 @@ type CancelByKeyRequest struct {
 
 func (x *CancelByKeyRequest) Reset() {
 	*x = CancelByKeyRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[17]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1197,7 +1300,7 @@ func (x *CancelByKeyRequest) String() string {
 func (*CancelByKeyRequest) ProtoMessage() {}
 
 func (x *CancelByKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[17]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1210,7 +1313,7 @@ func (x *CancelByKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelByKeyRequest.ProtoReflect.Descriptor instead.
 func (*CancelByKeyRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{17}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CancelByKeyRequest) GetTopic() string {
@@ -1239,7 +1342,7 @@ type CancelByKeyResponse struct {
 
 func (x *CancelByKeyResponse) Reset() {
 	*x = CancelByKeyResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[18]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1251,7 +1354,7 @@ func (x *CancelByKeyResponse) String() string {
 func (*CancelByKeyResponse) ProtoMessage() {}
 
 func (x *CancelByKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[18]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1264,7 +1367,7 @@ func (x *CancelByKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelByKeyResponse.ProtoReflect.Descriptor instead.
 func (*CancelByKeyResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{18}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CancelByKeyResponse) GetCancelled() []string {
@@ -1295,7 +1398,7 @@ type ClaimRequest struct {
 
 func (x *ClaimRequest) Reset() {
 	*x = ClaimRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[19]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1410,7 @@ func (x *ClaimRequest) String() string {
 func (*ClaimRequest) ProtoMessage() {}
 
 func (x *ClaimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[19]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1423,7 @@ func (x *ClaimRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimRequest.ProtoReflect.Descriptor instead.
 func (*ClaimRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{19}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ClaimRequest) GetTopic() string {
@@ -1354,7 +1457,7 @@ type ClaimResponse struct {
 
 func (x *ClaimResponse) Reset() {
 	*x = ClaimResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[20]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1366,7 +1469,7 @@ func (x *ClaimResponse) String() string {
 func (*ClaimResponse) ProtoMessage() {}
 
 func (x *ClaimResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[20]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1379,7 +1482,7 @@ func (x *ClaimResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimResponse.ProtoReflect.Descriptor instead.
 func (*ClaimResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{20}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ClaimResponse) GetJobs() []*Delivery {
@@ -1401,7 +1504,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[21]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +1516,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[21]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +1529,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{21}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SubscribeRequest) GetTopic() string {
@@ -1453,7 +1556,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[22]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1465,7 +1568,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[22]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1478,7 +1581,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{22}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SubscribeResponse) GetDelivery() *Delivery {
@@ -1499,7 +1602,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[23]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1511,7 +1614,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[23]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1524,7 +1627,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{23}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AckRequest) GetId() string {
@@ -1550,7 +1653,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[24]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1562,7 +1665,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[24]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1575,7 +1678,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{24}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{25}
 }
 
 // NackRequest is the argument of Nack.
@@ -1593,7 +1696,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[25]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1605,7 +1708,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[25]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1618,7 +1721,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{25}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *NackRequest) GetId() string {
@@ -1658,7 +1761,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[26]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1670,7 +1773,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[26]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1683,7 +1786,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{26}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{27}
 }
 
 // TouchRequest is the argument of Touch.
@@ -1697,7 +1800,7 @@ type TouchRequest struct {
 
 func (x *TouchRequest) Reset() {
 	*x = TouchRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[27]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1709,7 +1812,7 @@ func (x *TouchRequest) String() string {
 func (*TouchRequest) ProtoMessage() {}
 
 func (x *TouchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[27]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1722,7 +1825,7 @@ func (x *TouchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TouchRequest.ProtoReflect.Descriptor instead.
 func (*TouchRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{27}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TouchRequest) GetId() string {
@@ -1749,7 +1852,7 @@ type TouchResponse struct {
 
 func (x *TouchResponse) Reset() {
 	*x = TouchResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[28]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1761,7 +1864,7 @@ func (x *TouchResponse) String() string {
 func (*TouchResponse) ProtoMessage() {}
 
 func (x *TouchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[28]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1774,7 +1877,7 @@ func (x *TouchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TouchResponse.ProtoReflect.Descriptor instead.
 func (*TouchResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{28}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TouchResponse) GetLeaseExpiresAt() string {
@@ -1794,7 +1897,7 @@ type AckBatchRequest struct {
 
 func (x *AckBatchRequest) Reset() {
 	*x = AckBatchRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[29]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +1909,7 @@ func (x *AckBatchRequest) String() string {
 func (*AckBatchRequest) ProtoMessage() {}
 
 func (x *AckBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[29]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +1922,7 @@ func (x *AckBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckBatchRequest.ProtoReflect.Descriptor instead.
 func (*AckBatchRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{29}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AckBatchRequest) GetAcks() []*AckRequest {
@@ -1841,7 +1944,7 @@ type ItemResult struct {
 
 func (x *ItemResult) Reset() {
 	*x = ItemResult{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[30]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1853,7 +1956,7 @@ func (x *ItemResult) String() string {
 func (*ItemResult) ProtoMessage() {}
 
 func (x *ItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[30]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1866,7 +1969,7 @@ func (x *ItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ItemResult.ProtoReflect.Descriptor instead.
 func (*ItemResult) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{30}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ItemResult) GetId() string {
@@ -1893,7 +1996,7 @@ type AckBatchResponse struct {
 
 func (x *AckBatchResponse) Reset() {
 	*x = AckBatchResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[31]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +2008,7 @@ func (x *AckBatchResponse) String() string {
 func (*AckBatchResponse) ProtoMessage() {}
 
 func (x *AckBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[31]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +2021,7 @@ func (x *AckBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckBatchResponse.ProtoReflect.Descriptor instead.
 func (*AckBatchResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{31}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AckBatchResponse) GetResults() []*ItemResult {
@@ -1938,7 +2041,7 @@ type NackBatchRequest struct {
 
 func (x *NackBatchRequest) Reset() {
 	*x = NackBatchRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[32]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1950,7 +2053,7 @@ func (x *NackBatchRequest) String() string {
 func (*NackBatchRequest) ProtoMessage() {}
 
 func (x *NackBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[32]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1963,7 +2066,7 @@ func (x *NackBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackBatchRequest.ProtoReflect.Descriptor instead.
 func (*NackBatchRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{32}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *NackBatchRequest) GetNacks() []*NackRequest {
@@ -1983,7 +2086,7 @@ type NackBatchResponse struct {
 
 func (x *NackBatchResponse) Reset() {
 	*x = NackBatchResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[33]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1995,7 +2098,7 @@ func (x *NackBatchResponse) String() string {
 func (*NackBatchResponse) ProtoMessage() {}
 
 func (x *NackBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[33]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2008,7 +2111,7 @@ func (x *NackBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackBatchResponse.ProtoReflect.Descriptor instead.
 func (*NackBatchResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{33}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *NackBatchResponse) GetResults() []*ItemResult {
@@ -2028,7 +2131,7 @@ type RequeueRequest struct {
 
 func (x *RequeueRequest) Reset() {
 	*x = RequeueRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[34]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2040,7 +2143,7 @@ func (x *RequeueRequest) String() string {
 func (*RequeueRequest) ProtoMessage() {}
 
 func (x *RequeueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[34]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2053,7 +2156,7 @@ func (x *RequeueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueRequest.ProtoReflect.Descriptor instead.
 func (*RequeueRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{34}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RequeueRequest) GetId() string {
@@ -2072,7 +2175,7 @@ type RequeueResponse struct {
 
 func (x *RequeueResponse) Reset() {
 	*x = RequeueResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[35]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2084,7 +2187,7 @@ func (x *RequeueResponse) String() string {
 func (*RequeueResponse) ProtoMessage() {}
 
 func (x *RequeueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[35]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2097,7 +2200,7 @@ func (x *RequeueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueResponse.ProtoReflect.Descriptor instead.
 func (*RequeueResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{35}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{36}
 }
 
 // ListDeadRequest is the argument of ListDead.
@@ -2112,7 +2215,7 @@ type ListDeadRequest struct {
 
 func (x *ListDeadRequest) Reset() {
 	*x = ListDeadRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[36]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2124,7 +2227,7 @@ func (x *ListDeadRequest) String() string {
 func (*ListDeadRequest) ProtoMessage() {}
 
 func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[36]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2137,7 +2240,7 @@ func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{36}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListDeadRequest) GetTopic() string {
@@ -2164,7 +2267,7 @@ type ListDeadResponse struct {
 
 func (x *ListDeadResponse) Reset() {
 	*x = ListDeadResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[37]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2176,7 +2279,7 @@ func (x *ListDeadResponse) String() string {
 func (*ListDeadResponse) ProtoMessage() {}
 
 func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[37]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2189,7 +2292,7 @@ func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{37}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListDeadResponse) GetJobs() []*Job {
@@ -2219,7 +2322,7 @@ type TopicConfig struct {
 
 func (x *TopicConfig) Reset() {
 	*x = TopicConfig{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[38]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2231,7 +2334,7 @@ func (x *TopicConfig) String() string {
 func (*TopicConfig) ProtoMessage() {}
 
 func (x *TopicConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[38]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2244,7 +2347,7 @@ func (x *TopicConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicConfig.ProtoReflect.Descriptor instead.
 func (*TopicConfig) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{38}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TopicConfig) GetDelivery() *DeliveryConfig {
@@ -2331,7 +2434,7 @@ type DeliveryConfig struct {
 
 func (x *DeliveryConfig) Reset() {
 	*x = DeliveryConfig{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[39]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2343,7 +2446,7 @@ func (x *DeliveryConfig) String() string {
 func (*DeliveryConfig) ProtoMessage() {}
 
 func (x *DeliveryConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[39]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2356,7 +2459,7 @@ func (x *DeliveryConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryConfig.ProtoReflect.Descriptor instead.
 func (*DeliveryConfig) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{39}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DeliveryConfig) GetType() string {
@@ -2450,7 +2553,7 @@ type BackoffConfig struct {
 
 func (x *BackoffConfig) Reset() {
 	*x = BackoffConfig{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[40]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2462,7 +2565,7 @@ func (x *BackoffConfig) String() string {
 func (*BackoffConfig) ProtoMessage() {}
 
 func (x *BackoffConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[40]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2475,7 +2578,7 @@ func (x *BackoffConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackoffConfig.ProtoReflect.Descriptor instead.
 func (*BackoffConfig) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{40}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *BackoffConfig) GetInitial() string {
@@ -2525,7 +2628,7 @@ type RateConfig struct {
 
 func (x *RateConfig) Reset() {
 	*x = RateConfig{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[41]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2537,7 +2640,7 @@ func (x *RateConfig) String() string {
 func (*RateConfig) ProtoMessage() {}
 
 func (x *RateConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[41]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2550,7 +2653,7 @@ func (x *RateConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateConfig.ProtoReflect.Descriptor instead.
 func (*RateConfig) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{41}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RateConfig) GetLimit() int32 {
@@ -2599,7 +2702,7 @@ type Topic struct {
 
 func (x *Topic) Reset() {
 	*x = Topic{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[42]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2611,7 +2714,7 @@ func (x *Topic) String() string {
 func (*Topic) ProtoMessage() {}
 
 func (x *Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[42]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2624,7 +2727,7 @@ func (x *Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Topic.ProtoReflect.Descriptor instead.
 func (*Topic) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{42}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Topic) GetName() string {
@@ -2738,7 +2841,7 @@ type DeliveryView struct {
 
 func (x *DeliveryView) Reset() {
 	*x = DeliveryView{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[43]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2750,7 +2853,7 @@ func (x *DeliveryView) String() string {
 func (*DeliveryView) ProtoMessage() {}
 
 func (x *DeliveryView) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[43]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2763,7 +2866,7 @@ func (x *DeliveryView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryView.ProtoReflect.Descriptor instead.
 func (*DeliveryView) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{43}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DeliveryView) GetType() string {
@@ -2859,7 +2962,7 @@ type Counts struct {
 
 func (x *Counts) Reset() {
 	*x = Counts{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[44]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2871,7 +2974,7 @@ func (x *Counts) String() string {
 func (*Counts) ProtoMessage() {}
 
 func (x *Counts) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[44]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2884,7 +2987,7 @@ func (x *Counts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counts.ProtoReflect.Descriptor instead.
 func (*Counts) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{44}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Counts) GetScheduled() int64 {
@@ -2939,7 +3042,7 @@ type GetTopicRequest struct {
 
 func (x *GetTopicRequest) Reset() {
 	*x = GetTopicRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[45]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2951,7 +3054,7 @@ func (x *GetTopicRequest) String() string {
 func (*GetTopicRequest) ProtoMessage() {}
 
 func (x *GetTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[45]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2964,7 +3067,7 @@ func (x *GetTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTopicRequest.ProtoReflect.Descriptor instead.
 func (*GetTopicRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{45}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetTopicRequest) GetName() string {
@@ -2984,7 +3087,7 @@ type GetTopicResponse struct {
 
 func (x *GetTopicResponse) Reset() {
 	*x = GetTopicResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[46]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2996,7 +3099,7 @@ func (x *GetTopicResponse) String() string {
 func (*GetTopicResponse) ProtoMessage() {}
 
 func (x *GetTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[46]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3009,7 +3112,7 @@ func (x *GetTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTopicResponse.ProtoReflect.Descriptor instead.
 func (*GetTopicResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{46}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetTopicResponse) GetTopic() *Topic {
@@ -3028,7 +3131,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[47]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3040,7 +3143,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[47]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3053,7 +3156,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{47}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{48}
 }
 
 // ListTopicsResponse lists the topics by name; for a token restricted to
@@ -3067,7 +3170,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[48]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3079,7 +3182,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[48]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3092,7 +3195,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{48}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*Topic {
@@ -3113,7 +3216,7 @@ type PutTopicRequest struct {
 
 func (x *PutTopicRequest) Reset() {
 	*x = PutTopicRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[49]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3125,7 +3228,7 @@ func (x *PutTopicRequest) String() string {
 func (*PutTopicRequest) ProtoMessage() {}
 
 func (x *PutTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[49]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3138,7 +3241,7 @@ func (x *PutTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutTopicRequest.ProtoReflect.Descriptor instead.
 func (*PutTopicRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{49}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PutTopicRequest) GetName() string {
@@ -3165,7 +3268,7 @@ type PutTopicResponse struct {
 
 func (x *PutTopicResponse) Reset() {
 	*x = PutTopicResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[50]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3177,7 +3280,7 @@ func (x *PutTopicResponse) String() string {
 func (*PutTopicResponse) ProtoMessage() {}
 
 func (x *PutTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[50]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3190,7 +3293,7 @@ func (x *PutTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutTopicResponse.ProtoReflect.Descriptor instead.
 func (*PutTopicResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{50}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *PutTopicResponse) GetTopic() *Topic {
@@ -3210,7 +3313,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[51]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3222,7 +3325,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[51]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3235,7 +3338,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{51}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -3254,7 +3357,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[52]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3266,7 +3369,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[52]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3279,7 +3382,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{52}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{53}
 }
 
 // PauseTopicRequest is the argument of PauseTopic.
@@ -3292,7 +3395,7 @@ type PauseTopicRequest struct {
 
 func (x *PauseTopicRequest) Reset() {
 	*x = PauseTopicRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[53]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3304,7 +3407,7 @@ func (x *PauseTopicRequest) String() string {
 func (*PauseTopicRequest) ProtoMessage() {}
 
 func (x *PauseTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[53]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3317,7 +3420,7 @@ func (x *PauseTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseTopicRequest.ProtoReflect.Descriptor instead.
 func (*PauseTopicRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{53}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *PauseTopicRequest) GetName() string {
@@ -3337,7 +3440,7 @@ type PauseTopicResponse struct {
 
 func (x *PauseTopicResponse) Reset() {
 	*x = PauseTopicResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[54]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3349,7 +3452,7 @@ func (x *PauseTopicResponse) String() string {
 func (*PauseTopicResponse) ProtoMessage() {}
 
 func (x *PauseTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[54]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3362,7 +3465,7 @@ func (x *PauseTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseTopicResponse.ProtoReflect.Descriptor instead.
 func (*PauseTopicResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{54}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *PauseTopicResponse) GetTopic() *Topic {
@@ -3382,7 +3485,7 @@ type ResumeTopicRequest struct {
 
 func (x *ResumeTopicRequest) Reset() {
 	*x = ResumeTopicRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[55]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3394,7 +3497,7 @@ func (x *ResumeTopicRequest) String() string {
 func (*ResumeTopicRequest) ProtoMessage() {}
 
 func (x *ResumeTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[55]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3407,7 +3510,7 @@ func (x *ResumeTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeTopicRequest.ProtoReflect.Descriptor instead.
 func (*ResumeTopicRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{55}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ResumeTopicRequest) GetName() string {
@@ -3427,7 +3530,7 @@ type ResumeTopicResponse struct {
 
 func (x *ResumeTopicResponse) Reset() {
 	*x = ResumeTopicResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[56]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3439,7 +3542,7 @@ func (x *ResumeTopicResponse) String() string {
 func (*ResumeTopicResponse) ProtoMessage() {}
 
 func (x *ResumeTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[56]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3452,7 +3555,7 @@ func (x *ResumeTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeTopicResponse.ProtoReflect.Descriptor instead.
 func (*ResumeTopicResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{56}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ResumeTopicResponse) GetTopic() *Topic {
@@ -3492,7 +3595,7 @@ type ScheduleConfig struct {
 
 func (x *ScheduleConfig) Reset() {
 	*x = ScheduleConfig{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[57]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3504,7 +3607,7 @@ func (x *ScheduleConfig) String() string {
 func (*ScheduleConfig) ProtoMessage() {}
 
 func (x *ScheduleConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[57]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3517,7 +3620,7 @@ func (x *ScheduleConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleConfig.ProtoReflect.Descriptor instead.
 func (*ScheduleConfig) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{57}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ScheduleConfig) GetCron() string {
@@ -3602,7 +3705,7 @@ type ScheduleJob struct {
 
 func (x *ScheduleJob) Reset() {
 	*x = ScheduleJob{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[58]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3614,7 +3717,7 @@ func (x *ScheduleJob) String() string {
 func (*ScheduleJob) ProtoMessage() {}
 
 func (x *ScheduleJob) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[58]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3627,7 +3730,7 @@ func (x *ScheduleJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleJob.ProtoReflect.Descriptor instead.
 func (*ScheduleJob) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{58}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ScheduleJob) GetBody() string {
@@ -3697,7 +3800,7 @@ type Schedule struct {
 
 func (x *Schedule) Reset() {
 	*x = Schedule{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[59]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3709,7 +3812,7 @@ func (x *Schedule) String() string {
 func (*Schedule) ProtoMessage() {}
 
 func (x *Schedule) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[59]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3722,7 +3825,7 @@ func (x *Schedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Schedule.ProtoReflect.Descriptor instead.
 func (*Schedule) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{59}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *Schedule) GetName() string {
@@ -3837,7 +3940,7 @@ type PutScheduleRequest struct {
 
 func (x *PutScheduleRequest) Reset() {
 	*x = PutScheduleRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[60]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3849,7 +3952,7 @@ func (x *PutScheduleRequest) String() string {
 func (*PutScheduleRequest) ProtoMessage() {}
 
 func (x *PutScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[60]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3862,7 +3965,7 @@ func (x *PutScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PutScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{60}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *PutScheduleRequest) GetName() string {
@@ -3896,7 +3999,7 @@ type PutScheduleResponse struct {
 
 func (x *PutScheduleResponse) Reset() {
 	*x = PutScheduleResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[61]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3908,7 +4011,7 @@ func (x *PutScheduleResponse) String() string {
 func (*PutScheduleResponse) ProtoMessage() {}
 
 func (x *PutScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[61]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3921,7 +4024,7 @@ func (x *PutScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PutScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{61}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *PutScheduleResponse) GetSchedule() *Schedule {
@@ -3943,7 +4046,7 @@ type GetScheduleRequest struct {
 
 func (x *GetScheduleRequest) Reset() {
 	*x = GetScheduleRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[62]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3955,7 +4058,7 @@ func (x *GetScheduleRequest) String() string {
 func (*GetScheduleRequest) ProtoMessage() {}
 
 func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[62]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3968,7 +4071,7 @@ func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
 func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{62}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GetScheduleRequest) GetName() string {
@@ -3995,7 +4098,7 @@ type GetScheduleResponse struct {
 
 func (x *GetScheduleResponse) Reset() {
 	*x = GetScheduleResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[63]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4007,7 +4110,7 @@ func (x *GetScheduleResponse) String() string {
 func (*GetScheduleResponse) ProtoMessage() {}
 
 func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[63]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4020,7 +4123,7 @@ func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
 func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{63}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GetScheduleResponse) GetSchedule() *Schedule {
@@ -4041,7 +4144,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[64]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4053,7 +4156,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[64]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4066,7 +4169,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{64}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ListSchedulesRequest) GetNext() int32 {
@@ -4087,7 +4190,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[65]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4099,7 +4202,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[65]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4112,7 +4215,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{65}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*Schedule {
@@ -4132,7 +4235,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[66]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4144,7 +4247,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[66]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4157,7 +4260,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{66}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *DeleteScheduleRequest) GetName() string {
@@ -4176,7 +4279,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[67]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4188,7 +4291,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[67]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4201,7 +4304,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{67}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{68}
 }
 
 // ExportRequest is the argument of Export.
@@ -4213,7 +4316,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[68]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4225,7 +4328,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[68]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4238,7 +4341,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{68}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{69}
 }
 
 // ExportResponse is a batch of exported schedules and jobs. Every schedule
@@ -4255,7 +4358,7 @@ type ExportResponse struct {
 
 func (x *ExportResponse) Reset() {
 	*x = ExportResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[69]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4267,7 +4370,7 @@ func (x *ExportResponse) String() string {
 func (*ExportResponse) ProtoMessage() {}
 
 func (x *ExportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[69]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4280,7 +4383,7 @@ func (x *ExportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportResponse.ProtoReflect.Descriptor instead.
 func (*ExportResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{69}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ExportResponse) GetJobs() []*Job {
@@ -4315,7 +4418,7 @@ type ImportRequest struct {
 
 func (x *ImportRequest) Reset() {
 	*x = ImportRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[70]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4327,7 +4430,7 @@ func (x *ImportRequest) String() string {
 func (*ImportRequest) ProtoMessage() {}
 
 func (x *ImportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[70]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4340,7 +4443,7 @@ func (x *ImportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportRequest.ProtoReflect.Descriptor instead.
 func (*ImportRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{70}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ImportRequest) GetJobs() []*Job {
@@ -4372,7 +4475,7 @@ type ImportResponse struct {
 
 func (x *ImportResponse) Reset() {
 	*x = ImportResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[71]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4384,7 +4487,7 @@ func (x *ImportResponse) String() string {
 func (*ImportResponse) ProtoMessage() {}
 
 func (x *ImportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[71]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4397,7 +4500,7 @@ func (x *ImportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResponse.ProtoReflect.Descriptor instead.
 func (*ImportResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{71}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ImportResponse) GetImported() int64 {
@@ -4441,7 +4544,7 @@ type ImportError struct {
 
 func (x *ImportError) Reset() {
 	*x = ImportError{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[72]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4453,7 +4556,7 @@ func (x *ImportError) String() string {
 func (*ImportError) ProtoMessage() {}
 
 func (x *ImportError) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[72]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4466,7 +4569,7 @@ func (x *ImportError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportError.ProtoReflect.Descriptor instead.
 func (*ImportError) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{72}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ImportError) GetIndex() int64 {
@@ -4511,7 +4614,7 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\r_max_attempts\"$\n" +
 	"\n" +
 	"JobBackoff\x12\x16\n" +
-	"\x06delays\x18\x01 \x03(\tR\x06delays\"\xb3\x03\n" +
+	"\x06delays\x18\x01 \x03(\tR\x06delays\"\xe1\x03\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x10\n" +
@@ -4532,7 +4635,16 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"last_error\x18\r \x01(\tR\tlastError\x12(\n" +
 	"\x10lease_expires_at\x18\x0e \x01(\tR\x0eleaseExpiresAt\x12\x10\n" +
 	"\x03url\x18\x0f \x01(\tR\x03url\x12/\n" +
-	"\abackoff\x18\x10 \x01(\v2\x15.delayq.v1.JobBackoffR\abackoff\"\xb5\x01\n" +
+	"\abackoff\x18\x10 \x01(\v2\x15.delayq.v1.JobBackoffR\abackoff\x12,\n" +
+	"\ahistory\x18\x11 \x03(\v2\x12.delayq.v1.AttemptR\ahistory\"\x9f\x01\n" +
+	"\aAttempt\x12\x18\n" +
+	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12\x1d\n" +
+	"\n" +
+	"started_at\x18\x02 \x01(\tR\tstartedAt\x12\x19\n" +
+	"\bended_at\x18\x03 \x01(\tR\aendedAt\x12\x10\n" +
+	"\x03via\x18\x04 \x01(\tR\x03via\x12\x18\n" +
+	"\aoutcome\x18\x05 \x01(\tR\aoutcome\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"\xb5\x01\n" +
 	"\bDelivery\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x12\n" +
@@ -4845,190 +4957,192 @@ func file_delayq_v1_delayq_proto_rawDescGZIP() []byte {
 	return file_delayq_v1_delayq_proto_rawDescData
 }
 
-var file_delayq_v1_delayq_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
+var file_delayq_v1_delayq_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
 var file_delayq_v1_delayq_proto_goTypes = []any{
 	(*Error)(nil),                  // 0: delayq.v1.Error
 	(*JobSpec)(nil),                // 1: delayq.v1.JobSpec
 	(*JobBackoff)(nil),             // 2: delayq.v1.JobBackoff
 	(*Job)(nil),                    // 3: delayq.v1.Job
-	(*Delivery)(nil),               // 4: delayq.v1.Delivery
-	(*PushRequest)(nil),            // 5: delayq.v1.PushRequest
-	(*PushResponse)(nil),           // 6: delayq.v1.PushResponse
-	(*PushBatchRequest)(nil),       // 7: delayq.v1.PushBatchRequest
-	(*PushResult)(nil),             // 8: delayq.v1.PushResult
-	(*PushBatchResponse)(nil),      // 9: delayq.v1.PushBatchResponse
-	(*ReplaceRequest)(nil),         // 10: delayq.v1.ReplaceRequest
-	(*GetJobRequest)(nil),          // 11: delayq.v1.GetJobRequest
-	(*GetJobResponse)(nil),         // 12: delayq.v1.GetJobResponse
-	(*CancelJobRequest)(nil),       // 13: delayq.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),      // 14: delayq.v1.CancelJobResponse
-	(*FindJobsRequest)(nil),        // 15: delayq.v1.FindJobsRequest
-	(*FindJobsResponse)(nil),       // 16: delayq.v1.FindJobsResponse
-	(*CancelByKeyRequest)(nil),     // 17: delayq.v1.CancelByKeyRequest
-	(*CancelByKeyResponse)(nil),    // 18: delayq.v1.CancelByKeyResponse
-	(*ClaimRequest)(nil),           // 19: delayq.v1.ClaimRequest
-	(*ClaimResponse)(nil),          // 20: delayq.v1.ClaimResponse
-	(*SubscribeRequest)(nil),       // 21: delayq.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),      // 22: delayq.v1.SubscribeResponse
-	(*AckRequest)(nil),             // 23: delayq.v1.AckRequest
-	(*AckResponse)(nil),            // 24: delayq.v1.AckResponse
-	(*NackRequest)(nil),            // 25: delayq.v1.NackRequest
-	(*NackResponse)(nil),           // 26: delayq.v1.NackResponse
-	(*TouchRequest)(nil),           // 27: delayq.v1.TouchRequest
-	(*TouchResponse)(nil),          // 28: delayq.v1.TouchResponse
-	(*AckBatchRequest)(nil),        // 29: delayq.v1.AckBatchRequest
-	(*ItemResult)(nil),             // 30: delayq.v1.ItemResult
-	(*AckBatchResponse)(nil),       // 31: delayq.v1.AckBatchResponse
-	(*NackBatchRequest)(nil),       // 32: delayq.v1.NackBatchRequest
-	(*NackBatchResponse)(nil),      // 33: delayq.v1.NackBatchResponse
-	(*RequeueRequest)(nil),         // 34: delayq.v1.RequeueRequest
-	(*RequeueResponse)(nil),        // 35: delayq.v1.RequeueResponse
-	(*ListDeadRequest)(nil),        // 36: delayq.v1.ListDeadRequest
-	(*ListDeadResponse)(nil),       // 37: delayq.v1.ListDeadResponse
-	(*TopicConfig)(nil),            // 38: delayq.v1.TopicConfig
-	(*DeliveryConfig)(nil),         // 39: delayq.v1.DeliveryConfig
-	(*BackoffConfig)(nil),          // 40: delayq.v1.BackoffConfig
-	(*RateConfig)(nil),             // 41: delayq.v1.RateConfig
-	(*Topic)(nil),                  // 42: delayq.v1.Topic
-	(*DeliveryView)(nil),           // 43: delayq.v1.DeliveryView
-	(*Counts)(nil),                 // 44: delayq.v1.Counts
-	(*GetTopicRequest)(nil),        // 45: delayq.v1.GetTopicRequest
-	(*GetTopicResponse)(nil),       // 46: delayq.v1.GetTopicResponse
-	(*ListTopicsRequest)(nil),      // 47: delayq.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),     // 48: delayq.v1.ListTopicsResponse
-	(*PutTopicRequest)(nil),        // 49: delayq.v1.PutTopicRequest
-	(*PutTopicResponse)(nil),       // 50: delayq.v1.PutTopicResponse
-	(*DeleteTopicRequest)(nil),     // 51: delayq.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),    // 52: delayq.v1.DeleteTopicResponse
-	(*PauseTopicRequest)(nil),      // 53: delayq.v1.PauseTopicRequest
-	(*PauseTopicResponse)(nil),     // 54: delayq.v1.PauseTopicResponse
-	(*ResumeTopicRequest)(nil),     // 55: delayq.v1.ResumeTopicRequest
-	(*ResumeTopicResponse)(nil),    // 56: delayq.v1.ResumeTopicResponse
-	(*ScheduleConfig)(nil),         // 57: delayq.v1.ScheduleConfig
-	(*ScheduleJob)(nil),            // 58: delayq.v1.ScheduleJob
-	(*Schedule)(nil),               // 59: delayq.v1.Schedule
-	(*PutScheduleRequest)(nil),     // 60: delayq.v1.PutScheduleRequest
-	(*PutScheduleResponse)(nil),    // 61: delayq.v1.PutScheduleResponse
-	(*GetScheduleRequest)(nil),     // 62: delayq.v1.GetScheduleRequest
-	(*GetScheduleResponse)(nil),    // 63: delayq.v1.GetScheduleResponse
-	(*ListSchedulesRequest)(nil),   // 64: delayq.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),  // 65: delayq.v1.ListSchedulesResponse
-	(*DeleteScheduleRequest)(nil),  // 66: delayq.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil), // 67: delayq.v1.DeleteScheduleResponse
-	(*ExportRequest)(nil),          // 68: delayq.v1.ExportRequest
-	(*ExportResponse)(nil),         // 69: delayq.v1.ExportResponse
-	(*ImportRequest)(nil),          // 70: delayq.v1.ImportRequest
-	(*ImportResponse)(nil),         // 71: delayq.v1.ImportResponse
-	(*ImportError)(nil),            // 72: delayq.v1.ImportError
-	nil,                            // 73: delayq.v1.DeliveryConfig.HeadersEntry
+	(*Attempt)(nil),                // 4: delayq.v1.Attempt
+	(*Delivery)(nil),               // 5: delayq.v1.Delivery
+	(*PushRequest)(nil),            // 6: delayq.v1.PushRequest
+	(*PushResponse)(nil),           // 7: delayq.v1.PushResponse
+	(*PushBatchRequest)(nil),       // 8: delayq.v1.PushBatchRequest
+	(*PushResult)(nil),             // 9: delayq.v1.PushResult
+	(*PushBatchResponse)(nil),      // 10: delayq.v1.PushBatchResponse
+	(*ReplaceRequest)(nil),         // 11: delayq.v1.ReplaceRequest
+	(*GetJobRequest)(nil),          // 12: delayq.v1.GetJobRequest
+	(*GetJobResponse)(nil),         // 13: delayq.v1.GetJobResponse
+	(*CancelJobRequest)(nil),       // 14: delayq.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),      // 15: delayq.v1.CancelJobResponse
+	(*FindJobsRequest)(nil),        // 16: delayq.v1.FindJobsRequest
+	(*FindJobsResponse)(nil),       // 17: delayq.v1.FindJobsResponse
+	(*CancelByKeyRequest)(nil),     // 18: delayq.v1.CancelByKeyRequest
+	(*CancelByKeyResponse)(nil),    // 19: delayq.v1.CancelByKeyResponse
+	(*ClaimRequest)(nil),           // 20: delayq.v1.ClaimRequest
+	(*ClaimResponse)(nil),          // 21: delayq.v1.ClaimResponse
+	(*SubscribeRequest)(nil),       // 22: delayq.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),      // 23: delayq.v1.SubscribeResponse
+	(*AckRequest)(nil),             // 24: delayq.v1.AckRequest
+	(*AckResponse)(nil),            // 25: delayq.v1.AckResponse
+	(*NackRequest)(nil),            // 26: delayq.v1.NackRequest
+	(*NackResponse)(nil),           // 27: delayq.v1.NackResponse
+	(*TouchRequest)(nil),           // 28: delayq.v1.TouchRequest
+	(*TouchResponse)(nil),          // 29: delayq.v1.TouchResponse
+	(*AckBatchRequest)(nil),        // 30: delayq.v1.AckBatchRequest
+	(*ItemResult)(nil),             // 31: delayq.v1.ItemResult
+	(*AckBatchResponse)(nil),       // 32: delayq.v1.AckBatchResponse
+	(*NackBatchRequest)(nil),       // 33: delayq.v1.NackBatchRequest
+	(*NackBatchResponse)(nil),      // 34: delayq.v1.NackBatchResponse
+	(*RequeueRequest)(nil),         // 35: delayq.v1.RequeueRequest
+	(*RequeueResponse)(nil),        // 36: delayq.v1.RequeueResponse
+	(*ListDeadRequest)(nil),        // 37: delayq.v1.ListDeadRequest
+	(*ListDeadResponse)(nil),       // 38: delayq.v1.ListDeadResponse
+	(*TopicConfig)(nil),            // 39: delayq.v1.TopicConfig
+	(*DeliveryConfig)(nil),         // 40: delayq.v1.DeliveryConfig
+	(*BackoffConfig)(nil),          // 41: delayq.v1.BackoffConfig
+	(*RateConfig)(nil),             // 42: delayq.v1.RateConfig
+	(*Topic)(nil),                  // 43: delayq.v1.Topic
+	(*DeliveryView)(nil),           // 44: delayq.v1.DeliveryView
+	(*Counts)(nil),                 // 45: delayq.v1.Counts
+	(*GetTopicRequest)(nil),        // 46: delayq.v1.GetTopicRequest
+	(*GetTopicResponse)(nil),       // 47: delayq.v1.GetTopicResponse
+	(*ListTopicsRequest)(nil),      // 48: delayq.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),     // 49: delayq.v1.ListTopicsResponse
+	(*PutTopicRequest)(nil),        // 50: delayq.v1.PutTopicRequest
+	(*PutTopicResponse)(nil),       // 51: delayq.v1.PutTopicResponse
+	(*DeleteTopicRequest)(nil),     // 52: delayq.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),    // 53: delayq.v1.DeleteTopicResponse
+	(*PauseTopicRequest)(nil),      // 54: delayq.v1.PauseTopicRequest
+	(*PauseTopicResponse)(nil),     // 55: delayq.v1.PauseTopicResponse
+	(*ResumeTopicRequest)(nil),     // 56: delayq.v1.ResumeTopicRequest
+	(*ResumeTopicResponse)(nil),    // 57: delayq.v1.ResumeTopicResponse
+	(*ScheduleConfig)(nil),         // 58: delayq.v1.ScheduleConfig
+	(*ScheduleJob)(nil),            // 59: delayq.v1.ScheduleJob
+	(*Schedule)(nil),               // 60: delayq.v1.Schedule
+	(*PutScheduleRequest)(nil),     // 61: delayq.v1.PutScheduleRequest
+	(*PutScheduleResponse)(nil),    // 62: delayq.v1.PutScheduleResponse
+	(*GetScheduleRequest)(nil),     // 63: delayq.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),    // 64: delayq.v1.GetScheduleResponse
+	(*ListSchedulesRequest)(nil),   // 65: delayq.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),  // 66: delayq.v1.ListSchedulesResponse
+	(*DeleteScheduleRequest)(nil),  // 67: delayq.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil), // 68: delayq.v1.DeleteScheduleResponse
+	(*ExportRequest)(nil),          // 69: delayq.v1.ExportRequest
+	(*ExportResponse)(nil),         // 70: delayq.v1.ExportResponse
+	(*ImportRequest)(nil),          // 71: delayq.v1.ImportRequest
+	(*ImportResponse)(nil),         // 72: delayq.v1.ImportResponse
+	(*ImportError)(nil),            // 73: delayq.v1.ImportError
+	nil,                            // 74: delayq.v1.DeliveryConfig.HeadersEntry
 }
 var file_delayq_v1_delayq_proto_depIdxs = []int32{
 	3,  // 0: delayq.v1.Error.job:type_name -> delayq.v1.Job
 	2,  // 1: delayq.v1.JobSpec.backoff:type_name -> delayq.v1.JobBackoff
 	2,  // 2: delayq.v1.Job.backoff:type_name -> delayq.v1.JobBackoff
-	1,  // 3: delayq.v1.PushRequest.job:type_name -> delayq.v1.JobSpec
-	1,  // 4: delayq.v1.PushBatchRequest.jobs:type_name -> delayq.v1.JobSpec
-	6,  // 5: delayq.v1.PushResult.job:type_name -> delayq.v1.PushResponse
-	0,  // 6: delayq.v1.PushResult.error:type_name -> delayq.v1.Error
-	8,  // 7: delayq.v1.PushBatchResponse.results:type_name -> delayq.v1.PushResult
-	1,  // 8: delayq.v1.ReplaceRequest.job:type_name -> delayq.v1.JobSpec
-	3,  // 9: delayq.v1.GetJobResponse.job:type_name -> delayq.v1.Job
-	3,  // 10: delayq.v1.FindJobsResponse.jobs:type_name -> delayq.v1.Job
-	4,  // 11: delayq.v1.ClaimResponse.jobs:type_name -> delayq.v1.Delivery
-	4,  // 12: delayq.v1.SubscribeResponse.delivery:type_name -> delayq.v1.Delivery
-	23, // 13: delayq.v1.AckBatchRequest.acks:type_name -> delayq.v1.AckRequest
-	0,  // 14: delayq.v1.ItemResult.error:type_name -> delayq.v1.Error
-	30, // 15: delayq.v1.AckBatchResponse.results:type_name -> delayq.v1.ItemResult
-	25, // 16: delayq.v1.NackBatchRequest.nacks:type_name -> delayq.v1.NackRequest
-	30, // 17: delayq.v1.NackBatchResponse.results:type_name -> delayq.v1.ItemResult
-	3,  // 18: delayq.v1.ListDeadResponse.jobs:type_name -> delayq.v1.Job
-	39, // 19: delayq.v1.TopicConfig.delivery:type_name -> delayq.v1.DeliveryConfig
-	40, // 20: delayq.v1.TopicConfig.backoff:type_name -> delayq.v1.BackoffConfig
-	41, // 21: delayq.v1.TopicConfig.rate:type_name -> delayq.v1.RateConfig
-	73, // 22: delayq.v1.DeliveryConfig.headers:type_name -> delayq.v1.DeliveryConfig.HeadersEntry
-	43, // 23: delayq.v1.Topic.delivery:type_name -> delayq.v1.DeliveryView
-	40, // 24: delayq.v1.Topic.backoff:type_name -> delayq.v1.BackoffConfig
-	41, // 25: delayq.v1.Topic.rate:type_name -> delayq.v1.RateConfig
-	44, // 26: delayq.v1.Topic.counts:type_name -> delayq.v1.Counts
-	42, // 27: delayq.v1.GetTopicResponse.topic:type_name -> delayq.v1.Topic
-	42, // 28: delayq.v1.ListTopicsResponse.topics:type_name -> delayq.v1.Topic
-	38, // 29: delayq.v1.PutTopicRequest.config:type_name -> delayq.v1.TopicConfig
-	42, // 30: delayq.v1.PutTopicResponse.topic:type_name -> delayq.v1.Topic
-	42, // 31: delayq.v1.PauseTopicResponse.topic:type_name -> delayq.v1.Topic
-	42, // 32: delayq.v1.ResumeTopicResponse.topic:type_name -> delayq.v1.Topic
-	58, // 33: delayq.v1.ScheduleConfig.job:type_name -> delayq.v1.ScheduleJob
-	58, // 34: delayq.v1.Schedule.job:type_name -> delayq.v1.ScheduleJob
-	57, // 35: delayq.v1.PutScheduleRequest.schedule:type_name -> delayq.v1.ScheduleConfig
-	59, // 36: delayq.v1.PutScheduleResponse.schedule:type_name -> delayq.v1.Schedule
-	59, // 37: delayq.v1.GetScheduleResponse.schedule:type_name -> delayq.v1.Schedule
-	59, // 38: delayq.v1.ListSchedulesResponse.schedules:type_name -> delayq.v1.Schedule
-	3,  // 39: delayq.v1.ExportResponse.jobs:type_name -> delayq.v1.Job
-	59, // 40: delayq.v1.ExportResponse.schedules:type_name -> delayq.v1.Schedule
-	3,  // 41: delayq.v1.ImportRequest.jobs:type_name -> delayq.v1.Job
-	59, // 42: delayq.v1.ImportRequest.schedules:type_name -> delayq.v1.Schedule
-	72, // 43: delayq.v1.ImportResponse.errors:type_name -> delayq.v1.ImportError
-	0,  // 44: delayq.v1.ImportError.error:type_name -> delayq.v1.Error
-	5,  // 45: delayq.v1.DelayqService.Push:input_type -> delayq.v1.PushRequest
-	7,  // 46: delayq.v1.DelayqService.PushBatch:input_type -> delayq.v1.PushBatchRequest
-	10, // 47: delayq.v1.DelayqService.Replace:input_type -> delayq.v1.ReplaceRequest
-	11, // 48: delayq.v1.DelayqService.GetJob:input_type -> delayq.v1.GetJobRequest
-	13, // 49: delayq.v1.DelayqService.CancelJob:input_type -> delayq.v1.CancelJobRequest
-	15, // 50: delayq.v1.DelayqService.FindJobs:input_type -> delayq.v1.FindJobsRequest
-	17, // 51: delayq.v1.DelayqService.CancelByKey:input_type -> delayq.v1.CancelByKeyRequest
-	19, // 52: delayq.v1.DelayqService.Claim:input_type -> delayq.v1.ClaimRequest
-	21, // 53: delayq.v1.DelayqService.Subscribe:input_type -> delayq.v1.SubscribeRequest
-	23, // 54: delayq.v1.DelayqService.Ack:input_type -> delayq.v1.AckRequest
-	25, // 55: delayq.v1.DelayqService.Nack:input_type -> delayq.v1.NackRequest
-	27, // 56: delayq.v1.DelayqService.Touch:input_type -> delayq.v1.TouchRequest
-	29, // 57: delayq.v1.DelayqService.AckBatch:input_type -> delayq.v1.AckBatchRequest
-	32, // 58: delayq.v1.DelayqService.NackBatch:input_type -> delayq.v1.NackBatchRequest
-	34, // 59: delayq.v1.DelayqService.Requeue:input_type -> delayq.v1.RequeueRequest
-	36, // 60: delayq.v1.DelayqService.ListDead:input_type -> delayq.v1.ListDeadRequest
-	45, // 61: delayq.v1.DelayqService.GetTopic:input_type -> delayq.v1.GetTopicRequest
-	47, // 62: delayq.v1.DelayqService.ListTopics:input_type -> delayq.v1.ListTopicsRequest
-	49, // 63: delayq.v1.DelayqService.PutTopic:input_type -> delayq.v1.PutTopicRequest
-	51, // 64: delayq.v1.DelayqService.DeleteTopic:input_type -> delayq.v1.DeleteTopicRequest
-	53, // 65: delayq.v1.DelayqService.PauseTopic:input_type -> delayq.v1.PauseTopicRequest
-	55, // 66: delayq.v1.DelayqService.ResumeTopic:input_type -> delayq.v1.ResumeTopicRequest
-	60, // 67: delayq.v1.DelayqService.PutSchedule:input_type -> delayq.v1.PutScheduleRequest
-	62, // 68: delayq.v1.DelayqService.GetSchedule:input_type -> delayq.v1.GetScheduleRequest
-	64, // 69: delayq.v1.DelayqService.ListSchedules:input_type -> delayq.v1.ListSchedulesRequest
-	66, // 70: delayq.v1.DelayqService.DeleteSchedule:input_type -> delayq.v1.DeleteScheduleRequest
-	68, // 71: delayq.v1.DelayqService.Export:input_type -> delayq.v1.ExportRequest
-	70, // 72: delayq.v1.DelayqService.Import:input_type -> delayq.v1.ImportRequest
-	6,  // 73: delayq.v1.DelayqService.Push:output_type -> delayq.v1.PushResponse
-	9,  // 74: delayq.v1.DelayqService.PushBatch:output_type -> delayq.v1.PushBatchResponse
-	6,  // 75: delayq.v1.DelayqService.Replace:output_type -> delayq.v1.PushResponse
-	12, // 76: delayq.v1.DelayqService.GetJob:output_type -> delayq.v1.GetJobResponse
-	14, // 77: delayq.v1.DelayqService.CancelJob:output_type -> delayq.v1.CancelJobResponse
-	16, // 78: delayq.v1.DelayqService.FindJobs:output_type -> delayq.v1.FindJobsResponse
-	18, // 79: delayq.v1.DelayqService.CancelByKey:output_type -> delayq.v1.CancelByKeyResponse
-	20, // 80: delayq.v1.DelayqService.Claim:output_type -> delayq.v1.ClaimResponse
-	22, // 81: delayq.v1.DelayqService.Subscribe:output_type -> delayq.v1.SubscribeResponse
-	24, // 82: delayq.v1.DelayqService.Ack:output_type -> delayq.v1.AckResponse
-	26, // 83: delayq.v1.DelayqService.Nack:output_type -> delayq.v1.NackResponse
-	28, // 84: delayq.v1.DelayqService.Touch:output_type -> delayq.v1.TouchResponse
-	31, // 85: delayq.v1.DelayqService.AckBatch:output_type -> delayq.v1.AckBatchResponse
-	33, // 86: delayq.v1.DelayqService.NackBatch:output_type -> delayq.v1.NackBatchResponse
-	35, // 87: delayq.v1.DelayqService.Requeue:output_type -> delayq.v1.RequeueResponse
-	37, // 88: delayq.v1.DelayqService.ListDead:output_type -> delayq.v1.ListDeadResponse
-	46, // 89: delayq.v1.DelayqService.GetTopic:output_type -> delayq.v1.GetTopicResponse
-	48, // 90: delayq.v1.DelayqService.ListTopics:output_type -> delayq.v1.ListTopicsResponse
-	50, // 91: delayq.v1.DelayqService.PutTopic:output_type -> delayq.v1.PutTopicResponse
-	52, // 92: delayq.v1.DelayqService.DeleteTopic:output_type -> delayq.v1.DeleteTopicResponse
-	54, // 93: delayq.v1.DelayqService.PauseTopic:output_type -> delayq.v1.PauseTopicResponse
-	56, // 94: delayq.v1.DelayqService.ResumeTopic:output_type -> delayq.v1.ResumeTopicResponse
-	61, // 95: delayq.v1.DelayqService.PutSchedule:output_type -> delayq.v1.PutScheduleResponse
-	63, // 96: delayq.v1.DelayqService.GetSchedule:output_type -> delayq.v1.GetScheduleResponse
-	65, // 97: delayq.v1.DelayqService.ListSchedules:output_type -> delayq.v1.ListSchedulesResponse
-	67, // 98: delayq.v1.DelayqService.DeleteSchedule:output_type -> delayq.v1.DeleteScheduleResponse
-	69, // 99: delayq.v1.DelayqService.Export:output_type -> delayq.v1.ExportResponse
-	71, // 100: delayq.v1.DelayqService.Import:output_type -> delayq.v1.ImportResponse
-	73, // [73:101] is the sub-list for method output_type
-	45, // [45:73] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	4,  // 3: delayq.v1.Job.history:type_name -> delayq.v1.Attempt
+	1,  // 4: delayq.v1.PushRequest.job:type_name -> delayq.v1.JobSpec
+	1,  // 5: delayq.v1.PushBatchRequest.jobs:type_name -> delayq.v1.JobSpec
+	7,  // 6: delayq.v1.PushResult.job:type_name -> delayq.v1.PushResponse
+	0,  // 7: delayq.v1.PushResult.error:type_name -> delayq.v1.Error
+	9,  // 8: delayq.v1.PushBatchResponse.results:type_name -> delayq.v1.PushResult
+	1,  // 9: delayq.v1.ReplaceRequest.job:type_name -> delayq.v1.JobSpec
+	3,  // 10: delayq.v1.GetJobResponse.job:type_name -> delayq.v1.Job
+	3,  // 11: delayq.v1.FindJobsResponse.jobs:type_name -> delayq.v1.Job
+	5,  // 12: delayq.v1.ClaimResponse.jobs:type_name -> delayq.v1.Delivery
+	5,  // 13: delayq.v1.SubscribeResponse.delivery:type_name -> delayq.v1.Delivery
+	24, // 14: delayq.v1.AckBatchRequest.acks:type_name -> delayq.v1.AckRequest
+	0,  // 15: delayq.v1.ItemResult.error:type_name -> delayq.v1.Error
+	31, // 16: delayq.v1.AckBatchResponse.results:type_name -> delayq.v1.ItemResult
+	26, // 17: delayq.v1.NackBatchRequest.nacks:type_name -> delayq.v1.NackRequest
+	31, // 18: delayq.v1.NackBatchResponse.results:type_name -> delayq.v1.ItemResult
+	3,  // 19: delayq.v1.ListDeadResponse.jobs:type_name -> delayq.v1.Job
+	40, // 20: delayq.v1.TopicConfig.delivery:type_name -> delayq.v1.DeliveryConfig
+	41, // 21: delayq.v1.TopicConfig.backoff:type_name -> delayq.v1.BackoffConfig
+	42, // 22: delayq.v1.TopicConfig.rate:type_name -> delayq.v1.RateConfig
+	74, // 23: delayq.v1.DeliveryConfig.headers:type_name -> delayq.v1.DeliveryConfig.HeadersEntry
+	44, // 24: delayq.v1.Topic.delivery:type_name -> delayq.v1.DeliveryView
+	41, // 25: delayq.v1.Topic.backoff:type_name -> delayq.v1.BackoffConfig
+	42, // 26: delayq.v1.Topic.rate:type_name -> delayq.v1.RateConfig
+	45, // 27: delayq.v1.Topic.counts:type_name -> delayq.v1.Counts
+	43, // 28: delayq.v1.GetTopicResponse.topic:type_name -> delayq.v1.Topic
+	43, // 29: delayq.v1.ListTopicsResponse.topics:type_name -> delayq.v1.Topic
+	39, // 30: delayq.v1.PutTopicRequest.config:type_name -> delayq.v1.TopicConfig
+	43, // 31: delayq.v1.PutTopicResponse.topic:type_name -> delayq.v1.Topic
+	43, // 32: delayq.v1.PauseTopicResponse.topic:type_name -> delayq.v1.Topic
+	43, // 33: delayq.v1.ResumeTopicResponse.topic:type_name -> delayq.v1.Topic
+	59, // 34: delayq.v1.ScheduleConfig.job:type_name -> delayq.v1.ScheduleJob
+	59, // 35: delayq.v1.Schedule.job:type_name -> delayq.v1.ScheduleJob
+	58, // 36: delayq.v1.PutScheduleRequest.schedule:type_name -> delayq.v1.ScheduleConfig
+	60, // 37: delayq.v1.PutScheduleResponse.schedule:type_name -> delayq.v1.Schedule
+	60, // 38: delayq.v1.GetScheduleResponse.schedule:type_name -> delayq.v1.Schedule
+	60, // 39: delayq.v1.ListSchedulesResponse.schedules:type_name -> delayq.v1.Schedule
+	3,  // 40: delayq.v1.ExportResponse.jobs:type_name -> delayq.v1.Job
+	60, // 41: delayq.v1.ExportResponse.schedules:type_name -> delayq.v1.Schedule
+	3,  // 42: delayq.v1.ImportRequest.jobs:type_name -> delayq.v1.Job
+	60, // 43: delayq.v1.ImportRequest.schedules:type_name -> delayq.v1.Schedule
+	73, // 44: delayq.v1.ImportResponse.errors:type_name -> delayq.v1.ImportError
+	0,  // 45: delayq.v1.ImportError.error:type_name -> delayq.v1.Error
+	6,  // 46: delayq.v1.DelayqService.Push:input_type -> delayq.v1.PushRequest
+	8,  // 47: delayq.v1.DelayqService.PushBatch:input_type -> delayq.v1.PushBatchRequest
+	11, // 48: delayq.v1.DelayqService.Replace:input_type -> delayq.v1.ReplaceRequest
+	12, // 49: delayq.v1.DelayqService.GetJob:input_type -> delayq.v1.GetJobRequest
+	14, // 50: delayq.v1.DelayqService.CancelJob:input_type -> delayq.v1.CancelJobRequest
+	16, // 51: delayq.v1.DelayqService.FindJobs:input_type -> delayq.v1.FindJobsRequest
+	18, // 52: delayq.v1.DelayqService.CancelByKey:input_type -> delayq.v1.CancelByKeyRequest
+	20, // 53: delayq.v1.DelayqService.Claim:input_type -> delayq.v1.ClaimRequest
+	22, // 54: delayq.v1.DelayqService.Subscribe:input_type -> delayq.v1.SubscribeRequest
+	24, // 55: delayq.v1.DelayqService.Ack:input_type -> delayq.v1.AckRequest
+	26, // 56: delayq.v1.DelayqService.Nack:input_type -> delayq.v1.NackRequest
+	28, // 57: delayq.v1.DelayqService.Touch:input_type -> delayq.v1.TouchRequest
+	30, // 58: delayq.v1.DelayqService.AckBatch:input_type -> delayq.v1.AckBatchRequest
+	33, // 59: delayq.v1.DelayqService.NackBatch:input_type -> delayq.v1.NackBatchRequest
+	35, // 60: delayq.v1.DelayqService.Requeue:input_type -> delayq.v1.RequeueRequest
+	37, // 61: delayq.v1.DelayqService.ListDead:input_type -> delayq.v1.ListDeadRequest
+	46, // 62: delayq.v1.DelayqService.GetTopic:input_type -> delayq.v1.GetTopicRequest
+	48, // 63: delayq.v1.DelayqService.ListTopics:input_type -> delayq.v1.ListTopicsRequest
+	50, // 64: delayq.v1.DelayqService.PutTopic:input_type -> delayq.v1.PutTopicRequest
+	52, // 65: delayq.v1.DelayqService.DeleteTopic:input_type -> delayq.v1.DeleteTopicRequest
+	54, // 66: delayq.v1.DelayqService.PauseTopic:input_type -> delayq.v1.PauseTopicRequest
+	56, // 67: delayq.v1.DelayqService.ResumeTopic:input_type -> delayq.v1.ResumeTopicRequest
+	61, // 68: delayq.v1.DelayqService.PutSchedule:input_type -> delayq.v1.PutScheduleRequest
+	63, // 69: delayq.v1.DelayqService.GetSchedule:input_type -> delayq.v1.GetScheduleRequest
+	65, // 70: delayq.v1.DelayqService.ListSchedules:input_type -> delayq.v1.ListSchedulesRequest
+	67, // 71: delayq.v1.DelayqService.DeleteSchedule:input_type -> delayq.v1.DeleteScheduleRequest
+	69, // 72: delayq.v1.DelayqService.Export:input_type -> delayq.v1.ExportRequest
+	71, // 73: delayq.v1.DelayqService.Import:input_type -> delayq.v1.ImportRequest
+	7,  // 74: delayq.v1.DelayqService.Push:output_type -> delayq.v1.PushResponse
+	10, // 75: delayq.v1.DelayqService.PushBatch:output_type -> delayq.v1.PushBatchResponse
+	7,  // 76: delayq.v1.DelayqService.Replace:output_type -> delayq.v1.PushResponse
+	13, // 77: delayq.v1.DelayqService.GetJob:output_type -> delayq.v1.GetJobResponse
+	15, // 78: delayq.v1.DelayqService.CancelJob:output_type -> delayq.v1.CancelJobResponse
+	17, // 79: delayq.v1.DelayqService.FindJobs:output_type -> delayq.v1.FindJobsResponse
+	19, // 80: delayq.v1.DelayqService.CancelByKey:output_type -> delayq.v1.CancelByKeyResponse
+	21, // 81: delayq.v1.DelayqService.Claim:output_type -> delayq.v1.ClaimResponse
+	23, // 82: delayq.v1.DelayqService.Subscribe:output_type -> delayq.v1.SubscribeResponse
+	25, // 83: delayq.v1.DelayqService.Ack:output_type -> delayq.v1.AckResponse
+	27, // 84: delayq.v1.DelayqService.Nack:output_type -> delayq.v1.NackResponse
+	29, // 85: delayq.v1.DelayqService.Touch:output_type -> delayq.v1.TouchResponse
+	32, // 86: delayq.v1.DelayqService.AckBatch:output_type -> delayq.v1.AckBatchResponse
+	34, // 87: delayq.v1.DelayqService.NackBatch:output_type -> delayq.v1.NackBatchResponse
+	36, // 88: delayq.v1.DelayqService.Requeue:output_type -> delayq.v1.RequeueResponse
+	38, // 89: delayq.v1.DelayqService.ListDead:output_type -> delayq.v1.ListDeadResponse
+	47, // 90: delayq.v1.DelayqService.GetTopic:output_type -> delayq.v1.GetTopicResponse
+	49, // 91: delayq.v1.DelayqService.ListTopics:output_type -> delayq.v1.ListTopicsResponse
+	51, // 92: delayq.v1.DelayqService.PutTopic:output_type -> delayq.v1.PutTopicResponse
+	53, // 93: delayq.v1.DelayqService.DeleteTopic:output_type -> delayq.v1.DeleteTopicResponse
+	55, // 94: delayq.v1.DelayqService.PauseTopic:output_type -> delayq.v1.PauseTopicResponse
+	57, // 95: delayq.v1.DelayqService.ResumeTopic:output_type -> delayq.v1.ResumeTopicResponse
+	62, // 96: delayq.v1.DelayqService.PutSchedule:output_type -> delayq.v1.PutScheduleResponse
+	64, // 97: delayq.v1.DelayqService.GetSchedule:output_type -> delayq.v1.GetScheduleResponse
+	66, // 98: delayq.v1.DelayqService.ListSchedules:output_type -> delayq.v1.ListSchedulesResponse
+	68, // 99: delayq.v1.DelayqService.DeleteSchedule:output_type -> delayq.v1.DeleteScheduleResponse
+	70, // 100: delayq.v1.DelayqService.Export:output_type -> delayq.v1.ExportResponse
+	72, // 101: delayq.v1.DelayqService.Import:output_type -> delayq.v1.ImportResponse
+	74, // [74:102] is the sub-list for method output_type
+	46, // [46:74] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_delayq_v1_delayq_proto_init() }
@@ -5037,17 +5151,17 @@ func file_delayq_v1_delayq_proto_init() {
 		return
 	}
 	file_delayq_v1_delayq_proto_msgTypes[1].OneofWrappers = []any{}
-	file_delayq_v1_delayq_proto_msgTypes[19].OneofWrappers = []any{}
-	file_delayq_v1_delayq_proto_msgTypes[60].OneofWrappers = []any{}
-	file_delayq_v1_delayq_proto_msgTypes[62].OneofWrappers = []any{}
-	file_delayq_v1_delayq_proto_msgTypes[64].OneofWrappers = []any{}
+	file_delayq_v1_delayq_proto_msgTypes[20].OneofWrappers = []any{}
+	file_delayq_v1_delayq_proto_msgTypes[61].OneofWrappers = []any{}
+	file_delayq_v1_delayq_proto_msgTypes[63].OneofWrappers = []any{}
+	file_delayq_v1_delayq_proto_msgTypes[65].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_delayq_v1_delayq_proto_rawDesc), len(file_delayq_v1_delayq_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   74,
+			NumMessages:   75,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
