@@ -12,7 +12,7 @@ import (
 // DELAYQ_BENCH_LIST_PENDING pending (default 100 000; docs/benchmarks.md
 // gives the figures for a million):
 //
-//	DELAYQ_BENCH_LIST_PENDING=1000000 go test -run '^$' -bench ListJobs -benchtime 20x ./backends/pebblestore/
+//	DELAYQ_BENCH_LIST_PENDING=1000000 go test -run '^$' -bench ListJobs/local -benchtime 1x ./backends/pebblestore/
 func BenchmarkListJobs(b *testing.B) {
 	n := storetest.EnvInt("DELAYQ_BENCH_LIST_PENDING", 100_000)
 	for _, st := range benchStores {
