@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -102,9 +103,22 @@ func (s *Store) ListJobs(_ context.Context, params *core.ListJobsParams) (core.J
 		ids = ids[:params.Limit]
 		page.Next = next[params.Limit-1].String()
 	}
-	for _, id := range ids {
-		j, err := s.read(id, params.State.Finished())
-		switch {
+	// The reads, three point gets a job, are most of a page's time: a few
+	// goroutines share them.
+	jobs := make([]*core.Job, len(ids))
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	const readers = 4
+	for r := range readers {
+		wg.Go(func() {
+			for k := r; k < len(ids); k += readers {
+				jobs[k], errs[k] = s.read(ids[k], params.State.Finished())
+			}
+		})
+	}
+	wg.Wait()
+	for k, j := range jobs {
+		switch err := errs[k]; {
 		case errors.Is(err, core.ErrNotFound):
 			// Finished past retention, or pruned, since the pick.
 		case err != nil:
