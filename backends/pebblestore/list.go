@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -81,11 +82,11 @@ func (s *Store) ListJobs(_ context.Context, params *core.ListJobsParams) (core.J
 	)
 	switch params.State {
 	case core.StateScheduled:
-		ids, next = s.pick(&tp.scheduled, after, params.Limit+1)
+		ids, next = s.pickFirst(&tp.scheduled, after, params.Limit+1)
 	case core.StateReady:
 		ids, next = s.pick(&tp.ready, after, params.Limit+1)
 	case core.StateReserved:
-		ids, next = s.pick(&tp.reserved, after, params.Limit+1)
+		ids, next = s.pickFirst(&tp.reserved, after, params.Limit+1)
 	}
 	s.mu.Unlock()
 	switch params.State {
@@ -102,9 +103,22 @@ func (s *Store) ListJobs(_ context.Context, params *core.ListJobsParams) (core.J
 		ids = ids[:params.Limit]
 		page.Next = next[params.Limit-1].String()
 	}
-	for _, id := range ids {
-		j, err := s.read(id, params.State.Finished())
-		switch {
+	// The reads, three point gets a job, are most of a page's time: a few
+	// goroutines share them.
+	jobs := make([]*core.Job, len(ids))
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	const readers = 4
+	for r := range readers {
+		wg.Go(func() {
+			for k := r; k < len(ids); k += readers {
+				jobs[k], errs[k] = s.read(ids[k], params.State.Finished())
+			}
+		})
+	}
+	wg.Wait()
+	for k, j := range jobs {
+		switch err := errs[k]; {
 		case errors.Is(err, core.ErrNotFound):
 			// Finished past retention, or pruned, since the pick.
 		case err != nil:
@@ -114,6 +128,110 @@ func (s *Store) ListJobs(_ context.Context, params *core.ListJobsParams) (core.J
 		}
 	}
 	return page, nil
+}
+
+// pickFirst is pick for a heap ordered by due time alone (not by
+// priority first: scheduled, reserved), where the first slots after the
+// cursor lie near the root: a best-first walk from the root visits the
+// slots in (due, seq) order, those up to the cursor and then n more (and
+// their ties), O((m+n) log(m+n)) for m slots before the cursor instead of
+// a pass over the heap. A walk that would visit more than a quarter of
+// the heap (a deep cursor, a million ties) falls back to pick. Under s.mu.
+func (s *Store) pickFirst(h *heap, after *core.ListCursor, n int) ([]string, []core.ListCursor) {
+	x := s.x
+	budget := len(h.items) / 4
+	var (
+		frontier = posHeap{x: x, h: h}
+		found    []uint32
+		last     int64 // due of the n-th slot found
+	)
+	if len(h.items) > 0 {
+		frontier.push(0)
+	}
+	for visited := 0; len(frontier.pos) > 0; visited++ {
+		if visited > budget {
+			return s.pick(h, after, n)
+		}
+		p := frontier.pop()
+		i := h.items[p]
+		d := x.slots[i].due
+		if len(found) >= n && d > last {
+			break // every slot left is later: the ties of the n-th are in
+		}
+		if after == nil || d > after.At || d == after.At && x.id(i) > after.ID {
+			found = append(found, i)
+			if len(found) == n {
+				last = d
+			}
+		}
+		for _, c := range [2]int{2*p + 1, 2*p + 2} {
+			if c < len(h.items) {
+				frontier.push(c)
+			}
+		}
+	}
+	slices.SortFunc(found, func(a, b uint32) int {
+		return cmp.Or(cmp.Compare(x.slots[a].due, x.slots[b].due), strings.Compare(x.id(a), x.id(b)))
+	})
+	found = found[:min(n, len(found))]
+	ids := make([]string, len(found))
+	pos := make([]core.ListCursor, len(found))
+	for k, i := range found {
+		ids[k] = strings.Clone(x.id(i))
+		pos[k] = core.ListCursor{At: x.slots[i].due, ID: ids[k]}
+	}
+	return ids, pos
+}
+
+// posHeap is a min-heap of positions in h by their slots' (due, seq), the
+// frontier of pickFirst's walk.
+type posHeap struct {
+	x   *index
+	h   *heap
+	pos []int
+}
+
+func (f *posHeap) less(a, b int) bool {
+	sa, sb := &f.x.slots[f.h.items[f.pos[a]]], &f.x.slots[f.h.items[f.pos[b]]]
+	if sa.due != sb.due {
+		return sa.due < sb.due
+	}
+	return sa.seq < sb.seq
+}
+
+func (f *posHeap) push(p int) {
+	f.pos = append(f.pos, p)
+	for c := len(f.pos) - 1; c > 0; {
+		q := (c - 1) / 2
+		if !f.less(c, q) {
+			return
+		}
+		f.pos[c], f.pos[q] = f.pos[q], f.pos[c]
+		c = q
+	}
+}
+
+func (f *posHeap) pop() int {
+	top := f.pos[0]
+	n := len(f.pos) - 1
+	f.pos[0] = f.pos[n]
+	f.pos = f.pos[:n]
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		j := l
+		if r := l + 1; r < n && f.less(r, l) {
+			j = r
+		}
+		if !f.less(j, i) {
+			break
+		}
+		f.pos[i], f.pos[j] = f.pos[j], f.pos[i]
+		i = j
+	}
+	return top
 }
 
 // pick returns the ids of the first n slots of h in (due ms, id) order
