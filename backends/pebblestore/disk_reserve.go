@@ -17,21 +17,11 @@ import (
 	"github.com/delayq/delayq/core"
 )
 
-// A full disk, and the reserve kept against it.
-//
-// Pebble cannot go on after a write of its write-ahead log or manifest
-// fails: the log keeps the error and fails every later write, and Pebble
-// panics when it next rotates the log or cannot write its manifest. So the
-// store keeps a ballast file of Config.DiskReserve bytes in its directory
-// and opens Pebble on vfs.OnDiskFull: the first write that meets ENOSPC
-// blocks every write, the ballast is deleted, and the write is tried again,
-// now with the reserve free. From then on the store is full: puts and
-// imports are refused with core.ErrStorageFull (HTTP 503) and Ping says
-// so, while claims, acks, retries, cancels and reads go on, writing into
-// the reserve. Every diskCheckInterval the store asks the file system how
-// much is free; once it is twice the reserve, the ballast is made again
-// and puts are taken again. Without a reserve (DiskReserve zero) the first
-// ENOSPC only marks the store full, and its retry fails as the write did.
+// The disk reserve (see the package doc, A full disk). Pebble cannot go on
+// after a write of its write-ahead log or manifest fails: the log keeps
+// the error and fails every later write, and Pebble panics at its next log
+// rotation or manifest write. So no such write may meet ENOSPC: the
+// ballast is given up first, and puts stop.
 
 const (
 	// DiskReserveDefault is the reserve delayq serve keeps by default
