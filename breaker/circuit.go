@@ -48,12 +48,14 @@ func (e *OpenError) Unwrap() error { return ErrOpen }
 func (e *OpenError) RetryAfter() time.Duration { return e.Wait }
 
 // IsInfrastructure reports whether err says the backend could not be reached
-// or did not answer in time: core.ErrUnavailable (but not core.ErrClosed), a
+// or did not answer in time: core.ErrUnavailable (but not core.ErrClosed,
+// nor core.ErrStorageFull: a full backend answers, and serves all but
+// puts), a
 // context deadline, a network error, a refused, reset or broken connection,
 // or an unexpected end of the stream. It is the default
 // Config.IsFailureFunc of a store breaker.
 func IsInfrastructure(err error) bool {
-	if err == nil || errors.Is(err, core.ErrClosed) {
+	if err == nil || errors.Is(err, core.ErrClosed) || errors.Is(err, core.ErrStorageFull) {
 		return false
 	}
 	if errors.Is(err, core.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {

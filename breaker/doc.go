@@ -9,7 +9,8 @@
 // (IsInfrastructure): core.ErrUnavailable, a deadline that ran out in the
 // backend, connection errors. An answer the backend gave (ErrNotFound,
 // ErrConflict, ErrLeaseLost, validation), a caller that cancelled its
-// context and a closed store (core.ErrClosed) never count. When the
+// context, a closed store (core.ErrClosed) and a full one
+// (core.ErrStorageFull: it refuses puts but serves the rest) never count. When the
 // failures reach a threshold (Config.ConsecutiveFailures in a row, or
 // Config.FailureRatio of the calls over Config.Window), the breaker opens:
 // for Config.OpenTimeout every call returns ErrOpen at once, without

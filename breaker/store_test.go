@@ -377,6 +377,7 @@ func TestIsInfrastructure(t *testing.T) {
 	require.True(t, breaker.IsInfrastructure(context.DeadlineExceeded))
 	require.True(t, breaker.IsInfrastructure(breaker.ErrOpen))
 	require.False(t, breaker.IsInfrastructure(core.ErrClosed))
+	require.False(t, breaker.IsInfrastructure(fmt.Errorf("store: %w", core.ErrStorageFull)), "a full store answers")
 	require.False(t, breaker.IsInfrastructure(core.ErrNotFound))
 	require.False(t, breaker.IsInfrastructure(core.ErrLeaseLost))
 	require.False(t, breaker.IsInfrastructure(core.Invalid("x", "bad")))

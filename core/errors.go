@@ -90,3 +90,10 @@ func (e *NoRetryError) Unwrap() error { return e.Err }
 
 // Is matches ErrNoRetry.
 func (e *NoRetryError) Is(target error) bool { return target == ErrNoRetry }
+
+// ErrStorageFull is returned when the backend's storage is full (a disk
+// with no space left): it refuses new jobs but still serves claims, acks
+// and reads, and takes new jobs again once space is freed. It is
+// unavailable (callers may retry later), and a store breaker does not
+// count it as a failure: the backend answers.
+var ErrStorageFull = fmt.Errorf("%w: storage full", ErrUnavailable)

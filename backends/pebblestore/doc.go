@@ -120,6 +120,20 @@
 // without reading its record, and what the disk holds per kept job
 // follows from it (docs/benchmarks.md measures it).
 //
+// # A full disk
+//
+// With Config.DiskReserve the store keeps a ballast file of that size in
+// Dir, and Pebble writes through vfs.OnDiskFull: the first write that meets
+// ENOSPC deletes the ballast and is tried again, so that Pebble, which
+// cannot go on after a failed write of its log or manifest, does not see
+// the error. The store is then full: PutJobs and ImportJobs return
+// core.ErrStorageFull at once, and Ping too, while claims, acks, retries,
+// cancels and reads go on in the reserve. Every second a full store asks
+// the file system for its free space; at twice the reserve it makes the
+// ballast again and takes puts. The memtable is at most the reserve, so
+// that its flush fits in it, and Open refuses at once a log that the free
+// space cannot hold once replayed rather than wait for space.
+//
 // # Backups
 //
 // Checkpoint (core.Checkpointer) copies the store while it serves: a Pebble

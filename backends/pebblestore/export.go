@@ -89,10 +89,14 @@ func (s *Store) completeFrom(snap *pebble.Snapshot, id string, m *meta) (*core.J
 // ImportJobs implements core.JobImporter: jobs whose id the store knows
 // (unfinished, or finished within retention) are skipped, the others
 // stored as they were (core.Job.Import), in one batch synced before it
-// returns. Errors: ErrClosed, ErrUnavailable.
+// returns. Errors: ErrClosed, ErrStorageFull while the disk is full,
+// ErrUnavailable.
 func (s *Store) ImportJobs(_ context.Context, jobs []*core.Job) ([]bool, error) {
 	s.ops.RLock()
 	defer s.ops.RUnlock()
+	if err := s.reserve.err(); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/delayq/delayq/core"
 )
@@ -62,6 +63,13 @@ type Config struct {
 	// Logger receives Pebble's messages and the store's. Defaults to
 	// slog.Default().
 	Logger *slog.Logger
+	// DiskReserve is the size of the ballast file kept in Dir and deleted
+	// when the disk fills, so that claims, acks and Pebble's own writes
+	// still find room while puts are refused (see the package doc, A full
+	// disk); at most a tenth of the file system. Zero: no reserve, and a
+	// full disk may break the store until a restart. delayq serve keeps
+	// DiskReserveDefault.
+	DiskReserve int64
 }
 
 // WithDefaults returns c with its zero fields set to their defaults.
@@ -91,6 +99,8 @@ func (c Config) Validate() error {
 		return errors.New("pebblestore: Config.SyncInterval must not be negative")
 	case c.CacheBytes < 0:
 		return errors.New("pebblestore: Config.CacheBytes must not be negative")
+	case c.DiskReserve < 0:
+		return errors.New("pebblestore: Config.DiskReserve must not be negative")
 	}
 	return nil
 }
@@ -108,6 +118,8 @@ type Store struct {
 	syncable *pebble.WriteOptions
 	// attempt is where jobLite puts a job's History (under mu).
 	attempt [1]core.Attempt
+	// reserve is the disk's ballast, and whether the disk is full.
+	reserve *diskReserve
 
 	// ops is held (read) by every call while it runs, so that Close
 	// closes the database only once none uses it.
@@ -205,6 +217,15 @@ func Open(cfg Config) (*Store, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("pebblestore: %w", err)
 	}
+	reserve, err := openReserve(cfg.Dir, cfg.DiskReserve, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	opts.FS = vfs.OnDiskFull(vfs.Default, reserve.onDiskFull)
+	opts.MemTableSize = reserve.memTableSize(opts.MemTableSize)
+	if err := reserve.checkReplay(); err != nil {
+		return nil, err
+	}
 	db, err := pebble.Open(cfg.Dir, opts)
 	if errors.Is(err, syscall.EWOULDBLOCK) || (err != nil && strings.Contains(err.Error(), "lock held")) {
 		return nil, fmt.Errorf("pebblestore: open %s: another process holds it (one delayq per data directory): %w", cfg.Dir, err)
@@ -220,6 +241,7 @@ func Open(cfg Config) (*Store, error) {
 		bucket:    max(cfg.Retention/64, time.Millisecond),
 		log:       cfg.Logger,
 		syncable:  pebble.NoSync,
+		reserve:   reserve,
 		done:      make(chan struct{}),
 		x:         newIndex(),
 		topics:    make(map[string]*topic),
@@ -233,9 +255,10 @@ func Open(cfg Config) (*Store, error) {
 		_ = db.Close()
 		return nil, err
 	}
-	s.background.Add(2)
+	s.background.Add(3)
 	go s.housekeep()
 	go s.syncBehind()
+	go s.watchDisk()
 	return s, nil
 }
 
@@ -302,6 +325,10 @@ func wrap(err error) error {
 	}
 	if errors.Is(err, pebble.ErrClosed) {
 		return core.ErrClosed
+	}
+	if isDiskFull(err) {
+		// The reserve is spent (or there is none): the write is lost.
+		return fmt.Errorf("pebblestore: %w: %w", core.ErrStorageFull, err)
 	}
 	return fmt.Errorf("pebblestore: %w: %w", core.ErrUnavailable, err)
 }
@@ -528,12 +555,16 @@ func (tp *topic) stopTimer() {
 }
 
 // PutJobs implements core.Store. The jobs are written in one batch, which
-// is synced before PutJobs returns. Errors: ErrClosed, ErrUnavailable.
+// is synced before PutJobs returns. Errors: ErrClosed, ErrStorageFull
+// while the disk is full, ErrUnavailable.
 func (s *Store) PutJobs(_ context.Context, params *core.PutJobsParams) ([]core.PutResult, error) {
 	s.ops.RLock()
 	defer s.ops.RUnlock()
 	if params == nil {
 		return nil, core.Invalid("", "pebblestore: put jobs: no params")
+	}
+	if err := s.reserve.err(); err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	if s.closed {
@@ -1406,12 +1437,13 @@ func (s *Store) view(tp *topic, now time.Time) *core.Topic {
 	return t
 }
 
-// Ping implements core.Store. Errors: ErrClosed.
+// Ping implements core.Store. Errors: ErrClosed, ErrStorageFull while
+// the disk is full (the store still serves all but puts).
 func (s *Store) Ping(context.Context) error {
 	if s.isClosed() {
 		return core.ErrClosed
 	}
-	return nil
+	return s.reserve.err()
 }
 
 // Close implements core.Store: waiting claims end, the log is synced and

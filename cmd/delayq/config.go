@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/delayq/delayq/auth"
+	"github.com/delayq/delayq/backends/pebblestore"
 	"github.com/delayq/delayq/backends/redisstore"
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/natsserver"
@@ -104,6 +105,9 @@ type serveConfig struct {
 	// backend keeps: the oldest go first once there are more, within
 	// Retention too. Other backends refuse it (checkRetention).
 	RetentionMaxJobs int64
+	// DiskReserve is the ballast the local backend keeps under --data and
+	// releases when the disk fills; 0: none.
+	DiskReserve int
 	// LogLevel is the least level logged.
 	LogLevel slog.Level
 	// LogFormat is text or json.
@@ -143,6 +147,7 @@ func defaultServeConfig() serveConfig {
 		MaxBody:         1 << 20,
 		MaxBatch:        1000,
 		Retention:       72 * time.Hour,
+		DiskReserve:     pebblestore.DiskReserveDefault,
 		LogLevel:        slog.LevelInfo,
 		LogFormat:       "text",
 		ShutdownTimeout: 30 * time.Second,
@@ -171,6 +176,7 @@ func (c *serveConfig) addFlags(fs *pflag.FlagSet) {
 	fs.Var(&positiveIntValue{p: &c.MaxBatch}, "max-batch", "most jobs, acks or nacks in one batch request")
 	fs.Var(&positiveDurationValue{p: &c.Retention}, "retention", "how long finished jobs (done, cancelled) stay queryable")
 	fs.Var(&countValue{p: &c.RetentionMaxJobs}, "retention-max-jobs", "most finished jobs (done, cancelled, all topics) the local backend keeps: past it the oldest are deleted first, before their --retention ends; 0: no bound. Other backends refuse it")
+	fs.Var(&byteSizeValue{p: &c.DiskReserve, zero: true}, "disk-reserve", "with --backend local: the space kept free under --data (a ballast file, at most a tenth of the disk) and released when the disk fills, so that claims and acks go on while new jobs are refused (503) until space is freed; in bytes or with a KiB/MiB suffix; 0: none")
 	fs.Var(&levelValue{p: &c.LogLevel}, "log-level", "least level logged: debug, info, warn or error")
 	fs.Var(&enumValue{p: &c.LogFormat, allowed: []string{"text", "json"}}, "log-format", "log format: text or json")
 	fs.Var(&positiveDurationValue{p: &c.ShutdownTimeout}, "shutdown-timeout", "how long a shutdown waits for in-flight requests and deliveries")
@@ -402,8 +408,12 @@ func (v *subjectPatternsValue) Replace(list []string) error {
 func (v *subjectPatternsValue) GetSlice() []string { return slices.Clone(*v.p) }
 
 // byteSizeValue is a positive size in bytes, with an optional KiB, MiB or
-// GiB suffix (KB, MB, GB mean the same powers of two).
-type byteSizeValue struct{ p *int }
+// GiB suffix (KB, MB, GB mean the same powers of two); 0 too when zero is
+// set.
+type byteSizeValue struct {
+	p    *int
+	zero bool
+}
 
 func (v *byteSizeValue) String() string { return formatBytes(*v.p) }
 func (v *byteSizeValue) Type() string   { return "bytes" }
@@ -419,7 +429,10 @@ func (v *byteSizeValue) Set(s string) error {
 		}
 	}
 	n, err := strconv.Atoi(num)
-	if err != nil || n <= 0 || n > (1<<31)/mult {
+	if err != nil || n < 0 || (n == 0 && !v.zero) || n > (1<<31)/mult {
+		if v.zero {
+			return errors.New("want a size such as 67108864 or 64MiB, at most 2GiB, or 0 for none")
+		}
 		return errors.New("want a positive size such as 1048576 or 1MiB, at most 2GiB")
 	}
 	*v.p = n * mult

@@ -189,6 +189,8 @@ func TestServeBadValues(t *testing.T) {
 		{"retention max jobs env", map[string]string{"DELAYQ_RETENTION_MAX_JOBS": "1e6"}, nil, "DELAYQ_RETENTION_MAX_JOBS"},
 		{"retention max jobs redis", nil, []string{"--backend", "redis", "--retention-max-jobs", "1000"}, "--retention-max-jobs bounds the finished jobs of --backend local only; --backend redis"},
 		{"retention max jobs memory env", map[string]string{"DELAYQ_BACKEND": "memory", "DELAYQ_RETENTION_MAX_JOBS": "5"}, nil, "--backend memory keeps them for --retention alone"},
+		{"disk reserve", nil, []string{"--disk-reserve", "-1"}, "or 0 for none"},
+		{"disk reserve env", map[string]string{"DELAYQ_DISK_RESERVE": "lots"}, nil, "DELAYQ_DISK_RESERVE"},
 		{"log level", nil, []string{"--log-level", "verbose"}, "debug, info, warn or error"},
 		{"log format", map[string]string{"DELAYQ_LOG_FORMAT": "xml"}, nil, "DELAYQ_LOG_FORMAT"},
 		{"shutdown timeout", nil, []string{"--shutdown-timeout", "0s"}, "positive duration"},
@@ -234,6 +236,29 @@ func TestServeRetentionMaxJobs(t *testing.T) {
 	res = runApp(t, nil, "", "serve", "--backend", "memory", "--retention-max-jobs", "0")
 	require.Equal(t, exitOK, res.code, res.stderr)
 	require.Zero(t, res.cfg.RetentionMaxJobs)
+}
+
+// TestServeDiskReserve: --disk-reserve is 64MiB by default, and is taken
+// from the flag, its environment twin or the configuration file; 0 is
+// none.
+func TestServeDiskReserve(t *testing.T) {
+	t.Parallel()
+	res := runApp(t, nil, "", "serve")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Equal(t, 64<<20, res.cfg.DiskReserve)
+
+	res = runApp(t, nil, "", "serve", "--disk-reserve", "0")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Zero(t, res.cfg.DiskReserve)
+
+	res = runApp(t, map[string]string{"DELAYQ_DISK_RESERVE": "8MiB"}, "", "serve")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Equal(t, 8<<20, res.cfg.DiskReserve)
+
+	path := writeConfig(t, "disk-reserve: 1GiB\n")
+	res = runApp(t, nil, "", "serve", "--config", path)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Equal(t, 1<<30, res.cfg.DiskReserve)
 }
 
 func TestByteSize(t *testing.T) {

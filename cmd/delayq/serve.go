@@ -397,13 +397,14 @@ func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logTo io
 			RetentionMaxJobs: cfg.RetentionMaxJobs,
 			SyncAlways:       cfg.Sync == "always",
 			SyncInterval:     interval,
+			DiskReserve:      int64(cfg.DiskReserve),
 			Logger:           log,
 		})
 		if err != nil {
 			return fail(fmt.Errorf("local store: %w", err))
 		}
 		log.Info("local store opened", "dir", filepath.Join(cfg.DataDir, localDir), "sync", cfg.Sync,
-			"retention", cfg.Retention, "retention_max_jobs", cfg.RetentionMaxJobs)
+			"retention", cfg.Retention, "retention_max_jobs", cfg.RetentionMaxJobs, "disk_reserve", formatBytes(cfg.DiskReserve))
 		closers = append(closers, func() { closeStore(store, log) })
 		return store, natsConn, closeAll, nil
 	case backendMemory:

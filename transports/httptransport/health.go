@@ -38,6 +38,9 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	if errors.Is(err, core.ErrDraining) {
 		return err // shutting down: a load balancer should send no more work
 	}
+	if errors.Is(err, core.ErrStorageFull) {
+		return wire.WithMessage("not ready: the server's storage is full (no space left on device): new jobs are refused until space is freed; claims, acks and reads still work", err)
+	}
 	if err != nil {
 		return wire.WithMessage(
 			"not ready: the backend does not answer",

@@ -136,6 +136,8 @@ func ToError(err error) Error {
 		}
 	}
 	switch {
+	case errors.Is(err, core.ErrStorageFull):
+		e.Message = "the server's storage is full (no space left on device): new jobs are refused until space is freed; claims, acks and reads still work; retry later"
 	case errors.Is(err, core.ErrDraining):
 		e.Message = "this instance is shutting down (draining): claim from another instance"
 	case e.Status == http.StatusServiceUnavailable:

@@ -64,6 +64,12 @@ func TestToError(t *testing.T) {
 			want: wire.Error{Status: http.StatusConflict, Code: wire.CodeConflict, Message: "conflict: lease lost"},
 		},
 		{
+			name: "storage full",
+			err:  fmt.Errorf("pebblestore: disk of /data full: %w", core.ErrStorageFull),
+			want: wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable, RetryAfter: time.Second,
+				Message: "the server's storage is full (no space left on device): new jobs are refused until space is freed; claims, acks and reads still work; retry later"},
+		},
+		{
 			name: "conflict with job",
 			err:  fmt.Errorf("push: %w", &core.ConflictError{Message: `job "j1" exists`, Job: job}),
 			want: wire.Error{Status: http.StatusConflict, Code: wire.CodeConflict, Message: `push: job "j1" exists`, Job: job},
