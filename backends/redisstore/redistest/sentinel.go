@@ -116,7 +116,7 @@ func StartSentinel(replicas, sentinels int, opts Options) (*Sentinel, error) {
 			q, qerr := sn.Do("SENTINEL", "CKQUORUM", g.Name)
 			reps, rerr := sn.Do("SENTINEL", "REPLICAS", g.Name)
 			ready := qerr == nil && strings.Contains(q, fmt.Sprintf("%d usable", sentinels)) &&
-				rerr == nil && strings.Count(reps, "\nslave\n") == replicas && !strings.Contains(reps, "s_down")
+				rerr == nil && strings.Count(reps, "\nflags\nslave\n") == replicas && !strings.Contains(reps, "s_down")
 			if ready {
 				break
 			}
