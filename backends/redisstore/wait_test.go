@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -146,4 +147,50 @@ func TestStoreWaitReplicas(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(replica.Kill)
 	storetest.Run(t, harness(master.URL(), func(c *Config) { c.WaitReplicas = 1 }))
+}
+
+// BenchmarkWaitReplicas measures what WaitReplicas costs: intake (PutJobs
+// from 8 goroutines, one job per call and batches of 100) and claims with
+// acknowledgements (storetest.Drain: 8 claims of up to 16, 64 ackers) on a
+// master with AOF everysec and one replica, without WAIT and with WAIT 1
+// (timeout 5 s: an AOF rewrite on a loaded machine can hold the replica's
+// acknowledgement past a second, and a write refused would end the run):
+//
+//	go test -run '^$' -bench WaitReplicas -benchtime 20000x -count 3 ./backends/redisstore/
+func BenchmarkWaitReplicas(b *testing.B) {
+	redistest.Require(b)
+	dir := b.TempDir()
+	master, err := redistest.StartServer(redistest.Options{Dir: dir + "/master", AppendFsync: "everysec"})
+	require.NoError(b, err)
+	b.Cleanup(master.Kill)
+	replica, err := redistest.StartReplica(master, redistest.Options{Dir: dir + "/replica", AppendFsync: "everysec"})
+	require.NoError(b, err)
+	b.Cleanup(replica.Kill)
+	for _, wait := range []int{0, 1} {
+		waiting := func(c *Config) { c.WaitReplicas, c.WaitTimeout = wait, 5*time.Second }
+		for _, batch := range []int{1, 100} {
+			b.Run(fmt.Sprintf("wait=%d/intake/batch=%d", wait, batch), func(b *testing.B) {
+				s := openStore(b, master.URL(), uniquePrefix(b.Name()), waiting)
+				b.ResetTimer()
+				b.ReportMetric(storetest.Intake(b, s, 8, batch, b.N), "jobs/s")
+			})
+		}
+		b.Run(fmt.Sprintf("wait=%d/claim+ack", wait), func(b *testing.B) {
+			s := openStore(b, master.URL(), uniquePrefix(b.Name()), waiting)
+			const topic = "bench"
+			jobs := make([]*core.Job, 0, 1000)
+			for i := range b.N {
+				jobs = append(jobs, storetest.DueJob(topic))
+				if len(jobs) == cap(jobs) || i == b.N-1 {
+					put(b, s, jobs...)
+					jobs = jobs[:0]
+				}
+			}
+			b.ResetTimer()
+			start := time.Now()
+			res := storetest.Drain(context.Background(), s, storetest.DrainParams{Topic: topic, N: b.N, Claimers: 8, Max: 16, Wait: time.Second})
+			require.Equal(b, b.N, res.Claimed)
+			b.ReportMetric(float64(b.N)/res.LastAck.Sub(start).Seconds(), "jobs/s")
+		})
+	}
 }

@@ -56,7 +56,7 @@ func TestE2EBackendFailover(t *testing.T) {
 				rows = append(rows, run(t).row("run "+strconv.Itoa(i+1)))
 			})
 		}
-		logReport(t, "DELAYQ_FAILOVER_REPORT", "| scenario | fault | load | answered 2xx | lost | delivered twice+ | intake failed for (answers) | first 2xx after the kill |\n"+
+		logReport(t, "DELAYQ_FAILOVER_REPORT", "| scenario | fault | load | answered 2xx | lost | delivered twice+ | intake failed for (answers, median / max) | first 2xx after the kill |\n"+
 			"| --- | --- | --- | --- | --- | --- | --- | --- |\n"+strings.Join(rows, "\n")+"\n")
 	}
 	t.Run("redis-sentinel", func(t *testing.T) {
@@ -102,13 +102,16 @@ func (r failoverResult) row(run string) string {
 
 // failoverFigures describe the pushes answered around a fault.
 type failoverFigures struct {
-	byStatus map[int]int   // pushes that failed since the fault, by status (0: no answer)
-	window   time.Duration // from the first failed answer to the last
-	recovery time.Duration // from the fault to the first 2xx after the last failure; -1: none
+	byStatus map[int]int     // pushes that failed since the fault, by status (0: no answer)
+	latency  []time.Duration // how long those took to be answered
+	window   time.Duration   // from the first failed push (or the fault) to the last failed answer
+	recovery time.Duration   // from the fault to the first 2xx after the last failure; -1: none
 }
 
 // failoverFiguresOf reads the pushes answered since at: those that failed,
-// the span of their answers, and the first 2xx after the last of them.
+// the span from the first of them (a push held by the fault fails late, so
+// its start counts, but not before at) to the last answer, and the first
+// 2xx after that.
 func failoverFiguresOf(outcomes []pushOutcome, at time.Time) failoverFigures {
 	f := failoverFigures{byStatus: map[int]int{}, recovery: -1}
 	var first, last time.Time
@@ -118,8 +121,9 @@ func failoverFiguresOf(outcomes []pushOutcome, at time.Time) failoverFigures {
 			continue
 		}
 		f.byStatus[o.status]++
-		if first.IsZero() || answered.Before(first) {
-			first = answered
+		f.latency = append(f.latency, o.latency)
+		if start := maxTime(o.at, at); first.IsZero() || start.Before(first) {
+			first = start
 		}
 		if answered.After(last) {
 			last = answered
@@ -141,7 +145,16 @@ func failoverFiguresOf(outcomes []pushOutcome, at time.Time) failoverFigures {
 	return f
 }
 
-// answers says how the failed pushes were answered: "N×503, M×none".
+// maxTime is the later of a and b.
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// answers says how the failed pushes were answered, and how fast (median /
+// max): "N×503, M×no answer in 2ms / 5.01s".
 func (f failoverFigures) answers() string {
 	if len(f.byStatus) == 0 {
 		return "none failed"
@@ -161,7 +174,7 @@ func (f failoverFigures) answers() string {
 			parts = append(parts, fmt.Sprintf("%d×%d", n, status))
 		}
 	}
-	return strings.Join(parts, ", ")
+	return strings.Join(parts, ", ") + " in " + quantiles(f.latency)
 }
 
 // testRedisFailover runs delayq on a Sentinel-managed master with two
@@ -317,7 +330,9 @@ func testNATSLeaderKilled(t *testing.T) failoverResult {
 			}()
 			return nil
 		}},
-		{name: "old leader restarted", last: 4 * time.Second, apply: func() error {
+		// Long enough for the breaker's second probe (5 s apart), which a
+		// leader elected late needs.
+		{name: "old leader restarted", last: 8 * time.Second, apply: func() error {
 			c.Restart(t, victim)
 			return nil
 		}},
