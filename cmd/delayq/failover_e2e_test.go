@@ -41,6 +41,8 @@ const failoverTTR = "2s"
 // Each reports the jobs answered, lost and delivered more than once, how
 // long and how intake failed, and when delayq worked again after the kill.
 // DELAYQ_FAILOVER_RUNS=N runs each scenario N times (1 by default);
+// DELAYQ_FAILOVER_SERVE_ARGS adds serve flags (space-separated), such as
+// "--breaker-open-timeout 1s";
 // DELAYQ_FAILOVER_REPORT=FILE appends the figures to FILE as Markdown (the
 // tables of docs/reliability.md).
 func TestE2EBackendFailover(t *testing.T) {
@@ -74,6 +76,9 @@ func TestE2EBackendFailover(t *testing.T) {
 		repeat(t, testNATSLeaderKilled)
 	})
 }
+
+// failoverServeArgs are the serve flags of DELAYQ_FAILOVER_SERVE_ARGS.
+func failoverServeArgs() []string { return strings.Fields(os.Getenv("DELAYQ_FAILOVER_SERVE_ARGS")) }
 
 // failoverResult is one failover run's figures.
 type failoverResult struct {
@@ -187,7 +192,8 @@ func testRedisFailover(t *testing.T, wait bool) failoverResult {
 	g, err := redistest.StartSentinel(2, 3, redistest.Options{Dir: t.TempDir(), AppendFsync: "everysec"})
 	require.NoError(t, err)
 	t.Cleanup(g.Stop)
-	args := []string{"--backend", "redis", "--redis-url", g.URL(), "--http", "127.0.0.1:0", "--nats-listen", "off"}
+	args := append([]string{"--backend", "redis", "--redis-url", g.URL(), "--http", "127.0.0.1:0", "--nats-listen", "off"},
+		failoverServeArgs()...)
 	scenario := "redis, Sentinel, 2 replicas"
 	if wait {
 		args = append(args, "--redis-wait-replicas", "1", "--redis-wait-timeout", "500ms")
@@ -272,8 +278,8 @@ func testNATSLeaderKilled(t *testing.T) failoverResult {
 			c.Kill(i)
 		}
 	})
-	srv := startServer(t, "--backend", "nats", "--nats-url", c.URLs(), "--nats-replicas", "3",
-		"--http", "127.0.0.1:0", "--nats-listen", "off")
+	srv := startServer(t, append([]string{"--backend", "nats", "--nats-url", c.URLs(), "--nats-replicas", "3",
+		"--http", "127.0.0.1:0", "--nats-listen", "off"}, failoverServeArgs()...)...)
 	nc, err := nats.Connect(c.URLs())
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
