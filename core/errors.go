@@ -25,6 +25,11 @@ var (
 	ErrUnavailable = errors.New("unavailable")
 	// ErrClosed is returned by a store or engine used after Close or Stop.
 	ErrClosed = fmt.Errorf("%w: closed", ErrUnavailable)
+	// ErrNotReplicated is returned when a write was done but the backend's
+	// replicas did not confirm it in time (a store configured to wait for
+	// them): it may be lost if the backend fails over, or may survive. It
+	// is unavailable: retry, with the same job id for a put.
+	ErrNotReplicated = fmt.Errorf("%w: not confirmed by replicas", ErrUnavailable)
 )
 
 // FieldError is a validation error that names the offending field.

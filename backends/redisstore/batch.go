@@ -193,7 +193,7 @@ func (b *leaseBatcher) send(ops []*leaseOp) {
 	end()
 	ctx, cancel := context.WithTimeout(s.bg, leaseTimeout)
 	defer cancel()
-	cmds := s.run(ctx, calls)
+	cmds := s.write(ctx, calls)
 	for i, gs := range groups {
 		res, err := cmds[i].Slice()
 		if err == nil && len(res) != len(gs) {

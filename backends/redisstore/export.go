@@ -149,7 +149,7 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*core.Job) ([]bool, error
 		}
 	}
 	var firstErr error
-	for ci, cmd := range s.run(ctx, calls) {
+	for ci, cmd := range s.write(ctx, calls) {
 		res, err := cmd.Slice()
 		if err == nil && len(res) < 2 {
 			err = errShortReply

@@ -60,7 +60,7 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 		}
 		calls[ci] = s.shardCall(scriptPut, n, args...)
 	}
-	cmds := s.run(ctx, calls)
+	cmds := s.write(ctx, calls)
 	var firstErr error
 	for ci, n := range order {
 		res, err := cmds[ci].Slice()
@@ -288,7 +288,7 @@ func (s *Store) byID(ctx context.Context, sc *redis.Script, what, id string, arg
 		return 0, nil, core.ErrClosed
 	}
 	n := s.keys.shardOf(id)
-	res, err := s.run(ctx, []call{s.shardCall(sc, n, args...)})[0].Slice()
+	res, err := s.write(ctx, []call{s.shardCall(sc, n, args...)})[0].Slice()
 	if err == nil && len(res) < 3 {
 		err = errShortReply
 	}

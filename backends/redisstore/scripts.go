@@ -3,9 +3,13 @@ package redisstore
 import (
 	"context"
 	"embed"
+	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/delayq/delayq/core"
 )
 
 //go:embed lua/*.lua
@@ -51,7 +55,7 @@ func shardScript(name string) *redis.Script {
 
 // loadScripts loads every script (on every master of a cluster), so that
 // EVALSHA finds them, in pipelines too.
-func loadScripts(ctx context.Context, rdb redis.UniversalClient) error {
+func loadScripts(ctx context.Context, rdb redis.Scripter) error {
 	for _, sc := range allScripts {
 		if err := sc.Load(ctx, rdb).Err(); err != nil {
 			return err
@@ -89,35 +93,74 @@ func (s *Store) shardCall(sc *redis.Script, n int, extra ...any) call {
 // restarted or failed over) is loaded and its call run again: a call that
 // got NOSCRIPT did nothing.
 func (s *Store) run(ctx context.Context, calls []call) []*redis.Cmd {
+	return runOn(ctx, s.rdb, calls)
+}
+
+// runOn is run on rdb: the store's client, or one of its connections.
+func runOn(ctx context.Context, rdb redis.Cmdable, calls []call) []*redis.Cmd {
 	if len(calls) == 1 {
 		c := calls[0]
-		return []*redis.Cmd{c.script.Run(ctx, s.rdb, c.keys, c.args...)}
+		return []*redis.Cmd{c.script.Run(ctx, rdb, c.keys, c.args...)}
 	}
-	cmds := s.pipeline(ctx, calls)
+	cmds := pipeline(ctx, rdb, calls)
 	var again []int
 	for i, cmd := range cmds {
 		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
 			again = append(again, i)
 		}
 	}
-	if len(again) > 0 && loadScripts(ctx, s.rdb) == nil {
+	if len(again) > 0 && loadScripts(ctx, rdb) == nil {
 		retry := make([]call, len(again))
 		for i, j := range again {
 			retry[i] = calls[j]
 		}
-		for i, cmd := range s.pipeline(ctx, retry) {
+		for i, cmd := range pipeline(ctx, rdb, retry) {
 			cmds[again[i]] = cmd
 		}
 	}
 	return cmds
 }
 
-func (s *Store) pipeline(ctx context.Context, calls []call) []*redis.Cmd {
-	pipe := s.rdb.Pipeline()
+func pipeline(ctx context.Context, rdb redis.Cmdable, calls []call) []*redis.Cmd {
+	pipe := rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(calls))
 	for i, c := range calls {
 		cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own error
+	return cmds
+}
+
+// write runs calls that change jobs for a client's request, as run does.
+// With Config.WaitReplicas it runs them on one connection of the pool,
+// pinned, and then WAIT there: WAIT counts the replicas that have every
+// write of its connection, and cannot run inside a script. The calls that
+// succeeded get core.ErrNotReplicated instead of their answer when fewer
+// replicas confirmed them within Config.WaitTimeout (or WAIT failed).
+func (s *Store) write(ctx context.Context, calls []call) []*redis.Cmd {
+	if s.cfg.WaitReplicas <= 0 {
+		return s.run(ctx, calls)
+	}
+	conn := s.rdb.(*redis.Client).Conn()
+	defer conn.Close()
+	cmds := runOn(ctx, conn, calls)
+	if !slices.ContainsFunc(cmds, func(c *redis.Cmd) bool { return c.Err() == nil }) {
+		return cmds // nothing was written
+	}
+	// WAIT's own read timeout is its timeout (go-redis adds it to the
+	// connection's): a pipeline would cut it at the client's read timeout.
+	got, err := conn.Wait(ctx, s.cfg.WaitReplicas, s.cfg.WaitTimeout).Result()
+	if err == nil && got >= int64(s.cfg.WaitReplicas) {
+		return cmds
+	}
+	if err == nil {
+		err = fmt.Errorf("WAIT %d %s: %d confirmed", s.cfg.WaitReplicas, s.cfg.WaitTimeout, got)
+	}
+	nr := fmt.Errorf("%w: %w", core.ErrNotReplicated, err)
+	for _, c := range cmds {
+		if c.Err() == nil {
+			c.SetErr(nr)
+		}
+	}
 	return cmds
 }

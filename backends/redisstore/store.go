@@ -36,6 +36,9 @@ const (
 	ShardsMax = 1024
 	// RetentionDefault is how long finished jobs stay queryable by default.
 	RetentionDefault = 72 * time.Hour
+	// WaitTimeoutDefault bounds the wait for replicas (Config.WaitReplicas)
+	// unless Config.WaitTimeout says otherwise.
+	WaitTimeoutDefault = time.Second
 )
 
 // Config configures a Store.
@@ -79,6 +82,21 @@ type Config struct {
 	//
 	// Defaults to slog.Default().
 	Logger *slog.Logger
+	// WaitReplicas, when positive, makes every write that answers a client
+	// (put, import, ack, retry, bury, touch, cancel, requeue) wait, with
+	// Redis WAIT on the connection that ran its script, until that many
+	// replicas have it: Redis replicates asynchronously, and a failover
+	// loses what the promoted replica had not received. A write fewer
+	// replicas confirm within WaitTimeout is done on the master but fails
+	// with core.ErrNotReplicated (ErrUnavailable): it may be lost in a
+	// failover, or not. Claims, lease expiries and schedules do not wait:
+	// what a failover loses of them is a redelivery. Standalone or Sentinel
+	// clients only: New refuses it with a Cluster client.
+	WaitReplicas int
+	// WaitTimeout bounds the wait of WaitReplicas.
+	//
+	// Defaults to WaitTimeoutDefault (1s).
+	WaitTimeout time.Duration
 }
 
 // WithDefaults returns the configuration with every unset field at its
@@ -86,6 +104,7 @@ type Config struct {
 func (c Config) WithDefaults() Config {
 	c.Prefix = cmp.Or(c.Prefix, PrefixDefault)
 	c.Retention = cmp.Or(c.Retention, RetentionDefault)
+	c.WaitTimeout = cmp.Or(c.WaitTimeout, WaitTimeoutDefault)
 	if c.Clock == nil {
 		c.Clock = core.RealClock()
 	}
@@ -106,8 +125,21 @@ func (c Config) Validate() error {
 		return fmt.Errorf("redisstore: Shards %d must be a power of two between 1 and %d", c.Shards, ShardsMax)
 	case c.Retention < time.Second:
 		return fmt.Errorf("redisstore: Retention %s must be at least 1s", c.Retention)
+	case c.WaitReplicas < 0:
+		return fmt.Errorf("redisstore: WaitReplicas %d must be at least 0", c.WaitReplicas)
+	case c.WaitReplicas > 0 && c.WaitTimeout <= 0:
+		return fmt.Errorf("redisstore: WaitTimeout %s must be positive", c.WaitTimeout)
+	case c.WaitReplicas > 0 && !isPlain(c.Client):
+		return errors.New("redisstore: WaitReplicas needs a standalone or Sentinel client: a Redis Cluster is not supported")
 	}
 	return nil
+}
+
+// isPlain reports whether c talks to one server (standalone, or the master
+// of a Sentinel): a *redis.Client, whose connections can be pinned.
+func isPlain(c redis.UniversalClient) bool {
+	_, ok := c.(*redis.Client)
+	return ok
 }
 
 func validPrefix(p string) bool {
@@ -202,7 +234,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	// Only a plain client talks to one server: a ClusterClient (or a Ring)
 	// spreads keys over several.
-	_, s.multiShard = cfg.Client.(*redis.Client)
+	s.multiShard = isPlain(cfg.Client)
 	if err := s.checkShards(ctx); err != nil {
 		return nil, err
 	}

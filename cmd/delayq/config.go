@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/pflag"
 
 	"github.com/delayq/delayq/auth"
@@ -77,6 +78,11 @@ type serveConfig struct {
 	NATSURL string
 	// RedisURL is the Redis server, Sentinel or Cluster of --backend redis.
 	RedisURL string
+	// RedisWaitReplicas, when positive, is how many Redis replicas must
+	// confirm a write (WAIT) before it is answered (--redis-wait-replicas).
+	RedisWaitReplicas int
+	// RedisWaitTimeout bounds that wait (--redis-wait-timeout).
+	RedisWaitTimeout time.Duration
 	// NATSReplicas is how many NATS servers of a cluster keep each stream
 	// (--backend nats); 3 survives the loss of one.
 	NATSReplicas int
@@ -136,24 +142,25 @@ type serveConfig struct {
 // defaultServeConfig returns the defaults of every serve flag.
 func defaultServeConfig() serveConfig {
 	return serveConfig{
-		HTTPAddr:        "127.0.0.1:8080",
-		DataDir:         "./delayq-data",
-		Backend:         backendLocal,
-		NATSListen:      natsserver.ListenDefault,
-		RedisURL:        "redis://127.0.0.1:6379",
-		NATSReplicas:    1,
-		Sync:            natsserver.SyncDefault,
-		NATSClientUser:  natsserver.ClientUserDefault,
-		MaxBody:         1 << 20,
-		MaxBatch:        1000,
-		Retention:       72 * time.Hour,
-		DiskReserve:     pebblestore.DiskReserveDefault,
-		LogLevel:        slog.LevelInfo,
-		LogFormat:       "text",
-		ShutdownTimeout: 30 * time.Second,
-		DrainTimeout:    10 * time.Second,
-		Breaker:         defaultBreakerFlags(),
-		HTTP:            defaultHTTPFlags(),
+		HTTPAddr:         "127.0.0.1:8080",
+		DataDir:          "./delayq-data",
+		Backend:          backendLocal,
+		NATSListen:       natsserver.ListenDefault,
+		RedisURL:         "redis://127.0.0.1:6379",
+		RedisWaitTimeout: redisstore.WaitTimeoutDefault,
+		NATSReplicas:     1,
+		Sync:             natsserver.SyncDefault,
+		NATSClientUser:   natsserver.ClientUserDefault,
+		MaxBody:          1 << 20,
+		MaxBatch:         1000,
+		DiskReserve:      pebblestore.DiskReserveDefault,
+		Retention:        72 * time.Hour,
+		LogLevel:         slog.LevelInfo,
+		LogFormat:        "text",
+		ShutdownTimeout:  30 * time.Second,
+		DrainTimeout:     10 * time.Second,
+		Breaker:          defaultBreakerFlags(),
+		HTTP:             defaultHTTPFlags(),
 	}
 }
 
@@ -166,6 +173,8 @@ func (c *serveConfig) addFlags(fs *pflag.FlagSet) {
 	fs.Var(&natsListenValue{p: &c.NATSListen}, "nats-listen", "client listen address of delayq's in-process NATS server (the jetstream backend's store; with local, redis or memory, one for NATS intake and delivery), host:port; port 0 or -1 picks a free port; off: no NATS intake or delivery")
 	fs.Var(&urlValue{p: &c.NATSURL}, "nats-url", "NATS server URL(s), comma-separated: the store of --backend nats (default "+natsURLDefault+"); with local, redis or memory, the NATS of intake and delivery instead of an in-process server (instances sharing a Redis must share one NATS)")
 	fs.Var(&redisURLValue{p: &c.RedisURL}, "redis-url", "Redis URL for --backend redis: redis://[:password@]host:port[/db], rediss:// for TLS, redis+cluster://h1:p1,h2:p2 for a Cluster, redis+sentinel://s1:p1,s2:p2/master")
+	fs.Var(&waitReplicasValue{p: &c.RedisWaitReplicas}, "redis-wait-replicas", "with --backend redis: how many replicas must confirm each put, ack, retry, cancel... (Redis WAIT) before it is answered, so that a failover cannot lose it; fewer within --redis-wait-timeout: 503 unavailable, the write done on the master but not durable. 0: no wait (replication is asynchronous). Standalone or Sentinel URLs only")
+	fs.Var(&positiveDurationValue{p: &c.RedisWaitTimeout}, "redis-wait-timeout", "how long a write waits for --redis-wait-replicas replicas before it is answered 503")
 	fs.Var(&replicasValue{p: &c.NATSReplicas}, "nats-replicas", "how many servers of the NATS cluster keep delayq's streams (1-5), for --backend nats; 3 survives the loss of one")
 	fs.BoolVar(&c.NATSUpgrade, "nats-upgrade", c.NATSUpgrade, "with --backend nats or jetstream: move the jobs of the first NATS stream layout (stream DELAYQ_JOBS, before this release) into the current one, then delete that stream; stop every instance of the earlier version first")
 	fs.Var(&syncValue{p: &c.Sync}, "sync", `how often delayq fsyncs its files under --data: "always" (every write, before answering) or an interval such as 1s; the local backend syncs creates and cancels before answering either way, and this bounds what a power cut can lose of acks and claims (a redelivery); the jetstream backend and the in-process NATS server sync everything by it`)
@@ -249,6 +258,41 @@ func (c *serveConfig) checkRetention() error {
 	if c.RetentionMaxJobs > 0 && c.Backend != backendLocal {
 		return fmt.Errorf("--retention-max-jobs bounds the finished jobs of --backend %s only; --backend %s keeps them for --retention alone: unset it (DELAYQ_RETENTION_MAX_JOBS, retention-max-jobs in the configuration file) or set it to 0", backendLocal, c.Backend)
 	}
+	return nil
+}
+
+// checkRedisWait refuses --redis-wait-replicas with a backend other than
+// redis, or with a Redis Cluster URL: a durability asked for and silently
+// not given would let a failover lose what the operator meant to keep.
+func (c *serveConfig) checkRedisWait() error {
+	if c.RedisWaitReplicas == 0 {
+		return nil
+	}
+	if c.Backend != backendRedis {
+		return fmt.Errorf("--redis-wait-replicas applies to --backend %s only, not %s: unset it (DELAYQ_REDIS_WAIT_REPLICAS, redis-wait-replicas in the configuration file) or set it to 0", backendRedis, c.Backend)
+	}
+	client, err := redisstore.ParseURL(c.RedisURL)
+	if err != nil {
+		return fmt.Errorf("--redis-url: %w", err)
+	}
+	defer client.Close()
+	if _, plain := client.(*redis.Client); !plain {
+		return errors.New("--redis-wait-replicas needs a standalone (redis://) or Sentinel (redis+sentinel://) --redis-url: waiting for the replicas of a Redis Cluster is not supported")
+	}
+	return nil
+}
+
+// waitReplicasValue is the --redis-wait-replicas flag: 0 or more.
+type waitReplicasValue struct{ p *int }
+
+func (v *waitReplicasValue) String() string { return strconv.Itoa(*v.p) }
+func (v *waitReplicasValue) Type() string   { return "count" }
+func (v *waitReplicasValue) Set(s string) error {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || n < 0 || n > 16 {
+		return errors.New("want a number of replicas from 0 (no wait) to 16")
+	}
+	*v.p = n
 	return nil
 }
 

@@ -63,29 +63,30 @@ func TestServeFlags(t *testing.T) {
 	res := runApp(t, nil, "", "serve",
 		"--http", "0.0.0.0:0", "--data", "/tmp/x", "--backend", "memory",
 		"--nats-listen", "127.0.0.1:-1", "--nats-url", "nats://a:4222,nats://b:4222", "--redis-url", "redis+cluster://r1:7000,r2:7000", "--nats-replicas", "3",
-		"--sync", "always", "--max-body", "64KiB", "--max-batch", "50",
+		"--redis-wait-timeout", "250ms", "--sync", "always", "--max-body", "64KiB", "--max-batch", "50",
 		"--retention", "1h", "--log-level", "debug", "--log-format", "json",
 		"--shutdown-timeout", "5s", "--max-connections", "10", "--max-subscribers", "3", "--body-read-timeout", "2s",
 		"--allowed-hosts", "queue.example.com,*.internal,10.0.0.1", "--trusted-origins", "https://app.example.com")
 	require.Equal(t, exitOK, res.code, res.stderr)
 	require.Equal(t, serveConfig{
-		HTTPAddr:        "0.0.0.0:0",
-		DataDir:         "/tmp/x",
-		Backend:         backendMemory,
-		NATSListen:      "127.0.0.1:-1",
-		NATSURL:         "nats://a:4222,nats://b:4222",
-		RedisURL:        "redis+cluster://r1:7000,r2:7000",
-		NATSReplicas:    3,
-		Sync:            "always",
-		NATSClientUser:  "delayq-client",
-		MaxBody:         64 << 10,
-		MaxBatch:        50,
-		Retention:       time.Hour,
-		LogLevel:        slog.LevelDebug,
-		LogFormat:       "json",
-		ShutdownTimeout: 5 * time.Second,
-		DrainTimeout:    10 * time.Second,
-		Breaker:         defaultBreakerFlags(),
+		HTTPAddr:         "0.0.0.0:0",
+		DataDir:          "/tmp/x",
+		Backend:          backendMemory,
+		NATSListen:       "127.0.0.1:-1",
+		NATSURL:          "nats://a:4222,nats://b:4222",
+		RedisURL:         "redis+cluster://r1:7000,r2:7000",
+		RedisWaitTimeout: 250 * time.Millisecond,
+		NATSReplicas:     3,
+		Sync:             "always",
+		NATSClientUser:   "delayq-client",
+		MaxBody:          64 << 10,
+		MaxBatch:         50,
+		Retention:        time.Hour,
+		LogLevel:         slog.LevelDebug,
+		LogFormat:        "json",
+		ShutdownTimeout:  5 * time.Second,
+		DrainTimeout:     10 * time.Second,
+		Breaker:          defaultBreakerFlags(),
 		HTTP: httpFlags{
 			MaxConnections:  10,
 			MaxSubscribers:  3,
@@ -99,43 +100,45 @@ func TestServeFlags(t *testing.T) {
 func TestServeEnvTwins(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{
-		"DELAYQ_HTTP":             "127.0.0.1:9000",
-		"DELAYQ_DATA":             "/var/lib/delayq",
-		"DELAYQ_BACKEND":          "nats",
-		"DELAYQ_NATS_LISTEN":      "127.0.0.1:0",
-		"DELAYQ_NATS_URL":         "nats://nats:4222",
-		"DELAYQ_REDIS_URL":        "redis://:pw@redis:6380/2",
-		"DELAYQ_NATS_REPLICAS":    "5",
-		"DELAYQ_NATS_SYNC":        "1s",
-		"DELAYQ_MAX_BODY":         "2048",
-		"DELAYQ_MAX_BATCH":        "10",
-		"DELAYQ_RETENTION":        "24h",
-		"DELAYQ_LOG_LEVEL":        "warn",
-		"DELAYQ_LOG_FORMAT":       "json",
-		"DELAYQ_SHUTDOWN_TIMEOUT": "1m",
-		"DELAYQ_MAX_CONNECTIONS":  "100",
-		"DELAYQ_ALLOWED_HOSTS":    "a.example,b.example",
+		"DELAYQ_HTTP":               "127.0.0.1:9000",
+		"DELAYQ_DATA":               "/var/lib/delayq",
+		"DELAYQ_BACKEND":            "nats",
+		"DELAYQ_NATS_LISTEN":        "127.0.0.1:0",
+		"DELAYQ_NATS_URL":           "nats://nats:4222",
+		"DELAYQ_REDIS_URL":          "redis://:pw@redis:6380/2",
+		"DELAYQ_NATS_REPLICAS":      "5",
+		"DELAYQ_REDIS_WAIT_TIMEOUT": "2s",
+		"DELAYQ_NATS_SYNC":          "1s",
+		"DELAYQ_MAX_BODY":           "2048",
+		"DELAYQ_MAX_BATCH":          "10",
+		"DELAYQ_RETENTION":          "24h",
+		"DELAYQ_LOG_LEVEL":          "warn",
+		"DELAYQ_LOG_FORMAT":         "json",
+		"DELAYQ_SHUTDOWN_TIMEOUT":   "1m",
+		"DELAYQ_MAX_CONNECTIONS":    "100",
+		"DELAYQ_ALLOWED_HOSTS":      "a.example,b.example",
 	}
 	res := runApp(t, env, "", "serve")
 	require.Equal(t, exitOK, res.code, res.stderr)
 	require.Equal(t, serveConfig{
-		HTTPAddr:        "127.0.0.1:9000",
-		DataDir:         "/var/lib/delayq",
-		Backend:         backendNATS,
-		NATSListen:      "127.0.0.1:0",
-		NATSURL:         "nats://nats:4222",
-		RedisURL:        "redis://:pw@redis:6380/2",
-		NATSReplicas:    5,
-		Sync:            "1s",
-		NATSClientUser:  "delayq-client",
-		MaxBody:         2048,
-		MaxBatch:        10,
-		Retention:       24 * time.Hour,
-		LogLevel:        slog.LevelWarn,
-		LogFormat:       "json",
-		ShutdownTimeout: time.Minute,
-		DrainTimeout:    10 * time.Second,
-		Breaker:         defaultBreakerFlags(),
+		HTTPAddr:         "127.0.0.1:9000",
+		DataDir:          "/var/lib/delayq",
+		Backend:          backendNATS,
+		NATSListen:       "127.0.0.1:0",
+		NATSURL:          "nats://nats:4222",
+		RedisURL:         "redis://:pw@redis:6380/2",
+		RedisWaitTimeout: 2 * time.Second,
+		NATSReplicas:     5,
+		Sync:             "1s",
+		NATSClientUser:   "delayq-client",
+		MaxBody:          2048,
+		MaxBatch:         10,
+		Retention:        24 * time.Hour,
+		LogLevel:         slog.LevelWarn,
+		LogFormat:        "json",
+		ShutdownTimeout:  time.Minute,
+		DrainTimeout:     10 * time.Second,
+		Breaker:          defaultBreakerFlags(),
 		HTTP: httpFlags{
 			MaxConnections:  100,
 			MaxSubscribers:  1024,
@@ -191,6 +194,11 @@ func TestServeBadValues(t *testing.T) {
 		{"retention max jobs memory env", map[string]string{"DELAYQ_BACKEND": "memory", "DELAYQ_RETENTION_MAX_JOBS": "5"}, nil, "--backend memory keeps them for --retention alone"},
 		{"disk reserve", nil, []string{"--disk-reserve", "-1"}, "or 0 for none"},
 		{"disk reserve env", map[string]string{"DELAYQ_DISK_RESERVE": "lots"}, nil, "DELAYQ_DISK_RESERVE"},
+		{"redis wait replicas", nil, []string{"--backend", "redis", "--redis-wait-replicas", "-1"}, "from 0 (no wait) to 16"},
+		{"redis wait replicas env", map[string]string{"DELAYQ_REDIS_WAIT_REPLICAS": "x"}, nil, "DELAYQ_REDIS_WAIT_REPLICAS"},
+		{"redis wait replicas backend", nil, []string{"--backend", "memory", "--redis-wait-replicas", "1"}, "--redis-wait-replicas applies to --backend redis only, not memory"},
+		{"redis wait replicas cluster", nil, []string{"--backend", "redis", "--redis-url", "redis+cluster://r1:7000", "--redis-wait-replicas", "1"}, "waiting for the replicas of a Redis Cluster is not supported"},
+		{"redis wait timeout", nil, []string{"--redis-wait-timeout", "0s"}, "positive duration"},
 		{"log level", nil, []string{"--log-level", "verbose"}, "debug, info, warn or error"},
 		{"log format", map[string]string{"DELAYQ_LOG_FORMAT": "xml"}, nil, "DELAYQ_LOG_FORMAT"},
 		{"shutdown timeout", nil, []string{"--shutdown-timeout", "0s"}, "positive duration"},
@@ -213,6 +221,23 @@ func TestServeBadValues(t *testing.T) {
 			require.Contains(t, res.stderr, "--help")
 		})
 	}
+}
+
+// TestServeRedisWait: --redis-wait-replicas and --redis-wait-timeout come
+// from flags, environment and configuration file, for a standalone or
+// Sentinel URL.
+func TestServeRedisWait(t *testing.T) {
+	t.Parallel()
+	res := runApp(t, map[string]string{"DELAYQ_REDIS_WAIT_REPLICAS": "1"}, "", "serve", "--backend", "redis",
+		"--redis-url", "redis+sentinel://s1:26379,s2:26379/mymaster", "--redis-wait-timeout", "300ms")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Equal(t, 1, res.cfg.RedisWaitReplicas)
+	require.Equal(t, 300*time.Millisecond, res.cfg.RedisWaitTimeout)
+	path := writeConfig(t, "backend: redis\nredis-wait-replicas: 2\nredis-wait-timeout: 2s\n")
+	res = runApp(t, nil, "", "serve", "--config", path)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Equal(t, 2, res.cfg.RedisWaitReplicas)
+	require.Equal(t, 2*time.Second, res.cfg.RedisWaitTimeout)
 }
 
 // TestServeRetentionMaxJobs: the local backend takes --retention-max-jobs

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,7 +18,6 @@ import (
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/backends/natsstore/natstest"
@@ -75,23 +73,24 @@ func newToxiproxy(t *testing.T, upstream string) *toxiclient.Proxy {
 }
 
 // faultPhase is one step of the fault program: a fault applied for a
-// while (or none: a pause to heal), then removed.
+// while (or none: a pause to heal), then removed (or left: a fault that
+// heals without help has no heal).
 type faultPhase struct {
 	name  string
 	last  time.Duration
-	apply func(p *toxiclient.Proxy) error
-	heal  func(p *toxiclient.Proxy) error
+	apply func() error
+	heal  func() error
 }
 
-func toxic(name, typ string, attrs toxiclient.Attributes) (apply, heal func(p *toxiclient.Proxy) error) {
-	return func(p *toxiclient.Proxy) error {
+func toxic(p *toxiclient.Proxy, name, typ string, attrs toxiclient.Attributes) (apply, heal func() error) {
+	return func() error {
 			// Both directions: a request and its answer.
 			if _, err := p.AddToxic(name+"-down", typ, "downstream", 1, attrs); err != nil {
 				return err
 			}
 			_, err := p.AddToxic(name+"-up", typ, "upstream", 1, attrs)
 			return err
-		}, func(p *toxiclient.Proxy) error {
+		}, func() error {
 			return errors.Join(p.RemoveToxic(name+"-down"), p.RemoveToxic(name+"-up"))
 		}
 }
@@ -111,15 +110,15 @@ func logReport(t *testing.T, env, report string) {
 	require.NoError(t, errors.Join(err, out.Close()))
 }
 
-func faultProgram() []faultPhase {
-	latency, latencyHeal := toxic("latency", "latency", toxiclient.Attributes{"latency": 300})
-	reset, resetHeal := toxic("reset", "reset_peer", toxiclient.Attributes{"timeout": 100})
-	slow, slowHeal := toxic("bandwidth", "bandwidth", toxiclient.Attributes{"rate": 16}) // KB/s
+func faultProgram(p *toxiclient.Proxy) []faultPhase {
+	latency, latencyHeal := toxic(p, "latency", "latency", toxiclient.Attributes{"latency": 300})
+	reset, resetHeal := toxic(p, "reset", "reset_peer", toxiclient.Attributes{"timeout": 100})
+	slow, slowHeal := toxic(p, "bandwidth", "bandwidth", toxiclient.Attributes{"rate": 16}) // KB/s
 	return []faultPhase{
 		{name: "baseline", last: 2 * time.Second},
 		{name: "latency 300 ms", last: 5 * time.Second, apply: latency, heal: latencyHeal},
 		{name: "after latency", last: 3 * time.Second},
-		{name: "partition 10 s", last: 10 * time.Second, apply: (*toxiclient.Proxy).Disable, heal: (*toxiclient.Proxy).Enable},
+		{name: "partition 10 s", last: 10 * time.Second, apply: p.Disable, heal: p.Enable},
 		{name: "after partition", last: 5 * time.Second},
 		{name: "connections reset", last: 3 * time.Second, apply: reset, heal: resetHeal},
 		{name: "after reset", last: 3 * time.Second},
@@ -138,19 +137,55 @@ type pushOutcome struct {
 }
 
 func testNetworkFaults(t *testing.T, proxy *toxiclient.Proxy, args ...string) {
-	const topic = "e2e.faults"
 	srv := startServer(t, args...)
+	program := faultProgram(proxy)
+	run := runFaultProgram(t, srv, faultLoad{topic: "e2e.faults", program: program, settle: 120 * time.Second})
+	require.Empty(t, run.lost, "jobs answered 2xx and never delivered")
+	report := faultReport(args[1], program, run.outcomes, run.acked, run.claimed, run.healedAt) +
+		fmt.Sprintf("acks applied whose answer a fault cut off: %d\n", run.cutOff)
+	logReport(t, "DELAYQ_FAULTS_REPORT", report)
+	require.NotEmpty(t, run.answered)
+}
+
+// faultLoad is the load and fault program of runFaultProgram.
+type faultLoad struct {
+	topic   string
+	program []faultPhase
+	// ttr of the jobs pushed; empty: the service's default.
+	ttr string
+	// settle bounds the wait, after the program, for every job answered
+	// 2xx to be acknowledged.
+	settle time.Duration
+	// quiet, when set, ends that wait early once no acknowledgement came
+	// for that long: for a fault that may lose jobs, which never come.
+	quiet time.Duration
+}
+
+// faultRun is what runFaultProgram saw.
+type faultRun struct {
+	outcomes []pushOutcome
+	answered map[string]bool   // jobs answered 2xx
+	acked    map[string]int    // acknowledgements that succeeded, and acks whose answer was cut off
+	claimed  map[string]int    // deliveries
+	healedAt map[int]time.Time // phase -> when its fault was removed
+	lost     []string          // answered 2xx, never acknowledged nor done
+	cutOff   int               // acks applied whose answer a fault cut off
+}
+
+// runFaultProgram runs load.program against srv while a producer pushes
+// 100 jobs a second, each due 200 ms later, and a consumer claims and
+// acknowledges them, then delivers what is left (up to load.settle) and
+// returns the pushes' outcomes and what was delivered and lost.
+func runFaultProgram(t *testing.T, srv *serverProc, load faultLoad) faultRun {
+	topic := load.topic
 	hc := &http.Client{Timeout: 20 * time.Second}
 	t.Cleanup(hc.CloseIdleConnections)
 	post := func(path string, body any) (int, []byte) {
-		b, _ := json.Marshal(body)
-		resp, err := hc.Post(srv.HTTPURL+path, "application/json", bytes.NewReader(b))
+		status, out, err := postJSON(hc, srv.HTTPURL, path, body)
 		if err != nil {
 			return 0, nil
 		}
-		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, out
+		return status, out
 	}
 
 	var (
@@ -160,6 +195,7 @@ func testNetworkFaults(t *testing.T, proxy *toxiclient.Proxy, args ...string) {
 		acked    = map[string]int{}    // acknowledgements that succeeded
 		claimed  = map[string]int{}    // deliveries
 		healedAt = map[int]time.Time{} // phase -> when its fault was removed
+		lastAck  = time.Now()
 	)
 	currentPhase := func() int {
 		mu.Lock()
@@ -182,8 +218,11 @@ func testNetworkFaults(t *testing.T, proxy *toxiclient.Proxy, args ...string) {
 				}
 				ph := currentPhase()
 				start := time.Now()
-				status, out := post("/v1/jobs", map[string]any{"topic": topic, "delay": "200ms",
-					"body": map[string]any{"w": w, "n": n}})
+				job := map[string]any{"topic": topic, "delay": "200ms", "body": map[string]any{"w": w, "n": n}}
+				if load.ttr != "" {
+					job["ttr"] = load.ttr
+				}
+				status, out := post("/v1/jobs", job)
 				o := pushOutcome{phase: ph, status: status, latency: time.Since(start), at: start}
 				if status == http.StatusCreated {
 					var j struct{ ID string }
@@ -243,23 +282,23 @@ func testNetworkFaults(t *testing.T, proxy *toxiclient.Proxy, args ...string) {
 			for i, r := range settled.Results {
 				if r.Error == nil {
 					acked[acks[i]["id"]]++
+					lastAck = time.Now()
 				}
 			}
 			mu.Unlock()
 		}
 	})
 
-	program := faultProgram()
-	for i, ph := range program {
+	for i, ph := range load.program {
 		mu.Lock()
 		phase = i
 		mu.Unlock()
 		if ph.apply != nil {
-			require.NoError(t, ph.apply(proxy), ph.name)
+			require.NoError(t, ph.apply(), ph.name)
 		}
 		time.Sleep(ph.last) // the fault lasts this long: the point of the phase
 		if ph.heal != nil {
-			require.NoError(t, ph.heal(proxy), ph.name)
+			require.NoError(t, ph.heal(), ph.name)
 			mu.Lock()
 			healedAt[i] = time.Now()
 			mu.Unlock()
@@ -304,10 +343,10 @@ func testNetworkFaults(t *testing.T, proxy *toxiclient.Proxy, args ...string) {
 	// for those the service has as done: acknowledged by an ack whose
 	// answer a fault cut off (a batch of acks that failed may have been
 	// applied in part).
-	undelivered := func() []string {
+	undelivered := func(all bool) []string {
 		var out []string
 		for _, id := range missing() {
-			if len(out) > 20 {
+			if len(out) > 20 && !all {
 				return append(out, id) // many left: not yet the time to ask
 			}
 			if _, _, st := state(id); st != "done" {
@@ -316,30 +355,42 @@ func testNetworkFaults(t *testing.T, proxy *toxiclient.Proxy, args ...string) {
 		}
 		return out
 	}
-	if !assert.Eventually(t, func() bool { return len(undelivered()) == 0 }, 120*time.Second, 200*time.Millisecond,
-		"jobs answered 2xx and never delivered") {
-		for i, id := range undelivered() {
-			if i == 5 {
-				break
-			}
-			status, out, _ := state(id)
-			t.Logf("missing %s: %d %s", id, status, out)
+	deadline := time.Now().Add(load.settle)
+	for len(undelivered(false)) > 0 && time.Now().Before(deadline) {
+		mu.Lock()
+		quiet := time.Since(lastAck)
+		mu.Unlock()
+		if load.quiet > 0 && quiet > load.quiet {
+			break // what is left is not coming
 		}
-		t.FailNow()
+		time.Sleep(200 * time.Millisecond) // deliveries in flight: polled
+	}
+	lost := undelivered(true)
+	for i, id := range lost {
+		if i == 5 {
+			break
+		}
+		status, out, _ := state(id)
+		t.Logf("missing %s: %d %s", id, status, out)
 	}
 	close(stopConsume)
 	consumer.Wait()
 
-	cutOff := missing() // done on the service: acks whose answer was lost
+	lostSet := map[string]bool{}
+	for _, id := range lost {
+		lostSet[id] = true
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	for _, id := range cutOff {
-		acked[id]++
+	cutOff := 0
+	for id := range answered {
+		if acked[id] == 0 && !lostSet[id] {
+			acked[id]++ // done on the service: an ack whose answer was lost
+			cutOff++
+		}
 	}
-	report := faultReport(args[1], program, outcomes, acked, claimed, healedAt) +
-		fmt.Sprintf("acks applied whose answer a fault cut off: %d\n", len(cutOff))
-	logReport(t, "DELAYQ_FAULTS_REPORT", report)
-	require.NotEmpty(t, answered)
+	return faultRun{outcomes: outcomes, answered: answered, acked: acked, claimed: claimed,
+		healedAt: healedAt, lost: lost, cutOff: cutOff}
 }
 
 // faultReport tabulates the pushes of each phase: answered 2xx, 503, other

@@ -82,6 +82,9 @@ finish or are released for redelivery, the store is closed and flushed.`,
 			if err := cfg.checkRetention(); err != nil {
 				return usageError(err)
 			}
+			if err := cfg.checkRedisWait(); err != nil {
+				return usageError(err)
+			}
 			if err := a.serve(cmd.Context(), a, &cfg); err != nil {
 				var ce *exitCodeError
 				if errors.As(err, &ce) {
@@ -425,7 +428,8 @@ func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logTo io
 			return fail(fmt.Errorf("--redis-url: %w", err))
 		}
 		closers = append(closers, func() { _ = client.Close() })
-		store, err := redisstore.New(ctx, redisstore.Config{Client: client, Retention: cfg.Retention, Logger: log})
+		store, err := redisstore.New(ctx, redisstore.Config{Client: client, Retention: cfg.Retention, Logger: log,
+			WaitReplicas: cfg.RedisWaitReplicas, WaitTimeout: cfg.RedisWaitTimeout})
 		if err != nil {
 			return fail(fmt.Errorf("redis store: %w", err))
 		}

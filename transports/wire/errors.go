@@ -140,6 +140,8 @@ func ToError(err error) Error {
 		e.Message = "the server's storage is full (no space left on device): new jobs are refused until space is freed; claims, acks and reads still work; retry later"
 	case errors.Is(err, core.ErrDraining):
 		e.Message = "this instance is shutting down (draining): claim from another instance"
+	case errors.Is(err, core.ErrNotReplicated):
+		e.Message = "the write was done but the backend's replicas did not confirm it in time: it may be lost in a failover; retry (a put with the same id answers 409 conflict if the job exists)"
 	case e.Status == http.StatusServiceUnavailable:
 		e.Message = "the service is unavailable; retry later"
 	case e.Status == http.StatusNotImplemented:

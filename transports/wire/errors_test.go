@@ -80,6 +80,13 @@ func TestToError(t *testing.T) {
 			want: wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable, Message: "the service is unavailable; retry later", RetryAfter: time.Second},
 		},
 		{
+			name: "not replicated",
+			err:  fmt.Errorf("redisstore: put jobs: %w: WAIT 1 answered 0", core.ErrNotReplicated),
+			want: wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable,
+				Message:    "the write was done but the backend's replicas did not confirm it in time: it may be lost in a failover; retry (a put with the same id answers 409 conflict if the job exists)",
+				RetryAfter: time.Second},
+		},
+		{
 			name: "unavailable with message",
 			err:  wire.WithMessage("not ready", core.ErrUnavailable),
 			want: wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable, Message: "not ready", RetryAfter: time.Second},

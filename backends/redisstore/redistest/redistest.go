@@ -71,6 +71,7 @@ type Server struct {
 	Addr string
 	opts Options
 	port int
+	bin  string // redis-server or redis-sentinel
 	args []string
 
 	mu     sync.Mutex
@@ -85,6 +86,12 @@ func StartServer(opts Options) (*Server, error) {
 }
 
 func start(opts Options, cluster bool) (*Server, error) {
+	return startBin("redis-server", opts, cluster, nil)
+}
+
+// startBin starts bin with the common arguments, and the file of conf's
+// lines (when given) as its configuration file.
+func startBin(bin string, opts Options, cluster bool, conf func(port int) string) (*Server, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("redistest: Options.Dir is required")
 	}
@@ -97,14 +104,26 @@ func start(opts Options, cluster bool) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), opts: opts, port: port}
-		s.args = []string{
+		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), opts: opts, port: port, bin: bin}
+		if conf != nil {
+			// A Sentinel rewrites its configuration file: one per process.
+			file := filepath.Join(opts.Dir, "sentinel.conf")
+			if err := os.WriteFile(file, []byte(conf(port)), 0o644); err != nil {
+				return nil, err
+			}
+			s.args = []string{file}
+		}
+		s.args = append(s.args,
 			"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--protected-mode", "no",
-			"--dir", opts.Dir, "--logfile", "redis.log", "--daemonize", "no", "--save", "",
+			"--dir", opts.Dir, "--logfile", "redis.log", "--daemonize", "no")
+		if conf == nil {
+			s.args = append(s.args, "--save", "")
 		}
 		switch opts.AppendFsync {
 		case "":
-			s.args = append(s.args, "--appendonly", "no")
+			if conf == nil {
+				s.args = append(s.args, "--appendonly", "no")
+			}
 		case "always", "everysec", "no":
 			s.args = append(s.args, "--appendonly", "yes", "--appendfsync", opts.AppendFsync)
 		default:
@@ -134,7 +153,7 @@ func (s *Server) Start() error {
 			return errors.New("redistest: server already running")
 		}
 	}
-	cmd := exec.Command("redis-server", s.args...)
+	cmd := exec.Command(s.bin, s.args...)
 	cmd.Dir = s.opts.Dir
 	cmd.SysProcAttr = sysProcAttr()
 	var out bytes.Buffer
@@ -158,11 +177,11 @@ func (s *Server) Start() error {
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("redistest: redis-server on %s exited: %s%s", s.Addr, out.String(), s.logTail())
+			return fmt.Errorf("redistest: %s on %s exited: %s%s", s.bin, s.Addr, out.String(), s.logTail())
 		case <-ctx.Done():
 			_ = cmd.Process.Kill()
 			<-exited
-			return fmt.Errorf("redistest: redis-server on %s did not answer: %s", s.Addr, s.logTail())
+			return fmt.Errorf("redistest: %s on %s did not answer: %s", s.bin, s.Addr, s.logTail())
 		case <-tick.C:
 		}
 	}
