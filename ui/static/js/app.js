@@ -62,6 +62,11 @@ async function route() {
   const main = document.getElementById("app");
   delete main.dataset.ready;
   const path = decodeURIComponent(location.hash.replace(/^#/, "")) || "/";
+  if (path === "/login") {
+    // Signing in again starts from no token.
+    setToken("");
+    forgetWhoami();
+  }
   if (path === "/login" || (authConfigured && !token())) {
     showWho(null);
     document.getElementById("nav").hidden = true;
