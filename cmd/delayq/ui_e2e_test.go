@@ -152,7 +152,9 @@ func (tb *tab) goTo(fragment string) {
 func (tb *tab) click(sel string) string {
 	tb.t.Helper()
 	tb.run(chromedp.Evaluate[chromedp.Void](`document.getElementById("flash").replaceChildren()`), chromedp.Click(chromedp.CSS(sel), chromedp.NodeVisible))
-	return tb.flash()
+	msg := tb.flash()
+	tb.waitFor(`document.getElementById("app").dataset.ready === "1"`) // drawn again
+	return msg
 }
 
 // flash waits for the page's message and returns it.
@@ -163,7 +165,10 @@ func (tb *tab) flash() string {
 	msg, err := chromedp.Run(ctx, chromedp.Poll[string](
 		`(() => { const d = document.querySelector("#flash > div"); return d ? d.className + ": " + d.textContent : ""; })()`,
 		chromedp.WithPollingInterval(20*time.Millisecond)))
-	require.NoError(tb.t, err, "waiting for the page's message")
+	if err != nil {
+		html, _ := chromedp.Run(tb.ctx, chromedp.Evaluate[string](`document.body.innerHTML`))
+		tb.t.Fatalf("waiting for the page's message: %v; the page:\n%s", err, html)
+	}
 	return msg
 }
 
@@ -188,10 +193,19 @@ func (tb *tab) text(sel string) string {
 	return eval[string](tb, fmt.Sprintf(`document.querySelector(%q)?.textContent ?? ""`, sel))
 }
 
-// setValue sets a form field's value.
+// setValue sets a form field's value, as typing would, with the input
+// and change events.
 func (tb *tab) setValue(sel, value string) {
 	tb.t.Helper()
-	tb.run(chromedp.SetValue(chromedp.CSS(sel), value))
+	tb.run(chromedp.Evaluate[chromedp.Void](fmt.Sprintf(
+		`(() => { const e = document.querySelector(%q); e.value = %q; e.dispatchEvent(new Event("input", {bubbles: true})); e.dispatchEvent(new Event("change", {bubbles: true})); })()`,
+		sel, value)))
+}
+
+// html returns the page's main element and message, for failure messages.
+func (tb *tab) html() string {
+	v, _ := chromedp.Run(tb.ctx, chromedp.Evaluate[string](`document.getElementById("flash").outerHTML + document.getElementById("app").outerHTML`))
+	return v
 }
 
 // screenshot saves the viewport as name.png when DELAYQ_UI_SCREENSHOTS says
@@ -323,6 +337,8 @@ func testUIOpen(t *testing.T, b *browser) {
 	api.must(http.MethodPut, "/v1/schedules/nightly", map[string]any{"cron": "30 2 * * *", "topic": "orders", "job": map[string]any{"body": map[string]any{"report": "nightly"}}}, http.StatusOK)
 
 	tb := b.open(t, srv.HTTPURL)
+	start := time.Now()
+	step := func(name string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), name) }
 
 	// Overview: every topic with its counts, the chart and the breakers.
 	tb.load("#/")
@@ -333,6 +349,7 @@ func testUIOpen(t *testing.T, b *browser) {
 	require.Contains(t, tb.text("#scopes"), "open API")
 	tb.screenshot("overview")
 
+	step("Topic: its jobs")
 	// Topic: its jobs by state, and its configuration edited.
 	tb.goTo("#/topic/orders")
 	require.Equal(t, 2, tb.count(`#jobs tr[data-job]`))
@@ -351,8 +368,11 @@ func testUIOpen(t *testing.T, b *browser) {
 	require.Equal(t, true, api.must(http.MethodGet, "/v1/topics/orders", nil, http.StatusOK)["paused"])
 	require.Equal(t, "ok: Topic orders resumed.", tb.click("#resume"))
 	require.Equal(t, false, api.must(http.MethodGet, "/v1/topics/orders", nil, http.StatusOK)["paused"])
-	tb.click(`#state-tabs button[data-state="dead"]`)
+	tb.run(chromedp.Click(chromedp.CSS(`#state-tabs button[data-state="done"]`)))
+	tb.waitFor(`document.getElementById("jobs").dataset.state === "done"`)
+	require.Zero(t, tb.count(`#jobs tr[data-job]`))
 
+	step("Job: fields")
 	// Job: fields, body, edit and reschedule, run now, cancel.
 	tb.goTo("#/job/" + later)
 	require.Contains(t, tb.text("#job-body"), "\"customer\": \"ada\"", "the body pretty-printed")
@@ -375,15 +395,17 @@ func testUIOpen(t *testing.T, b *browser) {
 	require.Equal(t, "cancelled", api.job(later)["state"])
 	require.Zero(t, tb.count("#cancel"), "a finished job has no actions")
 
+	step("A dead job is req")
 	// A dead job is requeued from its page.
 	tb.goTo("#/job/" + gone)
 	require.Equal(t, "ok: Job "+gone+" requeued.", tb.click("#requeue"))
 	require.Equal(t, "ready", api.job(gone)["state"])
 
+	step("Dead letters: gro")
 	// Dead letters: grouped by last error; a selection requeued, a group
 	// deleted.
-	boom3 := api.bury("payments", map[string]any{"payment": 4}, "card declined")
-	api.bury("payments", map[string]any{"payment": 5}, "gateway timeout")
+	boom3 := api.bury("refunds", map[string]any{"refund": 4}, "card declined")
+	api.bury("refunds", map[string]any{"refund": 5}, "gateway timeout")
 	tb.goTo("#/dead")
 	require.Equal(t, 2, tb.count(".group"))
 	require.Contains(t, tb.text(`.group[data-group="0"] h2`), "3 × card declined")
@@ -394,10 +416,12 @@ func testUIOpen(t *testing.T, b *browser) {
 	require.Equal(t, "ready", api.job(boom2)["state"])
 	require.Equal(t, "dead", api.job(boom3)["state"])
 	tb.waitFor(`document.querySelectorAll(".group").length === 2`)
-	require.Contains(t, tb.text(`.group[data-group="0"] h2`), "gateway timeout")
-	require.Equal(t, "ok: Deleted 1 of 1 jobs.", tb.click(`.group[data-group="1"] .delete-group`))
+	// Each group has one job now, the older death first.
+	require.Contains(t, tb.text(`.group[data-group="0"] h2`), "1 × card declined")
+	require.Equal(t, "ok: Deleted 1 of 1 jobs.", tb.click(`.group[data-group="0"] .delete-group`))
 	require.Equal(t, "cancelled", api.job(boom3)["state"])
 
+	step("Search: by id")
 	// Search: by id, by key, by a substring of the body.
 	tb.goTo("#/search")
 	tb.screenshot("search")
@@ -419,6 +443,7 @@ func testUIOpen(t *testing.T, b *browser) {
 	require.Equal(t, 1, tb.count("#results tr[data-job]"))
 	require.Contains(t, tb.text("#scan-done"), "Scanned 1 jobs")
 
+	step("Push: a job")
 	// Push: a job from the form.
 	tb.goTo("#/push")
 	tb.setValue("#push-topic", "orders")
@@ -437,6 +462,7 @@ func testUIOpen(t *testing.T, b *browser) {
 	require.EqualValues(t, 2, j["priority"])
 	require.Equal(t, "scheduled", j["state"])
 
+	step("Schedules: listed")
 	// Schedules: listed, edited, deleted.
 	tb.goTo("#/schedules")
 	require.Equal(t, 1, tb.count(`#schedules tr[data-schedule="nightly"]`))
@@ -448,7 +474,10 @@ func testUIOpen(t *testing.T, b *browser) {
 	s := api.must(http.MethodGet, "/v1/schedules/nightly", nil, http.StatusOK)
 	require.Equal(t, "0 3 * * *", s["cron"])
 	require.Equal(t, "Europe/Paris", s["time_zone"])
-	require.Equal(t, "ok: Schedule nightly deleted.", tb.click("#delete-schedule"))
+	// Deleted, the list is shown again without it.
+	tb.run(chromedp.Click(chromedp.CSS("#delete-schedule"), chromedp.NodeVisible))
+	tb.waitFor(`location.hash === "#/schedules" && document.getElementById("app").dataset.ready === "1"`)
+	require.Zero(t, tb.count(`#schedules tr[data-schedule]`))
 	api.must(http.MethodGet, "/v1/schedules/nightly", nil, http.StatusNotFound)
 }
 
@@ -491,7 +520,7 @@ func testUITokens(t *testing.T, b *browser) {
 	tb.goTo("#/job/" + dead)
 	require.Zero(t, tb.count("#job-actions, #requeue"))
 	tb.goTo("#/dead")
-	require.Equal(t, 1, tb.count(".group"))
+	require.Equal(t, 1, tb.count(".group"), tb.html())
 	require.Zero(t, tb.count("#requeue-selected, #delete-selected, .requeue-group, .delete-group, input.pick"))
 	for _, call := range []string{
 		`DELETE /v1/jobs/` + mail, `POST /v1/jobs/` + dead + `/requeue`, `POST /v1/topics/mail/pause`,

@@ -36,7 +36,7 @@ export async function call(method, path, body) {
     try { data = JSON.parse(text); } catch { data = null; }
   }
   if (!res.ok) {
-    if (res.status === 401 && authConfigured && !location.hash.startsWith("#/login")) {
+    if (res.status === 401 && authConfigured && !document.getElementById("login")) {
       setToken("");
       location.hash = "#/login";
     }

@@ -15,6 +15,7 @@ function historyTable(history) {
 
 export async function jobPage(main, id) {
   const reload = async () => {
+    delete main.dataset.ready; // drawn again: tests wait for it
     const j = await get(`/v1/jobs/${enc(id)}`);
     const fields = [["id", j.id], ["topic", h("a", { href: `#/topic/${enc(j.topic)}` }, j.topic)], ["state", badge(j.state)], ["key", j.key],
       ["run at", fmtTime(j.run_at)], ["priority", j.priority ?? 0], ["attempt", `${j.attempt} of ${j.max_attempts}`], ["ttr", j.ttr],
@@ -52,7 +53,7 @@ export async function jobPage(main, id) {
       h("div", { class: "card" }, h("dl", { class: "fields", id: "job-fields" }, fields.filter(([, v]) => v !== undefined && v !== "").flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]))),
       h("h2", {}, "Body"), h("pre", { id: "job-body" }, pretty(j.body)),
       h("h2", {}, "Attempts"), h("div", { class: "card" }, historyTable(j.history)),
-      editor ? [h("h2", {}, "Edit and reschedule"), h("div", { class: "card" }, editor)] : "");
+      ...(editor ? [h("h2", {}, "Edit and reschedule"), h("div", { class: "card" }, editor)] : []));
     main.dataset.ready = "1";
   };
   await reload();

@@ -81,6 +81,7 @@ export async function topicPage(main, name) {
   };
 
   const reload = async (withJobs = true) => {
+    delete main.dataset.ready; // drawn again: tests wait for it
     const t = await get(`/v1/topics/${enc(name)}`);
     const head = h("h1", {}, "Topic ", t.name, " ", t.paused ? badge("paused") : null, t.configured ? null : h("span", { class: "muted" }, " (defaults)"));
     const actions = can("admin") ? h("div", { class: "actions" },
