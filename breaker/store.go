@@ -175,6 +175,11 @@ func (s *Store) FindJobs(ctx context.Context, params *core.FindJobsParams) ([]*c
 	return do(s, ctx, 0, func(ctx context.Context) ([]*core.Job, error) { return s.next.FindJobs(ctx, params) })
 }
 
+// ListJobs implements core.Store. Errors: those of the store, ErrOpen.
+func (s *Store) ListJobs(ctx context.Context, params *core.ListJobsParams) (core.JobPage, error) {
+	return do(s, ctx, 0, func(ctx context.Context) (core.JobPage, error) { return s.next.ListJobs(ctx, params) })
+}
+
 // TakeRate implements core.Store. Errors: those of the store, ErrOpen.
 func (s *Store) TakeRate(ctx context.Context, params *core.TakeRateParams) (core.TakeRateResult, error) {
 	return do(s, ctx, 0, func(ctx context.Context) (core.TakeRateResult, error) { return s.next.TakeRate(ctx, params) })

@@ -294,11 +294,15 @@ type FindByKeyParams struct {
 
 // JobPage is a page of jobs.
 type JobPage struct {
-	// Jobs are the page's jobs, in id order.
+	// Jobs are the page's jobs, in the listing's order (id order for
+	// FindByKey).
 	Jobs []*Job `json:"jobs"`
-	// NextAfter is the After of the next page when this page is full;
-	// empty when there is none.
+	// NextAfter is the After of the next page when there may be one (for
+	// FindByKey, when this page is full); empty when there is none.
 	NextAfter string `json:"next_after"`
+	// Scanned is how many jobs a ListJobs search (Contains) read; 0
+	// otherwise.
+	Scanned int `json:"scanned,omitempty"`
 }
 
 // FindByKey lists the jobs of a topic with a business key, in every state

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -114,6 +115,34 @@ type Store interface {
 	// ErrInvalidArgument when Limit < 1 or Key is empty.
 	FindJobs(ctx context.Context, params *FindJobsParams) ([]*Job, error)
 
+	// ListJobs returns a page of params.Topic's jobs in params.State, each
+	// as GetJob reports it as of now: listing ready includes the scheduled
+	// jobs whose run_at passed and the reserved jobs whose lease expired
+	// with attempts left, listing dead those whose lease expired on their
+	// last attempt, and reserved leaves both out. Finished jobs are listed
+	// within retention. The page holds at most params.Limit jobs from the
+	// position params.After (the Next of the previous page; empty for the
+	// start), and Next is set when there may be more. The orders:
+	//
+	//   - scheduled and ready: by run_at, ties by id;
+	//   - reserved: by lease expiry, ties by id;
+	//   - dead: by time of death (UpdatedAt), oldest first, as ListDeadJobs;
+	//   - done and cancelled: newest finished (UpdatedAt) first.
+	//
+	// The NATS store keeps no order by time: it lists every state in stream
+	// order, the order in which the jobs got to where they are (put,
+	// retry, claim, requeue, death, finish: the sequence of the job's last
+	// message), done and cancelled newest first, reading the topic's
+	// messages of the state from the cursor on, so that a page costs
+	// reading the messages it passes over; it lists a scheduled job whose
+	// schedule the server fires late (over Lead past run_at) as ready only
+	// once it fired. Each job appears once in a walk by pages over jobs
+	// that stay where they are; a job that changes state or position while
+	// a walk goes on may be missed or seen twice. Errors:
+	// ErrInvalidArgument when Limit < 1, State is not a state, or After is
+	// not a cursor of this listing (CheckList).
+	ListJobs(ctx context.Context, params *ListJobsParams) (JobPage, error)
+
 	// PutTopic stores a topic configuration (Configured set), replacing any.
 	PutTopic(ctx context.Context, topic *Topic) error
 
@@ -221,6 +250,42 @@ type FindJobsParams struct {
 	After string
 	// Limit bounds the answer, at least 1.
 	Limit int
+}
+
+// ListJobsParams are the arguments of Store.ListJobs and Engine.ListJobs
+// (which also bounds Limit by ListLimitMax).
+type ListJobsParams struct {
+	Topic string
+	// State is the state listed.
+	State State
+	// After, when set, is where the page starts: the Next of the previous
+	// page, opaque to callers.
+	After string
+	// Limit bounds the page, at least 1.
+	Limit int
+}
+
+// JobPage is a page of Store.ListJobs.
+type JobPage struct {
+	// Jobs in the listing's order; an empty slice, not nil, for none.
+	Jobs []*Job
+	// Next, when set, is the After of the next page: there may be more.
+	Next string
+}
+
+// CheckList checks the arguments of Store.ListJobs as every store must
+// (a store checks its own cursors): ErrInvalidArgument when params is nil,
+// Limit < 1 or State is not a state.
+func CheckList(params *ListJobsParams) error {
+	switch {
+	case params == nil:
+		return Invalid("", "list jobs: no params")
+	case params.Limit < 1:
+		return Invalid("limit", "limit must be at least 1")
+	case !slices.Contains(States, params.State):
+		return Invalid("state", "state must be one of scheduled, ready, reserved, dead, done, cancelled")
+	}
+	return nil
 }
 
 // CheckRate checks the arguments of Store.TakeRate as every store must:

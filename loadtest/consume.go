@@ -32,7 +32,9 @@ type collector struct {
 	seen map[string]struct{}
 	got  []receipt
 	dups int
-	errs []string
+	errs []string // the first 10
+	// failures counts every error, errs only the first.
+	failures int
 	all  chan struct{}
 	last time.Time // the latest receipt
 }
@@ -59,6 +61,7 @@ func (c *collector) add(id string, r receipt) {
 func (c *collector) fail(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.failures++
 	if len(c.errs) < 10 {
 		c.errs = append(c.errs, err.Error())
 	}
@@ -95,11 +98,52 @@ func (c *collector) received() int {
 	return len(c.got)
 }
 
+// failed returns how many errors the subscribers met so far, and the first.
+func (c *collector) failed() (int, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failures == 0 {
+		return 0, ""
+	}
+	return c.failures, c.errs[0]
+}
+
 // result returns a copy of what came, the duplicates and errors.
 func (c *collector) result() ([]receipt, int, []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]receipt(nil), c.got...), c.dups, append([]string(nil), c.errs...)
+}
+
+// phaseTopic is a fresh topic of a phase, with the harness's WebSocket
+// subscribers on it.
+type phaseTopic struct {
+	topic string
+	col   *collector
+	// ctx ends when the subscribers are stopped.
+	ctx  context.Context
+	stop context.CancelFunc
+	wait func()
+}
+
+// subscribeNew names a fresh topic under prefix and opens cfg.Subscribers
+// subscribers of it, which collect want jobs.
+func subscribeNew(ctx context.Context, c *client, cfg *config, prefix string, want int) (*phaseTopic, error) {
+	p := &phaseTopic{topic: uniqueTopic(prefix), col: newCollector(want)}
+	p.ctx, p.stop = context.WithCancel(ctx)
+	var err error
+	if p.wait, err = subscribe(p.ctx, c.base, p.topic, cfg.Subscribers, cfg.Prefetch, p.col); err != nil {
+		p.stop()
+		return nil, err
+	}
+	return p, nil
+}
+
+// end stops the subscribers and waits until they have ended; it may be
+// called more than once.
+func (p *phaseTopic) end() {
+	p.stop()
+	p.wait()
 }
 
 // subscribe opens n WebSocket subscribers of topic with prefetch each,

@@ -25,6 +25,13 @@
 //     jobs as fast as they finish; every -retention-sample it reads the
 //     store's files, delayq's CPU time and block-device I/O and the
 //     finished jobs kept, and sums up the steady state;
+//   - soak, only when -phases names it: -soak-rate (2 000) jobs/s, each
+//     due -lead after its push and acknowledged, for -soak-duration (30
+//     min), with serve started with -retention; every -soak-sample (10 s)
+//     it reads delayq's resident memory, goroutines and open file
+//     descriptors (and a separate backend server's memory), and it plots
+//     them with the lateness p99 of each interval: a leak is a line that
+//     climbs;
 //   - rawredis, only when -phases names it: a baseline without delayq,
 //     on its own redis-server (AOF, fsync every second) or -redis-url:
 //     -burst jobs due at one instant in a sorted set, each body in a hash,
@@ -35,16 +42,18 @@
 //
 // It writes report.md, results.json and PNG plots (lateness over time,
 // its histogram, the burst's deliveries over time, the retention phase's
-// files over time) to -out. A default run takes one to two and a half
-// minutes on 2 cores; a backend that falls behind adds at most two minutes
-// of waiting to the burst and to the lateness phase, and -timeout (10 min,
-// plus -retention-duration with that phase) bounds the whole run:
+// files over time, the soak's resources over time) to -out. A default run
+// takes one to two and a half minutes on 2 cores; a backend that falls
+// behind adds at most two minutes of waiting to the burst and to the
+// lateness phase, and -timeout (10 min, plus -retention-duration or
+// -soak-duration with those phases) bounds the whole run:
 //
 //	go run ./loadtest                     # the local default
 //	go run ./loadtest -backend nats       # a separate nats-server
 //	go run ./loadtest -backend redis      # redis-server, AOF everysec
 //	go run ./loadtest -server http://127.0.0.1:8080 -pid 1234
 //	go run ./loadtest -phases retention -retention 5m -retention-duration 15m
+//	go run ./loadtest -phases soak        # 30 min at 2 000 jobs/s
 //	go run ./loadtest -phases rawredis    # raw Redis, no delayq
 //
 // Everything runs on this machine, so the harness's own CPU competes with
@@ -106,6 +115,10 @@ type config struct {
 	RetentionRate    int           `json:"retention_rate,omitempty"`
 	RetentionFor     time.Duration `json:"retention_duration,omitempty"`
 	RetentionSample  time.Duration `json:"retention_sample,omitempty"`
+	// The soak phase's.
+	SoakRate   int           `json:"soak_rate,omitempty"`
+	SoakFor    time.Duration `json:"soak_duration,omitempty"`
+	SoakSample time.Duration `json:"soak_sample,omitempty"`
 }
 
 func (c *config) flags(fs *flag.FlagSet) {
@@ -116,7 +129,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.BackendPID, "backend-pid", 0, "with -server: process id of the backend's server, to read its memory")
 	fs.StringVar(&c.Delayq, "delayq", "", "delayq binary to run (default: go build ./cmd/delayq)")
 	fs.StringVar(&c.Out, "out", "", "directory of the report and plots (default loadtest-report/<backend>)")
-	fs.StringVar(&c.Phases, "phases", "intake,memory,burst,lateness", "comma-separated phases to run: intake, memory, burst, lateness, and pull, retention and rawredis (not by default)")
+	fs.StringVar(&c.Phases, "phases", "intake,memory,burst,lateness", "comma-separated phases to run: intake, memory, burst, lateness, and pull, retention, soak and rawredis (not by default)")
 	fs.DurationVar(&c.IntakeFor, "intake-duration", 10*time.Second, "how long each intake measurement runs")
 	fs.IntVar(&c.Workers, "workers", 32, "concurrent requests of one job each")
 	fs.IntVar(&c.Batch, "batch", 1000, "jobs per batch request")
@@ -137,12 +150,15 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Pause, "pause", false, "pause the burst and lateness topics while their jobs are pushed, and resume each when its first job is due")
 	fs.BoolVar(&c.Profile, "profile", false, "save a CPU profile of delayq for each phase (cpu-<phase>.pprof and its top functions)")
 	fs.DurationVar(&c.Timeout, "timeout", 10*time.Minute, "bound on the whole run, to which the retention phase adds its -retention-duration")
-	fs.DurationVar(&c.Retention, "retention", 5*time.Minute, "with the retention phase: serve's --retention, for the whole run")
+	fs.DurationVar(&c.Retention, "retention", 5*time.Minute, "with the retention or soak phase: serve's --retention, for the whole run")
 	fs.Int64Var(&c.RetentionMaxJobs, "retention-max-jobs", 0, "with the retention phase: serve's --retention-max-jobs (local backend), for the whole run; 0: none")
 	fs.IntVar(&c.RetentionRate, "retention-rate", 1000, "jobs per second due at once and acknowledged in the retention phase")
 	fs.DurationVar(&c.RetentionFor, "retention-duration", 15*time.Minute, "how long the retention phase pushes; at least twice what the store takes to fill (-retention, or -retention-max-jobs at -retention-rate)")
 	fs.StringVar(&c.RedisURL, "redis-url", "", "with the rawredis phase: a running Redis (redis://host:port) to measure instead of starting a redis-server (appendonly, appendfsync everysec); its CPU is read when it runs on this machine")
 	fs.DurationVar(&c.RetentionSample, "retention-sample", 10*time.Second, "time between the retention phase's readings")
+	fs.IntVar(&c.SoakRate, "soak-rate", 2000, "jobs per second pushed and acknowledged in the soak phase, each due -lead after its push")
+	fs.DurationVar(&c.SoakFor, "soak-duration", 30*time.Minute, "how long the soak phase pushes")
+	fs.DurationVar(&c.SoakSample, "soak-sample", 10*time.Second, "time between the soak phase's readings, and the window of its lateness series")
 }
 
 func main() {
@@ -180,9 +196,9 @@ func (c *config) onlyRawRedis() bool {
 func (c *config) check() error {
 	for p := range strings.SplitSeq(c.Phases, ",") {
 		switch strings.TrimSpace(p) {
-		case "intake", "memory", "burst", "pull", "lateness", "retention", "rawredis":
+		case "intake", "memory", "burst", "pull", "lateness", "retention", "soak", "rawredis":
 		default:
-			return fmt.Errorf("-phases: unknown phase %q (intake, memory, burst, pull, lateness, retention, rawredis)", p)
+			return fmt.Errorf("-phases: unknown phase %q (intake, memory, burst, pull, lateness, retention, soak, rawredis)", p)
 		}
 	}
 	if c.has("retention") {
@@ -194,6 +210,9 @@ func (c *config) check() error {
 		case c.RetentionFor < 2*retentionFill(c):
 			return fmt.Errorf("-retention-duration %s: at least twice the %s the store takes to fill, so that it reaches a steady state", c.RetentionFor, retentionFill(c))
 		}
+	}
+	if c.has("soak") && (c.SoakRate < 1 || c.SoakFor <= 0 || c.SoakSample <= 0 || c.Retention <= 0) {
+		return fmt.Errorf("-soak-rate, -soak-duration, -soak-sample and -retention must be positive")
 	}
 	switch {
 	case c.Batch < 1 || c.Batch > 1000:
@@ -223,6 +242,9 @@ func run(ctx context.Context, cfg *config, logw io.Writer) error {
 	timeout := cfg.Timeout
 	if cfg.has("retention") {
 		timeout += cfg.RetentionFor
+	}
+	if cfg.has("soak") {
+		timeout += cfg.SoakFor
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -419,6 +441,19 @@ func measure(ctx context.Context, cfg *config, t *target, res *results, logf fun
 		} else if st := rt.Steady; st != nil {
 			logf("  steady: %s finished kept, store %s (%.0f B per kept job in tables), delayq %.2f cores, %s/s written",
 				num(st.Kept), mib(int64(st.StoreMean)), st.SSTPerKept, st.Cores, mib(int64(st.WritePerSecond)))
+		}
+	}
+	if cfg.has("soak") {
+		var s *soakResult
+		var err error
+		phase("soak", func() { s, err = soak(ctx, c, cfg, t, logf) })
+		res.Soak = s
+		if err != nil {
+			fail(err)
+		} else {
+			for _, d := range s.Drift {
+				logf("  %s: %.1f in the first quarter, %.1f in the last", d.Measure, d.First, d.Last)
+			}
 		}
 	}
 	if cfg.has("rawredis") {

@@ -106,6 +106,63 @@ func TestHarnessPrioritiesPause(t *testing.T) {
 	require.Contains(t, report, "paused while the jobs are pushed")
 }
 
+// TestHarnessSoak runs the soak phase, scaled down, on the local default
+// backend: every job comes, a reading is taken every interval with
+// delayq's memory, goroutines and descriptors, and the report has its
+// drift table and the stacked plot.
+func TestHarnessSoak(t *testing.T) {
+	out := t.TempDir()
+	cfg := config{}
+	cfg.flags(flagSet())
+	cfg.Backend = "local"
+	cfg.Out = out
+	cfg.Phases = "soak"
+	cfg.SoakRate = 300
+	cfg.SoakFor = 6 * time.Second
+	cfg.SoakSample = time.Second
+	cfg.Lead = 500 * time.Millisecond
+	cfg.Subscribers = 2
+	res, report, _ := runHarness(t, &cfg, 2*time.Minute)
+	s := res.Soak
+	require.NotNil(t, s)
+	require.Equal(t, 1_800, s.Pushed)
+	require.Equal(t, 1_800, s.Received)
+	require.Empty(t, s.Errors)
+	// A reading at the start, one a second, one at the end.
+	require.GreaterOrEqual(t, len(s.Samples), 7)
+	for _, x := range s.Samples {
+		require.Positive(t, x.RSS, "at %.1fs", x.T)
+		require.Positive(t, x.Goroutines, "at %.1fs", x.T)
+		require.Positive(t, x.FDs, "at %.1fs", x.T)
+	}
+	last := s.Samples[len(s.Samples)-1]
+	require.Equal(t, 1_800, last.Received)
+	require.Zero(t, last.Unfinished)
+	require.GreaterOrEqual(t, len(s.Windows), 5)
+	require.Equal(t, 1_800, func() int {
+		n := 0
+		for _, w := range s.Windows {
+			n += w.Jobs
+		}
+		return n
+	}())
+	measures := map[string]bool{}
+	for _, d := range s.Drift {
+		measures[d.Measure] = true
+		require.Positive(t, d.First, d.Measure)
+		require.Positive(t, d.Last, d.Measure)
+	}
+	require.True(t, measures["goroutines"] && measures["open file descriptors"] && measures["lateness p99 of each window, ms"], s.Drift)
+	require.Contains(t, report, "## Soak")
+	require.Contains(t, report, "(soak.png)")
+	f, err := os.Open(filepath.Join(out, "soak.png"))
+	require.NoError(t, err)
+	defer f.Close()
+	img, err := png.Decode(f)
+	require.NoError(t, err)
+	require.Greater(t, img.Bounds().Dy(), img.Bounds().Dx(), "four plots one above the other")
+}
+
 // TestHarnessPullBatch runs the pull phase alone on the memory backend with
 // consumers that claim many jobs and acknowledge them with one request.
 func TestHarnessPullBatch(t *testing.T) {
@@ -260,6 +317,8 @@ func TestConfigCheck(t *testing.T) {
 		func(c *config) { c.Phases = "retention"; c.RetentionFor = c.Retention }, // no steady window
 		func(c *config) { c.Phases = "retention"; c.Server = "http://127.0.0.1:8080" },
 		func(c *config) { c.Phases = "rawredis"; c.Burst = 0 },
+		func(c *config) { c.Phases = "soak"; c.SoakRate = 0 },
+		func(c *config) { c.Phases = "soak"; c.SoakSample = 0 },
 	} {
 		cfg := config{}
 		cfg.flags(flagSet())

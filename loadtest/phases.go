@@ -182,16 +182,12 @@ func burstLead(n int, pushRate float64) time.Duration {
 // topic with subscribers waiting, and measures when the last came and
 // when the last was acknowledged.
 func burst(ctx context.Context, c *client, cfg *config, lead time.Duration, logf func(string, ...any)) (*burstResult, error) {
-	topic := uniqueTopic("loadtest.burst")
-	col := newCollector(cfg.Burst)
-	sctx, stop := context.WithCancel(ctx)
-	defer stop()
-	wait, err := subscribe(sctx, c.base, topic, cfg.Subscribers, cfg.Prefetch, col)
+	sub, err := subscribeNew(ctx, c, cfg, "loadtest.burst", cfg.Burst)
 	if err != nil {
 		return nil, err
 	}
-	defer wait()
-	defer stop()
+	defer sub.end()
+	topic, col := sub.topic, sub.col
 	due := time.Now().Add(lead).UTC().Truncate(time.Millisecond)
 	logf("burst: pushing %d jobs due at %s (in %s)", cfg.Burst, due.Format("15:04:05.000"), lead.Round(time.Millisecond))
 	resumed, err := pauseUntil(ctx, c, cfg, topic, due)
@@ -290,17 +286,13 @@ type latenessResult struct {
 // cfg.Duration, each pushed cfg.Lead before it is due, to a topic whose
 // subscribers acknowledge each, and measures receipt minus run_at.
 func lateness(ctx context.Context, c *client, cfg *config, logf func(string, ...any)) (*latenessResult, error) {
-	topic := uniqueTopic("loadtest.lateness")
 	total := int(cfg.Duration.Seconds() * float64(cfg.Rate))
-	col := newCollector(total)
-	sctx, stop := context.WithCancel(ctx)
-	defer stop()
-	wait, err := subscribe(sctx, c.base, topic, cfg.Subscribers, cfg.Prefetch, col)
+	sub, err := subscribeNew(ctx, c, cfg, "loadtest.lateness", total)
 	if err != nil {
 		return nil, err
 	}
-	defer wait()
-	defer stop()
+	defer sub.end()
+	topic, col := sub.topic, sub.col
 	logf("lateness: %d jobs due at %d/s over %s, each pushed %s ahead", total, cfg.Rate, cfg.Duration, cfg.Lead)
 	interval := time.Second / time.Duration(cfg.Rate)
 	first := time.Now().Add(cfg.Lead).UTC()
@@ -309,29 +301,7 @@ func lateness(ctx context.Context, c *client, cfg *config, logf func(string, ...
 		return nil, err
 	}
 	p := newPusher(c, cfg.BatchWorkers)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	// Every tick pushes the jobs that are due within lead from now, so
-	// each is pushed lead ahead whatever the ticks' own lateness.
-	for next := 0; next < total && ctx.Err() == nil; {
-		<-tick.C
-		horizon := time.Now().Add(cfg.Lead)
-		var jobs []jobReq
-		for ; next < total; next++ {
-			at := first.Add(time.Duration(next) * interval)
-			if at.After(horizon) {
-				break
-			}
-			jobs = append(jobs, jobReq{Topic: topic, Body: sampleBody, RunAt: at.Format(time.RFC3339Nano), Priority: priority(cfg, next)})
-			if len(jobs) == cfg.Batch {
-				p.push(ctx, jobs)
-				jobs = nil
-			}
-		}
-		if len(jobs) > 0 {
-			p.push(ctx, jobs)
-		}
-	}
+	pushSteady(ctx, p, cfg, topic, first, interval, total)
 	res := &latenessResult{Rate: cfg.Rate, Seconds: cfg.Duration.Seconds(), LeadMS: ms(cfg.Lead), Jobs: total}
 	res.Pushed = p.wait()
 	if err := resumed(); err != nil {
@@ -356,6 +326,39 @@ func lateness(ctx context.Context, c *client, cfg *config, logf func(string, ...
 		return res, fmt.Errorf("lateness: received %d of %d jobs (%d pushed): none came for 10s, or 2 min passed after the last was due", res.Received, total, res.Pushed)
 	}
 	return res, nil
+}
+
+// pushSteady pushes total jobs to topic, the n-th due at first + n ×
+// interval, each cfg.Lead before it is due, in batches of up to cfg.Batch;
+// it returns once the last is handed to p, or ctx ends.
+func pushSteady(ctx context.Context, p *pusher, cfg *config, topic string, first time.Time, interval time.Duration, total int) {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	// Every tick pushes the jobs that are due within lead from now, so
+	// each is pushed lead ahead whatever the ticks' own lateness.
+	for next := 0; next < total && ctx.Err() == nil; {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		horizon := time.Now().Add(cfg.Lead)
+		var jobs []jobReq
+		for ; next < total; next++ {
+			at := first.Add(time.Duration(next) * interval)
+			if at.After(horizon) {
+				break
+			}
+			jobs = append(jobs, jobReq{Topic: topic, Body: sampleBody, RunAt: at.Format(time.RFC3339Nano), Priority: priority(cfg, next)})
+			if len(jobs) == cfg.Batch {
+				p.push(ctx, jobs)
+				jobs = nil
+			}
+		}
+		if len(jobs) > 0 {
+			p.push(ctx, jobs)
+		}
+	}
 }
 
 // priority is the priority of a phase's n-th job: with -priorities every

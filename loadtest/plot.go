@@ -3,12 +3,15 @@ package main
 import (
 	"fmt"
 	"image/color"
+	"os"
 	"path/filepath"
 	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // writePlots draws the PNG plots of r into dir and returns their file
@@ -44,6 +47,16 @@ func writePlots(dir string, r *results) (map[string]string, error) {
 		if err := save("retention", p); err != nil {
 			return nil, err
 		}
+	}
+	if s := r.Soak; s != nil && len(s.Samples) > 1 && len(s.Windows) > 0 {
+		ps, err := soakPlots(s)
+		if err != nil {
+			return nil, err
+		}
+		if err := saveStacked(filepath.Join(dir, "soak.png"), ps); err != nil {
+			return nil, fmt.Errorf("plot soak: %w", err)
+		}
+		out["soak"] = "soak.png"
 	}
 	if b := r.Burst; b != nil && len(b.Curve) > 0 {
 		p, err := burstCurve(b)
@@ -188,4 +201,99 @@ func retentionPlot(rt *retentionResult) (*plot.Plot, error) {
 	p.Legend.Left = true
 	p.Y.Min = 0
 	return p, nil
+}
+
+// soakPlots draws the soak phase's readings as four plots, one above the
+// other, over one time axis: delayq's resident memory (and a separate
+// backend server's), goroutines, open file descriptors, and the lateness
+// p50 and p99 of each interval.
+func soakPlots(s *soakResult) ([]*plot.Plot, error) {
+	type line struct {
+		name string
+		c    color.Color
+		xys  plotter.XYs
+	}
+	over := func(v func(soakSample) float64) plotter.XYs {
+		xys := make(plotter.XYs, len(s.Samples))
+		for i, pt := range s.Samples {
+			xys[i] = plotter.XY{X: pt.T, Y: v(pt)}
+		}
+		return xys
+	}
+	windows := func(v func(seriesPoint) float64) plotter.XYs {
+		xys := make(plotter.XYs, len(s.Windows))
+		for i, pt := range s.Windows {
+			xys[i] = plotter.XY{X: pt.T, Y: v(pt)}
+		}
+		return xys
+	}
+	memory := []line{{"delayq", blue, over(func(x soakSample) float64 { return float64(x.RSS) / (1 << 20) })}}
+	if len(s.Samples) > 0 && s.Samples[0].BackendRSS > 0 {
+		memory = append(memory, line{"backend server", orange, over(func(x soakSample) float64 { return float64(x.BackendRSS) / (1 << 20) })})
+	}
+	panels := []struct {
+		title, y string
+		lines    []line
+	}{
+		{fmt.Sprintf("Soak at %d jobs/s in and out, --retention %s: resident memory", s.Rate, s.Retention), "MiB", memory},
+		{"delayq goroutines", "goroutines", []line{{"goroutines", blue, over(func(x soakSample) float64 { return float64(x.Goroutines) })}}},
+		{"delayq open file descriptors", "descriptors", []line{{"fds", blue, over(func(x soakSample) float64 { return float64(x.FDs) })}}},
+		{fmt.Sprintf("lateness of the jobs due in each %.0f s", s.Sample), "ms", []line{
+			{"p50", blue, windows(func(x seriesPoint) float64 { return x.P50 })},
+			{"p99", orange, windows(func(x seriesPoint) float64 { return x.P99 })},
+		}},
+	}
+	// One time axis for all: the lateness windows start a lead later.
+	end := s.Samples[len(s.Samples)-1].T
+	out := make([]*plot.Plot, 0, len(panels))
+	for _, pn := range panels {
+		p := plot.New()
+		p.Title.Text = pn.title
+		p.X.Label.Text = "seconds since the phase began"
+		p.Y.Label.Text = pn.y
+		p.Add(plotter.NewGrid())
+		for _, l := range pn.lines {
+			pl, err := plotter.NewLine(l.xys)
+			if err != nil {
+				return nil, err
+			}
+			pl.Color = l.c
+			pl.Width = vg.Points(1.5)
+			p.Add(pl)
+			if len(pn.lines) > 1 {
+				p.Legend.Add(l.name, pl)
+			}
+		}
+		p.Legend.Top = true
+		p.X.Min, p.X.Max = 0, end
+		p.Y.Min = 0
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// saveStacked draws plots one above the other, their axes aligned, into a
+// PNG file at path.
+func saveStacked(path string, plots []*plot.Plot) error {
+	img := vgimg.New(10*vg.Inch, vg.Length(len(plots))*3*vg.Inch)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: len(plots), Cols: 1, PadX: vg.Millimeter, PadY: 4 * vg.Millimeter,
+		PadTop: 2 * vg.Millimeter, PadBottom: 2 * vg.Millimeter, PadLeft: 2 * vg.Millimeter, PadRight: 2 * vg.Millimeter}
+	rows := make([][]*plot.Plot, len(plots))
+	for i, p := range plots {
+		rows[i] = []*plot.Plot{p}
+	}
+	canvases := plot.Align(rows, tiles, dc)
+	for i, p := range plots {
+		p.Draw(canvases[i][0])
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

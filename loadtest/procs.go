@@ -97,7 +97,7 @@ func (e *env) start(ctx context.Context, cfg *config, logf func(string, ...any))
 	if cfg.Profile {
 		args = append(args, "--pprof", "127.0.0.1:0")
 	}
-	if cfg.has("retention") {
+	if cfg.has("retention") || cfg.has("soak") {
 		args = append(args, "--retention", cfg.Retention.String())
 		if cfg.RetentionMaxJobs > 0 {
 			args = append(args, "--retention-max-jobs", strconv.FormatInt(cfg.RetentionMaxJobs, 10))
@@ -364,4 +364,18 @@ func (m *cpuMeter) measure(phase string, f func()) phaseCPU {
 		}
 	}
 	return out
+}
+
+// every calls f every d until ctx ends.
+func every(ctx context.Context, d time.Duration, f func()) {
+	tick := time.NewTicker(d)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			f()
+		}
+	}
 }

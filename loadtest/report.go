@@ -27,6 +27,8 @@ type results struct {
 	Lateness *latenessResult `json:"lateness,omitempty"`
 	// Retention is the retention phase's, when it ran.
 	Retention *retentionResult `json:"retention,omitempty"`
+	// Soak is the soak phase's, when it ran.
+	Soak *soakResult `json:"soak,omitempty"`
 	// RawRedis is the raw Redis baseline's, when it ran.
 	RawRedis *rawRedisResult `json:"rawredis,omitempty"`
 	// CPU is the cores each process used in each phase.
@@ -273,6 +275,7 @@ func writeReport(dir string, r *results) error {
 		writeErrors(&b, l.Errors)
 	}
 	writeRetention(&b, r, plots)
+	writeSoak(&b, r, plots)
 	writeRawRedis(&b, r)
 	writeCPU(&b, r)
 	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String()), 0o644)

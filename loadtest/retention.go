@@ -118,17 +118,13 @@ func retentionFill(cfg *config) time.Duration {
 // the store's files, delayq's CPU and I/O and the topic's counts every
 // cfg.RetentionSample.
 func retention(ctx context.Context, c *client, cfg *config, t *target, logf func(string, ...any)) (*retentionResult, error) {
-	topic := uniqueTopic("loadtest.retention")
 	total := int(cfg.RetentionFor.Seconds() * float64(cfg.RetentionRate))
-	col := newCollector(total)
-	sctx, stop := context.WithCancel(ctx)
-	defer stop()
-	wait, err := subscribe(sctx, c.base, topic, cfg.Subscribers, cfg.Prefetch, col)
+	sub, err := subscribeNew(ctx, c, cfg, "loadtest.retention", total)
 	if err != nil {
 		return nil, err
 	}
-	defer wait()
-	defer stop()
+	defer sub.end()
+	topic, col := sub.topic, sub.col
 	fill := retentionFill(cfg)
 	res := &retentionResult{
 		Rate: cfg.RetentionRate, Seconds: cfg.RetentionFor.Seconds(), Retention: cfg.Retention.String(),
@@ -145,7 +141,7 @@ func retention(ctx context.Context, c *client, cfg *config, t *target, logf func
 		swg     sync.WaitGroup
 	)
 	tables := newTableWatch()
-	swg.Go(func() { tables.run(sctx, t.StoreDirs()) })
+	swg.Go(func() { tables.run(sub.ctx, t.StoreDirs()) })
 	sample := func() {
 		s := readRetentionSample(ctx, c, t, topic, time.Since(start))
 		s.TablesWritten = tables.written()
@@ -158,18 +154,7 @@ func retention(ctx context.Context, c *client, cfg *config, t *target, logf func
 			s.T, mib(s.StoreBytes), mib(s.SSTBytes), mib(s.WALBytes), s.Finished, s.Unfinished, s.CPUSeconds, mib(s.WriteBytes))
 	}
 	sample()
-	swg.Go(func() {
-		tick := time.NewTicker(cfg.RetentionSample)
-		defer tick.Stop()
-		for {
-			select {
-			case <-sctx.Done():
-				return
-			case <-tick.C:
-				sample()
-			}
-		}
-	})
+	swg.Go(func() { every(sub.ctx, cfg.RetentionSample, sample) })
 
 	// Every tick pushes the jobs whose turn has come, in batches, so that
 	// the rate holds whatever the ticks' own lateness.
@@ -197,7 +182,7 @@ func retention(ctx context.Context, c *client, cfg *config, t *target, logf func
 	if err := col.await(ctx, time.Now(), time.Now().Add(time.Minute), 10*time.Second); err != nil {
 		return nil, err
 	}
-	stop()
+	sub.stop()
 	swg.Wait()
 	sample()
 	rs, dups, errs := col.result()

@@ -382,6 +382,11 @@ func (s *Store) FindJobs(ctx context.Context, params *core.FindJobsParams) ([]*c
 	return s.next.FindJobs(ctx, params)
 }
 
+// ListJobs implements core.Store.
+func (s *Store) ListJobs(ctx context.Context, params *core.ListJobsParams) (core.JobPage, error) {
+	return s.next.ListJobs(ctx, params)
+}
+
 // PutTopic implements core.Store; the next scrape lists topics again.
 func (s *Store) PutTopic(ctx context.Context, topic *core.Topic) error {
 	err := s.next.PutTopic(ctx, topic)

@@ -22,12 +22,15 @@
 //	x<id>                          the state of a done or cancelled job (as m)
 //	f<finished ms><id>             finished jobs by finish time, for the prune
 //	d<topic>\0<died ns><id>        dead jobs of a topic in order of death
+//	F<topic>\0<state><done ns><id> done or cancelled jobs of a topic by state and finish time,
+//	                               which ListJobs reads newest first
 //	t<topic>                       a topic's configuration (JSON)
 //	p<topic>                       a paused topic (no value)
 //	c<topic>\0<state><bucket>      jobs of a topic finished (done or cancelled) in a bucket
 //	k<topic>\0<key>\0<id>          a job with a business key, while the job is kept (no value)
 //	S<name>                        a schedule with its cursor (JSON)
 //	K                              the jobs' keys are all in k keys (written at the first Open)
+//	L                              the finished jobs are all in F keys (written at the first Open)
 //	s                              the unfinished jobs and their id bytes at the last Close,
 //	                               which the next Open sizes its index by (else it counts)
 //

@@ -131,6 +131,9 @@ func (s *Store) load() error {
 	if err := s.indexKeys(); err != nil {
 		return err
 	}
+	if err := s.indexFinished(); err != nil {
+		return err
+	}
 	return s.scan(prefixCount, func(k, v []byte) error {
 		rest := k[1:]
 		sep := bytes.IndexByte(rest, 0)

@@ -68,6 +68,7 @@ func (s *Store) forgetFinished(b *pebble.Batch, id string) error {
 	if err != nil {
 		return fmt.Errorf("pebblestore: job %q: %w", id, err)
 	}
+	_ = b.Delete(finishedKey(m.topic, m.state, m.updatedAt, id), nil)
 	if err := s.forgetKey(b, m.topic, id); err != nil {
 		return err
 	}
@@ -243,6 +244,7 @@ func (s *Store) pruneSome(upper []byte, limit int64) (more bool, n int, err erro
 			continue // finished again since: its own f key prunes it
 		}
 		if err == nil {
+			_ = b.Delete(finishedKey(m.topic, m.state, m.updatedAt, id), nil)
 			if err := s.forgetKey(b, m.topic, id); err != nil {
 				_ = it.Close()
 				_ = b.Close()

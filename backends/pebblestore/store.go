@@ -810,6 +810,7 @@ func (s *Store) finish(b *pebble.Batch, tp *topic, i uint32, state core.State, n
 	_ = b.Delete(idKey(prefixMeta, id), nil)
 	_ = b.Set(idKey(prefixFinished, id), m.encode(), nil)
 	_ = b.Set(expiryKey(now, id), nil, nil)
+	_ = b.Set(finishedKey(tp.name, state, m.updatedAt, id), nil, nil)
 	s.countFinished(tp, state, now, 1)
 	s.x.remove(i)
 	return j.Settled()

@@ -51,6 +51,9 @@
 //	                             a claim drops one it finds empty
 //	{P:n}:lease           zset   reserved job ids by lease expiry (ms), every topic
 //	{P:n}:dead:<topic>    zset   dead job ids by time of death (µs)
+//	{P:n}:f:<topic>:<d|c> zset   done (d) and cancelled (c) job ids by finish time (ms), for
+//	                             ListJobs; trimmed and given an expiry by each topic's first finish
+//	                             of a count bucket
 //	{P:n}:k:<topic>:<key> zset   ids of the topic's jobs with business key <key>, by when GetJob
 //	                             stops finding them (ms): +inf while unfinished, the end of the
 //	                             retention once finished; expires with its last finished job
@@ -100,8 +103,9 @@
 // last error and creation time; a reserved job becomes ready, without
 // lease), export reads one page of one structure after a cursor of score
 // and id, for ExportJobs, which walks the lease set and the queues and dead
-// sets of the configured and registered topics, never the keyspace, and
-// migrate moves the jobs of a prefix of the earlier layout (one schedule of
+// sets of the configured and registered topics, never the keyspace, list
+// reads one shard's part of a listing by state after a cursor (ListJobs),
+// and migrate moves the jobs of a prefix of the earlier layout (one schedule of
 // every topic, "sched", and per-topic ready sets) into queues, once, at New.
 //
 // Every script takes now from the server (TIME), not from its caller, and

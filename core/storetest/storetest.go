@@ -31,6 +31,10 @@ type Harness struct {
 	// the backend's default; the FinishedRetention subtest runs only then.
 	// It gets a namespace of its own, which Open never sees.
 	OpenRetention func(t *testing.T, ns string, retention time.Duration) core.Store
+	// ListInStreamOrder is true when ListJobs lists in the order the jobs
+	// got to where they are rather than by time (the NATS store): the
+	// suite then checks what it lists and its paging, not the order.
+	ListInStreamOrder bool
 }
 
 // Tolerances of the suite.
@@ -93,6 +97,8 @@ var subtests = []subtest{
 	{"Topics", testTopics},
 	{"TopicIsolation", testTopicIsolation},
 	{"FindByKey", testFindByKey},
+	{"ListJobs", testListJobs},
+	{"ListManyJobs", testListManyJobs},
 	{"CreateRace", testCreateRace},
 	{"Schedules", testSchedules},
 	{"FireSchedule", testFireSchedule},

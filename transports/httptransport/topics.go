@@ -156,14 +156,19 @@ func queryLimit(r *http.Request, max int) (int, error) {
 	return n, nil
 }
 
-// findJobs serves GET /v1/topics/{topic}/jobs?key=K&after=ID&limit=100: the
-// topic's jobs with business key K in id order, as GET shows jobs, those
-// after the id ID, up to limit. A full page also says "next_after", the
-// after of the next page.
+// findJobs serves GET /v1/topics/{topic}/jobs: with key=K&after=ID&limit=100
+// the topic's jobs with business key K in id order, those after the id ID,
+// and a full page also says "next_after", the after of the next page; with
+// state=S (listJobs) the topic's jobs in state S. Each job as GET shows it.
 func (s *Server) findJobs(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	if !q.Has("key") {
-		return core.Invalid("key", "key is required: /v1/topics/{topic}/jobs?key=...")
+	switch {
+	case q.Has("key") && q.Has("state"):
+		return core.Invalid("state", "key and state exclude each other")
+	case q.Has("state"):
+		return s.listJobs(w, r)
+	case !q.Has("key"):
+		return core.Invalid("key", "key or state is required: /v1/topics/{topic}/jobs?state=ready or ?key=...")
 	}
 	limit, err := queryLimit(r, core.FindLimitMax)
 	if err != nil {
@@ -181,6 +186,57 @@ func (s *Server) findJobs(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeRaw(w, http.StatusOK, b)
 	return nil
+}
+
+// listJobs serves GET /v1/topics/{topic}/jobs?state=S&after=C&limit=100: a
+// page of the topic's jobs in state S (core.Store.ListJobs), with
+// "next_after" when there may be more. With contains=TEXT it answers the
+// jobs whose body holds TEXT among at most scan jobs read from after
+// (core.Engine.SearchJobs), and adds "scanned".
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	limit, err := queryLimit(r, core.ListLimitMax)
+	if err != nil {
+		return err
+	}
+	p := core.ListJobsParams{Topic: r.PathValue("topic"), State: core.State(q.Get("state")), After: q.Get("after"), Limit: limit}
+	if !q.Has("contains") {
+		if q.Has("scan") {
+			return core.Invalid("scan", "scan needs contains")
+		}
+		page, err := s.engine.ListJobs(r.Context(), &p)
+		if err != nil {
+			return err
+		}
+		writeRaw(w, http.StatusOK, appendPage(page.Jobs, page.Next, -1))
+		return nil
+	}
+	scan := 0
+	if q.Has("scan") {
+		if scan, err = strconv.Atoi(q.Get("scan")); err != nil || scan < 1 {
+			return core.Invalid("scan", "scan must be an integer between 1 and %d", core.ListScanMax)
+		}
+	}
+	page, err := s.engine.SearchJobs(r.Context(), &core.SearchJobsParams{ListJobsParams: p, Contains: q.Get("contains"), Scan: scan})
+	if err != nil {
+		return err
+	}
+	writeRaw(w, http.StatusOK, appendPage(page.Jobs, page.Next, page.Scanned))
+	return nil
+}
+
+// appendPage encodes a page of a listing: its jobs, "next_after" when set
+// and "scanned" when not negative.
+func appendPage(jobs []*core.Job, next string, scanned int) []byte {
+	b := appendJobList(nil, jobs, appendJob)
+	b = b[:len(b)-1]
+	if next != "" {
+		b = appendString(append(b, `,"next_after":`...), next)
+	}
+	if scanned >= 0 {
+		b = strconv.AppendInt(append(b, `,"scanned":`...), int64(scanned), 10)
+	}
+	return append(b, '}')
 }
 
 // cancelByKeyView is the answer to DELETE /v1/topics/{topic}/jobs?key=K.

@@ -60,8 +60,11 @@
 // store: each delivery goes to one of them.
 //
 // A connection's ack, nack and touch frames of different jobs are handled
-// at once (up to 64 read and not yet handled), so one slow store call holds
-// up no other job; the frames of one job are handled in the order sent.
+// at once (up to 64 at a time), so one slow store call holds up no other
+// job; the frames of one job are handled in the order sent. The connection
+// goes on reading while up to prefetch + 64 frames wait to be handled, so
+// that a slow store does not keep a pong from being read and the ping from
+// closing a subscriber whose acks wait.
 //
 // # Disconnects
 //

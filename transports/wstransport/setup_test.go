@@ -35,8 +35,14 @@ type testBundle struct {
 // setup starts a bundle; mods change the transport's configuration.
 func setup(t *testing.T, mods ...func(*wstransport.Config)) *testBundle {
 	t.Helper()
+	return setupOver(t, func(s core.Store) core.Store { return s }, mods...)
+}
+
+// setupOver starts a bundle whose engine runs over wrap(memstore).
+func setupOver(t *testing.T, wrap func(core.Store) core.Store, mods ...func(*wstransport.Config)) *testBundle {
+	t.Helper()
 	mem := memstore.New(memstore.Config{})
-	store := &storetest.SignalStore{Store: mem, Outcomes: make(chan storetest.Outcome, 100_000),
+	store := &storetest.SignalStore{Store: wrap(mem), Outcomes: make(chan storetest.Outcome, 100_000),
 		Kinds: []storetest.OutcomeKind{storetest.OutcomeAck, storetest.OutcomeRetry, storetest.OutcomeBury}}
 	log := slog.New(slog.DiscardHandler)
 	engine, err := core.NewEngine(core.EngineConfig{Store: store, Logger: log})

@@ -667,3 +667,63 @@ func TestFramesOfOneJobInOrder(t *testing.T) {
 	require.Equal(t, "touched", touched.Type, "the touch answers before the ack settles the job: %s", touched.raw)
 	require.Equal(t, []string{id}, b.store.Wait(t, storetest.OutcomeAck, 1, 5*time.Second))
 }
+
+// ackGate holds every AckJobs call of a real store until release is closed.
+type ackGate struct {
+	core.Store
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *ackGate) AckJobs(ctx context.Context, p *core.AckJobsParams) ([]core.AckResult, error) {
+	select {
+	case g.entered <- struct{}{}:
+	default:
+	}
+	<-g.release
+	return g.Store.AckJobs(ctx, p)
+}
+
+// TestSlowStoreKeepsPongs: while the store holds a subscriber's acks, more
+// of them than a connection handles at once, the connection goes on reading
+// its pongs, so pings across several pong timeouts do not close it; once
+// the store answers, every ack counts and deliveries go on.
+func TestSlowStoreKeepsPongs(t *testing.T) {
+	t.Parallel()
+	gate := &ackGate{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	b := setupOver(t, func(s core.Store) core.Store { gate.Store = s; return gate }, func(c *wstransport.Config) {
+		// A pong timeout a reading client meets on a busy machine (see
+		// TestPingClosesUnresponsiveSubscriber).
+		c.PingInterval = 100 * time.Millisecond
+		c.PongTimeout = time.Second
+	})
+	// Cleanups run last first: the held acks go before the bundle stops.
+	var release sync.Once
+	let := func() { release.Do(func() { close(gate.release) }) }
+	t.Cleanup(let)
+	const n = 200 // more than the 64 frames a connection handles at once
+	ids := b.pushN(t, "slowacks", n, withTTR(time.Hour))
+	c := b.subscribe(t, "slowacks", n)
+	frames := make([]serverFrame, n)
+	for i := range frames {
+		frames[i] = c.nextJob(5 * time.Second)
+	}
+	for _, f := range frames {
+		c.ack(f)
+	}
+	<-gate.entered
+	// Pings every 100 ms, each closing the connection unless its pong is
+	// read within 1 s: 3.5 s of them, with every ack held.
+	select {
+	case <-c.done:
+		t.Fatalf("the connection ended while the store held its acks: %v", c.err)
+	case <-time.After(3500 * time.Millisecond):
+	}
+	let()
+	b.store.Wait(t, storetest.OutcomeAck, n, 10*time.Second)
+	for _, id := range ids {
+		require.Equal(t, core.StateDone, b.job(t, id).State)
+	}
+	b.push(t, "slowacks", `{"after":"acks"}`)
+	c.nextJob(5 * time.Second)
+}

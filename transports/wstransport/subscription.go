@@ -15,11 +15,13 @@ import (
 	"github.com/delayq/delayq/transports/wire"
 )
 
-// opConcurrency bounds the ack, nack and touch frames a connection has
-// read but not yet handled; past it, reading waits, which slows only this
-// connection. Frames of different jobs run at once, since each is a store
+// opConcurrency bounds the ack, nack and touch frames a connection handles
+// at once. Frames of different jobs run at once, since each is a store
 // round trip and one at a time would cap a connection's acks at one per
-// round trip; frames of one job run in the order they came.
+// round trip; frames of one job run in the order they came. Frames beyond
+// it wait their turn without holding up the reader, up to prefetch more
+// (see dispatch); past that, reading waits, which slows only this
+// connection.
 const opConcurrency = 64
 
 // releaseConcurrency bounds the releases in flight when a connection with
@@ -62,9 +64,11 @@ type subscription struct {
 	// wake tells the claim loop that credit came back.
 	wake chan struct{}
 
-	// opSlots holds a token for each client frame read and not yet
-	// handled; running maps the id of each job with a frame being handled
-	// to the frames of that job that wait their turn.
+	// pending holds a token for each client frame read and not yet
+	// handled, opSlots one for each being handled; running maps the id of
+	// each job with a frame pending to the frames of that job read after
+	// it.
+	pending chan struct{}
 	opSlots chan struct{}
 	opsMu   sync.Mutex
 	running map[string][]frame
@@ -95,6 +99,7 @@ func newSubscription(srv *Server, conn *websocket.Conn, topic string, prefetch i
 		held:      map[string]held{},
 		free:      prefetch,
 		wake:      make(chan struct{}, 1),
+		pending:   make(chan struct{}, prefetch+opConcurrency),
 		opSlots:   make(chan struct{}, opConcurrency),
 		running:   map[string][]frame{},
 		claimDone: make(chan struct{}),
@@ -166,9 +171,13 @@ func (sub *subscription) readLoop() error {
 }
 
 // dispatch handles f in a goroutine of its job, after the frames of that
-// job read before it. It waits while opConcurrency frames are pending.
+// job read before it, opConcurrency jobs' frames at a time. It waits only
+// while prefetch + opConcurrency frames are pending, more than a subscriber
+// has deliveries to settle: so when the store is slow, the reader still
+// reads the pongs of a subscriber whose acks wait, and the ping does not
+// close a connection whose only fault is the store's.
 func (sub *subscription) dispatch(f frame) {
-	sub.opSlots <- struct{}{}
+	sub.pending <- struct{}{}
 	sub.opsMu.Lock()
 	if q, busy := sub.running[f.ID]; busy {
 		sub.running[f.ID] = append(q, f)
@@ -179,8 +188,10 @@ func (sub *subscription) dispatch(f frame) {
 	sub.opsMu.Unlock()
 	sub.opsDone.Go(func() {
 		for {
+			sub.opSlots <- struct{}{}
 			sub.handle(f)
 			<-sub.opSlots
+			<-sub.pending
 			sub.opsMu.Lock()
 			q := sub.running[f.ID]
 			if len(q) == 0 {
@@ -270,7 +281,7 @@ func (sub *subscription) claimLoop() {
 		for _, j := range jobs {
 			if err := sub.write(appendJobFrame(make([]byte, 0, jobFrameSize(j)), j)); err != nil {
 				if sub.ctx.Err() == nil {
-					sub.log.Debug("wstransport: write failed; closing", "err", err)
+					sub.log.Info("wstransport: a frame was not taken in time; closing the connection", "err", err)
 					_ = sub.conn.CloseNow()
 				}
 				return
@@ -431,7 +442,7 @@ func (sub *subscription) ping() {
 	if err != nil {
 		// After stop, the closing handshake ends the connection.
 		if sub.ctx.Err() == nil {
-			sub.log.Debug("wstransport: ping failed; closing", "err", err)
+			sub.log.Info("wstransport: no pong in time; closing the connection", "err", err)
 			_ = sub.conn.CloseNow()
 		}
 		return

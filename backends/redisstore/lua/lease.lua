@@ -24,6 +24,9 @@
 -- acked counts the acknowledged jobs per topic, for one update of the
 -- topic's done count per shard (fin_add).
 local acked, acked_topics
+-- acked_ids are the acknowledged ids per topic, flat {now, id, ...}, for
+-- one ZADD of the topic's finished jobs per call.
+local acked_ids
 -- Acked jobs leave K_LEASE and the reserved counts in bulk, at flush: one
 -- ZREM per call and one HINCRBY per topic instead of one of each per job.
 local unleased, unleased_n
@@ -67,6 +70,9 @@ local function one(op, id, lease, r, etext)
     acked[j.t] = acked[j.t] + 1
     unleased[#unleased + 1] = id
     unleased_n[j.t] = (unleased_n[j.t] or 0) + 1
+    acked_ids[j.t] = acked_ids[j.t] or {}
+    table.insert(acked_ids[j.t], now_s)
+    table.insert(acked_ids[j.t], id)
     return {0, j.t, j.a or 0, 'done'}
   end
   unlink(id, j)
@@ -91,6 +97,7 @@ while i <= #ARGV do
   local count = tonumber(ARGV[i + 2])
   i = i + 3
   acked, acked_topics, unleased, unleased_n = {}, {}, {}, {}
+  acked_ids = {}
   local out = {}
   for _ = 1, count do
     local op = ARGV[i]
@@ -108,6 +115,9 @@ while i <= #ARGV do
     i = i + 5
   end
   flush()
+  -- One ZADD per topic of the ids acknowledged (key_finished), before
+  -- fin_add, which may set the zset's expiry.
+  for _, t in ipairs(acked_topics) do redis.call('ZADD', key_finished(t, 'd'), unpack(acked_ids[t])) end
   for _, t in ipairs(acked_topics) do fin_add('d', t, acked[t]) end
   results[#results + 1] = {out, lease_announced(), announced()}
 end

@@ -320,6 +320,14 @@ local function fin_expire(limit)
   return #old
 end
 
+-- Finished jobs by topic, for listings: f:<t>:d (done) and f:<t>:c
+-- (cancelled), ids by finish time (ms). A finish adds the job; the first
+-- finish of a bucket (fin_add) drops the members past retention and makes
+-- the zset expire with the last member it may hold, so that it needs no
+-- write of its own per job beyond the ZADD. A member whose id was reused
+-- stays until then: listings read the job and leave it out.
+local function key_finished(t, kind) return base .. ':f:' .. t .. ':' .. kind end
+
 -- fin_add counts n jobs of topic t that finished now, kind 'd' (done) or
 -- 'c' (cancelled). A new bucket is listed in K_FINQ, and the first job of
 -- a bucket drops buckets that expired meanwhile, so that K_FIN stays
@@ -330,6 +338,9 @@ local function fin_add(kind, t, n)
   if redis.call('HINCRBY', K_FIN, f, n) == n then
     redis.call('ZADD', K_FINQ, int(fin_end), f)
     redis.call('HDEL', K_FIN, t)
+    local kf = key_finished(t, kind)
+    redis.call('ZREMRANGEBYSCORE', kf, '-inf', '(' .. int(now - retention_ms))
+    redis.call('PEXPIREAT', kf, int(fin_end + retention_ms))
     fin_expire(100)
   end
   redis.call('HINCRBY', K_FIN, kind .. ':' .. t, n)
@@ -362,7 +373,13 @@ local function finish(id, j, state)
   redis.call('PEXPIRE', kj, retention)
   if not j.b then redis.call('PEXPIRE', key_body(id), retention) end
   if j.k then index_key(id, j.t, j.k, true) end
-  if state == 'done' then fin_add('d', j.t, 1) else fin_add('c', j.t, 1) end
+  if state == 'done' then
+    redis.call('ZADD', key_finished(j.t, 'd'), now_s, id)
+    fin_add('d', j.t, 1)
+  else
+    redis.call('ZADD', key_finished(j.t, 'c'), now_s, id)
+    fin_add('c', j.t, 1)
+  end
 end
 
 -- put_job stores the job whose 11 fields start at ARGV[i] (put.lua's): a
