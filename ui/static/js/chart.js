@@ -39,6 +39,8 @@ export function latencyChart(samples) {
       pen = "L";
     }
     if (d) svg.append(s("path", { class: key, d }));
+    // A dot per sample, so that a lone sample shows too.
+    for (const p of pts) if (p[key] !== undefined && p[key] !== null) svg.append(s("circle", { class: key + " dot", cx: x(p.t).toFixed(1), cy: y(p[key] * 1000).toFixed(1), r: 3 }));
   }
   return h("div", {}, svg,
     h("div", { class: "legend" }, h("span", { class: "p50" }, "■ p50"), h("span", { class: "p99" }, "■ p99"),
