@@ -136,4 +136,3 @@ func (o *observability) breakerStates() []httptransport.BreakerState {
 	}
 	return out
 }
-
