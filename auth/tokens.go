@@ -284,6 +284,10 @@ func (id *Identity) AllowIntake(n int) (wait time.Duration, ok bool) {
 	return 0, true
 }
 
+// Topics returns a copy of the identity's topic patterns, nil when it may
+// use every topic.
+func (id *Identity) Topics() []string { return slices.Clone(id.topics) }
+
 // Restricted reports whether the identity is limited to some topics.
 func (id *Identity) Restricted() bool { return len(id.topics) > 0 }
 

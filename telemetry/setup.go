@@ -136,6 +136,10 @@ func (p *Providers) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{})
 }
 
+// Gatherer returns the registry that MetricsHandler serves, for readers in
+// the process such as the web UI's live statistics.
+func (p *Providers) Gatherer() prometheus.Gatherer { return p.registry }
+
 // Shutdown flushes what the OTLP exporters hold and stops the providers,
 // within ctx. Idempotent.
 func (p *Providers) Shutdown(ctx context.Context) error {

@@ -595,6 +595,8 @@ type httpFlags struct {
 	// TrustedOrigins are browser origins allowed to send cross-origin
 	// requests, WebSocket subscribe included.
 	TrustedOrigins []string
+	// UI is when the web UI is served at /ui/: auto, on or off.
+	UI string
 }
 
 // defaultHTTPFlags returns the defaults of the HTTP flags.
@@ -603,6 +605,7 @@ func defaultHTTPFlags() httpFlags {
 		MaxConnections:  4096,
 		MaxSubscribers:  wstransport.MaxSubscribersDefault,
 		BodyReadTimeout: httptransport.BodyReadTimeoutDefault,
+		UI:              uiAuto,
 	}
 }
 
@@ -612,6 +615,7 @@ func (f *httpFlags) addFlags(fs *pflag.FlagSet) {
 	fs.Var(&positiveIntValue{p: &f.MaxSubscribers}, "max-subscribers", "most WebSocket subscribers served at once, and most gRPC Subscribe streams; more are answered 503 with Retry-After (gRPC: Unavailable)")
 	fs.Var(&positiveDurationValue{p: &f.BodyReadTimeout}, "body-read-timeout", "how long a request body may take to arrive (for an import, each read of it); then 400 and the connection is closed")
 	fs.StringSliceVar(&f.AllowedHosts, "allowed-hosts", f.AllowedHosts, "Host header names the HTTP API serves, comma-separated (queue.example.com, *.example.com, an address, *); when empty, a request on a loopback address must name localhost or a loopback address")
+	fs.Var(&enumValue{p: &f.UI, allowed: []string{uiAuto, uiOn, uiOff}}, "ui", "serve the web admin UI at /ui/: auto (when API tokens are configured, or, without tokens, on a loopback listener only), on or off")
 	fs.StringSliceVar(&f.TrustedOrigins, "trusted-origins", f.TrustedOrigins, "browser origins (https://app.example.com) allowed to send cross-origin requests that change state and to subscribe by WebSocket, comma-separated")
 }
 

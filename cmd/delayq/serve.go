@@ -200,6 +200,13 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	// WebSocket subscribers and the gRPC API share the HTTP API's
 	// listener; NATS intake uses the NATS connection openStore gave (the
 	// NATS backend's, or startNATS's).
+	// The live statistics (GET /v1/stats, the web UI's overview) sample
+	// the metrics until the shutdown.
+	stats := obs.newStats(log)
+	statsCtx, stopStats := context.WithCancel(context.WithoutCancel(ctx))
+	statsDone := make(chan struct{})
+	go func() { defer close(statsDone); stats.Run(statsCtx) }()
+	defer func() { stopStats(); <-statsDone }()
 	api := httptransport.New(httptransport.Config{
 		Engine:               engine,
 		Logger:               log,
@@ -211,8 +218,10 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 		NATSDeliverySubjects: cfg.NATSDeliverySubjects,
 		BackupDir:            backupDir,
 		Backup:               backup,
+		Stats:                stats,
 	})
 	api.Handle("GET /metrics", obs.metrics())
+	mountUI(api, cfg, acc, ln.Addr(), log)
 	subscribers, err := wstransport.New(wstransport.Config{
 		Engine:          engine,
 		Logger:          log,

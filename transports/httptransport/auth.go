@@ -39,7 +39,18 @@ var routeAccessTable = map[string]routeAccess{
 	"POST /v1/nacks":                   {scopes: []auth.Scope{auth.ScopeConsume}},
 	"POST /v1/topics/{topic}/claim":    {scopes: []auth.Scope{auth.ScopeConsume}},
 	"GET /v1/topics/{topic}/subscribe": {scopes: []auth.Scope{auth.ScopeConsume}},
+	// Reading topics and the live statistics is open to every token, for
+	// the web UI's read-only view; changing them needs admin.
+	"GET /v1/topics":         {scopes: anyScope},
+	"GET /v1/topics/{topic}": {scopes: anyScope},
+	"GET /v1/stats":          {scopes: anyScope},
+	"GET /v1/whoami":         {scopes: anyScope},
+	// The web UI's pages are static: their data comes through the API.
+	"GET /ui/": {open: true},
 }
+
+// anyScope is what a route open to every valid token asks.
+var anyScope = []auth.Scope{auth.ScopePush, auth.ScopeConsume, auth.ScopeAdmin}
 
 // access returns what the route of pattern asks of a token.
 func (s *Server) access(pattern string) routeAccess {

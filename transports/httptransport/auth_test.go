@@ -88,11 +88,13 @@ func TestAuthScopes(t *testing.T) {
 			{"POST", "/v1/acks", `{"acks": [{"id": "` + id + `", "lease": "x"}]}`},
 			{"POST", "/v1/nacks", `{"nacks": [{"id": "` + id + `", "lease": "x"}]}`},
 		}
-		bothRoutes  = []route{{"GET", "/v1/jobs/" + id, ""}, {"GET", "/v1/topics/mail/jobs?key=k", ""}}
+		bothRoutes = []route{
+			{"GET", "/v1/jobs/" + id, ""}, {"GET", "/v1/topics/mail/jobs?key=k", ""},
+			// Reads of the web UI's read-only view: any scope.
+			{"GET", "/v1/topics", ""}, {"GET", "/v1/topics/mail", ""}, {"GET", "/v1/stats", ""}, {"GET", "/v1/whoami", ""},
+		}
 		adminRoutes = []route{
 			{"PUT", "/v1/topics/mail", `{"ttr": "30s"}`},
-			{"GET", "/v1/topics", ""},
-			{"GET", "/v1/topics/mail", ""},
 			{"GET", "/v1/topics/mail/dead", ""},
 			{"POST", "/v1/jobs/" + id + "/requeue", ""},
 			{"POST", "/v1/topics/mail/pause", ""},

@@ -112,6 +112,11 @@ func mountLikeServe(t *testing.T, b *testBundle) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		_, _ = io.WriteString(w, "# TYPE up gauge\nup 1\n")
 	}))
+	// The web UI's pages (package ui), as serve mounts them.
+	b.server.Handle("GET /ui/", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = io.WriteString(w, "<!doctype html><title>delayq</title>")
+	}))
 }
 
 // routeMismatches compares the patterns a server mounted with the

@@ -107,6 +107,9 @@ type Config struct {
 	// Defaults to Engine.Checkpoint: the store's checkpoint (see
 	// core.Checkpointer) at the archive's root.
 	Backup func(ctx context.Context, dir string) error
+	// Stats holds the live statistics GET /v1/stats answers (the web UI's
+	// overview); the caller runs its sampling. Nil answers no samples.
+	Stats *Stats
 }
 
 // Defaults of Config.
@@ -157,6 +160,7 @@ type Server struct {
 	backupDir       string
 	backup          func(ctx context.Context, dir string) error
 	backupRunning   atomic.Bool // one backup at a time
+	liveStats       *Stats
 	// ownAuth holds the patterns mounted with HandleOwnAuth.
 	ownAuth sync.Map
 
@@ -195,6 +199,7 @@ func New(cfg Config) *Server {
 		crossOrigin:     cop,
 		backupDir:       cmp.Or(cfg.BackupDir, os.TempDir()),
 		backup:          cfg.Backup,
+		liveStats:       cfg.Stats,
 	}
 	if s.backup == nil {
 		s.backup = s.engine.Checkpoint
@@ -227,6 +232,8 @@ func New(cfg Config) *Server {
 	s.route("GET /v1/export", s.exportJobs)
 	s.route("POST /v1/import", s.importJobs)
 	s.route("GET /v1/backup", s.backupArchive)
+	s.route("GET /v1/whoami", s.whoami)
+	s.route("GET /v1/stats", s.stats)
 	s.route("GET /healthz", s.healthz)
 	s.route("GET /readyz", s.readyz)
 	s.route("GET /v1/openapi.json", s.serveOpenAPI)

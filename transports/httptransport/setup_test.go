@@ -65,6 +65,8 @@ type setupConfig struct {
 	// of other packages (Server.Handle), whose answers are not those
 	// openapi.json describes: their requests and answers are not checked.
 	standIns bool
+	// stats is Config.Stats.
+	stats *httptransport.Stats
 }
 
 func setup(t *testing.T, opts ...func(*setupConfig)) *testBundle {
@@ -106,6 +108,7 @@ func setup(t *testing.T, opts ...func(*setupConfig)) *testBundle {
 		TrustedOrigins:       cfg.trustedOrigins,
 		BackupDir:            cfg.backupDir,
 		Backup:               cfg.backup,
+		Stats:                cfg.stats,
 	})
 	// Every request and answer of a test is checked against openapi.json,
 	// but those of stand-ins for the routes of other packages.

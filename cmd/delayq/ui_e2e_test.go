@@ -1,0 +1,597 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+)
+
+// chromiumPath is Debian's chromium, which .ci/run installs.
+const chromiumPath = "/usr/bin/chromium"
+
+// screenshotsEnv names the directory (relative to the repository's root)
+// into which the browser tests write a screenshot of each page, such as
+// docs/ui; unset, they write none.
+const screenshotsEnv = "DELAYQ_UI_SCREENSHOTS"
+
+// Secrets of the UI tests' tokens.
+const (
+	uiAdminSecret  = "ui-admin-secret-0123456789"
+	uiReaderSecret = "ui-reader-secret-0123456789"
+	uiOrdersSecret = "ui-orders-secret-0123456789"
+)
+
+// requireChromium skips the test without chromium, or fails it under CI.
+func requireChromium(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath(chromiumPath); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is required for the browser tests under CI: apt-get install chromium", chromiumPath)
+		}
+		t.Skipf("%s not found: apt-get install chromium to run the browser tests", chromiumPath)
+	}
+}
+
+// browser is one headless Chromium, shared by the UI tests' tabs.
+type browser struct{ ctx context.Context }
+
+func startBrowser(t *testing.T) *browser {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath),
+		chromedp.NoSandbox,
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(1280, 900),
+	)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.WithoutCancel(t.Context()), opts...)
+	ctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	require.NoError(t, chromedp.Do(ctx), "starting chromium")
+	return &browser{ctx: ctx}
+}
+
+// tab is a browser tab on one server's UI, which records what its pages
+// write to the console as errors.
+type tab struct {
+	t    *testing.T
+	ctx  context.Context
+	base string // the server's URL
+
+	mu   sync.Mutex
+	errs []string
+}
+
+// open opens a tab; at the end of the test it fails the test when a page
+// wrote an error or threw, but for the network errors allowed (answers the
+// test provoked on purpose, such as a refused action).
+func (b *browser) open(t *testing.T, base string, allowed ...string) *tab {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(b.ctx)
+	tb := &tab{t: t, ctx: ctx, base: base}
+	require.NoError(t, chromedp.Do(ctx))
+	messages := chromedp.Console(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.Type != chromedp.ConsoleError && !m.IsException() {
+				continue
+			}
+			ok := false
+			for _, a := range allowed {
+				ok = ok || strings.Contains(m.Text, a)
+			}
+			if !ok {
+				tb.mu.Lock()
+				tb.errs = append(tb.errs, fmt.Sprintf("%s (%s:%d)", m.Text, m.URL, m.Line+1))
+				tb.mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		tb.mu.Lock()
+		defer tb.mu.Unlock()
+		require.Empty(t, tb.errs, "the UI's pages wrote errors to the console")
+	})
+	return tb
+}
+
+// run runs actions within a bound, failing the test on error.
+func (tb *tab) run(actions ...chromedp.Action[chromedp.Void]) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, 15*time.Second)
+	defer cancel()
+	require.NoError(tb.t, chromedp.Do(ctx, actions...))
+}
+
+// eval evaluates a JavaScript expression, awaiting a promise.
+func eval[T any](tb *tab, expr string) T {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, 15*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+	require.NoError(tb.t, err, "%s", expr)
+	return v
+}
+
+// load opens the UI at fragment (such as "#/dead") with a fresh page load
+// and waits until the page has drawn.
+func (tb *tab) load(fragment string) {
+	tb.t.Helper()
+	tb.run(chromedp.Navigate(tb.base+"/ui/"+fragment), chromedp.WaitVisible(chromedp.CSS(`main[data-ready="1"]`)))
+}
+
+// goTo moves to fragment within the loaded UI and waits until it has drawn.
+func (tb *tab) goTo(fragment string) {
+	tb.t.Helper()
+	tb.run(chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.getElementById("app").removeAttribute("data-ready"); location.hash = %q`, fragment)),
+		chromedp.WaitVisible(chromedp.CSS(`main[data-ready="1"]`)))
+}
+
+// click clicks sel and returns the message the page flashed: "ok: ..." or
+// "error: ...".
+func (tb *tab) click(sel string) string {
+	tb.t.Helper()
+	tb.run(chromedp.Evaluate[chromedp.Void](`document.getElementById("flash").replaceChildren()`), chromedp.Click(chromedp.CSS(sel), chromedp.NodeVisible))
+	msg := tb.flash()
+	tb.waitFor(`document.getElementById("app").dataset.ready === "1"`) // drawn again
+	return msg
+}
+
+// flash waits for the page's message and returns it.
+func (tb *tab) flash() string {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, 15*time.Second)
+	defer cancel()
+	msg, err := chromedp.Run(ctx, chromedp.Poll[string](
+		`(() => { const d = document.querySelector("#flash > div"); return d ? d.className + ": " + d.textContent : ""; })()`,
+		chromedp.WithPollingInterval(20*time.Millisecond)))
+	if err != nil {
+		html, _ := chromedp.Run(tb.ctx, chromedp.Evaluate[string](`document.body.innerHTML`))
+		tb.t.Fatalf("waiting for the page's message: %v; the page:\n%s", err, html)
+	}
+	return msg
+}
+
+// waitFor waits until the page's expression is truthy.
+func (tb *tab) waitFor(expr string) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, 15*time.Second)
+	defer cancel()
+	_, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(20*time.Millisecond)))
+	require.NoError(tb.t, err, "waiting for %s", expr)
+}
+
+// count returns how many elements match sel.
+func (tb *tab) count(sel string) int {
+	tb.t.Helper()
+	return eval[int](tb, fmt.Sprintf(`document.querySelectorAll(%q).length`, sel))
+}
+
+// text returns the text of the first element matching sel.
+func (tb *tab) text(sel string) string {
+	tb.t.Helper()
+	return eval[string](tb, fmt.Sprintf(`document.querySelector(%q)?.textContent ?? ""`, sel))
+}
+
+// setValue sets a form field's value, as typing would, with the input
+// and change events.
+func (tb *tab) setValue(sel, value string) {
+	tb.t.Helper()
+	tb.run(chromedp.Evaluate[chromedp.Void](fmt.Sprintf(
+		`(() => { const e = document.querySelector(%q); e.value = %q; e.dispatchEvent(new Event("input", {bubbles: true})); e.dispatchEvent(new Event("change", {bubbles: true})); })()`,
+		sel, value)))
+}
+
+// html returns the page's main element and message, for failure messages.
+func (tb *tab) html() string {
+	v, _ := chromedp.Run(tb.ctx, chromedp.Evaluate[string](`document.getElementById("flash").outerHTML + document.getElementById("app").outerHTML`))
+	return v
+}
+
+// screenshot saves the viewport as name.png when DELAYQ_UI_SCREENSHOTS says
+// where.
+func (tb *tab) screenshot(name string) {
+	tb.t.Helper()
+	dir := os.Getenv(screenshotsEnv)
+	if dir == "" {
+		return
+	}
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join("..", "..", dir) // from cmd/delayq to the repository's root
+	}
+	ctx, cancel := context.WithTimeout(tb.ctx, 15*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	require.NoError(tb.t, err)
+	require.NoError(tb.t, os.MkdirAll(dir, 0o755))
+	require.NoError(tb.t, os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644))
+}
+
+// submit submits the form of id as a user does (requestSubmit, which runs
+// its submit handler; chromedp.Submit calls form.submit(), which does not).
+func (tb *tab) submit(id string) chromedp.Action[chromedp.Void] {
+	return chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.getElementById(%q).requestSubmit()`, id))
+}
+
+// login signs in on the login page with secret (which signs the tab out).
+func (tb *tab) login(secret string) {
+	tb.t.Helper()
+	tb.run(chromedp.Evaluate[chromedp.Void](`document.getElementById("app")?.removeAttribute("data-ready")`),
+		chromedp.Navigate(tb.base+"/ui/#/login"), chromedp.WaitVisible(chromedp.CSS(`main[data-ready="1"] #login`)))
+	tb.run(chromedp.SetValue(chromedp.ID("token"), secret), chromedp.Evaluate[chromedp.Void](`document.getElementById("app").removeAttribute("data-ready")`),
+		tb.submit("login"), chromedp.WaitVisible(chromedp.CSS(`main[data-ready="1"] #topics`)))
+}
+
+// uiAPI calls a server's API, with a token when given.
+type uiAPI struct {
+	t      *testing.T
+	base   string
+	secret string
+}
+
+func (a uiAPI) call(method, path string, body any) (int, []byte) {
+	a.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		require.NoError(a.t, err)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(a.t.Context(), method, a.base+path, rd)
+	require.NoError(a.t, err)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if a.secret != "" {
+		req.Header.Set("Authorization", "Bearer "+a.secret)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(a.t, err)
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	require.NoError(a.t, err)
+	return resp.StatusCode, out
+}
+
+// must calls and requires status want, decoding the answer into a map.
+func (a uiAPI) must(method, path string, body any, want int) map[string]any {
+	a.t.Helper()
+	status, out := a.call(method, path, body)
+	require.Equal(a.t, want, status, "%s %s: %s", method, path, out)
+	var m map[string]any
+	if len(out) > 0 {
+		require.NoError(a.t, json.Unmarshal(out, &m), "%s", out)
+	}
+	return m
+}
+
+// job reads a job.
+func (a uiAPI) job(id string) map[string]any {
+	return a.must(http.MethodGet, "/v1/jobs/"+id, nil, http.StatusOK)
+}
+
+// push creates a job and returns its id.
+func (a uiAPI) push(req map[string]any) string {
+	a.t.Helper()
+	return a.must(http.MethodPost, "/v1/jobs", req, http.StatusCreated)["id"].(string)
+}
+
+// bury pushes a job on a topic of one attempt and fails it with reason,
+// so that it is dead.
+func (a uiAPI) bury(topic string, body any, reason string) string {
+	a.t.Helper()
+	id := a.push(map[string]any{"topic": topic, "body": body, "max_attempts": 1})
+	jobs := a.must(http.MethodPost, "/v1/topics/"+topic+"/claim", map[string]any{"max": 1}, http.StatusOK)["jobs"].([]any)
+	require.Len(a.t, jobs, 1)
+	d := jobs[0].(map[string]any)
+	require.Equal(a.t, id, d["id"])
+	a.must(http.MethodPost, "/v1/jobs/"+id+"/nack", map[string]any{"lease": d["lease"], "error": reason}, http.StatusNoContent)
+	require.Equal(a.t, "dead", a.job(id)["state"])
+	return id
+}
+
+// TestE2EUI runs the web UI in headless Chromium against `delayq serve`
+// on the default backend: every page loads without console errors, each
+// action changes the stored state, a consume-only token finds no action
+// that works, a token restricted to some topics sees only those, and --ui
+// decides whether the pages are served.
+func TestE2EUI(t *testing.T) {
+	requireChromium(t)
+	b := startBrowser(t)
+
+	t.Run("open API", func(t *testing.T) { testUIOpen(t, b) })
+	t.Run("tokens", func(t *testing.T) { testUITokens(t, b) })
+	t.Run("--ui", testUIFlag)
+}
+
+// testUIOpen drives every page and action of a server without tokens.
+func testUIOpen(t *testing.T, b *browser) {
+	srv := startServer(t, defaultArgs(t.TempDir())...)
+	api := uiAPI{t: t, base: srv.HTTPURL}
+	api.must(http.MethodPut, "/v1/topics/orders", map[string]any{"ttr": "30s", "max_attempts": 5, "concurrency": 4}, http.StatusOK)
+	later := api.push(map[string]any{"topic": "orders", "body": map[string]any{"order": 42, "customer": "ada"}, "delay": "1h", "key": "order-42"})
+	soon := api.push(map[string]any{"topic": "orders", "body": map[string]any{"order": 43}, "delay": "2h", "key": "order-43"})
+	boom1 := api.bury("payments", map[string]any{"payment": 1}, "card declined")
+	boom2 := api.bury("payments", map[string]any{"payment": 2}, "card declined")
+	gone := api.bury("payments", map[string]any{"payment": 3}, "gateway timeout")
+	api.must(http.MethodPut, "/v1/schedules/nightly", map[string]any{"cron": "30 2 * * *", "topic": "orders", "job": map[string]any{"body": map[string]any{"report": "nightly"}}}, http.StatusOK)
+
+	tb := b.open(t, srv.HTTPURL)
+	start := time.Now()
+	step := func(name string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), name) }
+
+	// Overview: every topic with its counts, the chart and the breakers.
+	tb.load("#/")
+	require.Equal(t, "2", tb.text(`#topics tr[data-topic="orders"] td[data-state="scheduled"]`))
+	require.Equal(t, "3", tb.text(`#topics tr[data-topic="payments"] td[data-state="dead"]`))
+	require.Equal(t, 1, tb.count("#lateness-chart"))
+	require.Contains(t, tb.text("#breakers"), "store")
+	require.Contains(t, tb.text("#scopes"), "open API")
+
+	step("Topic: its jobs")
+	// Topic: its jobs by state, and its configuration edited.
+	tb.goTo("#/topic/orders")
+	require.Equal(t, 2, tb.count(`#jobs tr[data-job]`))
+	require.Equal(t, later, tb.text(`#jobs tbody tr:first-child td a`), "scheduled jobs in run_at order")
+	tb.screenshot("topic")
+	tb.setValue("#concurrency", "7")
+	tb.setValue("#backoff-delays", "1m, 5m")
+	tb.setValue("#rate-limit", "50")
+	require.Equal(t, "ok: Topic orders saved.", tb.click("#save-topic"))
+	topic := api.must(http.MethodGet, "/v1/topics/orders", nil, http.StatusOK)
+	require.EqualValues(t, 7, topic["concurrency"])
+	require.EqualValues(t, 5, topic["max_attempts"], "the fields not edited are kept")
+	require.Equal(t, []any{"1m0s", "5m0s"}, topic["backoff"].(map[string]any)["delays"])
+	require.EqualValues(t, 50, topic["rate"].(map[string]any)["limit"])
+	require.Equal(t, "ok: Topic orders paused.", tb.click("#pause"))
+	require.Equal(t, true, api.must(http.MethodGet, "/v1/topics/orders", nil, http.StatusOK)["paused"])
+	require.Equal(t, "ok: Topic orders resumed.", tb.click("#resume"))
+	require.Equal(t, false, api.must(http.MethodGet, "/v1/topics/orders", nil, http.StatusOK)["paused"])
+	tb.run(chromedp.Click(chromedp.CSS(`#state-tabs button[data-state="done"]`)))
+	tb.waitFor(`document.getElementById("jobs").dataset.state === "done"`)
+	require.Zero(t, tb.count(`#jobs tr[data-job]`))
+
+	step("Job: fields")
+	// Job: fields, body, edit and reschedule, run now, cancel.
+	tb.goTo("#/job/" + later)
+	require.Contains(t, tb.text("#job-body"), "\"customer\": \"ada\"", "the body pretty-printed")
+	tb.screenshot("job")
+	at := time.Now().Add(3 * time.Hour).Truncate(time.Second)
+	tb.setValue("#edit-run-at", at.Local().Format("2006-01-02T15:04:05"))
+	tb.setValue("#edit-priority", "-3")
+	tb.setValue("#edit-body", `{"order": 42, "customer": "grace"}`)
+	require.Equal(t, "ok: Job "+later+" saved.", tb.click("#save-job"))
+	j := api.job(later)
+	require.EqualValues(t, -3, j["priority"])
+	require.Equal(t, map[string]any{"order": float64(42), "customer": "grace"}, j["body"])
+	runAt, err := time.Parse(time.RFC3339, j["run_at"].(string))
+	require.NoError(t, err)
+	require.True(t, runAt.Equal(at), "run_at %s, want %s", runAt, at)
+	require.Equal(t, "order-42", j["key"], "the key is kept")
+	require.Equal(t, "ok: Job "+later+" is due now.", tb.click("#run-now"))
+	require.Equal(t, "ready", api.job(later)["state"])
+	require.Equal(t, "ok: Job "+later+" cancelled.", tb.click("#cancel"))
+	require.Equal(t, "cancelled", api.job(later)["state"])
+	require.Zero(t, tb.count("#cancel"), "a finished job has no actions")
+
+	step("A dead job is req")
+	// A dead job is requeued from its page.
+	tb.goTo("#/job/" + gone)
+	require.Equal(t, "ok: Job "+gone+" requeued.", tb.click("#requeue"))
+	require.Equal(t, "ready", api.job(gone)["state"])
+
+	step("Dead letters: gro")
+	// Dead letters: grouped by last error; a selection requeued, a group
+	// deleted.
+	boom3 := api.bury("refunds", map[string]any{"refund": 4}, "card declined")
+	api.bury("refunds", map[string]any{"refund": 5}, "gateway timeout")
+	tb.goTo("#/dead")
+	require.Equal(t, 2, tb.count(".group"))
+	require.Contains(t, tb.text(`.group[data-group="0"] h2`), "3 × card declined")
+	tb.screenshot("dead")
+	tb.run(chromedp.Click(chromedp.CSS(`input.pick[data-job="`+boom1+`"]`)), chromedp.Click(chromedp.CSS(`input.pick[data-job="`+boom2+`"]`)))
+	require.Equal(t, "ok: Requeued 2 of 2 jobs.", tb.click("#requeue-selected"))
+	require.Equal(t, "ready", api.job(boom1)["state"])
+	require.Equal(t, "ready", api.job(boom2)["state"])
+	require.Equal(t, "dead", api.job(boom3)["state"])
+	tb.waitFor(`document.querySelectorAll(".group").length === 2`)
+	// Each group has one job now, the older death first.
+	require.Contains(t, tb.text(`.group[data-group="0"] h2`), "1 × card declined")
+	require.Equal(t, "ok: Deleted 1 of 1 jobs.", tb.click(`.group[data-group="0"] .delete-group`))
+	require.Equal(t, "cancelled", api.job(boom3)["state"])
+
+	step("Search: by id")
+	// Search: by id, by key, by a substring of the body.
+	tb.goTo("#/search")
+	tb.screenshot("search")
+	tb.setValue("#job-id", soon)
+	tb.run(chromedp.Evaluate[chromedp.Void](`document.getElementById("app").removeAttribute("data-ready")`),
+		tb.submit("search-id"), chromedp.WaitVisible(chromedp.CSS(`main[data-ready="1"] #job-fields`)))
+	require.Contains(t, tb.text("#job-fields"), soon)
+	tb.goTo("#/search")
+	tb.setValue("#key-topic", "orders")
+	tb.setValue("#key", "order-43")
+	tb.run(tb.submit("search-key"))
+	tb.waitFor(`document.querySelectorAll("#results tr[data-job]").length === 1`)
+	require.Equal(t, soon, tb.text(`#results tr[data-job] a`))
+	tb.setValue("#body-topic", "orders")
+	tb.setValue("#body-state", "scheduled")
+	tb.setValue("#body-text", `"order":43`)
+	tb.run(tb.submit("search-body"))
+	tb.waitFor(`document.querySelector("#scan-done, #scan-stopped") !== null`)
+	require.Equal(t, 1, tb.count("#results tr[data-job]"))
+	require.Contains(t, tb.text("#scan-done"), "Scanned 1 jobs")
+
+	step("Push: a job")
+	// Push: a job from the form.
+	tb.goTo("#/push")
+	tb.setValue("#push-topic", "orders")
+	tb.setValue("#push-body", `{"order": 99}`)
+	tb.setValue("#push-delay", "10m")
+	tb.setValue("#push-key", "order-99")
+	tb.setValue("#push-priority", "2")
+	tb.screenshot("push")
+	msg := tb.click("#push-submit")
+	require.Contains(t, msg, "ok: Pushed ")
+	pushed := tb.text("#pushed-id")
+	j = api.job(pushed)
+	require.Equal(t, "orders", j["topic"])
+	require.Equal(t, map[string]any{"order": float64(99)}, j["body"])
+	require.Equal(t, "order-99", j["key"])
+	require.EqualValues(t, 2, j["priority"])
+	require.Equal(t, "scheduled", j["state"])
+
+	step("Schedules: listed")
+	// Schedules: listed, edited, deleted.
+	tb.goTo("#/schedules")
+	require.Equal(t, 1, tb.count(`#schedules tr[data-schedule="nightly"]`))
+	tb.screenshot("schedules")
+	tb.goTo("#/schedule/nightly")
+	tb.screenshot("schedule")
+	tb.setValue("#schedule-json", `{"cron": "0 3 * * *", "time_zone": "Europe/Paris", "topic": "orders", "job": {"body": {"report": "nightly"}}}`)
+	require.Equal(t, "ok: Schedule nightly saved.", tb.click("#save-schedule"))
+	s := api.must(http.MethodGet, "/v1/schedules/nightly", nil, http.StatusOK)
+	require.Equal(t, "0 3 * * *", s["cron"])
+	require.Equal(t, "Europe/Paris", s["time_zone"])
+	// Deleted, the list is shown again without it.
+	tb.run(chromedp.Click(chromedp.CSS("#delete-schedule"), chromedp.NodeVisible))
+	tb.waitFor(`location.hash === "#/schedules" && document.getElementById("app").dataset.ready === "1"`)
+	require.Zero(t, tb.count(`#schedules tr[data-schedule]`))
+
+	// The overview again, with the samples of the claims above in its
+	// chart, for its screenshot.
+	tb.goTo("#/")
+	tb.screenshot("overview")
+	api.must(http.MethodGet, "/v1/schedules/nightly", nil, http.StatusNotFound)
+}
+
+// testUITokens checks the login, a consume-only token's read-only UI and a
+// topic-restricted token's view.
+func testUITokens(t *testing.T, b *browser) {
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens.yaml")
+	require.NoError(t, os.WriteFile(tokens, []byte(`
+- {name: ops, token: `+uiAdminSecret+`, scopes: [admin]}
+- {name: reader, token: `+uiReaderSecret+`, scopes: [consume]}
+- {name: orders-app, token: `+uiOrdersSecret+`, scopes: [push, consume], topics: ["orders.>"]}
+`), 0o600))
+	srv := startServer(t, append(defaultArgs(filepath.Join(dir, "data")), "--tokens-file", tokens)...)
+	admin := uiAPI{t: t, base: srv.HTTPURL, secret: uiAdminSecret}
+	order := admin.push(map[string]any{"topic": "orders.eu", "body": map[string]any{"order": 1}, "delay": "1h"})
+	mail := admin.push(map[string]any{"topic": "mail", "body": map[string]any{"to": "ada"}, "delay": "1h"})
+	dead := admin.bury("mail", nil, "smtp refused")
+
+	// Without a token the UI asks for one; a wrong one is refused.
+	tb := b.open(t, srv.HTTPURL, "401 (Unauthorized)", "403 (Forbidden)")
+	tb.load("#/")
+	require.Equal(t, 1, tb.count("#login"))
+	tb.screenshot("login")
+	tb.setValue("#token", "not-a-valid-token-0123456789")
+	tb.run(tb.submit("login"))
+	require.Equal(t, "error: This token is not valid.", tb.flash())
+
+	// A consume-only token: everything readable, no action offered, and
+	// the actions forced through the API refused.
+	tb.login(uiReaderSecret)
+	require.Equal(t, 1, tb.count("#read-only"))
+	require.Equal(t, 2, tb.count("#topics tr[data-topic]"))
+	require.True(t, eval[bool](tb, `document.querySelector('#nav a[data-nav="push"]').hidden && document.querySelector('#nav a[data-nav="schedules"]').hidden`))
+	tb.goTo("#/topic/mail")
+	require.Zero(t, tb.count("#save-topic, #pause, #resume"))
+	require.True(t, eval[bool](tb, `document.getElementById("ttr").disabled`))
+	tb.goTo("#/job/" + mail)
+	require.Zero(t, tb.count("#job-actions, #edit-job"))
+	tb.goTo("#/job/" + dead)
+	require.Zero(t, tb.count("#job-actions, #requeue"))
+	tb.goTo("#/dead")
+	require.Equal(t, 1, tb.count(".group"), tb.html())
+	require.Zero(t, tb.count("#requeue-selected, #delete-selected, .requeue-group, .delete-group, input.pick"))
+	for _, call := range []string{
+		`DELETE /v1/jobs/` + mail, `POST /v1/jobs/` + dead + `/requeue`, `POST /v1/topics/mail/pause`,
+		`PUT /v1/topics/mail {"ttr": "1m"}`, `POST /v1/jobs {"topic": "mail"}`, `DELETE /v1/schedules/x`,
+	} {
+		method, rest, _ := strings.Cut(call, " ")
+		path, body, _ := strings.Cut(rest, " ")
+		expr := fmt.Sprintf(`import("./js/api.js").then(api => api.call(%q, %q, %s)).then(() => 0, e => e.status)`, method, path, orDefault(body, "undefined"))
+		require.Equal(t, http.StatusForbidden, eval[int](tb, expr), "%s from the browser with the consume token", call)
+	}
+	require.Equal(t, "scheduled", admin.job(mail)["state"])
+	require.Equal(t, "dead", admin.job(dead)["state"])
+	// The push page, forced, is refused by the API.
+	tb.goTo("#/push")
+	tb.setValue("#push-topic", "mail")
+	require.Contains(t, tb.click("#push-submit"), "error: token \"reader\" lacks the push scope")
+
+	// A token restricted to orders.>: only its topics.
+	tb.login(uiOrdersSecret)
+	require.Equal(t, 1, tb.count("#topics tr[data-topic]"))
+	require.Equal(t, 1, tb.count(`#topics tr[data-topic="orders.eu"]`))
+	require.Contains(t, tb.text("#topic-patterns"), "orders.>")
+	tb.goTo("#/job/" + order)
+	require.Equal(t, 1, tb.count("#cancel"))
+	tb.goTo("#/dead")
+	require.Zero(t, tb.count(".group"), "the dead job of mail is not shown")
+}
+
+// orDefault returns s, or def when s is empty.
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// testUIFlag checks --ui: off serves no pages; auto serves them on a
+// loopback listener without tokens (testUIOpen) and with tokens
+// (testUITokens); TestUIServed has the rule for other listeners.
+func testUIFlag(t *testing.T) {
+	srv := startServer(t, append(defaultArgs(t.TempDir()), "--ui", "off")...)
+	status, body := uiAPI{t: t, base: srv.HTTPURL}.call(http.MethodGet, "/ui/", nil)
+	require.Equal(t, http.StatusNotFound, status, "%s", body)
+	require.NotContains(t, srv.log(), `msg="web ui"`)
+}
+
+// TestUIServed checks the rule of --ui auto.
+func TestUIServed(t *testing.T) {
+	t.Parallel()
+	loopback := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}
+	public := &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 8080}
+	unspecified := &net.TCPAddr{IP: net.IPv4zero, Port: 8080}
+	for _, tc := range []struct {
+		mode   string
+		tokens bool
+		addr   net.Addr
+		want   bool
+	}{
+		{uiAuto, false, loopback, true},
+		{uiAuto, false, public, false},
+		{uiAuto, false, unspecified, false},
+		{uiAuto, true, public, true},
+		{uiAuto, true, unspecified, true},
+		{uiOn, false, public, true},
+		{uiOff, true, loopback, false},
+		{uiOff, false, loopback, false},
+	} {
+		require.Equal(t, tc.want, uiServed(tc.mode, tc.tokens, tc.addr), "--ui %s, tokens %v, %s", tc.mode, tc.tokens, tc.addr)
+	}
+}

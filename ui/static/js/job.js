@@ -1,0 +1,60 @@
+// job.js: every field of a job, its body, its attempts, and the actions
+// its state and the token allow.
+import { get, call, enc, can, replaceJob } from "./api.js";
+import { h, badge, attempt, fmtTime, pretty, localInput, fromLocalInput } from "./dom.js";
+
+function historyTable(history) {
+  if (!history || !history.length) return h("p", { class: "muted", id: "history" }, "No attempts yet.");
+  return h("table", { id: "history" },
+    h("thead", {}, h("tr", {}, ["attempt", "started", "ended", "duration", "via", "outcome", "error"].map((x) => h("th", {}, x)))),
+    h("tbody", {}, history.map((a) => h("tr", {},
+      h("td", { class: "num" }, a.attempt), h("td", {}, fmtTime(a.started_at)), h("td", {}, fmtTime(a.ended_at)),
+      h("td", { class: "num" }, a.ended_at ? `${((new Date(a.ended_at) - new Date(a.started_at)) / 1000).toFixed(3)} s` : ""),
+      h("td", {}, a.via), h("td", {}, a.outcome ? badge(a.outcome) : "in progress"), h("td", {}, a.error || "")))));
+}
+
+export async function jobPage(main, id) {
+  const reload = async () => {
+    delete main.dataset.ready; // drawn again: tests wait for it
+    const j = await get(`/v1/jobs/${enc(id)}`);
+    const fields = [["id", j.id], ["topic", h("a", { href: `#/topic/${enc(j.topic)}` }, j.topic)], ["state", badge(j.state)], ["key", j.key],
+      ["run at", fmtTime(j.run_at)], ["priority", j.priority ?? 0], ["attempt", `${j.attempt} of ${j.max_attempts}`], ["ttr", j.ttr],
+      ["created", fmtTime(j.created_at)], ["updated", fmtTime(j.updated_at)], ["lease expires", fmtTime(j.lease_expires_at)],
+      ["last error", j.last_error], ["url", j.url], ["retry delays", j.backoff ? j.backoff.delays.join(", ") : ""]];
+    const unfinished = ["scheduled", "ready", "dead"].includes(j.state);
+    const act = (idAttr, label, msg, fn, cls) => h("button", { id: idAttr, class: cls, onclick: async () => { if (await attempt(msg, fn)) await reload(); } }, label);
+    const actions = [];
+    if (can("push") && unfinished) {
+      actions.push(act("cancel", "Cancel", `Job ${id} cancelled.`, () => call("DELETE", `/v1/jobs/${enc(id)}`), "danger"));
+      actions.push(act("run-now", "Run now", `Job ${id} is due now.`, () => replaceJob(j, { run_at: new Date().toISOString() })));
+    }
+    if (can("admin") && j.state === "dead") actions.push(act("requeue", "Requeue", `Job ${id} requeued.`, () => call("POST", `/v1/jobs/${enc(id)}/requeue`), "primary"));
+
+    let editor = null;
+    if (can("push") && unfinished) {
+      const body = h("textarea", { id: "edit-body" }, pretty(j.body));
+      editor = h("form", { class: "grid", id: "edit-job", onsubmit: async (e) => {
+        e.preventDefault();
+        let parsed;
+        try { parsed = JSON.parse(body.value); } catch (err) { return attempt("", () => { throw new Error("body: " + err.message); }); }
+        const v = (x) => editor.querySelector("#" + x).value;
+        const changes = { body: parsed, run_at: fromLocalInput(v("edit-run-at")), priority: +v("edit-priority"), key: v("edit-key") || undefined };
+        if (await attempt(`Job ${id} saved.`, () => replaceJob(j, changes))) await reload();
+      } },
+      h("label", { for: "edit-run-at" }, "run at"), h("input", { id: "edit-run-at", type: "datetime-local", step: 1, value: localInput(j.run_at) }),
+      h("label", { for: "edit-priority" }, "priority"), h("input", { id: "edit-priority", type: "number", min: -10, max: 10, value: j.priority ?? 0 }),
+      h("label", { for: "edit-key" }, "key"), h("input", { id: "edit-key", value: j.key || "" }),
+      h("label", { for: "edit-body", class: "full" }, "body (JSON)"), h("div", { class: "full" }, body),
+      h("div", { class: "full actions" }, h("button", { class: "primary", type: "submit", id: "save-job" }, "Save and reschedule")));
+    }
+    main.replaceChildren(
+      h("h1", {}, "Job ", j.id),
+      actions.length ? h("div", { class: "actions", id: "job-actions" }, actions) : "",
+      h("div", { class: "card" }, h("dl", { class: "fields", id: "job-fields" }, fields.filter(([, v]) => v !== undefined && v !== "").flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]))),
+      h("h2", {}, "Body"), h("pre", { id: "job-body" }, pretty(j.body)),
+      h("h2", {}, "Attempts"), h("div", { class: "card" }, historyTable(j.history)),
+      ...(editor ? [h("h2", {}, "Edit and reschedule"), h("div", { class: "card" }, editor)] : []));
+    main.dataset.ready = "1";
+  };
+  await reload();
+}

@@ -1,0 +1,101 @@
+// topic.js: a topic's configuration (editable with admin) and its jobs by
+// state, a page at a time.
+import { get, call, enc, can, states, listJobs } from "./api.js";
+import { h, badge, attempt, fmtTime, flash } from "./dom.js";
+
+// jobsTable lists jobs with the column the state makes relevant.
+export function jobsTable(jobs, state, { select } = {}) {
+  const extra = { scheduled: ["run at", (j) => fmtTime(j.run_at)], ready: ["run at", (j) => fmtTime(j.run_at)],
+    reserved: ["lease expires", (j) => fmtTime(j.lease_expires_at)], dead: ["last error", (j) => j.last_error],
+    done: ["finished", (j) => fmtTime(j.updated_at)], cancelled: ["finished", (j) => fmtTime(j.updated_at)] }[state] || ["run at", (j) => fmtTime(j.run_at)];
+  return h("table", { class: "jobs" },
+    h("thead", {}, h("tr", {}, select ? h("th", {}) : null, h("th", {}, "id"), h("th", {}, "key"), h("th", {}, extra[0]), h("th", { class: "num" }, "attempt"), h("th", { class: "num" }, "priority"))),
+    h("tbody", {}, jobs.length ? jobs.map((j) => h("tr", { "data-job": j.id },
+      select ? h("td", {}, select(j)) : null,
+      h("td", {}, h("a", { href: `#/job/${enc(j.id)}` }, j.id)), h("td", {}, j.key || ""), h("td", {}, extra[1](j)),
+      h("td", { class: "num" }, `${j.attempt}/${j.max_attempts}`), h("td", { class: "num" }, j.priority ?? 0)))
+      : h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No jobs."))));
+}
+
+function configForm(t, reload) {
+  const admin = can("admin");
+  const d = t.delivery;
+  // The API never shows a webhook secret or header values back, so a
+  // form cannot send them again: such a topic is edited with the API.
+  const hidden = d.secret_set || d.previous_secret_set || (d.header_names && d.header_names.length);
+  const f = (id, label, value, attrs = {}) => [h("label", { for: id }, label), h("input", { id, name: id, value: value ?? "", disabled: !admin || hidden, ...attrs })];
+  const delays = t.backoff.delays ? t.backoff.delays.join(", ") : "";
+  const form = h("form", { class: "grid", id: "topic-config", onsubmit: async (e) => {
+    e.preventDefault();
+    const v = (id) => form.querySelector("#" + id).value.trim();
+    const delivery = { type: v("delivery-type") };
+    if (delivery.type === "webhook") {
+      Object.assign(delivery, { url: v("delivery-url"), timeout: d.timeout, success: d.success, method: d.method, error_body: d.error_body, allow_job_url: d.allow_job_url });
+    }
+    if (delivery.type === "nats") Object.assign(delivery, { subject: v("delivery-subject") || undefined, timeout: d.timeout });
+    const cfg = { delivery, ttr: v("ttr"), max_attempts: +v("max-attempts"), concurrency: +v("concurrency"),
+      unique_keys: t.unique_keys, on_dead: t.on_dead, max_in_flight: t.max_in_flight };
+    const ds = v("backoff-delays");
+    cfg.backoff = ds ? { delays: ds.split(/[\s,]+/).filter(Boolean) } :
+      { initial: v("backoff-initial"), max: v("backoff-max"), factor: +v("backoff-factor"), jitter: t.backoff.jitter };
+    const limit = +v("rate-limit");
+    if (limit) cfg.rate = { limit, period: v("rate-period") || "1s" };
+    if (await attempt(`Topic ${t.name} saved.`, () => call("PUT", `/v1/topics/${enc(t.name)}`, cfg))) reload(false);
+  } },
+  h("label", { for: "delivery-type" }, "delivery"),
+  h("select", { id: "delivery-type", disabled: !admin || hidden }, ["consumer", "webhook", "nats"].map((x) => h("option", { value: x, selected: x === d.type }, x))),
+  f("delivery-url", "webhook url", d.url), f("delivery-subject", "nats subject", d.subject),
+  f("ttr", "ttr", t.ttr), f("max-attempts", "max attempts", t.max_attempts, { type: "number", min: 1 }),
+  f("backoff-initial", "backoff initial", t.backoff.initial), f("backoff-max", "backoff max", t.backoff.max),
+  f("backoff-factor", "backoff factor", t.backoff.factor, { type: "number", step: "any" }),
+  f("backoff-delays", "retry delays", delays, { placeholder: "1m, 5m, 30m (instead of the backoff)" }),
+  f("concurrency", "concurrency", t.concurrency, { type: "number", min: 1 }),
+  f("rate-limit", "rate limit", t.rate ? t.rate.limit : "", { type: "number", min: 0, placeholder: "none" }),
+  f("rate-period", "rate period", t.rate ? t.rate.period : "", { placeholder: "1s" }),
+  hidden ? h("p", { class: "full muted" }, "This webhook topic has a secret or headers, which the API never shows back: edit it with the API (PUT /v1/topics/{topic}) so that they are sent again.") : null,
+  admin && !hidden ? h("div", { class: "full actions" }, h("button", { class: "primary", type: "submit", id: "save-topic" }, "Save configuration")) : null);
+  return form;
+}
+
+export async function topicPage(main, name) {
+  let state = "scheduled";
+  const cursors = [""];
+  const jobsBox = h("div", { id: "jobs" });
+
+  const loadJobs = async () => {
+    const tabs = h("div", { class: "tabs", id: "state-tabs" }, states.map((s) => h("button", { type: "button", "data-state": s, class: s === state ? "active" : "",
+      onclick: () => { state = s; cursors.length = 1; loadJobs(); } }, s)));
+    let page;
+    try {
+      page = await listJobs(name, state, { after: cursors[cursors.length - 1] });
+    } catch (e) {
+      jobsBox.replaceChildren(tabs, h("p", { class: "error" }, e.message));
+      return;
+    }
+    const nav = h("div", { class: "actions" },
+      h("button", { type: "button", id: "prev-page", disabled: cursors.length < 2, onclick: () => { cursors.pop(); loadJobs(); } }, "← Previous"),
+      h("button", { type: "button", id: "next-page", disabled: !page.next_after, onclick: () => { cursors.push(page.next_after); loadJobs(); } }, "Next →"),
+      h("span", { class: "muted" }, `page ${cursors.length}`));
+    jobsBox.replaceChildren(tabs, jobsTable(page.jobs, state), nav);
+    jobsBox.dataset.state = state;
+  };
+
+  const reload = async (withJobs = true) => {
+    delete main.dataset.ready; // drawn again: tests wait for it
+    const t = await get(`/v1/topics/${enc(name)}`);
+    const head = h("h1", {}, "Topic ", t.name, " ", t.paused ? badge("paused") : null, t.configured ? null : h("span", { class: "muted" }, " (defaults)"));
+    const actions = can("admin") ? h("div", { class: "actions" },
+      t.paused ? h("button", { id: "resume", onclick: () => attempt(`Topic ${name} resumed.`, () => call("POST", `/v1/topics/${enc(name)}/resume`)).then(() => reload(false)) }, "Resume deliveries")
+        : h("button", { id: "pause", onclick: () => attempt(`Topic ${name} paused.`, () => call("POST", `/v1/topics/${enc(name)}/pause`)).then(() => reload(false)) }, "Pause deliveries")) : null;
+    const counts = h("p", { id: "counts" }, states.map((s) => h("span", { class: "badge " + s }, `${s} ${t.counts[s] ?? 0}`)).flatMap((b) => [b, " "]));
+    main.replaceChildren(head, actions ?? "", counts, h("h2", {}, "Configuration"), h("div", { class: "card" }, configForm(t, reload)), h("h2", {}, "Jobs"), h("div", { class: "card" }, jobsBox));
+    if (withJobs) await loadJobs();
+    main.dataset.ready = "1";
+  };
+  try {
+    await reload();
+  } catch (e) {
+    if (e.status === 404) flash(`Topic ${name} has no configuration and no jobs.`, "error");
+    throw e;
+  }
+}
