@@ -352,33 +352,12 @@ func (s *Store) listKeys(prefix []byte, after *core.ListCursor, n int, newest bo
 // from before the index, once: the first Open by a version with it reads
 // every x key (small values), then marks the database.
 func (s *Store) indexFinished() error {
-	if done, err := s.get([]byte(finishedIndexedKey)); err != nil || done != nil {
-		return err
-	}
-	b := s.db.NewBatch()
-	n := 0
-	err := s.scan(prefixFinished, func(k, v []byte) error {
+	return s.indexOnce(finishedIndexedKey, "the finished jobs", prefixFinished, func(b *pebble.Batch, k, v []byte) (bool, error) {
 		m, err := decodeMeta(v)
 		if err != nil {
-			return fmt.Errorf("pebblestore: job %q: %w", k[1:], err)
+			return false, fmt.Errorf("pebblestore: job %q: %w", k[1:], err)
 		}
 		_ = b.Set(finishedKey(m.topic, m.state, m.updatedAt, string(k[1:])), nil, nil)
-		n++
-		if b.Len() >= 4<<20 {
-			if err := s.write(b, pebble.NoSync)(); err != nil {
-				return err
-			}
-			b = s.db.NewBatch()
-		}
-		return nil
+		return true, nil
 	})
-	if err != nil {
-		_ = b.Close()
-		return err
-	}
-	_ = b.Set([]byte(finishedIndexedKey), nil, nil)
-	if n > 0 {
-		s.log.Info("pebblestore: indexed the finished jobs stored by an earlier version", "jobs", n)
-	}
-	return s.write(b, pebble.Sync)()
 }

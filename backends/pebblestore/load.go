@@ -163,18 +163,13 @@ func (s *Store) load() error {
 // index reads every job's record and state, then marks the database
 // (keysIndexedKey), which a new database gets at once.
 func (s *Store) indexKeys() error {
-	if done, err := s.get([]byte(keysIndexedKey)); err != nil || done != nil {
-		return err
-	}
-	b := s.db.NewBatch()
-	n := 0
-	err := s.scan(prefixRecord, func(k, v []byte) error {
+	return s.indexOnce(keysIndexedKey, "the business keys of jobs", prefixRecord, func(b *pebble.Batch, k, v []byte) (bool, error) {
 		r, err := decodeRecord(v)
 		if err != nil {
-			return fmt.Errorf("pebblestore: job %q: %w", k[1:], err)
+			return false, fmt.Errorf("pebblestore: job %q: %w", k[1:], err)
 		}
 		if r.key == "" {
-			return nil
+			return false, nil
 		}
 		id := string(k[1:])
 		raw, err := s.get(idKey(prefixMeta, id))
@@ -182,13 +177,33 @@ func (s *Store) indexKeys() error {
 			raw, err = s.get(idKey(prefixFinished, id))
 		}
 		if err != nil || raw == nil {
-			return err
+			return false, err
 		}
 		m, err := decodeMeta(raw)
 		if err != nil {
-			return fmt.Errorf("pebblestore: job %q: %w", id, err)
+			return false, fmt.Errorf("pebblestore: job %q: %w", id, err)
 		}
 		_ = b.Set(keyIndexKey(m.topic, r.key, id), nil, nil)
+		return true, nil
+	})
+}
+
+// indexOnce builds an index that an earlier version did not write, once:
+// unless the database has the marker key, it calls add for every key of
+// prefix (add writes the entry into the batch and says whether it did),
+// writing in batches of about 4 MiB, and then sets the marker. what names
+// the entries in the log line.
+func (s *Store) indexOnce(marker, what string, prefix byte, add func(b *pebble.Batch, k, v []byte) (bool, error)) error {
+	if done, err := s.get([]byte(marker)); err != nil || done != nil {
+		return err
+	}
+	b := s.db.NewBatch()
+	n := 0
+	err := s.scan(prefix, func(k, v []byte) error {
+		added, err := add(b, k, v)
+		if err != nil || !added {
+			return err
+		}
 		n++
 		if b.Len() >= 4<<20 {
 			if err := s.write(b, pebble.NoSync)(); err != nil {
@@ -202,9 +217,9 @@ func (s *Store) indexKeys() error {
 		_ = b.Close()
 		return err
 	}
-	_ = b.Set([]byte(keysIndexedKey), nil, nil)
+	_ = b.Set([]byte(marker), nil, nil)
 	if n > 0 {
-		s.log.Info("pebblestore: indexed the business keys of jobs stored by an earlier version", "jobs", n)
+		s.log.Info("pebblestore: indexed "+what+" stored by an earlier version", "jobs", n)
 	}
 	return s.write(b, pebble.Sync)()
 }
