@@ -110,6 +110,11 @@ func soak(ctx context.Context, c *client, cfg *config, t *target, logf func(stri
 	lastDue := first.Add(time.Duration(total) * interval)
 	// A run cut short still reports what it read.
 	awaitErr := col.await(ctx, lastDue, lastDue.Add(time.Minute), 10*time.Second)
+	if awaitErr == nil {
+		// The last reading after the last acknowledgement, not merely the
+		// last receipt.
+		settled(ctx, c, topic, 10*time.Second)
+	}
 	sub.stop()
 	swg.Wait()
 	sample()
@@ -131,6 +136,15 @@ func soak(ctx context.Context, c *client, cfg *config, t *target, logf func(stri
 		return res, fmt.Errorf("soak: received %d of %d jobs pushed", res.Received, res.Pushed)
 	}
 	return res, nil
+}
+
+// settled waits, at most for d, until topic holds no unfinished job.
+func settled(ctx context.Context, c *client, topic string, d time.Duration) {
+	for end := time.Now().Add(d); time.Now().Before(end) && ctx.Err() == nil; time.Sleep(20 * time.Millisecond) {
+		if n, err := c.topicCounts(ctx, topic); err == nil && n.Scheduled+n.Ready+n.Reserved == 0 {
+			return
+		}
+	}
 }
 
 // readSoakSample reads delayq's resources at elapsed; readings that fail

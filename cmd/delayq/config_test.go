@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/backends/pebblestore"
 )
 
 // runResult is what one in-process run of the binary's commands produced.
@@ -82,6 +84,7 @@ func TestServeFlags(t *testing.T) {
 		MaxBody:          64 << 10,
 		MaxBatch:         50,
 		Retention:        time.Hour,
+		DiskReserve:      pebblestore.DiskReserveDefault,
 		LogLevel:         slog.LevelDebug,
 		LogFormat:        "json",
 		ShutdownTimeout:  5 * time.Second,
@@ -93,6 +96,7 @@ func TestServeFlags(t *testing.T) {
 			BodyReadTimeout: 2 * time.Second,
 			AllowedHosts:    []string{"queue.example.com", "*.internal", "10.0.0.1"},
 			TrustedOrigins:  []string{"https://app.example.com"},
+			UI:              uiAuto,
 		},
 	}, *res.cfg)
 }
@@ -134,6 +138,7 @@ func TestServeEnvTwins(t *testing.T) {
 		MaxBody:          2048,
 		MaxBatch:         10,
 		Retention:        24 * time.Hour,
+		DiskReserve:      pebblestore.DiskReserveDefault,
 		LogLevel:         slog.LevelWarn,
 		LogFormat:        "json",
 		ShutdownTimeout:  time.Minute,
@@ -144,6 +149,7 @@ func TestServeEnvTwins(t *testing.T) {
 			MaxSubscribers:  1024,
 			BodyReadTimeout: 30 * time.Second,
 			AllowedHosts:    []string{"a.example", "b.example"},
+			UI:              uiAuto,
 		},
 	}, *res.cfg)
 }

@@ -33,6 +33,7 @@ type exportedJob struct {
 	State       string          `json:"state"`
 	CreatedAt   string          `json:"created_at"`
 	LastError   string          `json:"last_error"`
+	History     json.RawMessage `json:"history"`
 }
 
 // parseExport reads an export into its jobs by id; an id twice fails.
