@@ -32,6 +32,9 @@ var procedureScopes = map[string][]auth.Scope{
 	delayqv1connect.DelayqServiceTouchProcedure:       {auth.ScopeConsume},
 	delayqv1connect.DelayqServiceAckBatchProcedure:    {auth.ScopeConsume},
 	delayqv1connect.DelayqServiceNackBatchProcedure:   {auth.ScopeConsume},
+	// Reading topics is open to every token (its own topics), as over HTTP.
+	delayqv1connect.DelayqServiceGetTopicProcedure:   {auth.ScopePush, auth.ScopeConsume, auth.ScopeAdmin},
+	delayqv1connect.DelayqServiceListTopicsProcedure: {auth.ScopePush, auth.ScopeConsume, auth.ScopeAdmin},
 }
 
 // servicePrefix starts the procedures of the service.

@@ -59,8 +59,11 @@ func TestAccess(t *testing.T) {
 	require.NoError(t, b.call(t, pushToken, "GetJob", &delayqv1.GetJobRequest{Id: "m1"}, &delayqv1.GetJobResponse{}))
 	err = b.call(t, pushToken, "Claim", &delayqv1.ClaimRequest{Topic: "mail"}, &delayqv1.ClaimResponse{})
 	requireStatus(t, err, codes.PermissionDenied, "permission_denied", "")
-	err = b.call(t, consumeToken, "ListTopics", &delayqv1.ListTopicsRequest{}, &delayqv1.ListTopicsResponse{})
+	err = b.call(t, consumeToken, "PutTopic", &delayqv1.PutTopicRequest{Name: "mail", Config: &delayqv1.TopicConfig{}}, &delayqv1.PutTopicResponse{})
 	requireStatus(t, err, codes.PermissionDenied, "permission_denied", "")
+	// Any token reads topics, as over HTTP (the web UI's read-only view).
+	require.NoError(t, b.call(t, consumeToken, "ListTopics", &delayqv1.ListTopicsRequest{}, &delayqv1.ListTopicsResponse{}))
+	require.NoError(t, b.call(t, pushToken, "GetTopic", &delayqv1.GetTopicRequest{Name: "mail"}, &delayqv1.GetTopicResponse{}))
 	require.NoError(t, b.call(t, adminToken, "Claim", &delayqv1.ClaimRequest{Topic: "mail"}, &delayqv1.ClaimResponse{}), "admin grants consume")
 	_, err = b.subscribe(t, pushToken, &delayqv1.SubscribeRequest{Topic: "mail"}).next()
 	requireStatus(t, err, codes.PermissionDenied, "permission_denied", "")
