@@ -115,8 +115,8 @@ func scanBatchOnce(ctx context.Context, nc *nats.Conn, sub *nats.Subscription, i
 }
 
 // ExportJobs implements core.JobExporter. It reads the job messages in
-// stream order by batched direct gets, and passes on each job that is not
-// finished as of now (GetJob's view: a scheduled job past run_at is ready,
+// stream order by batched direct gets, and passes on each job whose
+// message is its last one and that is not finished as of now (GetJob's view: a scheduled job past run_at is ready,
 // a reserved job past its lease ready or dead). A job that changes during
 // the export gets a new message at the end of the stream, where the export
 // meets it again; it remembers the ids it passed on (ids only) so that no
@@ -136,6 +136,16 @@ func (s *Store) ExportJobs(ctx context.Context, fn func(*core.Job) error) error 
 			return false, err
 		}
 		if _, dup := sent[m.job.ID]; dup {
+			return true, nil
+		}
+		// Only a job's last message is the job: a stale one (a move under
+		// way, a delete lost to a crash) is passed over, and the job's last
+		// message comes later in the stream.
+		cur, err := s.load(ctx, m.job.ID)
+		if err != nil {
+			return false, err
+		}
+		if cur == nil || cur.seq != seq {
 			return true, nil
 		}
 		v := m.view(s.now())

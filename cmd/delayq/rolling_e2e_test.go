@@ -44,6 +44,8 @@ func testRollingRestart(t *testing.T, args ...string) {
 		acked     = map[string]int{}
 		refused   int // claims answered 503 while an instance drained
 		ackFailed int
+		// firstAckFailure is the answer of the first ack that failed.
+		firstAckFailure string
 	)
 	for i, s := range srvs {
 		urls[i] = s.HTTPURL
@@ -130,12 +132,15 @@ func testRollingRestart(t *testing.T, args ...string) {
 				mu.Unlock()
 				for _, j := range res.Jobs {
 					time.Sleep(100 * time.Millisecond) // the consumer's work
-					status, _, err := post(base, "/v1/jobs/"+j.ID+"/ack", map[string]any{"lease": j.Lease})
+					status, out, err := post(base, "/v1/jobs/"+j.ID+"/ack", map[string]any{"lease": j.Lease})
 					mu.Lock()
 					if err == nil && status == http.StatusNoContent {
 						acked[j.ID]++
 					} else {
 						ackFailed++
+						if firstAckFailure == "" {
+							firstAckFailure = fmt.Sprintf("%d %s %v", status, out, err)
+						}
 					}
 					mu.Unlock()
 				}
@@ -202,5 +207,5 @@ func testRollingRestart(t *testing.T, args ...string) {
 	logReport(t, "DELAYQ_ROLLING_REPORT", report)
 	require.Zero(t, lost, "jobs answered 2xx never acknowledged")
 	require.Zero(t, twice, "jobs delivered more than once")
-	require.Zero(t, ackFailed, "acks of deliveries made before the drain are served")
+	require.Zero(t, ackFailed, "acks of deliveries made before the drain are served; the first that failed: %s", firstAckFailure)
 }
