@@ -35,8 +35,8 @@ type collector struct {
 	errs []string // the first 10
 	// failures counts every error, errs only the first.
 	failures int
-	all  chan struct{}
-	last time.Time // the latest receipt
+	all      chan struct{}
+	last     time.Time // the latest receipt
 }
 
 func newCollector(want int) *collector {
