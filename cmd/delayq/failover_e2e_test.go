@@ -234,6 +234,19 @@ func testRedisFailover(t *testing.T, wait bool) failoverResult {
 			}()
 			return nil
 		}},
+		{name: "until a replica follows the new master", apply: func() error {
+			// Sentinel reconfigures the other replica only after the
+			// promotion, and a loaded machine takes seconds to resync it;
+			// until then --redis-wait-replicas refuses every write.
+			<-watchDone
+			mu.Lock()
+			s := g.Server(promoted)
+			mu.Unlock()
+			if s == nil {
+				return fmt.Errorf("no replica promoted")
+			}
+			return s.AwaitInfo("replication", 30*time.Second, "state=online")
+		}},
 		{name: "after the failover", last: 3 * time.Second},
 	}
 	load := faultLoad{topic: "e2e.failover", program: program, ttr: failoverTTR, settle: 60 * time.Second}

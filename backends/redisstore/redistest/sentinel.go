@@ -38,7 +38,7 @@ func StartReplica(master *Server, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.awaitInfo("replication", 20*time.Second, "master_link_status:up"); err != nil {
+	if err := r.AwaitInfo("replication", 20*time.Second, "master_link_status:up"); err != nil {
 		r.Kill()
 		return nil, err
 	}
@@ -193,8 +193,8 @@ func (s *Server) Role() (string, error) {
 	return "", fmt.Errorf("redistest: INFO replication of %s has no role", s.Addr)
 }
 
-// awaitInfo polls INFO section until it contains want, up to timeout.
-func (s *Server) awaitInfo(section string, timeout time.Duration, want string) error {
+// AwaitInfo polls INFO section until it contains want, up to timeout.
+func (s *Server) AwaitInfo(section string, timeout time.Duration, want string) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		info, err := s.Do("INFO", section)
