@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"net/http"
+	"strings"
 
 	dto "github.com/prometheus/client_model/go"
 
@@ -45,6 +47,9 @@ func mountUI(api *httptransport.Server, cfg *serveConfig, acc *access, addr net.
 		return
 	}
 	api.Handle("GET "+ui.Prefix, ui.Handler(ui.Config{Auth: acc.tokens.Len() > 0}))
+	// The address typed without its slash: an open route of its own, since
+	// the mux's own redirect has no route to be open by.
+	api.Handle("GET "+strings.TrimSuffix(ui.Prefix, "/"), http.RedirectHandler(ui.Prefix, http.StatusMovedPermanently))
 	scheme := "http"
 	if acc.tls != nil {
 		scheme = "https"

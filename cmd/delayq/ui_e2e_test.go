@@ -501,6 +501,11 @@ func testUITokens(t *testing.T, b *browser) {
 	mail := admin.push(map[string]any{"topic": "mail", "body": map[string]any{"to": "ada"}, "delay": "1h"})
 	dead := admin.bury("mail", nil, "smtp refused")
 
+	// The address without its slash leads to the pages, no token asked.
+	status, page := uiAPI{t: t, base: srv.HTTPURL}.call(http.MethodGet, "/ui", nil)
+	require.Equal(t, http.StatusOK, status, "%s", page)
+	require.Contains(t, string(page), "<html")
+
 	// Without a token the UI asks for one; a wrong one is refused.
 	tb := b.open(t, srv.HTTPURL, "401 (Unauthorized)", "403 (Forbidden)")
 	tb.load("#/")

@@ -47,6 +47,7 @@ var routeAccessTable = map[string]routeAccess{
 	"GET /v1/whoami":         {scopes: anyScope},
 	// The web UI's pages are static: their data comes through the API.
 	"GET /ui/": {open: true},
+	"GET /ui":  {open: true}, // redirects to /ui/
 }
 
 // anyScope is what a route open to every valid token asks.

@@ -117,6 +117,7 @@ func mountLikeServe(t *testing.T, b *testBundle) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		_, _ = io.WriteString(w, "<!doctype html><title>delayq</title>")
 	}))
+	b.server.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 }
 
 // routeMismatches compares the patterns a server mounted with the
