@@ -25,6 +25,11 @@ const (
 	// ballast is released: the reserve divided by it. Half of the default
 	// 64 MiB covers writes of 320 MiB/s between two looks.
 	diskLowDivisor = 2
+	// diskReserveMin is the least reserve New does not warn of: nats-server
+	// writes a stream in blocks of 4 MiB and a compaction rewrites up to
+	// half of one into a new file, which the low mark must hold besides
+	// the writes in flight.
+	diskReserveMin = 16 << 20
 )
 
 // watchDisk runs until Close, looking at the disk every
@@ -46,7 +51,41 @@ func (s *Store) watchDisk() {
 
 // lookAtDisk is one look of watchDisk: under the low mark the ballast is
 // released and the store full; while full, twice the reserve free ends it.
-func (s *Store) lookAtDisk() { s.disk.Watch(s.disk.Size() / diskLowDivisor) }
+func (s *Store) lookAtDisk() { s.disk.Watch(s.diskLow()) }
+
+// diskLow is the low mark, in bytes of free space.
+func (s *Store) diskLow() int64 { return s.disk.Size() / diskLowDivisor }
+
+// recordOverhead bounds what a job's message takes on disk beyond its
+// payload and subject: headers and the file store's framing.
+const recordOverhead = 512
+
+// claimBudget returns how many bytes a claim may have written, -1 for no
+// bound. While the disk is full, every claim and ack writes into the
+// space the ballast gave back, and nats-server frees the messages they
+// replace only block by block: a claim takes only the jobs whose lease,
+// and the done message of their ack, fit above the low mark, read afresh,
+// so that the writes of claims made stop there and the acks of the jobs
+// claimed still find room. Errors: the file system's, as ErrStorageFull.
+func (s *Store) claimBudget() (int64, error) {
+	if s.disk == nil {
+		return -1, nil
+	}
+	if s.disk.Refresh(s.diskLow()); !s.disk.Full() {
+		return -1, nil
+	}
+	usage, err := s.disk.Usage()
+	if err != nil {
+		return 0, fmt.Errorf("natsstore: claim: free space of %s unknown while the disk is full: %w: %w", s.disk.Dir(), core.ErrStorageFull, err)
+	}
+	return max(usage.Avail-s.diskLow(), 0), nil
+}
+
+// spent is the error of a claim refused because the reserve is spent.
+func (s *Store) spent() error {
+	return fmt.Errorf("natsstore: claim: disk of %s full and its reserve spent down to the low mark (%d bytes): claims wait for free space, acks go on: %w",
+		s.disk.Dir(), s.diskLow(), core.ErrStorageFull)
+}
 
 // diskErr returns core.ErrStorageFull, wrapped with the directory, while
 // the disk is full; nil otherwise, and always without a reserve.
@@ -54,6 +93,20 @@ func (s *Store) diskErr() error {
 	if s.disk == nil {
 		return nil
 	}
+	return s.disk.Err()
+}
+
+// admit is diskErr after a fresh look at the free space, for a call that
+// adds jobs: the watcher's look may be up to diskWatchInterval old, and
+// intake on a fast disk writes more than the low mark in that time
+// (measured on tmpfs: 3.7 MiB in one interval), so each such call looks
+// itself (statfs: microseconds) and only the writes in flight at once
+// count against the mark.
+func (s *Store) admit() error {
+	if s.disk == nil {
+		return nil
+	}
+	s.disk.Refresh(s.diskLow())
 	return s.disk.Err()
 }
 

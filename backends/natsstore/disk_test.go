@@ -25,8 +25,8 @@ import (
 // its ballast and refuses, at once and with core.ErrStorageFull naming the
 // directory, every call that adds jobs (puts, replaces, imports, a
 // schedule's slot with a job), and Ping says so; claims, acks, retries and
-// reads go on. At twice the reserve free it makes the ballast again and
-// takes jobs.
+// reads go on, claims only while their writes stay above the low mark. At
+// twice the reserve free it makes the ballast again and takes jobs.
 func TestDiskReserve(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -52,7 +52,7 @@ func TestDiskReserve(t *testing.T) {
 	require.Len(t, jobs, 2)
 	lease := map[string]string{jobs[0].ID: jobs[0].Lease, jobs[1].ID: jobs[1].Lease}
 	waiting := job("t", 0)
-	put(t, s, waiting)
+	put(t, s, waiting, job("t", 0))
 
 	// Above the low mark: nothing changes. The store's own watcher looks
 	// every 100 ms too; a look here makes the test wait on nothing.
@@ -91,21 +91,36 @@ func TestDiskReserve(t *testing.T) {
 	require.ErrorIs(t, err, core.ErrNotFound)
 	require.ErrorIs(t, s.Ping(ctx), core.ErrStorageFull)
 
-	// What finishes jobs goes on.
+	// What finishes jobs goes on, in the space released.
+	free.Store(reserve/2 + reserve)
+	s.lookAtDisk()
+	require.True(t, s.DiskFull())
 	require.NoError(t, settleErr(s.AckJob(ctx, &core.AckJobParams{ID: held.ID, Lease: lease[held.ID]})))
 	require.NoError(t, settleErr(s.RetryJob(ctx, &core.RetryJobParams{ID: retried.ID, Lease: lease[retried.ID]})))
-	var again []*core.Job
+	var again []*core.Job // two of waiting, late and retried
 	for len(again) < 2 {
 		got := claim(t, s, "t", 2-len(again), 5*time.Second)
-		require.NotEmpty(t, got, "the waiting job and the retried one")
+		require.NotEmpty(t, got)
 		again = append(again, got...)
-	}
-	for _, j := range again {
-		require.NoError(t, settleErr(s.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease})))
 	}
 	got, err := s.GetJob(ctx, held.ID)
 	require.NoError(t, err)
 	require.Equal(t, core.StateDone, got.State)
+
+	// The reserve spent down to the low mark: a claim takes no job whose
+	// lease and ack would go below it; the acks of the jobs claimed go on.
+	free.Store(reserve/2 + 1000)
+	_, err = s.ClaimJobs(ctx, &core.ClaimJobsParams{Topic: "t", Max: 10})
+	require.ErrorIs(t, err, core.ErrStorageFull)
+	require.ErrorContains(t, err, "reserve spent")
+	for _, j := range again {
+		require.NoError(t, settleErr(s.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease})))
+	}
+	free.Store(reserve/2 + reserve)
+	jobs = claim(t, s, "t", 10, 5*time.Second)
+	require.Len(t, jobs, 1, "the job the refused claim left")
+	require.NotContains(t, []string{again[0].ID, again[1].ID}, jobs[0].ID)
+	require.NoError(t, settleErr(s.AckJob(ctx, &core.AckJobParams{ID: jobs[0].ID, Lease: jobs[0].Lease})))
 
 	// Space comes back: under twice the reserve the store stays full.
 	free.Store(2*reserve - 1)

@@ -168,7 +168,7 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*core.Job) ([]bool, error
 	if s.isClosed() {
 		return nil, core.ErrClosed
 	}
-	if err := s.diskErr(); err != nil {
+	if err := s.admit(); err != nil {
 		return nil, err
 	}
 	for _, j := range jobs {

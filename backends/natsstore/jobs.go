@@ -80,7 +80,7 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 	if s.isClosed() {
 		return nil, core.ErrClosed
 	}
-	if err := s.diskErr(); err != nil {
+	if err := s.admit(); err != nil {
 		return nil, err
 	}
 	topics := make(map[string]struct{})

@@ -145,7 +145,7 @@ func (s *Store) FireSchedule(ctx context.Context, params *core.FireScheduleParam
 		return false, core.ErrClosed
 	}
 	if params.Job != nil {
-		if err := s.diskErr(); err != nil {
+		if err := s.admit(); err != nil {
 			return false, err
 		}
 	}

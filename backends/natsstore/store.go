@@ -201,6 +201,10 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		}); err != nil {
 			return nil, err
 		}
+		if size := s.disk.Size(); size < diskReserveMin {
+			cfg.Logger.Warn("natsstore: disk reserve under 16 MiB: its low mark may not hold a compaction of nats-server (up to 2 MiB) and the writes in flight, and nats-server may meet a full disk",
+				"dir", cfg.DiskDir, "reserve", size)
+		}
 	}
 	legacy, err := checkLayout(ctx, js, cfg)
 	if err != nil {

@@ -235,22 +235,30 @@ func (r *Reserve) Check() {
 
 // Watch is one look at the disk by a store that cannot be told of ENOSPC
 // before its writes fail: while the disk is not full, a free space under
-// low releases the ballast (Release); while it is full, Check. low must
+// low releases the ballast (Refresh); while it is full, Check. low must
 // exceed what the store's writes can take between two looks.
 func (r *Reserve) Watch(low int64) {
 	if r.full.Load() {
 		r.Check()
 		return
 	}
+	r.Refresh(low)
+}
+
+// Refresh reads the free space now, unless the disk is full, and
+// releases the ballast when it is under low: a store calls it before a
+// write that adds jobs, so that how fast they come does not matter, only
+// how many bytes are being written at once.
+func (r *Reserve) Refresh(low int64) {
+	if r.full.Load() {
+		return
+	}
 	usage, ok := r.read()
 	if !ok || usage.Avail >= low {
 		return
 	}
-	r.Release(fmt.Sprintf("%s free, under the low mark of %s", mib(usage.Avail), mib(low)))
+	r.Release(fmt.Sprintf("%d bytes free, under the low mark of %d bytes", usage.Avail, low))
 }
-
-// mib formats n bytes in MiB.
-func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // read reads the free space, logging a failure once until a read
 // succeeds again.
