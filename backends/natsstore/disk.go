@@ -18,12 +18,14 @@ import (
 
 const (
 	// diskWatchInterval is how often the store reads the free space of
-	// Config.DiskDir: statfs is cheap, and what intake writes between two
-	// looks must fit under the low mark.
+	// Config.DiskDir: statfs is cheap, and the writes no call looks
+	// before (acks, the server's own) between two looks must fit under the
+	// low mark.
 	diskWatchInterval = 100 * time.Millisecond
 	// diskLowDivisor sets the low mark, the free space under which the
 	// ballast is released: the reserve divided by it. Half of the default
-	// 64 MiB covers writes of 320 MiB/s between two looks.
+	// 64 MiB holds the writes in flight when a put looks, a compaction,
+	// and 320 MiB/s of the others between two looks.
 	diskLowDivisor = 2
 	// diskReserveMin is the least reserve New does not warn of: nats-server
 	// writes a stream in blocks of 4 MiB and a compaction rewrites up to

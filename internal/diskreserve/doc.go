@@ -13,7 +13,8 @@
 //     met ENOSPC, which is tried again after the release;
 //   - natsstore, whose nats-server offers no such hook and keeps a failed
 //     write's error for good, asks the file system every 100 ms
-//     (Reserve.Watch) and releases the ballast while some free space is
+//     (Reserve.Watch) and before each call that adds jobs
+//     (Reserve.Refresh), and releases the ballast while some free space is
 //     still left, so that nats-server never meets ENOSPC.
 //
 // Both stores share this package so that the ballast, its bound, and the

@@ -55,8 +55,8 @@ func (b *testBundle) ballast(t *testing.T) int64 {
 
 // TestWatch: the ballast is bounded to a tenth of the file system; a free
 // space under the low mark releases it and refuses with ErrStorageFull,
-// naming the directory; the full state ends at twice the reserve free,
-// with the ballast made again.
+// naming the directory; the full state ends at twice the reserve free, at
+// the watcher's look, with the ballast made again.
 func TestWatch(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -79,6 +79,9 @@ func TestWatch(t *testing.T) {
 	b.free.Store(19 << 20)
 	r.Watch(5 << 20)
 	require.True(t, r.Full(), "less than twice the reserve free")
+	b.free.Store(20 << 20)
+	r.Refresh(5 << 20)
+	require.True(t, r.Full(), "Refresh leaves the end of a full state to Watch")
 	b.free.Store(20 << 20)
 	r.Watch(5 << 20)
 	require.False(t, r.Full())
