@@ -12,7 +12,10 @@
 // unless Config.NoListen says it serves none, and returns once it accepts
 // connections. JetStream is on even where no store uses it, so that the
 // NATS Deliverer (transports/natstransport) confirms a delivery on a
-// subject that a stream holds by its PubAck.
+// subject that a stream holds by its PubAck. JetStream's storage limit is
+// Config.MaxStore, or nats-server's default (three quarters of the disk's
+// free space at start); the jetstream backend, whose store keeps a disk
+// reserve, runs without one (MaxStoreNone).
 //
 // # Users
 //

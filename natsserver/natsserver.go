@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -107,7 +108,17 @@ type Config struct {
 	// publish nor subscribe to: the subjects of a store kept in this
 	// server, say.
 	ClientDeny []string
+	// MaxStore is JetStream's storage limit in bytes (nats-server's
+	// max_file_store): past it the server refuses every write, an ack's
+	// too, until messages go. MaxStoreNone sets none, for a store that
+	// guards the disk itself. Zero: nats-server's default, three quarters
+	// of the disk's free space at start plus what its streams hold then.
+	MaxStore int64
 }
+
+// MaxStoreNone is the Config.MaxStore of a server without a storage limit
+// of its own.
+const MaxStoreNone = math.MaxInt64
 
 // WithDefaults returns the configuration with every unset field at its
 // default.
@@ -140,6 +151,8 @@ func (c Config) Validate() error {
 		return errors.New("natsserver: ClientPassword must not contain spaces")
 	case !c.NoListen && c.ClientPassword == "" && c.PasswordDir == "":
 		return errors.New("natsserver: PasswordDir is required without ClientPassword")
+	case c.MaxStore < 0:
+		return fmt.Errorf("natsserver: MaxStore %d must not be negative", c.MaxStore)
 	}
 	for _, p := range slices.Concat(c.ClientPublish, c.ClientDeny) {
 		if p == "" || strings.ContainsFunc(p, unicode.IsSpace) {
@@ -212,8 +225,9 @@ func Start(cfg Config) (*Embedded, error) {
 		// A store's schedules, leases and holds make many small messages;
 		// the default 1 MiB max payload is plenty, the pending limit is
 		// not.
-		MaxPending: 256 << 20,
-		Users:      users,
+		MaxPending:        256 << 20,
+		Users:             users,
+		JetStreamMaxStore: cfg.MaxStore,
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {

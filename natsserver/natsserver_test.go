@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -233,6 +234,7 @@ func TestConfigValidate(t *testing.T) {
 		{PasswordDir: "x", ClientPassword: "long enough but with spaces"},
 		{PasswordDir: "x", ClientPublish: []string{""}},
 		{PasswordDir: "x", ClientDeny: []string{"a b"}},
+		{PasswordDir: "x", MaxStore: -1},
 	} {
 		err := cfg.WithDefaults().Validate()
 		require.Error(t, err, "%+v", cfg)
@@ -240,6 +242,16 @@ func TestConfigValidate(t *testing.T) {
 	}
 	require.NoError(t, Config{NoListen: true}.WithDefaults().Validate(), "no password without clients")
 	require.NoError(t, Config{ClientPassword: "a-given-password-0123456789"}.WithDefaults().Validate())
+}
+
+// TestMaxStore: MaxStoreNone leaves JetStream without a storage limit of
+// its own; zero leaves nats-server's, derived from the free space.
+func TestMaxStore(t *testing.T) {
+	t.Parallel()
+	e := start(t, Config{StoreDir: t.TempDir(), NoListen: true, MaxStore: MaxStoreNone})
+	require.Equal(t, int64(math.MaxInt64), e.Server().JetStreamConfig().MaxStore)
+	e = start(t, Config{StoreDir: t.TempDir(), NoListen: true})
+	require.Less(t, e.Server().JetStreamConfig().MaxStore, int64(math.MaxInt64))
 }
 
 // TestStartsWithoutWarnings checks that a default start logs no warning:

@@ -537,8 +537,10 @@ func (q *topicQueue) leave() {
 // acknowledges the due message. It waits on the fetcher's arrivals and a
 // timer for the next due time, never polling. A claim of a paused topic
 // waits for the resume without running the fetcher. Errors: ErrInvalidArgument when params.Max < 1, ErrClosed (also
-// for a claim waiting when the store closes), ErrUnavailable when JetStream
-// fails and no job was claimed.
+// for a claim waiting when the store closes), ErrStorageFull when the disk
+// is full and its reserve spent down to the low mark (see "A full disk" in
+// the package doc) or JetStream is at its storage limit, ErrUnavailable
+// when JetStream fails and no job was claimed.
 func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]*core.Job, error) {
 	if params == nil || params.Max < 1 {
 		return nil, core.Invalid("max", "max must be at least 1")
@@ -665,6 +667,13 @@ func (s *Store) claimItems(ctx context.Context, q *topicQueue, items []*item, vi
 	now := s.now()
 	jobs := make([]*core.Job, len(items))
 	futs := make([]jetstream.PubAckFuture, len(items))
+	budget, err := s.claimBudget()
+	if err != nil {
+		for _, it := range items {
+			q.hold(it)
+		}
+		return nil, err
+	}
 	var first error
 	for i, it := range items {
 		j := it.m.view(now)
@@ -672,6 +681,17 @@ func (s *Store) claimItems(ctx context.Context, q *topicQueue, items []*item, vi
 			j.Reserve(newLease(), via, now)
 		}
 		m, _, err := s.message(j, now, it.m)
+		if err == nil && budget >= 0 {
+			// The lease now, and the done message of its ack later.
+			cost := 2 * int64(len(m.Data)+len(m.Subject)+recordOverhead)
+			if cost > budget {
+				if i == 0 {
+					first = s.spent()
+				}
+				break // the rest is held for later claims
+			}
+			budget -= cost
+		}
 		if err == nil {
 			futs[i], err = s.js.PublishMsgAsync(m)
 		}

@@ -135,6 +135,39 @@
 // bounded by opTimeout (5 s): a publish whose answer was lost with a node
 // fails as unavailable instead of holding its caller.
 //
+// # A full disk
+//
+// nats-server's file store keeps the first write error it meets, such as
+// ENOSPC, for good: every later write of the stream fails (after
+// opTimeout) until the server restarts. With Config.DiskReserve the store
+// keeps a ballast file (internal/diskreserve) of that size, at most a
+// tenth of the file system, in Config.DiskDir, the embedded server's
+// directory, and reads the free space there every 100 ms and before each
+// call that adds jobs: under the low mark, half the reserve, it deletes
+// the ballast and is full, before nats-server can meet ENOSPC. PutJobs
+// (replaces too), ImportJobs and FireSchedule with a job then return
+// core.ErrStorageFull at once, and Ping too, while claims, acks, retries,
+// the server's schedules, consumer state and compactions write into the
+// space released. Each claim and ack writes the job anew (its lease, then
+// its done message, body and all), and nats-server frees the messages
+// they replace a block at a time, so a full store spends its reserve as
+// it works: a claim takes only the jobs whose lease and done message fit
+// above the low mark, read afresh, and none below it (ErrStorageFull),
+// which leaves the low mark to the acks of the jobs claimed. Once the disk
+// has twice the reserve free again, the store makes the ballast again and
+// takes new jobs. Since intake is checked at each call, the low mark need
+// only hold the writes in flight at once and a compaction (up to half of
+// a 4 MiB block): New warns of a reserve under 16 MiB. The embedded server
+// then runs without a storage limit of its own (EmbeddedConfig.MaxStore):
+// nats-server's default, three quarters of the free space at start, would
+// refuse every write, acks' too, before the disk is full.
+//
+// A separate server's disk is its operator's: with max_file_store below
+// the disk's size, the server refuses a write beyond it ("insufficient
+// resources") instead of failing it, and takes writes again once space is
+// freed. The store answers such a refusal core.ErrStorageFull; but the
+// server refuses every write there, claims' and acks' too.
+//
 // docs/benchmarks.md ("NATS store") has the measured operations, CPU per
 // job, burst and lateness of this design beside the first one's.
 package natsstore

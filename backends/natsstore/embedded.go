@@ -37,6 +37,9 @@ const (
 	OwnInboxPrefix = natsserver.OwnInboxPrefix
 	// ownUser is delayq's own user, with every permission.
 	ownUser = natsserver.OwnUser
+	// MaxStoreNone is the EmbeddedConfig.MaxStore of a server without a
+	// storage limit of its own, for a store that keeps a disk reserve.
+	MaxStoreNone = natsserver.MaxStoreNone
 )
 
 // ClientPublishDefault are the subjects clients may publish to unless
@@ -88,6 +91,13 @@ type EmbeddedConfig struct {
 	//
 	// Defaults to PrefixDefault ("delayq").
 	StorePrefix string
+	// MaxStore is the server's JetStream storage limit in bytes
+	// (max_file_store): past it the server refuses every write, an ack's
+	// too, until messages expire. MaxStoreNone sets none: a store with
+	// Config.DiskReserve guards the disk itself, and the default limit
+	// would stop it first. Zero: nats-server's default, three quarters of
+	// the disk's free space at start plus what its streams hold then.
+	MaxStore int64
 }
 
 // WithDefaults returns the configuration with every unset field at its
@@ -131,6 +141,7 @@ func (c EmbeddedConfig) server() natsserver.Config {
 		ClientPassword: c.ClientPassword,
 		ClientPublish:  c.ClientPublish,
 		ClientDeny:     deny,
+		MaxStore:       c.MaxStore,
 	}
 }
 

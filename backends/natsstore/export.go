@@ -161,11 +161,15 @@ func (s *Store) ExportJobs(ctx context.Context, fn func(*core.Job) error) error 
 // its imported state (Job.Import), pipelined a batch at a time; a job
 // whose id has a message, of any state, is refused by the server's
 // compare-and-set and skipped. Errors: ErrInvalidArgument for a job of a
-// finished or unknown state (nothing stored), ErrClosed, ErrUnavailable
-// (some jobs may have been stored).
+// finished or unknown state (nothing stored), ErrClosed, ErrStorageFull
+// while the disk is full (nothing stored) or at JetStream's storage limit,
+// ErrUnavailable (some jobs may have been stored).
 func (s *Store) ImportJobs(ctx context.Context, jobs []*core.Job) ([]bool, error) {
 	if s.isClosed() {
 		return nil, core.ErrClosed
+	}
+	if err := s.admit(); err != nil {
+		return nil, err
 	}
 	for _, j := range jobs {
 		switch j.State {

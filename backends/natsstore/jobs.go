@@ -74,10 +74,14 @@ func (c *leaseCache) take(id string) *stored {
 // finds a message, and every replace, reads the job's message and writes
 // against it: a finished job is overwritten, an unfinished one conflicts
 // (create) or is replaced unless reserved. Errors: ErrClosed,
-// ErrUnavailable.
+// ErrStorageFull while the disk is full (Config.DiskReserve) or JetStream
+// is at its storage limit, ErrUnavailable.
 func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core.PutResult, error) {
 	if s.isClosed() {
 		return nil, core.ErrClosed
+	}
+	if err := s.admit(); err != nil {
+		return nil, err
 	}
 	topics := make(map[string]struct{})
 	for _, j := range params.Jobs {

@@ -134,13 +134,20 @@ func (s *Store) DeleteSchedule(ctx context.Context, name string) error {
 // retention), then the cursor moves by compare-and-set on its revision.
 // Firing a slot again, after a crash between the two or from another
 // instance that read the old cursor, finds the job and moves the cursor.
-// Errors: ErrNotFound, ErrInvalidArgument, ErrClosed, ErrUnavailable.
+// A slot with a job is not fired while the disk is full: the engine fires
+// it once space is back. Errors: ErrNotFound, ErrInvalidArgument,
+// ErrClosed, ErrStorageFull, ErrUnavailable.
 func (s *Store) FireSchedule(ctx context.Context, params *core.FireScheduleParams) (bool, error) {
 	if err := core.CheckFire(params); err != nil {
 		return false, err
 	}
 	if s.isClosed() {
 		return false, core.ErrClosed
+	}
+	if params.Job != nil {
+		if err := s.admit(); err != nil {
+			return false, err
+		}
 	}
 	created := false
 	slot := []byte(strconv.FormatInt(params.Slot.UnixMilli(), 10))

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/internal/diskreserve"
 )
 
 // Store defaults.
@@ -84,6 +85,23 @@ type Config struct {
 	//
 	// Defaults to slog.Default().
 	Logger *slog.Logger
+	// DiskDir is the directory of the JetStream server's files when that
+	// server runs in this process (EmbeddedConfig.DataDir, `delayq serve
+	// --backend jetstream`): the store keeps DiskReserve there and watches
+	// its disk. Empty: no reserve; a separate server's disk is its
+	// operator's (see "A full disk" in the package doc).
+	DiskDir string
+	// DiskReserve is the size of the ballast file kept in DiskDir, at most
+	// a tenth of the file system, released when the free space falls under
+	// half of it, so that nats-server never meets a full disk: new jobs are
+	// then refused (core.ErrStorageFull) while claims, acks and the
+	// server's own writes go on in the space released. Zero: none, and a
+	// full disk may stop the store until a restart. It requires DiskDir.
+	DiskReserve int64
+
+	// diskUsage reads DiskDir's free space in place of the file system
+	// (tests); nil: statfs.
+	diskUsage diskreserve.UsageFunc
 }
 
 // WithDefaults returns the configuration with every unset field at its
@@ -118,6 +136,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("natsstore: Retention %s must be at least 1s", c.Retention)
 	case c.AckWait < time.Second:
 		return fmt.Errorf("natsstore: AckWait %s must be at least 1s", c.AckWait)
+	case c.DiskReserve < 0:
+		return fmt.Errorf("natsstore: DiskReserve %d must not be negative", c.DiskReserve)
+	case c.DiskReserve > 0 && c.DiskDir == "":
+		return errors.New("natsstore: DiskReserve needs DiskDir, the directory of the server's files")
 	}
 	return nil
 }
@@ -141,8 +163,9 @@ type Store struct {
 	queues map[string]*topicQueue
 	seen   sync.Map // topic name -> struct{}: "seen" record written
 	wg     sync.WaitGroup
-	leases leaseCache // the lease messages of the jobs this instance reserved
-	pauses pauses     // the paused topics
+	leases leaseCache           // the lease messages of the jobs this instance reserved
+	pauses pauses               // the paused topics
+	disk   *diskreserve.Reserve // nil without Config.DiskReserve
 }
 
 var _ core.Store = (*Store)(nil)
@@ -170,6 +193,18 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		log:    cfg.Logger,
 		done:   make(chan struct{}),
 		queues: make(map[string]*topicQueue),
+	}
+	// The reserve first: a start on a nearly full disk starts full.
+	if cfg.DiskReserve > 0 {
+		if s.disk, err = diskreserve.Open(diskreserve.Config{
+			Dir: cfg.DiskDir, Size: cfg.DiskReserve, Owner: "natsstore", Logger: cfg.Logger, UsageFunc: cfg.diskUsage,
+		}); err != nil {
+			return nil, err
+		}
+		if size := s.disk.Size(); size < diskReserveMin {
+			cfg.Logger.Warn("natsstore: disk reserve under 16 MiB: its low mark may not hold a compaction of nats-server (up to 2 MiB) and the writes in flight, and nats-server may meet a full disk",
+				"dir", cfg.DiskDir, "reserve", size)
+		}
 	}
 	legacy, err := checkLayout(ctx, js, cfg)
 	if err != nil {
@@ -214,6 +249,10 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if err := s.watchPauses(ctx); err != nil {
 		return nil, err
 	}
+	if s.disk != nil {
+		s.wg.Add(1)
+		go s.watchDisk()
+	}
 	return s, nil
 }
 
@@ -245,10 +284,14 @@ func (s *Store) isClosed() bool {
 	}
 }
 
-// unavailable wraps an infrastructure error.
+// unavailable wraps an infrastructure error; a write refused at a storage
+// limit is core.ErrStorageFull (an answer, not a failure).
 func unavailable(op string, err error) error {
 	if errors.Is(err, core.ErrUnavailable) {
 		return err
+	}
+	if isStorageLimit(err) {
+		return storageFull(op, err)
 	}
 	return fmt.Errorf("natsstore: %s: %w: %w", op, core.ErrUnavailable, err)
 }
@@ -485,7 +528,8 @@ func (s *Store) each(ctx context.Context, n int, f func(i int) error) error {
 }
 
 // Ping implements core.Store: it asks JetStream for the job stream.
-// Errors: ErrClosed, ErrUnavailable.
+// Errors: ErrClosed, ErrUnavailable, ErrStorageFull while the disk is full
+// (Config.DiskReserve; the store still serves all but new jobs).
 func (s *Store) Ping(ctx context.Context) error {
 	if s.isClosed() {
 		return core.ErrClosed
@@ -493,7 +537,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	if _, err := s.stream.Info(ctx); err != nil {
 		return unavailable("ping", err)
 	}
-	return nil
+	return s.diskErr()
 }
 
 // Close implements core.Store: fetchers stop and release the due messages

@@ -94,7 +94,7 @@ func (s *Store) completeFrom(snap *pebble.Snapshot, id string, m *meta) (*core.J
 func (s *Store) ImportJobs(_ context.Context, jobs []*core.Job) ([]bool, error) {
 	s.ops.RLock()
 	defer s.ops.RUnlock()
-	if err := s.reserve.err(); err != nil {
+	if err := s.reserve.Err(); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()

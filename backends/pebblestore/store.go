@@ -563,7 +563,7 @@ func (s *Store) PutJobs(_ context.Context, params *core.PutJobsParams) ([]core.P
 	if params == nil {
 		return nil, core.Invalid("", "pebblestore: put jobs: no params")
 	}
-	if err := s.reserve.err(); err != nil {
+	if err := s.reserve.Err(); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -1443,7 +1443,7 @@ func (s *Store) Ping(context.Context) error {
 	if s.isClosed() {
 		return core.ErrClosed
 	}
-	return s.reserve.err()
+	return s.reserve.Err()
 }
 
 // Close implements core.Store: waiting claims end, the log is synced and

@@ -111,8 +111,9 @@ type serveConfig struct {
 	// backend keeps: the oldest go first once there are more, within
 	// Retention too. Other backends refuse it (checkRetention).
 	RetentionMaxJobs int64
-	// DiskReserve is the ballast the local backend keeps under --data and
-	// releases when the disk fills; 0: none.
+	// DiskReserve is the ballast the local and jetstream backends keep
+	// under --data and release when the disk fills (local) or its free
+	// space falls under half of it (jetstream); 0: none.
 	DiskReserve int
 	// LogLevel is the least level logged.
 	LogLevel slog.Level
@@ -185,7 +186,7 @@ func (c *serveConfig) addFlags(fs *pflag.FlagSet) {
 	fs.Var(&positiveIntValue{p: &c.MaxBatch}, "max-batch", "most jobs, acks or nacks in one batch request")
 	fs.Var(&positiveDurationValue{p: &c.Retention}, "retention", "how long finished jobs (done, cancelled) stay queryable")
 	fs.Var(&countValue{p: &c.RetentionMaxJobs}, "retention-max-jobs", "most finished jobs (done, cancelled, all topics) the local backend keeps: past it the oldest are deleted first, before their --retention ends; 0: no bound. Other backends refuse it")
-	fs.Var(&byteSizeValue{p: &c.DiskReserve, zero: true}, "disk-reserve", "with --backend local: the space kept free under --data (a ballast file, at most a tenth of the disk) and released when the disk fills, so that claims and acks go on while new jobs are refused (503) until space is freed; in bytes or with a KiB/MiB suffix; 0: none")
+	fs.Var(&byteSizeValue{p: &c.DiskReserve, zero: true}, "disk-reserve", "with --backend local or jetstream: the space kept free under --data (a ballast file, at most a tenth of the disk) and released when the disk fills (jetstream: when less than half of it is free), so that claims and acks go on while new jobs are refused (503) until space is freed; in bytes or with a KiB/MiB suffix; 0: none")
 	fs.Var(&levelValue{p: &c.LogLevel}, "log-level", "least level logged: debug, info, warn or error")
 	fs.Var(&enumValue{p: &c.LogFormat, allowed: []string{"text", "json"}}, "log-format", "log format: text or json")
 	fs.Var(&positiveDurationValue{p: &c.ShutdownTimeout}, "shutdown-timeout", "how long a shutdown waits for in-flight requests and deliveries")

@@ -481,7 +481,7 @@ func openNATSStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logT
 			}
 			listen = cfg.NATSListen
 		}
-		emb, err := natsstore.StartEmbedded(natsstore.EmbeddedConfig{
+		embCfg := natsstore.EmbeddedConfig{
 			DataDir:        cfg.DataDir,
 			Listen:         listen,
 			NoListen:       off,
@@ -489,7 +489,14 @@ func openNATSStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logT
 			Logger:         natsServerLogger(cfg, logTo),
 			ClientUser:     cfg.NATSClientUser,
 			ClientPassword: cfg.NATSClientPassword,
-		})
+		}
+		if cfg.DiskReserve > 0 {
+			// The store's reserve guards the disk (natsstore.Config.DiskReserve):
+			// nats-server's default limit, three quarters of the free space
+			// at start, would refuse every write, acks' too, before it.
+			embCfg.MaxStore = natsstore.MaxStoreNone
+		}
+		emb, err := natsstore.StartEmbedded(embCfg)
 		if err != nil {
 			return fail(fmt.Errorf("embedded nats: %w", err))
 		}
@@ -511,16 +518,24 @@ func openNATSStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logT
 	}
 	closers = append(closers, conn.Close)
 
-	store, err := natsstore.New(ctx, natsstore.Config{
+	storeCfg := natsstore.Config{
 		Conn:      conn,
 		Replicas:  cfg.NATSReplicas,
 		Upgrade:   cfg.NATSUpgrade,
 		Retention: cfg.Retention,
 		Clock:     core.RealClock(),
 		Logger:    log,
-	})
+	}
+	if cfg.Backend == backendJetStream {
+		// Only the in-process server's disk is delayq's to watch.
+		storeCfg.DiskDir, storeCfg.DiskReserve = cfg.DataDir, int64(cfg.DiskReserve)
+	}
+	store, err := natsstore.New(ctx, storeCfg)
 	if err != nil {
 		return fail(fmt.Errorf("nats store: %w", err))
+	}
+	if cfg.Backend == backendJetStream {
+		log.Info("jetstream store opened", "dir", cfg.DataDir, "sync", cfg.Sync, "disk_reserve", formatBytes(cfg.DiskReserve))
 	}
 	closers = append(closers, func() { closeStore(store, log) })
 	if off {

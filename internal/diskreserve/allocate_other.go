@@ -1,6 +1,6 @@
 //go:build !linux
 
-package pebblestore
+package diskreserve
 
 import "os"
 

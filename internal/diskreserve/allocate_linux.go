@@ -1,4 +1,4 @@
-package pebblestore
+package diskreserve
 
 import (
 	"errors"
