@@ -38,7 +38,7 @@ func StartReplica(master *Server, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.AwaitInfo("replication", 20*time.Second, "master_link_status:up"); err != nil {
+	if err := r.awaitInfo("replication", 20*time.Second, "master_link_status:up"); err != nil {
 		r.Kill()
 		return nil, err
 	}
@@ -168,6 +168,27 @@ func (g *Sentinel) Server(addr string) *Server {
 	return nil
 }
 
+// AwaitReplicated polls, up to timeout, until the server the Sentinels
+// name master is one and has a replica in sync, and returns its address:
+// after a failover, the master that stayed (a first promotion may fail and
+// Sentinel try another replica) with the replica Sentinel pointed at it.
+func (g *Sentinel) AwaitReplicated(timeout time.Duration) (string, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		addr, err := g.MasterAddr()
+		if s := g.Server(addr); err == nil && s != nil {
+			if info, ierr := s.Do("INFO", "replication"); ierr == nil &&
+				strings.Contains(info, "role:master") && strings.Contains(info, "state=online") {
+				return addr, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("redistest: no master with a replica in sync after %s (the Sentinels name %q: %v)", timeout, addr, err)
+		}
+		time.Sleep(50 * time.Millisecond) // other processes' state: polled
+	}
+}
+
 // Stop kills the Sentinels and the servers. Idempotent.
 func (g *Sentinel) Stop() {
 	for _, s := range g.Sentinels {
@@ -193,8 +214,8 @@ func (s *Server) Role() (string, error) {
 	return "", fmt.Errorf("redistest: INFO replication of %s has no role", s.Addr)
 }
 
-// AwaitInfo polls INFO section until it contains want, up to timeout.
-func (s *Server) AwaitInfo(section string, timeout time.Duration, want string) error {
+// awaitInfo polls INFO section until it contains want, up to timeout.
+func (s *Server) awaitInfo(section string, timeout time.Duration, want string) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		info, err := s.Do("INFO", section)
