@@ -105,15 +105,22 @@ func BenchmarkColdBurst(b *testing.B) {
 }
 
 // putBurst puts n jobs of topic burst due at due, in batches of 1000; with
-// DELAYQ_BENCH_PRIORITIES set, of every priority from -10 to 10 in turn.
+// DELAYQ_BENCH_PRIORITIES set, of every priority from -10 to 10: in turn,
+// or with DELAYQ_BENCH_PRIORITIES=blocks in blocks of n/21 jobs of one
+// priority, so that claims by priority take the jobs in the order they
+// were put, as claims of plain jobs do.
 func putBurst(b *testing.B, s core.Store, n int, due time.Time) {
-	priorities := os.Getenv("DELAYQ_BENCH_PRIORITIES") != ""
+	priorities := os.Getenv("DELAYQ_BENCH_PRIORITIES")
 	for i := 0; i < n; i += 1000 {
 		jobs := make([]*core.Job, min(1000, n-i))
 		for k := range jobs {
 			jobs[k] = storetest.NewJob("burst", due)
 			jobs[k].Key = storetest.BenchKey(i + k)
-			if priorities {
+			switch priorities {
+			case "":
+			case "blocks":
+				jobs[k].Priority = (i+k)*21/n - 10
+			default:
 				jobs[k].Priority = (i+k)%21 - 10
 			}
 		}
