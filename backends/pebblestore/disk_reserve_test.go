@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -68,6 +69,23 @@ func TestDiskFull(t *testing.T) {
 	start := time.Now()
 	require.ErrorIs(t, put(core.NewID()), core.ErrStorageFull)
 	require.Less(t, time.Since(start), 50*time.Millisecond, "a put on a full disk is refused at once")
+
+	// A schedule's slot makes no job either; its cursor stays.
+	sched := &core.Schedule{
+		Name: "every", Cron: "@every 1m", Topic: "t",
+		Job:       core.ScheduleJob{Body: json.RawMessage(`{}`), TTR: time.Minute, MaxAttempts: 1},
+		CreatedAt: core.StoreTime(time.Now().Add(-time.Hour)), UpdatedAt: core.StoreTime(time.Now().Add(-time.Hour)),
+	}
+	require.NoError(t, s.PutSchedule(ctx, sched), "a schedule is no job")
+	slot := core.StoreTime(time.Now().Add(-time.Minute))
+	fired := &core.Job{ID: core.NewID(), Topic: "t", Body: json.RawMessage(`{}`), RunAt: slot, MaxAttempts: 1, TTR: time.Minute}
+	_, err = s.FireSchedule(ctx, &core.FireScheduleParams{Name: sched.Name, Slot: slot, Job: fired})
+	require.ErrorIs(t, err, core.ErrStorageFull, "a slot with a job")
+	_, err = s.GetJob(ctx, fired.ID)
+	require.ErrorIs(t, err, core.ErrNotFound)
+	kept, err := s.GetSchedule(ctx, sched.Name)
+	require.NoError(t, err)
+	require.True(t, kept.Cursor.IsZero(), "the refused slot did not move the cursor")
 
 	// Claims, acks and reads go on, into the reserve.
 	acked := map[string]bool{}

@@ -107,11 +107,19 @@ func (s *Store) DeleteSchedule(_ context.Context, name string) error {
 }
 
 // FireSchedule implements core.Store: the cursor's check and move and the
-// job's creation are one batch, written under the store's lock. Errors:
-// ErrNotFound, ErrInvalidArgument, ErrClosed, ErrUnavailable.
+// job's creation are one batch, written under the store's lock. A slot
+// with a job is refused while the disk is full, as a put is: the cursor
+// stays, and the slot fires once space is back (or its schedule's missed
+// policy passes it). Errors: ErrNotFound, ErrInvalidArgument,
+// ErrStorageFull, ErrClosed, ErrUnavailable.
 func (s *Store) FireSchedule(_ context.Context, params *core.FireScheduleParams) (bool, error) {
 	if err := core.CheckFire(params); err != nil {
 		return false, err
+	}
+	if params.Job != nil {
+		if err := s.reserve.Err(); err != nil {
+			return false, err
+		}
 	}
 	s.ops.RLock()
 	defer s.ops.RUnlock()
