@@ -25,6 +25,7 @@ var procedureScopes = map[string][]auth.Scope{
 	delayqv1connect.DelayqServiceCancelByKeyProcedure: {auth.ScopePush},
 	delayqv1connect.DelayqServiceGetJobProcedure:      {auth.ScopePush, auth.ScopeConsume},
 	delayqv1connect.DelayqServiceFindJobsProcedure:    {auth.ScopePush, auth.ScopeConsume},
+	delayqv1connect.DelayqServiceListJobsProcedure:    {auth.ScopePush, auth.ScopeConsume},
 	delayqv1connect.DelayqServiceClaimProcedure:       {auth.ScopeConsume},
 	delayqv1connect.DelayqServiceSubscribeProcedure:   {auth.ScopeConsume},
 	delayqv1connect.DelayqServiceAckProcedure:         {auth.ScopeConsume},

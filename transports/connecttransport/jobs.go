@@ -12,8 +12,8 @@ import (
 	"github.com/delayq/delayq/transports/wire"
 )
 
-// listLimitDefault is the limit of a job listing (dead jobs, jobs by key)
-// when the request gives none, as the HTTP API's.
+// listLimitDefault is the limit of a job listing (dead jobs, jobs by key
+// or by state) when the request gives none, as the HTTP API's.
 const listLimitDefault = 100
 
 // traceParent returns the call's W3C traceparent metadata when it is well
@@ -217,6 +217,39 @@ func (s *Server) FindJobs(ctx context.Context, req *connect.Request[delayqv1.Fin
 		out.NextAfter = jobs[len(jobs)-1].ID
 	}
 	return connect.NewResponse(out), nil
+}
+
+// ListJobs lists a page of a topic's jobs in one state, as GET
+// /v1/topics/{topic}/jobs?state=; next_after is set when there may be
+// more. With contains it answers the jobs whose body holds it among at most
+// scan jobs read from after (core.Engine.SearchJobs), and says how many it
+// read. Errors: InvalidArgument for a bad topic, state, limit, cursor or
+// scan, and for a scan without contains.
+func (s *Server) ListJobs(ctx context.Context, req *connect.Request[delayqv1.ListJobsRequest]) (*connect.Response[delayqv1.ListJobsResponse], error) {
+	m := req.Msg
+	if err := s.allowTopic(ctx, m.Topic); err != nil {
+		return nil, err
+	}
+	p := core.ListJobsParams{Topic: m.Topic, State: core.State(m.State), After: m.After, Limit: cmp.Or(int(m.Limit), listLimitDefault)}
+	if m.Contains == "" {
+		// A scan bounds only a search: refused rather than ignored, as
+		// over HTTP, so that a caller who forgot contains learns it.
+		if m.Scan != 0 {
+			return nil, core.Invalid("scan", "scan needs contains")
+		}
+		page, err := s.engine.ListJobs(ctx, &p)
+		if err != nil {
+			return nil, err
+		}
+		return connect.NewResponse(&delayqv1.ListJobsResponse{Jobs: jobMessages(page.Jobs), NextAfter: page.Next}), nil
+	}
+	// A scan of 0 is absent: the engine's default.
+	page, err := s.engine.SearchJobs(ctx, &core.SearchJobsParams{ListJobsParams: p, Contains: m.Contains, Scan: int(m.Scan)})
+	if err != nil {
+		return nil, err
+	}
+	scanned := int32(page.Scanned)
+	return connect.NewResponse(&delayqv1.ListJobsResponse{Jobs: jobMessages(page.Jobs), NextAfter: page.Next, Scanned: &scanned}), nil
 }
 
 // CancelByKey cancels a topic's unfinished jobs with a business key, as

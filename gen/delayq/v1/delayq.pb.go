@@ -1276,6 +1276,165 @@ func (x *FindJobsResponse) GetNextAfter() string {
 	return ""
 }
 
+// ListJobsRequest is the argument of ListJobs.
+type ListJobsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// State is required: scheduled, ready, reserved, dead, done or
+	// cancelled.
+	State string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	// After is the next_after of the previous page, an opaque cursor.
+	After string `protobuf:"bytes,3,opt,name=after,proto3" json:"after,omitempty"`
+	// Limit from 1 to 1000 jobs, matches with contains; 0 is 100.
+	Limit int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Contains, when set, keeps only the jobs whose body holds it (bytes,
+	// case-sensitive).
+	Contains string `protobuf:"bytes,5,opt,name=contains,proto3" json:"contains,omitempty"`
+	// Scan bounds the jobs a search with contains reads, 1 to 100000; 0 is
+	// 10000. Set without contains it is refused.
+	Scan          int32 `protobuf:"varint,6,opt,name=scan,proto3" json:"scan,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListJobsRequest) Reset() {
+	*x = ListJobsRequest{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListJobsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListJobsRequest) ProtoMessage() {}
+
+func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
+func (*ListJobsRequest) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ListJobsRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ListJobsRequest) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *ListJobsRequest) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
+func (x *ListJobsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListJobsRequest) GetContains() string {
+	if x != nil {
+		return x.Contains
+	}
+	return ""
+}
+
+func (x *ListJobsRequest) GetScan() int32 {
+	if x != nil {
+		return x.Scan
+	}
+	return 0
+}
+
+// ListJobsResponse is one page, in the state's order (docs/api.md):
+// scheduled and ready by run_at, reserved by lease expiry, dead by death,
+// done and cancelled newest first.
+type ListJobsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Jobs  []*Job                 `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	// NextAfter is set when there may be more: the after of the next page.
+	NextAfter string `protobuf:"bytes,2,opt,name=next_after,json=nextAfter,proto3" json:"next_after,omitempty"`
+	// Scanned is how many jobs a search with contains read; absent without
+	// contains.
+	Scanned       *int32 `protobuf:"varint,3,opt,name=scanned,proto3,oneof" json:"scanned,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListJobsResponse) Reset() {
+	*x = ListJobsResponse{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListJobsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListJobsResponse) ProtoMessage() {}
+
+func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
+func (*ListJobsResponse) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ListJobsResponse) GetJobs() []*Job {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+func (x *ListJobsResponse) GetNextAfter() string {
+	if x != nil {
+		return x.NextAfter
+	}
+	return ""
+}
+
+func (x *ListJobsResponse) GetScanned() int32 {
+	if x != nil && x.Scanned != nil {
+		return *x.Scanned
+	}
+	return 0
+}
+
 // CancelByKeyRequest is the argument of CancelByKey.
 type CancelByKeyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1288,7 +1447,7 @@ type CancelByKeyRequest struct {
 
 func (x *CancelByKeyRequest) Reset() {
 	*x = CancelByKeyRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[18]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1300,7 +1459,7 @@ func (x *CancelByKeyRequest) String() string {
 func (*CancelByKeyRequest) ProtoMessage() {}
 
 func (x *CancelByKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[18]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1313,7 +1472,7 @@ func (x *CancelByKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelByKeyRequest.ProtoReflect.Descriptor instead.
 func (*CancelByKeyRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{18}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CancelByKeyRequest) GetTopic() string {
@@ -1342,7 +1501,7 @@ type CancelByKeyResponse struct {
 
 func (x *CancelByKeyResponse) Reset() {
 	*x = CancelByKeyResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[19]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1354,7 +1513,7 @@ func (x *CancelByKeyResponse) String() string {
 func (*CancelByKeyResponse) ProtoMessage() {}
 
 func (x *CancelByKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[19]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1367,7 +1526,7 @@ func (x *CancelByKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelByKeyResponse.ProtoReflect.Descriptor instead.
 func (*CancelByKeyResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{19}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CancelByKeyResponse) GetCancelled() []string {
@@ -1398,7 +1557,7 @@ type ClaimRequest struct {
 
 func (x *ClaimRequest) Reset() {
 	*x = ClaimRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[20]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1410,7 +1569,7 @@ func (x *ClaimRequest) String() string {
 func (*ClaimRequest) ProtoMessage() {}
 
 func (x *ClaimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[20]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1423,7 +1582,7 @@ func (x *ClaimRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimRequest.ProtoReflect.Descriptor instead.
 func (*ClaimRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{20}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ClaimRequest) GetTopic() string {
@@ -1457,7 +1616,7 @@ type ClaimResponse struct {
 
 func (x *ClaimResponse) Reset() {
 	*x = ClaimResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[21]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1469,7 +1628,7 @@ func (x *ClaimResponse) String() string {
 func (*ClaimResponse) ProtoMessage() {}
 
 func (x *ClaimResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[21]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1482,7 +1641,7 @@ func (x *ClaimResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimResponse.ProtoReflect.Descriptor instead.
 func (*ClaimResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{21}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ClaimResponse) GetJobs() []*Delivery {
@@ -1504,7 +1663,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[22]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1516,7 +1675,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[22]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1529,7 +1688,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{22}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SubscribeRequest) GetTopic() string {
@@ -1556,7 +1715,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[23]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1568,7 +1727,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[23]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1581,7 +1740,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{23}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SubscribeResponse) GetDelivery() *Delivery {
@@ -1602,7 +1761,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[24]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1614,7 +1773,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[24]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1627,7 +1786,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{24}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AckRequest) GetId() string {
@@ -1653,7 +1812,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[25]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1665,7 +1824,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[25]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1678,7 +1837,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{25}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{27}
 }
 
 // NackRequest is the argument of Nack.
@@ -1696,7 +1855,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[26]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1708,7 +1867,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[26]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1721,7 +1880,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{26}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *NackRequest) GetId() string {
@@ -1761,7 +1920,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[27]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1773,7 +1932,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[27]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1786,7 +1945,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{27}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{29}
 }
 
 // TouchRequest is the argument of Touch.
@@ -1800,7 +1959,7 @@ type TouchRequest struct {
 
 func (x *TouchRequest) Reset() {
 	*x = TouchRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[28]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +1971,7 @@ func (x *TouchRequest) String() string {
 func (*TouchRequest) ProtoMessage() {}
 
 func (x *TouchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[28]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +1984,7 @@ func (x *TouchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TouchRequest.ProtoReflect.Descriptor instead.
 func (*TouchRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{28}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TouchRequest) GetId() string {
@@ -1852,7 +2011,7 @@ type TouchResponse struct {
 
 func (x *TouchResponse) Reset() {
 	*x = TouchResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[29]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1864,7 +2023,7 @@ func (x *TouchResponse) String() string {
 func (*TouchResponse) ProtoMessage() {}
 
 func (x *TouchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[29]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1877,7 +2036,7 @@ func (x *TouchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TouchResponse.ProtoReflect.Descriptor instead.
 func (*TouchResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{29}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TouchResponse) GetLeaseExpiresAt() string {
@@ -1897,7 +2056,7 @@ type AckBatchRequest struct {
 
 func (x *AckBatchRequest) Reset() {
 	*x = AckBatchRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[30]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1909,7 +2068,7 @@ func (x *AckBatchRequest) String() string {
 func (*AckBatchRequest) ProtoMessage() {}
 
 func (x *AckBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[30]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1922,7 +2081,7 @@ func (x *AckBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckBatchRequest.ProtoReflect.Descriptor instead.
 func (*AckBatchRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{30}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AckBatchRequest) GetAcks() []*AckRequest {
@@ -1944,7 +2103,7 @@ type ItemResult struct {
 
 func (x *ItemResult) Reset() {
 	*x = ItemResult{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[31]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1956,7 +2115,7 @@ func (x *ItemResult) String() string {
 func (*ItemResult) ProtoMessage() {}
 
 func (x *ItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[31]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1969,7 +2128,7 @@ func (x *ItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ItemResult.ProtoReflect.Descriptor instead.
 func (*ItemResult) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{31}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ItemResult) GetId() string {
@@ -1996,7 +2155,7 @@ type AckBatchResponse struct {
 
 func (x *AckBatchResponse) Reset() {
 	*x = AckBatchResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[32]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2008,7 +2167,7 @@ func (x *AckBatchResponse) String() string {
 func (*AckBatchResponse) ProtoMessage() {}
 
 func (x *AckBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[32]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2021,7 +2180,7 @@ func (x *AckBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckBatchResponse.ProtoReflect.Descriptor instead.
 func (*AckBatchResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{32}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AckBatchResponse) GetResults() []*ItemResult {
@@ -2041,7 +2200,7 @@ type NackBatchRequest struct {
 
 func (x *NackBatchRequest) Reset() {
 	*x = NackBatchRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[33]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2053,7 +2212,7 @@ func (x *NackBatchRequest) String() string {
 func (*NackBatchRequest) ProtoMessage() {}
 
 func (x *NackBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[33]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2066,7 +2225,7 @@ func (x *NackBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackBatchRequest.ProtoReflect.Descriptor instead.
 func (*NackBatchRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{33}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *NackBatchRequest) GetNacks() []*NackRequest {
@@ -2086,7 +2245,7 @@ type NackBatchResponse struct {
 
 func (x *NackBatchResponse) Reset() {
 	*x = NackBatchResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[34]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2098,7 +2257,7 @@ func (x *NackBatchResponse) String() string {
 func (*NackBatchResponse) ProtoMessage() {}
 
 func (x *NackBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[34]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2111,7 +2270,7 @@ func (x *NackBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackBatchResponse.ProtoReflect.Descriptor instead.
 func (*NackBatchResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{34}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *NackBatchResponse) GetResults() []*ItemResult {
@@ -2131,7 +2290,7 @@ type RequeueRequest struct {
 
 func (x *RequeueRequest) Reset() {
 	*x = RequeueRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[35]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2143,7 +2302,7 @@ func (x *RequeueRequest) String() string {
 func (*RequeueRequest) ProtoMessage() {}
 
 func (x *RequeueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[35]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2156,7 +2315,7 @@ func (x *RequeueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueRequest.ProtoReflect.Descriptor instead.
 func (*RequeueRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{35}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RequeueRequest) GetId() string {
@@ -2175,7 +2334,7 @@ type RequeueResponse struct {
 
 func (x *RequeueResponse) Reset() {
 	*x = RequeueResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[36]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2187,7 +2346,7 @@ func (x *RequeueResponse) String() string {
 func (*RequeueResponse) ProtoMessage() {}
 
 func (x *RequeueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[36]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2200,7 +2359,7 @@ func (x *RequeueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueResponse.ProtoReflect.Descriptor instead.
 func (*RequeueResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{36}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{38}
 }
 
 // ListDeadRequest is the argument of ListDead.
@@ -2215,7 +2374,7 @@ type ListDeadRequest struct {
 
 func (x *ListDeadRequest) Reset() {
 	*x = ListDeadRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[37]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2227,7 +2386,7 @@ func (x *ListDeadRequest) String() string {
 func (*ListDeadRequest) ProtoMessage() {}
 
 func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[37]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2240,7 +2399,7 @@ func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{37}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListDeadRequest) GetTopic() string {
@@ -2267,7 +2426,7 @@ type ListDeadResponse struct {
 
 func (x *ListDeadResponse) Reset() {
 	*x = ListDeadResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[38]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2279,7 +2438,7 @@ func (x *ListDeadResponse) String() string {
 func (*ListDeadResponse) ProtoMessage() {}
 
 func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[38]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2292,7 +2451,7 @@ func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{38}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListDeadResponse) GetJobs() []*Job {
@@ -2322,7 +2481,7 @@ type TopicConfig struct {
 
 func (x *TopicConfig) Reset() {
 	*x = TopicConfig{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[39]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2334,7 +2493,7 @@ func (x *TopicConfig) String() string {
 func (*TopicConfig) ProtoMessage() {}
 
 func (x *TopicConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[39]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2347,7 +2506,7 @@ func (x *TopicConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicConfig.ProtoReflect.Descriptor instead.
 func (*TopicConfig) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{39}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TopicConfig) GetDelivery() *DeliveryConfig {
@@ -2434,7 +2593,7 @@ type DeliveryConfig struct {
 
 func (x *DeliveryConfig) Reset() {
 	*x = DeliveryConfig{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[40]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2446,7 +2605,7 @@ func (x *DeliveryConfig) String() string {
 func (*DeliveryConfig) ProtoMessage() {}
 
 func (x *DeliveryConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[40]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2459,7 +2618,7 @@ func (x *DeliveryConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryConfig.ProtoReflect.Descriptor instead.
 func (*DeliveryConfig) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{40}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DeliveryConfig) GetType() string {
@@ -2553,7 +2712,7 @@ type BackoffConfig struct {
 
 func (x *BackoffConfig) Reset() {
 	*x = BackoffConfig{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[41]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2565,7 +2724,7 @@ func (x *BackoffConfig) String() string {
 func (*BackoffConfig) ProtoMessage() {}
 
 func (x *BackoffConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[41]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2578,7 +2737,7 @@ func (x *BackoffConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackoffConfig.ProtoReflect.Descriptor instead.
 func (*BackoffConfig) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{41}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *BackoffConfig) GetInitial() string {
@@ -2628,7 +2787,7 @@ type RateConfig struct {
 
 func (x *RateConfig) Reset() {
 	*x = RateConfig{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[42]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2640,7 +2799,7 @@ func (x *RateConfig) String() string {
 func (*RateConfig) ProtoMessage() {}
 
 func (x *RateConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[42]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2653,7 +2812,7 @@ func (x *RateConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateConfig.ProtoReflect.Descriptor instead.
 func (*RateConfig) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{42}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RateConfig) GetLimit() int32 {
@@ -2702,7 +2861,7 @@ type Topic struct {
 
 func (x *Topic) Reset() {
 	*x = Topic{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[43]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2714,7 +2873,7 @@ func (x *Topic) String() string {
 func (*Topic) ProtoMessage() {}
 
 func (x *Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[43]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2727,7 +2886,7 @@ func (x *Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Topic.ProtoReflect.Descriptor instead.
 func (*Topic) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{43}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Topic) GetName() string {
@@ -2841,7 +3000,7 @@ type DeliveryView struct {
 
 func (x *DeliveryView) Reset() {
 	*x = DeliveryView{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[44]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2853,7 +3012,7 @@ func (x *DeliveryView) String() string {
 func (*DeliveryView) ProtoMessage() {}
 
 func (x *DeliveryView) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[44]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2866,7 +3025,7 @@ func (x *DeliveryView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryView.ProtoReflect.Descriptor instead.
 func (*DeliveryView) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{44}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DeliveryView) GetType() string {
@@ -2962,7 +3121,7 @@ type Counts struct {
 
 func (x *Counts) Reset() {
 	*x = Counts{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[45]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2974,7 +3133,7 @@ func (x *Counts) String() string {
 func (*Counts) ProtoMessage() {}
 
 func (x *Counts) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[45]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2987,7 +3146,7 @@ func (x *Counts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counts.ProtoReflect.Descriptor instead.
 func (*Counts) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{45}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Counts) GetScheduled() int64 {
@@ -3042,7 +3201,7 @@ type GetTopicRequest struct {
 
 func (x *GetTopicRequest) Reset() {
 	*x = GetTopicRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[46]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3054,7 +3213,7 @@ func (x *GetTopicRequest) String() string {
 func (*GetTopicRequest) ProtoMessage() {}
 
 func (x *GetTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[46]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3067,7 +3226,7 @@ func (x *GetTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTopicRequest.ProtoReflect.Descriptor instead.
 func (*GetTopicRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{46}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetTopicRequest) GetName() string {
@@ -3087,7 +3246,7 @@ type GetTopicResponse struct {
 
 func (x *GetTopicResponse) Reset() {
 	*x = GetTopicResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[47]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3099,7 +3258,7 @@ func (x *GetTopicResponse) String() string {
 func (*GetTopicResponse) ProtoMessage() {}
 
 func (x *GetTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[47]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3112,7 +3271,7 @@ func (x *GetTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTopicResponse.ProtoReflect.Descriptor instead.
 func (*GetTopicResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{47}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GetTopicResponse) GetTopic() *Topic {
@@ -3131,7 +3290,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[48]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3143,7 +3302,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[48]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3156,7 +3315,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{48}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{50}
 }
 
 // ListTopicsResponse lists the topics by name; for a token restricted to
@@ -3170,7 +3329,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[49]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3182,7 +3341,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[49]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3195,7 +3354,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{49}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*Topic {
@@ -3216,7 +3375,7 @@ type PutTopicRequest struct {
 
 func (x *PutTopicRequest) Reset() {
 	*x = PutTopicRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[50]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3228,7 +3387,7 @@ func (x *PutTopicRequest) String() string {
 func (*PutTopicRequest) ProtoMessage() {}
 
 func (x *PutTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[50]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3241,7 +3400,7 @@ func (x *PutTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutTopicRequest.ProtoReflect.Descriptor instead.
 func (*PutTopicRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{50}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PutTopicRequest) GetName() string {
@@ -3268,7 +3427,7 @@ type PutTopicResponse struct {
 
 func (x *PutTopicResponse) Reset() {
 	*x = PutTopicResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[51]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3280,7 +3439,7 @@ func (x *PutTopicResponse) String() string {
 func (*PutTopicResponse) ProtoMessage() {}
 
 func (x *PutTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[51]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3293,7 +3452,7 @@ func (x *PutTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutTopicResponse.ProtoReflect.Descriptor instead.
 func (*PutTopicResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{51}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PutTopicResponse) GetTopic() *Topic {
@@ -3313,7 +3472,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[52]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3325,7 +3484,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[52]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3338,7 +3497,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{52}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -3357,7 +3516,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[53]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3369,7 +3528,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[53]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3382,7 +3541,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{53}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{55}
 }
 
 // PauseTopicRequest is the argument of PauseTopic.
@@ -3395,7 +3554,7 @@ type PauseTopicRequest struct {
 
 func (x *PauseTopicRequest) Reset() {
 	*x = PauseTopicRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[54]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3407,7 +3566,7 @@ func (x *PauseTopicRequest) String() string {
 func (*PauseTopicRequest) ProtoMessage() {}
 
 func (x *PauseTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[54]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3420,7 +3579,7 @@ func (x *PauseTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseTopicRequest.ProtoReflect.Descriptor instead.
 func (*PauseTopicRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{54}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *PauseTopicRequest) GetName() string {
@@ -3440,7 +3599,7 @@ type PauseTopicResponse struct {
 
 func (x *PauseTopicResponse) Reset() {
 	*x = PauseTopicResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[55]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3452,7 +3611,7 @@ func (x *PauseTopicResponse) String() string {
 func (*PauseTopicResponse) ProtoMessage() {}
 
 func (x *PauseTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[55]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3465,7 +3624,7 @@ func (x *PauseTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseTopicResponse.ProtoReflect.Descriptor instead.
 func (*PauseTopicResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{55}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *PauseTopicResponse) GetTopic() *Topic {
@@ -3485,7 +3644,7 @@ type ResumeTopicRequest struct {
 
 func (x *ResumeTopicRequest) Reset() {
 	*x = ResumeTopicRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[56]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3497,7 +3656,7 @@ func (x *ResumeTopicRequest) String() string {
 func (*ResumeTopicRequest) ProtoMessage() {}
 
 func (x *ResumeTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[56]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3510,7 +3669,7 @@ func (x *ResumeTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeTopicRequest.ProtoReflect.Descriptor instead.
 func (*ResumeTopicRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{56}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ResumeTopicRequest) GetName() string {
@@ -3530,7 +3689,7 @@ type ResumeTopicResponse struct {
 
 func (x *ResumeTopicResponse) Reset() {
 	*x = ResumeTopicResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[57]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3542,7 +3701,7 @@ func (x *ResumeTopicResponse) String() string {
 func (*ResumeTopicResponse) ProtoMessage() {}
 
 func (x *ResumeTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[57]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3555,7 +3714,7 @@ func (x *ResumeTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeTopicResponse.ProtoReflect.Descriptor instead.
 func (*ResumeTopicResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{57}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ResumeTopicResponse) GetTopic() *Topic {
@@ -3595,7 +3754,7 @@ type ScheduleConfig struct {
 
 func (x *ScheduleConfig) Reset() {
 	*x = ScheduleConfig{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[58]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3607,7 +3766,7 @@ func (x *ScheduleConfig) String() string {
 func (*ScheduleConfig) ProtoMessage() {}
 
 func (x *ScheduleConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[58]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3620,7 +3779,7 @@ func (x *ScheduleConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleConfig.ProtoReflect.Descriptor instead.
 func (*ScheduleConfig) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{58}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ScheduleConfig) GetCron() string {
@@ -3705,7 +3864,7 @@ type ScheduleJob struct {
 
 func (x *ScheduleJob) Reset() {
 	*x = ScheduleJob{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[59]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3717,7 +3876,7 @@ func (x *ScheduleJob) String() string {
 func (*ScheduleJob) ProtoMessage() {}
 
 func (x *ScheduleJob) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[59]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3730,7 +3889,7 @@ func (x *ScheduleJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleJob.ProtoReflect.Descriptor instead.
 func (*ScheduleJob) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{59}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ScheduleJob) GetBody() string {
@@ -3800,7 +3959,7 @@ type Schedule struct {
 
 func (x *Schedule) Reset() {
 	*x = Schedule{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[60]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3812,7 +3971,7 @@ func (x *Schedule) String() string {
 func (*Schedule) ProtoMessage() {}
 
 func (x *Schedule) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[60]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3825,7 +3984,7 @@ func (x *Schedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Schedule.ProtoReflect.Descriptor instead.
 func (*Schedule) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{60}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *Schedule) GetName() string {
@@ -3940,7 +4099,7 @@ type PutScheduleRequest struct {
 
 func (x *PutScheduleRequest) Reset() {
 	*x = PutScheduleRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[61]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3952,7 +4111,7 @@ func (x *PutScheduleRequest) String() string {
 func (*PutScheduleRequest) ProtoMessage() {}
 
 func (x *PutScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[61]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3965,7 +4124,7 @@ func (x *PutScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PutScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{61}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *PutScheduleRequest) GetName() string {
@@ -3999,7 +4158,7 @@ type PutScheduleResponse struct {
 
 func (x *PutScheduleResponse) Reset() {
 	*x = PutScheduleResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[62]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4011,7 +4170,7 @@ func (x *PutScheduleResponse) String() string {
 func (*PutScheduleResponse) ProtoMessage() {}
 
 func (x *PutScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[62]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4024,7 +4183,7 @@ func (x *PutScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PutScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{62}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *PutScheduleResponse) GetSchedule() *Schedule {
@@ -4046,7 +4205,7 @@ type GetScheduleRequest struct {
 
 func (x *GetScheduleRequest) Reset() {
 	*x = GetScheduleRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[63]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4058,7 +4217,7 @@ func (x *GetScheduleRequest) String() string {
 func (*GetScheduleRequest) ProtoMessage() {}
 
 func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[63]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4071,7 +4230,7 @@ func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
 func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{63}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GetScheduleRequest) GetName() string {
@@ -4098,7 +4257,7 @@ type GetScheduleResponse struct {
 
 func (x *GetScheduleResponse) Reset() {
 	*x = GetScheduleResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[64]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4110,7 +4269,7 @@ func (x *GetScheduleResponse) String() string {
 func (*GetScheduleResponse) ProtoMessage() {}
 
 func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[64]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4123,7 +4282,7 @@ func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
 func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{64}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GetScheduleResponse) GetSchedule() *Schedule {
@@ -4144,7 +4303,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[65]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4156,7 +4315,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[65]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4169,7 +4328,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{65}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ListSchedulesRequest) GetNext() int32 {
@@ -4190,7 +4349,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[66]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4202,7 +4361,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[66]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4215,7 +4374,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{66}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*Schedule {
@@ -4235,7 +4394,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[67]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4247,7 +4406,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[67]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4260,7 +4419,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{67}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *DeleteScheduleRequest) GetName() string {
@@ -4279,7 +4438,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[68]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4291,7 +4450,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[68]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4304,7 +4463,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{68}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{70}
 }
 
 // ExportRequest is the argument of Export.
@@ -4316,7 +4475,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[69]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4328,7 +4487,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[69]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4341,7 +4500,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{69}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{71}
 }
 
 // ExportResponse is a batch of exported schedules and jobs. Every schedule
@@ -4358,7 +4517,7 @@ type ExportResponse struct {
 
 func (x *ExportResponse) Reset() {
 	*x = ExportResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[70]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4370,7 +4529,7 @@ func (x *ExportResponse) String() string {
 func (*ExportResponse) ProtoMessage() {}
 
 func (x *ExportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[70]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4383,7 +4542,7 @@ func (x *ExportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportResponse.ProtoReflect.Descriptor instead.
 func (*ExportResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{70}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ExportResponse) GetJobs() []*Job {
@@ -4418,7 +4577,7 @@ type ImportRequest struct {
 
 func (x *ImportRequest) Reset() {
 	*x = ImportRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[71]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4430,7 +4589,7 @@ func (x *ImportRequest) String() string {
 func (*ImportRequest) ProtoMessage() {}
 
 func (x *ImportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[71]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4443,7 +4602,7 @@ func (x *ImportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportRequest.ProtoReflect.Descriptor instead.
 func (*ImportRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{71}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ImportRequest) GetJobs() []*Job {
@@ -4475,7 +4634,7 @@ type ImportResponse struct {
 
 func (x *ImportResponse) Reset() {
 	*x = ImportResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[72]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4487,7 +4646,7 @@ func (x *ImportResponse) String() string {
 func (*ImportResponse) ProtoMessage() {}
 
 func (x *ImportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[72]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4500,7 +4659,7 @@ func (x *ImportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResponse.ProtoReflect.Descriptor instead.
 func (*ImportResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{72}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ImportResponse) GetImported() int64 {
@@ -4544,7 +4703,7 @@ type ImportError struct {
 
 func (x *ImportError) Reset() {
 	*x = ImportError{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[73]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4556,7 +4715,7 @@ func (x *ImportError) String() string {
 func (*ImportError) ProtoMessage() {}
 
 func (x *ImportError) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[73]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4569,7 +4728,7 @@ func (x *ImportError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportError.ProtoReflect.Descriptor instead.
 func (*ImportError) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{73}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ImportError) GetIndex() int64 {
@@ -4686,7 +4845,21 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x10FindJobsResponse\x12\"\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x0e.delayq.v1.JobR\x04jobs\x12\x1d\n" +
 	"\n" +
-	"next_after\x18\x02 \x01(\tR\tnextAfter\"<\n" +
+	"next_after\x18\x02 \x01(\tR\tnextAfter\"\x99\x01\n" +
+	"\x0fListJobsRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x14\n" +
+	"\x05after\x18\x03 \x01(\tR\x05after\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\x05R\x05limit\x12\x1a\n" +
+	"\bcontains\x18\x05 \x01(\tR\bcontains\x12\x12\n" +
+	"\x04scan\x18\x06 \x01(\x05R\x04scan\"\x80\x01\n" +
+	"\x10ListJobsResponse\x12\"\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x0e.delayq.v1.JobR\x04jobs\x12\x1d\n" +
+	"\n" +
+	"next_after\x18\x02 \x01(\tR\tnextAfter\x12\x1d\n" +
+	"\ascanned\x18\x03 \x01(\x05H\x00R\ascanned\x88\x01\x01B\n" +
+	"\n" +
+	"\b_scanned\"<\n" +
 	"\x12CancelByKeyRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\"O\n" +
@@ -4912,14 +5085,15 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x06errors\x18\x04 \x03(\v2\x16.delayq.v1.ImportErrorR\x06errors\"K\n" +
 	"\vImportError\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x03R\x05index\x12&\n" +
-	"\x05error\x18\x02 \x01(\v2\x10.delayq.v1.ErrorR\x05error2\xb3\x0f\n" +
+	"\x05error\x18\x02 \x01(\v2\x10.delayq.v1.ErrorR\x05error2\xf8\x0f\n" +
 	"\rDelayqService\x127\n" +
 	"\x04Push\x12\x16.delayq.v1.PushRequest\x1a\x17.delayq.v1.PushResponse\x12F\n" +
 	"\tPushBatch\x12\x1b.delayq.v1.PushBatchRequest\x1a\x1c.delayq.v1.PushBatchResponse\x12=\n" +
 	"\aReplace\x12\x19.delayq.v1.ReplaceRequest\x1a\x17.delayq.v1.PushResponse\x12=\n" +
 	"\x06GetJob\x12\x18.delayq.v1.GetJobRequest\x1a\x19.delayq.v1.GetJobResponse\x12F\n" +
 	"\tCancelJob\x12\x1b.delayq.v1.CancelJobRequest\x1a\x1c.delayq.v1.CancelJobResponse\x12C\n" +
-	"\bFindJobs\x12\x1a.delayq.v1.FindJobsRequest\x1a\x1b.delayq.v1.FindJobsResponse\x12L\n" +
+	"\bFindJobs\x12\x1a.delayq.v1.FindJobsRequest\x1a\x1b.delayq.v1.FindJobsResponse\x12C\n" +
+	"\bListJobs\x12\x1a.delayq.v1.ListJobsRequest\x1a\x1b.delayq.v1.ListJobsResponse\x12L\n" +
 	"\vCancelByKey\x12\x1d.delayq.v1.CancelByKeyRequest\x1a\x1e.delayq.v1.CancelByKeyResponse\x12:\n" +
 	"\x05Claim\x12\x17.delayq.v1.ClaimRequest\x1a\x18.delayq.v1.ClaimResponse\x12H\n" +
 	"\tSubscribe\x12\x1b.delayq.v1.SubscribeRequest\x1a\x1c.delayq.v1.SubscribeResponse0\x01\x124\n" +
@@ -4957,7 +5131,7 @@ func file_delayq_v1_delayq_proto_rawDescGZIP() []byte {
 	return file_delayq_v1_delayq_proto_rawDescData
 }
 
-var file_delayq_v1_delayq_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
+var file_delayq_v1_delayq_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
 var file_delayq_v1_delayq_proto_goTypes = []any{
 	(*Error)(nil),                  // 0: delayq.v1.Error
 	(*JobSpec)(nil),                // 1: delayq.v1.JobSpec
@@ -4977,63 +5151,65 @@ var file_delayq_v1_delayq_proto_goTypes = []any{
 	(*CancelJobResponse)(nil),      // 15: delayq.v1.CancelJobResponse
 	(*FindJobsRequest)(nil),        // 16: delayq.v1.FindJobsRequest
 	(*FindJobsResponse)(nil),       // 17: delayq.v1.FindJobsResponse
-	(*CancelByKeyRequest)(nil),     // 18: delayq.v1.CancelByKeyRequest
-	(*CancelByKeyResponse)(nil),    // 19: delayq.v1.CancelByKeyResponse
-	(*ClaimRequest)(nil),           // 20: delayq.v1.ClaimRequest
-	(*ClaimResponse)(nil),          // 21: delayq.v1.ClaimResponse
-	(*SubscribeRequest)(nil),       // 22: delayq.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),      // 23: delayq.v1.SubscribeResponse
-	(*AckRequest)(nil),             // 24: delayq.v1.AckRequest
-	(*AckResponse)(nil),            // 25: delayq.v1.AckResponse
-	(*NackRequest)(nil),            // 26: delayq.v1.NackRequest
-	(*NackResponse)(nil),           // 27: delayq.v1.NackResponse
-	(*TouchRequest)(nil),           // 28: delayq.v1.TouchRequest
-	(*TouchResponse)(nil),          // 29: delayq.v1.TouchResponse
-	(*AckBatchRequest)(nil),        // 30: delayq.v1.AckBatchRequest
-	(*ItemResult)(nil),             // 31: delayq.v1.ItemResult
-	(*AckBatchResponse)(nil),       // 32: delayq.v1.AckBatchResponse
-	(*NackBatchRequest)(nil),       // 33: delayq.v1.NackBatchRequest
-	(*NackBatchResponse)(nil),      // 34: delayq.v1.NackBatchResponse
-	(*RequeueRequest)(nil),         // 35: delayq.v1.RequeueRequest
-	(*RequeueResponse)(nil),        // 36: delayq.v1.RequeueResponse
-	(*ListDeadRequest)(nil),        // 37: delayq.v1.ListDeadRequest
-	(*ListDeadResponse)(nil),       // 38: delayq.v1.ListDeadResponse
-	(*TopicConfig)(nil),            // 39: delayq.v1.TopicConfig
-	(*DeliveryConfig)(nil),         // 40: delayq.v1.DeliveryConfig
-	(*BackoffConfig)(nil),          // 41: delayq.v1.BackoffConfig
-	(*RateConfig)(nil),             // 42: delayq.v1.RateConfig
-	(*Topic)(nil),                  // 43: delayq.v1.Topic
-	(*DeliveryView)(nil),           // 44: delayq.v1.DeliveryView
-	(*Counts)(nil),                 // 45: delayq.v1.Counts
-	(*GetTopicRequest)(nil),        // 46: delayq.v1.GetTopicRequest
-	(*GetTopicResponse)(nil),       // 47: delayq.v1.GetTopicResponse
-	(*ListTopicsRequest)(nil),      // 48: delayq.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),     // 49: delayq.v1.ListTopicsResponse
-	(*PutTopicRequest)(nil),        // 50: delayq.v1.PutTopicRequest
-	(*PutTopicResponse)(nil),       // 51: delayq.v1.PutTopicResponse
-	(*DeleteTopicRequest)(nil),     // 52: delayq.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),    // 53: delayq.v1.DeleteTopicResponse
-	(*PauseTopicRequest)(nil),      // 54: delayq.v1.PauseTopicRequest
-	(*PauseTopicResponse)(nil),     // 55: delayq.v1.PauseTopicResponse
-	(*ResumeTopicRequest)(nil),     // 56: delayq.v1.ResumeTopicRequest
-	(*ResumeTopicResponse)(nil),    // 57: delayq.v1.ResumeTopicResponse
-	(*ScheduleConfig)(nil),         // 58: delayq.v1.ScheduleConfig
-	(*ScheduleJob)(nil),            // 59: delayq.v1.ScheduleJob
-	(*Schedule)(nil),               // 60: delayq.v1.Schedule
-	(*PutScheduleRequest)(nil),     // 61: delayq.v1.PutScheduleRequest
-	(*PutScheduleResponse)(nil),    // 62: delayq.v1.PutScheduleResponse
-	(*GetScheduleRequest)(nil),     // 63: delayq.v1.GetScheduleRequest
-	(*GetScheduleResponse)(nil),    // 64: delayq.v1.GetScheduleResponse
-	(*ListSchedulesRequest)(nil),   // 65: delayq.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),  // 66: delayq.v1.ListSchedulesResponse
-	(*DeleteScheduleRequest)(nil),  // 67: delayq.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil), // 68: delayq.v1.DeleteScheduleResponse
-	(*ExportRequest)(nil),          // 69: delayq.v1.ExportRequest
-	(*ExportResponse)(nil),         // 70: delayq.v1.ExportResponse
-	(*ImportRequest)(nil),          // 71: delayq.v1.ImportRequest
-	(*ImportResponse)(nil),         // 72: delayq.v1.ImportResponse
-	(*ImportError)(nil),            // 73: delayq.v1.ImportError
-	nil,                            // 74: delayq.v1.DeliveryConfig.HeadersEntry
+	(*ListJobsRequest)(nil),        // 18: delayq.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),       // 19: delayq.v1.ListJobsResponse
+	(*CancelByKeyRequest)(nil),     // 20: delayq.v1.CancelByKeyRequest
+	(*CancelByKeyResponse)(nil),    // 21: delayq.v1.CancelByKeyResponse
+	(*ClaimRequest)(nil),           // 22: delayq.v1.ClaimRequest
+	(*ClaimResponse)(nil),          // 23: delayq.v1.ClaimResponse
+	(*SubscribeRequest)(nil),       // 24: delayq.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),      // 25: delayq.v1.SubscribeResponse
+	(*AckRequest)(nil),             // 26: delayq.v1.AckRequest
+	(*AckResponse)(nil),            // 27: delayq.v1.AckResponse
+	(*NackRequest)(nil),            // 28: delayq.v1.NackRequest
+	(*NackResponse)(nil),           // 29: delayq.v1.NackResponse
+	(*TouchRequest)(nil),           // 30: delayq.v1.TouchRequest
+	(*TouchResponse)(nil),          // 31: delayq.v1.TouchResponse
+	(*AckBatchRequest)(nil),        // 32: delayq.v1.AckBatchRequest
+	(*ItemResult)(nil),             // 33: delayq.v1.ItemResult
+	(*AckBatchResponse)(nil),       // 34: delayq.v1.AckBatchResponse
+	(*NackBatchRequest)(nil),       // 35: delayq.v1.NackBatchRequest
+	(*NackBatchResponse)(nil),      // 36: delayq.v1.NackBatchResponse
+	(*RequeueRequest)(nil),         // 37: delayq.v1.RequeueRequest
+	(*RequeueResponse)(nil),        // 38: delayq.v1.RequeueResponse
+	(*ListDeadRequest)(nil),        // 39: delayq.v1.ListDeadRequest
+	(*ListDeadResponse)(nil),       // 40: delayq.v1.ListDeadResponse
+	(*TopicConfig)(nil),            // 41: delayq.v1.TopicConfig
+	(*DeliveryConfig)(nil),         // 42: delayq.v1.DeliveryConfig
+	(*BackoffConfig)(nil),          // 43: delayq.v1.BackoffConfig
+	(*RateConfig)(nil),             // 44: delayq.v1.RateConfig
+	(*Topic)(nil),                  // 45: delayq.v1.Topic
+	(*DeliveryView)(nil),           // 46: delayq.v1.DeliveryView
+	(*Counts)(nil),                 // 47: delayq.v1.Counts
+	(*GetTopicRequest)(nil),        // 48: delayq.v1.GetTopicRequest
+	(*GetTopicResponse)(nil),       // 49: delayq.v1.GetTopicResponse
+	(*ListTopicsRequest)(nil),      // 50: delayq.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),     // 51: delayq.v1.ListTopicsResponse
+	(*PutTopicRequest)(nil),        // 52: delayq.v1.PutTopicRequest
+	(*PutTopicResponse)(nil),       // 53: delayq.v1.PutTopicResponse
+	(*DeleteTopicRequest)(nil),     // 54: delayq.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),    // 55: delayq.v1.DeleteTopicResponse
+	(*PauseTopicRequest)(nil),      // 56: delayq.v1.PauseTopicRequest
+	(*PauseTopicResponse)(nil),     // 57: delayq.v1.PauseTopicResponse
+	(*ResumeTopicRequest)(nil),     // 58: delayq.v1.ResumeTopicRequest
+	(*ResumeTopicResponse)(nil),    // 59: delayq.v1.ResumeTopicResponse
+	(*ScheduleConfig)(nil),         // 60: delayq.v1.ScheduleConfig
+	(*ScheduleJob)(nil),            // 61: delayq.v1.ScheduleJob
+	(*Schedule)(nil),               // 62: delayq.v1.Schedule
+	(*PutScheduleRequest)(nil),     // 63: delayq.v1.PutScheduleRequest
+	(*PutScheduleResponse)(nil),    // 64: delayq.v1.PutScheduleResponse
+	(*GetScheduleRequest)(nil),     // 65: delayq.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),    // 66: delayq.v1.GetScheduleResponse
+	(*ListSchedulesRequest)(nil),   // 67: delayq.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),  // 68: delayq.v1.ListSchedulesResponse
+	(*DeleteScheduleRequest)(nil),  // 69: delayq.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil), // 70: delayq.v1.DeleteScheduleResponse
+	(*ExportRequest)(nil),          // 71: delayq.v1.ExportRequest
+	(*ExportResponse)(nil),         // 72: delayq.v1.ExportResponse
+	(*ImportRequest)(nil),          // 73: delayq.v1.ImportRequest
+	(*ImportResponse)(nil),         // 74: delayq.v1.ImportResponse
+	(*ImportError)(nil),            // 75: delayq.v1.ImportError
+	nil,                            // 76: delayq.v1.DeliveryConfig.HeadersEntry
 }
 var file_delayq_v1_delayq_proto_depIdxs = []int32{
 	3,  // 0: delayq.v1.Error.job:type_name -> delayq.v1.Job
@@ -5048,101 +5224,104 @@ var file_delayq_v1_delayq_proto_depIdxs = []int32{
 	1,  // 9: delayq.v1.ReplaceRequest.job:type_name -> delayq.v1.JobSpec
 	3,  // 10: delayq.v1.GetJobResponse.job:type_name -> delayq.v1.Job
 	3,  // 11: delayq.v1.FindJobsResponse.jobs:type_name -> delayq.v1.Job
-	5,  // 12: delayq.v1.ClaimResponse.jobs:type_name -> delayq.v1.Delivery
-	5,  // 13: delayq.v1.SubscribeResponse.delivery:type_name -> delayq.v1.Delivery
-	24, // 14: delayq.v1.AckBatchRequest.acks:type_name -> delayq.v1.AckRequest
-	0,  // 15: delayq.v1.ItemResult.error:type_name -> delayq.v1.Error
-	31, // 16: delayq.v1.AckBatchResponse.results:type_name -> delayq.v1.ItemResult
-	26, // 17: delayq.v1.NackBatchRequest.nacks:type_name -> delayq.v1.NackRequest
-	31, // 18: delayq.v1.NackBatchResponse.results:type_name -> delayq.v1.ItemResult
-	3,  // 19: delayq.v1.ListDeadResponse.jobs:type_name -> delayq.v1.Job
-	40, // 20: delayq.v1.TopicConfig.delivery:type_name -> delayq.v1.DeliveryConfig
-	41, // 21: delayq.v1.TopicConfig.backoff:type_name -> delayq.v1.BackoffConfig
-	42, // 22: delayq.v1.TopicConfig.rate:type_name -> delayq.v1.RateConfig
-	74, // 23: delayq.v1.DeliveryConfig.headers:type_name -> delayq.v1.DeliveryConfig.HeadersEntry
-	44, // 24: delayq.v1.Topic.delivery:type_name -> delayq.v1.DeliveryView
-	41, // 25: delayq.v1.Topic.backoff:type_name -> delayq.v1.BackoffConfig
-	42, // 26: delayq.v1.Topic.rate:type_name -> delayq.v1.RateConfig
-	45, // 27: delayq.v1.Topic.counts:type_name -> delayq.v1.Counts
-	43, // 28: delayq.v1.GetTopicResponse.topic:type_name -> delayq.v1.Topic
-	43, // 29: delayq.v1.ListTopicsResponse.topics:type_name -> delayq.v1.Topic
-	39, // 30: delayq.v1.PutTopicRequest.config:type_name -> delayq.v1.TopicConfig
-	43, // 31: delayq.v1.PutTopicResponse.topic:type_name -> delayq.v1.Topic
-	43, // 32: delayq.v1.PauseTopicResponse.topic:type_name -> delayq.v1.Topic
-	43, // 33: delayq.v1.ResumeTopicResponse.topic:type_name -> delayq.v1.Topic
-	59, // 34: delayq.v1.ScheduleConfig.job:type_name -> delayq.v1.ScheduleJob
-	59, // 35: delayq.v1.Schedule.job:type_name -> delayq.v1.ScheduleJob
-	58, // 36: delayq.v1.PutScheduleRequest.schedule:type_name -> delayq.v1.ScheduleConfig
-	60, // 37: delayq.v1.PutScheduleResponse.schedule:type_name -> delayq.v1.Schedule
-	60, // 38: delayq.v1.GetScheduleResponse.schedule:type_name -> delayq.v1.Schedule
-	60, // 39: delayq.v1.ListSchedulesResponse.schedules:type_name -> delayq.v1.Schedule
-	3,  // 40: delayq.v1.ExportResponse.jobs:type_name -> delayq.v1.Job
-	60, // 41: delayq.v1.ExportResponse.schedules:type_name -> delayq.v1.Schedule
-	3,  // 42: delayq.v1.ImportRequest.jobs:type_name -> delayq.v1.Job
-	60, // 43: delayq.v1.ImportRequest.schedules:type_name -> delayq.v1.Schedule
-	73, // 44: delayq.v1.ImportResponse.errors:type_name -> delayq.v1.ImportError
-	0,  // 45: delayq.v1.ImportError.error:type_name -> delayq.v1.Error
-	6,  // 46: delayq.v1.DelayqService.Push:input_type -> delayq.v1.PushRequest
-	8,  // 47: delayq.v1.DelayqService.PushBatch:input_type -> delayq.v1.PushBatchRequest
-	11, // 48: delayq.v1.DelayqService.Replace:input_type -> delayq.v1.ReplaceRequest
-	12, // 49: delayq.v1.DelayqService.GetJob:input_type -> delayq.v1.GetJobRequest
-	14, // 50: delayq.v1.DelayqService.CancelJob:input_type -> delayq.v1.CancelJobRequest
-	16, // 51: delayq.v1.DelayqService.FindJobs:input_type -> delayq.v1.FindJobsRequest
-	18, // 52: delayq.v1.DelayqService.CancelByKey:input_type -> delayq.v1.CancelByKeyRequest
-	20, // 53: delayq.v1.DelayqService.Claim:input_type -> delayq.v1.ClaimRequest
-	22, // 54: delayq.v1.DelayqService.Subscribe:input_type -> delayq.v1.SubscribeRequest
-	24, // 55: delayq.v1.DelayqService.Ack:input_type -> delayq.v1.AckRequest
-	26, // 56: delayq.v1.DelayqService.Nack:input_type -> delayq.v1.NackRequest
-	28, // 57: delayq.v1.DelayqService.Touch:input_type -> delayq.v1.TouchRequest
-	30, // 58: delayq.v1.DelayqService.AckBatch:input_type -> delayq.v1.AckBatchRequest
-	33, // 59: delayq.v1.DelayqService.NackBatch:input_type -> delayq.v1.NackBatchRequest
-	35, // 60: delayq.v1.DelayqService.Requeue:input_type -> delayq.v1.RequeueRequest
-	37, // 61: delayq.v1.DelayqService.ListDead:input_type -> delayq.v1.ListDeadRequest
-	46, // 62: delayq.v1.DelayqService.GetTopic:input_type -> delayq.v1.GetTopicRequest
-	48, // 63: delayq.v1.DelayqService.ListTopics:input_type -> delayq.v1.ListTopicsRequest
-	50, // 64: delayq.v1.DelayqService.PutTopic:input_type -> delayq.v1.PutTopicRequest
-	52, // 65: delayq.v1.DelayqService.DeleteTopic:input_type -> delayq.v1.DeleteTopicRequest
-	54, // 66: delayq.v1.DelayqService.PauseTopic:input_type -> delayq.v1.PauseTopicRequest
-	56, // 67: delayq.v1.DelayqService.ResumeTopic:input_type -> delayq.v1.ResumeTopicRequest
-	61, // 68: delayq.v1.DelayqService.PutSchedule:input_type -> delayq.v1.PutScheduleRequest
-	63, // 69: delayq.v1.DelayqService.GetSchedule:input_type -> delayq.v1.GetScheduleRequest
-	65, // 70: delayq.v1.DelayqService.ListSchedules:input_type -> delayq.v1.ListSchedulesRequest
-	67, // 71: delayq.v1.DelayqService.DeleteSchedule:input_type -> delayq.v1.DeleteScheduleRequest
-	69, // 72: delayq.v1.DelayqService.Export:input_type -> delayq.v1.ExportRequest
-	71, // 73: delayq.v1.DelayqService.Import:input_type -> delayq.v1.ImportRequest
-	7,  // 74: delayq.v1.DelayqService.Push:output_type -> delayq.v1.PushResponse
-	10, // 75: delayq.v1.DelayqService.PushBatch:output_type -> delayq.v1.PushBatchResponse
-	7,  // 76: delayq.v1.DelayqService.Replace:output_type -> delayq.v1.PushResponse
-	13, // 77: delayq.v1.DelayqService.GetJob:output_type -> delayq.v1.GetJobResponse
-	15, // 78: delayq.v1.DelayqService.CancelJob:output_type -> delayq.v1.CancelJobResponse
-	17, // 79: delayq.v1.DelayqService.FindJobs:output_type -> delayq.v1.FindJobsResponse
-	19, // 80: delayq.v1.DelayqService.CancelByKey:output_type -> delayq.v1.CancelByKeyResponse
-	21, // 81: delayq.v1.DelayqService.Claim:output_type -> delayq.v1.ClaimResponse
-	23, // 82: delayq.v1.DelayqService.Subscribe:output_type -> delayq.v1.SubscribeResponse
-	25, // 83: delayq.v1.DelayqService.Ack:output_type -> delayq.v1.AckResponse
-	27, // 84: delayq.v1.DelayqService.Nack:output_type -> delayq.v1.NackResponse
-	29, // 85: delayq.v1.DelayqService.Touch:output_type -> delayq.v1.TouchResponse
-	32, // 86: delayq.v1.DelayqService.AckBatch:output_type -> delayq.v1.AckBatchResponse
-	34, // 87: delayq.v1.DelayqService.NackBatch:output_type -> delayq.v1.NackBatchResponse
-	36, // 88: delayq.v1.DelayqService.Requeue:output_type -> delayq.v1.RequeueResponse
-	38, // 89: delayq.v1.DelayqService.ListDead:output_type -> delayq.v1.ListDeadResponse
-	47, // 90: delayq.v1.DelayqService.GetTopic:output_type -> delayq.v1.GetTopicResponse
-	49, // 91: delayq.v1.DelayqService.ListTopics:output_type -> delayq.v1.ListTopicsResponse
-	51, // 92: delayq.v1.DelayqService.PutTopic:output_type -> delayq.v1.PutTopicResponse
-	53, // 93: delayq.v1.DelayqService.DeleteTopic:output_type -> delayq.v1.DeleteTopicResponse
-	55, // 94: delayq.v1.DelayqService.PauseTopic:output_type -> delayq.v1.PauseTopicResponse
-	57, // 95: delayq.v1.DelayqService.ResumeTopic:output_type -> delayq.v1.ResumeTopicResponse
-	62, // 96: delayq.v1.DelayqService.PutSchedule:output_type -> delayq.v1.PutScheduleResponse
-	64, // 97: delayq.v1.DelayqService.GetSchedule:output_type -> delayq.v1.GetScheduleResponse
-	66, // 98: delayq.v1.DelayqService.ListSchedules:output_type -> delayq.v1.ListSchedulesResponse
-	68, // 99: delayq.v1.DelayqService.DeleteSchedule:output_type -> delayq.v1.DeleteScheduleResponse
-	70, // 100: delayq.v1.DelayqService.Export:output_type -> delayq.v1.ExportResponse
-	72, // 101: delayq.v1.DelayqService.Import:output_type -> delayq.v1.ImportResponse
-	74, // [74:102] is the sub-list for method output_type
-	46, // [46:74] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	3,  // 12: delayq.v1.ListJobsResponse.jobs:type_name -> delayq.v1.Job
+	5,  // 13: delayq.v1.ClaimResponse.jobs:type_name -> delayq.v1.Delivery
+	5,  // 14: delayq.v1.SubscribeResponse.delivery:type_name -> delayq.v1.Delivery
+	26, // 15: delayq.v1.AckBatchRequest.acks:type_name -> delayq.v1.AckRequest
+	0,  // 16: delayq.v1.ItemResult.error:type_name -> delayq.v1.Error
+	33, // 17: delayq.v1.AckBatchResponse.results:type_name -> delayq.v1.ItemResult
+	28, // 18: delayq.v1.NackBatchRequest.nacks:type_name -> delayq.v1.NackRequest
+	33, // 19: delayq.v1.NackBatchResponse.results:type_name -> delayq.v1.ItemResult
+	3,  // 20: delayq.v1.ListDeadResponse.jobs:type_name -> delayq.v1.Job
+	42, // 21: delayq.v1.TopicConfig.delivery:type_name -> delayq.v1.DeliveryConfig
+	43, // 22: delayq.v1.TopicConfig.backoff:type_name -> delayq.v1.BackoffConfig
+	44, // 23: delayq.v1.TopicConfig.rate:type_name -> delayq.v1.RateConfig
+	76, // 24: delayq.v1.DeliveryConfig.headers:type_name -> delayq.v1.DeliveryConfig.HeadersEntry
+	46, // 25: delayq.v1.Topic.delivery:type_name -> delayq.v1.DeliveryView
+	43, // 26: delayq.v1.Topic.backoff:type_name -> delayq.v1.BackoffConfig
+	44, // 27: delayq.v1.Topic.rate:type_name -> delayq.v1.RateConfig
+	47, // 28: delayq.v1.Topic.counts:type_name -> delayq.v1.Counts
+	45, // 29: delayq.v1.GetTopicResponse.topic:type_name -> delayq.v1.Topic
+	45, // 30: delayq.v1.ListTopicsResponse.topics:type_name -> delayq.v1.Topic
+	41, // 31: delayq.v1.PutTopicRequest.config:type_name -> delayq.v1.TopicConfig
+	45, // 32: delayq.v1.PutTopicResponse.topic:type_name -> delayq.v1.Topic
+	45, // 33: delayq.v1.PauseTopicResponse.topic:type_name -> delayq.v1.Topic
+	45, // 34: delayq.v1.ResumeTopicResponse.topic:type_name -> delayq.v1.Topic
+	61, // 35: delayq.v1.ScheduleConfig.job:type_name -> delayq.v1.ScheduleJob
+	61, // 36: delayq.v1.Schedule.job:type_name -> delayq.v1.ScheduleJob
+	60, // 37: delayq.v1.PutScheduleRequest.schedule:type_name -> delayq.v1.ScheduleConfig
+	62, // 38: delayq.v1.PutScheduleResponse.schedule:type_name -> delayq.v1.Schedule
+	62, // 39: delayq.v1.GetScheduleResponse.schedule:type_name -> delayq.v1.Schedule
+	62, // 40: delayq.v1.ListSchedulesResponse.schedules:type_name -> delayq.v1.Schedule
+	3,  // 41: delayq.v1.ExportResponse.jobs:type_name -> delayq.v1.Job
+	62, // 42: delayq.v1.ExportResponse.schedules:type_name -> delayq.v1.Schedule
+	3,  // 43: delayq.v1.ImportRequest.jobs:type_name -> delayq.v1.Job
+	62, // 44: delayq.v1.ImportRequest.schedules:type_name -> delayq.v1.Schedule
+	75, // 45: delayq.v1.ImportResponse.errors:type_name -> delayq.v1.ImportError
+	0,  // 46: delayq.v1.ImportError.error:type_name -> delayq.v1.Error
+	6,  // 47: delayq.v1.DelayqService.Push:input_type -> delayq.v1.PushRequest
+	8,  // 48: delayq.v1.DelayqService.PushBatch:input_type -> delayq.v1.PushBatchRequest
+	11, // 49: delayq.v1.DelayqService.Replace:input_type -> delayq.v1.ReplaceRequest
+	12, // 50: delayq.v1.DelayqService.GetJob:input_type -> delayq.v1.GetJobRequest
+	14, // 51: delayq.v1.DelayqService.CancelJob:input_type -> delayq.v1.CancelJobRequest
+	16, // 52: delayq.v1.DelayqService.FindJobs:input_type -> delayq.v1.FindJobsRequest
+	18, // 53: delayq.v1.DelayqService.ListJobs:input_type -> delayq.v1.ListJobsRequest
+	20, // 54: delayq.v1.DelayqService.CancelByKey:input_type -> delayq.v1.CancelByKeyRequest
+	22, // 55: delayq.v1.DelayqService.Claim:input_type -> delayq.v1.ClaimRequest
+	24, // 56: delayq.v1.DelayqService.Subscribe:input_type -> delayq.v1.SubscribeRequest
+	26, // 57: delayq.v1.DelayqService.Ack:input_type -> delayq.v1.AckRequest
+	28, // 58: delayq.v1.DelayqService.Nack:input_type -> delayq.v1.NackRequest
+	30, // 59: delayq.v1.DelayqService.Touch:input_type -> delayq.v1.TouchRequest
+	32, // 60: delayq.v1.DelayqService.AckBatch:input_type -> delayq.v1.AckBatchRequest
+	35, // 61: delayq.v1.DelayqService.NackBatch:input_type -> delayq.v1.NackBatchRequest
+	37, // 62: delayq.v1.DelayqService.Requeue:input_type -> delayq.v1.RequeueRequest
+	39, // 63: delayq.v1.DelayqService.ListDead:input_type -> delayq.v1.ListDeadRequest
+	48, // 64: delayq.v1.DelayqService.GetTopic:input_type -> delayq.v1.GetTopicRequest
+	50, // 65: delayq.v1.DelayqService.ListTopics:input_type -> delayq.v1.ListTopicsRequest
+	52, // 66: delayq.v1.DelayqService.PutTopic:input_type -> delayq.v1.PutTopicRequest
+	54, // 67: delayq.v1.DelayqService.DeleteTopic:input_type -> delayq.v1.DeleteTopicRequest
+	56, // 68: delayq.v1.DelayqService.PauseTopic:input_type -> delayq.v1.PauseTopicRequest
+	58, // 69: delayq.v1.DelayqService.ResumeTopic:input_type -> delayq.v1.ResumeTopicRequest
+	63, // 70: delayq.v1.DelayqService.PutSchedule:input_type -> delayq.v1.PutScheduleRequest
+	65, // 71: delayq.v1.DelayqService.GetSchedule:input_type -> delayq.v1.GetScheduleRequest
+	67, // 72: delayq.v1.DelayqService.ListSchedules:input_type -> delayq.v1.ListSchedulesRequest
+	69, // 73: delayq.v1.DelayqService.DeleteSchedule:input_type -> delayq.v1.DeleteScheduleRequest
+	71, // 74: delayq.v1.DelayqService.Export:input_type -> delayq.v1.ExportRequest
+	73, // 75: delayq.v1.DelayqService.Import:input_type -> delayq.v1.ImportRequest
+	7,  // 76: delayq.v1.DelayqService.Push:output_type -> delayq.v1.PushResponse
+	10, // 77: delayq.v1.DelayqService.PushBatch:output_type -> delayq.v1.PushBatchResponse
+	7,  // 78: delayq.v1.DelayqService.Replace:output_type -> delayq.v1.PushResponse
+	13, // 79: delayq.v1.DelayqService.GetJob:output_type -> delayq.v1.GetJobResponse
+	15, // 80: delayq.v1.DelayqService.CancelJob:output_type -> delayq.v1.CancelJobResponse
+	17, // 81: delayq.v1.DelayqService.FindJobs:output_type -> delayq.v1.FindJobsResponse
+	19, // 82: delayq.v1.DelayqService.ListJobs:output_type -> delayq.v1.ListJobsResponse
+	21, // 83: delayq.v1.DelayqService.CancelByKey:output_type -> delayq.v1.CancelByKeyResponse
+	23, // 84: delayq.v1.DelayqService.Claim:output_type -> delayq.v1.ClaimResponse
+	25, // 85: delayq.v1.DelayqService.Subscribe:output_type -> delayq.v1.SubscribeResponse
+	27, // 86: delayq.v1.DelayqService.Ack:output_type -> delayq.v1.AckResponse
+	29, // 87: delayq.v1.DelayqService.Nack:output_type -> delayq.v1.NackResponse
+	31, // 88: delayq.v1.DelayqService.Touch:output_type -> delayq.v1.TouchResponse
+	34, // 89: delayq.v1.DelayqService.AckBatch:output_type -> delayq.v1.AckBatchResponse
+	36, // 90: delayq.v1.DelayqService.NackBatch:output_type -> delayq.v1.NackBatchResponse
+	38, // 91: delayq.v1.DelayqService.Requeue:output_type -> delayq.v1.RequeueResponse
+	40, // 92: delayq.v1.DelayqService.ListDead:output_type -> delayq.v1.ListDeadResponse
+	49, // 93: delayq.v1.DelayqService.GetTopic:output_type -> delayq.v1.GetTopicResponse
+	51, // 94: delayq.v1.DelayqService.ListTopics:output_type -> delayq.v1.ListTopicsResponse
+	53, // 95: delayq.v1.DelayqService.PutTopic:output_type -> delayq.v1.PutTopicResponse
+	55, // 96: delayq.v1.DelayqService.DeleteTopic:output_type -> delayq.v1.DeleteTopicResponse
+	57, // 97: delayq.v1.DelayqService.PauseTopic:output_type -> delayq.v1.PauseTopicResponse
+	59, // 98: delayq.v1.DelayqService.ResumeTopic:output_type -> delayq.v1.ResumeTopicResponse
+	64, // 99: delayq.v1.DelayqService.PutSchedule:output_type -> delayq.v1.PutScheduleResponse
+	66, // 100: delayq.v1.DelayqService.GetSchedule:output_type -> delayq.v1.GetScheduleResponse
+	68, // 101: delayq.v1.DelayqService.ListSchedules:output_type -> delayq.v1.ListSchedulesResponse
+	70, // 102: delayq.v1.DelayqService.DeleteSchedule:output_type -> delayq.v1.DeleteScheduleResponse
+	72, // 103: delayq.v1.DelayqService.Export:output_type -> delayq.v1.ExportResponse
+	74, // 104: delayq.v1.DelayqService.Import:output_type -> delayq.v1.ImportResponse
+	76, // [76:105] is the sub-list for method output_type
+	47, // [47:76] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_delayq_v1_delayq_proto_init() }
@@ -5151,17 +5330,18 @@ func file_delayq_v1_delayq_proto_init() {
 		return
 	}
 	file_delayq_v1_delayq_proto_msgTypes[1].OneofWrappers = []any{}
-	file_delayq_v1_delayq_proto_msgTypes[20].OneofWrappers = []any{}
-	file_delayq_v1_delayq_proto_msgTypes[61].OneofWrappers = []any{}
+	file_delayq_v1_delayq_proto_msgTypes[19].OneofWrappers = []any{}
+	file_delayq_v1_delayq_proto_msgTypes[22].OneofWrappers = []any{}
 	file_delayq_v1_delayq_proto_msgTypes[63].OneofWrappers = []any{}
 	file_delayq_v1_delayq_proto_msgTypes[65].OneofWrappers = []any{}
+	file_delayq_v1_delayq_proto_msgTypes[67].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_delayq_v1_delayq_proto_rawDesc), len(file_delayq_v1_delayq_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   75,
+			NumMessages:   77,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

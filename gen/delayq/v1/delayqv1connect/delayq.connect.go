@@ -61,6 +61,8 @@ const (
 	DelayqServiceCancelJobProcedure = "/delayq.v1.DelayqService/CancelJob"
 	// DelayqServiceFindJobsProcedure is the fully-qualified name of the DelayqService's FindJobs RPC.
 	DelayqServiceFindJobsProcedure = "/delayq.v1.DelayqService/FindJobs"
+	// DelayqServiceListJobsProcedure is the fully-qualified name of the DelayqService's ListJobs RPC.
+	DelayqServiceListJobsProcedure = "/delayq.v1.DelayqService/ListJobs"
 	// DelayqServiceCancelByKeyProcedure is the fully-qualified name of the DelayqService's CancelByKey
 	// RPC.
 	DelayqServiceCancelByKeyProcedure = "/delayq.v1.DelayqService/CancelByKey"
@@ -134,6 +136,10 @@ type DelayqServiceClient interface {
 	// FindJobs lists a topic's jobs with a business key
 	// (GET /v1/topics/{topic}/jobs?key=). Scope push or consume.
 	FindJobs(context.Context, *connect.Request[v1.FindJobsRequest]) (*connect.Response[v1.FindJobsResponse], error)
+	// ListJobs lists a page of a topic's jobs in one state, or with contains
+	// those whose body holds a text among at most scan jobs read
+	// (GET /v1/topics/{topic}/jobs?state=). Scope push or consume.
+	ListJobs(context.Context, *connect.Request[v1.ListJobsRequest]) (*connect.Response[v1.ListJobsResponse], error)
 	// CancelByKey cancels a topic's unfinished jobs with a business key
 	// (DELETE /v1/topics/{topic}/jobs?key=). Scope push.
 	CancelByKey(context.Context, *connect.Request[v1.CancelByKeyRequest]) (*connect.Response[v1.CancelByKeyResponse], error)
@@ -248,6 +254,12 @@ func NewDelayqServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			httpClient,
 			baseURL+DelayqServiceFindJobsProcedure,
 			connect.WithSchema(delayqServiceMethods.ByName("FindJobs")),
+			connect.WithClientOptions(opts...),
+		),
+		listJobs: connect.NewClient[v1.ListJobsRequest, v1.ListJobsResponse](
+			httpClient,
+			baseURL+DelayqServiceListJobsProcedure,
+			connect.WithSchema(delayqServiceMethods.ByName("ListJobs")),
 			connect.WithClientOptions(opts...),
 		),
 		cancelByKey: connect.NewClient[v1.CancelByKeyRequest, v1.CancelByKeyResponse](
@@ -393,6 +405,7 @@ type delayqServiceClient struct {
 	getJob         *connect.Client[v1.GetJobRequest, v1.GetJobResponse]
 	cancelJob      *connect.Client[v1.CancelJobRequest, v1.CancelJobResponse]
 	findJobs       *connect.Client[v1.FindJobsRequest, v1.FindJobsResponse]
+	listJobs       *connect.Client[v1.ListJobsRequest, v1.ListJobsResponse]
 	cancelByKey    *connect.Client[v1.CancelByKeyRequest, v1.CancelByKeyResponse]
 	claim          *connect.Client[v1.ClaimRequest, v1.ClaimResponse]
 	subscribe      *connect.Client[v1.SubscribeRequest, v1.SubscribeResponse]
@@ -445,6 +458,11 @@ func (c *delayqServiceClient) CancelJob(ctx context.Context, req *connect.Reques
 // FindJobs calls delayq.v1.DelayqService.FindJobs.
 func (c *delayqServiceClient) FindJobs(ctx context.Context, req *connect.Request[v1.FindJobsRequest]) (*connect.Response[v1.FindJobsResponse], error) {
 	return c.findJobs.CallUnary(ctx, req)
+}
+
+// ListJobs calls delayq.v1.DelayqService.ListJobs.
+func (c *delayqServiceClient) ListJobs(ctx context.Context, req *connect.Request[v1.ListJobsRequest]) (*connect.Response[v1.ListJobsResponse], error) {
+	return c.listJobs.CallUnary(ctx, req)
 }
 
 // CancelByKey calls delayq.v1.DelayqService.CancelByKey.
@@ -575,6 +593,10 @@ type DelayqServiceHandler interface {
 	// FindJobs lists a topic's jobs with a business key
 	// (GET /v1/topics/{topic}/jobs?key=). Scope push or consume.
 	FindJobs(context.Context, *connect.Request[v1.FindJobsRequest]) (*connect.Response[v1.FindJobsResponse], error)
+	// ListJobs lists a page of a topic's jobs in one state, or with contains
+	// those whose body holds a text among at most scan jobs read
+	// (GET /v1/topics/{topic}/jobs?state=). Scope push or consume.
+	ListJobs(context.Context, *connect.Request[v1.ListJobsRequest]) (*connect.Response[v1.ListJobsResponse], error)
 	// CancelByKey cancels a topic's unfinished jobs with a business key
 	// (DELETE /v1/topics/{topic}/jobs?key=). Scope push.
 	CancelByKey(context.Context, *connect.Request[v1.CancelByKeyRequest]) (*connect.Response[v1.CancelByKeyResponse], error)
@@ -685,6 +707,12 @@ func NewDelayqServiceHandler(svc DelayqServiceHandler, opts ...connect.HandlerOp
 		DelayqServiceFindJobsProcedure,
 		svc.FindJobs,
 		connect.WithSchema(delayqServiceMethods.ByName("FindJobs")),
+		connect.WithHandlerOptions(opts...),
+	)
+	delayqServiceListJobsHandler := connect.NewUnaryHandler(
+		DelayqServiceListJobsProcedure,
+		svc.ListJobs,
+		connect.WithSchema(delayqServiceMethods.ByName("ListJobs")),
 		connect.WithHandlerOptions(opts...),
 	)
 	delayqServiceCancelByKeyHandler := connect.NewUnaryHandler(
@@ -833,6 +861,8 @@ func NewDelayqServiceHandler(svc DelayqServiceHandler, opts ...connect.HandlerOp
 			delayqServiceCancelJobHandler.ServeHTTP(w, r)
 		case DelayqServiceFindJobsProcedure:
 			delayqServiceFindJobsHandler.ServeHTTP(w, r)
+		case DelayqServiceListJobsProcedure:
+			delayqServiceListJobsHandler.ServeHTTP(w, r)
 		case DelayqServiceCancelByKeyProcedure:
 			delayqServiceCancelByKeyHandler.ServeHTTP(w, r)
 		case DelayqServiceClaimProcedure:
@@ -908,6 +938,10 @@ func (UnimplementedDelayqServiceHandler) CancelJob(context.Context, *connect.Req
 
 func (UnimplementedDelayqServiceHandler) FindJobs(context.Context, *connect.Request[v1.FindJobsRequest]) (*connect.Response[v1.FindJobsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("delayq.v1.DelayqService.FindJobs is not implemented"))
+}
+
+func (UnimplementedDelayqServiceHandler) ListJobs(context.Context, *connect.Request[v1.ListJobsRequest]) (*connect.Response[v1.ListJobsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("delayq.v1.DelayqService.ListJobs is not implemented"))
 }
 
 func (UnimplementedDelayqServiceHandler) CancelByKey(context.Context, *connect.Request[v1.CancelByKeyRequest]) (*connect.Response[v1.CancelByKeyResponse], error) {
