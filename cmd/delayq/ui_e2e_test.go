@@ -336,7 +336,8 @@ func testUIOpen(t *testing.T, b *browser) {
 	gone := api.bury("payments", map[string]any{"payment": 3}, "gateway timeout")
 	api.must(http.MethodPut, "/v1/schedules/nightly", map[string]any{"cron": "30 2 * * *", "topic": "orders", "job": map[string]any{"body": map[string]any{"report": "nightly"}}}, http.StatusOK)
 
-	tb := b.open(t, srv.HTTPURL)
+	// The 400 is the refused topic configuration below, on purpose.
+	tb := b.open(t, srv.HTTPURL, "400 (Bad Request)")
 	start := time.Now()
 	step := func(name string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), name) }
 
@@ -370,6 +371,67 @@ func testUIOpen(t *testing.T, b *browser) {
 	tb.run(chromedp.Click(chromedp.CSS(`#state-tabs button[data-state="done"]`)))
 	tb.waitFor(`document.getElementById("jobs").dataset.state === "done"`)
 	require.Zero(t, tb.count(`#jobs tr[data-job]`))
+
+	step("Topic: every field")
+	// Every field of a topic set with the form, each shown only for the
+	// delivery type it belongs to; a value the server refuses shows its
+	// message and changes nothing.
+	api.must(http.MethodPut, "/v1/topics/hooks", map[string]any{"ttr": "1m", "max_attempts": 3, "backoff": map[string]any{"jitter": 0.5}}, http.StatusOK)
+	tb.goTo("#/topic/hooks")
+	visible := func(id string) bool {
+		return eval[bool](tb, fmt.Sprintf(`document.getElementById(%q).checkVisibility() && document.querySelector('label[for=%q]').checkVisibility()`, id, id))
+	}
+	require.False(t, visible("delivery-method"), "no webhook field on a consumer topic")
+	tb.setValue("#delivery-type", "webhook")
+	require.True(t, visible("delivery-method"), "the webhook's fields once webhook is chosen")
+	require.True(t, visible("delivery-success"))
+	require.False(t, visible("delivery-subject"))
+	tb.setValue("#delivery-url", "http://127.0.0.1:9/hook")
+	tb.setValue("#delivery-method", "PUT")
+	tb.setValue("#delivery-timeout", "5s")
+	tb.setValue("#delivery-success", "status == 200 && body.ok")
+	tb.run(chromedp.Click(chromedp.CSS("#delivery-allow-job-url"), chromedp.NodeVisible))
+	tb.setValue("#max-in-flight", "4")
+	tb.setValue("#rate-limit", "10")
+	tb.setValue("#rate-burst", "3")
+	tb.setValue("#unique-keys", "replace")
+	tb.setValue("#on-dead", "hooks.dead")
+	require.Equal(t, "ok: Topic hooks saved.", tb.click("#save-topic"))
+	topic = api.must(http.MethodGet, "/v1/topics/hooks", nil, http.StatusOK)
+	require.Equal(t, map[string]any{"type": "webhook", "url": "http://127.0.0.1:9/hook", "method": "PUT", "timeout": "5s",
+		"success": "status == 200 && body.ok", "allow_job_url": true, "secret_set": false}, topic["delivery"])
+	require.EqualValues(t, 4, topic["max_in_flight"])
+	require.Equal(t, map[string]any{"limit": float64(10), "period": "1s", "burst": float64(3)}, topic["rate"])
+	require.Equal(t, "replace", topic["unique_keys"])
+	require.Equal(t, "hooks.dead", topic["on_dead"])
+	require.Equal(t, "1m0s", topic["ttr"], "the fields not edited are kept")
+	require.EqualValues(t, 3, topic["max_attempts"])
+	require.EqualValues(t, 0.5, topic["backoff"].(map[string]any)["jitter"], "the jitter, not on the form, is kept")
+	// The form drawn again shows what was stored.
+	require.Equal(t, "PUT", eval[string](tb, `document.getElementById("delivery-method").value`))
+	require.True(t, eval[bool](tb, `document.getElementById("delivery-allow-job-url").checked`))
+	require.Equal(t, "3", eval[string](tb, `document.getElementById("rate-burst").value`))
+	tb.setValue("#delivery-success", "status ==")
+	tb.setValue("#max-in-flight", "9")
+	refused := tb.click("#save-topic")
+	require.True(t, strings.HasPrefix(refused, "error: delivery.success: "), refused)
+	require.Contains(t, refused, "Syntax error")
+	require.True(t, strings.HasSuffix(refused, "(delivery.success)"), refused)
+	require.Equal(t, topic, api.must(http.MethodGet, "/v1/topics/hooks", nil, http.StatusOK), "a refused configuration changes nothing")
+	// Back to a consumer topic: the webhook's fields are hidden and not
+	// sent, and emptied fields go absent.
+	tb.setValue("#delivery-type", "consumer")
+	require.False(t, visible("delivery-url"))
+	tb.setValue("#max-in-flight", "")
+	tb.setValue("#unique-keys", "")
+	tb.setValue("#on-dead", "")
+	require.Equal(t, "ok: Topic hooks saved.", tb.click("#save-topic"))
+	topic = api.must(http.MethodGet, "/v1/topics/hooks", nil, http.StatusOK)
+	require.Equal(t, map[string]any{"type": "consumer", "secret_set": false}, topic["delivery"])
+	for _, field := range []string{"max_in_flight", "unique_keys", "on_dead"} {
+		require.NotContains(t, topic, field)
+	}
+	require.Equal(t, map[string]any{"limit": float64(10), "period": "1s", "burst": float64(3)}, topic["rate"])
 
 	step("Job: fields")
 	// Job: fields, body, edit and reschedule, run now, cancel.
@@ -523,7 +585,7 @@ func testUITokens(t *testing.T, b *browser) {
 	require.True(t, eval[bool](tb, `document.querySelector('#nav a[data-nav="push"]').hidden && document.querySelector('#nav a[data-nav="schedules"]').hidden`))
 	tb.goTo("#/topic/mail")
 	require.Zero(t, tb.count("#save-topic, #pause, #resume"))
-	require.True(t, eval[bool](tb, `document.getElementById("ttr").disabled`))
+	require.True(t, eval[bool](tb, `["ttr", "delivery-method", "delivery-success", "delivery-allow-job-url", "rate-burst", "unique-keys", "on-dead"].every((id) => document.getElementById(id).disabled)`))
 	tb.goTo("#/job/" + mail)
 	require.Zero(t, tb.count("#job-actions, #edit-job"))
 	tb.goTo("#/job/" + dead)

@@ -22,38 +22,72 @@ function configForm(t, reload) {
   const d = t.delivery;
   // The API never shows a webhook secret or header values back, so a
   // form cannot send them again: such a topic is edited with the API.
-  const hidden = d.secret_set || d.previous_secret_set || (d.header_names && d.header_names.length);
-  const f = (id, label, value, attrs = {}) => [h("label", { for: id }, label), h("input", { id, name: id, value: value ?? "", disabled: !admin || hidden, ...attrs })];
+  const locked = d.secret_set || d.previous_secret_set || (d.header_names && d.header_names.length);
+  const off = !admin || locked;
+  // pair labels a control; a control with data-only shows, with its label,
+  // only while the delivery type is that one.
+  const pair = (id, label, el) => [h("label", { for: id, "data-only": el.dataset.only }, label), el];
+  const f = (id, label, value, attrs = {}) => pair(id, label, h("input", { id, name: id, value: value ?? "", disabled: off, ...attrs }));
+  const choose = (id, label, value, options, attrs = {}) => pair(id, label,
+    h("select", { id, disabled: off, ...attrs }, options.map(([x, text]) => h("option", { value: x, selected: x === value }, text))));
+  const check = (id, label, checked, attrs = {}) => pair(id, label, h("input", { id, type: "checkbox", checked, disabled: off, ...attrs }));
+  const webhook = { "data-only": "webhook" };
   const delays = t.backoff.delays ? t.backoff.delays.join(", ") : "";
+  // GET fills burst with the limit when unset: shown empty, so that a new
+  // limit brings its default burst along.
+  const burst = t.rate && t.rate.burst !== t.rate.limit ? t.rate.burst : "";
   const form = h("form", { class: "grid", id: "topic-config", onsubmit: async (e) => {
     e.preventDefault();
     const v = (id) => form.querySelector("#" + id).value.trim();
+    // Empty inputs send the field absent, so that the server's default applies.
+    const opt = (id) => v(id) || undefined;
+    const num = (id) => (v(id) ? +v(id) : undefined);
+    const on = (id) => form.querySelector("#" + id).checked || undefined;
+    // Only the fields of the type chosen go: the API refuses the others'.
     const delivery = { type: v("delivery-type") };
     if (delivery.type === "webhook") {
-      Object.assign(delivery, { url: v("delivery-url"), timeout: d.timeout, success: d.success, method: d.method, error_body: d.error_body, allow_job_url: d.allow_job_url });
+      Object.assign(delivery, { url: v("delivery-url"), method: v("delivery-method"), timeout: opt("delivery-timeout"), success: opt("delivery-success"),
+        error_body: on("delivery-error-body"), allow_job_url: on("delivery-allow-job-url") });
     }
     if (delivery.type === "nats") Object.assign(delivery, { subject: v("delivery-subject") || undefined, timeout: d.timeout });
     const cfg = { delivery, ttr: v("ttr"), max_attempts: +v("max-attempts"), concurrency: +v("concurrency"),
-      unique_keys: t.unique_keys, on_dead: t.on_dead, max_in_flight: t.max_in_flight };
+      max_in_flight: num("max-in-flight"), unique_keys: opt("unique-keys"), on_dead: opt("on-dead") };
     const ds = v("backoff-delays");
     cfg.backoff = ds ? { delays: ds.split(/[\s,]+/).filter(Boolean) } :
       { initial: v("backoff-initial"), max: v("backoff-max"), factor: +v("backoff-factor"), jitter: t.backoff.jitter };
-    const limit = +v("rate-limit");
-    if (limit) cfg.rate = { limit, period: v("rate-period") || "1s" };
+    // No limit and no burst: no rate (the period alone is refused).
+    const limit = num("rate-limit"), rateBurst = num("rate-burst");
+    if (limit || rateBurst) cfg.rate = { limit, period: v("rate-period") || "1s", burst: rateBurst };
     if (await attempt(`Topic ${t.name} saved.`, () => call("PUT", `/v1/topics/${enc(t.name)}`, cfg))) reload(false);
   } },
-  h("label", { for: "delivery-type" }, "delivery"),
-  h("select", { id: "delivery-type", disabled: !admin || hidden }, ["consumer", "webhook", "nats"].map((x) => h("option", { value: x, selected: x === d.type }, x))),
-  f("delivery-url", "webhook url", d.url), f("delivery-subject", "nats subject", d.subject),
+  choose("delivery-type", "delivery", d.type, ["consumer", "webhook", "nats"].map((x) => [x, x]), { onchange: () => show() }),
+  f("delivery-url", "webhook url", d.url, webhook),
+  choose("delivery-method", "webhook method", d.method || "POST", ["POST", "PUT", "PATCH"].map((x) => [x, x]), webhook),
+  f("delivery-timeout", "webhook timeout", d.timeout, { ...webhook, placeholder: "10s" }),
+  pair("delivery-success", "success condition", h("textarea", { id: "delivery-success", class: "short", value: d.success ?? "", disabled: off,
+    placeholder: "any 2xx answer; or CEL: status == 200 && body.code == 0", ...webhook })),
+  check("delivery-error-body", "answer in last error", d.error_body, webhook),
+  check("delivery-allow-job-url", "jobs' own url", d.allow_job_url, webhook),
+  f("delivery-subject", "nats subject", d.subject, { "data-only": "nats" }),
   f("ttr", "ttr", t.ttr), f("max-attempts", "max attempts", t.max_attempts, { type: "number", min: 1 }),
   f("backoff-initial", "backoff initial", t.backoff.initial), f("backoff-max", "backoff max", t.backoff.max),
   f("backoff-factor", "backoff factor", t.backoff.factor, { type: "number", step: "any" }),
   f("backoff-delays", "retry delays", delays, { placeholder: "1m, 5m, 30m (instead of the backoff)" }),
   f("concurrency", "concurrency", t.concurrency, { type: "number", min: 1 }),
+  f("max-in-flight", "max in flight", t.max_in_flight, { type: "number", min: 1, placeholder: "no bound" }),
   f("rate-limit", "rate limit", t.rate ? t.rate.limit : "", { type: "number", min: 0, placeholder: "none" }),
   f("rate-period", "rate period", t.rate ? t.rate.period : "", { placeholder: "1s" }),
-  hidden ? h("p", { class: "full muted" }, "This webhook topic has a secret or headers, which the API never shows back: edit it with the API (PUT /v1/topics/{topic}) so that they are sent again.") : null,
-  admin && !hidden ? h("div", { class: "full actions" }, h("button", { class: "primary", type: "submit", id: "save-topic" }, "Save configuration")) : null);
+  f("rate-burst", "rate burst", burst, { type: "number", min: 1, placeholder: "the rate limit" }),
+  choose("unique-keys", "unique keys", t.unique_keys || "", [["", "none"], ["reject", "reject"], ["replace", "replace"]]),
+  f("on-dead", "dead-letter topic", t.on_dead, { placeholder: "none" }),
+  locked ? h("p", { class: "full muted" }, "This webhook topic has a secret or headers, which the API never shows back: edit it with the API (PUT /v1/topics/{topic}) so that they are sent again.") : null,
+  admin && !locked ? h("div", { class: "full actions" }, h("button", { class: "primary", type: "submit", id: "save-topic" }, "Save configuration")) : null);
+  // show hides the fields of the other delivery types.
+  const show = () => {
+    const type = form.querySelector("#delivery-type").value;
+    for (const el of form.querySelectorAll("[data-only]")) el.hidden = el.dataset.only !== type;
+  };
+  show();
   return form;
 }
 
