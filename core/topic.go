@@ -74,7 +74,8 @@ type Delivery struct {
 	Type string `json:"type,omitempty"`
 	// URL is the webhook endpoint.
 	URL string `json:"url,omitempty"`
-	// Timeout bounds one webhook attempt. Defaults to 10s.
+	// Timeout bounds one webhook attempt, or one NATS publish with its
+	// confirmation. Defaults to 10s.
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// Secret signs webhook bodies (Delayq-Signature and the Standard
 	// Webhooks headers) when set.
@@ -195,12 +196,14 @@ func (t *Topic) Validate() error {
 	// consumer topic with a url is most likely a webhook topic whose type
 	// was forgotten.
 	typ := cmp.Or(t.Delivery.Type, DeliveryConsumer)
+	if t.Delivery.Timeout != 0 && typ == DeliveryConsumer {
+		return Invalid("delivery.timeout", "delivery.timeout is only for webhook and nats delivery, not %s", typ)
+	}
 	for _, f := range []struct {
 		name, typ string
 		set       bool
 	}{
 		{"delivery.url", DeliveryWebhook, t.Delivery.URL != ""},
-		{"delivery.timeout", DeliveryWebhook, t.Delivery.Timeout != 0},
 		{"delivery.secret", DeliveryWebhook, t.Delivery.Secret != ""},
 		{"delivery.previous_secret", DeliveryWebhook, t.Delivery.PreviousSecret != ""},
 		{"delivery.success", DeliveryWebhook, t.Delivery.Success != ""},

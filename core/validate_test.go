@@ -112,6 +112,17 @@ func TestTopicValidate(t *testing.T) {
 		require.Equal(t, field, fe.Field)
 	}
 
+	// A timeout bounds a webhook attempt or a NATS publish; a consumer
+	// topic has neither.
+	publish := good
+	publish.Delivery = core.Delivery{Type: core.DeliveryNATS, Timeout: 3 * time.Second}
+	require.NoError(t, publish.Validate())
+	pulled := good
+	pulled.Delivery.Timeout = 3 * time.Second
+	var timeoutErr *core.FieldError
+	require.ErrorAs(t, pulled.Validate(), &timeoutErr)
+	require.Equal(t, "delivery.timeout", timeoutErr.Field)
+
 	// A previous secret only beside a different current one, on a
 	// webhook topic.
 	hook := core.Delivery{Type: core.DeliveryWebhook, URL: "http://svc/", Secret: "new", PreviousSecret: "old"}

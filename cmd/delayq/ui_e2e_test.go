@@ -418,10 +418,16 @@ func testUIOpen(t *testing.T, b *browser) {
 	require.Contains(t, refused, "Syntax error")
 	require.True(t, strings.HasSuffix(refused, "(delivery.success)"), refused)
 	require.Equal(t, topic, api.must(http.MethodGet, "/v1/topics/hooks", nil, http.StatusOK), "a refused configuration changes nothing")
+	// A NATS topic has a subject and a timeout, no webhook field.
+	tb.setValue("#delivery-type", "nats")
+	require.True(t, visible("delivery-subject"))
+	require.True(t, visible("delivery-timeout"))
+	require.False(t, visible("delivery-url"))
 	// Back to a consumer topic: the webhook's fields are hidden and not
 	// sent, and emptied fields go absent.
 	tb.setValue("#delivery-type", "consumer")
 	require.False(t, visible("delivery-url"))
+	require.False(t, visible("delivery-timeout"))
 	tb.setValue("#max-in-flight", "")
 	tb.setValue("#unique-keys", "")
 	tb.setValue("#on-dead", "")

@@ -191,6 +191,11 @@ func TestValidateTopic(t *testing.T) {
 	requireFieldError(t, err, "delivery.url", "")
 	err = b.engine.PutTopic(context.Background(), &core.Topic{Name: "v", Delivery: core.Delivery{Type: core.DeliveryNATS, Secret: "s"}})
 	requireFieldError(t, err, "delivery.secret", "")
+	// A timeout bounds each publish with its confirmation.
+	require.NoError(t, b.engine.PutTopic(context.Background(), &core.Topic{Name: "v", Delivery: core.Delivery{Type: core.DeliveryNATS, Timeout: 3 * time.Second}}))
+	stored, err := b.engine.GetTopic(context.Background(), "v")
+	require.NoError(t, err)
+	require.Equal(t, 3*time.Second, stored.Delivery.Timeout)
 	require.Error(t, b.deliverer.ValidateTopic(&core.Topic{Name: "v", Delivery: core.Delivery{Type: core.DeliveryWebhook}}))
 }
 

@@ -25,7 +25,7 @@ function configForm(t, reload) {
   const locked = d.secret_set || d.previous_secret_set || (d.header_names && d.header_names.length);
   const off = !admin || locked;
   // pair labels a control; a control with data-only shows, with its label,
-  // only while the delivery type is that one.
+  // only while the delivery type is one of those it names.
   const pair = (id, label, el) => [h("label", { for: id, "data-only": el.dataset.only }, label), el];
   const f = (id, label, value, attrs = {}) => pair(id, label, h("input", { id, name: id, value: value ?? "", disabled: off, ...attrs }));
   const choose = (id, label, value, options, attrs = {}) => pair(id, label,
@@ -46,10 +46,11 @@ function configForm(t, reload) {
     // Only the fields of the type chosen go: the API refuses the others'.
     const delivery = { type: v("delivery-type") };
     if (delivery.type === "webhook") {
-      Object.assign(delivery, { url: v("delivery-url"), method: v("delivery-method"), timeout: opt("delivery-timeout"), success: opt("delivery-success"),
+      Object.assign(delivery, { url: v("delivery-url"), method: v("delivery-method"), success: opt("delivery-success"),
         error_body: on("delivery-error-body"), allow_job_url: on("delivery-allow-job-url") });
     }
-    if (delivery.type === "nats") Object.assign(delivery, { subject: v("delivery-subject") || undefined, timeout: d.timeout });
+    if (delivery.type === "nats") delivery.subject = opt("delivery-subject");
+    if (delivery.type !== "consumer") delivery.timeout = opt("delivery-timeout");
     const cfg = { delivery, ttr: v("ttr"), max_attempts: +v("max-attempts"), concurrency: +v("concurrency"),
       max_in_flight: num("max-in-flight"), unique_keys: opt("unique-keys"), on_dead: opt("on-dead") };
     const ds = v("backoff-delays");
@@ -63,7 +64,7 @@ function configForm(t, reload) {
   choose("delivery-type", "delivery", d.type, ["consumer", "webhook", "nats"].map((x) => [x, x]), { onchange: () => show() }),
   f("delivery-url", "webhook url", d.url, webhook),
   choose("delivery-method", "webhook method", d.method || "POST", ["POST", "PUT", "PATCH"].map((x) => [x, x]), webhook),
-  f("delivery-timeout", "webhook timeout", d.timeout, { ...webhook, placeholder: "10s" }),
+  f("delivery-timeout", "delivery timeout", d.timeout, { "data-only": "webhook nats", placeholder: "10s" }),
   pair("delivery-success", "success condition", h("textarea", { id: "delivery-success", class: "short", value: d.success ?? "", disabled: off,
     placeholder: "any 2xx answer; or CEL: status == 200 && body.code == 0", ...webhook })),
   check("delivery-error-body", "answer in last error", d.error_body, webhook),
@@ -85,7 +86,7 @@ function configForm(t, reload) {
   // show hides the fields of the other delivery types.
   const show = () => {
     const type = form.querySelector("#delivery-type").value;
-    for (const el of form.querySelectorAll("[data-only]")) el.hidden = el.dataset.only !== type;
+    for (const el of form.querySelectorAll("[data-only]")) el.hidden = !el.dataset.only.split(" ").includes(type);
   };
   show();
   return form;
