@@ -16,6 +16,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/delayq/delayq/backends/natsstore/natstest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -28,31 +30,6 @@ func start(t *testing.T, cfg Config) *Embedded {
 	require.NoError(t, err)
 	t.Cleanup(e.Shutdown)
 	return e
-}
-
-// clientConn connects to e's client URL as user with password, collecting
-// the asynchronous errors (permission violations) in errs.
-func clientConn(t *testing.T, e *Embedded, user, password string) (*nats.Conn, chan error) {
-	t.Helper()
-	errs := make(chan error, 64)
-	nc, err := nats.Connect(e.ClientURL(), nats.UserInfo(user, password), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-		errs <- err
-	}))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	return nc, errs
-}
-
-// requireViolation waits for the permission violation on subject.
-func requireViolation(t *testing.T, errs chan error, subject string) {
-	t.Helper()
-	select {
-	case err := <-errs:
-		require.ErrorIs(t, err, nats.ErrPermissionViolation)
-		require.Contains(t, err.Error(), `"`+subject+`"`)
-	case <-time.After(10 * time.Second):
-		t.Fatalf("no permission violation for %s within 10s", subject)
-	}
 }
 
 // readPassword reads the password kept in dir.
@@ -91,7 +68,7 @@ func TestStartStoreAndPasswordApart(t *testing.T) {
 	require.Equal(t, "HELD", ack.Stream)
 	_, err = os.Stat(filepath.Join(store, "jetstream"))
 	require.NoError(t, err, "JetStream keeps its files in StoreDir")
-	clientConn(t, e, ClientUserDefault, readPassword(t, data))
+	natstest.ClientConn(t, e.ClientURL(), ClientUserDefault, readPassword(t, data))
 }
 
 // TestStartTemporaryStore checks that an empty StoreDir gives a temporary
@@ -143,7 +120,7 @@ func TestClientPermissions(t *testing.T) {
 	own, err := e.Connect()
 	require.NoError(t, err)
 	t.Cleanup(own.Close)
-	client, errs := clientConn(t, e, e.ClientUser(), readPassword(t, data))
+	client, errs := natstest.ClientConn(t, e.ClientURL(), e.ClientUser(), readPassword(t, data))
 
 	cancels, err := own.Subscribe("delayq.cancel", func(m *nats.Msg) { _ = m.Respond([]byte("{}")) })
 	require.NoError(t, err)
@@ -163,12 +140,12 @@ func TestClientPermissions(t *testing.T) {
 
 	for _, subject := range []string{"$JS.API.STREAM.LIST", "store.x", "delayq.deliver.orders", "_INBOX.x"} {
 		require.NoError(t, client.Publish(subject, nil))
-		requireViolation(t, errs, subject)
+		natstest.RequireViolation(t, errs, subject)
 	}
 	for _, subject := range []string{"store.>", "$JS.API.>", "$SYS.>", OwnInboxPrefix + ".>", "delayq.push.>", "delayq.cancel"} {
 		_, err := client.SubscribeSync(subject)
 		require.NoError(t, err)
-		requireViolation(t, errs, subject)
+		natstest.RequireViolation(t, errs, subject)
 	}
 }
 
@@ -205,13 +182,13 @@ func TestClientPasswordKept(t *testing.T) {
 
 	e = start(t, Config{PasswordDir: dir})
 	require.Equal(t, first, readPassword(t, dir), "the password survives a restart")
-	clientConn(t, e, ClientUserDefault, first)
+	natstest.ClientConn(t, e.ClientURL(), ClientUserDefault, first)
 	e.Shutdown()
 
 	const given = "a-given-password-0123456789"
 	e = start(t, Config{PasswordDir: dir, ClientUser: "producers", ClientPassword: given})
 	require.Empty(t, e.ClientPasswordFile())
-	clientConn(t, e, "producers", given)
+	natstest.ClientConn(t, e.ClientURL(), "producers", given)
 	_, err := nats.Connect(e.ClientURL(), nats.UserInfo("producers", first))
 	require.ErrorIs(t, err, nats.ErrAuthorization)
 	e.Shutdown()

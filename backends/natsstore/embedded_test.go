@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/delayq/delayq/backends/natsstore/natstest"
 	"github.com/delayq/delayq/core/storetest"
 )
 
@@ -28,31 +29,6 @@ func startEmbedded(t *testing.T, cfg EmbeddedConfig) *Embedded {
 	require.NoError(t, err)
 	t.Cleanup(e.Shutdown)
 	return e
-}
-
-// clientConn connects to e's client URL as user with password, collecting
-// the asynchronous errors (permission violations) in errs.
-func clientConn(t *testing.T, e *Embedded, user, password string) (*nats.Conn, chan error) {
-	t.Helper()
-	errs := make(chan error, 64)
-	nc, err := nats.Connect(e.ClientURL(), nats.UserInfo(user, password), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-		errs <- err
-	}))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	return nc, errs
-}
-
-// requireViolation waits for the permission violation on subject.
-func requireViolation(t *testing.T, errs chan error, subject string) {
-	t.Helper()
-	select {
-	case err := <-errs:
-		require.ErrorIs(t, err, nats.ErrPermissionViolation)
-		require.Contains(t, err.Error(), `"`+subject+`"`)
-	case <-time.After(10 * time.Second):
-		t.Fatalf("no permission violation for %s within 10s", subject)
-	}
 }
 
 // TestEmbeddedRefusesUnauthenticated checks that the server takes no
@@ -87,7 +63,7 @@ func TestEmbeddedClientPermissions(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), info.Mode().Perm())
 	require.Equal(t, filepath.Join(dir, ClientPasswordFile), e.ClientPasswordFile())
-	client, errs := clientConn(t, e, e.ClientUser(), strings.TrimSpace(string(password)))
+	client, errs := natstest.ClientConn(t, e.ClientURL(), e.ClientUser(), strings.TrimSpace(string(password)))
 
 	// Everything a wildcard subscription gets, to check below that no store
 	// traffic reaches it.
@@ -137,7 +113,7 @@ func TestEmbeddedClientPermissions(t *testing.T) {
 	// JetStream's API: listing streams, deleting the store's stream.
 	for _, subject := range []string{"$JS.API.STREAM.LIST", "$JS.API.STREAM.DELETE.DELAYQ_QUEUE", "$JS.API.DIRECT.GET.DELAYQ_QUEUE", "$KV.DELAYQ_TOPICS.orders", "delayq.s.x.orders", "delayq.d.x.orders", "delayq.deliver.orders", "_INBOX.x"} {
 		require.NoError(t, client.Publish(subject, nil))
-		requireViolation(t, errs, subject)
+		natstest.RequireViolation(t, errs, subject)
 	}
 	js, err := jetstream.New(client)
 	require.NoError(t, err)
@@ -145,7 +121,7 @@ func TestEmbeddedClientPermissions(t *testing.T) {
 	defer cancel()
 	_, err = js.Stream(ctx, "DELAYQ_QUEUE")
 	require.Error(t, err, "no JetStream for clients")
-	requireViolation(t, errs, "$JS.API.STREAM.INFO.DELAYQ_QUEUE")
+	natstest.RequireViolation(t, errs, "$JS.API.STREAM.INFO.DELAYQ_QUEUE")
 	ownJS, err := jetstream.New(own)
 	require.NoError(t, err)
 	_, err = ownJS.Stream(context.Background(), "DELAYQ_QUEUE")
@@ -157,11 +133,11 @@ func TestEmbeddedClientPermissions(t *testing.T) {
 	for _, subject := range []string{"delayq.d.*.orders", "delayq.s.>", "$JS.API.>", "$KV.DELAYQ_TOPICS.>", "$SYS.>", OwnInboxPrefix + ".>", "delayq.push.>", "delayq.cancel"} {
 		_, err := client.SubscribeSync(subject)
 		require.NoError(t, err)
-		requireViolation(t, errs, subject)
+		natstest.RequireViolation(t, errs, subject)
 	}
 	_, err = client.QueueSubscribeSync("delayq.push.>", "delayq")
 	require.NoError(t, err)
-	requireViolation(t, errs, "delayq.push.>")
+	natstest.RequireViolation(t, errs, "delayq.push.>")
 }
 
 // TestEmbeddedClientPasswordKept checks that the generated password is
@@ -181,14 +157,14 @@ func TestEmbeddedClientPasswordKept(t *testing.T) {
 	again, err := os.ReadFile(file)
 	require.NoError(t, err)
 	require.Equal(t, first, again, "the password survives a restart")
-	clientConn(t, e, ClientUserDefault, strings.TrimSpace(string(first)))
+	natstest.ClientConn(t, e.ClientURL(), ClientUserDefault, strings.TrimSpace(string(first)))
 	e.Shutdown()
 
 	// A given user and password win; the file is left alone.
 	const given = "a-given-password-0123456789"
 	e = startEmbedded(t, EmbeddedConfig{DataDir: dir, ClientUser: "producers", ClientPassword: given})
 	require.Empty(t, e.ClientPasswordFile())
-	clientConn(t, e, "producers", given)
+	natstest.ClientConn(t, e.ClientURL(), "producers", given)
 	_, err = nats.Connect(e.ClientURL(), nats.UserInfo("producers", strings.TrimSpace(string(first))))
 	require.ErrorIs(t, err, nats.ErrAuthorization)
 	_, err = nats.Connect(e.ClientURL(), nats.UserInfo(ClientUserDefault, strings.TrimSpace(string(first))))

@@ -138,55 +138,24 @@ func testDiskFull(t *testing.T, backend string) {
 	stopConsume := make(chan struct{})
 	var consumer sync.WaitGroup
 	consumer.Go(func() {
-		for {
-			select {
-			case <-stopConsume:
-				return
-			default:
-			}
-			status, answer, err := postJSON(hc, srv.HTTPURL, "/v1/topics/"+topic+"/claim", map[string]any{"max": 100, "wait": "500ms"})
-			if err != nil || status != http.StatusOK {
-				time.Sleep(50 * time.Millisecond) // failing: do not spin
-				continue
-			}
-			var out struct {
-				Jobs []delivery `json:"jobs"`
-			}
-			if json.Unmarshal(answer, &out) != nil || len(out.Jobs) == 0 {
-				continue
-			}
-			acks := make([]map[string]string, len(out.Jobs))
+		claimAndAck(hc, srv.HTTPURL, topic, "500ms", stopConsume, func(ids []string) {
 			mu.Lock()
-			for i, d := range out.Jobs {
-				acks[i] = map[string]string{"id": d.ID, "lease": d.Lease}
-				claimed[d.ID]++
+			defer mu.Unlock()
+			for _, id := range ids {
+				claimed[id]++
 			}
-			mu.Unlock()
-			status, answer, err = postJSON(hc, srv.HTTPURL, "/v1/acks", map[string]any{"acks": acks})
-			if err != nil || status != http.StatusOK {
-				continue // delivered again after the ttr
-			}
-			var settled struct {
-				Results []struct {
-					Error *struct{ Code string } `json:"error"`
-				} `json:"results"`
-			}
-			if json.Unmarshal(answer, &settled) != nil || len(settled.Results) != len(acks) {
-				continue
-			}
+		}, func(ids []string) {
 			mu.Lock()
-			for i, r := range settled.Results {
-				if r.Error == nil {
-					acked[acks[i]["id"]]++
-					ackedAt = append(ackedAt, time.Now())
-				}
+			for _, id := range ids {
+				acked[id]++
+				ackedAt = append(ackedAt, time.Now())
 			}
 			mu.Unlock()
 			select {
 			case ackBatch <- struct{}{}:
 			default:
 			}
-		}
+		})
 	})
 	// firstPush returns the first push after since that got status.
 	firstPush := func(since time.Time, status int) (diskFullPush, bool) {

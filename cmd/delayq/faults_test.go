@@ -239,54 +239,20 @@ func runFaultProgram(t *testing.T, srv *serverProc, load faultLoad) faultRun {
 	stopConsume := make(chan struct{})
 	var consumer sync.WaitGroup
 	consumer.Go(func() {
-		for {
-			select {
-			case <-stopConsume:
-				return
-			default:
-			}
-			status, out := post("/v1/topics/"+topic+"/claim", map[string]any{"max": 100, "wait": "1s"})
-			if status != http.StatusOK {
-				time.Sleep(50 * time.Millisecond) // the backend is failing: do not spin
-				continue
-			}
-			var res struct {
-				Jobs []struct{ ID, Lease string }
-			}
-			if json.Unmarshal(out, &res) != nil {
-				continue
-			}
-			acks := make([]map[string]string, 0, len(res.Jobs))
+		claimAndAck(hc, srv.HTTPURL, topic, "1s", stopConsume, func(ids []string) {
 			mu.Lock()
-			for _, j := range res.Jobs {
-				acks = append(acks, map[string]string{"id": j.ID, "lease": j.Lease})
-				claimed[j.ID]++
+			defer mu.Unlock()
+			for _, id := range ids {
+				claimed[id]++
 			}
-			mu.Unlock()
-			if len(acks) == 0 {
-				continue
-			}
-			status, out = post("/v1/acks", map[string]any{"acks": acks})
-			if status != http.StatusOK {
-				continue // unacknowledged: delivered again after the ttr
-			}
-			var settled struct {
-				Results []struct {
-					Error *struct{ Code string } `json:"error"`
-				} `json:"results"`
-			}
-			if json.Unmarshal(out, &settled) != nil || len(settled.Results) != len(acks) {
-				continue
-			}
+		}, func(ids []string) {
 			mu.Lock()
-			for i, r := range settled.Results {
-				if r.Error == nil {
-					acked[acks[i]["id"]]++
-					lastAck = time.Now()
-				}
+			defer mu.Unlock()
+			for _, id := range ids {
+				acked[id]++
+				lastAck = time.Now()
 			}
-			mu.Unlock()
-		}
+		})
 	})
 
 	for i, ph := range load.program {

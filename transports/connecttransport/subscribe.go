@@ -4,24 +4,15 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/delayq/delayq/core"
 	delayqv1 "github.com/delayq/delayq/gen/delayq/v1"
+	"github.com/delayq/delayq/internal/held"
 	"github.com/delayq/delayq/transports/wire"
 )
-
-// releaseReason is the last_error of a delivery released because its
-// subscriber went away, as for WebSocket subscribers.
-const releaseReason = "subscriber disconnected"
-
-// releaseConcurrency bounds the releases in flight when a subscription
-// with many unsettled deliveries ends.
-const releaseConcurrency = 16
 
 // Subscribe streams the due jobs of a topic to the caller, at most prefetch
 // (default 16) unsettled at once, as a WebSocket subscriber gets them. The
@@ -50,10 +41,14 @@ func (s *Server) Subscribe(ctx context.Context, req *connect.Request[delayqv1.Su
 	if prefetch < 1 || prefetch > PrefetchMax {
 		return core.Invalid("prefetch", "prefetch must be between 1 and %d", PrefetchMax)
 	}
-	sub := &subscription{
-		srv: s, topic: topic, free: prefetch, stream: stream,
-		rc: responseController(ctx), held: map[string]held{}, wake: make(chan struct{}, 1),
-	}
+	sub := &subscription{srv: s, topic: topic, stream: stream, rc: responseController(ctx)}
+	// The server's index of who holds a delivery follows the set, for the
+	// acks of unary calls (settled, touched).
+	sub.held = held.New(held.Config{
+		Prefetch: prefetch,
+		HoldFunc: func(id string) { s.held.Store(id, sub) },
+		DropFunc: func(id string) { s.held.CompareAndDelete(id, sub) },
+	})
 	sub.ctx, sub.cancel = context.WithCancel(ctx)
 	defer sub.cancel()
 	if err := s.addSubscription(sub); err != nil {
@@ -115,7 +110,7 @@ func (s *Server) settled(id, lease string, err error) {
 		return
 	}
 	if v, ok := s.held.Load(id); ok {
-		v.(*subscription).forget(id, lease)
+		v.(*subscription).held.Forget(id, lease)
 	}
 }
 
@@ -123,13 +118,13 @@ func (s *Server) settled(id, lease string, err error) {
 // if any, when its lease now expires.
 func (s *Server) touched(id, lease string, expires time.Time) {
 	if v, ok := s.held.Load(id); ok {
-		v.(*subscription).extend(id, lease, expires)
+		v.(*subscription).held.Extend(id, lease, expires)
 	}
 }
 
 // subscription is one Subscribe stream. Its claim loop runs in the call's
 // goroutine; unary calls of other goroutines give credit back through
-// forget.
+// held.Forget.
 type subscription struct {
 	srv    *Server
 	topic  string
@@ -141,19 +136,8 @@ type subscription struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu sync.Mutex
-	// held maps the id of each unsettled delivery to its lease.
-	held map[string]held
-	// free is the prefetch credit: how many more deliveries may be sent.
-	free int
-	// wake tells the claim loop that credit came back.
-	wake chan struct{}
-}
-
-// held is an unsettled delivery of a subscription.
-type held struct {
-	lease   string
-	expires time.Time
+	// held is the unsettled deliveries and the prefetch credit.
+	held *held.Set
 }
 
 // run claims due jobs of the topic while the subscription has credit and
@@ -162,15 +146,21 @@ func (sub *subscription) run() error {
 	clock := sub.srv.engine.Clock()
 	backoff := core.NewClaimBackoff(clock)
 	for {
-		n, next := sub.credit(clock.Now())
+		n, next := sub.held.Credit(clock.Now())
 		if n == 0 {
-			if !sub.waitCredit(clock, next) {
+			// Until credit comes back, a lease expires, it is time to read
+			// the held deliveries back (then it does) or the stream ends.
+			ok, recheckDue := sub.held.Wait(sub.ctx, clock, next, sub.srv.cfg.Recheck)
+			if !ok {
 				return nil
+			}
+			if recheckDue {
+				sub.recheck()
 			}
 			continue
 		}
 		jobs, err := sub.srv.engine.Claim(sub.ctx, &core.ClaimJobsParams{Topic: sub.topic, Max: min(n, core.ClaimMaxLimit), Wait: sub.srv.cfg.ClaimWait, Via: core.ViaGRPC})
-		sub.hold(jobs)
+		sub.held.Hold(jobs)
 		if sub.ctx.Err() != nil {
 			return nil // what was claimed is released with the rest
 		}
@@ -209,120 +199,20 @@ func (sub *subscription) send(j *core.Job) error {
 	return sub.stream.Send(&delayqv1.SubscribeResponse{Delivery: deliveryMessage(j)})
 }
 
-// waitCredit waits, with no credit left, until some comes back, the
-// earliest held lease expires (next, when not zero), it is time to read the
-// held deliveries back (then it does), or the subscription ends; it reports
-// false for the last.
-func (sub *subscription) waitCredit(clock core.Clock, next time.Time) bool {
-	var expiry <-chan time.Time
-	if !next.IsZero() {
-		t := clock.NewTimer(max(next.Sub(clock.Now()), 0))
-		defer t.Stop()
-		expiry = t.Chan()
-	}
-	recheck := clock.NewTimer(sub.srv.cfg.Recheck)
-	defer recheck.Stop()
-	select {
-	case <-sub.ctx.Done():
-		return false
-	case <-sub.wake:
-	case <-expiry:
-	case <-recheck.Chan():
-		sub.recheck()
-	}
-	return true
-}
-
 // recheck reads each held delivery back and forgets those settled
 // elsewhere (acked through another instance or transport): no longer
 // reserved under the lease sent.
 func (sub *subscription) recheck() {
-	sub.mu.Lock()
-	hs := make(map[string]string, len(sub.held))
-	for id, h := range sub.held {
-		hs[id] = h.lease
-	}
-	sub.mu.Unlock()
-	for id, lease := range hs {
+	for id, lease := range sub.held.Leases() {
 		job, err := sub.srv.engine.Get(sub.ctx, id)
 		switch {
 		case errors.Is(err, core.ErrNotFound):
-			sub.forget(id, lease)
+			sub.held.Forget(id, lease)
 		case err != nil:
 			return // the store is down; leases still expire
 		case job.State != core.StateReserved || job.Lease != lease:
-			sub.forget(id, lease)
+			sub.held.Forget(id, lease)
 		}
-	}
-}
-
-// credit drops held deliveries whose lease expired by now, returning their
-// credit, and returns the free credit and the earliest expiry still held
-// (zero when none is held).
-func (sub *subscription) credit(now time.Time) (free int, next time.Time) {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	for id, h := range sub.held {
-		if !now.Before(h.expires) {
-			sub.drop(id)
-			continue
-		}
-		if next.IsZero() || h.expires.Before(next) {
-			next = h.expires
-		}
-	}
-	return sub.free, next
-}
-
-// hold records claimed jobs as held, taking their credit.
-func (sub *subscription) hold(jobs []*core.Job) {
-	if len(jobs) == 0 {
-		return
-	}
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	for _, j := range jobs {
-		if _, ok := sub.held[j.ID]; ok {
-			sub.free++ // held already: that lease was lost
-		}
-		sub.held[j.ID] = held{lease: j.Lease, expires: j.LeaseExpiresAt}
-		sub.srv.held.Store(j.ID, sub)
-		sub.free--
-	}
-}
-
-// drop forgets the held delivery id, returning its credit; sub.mu is held.
-func (sub *subscription) drop(id string) {
-	delete(sub.held, id)
-	sub.srv.held.CompareAndDelete(id, sub)
-	sub.free++
-}
-
-// forget drops the held delivery id if it holds it under lease, and wakes
-// the claim loop.
-func (sub *subscription) forget(id, lease string) {
-	sub.mu.Lock()
-	h, ok := sub.held[id]
-	ok = ok && h.lease == lease
-	if ok {
-		sub.drop(id)
-	}
-	sub.mu.Unlock()
-	if ok {
-		select {
-		case sub.wake <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// extend records a touched lease's new expiry.
-func (sub *subscription) extend(id, lease string, expires time.Time) {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	if h, ok := sub.held[id]; ok && h.lease == lease {
-		h.expires = expires
-		sub.held[id] = h
 	}
 }
 
@@ -330,36 +220,11 @@ func (sub *subscription) extend(id, lease string, expires time.Time) {
 // attempt counted, and returns how many it released. ctx is the call's,
 // whose values (the transport) it keeps past its end.
 func (sub *subscription) release(ctx context.Context) int {
-	sub.mu.Lock()
-	hs := sub.held
-	sub.held = map[string]held{}
-	for id := range hs {
-		sub.srv.held.CompareAndDelete(id, sub)
-	}
-	sub.mu.Unlock()
-	var (
-		wg       sync.WaitGroup
-		sem      = make(chan struct{}, releaseConcurrency)
-		released atomic.Int64
-		zero     time.Duration
-	)
-	for id, h := range hs {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sub.srv.cfg.OpTimeout)
-			defer cancel()
-			err := sub.srv.engine.Nack(rctx, &core.NackParams{ID: id, Lease: h.lease, Delay: &zero, Error: releaseReason})
-			switch {
-			case err == nil:
-				released.Add(1)
-			case errors.Is(err, core.ErrConflict), errors.Is(err, core.ErrNotFound):
-				// Settled meanwhile, or its lease ran out: nothing to release.
-			default:
-				sub.srv.log.Warn("connecttransport: releasing a delivery failed; it comes back when its lease expires", "id", id, "err", err)
-			}
-		})
-	}
-	wg.Wait()
-	return int(released.Load())
+	return sub.held.Release(ctx, &held.ReleaseParams{
+		NackFunc: sub.srv.engine.Nack,
+		Timeout:  sub.srv.cfg.OpTimeout,
+		FailedFunc: func(id string, err error) {
+			sub.srv.log.Warn("connecttransport: releasing a delivery failed; it comes back when its lease expires", "id", id, "err", err)
+		},
+	})
 }

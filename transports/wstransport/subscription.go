@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/internal/held"
 	"github.com/delayq/delayq/transports/wire"
 )
 
@@ -23,14 +23,6 @@ import (
 // (see dispatch); past that, reading waits, which slows only this
 // connection.
 const opConcurrency = 64
-
-// releaseConcurrency bounds the releases in flight when a connection with
-// many unacknowledged deliveries closes.
-const releaseConcurrency = 16
-
-// releaseReason is the last_error of a delivery released because its
-// subscriber went away.
-const releaseReason = "subscriber disconnected"
 
 // subscription is one WebSocket connection subscribed to a topic. Its
 // goroutines are the reader (the request's own), the claim loop, a worker
@@ -49,20 +41,14 @@ type subscription struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	// held is the unacknowledged deliveries and the prefetch credit.
+	held *held.Set
+
 	mu sync.Mutex
-	// held maps the id of each unacknowledged delivery to its lease.
-	held map[string]held
-	// free is the prefetch credit: how many more deliveries may be sent.
-	free int
-	// firstExpiry is at or before the earliest lease expiry in held, so
-	// that credit need not look through held before then.
-	firstExpiry time.Time
 	// closed is set when the connection ended; no ping or close starts
 	// after it.
 	closed    bool
 	pingTimer *time.Timer
-	// wake tells the claim loop that credit came back.
-	wake chan struct{}
 
 	// pending holds a token for each client frame read and not yet
 	// handled, opSlots one for each being handled; running maps the id of
@@ -80,12 +66,6 @@ type subscription struct {
 	stopOnce sync.Once
 }
 
-// held is an unacknowledged delivery of a connection.
-type held struct {
-	lease   string
-	expires time.Time
-}
-
 func newSubscription(srv *Server, conn *websocket.Conn, topic string, prefetch int, log *slog.Logger) *subscription {
 	ctx, cancel := context.WithCancel(core.WithTransport(context.Background(), core.TransportWebSocket))
 	return &subscription{
@@ -96,9 +76,7 @@ func newSubscription(srv *Server, conn *websocket.Conn, topic string, prefetch i
 		log:       log,
 		ctx:       ctx,
 		cancel:    cancel,
-		held:      map[string]held{},
-		free:      prefetch,
-		wake:      make(chan struct{}, 1),
+		held:      held.New(held.Config{Prefetch: prefetch}),
 		pending:   make(chan struct{}, prefetch+opConcurrency),
 		opSlots:   make(chan struct{}, opConcurrency),
 		running:   map[string][]frame{},
@@ -227,18 +205,18 @@ func (sub *subscription) handle(f frame) {
 	}
 	switch {
 	case err == nil && f.Type == frameTouch:
-		sub.extend(f.ID, f.Lease, job.LeaseExpiresAt)
+		sub.held.Extend(f.ID, f.Lease, job.LeaseExpiresAt)
 		sub.send(appendTouchedFrame(nil, f.ID, job.LeaseExpiresAt))
 	case err == nil:
-		sub.forget(f.ID, f.Lease)
+		sub.held.Forget(f.ID, f.Lease)
 	case errors.Is(err, core.ErrConflict):
-		sub.forget(f.ID, f.Lease)
+		sub.held.Forget(f.ID, f.Lease)
 		sub.sendError(wire.WithMessage(
 			fmt.Sprintf("the lease of job %q is lost: its ttr passed or the job was delivered again", truncate(f.ID, core.MaxIDLen)),
 			err,
 		), f.ID)
 	case errors.Is(err, core.ErrNotFound):
-		sub.forget(f.ID, f.Lease)
+		sub.held.Forget(f.ID, f.Lease)
 		sub.sendError(wire.WithMessage(fmt.Sprintf("job %q not found", truncate(f.ID, core.MaxIDLen)), err), f.ID)
 	default:
 		sub.sendError(err, f.ID)
@@ -251,15 +229,17 @@ func (sub *subscription) claimLoop() {
 	clock := sub.srv.engine.Clock()
 	backoff := core.NewClaimBackoff(clock)
 	for {
-		n, next := sub.credit(clock.Now())
+		n, next := sub.held.Credit(clock.Now())
 		if n == 0 {
-			if !sub.waitCredit(clock, next) {
+			// Until credit comes back, a lease expires or the
+			// subscription ends.
+			if ok, _ := sub.held.Wait(sub.ctx, clock, next, 0); !ok {
 				return
 			}
 			continue
 		}
 		jobs, err := sub.srv.engine.Claim(sub.ctx, &core.ClaimJobsParams{Topic: sub.topic, Max: min(n, core.ClaimMaxLimit), Wait: sub.srv.cfg.ClaimWait, Via: core.ViaWebSocket})
-		sub.hold(jobs)
+		sub.held.Hold(jobs)
 		if sub.ctx.Err() != nil {
 			return // what was claimed is released with the rest
 		}
@@ -290,138 +270,16 @@ func (sub *subscription) claimLoop() {
 	}
 }
 
-// waitCredit waits, with no credit left, until some comes back, the
-// earliest held lease expires (next, when not zero) or the subscription
-// ends; it reports false for the last.
-func (sub *subscription) waitCredit(clock core.Clock, next time.Time) bool {
-	var expiry <-chan time.Time
-	if !next.IsZero() {
-		t := clock.NewTimer(max(next.Sub(clock.Now()), 0))
-		defer t.Stop()
-		expiry = t.Chan()
-	}
-	select {
-	case <-sub.ctx.Done():
-		return false
-	case <-sub.wake:
-	case <-expiry:
-	}
-	return true
-}
-
-// credit drops held deliveries whose lease expired by now, returning their
-// credit, and returns the free credit and a time at or before the earliest
-// expiry still held (zero when none is held). It looks through what is
-// held only once that time has come: a claim per few jobs must not cost a
-// pass over a thousand held deliveries.
-func (sub *subscription) credit(now time.Time) (free int, next time.Time) {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	if len(sub.held) == 0 {
-		sub.firstExpiry = time.Time{}
-		return sub.free, time.Time{}
-	}
-	if now.Before(sub.firstExpiry) {
-		return sub.free, sub.firstExpiry
-	}
-	next = time.Time{}
-	for id, h := range sub.held {
-		if !now.Before(h.expires) {
-			delete(sub.held, id)
-			sub.free++
-			continue
-		}
-		if next.IsZero() || h.expires.Before(next) {
-			next = h.expires
-		}
-	}
-	sub.firstExpiry = next
-	return sub.free, next
-}
-
-// hold records claimed jobs as held, taking their credit. A job held
-// already lost that lease when it was claimed again.
-func (sub *subscription) hold(jobs []*core.Job) {
-	if len(jobs) == 0 {
-		return
-	}
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	for _, j := range jobs {
-		if _, ok := sub.held[j.ID]; ok {
-			sub.free++
-		}
-		sub.held[j.ID] = held{lease: j.Lease, expires: j.LeaseExpiresAt}
-		sub.free--
-		if sub.firstExpiry.IsZero() || j.LeaseExpiresAt.Before(sub.firstExpiry) {
-			sub.firstExpiry = j.LeaseExpiresAt
-		}
-	}
-}
-
-// forget drops a held delivery that ended, returning its credit.
-func (sub *subscription) forget(id, lease string) {
-	sub.mu.Lock()
-	h, ok := sub.held[id]
-	ok = ok && h.lease == lease
-	if ok {
-		delete(sub.held, id)
-		sub.free++
-	}
-	sub.mu.Unlock()
-	if ok {
-		select {
-		case sub.wake <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// extend records a touched lease's new expiry.
-func (sub *subscription) extend(id, lease string, expires time.Time) {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	if h, ok := sub.held[id]; ok && h.lease == lease {
-		h.expires = expires
-		sub.held[id] = h
-	}
-}
-
 // release hands every held delivery back for redelivery at once, with
 // attempt counted, and returns how many it released.
 func (sub *subscription) release() int {
-	sub.mu.Lock()
-	hs := sub.held
-	sub.held = map[string]held{}
-	sub.mu.Unlock()
-	if len(hs) == 0 {
-		return 0
-	}
-	var (
-		wg       sync.WaitGroup
-		sem      = make(chan struct{}, releaseConcurrency)
-		released atomic.Int64
-		zero     time.Duration
-	)
-	for id, h := range hs {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			ctx, cancel := context.WithTimeout(core.WithTransport(context.Background(), core.TransportWebSocket), sub.srv.cfg.OpTimeout)
-			defer cancel()
-			err := sub.srv.engine.Nack(ctx, &core.NackParams{ID: id, Lease: h.lease, Delay: &zero, Error: releaseReason})
-			switch {
-			case err == nil:
-				released.Add(1)
-			case errors.Is(err, core.ErrConflict), errors.Is(err, core.ErrNotFound):
-				// Settled meanwhile, or its lease ran out: nothing to release.
-			default:
-				sub.log.Warn("wstransport: releasing a delivery failed; it comes back when its lease expires", "id", id, "err", err)
-			}
-		})
-	}
-	wg.Wait()
-	return int(released.Load())
+	return sub.held.Release(core.WithTransport(context.Background(), core.TransportWebSocket), &held.ReleaseParams{
+		NackFunc: sub.srv.engine.Nack,
+		Timeout:  sub.srv.cfg.OpTimeout,
+		FailedFunc: func(id string, err error) {
+			sub.log.Warn("wstransport: releasing a delivery failed; it comes back when its lease expires", "id", id, "err", err)
+		},
+	})
 }
 
 // ping checks that the peer answers, and closes the connection when it does

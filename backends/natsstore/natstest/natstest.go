@@ -8,6 +8,10 @@
 // PATH (the go build cache keeps it between runs), so no install is needed.
 // Servers are killed by process id when stopped, by Cleanup at the end of
 // the run, and (on Linux) when the test process dies.
+//
+// ClientConn and RequireViolation check what a client user may do on a
+// server (the in-process one of natsserver included): connect as that
+// user, then wait for the permission violation an act should cause.
 package natstest
 
 import (
