@@ -246,15 +246,20 @@ func (s *Server) Do(args ...string) (string, error) {
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.Write(encodeCommand(args...)); err != nil {
+		return "", err
+	}
+	return readReply(bufio.NewReader(conn))
+}
+
+// encodeCommand returns a command in Redis's protocol.
+func encodeCommand(args ...string) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "*%d\r\n", len(args))
 	for _, a := range args {
 		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
 	}
-	if _, err := conn.Write([]byte(b.String())); err != nil {
-		return "", err
-	}
-	return readReply(bufio.NewReader(conn))
+	return []byte(b.String())
 }
 
 func readReply(r *bufio.Reader) (string, error) {

@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -169,24 +170,60 @@ func (g *Sentinel) Server(addr string) *Server {
 }
 
 // AwaitReplicated polls, up to timeout, until the server the Sentinels
-// name master is one and has a replica in sync, and returns its address:
-// after a failover, the master that stayed (a first promotion may fail and
+// name master is one and a replica confirms its writes (a write and WAIT 1
+// on one connection, twice in a row), and returns its address: after a
+// failover, the master that stayed (a first promotion may fail and
 // Sentinel try another replica) with the replica Sentinel pointed at it.
+// INFO's "state=online" is not enough: a replica so listed has been seen
+// not to answer WAIT for seconds after.
 func (g *Sentinel) AwaitReplicated(timeout time.Duration) (string, error) {
 	deadline := time.Now().Add(timeout)
+	confirmed := ""
 	for {
 		addr, err := g.MasterAddr()
 		if s := g.Server(addr); err == nil && s != nil {
-			if info, ierr := s.Do("INFO", "replication"); ierr == nil &&
-				strings.Contains(info, "role:master") && strings.Contains(info, "state=online") {
+			if err = s.confirmedByReplica(); err == nil && confirmed == addr {
 				return addr, nil
+			}
+			if err == nil {
+				confirmed = addr
+			} else {
+				confirmed = ""
 			}
 		}
 		if time.Now().After(deadline) {
-			return "", fmt.Errorf("redistest: no master with a replica in sync after %s (the Sentinels name %q: %v)", timeout, addr, err)
+			return "", fmt.Errorf("redistest: no master whose writes a replica confirms after %s (the Sentinels name %q: %v)", timeout, addr, err)
 		}
-		time.Sleep(50 * time.Millisecond) // other processes' state: polled
+		time.Sleep(100 * time.Millisecond) // other processes' state: polled
 	}
+}
+
+// confirmedByReplica writes a key on s and waits up to 500 ms for a
+// replica to confirm it, on one connection (WAIT counts the connection's
+// own writes): nil when one did.
+func (s *Server) confirmedByReplica() error {
+	conn, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	cmds := append(encodeCommand("SET", "redistest:await", "1"), encodeCommand("WAIT", "1", "500")...)
+	if _, err := conn.Write(cmds); err != nil {
+		return err
+	}
+	r := bufio.NewReader(conn)
+	if _, err := readReply(r); err != nil {
+		return err
+	}
+	n, err := readReply(r)
+	if err != nil {
+		return err
+	}
+	if n == "0" {
+		return fmt.Errorf("redistest: no replica of %s confirmed a write within 500ms", s.Addr)
+	}
+	return nil
 }
 
 // Stop kills the Sentinels and the servers. Idempotent.
