@@ -193,8 +193,6 @@ func TestDeadEndpointOverEngine(t *testing.T) {
 	})
 	require.NoError(t, err)
 	ctx := context.Background()
-	require.NoError(t, engine.Start(ctx))
-	t.Cleanup(func() { require.NoError(t, engine.Stop(ctx)) })
 
 	backoff := core.Backoff{Initial: time.Millisecond, Max: time.Hour, Jitter: -1}
 	for _, tp := range []*core.Topic{webhookTopic("dead", "dead.test"), webhookTopic("live", "live.test")} {
@@ -210,6 +208,13 @@ func TestDeadEndpointOverEngine(t *testing.T) {
 			ids[j.ID] = topic
 		}
 	}
+	// Every job is there before the first delivery, so that the three
+	// that open the breaker are the first three in run_at order: with the
+	// engine running during the pushes, the first job's retry, due 1ms
+	// after its failure, could come before the second job and use all its
+	// attempts on its own.
+	require.NoError(t, engine.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, engine.Stop(ctx)) })
 	start := time.Now()
 	// The three deliveries that opened the breaker are retried after their
 	// 1ms backoff and then fail fast too: n+3 retries in all.
