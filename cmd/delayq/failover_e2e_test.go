@@ -234,13 +234,16 @@ func testRedisFailover(t *testing.T, wait bool) failoverResult {
 			}()
 			return nil
 		}},
-		{name: "until a replica follows the new master", apply: func() error {
+		{name: "until a replica follows the new master", untilAnswered: 60 * time.Second, apply: func() error {
 			// Sentinel reconfigures the other replica only after the
 			// promotion, and a loaded machine takes seconds to resync it;
 			// until then --redis-wait-replicas refuses every write.
 			// A first promotion may fail and Sentinel promote the other
 			// replica after its failover timeout (10 s): the master is the
-			// one that stays.
+			// one that stays. Even then delayq's writes were seen refused
+			// for 10 s more (WAIT 1: 0 confirmed) while Sentinel
+			// reconfigured the servers, so the phase also lasts until
+			// delayq answers a push 2xx again.
 			<-watchDone
 			addr, err := g.AwaitReplicated(60 * time.Second)
 			mu.Lock()

@@ -80,6 +80,10 @@ type faultPhase struct {
 	last  time.Duration
 	apply func() error
 	heal  func() error
+	// untilAnswered, when set, makes the phase last, after apply, until a
+	// push of it is answered 2xx, up to that long (the test fails past
+	// it), and then last more.
+	untilAnswered time.Duration
 }
 
 func toxic(p *toxiclient.Proxy, name, typ string, attrs toxiclient.Attributes) (apply, heal func() error) {
@@ -203,6 +207,9 @@ func runFaultProgram(t *testing.T, srv *serverProc, load faultLoad) faultRun {
 		return phase
 	}
 	stopPush := make(chan struct{})
+	// answeredIn has the phase of a push answered 2xx; a full channel
+	// drops it, and the next push answered 2xx tells again.
+	answeredIn := make(chan int, 1)
 	var pushers sync.WaitGroup
 	// Producers: 100 jobs a second, each due 200 ms later, from 4
 	// goroutines so that a push held by a fault does not hold the rate.
@@ -228,6 +235,10 @@ func runFaultProgram(t *testing.T, srv *serverProc, load faultLoad) faultRun {
 					var j struct{ ID string }
 					if json.Unmarshal(out, &j) == nil {
 						o.id = j.ID
+					}
+					select {
+					case answeredIn <- ph:
+					default:
 					}
 				}
 				mu.Lock()
@@ -261,6 +272,17 @@ func runFaultProgram(t *testing.T, srv *serverProc, load faultLoad) faultRun {
 		mu.Unlock()
 		if ph.apply != nil {
 			require.NoError(t, ph.apply(), ph.name)
+		}
+		if ph.untilAnswered > 0 {
+			deadline := time.After(ph.untilAnswered)
+			for answered := false; !answered; {
+				select {
+				case p := <-answeredIn:
+					answered = p == i
+				case <-deadline:
+					t.Fatalf("%s: no push answered 2xx within %s", ph.name, ph.untilAnswered)
+				}
+			}
 		}
 		time.Sleep(ph.last) // the fault lasts this long: the point of the phase
 		if ph.heal != nil {
