@@ -17,6 +17,7 @@ import (
 
 	"github.com/delayq/delayq/backends/natsstore/natstest"
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/storetest"
 	"github.com/delayq/delayq/internal/diskreserve"
 )
 
@@ -76,11 +77,7 @@ func TestDiskReserve(t *testing.T) {
 	imported.State = core.StateReady
 	_, err = s.ImportJobs(ctx, []*core.Job{imported})
 	require.ErrorIs(t, err, core.ErrStorageFull, "an import")
-	sched := &core.Schedule{
-		Name: "every", Cron: "@every 1m", Topic: "t",
-		Job:       core.ScheduleJob{Body: json.RawMessage(`{}`), TTR: time.Minute, MaxAttempts: 1},
-		CreatedAt: core.StoreTime(time.Now().Add(-time.Hour)), UpdatedAt: core.StoreTime(time.Now().Add(-time.Hour)),
-	}
+	sched := storetest.NewSchedule("every", "t")
 	require.NoError(t, s.PutSchedule(ctx, sched), "a schedule is no job")
 	slot := core.StoreTime(time.Now().Add(-time.Minute))
 	fired := job("t", 0)

@@ -17,6 +17,7 @@ import (
 	"github.com/delayq/delayq/backends/pebblestore"
 	"github.com/delayq/delayq/backends/pebblestore/disktest"
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/storetest"
 )
 
 // TestDiskFull fills a real 32 MiB tmpfs under a store with pushes of 32
@@ -71,11 +72,7 @@ func TestDiskFull(t *testing.T) {
 	require.Less(t, time.Since(start), 50*time.Millisecond, "a put on a full disk is refused at once")
 
 	// A schedule's slot makes no job either; its cursor stays.
-	sched := &core.Schedule{
-		Name: "every", Cron: "@every 1m", Topic: "t",
-		Job:       core.ScheduleJob{Body: json.RawMessage(`{}`), TTR: time.Minute, MaxAttempts: 1},
-		CreatedAt: core.StoreTime(time.Now().Add(-time.Hour)), UpdatedAt: core.StoreTime(time.Now().Add(-time.Hour)),
-	}
+	sched := storetest.NewSchedule("every", "t")
 	require.NoError(t, s.PutSchedule(ctx, sched), "a schedule is no job")
 	slot := core.StoreTime(time.Now().Add(-time.Minute))
 	fired := &core.Job{ID: core.NewID(), Topic: "t", Body: json.RawMessage(`{}`), RunAt: slot, MaxAttempts: 1, TTR: time.Minute}

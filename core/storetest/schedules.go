@@ -12,8 +12,9 @@ import (
 	"github.com/delayq/delayq/core"
 )
 
-// newSchedule returns a schedule as the engine stores it.
-func newSchedule(name, topic string) *core.Schedule {
+// NewSchedule returns a schedule of topic as the engine stores it: every
+// 5 minutes in Europe/Paris, started an hour ago, never fired.
+func NewSchedule(name, topic string) *core.Schedule {
 	now := core.StoreTime(time.Now())
 	return &core.Schedule{
 		Name:     name,
@@ -65,8 +66,8 @@ func testSchedules(t *testing.T, b *testBundle) {
 	_, err = b.store.GetSchedule(b.ctx, "nightly")
 	require.ErrorIs(t, err, core.ErrNotFound)
 
-	nightly := newSchedule("nightly", "reports")
-	hourly := newSchedule("hourly.cleanup", "jobs.cleanup")
+	nightly := NewSchedule("nightly", "reports")
+	hourly := NewSchedule("hourly.cleanup", "jobs.cleanup")
 	hourly.Cron, hourly.TimeZone, hourly.Paused = "@every 1h", "", true
 	hourly.Start, hourly.End, hourly.Job = time.Time{}, time.Time{}, core.ScheduleJob{}
 	nightly.Cursor = time.Now() // ignored: a new schedule has no cursor
@@ -123,7 +124,7 @@ func requireSameSchedule(t *testing.T, want, got *core.Schedule) {
 // a slot without a job moves the cursor alone.
 func testFireSchedule(t *testing.T, b *testBundle) {
 	const name, topic = "every5", "sched.fire"
-	require.NoError(t, b.store.PutSchedule(b.ctx, newSchedule(name, topic)))
+	require.NoError(t, b.store.PutSchedule(b.ctx, NewSchedule(name, topic)))
 	base := core.StoreTime(time.Now().Add(-time.Hour))
 	slot := func(i int) time.Time { return base.Add(time.Duration(i) * 5 * time.Minute) }
 
@@ -170,7 +171,7 @@ func testFireSchedule(t *testing.T, b *testBundle) {
 // behind the others at times, create each slot's job once.
 func testFireScheduleRace(t *testing.T, b *testBundle) {
 	const name, topic, slots = "race", "sched.race", 20
-	require.NoError(t, b.store.PutSchedule(b.ctx, newSchedule(name, topic)))
+	require.NoError(t, b.store.PutSchedule(b.ctx, NewSchedule(name, topic)))
 	stores := []core.Store{b.store, b.open(t)}
 	base := core.StoreTime(time.Now().Add(-time.Hour))
 	var created [slots]atomic.Int32

@@ -240,16 +240,38 @@ func (s *Server) Shutdown() {
 // Do sends one command over a fresh connection and returns the reply as
 // text: a simple string, bulk string, integer, or the lines of an array.
 func (s *Server) Do(args ...string) (string, error) {
-	conn, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	replies, err := s.doAll(args)
 	if err != nil {
 		return "", err
 	}
+	return replies[0], nil
+}
+
+// doAll sends commands over one fresh connection and returns their
+// replies as Do does: for commands that must share a connection, such as a
+// write and the WAIT that counts its replicas.
+func (s *Server) doAll(cmds ...[]string) ([]string, error) {
+	conn, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	if err != nil {
+		return nil, err
+	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := conn.Write(encodeCommand(args...)); err != nil {
-		return "", err
+	var out []byte
+	for _, args := range cmds {
+		out = append(out, encodeCommand(args...)...)
 	}
-	return readReply(bufio.NewReader(conn))
+	if _, err := conn.Write(out); err != nil {
+		return nil, err
+	}
+	r := bufio.NewReader(conn)
+	replies := make([]string, len(cmds))
+	for i := range replies {
+		if replies[i], err = readReply(r); err != nil {
+			return nil, err
+		}
+	}
+	return replies, nil
 }
 
 // encodeCommand returns a command in Redis's protocol.

@@ -1,7 +1,6 @@
 package redistest
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -202,25 +201,11 @@ func (g *Sentinel) AwaitReplicated(timeout time.Duration) (string, error) {
 // replica to confirm it, on one connection (WAIT counts the connection's
 // own writes): nil when one did.
 func (s *Server) confirmedByReplica() error {
-	conn, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	replies, err := s.doAll([]string{"SET", "redistest:await", "1"}, []string{"WAIT", "1", "500"})
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-	cmds := append(encodeCommand("SET", "redistest:await", "1"), encodeCommand("WAIT", "1", "500")...)
-	if _, err := conn.Write(cmds); err != nil {
-		return err
-	}
-	r := bufio.NewReader(conn)
-	if _, err := readReply(r); err != nil {
-		return err
-	}
-	n, err := readReply(r)
-	if err != nil {
-		return err
-	}
-	if n == "0" {
+	if replies[1] == "0" {
 		return fmt.Errorf("redistest: no replica of %s confirmed a write within 500ms", s.Addr)
 	}
 	return nil
