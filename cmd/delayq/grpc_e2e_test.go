@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -161,4 +163,27 @@ func TestE2EGRPCOverTLS(t *testing.T) {
 	require.NoError(t, grpcCall(t, conn, "grpc-push-0123456789", "Push",
 		&delayqv1.PushRequest{Job: &delayqv1.JobSpec{Topic: "e2e.tls", Delay: "1h"}}, &pushed))
 	require.Equal(t, "scheduled", pushed.State)
+}
+
+// TestE2EHTTP2StreamsCapped checks that the server announces its cap of
+// concurrent streams per connection in its HTTP/2 SETTINGS (over h2c, as
+// gRPC clients connect), so that one connection cannot hold more calls.
+func TestE2EHTTP2StreamsCapped(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--nats-listen", "off")
+	c, err := net.Dial("tcp", strings.TrimPrefix(srv.HTTPURL, "http://"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	require.NoError(t, c.SetDeadline(time.Now().Add(30*time.Second)))
+	_, err = io.WriteString(c, http2.ClientPreface)
+	require.NoError(t, err)
+	fr := http2.NewFramer(c, c)
+	require.NoError(t, fr.WriteSettings())
+	f, err := fr.ReadFrame()
+	require.NoError(t, err)
+	settings, ok := f.(*http2.SettingsFrame)
+	require.True(t, ok, "first frame is %T", f)
+	v, ok := settings.Value(http2.SettingMaxConcurrentStreams)
+	require.True(t, ok, "no SETTINGS_MAX_CONCURRENT_STREAMS")
+	require.EqualValues(t, maxStreamsPerConnection, v)
 }

@@ -123,6 +123,10 @@ func natsServerLevel(level slog.Level) slog.Level {
 // their contexts, which ends long-polling claims and WebSocket subscriptions.
 const drainGrace = time.Second
 
+// maxStreamsPerConnection bounds the HTTP/2 streams (gRPC calls) one
+// connection has open at once: the least HTTP/2 recommends.
+const maxStreamsPerConnection = 100
+
 // runServe runs the service until ctx is done, then shuts it down in order:
 // HTTP intake, the engine's deliveries, the store, the backend's server.
 func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
@@ -273,7 +277,10 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 		// An HTTP/2 connection that does not answer a ping is closed, so
 		// that a gRPC stream to a peer that vanished ends and releases its
 		// deliveries, as a WebSocket subscriber's does.
-		HTTP2: &http.HTTP2Config{SendPingTimeout: 20 * time.Second, PingTimeout: 10 * time.Second},
+		// Streams per connection are capped so that one connection (h2c
+		// gets around --max-connections with streams) cannot hold many
+		// requests' bodies at once.
+		HTTP2: &http.HTTP2Config{SendPingTimeout: 20 * time.Second, PingTimeout: 10 * time.Second, MaxConcurrentStreams: maxStreamsPerConnection},
 	}
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetHTTP2(true)

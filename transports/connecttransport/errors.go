@@ -110,23 +110,23 @@ func describeLease(err error, id string) error {
 	return describe(err, core.ErrNotFound, "job %q not found", id)
 }
 
-// interceptor authenticates every call, unary and streaming, before its
-// handler runs, names the transport for the store's decorators, and maps the
-// error of the call, the token check's included, with toConnectError under
-// the call's identity (which decides whether a conflict shows its job).
+// interceptor makes sure every call, unary and streaming, was
+// authenticated (by authenticateFirst, before its body was read), names the
+// transport for the store's decorators, and maps the error of the call with
+// toConnectError under the call's identity (which decides whether a
+// conflict shows its job).
 type interceptor struct{ s *Server }
 
 // WrapUnary implements connect.Interceptor.
 func (i interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		procedure := req.Spec().Procedure
-		actx, err := i.s.authenticate(ctx, procedure, req.Header().Get("Authorization"))
-		if err != nil {
+		if err := i.s.authenticated(ctx); err != nil {
 			return nil, i.s.toConnectError(ctx, procedure, err)
 		}
-		res, err := next(core.WithTransport(actx, core.TransportGRPC), req)
+		res, err := next(core.WithTransport(ctx, core.TransportGRPC), req)
 		if err != nil {
-			return nil, i.s.toConnectError(actx, procedure, err)
+			return nil, i.s.toConnectError(ctx, procedure, err)
 		}
 		return res, nil
 	}
@@ -142,12 +142,11 @@ func (i interceptor) WrapStreamingClient(next connect.StreamingClientFunc) conne
 func (i interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
 		procedure := conn.Spec().Procedure
-		actx, err := i.s.authenticate(ctx, procedure, conn.RequestHeader().Get("Authorization"))
-		if err != nil {
+		if err := i.s.authenticated(ctx); err != nil {
 			return i.s.toConnectError(ctx, procedure, err)
 		}
-		if err := next(core.WithTransport(actx, core.TransportGRPC), conn); err != nil {
-			return i.s.toConnectError(actx, procedure, err)
+		if err := next(core.WithTransport(ctx, core.TransportGRPC), conn); err != nil {
+			return i.s.toConnectError(ctx, procedure, err)
 		}
 		return nil
 	}

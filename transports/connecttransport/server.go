@@ -177,22 +177,63 @@ func New(cfg Config) (*Server, error) {
 	return &Server{engine: cfg.Engine, log: cfg.Logger, cfg: cfg, tokens: cfg.Tokens, subs: map[*subscription]struct{}{}}, nil
 }
 
+// Request classes of readLimit: what one message of a procedure may hold,
+// as the HTTP route it mirrors bounds its body.
+const (
+	// smallRequestBytes bounds a message without a job body: reads, claims,
+	// acks, topic configuration (httptransport's bound of the same routes).
+	smallRequestBytes = 256 << 10
+	// envelopeBytes is the room a message with one job body has beyond the
+	// engine's body limit, for its other fields.
+	envelopeBytes = 64 << 10
+)
+
+// readLimit returns the most bytes one message of procedure may hold once
+// decompressed: Config.MaxRequestBytes for batches and import, the
+// engine's body limit and an envelope for a message of one job (a push, a
+// replace, a schedule's template), smallRequestBytes for the rest. A
+// bound per procedure keeps a small call from inflating a compressed body
+// to the batch limit.
+func (s *Server) readLimit(procedure string) int {
+	switch procedure {
+	case delayqv1connect.DelayqServicePushBatchProcedure,
+		delayqv1connect.DelayqServiceImportProcedure,
+		delayqv1connect.DelayqServiceAckBatchProcedure,
+		delayqv1connect.DelayqServiceNackBatchProcedure:
+		return s.cfg.MaxRequestBytes
+	case delayqv1connect.DelayqServicePushProcedure,
+		delayqv1connect.DelayqServiceReplaceProcedure,
+		delayqv1connect.DelayqServicePutScheduleProcedure:
+		return min(s.engine.Limits().MaxBodyBytes+envelopeBytes, s.cfg.MaxRequestBytes)
+	}
+	return min(smallRequestBytes, s.cfg.MaxRequestBytes)
+}
+
 // Routes returns the URL path prefixes the server answers, each with its
 // handler: the service's and those of gRPC reflection (v1 and v1alpha, for
-// grpcurl and grpcui).
+// grpcurl and grpcui). Every handler checks the call's token before it
+// reads the request's body (see authenticateFirst).
 func (s *Server) Routes() map[string]http.Handler {
-	opts := []connect.HandlerOption{
-		connect.WithInterceptors(interceptor{s}),
-		connect.WithReadMaxBytes(s.cfg.MaxRequestBytes),
+	interceptors := connect.WithInterceptors(interceptor{s})
+	// One service handler per read limit; each call goes to the one of its
+	// procedure's limit.
+	byLimit := map[int]http.Handler{}
+	var path string
+	for _, limit := range []int{s.readLimit(""), s.readLimit(delayqv1connect.DelayqServicePushProcedure), s.cfg.MaxRequestBytes} {
+		if byLimit[limit] == nil {
+			path, byLimit[limit] = delayqv1connect.NewDelayqServiceHandler(s, interceptors, connect.WithReadMaxBytes(limit))
+		}
 	}
-	routes := map[string]http.Handler{}
-	path, h := delayqv1connect.NewDelayqServiceHandler(s, opts...)
-	routes[path] = withResponseController(h)
+	service := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		byLimit[s.readLimit(r.URL.Path)].ServeHTTP(w, r)
+	})
+	routes := map[string]http.Handler{path: s.authenticateFirst(withResponseController(service))}
 	reflector := grpcreflect.NewStaticReflector(delayqv1connect.DelayqServiceName)
-	path, h = grpcreflect.NewHandlerV1(reflector, opts...)
-	routes[path] = h
+	opts := []connect.HandlerOption{interceptors, connect.WithReadMaxBytes(s.readLimit(""))}
+	path, h := grpcreflect.NewHandlerV1(reflector, opts...)
+	routes[path] = s.authenticateFirst(h)
 	path, h = grpcreflect.NewHandlerV1Alpha(reflector, opts...)
-	routes[path] = h
+	routes[path] = s.authenticateFirst(h)
 	return routes
 }
 
