@@ -531,8 +531,10 @@ func (e *Engine) Requeue(ctx context.Context, id string) error {
 // DeadLimitMax bounds a dead-job listing.
 const DeadLimitMax = 1000
 
-// ListDead lists up to p.Limit dead jobs of p.Topic, oldest death first.
-// Errors: *FieldError for a bad topic or limit.
+// ListDead lists up to p.Limit dead jobs of p.Topic, oldest death first,
+// whose bodies take at most ListPageBytes (at least one job): the first
+// page of ListJobs in StateDead. Errors: *FieldError for a bad topic or
+// limit; the store's.
 func (e *Engine) ListDead(ctx context.Context, p *ListDeadJobsParams) ([]*Job, error) {
 	if p == nil {
 		return nil, noParams("list dead")
@@ -543,7 +545,8 @@ func (e *Engine) ListDead(ctx context.Context, p *ListDeadJobsParams) ([]*Job, e
 	if p.Limit < 1 || p.Limit > DeadLimitMax {
 		return nil, Invalid("limit", "limit must be between 1 and %d", DeadLimitMax)
 	}
-	return e.store.ListDeadJobs(ctx, &ListDeadJobsParams{Topic: p.Topic, Limit: p.Limit})
+	page, err := e.ListJobs(ctx, &ListJobsParams{Topic: p.Topic, State: StateDead, Limit: p.Limit})
+	return page.Jobs, err
 }
 
 // FindLimitMax bounds one page of FindJobs.

@@ -43,7 +43,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 		s.release(r, jobs)
 		return err
 	}
-	writeRaw(w, http.StatusOK, appendJobList(make([]byte, 0, 512*len(jobs)+16), jobs, appendDelivery))
+	writeJobList(w, jobs, appendDelivery, nil)
 	return nil
 }
 

@@ -155,17 +155,46 @@ func appendPushed(b []byte, j *core.Job, replaced bool) []byte {
 	return append(b, '}')
 }
 
-// appendJobList appends `{"jobs":[...]}` with each job appended by one;
-// no jobs give an empty list.
-func appendJobList(b []byte, jobs []*core.Job, one func([]byte, *core.Job) []byte) []byte {
-	b = append(b, `{"jobs":[`...)
+// streamBufferBytes is how much of a job list's answer is buffered before
+// it is written.
+const streamBufferBytes = 64 << 10
+
+// writeJobList answers 200 with `{"jobs":[...]}`, each job appended by one
+// and the object's other fields by tail (nil for none). The answer is
+// written as its buffer fills, so that an answer of many or large jobs is
+// never held whole in memory; one that fits in the buffer is answered with
+// its Content-Length.
+func writeJobList(w http.ResponseWriter, jobs []*core.Job, one func([]byte, *core.Job) []byte, tail func([]byte) []byte) {
+	b := append(make([]byte, 0, streamBufferBytes), `{"jobs":[`...)
+	streaming := false
 	for i, j := range jobs {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = one(b, j)
+		if len(b) < streamBufferBytes {
+			continue
+		}
+		if !streaming {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			streaming = true
+		}
+		if _, err := w.Write(b); err != nil {
+			return
+		}
+		b = b[:0]
 	}
-	return append(b, "]}"...)
+	b = append(b, ']')
+	if tail != nil {
+		b = tail(b)
+	}
+	b = append(b, '}')
+	if !streaming {
+		writeRaw(w, http.StatusOK, b)
+		return
+	}
+	_, _ = w.Write(append(b, '\n'))
 }
 
 // wireTime is a time answered as RFC 3339 with milliseconds in UTC.

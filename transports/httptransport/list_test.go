@@ -4,10 +4,14 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/core"
 )
 
 // listPage is the answer to GET /v1/topics/{topic}/jobs?state=.
@@ -106,4 +110,44 @@ func TestListJobsByState(t *testing.T) {
 		requireError(t, b.do(t, http.MethodGet, "/v1/topics/orders/jobs?"+query, nil), http.StatusBadRequest, "invalid_argument", field)
 	}
 	requireError(t, b.do(t, http.MethodGet, "/v1/topics/or..ders/jobs?state=ready", nil), http.StatusBadRequest, "invalid_argument", "topic")
+}
+
+// TestLargeAnswersStreamed: listings, dead listings and claims of large
+// jobs are written as they are encoded (no Content-Length: the answer is
+// never whole in memory), and a listing's page holds at most
+// core.ListPageBytes of bodies, with next_after to go on; a small answer
+// keeps its Content-Length.
+func TestLargeAnswersStreamed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const size = 900 << 10
+	body := json.RawMessage(`"` + strings.Repeat("x", size-2) + `"`)
+	hour := time.Hour
+	for range 12 {
+		_, err := b.engine.Push(t.Context(), &core.PushParams{Topic: "orders", Body: body, Delay: &hour})
+		require.NoError(t, err)
+		_, err = b.engine.Push(t.Context(), &core.PushParams{Topic: "due", Body: body})
+		require.NoError(t, err)
+	}
+	res := b.do(t, http.MethodGet, "/v1/topics/orders/jobs?state=scheduled&limit=100", nil)
+	requireStatus(t, res, http.StatusOK)
+	require.Empty(t, res.header.Get("Content-Length"), "streamed")
+	var p listPage
+	require.NoError(t, json.Unmarshal(res.body, &p))
+	require.Len(t, p.Jobs, core.ListPageBytes/size, "as many as fit in a page's bytes")
+	require.NotEmpty(t, p.NextAfter)
+	rest := b.list(t, "state=scheduled&limit=100&after="+url.QueryEscape(p.NextAfter))
+	require.Len(t, rest.Jobs, 12-len(p.Jobs))
+	require.Empty(t, rest.NextAfter)
+
+	res = b.do(t, http.MethodPost, "/v1/topics/due/claim", `{"max": 12}`)
+	requireStatus(t, res, http.StatusOK)
+	require.Empty(t, res.header.Get("Content-Length"), "streamed")
+	var claimed struct{ Jobs []map[string]any }
+	require.NoError(t, json.Unmarshal(res.body, &claimed))
+	require.Len(t, claimed.Jobs, 12, "a claim is bounded by its max, not by bytes: its jobs are leased")
+
+	res = b.do(t, http.MethodGet, "/v1/topics/other/jobs?state=scheduled", nil)
+	requireStatus(t, res, http.StatusOK)
+	require.Equal(t, strconv.Itoa(len(res.body)), res.header.Get("Content-Length"))
 }

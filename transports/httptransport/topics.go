@@ -138,7 +138,7 @@ func (s *Server) listDead(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeRaw(w, http.StatusOK, appendJobList(nil, jobs, appendJob))
+	writeJobList(w, jobs, appendJob, nil)
 	return nil
 }
 
@@ -179,12 +179,11 @@ func (s *Server) findJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	b := appendJobList(nil, jobs, appendJob)
+	next := ""
 	if len(jobs) == limit {
-		b = append(b[:len(b)-1], `,"next_after":`...)
-		b = append(appendString(b, jobs[len(jobs)-1].ID), '}')
+		next = jobs[len(jobs)-1].ID
 	}
-	writeRaw(w, http.StatusOK, b)
+	writeJobList(w, jobs, appendJob, pageTail(next, -1))
 	return nil
 }
 
@@ -208,7 +207,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		writeRaw(w, http.StatusOK, appendPage(page.Jobs, page.Next, -1))
+		writeJobList(w, page.Jobs, appendJob, pageTail(page.Next, -1))
 		return nil
 	}
 	scan := 0
@@ -221,22 +220,22 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeRaw(w, http.StatusOK, appendPage(page.Jobs, page.Next, page.Scanned))
+	writeJobList(w, page.Jobs, appendJob, pageTail(page.Next, page.Scanned))
 	return nil
 }
 
-// appendPage encodes a page of a listing: its jobs, "next_after" when set
-// and "scanned" when not negative.
-func appendPage(jobs []*core.Job, next string, scanned int) []byte {
-	b := appendJobList(nil, jobs, appendJob)
-	b = b[:len(b)-1]
-	if next != "" {
-		b = appendString(append(b, `,"next_after":`...), next)
+// pageTail appends the fields of a page of a listing after its jobs:
+// "next_after" when next is set and "scanned" when not negative.
+func pageTail(next string, scanned int) func([]byte) []byte {
+	return func(b []byte) []byte {
+		if next != "" {
+			b = appendString(append(b, `,"next_after":`...), next)
+		}
+		if scanned >= 0 {
+			b = strconv.AppendInt(append(b, `,"scanned":`...), int64(scanned), 10)
+		}
+		return b
 	}
-	if scanned >= 0 {
-		b = strconv.AppendInt(append(b, `,"scanned":`...), int64(scanned), 10)
-	}
-	return append(b, '}')
 }
 
 // cancelByKeyView is the answer to DELETE /v1/topics/{topic}/jobs?key=K.
