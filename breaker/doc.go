@@ -63,5 +63,8 @@
 // Breakers run on the wall clock, not on an injected core.Clock:
 // gobreaker v2.4.0 reads time.Now itself and offers no way to give it a
 // clock, so the open timeout, the window and the Retry-After the breaker
-// reports all follow real time, also in tests.
+// reports all follow real time, also in tests. The waits the Deliverer
+// names to the engine's dispatcher (DeliveryAdmits) are wall time too: an
+// engine on a fake clock waits them out on its own clock, or until one of
+// its deliveries ends.
 package breaker

@@ -133,7 +133,7 @@ func (b *breakerBundle) sentTo(id string) []string {
 func TestBreakerTopicOwnFailures(t *testing.T) {
 	t.Parallel()
 	for name, mod := range map[string]func(*core.Topic){
-		"Timeout1ms": func(tp *core.Topic) { tp.Delivery.URL += "slow"; tp.Delivery.Timeout = time.Millisecond },
+		"Timeout1ms":  func(tp *core.Topic) { tp.Delivery.URL += "slow"; tp.Delivery.Timeout = time.Millisecond },
 		"FailingPath": func(tp *core.Topic) { tp.Delivery.URL += "fail" },
 	} {
 		t.Run(name, func(t *testing.T) {
