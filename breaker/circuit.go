@@ -21,30 +21,44 @@ import (
 // with Retry-After).
 var ErrOpen = fmt.Errorf("%w: circuit breaker open", core.ErrUnavailable)
 
-// OpenError is the error of a delivery refused because its endpoint's
-// breaker is open. It matches ErrOpen (and so core.ErrUnavailable).
+// OpenError is the error of a delivery refused, unsent, because the
+// circuit of its topic and endpoint is open or half-open with its probes
+// taken. It matches ErrOpen (and so core.ErrUnavailable) and
+// core.ErrNotSent, so the engine retries the job after RetryAfter and never
+// buries it for the refusal.
 type OpenError struct {
-	// Endpoint is the key of the endpoint's breaker, the URL host for a
-	// webhook.
+	// Topic is the topic whose circuit refused the delivery.
+	Topic string
+	// Endpoint is the circuit's endpoint: the URL host of the topic's
+	// webhook, its NATS subject, or a job's own URL (JobEndpointOf).
 	Endpoint string
-	// Wait is how long until the breaker lets a probe through; zero while
-	// half-open.
+	// Wait is how long until the circuit lets a probe through, or, while
+	// it is half-open with its probes taken, OpenTimeout.
 	Wait time.Duration
+	// HalfOpen is true when the circuit is half-open with its probes
+	// taken.
+	HalfOpen bool
 }
 
-// Error implements error.
+// Error implements error. It says the delivery was not sent and when it is
+// retried; the engine records it as the job's last_error.
 func (e *OpenError) Error() string {
-	if e.Wait > 0 {
-		return fmt.Sprintf("endpoint %s is failing: circuit breaker open for %s more", e.Endpoint, e.Wait.Round(time.Millisecond))
+	if e.HalfOpen {
+		return fmt.Sprintf("not sent: circuit breaker half-open, probes taken, for endpoint %s of topic %q; retried in %s",
+			e.Endpoint, e.Topic, e.Wait.Round(time.Millisecond))
 	}
-	return fmt.Sprintf("endpoint %s is failing: circuit breaker half-open, probes taken", e.Endpoint)
+	return fmt.Sprintf("not sent: circuit breaker open for endpoint %s of topic %q after failures there; retried in %s",
+		e.Endpoint, e.Topic, e.Wait.Round(time.Millisecond))
 }
 
 // Unwrap returns ErrOpen.
 func (e *OpenError) Unwrap() error { return ErrOpen }
 
-// RetryAfter returns Wait: the engine retries the job no sooner than the
-// breaker half-opens (within the topic's backoff cap).
+// Is reports whether target is core.ErrNotSent: the delivery never reached
+// the endpoint.
+func (e *OpenError) Is(target error) bool { return target == core.ErrNotSent }
+
+// RetryAfter returns Wait: the engine retries the job then.
 func (e *OpenError) RetryAfter() time.Duration { return e.Wait }
 
 // IsInfrastructure reports whether err says the backend could not be reached
@@ -148,6 +162,14 @@ func (c *circuit) openFor() time.Duration {
 	}
 	left := time.Until(time.Unix(0, c.openedAt.Load()).Add(c.cfg.OpenTimeout)) // gobreaker's clock
 	return max(left, time.Millisecond)
+}
+
+// probesLeft returns how many more probes a half-open breaker lets
+// through.
+func (c *circuit) probesLeft() int {
+	counts := c.cb.Counts()
+	used := int(counts.Requests) - int(counts.TotalExclusions)
+	return max(c.cfg.HalfOpenMaxRequests-max(used, 0), 0)
 }
 
 // allow asks for a call. It returns the func that reports the call's outcome

@@ -1,28 +1,43 @@
 package breaker
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
-	"sort"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/delayq/delayq/core"
 )
 
 // DelivererConfig configures a Deliverer.
 type DelivererConfig struct {
-	// Config holds the thresholds of every endpoint's breaker; Name and
-	// CallTimeout are not used. OpenTimeout defaults to
-	// EndpointOpenTimeoutDefault (10s), IsFailureFunc to IsEndpointFailure.
+	// Config holds the thresholds of every circuit; Name and CallTimeout
+	// are not used. OpenTimeout defaults to EndpointOpenTimeoutDefault
+	// (10s), IsFailureFunc to IsEndpointFailure.
 	Config
-	// EndpointFunc returns the key of a topic's endpoint: topics with the
-	// same key share a breaker.
+	// EndpointFunc returns the endpoint of a topic's own destination. A
+	// topic's deliveries there share the circuit of the topic and that
+	// endpoint; no two topics share a circuit.
 	//
 	// Defaults to EndpointOf.
 	EndpointFunc func(topic *core.Topic) string
+	// MaxCircuits bounds how many circuits are kept. Jobs' own URLs are
+	// chosen by whoever pushes, so past the bound the deliverer forgets a
+	// circuit to make room: a closed one idle for longer than Window
+	// first (it holds no count any more), then the closed one used
+	// longest ago, then the one used longest ago.
+	//
+	// Defaults to MaxCircuitsDefault (10000).
+	MaxCircuits int
 }
+
+// MaxCircuitsDefault is DelivererConfig.MaxCircuits unless set.
+const MaxCircuitsDefault = 10000
 
 // WithDefaults returns the configuration with every unset field at its
 // default.
@@ -36,8 +51,18 @@ func (c DelivererConfig) WithDefaults() DelivererConfig {
 	if c.EndpointFunc == nil {
 		c.EndpointFunc = EndpointOf
 	}
+	c.MaxCircuits = cmp.Or(c.MaxCircuits, MaxCircuitsDefault)
 	c.Config = c.Config.WithDefaults()
 	return c
+}
+
+// Validate checks a configuration with defaults filled and names the bad
+// field.
+func (c DelivererConfig) Validate() error {
+	if c.MaxCircuits < 1 {
+		return errors.New("breaker: MaxCircuits must be at least 1")
+	}
+	return c.Config.Validate()
 }
 
 // EndpointOf returns the endpoint of a topic: the host (with port, if any)
@@ -51,6 +76,18 @@ func EndpointOf(topic *core.Topic) string {
 		return topic.Delivery.URL
 	}
 	return topic.Delivery.Type + ":" + topic.Delivery.Subject
+}
+
+// JobEndpointOf returns the endpoint of a job's own URL: its
+// scheme://host/path, without user, query or fragment, so that a job's
+// failing path opens the circuit of that path only, and no secret in a
+// query reaches logs.
+func JobEndpointOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "job-url:invalid"
+	}
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
 }
 
 // statusCoder is an error that carries the HTTP status of an answer.
@@ -76,29 +113,50 @@ func IsEndpointFailure(err error) bool {
 	return !errors.Is(err, core.ErrInvalidArgument)
 }
 
-// Deliverer is a core.Deliverer that sends each delivery through the
-// breaker of its endpoint, so that a failing endpoint costs its deliveries
-// no connection or timeout while other endpoints go on. It is safe for
-// concurrent use. Create it with NewDeliverer.
+// Deliverer is a core.Deliverer that sends each delivery through a circuit
+// breaker of its topic and endpoint, so that a failing endpoint costs its
+// deliveries no connection or timeout while other endpoints go on, and
+// what one topic or job chose (its timeout, its path) opens no other
+// topic's circuit. It is safe for concurrent use. Create it with
+// NewDeliverer.
 type Deliverer struct {
 	next core.Deliverer
 	cfg  DelivererConfig
 
-	mu        sync.Mutex
-	endpoints map[string]*circuit
+	mu       sync.Mutex
+	circuits map[circuitKey]*keptCircuit
 }
 
-var _ core.Deliverer = (*Deliverer)(nil)
+// circuitKey names a circuit: a topic and the endpoint of its own
+// destination (EndpointFunc), or of a job's own URL (JobEndpointOf, with
+// job set so that it never meets the topic's).
+type circuitKey struct {
+	topic    string
+	endpoint string
+	job      bool
+}
 
-// NewDeliverer returns next behind a breaker per endpoint, each configured
-// by cfg. It panics when cfg, with its defaults filled, is invalid (see
-// Config.Validate).
+// keptCircuit is a circuit with the time the deliverer last used it, for
+// eviction.
+type keptCircuit struct {
+	*circuit
+	usedAt time.Time // wall clock, as the circuit's; guarded by Deliverer.mu
+}
+
+var (
+	_ core.Deliverer    = (*Deliverer)(nil)
+	_ core.DeliveryGate = (*Deliverer)(nil)
+)
+
+// NewDeliverer returns next behind a circuit per topic and endpoint, each
+// configured by cfg. It panics when cfg, with its defaults filled, is
+// invalid (see DelivererConfig.Validate).
 func NewDeliverer(next core.Deliverer, cfg DelivererConfig) *Deliverer {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
-	return &Deliverer{next: next, cfg: cfg, endpoints: map[string]*circuit{}}
+	return &Deliverer{next: next, cfg: cfg, circuits: map[circuitKey]*keptCircuit{}}
 }
 
 // ValidateTopic implements core.Deliverer by asking the wrapped deliverer.
@@ -108,19 +166,26 @@ func (d *Deliverer) ValidateTopic(topic *core.Topic) error { return d.next.Valid
 // deliverer.
 func (d *Deliverer) ValidateJobURL(raw string) error { return core.ValidateJobURL(d.next, raw) }
 
-// Deliver implements core.Deliverer. While the endpoint's breaker is open,
-// or half-open with its probes taken, it returns an *OpenError at once,
-// without calling the wrapped deliverer; otherwise it delivers and counts
-// the outcome for the endpoint. A delivery ended by ctx is not counted.
+// Deliver implements core.Deliverer. While the circuit of the delivery's
+// topic and endpoint is open, or half-open with its probes taken, it
+// returns an *OpenError at once, without calling the wrapped deliverer;
+// otherwise it delivers and counts the outcome for that circuit. A
+// delivery ended by ctx is not counted.
 func (d *Deliverer) Deliver(ctx context.Context, p *core.DeliverParams) error {
 	if p == nil || p.Topic == nil || p.Job == nil {
 		return core.Invalid("", "breaker: deliver: no params (topic and job are required)")
 	}
-	key := d.cfg.EndpointFunc(endpointTopic(p))
-	c := d.endpoint(key)
+	key := d.key(p)
+	c := d.circuit(key)
 	done, err := c.allow()
 	if err != nil {
-		return &OpenError{Endpoint: key, Wait: c.openFor()}
+		oe := &OpenError{Topic: key.topic, Endpoint: key.endpoint, Wait: c.openFor()}
+		if oe.Wait == 0 {
+			// Half-open with its probes taken: the probes end within
+			// an open period, whichever way they go.
+			oe.HalfOpen, oe.Wait = true, d.cfg.OpenTimeout
+		}
+		return oe
 	}
 	reported := false
 	defer func() {
@@ -134,65 +199,157 @@ func (d *Deliverer) Deliver(ctx context.Context, p *core.DeliverParams) error {
 	return err
 }
 
-// endpointTopic is the topic whose endpoint a delivery reaches: p.Topic,
-// or for a job with its own URL, a copy of it with that URL, so that a
-// failing per-job URL opens its own host's breaker, not the topic's.
-func endpointTopic(p *core.DeliverParams) *core.Topic {
-	if p.Job.URL == "" {
-		return p.Topic
+// DeliveryAdmits implements core.DeliveryGate for the topic's own
+// destination: -1 while its circuit is closed (or unused), 0 and the time
+// until it half-opens while it is open, the probes left while half-open,
+// or 0 and OpenTimeout when they are taken (a dispatcher also wakes when
+// its probe ends).
+func (d *Deliverer) DeliveryAdmits(topic *core.Topic) (int, time.Duration) {
+	d.mu.Lock()
+	c := d.circuits[circuitKey{topic: topic.Name, endpoint: d.cfg.EndpointFunc(topic)}]
+	d.mu.Unlock()
+	if c == nil {
+		return -1, 0
 	}
-	t := *p.Topic
-	t.Delivery.URL = p.Job.URL
-	return &t
+	switch c.state() {
+	case StateOpen:
+		return 0, c.openFor()
+	case StateHalfOpen:
+		if left := c.probesLeft(); left > 0 {
+			return left, 0
+		}
+		return 0, d.cfg.OpenTimeout
+	}
+	return -1, 0
 }
 
-// endpoint returns the breaker of key, made at first use.
-func (d *Deliverer) endpoint(key string) *circuit {
+// key returns the circuit of a delivery: the topic's own endpoint, or for
+// a job with its own URL, that URL's endpoint within the topic.
+func (d *Deliverer) key(p *core.DeliverParams) circuitKey {
+	if p.Job.URL != "" {
+		return circuitKey{topic: p.Topic.Name, endpoint: JobEndpointOf(p.Job.URL), job: true}
+	}
+	return circuitKey{topic: p.Topic.Name, endpoint: d.cfg.EndpointFunc(p.Topic)}
+}
+
+// circuit returns the circuit of key, made at first use, and marks it
+// used; making one past MaxCircuits forgets another first (evict).
+func (d *Deliverer) circuit(key circuitKey) *circuit {
+	now := time.Now() // the circuits' clock: see circuit
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	c := d.endpoints[key]
+	c := d.circuits[key]
 	if c == nil {
-		c = newCircuit(key, d.cfg.Config)
-		d.endpoints[key] = c
+		if len(d.circuits) >= d.cfg.MaxCircuits {
+			d.evict(now)
+		}
+		c = &keptCircuit{circuit: newCircuit(key.String(), d.cfg.Config)}
+		d.circuits[key] = c
 	}
-	return c
+	c.usedAt = now
+	return c.circuit
 }
 
-// EndpointState is the state of one endpoint's breaker.
+// evict makes room for one circuit: it drops every closed circuit idle for
+// longer than Window, whose counts have expired, or else the closed one
+// used longest ago, or else the one used longest ago. d.mu is held.
+func (d *Deliverer) evict(now time.Time) {
+	var oldest, oldestClosed *circuitKey
+	for k, c := range d.circuits {
+		closed := c.state() == StateClosed
+		if closed && now.Sub(c.usedAt) > d.cfg.Window {
+			delete(d.circuits, k)
+			continue
+		}
+		if oldest == nil || c.usedAt.Before(d.circuits[*oldest].usedAt) {
+			oldest = &k
+		}
+		if closed && (oldestClosed == nil || c.usedAt.Before(d.circuits[*oldestClosed].usedAt)) {
+			oldestClosed = &k
+		}
+	}
+	switch {
+	case len(d.circuits) < d.cfg.MaxCircuits:
+	case oldestClosed != nil:
+		delete(d.circuits, *oldestClosed)
+	case oldest != nil:
+		delete(d.circuits, *oldest)
+	}
+}
+
+// String names the circuit in logs: the topic, then the endpoint.
+func (k circuitKey) String() string { return fmt.Sprintf("%s→%s", k.topic, k.endpoint) }
+
+// EndpointState is the state of one circuit.
 type EndpointState struct {
-	// Endpoint is the breaker's key.
+	// Topic is the topic whose deliveries the circuit carries.
+	Topic string
+	// Endpoint is the topic's endpoint (EndpointFunc) or, for a job's own
+	// URL, JobEndpointOf it.
 	Endpoint string
+	// JobURL is true for the circuit of a job's own URL.
+	JobURL bool
 	// State is its state.
 	State State
 }
 
-// States returns the state of every endpoint's breaker that was used, in
-// order of endpoint.
+// States returns the state of every circuit kept, in order of topic, then
+// endpoint.
 func (d *Deliverer) States() []EndpointState {
 	d.mu.Lock()
-	keys := make([]string, 0, len(d.endpoints))
-	cs := make(map[string]*circuit, len(d.endpoints))
-	for k, c := range d.endpoints {
-		keys = append(keys, k)
-		cs[k] = c
+	out := make([]EndpointState, 0, len(d.circuits))
+	cs := make([]*circuit, 0, len(d.circuits))
+	for k, c := range d.circuits {
+		out = append(out, EndpointState{Topic: k.topic, Endpoint: k.endpoint, JobURL: k.job})
+		cs = append(cs, c.circuit)
 	}
 	d.mu.Unlock()
-	sort.Strings(keys)
-	out := make([]EndpointState, len(keys))
-	for i, k := range keys {
-		out[i] = EndpointState{Endpoint: k, State: cs[k].state()}
+	for i, c := range cs {
+		out[i].State = c.state()
 	}
+	slices.SortFunc(out, func(a, b EndpointState) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Endpoint, b.Endpoint), compareBool(a.JobURL, b.JobURL))
+	})
 	return out
 }
 
-// State returns the state of one endpoint's breaker; closed for an endpoint
-// not used yet.
-func (d *Deliverer) State(endpoint string) State {
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+// State returns the state of the circuit of topic's own endpoint; closed
+// for one not used yet.
+func (d *Deliverer) State(topic, endpoint string) State {
 	d.mu.Lock()
-	c := d.endpoints[endpoint]
+	c := d.circuits[circuitKey{topic: topic, endpoint: endpoint}]
 	d.mu.Unlock()
 	if c == nil {
 		return StateClosed
 	}
 	return c.state()
+}
+
+// JobURLState returns the state of the circuit of a job's own URL within
+// topic; closed for one not used yet (or forgotten).
+func (d *Deliverer) JobURLState(topic, rawURL string) State {
+	d.mu.Lock()
+	c := d.circuits[circuitKey{topic: topic, endpoint: JobEndpointOf(rawURL), job: true}]
+	d.mu.Unlock()
+	if c == nil {
+		return StateClosed
+	}
+	return c.state()
+}
+
+// Len returns how many circuits are kept.
+func (d *Deliverer) Len() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.circuits)
 }

@@ -35,19 +35,36 @@
 //
 // # Endpoints
 //
-// NewDeliverer wraps a core.Deliverer with a breaker per endpoint (the host
-// of a webhook URL, by default). While an endpoint's breaker is open, its
-// deliveries fail at once with an *OpenError that asks the engine to wait
-// until the breaker half-opens (RetryAfter), so the attempt is retried by
-// the topic's backoff, no sooner than the breaker lets a probe through: one
-// dead endpoint costs its jobs an attempt per backoff step, as a failing
-// attempt would, but no connection, timeout or delivery slot, and other
-// endpoints and topics go on.
+// NewDeliverer wraps a core.Deliverer with a breaker (a circuit) per topic
+// and endpoint: the host of the topic's webhook URL, or its NATS subject
+// (EndpointFunc), and for a job with its own URL, that URL's
+// scheme://host/path within the topic (JobEndpointOf). No two topics
+// share a circuit, so what one topic or job chose (its timeout, its path,
+// its condition) opens no breaker of another topic, even on the same
+// host:port; a dead host opens the circuit of each topic that fails
+// there. Circuits are bounded by DelivererConfig.MaxCircuits, since jobs'
+// URLs are chosen by whoever pushes: idle closed circuits are forgotten
+// first.
+//
+// The Deliverer is a core.DeliveryGate: while a topic's circuit is open
+// the engine's dispatcher claims nothing for the topic and waits for the
+// probe time, and while it is half-open claims only as many jobs as probes
+// are left. A delivery refused anyway (a job's own URL, a race) fails at
+// once with an *OpenError, which matches core.ErrNotSent: the engine
+// retries the job when the circuit lets a probe through (RetryAfter) and
+// never buries it for the refusal: a job goes dead only on a failed
+// attempt that was sent. No connection, timeout or delivery slot is spent
+// on a failing endpoint. A refusal still counts in the job's attempt
+// number (which may so pass max_attempts) until the stores can end a lease
+// without counting one.
 //
 // # Time
 //
 // Breakers run on the wall clock, not on an injected core.Clock:
 // gobreaker v2.4.0 reads time.Now itself and offers no way to give it a
 // clock, so the open timeout, the window and the Retry-After the breaker
-// reports all follow real time, also in tests.
+// reports all follow real time, also in tests. The waits the Deliverer
+// names to the engine's dispatcher (DeliveryAdmits) are wall time too: an
+// engine on a fake clock waits them out on its own clock, or until one of
+// its deliveries ends.
 package breaker

@@ -171,12 +171,17 @@ func sameDispatch(a, b *Topic) bool {
 }
 
 // dispatch claims due jobs of one topic while slots are free and delivers
-// each in its own goroutine, at most topic.Concurrency at once.
+// each in its own goroutine, at most topic.Concurrency at once. While the
+// deliverer's DeliveryGate refuses the topic's deliveries it claims nothing,
+// and while it takes only n probes it claims at most n jobs.
 func (e *Engine) dispatch(ctx context.Context, topic *Topic, deliverer Deliverer) {
 	slots := make(chan struct{}, topic.Concurrency)
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
 	backoff := NewClaimBackoff(e.clock)
+	// ended is signalled when a delivery ends, so that a dispatcher waiting
+	// for its destination's breaker learns at once how its probe went.
+	ended := make(chan struct{}, 1)
 	for {
 		select {
 		case slots <- struct{}{}:
@@ -192,6 +197,21 @@ func (e *Engine) dispatch(ctx context.Context, topic *Topic, deliverer Deliverer
 			default:
 			}
 			break
+		}
+		if admits, wait := DeliveryAdmits(deliverer, topic); admits >= 0 && admits < n {
+			// The destination refuses deliveries now (its breaker is open)
+			// or takes only a few probes: claim no more than it takes, so
+			// that no job is claimed only to be refused.
+			for range n - admits {
+				<-slots
+			}
+			n = admits
+			if n == 0 {
+				if !e.waitGate(ctx, wait, ended) {
+					return
+				}
+				continue
+			}
 		}
 		jobs, err := e.claim(ctx, &ClaimJobsParams{Topic: topic.Name, Max: n, Wait: claimWait, Via: topic.Delivery.Type})
 		for range n - len(jobs) {
@@ -213,9 +233,32 @@ func (e *Engine) dispatch(ctx context.Context, topic *Topic, deliverer Deliverer
 			go func() {
 				defer func() { <-slots; inflight.Done() }()
 				e.deliver(topic, deliverer, job)
+				select {
+				case ended <- struct{}{}:
+				default:
+				}
 			}()
 		}
 	}
+}
+
+// gateWaitMin is the shortest a dispatcher waits on a destination that
+// refuses deliveries, so that a gate answering no wait does not spin.
+const gateWaitMin = 10 * time.Millisecond
+
+// waitGate waits, on the engine's clock, until wait has passed or one of the
+// dispatcher's deliveries ended (ended), and reports false when ctx ended
+// first.
+func (e *Engine) waitGate(ctx context.Context, wait time.Duration, ended <-chan struct{}) bool {
+	t := e.clock.NewTimer(max(wait, gateWaitMin))
+	defer t.Stop()
+	select {
+	case <-t.Chan():
+	case <-ended:
+	case <-ctx.Done():
+		return false
+	}
+	return true
 }
 
 // storeTimeout bounds the store call that records a delivery's outcome.
@@ -223,7 +266,9 @@ const storeTimeout = 10 * time.Second
 
 // deliver hands one claimed job over and records the outcome: ack on
 // success, retry or bury on failure (bury at once for a *NoRetryError),
-// release at once when shutdown interrupted it.
+// release at once when shutdown interrupted it, retry when its RetryAfter
+// has passed, and never bury, when the deliverer refused it unsent
+// (ErrNotSent).
 func (e *Engine) deliver(topic *Topic, deliverer Deliverer, job *Job) {
 	dctx := e.deliverCtx
 	stopTouch := e.keepLease(dctx, job)
@@ -238,6 +283,18 @@ func (e *Engine) deliver(topic *Topic, deliverer Deliverer, job *Job) {
 	case dctx.Err() != nil:
 		_, err = e.store.RetryJob(ctx, &RetryJobParams{ID: job.ID, Lease: job.Lease,
 			RunAt: StoreTime(e.clock.Now()), Error: "delivery interrupted by shutdown"})
+	case errors.Is(derr, ErrNotSent):
+		// Refused before it was sent (the destination's breaker is open):
+		// retried when the refusal ends, and never buried for it, even on
+		// the last attempt, since that attempt never reached the
+		// destination. The attempt count the claim took stays spent: no
+		// store can end a lease without one yet.
+		var wait time.Duration
+		if ra, ok := errors.AsType[retryAfterError](derr); ok {
+			wait = min(max(ra.RetryAfter(), 0), e.limits.MaxDelay)
+		}
+		_, err = e.store.RetryJob(ctx, &RetryJobParams{ID: job.ID, Lease: job.Lease,
+			RunAt: StoreTime(e.clock.Now().Add(wait)), Error: CutError(derr.Error())})
 	case isNoRetry(derr):
 		// The destination said retrying cannot help: dead now, not after
 		// the attempts left.

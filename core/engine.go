@@ -22,8 +22,11 @@ type Deliverer interface {
 	// Deliver hands p.Job over to the destination of p.Topic. Nil is
 	// success; any error fails the attempt, which is retried by the
 	// topic's backoff, except a *NoRetryError, after which the job goes
-	// dead at once. Deliver must return when ctx is done. Nil params, or
-	// a nil Topic or Job, are answered with ErrInvalidArgument.
+	// dead at once, and an error matching ErrNotSent (refused unsent),
+	// after which the job is retried when the error's RetryAfter has
+	// passed and never goes dead for it. Deliver must return when ctx is
+	// done. Nil params, or a nil Topic or Job, are answered with
+	// ErrInvalidArgument.
 	Deliver(ctx context.Context, p *DeliverParams) error
 }
 

@@ -30,6 +30,12 @@ var (
 	// them): it may be lost if the backend fails over, or may survive. It
 	// is unavailable: retry, with the same job id for a put.
 	ErrNotReplicated = fmt.Errorf("%w: not confirmed by replicas", ErrUnavailable)
+	// ErrNotSent is wrapped (or matched by Is) by a delivery error that says
+	// the job was refused before it was handed over, such as by an
+	// endpoint's open circuit breaker: the engine retries the job when the
+	// error's RetryAfter has passed and never buries it for that refusal,
+	// even on its last attempt.
+	ErrNotSent = errors.New("not sent")
 )
 
 // FieldError is a validation error that names the offending field.

@@ -113,8 +113,10 @@ func (e *Engine) validateImport(j *Job, urls urlChecks) error {
 	default:
 		return Invalid("state", "state must be scheduled, ready, reserved or dead")
 	}
-	if j.Attempt < 0 || j.Attempt > j.MaxAttempts {
-		return Invalid("attempt", "attempt must be between 0 and max_attempts")
+	if j.Attempt < 0 {
+		// Above max_attempts is allowed: a delivery refused before it was
+		// sent (ErrNotSent) is retried though it used the last attempt.
+		return Invalid("attempt", "attempt must not be negative")
 	}
 	j.RunAt, j.CreatedAt = StoreTime(j.RunAt), StoreTime(j.CreatedAt)
 	if j.CreatedAt.IsZero() {

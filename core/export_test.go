@@ -58,7 +58,7 @@ func TestImportValidatesAndNormalises(t *testing.T) {
 		"topic":        func(j *core.Job) { j.Topic = "a..b" },
 		"id":           func(j *core.Job) { j.ID = "a b" },
 		"state":        func(j *core.Job) { j.State = core.StateDone },
-		"attempt":      func(j *core.Job) { j.Attempt = 4 },
+		"attempt":      func(j *core.Job) { j.Attempt = -1 },
 		"ttr":          func(j *core.Job) { j.TTR = 0 },
 		"max_attempts": func(j *core.Job) { j.MaxAttempts = 0 },
 		"run_at":       func(j *core.Job) { j.RunAt = time.Time{} },

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -46,6 +47,12 @@ func (d *Deliverer) ValidateTopic(topic *core.Topic) error { return d.next.Valid
 // ValidateJobURL implements core.JobURLValidator by asking the wrapped
 // deliverer.
 func (d *Deliverer) ValidateJobURL(raw string) error { return core.ValidateJobURL(d.next, raw) }
+
+// DeliveryAdmits implements core.DeliveryGate by asking the wrapped
+// deliverer.
+func (d *Deliverer) DeliveryAdmits(topic *core.Topic) (int, time.Duration) {
+	return core.DeliveryAdmits(d.next, topic)
+}
 
 // Deliver implements core.Deliverer: one span "deliver <topic>" per
 // attempt, child of the job's traceparent.

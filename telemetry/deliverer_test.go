@@ -3,6 +3,7 @@ package telemetry_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -60,4 +61,26 @@ func TestDelivererJobURL(t *testing.T) {
 	}
 	require.Equal(t, []string{"own.test:8443", "topic.test"}, hosts)
 	require.ErrorContains(t, d.ValidateJobURL("https://own.test/"), "not available on this server")
+}
+
+// gateDeliverer is a countingDeliverer that refuses every topic for a
+// minute, as an open endpoint breaker does.
+type gateDeliverer struct{ countingDeliverer }
+
+func (*gateDeliverer) DeliveryAdmits(*core.Topic) (int, time.Duration) { return 0, time.Minute }
+
+// TestDelivererPassesGate: the engine finds the endpoint breakers' gate
+// through the telemetry decorator, and a deliverer without one admits all.
+func TestDelivererPassesGate(t *testing.T) {
+	t.Parallel()
+	topic := &core.Topic{Name: "t", Delivery: core.Delivery{Type: core.DeliveryWebhook, URL: "http://h.test/"}}
+	d, err := telemetry.NewDeliverer(&gateDeliverer{}, telemetry.Config{TracerProvider: sdktrace.NewTracerProvider()})
+	require.NoError(t, err)
+	n, wait := core.DeliveryAdmits(d, topic)
+	require.Zero(t, n)
+	require.Equal(t, time.Minute, wait)
+	d, err = telemetry.NewDeliverer(&countingDeliverer{}, telemetry.Config{TracerProvider: sdktrace.NewTracerProvider()})
+	require.NoError(t, err)
+	n, _ = core.DeliveryAdmits(d, topic)
+	require.Equal(t, -1, n)
 }

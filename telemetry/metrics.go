@@ -116,7 +116,7 @@ func ObserveBreakers(cfg Config, store *breaker.Store, endpoints ...*breaker.Del
 		return nil, fmt.Errorf("telemetry: breaker state: %w", err)
 	}
 	open, err := m.Int64ObservableGauge(metricBreakerEndpoints, metric.WithUnit("{endpoint}"),
-		metric.WithDescription("Delivery endpoints (webhook hosts) whose circuit breaker is open or half-open."))
+		metric.WithDescription("Delivery circuits (a topic and its webhook host or NATS subject, or a job's own URL) whose breaker is open or half-open."))
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: breaker endpoints: %w", err)
 	}

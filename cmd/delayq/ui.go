@@ -136,7 +136,7 @@ func (o *observability) breakerStates() []httptransport.BreakerState {
 	out := []httptransport.BreakerState{{Name: "store", State: o.breaker.State().String()}}
 	for _, d := range o.endpoints {
 		for _, e := range d.States() {
-			out = append(out, httptransport.BreakerState{Name: e.Endpoint, Endpoint: true, State: e.State.String()})
+			out = append(out, httptransport.BreakerState{Name: e.Topic + " → " + e.Endpoint, Endpoint: true, State: e.State.String()})
 		}
 	}
 	return out

@@ -46,8 +46,9 @@ type Histogram struct {
 
 // BreakerState is the state of one circuit breaker.
 type BreakerState struct {
-	// Name is "store" for the store's breaker, else the delivery endpoint
-	// (webhook host) of an endpoint's breaker.
+	// Name is "store" for the store's breaker, else the topic and delivery
+	// endpoint (webhook host, NATS subject or a job's own URL) of an
+	// endpoint's breaker, such as "orders → svc:8443".
 	Name string `json:"name"`
 	// Endpoint is true for a delivery endpoint's breaker.
 	Endpoint bool `json:"endpoint"`

@@ -84,6 +84,8 @@ type setupConfig struct {
 	start bool
 	// workers is IntakeConfig.Workers.
 	workers int
+	// wrap, when set, wraps the NATS deliverer the engine uses.
+	wrap func(core.Deliverer) core.Deliverer
 }
 
 // setup starts a bundle on the server dial connects to.
@@ -100,11 +102,15 @@ func setup(t *testing.T, dial dialer, mods ...func(*setupConfig)) *testBundle {
 	serverConn := dial(t)
 	d, err := natstransport.NewDeliverer(natstransport.DelivererConfig{Conn: serverConn, Logger: log})
 	require.NoError(t, err)
+	var nd core.Deliverer = d
+	if cfg.wrap != nil {
+		nd = cfg.wrap(d)
+	}
 	engine, err := core.NewEngine(core.EngineConfig{
 		Store:        store,
 		Logger:       log,
 		Limits:       cfg.limits,
-		Deliverers:   map[string]core.Deliverer{core.DeliveryNATS: d, core.DeliveryWebhook: webhookStub{}},
+		Deliverers:   map[string]core.Deliverer{core.DeliveryNATS: nd, core.DeliveryWebhook: webhookStub{}},
 		TopicRefresh: time.Hour,
 	})
 	require.NoError(t, err)
