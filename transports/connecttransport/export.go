@@ -140,6 +140,9 @@ func (s *Server) Import(ctx context.Context, stream *connect.ClientStream[delayq
 			if err == nil {
 				err = s.allowTopic(ctx, j.Topic)
 			}
+			if err == nil {
+				err = wire.AllowImportedID(identityFrom(ctx), j.ID)
+			}
 			if err != nil {
 				fail(index, err)
 				continue

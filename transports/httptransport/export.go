@@ -276,6 +276,9 @@ func (s *Server) importJobs(w http.ResponseWriter, r *http.Request) error {
 			if derr == nil {
 				derr = s.allowTopic(r, j.Topic)
 			}
+			if derr == nil {
+				derr = wire.AllowImportedID(identityFrom(r.Context()), j.ID)
+			}
 			if derr != nil {
 				fail(n, derr)
 				break

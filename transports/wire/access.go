@@ -69,6 +69,21 @@ func AllowDelivery(id *auth.Identity, t *core.Topic, natsSubjects []string) erro
 	return WithMessage(fmt.Sprintf("token %q may name as delivery.subject only %s<topic> of a topic it may use, or a subject the server allows (--nats-delivery-subjects)", id.Name, natsDeliverPrefix), ErrPermissionDenied)
 }
 
+// AllowImportedID checks the id of a job an import brings: an id of the
+// engine's derived forms (core.IsDerivedID: a unique key's, a schedule
+// slot's, a notice's) is taken only from a token for every topic, since
+// such an id in one topic blocks the key, slot or notice it stands for in
+// another, and whether it was skipped would tell that the other's job
+// exists. It returns an error wrapping ErrPermissionDenied otherwise. A
+// nil id (the API without tokens) and tokens for every topic pass; the
+// engine still checks that a k- id is the job's own key's id.
+func AllowImportedID(id *auth.Identity, jobID string) error {
+	if id == nil || !id.Restricted() || !core.IsDerivedID(jobID) {
+		return nil
+	}
+	return WithMessage(fmt.Sprintf("token %q may not import a job whose id has the form k-, s- or n- and 32 hex digits (delayq's own ids): only a token for every topic may", id.Name), ErrPermissionDenied)
+}
+
 // natsDeliverPrefix is what a topic's default NATS delivery subject adds
 // to its name.
 var natsDeliverPrefix = core.Topic{Delivery: core.Delivery{Type: core.DeliveryNATS}}.WithDefaults().Delivery.Subject
