@@ -70,3 +70,18 @@ func TestImportDerivedIDs(t *testing.T) {
 	require.Equal(t, "id", res.Errors[0].Error.GetField())
 	require.Equal(t, "secret", b.job(t, foreign).Topic)
 }
+
+// TestPutTopicSuccessNeedsUnrestrictedAdmin: a token restricted to topics
+// may not set delivery.success, as it may not set delivery.error_body, and
+// the refusal changes nothing.
+func TestPutTopicSuccessNeedsUnrestrictedAdmin(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withTokens)
+	err := b.call(t, mailOnlyToken, "PutTopic", &delayqv1.PutTopicRequest{Name: "mail", Config: &delayqv1.TopicConfig{
+		Delivery: &delayqv1.DeliveryConfig{Type: "webhook", Url: "http://127.0.0.1:9/hook", Success: `body.secret.matches("^a")`},
+	}}, &delayqv1.PutTopicResponse{})
+	e := requireStatus(t, err, codes.PermissionDenied, "permission_denied", "")
+	require.Contains(t, e.Message, "delivery.success")
+	_, err = b.engine.GetTopic(t.Context(), "mail")
+	require.ErrorIs(t, err, core.ErrNotFound, "nothing stored")
+}

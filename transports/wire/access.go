@@ -38,7 +38,8 @@ func AllowIntake(id *auth.Identity, n int) error {
 // error wrapping ErrPermissionDenied when t names an on_dead topic the token
 // may not use (where the topic's notices would put jobs), sets
 // delivery.error_body (which would show it the answers of whatever service
-// its webhook names), or names a NATS delivery.subject that is neither
+// its webhook names), sets delivery.success (whose verdict, seen in each
+// job's outcome, tells what the answer holds, a bit per topic), or names a NATS delivery.subject that is neither
 // delayq.deliver.<topic> of a topic the token may use nor matched by one of
 // natsSubjects (--nats-delivery-subjects). A nil id and tokens for every
 // topic pass. The messages name no subject or topic, so that a refusal
@@ -53,6 +54,9 @@ func AllowDelivery(id *auth.Identity, t *core.Topic, natsSubjects []string) erro
 	}
 	if t.Delivery.ErrorBody {
 		return WithMessage(fmt.Sprintf("token %q may not set delivery.error_body: only a token for every topic may", id.Name), ErrPermissionDenied)
+	}
+	if t.Delivery.Success != "" {
+		return WithMessage(fmt.Sprintf("token %q may not set delivery.success: only a token for every topic may", id.Name), ErrPermissionDenied)
 	}
 	subject := t.Delivery.Subject
 	if t.Delivery.Type != core.DeliveryNATS || subject == "" {
