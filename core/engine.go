@@ -312,13 +312,16 @@ func (e *Engine) newJob(p *PushParams, now time.Time, urls urlChecks) (job *Job,
 }
 
 // keyedID gives a keyed job of a topic with unique keys its key's id, and
-// refuses an id of that form anywhere else: a client that chose the id of
-// another topic's key could otherwise block or, where keys replace, move
-// that topic's job.
+// refuses every other id of a derived form (IsDerivedID): a client that
+// chose the id of another topic's key could otherwise block or, where keys
+// replace, move that topic's job, one that chose a schedule slot's id
+// would block the slot, and one that chose a notice's id the notice. The
+// engine's own jobs get their derived ids after it (slotJob) or without it
+// (notices), so every push of a client passes here.
 func keyedID(job *Job, topic *Topic) error {
 	if topic.UniqueKeys == "" || job.Key == "" {
-		if IsKeyID(job.ID) {
-			return Invalid("id", "ids of the form k-<32 hex digits> are the ids of unique keys (topic unique_keys), not for clients")
+		if IsDerivedID(job.ID) {
+			return Invalid("id", "ids of the form k-, s- or n- and 32 hex digits are delayq's own (unique keys, schedule slots, dead-letter notices), not for clients")
 		}
 		return nil
 	}

@@ -96,7 +96,8 @@ type ImportResult struct {
 }
 
 // validateImport checks an exported job as Push checks a new one
-// (validateJob), with the rules of import besides: run_at is required,
+// (validateJob), with the rules of import besides: run_at is required, a
+// k- id must be its own topic and key's (KeyID),
 // state and attempt must be ones a store keeps, and so must its history
 // (checkHistory). It normalises what stores rely on: UTC ms times and no
 // lease.
@@ -107,6 +108,11 @@ func (e *Engine) validateImport(j *Job, urls urlChecks) error {
 	}
 	if err := e.validateJob(j, now, urls); err != nil {
 		return err
+	}
+	if IsKeyID(j.ID) && j.ID != KeyID(j.Topic, j.Key) {
+		// Another topic's (or key's) id would hold that key: its pushes
+		// would conflict from then on.
+		return Invalid("id", "an id of the form k- and 32 hex digits is the id of its topic and key's unique key; this job's would be %s", KeyID(j.Topic, j.Key))
 	}
 	switch j.State {
 	case StateScheduled, StateReady, StateReserved, StateDead:

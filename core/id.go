@@ -55,8 +55,29 @@ func KeyID(topic, key string) string {
 // choose for other jobs.
 func IsKeyID(id string) bool { return isDerivedID(id, keyIDPrefix) }
 
+// derivedIDPrefixes are the prefixes of every id the engine derives: KeyID,
+// ScheduleID, NoticeID. A new derived form adds its prefix here, so that
+// IsDerivedID, and with it every transport's refusal, covers it.
+var derivedIDPrefixes = [...]string{keyIDPrefix, scheduleIDPrefix, noticeIDPrefix}
+
+// IsDerivedID reports whether id has the form of an id the engine derives
+// (KeyID, ScheduleID, NoticeID): a prefix and 32 lowercase hex digits.
+// Clients may not choose such ids (Engine.Push refuses them, but for the
+// key's own id on a topic with unique keys), and an import takes them
+// only from an unrestricted admin: whoever could would block the slot of
+// another topic's schedule, a notice, or another topic's unique key.
+func IsDerivedID(id string) bool {
+	for _, p := range derivedIDPrefixes {
+		if isDerivedID(id, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // isDerivedID reports whether id is prefix and keyIDHexLen lowercase hex
-// digits: the form of the ids the engine derives (KeyID, NoticeID).
+// digits: the form of the ids the engine derives (KeyID, ScheduleID,
+// NoticeID).
 func isDerivedID(id, prefix string) bool {
 	if len(id) != len(prefix)+keyIDHexLen || id[:len(prefix)] != prefix {
 		return false

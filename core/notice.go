@@ -77,13 +77,16 @@ func NoticeID(id string, died time.Time) string {
 	h := sha256.New()
 	h.Write([]byte(id))
 	h.Write(binary.BigEndian.AppendUint64([]byte{0}, uint64(died.UnixNano())))
-	return "n-" + hex.EncodeToString(h.Sum(nil)[:16])
+	return noticeIDPrefix + hex.EncodeToString(h.Sum(nil)[:keyIDHexLen/2])
 }
+
+// noticeIDPrefix starts every NoticeID.
+const noticeIDPrefix = "n-"
 
 // IsNoticeID reports whether id has the form of a NoticeID. The death of
 // a notice is not told: a notice topic whose notices go dead would
 // otherwise tell of them for ever, through a cycle of OnDead.
-func IsNoticeID(id string) bool { return isDerivedID(id, "n-") }
+func IsNoticeID(id string) bool { return isDerivedID(id, noticeIDPrefix) }
 
 // notices is what an engine keeps of the deaths it told, used only by its
 // refresh loop.

@@ -426,6 +426,12 @@ type FireScheduleParams struct {
 	// Missed is how many slots up to Slot were missed and not fired: for
 	// the decorators' metrics; stores ignore it.
 	Missed int
+	// Blocked tells that a job not made for this slot already holds Job's
+	// id (an unfinished job of the schedule's key, or a job that took a
+	// slot's id), so the slot creates nothing unless that job goes first:
+	// for the decorators' metrics, which count the slot when FireSchedule
+	// reports no job created; stores ignore it.
+	Blocked bool
 }
 
 // CheckFire checks the arguments of Store.FireSchedule as every store must.

@@ -206,15 +206,35 @@ func (e *Engine) fireSchedule(ctx context.Context, s *Schedule, now time.Time) {
 			e.log.Warn("engine: a schedule's job is invalid; its slot passes", "schedule", s.Name, "slot", slot, "err", err)
 		} else {
 			p.Job = job
+			p.Blocked = e.slotHeld(ctx, slot, job)
 		}
-		if _, err := e.store.FireSchedule(ctx, p); err != nil {
+		fired, err := e.store.FireSchedule(ctx, p)
+		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, ErrNotFound) {
 				e.log.Warn("engine: firing a schedule's slot failed; trying again", "schedule", s.Name, "slot", slot, "err", err)
 			}
 			return
 		}
+		if p.Blocked && !fired {
+			e.log.Warn("engine: a schedule's slot created no job: a job not made for the slot holds its id", "schedule", s.Name, "slot", slot, "id", job.ID)
+		}
 		s.Cursor = slot
 	}
+}
+
+// slotHeld reports whether a job not made for slot holds the id of the
+// slot's job, which the store will then not create: an unfinished (or
+// retained) job of the schedule's key from an earlier slot, or a job that
+// took a ScheduleID before clients were refused those ids. A job of the
+// slot's topic created at or after the slot is the slot's own, fired by
+// another instance meanwhile. A failed read reports false: FireSchedule
+// meets the same store next.
+func (e *Engine) slotHeld(ctx context.Context, slot time.Time, job *Job) bool {
+	held, err := e.store.GetJob(ctx, job.ID)
+	if err != nil {
+		return false
+	}
+	return held.Topic != job.Topic || held.CreatedAt.Before(StoreTime(slot))
 }
 
 // ImportSchedule stores an exported schedule as it was (its CreatedAt,

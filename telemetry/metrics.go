@@ -29,6 +29,7 @@ const (
 	metricSchedules        = "delayq.schedules"
 	metricSlotsFired       = "delayq.schedule.slots.fired"
 	metricSlotsMissed      = "delayq.schedule.slots.missed"
+	metricSlotsBlocked     = "delayq.schedule.slots.blocked"
 )
 
 // Attribute keys of metrics.
@@ -75,11 +76,12 @@ type instruments struct {
 	deliveryDuration metric.Float64Histogram
 	slotsFired       metric.Int64Counter
 	slotsMissed      metric.Int64Counter
+	slotsBlocked     metric.Int64Counter
 }
 
 func newInstruments(m metric.Meter) (*instruments, error) {
 	var in instruments
-	var errs [7]error
+	var errs [8]error
 	in.intake, errs[0] = m.Int64Counter(metricIntake, metric.WithUnit("{job}"),
 		metric.WithDescription("Jobs pushed, by outcome: accepted, replaced, conflict (id in use), breaker_open, unavailable, error. Input rejected by validation never reaches the store and is not counted."))
 	in.lateness, errs[1] = m.Float64Histogram(metricLateness, metric.WithUnit("s"),
@@ -96,6 +98,8 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 		metric.WithDescription("Slots of recurring schedules that created their job, by schedule, counted by the instance that fired them."))
 	in.slotsMissed, errs[6] = m.Int64Counter(metricSlotsMissed, metric.WithUnit("{slot}"),
 		metric.WithDescription("Slots of recurring schedules that no instance fired within a minute (downtime) and whose missed policy passed over, by schedule."))
+	in.slotsBlocked, errs[7] = m.Int64Counter(metricSlotsBlocked, metric.WithUnit("{slot}"),
+		metric.WithDescription("Slots of recurring schedules that created no job because a job not made for the slot held its id (an unfinished job of the schedule's key, or a job that took the slot's id), by schedule, counted by each instance that fired the slot."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("telemetry: instruments: %w", err)
 	}

@@ -222,3 +222,38 @@ func TestSubscribersGauge(t *testing.T) {
 	families := parse(t, strings.NewReader(rec))
 	require.Equal(t, map[string]float64{"queue=a": 1, "queue=b": 1}, series(families, "delayq_websocket_subscribers"))
 }
+
+// TestScheduleSlotsBlocked: a slot fired with Blocked that created no job
+// counts in delayq_schedule_slots_blocked_total; one that created its job
+// counts as fired only.
+func TestScheduleSlotsBlocked(t *testing.T) {
+	t.Parallel()
+	p, err := telemetry.Setup(context.Background(), telemetry.SetupConfig{Getenv: func(string) string { return "" }})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Shutdown(context.Background())) })
+	mem := memstore.New(memstore.Config{})
+	t.Cleanup(func() { require.NoError(t, mem.Close()) })
+	s, err := telemetry.NewStore(mem, p.Config())
+	require.NoError(t, err)
+	ctx := t.Context()
+	now := core.StoreTime(time.Now())
+	require.NoError(t, s.PutSchedule(ctx, &core.Schedule{Name: "nightly", Cron: "@hourly", Topic: "reports",
+		CreatedAt: now, UpdatedAt: now}))
+
+	held := storetest.NewJob("other", now.Add(time.Hour))
+	_, err = s.PutJobs(ctx, &core.PutJobsParams{Jobs: []*core.Job{held}})
+	require.NoError(t, err)
+	slotJob := storetest.NewJob("reports", now)
+	slotJob.ID = held.ID
+	fired, err := s.FireSchedule(ctx, &core.FireScheduleParams{Name: "nightly", Slot: now, Job: slotJob, Blocked: true})
+	require.NoError(t, err)
+	require.False(t, fired)
+	next := storetest.NewJob("reports", now.Add(time.Hour))
+	fired, err = s.FireSchedule(ctx, &core.FireScheduleParams{Name: "nightly", Slot: now.Add(time.Hour), Job: next})
+	require.NoError(t, err)
+	require.True(t, fired)
+
+	families := parse(t, strings.NewReader(httptestRecorder(t, p.MetricsHandler())))
+	require.Equal(t, map[string]float64{"schedule=nightly": 1}, series(families, "delayq_schedule_slots_blocked_total"))
+	require.Equal(t, map[string]float64{"schedule=nightly": 1}, series(families, "delayq_schedule_slots_fired_total"))
+}

@@ -497,8 +497,8 @@ func (s *Store) DeleteSchedule(ctx context.Context, name string) error {
 	return s.next.DeleteSchedule(ctx, name)
 }
 
-// FireSchedule implements core.Store; it counts the slots fired and those
-// missed and passed over.
+// FireSchedule implements core.Store; it counts the slots fired, those
+// missed and passed over, and those blocked by a job holding the slot's id.
 func (s *Store) FireSchedule(ctx context.Context, params *core.FireScheduleParams) (bool, error) {
 	fired, err := s.next.FireSchedule(ctx, params)
 	if err != nil {
@@ -510,6 +510,9 @@ func (s *Store) FireSchedule(ctx context.Context, params *core.FireScheduleParam
 	}
 	if params.Missed > 0 {
 		s.in.slotsMissed.Add(ctx, int64(params.Missed), attrs)
+	}
+	if params.Blocked && !fired {
+		s.in.slotsBlocked.Add(ctx, 1, attrs)
 	}
 	return fired, nil
 }

@@ -85,7 +85,9 @@ func (s *Server) Export(ctx context.Context, _ *connect.Request[delayqv1.ExportR
 // and then its jobs to Engine.Import, and answers the counts of those
 // imported, skipped (their name or id was in use) and failed, with the
 // errors of the first 1000 that failed, each by its 1-based position in
-// the stream: an item fails alone, as a line of POST /v1/import does.
+// the stream: an item fails alone, as a line of POST /v1/import does (a
+// job with an id of the engine's derived forms, from a token restricted to
+// topics, too: wire.AllowImportedID).
 // Errors: Unimplemented when the backend cannot import; a store failure
 // fails the call, and since an import is idempotent by name and id the
 // whole stream may be sent again.
@@ -139,6 +141,9 @@ func (s *Server) Import(ctx context.Context, stream *connect.ClientStream[delayq
 			j, err := importJob(m)
 			if err == nil {
 				err = s.allowTopic(ctx, j.Topic)
+			}
+			if err == nil {
+				err = wire.AllowImportedID(identityFrom(ctx), j.ID)
 			}
 			if err != nil {
 				fail(index, err)

@@ -399,6 +399,38 @@ func TestAuthErrorBodyNeedsUnrestrictedAdmin(t *testing.T) {
 	require.Equal(t, true, res.object(t)["delivery"].(map[string]any)["error_body"])
 }
 
+// TestAuthSuccessNeedsUnrestrictedAdmin checks that only a token that may
+// set delivery.error_body sets delivery.success: a condition's verdict,
+// seen in each job's outcome, tells a bit of the answer, so a
+// topic-restricted admin with many topics read a secret of an internal
+// service's answer through them.
+func TestAuthSuccessNeedsUnrestrictedAdmin(t *testing.T) {
+	t.Parallel()
+	tokens := adminTokens(t)
+	b := setup(t, func(c *setupConfig) { c.tokens = tokens })
+	put := func(secret, success string) *response {
+		delivery := map[string]any{"type": "webhook", "url": "http://127.0.0.1:9/hook"}
+		if success != "" {
+			delivery["success"] = success
+		}
+		return b.do(t, http.MethodPut, "/v1/topics/orders.a", map[string]any{"delivery": delivery}, bearer(secret)...)
+	}
+	requireStatus(t, put(ordersAdmin, ""), http.StatusOK)
+	m := requireError(t, put(ordersAdmin, `body.secret.matches("^a")`), http.StatusForbidden, "permission_denied", "")
+	require.Contains(t, m["error"].(map[string]any)["message"], "delivery.success")
+	topic, err := b.store.GetTopic(t.Context(), "orders.a")
+	require.NoError(t, err)
+	require.Empty(t, topic.Delivery.Success, "the refused put changed nothing")
+
+	res := put(adminSecret, "status == 200")
+	requireStatus(t, res, http.StatusOK)
+	require.Equal(t, "status == 200", res.object(t)["delivery"].(map[string]any)["success"])
+	requireError(t, put(ordersAdmin, "status == 200"), http.StatusForbidden, "permission_denied", "")
+	topic, err = b.store.GetTopic(t.Context(), "orders.a")
+	require.NoError(t, err)
+	require.Equal(t, "status == 200", topic.Delivery.Success, "nor a put over a topic with a condition")
+}
+
 // TestAuthOnDeadTopic checks that a topic-restricted admin may name as
 // on_dead only a topic it may use: the notices are jobs of that topic.
 func TestAuthOnDeadTopic(t *testing.T) {

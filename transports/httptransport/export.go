@@ -201,7 +201,9 @@ type importBatch struct {
 // as a single job request is. It answers 200 with the counts of jobs
 // imported, skipped (their id was in use) and failed, and the errors of the
 // first failed lines, each failing alone with its line number (1-based;
-// blank lines count and are ignored). 501 unimplemented when the backend
+// blank lines count and are ignored). A job with an id of the engine's
+// derived forms fails, not skips, from a token restricted to topics
+// (wire.AllowImportedID). 501 unimplemented when the backend
 // cannot import; a store failure answers its error, and since an import is
 // idempotent by id the whole body may be sent again.
 func (s *Server) importJobs(w http.ResponseWriter, r *http.Request) error {
@@ -275,6 +277,9 @@ func (s *Server) importJobs(w http.ResponseWriter, r *http.Request) error {
 			j, derr := decodeExportLine(line)
 			if derr == nil {
 				derr = s.allowTopic(r, j.Topic)
+			}
+			if derr == nil {
+				derr = wire.AllowImportedID(identityFrom(r.Context()), j.ID)
 			}
 			if derr != nil {
 				fail(n, derr)

@@ -77,7 +77,7 @@ func (s *Server) putTopic(w http.ResponseWriter, r *http.Request) error {
 
 // allowDelivery checks what a token restricted to some topics may configure
 // of a topic's delivery, as wire.AllowDelivery does (on_dead,
-// delivery.error_body, a NATS delivery.subject beyond its topics and
+// delivery.error_body, delivery.success, a NATS delivery.subject beyond its topics and
 // Config.NATSDeliverySubjects): an error wrapping wire.ErrPermissionDenied.
 func (s *Server) allowDelivery(r *http.Request, t *core.Topic) error {
 	id := identityFrom(r.Context())

@@ -322,3 +322,19 @@ func TestIntakeJobURL(t *testing.T) {
 	require.Equal(t, "https://tenant.example/cb?o=1", b.job(t, r.ID).URL)
 	requireError(t, b.request(t, b.intake.PushSubject("t"), `{}`, "delayq-url", "https://tenant.example/cb"), "invalid_argument", "Delayq-Url")
 }
+
+// TestIntakeRefusesDerivedIDs: a NATS producer may not choose the id of a
+// schedule's slot, a dead-letter notice or another topic's unique key,
+// which would block the slot, notice or key: invalid_argument on
+// Delayq-Id, and nothing is stored.
+func TestIntakeRefusesDerivedIDs(t *testing.T) {
+	t.Parallel()
+	b := setup(t, embeddedDialer(t))
+	slot := time.Now().Add(time.Hour)
+	for _, id := range []string{core.ScheduleID("nightly", slot), core.NoticeID("job-1", slot), core.KeyID("other", "k")} {
+		r := b.request(t, b.intake.PushSubject("t"), `{}`, "Delayq-Id", id, "Delayq-Delay", "1h")
+		requireError(t, r, "invalid_argument", "Delayq-Id")
+		_, err := b.engine.Get(t.Context(), id)
+		require.ErrorIs(t, err, core.ErrNotFound, "nothing stored")
+	}
+}

@@ -38,7 +38,8 @@ func AllowIntake(id *auth.Identity, n int) error {
 // error wrapping ErrPermissionDenied when t names an on_dead topic the token
 // may not use (where the topic's notices would put jobs), sets
 // delivery.error_body (which would show it the answers of whatever service
-// its webhook names), or names a NATS delivery.subject that is neither
+// its webhook names), sets delivery.success (whose verdict, seen in each
+// job's outcome, tells what the answer holds, a bit per topic), or names a NATS delivery.subject that is neither
 // delayq.deliver.<topic> of a topic the token may use nor matched by one of
 // natsSubjects (--nats-delivery-subjects). A nil id and tokens for every
 // topic pass. The messages name no subject or topic, so that a refusal
@@ -54,6 +55,9 @@ func AllowDelivery(id *auth.Identity, t *core.Topic, natsSubjects []string) erro
 	if t.Delivery.ErrorBody {
 		return WithMessage(fmt.Sprintf("token %q may not set delivery.error_body: only a token for every topic may", id.Name), ErrPermissionDenied)
 	}
+	if t.Delivery.Success != "" {
+		return WithMessage(fmt.Sprintf("token %q may not set delivery.success: only a token for every topic may", id.Name), ErrPermissionDenied)
+	}
 	subject := t.Delivery.Subject
 	if t.Delivery.Type != core.DeliveryNATS || subject == "" {
 		return nil
@@ -67,6 +71,21 @@ func AllowDelivery(id *auth.Identity, t *core.Topic, natsSubjects []string) erro
 		}
 	}
 	return WithMessage(fmt.Sprintf("token %q may name as delivery.subject only %s<topic> of a topic it may use, or a subject the server allows (--nats-delivery-subjects)", id.Name, natsDeliverPrefix), ErrPermissionDenied)
+}
+
+// AllowImportedID checks the id of a job an import brings: an id of the
+// engine's derived forms (core.IsDerivedID: a unique key's, a schedule
+// slot's, a notice's) is taken only from a token for every topic, since
+// such an id in one topic blocks the key, slot or notice it stands for in
+// another, and whether it was skipped would tell that the other's job
+// exists. It returns an error wrapping ErrPermissionDenied otherwise. A
+// nil id (the API without tokens) and tokens for every topic pass; the
+// engine still checks that a k- id is the job's own key's id.
+func AllowImportedID(id *auth.Identity, jobID string) error {
+	if id == nil || !id.Restricted() || !core.IsDerivedID(jobID) {
+		return nil
+	}
+	return WithMessage(fmt.Sprintf("token %q may not import a job whose id has the form k-, s- or n- and 32 hex digits (delayq's own ids): only a token for every topic may", id.Name), ErrPermissionDenied)
 }
 
 // natsDeliverPrefix is what a topic's default NATS delivery subject adds

@@ -1,0 +1,115 @@
+package core_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/backends/memstore"
+	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/coretest"
+	"github.com/delayq/delayq/core/storetest"
+)
+
+// fireRecorder records, for each slot fired with a job, whether the
+// engine told the store's decorators it was blocked and it created
+// nothing: what the telemetry decorator counts as
+// delayq_schedule_slots_blocked_total.
+type fireRecorder struct {
+	core.Store
+	mu      sync.Mutex
+	blocked []bool
+}
+
+func (r *fireRecorder) FireSchedule(ctx context.Context, p *core.FireScheduleParams) (bool, error) {
+	fired, err := r.Store.FireSchedule(ctx, p)
+	if err == nil && p.Job != nil {
+		r.mu.Lock()
+		r.blocked = append(r.blocked, p.Blocked && !fired)
+		r.mu.Unlock()
+	}
+	return fired, err
+}
+
+func (r *fireRecorder) takeBlocked() []bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.blocked
+	r.blocked = nil
+	return out
+}
+
+// TestScheduleSlotBlocked: a slot whose job id a job not made for it holds
+// (one that took the slot's id, or an unfinished job of the schedule's
+// key) creates nothing, and the engine says so: a warning with schedule,
+// slot and id, and Blocked for the decorators' count. A job the slot
+// itself made (another instance fired it meanwhile) is not a block.
+func TestScheduleSlotBlocked(t *testing.T) {
+	t.Parallel()
+	clock := coretest.NewFakeClockAt(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
+	mem := memstore.New(memstore.Config{Clock: clock})
+	t.Cleanup(func() { _ = mem.Close() })
+	rec := &fireRecorder{Store: mem}
+	var logs bytes.Buffer // FireSchedules runs in the test's goroutine
+	e, err := core.NewEngine(core.EngineConfig{Store: rec, Clock: clock,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	require.NoError(t, err)
+	ctx := context.Background()
+	start := clock.Now()
+	_, err = e.PutSchedule(ctx, &core.Schedule{Name: "nightly", Cron: "*/10 * * * *", Topic: "reports"})
+	require.NoError(t, err)
+
+	// A job of another topic took the first slot's id (a client did, before
+	// such ids were refused).
+	slot := start.Add(10 * time.Minute)
+	held := storetest.NewJob("other", start.Add(time.Hour))
+	held.ID, held.CreatedAt = core.ScheduleID("nightly", slot), start
+	_, err = mem.PutJobs(ctx, &core.PutJobsParams{Jobs: []*core.Job{held}})
+	require.NoError(t, err)
+	clock.Advance(10*time.Minute + time.Second)
+	e.FireSchedules(ctx)
+	require.Empty(t, drainTopic(t, e, "reports"), "the slot fired nothing")
+	require.Equal(t, []bool{true}, rec.takeBlocked())
+	line := logs.String()
+	require.Contains(t, line, "level=WARN")
+	require.Contains(t, line, "schedule=nightly")
+	require.Contains(t, line, "slot=2026-11-21T10:10:00")
+	require.Contains(t, line, "id="+held.ID)
+	logs.Reset()
+
+	// The next slot fires as usual, and is no block.
+	clock.Advance(10 * time.Minute)
+	e.FireSchedules(ctx)
+	require.Len(t, drainTopic(t, e, "reports"), 1)
+	require.Equal(t, []bool{false}, rec.takeBlocked())
+
+	// The slot's own job, made by another instance after the slot came
+	// but before this one fired, is no block either.
+	clock.Advance(10 * time.Minute)
+	own := storetest.NewJob("reports", clock.Now())
+	own.ID, own.CreatedAt = core.ScheduleID("nightly", start.Add(30*time.Minute)), clock.Now()
+	_, err = mem.PutJobs(ctx, &core.PutJobsParams{Jobs: []*core.Job{own}})
+	require.NoError(t, err)
+	e.FireSchedules(ctx)
+	require.Equal(t, []bool{false}, rec.takeBlocked())
+	require.Empty(t, logs.String())
+
+	// A keyed schedule's slot while the key's job of an earlier slot is
+	// unfinished creates nothing either: said and counted the same way.
+	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: "keyed", UniqueKeys: core.UniqueKeysReject}))
+	_, err = e.PutSchedule(ctx, &core.Schedule{Name: "daily", Cron: "*/10 * * * *", Topic: "keyed", Job: core.ScheduleJob{Key: "d"}})
+	require.NoError(t, err)
+	_ = rec.takeBlocked()
+	clock.Advance(10 * time.Minute)
+	e.FireSchedules(ctx)
+	require.Equal(t, []bool{false, false}, rec.takeBlocked(), "nightly and daily fire")
+	clock.Advance(10 * time.Minute)
+	e.FireSchedules(ctx)
+	require.ElementsMatch(t, []bool{false, true}, rec.takeBlocked())
+	require.Contains(t, logs.String(), "id="+core.KeyID("keyed", "d"))
+}
