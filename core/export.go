@@ -99,8 +99,9 @@ type ImportResult struct {
 // (validateJob), with the rules of import besides: run_at is required, a
 // k- id must be its own topic and key's (KeyID),
 // state and attempt must be ones a store keeps, and so must its history
-// (checkHistory). It normalises what stores rely on: UTC ms times and no
-// lease.
+// (checkHistory); created_at and the history's times must be in the range
+// of run_at (see importTimeOK). It normalises what stores rely on: UTC ms
+// times and no lease.
 func (e *Engine) validateImport(j *Job, urls urlChecks) error {
 	now := e.clock.Now()
 	if j.RunAt.IsZero() {
@@ -113,6 +114,19 @@ func (e *Engine) validateImport(j *Job, urls urlChecks) error {
 		// Another topic's (or key's) id would hold that key: its pushes
 		// would conflict from then on.
 		return Invalid("id", "an id of the form k- and 32 hex digits is the id of its topic and key's unique key; this job's would be %s", KeyID(j.Topic, j.Key))
+	}
+	if !e.importTimeOK(j.CreatedAt, now) {
+		return Invalid("created_at", "created_at must be from %s to %s from now", RunAtMin.Format(time.RFC3339), e.limits.MaxDelay)
+	}
+	for i, a := range j.History {
+		for _, t := range []struct {
+			name string
+			at   time.Time
+		}{{"started_at", a.StartedAt}, {"ended_at", a.EndedAt}} {
+			if !e.importTimeOK(t.at, now) {
+				return Invalid("history", "history[%d]: %s must be from %s to %s from now", i, t.name, RunAtMin.Format(time.RFC3339), e.limits.MaxDelay)
+			}
+		}
 	}
 	switch j.State {
 	case StateScheduled, StateReady, StateReserved, StateDead:
@@ -136,6 +150,15 @@ func (e *Engine) validateImport(j *Job, urls urlChecks) error {
 	j.LastError = CutError(j.LastError)
 	j.Lease, j.LeaseExpiresAt = "", time.Time{}
 	return checkHistory(j)
+}
+
+// importTimeOK reports whether t, a time an imported job carries besides
+// run_at, is absent (zero) or in the range run_at may take: from RunAtMin
+// to Limits.MaxDelay after now. Stores keep times as int64 nanoseconds
+// since the epoch, which end in 2262: a created_at of year 9999 came back
+// as 1816.
+func (e *Engine) importTimeOK(t, now time.Time) bool {
+	return t.IsZero() || !t.Before(RunAtMin) && t.Sub(now) <= e.limits.MaxDelay
 }
 
 // checkHistory checks and normalises an imported job's History: at most

@@ -143,6 +143,53 @@ func TestImportBoundsRunAt(t *testing.T) {
 	require.Empty(t, jobs, "nothing imported is due")
 }
 
+// TestImportBoundsTimes checks that import holds created_at and the
+// history's times to run_at's range, each refused with its field and
+// nothing stored: stores keep times as int64 nanoseconds, so a created_at
+// of year 9999 came back from the local store as 1816.
+func TestImportBoundsTimes(t *testing.T) {
+	t.Parallel()
+	clock := coretest.NewFakeClockAt(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
+	e, err := core.NewEngine(core.EngineConfig{Store: memstore.New(memstore.Config{Clock: clock}), Clock: clock,
+		Limits: core.Limits{MaxDelay: 24 * time.Hour}})
+	require.NoError(t, err)
+	ctx := context.Background()
+	far, ancient := time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC), time.Date(1969, 12, 31, 23, 59, 59, 0, time.UTC)
+	job := func(id string, mod func(*core.Job)) *core.Job {
+		j := &core.Job{ID: id, Topic: "t", RunAt: clock.Now(), TTR: time.Minute, MaxAttempts: 3, State: core.StateDead,
+			Attempt: 1, CreatedAt: clock.Now().Add(-time.Hour),
+			History: []core.Attempt{{Attempt: 1, StartedAt: clock.Now().Add(-time.Minute), EndedAt: clock.Now(), Outcome: core.OutcomeBuried}}}
+		mod(j)
+		return j
+	}
+	results, err := e.Import(ctx, []*core.Job{
+		job("created-far", func(j *core.Job) { j.CreatedAt = far }),
+		job("created-ancient", func(j *core.Job) { j.CreatedAt = ancient }),
+		job("created-past-limit", func(j *core.Job) { j.CreatedAt = clock.Now().Add(25 * time.Hour) }),
+		job("started-far", func(j *core.Job) { j.History[0].StartedAt = far }),
+		job("ended-ancient", func(j *core.Job) { j.History[0].EndedAt = ancient }),
+		job("ok", func(j *core.Job) { j.CreatedAt = clock.Now().Add(24 * time.Hour) }),
+		job("ok-epoch", func(j *core.Job) { j.CreatedAt = core.RunAtMin }),
+	})
+	require.NoError(t, err)
+	for i, field := range []string{"created_at", "created_at", "created_at", "history", "history"} {
+		var fe *core.FieldError
+		require.ErrorAs(t, results[i].Err, &fe, i)
+		require.Equal(t, field, fe.Field)
+		require.False(t, results[i].Imported)
+	}
+	require.Contains(t, results[3].Err.Error(), "history[0]: started_at must be from 1970-01-01T00:00:00Z to 24h0m0s from now")
+	require.Contains(t, results[4].Err.Error(), "history[0]: ended_at")
+	for _, r := range results[5:] {
+		require.NoError(t, r.Err)
+		require.True(t, r.Imported)
+	}
+	for _, id := range []string{"created-far", "created-ancient", "created-past-limit", "started-far", "ended-ancient"} {
+		_, err := e.Get(ctx, id)
+		require.ErrorIs(t, err, core.ErrNotFound, id)
+	}
+}
+
 // TestImportChecksBodyAsPush checks that import refuses a body push would
 // refuse: not JSON, or not UTF-8.
 func TestImportChecksBodyAsPush(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -256,4 +257,42 @@ func TestScheduleSlotsBlocked(t *testing.T) {
 	families := parse(t, strings.NewReader(httptestRecorder(t, p.MetricsHandler())))
 	require.Equal(t, map[string]float64{"schedule=nightly": 1}, series(families, "delayq_schedule_slots_blocked_total"))
 	require.Equal(t, map[string]float64{"schedule=nightly": 1}, series(families, "delayq_schedule_slots_fired_total"))
+}
+
+// TestTopicMetricsHandler checks the view of a token restricted to topics:
+// only series whose queue it allows, no instance-wide series, and every
+// series when the request is not restricted.
+func TestTopicMetricsHandler(t *testing.T) {
+	t.Parallel()
+	p, err := telemetry.Setup(context.Background(), telemetry.SetupConfig{Getenv: func(string) string { return "" }})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Shutdown(context.Background())) })
+	subs, err := telemetry.NewSubscribers(p.Config())
+	require.NoError(t, err)
+	subs.Add("orders.close", 1)
+	subs.Add("mail", 2)
+	h := p.TopicMetricsHandler(func(r *http.Request) func(string) bool {
+		if r.Header.Get("X-Restricted") == "" {
+			return nil
+		}
+		return func(topic string) bool { return strings.HasPrefix(topic, "orders.") }
+	})
+
+	all := parse(t, strings.NewReader(httptestRecorder(t, h)))
+	require.Equal(t, map[string]float64{"queue=orders.close": 1, "queue=mail": 2}, series(all, "delayq_websocket_subscribers"))
+	require.Contains(t, all, "go_goroutines")
+
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	req.Header.Set("X-Restricted", "1")
+	h.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusOK, rec.Code)
+	mine := parse(t, rec.Body)
+	require.Equal(t, map[string]float64{"queue=orders.close": 1}, series(mine, "delayq_websocket_subscribers"))
+	for name, f := range mine {
+		for _, m := range f.GetMetric() {
+			require.Contains(t, labels(m), "queue=orders.", "%s: only the token's topics", name)
+		}
+	}
+	require.NotContains(t, mine, "go_goroutines", "instance-wide series are not a restricted token's")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
@@ -134,6 +135,61 @@ func (p *Providers) Config() Config {
 // /metrics.
 func (p *Providers) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{})
+}
+
+// TopicMetricsHandler serves the metrics as MetricsHandler does, but asks
+// topicsFunc, for each request, which topics it may see: when topicsFunc
+// returns nil, every series; otherwise only the series whose queue label
+// is a topic it allows. Series without a queue label (the process and Go
+// runtime, breakers by endpoint, schedules by name) are instance-wide or
+// name what another topic configured, so such a request gets none of
+// them; a family left without series is left out.
+func (p *Providers) TopicMetricsHandler(topicsFunc func(r *http.Request) func(topic string) bool) http.Handler {
+	all := p.MetricsHandler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		allow := topicsFunc(r)
+		if allow == nil {
+			all.ServeHTTP(w, r)
+			return
+		}
+		promhttp.HandlerFor(topicGatherer{g: p.registry, allow: allow}, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+	})
+}
+
+// topicGatherer gathers from g only the series whose queue label allow
+// accepts.
+type topicGatherer struct {
+	g     prometheus.Gatherer
+	allow func(topic string) bool
+}
+
+// Gather implements prometheus.Gatherer.
+func (t topicGatherer) Gather() ([]*dto.MetricFamily, error) {
+	families, err := t.g.Gather()
+	out := families[:0]
+	for _, f := range families {
+		metrics := f.Metric[:0]
+		for _, m := range f.Metric {
+			if t.allowed(m) {
+				metrics = append(metrics, m)
+			}
+		}
+		if len(metrics) > 0 {
+			f.Metric = metrics
+			out = append(out, f)
+		}
+	}
+	return out, err
+}
+
+// allowed reports whether m has a queue label that allow accepts.
+func (t topicGatherer) allowed(m *dto.Metric) bool {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == string(attrQueue) {
+			return t.allow(l.GetValue())
+		}
+	}
+	return false
 }
 
 // Gatherer returns the registry that MetricsHandler serves, for readers in

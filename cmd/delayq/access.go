@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 
 	"github.com/spf13/pflag"
 
@@ -45,11 +46,17 @@ type access struct {
 	tokens       *auth.Tokens
 	tls          *tls.Config
 	destinations *webhook.Destinations
+	// tokensFileMode is the tokens file's mode when group or others may
+	// read or write it (logStart warns), else zero.
+	tokensFileMode os.FileMode
+	// tokensFile is the tokens file's path, for that warning.
+	tokensFile string
 }
 
 // load reads the tokens file and DELAYQ_TOKENS, the certificate and the
 // destination lists. Errors name the flag or variable.
 func (f *accessFlags) load(lookupEnv func(string) (string, bool)) (*access, error) {
+	a := &access{}
 	var list []auth.Token
 	if f.TokensFile != "" {
 		l, err := auth.LoadFile(f.TokensFile)
@@ -57,6 +64,9 @@ func (f *accessFlags) load(lookupEnv func(string) (string, bool)) (*access, erro
 			return nil, fmt.Errorf("--tokens-file: %w", err)
 		}
 		list = append(list, l...)
+		if fi, err := os.Stat(f.TokensFile); err == nil && fi.Mode().Perm()&0o066 != 0 {
+			a.tokensFile, a.tokensFileMode = f.TokensFile, fi.Mode().Perm()
+		}
 	}
 	if v, ok := lookupEnv(tokensEnv); ok && v != "" {
 		l, err := auth.ParseTokens([]byte(v))
@@ -65,7 +75,6 @@ func (f *accessFlags) load(lookupEnv func(string) (string, bool)) (*access, erro
 		}
 		list = append(list, l...)
 	}
-	a := &access{}
 	var err error
 	if a.tokens, err = auth.NewTokens(list); err != nil {
 		return nil, fmt.Errorf("tokens: %w", err)
@@ -96,8 +105,13 @@ func (a *access) serve(srv *http.Server, ln net.Listener) error {
 }
 
 // logStart says how the API is protected, and warns when it is open beyond
-// loopback.
+// loopback or when group or others may read or write the tokens file (as
+// ssh warns of a key file: a secret in it lets whoever reads it in, and
+// whoever writes it adds a token).
 func (a *access) logStart(log *slog.Logger, addr net.Addr) {
+	if a.tokensFileMode != 0 {
+		log.Warn("tokens file may be read or written by group or others: chmod 600 it", "file", a.tokensFile, "mode", fmt.Sprintf("%#o", a.tokensFileMode))
+	}
 	if a.tokens.Len() > 0 {
 		log.Info("http api tokens required", "tokens", a.tokens.Len())
 		return

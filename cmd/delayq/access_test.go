@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -8,7 +9,9 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"io"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -115,5 +118,34 @@ func TestServeAccessFlagErrors(t *testing.T) {
 		code, _, stderr := runCLI(t, append([]string{"serve", "--backend", "memory", "--http", "127.0.0.1:0", "--nats-listen", "off"}, tc.args...)...)
 		require.NotZero(t, code, tc.args)
 		require.Contains(t, stderr, tc.want, tc.args)
+	}
+}
+
+// TestTokensFileModeWarning checks that serve warns at start, as ssh does
+// for a key, when group or others may read or write the tokens file, and
+// says nothing of a file only its owner reads.
+func TestTokensFileModeWarning(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}
+	for _, tc := range []struct {
+		mode os.FileMode
+		warn bool
+	}{{0o600, false}, {0o400, false}, {0o644, true}, {0o640, true}, {0o604, true}, {0o620, true}} {
+		file := filepath.Join(dir, fmt.Sprintf("tokens-%o.yaml", tc.mode))
+		require.NoError(t, os.WriteFile(file, []byte("- name: ops\n  token: mode-test-secret-0123456789\n  scopes: [admin]\n"), 0o600))
+		require.NoError(t, os.Chmod(file, tc.mode)) // past the umask
+		f := accessFlags{TokensFile: file}
+		a, err := f.load(func(string) (string, bool) { return "", false })
+		require.NoError(t, err)
+		var buf bytes.Buffer
+		a.logStart(slog.New(slog.NewTextHandler(&buf, nil)), addr)
+		if !tc.warn {
+			require.NotContains(t, buf.String(), "level=WARN", "mode %#o", tc.mode)
+			continue
+		}
+		require.Contains(t, buf.String(), `level=WARN msg="tokens file may be read or written by group or others: chmod 600 it"`, "mode %#o", tc.mode)
+		require.Contains(t, buf.String(), fmt.Sprintf("file=%s mode=%#o", file, tc.mode))
+		require.NotContains(t, buf.String(), "mode-test-secret")
 	}
 }

@@ -1070,7 +1070,7 @@ func TestE2EMemoryBackend(t *testing.T) {
 }
 
 // TestE2EPprof serves the profiling endpoints on their own listener, and
-// not on the API's.
+// not on the API's, behind the API's Host check.
 func TestE2EPprof(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--nats-listen", "off", "--pprof", "127.0.0.1:0")
@@ -1083,6 +1083,21 @@ func TestE2EPprof(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, string(body), "--pprof")
+
+	// A DNS rebinding page names its own host: 421, as the API answers it,
+	// so it cannot read the command line (which may hold a password).
+	req, err := http.NewRequest(http.MethodGet, "http://"+m[1]+"/debug/pprof/cmdline", nil)
+	require.NoError(t, err)
+	req.Host = "attacker-rebind.example"
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, err = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusMisdirectedRequest, resp.StatusCode)
+	require.Contains(t, string(body), `"code":"misdirected_request"`)
+	require.NotContains(t, string(body), "--pprof")
+
 	resp, err = http.Get(srv.HTTPURL + "/debug/pprof/cmdline")
 	require.NoError(t, err)
 	resp.Body.Close()

@@ -14,6 +14,7 @@ import (
 	"github.com/delayq/delayq/breaker"
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/telemetry"
+	"github.com/delayq/delayq/transports/httptransport"
 )
 
 // breakerFlags are the --breaker-* flags of `delayq serve`.
@@ -160,8 +161,17 @@ func (o *observability) subscribers() func(topic string, delta int) {
 	return g.Add
 }
 
-// metrics serves GET /metrics.
-func (o *observability) metrics() http.Handler { return o.providers.MetricsHandler() }
+// metrics serves GET /metrics: to a token restricted to topics (with
+// --metrics-auth) only its topics' series, to others every series.
+func (o *observability) metrics() http.Handler {
+	return o.providers.TopicMetricsHandler(func(r *http.Request) func(topic string) bool {
+		id := httptransport.IdentityFrom(r.Context())
+		if id == nil || !id.Restricted() {
+			return nil
+		}
+		return id.AllowsTopic
+	})
+}
 
 // shutdown flushes the OTLP exporters, within 5s.
 func (o *observability) shutdown() {

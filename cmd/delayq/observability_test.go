@@ -4,6 +4,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -81,5 +83,61 @@ func TestE2EMetrics(t *testing.T) {
 	// Acknowledged, so that the shutdown's drain has nothing to wait for.
 	status, answer := api.call(http.MethodPost, "/v1/jobs/"+claimed[0].ID+"/ack", map[string]any{"lease": claimed[0].Lease})
 	require.Equal(t, http.StatusNoContent, status, "%s", answer)
+	require.Equal(t, 0, srv.signal(syscall.SIGTERM, 10*time.Second))
+}
+
+// TestE2EMetricsAuthTopics: with --metrics-auth, an admin token restricted
+// to topics reads only its topics' series from /metrics, without the
+// instance-wide ones; an admin token for every topic reads them all.
+func TestE2EMetricsAuthTopics(t *testing.T) {
+	t.Parallel()
+	const opsSecret, ordersSecret = "metrics-ops-secret-0123456789", "metrics-orders-secret-0123456789"
+	tokens := filepath.Join(t.TempDir(), "tokens.yaml")
+	require.NoError(t, os.WriteFile(tokens, []byte("- name: ops\n  token: "+opsSecret+"\n  scopes: [admin]\n"+
+		"- name: orders-admin\n  token: "+ordersSecret+"\n  scopes: [admin]\n  topics: [\"orders.>\"]\n"), 0o600))
+	srv := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--nats-listen", "off", "--tokens-file", tokens, "--metrics-auth")
+	client := &http.Client{Timeout: 30 * time.Second}
+	t.Cleanup(client.CloseIdleConnections)
+	do := func(method, path, secret, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), method, srv.HTTPURL+path, strings.NewReader(body))
+		require.NoError(t, err)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if secret != "" {
+			req.Header.Set("Authorization", "Bearer "+secret)
+		}
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	for _, topic := range []string{"orders.close", "mail.send"} {
+		status, answer := do(http.MethodPost, "/v1/jobs", opsSecret, `{"topic":"`+topic+`","delay":"1h"}`)
+		require.Equal(t, http.StatusCreated, status, answer)
+	}
+	status, _ := do(http.MethodGet, "/metrics", "", "")
+	require.Equal(t, http.StatusUnauthorized, status)
+
+	status, text := do(http.MethodGet, "/metrics", opsSecret, "")
+	require.Equal(t, http.StatusOK, status)
+	for _, want := range []string{`queue="orders.close"`, `queue="mail.send"`, "go_goroutines", "delayq_breaker_state"} {
+		require.Contains(t, text, want)
+	}
+
+	status, text = do(http.MethodGet, "/metrics", ordersSecret, "")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, text, `delayq_intake_jobs_total{outcome="accepted",queue="orders.close",transport="http"} 1`)
+	for _, absent := range []string{"mail.send", "go_goroutines", "process_", "delayq_breaker_state"} {
+		require.NotContains(t, text, absent, "a restricted token sees only its topics' series")
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if line != "" && !strings.HasPrefix(line, "#") {
+			require.Contains(t, line, `queue="orders.`, "every series is of the token's topics")
+		}
+	}
 	require.Equal(t, 0, srv.signal(syscall.SIGTERM, 10*time.Second))
 }

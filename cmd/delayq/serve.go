@@ -133,7 +133,7 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	log := newLogger(cfg, a.stderr, cfg.LogLevel)
 	slog.SetDefault(log)
 	if cfg.PprofAddr != "" {
-		stop, err := startPprof(cfg.PprofAddr, log)
+		stop, err := startPprof(cfg.PprofAddr, cfg.HTTP.AllowedHosts, log)
 		if err != nil {
 			return fmt.Errorf("pprof: %w", err)
 		}

@@ -126,6 +126,39 @@ func TestExportImport(t *testing.T) {
 	require.Zero(t, res.Imported)
 }
 
+// TestImportBoundsTimes: a job whose created_at or history time is outside
+// run_at's range (a year 9999 created_at came back from the local store as
+// 1816) fails alone, naming its field, and is not stored, as over HTTP.
+func TestImportBoundsTimes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	now := b.engine.Clock().Now().UTC().Format(time.RFC3339Nano)
+	job := func(id, createdAt, startedAt string) *delayqv1.Job {
+		return &delayqv1.Job{Id: id, Topic: "mail", State: "dead", RunAt: now, Attempt: 1, MaxAttempts: 1, Ttr: "30s", CreatedAt: createdAt,
+			History: []*delayqv1.Attempt{{Attempt: 1, StartedAt: startedAt, EndedAt: now, Via: "pull", Outcome: "buried"}}}
+	}
+	res, err := b.importJobs(t, "", []*delayqv1.Job{
+		job("c-far", "9999-12-31T00:00:00Z", now),
+		job("c-ancient", "1969-12-31T23:59:59Z", now),
+		job("h-far", now, "9999-12-31T00:00:00Z"),
+		job("ok", now, now),
+	})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.Imported)
+	require.EqualValues(t, 3, res.Failed)
+	var fields []string
+	for _, e := range res.Errors {
+		require.Equal(t, "invalid_argument", e.Error.GetCode())
+		fields = append(fields, e.Error.GetField())
+	}
+	require.Equal(t, []string{"created_at", "created_at", "history"}, fields)
+	for _, id := range []string{"c-far", "c-ancient", "h-far"} {
+		_, err := b.engine.Get(context.Background(), id)
+		require.ErrorIs(t, err, core.ErrNotFound, id)
+	}
+	require.Equal(t, core.StateDead, b.job(t, "ok").State)
+}
+
 // TestExportImportAccess checks that both need admin, and that a token
 // restricted to topics exports and imports only its own.
 func TestExportImportAccess(t *testing.T) {

@@ -185,7 +185,12 @@ func TestSchedulesAccess(t *testing.T) {
 	requireStatus(t, err, codes.Unauthenticated, "unauthenticated", "")
 
 	require.NoError(t, put(mailOnlyToken, "mine", "mail"))
-	requireStatus(t, put(mailOnlyToken, "billing", "mail"), codes.PermissionDenied, "permission_denied", "")
+	// Replacing another topic's schedule is answered as reading it is:
+	// NotFound naming only the schedule, never its topic.
+	putErr := requireStatus(t, put(mailOnlyToken, "billing", "mail"), codes.NotFound, "not_found", "")
+	getErr := requireStatus(t, b.call(t, mailOnlyToken, "GetSchedule", &delayqv1.GetScheduleRequest{Name: "billing"},
+		&delayqv1.GetScheduleResponse{}), codes.NotFound, "not_found", "")
+	require.Equal(t, getErr.Message, putErr.Message, "PutSchedule answers as GetSchedule")
 	requireStatus(t, put(mailOnlyToken, "other", "billing"), codes.PermissionDenied, "permission_denied", "")
 	_, err = b.engine.GetSchedule(context.Background(), "other")
 	require.ErrorIs(t, err, core.ErrNotFound)

@@ -71,6 +71,12 @@ func (s *Server) access(pattern string) routeAccess {
 // identityKey is the context key of the request's *auth.Identity.
 type identityKey struct{}
 
+// IdentityFrom returns the token that authenticated the request of ctx,
+// for a handler mounted with Handle that serves each token its own view
+// (GET /metrics under Config.ProtectMetrics): nil when the server has no
+// tokens or the route is open.
+func IdentityFrom(ctx context.Context) *auth.Identity { return identityFrom(ctx) }
+
 // identityFrom returns the request's authenticated token, nil when the
 // server has no tokens or the route is open.
 func identityFrom(ctx context.Context) *auth.Identity {

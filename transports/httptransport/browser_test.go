@@ -1,11 +1,16 @@
 package httptransport_test
 
 import (
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/transports/httptransport"
 )
 
 // TestContentType checks that a body must be JSON (NDJSON for import): a
@@ -107,4 +112,57 @@ func TestHostCheck(t *testing.T) {
 			require.True(t, strings.Contains(string(res.body), "misdirected_request"), "host %s: %s", host, res.body)
 		}
 	}
+}
+
+// TestRequireHost checks the Host check given to listeners of their own
+// (the profiling endpoints'): as the API's, a foreign name on a loopback
+// connection gets 421 with the JSON error body and never reaches the
+// handler, and --allowed-hosts names what is served.
+func TestRequireHost(t *testing.T) {
+	t.Parallel()
+	var served atomic.Int32
+	inner := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		served.Add(1)
+		_, _ = io.WriteString(w, "secret")
+	})
+	get := func(t *testing.T, h http.Handler, host string) (int, string, string) {
+		t.Helper()
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/debug/pprof/cmdline", nil)
+		require.NoError(t, err)
+		req.Host = host
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, resp.Header.Get("Content-Type"), string(body)
+	}
+
+	loopback, err := httptransport.RequireHost(nil, inner)
+	require.NoError(t, err)
+	for _, host := range []string{"attacker-rebind.example", "attacker-rebind.example:6060", "10.0.0.1"} {
+		status, ct, body := get(t, loopback, host)
+		require.Equal(t, http.StatusMisdirectedRequest, status, host)
+		require.Equal(t, "application/json", ct)
+		require.Contains(t, body, `"code":"misdirected_request"`)
+		require.NotContains(t, body, "secret")
+	}
+	require.Zero(t, served.Load(), "refused requests never reach the handler")
+	for _, host := range []string{"localhost:6060", "127.0.0.1", "[::1]:6060"} {
+		status, _, body := get(t, loopback, host)
+		require.Equal(t, http.StatusOK, status, host)
+		require.Equal(t, "secret", body)
+	}
+
+	named, err := httptransport.RequireHost([]string{"*.internal.example"}, inner)
+	require.NoError(t, err)
+	status, _, _ := get(t, named, "pprof.internal.example:6060")
+	require.Equal(t, http.StatusOK, status)
+	status, _, _ = get(t, named, "localhost")
+	require.Equal(t, http.StatusMisdirectedRequest, status, "an allow list names every host served")
+
+	_, err = httptransport.RequireHost([]string{"a.example:80"}, inner)
+	require.ErrorContains(t, err, "without port")
 }

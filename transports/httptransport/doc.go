@@ -63,7 +63,8 @@
 // or a loopback address (127.0.0.0/8, ::1); other hosts are answered 421
 // misdirected_request. Without AllowedHosts a request on another address
 // may name any host. GET /healthz and GET /readyz are exempt: probes name
-// the address. Then net/http's CrossOriginProtection refuses a browser's
+// the address. RequireHost gives the same check to a handler served on a
+// listener of its own, such as the profiling endpoints. Then net/http's CrossOriginProtection refuses a browser's
 // cross-origin request that is not GET, HEAD or OPTIONS (by Sec-Fetch-Site,
 // or an Origin that does not match Host) with 403 permission_denied,
 // unless its origin is one of Config.TrustedOrigins. Requests without

@@ -287,6 +287,38 @@ func TestImportBadLines(t *testing.T) {
 	require.Equal(t, importAnswer{Errors: empty.Errors}, empty)
 }
 
+// TestImportBoundsTimes: an import line whose created_at or history time
+// is outside run_at's range (a year 9999 created_at came back from the
+// local store as 1816) fails alone, naming its field, and stores nothing.
+func TestImportBoundsTimes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	now := rfc3339ms(b.clock.Now())
+	line := func(id, createdAt, startedAt string) string {
+		return fmt.Sprintf(`{"id":%q,"topic":"imp","run_at":%q,"state":"dead","attempt":1,"max_attempts":1,"ttr":"30s","created_at":%q,`+
+			`"history":[{"attempt":1,"started_at":%q,"ended_at":%q,"via":"pull","outcome":"buried"}]}`, id, now, createdAt, startedAt, now)
+	}
+	a := b.importBody(t, strings.Join([]string{
+		line("c-far", "9999-12-31T00:00:00Z", now),
+		line("c-ancient", "1969-12-31T23:59:59Z", now),
+		line("h-far", now, "9999-12-31T00:00:00Z"),
+		line("ok", now, now),
+	}, "\n"))
+	require.Equal(t, 1, a.Imported, "%+v", a.Errors)
+	require.Equal(t, 3, a.Failed)
+	var fields []string
+	for _, e := range a.Errors {
+		require.Equal(t, "invalid_argument", e.Error.Code)
+		fields = append(fields, e.Error.Field)
+	}
+	require.Equal(t, []string{"created_at", "created_at", "history"}, fields)
+	require.Contains(t, a.Errors[0].Error.Message, "created_at must be from 1970-01-01T00:00:00Z")
+	for _, id := range []string{"c-far", "c-ancient", "h-far"} {
+		requireStatus(t, b.do(t, http.MethodGet, "/v1/jobs/"+id, nil), http.StatusNotFound)
+	}
+	require.Equal(t, now, b.getJob(t, "ok")["created_at"])
+}
+
 func TestImportManyBatches(t *testing.T) {
 	t.Parallel()
 	src, dst := setup(t), setup(t)

@@ -19,9 +19,17 @@ func (s *Server) checkHost(r *http.Request, pattern string) error {
 	if pattern == "GET /healthz" || pattern == "GET /readyz" {
 		return nil
 	}
+	return checkHost(s.allowedHosts, r)
+}
+
+// checkHost refuses a request whose Host is not among allowed (normalized
+// by normalizeHostPatterns) or, when allowed is empty, that came in on a
+// loopback address but names another host: an error wrapping
+// wire.ErrMisdirectedRequest.
+func checkHost(allowed []string, r *http.Request) error {
 	host := hostName(r.Host)
-	if len(s.allowedHosts) > 0 {
-		for _, p := range s.allowedHosts {
+	if len(allowed) > 0 {
+		for _, p := range allowed {
 			if matchHost(p, host) {
 				return nil
 			}
@@ -34,6 +42,32 @@ func (s *Server) checkHost(r *http.Request, pattern string) error {
 	return wire.WithMessage(fmt.Sprintf(
 		"host %q is not served here: on a loopback address only localhost and loopback addresses are, unless --allowed-hosts names more", r.Host),
 		wire.ErrMisdirectedRequest)
+}
+
+// RequireHost returns h behind the API's Host check, for a listener of its
+// own such as the profiling endpoints': a request whose Host header names
+// a host not in allowedHosts (patterns as Config.AllowedHosts takes them)
+// or, when allowedHosts is empty, that came in on a loopback address but
+// names neither localhost nor a loopback address, is answered 421
+// misdirected_request with the JSON error body and never reaches h. So a
+// page of a DNS rebinding name cannot read what h serves. Errors: a
+// pattern that Config.Validate refuses.
+func RequireHost(allowedHosts []string, h http.Handler) (http.Handler, error) {
+	for _, p := range allowedHosts {
+		if err := validateHostPattern(p); err != nil {
+			return nil, fmt.Errorf("httptransport: RequireHost: %w", err)
+		}
+	}
+	allowed := normalizeHostPatterns(allowedHosts)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := checkHost(allowed, r); err != nil {
+			e := toAPIError(err)
+			b := append([]byte{'{'}, appendErrorFields(nil, e)...)
+			writeRaw(w, e.Status, append(b, '}'))
+			return
+		}
+		h.ServeHTTP(w, r)
+	}), nil
 }
 
 // hostName returns the host of a Host header: without port, brackets or a

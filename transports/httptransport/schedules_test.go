@@ -91,10 +91,17 @@ func TestSchedulesAccess(t *testing.T) {
 	requireStatus(t, put(adminSecret, "billing", "billing.run"), http.StatusOK)
 	requireError(t, put(pushSecret, "x", "orders.x"), http.StatusForbidden, "permission_denied", "")
 	requireStatus(t, put(ordersSecret, "orders.close", "orders.close"), http.StatusOK)
-	requireError(t, put(ordersSecret, "billing", "orders.x"), http.StatusForbidden, "permission_denied", "")
+	// Replacing another topic's schedule is answered as reading it is:
+	// 404 naming only the schedule, never its topic.
+	res := put(ordersSecret, "billing", "orders.x")
+	e := requireError(t, res, http.StatusNotFound, "not_found", "")["error"].(map[string]any)
+	require.Equal(t, `schedule "billing" not found`, e["message"])
+	require.NotContains(t, string(res.body), "billing.run")
+	got := b.do(t, http.MethodGet, "/v1/schedules/billing", nil, bearer(ordersSecret)...)
+	require.Equal(t, e, requireError(t, got, http.StatusNotFound, "not_found", "")["error"], "PUT answers as GET")
 	requireError(t, put(ordersSecret, "mine", "billing.run"), http.StatusForbidden, "permission_denied", "")
 
-	res := b.do(t, http.MethodGet, "/v1/schedules", nil, bearer(ordersSecret)...)
+	res = b.do(t, http.MethodGet, "/v1/schedules", nil, bearer(ordersSecret)...)
 	requireStatus(t, res, http.StatusOK)
 	list := res.object(t)["schedules"].([]any)
 	require.Len(t, list, 1)

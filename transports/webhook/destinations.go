@@ -20,13 +20,19 @@ import (
 var ErrDestinationDenied = errors.New("webhook destination denied")
 
 // Built-in denials, lifted only by an explicit allow entry: link-local
-// addresses, which include the cloud metadata address 169.254.169.254, the
-// AWS IPv6 metadata address and the GCP metadata host name.
+// addresses, which include the metadata address 169.254.169.254 of AWS,
+// GCP, Azure, Oracle and most clouds (and Tencent's 169.254.0.23), the
+// metadata addresses of clouds that serve it elsewhere, and the GCP
+// metadata host name.
 var (
 	defaultDenyNets = []netip.Prefix{
 		netip.MustParsePrefix("169.254.0.0/16"),
 		netip.MustParsePrefix("fe80::/10"),
-		netip.MustParsePrefix("fd00:ec2::254/128"),
+		netip.MustParsePrefix("fd00:ec2::254/128"),  // AWS, IPv6
+		netip.MustParsePrefix("fd20:ce::254/128"),   // GCP, IPv6
+		netip.MustParsePrefix("100.100.100.200/32"), // Alibaba Cloud
+		netip.MustParsePrefix("192.0.0.192/32"),     // Oracle Cloud (legacy)
+		netip.MustParsePrefix("168.63.129.16/32"),   // Azure WireServer (agent and extension configuration)
 	}
 	defaultDenyHosts = []string{"metadata.google.internal"}
 )
@@ -44,8 +50,10 @@ const resolveTimeout = 3 * time.Second
 //   - there are allow entries and neither its host nor its address matches
 //     one;
 //   - its address is link-local (169.254.0.0/16, fe80::/10, which hold the
-//     cloud metadata address 169.254.169.254) or fd00:ec2::254, unless an
-//     allow range holds that address, or its host is
+//     cloud metadata address 169.254.169.254) or another cloud's metadata
+//     address (fd00:ec2::254 AWS, fd20:ce::254 GCP, 100.100.100.200
+//     Alibaba, 192.0.0.192 Oracle, 168.63.129.16 Azure WireServer), unless
+//     an allow range holds that address, or its host is
 //     metadata.google.internal, unless an allow pattern names it.
 //
 // Loopback and private ranges are allowed unless denied. An address is

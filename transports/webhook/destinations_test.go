@@ -52,7 +52,13 @@ func TestDestinationRules(t *testing.T) {
 	require.ErrorIs(t, none.checkAddr("svc", addr("169.254.169.254")), ErrDestinationDenied)
 	require.ErrorIs(t, none.checkAddr("svc", addr("::ffff:169.254.169.254")), ErrDestinationDenied)
 	require.ErrorIs(t, none.checkAddr("svc", addr("fe80::1")), ErrDestinationDenied)
-	require.ErrorIs(t, none.checkAddr("svc", addr("fd00:ec2::254")), ErrDestinationDenied)
+	for _, a := range []string{"fd00:ec2::254", "fd20:ce::254", "100.100.100.200", "::ffff:100.100.100.200", "192.0.0.192", "168.63.129.16"} {
+		require.ErrorIs(t, none.checkAddr("svc", addr(a)), ErrDestinationDenied, a)
+	}
+	// Their neighbours are ordinary addresses.
+	for _, a := range []string{"fd00:ec2::253", "100.100.100.201", "100.64.0.1", "192.0.0.193", "168.63.129.17"} {
+		require.NoError(t, none.checkAddr("svc", addr(a)), a)
+	}
 	require.ErrorIs(t, none.checkHost("Metadata.Google.Internal."), ErrDestinationDenied)
 
 	// A host pattern in allow does not lift the address denial.
@@ -194,7 +200,9 @@ func TestDestinationSpellings(t *testing.T) {
 		"169.254.169.254", "0xa9fea9fe", "0xA9.0xFE.0xA9.0xFE", "2852039166", "0251.0376.0251.0376",
 		"169.254.43518", "[::ffff:169.254.169.254]", "[::ffff:a9fe:a9fe]", "[0:0:0:0:0:ffff:a9fe:a9fe]",
 		"[::169.254.169.254]", "[64:ff9b::169.254.169.254]", "[64:ff9b::a9fe:a9fe]",
-		"[fd00:ec2::254]", "[FD00:EC2:0:0:0:0:0:254]", "[fe80::a9fe:a9fe%25eth0]",
+		"[fd00:ec2::254]", "[FD00:EC2:0:0:0:0:0:254]", "[fe80::a9fe:a9fe%25eth0]", "[fd20:ce::254]",
+		"100.100.100.200", "0x646464c8", "[::ffff:100.100.100.200]", "[64:ff9b::6464:64c8]",
+		"192.0.0.192", "[::ffff:c000:c0]", "168.63.129.16", "[::ffff:a83f:8110]",
 		"metadata.google.internal", "METADATA.GOOGLE.INTERNAL.",
 	} {
 		u := "http://" + host + ":" + port + "/hook"

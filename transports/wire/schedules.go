@@ -59,7 +59,10 @@ func ScheduleFor(ctx context.Context, e *core.Engine, name string, allow func(to
 // topic and, when it replaces a schedule, that schedule's topic, so that a
 // token restricted to topics can neither aim a schedule at another topic
 // nor take over another topic's schedule. allow is the transport's check
-// of a topic; its error is returned. Other errors: the store's.
+// of a topic; its error is returned for sc's topic. A schedule of a topic
+// the call may not use is answered core.ErrNotFound naming only sc's name,
+// as ScheduleFor answers a read of it, so that a put learns neither that
+// the name is taken nor by which topic. Other errors: the store's.
 func AllowSchedulePut(ctx context.Context, e *core.Engine, sc *core.Schedule, allow func(topic string) error) error {
 	if err := allow(sc.Topic); err != nil {
 		return err
@@ -67,7 +70,10 @@ func AllowSchedulePut(ctx context.Context, e *core.Engine, sc *core.Schedule, al
 	old, err := e.GetSchedule(ctx, sc.Name)
 	switch {
 	case err == nil:
-		return allow(old.Topic)
+		if allow(old.Topic) != nil {
+			return WithMessage(fmt.Sprintf("schedule %q not found", sc.Name), core.ErrNotFound)
+		}
+		return nil
 	case errors.Is(err, core.ErrNotFound):
 		return nil
 	}
