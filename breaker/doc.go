@@ -54,9 +54,8 @@
 // retries the job when the circuit lets a probe through (RetryAfter) and
 // never buries it for the refusal: a job goes dead only on a failed
 // attempt that was sent. No connection, timeout or delivery slot is spent
-// on a failing endpoint. A refusal still counts in the job's attempt
-// number (which may so pass max_attempts) until the stores can end a lease
-// without counting one.
+// on a failing endpoint, and the refusal gives the job's attempt back
+// (core.RetryJobParams.Unsent).
 //
 // # Time
 //

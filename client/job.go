@@ -97,6 +97,7 @@ const (
 	OutcomeRetried      = "retried"
 	OutcomeBuried       = "buried"
 	OutcomeLeaseExpired = "lease_expired"
+	OutcomeReleased     = "released"
 )
 
 // jobWire is Job as the service writes it: durations as strings.

@@ -123,16 +123,8 @@ func TestDispatchRetriesRefusedLastAttempt(t *testing.T) {
 	require.Equal(t, 1, (<-d.got).Attempt)
 	got := waitState(t, e, j.ID, core.StateScheduled)
 	require.Equal(t, "not sent: circuit breaker open", got.LastError)
-	require.Equal(t, 1, got.Attempt, "the refused attempt's count stays spent")
+	require.Equal(t, 0, got.Attempt, "the refused attempt is given back")
+	require.Equal(t, core.OutcomeReleased, got.History[len(got.History)-1].Outcome)
 	require.WithinRange(t, got.RunAt, before.Add(30*time.Second-time.Millisecond), time.Now().Add(31*time.Second),
 		"retried when the refusal ends, not after the 1ms backoff")
-
-	// Claimed again, it is past its max_attempts, and exported so it
-	// imports again.
-	past := *got
-	past.ID, past.Attempt, past.History = "past-max", 2, nil
-	res, err := e.Import(ctx, []*core.Job{&past})
-	require.NoError(t, err)
-	require.NoError(t, res[0].Err)
-	require.True(t, res[0].Imported)
 }

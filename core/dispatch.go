@@ -285,16 +285,15 @@ func (e *Engine) deliver(topic *Topic, deliverer Deliverer, job *Job) {
 			RunAt: StoreTime(e.clock.Now()), Error: "delivery interrupted by shutdown"})
 	case errors.Is(derr, ErrNotSent):
 		// Refused before it was sent (the destination's breaker is open):
-		// retried when the refusal ends, and never buried for it, even on
-		// the last attempt, since that attempt never reached the
-		// destination. The attempt count the claim took stays spent: no
-		// store can end a lease without one yet.
+		// retried when the refusal ends, with the attempt given back, so
+		// that it is never buried for an attempt that never reached the
+		// destination.
 		var wait time.Duration
 		if ra, ok := errors.AsType[retryAfterError](derr); ok {
 			wait = min(max(ra.RetryAfter(), 0), e.limits.MaxDelay)
 		}
 		_, err = e.store.RetryJob(ctx, &RetryJobParams{ID: job.ID, Lease: job.Lease,
-			RunAt: StoreTime(e.clock.Now().Add(wait)), Error: CutError(derr.Error())})
+			RunAt: StoreTime(e.clock.Now().Add(wait)), Error: CutError(derr.Error()), Unsent: true})
 	case isNoRetry(derr):
 		// The destination said retrying cannot help: dead now, not after
 		// the attempts left.

@@ -481,6 +481,31 @@ func (e *Engine) Nack(ctx context.Context, p *NackParams) error {
 	return err
 }
 
+// ReleaseParams are the arguments of Engine.Release.
+type ReleaseParams struct {
+	ID    string
+	Lease string
+	// Error says why the delivery was not made.
+	Error string
+}
+
+// Release ends a delivery that never reached its consumer, such as a claim
+// whose client left before the answer was written: the job is due again
+// now with its attempt given back (RetryJobParams.Unsent), so that it goes
+// dead only for deliveries made. Errors: *FieldError, ErrNotFound,
+// ErrLeaseLost.
+func (e *Engine) Release(ctx context.Context, p *ReleaseParams) error {
+	if p == nil {
+		return noParams("release")
+	}
+	if err := validateLease(p.ID, p.Lease); err != nil {
+		return err
+	}
+	_, err := e.store.RetryJob(ctx, &RetryJobParams{ID: p.ID, Lease: p.Lease, RunAt: StoreTime(e.clock.Now()), Error: p.Error, Unsent: true})
+	e.leases.ended(p.ID, p.Lease, err)
+	return err
+}
+
 // backoff is the backoff of job: its topic's, with the job's own retry
 // schedule when it has one.
 func (e *Engine) backoff(job *Job) Backoff {

@@ -107,6 +107,32 @@ func TestPushTakesTopicDefaults(t *testing.T) {
 	require.Equal(t, core.MaxAttemptsDefault, j.MaxAttempts)
 }
 
+// TestReleaseGivesAttemptBack: a delivery released unsent (a claim whose
+// client left) is due again at once with its attempt given back, so that a
+// job on its last attempt is delivered again rather than dead.
+func TestReleaseGivesAttemptBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	require.NoError(t, b.engine.PutTopic(ctx, &core.Topic{Name: "t", MaxAttempts: 1}))
+	_, err := b.engine.Push(ctx, &core.PushParams{Topic: "t", ID: "j1"})
+	require.NoError(t, err)
+	jobs, err := b.engine.Claim(ctx, &core.ClaimJobsParams{Topic: "t", Max: 1})
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.ErrorIs(t, b.engine.Release(ctx, &core.ReleaseParams{ID: "j1", Lease: "wrong"}), core.ErrLeaseLost)
+	require.NoError(t, b.engine.Release(ctx, &core.ReleaseParams{ID: "j1", Lease: jobs[0].Lease, Error: "claim abandoned"}))
+	j, err := b.engine.Get(ctx, "j1")
+	require.NoError(t, err)
+	require.Equal(t, core.StateReady, j.State)
+	require.Equal(t, 0, j.Attempt)
+	require.Equal(t, "claim abandoned", j.LastError)
+	jobs, err = b.engine.Claim(ctx, &core.ClaimJobsParams{Topic: "t", Max: 1})
+	require.NoError(t, err)
+	require.Len(t, jobs, 1, "delivered again, not dead")
+	require.Equal(t, 1, jobs[0].Attempt)
+}
+
 func TestNackBacksOffThenBuries(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)

@@ -133,10 +133,8 @@ func (e *Engine) validateImport(j *Job, urls urlChecks) error {
 	default:
 		return Invalid("state", "state must be scheduled, ready, reserved or dead")
 	}
-	if j.Attempt < 0 {
-		// Above max_attempts is allowed: a delivery refused before it was
-		// sent (ErrNotSent) is retried though it used the last attempt.
-		return Invalid("attempt", "attempt must not be negative")
+	if j.Attempt < 0 || j.Attempt > j.MaxAttempts {
+		return Invalid("attempt", "attempt must be between 0 and max_attempts")
 	}
 	j.RunAt, j.CreatedAt = StoreTime(j.RunAt), StoreTime(j.CreatedAt)
 	if j.CreatedAt.IsZero() {
@@ -183,7 +181,7 @@ func checkHistory(j *Job) error {
 			return Invalid("history", "history[%d]: unknown via %q", i, a.Via)
 		}
 		switch a.Outcome {
-		case OutcomeAcked, OutcomeRetried, OutcomeBuried, OutcomeLeaseExpired:
+		case OutcomeAcked, OutcomeRetried, OutcomeBuried, OutcomeLeaseExpired, OutcomeReleased:
 		case "":
 			if i < len(j.History)-1 {
 				return Invalid("history", "history[%d]: only the last attempt may be in progress", i)

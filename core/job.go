@@ -130,6 +130,9 @@ const (
 	OutcomeRetried      = "retried"
 	OutcomeBuried       = "buried"
 	OutcomeLeaseExpired = "lease_expired"
+	// OutcomeReleased ends a delivery that never reached its destination
+	// (RetryJobParams.Unsent): its attempt was given back.
+	OutcomeReleased = "released"
 )
 
 // Running reports whether the attempt is in progress: not ended yet.
@@ -264,6 +267,28 @@ func (j *Job) Retry(runAt time.Time, reason string, now time.Time) {
 	j.EndAttempt(OutcomeRetried, reason, now)
 	j.Lease, j.LeaseExpiresAt = "", time.Time{}
 	j.Schedule(runAt, now)
+}
+
+// Release ends j's delivery as one that never reached its destination,
+// for reason, and schedules it again at runAt (now when zero): the attempt
+// the claim counted is given back, so that Attempt counts only deliveries
+// made, and the attempt ends released in History.
+func (j *Job) Release(runAt time.Time, reason string, now time.Time) {
+	j.Retry(runAt, reason, now)
+	if n := len(j.History); n > 0 && j.History[n-1].Outcome == OutcomeRetried && j.History[n-1].Attempt == j.Attempt {
+		j.History[n-1].Outcome = OutcomeReleased
+	}
+	j.Attempt = max(j.Attempt-1, 0)
+}
+
+// RetryFor ends j's delivery as Store.RetryJob does for p: Release when
+// p.Unsent, else Retry.
+func (j *Job) RetryFor(p *RetryJobParams, now time.Time) {
+	if p.Unsent {
+		j.Release(p.RunAt, p.Error, now)
+		return
+	}
+	j.Retry(p.RunAt, p.Error, now)
 }
 
 // Bury ends j's delivery as failed for good: dead since now, for reason.

@@ -83,8 +83,9 @@ type Store interface {
 
 	// RetryJob ends a delivery as failed and schedules the job again at
 	// params.RunAt (zero means now) with LastError set, and returns what it
-	// settled (state scheduled, or ready when RunAt has come). Errors:
-	// ErrNotFound, ErrLeaseLost.
+	// settled (state scheduled, or ready when RunAt has come); with
+	// params.Unsent the delivery's attempt is given back (Job.RetryFor).
+	// Errors: ErrNotFound, ErrLeaseLost.
 	RetryJob(ctx context.Context, params *RetryJobParams) (SettleResult, error)
 
 	// BuryJob ends a delivery as failed for good: the job goes dead with
@@ -403,6 +404,11 @@ type RetryJobParams struct {
 	RunAt time.Time
 	// Error is why the attempt failed.
 	Error string
+	// Unsent says the delivery never reached its destination (refused
+	// before it was sent, or a claim whose answer was never written): the
+	// lease ends without spending an attempt, Attempt goes back down by
+	// one and the attempt ends OutcomeReleased in History (Job.Release).
+	Unsent bool
 }
 
 // BuryJobParams are the arguments of Store.BuryJob.

@@ -53,6 +53,7 @@ const (
 	outcomeFailed      = "failed"
 	outcomeDead        = "dead"
 	outcomeExpired     = "expired"
+	outcomeReleased    = "released"
 )
 
 // latenessBuckets are the bounds of the lateness histogram, in seconds: fine

@@ -181,11 +181,11 @@ func TestSettleLabelsFromStore(t *testing.T) {
 	httpCtx := core.WithTransport(t.Context(), core.TransportHTTP)
 	wsCtx := core.WithTransport(t.Context(), core.TransportWebSocket)
 	_, err = claimer.PutJobs(httpCtx, &core.PutJobsParams{Jobs: []*core.Job{
-		storetest.DueJob(topic), storetest.DueJob(topic), storetest.DueJob(topic)}})
+		storetest.DueJob(topic), storetest.DueJob(topic), storetest.DueJob(topic), storetest.DueJob(topic)}})
 	require.NoError(t, err)
-	jobs, err := claimer.ClaimJobs(httpCtx, &core.ClaimJobsParams{Topic: topic, Max: 3})
+	jobs, err := claimer.ClaimJobs(httpCtx, &core.ClaimJobsParams{Topic: topic, Max: 4})
 	require.NoError(t, err)
-	require.Len(t, jobs, 3)
+	require.Len(t, jobs, 4)
 
 	_, err = settler.AckJob(httpCtx, &core.AckJobParams{ID: jobs[0].ID, Lease: "wrong"})
 	require.ErrorIs(t, err, core.ErrLeaseLost)
@@ -196,12 +196,15 @@ func TestSettleLabelsFromStore(t *testing.T) {
 	require.NoError(t, err)
 	_, err = settler.BuryJob(httpCtx, &core.BuryJobParams{ID: jobs[2].ID, Lease: jobs[2].Lease, Error: "poison"})
 	require.NoError(t, err)
+	_, err = settler.RetryJob(httpCtx, &core.RetryJobParams{ID: jobs[3].ID, Lease: jobs[3].Lease, Error: "abandoned", Unsent: true})
+	require.NoError(t, err)
 
 	families := parse(t, strings.NewReader(httptestRecorder(t, p.MetricsHandler())))
 	require.Equal(t, map[string]float64{
 		"outcome=ok,queue=orders.pay,transport=http":          1,
 		"outcome=failed,queue=orders.pay,transport=websocket": 1,
 		"outcome=dead,queue=orders.pay,transport=http":        1,
+		"outcome=released,queue=orders.pay,transport=http":    1,
 	}, series(families, "delayq_attempts_total"))
 	require.Equal(t, map[string]float64{"queue=orders.pay,transport=http": 1}, series(families, "delayq_dead_jobs_total"))
 }

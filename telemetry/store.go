@@ -328,10 +328,15 @@ func (s *Store) AckJobs(ctx context.Context, params *core.AckJobsParams) ([]core
 	return res, err
 }
 
-// RetryJob implements core.Store and counts a failed attempt.
+// RetryJob implements core.Store and counts a failed attempt, or a
+// released one when it never reached its destination (params.Unsent).
 func (s *Store) RetryJob(ctx context.Context, params *core.RetryJobParams) (core.SettleResult, error) {
 	res, err := s.next.RetryJob(ctx, params)
-	s.settled(ctx, res, err, outcomeFailed)
+	outcome := outcomeFailed
+	if params != nil && params.Unsent {
+		outcome = outcomeReleased
+	}
+	s.settled(ctx, res, err, outcome)
 	return res, err
 }
 

@@ -348,7 +348,7 @@ func (s *Store) RetryJob(_ context.Context, params *core.RetryJobParams) (core.S
 		return core.SettleResult{}, err
 	}
 	s.unlink(e)
-	e.job.Retry(params.RunAt, params.Error, now)
+	e.job.RetryFor(params, now)
 	s.enqueue(e, now)
 	s.changed(e.topic, now)
 	return e.job.Settled(), nil

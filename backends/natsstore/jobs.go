@@ -373,7 +373,7 @@ const ackConcurrency = 64
 // Errors: ErrNotFound, ErrLeaseLost, ErrClosed, ErrUnavailable.
 func (s *Store) RetryJob(ctx context.Context, params *core.RetryJobParams) (core.SettleResult, error) {
 	return settled(s.settle(ctx, params.ID, params.Lease, func(j *core.Job, now time.Time) {
-		j.Retry(params.RunAt, params.Error, now)
+		j.RetryFor(params, now)
 	}))
 }
 

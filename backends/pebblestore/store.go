@@ -1131,7 +1131,7 @@ func (s *Store) RetryJob(_ context.Context, params *core.RetryJobParams) (core.S
 	return s.settle(params.ID, params.Lease, func(b *pebble.Batch, tp *topic, i uint32, now time.Time) core.SettleResult {
 		tp.reserved.remove(s.x, i)
 		j := s.jobLite(i)
-		j.Retry(params.RunAt, params.Error, now)
+		j.RetryFor(params, now)
 		s.setLite(i, &j)
 		s.enqueue(tp, i)
 		id := s.x.id(i)

@@ -261,8 +261,12 @@ func (s *Store) RetryJob(ctx context.Context, params *core.RetryJobParams) (core
 	if params.RunAt.IsZero() {
 		runAt = 0 // now, in the script
 	}
-	res, err := s.leased(ctx, "retry", params.ID, params.Lease, runAt, core.CutError(params.Error))
-	return settled("retry", res, err)
+	op := "retry"
+	if params.Unsent {
+		op = "release" // retry, the attempt given back (core.Job.Release)
+	}
+	res, err := s.leased(ctx, op, params.ID, params.Lease, runAt, core.CutError(params.Error))
+	return settled(op, res, err)
 }
 
 // BuryJob implements core.Store. Errors: ErrNotFound, ErrLeaseLost,

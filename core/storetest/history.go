@@ -247,3 +247,30 @@ func testExportImportHistory(t *testing.T, b *testBundle) {
 	require.Len(t, again.History, 3)
 	require.Equal(t, core.ViaWebhook, again.History[2].Via)
 }
+
+// testRetryUnsent: a retry of a delivery that never reached its destination
+// (RetryJobParams.Unsent) gives its attempt back: the job is due again with
+// Attempt one lower, the attempt ends released in the history, the settle
+// result says so, and a job on its last attempt is delivered once more
+// rather than dead.
+func testRetryUnsent(t *testing.T, b *testBundle) {
+	const topic = "retry-unsent"
+	job := DueJob(topic)
+	job.MaxAttempts = 1
+	b.put(t, job)
+	c1 := b.claimVia(t, topic, core.ViaWebhook, dueWait)
+	require.Equal(t, 1, c1.Attempt)
+	res, err := b.store.RetryJob(b.ctx, &core.RetryJobParams{ID: c1.ID, Lease: c1.Lease, Error: "not sent", Unsent: true})
+	require.NoError(t, err)
+	require.Equal(t, core.SettleResult{Topic: topic, Attempt: 0, State: core.StateReady}, res)
+	first := wantAttempt{attempt: 1, via: core.ViaWebhook, outcome: core.OutcomeReleased, err: "not sent", started: c1.History[0].StartedAt}
+	got := b.requireState(t, job.ID, core.StateReady)
+	require.Equal(t, 0, got.Attempt)
+	require.Equal(t, "not sent", got.LastError)
+	requireHistory(t, got, first)
+
+	c2 := b.claimVia(t, topic, core.ViaWebhook, dueWait)
+	require.Equal(t, 1, c2.Attempt, "the attempt given back is counted again")
+	require.NoError(t, ack(b, c2))
+	requireHistory(t, b.get(t, job.ID), first, wantAttempt{attempt: 1, via: core.ViaWebhook, outcome: core.OutcomeAcked})
+}

@@ -85,6 +85,7 @@ var subtests = []subtest{
 	{"WrongLease", testWrongLease},
 	{"TouchExtendsLease", testTouchExtendsLease},
 	{"Retry", testRetry},
+	{"RetryUnsent", testRetryUnsent},
 	{"BuryAndDeadList", testBuryAndDeadList},
 	{"DeadSince", testDeadSince},
 	{"SettleResult", testSettleResult},

@@ -52,13 +52,13 @@ func (s *Server) Claim(ctx context.Context, req *connect.Request[delayqv1.ClaimR
 	return connect.NewResponse(out), nil
 }
 
-// release ends the deliveries of jobs as failed with no delay.
+// release hands the deliveries of jobs, never sent, back at once with their
+// attempts (core.Engine.Release).
 func (s *Server) release(ctx context.Context, jobs []*core.Job, reason string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	var zero time.Duration
 	for _, j := range jobs {
-		if err := s.engine.Nack(ctx, &core.NackParams{ID: j.ID, Lease: j.Lease, Delay: &zero, Error: reason}); err != nil {
+		if err := s.engine.Release(ctx, &core.ReleaseParams{ID: j.ID, Lease: j.Lease, Error: reason}); err != nil {
 			s.log.Warn("connecttransport: releasing an abandoned claim failed", "id", j.ID, "err", err)
 		}
 	}

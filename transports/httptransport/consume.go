@@ -47,13 +47,13 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// release ends the deliveries of jobs as failed with no delay.
+// release hands the deliveries of jobs, never sent, back at once with their
+// attempts (core.Engine.Release).
 func (s *Server) release(r *http.Request, jobs []*core.Job) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), releaseTimeout)
 	defer cancel()
-	var zero time.Duration
 	for _, j := range jobs {
-		err := s.engine.Nack(ctx, &core.NackParams{ID: j.ID, Lease: j.Lease, Delay: &zero, Error: "claim abandoned: the client went away"})
+		err := s.engine.Release(ctx, &core.ReleaseParams{ID: j.ID, Lease: j.Lease, Error: "claim abandoned: the client went away"})
 		if err != nil {
 			s.log.Warn("httptransport: releasing an abandoned claim failed", "id", j.ID, "err", err)
 		}

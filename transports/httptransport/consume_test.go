@@ -314,11 +314,12 @@ func TestClaimAbandoned(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
 
-	// The jobs claimed for the client that left are handed out again now.
+	// The jobs claimed for the client that left are handed out again now,
+	// with the attempt the claim counted given back: they never reached it.
 	require.Equal(t, id, <-store.retried)
 	got := b.getJob(t, id)
 	require.Equal(t, "ready", got["state"])
-	require.Equal(t, float64(1), got["attempt"])
+	require.Equal(t, float64(0), got["attempt"])
 	require.Contains(t, got["last_error"], "client went away")
 }
 

@@ -2,8 +2,10 @@
 --
 -- ARGV[6...] groups of one shard each (one group on a Cluster; several on a
 -- standalone server, see use_shard): the shard's base and number, the count
--- of deliveries, then 5 per delivery: op (ack, retry, bury or touch), id,
--- lease, run_at (ms; 0 for now) for retry, last error for retry and bury.
+-- of deliveries, then 5 per delivery: op (ack, retry, release, bury or
+-- touch), id, lease, run_at (ms; 0 for now) for retry and release, last
+-- error for retry, release and bury. Release is a retry whose attempt is
+-- given back (core.Job.Release).
 -- Several callers' deliveries are coalesced into one run (see
 -- leaseBatcher), so each is handled on its own: one that fails (a Redis
 -- error) is answered with its error and the others go on.
@@ -78,11 +80,18 @@ local function one(op, id, lease, r, etext)
   end
   unlink(id, j)
   local state = 'dead'
-  if op == 'retry' then
+  if op == 'retry' or op == 'release' then
     if r == 0 then r = now end
     state = 'scheduled'
     if r <= now then state = 'ready' end
-    redis.call('HSET', kj, 's', state, 'e', etext, 'u', now_s, 'r', int(r), 'H', ended_attempt(j, 'r', now, etext))
+    if op == 'release' then
+      -- core.Job.Release: the attempt ends released and is given back.
+      local h = ended_attempt(j, 'l', now, etext)
+      j.a = math.max((j.a or 0) - 1, 0)
+      redis.call('HSET', kj, 's', state, 'e', etext, 'u', now_s, 'r', int(r), 'a', int(j.a), 'H', h)
+    else
+      redis.call('HSET', kj, 's', state, 'e', etext, 'u', now_s, 'r', int(r), 'H', ended_attempt(j, 'r', now, etext))
+    end
     link_queue(id, j.t, r, j.y)
   else -- bury
     redis.call('HSET', kj, 's', 'dead', 'e', etext, 'u', now_s, 'H', ended_attempt(j, 'b', now, etext))
@@ -102,7 +111,7 @@ while i <= #ARGV do
   local out = {}
   for _ = 1, count do
     local op = ARGV[i]
-    if op ~= 'ack' and op ~= 'retry' and op ~= 'bury' and op ~= 'touch' then
+    if op ~= 'ack' and op ~= 'retry' and op ~= 'release' and op ~= 'bury' and op ~= 'touch' then
       out[#out + 1] = {-1, 'redisstore: unknown lease op ' .. op}
     else
       local ok, res = pcall(one, op, ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]), ARGV[i + 4])

@@ -491,8 +491,8 @@ type Attempt struct {
 	EndedAt string `protobuf:"bytes,3,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
 	// Via is how it was delivered: pull, websocket, grpc, webhook or nats.
 	Via string `protobuf:"bytes,4,opt,name=via,proto3" json:"via,omitempty"`
-	// Outcome is acked, retried, buried or lease_expired; empty while in
-	// progress.
+	// Outcome is acked, retried, buried, lease_expired or released; empty
+	// while in progress.
 	Outcome string `protobuf:"bytes,5,opt,name=outcome,proto3" json:"outcome,omitempty"`
 	// Error is the reason a retry or bury gave.
 	Error         string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
