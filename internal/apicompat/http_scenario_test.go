@@ -24,7 +24,7 @@ type guarded struct {
 const (
 	overJob   = 256 + 64<<10 + 1 // MaxBodyBytes + the envelope
 	overBatch = maxRequestBytes + 1
-	overSmall = 256<<10 + 1      // any other request
+	overSmall = 256<<10 + 1 // any other request
 )
 
 var guardedRoutes = []guarded{

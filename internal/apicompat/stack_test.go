@@ -91,12 +91,12 @@ func setup(t *testing.T) *testBundle {
 	tokens.NowFunc = clock.Now
 
 	api := httptransport.New(httptransport.Config{
-		Engine:         engine,
-		Logger:         log,
-		Tokens:         tokens,
-		ProtectMetrics: true,
+		Engine:          engine,
+		Logger:          log,
+		Tokens:          tokens,
+		ProtectMetrics:  true,
 		MaxRequestBytes: maxRequestBytes,
-		BackupDir:      t.TempDir(),
+		BackupDir:       t.TempDir(),
 	})
 	// Stand-in for telemetry's exposition, which is no part of this API:
 	// the route, its guard and its content type are.
@@ -142,5 +142,5 @@ func setup(t *testing.T) *testBundle {
 // configured, and no delivery is made (the clock does not reach one).
 type acceptDeliverer struct{}
 
-func (acceptDeliverer) ValidateTopic(*core.Topic) error                  { return nil }
+func (acceptDeliverer) ValidateTopic(*core.Topic) error                    { return nil }
 func (acceptDeliverer) Deliver(context.Context, *core.DeliverParams) error { return nil }
