@@ -97,7 +97,7 @@ func (h *httpRun) do(s httpStep) (int, []byte) {
 	}
 	if body != "" {
 		h.tr.lines(">", "")
-		h.tr.lines(">", clip(body))
+		h.tr.lines(">", clip(h.tr.normalize(body)))
 	}
 	h.tr.lines("<", fmt.Sprintf("%d %s", res.StatusCode, http.StatusText(res.StatusCode)))
 	for _, name := range slices.Sorted(maps.Keys(res.Header)) {

@@ -195,7 +195,7 @@ func indentJSON(b []byte) string {
 
 // clip shortens a request body that is only there for its size.
 func clip(body string) string {
-	if len(body) <= 300 {
+	if len(body) <= 1000 {
 		return body
 	}
 	return fmt.Sprintf("%s... (%d bytes)", body[:60], len(body))
