@@ -169,6 +169,7 @@ func TestHTTPTranscript(t *testing.T) {
 	runHTTPScenario(h)
 	ws := newTranscript(t, "ws.txt")
 	runWebSocketScenario(t, b, ws, h)
+	h.tr.complete, ws.complete = true, true
 	h.requireCoverage()
 }
 

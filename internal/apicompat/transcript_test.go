@@ -45,16 +45,20 @@ type transcript struct {
 	placeholders map[string]string
 	values       map[string]string
 	counts       map[string]int
+	// complete is set once the whole scenario ran.
+	complete bool
 }
 
 // newTranscript returns the transcript of testdata/name, checked (or
-// rewritten with -update) when the test ends successfully so far.
+// rewritten with -update) when the test ends, if its scenario ran to the
+// end (complete).
 func newTranscript(t *testing.T, name string) *transcript {
 	tr := &transcript{t: t, name: name, placeholders: map[string]string{}, values: map[string]string{}, counts: map[string]int{}}
 	t.Cleanup(func() {
-		// With -update the file is written even when the test failed, to
-		// be read.
-		if *update || !t.Failed() {
+		// A scenario cut short by a failure would differ from the file
+		// everywhere after it; with -update the file is written anyway,
+		// to be read.
+		if *update || tr.complete {
 			tr.check()
 		}
 	})
@@ -202,8 +206,9 @@ func clip(body string) string {
 }
 
 // lineDiff returns the lines that differ between want and got, with two
-// lines of context, as "-" (want) and "+" (got) lines: a longest common
-// subsequence over the part between the common head and tail.
+// lines of context, as "-" (want) and "+" (got) lines in hunks headed by
+// their line in want: a longest common subsequence over the part between
+// the common head and tail.
 func lineDiff(want, got string) string {
 	a, b := strings.Split(want, "\n"), strings.Split(got, "\n")
 	head := 0
@@ -233,26 +238,58 @@ func lineDiff(want, got string) string {
 			}
 		}
 	}
-	var out strings.Builder
+	// ops are the diff's lines, with the line of want each is at.
+	type op struct {
+		mark byte
+		line int
+		text string
+	}
+	var ops []op
 	for l := max(0, head-2); l < head; l++ {
-		fmt.Fprintf(&out, "  %s\n", a[l])
+		ops = append(ops, op{' ', l + 1, a[l]})
 	}
 	i, j := 0, 0
 	for i < len(ma) || j < len(mb) {
 		switch {
 		case i < len(ma) && j < len(mb) && ma[i] == mb[j]:
-			fmt.Fprintf(&out, "  %s\n", ma[i])
+			ops = append(ops, op{' ', head + i + 1, ma[i]})
 			i, j = i+1, j+1
-		case j < len(mb) && (i == len(ma) || lcs[i][j+1] >= lcs[i+1][j]):
-			fmt.Fprintf(&out, "+ %s\n", mb[j])
-			j++
-		default:
-			fmt.Fprintf(&out, "- %s\n", ma[i])
+		case i < len(ma) && (j == len(mb) || lcs[i+1][j] >= lcs[i][j+1]):
+			ops = append(ops, op{'-', head + i + 1, ma[i]})
 			i++
+		default:
+			ops = append(ops, op{'+', head + i + 1, mb[j]})
+			j++
 		}
 	}
 	for l := len(a) - tail; l < min(len(a), len(a)-tail+2); l++ {
-		fmt.Fprintf(&out, "  %s\n", a[l])
+		ops = append(ops, op{' ', l + 1, a[l]})
 	}
-	return fmt.Sprintf("from line %d:\n%s", max(1, head-1), out.String())
+	// Print the changed lines with two lines of context, each hunk headed
+	// by its line in want and the step it is in.
+	const context = 2
+	var out strings.Builder
+	last := -2
+	for k, o := range ops {
+		near := false
+		for d := max(0, k-context); d <= min(len(ops)-1, k+context); d++ {
+			near = near || ops[d].mark != ' '
+		}
+		if !near {
+			continue
+		}
+		if last != k-1 {
+			step := ""
+			for l := min(o.line, len(a)) - 1; l >= 0; l-- {
+				if strings.HasPrefix(a[l], "### ") {
+					step = a[l]
+					break
+				}
+			}
+			fmt.Fprintf(&out, "@@ line %d, in %s\n", o.line, step)
+		}
+		fmt.Fprintf(&out, "%c %s\n", o.mark, o.text)
+		last = k
+	}
+	return out.String()
 }
