@@ -27,7 +27,7 @@
 // the files, which makes it visible in review, with a CHANGELOG line:
 //
 //	go test ./internal/apicompat -update        # the transcripts
-//	go test ./internal/apicompat -update-proto  # the descriptor, at a release
+//	go test ./internal/apicompat -run TestProtoCompatible -update-proto  # at a release
 //
 // The gate knows nothing of the transports' internals, only their
 // constructors and what goes over the wire, so that it holds while they
