@@ -85,10 +85,7 @@ func (h *httpRun) do(s httpStep) (int, []byte) {
 	require.NoError(h.t, err)
 
 	route := h.ops.route(req)
-	if h.seen[route] == nil {
-		h.seen[route] = map[int]bool{}
-	}
-	h.seen[route][res.StatusCode] = true
+	h.saw(route, res.StatusCode)
 
 	h.tr.section(fmt.Sprintf("%s: %s", cmpOr(route, "no route"), s.title))
 	h.tr.lines(">", s.method+" "+path)
@@ -114,6 +111,14 @@ func (h *httpRun) do(s httpStep) (int, []byte) {
 		h.tr.lines("<", h.showBody(res, answer))
 	}
 	return res.StatusCode, answer
+}
+
+// saw counts an answer of route for requireCoverage.
+func (h *httpRun) saw(route string, status int) {
+	if h.seen[route] == nil {
+		h.seen[route] = map[int]bool{}
+	}
+	h.seen[route][status] = true
 }
 
 // showBody renders an answer's body for the transcript: JSON re-indented,

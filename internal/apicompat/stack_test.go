@@ -64,7 +64,12 @@ type testBundle struct {
 }
 
 // setup starts a bundle and stops it at the end of the test, in serve's
-// order.
+// order. It departs from serve's wiring where the scenario needs it, in
+// configuration only: small limits, so that 413 is reached with small
+// requests; /metrics behind a token (--metrics-auth), so that its 401 and
+// 403 are covered; a stand-in for the Prometheus exposition, whose series
+// are no part of this API; no live statistics (GET /v1/stats answers no
+// samples), which sample the real clock.
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	clock := coretest.NewFakeClockAt(start)

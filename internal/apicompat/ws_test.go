@@ -55,7 +55,7 @@ func runWebSocketScenario(t *testing.T, b *testBundle, tr *transcript, h *httpRu
 	})
 	require.NoError(t, err)
 	defer conn.CloseNow()
-	h.seen["GET /v1/topics/{topic}/subscribe"][res.StatusCode] = true
+	h.saw("GET /v1/topics/{topic}/subscribe", res.StatusCode)
 	tr.lines("<", res.Status)
 	for _, name := range slices.Sorted(maps.Keys(res.Header)) {
 		// The accept key answers the client's random key.
