@@ -211,6 +211,19 @@ func TestGRPCTranscript(t *testing.T) {
 	b := setup(t)
 	g := &grpcRun{t: t, b: b, tr: newTranscript(t, "grpc.txt"), seen: map[string]map[codes.Code]bool{}}
 	runGRPCScenario(g)
+	// The Connect protocol's unary calls are plain HTTP with JSON: a
+	// success, and errors with and without a token, as a browser or curl
+	// sends them.
+	c := &httpRun{t: t, b: b, tr: g.tr, seen: map[string]map[int]bool{}, ops: loadOperations(t)}
+	for _, s := range []httpStep{
+		{title: "a success", token: tokenAdmin, body: `{"id":"job-1"}`},
+		{title: "an error", token: tokenAdmin, body: `{"id":"nope"}`},
+		{title: "no token", body: `{"id":"job-1"}`},
+		{title: "not JSON", token: tokenAdmin, body: `{"id":`},
+	} {
+		s.method, s.path = "POST", "/delayq.v1.DelayqService/GetJob"
+		c.do(s)
+	}
 	g.tr.complete = true
 
 	var missing []string

@@ -87,7 +87,11 @@ func (h *httpRun) do(s httpStep) (int, []byte) {
 	route := h.ops.route(req)
 	h.saw(route, res.StatusCode)
 
-	h.tr.section(fmt.Sprintf("%s: %s", cmpOr(route, "no route"), s.title))
+	label := cmpOr(route, "no route")
+	if route == "" && strings.HasPrefix(path, "/delayq.v1.") {
+		label = "Connect " + strings.TrimPrefix(path, "/")
+	}
+	h.tr.section(fmt.Sprintf("%s: %s", label, s.title))
 	h.tr.lines(">", s.method+" "+path)
 	for _, l := range shown {
 		h.tr.lines(">", l)
