@@ -223,13 +223,17 @@ func (e *Engine) fireSchedule(ctx context.Context, s *Schedule, now time.Time) {
 }
 
 // slotHeld reports whether a job not made for slot holds the id of the
-// slot's job, which the store will then not create: an unfinished (or
-// retained) job of the schedule's key from an earlier slot, or a job that
-// took a ScheduleID before clients were refused those ids. A job of the
-// slot's topic created at or after the slot is the slot's own, fired by
-// another instance meanwhile. A failed read reports false: FireSchedule
-// meets the same store next.
+// slot's job, which the store will then not create: a job that took a
+// ScheduleID (before clients were refused those ids, or by an import). A
+// job of the slot's topic created at or after the slot is the slot's own,
+// fired by another instance meanwhile; a keyed schedule's job (its key's
+// id) from an earlier slot is the guard against overlapping runs that
+// docs/api.md describes, not a block. A failed read reports false:
+// FireSchedule meets the same store next.
 func (e *Engine) slotHeld(ctx context.Context, slot time.Time, job *Job) bool {
+	if IsKeyID(job.ID) {
+		return false
+	}
 	held, err := e.store.GetJob(ctx, job.ID)
 	if err != nil {
 		return false
