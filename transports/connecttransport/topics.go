@@ -75,7 +75,7 @@ func (s *Server) PutTopic(ctx context.Context, req *connect.Request[delayqv1.Put
 	if err != nil {
 		return nil, err
 	}
-	if err := wire.AllowDelivery(identityFrom(ctx), t, s.cfg.NATSDeliverySubjects); err != nil {
+	if err := wire.AllowDelivery(ctx, s.engine, identityFrom(ctx), t, s.cfg.NATSDeliverySubjects); err != nil {
 		s.log.Info("connecttransport: permission denied", "token", identityFrom(ctx).Name, "topic", name, "err", err)
 		return nil, err
 	}

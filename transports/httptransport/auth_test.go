@@ -408,12 +408,13 @@ func TestAuthSuccessNeedsUnrestrictedAdmin(t *testing.T) {
 	t.Parallel()
 	tokens := adminTokens(t)
 	b := setup(t, func(c *setupConfig) { c.tokens = tokens })
+	url := "http://127.0.0.1:9/hook"
 	put := func(secret, success string) *response {
-		delivery := map[string]any{"type": "webhook", "url": "http://127.0.0.1:9/hook"}
+		delivery := map[string]any{"type": "webhook", "url": url}
 		if success != "" {
 			delivery["success"] = success
 		}
-		return b.do(t, http.MethodPut, "/v1/topics/orders.a", map[string]any{"delivery": delivery}, bearer(secret)...)
+		return b.do(t, http.MethodPut, "/v1/topics/orders.a", map[string]any{"delivery": delivery, "concurrency": 3}, bearer(secret)...)
 	}
 	requireStatus(t, put(ordersAdmin, ""), http.StatusOK)
 	m := requireError(t, put(ordersAdmin, `body.secret.matches("^a")`), http.StatusForbidden, "permission_denied", "")
@@ -425,10 +426,21 @@ func TestAuthSuccessNeedsUnrestrictedAdmin(t *testing.T) {
 	res := put(adminSecret, "status == 200")
 	requireStatus(t, res, http.StatusOK)
 	require.Equal(t, "status == 200", res.object(t)["delivery"].(map[string]any)["success"])
+	requireError(t, put(ordersAdmin, "status == 201"), http.StatusForbidden, "permission_denied", "")
+	url = "http://127.0.0.1:9/other"
 	requireError(t, put(ordersAdmin, "status == 200"), http.StatusForbidden, "permission_denied", "")
 	topic, err = b.store.GetTopic(t.Context(), "orders.a")
 	require.NoError(t, err)
-	require.Equal(t, "status == 200", topic.Delivery.Success, "nor a put over a topic with a condition")
+	require.Equal(t, "status == 200", topic.Delivery.Success, "nor a put of another condition, or of the same one to another destination")
+	require.Equal(t, "http://127.0.0.1:9/hook", topic.Delivery.URL)
+
+	// The condition kept as it is, to the same destination, with another
+	// field changed (a form that sends the whole topic back): allowed.
+	url = "http://127.0.0.1:9/hook"
+	res = put(ordersAdmin, "status == 200")
+	requireStatus(t, res, http.StatusOK)
+	require.EqualValues(t, 3, res.object(t)["concurrency"])
+	require.Equal(t, "status == 200", res.object(t)["delivery"].(map[string]any)["success"])
 }
 
 // TestAuthOnDeadTopic checks that a topic-restricted admin may name as

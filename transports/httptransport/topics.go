@@ -81,7 +81,7 @@ func (s *Server) putTopic(w http.ResponseWriter, r *http.Request) error {
 // Config.NATSDeliverySubjects): an error wrapping wire.ErrPermissionDenied.
 func (s *Server) allowDelivery(r *http.Request, t *core.Topic) error {
 	id := identityFrom(r.Context())
-	err := wire.AllowDelivery(id, t, s.natsSubjects)
+	err := wire.AllowDelivery(r.Context(), s.engine, id, t, s.natsSubjects)
 	if err != nil {
 		s.log.Info("httptransport: permission denied", "token", id.Name, "method", r.Method, "path", r.URL.Path, "topic", t.Name, "on_dead", t.OnDead, "delivery.subject", t.Delivery.Subject, "err", err)
 	}

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -39,24 +41,37 @@ func AllowIntake(id *auth.Identity, n int) error {
 // may not use (where the topic's notices would put jobs), sets
 // delivery.error_body (which would show it the answers of whatever service
 // its webhook names), sets delivery.success (whose verdict, seen in each
-// job's outcome, tells what the answer holds, a bit per topic), or names a NATS delivery.subject that is neither
-// delayq.deliver.<topic> of a topic the token may use nor matched by one of
-// natsSubjects (--nats-delivery-subjects). A nil id and tokens for every
-// topic pass. The messages name no subject or topic, so that a refusal
-// tells nothing of what others configured. Subjects delayq keeps for itself
-// are refused to every token by the NATS deliverer.
-func AllowDelivery(id *auth.Identity, t *core.Topic, natsSubjects []string) error {
+// job's outcome, tells what the answer holds, a bit per topic), or names a
+// NATS delivery.subject that is neither delayq.deliver.<topic> of a topic
+// the token may use nor matched by one of natsSubjects
+// (--nats-delivery-subjects). A delivery.error_body or delivery.success
+// that t keeps as engine has them for the topic, with the same
+// destination, passes: the token chose neither, and learns nothing its
+// jobs' outcomes did not tell it (a form that sends the whole topic back
+// to change its rate, say). A nil id and tokens for every topic pass. The
+// messages name no subject or topic, so that a refusal tells nothing of
+// what others configured. Subjects delayq keeps for itself are refused to
+// every token by the NATS deliverer. Errors: also the engine's, reading
+// the topic.
+func AllowDelivery(ctx context.Context, engine *core.Engine, id *auth.Identity, t *core.Topic, natsSubjects []string) error {
 	if id == nil || !id.Restricted() {
 		return nil
 	}
 	if t.OnDead != "" && !id.AllowsTopic(t.OnDead) {
 		return WithMessage(fmt.Sprintf("token %q may name as on_dead only a topic it may use", id.Name), ErrPermissionDenied)
 	}
-	if t.Delivery.ErrorBody {
-		return WithMessage(fmt.Sprintf("token %q may not set delivery.error_body: only a token for every topic may", id.Name), ErrPermissionDenied)
-	}
-	if t.Delivery.Success != "" {
-		return WithMessage(fmt.Sprintf("token %q may not set delivery.success: only a token for every topic may", id.Name), ErrPermissionDenied)
+	if t.Delivery.ErrorBody || t.Delivery.Success != "" {
+		kept, err := keepsAnswerFields(ctx, engine, t)
+		if err != nil {
+			return err
+		}
+		switch {
+		case kept:
+		case t.Delivery.ErrorBody:
+			return WithMessage(fmt.Sprintf("token %q may not set delivery.error_body: only a token for every topic may", id.Name), ErrPermissionDenied)
+		default:
+			return WithMessage(fmt.Sprintf("token %q may not set delivery.success: only a token for every topic may", id.Name), ErrPermissionDenied)
+		}
 	}
 	subject := t.Delivery.Subject
 	if t.Delivery.Type != core.DeliveryNATS || subject == "" {
@@ -91,3 +106,19 @@ func AllowImportedID(id *auth.Identity, jobID string) error {
 // natsDeliverPrefix is what a topic's default NATS delivery subject adds
 // to its name.
 var natsDeliverPrefix = core.Topic{Delivery: core.Delivery{Type: core.DeliveryNATS}}.WithDefaults().Delivery.Subject
+
+// keepsAnswerFields reports whether t has the delivery.error_body and
+// delivery.success of the topic as configured now, with the same
+// destination (type, URL and subject).
+func keepsAnswerFields(ctx context.Context, engine *core.Engine, t *core.Topic) (bool, error) {
+	stored, err := engine.GetTopic(ctx, t.Name)
+	if errors.Is(err, core.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	now, want := stored.Delivery, t.Delivery
+	return stored.Configured && now.Type == want.Type && now.URL == want.URL && now.Subject == want.Subject &&
+		now.ErrorBody == want.ErrorBody && now.Success == want.Success, nil
+}
