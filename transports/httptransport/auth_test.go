@@ -408,9 +408,9 @@ func TestAuthSuccessNeedsUnrestrictedAdmin(t *testing.T) {
 	t.Parallel()
 	tokens := adminTokens(t)
 	b := setup(t, func(c *setupConfig) { c.tokens = tokens })
-	url := "http://127.0.0.1:9/hook"
+	url, jobURLs := "http://127.0.0.1:9/hook", false
 	put := func(secret, success string) *response {
-		delivery := map[string]any{"type": "webhook", "url": url}
+		delivery := map[string]any{"type": "webhook", "url": url, "allow_job_url": jobURLs}
 		if success != "" {
 			delivery["success"] = success
 		}
@@ -429,6 +429,9 @@ func TestAuthSuccessNeedsUnrestrictedAdmin(t *testing.T) {
 	requireError(t, put(ordersAdmin, "status == 201"), http.StatusForbidden, "permission_denied", "")
 	url = "http://127.0.0.1:9/other"
 	requireError(t, put(ordersAdmin, "status == 200"), http.StatusForbidden, "permission_denied", "")
+	url, jobURLs = "http://127.0.0.1:9/hook", true
+	requireError(t, put(ordersAdmin, "status == 200"), http.StatusForbidden, "permission_denied", "")
+	jobURLs = false
 	topic, err = b.store.GetTopic(t.Context(), "orders.a")
 	require.NoError(t, err)
 	require.Equal(t, "status == 200", topic.Delivery.Success, "nor a put of another condition, or of the same one to another destination")
@@ -436,7 +439,6 @@ func TestAuthSuccessNeedsUnrestrictedAdmin(t *testing.T) {
 
 	// The condition kept as it is, to the same destination, with another
 	// field changed (a form that sends the whole topic back): allowed.
-	url = "http://127.0.0.1:9/hook"
 	res = put(ordersAdmin, "status == 200")
 	requireStatus(t, res, http.StatusOK)
 	require.EqualValues(t, 3, res.object(t)["concurrency"])

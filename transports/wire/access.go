@@ -109,7 +109,9 @@ var natsDeliverPrefix = core.Topic{Delivery: core.Delivery{Type: core.DeliveryNA
 
 // keepsAnswerFields reports whether t has the delivery.error_body and
 // delivery.success of the topic as configured now, with the same
-// destination (type, URL and subject).
+// destination: type, method, URL and subject, and allow_job_url, without
+// which a kept condition would judge the answers of whatever URL a job
+// names.
 func keepsAnswerFields(ctx context.Context, engine *core.Engine, t *core.Topic) (bool, error) {
 	stored, err := engine.GetTopic(ctx, t.Name)
 	if errors.Is(err, core.ErrNotFound) {
@@ -118,7 +120,8 @@ func keepsAnswerFields(ctx context.Context, engine *core.Engine, t *core.Topic) 
 	if err != nil {
 		return false, err
 	}
-	now, want := stored.Delivery, t.Delivery
-	return stored.Configured && now.Type == want.Type && now.URL == want.URL && now.Subject == want.Subject &&
+	now, want := stored.WithDefaults().Delivery, t.WithDefaults().Delivery
+	return stored.Configured && now.Type == want.Type && now.Method == want.Method && now.URL == want.URL &&
+		now.Subject == want.Subject && now.AllowJobURL == want.AllowJobURL &&
 		now.ErrorBody == want.ErrorBody && now.Success == want.Success, nil
 }
