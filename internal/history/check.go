@@ -268,11 +268,22 @@ func (c *checker) checkDeliveries(id string, evs []jobEvent) {
 				}
 			}
 		}
-		if due != nil && !c.lostBetween(due, claim.Call) {
+		// A put, nack or requeue concurrent with the claim may have taken
+		// effect before it.
+		concurrent := false
+		for j := range evs {
+			op := evs[j].op
+			if evs[j].d == nil && (isPut(op) || op.Kind == OpNack || op.Kind == OpRequeue) && op != due &&
+				op.Call.Before(claim.Return) && !c.bound(op).Before(claim.Call) {
+				concurrent = true
+				break
+			}
+		}
+		if due != nil && !concurrent && !c.lostBetween(due, claim.Call) {
 			at := dueAt(due)
 			if claim.Return.Before(at.Add(-tol)) {
-				c.add(AnomalyEarly, id, "delivered attempt %d by a claim answered at %s, due at %s by the %s answered %d at %s",
-					e.d.Attempt, claim.Return.Format(time.StampMilli), at.Format(time.StampMilli), due.Kind, due.Status, due.Return.Format(time.StampMilli))
+				c.add(AnomalyEarly, id, "delivered attempt %d by a claim answered at %s, due at %s by the %s answered %d at %s:\n%s",
+					e.d.Attempt, claim.Return.Format(time.StampMilli), at.Format(time.StampMilli), due.Kind, due.Status, due.Return.Format(time.StampMilli), describeAll(evs))
 			}
 		}
 		// Cancels answered 204 before the claim began, and no push since.
@@ -307,27 +318,38 @@ func (c *checker) checkDeliveries(id string, evs []jobEvent) {
 				}
 			}
 			if !reset {
-				c.add(AnomalyAttempt, id, "delivered attempt %d at %s after attempt %d at %s, nothing reset it",
-					e.d.Attempt, claim.Return.Format(time.StampMilli), prev.d.Attempt, prev.op.Return.Format(time.StampMilli))
+				c.add(AnomalyAttempt, id, "delivered attempt %d at %s after attempt %d at %s, nothing reset it:\n%s",
+					e.d.Attempt, claim.Return.Format(time.StampMilli), prev.d.Attempt, prev.op.Return.Format(time.StampMilli), describeAll(evs))
 			}
 		}
-		if max := c.maxAttempts(evs, claim); max > 0 && e.d.Attempt > max {
-			c.add(AnomalyAttempt, id, "delivered attempt %d of max_attempts %d", e.d.Attempt, max)
+		if most := c.maxAttempts(evs, claim); most > 0 && e.d.Attempt > most {
+			c.add(AnomalyAttempt, id, "delivered attempt %d of max_attempts %d:\n%s", e.d.Attempt, most, describeAll(evs))
 		}
 		prev = e
 	}
 }
 
-// maxAttempts is the max_attempts of the last put answered 2xx before the
-// claim began, 0 when unknown.
+// maxAttempts is the most max_attempts the job may have had at the claim:
+// that of the last put answered 2xx before the claim began, or of a put
+// concurrent with it; 0 when unknown.
 func (c *checker) maxAttempts(evs []jobEvent, claim *Op) int {
-	max := 0
+	last, most := 0, 0
 	for _, e := range evs {
-		if e.d == nil && isPut(e.op) && e.op.OK() && e.op.Return.Before(claim.Call) {
-			max = e.op.MaxAttempts
+		op := e.op
+		if e.d != nil || !isPut(op) {
+			continue
+		}
+		switch {
+		case op.OK() && op.Return.Before(claim.Call):
+			last = op.MaxAttempts
+		case (op.OK() || op.Indeterminate()) && op.Call.Before(claim.Return) && !c.bound(op).Before(claim.Call):
+			most = max(most, op.MaxAttempts)
 		}
 	}
-	return max
+	if last == 0 {
+		return 0
+	}
+	return max(last, most)
 }
 
 // dueAt is the earliest moment a push, nack or requeue made its job due.
