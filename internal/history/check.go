@@ -254,37 +254,38 @@ func (c *checker) checkDeliveries(id string, evs []jobEvent) {
 		if claim.Return.Before(e.d.RunAt.Add(-tol)) {
 			c.add(AnomalyEarly, id, "claim answered at %s attempt %d with run_at %s", claim.Return.Format(time.StampMilli), e.d.Attempt, e.d.RunAt.Format(time.StampMilli))
 		}
-		// The due time set by the last push, nack or requeue answered
-		// before the claim began.
+		// The due time set by the last push, nack or requeue that took
+		// effect before the claim: the earliest of those that may have
+		// been last.
+		sets := func(op *Op) bool {
+			return isPut(op) || op.Kind == OpNack || op.Kind == OpRequeue
+		}
+		lasts := c.lastBefore(evs, sets, claim.Call)
+		check := len(lasts) > 0
+		var at time.Time
 		var due *Op
-		for j := range evs {
-			op := evs[j].op
-			if evs[j].d != nil || op.Return.IsZero() || !op.Return.Before(claim.Call) {
-				continue
+		for _, op := range lasts {
+			if !op.OK() || c.lostBetween(op, claim.Call) {
+				check = false // an effect unknown, or taken back by a kill
+				break
 			}
-			if (isPut(op) && op.OK()) || (op.Kind == OpNack && op.Status == 204) || (op.Kind == OpRequeue && op.Status == 204) {
-				if due == nil || op.Return.After(due.Return) {
-					due = op
-				}
+			if due == nil || dueAt(op).Before(at) {
+				due, at = op, dueAt(op)
 			}
 		}
 		// A put, nack or requeue concurrent with the claim may have taken
 		// effect before it.
-		concurrent := false
 		for j := range evs {
 			op := evs[j].op
-			if evs[j].d == nil && (isPut(op) || op.Kind == OpNack || op.Kind == OpRequeue) && op != due &&
+			if evs[j].d == nil && sets(op) && (op.OK() || op.Indeterminate()) &&
 				op.Call.Before(claim.Return) && !c.bound(op).Before(claim.Call) {
-				concurrent = true
+				check = false
 				break
 			}
 		}
-		if due != nil && !concurrent && !c.lostBetween(due, claim.Call) {
-			at := dueAt(due)
-			if claim.Return.Before(at.Add(-tol)) {
-				c.add(AnomalyEarly, id, "delivered attempt %d by a claim answered at %s, due at %s by the %s answered %d at %s:\n%s",
-					e.d.Attempt, claim.Return.Format(time.StampMilli), at.Format(time.StampMilli), due.Kind, due.Status, due.Return.Format(time.StampMilli), describeAll(evs))
-			}
+		if check && claim.Return.Before(at.Add(-tol)) {
+			c.add(AnomalyEarly, id, "delivered attempt %d by a claim answered at %s, due at %s by the %s answered %d at %s:\n%s",
+				e.d.Attempt, claim.Return.Format(time.StampMilli), at.Format(time.StampMilli), due.Kind, due.Status, due.Return.Format(time.StampMilli), describeAround(evs, claim.Call))
 		}
 		// Cancels answered 204 before the claim began, and no push since.
 		for j := range evs {
@@ -319,37 +320,63 @@ func (c *checker) checkDeliveries(id string, evs []jobEvent) {
 			}
 			if !reset {
 				c.add(AnomalyAttempt, id, "delivered attempt %d at %s after attempt %d at %s, nothing reset it:\n%s",
-					e.d.Attempt, claim.Return.Format(time.StampMilli), prev.d.Attempt, prev.op.Return.Format(time.StampMilli), describeAll(evs))
+					e.d.Attempt, claim.Return.Format(time.StampMilli), prev.d.Attempt, prev.op.Return.Format(time.StampMilli), describeAround(evs, claim.Call))
 			}
 		}
 		if most := c.maxAttempts(evs, claim); most > 0 && e.d.Attempt > most {
-			c.add(AnomalyAttempt, id, "delivered attempt %d of max_attempts %d:\n%s", e.d.Attempt, most, describeAll(evs))
+			c.add(AnomalyAttempt, id, "delivered attempt %d of max_attempts %d at %s:\n%s", e.d.Attempt, most, claim.Return.Format(time.StampMilli), describeAround(evs, claim.Call))
 		}
 		prev = e
 	}
 }
 
 // maxAttempts is the most max_attempts the job may have had at the claim:
-// that of the last put answered 2xx before the claim began, or of a put
-// concurrent with it; 0 when unknown.
+// that of a put that may have been the last to take effect before the
+// claim began, or of a put concurrent with it; 0 when unknown.
 func (c *checker) maxAttempts(evs []jobEvent, claim *Op) int {
-	last, most := 0, 0
+	most := 0
+	for _, op := range c.lastBefore(evs, isPut, claim.Call) {
+		most = max(most, op.MaxAttempts)
+	}
+	if most == 0 {
+		return 0
+	}
 	for _, e := range evs {
 		op := e.op
-		if e.d != nil || !isPut(op) {
-			continue
-		}
-		switch {
-		case op.OK() && op.Return.Before(claim.Call):
-			last = op.MaxAttempts
-		case (op.OK() || op.Indeterminate()) && op.Call.Before(claim.Return) && !c.bound(op).Before(claim.Call):
+		if e.d == nil && isPut(op) && (op.OK() || op.Indeterminate()) && op.Call.Before(claim.Return) && !c.bound(op).Before(claim.Call) {
 			most = max(most, op.MaxAttempts)
 		}
 	}
-	if last == 0 {
-		return 0
+	return most
+}
+
+// lastBefore returns the operations of the job that match and may have
+// been the last of them to take effect before t: answered 2xx, or without
+// an answer that says, before t, and not surely followed by another
+// answered 2xx (invoked after its answer, answered before t).
+func (c *checker) lastBefore(evs []jobEvent, match func(*Op) bool, t time.Time) []*Op {
+	var cands []*Op
+	for _, e := range evs {
+		op := e.op
+		if e.d != nil || !match(op) || !(op.OK() || op.Indeterminate()) || !c.bound(op).Before(t) {
+			continue
+		}
+		cands = append(cands, op)
 	}
-	return max(last, most)
+	var out []*Op
+	for _, p := range cands {
+		superseded := false
+		for _, q := range cands {
+			if q != p && q.OK() && q.Call.After(c.bound(p)) {
+				superseded = true
+				break
+			}
+		}
+		if !superseded {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // dueAt is the earliest moment a push, nack or requeue made its job due.
@@ -513,6 +540,18 @@ func describe(op *Op) string {
 		fmt.Fprintf(&b, " exp %s", op.LeaseExpiresAt.Format("15:04:05.000"))
 	}
 	return b.String()
+}
+
+// describeAround lists a job's operations invoked within 3 s before t and
+// 1 s after.
+func describeAround(evs []jobEvent, t time.Time) string {
+	var near []jobEvent
+	for _, e := range evs {
+		if e.op.Call.After(t.Add(-3*time.Second)) && e.op.Call.Before(t.Add(time.Second)) {
+			near = append(near, e)
+		}
+	}
+	return describeAll(near)
 }
 
 // describeAll lists a job's operations, at most 40.

@@ -2,6 +2,9 @@ package history
 
 import (
 	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"time"
@@ -190,3 +193,23 @@ func maxTime(a, b time.Time) time.Time {
 
 // byCall orders operations by invocation.
 func byCall(a, b *Op) int { return cmp.Compare(a.Call.UnixNano(), b.Call.UnixNano()) }
+
+// record is a History's form in JSON.
+type record struct {
+	Ops    []Op    `json:"ops"`
+	Faults []Fault `json:"faults"`
+}
+
+// WriteJSON writes the history as JSON, for ReadJSON to check it again.
+func (h *History) WriteJSON(w io.Writer) error {
+	return json.NewEncoder(w).Encode(record{Ops: h.Ops(), Faults: h.Faults()})
+}
+
+// ReadJSON reads a history WriteJSON wrote.
+func ReadJSON(r io.Reader) (*History, error) {
+	var rec record
+	if err := json.NewDecoder(r).Decode(&rec); err != nil {
+		return nil, fmt.Errorf("history: read: %w", err)
+	}
+	return &History{ops: rec.Ops, faults: rec.Faults}, nil
+}
