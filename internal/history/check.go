@@ -72,6 +72,7 @@ type Anomaly struct {
 	Detail string
 }
 
+// String says what the anomaly is, of which job, and its detail.
 func (a Anomaly) String() string { return fmt.Sprintf("%s: job %s: %s", a.Kind, a.ID, a.Detail) }
 
 // Report is what Check found.

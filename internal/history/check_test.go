@@ -122,6 +122,17 @@ func TestCheckCorpus(t *testing.T) {
 			b.claim("j", 2, "L2", 1040, 1050, 0)
 			b.settle(OpAck, "j", "L2", 1060, 1065, 204)
 		}, nil},
+		// Two replaces that overlap may take effect in either order: the
+		// one answered last need not be the one that counts.
+		{"overlapping replaces, the one answered first took effect last", redis, func(b *builder) {
+			b.push("j", 1, 0, 5, 0)
+			b.op(Op{Kind: OpReplace, Topic: TopicA, ID: "j", MaxAttempts: 2, AnswerRunAt: b.at(10)}, 10, 50, 200)
+			b.op(Op{Kind: OpReplace, Topic: TopicA, ID: "j", MaxAttempts: 1, AnswerRunAt: b.at(20)}, 20, 60, 200)
+			b.claim("j", 1, "L1", 70, 80, 20)
+			b.op(Op{Kind: OpNack, ID: "j", Lease: "L1"}, 90, 95, 204)
+			b.claim("j", 2, "L2", 100, 110, 95)
+			b.settle(OpAck, "j", "L2", 120, 125, 204)
+		}, nil},
 		{"claims after a resume", redis, func(b *builder) {
 			b.push("j", 3, 0, 5, 0)
 			b.op(Op{Kind: OpPause, Topic: TopicA}, 10, 15, 200)

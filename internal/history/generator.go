@@ -90,7 +90,9 @@ func Setup(ctx context.Context, url string) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	hc := &http.Client{Timeout: 10 * time.Second}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}
@@ -426,12 +428,24 @@ func (g *Generator) claim(client, inst int, url, topic string, max int, wait tim
 }
 
 // pickHeld returns a recent delivery, often the newest (whose lease likely
-// holds), sometimes an older one (a stale lease).
+// holds), sometimes an older one (a stale lease), and sometimes an earlier
+// delivery of a job delivered again.
 func (c *client) pickHeld() (held, bool) {
 	c.g.mu.Lock()
 	defer c.g.mu.Unlock()
 	if len(c.g.held) == 0 {
 		return held{}, false
+	}
+	if c.r.IntN(6) == 0 {
+		// The lease of an earlier delivery of a job delivered again:
+		// never valid once the later delivery began.
+		for i := len(c.g.held) - 1; i >= 0; i-- {
+			for j := i - 1; j >= 0; j-- {
+				if c.g.held[j].id == c.g.held[i].id && c.g.held[j].lease != c.g.held[i].lease {
+					return c.g.held[j], true
+				}
+			}
+		}
 	}
 	i := len(c.g.held) - 1 - c.r.IntN(min(len(c.g.held), 4))
 	if c.r.IntN(4) == 0 {
@@ -559,7 +573,9 @@ func (g *Generator) resume(client int, topic string) {
 				return
 			}
 		}
-		time.Sleep(100 * time.Millisecond) // an instance restarting: try again shortly
+		// Every instance refused or failed it (one restarting): pace the
+		// next try.
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -597,4 +613,5 @@ func (g *Generator) Drain(ctx context.Context, inst int, quiet time.Duration) {
 	for _, k := range all {
 		g.onJob(client, inst, url, OpGet, k)
 	}
+	g.http.CloseIdleConnections()
 }
