@@ -20,8 +20,10 @@ import (
 func init() {
 	mutantStore = func(s core.Store, log *slog.Logger) core.Store {
 		m := os.Getenv("DELAYQ_MUTANT")
-		if m == "" {
-			return s
+		if m == "" || m == mutantNone {
+			// The control still goes through the wrapper: only the bug
+			// differs between the runs.
+			return &mutant{Store: s, name: mutantNone}
 		}
 		log.Warn("serving with a mutant store: a bug on purpose", "mutant", m)
 		return &mutant{Store: s, name: m}

@@ -365,9 +365,9 @@ func (g *Generator) onJob(client, inst int, url string, kind Kind, k known) {
 	)
 	switch kind {
 	case OpCancel:
-		answer, err = g.call(inst, url, &op, http.MethodDelete, "/v1/jobs/"+k.id, nil)
+		_, err = g.call(inst, url, &op, http.MethodDelete, "/v1/jobs/"+k.id, nil)
 	case OpRequeue:
-		answer, err = g.call(inst, url, &op, http.MethodPost, "/v1/jobs/"+k.id+"/requeue", nil)
+		_, err = g.call(inst, url, &op, http.MethodPost, "/v1/jobs/"+k.id+"/requeue", nil)
 	case OpGet:
 		answer, err = g.call(inst, url, &op, http.MethodGet, "/v1/jobs/"+k.id, nil)
 		var a struct {

@@ -1,7 +1,6 @@
 package history
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -190,9 +189,6 @@ func maxTime(a, b time.Time) time.Time {
 	}
 	return b
 }
-
-// byCall orders operations by invocation.
-func byCall(a, b *Op) int { return cmp.Compare(a.Call.UnixNano(), b.Call.UnixNano()) }
 
 // record is a History's form in JSON.
 type record struct {
