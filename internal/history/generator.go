@@ -42,6 +42,9 @@ type GeneratorConfig struct {
 	URLFunc func(instance int) string
 	// History records every operation.
 	History *History
+	// Subscribers are WebSocket subscribers (prefetch 1) run beside the
+	// clients, spread over the topics, numbered from Clients+1.
+	Subscribers int
 	// ThinkMax bounds the pause of a client between two operations.
 	//
 	// Defaults to 20ms.
@@ -110,6 +113,9 @@ func (g *Generator) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for c := range g.cfg.Clients {
 		wg.Go(func() { g.client(ctx, c) })
+	}
+	for k := range g.cfg.Subscribers {
+		wg.Go(func() { g.subscribe(ctx, g.cfg.Clients+1+k, topics[k%len(topics)]) })
 	}
 	wg.Wait()
 	g.http.CloseIdleConnections()
