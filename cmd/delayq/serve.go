@@ -129,6 +129,12 @@ const maxStreamsPerConnection = 100
 
 // runServe runs the service until ctx is done, then shuts it down in order:
 // HTTP intake, the engine's deliveries, the store, the backend's server.
+// mutantStore is set only in the test binary built with the
+// delayq_mutants tag (mutants.go): it wraps the store with the bug that
+// DELAYQ_MUTANT names, for the history checker to catch. Release builds
+// leave it nil.
+var mutantStore func(core.Store, *slog.Logger) core.Store
+
 func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	log := newLogger(cfg, a.stderr, cfg.LogLevel)
 	slog.SetDefault(log)
@@ -147,6 +153,9 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	// Whatever happens from here on, the store closes and the backend's
 	// server flushes before runServe returns.
 	defer closeBackend()
+	if mutantStore != nil {
+		store = mutantStore(store, log)
+	}
 	// The engine sees the store through telemetry and the circuit breaker.
 	obs, store, err := observe(ctx, cfg, log, store)
 	if err != nil {

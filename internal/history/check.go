@@ -1,0 +1,573 @@
+package history
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Allowances are what a deployment's documentation allows beyond the plain
+// contract. The zero value allows nothing.
+type Allowances struct {
+	// AsyncWriteWindow is, on the local store, how long before a kill -9 a
+	// claim, ack, nack or touch answered (or left unanswered by the kill)
+	// may be lost: the store writes them without waiting for their fsync
+	// and a background fsync runs at least every second (docs/backends.md,
+	// "What survives a failure"), so a lost ack or nack delivers the job
+	// again and a lost claim leaves it ready with its attempt uncounted.
+	// Zero where every answered write is kept (Redis, whose server the
+	// runs do not kill).
+	AsyncWriteWindow time.Duration
+	// ClockTolerance is allowed in every comparison of times: answers carry
+	// milliseconds (docs/api.md, "Wire forms"), and the clients, delayq and
+	// its backend read one machine's clock.
+	ClockTolerance time.Duration
+	// PauseBound is how long after a pause's answer a claim that begins may
+	// still take jobs of the topic: none on the local and Redis stores
+	// ("every claim after the answer sees it", docs/api.md, pause).
+	PauseBound time.Duration
+}
+
+// LocalAllowances are the local (Pebble) store's allowances with its
+// default --sync 1s.
+func LocalAllowances() Allowances {
+	return Allowances{AsyncWriteWindow: time.Second, ClockTolerance: 5 * time.Millisecond}
+}
+
+// RedisAllowances are the Redis store's, with the Redis server kept up.
+func RedisAllowances() Allowances {
+	return Allowances{ClockTolerance: 5 * time.Millisecond}
+}
+
+// AnomalyKind names what an anomaly broke.
+type AnomalyKind string
+
+// The anomalies Check reports.
+const (
+	// AnomalyLost: a job answered 2xx was never delivered, and no cancel
+	// took it.
+	AnomalyLost AnomalyKind = "lost"
+	// AnomalyAfterCancel: a delivery began after a cancel's 204.
+	AnomalyAfterCancel AnomalyKind = "delivered after cancel"
+	// AnomalyEarly: a delivery before the job's run_at or its retry's.
+	AnomalyEarly AnomalyKind = "delivered before run_at"
+	// AnomalyPaused: a claim begun after a pause's answer took a job of the
+	// topic.
+	AnomalyPaused AnomalyKind = "claimed while paused"
+	// AnomalyAttempt: a delivery's attempt did not count up by one, or
+	// went past max_attempts.
+	AnomalyAttempt AnomalyKind = "attempt"
+	// AnomalyNotLinearizable: no order of the job's operations gives its
+	// answers in the model (leases, states, attempts, dead jobs).
+	AnomalyNotLinearizable AnomalyKind = "not linearizable"
+)
+
+// Anomaly is one violation of the contract found in a history.
+type Anomaly struct {
+	Kind   AnomalyKind
+	ID     string
+	Detail string
+}
+
+// String says what the anomaly is, of which job, and its detail.
+func (a Anomaly) String() string { return fmt.Sprintf("%s: job %s: %s", a.Kind, a.ID, a.Detail) }
+
+// Report is what Check found.
+type Report struct {
+	// Ops counts the operations checked, Indeterminate those without an
+	// answer, Jobs the jobs (histories checked by the model), Deliveries
+	// the jobs claims answered.
+	Ops, Indeterminate, Jobs, Deliveries int
+	// Faults counts the faults by kind.
+	Faults map[FaultKind]int
+	// Unknown counts the jobs whose model check ran out of time.
+	Unknown   int
+	Anomalies []Anomaly
+}
+
+// Summary is a one-line account of the report.
+func (r *Report) Summary() string {
+	return fmt.Sprintf("%d operations (%d indeterminate), %d jobs, %d deliveries, faults %v, %d anomalies, %d unknown",
+		r.Ops, r.Indeterminate, r.Jobs, r.Deliveries, r.Faults, len(r.Anomalies), r.Unknown)
+}
+
+// jobEvent is an operation of a job: the op, and for a claim which of its
+// deliveries.
+type jobEvent struct {
+	op *Op
+	d  *Delivery
+}
+
+// checker holds what the checks of one history share.
+type checker struct {
+	a      Allowances
+	ops    []Op
+	kills  map[int][]time.Time // kill -9 times per instance
+	end    time.Time
+	jobs   map[string][]jobEvent
+	topic  map[string]string
+	report Report
+}
+
+// Check checks a history against the model of the contract, with the
+// deployment's allowances.
+func Check(h *History, a Allowances) Report {
+	c := &checker{a: a, ops: h.Ops(), kills: map[int][]time.Time{}, jobs: map[string][]jobEvent{}, topic: map[string]string{}}
+	c.report.Ops, c.report.Indeterminate, c.report.Faults = h.Counts()
+	for _, f := range h.Faults() {
+		if f.Kind == FaultKill {
+			c.kills[f.Instance] = append(c.kills[f.Instance], f.At)
+		}
+		c.end = maxTime(c.end, f.At)
+	}
+	for i := range c.ops {
+		op := &c.ops[i]
+		c.end = maxTime(c.end, maxTime(op.Call, op.Return))
+		if op.ID != "" {
+			c.jobs[op.ID] = append(c.jobs[op.ID], jobEvent{op: op})
+			if op.Topic != "" && c.topic[op.ID] == "" {
+				c.topic[op.ID] = op.Topic
+			}
+		}
+		for j := range op.Jobs {
+			d := &op.Jobs[j]
+			c.jobs[d.ID] = append(c.jobs[d.ID], jobEvent{op: op, d: d})
+			if c.topic[d.ID] == "" {
+				c.topic[d.ID] = op.Topic
+			}
+			c.report.Deliveries++
+		}
+	}
+	c.end = c.end.Add(time.Second)
+	c.report.Jobs = len(c.jobs)
+	ids := make([]string, 0, len(c.jobs))
+	for id := range c.jobs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		c.checkJob(id)
+	}
+	c.checkPauses()
+	return c.report
+}
+
+func (c *checker) add(kind AnomalyKind, id, format string, args ...any) {
+	c.report.Anomalies = append(c.report.Anomalies, Anomaly{Kind: kind, ID: id, Detail: fmt.Sprintf(format, args...)})
+}
+
+// bound is the latest moment an operation may have taken effect: its
+// answer, or for one without, the next kill of its instance (a killed
+// process applies nothing more), else the end of the history.
+func (c *checker) bound(op *Op) time.Time {
+	if !op.Return.IsZero() {
+		return op.Return
+	}
+	for _, k := range c.kills[op.Instance] {
+		if !k.Before(op.Call) {
+			return k
+		}
+	}
+	return c.end
+}
+
+// fragile reports whether a kill -9 may have lost op's write: an async
+// write of the local store answered within the window before a kill of its
+// instance, or unanswered at it.
+func (c *checker) fragile(op *Op) bool {
+	if c.a.AsyncWriteWindow == 0 {
+		return false
+	}
+	for _, k := range c.kills[op.Instance] {
+		if k.Before(op.Call) {
+			continue
+		}
+		return op.Return.IsZero() || !op.Return.Before(k.Add(-c.a.AsyncWriteWindow))
+	}
+	return false
+}
+
+// lostBetween reports whether op's write may have been lost by a kill
+// before t.
+func (c *checker) lostBetween(op *Op, t time.Time) bool {
+	if !c.fragile(op) {
+		return false
+	}
+	for _, k := range c.kills[op.Instance] {
+		if !k.Before(op.Call) {
+			return k.Before(t)
+		}
+	}
+	return false
+}
+
+func (c *checker) checkJob(id string) {
+	evs := c.jobs[id]
+	c.checkModel(id, evs)
+	c.checkLost(id, evs)
+	c.checkDeliveries(id, evs)
+}
+
+// isPut reports whether op creates or replaces a job.
+func isPut(op *Op) bool { return op.Kind == OpPush || op.Kind == OpReplace }
+
+// checkLost: the last version of a job answered 2xx is delivered, or
+// cancelled, or replaced by a push whose answer never came.
+func (c *checker) checkLost(id string, evs []jobEvent) {
+	var last *Op
+	for _, e := range evs {
+		if e.d == nil && isPut(e.op) && e.op.OK() {
+			last = e.op
+		}
+	}
+	if last == nil {
+		return
+	}
+	for _, e := range evs {
+		op := e.op
+		switch {
+		case e.d != nil && op.Return.After(last.Call):
+			return
+		case e.d == nil && op.Kind == OpCancel && (op.Status == 204 || op.Indeterminate()) && c.bound(op).After(last.Call):
+			return
+		case e.d == nil && isPut(op) && op.Indeterminate() && op.Call.After(last.Call):
+			return
+		}
+	}
+	c.add(AnomalyLost, id, "%s answered %d at %s, never delivered nor cancelled", last.Kind, last.Status, last.Return.Format(time.StampMilli))
+}
+
+// checkDeliveries checks each delivery against cancels, due times and the
+// delivery before it.
+func (c *checker) checkDeliveries(id string, evs []jobEvent) {
+	tol := c.a.ClockTolerance
+	var prev *jobEvent
+	for i := range evs {
+		e := &evs[i]
+		if e.d == nil {
+			continue
+		}
+		claim := e.op
+		// Its own run_at, as answered.
+		if claim.Return.Before(e.d.RunAt.Add(-tol)) {
+			c.add(AnomalyEarly, id, "claim answered at %s attempt %d with run_at %s", claim.Return.Format(time.StampMilli), e.d.Attempt, e.d.RunAt.Format(time.StampMilli))
+		}
+		// The due time set by the last push, nack or requeue that took
+		// effect before the claim: the earliest of those that may have
+		// been last.
+		sets := func(op *Op) bool {
+			return isPut(op) || op.Kind == OpNack || op.Kind == OpRequeue
+		}
+		lasts := c.lastBefore(evs, sets, claim.Call)
+		check := len(lasts) > 0
+		var at time.Time
+		var due *Op
+		for _, op := range lasts {
+			if !op.OK() || c.lostBetween(op, claim.Call) {
+				check = false // an effect unknown, or taken back by a kill
+				break
+			}
+			if due == nil || dueAt(op).Before(at) {
+				due, at = op, dueAt(op)
+			}
+		}
+		// A put, nack or requeue concurrent with the claim may have taken
+		// effect before it.
+		for j := range evs {
+			op := evs[j].op
+			if evs[j].d == nil && sets(op) && (op.OK() || op.Indeterminate()) &&
+				op.Call.Before(claim.Return) && !c.bound(op).Before(claim.Call) {
+				check = false
+				break
+			}
+		}
+		if check && claim.Return.Before(at.Add(-tol)) {
+			c.add(AnomalyEarly, id, "delivered attempt %d by a claim answered at %s, due at %s by the %s answered %d at %s:\n%s",
+				e.d.Attempt, claim.Return.Format(time.StampMilli), at.Format(time.StampMilli), due.Kind, due.Status, due.Return.Format(time.StampMilli), describeAround(evs, claim.Call))
+		}
+		// Cancels answered 204 before the claim began, and no push since.
+		for j := range evs {
+			x := evs[j].op
+			if evs[j].d != nil || x.Kind != OpCancel || x.Status != 204 || !x.Return.Before(claim.Call) {
+				continue
+			}
+			repushed := false
+			for k := range evs {
+				p := evs[k].op
+				if evs[k].d == nil && isPut(p) && (p.OK() || p.Indeterminate()) && p.Call.Before(claim.Return) && c.bound(p).After(x.Call) {
+					repushed = true
+					break
+				}
+			}
+			if !repushed {
+				c.add(AnomalyAfterCancel, id, "cancel answered 204 at %s, delivered attempt %d by a claim begun at %s",
+					x.Return.Format(time.StampMilli), e.d.Attempt, claim.Call.Format(time.StampMilli))
+			}
+		}
+		// The attempt counts up from the delivery before, unless a put or
+		// requeue may have reset it or a kill may have lost that claim.
+		if prev != nil && !prev.op.Return.After(claim.Call) && e.d.Attempt <= prev.d.Attempt && !c.lostBetween(prev.op, claim.Return) {
+			reset := false
+			for j := range evs {
+				op := evs[j].op
+				if evs[j].d == nil && (isPut(op) || op.Kind == OpRequeue) && (op.OK() || op.Indeterminate()) &&
+					op.Call.Before(claim.Return) && c.bound(op).After(prev.op.Call) {
+					reset = true
+					break
+				}
+			}
+			if !reset {
+				c.add(AnomalyAttempt, id, "delivered attempt %d at %s after attempt %d at %s, nothing reset it:\n%s",
+					e.d.Attempt, claim.Return.Format(time.StampMilli), prev.d.Attempt, prev.op.Return.Format(time.StampMilli), describeAround(evs, claim.Call))
+			}
+		}
+		if most := c.maxAttempts(evs, claim); most > 0 && e.d.Attempt > most {
+			c.add(AnomalyAttempt, id, "delivered attempt %d of max_attempts %d at %s:\n%s", e.d.Attempt, most, claim.Return.Format(time.StampMilli), describeAround(evs, claim.Call))
+		}
+		prev = e
+	}
+}
+
+// maxAttempts is the most max_attempts the job may have had at the claim:
+// that of a put that may have been the last to take effect before the
+// claim began, or of a put concurrent with it; 0 when unknown.
+func (c *checker) maxAttempts(evs []jobEvent, claim *Op) int {
+	most := 0
+	for _, op := range c.lastBefore(evs, isPut, claim.Call) {
+		most = max(most, op.MaxAttempts)
+	}
+	if most == 0 {
+		return 0
+	}
+	for _, e := range evs {
+		op := e.op
+		if e.d == nil && isPut(op) && (op.OK() || op.Indeterminate()) && op.Call.Before(claim.Return) && !c.bound(op).Before(claim.Call) {
+			most = max(most, op.MaxAttempts)
+		}
+	}
+	return most
+}
+
+// lastBefore returns the operations of the job that match and may have
+// been the last of them to take effect before t: answered 2xx, or without
+// an answer that says, before t, and not surely followed by another
+// answered 2xx (invoked after its answer, answered before t).
+func (c *checker) lastBefore(evs []jobEvent, match func(*Op) bool, t time.Time) []*Op {
+	var cands []*Op
+	for _, e := range evs {
+		op := e.op
+		if e.d != nil || !match(op) || !(op.OK() || op.Indeterminate()) || !c.bound(op).Before(t) {
+			continue
+		}
+		cands = append(cands, op)
+	}
+	var out []*Op
+	for _, p := range cands {
+		superseded := false
+		for _, q := range cands {
+			if q != p && q.OK() && q.Call.After(c.bound(p)) {
+				superseded = true
+				break
+			}
+		}
+		if !superseded {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// dueAt is the earliest moment a push, nack or requeue made its job due.
+func dueAt(op *Op) time.Time {
+	switch {
+	case op.Kind == OpNack:
+		return op.Call.Add(op.Delay)
+	case op.Kind == OpRequeue:
+		return op.Call
+	case !op.AnswerRunAt.IsZero():
+		return op.AnswerRunAt
+	case !op.RunAt.IsZero():
+		return op.RunAt
+	}
+	return op.Call.Add(op.Delay)
+}
+
+// checkPauses: no claim begun after a pause's answer (and its bound) took
+// a job of the topic, unless a resume may have come between.
+func (c *checker) checkPauses() {
+	var pauses, resumes []*Op
+	for i := range c.ops {
+		switch op := &c.ops[i]; {
+		case op.Kind == OpPause && op.OK():
+			pauses = append(pauses, op)
+		case op.Kind == OpResume && (op.OK() || op.Indeterminate()):
+			resumes = append(resumes, op)
+		}
+	}
+	for i := range c.ops {
+		claim := &c.ops[i]
+		if claim.Kind != OpClaim || len(claim.Jobs) == 0 {
+			continue
+		}
+		for _, p := range pauses {
+			if p.Topic != claim.Topic || !p.Return.Add(c.a.PauseBound).Before(claim.Call) {
+				continue
+			}
+			resumed := false
+			for _, r := range resumes {
+				if r.Topic == p.Topic && r.Call.Before(claim.Return) && c.bound(r).After(p.Call) {
+					resumed = true
+					break
+				}
+			}
+			if !resumed {
+				c.add(AnomalyPaused, claim.Jobs[0].ID, "topic %s paused by an answer at %s, a claim begun at %s took %d jobs",
+					p.Topic, p.Return.Format(time.StampMilli), claim.Call.Format(time.StampMilli), len(claim.Jobs))
+			}
+		}
+	}
+}
+
+// checkModel checks the job's operations for linearizability against the
+// model.
+func (c *checker) checkModel(id string, evs []jobEvent) {
+	tol := int64(c.a.ClockTolerance)
+	var pops []porcupine.Operation
+	first := evs[0].op.Call
+	add := func(client int, op *Op, in *mInput) {
+		in.Call, in.Ret, in.Tolerance = op.Call.UnixNano(), c.bound(op).UnixNano(), tol
+		in.Status = op.Status
+		pops = append(pops, porcupine.Operation{ClientId: client, Input: in, Call: in.Call, Return: in.Ret})
+	}
+	for _, e := range evs {
+		op := e.op
+		first = minTime(first, op.Call)
+		if e.d != nil {
+			in := &mInput{Kind: mClaimed, Attempt: e.d.Attempt, Lease: e.d.Lease, Exp: e.d.LeaseExpiresAt.UnixNano(), Fragile: c.fragile(op)}
+			in.Descr = fmt.Sprintf("claimed attempt %d lease %.8s exp %s", e.d.Attempt, e.d.Lease, e.d.LeaseExpiresAt.Format("15:04:05.000"))
+			add(op.Client, op, in)
+			continue
+		}
+		in := &mInput{Lease: op.Lease, Attempt: op.Attempt, State: op.State, Max: op.MaxAttempts, TTR: int64(op.TTR)}
+		switch op.Kind {
+		case OpPush:
+			in.Kind = mCreate
+			if op.Replace {
+				in.Kind = mReplace
+			}
+			in.Durable = op.OK()
+		case OpReplace:
+			in.Kind, in.Durable = mReplace, op.OK()
+		case OpCancel:
+			in.Kind, in.Durable = mCancel, op.OK()
+		case OpRequeue:
+			in.Kind, in.Durable = mRequeue, op.OK()
+		case OpGet:
+			in.Kind = mGet
+		case OpAck:
+			in.Kind, in.Fragile = mAck, c.fragile(op)
+		case OpNack:
+			in.Kind, in.Fragile = mNack, c.fragile(op)
+		case OpTouch:
+			in.Kind, in.Fragile = mTouch, c.fragile(op)
+			in.Exp = op.LeaseExpiresAt.UnixNano()
+		default:
+			continue
+		}
+		in.Descr = describe(op)
+		add(op.Client, op, in)
+	}
+	// Claims of the topic that got no answer may have taken the job.
+	topic := c.topic[id]
+	for i := range c.ops {
+		op := &c.ops[i]
+		if op.Kind == OpClaim && op.Indeterminate() && op.Topic == topic && c.bound(op).After(first) {
+			in := &mInput{Kind: mPhantom, Fragile: c.fragile(op), Descr: "claim without answer, " + op.Call.Format("15:04:05.000")}
+			add(op.Client, op, in)
+		}
+	}
+	// Kills of a store that loses its last async writes.
+	if c.a.AsyncWriteWindow > 0 {
+		for _, ks := range c.kills {
+			for _, k := range ks {
+				if k.After(first) {
+					n := k.UnixNano()
+					pops = append(pops, porcupine.Operation{ClientId: -1, Input: &mInput{Kind: mCrash, Call: n, Ret: n, Descr: "kill -9"}, Call: n, Return: n})
+				}
+			}
+		}
+	}
+	switch porcupine.CheckOperationsTimeout(jobModel, pops, 10*time.Second) {
+	case porcupine.Ok:
+	case porcupine.Unknown:
+		c.report.Unknown++
+	default:
+		c.add(AnomalyNotLinearizable, id, "no order of its operations fits the model:\n%s", describeAll(evs))
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// describe is an operation in a line.
+func describe(op *Op) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "c%d@%d %s", op.Client, op.Instance, op.Kind)
+	if op.Lease != "" {
+		fmt.Fprintf(&b, " lease %.8s", op.Lease)
+	}
+	if op.Kind == OpNack || (isPut(op) && op.Delay > 0) {
+		fmt.Fprintf(&b, " delay %s", op.Delay)
+	}
+	if isPut(op) {
+		fmt.Fprintf(&b, " max %d", op.MaxAttempts)
+	}
+	if op.Return.IsZero() {
+		fmt.Fprintf(&b, " [%s, no answer]", op.Call.Format("15:04:05.000"))
+		return b.String()
+	}
+	fmt.Fprintf(&b, " [%s, %s] %d", op.Call.Format("15:04:05.000"), op.Return.Format("15:04:05.000"), op.Status)
+	if op.Kind == OpGet && op.Status == 200 {
+		fmt.Fprintf(&b, " %s attempt %d", op.State, op.Attempt)
+	}
+	if op.Kind == OpTouch && op.OK() {
+		fmt.Fprintf(&b, " exp %s", op.LeaseExpiresAt.Format("15:04:05.000"))
+	}
+	return b.String()
+}
+
+// describeAround lists a job's operations invoked within 3 s before t and
+// 1 s after.
+func describeAround(evs []jobEvent, t time.Time) string {
+	var near []jobEvent
+	for _, e := range evs {
+		if e.op.Call.After(t.Add(-3*time.Second)) && e.op.Call.Before(t.Add(time.Second)) {
+			near = append(near, e)
+		}
+	}
+	return describeAll(near)
+}
+
+// describeAll lists a job's operations, at most 40.
+func describeAll(evs []jobEvent) string {
+	var lines []string
+	for _, e := range evs {
+		if e.d != nil {
+			lines = append(lines, fmt.Sprintf("  c%d@%d claim [%s, %s] attempt %d lease %.8s exp %s", e.op.Client, e.op.Instance,
+				e.op.Call.Format("15:04:05.000"), e.op.Return.Format("15:04:05.000"), e.d.Attempt, e.d.Lease, e.d.LeaseExpiresAt.Format("15:04:05.000")))
+			continue
+		}
+		lines = append(lines, "  "+describe(e.op))
+	}
+	if len(lines) > 40 {
+		lines = append(lines[:20], append([]string{"  ..."}, lines[len(lines)-20:]...)...)
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,282 @@
+package history
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// builder writes a history by hand, times in milliseconds from t0.
+type builder struct {
+	h  *History
+	t0 time.Time
+}
+
+func newBuilder() *builder {
+	return &builder{h: &History{}, t0: time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)}
+}
+
+func (b *builder) at(ms int) time.Time { return b.t0.Add(time.Duration(ms) * time.Millisecond) }
+
+// op records o invoked at call and answered status at ret (no answer when
+// status is 0).
+func (b *builder) op(o Op, call, ret, status int) {
+	o.Call, o.Status = b.at(call), status
+	if status != 0 {
+		o.Return = b.at(ret)
+	}
+	b.h.Add(o)
+}
+
+// push records a create of id due at runAt, answered 201.
+func (b *builder) push(id string, maxAttempts, call, ret, runAt int) {
+	b.op(Op{Kind: OpPush, Topic: TopicA, ID: id, MaxAttempts: maxAttempts, TTR: time.Second, AnswerRunAt: b.at(runAt), RunAt: b.at(runAt)}, call, ret, 201)
+}
+
+// claim records a claim answered with one delivery of id whose lease
+// expires ttr (1 s) after ret.
+func (b *builder) claim(id string, attempt int, lease string, call, ret, runAt int) {
+	b.op(Op{Kind: OpClaim, Topic: TopicA, Jobs: []Delivery{{ID: id, Attempt: attempt, Lease: lease, RunAt: b.at(runAt), LeaseExpiresAt: b.at(ret + 1000)}}}, call, ret, 200)
+}
+
+func (b *builder) settle(kind Kind, id, lease string, call, ret, status int) {
+	b.op(Op{Kind: kind, ID: id, Lease: lease}, call, ret, status)
+}
+
+func (b *builder) get(id, state string, attempt, call, ret int) {
+	b.op(Op{Kind: OpGet, ID: id, State: state, Attempt: attempt}, call, ret, 200)
+}
+
+func (b *builder) kill(ms int) { b.h.AddFault(Fault{Kind: FaultKill, At: b.at(ms)}) }
+
+// TestCheckCorpus runs the checker over hand-written histories: valid ones,
+// the documented allowances among them, which it must accept, and invalid
+// ones, at least one of each anomaly kind, which it must reject with that
+// kind.
+func TestCheckCorpus(t *testing.T) {
+	t.Parallel()
+	local, redis := LocalAllowances(), RedisAllowances()
+	cases := []struct {
+		name  string
+		allow Allowances
+		build func(b *builder)
+		want  []AnomalyKind // none: valid
+	}{
+		// Valid histories.
+		{"push claim ack get", redis, func(b *builder) {
+			b.push("j", 3, 0, 5, 100)
+			b.claim("j", 1, "L1", 90, 110, 100)
+			b.settle(OpAck, "j", "L1", 120, 125, 204)
+			b.get("j", "done", 1, 130, 131)
+		}, nil},
+		{"lease expiry redelivers, the old lease is lost", redis, func(b *builder) {
+			b.push("j", 3, 0, 5, 0)
+			b.claim("j", 1, "L1", 10, 20, 0)
+			b.claim("j", 2, "L2", 1030, 1040, 0)
+			b.settle(OpAck, "j", "L1", 1050, 1055, 409)
+			b.op(Op{Kind: OpTouch, ID: "j", Lease: "L2", LeaseExpiresAt: b.at(2065)}, 1060, 1065, 200)
+			b.settle(OpAck, "j", "L2", 2060, 2065, 204)
+		}, nil},
+		{"touch extends the lease", redis, func(b *builder) {
+			b.push("j", 3, 0, 5, 0)
+			b.claim("j", 1, "L1", 10, 20, 0)
+			b.op(Op{Kind: OpTouch, ID: "j", Lease: "L1", LeaseExpiresAt: b.at(1900)}, 900, 900, 200)
+			b.settle(OpAck, "j", "L1", 1500, 1505, 204)
+		}, nil},
+		{"nack delays, the last attempt dies, requeue starts again", redis, func(b *builder) {
+			b.push("j", 2, 0, 5, 0)
+			b.claim("j", 1, "L1", 10, 20, 0)
+			b.op(Op{Kind: OpNack, ID: "j", Lease: "L1", Delay: 300 * time.Millisecond}, 30, 35, 204)
+			b.claim("j", 2, "L2", 40, 340, 330)
+			b.op(Op{Kind: OpNack, ID: "j", Lease: "L2"}, 350, 355, 204)
+			b.get("j", "dead", 2, 360, 361)
+			b.settle(OpRequeue, "j", "", 370, 375, 204)
+			b.claim("j", 1, "L3", 380, 390, 375)
+			b.settle(OpAck, "j", "L3", 400, 405, 204)
+		}, nil},
+		{"a replace starts the attempts again", redis, func(b *builder) {
+			b.push("j", 3, 0, 5, 0)
+			b.claim("j", 1, "L1", 10, 20, 0)
+			b.op(Op{Kind: OpReplace, Topic: TopicA, ID: "j", MaxAttempts: 3}, 30, 35, 409) // reserved
+			b.settle(OpNack, "j", "L1", 40, 45, 204)
+			b.op(Op{Kind: OpReplace, Topic: TopicA, ID: "j", MaxAttempts: 3, AnswerRunAt: b.at(50)}, 50, 55, 200)
+			b.claim("j", 1, "L2", 60, 70, 50)
+			b.settle(OpAck, "j", "L2", 80, 85, 204)
+		}, nil},
+		{"cancelled before due, never delivered", redis, func(b *builder) {
+			b.push("j", 3, 0, 5, 500)
+			b.op(Op{Kind: OpCancel, ID: "j"}, 10, 15, 204)
+			b.op(Op{Kind: OpCancel, ID: "j"}, 20, 25, 404)
+			b.get("j", "cancelled", 0, 30, 31)
+		}, nil},
+		{"a push without answer delivered", redis, func(b *builder) {
+			b.op(Op{Kind: OpPush, Topic: TopicA, ID: "j", MaxAttempts: 3, TTR: time.Second}, 0, 0, 0)
+			b.claim("j", 1, "L1", 10, 20, 0)
+			b.settle(OpAck, "j", "L1", 30, 35, 204)
+		}, nil},
+		{"a claim without answer took the job", redis, func(b *builder) {
+			b.push("j", 3, 0, 5, 0)
+			b.op(Op{Kind: OpClaim, Topic: TopicA, Instance: 1}, 10, 0, 0)
+			b.h.AddFault(Fault{Kind: FaultKill, Instance: 1, At: b.at(30)})
+			b.claim("j", 2, "L2", 1040, 1050, 0)
+			b.settle(OpAck, "j", "L2", 1060, 1065, 204)
+		}, nil},
+		// Two replaces that overlap may take effect in either order: the
+		// one answered last need not be the one that counts.
+		{"overlapping replaces, the one answered first took effect last", redis, func(b *builder) {
+			b.push("j", 1, 0, 5, 0)
+			b.op(Op{Kind: OpReplace, Topic: TopicA, ID: "j", MaxAttempts: 2, AnswerRunAt: b.at(10)}, 10, 50, 200)
+			b.op(Op{Kind: OpReplace, Topic: TopicA, ID: "j", MaxAttempts: 1, AnswerRunAt: b.at(20)}, 20, 60, 200)
+			b.claim("j", 1, "L1", 70, 80, 20)
+			b.op(Op{Kind: OpNack, ID: "j", Lease: "L1"}, 90, 95, 204)
+			b.claim("j", 2, "L2", 100, 110, 95)
+			b.settle(OpAck, "j", "L2", 120, 125, 204)
+		}, nil},
+		{"claims after a resume", redis, func(b *builder) {
+			b.push("j", 3, 0, 5, 0)
+			b.op(Op{Kind: OpPause, Topic: TopicA}, 10, 15, 200)
+			b.op(Op{Kind: OpResume, Topic: TopicA}, 20, 25, 200)
+			b.claim("j", 1, "L1", 30, 40, 0)
+			b.settle(OpAck, "j", "L1", 50, 55, 204)
+		}, nil},
+		// docs/backends.md, What survives a failure: an ack answered
+		// just before a kill -9 of the local store may be lost, and the
+		// job delivered again once its lease runs out.
+		{"local: an ack lost by a kill -9", local, func(b *builder) {
+			b.push("j", 3, 0, 5, 0)
+			b.claim("j", 1, "L1", 10, 20, 0)
+			b.settle(OpAck, "j", "L1", 30, 35, 204)
+			b.kill(200)
+			b.claim("j", 2, "L2", 1030, 1040, 0)
+			b.settle(OpAck, "j", "L2", 1050, 1055, 204)
+		}, nil},
+		// The same: a lost claim leaves the job ready, its attempt
+		// uncounted.
+		{"local: a claim lost by a kill -9", local, func(b *builder) {
+			b.push("j", 3, 0, 5, 0)
+			b.claim("j", 1, "L1", 10, 20, 0)
+			b.kill(300)
+			b.claim("j", 1, "L2", 400, 410, 0)
+			b.settle(OpAck, "j", "L2", 420, 425, 204)
+		}, nil},
+		{"local: a nack lost by a kill -9, the lease expiry redelivers before its delay", local, func(b *builder) {
+			b.push("j", 3, 0, 5, 0)
+			b.claim("j", 1, "L1", 10, 20, 0)
+			b.op(Op{Kind: OpNack, ID: "j", Lease: "L1", Delay: 5 * time.Second}, 30, 35, 204)
+			b.kill(100)
+			b.claim("j", 2, "L2", 1100, 1110, 0)
+			b.settle(OpAck, "j", "L2", 1120, 1125, 204)
+		}, nil},
+
+		// Invalid histories.
+		{"lost: answered 201, never delivered", redis, func(b *builder) {
+			b.push("j", 3, 0, 5, 0)
+			b.op(Op{Kind: OpClaim, Topic: TopicA}, 10, 220, 200)
+		}, []AnomalyKind{AnomalyLost}},
+		{"lost: a create the store dropped (push before durable)", local, func(b *builder) {
+			b.push("j", 3, 0, 5, 500)
+			b.kill(100)
+			b.op(Op{Kind: OpGet, ID: "j"}, 200, 201, 404)
+		}, []AnomalyKind{AnomalyLost, AnomalyNotLinearizable}},
+		{"delivered after a cancel's 204", redis, func(b *builder) {
+			b.push("j", 3, 0, 5, 100)
+			b.op(Op{Kind: OpCancel, ID: "j"}, 10, 15, 204)
+			b.claim("j", 1, "L1", 100, 110, 100)
+		}, []AnomalyKind{AnomalyAfterCancel, AnomalyNotLinearizable}},
+		{"delivered before its run_at", redis, func(b *builder) {
+			b.push("j", 3, 0, 5, 1000)
+			b.claim("j", 1, "L1", 10, 500, 1000)
+			b.settle(OpAck, "j", "L1", 510, 515, 204)
+		}, []AnomalyKind{AnomalyEarly}},
+		{"a retry before its delay", redis, func(b *builder) {
+			b.push("j", 3, 0, 5, 0)
+			b.claim("j", 1, "L1", 10, 20, 0)
+			b.op(Op{Kind: OpNack, ID: "j", Lease: "L1", Delay: 500 * time.Millisecond}, 30, 35, 204)
+			b.claim("j", 2, "L2", 40, 100, 100)
+		}, []AnomalyKind{AnomalyEarly}},
+		{"claimed after a pause's answer", redis, func(b *builder) {
+			b.push("j", 3, 0, 5, 0)
+			b.op(Op{Kind: OpPause, Topic: TopicA}, 10, 15, 200)
+			b.claim("j", 1, "L1", 20, 30, 0)
+			b.settle(OpAck, "j", "L1", 40, 45, 204)
+		}, []AnomalyKind{AnomalyPaused}},
+		{"an attempt not counted", redis, func(b *builder) {
+			b.push("j", 3, 0, 5, 0)
+			b.claim("j", 1, "L1", 10, 20, 0)
+			b.op(Op{Kind: OpNack, ID: "j", Lease: "L1"}, 30, 35, 204)
+			b.claim("j", 1, "L2", 40, 50, 35)
+		}, []AnomalyKind{AnomalyAttempt, AnomalyNotLinearizable}},
+		{"delivered past max_attempts", redis, func(b *builder) {
+			b.push("j", 1, 0, 5, 0)
+			b.claim("j", 1, "L1", 10, 20, 0)
+			b.op(Op{Kind: OpNack, ID: "j", Lease: "L1"}, 30, 35, 204)
+			b.claim("j", 2, "L2", 40, 50, 35)
+		}, []AnomalyKind{AnomalyAttempt, AnomalyNotLinearizable}},
+		{"two leases at once", redis, func(b *builder) {
+			b.push("j", 3, 0, 5, 0)
+			b.claim("j", 1, "L1", 10, 20, 0)
+			b.claim("j", 2, "L2", 200, 210, 0)
+		}, []AnomalyKind{AnomalyNotLinearizable}},
+		{"an ack with a stale lease answered 204", redis, func(b *builder) {
+			b.push("j", 3, 0, 5, 0)
+			b.claim("j", 1, "L1", 10, 20, 0)
+			b.claim("j", 2, "L2", 1100, 1110, 0)
+			b.settle(OpAck, "j", "L1", 1200, 1205, 204)
+		}, []AnomalyKind{AnomalyNotLinearizable}},
+		{"an ack after its lease expired answered 204", redis, func(b *builder) {
+			b.push("j", 3, 0, 5, 0)
+			b.claim("j", 1, "L1", 10, 20, 0)
+			b.settle(OpAck, "j", "L1", 1500, 1505, 204)
+		}, []AnomalyKind{AnomalyNotLinearizable}},
+		{"a cancel of a reserved job answered 204", redis, func(b *builder) {
+			b.push("j", 3, 0, 5, 0)
+			b.claim("j", 1, "L1", 10, 20, 0)
+			b.op(Op{Kind: OpCancel, ID: "j"}, 30, 35, 204)
+		}, []AnomalyKind{AnomalyNotLinearizable}},
+		{"a read that contradicts the ack", redis, func(b *builder) {
+			b.push("j", 3, 0, 5, 0)
+			b.claim("j", 1, "L1", 10, 20, 0)
+			b.settle(OpAck, "j", "L1", 30, 35, 204)
+			b.get("j", "ready", 1, 40, 41)
+		}, []AnomalyKind{AnomalyNotLinearizable}},
+		// Without the local store's allowance (Redis), the lost ack of
+		// the valid local case is an anomaly.
+		{"redis: an ack answered 204 and the job delivered again", redis, func(b *builder) {
+			b.push("j", 3, 0, 5, 0)
+			b.claim("j", 1, "L1", 10, 20, 0)
+			b.settle(OpAck, "j", "L1", 30, 35, 204)
+			b.kill(200)
+			b.claim("j", 2, "L2", 1030, 1040, 0)
+		}, []AnomalyKind{AnomalyNotLinearizable}},
+		// The allowance is bounded: an ack answered well before the kill
+		// was synced.
+		{"local: an ack answered long before a kill -9, then lost", local, func(b *builder) {
+			b.push("j", 3, 0, 5, 0)
+			b.claim("j", 1, "L1", 10, 20, 0)
+			b.settle(OpAck, "j", "L1", 30, 35, 204)
+			b.kill(3000)
+			b.claim("j", 2, "L2", 3100, 3110, 0)
+		}, []AnomalyKind{AnomalyNotLinearizable}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := newBuilder()
+			tc.build(b)
+			r := Check(b.h, tc.allow)
+			require.Zero(t, r.Unknown)
+			if len(tc.want) == 0 {
+				require.Empty(t, r.Anomalies, "a valid history")
+				return
+			}
+			got := map[AnomalyKind]bool{}
+			for _, a := range r.Anomalies {
+				got[a.Kind] = true
+			}
+			for _, k := range tc.want {
+				require.True(t, got[k], "want a %q anomaly, got %v", k, r.Anomalies)
+			}
+		})
+	}
+}

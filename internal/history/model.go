@@ -1,0 +1,311 @@
+package history
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// jobState is where a job is in the model.
+type jobState uint8
+
+const (
+	stNone    jobState = iota // never created
+	stWaiting                 // scheduled or ready: due time is a direct check
+	stReserved
+	stDone
+	stDead
+	stCancelled
+)
+
+func (s jobState) String() string {
+	return [...]string{"none", "waiting", "reserved", "done", "dead", "cancelled"}[s]
+}
+
+// unknownLease is the lease of a delivery whose claim got no answer.
+const unknownLease = "?"
+
+// jobCore is the model's view of one job.
+type jobCore struct {
+	St      jobState
+	Attempt int
+	Max     int
+	TTR     int64
+	// Lease is the current delivery's lease while reserved (unknownLease
+	// for a claim without answer), Exp when it expires (for unknownLease,
+	// the earliest it may).
+	Lease string
+	Exp   int64
+}
+
+// maxUndo bounds the writes a crash may take back in the model; more in one
+// job's window than this is not seen in practice.
+const maxUndo = 4
+
+// modelState is a job's state and, when writes that a kill -9 may lose were
+// made since the last durable one, the states the job had before each
+// (oldest first): a kill takes back a suffix of them.
+type modelState struct {
+	jobCore
+	Undo  [maxUndo]jobCore
+	NUndo int
+}
+
+// mKind is a step of the per-job model.
+type mKind uint8
+
+const (
+	mCreate  mKind = iota // POST without replace
+	mReplace              // PUT, or POST on a unique_keys replace topic
+	mCancel
+	mGet
+	mClaimed // a claim answered this job
+	mPhantom // a claim of the job's topic got no answer: it may have taken it
+	mAck
+	mNack
+	mTouch
+	mRequeue
+	mCrash // a kill -9 of an instance whose store loses its last async writes
+)
+
+func (k mKind) String() string {
+	return [...]string{"create", "replace", "cancel", "get", "claimed", "phantom-claim", "ack", "nack", "touch", "requeue", "crash"}[k]
+}
+
+// mInput is one step with what it was answered (porcupine's output is
+// unused: the answer is part of the input).
+type mInput struct {
+	Kind      mKind
+	Call, Ret int64 // Ret is a bound for indeterminate operations
+	Status    int   // 0: no answer
+	Lease     string
+	Attempt   int   // claimed: the delivery's; get: the answer's
+	Exp       int64 // claimed, touch: the lease's expiry answered
+	State     string
+	Max       int
+	TTR       int64
+	Tolerance int64
+	Fragile   bool // an async write a kill right after may lose
+	Durable   bool // a write answered after its fsync
+	Descr     string
+}
+
+// expansions returns the states s may be in at a moment between call and
+// ret, as far as lease expiry goes: a lease surely expired before call is
+// ended, one that may have is either.
+func expansions(s modelState, in *mInput) []modelState {
+	if s.St != stReserved {
+		return []modelState{s}
+	}
+	expired := s
+	if s.Attempt >= s.Max {
+		expired.St = stDead
+	} else {
+		expired.St = stWaiting
+	}
+	expired.Lease, expired.Exp = "", 0
+	if s.Lease == unknownLease {
+		if in.Ret >= s.Exp-in.Tolerance {
+			return []modelState{s, expired}
+		}
+		return []modelState{s}
+	}
+	switch {
+	case in.Call > s.Exp+in.Tolerance:
+		return []modelState{expired}
+	case in.Ret < s.Exp-in.Tolerance:
+		return []modelState{s}
+	default:
+		return []modelState{s, expired}
+	}
+}
+
+// fresh is the state of a job a create or replace just stored.
+func fresh(in *mInput) jobCore {
+	return jobCore{St: stWaiting, Max: in.Max, TTR: in.TTR}
+}
+
+// valid reports whether lease settles s's delivery (expiry is decided by
+// expansions).
+func valid(s jobCore, lease string) bool {
+	return s.St == stReserved && s.Lease == lease && lease != unknownLease
+}
+
+// apply returns the states p may go to by the step, none when the answer is
+// impossible from p.
+func apply(p modelState, in *mInput) []jobCore {
+	c := p.jobCore
+	ind := in.Status == 0
+	// maybe adds next when the step was indeterminate, else requires ok.
+	switch in.Kind {
+	case mCreate, mReplace:
+		creatable := c.St == stNone || c.St == stDone || c.St == stCancelled
+		replaceable := in.Kind == mReplace && (c.St == stWaiting || c.St == stDead)
+		switch {
+		case ind:
+			out := []jobCore{c}
+			if creatable || replaceable {
+				out = append(out, fresh(in))
+			}
+			return out
+		case in.Status == 201 && creatable, in.Status == 200 && replaceable:
+			return []jobCore{fresh(in)}
+		case in.Status == 409 && in.Kind == mCreate && !creatable,
+			in.Status == 409 && in.Kind == mReplace && c.St == stReserved:
+			return []jobCore{c}
+		case in.Status >= 400 && in.Status != 409:
+			return []jobCore{c} // refused before the store: no change
+		}
+		return nil
+	case mCancel:
+		cancelable := c.St == stWaiting || c.St == stDead
+		done := c
+		done.St, done.Lease, done.Exp = stCancelled, "", 0
+		switch {
+		case ind && cancelable:
+			return []jobCore{c, done}
+		case ind:
+			return []jobCore{c}
+		case in.Status == 204 && cancelable:
+			return []jobCore{done}
+		case in.Status == 404 && (c.St == stNone || c.St == stDone || c.St == stCancelled),
+			in.Status == 409 && c.St == stReserved:
+			return []jobCore{c}
+		case in.Status >= 400 && in.Status != 404 && in.Status != 409:
+			return []jobCore{c}
+		}
+		return nil
+	case mGet:
+		switch {
+		case ind, in.Status >= 500:
+			return []jobCore{c}
+		case in.Status == 404 && c.St == stNone:
+			return []jobCore{c}
+		case in.Status == 200 && c.St != stNone && in.Attempt == c.Attempt && stateMatches(c.St, in.State):
+			return []jobCore{c}
+		}
+		return nil
+	case mClaimed:
+		if c.St == stWaiting && in.Attempt == c.Attempt+1 && in.Attempt <= c.Max {
+			n := c
+			n.St, n.Attempt, n.Lease, n.Exp = stReserved, in.Attempt, in.Lease, in.Exp
+			return []jobCore{n}
+		}
+		return nil
+	case mPhantom:
+		out := []jobCore{c}
+		if c.St == stWaiting {
+			n := c
+			n.St, n.Attempt, n.Lease, n.Exp = stReserved, c.Attempt+1, unknownLease, in.Call+c.TTR
+			out = append(out, n)
+		}
+		return out
+	case mAck, mNack, mTouch:
+		ok := valid(c, in.Lease)
+		n := c
+		switch in.Kind {
+		case mAck:
+			n.St, n.Lease, n.Exp = stDone, "", 0
+		case mNack:
+			if c.Attempt >= c.Max {
+				n.St = stDead
+			} else {
+				n.St = stWaiting
+			}
+			n.Lease, n.Exp = "", 0
+		case mTouch:
+			n.Exp = in.Exp
+		}
+		switch {
+		case ind && ok:
+			if in.Kind == mTouch {
+				// The new expiry is unknown: no later than the last
+				// moment the touch could have been applied, plus ttr.
+				n.Exp = in.Ret + c.TTR
+			}
+			return []jobCore{c, n}
+		case ind:
+			return []jobCore{c}
+		case in.Status/100 == 2 && ok:
+			return []jobCore{n}
+		case in.Status == 409 && c.St != stNone && !ok,
+			in.Status == 404 && c.St == stNone:
+			return []jobCore{c}
+		case in.Status >= 400 && in.Status != 404 && in.Status != 409:
+			return []jobCore{c}
+		}
+		return nil
+	case mRequeue:
+		n := c
+		n.St, n.Attempt = stWaiting, 0
+		switch {
+		case ind && c.St == stDead:
+			return []jobCore{c, n}
+		case ind:
+			return []jobCore{c}
+		case in.Status == 204 && c.St == stDead:
+			return []jobCore{n}
+		case in.Status == 409 && c.St != stNone && c.St != stDead,
+			in.Status == 404 && c.St == stNone:
+			return []jobCore{c}
+		case in.Status >= 400 && in.Status != 404 && in.Status != 409:
+			return []jobCore{c}
+		}
+		return nil
+	}
+	panic(fmt.Sprintf("history: unknown model step %d", in.Kind))
+}
+
+// stateMatches reports whether a state answered by a get is the model's.
+func stateMatches(s jobState, answered string) bool {
+	switch s {
+	case stWaiting:
+		return answered == "scheduled" || answered == "ready"
+	default:
+		return answered == s.String()
+	}
+}
+
+// step is the model's step function over modelState.
+func step(state any, input, _ any) []any {
+	s := state.(modelState)
+	in := input.(*mInput)
+	if in.Kind == mCrash {
+		out := []any{modelState{jobCore: s.jobCore}}
+		for i := range s.NUndo {
+			out = append(out, modelState{jobCore: s.Undo[i]})
+		}
+		return out
+	}
+	var out []any
+	for _, p := range expansions(s, in) {
+		for _, n := range apply(p, in) {
+			ns := modelState{jobCore: n, Undo: p.Undo, NUndo: p.NUndo}
+			switch {
+			case n == p.jobCore:
+			case in.Durable:
+				// Its fsync made every earlier write durable.
+				ns.Undo, ns.NUndo = [maxUndo]jobCore{}, 0
+			case in.Fragile && ns.NUndo < maxUndo:
+				ns.Undo[ns.NUndo] = p.jobCore
+				ns.NUndo++
+			}
+			out = append(out, ns)
+		}
+	}
+	return out
+}
+
+// jobModel is the porcupine model of one job's history.
+var jobModel = (&porcupine.NondeterministicModel{
+	Init: func() []any { return []any{modelState{}} },
+	Step: step,
+	DescribeOperation: func(input, _ any) string {
+		return input.(*mInput).Descr
+	},
+	DescribeState: func(state any) string {
+		s := state.(modelState)
+		return fmt.Sprintf("%s attempt %d/%d lease %.8s exp %s undo %d", s.St, s.Attempt, s.Max, s.Lease, time.Unix(0, s.Exp).UTC().Format("15:04:05.000"), s.NUndo)
+	},
+}).ToModel()
