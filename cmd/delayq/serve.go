@@ -127,14 +127,14 @@ const drainGrace = time.Second
 // connection has open at once: the least HTTP/2 recommends.
 const maxStreamsPerConnection = 100
 
-// runServe runs the service until ctx is done, then shuts it down in order:
-// HTTP intake, the engine's deliveries, the store, the backend's server.
 // mutantStore is set only in the test binary built with the
 // delayq_mutants tag (mutants.go): it wraps the store with the bug that
 // DELAYQ_MUTANT names, for the history checker to catch. Release builds
 // leave it nil.
 var mutantStore func(core.Store, *slog.Logger) core.Store
 
+// runServe runs the service until ctx is done, then shuts it down in order:
+// HTTP intake, the engine's deliveries, the store, the backend's server.
 func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	log := newLogger(cfg, a.stderr, cfg.LogLevel)
 	slog.SetDefault(log)
