@@ -79,6 +79,27 @@ func (e *ConflictError) Error() string { return e.Message }
 // Is matches ErrConflict.
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
+// The conflicts every store reports, alike: their messages are for
+// clients, and name the job, not the store.
+
+// ExistsConflict is the conflict of a create of id over job, which exists
+// and is not finished.
+func ExistsConflict(id string, job *Job) *ConflictError {
+	return &ConflictError{Job: job, Message: fmt.Sprintf("job %q already exists", id)}
+}
+
+// ReservedConflict is the conflict of a replace or cancel of id over job,
+// whose delivery is in progress.
+func ReservedConflict(id string, job *Job) *ConflictError {
+	return &ConflictError{Job: job, Message: fmt.Sprintf("job %q is reserved", id)}
+}
+
+// NotDeadConflict is the conflict of a requeue of id over job, which is in
+// state, not dead.
+func NotDeadConflict(id string, job *Job, state State) *ConflictError {
+	return &ConflictError{Job: job, Message: fmt.Sprintf("job %q is %s, not dead", id, state)}
+}
+
 // ErrNoRetry is matched by every NoRetryError.
 var ErrNoRetry = errors.New("no retry")
 

@@ -147,9 +147,9 @@ func (s *Store) put(j *core.Job, replace bool, now time.Time, touched map[*topic
 		switch st := e.job.State; {
 		case st.Finished():
 		case !replace:
-			return core.PutResult{Err: conflict(e, "job %q already exists", j.ID)}
+			return core.PutResult{Err: core.ExistsConflict(j.ID, e.job.Clone())}
 		case st == core.StateReserved:
-			return core.PutResult{Err: conflict(e, "job %q is reserved", j.ID)}
+			return core.PutResult{Err: core.ReservedConflict(j.ID, e.job.Clone())}
 		default:
 			res.Replaced = true
 			createdAt = e.job.CreatedAt
@@ -227,7 +227,7 @@ func (s *Store) CancelJob(_ context.Context, id string) error {
 	case core.StateDone, core.StateCancelled:
 		return fmt.Errorf("memstore: cancel %q: job is %s: %w", id, e.job.State, core.ErrNotFound)
 	case core.StateReserved:
-		return conflict(e, "job %q is reserved", id)
+		return core.ReservedConflict(id, e.job.Clone())
 	}
 	s.unlink(e)
 	s.finish(e, core.StateCancelled, now)
@@ -396,7 +396,7 @@ func (s *Store) RequeueJob(_ context.Context, id string) error {
 	}
 	defer s.changed(e.topic, now)
 	if e.job.State != core.StateDead {
-		return conflict(e, "job %q is %s, not dead", id, e.job.State)
+		return core.NotDeadConflict(id, e.job.Clone(), e.job.State)
 	}
 	s.unlink(e)
 	e.job.Requeue(now)
@@ -852,8 +852,4 @@ func (tp *topic) viewCounted() *core.Topic {
 	t.Counts.Done = int64(tp.done)
 	t.Counts.Cancelled = int64(tp.cancelled)
 	return t
-}
-
-func conflict(e *entry, format string, args ...any) *core.ConflictError {
-	return &core.ConflictError{Job: e.job.Clone(), Message: "memstore: " + fmt.Sprintf(format, args...)}
 }

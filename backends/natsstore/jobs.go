@@ -184,10 +184,10 @@ func (s *Store) put(ctx context.Context, in *core.Job, replace bool) (core.PutRe
 			v := cur.view(now)
 			if !v.State.Finished() {
 				if !replace {
-					return core.PutResult{Err: &core.ConflictError{Job: v, Message: fmt.Sprintf("natsstore: job %q exists", in.ID)}}, nil
+					return core.PutResult{Err: core.ExistsConflict(in.ID, v)}, nil
 				}
 				if v.State == core.StateReserved {
-					return core.PutResult{Err: &core.ConflictError{Job: v, Message: fmt.Sprintf("natsstore: job %q is reserved", in.ID)}}, nil
+					return core.PutResult{Err: core.ReservedConflict(in.ID, v)}, nil
 				}
 				j.CreatedAt, replaced = cur.job.CreatedAt, true
 			}
@@ -269,7 +269,7 @@ func (s *Store) CancelJob(ctx context.Context, id string) error {
 		case j.State.Finished():
 			return fmt.Errorf("natsstore: job %q: %w", id, core.ErrNotFound)
 		case j.State == core.StateReserved:
-			return &core.ConflictError{Job: j.Clone(), Message: fmt.Sprintf("natsstore: job %q is reserved", id)}
+			return core.ReservedConflict(id, j.Clone())
 		}
 		j.Finish(core.StateCancelled, now)
 		return nil
@@ -400,7 +400,7 @@ func (s *Store) TouchJob(ctx context.Context, params *core.TouchJobParams) (*cor
 func (s *Store) RequeueJob(ctx context.Context, id string) error {
 	_, _, err := s.change(ctx, id, nil, func(j *core.Job, now time.Time) error {
 		if j.State != core.StateDead {
-			return &core.ConflictError{Job: j.Clone(), Message: fmt.Sprintf("natsstore: job %q is %s, not dead", id, j.State)}
+			return core.NotDeadConflict(id, j.Clone(), j.State)
 		}
 		j.Requeue(now)
 		return nil

@@ -637,9 +637,9 @@ func (s *Store) put(pb *putBatch, in *core.Job, replace bool, now time.Time, tou
 		}
 		switch {
 		case !replace:
-			return conflict(prev, "job %q already exists", in.ID), nil
+			return core.PutResult{Err: core.ExistsConflict(in.ID, prev)}, nil
 		case prev.State == core.StateReserved:
-			return conflict(prev, "job %q is reserved", in.ID), nil
+			return core.PutResult{Err: core.ReservedConflict(in.ID, prev)}, nil
 		}
 		res.Replaced = true
 		createdAt = prev.CreatedAt
@@ -684,11 +684,6 @@ func writeJob(b *pebble.Batch, j *core.Job) {
 	if j.Key != "" {
 		_ = b.Set(keyIndexKey(j.Topic, j.Key, j.ID), nil, nil)
 	}
-}
-
-// conflict returns the per-job conflict with j.
-func conflict(j *core.Job, format string, args ...any) core.PutResult {
-	return core.PutResult{Err: &core.ConflictError{Job: j, Message: "pebblestore: " + fmt.Sprintf(format, args...)}}
 }
 
 // read returns the job id from disk, as of now; finished jobs only when
@@ -841,7 +836,7 @@ func (s *Store) CancelJob(_ context.Context, id string) error {
 	return s.change(id, missing, func(b *pebble.Batch, tp *topic, i uint32, cur *core.Job, now time.Time) error {
 		switch cur.State {
 		case core.StateReserved:
-			return conflict(cur, "job %q is reserved", id).Err
+			return core.ReservedConflict(id, cur)
 		case core.StateDead:
 			_ = b.Delete(deadKey(tp.name, cur.UpdatedAt, id), nil)
 		}
@@ -1211,7 +1206,7 @@ func (s *Store) RequeueJob(_ context.Context, id string) error {
 	s.ops.RLock()
 	defer s.ops.RUnlock()
 	notDead := func(j *core.Job) error {
-		return &core.ConflictError{Job: j, Message: fmt.Sprintf("pebblestore: job %q is %s, not dead", id, j.State)}
+		return core.NotDeadConflict(id, j, j.State)
 	}
 	missing := func() error { // unknown, or finished: a conflict with what it is
 		j, err := s.read(id, true)

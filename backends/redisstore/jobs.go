@@ -90,9 +90,9 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 					continue
 				}
 				view(existing, s.serverTime())
-				results[i].Err = conflict(existing, "job %q already exists as %s", id, existing.State)
+				results[i].Err = core.ExistsConflict(id, existing)
 				if params.Replace {
-					results[i].Err = conflict(existing, "job %q is reserved", id)
+					results[i].Err = core.ReservedConflict(id, existing)
 				}
 			}
 		}
@@ -192,7 +192,7 @@ func (s *Store) CancelJob(ctx context.Context, id string) error {
 	case 0:
 		return nil
 	case 2:
-		return conflict(job, "job %q is reserved", id)
+		return core.ReservedConflict(id, job)
 	default:
 		return fmt.Errorf("redisstore: cancel %q: %w", id, core.ErrNotFound)
 	}
@@ -210,7 +210,7 @@ func (s *Store) RequeueJob(ctx context.Context, id string) error {
 	case 0:
 		return nil
 	case 2:
-		return conflict(job, "job %q is %s, not dead", id, job.State)
+		return core.NotDeadConflict(id, job, job.State)
 	default:
 		return fmt.Errorf("redisstore: requeue %q: %w", id, core.ErrNotFound)
 	}
@@ -453,8 +453,4 @@ func (s *Store) FindJobs(ctx context.Context, params *core.FindJobsParams) ([]*c
 		}
 		return jobs, nil
 	})
-}
-
-func conflict(j *core.Job, format string, args ...any) *core.ConflictError {
-	return &core.ConflictError{Job: j, Message: "redisstore: " + fmt.Sprintf(format, args...)}
 }
