@@ -427,8 +427,8 @@ type FireScheduleParams struct {
 	// the decorators' metrics; stores ignore it.
 	Missed int
 	// Blocked tells that a job not made for this slot already holds Job's
-	// id (an unfinished job of the schedule's key, or a job that took a
-	// slot's id), so the slot creates nothing unless that job goes first:
+	// id (a job that took the slot's id; a keyed schedule's earlier run is
+	// no block), so the slot creates nothing unless that job goes first:
 	// for the decorators' metrics, which count the slot when FireSchedule
 	// reports no job created; stores ignore it.
 	Blocked bool
