@@ -107,7 +107,13 @@ func TestRestartLosesNothing(t *testing.T) {
 							}
 							mu.Lock()
 							for _, j := range jobs {
-								got[j.ID] = j
+								// The first delivery after the restart is the
+								// one judged: under load an ack may come after
+								// the job's 1 s ttr, and the job be delivered
+								// once more.
+								if got[j.ID] == nil {
+									got[j.ID] = j
+								}
 							}
 							if len(got) == len(want) {
 								cancel()
