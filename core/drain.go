@@ -2,9 +2,7 @@ package core
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 )
 
@@ -46,80 +44,4 @@ func (e *Engine) Settled(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// leases are the deliveries an engine's Claim made: id to lease and its
-// expiry, until an ack, nack or the expiry ends each.
-type leases struct {
-	mu sync.Mutex
-	m  map[string]heldLease
-	// sweepAt is the size at which add drops the expired entries: those
-	// of deliveries settled through other instances, which no call here
-	// ends.
-	sweepAt int
-}
-
-type heldLease struct {
-	lease   string
-	expires time.Time
-}
-
-// leasesSweepMin is the smallest sweepAt.
-const leasesSweepMin = 1024
-
-func (l *leases) add(jobs []*Job, now time.Time) {
-	if len(jobs) == 0 {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.m == nil {
-		l.m = make(map[string]heldLease)
-	}
-	for _, j := range jobs {
-		l.m[j.ID] = heldLease{lease: j.Lease, expires: j.LeaseExpiresAt}
-	}
-	if len(l.m) >= max(l.sweepAt, leasesSweepMin) {
-		l.sweep(now)
-		l.sweepAt = 2 * len(l.m)
-	}
-}
-
-// ended forgets the delivery of id under lease after a settling call
-// answered err: it ended unless the store failed.
-func (l *leases) ended(id, lease string, err error) {
-	if err != nil && !errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrNotFound) {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if h, ok := l.m[id]; ok && h.lease == lease {
-		delete(l.m, id)
-	}
-}
-
-// touched records the new expiry of a touched delivery.
-func (l *leases) touched(j *Job) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if h, ok := l.m[j.ID]; ok && h.lease == j.Lease {
-		h.expires = j.LeaseExpiresAt
-		l.m[j.ID] = h
-	}
-}
-
-// holding drops the expired deliveries and reports whether any is left.
-func (l *leases) holding(now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.sweep(now)
-	return len(l.m) > 0
-}
-
-func (l *leases) sweep(now time.Time) {
-	for id, h := range l.m {
-		if !h.expires.After(now) {
-			delete(l.m, id)
-		}
-	}
 }

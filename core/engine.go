@@ -377,6 +377,12 @@ func (e *Engine) Claim(ctx context.Context, p *ClaimJobsParams) ([]*Job, error) 
 	if p == nil {
 		return nil, noParams("claim")
 	}
+	return e.claimFor(ctx, p, nil)
+}
+
+// claimFor claims as Claim does, for sub (nil for a pull consumer), and
+// records the deliveries in the engine's record of those in flight.
+func (e *Engine) claimFor(ctx context.Context, p *ClaimJobsParams, sub *Subscription) ([]*Job, error) {
 	if err := ValidateTopicName(p.Topic); err != nil {
 		return nil, err
 	}
@@ -393,7 +399,7 @@ func (e *Engine) Claim(ctx context.Context, p *ClaimJobsParams) ([]*Job, error) 
 	defer cancel()
 	defer context.AfterFunc(e.drainCtx, cancel)()
 	jobs, err := e.claim(ctx, &ClaimJobsParams{Topic: p.Topic, Max: p.Max, Wait: p.Wait, Via: p.Via})
-	e.leases.add(jobs, e.clock.Now())
+	e.leases.add(jobs, e.clock.Now(), sub)
 	return jobs, err
 }
 
@@ -544,10 +550,12 @@ func (e *Engine) Touch(ctx context.Context, p *TouchJobParams) (*Job, error) {
 		return nil, err
 	}
 	job, err := e.store.TouchJob(ctx, &TouchJobParams{ID: p.ID, Lease: p.Lease})
-	if err == nil {
-		e.leases.touched(job)
+	if err != nil {
+		e.leases.ended(p.ID, p.Lease, err)
+		return nil, err
 	}
-	return job, err
+	e.leases.touched(job)
+	return job, nil
 }
 
 // Requeue makes a dead job ready with a fresh attempt count. Errors:

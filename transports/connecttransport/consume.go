@@ -73,10 +73,8 @@ func (s *Server) Ack(ctx context.Context, req *connect.Request[delayqv1.AckReque
 		return nil, err
 	}
 	if err := s.engine.Ack(ctx, &core.AckJobParams{ID: m.Id, Lease: m.Lease}); err != nil {
-		s.settled(m.Id, m.Lease, err)
 		return nil, describeLease(err, m.Id)
 	}
-	s.settled(m.Id, m.Lease, nil)
 	return connect.NewResponse(&delayqv1.AckResponse{}), nil
 }
 
@@ -106,9 +104,7 @@ func (s *Server) Nack(ctx context.Context, req *connect.Request[delayqv1.NackReq
 	if err != nil {
 		return nil, err
 	}
-	err = s.engine.Nack(ctx, p)
-	s.settled(m.Id, m.Lease, err)
-	if err != nil {
+	if err := s.engine.Nack(ctx, p); err != nil {
 		return nil, describeLease(err, m.Id)
 	}
 	return connect.NewResponse(&delayqv1.NackResponse{}), nil
@@ -123,10 +119,8 @@ func (s *Server) Touch(ctx context.Context, req *connect.Request[delayqv1.TouchR
 	}
 	job, err := s.engine.Touch(ctx, &core.TouchJobParams{ID: m.Id, Lease: m.Lease})
 	if err != nil {
-		s.settled(m.Id, m.Lease, err)
 		return nil, describeLease(err, m.Id)
 	}
-	s.touched(m.Id, m.Lease, job.LeaseExpiresAt)
 	return connect.NewResponse(&delayqv1.TouchResponse{LeaseExpiresAt: timeText(job.LeaseExpiresAt)}), nil
 }
 
@@ -172,7 +166,6 @@ func (s *Server) AckBatch(ctx context.Context, req *connect.Request[delayqv1.Ack
 		}
 		for k, err := range res {
 			errs[idx[k]] = err
-			s.settled(acks[k].ID, acks[k].Lease, err)
 		}
 	}
 	if err := s.batchServerError("acks", errs); err != nil {
@@ -205,7 +198,6 @@ func (s *Server) NackBatch(ctx context.Context, req *connect.Request[delayqv1.Na
 		}
 		if err == nil {
 			err = s.engine.Nack(ctx, p)
-			s.settled(it.Id, it.Lease, err)
 		}
 		errs[i] = err
 	}

@@ -42,12 +42,13 @@
 //
 // # Subscribe
 //
-// Subscribe is the WebSocket subscriber as a server stream: a claim loop
-// per stream sends due jobs while it has credit (prefetch minus the
-// deliveries it holds), and the caller settles each with the unary Ack,
-// Nack or Touch, on any connection. Settling through this server gives
-// credit back at once; through another instance or transport when the
-// stream, out of credit, reads its deliveries back (every Config.Recheck);
+// Subscribe is the WebSocket subscriber as a server stream, on the same
+// claim loop (core.Subscription): it sends due jobs while it has credit
+// (prefetch minus the deliveries it holds), and the caller settles each
+// with the unary Ack, Nack or Touch, on any connection. Settling through
+// any transport of this instance gives credit back at once; through
+// another instance when the stream, out of credit, reads its deliveries
+// back (every Config.Recheck);
 // a lost lease when it expires. When a stream ends, what it held is
 // released at once for redelivery. Each send must be taken within
 // Config.SendTimeout. Stop ends every stream and waits for the releases;

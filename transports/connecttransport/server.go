@@ -45,9 +45,9 @@ const (
 // subscribers.
 const (
 	// PrefetchDefault is the prefetch of a request that gives none.
-	PrefetchDefault = 16
+	PrefetchDefault = core.SubscriptionPrefetchDefault
 	// PrefetchMax is the largest prefetch.
-	PrefetchMax = 1000
+	PrefetchMax = core.SubscriptionPrefetchMax
 )
 
 // Config configures a Server. Zero fields take their defaults.
@@ -155,13 +155,8 @@ type Server struct {
 	cfg    Config
 	tokens *auth.Tokens
 
-	// held maps the id of each delivery a subscription of this server
-	// holds to that subscription, so that an Ack, Nack or Touch through
-	// this server gives its credit back at once.
-	held sync.Map // string -> *subscription
-
 	mu       sync.Mutex
-	subs     map[*subscription]struct{}
+	subs     map[*subscriber]struct{}
 	stopping bool
 	handlers sync.WaitGroup
 }
@@ -174,7 +169,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Server{engine: cfg.Engine, log: cfg.Logger, cfg: cfg, tokens: cfg.Tokens, subs: map[*subscription]struct{}{}}, nil
+	return &Server{engine: cfg.Engine, log: cfg.Logger, cfg: cfg, tokens: cfg.Tokens, subs: map[*subscriber]struct{}{}}, nil
 }
 
 // Request classes of readLimit: what one message of a procedure may hold,
@@ -256,8 +251,8 @@ func (s *Server) Register(mux interface {
 func (s *Server) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	s.stopping = true
-	for sub := range s.subs {
-		sub.cancel()
+	for st := range s.subs {
+		st.cancel()
 	}
 	s.mu.Unlock()
 	done := make(chan struct{})

@@ -73,7 +73,10 @@
 // handled first, so an ack sent just before closing counts, and then every
 // delivery it still held is released at once: nacked with delay 0 and
 // last_error "subscriber disconnected", so it is due again with its attempt
-// counted (and dead if that was its last attempt, as when a lease expires).
+// counted (and dead if that was its last attempt, as when a lease expires);
+// a job claimed for it and never sent gets its attempt back. The claim
+// loop, the prefetch credit and the release are core.Subscription's, the
+// same as a gRPC Subscribe stream's.
 //
 // # Slow subscribers
 //

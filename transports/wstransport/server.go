@@ -28,9 +28,9 @@ const Pattern = "GET /v1/topics/{topic}/subscribe"
 const (
 	// PrefetchDefault is how many deliveries a subscriber holds
 	// unacknowledged at once when it does not say.
-	PrefetchDefault = 16
+	PrefetchDefault = core.SubscriptionPrefetchDefault
 	// PrefetchMax is the largest prefetch a subscriber may ask for.
-	PrefetchMax = 1000
+	PrefetchMax = core.SubscriptionPrefetchMax
 )
 
 // Defaults of Config.
@@ -245,6 +245,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
+	held, err := s.engine.NewSubscription(core.SubscriptionParams{
+		Topic: topic, Prefetch: prefetch, Via: core.ViaWebSocket,
+		ClaimWait: s.cfg.ClaimWait, ReleaseTimeout: s.cfg.OpTimeout,
+	})
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
 	if !headerHasToken(r.Header, "Connection", "upgrade") || !headerHasToken(r.Header, "Upgrade", "websocket") {
 		s.writeError(w, wire.WithMessage(
 			"this route upgrades to a WebSocket: send Connection: Upgrade and Upgrade: websocket",
@@ -276,7 +284,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The hard cap is the connection's read limit, which closes it with
 	// 1009; the soft limit is the reader's (see readFrame).
 	conn.SetReadLimit(s.cfg.MaxFrameHardBytes)
-	sub := newSubscription(s, conn, topic, prefetch, s.log.With("topic", topic, "remote", r.RemoteAddr))
+	sub := newSubscription(s, conn, topic, held, prefetch, s.log.With("topic", topic, "remote", r.RemoteAddr))
 	if !s.add(sub) {
 		_ = conn.Close(websocket.StatusGoingAway, closeReasonStopping)
 		return

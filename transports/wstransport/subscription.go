@@ -11,7 +11,6 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/delayq/delayq/core"
-	"github.com/delayq/delayq/internal/held"
 	"github.com/delayq/delayq/transports/wire"
 )
 
@@ -41,8 +40,10 @@ type subscription struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	// held is the unacknowledged deliveries and the prefetch credit.
-	held *held.Set
+	// held is the unacknowledged deliveries and the prefetch credit: the
+	// engine gives credit back for a delivery settled through any
+	// transport of this instance.
+	held *core.Subscription
 
 	mu sync.Mutex
 	// closed is set when the connection ended; no ping or close starts
@@ -66,7 +67,7 @@ type subscription struct {
 	stopOnce sync.Once
 }
 
-func newSubscription(srv *Server, conn *websocket.Conn, topic string, prefetch int, log *slog.Logger) *subscription {
+func newSubscription(srv *Server, conn *websocket.Conn, topic string, held *core.Subscription, prefetch int, log *slog.Logger) *subscription {
 	ctx, cancel := context.WithCancel(core.WithTransport(context.Background(), core.TransportWebSocket))
 	return &subscription{
 		srv:       srv,
@@ -76,7 +77,7 @@ func newSubscription(srv *Server, conn *websocket.Conn, topic string, prefetch i
 		log:       log,
 		ctx:       ctx,
 		cancel:    cancel,
-		held:      held.New(held.Config{Prefetch: prefetch}),
+		held:      held,
 		pending:   make(chan struct{}, prefetch+opConcurrency),
 		opSlots:   make(chan struct{}, opConcurrency),
 		running:   map[string][]frame{},
@@ -184,9 +185,9 @@ func (sub *subscription) dispatch(f frame) {
 }
 
 // handle runs one ack (through the server's acker), nack or touch
-// through the engine. A lease that is
-// gone (lost, or the job unknown) returns the delivery's credit; other
-// failures leave the delivery held, for the client to try again.
+// through the engine, which gives the delivery's credit back when it ends
+// it. Failures are answered with an error frame; those other than a lost
+// lease leave the delivery held, for the client to try again.
 func (sub *subscription) handle(f frame) {
 	var (
 		job *core.Job
@@ -205,18 +206,14 @@ func (sub *subscription) handle(f frame) {
 	}
 	switch {
 	case err == nil && f.Type == frameTouch:
-		sub.held.Extend(f.ID, f.Lease, job.LeaseExpiresAt)
 		sub.send(appendTouchedFrame(nil, f.ID, job.LeaseExpiresAt))
 	case err == nil:
-		sub.held.Forget(f.ID, f.Lease)
 	case errors.Is(err, core.ErrConflict):
-		sub.held.Forget(f.ID, f.Lease)
 		sub.sendError(wire.WithMessage(
 			fmt.Sprintf("the lease of job %q is lost: its ttr passed or the job was delivered again", truncate(f.ID, core.MaxIDLen)),
 			err,
 		), f.ID)
 	case errors.Is(err, core.ErrNotFound):
-		sub.held.Forget(f.ID, f.Lease)
 		sub.sendError(wire.WithMessage(fmt.Sprintf("job %q not found", truncate(f.ID, core.MaxIDLen)), err), f.ID)
 	default:
 		sub.sendError(err, f.ID)
@@ -224,62 +221,22 @@ func (sub *subscription) handle(f frame) {
 }
 
 // claimLoop claims due jobs of the topic while the connection has credit
-// and sends each as a job frame.
+// and sends each as a job frame; a frame not taken in time closes the
+// connection.
 func (sub *subscription) claimLoop() {
-	clock := sub.srv.engine.Clock()
-	backoff := core.NewClaimBackoff(clock)
-	for {
-		n, next := sub.held.Credit(clock.Now())
-		if n == 0 {
-			// Until credit comes back, a lease expires or the
-			// subscription ends.
-			if ok, _ := sub.held.Wait(sub.ctx, clock, next, 0); !ok {
-				return
-			}
-			continue
-		}
-		jobs, err := sub.srv.engine.Claim(sub.ctx, &core.ClaimJobsParams{Topic: sub.topic, Max: min(n, core.ClaimMaxLimit), Wait: sub.srv.cfg.ClaimWait, Via: core.ViaWebSocket})
-		sub.held.Hold(jobs)
-		if sub.ctx.Err() != nil {
-			return // what was claimed is released with the rest
-		}
-		if errors.Is(err, core.ErrDraining) {
-			// The instance shuts down: no more deliveries, but the
-			// connection stays for the acks of those held until the
-			// shutdown closes it.
-			<-sub.ctx.Done()
-			return
-		}
-		if err != nil {
-			sub.log.Warn("wstransport: claim failed", "err", err, "retry_in", backoff.Failed())
-			if !backoff.Wait(sub.ctx) {
-				return
-			}
-			continue
-		}
-		backoff.Succeeded()
-		for _, j := range jobs {
-			if err := sub.write(appendJobFrame(make([]byte, 0, jobFrameSize(j)), j)); err != nil {
-				if sub.ctx.Err() == nil {
-					sub.log.Info("wstransport: a frame was not taken in time; closing the connection", "err", err)
-					_ = sub.conn.CloseNow()
-				}
-				return
-			}
-		}
+	err := sub.held.Run(sub.ctx, func(j *core.Job) error {
+		return sub.write(appendJobFrame(make([]byte, 0, jobFrameSize(j)), j))
+	})
+	if err != nil && sub.ctx.Err() == nil {
+		sub.log.Info("wstransport: a frame was not taken in time; closing the connection", "err", err)
+		_ = sub.conn.CloseNow()
 	}
 }
 
-// release hands every held delivery back for redelivery at once, with
-// attempt counted, and returns how many it released.
+// release hands every held delivery back for redelivery at once and
+// returns how many it released (core.Subscription.Release).
 func (sub *subscription) release() int {
-	return sub.held.Release(core.WithTransport(context.Background(), core.TransportWebSocket), &held.ReleaseParams{
-		NackFunc: sub.srv.engine.Nack,
-		Timeout:  sub.srv.cfg.OpTimeout,
-		FailedFunc: func(id string, err error) {
-			sub.log.Warn("wstransport: releasing a delivery failed; it comes back when its lease expires", "id", id, "err", err)
-		},
-	})
+	return sub.held.Release(core.WithTransport(context.Background(), core.TransportWebSocket))
 }
 
 // ping checks that the peer answers, and closes the connection when it does
