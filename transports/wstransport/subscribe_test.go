@@ -71,6 +71,21 @@ func TestPrefetchBoundsUnacknowledged(t *testing.T) {
 	require.Len(t, ids, 5)
 }
 
+// TestAckElsewhereReturnsCredit: a delivery acked through another
+// transport of the instance (the HTTP API's ack route, gRPC Ack: both call
+// the engine) gives the connection its credit back at once, not when the
+// lease expires.
+func TestAckElsewhereReturnsCredit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.pushN(t, "elsewhere", 2, withTTR(time.Hour))
+	c := b.subscribe(t, "elsewhere", 1)
+	first := c.nextJob(5 * time.Second)
+	require.NoError(t, b.engine.Ack(context.Background(), &core.AckJobParams{ID: first.ID, Lease: first.Lease}))
+	second := c.nextJob(5 * time.Second)
+	require.NotEqual(t, first.ID, second.ID)
+}
+
 func TestCompetingSubscribersEachJobOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
