@@ -861,26 +861,6 @@ func TestClientE2EAccess(t *testing.T) {
 	require.NoError(t, stop())
 }
 
-// TestClientE2ESubscriberSurvivesRestart restarts the server under a
-// subscriber: it reconnects to the new one and handles its jobs.
-func TestClientE2ESubscriberSurvivesRestart(t *testing.T) {
-	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	args := []string{"--backend", "memory", "--http", addr, "--nats-listen", "off"}
-	srv := startServer(t, args...)
-	dq := newClient(t, client.Config{URL: srv.HTTPURL})
-	r := startReconnecting(t, dq, "c.restart", 500*time.Millisecond)
-	r.pushHandled(t, dq, "c-restart-1")
-	require.Equal(t, 0, srv.signal(syscall.SIGTERM, 15*time.Second))
-	r.requireLost(t)
-	startServer(t, args...)
-	r.pushHandled(t, dq, "c-restart-2")
-	require.NoError(t, r.stop())
-}
-
 // reconnecting is a subscriber of one topic that reconnects quickly and
 // reports the jobs it handled and the connections it lost.
 type reconnecting struct {
