@@ -22,6 +22,15 @@
 // reconnecting when the connection drops. Claim takes deliveries by pull,
 // settled with Ack, Nack and Touch, or AckBatch and NackBatch for many.
 //
+// # Receiving webhooks
+//
+// A WebhookReceiver is the http.Handler of a topic's delivery.url: it
+// verifies each request's signature (Delayq-Signature or the Standard
+// Webhooks headers, with any of the secrets of a rotation, within a
+// tolerance of its signing time) and runs the same HandlerFunc as
+// Subscribe: nil acks, RetryIn asks for a later retry, and StopRetries
+// makes the job dead at once (Delayq-No-Retry).
+//
 // # Administration
 //
 // Topics are configured with PutTopic (or PutTopicJSON, from the JSON
