@@ -13,7 +13,7 @@ import (
 // and subscribers of every transport), id to lease and expiry, until an
 // ack, nack, release, a touch that finds the lease gone, or the expiry ends
 // each: the one record of deliveries in flight. A drain waits for it to
-// empty (Settled), and each Subscription counts its credit in it, so that a
+// empty (WaitSettled), and each Subscription counts its credit in it, so that a
 // delivery settled through any transport of this engine gives its
 // subscriber's credit back at once.
 type leases struct {

@@ -186,7 +186,7 @@ func TestSubscriptionRelease(t *testing.T) {
 	require.Zero(t, s.sub.Release(ctx), "nothing is held after a release")
 	short, stop := context.WithTimeout(ctx, time.Second)
 	defer stop()
-	require.NoError(t, b.engine.Settled(short))
+	require.NoError(t, b.engine.WaitSettled(short))
 }
 
 // TestNewSubscriptionValidation: a bad topic or prefetch is refused.

@@ -23,17 +23,17 @@ func (e *Engine) Drain() {
 	e.cancelDrain()
 }
 
-// drainPoll is how often Settled looks at the deliveries still held.
+// drainPoll is how often WaitSettled looks at the deliveries still held.
 const drainPoll = 50 * time.Millisecond
 
-// Settled waits until every delivery this engine's Claim made (for pull
+// WaitSettled waits until every delivery this engine's Claim made (for pull
 // consumers and subscribers of every transport) has ended: acknowledged,
 // nacked or touched to its end here, or its lease run out (a delivery
 // settled through another instance counts as held until then); or until
 // ctx is done, returning its error. A drain waits for it so that the
 // consumers of this instance can settle what they were sent before the
 // API stops serving them.
-func (e *Engine) Settled(ctx context.Context) error {
+func (e *Engine) WaitSettled(ctx context.Context) error {
 	t := e.clock.NewTicker(drainPoll)
 	defer t.Stop()
 	for e.leases.holding(e.clock.Now()) {

@@ -49,13 +49,13 @@ func TestDrain(t *testing.T) {
 	require.Equal(t, core.StateReady, got.State)
 	b.engine.Drain() // idempotent
 
-	// Settled waits for the delivery made before the drain: until its ack.
+	// WaitSettled waits for the delivery made before the drain: until its ack.
 	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
 	defer cancel()
-	require.ErrorIs(t, b.engine.Settled(short), context.DeadlineExceeded)
+	require.ErrorIs(t, b.engine.WaitSettled(short), context.DeadlineExceeded)
 	settled := make(chan error, 1)
-	go func() { settled <- b.engine.Settled(ctx) }()
-	require.NoError(t, b.clock.BlockUntilContext(ctx, 1), "Settled looks again on the clock")
+	go func() { settled <- b.engine.WaitSettled(ctx) }()
+	require.NoError(t, b.clock.BlockUntilContext(ctx, 1), "WaitSettled looks again on the clock")
 	require.NoError(t, b.engine.Ack(ctx, &core.AckJobParams{ID: held.ID, Lease: claimed[0].Lease}))
 	b.clock.Advance(time.Second)
 	require.NoError(t, <-settled)
@@ -73,7 +73,7 @@ func TestSettledLeaseExpiry(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 	settled := make(chan error, 1)
-	go func() { settled <- b.engine.Settled(ctx) }()
+	go func() { settled <- b.engine.WaitSettled(ctx) }()
 	require.NoError(t, b.clock.BlockUntilContext(ctx, 1))
 	b.clock.Advance(4 * time.Second)
 	select {

@@ -67,26 +67,20 @@ type Engine struct {
 	log        *slog.Logger
 	limits     Limits
 	deliverers map[string]Deliverer
-	refresh    time.Duration
 
-	mu          sync.Mutex
-	topics      map[string]*Topic // configured topics, defaults filled
-	dispatchers map[string]*dispatcher
-	started     bool
-	stopped     bool
-	cancel      context.CancelFunc
-	loops       sync.WaitGroup
+	mu     sync.Mutex
+	topics map[string]*Topic // configured topics, defaults filled
 
-	// deliverCtx outlives the claim loops so that Stop can let in-flight
-	// deliveries finish; cancelDeliveries interrupts them.
-	deliverCtx       context.Context
-	cancelDeliveries context.CancelFunc
-	kick             chan struct{}
+	// The background services (lifecycle.go).
+	dispatch      dispatchers
+	refresh       startStop
+	refreshEvery  time.Duration
+	refreshWanted chan struct{}
+	schedules     startStop
 	// scheduleKick wakes the schedule loop after a change of schedules.
 	scheduleKick chan struct{}
 
-	// leases are the deliveries Claim made that have not ended yet, which
-	// a drain waits for.
+	// leases are the deliveries in flight (deliveries.go).
 	leases leases
 
 	// draining is set by Drain; drainCtx is cancelled by it, which ends
@@ -95,7 +89,7 @@ type Engine struct {
 	drainCtx    context.Context
 	cancelDrain context.CancelFunc
 
-	// notices is the refresh loop's own: dead-letter notices told.
+	// notices follows dead jobs for their notices, in the refresh loop.
 	notices notices
 }
 
@@ -105,20 +99,22 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		return nil, errors.New("core: EngineConfig.Store is required")
 	}
 	drainCtx, cancelDrain := context.WithCancel(context.Background())
-	return &Engine{
-		drainCtx:     drainCtx,
-		cancelDrain:  cancelDrain,
-		store:        cfg.Store,
-		clock:        cmp.Or[Clock](cfg.Clock, RealClock()),
-		log:          cmp.Or(cfg.Logger, slog.Default()),
-		limits:       cfg.Limits.WithDefaults(),
-		deliverers:   cfg.Deliverers,
-		refresh:      cmp.Or(cfg.TopicRefresh, 2*time.Second),
-		topics:       map[string]*Topic{},
-		dispatchers:  map[string]*dispatcher{},
-		kick:         make(chan struct{}, 1),
-		scheduleKick: make(chan struct{}, 1),
-	}, nil
+	e := &Engine{
+		drainCtx:      drainCtx,
+		cancelDrain:   cancelDrain,
+		store:         cfg.Store,
+		clock:         cmp.Or[Clock](cfg.Clock, RealClock()),
+		log:           cmp.Or(cfg.Logger, slog.Default()),
+		limits:        cfg.Limits.WithDefaults(),
+		deliverers:    cfg.Deliverers,
+		refreshEvery:  cmp.Or(cfg.TopicRefresh, 2*time.Second),
+		refreshWanted: make(chan struct{}, 1),
+		topics:        map[string]*Topic{},
+		scheduleKick:  make(chan struct{}, 1),
+	}
+	e.dispatch = dispatchers{e: e, changed: make(chan struct{}, 1)}
+	e.notices.e = e
+	return e, nil
 }
 
 // Limits returns the engine's input limits, defaults filled.
@@ -684,7 +680,7 @@ func (e *Engine) PutTopic(ctx context.Context, t *Topic) error {
 	if err := e.store.PutTopic(ctx, &stored); err != nil {
 		return err
 	}
-	e.applyTopics(ctx, map[string]*Topic{t.Name: &stored}, false)
+	e.cacheTopics(map[string]*Topic{t.Name: &stored}, false)
 	return nil
 }
 
@@ -712,7 +708,7 @@ func (e *Engine) DeleteTopic(ctx context.Context, name string) error {
 	e.mu.Lock()
 	delete(e.topics, name)
 	e.mu.Unlock()
-	e.poke()
+	e.refreshNow()
 	return nil
 }
 

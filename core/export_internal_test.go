@@ -5,9 +5,9 @@ import (
 	"time"
 )
 
-// TellDeaths runs one round of dead-letter notices, as the refresh loop
+// FollowDeaths runs one round of dead-letter notices, as the refresh loop
 // does every TopicRefresh, for tests on a fake clock.
-func (e *Engine) TellDeaths(ctx context.Context) { e.tellDeaths(ctx) }
+func (e *Engine) FollowDeaths(ctx context.Context) { e.notices.follow(ctx) }
 
 // FireSchedules runs one round of the schedule loop, for tests on a fake
 // clock: it fires what is due and returns how long the loop would wait.

@@ -88,9 +88,10 @@ const noticeIDPrefix = "n-"
 // otherwise tell of them for ever, through a cycle of OnDead.
 func IsNoticeID(id string) bool { return isDerivedID(id, noticeIDPrefix) }
 
-// notices is what an engine keeps of the deaths it told, used only by its
-// refresh loop.
+// notices follows the deaths of topics with OnDead and pushes their
+// notices, a step of the engine's refresh loop, which alone uses it.
 type notices struct {
+	e *Engine
 	// since is each followed topic's cursor: the latest death told.
 	since map[string]time.Time
 	// told holds the notices known to be pushed, by id, with their death
@@ -98,10 +99,11 @@ type notices struct {
 	told map[string]time.Time
 }
 
-// tellDeaths pushes the notices of the deaths of every topic with OnDead
+// follow pushes the notices of the deaths of every topic with OnDead
 // that it has not told yet. A failure stops the topic's round where it
 // was, for the next round to go on from.
-func (e *Engine) tellDeaths(ctx context.Context) {
+func (n *notices) follow(ctx context.Context) {
+	e := n.e
 	e.mu.Lock()
 	var followed []*Topic
 	for _, t := range e.topics {
@@ -113,7 +115,6 @@ func (e *Engine) tellDeaths(ctx context.Context) {
 	if len(followed) == 0 {
 		return
 	}
-	n := &e.notices
 	if n.since == nil {
 		n.since, n.told = map[string]time.Time{}, map[string]time.Time{}
 	}
@@ -123,7 +124,7 @@ func (e *Engine) tellDeaths(ctx context.Context) {
 		if !ok {
 			since = now.Add(-noticeCatchUp)
 		}
-		last, err := e.tellTopic(ctx, t, since)
+		last, err := n.followTopic(ctx, t, since)
 		n.since[t.Name] = last
 		if err != nil && ctx.Err() == nil {
 			e.log.Warn("engine: dead-letter notices failed", "topic", t.Name, "on_dead", t.OnDead, "err", err)
@@ -136,10 +137,11 @@ func (e *Engine) tellDeaths(ctx context.Context) {
 	}
 }
 
-// tellTopic pushes the notices of t's deaths from noticeLag before since
-// on that are not told yet, and returns the new cursor: the latest death
-// told, since when there was none.
-func (e *Engine) tellTopic(ctx context.Context, t *Topic, since time.Time) (time.Time, error) {
+// followTopic pushes the notices of t's deaths from noticeLag before
+// since on that are not told yet, and returns the new cursor: the latest
+// death told, since when there was none.
+func (n *notices) followTopic(ctx context.Context, t *Topic, since time.Time) (time.Time, error) {
+	e := n.e
 	from := since.Add(-noticeLag)
 	for {
 		dead, err := e.store.ListDeadJobs(ctx, &ListDeadJobsParams{Topic: t.Name, Limit: noticePage, Since: from})
@@ -147,7 +149,7 @@ func (e *Engine) tellTopic(ctx context.Context, t *Topic, since time.Time) (time
 			return since, err
 		}
 		for _, j := range dead {
-			if err := e.tell(ctx, t, j); err != nil {
+			if err := n.tell(ctx, t, j); err != nil {
 				return since, err
 			}
 			if j.UpdatedAt.After(since) {
@@ -162,20 +164,21 @@ func (e *Engine) tellTopic(ctx context.Context, t *Topic, since time.Time) (time
 }
 
 // tell pushes the notice of dead job j of t unless it was told.
-func (e *Engine) tell(ctx context.Context, t *Topic, j *Job) error {
+func (n *notices) tell(ctx context.Context, t *Topic, j *Job) error {
+	e := n.e
 	if IsNoticeID(j.ID) {
 		return nil
 	}
 	// By the death's time as the notice tells it (ms), so that a receiver
 	// can work the id out of the notice.
 	id := NoticeID(j.ID, StoreTime(j.UpdatedAt))
-	if _, ok := e.notices.told[id]; ok {
+	if _, ok := n.told[id]; ok {
 		return nil
 	}
 	_, err := e.store.GetJob(ctx, id)
 	switch {
 	case err == nil:
-		e.notices.told[id] = j.UpdatedAt
+		n.told[id] = j.UpdatedAt
 		return nil
 	case !errors.Is(err, ErrNotFound):
 		return err
@@ -209,6 +212,6 @@ func (e *Engine) tell(ctx context.Context, t *Topic, j *Job) error {
 	if err := res[0].Err; err != nil && !errors.Is(err, ErrConflict) {
 		return err
 	}
-	e.notices.told[id] = j.UpdatedAt
+	n.told[id] = j.UpdatedAt
 	return nil
 }

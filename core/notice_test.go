@@ -56,7 +56,7 @@ func TestDeadNotices(t *testing.T) {
 	require.Len(t, got, 2)
 	require.NoError(t, e.Nack(ctx, &core.NackParams{ID: nacked.ID, Lease: got[0].Lease, Error: "no such order"}))
 	b.clock.Advance(2 * time.Second) // the other's lease runs out on its last attempt
-	e.TellDeaths(ctx)
+	e.FollowDeaths(ctx)
 
 	told := notices(2)
 	byID := map[string]core.NoticeJob{told[0].Job.ID: told[0].Job, told[1].Job.ID: told[1].Job}
@@ -73,11 +73,11 @@ func TestDeadNotices(t *testing.T) {
 
 	// Told once: by this engine again, and by another over the same store
 	// once its notices are done.
-	e.TellDeaths(ctx)
+	e.FollowDeaths(ctx)
 	other, err := core.NewEngine(core.EngineConfig{Store: b.store, Clock: b.clock})
 	require.NoError(t, err)
 	require.NoError(t, other.PutTopic(ctx, &core.Topic{Name: "orders", OnDead: "orders.dead", MaxAttempts: 1, TTR: time.Second}))
-	other.TellDeaths(ctx)
+	other.FollowDeaths(ctx)
 	require.Empty(t, claim("orders.dead", 10))
 
 	// A requeued job that dies again is told again.
@@ -86,7 +86,7 @@ func TestDeadNotices(t *testing.T) {
 	got = claim("orders", 1)
 	require.Len(t, got, 1)
 	require.NoError(t, e.Nack(ctx, &core.NackParams{ID: nacked.ID, Lease: got[0].Lease, Error: "still no such order"}))
-	e.TellDeaths(ctx)
+	e.FollowDeaths(ctx)
 	again := notices(1)
 	require.Equal(t, "still no such order", again[0].Job.LastError)
 
@@ -96,10 +96,10 @@ func TestDeadNotices(t *testing.T) {
 	b.clock.Advance(time.Second)
 	got = claim("orders", 1)
 	require.NoError(t, e.Nack(ctx, &core.NackParams{ID: nacked.ID, Lease: got[0].Lease}))
-	e.TellDeaths(ctx)
+	e.FollowDeaths(ctx)
 	notice := claim("orders.dead", 1)
 	require.Len(t, notice, 1)
 	require.NoError(t, e.Nack(ctx, &core.NackParams{ID: notice[0].ID, Lease: notice[0].Lease}))
-	e.TellDeaths(ctx)
+	e.FollowDeaths(ctx)
 	require.Empty(t, claim("orders", 10), "no notice of a notice")
 }

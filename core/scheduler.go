@@ -165,10 +165,10 @@ func (e *Engine) fireSchedules(ctx context.Context) time.Duration {
 		if ctx.Err() == nil {
 			e.log.Warn("engine: listing schedules failed", "err", err)
 		}
-		return e.refresh
+		return e.refreshEvery
 	}
 	now := e.clock.Now()
-	wait := e.refresh
+	wait := e.refreshEvery
 	for _, s := range list {
 		e.fireSchedule(ctx, s, now)
 		if next := s.Upcoming(now, 1); len(next) > 0 {

@@ -362,7 +362,7 @@ func drain(ctx context.Context, timeout time.Duration, engine *core.Engine, log 
 	if err := engine.Stop(ctx); err != nil {
 		log.Warn("deliveries still running at the end of the drain were released for redelivery", "err", err)
 	}
-	if err := engine.Settled(ctx); err != nil {
+	if err := engine.WaitSettled(ctx); err != nil {
 		log.Warn("consumers still held deliveries at the end of the drain; they are released or expire", "err", err)
 		return
 	}

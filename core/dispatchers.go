@@ -8,7 +8,26 @@ import (
 	"time"
 )
 
-// dispatcher runs the claim-and-deliver loop of one push-delivered topic.
+// dispatchers is the engine's service that delivers push-delivered topics
+// (webhook, NATS): one dispatcher per configured topic whose delivery type
+// has a deliverer, started, restarted when its delivery changes and
+// stopped as the topics change (apply). Its run loop owns the
+// dispatchers; deliveries run under a context of their own, so that Stop
+// lets those in flight finish.
+type dispatchers struct {
+	e    *Engine
+	life startStop
+
+	mu sync.Mutex
+	// wanted is the latest topic set apply gave, for run to take.
+	wanted map[string]*Topic
+	// interrupt cancels the deliveries in flight, for a Stop out of time.
+	interrupt context.CancelFunc
+	// changed tells run that wanted changed.
+	changed chan struct{}
+}
+
+// dispatcher is the claim-and-deliver loop of one topic.
 type dispatcher struct {
 	topic  *Topic
 	cancel context.CancelFunc
@@ -19,148 +38,93 @@ type dispatcher struct {
 // how soon a stopped dispatcher notices, not lateness.
 const claimWait = 5 * time.Second
 
-// Start loads topic configurations and starts a dispatcher for every topic
-// delivered by webhook or NATS, and the loop that follows configuration
-// changes made by other instances. It returns once they run.
-func (e *Engine) Start(ctx context.Context) error {
-	e.mu.Lock()
-	if e.started || e.stopped {
-		e.mu.Unlock()
-		return errors.New("core: engine already started or stopped")
+// Start runs the dispatchers of the topics apply gives, and returns at
+// once. Errors: errStarted.
+func (d *dispatchers) Start(ctx context.Context) error {
+	deliveries, interrupt := context.WithCancel(context.WithoutCancel(ctx))
+	d.mu.Lock()
+	d.interrupt = interrupt
+	d.mu.Unlock()
+	err := d.life.start(ctx, func(ctx context.Context) { d.run(ctx, deliveries) })
+	if err != nil {
+		interrupt()
 	}
-	e.started = true
-	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	e.cancel = cancel
-	e.deliverCtx, e.cancelDeliveries = context.WithCancel(context.WithoutCancel(ctx))
-	e.mu.Unlock()
-
-	if err := e.refreshTopics(ctx); err != nil {
-		e.log.Warn("engine: first topic load failed; retrying in the background", "err", err)
-	}
-	e.loops.Add(2)
-	go func() {
-		defer e.loops.Done()
-		e.refreshLoop(loopCtx)
-	}()
-	go func() {
-		defer e.loops.Done()
-		e.scheduleLoop(loopCtx)
-	}()
-	return nil
+	return err
 }
 
-// Stop stops claiming, waits until ctx is done for in-flight deliveries to
-// finish, and releases those still running then for redelivery. It is
+// Stop stops claiming, waits until ctx is done for the deliveries in flight
+// to finish, then interrupts those still running (each releases its job
+// for redelivery at once) and waits for them, returning ctx's error. It is
 // idempotent and safe before Start.
-func (e *Engine) Stop(ctx context.Context) error {
-	e.mu.Lock()
-	if e.stopped || !e.started {
-		e.stopped = true
-		e.mu.Unlock()
-		return nil
+func (d *dispatchers) Stop(ctx context.Context) error {
+	err := d.life.stop(ctx)
+	d.mu.Lock()
+	interrupt := d.interrupt
+	d.mu.Unlock()
+	if interrupt != nil {
+		interrupt()
 	}
-	e.stopped = true
-	e.cancel()
-	ds := make([]*dispatcher, 0, len(e.dispatchers))
-	for name, d := range e.dispatchers {
-		d.cancel()
-		ds = append(ds, d)
-		delete(e.dispatchers, name)
-	}
-	e.mu.Unlock()
-
-	done := make(chan struct{})
-	go func() {
-		e.loops.Wait()
-		for _, d := range ds {
-			<-d.done
-		}
-		close(done)
-	}()
-	select {
-	case <-done:
-		e.cancelDeliveries()
-		return nil
-	case <-ctx.Done():
-	}
-	// Out of time: interrupt deliveries; each releases its job at once.
-	e.cancelDeliveries()
-	<-done
-	return ctx.Err()
+	d.life.wait()
+	return err
 }
 
-// poke asks the refresh loop to re-read topics now.
-func (e *Engine) poke() {
+// apply makes the running dispatchers those of topics (name to
+// configuration, defaults filled): run takes the latest set given.
+func (d *dispatchers) apply(topics map[string]*Topic) {
+	d.mu.Lock()
+	d.wanted = topics
+	d.mu.Unlock()
 	select {
-	case e.kick <- struct{}{}:
+	case d.changed <- struct{}{}:
 	default:
 	}
 }
 
-func (e *Engine) refreshLoop(ctx context.Context) {
-	t := e.clock.NewTicker(e.refresh)
-	defer t.Stop()
+// run starts, restarts and stops dispatchers to follow apply until ctx
+// ends, then stops every dispatcher and waits for its deliveries.
+func (d *dispatchers) run(ctx, deliveries context.Context) {
+	running := map[string]*dispatcher{}
+	defer func() {
+		for _, ds := range running {
+			ds.cancel()
+		}
+		for _, ds := range running {
+			<-ds.done
+		}
+	}()
 	for {
+		d.mu.Lock()
+		wanted := d.wanted
+		d.mu.Unlock()
+		d.follow(ctx, deliveries, running, wanted)
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.Chan():
-		case <-e.kick:
+		case <-d.changed:
 		}
-		if err := e.refreshTopics(ctx); err != nil && ctx.Err() == nil {
-			e.log.Warn("engine: topic refresh failed", "err", err)
-		}
-		e.tellDeaths(ctx)
 	}
 }
 
-func (e *Engine) refreshTopics(ctx context.Context) error {
-	list, err := e.store.ListTopicConfigs(ctx)
-	if err != nil {
-		return err
-	}
-	m := make(map[string]*Topic, len(list))
-	for _, t := range list {
-		m[t.Name] = t
-	}
-	e.applyTopics(ctx, m, true)
-	return nil
-}
-
-// applyTopics updates the topic cache with ts (replacing it whole when full)
-// and starts, restarts or stops dispatchers to match.
-func (e *Engine) applyTopics(_ context.Context, ts map[string]*Topic, full bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if full {
-		e.topics = make(map[string]*Topic, len(ts))
-	}
-	for name, t := range ts {
-		d := t.WithDefaults()
-		d.Counts = Counts{}
-		e.topics[name] = &d
-	}
-	if !e.started || e.stopped {
-		return
-	}
-	for name, d := range e.dispatchers {
-		t := e.topics[name]
-		if t == nil || e.deliverers[t.Delivery.Type] == nil || !sameDispatch(t, d.topic) {
-			d.cancel()
-			delete(e.dispatchers, name)
+// follow makes running the dispatchers of wanted.
+func (d *dispatchers) follow(ctx, deliveries context.Context, running map[string]*dispatcher, wanted map[string]*Topic) {
+	for name, ds := range running {
+		t := wanted[name]
+		if t == nil || d.e.deliverers[t.Delivery.Type] == nil || !sameDispatch(t, ds.topic) {
+			ds.cancel()
+			delete(running, name)
 		}
 	}
-	for name, t := range e.topics {
-		deliverer := e.deliverers[t.Delivery.Type]
-		if deliverer == nil || e.dispatchers[name] != nil {
+	for name, t := range wanted {
+		deliverer := d.e.deliverers[t.Delivery.Type]
+		if deliverer == nil || running[name] != nil {
 			continue
 		}
-		ctx, cancel := context.WithCancel(e.deliverCtx)
-		d := &dispatcher{topic: t, cancel: cancel, done: make(chan struct{})}
-		e.dispatchers[name] = d
+		claims, cancel := context.WithCancel(ctx)
+		ds := &dispatcher{topic: t, cancel: cancel, done: make(chan struct{})}
+		running[name] = ds
 		go func() {
-			defer close(d.done)
-			e.dispatch(ctx, d.topic, deliverer)
+			defer close(ds.done)
+			d.dispatch(claims, deliveries, ds.topic, deliverer)
 		}()
 	}
 }
@@ -171,10 +135,12 @@ func sameDispatch(a, b *Topic) bool {
 }
 
 // dispatch claims due jobs of one topic while slots are free and delivers
-// each in its own goroutine, at most topic.Concurrency at once. While the
+// each in its own goroutine under deliveries, at most topic.Concurrency at
+// once, until ctx ends; it returns when the deliveries it began ended. While the
 // deliverer's DeliveryGate refuses the topic's deliveries it claims nothing,
 // and while it takes only n probes it claims at most n jobs.
-func (e *Engine) dispatch(ctx context.Context, topic *Topic, deliverer Deliverer) {
+func (d *dispatchers) dispatch(ctx, deliveries context.Context, topic *Topic, deliverer Deliverer) {
+	e := d.e
 	slots := make(chan struct{}, topic.Concurrency)
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
@@ -207,7 +173,7 @@ func (e *Engine) dispatch(ctx context.Context, topic *Topic, deliverer Deliverer
 			}
 			n = admits
 			if n == 0 {
-				if !e.waitGate(ctx, wait, ended) {
+				if !d.waitGate(ctx, wait, ended) {
 					return
 				}
 				continue
@@ -232,7 +198,7 @@ func (e *Engine) dispatch(ctx context.Context, topic *Topic, deliverer Deliverer
 			inflight.Add(1)
 			go func() {
 				defer func() { <-slots; inflight.Done() }()
-				e.deliver(topic, deliverer, job)
+				d.deliver(deliveries, topic, deliverer, job)
 				select {
 				case ended <- struct{}{}:
 				default:
@@ -249,7 +215,8 @@ const gateWaitMin = 10 * time.Millisecond
 // waitGate waits, on the engine's clock, until wait has passed or one of the
 // dispatcher's deliveries ended (ended), and reports false when ctx ended
 // first.
-func (e *Engine) waitGate(ctx context.Context, wait time.Duration, ended <-chan struct{}) bool {
+func (d *dispatchers) waitGate(ctx context.Context, wait time.Duration, ended <-chan struct{}) bool {
+	e := d.e
 	t := e.clock.NewTimer(max(wait, gateWaitMin))
 	defer t.Stop()
 	select {
@@ -269,9 +236,9 @@ const storeTimeout = 10 * time.Second
 // release at once when shutdown interrupted it, retry when its RetryAfter
 // has passed, and never bury, when the deliverer refused it unsent
 // (ErrNotSent).
-func (e *Engine) deliver(topic *Topic, deliverer Deliverer, job *Job) {
-	dctx := e.deliverCtx
-	stopTouch := e.keepLease(dctx, job)
+func (d *dispatchers) deliver(dctx context.Context, topic *Topic, deliverer Deliverer, job *Job) {
+	e := d.e
+	stopTouch := d.keepLease(dctx, job)
 	derr := deliverer.Deliver(dctx, &DeliverParams{Topic: topic, Job: job})
 	stopTouch()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(dctx), storeTimeout)
@@ -331,7 +298,8 @@ type retryAfterError interface {
 // a destination slower than the job's TTR (a webhook timeout may exceed it)
 // does not lose the lease and get the job delivered twice. The returned
 // func stops it.
-func (e *Engine) keepLease(ctx context.Context, job *Job) (stop func()) {
+func (d *dispatchers) keepLease(ctx context.Context, job *Job) (stop func()) {
+	e := d.e
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {

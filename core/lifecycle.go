@@ -1,0 +1,92 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"maps"
+)
+
+// Start runs the engine's background services and returns once they run:
+// the dispatchers of topics delivered by webhook or NATS, the topic
+// refresh (which follows configuration changes made through other
+// instances, and dead jobs for their notices) and the schedule loop. It
+// loads the topic configurations first; a failure of that load is logged
+// and retried by the refresh. Errors: the engine was started or stopped
+// before.
+func (e *Engine) Start(ctx context.Context) error {
+	if err := e.dispatch.Start(ctx); err != nil {
+		return err
+	}
+	if err := e.loadTopics(ctx); err != nil {
+		e.log.Warn("engine: first topic load failed; retrying in the background", "err", err)
+	}
+	return errors.Join(e.refresh.start(ctx, e.refreshLoop), e.schedules.start(ctx, e.scheduleLoop))
+}
+
+// Stop stops the background services: the refresh and schedule loops, then
+// the dispatchers, which claim no more and wait until ctx is done for the
+// deliveries in flight to finish, then interrupt those still running
+// (each releases its job for redelivery at once), returning ctx's error.
+// It is idempotent and safe before Start.
+func (e *Engine) Stop(ctx context.Context) error {
+	loops := errors.Join(e.refresh.stop(ctx), e.schedules.stop(ctx))
+	return errors.Join(loops, e.dispatch.Stop(ctx))
+}
+
+// refreshNow asks the refresh loop to read the topics again now.
+func (e *Engine) refreshNow() {
+	select {
+	case e.refreshWanted <- struct{}{}:
+	default:
+	}
+}
+
+// refreshLoop reads the topic configurations again every TopicRefresh, or
+// when refreshNow asks, so that the changes of other instances take effect
+// here, then tells the deaths of topics with on_dead (notice.go).
+func (e *Engine) refreshLoop(ctx context.Context) {
+	t := e.clock.NewTicker(e.refreshEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.Chan():
+		case <-e.refreshWanted:
+		}
+		if err := e.loadTopics(ctx); err != nil && ctx.Err() == nil {
+			e.log.Warn("engine: topic refresh failed", "err", err)
+		}
+		e.notices.follow(ctx)
+	}
+}
+
+// loadTopics replaces the topic cache with the store's configurations.
+func (e *Engine) loadTopics(ctx context.Context) error {
+	list, err := e.store.ListTopicConfigs(ctx)
+	if err != nil {
+		return err
+	}
+	m := make(map[string]*Topic, len(list))
+	for _, t := range list {
+		m[t.Name] = t
+	}
+	e.cacheTopics(m, true)
+	return nil
+}
+
+// cacheTopics updates the topic cache with ts (replacing it whole when
+// full) and has the dispatchers follow it.
+func (e *Engine) cacheTopics(ts map[string]*Topic, full bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if full {
+		e.topics = make(map[string]*Topic, len(ts))
+	}
+	for name, t := range ts {
+		d := t.WithDefaults()
+		d.Counts = Counts{}
+		e.topics[name] = &d
+	}
+	e.dispatch.apply(maps.Clone(e.topics))
+}
