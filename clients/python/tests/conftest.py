@@ -7,7 +7,6 @@ import os
 import re
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 import urllib.request

@@ -9,30 +9,15 @@ import http.server
 import json
 import queue
 import threading
-import time
 import uuid
-from typing import Any, Callable, Dict, List
+from typing import Any, Dict, List
 
 import pytest
 
 import delayq
 from delayq import webhook
 
-
-def eventually(fn: Callable[[], Any], timeout: float = 15.0) -> Any:
-    """eventually polls fn until it returns something true, for state the
-    service changes after an answer it gave someone else (a webhook
-    delivery's outcome) and tells no other way."""
-    deadline = time.monotonic() + timeout
-    pause = 0.01
-    while True:
-        v = fn()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met within %ss" % timeout)
-        time.sleep(pause)
-        pause = min(pause * 2, 0.2)
+from _helpers import eventually
 
 
 def test_S1_push_and_pull(client: delayq.Client, topic: str) -> None:

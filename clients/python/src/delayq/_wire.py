@@ -138,11 +138,11 @@ def _parse(s: str, i: int) -> Tuple[Any, int]:
                 obj.raw_body = s[start:i]
             i = _WS.match(s, i).end()
             c = s[i:i + 1]
-            i = _WS.match(s, i + 1).end()
             if c == "}":
-                return obj, i
+                return obj, i + 1
             if c != ",":
                 raise ValueError("expected ',' or '}' at %d" % i)
+            i = _WS.match(s, i + 1).end()
     if c == "[":
         arr = []
         i = _WS.match(s, i + 1).end()
@@ -153,9 +153,9 @@ def _parse(s: str, i: int) -> Tuple[Any, int]:
             arr.append(val)
             i = _WS.match(s, i).end()
             c = s[i:i + 1]
-            i = _WS.match(s, i + 1).end()
             if c == "]":
-                return arr, i
+                return arr, i + 1
             if c != ",":
                 raise ValueError("expected ',' or ']' at %d" % i)
+            i = _WS.match(s, i + 1).end()
     return _DECODER.raw_decode(s, i)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, Optional
 
 from .client import Client
 from .models import Delivery

@@ -130,8 +130,8 @@ _BY_CODE = {
     CODE_UNAVAILABLE: UnavailableError,
 }
 
-# _CODE_BY_STATUS names the code of an answer without the service's body,
-# for the class only: its code stays "http <status>".
+# _CLASS_BY_STATUS is the class of an answer without the service's body,
+# by its status; its code stays "http <status>".
 _CLASS_BY_STATUS = {
     400: InvalidArgumentError, 401: UnauthenticatedError, 403: PermissionDeniedError,
     404: NotFoundError, 409: ConflictError, 413: TooLargeError, 429: RateLimitedError,

@@ -19,7 +19,7 @@ import websockets
 import websockets.client
 import websockets.exceptions
 
-from ._wire import Duration, duration_wire, parse_time
+from ._wire import Duration, duration_wire, loads_keeping_bodies, parse_time
 from .errors import (DelayqError, UnavailableError, error_from, invalid_argument, _CLASS_BY_STATUS)
 from .models import Delivery
 
@@ -328,7 +328,6 @@ class _Session:
                 continue
             typ = f.get("type")
             if typ == "job":
-                from ._wire import loads_keeping_bodies
                 d = Delivery.from_dict(loads_keeping_bodies(msg))
                 self.delivered += 1
                 if sub._stopping:

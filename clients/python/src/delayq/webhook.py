@@ -21,7 +21,7 @@ import hmac
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Optional, Sequence, Union
 
 SIGNATURE_HEADER = "Delayq-Signature"
 """SIGNATURE_HEADER carries delayq's own signature."""
