@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import datetime as dt
 import threading
 import uuid
@@ -214,3 +215,18 @@ def test_subscriber_retry_delay(client: delayq.Client, topic: str) -> None:
         t.join(10)
     assert job.last_error == "again in an hour" and job.attempt == 1
     assert job.run_at > dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=59)
+
+
+def test_export_and_import(new_server, client: delayq.Client, topic: str) -> None:
+    kept = client.push(topic, b'{"keep":  "these bytes"}', delay=3600, key="k").id
+    lines = [ln for ln in client.export() if topic.encode() in ln]
+    assert len(lines) == 1 and json.loads(lines[0])["id"] == kept
+
+    other = delayq.Client(new_server().url)
+    out = other.import_jobs(iter(lines + [b'{"id": "bad", "topic": "bad topic!"}']))
+    assert (out.imported, out.skipped, out.failed) == (1, 0, 1)
+    (line, err), = out.errors
+    assert line == 2 and isinstance(err, delayq.InvalidArgumentError)
+    job = other.get(kept)
+    assert job.body_raw == '{"keep":  "these bytes"}' and job.key == "k" and job.state == "scheduled"
+    assert other.import_jobs(b"\n".join(lines)).skipped == 1  # sent again: skipped

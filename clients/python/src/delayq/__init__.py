@@ -12,7 +12,7 @@ from .errors import (ConflictError, DelayqError, InvalidArgumentError, LeaseLost
                      PermissionDeniedError, RateLimitedError, TooLargeError, UnauthenticatedError,
                      UnavailableError)
 from .models import (STATE_CANCELLED, STATE_DEAD, STATE_DONE, STATE_READY, STATE_RESERVED, STATE_SCHEDULED,
-                     Attempt, Cancelled, Delivery, ItemResult, Job, JobPage, NackItem, Pushed, PushParams,
+                     Attempt, Cancelled, Delivery, Imported, ItemResult, Job, JobPage, NackItem, Pushed, PushParams,
                      PushResult, Schedule, Topic)
 from .subscriber import Retry, Subscriber
 
@@ -20,7 +20,7 @@ __all__ = [
     "AsyncClient", "Client", "USER_AGENT_DEFAULT",
     "DelayqError", "InvalidArgumentError", "UnauthenticatedError", "PermissionDeniedError", "NotFoundError",
     "ConflictError", "LeaseLostError", "TooLargeError", "RateLimitedError", "UnavailableError",
-    "Attempt", "Cancelled", "Delivery", "ItemResult", "Job", "JobPage", "NackItem", "Pushed", "PushParams",
+    "Attempt", "Cancelled", "Delivery", "Imported", "ItemResult", "Job", "JobPage", "NackItem", "Pushed", "PushParams",
     "PushResult", "Schedule", "Topic",
     "STATE_SCHEDULED", "STATE_READY", "STATE_RESERVED", "STATE_DONE", "STATE_DEAD", "STATE_CANCELLED",
     "Retry", "Subscriber",

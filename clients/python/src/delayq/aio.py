@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Any, Callable, Optional
+from typing import Any, Callable, List, Optional
 
 from .client import Client
 from .models import Delivery
@@ -17,6 +17,7 @@ _METHODS = (
     "claim", "ack", "nack", "touch", "ack_batch", "nack_batch",
     "get_topic", "list_topics", "put_topic", "delete_topic", "pause_topic", "resume_topic",
     "list_dead", "requeue", "put_schedule", "get_schedule", "list_schedules", "delete_schedule",
+    "import_jobs",
 )
 
 
@@ -52,6 +53,12 @@ class AsyncClient:
             waiter.cancel()
             if not task.done():
                 task.cancel()
+
+    async def export(self) -> List[bytes]:
+        """export returns the lines of Client.export, read whole in a
+        thread (for a large export, iterate Client.export in a thread of
+        your own instead)."""
+        return await asyncio.to_thread(lambda: list(self.sync.export()))
 
     def close(self) -> None:
         """close closes the calling thread's kept-alive connection of the

@@ -7,12 +7,12 @@ import json
 import ssl
 import threading
 import urllib.parse
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import _wire
 from ._wire import Duration, Time, duration_wire, loads_keeping_bodies, parse_time, time_wire
 from .errors import (DelayqError, UnavailableError, error_from, error_from_answer, invalid_argument)
-from .models import (Cancelled, Delivery, ItemResult, Job, JobPage, NackItem, Pushed, PushParams,
+from .models import (Cancelled, Delivery, Imported, ItemResult, Job, JobPage, NackItem, Pushed, PushParams,
                      PushResult, Schedule, Topic)
 
 USER_AGENT_DEFAULT = "delayq-python-client/1"
@@ -135,7 +135,8 @@ class Client:
             self._local.conn = None
 
     def _request(self, method: str, path: str, *, query: Optional[Dict[str, Any]] = None,
-                 body: Optional[str] = None, lease: bool = False, wait: float = 0.0) -> Tuple[int, bytes]:
+                 body: Optional[str] = None, lease: bool = False, wait: float = 0.0,
+                 raw: Any = None, content_type: str = "application/json") -> Tuple[int, bytes]:
         """_request sends one call and returns the status and body of a 2xx
         answer; any other raises."""
         target = self._prefix + path
@@ -144,10 +145,15 @@ class Client:
             if q:
                 target += "?" + urllib.parse.urlencode(q)
         headers = self.headers()
-        data = None
+        data: Any = None
+        chunked = False
         if body is not None:
             data = body.encode("utf-8")
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type
+        elif raw is not None:
+            data = raw
+            chunked = not isinstance(raw, (bytes, bytearray))
+            headers["Content-Type"] = content_type
         op = "%s %s" % (method, path)
         timeout = self.timeout + wait
         for tries in (1, 2):
@@ -160,7 +166,7 @@ class Client:
                 conn.timeout = timeout
                 if conn.sock is not None:
                     conn.sock.settimeout(timeout)
-                conn.request(method, target, body=data, headers=headers)
+                conn.request(method, target, body=data, headers=headers, encode_chunked=chunked)
                 resp = conn.getresponse()
                 payload = resp.read()
                 status = resp.status
@@ -169,7 +175,7 @@ class Client:
                     self.close()
             except _STALE as e:
                 self.close()
-                if reused and tries == 1:
+                if reused and tries == 1 and not chunked:
                     continue
                 raise UnavailableError("unavailable", "%s: %s" % (op, e)) from e
             except (OSError, http.client.HTTPException) as e:
@@ -428,6 +434,50 @@ class Client:
         """delete_schedule deletes a schedule (DELETE /v1/schedules/{name});
         the jobs it created stay. Raises NotFoundError."""
         self._call("DELETE", "/v1/schedules/" + _seg(name))
+
+    # Export and import.
+
+    def export(self) -> Iterator[bytes]:
+        """export yields every scheduled, ready, reserved and dead job, and
+        every schedule first, as the lines of GET /v1/export (one JSON
+        object each, without the newline), as they arrive, on a connection
+        of its own. A transfer cut short raises UnavailableError. Needs an
+        admin token."""
+        conn = self._connect(self.timeout)
+        try:
+            try:
+                conn.request("GET", self._prefix + "/v1/export", headers=self.headers())
+                resp = conn.getresponse()
+                if not 200 <= resp.status < 300:
+                    raise error_from_answer(resp.status, resp.read(), resp.headers)
+                while True:
+                    line = resp.readline()
+                    if not line:
+                        return
+                    line = line.rstrip(b"\r\n")
+                    if line:
+                        yield line
+            except (OSError, http.client.HTTPException) as e:
+                raise UnavailableError("unavailable", "GET /v1/export: %s" % e) from e
+        finally:
+            conn.close()
+
+    def import_jobs(self, lines: Union[bytes, Iterable[bytes]]) -> Imported:
+        """import_jobs sends export lines (bytes of NDJSON, or an iterable of
+        lines, each with or without its newline, sent as they come) to POST
+        /v1/import. Each bad line fails alone: the answer counts them and
+        lists the errors of the first 1000. Jobs whose ids exist are
+        skipped, so an import may be sent again. Needs an admin token."""
+        if isinstance(lines, (bytes, bytearray)):
+            raw: Any = bytes(lines)
+        else:
+            raw = (ln if ln.endswith(b"\n") else ln + b"\n" for ln in lines)
+        _, d = self._call("POST", "/v1/import", raw=raw, content_type="application/x-ndjson")
+        errors = [(e.get("line", 0), error_from(str(e["error"].get("code", "")), str(e["error"].get("message") or ""),
+                                                field=str(e["error"].get("field") or "")))
+                  for e in d.get("errors") or [] if isinstance(e.get("error"), dict)]
+        return Imported(imported=d.get("imported", 0), skipped=d.get("skipped", 0), failed=d.get("failed", 0),
+                        errors=errors)
 
     # Subscribing.
 

@@ -179,7 +179,7 @@ def error_from_answer(status: int, body: bytes, headers: Optional[Mapping[str, s
         doc = None
     if isinstance(doc, dict) and isinstance(doc.get("error"), dict) and doc["error"].get("code"):
         e = doc["error"]
-        job = Job.from_dict(doc["job"], None) if isinstance(doc.get("job"), dict) else None
+        job = Job.from_dict(doc["job"]) if isinstance(doc.get("job"), dict) else None
         return error_from(str(e.get("code")), str(e.get("message") or ""), status=status,
                           field=str(e.get("field") or ""), id=str(e.get("id") or ""), job=job,
                           retry_after=retry_after, lease=lease)

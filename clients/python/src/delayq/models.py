@@ -92,7 +92,7 @@ class Job:
     history: List[Attempt] = field(default_factory=list)
 
     @classmethod
-    def from_dict(cls, d: Dict[str, Any], _unused: Any = None) -> "Job":
+    def from_dict(cls, d: Dict[str, Any]) -> "Job":
         """from_dict reads a job in the service's form."""
         backoff = d.get("backoff")
         delays = None
@@ -210,6 +210,18 @@ class JobPage:
         """from_dict reads a page of jobs."""
         return cls(jobs=[Job.from_dict(j) for j in d.get("jobs") or []], next_after=d.get("next_after", "") or "",
                    scanned=d.get("scanned", 0) or 0)
+
+
+@dataclass
+class Imported:
+    """Imported is the answer of import_jobs: the lines imported, skipped
+    (an id the service knows) and failed, and the errors of the first 1000
+    failed lines as (1-based line number, DelayqError)."""
+
+    imported: int
+    skipped: int
+    failed: int
+    errors: List[Any] = field(default_factory=list)
 
 
 @dataclass
