@@ -230,3 +230,26 @@ def test_export_and_import(new_server, client: delayq.Client, topic: str) -> Non
     job = other.get(kept)
     assert job.body_raw == '{"keep":  "these bytes"}' and job.key == "k" and job.state == "scheduled"
     assert other.import_jobs(b"\n".join(lines)).skipped == 1  # sent again: skipped
+
+
+def test_cancelled_subscriber_hands_deliveries_back(client: delayq.Client, topic: str) -> None:
+    jid = client.push(topic, 1).id
+
+    async def main() -> None:
+        started = asyncio.Event()
+
+        async def handler(d: delayq.Delivery) -> None:
+            started.set()
+            await asyncio.Event().wait()  # never returns
+
+        task = asyncio.ensure_future(delayq.AsyncClient(client.url).subscribe(topic, handler))
+        await asyncio.wait_for(started.wait(), 10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # The close goes out before the loop ends.
+        await asyncio.to_thread(eventually, lambda: client.get(jid).state == delayq.STATE_READY)
+
+    asyncio.run(main())
+    job = client.get(jid)
+    assert job.attempt == 1 and job.last_error == "subscriber disconnected"

@@ -302,8 +302,14 @@ class _Session:
             stopper.cancel()
             for h in list(self.held.values()):
                 self._release(h)
+            for w in workers:
+                w.cancel()
             if not reader.done():
+                # Cancelled (the task running the subscriber was): close the
+                # connection, so that the service hands back its deliveries
+                # at once rather than when it notices the connection gone.
                 reader.cancel()
+                asyncio.ensure_future(self.ws.close(1000, "subscriber cancelled"))
         err = reader.exception() if not reader.cancelled() else None
         if err is None:
             why = "the server is shutting down" if self.ws.close_code == 1001 else "the connection ended"
