@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import http.client
 import json
 import ssl
@@ -328,7 +329,7 @@ class Client:
         self._call("POST", "/v1/jobs/%s/nack" % _seg(id), body=json.dumps(_nack_wire(None, lease, delay, error)),
                    lease=True)
 
-    def touch(self, id: str, lease: str):
+    def touch(self, id: str, lease: str) -> Optional[datetime.datetime]:
         """touch extends a delivery's lease to its ttr from now and returns
         when it now expires (POST /v1/jobs/{id}/touch). Raises
         LeaseLostError, NotFoundError. Idempotent."""
