@@ -253,3 +253,18 @@ def test_cancelled_subscriber_hands_deliveries_back(client: delayq.Client, topic
     asyncio.run(main())
     job = client.get(jid)
     assert job.attempt == 1 and job.last_error == "subscriber disconnected"
+
+
+def test_subscriber_nacks_long_errors_and_negative_delays(client: delayq.Client, topic: str) -> None:
+    jid = client.push(topic, 1, max_attempts=5).id
+    stop = threading.Event()
+
+    def handler(d: delayq.Delivery) -> None:
+        if d.attempt == 1:
+            raise delayq.Retry(-5, "é" * 100_000)  # a frame of 200 KB would be refused
+        stop.set()
+
+    client.subscribe(topic, handler, stop=stop, prefetch=1)
+    job = eventually(lambda: (lambda j: j if j.state == delayq.STATE_DONE else None)(client.get(jid)))
+    assert job.attempt == 2 and job.history[0].outcome == "retried"
+    assert job.history[0].error == "é" * 1024  # 2048 bytes

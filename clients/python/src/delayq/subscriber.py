@@ -39,6 +39,10 @@ _TOUCH_MIN = 0.1
 # Bound of a frame from the server: the largest job body and its envelope.
 _READ_LIMIT = 64 << 20
 
+# The most of a handler's error a nack frame carries (the service keeps as
+# much of last_error).
+_ERROR_MAX = 2048
+
 Handler = Callable[[Delivery], Union[None, Awaitable[None]]]
 """Handler handles one delivery: returning acks it, raising nacks it."""
 
@@ -51,6 +55,16 @@ class Retry(Exception):
     def __init__(self, delay: Duration, error: str = "") -> None:
         self.delay = delay
         super().__init__(error)
+
+
+def _not_negative(d: Duration) -> Duration:
+    """_not_negative is d, or 0 for a negative number or timedelta (as the Go
+    client's RetryIn)."""
+    if isinstance(d, _dt.timedelta):
+        return max(d, _dt.timedelta(0))
+    if isinstance(d, (int, float)) and not isinstance(d, bool):
+        return max(d, 0)
+    return d
 
 
 class _Backoff:
@@ -395,9 +409,14 @@ class _Session:
         frame: Dict[str, Any] = {"type": "ack", "id": d.id, "lease": d.lease}
         if err is not None:
             frame["type"] = "nack"
-            frame["error"] = str(err) or type(err).__name__
+            # The service keeps 2048 bytes of it; a frame over 64 KiB would
+            # be refused whole, leaving the delivery unsettled.
+            frame["error"] = (str(err) or type(err).__name__).encode("utf-8")[:_ERROR_MAX].decode("utf-8", "ignore")
             if isinstance(err, Retry):
-                frame["delay"] = duration_wire("delay", err.delay)
+                try:
+                    frame["delay"] = duration_wire("delay", _not_negative(err.delay))
+                except DelayqError as e:
+                    sub._report(e)  # retried by the backoff instead
         try:
             await self.ws.send(json.dumps(frame))
         except websockets.exceptions.WebSocketException as e:
