@@ -196,7 +196,8 @@ def test_subscriber_bounds_concurrency_and_settles_on_stop(client: delayq.Client
 def test_subscriber_refused_for_good(client: delayq.Client) -> None:
     with pytest.raises(delayq.InvalidArgumentError) as e:
         client.subscribe("bad topic!", lambda d: None, stop=threading.Event())
-    assert e.value.status == 400
+    assert (e.value.status, e.value.code, e.value.field) == (400, "invalid_argument", "topic")
+    assert "topic" in e.value.message
 
 
 def test_subscriber_retry_delay(client: delayq.Client, topic: str) -> None:

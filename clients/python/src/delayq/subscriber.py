@@ -5,10 +5,13 @@ in websockets 10.4)."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import concurrent.futures
 import datetime as _dt
+import http.client
 import inspect
 import json
+import os
 import random
 import ssl
 import time
@@ -20,7 +23,8 @@ import websockets.client
 import websockets.exceptions
 
 from ._wire import Duration, duration_wire, loads_keeping_bodies, parse_time
-from .errors import (DelayqError, UnavailableError, error_from, invalid_argument, _CLASS_BY_STATUS)
+from .errors import (DelayqError, UnavailableError, error_from, error_from_answer, invalid_argument,
+                     _CLASS_BY_STATUS)
 from .models import Delivery
 
 PREFETCH_DEFAULT = 16
@@ -254,8 +258,31 @@ class Subscriber:
             err = cls(code, "subscription to %s refused with HTTP %d" % (self.topic, status), status=status,
                       retry_after=ra)
             if 400 <= status < 500 and status not in (408, 429):
+                # websockets 10 drops the answer's body: ask again to read
+                # the service's error (code, field, message).
+                err = await asyncio.to_thread(self._refusal, err)
                 raise _Permanent(err) from None
             raise err from None
+
+    def _refusal(self, err: DelayqError) -> DelayqError:
+        """_refusal sends the handshake again over http.client and returns
+        the error its answer carries; err when it carries none (or the
+        service took it this time)."""
+        u = urllib.parse.urlsplit(self.url)
+        headers = self.client.headers()
+        headers.update({"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+                        "Sec-WebSocket-Key": base64.b64encode(os.urandom(16)).decode()})
+        conn = self.client._connect(self.client.timeout)
+        try:
+            conn.request("GET", u.path + "?" + u.query, headers=headers)
+            resp = conn.getresponse()
+            if resp.status < 400:
+                return err
+            return error_from_answer(resp.status, resp.read(64 << 10), resp.headers)
+        except (OSError, http.client.HTTPException):
+            return err
+        finally:
+            conn.close()
 
     async def _session(self, executor: Optional[concurrent.futures.Executor]) -> Tuple[int, Exception]:
         """_session runs one connection until it ends or stop() is called,
