@@ -40,6 +40,7 @@ func TestSignatureVectors(t *testing.T) {
 		{Name: "one secret", Secrets: []string{"s3cret"}},
 		{Name: "rotation: new and previous secret", Secrets: []string{"new-secret", "old-secret"}},
 		{Name: "whsec_ secret", Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}},
+		{Name: "rotation: whsec_ secret and a previous plain one", Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "old-secret"}},
 	}
 	for i := range cases {
 		c := &cases[i]

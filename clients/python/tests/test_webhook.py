@@ -1,5 +1,6 @@
-"""The webhook verification helper against vectors of the Go signer
-(signature_vectors.json says how they were made)."""
+"""The webhook verification helper against requests signed by the Go
+signer, shared by every client (clients/testdata/webhook-signatures.json,
+made by transports/webhook's TestSignatureVectors)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import pytest
 
 from delayq import webhook
 
-VECTORS = json.loads((Path(__file__).parent / "signature_vectors.json").read_text(encoding="utf-8"))["vectors"]
+VECTORS = json.loads(
+    (Path(__file__).parents[2] / "testdata" / "webhook-signatures.json").read_text(encoding="utf-8"))["vectors"]
 
 
 def _valid_standard(secret: str) -> bool:
@@ -20,7 +22,7 @@ def _valid_standard(secret: str) -> bool:
         return False
 
 
-@pytest.mark.parametrize("v", VECTORS, ids=lambda v: v["id"])
+@pytest.mark.parametrize("v", VECTORS, ids=lambda v: v["name"])
 def test_vectors_verify_with_each_secret(v) -> None:
     body = v["body"].encode("utf-8")
     h = v["headers"]
@@ -36,7 +38,7 @@ def test_vectors_verify_with_each_secret(v) -> None:
     webhook.verify(v["secrets"], h, body, now=ts)
 
 
-@pytest.mark.parametrize("v", VECTORS, ids=lambda v: v["id"])
+@pytest.mark.parametrize("v", VECTORS, ids=lambda v: v["name"])
 def test_vectors_refuse_tampering_and_wrong_secrets(v) -> None:
     body = v["body"].encode("utf-8")
     h = v["headers"]
@@ -110,8 +112,8 @@ def test_receiver_answers() -> None:
     ok = r.handle(h, body, events.append)
     assert ok.status == 200 and webhook.NO_RETRY_HEADER not in ok.headers
     (e,) = events
-    assert (e.id, e.topic, e.attempt, e.body) == ("order-42", "orders.close", 1, {"order": 42})
-    assert e.body_raw == '{"order": 42}'
+    assert (e.id, e.topic, e.attempt, e.body) == ("job-1", "orders.close", 1, {"order": 42, "note": "é"})
+    assert e.body_raw == '{"order":42,"note":"é"}'
 
     def stop(e: webhook.Event) -> None:
         raise webhook.NoRetry("order\n already closed", status=409)
