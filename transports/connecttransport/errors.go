@@ -9,6 +9,7 @@ import (
 
 	"github.com/delayq/delayq/core"
 	delayqv1 "github.com/delayq/delayq/gen/delayq/v1"
+	"github.com/delayq/delayq/service"
 	"github.com/delayq/delayq/transports/wire"
 )
 
@@ -61,7 +62,7 @@ func (s *Server) toConnectError(ctx context.Context, procedure string, err error
 func (s *Server) apiError(ctx context.Context, err error) wire.Error {
 	e := wire.ToError(err)
 	if e.Job != nil {
-		if id := identityFrom(ctx); id != nil && !id.AllowsTopic(e.Job.Topic) {
+		if !service.Allows(ctx, e.Job.Topic) {
 			e.Job = nil
 		}
 	}

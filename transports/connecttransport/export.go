@@ -2,14 +2,13 @@ package connecttransport
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/delayq/delayq/core"
 	delayqv1 "github.com/delayq/delayq/gen/delayq/v1"
-	"github.com/delayq/delayq/transports/wire"
+	"github.com/delayq/delayq/service"
 )
 
 // Bounds of export and import, those of the HTTP API.
@@ -31,7 +30,6 @@ const (
 // an error after the first batch ends the stream with its status, so that
 // a client sees a broken export rather than a short one.
 func (s *Server) Export(ctx context.Context, _ *connect.Request[delayqv1.ExportRequest], stream *connect.ServerStream[delayqv1.ExportResponse]) error {
-	id := identityFrom(ctx)
 	rc := responseController(ctx)
 	if rc != nil {
 		// Bounded by progress, each batch by SendTimeout, however long
@@ -49,35 +47,23 @@ func (s *Server) Export(ctx context.Context, _ *connect.Request[delayqv1.ExportR
 		batch.Jobs, batch.Schedules = batch.Jobs[:0], batch.Schedules[:0]
 		return err
 	}
-	full := func() bool { return len(batch.Jobs)+len(batch.Schedules) >= exportBatchJobs }
-	schedules, err := s.engine.ListSchedules(ctx)
-	for _, sc := range schedules {
-		if id != nil && !id.AllowsTopic(sc.Topic) {
-			continue
+	sendFull := func() error {
+		if len(batch.Jobs)+len(batch.Schedules) >= exportBatchJobs {
+			return send()
 		}
+		return nil
+	}
+	err := s.svc.Export(ctx, func(sc *core.Schedule) error {
 		batch.Schedules = append(batch.Schedules, scheduleMessage(sc, time.Time{}, 0))
-		if full() {
-			if err = send(); err != nil {
-				break
-			}
-		}
-	}
-	if err == nil {
-		err = s.engine.Export(ctx, func(j *core.Job) error {
-			if id != nil && !id.AllowsTopic(j.Topic) {
-				return nil
-			}
-			batch.Jobs = append(batch.Jobs, exportMessage(j))
-			if full() {
-				return send()
-			}
-			return nil
-		})
-	}
+		return sendFull()
+	}, func(j *core.Job) error {
+		batch.Jobs = append(batch.Jobs, exportMessage(j))
+		return sendFull()
+	})
 	if err == nil && len(batch.Jobs)+len(batch.Schedules) > 0 {
 		err = send()
 	}
-	return describe(err, errors.ErrUnsupported, "export is not supported by this backend")
+	return err
 }
 
 // Import reads batches of exported schedules and jobs until the client
@@ -87,15 +73,15 @@ func (s *Server) Export(ctx context.Context, _ *connect.Request[delayqv1.ExportR
 // errors of the first 1000 that failed, each by its 1-based position in
 // the stream: an item fails alone, as a line of POST /v1/import does (a
 // job with an id of the engine's derived forms, from a token restricted to
-// topics, too: wire.AllowImportedID).
+// topics, too: service.AllowImportedID).
 // Errors: Unimplemented when the backend cannot import; a store failure
 // fails the call, and since an import is idempotent by name and id the
 // whole stream may be sent again.
 func (s *Server) Import(ctx context.Context, stream *connect.ClientStream[delayqv1.ImportRequest]) (*connect.Response[delayqv1.ImportResponse], error) {
 	// Ask with no jobs first, so that a backend without the capability
 	// answers Unimplemented whatever the stream holds.
-	if _, err := s.engine.Import(ctx, nil); err != nil {
-		return nil, describe(err, errors.ErrUnsupported, "import is not supported by this backend")
+	if _, err := s.svc.Import(ctx, nil); err != nil {
+		return nil, err
 	}
 	rc := responseController(ctx)
 	ans := &delayqv1.ImportResponse{}
@@ -123,8 +109,7 @@ func (s *Server) Import(ctx context.Context, stream *connect.ClientStream[delayq
 			index++
 			imported, err := s.importSchedule(ctx, m)
 			switch {
-			case err != nil && !errors.Is(err, core.ErrInvalidArgument) && !errors.Is(err, core.ErrTooLarge) &&
-				!errors.Is(err, wire.ErrPermissionDenied):
+			case err != nil && !service.ItemFailed(err):
 				return nil, err // the store's failure: the whole stream may be sent again
 			case err != nil:
 				fail(index, err)
@@ -140,10 +125,7 @@ func (s *Server) Import(ctx context.Context, stream *connect.ClientStream[delayq
 			index++
 			j, err := importJob(m)
 			if err == nil {
-				err = s.allowTopic(ctx, j.Topic)
-			}
-			if err == nil {
-				err = wire.AllowImportedID(identityFrom(ctx), j.ID)
+				err = s.svc.CheckImport(ctx, j)
 			}
 			if err != nil {
 				fail(index, err)
@@ -153,7 +135,7 @@ func (s *Server) Import(ctx context.Context, stream *connect.ClientStream[delayq
 		}
 		for len(jobs) > 0 {
 			n := min(len(jobs), importBatchJobs)
-			results, err := s.engine.Import(ctx, jobs[:n])
+			results, err := s.svc.Import(ctx, jobs[:n])
 			if err != nil {
 				return nil, err
 			}
@@ -184,8 +166,5 @@ func (s *Server) importSchedule(ctx context.Context, m *delayqv1.Schedule) (bool
 	if err != nil {
 		return false, err
 	}
-	if err := s.allowTopic(ctx, sc.Topic); err != nil {
-		return false, err
-	}
-	return s.engine.ImportSchedule(ctx, sc)
+	return s.svc.ImportSchedule(ctx, sc)
 }

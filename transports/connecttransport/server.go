@@ -15,6 +15,7 @@ import (
 	"github.com/delayq/delayq/auth"
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/gen/delayq/v1/delayqv1connect"
+	"github.com/delayq/delayq/service"
 )
 
 // Defaults of Config.
@@ -54,6 +55,12 @@ const (
 type Config struct {
 	// Engine serves every call. Required.
 	Engine *core.Engine
+	// Service applies the API's policy (access, quotas, batch rules) over
+	// Engine; share one with the other transports.
+	//
+	// Defaults to a service.Service over Engine with Logger and
+	// NATSDeliverySubjects.
+	Service *service.Service
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Tokens, when it holds any, are the API tokens every call must present
@@ -63,7 +70,8 @@ type Config struct {
 	Tokens *auth.Tokens
 	// NATSDeliverySubjects are the NATS subject patterns a token restricted
 	// to some topics may name as a topic's delivery.subject, as
-	// httptransport.Config.NATSDeliverySubjects.
+	// httptransport.Config.NATSDeliverySubjects; only the default Service
+	// uses it.
 	NATSDeliverySubjects []string
 	// MaxRequestBytes bounds one request message; a larger one is answered
 	// ResourceExhausted.
@@ -151,6 +159,7 @@ func (c Config) Validate() error {
 // concurrent use.
 type Server struct {
 	engine *core.Engine
+	svc    *service.Service
 	log    *slog.Logger
 	cfg    Config
 	tokens *auth.Tokens
@@ -174,7 +183,11 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Server{engine: cfg.Engine, log: cfg.Logger, cfg: cfg, tokens: cfg.Tokens, subs: map[*subscription]struct{}{}}, nil
+	svc := cfg.Service
+	if svc == nil {
+		svc = service.New(service.Config{Engine: cfg.Engine, Logger: cfg.Logger, NATSDeliverySubjects: cfg.NATSDeliverySubjects})
+	}
+	return &Server{engine: cfg.Engine, svc: svc, log: cfg.Logger, cfg: cfg, tokens: cfg.Tokens, subs: map[*subscription]struct{}{}}, nil
 }
 
 // Request classes of readLimit: what one message of a procedure may hold,

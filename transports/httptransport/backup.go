@@ -40,11 +40,8 @@ var errBackupRunning = wire.WithMessage(
 // were sent aborts the connection, so that a client sees a broken
 // transfer rather than a short archive.
 func (s *Server) backupArchive(w http.ResponseWriter, r *http.Request) error {
-	if id := identityFrom(r.Context()); id != nil && id.Restricted() {
-		s.log.Info("httptransport: permission denied", "token", id.Name, "method", r.Method, "path", r.URL.Path, "reason", "restricted to topics")
-		return wire.WithMessage(fmt.Sprintf(
-			"token %q is restricted to topics, and a backup holds the jobs of every topic: it needs an admin token without topic patterns", id.Name),
-			wire.ErrPermissionDenied)
+	if err := s.svc.AllowBackup(r.Context()); err != nil {
+		return err
 	}
 	if !s.backupRunning.CompareAndSwap(false, true) {
 		return errBackupRunning

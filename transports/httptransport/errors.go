@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/service"
 	"github.com/delayq/delayq/transports/wire"
 )
 
@@ -47,7 +48,7 @@ func describe(err, target error, format string, args ...any) error {
 func (s *Server) apiError(r *http.Request, err error) wire.Error {
 	e := toAPIError(err)
 	if e.Job != nil {
-		if id := identityFrom(r.Context()); id != nil && !id.AllowsTopic(e.Job.Topic) {
+		if !service.Allows(r.Context(), e.Job.Topic) {
 			e.Job = nil
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/service"
 	"github.com/delayq/delayq/transports/wire"
 )
 
@@ -36,7 +37,6 @@ const (
 // once lines were sent aborts the connection, so that a client sees a
 // broken transfer rather than a short export.
 func (s *Server) exportJobs(w http.ResponseWriter, r *http.Request) error {
-	id := identityFrom(r.Context())
 	rc := http.NewResponseController(w)
 	started := false
 	b := make([]byte, 0, exportFlushBytes+4096)
@@ -60,22 +60,18 @@ func (s *Server) exportJobs(w http.ResponseWriter, r *http.Request) error {
 		}
 		return rc.Flush()
 	}
-	err := s.exportSchedules(r, func(line []byte) {
+	err := s.svc.Export(r.Context(), func(sc *core.Schedule) error {
+		line, err := scheduleExportLine(sc)
 		b = append(append(b, line...), '\n')
+		return err
+	}, func(j *core.Job) error {
+		b = appendExportJob(b, j)
+		b = append(b, '\n')
+		if len(b) >= exportFlushBytes {
+			return flush()
+		}
+		return nil
 	})
-	if err == nil {
-		err = s.engine.Export(r.Context(), func(j *core.Job) error {
-			if id != nil && !id.AllowsTopic(j.Topic) {
-				return nil
-			}
-			b = appendExportJob(b, j)
-			b = append(b, '\n')
-			if len(b) >= exportFlushBytes {
-				return flush()
-			}
-			return nil
-		})
-	}
 	if err == nil {
 		err = flush()
 	}
@@ -83,7 +79,7 @@ func (s *Server) exportJobs(w http.ResponseWriter, r *http.Request) error {
 	case err == nil:
 		return nil
 	case !started:
-		return describe(err, errors.ErrUnsupported, "export is not supported by this backend")
+		return err
 	}
 	s.logError(r, toAPIError(err), fmt.Errorf("export ended early: %w", err))
 	panic(http.ErrAbortHandler)
@@ -203,7 +199,7 @@ type importBatch struct {
 // first failed lines, each failing alone with its line number (1-based;
 // blank lines count and are ignored). A job with an id of the engine's
 // derived forms fails, not skips, from a token restricted to topics
-// (wire.AllowImportedID). 501 unimplemented when the backend
+// (service.AllowImportedID). 501 unimplemented when the backend
 // cannot import; a store failure answers its error, and since an import is
 // idempotent by id the whole body may be sent again.
 func (s *Server) importJobs(w http.ResponseWriter, r *http.Request) error {
@@ -220,17 +216,17 @@ func (s *Server) importJobs(w http.ResponseWriter, r *http.Request) error {
 	}
 	// Ask with no jobs first, so that a backend without the capability
 	// answers 501 whatever the body holds.
-	if _, err := s.engine.Import(r.Context(), nil); err != nil {
-		return describe(err, errors.ErrUnsupported, "import is not supported by this backend")
+	if _, err := s.svc.Import(r.Context(), nil); err != nil {
+		return err
 	}
 	batch := &importBatch{}
 	run := func() error {
 		if len(batch.jobs) == 0 {
 			return nil
 		}
-		results, err := s.engine.Import(r.Context(), batch.jobs)
+		results, err := s.svc.Import(r.Context(), batch.jobs)
 		if err != nil {
-			return describe(err, errors.ErrUnsupported, "import is not supported by this backend")
+			return err
 		}
 		for k, res := range results {
 			switch {
@@ -263,8 +259,7 @@ func (s *Server) importJobs(w http.ResponseWriter, r *http.Request) error {
 		case isScheduleLine(line):
 			imported, err := s.importSchedule(r, line)
 			switch {
-			case err != nil && !errors.Is(err, core.ErrInvalidArgument) && !errors.Is(err, core.ErrTooLarge) &&
-				!errors.Is(err, wire.ErrPermissionDenied):
+			case err != nil && !service.ItemFailed(err):
 				return err // the store's failure: the whole body may be sent again
 			case err != nil:
 				fail(n, err)
@@ -276,10 +271,7 @@ func (s *Server) importJobs(w http.ResponseWriter, r *http.Request) error {
 		case len(trimJSONSpace(line)) > 0:
 			j, derr := decodeExportLine(line)
 			if derr == nil {
-				derr = s.allowTopic(r, j.Topic)
-			}
-			if derr == nil {
-				derr = wire.AllowImportedID(identityFrom(r.Context()), j.ID)
+				derr = s.svc.CheckImport(r.Context(), j)
 			}
 			if derr != nil {
 				fail(n, derr)
@@ -356,4 +348,14 @@ func appendErrorObject(b []byte, e wire.Error) []byte {
 	b = append(b, `,"field":`...)
 	b = appendString(b, e.Field)
 	return append(b, '}')
+}
+
+// importSchedule imports a schedule's line: false when a schedule of its
+// name exists (skipped).
+func (s *Server) importSchedule(r *http.Request, line []byte) (bool, error) {
+	sc, err := decodeScheduleLine(line)
+	if err != nil {
+		return false, err
+	}
+	return s.svc.ImportSchedule(r.Context(), sc)
 }

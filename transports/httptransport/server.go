@@ -18,6 +18,7 @@ import (
 
 	"github.com/delayq/delayq/auth"
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/service"
 	"github.com/delayq/delayq/transports/wire"
 )
 
@@ -39,6 +40,12 @@ const (
 type Config struct {
 	// Engine serves every request. Required.
 	Engine *core.Engine
+	// Service applies the API's policy (access, quotas, batch rules) over
+	// Engine; share one with the other transports.
+	//
+	// Defaults to a service.Service over Engine with Logger and
+	// NATSDeliverySubjects.
+	Service *service.Service
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// MaxRequestBytes bounds a batch request body. A single job request is
@@ -62,7 +69,8 @@ type Config struct {
 	// only delayq.deliver.<topic> of a topic it may use, so that it cannot
 	// publish on subjects that belong to others. Tokens without topic
 	// patterns, and the open API, may name any subject the NATS deliverer
-	// accepts. Nil allows no other subject.
+	// accepts. Nil allows no other subject. Only the default Service uses
+	// it.
 	NATSDeliverySubjects []string
 	// BodyReadTimeout bounds the read of a request's body, from the start
 	// of its handler; a body that has not arrived by then is answered 400
@@ -146,13 +154,13 @@ func (c Config) Validate() error {
 // ReadTimeout and WriteTimeout.
 type Server struct {
 	engine          *core.Engine
+	svc             *service.Service
 	log             *slog.Logger
 	maxRequestBytes int64
 	maxJobBytes     int64
 	mux             *http.ServeMux
 	tokens          *auth.Tokens
 	protectMetrics  bool
-	natsSubjects    []string
 	bodyReadTimeout time.Duration
 	writeTimeout    time.Duration
 	allowedHosts    []string
@@ -192,7 +200,6 @@ func New(cfg Config) *Server {
 		mux:             http.NewServeMux(),
 		tokens:          cfg.Tokens,
 		protectMetrics:  cfg.ProtectMetrics,
-		natsSubjects:    cfg.NATSDeliverySubjects,
 		bodyReadTimeout: cmp.Or(cfg.BodyReadTimeout, BodyReadTimeoutDefault),
 		writeTimeout:    cmp.Or(cfg.WriteTimeout, WriteTimeoutDefault),
 		allowedHosts:    normalizeHostPatterns(cfg.AllowedHosts),
@@ -200,6 +207,9 @@ func New(cfg Config) *Server {
 		backupDir:       cmp.Or(cfg.BackupDir, os.TempDir()),
 		backup:          cfg.Backup,
 		liveStats:       cfg.Stats,
+	}
+	if s.svc = cfg.Service; s.svc == nil {
+		s.svc = service.New(service.Config{Engine: cfg.Engine, Logger: s.log, NATSDeliverySubjects: cfg.NATSDeliverySubjects})
 	}
 	if s.backup == nil {
 		s.backup = s.engine.Checkpoint
@@ -397,11 +407,7 @@ func (s *Server) route(pattern string, h handlerFunc) {
 		}()
 		// Store decorators label metrics and spans with the transport.
 		r = r.WithContext(core.WithTransport(r.Context(), core.TransportHTTP))
-		err := s.allowPathTopics(r, pattern)
-		if err == nil {
-			err = h(w, r)
-		}
-		if err != nil {
+		if err := h(w, r); err != nil {
 			s.writeError(w, r, err)
 		}
 	})
