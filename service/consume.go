@@ -140,5 +140,5 @@ func (s *Service) Requeue(ctx context.Context, id string) error {
 	if err := s.AllowJob(ctx, id); err != nil {
 		return err
 	}
-	return describe(s.engine.Requeue(ctx, id), core.ErrNotFound, "job %q not found", id)
+	return Describe(s.engine.Requeue(ctx, id), core.ErrNotFound, "job %q not found", id)
 }

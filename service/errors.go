@@ -9,11 +9,11 @@ import (
 	"github.com/delayq/delayq/transports/wire"
 )
 
-// describe gives err the message format when err matches target, so that
+// Describe gives err the message format when err matches target, so that
 // clients read `job "x" not found` rather than "not found". Other errors,
 // and a conflict that carries the existing job (its message is the
 // store's), are returned as they are.
-func describe(err, target error, format string, args ...any) error {
+func Describe(err, target error, format string, args ...any) error {
 	if err == nil || !errors.Is(err, target) {
 		return err
 	}
@@ -27,8 +27,8 @@ func describe(err, target error, format string, args ...any) error {
 // nack, touch) their messages: a lost lease and a job not found say so and
 // name the job. Other errors are returned as they are.
 func DescribeLease(err error, id string) error {
-	err = describe(err, core.ErrLeaseLost, "the lease of job %q is lost: the delivery expired, was finished or was handed out again", id)
-	return describe(err, core.ErrNotFound, "job %q not found", id)
+	err = Describe(err, core.ErrLeaseLost, "the lease of job %q is lost: the delivery expired, was finished or was handed out again", id)
+	return Describe(err, core.ErrNotFound, "job %q not found", id)
 }
 
 // serverSide reports whether err is the server's fault (the backend is

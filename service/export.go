@@ -28,7 +28,7 @@ func (s *Service) Export(ctx context.Context, schedule func(*core.Schedule) erro
 			return job(j)
 		})
 	}
-	return describe(err, errors.ErrUnsupported, "export is not supported by this backend")
+	return Describe(err, errors.ErrUnsupported, "export is not supported by this backend")
 }
 
 // Import imports jobs, each checked by CheckImport first, and says of each
@@ -37,7 +37,7 @@ func (s *Service) Export(ctx context.Context, schedule func(*core.Schedule) erro
 // errors.ErrUnsupported when it cannot, the store's.
 func (s *Service) Import(ctx context.Context, jobs []*core.Job) ([]core.ImportResult, error) {
 	res, err := s.engine.Import(ctx, jobs)
-	return res, describe(err, errors.ErrUnsupported, "import is not supported by this backend")
+	return res, Describe(err, errors.ErrUnsupported, "import is not supported by this backend")
 }
 
 // CheckImport checks a job an import brings before Import: the caller

@@ -100,7 +100,7 @@ func (s *Service) Get(ctx context.Context, id string) (*core.Job, error) {
 		return nil, err
 	}
 	job, err := s.engine.Get(ctx, id)
-	return job, describe(err, core.ErrNotFound, "job %q not found", id)
+	return job, Describe(err, core.ErrNotFound, "job %q not found", id)
 }
 
 // Cancel cancels the job id. Errors: core.ErrNotFound when unknown or
@@ -109,7 +109,7 @@ func (s *Service) Cancel(ctx context.Context, id string) error {
 	if err := s.AllowJob(ctx, id); err != nil {
 		return err
 	}
-	return describe(s.engine.Cancel(ctx, id), core.ErrNotFound, "job %q not found or already finished", id)
+	return Describe(s.engine.Cancel(ctx, id), core.ErrNotFound, "job %q not found or already finished", id)
 }
 
 // FindJobs lists a page of a topic's jobs with a business key, and the

@@ -68,5 +68,5 @@ func (s *Service) DeleteSchedule(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	return describe(s.engine.DeleteSchedule(ctx, sc.Name), core.ErrNotFound, "schedule %q not found", sc.Name)
+	return Describe(s.engine.DeleteSchedule(ctx, sc.Name), core.ErrNotFound, "schedule %q not found", sc.Name)
 }

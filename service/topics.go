@@ -30,7 +30,7 @@ func (s *Service) GetTopic(ctx context.Context, name string) (*core.Topic, error
 		return nil, err
 	}
 	t, err := s.engine.GetTopic(ctx, name)
-	return t, describe(err, core.ErrNotFound, "topic %q not found", name)
+	return t, Describe(err, core.ErrNotFound, "topic %q not found", name)
 }
 
 // PutTopic stores t's configuration and returns the topic as GetTopic
@@ -66,7 +66,7 @@ func (s *Service) DeleteTopic(ctx context.Context, name string) error {
 	if err := s.AllowTopic(ctx, name); err != nil {
 		return err
 	}
-	return describe(s.engine.DeleteTopic(ctx, name), core.ErrNotFound, "topic %q has no configuration", name)
+	return Describe(s.engine.DeleteTopic(ctx, name), core.ErrNotFound, "topic %q has no configuration", name)
 }
 
 // SetTopicPaused stops (paused) or starts again a topic's deliveries on

@@ -3,7 +3,6 @@ package connecttransport
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"connectrpc.com/connect"
 
@@ -89,26 +88,6 @@ func (s *Server) logError(procedure string, e wire.Error, err error) {
 	case wire.CodeInternal:
 		s.log.Error("connecttransport: internal error", "procedure", procedure, "err", err)
 	}
-}
-
-// describe gives err the message format when err matches target, so that
-// clients read `job "x" not found` rather than "not found", as the HTTP API
-// does. Other errors, and a conflict that carries the existing job, are
-// returned as they are.
-func describe(err, target error, format string, args ...any) error {
-	if err == nil || !errors.Is(err, target) {
-		return err
-	}
-	if ce, ok := errors.AsType[*core.ConflictError](err); ok && ce.Job != nil {
-		return err
-	}
-	return wire.WithMessage(fmt.Sprintf(format, args...), err)
-}
-
-// describeLease gives the errors of lease operations clear messages.
-func describeLease(err error, id string) error {
-	err = describe(err, core.ErrLeaseLost, "the lease of job %q is lost: the delivery expired, was finished or was handed out again", id)
-	return describe(err, core.ErrNotFound, "job %q not found", id)
 }
 
 // interceptor makes sure every call, unary and streaming, was

@@ -8,19 +8,10 @@ import (
 
 	"github.com/delayq/delayq/core"
 	delayqv1 "github.com/delayq/delayq/gen/delayq/v1"
-	"github.com/delayq/delayq/service"
 )
 
-// Bounds of export and import, those of the HTTP API.
-const (
-	// exportBatchJobs is the most jobs of one ExportResponse.
-	exportBatchJobs = 256
-	// importBatchJobs is the most jobs given to one Engine.Import call.
-	importBatchJobs = 1000
-	// importMaxErrors is the most errors an ImportResponse lists; the
-	// others are only counted.
-	importMaxErrors = 1000
-)
+// exportBatchJobs is the most jobs of one ExportResponse.
+const exportBatchJobs = 256
 
 // Export streams every schedule, then every scheduled, ready, reserved and
 // dead job, in batches of both, as GET /v1/export does: schedules as
@@ -78,19 +69,11 @@ func (s *Server) Export(ctx context.Context, _ *connect.Request[delayqv1.ExportR
 // fails the call, and since an import is idempotent by name and id the
 // whole stream may be sent again.
 func (s *Server) Import(ctx context.Context, stream *connect.ClientStream[delayqv1.ImportRequest]) (*connect.Response[delayqv1.ImportResponse], error) {
-	// Ask with no jobs first, so that a backend without the capability
-	// answers Unimplemented whatever the stream holds.
-	if _, err := s.svc.Import(ctx, nil); err != nil {
+	im, err := s.svc.StartImport(ctx, s.cfg.MaxRequestBytes)
+	if err != nil {
 		return nil, err
 	}
 	rc := responseController(ctx)
-	ans := &delayqv1.ImportResponse{}
-	fail := func(index int64, err error) {
-		ans.Failed++
-		if len(ans.Errors) < importMaxErrors {
-			ans.Errors = append(ans.Errors, &delayqv1.ImportError{Index: index, Error: errorMessage(s.apiError(ctx, err))})
-		}
-	}
 	var index int64
 	for {
 		if rc != nil {
@@ -107,64 +90,28 @@ func (s *Server) Import(ctx context.Context, stream *connect.ClientStream[delayq
 		}
 		for _, m := range stream.Msg().Schedules {
 			index++
-			imported, err := s.importSchedule(ctx, m)
-			switch {
-			case err != nil && !service.ItemFailed(err):
+			sc, err := importedSchedule(m)
+			if err = im.Schedule(index, sc, err); err != nil {
 				return nil, err // the store's failure: the whole stream may be sent again
-			case err != nil:
-				fail(index, err)
-			case imported:
-				ans.Imported++
-			default:
-				ans.Skipped++
 			}
 		}
-		var jobs []*core.Job
-		var at []int64
 		for _, m := range stream.Msg().Jobs {
 			index++
 			j, err := importJob(m)
-			if err == nil {
-				err = s.svc.CheckImport(ctx, j)
-			}
-			if err != nil {
-				fail(index, err)
-				continue
-			}
-			jobs, at = append(jobs, j), append(at, index)
-		}
-		for len(jobs) > 0 {
-			n := min(len(jobs), importBatchJobs)
-			results, err := s.svc.Import(ctx, jobs[:n])
-			if err != nil {
+			if err = im.Job(index, j, 0, err); err != nil {
 				return nil, err
 			}
-			for k, res := range results {
-				switch {
-				case res.Err != nil:
-					fail(at[k], res.Err)
-				case res.Imported:
-					ans.Imported++
-				default:
-					ans.Skipped++
-				}
-			}
-			jobs, at = jobs[n:], at[n:]
+		}
+		if err := im.Flush(); err != nil {
+			return nil, err
 		}
 	}
 	if err := stream.Err(); err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(ans), nil
-}
-
-// importSchedule imports a schedule of an import stream: false when a
-// schedule of its name exists (skipped). A token restricted to topics may
-// import only theirs.
-func (s *Server) importSchedule(ctx context.Context, m *delayqv1.Schedule) (bool, error) {
-	sc, err := importedSchedule(m)
-	if err != nil {
-		return false, err
+	ans := &delayqv1.ImportResponse{Imported: im.Imported, Skipped: im.Skipped, Failed: im.Failed}
+	for _, e := range im.Errors {
+		ans.Errors = append(ans.Errors, &delayqv1.ImportError{Index: e.Index, Error: errorMessage(s.apiError(ctx, e.Err))})
 	}
-	return s.svc.ImportSchedule(ctx, sc)
+	return connect.NewResponse(ans), nil
 }

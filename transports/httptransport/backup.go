@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/service"
 	"github.com/delayq/delayq/transports/wire"
 )
 
@@ -58,7 +59,7 @@ func (s *Server) backupArchive(w http.ResponseWriter, r *http.Request) error {
 		}
 	}()
 	if err := s.backup(r.Context(), dir); err != nil {
-		return describe(err, errors.ErrUnsupported, "backup is not supported by this backend")
+		return service.Describe(err, errors.ErrUnsupported, "backup is not supported by this backend")
 	}
 
 	out := &backupWriter{w: w, rc: http.NewResponseController(w), ctx: r.Context(), timeout: s.writeTimeout}

@@ -2,10 +2,8 @@ package httptransport
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 
-	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/service"
 	"github.com/delayq/delayq/transports/wire"
 )
@@ -26,19 +24,6 @@ func toAPIError(err error) wire.Error {
 		e.Status, e.Code, e.Message = http.StatusMethodNotAllowed, codeMethodNotAllowed, err.Error()
 	}
 	return e
-}
-
-// describe gives err the message format when err matches target, so that
-// clients read `job "x" not found` rather than "not found". Other errors
-// are returned as they are.
-func describe(err, target error, format string, args ...any) error {
-	if err == nil || !errors.Is(err, target) {
-		return err
-	}
-	if ce, ok := errors.AsType[*core.ConflictError](err); ok && ce.Job != nil {
-		return err // keep the existing job and the store's message
-	}
-	return wire.WithMessage(fmt.Sprintf(format, args...), err)
 }
 
 // apiError maps err with toAPIError for the request's token: the existing
