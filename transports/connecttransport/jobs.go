@@ -3,7 +3,6 @@ package connecttransport
 import (
 	"cmp"
 	"context"
-	"strings"
 
 	"connectrpc.com/connect"
 
@@ -12,16 +11,6 @@ import (
 	"github.com/delayq/delayq/service"
 	"github.com/delayq/delayq/transports/wire"
 )
-
-// traceParent returns the call's W3C traceparent metadata when it is well
-// formed, else "".
-func traceParent(h interface{ Get(string) string }) string {
-	tp := strings.TrimSpace(h.Get("traceparent"))
-	if wire.ValidTraceParent(tp) {
-		return tp
-	}
-	return ""
-}
 
 // Push creates a job, as POST /v1/jobs (service.Push): the answer says
 // replaced when the topic's unique keys replaced the key's job. Errors:
@@ -33,7 +22,7 @@ func (s *Server) Push(ctx context.Context, req *connect.Request[delayqv1.PushReq
 	if err != nil {
 		return nil, err
 	}
-	p.TraceParent = traceParent(req.Header())
+	p.TraceParent = wire.TraceParent(req.Header())
 	res, err := s.svc.Push(ctx, p)
 	if err != nil {
 		return nil, err
@@ -48,7 +37,7 @@ func (s *Server) Replace(ctx context.Context, req *connect.Request[delayqv1.Repl
 	if err != nil {
 		return nil, err
 	}
-	p.TraceParent = traceParent(req.Header())
+	p.TraceParent = wire.TraceParent(req.Header())
 	job, replaced, err := s.svc.Replace(ctx, p)
 	if err != nil {
 		return nil, err
@@ -62,7 +51,7 @@ func (s *Server) Replace(ctx context.Context, req *connect.Request[delayqv1.Repl
 // one ResourceExhausted, and when every job failed with a server-side
 // error the call fails with it.
 func (s *Server) PushBatch(ctx context.Context, req *connect.Request[delayqv1.PushBatchRequest]) (*connect.Response[delayqv1.PushBatchResponse], error) {
-	tp := traceParent(req.Header())
+	tp := wire.TraceParent(req.Header())
 	results, err := s.svc.PushBatch(ctx, len(req.Msg.Jobs), func(i int) (*core.PushParams, error) {
 		p, err := pushParams(req.Msg.Jobs[i])
 		if err == nil {

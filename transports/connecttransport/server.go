@@ -16,6 +16,7 @@ import (
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/gen/delayq/v1/delayqv1connect"
 	"github.com/delayq/delayq/service"
+	"github.com/delayq/delayq/transports/wire"
 )
 
 // Defaults of Config.
@@ -190,21 +191,10 @@ func New(cfg Config) (*Server, error) {
 	return &Server{engine: cfg.Engine, svc: svc, log: cfg.Logger, cfg: cfg, tokens: cfg.Tokens, subs: map[*subscription]struct{}{}}, nil
 }
 
-// Request classes of readLimit: what one message of a procedure may hold,
-// as the HTTP route it mirrors bounds its body.
-const (
-	// smallRequestBytes bounds a message without a job body: reads, claims,
-	// acks, topic configuration (httptransport's bound of the same routes).
-	smallRequestBytes = 256 << 10
-	// envelopeBytes is the room a message with one job body has beyond the
-	// engine's body limit, for its other fields.
-	envelopeBytes = 64 << 10
-)
-
 // readLimit returns the most bytes one message of procedure may hold once
 // decompressed: Config.MaxRequestBytes for batches and import, the
 // engine's body limit and an envelope for a message of one job (a push, a
-// replace, a schedule's template), smallRequestBytes for the rest. A
+// replace, a schedule's template), wire.SmallRequestBytes for the rest. A
 // bound per procedure keeps a small call from inflating a compressed body
 // to the batch limit.
 func (s *Server) readLimit(procedure string) int {
@@ -217,9 +207,9 @@ func (s *Server) readLimit(procedure string) int {
 	case delayqv1connect.DelayqServicePushProcedure,
 		delayqv1connect.DelayqServiceReplaceProcedure,
 		delayqv1connect.DelayqServicePutScheduleProcedure:
-		return min(s.engine.Limits().MaxBodyBytes+envelopeBytes, s.cfg.MaxRequestBytes)
+		return min(s.engine.Limits().MaxBodyBytes+wire.EnvelopeBytes, s.cfg.MaxRequestBytes)
 	}
-	return min(smallRequestBytes, s.cfg.MaxRequestBytes)
+	return min(wire.SmallRequestBytes, s.cfg.MaxRequestBytes)
 }
 
 // Routes returns the URL path prefixes the server answers, each with its

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/transports/wire"
 )
 
 // claim serves POST /v1/topics/{topic}/claim with an optional body
@@ -104,7 +105,7 @@ func (s *Server) requeueJob(w http.ResponseWriter, r *http.Request) error {
 // readSmall reads and decodes a request without a job body. With optional,
 // an empty body leaves dst as it is.
 func readSmall(w http.ResponseWriter, r *http.Request, dst any, optional bool) error {
-	data, release, err := readBody(w, r, smallRequestBytes)
+	data, release, err := readBody(w, r, wire.SmallRequestBytes)
 	if err != nil {
 		return err
 	}

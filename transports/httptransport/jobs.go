@@ -5,6 +5,7 @@ import (
 	"net/url"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/transports/wire"
 )
 
 // createJob serves POST /v1/jobs: 201 with the job's id, topic, run_at and
@@ -64,7 +65,7 @@ func (s *Server) readJobRequest(w http.ResponseWriter, r *http.Request) (*core.P
 	if err != nil {
 		return nil, err
 	}
-	p.TraceParent = traceParent(r)
+	p.TraceParent = wire.TraceParent(r.Header)
 	return p, nil
 }
 
@@ -83,7 +84,7 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	tp := traceParent(r)
+	tp := wire.TraceParent(r.Header)
 	results, err := s.svc.PushBatch(r.Context(), max(len(decoded), len(raw)), func(i int) (p *core.PushParams, err error) {
 		if decoded != nil {
 			p, err = decoded[i].params()

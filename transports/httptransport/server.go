@@ -11,7 +11,6 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,16 +24,6 @@ import (
 // MaxRequestBytesDefault bounds a batch request body unless
 // Config.MaxRequestBytes says otherwise.
 const MaxRequestBytesDefault = 32 << 20
-
-// Request bounds other than the batch's.
-const (
-	// envelopeBytes is the room a single job request has beyond the
-	// engine's body limit, for its other fields and whitespace.
-	envelopeBytes = 64 << 10
-	// smallRequestBytes bounds requests without a job body: claim, ack,
-	// nack, touch and topic configuration.
-	smallRequestBytes = 256 << 10
-)
 
 // Config configures a Server.
 type Config struct {
@@ -196,7 +185,7 @@ func New(cfg Config) *Server {
 		engine:          cfg.Engine,
 		log:             cmp.Or(cfg.Logger, slog.Default()),
 		maxRequestBytes: cmp.Or(cfg.MaxRequestBytes, MaxRequestBytesDefault),
-		maxJobBytes:     int64(cfg.Engine.Limits().MaxBodyBytes) + envelopeBytes,
+		maxJobBytes:     int64(cfg.Engine.Limits().MaxBodyBytes) + wire.EnvelopeBytes,
 		mux:             http.NewServeMux(),
 		tokens:          cfg.Tokens,
 		protectMetrics:  cfg.ProtectMetrics,
@@ -412,14 +401,4 @@ func (s *Server) route(pattern string, h handlerFunc) {
 		}
 	})
 	s.addRoute(pattern)
-}
-
-// traceParent returns the request's W3C traceparent header when it is well
-// formed, else "".
-func traceParent(r *http.Request) string {
-	h := strings.TrimSpace(r.Header.Get("traceparent"))
-	if validTraceParent(h) {
-		return h
-	}
-	return ""
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/service"
+	"github.com/delayq/delayq/transports/wire"
 )
 
 // listTopics serves GET /v1/topics: every topic that is configured or has
@@ -40,7 +41,7 @@ func (s *Server) getTopic(w http.ResponseWriter, r *http.Request) error {
 // answers 200 with it as GET shows it.
 func (s *Server) putTopic(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("topic")
-	data, release, err := readBody(w, r, smallRequestBytes)
+	data, release, err := readBody(w, r, wire.SmallRequestBytes)
 	if err != nil {
 		return err
 	}
