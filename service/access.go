@@ -21,6 +21,18 @@ func Allows(ctx context.Context, topic string) bool {
 	return id == nil || id.AllowsTopic(topic)
 }
 
+// keepAllowed returns the items of list whose topic the caller of ctx may
+// use, in list's array.
+func keepAllowed[T any](ctx context.Context, list []T, topic func(T) string) []T {
+	out := list[:0]
+	for _, it := range list {
+		if Allows(ctx, topic(it)) {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
 // AllowTopic returns nil when the caller of ctx may use topic, else an
 // error wrapping wire.ErrPermissionDenied.
 func (s *Service) AllowTopic(ctx context.Context, topic string) error {

@@ -32,6 +32,7 @@ type ImportError struct {
 // by id and name the whole of it may be sent again. Not safe for
 // concurrent use.
 type ImportRun struct {
+	// Imported, Skipped and Failed count the items so far.
 	Imported, Skipped, Failed int64
 	// Errors are the first ImportMaxErrors item errors, schedules' and
 	// decoding's in the order of Fail, the engine's as each batch returns.

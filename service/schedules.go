@@ -13,16 +13,7 @@ import (
 // some topics, those of its topics.
 func (s *Service) ListSchedules(ctx context.Context) ([]*core.Schedule, error) {
 	list, err := s.engine.ListSchedules(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := list[:0]
-	for _, sc := range list {
-		if Allows(ctx, sc.Topic) {
-			out = append(out, sc)
-		}
-	}
-	return out, nil
+	return keepAllowed(ctx, list, func(sc *core.Schedule) string { return sc.Topic }), err
 }
 
 // GetSchedule reads the schedule name. A schedule of a topic the caller

@@ -38,10 +38,6 @@ func New(cfg Config) *Service {
 	return &Service{engine: cfg.Engine, log: cmp.Or(cfg.Logger, slog.Default()), natsSubjects: cfg.NATSDeliverySubjects}
 }
 
-// Engine returns the engine the service calls, for what carries no policy
-// (limits, the clock, health).
-func (s *Service) Engine() *core.Engine { return s.engine }
-
 // identityKey is the context key of the caller's *auth.Identity.
 type identityKey struct{}
 

@@ -10,16 +10,7 @@ import (
 // sorted by name; for a token restricted to some topics, only those.
 func (s *Service) ListTopics(ctx context.Context) ([]*core.Topic, error) {
 	ts, err := s.engine.ListTopics(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := ts[:0]
-	for _, t := range ts {
-		if Allows(ctx, t.Name) {
-			out = append(out, t)
-		}
-	}
-	return out, nil
+	return keepAllowed(ctx, ts, func(t *core.Topic) string { return t.Name }), err
 }
 
 // GetTopic reads a topic with its counts. Errors: core.ErrNotFound naming
