@@ -24,6 +24,7 @@ import (
 	"github.com/delayq/delayq/backends/redisstore"
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/natsserver"
+	"github.com/delayq/delayq/service"
 	"github.com/delayq/delayq/telemetry"
 	"github.com/delayq/delayq/transports/connecttransport"
 	"github.com/delayq/delayq/transports/httptransport"
@@ -220,8 +221,11 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	statsDone := make(chan struct{})
 	go func() { defer close(statsDone); stats.Run(statsCtx) }()
 	defer func() { stopStats(); <-statsDone }()
+	// One policy layer (access, quotas, batch rules) under every API.
+	svc := service.New(service.Config{Engine: engine, Logger: log, NATSDeliverySubjects: cfg.NATSDeliverySubjects})
 	api := httptransport.New(httptransport.Config{
 		Engine:               engine,
+		Service:              svc,
 		Logger:               log,
 		Tokens:               acc.tokens,
 		ProtectMetrics:       cfg.Access.ProtectMetrics,
@@ -248,6 +252,7 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	if err == nil {
 		grpcAPI, err = connecttransport.New(connecttransport.Config{
 			Engine:               engine,
+			Service:              svc,
 			Logger:               log,
 			Tokens:               acc.tokens,
 			NATSDeliverySubjects: cfg.NATSDeliverySubjects,
@@ -256,7 +261,7 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	}
 	var natsIn *natstransport.Intake
 	if err == nil && natsConn != nil {
-		if natsIn, err = natstransport.NewIntake(natstransport.IntakeConfig{Conn: natsConn, Engine: engine, Logger: log}); err == nil {
+		if natsIn, err = natstransport.NewIntake(natstransport.IntakeConfig{Conn: natsConn, Engine: engine, Service: svc, Logger: log}); err == nil {
 			err = natsIn.Start(ctx)
 		}
 	}

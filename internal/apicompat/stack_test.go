@@ -19,6 +19,7 @@ import (
 	"github.com/delayq/delayq/backends/memstore"
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/core/coretest"
+	policy "github.com/delayq/delayq/service"
 	"github.com/delayq/delayq/transports/connecttransport"
 	"github.com/delayq/delayq/transports/httptransport"
 	"github.com/delayq/delayq/transports/wstransport"
@@ -61,6 +62,11 @@ type testBundle struct {
 	srv    *httptest.Server
 	client *http.Client
 	conn   *grpc.ClientConn
+	// api, svc and tokens are the HTTP server, the service both APIs share
+	// and the tokens, for the access table test.
+	api    *httptransport.Server
+	svc    *policy.Service
+	tokens *auth.Tokens
 }
 
 // setup starts a bundle and stops it at the end of the test, in serve's
@@ -95,8 +101,11 @@ func setup(t *testing.T) *testBundle {
 	require.NoError(t, err)
 	tokens.NowFunc = clock.Now
 
+	// One service under both APIs, as serve wires it.
+	svc := policy.New(policy.Config{Engine: engine, Logger: log})
 	api := httptransport.New(httptransport.Config{
 		Engine:          engine,
+		Service:         svc,
 		Logger:          log,
 		Tokens:          tokens,
 		ProtectMetrics:  true,
@@ -113,7 +122,7 @@ func setup(t *testing.T) *testBundle {
 	api.Handle("GET "+strings.TrimSuffix(ui.Prefix, "/"), http.RedirectHandler(ui.Prefix, http.StatusMovedPermanently))
 	subscribers, err := wstransport.New(wstransport.Config{Engine: engine, Logger: log})
 	require.NoError(t, err)
-	grpcAPI, err := connecttransport.New(connecttransport.Config{Engine: engine, Logger: log, Tokens: tokens})
+	grpcAPI, err := connecttransport.New(connecttransport.Config{Engine: engine, Service: svc, Logger: log, Tokens: tokens})
 	require.NoError(t, err)
 	subscribers.Register(api)
 	grpcAPI.Register(api)
@@ -140,7 +149,7 @@ func setup(t *testing.T) *testBundle {
 		require.NoError(t, engine.Stop(ctx))
 		require.NoError(t, store.Close())
 	})
-	return &testBundle{clock: clock, engine: engine, srv: srv, client: client, conn: conn}
+	return &testBundle{clock: clock, engine: engine, srv: srv, client: client, conn: conn, api: api, svc: svc, tokens: tokens}
 }
 
 // acceptDeliverer is the webhook deliverer: topics of type webhook can be

@@ -10,9 +10,10 @@
 //
 // # Operations
 //
-// Every method mirrors a route of the HTTP API (docs/api.md) and calls the
-// engine as that route does, with its validation, scopes, topic
-// restrictions and intake quota; the proto names each one's route. Export
+// Every method mirrors a route of the HTTP API (docs/api.md): it decodes
+// its message, calls the method of service.Service that the route calls
+// (with its topic checks, quotas and batch rules) and encodes the answer;
+// the proto names each one's route. Export
 // and Import are streams of batches of schedules and jobs; the backup and
 // the health probes stay on HTTP. Messages carry the HTTP API's wire forms: durations
 // and times are strings decoded by package wire, a job's body is one JSON
@@ -22,7 +23,8 @@
 //
 // With tokens, every call needs the metadata `authorization: Bearer
 // <token>` with the scope of its route (push, consume, admin; admin grants
-// the others), and reflection a valid token of any scope. No token or an
+// the others), and reflection a valid token of any scope: each procedure
+// maps to a service.Op (Op), and service.Service.Authorize decides. No token or an
 // unknown one is Unauthenticated, a token without the scope or the topic
 // PermissionDenied. The Host and cross-origin checks of the HTTP API run
 // before, and answer with its JSON error body.

@@ -3,12 +3,12 @@ package connecttransport
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"connectrpc.com/connect"
 
 	"github.com/delayq/delayq/core"
 	delayqv1 "github.com/delayq/delayq/gen/delayq/v1"
+	"github.com/delayq/delayq/service"
 	"github.com/delayq/delayq/transports/wire"
 )
 
@@ -61,7 +61,7 @@ func (s *Server) toConnectError(ctx context.Context, procedure string, err error
 func (s *Server) apiError(ctx context.Context, err error) wire.Error {
 	e := wire.ToError(err)
 	if e.Job != nil {
-		if id := identityFrom(ctx); id != nil && !id.AllowsTopic(e.Job.Topic) {
+		if !service.Allows(ctx, e.Job.Topic) {
 			e.Job = nil
 		}
 	}
@@ -88,26 +88,6 @@ func (s *Server) logError(procedure string, e wire.Error, err error) {
 	case wire.CodeInternal:
 		s.log.Error("connecttransport: internal error", "procedure", procedure, "err", err)
 	}
-}
-
-// describe gives err the message format when err matches target, so that
-// clients read `job "x" not found` rather than "not found", as the HTTP API
-// does. Other errors, and a conflict that carries the existing job, are
-// returned as they are.
-func describe(err, target error, format string, args ...any) error {
-	if err == nil || !errors.Is(err, target) {
-		return err
-	}
-	if ce, ok := errors.AsType[*core.ConflictError](err); ok && ce.Job != nil {
-		return err
-	}
-	return wire.WithMessage(fmt.Sprintf(format, args...), err)
-}
-
-// describeLease gives the errors of lease operations clear messages.
-func describeLease(err error, id string) error {
-	err = describe(err, core.ErrLeaseLost, "the lease of job %q is lost: the delivery expired, was finished or was handed out again", id)
-	return describe(err, core.ErrNotFound, "job %q not found", id)
 }
 
 // interceptor makes sure every call, unary and streaming, was

@@ -2,26 +2,16 @@ package connecttransport
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/delayq/delayq/core"
 	delayqv1 "github.com/delayq/delayq/gen/delayq/v1"
-	"github.com/delayq/delayq/transports/wire"
 )
 
-// Bounds of export and import, those of the HTTP API.
-const (
-	// exportBatchJobs is the most jobs of one ExportResponse.
-	exportBatchJobs = 256
-	// importBatchJobs is the most jobs given to one Engine.Import call.
-	importBatchJobs = 1000
-	// importMaxErrors is the most errors an ImportResponse lists; the
-	// others are only counted.
-	importMaxErrors = 1000
-)
+// exportBatchJobs is the most jobs of one ExportResponse.
+const exportBatchJobs = 256
 
 // Export streams every schedule, then every scheduled, ready, reserved and
 // dead job, in batches of both, as GET /v1/export does: schedules as
@@ -31,7 +21,6 @@ const (
 // an error after the first batch ends the stream with its status, so that
 // a client sees a broken export rather than a short one.
 func (s *Server) Export(ctx context.Context, _ *connect.Request[delayqv1.ExportRequest], stream *connect.ServerStream[delayqv1.ExportResponse]) error {
-	id := identityFrom(ctx)
 	rc := responseController(ctx)
 	if rc != nil {
 		// Bounded by progress, each batch by SendTimeout, however long
@@ -49,35 +38,23 @@ func (s *Server) Export(ctx context.Context, _ *connect.Request[delayqv1.ExportR
 		batch.Jobs, batch.Schedules = batch.Jobs[:0], batch.Schedules[:0]
 		return err
 	}
-	full := func() bool { return len(batch.Jobs)+len(batch.Schedules) >= exportBatchJobs }
-	schedules, err := s.engine.ListSchedules(ctx)
-	for _, sc := range schedules {
-		if id != nil && !id.AllowsTopic(sc.Topic) {
-			continue
+	sendFull := func() error {
+		if len(batch.Jobs)+len(batch.Schedules) >= exportBatchJobs {
+			return send()
 		}
+		return nil
+	}
+	err := s.svc.Export(ctx, func(sc *core.Schedule) error {
 		batch.Schedules = append(batch.Schedules, scheduleMessage(sc, time.Time{}, 0))
-		if full() {
-			if err = send(); err != nil {
-				break
-			}
-		}
-	}
-	if err == nil {
-		err = s.engine.Export(ctx, func(j *core.Job) error {
-			if id != nil && !id.AllowsTopic(j.Topic) {
-				return nil
-			}
-			batch.Jobs = append(batch.Jobs, exportMessage(j))
-			if full() {
-				return send()
-			}
-			return nil
-		})
-	}
+		return sendFull()
+	}, func(j *core.Job) error {
+		batch.Jobs = append(batch.Jobs, exportMessage(j))
+		return sendFull()
+	})
 	if err == nil && len(batch.Jobs)+len(batch.Schedules) > 0 {
 		err = send()
 	}
-	return describe(err, errors.ErrUnsupported, "export is not supported by this backend")
+	return err
 }
 
 // Import reads batches of exported schedules and jobs until the client
@@ -87,24 +64,16 @@ func (s *Server) Export(ctx context.Context, _ *connect.Request[delayqv1.ExportR
 // errors of the first 1000 that failed, each by its 1-based position in
 // the stream: an item fails alone, as a line of POST /v1/import does (a
 // job with an id of the engine's derived forms, from a token restricted to
-// topics, too: wire.AllowImportedID).
+// topics, too: service.AllowImportedID).
 // Errors: Unimplemented when the backend cannot import; a store failure
 // fails the call, and since an import is idempotent by name and id the
 // whole stream may be sent again.
 func (s *Server) Import(ctx context.Context, stream *connect.ClientStream[delayqv1.ImportRequest]) (*connect.Response[delayqv1.ImportResponse], error) {
-	// Ask with no jobs first, so that a backend without the capability
-	// answers Unimplemented whatever the stream holds.
-	if _, err := s.engine.Import(ctx, nil); err != nil {
-		return nil, describe(err, errors.ErrUnsupported, "import is not supported by this backend")
+	im, err := s.svc.StartImport(ctx, s.cfg.MaxRequestBytes)
+	if err != nil {
+		return nil, err
 	}
 	rc := responseController(ctx)
-	ans := &delayqv1.ImportResponse{}
-	fail := func(index int64, err error) {
-		ans.Failed++
-		if len(ans.Errors) < importMaxErrors {
-			ans.Errors = append(ans.Errors, &delayqv1.ImportError{Index: index, Error: errorMessage(s.apiError(ctx, err))})
-		}
-	}
 	var index int64
 	for {
 		if rc != nil {
@@ -121,71 +90,28 @@ func (s *Server) Import(ctx context.Context, stream *connect.ClientStream[delayq
 		}
 		for _, m := range stream.Msg().Schedules {
 			index++
-			imported, err := s.importSchedule(ctx, m)
-			switch {
-			case err != nil && !errors.Is(err, core.ErrInvalidArgument) && !errors.Is(err, core.ErrTooLarge) &&
-				!errors.Is(err, wire.ErrPermissionDenied):
+			sc, err := importedSchedule(m)
+			if err = im.Schedule(index, sc, err); err != nil {
 				return nil, err // the store's failure: the whole stream may be sent again
-			case err != nil:
-				fail(index, err)
-			case imported:
-				ans.Imported++
-			default:
-				ans.Skipped++
 			}
 		}
-		var jobs []*core.Job
-		var at []int64
 		for _, m := range stream.Msg().Jobs {
 			index++
 			j, err := importJob(m)
-			if err == nil {
-				err = s.allowTopic(ctx, j.Topic)
-			}
-			if err == nil {
-				err = wire.AllowImportedID(identityFrom(ctx), j.ID)
-			}
-			if err != nil {
-				fail(index, err)
-				continue
-			}
-			jobs, at = append(jobs, j), append(at, index)
-		}
-		for len(jobs) > 0 {
-			n := min(len(jobs), importBatchJobs)
-			results, err := s.engine.Import(ctx, jobs[:n])
-			if err != nil {
+			if err = im.Job(index, j, 0, err); err != nil {
 				return nil, err
 			}
-			for k, res := range results {
-				switch {
-				case res.Err != nil:
-					fail(at[k], res.Err)
-				case res.Imported:
-					ans.Imported++
-				default:
-					ans.Skipped++
-				}
-			}
-			jobs, at = jobs[n:], at[n:]
+		}
+		if err := im.Flush(); err != nil {
+			return nil, err
 		}
 	}
 	if err := stream.Err(); err != nil {
 		return nil, err
 	}
+	ans := &delayqv1.ImportResponse{Imported: im.Imported, Skipped: im.Skipped, Failed: im.Failed}
+	for _, e := range im.Errors {
+		ans.Errors = append(ans.Errors, &delayqv1.ImportError{Index: e.Index, Error: errorMessage(s.apiError(ctx, e.Err))})
+	}
 	return connect.NewResponse(ans), nil
-}
-
-// importSchedule imports a schedule of an import stream: false when a
-// schedule of its name exists (skipped). A token restricted to topics may
-// import only theirs.
-func (s *Server) importSchedule(ctx context.Context, m *delayqv1.Schedule) (bool, error) {
-	sc, err := importedSchedule(m)
-	if err != nil {
-		return false, err
-	}
-	if err := s.allowTopic(ctx, sc.Topic); err != nil {
-		return false, err
-	}
-	return s.engine.ImportSchedule(ctx, sc)
 }

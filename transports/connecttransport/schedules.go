@@ -5,7 +5,6 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/delayq/delayq/core"
 	delayqv1 "github.com/delayq/delayq/gen/delayq/v1"
 	"github.com/delayq/delayq/transports/wire"
 )
@@ -17,12 +16,6 @@ func nextRuns(next *int32) (int, error) {
 		return wire.NextRunsDefault, nil
 	}
 	return int(*next), wire.ValidateNext(int(*next))
-}
-
-// allowFunc is the server's topic check for the call of ctx, in the form
-// wire's schedule checks take.
-func (s *Server) allowFunc(ctx context.Context) func(topic string) error {
-	return func(topic string) error { return s.allowTopic(ctx, topic) }
 }
 
 // PutSchedule creates or replaces a schedule, as PUT /v1/schedules/{name},
@@ -40,10 +33,7 @@ func (s *Server) PutSchedule(ctx context.Context, req *connect.Request[delayqv1.
 	if err != nil {
 		return nil, err
 	}
-	if err := wire.AllowSchedulePut(ctx, s.engine, sc, s.allowFunc(ctx)); err != nil {
-		return nil, err
-	}
-	stored, err := s.engine.PutSchedule(ctx, sc)
+	stored, err := s.svc.PutSchedule(ctx, sc)
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +48,7 @@ func (s *Server) GetSchedule(ctx context.Context, req *connect.Request[delayqv1.
 	if err != nil {
 		return nil, err
 	}
-	sc, err := wire.ScheduleFor(ctx, s.engine, req.Msg.Name, s.allowFunc(ctx))
+	sc, err := s.svc.GetSchedule(ctx, req.Msg.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -72,17 +62,14 @@ func (s *Server) ListSchedules(ctx context.Context, req *connect.Request[delayqv
 	if err != nil {
 		return nil, err
 	}
-	list, err := s.engine.ListSchedules(ctx)
+	list, err := s.svc.ListSchedules(ctx)
 	if err != nil {
 		return nil, err
 	}
 	now := s.engine.Clock().Now()
-	out := &delayqv1.ListSchedulesResponse{Schedules: make([]*delayqv1.Schedule, 0, len(list))}
-	id := identityFrom(ctx)
-	for _, sc := range list {
-		if id == nil || id.AllowsTopic(sc.Topic) {
-			out.Schedules = append(out.Schedules, scheduleMessage(sc, now, next))
-		}
+	out := &delayqv1.ListSchedulesResponse{Schedules: make([]*delayqv1.Schedule, len(list))}
+	for i, sc := range list {
+		out.Schedules[i] = scheduleMessage(sc, now, next)
 	}
 	return connect.NewResponse(out), nil
 }
@@ -91,12 +78,8 @@ func (s *Server) ListSchedules(ctx context.Context, req *connect.Request[delayqv
 // fires after it; the jobs it created stay. Errors: NotFound, also for a
 // schedule of a topic the token may not use.
 func (s *Server) DeleteSchedule(ctx context.Context, req *connect.Request[delayqv1.DeleteScheduleRequest]) (*connect.Response[delayqv1.DeleteScheduleResponse], error) {
-	sc, err := wire.ScheduleFor(ctx, s.engine, req.Msg.Name, s.allowFunc(ctx))
-	if err != nil {
+	if err := s.svc.DeleteSchedule(ctx, req.Msg.Name); err != nil {
 		return nil, err
-	}
-	if err := s.engine.DeleteSchedule(ctx, sc.Name); err != nil {
-		return nil, describe(err, core.ErrNotFound, "schedule %q not found", sc.Name)
 	}
 	return connect.NewResponse(&delayqv1.DeleteScheduleResponse{}), nil
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/delayq/delayq/auth"
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/gen/delayq/v1/delayqv1connect"
+	"github.com/delayq/delayq/service"
+	"github.com/delayq/delayq/transports/wire"
 )
 
 // Defaults of Config.
@@ -54,6 +56,12 @@ const (
 type Config struct {
 	// Engine serves every call. Required.
 	Engine *core.Engine
+	// Service applies the API's policy (access, quotas, batch rules) over
+	// Engine; share one with the other transports.
+	//
+	// Defaults to a service.Service over Engine with Logger and
+	// NATSDeliverySubjects.
+	Service *service.Service
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Tokens, when it holds any, are the API tokens every call must present
@@ -63,7 +71,8 @@ type Config struct {
 	Tokens *auth.Tokens
 	// NATSDeliverySubjects are the NATS subject patterns a token restricted
 	// to some topics may name as a topic's delivery.subject, as
-	// httptransport.Config.NATSDeliverySubjects.
+	// httptransport.Config.NATSDeliverySubjects; only the default Service
+	// uses it.
 	NATSDeliverySubjects []string
 	// MaxRequestBytes bounds one request message; a larger one is answered
 	// ResourceExhausted.
@@ -92,8 +101,8 @@ type Config struct {
 	// Defaults to ClaimWaitDefault (30s); at most core.ClaimWaitLimit.
 	ClaimWait time.Duration
 	// Recheck is how often a subscription that holds prefetch deliveries
-	// reads them back, so that those settled through another instance or
-	// transport give their credit back before their lease ends.
+	// reads them back, so that those settled through another instance give
+	// their credit back before their lease ends.
 	//
 	// Defaults to RecheckDefault (2s).
 	Recheck time.Duration
@@ -151,6 +160,7 @@ func (c Config) Validate() error {
 // concurrent use.
 type Server struct {
 	engine *core.Engine
+	svc    *service.Service
 	log    *slog.Logger
 	cfg    Config
 	tokens *auth.Tokens
@@ -169,24 +179,17 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Server{engine: cfg.Engine, log: cfg.Logger, cfg: cfg, tokens: cfg.Tokens, subs: map[*subscriber]struct{}{}}, nil
+	svc := cfg.Service
+	if svc == nil {
+		svc = service.New(service.Config{Engine: cfg.Engine, Logger: cfg.Logger, NATSDeliverySubjects: cfg.NATSDeliverySubjects})
+	}
+	return &Server{engine: cfg.Engine, svc: svc, log: cfg.Logger, cfg: cfg, tokens: cfg.Tokens, subs: map[*subscriber]struct{}{}}, nil
 }
-
-// Request classes of readLimit: what one message of a procedure may hold,
-// as the HTTP route it mirrors bounds its body.
-const (
-	// smallRequestBytes bounds a message without a job body: reads, claims,
-	// acks, topic configuration (httptransport's bound of the same routes).
-	smallRequestBytes = 256 << 10
-	// envelopeBytes is the room a message with one job body has beyond the
-	// engine's body limit, for its other fields.
-	envelopeBytes = 64 << 10
-)
 
 // readLimit returns the most bytes one message of procedure may hold once
 // decompressed: Config.MaxRequestBytes for batches and import, the
 // engine's body limit and an envelope for a message of one job (a push, a
-// replace, a schedule's template), smallRequestBytes for the rest. A
+// replace, a schedule's template), wire.SmallRequestBytes for the rest. A
 // bound per procedure keeps a small call from inflating a compressed body
 // to the batch limit.
 func (s *Server) readLimit(procedure string) int {
@@ -199,9 +202,9 @@ func (s *Server) readLimit(procedure string) int {
 	case delayqv1connect.DelayqServicePushProcedure,
 		delayqv1connect.DelayqServiceReplaceProcedure,
 		delayqv1connect.DelayqServicePutScheduleProcedure:
-		return min(s.engine.Limits().MaxBodyBytes+envelopeBytes, s.cfg.MaxRequestBytes)
+		return min(s.engine.Limits().MaxBodyBytes+wire.EnvelopeBytes, s.cfg.MaxRequestBytes)
 	}
-	return min(smallRequestBytes, s.cfg.MaxRequestBytes)
+	return min(wire.SmallRequestBytes, s.cfg.MaxRequestBytes)
 }
 
 // Routes returns the URL path prefixes the server answers, each with its

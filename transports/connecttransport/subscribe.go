@@ -31,7 +31,7 @@ func (s *Server) Subscribe(ctx context.Context, req *connect.Request[delayqv1.Su
 	if err := core.ValidateTopicName(topic); err != nil {
 		return err
 	}
-	if err := s.allowTopic(ctx, topic); err != nil {
+	if err := s.svc.AllowTopic(ctx, topic); err != nil {
 		return err
 	}
 	sub, err := s.engine.NewSubscription(core.SubscriptionParams{

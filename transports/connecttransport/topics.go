@@ -1,13 +1,14 @@
 package connecttransport
 
 import (
+	"cmp"
 	"context"
 
 	"connectrpc.com/connect"
 
 	"github.com/delayq/delayq/core"
 	delayqv1 "github.com/delayq/delayq/gen/delayq/v1"
-	"github.com/delayq/delayq/transports/wire"
+	"github.com/delayq/delayq/service"
 )
 
 // ListDead lists up to limit (default 100) dead jobs of a topic, oldest
@@ -15,14 +16,7 @@ import (
 // a bad topic or limit.
 func (s *Server) ListDead(ctx context.Context, req *connect.Request[delayqv1.ListDeadRequest]) (*connect.Response[delayqv1.ListDeadResponse], error) {
 	m := req.Msg
-	if err := s.allowTopic(ctx, m.Topic); err != nil {
-		return nil, err
-	}
-	limit := int(m.Limit)
-	if limit == 0 {
-		limit = listLimitDefault
-	}
-	jobs, err := s.engine.ListDead(ctx, &core.ListDeadJobsParams{Topic: m.Topic, Limit: limit})
+	jobs, err := s.svc.ListDead(ctx, &core.ListDeadJobsParams{Topic: m.Topic, Limit: cmp.Or(int(m.Limit), service.ListLimitDefault)})
 	if err != nil {
 		return nil, err
 	}
@@ -32,13 +26,9 @@ func (s *Server) ListDead(ctx context.Context, req *connect.Request[delayqv1.Lis
 // GetTopic reads a topic with its counts, as GET /v1/topics/{topic}.
 // Errors: NotFound when it is neither configured, paused nor has jobs.
 func (s *Server) GetTopic(ctx context.Context, req *connect.Request[delayqv1.GetTopicRequest]) (*connect.Response[delayqv1.GetTopicResponse], error) {
-	name := req.Msg.Name
-	if err := s.allowTopic(ctx, name); err != nil {
-		return nil, err
-	}
-	t, err := s.engine.GetTopic(ctx, name)
+	t, err := s.svc.GetTopic(ctx, req.Msg.Name)
 	if err != nil {
-		return nil, describe(err, core.ErrNotFound, "topic %q not found", name)
+		return nil, err
 	}
 	return connect.NewResponse(&delayqv1.GetTopicResponse{Topic: topicMessage(t)}), nil
 }
@@ -47,17 +37,13 @@ func (s *Server) GetTopic(ctx context.Context, req *connect.Request[delayqv1.Get
 // sorted by name, as GET /v1/topics; for a token restricted to some
 // topics, only those.
 func (s *Server) ListTopics(ctx context.Context, _ *connect.Request[delayqv1.ListTopicsRequest]) (*connect.Response[delayqv1.ListTopicsResponse], error) {
-	ts, err := s.engine.ListTopics(ctx)
+	ts, err := s.svc.ListTopics(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := &delayqv1.ListTopicsResponse{Topics: make([]*delayqv1.Topic, 0, len(ts))}
-	id := identityFrom(ctx)
-	for _, t := range ts {
-		if id != nil && !id.AllowsTopic(t.Name) {
-			continue
-		}
-		out.Topics = append(out.Topics, topicMessage(t))
+	out := &delayqv1.ListTopicsResponse{Topics: make([]*delayqv1.Topic, len(ts))}
+	for i, t := range ts {
+		out.Topics[i] = topicMessage(t)
 	}
 	return connect.NewResponse(out), nil
 }
@@ -65,29 +51,15 @@ func (s *Server) ListTopics(ctx context.Context, _ *connect.Request[delayqv1.Lis
 // PutTopic sets a topic's configuration, as PUT /v1/topics/{topic}, and
 // answers the topic as GetTopic shows it. Errors: InvalidArgument naming
 // the field, PermissionDenied for what a token restricted to some topics
-// may not configure (see wire.AllowDelivery).
+// may not configure (see service.AllowDelivery).
 func (s *Server) PutTopic(ctx context.Context, req *connect.Request[delayqv1.PutTopicRequest]) (*connect.Response[delayqv1.PutTopicResponse], error) {
-	name := req.Msg.Name
-	if err := s.allowTopic(ctx, name); err != nil {
-		return nil, err
-	}
-	t, err := topicConfig(name, req.Msg.Config)
+	t, err := topicConfig(req.Msg.Name, req.Msg.Config)
 	if err != nil {
 		return nil, err
 	}
-	if err := wire.AllowDelivery(ctx, s.engine, identityFrom(ctx), t, s.cfg.NATSDeliverySubjects); err != nil {
-		s.log.Info("connecttransport: permission denied", "token", identityFrom(ctx).Name, "topic", name, "err", err)
-		return nil, err
-	}
-	if err := s.engine.PutTopic(ctx, t); err != nil {
-		return nil, err
-	}
-	stored, err := s.engine.GetTopic(ctx, name)
+	stored, err := s.svc.PutTopic(ctx, t)
 	if err != nil {
-		// Stored, but the read for counts failed: answer what was stored.
-		s.log.Warn("connecttransport: reading a topic back after put failed", "topic", name, "err", err)
-		stored = t
-		stored.Configured = true
+		return nil, err
 	}
 	return connect.NewResponse(&delayqv1.PutTopicResponse{Topic: topicMessage(stored)}), nil
 }
@@ -95,12 +67,8 @@ func (s *Server) PutTopic(ctx context.Context, req *connect.Request[delayqv1.Put
 // DeleteTopic drops a topic's configuration (its jobs stay), as DELETE
 // /v1/topics/{topic}. Errors: NotFound when it had none.
 func (s *Server) DeleteTopic(ctx context.Context, req *connect.Request[delayqv1.DeleteTopicRequest]) (*connect.Response[delayqv1.DeleteTopicResponse], error) {
-	name := req.Msg.Name
-	if err := s.allowTopic(ctx, name); err != nil {
+	if err := s.svc.DeleteTopic(ctx, req.Msg.Name); err != nil {
 		return nil, err
-	}
-	if err := s.engine.DeleteTopic(ctx, name); err != nil {
-		return nil, describe(err, core.ErrNotFound, "topic %q has no configuration", name)
 	}
 	return connect.NewResponse(&delayqv1.DeleteTopicResponse{}), nil
 }
@@ -109,35 +77,19 @@ func (s *Server) DeleteTopic(ctx context.Context, req *connect.Request[delayqv1.
 // /v1/topics/{topic}/pause. Idempotent. Errors: InvalidArgument for a bad
 // name.
 func (s *Server) PauseTopic(ctx context.Context, req *connect.Request[delayqv1.PauseTopicRequest]) (*connect.Response[delayqv1.PauseTopicResponse], error) {
-	t, err := s.setPaused(ctx, req.Msg.Name, true)
+	t, err := s.svc.SetTopicPaused(ctx, req.Msg.Name, true)
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&delayqv1.PauseTopicResponse{Topic: t}), nil
+	return connect.NewResponse(&delayqv1.PauseTopicResponse{Topic: topicMessage(t)}), nil
 }
 
 // ResumeTopic starts a topic's deliveries again, as POST
 // /v1/topics/{topic}/resume. Idempotent. Errors as PauseTopic.
 func (s *Server) ResumeTopic(ctx context.Context, req *connect.Request[delayqv1.ResumeTopicRequest]) (*connect.Response[delayqv1.ResumeTopicResponse], error) {
-	t, err := s.setPaused(ctx, req.Msg.Name, false)
+	t, err := s.svc.SetTopicPaused(ctx, req.Msg.Name, false)
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&delayqv1.ResumeTopicResponse{Topic: t}), nil
-}
-
-func (s *Server) setPaused(ctx context.Context, name string, paused bool) (*delayqv1.Topic, error) {
-	if err := s.allowTopic(ctx, name); err != nil {
-		return nil, err
-	}
-	if err := s.engine.SetTopicPaused(ctx, name, paused); err != nil {
-		return nil, err
-	}
-	t, err := s.engine.GetTopic(ctx, name)
-	if err != nil {
-		// Done, but the read back failed (or, resumed, the topic has
-		// neither jobs nor configuration): answer what is known.
-		t = &core.Topic{Name: name, Paused: paused}
-	}
-	return topicMessage(t), nil
+	return connect.NewResponse(&delayqv1.ResumeTopicResponse{Topic: topicMessage(t)}), nil
 }

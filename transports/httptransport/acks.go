@@ -3,20 +3,20 @@ package httptransport
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"slices"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/service"
 )
 
 // ackBatch serves POST /v1/acks with {"acks": [{"id", "lease"}, ...]}: 200
 // with one result per ack, in order, {"id"} when the delivery is done,
 // {"id", "error"} otherwise, each ack failing on its own as POST
-// /v1/jobs/{id}/ack would. The acks that pass decoding and the token's check
-// go to Engine.AckBatch, which writes them together. An empty list is 400,
-// more than the engine's MaxBatch 413, and when every ack failed with a
-// server-side error the request is answered with that error instead.
+// /v1/jobs/{id}/ack would (service.AckBatch, which writes them together).
+// An empty list is 400, more than the engine's MaxBatch 413, and when every
+// ack failed with a server-side error the request is answered with that
+// error instead.
 func (s *Server) ackBatch(w http.ResponseWriter, r *http.Request) error {
 	data, release, err := readBody(w, r, s.maxRequestBytes)
 	if err != nil {
@@ -28,42 +28,27 @@ func (s *Server) ackBatch(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	n := max(len(items), len(raw))
-
-	results := make([]itemResult, n)
-	acks := make([]core.AckJobParams, 0, n)
-	idx := make([]int, 0, n)
-	for i := range n {
+	ids := make([]string, n)
+	errs, err := s.svc.AckBatch(r.Context(), n, func(i int) (core.AckJobParams, error) {
 		it, err := itemAt("acks", items, raw, i)
 		if it == nil {
-			results[i] = itemResult{id: itemID(raw[i]), err: err}
-			continue
+			ids[i] = itemID(raw[i])
+			return core.AckJobParams{}, err
 		}
-		results[i].id = it.ID
-		if err := s.allowJob(r, it.ID); err != nil {
-			results[i].err = err
-			continue
-		}
-		acks = append(acks, core.AckJobParams{ID: it.ID, Lease: it.Lease})
-		idx = append(idx, i)
+		ids[i] = it.ID
+		return core.AckJobParams{ID: it.ID, Lease: it.Lease}, nil
+	})
+	if err != nil {
+		return err
 	}
-	items, raw = nil, nil
-	if len(acks) > 0 {
-		errs, err := s.engine.AckBatch(r.Context(), &core.AckJobsParams{Acks: acks})
-		if err != nil {
-			return err
-		}
-		for k, err := range errs {
-			results[idx[k]].err = err
-		}
-	}
-	return s.writeItemResults(w, r, "acks", results)
+	return s.writeItemResults(w, r, ids, errs)
 }
 
 // nackBatch serves POST /v1/nacks with {"nacks": [{"id", "lease", "delay",
 // "error"}, ...]}: each nack is what POST /v1/jobs/{id}/nack does, and the
 // answer, caps and whole-request errors are those of POST /v1/acks. Nacks
-// are the failure path, so they are not written together: each goes to
-// Engine.Nack on its own, in order.
+// are the failure path, so they are not written together
+// (service.NackBatch).
 func (s *Server) nackBatch(w http.ResponseWriter, r *http.Request) error {
 	data, release, err := readBody(w, r, s.maxRequestBytes)
 	if err != nil {
@@ -75,67 +60,36 @@ func (s *Server) nackBatch(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	n := max(len(items), len(raw))
-
-	results := make([]itemResult, n)
-	for i := range n {
+	ids := make([]string, n)
+	errs, err := s.svc.NackBatch(r.Context(), n, func(i int) (*core.NackParams, error) {
 		it, err := itemAt("nacks", items, raw, i)
 		if it == nil {
-			results[i] = itemResult{id: itemID(raw[i]), err: err}
-			continue
+			ids[i] = itemID(raw[i])
+			return nil, err
 		}
-		results[i].id = it.ID
-		// The token's check comes first, as on the single route.
-		err = s.allowJob(r, it.ID)
-		var p *core.NackParams
-		if err == nil {
-			p, err = it.params()
-		}
-		if err == nil {
-			err = s.engine.Nack(r.Context(), p)
-		}
-		results[i].err = err
+		ids[i] = it.ID
+		return it.params()
+	})
+	if err != nil {
+		return err
 	}
-	return s.writeItemResults(w, r, "nacks", results)
+	return s.writeItemResults(w, r, ids, errs)
 }
 
-// itemResult is the outcome of one item of an ack or nack batch: the id it
-// named ("" when it named none) and its error, nil when settled.
-type itemResult struct {
-	id  string
-	err error
-}
-
-// writeItemResults answers 200 {"results": [{"id"} | {"id", "error"}, ...]}.
-// Server-side failures are logged once per batch; when every item failed
-// with one, the request is answered with the first of them instead, so that
-// clients retry it as one.
-func (s *Server) writeItemResults(w http.ResponseWriter, r *http.Request, noun string, results []itemResult) error {
-	var serverErr error
-	serverErrs := 0
-	for _, res := range results {
-		if res.err != nil && toAPIError(res.err).Status >= http.StatusInternalServerError {
-			serverErr = cmpErr(serverErr, res.err)
-			serverErrs++
-		}
-	}
-	if serverErrs == len(results) {
-		return serverErr
-	}
-	if serverErr != nil {
-		s.logError(r, toAPIError(serverErr), fmt.Errorf("%d %s of the batch failed server-side, the first: %w", serverErrs, noun, serverErr))
-	}
-
-	b := make([]byte, 0, 16+len(results)*48)
+// writeItemResults answers 200 {"results": [{"id"} | {"id", "error"}, ...]}
+// for the items named ids ("" when one named none) and their errors.
+func (s *Server) writeItemResults(w http.ResponseWriter, r *http.Request, ids []string, errs []error) error {
+	b := make([]byte, 0, 16+len(ids)*48)
 	b = append(b, `{"results":[`...)
-	for i, res := range results {
+	for i, id := range ids {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = append(b, `{"id":`...)
-		b = appendString(b, res.id)
-		if res.err != nil {
+		b = appendString(b, id)
+		if errs[i] != nil {
 			b = append(b, ',')
-			b = appendErrorFields(b, s.apiError(r, describeLease(res.err, res.id)))
+			b = appendErrorFields(b, s.apiError(r, errs[i]))
 		}
 		b = append(b, '}')
 	}
@@ -209,10 +163,9 @@ func (it *nackItem) params() (*core.NackParams, error) {
 // strictly as decodeObject would. Most lists are well formed and decode in
 // one pass; otherwise raw holds each item, to be decoded on its own by
 // itemAt so that a bad item fails alone. So exactly one of items and raw is
-// set. A list that is absent, null, empty or not an array is a
-// *core.FieldError on field wrapping core.ErrInvalidArgument, one of more
-// than limit items one wrapping core.ErrTooLarge, found before any item is
-// decoded.
+// set. A list that is absent, null or not an array is a *core.FieldError
+// on field wrapping core.ErrInvalidArgument; service.CheckBatchLimit
+// judges the count, limit at most, before any item is decoded.
 func decodeItems[T any](field string, list json.RawMessage, limit int) (items []*T, raw []json.RawMessage, err error) {
 	list = trimJSONSpace(list)
 	n := 0
@@ -222,11 +175,8 @@ func decodeItems[T any](field string, list json.RawMessage, limit int) (items []
 		}
 		n = countItems(list)
 	}
-	switch {
-	case n == 0:
-		return nil, nil, core.Invalid(field, "%s must hold at least one item", field)
-	case n > limit:
-		return nil, nil, core.TooLarge(field, "a batch holds at most %d %s, not %d", limit, field, n)
+	if err := service.CheckBatchLimit(field, n, limit); err != nil {
+		return nil, nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(list))
 	dec.DisallowUnknownFields()

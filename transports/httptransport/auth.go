@@ -2,99 +2,89 @@ package httptransport
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/delayq/delayq/auth"
-	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/service"
 	"github.com/delayq/delayq/transports/wire"
 )
 
-// routeAccess is what a route asks of a token: open routes need none, the
-// others one of scopes.
-type routeAccess struct {
-	open   bool
-	scopes []auth.Scope
+// routeOps maps each route pattern to its operation, whose entry in the
+// service's table says what it asks of a token. A pattern not listed needs
+// admin; TestEveryRouteHasAnOp keeps the list whole.
+var routeOps = map[string]service.Op{
+	"GET /healthz":                     service.OpHealth,
+	"GET /readyz":                      service.OpHealth,
+	"GET /metrics":                     service.OpMetrics, // OpMetricsProtected under Config.ProtectMetrics
+	"GET /v1/openapi.json":             service.OpOpenAPI,
+	"GET /ui/":                         service.OpUI,
+	"GET /ui":                          service.OpUI, // redirects to /ui/
+	"POST /v1/jobs":                    service.OpPush,
+	"POST /v1/jobs/batch":              service.OpPushBatch,
+	"PUT /v1/jobs/{id}":                service.OpReplace,
+	"GET /v1/jobs/{id}":                service.OpGetJob,
+	"DELETE /v1/jobs/{id}":             service.OpCancelJob,
+	"POST /v1/jobs/{id}/ack":           service.OpAck,
+	"POST /v1/jobs/{id}/nack":          service.OpNack,
+	"POST /v1/jobs/{id}/touch":         service.OpTouch,
+	"POST /v1/acks":                    service.OpAckBatch,
+	"POST /v1/nacks":                   service.OpNackBatch,
+	"POST /v1/jobs/{id}/requeue":       service.OpRequeue,
+	"POST /v1/topics/{topic}/claim":    service.OpClaim,
+	"GET /v1/topics/{topic}/subscribe": service.OpSubscribe,
+	"GET /v1/topics":                   service.OpListTopics,
+	"GET /v1/topics/{topic}":           service.OpGetTopic,
+	"PUT /v1/topics/{topic}":           service.OpPutTopic,
+	"DELETE /v1/topics/{topic}":        service.OpDeleteTopic,
+	"POST /v1/topics/{topic}/pause":    service.OpPauseTopic,
+	"POST /v1/topics/{topic}/resume":   service.OpResumeTopic,
+	"GET /v1/topics/{topic}/dead":      service.OpListDead,
+	"GET /v1/topics/{topic}/jobs":      service.OpFindJobs, // and ListJobs by ?state=, of the same scopes
+	"DELETE /v1/topics/{topic}/jobs":   service.OpCancelByKey,
+	"GET /v1/schedules":                service.OpListSchedules,
+	"GET /v1/schedules/{name}":         service.OpGetSchedule,
+	"PUT /v1/schedules/{name}":         service.OpPutSchedule,
+	"DELETE /v1/schedules/{name}":      service.OpDeleteSchedule,
+	"GET /v1/export":                   service.OpExport,
+	"POST /v1/import":                  service.OpImport,
+	"GET /v1/backup":                   service.OpBackup,
+	"GET /v1/whoami":                   service.OpWhoami,
+	"GET /v1/stats":                    service.OpStats,
 }
 
-// Route patterns that decide access. Patterns not listed need admin.
-var routeAccessTable = map[string]routeAccess{
-	"GET /healthz":                     {open: true},
-	"GET /readyz":                      {open: true},
-	"GET /metrics":                     {open: true}, // unless Config.ProtectMetrics
-	"GET /v1/openapi.json":             {open: true}, // documentation, as in the repository
-	"POST /v1/jobs":                    {scopes: []auth.Scope{auth.ScopePush}},
-	"POST /v1/jobs/batch":              {scopes: []auth.Scope{auth.ScopePush}},
-	"PUT /v1/jobs/{id}":                {scopes: []auth.Scope{auth.ScopePush}},
-	"DELETE /v1/jobs/{id}":             {scopes: []auth.Scope{auth.ScopePush}},
-	"GET /v1/jobs/{id}":                {scopes: []auth.Scope{auth.ScopePush, auth.ScopeConsume}},
-	"GET /v1/topics/{topic}/jobs":      {scopes: []auth.Scope{auth.ScopePush, auth.ScopeConsume}},
-	"DELETE /v1/topics/{topic}/jobs":   {scopes: []auth.Scope{auth.ScopePush}},
-	"POST /v1/jobs/{id}/ack":           {scopes: []auth.Scope{auth.ScopeConsume}},
-	"POST /v1/jobs/{id}/nack":          {scopes: []auth.Scope{auth.ScopeConsume}},
-	"POST /v1/jobs/{id}/touch":         {scopes: []auth.Scope{auth.ScopeConsume}},
-	"POST /v1/acks":                    {scopes: []auth.Scope{auth.ScopeConsume}},
-	"POST /v1/nacks":                   {scopes: []auth.Scope{auth.ScopeConsume}},
-	"POST /v1/topics/{topic}/claim":    {scopes: []auth.Scope{auth.ScopeConsume}},
-	"GET /v1/topics/{topic}/subscribe": {scopes: []auth.Scope{auth.ScopeConsume}},
-	// Reading topics and the live statistics is open to every token, for
-	// the web UI's read-only view; changing them needs admin.
-	"GET /v1/topics":         {scopes: anyScope},
-	"GET /v1/topics/{topic}": {scopes: anyScope},
-	"GET /v1/stats":          {scopes: anyScope},
-	"GET /v1/whoami":         {scopes: anyScope},
-	// The web UI's pages are static: their data comes through the API.
-	"GET /ui/": {open: true},
-	"GET /ui":  {open: true}, // redirects to /ui/
-}
-
-// anyScope is what a route open to every valid token asks.
-var anyScope = []auth.Scope{auth.ScopePush, auth.ScopeConsume, auth.ScopeAdmin}
-
-// access returns what the route of pattern asks of a token.
-func (s *Server) access(pattern string) routeAccess {
+// Op returns the operation of the route of pattern, as the server checks
+// it: "" for a pattern without one (which needs admin) and for a pattern
+// mounted with HandleOwnAuth, whose handler checks its own calls.
+func (s *Server) Op(pattern string) service.Op {
 	if _, own := s.ownAuth.Load(pattern); own {
-		return routeAccess{open: true} // the handler authenticates
-	}
-	a, ok := routeAccessTable[pattern]
-	if !ok {
-		return routeAccess{scopes: []auth.Scope{auth.ScopeAdmin}}
+		return ""
 	}
 	if pattern == "GET /metrics" && s.protectMetrics {
-		return routeAccess{scopes: []auth.Scope{auth.ScopeAdmin}}
+		return service.OpMetricsProtected
 	}
-	return a
+	return routeOps[pattern]
 }
-
-// identityKey is the context key of the request's *auth.Identity.
-type identityKey struct{}
 
 // IdentityFrom returns the token that authenticated the request of ctx,
 // for a handler mounted with Handle that serves each token its own view
 // (GET /metrics under Config.ProtectMetrics): nil when the server has no
-// tokens or the route is open.
-func IdentityFrom(ctx context.Context) *auth.Identity { return identityFrom(ctx) }
+// tokens or the route is open. It is service.IdentityFrom.
+func IdentityFrom(ctx context.Context) *auth.Identity { return service.IdentityFrom(ctx) }
 
-// identityFrom returns the request's authenticated token, nil when the
-// server has no tokens or the route is open.
-func identityFrom(ctx context.Context) *auth.Identity {
-	id, _ := ctx.Value(identityKey{}).(*auth.Identity)
-	return id
-}
-
-// authenticate checks the request's bearer token against the route of
-// pattern ("" for a path without a route, which needs any valid token). It
-// returns the request with the identity in its context, or an error wrapping
-// wire.ErrUnauthenticated (with WWW-Authenticate set on w) or
-// wire.ErrPermissionDenied. Without tokens every request passes as is.
+// authenticate checks the request's bearer token for the route of pattern
+// ("" for a path without a route, which needs any valid token) and, with
+// the service, whether the token may do the route's operation. It returns
+// the request with the identity in its context (service.WithIdentity), or
+// an error wrapping wire.ErrUnauthenticated (with WWW-Authenticate set on
+// w) or wire.ErrPermissionDenied. Without tokens every request passes as
+// is; so do open routes and those mounted with HandleOwnAuth.
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, pattern string) (*http.Request, error) {
 	if s.tokens.Len() == 0 {
 		return r, nil
 	}
-	a := s.access(pattern)
-	if a.open {
+	op := s.Op(pattern)
+	if _, own := s.ownAuth.Load(pattern); own || op.Open() {
 		return r, nil
 	}
 	scheme, secret, _ := strings.Cut(r.Header.Get("Authorization"), " ")
@@ -108,99 +98,29 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, pattern st
 		w.Header().Set("WWW-Authenticate", `Bearer realm="delayq", error="invalid_token"`)
 		return nil, wire.WithMessage("the bearer token is not valid", wire.ErrUnauthenticated)
 	}
-	if pattern != "" && !id.HasAnyScope(a.scopes...) {
-		s.log.Info("httptransport: permission denied", "token", id.Name, "method", r.Method, "path", r.URL.Path, "need", a.scopes)
-		return nil, wire.WithMessage(fmt.Sprintf("token %q lacks the %s scope for %s", id.Name, scopeList(a.scopes), pattern), wire.ErrPermissionDenied)
+	if pattern != "" {
+		if err := s.svc.Authorize(id, op); err != nil {
+			return nil, err
+		}
 	}
-	return r.WithContext(context.WithValue(r.Context(), identityKey{}, id)), nil
+	return r.WithContext(service.WithIdentity(r.Context(), id)), nil
 }
 
-// scopeList writes scopes as "push or consume".
-func scopeList(scopes []auth.Scope) string {
-	s := make([]string, len(scopes))
-	for i, sc := range scopes {
-		s[i] = string(sc)
-	}
-	return strings.Join(s, " or ")
-}
-
-// allowTopic returns nil when the request's token may use topic (or the
-// server has no tokens), else an error wrapping wire.ErrPermissionDenied.
-func (s *Server) allowTopic(r *http.Request, topic string) error {
-	id := identityFrom(r.Context())
-	if id == nil || id.AllowsTopic(topic) {
-		return nil
-	}
-	s.log.Info("httptransport: permission denied", "token", id.Name, "method", r.Method, "path", r.URL.Path, "topic", topic)
-	return wire.WithMessage(fmt.Sprintf("token %q may not use topic %q", id.Name, topic), wire.ErrPermissionDenied)
-}
-
-// allowPathTopics checks the topic a route names: the {topic} of its path,
-// or, for a route given a job {id}, the topic of that job when it exists (a
-// job that does not exist is left to the handler, which answers 404 or
-// creates it). Only tokens restricted to some topics pay for the job read.
-func (s *Server) allowPathTopics(r *http.Request, pattern string) error {
-	id := identityFrom(r.Context())
-	if id == nil || !id.Restricted() {
-		return nil
-	}
+// guard wraps a handler mounted with Handle, which does not go through the
+// service, so that the service checks the topic of its path (the {topic}
+// or the topic of the job {id}) before it runs.
+func (s *Server) guard(pattern string, h http.Handler) http.Handler {
+	var check func(r *http.Request) error
 	switch {
 	case strings.Contains(pattern, "{topic}"):
-		return s.allowTopic(r, r.PathValue("topic"))
+		check = func(r *http.Request) error { return s.svc.AllowTopic(r.Context(), r.PathValue("topic")) }
 	case strings.Contains(pattern, "{id}"):
-		return s.allowJob(r, r.PathValue("id"))
-	}
-	return nil
-}
-
-// allowJob returns nil when the request's token may use the topic of the
-// stored job jobID, when no such job exists (left to the caller, which
-// answers 404 or creates it), or when the token is not restricted to some
-// topics, which skips the read. Otherwise it returns an error wrapping
-// wire.ErrPermissionDenied, or the store's error. The batch routes check
-// each item with it, as the routes given a job id check their path.
-func (s *Server) allowJob(r *http.Request, jobID string) error {
-	id := identityFrom(r.Context())
-	if id == nil || !id.Restricted() {
-		return nil
-	}
-	job, err := s.engine.Get(r.Context(), jobID)
-	if errors.Is(err, core.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if id.AllowsTopic(job.Topic) {
-		return nil
-	}
-	// The message names the job, which the caller gave, and not its
-	// topic, which is not the caller's to learn.
-	s.log.Info("httptransport: permission denied", "token", id.Name, "method", r.Method, "path", r.URL.Path, "topic", job.Topic)
-	return wire.WithMessage(fmt.Sprintf("token %q may not use job %q", id.Name, job.ID), wire.ErrPermissionDenied)
-}
-
-// allowIntake takes n jobs from the intake quota of the request's token,
-// as wire.AllowIntake does: over the quota a *wire.RateLimitError (429
-// rate_limited with Retry-After); more jobs than the token's burst a
-// *core.FieldError wrapping core.ErrTooLarge on jobs.
-func (s *Server) allowIntake(r *http.Request, n int) error {
-	id := identityFrom(r.Context())
-	err := wire.AllowIntake(id, n)
-	if _, limited := errors.AsType[*wire.RateLimitError](err); limited {
-		s.log.Info("httptransport: intake quota exceeded", "token", id.Name, "method", r.Method, "path", r.URL.Path, "jobs", n, "err", err)
-	}
-	return err
-}
-
-// guard wraps a handler mounted with Handle so that it checks the topic of
-// its path before it runs.
-func (s *Server) guard(pattern string, h http.Handler) http.Handler {
-	if !strings.Contains(pattern, "{topic}") && !strings.Contains(pattern, "{id}") {
+		check = func(r *http.Request) error { return s.svc.AllowJob(r.Context(), r.PathValue("id")) }
+	default:
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := s.allowPathTopics(r, pattern); err != nil {
+		if err := check(r); err != nil {
 			s.writeError(w, r, err)
 			return
 		}

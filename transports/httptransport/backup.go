@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/service"
 	"github.com/delayq/delayq/transports/wire"
 )
 
@@ -40,11 +41,8 @@ var errBackupRunning = wire.WithMessage(
 // were sent aborts the connection, so that a client sees a broken
 // transfer rather than a short archive.
 func (s *Server) backupArchive(w http.ResponseWriter, r *http.Request) error {
-	if id := identityFrom(r.Context()); id != nil && id.Restricted() {
-		s.log.Info("httptransport: permission denied", "token", id.Name, "method", r.Method, "path", r.URL.Path, "reason", "restricted to topics")
-		return wire.WithMessage(fmt.Sprintf(
-			"token %q is restricted to topics, and a backup holds the jobs of every topic: it needs an admin token without topic patterns", id.Name),
-			wire.ErrPermissionDenied)
+	if err := s.svc.AllowBackup(r.Context()); err != nil {
+		return err
 	}
 	if !s.backupRunning.CompareAndSwap(false, true) {
 		return errBackupRunning
@@ -61,7 +59,7 @@ func (s *Server) backupArchive(w http.ResponseWriter, r *http.Request) error {
 		}
 	}()
 	if err := s.backup(r.Context(), dir); err != nil {
-		return describe(err, errors.ErrUnsupported, "backup is not supported by this backend")
+		return service.Describe(err, errors.ErrUnsupported, "backup is not supported by this backend")
 	}
 
 	out := &backupWriter{w: w, rc: http.NewResponseController(w), ctx: r.Context(), timeout: s.writeTimeout}

@@ -502,6 +502,4 @@ func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
 	return t, nil
 }
 
-// validTraceParent reports whether h is a W3C traceparent of a known shape;
 // see wire.ValidTraceParent.
-func validTraceParent(h string) bool { return wire.ValidTraceParent(h) }

@@ -98,6 +98,14 @@
 // are logged at info level with the token's name, never its secret. Without
 // tokens the API is open.
 //
+// The server authenticates the token; what it may do is decided by package
+// service: each route maps to a service.Op (Server.Op), whose entry in the
+// service's table names its scopes, and the handlers call
+// service.Service, which checks topics, jobs and quotas, so that the gRPC
+// API, which calls the same service, answers alike. Routes mounted with
+// Handle have the topic of their path checked by the service before they
+// run.
+//
 // # Batches
 //
 // POST /v1/jobs/batch answers 200 with one result per job, in order; each

@@ -2,10 +2,9 @@ package httptransport
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 
-	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/service"
 	"github.com/delayq/delayq/transports/wire"
 )
 
@@ -27,19 +26,6 @@ func toAPIError(err error) wire.Error {
 	return e
 }
 
-// describe gives err the message format when err matches target, so that
-// clients read `job "x" not found` rather than "not found". Other errors
-// are returned as they are.
-func describe(err, target error, format string, args ...any) error {
-	if err == nil || !errors.Is(err, target) {
-		return err
-	}
-	if ce, ok := errors.AsType[*core.ConflictError](err); ok && ce.Job != nil {
-		return err // keep the existing job and the store's message
-	}
-	return wire.WithMessage(fmt.Sprintf(format, args...), err)
-}
-
 // apiError maps err with toAPIError for the request's token: the existing
 // job of a conflict is shown only when the token may use its topic, since
 // ids are shared by every topic and the job's body is not the caller's to
@@ -47,7 +33,7 @@ func describe(err, target error, format string, args ...any) error {
 func (s *Server) apiError(r *http.Request, err error) wire.Error {
 	e := toAPIError(err)
 	if e.Job != nil {
-		if id := identityFrom(r.Context()); id != nil && !id.AllowsTopic(e.Job.Topic) {
+		if !service.Allows(r.Context(), e.Job.Topic) {
 			e.Job = nil
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"time"
@@ -16,18 +17,9 @@ import (
 	"github.com/delayq/delayq/transports/wire"
 )
 
-// Bounds of export and import.
-const (
-	// exportFlushBytes is how much of an export is buffered before it is
-	// written and flushed to the client.
-	exportFlushBytes = 64 << 10
-	// importBatchJobs is the most lines of an import given to one
-	// Engine.Import call.
-	importBatchJobs = 1000
-	// importMaxErrors is the most line errors an import answer lists; the
-	// others are only counted in "failed".
-	importMaxErrors = 1000
-)
+// exportFlushBytes is how much of an export is buffered before it is
+// written and flushed to the client.
+const exportFlushBytes = 64 << 10
 
 // exportJobs serves GET /v1/export: every scheduled, ready, reserved and
 // dead job as NDJSON, one job per line in the form appendExportJob writes,
@@ -36,7 +28,6 @@ const (
 // once lines were sent aborts the connection, so that a client sees a
 // broken transfer rather than a short export.
 func (s *Server) exportJobs(w http.ResponseWriter, r *http.Request) error {
-	id := identityFrom(r.Context())
 	rc := http.NewResponseController(w)
 	started := false
 	b := make([]byte, 0, exportFlushBytes+4096)
@@ -60,22 +51,18 @@ func (s *Server) exportJobs(w http.ResponseWriter, r *http.Request) error {
 		}
 		return rc.Flush()
 	}
-	err := s.exportSchedules(r, func(line []byte) {
+	err := s.svc.Export(r.Context(), func(sc *core.Schedule) error {
+		line, err := scheduleExportLine(sc)
 		b = append(append(b, line...), '\n')
+		return err
+	}, func(j *core.Job) error {
+		b = appendExportJob(b, j)
+		b = append(b, '\n')
+		if len(b) >= exportFlushBytes {
+			return flush()
+		}
+		return nil
 	})
-	if err == nil {
-		err = s.engine.Export(r.Context(), func(j *core.Job) error {
-			if id != nil && !id.AllowsTopic(j.Topic) {
-				return nil
-			}
-			b = appendExportJob(b, j)
-			b = append(b, '\n')
-			if len(b) >= exportFlushBytes {
-				return flush()
-			}
-			return nil
-		})
-	}
 	if err == nil {
 		err = flush()
 	}
@@ -83,7 +70,7 @@ func (s *Server) exportJobs(w http.ResponseWriter, r *http.Request) error {
 	case err == nil:
 		return nil
 	case !started:
-		return describe(err, errors.ErrUnsupported, "export is not supported by this backend")
+		return err
 	}
 	s.logError(r, toAPIError(err), fmt.Errorf("export ended early: %w", err))
 	panic(http.ErrAbortHandler)
@@ -187,13 +174,6 @@ type importError struct {
 	Error json.RawMessage `json:"error"`
 }
 
-// importBatch is the lines of an import waiting for Engine.Import.
-type importBatch struct {
-	jobs  []*core.Job
-	lines []int
-	bytes int
-}
-
 // importJobs serves POST /v1/import: an NDJSON body (Content-Type
 // application/x-ndjson, else 415) of exported jobs, read as a stream whose
 // every read must return within the body read timeout, however long the
@@ -203,49 +183,17 @@ type importBatch struct {
 // first failed lines, each failing alone with its line number (1-based;
 // blank lines count and are ignored). A job with an id of the engine's
 // derived forms fails, not skips, from a token restricted to topics
-// (wire.AllowImportedID). 501 unimplemented when the backend
+// (service.AllowImportedID). 501 unimplemented when the backend
 // cannot import; a store failure answers its error, and since an import is
 // idempotent by id the whole body may be sent again.
 func (s *Server) importJobs(w http.ResponseWriter, r *http.Request) error {
 	if err := checkMediaType(r, ndjsonType); err != nil {
 		return err
 	}
-	ans := importAnswer{Errors: []importError{}}
-	fail := func(line int, err error) {
-		ans.Failed++
-		if len(ans.Errors) < importMaxErrors {
-			e := toAPIError(err)
-			ans.Errors = append(ans.Errors, importError{Line: line, Error: appendErrorObject(nil, e)})
-		}
+	im, err := s.svc.StartImport(r.Context(), int(min(s.maxRequestBytes, math.MaxInt)))
+	if err != nil {
+		return err
 	}
-	// Ask with no jobs first, so that a backend without the capability
-	// answers 501 whatever the body holds.
-	if _, err := s.engine.Import(r.Context(), nil); err != nil {
-		return describe(err, errors.ErrUnsupported, "import is not supported by this backend")
-	}
-	batch := &importBatch{}
-	run := func() error {
-		if len(batch.jobs) == 0 {
-			return nil
-		}
-		results, err := s.engine.Import(r.Context(), batch.jobs)
-		if err != nil {
-			return describe(err, errors.ErrUnsupported, "import is not supported by this backend")
-		}
-		for k, res := range results {
-			switch {
-			case res.Err != nil:
-				fail(batch.lines[k], res.Err)
-			case res.Imported:
-				ans.Imported++
-			default:
-				ans.Skipped++
-			}
-		}
-		batch.jobs, batch.lines, batch.bytes = batch.jobs[:0], batch.lines[:0], 0
-		return nil
-	}
-
 	rc := http.NewResponseController(w)
 	rd := bufio.NewReaderSize(&progressReader{r: r.Body, rc: rc, timeout: s.bodyReadTimeout, writeTimeout: s.writeTimeout}, 64<<10)
 	var line []byte
@@ -257,48 +205,32 @@ func (s *Server) importJobs(w http.ResponseWriter, r *http.Request) error {
 			return core.Invalid("", "reading the request body failed at line %d: %v", n, err)
 		}
 		eof := err != nil
+		err = nil
 		switch {
 		case tooLong:
-			fail(n, core.TooLarge("", "line %d is longer than the limit of %d bytes", n, s.maxJobBytes))
+			im.Fail(int64(n), core.TooLarge("", "line %d is longer than the limit of %d bytes", n, s.maxJobBytes))
 		case isScheduleLine(line):
-			imported, err := s.importSchedule(r, line)
-			switch {
-			case err != nil && !errors.Is(err, core.ErrInvalidArgument) && !errors.Is(err, core.ErrTooLarge) &&
-				!errors.Is(err, wire.ErrPermissionDenied):
-				return err // the store's failure: the whole body may be sent again
-			case err != nil:
-				fail(n, err)
-			case imported:
-				ans.Imported++
-			default:
-				ans.Skipped++
-			}
+			sc, derr := decodeScheduleLine(line)
+			err = im.Schedule(int64(n), sc, derr)
 		case len(trimJSONSpace(line)) > 0:
 			j, derr := decodeExportLine(line)
-			if derr == nil {
-				derr = s.allowTopic(r, j.Topic)
-			}
-			if derr == nil {
-				derr = wire.AllowImportedID(identityFrom(r.Context()), j.ID)
-			}
-			if derr != nil {
-				fail(n, derr)
-				break
-			}
-			batch.jobs = append(batch.jobs, j)
-			batch.lines = append(batch.lines, n)
-			batch.bytes += len(line)
+			err = im.Job(int64(n), j, len(line), derr)
 		}
-		if len(batch.jobs) >= importBatchJobs || int64(batch.bytes) >= s.maxRequestBytes || eof {
-			if err := run(); err != nil {
-				return err
-			}
+		if err == nil && eof {
+			err = im.Flush()
+		}
+		if err != nil {
+			return err // the store's failure: the whole body may be sent again
 		}
 		if eof {
 			break
 		}
 	}
 	_ = rc.SetReadDeadline(time.Time{})
+	ans := importAnswer{Imported: int(im.Imported), Skipped: int(im.Skipped), Failed: int(im.Failed), Errors: make([]importError, len(im.Errors))}
+	for i, e := range im.Errors {
+		ans.Errors[i] = importError{Line: int(e.Index), Error: appendErrorObject(nil, toAPIError(e.Err))}
+	}
 	// Lines that failed decoding were listed before those the engine
 	// refused in the same batch.
 	slices.SortStableFunc(ans.Errors, func(a, b importError) int { return cmp.Compare(a.Line, b.Line) })

@@ -46,17 +46,17 @@ func TestOpenAPIScopes(t *testing.T) {
 				sec = *op.Security
 			}
 			pattern := strings.ToUpper(method) + " " + path
-			open := (&Server{}).access(pattern)
-			protected := (&Server{protectMetrics: true}).access(pattern)
+			open := (&Server{}).Op(pattern)
+			protected := (&Server{protectMetrics: true}).Op(pattern)
 			var want []string
-			for _, sc := range protected.scopes {
+			for _, sc := range protected.Scopes() {
 				want = append(want, string(sc))
 			}
 			slices.Sort(want)
 			switch {
-			case open.open && protected.open:
+			case open.Open() && protected.Open():
 				require.Empty(t, sec, "%s is open: its security must be []", pattern)
-			case open.open:
+			case open.Open():
 				require.Equal(t, requirements{{}, {"bearer": {string(auth.ScopeAdmin)}}}, sec, "%s is open unless ProtectMetrics", pattern)
 			default:
 				require.Equal(t, want, scopes(sec), "%s: security of openapi.json", pattern)

@@ -147,14 +147,6 @@ func queryNext(r *http.Request) (int, error) {
 	return n, wire.ValidateNext(n)
 }
 
-// schedule returns the schedule of the path's name, as not found when the
-// request's token may not use its topic.
-func (s *Server) schedule(r *http.Request) (*core.Schedule, error) {
-	return wire.ScheduleFor(r.Context(), s.engine, r.PathValue("name"), func(topic string) error {
-		return s.allowTopic(r, topic)
-	})
-}
-
 // putSchedule serves PUT /v1/schedules/{name}: it stores the schedule and
 // answers 200 with it as GET shows it. A token restricted to some topics
 // may name only those, and may not replace a schedule of another topic.
@@ -173,12 +165,7 @@ func (s *Server) putSchedule(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := wire.AllowSchedulePut(r.Context(), s.engine, sc, func(topic string) error {
-		return s.allowTopic(r, topic)
-	}); err != nil {
-		return err
-	}
-	stored, err := s.engine.PutSchedule(r.Context(), sc)
+	stored, err := s.svc.PutSchedule(r.Context(), sc)
 	if err != nil {
 		return err
 	}
@@ -192,7 +179,7 @@ func (s *Server) getSchedule(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	sc, err := s.schedule(r)
+	sc, err := s.svc.GetSchedule(r.Context(), r.PathValue("name"))
 	if err != nil {
 		return err
 	}
@@ -207,17 +194,14 @@ func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	list, err := s.engine.ListSchedules(r.Context())
+	list, err := s.svc.ListSchedules(r.Context())
 	if err != nil {
 		return err
 	}
 	now := s.engine.Clock().Now()
 	v := scheduleListView{Schedules: make([]scheduleView, 0, len(list))}
-	id := identityFrom(r.Context())
 	for _, sc := range list {
-		if id == nil || id.AllowsTopic(sc.Topic) {
-			v.Schedules = append(v.Schedules, newScheduleView(sc, now, next))
-		}
+		v.Schedules = append(v.Schedules, newScheduleView(sc, now, next))
 	}
 	s.writeJSON(w, r, http.StatusOK, v)
 	return nil
@@ -225,12 +209,8 @@ func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) error {
 
 // deleteSchedule serves DELETE /v1/schedules/{name}: 204.
 func (s *Server) deleteSchedule(w http.ResponseWriter, r *http.Request) error {
-	sc, err := s.schedule(r)
-	if err != nil {
+	if err := s.svc.DeleteSchedule(r.Context(), r.PathValue("name")); err != nil {
 		return err
-	}
-	if err := s.engine.DeleteSchedule(r.Context(), sc.Name); err != nil {
-		return describe(err, core.ErrNotFound, "schedule %q not found", sc.Name)
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -246,27 +226,11 @@ type scheduleLine struct {
 // scheduleLinePrefix starts a schedule's line, spaces aside.
 var scheduleLinePrefix = []byte(`{"schedule"`)
 
-// exportSchedules passes each schedule's export line to add, those of the
-// token's topics for a token restricted to some.
-func (s *Server) exportSchedules(r *http.Request, add func(line []byte)) error {
-	list, err := s.engine.ListSchedules(r.Context())
-	if err != nil {
-		return err
-	}
-	id := identityFrom(r.Context())
-	for _, sc := range list {
-		if id != nil && !id.AllowsTopic(sc.Topic) {
-			continue
-		}
-		v := newScheduleView(sc, time.Time{}, 0)
-		v.NextRuns = nil
-		line, err := json.Marshal(scheduleLine{Schedule: v})
-		if err != nil {
-			return err
-		}
-		add(line)
-	}
-	return nil
+// scheduleExportLine returns a schedule's export line.
+func scheduleExportLine(sc *core.Schedule) ([]byte, error) {
+	v := newScheduleView(sc, time.Time{}, 0)
+	v.NextRuns = nil
+	return json.Marshal(scheduleLine{Schedule: v})
 }
 
 // isScheduleLine reports whether an import line is a schedule's.
@@ -319,18 +283,4 @@ func decodeScheduleLine(line []byte) (*core.Schedule, error) {
 		}
 	}
 	return sc, nil
-}
-
-// importSchedule imports a schedule's line: false when a schedule of its
-// name exists (skipped). A token restricted to some topics may import
-// only theirs.
-func (s *Server) importSchedule(r *http.Request, line []byte) (bool, error) {
-	sc, err := decodeScheduleLine(line)
-	if err != nil {
-		return false, err
-	}
-	if err := s.allowTopic(r, sc.Topic); err != nil {
-		return false, err
-	}
-	return s.engine.ImportSchedule(r.Context(), sc)
 }

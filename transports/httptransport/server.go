@@ -11,13 +11,13 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/delayq/delayq/auth"
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/service"
 	"github.com/delayq/delayq/transports/wire"
 )
 
@@ -25,20 +25,16 @@ import (
 // Config.MaxRequestBytes says otherwise.
 const MaxRequestBytesDefault = 32 << 20
 
-// Request bounds other than the batch's.
-const (
-	// envelopeBytes is the room a single job request has beyond the
-	// engine's body limit, for its other fields and whitespace.
-	envelopeBytes = 64 << 10
-	// smallRequestBytes bounds requests without a job body: claim, ack,
-	// nack, touch and topic configuration.
-	smallRequestBytes = 256 << 10
-)
-
 // Config configures a Server.
 type Config struct {
 	// Engine serves every request. Required.
 	Engine *core.Engine
+	// Service applies the API's policy (access, quotas, batch rules) over
+	// Engine; share one with the other transports.
+	//
+	// Defaults to a service.Service over Engine with Logger and
+	// NATSDeliverySubjects.
+	Service *service.Service
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// MaxRequestBytes bounds a batch request body. A single job request is
@@ -62,7 +58,8 @@ type Config struct {
 	// only delayq.deliver.<topic> of a topic it may use, so that it cannot
 	// publish on subjects that belong to others. Tokens without topic
 	// patterns, and the open API, may name any subject the NATS deliverer
-	// accepts. Nil allows no other subject.
+	// accepts. Nil allows no other subject. Only the default Service uses
+	// it.
 	NATSDeliverySubjects []string
 	// BodyReadTimeout bounds the read of a request's body, from the start
 	// of its handler; a body that has not arrived by then is answered 400
@@ -146,13 +143,13 @@ func (c Config) Validate() error {
 // ReadTimeout and WriteTimeout.
 type Server struct {
 	engine          *core.Engine
+	svc             *service.Service
 	log             *slog.Logger
 	maxRequestBytes int64
 	maxJobBytes     int64
 	mux             *http.ServeMux
 	tokens          *auth.Tokens
 	protectMetrics  bool
-	natsSubjects    []string
 	bodyReadTimeout time.Duration
 	writeTimeout    time.Duration
 	allowedHosts    []string
@@ -188,11 +185,10 @@ func New(cfg Config) *Server {
 		engine:          cfg.Engine,
 		log:             cmp.Or(cfg.Logger, slog.Default()),
 		maxRequestBytes: cmp.Or(cfg.MaxRequestBytes, MaxRequestBytesDefault),
-		maxJobBytes:     int64(cfg.Engine.Limits().MaxBodyBytes) + envelopeBytes,
+		maxJobBytes:     int64(cfg.Engine.Limits().MaxBodyBytes) + wire.EnvelopeBytes,
 		mux:             http.NewServeMux(),
 		tokens:          cfg.Tokens,
 		protectMetrics:  cfg.ProtectMetrics,
-		natsSubjects:    cfg.NATSDeliverySubjects,
 		bodyReadTimeout: cmp.Or(cfg.BodyReadTimeout, BodyReadTimeoutDefault),
 		writeTimeout:    cmp.Or(cfg.WriteTimeout, WriteTimeoutDefault),
 		allowedHosts:    normalizeHostPatterns(cfg.AllowedHosts),
@@ -200,6 +196,9 @@ func New(cfg Config) *Server {
 		backupDir:       cmp.Or(cfg.BackupDir, os.TempDir()),
 		backup:          cfg.Backup,
 		liveStats:       cfg.Stats,
+	}
+	if s.svc = cfg.Service; s.svc == nil {
+		s.svc = service.New(service.Config{Engine: cfg.Engine, Logger: s.log, NATSDeliverySubjects: cfg.NATSDeliverySubjects})
 	}
 	if s.backup == nil {
 		s.backup = s.engine.Checkpoint
@@ -397,23 +396,9 @@ func (s *Server) route(pattern string, h handlerFunc) {
 		}()
 		// Store decorators label metrics and spans with the transport.
 		r = r.WithContext(core.WithTransport(r.Context(), core.TransportHTTP))
-		err := s.allowPathTopics(r, pattern)
-		if err == nil {
-			err = h(w, r)
-		}
-		if err != nil {
+		if err := h(w, r); err != nil {
 			s.writeError(w, r, err)
 		}
 	})
 	s.addRoute(pattern)
-}
-
-// traceParent returns the request's W3C traceparent header when it is well
-// formed, else "".
-func traceParent(r *http.Request) string {
-	h := strings.TrimSpace(r.Header.Get("traceparent"))
-	if validTraceParent(h) {
-		return h
-	}
-	return ""
 }

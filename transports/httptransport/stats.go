@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/service"
 )
 
 // Defaults of StatsConfig.
@@ -294,8 +295,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
 		s.writeJSON(w, r, http.StatusOK, v)
 		return nil
 	}
-	id := identityFrom(r.Context())
-	allowed := func(topic string) bool { return id == nil || id.AllowsTopic(topic) }
+	allowed := func(topic string) bool { return service.Allows(r.Context(), topic) }
 	topics := map[string]bool{}
 	v.Interval = s.liveStats.cfg.Interval.String()
 	for _, smp := range s.liveStats.ordered() {
@@ -325,7 +325,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
 	v.Topics = append(v.Topics, slices.Sorted(maps.Keys(topics))...)
 	if f := s.liveStats.cfg.BreakersFunc; f != nil {
 		for _, b := range f() {
-			if b.Endpoint && id != nil && id.Restricted() {
+			if id := service.IdentityFrom(r.Context()); b.Endpoint && id != nil && id.Restricted() {
 				continue
 			}
 			v.Breakers = append(v.Breakers, b)

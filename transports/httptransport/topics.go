@@ -5,27 +5,20 @@ import (
 	"strconv"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/service"
 	"github.com/delayq/delayq/transports/wire"
 )
-
-// listLimitDefault is the limit of a job listing (dead jobs, jobs by key)
-// when the query has none.
-const listLimitDefault = 100
 
 // listTopics serves GET /v1/topics: every topic that is configured or has
 // jobs, with counts, sorted by name; for a token restricted to some topics,
 // only those.
 func (s *Server) listTopics(w http.ResponseWriter, r *http.Request) error {
-	ts, err := s.engine.ListTopics(r.Context())
+	ts, err := s.svc.ListTopics(r.Context())
 	if err != nil {
 		return err
 	}
 	v := topicListView{Topics: make([]topicView, 0, len(ts))}
-	id := identityFrom(r.Context())
 	for _, t := range ts {
-		if id != nil && !id.AllowsTopic(t.Name) {
-			continue // a token restricted to some topics sees only those
-		}
 		v.Topics = append(v.Topics, newTopicView(t))
 	}
 	s.writeJSON(w, r, http.StatusOK, v)
@@ -36,10 +29,9 @@ func (s *Server) listTopics(w http.ResponseWriter, r *http.Request) error {
 // filled and its counts; 404 when the topic is neither configured nor has
 // jobs.
 func (s *Server) getTopic(w http.ResponseWriter, r *http.Request) error {
-	name := r.PathValue("topic")
-	t, err := s.engine.GetTopic(r.Context(), name)
+	t, err := s.svc.GetTopic(r.Context(), r.PathValue("topic"))
 	if err != nil {
-		return describe(err, core.ErrNotFound, "topic %q not found", name)
+		return err
 	}
 	s.writeJSON(w, r, http.StatusOK, newTopicView(t))
 	return nil
@@ -49,7 +41,7 @@ func (s *Server) getTopic(w http.ResponseWriter, r *http.Request) error {
 // answers 200 with it as GET shows it.
 func (s *Server) putTopic(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("topic")
-	data, release, err := readBody(w, r, smallRequestBytes)
+	data, release, err := readBody(w, r, wire.SmallRequestBytes)
 	if err != nil {
 		return err
 	}
@@ -58,42 +50,19 @@ func (s *Server) putTopic(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.allowDelivery(r, t); err != nil {
-		return err
-	}
-	if err := s.engine.PutTopic(r.Context(), t); err != nil {
-		return err
-	}
-	stored, err := s.engine.GetTopic(r.Context(), name)
+	stored, err := s.svc.PutTopic(r.Context(), t)
 	if err != nil {
-		// Stored, but the read for counts failed: answer what was stored.
-		s.log.Warn("httptransport: reading a topic back after put failed", "topic", name, "err", err)
-		stored = t
-		stored.Configured = true
+		return err
 	}
 	s.writeJSON(w, r, http.StatusOK, newTopicView(stored))
 	return nil
 }
 
-// allowDelivery checks what a token restricted to some topics may configure
-// of a topic's delivery, as wire.AllowDelivery does (on_dead,
-// delivery.error_body, delivery.success, a NATS delivery.subject beyond its topics and
-// Config.NATSDeliverySubjects): an error wrapping wire.ErrPermissionDenied.
-func (s *Server) allowDelivery(r *http.Request, t *core.Topic) error {
-	id := identityFrom(r.Context())
-	err := wire.AllowDelivery(r.Context(), s.engine, id, t, s.natsSubjects)
-	if err != nil {
-		s.log.Info("httptransport: permission denied", "token", id.Name, "method", r.Method, "path", r.URL.Path, "topic", t.Name, "on_dead", t.OnDead, "delivery.subject", t.Delivery.Subject, "err", err)
-	}
-	return err
-}
-
 // deleteTopic serves DELETE /v1/topics/{topic}: 204 when its configuration
 // was dropped (its jobs stay); 404 when it had none.
 func (s *Server) deleteTopic(w http.ResponseWriter, r *http.Request) error {
-	name := r.PathValue("topic")
-	if err := s.engine.DeleteTopic(r.Context(), name); err != nil {
-		return describe(err, core.ErrNotFound, "topic %q has no configuration", name)
+	if err := s.svc.DeleteTopic(r.Context(), r.PathValue("topic")); err != nil {
+		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -113,15 +82,9 @@ func (s *Server) resumeTopic(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) error {
-	name := r.PathValue("topic")
-	if err := s.engine.SetTopicPaused(r.Context(), name, paused); err != nil {
-		return err
-	}
-	t, err := s.engine.GetTopic(r.Context(), name)
+	t, err := s.svc.SetTopicPaused(r.Context(), r.PathValue("topic"), paused)
 	if err != nil {
-		// Done, but the read back failed (or, resumed, the topic has
-		// neither jobs nor configuration): answer what is known.
-		t = &core.Topic{Name: name, Paused: paused}
+		return err
 	}
 	s.writeJSON(w, r, http.StatusOK, newTopicView(t))
 	return nil
@@ -134,7 +97,7 @@ func (s *Server) listDead(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	jobs, err := s.engine.ListDead(r.Context(), &core.ListDeadJobsParams{Topic: r.PathValue("topic"), Limit: limit})
+	jobs, err := s.svc.ListDead(r.Context(), &core.ListDeadJobsParams{Topic: r.PathValue("topic"), Limit: limit})
 	if err != nil {
 		return err
 	}
@@ -142,12 +105,12 @@ func (s *Server) listDead(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// queryLimit returns the query's limit, listLimitDefault when it has none;
+// queryLimit returns the query's limit, service.ListLimitDefault when it has none;
 // the engine checks its range.
 func queryLimit(r *http.Request, max int) (int, error) {
 	q := r.URL.Query()
 	if !q.Has("limit") {
-		return listLimitDefault, nil
+		return service.ListLimitDefault, nil
 	}
 	n, err := strconv.Atoi(q.Get("limit"))
 	if err != nil {
@@ -174,14 +137,10 @@ func (s *Server) findJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	jobs, err := s.engine.FindJobs(r.Context(), &core.FindJobsParams{
+	jobs, next, err := s.svc.FindJobs(r.Context(), &core.FindJobsParams{
 		Topic: r.PathValue("topic"), Key: q.Get("key"), After: q.Get("after"), Limit: limit})
 	if err != nil {
 		return err
-	}
-	next := ""
-	if len(jobs) == limit {
-		next = jobs[len(jobs)-1].ID
 	}
 	writeJobList(w, jobs, appendJob, pageTail(next, -1))
 	return nil
@@ -198,29 +157,23 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p := core.ListJobsParams{Topic: r.PathValue("topic"), State: core.State(q.Get("state")), After: q.Get("after"), Limit: limit}
-	if !q.Has("contains") {
-		if q.Has("scan") {
-			return core.Invalid("scan", "scan needs contains")
-		}
-		page, err := s.engine.ListJobs(r.Context(), &p)
-		if err != nil {
-			return err
-		}
-		writeJobList(w, page.Jobs, appendJob, pageTail(page.Next, -1))
-		return nil
-	}
-	scan := 0
-	if q.Has("scan") {
-		if scan, err = strconv.Atoi(q.Get("scan")); err != nil || scan < 1 {
+	p := core.SearchJobsParams{ListJobsParams: core.ListJobsParams{
+		Topic: r.PathValue("topic"), State: core.State(q.Get("state")), After: q.Get("after"), Limit: limit,
+	}, Contains: q.Get("contains")}
+	switch {
+	case !q.Has("scan"):
+	case !q.Has("contains"):
+		return core.Invalid("scan", "scan needs contains")
+	default:
+		if p.Scan, err = strconv.Atoi(q.Get("scan")); err != nil || p.Scan < 1 {
 			return core.Invalid("scan", "scan must be an integer between 1 and %d", core.ListScanMax)
 		}
 	}
-	page, err := s.engine.SearchJobs(r.Context(), &core.SearchJobsParams{ListJobsParams: p, Contains: q.Get("contains"), Scan: scan})
+	jobs, next, scanned, err := s.svc.ListJobs(r.Context(), &p, q.Has("contains"))
 	if err != nil {
 		return err
 	}
-	writeJobList(w, page.Jobs, appendJob, pageTail(page.Next, page.Scanned))
+	writeJobList(w, jobs, appendJob, pageTail(next, scanned))
 	return nil
 }
 
@@ -254,7 +207,7 @@ func (s *Server) cancelByKey(w http.ResponseWriter, r *http.Request) error {
 	if !q.Has("key") {
 		return core.Invalid("key", "key is required: /v1/topics/{topic}/jobs?key=...")
 	}
-	res, err := s.engine.CancelByKey(r.Context(), r.PathValue("topic"), q.Get("key"))
+	res, err := s.svc.CancelByKey(r.Context(), r.PathValue("topic"), q.Get("key"))
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/delayq/delayq/auth"
+	"github.com/delayq/delayq/service"
 )
 
 // whoamiView is the answer of GET /v1/whoami.
@@ -24,7 +25,7 @@ type whoamiView struct {
 // Any valid token may ask; without tokens it answers every scope.
 func (s *Server) whoami(w http.ResponseWriter, r *http.Request) error {
 	v := whoamiView{Auth: s.tokens.Len() > 0, Scopes: []auth.Scope{}}
-	id := identityFrom(r.Context())
+	id := service.IdentityFrom(r.Context())
 	for _, sc := range []auth.Scope{auth.ScopePush, auth.ScopeConsume, auth.ScopeAdmin} {
 		if id == nil || id.HasScope(sc) {
 			v.Scopes = append(v.Scopes, sc)

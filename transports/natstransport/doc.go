@@ -41,7 +41,9 @@
 //
 // The subscriptions are in a queue group, so that several delayq instances
 // on one NATS cluster share the messages, each going to one instance.
-// Messages that arrive together are pushed to the engine as one batch
+// Messages that arrive together are pushed as one batch through
+// service.Service.PushBatch, with the API's batch rules (the intake has no
+// tokens, so no quota or topic check refuses it)
 // (IntakeConfig.MaxBatch, by IntakeConfig.Workers workers). A message
 // published without a reply subject is fire-and-forget, as core NATS is: it
 // is lost if no instance listens or the subscription's buffer overflows,

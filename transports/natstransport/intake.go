@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/service"
 	"github.com/delayq/delayq/transports/wire"
 )
 
@@ -38,6 +39,12 @@ type IntakeConfig struct {
 	Conn *nats.Conn
 	// Engine takes the jobs. Required.
 	Engine *core.Engine
+	// Service pushes and cancels over Engine with the API's policy (batch
+	// rules; the intake has no tokens, so no quota or topic refuses it);
+	// share one with the other transports.
+	//
+	// Defaults to a service.Service over Engine with Logger.
+	Service *service.Service
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Prefix is the first token of the subjects: jobs are pushed on
@@ -105,7 +112,7 @@ func (c IntakeConfig) Validate() error {
 // Stop it.
 type Intake struct {
 	conn   *nats.Conn
-	engine *core.Engine
+	svc    *service.Service
 	log    *slog.Logger
 	cfg    IntakeConfig
 	push   string // subject prefix of pushes, "<prefix>.push."
@@ -133,9 +140,12 @@ func NewIntake(cfg IntakeConfig) (*Intake, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Service == nil {
+		cfg.Service = service.New(service.Config{Engine: cfg.Engine, Logger: cfg.Logger})
+	}
 	return &Intake{
 		conn:    cfg.Conn,
-		engine:  cfg.Engine,
+		svc:     cfg.Service,
 		log:     cfg.Logger,
 		cfg:     cfg,
 		push:    cfg.Prefix + ".push.",
@@ -326,7 +336,7 @@ func (in *Intake) handle(batch []*nats.Msg) {
 	if len(params) == 0 {
 		return
 	}
-	results, err := in.engine.PushBatch(ctx, &core.PushBatchParams{Jobs: params})
+	results, err := in.svc.PushBatch(ctx, len(params), func(i int) (*core.PushParams, error) { return params[i], nil })
 	if err != nil {
 		for _, m := range pushed {
 			in.reply(m, nil, err)
@@ -360,7 +370,7 @@ func (in *Intake) cancelJob(ctx context.Context, m *nats.Msg) error {
 	if id == "" {
 		return core.Invalid("payload", "the payload must be the id of the job to cancel")
 	}
-	err := in.engine.Cancel(ctx, id)
+	err := in.svc.Cancel(ctx, id)
 	switch {
 	case errors.Is(err, core.ErrNotFound):
 		return wire.WithMessage(fmt.Sprintf("job %q not found", truncate(id, core.MaxIDLen)), err)

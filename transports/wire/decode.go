@@ -140,6 +140,26 @@ func IsDigits(s string) bool {
 	return true
 }
 
+// Request bounds every transport shares, so that a gRPC method's message
+// is bounded as its HTTP route's body.
+const (
+	// SmallRequestBytes bounds a request without a job body: reads,
+	// claims, acks, topic configuration.
+	SmallRequestBytes = 256 << 10
+	// EnvelopeBytes is the room a request with one job body has beyond the
+	// engine's body limit, for its other fields and whitespace.
+	EnvelopeBytes = 64 << 10
+)
+
+// TraceParent returns the traceparent header of h (an http.Header) when it
+// is well formed (ValidTraceParent), else "".
+func TraceParent(h interface{ Get(string) string }) string {
+	if tp := strings.TrimSpace(h.Get("traceparent")); ValidTraceParent(tp) {
+		return tp
+	}
+	return ""
+}
+
 // ValidTraceParent reports whether h is a W3C traceparent of a known shape:
 // version-traceid-parentid-flags in lowercase hex, with later versions
 // allowed to append fields. Invalid values are ignored, as the spec asks.

@@ -6,7 +6,7 @@
 // job's body is kept and shown byte for byte. Errors get the same codes,
 // statuses and client messages everywhere from one table (see ToError).
 //
-// Of this module it imports only core and auth (for the checks every
-// transport makes of a token: AllowIntake, AllowDelivery), so every transport
-// may import it; the transports never import each other.
+// Of this module it imports only core, so every transport and the service
+// package (which makes the checks of a token) may import it; the
+// transports never import each other.
 package wire

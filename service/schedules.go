@@ -1,0 +1,63 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/transports/wire"
+)
+
+// ListSchedules returns every schedule by name; for a token restricted to
+// some topics, those of its topics.
+func (s *Service) ListSchedules(ctx context.Context) ([]*core.Schedule, error) {
+	list, err := s.engine.ListSchedules(ctx)
+	return keepAllowed(ctx, list, func(sc *core.Schedule) string { return sc.Topic }), err
+}
+
+// GetSchedule reads the schedule name. A schedule of a topic the caller
+// may not use is not found, as one that does not exist, so that a token
+// restricted to topics learns nothing of other topics' schedules. Errors:
+// core.ErrNotFound naming the schedule, the store's.
+func (s *Service) GetSchedule(ctx context.Context, name string) (*core.Schedule, error) {
+	sc, err := s.engine.GetSchedule(ctx, name)
+	if err == nil && !Allows(ctx, sc.Topic) {
+		err = core.ErrNotFound
+	}
+	if errors.Is(err, core.ErrNotFound) {
+		return nil, wire.WithMessage(fmt.Sprintf("schedule %q not found", name), err)
+	}
+	return sc, err
+}
+
+// PutSchedule creates or replaces sc and returns it as stored. The caller
+// must be allowed sc's topic and, when it replaces a schedule, that
+// schedule's topic, so that a token restricted to topics can neither aim a
+// schedule at another topic nor take over another topic's schedule; a
+// schedule of a topic it may not use is answered not found naming only
+// sc's name, as GetSchedule answers it. Errors: the engine's naming the
+// field (nothing is stored), wire.ErrPermissionDenied, core.ErrNotFound.
+func (s *Service) PutSchedule(ctx context.Context, sc *core.Schedule) (*core.Schedule, error) {
+	if err := s.AllowTopic(ctx, sc.Topic); err != nil {
+		return nil, err
+	}
+	old, err := s.engine.GetSchedule(ctx, sc.Name)
+	switch {
+	case err == nil && !Allows(ctx, old.Topic):
+		return nil, wire.WithMessage(fmt.Sprintf("schedule %q not found", sc.Name), core.ErrNotFound)
+	case err != nil && !errors.Is(err, core.ErrNotFound):
+		return nil, err
+	}
+	return s.engine.PutSchedule(ctx, sc)
+}
+
+// DeleteSchedule drops the schedule name: no slot fires after it; the
+// jobs it created stay. Errors as GetSchedule.
+func (s *Service) DeleteSchedule(ctx context.Context, name string) error {
+	sc, err := s.GetSchedule(ctx, name)
+	if err != nil {
+		return err
+	}
+	return Describe(s.engine.DeleteSchedule(ctx, sc.Name), core.ErrNotFound, "schedule %q not found", sc.Name)
+}

@@ -1,0 +1,55 @@
+package service
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+
+	"github.com/delayq/delayq/auth"
+	"github.com/delayq/delayq/core"
+)
+
+// Config configures a Service.
+type Config struct {
+	// Engine serves every operation. Required.
+	Engine *core.Engine
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// NATSDeliverySubjects are NATS subject patterns (`*` one token, a
+	// final `>` one or more) that a token restricted to some topics may
+	// name as a topic's delivery.subject besides delayq.deliver.<topic> of
+	// its own topics (see AllowDelivery). Nil allows no other subject.
+	NATSDeliverySubjects []string
+}
+
+// Service applies the API's policy to the operations of a core.Engine. It
+// is safe for concurrent use.
+type Service struct {
+	engine       *core.Engine
+	log          *slog.Logger
+	natsSubjects []string
+}
+
+// New returns a Service over cfg.Engine. It panics when cfg.Engine is nil.
+func New(cfg Config) *Service {
+	if cfg.Engine == nil {
+		panic("service: Config.Engine is required")
+	}
+	return &Service{engine: cfg.Engine, log: cmp.Or(cfg.Logger, slog.Default()), natsSubjects: cfg.NATSDeliverySubjects}
+}
+
+// identityKey is the context key of the caller's *auth.Identity.
+type identityKey struct{}
+
+// WithIdentity returns ctx carrying id, the token that authenticated the
+// call.
+func WithIdentity(ctx context.Context, id *auth.Identity) context.Context {
+	return context.WithValue(ctx, identityKey{}, id)
+}
+
+// IdentityFrom returns the identity WithIdentity put in ctx: nil when the
+// API has no tokens, the operation is open, or the call came by NATS.
+func IdentityFrom(ctx context.Context) *auth.Identity {
+	id, _ := ctx.Value(identityKey{}).(*auth.Identity)
+	return id
+}

@@ -1,0 +1,176 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/delayq/delayq/auth"
+	"github.com/delayq/delayq/backends/memstore"
+	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/coretest"
+	"github.com/delayq/delayq/service"
+	"github.com/delayq/delayq/transports/wire"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// testBundle is a service over the real engine and memstore, behind a
+// store that can be made to fail, with tokens.
+type testBundle struct {
+	engine *core.Engine
+	svc    *service.Service
+	down   *downStore
+	tokens *auth.Tokens
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	clock := coretest.NewFakeClock()
+	store := memstore.New(memstore.Config{Clock: clock})
+	down := &downStore{Store: store}
+	engine, err := core.NewEngine(core.EngineConfig{Store: down, Clock: clock, Logger: slog.New(slog.DiscardHandler), Limits: core.Limits{MaxBatch: 4}})
+	require.NoError(t, err)
+	tokens, err := auth.NewTokens([]auth.Token{
+		{Name: "admin", Token: "admin-secret-000000000000001", Scopes: []auth.Scope{auth.ScopeAdmin}},
+		{Name: "pusher", Token: "push-secret-0000000000000001", Scopes: []auth.Scope{auth.ScopePush}, Topics: []string{"orders.*"}},
+		{Name: "quota", Token: "quota-secret-000000000000001", Scopes: []auth.Scope{auth.ScopePush}, IntakeRate: 1.0 / 86400, IntakeBurst: 2},
+	})
+	require.NoError(t, err)
+	tokens.NowFunc = clock.Now
+	t.Cleanup(func() { require.NoError(t, store.Close()) })
+	return &testBundle{engine: engine, svc: service.New(service.Config{Engine: engine, Logger: slog.New(slog.DiscardHandler)}), down: down, tokens: tokens}
+}
+
+// as returns ctx carrying the identity of the token secret.
+func (b *testBundle) as(t *testing.T, secret string) context.Context {
+	t.Helper()
+	id, ok := b.tokens.Authenticate(secret)
+	require.True(t, ok)
+	return service.WithIdentity(t.Context(), id)
+}
+
+// downStore fails writes of jobs while down is set.
+type downStore struct {
+	core.Store
+	down atomic.Bool
+}
+
+func (d *downStore) PutJobs(ctx context.Context, p *core.PutJobsParams) ([]core.PutResult, error) {
+	if d.down.Load() {
+		return nil, core.ErrUnavailable
+	}
+	return d.Store.PutJobs(ctx, p)
+}
+
+func push(topic string) *core.PushParams {
+	return &core.PushParams{Topic: topic, Body: json.RawMessage("1")}
+}
+
+func TestAuthorize(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	admin := service.IdentityFrom(b.as(t, "admin-secret-000000000000001"))
+	pusher := service.IdentityFrom(b.as(t, "push-secret-0000000000000001"))
+	for _, op := range service.Ops() {
+		require.True(t, op.Known())
+		require.NoError(t, b.svc.Authorize(nil, op), "%s without tokens", op)
+		require.NoError(t, b.svc.Authorize(admin, op), "admin may do %s", op)
+	}
+	require.NoError(t, b.svc.Authorize(pusher, service.OpPush))
+	require.NoError(t, b.svc.Authorize(pusher, service.OpHealth), "open")
+	require.NoError(t, b.svc.Authorize(pusher, service.OpGetTopic), "any scope")
+	err := b.svc.Authorize(pusher, service.OpAck)
+	require.ErrorIs(t, err, wire.ErrPermissionDenied)
+	require.EqualError(t, err, `token "pusher" lacks the consume scope for Ack`)
+	err = b.svc.Authorize(pusher, service.Op("NoSuchOp"))
+	require.EqualError(t, err, `token "pusher" lacks the admin scope for NoSuchOp`, "an op not in the table needs admin")
+}
+
+func TestAllowTopicAndJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := b.as(t, "push-secret-0000000000000001")
+	require.NoError(t, b.svc.AllowTopic(ctx, "orders.eu"))
+	require.EqualError(t, b.svc.AllowTopic(ctx, "billing"), `token "pusher" may not use topic "billing"`)
+	res, err := b.svc.Push(t.Context(), push("billing"))
+	require.NoError(t, err)
+	err = b.svc.AllowJob(ctx, res.Job.ID)
+	require.ErrorIs(t, err, wire.ErrPermissionDenied)
+	require.NotContains(t, err.Error(), "billing", "the refusal names the job, not its topic")
+	require.NoError(t, b.svc.AllowJob(ctx, "no-such-job"), "an unknown job is left to the operation")
+	_, err = b.svc.Get(ctx, res.Job.ID)
+	require.ErrorIs(t, err, wire.ErrPermissionDenied)
+	_, err = b.svc.Get(ctx, "no-such-job")
+	require.EqualError(t, err, `job "no-such-job" not found`)
+}
+
+func TestPushBatchBoundsAndQuota(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	item := func(int) (*core.PushParams, error) { return push("t"), nil }
+	_, err := b.svc.PushBatch(t.Context(), 0, item)
+	require.EqualError(t, err, "jobs must hold at least one job")
+	_, err = b.svc.PushBatch(t.Context(), 5, item)
+	require.ErrorIs(t, err, core.ErrTooLarge)
+
+	ctx := b.as(t, "quota-secret-000000000000001")
+	_, err = b.svc.PushBatch(ctx, 3, item)
+	require.ErrorIs(t, err, core.ErrTooLarge, "more than the burst")
+	rs, err := b.svc.PushBatch(ctx, 2, item)
+	require.NoError(t, err)
+	require.Len(t, rs, 2)
+	_, err = b.svc.Push(ctx, push("t"))
+	var rl *wire.RateLimitError
+	require.ErrorAs(t, err, &rl, "the quota is spent")
+	require.Positive(t, rl.RetryAfter)
+}
+
+func TestPushBatchFailsWholeWhenEveryItemFailedServerSide(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.down.down.Store(true)
+	_, err := b.svc.PushBatch(t.Context(), 2, func(int) (*core.PushParams, error) { return push("t"), nil })
+	require.ErrorIs(t, err, core.ErrUnavailable)
+
+	// One item fails on its own: the others' server-side errors are
+	// answered per item.
+	bad := core.Invalid("body", "bad")
+	rs, err := b.svc.PushBatch(t.Context(), 2, func(i int) (*core.PushParams, error) {
+		if i == 0 {
+			return nil, bad
+		}
+		return push("t"), nil
+	})
+	require.NoError(t, err)
+	require.ErrorIs(t, rs[0].Err, bad)
+	require.ErrorIs(t, rs[1].Err, core.ErrUnavailable)
+}
+
+func TestAckBatchChecksEachItem(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res, err := b.svc.Push(t.Context(), push("billing"))
+	require.NoError(t, err)
+	ctx := b.as(t, "push-secret-0000000000000001")
+	errs, err := b.svc.AckBatch(ctx, 2, func(i int) (core.AckJobParams, error) {
+		if i == 0 {
+			return core.AckJobParams{ID: res.Job.ID, Lease: "l"}, nil
+		}
+		return core.AckJobParams{ID: "no-such-job", Lease: "l"}, nil
+	})
+	require.NoError(t, err)
+	require.ErrorIs(t, errs[0], wire.ErrPermissionDenied)
+	require.EqualError(t, errs[1], `job "no-such-job" not found`)
+	_, err = b.svc.AckBatch(ctx, 0, nil)
+	require.EqualError(t, err, "acks must hold at least one item")
+	require.True(t, errors.Is(b.svc.CheckBatch("nacks", 5), core.ErrTooLarge))
+}

@@ -1,0 +1,89 @@
+package service
+
+import (
+	"context"
+
+	"github.com/delayq/delayq/core"
+)
+
+// ListTopics returns every topic that is configured, paused or has jobs,
+// sorted by name; for a token restricted to some topics, only those.
+func (s *Service) ListTopics(ctx context.Context) ([]*core.Topic, error) {
+	ts, err := s.engine.ListTopics(ctx)
+	return keepAllowed(ctx, ts, func(t *core.Topic) string { return t.Name }), err
+}
+
+// GetTopic reads a topic with its counts. Errors: core.ErrNotFound naming
+// it when it is neither configured, paused nor has jobs,
+// wire.ErrPermissionDenied.
+func (s *Service) GetTopic(ctx context.Context, name string) (*core.Topic, error) {
+	if err := s.AllowTopic(ctx, name); err != nil {
+		return nil, err
+	}
+	t, err := s.engine.GetTopic(ctx, name)
+	return t, Describe(err, core.ErrNotFound, "topic %q not found", name)
+}
+
+// PutTopic stores t's configuration and returns the topic as GetTopic
+// shows it (as stored when that read fails). Errors: the engine's naming
+// the field, wire.ErrPermissionDenied for a topic not the caller's or what
+// AllowDelivery refuses.
+func (s *Service) PutTopic(ctx context.Context, t *core.Topic) (*core.Topic, error) {
+	if err := s.AllowTopic(ctx, t.Name); err != nil {
+		return nil, err
+	}
+	if err := s.AllowDelivery(ctx, t); err != nil {
+		if id := IdentityFrom(ctx); id != nil {
+			s.log.Info("service: permission denied", "token", id.Name, "topic", t.Name, "on_dead", t.OnDead, "delivery.subject", t.Delivery.Subject, "err", err)
+		}
+		return nil, err
+	}
+	if err := s.engine.PutTopic(ctx, t); err != nil {
+		return nil, err
+	}
+	stored, err := s.engine.GetTopic(ctx, t.Name)
+	if err != nil {
+		// Stored, but the read for counts failed: answer what was stored.
+		s.log.Warn("service: reading a topic back after put failed", "topic", t.Name, "err", err)
+		stored = t
+		stored.Configured = true
+	}
+	return stored, nil
+}
+
+// DeleteTopic drops a topic's configuration; its jobs stay. Errors:
+// core.ErrNotFound when it had none, wire.ErrPermissionDenied.
+func (s *Service) DeleteTopic(ctx context.Context, name string) error {
+	if err := s.AllowTopic(ctx, name); err != nil {
+		return err
+	}
+	return Describe(s.engine.DeleteTopic(ctx, name), core.ErrNotFound, "topic %q has no configuration", name)
+}
+
+// SetTopicPaused stops (paused) or starts again a topic's deliveries on
+// every instance, and returns the topic as GetTopic shows it. Idempotent.
+// Errors: the engine's for a bad name, wire.ErrPermissionDenied.
+func (s *Service) SetTopicPaused(ctx context.Context, name string, paused bool) (*core.Topic, error) {
+	if err := s.AllowTopic(ctx, name); err != nil {
+		return nil, err
+	}
+	if err := s.engine.SetTopicPaused(ctx, name, paused); err != nil {
+		return nil, err
+	}
+	t, err := s.engine.GetTopic(ctx, name)
+	if err != nil {
+		// Done, but the read back failed (or, resumed, the topic has
+		// neither jobs nor configuration): answer what is known.
+		t = &core.Topic{Name: name, Paused: paused}
+	}
+	return t, nil
+}
+
+// ListDead lists up to p.Limit dead jobs of p.Topic, oldest death first.
+// Errors: the engine's for a bad topic or limit, wire.ErrPermissionDenied.
+func (s *Service) ListDead(ctx context.Context, p *core.ListDeadJobsParams) ([]*core.Job, error) {
+	if err := s.AllowTopic(ctx, p.Topic); err != nil {
+		return nil, err
+	}
+	return s.engine.ListDead(ctx, p)
+}
