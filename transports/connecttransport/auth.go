@@ -115,4 +115,3 @@ func (s *Server) authenticated(ctx context.Context) error {
 	}
 	return wire.WithMessage("a bearer token is required: metadata authorization: Bearer <token>", wire.ErrUnauthenticated)
 }
-
