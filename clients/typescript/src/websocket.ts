@@ -1,0 +1,176 @@
+import { Code, DelayqError, InvalidArgumentError, UnavailableError, errorFromBody } from "./errors.js";
+
+/**
+ * Connection is an open WebSocket as a Subscription uses it: text frames in
+ * and out, and its end. A WebSocketFactory makes one.
+ */
+export interface Connection {
+  /** send writes one text frame. */
+  send(text: string): void;
+  /** close starts the closing handshake. */
+  close(code: number, reason: string): void;
+  /** onMessage is called with each text frame; set by the subscription. */
+  onMessage: (text: string) => void;
+  /** onClose is called once when the connection has ended, for any reason; set by the subscription. */
+  onClose: (code: number, reason: string) => void;
+}
+
+/**
+ * WebSocketFactory opens a connection to url with headers (Authorization,
+ * User-Agent). It resolves once the connection is open, and rejects with a
+ * DelayqError when the service refused the upgrade (its status and error
+ * body), an UnavailableError when it could not connect.
+ */
+export type WebSocketFactory = (url: string, headers: Record<string, string>) => Promise<Connection>;
+
+/** MAX_FRAME bounds a frame from the service: a job body of the largest allowed size and its envelope, with room to spare. */
+const MAX_FRAME = 64 << 20;
+
+/**
+ * defaultWebSocket returns the factory of this runtime: the ws package
+ * under Node (whose global WebSocket, where there is one, cannot send an
+ * Authorization header nor tell a refused upgrade's status), the global
+ * WebSocket elsewhere (edge runtimes, Deno, Bun, browsers).
+ */
+export function defaultWebSocket(): WebSocketFactory {
+  const g = globalThis as { process?: { versions?: { node?: string } }; WebSocket?: unknown };
+  if (g.process?.versions?.node !== undefined) {
+    return nodeWebSocket;
+  }
+  if (typeof g.WebSocket === "function") {
+    return globalWebSocket;
+  }
+  return () => Promise.reject(new InvalidArgumentError({ code: Code.InvalidArgument, field: "webSocket", message: "this runtime has no WebSocket: pass ClientConfig.webSocket" }));
+}
+
+/** nodeWebSocket opens a connection with the ws package. */
+export const nodeWebSocket: WebSocketFactory = async (url, headers) => {
+  const { WebSocket } = await import("ws");
+  return new Promise<Connection>((resolve, reject) => {
+    const ws = new WebSocket(url, { headers, maxPayload: MAX_FRAME, perMessageDeflate: false });
+    let opened = false;
+    const conn: Connection = {
+      send: (text) => ws.send(text),
+      close: (code, reason) => ws.close(code, reason),
+      onMessage: () => {},
+      onClose: () => {},
+    };
+    ws.on("unexpected-response", (_req, res) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.on("data", (c: Buffer) => {
+        if (size < 64 << 10) {
+          chunks.push(c);
+          size += c.length;
+        }
+      });
+      res.on("end", () => {
+        const ra = res.headers["retry-after"];
+        reject(errorFromBody(res.statusCode ?? 0, Buffer.concat(chunks).toString("utf8"), typeof ra === "string" ? ra : null));
+        ws.terminate();
+      });
+      res.on("error", (err) => {
+        reject(unavailable(url, err));
+        ws.terminate();
+      });
+    });
+    ws.on("open", () => {
+      opened = true;
+      resolve(conn);
+    });
+    ws.on("error", (err) => {
+      if (!opened) {
+        reject(unavailable(url, err));
+      }
+    });
+    ws.on("message", (data, isBinary) => {
+      if (!isBinary) {
+        conn.onMessage(Array.isArray(data) ? Buffer.concat(data).toString("utf8") : Buffer.from(data as ArrayBuffer).toString("utf8"));
+      }
+    });
+    ws.on("close", (code, reason) => {
+      if (opened) {
+        conn.onClose(code, reason.toString("utf8"));
+      } else {
+        reject(unavailable(url, new Error(`closed before it opened (${code})`)));
+      }
+    });
+  });
+};
+
+/** BrowserLikeWebSocket is the part of the standard WebSocket this package uses. */
+interface BrowserLikeWebSocket {
+  send(data: string): void;
+  close(code?: number, reason?: string): void;
+  addEventListener(type: string, listener: (ev: { data?: unknown; code?: number; reason?: string }) => void): void;
+}
+
+/**
+ * globalWebSocket opens a connection with the runtime's standard WebSocket.
+ * It cannot read a refused upgrade's answer, so after a failure to open it
+ * asks the route with a plain GET, which the service answers with the same
+ * refusal (a bad topic, a missing token) before saying it wants an upgrade.
+ * The Authorization header is passed as the non-standard { headers } option
+ * that Deno and Bun take; a runtime that refuses it cannot subscribe with a
+ * token.
+ */
+export const globalWebSocket: WebSocketFactory = async (url, headers) => {
+  const Ctor = (globalThis as unknown as { WebSocket: new (url: string, opts?: unknown) => BrowserLikeWebSocket }).WebSocket;
+  let ws: BrowserLikeWebSocket;
+  if (headers.Authorization !== undefined) {
+    try {
+      ws = new Ctor(url, { headers });
+    } catch (err) {
+      throw new InvalidArgumentError({
+        code: Code.InvalidArgument,
+        field: "webSocket",
+        message: "this runtime's WebSocket cannot send the Authorization header: pass ClientConfig.webSocket",
+        cause: err,
+      });
+    }
+  } else {
+    ws = new Ctor(url);
+  }
+  return new Promise<Connection>((resolve, reject) => {
+    let opened = false;
+    const conn: Connection = {
+      send: (text) => ws.send(text),
+      close: (code, reason) => ws.close(code, reason),
+      onMessage: () => {},
+      onClose: () => {},
+    };
+    ws.addEventListener("open", () => {
+      opened = true;
+      resolve(conn);
+    });
+    ws.addEventListener("message", (ev) => {
+      if (typeof ev.data === "string") {
+        conn.onMessage(ev.data);
+      }
+    });
+    ws.addEventListener("close", (ev) => {
+      if (opened) {
+        conn.onClose(ev.code ?? 1006, ev.reason ?? "");
+        return;
+      }
+      probe(url, headers).then(reject, reject);
+    });
+  });
+};
+
+/** probe returns why a subscription could not open: the refusal a plain GET of its route gets, or an UnavailableError. */
+async function probe(url: string, headers: Record<string, string>): Promise<DelayqError> {
+  try {
+    const res = await fetch(url.replace(/^ws/, "http"), { headers });
+    const e = errorFromBody(res.status, await res.text(), res.headers.get("Retry-After"));
+    const refused = res.status === 401 || res.status === 403 || (res.status === 400 && (e.field === "topic" || e.field === "prefetch"));
+    return refused ? e : unavailable(url, e);
+  } catch (err) {
+    return unavailable(url, err);
+  }
+}
+
+function unavailable(url: string, err: unknown): UnavailableError {
+  const why = err instanceof Error ? err.message : String(err);
+  return new UnavailableError({ code: Code.Unavailable, message: `subscribe ${new URL(url).pathname}: ${why}`, cause: err });
+}
