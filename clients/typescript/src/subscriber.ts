@@ -244,8 +244,10 @@ class Session {
     readonly report: (err: unknown) => void,
   ) {
     this.ended = new Promise((resolve) => (this.#resolve = resolve));
-    conn.onMessage = (text) => this.#frame(text);
-    conn.onClose = (code, reason) => void this.#onClose(code, reason);
+    conn.start(
+      (text) => this.#frame(text),
+      (code, reason) => void this.#onClose(code, reason),
+    );
   }
 
   /** stop settles what the running handlers did, then closes the connection. */

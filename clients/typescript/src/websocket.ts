@@ -9,10 +9,55 @@ export interface Connection {
   send(text: string): void;
   /** close starts the closing handshake. */
   close(code: number, reason: string): void;
-  /** onMessage is called with each text frame; set by the subscription. */
-  onMessage: (text: string) => void;
-  /** onClose is called once when the connection has ended, for any reason; set by the subscription. */
-  onClose: (code: number, reason: string) => void;
+  /**
+   * start sets the receivers of frames and of the connection's end (called
+   * once, when it has ended, for any reason). What arrived before start is
+   * held and given to them first: the service sends deliveries as soon as
+   * the connection opens, in the same read as the upgrade's answer.
+   */
+  start(onMessage: (text: string) => void, onClose: (code: number, reason: string) => void): void;
+}
+
+/** BufferedConnection is a Connection that holds what arrives until start. */
+export class BufferedConnection implements Connection {
+  #held: Array<string | { code: number; reason: string }> = [];
+  #onMessage?: (text: string) => void;
+  #onClose?: (code: number, reason: string) => void;
+
+  constructor(
+    readonly send: (text: string) => void,
+    readonly close: (code: number, reason: string) => void,
+  ) {}
+
+  start(onMessage: (text: string) => void, onClose: (code: number, reason: string) => void): void {
+    for (const x of this.#held.splice(0)) {
+      if (typeof x === "string") {
+        onMessage(x);
+      } else {
+        onClose(x.code, x.reason);
+      }
+    }
+    this.#onMessage = onMessage;
+    this.#onClose = onClose;
+  }
+
+  /** message gives a frame to the connection's receiver, or holds it. */
+  message(text: string): void {
+    if (this.#onMessage) {
+      this.#onMessage(text);
+    } else {
+      this.#held.push(text);
+    }
+  }
+
+  /** closed tells the connection's end to its receiver, or holds it. */
+  closed(code: number, reason: string): void {
+    if (this.#onClose) {
+      this.#onClose(code, reason);
+    } else {
+      this.#held.push({ code, reason });
+    }
+  }
 }
 
 /**
@@ -49,12 +94,10 @@ export const nodeWebSocket: WebSocketFactory = async (url, headers) => {
   return new Promise<Connection>((resolve, reject) => {
     const ws = new WebSocket(url, { headers, maxPayload: MAX_FRAME, perMessageDeflate: false });
     let opened = false;
-    const conn: Connection = {
-      send: (text) => ws.send(text),
-      close: (code, reason) => ws.close(code, reason),
-      onMessage: () => {},
-      onClose: () => {},
-    };
+    const conn = new BufferedConnection(
+      (text) => ws.send(text),
+      (code, reason) => ws.close(code, reason),
+    );
     ws.on("unexpected-response", (_req, res) => {
       const chunks: Buffer[] = [];
       let size = 0;
@@ -85,12 +128,12 @@ export const nodeWebSocket: WebSocketFactory = async (url, headers) => {
     });
     ws.on("message", (data, isBinary) => {
       if (!isBinary) {
-        conn.onMessage(Array.isArray(data) ? Buffer.concat(data).toString("utf8") : Buffer.from(data as ArrayBuffer).toString("utf8"));
+        conn.message(Array.isArray(data) ? Buffer.concat(data).toString("utf8") : Buffer.from(data as ArrayBuffer).toString("utf8"));
       }
     });
     ws.on("close", (code, reason) => {
       if (opened) {
-        conn.onClose(code, reason.toString("utf8"));
+        conn.closed(code, reason.toString("utf8"));
       } else {
         reject(unavailable(url, new Error(`closed before it opened (${code})`)));
       }
@@ -133,24 +176,22 @@ export const globalWebSocket: WebSocketFactory = async (url, headers) => {
   }
   return new Promise<Connection>((resolve, reject) => {
     let opened = false;
-    const conn: Connection = {
-      send: (text) => ws.send(text),
-      close: (code, reason) => ws.close(code, reason),
-      onMessage: () => {},
-      onClose: () => {},
-    };
+    const conn = new BufferedConnection(
+      (text) => ws.send(text),
+      (code, reason) => ws.close(code, reason),
+    );
     ws.addEventListener("open", () => {
       opened = true;
       resolve(conn);
     });
     ws.addEventListener("message", (ev) => {
       if (typeof ev.data === "string") {
-        conn.onMessage(ev.data);
+        conn.message(ev.data);
       }
     });
     ws.addEventListener("close", (ev) => {
       if (opened) {
-        conn.onClose(ev.code ?? 1006, ev.reason ?? "");
+        conn.closed(ev.code ?? 1006, ev.reason ?? "");
         return;
       }
       probe(url, headers).then(reject, reject);
