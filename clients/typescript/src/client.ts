@@ -59,7 +59,9 @@ interface Request {
   method: string;
   path: string;
   query?: Record<string, string | number | undefined>;
-  body?: string;
+  body?: string | Uint8Array;
+  /** contentType is the body's type; application/json when absent. */
+  contentType?: string;
   /** lease marks ack, nack and touch, whose conflict is a lost lease. */
   lease?: boolean;
   signal?: AbortSignal;
@@ -139,7 +141,7 @@ export class Client {
   async fetchRaw(r: Request): Promise<Response> {
     const headers = this.headers();
     if (r.body !== undefined) {
-      headers["Content-Type"] = "application/json";
+      headers["Content-Type"] = r.contentType ?? "application/json";
     }
     let res: Response;
     try {
@@ -394,6 +396,78 @@ export class Client {
     await this.#call({ method: "POST", path: `/v1/jobs/${seg(id)}/requeue`, signal: opts.signal });
   }
 
+  // Export and import.
+
+  /**
+   * exportLines streams every schedule and every scheduled, ready, reserved
+   * and dead job (GET /v1/export), one export line (a JSON object's text) at
+   * a time, as it comes; pass them to importLines as they are. Breaking out
+   * of the loop ends the export. An export that ends before its last line
+   * (the service failed after it began, the connection broke) throws an
+   * UnavailableError. Admin.
+   */
+  async *exportLines(opts: CallOptions = {}): AsyncGenerator<string, void, undefined> {
+    const r: Request = { method: "GET", path: "/v1/export", signal: opts.signal };
+    const res = await this.fetchRaw(r);
+    if (!res.body) {
+      return;
+    }
+    const reader = res.body.getReader();
+    const dec = new TextDecoder();
+    let buf = "";
+    try {
+      for (;;) {
+        let chunk: { done: boolean; value?: Uint8Array };
+        try {
+          chunk = await reader.read();
+        } catch (err) {
+          throw cutShort(r, err);
+        }
+        if (chunk.done) {
+          break;
+        }
+        buf += dec.decode(chunk.value, { stream: true });
+        let nl: number;
+        while ((nl = buf.indexOf("\n")) >= 0) {
+          const line = buf.slice(0, nl).trim();
+          buf = buf.slice(nl + 1);
+          if (line !== "") {
+            yield line;
+          }
+        }
+      }
+      buf += dec.decode();
+      if (buf.trim() !== "") {
+        throw cutShort(r, new Error("the last line has no end"));
+      }
+    } finally {
+      await reader.cancel().catch(() => {});
+    }
+  }
+
+  /**
+   * importLines sends export lines (NDJSON, as exportLines gives them, one
+   * a line) to POST /v1/import and returns the counts and the errors of the
+   * lines that failed: each bad line fails alone, and a job whose id the
+   * service knows is skipped, so an import may be sent again. Admin.
+   */
+  async importLines(lines: string | Uint8Array | Iterable<string>, opts: CallOptions = {}): Promise<Imported> {
+    const body = typeof lines === "string" || lines instanceof Uint8Array ? lines : [...lines].map((l) => l + "\n").join("");
+    const a = await this.#call<{ imported: number; skipped: number; failed: number; errors?: Array<{ line: number; error: { code: string; message: string; field: string } }> }>({
+      method: "POST",
+      path: "/v1/import",
+      body,
+      contentType: "application/x-ndjson",
+      signal: opts.signal,
+    });
+    return {
+      imported: a.imported,
+      skipped: a.skipped,
+      failed: a.failed,
+      errors: (a.errors ?? []).map((e) => ({ line: e.line, error: itemError(e.error ?? {}, "", undefined, false) })),
+    };
+  }
+
   // Schedules.
 
   /** putSchedule creates or replaces a schedule (PUT /v1/schedules/{name}) and returns it with its next p.next (default 3) runs. Idempotent. Admin. */
@@ -426,6 +500,18 @@ export class Client {
   async deleteSchedule(name: string, opts: CallOptions = {}): Promise<void> {
     await this.#call({ method: "DELETE", path: "/v1/schedules/" + seg(name), signal: opts.signal });
   }
+}
+
+/** Imported is the answer of an import: the lines' counts, and the errors of the first 1000 that failed. */
+export interface Imported {
+  /** imported counts the jobs and schedules created. */
+  imported: number;
+  /** skipped counts the lines whose job id or schedule name the service knows. */
+  skipped: number;
+  /** failed counts the lines refused. */
+  failed: number;
+  /** errors are the errors of the first 1000 failed lines, each with its 1-based line number. */
+  errors: Array<{ line: number; error: DelayqError }>;
 }
 
 /** seg escapes one path segment (a job id, topic or schedule name). */
@@ -480,6 +566,15 @@ function pushBody(p: PushParams, where: string): string {
   }
   const head = JSON.stringify(w);
   return body === undefined ? head : `${head.slice(0, -1)},"body":${body}}`;
+}
+
+/** cutShort is the error of an export that ended before its last line. */
+function cutShort(r: Request, err: unknown): unknown {
+  if (r.signal?.aborted) {
+    return r.signal.reason;
+  }
+  const why = err instanceof Error ? err.message : String(err);
+  return new UnavailableError({ code: Code.Unavailable, message: `the export was cut short: ${why}`, cause: err });
 }
 
 /** transportError is the error of a request that got no answer: the signal's reason when it was aborted, an UnavailableError otherwise. */

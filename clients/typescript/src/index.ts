@@ -2,7 +2,7 @@
 // contract). Client calls the HTTP API, Client.subscribe takes deliveries
 // over a WebSocket, and WebhookReceiver and verifyWebhook check the
 // signatures of webhook requests.
-export { Client, USER_AGENT_DEFAULT, type CallOptions, type ClientConfig, type ItemResult, type PushResult } from "./client.js";
+export { Client, USER_AGENT_DEFAULT, type CallOptions, type ClientConfig, type Imported, type ItemResult, type PushResult } from "./client.js";
 export {
   Code,
   ConflictError,

@@ -273,6 +273,56 @@ describe("scenarios", { concurrency: true, timeout: 120_000 }, () => {
     }
   });
 
+  test("keys, touch, batched nacks, lists and topic deletion", async () => {
+    const t = topic("more");
+    const [a, b] = await Promise.all([client.push({ topic: t, key: "k1", delay: "1h" }), client.push({ topic: t, key: "k1" })]);
+    const found = await client.findByKey(t, "k1");
+    assert.deepEqual(found.jobs.map((j) => j.id).sort(), [a.id, b.id].sort());
+    const [d] = await client.claim(t, { wait: "5s" });
+    assert.equal(d?.id, b.id);
+    const until = await client.touch(d.id, d.lease);
+    assert.ok(Date.parse(until) >= Date.parse(d.lease_expires_at));
+    const cancelled = await client.cancelByKey(t, "k1");
+    assert.deepEqual(cancelled, { cancelled: [a.id], reserved: [b.id] });
+    const nacks = await client.nackBatch([{ id: d.id, lease: d.lease, delay: "1h", error: "later" }, { id: d.id, lease: d.lease }]);
+    assert.equal(nacks[0]!.error, undefined);
+    assert.ok(nacks[1]!.error instanceof LeaseLostError);
+    const scheduled = await client.listJobs(t, { state: "scheduled" });
+    assert.deepEqual(scheduled.jobs.map((j) => [j.id, j.last_error]), [[b.id, "later"]]);
+    await client.putTopic(t, { max_attempts: 3 });
+    await client.deleteTopic(t);
+    assert.equal((await client.getTopic(t)).configured, false);
+    await assert.rejects(client.deleteTopic(t), NotFoundError);
+  });
+
+  test("schedules, export and import", async () => {
+    const t = topic("sched");
+    const name = "sched-" + randomUUID().slice(0, 8);
+    const s = await client.putSchedule(name, { cron: "@every 1h", topic: t, job: { body: { report: true }, ttr: 60_000 } }, { next: 2 });
+    assert.equal(s.next_runs?.length, 2);
+    assert.equal(s.job.ttr, "1m0s");
+    assert.equal((await client.getSchedule(name)).topic, t);
+    assert.ok((await client.listSchedules({ next: 0 })).some((x) => x.name === name));
+    await client.deleteSchedule(name);
+    await assert.rejects(client.getSchedule(name), NotFoundError);
+
+    const p = await client.push({ topic: t, raw_body: '{"x": [1, 2]}', delay: "1h" });
+    let line: string | undefined;
+    for await (const l of client.exportLines()) {
+      if (l.includes(`"id":"${p.id}"`)) {
+        line = l;
+      }
+    }
+    assert.ok(line, "the job is exported");
+    const copy = "copy-" + randomUUID();
+    const imported = await client.importLines([line.replace(`"id":"${p.id}"`, `"id":"${copy}"`), '{"id":"bad"}']);
+    assert.equal(imported.imported, 1);
+    assert.equal(imported.failed, 1);
+    assert.equal(imported.errors[0]?.line, 2);
+    assert.ok(imported.errors[0]?.error instanceof InvalidArgumentError);
+    assert.equal((await client.get(copy)).raw_body, '{"x": [1, 2]}');
+  });
+
   test("S10 webhook verification with a rotated secret", async () => {
     const NEW = "whsec_" + Buffer.from(randomUUID() + randomUUID()).toString("base64").slice(0, 40);
     const OLD = "old-secret-" + randomUUID();
