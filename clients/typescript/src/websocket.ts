@@ -189,12 +189,22 @@ export const globalWebSocket: WebSocketFactory = async (url, headers) => {
         conn.message(ev.data);
       }
     });
+    // A connection that fails to open fires error, then close; Node 20's
+    // (behind --experimental-websocket) fires only error.
+    let failed = false;
+    const fail = () => {
+      if (!opened && !failed) {
+        failed = true;
+        probe(url, headers).then(reject, reject);
+      }
+    };
+    ws.addEventListener("error", fail);
     ws.addEventListener("close", (ev) => {
       if (opened) {
         conn.closed(ev.code ?? 1006, ev.reason ?? "");
         return;
       }
-      probe(url, headers).then(reject, reject);
+      fail();
     });
   });
 };

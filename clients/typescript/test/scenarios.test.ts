@@ -19,6 +19,7 @@ import {
   type Job,
   type JobState,
   type WebhookDelivery,
+  globalWebSocket,
 } from "../src/index.js";
 import { Server, cleanup } from "./server.js";
 
@@ -322,6 +323,34 @@ describe("scenarios", { concurrency: true, timeout: 120_000 }, () => {
     assert.ok(imported.errors[0]?.error instanceof InvalidArgumentError);
     assert.equal((await client.get(copy)).raw_body, '{"x": [1, 2]}');
   });
+
+  for (const [name, webSocket] of [
+    ["ws", undefined],
+    ["the runtime's global WebSocket", globalWebSocket],
+  ] as const) {
+    test(`subscriber over ${name}: deliveries, and a refused topic ends it`, async (t) => {
+      if (webSocket && typeof (globalThis as { WebSocket?: unknown }).WebSocket !== "function") {
+        t.skip("no global WebSocket: run node with --experimental-websocket (npm test does)");
+        return;
+      }
+      const c = new Client({ url: server.url, webSocket });
+      const tp = topic("ws");
+      const got = deferred<Delivery>();
+      const sub = c.subscribe(tp, { handler: (d) => got.resolve(d) });
+      const p = await c.push({ topic: tp, raw_body: "[1, 2]" });
+      const d = await got.promise;
+      await sub.stop();
+      assert.equal(d.id, p.id);
+      assert.equal(d.raw_body, "[1, 2]");
+      assert.equal((await c.get(p.id)).state, "done");
+
+      const refused = c.subscribe("not a topic!", { handler: () => {}, onError: () => {} });
+      const err = await refused.done.catch((e: unknown) => e);
+      assert.ok(err instanceof InvalidArgumentError, String(err));
+      assert.equal(err.field, "topic");
+      assert.equal(err.status, 400);
+    });
+  }
 
   test("S10 webhook verification with a rotated secret", async () => {
     const NEW = "whsec_" + Buffer.from(randomUUID() + randomUUID()).toString("base64").slice(0, 40);
