@@ -235,6 +235,8 @@ class Session {
   #delivered = 0;
   #lost = false;
   #stopping = false;
+  /** connClosed is set once the connection has ended; closed is called then. */
+  #connClosed = false;
   #closed?: () => void;
 
   constructor(
@@ -269,20 +271,23 @@ class Session {
     while (this.#running.size > 0) {
       await Promise.allSettled([...this.#running]);
     }
-    const closed = new Promise<void>((resolve) => {
-      this.#closed = resolve;
-      setTimeout(resolve, CLOSE_WAIT_MS).unref?.();
-    });
-    try {
-      this.conn.close(1000, "subscriber stopped");
-    } catch {
-      // Closed already.
+    if (!this.#connClosed) {
+      const closed = new Promise<void>((resolve) => {
+        this.#closed = resolve;
+        setTimeout(resolve, CLOSE_WAIT_MS).unref?.();
+      });
+      try {
+        this.conn.close(1000, "subscriber stopped");
+      } catch {
+        // Closed meanwhile.
+      }
+      await closed;
     }
-    await closed;
     this.#finish(undefined);
   }
 
   async #onClose(code: number, reason: string): Promise<void> {
+    this.#connClosed = true;
     this.#closed?.();
     if (this.#stopping) {
       return;
