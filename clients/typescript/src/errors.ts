@@ -1,3 +1,4 @@
+import { parseAnswer } from "./json.js";
 import type { Job } from "./types.js";
 
 /** Code holds the codes of the service's error answers (docs/api.md, Errors). */
@@ -119,7 +120,7 @@ export function errorFromBody(status: number, text: string, retryAfter: string |
   }
   let parsed: { error?: { code?: string; message?: string; field?: string; id?: string }; job?: Job } | undefined;
   try {
-    parsed = JSON.parse(text);
+    parsed = parseAnswer(text) as typeof parsed;
   } catch {
     parsed = undefined;
   }

@@ -153,6 +153,10 @@ describe("scenarios", { concurrency: true, timeout: 120_000 }, () => {
     const t = topic("s5");
     const id = "s5-" + randomUUID();
     await client.push({ topic: t, id, body: { v: 1 }, delay: "1h" });
+    const dup = await client.push({ topic: t, id, body: { v: 9 } }).catch((e: unknown) => e);
+    assert.ok(dup instanceof ConflictError && !(dup instanceof LeaseLostError), String(dup));
+    assert.equal(dup.status, 409);
+    assert.equal(dup.job?.raw_body, '{"v":1}', "a conflict carries the existing job");
     const r = await client.replace({ topic: t, id, body: { v: 2 }, delay: "1h" });
     assert.equal(r.replaced, true);
     assert.deepEqual((await client.get(id)).body, { v: 2 });
@@ -167,14 +171,15 @@ describe("scenarios", { concurrency: true, timeout: 120_000 }, () => {
     const t = topic("s6");
     const results = await client.pushBatch([
       { topic: t, body: 1 },
-      { topic: t, body: 2, priority: 99 },
-      { topic: t, body: 3 },
+      { topic: t, body: 2 },
+      { topic: t, body: 3, priority: 99 },
     ]);
     assert.equal(results.length, 3);
     assert.ok(results[0]!.pushed);
-    assert.ok(results[1]!.error instanceof InvalidArgumentError);
-    assert.equal(results[1]!.error.field, "priority");
-    assert.ok(results[2]!.pushed);
+    assert.ok(results[1]!.pushed);
+    assert.ok(results[2]!.error instanceof InvalidArgumentError);
+    assert.equal(results[2]!.error.field, "priority");
+    assert.equal(results[2]!.error.code, "invalid_argument");
     const ds = await client.claim(t, { max: 2, wait: "5s" });
     assert.equal(ds.length, 2);
     const acks = await client.ackBatch([...ds.map((d) => ({ id: d.id, lease: d.lease })), { id: "no-such-job-" + randomUUID(), lease: "x" }]);
