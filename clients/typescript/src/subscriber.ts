@@ -1,6 +1,6 @@
 import type { Client } from "./client.js";
 import { durationString } from "./client.js";
-import { Code, DelayqError, LeaseLostError, UnavailableError, invalidArgument, itemError } from "./errors.js";
+import { Code, DelayqError, InvalidArgumentError, LeaseLostError, UnavailableError, invalidArgument, itemError } from "./errors.js";
 import { parseAnswer } from "./json.js";
 import type { Delivery } from "./types.js";
 import { defaultWebSocket, type Connection } from "./websocket.js";
@@ -174,7 +174,9 @@ export class Subscription {
       if (this.#stopping) {
         return;
       }
-      if (err instanceof DelayqError && err.status >= 400 && err.status < 500 && err.status !== 408 && err.status !== 429) {
+      const refused = err instanceof DelayqError && err.status >= 400 && err.status < 500 && err.status !== 408 && err.status !== 429;
+      // An InvalidArgumentError of status 0 is the factory's own refusal (a runtime without a usable WebSocket).
+      if (refused || (err instanceof InvalidArgumentError && err.status === 0)) {
         this.#report(err);
         throw err;
       }

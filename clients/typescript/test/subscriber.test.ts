@@ -2,7 +2,7 @@
 // with the upgrade, lease touches, a lost lease, nacks with a delay.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { Client, LeaseLostError, retryIn, type WebSocketFactory } from "../src/index.js";
+import { Client, InvalidArgumentError, LeaseLostError, retryIn, type WebSocketFactory } from "../src/index.js";
 import { BufferedConnection } from "../src/websocket.js";
 
 /** fake returns a factory whose connection holds the given frames from the start, and records what the subscriber sends. */
@@ -77,5 +77,26 @@ describe("subscriber", { concurrency: true }, () => {
     await sub.stop();
     assert.ok(reason instanceof LeaseLostError);
     assert.equal(f.sent.filter((x) => x.type === "ack" || x.type === "nack").length, 0);
+  });
+
+  test("a factory that refuses the connection itself ends the subscription", async () => {
+    const c = new Client({ url: "http://127.0.0.1:1", webSocket: () => Promise.reject(new InvalidArgumentError({ code: "invalid_argument", field: "webSocket", message: "none" })) });
+    const err = await c.subscribe("t", { handler: () => {} }).done.catch((e: unknown) => e);
+    assert.ok(err instanceof InvalidArgumentError && err.field === "webSocket");
+  });
+
+  test("the handshake carries the token and the prefetch", async () => {
+    let seen: { url: string; headers: Record<string, string> } | undefined;
+    const c = new Client({
+      url: "https://delayq.internal/base/",
+      token: " tok ",
+      webSocket: async (url, headers) => {
+        seen = { url, headers };
+        throw new InvalidArgumentError({ code: "invalid_argument", message: "stop here" });
+      },
+    });
+    await c.subscribe("orders.close", { handler: () => {}, prefetch: 5 }).done.catch(() => {});
+    assert.equal(seen?.url, "wss://delayq.internal/base/v1/topics/orders.close/subscribe?prefetch=5");
+    assert.equal(seen?.headers.Authorization, "Bearer tok");
   });
 });
