@@ -14,6 +14,18 @@ export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..
 let binary: Promise<string> | undefined;
 const tempDirs: string[] = [];
 
+/** running holds the servers this process started and has not seen exit, killed by pid if it exits first (a test that timed out). */
+const running = new Set<ChildProcess>();
+process.once("exit", () => {
+  for (const p of running) {
+    try {
+      process.kill(p.pid!, "SIGKILL");
+    } catch {
+      // Gone already.
+    }
+  }
+});
+
 /** delayqBinary returns the path of the delayq binary, building it the first time. */
 export function delayqBinary(): Promise<string> {
   binary ??= (async () => {
@@ -73,7 +85,13 @@ export class Server {
       { stdio: ["ignore", "pipe", "pipe"] },
     );
     this.#proc = proc;
-    this.#exited = new Promise((res) => proc.once("exit", () => res()));
+    running.add(proc);
+    this.#exited = new Promise((res) =>
+      proc.once("exit", () => {
+        running.delete(proc);
+        res();
+      }),
+    );
     const listening = new Promise<number>((res, rej) => {
       let buf = "";
       const onData = (chunk: Buffer) => {
