@@ -4,6 +4,7 @@
 // Unix time 1764300000 with each list of secrets below and printed the
 // headers it set.
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { describe, test } from "node:test";
 import { NO_RETRY_HEADER, NoRetryError, WebhookReceiver, WebhookVerificationError, standardKey, verifyWebhook } from "../src/index.js";
 
@@ -89,6 +90,37 @@ describe("verifyWebhook against the Go signer's vectors", { concurrency: true },
     assert.equal(standardKey("whsec_not base64"), undefined);
     assert.deepEqual(standardKey("plain"), new TextEncoder().encode("plain"));
   });
+});
+
+// The requests signed by delayq that every client's receiver verifies
+// (clients/testdata, checked against the signer by transports/webhook's
+// TestSignatureVectors), from dist/test/ of this package.
+interface SharedVector {
+  name: string;
+  secrets: string[];
+  timestamp: number;
+  body: string;
+  headers: Record<string, string>;
+}
+const SHARED: SharedVector[] = JSON.parse(
+  readFileSync(new URL("../../../testdata/webhook-signatures.json", import.meta.url), "utf8"),
+).vectors;
+
+describe("verifyWebhook against the shared signed requests", { concurrency: true }, () => {
+  test("there are some", () => assert.ok(SHARED.length >= 3));
+  for (const v of SHARED) {
+    const at = () => v.timestamp * 1000;
+    const only = (prefix: string) => Object.fromEntries(Object.entries(v.headers).filter(([k]) => k.startsWith(prefix)));
+    test(`${v.name}: each secret alone verifies either header; a wrong secret or a changed body does not`, async () => {
+      for (const h of [only("Delayq-"), only("Webhook-")]) {
+        for (const secret of v.secrets) {
+          assert.equal(await reason(verifyWebhook(h, v.body, { secrets: secret, now: at })), "verified");
+          assert.equal(await reason(verifyWebhook(h, v.body + " ", { secrets: secret, now: at })), "mismatch");
+        }
+        assert.equal(await reason(verifyWebhook(h, v.body, { secrets: "not-the-secret", now: at })), "mismatch");
+      }
+    });
+  }
 });
 
 describe("WebhookReceiver.handle", { concurrency: true }, () => {
