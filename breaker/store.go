@@ -215,6 +215,26 @@ func (s *Store) ListTopics(ctx context.Context) ([]*core.Topic, error) {
 	return do(s, ctx, 0, func(ctx context.Context) ([]*core.Topic, error) { return s.next.ListTopics(ctx) })
 }
 
+// GetRecord implements core.Store. Errors: those of the store, ErrOpen.
+func (s *Store) GetRecord(ctx context.Context, kind, name string) (*core.Record, error) {
+	return do(s, ctx, 0, func(ctx context.Context) (*core.Record, error) { return s.next.GetRecord(ctx, kind, name) })
+}
+
+// PutRecord implements core.Store. Errors: those of the store, ErrOpen.
+func (s *Store) PutRecord(ctx context.Context, params *core.PutRecordParams) (uint64, error) {
+	return do(s, ctx, 0, func(ctx context.Context) (uint64, error) { return s.next.PutRecord(ctx, params) })
+}
+
+// DeleteRecord implements core.Store. Errors: those of the store, ErrOpen.
+func (s *Store) DeleteRecord(ctx context.Context, params *core.DeleteRecordParams) error {
+	return do0(s, ctx, func(ctx context.Context) error { return s.next.DeleteRecord(ctx, params) })
+}
+
+// ListRecords implements core.Store. Errors: those of the store, ErrOpen.
+func (s *Store) ListRecords(ctx context.Context, kind string) ([]*core.Record, error) {
+	return do(s, ctx, 0, func(ctx context.Context) ([]*core.Record, error) { return s.next.ListRecords(ctx, kind) })
+}
+
 // PutSchedule implements core.Store. Errors: those of the store, ErrOpen.
 func (s *Store) PutSchedule(ctx context.Context, sc *core.Schedule) error {
 	return do0(s, ctx, func(ctx context.Context) error { return s.next.PutSchedule(ctx, sc) })

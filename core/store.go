@@ -195,6 +195,26 @@ type Store interface {
 	// are pending: the engine calls it every TopicRefresh.
 	ListTopicConfigs(ctx context.Context) ([]*Topic, error)
 
+	// GetRecord returns the metadata record of that kind and name with its
+	// revision. Errors: ErrNotFound, ErrInvalidArgument (CheckRecord).
+	GetRecord(ctx context.Context, kind, name string) (*Record, error)
+
+	// PutRecord stores a record if it has params.Revision now (0: if it
+	// does not exist) and returns its new revision. However many callers
+	// put with one revision at once, one of them succeeds. Errors:
+	// ErrConflict (a *ConflictError, RecordConflict) when the record does
+	// not have that revision, ErrInvalidArgument (CheckPutRecord).
+	PutRecord(ctx context.Context, params *PutRecordParams) (uint64, error)
+
+	// DeleteRecord drops a record if it has params.Revision now. Errors:
+	// ErrNotFound when there is none, ErrConflict (RecordConflict) when it
+	// has another revision, ErrInvalidArgument (CheckDeleteRecord).
+	DeleteRecord(ctx context.Context, params *DeleteRecordParams) error
+
+	// ListRecords returns every record of a kind, sorted by name, an empty
+	// slice for none. Errors: ErrInvalidArgument (CheckRecordKind).
+	ListRecords(ctx context.Context, kind string) ([]*Record, error)
+
 	// PutSchedule stores a schedule's definition, replacing any, and keeps
 	// its cursor: a new schedule has none, and the Cursor given is ignored.
 	PutSchedule(ctx context.Context, s *Schedule) error

@@ -475,6 +475,26 @@ func (s *Store) ListTopicConfigs(ctx context.Context) ([]*core.Topic, error) {
 	return list, err
 }
 
+// GetRecord implements core.Store.
+func (s *Store) GetRecord(ctx context.Context, kind, name string) (*core.Record, error) {
+	return s.next.GetRecord(ctx, kind, name)
+}
+
+// PutRecord implements core.Store.
+func (s *Store) PutRecord(ctx context.Context, params *core.PutRecordParams) (uint64, error) {
+	return s.next.PutRecord(ctx, params)
+}
+
+// DeleteRecord implements core.Store.
+func (s *Store) DeleteRecord(ctx context.Context, params *core.DeleteRecordParams) error {
+	return s.next.DeleteRecord(ctx, params)
+}
+
+// ListRecords implements core.Store.
+func (s *Store) ListRecords(ctx context.Context, kind string) ([]*core.Record, error) {
+	return s.next.ListRecords(ctx, kind)
+}
+
 // PutSchedule implements core.Store.
 func (s *Store) PutSchedule(ctx context.Context, sc *core.Schedule) error {
 	return s.next.PutSchedule(ctx, sc)

@@ -53,6 +53,8 @@ type Store struct {
 	seq       uint64        // orders entries that enter a queue at the same key
 	jobs      map[string]*entry
 	schedules map[string]*core.Schedule
+	records   map[string]map[string]*core.Record // kind -> name -> record
+	revision  uint64                             // the last record revision given
 	topics    map[string]*topic
 	rates     core.Buckets
 	finished  list.List // *entry, done or cancelled, in order of finishing
@@ -69,6 +71,7 @@ func New(cfg Config) *Store {
 		done:      make(chan struct{}),
 		jobs:      make(map[string]*entry),
 		schedules: make(map[string]*core.Schedule),
+		records:   make(map[string]map[string]*core.Record),
 		topics:    make(map[string]*topic),
 	}
 }

@@ -25,7 +25,9 @@
 // topic configurations (cfg.<name>) and a "seen" key per topic (seen.<name>),
 // so ListTopics reads no jobs, and the recurring schedules (sch.<name>)
 // with their cursors (cur.<name>, the last slot fired, moved by
-// compare-and-set on the key's revision: see Store.FireSchedule).
+// compare-and-set on the key's revision: see Store.FireSchedule), and the
+// metadata records (rec.<kind>.<name in base64url>), whose revision is the
+// key's.
 //
 // Every change writes the job's new message with a compare-and-set over all
 // of the job's subjects (Nats-Expected-Last-Subject-Sequence with

@@ -129,6 +129,7 @@ type Store struct {
 	done      chan struct{}
 	x         *index
 	rates     core.Buckets // rate limits, in memory: a restart fills them
+	revision  uint64       // the last record revision given; 0 until read
 	topics    map[string]*topic
 	topicList []*topic // by number, as slots name them
 	// counts are the finished counts changed since the last write, by

@@ -41,6 +41,7 @@
 //	{P}:seen              zset   topic -> when a store last put jobs on it (ms): the topic registry
 //	{P}:rate:<topic>      hash   the topic's rate limit bucket: n tokens at t (ms); expires once full
 //	{P}:sched             hash   schedule name -> definition (JSON)
+//	{P}:rec:<kind>        hash   metadata records of a kind: name -> "<revision>:<value>"; "" -> the last revision given
 //	{P}:scur              hash   schedule name -> its cursor, the last slot fired (ms)
 //	{P:n}:j:<id>          hash   one job (fields below); a TTL once done or cancelled
 //	{P:n}:b:<id>          string the body of a job when longer than 64 bytes; the same TTL

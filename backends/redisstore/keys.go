@@ -89,3 +89,8 @@ func (k *keys) shardCursors(n int) string { return k.shard[n].base + ":scur" }
 
 // dead returns the key of topic's dead set in shard n.
 func (k *keys) dead(n int, topic string) string { return k.shard[n].base + ":dead:" + topic }
+
+// record returns the key of the hash of kind's metadata records: in the
+// slot of the prefix's own keys, one key per kind, so that record.lua
+// touches one key.
+func (k *keys) record(kind string) string { return "{" + k.prefix + "}:rec:" + kind }

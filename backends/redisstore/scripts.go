@@ -36,9 +36,10 @@ var (
 	scriptPrune   = redis.NewScript(mustRead("prune.lua"))
 	scriptRate    = redis.NewScript(mustRead("rate.lua"))
 	scriptCursor  = redis.NewScript(mustRead("cursor.lua"))
+	scriptRecord  = redis.NewScript(mustRead("record.lua"))
 
 	allScripts = []*redis.Script{scriptPut, scriptClaim, scriptPeek, scriptExpire, scriptCancel, scriptLease,
-		scriptRequeue, scriptStats, scriptGet, scriptImport, scriptExport, scriptMigrate, scriptIndex, scriptFire, scriptList, scriptPrune, scriptRate, scriptCursor}
+		scriptRequeue, scriptStats, scriptGet, scriptImport, scriptExport, scriptMigrate, scriptIndex, scriptFire, scriptList, scriptPrune, scriptRate, scriptCursor, scriptRecord}
 )
 
 func mustRead(name string) string {
