@@ -22,7 +22,8 @@ type Store interface {
 	// entry per job, in order, nil on success. A per-job error is a
 	// *ConflictError (ErrConflict) carrying the existing job when the id
 	// names a job that is not finished (create), or is reserved (replace).
-	// A finished job (done, cancelled) with the same id is overwritten.
+	// A finished job (done, cancelled) with the same id is overwritten,
+	// unless params.IfAbsent, with which any job of the id conflicts.
 	// The returned error is an infrastructure failure, with no per-job
 	// results; some jobs may have been stored. Jobs are applied in order,
 	// so a later duplicate id in the same batch conflicts (or, with
@@ -258,6 +259,13 @@ type PutJobsParams struct {
 	// Replace creates or replaces (reschedules) each job; otherwise an id
 	// in use is a conflict.
 	Replace bool
+	// IfAbsent creates each job only while the store keeps no job of its
+	// id in any state, finished ones (within retention) too: such an id
+	// is a conflict (ExistsConflict, with the job as it is), where a create
+	// would take a finished job over. A job made this way twice, a
+	// schedule's slot fired again after a crash, is created once. Replace
+	// is ignored with it.
+	IfAbsent bool
 }
 
 // FindJobsParams are the arguments of Store.FindJobs and Engine.FindJobs

@@ -101,7 +101,7 @@ func (s *Store) FireSchedule(_ context.Context, params *core.FireScheduleParams)
 		return false, nil
 	}
 	touched := make(map[*topic]struct{})
-	s.put(params.Job, false, now, touched)
+	s.put(params.Job, false, false, now, touched)
 	for tp := range touched {
 		s.changed(tp, now)
 	}

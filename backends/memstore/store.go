@@ -134,7 +134,7 @@ func (s *Store) PutJobs(_ context.Context, params *core.PutJobsParams) ([]core.P
 	results := make([]core.PutResult, len(params.Jobs))
 	touched := make(map[*topic]struct{})
 	for i, j := range params.Jobs {
-		results[i] = s.put(j, params.Replace, now, touched)
+		results[i] = s.put(j, params.Replace && !params.IfAbsent, params.IfAbsent, now, touched)
 	}
 	for tp := range touched {
 		s.changed(tp, now)
@@ -142,12 +142,16 @@ func (s *Store) PutJobs(_ context.Context, params *core.PutJobsParams) ([]core.P
 	return results, nil
 }
 
-func (s *Store) put(j *core.Job, replace bool, now time.Time, touched map[*topic]struct{}) core.PutResult {
+// put stores a job as PutJobs does, with replace or (absent) refusing any
+// kept job of its id. The caller holds mu.
+func (s *Store) put(j *core.Job, replace, absent bool, now time.Time, touched map[*topic]struct{}) core.PutResult {
 	createdAt := now
 	var res core.PutResult
 	if e, ok := s.jobs[j.ID]; ok {
 		s.promote(e.topic, now)
 		switch st := e.job.State; {
+		case absent:
+			return core.PutResult{Err: core.ExistsConflict(j.ID, e.job.Clone())}
 		case st.Finished():
 		case !replace:
 			return core.PutResult{Err: core.ExistsConflict(j.ID, e.job.Clone())}

@@ -150,7 +150,7 @@ func (s *Store) FireSchedule(_ context.Context, params *core.FireScheduleParams)
 		finished, err := s.get(idKey(prefixFinished, j.ID))
 		if err == nil && finished == nil {
 			pb := &putBatch{Batch: b, jobs: map[string]*core.Job{}}
-			_, err = s.put(pb, j, false, now, touched)
+			_, err = s.put(pb, j, false, false, now, touched)
 			created = err == nil
 		}
 		if err != nil {

@@ -78,6 +78,7 @@ var subtests = []subtest{
 	{"Cancel", testCancel},
 	{"CancelRace", testCancelRace},
 	{"CreateConflict", testCreateConflict},
+	{"CreateIfAbsent", testCreateIfAbsent},
 	{"Replace", testReplace},
 	{"Batch", testBatch},
 	{"LeaseExpiryRedelivery", testLeaseExpiryRedelivery},
