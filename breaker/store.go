@@ -235,31 +235,6 @@ func (s *Store) ListRecords(ctx context.Context, kind string) ([]*core.Record, e
 	return do(s, ctx, 0, func(ctx context.Context) ([]*core.Record, error) { return s.next.ListRecords(ctx, kind) })
 }
 
-// PutSchedule implements core.Store. Errors: those of the store, ErrOpen.
-func (s *Store) PutSchedule(ctx context.Context, sc *core.Schedule) error {
-	return do0(s, ctx, func(ctx context.Context) error { return s.next.PutSchedule(ctx, sc) })
-}
-
-// GetSchedule implements core.Store. Errors: those of the store, ErrOpen.
-func (s *Store) GetSchedule(ctx context.Context, name string) (*core.Schedule, error) {
-	return do(s, ctx, 0, func(ctx context.Context) (*core.Schedule, error) { return s.next.GetSchedule(ctx, name) })
-}
-
-// ListSchedules implements core.Store. Errors: those of the store, ErrOpen.
-func (s *Store) ListSchedules(ctx context.Context) ([]*core.Schedule, error) {
-	return do(s, ctx, 0, func(ctx context.Context) ([]*core.Schedule, error) { return s.next.ListSchedules(ctx) })
-}
-
-// DeleteSchedule implements core.Store. Errors: those of the store, ErrOpen.
-func (s *Store) DeleteSchedule(ctx context.Context, name string) error {
-	return do0(s, ctx, func(ctx context.Context) error { return s.next.DeleteSchedule(ctx, name) })
-}
-
-// FireSchedule implements core.Store. Errors: those of the store, ErrOpen.
-func (s *Store) FireSchedule(ctx context.Context, params *core.FireScheduleParams) (bool, error) {
-	return do(s, ctx, 0, func(ctx context.Context) (bool, error) { return s.next.FireSchedule(ctx, params) })
-}
-
 // Ping implements core.Store: it asks the store through the breaker, so it
 // fails with ErrOpen while the breaker is open, and a successful Ping while
 // half-open is a probe that helps close it. Errors: those of the store,

@@ -37,6 +37,8 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.refreshTopics(ctx); err != nil {
 		e.log.Warn("engine: first topic load failed; retrying in the background", "err", err)
 	}
+	e.migrateSchedules(ctx) // else again by the schedule loop
+
 	e.loops.Add(2)
 	go func() {
 		defer e.loops.Done()

@@ -84,6 +84,8 @@ type Engine struct {
 	kick             chan struct{}
 	// scheduleKick wakes the schedule loop after a change of schedules.
 	scheduleKick chan struct{}
+	// schedulesMigrated is set once MigrateSchedules succeeded.
+	schedulesMigrated atomic.Bool
 
 	// leases are the deliveries Claim made that have not ended yet, which
 	// a drain waits for.

@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// Store keeps jobs and topic configurations durably and promotes jobs when
+// Store keeps jobs, topic configurations and metadata records (Record:
+// schedules, say) durably and promotes jobs when
 // they are due. Every backend implements it and passes core/storetest.
 //
 // Jobs handed to a store are validated and complete: the engine fills id,
@@ -215,34 +216,6 @@ type Store interface {
 	// ListRecords returns every record of a kind, sorted by name, an empty
 	// slice for none. Errors: ErrInvalidArgument (CheckRecordKind).
 	ListRecords(ctx context.Context, kind string) ([]*Record, error)
-
-	// PutSchedule stores a schedule's definition, replacing any, and keeps
-	// its cursor: a new schedule has none, and the Cursor given is ignored.
-	PutSchedule(ctx context.Context, s *Schedule) error
-
-	// GetSchedule returns a schedule with its Cursor. Errors: ErrNotFound.
-	GetSchedule(ctx context.Context, name string) (*Schedule, error)
-
-	// ListSchedules returns every schedule with its Cursor, sorted by name.
-	ListSchedules(ctx context.Context) ([]*Schedule, error)
-
-	// DeleteSchedule drops a schedule and its cursor; the jobs it created
-	// stay. Errors: ErrNotFound.
-	DeleteSchedule(ctx context.Context, name string) error
-
-	// FireSchedule fires a slot of a schedule: unless the schedule's cursor
-	// is at or past params.Slot, it creates params.Job (when set) and moves
-	// the cursor to Slot, so that however many instances fire the slot,
-	// and however late, one job is created. It reports whether it created
-	// the job: false when the cursor was at or past the slot, or when a job
-	// with the id exists in any state (finished within retention too: such
-	// a job is never overwritten), in which case the cursor still moves.
-	// Stores that can create the job and move the cursor in one atomic step
-	// do; the others (Redis Cluster, NATS) create the job first, never over
-	// an existing one, then move the cursor, so that a crash between the
-	// two loses no slot and a second firing finds the job. Errors:
-	// ErrNotFound when the schedule is gone, ErrInvalidArgument (CheckFire).
-	FireSchedule(ctx context.Context, params *FireScheduleParams) (bool, error)
 
 	// Ping checks that the backend answers.
 	Ping(ctx context.Context) error

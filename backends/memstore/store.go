@@ -47,17 +47,16 @@ type Store struct {
 	clock     core.Clock
 	retention time.Duration
 
-	mu        sync.Mutex
-	closed    bool
-	done      chan struct{} // closed by Close
-	seq       uint64        // orders entries that enter a queue at the same key
-	jobs      map[string]*entry
-	schedules map[string]*core.Schedule
-	records   map[string]map[string]*core.Record // kind -> name -> record
-	revision  uint64                             // the last record revision given
-	topics    map[string]*topic
-	rates     core.Buckets
-	finished  list.List // *entry, done or cancelled, in order of finishing
+	mu       sync.Mutex
+	closed   bool
+	done     chan struct{} // closed by Close
+	seq      uint64        // orders entries that enter a queue at the same key
+	jobs     map[string]*entry
+	records  map[string]map[string]*core.Record // kind -> name -> record
+	revision uint64                             // the last record revision given
+	topics   map[string]*topic
+	rates    core.Buckets
+	finished list.List // *entry, done or cancelled, in order of finishing
 }
 
 var _ core.Store = (*Store)(nil)
@@ -70,7 +69,6 @@ func New(cfg Config) *Store {
 		retention: cfg.Retention,
 		done:      make(chan struct{}),
 		jobs:      make(map[string]*entry),
-		schedules: make(map[string]*core.Schedule),
 		records:   make(map[string]map[string]*core.Record),
 		topics:    make(map[string]*topic),
 	}
