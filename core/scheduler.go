@@ -300,8 +300,8 @@ func (e *Engine) observeSlot(ctx context.Context, p *FireScheduleParams, created
 // job of the slot's topic created at or after the slot is the slot's own,
 // fired by another instance meanwhile; a keyed schedule's job (its key's
 // id) from an earlier slot is the guard against overlapping runs that
-// docs/api.md describes, not a block. A failed read reports false:
-// FireSchedule meets the same store next.
+// docs/api.md describes, not a block. A failed read reports false: the
+// slot's create meets the same store next.
 func (e *Engine) slotHeld(ctx context.Context, slot time.Time, job *Job) bool {
 	if IsKeyID(job.ID) {
 		return false
