@@ -108,9 +108,13 @@ func readSchedule(ctx context.Context, store Store, name string) (*Schedule, err
 }
 
 func decodeSchedule(r *Record) (*Schedule, error) {
-	var s Schedule
-	if err := json.Unmarshal(r.Value, &s); err != nil {
+	var v scheduleValue
+	if err := json.Unmarshal(r.Value, &v); err != nil {
 		return nil, fmt.Errorf("schedule %q: bad record: %w", r.Name, err)
+	}
+	s := v.Schedule
+	if v.JobBody != nil {
+		s.Job.Body = v.JobBody
 	}
 	s.rev = r.Revision
 	return &s, nil
@@ -133,11 +137,21 @@ func listSchedules(ctx context.Context, store Store) ([]*Schedule, error) {
 	return out, nil
 }
 
+// scheduleValue is a schedule as its record holds it: the job template's
+// body apart, as bytes (base64 in the JSON), since a raw message would be
+// written compacted and a body is kept byte for byte.
+type scheduleValue struct {
+	Schedule
+	JobBody []byte `json:"job_body,omitempty"`
+}
+
 // writeSchedule stores s if its record has the revision rev (0: if there
 // is none) and sets s's revision to the new one. Errors: ErrConflict,
 // those of the store.
 func writeSchedule(ctx context.Context, store Store, s *Schedule, rev uint64) error {
-	data, err := json.Marshal(s)
+	v := scheduleValue{Schedule: *s, JobBody: s.Job.Body}
+	v.Schedule.Job.Body = nil
+	data, err := json.Marshal(&v)
 	if err != nil {
 		return fmt.Errorf("schedule %q: %w", s.Name, err)
 	}

@@ -248,7 +248,13 @@ func (e *Engine) fireSchedule(ctx context.Context, s *Schedule, now time.Time) {
 			return
 		}
 		if !moved {
-			return // another instance is at or past the slot
+			// Another instance is at or past the slot. It may have moved
+			// the cursor after this one made the job: the job is counted
+			// here, the rest there.
+			if created {
+				e.observeSlot(ctx, &FireScheduleParams{Name: s.Name, Slot: slot, Job: job}, true)
+			}
+			return
 		}
 		e.observeSlot(ctx, p, created)
 		if p.Blocked && !created {

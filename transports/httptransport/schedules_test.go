@@ -126,10 +126,10 @@ func TestSchedulesExportImport(t *testing.T) {
 	// its cursor.
 	rec, err := src.store.GetRecord(t.Context(), core.KindSchedule, "nightly")
 	require.NoError(t, err)
-	var fired core.Schedule
+	var fired map[string]any
 	require.NoError(t, json.Unmarshal(rec.Value, &fired))
-	fired.Cursor = slot
-	value, err := json.Marshal(&fired)
+	fired["cursor"] = slot
+	value, err := json.Marshal(fired)
 	require.NoError(t, err)
 	_, err = src.store.PutRecord(t.Context(), &core.PutRecordParams{Kind: core.KindSchedule, Name: "nightly", Value: value, Revision: rec.Revision})
 	require.NoError(t, err)
