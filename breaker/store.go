@@ -215,29 +215,24 @@ func (s *Store) ListTopics(ctx context.Context) ([]*core.Topic, error) {
 	return do(s, ctx, 0, func(ctx context.Context) ([]*core.Topic, error) { return s.next.ListTopics(ctx) })
 }
 
-// PutSchedule implements core.Store. Errors: those of the store, ErrOpen.
-func (s *Store) PutSchedule(ctx context.Context, sc *core.Schedule) error {
-	return do0(s, ctx, func(ctx context.Context) error { return s.next.PutSchedule(ctx, sc) })
+// GetRecord implements core.Store. Errors: those of the store, ErrOpen.
+func (s *Store) GetRecord(ctx context.Context, kind, name string) (*core.Record, error) {
+	return do(s, ctx, 0, func(ctx context.Context) (*core.Record, error) { return s.next.GetRecord(ctx, kind, name) })
 }
 
-// GetSchedule implements core.Store. Errors: those of the store, ErrOpen.
-func (s *Store) GetSchedule(ctx context.Context, name string) (*core.Schedule, error) {
-	return do(s, ctx, 0, func(ctx context.Context) (*core.Schedule, error) { return s.next.GetSchedule(ctx, name) })
+// PutRecord implements core.Store. Errors: those of the store, ErrOpen.
+func (s *Store) PutRecord(ctx context.Context, params *core.PutRecordParams) (uint64, error) {
+	return do(s, ctx, 0, func(ctx context.Context) (uint64, error) { return s.next.PutRecord(ctx, params) })
 }
 
-// ListSchedules implements core.Store. Errors: those of the store, ErrOpen.
-func (s *Store) ListSchedules(ctx context.Context) ([]*core.Schedule, error) {
-	return do(s, ctx, 0, func(ctx context.Context) ([]*core.Schedule, error) { return s.next.ListSchedules(ctx) })
+// DeleteRecord implements core.Store. Errors: those of the store, ErrOpen.
+func (s *Store) DeleteRecord(ctx context.Context, params *core.DeleteRecordParams) error {
+	return do0(s, ctx, func(ctx context.Context) error { return s.next.DeleteRecord(ctx, params) })
 }
 
-// DeleteSchedule implements core.Store. Errors: those of the store, ErrOpen.
-func (s *Store) DeleteSchedule(ctx context.Context, name string) error {
-	return do0(s, ctx, func(ctx context.Context) error { return s.next.DeleteSchedule(ctx, name) })
-}
-
-// FireSchedule implements core.Store. Errors: those of the store, ErrOpen.
-func (s *Store) FireSchedule(ctx context.Context, params *core.FireScheduleParams) (bool, error) {
-	return do(s, ctx, 0, func(ctx context.Context) (bool, error) { return s.next.FireSchedule(ctx, params) })
+// ListRecords implements core.Store. Errors: those of the store, ErrOpen.
+func (s *Store) ListRecords(ctx context.Context, kind string) ([]*core.Record, error) {
+	return do(s, ctx, 0, func(ctx context.Context) ([]*core.Record, error) { return s.next.ListRecords(ctx, kind) })
 }
 
 // Ping implements core.Store: it asks the store through the breaker, so it

@@ -79,6 +79,8 @@ type Engine struct {
 	schedules     startStop
 	// scheduleKick wakes the schedule loop after a change of schedules.
 	scheduleKick chan struct{}
+	// schedulesMigrated is set once MigrateSchedules succeeded.
+	schedulesMigrated atomic.Bool
 
 	// leases are the deliveries in flight (deliveries.go).
 	leases leases

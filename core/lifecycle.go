@@ -20,6 +20,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.loadTopics(ctx); err != nil {
 		e.log.Warn("engine: first topic load failed; retrying in the background", "err", err)
 	}
+	e.migrateSchedules(ctx) // else again by the schedule loop
 	return errors.Join(e.refresh.start(ctx, e.refreshLoop), e.schedules.start(ctx, e.scheduleLoop))
 }
 

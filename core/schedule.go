@@ -50,9 +50,10 @@ const (
 
 // Schedule is a recurring job: a cron expression or interval in a time
 // zone, and the job each of its slots creates on a topic. Instances share
-// schedules through the store; whichever fires a slot first does so, and
-// the store's cursor (the last slot fired) keeps the others from firing it
-// again. The JSON form is the storage form shared by backends.
+// schedules through the store, as records of KindSchedule; whichever fires
+// a slot first does so, and the cursor (the last slot fired), moved by
+// compare-and-set, keeps the others from firing it again. The JSON form is
+// the record's value.
 type Schedule struct {
 	// Name identifies the schedule: 1-200 characters of [A-Za-z0-9_-.].
 	Name string `json:"name"`
@@ -85,9 +86,12 @@ type Schedule struct {
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 	// Cursor is the last slot fired (or passed over), zero before the
-	// first: state the store keeps and moves (Store.FireSchedule), not
-	// configuration; PutSchedule keeps it.
+	// first: state the engine moves as it fires slots, not configuration;
+	// Engine.PutSchedule keeps it.
 	Cursor time.Time `json:"cursor,omitzero"`
+
+	// rev is the revision of the schedule's record as read (Record).
+	rev uint64
 }
 
 // ScheduleJob is the template of a schedule's jobs: the fields a push sets
@@ -414,32 +418,22 @@ func ScheduleID(name string, slot time.Time) string {
 // on another topic.
 func IsScheduleID(id string) bool { return isDerivedID(id, scheduleIDPrefix) }
 
-// FireScheduleParams are the arguments of Store.FireSchedule.
+// FireScheduleParams is what the engine tells a SlotObserver of a slot it
+// fired or passed over.
 type FireScheduleParams struct {
 	// Name of the schedule.
 	Name string
-	// Slot moves the schedule's cursor.
+	// Slot is where the schedule's cursor moved.
 	Slot time.Time
-	// Job is the slot's job, complete and valid, as PutJobs gets it; nil
-	// moves the cursor only (slots passed over).
+	// Job is the slot's job; nil when the slot was passed over (missed,
+	// or its job invalid).
 	Job *Job
-	// Missed is how many slots up to Slot were missed and not fired: for
-	// the decorators' metrics; stores ignore it.
+	// Missed is how many slots up to Slot were missed and not fired.
 	Missed int
-	// Blocked tells that a job not made for this slot already holds Job's
+	// Blocked tells that a job not made for this slot already held Job's
 	// id (a job that took the slot's id; a keyed schedule's earlier run is
-	// no block), so the slot creates nothing unless that job goes first:
-	// for the decorators' metrics, which count the slot when FireSchedule
-	// reports no job created; stores ignore it.
+	// no block), so the slot created nothing unless that job went first.
 	Blocked bool
-}
-
-// CheckFire checks the arguments of Store.FireSchedule as every store must.
-func CheckFire(p *FireScheduleParams) error {
-	if p == nil || p.Name == "" || p.Slot.IsZero() {
-		return Invalid("", "fire schedule: a name and a slot are required")
-	}
-	return nil
 }
 
 // Clone returns a deep copy of the schedule.

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -46,24 +47,33 @@ func (e *Engine) PutSchedule(ctx context.Context, s *Schedule) (*Schedule, error
 	if err := e.validateSchedule(s, now); err != nil {
 		return nil, err
 	}
-	stored := s.Clone()
-	stored.Start, stored.End = StoreTime(s.Start), StoreTime(s.End)
-	stored.CreatedAt, stored.UpdatedAt, stored.Cursor = now, now, time.Time{}
-	old, err := e.store.GetSchedule(ctx, s.Name)
-	switch {
-	case err == nil:
-		stored.CreatedAt, stored.Cursor = old.CreatedAt, old.Cursor
-		if old.SameDefinition(stored) {
-			stored.UpdatedAt = old.UpdatedAt
+	for range casTries {
+		stored := s.Clone()
+		stored.Start, stored.End = StoreTime(s.Start), StoreTime(s.End)
+		stored.CreatedAt, stored.UpdatedAt, stored.Cursor = now, now, time.Time{}
+		rev := uint64(0)
+		old, err := readSchedule(ctx, e.store, s.Name)
+		switch {
+		case err == nil:
+			rev = old.rev
+			stored.CreatedAt, stored.Cursor = old.CreatedAt, old.Cursor
+			if old.SameDefinition(stored) {
+				stored.UpdatedAt = old.UpdatedAt
+			}
+		case !errors.Is(err, ErrNotFound):
+			return nil, err
 		}
-	case !errors.Is(err, ErrNotFound):
-		return nil, err
+		err = writeSchedule(ctx, e.store, stored, rev)
+		if err == nil {
+			e.pokeScheduler()
+			return stored, nil
+		}
+		if !errors.Is(err, ErrConflict) {
+			return nil, err
+		}
+		// Fired or changed meanwhile: again, from what is stored now.
 	}
-	if err := e.store.PutSchedule(ctx, stored); err != nil {
-		return nil, err
-	}
-	e.pokeScheduler()
-	return stored, nil
+	return nil, fmt.Errorf("put schedule %q: %w: changed %d times in a row", s.Name, ErrConflict, casTries)
 }
 
 // validateSchedule checks a schedule's definition, and its job template as
@@ -87,12 +97,12 @@ func (e *Engine) GetSchedule(ctx context.Context, name string) (*Schedule, error
 	if ValidateScheduleName(name) != nil {
 		return nil, ErrNotFound
 	}
-	return e.store.GetSchedule(ctx, name)
+	return readSchedule(ctx, e.store, name)
 }
 
 // ListSchedules returns every schedule, sorted by name.
 func (e *Engine) ListSchedules(ctx context.Context) ([]*Schedule, error) {
-	return e.store.ListSchedules(ctx)
+	return listSchedules(ctx, e.store)
 }
 
 // DeleteSchedule drops a schedule: no slot fires after it returns (a slot
@@ -102,7 +112,18 @@ func (e *Engine) DeleteSchedule(ctx context.Context, name string) error {
 	if ValidateScheduleName(name) != nil {
 		return ErrNotFound
 	}
-	return e.store.DeleteSchedule(ctx, name)
+	for range casTries {
+		s, err := readSchedule(ctx, e.store, name)
+		if err != nil {
+			return err
+		}
+		err = e.store.DeleteRecord(ctx, &DeleteRecordParams{Kind: KindSchedule, Name: name, Revision: s.rev})
+		if !errors.Is(err, ErrConflict) {
+			return err
+		}
+		// Fired or changed meanwhile: read it again.
+	}
+	return fmt.Errorf("delete schedule %q: %w: changed %d times in a row", name, ErrConflict, casTries)
 }
 
 // slotJob returns the job a schedule's slot creates: its template's fields,
@@ -160,7 +181,8 @@ func (e *Engine) scheduleLoop(ctx context.Context) {
 // fireSchedules fires the due slots of every schedule and returns how long
 // to wait before the next one (at most TopicRefresh).
 func (e *Engine) fireSchedules(ctx context.Context) time.Duration {
-	list, err := e.store.ListSchedules(ctx)
+	e.migrateSchedules(ctx)
+	list, err := listSchedules(ctx, e.store)
 	if err != nil {
 		if ctx.Err() == nil {
 			e.log.Warn("engine: listing schedules failed", "err", err)
@@ -179,7 +201,11 @@ func (e *Engine) fireSchedules(ctx context.Context) time.Duration {
 }
 
 // fireSchedule fires a schedule's due slots (Schedule.Due), moving s's
-// cursor with them.
+// cursor with them. Each slot's job is created first, only where no job
+// of its id is kept in any state (PutJobsParams.IfAbsent), then the cursor
+// moves by compare-and-set: a crash between the two fires nothing twice,
+// since firing the slot again finds the job, and an instance that fired
+// the slot meanwhile has moved the cursor past it.
 func (e *Engine) fireSchedule(ctx context.Context, s *Schedule, now time.Time) {
 	fire, missed, pass := s.Due(now)
 	if pass.IsZero() {
@@ -187,11 +213,17 @@ func (e *Engine) fireSchedule(ctx context.Context, s *Schedule, now time.Time) {
 	}
 	if len(fire) == 0 {
 		// Every slot missed and passed over: move the cursor alone.
-		if _, err := e.store.FireSchedule(ctx, &FireScheduleParams{Name: s.Name, Slot: pass, Missed: missed}); err != nil {
-			e.log.Warn("engine: passing over missed slots failed", "schedule", s.Name, "err", err)
+		p := &FireScheduleParams{Name: s.Name, Slot: pass, Missed: missed}
+		moved, err := e.moveCursor(ctx, s, pass)
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, ErrNotFound) {
+				e.log.Warn("engine: passing over missed slots failed", "schedule", s.Name, "err", err)
+			}
 			return
 		}
-		s.Cursor = pass
+		if moved {
+			e.observeSlot(ctx, p, false)
+		}
 		return
 	}
 	for i, slot := range fire {
@@ -208,17 +240,63 @@ func (e *Engine) fireSchedule(ctx context.Context, s *Schedule, now time.Time) {
 			p.Job = job
 			p.Blocked = e.slotHeld(ctx, slot, job)
 		}
-		fired, err := e.store.FireSchedule(ctx, p)
+		created, moved, err := e.fireSlot(ctx, s, p)
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, ErrNotFound) {
 				e.log.Warn("engine: firing a schedule's slot failed; trying again", "schedule", s.Name, "slot", slot, "err", err)
 			}
 			return
 		}
-		if p.Blocked && !fired {
+		if !moved {
+			// Another instance is at or past the slot. It may have moved
+			// the cursor after this one made the job: the job is counted
+			// here, the rest there.
+			if created {
+				e.observeSlot(ctx, &FireScheduleParams{Name: s.Name, Slot: slot, Job: job}, true)
+			}
+			return
+		}
+		e.observeSlot(ctx, p, created)
+		if p.Blocked && !created {
 			e.log.Warn("engine: a schedule's slot created no job: a job not made for the slot holds its id", "schedule", s.Name, "slot", slot, "id", job.ID)
 		}
-		s.Cursor = slot
+	}
+}
+
+// fireSlot fires one slot of s: unless the stored cursor is at or past
+// p.Slot (read again, so that a schedule deleted or fired elsewhere since
+// the listing creates nothing), it creates p.Job (when set) unless a job
+// of its id is kept, then moves the cursor. It reports whether it created
+// the job and whether it moved the cursor. Errors: ErrNotFound when the
+// schedule is gone, those of the store.
+func (e *Engine) fireSlot(ctx context.Context, s *Schedule, p *FireScheduleParams) (created, moved bool, err error) {
+	if p.Job != nil {
+		fresh, err := readSchedule(ctx, e.store, s.Name)
+		if err != nil {
+			return false, false, err
+		}
+		*s = *fresh
+		if !s.Cursor.Before(p.Slot) {
+			return false, false, nil
+		}
+		res, err := e.store.PutJobs(ctx, &PutJobsParams{Jobs: []*Job{p.Job}, IfAbsent: true})
+		if err != nil {
+			return false, false, err
+		}
+		if len(res) != 1 || res[0].Err != nil && !errors.Is(res[0].Err, ErrConflict) {
+			return false, false, fmt.Errorf("schedule %q: create slot job: %v", s.Name, res)
+		}
+		created = res[0].Err == nil
+	}
+	moved, err = e.moveCursor(ctx, s, p.Slot)
+	return created, moved, err
+}
+
+// observeSlot tells the store, when it observes slots (SlotObserver),
+// what firing one did.
+func (e *Engine) observeSlot(ctx context.Context, p *FireScheduleParams, created bool) {
+	if o, ok := e.store.(SlotObserver); ok {
+		o.ObserveSlot(ctx, p, created)
 	}
 }
 
@@ -228,8 +306,8 @@ func (e *Engine) fireSchedule(ctx context.Context, s *Schedule, now time.Time) {
 // job of the slot's topic created at or after the slot is the slot's own,
 // fired by another instance meanwhile; a keyed schedule's job (its key's
 // id) from an earlier slot is the guard against overlapping runs that
-// docs/api.md describes, not a block. A failed read reports false:
-// FireSchedule meets the same store next.
+// docs/api.md describes, not a block. A failed read reports false: the
+// slot's create meets the same store next.
 func (e *Engine) slotHeld(ctx context.Context, slot time.Time, job *Job) bool {
 	if IsKeyID(job.ID) {
 		return false
@@ -253,13 +331,6 @@ func (e *Engine) ImportSchedule(ctx context.Context, s *Schedule) (bool, error) 
 	if err := e.validateSchedule(s, now); err != nil {
 		return false, err
 	}
-	_, err := e.store.GetSchedule(ctx, s.Name)
-	if err == nil {
-		return false, nil
-	}
-	if !errors.Is(err, ErrNotFound) {
-		return false, err
-	}
 	stored := s.Clone()
 	stored.Start, stored.End = StoreTime(s.Start), StoreTime(s.End)
 	if stored.CreatedAt.IsZero() {
@@ -269,13 +340,13 @@ func (e *Engine) ImportSchedule(ctx context.Context, s *Schedule) (bool, error) 
 		stored.UpdatedAt = stored.CreatedAt
 	}
 	stored.CreatedAt, stored.UpdatedAt = StoreTime(stored.CreatedAt), StoreTime(stored.UpdatedAt)
-	if err := e.store.PutSchedule(ctx, stored); err != nil {
-		return false, err
+	stored.Cursor = StoreTime(s.Cursor)
+	err := writeSchedule(ctx, e.store, stored, 0)
+	if errors.Is(err, ErrConflict) {
+		return false, nil // one of its name exists
 	}
-	if !s.Cursor.IsZero() {
-		if _, err := e.store.FireSchedule(ctx, &FireScheduleParams{Name: s.Name, Slot: StoreTime(s.Cursor)}); err != nil {
-			return false, err
-		}
+	if err != nil {
+		return false, err
 	}
 	e.pokeScheduler()
 	return true, nil

@@ -17,8 +17,8 @@ import (
 )
 
 // fireRecorder records, for each slot fired with a job, whether the
-// engine told the store's decorators it was blocked and it created
-// nothing: what the telemetry decorator counts as
+// engine told the store's decorators (core.SlotObserver) it was blocked
+// and it created nothing: what the telemetry decorator counts as
 // delayq_schedule_slots_blocked_total.
 type fireRecorder struct {
 	core.Store
@@ -26,14 +26,12 @@ type fireRecorder struct {
 	blocked []bool
 }
 
-func (r *fireRecorder) FireSchedule(ctx context.Context, p *core.FireScheduleParams) (bool, error) {
-	fired, err := r.Store.FireSchedule(ctx, p)
-	if err == nil && p.Job != nil {
+func (r *fireRecorder) ObserveSlot(_ context.Context, p *core.FireScheduleParams, created bool) {
+	if p.Job != nil {
 		r.mu.Lock()
-		r.blocked = append(r.blocked, p.Blocked && !fired)
+		r.blocked = append(r.blocked, p.Blocked && !created)
 		r.mu.Unlock()
 	}
-	return fired, err
 }
 
 func (r *fireRecorder) takeBlocked() []bool {

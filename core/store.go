@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// Store keeps jobs and topic configurations durably and promotes jobs when
+// Store keeps jobs, topic configurations and metadata records (Record:
+// schedules, say) durably and promotes jobs when
 // they are due. Every backend implements it and passes core/storetest.
 //
 // Jobs handed to a store are validated and complete: the engine fills id,
@@ -22,7 +23,8 @@ type Store interface {
 	// entry per job, in order, nil on success. A per-job error is a
 	// *ConflictError (ErrConflict) carrying the existing job when the id
 	// names a job that is not finished (create), or is reserved (replace).
-	// A finished job (done, cancelled) with the same id is overwritten.
+	// A finished job (done, cancelled) with the same id is overwritten,
+	// unless params.IfAbsent, with which any job of the id conflicts.
 	// The returned error is an infrastructure failure, with no per-job
 	// results; some jobs may have been stored. Jobs are applied in order,
 	// so a later duplicate id in the same batch conflicts (or, with
@@ -195,33 +197,25 @@ type Store interface {
 	// are pending: the engine calls it every TopicRefresh.
 	ListTopicConfigs(ctx context.Context) ([]*Topic, error)
 
-	// PutSchedule stores a schedule's definition, replacing any, and keeps
-	// its cursor: a new schedule has none, and the Cursor given is ignored.
-	PutSchedule(ctx context.Context, s *Schedule) error
+	// GetRecord returns the metadata record of that kind and name with its
+	// revision. Errors: ErrNotFound, ErrInvalidArgument (CheckRecord).
+	GetRecord(ctx context.Context, kind, name string) (*Record, error)
 
-	// GetSchedule returns a schedule with its Cursor. Errors: ErrNotFound.
-	GetSchedule(ctx context.Context, name string) (*Schedule, error)
+	// PutRecord stores a record if it has params.Revision now (0: if it
+	// does not exist) and returns its new revision. However many callers
+	// put with one revision at once, one of them succeeds. Errors:
+	// ErrConflict (a *ConflictError, RecordConflict) when the record does
+	// not have that revision, ErrInvalidArgument (CheckPutRecord).
+	PutRecord(ctx context.Context, params *PutRecordParams) (uint64, error)
 
-	// ListSchedules returns every schedule with its Cursor, sorted by name.
-	ListSchedules(ctx context.Context) ([]*Schedule, error)
+	// DeleteRecord drops a record if it has params.Revision now. Errors:
+	// ErrNotFound when there is none, ErrConflict (RecordConflict) when it
+	// has another revision, ErrInvalidArgument (CheckDeleteRecord).
+	DeleteRecord(ctx context.Context, params *DeleteRecordParams) error
 
-	// DeleteSchedule drops a schedule and its cursor; the jobs it created
-	// stay. Errors: ErrNotFound.
-	DeleteSchedule(ctx context.Context, name string) error
-
-	// FireSchedule fires a slot of a schedule: unless the schedule's cursor
-	// is at or past params.Slot, it creates params.Job (when set) and moves
-	// the cursor to Slot, so that however many instances fire the slot,
-	// and however late, one job is created. It reports whether it created
-	// the job: false when the cursor was at or past the slot, or when a job
-	// with the id exists in any state (finished within retention too: such
-	// a job is never overwritten), in which case the cursor still moves.
-	// Stores that can create the job and move the cursor in one atomic step
-	// do; the others (Redis Cluster, NATS) create the job first, never over
-	// an existing one, then move the cursor, so that a crash between the
-	// two loses no slot and a second firing finds the job. Errors:
-	// ErrNotFound when the schedule is gone, ErrInvalidArgument (CheckFire).
-	FireSchedule(ctx context.Context, params *FireScheduleParams) (bool, error)
+	// ListRecords returns every record of a kind, sorted by name, an empty
+	// slice for none. Errors: ErrInvalidArgument (CheckRecordKind).
+	ListRecords(ctx context.Context, kind string) ([]*Record, error)
 
 	// Ping checks that the backend answers.
 	Ping(ctx context.Context) error
@@ -238,6 +232,13 @@ type PutJobsParams struct {
 	// Replace creates or replaces (reschedules) each job; otherwise an id
 	// in use is a conflict.
 	Replace bool
+	// IfAbsent creates each job only while the store keeps no job of its
+	// id in any state, finished ones (within retention) too: such an id
+	// is a conflict (ExistsConflict, with the job as it is), where a create
+	// would take a finished job over. A job made this way twice, a
+	// schedule's slot fired again after a crash, is created once. Replace
+	// is ignored with it.
+	IfAbsent bool
 }
 
 // FindJobsParams are the arguments of Store.FindJobs and Engine.FindJobs

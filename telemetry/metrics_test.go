@@ -227,8 +227,8 @@ func TestSubscribersGauge(t *testing.T) {
 	require.Equal(t, map[string]float64{"queue=a": 1, "queue=b": 1}, series(families, "delayq_websocket_subscribers"))
 }
 
-// TestScheduleSlotsBlocked: a slot fired with Blocked that created no job
-// counts in delayq_schedule_slots_blocked_total; one that created its job
+// TestScheduleSlotsBlocked: a slot the engine reports (core.SlotObserver)
+// fired with Blocked that created no job counts in delayq_schedule_slots_blocked_total; one that created its job
 // counts as fired only.
 func TestScheduleSlotsBlocked(t *testing.T) {
 	t.Parallel()
@@ -241,21 +241,12 @@ func TestScheduleSlotsBlocked(t *testing.T) {
 	require.NoError(t, err)
 	ctx := t.Context()
 	now := core.StoreTime(time.Now())
-	require.NoError(t, s.PutSchedule(ctx, &core.Schedule{Name: "nightly", Cron: "@hourly", Topic: "reports",
-		CreatedAt: now, UpdatedAt: now}))
-
 	held := storetest.NewJob("other", now.Add(time.Hour))
-	_, err = s.PutJobs(ctx, &core.PutJobsParams{Jobs: []*core.Job{held}})
-	require.NoError(t, err)
 	slotJob := storetest.NewJob("reports", now)
 	slotJob.ID = held.ID
-	fired, err := s.FireSchedule(ctx, &core.FireScheduleParams{Name: "nightly", Slot: now, Job: slotJob, Blocked: true})
-	require.NoError(t, err)
-	require.False(t, fired)
+	s.ObserveSlot(ctx, &core.FireScheduleParams{Name: "nightly", Slot: now, Job: slotJob, Blocked: true}, false)
 	next := storetest.NewJob("reports", now.Add(time.Hour))
-	fired, err = s.FireSchedule(ctx, &core.FireScheduleParams{Name: "nightly", Slot: now.Add(time.Hour), Job: next})
-	require.NoError(t, err)
-	require.True(t, fired)
+	s.ObserveSlot(ctx, &core.FireScheduleParams{Name: "nightly", Slot: now.Add(time.Hour), Job: next}, true)
 
 	families := parse(t, strings.NewReader(httptestRecorder(t, p.MetricsHandler())))
 	require.Equal(t, map[string]float64{"schedule=nightly": 1}, series(families, "delayq_schedule_slots_blocked_total"))

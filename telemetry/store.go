@@ -43,7 +43,7 @@ type Store struct {
 	// limited holds when a claim of a topic last got fewer tokens of its
 	// rate limit than it wanted, until one gets all it wants.
 	limited map[string]time.Time
-	// schedules is how many schedules the last ListSchedules found (the
+	// schedules is how many schedules the last listing found (the
 	// engine lists them every refresh); -1 before the first.
 	schedules int64
 }
@@ -89,6 +89,7 @@ var (
 	_ core.JobExporter  = (*Store)(nil)
 	_ core.JobImporter  = (*Store)(nil)
 	_ core.Checkpointer = (*Store)(nil)
+	_ core.SlotObserver = (*Store)(nil)
 )
 
 // NewStore returns store decorated with the traces and metrics of cfg's
@@ -475,21 +476,26 @@ func (s *Store) ListTopicConfigs(ctx context.Context) ([]*core.Topic, error) {
 	return list, err
 }
 
-// PutSchedule implements core.Store.
-func (s *Store) PutSchedule(ctx context.Context, sc *core.Schedule) error {
-	return s.next.PutSchedule(ctx, sc)
+// GetRecord implements core.Store.
+func (s *Store) GetRecord(ctx context.Context, kind, name string) (*core.Record, error) {
+	return s.next.GetRecord(ctx, kind, name)
 }
 
-// GetSchedule implements core.Store.
-func (s *Store) GetSchedule(ctx context.Context, name string) (*core.Schedule, error) {
-	return s.next.GetSchedule(ctx, name)
+// PutRecord implements core.Store.
+func (s *Store) PutRecord(ctx context.Context, params *core.PutRecordParams) (uint64, error) {
+	return s.next.PutRecord(ctx, params)
 }
 
-// ListSchedules implements core.Store; it notes how many there are, for
-// delayq_schedules.
-func (s *Store) ListSchedules(ctx context.Context) ([]*core.Schedule, error) {
-	list, err := s.next.ListSchedules(ctx)
-	if err == nil {
+// DeleteRecord implements core.Store.
+func (s *Store) DeleteRecord(ctx context.Context, params *core.DeleteRecordParams) error {
+	return s.next.DeleteRecord(ctx, params)
+}
+
+// ListRecords implements core.Store; it notes how many schedules there
+// are, for delayq_schedules (the engine lists them every refresh).
+func (s *Store) ListRecords(ctx context.Context, kind string) ([]*core.Record, error) {
+	list, err := s.next.ListRecords(ctx, kind)
+	if err == nil && kind == core.KindSchedule {
 		s.mu.Lock()
 		s.schedules = int64(len(list))
 		s.mu.Unlock()
@@ -497,30 +503,24 @@ func (s *Store) ListSchedules(ctx context.Context) ([]*core.Schedule, error) {
 	return list, err
 }
 
-// DeleteSchedule implements core.Store.
-func (s *Store) DeleteSchedule(ctx context.Context, name string) error {
-	return s.next.DeleteSchedule(ctx, name)
-}
-
-// FireSchedule implements core.Store; it counts the slots fired, those
-// missed and passed over, and those blocked by a job holding the slot's id.
-func (s *Store) FireSchedule(ctx context.Context, params *core.FireScheduleParams) (bool, error) {
-	fired, err := s.next.FireSchedule(ctx, params)
-	if err != nil {
-		return fired, err
-	}
+// ObserveSlot implements core.SlotObserver: it counts the slots fired,
+// those missed and passed over, and those blocked by a job holding the
+// slot's id.
+func (s *Store) ObserveSlot(ctx context.Context, params *core.FireScheduleParams, created bool) {
 	attrs := metric.WithAttributes(attrSchedule.String(params.Name))
-	if fired {
+	if created {
 		s.in.slotsFired.Add(ctx, 1, attrs)
 	}
 	if params.Missed > 0 {
 		s.in.slotsMissed.Add(ctx, int64(params.Missed), attrs)
 	}
-	if params.Blocked && !fired {
+	if params.Blocked && !created {
 		s.in.slotsBlocked.Add(ctx, 1, attrs)
 	}
-	return fired, nil
 }
+
+// Unwrap returns the store it decorates.
+func (s *Store) Unwrap() core.Store { return s.next }
 
 // ExportJobs implements core.JobExporter: it passes the export on,
 // unrecorded. Errors: core.ErrUnsupported when the store lacks the

@@ -47,15 +47,16 @@ type Store struct {
 	clock     core.Clock
 	retention time.Duration
 
-	mu        sync.Mutex
-	closed    bool
-	done      chan struct{} // closed by Close
-	seq       uint64        // orders entries that enter a queue at the same key
-	jobs      map[string]*entry
-	schedules map[string]*core.Schedule
-	topics    map[string]*topic
-	rates     core.Buckets
-	finished  list.List // *entry, done or cancelled, in order of finishing
+	mu       sync.Mutex
+	closed   bool
+	done     chan struct{} // closed by Close
+	seq      uint64        // orders entries that enter a queue at the same key
+	jobs     map[string]*entry
+	records  map[string]map[string]*core.Record // kind -> name -> record
+	revision uint64                             // the last record revision given
+	topics   map[string]*topic
+	rates    core.Buckets
+	finished list.List // *entry, done or cancelled, in order of finishing
 }
 
 var _ core.Store = (*Store)(nil)
@@ -68,7 +69,7 @@ func New(cfg Config) *Store {
 		retention: cfg.Retention,
 		done:      make(chan struct{}),
 		jobs:      make(map[string]*entry),
-		schedules: make(map[string]*core.Schedule),
+		records:   make(map[string]map[string]*core.Record),
 		topics:    make(map[string]*topic),
 	}
 }
@@ -131,7 +132,7 @@ func (s *Store) PutJobs(_ context.Context, params *core.PutJobsParams) ([]core.P
 	results := make([]core.PutResult, len(params.Jobs))
 	touched := make(map[*topic]struct{})
 	for i, j := range params.Jobs {
-		results[i] = s.put(j, params.Replace, now, touched)
+		results[i] = s.put(j, params.Replace && !params.IfAbsent, params.IfAbsent, now, touched)
 	}
 	for tp := range touched {
 		s.changed(tp, now)
@@ -139,12 +140,16 @@ func (s *Store) PutJobs(_ context.Context, params *core.PutJobsParams) ([]core.P
 	return results, nil
 }
 
-func (s *Store) put(j *core.Job, replace bool, now time.Time, touched map[*topic]struct{}) core.PutResult {
+// put stores a job as PutJobs does, with replace or (absent) refusing any
+// kept job of its id. The caller holds mu.
+func (s *Store) put(j *core.Job, replace, absent bool, now time.Time, touched map[*topic]struct{}) core.PutResult {
 	createdAt := now
 	var res core.PutResult
 	if e, ok := s.jobs[j.ID]; ok {
 		s.promote(e.topic, now)
 		switch st := e.job.State; {
+		case absent:
+			return core.PutResult{Err: core.ExistsConflict(j.ID, e.job.Clone())}
 		case st.Finished():
 		case !replace:
 			return core.PutResult{Err: core.ExistsConflict(j.ID, e.job.Clone())}

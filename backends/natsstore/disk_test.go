@@ -17,7 +17,6 @@ import (
 
 	"github.com/delayq/delayq/backends/natsstore/natstest"
 	"github.com/delayq/delayq/core"
-	"github.com/delayq/delayq/core/storetest"
 	"github.com/delayq/delayq/internal/diskreserve"
 )
 
@@ -77,13 +76,13 @@ func TestDiskReserve(t *testing.T) {
 	imported.State = core.StateReady
 	_, err = s.ImportJobs(ctx, []*core.Job{imported})
 	require.ErrorIs(t, err, core.ErrStorageFull, "an import")
-	sched := storetest.NewSchedule("every", "t")
-	require.NoError(t, s.PutSchedule(ctx, sched), "a schedule is no job")
+	_, err = s.PutRecord(ctx, &core.PutRecordParams{Kind: core.KindSchedule, Name: "every", Value: []byte(`{}`)})
+	require.NoError(t, err, "a schedule is no job")
 	slot := core.StoreTime(time.Now().Add(-time.Minute))
 	fired := job("t", 0)
 	fired.RunAt = slot
-	_, err = s.FireSchedule(ctx, &core.FireScheduleParams{Name: sched.Name, Slot: slot, Job: fired})
-	require.ErrorIs(t, err, core.ErrStorageFull, "a slot with a job")
+	_, err = s.PutJobs(ctx, &core.PutJobsParams{Jobs: []*core.Job{fired}, IfAbsent: true})
+	require.ErrorIs(t, err, core.ErrStorageFull, "a schedule slot's job")
 	_, err = s.GetJob(ctx, fired.ID)
 	require.ErrorIs(t, err, core.ErrNotFound)
 	require.ErrorIs(t, s.Ping(ctx), core.ErrStorageFull)
@@ -131,9 +130,9 @@ func TestDiskReserve(t *testing.T) {
 	require.Equal(t, int64(reserve), info.Size())
 	require.NoError(t, s.Ping(ctx))
 	put(t, s, job("t", 0))
-	created, err := s.FireSchedule(ctx, &core.FireScheduleParams{Name: sched.Name, Slot: slot, Job: fired})
+	res, err := s.PutJobs(ctx, &core.PutJobsParams{Jobs: []*core.Job{fired}, IfAbsent: true})
 	require.NoError(t, err)
-	require.True(t, created)
+	require.NoError(t, res[0].Err, "the slot's job is created once space is back")
 }
 
 // TestDiskReserveConfig: a reserve needs the directory of the server's

@@ -23,9 +23,10 @@
 // it as of now (core.Job.AsOf), so a lease that ran out reads as ready or
 // dead before any message moves. A key-value bucket <PREFIX>_TOPICS keeps
 // topic configurations (cfg.<name>) and a "seen" key per topic (seen.<name>),
-// so ListTopics reads no jobs, and the recurring schedules (sch.<name>)
-// with their cursors (cur.<name>, the last slot fired, moved by
-// compare-and-set on the key's revision: see Store.FireSchedule).
+// so ListTopics reads no jobs, and the metadata records (rec.<kind>.<name
+// in base64url>, schedules among them), whose revision is the key's. The
+// release before records kept schedules in sch.<name> and their cursors in
+// cur.<name>: LegacySchedules reads them for core.MigrateSchedules.
 //
 // Every change writes the job's new message with a compare-and-set over all
 // of the job's subjects (Nats-Expected-Last-Subject-Sequence with
@@ -145,7 +146,7 @@
 // directory, and reads the free space there every 100 ms and before each
 // call that adds jobs: under the low mark, half the reserve, it deletes
 // the ballast and is full, before nats-server can meet ENOSPC. PutJobs
-// (replaces too), ImportJobs and FireSchedule with a job then return
+// (replaces too, and schedule slots' jobs) and ImportJobs then return
 // core.ErrStorageFull at once, and Ping too, while claims, acks, retries,
 // the server's schedules, consumer state and compactions write into the
 // space released. Each claim and ack writes the job anew (its lease, then

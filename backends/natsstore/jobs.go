@@ -94,7 +94,8 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 	}
 	res := make([]core.PutResult, len(params.Jobs))
 	slow := make([]bool, len(params.Jobs))
-	if !params.Replace {
+	replace := params.Replace && !params.IfAbsent
+	if !replace {
 		if err := s.createAll(ctx, params.Jobs, slow); err != nil {
 			return nil, err
 		}
@@ -109,7 +110,7 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 		if !slow[i] {
 			continue
 		}
-		r, err := s.put(ctx, in, params.Replace)
+		r, err := s.put(ctx, in, replace, params.IfAbsent)
 		if err != nil {
 			return nil, err
 		}
@@ -169,8 +170,9 @@ func await(ctx context.Context, f jetstream.PubAckFuture) (*jetstream.PubAck, er
 	}
 }
 
-// put stores one job against whatever message its id has.
-func (s *Store) put(ctx context.Context, in *core.Job, replace bool) (core.PutResult, error) {
+// put stores one job against whatever message its id has; with absent,
+// any message of its id (a finished job's too) is a conflict.
+func (s *Store) put(ctx context.Context, in *core.Job, replace, absent bool) (core.PutResult, error) {
 	for range maxTries {
 		cur, err := s.load(ctx, in.ID)
 		if err != nil {
@@ -182,6 +184,9 @@ func (s *Store) put(ctx context.Context, in *core.Job, replace bool) (core.PutRe
 		replaced := false
 		if cur != nil {
 			v := cur.view(now)
+			if absent {
+				return core.PutResult{Err: core.ExistsConflict(in.ID, v)}, nil
+			}
 			if !v.State.Finished() {
 				if !replace {
 					return core.PutResult{Err: core.ExistsConflict(in.ID, v)}, nil

@@ -17,7 +17,6 @@ import (
 	"github.com/delayq/delayq/backends/pebblestore"
 	"github.com/delayq/delayq/backends/pebblestore/disktest"
 	"github.com/delayq/delayq/core"
-	"github.com/delayq/delayq/core/storetest"
 )
 
 // TestDiskFull fills a real 32 MiB tmpfs under a store with pushes of 32
@@ -71,18 +70,16 @@ func TestDiskFull(t *testing.T) {
 	require.ErrorIs(t, put(core.NewID()), core.ErrStorageFull)
 	require.Less(t, time.Since(start), 50*time.Millisecond, "a put on a full disk is refused at once")
 
-	// A schedule's slot makes no job either; its cursor stays.
-	sched := storetest.NewSchedule("every", "t")
-	require.NoError(t, s.PutSchedule(ctx, sched), "a schedule is no job")
+	// A schedule's slot makes no job either (the engine then leaves its
+	// cursor); a record, such as a schedule, is no job.
+	_, err = s.PutRecord(ctx, &core.PutRecordParams{Kind: core.KindSchedule, Name: "every", Value: []byte(`{}`)})
+	require.NoError(t, err, "a schedule is no job")
 	slot := core.StoreTime(time.Now().Add(-time.Minute))
 	fired := &core.Job{ID: core.NewID(), Topic: "t", Body: json.RawMessage(`{}`), RunAt: slot, MaxAttempts: 1, TTR: time.Minute}
-	_, err = s.FireSchedule(ctx, &core.FireScheduleParams{Name: sched.Name, Slot: slot, Job: fired})
-	require.ErrorIs(t, err, core.ErrStorageFull, "a slot with a job")
+	_, err = s.PutJobs(ctx, &core.PutJobsParams{Jobs: []*core.Job{fired}, IfAbsent: true})
+	require.ErrorIs(t, err, core.ErrStorageFull, "a slot's job")
 	_, err = s.GetJob(ctx, fired.ID)
 	require.ErrorIs(t, err, core.ErrNotFound)
-	kept, err := s.GetSchedule(ctx, sched.Name)
-	require.NoError(t, err)
-	require.True(t, kept.Cursor.IsZero(), "the refused slot did not move the cursor")
 
 	// Claims, acks and reads go on, into the reserve.
 	acked := map[string]bool{}

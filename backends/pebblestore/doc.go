@@ -32,7 +32,9 @@
 //	p<topic>                       a paused topic (no value)
 //	c<topic>\0<state><bucket>      jobs of a topic finished (done or cancelled) in a bucket
 //	k<topic>\0<key>\0<id>          a job with a business key, while the job is kept (no value)
-//	S<name>                        a schedule with its cursor (JSON)
+//	S<name>                        before records: a schedule with its cursor (JSON), LegacySchedules
+//	r<kind>\0<name>                a metadata record: its revision (8 bytes), then its value
+//	q                              the last metadata record revision given (8 bytes)
 //	K                              the jobs' keys are all in k keys (written at the first Open)
 //	L                              the finished jobs are all in F keys (written at the first Open)
 //	s                              the unfinished jobs and their id bytes at the last Close,

@@ -129,6 +129,7 @@ type Store struct {
 	done      chan struct{}
 	x         *index
 	rates     core.Buckets // rate limits, in memory: a restart fills them
+	revision  uint64       // the last record revision given; 0 until read
 	topics    map[string]*topic
 	topicList []*topic // by number, as slots name them
 	// counts are the finished counts changed since the last write, by
@@ -578,7 +579,7 @@ func (s *Store) PutJobs(_ context.Context, params *core.PutJobsParams) ([]core.P
 	touched := make(map[*topic]struct{})
 	var err error
 	for k, j := range params.Jobs {
-		if results[k], err = s.put(pb, j, params.Replace, now, touched); err != nil {
+		if results[k], err = s.put(pb, j, params.Replace && !params.IfAbsent, params.IfAbsent, now, touched); err != nil {
 			break
 		}
 	}
@@ -623,8 +624,9 @@ func (pb *putBatch) read(s *Store, id string, now time.Time) (*core.Job, error) 
 	return s.read(id, false)
 }
 
-// put adds one job to the batch and to the index.
-func (s *Store) put(pb *putBatch, in *core.Job, replace bool, now time.Time, touched map[*topic]struct{}) (core.PutResult, error) {
+// put adds one job to the batch and to the index, with replace or
+// (absent) refusing any kept job of its id, finished ones too.
+func (s *Store) put(pb *putBatch, in *core.Job, replace, absent bool, now time.Time, touched map[*topic]struct{}) (core.PutResult, error) {
 	b := pb.Batch
 	createdAt := now
 	var res core.PutResult
@@ -636,7 +638,7 @@ func (s *Store) put(pb *putBatch, in *core.Job, replace bool, now time.Time, tou
 			return res, err
 		}
 		switch {
-		case !replace:
+		case !replace || absent:
 			return core.PutResult{Err: core.ExistsConflict(in.ID, prev)}, nil
 		case prev.State == core.StateReserved:
 			return core.PutResult{Err: core.ReservedConflict(in.ID, prev)}, nil
@@ -658,8 +660,21 @@ func (s *Store) put(pb *putBatch, in *core.Job, replace bool, now time.Time, tou
 		s.unlink(old, i)
 		s.x.remove(i)
 		touched[old] = struct{}{}
-	} else if err := s.forgetFinished(b, in.ID); err != nil {
-		return res, err
+	} else {
+		if absent {
+			// Finished jobs are not in the index: read from disk, as of
+			// now (one past its retention is gone).
+			prev, err := s.read(in.ID, true)
+			if err == nil {
+				return core.PutResult{Err: core.ExistsConflict(in.ID, prev)}, nil
+			}
+			if !errors.Is(err, core.ErrNotFound) {
+				return res, err
+			}
+		}
+		if err := s.forgetFinished(b, in.ID); err != nil {
+			return res, err
+		}
 	}
 	j := in.Clone()
 	j.Reset(createdAt, now)

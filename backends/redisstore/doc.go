@@ -40,8 +40,9 @@
 //	{P}:topics            hash   topic -> configuration (JSON)
 //	{P}:seen              zset   topic -> when a store last put jobs on it (ms): the topic registry
 //	{P}:rate:<topic>      hash   the topic's rate limit bucket: n tokens at t (ms); expires once full
-//	{P}:sched             hash   schedule name -> definition (JSON)
-//	{P}:scur              hash   schedule name -> its cursor, the last slot fired (ms)
+//	{P}:sched             hash   before records: schedule name -> definition (JSON), LegacySchedules
+//	{P}:rec:<kind>        hash   metadata records of a kind: name -> "<revision>:<value>"; "" -> the last revision given
+//	{P}:scur              hash   before records: schedule name -> its cursor, the last slot fired (ms)
 //	{P:n}:j:<id>          hash   one job (fields below); a TTL once done or cancelled
 //	{P:n}:b:<id>          string the body of a job when longer than 64 bytes; the same TTL
 //	{P:n}:q:<topic>       zset   the topic's scheduled and ready job ids of priority 0 by run_at
@@ -62,8 +63,8 @@
 //	                             cancelled jobs that count; d:<topic>:<end>, c:<topic>:<end>
 //	                             those that finished in the bucket that ends at <end> (ms)
 //	{P:n}:finq            zset   the bucket fields of fin by <end>, to drop them past retention
-//	{P:n}:scur            hash   on a Cluster: schedule name -> the last slot fired whose job is
-//	                             in the shard (fire.lua's check; see Store.FireSchedule)
+//	{P:n}:scur            hash   before records, on a Cluster: schedule name -> the last slot fired
+//	                             whose job is in the shard (LegacySchedules reads the latest)
 //	{P:n}:paused          set    paused topics, the same in every shard: each claim script
 //	                             checks its shard's; listings read shard 0's
 //	P:wake                channel wake-ups (classic pub/sub; a Cluster forwards it to every node)

@@ -36,7 +36,10 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 		return nil, err
 	}
 	replace := "0"
-	if params.Replace {
+	switch {
+	case params.IfAbsent:
+		replace = "2"
+	case params.Replace:
 		replace = "1"
 	}
 	byShard := map[int][]int{}
@@ -91,7 +94,7 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 				}
 				view(existing, s.serverTime())
 				results[i].Err = core.ExistsConflict(id, existing)
-				if params.Replace {
+				if params.Replace && !params.IfAbsent {
 					results[i].Err = core.ReservedConflict(id, existing)
 				}
 			}

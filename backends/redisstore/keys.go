@@ -14,8 +14,8 @@ type keys struct {
 	meta    string // hash: shards
 	topics  string // hash: topic -> configuration JSON
 	seen    string // zset: topic -> when last put (ms), the topic registry
-	sched   string // hash: schedule name -> definition JSON
-	cursors string // hash: schedule name -> last slot fired (ms)
+	sched   string // hash: schedule name -> definition JSON (LegacySchedules)
+	cursors string // hash: schedule name -> last slot fired, ms (LegacySchedules)
 	shard   []shardKeys
 }
 
@@ -82,10 +82,14 @@ func (k *keys) rate(topic string) string { return "{" + k.prefix + "}:rate:" + t
 // counts), the second of its fixed keys.
 func (k *keys) counts(n int) string { return k.shard[n].fixed[1] }
 
-// shardCursors returns the key of shard n's schedule cursors, which
-// fire.lua checks and moves on a Cluster: the prefix's cursors hash is in
-// another slot.
+// shardCursors returns the key of shard n's schedule cursors, which the
+// release before records moved on a Cluster (LegacySchedules).
 func (k *keys) shardCursors(n int) string { return k.shard[n].base + ":scur" }
 
 // dead returns the key of topic's dead set in shard n.
 func (k *keys) dead(n int, topic string) string { return k.shard[n].base + ":dead:" + topic }
+
+// record returns the key of the hash of kind's metadata records: in the
+// slot of the prefix's own keys, one key per kind, so that record.lua
+// touches one key.
+func (k *keys) record(kind string) string { return "{" + k.prefix + "}:rec:" + kind }

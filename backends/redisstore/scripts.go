@@ -31,14 +31,13 @@ var (
 	scriptExport  = shardScript("export.lua")
 	scriptMigrate = shardScript("migrate.lua")
 	scriptIndex   = shardScript("index.lua")
-	scriptFire    = shardScript("fire.lua")
 	scriptList    = shardScript("list.lua")
 	scriptPrune   = redis.NewScript(mustRead("prune.lua"))
 	scriptRate    = redis.NewScript(mustRead("rate.lua"))
-	scriptCursor  = redis.NewScript(mustRead("cursor.lua"))
+	scriptRecord  = redis.NewScript(mustRead("record.lua"))
 
 	allScripts = []*redis.Script{scriptPut, scriptClaim, scriptPeek, scriptExpire, scriptCancel, scriptLease,
-		scriptRequeue, scriptStats, scriptGet, scriptImport, scriptExport, scriptMigrate, scriptIndex, scriptFire, scriptList, scriptPrune, scriptRate, scriptCursor}
+		scriptRequeue, scriptStats, scriptGet, scriptImport, scriptExport, scriptMigrate, scriptIndex, scriptList, scriptPrune, scriptRate, scriptRecord}
 )
 
 func mustRead(name string) string {

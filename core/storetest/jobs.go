@@ -649,3 +649,59 @@ func testBatch(t *testing.T, b *testBundle) {
 	require.Equal(t, []string{existing.ID}, ids(got))
 	b.requireCounts(t, topic, core.Counts{Scheduled: 3, Reserved: 1})
 }
+
+// testCreateIfAbsent: a put with IfAbsent creates a new id, and refuses,
+// as a conflict carrying the job as it is, an id the store keeps in any
+// state, done and cancelled ones too, which stay as they were.
+func testCreateIfAbsent(t *testing.T, b *testBundle) {
+	const topic = "absent"
+	putAbsent := func(jobs ...*core.Job) []core.PutResult {
+		t.Helper()
+		res, err := b.store.PutJobs(b.ctx, &core.PutJobsParams{Jobs: jobs, IfAbsent: true})
+		require.NoError(t, err)
+		require.Len(t, res, len(jobs))
+		return res
+	}
+	fresh := NewJob(topic, time.Now().Add(time.Hour))
+	res := putAbsent(fresh)
+	require.NoError(t, res[0].Err)
+	require.False(t, res[0].Replaced)
+	requireSameJob(t, fresh, b.requireState(t, fresh.ID, core.StateScheduled))
+
+	done := DueJob(topic + ".done")
+	cancelled := NewJob(topic, time.Now().Add(time.Hour))
+	dead := DueJob(topic + ".dead")
+	b.put(t, done, cancelled, dead)
+	c := b.claimOne(t, done.Topic, dueWait)
+	require.NoError(t, ack(b, c))
+	require.NoError(t, b.store.CancelJob(b.ctx, cancelled.ID))
+	c = b.claimOne(t, dead.Topic, dueWait)
+	require.NoError(t, settleErr(b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: c.Lease, Error: "x"})))
+	for _, tc := range []struct {
+		job   *core.Job
+		state core.State
+	}{{fresh, core.StateScheduled}, {done, core.StateDone}, {cancelled, core.StateCancelled}, {dead, core.StateDead}} {
+		again := DueJob(tc.job.Topic)
+		again.ID = tc.job.ID
+		again.Body = json.RawMessage(`"again"`)
+		res := putAbsent(again)
+		requireConflict(t, res[0].Err, tc.job)
+		require.Equal(t, tc.state, res[0].Err.(*core.ConflictError).Job.State, "state of the job in the conflict")
+		require.False(t, res[0].Replaced)
+		requireSameJob(t, tc.job, b.requireState(t, tc.job.ID, tc.state))
+		// Replace changes nothing with IfAbsent.
+		res2, err := b.store.PutJobs(b.ctx, &core.PutJobsParams{Jobs: []*core.Job{again}, IfAbsent: true, Replace: true})
+		require.NoError(t, err)
+		require.ErrorIs(t, res2[0].Err, core.ErrConflict)
+		requireSameJob(t, tc.job, b.requireState(t, tc.job.ID, tc.state))
+	}
+	b.requireCounts(t, done.Topic, core.Counts{Done: 1})
+	b.requireCounts(t, topic, core.Counts{Scheduled: 1, Cancelled: 1})
+
+	// In one batch, a later duplicate conflicts with the earlier one.
+	one, two := DueJob(topic), DueJob(topic)
+	two.ID = one.ID
+	res = putAbsent(one, two)
+	require.NoError(t, res[0].Err)
+	requireConflict(t, res[1].Err, one)
+}

@@ -1,6 +1,7 @@
 package httptransport_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -121,7 +122,16 @@ func TestSchedulesExportImport(t *testing.T) {
 		"topic": "reports", "job": {"body": {"a": 1}, "ttr": "1m"}, "missed": "all", "start": "2026-01-01T00:00:00Z"}`)
 	requireStatus(t, res, http.StatusOK)
 	slot := src.clock.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond)
-	_, err := src.store.FireSchedule(t.Context(), &core.FireScheduleParams{Name: "nightly", Slot: slot})
+	// The slot fired: the schedule's record (core.KindSchedule) has it as
+	// its cursor.
+	rec, err := src.store.GetRecord(t.Context(), core.KindSchedule, "nightly")
+	require.NoError(t, err)
+	var fired map[string]any
+	require.NoError(t, json.Unmarshal(rec.Value, &fired))
+	fired["cursor"] = slot
+	value, err := json.Marshal(fired)
+	require.NoError(t, err)
+	_, err = src.store.PutRecord(t.Context(), &core.PutRecordParams{Kind: core.KindSchedule, Name: "nightly", Value: value, Revision: rec.Revision})
 	require.NoError(t, err)
 	src.push(t, `{"topic":"reports","id":"j-1"}`)
 	res = src.do(t, http.MethodGet, "/v1/export", nil)

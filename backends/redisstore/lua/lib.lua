@@ -418,10 +418,10 @@ local function finish(id, j, state)
 end
 
 -- put_job stores the job whose 11 fields start at ARGV[i] (put.lua's): a
--- new job, a finished one overwritten, or with replace an unfinished one
--- replaced unless reserved. Returns 0 created, 1 replaced, or the existing
--- job (job_all) on a conflict.
-local function put_job(replace, inline_body, i)
+-- new job, a finished one overwritten (not with absent: any job kept is a
+-- conflict), or with replace an unfinished one replaced unless reserved.
+-- Returns 0 created, 1 replaced, or the existing job (job_all) on a conflict.
+local function put_job(replace, inline_body, i, absent)
   local id, t, k, b = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local r, d, m, p = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
   local w, y, h = ARGV[i + 8], tonumber(ARGV[i + 9]), ARGV[i + 10]
@@ -435,6 +435,8 @@ local function put_job(replace, inline_body, i)
     if j then settle(id, j) end
     if not j then
       -- only a stale body key
+    elseif absent then
+      return job_all(id)
     elseif j.s == 'done' or j.s == 'cancelled' then
       -- finished: overwritten by a fresh job, and no longer counted
       fin_forget(id, j)

@@ -1,6 +1,7 @@
 -- put.lua: store a batch of jobs of one shard, in order.
 --
--- ARGV[6] "1" to replace; [7] the longest body kept in the job hash (a
+-- ARGV[6] "1" to replace, "2" to create only ids the store keeps in no
+-- state (PutJobsParams.IfAbsent), else "0"; [7] the longest body kept in the job hash (a
 -- longer one gets a key of its own: see Store.inlineBody); then 11 per
 -- job: id, topic, key, body, run_at (ms), ttr (ms), max_attempts,
 -- traceparent, retry delays, priority, url (empty strings for none).
@@ -12,10 +13,10 @@
 -- A new id costs one EXISTS (of the job and its body key), one HSET (and a SET for a long body) and one
 -- ZADD, and with a key three more (index_key): every write a script makes is also written to the AOF, which costs
 -- the server more than most commands themselves.
-local replace = ARGV[6] == '1'
+local replace, absent = ARGV[6] == '1', ARGV[6] == '2'
 local inline_body = tonumber(ARGV[7])
 local out = {}
 for i = 8, #ARGV, 11 do
-  out[#out + 1] = put_job(replace, inline_body, i)
+  out[#out + 1] = put_job(replace, inline_body, i, absent)
 end
 return {out, announced()}

@@ -1,0 +1,61 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/core"
+)
+
+// LegacySchedule returns a schedule as the release before records stored
+// it, fired once: a store's migration test writes it in the store's
+// earlier format and checks it with RequireScheduleMigrated.
+func LegacySchedule(name string) *core.Schedule {
+	now := core.StoreTime(time.Now())
+	return &core.Schedule{
+		Name: name, Cron: "*/5 * * * *", TimeZone: "Europe/Paris", Topic: "reports",
+		Job:       core.ScheduleJob{Body: json.RawMessage(`{"report":"daily"}`), Key: "k", TTR: 45 * time.Second, MaxAttempts: 3},
+		Missed:    core.MissedAll,
+		CreatedAt: now.Add(-time.Hour), UpdatedAt: now.Add(-time.Hour),
+		Cursor: now.Add(-10 * time.Minute),
+	}
+}
+
+// RequireScheduleMigrated starts an engine on store, as a new release
+// starts on data of the earlier one, and requires it to read want (written
+// in the store's earlier format) as it was, cursor included, and the
+// earlier format to hold no schedule any more; a second start moves
+// nothing again.
+func RequireScheduleMigrated(t *testing.T, ctx context.Context, store core.Store, want *core.Schedule) {
+	t.Helper()
+	e, err := core.NewEngine(core.EngineConfig{Store: store})
+	require.NoError(t, err)
+	require.NoError(t, e.Start(ctx))
+	t.Cleanup(func() { _ = e.Stop(context.WithoutCancel(ctx)) })
+	got, err := e.GetSchedule(ctx, want.Name)
+	require.NoError(t, err, "the schedule of the earlier format is read")
+	requireSameSchedule(t, want, got)
+	list, err := e.ListSchedules(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	legacy, ok := store.(core.LegacySchedules)
+	require.True(t, ok, "the store reads the earlier format")
+	old, err := legacy.LegacySchedules(ctx)
+	require.NoError(t, err)
+	require.Empty(t, old, "the earlier format is dropped once moved")
+	n, err := core.MigrateSchedules(ctx, store)
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
+
+func requireSameSchedule(t *testing.T, want, got *core.Schedule) {
+	t.Helper()
+	require.True(t, want.SameDefinition(got), "want %+v\n got %+v", want, got)
+	require.True(t, want.CreatedAt.Equal(got.CreatedAt) && want.UpdatedAt.Equal(got.UpdatedAt),
+		"times: want %s %s, got %s %s", want.CreatedAt, want.UpdatedAt, got.CreatedAt, got.UpdatedAt)
+	require.True(t, want.Cursor.Equal(got.Cursor), "cursor: want %s, got %s", want.Cursor, got.Cursor)
+}
