@@ -202,7 +202,8 @@ func (e *Engine) fireSchedules(ctx context.Context) time.Duration {
 
 // fireSchedule fires a schedule's due slots (Schedule.Due), moving s's
 // cursor with them. Each slot's job is created first, only where no job
-// of its id is kept in any state (PutJobsParams.IfAbsent), then the cursor
+// of its id is kept in any state (PutJobsParams.IfAbsent; a keyed
+// schedule's, where no unfinished job has the key), then the cursor
 // moves by compare-and-set: a crash between the two fires nothing twice,
 // since firing the slot again finds the job, and an instance that fired
 // the slot meanwhile has moved the cursor past it.
@@ -279,7 +280,11 @@ func (e *Engine) fireSlot(ctx context.Context, s *Schedule, p *FireScheduleParam
 		if !s.Cursor.Before(p.Slot) {
 			return false, false, nil
 		}
-		res, err := e.store.PutJobs(ctx, &PutJobsParams{Jobs: []*Job{p.Job}, IfAbsent: true})
+		// A keyed schedule's job takes the key's id over once the run
+		// before it finished (docs/api.md: only an unfinished run blocks
+		// the next); a slot's own id is never taken over, so that a slot
+		// fired before a crash is not fired again.
+		res, err := e.store.PutJobs(ctx, &PutJobsParams{Jobs: []*Job{p.Job}, IfAbsent: !IsKeyID(p.Job.ID)})
 		if err != nil {
 			return false, false, err
 		}

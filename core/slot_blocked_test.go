@@ -112,3 +112,44 @@ func TestScheduleSlotBlocked(t *testing.T) {
 	require.Equal(t, []bool{false, false}, rec.takeBlocked())
 	require.Empty(t, logs.String())
 }
+
+// TestKeyedScheduleFiresAfterTheRunFinished: a keyed schedule's slot
+// creates nothing while the key's job of an earlier slot is unfinished,
+// and creates the key's job again once that run finished (done, and kept
+// for the retention period), as docs/api.md promises: only an unfinished
+// run blocks the next.
+func TestKeyedScheduleFiresAfterTheRunFinished(t *testing.T) {
+	t.Parallel()
+	clock := coretest.NewFakeClockAt(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
+	mem := memstore.New(memstore.Config{Clock: clock})
+	t.Cleanup(func() { _ = mem.Close() })
+	e, err := core.NewEngine(core.EngineConfig{Store: mem, Clock: clock})
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: "keyed", UniqueKeys: core.UniqueKeysReject}))
+	_, err = e.PutSchedule(ctx, &core.Schedule{Name: "report", Cron: "*/10 * * * *", Topic: "keyed", Job: core.ScheduleJob{Key: "r"}})
+	require.NoError(t, err)
+	id := core.KeyID("keyed", "r")
+
+	clock.Advance(10 * time.Minute)
+	e.FireSchedules(ctx)
+	first, err := e.Get(ctx, id)
+	require.NoError(t, err)
+
+	clock.Advance(10 * time.Minute)
+	e.FireSchedules(ctx)
+	again, err := e.Get(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, first.RunAt, again.RunAt, "the run is unfinished: the slot creates nothing")
+
+	claimed, err := e.Claim(ctx, &core.ClaimJobsParams{Topic: "keyed", Max: 1})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	require.NoError(t, e.Ack(ctx, &core.AckJobParams{ID: id, Lease: claimed[0].Lease}))
+	clock.Advance(10 * time.Minute)
+	e.FireSchedules(ctx)
+	next, err := e.Get(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, core.StateReady, next.State, "the run finished: the next slot makes the key's job again")
+	require.Equal(t, clock.Now().Truncate(10*time.Minute), next.RunAt)
+}
