@@ -59,8 +59,12 @@ type EngineConfig struct {
 }
 
 // Engine is the part of delayq that is the same for every backend and
-// transport: validation, ids, topic defaults, backoff, attempt limits and
-// dispatch of push-delivered topics.
+// transport: the API's façade over the store (validation, ids, topic
+// defaults, backoff, attempt limits) and, from Start to Stop, its
+// background services, each a type of its own: the dispatchers of
+// push-delivered topics (dispatchers.go), the topic refresh with the
+// dead-letter notices (lifecycle.go, notice.go) and the schedule loop
+// (scheduler.go).
 type Engine struct {
 	store      Store
 	clock      Clock
@@ -72,13 +76,9 @@ type Engine struct {
 	topics map[string]*Topic // configured topics, defaults filled
 
 	// The background services (lifecycle.go).
-	dispatch      dispatchers
-	refresh       startStop
-	refreshEvery  time.Duration
-	refreshWanted chan struct{}
-	schedules     startStop
-	// scheduleKick wakes the schedule loop after a change of schedules.
-	scheduleKick chan struct{}
+	dispatch  dispatchers
+	refresh   topicRefresh
+	schedules scheduler
 	// schedulesMigrated is set once MigrateSchedules succeeded.
 	schedulesMigrated atomic.Bool
 
@@ -102,19 +102,18 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	}
 	drainCtx, cancelDrain := context.WithCancel(context.Background())
 	e := &Engine{
-		drainCtx:      drainCtx,
-		cancelDrain:   cancelDrain,
-		store:         cfg.Store,
-		clock:         cmp.Or[Clock](cfg.Clock, RealClock()),
-		log:           cmp.Or(cfg.Logger, slog.Default()),
-		limits:        cfg.Limits.WithDefaults(),
-		deliverers:    cfg.Deliverers,
-		refreshEvery:  cmp.Or(cfg.TopicRefresh, 2*time.Second),
-		refreshWanted: make(chan struct{}, 1),
-		topics:        map[string]*Topic{},
-		scheduleKick:  make(chan struct{}, 1),
+		drainCtx:    drainCtx,
+		cancelDrain: cancelDrain,
+		store:       cfg.Store,
+		clock:       cmp.Or[Clock](cfg.Clock, RealClock()),
+		log:         cmp.Or(cfg.Logger, slog.Default()),
+		limits:      cfg.Limits.WithDefaults(),
+		deliverers:  cfg.Deliverers,
+		topics:      map[string]*Topic{},
 	}
 	e.dispatch = dispatchers{e: e, changed: make(chan struct{}, 1)}
+	e.schedules = scheduler{e: e, wake: make(chan struct{}, 1)}
+	e.refresh = topicRefresh{e: e, every: cmp.Or(cfg.TopicRefresh, 2*time.Second), wake: make(chan struct{}, 1)}
 	e.notices.e = e
 	return e, nil
 }
@@ -710,7 +709,7 @@ func (e *Engine) DeleteTopic(ctx context.Context, name string) error {
 	e.mu.Lock()
 	delete(e.topics, name)
 	e.mu.Unlock()
-	e.refreshNow()
+	e.refresh.readNow()
 	return nil
 }
 

@@ -11,4 +11,4 @@ func (e *Engine) FollowDeaths(ctx context.Context) { e.notices.follow(ctx) }
 
 // FireSchedules runs one round of the schedule loop, for tests on a fake
 // clock: it fires what is due and returns how long the loop would wait.
-func (e *Engine) FireSchedules(ctx context.Context) time.Duration { return e.fireSchedules(ctx) }
+func (e *Engine) FireSchedules(ctx context.Context) time.Duration { return e.schedules.fireDue(ctx) }

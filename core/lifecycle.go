@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"time"
 )
 
 // Start runs the engine's background services and returns once they run:
@@ -21,7 +22,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		e.log.Warn("engine: first topic load failed; retrying in the background", "err", err)
 	}
 	e.migrateSchedules(ctx) // else again by the schedule loop
-	return errors.Join(e.refresh.start(ctx, e.refreshLoop), e.schedules.start(ctx, e.scheduleLoop))
+	return errors.Join(e.refresh.Start(ctx), e.schedules.Start(ctx))
 }
 
 // Stop stops the background services: the refresh and schedule loops, then
@@ -30,30 +31,47 @@ func (e *Engine) Start(ctx context.Context) error {
 // (each releases its job for redelivery at once), returning ctx's error.
 // It is idempotent and safe before Start.
 func (e *Engine) Stop(ctx context.Context) error {
-	loops := errors.Join(e.refresh.stop(ctx), e.schedules.stop(ctx))
+	loops := errors.Join(e.refresh.Stop(ctx), e.schedules.Stop(ctx))
 	return errors.Join(loops, e.dispatch.Stop(ctx))
 }
 
-// refreshNow asks the refresh loop to read the topics again now.
-func (e *Engine) refreshNow() {
+// topicRefresh is the engine's service that reads the topic
+// configurations again every TopicRefresh, or when asked (readNow), so
+// that the changes of other instances take effect here, then tells the
+// deaths of topics with on_dead (notice.go).
+type topicRefresh struct {
+	e     *Engine
+	every time.Duration
+	life  startStop
+	// wake asks the loop to read the topics now.
+	wake chan struct{}
+}
+
+// Start runs the loop and returns at once. Errors: errStarted.
+func (r *topicRefresh) Start(ctx context.Context) error { return r.life.start(ctx, r.run) }
+
+// Stop ends the loop, waiting for it until ctx is done. Idempotent; safe
+// before Start.
+func (r *topicRefresh) Stop(ctx context.Context) error { return r.life.stop(ctx) }
+
+// readNow asks the loop to read the topics again now.
+func (r *topicRefresh) readNow() {
 	select {
-	case e.refreshWanted <- struct{}{}:
+	case r.wake <- struct{}{}:
 	default:
 	}
 }
 
-// refreshLoop reads the topic configurations again every TopicRefresh, or
-// when refreshNow asks, so that the changes of other instances take effect
-// here, then tells the deaths of topics with on_dead (notice.go).
-func (e *Engine) refreshLoop(ctx context.Context) {
-	t := e.clock.NewTicker(e.refreshEvery)
+func (r *topicRefresh) run(ctx context.Context) {
+	e := r.e
+	t := e.clock.NewTicker(r.every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.Chan():
-		case <-e.refreshWanted:
+		case <-r.wake:
 		}
 		if err := e.loadTopics(ctx); err != nil && ctx.Err() == nil {
 			e.log.Warn("engine: topic refresh failed", "err", err)

@@ -65,7 +65,7 @@ func (e *Engine) PutSchedule(ctx context.Context, s *Schedule) (*Schedule, error
 		}
 		err = writeSchedule(ctx, e.store, stored, rev)
 		if err == nil {
-			e.pokeScheduler()
+			e.schedules.lookNow()
 			return stored, nil
 		}
 		if !errors.Is(err, ErrConflict) {
@@ -149,50 +149,65 @@ func (e *Engine) slotJob(s *Schedule, slot, now time.Time) (*Job, error) {
 	return j, nil
 }
 
-// pokeScheduler asks the schedule loop to look at the schedules now.
-func (e *Engine) pokeScheduler() {
+// scheduler is the engine's service that fires the slots of every
+// schedule as they come: it reads the schedules at each slot and at least
+// every TopicRefresh (so it sees the changes and firings of other
+// instances), and fires what is due. Every instance runs it; the
+// schedule's cursor makes one of them fire each slot.
+type scheduler struct {
+	e    *Engine
+	life startStop
+	// wake asks the loop to look at the schedules now.
+	wake chan struct{}
+}
+
+// Start runs the loop and returns at once. Errors: errStarted.
+func (sc *scheduler) Start(ctx context.Context) error { return sc.life.start(ctx, sc.run) }
+
+// Stop ends the loop, waiting for it until ctx is done. Idempotent; safe
+// before Start.
+func (sc *scheduler) Stop(ctx context.Context) error { return sc.life.stop(ctx) }
+
+// lookNow asks the loop to look at the schedules now, after a change.
+func (sc *scheduler) lookNow() {
 	select {
-	case e.scheduleKick <- struct{}{}:
+	case sc.wake <- struct{}{}:
 	default:
 	}
 }
 
-// scheduleLoop fires the slots of every schedule as they come: it reads
-// the schedules from the store at each slot and at least every
-// TopicRefresh (so it sees the changes and firings of other instances), and
-// fires what is due. Every instance runs it; the store's cursor makes one
-// of them fire each slot.
-func (e *Engine) scheduleLoop(ctx context.Context) {
-	t := e.clock.NewTimer(0)
+func (sc *scheduler) run(ctx context.Context) {
+	t := sc.e.clock.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.Chan():
-		case <-e.scheduleKick:
+		case <-sc.wake:
 		}
-		wait := e.fireSchedules(ctx)
+		wait := sc.fireDue(ctx)
 		t.Stop()
 		t.Reset(wait)
 	}
 }
 
-// fireSchedules fires the due slots of every schedule and returns how long
+// fireDue fires the due slots of every schedule and returns how long
 // to wait before the next one (at most TopicRefresh).
-func (e *Engine) fireSchedules(ctx context.Context) time.Duration {
+func (sc *scheduler) fireDue(ctx context.Context) time.Duration {
+	e := sc.e
 	e.migrateSchedules(ctx)
 	list, err := listSchedules(ctx, e.store)
 	if err != nil {
 		if ctx.Err() == nil {
 			e.log.Warn("engine: listing schedules failed", "err", err)
 		}
-		return e.refreshEvery
+		return e.refresh.every
 	}
 	now := e.clock.Now()
-	wait := e.refreshEvery
+	wait := e.refresh.every
 	for _, s := range list {
-		e.fireSchedule(ctx, s, now)
+		sc.fire(ctx, s, now)
 		if next := s.Upcoming(now, 1); len(next) > 0 {
 			wait = min(wait, next[0].Sub(now))
 		}
@@ -200,14 +215,15 @@ func (e *Engine) fireSchedules(ctx context.Context) time.Duration {
 	return max(wait, time.Millisecond)
 }
 
-// fireSchedule fires a schedule's due slots (Schedule.Due), moving s's
+// fire fires a schedule's due slots (Schedule.Due), moving s's
 // cursor with them. Each slot's job is created first, only where no job
 // of its id is kept in any state (PutJobsParams.IfAbsent; a keyed
 // schedule's, where no unfinished job has the key), then the cursor
 // moves by compare-and-set: a crash between the two fires nothing twice,
 // since firing the slot again finds the job, and an instance that fired
 // the slot meanwhile has moved the cursor past it.
-func (e *Engine) fireSchedule(ctx context.Context, s *Schedule, now time.Time) {
+func (sc *scheduler) fire(ctx context.Context, s *Schedule, now time.Time) {
+	e := sc.e
 	fire, missed, pass := s.Due(now)
 	if pass.IsZero() {
 		return
@@ -223,7 +239,7 @@ func (e *Engine) fireSchedule(ctx context.Context, s *Schedule, now time.Time) {
 			return
 		}
 		if moved {
-			e.observeSlot(ctx, p, false)
+			sc.observeSlot(ctx, p, false)
 		}
 		return
 	}
@@ -239,9 +255,9 @@ func (e *Engine) fireSchedule(ctx context.Context, s *Schedule, now time.Time) {
 			e.log.Warn("engine: a schedule's job is invalid; its slot passes", "schedule", s.Name, "slot", slot, "err", err)
 		} else {
 			p.Job = job
-			p.Blocked = e.slotHeld(ctx, slot, job)
+			p.Blocked = sc.slotHeld(ctx, slot, job)
 		}
-		created, moved, err := e.fireSlot(ctx, s, p)
+		created, moved, err := sc.fireSlot(ctx, s, p)
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, ErrNotFound) {
 				e.log.Warn("engine: firing a schedule's slot failed; trying again", "schedule", s.Name, "slot", slot, "err", err)
@@ -253,11 +269,11 @@ func (e *Engine) fireSchedule(ctx context.Context, s *Schedule, now time.Time) {
 			// the cursor after this one made the job: the job is counted
 			// here, the rest there.
 			if created {
-				e.observeSlot(ctx, &FireScheduleParams{Name: s.Name, Slot: slot, Job: job}, true)
+				sc.observeSlot(ctx, &FireScheduleParams{Name: s.Name, Slot: slot, Job: job}, true)
 			}
 			return
 		}
-		e.observeSlot(ctx, p, created)
+		sc.observeSlot(ctx, p, created)
 		if p.Blocked && !created {
 			e.log.Warn("engine: a schedule's slot created no job: a job not made for the slot holds its id", "schedule", s.Name, "slot", slot, "id", job.ID)
 		}
@@ -270,7 +286,8 @@ func (e *Engine) fireSchedule(ctx context.Context, s *Schedule, now time.Time) {
 // of its id is kept, then moves the cursor. It reports whether it created
 // the job and whether it moved the cursor. Errors: ErrNotFound when the
 // schedule is gone, those of the store.
-func (e *Engine) fireSlot(ctx context.Context, s *Schedule, p *FireScheduleParams) (created, moved bool, err error) {
+func (sc *scheduler) fireSlot(ctx context.Context, s *Schedule, p *FireScheduleParams) (created, moved bool, err error) {
+	e := sc.e
 	if p.Job != nil {
 		fresh, err := readSchedule(ctx, e.store, s.Name)
 		if err != nil {
@@ -299,7 +316,8 @@ func (e *Engine) fireSlot(ctx context.Context, s *Schedule, p *FireScheduleParam
 
 // observeSlot tells the store, when it observes slots (SlotObserver),
 // what firing one did.
-func (e *Engine) observeSlot(ctx context.Context, p *FireScheduleParams, created bool) {
+func (sc *scheduler) observeSlot(ctx context.Context, p *FireScheduleParams, created bool) {
+	e := sc.e
 	if o, ok := e.store.(SlotObserver); ok {
 		o.ObserveSlot(ctx, p, created)
 	}
@@ -313,7 +331,8 @@ func (e *Engine) observeSlot(ctx context.Context, p *FireScheduleParams, created
 // id) from an earlier slot is the guard against overlapping runs that
 // docs/api.md describes, not a block. A failed read reports false: the
 // slot's create meets the same store next.
-func (e *Engine) slotHeld(ctx context.Context, slot time.Time, job *Job) bool {
+func (sc *scheduler) slotHeld(ctx context.Context, slot time.Time, job *Job) bool {
+	e := sc.e
 	if IsKeyID(job.ID) {
 		return false
 	}
@@ -353,6 +372,6 @@ func (e *Engine) ImportSchedule(ctx context.Context, s *Schedule) (bool, error) 
 	if err != nil {
 		return false, err
 	}
-	e.pokeScheduler()
+	e.schedules.lookNow()
 	return true, nil
 }
