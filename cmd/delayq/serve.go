@@ -134,26 +134,28 @@ const maxStreamsPerConnection = 100
 // leave it nil.
 var mutantStore func(core.Store, *slog.Logger) core.Store
 
-// runServe runs the service until ctx is done, then shuts it down in order:
-// HTTP intake, the engine's deliveries, the store, the backend's server.
+// runServe runs the service until ctx is done, then shuts it down in order
+// within --shutdown-timeout (stopStack: the reverse of the start): the
+// drain, NATS intake, the gRPC streams, the HTTP server, the WebSocket
+// subscribers, the engine's deliveries, telemetry, the store and the
+// backend's server. A start that fails part way stops what it started.
 func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	log := newLogger(cfg, a.stderr, cfg.LogLevel)
 	slog.SetDefault(log)
+	stops := &stopStack{log: log}
+	defer stops.unwind(cfg.ShutdownTimeout)
 	if cfg.PprofAddr != "" {
 		stop, err := startPprof(cfg.PprofAddr, cfg.HTTP.AllowedHosts, log)
 		if err != nil {
 			return fmt.Errorf("pprof: %w", err)
 		}
-		defer stop()
+		stops.pushFunc(stop)
 	}
-
 	store, natsConn, closeBackend, err := openStore(ctx, cfg, log, a.stderr)
 	if err != nil {
 		return err
 	}
-	// Whatever happens from here on, the store closes and the backend's
-	// server flushes before runServe returns.
-	defer closeBackend()
+	stops.pushFunc(closeBackend) // the store closes, then the backend's server flushes
 	if mutantStore != nil {
 		store = mutantStore(store, log)
 	}
@@ -162,24 +164,52 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	if err != nil {
 		return err
 	}
-	defer obs.shutdown()
-
+	stops.pushFunc(obs.shutdown)
 	acc, err := cfg.Access.load(a.lookupEnv)
 	if err != nil {
 		return err
 	}
+	engine, err := startEngine(ctx, cfg, log, store, natsConn, acc, obs, stops)
+	if err != nil {
+		return err
+	}
+	serveErr, err := startAPI(ctx, cfg, log, engine, natsConn, acc, obs, stops)
+	if err != nil {
+		return err
+	}
+	log.Info("delayq started", "backend", cfg.Backend)
+
+	var failure error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "timeout", cfg.ShutdownTimeout)
+	case err := <-serveErr:
+		failure = fmt.Errorf("http: %w", err)
+		log.Error("http server failed; shutting down", "err", err)
+	}
+	if a.stopSignals != nil {
+		a.stopSignals()
+	}
+	stops.push("", func(ctx context.Context) error { drain(ctx, cfg.DrainTimeout, engine, log); return nil })
+	return failure
+}
+
+// startEngine makes the deliverers and the engine over store, starts it
+// and applies the configuration file's topics; the engine's stop and the
+// webhook client's go on stops.
+func startEngine(ctx context.Context, cfg *serveConfig, log *slog.Logger, store core.Store, natsConn *nats.Conn, acc *access, obs *observability, stops *stopStack) (*core.Engine, error) {
 	hooks := webhook.New(webhook.Config{Logger: log, Clock: core.RealClock(), Destinations: acc.destinations})
-	defer hooks.CloseIdleConnections()
+	stops.pushFunc(hooks.CloseIdleConnections)
 	deliverers := map[string]core.Deliverer{core.DeliveryWebhook: hooks}
 	if natsConn != nil {
 		natsOut, err := natstransport.NewDeliverer(natstransport.DelivererConfig{Conn: natsConn, Logger: log, Clock: core.RealClock()})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		deliverers[core.DeliveryNATS] = natsOut
 	}
 	if err := obs.deliverers(cfg, deliverers); err != nil {
-		return err
+		return nil, err
 	}
 	engine, err := core.NewEngine(core.EngineConfig{
 		Store:      store,
@@ -188,39 +218,39 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 		Deliverers: deliverers,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := engine.Start(ctx); err != nil {
-		return err
+		return nil, err
 	}
-	if err := putFileTopics(ctx, engine, cfg, log); err != nil {
-		stopEngine(engine, cfg.ShutdownTimeout, log)
-		return err
-	}
+	stops.pushFunc(func() { log.Info("intake and deliveries stopped") })
+	stops.push("deliveries still running at the shutdown timeout were released for redelivery", engine.Stop)
+	return engine, putFileTopics(ctx, engine, cfg, log)
+}
 
+// startAPI serves the APIs on the HTTP listener (the HTTP API, WebSocket
+// subscribers, gRPC) and NATS intake on natsConn, and returns the HTTP
+// server's end; their stops go on stops.
+func startAPI(ctx context.Context, cfg *serveConfig, log *slog.Logger, engine *core.Engine, natsConn *nats.Conn, acc *access, obs *observability, stops *stopStack) (<-chan error, error) {
 	backupDir, backup, err := serveBackups(cfg, engine)
 	if err != nil {
-		stopEngine(engine, cfg.ShutdownTimeout, log)
-		return err
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
-		stopEngine(engine, cfg.ShutdownTimeout, log)
-		return fmt.Errorf("http: %w", err)
+		return nil, fmt.Errorf("http: %w", err)
 	}
 	// Connections over the cap wait in the kernel's backlog until one
 	// closes, so that a flood of them cannot exhaust memory or descriptors.
 	ln = netutil.LimitListener(ln, cfg.HTTP.MaxConnections)
-	// WebSocket subscribers and the gRPC API share the HTTP API's
-	// listener; NATS intake uses the NATS connection openStore gave (the
-	// NATS backend's, or startNATS's).
+	stops.push("", func(context.Context) error { _ = ln.Close(); return nil }) // unless served
 	// The live statistics (GET /v1/stats, the web UI's overview) sample
 	// the metrics until the shutdown.
 	stats := obs.newStats(log)
 	statsCtx, stopStats := context.WithCancel(context.WithoutCancel(ctx))
 	statsDone := make(chan struct{})
 	go func() { defer close(statsDone); stats.Run(statsCtx) }()
-	defer func() { stopStats(); <-statsDone }()
+	stops.pushFunc(func() { stopStats(); <-statsDone })
 	// One policy layer (access, quotas, batch rules) under every API.
 	svc := service.New(service.Config{Engine: engine, Logger: log, NATSDeliverySubjects: cfg.NATSDeliverySubjects})
 	api := httptransport.New(httptransport.Config{
@@ -239,6 +269,8 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	})
 	api.Handle("GET /metrics", obs.metrics())
 	mountUI(api, cfg, acc, ln.Addr(), log)
+	// WebSocket subscribers and the gRPC API (gRPC, gRPC-Web and Connect:
+	// HTTP/2 without TLS, h2c, as gRPC clients speak) share the listener.
 	subscribers, err := wstransport.New(wstransport.Config{
 		Engine:          engine,
 		Logger:          log,
@@ -246,38 +278,51 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 		MaxSubscribers:  cfg.HTTP.MaxSubscribers,
 		OriginPatterns:  cfg.HTTP.TrustedOrigins,
 	})
-	// The gRPC API (gRPC, gRPC-Web and Connect) shares the listener too:
-	// HTTP/2 without TLS (h2c) on a plain listener, as gRPC clients speak.
-	var grpcAPI *connecttransport.Server
-	if err == nil {
-		grpcAPI, err = connecttransport.New(connecttransport.Config{
-			Engine:               engine,
-			Service:              svc,
-			Logger:               log,
-			Tokens:               acc.tokens,
-			NATSDeliverySubjects: cfg.NATSDeliverySubjects,
-			MaxSubscribers:       cfg.HTTP.MaxSubscribers,
-		})
-	}
-	var natsIn *natstransport.Intake
-	if err == nil && natsConn != nil {
-		if natsIn, err = natstransport.NewIntake(natstransport.IntakeConfig{Conn: natsConn, Engine: engine, Service: svc, Logger: log}); err == nil {
-			err = natsIn.Start(ctx)
-		}
-	}
 	if err != nil {
-		_ = ln.Close()
-		stopEngine(engine, cfg.ShutdownTimeout, log)
-		return err
+		return nil, err
+	}
+	grpcAPI, err := connecttransport.New(connecttransport.Config{
+		Engine:               engine,
+		Service:              svc,
+		Logger:               log,
+		Tokens:               acc.tokens,
+		NATSDeliverySubjects: cfg.NATSDeliverySubjects,
+		MaxSubscribers:       cfg.HTTP.MaxSubscribers,
+	})
+	if err != nil {
+		return nil, err
 	}
 	subscribers.Register(api)
 	grpcAPI.Register(api)
-	if natsIn != nil {
+	// http.Server.Shutdown does not wait for WebSocket connections: their
+	// stop, after it, waits until each released what it held.
+	stops.push("websocket subscribers still closing at the shutdown timeout", subscribers.Stop)
+	serveErr := serveHTTP(ctx, cfg, log, api, ln, acc, stops)
+	// gRPC streams end before the HTTP server's shutdown, which would wait
+	// for them.
+	stops.push("grpc subscribers still closing at the shutdown timeout", grpcAPI.Stop)
+	// NATS intake uses the NATS connection openStore gave (the NATS
+	// backend's, or startNATS's).
+	if natsConn != nil {
+		natsIn, err := natstransport.NewIntake(natstransport.IntakeConfig{Conn: natsConn, Engine: engine, Service: svc, Logger: log})
+		if err == nil {
+			err = natsIn.Start(ctx)
+		}
+		if err != nil {
+			return nil, err
+		}
+		stops.push("nats intake stopped before answering every message it had received", natsIn.Stop)
 		log.Info("nats intake listening", "push", natsIn.PushSubject("<topic>"), "cancel", natsIn.CancelSubject())
 	}
-	// Requests run under baseCtx, which a shutdown cancels after drainGrace.
+	return serveErr, nil
+}
+
+// serveHTTP serves api on ln until the shutdown, whose stop it pushes:
+// requests run under a context that the shutdown cancels after drainGrace
+// (which ends long-polling claims and subscriptions), then the server
+// closes what is left. It returns the server's end.
+func serveHTTP(ctx context.Context, cfg *serveConfig, log *slog.Logger, api http.Handler, ln net.Listener, acc *access, stops *stopStack) <-chan error {
 	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelBase()
 	// No ReadTimeout or WriteTimeout: they would cut long-polling claims,
 	// exports and WebSocket subscribers. The API sets each request's body
 	// read and write deadlines itself (--body-read-timeout).
@@ -301,52 +346,19 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	srv.Protocols.SetUnencryptedHTTP2(true)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- acc.serve(srv, ln) }()
+	stops.push("http shutdown incomplete; connections closed", func(ctx context.Context) error {
+		grace := time.AfterFunc(min(drainGrace, cfg.ShutdownTimeout/2), cancelBase)
+		defer grace.Stop()
+		defer cancelBase()
+		if err := srv.Shutdown(ctx); err != nil {
+			_ = srv.Close()
+			return err
+		}
+		return nil
+	})
 	log.Info("http listening", "addr", ln.Addr().String(), "tls", acc.tls != nil, "max_connections", cfg.HTTP.MaxConnections)
 	acc.logStart(log, ln.Addr())
-	log.Info("delayq started", "backend", cfg.Backend)
-
-	var failure error
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down", "timeout", cfg.ShutdownTimeout)
-	case err := <-serveErr:
-		failure = fmt.Errorf("http: %w", err)
-		log.Error("http server failed; shutting down", "err", err)
-	}
-	if a.stopSignals != nil {
-		a.stopSignals()
-	}
-
-	// One deadline bounds the graceful part of the shutdown.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
-	defer cancel()
-	drain(sctx, cfg.DrainTimeout, engine, log)
-	if natsIn != nil {
-		if err := natsIn.Stop(sctx); err != nil {
-			log.Warn("nats intake stopped before answering every message it had received", "err", err)
-		}
-	}
-	// gRPC streams end first: http.Server.Shutdown would wait for them.
-	if err := grpcAPI.Stop(sctx); err != nil {
-		log.Warn("grpc subscribers still closing at the shutdown timeout", "err", err)
-	}
-	grace := time.AfterFunc(min(drainGrace, cfg.ShutdownTimeout/2), cancelBase)
-	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("http shutdown incomplete; closing connections", "err", err)
-		_ = srv.Close()
-	}
-	grace.Stop()
-	cancelBase()
-	// http.Server.Shutdown does not wait for WebSocket connections: wait
-	// here until each has released what it held, before the store closes.
-	if err := subscribers.Stop(sctx); err != nil {
-		log.Warn("websocket subscribers still closing at the shutdown timeout", "err", err)
-	}
-	if err := engine.Stop(sctx); err != nil {
-		log.Warn("deliveries still running at the shutdown timeout were released for redelivery", "err", err)
-	}
-	log.Info("intake and deliveries stopped")
-	return failure
+	return serveErr
 }
 
 // drain is the first step of a shutdown, bounded by timeout (none when 0)
@@ -372,15 +384,6 @@ func drain(ctx context.Context, timeout time.Duration, engine *core.Engine, log 
 		return
 	}
 	log.Info("drained")
-}
-
-// stopEngine stops the engine within timeout, for start-up failures.
-func stopEngine(engine *core.Engine, timeout time.Duration, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if err := engine.Stop(ctx); err != nil {
-		log.Warn("engine stop", "err", err)
-	}
 }
 
 // openStore opens the configured backend and returns the store, the NATS
