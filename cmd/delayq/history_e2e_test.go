@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	toxiclient "github.com/Shopify/toxiproxy/v2/client"
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/backends/redisstore/redistest"
@@ -86,9 +88,13 @@ func TestE2EHistory(t *testing.T) {
 		rs, err := redistest.StartServer(redistest.Options{Dir: t.TempDir(), AppendFsync: "everysec"})
 		require.NoError(t, err)
 		t.Cleanup(rs.Kill)
-		d := newHistoryDeployment(t, binary(t), nil, 3, func(int) []string {
-			return []string{"--backend", "redis", "--redis-url", rs.URL(), "--nats-listen", "off"}
+		// Each instance reaches Redis through a proxy of its own.
+		proxies := newToxiproxies(t, strings.TrimPrefix(rs.URL(), "redis://"), 3)
+		d := newHistoryDeployment(t, binary(t), nil, 3, func(i int) []string {
+			return []string{"--backend", "redis", "--redis-url", "redis://" + proxies[i].Listen, "--nats-listen", "off"}
 		})
+		d.proxies = proxies
+		d.faults = append(slices.Clone(killAndStop), historyFault{kind: history.FaultPartition}, historyFault{kind: history.FaultLatency})
 		r := runHistory(t, d, cfg, history.RedisAllowances())
 		requireNoAnomalies(t, r)
 	})
@@ -115,18 +121,39 @@ type historyDeployment struct {
 	env  []string
 	args func(i int) []string
 
+	// faults is the rotation of faults, injected in turn (kill -9 and
+	// SIGSTOP unless set).
+	faults []historyFault
+	// proxies, when set, are the instances' Toxiproxy proxies to the
+	// backend, one each, for partitions and latency.
+	proxies []*toxiclient.Proxy
+
 	mu    sync.Mutex
 	procs []*serverProc
 	addrs []string
 	up    []bool
 }
 
+// historyFault is one fault of a deployment's rotation: its kind
+// (history.FaultKill, FaultStop, FaultPartition, FaultLatency or
+// FaultClock) and, for a clock jump, the offset the instance's clock
+// jumps to.
+type historyFault struct {
+	kind   history.FaultKind
+	offset time.Duration
+}
+
+// killAndStop is the rotation of every deployment: a kill -9 and restart,
+// then a SIGSTOP.
+var killAndStop = []historyFault{{kind: history.FaultKill}, {kind: history.FaultStop}}
+
 // newHistoryDeployment starts n instances of bin serving with args(i) and
 // the environment env added. The generator's topics are configured once
 // the first listens, before the others start: they read topics at start,
 // and later only every 2 s.
 func newHistoryDeployment(t *testing.T, bin string, env []string, n int, args func(i int) []string) *historyDeployment {
-	d := &historyDeployment{t: t, bin: bin, env: env, args: args, procs: make([]*serverProc, n), addrs: make([]string, n), up: make([]bool, n)}
+	d := &historyDeployment{t: t, bin: bin, env: env, args: args, faults: killAndStop,
+		procs: make([]*serverProc, n), addrs: make([]string, n), up: make([]bool, n)}
 	for i := range n {
 		d.addrs[i] = freeLoopbackAddr(t)
 		require.NoError(t, d.start(i))
@@ -224,22 +251,56 @@ func (d *historyDeployment) stop(ctx context.Context, i int, h *history.History,
 	if err := p.Signal(syscall.SIGSTOP); err != nil {
 		return err
 	}
-	// The fault's length, not a wait for a condition.
-	timer := time.NewTimer(stopFor)
-	select {
-	case <-ctx.Done():
-	case <-timer.C:
-	}
-	timer.Stop()
+	holdFault(ctx, stopFor)
 	err := p.Signal(syscall.SIGCONT)
 	h.AddFault(history.Fault{Kind: history.FaultCont, Instance: i, At: time.Now()})
 	return err
 }
 
+// partition cuts instance i off its backend for last (less when ctx ends):
+// its proxy refuses connections and closes those open, as a network
+// partition between the two would, while the other instances go on.
+func (d *historyDeployment) partition(ctx context.Context, i int, h *history.History, last time.Duration) error {
+	p := d.proxies[i]
+	h.AddFault(history.Fault{Kind: history.FaultPartition, Instance: i, At: time.Now()})
+	if err := p.Disable(); err != nil {
+		return err
+	}
+	holdFault(ctx, last)
+	err := p.Enable()
+	h.AddFault(history.Fault{Kind: history.FaultHeal, Instance: i, At: time.Now()})
+	return err
+}
+
+// slow adds 50-200 ms of latency (125 ms, jitter 75 ms) each way between
+// instance i and its backend for last (less when ctx ends).
+func (d *historyDeployment) slow(ctx context.Context, i int, h *history.History, last time.Duration) error {
+	apply, heal := toxic(d.proxies[i], "history-latency", "latency", toxiclient.Attributes{"latency": 125, "jitter": 75})
+	h.AddFault(history.Fault{Kind: history.FaultLatency, Instance: i, At: time.Now()})
+	if err := apply(); err != nil {
+		return err
+	}
+	holdFault(ctx, last)
+	err := heal()
+	h.AddFault(history.Fault{Kind: history.FaultLatencyEnd, Instance: i, At: time.Now()})
+	return err
+}
+
+// holdFault waits for last, the length of a fault (not a wait for a
+// condition), or until ctx ends.
+func holdFault(ctx context.Context, last time.Duration) {
+	timer := time.NewTimer(last)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+	case <-timer.C:
+	}
+}
+
 // runHistory runs the generator against the deployment for cfg.duration
-// while a kill -9 (and restart) and a SIGSTOP take turns every
-// cfg.faultEvery on an instance chosen by the seed, then delivers what is
-// left and checks the history.
+// while the faults of its rotation take turns every cfg.faultEvery on an
+// instance chosen by the seed, then delivers what is left and checks the
+// history.
 func runHistory(t *testing.T, d *historyDeployment, cfg historyConfig, allow history.Allowances) history.Report {
 	h := &history.History{}
 	g := history.NewGenerator(history.GeneratorConfig{
@@ -261,10 +322,17 @@ func runHistory(t *testing.T, d *historyDeployment, cfg historyConfig, allow his
 			}
 			i := r.IntN(len(d.addrs))
 			var err error
-			if n%2 == 0 {
+			switch f := d.faults[n%len(d.faults)]; f.kind {
+			case history.FaultKill:
 				err = d.kill(i, h)
-			} else {
+			case history.FaultStop:
 				err = d.stop(ctx, i, h, cfg.stopFor)
+			case history.FaultPartition:
+				err = d.partition(ctx, i, h, cfg.stopFor)
+			case history.FaultLatency:
+				err = d.slow(ctx, i, h, cfg.stopFor)
+			default:
+				err = fmt.Errorf("no such fault %q", f.kind)
 			}
 			if err != nil {
 				t.Errorf("fault %d: %v", n+1, err)
@@ -302,6 +370,9 @@ func runHistory(t *testing.T, d *historyDeployment, cfg historyConfig, allow his
 	}
 	t.Logf("history of %s (seed %d, %d clients, %d subscribers, %d instances): %s (%d to subscribers); checked in %s",
 		ran.Round(time.Second), cfg.seed, cfg.clients, cfg.subscribers, len(d.addrs), r.Summary(), viaWS, time.Since(checkStart).Round(time.Millisecond))
+	if testing.Verbose() {
+		logFaultEffects(t, h)
+	}
 	// How much the local store's allowance for writes a kill -9 loses
 	// was needed: the anomalies the history has without it.
 	strict := -1
@@ -314,8 +385,9 @@ func runHistory(t *testing.T, d *historyDeployment, cfg historyConfig, allow his
 	if path := os.Getenv("DELAYQ_HISTORY_REPORT"); path != "" {
 		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 		require.NoError(t, err)
-		_, _ = fmt.Fprintf(f, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n", t.Name(), ran.Round(time.Second), cfg.seed,
-			r.Ops, r.Indeterminate, r.Faults[history.FaultKill], r.Faults[history.FaultStop], r.Jobs, r.Deliveries, len(r.Anomalies), strict)
+		_, _ = fmt.Fprintf(f, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n", t.Name(), ran.Round(time.Second), cfg.seed,
+			r.Ops, r.Indeterminate, r.Faults[history.FaultKill], r.Faults[history.FaultStop], r.Faults[history.FaultPartition],
+			r.Faults[history.FaultLatency], r.Faults[history.FaultClock], r.Jobs, r.Deliveries, len(r.Anomalies), strict)
 		require.NoError(t, f.Close())
 	}
 	return r
@@ -382,5 +454,47 @@ func TestE2EHistoryMutants(t *testing.T) {
 			}
 			require.NotZero(t, kinds[tc.want], "mutant %s: want a %q anomaly", tc.mutant, tc.want)
 		})
+	}
+}
+
+// logFaultEffects logs, for each fault that lasts (a SIGSTOP, a partition,
+// latency), what the operations sent to its instance meanwhile got: that
+// the fault bit.
+func logFaultEffects(t *testing.T, h *history.History) {
+	ends := map[history.FaultKind]history.FaultKind{
+		history.FaultStop: history.FaultCont, history.FaultPartition: history.FaultHeal, history.FaultLatency: history.FaultLatencyEnd,
+	}
+	faults, ops := h.Faults(), h.Ops()
+	for i, f := range faults {
+		end, ok := ends[f.Kind]
+		if !ok {
+			continue
+		}
+		until := time.Time{}
+		for _, g := range faults[i+1:] {
+			if g.Kind == end && g.Instance == f.Instance {
+				until = g.At
+				break
+			}
+		}
+		var n, failed, indeterminate int
+		var slowest time.Duration
+		for _, op := range ops {
+			if op.Instance != f.Instance || op.Call.Before(f.At) || !op.Call.Before(until) {
+				continue
+			}
+			n++
+			switch {
+			case op.Indeterminate():
+				indeterminate++
+			case !op.OK():
+				failed++
+			}
+			if !op.Return.IsZero() {
+				slowest = max(slowest, op.Return.Sub(op.Call))
+			}
+		}
+		t.Logf("%s of instance %d for %s: %d operations sent to it, %d indeterminate, %d refused, slowest answer %s",
+			f.Kind, f.Instance, until.Sub(f.At).Round(time.Millisecond), n, indeterminate, failed, slowest.Round(time.Millisecond))
 	}
 }

@@ -117,6 +117,17 @@ const (
 	// FaultStop is a SIGSTOP of an instance, FaultCont its SIGCONT.
 	FaultStop FaultKind = "stop"
 	FaultCont FaultKind = "cont"
+	// FaultPartition cuts an instance off its backend (its connections
+	// refused and closed), FaultHeal ends the cut.
+	FaultPartition FaultKind = "partition"
+	FaultHeal      FaultKind = "heal"
+	// FaultLatency adds latency between an instance and its backend,
+	// FaultLatencyEnd removes it.
+	FaultLatency    FaultKind = "latency"
+	FaultLatencyEnd FaultKind = "latency-end"
+	// FaultClock moves an instance's clock to Fault.Offset from the real
+	// time (0: back to it).
+	FaultClock FaultKind = "clock"
 )
 
 // Fault is a fault injected at a moment of the run.
@@ -124,6 +135,9 @@ type Fault struct {
 	Kind     FaultKind
 	Instance int
 	At       time.Time
+	// Offset is a FaultClock's: the instance's clock minus the real time
+	// from At on.
+	Offset time.Duration `json:",omitempty"`
 }
 
 // History is a record of operations and faults, safe for concurrent use.
