@@ -76,7 +76,7 @@ func TestE2EHistory(t *testing.T) {
 	t.Run("local", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
-		d := newHistoryDeployment(t, binary(t), nil, 1, func(int) []string {
+		d := newHistoryDeployment(t, historyBinary(t), nil, 1, func(int) []string {
 			return []string{"--backend", backendLocal, "--data", dir, "--nats-listen", "off"}
 		})
 		r := runHistory(t, d, cfg, history.LocalAllowances())
@@ -90,11 +90,15 @@ func TestE2EHistory(t *testing.T) {
 		t.Cleanup(rs.Kill)
 		// Each instance reaches Redis through a proxy of its own.
 		proxies := newToxiproxies(t, strings.TrimPrefix(rs.URL(), "redis://"), 3)
-		d := newHistoryDeployment(t, binary(t), nil, 3, func(i int) []string {
+		d := newHistoryDeployment(t, historyBinary(t), nil, 3, func(i int) []string {
 			return []string{"--backend", "redis", "--redis-url", "redis://" + proxies[i].Listen, "--nats-listen", "off"}
 		})
 		d.proxies = proxies
-		d.faults = append(slices.Clone(killAndStop), historyFault{kind: history.FaultPartition}, historyFault{kind: history.FaultLatency})
+		// Six faults take turns: each comes at least once in the CI run.
+		cfg := cfg
+		cfg.faultEvery = 6 * time.Second
+		d.faults = append(slices.Clone(killAndStop), historyFault{kind: history.FaultPartition}, historyFault{kind: history.FaultLatency},
+			historyFault{kind: history.FaultClock, offset: clockJump}, historyFault{kind: history.FaultClock, offset: -clockJump})
 		r := runHistory(t, d, cfg, history.RedisAllowances())
 		requireNoAnomalies(t, r)
 	})
@@ -127,6 +131,9 @@ type historyDeployment struct {
 	// proxies, when set, are the instances' Toxiproxy proxies to the
 	// backend, one each, for partitions and latency.
 	proxies []*toxiclient.Proxy
+	// clockDir holds each instance's clock offset file (testhooks.go),
+	// for clock jumps.
+	clockDir string
 
 	mu    sync.Mutex
 	procs []*serverProc
@@ -143,6 +150,16 @@ type historyFault struct {
 	offset time.Duration
 }
 
+// clockJump is how far a clock jump moves an instance's clock, forward
+// and back: DELAYQ_HISTORY_CLOCK_JUMP, 2 s by default.
+var clockJump = func() time.Duration {
+	d, err := time.ParseDuration(os.Getenv("DELAYQ_HISTORY_CLOCK_JUMP"))
+	if err != nil {
+		return 2 * time.Second
+	}
+	return d
+}()
+
 // killAndStop is the rotation of every deployment: a kill -9 and restart,
 // then a SIGSTOP.
 var killAndStop = []historyFault{{kind: history.FaultKill}, {kind: history.FaultStop}}
@@ -152,7 +169,7 @@ var killAndStop = []historyFault{{kind: history.FaultKill}, {kind: history.Fault
 // the first listens, before the others start: they read topics at start,
 // and later only every 2 s.
 func newHistoryDeployment(t *testing.T, bin string, env []string, n int, args func(i int) []string) *historyDeployment {
-	d := &historyDeployment{t: t, bin: bin, env: env, args: args, faults: killAndStop,
+	d := &historyDeployment{t: t, bin: bin, env: env, args: args, faults: killAndStop, clockDir: t.TempDir(),
 		procs: make([]*serverProc, n), addrs: make([]string, n), up: make([]bool, n)}
 	for i := range n {
 		d.addrs[i] = freeLoopbackAddr(t)
@@ -178,7 +195,7 @@ func (d *historyDeployment) start(i int) error {
 	t := d.t
 	args := append([]string{"serve", "--http", d.addrs[i]}, d.args(i)...)
 	cmd := exec.Command(d.bin, args...)
-	cmd.Env = append(childEnv(), d.env...)
+	cmd.Env = append(append(childEnv(), d.env...), "DELAYQ_TEST_CLOCK_FILE="+d.clockFile(i))
 	proc, _, err := logproc.Start(t.Context(), cmd, 30*time.Second, httpListening)
 	if err != nil {
 		return fmt.Errorf("start instance %d: %w", i, err)
@@ -286,6 +303,38 @@ func (d *historyDeployment) slow(ctx context.Context, i int, h *history.History,
 	return err
 }
 
+// clockFile is the file of instance i's clock offset: its content, a Go
+// duration, is read by the binary's test hook every 5 ms (testhooks.go).
+func (d *historyDeployment) clockFile(i int) string {
+	return filepath.Join(d.clockDir, fmt.Sprintf("clock-%d", i))
+}
+
+// setClock moves instance i's clock to offset from the real time.
+func (d *historyDeployment) setClock(i int, offset time.Duration) error {
+	// Renamed into place: the hook never reads half a file.
+	tmp := d.clockFile(i) + ".tmp"
+	if err := os.WriteFile(tmp, []byte(offset.String()), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, d.clockFile(i))
+}
+
+// jump moves instance i's clock by offset for last (less when ctx ends),
+// then back to the real time. Its faults are recorded before the jump and
+// after the return, so that they span the hook's lag (testClockPoll).
+func (d *historyDeployment) jump(ctx context.Context, i int, h *history.History, offset, last time.Duration) error {
+	h.AddFault(history.Fault{Kind: history.FaultClock, Instance: i, At: time.Now(), Offset: offset})
+	if err := d.setClock(i, offset); err != nil {
+		return err
+	}
+	holdFault(ctx, last)
+	err := d.setClock(i, 0)
+	// The hook reads the file every 5 ms.
+	holdFault(context.Background(), 20*time.Millisecond)
+	h.AddFault(history.Fault{Kind: history.FaultClock, Instance: i, At: time.Now()})
+	return err
+}
+
 // holdFault waits for last, the length of a fault (not a wait for a
 // condition), or until ctx ends.
 func holdFault(ctx context.Context, last time.Duration) {
@@ -331,6 +380,8 @@ func runHistory(t *testing.T, d *historyDeployment, cfg historyConfig, allow his
 				err = d.partition(ctx, i, h, cfg.stopFor)
 			case history.FaultLatency:
 				err = d.slow(ctx, i, h, cfg.stopFor)
+			case history.FaultClock:
+				err = d.jump(ctx, i, h, f.offset, cfg.stopFor)
 			default:
 				err = fmt.Errorf("no such fault %q", f.kind)
 			}
@@ -382,6 +433,13 @@ func runHistory(t *testing.T, d *historyDeployment, cfg historyConfig, allow his
 		strict = len(history.Check(h, noWindow).Anomalies)
 		t.Logf("without the allowance for async writes lost by a kill -9: %d anomalies", strict)
 	}
+	// How much the allowance for delays counted on a jumped instance's
+	// clock was needed.
+	if allow.DelayOnInstanceClock && r.Faults[history.FaultClock] > 0 {
+		noClock := allow
+		noClock.DelayOnInstanceClock = false
+		t.Logf("without the allowance for delays counted on a jumped clock: %d anomalies", len(history.Check(h, noClock).Anomalies))
+	}
 	if path := os.Getenv("DELAYQ_HISTORY_REPORT"); path != "" {
 		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 		require.NoError(t, err)
@@ -391,6 +449,34 @@ func runHistory(t *testing.T, d *historyDeployment, cfg historyConfig, allow his
 		require.NoError(t, f.Close())
 	}
 	return r
+}
+
+// buildHistoryBinary builds the delayq binary of the history runs: with the
+// delayq_testhooks tag (testhooks.go: the clock a test moves), and with
+// -race when the tests run with it.
+var buildHistoryBinary = sync.OnceValues(func() (string, error) {
+	bin := filepath.Join(binDir, "delayq-testhooks")
+	args := []string{"build", "-tags", "delayq_testhooks", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build -tags delayq_testhooks: %w\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// historyBinary returns the path of the history runs' binary, building it
+// if need be.
+func historyBinary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test: builds and runs the binary")
+	}
+	bin, err := buildHistoryBinary()
+	require.NoError(t, err)
+	return bin
 }
 
 // buildMutants builds the delayq binary with the delayq_mutants tag

@@ -168,8 +168,74 @@ func TestCheckCorpus(t *testing.T) {
 			b.claim("j", 2, "L2", 1100, 1110, 0)
 			b.settle(OpAck, "j", "L2", 1120, 1125, 204)
 		}, nil},
+		// Redis judges due times on its server's clock, but a delay is
+		// counted on the clock of the instance that took the call: one
+		// 2 s behind retries a nack's job up to 2 s early, and answers a
+		// push's run_at 2 s early.
+		{"redis: a nack on an instance 2 s behind retries early", redis, func(b *builder) {
+			b.h.AddFault(Fault{Kind: FaultClock, Instance: 1, At: b.at(0), Offset: -2 * time.Second})
+			b.push("j", 3, 0, 5, 0)
+			b.claim("j", 1, "L1", 10, 20, 0)
+			b.op(Op{Kind: OpNack, Instance: 1, ID: "j", Lease: "L1", Delay: 500 * time.Millisecond}, 30, 35, 204)
+			b.claim("j", 2, "L2", 40, 100, 100)
+			b.settle(OpAck, "j", "L2", 110, 115, 204)
+			b.h.AddFault(Fault{Kind: FaultClock, Instance: 1, At: b.at(3000)})
+		}, nil},
+		{"redis: a push on an instance 2 s behind answers a run_at 2 s early", redis, func(b *builder) {
+			b.h.AddFault(Fault{Kind: FaultClock, Instance: 1, At: b.at(0), Offset: -2 * time.Second})
+			b.op(Op{Kind: OpPush, Instance: 1, Topic: TopicA, ID: "j", MaxAttempts: 1, TTR: time.Second,
+				Delay: 500 * time.Millisecond, AnswerRunAt: b.at(10 + 500 - 2000)}, 10, 15, 201)
+			b.claim("j", 1, "L1", 20, 30, -1490)
+			b.settle(OpAck, "j", "L1", 40, 45, 204)
+		}, nil},
+		{"a job due after the history ends need not be delivered", redis, func(b *builder) {
+			b.op(Op{Kind: OpPush, Topic: TopicA, ID: "j", MaxAttempts: 1, TTR: time.Second,
+				Delay: time.Hour, AnswerRunAt: b.at(3_600_010)}, 10, 15, 201)
+			b.op(Op{Kind: OpClaim, Topic: TopicA}, 20, 3000, 200)
+		}, nil},
+		// A subscription frees a delivery's slot when its instance's
+		// clock reaches the lease's expiry: 2 s early on a clock 2 s
+		// ahead, so the next delivery's claim may begin before the
+		// expiry the instance answered.
+		{"a subscriber's slot freed early on an instance 2 s ahead", redis, func(b *builder) {
+			b.h.AddFault(Fault{Kind: FaultClock, Instance: 1, At: b.at(0), Offset: 2 * time.Second})
+			b.push("j", 3, 0, 5, 0)
+			b.op(Op{Kind: OpPause, Topic: TopicA}, 1000, 1005, 200)
+			b.op(Op{Kind: OpClaim, Instance: 1, Client: 9, Topic: TopicA, CallFromLease: true,
+				Jobs: []Delivery{{ID: "j", Attempt: 1, Lease: "L1", LeaseExpiresAt: b.at(3600)}}}, 2500, 600, 200)
+			b.settle(OpAck, "j", "L1", 700, 705, 204)
+		}, nil},
 
 		// Invalid histories.
+		{"a subscriber's claim begun after a pause, no clock fault", redis, func(b *builder) {
+			b.push("j", 3, 0, 5, 0)
+			b.op(Op{Kind: OpPause, Topic: TopicA}, 1000, 1005, 200)
+			b.op(Op{Kind: OpClaim, Instance: 1, Client: 9, Topic: TopicA, CallFromLease: true,
+				Jobs: []Delivery{{ID: "j", Attempt: 1, Lease: "L1", LeaseExpiresAt: b.at(3600)}}}, 1500, 1600, 200)
+			b.settle(OpAck, "j", "L1", 1700, 1705, 204)
+		}, []AnomalyKind{AnomalyPaused}},
+		// The allowance is the clock fault's: without one, or where the
+		// instance's clock is not what counts, the early retry is one.
+		{"a nack's retry early by a clock fault of another instance", redis, func(b *builder) {
+			b.h.AddFault(Fault{Kind: FaultClock, Instance: 2, At: b.at(0), Offset: -2 * time.Second})
+			b.push("j", 3, 0, 5, 0)
+			b.claim("j", 1, "L1", 10, 20, 0)
+			b.op(Op{Kind: OpNack, Instance: 1, ID: "j", Lease: "L1", Delay: 500 * time.Millisecond}, 30, 35, 204)
+			b.claim("j", 2, "L2", 40, 100, 100)
+		}, []AnomalyKind{AnomalyEarly}},
+		{"a nack's retry early by a clock fault, not allowed", Allowances{ClockTolerance: 5 * time.Millisecond}, func(b *builder) {
+			b.h.AddFault(Fault{Kind: FaultClock, Instance: 1, At: b.at(0), Offset: -2 * time.Second})
+			b.push("j", 3, 0, 5, 0)
+			b.claim("j", 1, "L1", 10, 20, 0)
+			b.op(Op{Kind: OpNack, Instance: 1, ID: "j", Lease: "L1", Delay: 500 * time.Millisecond}, 30, 35, 204)
+			b.claim("j", 2, "L2", 40, 100, 100)
+		}, []AnomalyKind{AnomalyEarly}},
+		{"a push answered a run_at before its delay", redis, func(b *builder) {
+			b.op(Op{Kind: OpPush, Topic: TopicA, ID: "j", MaxAttempts: 1, TTR: time.Second,
+				Delay: 500 * time.Millisecond, AnswerRunAt: b.at(10)}, 10, 15, 201)
+			b.claim("j", 1, "L1", 20, 30, 10)
+			b.settle(OpAck, "j", "L1", 40, 45, 204)
+		}, []AnomalyKind{AnomalyRunAt}},
 		{"lost: answered 201, never delivered", redis, func(b *builder) {
 			b.push("j", 3, 0, 5, 0)
 			b.op(Op{Kind: OpClaim, Topic: TopicA}, 10, 220, 200)

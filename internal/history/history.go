@@ -74,6 +74,11 @@ type Op struct {
 	// Call is when it was invoked, Return when its answer came (zero when
 	// none came).
 	Call, Return time.Time
+	// CallFromLease marks a subscriber's claim whose Call is the lease
+	// expiry of the delivery before (less 5 ms), as its instance answered
+	// it: the subscription frees that delivery's slot when the instance's
+	// clock reaches it, so a clock fault of the instance moves it.
+	CallFromLease bool `json:",omitempty"`
 	// Status is the HTTP status answered (for a batch item, the status its
 	// single route would have answered); 0 when no answer came, or when
 	// the answer does not say what happened (a 5xx: the store may have
