@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -17,8 +18,12 @@ import (
 	"time"
 
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/delayq/delayq/backends/natsstore"
+	"github.com/delayq/delayq/backends/natsstore/natstest"
 	"github.com/delayq/delayq/backends/redisstore/redistest"
 	"github.com/delayq/delayq/internal/history"
 	"github.com/delayq/delayq/internal/logproc"
@@ -68,8 +73,11 @@ func historyEnv(t *testing.T) historyConfig {
 
 // TestE2EHistory checks the histories of the local default (one instance,
 // killed with SIGKILL and restarted on its data, and stopped with SIGSTOP
-// for longer than its leases) and of three instances on one redis-server
-// (one of them killed and restarted, one stopped, in turn).
+// for longer than its leases), of three instances on one redis-server (one
+// of them killed and restarted, stopped, cut off Redis, slowed down, its
+// clock moved forward and back, in turn) and of three instances on a
+// three-node NATS cluster with R3 streams (one killed, one stopped, the
+// node leading the job stream killed and restarted, in turn).
 func TestE2EHistory(t *testing.T) {
 	t.Parallel()
 	cfg := historyEnv(t)
@@ -102,6 +110,31 @@ func TestE2EHistory(t *testing.T) {
 		r := runHistory(t, d, cfg, history.RedisAllowances())
 		requireNoAnomalies(t, r)
 	})
+	t.Run("nats", func(t *testing.T) {
+		t.Parallel()
+		testHistoryNATS(t, cfg)
+	})
+}
+
+// testHistoryNATS runs three instances on a three-node NATS cluster with
+// R3 streams: a kill -9 of one (and its restart), a SIGSTOP of one, and a
+// kill -9 of the node that leads the job stream (restarted after
+// cfg.stopFor), in turn.
+func testHistoryNATS(t *testing.T, cfg historyConfig) {
+	c := natstest.StartCluster(t, t.TempDir(), 3)
+	t.Cleanup(func() {
+		for i := range 3 {
+			c.Kill(i)
+		}
+	})
+	d := newHistoryDeployment(t, historyBinary(t), nil, 3, func(int) []string {
+		return []string{"--backend", "nats", "--nats-url", c.URLs(), "--nats-replicas", "3", "--nats-listen", "off"}
+	})
+	d.nats = c
+	d.faults = append(slices.Clone(killAndStop), historyFault{kind: history.FaultBackendKill})
+	cfg.faultEvery = 6 * time.Second
+	r := runHistory(t, d, cfg, history.NATSAllowances())
+	requireNoAnomalies(t, r)
 }
 
 func requireNoAnomalies(t *testing.T, r history.Report) {
@@ -131,6 +164,9 @@ type historyDeployment struct {
 	// proxies, when set, are the instances' Toxiproxy proxies to the
 	// backend, one each, for partitions and latency.
 	proxies []*toxiclient.Proxy
+	// nats, when set, is the NATS cluster the instances use, for a
+	// failover of its stream leader.
+	nats *natstest.Cluster
 	// clockDir holds each instance's clock offset file (testhooks.go),
 	// for clock jumps.
 	clockDir string
@@ -251,8 +287,19 @@ func (d *historyDeployment) kill(i int, h *history.History) error {
 	case <-time.After(10 * time.Second):
 		return fmt.Errorf("instance %d did not exit within 10s of SIGKILL", i)
 	}
-	if err := d.start(i); err != nil {
-		return err
+	// An instance that cannot start (on NATS, while the cluster elects a
+	// stream leader its start times out on) exits: it is started again, a
+	// second later, as a supervisor would.
+	for attempt := 1; ; attempt++ {
+		err := d.start(i)
+		if err == nil {
+			break
+		}
+		if attempt == 5 {
+			return err
+		}
+		d.t.Logf("restart %d of instance %d failed, started again in 1s: %v", attempt, i, err)
+		holdFault(context.Background(), time.Second)
 	}
 	h.AddFault(history.Fault{Kind: history.FaultStart, Instance: i, At: time.Now()})
 	return nil
@@ -335,6 +382,41 @@ func (d *historyDeployment) jump(ctx context.Context, i int, h *history.History,
 	return err
 }
 
+// failLeader kills with SIGKILL the NATS node that leads the job stream,
+// and restarts it after last (less when ctx ends): the stream elects
+// another leader meanwhile.
+func (d *historyDeployment) failLeader(ctx context.Context, h *history.History, last time.Duration) error {
+	nc, err := nats.Connect(d.nats.URLs())
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	infoCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, err := js.Stream(infoCtx, strings.ToUpper(natsstore.PrefixDefault)+"_QUEUE")
+	if err != nil {
+		return fmt.Errorf("the job stream: %w", err)
+	}
+	info := s.CachedInfo()
+	if info.Cluster == nil || info.Cluster.Leader == "" {
+		return errors.New("the job stream has no leader")
+	}
+	node, err := strconv.Atoi(strings.TrimPrefix(info.Cluster.Leader, "n"))
+	if err != nil {
+		return fmt.Errorf("leader %q: %w", info.Cluster.Leader, err)
+	}
+	h.AddFault(history.Fault{Kind: history.FaultBackendKill, Instance: node, At: time.Now()})
+	d.nats.Kill(node)
+	holdFault(ctx, last)
+	d.nats.Restart(d.t, node)
+	h.AddFault(history.Fault{Kind: history.FaultBackendStart, Instance: node, At: time.Now()})
+	return nil
+}
+
 // holdFault waits for last, the length of a fault (not a wait for a
 // condition), or until ctx ends.
 func holdFault(ctx context.Context, last time.Duration) {
@@ -382,6 +464,8 @@ func runHistory(t *testing.T, d *historyDeployment, cfg historyConfig, allow his
 				err = d.slow(ctx, i, h, cfg.stopFor)
 			case history.FaultClock:
 				err = d.jump(ctx, i, h, f.offset, cfg.stopFor)
+			case history.FaultBackendKill:
+				err = d.failLeader(ctx, h, cfg.stopFor)
 			default:
 				err = fmt.Errorf("no such fault %q", f.kind)
 			}

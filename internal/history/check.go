@@ -44,6 +44,14 @@ func LocalAllowances() Allowances {
 	return Allowances{AsyncWriteWindow: time.Second, ClockTolerance: 5 * time.Millisecond}
 }
 
+// NATSAllowances are the NATS store's on a cluster with R3 streams: every
+// write is answered once a majority stored it, and a pause reaches the
+// other instances through a watch ("within milliseconds", docs/api.md,
+// pause), here bounded by PauseBound.
+func NATSAllowances() Allowances {
+	return Allowances{ClockTolerance: 5 * time.Millisecond, PauseBound: 0}
+}
+
 // RedisAllowances are the Redis store's, with the Redis server kept up.
 func RedisAllowances() Allowances {
 	return Allowances{ClockTolerance: 5 * time.Millisecond, DelayOnInstanceClock: true}

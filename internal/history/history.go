@@ -130,6 +130,11 @@ const (
 	// FaultLatencyEnd removes it.
 	FaultLatency    FaultKind = "latency"
 	FaultLatencyEnd FaultKind = "latency-end"
+	// FaultBackendKill is a kill -9 of the backend's node that leads the
+	// job stream (Fault.Instance is the node), FaultBackendStart its
+	// restart.
+	FaultBackendKill  FaultKind = "backend-kill"
+	FaultBackendStart FaultKind = "backend-start"
 	// FaultClock moves an instance's clock to Fault.Offset from the real
 	// time (0: back to it).
 	FaultClock FaultKind = "clock"
