@@ -53,6 +53,9 @@ type historyConfig struct {
 	// clients is how many clients the generator runs, subscribers how many
 	// WebSocket subscribers beside them.
 	clients, subscribers int
+	// durationSet is whether DELAYQ_HISTORY_DURATION set the duration: a
+	// deployment may shorten only the default.
+	durationSet bool
 }
 
 // historyEnv reads the run's length and seed from the environment.
@@ -61,7 +64,7 @@ func historyEnv(t *testing.T) historyConfig {
 	if v := os.Getenv("DELAYQ_HISTORY_DURATION"); v != "" {
 		d, err := time.ParseDuration(v)
 		require.NoError(t, err, "DELAYQ_HISTORY_DURATION")
-		cfg.duration = d
+		cfg.duration, cfg.durationSet = d, true
 	}
 	if v := os.Getenv("DELAYQ_HISTORY_SEED"); v != "" {
 		s, err := strconv.ParseUint(v, 10, 64)
@@ -133,6 +136,12 @@ func testHistoryNATS(t *testing.T, cfg historyConfig) {
 	d.nats = c
 	d.faults = append(slices.Clone(killAndStop), historyFault{kind: history.FaultBackendKill})
 	cfg.faultEvery = 6 * time.Second
+	if !cfg.durationSet {
+		// Its runs cost the most (an R3 write is three servers' work,
+		// and the claims left without an answer by a failover are many
+		// ways for the model to check): 30 s in CI, for four faults.
+		cfg.duration = 30 * time.Second
+	}
 	r := runHistory(t, d, cfg, history.NATSAllowances())
 	requireNoAnomalies(t, r)
 }
