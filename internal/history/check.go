@@ -36,6 +36,13 @@ type Allowances struct {
 	// the engine turns a delay into a run_at on its own (docs/reliability.md,
 	// "Histories checked against a model").
 	DelayOnInstanceClock bool
+	// TimesOnInstanceClock allows every time of a job, those its
+	// instances answer and those they judge (due times, lease expiries),
+	// to be off by the offset of a clock fault while the job lived: on
+	// NATS each instance reads its own clock for them (docs/backends.md,
+	// "Clocks"), so an instance X ahead may deliver X early and end
+	// another's lease X early.
+	TimesOnInstanceClock bool
 }
 
 // LocalAllowances are the local (Pebble) store's allowances with its
@@ -45,11 +52,11 @@ func LocalAllowances() Allowances {
 }
 
 // NATSAllowances are the NATS store's on a cluster with R3 streams: every
-// write is answered once a majority stored it, and a pause reaches the
-// other instances through a watch ("within milliseconds", docs/api.md,
-// pause), here bounded by PauseBound.
+// write is answered once a majority stored it, a pause reaches the other
+// instances through a watch ("within milliseconds", docs/api.md, pause:
+// no bound was needed), and each instance reads times on its own clock.
 func NATSAllowances() Allowances {
-	return Allowances{ClockTolerance: 5 * time.Millisecond, PauseBound: 0}
+	return Allowances{ClockTolerance: 5 * time.Millisecond, DelayOnInstanceClock: true, TimesOnInstanceClock: true}
 }
 
 // RedisAllowances are the Redis store's, with the Redis server kept up.
@@ -283,6 +290,32 @@ func (c *checker) offsets(op *Op) (lo, hi time.Duration) {
 	return lo, hi
 }
 
+// tolerance is what the comparisons of times of a job's events allow: the
+// clock tolerance, and with TimesOnInstanceClock the largest offset of a
+// clock fault of any instance while the job lived.
+func (c *checker) tolerance(evs []jobEvent) time.Duration {
+	tol := c.a.ClockTolerance
+	if !c.a.TimesOnInstanceClock || len(evs) == 0 {
+		return tol
+	}
+	from, to := evs[0].op.Call, evs[0].op.Call
+	for _, e := range evs {
+		from, to = minTime(from, e.op.Call), maxTime(to, c.bound(e.op))
+		if e.d != nil {
+			to = maxTime(to, e.d.LeaseExpiresAt)
+		}
+	}
+	most := time.Duration(0)
+	for _, spans := range c.clocks {
+		for _, s := range spans {
+			if s.from.Before(to) && s.to.After(from) {
+				most = max(most, s.offset, -s.offset)
+			}
+		}
+	}
+	return tol + most
+}
+
 func (c *checker) checkJob(id string) {
 	evs := c.jobs[id]
 	c.checkModel(id, evs)
@@ -295,7 +328,7 @@ func (c *checker) checkJob(id string) {
 // between its invocation and its answer plus the delay (docs/api.md,
 // "delay"), on the clock of its instance where the allowances say so.
 func (c *checker) checkRunAtAnswers(id string, evs []jobEvent) {
-	tol := c.a.ClockTolerance
+	tol := c.tolerance(evs)
 	for _, e := range evs {
 		op := e.op
 		if e.d != nil || !isPut(op) || !op.OK() || !op.RunAt.IsZero() || op.AnswerRunAt.IsZero() {
@@ -343,7 +376,7 @@ func (c *checker) checkLost(id string, evs []jobEvent) {
 // checkDeliveries checks each delivery against cancels, due times and the
 // delivery before it.
 func (c *checker) checkDeliveries(id string, evs []jobEvent) {
-	tol := c.a.ClockTolerance
+	tol := c.tolerance(evs)
 	var prev *jobEvent
 	for i := range evs {
 		e := &evs[i]
@@ -538,11 +571,12 @@ func (c *checker) checkPauses() {
 // checkModel checks the job's operations for linearizability against the
 // model.
 func (c *checker) checkModel(id string, evs []jobEvent) {
-	tol := int64(c.a.ClockTolerance)
+	tol := int64(c.tolerance(evs))
+	skewed := tol > int64(c.a.ClockTolerance)
 	var pops []porcupine.Operation
 	first := evs[0].op.Call
 	add := func(client int, op *Op, in *mInput) {
-		in.Call, in.Ret, in.Tolerance = op.Call.UnixNano(), c.bound(op).UnixNano(), tol
+		in.Call, in.Ret, in.Tolerance, in.Skewed = op.Call.UnixNano(), c.bound(op).UnixNano(), tol, skewed
 		in.Status = op.Status
 		pops = append(pops, porcupine.Operation{ClientId: client, Input: in, Call: in.Call, Return: in.Ret})
 	}

@@ -56,7 +56,7 @@ func (b *builder) kill(ms int) { b.h.AddFault(Fault{Kind: FaultKill, At: b.at(ms
 // kind.
 func TestCheckCorpus(t *testing.T) {
 	t.Parallel()
-	local, redis := LocalAllowances(), RedisAllowances()
+	local, redis, nats := LocalAllowances(), RedisAllowances(), NATSAllowances()
 	cases := []struct {
 		name  string
 		allow Allowances
@@ -205,8 +205,40 @@ func TestCheckCorpus(t *testing.T) {
 				Jobs: []Delivery{{ID: "j", Attempt: 1, Lease: "L1", LeaseExpiresAt: b.at(3600)}}}, 2500, 600, 200)
 			b.settle(OpAck, "j", "L1", 700, 705, 204)
 		}, nil},
+		// On NATS each instance judges leases on its own clock: one 2 s
+		// behind states a lease's expiry 2 s early, another sees it ended
+		// (409) while it still sees it hold (409 to a replace), and the
+		// cancel of the one that sees it ended takes the job.
+		{"nats: instances whose clocks differ disagree on a lease", nats, func(b *builder) {
+			b.h.AddFault(Fault{Kind: FaultClock, Instance: 2, At: b.at(0), Offset: -2 * time.Second})
+			b.push("j", 1, 100, 105, 100)
+			b.op(Op{Kind: OpClaim, Instance: 2, Topic: TopicA, Jobs: []Delivery{{ID: "j", Attempt: 1, Lease: "L1", RunAt: b.at(100), LeaseExpiresAt: b.at(-700)}}}, 300, 308, 200)
+			b.op(Op{Kind: OpNack, Instance: 1, ID: "j", Lease: "L1"}, 420, 422, 409)
+			b.op(Op{Kind: OpReplace, Instance: 2, Topic: TopicA, ID: "j", MaxAttempts: 2}, 680, 685, 409)
+			b.op(Op{Kind: OpCancel, Instance: 1, ID: "j"}, 950, 956, 204)
+			b.h.AddFault(Fault{Kind: FaultClock, Instance: 2, At: b.at(3000)})
+		}, nil},
 
 		// Invalid histories.
+		{"nats: instances disagree on a lease, no clock fault", nats, func(b *builder) {
+			b.push("j", 1, 100, 105, 100)
+			b.op(Op{Kind: OpClaim, Instance: 2, Topic: TopicA, Jobs: []Delivery{{ID: "j", Attempt: 1, Lease: "L1", RunAt: b.at(100), LeaseExpiresAt: b.at(1300)}}}, 300, 308, 200)
+			b.op(Op{Kind: OpNack, Instance: 1, ID: "j", Lease: "L1"}, 420, 422, 409)
+			b.op(Op{Kind: OpReplace, Instance: 2, Topic: TopicA, ID: "j", MaxAttempts: 2}, 680, 685, 409)
+			b.op(Op{Kind: OpCancel, Instance: 1, ID: "j"}, 950, 956, 204)
+		}, []AnomalyKind{AnomalyNotLinearizable}},
+		// Found on NATS with clock jumps of 2 s, not allowed: a claim
+		// answered a delivery it had answered 4.6 s before, same attempt
+		// and lease (docs/reliability.md).
+		{"nats: a delivery answered twice, same lease, across clock jumps", nats, func(b *builder) {
+			b.h.AddFault(Fault{Kind: FaultClock, Instance: 2, At: b.at(0), Offset: 2 * time.Second})
+			b.op(Op{Kind: OpPush, Instance: 1, Topic: TopicA, ID: "j", MaxAttempts: 2, TTR: time.Second, Delay: 667 * time.Millisecond, AnswerRunAt: b.at(217)}, 1550, 1553, 201)
+			b.op(Op{Kind: OpClaim, Instance: 2, Topic: TopicA, Jobs: []Delivery{{ID: "j", Attempt: 1, Lease: "L1", LeaseExpiresAt: b.at(4950)}}}, 1948, 1957, 200)
+			b.h.AddFault(Fault{Kind: FaultClock, Instance: 2, At: b.at(2670)})
+			b.h.AddFault(Fault{Kind: FaultClock, Instance: 2, At: b.at(5644), Offset: -2 * time.Second})
+			b.op(Op{Kind: OpClaim, Instance: 2, Topic: TopicA, Jobs: []Delivery{{ID: "j", Attempt: 1, Lease: "L1", LeaseExpiresAt: b.at(4950)}}}, 6526, 6545, 200)
+			b.h.AddFault(Fault{Kind: FaultClock, Instance: 2, At: b.at(8676)})
+		}, []AnomalyKind{AnomalyAttempt, AnomalyNotLinearizable}},
 		{"a subscriber's claim begun after a pause, no clock fault", redis, func(b *builder) {
 			b.push("j", 3, 0, 5, 0)
 			b.op(Op{Kind: OpPause, Topic: TopicA}, 1000, 1005, 200)
