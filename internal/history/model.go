@@ -90,9 +90,9 @@ type mInput struct {
 	// Skewed marks an operation of a job that lived during a clock fault,
 	// on a store whose instances judge leases on their own clocks: one
 	// may see a lease ended that another still sees hold.
-	Skewed bool
-	Durable   bool // a write answered after its fsync
-	Descr     string
+	Skewed  bool
+	Durable bool // a write answered after its fsync
+	Descr   string
 }
 
 // expansions returns the states s may be in at a moment between call and
