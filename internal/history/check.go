@@ -623,7 +623,7 @@ func (c *checker) checkModel(id string, evs []jobEvent) {
 	for i := range c.ops {
 		op := &c.ops[i]
 		if op.Kind == OpClaim && op.Indeterminate() && op.Topic == topic && c.bound(op).After(first) {
-			in := &mInput{Kind: mPhantom, Fragile: c.fragile(op), Descr: "claim without answer, " + op.Call.Format("15:04:05.000")}
+			in := &mInput{Kind: mPhantom, Fragile: c.fragile(op), Released: op.ReleasedAtClose, Descr: "claim without answer, " + op.Call.Format("15:04:05.000")}
 			add(op.Client, op, in)
 		}
 	}

@@ -218,8 +218,23 @@ func TestCheckCorpus(t *testing.T) {
 			b.op(Op{Kind: OpCancel, Instance: 1, ID: "j"}, 950, 956, 204)
 			b.h.AddFault(Fault{Kind: FaultClock, Instance: 2, At: b.at(3000)})
 		}, nil},
+		// A subscriber's connection that ends releases at once what the
+		// server claimed for it and had not sent, as a nack with delay 0:
+		// another claim takes it right after, its attempt counted.
+		{"a subscriber's claim released at its connection's end", redis, func(b *builder) {
+			b.push("j", 3, 0, 5, 0)
+			b.op(Op{Kind: OpClaim, Client: 9, Topic: TopicA, ReleasedAtClose: true}, 10, 0, 0)
+			b.claim("j", 2, "L2", 100, 110, 0)
+			b.settle(OpAck, "j", "L2", 120, 125, 204)
+		}, nil},
 
 		// Invalid histories.
+		{"an HTTP claim without answer is not released before its lease ends", redis, func(b *builder) {
+			b.push("j", 3, 0, 5, 0)
+			b.op(Op{Kind: OpClaim, Client: 1, Topic: TopicA}, 10, 0, 0)
+			b.claim("j", 2, "L2", 100, 110, 0)
+			b.settle(OpAck, "j", "L2", 120, 125, 204)
+		}, []AnomalyKind{AnomalyNotLinearizable}},
 		{"nats: instances disagree on a lease, no clock fault", nats, func(b *builder) {
 			b.push("j", 1, 100, 105, 100)
 			b.op(Op{Kind: OpClaim, Instance: 2, Topic: TopicA, Jobs: []Delivery{{ID: "j", Attempt: 1, Lease: "L1", RunAt: b.at(100), LeaseExpiresAt: b.at(1300)}}}, 300, 308, 200)

@@ -79,6 +79,11 @@ type Op struct {
 	// it: the subscription frees that delivery's slot when the instance's
 	// clock reaches it, so a clock fault of the instance moves it.
 	CallFromLease bool `json:",omitempty"`
+	// ReleasedAtClose marks a subscriber's claim left without an answer
+	// by the end of its connection: what the server claimed for it is
+	// released at once, nacked with delay 0 (transports/wstransport,
+	// "Disconnects").
+	ReleasedAtClose bool `json:",omitempty"`
 	// Status is the HTTP status answered (for a batch item, the status its
 	// single route would have answered); 0 when no answer came, or when
 	// the answer does not say what happened (a 5xx: the store may have

@@ -90,9 +90,12 @@ type mInput struct {
 	// Skewed marks an operation of a job that lived during a clock fault,
 	// on a store whose instances judge leases on their own clocks: one
 	// may see a lease ended that another still sees hold.
-	Skewed  bool
-	Durable bool // a write answered after its fsync
-	Descr   string
+	Skewed bool
+	// Released marks a phantom claim of a subscriber whose connection
+	// ended: what it claimed is released at once.
+	Released bool
+	Durable  bool // a write answered after its fsync
+	Descr    string
 }
 
 // expansions returns the states s may be in at a moment between call and
@@ -203,6 +206,16 @@ func apply(p modelState, in *mInput) []jobCore {
 			n := c
 			n.St, n.Attempt, n.Lease, n.Exp = stReserved, c.Attempt+1, unknownLease, in.Call+c.TTR
 			out = append(out, n)
+			if in.Released {
+				// Claimed for a subscriber whose connection ended, and
+				// released at once: a nack with delay 0.
+				r := c
+				r.Attempt = c.Attempt + 1
+				if r.Attempt >= c.Max {
+					r.St = stDead
+				}
+				out = append(out, r)
+			}
 		}
 		return out
 	case mAck, mNack, mTouch:

@@ -143,5 +143,5 @@ func (g *Generator) subscription(ctx context.Context, r *rand.Rand, n, inst int,
 		g.cfg.History.Add(*left)
 	}
 	// A claim for the connection may have been made and not sent.
-	g.cfg.History.Add(Op{Client: n, Instance: inst, Kind: OpClaim, Topic: topic, Call: since, CallFromLease: sinceLease})
+	g.cfg.History.Add(Op{Client: n, Instance: inst, Kind: OpClaim, Topic: topic, Call: since, CallFromLease: sinceLease, ReleasedAtClose: true})
 }
