@@ -346,8 +346,9 @@ func (c *checker) checkRunAtAnswers(id string, evs []jobEvent) {
 // isPut reports whether op creates or replaces a job.
 func isPut(op *Op) bool { return op.Kind == OpPush || op.Kind == OpReplace }
 
-// checkLost: the last version of a job answered 2xx is delivered, or
-// cancelled, or replaced by a push whose answer never came.
+// checkLost: the last version of a job answered 2xx is delivered (or read
+// dead since), or cancelled, or replaced by a push whose answer never
+// came.
 func (c *checker) checkLost(id string, evs []jobEvent) {
 	var last *Op
 	for _, e := range evs {
@@ -367,6 +368,12 @@ func (c *checker) checkLost(id string, evs []jobEvent) {
 		case e.d == nil && op.Kind == OpCancel && (op.Status == 204 || op.Indeterminate()) && c.bound(op).After(last.Call):
 			return
 		case e.d == nil && isPut(op) && op.Indeterminate() && op.Call.After(last.Call):
+			return
+		// Read dead since: delivered on its last attempt to a claim whose
+		// answer never came (the model checks that one may have taken
+		// it), or to a subscriber whose connection ended before it was
+		// sent, which released it.
+		case e.d == nil && op.Kind == OpGet && op.OK() && op.State == "dead" && op.Call.After(last.Return):
 			return
 		}
 	}

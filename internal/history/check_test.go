@@ -227,8 +227,20 @@ func TestCheckCorpus(t *testing.T) {
 			b.claim("j", 2, "L2", 100, 110, 0)
 			b.settle(OpAck, "j", "L2", 120, 125, 204)
 		}, nil},
+		// Found on NATS: a job of max_attempts 1 claimed for a subscriber
+		// whose connection ended before it was sent, released and so dead,
+		// is not lost.
+		{"a last attempt claimed without an answer, read dead", redis, func(b *builder) {
+			b.push("j", 1, 0, 5, 0)
+			b.op(Op{Kind: OpClaim, Client: 9, Topic: TopicA, ReleasedAtClose: true}, 10, 0, 0)
+			b.get("j", "dead", 1, 3000, 3001)
+		}, nil},
 
 		// Invalid histories.
+		{"lost: read dead, but nothing claimed it", redis, func(b *builder) {
+			b.push("j", 1, 0, 5, 0)
+			b.get("j", "dead", 1, 3000, 3001)
+		}, []AnomalyKind{AnomalyNotLinearizable}},
 		{"an HTTP claim without answer is not released before its lease ends", redis, func(b *builder) {
 			b.push("j", 3, 0, 5, 0)
 			b.op(Op{Kind: OpClaim, Client: 1, Topic: TopicA}, 10, 0, 0)
