@@ -224,11 +224,15 @@ func (c *checker) add(kind AnomalyKind, id, format string, args ...any) {
 }
 
 // bound is the latest moment an operation may have taken effect: its
-// answer, or for one without, the next kill of its instance (a killed
-// process applies nothing more), else the end of the history.
+// answer, or for one without, its Until, else the next kill of its
+// instance (a killed process applies nothing more), else the end of the
+// history.
 func (c *checker) bound(op *Op) time.Time {
 	if !op.Return.IsZero() {
 		return op.Return
+	}
+	if !op.Until.IsZero() {
+		return op.Until
 	}
 	for _, k := range c.kills[op.Instance] {
 		if !k.Before(op.Call) {

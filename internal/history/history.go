@@ -84,6 +84,10 @@ type Op struct {
 	// released at once, nacked with delay 0 (transports/wstransport,
 	// "Disconnects").
 	ReleasedAtClose bool `json:",omitempty"`
+	// Until, for an operation without an answer, is the latest moment it
+	// may take effect, when known: a released claim's connection end,
+	// plus the time a release may take.
+	Until time.Time `json:",omitzero"`
 	// Status is the HTTP status answered (for a batch item, the status its
 	// single route would have answered); 0 when no answer came, or when
 	// the answer does not say what happened (a 5xx: the store may have

@@ -35,6 +35,11 @@ type subFrame struct {
 	Code           string    `json:"code"`
 }
 
+// releaseBound is how long after a subscriber's connection ends the server
+// may still claim for it and release the claim: the release is a store
+// call, which a failing store holds up to its timeouts.
+const releaseBound = 5 * time.Second
+
 // subscribe runs a subscriber of topic as client number n until ctx is
 // done, connecting again when its instance goes.
 func (g *Generator) subscribe(ctx context.Context, n int, topic string) {
@@ -142,6 +147,9 @@ func (g *Generator) subscription(ctx context.Context, r *rand.Rand, n, inst int,
 		left.Call = time.Now()
 		g.cfg.History.Add(*left)
 	}
-	// A claim for the connection may have been made and not sent.
-	g.cfg.History.Add(Op{Client: n, Instance: inst, Kind: OpClaim, Topic: topic, Call: since, CallFromLease: sinceLease, ReleasedAtClose: true})
+	// A claim for the connection may have been made and not sent: the
+	// server releases it once it sees the connection end, or leaves it to
+	// its lease when its store fails meanwhile (or it is killed).
+	g.cfg.History.Add(Op{Client: n, Instance: inst, Kind: OpClaim, Topic: topic, Call: since, CallFromLease: sinceLease,
+		ReleasedAtClose: true, Until: time.Now().Add(releaseBound)})
 }
