@@ -32,7 +32,8 @@ import (
 // History runs: random operations of concurrent clients against a running
 // deployment while faults are injected, every one recorded and the
 // history checked against the model of the contract (internal/history).
-// DELAYQ_HISTORY_DURATION lengthens a run (45s by default) and
+// DELAYQ_HISTORY_DURATION lengthens a run (45s by default, 30s on NATS
+// and Sentinel) and
 // DELAYQ_HISTORY_SEED changes its random choices (1 by default), so that a
 // long run is one command; DELAYQ_HISTORY_REPORT appends a line of figures
 // per run to a file, and DELAYQ_HISTORY_DUMP writes a history with
@@ -80,7 +81,9 @@ func historyEnv(t *testing.T) historyConfig {
 // of them killed and restarted, stopped, cut off Redis, slowed down, its
 // clock moved forward and back, in turn) and of three instances on a
 // three-node NATS cluster with R3 streams (one killed, one stopped, the
-// node leading the job stream killed and restarted, in turn).
+// node leading the job stream killed and restarted, in turn), and of three
+// instances on a Sentinel-managed Redis (one killed, one stopped, the
+// master killed and replaced, in turn).
 func TestE2EHistory(t *testing.T) {
 	t.Parallel()
 	cfg := historyEnv(t)
@@ -117,6 +120,10 @@ func TestE2EHistory(t *testing.T) {
 		t.Parallel()
 		testHistoryNATS(t, cfg)
 	})
+	t.Run("redis-sentinel", func(t *testing.T) {
+		t.Parallel()
+		testHistorySentinel(t, cfg)
+	})
 }
 
 // testHistoryNATS runs three instances on a three-node NATS cluster with
@@ -152,6 +159,29 @@ func testHistoryNATS(t *testing.T, cfg historyConfig) {
 	requireNoAnomalies(t, r)
 }
 
+// testHistorySentinel runs three instances on a Redis master with two
+// replicas watched by three Sentinels, with --redis-wait-replicas 1 (so
+// that a failover loses nothing answered: docs/backends.md, "Waiting for
+// replicas"): a kill -9 of one instance (and its restart), a SIGSTOP of
+// one, and a kill -9 of the master, which a replica replaces, in turn.
+func testHistorySentinel(t *testing.T, cfg historyConfig) {
+	redistest.RequireSentinel(t)
+	g, err := redistest.StartSentinel(2, 3, redistest.Options{Dir: t.TempDir(), AppendFsync: "everysec"})
+	require.NoError(t, err)
+	t.Cleanup(g.Stop)
+	d := newHistoryDeployment(t, historyBinary(t), nil, 3, func(int) []string {
+		return []string{"--backend", "redis", "--redis-url", g.URL(), "--redis-wait-replicas", "1", "--redis-wait-timeout", "500ms", "--nats-listen", "off"}
+	})
+	d.sentinel = g
+	d.faults = append(slices.Clone(killAndStop), historyFault{kind: history.FaultBackendKill})
+	cfg.faultEvery = 6 * time.Second
+	if !cfg.durationSet {
+		cfg.duration = 30 * time.Second
+	}
+	r := runHistory(t, d, cfg, history.RedisAllowances())
+	requireNoAnomalies(t, r)
+}
+
 func requireNoAnomalies(t *testing.T, r history.Report) {
 	t.Helper()
 	for i, a := range r.Anomalies {
@@ -182,6 +212,9 @@ type historyDeployment struct {
 	// nats, when set, is the NATS cluster the instances use, for a
 	// failover of its stream leader.
 	nats *natstest.Cluster
+	// sentinel, when set, is the Sentinel-managed Redis the instances
+	// use, for a failover of its master.
+	sentinel *redistest.Sentinel
 	// clockDir holds each instance's clock offset file (testhooks.go),
 	// for clock jumps.
 	clockDir string
@@ -433,6 +466,34 @@ func (d *historyDeployment) failLeader(ctx context.Context, h *history.History, 
 	return nil
 }
 
+// failMaster kills with SIGKILL the Redis master the Sentinels name, waits
+// (at least last, up to a minute) until they promote a replica and a
+// replica confirms the new master's writes, and starts the old master
+// again: the Sentinels make it a replica of the new one.
+func (d *historyDeployment) failMaster(ctx context.Context, h *history.History, last time.Duration) error {
+	g := d.sentinel
+	addr, err := g.MasterAddr()
+	if err != nil {
+		return err
+	}
+	master := g.Server(addr)
+	if master == nil {
+		return fmt.Errorf("the Sentinels name %s, none of the servers", addr)
+	}
+	node := slices.Index(g.Servers, master)
+	h.AddFault(history.Fault{Kind: history.FaultBackendKill, Instance: node, At: time.Now()})
+	master.Kill()
+	holdFault(ctx, last)
+	if _, err := g.AwaitReplicated(time.Minute); err != nil {
+		return err
+	}
+	if err := master.Start(); err != nil {
+		return err
+	}
+	h.AddFault(history.Fault{Kind: history.FaultBackendStart, Instance: node, At: time.Now()})
+	return nil
+}
+
 // holdFault waits for last, the length of a fault (not a wait for a
 // condition), or until ctx ends.
 func holdFault(ctx context.Context, last time.Duration) {
@@ -481,7 +542,11 @@ func runHistory(t *testing.T, d *historyDeployment, cfg historyConfig, allow his
 			case history.FaultClock:
 				err = d.jump(ctx, i, h, f.offset, cfg.stopFor)
 			case history.FaultBackendKill:
-				err = d.failLeader(ctx, h, cfg.stopFor)
+				if d.sentinel != nil {
+					err = d.failMaster(ctx, h, cfg.stopFor)
+				} else {
+					err = d.failLeader(ctx, h, cfg.stopFor)
+				}
 			default:
 				err = fmt.Errorf("no such fault %q", f.kind)
 			}
@@ -543,9 +608,10 @@ func runHistory(t *testing.T, d *historyDeployment, cfg historyConfig, allow his
 	if path := os.Getenv("DELAYQ_HISTORY_REPORT"); path != "" {
 		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 		require.NoError(t, err)
-		_, _ = fmt.Fprintf(f, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n", t.Name(), ran.Round(time.Second), cfg.seed,
+		// Clock faults come in pairs: a jump and the return.
+		_, _ = fmt.Fprintf(f, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n", t.Name(), ran.Round(time.Second), cfg.seed,
 			r.Ops, r.Indeterminate, r.Faults[history.FaultKill], r.Faults[history.FaultStop], r.Faults[history.FaultPartition],
-			r.Faults[history.FaultLatency], r.Faults[history.FaultClock], r.Jobs, r.Deliveries, len(r.Anomalies), strict)
+			r.Faults[history.FaultLatency], r.Faults[history.FaultClock]/2, r.Faults[history.FaultBackendKill], r.Jobs, r.Deliveries, len(r.Anomalies), strict)
 		require.NoError(t, f.Close())
 	}
 	return r
