@@ -59,6 +59,14 @@ func TestE2ENetworkFaults(t *testing.T) {
 // free loopback port to upstream, removed at cleanup.
 func newToxiproxy(t *testing.T, upstream string) *toxiclient.Proxy {
 	t.Helper()
+	return newToxiproxies(t, upstream, 1)[0]
+}
+
+// newToxiproxies runs a Toxiproxy server in process, with n proxies to
+// upstream, each on a free loopback port of its own (one per instance, so
+// that a fault of one leaves the others alone), removed at cleanup.
+func newToxiproxies(t *testing.T, upstream string, n int) []*toxiclient.Proxy {
+	t.Helper()
 	// Toxics log through zerolog's global logger, at trace level.
 	zerolog.SetGlobalLevel(zerolog.Disabled)
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
@@ -67,9 +75,13 @@ func newToxiproxy(t *testing.T, upstream string) *toxiclient.Proxy {
 		_ = srv.Collection.Clear()
 		api.Close()
 	})
-	p, err := toxiclient.NewClient(api.URL).CreateProxy("backend", "127.0.0.1:0", upstream)
-	require.NoError(t, err)
-	return p
+	ps := make([]*toxiclient.Proxy, n)
+	for i := range ps {
+		p, err := toxiclient.NewClient(api.URL).CreateProxy(fmt.Sprintf("backend-%d", i), "127.0.0.1:0", upstream)
+		require.NoError(t, err)
+		ps[i] = p
+	}
+	return ps
 }
 
 // faultPhase is one step of the fault program: a fault applied for a

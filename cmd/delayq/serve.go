@@ -134,6 +134,13 @@ const maxStreamsPerConnection = 100
 // leave it nil.
 var mutantStore func(core.Store, *slog.Logger) core.Store
 
+// instanceClock is the instance's clock: its engine, store and deliverers
+// read the time from it. Only the test binary built with the
+// delayq_testhooks tag (testhooks.go) replaces it, with a clock a test
+// moves at run time (the history checker's clock jumps of one instance);
+// release builds read the real clock.
+var instanceClock = core.RealClock
+
 // runServe runs the service until ctx is done, then shuts it down in order
 // within --shutdown-timeout (stopStack: the reverse of the start): the
 // drain, NATS intake, the gRPC streams, the HTTP server, the WebSocket
@@ -198,11 +205,11 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 // and applies the configuration file's topics; the engine's stop and the
 // webhook client's go on stops.
 func startEngine(ctx context.Context, cfg *serveConfig, log *slog.Logger, store core.Store, natsConn *nats.Conn, acc *access, obs *observability, stops *stopStack) (*core.Engine, error) {
-	hooks := webhook.New(webhook.Config{Logger: log, Clock: core.RealClock(), Destinations: acc.destinations})
+	hooks := webhook.New(webhook.Config{Logger: log, Clock: instanceClock(), Destinations: acc.destinations})
 	stops.pushFunc(hooks.CloseIdleConnections)
 	deliverers := map[string]core.Deliverer{core.DeliveryWebhook: hooks}
 	if natsConn != nil {
-		natsOut, err := natstransport.NewDeliverer(natstransport.DelivererConfig{Conn: natsConn, Logger: log, Clock: core.RealClock()})
+		natsOut, err := natstransport.NewDeliverer(natstransport.DelivererConfig{Conn: natsConn, Logger: log, Clock: instanceClock()})
 		if err != nil {
 			return nil, err
 		}
@@ -213,6 +220,7 @@ func startEngine(ctx context.Context, cfg *serveConfig, log *slog.Logger, store 
 	}
 	engine, err := core.NewEngine(core.EngineConfig{
 		Store:      store,
+		Clock:      instanceClock(),
 		Logger:     log,
 		Limits:     core.Limits{MaxBodyBytes: cfg.MaxBody, MaxBatch: cfg.MaxBatch},
 		Deliverers: deliverers,
@@ -428,7 +436,7 @@ func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logTo io
 		interval, _ := time.ParseDuration(cfg.Sync) // "always" gives 0: the default, unused
 		store, err := pebblestore.Open(pebblestore.Config{
 			Dir:              filepath.Join(cfg.DataDir, localDir),
-			Clock:            core.RealClock(),
+			Clock:            instanceClock(),
 			Retention:        cfg.Retention,
 			RetentionMaxJobs: cfg.RetentionMaxJobs,
 			SyncAlways:       cfg.Sync == "always",
@@ -449,7 +457,7 @@ func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logTo io
 			return fail(err)
 		}
 		log.Warn("memory backend: jobs are lost when the process exits")
-		store := memstore.New(memstore.Config{Clock: core.RealClock(), Retention: cfg.Retention})
+		store := memstore.New(memstore.Config{Clock: instanceClock(), Retention: cfg.Retention})
 		closers = append(closers, func() { closeStore(store, log) })
 		return store, natsConn, closeAll, nil
 	case backendRedis:
@@ -461,7 +469,7 @@ func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logTo io
 			return fail(fmt.Errorf("--redis-url: %w", err))
 		}
 		closers = append(closers, func() { _ = client.Close() })
-		store, err := redisstore.New(ctx, redisstore.Config{Client: client, Retention: cfg.Retention, Logger: log,
+		store, err := redisstore.New(ctx, redisstore.Config{Client: client, Clock: instanceClock(), Retention: cfg.Retention, Logger: log,
 			WaitReplicas: cfg.RedisWaitReplicas, WaitTimeout: cfg.RedisWaitTimeout})
 		if err != nil {
 			return fail(fmt.Errorf("redis store: %w", err))
@@ -547,7 +555,7 @@ func openNATSStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logT
 		Replicas:  cfg.NATSReplicas,
 		Upgrade:   cfg.NATSUpgrade,
 		Retention: cfg.Retention,
-		Clock:     core.RealClock(),
+		Clock:     instanceClock(),
 		Logger:    log,
 	}
 	if cfg.Backend == backendJetStream {

@@ -29,6 +29,20 @@ type Allowances struct {
 	// still take jobs of the topic: none on the local and Redis stores
 	// ("every claim after the answer sees it", docs/api.md, pause).
 	PauseBound time.Duration
+	// DelayOnInstanceClock allows a delay (a push's, a nack's) and a
+	// requeue's "now" to be counted on the clock of the instance that took
+	// the call, as moved by the history's clock faults (FaultClock): on
+	// Redis, due times and leases are judged on the server's clock, but
+	// the engine turns a delay into a run_at on its own (docs/reliability.md,
+	// "Histories checked against a model").
+	DelayOnInstanceClock bool
+	// TimesOnInstanceClock allows every time of a job, those its
+	// instances answer and those they judge (due times, lease expiries),
+	// to be off by the offset of a clock fault while the job lived: on
+	// NATS each instance reads its own clock for them (docs/backends.md,
+	// "Clocks"), so an instance X ahead may deliver X early and end
+	// another's lease X early.
+	TimesOnInstanceClock bool
 }
 
 // LocalAllowances are the local (Pebble) store's allowances with its
@@ -37,9 +51,18 @@ func LocalAllowances() Allowances {
 	return Allowances{AsyncWriteWindow: time.Second, ClockTolerance: 5 * time.Millisecond}
 }
 
+// NATSAllowances are the NATS store's on a cluster with R3 streams: every
+// write is answered once a majority stored it, a pause reaches the other
+// instances through a watch (within milliseconds, docs/api.md, pause; the
+// runs saw up to 0.3 s after a node's failover, hence 500 ms), and each
+// instance reads times on its own clock.
+func NATSAllowances() Allowances {
+	return Allowances{ClockTolerance: 5 * time.Millisecond, PauseBound: 500 * time.Millisecond, DelayOnInstanceClock: true, TimesOnInstanceClock: true}
+}
+
 // RedisAllowances are the Redis store's, with the Redis server kept up.
 func RedisAllowances() Allowances {
-	return Allowances{ClockTolerance: 5 * time.Millisecond}
+	return Allowances{ClockTolerance: 5 * time.Millisecond, DelayOnInstanceClock: true}
 }
 
 // AnomalyKind names what an anomaly broke.
@@ -60,6 +83,9 @@ const (
 	// AnomalyAttempt: a delivery's attempt did not count up by one, or
 	// went past max_attempts.
 	AnomalyAttempt AnomalyKind = "attempt"
+	// AnomalyRunAt: a push answered a run_at other than its invocation
+	// (or answer) plus its delay.
+	AnomalyRunAt AnomalyKind = "run_at off its delay"
 	// AnomalyNotLinearizable: no order of the job's operations gives its
 	// answers in the model (leases, states, attempts, dead jobs).
 	AnomalyNotLinearizable AnomalyKind = "not linearizable"
@@ -106,6 +132,7 @@ type checker struct {
 	a      Allowances
 	ops    []Op
 	kills  map[int][]time.Time // kill -9 times per instance
+	clocks map[int][]clockSpan // clock offsets per instance
 	end    time.Time
 	jobs   map[string][]jobEvent
 	topic  map[string]string
@@ -115,17 +142,56 @@ type checker struct {
 // Check checks a history against the model of the contract, with the
 // deployment's allowances.
 func Check(h *History, a Allowances) Report {
-	c := &checker{a: a, ops: h.Ops(), kills: map[int][]time.Time{}, jobs: map[string][]jobEvent{}, topic: map[string]string{}}
+	c := &checker{a: a, ops: h.Ops(), kills: map[int][]time.Time{}, clocks: map[int][]clockSpan{}, jobs: map[string][]jobEvent{}, topic: map[string]string{}}
 	c.report.Ops, c.report.Indeterminate, c.report.Faults = h.Counts()
-	for _, f := range h.Faults() {
+	faults := h.Faults()
+	for _, f := range faults {
 		if f.Kind == FaultKill {
 			c.kills[f.Instance] = append(c.kills[f.Instance], f.At)
 		}
 		c.end = maxTime(c.end, f.At)
 	}
 	for i := range c.ops {
+		c.end = maxTime(c.end, maxTime(c.ops[i].Call, c.ops[i].Return))
+	}
+	c.end = c.end.Add(time.Second)
+	// A clock offset lasts until the instance's next clock fault.
+	for i, f := range faults {
+		if f.Kind != FaultClock || f.Offset == 0 {
+			continue
+		}
+		span := clockSpan{from: f.At, to: c.end, offset: f.Offset}
+		for _, g := range faults[i+1:] {
+			if g.Kind == FaultClock && g.Instance == f.Instance {
+				span.to = g.At
+				break
+			}
+		}
+		c.clocks[f.Instance] = append(c.clocks[f.Instance], span)
+	}
+	// A subscriber's slot freed by a lease's expiry frees when its
+	// instance's clock reaches it: earlier, on a clock ahead.
+	moved := false
+	for i := range c.ops {
 		op := &c.ops[i]
-		c.end = maxTime(c.end, maxTime(op.Call, op.Return))
+		if !op.CallFromLease {
+			continue
+		}
+		ahead := time.Duration(0)
+		for _, s := range c.clocks[op.Instance] {
+			if s.offset > 0 && s.from.Before(op.Call) && s.to.After(op.Call.Add(-s.offset)) {
+				ahead = max(ahead, s.offset)
+			}
+		}
+		if ahead > 0 {
+			op.Call, moved = op.Call.Add(-ahead), true
+		}
+	}
+	if moved {
+		slices.SortStableFunc(c.ops, func(a, b Op) int { return a.Call.Compare(b.Call) })
+	}
+	for i := range c.ops {
+		op := &c.ops[i]
 		if op.ID != "" {
 			c.jobs[op.ID] = append(c.jobs[op.ID], jobEvent{op: op})
 			if op.Topic != "" && c.topic[op.ID] == "" {
@@ -141,7 +207,6 @@ func Check(h *History, a Allowances) Report {
 			c.report.Deliveries++
 		}
 	}
-	c.end = c.end.Add(time.Second)
 	c.report.Jobs = len(c.jobs)
 	ids := make([]string, 0, len(c.jobs))
 	for id := range c.jobs {
@@ -160,11 +225,15 @@ func (c *checker) add(kind AnomalyKind, id, format string, args ...any) {
 }
 
 // bound is the latest moment an operation may have taken effect: its
-// answer, or for one without, the next kill of its instance (a killed
-// process applies nothing more), else the end of the history.
+// answer, or for one without, its Until, else the next kill of its
+// instance (a killed process applies nothing more), else the end of the
+// history.
 func (c *checker) bound(op *Op) time.Time {
 	if !op.Return.IsZero() {
 		return op.Return
+	}
+	if !op.Until.IsZero() {
+		return op.Until
 	}
 	for _, k := range c.kills[op.Instance] {
 		if !k.Before(op.Call) {
@@ -204,18 +273,87 @@ func (c *checker) lostBetween(op *Op, t time.Time) bool {
 	return false
 }
 
+// clockSpan is a time during which an instance's clock was off by offset.
+type clockSpan struct {
+	from, to time.Time
+	offset   time.Duration
+}
+
+// offsets returns the least and the most offset of op's instance's clock
+// from the real time while op may have taken effect (0 included), when
+// the allowances count a delay on the instance's clock; else 0, 0.
+func (c *checker) offsets(op *Op) (lo, hi time.Duration) {
+	if !c.a.DelayOnInstanceClock {
+		return 0, 0
+	}
+	end := c.bound(op)
+	for _, s := range c.clocks[op.Instance] {
+		if s.from.Before(end) && s.to.After(op.Call) {
+			lo, hi = min(lo, s.offset), max(hi, s.offset)
+		}
+	}
+	return lo, hi
+}
+
+// tolerance is what the comparisons of times of a job's events allow: the
+// clock tolerance, and with TimesOnInstanceClock the largest offset of a
+// clock fault of any instance while the job lived.
+func (c *checker) tolerance(evs []jobEvent) time.Duration {
+	tol := c.a.ClockTolerance
+	if !c.a.TimesOnInstanceClock || len(evs) == 0 {
+		return tol
+	}
+	from, to := evs[0].op.Call, evs[0].op.Call
+	for _, e := range evs {
+		from, to = minTime(from, e.op.Call), maxTime(to, c.bound(e.op))
+		if e.d != nil {
+			to = maxTime(to, e.d.LeaseExpiresAt)
+		}
+	}
+	most := time.Duration(0)
+	for _, spans := range c.clocks {
+		for _, s := range spans {
+			if s.from.Before(to) && s.to.After(from) {
+				most = max(most, s.offset, -s.offset)
+			}
+		}
+	}
+	return tol + most
+}
+
 func (c *checker) checkJob(id string) {
 	evs := c.jobs[id]
 	c.checkModel(id, evs)
 	c.checkLost(id, evs)
+	c.checkRunAtAnswers(id, evs)
 	c.checkDeliveries(id, evs)
+}
+
+// checkRunAtAnswers: a put with a delay (none: due now) answers a run_at
+// between its invocation and its answer plus the delay (docs/api.md,
+// "delay"), on the clock of its instance where the allowances say so.
+func (c *checker) checkRunAtAnswers(id string, evs []jobEvent) {
+	tol := c.tolerance(evs)
+	for _, e := range evs {
+		op := e.op
+		if e.d != nil || !isPut(op) || !op.OK() || !op.RunAt.IsZero() || op.AnswerRunAt.IsZero() {
+			continue
+		}
+		lo, hi := c.offsets(op)
+		earliest, latest := op.Call.Add(op.Delay+lo-tol), op.Return.Add(op.Delay+hi+tol)
+		if op.AnswerRunAt.Before(earliest) || op.AnswerRunAt.After(latest) {
+			c.add(AnomalyRunAt, id, "%s with delay %s invoked at %s, answered %d at %s with run_at %s",
+				op.Kind, op.Delay, op.Call.Format(time.StampMilli), op.Status, op.Return.Format(time.StampMilli), op.AnswerRunAt.Format(time.StampMilli))
+		}
+	}
 }
 
 // isPut reports whether op creates or replaces a job.
 func isPut(op *Op) bool { return op.Kind == OpPush || op.Kind == OpReplace }
 
-// checkLost: the last version of a job answered 2xx is delivered, or
-// cancelled, or replaced by a push whose answer never came.
+// checkLost: the last version of a job answered 2xx is delivered (or read
+// dead since), or cancelled, or replaced by a push whose answer never
+// came.
 func (c *checker) checkLost(id string, evs []jobEvent) {
 	var last *Op
 	for _, e := range evs {
@@ -223,7 +361,8 @@ func (c *checker) checkLost(id string, evs []jobEvent) {
 			last = e.op
 		}
 	}
-	if last == nil {
+	// A job not due before the history ends need not have come.
+	if last == nil || c.dueAt(last).After(c.end) {
 		return
 	}
 	for _, e := range evs {
@@ -235,6 +374,12 @@ func (c *checker) checkLost(id string, evs []jobEvent) {
 			return
 		case e.d == nil && isPut(op) && op.Indeterminate() && op.Call.After(last.Call):
 			return
+		// Read dead since: delivered on its last attempt to a claim whose
+		// answer never came (the model checks that one may have taken
+		// it), or to a subscriber whose connection ended before it was
+		// sent, which released it.
+		case e.d == nil && op.Kind == OpGet && op.OK() && op.State == "dead" && op.Call.After(last.Return):
+			return
 		}
 	}
 	c.add(AnomalyLost, id, "%s answered %d at %s, never delivered nor cancelled", last.Kind, last.Status, last.Return.Format(time.StampMilli))
@@ -243,7 +388,7 @@ func (c *checker) checkLost(id string, evs []jobEvent) {
 // checkDeliveries checks each delivery against cancels, due times and the
 // delivery before it.
 func (c *checker) checkDeliveries(id string, evs []jobEvent) {
-	tol := c.a.ClockTolerance
+	tol := c.tolerance(evs)
 	var prev *jobEvent
 	for i := range evs {
 		e := &evs[i]
@@ -270,8 +415,8 @@ func (c *checker) checkDeliveries(id string, evs []jobEvent) {
 				check = false // an effect unknown, or taken back by a kill
 				break
 			}
-			if due == nil || dueAt(op).Before(at) {
-				due, at = op, dueAt(op)
+			if due == nil || c.dueAt(op).Before(at) {
+				due, at = op, c.dueAt(op)
 			}
 		}
 		// A put, nack or requeue concurrent with the claim may have taken
@@ -380,19 +525,23 @@ func (c *checker) lastBefore(evs []jobEvent, match func(*Op) bool, t time.Time) 
 	return out
 }
 
-// dueAt is the earliest moment a push, nack or requeue made its job due.
-func dueAt(op *Op) time.Time {
+// dueAt is the earliest moment a push, nack or requeue made its job due:
+// a push's answered run_at, else its run_at or delay; a nack's delay (or a
+// requeue's now) from its invocation, on its instance's clock where the
+// allowances say so.
+func (c *checker) dueAt(op *Op) time.Time {
+	lo, _ := c.offsets(op)
 	switch {
 	case op.Kind == OpNack:
-		return op.Call.Add(op.Delay)
+		return op.Call.Add(op.Delay + lo)
 	case op.Kind == OpRequeue:
-		return op.Call
+		return op.Call.Add(lo)
 	case !op.AnswerRunAt.IsZero():
 		return op.AnswerRunAt
 	case !op.RunAt.IsZero():
 		return op.RunAt
 	}
-	return op.Call.Add(op.Delay)
+	return op.Call.Add(op.Delay + lo)
 }
 
 // checkPauses: no claim begun after a pause's answer (and its bound) took
@@ -434,11 +583,12 @@ func (c *checker) checkPauses() {
 // checkModel checks the job's operations for linearizability against the
 // model.
 func (c *checker) checkModel(id string, evs []jobEvent) {
-	tol := int64(c.a.ClockTolerance)
+	tol := int64(c.tolerance(evs))
+	skewed := tol > int64(c.a.ClockTolerance)
 	var pops []porcupine.Operation
 	first := evs[0].op.Call
 	add := func(client int, op *Op, in *mInput) {
-		in.Call, in.Ret, in.Tolerance = op.Call.UnixNano(), c.bound(op).UnixNano(), tol
+		in.Call, in.Ret, in.Tolerance, in.Skewed = op.Call.UnixNano(), c.bound(op).UnixNano(), tol, skewed
 		in.Status = op.Status
 		pops = append(pops, porcupine.Operation{ClientId: client, Input: in, Call: in.Call, Return: in.Ret})
 	}
@@ -485,7 +635,7 @@ func (c *checker) checkModel(id string, evs []jobEvent) {
 	for i := range c.ops {
 		op := &c.ops[i]
 		if op.Kind == OpClaim && op.Indeterminate() && op.Topic == topic && c.bound(op).After(first) {
-			in := &mInput{Kind: mPhantom, Fragile: c.fragile(op), Descr: "claim without answer, " + op.Call.Format("15:04:05.000")}
+			in := &mInput{Kind: mPhantom, Fragile: c.fragile(op), Released: op.ReleasedAtClose, Descr: "claim without answer, " + op.Call.Format("15:04:05.000")}
 			add(op.Client, op, in)
 		}
 	}

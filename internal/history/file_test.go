@@ -9,14 +9,17 @@ import (
 
 // TestCheckFile checks again a history a run wrote (cmd/delayq's
 // DELAYQ_HISTORY_DUMP), named by DELAYQ_HISTORY_FILE, with the allowances
-// of DELAYQ_HISTORY_ALLOW (local, the default, or redis), and logs its
+// of DELAYQ_HISTORY_ALLOW (local, the default, redis or nats), and logs its
 // anomalies. Without DELAYQ_HISTORY_FILE it checks that a history survives
 // the JSON round trip with the same verdict.
 func TestCheckFile(t *testing.T) {
 	t.Parallel()
 	allow := LocalAllowances()
-	if os.Getenv("DELAYQ_HISTORY_ALLOW") == "redis" {
+	switch os.Getenv("DELAYQ_HISTORY_ALLOW") {
+	case "redis":
 		allow = RedisAllowances()
+	case "nats":
+		allow = NATSAllowances()
 	}
 	path := os.Getenv("DELAYQ_HISTORY_FILE")
 	if path == "" {

@@ -74,6 +74,20 @@ type Op struct {
 	// Call is when it was invoked, Return when its answer came (zero when
 	// none came).
 	Call, Return time.Time
+	// CallFromLease marks a subscriber's claim whose Call is the lease
+	// expiry of the delivery before (less 5 ms), as its instance answered
+	// it: the subscription frees that delivery's slot when the instance's
+	// clock reaches it, so a clock fault of the instance moves it.
+	CallFromLease bool `json:",omitempty"`
+	// ReleasedAtClose marks a subscriber's claim left without an answer
+	// by the end of its connection: what the server claimed for it is
+	// released at once, nacked with delay 0 (transports/wstransport,
+	// "Disconnects").
+	ReleasedAtClose bool `json:",omitempty"`
+	// Until, for an operation without an answer, is the latest moment it
+	// may take effect, when known: a released claim's connection end,
+	// plus the time a release may take.
+	Until time.Time `json:",omitzero"`
 	// Status is the HTTP status answered (for a batch item, the status its
 	// single route would have answered); 0 when no answer came, or when
 	// the answer does not say what happened (a 5xx: the store may have
@@ -117,6 +131,22 @@ const (
 	// FaultStop is a SIGSTOP of an instance, FaultCont its SIGCONT.
 	FaultStop FaultKind = "stop"
 	FaultCont FaultKind = "cont"
+	// FaultPartition cuts an instance off its backend (its connections
+	// refused and closed), FaultHeal ends the cut.
+	FaultPartition FaultKind = "partition"
+	FaultHeal      FaultKind = "heal"
+	// FaultLatency adds latency between an instance and its backend,
+	// FaultLatencyEnd removes it.
+	FaultLatency    FaultKind = "latency"
+	FaultLatencyEnd FaultKind = "latency-end"
+	// FaultBackendKill is a kill -9 of the backend's node that leads the
+	// job stream (Fault.Instance is the node), FaultBackendStart its
+	// restart.
+	FaultBackendKill  FaultKind = "backend-kill"
+	FaultBackendStart FaultKind = "backend-start"
+	// FaultClock moves an instance's clock to Fault.Offset from the real
+	// time (0: back to it).
+	FaultClock FaultKind = "clock"
 )
 
 // Fault is a fault injected at a moment of the run.
@@ -124,6 +154,9 @@ type Fault struct {
 	Kind     FaultKind
 	Instance int
 	At       time.Time
+	// Offset is a FaultClock's: the instance's clock minus the real time
+	// from At on.
+	Offset time.Duration `json:",omitempty"`
 }
 
 // History is a record of operations and faults, safe for concurrent use.

@@ -87,8 +87,15 @@ type mInput struct {
 	TTR       int64
 	Tolerance int64
 	Fragile   bool // an async write a kill right after may lose
-	Durable   bool // a write answered after its fsync
-	Descr     string
+	// Skewed marks an operation of a job that lived during a clock fault,
+	// on a store whose instances judge leases on their own clocks: one
+	// may see a lease ended that another still sees hold.
+	Skewed bool
+	// Released marks a phantom claim of a subscriber whose connection
+	// ended: what it claimed is released at once.
+	Released bool
+	Durable  bool // a write answered after its fsync
+	Descr    string
 }
 
 // expansions returns the states s may be in at a moment between call and
@@ -199,6 +206,16 @@ func apply(p modelState, in *mInput) []jobCore {
 			n := c
 			n.St, n.Attempt, n.Lease, n.Exp = stReserved, c.Attempt+1, unknownLease, in.Call+c.TTR
 			out = append(out, n)
+			if in.Released {
+				// Claimed for a subscriber whose connection ended, and
+				// released at once: a nack with delay 0.
+				r := c
+				r.Attempt = c.Attempt + 1
+				if r.Attempt >= c.Max {
+					r.St = stDead
+				}
+				out = append(out, r)
+			}
 		}
 		return out
 	case mAck, mNack, mTouch:
@@ -279,7 +296,8 @@ func step(state any, input, _ any) []any {
 		return out
 	}
 	var out []any
-	for _, p := range expansions(s, in) {
+	exps := expansions(s, in)
+	for _, p := range exps {
 		for _, n := range apply(p, in) {
 			ns := modelState{jobCore: n, Undo: p.Undo, NUndo: p.NUndo}
 			switch {
@@ -292,6 +310,17 @@ func step(state any, input, _ any) []any {
 				ns.NUndo++
 			}
 			out = append(out, ns)
+		}
+	}
+	// An instance whose clock is ahead of the one that claimed may see the
+	// lease ended and write nothing (a settle answered 409, a read): the
+	// lease still holds for the others.
+	if in.Skewed && len(exps) == 2 && exps[0].St == stReserved {
+		for _, n := range apply(exps[1], in) {
+			if n == exps[1].jobCore {
+				out = append(out, s)
+				break
+			}
 		}
 	}
 	return out

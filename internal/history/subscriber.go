@@ -35,6 +35,11 @@ type subFrame struct {
 	Code           string    `json:"code"`
 }
 
+// releaseBound is how long after a subscriber's connection ends the server
+// may still claim for it and release the claim: the release is a store
+// call, which a failing store holds up to its timeouts.
+const releaseBound = 5 * time.Second
+
 // subscribe runs a subscriber of topic as client number n until ctx is
 // done, connecting again when its instance goes.
 func (g *Generator) subscribe(ctx context.Context, n int, topic string) {
@@ -57,6 +62,7 @@ func (g *Generator) subscribe(ctx context.Context, n int, topic string) {
 // subscription is one connection of a subscriber.
 func (g *Generator) subscription(ctx context.Context, r *rand.Rand, n, inst int, url, topic string) {
 	since := time.Now() // the earliest the next delivery's claim may be
+	sinceLease := false // since is a lease expiry the instance answered
 	ws := "ws" + strings.TrimPrefix(url, "http") + "/v1/topics/" + topic + "/subscribe?prefetch=1"
 	dialCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	conn, resp, err := websocket.Dial(dialCtx, ws, nil)
@@ -109,7 +115,7 @@ func (g *Generator) subscription(ctx context.Context, r *rand.Rand, n, inst int,
 		flush(at)
 		left = nil
 		d := Delivery{ID: f.ID, Attempt: f.Attempt, Lease: f.Lease, RunAt: f.RunAt, LeaseExpiresAt: f.LeaseExpiresAt}
-		g.cfg.History.Add(Op{Client: n, Instance: inst, Kind: OpClaim, Topic: topic, Call: since, Return: at, Status: 200, Jobs: []Delivery{d}})
+		g.cfg.History.Add(Op{Client: n, Instance: inst, Kind: OpClaim, Topic: topic, Call: since, CallFromLease: sinceLease, Return: at, Status: 200, Jobs: []Delivery{d}})
 		g.mu.Lock()
 		g.held = append(g.held, held{id: d.ID, lease: d.Lease})
 		g.mu.Unlock()
@@ -125,12 +131,12 @@ func (g *Generator) subscription(ctx context.Context, r *rand.Rand, n, inst int,
 		default:
 			// Left to its lease: a close releases it as a nack would.
 			left = &Op{Client: n, Instance: inst, Kind: OpNack, ID: d.ID, Lease: d.Lease}
-			since = d.LeaseExpiresAt.Add(-5 * time.Millisecond)
+			since, sinceLease = d.LeaseExpiresAt.Add(-5*time.Millisecond), true
 			continue
 		}
 		sf, _ := json.Marshal(frame)
 		settle.Call = time.Now()
-		since = minTime(settle.Call, d.LeaseExpiresAt).Add(-5 * time.Millisecond)
+		since, sinceLease = minTime(settle.Call, d.LeaseExpiresAt).Add(-5*time.Millisecond), d.LeaseExpiresAt.Before(settle.Call)
 		open = append(open, settle)
 		if conn.Write(readCtx, websocket.MessageText, sf) != nil {
 			break
@@ -141,6 +147,9 @@ func (g *Generator) subscription(ctx context.Context, r *rand.Rand, n, inst int,
 		left.Call = time.Now()
 		g.cfg.History.Add(*left)
 	}
-	// A claim for the connection may have been made and not sent.
-	g.cfg.History.Add(Op{Client: n, Instance: inst, Kind: OpClaim, Topic: topic, Call: since})
+	// A claim for the connection may have been made and not sent: the
+	// server releases it once it sees the connection end, or leaves it to
+	// its lease when its store fails meanwhile (or it is killed).
+	g.cfg.History.Add(Op{Client: n, Instance: inst, Kind: OpClaim, Topic: topic, Call: since, CallFromLease: sinceLease,
+		ReleasedAtClose: true, Until: time.Now().Add(releaseBound)})
 }
