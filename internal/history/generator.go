@@ -61,6 +61,36 @@ type Generator struct {
 	all  map[string]string // every id pushed, to its topic
 	ids  []known           // recent ids, picked by the operations on jobs
 	held []held            // recent deliveries, settled ones (stale leases) too
+	// settling holds, by lease, when an HTTP client first sent an ack or
+	// nack of it: one of a subscriber's delivery gives the subscription
+	// its credit back at once (core.Subscription), which bounds the
+	// subscriber's next claim from below as the subscriber's own settle
+	// does.
+	settling map[string]time.Time
+}
+
+// settlingMax bounds the leases settling keeps.
+const settlingMax = 4096
+
+// sendingSettle records that an ack or nack of lease is about to be sent.
+func (g *Generator) sendingSettle(lease string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.settling == nil || len(g.settling) >= settlingMax {
+		g.settling = map[string]time.Time{}
+	}
+	if _, ok := g.settling[lease]; !ok {
+		g.settling[lease] = time.Now()
+	}
+}
+
+// settleSent returns when an HTTP client first sent an ack or nack of
+// lease, if one did.
+func (g *Generator) settleSent(lease string) (time.Time, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t, ok := g.settling[lease]
+	return t, ok
 }
 
 // known is a job id the generator pushed.
@@ -475,6 +505,9 @@ func (c *client) settle(kind Kind) {
 		body["delay"] = strconv.FormatInt(op.Delay.Milliseconds(), 10) + "ms"
 		body["error"] = "history"
 	}
+	if kind != OpTouch {
+		c.g.sendingSettle(h.lease)
+	}
 	answer, err := c.g.call(inst, url, &op, http.MethodPost, path, body)
 	if err == nil && kind == OpTouch && op.Status == http.StatusOK {
 		var a struct {
@@ -514,6 +547,7 @@ func (g *Generator) ackBatch(client, inst int, url string, items []held) {
 	acks := make([]map[string]string, len(items))
 	for i, h := range items {
 		acks[i] = map[string]string{"id": h.id, "lease": h.lease}
+		g.sendingSettle(h.lease)
 	}
 	var whole Op
 	answer, err := g.call(inst, url, &whole, http.MethodPost, "/v1/acks", map[string]any{"acks": acks})

@@ -13,8 +13,9 @@ import (
 
 // A subscriber is a WebSocket client of one topic with a prefetch of 1, so
 // that each delivery's claim is bounded below by the moment its credit came
-// back: the subscriber's settle of the delivery before (or that lease's
-// expiry), or its connection.
+// back: the subscriber's settle of the delivery before, an HTTP client's
+// ack or nack of it (through its instance, which gives the credit back at
+// once), that lease's expiry, or its connection.
 //
 // An ack or nack that succeeds is not answered on a WebSocket; one that
 // fails is answered with an error frame naming the job. So a settle is
@@ -79,8 +80,9 @@ func (g *Generator) subscription(ctx context.Context, r *rand.Rand, n, inst int,
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close(websocket.StatusNormalClosure, "") })
 	defer stop()
 	var (
-		open []Op // settles sent, not yet answered
-		left *Op  // a delivery left to its lease's expiry, as the nack a close would make
+		open []Op   // settles sent, not yet answered
+		left *Op    // a delivery left to its lease's expiry, as the nack a close would make
+		last string // the lease of the delivery before
 	)
 	flush := func(at time.Time) {
 		for i := range open {
@@ -114,11 +116,15 @@ func (g *Generator) subscription(ctx context.Context, r *rand.Rand, n, inst int,
 		}
 		flush(at)
 		left = nil
+		if t, ok := g.settleSent(last); ok && t.Before(since) {
+			since, sinceLease = t, false
+		}
 		d := Delivery{ID: f.ID, Attempt: f.Attempt, Lease: f.Lease, RunAt: f.RunAt, LeaseExpiresAt: f.LeaseExpiresAt}
 		g.cfg.History.Add(Op{Client: n, Instance: inst, Kind: OpClaim, Topic: topic, Call: since, CallFromLease: sinceLease, Return: at, Status: 200, Jobs: []Delivery{d}})
 		g.mu.Lock()
 		g.held = append(g.held, held{id: d.ID, lease: d.Lease})
 		g.mu.Unlock()
+		last = d.Lease
 
 		settle := Op{Client: n, Instance: inst, ID: d.ID, Lease: d.Lease}
 		frame := map[string]any{"id": d.ID, "lease": d.Lease}
@@ -146,6 +152,9 @@ func (g *Generator) subscription(ctx context.Context, r *rand.Rand, n, inst int,
 	if left != nil {
 		left.Call = time.Now()
 		g.cfg.History.Add(*left)
+	}
+	if t, ok := g.settleSent(last); ok && t.Before(since) {
+		since, sinceLease = t, false
 	}
 	// A claim for the connection may have been made and not sent: the
 	// server releases it once it sees the connection end, or leaves it to
