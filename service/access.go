@@ -21,6 +21,17 @@ func Allows(ctx context.Context, topic string) bool {
 	return id == nil || id.AllowsTopic(topic)
 }
 
+// Visible is e as the caller of ctx may see it: a conflict's existing job
+// only when Allows its topic, since ids are shared by every topic and a
+// job's body is not every caller's to read. Both APIs answer errors
+// through it.
+func Visible(ctx context.Context, e wire.Error) wire.Error {
+	if e.Job != nil && !Allows(ctx, e.Job.Topic) {
+		e.Job = nil
+	}
+	return e
+}
+
 // keepAllowed returns the items of list whose topic the caller of ctx may
 // use, in list's array.
 func keepAllowed[T any](ctx context.Context, list []T, topic func(T) string) []T {

@@ -56,16 +56,10 @@ func (s *Server) toConnectError(ctx context.Context, procedure string, err error
 	return ce
 }
 
-// apiError maps err with wire.ToError for the call's token: the existing
-// job of a conflict is shown only when the token may use its topic.
+// apiError maps err with wire.ToError as the call's token may see it
+// (service.Visible).
 func (s *Server) apiError(ctx context.Context, err error) wire.Error {
-	e := wire.ToError(err)
-	if e.Job != nil {
-		if !service.Allows(ctx, e.Job.Topic) {
-			e.Job = nil
-		}
-	}
-	return e
+	return service.Visible(ctx, wire.ToError(err))
 }
 
 // errorMessage is e as the delayq.v1.Error of a detail or a batch item.

@@ -26,18 +26,10 @@ func toAPIError(err error) wire.Error {
 	return e
 }
 
-// apiError maps err with toAPIError for the request's token: the existing
-// job of a conflict is shown only when the token may use its topic, since
-// ids are shared by every topic and the job's body is not the caller's to
-// read.
+// apiError maps err with toAPIError as the request's token may see it
+// (service.Visible).
 func (s *Server) apiError(r *http.Request, err error) wire.Error {
-	e := toAPIError(err)
-	if e.Job != nil {
-		if !service.Allows(r.Context(), e.Job.Topic) {
-			e.Job = nil
-		}
-	}
-	return e
+	return service.Visible(r.Context(), toAPIError(err))
 }
 
 // writeError answers err as the JSON error body with the status of
