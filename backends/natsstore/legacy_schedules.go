@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -31,18 +30,10 @@ func (s *Store) LegacySchedules(ctx context.Context) ([]*core.Schedule, error) {
 	if s.isClosed() {
 		return nil, core.ErrClosed
 	}
-	lister, err := s.kv.ListKeysFiltered(ctx, keySchedule+">")
+	names, err := s.keyNames(ctx, keySchedule, "legacy schedules")
 	if err != nil {
-		return nil, unavailable("list legacy schedules", err)
+		return nil, err
 	}
-	defer func() { _ = lister.Stop() }() // errs once the keys were all read
-	var names []string
-	for k := range lister.Keys() {
-		if name, ok := strings.CutPrefix(k, keySchedule); ok {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
 	list := make([]*core.Schedule, len(names))
 	err = s.each(ctx, len(names), func(i int) error {
 		sc, err := s.legacySchedule(ctx, names[i])

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -101,20 +100,17 @@ func (s *Store) ListRecords(ctx context.Context, kind string) ([]*core.Record, e
 	if s.isClosed() {
 		return nil, core.ErrClosed
 	}
-	prefix := keyRecord + kind + "."
-	lister, err := s.kv.ListKeysFiltered(ctx, prefix+">")
+	encoded, err := s.keyNames(ctx, keyRecord+kind+".", "records")
 	if err != nil {
-		return nil, unavailable("list records", err)
+		return nil, err
 	}
-	defer func() { _ = lister.Stop() }() // errs once the keys were all read
-	var names []string
-	for k := range lister.Keys() {
-		enc, _ := strings.CutPrefix(k, prefix)
+	names := make([]string, 0, len(encoded))
+	for _, enc := range encoded {
 		if name, err := base64.RawURLEncoding.DecodeString(enc); err == nil {
 			names = append(names, string(name))
 		}
 	}
-	slices.Sort(names)
+	slices.Sort(names) // by name, not by its encoding
 	list := make([]*core.Record, len(names))
 	err = s.each(ctx, len(names), func(i int) error {
 		r, err := s.GetRecord(ctx, kind, names[i])

@@ -133,18 +133,10 @@ func (s *Store) ListTopicConfigs(ctx context.Context) ([]*core.Topic, error) {
 	if s.isClosed() {
 		return nil, core.ErrClosed
 	}
-	lister, err := s.kv.ListKeysFiltered(ctx, keyConfig+">")
+	names, err := s.keyNames(ctx, keyConfig, "topic configurations")
 	if err != nil {
-		return nil, unavailable("list topic configurations", err)
+		return nil, err
 	}
-	defer func() { _ = lister.Stop() }() // errs once the keys were all read
-	var names []string
-	for k := range lister.Keys() {
-		if name, ok := strings.CutPrefix(k, keyConfig); ok {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
 	topics := make([]*core.Topic, len(names))
 	err = s.each(ctx, len(names), func(i int) error {
 		t, err := s.topicConfig(ctx, names[i])
@@ -372,4 +364,23 @@ func (s *Store) ListDeadJobs(ctx context.Context, params *core.ListDeadJobsParam
 		jobs = jobs[:params.Limit]
 	}
 	return jobs, nil
+}
+
+// keyNames lists the keys of the topics bucket under prefix and returns
+// what follows the prefix in each, sorted; what names the keys in the
+// error. Errors: ErrUnavailable.
+func (s *Store) keyNames(ctx context.Context, prefix, what string) ([]string, error) {
+	lister, err := s.kv.ListKeysFiltered(ctx, prefix+">")
+	if err != nil {
+		return nil, unavailable("list "+what, err)
+	}
+	defer func() { _ = lister.Stop() }() // errs once the keys were all read
+	var names []string
+	for k := range lister.Keys() {
+		if name, ok := strings.CutPrefix(k, prefix); ok {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
 }
