@@ -175,6 +175,9 @@ func await(ctx context.Context, f jetstream.PubAckFuture) (*jetstream.PubAck, er
 func (s *Store) put(ctx context.Context, in *core.Job, replace, absent bool) (core.PutResult, error) {
 	for range maxTries {
 		cur, err := s.load(ctx, in.ID)
+		if err == nil {
+			cur, err = s.afterFiring(ctx, in.ID, cur)
+		}
 		if err != nil {
 			return core.PutResult{}, err
 		}
@@ -235,14 +238,17 @@ func (s *Store) change(ctx context.Context, id string, cur *stored, f func(j *co
 	}
 	for range maxTries {
 		guess := cur != nil
+		var err error
 		if !guess {
-			var err error
 			if cur, err = s.load(ctx, id); err != nil {
 				return nil, nil, err
 			}
-			if cur == nil {
-				return nil, nil, fmt.Errorf("natsstore: job %q: %w", id, core.ErrNotFound)
-			}
+		}
+		if cur, err = s.afterFiring(ctx, id, cur); err != nil {
+			return nil, nil, err
+		}
+		if cur == nil {
+			return nil, nil, fmt.Errorf("natsstore: job %q: %w", id, core.ErrNotFound)
 		}
 		now := s.now()
 		j := cur.view(now)

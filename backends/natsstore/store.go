@@ -400,6 +400,53 @@ func (s *Store) lastMsg(ctx context.Context, filter string) (*jetstream.RawStrea
 	return &jetstream.RawStreamMsg{Subject: r.Message.Subject, Sequence: r.Message.Seq, Data: r.Message.Data}, nil
 }
 
+// firingMargin is how close to its time (by the store's clock) a
+// schedule must be for a write that replaces it to wait for its firing
+// first. nats-server may fire a schedule it has taken up even as a write
+// that purges it is stored (2.15.2; the history checker saw a cancel
+// answered 204 and the job's fired message delivered after it, and a
+// replace whose old schedule then fired over the new job): the fired
+// message, the job's newest, would undo the write. The server fires
+// schedules late (0-360 ms), never early, so a write more than this before
+// the time does not race.
+const firingMargin = 100 * time.Millisecond
+
+// firingWait bounds the wait for a schedule's firing.
+const firingWait = 2 * time.Second
+
+// afterFiring returns cur, the job's last message as read or guessed, or,
+// when cur is a schedule whose time is within firingMargin or past, the
+// job's last message once the server fired it (or anything else replaced
+// it), read again every 20 ms for at most firingWait (on the real clock,
+// the server's). A write against what it returns does not race the
+// schedule.
+func (s *Store) afterFiring(ctx context.Context, id string, cur *stored) (*stored, error) {
+	if cur == nil || !isSchedule(cur.kind) {
+		return cur, nil
+	}
+	at := cur.job.RunAt.Add(-s.cfg.Lead)
+	if cur.kind == kindLease {
+		at = cur.job.LeaseExpiresAt
+	}
+	if at.Sub(s.now()) > firingMargin {
+		return cur, nil
+	}
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for deadline := time.Now().Add(firingWait); time.Now().Before(deadline); {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		m, err := s.load(ctx, id)
+		if err != nil || m == nil || m.seq != cur.seq {
+			return m, err
+		}
+	}
+	return cur, nil
+}
+
 // message builds the write of j, in its new state at now, as the message
 // that replaces prev (nil: the job has none). The write holds only while
 // prev is still the job's last message (expected last subject sequence
