@@ -302,6 +302,20 @@ func startAPI(ctx context.Context, cfg *serveConfig, log *slog.Logger, engine *c
 	}
 	subscribers.Register(api)
 	grpcAPI.Register(api)
+	// NATS intake uses the NATS connection openStore gave (the NATS
+	// backend's, or startNATS's); it starts before the HTTP server, the
+	// last thing that can fail, and stops first.
+	var natsIn *natstransport.Intake
+	if natsConn != nil {
+		natsIn, err = natstransport.NewIntake(natstransport.IntakeConfig{Conn: natsConn, Engine: engine, Service: svc, Logger: log})
+		if err == nil {
+			err = natsIn.Start(ctx)
+		}
+		if err != nil {
+			return nil, err
+		}
+		log.Info("nats intake listening", "push", natsIn.PushSubject("<topic>"), "cancel", natsIn.CancelSubject())
+	}
 	// http.Server.Shutdown does not wait for WebSocket connections: their
 	// stop, after it, waits until each released what it held.
 	stops.push("websocket subscribers still closing at the shutdown timeout", subscribers.Stop)
@@ -309,18 +323,8 @@ func startAPI(ctx context.Context, cfg *serveConfig, log *slog.Logger, engine *c
 	// gRPC streams end before the HTTP server's shutdown, which would wait
 	// for them.
 	stops.push("grpc subscribers still closing at the shutdown timeout", grpcAPI.Stop)
-	// NATS intake uses the NATS connection openStore gave (the NATS
-	// backend's, or startNATS's).
-	if natsConn != nil {
-		natsIn, err := natstransport.NewIntake(natstransport.IntakeConfig{Conn: natsConn, Engine: engine, Service: svc, Logger: log})
-		if err == nil {
-			err = natsIn.Start(ctx)
-		}
-		if err != nil {
-			return nil, err
-		}
+	if natsIn != nil {
 		stops.push("nats intake stopped before answering every message it had received", natsIn.Stop)
-		log.Info("nats intake listening", "push", natsIn.PushSubject("<topic>"), "cancel", natsIn.CancelSubject())
 	}
 	return serveErr, nil
 }
