@@ -165,12 +165,13 @@ func (s *Store) GetJob(ctx context.Context, id string) (*core.Job, error) {
 	}
 	n := s.keys.shardOf(id)
 	res, err := s.run(ctx, []call{s.shardCall(scriptGet, n, id)})[0].Slice()
-	if err == nil && len(res) != 1 {
+	if err == nil && len(res) != 2 {
 		err = errShortReply
 	}
 	if err != nil {
 		return nil, unavailable("get job", err)
 	}
+	now := msTime(s.sawServerNow(res[1]))
 	flat := asSlice(res[0])
 	if len(flat) == 0 {
 		return nil, fmt.Errorf("redisstore: job %q: %w", id, core.ErrNotFound)
@@ -179,7 +180,7 @@ func (s *Store) GetJob(ctx context.Context, id string) (*core.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	return view(j, s.serverTime()), nil
+	return view(j, now), nil
 }
 
 // CancelJob implements core.Store. Not idempotent: a second cancel gets
@@ -392,13 +393,14 @@ func (s *Store) getJobs(ctx context.Context, what string, ids []string) (map[str
 	got := make(map[string]*core.Job, len(ids))
 	for i, cmd := range s.run(ctx, calls) {
 		res, err := cmd.Slice()
-		if err == nil && len(res) != len(byShard[order[i]]) {
+		if err == nil && len(res) != len(byShard[order[i]])+1 {
 			err = errShortReply
 		}
 		if err != nil {
 			return nil, unavailable(what, err)
 		}
-		for k, r := range res {
+		s.sawServerNow(res[len(res)-1]) // the view below is as of the server's time
+		for k, r := range res[:len(res)-1] {
 			flat := asSlice(r)
 			if len(flat) == 0 {
 				continue
