@@ -90,7 +90,7 @@ func TestE2EHistory(t *testing.T) {
 	t.Run("local", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
-		d := newHistoryDeployment(t, historyBinary(t), nil, 1, func(int) []string {
+		d := newHistoryDeployment(t, binary(t), nil, 1, func(int) []string {
 			return []string{"--backend", backendLocal, "--data", dir, "--nats-listen", "off"}
 		})
 		r := runHistory(t, d, cfg, history.LocalAllowances())
@@ -104,7 +104,7 @@ func TestE2EHistory(t *testing.T) {
 		t.Cleanup(rs.Kill)
 		// Each instance reaches Redis through a proxy of its own.
 		proxies := newToxiproxies(t, strings.TrimPrefix(rs.URL(), "redis://"), 3)
-		d := newHistoryDeployment(t, historyBinary(t), nil, 3, func(i int) []string {
+		d := newHistoryDeployment(t, binary(t), nil, 3, func(i int) []string {
 			return []string{"--backend", "redis", "--redis-url", "redis://" + proxies[i].Listen, "--nats-listen", "off"}
 		})
 		d.proxies = proxies
@@ -137,7 +137,7 @@ func testHistoryNATS(t *testing.T, cfg historyConfig) {
 			c.Kill(i)
 		}
 	})
-	d := newHistoryDeployment(t, historyBinary(t), nil, 3, func(int) []string {
+	d := newHistoryDeployment(t, binary(t), nil, 3, func(int) []string {
 		return []string{"--backend", "nats", "--nats-url", c.URLs(), "--nats-replicas", "3", "--nats-listen", "off"}
 	})
 	d.nats = c
@@ -169,7 +169,7 @@ func testHistorySentinel(t *testing.T, cfg historyConfig) {
 	g, err := redistest.StartSentinel(2, 3, redistest.Options{Dir: t.TempDir(), AppendFsync: "everysec"})
 	require.NoError(t, err)
 	t.Cleanup(g.Stop)
-	d := newHistoryDeployment(t, historyBinary(t), nil, 3, func(int) []string {
+	d := newHistoryDeployment(t, binary(t), nil, 3, func(int) []string {
 		return []string{"--backend", "redis", "--redis-url", g.URL(), "--redis-wait-replicas", "1", "--redis-wait-timeout", "500ms", "--nats-listen", "off"}
 	})
 	d.sentinel = g
@@ -615,34 +615,6 @@ func runHistory(t *testing.T, d *historyDeployment, cfg historyConfig, allow his
 		require.NoError(t, f.Close())
 	}
 	return r
-}
-
-// buildHistoryBinary builds the delayq binary of the history runs: with the
-// delayq_testhooks tag (testhooks.go: the clock a test moves), and with
-// -race when the tests run with it.
-var buildHistoryBinary = sync.OnceValues(func() (string, error) {
-	bin := filepath.Join(binDir, "delayq-testhooks")
-	args := []string{"build", "-tags", "delayq_testhooks", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build -tags delayq_testhooks: %w\n%s", err, out)
-	}
-	return bin, nil
-})
-
-// historyBinary returns the path of the history runs' binary, building it
-// if need be.
-func historyBinary(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("end-to-end test: builds and runs the binary")
-	}
-	bin, err := buildHistoryBinary()
-	require.NoError(t, err)
-	return bin
 }
 
 // buildMutants builds the delayq binary with the delayq_mutants tag

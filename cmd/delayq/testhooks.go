@@ -11,7 +11,7 @@ import (
 	"github.com/delayq/delayq/core"
 )
 
-// This file is built only into the test binaries of the history runs
+// This file is built only into the binary of cmd/delayq's end-to-end tests
 // (go build -tags delayq_testhooks): a clock a test moves at run time.
 // System clock tools do not reach a Go binary's clock alone, and moving
 // the machine's clock moves the backend's and the checker's too. The
