@@ -38,8 +38,9 @@ type subFrame struct {
 
 // releaseBound is how long after a subscriber's connection ends the server
 // may still claim for it and release the claim: the release is a store
-// call, which a failing store holds up to its timeouts.
-const releaseBound = 5 * time.Second
+// call, which the server bounds by its op timeout (wstransport's
+// OpTimeoutDefault, 10 s) and a failing or loaded store may take all of.
+const releaseBound = 12 * time.Second
 
 // subscribe runs a subscriber of topic as client number n until ctx is
 // done, connecting again when its instance goes.
