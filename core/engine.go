@@ -112,8 +112,8 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		topics:      map[string]*Topic{},
 	}
 	e.dispatch = dispatchers{e: e, changed: make(chan struct{}, 1)}
-	e.schedules = scheduler{e: e, wake: make(chan struct{}, 1)}
-	e.refresh = topicRefresh{e: e, every: cmp.Or(cfg.TopicRefresh, 2*time.Second), wake: make(chan struct{}, 1)}
+	e.schedules = scheduler{e: e, life: startStop{wake: make(chan struct{}, 1)}}
+	e.refresh = topicRefresh{e: e, every: cmp.Or(cfg.TopicRefresh, 2*time.Second), life: startStop{wake: make(chan struct{}, 1)}}
 	e.notices.e = e
 	return e, nil
 }

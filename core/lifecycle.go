@@ -42,9 +42,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 type topicRefresh struct {
 	e     *Engine
 	every time.Duration
-	life  startStop
-	// wake asks the loop to read the topics now.
-	wake chan struct{}
+	life  startStop // its wake asks the loop to read the topics now
 }
 
 // Start runs the loop and returns at once. Errors: errStarted.
@@ -55,12 +53,7 @@ func (r *topicRefresh) Start(ctx context.Context) error { return r.life.start(ct
 func (r *topicRefresh) Stop(ctx context.Context) error { return r.life.stop(ctx) }
 
 // readNow asks the loop to read the topics again now.
-func (r *topicRefresh) readNow() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-}
+func (r *topicRefresh) readNow() { r.life.nudge() }
 
 func (r *topicRefresh) run(ctx context.Context) {
 	e := r.e
@@ -71,7 +64,7 @@ func (r *topicRefresh) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.Chan():
-		case <-r.wake:
+		case <-r.life.wake:
 		}
 		if err := e.loadTopics(ctx); err != nil && ctx.Err() == nil {
 			e.log.Warn("engine: topic refresh failed", "err", err)

@@ -156,9 +156,7 @@ func (e *Engine) slotJob(s *Schedule, slot, now time.Time) (*Job, error) {
 // schedule's cursor makes one of them fire each slot.
 type scheduler struct {
 	e    *Engine
-	life startStop
-	// wake asks the loop to look at the schedules now.
-	wake chan struct{}
+	life startStop // its wake asks the loop to look at the schedules now
 }
 
 // Start runs the loop and returns at once. Errors: errStarted.
@@ -169,12 +167,7 @@ func (sc *scheduler) Start(ctx context.Context) error { return sc.life.start(ctx
 func (sc *scheduler) Stop(ctx context.Context) error { return sc.life.stop(ctx) }
 
 // lookNow asks the loop to look at the schedules now, after a change.
-func (sc *scheduler) lookNow() {
-	select {
-	case sc.wake <- struct{}{}:
-	default:
-	}
-}
+func (sc *scheduler) lookNow() { sc.life.nudge() }
 
 func (sc *scheduler) run(ctx context.Context) {
 	t := sc.e.clock.NewTimer(0)
@@ -184,7 +177,7 @@ func (sc *scheduler) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.Chan():
-		case <-sc.wake:
+		case <-sc.life.wake:
 		}
 		wait := sc.fireDue(ctx)
 		t.Stop()

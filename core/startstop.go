@@ -12,6 +12,9 @@ import (
 // and waits for the loop to return. No context is kept: only the cancel
 // and a channel closed when the loop returned.
 type startStop struct {
+	// wake asks the loop to run a round now (nudge), when its owner made it.
+	wake chan struct{}
+
 	mu      sync.Mutex
 	started bool
 	stopped bool
@@ -67,5 +70,14 @@ func (s *startStop) wait() {
 	s.mu.Unlock()
 	if done != nil {
 		<-done
+	}
+}
+
+// nudge asks the loop to run a round now; a nudge while one is pending,
+// or before start, is dropped.
+func (s *startStop) nudge() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
 	}
 }
