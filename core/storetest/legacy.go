@@ -13,11 +13,14 @@ import (
 
 // LegacySchedule returns a schedule as the release before records stored
 // it, fired once: a store's migration test writes it in the store's
-// earlier format and checks it with RequireScheduleMigrated.
+// earlier format and checks it with RequireScheduleMigrated. Its only
+// slots are on 29 February, so that the engine the check starts, on the
+// real clock, fires nothing between the migration and the read of the
+// cursor.
 func LegacySchedule(name string) *core.Schedule {
 	now := core.StoreTime(time.Now())
 	return &core.Schedule{
-		Name: name, Cron: "*/5 * * * *", TimeZone: "Europe/Paris", Topic: "reports",
+		Name: name, Cron: "0 0 29 2 *", TimeZone: "Europe/Paris", Topic: "reports",
 		Job:       core.ScheduleJob{Body: json.RawMessage(`{"report":"daily"}`), Key: "k", TTR: 45 * time.Second, MaxAttempts: 3},
 		Missed:    core.MissedAll,
 		CreatedAt: now.Add(-time.Hour), UpdatedAt: now.Add(-time.Hour),

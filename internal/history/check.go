@@ -21,6 +21,16 @@ type Allowances struct {
 	// Zero where every answered write is kept (Redis, whose server the
 	// runs do not kill).
 	AsyncWriteWindow time.Duration
+	// FailoverWindow is, on Redis under Sentinel with
+	// --redis-wait-replicas, how long before a kill -9 of the master a
+	// claim answered (or unanswered at it) may be lost with it: claims and
+	// lease expiries do not wait for replicas (docs/backends.md, "Waiting
+	// for replicas"), so the promoted replica may hand the delivery out
+	// again with the same attempt. A settle (ack, nack, touch) answered 2xx
+	// had a replica's confirmation, as had every write before it; one not
+	// answered 2xx may be lost. Zero where the backend's failover loses
+	// nothing answered (NATS R3) or no backend is killed.
+	FailoverWindow time.Duration
 	// ClockTolerance is allowed in every comparison of times: answers carry
 	// milliseconds (docs/api.md, "Wire forms"), and the clients, delayq and
 	// its backend read one machine's clock.
@@ -63,6 +73,16 @@ func NATSAllowances() Allowances {
 // RedisAllowances are the Redis store's, with the Redis server kept up.
 func RedisAllowances() Allowances {
 	return Allowances{ClockTolerance: 5 * time.Millisecond, DelayOnInstanceClock: true}
+}
+
+// SentinelAllowances are the Redis store's on a Sentinel-managed master
+// with --redis-wait-replicas 1, whose kill -9 loses the claims its
+// replicas had not received yet: replication on loopback lags by
+// milliseconds, a second covers a loaded machine.
+func SentinelAllowances() Allowances {
+	a := RedisAllowances()
+	a.FailoverWindow = time.Second
+	return a
 }
 
 // AnomalyKind names what an anomaly broke.
@@ -129,14 +149,16 @@ type jobEvent struct {
 
 // checker holds what the checks of one history share.
 type checker struct {
-	a      Allowances
-	ops    []Op
-	kills  map[int][]time.Time // kill -9 times per instance
-	clocks map[int][]clockSpan // clock offsets per instance
-	end    time.Time
-	jobs   map[string][]jobEvent
-	topic  map[string]string
-	report Report
+	a     Allowances
+	ops   []Op
+	kills map[int][]time.Time // kill -9 times per instance
+	// failovers are the kill -9 times of the backend's master or leader.
+	failovers []time.Time
+	clocks    map[int][]clockSpan // clock offsets per instance
+	end       time.Time
+	jobs      map[string][]jobEvent
+	topic     map[string]string
+	report    Report
 }
 
 // Check checks a history against the model of the contract, with the
@@ -146,8 +168,11 @@ func Check(h *History, a Allowances) Report {
 	c.report.Ops, c.report.Indeterminate, c.report.Faults = h.Counts()
 	faults := h.Faults()
 	for _, f := range faults {
-		if f.Kind == FaultKill {
+		switch f.Kind {
+		case FaultKill:
 			c.kills[f.Instance] = append(c.kills[f.Instance], f.At)
+		case FaultBackendKill:
+			c.failovers = append(c.failovers, f.At)
 		}
 		c.end = maxTime(c.end, f.At)
 	}
@@ -243,34 +268,48 @@ func (c *checker) bound(op *Op) time.Time {
 	return c.end
 }
 
-// fragile reports whether a kill -9 may have lost op's write: an async
-// write of the local store answered within the window before a kill of its
-// instance, or unanswered at it.
+// fragile reports whether a kill -9 may have lost op's write.
 func (c *checker) fragile(op *Op) bool {
-	if c.a.AsyncWriteWindow == 0 {
-		return false
-	}
-	for _, k := range c.kills[op.Instance] {
-		if k.Before(op.Call) {
-			continue
+	return !c.lostBy(op).IsZero()
+}
+
+// lostBy returns the first kill -9 that may have lost op's write, or the
+// zero time: on the local store, a kill of its instance with op's async
+// write answered within AsyncWriteWindow before it, or unanswered at it;
+// on a backend with a FailoverWindow, a kill of the master with op a claim
+// answered within the window before it (or unanswered at it), or a settle
+// not answered 2xx.
+func (c *checker) lostBy(op *Op) time.Time {
+	if c.a.AsyncWriteWindow > 0 {
+		for _, k := range c.kills[op.Instance] {
+			if k.Before(op.Call) {
+				continue
+			}
+			if op.Return.IsZero() || !op.Return.Before(k.Add(-c.a.AsyncWriteWindow)) {
+				return k
+			}
+			break
 		}
-		return op.Return.IsZero() || !op.Return.Before(k.Add(-c.a.AsyncWriteWindow))
 	}
-	return false
+	if c.a.FailoverWindow > 0 {
+		for _, k := range c.failovers {
+			if k.Before(op.Call) {
+				continue
+			}
+			if op.Return.IsZero() || (op.Kind == OpClaim && !op.Return.Before(k.Add(-c.a.FailoverWindow))) || (op.Kind != OpClaim && !op.OK()) {
+				return k
+			}
+			break
+		}
+	}
+	return time.Time{}
 }
 
 // lostBetween reports whether op's write may have been lost by a kill
 // before t.
 func (c *checker) lostBetween(op *Op, t time.Time) bool {
-	if !c.fragile(op) {
-		return false
-	}
-	for _, k := range c.kills[op.Instance] {
-		if !k.Before(op.Call) {
-			return k.Before(t)
-		}
-	}
-	return false
+	k := c.lostBy(op)
+	return !k.IsZero() && k.Before(t)
 }
 
 // clockSpan is a time during which an instance's clock was off by offset.
@@ -618,14 +657,19 @@ func (c *checker) checkModel(id string, evs []jobEvent) {
 		case OpGet:
 			in.Kind = mGet
 		case OpAck:
-			in.Kind, in.Fragile = mAck, c.fragile(op)
+			in.Kind = mAck
 		case OpNack:
-			in.Kind, in.Fragile = mNack, c.fragile(op)
+			in.Kind = mNack
 		case OpTouch:
-			in.Kind, in.Fragile = mTouch, c.fragile(op)
+			in.Kind = mTouch
 			in.Exp = op.LeaseExpiresAt.UnixNano()
 		default:
 			continue
+		}
+		if in.Kind == mAck || in.Kind == mNack || in.Kind == mTouch {
+			in.Fragile = c.fragile(op)
+			// A settle answered after a replica confirmed it.
+			in.Durable = c.a.FailoverWindow > 0 && op.OK()
 		}
 		in.Descr = describe(op)
 		add(op.Client, op, in)
@@ -639,15 +683,21 @@ func (c *checker) checkModel(id string, evs []jobEvent) {
 			add(op.Client, op, in)
 		}
 	}
-	// Kills of a store that loses its last async writes.
+	// Kills of a store that loses its last async writes, and of a
+	// master whose replicas may not have them.
+	var crashes []time.Time
 	if c.a.AsyncWriteWindow > 0 {
 		for _, ks := range c.kills {
-			for _, k := range ks {
-				if k.After(first) {
-					n := k.UnixNano()
-					pops = append(pops, porcupine.Operation{ClientId: -1, Input: &mInput{Kind: mCrash, Call: n, Ret: n, Descr: "kill -9"}, Call: n, Return: n})
-				}
-			}
+			crashes = append(crashes, ks...)
+		}
+	}
+	if c.a.FailoverWindow > 0 {
+		crashes = append(crashes, c.failovers...)
+	}
+	for _, k := range crashes {
+		if k.After(first) {
+			n := k.UnixNano()
+			pops = append(pops, porcupine.Operation{ClientId: -1, Input: &mInput{Kind: mCrash, Call: n, Ret: n, Descr: "kill -9"}, Call: n, Return: n})
 		}
 	}
 	switch porcupine.CheckOperationsTimeout(jobModel, pops, 10*time.Second) {

@@ -50,13 +50,15 @@ func (b *builder) get(id, state string, attempt, call, ret int) {
 
 func (b *builder) kill(ms int) { b.h.AddFault(Fault{Kind: FaultKill, At: b.at(ms)}) }
 
+func (b *builder) killMaster(ms int) { b.h.AddFault(Fault{Kind: FaultBackendKill, At: b.at(ms)}) }
+
 // TestCheckCorpus runs the checker over hand-written histories: valid ones,
 // the documented allowances among them, which it must accept, and invalid
 // ones, at least one of each anomaly kind, which it must reject with that
 // kind.
 func TestCheckCorpus(t *testing.T) {
 	t.Parallel()
-	local, redis, nats := LocalAllowances(), RedisAllowances(), NATSAllowances()
+	local, redis, nats, sentinel := LocalAllowances(), RedisAllowances(), NATSAllowances(), SentinelAllowances()
 	cases := []struct {
 		name  string
 		allow Allowances
@@ -168,6 +170,45 @@ func TestCheckCorpus(t *testing.T) {
 			b.claim("j", 2, "L2", 1100, 1110, 0)
 			b.settle(OpAck, "j", "L2", 1120, 1125, 204)
 		}, nil},
+		// docs/backends.md, Waiting for replicas: a claim does not wait,
+		// so a kill -9 of the master just after it may lose it, and the
+		// promoted replica hands out the same attempt again (the CI run
+		// that found it: attempt 2 answered 5 ms before the kill, and
+		// again after the failover).
+		{"sentinel: a claim lost by a kill of the master", sentinel, func(b *builder) {
+			b.push("j", 2, 0, 5, 0)
+			b.claim("j", 1, "L1", 10, 20, 0)
+			b.claim("j", 2, "L2", 1100, 1200, 0)
+			b.killMaster(1205)
+			b.settle(OpAck, "j", "L2", 1210, 1700, 0)
+			b.claim("j", 2, "L3", 1300, 2300, 0)
+			b.settle(OpAck, "j", "L3", 2400, 2405, 204)
+			b.get("j", "done", 2, 2500, 2501)
+		}, nil},
+		// A settle answered 2xx had a replica's confirmation, and so had
+		// the claim before it.
+		{"sentinel: an acked delivery again after a kill of the master", sentinel, func(b *builder) {
+			b.push("j", 3, 0, 5, 0)
+			b.claim("j", 1, "L1", 10, 20, 0)
+			b.settle(OpAck, "j", "L1", 30, 35, 204)
+			b.killMaster(40)
+			b.claim("j", 1, "L2", 1100, 1110, 0)
+		}, []AnomalyKind{AnomalyNotLinearizable}},
+		// The allowance is bounded: a claim answered long before the kill
+		// had reached the replicas.
+		{"sentinel: a claim answered long before a kill of the master, then lost", sentinel, func(b *builder) {
+			b.push("j", 3, 0, 5, 0)
+			b.claim("j", 1, "L1", 10, 20, 0)
+			b.killMaster(3000)
+			b.claim("j", 1, "L2", 3100, 3110, 0)
+		}, []AnomalyKind{AnomalyNotLinearizable}},
+		// Without it (Redis, no failover), the lost claim is an anomaly.
+		{"redis: a claim handed out twice with one attempt", redis, func(b *builder) {
+			b.push("j", 3, 0, 5, 0)
+			b.claim("j", 1, "L1", 10, 20, 0)
+			b.killMaster(30)
+			b.claim("j", 1, "L2", 100, 110, 0)
+		}, []AnomalyKind{AnomalyNotLinearizable}},
 		// Redis judges due times on its server's clock, but a delay is
 		// counted on the clock of the instance that took the call: one
 		// 2 s behind retries a nack's job up to 2 s early, and answers a

@@ -66,7 +66,7 @@ const (
 	mNack
 	mTouch
 	mRequeue
-	mCrash // a kill -9 of an instance whose store loses its last async writes
+	mCrash // a kill -9 that may lose the last writes: of a local store, of a Redis master
 )
 
 func (k mKind) String() string {
