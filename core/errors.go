@@ -85,19 +85,29 @@ func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 // ExistsConflict is the conflict of a create of id over job, which exists
 // and is not finished.
 func ExistsConflict(id string, job *Job) *ConflictError {
-	return &ConflictError{Job: job, Message: fmt.Sprintf("job %q already exists", id)}
+	return &ConflictError{Job: job, Message: conflictSubject(id, job) + " already exists"}
 }
 
 // ReservedConflict is the conflict of a replace or cancel of id over job,
 // whose delivery is in progress.
 func ReservedConflict(id string, job *Job) *ConflictError {
-	return &ConflictError{Job: job, Message: fmt.Sprintf("job %q is reserved", id)}
+	return &ConflictError{Job: job, Message: conflictSubject(id, job) + " is reserved"}
 }
 
 // NotDeadConflict is the conflict of a requeue of id over job, which is in
 // state, not dead.
 func NotDeadConflict(id string, job *Job, state State) *ConflictError {
-	return &ConflictError{Job: job, Message: fmt.Sprintf("job %q is %s, not dead", id, state)}
+	return &ConflictError{Job: job, Message: fmt.Sprintf("%s is %s, not dead", conflictSubject(id, job), state)}
+}
+
+// conflictSubject names the job of a conflict as its client knows it: a
+// job of a unique_keys topic by its key and topic (its id, KeyID's, was
+// never the client's), any other by its id.
+func conflictSubject(id string, job *Job) string {
+	if job != nil && job.Key != "" && id == KeyID(job.Topic, job.Key) {
+		return fmt.Sprintf("the job of key %q in topic %q (id %q)", job.Key, job.Topic, id)
+	}
+	return fmt.Sprintf("job %q", id)
 }
 
 // ErrNoRetry is matched by every NoRetryError.

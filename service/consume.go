@@ -50,7 +50,7 @@ func (s *Service) Ack(ctx context.Context, p *core.AckJobParams) error {
 	if err := s.AllowJob(ctx, p.ID); err != nil {
 		return err
 	}
-	return DescribeLease(s.engine.Ack(ctx, p), p.ID)
+	return s.describeLease(ctx, s.engine.Ack(ctx, p), p.ID)
 }
 
 // Nack fails the delivery of p: the job is retried after p.Delay (default:
@@ -59,7 +59,7 @@ func (s *Service) Nack(ctx context.Context, p *core.NackParams) error {
 	if err := s.AllowJob(ctx, p.ID); err != nil {
 		return err
 	}
-	return DescribeLease(s.engine.Nack(ctx, p), p.ID)
+	return s.describeLease(ctx, s.engine.Nack(ctx, p), p.ID)
 }
 
 // Touch extends the lease of p's delivery by the job's ttr and returns the
@@ -69,7 +69,7 @@ func (s *Service) Touch(ctx context.Context, p *core.TouchJobParams) (*core.Job,
 		return nil, err
 	}
 	job, err := s.engine.Touch(ctx, p)
-	return job, DescribeLease(err, p.ID)
+	return job, s.describeLease(ctx, err, p.ID)
 }
 
 // AckBatch acks n deliveries (CheckBatch's bounds on acks), written

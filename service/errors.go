@@ -2,6 +2,7 @@ package service
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 
@@ -29,6 +30,41 @@ func Describe(err, target error, format string, args ...any) error {
 func DescribeLease(err error, id string) error {
 	err = Describe(err, core.ErrLeaseLost, "the lease of job %q is lost: the delivery expired, was finished or was handed out again", id)
 	return Describe(err, core.ErrNotFound, "job %q not found", id)
+}
+
+// describeLease is DescribeLease with the job read to say why a lease is
+// lost: a job never delivered has no lease to lose (the client's lease is
+// unknown, a typo or another job's), a reserved one was handed out again,
+// a finished one says how it ended. A batch's items keep DescribeLease's
+// message, without a read each.
+func (s *Service) describeLease(ctx context.Context, err error, id string) error {
+	if !errors.Is(err, core.ErrLeaseLost) {
+		return DescribeLease(err, id)
+	}
+	job, gerr := s.engine.Get(ctx, id)
+	if gerr != nil {
+		return DescribeLease(err, id)
+	}
+	var why string
+	switch {
+	case len(job.History) == 0:
+		return wire.WithMessage(fmt.Sprintf("the lease is unknown: job %q was never delivered (it is %s)", id, job.State), err)
+	case job.State == core.StateReserved:
+		why = fmt.Sprintf("the job was handed out again (attempt %d), after this delivery expired, or the lease is unknown", job.Attempt)
+	default:
+		last := job.History[len(job.History)-1]
+		why = fmt.Sprintf("the job is %s; its last delivery (attempt %d) %s", job.State, last.Attempt, cmp.Or(outcomeWords[last.Outcome], "ended"))
+	}
+	return wire.WithMessage(fmt.Sprintf("the lease of job %q is lost: %s", id, why), err)
+}
+
+// outcomeWords says how a delivery ended, for describeLease.
+var outcomeWords = map[string]string{
+	core.OutcomeAcked:        "was acked",
+	core.OutcomeRetried:      "was nacked, for a retry",
+	core.OutcomeBuried:       "was nacked for good",
+	core.OutcomeLeaseExpired: "expired unsettled",
+	core.OutcomeReleased:     "was released unsent",
 }
 
 // serverSide reports whether err is the server's fault (the backend is

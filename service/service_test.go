@@ -174,3 +174,49 @@ func TestAckBatchChecksEachItem(t *testing.T) {
 	require.EqualError(t, err, "acks must hold at least one item")
 	require.True(t, errors.Is(b.svc.CheckBatch("nacks", 5), core.ErrTooLarge))
 }
+
+// TestLeaseLostSaysWhy checks that a lost lease is explained from the job:
+// unknown on a job never delivered, handed out again, or how the last
+// delivery ended.
+func TestLeaseLostSaysWhy(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	res, err := b.svc.Push(ctx, push("mail"))
+	require.NoError(t, err)
+	id := res.Job.ID
+	err = b.svc.Ack(ctx, &core.AckJobParams{ID: id, Lease: "never-given"})
+	require.ErrorIs(t, err, core.ErrLeaseLost)
+	require.EqualError(t, err, `the lease is unknown: job "`+id+`" was never delivered (it is ready)`)
+
+	jobs, err := b.svc.Claim(ctx, &core.ClaimJobsParams{Topic: "mail", Max: 1})
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	err = b.svc.Ack(ctx, &core.AckJobParams{ID: id, Lease: "never-given"})
+	require.EqualError(t, err, `the lease of job "`+id+`" is lost: the job was handed out again (attempt 1), after this delivery expired, or the lease is unknown`)
+	require.NoError(t, b.svc.Ack(ctx, &core.AckJobParams{ID: id, Lease: jobs[0].Lease}))
+	err = b.svc.Ack(ctx, &core.AckJobParams{ID: id, Lease: jobs[0].Lease})
+	require.ErrorIs(t, err, core.ErrLeaseLost)
+	require.EqualError(t, err, `the lease of job "`+id+`" is lost: the job is done; its last delivery (attempt 1) was acked`)
+	_, err = b.svc.Touch(ctx, &core.TouchJobParams{ID: id, Lease: jobs[0].Lease})
+	require.EqualError(t, err, `the lease of job "`+id+`" is lost: the job is done; its last delivery (attempt 1) was acked`)
+}
+
+// TestKeyConflictNamesTheKey checks that a conflict over a unique_keys
+// job names its key and topic, not only the id delayq derived.
+func TestKeyConflictNamesTheKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	_, err := b.svc.PutTopic(ctx, &core.Topic{Name: "orders", UniqueKeys: core.UniqueKeysReject})
+	require.NoError(t, err)
+	p := push("orders")
+	p.Key = "order-7"
+	_, err = b.svc.Push(ctx, p)
+	require.NoError(t, err)
+	p = push("orders")
+	p.Key = "order-7"
+	_, err = b.svc.Push(ctx, p)
+	require.ErrorIs(t, err, core.ErrConflict)
+	require.EqualError(t, err, `the job of key "order-7" in topic "orders" (id "`+core.KeyID("orders", "order-7")+`") already exists`)
+}

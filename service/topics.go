@@ -80,10 +80,20 @@ func (s *Service) SetTopicPaused(ctx context.Context, name string, paused bool) 
 }
 
 // ListDead lists up to p.Limit dead jobs of p.Topic, oldest death first.
-// Errors: the engine's for a bad topic or limit, wire.ErrPermissionDenied.
+// Errors: the engine's for a bad topic or limit, wire.ErrPermissionDenied,
+// and, as GetTopic answers, core.ErrNotFound for a topic with neither jobs
+// nor configuration (a typo reads as one, not as a topic without dead
+// jobs).
 func (s *Service) ListDead(ctx context.Context, p *core.ListDeadJobsParams) ([]*core.Job, error) {
 	if err := s.AllowTopic(ctx, p.Topic); err != nil {
 		return nil, err
 	}
-	return s.engine.ListDead(ctx, p)
+	jobs, err := s.engine.ListDead(ctx, p)
+	if err != nil || len(jobs) > 0 {
+		return jobs, err
+	}
+	if _, err := s.engine.GetTopic(ctx, p.Topic); err != nil {
+		return nil, Describe(err, core.ErrNotFound, "topic %q not found", p.Topic)
+	}
+	return jobs, nil
 }

@@ -50,6 +50,9 @@ func mountUI(api *httptransport.Server, cfg *serveConfig, acc *access, addr net.
 	// The address typed without its slash: an open route of its own, since
 	// the mux's own redirect has no route to be open by.
 	api.Handle("GET "+strings.TrimSuffix(ui.Prefix, "/"), http.RedirectHandler(ui.Prefix, http.StatusMovedPermanently))
+	// The server's root, typed in a browser, leads to the UI; 302, not
+	// 301, since --ui off leaves it answering 404.
+	api.Handle("GET /{$}", http.RedirectHandler(ui.Prefix, http.StatusFound))
 	scheme := "http"
 	if acc.tls != nil {
 		scheme = "https"

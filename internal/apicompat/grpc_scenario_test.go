@@ -147,6 +147,7 @@ func runGRPCScenario(g *grpcRun) {
 	call("Nack", "its last attempt", consume, `{"id":"job-d","lease":"<lease-8>","error":"broken"}`)
 	call("ListDead", "dead", admin, `{"topic":"orders.d"}`)
 	call("ListDead", "a bad limit", admin, `{"topic":"orders.d","limit":-1}`)
+	call("ListDead", "a topic with neither jobs nor configuration", admin, `{"topic":"orders.nosuch"}`)
 	call("Requeue", "not dead", admin, `{"id":"job-3"}`)
 	call("Requeue", "requeue", admin, `{"id":"job-d"}`)
 	call("Requeue", "unknown", admin, `{"id":"nope"}`)

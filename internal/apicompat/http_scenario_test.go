@@ -100,6 +100,7 @@ func runHTTPScenario(h *httpRun) {
 	get("open", "/readyz", "")
 	get("open", "/v1/openapi.json", "")
 	get("redirect", "/ui", "")
+	get("the root, to the UI", "/", "")
 	get("page", "/ui/", "")
 	get("no such file", "/ui/nope.js", "")
 
@@ -208,6 +209,7 @@ func runHTTPScenario(h *httpRun) {
 	send("its last attempt", http.MethodPost, "/v1/jobs/job-d/nack", consume, `{"lease":"<lease-6>","error":"broken"}`)
 	get("dead", "/v1/topics/orders.d/dead", admin)
 	get("a bad limit", "/v1/topics/orders.d/dead?limit=many", admin)
+	get("a topic with neither jobs nor configuration", "/v1/topics/orders.nosuch/dead", admin)
 	send("not dead", http.MethodPost, "/v1/jobs/job-3/requeue", admin, "")
 	send("requeue", http.MethodPost, "/v1/jobs/job-d/requeue", admin, "")
 	send("unknown", http.MethodPost, "/v1/jobs/nope/requeue", admin, "")

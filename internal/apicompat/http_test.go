@@ -163,7 +163,7 @@ type operations struct {
 // route returns the operation req reaches, "" when none.
 func (o *operations) route(req *http.Request) string {
 	_, pattern := o.mux.Handler(req)
-	return pattern
+	return strings.TrimSuffix(pattern, "{$}")
 }
 
 // TestHTTPTranscript replays the HTTP scenario, with the WebSocket
@@ -262,7 +262,12 @@ func loadOperations(t *testing.T) *operations {
 			}
 			require.NoError(t, json.Unmarshal(raw, &op))
 			pattern := strings.ToUpper(method) + " " + path
-			o.mux.Handle(pattern, http.NotFoundHandler())
+			muxPattern := pattern
+			if path == "/" {
+				// The mux's "/" matches every path; "/{$}" is the root alone.
+				muxPattern += "{$}"
+			}
+			o.mux.Handle(muxPattern, http.NotFoundHandler())
 			o.list = append(o.list, pattern)
 			for code := range op.Responses {
 				if n, err := strconv.Atoi(code); err == nil {

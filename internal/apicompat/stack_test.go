@@ -120,6 +120,7 @@ func setup(t *testing.T) *testBundle {
 	}))
 	api.Handle("GET "+ui.Prefix, ui.Handler(ui.Config{Auth: true}))
 	api.Handle("GET "+strings.TrimSuffix(ui.Prefix, "/"), http.RedirectHandler(ui.Prefix, http.StatusMovedPermanently))
+	api.Handle("GET /{$}", http.RedirectHandler(ui.Prefix, http.StatusFound))
 	subscribers, err := wstransport.New(wstransport.Config{Engine: engine, Logger: log})
 	require.NoError(t, err)
 	grpcAPI, err := connecttransport.New(connecttransport.Config{Engine: engine, Service: svc, Logger: log, Tokens: tokens})

@@ -20,6 +20,7 @@ var routeOps = map[string]service.Op{
 	"GET /v1/openapi.json":             service.OpOpenAPI,
 	"GET /ui/":                         service.OpUI,
 	"GET /ui":                          service.OpUI, // redirects to /ui/
+	"GET /{$}":                         service.OpUI, // the root, redirects to /ui/
 	"POST /v1/jobs":                    service.OpPush,
 	"POST /v1/jobs/batch":              service.OpPushBatch,
 	"PUT /v1/jobs/{id}":                service.OpReplace,

@@ -263,6 +263,12 @@ func TestNackAndDead(t *testing.T) {
 			requireError(t, b.do(t, http.MethodGet, "/v1/topics/t/dead"+q, nil), http.StatusBadRequest, "invalid_argument", "limit")
 		}
 		requireError(t, b.do(t, http.MethodGet, "/v1/topics/a..b/dead", nil), http.StatusBadRequest, "invalid_argument", "topic")
+		// A topic with neither jobs nor configuration is not found, as
+		// GET /v1/topics/{topic} answers; one configured, without dead
+		// jobs, lists none.
+		e := requireError(t, b.do(t, http.MethodGet, "/v1/topics/nosuch/dead", nil), http.StatusNotFound, "not_found", "")
+		require.Equal(t, `topic "nosuch" not found`, e["error"].(map[string]any)["message"])
+		requireStatus(t, b.do(t, http.MethodPut, "/v1/topics/empty", map[string]any{"max_attempts": 2}), http.StatusOK)
 		res = b.do(t, http.MethodGet, "/v1/topics/empty/dead", nil)
 		requireStatus(t, res, http.StatusOK)
 		require.JSONEq(t, `{"jobs":[]}`, string(res.body))
