@@ -2,11 +2,11 @@ package memstore
 
 import (
 	"cmp"
-	"math"
 	"container/list"
 	"context"
 	"crypto/rand"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -50,7 +50,7 @@ type Store struct {
 
 	mu       sync.Mutex
 	closed   bool
-	seq      uint64        // orders entries that enter a queue at the same key
+	seq      uint64 // orders entries that enter a queue at the same key
 	jobs     map[string]*entry
 	records  map[string]map[string]*core.Record // kind -> name -> record
 	revision uint64                             // the last record revision given
