@@ -46,15 +46,15 @@ func requireWoken(t *testing.T, ch <-chan struct{}, what string) {
 }
 
 // requireNextNotAfter requires a Next that is zero (the store will
-// notify) or no later than at, and not before it by more than clockSlack:
-// a Next in the past would make a claim poll.
+// notify) or at, within clockSlack (a store that converts from a server's
+// clock), so that a claim neither wakes late nor polls.
 func requireNextNotAfter(t *testing.T, taken core.Taken, at time.Time) {
 	t.Helper()
 	require.Empty(t, taken.Jobs)
 	if taken.Next.IsZero() {
 		return
 	}
-	require.False(t, taken.Next.After(at.Add(earlySlack)), "Next %v after the earliest due time %v", taken.Next, at)
+	require.False(t, taken.Next.After(at.Add(clockSlack)), "Next %v after the earliest due time %v", taken.Next, at)
 	require.False(t, taken.Next.Before(at.Add(-clockSlack)), "Next %v well before the earliest due time %v", taken.Next, at)
 }
 
