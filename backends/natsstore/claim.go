@@ -329,8 +329,8 @@ func (q *topicQueue) isStopped(f *fetcher) bool {
 
 // monitor keeps held messages from going back to the stream (in-progress
 // acks, on the real clock as the server's AckWait) and stops the fetcher
-// once no claim came for idleRelease and none waits (on the store's clock,
-// as claims are).
+// once no claim came for idleRelease and none waits but on a pause (on
+// the store's clock, as claims are).
 func (q *topicQueue) monitor(f *fetcher, done chan struct{}) {
 	defer close(done)
 	tick := time.NewTicker(min(q.s.cfg.AckWait/4, idleRelease/2))
@@ -342,7 +342,8 @@ func (q *topicQueue) monitor(f *fetcher, done chan struct{}) {
 		case <-tick.C:
 		}
 		q.mu.Lock()
-		idle := q.s.now().Sub(q.lastClaim) > idleRelease && !q.s.notify.Watched(q.topic)
+		// A claim of a paused topic waits without the fetcher.
+		idle := q.s.now().Sub(q.lastClaim) > idleRelease && (!q.s.notify.Watched(q.topic) || q.s.pauses.paused(q.topic))
 		now := time.Now() // the server's AckWait runs on the real clock
 		for _, h := range []itemHeap{q.pending, q.ready.itemHeap} {
 			for _, it := range h {
