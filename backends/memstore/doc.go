@@ -5,10 +5,11 @@
 // One mutex guards everything. Each topic keeps a min-heap of scheduled jobs by
 // run_at, a heap of ready jobs by run_at, a heap of reserved jobs by lease
 // expiry and a list of dead jobs in order of death. Scheduled jobs are
-// promoted and expired leases handled lazily whenever a topic is looked at,
-// and, while claims wait on a topic, by one timer from the injected clock set
-// for the topic's next due time, so a fake clock drives promotion and nothing
-// polls. Finished jobs (done, cancelled) sit in one list in order of
+// promoted and expired leases handled lazily whenever a topic is looked at.
+// Claims wait in core.Claim: a take with nothing to give answers the topic's
+// next due time, for the claim's timer on the injected clock, and a change
+// that makes a job ready or due sooner notifies (core.Notifier), so a fake
+// clock drives promotion and nothing polls. Finished jobs (done, cancelled) sit in one list in order of
 // finishing and are dropped after the retention period.
 //
 // Counts read no job: the queues and the dead list know their lengths, and

@@ -83,7 +83,7 @@ func (s *Store) exportChunk(ids []string) ([]*core.Job, error) {
 		}
 	}
 	for tp := range touched {
-		s.changed(tp, now)
+		s.changed(tp)
 	}
 	return jobs, nil
 }
@@ -118,7 +118,7 @@ func (s *Store) ImportJobs(_ context.Context, jobs []*core.Job) ([]bool, error) 
 		}
 	}
 	for tp := range touched {
-		s.changed(tp, now)
+		s.changed(tp)
 	}
 	return imported, nil
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -49,17 +50,20 @@ type Store struct {
 
 	mu       sync.Mutex
 	closed   bool
-	done     chan struct{} // closed by Close
-	seq      uint64        // orders entries that enter a queue at the same key
+	seq      uint64 // orders entries that enter a queue at the same key
 	jobs     map[string]*entry
 	records  map[string]map[string]*core.Record // kind -> name -> record
 	revision uint64                             // the last record revision given
 	topics   map[string]*topic
 	rates    core.Buckets
 	finished list.List // *entry, done or cancelled, in order of finishing
+	notify   core.Notifier
 }
 
-var _ core.Store = (*Store)(nil)
+var (
+	_ core.Store       = (*Store)(nil)
+	_ core.ClaimSource = (*Store)(nil)
+)
 
 // New returns an empty store.
 func New(cfg Config) *Store {
@@ -67,7 +71,6 @@ func New(cfg Config) *Store {
 	return &Store{
 		clock:     cfg.Clock,
 		retention: cfg.Retention,
-		done:      make(chan struct{}),
 		jobs:      make(map[string]*entry),
 		records:   make(map[string]map[string]*core.Record),
 		topics:    make(map[string]*topic),
@@ -87,7 +90,7 @@ type entry struct {
 	elem  *list.Element // in the dead or finished list
 }
 
-// topic holds one topic's configuration, jobs and waiting claims.
+// topic holds one topic's configuration and jobs.
 type topic struct {
 	name      string
 	config    *core.Topic                    // nil when not configured
@@ -100,18 +103,9 @@ type topic struct {
 	reserved  queue                          // by lease expiry
 	dead      list.List                      // *entry, oldest death first
 	keys      map[string]map[*entry]struct{} // entries by business key
-	waiters   map[*waiter]struct{}
-	timer     core.Timer // armed while claims wait, for the next due time
-	timerAt   int64
-	timerGen  uint64
-}
-
-// waiter is a claim waiting for a topic's jobs.
-type waiter struct {
-	ch chan struct{} // buffered 1: a wake-up is never lost
-	// inFlightMax is the claim's ClaimJobsParams.InFlightMax: while the
-	// topic has that many reserved, ready jobs do not wake it.
-	inFlightMax int
+	// told is the earliest due time (queue key) the last empty take
+	// answered: a change that makes one earlier notifies.
+	told int64
 }
 
 func (s *Store) now() time.Time { return s.clock.Now().UTC() }
@@ -135,7 +129,7 @@ func (s *Store) PutJobs(_ context.Context, params *core.PutJobsParams) ([]core.P
 		results[i] = s.put(j, params.Replace && !params.IfAbsent, params.IfAbsent, now, touched)
 	}
 	for tp := range touched {
-		s.changed(tp, now)
+		s.changed(tp)
 	}
 	return results, nil
 }
@@ -209,11 +203,11 @@ func (s *Store) remove(e *entry) {
 func (s *Store) GetJob(_ context.Context, id string) (*core.Job, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, now, err := s.lookup(id)
+	e, _, err := s.lookup(id)
 	if err != nil {
 		return nil, err
 	}
-	s.changed(e.topic, now)
+	s.changed(e.topic)
 	return e.job.Clone(), nil
 }
 
@@ -227,7 +221,7 @@ func (s *Store) CancelJob(_ context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	defer s.changed(e.topic, now)
+	defer s.changed(e.topic)
 	switch e.job.State {
 	case core.StateDone, core.StateCancelled:
 		return fmt.Errorf("memstore: cancel %q: job is %s: %w", id, e.job.State, core.ErrNotFound)
@@ -239,62 +233,42 @@ func (s *Store) CancelJob(_ context.Context, id string) error {
 	return nil
 }
 
-// ClaimJobs implements core.Store. It returns an empty slice when params.Wait
-// or ctx runs out first. Errors: ErrInvalidArgument when params.Max < 1,
-// ErrClosed (also for a claim waiting when the store closes).
+// ClaimJobs implements core.Store: core.Claim over TakeJobs. Errors:
+// ErrInvalidArgument when params.Max < 1, ErrClosed (also for a claim
+// waiting when the store closes).
 func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]*core.Job, error) {
-	if params == nil || params.Max < 1 {
-		return nil, core.Invalid("max", "max must be at least 1")
-	}
-	w := &waiter{ch: make(chan struct{}, 1), inFlightMax: params.InFlightMax}
-	var (
-		timer    core.Timer
-		timedOut bool
-	)
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	return core.Claim(ctx, s, s.clock, params)
+}
+
+// TakeJobs implements core.ClaimSource. Errors: ErrClosed.
+func (s *Store) TakeJobs(_ context.Context, params *core.ClaimJobsParams) (core.Taken, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for {
-		if s.closed {
-			return nil, core.ErrClosed
-		}
-		now := s.now()
-		s.prune(now)
-		tp := s.topicFor(params.Topic)
-		s.promote(tp, now)
-		if ctx.Err() != nil {
-			s.changed(tp, now)
-			return []*core.Job{}, nil
-		}
-		jobs := []*core.Job{}
-		if !tp.paused {
-			jobs = s.take(tp, params.Room(tp.reserved.Len()), params.Via, now)
-		}
-		if len(jobs) > 0 || params.Wait <= 0 || timedOut {
-			s.changed(tp, now)
-			return jobs, nil
-		}
-		if timer == nil {
-			timer = s.clock.NewTimer(params.Wait)
-		}
-		tp.waiters[w] = struct{}{}
-		s.changed(tp, now)
-		s.mu.Unlock()
-		select {
-		case <-w.ch:
-		case <-timer.Chan():
-			timedOut = true
-		case <-ctx.Done():
-		case <-s.done:
-		}
-		s.mu.Lock()
-		delete(tp.waiters, w)
+	if s.closed {
+		return core.Taken{}, core.ErrClosed
 	}
+	now := s.now()
+	s.prune(now)
+	tp := s.topicFor(params.Topic)
+	defer s.maybeDrop(tp)
+	s.promote(tp, now)
+	room := 0
+	if !tp.paused {
+		room = params.Room(tp.reserved.Len())
+	}
+	jobs := s.take(tp, room, params.Via, now)
+	if len(jobs) > 0 {
+		return core.Taken{Jobs: jobs}, nil
+	}
+	t := core.Taken{Jobs: jobs, Full: !tp.paused && room == 0}
+	if tp.told = tp.nextDue(); tp.told != math.MaxInt64 {
+		t.Next = time.Unix(0, tp.told)
+	}
+	return t, nil
 }
+
+// ClaimNotifier implements core.ClaimSource.
+func (s *Store) ClaimNotifier() *core.Notifier { return &s.notify }
 
 // take reserves up to max ready jobs of tp, to be delivered by via.
 func (s *Store) take(tp *topic, max int, via string, now time.Time) []*core.Job {
@@ -339,7 +313,8 @@ func (s *Store) ack(params *core.AckJobParams) (core.SettleResult, error) {
 	}
 	s.unlink(e)
 	s.finish(e, core.StateDone, now)
-	s.changed(e.topic, now)
+	s.changed(e.topic)
+	s.notify.Freed(e.topic.name)
 	return e.job.Settled(), nil
 }
 
@@ -355,7 +330,8 @@ func (s *Store) RetryJob(_ context.Context, params *core.RetryJobParams) (core.S
 	s.unlink(e)
 	e.job.RetryFor(params, now)
 	s.enqueue(e, now)
-	s.changed(e.topic, now)
+	s.changed(e.topic)
+	s.notify.Freed(e.topic.name)
 	return e.job.Settled(), nil
 }
 
@@ -370,7 +346,8 @@ func (s *Store) BuryJob(_ context.Context, params *core.BuryJobParams) (core.Set
 	s.unlink(e)
 	e.job.Bury(params.Error, now)
 	s.kill(e)
-	s.changed(e.topic, now)
+	s.changed(e.topic)
+	s.notify.Freed(e.topic.name)
 	return e.job.Settled(), nil
 }
 
@@ -385,7 +362,7 @@ func (s *Store) TouchJob(_ context.Context, params *core.TouchJobParams) (*core.
 	}
 	e.job.LeaseExpiresAt = now.Add(e.job.TTR)
 	e.topic.reserved.fix(e, e.job.LeaseExpiresAt)
-	s.changed(e.topic, now)
+	s.changed(e.topic)
 	return e.job.Clone(), nil
 }
 
@@ -399,7 +376,7 @@ func (s *Store) RequeueJob(_ context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	defer s.changed(e.topic, now)
+	defer s.changed(e.topic)
 	if e.job.State != core.StateDead {
 		return core.NotDeadConflict(id, e.job.Clone(), e.job.State)
 	}
@@ -463,7 +440,7 @@ func (s *Store) listTopic(name string, list func(tp *topic) []*core.Job) ([]*cor
 		return []*core.Job{}, nil
 	}
 	s.promote(tp, now)
-	defer s.changed(tp, now)
+	defer s.changed(tp)
 	return list(tp), nil
 }
 
@@ -510,7 +487,7 @@ func (s *Store) GetTopic(_ context.Context, name string) (*core.Topic, error) {
 		return nil, fmt.Errorf("memstore: topic %q: %w", name, core.ErrNotFound)
 	}
 	s.promote(tp, now)
-	s.changed(tp, now)
+	s.changed(tp)
 	return tp.viewCounted(), nil
 }
 
@@ -545,7 +522,7 @@ func (s *Store) ListTopics(_ context.Context) ([]*core.Topic, error) {
 			continue
 		}
 		s.promote(tp, now)
-		s.changed(tp, now)
+		s.changed(tp)
 		topics = append(topics, tp.viewCounted())
 	}
 	slices.SortFunc(topics, func(a, b *core.Topic) int { return strings.Compare(a.Name, b.Name) })
@@ -563,7 +540,7 @@ func (s *Store) SetTopicPaused(_ context.Context, name string, paused bool) erro
 	tp.paused = paused
 	now := s.now()
 	s.promote(tp, now)
-	s.changed(tp, now)
+	s.changed(tp)
 	return nil
 }
 
@@ -603,10 +580,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	close(s.done)
-	for _, tp := range s.topics {
-		tp.stopTimer()
-	}
+	s.notify.Close()
 	return nil
 }
 
@@ -632,7 +606,7 @@ func (s *Store) leased(id, lease string) (*entry, time.Time, error) {
 		return nil, now, err
 	}
 	if e.job.State != core.StateReserved || lease == "" || e.job.Lease != lease {
-		s.changed(e.topic, now)
+		s.changed(e.topic)
 		return nil, now, fmt.Errorf("memstore: job %q: %w", id, core.ErrLeaseLost)
 	}
 	return e, now, nil
@@ -647,7 +621,7 @@ func (s *Store) topicFor(name string) *topic {
 			scheduled: queue{},
 			ready:     queue{byPriority: true},
 			reserved:  queue{},
-			waiters:   make(map[*waiter]struct{}),
+			told:      math.MaxInt64,
 		}
 		s.topics[name] = tp
 	}
@@ -736,58 +710,27 @@ func (s *Store) promote(tp *topic, now time.Time) {
 	}
 }
 
-// changed runs after tp changed: it wakes tp's waiting claims when jobs are
-// ready, arms tp's timer for the next due time while claims wait, and drops
-// tp once it holds nothing.
-func (s *Store) changed(tp *topic, now time.Time) {
-	if len(tp.waiters) == 0 {
-		tp.stopTimer()
-		s.maybeDrop(tp)
-		return
+// changed runs after tp changed: it notifies the claims of tp when jobs
+// are ready to take, or the next due time is earlier than the last empty
+// take answered, and drops tp once it holds nothing.
+func (s *Store) changed(tp *topic) {
+	if tp.ready.Len() > 0 && !tp.paused || tp.nextDue() < tp.told {
+		tp.told = math.MinInt64 // until a take answers again
+		s.notify.Notify(tp.name)
 	}
-	if tp.ready.Len() > 0 && !tp.paused {
-		for w := range tp.waiters {
-			if w.inFlightMax > 0 && tp.reserved.Len() >= w.inFlightMax {
-				continue
-			}
-			select {
-			case w.ch <- struct{}{}:
-			default:
-			}
-		}
-	}
-	var next int64
-	has := false
-	for _, q := range []*queue{&tp.scheduled, &tp.reserved} {
-		if q.Len() > 0 && (!has || q.peek().key < next) {
-			next, has = q.peek().key, true
-		}
-	}
-	if !has {
-		tp.stopTimer()
-		return
-	}
-	if tp.timer != nil && tp.timerAt == next {
-		return
-	}
-	tp.stopTimer()
-	tp.timerGen++
-	gen := tp.timerGen
-	tp.timerAt = next
-	tp.timer = s.clock.AfterFunc(time.Duration(max(next-now.UnixNano(), 0)), func() { s.fire(tp, gen) })
+	s.maybeDrop(tp)
 }
 
-// fire runs when tp's timer goes off.
-func (s *Store) fire(tp *topic, gen uint64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed || tp.timerGen != gen {
-		return
+// nextDue returns the earliest run_at of tp's scheduled jobs or lease
+// expiry of its reserved ones (Unix ns), math.MaxInt64 for none.
+func (tp *topic) nextDue() int64 {
+	next := int64(math.MaxInt64)
+	for _, q := range []*queue{&tp.scheduled, &tp.reserved} {
+		if q.Len() > 0 {
+			next = min(next, q.peek().key)
+		}
 	}
-	tp.timer = nil
-	now := s.now()
-	s.promote(tp, now)
-	s.changed(tp, now)
+	return next
 }
 
 // prune drops finished jobs past the retention period.
@@ -805,23 +748,15 @@ func (s *Store) prune(now time.Time) {
 	}
 }
 
-// maybeDrop forgets a topic that has no configuration, jobs or waiters.
+// maybeDrop forgets a topic that has no configuration or jobs; what its
+// waiting claims watch is the notifier's, by name.
 func (s *Store) maybeDrop(tp *topic) {
-	if !tp.visible() && len(tp.waiters) == 0 && s.topics[tp.name] == tp {
-		tp.stopTimer()
+	if !tp.visible() && s.topics[tp.name] == tp {
 		delete(s.topics, tp.name)
 	}
 }
 
 func (tp *topic) visible() bool { return tp.config != nil || tp.jobs > 0 || tp.paused }
-
-func (tp *topic) stopTimer() {
-	if tp.timer != nil {
-		tp.timer.Stop()
-		tp.timer = nil
-		tp.timerGen++
-	}
-}
 
 // view returns tp's configuration with its counts.
 func (tp *topic) view() *core.Topic {

@@ -94,9 +94,7 @@ type topicQueue struct {
 	pending   itemHeap   // held items by due time
 	ready     readyHeap  // held items due, most urgent first, moved by take
 	byID      map[string]*item
-	changed   chan struct{} // closed and replaced when items arrive
-	waiting   int           // claims in ClaimJobs
-	lastClaim time.Time
+	lastClaim time.Time // of the last take
 	cons      jetstream.Consumer
 	f         *fetcher // the running fetcher, nil when idle
 	// bounded is held by a claim under ClaimJobsParams.InFlightMax from
@@ -128,7 +126,7 @@ func (s *Store) queue(topic string) (*topicQueue, error) {
 	}
 	q := s.queues[topic]
 	if q == nil {
-		q = &topicQueue{s: s, topic: topic, byID: make(map[string]*item), changed: make(chan struct{})}
+		q = &topicQueue{s: s, topic: topic, byID: make(map[string]*item)}
 		q.room = sync.NewCond(&q.mu)
 		s.queues[topic] = q
 	}
@@ -331,7 +329,8 @@ func (q *topicQueue) isStopped(f *fetcher) bool {
 
 // monitor keeps held messages from going back to the stream (in-progress
 // acks, on the real clock as the server's AckWait) and stops the fetcher
-// once no claim came for idleRelease (on the store's clock, as claims are).
+// once no claim came for idleRelease and none waits but on a pause (on
+// the store's clock, as claims are).
 func (q *topicQueue) monitor(f *fetcher, done chan struct{}) {
 	defer close(done)
 	tick := time.NewTicker(min(q.s.cfg.AckWait/4, idleRelease/2))
@@ -343,7 +342,8 @@ func (q *topicQueue) monitor(f *fetcher, done chan struct{}) {
 		case <-tick.C:
 		}
 		q.mu.Lock()
-		idle := q.waiting == 0 && q.s.now().Sub(q.lastClaim) > idleRelease
+		// A claim of a paused topic waits without the fetcher.
+		idle := q.s.now().Sub(q.lastClaim) > idleRelease && (!q.s.notify.Watched(q.topic) || q.s.pauses.paused(q.topic))
 		now := time.Now() // the server's AckWait runs on the real clock
 		for _, h := range []itemHeap{q.pending, q.ready.itemHeap} {
 			for _, it := range h {
@@ -391,8 +391,7 @@ func (q *topicQueue) add(f *fetcher, msg jetstream.Msg) {
 		q.unhold(old)
 	}
 	q.push(&item{m: m, due: due, msg: msg, since: now})
-	close(q.changed)
-	q.changed = make(chan struct{})
+	q.s.notify.Notify(q.topic)
 }
 
 // push holds it, by its due time. q.mu must be held.
@@ -414,10 +413,11 @@ func (q *topicQueue) unhold(it *item) {
 
 // take pops up to max items due at now, the most urgent first (then by
 // due time). It also returns the due time of the next held item (zero if
-// none) and the channel closed on arrivals.
-func (q *topicQueue) take(max int, now time.Time) ([]*item, time.Time, <-chan struct{}) {
+// none): an arrival notifies.
+func (q *topicQueue) take(max int, now time.Time) ([]*item, time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.lastClaim = now
 	for len(q.pending) > 0 && !q.pending[0].due.After(now) {
 		it := heap.Pop(&q.pending).(*item)
 		it.ready = true
@@ -439,7 +439,7 @@ func (q *topicQueue) take(max int, now time.Time) ([]*item, time.Time, <-chan st
 	case len(q.pending) > 0:
 		next = q.pending[0].due
 	}
-	return items, next, q.changed
+	return items, next
 }
 
 // hold puts a taken item back; when the fetcher has stopped it releases
@@ -457,8 +457,7 @@ func (q *topicQueue) hold(it *item) {
 		return
 	}
 	q.push(it)
-	close(q.changed)
-	q.changed = make(chan struct{})
+	q.s.notify.Notify(q.topic)
 }
 
 // releaseAll gives every held message back to the stream at once.
@@ -516,142 +515,103 @@ func (q *topicQueue) stop() {
 	}
 }
 
-func (q *topicQueue) enter() {
-	q.mu.Lock()
-	q.waiting++
-	q.lastClaim = q.s.now()
-	q.mu.Unlock()
-}
+// primeWait bounds how long a take waits for a starting fetcher to take
+// what is available, so that it sees the whole backlog in run_at order.
+const primeWait = 5 * time.Second
 
-func (q *topicQueue) leave() {
-	q.mu.Lock()
-	q.waiting--
-	q.lastClaim = q.s.now()
-	q.mu.Unlock()
-}
-
-// ClaimJobs implements core.Store. The topic's fetcher holds due messages
-// until their run_at; a claim takes the due ones, the most urgent priority
-// first and in run_at order within one, and reserves each by publishing
-// its lease schedule against the due message (a compare-and-set), then
-// acknowledges the due message. It waits on the fetcher's arrivals and a
-// timer for the next due time, never polling. A claim of a paused topic
-// waits for the resume without running the fetcher. Errors: ErrInvalidArgument when params.Max < 1, ErrClosed (also
-// for a claim waiting when the store closes), ErrStorageFull when the disk
-// is full and its reserve spent down to the low mark (see "A full disk" in
-// the package doc) or JetStream is at its storage limit, ErrUnavailable
-// when JetStream fails and no job was claimed.
+// ClaimJobs implements core.Store: core.Claim over TakeJobs. Errors:
+// those of TakeJobs, and ErrInvalidArgument when params.Max < 1.
 func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]*core.Job, error) {
-	if params == nil || params.Max < 1 {
-		return nil, core.Invalid("max", "max must be at least 1")
-	}
+	return core.Claim(ctx, s, s.clock, params)
+}
+
+// ClaimNotifier implements core.ClaimSource.
+func (s *Store) ClaimNotifier() *core.Notifier { return &s.notify }
+
+// TakeJobs implements core.ClaimSource. The topic's fetcher holds due
+// messages until their run_at; a take starts it (waiting up to primeWait
+// for what is available at once), takes the due ones, the most urgent
+// priority first and in run_at order within one, and reserves each by
+// publishing its lease schedule against the due message (a
+// compare-and-set), then acknowledges the due message. With none it
+// answers the next held item's due time, and the fetcher's arrivals
+// notify, so nothing polls. A take of a paused topic takes nothing and
+// does not run the fetcher; the resume notifies. Errors: ErrClosed,
+// ErrStorageFull when the disk is full and its reserve spent down to the
+// low mark (see "A full disk" in the package doc) or JetStream is at its
+// storage limit, ErrUnavailable when JetStream fails and no job was
+// claimed.
+func (s *Store) TakeJobs(ctx context.Context, params *core.ClaimJobsParams) (core.Taken, error) {
 	q, err := s.queue(params.Topic)
 	if err != nil {
-		return nil, err
+		return core.Taken{}, err
 	}
-	deadline := s.now().Add(params.Wait)
-	for {
-		if paused, changed := s.pauses.state(params.Topic); paused {
-			if !s.waitChange(ctx, changed, deadline) {
-				if s.isClosed() {
-					return nil, core.ErrClosed
-				}
-				return []*core.Job{}, nil
-			}
-			continue
-		}
-		jobs, err := s.claimFrom(ctx, q, params, deadline)
-		if !errors.Is(err, errPaused) {
-			return jobs, err
-		}
+	if s.pauses.paused(params.Topic) {
+		return core.Taken{Jobs: []*core.Job{}}, nil
 	}
-}
-
-// claimFrom claims up to params.Max jobs of q's topic (its room under
-// params.InFlightMax), waiting until deadline for the first, with q's
-// fetcher running. Errors: those of ClaimJobs, and errPaused when the topic
-// gets paused while the claim waits.
-func (s *Store) claimFrom(ctx context.Context, q *topicQueue, params *core.ClaimJobsParams, deadline time.Time) ([]*core.Job, error) {
-	q.enter()
-	defer q.leave()
 	primed, err := q.ensureRunning()
 	if err != nil {
-		return nil, err
+		return core.Taken{}, err
 	}
-	primeWait := s.clock.NewTimer(max(deadline.Sub(s.now()), 5*time.Second))
 	select {
 	case <-primed:
-	case <-primeWait.Chan():
-	case <-ctx.Done():
-	case <-s.done:
-		primeWait.Stop()
-		return nil, core.ErrClosed
-	}
-	primeWait.Stop()
-	for {
-		if s.isClosed() {
-			return nil, core.ErrClosed
-		}
-		paused, pauseChanged := s.pauses.state(q.topic)
-		if paused {
-			return nil, errPaused
-		}
-		now := s.now()
-		jobs, took, next, changed, err := s.claimRoom(ctx, q, params, now)
-		if len(jobs) > 0 {
-			return jobs, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if took {
-			continue
-		}
-		if ctx.Err() != nil || !now.Before(deadline) {
-			return []*core.Job{}, nil
-		}
-		d := deadline.Sub(now)
-		if !next.IsZero() && next.Sub(now) < d {
-			d = next.Sub(now)
-		}
-		t := s.clock.NewTimer(d)
+	default:
+		t := s.clock.NewTimer(primeWait)
 		select {
-		case <-changed:
-		case <-pauseChanged:
+		case <-primed:
 		case <-t.Chan():
 		case <-ctx.Done():
 		case <-s.done:
 		}
 		t.Stop()
 	}
+	for {
+		if s.isClosed() {
+			return core.Taken{}, core.ErrClosed
+		}
+		taken, took, err := s.claimRoom(ctx, q, params, s.now())
+		if len(taken.Jobs) > 0 || (err == nil && !took) {
+			return taken, nil
+		}
+		if err != nil {
+			return core.Taken{}, err
+		}
+		// Every job taken had a newer message: look again.
+	}
 }
 
 // claimRoom takes and reserves up to params.Max of q's due items, fewer
 // under params.InFlightMax: took says whether it took any (their jobs may
-// all have gone meanwhile); otherwise next and changed say when to look
-// again. With InFlightMax it counts the topic's lease schedules first (one
-// request; a claim without it makes none), and a full topic makes it look
-// again within InFlightRecheck.
-func (s *Store) claimRoom(ctx context.Context, q *topicQueue, params *core.ClaimJobsParams, now time.Time) (jobs []*core.Job, took bool, next time.Time, changed <-chan struct{}, err error) {
+// all have gone meanwhile); otherwise taken says when to look again. With
+// InFlightMax it counts the topic's lease schedules first (one request; a
+// claim without it makes none), and a full topic makes it look again within
+// InFlightRecheck.
+func (s *Store) claimRoom(ctx context.Context, q *topicQueue, params *core.ClaimJobsParams, now time.Time) (taken core.Taken, took bool, err error) {
+	taken.Jobs = []*core.Job{}
 	room := params.Max
 	if params.InFlightMax > 0 {
 		q.bounded.Lock()
 		defer q.bounded.Unlock()
 		_, reserved, err := s.subjects(ctx, s.names.kindFilter(kindLease, q.topic), 0)
 		if err != nil {
-			return nil, false, time.Time{}, nil, err
+			return taken, false, err
 		}
 		if room = params.Room(reserved); room == 0 {
-			// Arrivals change nothing while the topic is full: only time.
-			return nil, false, now.Add(core.InFlightRecheck), nil, nil
+			// Another instance's delivery that ends notifies nothing.
+			taken.Full, taken.Next = true, now.Add(core.InFlightRecheck)
+			return taken, false, nil
 		}
 	}
-	items, next, changed := q.take(room, now)
+	items, next := q.take(room, now)
 	if len(items) == 0 {
-		return nil, false, next, changed, nil
+		taken.Next = next
+		return taken, false, nil
 	}
-	jobs, err = s.claimItems(ctx, q, items, params.Via)
-	return jobs, true, next, changed, err
+	jobs, err := s.claimItems(ctx, q, items, params.Via)
+	if jobs != nil {
+		taken.Jobs = jobs
+	}
+	return taken, true, err
 }
 
 // claimItems reserves the jobs of taken items for delivery by via

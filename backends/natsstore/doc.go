@@ -97,8 +97,10 @@
 // by acknowledgements, deletes by sequence and the one-message-per-subject
 // limit, all of which the server handles as acknowledgements.
 //
-// A fetcher runs while claims come; 2 s after the last one it stops and
-// gives back (nak) what it holds, so another instance's claims get those
+// A fetcher runs while claims come; its arrivals notify the claims waiting
+// in core.Claim (core.Notifier), which an empty take tells the next held
+// item's due time. 2 s after the last take, with no claim waiting, it stops
+// and gives back (nak) what it holds, so another instance's claims get those
 // jobs; Close does the same. What an instance that dies (kill -9) held goes
 // to another fetcher after AckWait (10 s).
 //

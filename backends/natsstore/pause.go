@@ -2,9 +2,7 @@ package natsstore
 
 import (
 	"context"
-	"errors"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -20,20 +18,19 @@ const keyPaused = "paused."
 // costs a claim nothing on the server and reaches every instance as fast as
 // the server tells them.
 type pauses struct {
-	mu      sync.Mutex
-	topics  map[string]bool
-	changed chan struct{} // closed and replaced on every change
+	mu     sync.Mutex
+	topics map[string]bool
+	notify *core.Notifier // told of every change, which may be a resume
 	// stop ends the watch, at Close. The unsubscribe runs on its own: with
 	// the server gone it waits for a JetStream request to time out.
 	stop context.CancelFunc
 }
 
-// state reports whether topic is paused, and the channel closed at the
-// next change of any topic's state.
-func (p *pauses) state(topic string) (bool, <-chan struct{}) {
+// paused reports whether topic is paused.
+func (p *pauses) paused(topic string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.topics[topic], p.changed
+	return p.topics[topic]
 }
 
 func (p *pauses) set(topic string, paused bool) {
@@ -47,8 +44,7 @@ func (p *pauses) set(topic string, paused bool) {
 	} else {
 		delete(p.topics, topic)
 	}
-	close(p.changed)
-	p.changed = make(chan struct{})
+	p.notify.Notify(topic)
 }
 
 // watchPauses starts the watch of the paused keys and returns once this
@@ -57,7 +53,7 @@ func (p *pauses) set(topic string, paused bool) {
 func (s *Store) watchPauses(ctx context.Context) error {
 	// The subscription ends with its context: the store's life, not New's.
 	life, stop := context.WithCancel(context.WithoutCancel(ctx))
-	s.pauses = pauses{topics: map[string]bool{}, changed: make(chan struct{}), stop: stop}
+	s.pauses = pauses{topics: map[string]bool{}, notify: &s.notify, stop: stop}
 	w, err := s.kv.Watch(life, keyPaused+">")
 	if err != nil {
 		stop()
@@ -123,26 +119,3 @@ func (s *Store) SetTopicPaused(ctx context.Context, name string, paused bool) er
 	s.pauses.set(name, paused)
 	return nil
 }
-
-// waitChange waits until changed closes (true), or until deadline (on the
-// store's clock), ctx ends or the store closes (false).
-func (s *Store) waitChange(ctx context.Context, changed <-chan struct{}, deadline time.Time) bool {
-	d := deadline.Sub(s.now())
-	if d <= 0 || ctx.Err() != nil {
-		return false
-	}
-	t := s.clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-changed:
-		return true
-	case <-t.Chan():
-	case <-ctx.Done():
-	case <-s.done:
-	}
-	return false
-}
-
-// errPaused ends a claim's run on the topic's queue when the topic gets
-// paused.
-var errPaused = errors.New("natsstore: topic paused")

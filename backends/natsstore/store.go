@@ -166,9 +166,13 @@ type Store struct {
 	leases leaseCache           // the lease messages of the jobs this instance reserved
 	pauses pauses               // the paused topics
 	disk   *diskreserve.Reserve // nil without Config.DiskReserve
+	notify core.Notifier        // what core.Claim's waiting claims watch
 }
 
-var _ core.Store = (*Store)(nil)
+var (
+	_ core.Store       = (*Store)(nil)
+	_ core.ClaimSource = (*Store)(nil)
+)
 
 // New connects a store to JetStream, creating or updating its stream and
 // topic bucket (idempotent: every instance of a prefix may call it).
@@ -599,6 +603,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	close(s.done)
+	s.notify.Close()
 	queues := make([]*topicQueue, 0, len(s.queues))
 	for _, q := range s.queues {
 		queues = append(queues, q)

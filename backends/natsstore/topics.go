@@ -70,7 +70,7 @@ func (s *Store) GetTopic(ctx context.Context, name string) (*core.Topic, error) 
 	if err != nil {
 		return nil, err
 	}
-	paused, _ := s.pauses.state(name)
+	paused := s.pauses.paused(name)
 	if t == nil && paused {
 		t = &core.Topic{Name: name}
 	}

@@ -56,8 +56,10 @@
 // arena, found by a pointer-free hash map, and placed by number in its
 // topic's scheduled, ready or reserved heap, so that the garbage collector
 // sees a few large objects however many jobs are pending. Claims take from
-// the ready heap and wait on it, woken by a put or by one timer per topic
-// for its next due time (on the injected clock), never by polling. Done and
+// the ready heap and wait in core.Claim: an empty take answers the topic's
+// next due time, for the claim's timer on the injected clock, and a change
+// that makes a job ready or due sooner notifies (core.Notifier), so nothing
+// polls. Done and
 // cancelled jobs leave the index: their state moves from m to x, where
 // GetJob finds it for the retention period.
 //

@@ -148,7 +148,7 @@ func (s *Store) ImportJobs(_ context.Context, jobs []*core.Job) ([]bool, error) 
 	}
 	wait := s.write(b, pebble.Sync)
 	for tp := range touched {
-		s.changed(tp, now)
+		s.changed(tp)
 	}
 	s.mu.Unlock()
 	if err := wait(); err != nil {

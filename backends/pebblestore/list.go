@@ -74,7 +74,7 @@ func (s *Store) ListJobs(_ context.Context, params *core.ListJobsParams) (core.J
 	}
 	// Expired leases go ready or dead, and due jobs ready, before the read.
 	s.promote(tp, now)
-	s.changed(tp, now)
+	s.changed(tp)
 	var (
 		ids  []string
 		next []core.ListCursor

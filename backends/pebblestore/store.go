@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -141,11 +142,12 @@ type Store struct {
 	// unsynced wakes the background sync after a write that did not wait
 	// for its own.
 	unsynced chan struct{}
+	notify   core.Notifier
 
 	background sync.WaitGroup
 }
 
-// topic holds one topic's configuration, schedule and waiting claims.
+// topic holds one topic's configuration and schedule.
 type topic struct {
 	name      string
 	num       uint32
@@ -156,10 +158,9 @@ type topic struct {
 	reserved  heap        // by lease expiry
 	dead      int64
 	finished  map[int64]*[2]int64 // bucket -> done, cancelled
-	waiters   map[*waiter]struct{}
-	timer     core.Timer // armed while claims wait, for the next due time
-	timerAt   int64
-	timerGen  uint64
+	// told is the earliest due time (Unix ms) the last empty take
+	// answered: a change that makes one earlier notifies.
+	told int64
 }
 
 // walMinSyncInterval is the least time between two fsyncs of the
@@ -167,14 +168,6 @@ type topic struct {
 // one-job pushes still reach the throughput of no wait while their fsyncs'
 // CPU falls by a third.
 const walMinSyncInterval = 2 * time.Millisecond
-
-// waiter is a claim waiting for a topic's jobs.
-type waiter struct {
-	ch chan struct{} // buffered 1: a wake-up is never lost
-	// inFlightMax is the claim's ClaimJobsParams.InFlightMax: while the
-	// topic has that many reserved, ready jobs do not wake it.
-	inFlightMax int
-}
 
 // Open opens (or creates) the store in cfg.Dir and rebuilds its index:
 // it reads the state of every unfinished job, never a body.
@@ -275,7 +268,7 @@ func (s *Store) topicFor(name string) *topic {
 			num:      uint32(len(s.topicList)),
 			ready:    heap{byPriority: true},
 			finished: make(map[int64]*[2]int64),
-			waiters:  make(map[*waiter]struct{}),
+			told:     math.MaxInt64,
 		}
 		s.topics[name] = tp
 		s.topicList = append(s.topicList, tp)
@@ -495,64 +488,26 @@ func (s *Store) promote(tp *topic, now time.Time) {
 	}
 }
 
-// changed runs after tp changed: it wakes tp's waiting claims when jobs
-// are ready and arms tp's timer for the next due time while claims wait.
-func (s *Store) changed(tp *topic, now time.Time) {
-	if len(tp.waiters) == 0 {
-		tp.stopTimer()
-		return
+// changed runs after tp changed: it notifies the claims of tp when jobs
+// are ready to take, or the next due time is earlier than the last empty
+// take answered.
+func (s *Store) changed(tp *topic) {
+	if tp.ready.Len() > 0 && !tp.paused || s.nextDue(tp) < tp.told {
+		tp.told = math.MinInt64 // until a take answers again
+		s.notify.Notify(tp.name)
 	}
-	if tp.ready.Len() > 0 && !tp.paused {
-		for w := range tp.waiters {
-			if w.inFlightMax > 0 && tp.reserved.Len() >= w.inFlightMax {
-				continue
-			}
-			select {
-			case w.ch <- struct{}{}:
-			default:
-			}
-		}
-	}
-	var next int64
-	has := false
+}
+
+// nextDue returns the earliest run_at of tp's scheduled jobs or lease
+// expiry of its reserved ones (Unix ms), math.MaxInt64 for none.
+func (s *Store) nextDue(tp *topic) int64 {
+	next := int64(math.MaxInt64)
 	for _, h := range []*heap{&tp.scheduled, &tp.reserved} {
-		if h.Len() > 0 && (!has || s.x.slots[h.peek()].due < next) {
-			next, has = s.x.slots[h.peek()].due, true
+		if h.Len() > 0 {
+			next = min(next, s.x.slots[h.peek()].due)
 		}
 	}
-	if !has {
-		tp.stopTimer()
-		return
-	}
-	if tp.timer != nil && tp.timerAt == next {
-		return
-	}
-	tp.stopTimer()
-	tp.timerGen++
-	gen := tp.timerGen
-	tp.timerAt = next
-	tp.timer = s.clock.AfterFunc(time.Duration(max(next-now.UnixMilli(), 0))*time.Millisecond, func() { s.fire(tp, gen) })
-}
-
-// fire runs when tp's timer goes off.
-func (s *Store) fire(tp *topic, gen uint64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed || tp.timerGen != gen {
-		return
-	}
-	tp.timer = nil
-	now := s.now()
-	s.promote(tp, now)
-	s.changed(tp, now)
-}
-
-func (tp *topic) stopTimer() {
-	if tp.timer != nil {
-		tp.timer.Stop()
-		tp.timer = nil
-		tp.timerGen++
-	}
+	return next
 }
 
 // PutJobs implements core.Store. The jobs are written in one batch, which
@@ -601,7 +556,7 @@ func (s *Store) PutJobs(_ context.Context, params *core.PutJobsParams) ([]core.P
 func (s *Store) commitPut(b *pebble.Batch, now time.Time, touched map[*topic]struct{}) error {
 	wait := s.write(b, pebble.Sync)
 	for tp := range touched {
-		s.changed(tp, now)
+		s.changed(tp)
 	}
 	s.mu.Unlock()
 	return wait()
@@ -890,7 +845,7 @@ func (s *Store) change(id string, missing func() error, f func(b *pebble.Batch, 
 		return err
 	}
 	wait := s.write(b, pebble.Sync)
-	s.changed(tp, now)
+	s.changed(tp)
 	s.mu.Unlock()
 	return wait()
 }
@@ -919,70 +874,49 @@ func (s *Store) finish(b *pebble.Batch, tp *topic, i uint32, state core.State, n
 	return j.Settled()
 }
 
-// ClaimJobs implements core.Store. It returns an empty slice when
-// params.Wait or ctx runs out first. Errors: ErrInvalidArgument when
-// params.Max < 1, ErrClosed (also for a claim waiting when the store
-// closes), ErrUnavailable.
+// ClaimJobs implements core.Store: core.Claim over TakeJobs. Errors:
+// ErrInvalidArgument when params.Max < 1, ErrClosed (also for a claim
+// waiting when the store closes), ErrUnavailable.
 func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]*core.Job, error) {
+	return core.Claim(ctx, s, s.clock, params)
+}
+
+// TakeJobs implements core.ClaimSource. Errors: ErrClosed,
+// ErrUnavailable.
+func (s *Store) TakeJobs(_ context.Context, params *core.ClaimJobsParams) (core.Taken, error) {
 	s.ops.RLock()
 	defer s.ops.RUnlock()
-	if params == nil || params.Max < 1 {
-		return nil, core.Invalid("max", "max must be at least 1")
-	}
-	w := &waiter{ch: make(chan struct{}, 1), inFlightMax: params.InFlightMax}
-	var (
-		timer    core.Timer
-		timedOut bool
-	)
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
 	s.mu.Lock()
-	for {
-		if s.closed {
-			s.mu.Unlock()
-			return nil, core.ErrClosed
-		}
-		now := s.now()
-		tp := s.topicFor(params.Topic)
-		s.promote(tp, now)
-		if ctx.Err() != nil {
-			s.changed(tp, now)
-			s.mu.Unlock()
-			return []*core.Job{}, nil
-		}
-		max := params.Room(tp.reserved.Len())
-		if tp.paused {
-			max = 0
-		}
-		if min(max, tp.ready.Len()) > 0 || params.Wait <= 0 || timedOut {
-			taken, wait := s.take(tp, max, params.Via, now)
-			s.changed(tp, now)
-			s.mu.Unlock()
-			if err := wait(); err != nil {
-				return nil, err
-			}
-			return s.completeAll(taken)
-		}
-		if timer == nil {
-			timer = s.clock.NewTimer(params.Wait)
-		}
-		tp.waiters[w] = struct{}{}
-		s.changed(tp, now)
+	if s.closed {
 		s.mu.Unlock()
-		select {
-		case <-w.ch:
-		case <-timer.Chan():
-			timedOut = true
-		case <-ctx.Done():
-		case <-s.done:
-		}
-		s.mu.Lock()
-		delete(tp.waiters, w)
+		return core.Taken{}, core.ErrClosed
 	}
+	now := s.now()
+	tp := s.topicFor(params.Topic)
+	s.promote(tp, now)
+	room := 0
+	if !tp.paused {
+		room = params.Room(tp.reserved.Len())
+	}
+	if min(room, tp.ready.Len()) == 0 {
+		t := core.Taken{Jobs: []*core.Job{}, Full: !tp.paused && room == 0}
+		if tp.told = s.nextDue(tp); tp.told != math.MaxInt64 {
+			t.Next = time.UnixMilli(tp.told)
+		}
+		s.mu.Unlock()
+		return t, nil
+	}
+	taken, wait := s.take(tp, room, params.Via, now)
+	s.mu.Unlock()
+	if err := wait(); err != nil {
+		return core.Taken{}, err
+	}
+	jobs, err := s.completeAll(taken)
+	return core.Taken{Jobs: jobs}, err
 }
+
+// ClaimNotifier implements core.ClaimSource.
+func (s *Store) ClaimNotifier() *core.Notifier { return &s.notify }
 
 // take reserves up to max ready jobs of tp (core.Job.Reserve) and writes
 // the reservations; the returned function waits for the write.
@@ -1094,7 +1028,8 @@ func (s *Store) settleAll(items []core.AckJobParams, f settler) ([]core.AckResul
 	}
 	wait := s.write(b, s.syncable)
 	for tp := range touched {
-		s.changed(tp, now)
+		s.changed(tp)
+		s.notify.Freed(tp.name)
 	}
 	s.mu.Unlock()
 	if err := wait(); err != nil {
@@ -1375,7 +1310,7 @@ func (s *Store) SetTopicPaused(_ context.Context, name string, paused bool) erro
 	}
 	tp := s.topicFor(name)
 	tp.paused = paused
-	s.changed(tp, s.now())
+	s.changed(tp)
 	wait := s.write(b, pebble.Sync)
 	s.mu.Unlock()
 	return wait()
@@ -1466,9 +1401,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	close(s.done)
-	for _, tp := range s.topicList {
-		tp.stopTimer()
-	}
+	s.notify.Close()
 	s.mu.Unlock()
 	s.background.Wait()
 	s.ops.Lock() // every call in flight has returned

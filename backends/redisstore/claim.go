@@ -7,7 +7,6 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -21,9 +20,6 @@ type topicState struct {
 	// time, so that claims waiting together do not all race for the same
 	// jobs.
 	sem chan struct{}
-	// wake is closed, and replaced, when the topic's queue in a shard got
-	// a job due earlier than known.
-	wake chan struct{}
 	// due is, per shard, the earliest run_at (server ms) the topic's queue
 	// there may hold: 0 when unknown, noDue when seen empty. A claim reads
 	// the shards whose due time has come, and waits for the earliest of
@@ -43,7 +39,6 @@ func (s *Store) topicState(topic string) *topicState {
 	if ts == nil {
 		ts = &topicState{
 			sem:    make(chan struct{}, 1),
-			wake:   make(chan struct{}),
 			due:    make([]int64, s.cfg.Shards),
 			readAt: make([]int64, s.cfg.Shards),
 			gen:    make([]uint64, s.cfg.Shards),
@@ -61,19 +56,18 @@ func (s *Store) resumed(topic string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ts := s.topics[topic]; ts != nil {
-		ts.rescan()
+		s.rescan(topic, ts)
 	}
 }
 
-// rescan forgets what ts knows of its queues and wakes its waiting claims,
-// to read every shard. s.mu must be held.
-func (ts *topicState) rescan() {
+// rescan forgets what ts, topic's state, knows of its queues and wakes its
+// waiting claims, to read every shard. s.mu must be held.
+func (s *Store) rescan(topic string, ts *topicState) {
 	for n := range ts.due {
 		ts.due[n] = 0
 		ts.gen[n]++
 	}
-	close(ts.wake)
-	ts.wake = make(chan struct{})
+	s.notify.Notify(topic)
 }
 
 // queued records that topic's queue in shard n holds a job due at (server
@@ -90,16 +84,15 @@ func (s *Store) queued(topic string, n int, at int64) {
 		return
 	}
 	ts.due[n] = at
-	close(ts.wake)
-	ts.wake = make(chan struct{})
+	s.notify.Notify(topic)
 }
 
 // wakeAll wakes every waiting claim and has it read every shard.
 func (s *Store) wakeAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, ts := range s.topics {
-		ts.rescan()
+	for topic, ts := range s.topics {
+		s.rescan(topic, ts)
 	}
 }
 
@@ -119,115 +112,66 @@ func (s *Store) sawQueue(ts *topicState, n int, gen uint64, head, now int64) {
 	}
 }
 
-// ClaimJobs implements core.Store. It reserves, with one claim script, the
-// earliest due jobs of the topic's queues, by run_at then id: on a
-// standalone server the script picks them itself; on a Cluster the store
-// reads the heads of the shards' queues first and reserves the earliest
-// (one claim script per shard), skipping a job another claim took in
-// between. It reads only the queues whose earliest job is due, as far as
-// it knows; with nothing due it waits for the earliest due time, a wake-up
-// (a put, a retry, an expired lease, a message from another store) or the
-// end of Wait. Errors: ErrInvalidArgument when params.Max < 1, ErrClosed,
-// ErrUnavailable.
+// ClaimJobs implements core.Store: core.Claim over TakeJobs. Errors:
+// ErrInvalidArgument when params.Max < 1, ErrClosed, ErrUnavailable.
 func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]*core.Job, error) {
-	if params == nil || params.Max < 1 {
-		return nil, core.Invalid("max", "max must be at least 1")
-	}
+	return core.Claim(ctx, s, s.clock, params)
+}
+
+// ClaimNotifier implements core.ClaimSource.
+func (s *Store) ClaimNotifier() *core.Notifier { return &s.notify }
+
+// TakeJobs implements core.ClaimSource. It reserves, with one claim
+// script, the earliest due jobs of the topic's queues, by run_at then id:
+// on a standalone server the script picks them itself; on a Cluster the
+// store reads the heads of the shards' queues first and reserves the
+// earliest (one claim script per shard), skipping a job another claim took
+// in between. It reads only the queues whose earliest job is due, as far
+// as it knows; with nothing due it answers the earliest due time it knows,
+// and notifies on a wake-up (a put, a retry, an expired lease, a message
+// from another store). Errors: ErrClosed, ErrUnavailable.
+func (s *Store) TakeJobs(ctx context.Context, params *core.ClaimJobsParams) (core.Taken, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil, core.ErrClosed
+		return core.Taken{}, core.ErrClosed
 	}
 	ts := s.topicState(params.Topic)
 	s.mu.Unlock()
-
-	var (
-		timer    core.Timer
-		timeout  <-chan time.Time
-		timedOut bool
-		dueTimer core.Timer
-	)
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-		if dueTimer != nil {
-			dueTimer.Stop()
-		}
-	}()
-	for {
-		select {
-		case ts.sem <- struct{}{}:
-		case <-ctx.Done():
-			return []*core.Job{}, nil
-		case <-s.done:
-			return nil, core.ErrClosed
-		case <-timeout:
-			return []*core.Job{}, nil
-		}
-		s.mu.Lock()
-		woken := ts.wake
-		s.mu.Unlock()
-		room, err := s.room(ctx, params)
-		var jobs []*core.Job
-		var next int64
-		if err == nil && room > 0 {
-			jobs, next, err = s.claimOnce(ctx, ts, params.Topic, params.Via, room)
-		}
-		<-ts.sem
-		paused := errors.Is(err, errPaused)
-		switch {
-		case paused:
-			// Nothing to take until a resume wakes the claim ("p" on the
-			// wake-up channel); a lost wake-up costs a sweep at most.
-			jobs, next, err = []*core.Job{}, s.serverNow()+sweepInterval.Milliseconds(), nil
-		case err == nil && room == 0:
-			// As many reserved as the claim allows: a delivery that ends
-			// tells no instance, so look again shortly.
-			jobs, next = []*core.Job{}, s.serverNow()+core.InFlightRecheck.Milliseconds()
-		}
-		switch {
-		case s.isClosed():
-			return nil, core.ErrClosed
-		case ctx.Err() != nil:
-			if len(jobs) > 0 {
-				return jobs, nil
-			}
-			return []*core.Job{}, nil
-		case err != nil:
-			return nil, err
-		case len(jobs) > 0 || params.Wait <= 0 || timedOut:
-			return jobs, nil
-		}
-		if timer == nil {
-			timer = s.clock.NewTimer(params.Wait)
-			timeout = timer.Chan()
-		}
-		var dueAt <-chan time.Time
-		if next != noDue {
-			d := max(s.localAt(next).Sub(s.clock.Now()), 0)
-			if dueTimer == nil {
-				dueTimer = s.clock.NewTimer(d)
-			} else {
-				dueTimer.Reset(d)
-			}
-			dueAt = dueTimer.Chan()
-		}
-		select {
-		case <-woken:
-		case <-dueAt:
-		case <-timeout:
-			timedOut = true
-			timeout = nil
-		case <-ctx.Done():
-			return []*core.Job{}, nil
-		case <-s.done:
-			return nil, core.ErrClosed
-		}
-		if dueTimer != nil && dueAt != nil {
-			dueTimer.Stop()
-		}
+	select {
+	case ts.sem <- struct{}{}:
+	case <-ctx.Done():
+		return core.Taken{Jobs: []*core.Job{}}, nil
+	case <-s.done:
+		return core.Taken{}, core.ErrClosed
 	}
+	room, err := s.room(ctx, params)
+	taken := core.Taken{Jobs: []*core.Job{}}
+	next := int64(noDue)
+	if err == nil && room > 0 {
+		taken.Jobs, next, err = s.claimOnce(ctx, ts, params.Topic, params.Via, room)
+	}
+	<-ts.sem
+	switch {
+	case s.isClosed():
+		return core.Taken{}, core.ErrClosed
+	case ctx.Err() != nil && len(taken.Jobs) == 0:
+		return core.Taken{Jobs: []*core.Job{}}, nil
+	case errors.Is(err, errPaused):
+		// Nothing to take until a resume notifies ("p" on the wake-up
+		// channel); a lost wake-up costs a sweep at most.
+		taken.Jobs, next = []*core.Job{}, s.serverNow()+sweepInterval.Milliseconds()
+	case err != nil:
+		return core.Taken{}, err
+	case room == 0:
+		// As many reserved as the claim allows: a delivery that ends
+		// tells no instance, so look again shortly.
+		taken.Full, next = true, s.serverNow()+core.InFlightRecheck.Milliseconds()
+	}
+	if len(taken.Jobs) == 0 && next != noDue {
+		taken.Next = s.localAt(next)
+	}
+	return taken, nil
 }
 
 // room returns how many jobs a claim of params may take: params.Max, or

@@ -179,9 +179,10 @@
 // reserves them with one claim script per shard in one pipeline, skipping
 // a job another claim took in between. One claim per topic and store reads
 // at a time, so waiting claims do not race each other for the same jobs.
-// With nothing due a claim waits, on the store's clock, for the earliest
-// head's run_at, a wake-up, its Wait, its ctx or Close: no polling
-// interval adds lateness.
+// With nothing due a claim waits in core.Claim, on the store's clock, for
+// the earliest head's run_at, a wake-up (the store's core.Notifier, which
+// the wake-up channel and this store's own scripts signal), its Wait, its
+// ctx or Close: no polling interval adds lateness.
 //
 // Expired leases need a pass of their own, since nothing else looks at a
 // reserved job: each store keeps, per shard, the earliest lease expiry, and

@@ -195,10 +195,14 @@ type Store struct {
 	// job. Either way is correct: the limit only chooses the encoding.
 	inlineBody int
 	pubsub     *redis.PubSub
+	notify     core.Notifier
 	wg         sync.WaitGroup
 }
 
-var _ core.Store = (*Store)(nil)
+var (
+	_ core.Store       = (*Store)(nil)
+	_ core.ClaimSource = (*Store)(nil)
+)
 
 // New opens a store: it checks that Redis answers and that the prefix's
 // shard count matches (recording it for a new prefix), loads the scripts,
@@ -552,6 +556,7 @@ func (s *Store) Close() error {
 	s.closed = true
 	close(s.done)
 	s.mu.Unlock()
+	s.notify.Close()
 	s.stopBG()
 	err := s.pubsub.Close()
 	s.wg.Wait()
