@@ -8,7 +8,8 @@ import (
 
 // Store keeps jobs, the state of topics (counts, pause) and metadata
 // records (Record: topic configurations and schedules) durably and
-// promotes jobs when they are due. Every backend implements it and passes core/storetest.
+// promotes jobs when they are due. Every backend implements it and passes
+// core/storetest.
 //
 // Jobs handed to a store are validated and complete: the engine fills id,
 // run_at (UTC, ms precision), ttr and max_attempts. Jobs returned are copies
@@ -182,10 +183,10 @@ type Store interface {
 	// configured or have jobs to be paused; a paused topic is listed by
 	// ListTopicStates and GetTopicState, with Paused set, until it is
 	// resumed. The state is apart from the topic's configuration record,
-	// whose changes keep it. Idempotent. On stores shared
-	// by several instances, a claim that started before the pause returned
-	// may still take jobs; the NATS store's other instances see the change
-	// within milliseconds, the other stores' at once.
+	// whose changes keep it. Idempotent. On stores shared by several
+	// instances, a claim that started before the pause returned may still
+	// take jobs; the NATS store's other instances see the change within
+	// milliseconds, the other stores' at once.
 	SetTopicPaused(ctx context.Context, name string, paused bool) error
 
 	// GetRecord returns the metadata record of that kind and name with its

@@ -15,9 +15,9 @@ import (
 
 // TopicObserver is an optional capability of the store an engine is given
 // or of one it wraps (a decorator's, such as telemetry's, found through
-// Unwrap): the engine tells it the topic
-// configurations it applies, with their defaults, each time it reads or
-// changes them, so that it labels what it records by delivery type.
+// Unwrap): the engine tells it the topic configurations it applies, with
+// their defaults, each time it reads or changes them, so that it labels
+// what it records by delivery type.
 type TopicObserver interface {
 	// ObserveTopics reports every configured topic by name; the map is
 	// the observer's.
@@ -55,7 +55,7 @@ func MigrateTopics(ctx context.Context, store Store) (int, error) {
 	moved := 0
 	names := make([]string, 0, len(old))
 	for _, t := range old {
-		_, err := writeTopic(ctx, store, t, 0)
+		err := writeTopic(ctx, store, t, 0)
 		switch {
 		case err == nil:
 			moved++
@@ -86,16 +86,16 @@ func (e *Engine) migrateTopics(ctx context.Context) {
 }
 
 // writeTopic stores t's configuration if its record has the revision rev
-// (0: if there is none) and returns the new revision. Errors: ErrConflict,
-// those of the store.
-func writeTopic(ctx context.Context, store Store, t *Topic, rev uint64) (uint64, error) {
+// (0: if there is none). Errors: ErrConflict, those of the store.
+func writeTopic(ctx context.Context, store Store, t *Topic, rev uint64) error {
 	c := *t
 	c.Configured = true
 	data, err := json.Marshal(&c)
 	if err != nil {
-		return 0, fmt.Errorf("topic %q: %w", t.Name, err)
+		return fmt.Errorf("topic %q: %w", t.Name, err)
 	}
-	return store.PutRecord(ctx, &PutRecordParams{Kind: KindTopic, Name: t.Name, Value: data, Revision: rev})
+	_, err = store.PutRecord(ctx, &PutRecordParams{Kind: KindTopic, Name: t.Name, Value: data, Revision: rev})
+	return err
 }
 
 // decodeTopic reads a topic configuration from its record.
@@ -121,7 +121,7 @@ func putTopic(ctx context.Context, store Store, t *Topic) error {
 		case !errors.Is(err, ErrNotFound):
 			return err
 		}
-		if _, err = writeTopic(ctx, store, t, rev); !errors.Is(err, ErrConflict) {
+		if err = writeTopic(ctx, store, t, rev); !errors.Is(err, ErrConflict) {
 			return err
 		}
 	}
