@@ -440,15 +440,18 @@ func (s *Store) ListTopicStates(ctx context.Context) ([]core.TopicState, error) 
 
 // ObserveTopics implements core.TopicObserver: the configurations the
 // engine applies give the delivery types that label metrics, and their
-// topics are reported by delayq_jobs, jobs or none; the next scrape lists
-// topics again.
+// topics are reported by delayq_jobs, with jobs or none. When they changed
+// (a topic configured, dropped or given another delivery), the next scrape
+// lists topics again.
 func (s *Store) ObserveTopics(topics map[string]*core.Topic) {
 	types := make(map[string]string, len(topics))
 	for name, t := range topics {
 		types[name] = t.WithDefaults().Delivery.Type
 	}
 	s.mu.Lock()
-	s.types, s.listedAt = types, time.Time{}
+	if !maps.Equal(types, s.types) {
+		s.types, s.listedAt = types, time.Time{}
+	}
 	s.mu.Unlock()
 }
 
@@ -595,6 +598,7 @@ func (s *Store) observeJobs(_ context.Context, o metric.Observer) error {
 	for _, t := range topics {
 		listed[t.Name] = true
 	}
+	topics = slices.Clip(topics)      // the listing kept is shared: append to a copy
 	for _, name := range configured { // configured topics without jobs count 0
 		if !listed[name] {
 			topics = append(topics, core.TopicState{Name: name})
