@@ -117,32 +117,18 @@ func (d *downStore) ListDeadJobs(ctx context.Context, p *core.ListDeadJobsParams
 	return d.Store.ListDeadJobs(ctx, p)
 }
 
-func (d *downStore) PutTopic(ctx context.Context, t *core.Topic) error {
-	if err := d.enter(ctx, "PutTopic"); err != nil {
-		return err
+func (d *downStore) GetTopicState(ctx context.Context, name string) (core.TopicState, error) {
+	if err := d.enter(ctx, "GetTopicState"); err != nil {
+		return core.TopicState{}, err
 	}
-	return d.Store.PutTopic(ctx, t)
+	return d.Store.GetTopicState(ctx, name)
 }
 
-func (d *downStore) GetTopic(ctx context.Context, name string) (*core.Topic, error) {
-	if err := d.enter(ctx, "GetTopic"); err != nil {
+func (d *downStore) ListTopicStates(ctx context.Context) ([]core.TopicState, error) {
+	if err := d.enter(ctx, "ListTopicStates"); err != nil {
 		return nil, err
 	}
-	return d.Store.GetTopic(ctx, name)
-}
-
-func (d *downStore) DeleteTopic(ctx context.Context, name string) error {
-	if err := d.enter(ctx, "DeleteTopic"); err != nil {
-		return err
-	}
-	return d.Store.DeleteTopic(ctx, name)
-}
-
-func (d *downStore) ListTopics(ctx context.Context) ([]*core.Topic, error) {
-	if err := d.enter(ctx, "ListTopics"); err != nil {
-		return nil, err
-	}
-	return d.Store.ListTopics(ctx)
+	return d.Store.ListTopicStates(ctx)
 }
 
 func (d *downStore) Ping(ctx context.Context) error {

@@ -185,19 +185,9 @@ func (s *Store) TakeRate(ctx context.Context, params *core.TakeRateParams) (core
 	return do(s, ctx, 0, func(ctx context.Context) (core.TakeRateResult, error) { return s.next.TakeRate(ctx, params) })
 }
 
-// PutTopic implements core.Store. Errors: those of the store, ErrOpen.
-func (s *Store) PutTopic(ctx context.Context, topic *core.Topic) error {
-	return do0(s, ctx, func(ctx context.Context) error { return s.next.PutTopic(ctx, topic) })
-}
-
-// GetTopic implements core.Store. Errors: those of the store, ErrOpen.
-func (s *Store) GetTopic(ctx context.Context, name string) (*core.Topic, error) {
-	return do(s, ctx, 0, func(ctx context.Context) (*core.Topic, error) { return s.next.GetTopic(ctx, name) })
-}
-
-// DeleteTopic implements core.Store. Errors: those of the store, ErrOpen.
-func (s *Store) DeleteTopic(ctx context.Context, name string) error {
-	return do0(s, ctx, func(ctx context.Context) error { return s.next.DeleteTopic(ctx, name) })
+// GetTopicState implements core.Store. Errors: those of the store, ErrOpen.
+func (s *Store) GetTopicState(ctx context.Context, name string) (core.TopicState, error) {
+	return do(s, ctx, 0, func(ctx context.Context) (core.TopicState, error) { return s.next.GetTopicState(ctx, name) })
 }
 
 // SetTopicPaused implements core.Store. Errors: those of the store, ErrOpen.
@@ -205,14 +195,9 @@ func (s *Store) SetTopicPaused(ctx context.Context, name string, paused bool) er
 	return do0(s, ctx, func(ctx context.Context) error { return s.next.SetTopicPaused(ctx, name, paused) })
 }
 
-// ListTopicConfigs implements core.Store. Errors: those of the store, ErrOpen.
-func (s *Store) ListTopicConfigs(ctx context.Context) ([]*core.Topic, error) {
-	return do(s, ctx, 0, func(ctx context.Context) ([]*core.Topic, error) { return s.next.ListTopicConfigs(ctx) })
-}
-
-// ListTopics implements core.Store. Errors: those of the store, ErrOpen.
-func (s *Store) ListTopics(ctx context.Context) ([]*core.Topic, error) {
-	return do(s, ctx, 0, func(ctx context.Context) ([]*core.Topic, error) { return s.next.ListTopics(ctx) })
+// ListTopicStates implements core.Store. Errors: those of the store, ErrOpen.
+func (s *Store) ListTopicStates(ctx context.Context) ([]core.TopicState, error) {
+	return do(s, ctx, 0, func(ctx context.Context) ([]core.TopicState, error) { return s.next.ListTopicStates(ctx) })
 }
 
 // GetRecord implements core.Store. Errors: those of the store, ErrOpen.

@@ -81,6 +81,8 @@ type Engine struct {
 	schedules scheduler
 	// schedulesMigrated is set once MigrateSchedules succeeded.
 	schedulesMigrated atomic.Bool
+	// topicsMigrated is set once MigrateTopics succeeded.
+	topicsMigrated atomic.Bool
 
 	// leases are the deliveries in flight (deliveries.go).
 	leases leases
@@ -678,7 +680,7 @@ func (e *Engine) PutTopic(ctx context.Context, t *Topic) error {
 	}
 	stored := *t
 	stored.Configured = true
-	if err := e.store.PutTopic(ctx, &stored); err != nil {
+	if err := putTopic(ctx, e.store, &stored); err != nil {
 		return err
 	}
 	e.cacheTopics(map[string]*Topic{t.Name: &stored}, false)
@@ -690,12 +692,13 @@ func (e *Engine) GetTopic(ctx context.Context, name string) (*Topic, error) {
 	if ValidateTopicName(name) != nil {
 		return nil, ErrNotFound
 	}
-	return e.store.GetTopic(ctx, name)
+	return readTopic(ctx, e.store, name)
 }
 
-// ListTopics returns every known topic with counts.
+// ListTopics returns every topic that is configured, paused or has jobs,
+// with counts, sorted by name.
 func (e *Engine) ListTopics(ctx context.Context) ([]*Topic, error) {
-	return e.store.ListTopics(ctx)
+	return listTopics(ctx, e.store)
 }
 
 // DeleteTopic drops a topic's configuration. Errors: ErrNotFound.
@@ -703,7 +706,7 @@ func (e *Engine) DeleteTopic(ctx context.Context, name string) error {
 	if ValidateTopicName(name) != nil {
 		return ErrNotFound
 	}
-	if err := e.store.DeleteTopic(ctx, name); err != nil {
+	if err := deleteTopic(ctx, e.store, name); err != nil {
 		return err
 	}
 	e.mu.Lock()

@@ -18,6 +18,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.dispatch.Start(ctx); err != nil {
 		return err
 	}
+	e.migrateTopics(ctx) // else again by the topic refresh
 	if err := e.loadTopics(ctx); err != nil {
 		e.log.Warn("engine: first topic load failed; retrying in the background", "err", err)
 	}
@@ -66,6 +67,7 @@ func (r *topicRefresh) run(ctx context.Context) {
 		case <-t.Chan():
 		case <-r.life.wake:
 		}
+		e.migrateTopics(ctx)
 		if err := e.loadTopics(ctx); err != nil && ctx.Err() == nil {
 			e.log.Warn("engine: topic refresh failed", "err", err)
 		}
@@ -75,7 +77,7 @@ func (r *topicRefresh) run(ctx context.Context) {
 
 // loadTopics replaces the topic cache with the store's configurations.
 func (e *Engine) loadTopics(ctx context.Context) error {
-	list, err := e.store.ListTopicConfigs(ctx)
+	list, err := listTopicConfigs(ctx, e.store)
 	if err != nil {
 		return err
 	}
@@ -101,4 +103,7 @@ func (e *Engine) cacheTopics(ts map[string]*Topic, full bool) {
 		e.topics[name] = &d
 	}
 	e.dispatch.apply(maps.Clone(e.topics))
+	if o, ok := capability[TopicObserver](e.store); ok {
+		o.ObserveTopics(maps.Clone(e.topics))
+	}
 }

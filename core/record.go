@@ -34,6 +34,9 @@ const (
 	// KindSchedule holds schedules: the definition with its cursor, as
 	// JSON (Schedule).
 	KindSchedule = "schedule"
+	// KindTopic holds topic configurations, as JSON (Topic, without its
+	// counts and pause), named by topic.
+	KindTopic = "topic"
 )
 
 // PutRecordParams are the arguments of Store.PutRecord.

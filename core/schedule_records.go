@@ -46,17 +46,8 @@ type LegacySchedules interface {
 // none for a store without the capability. Idempotent: instances starting
 // together move each schedule once. Errors: those of the store.
 func MigrateSchedules(ctx context.Context, store Store) (int, error) {
-	var legacy LegacySchedules
-	for s := store; s != nil && legacy == nil; {
-		if l, ok := s.(LegacySchedules); ok {
-			legacy = l
-		} else if u, ok := s.(interface{ Unwrap() Store }); ok {
-			s = u.Unwrap()
-		} else {
-			s = nil
-		}
-	}
-	if legacy == nil {
+	legacy, ok := capability[LegacySchedules](store)
+	if !ok {
 		return 0, nil
 	}
 	old, err := legacy.LegacySchedules(ctx)
@@ -76,6 +67,23 @@ func MigrateSchedules(ctx context.Context, store Store) (int, error) {
 		names = append(names, s.Name)
 	}
 	return moved, legacy.DropLegacySchedules(ctx, names)
+}
+
+// capability returns the optional capability T of store, or of the store
+// a decorator wraps (Unwrap), the outermost that has it.
+func capability[T any](store Store) (T, bool) {
+	for s := store; s != nil; {
+		if c, ok := s.(T); ok {
+			return c, true
+		}
+		u, ok := s.(interface{ Unwrap() Store })
+		if !ok {
+			break
+		}
+		s = u.Unwrap()
+	}
+	var zero T
+	return zero, false
 }
 
 // migrateSchedules runs MigrateSchedules once per engine, until it

@@ -6,9 +6,10 @@ import (
 	"time"
 )
 
-// Store keeps jobs, topic configurations and metadata records (Record:
-// schedules, say) durably and promotes jobs when
-// they are due. Every backend implements it and passes core/storetest.
+// Store keeps jobs, the state of topics (counts, pause) and metadata
+// records (Record: topic configurations and schedules) durably and
+// promotes jobs when they are due. Every backend implements it and passes
+// core/storetest.
 //
 // Jobs handed to a store are validated and complete: the engine fills id,
 // run_at (UTC, ms precision), ttr and max_attempts. Jobs returned are copies
@@ -146,10 +147,8 @@ type Store interface {
 	// not a cursor of this listing (CheckList).
 	ListJobs(ctx context.Context, params *ListJobsParams) (JobPage, error)
 
-	// PutTopic stores a topic configuration (Configured set), replacing any.
-	PutTopic(ctx context.Context, topic *Topic) error
-
-	// GetTopic returns a topic with its counts: its jobs in each state.
+	// GetTopicState returns what the store keeps of a topic beside its
+	// jobs: its counts, its jobs in each state, and whether it is paused.
 	// Done and Cancelled count the jobs that finished so within the
 	// retention period and are still kept, those GetJob finds: each from
 	// when it finished until its retention ends, and a finished job whose id
@@ -157,18 +156,16 @@ type Store interface {
 	// count a finished job a little past its retention, never less: the
 	// memory store not at all, the Redis store up to a 64th of the
 	// retention (its time buckets), the NATS store until the server expires
-	// the job's marker with its record. A topic that has jobs but no
-	// configuration is returned with Configured false. Errors: ErrNotFound.
-	GetTopic(ctx context.Context, name string) (*Topic, error)
+	// the job's marker with its record. A topic the store holds nothing of
+	// has zero counts and is not paused; that is no error. A topic's
+	// configuration is a record (KindTopic), which core merges with it.
+	GetTopicState(ctx context.Context, name string) (TopicState, error)
 
-	// DeleteTopic drops a topic's configuration; its jobs stay. Errors:
-	// ErrNotFound when it had none.
-	DeleteTopic(ctx context.Context, name string) error
-
-	// ListTopics returns every topic that is configured or has jobs
-	// (finished ones within retention included), with counts as GetTopic
-	// gives them, sorted by name.
-	ListTopics(ctx context.Context) ([]*Topic, error)
+	// ListTopicStates returns the state of every topic that is paused or
+	// has jobs (finished ones within retention included), as
+	// GetTopicState gives it, sorted by name. It may list a topic that has
+	// neither, with zero counts.
+	ListTopicStates(ctx context.Context) ([]TopicState, error)
 
 	// TakeRate takes tokens from a topic's rate limit: a token bucket of
 	// params.Rate (Bucket's arithmetic), one per topic and store, shared by
@@ -184,18 +181,13 @@ type Store interface {
 	// and the settling of jobs already reserved go on; expired leases come
 	// back as ready (or dead) and counts stay right. A topic need not be
 	// configured or have jobs to be paused; a paused topic is listed by
-	// ListTopics and GetTopic, with Paused set, until it is resumed. The
-	// state outlives PutTopic and DeleteTopic. Idempotent. On stores shared
-	// by several instances, a claim that started before the pause returned
-	// may still take jobs; the NATS store's other instances see the change
-	// within milliseconds, the other stores' at once.
+	// ListTopicStates and GetTopicState, with Paused set, until it is
+	// resumed. The state is apart from the topic's configuration record,
+	// whose changes keep it. Idempotent. On stores shared by several
+	// instances, a claim that started before the pause returned may still
+	// take jobs; the NATS store's other instances see the change within
+	// milliseconds, the other stores' at once.
 	SetTopicPaused(ctx context.Context, name string, paused bool) error
-
-	// ListTopicConfigs returns every configured topic (Configured set),
-	// sorted by name, without counts and with Paused unset. Unlike
-	// ListTopics it reads no job state, so it stays cheap however many jobs
-	// are pending: the engine calls it every TopicRefresh.
-	ListTopicConfigs(ctx context.Context) ([]*Topic, error)
 
 	// GetRecord returns the metadata record of that kind and name with its
 	// revision. Errors: ErrNotFound, ErrInvalidArgument (CheckRecord).

@@ -60,12 +60,23 @@ type Topic struct {
 	// Configured is false for a topic that has jobs but was never set.
 	Configured bool `json:"configured"`
 	// Paused is true while the topic's deliveries are paused
-	// (Store.SetTopicPaused). It is state, not configuration: stores fill it
-	// when they list topics, PutTopic ignores it and keeps the state, and
-	// DeleteTopic keeps it too.
+	// (Store.SetTopicPaused). It is state, not configuration: the engine
+	// fills it from the store's TopicState when it reads topics, PutTopic
+	// ignores it and keeps the state, and DeleteTopic keeps it too.
 	Paused bool `json:"-"`
-	// Counts holds the topic's job counts when listed; stores fill it.
+	// Counts holds the topic's job counts when read; the engine fills it
+	// from the store's TopicState.
 	Counts Counts `json:"-"`
+}
+
+// TopicState is what a store keeps of a topic beside its jobs
+// (Store.GetTopicState): its job counts and whether it is paused. The
+// engine merges it with the topic's configuration, a record of
+// KindTopic, into a Topic.
+type TopicState struct {
+	Name   string
+	Paused bool
+	Counts Counts
 }
 
 // Delivery configures how a topic's due jobs are delivered.

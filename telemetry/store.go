@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,7 +18,7 @@ import (
 	"github.com/delayq/delayq/core"
 )
 
-// countsTimeout bounds the ListTopics a scrape makes.
+// countsTimeout bounds the ListTopicStates a scrape makes.
 const countsTimeout = 5 * time.Second
 
 // Store is a core.Store decorator that traces pushes and claims and records
@@ -36,9 +38,9 @@ type Store struct {
 	reg    metric.Registration
 
 	mu       sync.Mutex
-	topics   []*core.Topic     // the last listing, with counts
+	topics   []core.TopicState // the last listing
 	listedAt time.Time         // when topics was read
-	types    map[string]string // delivery type of configured topics
+	types    map[string]string // delivery type of configured topics (ObserveTopics)
 	sets     map[attrKey]metric.MeasurementOption
 	// limited holds when a claim of a topic last got fewer tokens of its
 	// rate limit than it wanted, until one gets all it wants.
@@ -393,21 +395,9 @@ func (s *Store) ListJobs(ctx context.Context, params *core.ListJobsParams) (core
 	return s.next.ListJobs(ctx, params)
 }
 
-// PutTopic implements core.Store; the next scrape lists topics again.
-func (s *Store) PutTopic(ctx context.Context, topic *core.Topic) error {
-	err := s.next.PutTopic(ctx, topic)
-	if err == nil {
-		s.mu.Lock()
-		s.types[topic.Name] = topic.WithDefaults().Delivery.Type
-		s.listedAt = time.Time{} // list again, with the new topic
-		s.mu.Unlock()
-	}
-	return err
-}
-
-// GetTopic implements core.Store.
-func (s *Store) GetTopic(ctx context.Context, name string) (*core.Topic, error) {
-	return s.next.GetTopic(ctx, name)
+// GetTopicState implements core.Store.
+func (s *Store) GetTopicState(ctx context.Context, name string) (core.TopicState, error) {
+	return s.next.GetTopicState(ctx, name)
 }
 
 // TakeRate implements core.Store; it notes the topics whose claims the
@@ -438,42 +428,31 @@ func (s *Store) SetTopicPaused(ctx context.Context, name string, paused bool) er
 	return err
 }
 
-// DeleteTopic implements core.Store.
-func (s *Store) DeleteTopic(ctx context.Context, name string) error {
-	err := s.next.DeleteTopic(ctx, name)
-	if err == nil {
-		s.mu.Lock()
-		delete(s.types, name)
-		s.listedAt = time.Time{}
-		s.mu.Unlock()
-	}
-	return err
-}
-
-// ListTopics implements core.Store; the counts listed serve delayq_jobs
-// for CountsTTL.
-func (s *Store) ListTopics(ctx context.Context) ([]*core.Topic, error) {
-	list, err := s.next.ListTopics(ctx)
+// ListTopicStates implements core.Store; the counts listed serve
+// delayq_jobs for CountsTTL.
+func (s *Store) ListTopicStates(ctx context.Context) ([]core.TopicState, error) {
+	list, err := s.next.ListTopicStates(ctx)
 	if err == nil {
 		s.remember(list)
 	}
 	return list, err
 }
 
-// ListTopicConfigs implements core.Store; the configurations listed give
-// the delivery types that label metrics.
-func (s *Store) ListTopicConfigs(ctx context.Context) ([]*core.Topic, error) {
-	list, err := s.next.ListTopicConfigs(ctx)
-	if err == nil {
-		types := make(map[string]string, len(list))
-		for _, t := range list {
-			types[t.Name] = t.WithDefaults().Delivery.Type
-		}
-		s.mu.Lock()
-		s.types = types
-		s.mu.Unlock()
+// ObserveTopics implements core.TopicObserver: the configurations the
+// engine applies give the delivery types that label metrics, and their
+// topics are reported by delayq_jobs, with jobs or none. When they changed
+// (a topic configured, dropped or given another delivery), the next scrape
+// lists topics again.
+func (s *Store) ObserveTopics(topics map[string]*core.Topic) {
+	types := make(map[string]string, len(topics))
+	for name, t := range topics {
+		types[name] = t.WithDefaults().Delivery.Type
 	}
-	return list, err
+	s.mu.Lock()
+	if !maps.Equal(types, s.types) {
+		s.types, s.listedAt = types, time.Time{}
+	}
+	s.mu.Unlock()
 }
 
 // GetRecord implements core.Store.
@@ -568,19 +547,10 @@ func (s *Store) Close() error {
 	return s.next.Close()
 }
 
-// remember keeps a topic listing for delayq_jobs and the delivery types.
-func (s *Store) remember(list []*core.Topic) {
-	topics := make([]*core.Topic, len(list))
-	types := make(map[string]string, len(list))
-	for i, t := range list {
-		c := *t
-		topics[i] = &c
-		if t.Configured {
-			types[t.Name] = t.WithDefaults().Delivery.Type
-		}
-	}
+// remember keeps a topic listing for delayq_jobs.
+func (s *Store) remember(list []core.TopicState) {
 	s.mu.Lock()
-	s.topics, s.listedAt, s.types = topics, s.cfg.Clock.Now(), types
+	s.topics, s.listedAt = slices.Clone(list), s.cfg.Clock.Now()
 	s.mu.Unlock()
 }
 
@@ -599,6 +569,7 @@ func (s *Store) observeJobs(_ context.Context, o metric.Observer) error {
 	s.mu.Lock()
 	now := s.cfg.Clock.Now()
 	topics, fresh := s.topics, now.Sub(s.listedAt) < s.cfg.CountsTTL
+	configured := slices.Collect(maps.Keys(s.types))
 	limited := make(map[string]bool, len(s.limited))
 	for name, at := range s.limited {
 		if now.Sub(at) < limitedFor {
@@ -614,7 +585,7 @@ func (s *Store) observeJobs(_ context.Context, o metric.Observer) error {
 	}
 	if !fresh {
 		ctx, cancel := context.WithTimeout(context.Background(), countsTimeout)
-		list, err := s.next.ListTopics(ctx)
+		list, err := s.next.ListTopicStates(ctx)
 		cancel()
 		if err != nil {
 			s.cfg.Logger.Debug("telemetry: counting jobs by state failed", "err", err)
@@ -622,6 +593,16 @@ func (s *Store) observeJobs(_ context.Context, o metric.Observer) error {
 		}
 		s.remember(list)
 		topics = list
+	}
+	listed := make(map[string]bool, len(topics))
+	for _, t := range topics {
+		listed[t.Name] = true
+	}
+	topics = slices.Clip(topics)      // the listing kept is shared: append to a copy
+	for _, name := range configured { // configured topics without jobs count 0
+		if !listed[name] {
+			topics = append(topics, core.TopicState{Name: name})
+		}
 	}
 	for _, t := range topics {
 		paused := int64(0)

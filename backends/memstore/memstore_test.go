@@ -173,29 +173,29 @@ func TestRetention(t *testing.T) {
 	got, err := b.store.GetJob(ctx, cancelled.ID)
 	require.NoError(t, err)
 	require.Equal(t, core.StateCancelled, got.State)
-	topics, err := b.store.ListTopics(ctx)
+	topics, err := b.store.ListTopicStates(ctx)
 	require.NoError(t, err)
 	require.Len(t, topics, 1)
 
 	b.clock.Advance(time.Minute)
 	_, err = b.store.GetJob(ctx, cancelled.ID)
 	require.ErrorIs(t, err, core.ErrNotFound)
-	topics, err = b.store.ListTopics(ctx)
+	topics, err = b.store.ListTopicStates(ctx)
 	require.NoError(t, err)
-	require.Empty(t, topics, "a topic with no jobs left and no configuration")
+	require.Empty(t, topics, "a topic with no jobs left")
 }
 
-// requireCounts requires the counts of topic, from GetTopic and ListTopics.
+// requireCounts requires the counts of topic, from GetTopicState and ListTopicStates.
 func (b *testBundle) requireCounts(t *testing.T, topic string, want core.Counts) {
 	t.Helper()
-	tp, err := b.store.GetTopic(t.Context(), topic)
+	tp, err := b.store.GetTopicState(t.Context(), topic)
 	require.NoError(t, err)
-	require.Equal(t, want, tp.Counts, "GetTopic")
-	topics, err := b.store.ListTopics(t.Context())
+	require.Equal(t, want, tp.Counts, "GetTopicState")
+	topics, err := b.store.ListTopicStates(t.Context())
 	require.NoError(t, err)
 	for _, tp := range topics {
 		if tp.Name == topic {
-			require.Equal(t, want, tp.Counts, "ListTopics")
+			require.Equal(t, want, tp.Counts, "ListTopicStates")
 			return
 		}
 	}

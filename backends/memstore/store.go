@@ -90,10 +90,9 @@ type entry struct {
 	elem  *list.Element // in the dead or finished list
 }
 
-// topic holds one topic's configuration and jobs.
+// topic holds one topic's jobs and pause.
 type topic struct {
 	name      string
-	config    *core.Topic                    // nil when not configured
 	paused    bool                           // claims take nothing (SetTopicPaused)
 	jobs      int                            // jobs of the topic in the store, finished ones included
 	done      int                            // of which done, in the store's finished list
@@ -455,60 +454,26 @@ func (s *Store) TakeRate(_ context.Context, params *core.TakeRateParams) (core.T
 	return s.rates.Take(params, s.now())
 }
 
-// PutTopic implements core.Store. Idempotent. Errors: ErrClosed.
-func (s *Store) PutTopic(_ context.Context, t *core.Topic) error {
-	if t == nil {
-		return core.Invalid("", "memstore: put topic: no topic")
-	}
+// GetTopicState implements core.Store. Errors: ErrClosed.
+func (s *Store) GetTopicState(_ context.Context, name string) (core.TopicState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return core.ErrClosed
-	}
-	c := t.Clone()
-	c.Configured = true
-	c.Counts = core.Counts{}
-	c.Paused = false
-	s.topicFor(t.Name).config = c
-	return nil
-}
-
-// GetTopic implements core.Store. Errors: ErrNotFound, ErrClosed.
-func (s *Store) GetTopic(_ context.Context, name string) (*core.Topic, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, core.ErrClosed
+		return core.TopicState{}, core.ErrClosed
 	}
 	now := s.now()
 	s.prune(now)
 	tp := s.topics[name]
-	if tp == nil || !tp.visible() {
-		return nil, fmt.Errorf("memstore: topic %q: %w", name, core.ErrNotFound)
+	if tp == nil {
+		return core.TopicState{Name: name}, nil
 	}
 	s.promote(tp, now)
 	s.changed(tp)
-	return tp.viewCounted(), nil
+	return tp.state(), nil
 }
 
-// DeleteTopic implements core.Store. Errors: ErrNotFound, ErrClosed.
-func (s *Store) DeleteTopic(_ context.Context, name string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return core.ErrClosed
-	}
-	tp := s.topics[name]
-	if tp == nil || tp.config == nil {
-		return fmt.Errorf("memstore: topic %q is not configured: %w", name, core.ErrNotFound)
-	}
-	tp.config = nil
-	s.maybeDrop(tp)
-	return nil
-}
-
-// ListTopics implements core.Store. Errors: ErrClosed.
-func (s *Store) ListTopics(_ context.Context) ([]*core.Topic, error) {
+// ListTopicStates implements core.Store. Errors: ErrClosed.
+func (s *Store) ListTopicStates(_ context.Context) ([]core.TopicState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -516,17 +481,17 @@ func (s *Store) ListTopics(_ context.Context) ([]*core.Topic, error) {
 	}
 	now := s.now()
 	s.prune(now)
-	topics := []*core.Topic{}
+	states := []core.TopicState{}
 	for _, tp := range s.topics {
 		if !tp.visible() {
 			continue
 		}
 		s.promote(tp, now)
 		s.changed(tp)
-		topics = append(topics, tp.viewCounted())
+		states = append(states, tp.state())
 	}
-	slices.SortFunc(topics, func(a, b *core.Topic) int { return strings.Compare(a.Name, b.Name) })
-	return topics, nil
+	slices.SortFunc(states, func(a, b core.TopicState) int { return strings.Compare(a.Name, b.Name) })
+	return states, nil
 }
 
 // SetTopicPaused implements core.Store. Errors: ErrClosed.
@@ -542,23 +507,6 @@ func (s *Store) SetTopicPaused(_ context.Context, name string, paused bool) erro
 	s.promote(tp, now)
 	s.changed(tp)
 	return nil
-}
-
-// ListTopicConfigs implements core.Store. Errors: ErrClosed.
-func (s *Store) ListTopicConfigs(_ context.Context) ([]*core.Topic, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, core.ErrClosed
-	}
-	topics := []*core.Topic{}
-	for _, tp := range s.topics {
-		if tp.config != nil {
-			topics = append(topics, tp.config.Clone())
-		}
-	}
-	slices.SortFunc(topics, func(a, b *core.Topic) int { return strings.Compare(a.Name, b.Name) })
-	return topics, nil
 }
 
 // Ping implements core.Store. Errors: ErrClosed.
@@ -748,30 +696,26 @@ func (s *Store) prune(now time.Time) {
 	}
 }
 
-// maybeDrop forgets a topic that has no configuration or jobs; what its
-// waiting claims watch is the notifier's, by name.
+// maybeDrop forgets a topic that has no jobs or pause; what its waiting
+// claims watch is the notifier's, by name.
 func (s *Store) maybeDrop(tp *topic) {
 	if !tp.visible() && s.topics[tp.name] == tp {
 		delete(s.topics, tp.name)
 	}
 }
 
-func (tp *topic) visible() bool { return tp.config != nil || tp.jobs > 0 || tp.paused }
+func (tp *topic) visible() bool { return tp.jobs > 0 || tp.paused }
 
-// view returns tp's configuration with its counts.
-func (tp *topic) view() *core.Topic {
-	t := &core.Topic{Name: tp.name}
-	if tp.config != nil {
-		t = tp.config.Clone()
-	}
-	t.Paused = tp.paused
-	t.Counts = core.Counts{
+// state returns tp's pause and counts.
+func (tp *topic) state() core.TopicState {
+	return core.TopicState{Name: tp.name, Paused: tp.paused, Counts: core.Counts{
 		Scheduled: int64(tp.scheduled.Len()),
 		Ready:     int64(tp.ready.Len()),
 		Reserved:  int64(tp.reserved.Len()),
 		Dead:      int64(tp.dead.Len()),
-	}
-	return t
+		Done:      int64(tp.done),
+		Cancelled: int64(tp.cancelled),
+	}}
 }
 
 // countFinished moves tp's count of finished jobs in state (done or
@@ -784,12 +728,4 @@ func (tp *topic) countFinished(state core.State, n int) {
 	case core.StateCancelled:
 		tp.cancelled += n
 	}
-}
-
-// viewCounted returns view with the counts of finished jobs too.
-func (tp *topic) viewCounted() *core.Topic {
-	t := tp.view()
-	t.Counts.Done = int64(tp.done)
-	t.Counts.Cancelled = int64(tp.cancelled)
-	return t
 }

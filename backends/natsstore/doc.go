@@ -22,11 +22,13 @@
 // state the message stands for; readers see
 // it as of now (core.Job.AsOf), so a lease that ran out reads as ready or
 // dead before any message moves. A key-value bucket <PREFIX>_TOPICS keeps
-// topic configurations (cfg.<name>) and a "seen" key per topic (seen.<name>),
-// so ListTopics reads no jobs, and the metadata records (rec.<kind>.<name
-// in base64url>, schedules among them), whose revision is the key's. The
-// release before records kept schedules in sch.<name> and their cursors in
-// cur.<name>: LegacySchedules reads them for core.MigrateSchedules.
+// a "seen" key per topic (seen.<name>), so ListTopicStates reads no jobs,
+// a key per paused topic (paused.<name>), and the metadata records
+// (rec.<kind>.<name in base64url>, topic configurations and schedules),
+// whose revision is the key's. The release before records kept topic
+// configurations in cfg.<name>, schedules in sch.<name> and their cursors
+// in cur.<name>: LegacyTopics and LegacySchedules read them for
+// core.MigrateTopics and core.MigrateSchedules.
 //
 // Every change writes the job's new message with a compare-and-set over all
 // of the job's subjects (Nats-Expected-Last-Subject-Sequence with

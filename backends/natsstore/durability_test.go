@@ -77,7 +77,7 @@ func TestKill9KeepsAnsweredJobs(t *testing.T) {
 		require.NoError(t, err, "answered job %s lost", id)
 		require.Equal(t, core.StateScheduled, j.State)
 	}
-	tp, err := s2.GetTopic(context.Background(), "kill")
+	tp, err := s2.GetTopicState(context.Background(), "kill")
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, tp.Counts.Scheduled, int64(len(answered)), "wake-ups lost")
 }
@@ -154,7 +154,7 @@ func TestKill9DeliversHeldJobs(t *testing.T) {
 		}
 	}
 	if len(missing) > 0 {
-		tp, err := s2.GetTopic(ctx, topic)
+		tp, err := s2.GetTopicState(ctx, topic)
 		require.NoError(t, err)
 		got, err := s2.GetJob(ctx, missing[0])
 		require.NoError(t, err)

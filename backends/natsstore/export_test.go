@@ -107,10 +107,10 @@ func TestExportImportKeepsStates(t *testing.T) {
 	require.Len(t, deadJobs, 1)
 	require.Equal(t, dead.ID, deadJobs[0].ID)
 	require.Eventually(t, func() bool {
-		tp, err := dst.store.GetTopic(ctx, "x")
+		tp, err := dst.store.GetTopicState(ctx, "x")
 		return err == nil && tp.Counts == core.Counts{Scheduled: 1, Ready: 2, Dead: 1}
 	}, 5*time.Second, 10*time.Millisecond)
-	topics, err := dst.store.ListTopics(ctx)
+	topics, err := dst.store.ListTopicStates(ctx)
 	require.NoError(t, err)
 	require.Len(t, topics, 1)
 

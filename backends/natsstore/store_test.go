@@ -38,7 +38,7 @@ func TestPutGetClaimAck(t *testing.T) {
 	require.Equal(t, core.StateDone, got.State)
 
 	require.Eventually(t, func() bool {
-		tp, err := b.store.GetTopic(ctx, "orders.close")
+		tp, err := b.store.GetTopicState(ctx, "orders.close")
 		return err == nil && tp.Counts == core.Counts{Done: 1}
 	}, 5*time.Second, 10*time.Millisecond)
 }
@@ -73,7 +73,7 @@ func TestOrderAndCancel(t *testing.T) {
 	require.NoError(t, b.store.CancelJob(ctx, d.ID))
 	require.ErrorIs(t, b.store.CancelJob(ctx, d.ID), core.ErrNotFound)
 
-	tp, err := b.store.GetTopic(ctx, "t")
+	tp, err := b.store.GetTopicState(ctx, "t")
 	require.NoError(t, err)
 	require.Equal(t, core.Counts{Ready: 2, Cancelled: 1}, tp.Counts)
 
@@ -142,7 +142,7 @@ func TestRetryBuryTouchReplace(t *testing.T) {
 	require.Equal(t, 2, got[0].Attempt)
 	require.NoError(t, settleErr(b.store.BuryJob(ctx, &core.BuryJobParams{ID: j.ID, Lease: got[0].Lease, Error: "bad"})))
 	require.Eventually(t, func() bool {
-		tp, err := b.store.GetTopic(ctx, "t")
+		tp, err := b.store.GetTopicState(ctx, "t")
 		return err == nil && tp.Counts == core.Counts{Dead: 1}
 	}, 5*time.Second, 10*time.Millisecond)
 
@@ -160,29 +160,6 @@ func TestRetryBuryTouchReplace(t *testing.T) {
 	got = claim(t, b.store, "t", 1, 5*time.Second)
 	require.Len(t, got, 1)
 	require.Equal(t, k.ID, got[0].ID)
-}
-
-func TestTopics(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	ctx := context.Background()
-	_, err := b.store.GetTopic(ctx, "x")
-	require.ErrorIs(t, err, core.ErrNotFound)
-	require.NoError(t, b.store.PutTopic(ctx, &core.Topic{Name: "x", MaxAttempts: 4}))
-	put(t, b.store, job("y.z", time.Hour))
-	topics, err := b.store.ListTopics(ctx)
-	require.NoError(t, err)
-	require.Len(t, topics, 2)
-	require.Equal(t, "x", topics[0].Name)
-	require.True(t, topics[0].Configured)
-	require.Equal(t, 4, topics[0].MaxAttempts)
-	require.Equal(t, "y.z", topics[1].Name)
-	require.False(t, topics[1].Configured)
-	require.Equal(t, core.Counts{Scheduled: 1}, topics[1].Counts)
-	require.NoError(t, b.store.DeleteTopic(ctx, "x"))
-	require.ErrorIs(t, b.store.DeleteTopic(ctx, "x"), core.ErrNotFound)
-	_, err = b.store.GetTopic(ctx, "x")
-	require.ErrorIs(t, err, core.ErrNotFound)
 }
 
 // TestReleasedJobsDeliveredAgain: due jobs that a fetcher held and released
@@ -224,7 +201,7 @@ func TestReleasedJobsDeliveredAgain(t *testing.T) {
 			acked[j.ID] = true
 		}
 	}
-	tp, err := b.store.GetTopic(ctx, topic)
+	tp, err := b.store.GetTopicState(ctx, topic)
 	require.NoError(t, err)
 	require.Len(t, acked, len(jobs)-len(first), "counts %+v", tp.Counts)
 	require.Equal(t, core.Counts{Reserved: int64(len(first)), Done: int64(len(acked))}, tp.Counts)

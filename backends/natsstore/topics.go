@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -17,11 +16,9 @@ import (
 	"github.com/delayq/delayq/core"
 )
 
-// Keys of the topic bucket.
-const (
-	keyConfig = "cfg."  // + topic: its configuration
-	keySeen   = "seen." // + topic: written once when the topic's first job came
-)
+// keySeen + topic, in the topic bucket: written once when the topic's
+// first job came.
+const keySeen = "seen."
 
 // markSeen records that a topic has had jobs, once per topic and store
 // instance, so that ListTopics needs no scan of jobs.
@@ -39,154 +36,47 @@ func (s *Store) markSeen(ctx context.Context, topic string) error {
 	return nil
 }
 
-// PutTopic implements core.Store. Errors: ErrClosed, ErrUnavailable.
-func (s *Store) PutTopic(ctx context.Context, t *core.Topic) error {
-	if t == nil {
-		return core.Invalid("", "natsstore: put topic: no topic")
-	}
+// GetTopicState implements core.Store; Paused is as this instance's
+// claims see it. Errors: ErrClosed, ErrUnavailable.
+func (s *Store) GetTopicState(ctx context.Context, name string) (core.TopicState, error) {
 	if s.isClosed() {
-		return core.ErrClosed
+		return core.TopicState{}, core.ErrClosed
 	}
-	c := *t
-	c.Configured = true
-	c.Counts = core.Counts{}
-	data, err := json.Marshal(&c)
+	counts, err := s.counts(ctx, name)
 	if err != nil {
-		return fmt.Errorf("natsstore: encode topic %q: %w", t.Name, err)
-	}
-	if _, err := s.kv.Put(ctx, keyConfig+t.Name, data); err != nil {
-		return unavailable("put topic", err)
-	}
-	return nil
-}
-
-// GetTopic implements core.Store; Paused is as this instance's claims see
-// it. Errors: ErrNotFound, ErrClosed, ErrUnavailable.
-func (s *Store) GetTopic(ctx context.Context, name string) (*core.Topic, error) {
-	if s.isClosed() {
-		return nil, core.ErrClosed
-	}
-	t, err := s.topicConfig(ctx, name)
-	if err != nil {
-		return nil, err
+		return core.TopicState{}, err
 	}
 	paused := s.pauses.paused(name)
-	if t == nil && paused {
-		t = &core.Topic{Name: name}
-	}
-	if t == nil {
-		_, err := s.kv.Get(ctx, keySeen+name)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			return nil, fmt.Errorf("natsstore: topic %q: %w", name, core.ErrNotFound)
-		}
-		if err != nil {
-			return nil, unavailable("get topic", err)
-		}
-		t = &core.Topic{Name: name}
-	}
-	if t.Counts, err = s.counts(ctx, name); err != nil {
-		return nil, err
-	}
-	t.Paused = paused
-	return t, nil
+	return core.TopicState{Name: name, Paused: paused, Counts: counts}, nil
 }
 
-// topicConfig returns a topic's configuration, nil when it has none.
-func (s *Store) topicConfig(ctx context.Context, name string) (*core.Topic, error) {
-	e, err := s.kv.Get(ctx, keyConfig+name)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, unavailable("get topic", err)
-	}
-	var t core.Topic
-	if err := json.Unmarshal(e.Value(), &t); err != nil {
-		return nil, fmt.Errorf("natsstore: topic %q: bad record: %w", name, err)
-	}
-	t.Name, t.Configured = name, true
-	return &t, nil
-}
-
-// DeleteTopic implements core.Store. Errors: ErrNotFound when the topic had
-// no configuration, ErrClosed, ErrUnavailable.
-func (s *Store) DeleteTopic(ctx context.Context, name string) error {
-	if s.isClosed() {
-		return core.ErrClosed
-	}
-	t, err := s.topicConfig(ctx, name)
-	if err != nil {
-		return err
-	}
-	if t == nil {
-		return fmt.Errorf("natsstore: topic %q is not configured: %w", name, core.ErrNotFound)
-	}
-	if err := s.kv.Purge(ctx, keyConfig+name); err != nil {
-		return unavailable("delete topic", err)
-	}
-	return nil
-}
-
-// ListTopicConfigs implements core.Store: the cfg keys of the topics bucket
-// only, no job counts. Errors: ErrClosed, ErrUnavailable.
-func (s *Store) ListTopicConfigs(ctx context.Context) ([]*core.Topic, error) {
+// ListTopicStates implements core.Store: the topics marked seen or paused
+// in the topic bucket. Errors: ErrClosed, ErrUnavailable.
+func (s *Store) ListTopicStates(ctx context.Context) ([]core.TopicState, error) {
 	if s.isClosed() {
 		return nil, core.ErrClosed
 	}
-	names, err := s.keyNames(ctx, keyConfig, "topic configurations")
+	seen, err := s.keyNames(ctx, keySeen, "topics")
 	if err != nil {
 		return nil, err
 	}
-	topics := make([]*core.Topic, len(names))
-	err = s.each(ctx, len(names), func(i int) error {
-		t, err := s.topicConfig(ctx, names[i])
-		topics[i] = t // nil when deleted meanwhile
-		return err
-	})
+	paused, err := s.keyNames(ctx, keyPaused, "paused topics")
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(topics, func(t *core.Topic) bool { return t == nil }), nil
-}
-
-// ListTopics implements core.Store. Errors: ErrClosed, ErrUnavailable.
-func (s *Store) ListTopics(ctx context.Context) ([]*core.Topic, error) {
-	if s.isClosed() {
-		return nil, core.ErrClosed
-	}
-	lister, err := s.kv.ListKeys(ctx)
-	if err != nil {
-		return nil, unavailable("list topics", err)
-	}
-	defer func() { _ = lister.Stop() }() // errs once the keys were all read
-	set := map[string]struct{}{}
-	for k := range lister.Keys() {
-		if name, ok := strings.CutPrefix(k, keyConfig); ok {
-			set[name] = struct{}{}
-		} else if name, ok := strings.CutPrefix(k, keySeen); ok {
-			set[name] = struct{}{}
-		} else if name, ok := strings.CutPrefix(k, keyPaused); ok {
-			set[name] = struct{}{}
-		}
-	}
-	names := make([]string, 0, len(set))
-	for n := range set {
-		names = append(names, n)
-	}
+	names := append(seen, paused...)
 	slices.Sort(names)
-	topics := make([]*core.Topic, len(names))
+	names = slices.Compact(names)
+	states := make([]core.TopicState, len(names))
 	err = s.each(ctx, len(names), func(i int) error {
-		t, err := s.GetTopic(ctx, names[i])
-		if errors.Is(err, core.ErrNotFound) { // deleted meanwhile
-			return nil
-		}
-		topics[i] = t
+		var err error
+		states[i], err = s.GetTopicState(ctx, names[i])
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(topics, func(t *core.Topic) bool { return t == nil }), nil
+	return states, nil
 }
 
 // counts asks the server how many jobs of a topic each state has: a job

@@ -31,8 +31,9 @@ func TestCheckpoint(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 
-	topic := &core.Topic{Name: "ck.dead", MaxAttempts: 1, TTR: time.Minute, Configured: true}
-	require.NoError(t, s.PutTopic(ctx, topic))
+	topic := &core.PutRecordParams{Kind: core.KindTopic, Name: "ck.dead", Value: []byte(`{"max_attempts":1,"ttr":60000000000}`)}
+	_, err = s.PutRecord(ctx, topic)
+	require.NoError(t, err)
 	now := clock.Now()
 	job := func(topic string, runAt time.Time) *core.Job {
 		j := storetest.NewJob(topic, runAt)
@@ -79,7 +80,7 @@ func TestCheckpoint(t *testing.T) {
 	require.Equal(t, core.StateDead, want[dead.ID].State)
 	require.Equal(t, core.StateScheduled, want[retried.ID].State)
 	require.Equal(t, core.StateCancelled, want[cancelled.ID].State)
-	wantTopics, err := s.ListTopics(ctx)
+	wantTopics, err := s.ListTopicStates(ctx)
 	require.NoError(t, err)
 
 	// A writer puts jobs before, during and after the checkpoint.
@@ -144,11 +145,10 @@ func TestCheckpoint(t *testing.T) {
 		require.NoError(t, err, "job %s answered before the checkpoint is missing from it", id)
 		require.Equal(t, core.StateScheduled, got.State)
 	}
-	gotTopic, err := c.GetTopic(ctx, "ck.dead")
-	require.NoError(t, err)
-	require.Equal(t, topic.MaxAttempts, gotTopic.MaxAttempts)
-	require.True(t, gotTopic.Configured)
-	gotTopics, err := c.ListTopics(ctx)
+	gotTopic, err := c.GetRecord(ctx, core.KindTopic, "ck.dead")
+	require.NoError(t, err, "the topic's configuration record is in the checkpoint")
+	require.Equal(t, topic.Value, gotTopic.Value)
+	gotTopics, err := c.ListTopicStates(ctx)
 	require.NoError(t, err)
 	counts := map[string]core.Counts{}
 	for _, tp := range gotTopics {

@@ -19,7 +19,6 @@ const (
 	prefixHistory  = 'h' // h<id>: the attempts that ended, when there are some
 	prefixExpiry   = 'f' // f<finished ms, 8 bytes><id>: finished jobs by finish time
 	prefixDead     = 'd' // d<topic>\x00<died ns, 8 bytes><id>: dead jobs by topic and death
-	prefixTopic    = 't' // t<name>: a topic's configuration (JSON)
 	prefixPaused   = 'p' // p<name>: a paused topic (no value)
 	prefixCount    = 'c' // c<topic>\x00<state><bucket, 8 bytes>: finished counts
 	prefixKey      = 'k' // k<topic>\x00<key>\x00<id>: jobs by business key (no value)

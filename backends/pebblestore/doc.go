@@ -28,7 +28,7 @@
 //	d<topic>\0<died ns><id>        dead jobs of a topic in order of death
 //	F<topic>\0<state><done ns><id> done or cancelled jobs of a topic by state and finish time,
 //	                               which ListJobs reads newest first
-//	t<topic>                       a topic's configuration (JSON)
+//	t<topic>                       before records: a topic's configuration (JSON), LegacyTopics
 //	p<topic>                       a paused topic (no value)
 //	c<topic>\0<state><bucket>      jobs of a topic finished (done or cancelled) in a bucket
 //	k<topic>\0<key>\0<id>          a job with a business key, while the job is kept (no value)

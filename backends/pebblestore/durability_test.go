@@ -105,7 +105,7 @@ func TestKill9KeepsAnsweredWrites(t *testing.T) {
 		// A cancel may have been answered after the last line read.
 		require.Contains(t, []core.State{core.StateScheduled, core.StateCancelled}, j.State, id)
 	}
-	tp, err := s.GetTopic(ctx, "kill")
+	tp, err := s.GetTopicState(ctx, "kill")
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, tp.Counts.Scheduled, int64(len(put)-len(cancelled)-1))
 }

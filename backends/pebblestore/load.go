@@ -3,7 +3,6 @@ package pebblestore
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -14,25 +13,13 @@ import (
 	"github.com/delayq/delayq/core"
 )
 
-// load rebuilds the index from the disk at Open: topic configurations, the
+// load rebuilds the index from the disk at Open: paused topics, the
 // state of every unfinished job (m keys, small values, no bodies), and the
 // finished counts. A lease that expired while the store was closed is
 // ended as it would have been (core.Job.AsOf), and written so.
 func (s *Store) load() error {
 	now := s.now()
-	err := s.scan(prefixTopic, func(k, v []byte) error {
-		var t core.Topic
-		if err := json.Unmarshal(v, &t); err != nil {
-			return fmt.Errorf("pebblestore: topic %q: %w", k[1:], err)
-		}
-		t.Configured = true
-		s.topicFor(t.Name).config = &t
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	err = s.scan(prefixPaused, func(k, _ []byte) error {
+	err := s.scan(prefixPaused, func(k, _ []byte) error {
 		s.topicFor(string(k[1:])).paused = true
 		return nil
 	})

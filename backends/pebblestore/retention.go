@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -351,8 +350,4 @@ func (s *Store) pruneCounts(now time.Time) {
 	if err := s.write(b, pebble.NoSync)(); err != nil {
 		s.log.Warn("pebblestore: prune of finished counts failed", "err", err)
 	}
-}
-
-func sortTopics(ts []*core.Topic) {
-	slices.SortFunc(ts, func(a, b *core.Topic) int { return strings.Compare(a.Name, b.Name) })
 }

@@ -60,11 +60,8 @@ func requireKept(t *testing.T, s *Store, ids []string, gone map[string]bool) {
 func finishedCountsOf(t *testing.T, s *Store, topics ...string) (done, cancelled int64) {
 	t.Helper()
 	for _, name := range topics {
-		tp, err := s.GetTopic(context.Background(), name)
-		if err != nil {
-			require.ErrorIs(t, err, core.ErrNotFound)
-			continue
-		}
+		tp, err := s.GetTopicState(context.Background(), name)
+		require.NoError(t, err)
 		done += tp.Counts.Done
 		cancelled += tp.Counts.Cancelled
 	}
@@ -130,10 +127,10 @@ func TestRetentionMaxJobs(t *testing.T) {
 	require.Equal(t, int64(5), kept(s))
 	// Per topic too: ret.a kept ids[6] and ids[8] (cancelled), ret.b
 	// ids[5] (cancelled), ids[7] and ids[9].
-	a, err := s.GetTopic(ctx, "ret.a")
+	a, err := s.GetTopicState(ctx, "ret.a")
 	require.NoError(t, err)
 	require.Equal(t, core.Counts{Done: 1, Cancelled: 1}, a.Counts)
-	b, err := s.GetTopic(ctx, "ret.b")
+	b, err := s.GetTopicState(ctx, "ret.b")
 	require.NoError(t, err)
 	require.Equal(t, core.Counts{Done: 2, Cancelled: 1}, b.Counts)
 

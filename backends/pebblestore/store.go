@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -147,15 +146,14 @@ type Store struct {
 	background sync.WaitGroup
 }
 
-// topic holds one topic's configuration and schedule.
+// topic holds one topic's pause and schedule.
 type topic struct {
 	name      string
 	num       uint32
-	config    *core.Topic // nil when not configured
-	paused    bool        // claims take nothing (SetTopicPaused)
-	scheduled heap        // by run_at
-	ready     heap        // by run_at
-	reserved  heap        // by lease expiry
+	paused    bool // claims take nothing (SetTopicPaused)
+	scheduled heap // by run_at
+	ready     heap // by run_at
+	reserved  heap // by lease expiry
 	dead      int64
 	finished  map[int64]*[2]int64 // bucket -> done, cancelled
 	// told is the earliest due time (Unix ms) the last empty take
@@ -1220,67 +1218,18 @@ func (s *Store) ListDeadJobs(_ context.Context, params *core.ListDeadJobsParams)
 	return jobs, wrap(it.Error())
 }
 
-// PutTopic implements core.Store. Errors: ErrClosed, ErrUnavailable.
-func (s *Store) PutTopic(_ context.Context, t *core.Topic) error {
-	s.ops.RLock()
-	defer s.ops.RUnlock()
-	c := *t
-	c.Configured = true
-	c.Counts = core.Counts{}
-	c.Paused = false
-	raw, err := json.Marshal(&c)
-	if err != nil {
-		return fmt.Errorf("pebblestore: topic %q: %w", t.Name, err)
-	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return core.ErrClosed
-	}
-	b := s.db.NewBatch()
-	_ = b.Set(idKey(prefixTopic, t.Name), raw, nil)
-	s.topicFor(t.Name).config = &c
-	wait := s.write(b, pebble.Sync)
-	s.mu.Unlock()
-	return wait()
-}
-
-// GetTopic implements core.Store. Errors: ErrNotFound, ErrClosed.
-func (s *Store) GetTopic(_ context.Context, name string) (*core.Topic, error) {
+// GetTopicState implements core.Store. Errors: ErrClosed.
+func (s *Store) GetTopicState(_ context.Context, name string) (core.TopicState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil, core.ErrClosed
-	}
-	now := s.now()
-	tp := s.topics[name]
-	if tp == nil || !s.visible(tp, now) {
-		return nil, fmt.Errorf("pebblestore: topic %q: %w", name, core.ErrNotFound)
-	}
-	return s.view(tp, now), nil
-}
-
-// DeleteTopic implements core.Store. Errors: ErrNotFound, ErrClosed,
-// ErrUnavailable.
-func (s *Store) DeleteTopic(_ context.Context, name string) error {
-	s.ops.RLock()
-	defer s.ops.RUnlock()
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return core.ErrClosed
+		return core.TopicState{}, core.ErrClosed
 	}
 	tp := s.topics[name]
-	if tp == nil || tp.config == nil {
-		s.mu.Unlock()
-		return fmt.Errorf("pebblestore: topic %q: %w", name, core.ErrNotFound)
+	if tp == nil {
+		return core.TopicState{Name: name}, nil
 	}
-	tp.config = nil
-	b := s.db.NewBatch()
-	_ = b.Delete(idKey(prefixTopic, name), nil)
-	wait := s.write(b, pebble.Sync)
-	s.mu.Unlock()
-	return wait()
+	return s.state(tp, s.now()), nil
 }
 
 // TakeRate implements core.Store, in memory (core.Buckets). Errors:
@@ -1316,70 +1265,36 @@ func (s *Store) SetTopicPaused(_ context.Context, name string, paused bool) erro
 	return wait()
 }
 
-// ListTopics implements core.Store. Errors: ErrClosed.
-func (s *Store) ListTopics(context.Context) ([]*core.Topic, error) {
+// ListTopicStates implements core.Store. Errors: ErrClosed.
+func (s *Store) ListTopicStates(context.Context) ([]core.TopicState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil, core.ErrClosed
 	}
 	now := s.now()
-	topics := []*core.Topic{}
+	states := []core.TopicState{}
 	for _, tp := range s.topicList {
-		if s.visible(tp, now) {
-			topics = append(topics, s.view(tp, now))
+		if st := s.state(tp, now); st.Paused || st.Counts != (core.Counts{}) {
+			states = append(states, st)
 		}
 	}
-	sortTopics(topics)
-	return topics, nil
+	slices.SortFunc(states, func(a, b core.TopicState) int { return strings.Compare(a.Name, b.Name) })
+	return states, nil
 }
 
-// ListTopicConfigs implements core.Store. Errors: ErrClosed.
-func (s *Store) ListTopicConfigs(context.Context) ([]*core.Topic, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, core.ErrClosed
-	}
-	topics := []*core.Topic{}
-	for _, tp := range s.topicList {
-		if tp.config != nil {
-			c := *tp.config
-			topics = append(topics, &c)
-		}
-	}
-	sortTopics(topics)
-	return topics, nil
-}
-
-// visible reports whether ListTopics shows tp: configured, paused, holding
-// jobs, or with jobs finished within retention.
-func (s *Store) visible(tp *topic, now time.Time) bool {
-	if tp.config != nil || tp.paused || tp.scheduled.Len()+tp.ready.Len()+tp.reserved.Len() > 0 || tp.dead > 0 {
-		return true
-	}
-	done, cancelled := s.finishedCounts(tp, now)
-	return done+cancelled > 0
-}
-
-// view returns tp's configuration with its counts.
-func (s *Store) view(tp *topic, now time.Time) *core.Topic {
+// state returns tp's pause and counts.
+func (s *Store) state(tp *topic, now time.Time) core.TopicState {
 	s.promote(tp, now)
-	t := &core.Topic{Name: tp.name}
-	if tp.config != nil {
-		*t = *tp.config
-	}
-	t.Paused = tp.paused
 	done, cancelled := s.finishedCounts(tp, now)
-	t.Counts = core.Counts{
+	return core.TopicState{Name: tp.name, Paused: tp.paused, Counts: core.Counts{
 		Scheduled: int64(tp.scheduled.Len()),
 		Ready:     int64(tp.ready.Len()),
 		Reserved:  int64(tp.reserved.Len()),
 		Done:      done,
 		Dead:      tp.dead,
 		Cancelled: cancelled,
-	}
-	return t
+	}}
 }
 
 // Ping implements core.Store. Errors: ErrClosed, ErrStorageFull while

@@ -37,7 +37,7 @@
 // With P the prefix and n a shard number:
 //
 //	{P}:meta              hash   shards: the shard count of the prefix; layout: "queues"
-//	{P}:topics            hash   topic -> configuration (JSON)
+//	{P}:topics            hash   before topic records: topic -> configuration (JSON), LegacyTopics
 //	{P}:seen              zset   topic -> when a store last put jobs on it (ms): the topic registry
 //	{P}:rate:<topic>      hash   the topic's rate limit bucket: n tokens at t (ms); expires once full
 //	{P}:sched             hash   before records: schedule name -> definition (JSON), LegacySchedules
@@ -107,7 +107,7 @@
 // last error and creation time; a reserved job becomes ready, without
 // lease), export reads one page of one structure after a cursor of score
 // and id, for ExportJobs, which walks the lease set and the queues and dead
-// sets of the configured and registered topics, never the keyspace, list
+// sets of the registered topics, never the keyspace, list
 // reads one shard's part of a listing by state after a cursor (ListJobs),
 // and migrate moves the jobs of a prefix of the earlier layout (one schedule of
 // every topic, "sched", and per-topic ready sets) into queues, once, at New.
@@ -200,10 +200,11 @@
 //
 // Done and cancelled jobs get a key TTL (PEXPIRE) of Config.Retention, 72 h
 // by default, counted by the Redis server's clock; no sweep and no scan.
-// Topics are listed from the configuration hash and the topic registry: a
-// topic without configuration is shown while it counts jobs, finished ones
-// included (below). ListTopics drops from the registry a topic that is
-// empty and unconfigured an hour after its last put. Counts read the
+// Topic states are listed from the topic registry and the paused set: a
+// topic is listed while it counts jobs, finished ones included (below), or
+// is paused; its configuration is a record (core.KindTopic), which core
+// merges. ListTopicStates drops from the registry a topic that is empty an
+// hour after its last put. Counts read the
 // queues (scheduled: run_at after now; ready: the others), the x counters,
 // the dead sets and fin's totals.
 //

@@ -225,7 +225,7 @@ func TestTwoInstancesHeavy(t *testing.T) {
 			for _, j := range jobs {
 				require.Equal(t, 1, claimed[j.ID], "job %s", j.ID)
 			}
-			tp, err := stores[1].GetTopic(t.Context(), topic)
+			tp, err := stores[1].GetTopicState(t.Context(), topic)
 			require.NoError(t, err)
 			require.Equal(t, core.Counts{Reserved: n}, tp.Counts)
 			for i, j := range jobs {

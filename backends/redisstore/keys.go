@@ -12,7 +12,7 @@ type keys struct {
 	mask    uint32
 	channel string // wake-up channel
 	meta    string // hash: shards
-	topics  string // hash: topic -> configuration JSON
+	topics  string // hash: topic -> configuration JSON (LegacyTopics)
 	seen    string // zset: topic -> when last put (ms), the topic registry
 	sched   string // hash: schedule name -> definition JSON (LegacySchedules)
 	cursors string // hash: schedule name -> last slot fired, ms (LegacySchedules)

@@ -463,18 +463,12 @@ func (s *Store) indexKeys(ctx context.Context) error {
 	return nil
 }
 
-// knownTopics lists, sorted, the topics that are configured or in the topic
-// registry: every topic that holds jobs.
+// knownTopics lists, sorted, the topics of the topic registry: every
+// topic that holds jobs.
 func (s *Store) knownTopics(ctx context.Context) ([]string, error) {
-	pipe := s.rdb.Pipeline()
-	cfgs := pipe.HKeys(ctx, s.keys.topics)
-	seen := pipe.ZRange(ctx, s.keys.seen, 0, -1)
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, err
-	}
-	topics := append(cfgs.Val(), seen.Val()...)
+	topics, err := s.rdb.ZRange(ctx, s.keys.seen, 0, -1).Result()
 	slices.Sort(topics)
-	return slices.Compact(topics), nil
+	return topics, err
 }
 
 // listen handles the wake-up channel: a queue that got a job due earlier

@@ -160,7 +160,8 @@ func TestKeyLayout(t *testing.T) {
 	prefix := uniquePrefix(t.Name())
 	s := openStore(t, url, prefix, func(c *Config) { c.Shards = 4 })
 	ctx := t.Context()
-	require.NoError(t, s.PutTopic(ctx, &core.Topic{Name: "a.b"}))
+	_, err := s.PutRecord(ctx, &core.PutRecordParams{Kind: core.KindTopic, Name: "a.b", Value: []byte(`{}`)})
+	require.NoError(t, err)
 	var jobs []*core.Job
 	big := 0
 	for i := range 40 {
@@ -190,7 +191,7 @@ func TestKeyLayout(t *testing.T) {
 		m := re.FindStringSubmatch(k)
 		require.NotNil(t, m, "key %q outside the layout", k)
 		if m[1] == "" {
-			require.Contains(t, []string{"meta", "topics", "seen"}, m[2], "key %q", k)
+			require.Contains(t, []string{"meta", "rec:topic", "seen"}, m[2], "key %q", k)
 			continue
 		}
 		n, _ := strconv.Atoi(m[1])
@@ -344,7 +345,7 @@ func TestRetention(t *testing.T) {
 		require.Equal(t, time.Duration(-1), ttl, "unfinished job %s does not expire", id)
 	}
 	names := func() []string {
-		topics, err := s.ListTopics(ctx)
+		topics, err := s.ListTopicStates(ctx)
 		require.NoError(t, err)
 		var out []string
 		for _, tp := range topics {
@@ -354,7 +355,7 @@ func TestRetention(t *testing.T) {
 	}
 	require.Equal(t, []string{"ret", "ret.dead", "ret.pending"}, names())
 	counts := func(topic string) core.Counts {
-		tp, err := s.GetTopic(ctx, topic)
+		tp, err := s.GetTopicState(ctx, topic)
 		require.NoError(t, err)
 		return tp.Counts
 	}
@@ -364,8 +365,7 @@ func TestRetention(t *testing.T) {
 	require.Equal(t, core.Counts{Dead: 1}, counts("ret.dead"))
 	clock.Advance(time.Millisecond + finWidth(time.Second))
 	require.Equal(t, []string{"ret.dead", "ret.pending"}, names(), "topic of finished jobs past retention")
-	_, err := s.GetTopic(ctx, "ret")
-	require.ErrorIs(t, err, core.ErrNotFound)
+	require.Equal(t, core.Counts{}, counts("ret"))
 	sk := s.keys.shard[0]
 	fields, err := rdb.HKeys(ctx, sk.base+":fin").Result()
 	require.NoError(t, err)
@@ -440,7 +440,7 @@ func TestFinishedCountsBounded(t *testing.T) {
 	// Jobs finished at steps 0..199, one a second; now is step 200. Those of
 	// steps 137..199 are within retention, and the bucket of step 136,
 	// whose retention ends now, may still count.
-	tp, err := s.GetTopic(ctx, "bounded")
+	tp, err := s.GetTopicState(ctx, "bounded")
 	require.NoError(t, err)
 	got := tp.Counts.Done + tp.Counts.Cancelled
 	require.GreaterOrEqual(t, got, int64(63))
@@ -450,10 +450,9 @@ func TestFinishedCountsBounded(t *testing.T) {
 
 	// A retention later, nothing counts and no bucket is left.
 	clock.Advance(retention)
-	tp, err = s.GetTopic(ctx, "bounded")
-	if err == nil {
-		require.Equal(t, core.Counts{}, tp.Counts)
-	}
+	tp, err = s.GetTopicState(ctx, "bounded")
+	require.NoError(t, err)
+	require.Equal(t, core.Counts{}, tp.Counts)
 	n, err := rdb.ZCard(ctx, sk.base+":finq").Result()
 	require.NoError(t, err)
 	require.Zero(t, n)
@@ -483,8 +482,8 @@ func TestClaimAfterCloseAndBadParams(t *testing.T) {
 	_, err = s.PutJobs(ctx, nil)
 	require.ErrorIs(t, err, core.ErrInvalidArgument)
 	require.NoError(t, s.Close())
-	require.ErrorIs(t, s.PutTopic(ctx, &core.Topic{Name: "x"}), core.ErrClosed)
-	_, err = s.ListTopics(ctx)
+	require.ErrorIs(t, s.SetTopicPaused(ctx, "x", true), core.ErrClosed)
+	_, err = s.ListTopicStates(ctx)
 	require.ErrorIs(t, err, core.ErrClosed)
 	require.ErrorIs(t, s.RequeueJob(ctx, "x"), core.ErrClosed)
 	require.ErrorIs(t, settleErr(s.AckJob(ctx, &core.AckJobParams{ID: "x", Lease: "y"})), core.ErrClosed)
@@ -626,7 +625,7 @@ func TestMigrateLayout(t *testing.T) {
 	}
 
 	s := openStore(t, url, prefix)
-	tp, err := s.GetTopic(ctx, "mig")
+	tp, err := s.GetTopicState(ctx, "mig")
 	require.NoError(t, err)
 	require.Equal(t, core.Counts{Scheduled: 2500, Ready: 3}, tp.Counts)
 	got := claim(t, s, "mig", 10, 0)
@@ -648,7 +647,7 @@ func TestMigrateLayout(t *testing.T) {
 	n, err = rdb.ZCard(ctx, base+":sched").Result()
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n, "migrated twice")
-	tp, err = s.GetTopic(ctx, "mig")
+	tp, err = s.GetTopicState(ctx, "mig")
 	require.NoError(t, err)
 	require.Equal(t, core.Counts{Scheduled: 2500, Reserved: 3}, tp.Counts)
 }

@@ -129,10 +129,10 @@ func testTwoInstances(t *testing.T, b *testBundle) {
 		require.NoError(t, err)
 		require.Equal(t, state, got.State)
 	}
-	tp, err := s2.GetTopic(b.ctx, topic)
+	tp, err := s2.GetTopicState(b.ctx, topic)
 	require.NoError(t, err)
 	require.Equal(t, core.Counts{Reserved: n}, tp.Counts)
-	tp, err = s2.GetTopic(b.ctx, j.Topic)
+	tp, err = s2.GetTopicState(b.ctx, j.Topic)
 	require.NoError(t, err)
 	require.Equal(t, core.Counts{Done: 1, Cancelled: 1}, tp.Counts, "counts where the jobs finished")
 }
@@ -171,7 +171,7 @@ func testTwoInstancesWakeUp(t *testing.T, b *testBundle) {
 // testRestart: with a durable backend, closing every store of a namespace
 // and opening it again loses nothing: scheduled, ready and reserved jobs are
 // all delivered (the reserved ones once their lease expires), finished and
-// dead jobs, topic configurations and paused topics are still there, and
+// dead jobs and paused topics (records: RecordsRestart) are still there, and
 // jobs keep their fields (requireSameJob).
 func testRestart(t *testing.T, b *testBundle) {
 	if !b.h.Durable {
@@ -179,7 +179,6 @@ func testRestart(t *testing.T, b *testBundle) {
 	}
 	const topic = "restart"
 	s1 := b.store
-	require.NoError(t, s1.PutTopic(b.ctx, &core.Topic{Name: topic, MaxAttempts: 7}))
 	var pending []*core.Job
 	for i := range 5 {
 		pending = append(pending, NewJob(topic, time.Now().Add(time.Duration(i-10)*time.Second)))
@@ -225,10 +224,7 @@ func testRestart(t *testing.T, b *testBundle) {
 	require.Equal(t, "boom", deadAgain.LastError)
 	require.Equal(t, dead.URL, deadAgain.URL)
 	require.Equal(t, []string{dead.ID}, ids(listDead(t, b, dead.Topic, 10)))
-	tp := b.topicOf(t, topic)
-	require.True(t, tp.Configured)
-	require.Equal(t, 7, tp.MaxAttempts)
-	require.False(t, tp.Paused)
+	require.False(t, b.topicOf(t, topic).Paused)
 	require.True(t, b.topicOf(t, topic+".paused").Paused, "a paused topic after restart")
 
 	got := claimUntil(t, b.ctx, s2, topic, len(pending), 4, 3*time.Second)

@@ -11,9 +11,9 @@ import (
 
 // testPause: a paused topic's claims take nothing, waiting as if nothing
 // were due, while intake, counts and settling go on and other topics are
-// untouched; a resume wakes a waiting claim; the state outlives PutTopic
-// and DeleteTopic; a topic paused with neither jobs nor configuration is
-// listed until resumed.
+// untouched; a resume wakes a waiting claim; the state outlives the
+// engine's PutTopic and DeleteTopic; a topic paused with neither jobs nor
+// configuration is listed until resumed.
 func testPause(t *testing.T, b *testBundle) {
 	const topic, other = "paused", "running"
 	ctx, s := b.ctx, b.store
@@ -45,11 +45,15 @@ func testPause(t *testing.T, b *testBundle) {
 	b.eventuallyCounts(t, topic, core.Counts{Ready: 5}, reserved.LeaseExpiresAt.Add(3*time.Second))
 	require.Empty(t, b.claim(t, topic, 10, 0), "claim of a paused topic after a lease expired")
 
-	// The state is not configuration: PutTopic and DeleteTopic keep it.
-	require.NoError(t, s.PutTopic(ctx, &core.Topic{Name: topic, MaxAttempts: 9}))
+	// The state is not configuration: the engine's PutTopic and
+	// DeleteTopic keep it, and show it.
+	e := b.engine(t)
+	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: topic, MaxAttempts: 9}))
 	require.True(t, b.topicOf(t, topic).Paused, "PutTopic keeps the pause")
-	requireConfigs(t, b, &core.Topic{Name: topic, MaxAttempts: 9, Configured: true})
-	require.NoError(t, s.DeleteTopic(ctx, topic))
+	got, err := e.GetTopic(ctx, topic)
+	require.NoError(t, err)
+	require.True(t, got.Paused && got.Configured && got.MaxAttempts == 9, "the engine's topic: %+v", got)
+	require.NoError(t, e.DeleteTopic(ctx, topic))
 	require.True(t, b.topicOf(t, topic).Paused, "DeleteTopic keeps the pause")
 
 	// A resume wakes a claim waiting on the paused topic.
@@ -62,9 +66,9 @@ func testPause(t *testing.T, b *testBundle) {
 	require.NotEmpty(t, r.jobs, "claim waiting on a paused topic, after the resume")
 	t.Logf("claim woken %s after resume", r.at.Sub(resumedAt))
 	require.Less(t, r.at.Sub(resumedAt), time.Second, "claim not woken by the resume")
-	got := append(r.jobs, claimUntil(t, ctx, s, topic, 5-len(r.jobs), 10, dueWait)...)
-	require.Len(t, got, 5, "every job of the topic after the resume")
-	for _, j := range got {
+	all := append(r.jobs, claimUntil(t, ctx, s, topic, 5-len(r.jobs), 10, dueWait)...)
+	require.Len(t, all, 5, "every job of the topic after the resume")
+	for _, j := range all {
 		if j.ID == held.ID {
 			require.Equal(t, 2, j.Attempt, "the job whose lease expired while paused")
 		}
@@ -78,8 +82,10 @@ func testPause(t *testing.T, b *testBundle) {
 	require.NoError(t, s.SetTopicPaused(ctx, ahead, true))
 	tp = b.topicOf(t, ahead)
 	require.True(t, tp.Paused)
-	require.False(t, tp.Configured)
 	require.Equal(t, core.Counts{}, tp.Counts)
+	got, err = e.GetTopic(ctx, ahead)
+	require.NoError(t, err, "a topic only paused is a topic")
+	require.True(t, got.Paused && !got.Configured, "the engine's topic paused ahead: %+v", got)
 	requirePausedListed(t, b, map[string]bool{ahead: true, topic: false})
 	b.put(t, DueJob(ahead))
 	require.Empty(t, b.claim(t, ahead, 1, 0), "a topic paused before its first job")
@@ -92,7 +98,9 @@ func testPause(t *testing.T, b *testBundle) {
 	require.NoError(t, s.SetTopicPaused(ctx, "brief", true))
 	require.NoError(t, s.SetTopicPaused(ctx, "brief", false))
 	b.requireCountsAbsent(t, "brief")
-	topics, err := s.ListTopics(ctx)
+	_, err = e.GetTopic(ctx, "brief")
+	require.ErrorIs(t, err, core.ErrNotFound, "a topic only paused, then resumed")
+	topics, err := e.ListTopics(ctx)
 	require.NoError(t, err)
 	for _, tp := range topics {
 		require.NotEqual(t, "brief", tp.Name, "a topic only paused, then resumed, is not listed")
@@ -101,7 +109,7 @@ func testPause(t *testing.T, b *testBundle) {
 
 // testPauseTwoInstances: a pause on one instance stops the claims of
 // another (on the NATS store once that instance has heard of it, which
-// GetTopic shows), and a resume on one wakes a claim waiting on the other.
+// GetTopicState shows), and a resume on one wakes a claim waiting on the other.
 func testPauseTwoInstances(t *testing.T, b *testBundle) {
 	const topic = "paused2"
 	s1, s2 := b.store, b.open(t)
@@ -111,7 +119,7 @@ func testPauseTwoInstances(t *testing.T, b *testBundle) {
 	require.NoError(t, s1.SetTopicPaused(b.ctx, topic, true))
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		tp, err := s2.GetTopic(b.ctx, topic)
+		tp, err := s2.GetTopicState(b.ctx, topic)
 		require.NoError(t, err)
 		if tp.Paused {
 			break
@@ -133,11 +141,11 @@ func testPauseTwoInstances(t *testing.T, b *testBundle) {
 	require.Less(t, r.at.Sub(resumedAt), time.Second, "claim not woken by a resume on the other instance")
 }
 
-// requirePausedListed requires ListTopics to list each topic of want with
-// Paused as want says.
+// requirePausedListed requires ListTopicStates to list each topic of want
+// with Paused as want says.
 func requirePausedListed(t *testing.T, b *testBundle, want map[string]bool) {
 	t.Helper()
-	topics, err := b.store.ListTopics(b.ctx)
+	topics, err := b.store.ListTopicStates(b.ctx)
 	require.NoError(t, err)
 	got := map[string]bool{}
 	for _, tp := range topics {
@@ -145,7 +153,7 @@ func requirePausedListed(t *testing.T, b *testBundle, want map[string]bool) {
 			got[tp.Name] = tp.Paused
 		}
 	}
-	require.Equal(t, want, got, "ListTopics: the paused topics")
+	require.Equal(t, want, got, "ListTopicStates: the paused topics")
 }
 
 // testInFlightMax: a claim with InFlightMax leaves at most that many jobs

@@ -56,6 +56,10 @@ type SignalStore struct {
 
 var _ core.Store = (*SignalStore)(nil)
 
+// Unwrap returns the store it decorates, so that an engine finds the
+// optional capabilities of the stores under it (core.TopicObserver).
+func (s *SignalStore) Unwrap() core.Store { return s.Store }
+
 // PutJobs stores the jobs and reports each one stored (OutcomePut).
 func (s *SignalStore) PutJobs(ctx context.Context, p *core.PutJobsParams) ([]core.PutResult, error) {
 	res, err := s.Store.PutJobs(ctx, p)

@@ -317,30 +317,42 @@ func (b *testBundle) passUntil(t *testing.T, at time.Time) {
 	b.pass(t, time.Until(at))
 }
 
-// topicOf returns the topic name with its counts, requiring it to exist.
-func (b *testBundle) topicOf(t *testing.T, name string) *core.Topic {
+// topicOf returns the state of topic name (GetTopicState).
+func (b *testBundle) topicOf(t *testing.T, name string) core.TopicState {
 	t.Helper()
-	tp, err := b.store.GetTopic(b.ctx, name)
-	require.NoError(t, err, "get topic %s", name)
-	require.NotNil(t, tp)
+	tp, err := b.store.GetTopicState(b.ctx, name)
+	require.NoError(t, err, "get topic state %s", name)
 	require.Equal(t, name, tp.Name)
 	return tp
 }
 
-// requireCounts requires topic's counts, from GetTopic and from ListTopics,
-// to be want.
+// requireCounts requires topic's counts, from GetTopicState and from
+// ListTopicStates, to be want.
 func (b *testBundle) requireCounts(t *testing.T, topic string, want core.Counts) {
 	t.Helper()
-	require.Equal(t, want, b.topicOf(t, topic).Counts, "counts of %s from GetTopic", topic)
-	topics, err := b.store.ListTopics(b.ctx)
+	require.Equal(t, want, b.topicOf(t, topic).Counts, "counts of %s from GetTopicState", topic)
+	topics, err := b.store.ListTopicStates(b.ctx)
 	require.NoError(t, err)
 	for _, tp := range topics {
 		if tp.Name == topic {
-			require.Equal(t, want, tp.Counts, "counts of %s from ListTopics", topic)
+			require.Equal(t, want, tp.Counts, "counts of %s from ListTopicStates", topic)
 			return
 		}
 	}
-	require.Failf(t, "topic not listed", "ListTopics has no %s", topic)
+	if want != (core.Counts{}) {
+		require.Failf(t, "topic not listed", "ListTopicStates has no %s", topic)
+	}
+}
+
+// engine returns an engine started on the bundle's store, stopped at the
+// test's end.
+func (b *testBundle) engine(t *testing.T) *core.Engine {
+	t.Helper()
+	e, err := core.NewEngine(core.EngineConfig{Store: b.store})
+	require.NoError(t, err)
+	require.NoError(t, e.Start(b.ctx))
+	t.Cleanup(func() { _ = e.Stop(context.WithoutCancel(b.ctx)) })
+	return e
 }
 
 // requireBetween requires got to lie within [lo, hi], give or take slack.

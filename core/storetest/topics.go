@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,7 +11,7 @@ import (
 	"github.com/delayq/delayq/core"
 )
 
-// testCounts: GetTopic and ListTopics count a topic's jobs in every state,
+// testCounts: GetTopicState and ListTopicStates count a topic's jobs in every state,
 // done and cancelled ones included.
 func testCounts(t *testing.T, b *testBundle) {
 	const topic = "counts"
@@ -203,17 +205,15 @@ func (b *testBundle) eventuallyFound(t *testing.T, topic, key string, n int, dea
 	}
 }
 
-// eventuallyCounts requires topic's counts, from GetTopic and from
-// ListTopics, to be want by deadline, read every 50 ms.
+// eventuallyCounts requires topic's counts, from GetTopicState and from
+// ListTopicStates, to be want by deadline, read every 50 ms.
 func (b *testBundle) eventuallyCounts(t *testing.T, topic string, want core.Counts, deadline time.Time) {
 	t.Helper()
 	var last core.Counts
 	for {
-		tp, err := b.store.GetTopic(b.ctx, topic)
-		require.NoError(t, err, "get topic %s", topic)
-		last = tp.Counts
+		last = b.topicOf(t, topic).Counts
 		if last == want {
-			topics, err := b.store.ListTopics(b.ctx)
+			topics, err := b.store.ListTopicStates(b.ctx)
 			require.NoError(t, err)
 			for _, tp := range topics {
 				if tp.Name == topic {
@@ -231,112 +231,106 @@ func (b *testBundle) eventuallyCounts(t *testing.T, topic string, want core.Coun
 	}
 }
 
-// requireCountsAbsent requires that GetTopic does not know topic.
+// requireCountsAbsent requires that the store holds nothing of topic: its
+// state is zero, with no error, and ListTopicStates leaves it out or
+// lists it zero.
 func (b *testBundle) requireCountsAbsent(t *testing.T, topic string) {
 	t.Helper()
-	_, err := b.store.GetTopic(b.ctx, topic)
-	require.ErrorIs(t, err, core.ErrNotFound, "topic %s without configuration or jobs", topic)
+	require.Equal(t, core.TopicState{Name: topic}, b.topicOf(t, topic), "topic %s without jobs or pause", topic)
+	b.requireCounts(t, topic, core.Counts{})
 }
 
-// testTopics: topic configurations round trip, replace, drop; topics with
+// testTopics: topic configurations, records the engine writes, round trip,
+// replace and drop, merged with the store's counts and pause; topics with
 // jobs but no configuration are listed unconfigured; ListTopics sorts by
-// name.
+// name; ListTopicStates sorts by name too.
 func testTopics(t *testing.T, b *testBundle) {
-	ctx, s := b.ctx, b.store
-	topics, err := s.ListTopics(ctx)
+	ctx, e := b.ctx, b.engine(t)
+	topics, err := e.ListTopics(ctx)
 	require.NoError(t, err)
 	require.Empty(t, topics, "a fresh namespace has no topics")
 
-	webhook := &core.Topic{
-		Name: "b.x",
-		Delivery: core.Delivery{
-			Type:           core.DeliveryWebhook,
-			URL:            "https://svc.example/hook",
-			Timeout:        7 * time.Second,
-			Secret:         "s3cr3t",
-			PreviousSecret: "0ld-s3cr3t",
-			Success:        "status == 200",
-			ErrorBody:      true,
-			Method:         "PUT",
-			Headers:        map[string]string{"Authorization": "Bearer t0ken", "X-Api-Key": "k3y"},
-		},
+	full := &core.Topic{
+		Name:        "b.x",
 		TTR:         45 * time.Second,
 		MaxAttempts: 16,
 		Backoff: core.Backoff{Initial: 2 * time.Second, Max: time.Hour, Factor: 1.5, Jitter: 0.1,
 			Delays: []time.Duration{time.Minute, 3 * time.Minute, 0, 250 * time.Millisecond}},
 		Concurrency: 64,
+		UniqueKeys:  core.UniqueKeysReplace,
+		MaxInFlight: 12,
+		Rate:        core.Rate{Limit: 5, Period: time.Second, Burst: 10},
+		OnDead:      "b.dead",
 	}
 	plain := &core.Topic{Name: "a"}
-	require.NoError(t, s.PutTopic(ctx, webhook))
-	require.NoError(t, s.PutTopic(ctx, plain))
+	require.NoError(t, e.PutTopic(ctx, full))
+	require.NoError(t, e.PutTopic(ctx, plain))
 	b.put(t, DueJob("c"))
 
-	want := *webhook
+	want := *full
 	want.Configured = true
-	got := b.topicOf(t, "b.x")
-	require.Equal(t, &want, got, "configuration round trip")
-	require.True(t, b.topicOf(t, "a").Configured)
-	c := b.topicOf(t, "c")
+	require.Equal(t, &want, engineTopic(t, b, e, "b.x"), "configuration round trip")
+	require.True(t, engineTopic(t, b, e, "a").Configured)
+	c := engineTopic(t, b, e, "c")
 	require.False(t, c.Configured, "a topic with jobs but no configuration")
 	require.Equal(t, core.Counts{Ready: 1}, c.Counts)
-
-	requireListed(t, b, []string{"a", "b.x", "c"}, map[string]bool{"a": true, "b.x": true, "c": false})
-	wantA := core.Topic{Name: "a", Configured: true}
-	requireConfigs(t, b, &wantA, &want)
+	requireListed(t, b, e, []string{"a", "b.x", "c"}, map[string]bool{"a": true, "b.x": true, "c": false})
+	states, err := b.store.ListTopicStates(ctx)
+	require.NoError(t, err)
+	require.True(t, slices.IsSortedFunc(states, func(x, y core.TopicState) int { return strings.Compare(x.Name, y.Name) }),
+		"ListTopicStates sorted by name")
 
 	// PutTopic replaces the whole configuration.
-	nats := &core.Topic{Name: "b.x", Delivery: core.Delivery{Type: core.DeliveryNATS, Subject: "out.b"}, TTR: 5 * time.Second}
-	require.NoError(t, s.PutTopic(ctx, nats))
-	want = *nats
+	other := &core.Topic{Name: "b.x", TTR: 5 * time.Second}
+	require.NoError(t, e.PutTopic(ctx, other))
+	want = *other
 	want.Configured = true
-	require.Equal(t, &want, b.topicOf(t, "b.x"))
+	require.Equal(t, &want, engineTopic(t, b, e, "b.x"))
 
 	// DeleteTopic drops the configuration; a topic with jobs stays, listed
 	// unconfigured with its jobs.
-	require.NoError(t, s.DeleteTopic(ctx, "a"))
-	b.requireCountsAbsent(t, "a")
-	require.ErrorIs(t, s.DeleteTopic(ctx, "a"), core.ErrNotFound, "second delete")
-	require.ErrorIs(t, s.DeleteTopic(ctx, "c"), core.ErrNotFound, "delete of a topic never configured")
-	require.ErrorIs(t, s.DeleteTopic(ctx, "nope"), core.ErrNotFound, "delete of an unknown topic")
+	require.NoError(t, e.DeleteTopic(ctx, "a"))
+	_, err = e.GetTopic(ctx, "a")
+	require.ErrorIs(t, err, core.ErrNotFound, "a topic deleted, without jobs")
+	require.ErrorIs(t, e.DeleteTopic(ctx, "a"), core.ErrNotFound, "second delete")
+	require.ErrorIs(t, e.DeleteTopic(ctx, "c"), core.ErrNotFound, "delete of a topic never configured")
+	require.ErrorIs(t, e.DeleteTopic(ctx, "nope"), core.ErrNotFound, "delete of an unknown topic")
 	b.requireCountsAbsent(t, "nope")
 
 	b.put(t, NewJob("b.x", time.Now().Add(time.Hour)))
-	require.NoError(t, s.DeleteTopic(ctx, "b.x"))
-	bx := b.topicOf(t, "b.x")
+	require.NoError(t, e.DeleteTopic(ctx, "b.x"))
+	bx := engineTopic(t, b, e, "b.x")
 	require.False(t, bx.Configured)
 	require.Equal(t, core.Counts{Scheduled: 1}, bx.Counts, "DeleteTopic keeps the jobs")
-	requireListed(t, b, []string{"b.x", "c"}, map[string]bool{"b.x": false, "c": false})
-	requireConfigs(t, b)
+	requireListed(t, b, e, []string{"b.x", "c"}, map[string]bool{"b.x": false, "c": false})
 
 	// Configuring a topic that has jobs keeps its counts.
-	require.NoError(t, s.PutTopic(ctx, &core.Topic{Name: "c", MaxAttempts: 3}))
-	c = b.topicOf(t, "c")
+	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: "c", MaxAttempts: 3}))
+	c = engineTopic(t, b, e, "c")
 	require.True(t, c.Configured)
 	require.Equal(t, 3, c.MaxAttempts)
 	require.Equal(t, core.Counts{Ready: 1}, c.Counts)
-	requireConfigs(t, b, &core.Topic{Name: "c", MaxAttempts: 3, Configured: true})
 }
 
-// requireConfigs requires ListTopicConfigs to give exactly want, in order,
-// without counts.
-func requireConfigs(t *testing.T, b *testBundle, want ...*core.Topic) {
+// engineTopic returns the topic name as e.GetTopic gives it, requiring
+// ListTopics to give the same.
+func engineTopic(t *testing.T, b *testBundle, e *core.Engine, name string) *core.Topic {
 	t.Helper()
-	got, err := b.store.ListTopicConfigs(b.ctx)
+	tp, err := e.GetTopic(b.ctx, name)
+	require.NoError(t, err, "get topic %s", name)
+	list, err := e.ListTopics(b.ctx)
 	require.NoError(t, err)
-	if want == nil {
-		want = []*core.Topic{}
-	}
-	if got == nil {
-		got = []*core.Topic{}
-	}
-	require.Equal(t, want, got, "ListTopicConfigs: configured topics only, sorted, no counts")
+	i := slices.IndexFunc(list, func(x *core.Topic) bool { return x.Name == name })
+	require.GreaterOrEqual(t, i, 0, "ListTopics has no %s", name)
+	require.Equal(t, tp, list[i], "ListTopics and GetTopic of %s", name)
+	return tp
 }
 
-// requireListed requires ListTopics to give exactly names, in order, with
-// the Configured flags of configured.
-func requireListed(t *testing.T, b *testBundle, names []string, configured map[string]bool) {
+// requireListed requires e.ListTopics to give exactly names, in order,
+// with the Configured flags of configured.
+func requireListed(t *testing.T, b *testBundle, e *core.Engine, names []string, configured map[string]bool) {
 	t.Helper()
-	topics, err := b.store.ListTopics(b.ctx)
+	topics, err := e.ListTopics(b.ctx)
 	require.NoError(t, err)
 	var got []string
 	for _, tp := range topics {

@@ -390,7 +390,7 @@ func TestAuthErrorBodyNeedsUnrestrictedAdmin(t *testing.T) {
 	requireStatus(t, put(ordersAdmin, false), http.StatusOK)
 	m := requireError(t, put(ordersAdmin, true), http.StatusForbidden, "permission_denied", "")
 	require.Contains(t, m["error"].(map[string]any)["message"], "delivery.error_body")
-	topic, err := b.store.GetTopic(t.Context(), "orders.a")
+	topic, err := b.engine.GetTopic(t.Context(), "orders.a")
 	require.NoError(t, err)
 	require.False(t, topic.Delivery.ErrorBody, "the refused put changed nothing")
 
@@ -419,7 +419,7 @@ func TestAuthSuccessNeedsUnrestrictedAdmin(t *testing.T) {
 	requireStatus(t, put(ordersAdmin, ""), http.StatusOK)
 	m := requireError(t, put(ordersAdmin, `body.secret.matches("^a")`), http.StatusForbidden, "permission_denied", "")
 	require.Contains(t, m["error"].(map[string]any)["message"], "delivery.success")
-	topic, err := b.store.GetTopic(t.Context(), "orders.a")
+	topic, err := b.engine.GetTopic(t.Context(), "orders.a")
 	require.NoError(t, err)
 	require.Empty(t, topic.Delivery.Success, "the refused put changed nothing")
 
@@ -432,7 +432,7 @@ func TestAuthSuccessNeedsUnrestrictedAdmin(t *testing.T) {
 	url, jobURLs = "http://127.0.0.1:9/hook", true
 	requireError(t, put(ordersAdmin, "status == 200"), http.StatusForbidden, "permission_denied", "")
 	jobURLs = false
-	topic, err = b.store.GetTopic(t.Context(), "orders.a")
+	topic, err = b.engine.GetTopic(t.Context(), "orders.a")
 	require.NoError(t, err)
 	require.Equal(t, "status == 200", topic.Delivery.Success, "nor a put of another condition, or of the same one to another destination")
 	require.Equal(t, "http://127.0.0.1:9/hook", topic.Delivery.URL)
@@ -459,7 +459,7 @@ func TestAuthOnDeadTopic(t *testing.T) {
 	require.Equal(t, "orders.dead", res.object(t)["on_dead"])
 	m := requireError(t, put(ordersAdmin, "mail.dead"), http.StatusForbidden, "permission_denied", "")
 	require.NotContains(t, m["error"].(map[string]any)["message"], "mail", "the message names no other topic")
-	topic, err := b.store.GetTopic(t.Context(), "orders.a")
+	topic, err := b.engine.GetTopic(t.Context(), "orders.a")
 	require.NoError(t, err)
 	require.Equal(t, "orders.dead", topic.OnDead, "the refused put changed nothing")
 	requireStatus(t, put(adminSecret, "mail.dead"), http.StatusOK)

@@ -162,7 +162,7 @@ func TestCreateJob(t *testing.T) {
 			require.NoError(t, json.Unmarshal(res.body, &batch))
 			require.Equal(t, c.field, batch.Results[0]["error"].(map[string]any)["field"])
 		}
-		topics, err := b.store.ListTopics(t.Context())
+		topics, err := b.store.ListTopicStates(t.Context())
 		require.NoError(t, err)
 		require.Empty(t, topics, "nothing was stored")
 	})

@@ -99,7 +99,7 @@ func TestIntakeQuota(t *testing.T) {
 // storeLen counts the jobs of a store.
 func storeLen(t *testing.T, s core.Store) int {
 	t.Helper()
-	ts, err := s.ListTopics(t.Context())
+	ts, err := s.ListTopicStates(t.Context())
 	require.NoError(t, err)
 	var n int64
 	for _, tp := range ts {

@@ -306,11 +306,11 @@ func (d *downStore) AckJobs(ctx context.Context, p *core.AckJobsParams) ([]core.
 	return d.Store.AckJobs(ctx, p)
 }
 
-func (d *downStore) ListTopics(ctx context.Context) ([]*core.Topic, error) {
+func (d *downStore) ListTopicStates(ctx context.Context) ([]core.TopicState, error) {
 	if err := d.fail(); err != nil {
 		return nil, err
 	}
-	return d.Store.ListTopics(ctx)
+	return d.Store.ListTopicStates(ctx)
 }
 
 func (d *downStore) Ping(ctx context.Context) error {
