@@ -665,18 +665,8 @@ func (e *Engine) PutTopic(ctx context.Context, t *Topic) error {
 	if t == nil {
 		return noParams("put topic")
 	}
-	if err := t.Validate(); err != nil {
+	if err := e.checkTopic(t); err != nil {
 		return err
-	}
-	typ := cmp.Or(t.Delivery.Type, DeliveryConsumer)
-	if typ != DeliveryConsumer {
-		d := e.deliverers[typ]
-		if d == nil {
-			return Invalid("delivery.type", "delivery type %q is not available on this server", typ)
-		}
-		if err := d.ValidateTopic(t); err != nil {
-			return err
-		}
 	}
 	stored := *t
 	stored.Configured = true
@@ -685,6 +675,23 @@ func (e *Engine) PutTopic(ctx context.Context, t *Topic) error {
 	}
 	e.cacheTopics(map[string]*Topic{t.Name: &stored}, false)
 	return nil
+}
+
+// checkTopic validates t, its delivery by its deliverer on this server.
+// Errors: *FieldError.
+func (e *Engine) checkTopic(t *Topic) error {
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	typ := cmp.Or(t.Delivery.Type, DeliveryConsumer)
+	if typ == DeliveryConsumer {
+		return nil
+	}
+	d := e.deliverers[typ]
+	if d == nil {
+		return Invalid("delivery.type", "delivery type %q is not available on this server", typ)
+	}
+	return d.ValidateTopic(t)
 }
 
 // GetTopic returns a topic with its counts. Errors: ErrNotFound.

@@ -35,6 +35,7 @@ const (
 	OpGetTopic       Op = "GetTopic"
 	OpListTopics     Op = "ListTopics"
 	OpPutTopic       Op = "PutTopic"
+	OpUpdateTopic    Op = "UpdateTopic"
 	OpDeleteTopic    Op = "DeleteTopic"
 	OpPauseTopic     Op = "PauseTopic"
 	OpResumeTopic    Op = "ResumeTopic"
@@ -113,7 +114,7 @@ var ops = map[Op]access{
 	OpUI:         open, // static pages: their data comes through the API
 	OpMetrics:    open,
 
-	OpRequeue: admin, OpListDead: admin, OpPutTopic: admin, OpDeleteTopic: admin,
+	OpRequeue: admin, OpListDead: admin, OpPutTopic: admin, OpUpdateTopic: admin, OpDeleteTopic: admin,
 	OpPauseTopic: admin, OpResumeTopic: admin, OpPutSchedule: admin, OpGetSchedule: admin,
 	OpListSchedules: admin, OpDeleteSchedule: admin, OpExport: admin, OpImport: admin,
 	OpBackup: admin, OpMetricsProtected: admin,

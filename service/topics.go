@@ -32,15 +32,57 @@ func (s *Service) PutTopic(ctx context.Context, t *core.Topic) (*core.Topic, err
 	if err := s.AllowTopic(ctx, t.Name); err != nil {
 		return nil, err
 	}
-	if err := s.AllowDelivery(ctx, t); err != nil {
-		if id := IdentityFrom(ctx); id != nil {
-			s.log.Info("service: permission denied", "token", id.Name, "topic", t.Name, "on_dead", t.OnDead, "delivery.subject", t.Delivery.Subject, "err", err)
-		}
+	if err := s.allowDelivery(ctx, t); err != nil {
 		return nil, err
 	}
 	if err := s.engine.PutTopic(ctx, t); err != nil {
 		return nil, err
 	}
+	return s.readBack(ctx, t), nil
+}
+
+// UpdateTopic changes the configuration of the topic called name with
+// change (PATCH), which gets the configuration as stored and returns the
+// new one; that is checked as PutTopic checks its topic. It returns the
+// topic as GetTopic shows it. Errors: core.ErrNotFound for a topic with
+// neither jobs nor configuration, change's, and PutTopic's.
+func (s *Service) UpdateTopic(ctx context.Context, name string, change func(*core.Topic) (*core.Topic, error)) (*core.Topic, error) {
+	if err := s.AllowTopic(ctx, name); err != nil {
+		return nil, err
+	}
+	var stored *core.Topic
+	err := s.engine.UpdateTopic(ctx, name, func(cur *core.Topic) (*core.Topic, error) {
+		t, err := change(cur)
+		if err != nil {
+			return nil, err
+		}
+		t.Name = name
+		if err := s.allowDelivery(ctx, t); err != nil {
+			return nil, err
+		}
+		stored = t
+		return t, nil
+	})
+	if err != nil {
+		return nil, Describe(err, core.ErrNotFound, "topic %q not found", name)
+	}
+	return s.readBack(ctx, stored), nil
+}
+
+// allowDelivery is AllowDelivery, with the refusal logged.
+func (s *Service) allowDelivery(ctx context.Context, t *core.Topic) error {
+	err := s.AllowDelivery(ctx, t)
+	if err != nil {
+		if id := IdentityFrom(ctx); id != nil {
+			s.log.Info("service: permission denied", "token", id.Name, "topic", t.Name, "on_dead", t.OnDead, "delivery.subject", t.Delivery.Subject, "err", err)
+		}
+	}
+	return err
+}
+
+// readBack returns the topic t was stored as, with its counts, or t when
+// that read fails.
+func (s *Service) readBack(ctx context.Context, t *core.Topic) *core.Topic {
 	stored, err := s.engine.GetTopic(ctx, t.Name)
 	if err != nil {
 		// Stored, but the read for counts failed: answer what was stored.
@@ -48,7 +90,7 @@ func (s *Service) PutTopic(ctx context.Context, t *core.Topic) (*core.Topic, err
 		stored = t
 		stored.Configured = true
 	}
-	return stored, nil
+	return stored
 }
 
 // DeleteTopic drops a topic's configuration; its jobs stay. Errors:

@@ -187,6 +187,13 @@ var accessCases = map[policy.Op]accessCase{
 			return err
 		},
 	},
+	policy.OpUpdateTopic: {
+		method: "PATCH", path: "/v1/topics/" + deniedTopic, body: `{"max_attempts": 2}`,
+		want: func(ctx context.Context, s *policy.Service) error {
+			_, err := s.UpdateTopic(ctx, deniedTopic, func(t *core.Topic) (*core.Topic, error) { return t, nil })
+			return err
+		},
+	},
 	policy.OpDeleteTopic: {
 		method: "DELETE", path: "/v1/topics/" + deniedTopic, req: &delayqv1.DeleteTopicRequest{Name: deniedTopic},
 		want: func(ctx context.Context, s *policy.Service) error { return s.DeleteTopic(ctx, deniedTopic) },

@@ -42,6 +42,7 @@ var guardedRoutes = []guarded{
 	{http.MethodGet, "/v1/topics", "", "", 0},
 	{http.MethodGet, "/v1/topics/orders.a", tokenOther, "", 0},
 	{http.MethodPut, "/v1/topics/orders.a", tokenPush, `{"ttr":"30s"}`, overSmall},
+	{http.MethodPatch, "/v1/topics/orders.a", tokenPush, `{"ttr":"30s"}`, overSmall},
 	{http.MethodDelete, "/v1/topics/orders.a", tokenPush, "", 0},
 	{http.MethodPost, "/v1/topics/orders.a/claim", tokenPush, `{"max":1}`, overSmall},
 	{http.MethodPost, "/v1/topics/orders.a/pause", tokenPush, "", 0},
@@ -124,6 +125,11 @@ func runHTTPScenario(h *httpRun) {
 	send("a bad duration", http.MethodPut, "/v1/topics/orders.a", admin, `{"ttr":"soon"}`)
 	send("last attempt dies", http.MethodPut, "/v1/topics/orders.d", admin, `{"max_attempts":1}`)
 	send("webhook", http.MethodPut, "/v1/topics/orders.w", admin, `{"delivery":{"type":"webhook","url":"https://hooks.example/x"}}`)
+	h.do(httpStep{title: "one setting, the rest kept", method: http.MethodPatch, path: "/v1/topics/orders.w", token: admin,
+		body: `{"delivery":{"timeout":"5s"},"max_attempts":4}`, contentType: "application/merge-patch+json"})
+	send("a setting dropped", http.MethodPatch, "/v1/topics/orders.w", admin, `{"max_attempts":null}`)
+	send("a patch that is not an object", http.MethodPatch, "/v1/topics/orders.w", admin, `[{"op":"remove","path":"/ttr"}]`)
+	send("a topic with neither jobs nor configuration", http.MethodPatch, "/v1/topics/orders.nosuch", admin, `{"max_attempts":2}`)
 	get("configured", "/v1/topics/orders.a", admin)
 	get("any scope reads", "/v1/topics/orders.a", push)
 	get("unknown", "/v1/topics/orders.none", admin)

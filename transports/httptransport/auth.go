@@ -37,6 +37,7 @@ var routeOps = map[string]service.Op{
 	"GET /v1/topics":                   service.OpListTopics,
 	"GET /v1/topics/{topic}":           service.OpGetTopic,
 	"PUT /v1/topics/{topic}":           service.OpPutTopic,
+	"PATCH /v1/topics/{topic}":         service.OpUpdateTopic,
 	"DELETE /v1/topics/{topic}":        service.OpDeleteTopic,
 	"POST /v1/topics/{topic}/pause":    service.OpPauseTopic,
 	"POST /v1/topics/{topic}/resume":   service.OpResumeTopic,

@@ -31,7 +31,13 @@ import (
 // ServeHTTP set for it is lifted. The returned release gives the buffer back
 // for reuse; the data must not be used after it.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) (data []byte, release func(), err error) {
-	if err := checkMediaType(r, jsonType); err != nil {
+	return readBodyOf(w, r, limit, jsonType)
+}
+
+// readBodyOf is readBody for a body of one of the media types types (the
+// first is the one an error names).
+func readBodyOf(w http.ResponseWriter, r *http.Request, limit int64, types ...string) (data []byte, release func(), err error) {
+	if err := checkMediaType(r, types...); err != nil {
 		return nil, func() {}, err
 	}
 	if r.ContentLength > limit {
@@ -70,27 +76,28 @@ func tooLargeBody(limit int64) error {
 
 // Media types of request bodies.
 const (
-	jsonType   = "application/json"
-	ndjsonType = "application/x-ndjson"
+	jsonType       = "application/json"
+	ndjsonType     = "application/x-ndjson"
+	mergePatchType = "application/merge-patch+json" // RFC 7386
 )
 
 // checkMediaType returns an error wrapping wire.ErrUnsupportedMediaType
-// unless the request's Content-Type is want, with any parameters, or is
+// unless the request's Content-Type is one of want, with any parameters, or is
 // absent with a body declared empty (Content-Length 0 or none, as curl
 // -XPOST sends). A form or text/plain body, which a browser sends to any
 // site without asking first, is so never read.
-func checkMediaType(r *http.Request, want string) error {
+func checkMediaType(r *http.Request, want ...string) error {
 	ct := r.Header.Get("Content-Type")
 	if ct == "" {
 		if r.ContentLength != 0 {
-			return unsupportedMediaType(r, want)
+			return unsupportedMediaType(r, want[0])
 		}
 		return nil
 	}
-	if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == want {
+	if mt, _, err := mime.ParseMediaType(ct); err == nil && slices.Contains(want, mt) {
 		return nil
 	}
-	return unsupportedMediaType(r, want)
+	return unsupportedMediaType(r, want[0])
 }
 
 // unsupportedMediaType tells curl users how to send the body.

@@ -218,6 +218,7 @@ func New(cfg Config) *Server {
 	s.route("GET /v1/topics", s.listTopics)
 	s.route("GET /v1/topics/{topic}", s.getTopic)
 	s.route("PUT /v1/topics/{topic}", s.putTopic)
+	s.route("PATCH /v1/topics/{topic}", s.patchTopic)
 	s.route("DELETE /v1/topics/{topic}", s.deleteTopic)
 	s.route("POST /v1/topics/{topic}/pause", s.pauseTopic)
 	s.route("POST /v1/topics/{topic}/resume", s.resumeTopic)
