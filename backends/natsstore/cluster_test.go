@@ -45,6 +45,7 @@ func TestStoreCluster(t *testing.T) {
 	}
 	storetest.Run(t, storetest.Harness{
 		ListInStreamOrder: true,
+		CountsLag:         time.Second,
 		Open: func(t *testing.T, ns string) core.Store {
 			return openStore(t, connectURL(t, c.URLs()), ns, replicated(0))
 		},
