@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Generates the Go code of proto/delayq/v1/delayq.proto into gen/ (or into
 # the directory given as $1, which .ci/check-proto diffs against gen/).
-# Needs protoc (Debian's protobuf-compiler); the plugins are built from the
+# Needs protoc (Debian's protobuf-compiler) and the well-known types
+# (libprotobuf-dev: google/protobuf/field_mask.proto); the plugins are built from the
 # versions go.mod pins (google.golang.org/protobuf, connectrpc.com/connect),
 # so generated code and runtime always agree.
 set -euo pipefail

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/delayq/delayq/auth"
 	"github.com/delayq/delayq/core"
@@ -189,6 +190,7 @@ var accessCases = map[policy.Op]accessCase{
 	},
 	policy.OpUpdateTopic: {
 		method: "PATCH", path: "/v1/topics/" + deniedTopic, body: `{"max_attempts": 2}`,
+		req: &delayqv1.UpdateTopicRequest{Name: deniedTopic, Config: &delayqv1.TopicConfig{MaxAttempts: 2}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"max_attempts"}}},
 		want: func(ctx context.Context, s *policy.Service) error {
 			_, err := s.UpdateTopic(ctx, deniedTopic, func(t *core.Topic) (*core.Topic, error) { return t, nil })
 			return err

@@ -30,6 +30,7 @@ var guardedMethods = []struct{ method, forbidden, request string }{
 	{"GetTopic", tokenOther, `{"name":"orders.g"}`},
 	{"ListTopics", "", `{}`},
 	{"PutTopic", tokenPush, `{"name":"orders.g","config":{"ttr":"30s"}}`},
+	{"UpdateTopic", tokenPush, `{"name":"orders.g","config":{"ttr":"30s"},"updateMask":"ttr"}`},
 	{"DeleteTopic", tokenPush, `{"name":"orders.g"}`},
 	{"PauseTopic", tokenPush, `{"name":"orders.g"}`},
 	{"ResumeTopic", tokenPush, `{"name":"orders.g"}`},
@@ -71,6 +72,9 @@ func runGRPCScenario(g *grpcRun) {
 	call("PutTopic", "a bad duration", admin, `{"name":"orders.a","config":{"ttr":"soon"}}`)
 	call("PutTopic", "last attempt dies", admin, `{"name":"orders.d","config":{"max_attempts":1}}`)
 	call("PutTopic", "webhook", admin, `{"name":"orders.w","config":{"delivery":{"type":"webhook","url":"https://hooks.example/x","headers":{"X-A":"1"}}}}`)
+	call("UpdateTopic", "one setting, the rest kept", admin, `{"name":"orders.w","config":{"delivery":{"timeout":"5s"},"maxAttempts":4},"updateMask":"delivery.timeout,maxAttempts"}`)
+	call("UpdateTopic", "no update_mask", admin, `{"name":"orders.w","config":{"maxAttempts":4}}`)
+	call("UpdateTopic", "a topic with neither jobs nor configuration", admin, `{"name":"orders.nosuch","config":{"maxAttempts":2},"updateMask":"maxAttempts"}`)
 	call("GetTopic", "configured", push, `{"name":"orders.a"}`)
 	call("GetTopic", "unknown", admin, `{"name":"orders.none"}`)
 	call("ListTopics", "all", admin, `{}`)

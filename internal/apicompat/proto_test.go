@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	delayqv1 "github.com/delayq/delayq/gen/delayq/v1"
 )
@@ -27,12 +28,14 @@ var snapshotPath = filepath.Join("testdata", "delayq.v1.binpb")
 
 // currentSet is the generated descriptor as a FileDescriptorSet.
 func currentSet() *descriptorpb.FileDescriptorSet {
+	// delayq.v1 first (fileOf), then the well-known types it imports.
 	return &descriptorpb.FileDescriptorSet{File: []*descriptorpb.FileDescriptorProto{
 		protodesc.ToFileDescriptorProto(delayqv1.File_delayq_v1_delayq_proto),
+		protodesc.ToFileDescriptorProto(fieldmaskpb.File_google_protobuf_field_mask_proto),
 	}}
 }
 
-// fileOf builds the file of a one-file set.
+// fileOf builds the first file of a set.
 func fileOf(t *testing.T, set *descriptorpb.FileDescriptorSet) protoreflect.FileDescriptor {
 	t.Helper()
 	files, err := protodesc.NewFiles(set)

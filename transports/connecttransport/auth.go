@@ -38,6 +38,7 @@ var procedureOps = map[string]service.Op{
 	delayqv1connect.DelayqServiceGetTopicProcedure:       service.OpGetTopic,
 	delayqv1connect.DelayqServiceListTopicsProcedure:     service.OpListTopics,
 	delayqv1connect.DelayqServicePutTopicProcedure:       service.OpPutTopic,
+	delayqv1connect.DelayqServiceUpdateTopicProcedure:    service.OpUpdateTopic,
 	delayqv1connect.DelayqServiceDeleteTopicProcedure:    service.OpDeleteTopic,
 	delayqv1connect.DelayqServicePauseTopicProcedure:     service.OpPauseTopic,
 	delayqv1connect.DelayqServiceResumeTopicProcedure:    service.OpResumeTopic,

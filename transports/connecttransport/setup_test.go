@@ -55,7 +55,8 @@ func setup(t *testing.T, mods ...func(*setupConfig)) *testBundle {
 	for _, m := range mods {
 		m(&sc)
 	}
-	engine, err := core.NewEngine(core.EngineConfig{Store: mem, Logger: log, Limits: sc.limits})
+	engine, err := core.NewEngine(core.EngineConfig{Store: mem, Logger: log, Limits: sc.limits,
+		Deliverers: map[string]core.Deliverer{core.DeliveryWebhook: webhookStub{}}})
 	require.NoError(t, err)
 	tokens, err := auth.NewTokens(sc.tokens)
 	require.NoError(t, err)
@@ -165,3 +166,11 @@ func (b *testBundle) connectClient(t *testing.T, h2c bool, opts ...connect.Clien
 }
 
 func withID(id string) func(*core.PushParams) { return func(p *core.PushParams) { p.ID = id } }
+
+// webhookStub lets webhook topics be configured; it delivers nothing
+// anywhere.
+type webhookStub struct{}
+
+func (webhookStub) ValidateTopic(*core.Topic) error                    { return nil }
+func (webhookStub) Deliver(context.Context, *core.DeliverParams) error { return nil }
+func (webhookStub) ValidateJobURL(string) error                        { return nil }

@@ -25,6 +25,7 @@ package delayqv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -3462,6 +3463,116 @@ func (x *PutTopicResponse) GetTopic() *Topic {
 	return nil
 }
 
+// UpdateTopicRequest is the argument of UpdateTopic.
+type UpdateTopicRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Config holds the new values of the settings update_mask names.
+	Config *TopicConfig `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
+	// UpdateMask names the settings to change, as paths of TopicConfig's
+	// fields ("max_attempts", "delivery.timeout", "rate"); a setting it
+	// names that config leaves unset takes its default again. At least one.
+	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,3,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateTopicRequest) Reset() {
+	*x = UpdateTopicRequest{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateTopicRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateTopicRequest) ProtoMessage() {}
+
+func (x *UpdateTopicRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateTopicRequest.ProtoReflect.Descriptor instead.
+func (*UpdateTopicRequest) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *UpdateTopicRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateTopicRequest) GetConfig() *TopicConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+func (x *UpdateTopicRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+// UpdateTopicResponse is the topic as GetTopic shows it.
+type UpdateTopicResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         *Topic                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateTopicResponse) Reset() {
+	*x = UpdateTopicResponse{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateTopicResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateTopicResponse) ProtoMessage() {}
+
+func (x *UpdateTopicResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateTopicResponse.ProtoReflect.Descriptor instead.
+func (*UpdateTopicResponse) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *UpdateTopicResponse) GetTopic() *Topic {
+	if x != nil {
+		return x.Topic
+	}
+	return nil
+}
+
 // DeleteTopicRequest is the argument of DeleteTopic.
 type DeleteTopicRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3472,7 +3583,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[54]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3484,7 +3595,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[54]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3497,7 +3608,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{54}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -3516,7 +3627,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[55]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3528,7 +3639,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[55]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3541,7 +3652,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{55}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{57}
 }
 
 // PauseTopicRequest is the argument of PauseTopic.
@@ -3554,7 +3665,7 @@ type PauseTopicRequest struct {
 
 func (x *PauseTopicRequest) Reset() {
 	*x = PauseTopicRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[56]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3566,7 +3677,7 @@ func (x *PauseTopicRequest) String() string {
 func (*PauseTopicRequest) ProtoMessage() {}
 
 func (x *PauseTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[56]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3579,7 +3690,7 @@ func (x *PauseTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseTopicRequest.ProtoReflect.Descriptor instead.
 func (*PauseTopicRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{56}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *PauseTopicRequest) GetName() string {
@@ -3599,7 +3710,7 @@ type PauseTopicResponse struct {
 
 func (x *PauseTopicResponse) Reset() {
 	*x = PauseTopicResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[57]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3611,7 +3722,7 @@ func (x *PauseTopicResponse) String() string {
 func (*PauseTopicResponse) ProtoMessage() {}
 
 func (x *PauseTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[57]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3624,7 +3735,7 @@ func (x *PauseTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseTopicResponse.ProtoReflect.Descriptor instead.
 func (*PauseTopicResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{57}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *PauseTopicResponse) GetTopic() *Topic {
@@ -3644,7 +3755,7 @@ type ResumeTopicRequest struct {
 
 func (x *ResumeTopicRequest) Reset() {
 	*x = ResumeTopicRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[58]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3656,7 +3767,7 @@ func (x *ResumeTopicRequest) String() string {
 func (*ResumeTopicRequest) ProtoMessage() {}
 
 func (x *ResumeTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[58]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3669,7 +3780,7 @@ func (x *ResumeTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeTopicRequest.ProtoReflect.Descriptor instead.
 func (*ResumeTopicRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{58}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ResumeTopicRequest) GetName() string {
@@ -3689,7 +3800,7 @@ type ResumeTopicResponse struct {
 
 func (x *ResumeTopicResponse) Reset() {
 	*x = ResumeTopicResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[59]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3701,7 +3812,7 @@ func (x *ResumeTopicResponse) String() string {
 func (*ResumeTopicResponse) ProtoMessage() {}
 
 func (x *ResumeTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[59]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3714,7 +3825,7 @@ func (x *ResumeTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeTopicResponse.ProtoReflect.Descriptor instead.
 func (*ResumeTopicResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{59}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ResumeTopicResponse) GetTopic() *Topic {
@@ -3754,7 +3865,7 @@ type ScheduleConfig struct {
 
 func (x *ScheduleConfig) Reset() {
 	*x = ScheduleConfig{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[60]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3766,7 +3877,7 @@ func (x *ScheduleConfig) String() string {
 func (*ScheduleConfig) ProtoMessage() {}
 
 func (x *ScheduleConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[60]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3779,7 +3890,7 @@ func (x *ScheduleConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleConfig.ProtoReflect.Descriptor instead.
 func (*ScheduleConfig) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{60}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ScheduleConfig) GetCron() string {
@@ -3864,7 +3975,7 @@ type ScheduleJob struct {
 
 func (x *ScheduleJob) Reset() {
 	*x = ScheduleJob{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[61]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3876,7 +3987,7 @@ func (x *ScheduleJob) String() string {
 func (*ScheduleJob) ProtoMessage() {}
 
 func (x *ScheduleJob) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[61]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3889,7 +4000,7 @@ func (x *ScheduleJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleJob.ProtoReflect.Descriptor instead.
 func (*ScheduleJob) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{61}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ScheduleJob) GetBody() string {
@@ -3959,7 +4070,7 @@ type Schedule struct {
 
 func (x *Schedule) Reset() {
 	*x = Schedule{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[62]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3971,7 +4082,7 @@ func (x *Schedule) String() string {
 func (*Schedule) ProtoMessage() {}
 
 func (x *Schedule) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[62]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3984,7 +4095,7 @@ func (x *Schedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Schedule.ProtoReflect.Descriptor instead.
 func (*Schedule) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{62}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *Schedule) GetName() string {
@@ -4099,7 +4210,7 @@ type PutScheduleRequest struct {
 
 func (x *PutScheduleRequest) Reset() {
 	*x = PutScheduleRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[63]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4111,7 +4222,7 @@ func (x *PutScheduleRequest) String() string {
 func (*PutScheduleRequest) ProtoMessage() {}
 
 func (x *PutScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[63]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4124,7 +4235,7 @@ func (x *PutScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PutScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{63}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *PutScheduleRequest) GetName() string {
@@ -4158,7 +4269,7 @@ type PutScheduleResponse struct {
 
 func (x *PutScheduleResponse) Reset() {
 	*x = PutScheduleResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[64]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4170,7 +4281,7 @@ func (x *PutScheduleResponse) String() string {
 func (*PutScheduleResponse) ProtoMessage() {}
 
 func (x *PutScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[64]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4183,7 +4294,7 @@ func (x *PutScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PutScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{64}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *PutScheduleResponse) GetSchedule() *Schedule {
@@ -4205,7 +4316,7 @@ type GetScheduleRequest struct {
 
 func (x *GetScheduleRequest) Reset() {
 	*x = GetScheduleRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[65]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4217,7 +4328,7 @@ func (x *GetScheduleRequest) String() string {
 func (*GetScheduleRequest) ProtoMessage() {}
 
 func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[65]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4230,7 +4341,7 @@ func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
 func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{65}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GetScheduleRequest) GetName() string {
@@ -4257,7 +4368,7 @@ type GetScheduleResponse struct {
 
 func (x *GetScheduleResponse) Reset() {
 	*x = GetScheduleResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[66]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4269,7 +4380,7 @@ func (x *GetScheduleResponse) String() string {
 func (*GetScheduleResponse) ProtoMessage() {}
 
 func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[66]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4282,7 +4393,7 @@ func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
 func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{66}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *GetScheduleResponse) GetSchedule() *Schedule {
@@ -4303,7 +4414,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[67]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4315,7 +4426,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[67]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4328,7 +4439,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{67}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ListSchedulesRequest) GetNext() int32 {
@@ -4349,7 +4460,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[68]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4361,7 +4472,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[68]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4374,7 +4485,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{68}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*Schedule {
@@ -4394,7 +4505,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[69]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4406,7 +4517,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[69]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4419,7 +4530,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{69}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *DeleteScheduleRequest) GetName() string {
@@ -4438,7 +4549,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[70]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4450,7 +4561,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[70]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4463,7 +4574,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{70}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{72}
 }
 
 // ExportRequest is the argument of Export.
@@ -4475,7 +4586,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[71]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4487,7 +4598,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[71]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4500,7 +4611,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{71}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{73}
 }
 
 // ExportResponse is a batch of exported schedules and jobs. Every schedule
@@ -4517,7 +4628,7 @@ type ExportResponse struct {
 
 func (x *ExportResponse) Reset() {
 	*x = ExportResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[72]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4529,7 +4640,7 @@ func (x *ExportResponse) String() string {
 func (*ExportResponse) ProtoMessage() {}
 
 func (x *ExportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[72]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4542,7 +4653,7 @@ func (x *ExportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportResponse.ProtoReflect.Descriptor instead.
 func (*ExportResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{72}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ExportResponse) GetJobs() []*Job {
@@ -4577,7 +4688,7 @@ type ImportRequest struct {
 
 func (x *ImportRequest) Reset() {
 	*x = ImportRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[73]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4589,7 +4700,7 @@ func (x *ImportRequest) String() string {
 func (*ImportRequest) ProtoMessage() {}
 
 func (x *ImportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[73]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4602,7 +4713,7 @@ func (x *ImportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportRequest.ProtoReflect.Descriptor instead.
 func (*ImportRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{73}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ImportRequest) GetJobs() []*Job {
@@ -4634,7 +4745,7 @@ type ImportResponse struct {
 
 func (x *ImportResponse) Reset() {
 	*x = ImportResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[74]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4646,7 +4757,7 @@ func (x *ImportResponse) String() string {
 func (*ImportResponse) ProtoMessage() {}
 
 func (x *ImportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[74]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4659,7 +4770,7 @@ func (x *ImportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResponse.ProtoReflect.Descriptor instead.
 func (*ImportResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{74}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ImportResponse) GetImported() int64 {
@@ -4703,7 +4814,7 @@ type ImportError struct {
 
 func (x *ImportError) Reset() {
 	*x = ImportError{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[75]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4715,7 +4826,7 @@ func (x *ImportError) String() string {
 func (*ImportError) ProtoMessage() {}
 
 func (x *ImportError) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[75]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4728,7 +4839,7 @@ func (x *ImportError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportError.ProtoReflect.Descriptor instead.
 func (*ImportError) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{75}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ImportError) GetIndex() int64 {
@@ -4749,7 +4860,7 @@ var File_delayq_v1_delayq_proto protoreflect.FileDescriptor
 
 const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\n" +
-	"\x16delayq/v1/delayq.proto\x12\tdelayq.v1\"\x8e\x01\n" +
+	"\x16delayq/v1/delayq.proto\x12\tdelayq.v1\x1a google/protobuf/field_mask.proto\"\x8e\x01\n" +
 	"\x05Error\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x14\n" +
@@ -5004,6 +5115,13 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
 	"\x06config\x18\x02 \x01(\v2\x16.delayq.v1.TopicConfigR\x06config\":\n" +
 	"\x10PutTopicResponse\x12&\n" +
+	"\x05topic\x18\x01 \x01(\v2\x10.delayq.v1.TopicR\x05topic\"\x95\x01\n" +
+	"\x12UpdateTopicRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
+	"\x06config\x18\x02 \x01(\v2\x16.delayq.v1.TopicConfigR\x06config\x12;\n" +
+	"\vupdate_mask\x18\x03 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\"=\n" +
+	"\x13UpdateTopicResponse\x12&\n" +
 	"\x05topic\x18\x01 \x01(\v2\x10.delayq.v1.TopicR\x05topic\"(\n" +
 	"\x12DeleteTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x15\n" +
@@ -5085,7 +5203,7 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x06errors\x18\x04 \x03(\v2\x16.delayq.v1.ImportErrorR\x06errors\"K\n" +
 	"\vImportError\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x03R\x05index\x12&\n" +
-	"\x05error\x18\x02 \x01(\v2\x10.delayq.v1.ErrorR\x05error2\xf8\x0f\n" +
+	"\x05error\x18\x02 \x01(\v2\x10.delayq.v1.ErrorR\x05error2\xc6\x10\n" +
 	"\rDelayqService\x127\n" +
 	"\x04Push\x12\x16.delayq.v1.PushRequest\x1a\x17.delayq.v1.PushResponse\x12F\n" +
 	"\tPushBatch\x12\x1b.delayq.v1.PushBatchRequest\x1a\x1c.delayq.v1.PushBatchResponse\x12=\n" +
@@ -5108,6 +5226,7 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\n" +
 	"ListTopics\x12\x1c.delayq.v1.ListTopicsRequest\x1a\x1d.delayq.v1.ListTopicsResponse\x12C\n" +
 	"\bPutTopic\x12\x1a.delayq.v1.PutTopicRequest\x1a\x1b.delayq.v1.PutTopicResponse\x12L\n" +
+	"\vUpdateTopic\x12\x1d.delayq.v1.UpdateTopicRequest\x1a\x1e.delayq.v1.UpdateTopicResponse\x12L\n" +
 	"\vDeleteTopic\x12\x1d.delayq.v1.DeleteTopicRequest\x1a\x1e.delayq.v1.DeleteTopicResponse\x12I\n" +
 	"\n" +
 	"PauseTopic\x12\x1c.delayq.v1.PauseTopicRequest\x1a\x1d.delayq.v1.PauseTopicResponse\x12L\n" +
@@ -5131,7 +5250,7 @@ func file_delayq_v1_delayq_proto_rawDescGZIP() []byte {
 	return file_delayq_v1_delayq_proto_rawDescData
 }
 
-var file_delayq_v1_delayq_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
+var file_delayq_v1_delayq_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
 var file_delayq_v1_delayq_proto_goTypes = []any{
 	(*Error)(nil),                  // 0: delayq.v1.Error
 	(*JobSpec)(nil),                // 1: delayq.v1.JobSpec
@@ -5187,29 +5306,32 @@ var file_delayq_v1_delayq_proto_goTypes = []any{
 	(*ListTopicsResponse)(nil),     // 51: delayq.v1.ListTopicsResponse
 	(*PutTopicRequest)(nil),        // 52: delayq.v1.PutTopicRequest
 	(*PutTopicResponse)(nil),       // 53: delayq.v1.PutTopicResponse
-	(*DeleteTopicRequest)(nil),     // 54: delayq.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),    // 55: delayq.v1.DeleteTopicResponse
-	(*PauseTopicRequest)(nil),      // 56: delayq.v1.PauseTopicRequest
-	(*PauseTopicResponse)(nil),     // 57: delayq.v1.PauseTopicResponse
-	(*ResumeTopicRequest)(nil),     // 58: delayq.v1.ResumeTopicRequest
-	(*ResumeTopicResponse)(nil),    // 59: delayq.v1.ResumeTopicResponse
-	(*ScheduleConfig)(nil),         // 60: delayq.v1.ScheduleConfig
-	(*ScheduleJob)(nil),            // 61: delayq.v1.ScheduleJob
-	(*Schedule)(nil),               // 62: delayq.v1.Schedule
-	(*PutScheduleRequest)(nil),     // 63: delayq.v1.PutScheduleRequest
-	(*PutScheduleResponse)(nil),    // 64: delayq.v1.PutScheduleResponse
-	(*GetScheduleRequest)(nil),     // 65: delayq.v1.GetScheduleRequest
-	(*GetScheduleResponse)(nil),    // 66: delayq.v1.GetScheduleResponse
-	(*ListSchedulesRequest)(nil),   // 67: delayq.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),  // 68: delayq.v1.ListSchedulesResponse
-	(*DeleteScheduleRequest)(nil),  // 69: delayq.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil), // 70: delayq.v1.DeleteScheduleResponse
-	(*ExportRequest)(nil),          // 71: delayq.v1.ExportRequest
-	(*ExportResponse)(nil),         // 72: delayq.v1.ExportResponse
-	(*ImportRequest)(nil),          // 73: delayq.v1.ImportRequest
-	(*ImportResponse)(nil),         // 74: delayq.v1.ImportResponse
-	(*ImportError)(nil),            // 75: delayq.v1.ImportError
-	nil,                            // 76: delayq.v1.DeliveryConfig.HeadersEntry
+	(*UpdateTopicRequest)(nil),     // 54: delayq.v1.UpdateTopicRequest
+	(*UpdateTopicResponse)(nil),    // 55: delayq.v1.UpdateTopicResponse
+	(*DeleteTopicRequest)(nil),     // 56: delayq.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),    // 57: delayq.v1.DeleteTopicResponse
+	(*PauseTopicRequest)(nil),      // 58: delayq.v1.PauseTopicRequest
+	(*PauseTopicResponse)(nil),     // 59: delayq.v1.PauseTopicResponse
+	(*ResumeTopicRequest)(nil),     // 60: delayq.v1.ResumeTopicRequest
+	(*ResumeTopicResponse)(nil),    // 61: delayq.v1.ResumeTopicResponse
+	(*ScheduleConfig)(nil),         // 62: delayq.v1.ScheduleConfig
+	(*ScheduleJob)(nil),            // 63: delayq.v1.ScheduleJob
+	(*Schedule)(nil),               // 64: delayq.v1.Schedule
+	(*PutScheduleRequest)(nil),     // 65: delayq.v1.PutScheduleRequest
+	(*PutScheduleResponse)(nil),    // 66: delayq.v1.PutScheduleResponse
+	(*GetScheduleRequest)(nil),     // 67: delayq.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),    // 68: delayq.v1.GetScheduleResponse
+	(*ListSchedulesRequest)(nil),   // 69: delayq.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),  // 70: delayq.v1.ListSchedulesResponse
+	(*DeleteScheduleRequest)(nil),  // 71: delayq.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil), // 72: delayq.v1.DeleteScheduleResponse
+	(*ExportRequest)(nil),          // 73: delayq.v1.ExportRequest
+	(*ExportResponse)(nil),         // 74: delayq.v1.ExportResponse
+	(*ImportRequest)(nil),          // 75: delayq.v1.ImportRequest
+	(*ImportResponse)(nil),         // 76: delayq.v1.ImportResponse
+	(*ImportError)(nil),            // 77: delayq.v1.ImportError
+	nil,                            // 78: delayq.v1.DeliveryConfig.HeadersEntry
+	(*fieldmaskpb.FieldMask)(nil),  // 79: google.protobuf.FieldMask
 }
 var file_delayq_v1_delayq_proto_depIdxs = []int32{
 	3,  // 0: delayq.v1.Error.job:type_name -> delayq.v1.Job
@@ -5236,7 +5358,7 @@ var file_delayq_v1_delayq_proto_depIdxs = []int32{
 	42, // 21: delayq.v1.TopicConfig.delivery:type_name -> delayq.v1.DeliveryConfig
 	43, // 22: delayq.v1.TopicConfig.backoff:type_name -> delayq.v1.BackoffConfig
 	44, // 23: delayq.v1.TopicConfig.rate:type_name -> delayq.v1.RateConfig
-	76, // 24: delayq.v1.DeliveryConfig.headers:type_name -> delayq.v1.DeliveryConfig.HeadersEntry
+	78, // 24: delayq.v1.DeliveryConfig.headers:type_name -> delayq.v1.DeliveryConfig.HeadersEntry
 	46, // 25: delayq.v1.Topic.delivery:type_name -> delayq.v1.DeliveryView
 	43, // 26: delayq.v1.Topic.backoff:type_name -> delayq.v1.BackoffConfig
 	44, // 27: delayq.v1.Topic.rate:type_name -> delayq.v1.RateConfig
@@ -5245,83 +5367,88 @@ var file_delayq_v1_delayq_proto_depIdxs = []int32{
 	45, // 30: delayq.v1.ListTopicsResponse.topics:type_name -> delayq.v1.Topic
 	41, // 31: delayq.v1.PutTopicRequest.config:type_name -> delayq.v1.TopicConfig
 	45, // 32: delayq.v1.PutTopicResponse.topic:type_name -> delayq.v1.Topic
-	45, // 33: delayq.v1.PauseTopicResponse.topic:type_name -> delayq.v1.Topic
-	45, // 34: delayq.v1.ResumeTopicResponse.topic:type_name -> delayq.v1.Topic
-	61, // 35: delayq.v1.ScheduleConfig.job:type_name -> delayq.v1.ScheduleJob
-	61, // 36: delayq.v1.Schedule.job:type_name -> delayq.v1.ScheduleJob
-	60, // 37: delayq.v1.PutScheduleRequest.schedule:type_name -> delayq.v1.ScheduleConfig
-	62, // 38: delayq.v1.PutScheduleResponse.schedule:type_name -> delayq.v1.Schedule
-	62, // 39: delayq.v1.GetScheduleResponse.schedule:type_name -> delayq.v1.Schedule
-	62, // 40: delayq.v1.ListSchedulesResponse.schedules:type_name -> delayq.v1.Schedule
-	3,  // 41: delayq.v1.ExportResponse.jobs:type_name -> delayq.v1.Job
-	62, // 42: delayq.v1.ExportResponse.schedules:type_name -> delayq.v1.Schedule
-	3,  // 43: delayq.v1.ImportRequest.jobs:type_name -> delayq.v1.Job
-	62, // 44: delayq.v1.ImportRequest.schedules:type_name -> delayq.v1.Schedule
-	75, // 45: delayq.v1.ImportResponse.errors:type_name -> delayq.v1.ImportError
-	0,  // 46: delayq.v1.ImportError.error:type_name -> delayq.v1.Error
-	6,  // 47: delayq.v1.DelayqService.Push:input_type -> delayq.v1.PushRequest
-	8,  // 48: delayq.v1.DelayqService.PushBatch:input_type -> delayq.v1.PushBatchRequest
-	11, // 49: delayq.v1.DelayqService.Replace:input_type -> delayq.v1.ReplaceRequest
-	12, // 50: delayq.v1.DelayqService.GetJob:input_type -> delayq.v1.GetJobRequest
-	14, // 51: delayq.v1.DelayqService.CancelJob:input_type -> delayq.v1.CancelJobRequest
-	16, // 52: delayq.v1.DelayqService.FindJobs:input_type -> delayq.v1.FindJobsRequest
-	18, // 53: delayq.v1.DelayqService.ListJobs:input_type -> delayq.v1.ListJobsRequest
-	20, // 54: delayq.v1.DelayqService.CancelByKey:input_type -> delayq.v1.CancelByKeyRequest
-	22, // 55: delayq.v1.DelayqService.Claim:input_type -> delayq.v1.ClaimRequest
-	24, // 56: delayq.v1.DelayqService.Subscribe:input_type -> delayq.v1.SubscribeRequest
-	26, // 57: delayq.v1.DelayqService.Ack:input_type -> delayq.v1.AckRequest
-	28, // 58: delayq.v1.DelayqService.Nack:input_type -> delayq.v1.NackRequest
-	30, // 59: delayq.v1.DelayqService.Touch:input_type -> delayq.v1.TouchRequest
-	32, // 60: delayq.v1.DelayqService.AckBatch:input_type -> delayq.v1.AckBatchRequest
-	35, // 61: delayq.v1.DelayqService.NackBatch:input_type -> delayq.v1.NackBatchRequest
-	37, // 62: delayq.v1.DelayqService.Requeue:input_type -> delayq.v1.RequeueRequest
-	39, // 63: delayq.v1.DelayqService.ListDead:input_type -> delayq.v1.ListDeadRequest
-	48, // 64: delayq.v1.DelayqService.GetTopic:input_type -> delayq.v1.GetTopicRequest
-	50, // 65: delayq.v1.DelayqService.ListTopics:input_type -> delayq.v1.ListTopicsRequest
-	52, // 66: delayq.v1.DelayqService.PutTopic:input_type -> delayq.v1.PutTopicRequest
-	54, // 67: delayq.v1.DelayqService.DeleteTopic:input_type -> delayq.v1.DeleteTopicRequest
-	56, // 68: delayq.v1.DelayqService.PauseTopic:input_type -> delayq.v1.PauseTopicRequest
-	58, // 69: delayq.v1.DelayqService.ResumeTopic:input_type -> delayq.v1.ResumeTopicRequest
-	63, // 70: delayq.v1.DelayqService.PutSchedule:input_type -> delayq.v1.PutScheduleRequest
-	65, // 71: delayq.v1.DelayqService.GetSchedule:input_type -> delayq.v1.GetScheduleRequest
-	67, // 72: delayq.v1.DelayqService.ListSchedules:input_type -> delayq.v1.ListSchedulesRequest
-	69, // 73: delayq.v1.DelayqService.DeleteSchedule:input_type -> delayq.v1.DeleteScheduleRequest
-	71, // 74: delayq.v1.DelayqService.Export:input_type -> delayq.v1.ExportRequest
-	73, // 75: delayq.v1.DelayqService.Import:input_type -> delayq.v1.ImportRequest
-	7,  // 76: delayq.v1.DelayqService.Push:output_type -> delayq.v1.PushResponse
-	10, // 77: delayq.v1.DelayqService.PushBatch:output_type -> delayq.v1.PushBatchResponse
-	7,  // 78: delayq.v1.DelayqService.Replace:output_type -> delayq.v1.PushResponse
-	13, // 79: delayq.v1.DelayqService.GetJob:output_type -> delayq.v1.GetJobResponse
-	15, // 80: delayq.v1.DelayqService.CancelJob:output_type -> delayq.v1.CancelJobResponse
-	17, // 81: delayq.v1.DelayqService.FindJobs:output_type -> delayq.v1.FindJobsResponse
-	19, // 82: delayq.v1.DelayqService.ListJobs:output_type -> delayq.v1.ListJobsResponse
-	21, // 83: delayq.v1.DelayqService.CancelByKey:output_type -> delayq.v1.CancelByKeyResponse
-	23, // 84: delayq.v1.DelayqService.Claim:output_type -> delayq.v1.ClaimResponse
-	25, // 85: delayq.v1.DelayqService.Subscribe:output_type -> delayq.v1.SubscribeResponse
-	27, // 86: delayq.v1.DelayqService.Ack:output_type -> delayq.v1.AckResponse
-	29, // 87: delayq.v1.DelayqService.Nack:output_type -> delayq.v1.NackResponse
-	31, // 88: delayq.v1.DelayqService.Touch:output_type -> delayq.v1.TouchResponse
-	34, // 89: delayq.v1.DelayqService.AckBatch:output_type -> delayq.v1.AckBatchResponse
-	36, // 90: delayq.v1.DelayqService.NackBatch:output_type -> delayq.v1.NackBatchResponse
-	38, // 91: delayq.v1.DelayqService.Requeue:output_type -> delayq.v1.RequeueResponse
-	40, // 92: delayq.v1.DelayqService.ListDead:output_type -> delayq.v1.ListDeadResponse
-	49, // 93: delayq.v1.DelayqService.GetTopic:output_type -> delayq.v1.GetTopicResponse
-	51, // 94: delayq.v1.DelayqService.ListTopics:output_type -> delayq.v1.ListTopicsResponse
-	53, // 95: delayq.v1.DelayqService.PutTopic:output_type -> delayq.v1.PutTopicResponse
-	55, // 96: delayq.v1.DelayqService.DeleteTopic:output_type -> delayq.v1.DeleteTopicResponse
-	57, // 97: delayq.v1.DelayqService.PauseTopic:output_type -> delayq.v1.PauseTopicResponse
-	59, // 98: delayq.v1.DelayqService.ResumeTopic:output_type -> delayq.v1.ResumeTopicResponse
-	64, // 99: delayq.v1.DelayqService.PutSchedule:output_type -> delayq.v1.PutScheduleResponse
-	66, // 100: delayq.v1.DelayqService.GetSchedule:output_type -> delayq.v1.GetScheduleResponse
-	68, // 101: delayq.v1.DelayqService.ListSchedules:output_type -> delayq.v1.ListSchedulesResponse
-	70, // 102: delayq.v1.DelayqService.DeleteSchedule:output_type -> delayq.v1.DeleteScheduleResponse
-	72, // 103: delayq.v1.DelayqService.Export:output_type -> delayq.v1.ExportResponse
-	74, // 104: delayq.v1.DelayqService.Import:output_type -> delayq.v1.ImportResponse
-	76, // [76:105] is the sub-list for method output_type
-	47, // [47:76] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	41, // 33: delayq.v1.UpdateTopicRequest.config:type_name -> delayq.v1.TopicConfig
+	79, // 34: delayq.v1.UpdateTopicRequest.update_mask:type_name -> google.protobuf.FieldMask
+	45, // 35: delayq.v1.UpdateTopicResponse.topic:type_name -> delayq.v1.Topic
+	45, // 36: delayq.v1.PauseTopicResponse.topic:type_name -> delayq.v1.Topic
+	45, // 37: delayq.v1.ResumeTopicResponse.topic:type_name -> delayq.v1.Topic
+	63, // 38: delayq.v1.ScheduleConfig.job:type_name -> delayq.v1.ScheduleJob
+	63, // 39: delayq.v1.Schedule.job:type_name -> delayq.v1.ScheduleJob
+	62, // 40: delayq.v1.PutScheduleRequest.schedule:type_name -> delayq.v1.ScheduleConfig
+	64, // 41: delayq.v1.PutScheduleResponse.schedule:type_name -> delayq.v1.Schedule
+	64, // 42: delayq.v1.GetScheduleResponse.schedule:type_name -> delayq.v1.Schedule
+	64, // 43: delayq.v1.ListSchedulesResponse.schedules:type_name -> delayq.v1.Schedule
+	3,  // 44: delayq.v1.ExportResponse.jobs:type_name -> delayq.v1.Job
+	64, // 45: delayq.v1.ExportResponse.schedules:type_name -> delayq.v1.Schedule
+	3,  // 46: delayq.v1.ImportRequest.jobs:type_name -> delayq.v1.Job
+	64, // 47: delayq.v1.ImportRequest.schedules:type_name -> delayq.v1.Schedule
+	77, // 48: delayq.v1.ImportResponse.errors:type_name -> delayq.v1.ImportError
+	0,  // 49: delayq.v1.ImportError.error:type_name -> delayq.v1.Error
+	6,  // 50: delayq.v1.DelayqService.Push:input_type -> delayq.v1.PushRequest
+	8,  // 51: delayq.v1.DelayqService.PushBatch:input_type -> delayq.v1.PushBatchRequest
+	11, // 52: delayq.v1.DelayqService.Replace:input_type -> delayq.v1.ReplaceRequest
+	12, // 53: delayq.v1.DelayqService.GetJob:input_type -> delayq.v1.GetJobRequest
+	14, // 54: delayq.v1.DelayqService.CancelJob:input_type -> delayq.v1.CancelJobRequest
+	16, // 55: delayq.v1.DelayqService.FindJobs:input_type -> delayq.v1.FindJobsRequest
+	18, // 56: delayq.v1.DelayqService.ListJobs:input_type -> delayq.v1.ListJobsRequest
+	20, // 57: delayq.v1.DelayqService.CancelByKey:input_type -> delayq.v1.CancelByKeyRequest
+	22, // 58: delayq.v1.DelayqService.Claim:input_type -> delayq.v1.ClaimRequest
+	24, // 59: delayq.v1.DelayqService.Subscribe:input_type -> delayq.v1.SubscribeRequest
+	26, // 60: delayq.v1.DelayqService.Ack:input_type -> delayq.v1.AckRequest
+	28, // 61: delayq.v1.DelayqService.Nack:input_type -> delayq.v1.NackRequest
+	30, // 62: delayq.v1.DelayqService.Touch:input_type -> delayq.v1.TouchRequest
+	32, // 63: delayq.v1.DelayqService.AckBatch:input_type -> delayq.v1.AckBatchRequest
+	35, // 64: delayq.v1.DelayqService.NackBatch:input_type -> delayq.v1.NackBatchRequest
+	37, // 65: delayq.v1.DelayqService.Requeue:input_type -> delayq.v1.RequeueRequest
+	39, // 66: delayq.v1.DelayqService.ListDead:input_type -> delayq.v1.ListDeadRequest
+	48, // 67: delayq.v1.DelayqService.GetTopic:input_type -> delayq.v1.GetTopicRequest
+	50, // 68: delayq.v1.DelayqService.ListTopics:input_type -> delayq.v1.ListTopicsRequest
+	52, // 69: delayq.v1.DelayqService.PutTopic:input_type -> delayq.v1.PutTopicRequest
+	54, // 70: delayq.v1.DelayqService.UpdateTopic:input_type -> delayq.v1.UpdateTopicRequest
+	56, // 71: delayq.v1.DelayqService.DeleteTopic:input_type -> delayq.v1.DeleteTopicRequest
+	58, // 72: delayq.v1.DelayqService.PauseTopic:input_type -> delayq.v1.PauseTopicRequest
+	60, // 73: delayq.v1.DelayqService.ResumeTopic:input_type -> delayq.v1.ResumeTopicRequest
+	65, // 74: delayq.v1.DelayqService.PutSchedule:input_type -> delayq.v1.PutScheduleRequest
+	67, // 75: delayq.v1.DelayqService.GetSchedule:input_type -> delayq.v1.GetScheduleRequest
+	69, // 76: delayq.v1.DelayqService.ListSchedules:input_type -> delayq.v1.ListSchedulesRequest
+	71, // 77: delayq.v1.DelayqService.DeleteSchedule:input_type -> delayq.v1.DeleteScheduleRequest
+	73, // 78: delayq.v1.DelayqService.Export:input_type -> delayq.v1.ExportRequest
+	75, // 79: delayq.v1.DelayqService.Import:input_type -> delayq.v1.ImportRequest
+	7,  // 80: delayq.v1.DelayqService.Push:output_type -> delayq.v1.PushResponse
+	10, // 81: delayq.v1.DelayqService.PushBatch:output_type -> delayq.v1.PushBatchResponse
+	7,  // 82: delayq.v1.DelayqService.Replace:output_type -> delayq.v1.PushResponse
+	13, // 83: delayq.v1.DelayqService.GetJob:output_type -> delayq.v1.GetJobResponse
+	15, // 84: delayq.v1.DelayqService.CancelJob:output_type -> delayq.v1.CancelJobResponse
+	17, // 85: delayq.v1.DelayqService.FindJobs:output_type -> delayq.v1.FindJobsResponse
+	19, // 86: delayq.v1.DelayqService.ListJobs:output_type -> delayq.v1.ListJobsResponse
+	21, // 87: delayq.v1.DelayqService.CancelByKey:output_type -> delayq.v1.CancelByKeyResponse
+	23, // 88: delayq.v1.DelayqService.Claim:output_type -> delayq.v1.ClaimResponse
+	25, // 89: delayq.v1.DelayqService.Subscribe:output_type -> delayq.v1.SubscribeResponse
+	27, // 90: delayq.v1.DelayqService.Ack:output_type -> delayq.v1.AckResponse
+	29, // 91: delayq.v1.DelayqService.Nack:output_type -> delayq.v1.NackResponse
+	31, // 92: delayq.v1.DelayqService.Touch:output_type -> delayq.v1.TouchResponse
+	34, // 93: delayq.v1.DelayqService.AckBatch:output_type -> delayq.v1.AckBatchResponse
+	36, // 94: delayq.v1.DelayqService.NackBatch:output_type -> delayq.v1.NackBatchResponse
+	38, // 95: delayq.v1.DelayqService.Requeue:output_type -> delayq.v1.RequeueResponse
+	40, // 96: delayq.v1.DelayqService.ListDead:output_type -> delayq.v1.ListDeadResponse
+	49, // 97: delayq.v1.DelayqService.GetTopic:output_type -> delayq.v1.GetTopicResponse
+	51, // 98: delayq.v1.DelayqService.ListTopics:output_type -> delayq.v1.ListTopicsResponse
+	53, // 99: delayq.v1.DelayqService.PutTopic:output_type -> delayq.v1.PutTopicResponse
+	55, // 100: delayq.v1.DelayqService.UpdateTopic:output_type -> delayq.v1.UpdateTopicResponse
+	57, // 101: delayq.v1.DelayqService.DeleteTopic:output_type -> delayq.v1.DeleteTopicResponse
+	59, // 102: delayq.v1.DelayqService.PauseTopic:output_type -> delayq.v1.PauseTopicResponse
+	61, // 103: delayq.v1.DelayqService.ResumeTopic:output_type -> delayq.v1.ResumeTopicResponse
+	66, // 104: delayq.v1.DelayqService.PutSchedule:output_type -> delayq.v1.PutScheduleResponse
+	68, // 105: delayq.v1.DelayqService.GetSchedule:output_type -> delayq.v1.GetScheduleResponse
+	70, // 106: delayq.v1.DelayqService.ListSchedules:output_type -> delayq.v1.ListSchedulesResponse
+	72, // 107: delayq.v1.DelayqService.DeleteSchedule:output_type -> delayq.v1.DeleteScheduleResponse
+	74, // 108: delayq.v1.DelayqService.Export:output_type -> delayq.v1.ExportResponse
+	76, // 109: delayq.v1.DelayqService.Import:output_type -> delayq.v1.ImportResponse
+	80, // [80:110] is the sub-list for method output_type
+	50, // [50:80] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_delayq_v1_delayq_proto_init() }
@@ -5332,16 +5459,16 @@ func file_delayq_v1_delayq_proto_init() {
 	file_delayq_v1_delayq_proto_msgTypes[1].OneofWrappers = []any{}
 	file_delayq_v1_delayq_proto_msgTypes[19].OneofWrappers = []any{}
 	file_delayq_v1_delayq_proto_msgTypes[22].OneofWrappers = []any{}
-	file_delayq_v1_delayq_proto_msgTypes[63].OneofWrappers = []any{}
 	file_delayq_v1_delayq_proto_msgTypes[65].OneofWrappers = []any{}
 	file_delayq_v1_delayq_proto_msgTypes[67].OneofWrappers = []any{}
+	file_delayq_v1_delayq_proto_msgTypes[69].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_delayq_v1_delayq_proto_rawDesc), len(file_delayq_v1_delayq_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   77,
+			NumMessages:   79,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

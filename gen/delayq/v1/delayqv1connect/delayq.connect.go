@@ -91,6 +91,9 @@ const (
 	DelayqServiceListTopicsProcedure = "/delayq.v1.DelayqService/ListTopics"
 	// DelayqServicePutTopicProcedure is the fully-qualified name of the DelayqService's PutTopic RPC.
 	DelayqServicePutTopicProcedure = "/delayq.v1.DelayqService/PutTopic"
+	// DelayqServiceUpdateTopicProcedure is the fully-qualified name of the DelayqService's UpdateTopic
+	// RPC.
+	DelayqServiceUpdateTopicProcedure = "/delayq.v1.DelayqService/UpdateTopic"
 	// DelayqServiceDeleteTopicProcedure is the fully-qualified name of the DelayqService's DeleteTopic
 	// RPC.
 	DelayqServiceDeleteTopicProcedure = "/delayq.v1.DelayqService/DeleteTopic"
@@ -179,6 +182,10 @@ type DelayqServiceClient interface {
 	// PutTopic sets a topic's configuration (PUT /v1/topics/{topic}).
 	// Scope admin.
 	PutTopic(context.Context, *connect.Request[v1.PutTopicRequest]) (*connect.Response[v1.PutTopicResponse], error)
+	// UpdateTopic changes the settings of a topic's configuration that its
+	// update_mask names and keeps the others (PATCH /v1/topics/{topic}).
+	// Scope admin.
+	UpdateTopic(context.Context, *connect.Request[v1.UpdateTopicRequest]) (*connect.Response[v1.UpdateTopicResponse], error)
 	// DeleteTopic drops a topic's configuration (DELETE /v1/topics/{topic}).
 	// Scope admin.
 	DeleteTopic(context.Context, *connect.Request[v1.DeleteTopicRequest]) (*connect.Response[v1.DeleteTopicResponse], error)
@@ -340,6 +347,12 @@ func NewDelayqServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(delayqServiceMethods.ByName("PutTopic")),
 			connect.WithClientOptions(opts...),
 		),
+		updateTopic: connect.NewClient[v1.UpdateTopicRequest, v1.UpdateTopicResponse](
+			httpClient,
+			baseURL+DelayqServiceUpdateTopicProcedure,
+			connect.WithSchema(delayqServiceMethods.ByName("UpdateTopic")),
+			connect.WithClientOptions(opts...),
+		),
 		deleteTopic: connect.NewClient[v1.DeleteTopicRequest, v1.DeleteTopicResponse](
 			httpClient,
 			baseURL+DelayqServiceDeleteTopicProcedure,
@@ -419,6 +432,7 @@ type delayqServiceClient struct {
 	getTopic       *connect.Client[v1.GetTopicRequest, v1.GetTopicResponse]
 	listTopics     *connect.Client[v1.ListTopicsRequest, v1.ListTopicsResponse]
 	putTopic       *connect.Client[v1.PutTopicRequest, v1.PutTopicResponse]
+	updateTopic    *connect.Client[v1.UpdateTopicRequest, v1.UpdateTopicResponse]
 	deleteTopic    *connect.Client[v1.DeleteTopicRequest, v1.DeleteTopicResponse]
 	pauseTopic     *connect.Client[v1.PauseTopicRequest, v1.PauseTopicResponse]
 	resumeTopic    *connect.Client[v1.ResumeTopicRequest, v1.ResumeTopicResponse]
@@ -530,6 +544,11 @@ func (c *delayqServiceClient) PutTopic(ctx context.Context, req *connect.Request
 	return c.putTopic.CallUnary(ctx, req)
 }
 
+// UpdateTopic calls delayq.v1.DelayqService.UpdateTopic.
+func (c *delayqServiceClient) UpdateTopic(ctx context.Context, req *connect.Request[v1.UpdateTopicRequest]) (*connect.Response[v1.UpdateTopicResponse], error) {
+	return c.updateTopic.CallUnary(ctx, req)
+}
+
 // DeleteTopic calls delayq.v1.DelayqService.DeleteTopic.
 func (c *delayqServiceClient) DeleteTopic(ctx context.Context, req *connect.Request[v1.DeleteTopicRequest]) (*connect.Response[v1.DeleteTopicResponse], error) {
 	return c.deleteTopic.CallUnary(ctx, req)
@@ -636,6 +655,10 @@ type DelayqServiceHandler interface {
 	// PutTopic sets a topic's configuration (PUT /v1/topics/{topic}).
 	// Scope admin.
 	PutTopic(context.Context, *connect.Request[v1.PutTopicRequest]) (*connect.Response[v1.PutTopicResponse], error)
+	// UpdateTopic changes the settings of a topic's configuration that its
+	// update_mask names and keeps the others (PATCH /v1/topics/{topic}).
+	// Scope admin.
+	UpdateTopic(context.Context, *connect.Request[v1.UpdateTopicRequest]) (*connect.Response[v1.UpdateTopicResponse], error)
 	// DeleteTopic drops a topic's configuration (DELETE /v1/topics/{topic}).
 	// Scope admin.
 	DeleteTopic(context.Context, *connect.Request[v1.DeleteTopicRequest]) (*connect.Response[v1.DeleteTopicResponse], error)
@@ -793,6 +816,12 @@ func NewDelayqServiceHandler(svc DelayqServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(delayqServiceMethods.ByName("PutTopic")),
 		connect.WithHandlerOptions(opts...),
 	)
+	delayqServiceUpdateTopicHandler := connect.NewUnaryHandler(
+		DelayqServiceUpdateTopicProcedure,
+		svc.UpdateTopic,
+		connect.WithSchema(delayqServiceMethods.ByName("UpdateTopic")),
+		connect.WithHandlerOptions(opts...),
+	)
 	delayqServiceDeleteTopicHandler := connect.NewUnaryHandler(
 		DelayqServiceDeleteTopicProcedure,
 		svc.DeleteTopic,
@@ -889,6 +918,8 @@ func NewDelayqServiceHandler(svc DelayqServiceHandler, opts ...connect.HandlerOp
 			delayqServiceListTopicsHandler.ServeHTTP(w, r)
 		case DelayqServicePutTopicProcedure:
 			delayqServicePutTopicHandler.ServeHTTP(w, r)
+		case DelayqServiceUpdateTopicProcedure:
+			delayqServiceUpdateTopicHandler.ServeHTTP(w, r)
 		case DelayqServiceDeleteTopicProcedure:
 			delayqServiceDeleteTopicHandler.ServeHTTP(w, r)
 		case DelayqServicePauseTopicProcedure:
@@ -994,6 +1025,10 @@ func (UnimplementedDelayqServiceHandler) ListTopics(context.Context, *connect.Re
 
 func (UnimplementedDelayqServiceHandler) PutTopic(context.Context, *connect.Request[v1.PutTopicRequest]) (*connect.Response[v1.PutTopicResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("delayq.v1.DelayqService.PutTopic is not implemented"))
+}
+
+func (UnimplementedDelayqServiceHandler) UpdateTopic(context.Context, *connect.Request[v1.UpdateTopicRequest]) (*connect.Response[v1.UpdateTopicResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("delayq.v1.DelayqService.UpdateTopic is not implemented"))
 }
 
 func (UnimplementedDelayqServiceHandler) DeleteTopic(context.Context, *connect.Request[v1.DeleteTopicRequest]) (*connect.Response[v1.DeleteTopicResponse], error) {
