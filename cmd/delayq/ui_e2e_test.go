@@ -439,6 +439,20 @@ func testUIOpen(t *testing.T, b *browser) {
 	}
 	require.Equal(t, map[string]any{"limit": float64(10), "period": "1s", "burst": float64(3)}, topic["rate"])
 
+	step("Topic: secret and headers kept")
+	// A webhook topic's secret and headers, which the API never shows
+	// back, are kept by a save of the form (a merge patch).
+	api.must(http.MethodPut, "/v1/topics/signed", map[string]any{"delivery": map[string]any{"type": "webhook", "url": "http://127.0.0.1:9/hook",
+		"secret": "s3cr3t-0123456789", "headers": map[string]any{"X-Api-Key": "k3y"}}}, http.StatusOK)
+	tb.goTo("#/topic/signed")
+	require.Equal(t, 1, tb.count("#secrets-kept"))
+	tb.setValue("#max-attempts", "7")
+	require.Equal(t, "ok: Topic signed saved.", tb.click("#save-topic"))
+	topic = api.must(http.MethodGet, "/v1/topics/signed", nil, http.StatusOK)
+	require.EqualValues(t, 7, topic["max_attempts"])
+	require.Equal(t, true, topic["delivery"].(map[string]any)["secret_set"], "the secret is kept")
+	require.Equal(t, []any{"X-Api-Key"}, topic["delivery"].(map[string]any)["header_names"], "the headers are kept")
+
 	step("Job: fields")
 	// Job: fields, body, edit and reschedule, run now, cancel.
 	tb.goTo("#/job/" + later)

@@ -20,10 +20,10 @@ export function jobsTable(jobs, state, { select } = {}) {
 function configForm(t, reload) {
   const admin = can("admin");
   const d = t.delivery;
-  // The API never shows a webhook secret or header values back, so a
-  // form cannot send them again: such a topic is edited with the API.
-  const locked = d.secret_set || d.previous_secret_set || (d.header_names && d.header_names.length);
-  const off = !admin || locked;
+  // The API never shows a webhook secret or header values back: the form
+  // saves with PATCH, which keeps what it does not name.
+  const hidden = d.secret_set || d.previous_secret_set || (d.header_names && d.header_names.length);
+  const off = !admin;
   // pair labels a control; a control with data-only shows, with its label,
   // only while the delivery type is one of those it names.
   const pair = (id, label, el) => [h("label", { for: id, "data-only": el.dataset.only }, label), el];
@@ -39,27 +39,33 @@ function configForm(t, reload) {
   const form = h("form", { class: "grid", id: "topic-config", onsubmit: async (e) => {
     e.preventDefault();
     const v = (id) => form.querySelector("#" + id).value.trim();
-    // Empty inputs send the field absent, so that the server's default applies.
-    const opt = (id) => v(id) || undefined;
-    const num = (id) => (v(id) ? +v(id) : undefined);
-    const on = (id) => form.querySelector("#" + id).checked || undefined;
-    // Only the fields of the type chosen go: the API refuses the others'.
-    const delivery = { type: v("delivery-type") };
-    if (delivery.type === "webhook") {
+    // The form saves a JSON merge patch: an empty input is null, which
+    // drops the setting (its default applies); what the form does not
+    // show (a webhook's secret and headers, the backoff's jitter) is kept.
+    const opt = (id) => v(id) || null;
+    const num = (id) => (v(id) ? +v(id) : null);
+    const on = (id) => form.querySelector("#" + id).checked || null;
+    // The fields of the other delivery types go: the API refuses them.
+    const type = v("delivery-type");
+    const delivery = { type, url: null, method: null, success: null, error_body: null, allow_job_url: null,
+      subject: null, timeout: null };
+    if (type === "webhook") {
       Object.assign(delivery, { url: v("delivery-url"), method: v("delivery-method"), success: opt("delivery-success"),
         error_body: on("delivery-error-body"), allow_job_url: on("delivery-allow-job-url") });
+    } else {
+      Object.assign(delivery, { secret: null, previous_secret: null, headers: null });
     }
-    if (delivery.type === "nats") delivery.subject = opt("delivery-subject");
-    if (delivery.type !== "consumer") delivery.timeout = opt("delivery-timeout");
+    if (type === "nats") delivery.subject = opt("delivery-subject");
+    if (type !== "consumer") delivery.timeout = opt("delivery-timeout");
     const cfg = { delivery, ttr: v("ttr"), max_attempts: +v("max-attempts"), concurrency: +v("concurrency"),
       max_in_flight: num("max-in-flight"), unique_keys: opt("unique-keys"), on_dead: opt("on-dead") };
     const ds = v("backoff-delays");
-    cfg.backoff = ds ? { delays: ds.split(/[\s,]+/).filter(Boolean) } :
-      { initial: v("backoff-initial"), max: v("backoff-max"), factor: +v("backoff-factor"), jitter: t.backoff.jitter };
+    cfg.backoff = ds ? { delays: ds.split(/[\s,]+/).filter(Boolean), initial: null, max: null, factor: null } :
+      { delays: null, initial: v("backoff-initial"), max: v("backoff-max"), factor: +v("backoff-factor") };
     // No limit and no burst: no rate (the period alone is refused).
     const limit = num("rate-limit"), rateBurst = num("rate-burst");
-    if (limit || rateBurst) cfg.rate = { limit, period: v("rate-period") || "1s", burst: rateBurst };
-    if (await attempt(`Topic ${t.name} saved.`, () => call("PUT", `/v1/topics/${enc(t.name)}`, cfg))) reload(false);
+    cfg.rate = limit || rateBurst ? { limit, period: v("rate-period") || "1s", burst: rateBurst } : null;
+    if (await attempt(`Topic ${t.name} saved.`, () => call("PATCH", `/v1/topics/${enc(t.name)}`, cfg))) reload(false);
   } },
   choose("delivery-type", "delivery", d.type, ["consumer", "webhook", "nats"].map((x) => [x, x]), { onchange: () => show() }),
   f("delivery-url", "webhook url", d.url, webhook),
@@ -81,8 +87,8 @@ function configForm(t, reload) {
   f("rate-burst", "rate burst", burst, { type: "number", min: 1, placeholder: "the rate limit" }),
   choose("unique-keys", "unique keys", t.unique_keys || "", [["", "none"], ["reject", "reject"], ["replace", "replace"]]),
   f("on-dead", "dead-letter topic", t.on_dead, { placeholder: "none" }),
-  locked ? h("p", { class: "full muted" }, "This webhook topic has a secret or headers, which the API never shows back: edit it with the API (PUT /v1/topics/{topic}) so that they are sent again.") : null,
-  admin && !locked ? h("div", { class: "full actions" }, h("button", { class: "primary", type: "submit", id: "save-topic" }, "Save configuration")) : null);
+  hidden ? h("p", { class: "full muted", id: "secrets-kept" }, "This webhook topic has a secret or headers, which the API never shows back: saving keeps them; change them with the API (PATCH /v1/topics/{topic}).") : null,
+  admin ? h("div", { class: "full actions" }, h("button", { class: "primary", type: "submit", id: "save-topic" }, "Save configuration")) : null);
   // show hides the fields of the other delivery types.
   const show = () => {
     const type = form.querySelector("#delivery-type").value;
