@@ -186,11 +186,11 @@ end
 -- keep a body in one place only. A job in its queue is stored as scheduled
 -- or ready (by its run_at when it got there); settle tells them apart.
 local function load(id)
-  local v = redis.call('HMGET', key_job(id), 's', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b', 'y', 'k', 'u', 'v', 'H')
+  local v = redis.call('HMGET', key_job(id), 's', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b', 'y', 'k', 'u', 'v', 'H', 'e')
   if not v[1] then return nil end
   return {s = v[1], t = v[2], r = tonumber(v[3]), x = tonumber(v[4]), a = tonumber(v[5]),
     m = tonumber(v[6]), l = v[7], d = tonumber(v[8]), b = v[9], y = tonumber(v[10]), k = v[11],
-    u = tonumber(v[12]), v = v[13], H = v[14]}
+    u = tonumber(v[12]), v = v[13], H = v[14], e = v[15]}
 end
 
 -- History. A job's attempts that ended are its field H, absent until the
@@ -273,6 +273,29 @@ local function unlink(id, j)
   end
 end
 
+-- The record of finished jobs (Store.ListFinished): the stream finlog of
+-- the shard gets an entry for each finish, in the script that makes it:
+-- i id, t topic, s state (d done, c cancelled, x dead), a attempt, u the
+-- finish time (ms: the job's u), k key and e last error when set. An
+-- entry's stream id is now (ms) and a sequence, so that the stream is in
+-- the order recorded and its ids tell when; each XADD trims the entries
+-- recorded the retention period ago (MINID ~, whole nodes at a time;
+-- ListFinished skips what is left of them).
+local function log_finish(id, j, state, at, err)
+  local f = {'i', id, 't', j.t, 's', state, 'a', int(j.a or 0), 'u', int(at)}
+  if j.k then f[#f + 1] = 'k'; f[#f + 1] = j.k end
+  if err and err ~= '' then f[#f + 1] = 'e'; f[#f + 1] = err end
+  local kl = base .. ':finlog'
+  local minid = int(math.max(now - tonumber(retention), 0))
+  -- An id of now unless the stream already has a later one (a clock that
+  -- stepped back, a failover to a server whose clock is behind): then the
+  -- server's own next id, which is after it.
+  local r = redis.pcall('XADD', kl, 'MINID', '~', minid, now_s .. '-*', unpack(f))
+  if type(r) == 'table' and r.err then
+    redis.call('XADD', kl, 'MINID', '~', minid, '*', unpack(f))
+  end
+end
+
 -- link_dead adds job id to its topic's dead set, scored by time of death
 -- in µs so that deaths close together keep their order.
 local function link_dead(id, t, us)
@@ -290,6 +313,7 @@ local function expire_lease(id, j)
   if j.a >= j.m then
     redis.call('HSET', kj, 's', 'dead', 'u', int(j.x), 'e', 'lease expired', 'H', j.H)
     link_dead(id, j.t, j.x * 1000)
+    log_finish(id, j, 'x', j.x, 'lease expired')
     j.s = 'dead'
   else
     redis.call('HSET', kj, 's', 'ready', 'u', int(j.x), 'e', 'lease expired', 'H', j.H)
@@ -399,7 +423,7 @@ local function fin_forget(id, j)
 end
 
 -- finish makes job id done or cancelled: it expires after the retention
--- period, and counts as finished until then. Its lease fields stay: they
+-- period, counts as finished until then, and is recorded (log_finish). Its lease fields stay: they
 -- mean nothing once the job is not reserved, and deleting them would cost
 -- the server a write per job.
 local function finish(id, j, state)
@@ -411,9 +435,11 @@ local function finish(id, j, state)
   if state == 'done' then
     redis.call('ZADD', key_finished(j.t, 'd'), now_s, id)
     fin_add('d', j.t, 1)
+    log_finish(id, j, 'd', now, j.e)
   else
     redis.call('ZADD', key_finished(j.t, 'c'), now_s, id)
     fin_add('c', j.t, 1)
+    log_finish(id, j, 'c', now, j.e)
   end
 end
 
