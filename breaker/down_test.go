@@ -117,6 +117,13 @@ func (d *downStore) ListDeadJobs(ctx context.Context, p *core.ListDeadJobsParams
 	return d.Store.ListDeadJobs(ctx, p)
 }
 
+func (d *downStore) ListFinished(ctx context.Context, p *core.ListFinishedParams) (core.FinishedPage, error) {
+	if err := d.enter(ctx, "ListFinished"); err != nil {
+		return core.FinishedPage{}, err
+	}
+	return d.Store.ListFinished(ctx, p)
+}
+
 func (d *downStore) PutTopic(ctx context.Context, t *core.Topic) error {
 	if err := d.enter(ctx, "PutTopic"); err != nil {
 		return err

@@ -44,7 +44,8 @@ func TestStoreCluster(t *testing.T) {
 		return func(cfg *Config) { cfg.Replicas, cfg.Retention = 3, retention }
 	}
 	storetest.Run(t, storetest.Harness{
-		ListInStreamOrder: true,
+		ListInStreamOrder:  true,
+		FinishedSuperseded: true,
 		Open: func(t *testing.T, ns string) core.Store {
 			return openStore(t, connectURL(t, c.URLs()), ns, replicated(0))
 		},
