@@ -9,7 +9,9 @@
 // and, while claims wait on a topic, by one timer from the injected clock set
 // for the topic's next due time, so a fake clock drives promotion and nothing
 // polls. Finished jobs (done, cancelled) sit in one list in order of
-// finishing and are dropped after the retention period.
+// finishing and are dropped after the retention period; the record of
+// finished jobs (ListFinished) is a slice of entries, dead jobs' too,
+// numbered in order and dropped alike.
 //
 // Counts read no job: the queues and the dead list know their lengths, and
 // each topic keeps its numbers of done and cancelled jobs, moved as a job

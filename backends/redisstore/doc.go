@@ -63,6 +63,11 @@
 //	                             cancelled jobs that count; d:<topic>:<end>, c:<topic>:<end>
 //	                             those that finished in the bucket that ends at <end> (ms)
 //	{P:n}:finq            zset   the bucket fields of fin by <end>, to drop them past retention
+//	{P:n}:finlog          stream the record of finished jobs (ListFinished): an entry per ack,
+//	                             cancel, bury and death by lease expiry, appended by the script
+//	                             that makes it, id <ms>-<seq> of the script's now; fields i id,
+//	                             t topic, s d|c|x, a attempt, u finish time, k key, e last error;
+//	                             each append trims the entries past retention (MINID ~)
 //	{P:n}:scur            hash   before records, on a Cluster: schedule name -> the last slot fired
 //	                             whose job is in the shard (LegacySchedules reads the latest)
 //	{P:n}:paused          set    paused topics, the same in every shard: each claim script
@@ -199,6 +204,9 @@
 //
 // Done and cancelled jobs get a key TTL (PEXPIRE) of Config.Retention, 72 h
 // by default, counted by the Redis server's clock; no sweep and no scan.
+// The record of finished jobs does not replace that expiry: deleting jobs
+// by it would take a sweep that reads each job (a reused id must stay) and
+// deletes its keys, which the server's expiry does without a script.
 // Topics are listed from the configuration hash and the topic registry: a
 // topic without configuration is shown while it counts jobs, finished ones
 // included (below). ListTopics drops from the registry a topic that is
