@@ -14,15 +14,16 @@ import (
 	"github.com/delayq/delayq/core"
 )
 
-// The record of finished jobs is a stream per shard, finlog, which the
-// scripts that finish jobs append to (lib.lua's log_finish). A cursor
-// holds a position in each shard's stream: the stream ids of the last
-// entries read, one per shard, comma-separated.
+// The record of finished jobs is a stream per shard, finlog, to which the
+// scripts that finish jobs append an entry of the finishes of each run
+// (lib.lua's log_finish and flush_finished). A cursor holds a position in
+// each shard's stream, comma-separated: the stream id of the last entry
+// read, and ".<k>" after it when only its first k records were.
 
 var errBadEntry = errors.New("malformed entry")
 
-// finishedStates are the states of finlog's s field.
-var finishedStates = map[string]core.State{"d": core.StateDone, "c": core.StateCancelled, "x": core.StateDead}
+// finishedStates are the states of a record's first letter.
+var finishedStates = map[byte]core.State{'d': core.StateDone, 'c': core.StateCancelled, 'x': core.StateDead}
 
 // streamID is a stream entry id: ms, then a sequence within it.
 type streamID struct{ ms, seq uint64 }
@@ -43,41 +44,63 @@ func (id streamID) compare(o streamID) int {
 	return cmp.Or(cmp.Compare(id.ms, o.ms), cmp.Compare(id.seq, o.seq))
 }
 
+// finishedPos is a position in a shard's stream: entries up to id read,
+// but for the records of id after its first part, when part > 0.
+type finishedPos struct {
+	id   streamID
+	part int
+}
+
+func (p finishedPos) String() string {
+	if p.part == 0 {
+		return p.id.String()
+	}
+	return p.id.String() + "." + strconv.Itoa(p.part)
+}
+
 // parseFinishedCursor decodes a cursor of ListFinished: a position per
-// shard, all 0-0 for empty.
-func (s *Store) parseFinishedCursor(after string) ([]streamID, error) {
-	pos := make([]streamID, s.cfg.Shards)
+// shard, all at the start for empty.
+func (s *Store) parseFinishedCursor(after string) ([]finishedPos, error) {
+	pos := make([]finishedPos, s.cfg.Shards)
 	if after == "" {
 		return pos, nil
 	}
+	bad := core.Invalid("after", "after is not a cursor of the finished jobs of %d shards", len(pos))
 	parts := strings.Split(after, ",")
 	if len(parts) != len(pos) {
-		return nil, core.Invalid("after", "after is not a cursor of the finished jobs of %d shards", len(pos))
+		return nil, bad
 	}
 	for n, p := range parts {
-		id, ok := parseStreamID(p)
-		if !ok {
-			return nil, core.Invalid("after", "after is not a cursor of the finished jobs")
+		id, part, hasPart := strings.Cut(p, ".")
+		var ok bool
+		if pos[n].id, ok = parseStreamID(id); !ok {
+			return nil, bad
 		}
-		pos[n] = id
+		if hasPart {
+			k, err := strconv.Atoi(part)
+			if err != nil || k < 1 {
+				return nil, bad
+			}
+			pos[n].part = k
+		}
 	}
 	return pos, nil
 }
 
-func finishedCursor(pos []streamID) string {
+func finishedCursor(pos []finishedPos) string {
 	parts := make([]string, len(pos))
-	for n, id := range pos {
-		parts[n] = id.String()
+	for n, p := range pos {
+		parts[n] = p.String()
 	}
 	return strings.Join(parts, ",")
 }
 
 // ListFinished implements core.Store: it reads up to params.Limit entries
-// of every shard's stream after the cursor's position in it (or from the
+// of every shard's stream from the cursor's position in it (or from the
 // retention's start, the oldest entry that counts), in one pipeline, and
-// takes the earliest params.Limit of them by stream id, so that shards
-// interleave by the time recorded. Errors: ErrInvalidArgument, ErrClosed,
-// ErrUnavailable.
+// takes the earliest params.Limit of their records by stream id, so that
+// shards interleave by the time recorded. Errors: ErrInvalidArgument,
+// ErrClosed, ErrUnavailable.
 func (s *Store) ListFinished(ctx context.Context, params *core.ListFinishedParams) (core.FinishedPage, error) {
 	if err := core.CheckListFinished(params); err != nil {
 		return core.FinishedPage{}, err
@@ -95,39 +118,54 @@ func (s *Store) ListFinished(ctx context.Context, params *core.ListFinishedParam
 	pipe := s.rdb.Pipeline()
 	reads := make([]*redis.XMessageSliceCmd, len(pos))
 	for n, p := range pos {
-		start := "(" + p.String()
-		if p.compare(kept) < 0 {
+		var start string
+		switch {
+		case p.id.compare(kept) < 0:
 			start = kept.String()
+		case p.part > 0:
+			start = p.id.String()
+		default:
+			start = "(" + p.id.String()
 		}
 		reads[n] = pipe.XRangeN(ctx, s.keys.finishLog(n), start, "+", int64(params.Limit))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return core.FinishedPage{}, unavailable("list finished", err)
 	}
-	type entry struct {
-		shard int
-		id    streamID
-		msg   redis.XMessage
+	type record struct {
+		shard, part int
+		last        bool // the entry's last record
+		id          streamID
+		job         core.FinishedJob
 	}
-	var all []entry
+	var all []record
 	for n, r := range reads {
 		for _, m := range r.Val() {
 			id, ok := parseStreamID(m.ID)
-			if !ok {
-				return core.FinishedPage{}, fmt.Errorf("redisstore: list finished: entry id %q", m.ID)
+			v, _ := m.Values["r"].(string)
+			jobs, err := decodeFinished(v)
+			if !ok || err != nil {
+				return core.FinishedPage{}, fmt.Errorf("redisstore: list finished: entry %s of shard %d: %w", m.ID, n, errBadEntry)
 			}
-			all = append(all, entry{n, id, m})
+			from := 0
+			if id == pos[n].id {
+				from = pos[n].part // read before
+			}
+			for k := from; k < len(jobs); k++ {
+				all = append(all, record{shard: n, part: k + 1, last: k == len(jobs)-1, id: id, job: jobs[k]})
+			}
 		}
 	}
-	slices.SortFunc(all, func(a, b entry) int { return cmp.Or(a.id.compare(b.id), cmp.Compare(a.shard, b.shard)) })
+	slices.SortFunc(all, func(a, b record) int {
+		return cmp.Or(a.id.compare(b.id), cmp.Compare(a.shard, b.shard), cmp.Compare(a.part, b.part))
+	})
 	page := core.FinishedPage{Jobs: []core.FinishedJob{}, Next: params.After}
-	for _, e := range all[:min(len(all), params.Limit)] {
-		f, err := decodeFinished(e.msg.Values)
-		if err != nil {
-			return core.FinishedPage{}, fmt.Errorf("redisstore: list finished: entry %s of shard %d: %w", e.msg.ID, e.shard, err)
+	for _, r := range all[:min(len(all), params.Limit)] {
+		page.Jobs = append(page.Jobs, r.job)
+		pos[r.shard] = finishedPos{id: r.id, part: r.part}
+		if r.last {
+			pos[r.shard].part = 0
 		}
-		page.Jobs = append(page.Jobs, f)
-		pos[e.shard] = e.id
 	}
 	if len(page.Jobs) > 0 {
 		page.Next = finishedCursor(pos)
@@ -135,17 +173,38 @@ func (s *Store) ListFinished(ctx context.Context, params *core.ListFinishedParam
 	return page, nil
 }
 
-// decodeFinished decodes the fields of a finlog entry.
-func decodeFinished(v map[string]any) (core.FinishedJob, error) {
-	str := func(k string) string { s, _ := v[k].(string); return s }
-	state, ok := finishedStates[str("s")]
-	attempt, err1 := strconv.Atoi(str("a"))
-	at, err2 := strconv.ParseInt(str("u"), 10, 64)
-	if !ok || err1 != nil || err2 != nil || str("i") == "" {
-		return core.FinishedJob{}, errBadEntry
+// decodeFinished decodes the records of a finlog entry (lib.lua's
+// log_finish).
+func decodeFinished(v string) ([]core.FinishedJob, error) {
+	var out []core.FinishedJob
+	for v != "" {
+		state, ok := finishedStates[v[0]]
+		if !ok {
+			return nil, errBadEntry
+		}
+		attempt, rest, ok1 := strings.Cut(v[1:], ",")
+		at, rest, ok2 := strings.Cut(rest, ",")
+		a, err1 := strconv.Atoi(attempt)
+		u, err2 := strconv.ParseInt(at, 10, 64)
+		if !ok1 || !ok2 || err1 != nil || err2 != nil {
+			return nil, errBadEntry
+		}
+		var f [4]string // id, topic, key, last error
+		for i := range f {
+			n, tail, ok := strings.Cut(rest, ":")
+			size, err := strconv.Atoi(n)
+			if !ok || err != nil || size < 0 || size > len(tail) {
+				return nil, errBadEntry
+			}
+			f[i], rest = tail[:size], tail[size:]
+		}
+		out = append(out, core.FinishedJob{
+			ID: f[0], Topic: f[1], Key: f[2], State: state, Attempt: a, LastError: f[3], FinishedAt: msTime(u),
+		})
+		v = rest
 	}
-	return core.FinishedJob{
-		ID: str("i"), Topic: str("t"), Key: str("k"), State: state,
-		Attempt: attempt, LastError: str("e"), FinishedAt: msTime(at),
-	}, nil
+	if len(out) == 0 {
+		return nil, errBadEntry
+	}
+	return out, nil
 }
