@@ -34,9 +34,8 @@ func (s *Store) recordFinish(j *core.Job, now time.Time) {
 // pruneFinished drops the entries recorded the retention period ago.
 func (s *Store) pruneFinished(now time.Time) {
 	n := sort.Search(len(s.log.entries), func(i int) bool { return now.Sub(s.log.entries[i].at) < s.retention })
-	if n > 0 {
-		s.log.entries = append(s.log.entries[:0:0], s.log.entries[n:]...)
-	}
+	// A reslice: the array's head is freed when an append next grows it.
+	s.log.entries = s.log.entries[n:]
 }
 
 // ListFinished implements core.Store. Errors: ErrInvalidArgument, ErrClosed.

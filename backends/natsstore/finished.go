@@ -43,7 +43,9 @@ func (s *Store) ListFinished(ctx context.Context, params *core.ListFinishedParam
 	// began: a message of one kind stored while another kind is read waits
 	// for the next read, rather than being passed over by a cursor that a
 	// later message of the other kind moved.
-	info, err := s.stream.Info(ctx)
+	infoCtx, cancel := opContext(ctx)
+	info, err := s.stream.Info(infoCtx)
+	cancel()
 	if err != nil {
 		return core.FinishedPage{}, unavailable("list finished", err)
 	}

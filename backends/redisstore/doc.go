@@ -63,11 +63,10 @@
 //	                             cancelled jobs that count; d:<topic>:<end>, c:<topic>:<end>
 //	                             those that finished in the bucket that ends at <end> (ms)
 //	{P:n}:finq            zset   the bucket fields of fin by <end>, to drop them past retention
-//	{P:n}:finlog          stream the record of finished jobs (ListFinished): an entry per ack,
-//	                             cancel, bury and death by lease expiry, appended by the script
-//	                             that makes it, id <ms>-<seq> of the script's now; fields i id,
-//	                             t topic, s d|c|x, a attempt, u finish time, k key, e last error;
-//	                             each append trims the entries past retention (MINID ~)
+//	{P:n}:finlog          stream the record of finished jobs (ListFinished): an entry per script
+//	                             run that finished jobs (ack, cancel, bury, death by lease expiry),
+//	                             id <ms>-<seq> of the script's now, field r its records (lib.lua's
+//	                             log_finish); each append trims the entries past retention (MINID ~)
 //	{P:n}:scur            hash   before records, on a Cluster: schedule name -> the last slot fired
 //	                             whose job is in the shard (LegacySchedules reads the latest)
 //	{P:n}:paused          set    paused topics, the same in every shard: each claim script

@@ -20,10 +20,6 @@ type finishedEntry struct {
 	Attempt                   int
 }
 
-func (e finishedEntry) String() string {
-	return fmt.Sprintf("%s %s/%s %s attempt %d %q", e.ID, e.Topic, e.Key, e.State, e.Attempt, e.LastError)
-}
-
 func entryOf(f core.FinishedJob) finishedEntry {
 	return finishedEntry{ID: f.ID, Topic: f.Topic, Key: f.Key, LastError: f.LastError, State: f.State, Attempt: f.Attempt}
 }
