@@ -8,9 +8,8 @@ import (
 // The record of finished jobs. Every store appends an entry to a log of its
 // own each time a job finishes: done (ack), cancelled (cancel) or dead
 // (bury, or a lease that ran out on its last attempt), in the same atomic
-// write as the change of state, so that a follower of the log (lifecycle
-// events, notices) learns of every finish, however the store got there
-// and even across a crash. The log is a history of transitions, not of
+// write as the change of state, so that a follower of the log learns of
+// every finish, however the store got there and even across a crash. The log is a history of transitions, not of
 // jobs: a dead job requeued (or cancelled) and a finished id reused by a
 // put keep their entries, and the job's next finish adds another.
 
