@@ -117,6 +117,13 @@ func (d *downStore) ListDeadJobs(ctx context.Context, p *core.ListDeadJobsParams
 	return d.Store.ListDeadJobs(ctx, p)
 }
 
+func (d *downStore) ListFinished(ctx context.Context, p *core.ListFinishedParams) (core.FinishedPage, error) {
+	if err := d.enter(ctx, "ListFinished"); err != nil {
+		return core.FinishedPage{}, err
+	}
+	return d.Store.ListFinished(ctx, p)
+}
+
 func (d *downStore) GetTopicState(ctx context.Context, name string) (core.TopicState, error) {
 	if err := d.enter(ctx, "GetTopicState"); err != nil {
 		return core.TopicState{}, err

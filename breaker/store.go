@@ -170,6 +170,11 @@ func (s *Store) ListDeadJobs(ctx context.Context, params *core.ListDeadJobsParam
 	return do(s, ctx, 0, func(ctx context.Context) ([]*core.Job, error) { return s.next.ListDeadJobs(ctx, params) })
 }
 
+// ListFinished implements core.Store. Errors: those of the store, ErrOpen.
+func (s *Store) ListFinished(ctx context.Context, params *core.ListFinishedParams) (core.FinishedPage, error) {
+	return do(s, ctx, 0, func(ctx context.Context) (core.FinishedPage, error) { return s.next.ListFinished(ctx, params) })
+}
+
 // FindJobs implements core.Store. Errors: those of the store, ErrOpen.
 func (s *Store) FindJobs(ctx context.Context, params *core.FindJobsParams) ([]*core.Job, error) {
 	return do(s, ctx, 0, func(ctx context.Context) ([]*core.Job, error) { return s.next.FindJobs(ctx, params) })

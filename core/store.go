@@ -111,6 +111,23 @@ type Store interface {
 	// Errors: ErrInvalidArgument when Limit < 1.
 	ListDeadJobs(ctx context.Context, params *ListDeadJobsParams) ([]*Job, error)
 
+	// ListFinished reads the store's record of finished jobs: an entry
+	// (FinishedJob) for each time a job became done, cancelled or dead,
+	// written in the same atomic write as the change, so that a crash
+	// loses both or neither. It returns up to params.Limit entries after
+	// the cursor params.After, oldest first. Cursors outlive restarts and
+	// serve every instance of a shared store: a reader that goes on from
+	// the Next of its last read meets each entry recorded after it once, in
+	// the order recorded, which is one sequence, or one per shard on a
+	// store with shards (a job's entries are all in one). A requeue or a
+	// reused id keeps the entries of the finishes before it, and the job's
+	// next finish adds one. Entries are kept for the retention period of
+	// finished jobs from when they were recorded; docs/backends.md says
+	// what the NATS store, whose record is its jobs' messages, keeps
+	// otherwise. Errors: ErrInvalidArgument (CheckListFinished, or After
+	// not a cursor of this store's record).
+	ListFinished(ctx context.Context, params *ListFinishedParams) (FinishedPage, error)
+
 	// FindJobs returns the jobs of params.Topic whose business key is
 	// params.Key: every job GetJob finds (finished ones within retention
 	// included), each as GetJob reports it, in id order, those after

@@ -385,6 +385,11 @@ func (s *Store) ListDeadJobs(ctx context.Context, params *core.ListDeadJobsParam
 	return s.next.ListDeadJobs(ctx, params)
 }
 
+// ListFinished implements core.Store.
+func (s *Store) ListFinished(ctx context.Context, params *core.ListFinishedParams) (core.FinishedPage, error) {
+	return s.next.ListFinished(ctx, params)
+}
+
 // FindJobs implements core.Store.
 func (s *Store) FindJobs(ctx context.Context, params *core.FindJobsParams) ([]*core.Job, error) {
 	return s.next.FindJobs(ctx, params)

@@ -9,8 +9,10 @@
 // Claims wait in core.Claim: a take with nothing to give answers the topic's
 // next due time, for the claim's timer on the injected clock, and a change
 // that makes a job ready or due sooner notifies (core.Notifier), so a fake
-// clock drives promotion and nothing polls. Finished jobs (done, cancelled) sit in one list in order of
-// finishing and are dropped after the retention period.
+// clock drives promotion and nothing polls. Finished jobs (done, cancelled)
+// sit in one list in order of finishing and are dropped after the retention
+// period; the record of finished jobs (ListFinished) is a slice of entries,
+// dead jobs' too, numbered in order and dropped alike.
 //
 // Counts read no job: the queues and the dead list know their lengths, and
 // each topic keeps its numbers of done and cancelled jobs, moved as a job

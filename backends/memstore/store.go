@@ -58,6 +58,7 @@ type Store struct {
 	rates    core.Buckets
 	finished list.List // *entry, done or cancelled, in order of finishing
 	notify   core.Notifier
+	log      finishedLog
 }
 
 var (
@@ -345,6 +346,7 @@ func (s *Store) BuryJob(_ context.Context, params *core.BuryJobParams) (core.Set
 	s.unlink(e)
 	e.job.Bury(params.Error, now)
 	s.kill(e)
+	s.recordFinish(e.job, now)
 	s.changed(e.topic)
 	s.notify.Freed(e.topic.name)
 	return e.job.Settled(), nil
@@ -618,6 +620,7 @@ func (s *Store) finish(e *entry, state core.State, now time.Time) {
 	e.job.Finish(state, now)
 	e.elem = s.finished.PushBack(e)
 	e.topic.countFinished(state, 1)
+	s.recordFinish(e.job, now)
 }
 
 // kill files an unlinked entry that went dead (at its UpdatedAt) in its
@@ -652,6 +655,7 @@ func (s *Store) promote(tp *topic, now time.Time) {
 		e.job.ExpireLease()
 		if e.job.State == core.StateDead {
 			s.kill(e)
+			s.recordFinish(e.job, now)
 			continue
 		}
 		s.push(&tp.ready, e, e.job.RunAt)
@@ -681,8 +685,10 @@ func (tp *topic) nextDue() int64 {
 	return next
 }
 
-// prune drops finished jobs past the retention period.
+// prune drops finished jobs, and entries of the record of finished jobs,
+// past the retention period.
 func (s *Store) prune(now time.Time) {
+	s.pruneFinished(now)
 	for el := s.finished.Front(); el != nil; el = s.finished.Front() {
 		e := el.Value.(*entry)
 		if now.Sub(e.job.UpdatedAt) < s.retention {

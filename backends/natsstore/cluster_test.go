@@ -44,8 +44,9 @@ func TestStoreCluster(t *testing.T) {
 		return func(cfg *Config) { cfg.Replicas, cfg.Retention = 3, retention }
 	}
 	storetest.Run(t, storetest.Harness{
-		ListInStreamOrder: true,
-		CountsLag:         time.Second,
+		ListInStreamOrder:  true,
+		CountsLag:          time.Second,
+		FinishedSuperseded: true,
 		Open: func(t *testing.T, ns string) core.Store {
 			return openStore(t, connectURL(t, c.URLs()), ns, replicated(0))
 		},

@@ -122,6 +122,14 @@
 // (ErrLegacyLayout, with the steps); ExportLegacy reads it for `delayq
 // export`, and `delayq import` writes the jobs into the new stream.
 //
+// # The record of finished jobs
+//
+// ListFinished reads the done, cancelled and dead messages in stream
+// order from a cursor, the sequence of the last one read (finished.go): a
+// finish costs no write of its own, and the server's firing of a last
+// attempt's lease into the dead subject is recorded like any other. An
+// entry goes with its message, when its job moves on or its TTL ends.
+//
 // # Durability (tested: go test -run Kill9)
 //
 // A JetStream file store of a stream with one replica writes every message

@@ -14,7 +14,8 @@ func TestStoreEmbedded(t *testing.T) {
 	t.Parallel()
 	srv := sharedEmbedded(t)
 	storetest.Run(t, storetest.Harness{
-		ListInStreamOrder: true,
+		ListInStreamOrder:  true,
+		FinishedSuperseded: true,
 		Open: func(t *testing.T, ns string) core.Store {
 			nc, err := srv.Connect()
 			if err != nil {
@@ -41,7 +42,8 @@ func TestStoreExternal(t *testing.T) {
 	t.Parallel()
 	srv := sharedExternal(t)
 	storetest.Run(t, storetest.Harness{
-		ListInStreamOrder: true,
+		ListInStreamOrder:  true,
+		FinishedSuperseded: true,
 		Open: func(t *testing.T, ns string) core.Store {
 			return openStore(t, connectURL(t, srv.URL()), ns)
 		},

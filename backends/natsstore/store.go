@@ -377,8 +377,14 @@ func (s *Store) lastMsg(ctx context.Context, filter string) (*jetstream.RawStrea
 		}
 		return m, nil
 	}
-	req, _ := json.Marshal(map[string]string{"last_by_subj": filter})
-	resp, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+s.names.stream, req)
+	return s.leaderGet(ctx, map[string]any{"last_by_subj": filter})
+}
+
+// leaderGet asks the stream's leader for the message req names (a
+// JetStream message get request), nil when there is none.
+func (s *Store) leaderGet(ctx context.Context, req map[string]any) (*jetstream.RawStreamMsg, error) {
+	data, _ := json.Marshal(req)
+	resp, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+s.names.stream, data)
 	if err != nil {
 		return nil, unavailable("read message", err)
 	}

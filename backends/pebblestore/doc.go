@@ -28,6 +28,9 @@
 //	d<topic>\0<died ns><id>        dead jobs of a topic in order of death
 //	F<topic>\0<state><done ns><id> done or cancelled jobs of a topic by state and finish time,
 //	                               which ListJobs reads newest first
+//	l<n>                           the record of finished jobs (ListFinished): entry number n
+//	                               (8 bytes) of a finish (done, cancelled, dead), written with it:
+//	                               when recorded, id, topic, key, state, attempt, last error, time
 //	t<topic>                       before records: a topic's configuration (JSON), LegacyTopics
 //	p<topic>                       a paused topic (no value)
 //	c<topic>\0<state><bucket>      jobs of a topic finished (done or cancelled) in a bucket
@@ -108,6 +111,17 @@
 // id), so that it counts once. A job stops being counted at the prune
 // that deletes it, at most one prune interval after it expired, and a
 // bucket is dropped once it is past retention.
+//
+// The record of finished jobs (ListFinished) is the l keys, numbered in
+// the order the finishes were written (under the store's lock, so in the
+// order of the write-ahead log); a cursor is a number, so it outlives a
+// restart, which starts numbering after the last l key. A finish writes its
+// l key in its own batch: the job's topic, state and attempt come from the
+// index, its key (read from its j key) only when the job has one and its
+// last error (its e key) only when an earlier attempt left one and the
+// finish sets none. The prune deletes the l keys recorded the retention
+// period ago, by one range delete; ListFinished skips those it has not yet
+// deleted. Config.RetentionMaxJobs does not bound them.
 //
 // Config.RetentionMaxJobs bounds the finished jobs kept, of every topic
 // together, by count: after deleting those past retention, the prune

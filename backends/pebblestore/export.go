@@ -129,6 +129,7 @@ func (s *Store) ImportJobs(_ context.Context, jobs []*core.Job) ([]bool, error) 
 		i := s.x.add(j.ID)
 		sl := &s.x.slots[i]
 		sl.setFixed(tp, j.MaxAttempts, j.TTR, j.Priority)
+		sl.set(hasKey, j.Key != "")
 		s.setLite(i, j)
 		if j.State == core.StateDead {
 			tp.dead++

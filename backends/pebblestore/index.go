@@ -28,7 +28,7 @@ type slot struct {
 	topic   uint32 // index into Store.topicList
 	idLen   uint8
 	state   uint8 // stateCodes
-	flags   uint8 // hasErr, hasHistory
+	flags   uint8 // hasErr, hasHistory, hasKey
 	prio    int8  // the job's priority, which orders the ready heap
 	attempt uint16
 	maxAtt  uint16
@@ -39,6 +39,7 @@ type slot struct {
 const (
 	hasErr     uint8 = 1 << iota // an e key holds the job's last error
 	hasHistory                   // an h key holds attempts that ended
+	hasKey                       // the job has a business key (in its j key)
 )
 
 // has reports whether sl has flag f.

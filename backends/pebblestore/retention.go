@@ -156,14 +156,18 @@ func (s *Store) pruneInterval() time.Duration {
 // pruneChunk bounds the f keys one hold of the lock reads.
 const pruneChunk = 1000
 
-// prune deletes the finished jobs whose retention ended by now, the count
-// buckets that count none within retention, and then, with a bound on
+// prune deletes the finished jobs whose retention ended by now, the
+// entries of the record of finished jobs as old, the count buckets that
+// count none within retention, and then, with a bound on
 // finished jobs, the oldest of those kept over it.
 func (s *Store) prune(now time.Time) error {
 	upper := expiryKey(now.Add(-s.retention), "")
 	var err error
 	for more := true; more && err == nil; {
 		more, _, err = s.pruneSome(upper, math.MaxInt64)
+	}
+	if err == nil {
+		err = s.pruneFinishLog(now)
 	}
 	s.pruneCounts(now)
 	if err != nil || s.cfg.RetentionMaxJobs <= 0 {

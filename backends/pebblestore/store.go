@@ -137,6 +137,9 @@ type Store struct {
 	// jobs of a batch changed it, so that every change of a count reaches
 	// the disk with the write of the jobs that made it.
 	counts map[string]int64
+	// finishSeq is the number of the last entry of the record of finished
+	// jobs (finished.go).
+	finishSeq uint64
 
 	// unsynced wakes the background sync after a write that did not wait
 	// for its own.
@@ -244,6 +247,10 @@ func Open(cfg Config) (*Store, error) {
 		s.syncable = pebble.Sync
 	}
 	if err := s.load(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	if err := s.loadFinishLog(); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
@@ -475,6 +482,7 @@ func (s *Store) promote(tp *topic, now time.Time) {
 		if j.State == core.StateDead {
 			tp.dead++
 			_ = b.Set(deadKey(tp.name, j.UpdatedAt, id), nil, nil)
+			s.logFinish(b, i, id, &j, now)
 			continue
 		}
 		tp.ready.push(s.x, i, s.x.slots[i].runAt)
@@ -635,6 +643,7 @@ func (s *Store) put(pb *putBatch, in *core.Job, replace, absent bool, now time.T
 	i := s.x.add(j.ID)
 	sl := &s.x.slots[i]
 	sl.setFixed(tp, j.MaxAttempts, j.TTR, j.Priority)
+	sl.set(hasKey, j.Key != "")
 	s.setLite(i, j)
 	s.enqueue(tp, i)
 	touched[tp] = struct{}{}
@@ -867,6 +876,7 @@ func (s *Store) finish(b *pebble.Batch, tp *topic, i uint32, state core.State, n
 	_ = b.Set(idKey(prefixFinished, id), m.encode(), nil)
 	_ = b.Set(expiryKey(now, id), nil, nil)
 	_ = b.Set(finishedKey(tp.name, state, m.updatedAt, id), nil, nil)
+	s.logFinish(b, i, id, &j, now)
 	s.countFinished(tp, state, now, 1)
 	s.x.remove(i)
 	return j.Settled()
@@ -1106,6 +1116,7 @@ func (s *Store) BuryJob(_ context.Context, params *core.BuryJobParams) (core.Set
 		s.keepAttempt(b, i, id, &j)
 		s.setError(b, i, id, j.LastError)
 		_ = b.Set(deadKey(tp.name, now, id), nil, nil)
+		s.logFinish(b, i, id, &j, now)
 		return j.Settled()
 	})
 }

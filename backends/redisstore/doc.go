@@ -63,6 +63,10 @@
 //	                             cancelled jobs that count; d:<topic>:<end>, c:<topic>:<end>
 //	                             those that finished in the bucket that ends at <end> (ms)
 //	{P:n}:finq            zset   the bucket fields of fin by <end>, to drop them past retention
+//	{P:n}:finlog          stream the record of finished jobs (ListFinished): an entry per script
+//	                             run that finished jobs (ack, cancel, bury, death by lease expiry),
+//	                             id <ms>-<seq> of the script's now, field r its records (lib.lua's
+//	                             log_finish); each append trims the entries past retention (MINID ~)
 //	{P:n}:scur            hash   before records, on a Cluster: schedule name -> the last slot fired
 //	                             whose job is in the shard (LegacySchedules reads the latest)
 //	{P:n}:paused          set    paused topics, the same in every shard: each claim script
@@ -200,6 +204,9 @@
 //
 // Done and cancelled jobs get a key TTL (PEXPIRE) of Config.Retention, 72 h
 // by default, counted by the Redis server's clock; no sweep and no scan.
+// The record of finished jobs does not replace that expiry: deleting jobs
+// by it would take a sweep that reads each job (a reused id must stay) and
+// deletes its keys, which the server's expiry does without a script.
 // Topic states are listed from the topic registry and the paused set: a
 // topic is listed while it counts jobs, finished ones included (below), or
 // is paused; its configuration is a record (core.KindTopic), which core

@@ -67,6 +67,9 @@ func (k *keys) queue(n int, topic string) string { return k.shard[n].base + ":q:
 // paused returns the key of shard n's set of paused topics.
 func (k *keys) paused(n int) string { return k.shard[n].base + ":paused" }
 
+// finishLog is shard n's record of finished jobs (a stream).
+func (k *keys) finishLog(n int) string { return k.shard[n].base + ":finlog" }
+
 // byKey returns the key of the zset of topic's jobs with business key key
 // in shard n (lib.lua, index_key).
 func (k *keys) byKey(n int, topic, key string) string {

@@ -33,11 +33,15 @@ func TestStoreStandalone(t *testing.T) {
 // server, where each promotion, claim and lease script serves several.
 func TestStoreStandaloneSharded(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, harness(standaloneURL(t), func(c *Config) { c.Shards = 16 }))
+	h := harness(standaloneURL(t), func(c *Config) { c.Shards = 16 })
+	h.FinishedPerShard = true
+	storetest.Run(t, h)
 }
 
 // TestStoreCluster runs the conformance suite on a 3-master Redis Cluster.
 func TestStoreCluster(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, harness(clusterURL(t)))
+	h := harness(clusterURL(t))
+	h.FinishedPerShard = true
+	storetest.Run(t, h)
 }

@@ -41,6 +41,15 @@ type Harness struct {
 	// group): the suite reads counts again until they match, for that
 	// long at most. Zero: counts match as soon as the claim returns.
 	CountsLag time.Duration
+	// FinishedPerShard is true when the record of finished jobs keeps its
+	// order per shard only (the Redis store over several shards): the
+	// suite then checks each job's entries in order, not the whole.
+	FinishedPerShard bool
+	// FinishedSuperseded is true when an entry of the record of finished
+	// jobs goes once its job moves on, requeued or its id reused (the NATS
+	// store, whose record is the jobs' own messages): the suite then reads
+	// such entries only while they are the job's last.
+	FinishedSuperseded bool
 }
 
 // Tolerances of the suite.
@@ -112,6 +121,8 @@ var subtests = []subtest{
 	{"Counts", testCounts},
 	{"FinishedCounts", testFinishedCounts},
 	{"FinishedRetention", testFinishedRetention},
+	{"FinishedRecord", testFinishedRecord},
+	{"FinishedConcurrent", testFinishedConcurrent},
 	{"Topics", testTopics},
 	{"TopicIsolation", testTopicIsolation},
 	{"FindByKey", testFindByKey},

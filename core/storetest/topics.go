@@ -128,7 +128,8 @@ const (
 )
 
 // testFinishedRetention: done and cancelled jobs count for the retention
-// period from when each finished, and no longer once it has passed. It runs
+// period from when each finished, and no longer once it has passed; their
+// entries in the record of finished jobs are dropped alike. It runs
 // on a store the harness opens with a short retention, on the real clock.
 func testFinishedRetention(t *testing.T, b *testBundle) {
 	if b.h.OpenRetention == nil {
@@ -167,18 +168,21 @@ func testFinishedRetention(t *testing.T, b *testBundle) {
 	rb.put(t, NewJob(topic, time.Now().Add(time.Hour)))
 	first := finish(2, 1)
 	rb.requireCounts(t, topic, core.Counts{Scheduled: 1, Done: 2, Cancelled: 1})
+	rb.eventuallyFinished(t, 3, time.Now().Add(finSlack))
 
 	// Half a retention later, a second round.
 	rb.passUntil(t, first.Add(finRetention/2))
 	rb.requireCounts(t, topic, core.Counts{Scheduled: 1, Done: 2, Cancelled: 1})
 	second := finish(1, 2)
 	rb.requireCounts(t, topic, core.Counts{Scheduled: 1, Done: 3, Cancelled: 3})
+	rb.eventuallyFinished(t, 6, time.Now().Add(finSlack))
 
 	// Past the first round's retention it no longer counts; the second
 	// does, within its own.
 	rb.passUntil(t, first.Add(finRetention))
 	rb.eventuallyCounts(t, topic, core.Counts{Scheduled: 1, Done: 1, Cancelled: 2}, first.Add(finRetention+finSlack))
 	rb.eventuallyFound(t, topic, "fin", 3, first.Add(finRetention+finSlack))
+	rb.eventuallyFinished(t, 3, first.Add(finRetention+finSlack))
 	require.True(t, time.Now().Before(second.Add(finRetention)),
 		"the first round counted until %s after the second, past the second's retention", time.Since(second))
 
@@ -186,6 +190,7 @@ func testFinishedRetention(t *testing.T, b *testBundle) {
 	rb.passUntil(t, second.Add(finRetention))
 	rb.eventuallyCounts(t, topic, core.Counts{Scheduled: 1}, second.Add(finRetention+finSlack))
 	rb.eventuallyFound(t, topic, "fin", 0, second.Add(finRetention+finSlack))
+	rb.eventuallyFinished(t, 0, second.Add(finRetention+finSlack))
 }
 
 // eventuallyFound requires FindJobs of topic and key to find n jobs by

@@ -21,8 +21,9 @@
 --
 -- An ack writes the job hash once (state, time and the attempt's end in
 -- its history; the lease fields stay, meaningless once the job is not
--- reserved) and sets its expiry; the lease set and the counts change once
--- per call. Retry and bury end the attempt in the history too.
+-- reserved), sets its expiry and records it (log_finish); the lease set
+-- and the counts change once per call. Retry and bury end the attempt in
+-- the history too.
 
 -- acked counts the acknowledged jobs per topic, for one update of the
 -- topic's done count per shard (fin_add).
@@ -76,6 +77,7 @@ local function one(op, id, lease, r, etext)
     acked_ids[j.t] = acked_ids[j.t] or {}
     table.insert(acked_ids[j.t], now_s)
     table.insert(acked_ids[j.t], id)
+    log_finish(id, j, 'd', now_s, j.e)
     return {0, j.t, j.a or 0, 'done'}
   end
   unlink(id, j)
@@ -96,6 +98,7 @@ local function one(op, id, lease, r, etext)
   else -- bury
     redis.call('HSET', kj, 's', 'dead', 'e', etext, 'u', now_s, 'H', ended_attempt(j, 'b', now, etext))
     link_dead(id, j.t, now_us)
+    log_finish(id, j, 'x', now_s, etext)
   end
   return {0, j.t, j.a or 0, state}
 end

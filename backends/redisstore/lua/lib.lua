@@ -113,6 +113,47 @@ local function job_all(id)
   return h
 end
 
+-- The record of finished jobs (Store.ListFinished): the stream finlog of
+-- the shard gets the finishes a script makes, one entry per shard and
+-- script run however many jobs it finished (an ack script settles up to
+-- 256), since each command costs the server far more than its work. An
+-- entry's field r holds its records, oldest first, each "<state><attempt>,
+-- <u>,<len>:<id><len>:<topic><len>:<key><len>:<last error>": state d
+-- (done), c (cancelled) or x (dead), u the finish time (ms: the job's u),
+-- key and last error empty for none. Its stream id is now (ms) and a
+-- sequence, so that the stream is in the order recorded and its ids tell
+-- when; each XADD trims the entries recorded the retention period ago
+-- (MINID ~, whole nodes at a time; ListFinished skips what is left).
+local fin_log = {}
+
+-- log_finish records that job id (j from load) became state (d, c or x)
+-- at ms at (a string) with last error err; flush_finished writes it. One
+-- concatenation: it runs for every job a burst acknowledges.
+local function log_finish(id, j, state, at, err)
+  local t, k, e = j.t, j.k or '', err or ''
+  fin_log[#fin_log + 1] = state .. (j.a or 0) .. ',' .. at .. ',' .. #id .. ':' .. id .. #t .. ':' .. t ..
+    #k .. ':' .. k .. #e .. ':' .. e
+end
+
+-- flush_finished appends the finishes recorded in the shard to its
+-- stream. announced() calls it, which every script that may finish a job
+-- calls at the end of its work in a shard, and use_shard before it
+-- switches.
+local function flush_finished()
+  if #fin_log == 0 then return end
+  local kl = base .. ':finlog'
+  local minid = int(math.max(now - tonumber(retention), 0))
+  local v = table.concat(fin_log)
+  fin_log = {}
+  -- An id of now unless the stream already has a later one (a clock that
+  -- stepped back, a failover to a server whose clock is behind): then the
+  -- server's own next id, which is after it.
+  local r = redis.pcall('XADD', kl, 'MINID', '~', minid, now_s .. '-*', 'r', v)
+  if type(r) == 'table' and r.err then
+    redis.call('XADD', kl, 'MINID', '~', minid, '*', 'r', v)
+  end
+end
+
 -- Queue heads. A script that adds a job to a topic's queue ahead of the
 -- queue's earliest run_at (or to an empty queue) announces it, "q <shard>
 -- <ms> <topic>", so that claims waiting anywhere know when to look, and
@@ -132,8 +173,11 @@ local function link_queue(id, t, r, y)
 end
 
 -- announced publishes the queue heads the call made earlier and returns
--- them, {topic, ms, ...}.
+-- them, {topic, ms, ...}. Every script that writes jobs calls it at the end
+-- of its work in a shard, so it also writes the finishes recorded
+-- (flush_finished).
 local function announced()
+  flush_finished()
   local out = {}
   for _, t in ipairs(q_topics) do
     local h, l = q_head[t], q_low[t]
@@ -186,11 +230,11 @@ end
 -- keep a body in one place only. A job in its queue is stored as scheduled
 -- or ready (by its run_at when it got there); settle tells them apart.
 local function load(id)
-  local v = redis.call('HMGET', key_job(id), 's', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b', 'y', 'k', 'u', 'v', 'H')
+  local v = redis.call('HMGET', key_job(id), 's', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b', 'y', 'k', 'u', 'v', 'H', 'e')
   if not v[1] then return nil end
   return {s = v[1], t = v[2], r = tonumber(v[3]), x = tonumber(v[4]), a = tonumber(v[5]),
     m = tonumber(v[6]), l = v[7], d = tonumber(v[8]), b = v[9], y = tonumber(v[10]), k = v[11],
-    u = tonumber(v[12]), v = v[13], H = v[14]}
+    u = tonumber(v[12]), v = v[13], H = v[14], e = v[15]}
 end
 
 -- History. A job's attempts that ended are its field H, absent until the
@@ -290,6 +334,7 @@ local function expire_lease(id, j)
   if j.a >= j.m then
     redis.call('HSET', kj, 's', 'dead', 'u', int(j.x), 'e', 'lease expired', 'H', j.H)
     link_dead(id, j.t, j.x * 1000)
+    log_finish(id, j, 'x', int(j.x), 'lease expired')
     j.s = 'dead'
   else
     redis.call('HSET', kj, 's', 'ready', 'u', int(j.x), 'e', 'lease expired', 'H', j.H)
@@ -399,9 +444,9 @@ local function fin_forget(id, j)
 end
 
 -- finish makes job id done or cancelled: it expires after the retention
--- period, and counts as finished until then. Its lease fields stay: they
--- mean nothing once the job is not reserved, and deleting them would cost
--- the server a write per job.
+-- period, counts as finished until then, and is recorded (log_finish).
+-- Its lease fields stay: they mean nothing once the job is not reserved,
+-- and deleting them would cost the server a write per job.
 local function finish(id, j, state)
   local kj = key_job(id)
   redis.call('HSET', kj, 's', state, 'u', now_s)
@@ -411,9 +456,11 @@ local function finish(id, j, state)
   if state == 'done' then
     redis.call('ZADD', key_finished(j.t, 'd'), now_s, id)
     fin_add('d', j.t, 1)
+    log_finish(id, j, 'd', now_s, j.e)
   else
     redis.call('ZADD', key_finished(j.t, 'c'), now_s, id)
     fin_add('c', j.t, 1)
+    log_finish(id, j, 'c', now_s, j.e)
   end
 end
 
@@ -473,6 +520,7 @@ end
 -- Only for a standalone server, whose scripts may touch keys of several
 -- hash tags.
 local function use_shard(b, n)
+  flush_finished()
   base, shard = b, n
   K_LEASE, K_COUNT, K_FIN, K_FINQ = b .. ':lease', b .. ':n', b .. ':fin', b .. ':finq'
 end
