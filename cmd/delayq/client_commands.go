@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -48,7 +47,7 @@ with neither the job is due now.`,
 				return usageErrorf("--delay and --run-at are exclusive")
 			}
 			if delay != "" {
-				d, err := flagDelay(delay)
+				d, err := flagDuration("delay", delay)
 				if err != nil {
 					return err
 				}
@@ -62,18 +61,21 @@ with neither the job is due now.`,
 				req.RunAt = t
 			}
 			if ttr != "" {
-				// 0 would be left out, and so take the topic's ttr.
-				d, err := time.ParseDuration(ttr)
-				if err != nil || d <= 0 {
-					return usageErrorf("invalid --ttr %q: want a duration such as 30s", ttr)
+				d, err := flagDuration("ttr", ttr)
+				if err != nil {
+					return err
+				}
+				if d <= 0 {
+					// 0 would be left out, and so take the topic's ttr.
+					return usageErrorf("invalid --ttr %q: want a positive duration such as 30s", ttr)
 				}
 				req.TTR = d
 			}
 			req.BackoffDelays = nil
 			for _, s := range retryDelays {
-				d, err := parseDuration(s)
+				d, err := flagDuration("backoff-delays", s)
 				if err != nil {
-					return usageErrorf("invalid --backoff-delays %q: want durations such as 1m,3m,5m, or milliseconds", s)
+					return err
 				}
 				req.BackoffDelays = append(req.BackoffDelays, d)
 			}
@@ -87,7 +89,7 @@ with neither the job is due now.`,
 	}
 	fs := cmd.Flags()
 	addClientFlags(fs, &flags)
-	fs.StringVar(&delay, "delay", "", "deliver after this long: a duration (15m, 1500ms) or milliseconds")
+	fs.StringVar(&delay, "delay", "", "deliver after this long: a duration with its unit (15m, 1500ms)")
 	fs.StringVar(&runAt, "run-at", "", "deliver at this time: RFC 3339, or Unix seconds")
 	fs.StringVar(&req.ID, "id", "", "the job's id (default: a new one)")
 	fs.StringVar(&ttr, "ttr", "", "time to run: how long a consumer holds a delivery (default: the topic's)")
@@ -115,23 +117,14 @@ func readBody(arg string, stdin io.Reader) (json.RawMessage, error) {
 	return json.RawMessage(body), nil
 }
 
-// flagDelay is parseDuration of --delay, a usage error when malformed.
-func flagDelay(s string) (time.Duration, error) {
-	d, err := parseDuration(s)
+// flagDuration is parseFlagDuration of the string flag name, a usage
+// error naming the flag when malformed. The server checks the range.
+func flagDuration(name, s string) (time.Duration, error) {
+	d, err := parseFlagDuration(s)
 	if err != nil {
-		return 0, usageErrorf("invalid --delay %q: want a duration such as 15m or 1500ms, or milliseconds", s)
+		return 0, usageErrorf("invalid --%s %q: %v", name, s, err)
 	}
 	return d, nil
-}
-
-// parseDuration reads a duration flag (--delay, --backoff-delays): a whole
-// number of milliseconds, or a Go duration. The server checks the range;
-// the syntax is checked here.
-func parseDuration(s string) (time.Duration, error) {
-	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return time.Duration(ms) * time.Millisecond, nil
-	}
-	return time.ParseDuration(s)
 }
 
 // getCommand is `delayq get ID`.
@@ -252,10 +245,7 @@ func (a *app) topicsCommand() *cobra.Command {
 // topicCommand is `delayq topic put TOPIC CONFIG` and `delayq topic
 // delete TOPIC`: a topic's configuration (`delayq topics TOPIC` shows it).
 func (a *app) topicCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "topic",
-		Short: "Set or delete a topic's configuration (admin)",
-	}
+	cmd := groupCommand("topic", "Set or delete a topic's configuration (admin)")
 	var putFlags, deleteFlags clientFlags
 	put := &cobra.Command{
 		Use:   "put TOPIC CONFIG|-",
@@ -428,7 +418,7 @@ Each delivery is held under its lease until its ttr passes: settle it with
 	fs := cmd.Flags()
 	addClientFlags(fs, &flags)
 	fs.IntVar(&maxJobs, "max", 1, fmt.Sprintf("most jobs to claim (1-%d)", core.ClaimMaxLimit))
-	fs.DurationVar(&wait, "wait", 0, fmt.Sprintf("how long to wait for the first due job (0-%s)", core.ClaimWaitLimit))
+	fs.Var(&durationValue{p: &wait}, "wait", fmt.Sprintf("how long to wait for the first due job, 0 to %s", core.ClaimWaitLimit))
 	return cmd
 }
 
@@ -485,7 +475,7 @@ printed on standard error as 'ID: message', and the exit code is then 1.`,
 			}
 			params := client.NackParams{Error: reason}
 			if delay != "" {
-				d, err := flagDelay(delay)
+				d, err := flagDuration("delay", delay)
 				if err != nil {
 					return err
 				}
@@ -501,7 +491,7 @@ printed on standard error as 'ID: message', and the exit code is then 1.`,
 	}
 	fs := cmd.Flags()
 	addClientFlags(fs, &flags)
-	fs.StringVar(&delay, "delay", "", "retry after this long: a duration (10m, 1500ms) or milliseconds (default: the topic's backoff)")
+	fs.StringVar(&delay, "delay", "", "retry after this long: a duration with its unit (10m, 1500ms); empty: the topic's backoff")
 	fs.StringVar(&reason, "error", "", "why the attempts failed, kept as the jobs' last_error")
 	return cmd
 }

@@ -731,7 +731,7 @@ func TestE2EServe(t *testing.T) {
 		t.Parallel()
 		server := "--server=" + srv.HTTPURL
 		code, stdout, stderr := runCLI(t, "push", "e2e.cli", "--delay", "1h", "--id", "cli-1", "--ttr", "45s", "--max-attempts", "3", "--key", "k-1",
-			"--backoff-delays", "1m,90000", "--priority", "-3", server)
+			"--backoff-delays", "1m,90000ms", "--priority", "-3", server)
 		require.Equal(t, 0, code, stderr)
 		require.Contains(t, stdout, `"cli-1"`)
 

@@ -145,6 +145,19 @@ DELAYQ_SERVER); a flag on the command line wins.`,
 	return root
 }
 
+// groupCommand returns a command that only groups subcommands (`jobs`,
+// `topic`, `schedule`): alone it prints its help, and an argument that
+// names none of its subcommands (`delayq jobs work`) is a usage error
+// rather than cobra's silent help.
+func groupCommand(use, short string) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+}
+
 // versionCommand is `delayq version`, as `delayq --version`: the binary's
 // version, commit and Go version, from its build information.
 func (a *app) versionCommand() *cobra.Command {
