@@ -189,16 +189,33 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	var failure error
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down", "timeout", cfg.ShutdownTimeout)
 	case err := <-serveErr:
 		failure = fmt.Errorf("http: %w", err)
 		log.Error("http server failed; shutting down", "err", err)
 	}
+	// Before the message that says so: a second signal stops at once.
 	if a.stopSignals != nil {
 		a.stopSignals()
 	}
+	if failure == nil {
+		logShutdown(log, cfg, engine.HeldDeliveries())
+	}
 	stops.push("", func(ctx context.Context) error { drain(ctx, cfg.DrainTimeout, engine, log); return nil })
 	return failure
+}
+
+// logShutdown says, on the signal that begins a shutdown, what it waits
+// for: the drain, with the deliveries consumers still hold (unacked
+// leases), then the rest within --shutdown-timeout; and that a second
+// signal stops at once, since runServe then restores the default handling.
+func logShutdown(log *slog.Logger, cfg *serveConfig, held int) {
+	const skip = "a second Ctrl-C (SIGINT or SIGTERM) stops at once, and what consumers hold is delivered again when its lease runs out"
+	if cfg.DrainTimeout <= 0 {
+		log.Info("shutting down: no drain (--drain-timeout 0); "+skip, "timeout", cfg.ShutdownTimeout)
+		return
+	}
+	log.Info(fmt.Sprintf("shutting down: draining for up to %s while consumers settle %d unacked leases and deliveries in flight finish; %s",
+		cfg.DrainTimeout, held, skip), "unacked_leases", held, "drain_timeout", cfg.DrainTimeout, "timeout", cfg.ShutdownTimeout)
 }
 
 // startEngine makes the deliverers and the engine over store, starts it
