@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	"golang.org/x/net/netutil"
 
@@ -496,10 +497,35 @@ func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logTo io
 			return fail(fmt.Errorf("redis store: %w", err))
 		}
 		log.Info("redis connected", "url", redactURL(cfg.RedisURL))
+		warnRedis(ctx, cfg, log, client)
 		closers = append(closers, func() { closeStore(store, log) })
 		return store, natsConn, closeAll, nil
 	}
 	return fail(fmt.Errorf("backend %q is not available", cfg.Backend))
+}
+
+// warnRedis warns at start of what would lose jobs or split a deployment
+// on the redis backend: a Redis without an append-only file, whose restart
+// loses what was written since its last snapshot; and the in-process NATS
+// server, which is this instance's alone, so that instances sharing the
+// Redis would split NATS intake and delivery between their servers. No
+// registry of instances says whether others share the Redis, so the
+// second warning is given whenever it could apply. A Redis that refuses
+// CONFIG (a managed one) is not checked, with a debug line.
+func warnRedis(ctx context.Context, cfg *serveConfig, log *slog.Logger, client redis.UniversalClient) {
+	aof, err := redisstore.AppendOnly(ctx, client)
+	switch {
+	case err != nil:
+		log.Debug("redis: cannot read appendonly; not checking that Redis keeps an append-only file", "err", err)
+	case !aof:
+		log.Warn("redis keeps no append-only file (appendonly no): a restart or crash of Redis loses every job written since its last snapshot, answered ones too; "+
+			"turn it on with CONFIG SET appendonly yes and appendonly yes in redis.conf (docs/backends.md)", "url", redactURL(cfg.RedisURL))
+	}
+	if cfg.NATSURL == "" && cfg.NATSListen != natsOff {
+		log.Warn("nats: this instance serves NATS intake and delivery from its own in-process server; "+
+			"several instances sharing this Redis must all name one NATS with --nats-url, or each publishes NATS deliveries on its own server and the subscribers of one see only some of them",
+			"listen", cfg.NATSListen)
+	}
 }
 
 // openNATSStore opens the NATS JetStream store, on the embedded server or
