@@ -8,17 +8,22 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// cliOf returns a runner of the binary's client commands against the
+// server p (DELAYQ_SERVER), returning the exit code, stdout and stderr.
+func cliOf(t *testing.T, p *serverProc) func(args ...string) (int, string, string) {
+	return func(args ...string) (int, string, string) {
+		t.Helper()
+		return runCLIWith(t, []string{"DELAYQ_SERVER=" + p.HTTPURL}, "", args...)
+	}
+}
+
 // TestClientClaimAckNack runs claim, ack and nack against a real server:
 // claim prints each delivery as one JSON line, ack and nack settle many at
 // once through the batch routes, and a failed item is printed as
 // `ID: message` with exit code 1 while the others are settled.
 func TestClientClaimAckNack(t *testing.T) {
 	t.Parallel()
-	p := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--nats-listen", "off")
-	run := func(args ...string) (int, string, string) {
-		t.Helper()
-		return runCLIWith(t, []string{"DELAYQ_SERVER=" + p.HTTPURL}, "", args...)
-	}
+	run := cliOf(t, startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--nats-listen", "off"))
 	state := func(id string) map[string]any {
 		t.Helper()
 		code, out, stderr := run("get", id)
@@ -95,11 +100,7 @@ func TestClientClaimAckNack(t *testing.T) {
 // nothing or waiting for ever; a consumer topic is claimed as ever.
 func TestClientConsumeTopicOfOtherDelivery(t *testing.T) {
 	t.Parallel()
-	p := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:-1")
-	run := func(args ...string) (int, string, string) {
-		t.Helper()
-		return runCLIWith(t, []string{"DELAYQ_SERVER=" + p.HTTPURL}, "", args...)
-	}
+	run := cliOf(t, startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:-1"))
 	for topic, config := range map[string]string{
 		"by.hook": `{"delivery": {"type": "webhook", "url": "http://127.0.0.1:9/hook"}}`,
 		"by.nats": `{"delivery": {"type": "nats", "subject": "billing.due"}}`,

@@ -12,11 +12,7 @@ import (
 // `--all TOPIC` the rest, and `requeue ID` one job, against a real server.
 func TestClientRequeueByFilter(t *testing.T) {
 	t.Parallel()
-	p := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--nats-listen", "off")
-	run := func(args ...string) (int, string, string) {
-		t.Helper()
-		return runCLIWith(t, []string{"DELAYQ_SERVER=" + p.HTTPURL}, "", args...)
-	}
+	run := cliOf(t, startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--nats-listen", "off"))
 	state := func(id string) string {
 		t.Helper()
 		code, out, stderr := run("get", id, "--output", "table")
