@@ -6,6 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/core"
 )
 
 // TestCLIUnknownSubcommand: a word that names no command is a usage error
@@ -76,4 +78,27 @@ func TestCLIHelpDefaultsOnce(t *testing.T) {
 	}
 	walk((&app{lookupEnv: func(string) (string, bool) { return "", false }}).rootCommand())
 	require.Greater(t, seen, 20, "every command's help was read")
+}
+
+// TestSubscribeTableAligned: the rows subscribe writes as they come have
+// their columns where the header has them, for a ULID and for an id delayq
+// derives (a unique key's, longer).
+func TestSubscribeTableAligned(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	s := &subscriber{table: true, out: &out}
+	for _, id := range []string{"01JD6Y3TQ9V9ZK0M4XJ3R2B7QF", core.KeyID("orders", "order-42")} {
+		require.NoError(t, s.print(&subscribeFrame{ID: id, Attempt: 1, RunAt: "2026-11-21T10:00:15.250Z",
+			LeaseExpiresAt: "2026-11-21T10:00:45.250Z", Lease: "01JD6Y3TQ9V9ZK0M4XJ3R2B7QG", Body: []byte(`{"n": 1}`)}))
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 3)
+	for _, col := range []string{"ATTEMPT", "RUN_AT", "LEASE_EXPIRES_AT", "LEASE ", "BODY"} {
+		at := strings.Index(lines[0], col)
+		require.Positive(t, at, col)
+		for _, row := range lines[1:] {
+			require.Equal(t, byte(' '), row[at-1], "%s: %q", col, row)
+			require.NotEqual(t, byte(' '), row[at+len(strings.TrimSpace(col))-1], "%s: %q", col, row)
+		}
+	}
 }

@@ -277,8 +277,8 @@ func (s *subscriber) print(f *subscribeFrame) error {
 		return writeDelivery(s.out, d)
 	}
 	// Each row is written as it comes, so the columns are of fixed width
-	// (a ULID, a time to the millisecond) rather than aligned over rows
-	// not yet come.
+	// (the longest id delayq makes, a time to the millisecond) rather than
+	// aligned over rows not yet come.
 	if !s.headed {
 		s.headed = true
 		if _, err := fmt.Fprintf(s.out, subscribeRow, "ID", "ATTEMPT", "RUN_AT", "LEASE_EXPIRES_AT", "LEASE", "BODY"); err != nil {
@@ -290,8 +290,12 @@ func (s *subscriber) print(f *subscribeFrame) error {
 	return err
 }
 
-// subscribeRow is the format of a row of `delayq subscribe --output table`.
-const subscribeRow = "%-26s  %7s  %-24s  %-24s  %s  %s\n"
+// subscribeRow is the format of a row of `delayq subscribe --output table`:
+// the ID column holds a ULID (26 characters) and the ids delayq derives
+// (core.IsDerivedID: a prefix and 32 hex digits, 34), so that rows of a
+// topic with unique keys or schedules stay aligned; LEASE is a ULID's
+// width (a longer lease pushes BODY along).
+const subscribeRow = "%-34s  %7s  %-24s  %-24s  %-26s  %s\n"
 
 // writeDelivery writes d to w as one compact JSON line, as subscribe and
 // claim print deliveries; the body is compacted, not otherwise changed.
