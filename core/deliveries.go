@@ -99,12 +99,12 @@ func (l *leases) touched(j *Job) {
 	}
 }
 
-// holding drops the expired deliveries and reports whether any is left.
-func (l *leases) holding(now time.Time) bool {
+// held drops the expired deliveries and returns how many are left.
+func (l *leases) held(now time.Time) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.sweep(now)
-	return len(l.m) > 0
+	return len(l.m)
 }
 
 // sweep drops the expired deliveries; l.mu is held.

@@ -24,7 +24,7 @@ func TestLeasesClaimedAgain(t *testing.T) {
 	free, _ = sub.credit(now)
 	require.Equal(t, 2, free, "claimed again by a pull consumer: the subscription's credit is back")
 	e.leases.ended("a", "la", ErrLeaseLost)
-	require.True(t, e.leases.holding(now), "the old lease's end leaves the new delivery")
+	require.Equal(t, 1, e.leases.held(now), "the old lease's end leaves the new delivery")
 	e.leases.ended("a", "la2", nil)
-	require.False(t, e.leases.holding(now))
+	require.Zero(t, e.leases.held(now))
 }

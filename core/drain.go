@@ -36,7 +36,7 @@ const drainPoll = 50 * time.Millisecond
 func (e *Engine) WaitSettled(ctx context.Context) error {
 	t := e.clock.NewTicker(drainPoll)
 	defer t.Stop()
-	for e.leases.holding(e.clock.Now()) {
+	for e.leases.held(e.clock.Now()) > 0 {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -44,4 +44,11 @@ func (e *Engine) WaitSettled(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// HeldDeliveries returns how many deliveries this engine's Claim made are
+// held now: not yet settled, their leases not run out; what WaitSettled
+// waits for, so that a shutdown can say what it waits for.
+func (e *Engine) HeldDeliveries() int {
+	return e.leases.held(e.clock.Now())
 }

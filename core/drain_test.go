@@ -21,6 +21,7 @@ func TestDrain(t *testing.T) {
 	claimed, err := b.engine.Claim(ctx, &core.ClaimJobsParams{Topic: "t", Max: 1})
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
+	require.Equal(t, 1, b.engine.HeldDeliveries())
 
 	type result struct {
 		jobs []*core.Job
@@ -56,7 +57,9 @@ func TestDrain(t *testing.T) {
 	settled := make(chan error, 1)
 	go func() { settled <- b.engine.WaitSettled(ctx) }()
 	require.NoError(t, b.clock.BlockUntilContext(ctx, 1), "WaitSettled looks again on the clock")
+	require.Equal(t, 1, b.engine.HeldDeliveries(), "what WaitSettled waits for")
 	require.NoError(t, b.engine.Ack(ctx, &core.AckJobParams{ID: held.ID, Lease: claimed[0].Lease}))
+	require.Zero(t, b.engine.HeldDeliveries())
 	b.clock.Advance(time.Second)
 	require.NoError(t, <-settled)
 }

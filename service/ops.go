@@ -48,6 +48,8 @@ const (
 	OpBackup         Op = "Backup"
 	OpWhoami         Op = "Whoami"
 	OpStats          Op = "Stats"
+	// OpVersion reads the server's version, commit and Go version.
+	OpVersion Op = "Version"
 	// OpHealth is a liveness or readiness probe.
 	OpHealth Op = "Health"
 	// OpOpenAPI reads the API's OpenAPI description.
@@ -106,6 +108,7 @@ var ops = map[Op]access{
 	OpGetTopic:   anyScope,
 	OpStats:      anyScope,
 	OpWhoami:     anyScope,
+	OpVersion:    anyScope,
 	// Reflection describes the service, as the OpenAPI description does,
 	// but only to a valid token.
 	OpReflection: anyScope,

@@ -257,3 +257,26 @@ func (s *Store) claimWaiting(topic string) bool {
 	}
 	return true
 }
+
+// TestAppendOnly reads whether a real redis-server keeps an append-only
+// file: not without one, yes with one, and again not once it is turned off
+// at run time.
+func TestAppendOnly(t *testing.T) {
+	t.Parallel()
+	redistest.Require(t)
+	for fsync, want := range map[string]bool{"": false, "everysec": true} {
+		srv, err := redistest.StartServer(redistest.Options{Dir: t.TempDir(), AppendFsync: fsync})
+		require.NoError(t, err)
+		t.Cleanup(srv.Kill)
+		c := newClient(t, srv.URL())
+		on, err := AppendOnly(t.Context(), c)
+		require.NoError(t, err)
+		require.Equal(t, want, on, "appendfsync %q", fsync)
+		if on {
+			require.NoError(t, c.ConfigSet(t.Context(), "appendonly", "no").Err())
+			on, err = AppendOnly(t.Context(), c)
+			require.NoError(t, err)
+			require.False(t, on)
+		}
+	}
+}

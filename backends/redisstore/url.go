@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -151,4 +152,21 @@ func redactErr(err error, raw string) error {
 		return err
 	}
 	return errors.New(strings.ReplaceAll(err.Error(), pw, "xxxxx"))
+}
+
+// AppendOnly reports whether the Redis behind client keeps an append-only
+// file (CONFIG GET appendonly). Without one, a restart of Redis loses every
+// write since its last snapshot, answered jobs among them, so serve warns
+// of it. With a Cluster client it asks one node. Errors: the server's, such
+// as a managed Redis that refuses CONFIG, or a reply without the setting.
+func AppendOnly(ctx context.Context, client redis.UniversalClient) (bool, error) {
+	v, err := client.ConfigGet(ctx, "appendonly").Result()
+	if err != nil {
+		return false, fmt.Errorf("redisstore: config get appendonly: %w", err)
+	}
+	on, ok := v["appendonly"]
+	if !ok {
+		return false, errors.New("redisstore: config get appendonly: no such setting in the reply")
+	}
+	return on == "yes", nil
 }

@@ -8,17 +8,22 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// cliOf returns a runner of the binary's client commands against the
+// server p (DELAYQ_SERVER), returning the exit code, stdout and stderr.
+func cliOf(t *testing.T, p *serverProc) func(args ...string) (int, string, string) {
+	return func(args ...string) (int, string, string) {
+		t.Helper()
+		return runCLIWith(t, []string{"DELAYQ_SERVER=" + p.HTTPURL}, "", args...)
+	}
+}
+
 // TestClientClaimAckNack runs claim, ack and nack against a real server:
 // claim prints each delivery as one JSON line, ack and nack settle many at
 // once through the batch routes, and a failed item is printed as
 // `ID: message` with exit code 1 while the others are settled.
 func TestClientClaimAckNack(t *testing.T) {
 	t.Parallel()
-	p := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--nats-listen", "off")
-	run := func(args ...string) (int, string, string) {
-		t.Helper()
-		return runCLIWith(t, []string{"DELAYQ_SERVER=" + p.HTTPURL}, "", args...)
-	}
+	run := cliOf(t, startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--nats-listen", "off"))
 	state := func(id string) map[string]any {
 		t.Helper()
 		code, out, stderr := run("get", id)
@@ -88,4 +93,35 @@ func TestClientClaimAckNack(t *testing.T) {
 	code, _, stderr = run("nack", "c", "x", "--delay", "-1s")
 	require.Equal(t, exitError, code)
 	require.Contains(t, stderr, "c: delay must be between 0 and")
+}
+
+// TestClientConsumeTopicOfOtherDelivery: claim and subscribe on a topic
+// delivered by webhook or NATS say so and exit 1, rather than answering
+// nothing or waiting for ever; a consumer topic is claimed as ever.
+func TestClientConsumeTopicOfOtherDelivery(t *testing.T) {
+	t.Parallel()
+	run := cliOf(t, startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:-1"))
+	for topic, config := range map[string]string{
+		"by.hook": `{"delivery": {"type": "webhook", "url": "http://127.0.0.1:9/hook"}}`,
+		"by.nats": `{"delivery": {"type": "nats", "subject": "billing.due"}}`,
+	} {
+		code, _, stderr := run("topic", "put", topic, config)
+		require.Equal(t, exitOK, code, stderr)
+	}
+	for _, args := range [][]string{{"claim", "by.hook", "--wait", "10s"}, {"subscribe", "by.hook"}} {
+		code, out, stderr := run(args...)
+		require.Equal(t, exitError, code, "%v: %s", args, stderr)
+		require.Empty(t, out)
+		require.Contains(t, stderr, `delayq: topic "by.hook" delivers by webhook: delayq POSTs its jobs to http://127.0.0.1:9/hook, so consumers get none of its jobs`, "%v", args)
+	}
+	for _, args := range [][]string{{"claim", "by.nats"}, {"subscribe", "by.nats"}} {
+		code, _, stderr := run(args...)
+		require.Equal(t, exitError, code, "%v: %s", args, stderr)
+		require.Contains(t, stderr, `delayq: topic "by.nats" delivers by NATS: delayq publishes its jobs on billing.due, so consumers get none of its jobs`, "%v", args)
+	}
+	code, _, stderr := run("push", "by.pull", "--id", "pulled")
+	require.Equal(t, exitOK, code, stderr)
+	code, out, stderr := run("claim", "by.pull", "--wait", "5s")
+	require.Equal(t, exitOK, code, stderr)
+	require.Equal(t, "pulled", printed(t, out).ID)
 }

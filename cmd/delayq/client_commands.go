@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -48,7 +49,7 @@ with neither the job is due now.`,
 				return usageErrorf("--delay and --run-at are exclusive")
 			}
 			if delay != "" {
-				d, err := flagDelay(delay)
+				d, err := flagDuration("delay", delay)
 				if err != nil {
 					return err
 				}
@@ -62,18 +63,21 @@ with neither the job is due now.`,
 				req.RunAt = t
 			}
 			if ttr != "" {
-				// 0 would be left out, and so take the topic's ttr.
-				d, err := time.ParseDuration(ttr)
-				if err != nil || d <= 0 {
-					return usageErrorf("invalid --ttr %q: want a duration such as 30s", ttr)
+				d, err := flagDuration("ttr", ttr)
+				if err != nil {
+					return err
+				}
+				if d <= 0 {
+					// 0 would be left out, and so take the topic's ttr.
+					return usageErrorf("invalid --ttr %q: want a positive duration such as 30s", ttr)
 				}
 				req.TTR = d
 			}
 			req.BackoffDelays = nil
 			for _, s := range retryDelays {
-				d, err := parseDuration(s)
+				d, err := flagDuration("backoff-delays", s)
 				if err != nil {
-					return usageErrorf("invalid --backoff-delays %q: want durations such as 1m,3m,5m, or milliseconds", s)
+					return err
 				}
 				req.BackoffDelays = append(req.BackoffDelays, d)
 			}
@@ -87,7 +91,7 @@ with neither the job is due now.`,
 	}
 	fs := cmd.Flags()
 	addClientFlags(fs, &flags)
-	fs.StringVar(&delay, "delay", "", "deliver after this long: a duration (15m, 1500ms) or milliseconds")
+	fs.StringVar(&delay, "delay", "", "deliver after this long: a duration with its unit (15m, 1500ms)")
 	fs.StringVar(&runAt, "run-at", "", "deliver at this time: RFC 3339, or Unix seconds")
 	fs.StringVar(&req.ID, "id", "", "the job's id (default: a new one)")
 	fs.StringVar(&ttr, "ttr", "", "time to run: how long a consumer holds a delivery (default: the topic's)")
@@ -115,23 +119,14 @@ func readBody(arg string, stdin io.Reader) (json.RawMessage, error) {
 	return json.RawMessage(body), nil
 }
 
-// flagDelay is parseDuration of --delay, a usage error when malformed.
-func flagDelay(s string) (time.Duration, error) {
-	d, err := parseDuration(s)
+// flagDuration is parseFlagDuration of the string flag name, a usage
+// error naming the flag when malformed. The server checks the range.
+func flagDuration(name, s string) (time.Duration, error) {
+	d, err := parseFlagDuration(s)
 	if err != nil {
-		return 0, usageErrorf("invalid --delay %q: want a duration such as 15m or 1500ms, or milliseconds", s)
+		return 0, usageErrorf("invalid --%s %q: %v", name, s, err)
 	}
 	return d, nil
-}
-
-// parseDuration reads a duration flag (--delay, --backoff-delays): a whole
-// number of milliseconds, or a Go duration. The server checks the range;
-// the syntax is checked here.
-func parseDuration(s string) (time.Duration, error) {
-	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return time.Duration(ms) * time.Millisecond, nil
-	}
-	return time.ParseDuration(s)
 }
 
 // getCommand is `delayq get ID`.
@@ -252,10 +247,7 @@ func (a *app) topicsCommand() *cobra.Command {
 // topicCommand is `delayq topic put TOPIC CONFIG` and `delayq topic
 // delete TOPIC`: a topic's configuration (`delayq topics TOPIC` shows it).
 func (a *app) topicCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "topic",
-		Short: "Set or delete a topic's configuration (admin)",
-	}
+	cmd := groupCommand("topic", "Set or delete a topic's configuration (admin)")
 	var putFlags, deleteFlags clientFlags
 	put := &cobra.Command{
 		Use:   "put TOPIC CONFIG|-",
@@ -318,20 +310,109 @@ func (a *app) deadCommand() *cobra.Command {
 	return cmd
 }
 
-// requeueCommand is `delayq requeue ID`.
+// requeueCommand is `delayq requeue ID`, or `delayq requeue --all TOPIC`
+// and `delayq requeue --error-contains TEXT TOPIC`: beanstalkd's kick.
 func (a *app) requeueCommand() *cobra.Command {
-	var flags clientFlags
+	var (
+		flags    clientFlags
+		all      bool
+		contains string
+	)
 	cmd := &cobra.Command{
-		Use:   "requeue ID",
-		Short: "Make a dead job ready again, with a fresh attempt count (admin)",
-		Long:  "Make a dead job ready now with attempt 0; its last error stays. It prints nothing on success.",
-		Args:  cobra.ExactArgs(1),
+		Use:   "requeue ID | requeue --all TOPIC | requeue --error-contains TEXT TOPIC",
+		Short: "Make dead jobs ready again, with a fresh attempt count (admin)",
+		Long: `Make a dead job ready now with attempt 0; its last error stays. It prints
+nothing on success.
+
+With --all, requeue every dead job of TOPIC; with --error-contains, those whose
+last error contains TEXT. The API has no requeue by filter: the command lists
+the topic's dead jobs first (GET /v1/topics/{topic}/jobs?state=dead, every
+page), then requeues each (POST /v1/jobs/{id}/requeue), and prints how many
+it requeued. A job that is no longer dead by then (requeued by someone else)
+is left alone; any other failure is printed on standard error as 'ID: message',
+and the exit code is then 1.`,
+		Example: `  delayq requeue 01JD6Y3TQ9V9ZK0M4XJ3R2B7QF
+  delayq requeue --all orders.close
+  delayq requeue --error-contains "503" orders.close`,
+		Args: cobra.ExactArgs(1),
 		RunE: clientRun(&flags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
-			return c.Requeue(ctx, args[0])
+			byFilter := all || cmd.Flags().Changed("error-contains")
+			switch {
+			case all && cmd.Flags().Changed("error-contains"):
+				return usageErrorf("--all and --error-contains are exclusive")
+			case cmd.Flags().Changed("error-contains") && contains == "":
+				return usageErrorf("--error-contains needs a text; --all requeues every dead job")
+			case !byFilter:
+				return c.Requeue(ctx, args[0])
+			}
+			ids, err := deadJobIDs(ctx, c, args[0], contains)
+			if err != nil {
+				return err
+			}
+			requeued, failed := 0, 0
+			for _, id := range ids {
+				err := c.Requeue(ctx, id)
+				switch {
+				case err == nil:
+					requeued++
+				case errors.Is(err, client.ErrConflict), errors.Is(err, client.ErrNotFound):
+					// No longer dead, or gone: not this command's to requeue.
+				case errors.Is(err, client.ErrUnavailable):
+					return err // the service went away: the rest would fail too
+				default:
+					failed++
+					fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", id, apiMessage(err))
+				}
+			}
+			raw, _ := json.Marshal(map[string]int{"requeued": requeued, "failed": failed})
+			if err := c.show(cmd.OutOrStdout(), raw, func(t *tableWriter) {
+				t.row("requeued", strconv.Itoa(requeued))
+				t.row("failed", strconv.Itoa(failed))
+			}); err != nil {
+				return err
+			}
+			if failed > 0 {
+				return &exitCodeError{code: exitError, err: fmt.Errorf("%d of %d requeues failed", failed, requeued+failed)}
+			}
+			return nil
 		}),
 	}
+	cmd.Flags().BoolVar(&all, "all", false, "requeue every dead job of the topic TOPIC")
+	cmd.Flags().StringVar(&contains, "error-contains", "", "requeue the dead jobs of the topic TOPIC whose last error contains this text")
 	addClientFlags(cmd.Flags(), &flags)
 	return cmd
+}
+
+// deadJobIDs returns the ids of topic's dead jobs whose last error
+// contains text (all of them for ""), read page by page before any is
+// requeued, so that no page's cursor depends on jobs leaving the list.
+func deadJobIDs(ctx context.Context, c *cliClient, topic, text string) ([]string, error) {
+	var ids []string
+	after := ""
+	for {
+		page, err := c.ListJobs(ctx, &client.ListJobsParams{Topic: topic, State: client.StateDead, After: after, Limit: 1000})
+		if err != nil {
+			return nil, err
+		}
+		for _, j := range page.Jobs {
+			if strings.Contains(j.LastError, text) {
+				ids = append(ids, j.ID)
+			}
+		}
+		if page.NextAfter == "" {
+			return ids, nil
+		}
+		after = page.NextAfter
+	}
+}
+
+// apiMessage is an error answer's message, or the error's text when it is
+// not an answer.
+func apiMessage(err error) string {
+	if ae, ok := errors.AsType[*client.APIError](err); ok {
+		return ae.Message
+	}
+	return err.Error()
 }
 
 // pauseCommand is `delayq pause TOPIC` (paused true) or `delayq resume
@@ -391,6 +472,9 @@ Each delivery is held under its lease until its ttr passes: settle it with
 			if wait < 0 || wait > core.ClaimWaitLimit {
 				return usageErrorf("invalid --wait %s: want 0 to %s", wait, core.ClaimWaitLimit)
 			}
+			if err := consumerTopic(ctx, c, args[0]); err != nil {
+				return err
+			}
 			// The answer comes after the wait.
 			c.http.Timeout = wait + clientRequestTimeout
 			ctx, raw := rawAnswer(ctx)
@@ -428,8 +512,33 @@ Each delivery is held under its lease until its ttr passes: settle it with
 	fs := cmd.Flags()
 	addClientFlags(fs, &flags)
 	fs.IntVar(&maxJobs, "max", 1, fmt.Sprintf("most jobs to claim (1-%d)", core.ClaimMaxLimit))
-	fs.DurationVar(&wait, "wait", 0, fmt.Sprintf("how long to wait for the first due job (0-%s)", core.ClaimWaitLimit))
+	fs.Var(&durationValue{p: &wait}, "wait", fmt.Sprintf("how long to wait for the first due job, 0 to %s", core.ClaimWaitLimit))
 	return cmd
+}
+
+// consumerTopic refuses, with exit code 1, to claim or subscribe to a
+// topic whose jobs leave by webhook or NATS, which consumers never get:
+// without it, claim answers nothing and subscribe waits for ever. A topic
+// it cannot read (a token without access, a service down) is left to the
+// claim's or subscription's own answer.
+func consumerTopic(ctx context.Context, c *cliClient, topic string) error {
+	tp, err := c.GetTopic(ctx, topic)
+	if err != nil {
+		return nil
+	}
+	var how string
+	switch d := tp.Delivery; d.Type {
+	case "webhook":
+		how = fmt.Sprintf("by webhook: delayq POSTs its jobs to %s", d.URL)
+	case "nats":
+		how = "by NATS: delayq publishes its jobs"
+		if d.Subject != "" {
+			how += " on " + d.Subject
+		}
+	default:
+		return nil
+	}
+	return &exitCodeError{code: exitError, err: fmt.Errorf("topic %q delivers %s, so consumers get none of its jobs (delayq topics %s)", topic, how, topic)}
 }
 
 // ackCommand is `delayq ack ID LEASE [ID LEASE ...]`.
@@ -485,7 +594,7 @@ printed on standard error as 'ID: message', and the exit code is then 1.`,
 			}
 			params := client.NackParams{Error: reason}
 			if delay != "" {
-				d, err := flagDelay(delay)
+				d, err := flagDuration("delay", delay)
 				if err != nil {
 					return err
 				}
@@ -501,7 +610,7 @@ printed on standard error as 'ID: message', and the exit code is then 1.`,
 	}
 	fs := cmd.Flags()
 	addClientFlags(fs, &flags)
-	fs.StringVar(&delay, "delay", "", "retry after this long: a duration (10m, 1500ms) or milliseconds (default: the topic's backoff)")
+	fs.StringVar(&delay, "delay", "", "retry after this long: a duration with its unit (10m, 1500ms); empty: the topic's backoff")
 	fs.StringVar(&reason, "error", "", "why the attempts failed, kept as the jobs' last_error")
 	return cmd
 }
@@ -536,11 +645,7 @@ func settled(stderr io.Writer, list string, pairs [][2]string, results []client.
 			continue
 		}
 		failed++
-		msg := r.Err.Error()
-		if ae, ok := errors.AsType[*client.APIError](r.Err); ok {
-			msg = ae.Message
-		}
-		fmt.Fprintf(stderr, "%s: %s\n", pairs[i][0], msg)
+		fmt.Fprintf(stderr, "%s: %s\n", pairs[i][0], apiMessage(r.Err))
 	}
 	if failed > 0 {
 		return &exitCodeError{code: exitError, err: fmt.Errorf("%d of %d %s failed", failed, n, list)}

@@ -170,7 +170,7 @@ func defaultServeConfig() serveConfig {
 func (c *serveConfig) addFlags(fs *pflag.FlagSet) {
 	fs.Var(&addrValue{p: &c.HTTPAddr}, "http", "HTTP API listen address, host:port; port 0 picks a free port")
 	fs.StringVar(&c.DataDir, "data", c.DataDir, "data directory: the local or jetstream backend's files; with the others, the in-process NATS server's client password file and (local, redis) its JetStream files in <data>/"+natsDir)
-	fs.Var(&backendValue{p: &c.Backend}, "backend", "where jobs are kept: local (a database under --data, the default), jetstream (NATS JetStream in process, files under --data), nats (an external NATS server), redis or memory (lost on exit)")
+	fs.Var(&backendValue{p: &c.Backend}, "backend", "where jobs are kept: local (a database under --data), jetstream (NATS JetStream in process, files under --data), nats (an external NATS server), redis or memory (lost on exit)")
 	fs.Var(&natsListenValue{p: &c.NATSListen}, "nats-listen", "client listen address of delayq's in-process NATS server (the jetstream backend's store; with local, redis or memory, one for NATS intake and delivery), host:port; port 0 or -1 picks a free port; off: no NATS intake or delivery")
 	fs.Var(&urlValue{p: &c.NATSURL}, "nats-url", "NATS server URL(s), comma-separated: the store of --backend nats (default "+natsURLDefault+"); with local, redis or memory, the NATS of intake and delivery instead of an in-process server (instances sharing a Redis must share one NATS)")
 	fs.Var(&redisURLValue{p: &c.RedisURL}, "redis-url", "Redis URL for --backend redis: redis://[:password@]host:port[/db], rediss:// for TLS, redis+cluster://h1:p1,h2:p2 for a Cluster, redis+sentinel://s1:p1,s2:p2/master")
@@ -371,8 +371,11 @@ func (v *syncValue) String() string { return *v.p }
 func (v *syncValue) Type() string   { return "always|duration" }
 func (v *syncValue) Set(s string) error {
 	if s != "always" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
+		d, err := parseFlagDuration(s)
+		if err != nil {
+			return fmt.Errorf(`want "always" or an interval: %w`, err)
+		}
+		if d <= 0 {
 			return errors.New(`want "always" or a positive duration such as 1s`)
 		}
 	}
@@ -536,34 +539,6 @@ func (v *replicasValue) Set(s string) error {
 		return errors.New("want a whole number from 1 to 5")
 	}
 	*v.p = n
-	return nil
-}
-
-// durationValue is a duration flag that must not be negative.
-type durationValue struct{ p *time.Duration }
-
-func (v *durationValue) String() string { return v.p.String() }
-func (v *durationValue) Type() string   { return "duration" }
-func (v *durationValue) Set(s string) error {
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return errors.New("want a duration such as 10s, or 0")
-	}
-	*v.p = d
-	return nil
-}
-
-// positiveDurationValue is a duration flag that must be more than zero.
-type positiveDurationValue struct{ p *time.Duration }
-
-func (v *positiveDurationValue) String() string { return v.p.String() }
-func (v *positiveDurationValue) Type() string   { return "duration" }
-func (v *positiveDurationValue) Set(s string) error {
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return errors.New("want a positive duration such as 30s")
-	}
-	*v.p = d
 	return nil
 }
 

@@ -386,17 +386,26 @@ func TestClientUnreachable(t *testing.T) {
 	require.NotContains(t, res.stderr, "--help")
 }
 
-func TestParseDuration(t *testing.T) {
+// TestParseFlagDuration: a duration on the command line carries its unit;
+// a bare number but 0 is refused with the unit it lacks, so that --wait 5
+// and --delay 5 cannot mean different things.
+func TestParseFlagDuration(t *testing.T) {
 	t.Parallel()
-	for in, want := range map[string]time.Duration{"1500": 1500 * time.Millisecond, "15m": 15 * time.Minute, "-1s": -time.Second,
+	for in, want := range map[string]time.Duration{"1500ms": 1500 * time.Millisecond, "15m": 15 * time.Minute, "-1s": -time.Second,
 		"1h30m": 90 * time.Minute, "0": 0} {
-		got, err := flagDelay(in)
+		got, err := flagDuration("delay", in)
 		require.NoError(t, err, in)
 		require.Equal(t, want, got, in)
 	}
-	_, err := flagDelay("1 day")
-	require.ErrorContains(t, err, `invalid --delay "1 day"`)
-	require.Equal(t, exitUsage, err.(*exitCodeError).code)
+	for in, want := range map[string]string{
+		"1 day": `invalid --delay "1 day": want a duration with its unit`,
+		"5":     `invalid --delay "5": add a unit, e.g. 5s or 5ms`,
+		"1.5":   `invalid --delay "1.5": add a unit, e.g. 1.5s or 1.5ms`,
+	} {
+		_, err := flagDuration("delay", in)
+		require.ErrorContains(t, err, want)
+		require.Equal(t, exitUsage, err.(*exitCodeError).code)
+	}
 }
 
 func TestNATSServerLevel(t *testing.T) {

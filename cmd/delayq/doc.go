@@ -1,5 +1,6 @@
 // Command delayq is the delayq binary: `delayq serve` runs the delay-queue
-// service, and the client commands (`push`, `get`, `cancel`, `topics`,
+// service, `delayq version` prints its build (internal/buildinfo), and the
+// client commands (`push`, `get`, `cancel`, `topics`,
 // `subscribe`, `claim`, `ack`, `nack`, `export`, `import`, `backup`) talk to
 // a running service over its HTTP API through the Go client
 // (github.com/delayq/delayq/client; client.go), but for `subscribe`, whose

@@ -3,6 +3,7 @@ package main
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -100,4 +101,43 @@ func TestE2EDrain(t *testing.T) {
 		t.Fatalf("job %s was delivered again", id)
 	default:
 	}
+}
+
+// TestE2EInterruptSaysWhatItWaitsFor: the first SIGINT of serve logs what
+// the shutdown waits for (the drain, with the consumers' unacked leases)
+// and that a second Ctrl-C stops at once; the second SIGINT does, long
+// before the drain would have ended, and the job held comes back when its
+// lease runs out.
+func TestE2EInterruptSaysWhatItWaitsFor(t *testing.T) {
+	t.Parallel()
+	args := append(defaultArgs(t.TempDir()), "--drain-timeout", "5m", "--shutdown-timeout", "10m")
+	srv := startServer(t, args...)
+	api := newCaller(t, srv.HTTPURL)
+	var pushed struct{ ID string }
+	api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.held", "body": 1, "ttr": "1s"}, http.StatusCreated, &pushed)
+	require.Len(t, api.claim("e2e.held", 1, 5*time.Second), 1)
+
+	require.NoError(t, srv.Signal(syscall.SIGINT))
+	require.Eventually(t, func() bool { return strings.Contains(srv.log(), "unacked_leases=1") }, 20*time.Second, 20*time.Millisecond, srv.log())
+	log := srv.log()
+	require.Contains(t, log, "draining for up to 5m0s while consumers settle 1 unacked leases")
+	require.Contains(t, log, "a second Ctrl-C (SIGINT or SIGTERM) stops at once")
+	require.Contains(t, log, "drain_timeout=5m0s")
+
+	// Once the message is out, the default handling is back: the second
+	// SIGINT ends the process, without the 5 minutes of the drain.
+	require.NoError(t, srv.Signal(syscall.SIGINT))
+	select {
+	case <-srv.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("a second SIGINT did not stop the service")
+	}
+	require.Error(t, srv.Err(), "ended by the signal")
+	require.NotContains(t, srv.log(), "msg=drained")
+
+	srv = startServer(t, args...)
+	api = newCaller(t, srv.HTTPURL)
+	held := api.claim("e2e.held", 1, 20*time.Second)
+	require.Len(t, held, 1, "delivered again once its lease ran out")
+	require.Equal(t, pushed.ID, held[0].ID)
 }

@@ -731,7 +731,7 @@ func TestE2EServe(t *testing.T) {
 		t.Parallel()
 		server := "--server=" + srv.HTTPURL
 		code, stdout, stderr := runCLI(t, "push", "e2e.cli", "--delay", "1h", "--id", "cli-1", "--ttr", "45s", "--max-attempts", "3", "--key", "k-1",
-			"--backoff-delays", "1m,90000", "--priority", "-3", server)
+			"--backoff-delays", "1m,90000ms", "--priority", "-3", server)
 		require.Equal(t, 0, code, stderr)
 		require.Contains(t, stdout, `"cli-1"`)
 
@@ -1123,6 +1123,32 @@ func TestE2ERedisBackend(t *testing.T) {
 	status, answer := api.call(http.MethodPost, "/v1/jobs/"+jobs[0].ID+"/ack", map[string]any{"lease": jobs[0].Lease})
 	require.Equal(t, http.StatusNoContent, status, "%s", answer)
 	require.Equal(t, 0, srv.signal(syscall.SIGTERM, 10*time.Second))
+}
+
+// TestE2ERedisWarnings: serve warns at start of a Redis without an
+// append-only file, and of its in-process NATS server, which instances
+// sharing the Redis would split; with AOF on and NATS off, of neither.
+func TestE2ERedisWarnings(t *testing.T) {
+	t.Parallel()
+	redistest.Require(t)
+	const noAOF, ownNATS = "redis keeps no append-only file (appendonly no)", "several instances sharing this Redis must all name one NATS with --nats-url"
+	bare, err := redistest.StartServer(redistest.Options{Dir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(bare.Kill)
+	srv := startServer(t, "--backend", "redis", "--redis-url", bare.URL(), "--data", t.TempDir(), "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:-1")
+	log := srv.log()
+	require.Equal(t, 1, strings.Count(log, noAOF), log)
+	require.Equal(t, 1, strings.Count(log, ownNATS), log)
+	require.Equal(t, 0, srv.signal(syscall.SIGTERM, 10*time.Second))
+
+	durable, err := redistest.StartServer(redistest.Options{Dir: t.TempDir(), AppendFsync: "everysec"})
+	require.NoError(t, err)
+	t.Cleanup(durable.Kill)
+	srv = startServer(t, "--backend", "redis", "--redis-url", durable.URL(), "--data", t.TempDir(), "--http", "127.0.0.1:0", "--nats-listen", "off")
+	log = srv.log()
+	require.Contains(t, log, "redis connected")
+	require.NotContains(t, log, noAOF)
+	require.NotContains(t, log, ownNATS)
 }
 
 // TestE2EServeFailures checks that serve exits 1 with a clear message when

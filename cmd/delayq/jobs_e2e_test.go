@@ -12,7 +12,8 @@ import (
 
 // TestJobsListE2E: the Go client's ListJobs and `delayq jobs list` page
 // through a topic's jobs in one state on the local store, by run_at, and
-// search their bodies; bad flags exit non-zero with a message.
+// search their bodies; bad flags exit non-zero with a message; the topic
+// is the argument, as for every command, and --topic a deprecated alias.
 func TestJobsListE2E(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, defaultArgs(t.TempDir())...)
@@ -41,7 +42,7 @@ func TestJobsListE2E(t *testing.T) {
 	_, err = dq.ListJobs(ctx, &client.ListJobsParams{Topic: "c.list", State: "waiting"})
 	require.Equal(t, "state", requireAPIError(t, err, client.ErrInvalidArgument, 400).Field)
 
-	code, stdout, stderr := runCLI(t, "jobs", "list", "--topic", "c.list", "--state", "scheduled", "--limit", "1", "--server", srv.HTTPURL)
+	code, stdout, stderr := runCLI(t, "jobs", "list", "c.list", "--state", "scheduled", "--limit", "1", "--server", srv.HTTPURL)
 	require.Equal(t, 0, code, stderr)
 	var p struct {
 		Jobs      []*client.Job `json:"jobs"`
@@ -49,7 +50,7 @@ func TestJobsListE2E(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal([]byte(stdout), &p))
 	require.Equal(t, byRunAt[:1], jobIDs(p.Jobs))
-	code, stdout, stderr = runCLI(t, "jobs", "list", "--topic", "c.list", "--state", "scheduled", "--after", p.NextAfter,
+	code, stdout, stderr = runCLI(t, "jobs", "list", "c.list", "--state", "scheduled", "--after", p.NextAfter,
 		"--contains", `"n":0`, "--output", "table", "--server", srv.HTTPURL)
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, ids[0])
@@ -60,15 +61,24 @@ func TestJobsListE2E(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--state", "ready"}, "--topic is required"},
-		{[]string{"--topic", "c.list", "--state", "waiting"}, `invalid --state "waiting"`},
-		{[]string{"--topic", "c.list", "--state", "ready", "--limit", "0"}, "invalid --limit 0"},
-		{[]string{"--topic", "c.list", "--state", "ready", "--scan", "10"}, "--scan needs --contains"},
-		{[]string{"--topic", "c.list", "--state", "ready", "--contains", "x", "--scan", "100001"}, "invalid --scan 100001"},
-		{[]string{"--topic", "c.list", "--state", "ready", "--after", "not-a-cursor!"}, "after"},
+		{[]string{"--state", "ready"}, "the topic is missing: delayq jobs list TOPIC"},
+		{[]string{"c.list", "--state", "waiting"}, `invalid --state "waiting"`},
+		{[]string{"c.list", "--state", "ready", "--limit", "0"}, "invalid --limit 0"},
+		{[]string{"c.list", "--state", "ready", "--scan", "10"}, "--scan needs --contains"},
+		{[]string{"c.list", "--state", "ready", "--contains", "x", "--scan", "100001"}, "invalid --scan 100001"},
+		{[]string{"c.list", "--state", "ready", "--after", "not-a-cursor!"}, "after"},
+		{[]string{"c.list", "--topic", "other", "--state", "ready"}, `the topic is "c.list" and --topic "other"`},
 	} {
 		code, _, stderr := runCLI(t, append(append([]string{"jobs", "list"}, c.args...), "--server", srv.HTTPURL)...)
 		require.NotEqual(t, 0, code, "%v", c.args)
 		require.Contains(t, stderr, c.want, "%v", c.args)
 	}
+
+	// The documented --topic of earlier releases still works, with a
+	// warning on standard error that leaves standard output JSON.
+	code, stdout, stderr = runCLI(t, "jobs", "list", "--topic", "c.list", "--state", "scheduled", "--server", srv.HTTPURL)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stderr, "--topic is deprecated: give the topic as the first argument")
+	require.NoError(t, json.Unmarshal([]byte(stdout), &p))
+	require.ElementsMatch(t, ids, jobIDs(p.Jobs))
 }

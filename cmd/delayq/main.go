@@ -12,6 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/delayq/delayq/internal/buildinfo"
 )
 
 // Exit codes of the delayq binary.
@@ -102,6 +104,8 @@ Start the service with 'delayq serve'; the other commands talk to a running
 service over HTTP. Every flag of serve, and --server, --token and --output, has an environment twin:
 DELAYQ_ and the flag name upper-cased with dashes as underscores (DELAYQ_HTTP,
 DELAYQ_SERVER); a flag on the command line wins.`,
+		// --version prints what `delayq version` does.
+		Version:       buildinfo.Read().String(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		// Environment twins apply to every subcommand once cobra parsed
@@ -110,10 +114,12 @@ DELAYQ_SERVER); a flag on the command line wins.`,
 			return applyEnv(cmd.Flags(), a.lookupEnv)
 		},
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetIn(a.stdin)
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
 	root.AddCommand(
+		a.versionCommand(),
 		a.serveCommand(),
 		a.pushCommand(),
 		a.getCommand(),
@@ -137,6 +143,37 @@ DELAYQ_SERVER); a flag on the command line wins.`,
 	)
 	completeOutput(root)
 	return root
+}
+
+// groupCommand returns a command that only groups subcommands (`jobs`,
+// `topic`, `schedule`): alone it prints its help, and an argument that
+// names none of its subcommands (`delayq jobs work`) is a usage error
+// rather than cobra's silent help.
+func groupCommand(use, short string) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+}
+
+// versionCommand is `delayq version`, as `delayq --version`: the binary's
+// version, commit and Go version, from its build information.
+func (a *app) versionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print delayq's version, commit and Go version",
+		Long: `Print the version, the commit it was built from (with +modified for a build
+of a checkout with uncommitted changes) and the Go version, as the Go toolchain
+recorded them in the binary. A running service answers the same on
+GET /v1/version.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), buildinfo.Read())
+			return err
+		},
+	}
 }
 
 // envAnnotation marks a flag that has a DELAYQ_* environment twin.

@@ -9,10 +9,7 @@ import (
 // scheduleCommand is `delayq schedule put|get|list|delete`: recurring
 // schedules (docs/api.md, Schedules).
 func (a *app) scheduleCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "schedule",
-		Short: "Create, show, list or delete recurring schedules (admin)",
-	}
+	cmd := groupCommand("schedule", "Create, show, list or delete recurring schedules (admin)")
 	var putFlags, getFlags, listFlags, deleteFlags clientFlags
 	var next int
 	put := &cobra.Command{
@@ -79,7 +76,7 @@ changes nothing.`,
 	}{{put, &putFlags}, {get, &getFlags}, {list, &listFlags}, {del, &deleteFlags}} {
 		addClientFlags(c.cmd.Flags(), c.flags)
 		if c.cmd != del {
-			c.cmd.Flags().IntVar(&next, "next", -1, "how many next runs to show (0-100; default 3)")
+			c.cmd.Flags().IntVar(&next, "next", 3, "how many next runs to show, 0 to 100")
 		}
 	}
 	cmd.AddCommand(put, get, list, del)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	"golang.org/x/net/netutil"
 
@@ -189,16 +190,33 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	var failure error
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down", "timeout", cfg.ShutdownTimeout)
 	case err := <-serveErr:
 		failure = fmt.Errorf("http: %w", err)
 		log.Error("http server failed; shutting down", "err", err)
 	}
+	// Before the message that says so: a second signal stops at once.
 	if a.stopSignals != nil {
 		a.stopSignals()
 	}
+	if failure == nil {
+		logShutdown(log, cfg, engine.HeldDeliveries())
+	}
 	stops.push("", func(ctx context.Context) error { drain(ctx, cfg.DrainTimeout, engine, log); return nil })
 	return failure
+}
+
+// logShutdown says, on the signal that begins a shutdown, what it waits
+// for: the drain, with the deliveries consumers still hold (unacked
+// leases), then the rest within --shutdown-timeout; and that a second
+// signal stops at once, since runServe then restores the default handling.
+func logShutdown(log *slog.Logger, cfg *serveConfig, held int) {
+	const skip = "a second Ctrl-C (SIGINT or SIGTERM) stops at once, and what consumers hold is delivered again when its lease runs out"
+	if cfg.DrainTimeout <= 0 {
+		log.Info("shutting down: no drain (--drain-timeout 0); "+skip, "timeout", cfg.ShutdownTimeout)
+		return
+	}
+	log.Info(fmt.Sprintf("shutting down: draining for up to %s while consumers settle %d unacked leases and deliveries in flight finish; %s",
+		cfg.DrainTimeout, held, skip), "unacked_leases", held, "drain_timeout", cfg.DrainTimeout, "timeout", cfg.ShutdownTimeout)
 }
 
 // startEngine makes the deliverers and the engine over store, starts it
@@ -479,10 +497,35 @@ func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logTo io
 			return fail(fmt.Errorf("redis store: %w", err))
 		}
 		log.Info("redis connected", "url", redactURL(cfg.RedisURL))
+		warnRedis(ctx, cfg, log, client)
 		closers = append(closers, func() { closeStore(store, log) })
 		return store, natsConn, closeAll, nil
 	}
 	return fail(fmt.Errorf("backend %q is not available", cfg.Backend))
+}
+
+// warnRedis warns at start of what would lose jobs or split a deployment
+// on the redis backend: a Redis without an append-only file, whose restart
+// loses what was written since its last snapshot; and the in-process NATS
+// server, which is this instance's alone, so that instances sharing the
+// Redis would split NATS intake and delivery between their servers. No
+// registry of instances says whether others share the Redis, so the
+// second warning is given whenever it could apply. A Redis that refuses
+// CONFIG (a managed one) is not checked, with a debug line.
+func warnRedis(ctx context.Context, cfg *serveConfig, log *slog.Logger, client redis.UniversalClient) {
+	aof, err := redisstore.AppendOnly(ctx, client)
+	switch {
+	case err != nil:
+		log.Debug("redis: cannot read appendonly; not checking that Redis keeps an append-only file", "err", err)
+	case !aof:
+		log.Warn("redis keeps no append-only file (appendonly no): a restart or crash of Redis loses every job written since its last snapshot, answered ones too; "+
+			"turn it on with CONFIG SET appendonly yes and appendonly yes in redis.conf (docs/backends.md)", "url", redactURL(cfg.RedisURL))
+	}
+	if cfg.NATSURL == "" && cfg.NATSListen != natsOff {
+		log.Warn("nats: this instance serves NATS intake and delivery from its own in-process server; "+
+			"several instances sharing this Redis must all name one NATS with --nats-url, or each publishes NATS deliveries on its own server and the subscribers of one see only some of them",
+			"listen", cfg.NATSListen)
+	}
 }
 
 // openNATSStore opens the NATS JetStream store, on the embedded server or

@@ -25,6 +25,10 @@ const (
 	// subscribeStable is how long a connection must have lasted, when it
 	// delivered nothing, for the backoff to start over.
 	subscribeStable = 10 * time.Second
+	// subscribeConnectAttempts bounds the attempts of a subscription that
+	// never began, so that a wrong --server fails within seconds; once
+	// subscribed, a lost connection is made again without bound.
+	subscribeConnectAttempts = 6
 	// subscribeReadLimit bounds a frame from the server: a job body of the
 	// largest allowed size and its envelope, with room to spare.
 	subscribeReadLimit = 64 << 20
@@ -47,14 +51,19 @@ then deliveries are only shown, held until their ttr passes (or until this
 command exits, which hands them back at once) and delivered again.
 
 It competes with the topic's other consumers: each delivery goes to one of them.
-A lost connection is made again, with a growing pause (at most 10s), until the
-command is interrupted (Ctrl-C), which ends it with exit code 0.`,
+A first connection that cannot be made is tried 6 times, in about 3s, then
+the command exits 1. Once subscribed, a lost connection is made again, with a
+growing pause (at most 10s), until the command is interrupted (Ctrl-C), which
+ends it with exit code 0. A topic delivered by webhook or NATS is refused.`,
 		Example: `  delayq subscribe orders.close
   delayq subscribe orders.close --prefetch 64 | jq .body`,
 		Args: cobra.ExactArgs(1),
 		RunE: clientRun(&flags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
 			if prefetch < 1 || prefetch > 1000 {
 				return usageErrorf("invalid --prefetch %d: want 1 to 1000", prefetch)
+			}
+			if err := consumerTopic(ctx, c, args[0]); err != nil {
+				return err
 			}
 			s := &subscriber{
 				client:   c,
@@ -92,10 +101,20 @@ type subscriber struct {
 	prefetch int
 	ack      bool
 	// table prints deliveries as rows under a header (--output table).
-	table    bool
-	headed   bool
-	out, log io.Writer
+	table  bool
+	headed bool
+	// subscribed is set once a connection was made: from then on a lost
+	// one is made again for ever, while before it the attempts are
+	// bounded.
+	subscribed bool
+	out, log   io.Writer
 }
+
+// dialError is a connection that could not be made: nothing answered.
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
 
 // permanentError ends the command instead of reconnecting: the server
 // refused the subscription, or the output cannot be written.
@@ -105,10 +124,11 @@ func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
 
 // run subscribes and prints deliveries until ctx is done, reconnecting with
-// a capped, jittered backoff. It returns nil when ctx is done.
+// a capped, jittered backoff. It returns nil when ctx is done, and an error
+// when the first connection failed subscribeConnectAttempts times.
 func (s *subscriber) run(ctx context.Context) error {
 	wait := subscribeBackoffMin
-	for {
+	for attempt := 1; ; attempt++ {
 		start := time.Now()
 		delivered, err := s.session(ctx)
 		if ctx.Err() != nil {
@@ -123,7 +143,16 @@ func (s *subscriber) run(ctx context.Context) error {
 		// Full jitter over the upper half, so that many subscribers of a
 		// restarted server do not come back at one instant.
 		pause := wait/2 + rand.N(wait/2+1)
-		fmt.Fprintf(s.log, "delayq: subscription to %s lost: %v; reconnecting in %s\n", s.topic, err, pause.Round(time.Millisecond))
+		switch _, dial := errors.AsType[*dialError](err); {
+		case s.subscribed:
+			fmt.Fprintf(s.log, "delayq: subscription to %s lost: %v; reconnecting in %s\n", s.topic, err, pause.Round(time.Millisecond))
+		case attempt == subscribeConnectAttempts && dial:
+			return &exitCodeError{code: exitError, err: fmt.Errorf("cannot connect to %s (--server, DELAYQ_SERVER) after %d attempts: %w", s.client.base, attempt, err)}
+		case attempt == subscribeConnectAttempts:
+			return err
+		case attempt == 1:
+			fmt.Fprintf(s.log, "delayq: cannot subscribe to %s at %s yet: %v; retrying %d times\n", s.topic, s.client.base, err, subscribeConnectAttempts-1)
+		}
 		wait = min(wait*2, subscribeBackoffMax)
 		t := time.NewTimer(pause)
 		select {
@@ -153,9 +182,10 @@ func (s *subscriber) session(ctx context.Context) (int, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return 0, fmt.Errorf("cannot reach %s (--server, DELAYQ_SERVER): %w", s.client.base, err)
+		return 0, &dialError{err: err}
 	}
 	defer conn.CloseNow()
+	s.subscribed = true
 	conn.SetReadLimit(subscribeReadLimit)
 	fmt.Fprintf(s.log, "delayq: subscribed to %s (prefetch %d)\n", s.topic, s.prefetch)
 
@@ -247,8 +277,8 @@ func (s *subscriber) print(f *subscribeFrame) error {
 		return writeDelivery(s.out, d)
 	}
 	// Each row is written as it comes, so the columns are of fixed width
-	// (a ULID, a time to the millisecond) rather than aligned over rows
-	// not yet come.
+	// (the longest id delayq makes, a time to the millisecond) rather than
+	// aligned over rows not yet come.
 	if !s.headed {
 		s.headed = true
 		if _, err := fmt.Fprintf(s.out, subscribeRow, "ID", "ATTEMPT", "RUN_AT", "LEASE_EXPIRES_AT", "LEASE", "BODY"); err != nil {
@@ -260,8 +290,12 @@ func (s *subscriber) print(f *subscribeFrame) error {
 	return err
 }
 
-// subscribeRow is the format of a row of `delayq subscribe --output table`.
-const subscribeRow = "%-26s  %7s  %-24s  %-24s  %s  %s\n"
+// subscribeRow is the format of a row of `delayq subscribe --output table`:
+// the ID column holds a ULID (26 characters) and the ids delayq derives
+// (core.IsDerivedID: a prefix and 32 hex digits, 34), so that rows of a
+// topic with unique keys or schedules stay aligned; LEASE is a ULID's
+// width (a longer lease pushes BODY along).
+const subscribeRow = "%-34s  %7s  %-24s  %-24s  %-26s  %s\n"
 
 // writeDelivery writes d to w as one compact JSON line, as subscribe and
 // claim print deliveries; the body is compacted, not otherwise changed.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -288,17 +289,38 @@ func TestSubscribeReconnects(t *testing.T) {
 	require.Equal(t, exitOK, run.interrupt(t))
 }
 
-func TestSubscribeWaitsForTheServer(t *testing.T) {
+// TestSubscribeCannotConnect: with nothing at --server, subscribe says
+// once that it retries, then after a bounded number of attempts that it
+// cannot connect, and exits 1, rather than reporting a subscription lost
+// that never began and retrying for ever.
+func TestSubscribeCannotConnect(t *testing.T) {
 	t.Parallel()
-	// Nothing listens on the address yet: subscribe retries.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
-	run := startSubscribe(t, nil, "subscribe", "later", "--server", "http://"+addr)
-	run.stderr.next(t, "cannot reach", 10*time.Second)
-	run.stderr.next(t, "cannot reach", 10*time.Second)
-	require.Equal(t, exitOK, run.interrupt(t), "an interrupt while waiting exits 0")
+	res := runApp(t, nil, "", "subscribe", "later", "--server", "http://"+addr)
+	require.Equal(t, exitError, res.code, res.stderr)
+	require.Equal(t, 1, strings.Count(res.stderr, "retrying"), res.stderr)
+	require.Contains(t, res.stderr, "delayq: cannot subscribe to later at http://"+addr+" yet: ")
+	require.Contains(t, res.stderr, fmt.Sprintf("delayq: cannot connect to http://%s (--server, DELAYQ_SERVER) after %d attempts: ", addr, subscribeConnectAttempts))
+	require.NotContains(t, res.stderr, "lost")
+	require.Empty(t, res.stdout)
+}
+
+// TestSubscribeWaitsForTheServer: a server that comes up within the
+// attempts is subscribed to.
+func TestSubscribeWaitsForTheServer(t *testing.T) {
+	t.Parallel()
+	svc := startWSService(t)
+	svc.stop()
+	run := startSubscribe(t, nil, "subscribe", "later", "--server", svc.url())
+	run.stderr.next(t, "cannot subscribe to later", 10*time.Second)
+	svc.start()
+	run.stderr.next(t, "subscribed to later", 10*time.Second)
+	id := svc.push(t, "later", `1`)
+	run.stdout.next(t, id, 10*time.Second)
+	require.Equal(t, exitOK, run.interrupt(t), "an interrupt exits 0")
 }
 
 func TestSubscribeRefused(t *testing.T) {

@@ -53,6 +53,7 @@ var routeOps = map[string]service.Op{
 	"GET /v1/backup":                   service.OpBackup,
 	"GET /v1/whoami":                   service.OpWhoami,
 	"GET /v1/stats":                    service.OpStats,
+	"GET /v1/version":                  service.OpVersion,
 }
 
 // Op returns the operation of the route of pattern, as the server checks

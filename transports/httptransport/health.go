@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/internal/buildinfo"
 	"github.com/delayq/delayq/transports/wire"
 )
 
@@ -48,5 +49,13 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 		)
 	}
 	s.writeJSON(w, r, http.StatusOK, statusView{Status: "ready"})
+	return nil
+}
+
+// version serves GET /v1/version: the server's version, commit and Go
+// version (buildinfo.Info), for an operator checking what a deployment
+// runs. Any valid token may ask.
+func (s *Server) version(w http.ResponseWriter, r *http.Request) error {
+	s.writeJSON(w, r, http.StatusOK, buildinfo.Read())
 	return nil
 }

@@ -234,6 +234,7 @@ func New(cfg Config) *Server {
 	s.route("GET /v1/backup", s.backupArchive)
 	s.route("GET /v1/whoami", s.whoami)
 	s.route("GET /v1/stats", s.stats)
+	s.route("GET /v1/version", s.version)
 	s.route("GET /healthz", s.healthz)
 	s.route("GET /readyz", s.readyz)
 	s.route("GET /v1/openapi.json", s.serveOpenAPI)

@@ -1,8 +1,10 @@
 package httptransport_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -200,4 +202,25 @@ func TestHealth(t *testing.T) {
 	res = b.do(t, http.MethodGet, "/readyz", nil)
 	requireStatus(t, res, http.StatusOK)
 	require.JSONEq(t, `{"status":"ready"}`, string(res.body))
+}
+
+// TestVersion: GET /v1/version answers the binary's build (here the test
+// binary's, whose Go version the toolchain stamps), and needs a valid
+// token once tokens are configured.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res := b.do(t, http.MethodGet, "/v1/version", nil)
+	requireStatus(t, res, http.StatusOK)
+	var v struct {
+		Version   string `json:"version"`
+		GoVersion string `json:"go_version"`
+	}
+	require.NoError(t, json.Unmarshal(res.body, &v))
+	require.Equal(t, runtime.Version(), v.GoVersion)
+	require.NotEmpty(t, v.Version)
+
+	a, _ := setupAuth(t)
+	requireError(t, a.do(t, http.MethodGet, "/v1/version", nil), http.StatusUnauthorized, "unauthenticated", "")
+	requireStatus(t, a.do(t, http.MethodGet, "/v1/version", nil, bearer(pushSecret)...), http.StatusOK)
 }
