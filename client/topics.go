@@ -293,6 +293,21 @@ func (c *Client) PutTopicJSON(ctx context.Context, name string, cfg json.RawMess
 	return c.topicCall(ctx, http.MethodPut, "/v1/topics/"+segment(name), body)
 }
 
+// PatchTopicJSON changes some settings of a topic's configuration and
+// keeps the others (PATCH /v1/topics/{topic}, docs/api.md): patch is a
+// JSON merge patch of the configuration in the form of PutTopicJSON's, a
+// member sets its setting and null drops one (its default again). It
+// returns the topic as GetTopic does. Errors: ErrInvalidArgument when
+// patch is not one JSON object (checked before sending) or the result is
+// refused, ErrNotFound for a topic with neither jobs nor configuration.
+func (c *Client) PatchTopicJSON(ctx context.Context, name string, patch json.RawMessage) (*Topic, error) {
+	body, err := rawObject("patch", patch)
+	if err != nil {
+		return nil, err
+	}
+	return c.topicCall(ctx, http.MethodPatch, "/v1/topics/"+segment(name), body)
+}
+
 // rawObject returns raw trimmed when it is one JSON object, else an
 // ErrInvalidArgument naming field.
 func rawObject(field string, raw json.RawMessage) ([]byte, error) {

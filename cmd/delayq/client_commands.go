@@ -272,6 +272,7 @@ configuration; fields left out take their defaults.`,
 		}),
 	}
 	addClientFlags(put.Flags(), &putFlags)
+	set := a.topicSetCommand()
 	del := &cobra.Command{
 		Use:   "delete TOPIC",
 		Short: "Delete a topic's configuration; its jobs stay and take the defaults",
@@ -281,7 +282,94 @@ configuration; fields left out take their defaults.`,
 		}),
 	}
 	addClientFlags(del.Flags(), &deleteFlags)
-	cmd.AddCommand(put, del)
+	cmd.AddCommand(put, set, del)
+	return cmd
+}
+
+// topicSetCommand is `delayq topic set TOPIC [PATCH|-] [--max-attempts N
+// ...]`: some settings of a topic changed, the others kept.
+func (a *app) topicSetCommand() *cobra.Command {
+	var flags clientFlags
+	var ttr, timeout time.Duration
+	var maxAttempts, concurrency, maxInFlight, rateLimit int
+	var onDead, url string
+	cmd := &cobra.Command{
+		Use:   "set TOPIC [PATCH|-]",
+		Short: "Change some settings of a topic's configuration, keep the others, and print the topic",
+		Long: `Change some settings of a topic's configuration and keep the others, secrets and
+headers included: the flags name the common settings; PATCH, a JSON merge patch of the body
+of PUT /v1/topics/{topic} (docs/api.md), any of them ('-' reads it from standard input), with
+null for a setting to drop (its default again). The flags apply over PATCH.`,
+		Example: `  delayq topic set orders.close --max-attempts 5
+  delayq topic set orders.close --ttr 2m --webhook-timeout 5s
+  delayq topic set orders.close '{"rate": null, "on_dead": "orders.dead"}'`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: clientRun(&flags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
+			patch := map[string]any{}
+			if len(args) == 2 {
+				body, err := readBody(args[1], cmd.InOrStdin())
+				if err != nil {
+					return err
+				}
+				if err := json.Unmarshal(body, &patch); err != nil || patch == nil {
+					return errors.New("PATCH: want one JSON object, a merge patch of the topic's configuration")
+				}
+			}
+			changed := cmd.Flags().Changed
+			set := func(flag, key string, v any) {
+				if changed(flag) {
+					patch[key] = v
+				}
+			}
+			set("ttr", "ttr", ttr.String())
+			set("max-attempts", "max_attempts", maxAttempts)
+			set("concurrency", "concurrency", concurrency)
+			set("max-in-flight", "max_in_flight", maxInFlight)
+			set("on-dead", "on_dead", onDead)
+			if changed("rate-limit") {
+				patch["rate"] = map[string]any{"limit": rateLimit}
+				if rateLimit == 0 {
+					patch["rate"] = nil // no limit: its period and burst go too
+				}
+			}
+			if changed("webhook-url") || changed("webhook-timeout") {
+				d, _ := patch["delivery"].(map[string]any)
+				if d == nil {
+					d = map[string]any{}
+				}
+				if changed("webhook-url") {
+					d["type"], d["url"] = "webhook", url
+				}
+				if changed("webhook-timeout") {
+					d["timeout"] = timeout.String()
+				}
+				patch["delivery"] = d
+			}
+			if len(patch) == 0 {
+				return errors.New("nothing to change: give a flag (--max-attempts, --ttr...) or a PATCH")
+			}
+			body, err := json.Marshal(patch)
+			if err != nil {
+				return err
+			}
+			ctx, raw := rawAnswer(ctx)
+			tp, err := c.PatchTopicJSON(ctx, args[0], body)
+			if err != nil {
+				return err
+			}
+			return c.show(cmd.OutOrStdout(), *raw, func(t *tableWriter) { topicRows(t, tp) })
+		}),
+	}
+	fs := cmd.Flags()
+	fs.Var(&positiveDurationValue{p: &ttr}, "ttr", "how long a consumer holds a delivery before it is handed out again")
+	fs.IntVar(&maxAttempts, "max-attempts", 0, "deliveries before a job goes dead")
+	fs.IntVar(&concurrency, "concurrency", 0, "webhook or NATS deliveries at once, per instance")
+	fs.IntVar(&maxInFlight, "max-in-flight", 0, "jobs reserved at once over every instance (0: no bound)")
+	fs.IntVar(&rateLimit, "rate-limit", 0, "deliveries per second (0: no limit)")
+	fs.StringVar(&onDead, "on-dead", "", "the dead-letter topic (empty: none)")
+	fs.StringVar(&url, "webhook-url", "", "deliver by webhook to this URL")
+	fs.Var(&positiveDurationValue{p: &timeout}, "webhook-timeout", "how long one webhook delivery may take")
+	addClientFlags(fs, &flags)
 	return cmd
 }
 

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestClientTopicSet: `delayq topic set` changes the settings its flags
+// and PATCH name and keeps the others, the webhook's secret included, and
+// refuses bad input without changing anything, against a real server.
+func TestClientTopicSet(t *testing.T) {
+	t.Parallel()
+	run := cliOf(t, startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--nats-listen", "off"))
+	code, _, stderr := run("topic", "put", "orders", `{"delivery": {"type": "webhook", "url": "https://svc.example/hook", "secret": "s3cr3t-0123456789"},
+		"max_attempts": 3, "rate": {"limit": 10}, "on_dead": "orders.dead"}`)
+	require.Equal(t, exitOK, code, stderr)
+	topic := func() map[string]any {
+		t.Helper()
+		code, out, stderr := run("topics", "orders")
+		require.Equal(t, exitOK, code, stderr)
+		var v map[string]any
+		require.NoError(t, json.Unmarshal([]byte(out), &v), out)
+		return v
+	}
+
+	code, out, stderr := run("topic", "set", "orders", "--max-attempts", "5", "--ttr", "2m", "--webhook-timeout", "5s")
+	require.Equal(t, exitOK, code, stderr)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &got), out)
+	require.EqualValues(t, 5, got["max_attempts"])
+	require.Equal(t, "2m0s", got["ttr"])
+	d := got["delivery"].(map[string]any)
+	require.Equal(t, "5s", d["timeout"])
+	require.Equal(t, "https://svc.example/hook", d["url"], "kept")
+	require.Equal(t, true, d["secret_set"], "the secret is kept")
+	require.Equal(t, "orders.dead", got["on_dead"], "kept")
+
+	code, _, stderr = run("topic", "set", "orders", `{"on_dead": null}`, "--rate-limit", "0")
+	require.Equal(t, exitOK, code, stderr)
+	after := topic()
+	require.NotContains(t, after, "on_dead")
+	require.NotContains(t, after, "rate")
+	require.EqualValues(t, 5, after["max_attempts"])
+
+	for _, args := range [][]string{
+		{"topic", "set", "orders"},                         // nothing to change
+		{"topic", "set", "orders", "[1]"},                  // not an object
+		{"topic", "set", "orders", "--max-attempts", "-2"}, // refused by the server
+		{"topic", "set", "orders", "--ttr", "5"},           // a duration without its unit
+		{"topic", "set", "nosuch", "--max-attempts", "2"},  // no such topic
+	} {
+		code, _, stderr := run(args...)
+		require.NotEqual(t, exitOK, code, "%v", args)
+		require.NotEmpty(t, stderr, "%v says why", args)
+	}
+	require.Equal(t, after, topic(), "refused changes change nothing")
+}
