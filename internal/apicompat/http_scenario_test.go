@@ -60,6 +60,7 @@ var guardedRoutes = []guarded{
 	{http.MethodGet, "/v1/backup", tokenOther, "", 0},
 	{http.MethodGet, "/metrics", tokenPush, "", 0},
 	{http.MethodGet, "/v1/whoami", "", "", 0},
+	{http.MethodGet, "/v1/version", "", "", 0},
 	{http.MethodGet, "/v1/stats", "", "", 0},
 }
 
@@ -114,6 +115,7 @@ func runHTTPScenario(h *httpRun) {
 	h.do(httpStep{title: "a method the path has no route for", method: http.MethodPatch, path: "/v1/jobs/job-1", token: admin})
 	runGuardSteps(h)
 
+	get("any valid token", "/v1/version", push)
 	get("admin", "/v1/whoami", admin)
 	get("restricted", "/v1/whoami", push)
 	get("no samples", "/v1/stats", admin)

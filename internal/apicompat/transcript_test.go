@@ -31,6 +31,10 @@ var placeholderPattern = regexp.MustCompile(`<(id|lease)-[0-9]+>`)
 // cursors are ids.
 var dynamicKeys = map[string]string{
 	"lease": "lease",
+	// GET /v1/version: what built the server differs from one machine
+	// and one commit to the next.
+	"go_version": "go",
+	"commit":     "commit",
 }
 
 // transcript records one scenario's requests and answers, normalized, and
