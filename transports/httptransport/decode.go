@@ -394,52 +394,54 @@ type nackRequest struct {
 
 // topicRequest is the wire form of PUT /v1/topics/{topic}. Nested objects
 // are decoded on their own so that errors name their full path.
+// The request types' omitempty is for topicRequestJSON, which writes a
+// stored configuration in this form (decoding ignores it).
 type topicRequest struct {
 	// Name may repeat the topic of the path, so that a GET answer can be
 	// sent back.
-	Name        string          `json:"name"`
-	Delivery    json.RawMessage `json:"delivery"`
-	TTR         json.RawMessage `json:"ttr"`
-	MaxAttempts int             `json:"max_attempts"`
-	Backoff     json.RawMessage `json:"backoff"`
-	Concurrency int             `json:"concurrency"`
-	UniqueKeys  string          `json:"unique_keys"`
-	OnDead      string          `json:"on_dead"`
-	Rate        json.RawMessage `json:"rate"`
-	MaxInFlight int             `json:"max_in_flight"`
+	Name        string          `json:"name,omitempty"`
+	Delivery    json.RawMessage `json:"delivery,omitempty"`
+	TTR         json.RawMessage `json:"ttr,omitempty"`
+	MaxAttempts int             `json:"max_attempts,omitempty"`
+	Backoff     json.RawMessage `json:"backoff,omitempty"`
+	Concurrency int             `json:"concurrency,omitempty"`
+	UniqueKeys  string          `json:"unique_keys,omitempty"`
+	OnDead      string          `json:"on_dead,omitempty"`
+	Rate        json.RawMessage `json:"rate,omitempty"`
+	MaxInFlight int             `json:"max_in_flight,omitempty"`
 }
 
 type rateRequest struct {
-	Limit  int             `json:"limit"`
-	Period json.RawMessage `json:"period"`
-	Burst  int             `json:"burst"`
+	Limit  int             `json:"limit,omitempty"`
+	Period json.RawMessage `json:"period,omitempty"`
+	Burst  int             `json:"burst,omitempty"`
 }
 
 type deliveryRequest struct {
-	Type    string          `json:"type"`
-	URL     string          `json:"url"`
-	Timeout json.RawMessage `json:"timeout"`
-	Secret  string          `json:"secret"`
+	Type    string          `json:"type,omitempty"`
+	URL     string          `json:"url,omitempty"`
+	Timeout json.RawMessage `json:"timeout,omitempty"`
+	Secret  string          `json:"secret,omitempty"`
 	// PreviousSecret is the secret being rotated out; see
 	// core.Delivery.PreviousSecret.
-	PreviousSecret string            `json:"previous_secret"`
-	Subject        string            `json:"subject"`
-	Success        string            `json:"success"`
-	Method         string            `json:"method"`
-	Headers        map[string]string `json:"headers"`
+	PreviousSecret string            `json:"previous_secret,omitempty"`
+	Subject        string            `json:"subject,omitempty"`
+	Success        string            `json:"success,omitempty"`
+	Method         string            `json:"method,omitempty"`
+	Headers        map[string]string `json:"headers,omitempty"`
 	// ErrorBody is a pointer so that a JSON null leaves it unset, like the
 	// other fields.
-	ErrorBody *bool `json:"error_body"`
+	ErrorBody *bool `json:"error_body,omitempty"`
 	// AllowJobURL lets jobs carry their own url; a pointer as ErrorBody.
-	AllowJobURL *bool `json:"allow_job_url"`
+	AllowJobURL *bool `json:"allow_job_url,omitempty"`
 }
 
 type backoffRequest struct {
-	Initial json.RawMessage   `json:"initial"`
-	Max     json.RawMessage   `json:"max"`
-	Factor  float64           `json:"factor"`
-	Jitter  float64           `json:"jitter"`
-	Delays  []json.RawMessage `json:"delays"`
+	Initial json.RawMessage   `json:"initial,omitempty"`
+	Max     json.RawMessage   `json:"max,omitempty"`
+	Factor  float64           `json:"factor,omitempty"`
+	Jitter  float64           `json:"jitter,omitempty"`
+	Delays  []json.RawMessage `json:"delays,omitempty"`
 }
 
 // DecodeTopic decodes data, a topic configuration in the JSON form of the

@@ -55,6 +55,7 @@ func topicRequestJSON(t *core.Topic) []byte {
 		b, _ := json.Marshal(d.String())
 		return b
 	}
+	// obj is v as JSON, nil when it has no member.
 	obj := func(v any) json.RawMessage {
 		b, _ := json.Marshal(v)
 		if string(b) == "{}" {
@@ -62,62 +63,25 @@ func topicRequestJSON(t *core.Topic) []byte {
 		}
 		return b
 	}
-	d := t.Delivery
-	var errorBody, allowJobURL *bool
-	if d.ErrorBody {
-		errorBody = &d.ErrorBody
+	flag := func(b bool) *bool {
+		if !b {
+			return nil
+		}
+		return &b
 	}
-	if d.AllowJobURL {
-		allowJobURL = &d.AllowJobURL
-	}
+	d, b, r := t.Delivery, t.Backoff, t.Rate
 	var delays []json.RawMessage
-	for _, x := range t.Backoff.Delays {
-		b, _ := json.Marshal(x.String())
-		delays = append(delays, b)
+	for _, x := range b.Delays {
+		delays = append(delays, dur(x))
 	}
-	req := struct {
-		Delivery    json.RawMessage `json:"delivery,omitempty"`
-		TTR         json.RawMessage `json:"ttr,omitempty"`
-		MaxAttempts int             `json:"max_attempts,omitempty"`
-		Backoff     json.RawMessage `json:"backoff,omitempty"`
-		Concurrency int             `json:"concurrency,omitempty"`
-		UniqueKeys  string          `json:"unique_keys,omitempty"`
-		OnDead      string          `json:"on_dead,omitempty"`
-		Rate        json.RawMessage `json:"rate,omitempty"`
-		MaxInFlight int             `json:"max_in_flight,omitempty"`
-	}{
-		Delivery: obj(struct {
-			Type           string            `json:"type,omitempty"`
-			URL            string            `json:"url,omitempty"`
-			Timeout        json.RawMessage   `json:"timeout,omitempty"`
-			Secret         string            `json:"secret,omitempty"`
-			PreviousSecret string            `json:"previous_secret,omitempty"`
-			Subject        string            `json:"subject,omitempty"`
-			Success        string            `json:"success,omitempty"`
-			Method         string            `json:"method,omitempty"`
-			Headers        map[string]string `json:"headers,omitempty"`
-			ErrorBody      *bool             `json:"error_body,omitempty"`
-			AllowJobURL    *bool             `json:"allow_job_url,omitempty"`
-		}{d.Type, d.URL, dur(d.Timeout), d.Secret, d.PreviousSecret, d.Subject, d.Success, d.Method, d.Headers, errorBody, allowJobURL}),
-		TTR:         dur(t.TTR),
-		MaxAttempts: t.MaxAttempts,
-		Backoff: obj(struct {
-			Initial json.RawMessage   `json:"initial,omitempty"`
-			Max     json.RawMessage   `json:"max,omitempty"`
-			Factor  float64           `json:"factor,omitempty"`
-			Jitter  float64           `json:"jitter,omitempty"`
-			Delays  []json.RawMessage `json:"delays,omitempty"`
-		}{dur(t.Backoff.Initial), dur(t.Backoff.Max), t.Backoff.Factor, t.Backoff.Jitter, delays}),
-		Concurrency: t.Concurrency,
-		UniqueKeys:  t.UniqueKeys,
-		OnDead:      t.OnDead,
-		Rate: obj(struct {
-			Limit  int             `json:"limit,omitempty"`
-			Period json.RawMessage `json:"period,omitempty"`
-			Burst  int             `json:"burst,omitempty"`
-		}{t.Rate.Limit, dur(t.Rate.Period), t.Rate.Burst}),
+	req := topicRequest{
+		Delivery: obj(deliveryRequest{Type: d.Type, URL: d.URL, Timeout: dur(d.Timeout), Secret: d.Secret, PreviousSecret: d.PreviousSecret,
+			Subject: d.Subject, Success: d.Success, Method: d.Method, Headers: d.Headers, ErrorBody: flag(d.ErrorBody), AllowJobURL: flag(d.AllowJobURL)}),
+		TTR: dur(t.TTR), MaxAttempts: t.MaxAttempts, Concurrency: t.Concurrency, UniqueKeys: t.UniqueKeys, OnDead: t.OnDead,
+		Backoff:     obj(backoffRequest{Initial: dur(b.Initial), Max: dur(b.Max), Factor: b.Factor, Jitter: b.Jitter, Delays: delays}),
+		Rate:        obj(rateRequest{Limit: r.Limit, Period: dur(r.Period), Burst: r.Burst}),
 		MaxInFlight: t.MaxInFlight,
 	}
-	b, _ := json.Marshal(req)
-	return b
+	out, _ := json.Marshal(req)
+	return out
 }
