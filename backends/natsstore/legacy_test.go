@@ -104,3 +104,33 @@ func TestNoLegacyLayout(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, legacy)
 }
+
+// TestNewerFormatRefused requires New to refuse a stream whose format a
+// later version wrote, naming it, and to leave the stream's format as it
+// was (a downgrade must not rewrite it).
+func TestNewerFormatRefused(t *testing.T) {
+	t.Parallel()
+	nc, err := sharedEmbedded(t).Connect()
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	ctx := context.Background()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	prefix := uniquePrefix()
+	openStore(t, nc, prefix) // this version's stream
+	stream := newNames(prefix).stream
+	st, err := js.Stream(ctx, stream)
+	require.NoError(t, err)
+	cfg := st.CachedInfo().Config
+	require.Equal(t, FormatVersion, cfg.Metadata[metaFormat])
+	cfg.Metadata = map[string]string{metaFormat: "99"}
+	_, err = js.UpdateStream(ctx, cfg)
+	require.NoError(t, err)
+
+	_, err = New(ctx, Config{Conn: nc, Prefix: prefix})
+	require.ErrorIs(t, err, ErrNewerFormat)
+	require.ErrorContains(t, err, "has format 99, this version writes "+FormatVersion)
+	st, err = js.Stream(ctx, stream)
+	require.NoError(t, err)
+	require.Equal(t, "99", st.CachedInfo().Config.Metadata[metaFormat], "the refusal left the stream as it was")
+}

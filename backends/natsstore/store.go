@@ -260,6 +260,31 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	return s, nil
 }
 
+// ErrNewerFormat is New's error for a stream that a later version of
+// delayq wrote in a format this one does not know: it refuses it rather
+// than rewrite the stream's format and misread its jobs.
+var ErrNewerFormat = errors.New("natsstore: the stream's format is newer than this version of delayq knows")
+
+// checkFormat refuses the stream when its format version (metaFormat) is
+// a later one than FormatVersion. A missing stream, or one without the
+// version, is this format's.
+func checkFormat(ctx context.Context, js jetstream.JetStream, stream string) error {
+	st, err := js.Stream(ctx, stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return unavailable("read the stream's format", err)
+	}
+	got := st.CachedInfo().Config.Metadata[metaFormat]
+	have, _ := strconv.Atoi(got)
+	if want, _ := strconv.Atoi(FormatVersion); have > want {
+		return fmt.Errorf("%w: stream %s has format %s, this version writes %s: run the release that wrote it, or restore the backup taken before the upgrade (docs/deploying.md, Upgrading)",
+			ErrNewerFormat, stream, got, FormatVersion)
+	}
+	return nil
+}
+
 // ErrLegacyLayout is New's error for a prefix whose jobs are in the stream
 // layout of delayq's first NATS store, without Config.Upgrade.
 var ErrLegacyLayout = errors.New("natsstore: jobs in the first stream layout")
@@ -267,6 +292,9 @@ var ErrLegacyLayout = errors.New("natsstore: jobs in the first stream layout")
 // checkLayout refuses a prefix that still has the first layout's stream,
 // saying how to move its jobs, unless told to move them.
 func checkLayout(ctx context.Context, js jetstream.JetStream, cfg Config) (legacy bool, err error) {
+	if err := checkFormat(ctx, js, newNames(cfg.Prefix).stream); err != nil {
+		return false, err
+	}
 	legacy, err = HasLegacyLayout(ctx, js, cfg.Prefix)
 	if err != nil || !legacy || cfg.Upgrade {
 		return legacy, err
