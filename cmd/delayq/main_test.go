@@ -115,10 +115,28 @@ var (
 // failed, and a data race it reports fails the test.
 func startServer(t *testing.T, args ...string) *serverProc {
 	t.Helper()
-	cmd := exec.Command(binary(t), append([]string{"serve"}, args...)...)
+	return startServerBin(t, binary(t), args...)
+}
+
+// startServerBin is startServer with the delayq binary bin: an earlier
+// release's, for the upgrade test.
+func startServerBin(t *testing.T, bin string, args ...string) *serverProc {
+	t.Helper()
+	p, err := tryStartServerBin(t, bin, args...)
+	require.NoError(t, err)
+	return p
+}
+
+// tryStartServerBin is startServerBin answering an error, with the
+// process's log, when the process exits before it listens.
+func tryStartServerBin(t *testing.T, bin string, args ...string) (*serverProc, error) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
 	cmd.Env = childEnv()
 	proc, seen, err := logproc.Start(t.Context(), cmd, 30*time.Second, httpListening, natsListening)
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	p := &serverProc{t: t, Proc: proc}
 	t.Cleanup(func() {
 		p.Kill()
@@ -137,7 +155,7 @@ func startServer(t *testing.T, args ...string) *serverProc {
 			p.HTTPURL = "http://" + m[1]
 		}
 	}
-	return p
+	return p, nil
 }
 
 // natsClient connects to the embedded NATS server as its client user with

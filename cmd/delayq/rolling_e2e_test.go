@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -22,16 +23,59 @@ import (
 // figures to FILE.
 func TestE2ERollingRestart(t *testing.T) {
 	t.Parallel()
-	onSharedBackends(t, testRollingRestart)
+	onSharedBackends(t, func(t *testing.T, args ...string) {
+		bin := binary(t)
+		rollingRestart(t, rollout{from: bin, to: bin, hold: time.Second, env: "DELAYQ_ROLLING_REPORT"}, args...)
+	})
 }
 
-func testRollingRestart(t *testing.T, args ...string) {
+// rollout is what rollingRestart does: start three instances of the
+// binary from, restart each in turn on the binary to, and keep the load on
+// for hold after each restart.
+type rollout struct {
+	from, to string
+	hold     time.Duration
+	// env names the variable of the file the report is appended to.
+	env string
+}
+
+// mixedVersions checks that instances of two versions serving one backend
+// read what the other writes: a topic's configuration and a schedule put
+// through each are read through the other.
+func mixedVersions(t *testing.T, a, b *serverProc) {
+	t.Helper()
+	for _, w := range []struct {
+		name        string
+		write, read *serverProc
+	}{{"new-to-old", a, b}, {"old-to-new", b, a}} {
+		topic := "e2e.mixed." + w.name
+		newCaller(t, w.write.HTTPURL).callJSON(http.MethodPut, "/v1/topics/"+topic, map[string]any{"max_attempts": 9}, http.StatusOK, nil)
+		newCaller(t, w.write.HTTPURL).callJSON(http.MethodPut, "/v1/schedules/e2e-mixed-"+w.name, map[string]any{
+			"cron": "@every 1h", "topic": topic, "job": map[string]any{"body": w.name},
+		}, http.StatusOK, nil)
+		var cfg struct {
+			MaxAttempts int `json:"max_attempts"`
+		}
+		newCaller(t, w.read.HTTPURL).callJSON(http.MethodGet, "/v1/topics/"+topic, nil, http.StatusOK, &cfg)
+		require.Equal(t, 9, cfg.MaxAttempts, "%s: the topic's configuration", w.name)
+		newCaller(t, w.read.HTTPURL).callJSON(http.MethodGet, "/v1/schedules/e2e-mixed-"+w.name, nil, http.StatusOK, nil)
+	}
+}
+
+// rollingRestart runs the rolling restart of TestE2ERollingRestart as r
+// says and returns the instances it left running (on r.to). It checks that
+// a topic's configuration written through an instance of r.from is what
+// the instances of r.to read.
+func rollingRestart(t *testing.T, r rollout, args ...string) []*serverProc {
 	const topic = "e2e.rolling"
 	args = append(args, "--drain-timeout", "10s")
 	srvs := make([]*serverProc, 3)
 	for i := range srvs {
-		srvs[i] = startServer(t, args...)
+		srvs[i] = startServerBin(t, r.from, args...)
 	}
+	config := newCaller(t, srvs[0].HTTPURL)
+	status, out := config.call(http.MethodPut, "/v1/topics/"+topic, map[string]any{"max_attempts": 7})
+	require.Equal(t, http.StatusOK, status, "%s", out)
 	hc := &http.Client{Timeout: 10 * time.Second}
 	t.Cleanup(hc.CloseIdleConnections)
 	post := func(base, path string, body any) (int, []byte, error) { return postJSON(hc, base, path, body) }
@@ -155,11 +199,14 @@ func testRollingRestart(t *testing.T, args ...string) {
 		mu.Unlock()
 		require.Equal(t, 0, srvs[i].signal(syscall.SIGTERM, 30*time.Second), "instance %d exits 0", i)
 		require.Contains(t, srvs[i].log(), "msg=drained")
-		srvs[i] = startServer(t, args...)
+		srvs[i] = startServerBin(t, r.to, args...)
 		mu.Lock()
 		urls[i], up[i] = srvs[i].HTTPURL, true
 		mu.Unlock()
-		time.Sleep(time.Second) // load on the new instance before the next restart
+		if i == 0 && r.from != r.to {
+			mixedVersions(t, srvs[0], srvs[2])
+		}
+		time.Sleep(r.hold) // load on the new instance before the next restart
 	}
 	close(stop)
 	wg.Wait()
@@ -194,9 +241,12 @@ func testRollingRestart(t *testing.T, args ...string) {
 	mu.Lock()
 	defer mu.Unlock()
 	lost, twice := 0, 0
+	var lostJobs []string // what the API says of each lost job
 	for id := range answered {
 		if acked[id] == 0 {
 			lost++
+			_, out := api.call(http.MethodGet, "/v1/jobs/"+id, nil)
+			lostJobs = append(lostJobs, fmt.Sprintf("claimed %d times: %s", claimed[id], out))
 		}
 		if claimed[id] > 1 {
 			twice++
@@ -204,8 +254,16 @@ func testRollingRestart(t *testing.T, args ...string) {
 	}
 	report := fmt.Sprintf("%s: 3 instances restarted in turn: %d jobs answered 2xx, lost %d, delivered more than once %d; claims refused while draining %d, acks that failed %d",
 		subtestName(t), len(answered), lost, twice, refused, ackFailed)
-	logReport(t, "DELAYQ_ROLLING_REPORT", report)
-	require.Zero(t, lost, "jobs answered 2xx never acknowledged")
+	logReport(t, r.env, report)
+	require.Zero(t, lost, "jobs answered 2xx never acknowledged:\n%s", strings.Join(lostJobs, "\n"))
 	require.Zero(t, twice, "jobs delivered more than once")
 	require.Zero(t, ackFailed, "acks of deliveries made before the drain are served; the first that failed: %s", firstAckFailure)
+	status, out = api.call(http.MethodGet, "/v1/topics/"+topic, nil)
+	require.Equal(t, http.StatusOK, status, "%s", out)
+	var cfg struct {
+		MaxAttempts int `json:"max_attempts"`
+	}
+	require.NoError(t, json.Unmarshal(out, &cfg))
+	require.Equal(t, 7, cfg.MaxAttempts, "the configuration written before the restarts: %s", out)
+	return srvs
 }
