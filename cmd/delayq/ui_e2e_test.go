@@ -157,6 +157,35 @@ func (tb *tab) click(sel string) string {
 	return msg
 }
 
+// confirm clicks sel, which asks for confirmation, answers yes, and
+// returns the question and the message the page flashed.
+func (tb *tab) confirm(sel string) (question, msg string) {
+	tb.t.Helper()
+	question = tb.ask(sel)
+	tb.run(chromedp.Click(chromedp.CSS("#confirm-yes"), chromedp.NodeVisible))
+	msg = tb.flash()
+	tb.waitFor(`document.getElementById("app").dataset.ready === "1"`) // drawn again
+	return question, msg
+}
+
+// decline clicks sel, which asks for confirmation, answers no, and returns
+// the question once the dialog is gone.
+func (tb *tab) decline(sel string) string {
+	tb.t.Helper()
+	question := tb.ask(sel)
+	tb.run(chromedp.Click(chromedp.CSS("#confirm-no"), chromedp.NodeVisible))
+	tb.waitFor(`document.getElementById("confirm") === null`)
+	return question
+}
+
+// ask clicks sel and returns the question of the dialog it opens.
+func (tb *tab) ask(sel string) string {
+	tb.t.Helper()
+	tb.run(chromedp.Evaluate[chromedp.Void](`document.getElementById("flash").replaceChildren()`), chromedp.Click(chromedp.CSS(sel), chromedp.NodeVisible),
+		chromedp.WaitVisible(chromedp.CSS("dialog#confirm[open] #confirm-text")))
+	return tb.text("#confirm-text")
+}
+
 // flash waits for the page's message and returns it.
 func (tb *tab) flash() string {
 	tb.t.Helper()
@@ -472,7 +501,11 @@ func testUIOpen(t *testing.T, b *browser) {
 	require.Equal(t, "order-42", j["key"], "the key is kept")
 	require.Equal(t, "ok: Job "+later+" is due now.", tb.click("#run-now"))
 	require.Equal(t, "ready", api.job(later)["state"])
-	require.Equal(t, "ok: Job "+later+" cancelled.", tb.click("#cancel"))
+	// Cancel asks first, naming the job; no keeps it.
+	require.Equal(t, "Cancel job "+later+" of orders? It will never be delivered.", tb.decline("#cancel"))
+	require.Equal(t, "ready", api.job(later)["state"], "a declined cancel changes nothing")
+	_, msg := tb.confirm("#cancel")
+	require.Equal(t, "ok: Job "+later+" cancelled.", msg)
 	require.Equal(t, "cancelled", api.job(later)["state"])
 	require.Zero(t, tb.count("#cancel"), "a finished job has no actions")
 
@@ -492,14 +525,19 @@ func testUIOpen(t *testing.T, b *browser) {
 	require.Contains(t, tb.text(`.group[data-group="0"] h2`), "3 × card declined")
 	tb.screenshot("dead")
 	tb.run(chromedp.Click(chromedp.CSS(`input.pick[data-job="`+boom1+`"]`)), chromedp.Click(chromedp.CSS(`input.pick[data-job="`+boom2+`"]`)))
-	require.Equal(t, "ok: Requeued 2 of 2 jobs.", tb.click("#requeue-selected"))
+	question, msg := tb.confirm("#requeue-selected")
+	require.Equal(t, "Requeue 2 dead jobs of payments?", question)
+	require.Equal(t, "ok: Requeued 2 of 2 jobs.", msg)
 	require.Equal(t, "ready", api.job(boom1)["state"])
 	require.Equal(t, "ready", api.job(boom2)["state"])
 	require.Equal(t, "dead", api.job(boom3)["state"])
 	tb.waitFor(`document.querySelectorAll(".group").length === 2`)
 	// Each group has one job now, the older death first.
 	require.Contains(t, tb.text(`.group[data-group="0"] h2`), "1 × card declined")
-	require.Equal(t, "ok: Deleted 1 of 1 jobs.", tb.click(`.group[data-group="0"] .delete-group`))
+	require.Equal(t, "Delete 1 dead job of refunds?", tb.decline(`.group[data-group="0"] .delete-group`))
+	require.Equal(t, "dead", api.job(boom3)["state"], "a declined delete changes nothing")
+	_, msg = tb.confirm(`.group[data-group="0"] .delete-group`)
+	require.Equal(t, "ok: Deleted 1 of 1 jobs.", msg)
 	require.Equal(t, "cancelled", api.job(boom3)["state"])
 
 	step("Search: by id")
@@ -533,7 +571,7 @@ func testUIOpen(t *testing.T, b *browser) {
 	tb.setValue("#push-key", "order-99")
 	tb.setValue("#push-priority", "2")
 	tb.screenshot("push")
-	msg := tb.click("#push-submit")
+	msg = tb.click("#push-submit")
 	require.Contains(t, msg, "ok: Pushed ")
 	pushed := tb.text("#pushed-id")
 	j = api.job(pushed)
@@ -555,8 +593,11 @@ func testUIOpen(t *testing.T, b *browser) {
 	s := api.must(http.MethodGet, "/v1/schedules/nightly", nil, http.StatusOK)
 	require.Equal(t, "0 3 * * *", s["cron"])
 	require.Equal(t, "Europe/Paris", s["time_zone"])
-	// Deleted, the list is shown again without it.
-	tb.run(chromedp.Click(chromedp.CSS("#delete-schedule"), chromedp.NodeVisible))
+	// Deleted after a yes, the list is shown again without it.
+	require.Contains(t, tb.decline("#delete-schedule"), "Delete schedule nightly?")
+	api.must(http.MethodGet, "/v1/schedules/nightly", nil, http.StatusOK)
+	tb.ask("#delete-schedule")
+	tb.run(chromedp.Click(chromedp.CSS("#confirm-yes"), chromedp.NodeVisible))
 	tb.waitFor(`location.hash === "#/schedules" && document.getElementById("app").dataset.ready === "1"`)
 	require.Zero(t, tb.count(`#schedules tr[data-schedule]`))
 

@@ -1,7 +1,7 @@
 // dead.js: dead jobs of every topic, grouped by last error, with requeue
 // and delete of one, a selection, or a whole group.
 import { get, call, enc, can, listJobs } from "./api.js";
-import { h, flash } from "./dom.js";
+import { h, flash, confirmAction } from "./dom.js";
 import { jobsTable } from "./topic.js";
 
 // deadOf lists a topic's dead jobs, up to 1 000.
@@ -40,7 +40,16 @@ export async function deadPage(main) {
     const selected = new Set();
     const requeue = (j) => call("POST", `/v1/jobs/${enc(j.id)}/requeue`);
     const del = (j) => call("DELETE", `/v1/jobs/${enc(j.id)}`);
-    const run = (what, fn, jobs) => async () => { await each(what, jobs(), fn); await reload(); };
+    // run asks first, naming how many jobs of which topics the action takes.
+    const run = (what, fn, jobs) => async () => {
+      const js = jobs();
+      if (!js.length) return flash("No job is selected.", "error");
+      const topics = [...new Set(js.map((j) => j.topic))].join(", ");
+      const verb = what === "Requeued" ? "Requeue" : "Delete";
+      if (!(await confirmAction(`${verb} ${js.length} dead job${js.length === 1 ? "" : "s"} of ${topics}?`, verb))) return;
+      await each(what, js, fn);
+      await reload();
+    };
     const chosen = () => all.filter((j) => selected.has(j.id));
     const sections = [...groups.entries()].sort((a, b) => b[1].length - a[1].length).map(([err, jobs], i) => h("div", { class: "card group", "data-group": i },
       h("h2", {}, h("span", { class: "count" }, `${jobs.length} × `), err),

@@ -70,5 +70,21 @@ export function fromLocalInput(v) { return v ? new Date(v).toISOString() : undef
 
 export function badge(text, cls = text) { return h("span", { class: "badge " + cls }, text); }
 
+// confirmAction asks, in a dialog of the page, whether to go on with an
+// action that destroys or moves jobs; question names what it affects. It
+// resolves true only for the dialog's yes button: Escape or "Keep" is no.
+export function confirmAction(question, yes) {
+  return new Promise((resolve) => {
+    const dlg = h("dialog", { id: "confirm" },
+      h("p", { id: "confirm-text" }, question),
+      h("form", { method: "dialog", class: "actions" },
+        h("button", { id: "confirm-no", value: "no" }, "Keep"),
+        h("button", { id: "confirm-yes", class: "danger", value: "yes" }, yes)));
+    dlg.addEventListener("close", () => { dlg.remove(); resolve(dlg.returnValue === "yes"); });
+    document.body.append(dlg);
+    dlg.showModal();
+  });
+}
+
 // ready marks the page loaded, for tests and screenshots.
 export function ready(main) { main.dataset.ready = "1"; }

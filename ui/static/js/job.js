@@ -1,7 +1,7 @@
 // job.js: every field of a job, its body, its attempts, and the actions
 // its state and the token allow.
 import { get, call, enc, can, replaceJob } from "./api.js";
-import { h, badge, attempt, fmtTime, pretty, localInput, fromLocalInput } from "./dom.js";
+import { h, badge, attempt, confirmAction, fmtTime, pretty, localInput, fromLocalInput } from "./dom.js";
 
 function historyTable(history) {
   if (!history || !history.length) return h("p", { class: "muted", id: "history" }, "No attempts yet.");
@@ -22,10 +22,15 @@ export async function jobPage(main, id) {
       ["created", fmtTime(j.created_at)], ["updated", fmtTime(j.updated_at)], ["lease expires", fmtTime(j.lease_expires_at)],
       ["last error", j.last_error], ["url", j.url], ["retry delays", j.backoff ? j.backoff.delays.join(", ") : ""]];
     const unfinished = ["scheduled", "ready", "dead"].includes(j.state);
-    const act = (idAttr, label, msg, fn, cls) => h("button", { id: idAttr, class: cls, onclick: async () => { if (await attempt(msg, fn)) await reload(); } }, label);
+    // act makes a button; with question, the action waits for a yes.
+    const act = (idAttr, label, msg, fn, cls, question) => h("button", { id: idAttr, class: cls, onclick: async () => {
+      if (question && !(await confirmAction(question, label))) return;
+      if (await attempt(msg, fn)) await reload();
+    } }, label);
     const actions = [];
     if (can("push") && unfinished) {
-      actions.push(act("cancel", "Cancel", `Job ${id} cancelled.`, () => call("DELETE", `/v1/jobs/${enc(id)}`), "danger"));
+      actions.push(act("cancel", "Cancel", `Job ${id} cancelled.`, () => call("DELETE", `/v1/jobs/${enc(id)}`), "danger",
+        `Cancel job ${id} of ${j.topic}? It will never be delivered.`));
       actions.push(act("run-now", "Run now", `Job ${id} is due now.`, () => replaceJob(j, { run_at: new Date().toISOString() })));
     }
     if (can("admin") && j.state === "dead") actions.push(act("requeue", "Requeue", `Job ${id} requeued.`, () => call("POST", `/v1/jobs/${enc(id)}/requeue`), "primary"));

@@ -1,6 +1,6 @@
 // schedules.js: recurring schedules: list, view, edit (as JSON), delete.
 import { get, call, enc, can } from "./api.js";
-import { h, attempt, fmtTime, pretty, badge } from "./dom.js";
+import { h, attempt, confirmAction, fmtTime, pretty, badge } from "./dom.js";
 
 export async function schedulesPage(main) {
   const list = (await get("/v1/schedules")).schedules;
@@ -37,6 +37,7 @@ export async function schedulePage(main, name) {
   h("label", { for: "schedule-json", class: "full" }, "definition (JSON, as PUT /v1/schedules/{name} takes it)"), h("div", { class: "full" }, text),
   can("admin") ? h("div", { class: "full actions" }, h("button", { class: "primary", type: "submit", id: "save-schedule" }, "Save"),
     creating ? null : h("button", { type: "button", class: "danger", id: "delete-schedule", onclick: async () => {
+      if (!(await confirmAction(`Delete schedule ${name}? No slot fires after; the jobs it created stay.`, "Delete"))) return;
       if (await attempt(`Schedule ${name} deleted.`, () => call("DELETE", `/v1/schedules/${enc(name)}`))) location.hash = "#/schedules";
     } }, "Delete")) : null);
   main.replaceChildren(h("h1", {}, creating ? "New schedule" : `Schedule ${name}`),
