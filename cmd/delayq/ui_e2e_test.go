@@ -380,10 +380,42 @@ func testUIOpen(t *testing.T, b *browser) {
 
 	step("Topic: its jobs")
 	// Topic: its jobs by state, and its configuration edited.
-	tb.goTo("#/topic/orders")
-	require.Equal(t, 2, tb.count(`#jobs tr[data-job]`))
+	bulk1 := api.push(map[string]any{"topic": "orders", "body": map[string]any{"order": 50}, "delay": "3h", "key": "bulk"})
+	bulk2 := api.push(map[string]any{"topic": "orders", "body": map[string]any{"order": 51}, "delay": "3h", "key": "bulk"})
+	// A page of one job: the topic's count gives the number of pages.
+	tb.goTo("#/topic/orders?per=1")
+	require.Equal(t, "page 1 of 4 (4 scheduled)", tb.text("#page-of"))
 	require.Equal(t, later, tb.text(`#jobs tbody tr:first-child td a`), "scheduled jobs in run_at order")
+	tb.run(chromedp.Click(chromedp.CSS("#next-page")))
+	tb.waitFor(`document.getElementById("page-of").textContent === "page 2 of 4 (4 scheduled)"`)
+	require.Equal(t, soon, tb.text(`#jobs tbody tr:first-child td a`))
+	tb.run(chromedp.Click(chromedp.CSS("#prev-page")))
+	tb.waitFor(`document.getElementById("page-of").textContent === "page 1 of 4 (4 scheduled)"`)
+	tb.goTo("#/topic/orders")
+	require.Equal(t, 4, tb.count(`#jobs tr[data-job]`))
+	require.Equal(t, later, tb.text(`#jobs tbody tr:first-child td a`), "scheduled jobs in run_at order")
+	// Times relative to now, in UTC on hover.
+	require.Regexp(t, `^in (59m|1h)$`, tb.text(`#jobs tr[data-job="`+later+`"] td.when`))
+	require.Regexp(t, `^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$`, eval[string](tb, `document.querySelector('#jobs tr[data-job="`+later+`"] td.when time').title`))
+	require.Equal(t, 1, tb.count("#rate-chart"))
 	tb.screenshot("topic")
+	// Filtered by key, the jobs ticked cancelled after a yes.
+	tb.setValue("#filter-key", "bulk")
+	tb.run(tb.submit("key-filter"))
+	tb.waitFor(`document.getElementById("jobs-title").textContent === "Jobs with key “bulk”"`)
+	require.Equal(t, 2, tb.count(`#jobs tr[data-job]`))
+	tb.run(chromedp.Click(chromedp.CSS(`input.pick[data-job="`+bulk1+`"]`)), chromedp.Click(chromedp.CSS(`input.pick[data-job="`+bulk2+`"]`)))
+	question, msg := tb.confirm("#cancel-selected")
+	require.Equal(t, "Cancel 2 jobs of orders?", question)
+	require.Equal(t, "ok: Cancelled 2 of 2 jobs.", msg)
+	require.Equal(t, "cancelled", api.job(bulk1)["state"])
+	require.Equal(t, "cancelled", api.job(bulk2)["state"])
+	tb.waitFor(`document.querySelectorAll('#jobs td .badge.cancelled').length === 2`)
+	// The counts refresh themselves.
+	require.Equal(t, "scheduled 2", tb.text(`#counts [data-state="scheduled"]`))
+	live := api.push(map[string]any{"topic": "orders", "body": map[string]any{"order": 52}, "delay": "3h"})
+	tb.waitFor(`document.querySelector('#counts [data-state="scheduled"]').textContent === "scheduled 3"`)
+	api.must(http.MethodDelete, "/v1/jobs/"+live, nil, http.StatusNoContent)
 	tb.setValue("#concurrency", "7")
 	tb.setValue("#backoff-delays", "1m, 5m")
 	tb.setValue("#rate-limit", "50")
@@ -488,7 +520,7 @@ func testUIOpen(t *testing.T, b *browser) {
 	require.Contains(t, tb.text("#job-body"), "\"customer\": \"ada\"", "the body pretty-printed")
 	tb.screenshot("job")
 	at := time.Now().Add(3 * time.Hour).Truncate(time.Second)
-	tb.setValue("#edit-run-at", at.Local().Format("2006-01-02T15:04:05"))
+	tb.setValue("#edit-run-at", at.UTC().Format("2006-01-02T15:04:05")) // the pages' times are UTC
 	tb.setValue("#edit-priority", "-3")
 	tb.setValue("#edit-body", `{"order": 42, "customer": "grace"}`)
 	require.Equal(t, "ok: Job "+later+" saved.", tb.click("#save-job"))
@@ -504,8 +536,8 @@ func testUIOpen(t *testing.T, b *browser) {
 	// Cancel asks first, naming the job; no keeps it.
 	require.Equal(t, "Cancel job "+later+" of orders? It will never be delivered.", tb.decline("#cancel"))
 	require.Equal(t, "ready", api.job(later)["state"], "a declined cancel changes nothing")
-	_, msg := tb.confirm("#cancel")
-	require.Equal(t, "ok: Job "+later+" cancelled.", msg)
+	_, cancelled := tb.confirm("#cancel")
+	require.Equal(t, "ok: Job "+later+" cancelled.", cancelled)
 	require.Equal(t, "cancelled", api.job(later)["state"])
 	require.Zero(t, tb.count("#cancel"), "a finished job has no actions")
 
@@ -515,29 +547,68 @@ func testUIOpen(t *testing.T, b *browser) {
 	require.Equal(t, "ok: Job "+gone+" requeued.", tb.click("#requeue"))
 	require.Equal(t, "ready", api.job(gone)["state"])
 
-	step("Dead letters: gro")
-	// Dead letters: grouped by last error; a selection requeued, a group
-	// deleted.
+	step("Dead letters")
+	// The normaliser of errors leaves out what changes from job to job.
+	patterns := eval[[]string](tb, `import("./js/dead.js").then((m) => [
+		"upstream 503 after 1.5s (request 9f86d081884c7d65)",
+		"lease of 01JDQ7Z3V4W5X6Y7Z8A9B0C1D2 expired after 2m30s",
+		"row 2b1e7f0c-3d4a-4b5c-8d9e-0f1a2b3c4d5e locked for 250ms, try 3",
+		"card declined", "", "facade deadbeef at 0x7ffe12ab",
+	].map(m.errorPattern))`)
+	require.Equal(t, []string{
+		"upstream <n> after <duration> (request <hex>)",
+		"lease of <id> expired after <duration>",
+		"row <uuid> locked for <duration>, try <n>",
+		"card declined", "(no error recorded)", "facade deadbeef at <hex>",
+	}, patterns)
+	// Dead letters: grouped by last error, its changing parts left out; a
+	// selection requeued, a group requeued, a group deleted, each after a
+	// yes.
 	boom3 := api.bury("refunds", map[string]any{"refund": 4}, "card declined")
 	api.bury("refunds", map[string]any{"refund": 5}, "gateway timeout")
+	up1 := api.bury("invoices", map[string]any{"invoice": 1}, "upstream 503 after 1.5s (request 9f86d081884c7d65)")
+	up2 := api.bury("invoices", map[string]any{"invoice": 2}, "upstream 502 after 250ms (request 0c1d2e3f4a5b6c7d)")
+	// Read a job per topic at a time, the page says how many it has not
+	// read, and reads them on demand.
+	tb.goTo("#/dead?per=1")
+	require.Equal(t, "(3 of 6)", tb.text("#dead-count"))
+	require.Equal(t, "3 more dead jobs not loaded. Load 1 more per topic", tb.text("#not-loaded"))
+	tb.run(chromedp.Evaluate[chromedp.Void](`document.getElementById("app").removeAttribute("data-ready")`), chromedp.Click(chromedp.CSS("#load-more")))
+	tb.waitFor(`document.getElementById("app").dataset.ready === "1"`)
+	require.Equal(t, "(6)", tb.text("#dead-count"))
+	require.Zero(t, tb.count("#not-loaded"))
 	tb.goTo("#/dead")
-	require.Equal(t, 2, tb.count(".group"))
-	require.Contains(t, tb.text(`.group[data-group="0"] h2`), "3 × card declined")
+	require.Equal(t, 3, tb.count(".group"))
+	card := `.group[data-pattern="card declined"]`
+	upstream := `.group[data-pattern="upstream <n> after <duration> (request <hex>)"]`
+	require.Contains(t, tb.text(card+" h2"), "3 × card declined")
+	require.Contains(t, tb.text(upstream+" h2"), "2 × upstream")
+	require.Equal(t, "on payments, refunds; the last died now", tb.text(card+" p.muted"))
+	// Each row: its topic, when it died (UTC on hover) and its body.
+	row := card + ` tr[data-job="` + boom1 + `"] `
+	require.Equal(t, "payments", tb.text(row+"td:nth-child(3)"))
+	require.Equal(t, `{"payment":1}`, tb.text(row+"td.preview"))
+	require.Regexp(t, `^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$`, eval[string](tb, `document.querySelector(`+"`"+row+"td.when time`"+`).title`))
 	tb.screenshot("dead")
 	tb.run(chromedp.Click(chromedp.CSS(`input.pick[data-job="`+boom1+`"]`)), chromedp.Click(chromedp.CSS(`input.pick[data-job="`+boom2+`"]`)))
-	question, msg := tb.confirm("#requeue-selected")
+	require.True(t, eval[bool](tb, `import("./js/dom.js").then((m) => m.refreshPaused())`), "no refresh while jobs are ticked")
+	question, msg = tb.confirm("#requeue-selected")
 	require.Equal(t, "Requeue 2 dead jobs of payments?", question)
 	require.Equal(t, "ok: Requeued 2 of 2 jobs.", msg)
 	require.Equal(t, "ready", api.job(boom1)["state"])
 	require.Equal(t, "ready", api.job(boom2)["state"])
 	require.Equal(t, "dead", api.job(boom3)["state"])
-	tb.waitFor(`document.querySelectorAll(".group").length === 2`)
-	// Each group has one job now, the older death first.
-	require.Contains(t, tb.text(`.group[data-group="0"] h2`), "1 × card declined")
-	require.Equal(t, "Delete 1 dead job of refunds?", tb.decline(`.group[data-group="0"] .delete-group`))
+	require.Equal(t, 3, tb.count(".group"))
+	require.Contains(t, tb.text(card+" h2"), "1 × card declined")
+	question, msg = tb.confirm(upstream + " .requeue-group")
+	require.Equal(t, "Requeue 2 dead jobs of invoices?", question)
+	require.Equal(t, "ok: Requeued 2 of 2 jobs.", msg)
+	require.Equal(t, "ready", api.job(up1)["state"])
+	require.Equal(t, "ready", api.job(up2)["state"])
+	require.Equal(t, "Delete 1 dead job of refunds?", tb.decline(card+" .delete-group"))
 	require.Equal(t, "dead", api.job(boom3)["state"], "a declined delete changes nothing")
-	_, msg = tb.confirm(`.group[data-group="0"] .delete-group`)
-	require.Equal(t, "ok: Deleted 1 of 1 jobs.", msg)
+	_, msg = tb.confirm(card + " .delete-group")
+	require.Equal(t, "ok: Deleted 1 of 1 job.", msg)
 	require.Equal(t, "cancelled", api.job(boom3)["state"])
 
 	step("Search: by id")
@@ -645,7 +716,7 @@ func testUITokens(t *testing.T, b *browser) {
 	require.Equal(t, 2, tb.count("#topics tr[data-topic]"))
 	require.True(t, eval[bool](tb, `document.querySelector('#nav a[data-nav="push"]').hidden && document.querySelector('#nav a[data-nav="schedules"]').hidden`))
 	tb.goTo("#/topic/mail")
-	require.Zero(t, tb.count("#save-topic, #pause, #resume"))
+	require.Zero(t, tb.count("#save-topic, #pause, #resume, #bulk, input.pick"))
 	require.True(t, eval[bool](tb, `["ttr", "delivery-method", "delivery-success", "delivery-allow-job-url", "rate-burst", "unique-keys", "on-dead"].every((id) => document.getElementById(id).disabled)`))
 	tb.goTo("#/job/" + mail)
 	require.Zero(t, tb.count("#job-actions, #edit-job"))

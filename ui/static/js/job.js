@@ -1,7 +1,7 @@
 // job.js: every field of a job, its body, its attempts, and the actions
 // its state and the token allow.
 import { get, call, enc, can, replaceJob } from "./api.js";
-import { h, badge, attempt, confirmAction, fmtTime, pretty, localInput, fromLocalInput } from "./dom.js";
+import { h, badge, attempt, confirmAction, fmtTime, fmtAgo, pretty, utcInput, fromUTCInput } from "./dom.js";
 
 function historyTable(history) {
   if (!history || !history.length) return h("p", { class: "muted", id: "history" }, "No attempts yet.");
@@ -13,13 +13,16 @@ function historyTable(history) {
       h("td", {}, a.via), h("td", {}, a.outcome ? badge(a.outcome) : "in progress"), h("td", {}, a.error || "")))));
 }
 
+// at writes a time in UTC and relative to now.
+const at = (t) => (t ? `${fmtTime(t)} (${fmtAgo(t)})` : "");
+
 export async function jobPage(main, id) {
   const reload = async () => {
     delete main.dataset.ready; // drawn again: tests wait for it
     const j = await get(`/v1/jobs/${enc(id)}`);
     const fields = [["id", j.id], ["topic", h("a", { href: `#/topic/${enc(j.topic)}` }, j.topic)], ["state", badge(j.state)], ["key", j.key],
-      ["run at", fmtTime(j.run_at)], ["priority", j.priority ?? 0], ["attempt", `${j.attempt} of ${j.max_attempts}`], ["ttr", j.ttr],
-      ["created", fmtTime(j.created_at)], ["updated", fmtTime(j.updated_at)], ["lease expires", fmtTime(j.lease_expires_at)],
+      ["run at", at(j.run_at)], ["priority", j.priority ?? 0], ["attempt", `${j.attempt} of ${j.max_attempts}`], ["ttr", j.ttr],
+      ["created", at(j.created_at)], ["updated", at(j.updated_at)], ["lease expires", at(j.lease_expires_at)],
       ["last error", j.last_error], ["url", j.url], ["retry delays", j.backoff ? j.backoff.delays.join(", ") : ""]];
     const unfinished = ["scheduled", "ready", "dead"].includes(j.state);
     // act makes a button; with question, the action waits for a yes.
@@ -43,10 +46,10 @@ export async function jobPage(main, id) {
         let parsed;
         try { parsed = JSON.parse(body.value); } catch (err) { return attempt("", () => { throw new Error("body: " + err.message); }); }
         const v = (x) => editor.querySelector("#" + x).value;
-        const changes = { body: parsed, run_at: fromLocalInput(v("edit-run-at")), priority: +v("edit-priority"), key: v("edit-key") || undefined };
+        const changes = { body: parsed, run_at: fromUTCInput(v("edit-run-at")), priority: +v("edit-priority"), key: v("edit-key") || undefined };
         if (await attempt(`Job ${id} saved.`, () => replaceJob(j, changes))) await reload();
       } },
-      h("label", { for: "edit-run-at" }, "run at"), h("input", { id: "edit-run-at", type: "datetime-local", step: 1, value: localInput(j.run_at) }),
+      h("label", { for: "edit-run-at" }, "run at (UTC)"), h("input", { id: "edit-run-at", type: "datetime-local", step: 1, value: utcInput(j.run_at) }),
       h("label", { for: "edit-priority" }, "priority"), h("input", { id: "edit-priority", type: "number", min: -10, max: 10, value: j.priority ?? 0 }),
       h("label", { for: "edit-key" }, "key"), h("input", { id: "edit-key", value: j.key || "" }),
       h("label", { for: "edit-body", class: "full" }, "body (JSON)"), h("div", { class: "full" }, body),
