@@ -271,6 +271,18 @@ func (tb *tab) login(secret string) {
 		tb.submit("login"), chromedp.WaitVisible(chromedp.CSS(`main[data-ready="1"] #topics`)))
 }
 
+// colorScheme emulates the system's prefers-color-scheme ("dark",
+// "light"; "" ends the emulation).
+func colorScheme(scheme string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		features := []map[string]string{}
+		if scheme != "" {
+			features = append(features, map[string]string{"name": "prefers-color-scheme", "value": scheme})
+		}
+		return t.Call(ctx, "Emulation.setEmulatedMedia", map[string]any{"features": features}, nil)
+	})
+}
+
 // uiAPI calls a server's API, with a token when given.
 type uiAPI struct {
 	t      *testing.T
@@ -652,18 +664,45 @@ func testUIOpen(t *testing.T, b *browser) {
 	require.EqualValues(t, 2, j["priority"])
 	require.Equal(t, "scheduled", j["state"])
 
-	step("Schedules: listed")
-	// Schedules: listed, edited, deleted.
+	step("Schedules")
+	// Schedules: listed with paused and last run, paused and resumed,
+	// edited in the form and as JSON, deleted.
 	tb.goTo("#/schedules")
-	require.Equal(t, 1, tb.count(`#schedules tr[data-schedule="nightly"]`))
+	row = `#schedules tr[data-schedule="nightly"] `
+	require.Equal(t, 1, tb.count(row))
+	require.Equal(t, "no", tb.text(row+"td.paused"))
+	require.Equal(t, "none yet", tb.text(row+"td.last-run"))
+	require.Equal(t, "ok: Schedule nightly paused.", tb.click(row+"button.toggle-pause"))
+	require.Equal(t, true, api.must(http.MethodGet, "/v1/schedules/nightly", nil, http.StatusOK)["paused"])
+	require.Equal(t, "paused", tb.text(row+"td.paused"))
 	tb.screenshot("schedules")
+	require.Equal(t, "ok: Schedule nightly resumed.", tb.click(row+"button.toggle-pause"))
+	require.Equal(t, false, api.must(http.MethodGet, "/v1/schedules/nightly", nil, http.StatusOK)["paused"])
 	tb.goTo("#/schedule/nightly")
+	require.Equal(t, "30 2 * * *", eval[string](tb, `document.getElementById("sch-cron").value`))
 	tb.screenshot("schedule")
-	tb.setValue("#schedule-json", `{"cron": "0 3 * * *", "time_zone": "Europe/Paris", "topic": "orders", "job": {"body": {"report": "nightly"}}}`)
+	tb.setValue("#sch-cron", "0 3 * * *")
+	tb.setValue("#sch-zone", "Europe/Paris")
+	tb.setValue("#sch-job-priority", "2")
+	tb.setValue("#sch-missed", "last")
 	require.Equal(t, "ok: Schedule nightly saved.", tb.click("#save-schedule"))
 	s := api.must(http.MethodGet, "/v1/schedules/nightly", nil, http.StatusOK)
 	require.Equal(t, "0 3 * * *", s["cron"])
 	require.Equal(t, "Europe/Paris", s["time_zone"])
+	require.Equal(t, "last", s["missed"])
+	require.Equal(t, map[string]any{"body": map[string]any{"report": "nightly"}, "priority": float64(2)}, s["job"], "the body kept")
+	// As JSON: the form's definition carried over, edited and saved.
+	tb.run(chromedp.Click(chromedp.CSS("#schedule-mode")))
+	require.Contains(t, eval[string](tb, `document.getElementById("schedule-json").value`), `"time_zone": "Europe/Paris"`)
+	tb.setValue("#schedule-json", `{"cron": "0 4 * * *", "time_zone": "UTC", "topic": "orders", "job": {"body": {"report": "daily"}}}`)
+	require.Equal(t, "ok: Schedule nightly saved.", tb.click("#save-schedule"))
+	s = api.must(http.MethodGet, "/v1/schedules/nightly", nil, http.StatusOK)
+	require.Equal(t, "0 4 * * *", s["cron"])
+	require.Equal(t, map[string]any{"body": map[string]any{"report": "daily"}}, s["job"])
+	// Back to the form, which shows the JSON's definition.
+	tb.run(chromedp.Click(chromedp.CSS("#schedule-mode")))
+	require.Equal(t, "0 4 * * *", eval[string](tb, `document.getElementById("sch-cron").value`))
+	require.True(t, eval[bool](tb, `document.getElementById("sch-cron").checkVisibility()`))
 	// Deleted after a yes, the list is shown again without it.
 	require.Contains(t, tb.decline("#delete-schedule"), "Delete schedule nightly?")
 	api.must(http.MethodGet, "/v1/schedules/nightly", nil, http.StatusOK)
@@ -676,6 +715,24 @@ func testUIOpen(t *testing.T, b *browser) {
 	// chart, for its screenshot.
 	tb.goTo("#/")
 	tb.screenshot("overview")
+	// Its subtitle says what the lateness is, or why there is none.
+	notes := eval[[]string](tb, `import("./js/overview.js").then((m) => [
+		m.latenessNote({interval: "5s", samples: []}),
+		m.latenessNote({interval: "5s", samples: [{claims: 0}]}),
+		m.latenessNote({interval: "5s", samples: [{lateness_p50: 0.0012, lateness_p99: 0.25, claims: 3}]})])`)
+	require.Equal(t, []string{"(no sample yet: one comes every 5s)", "(no claim in the last 5s; a sample every 5s)",
+		"(last 1.20 ms p50, 250 ms p99; a sample every 5s)"}, notes)
+
+	step("Dark mode")
+	// Dark mode follows the system's setting.
+	background := func() string { return eval[string](tb, `getComputedStyle(document.body).backgroundColor`) }
+	require.Equal(t, "rgb(246, 247, 249)", background())
+	tb.run(colorScheme("dark"))
+	require.Equal(t, "rgb(18, 22, 28)", background())
+	tb.goTo("#/dead")
+	tb.screenshot("dead-dark")
+	tb.run(colorScheme(""))
+	require.Equal(t, "rgb(246, 247, 249)", background())
 	api.must(http.MethodGet, "/v1/schedules/nightly", nil, http.StatusNotFound)
 }
 

@@ -1,7 +1,7 @@
 // job.js: every field of a job, its body, its attempts, and the actions
 // its state and the token allow.
 import { get, call, enc, can, replaceJob } from "./api.js";
-import { h, badge, attempt, confirmAction, fmtTime, fmtAgo, pretty, utcInput, fromUTCInput } from "./dom.js";
+import { h, badge, attempt, confirmAction, fmtTime, fmtAgo, pretty, utcInput, fromUTCInput, live } from "./dom.js";
 
 function historyTable(history) {
   if (!history || !history.length) return h("p", { class: "muted", id: "history" }, "No attempts yet.");
@@ -17,9 +17,13 @@ function historyTable(history) {
 const at = (t) => (t ? `${fmtTime(t)} (${fmtAgo(t)})` : "");
 
 export async function jobPage(main, id) {
-  const reload = async () => {
+  let shown; // the job as drawn
+  let edited = false; // the form holds changes not saved
+  const reload = async (fresh) => {
     delete main.dataset.ready; // drawn again: tests wait for it
-    const j = await get(`/v1/jobs/${enc(id)}`);
+    const j = fresh || (await get(`/v1/jobs/${enc(id)}`));
+    shown = j;
+    edited = false;
     const fields = [["id", j.id], ["topic", h("a", { href: `#/topic/${enc(j.topic)}` }, j.topic)], ["state", badge(j.state)], ["key", j.key],
       ["run at", at(j.run_at)], ["priority", j.priority ?? 0], ["attempt", `${j.attempt} of ${j.max_attempts}`], ["ttr", j.ttr],
       ["created", at(j.created_at)], ["updated", at(j.updated_at)], ["lease expires", at(j.lease_expires_at)],
@@ -41,7 +45,7 @@ export async function jobPage(main, id) {
     let editor = null;
     if (can("push") && unfinished) {
       const body = h("textarea", { id: "edit-body" }, pretty(j.body));
-      editor = h("form", { class: "grid", id: "edit-job", onsubmit: async (e) => {
+      editor = h("form", { class: "grid", id: "edit-job", oninput: () => { edited = true; }, onsubmit: async (e) => {
         e.preventDefault();
         let parsed;
         try { parsed = JSON.parse(body.value); } catch (err) { return attempt("", () => { throw new Error("body: " + err.message); }); }
@@ -65,4 +69,9 @@ export async function jobPage(main, id) {
     main.dataset.ready = "1";
   };
   await reload();
+  // The job is drawn again when it changed, unless the form holds edits.
+  return live(main, async () => {
+    const j = await get(`/v1/jobs/${enc(id)}`);
+    if (!edited && (j.updated_at !== shown.updated_at || j.state !== shown.state)) await reload(j);
+  });
 }
