@@ -410,6 +410,7 @@ func testUIOpen(t *testing.T, b *browser) {
 	require.Regexp(t, `^in (59m|1h)$`, tb.text(`#jobs tr[data-job="`+later+`"] td.when`))
 	require.Regexp(t, `^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$`, eval[string](tb, `document.querySelector('#jobs tr[data-job="`+later+`"] td.when time').title`))
 	require.Equal(t, 1, tb.count("#rate-chart"))
+	require.Equal(t, 1, tb.count("#topic-lateness-chart"))
 	tb.screenshot("topic")
 	// Filtered by key, the jobs ticked cancelled after a yes.
 	tb.setValue("#filter-key", "bulk")

@@ -52,11 +52,11 @@ const ms = (v) => (v === undefined || v === null ? v : v * 1000);
 
 // latencyChart draws the lateness p50 and p99 of claims (seconds in the
 // samples) in milliseconds; samples without claims leave a gap.
-export function latencyChart(samples) {
+export function latencyChart(samples, id = "lateness-chart") {
   return lineChart(samples, [
     { name: "p50", cls: "p50", values: samples.map((x) => ms(x.lateness_p50)) },
     { name: "p99", cls: "p99", values: samples.map((x) => ms(x.lateness_p99)) },
-  ], { id: "lateness-chart", label: "lateness p50 and p99", unit: "ms" });
+  ], { id, label: "lateness p50 and p99", unit: "ms" });
 }
 
 // rateChart draws a topic's intake and deliveries per second.
