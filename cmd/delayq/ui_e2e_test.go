@@ -407,7 +407,10 @@ func testUIOpen(t *testing.T, b *browser) {
 	require.Equal(t, 4, tb.count(`#jobs tr[data-job]`))
 	require.Equal(t, later, tb.text(`#jobs tbody tr:first-child td a`), "scheduled jobs in run_at order")
 	// Times relative to now, in UTC on hover.
-	require.Regexp(t, `^in (59m|1h)$`, tb.text(`#jobs tr[data-job="`+later+`"] td.when`))
+	require.Equal(t, "in 1h", tb.text(`#jobs tr[data-job="`+later+`"] td.when`))
+	require.Equal(t, "in 2h", tb.text(`#jobs tr[data-job="`+soon+`"] td.when`))
+	ago := eval[[]string](tb, `import("./js/dom.js").then((m) => [0, 4e3, 44e3, -50e3, 30*60e3, -50*60e3, 2*3600e3, 35*3600e3, -36*3600e3].map((d) => m.fmtAgo(new Date(1e12 + d), 1e12)))`)
+	require.Equal(t, []string{"now", "now", "in 44s", "1m ago", "in 30m", "1h ago", "in 2h", "in 35h", "2d ago"}, ago)
 	require.Regexp(t, `^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$`, eval[string](tb, `document.querySelector('#jobs tr[data-job="`+later+`"] td.when time').title`))
 	require.Equal(t, 1, tb.count("#rate-chart"))
 	require.Equal(t, 1, tb.count("#topic-lateness-chart"))

@@ -48,14 +48,15 @@ export function fmtTime(t) {
   return isNaN(d) ? String(t) : d.toISOString().slice(0, 19).replace("T", " ") + " UTC";
 }
 
-// fmtAgo writes a time relative to now: "in 5m", "3m ago", "now" (within
-// 5 s), in the largest whole unit of s, m, h or d.
+// fmtAgo writes a time relative to now, rounded to the nearest unit:
+// "now" (within 5 s), "in 40s", "3m ago", "in 2h", "5d ago"; from 45 of a
+// unit on, the next unit.
 export function fmtAgo(t, now = Date.now()) {
   const s = Math.round((new Date(t) - now) / 1000);
   const a = Math.abs(s);
   if (isNaN(a)) return String(t);
   if (a < 5) return "now";
-  const [n, u] = a < 60 ? [a, "s"] : a < 3600 ? [Math.floor(a / 60), "m"] : a < 86400 ? [Math.floor(a / 3600), "h"] : [Math.floor(a / 86400), "d"];
+  const [n, u] = a < 45 ? [a, "s"] : a < 45 * 60 ? [Math.round(a / 60), "m"] : a < 36 * 3600 ? [Math.round(a / 3600), "h"] : [Math.round(a / 86400), "d"];
   return s > 0 ? `in ${n}${u}` : `${n}${u} ago`;
 }
 

@@ -64,7 +64,7 @@ export async function schedulePage(main, name) {
   const admin = can("admin");
   const nameInput = h("input", { id: "schedule-name", value: name || "", disabled: !creating, required: true });
   const inputs = Object.fromEntries(fields.map(([id, , read, , attrs]) => [id, h("input", { id, value: read(s) ?? "", disabled: !admin, ...attrs })]));
-  const body = h("textarea", { id: "sch-job-body", class: "short", disabled: !admin }, pretty(s.job?.body ?? null));
+  const body = h("textarea", { id: "sch-job-body", disabled: !admin }, pretty(s.job?.body ?? null));
   const missed = h("select", { id: "sch-missed", disabled: !admin }, ["skip", "last", "all"].map((x) => h("option", { value: x, selected: x === (s.missed || "skip") }, x)));
   const paused = h("input", { id: "sch-paused", type: "checkbox", checked: s.paused, disabled: !admin });
   const text = h("textarea", { id: "schedule-json", rows: 14, disabled: !admin });

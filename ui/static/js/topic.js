@@ -143,7 +143,7 @@ export async function topicPage(main, name, params) {
   const cursors = [""];
   const selection = new Selection();
   let t, shown = [];
-  const headBox = h("div", {}), chartBox = h("div", { class: "card" }), formBox = h("div", { class: "card" }), jobsBox = h("div", { id: "jobs" });
+  const headBox = h("div", {}), chartBox = h("div", { class: "card charts" }), formBox = h("div", { class: "card" }), jobsBox = h("div", { id: "jobs" });
 
   const loadJobs = async () => {
     const tabs = h("div", { class: "tabs", id: "state-tabs" }, states.map((s) => h("button", { type: "button", "data-state": s, class: !key && s === state ? "active" : "",
@@ -197,8 +197,8 @@ export async function topicPage(main, name, params) {
 
   const drawChart = async () => {
     const stats = await get(`/v1/stats?topic=${enc(name)}`);
-    chartBox.replaceChildren(h("h3", {}, "Intake and deliveries per second"), rateChart(stats.samples, name),
-      h("h3", {}, "Lateness of claims"), latencyChart(stats.samples, "topic-lateness-chart"));
+    chartBox.replaceChildren(h("div", {}, h("h3", {}, "Intake and deliveries per second"), rateChart(stats.samples, name)),
+      h("div", {}, h("h3", {}, "Lateness of claims"), latencyChart(stats.samples, "topic-lateness-chart")));
   };
 
   // reload draws the page again after an action: the topic, and its form
