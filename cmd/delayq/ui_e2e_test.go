@@ -427,9 +427,11 @@ func testUIOpen(t *testing.T, b *browser) {
 	require.Equal(t, "cancelled", api.job(bulk1)["state"])
 	require.Equal(t, "cancelled", api.job(bulk2)["state"])
 	tb.waitFor(`document.querySelectorAll('#jobs td .badge.cancelled').length === 2`)
-	// The counts refresh themselves.
+	// The counts refresh themselves, every 5 s and, not to wait for it
+	// here, when the tab is shown again.
 	require.Equal(t, "scheduled 2", tb.text(`#counts [data-state="scheduled"]`))
 	live := api.push(map[string]any{"topic": "orders", "body": map[string]any{"order": 52}, "delay": "3h"})
+	tb.run(chromedp.Evaluate[chromedp.Void](`document.dispatchEvent(new Event("visibilitychange"))`))
 	tb.waitFor(`document.querySelector('#counts [data-state="scheduled"]').textContent === "scheduled 3"`)
 	api.must(http.MethodDelete, "/v1/jobs/"+live, nil, http.StatusNoContent)
 	tb.setValue("#concurrency", "7")

@@ -114,11 +114,14 @@ export function ready(main) { main.dataset.ready = "1"; }
 // ready: tests wait for it.
 export function redrawing() { delete document.getElementById("app").dataset.ready; }
 
-// live calls draw every 5 s while the page is shown, as the overview
-// does, but not while refreshPaused. It returns the page's cleanup.
+// live calls draw every 5 s while the page is shown, and at once when
+// its tab is shown again, but not while the tab is hidden or
+// refreshPaused. It returns the page's cleanup.
 export function live(main, draw, ms = 5000) {
-  const timer = setInterval(() => { if (!refreshPaused(main)) draw().catch(() => {}); }, ms);
-  return () => clearInterval(timer);
+  const tick = () => { if (!document.hidden && !refreshPaused(main)) draw().catch(() => {}); };
+  const timer = setInterval(tick, ms);
+  document.addEventListener("visibilitychange", tick);
+  return () => { clearInterval(timer); document.removeEventListener("visibilitychange", tick); };
 }
 
 // refreshPaused is true while the user has ticked jobs, has a dialog open
