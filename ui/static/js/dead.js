@@ -3,7 +3,7 @@
 // whole group, a page of jobs per topic at a time.
 import { get, call, enc, can, listJobs } from "./api.js";
 import { h, when, live, redrawing } from "./dom.js";
-import { jobsTable } from "./topic.js";
+import { jobsTable, pageSize } from "./topic.js";
 import { Selection, bulkButton, requeueJob, cancelJob, ask, report, jobsWord, topicsOf } from "./bulk.js";
 
 // The parts of an error message that change from job to job, each with
@@ -89,7 +89,7 @@ async function requeueGroup(jobs, pattern) {
 // a time: "Load more" reads the next of each topic, and the page says how
 // many it has not read.
 export async function deadPage(main, params) {
-  const per = Math.min(1000, Math.max(1, Math.floor(+params.get("per")) || 1000));
+  const per = pageSize(params, 1000);
   const selection = new Selection();
   let pages = 1; // read per topic, kept when the page is drawn again
   let total = 0, all = [], more = false;
@@ -113,6 +113,7 @@ export async function deadPage(main, params) {
     all = lists.flat();
   };
 
+  const again = async () => { await read(); draw(); };
   const draw = () => {
     const groups = new Map();
     for (const j of all) {
@@ -120,7 +121,6 @@ export async function deadPage(main, params) {
       if (!groups.has(p)) groups.set(p, []);
       groups.get(p).push(j);
     }
-    const again = async () => { await read(); draw(); };
     const afterBulk = async () => { selection.clear(); await again(); };
     const picker = can("admin") || can("push") ? (j) => selection.box(j) : undefined;
     const sections = [...groups.entries()].sort((a, b) => b[1].length - a[1].length).map(([pattern, jobs], i) => {
@@ -156,7 +156,6 @@ export async function deadPage(main, params) {
     main.dataset.ready = "1";
   };
 
-  await read();
-  draw();
-  return live(main, async () => { await read(); draw(); });
+  await again();
+  return live(main, again);
 }

@@ -92,7 +92,7 @@ function configForm(t, reload) {
     // No limit and no burst: no rate (the period alone is refused).
     const limit = num("rate-limit"), rateBurst = num("rate-burst");
     cfg.rate = limit || rateBurst ? { limit, period: v("rate-period") || "1s", burst: rateBurst } : null;
-    if (await attempt(`Topic ${t.name} saved.`, () => call("PATCH", `/v1/topics/${enc(t.name)}`, cfg))) reload(false);
+    if (await attempt(`Topic ${t.name} saved.`, () => call("PATCH", `/v1/topics/${enc(t.name)}`, cfg))) reload();
   } },
   choose("delivery-type", "delivery", d.type, ["consumer", "webhook", "nats"].map((x) => [x, x]), { onchange: () => show() }),
   f("delivery-url", "webhook url", d.url, webhook),
@@ -138,8 +138,7 @@ export function pageSize(params, def) {
 // themselves.
 export async function topicPage(main, name, params) {
   const per = pageSize(params, 50);
-  let state = states.includes(params.get("state")) ? params.get("state") : "scheduled";
-  let key = params.get("key") || "";
+  let state = "scheduled", key = "";
   const cursors = [""];
   const selection = new Selection();
   let t, shown = [];
@@ -188,7 +187,7 @@ export async function topicPage(main, name, params) {
 
   const drawHead = () => {
     const head = h("h1", {}, "Topic ", t.name, " ", t.paused ? badge("paused") : null, t.configured ? null : h("span", { class: "muted" }, " (defaults)"));
-    const toggle = (path, label, msg) => h("button", { id: path, onclick: () => attempt(msg, () => call("POST", `/v1/topics/${enc(name)}/${path}`)).then(() => reload(false)) }, label);
+    const toggle = (path, label, msg) => h("button", { id: path, onclick: () => attempt(msg, () => call("POST", `/v1/topics/${enc(name)}/${path}`)).then(() => reload()) }, label);
     const actions = can("admin") ? h("div", { class: "actions" },
       t.paused ? toggle("resume", "Resume deliveries", `Topic ${name} resumed.`) : toggle("pause", "Pause deliveries", `Topic ${name} paused.`)) : "";
     const counts = h("p", { id: "counts" }, states.map((s) => h("span", { class: "badge " + s, "data-state": s }, `${s} ${t.counts[s] ?? 0}`)).flatMap((b) => [b, " "]));
@@ -201,14 +200,12 @@ export async function topicPage(main, name, params) {
       h("div", {}, h("h3", {}, "Lateness of claims"), latencyChart(stats.samples, "topic-lateness-chart")));
   };
 
-  // reload draws the page again after an action: the topic, and its form
-  // and jobs when asked.
-  const reload = async (withJobs = true) => {
+  // reload draws the topic and its form again after a change of them.
+  const reload = async () => {
     redrawing();
     t = await get(`/v1/topics/${enc(name)}`);
     drawHead();
     formBox.replaceChildren(configForm(t, reload));
-    if (withJobs) await loadJobs();
     main.dataset.ready = "1";
   };
 
