@@ -157,6 +157,35 @@ func (tb *tab) click(sel string) string {
 	return msg
 }
 
+// confirm clicks sel, which asks for confirmation, answers yes, and
+// returns the question and the message the page flashed.
+func (tb *tab) confirm(sel string) (question, msg string) {
+	tb.t.Helper()
+	question = tb.ask(sel)
+	tb.run(chromedp.Click(chromedp.CSS("#confirm-yes"), chromedp.NodeVisible))
+	msg = tb.flash()
+	tb.waitFor(`document.getElementById("app").dataset.ready === "1"`) // drawn again
+	return question, msg
+}
+
+// decline clicks sel, which asks for confirmation, answers no, and returns
+// the question once the dialog is gone.
+func (tb *tab) decline(sel string) string {
+	tb.t.Helper()
+	question := tb.ask(sel)
+	tb.run(chromedp.Click(chromedp.CSS("#confirm-no"), chromedp.NodeVisible))
+	tb.waitFor(`document.getElementById("confirm") === null`)
+	return question
+}
+
+// ask clicks sel and returns the question of the dialog it opens.
+func (tb *tab) ask(sel string) string {
+	tb.t.Helper()
+	tb.run(chromedp.Evaluate[chromedp.Void](`document.getElementById("flash").replaceChildren()`), chromedp.Click(chromedp.CSS(sel), chromedp.NodeVisible),
+		chromedp.WaitVisible(chromedp.CSS("dialog#confirm[open] #confirm-text")))
+	return tb.text("#confirm-text")
+}
+
 // flash waits for the page's message and returns it.
 func (tb *tab) flash() string {
 	tb.t.Helper()
@@ -240,6 +269,18 @@ func (tb *tab) login(secret string) {
 		chromedp.Navigate(tb.base+"/ui/#/login"), chromedp.WaitVisible(chromedp.CSS(`main[data-ready="1"] #login`)))
 	tb.run(chromedp.SetValue(chromedp.ID("token"), secret), chromedp.Evaluate[chromedp.Void](`document.getElementById("app").removeAttribute("data-ready")`),
 		tb.submit("login"), chromedp.WaitVisible(chromedp.CSS(`main[data-ready="1"] #topics`)))
+}
+
+// colorScheme emulates the system's prefers-color-scheme ("dark",
+// "light"; "" ends the emulation).
+func colorScheme(scheme string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		features := []map[string]string{}
+		if scheme != "" {
+			features = append(features, map[string]string{"name": "prefers-color-scheme", "value": scheme})
+		}
+		return t.Call(ctx, "Emulation.setEmulatedMedia", map[string]any{"features": features}, nil)
+	})
 }
 
 // uiAPI calls a server's API, with a token when given.
@@ -351,10 +392,48 @@ func testUIOpen(t *testing.T, b *browser) {
 
 	step("Topic: its jobs")
 	// Topic: its jobs by state, and its configuration edited.
-	tb.goTo("#/topic/orders")
-	require.Equal(t, 2, tb.count(`#jobs tr[data-job]`))
+	bulk1 := api.push(map[string]any{"topic": "orders", "body": map[string]any{"order": 50}, "delay": "3h", "key": "bulk"})
+	bulk2 := api.push(map[string]any{"topic": "orders", "body": map[string]any{"order": 51}, "delay": "3h", "key": "bulk"})
+	// A page of one job: the topic's count gives the number of pages.
+	tb.goTo("#/topic/orders?per=1")
+	require.Equal(t, "page 1 of 4 (4 scheduled)", tb.text("#page-of"))
 	require.Equal(t, later, tb.text(`#jobs tbody tr:first-child td a`), "scheduled jobs in run_at order")
+	tb.run(chromedp.Click(chromedp.CSS("#next-page")))
+	tb.waitFor(`document.getElementById("page-of").textContent === "page 2 of 4 (4 scheduled)"`)
+	require.Equal(t, soon, tb.text(`#jobs tbody tr:first-child td a`))
+	tb.run(chromedp.Click(chromedp.CSS("#prev-page")))
+	tb.waitFor(`document.getElementById("page-of").textContent === "page 1 of 4 (4 scheduled)"`)
+	tb.goTo("#/topic/orders")
+	require.Equal(t, 4, tb.count(`#jobs tr[data-job]`))
+	require.Equal(t, later, tb.text(`#jobs tbody tr:first-child td a`), "scheduled jobs in run_at order")
+	// Times relative to now, in UTC on hover.
+	require.Equal(t, "in 1h", tb.text(`#jobs tr[data-job="`+later+`"] td.when`))
+	require.Equal(t, "in 2h", tb.text(`#jobs tr[data-job="`+soon+`"] td.when`))
+	ago := eval[[]string](tb, `import("./js/dom.js").then((m) => [0, 4e3, 44e3, -50e3, 30*60e3, -50*60e3, 2*3600e3, 35*3600e3, -36*3600e3].map((d) => m.fmtAgo(new Date(1e12 + d), 1e12)))`)
+	require.Equal(t, []string{"now", "now", "in 44s", "1m ago", "in 30m", "1h ago", "in 2h", "in 35h", "2d ago"}, ago)
+	require.Regexp(t, `^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$`, eval[string](tb, `document.querySelector('#jobs tr[data-job="`+later+`"] td.when time').title`))
+	require.Equal(t, 1, tb.count("#rate-chart"))
+	require.Equal(t, 1, tb.count("#topic-lateness-chart"))
 	tb.screenshot("topic")
+	// Filtered by key, the jobs ticked cancelled after a yes.
+	tb.setValue("#filter-key", "bulk")
+	tb.run(tb.submit("key-filter"))
+	tb.waitFor(`document.getElementById("jobs-title").textContent === "Jobs with key “bulk”"`)
+	require.Equal(t, 2, tb.count(`#jobs tr[data-job]`))
+	tb.run(chromedp.Click(chromedp.CSS(`input.pick[data-job="`+bulk1+`"]`)), chromedp.Click(chromedp.CSS(`input.pick[data-job="`+bulk2+`"]`)))
+	question, msg := tb.confirm("#cancel-selected")
+	require.Equal(t, "Cancel 2 jobs of orders?", question)
+	require.Equal(t, "ok: Cancelled 2 of 2 jobs.", msg)
+	require.Equal(t, "cancelled", api.job(bulk1)["state"])
+	require.Equal(t, "cancelled", api.job(bulk2)["state"])
+	tb.waitFor(`document.querySelectorAll('#jobs td .badge.cancelled').length === 2`)
+	// The counts refresh themselves, every 5 s and, not to wait for it
+	// here, when the tab is shown again.
+	require.Equal(t, "scheduled 2", tb.text(`#counts [data-state="scheduled"]`))
+	live := api.push(map[string]any{"topic": "orders", "body": map[string]any{"order": 52}, "delay": "3h"})
+	tb.run(chromedp.Evaluate[chromedp.Void](`document.dispatchEvent(new Event("visibilitychange"))`))
+	tb.waitFor(`document.querySelector('#counts [data-state="scheduled"]').textContent === "scheduled 3"`)
+	api.must(http.MethodDelete, "/v1/jobs/"+live, nil, http.StatusNoContent)
 	tb.setValue("#concurrency", "7")
 	tb.setValue("#backoff-delays", "1m, 5m")
 	tb.setValue("#rate-limit", "50")
@@ -459,7 +538,7 @@ func testUIOpen(t *testing.T, b *browser) {
 	require.Contains(t, tb.text("#job-body"), "\"customer\": \"ada\"", "the body pretty-printed")
 	tb.screenshot("job")
 	at := time.Now().Add(3 * time.Hour).Truncate(time.Second)
-	tb.setValue("#edit-run-at", at.Local().Format("2006-01-02T15:04:05"))
+	tb.setValue("#edit-run-at", at.UTC().Format("2006-01-02T15:04:05")) // the pages' times are UTC
 	tb.setValue("#edit-priority", "-3")
 	tb.setValue("#edit-body", `{"order": 42, "customer": "grace"}`)
 	require.Equal(t, "ok: Job "+later+" saved.", tb.click("#save-job"))
@@ -472,7 +551,11 @@ func testUIOpen(t *testing.T, b *browser) {
 	require.Equal(t, "order-42", j["key"], "the key is kept")
 	require.Equal(t, "ok: Job "+later+" is due now.", tb.click("#run-now"))
 	require.Equal(t, "ready", api.job(later)["state"])
-	require.Equal(t, "ok: Job "+later+" cancelled.", tb.click("#cancel"))
+	// Cancel asks first, naming the job; no keeps it.
+	require.Equal(t, "Cancel job "+later+" of orders? It will never be delivered.", tb.decline("#cancel"))
+	require.Equal(t, "ready", api.job(later)["state"], "a declined cancel changes nothing")
+	_, cancelled := tb.confirm("#cancel")
+	require.Equal(t, "ok: Job "+later+" cancelled.", cancelled)
 	require.Equal(t, "cancelled", api.job(later)["state"])
 	require.Zero(t, tb.count("#cancel"), "a finished job has no actions")
 
@@ -482,24 +565,68 @@ func testUIOpen(t *testing.T, b *browser) {
 	require.Equal(t, "ok: Job "+gone+" requeued.", tb.click("#requeue"))
 	require.Equal(t, "ready", api.job(gone)["state"])
 
-	step("Dead letters: gro")
-	// Dead letters: grouped by last error; a selection requeued, a group
-	// deleted.
+	step("Dead letters")
+	// The normaliser of errors leaves out what changes from job to job.
+	patterns := eval[[]string](tb, `import("./js/dead.js").then((m) => [
+		"upstream 503 after 1.5s (request 9f86d081884c7d65)",
+		"lease of 01JDQ7Z3V4W5X6Y7Z8A9B0C1D2 expired after 2m30s",
+		"row 2b1e7f0c-3d4a-4b5c-8d9e-0f1a2b3c4d5e locked for 250ms, try 3",
+		"card declined", "", "facade deadbeef at 0x7ffe12ab",
+	].map(m.errorPattern))`)
+	require.Equal(t, []string{
+		"upstream <n> after <duration> (request <hex>)",
+		"lease of <id> expired after <duration>",
+		"row <uuid> locked for <duration>, try <n>",
+		"card declined", "(no error recorded)", "facade deadbeef at <hex>",
+	}, patterns)
+	// Dead letters: grouped by last error, its changing parts left out; a
+	// selection requeued, a group requeued, a group deleted, each after a
+	// yes.
 	boom3 := api.bury("refunds", map[string]any{"refund": 4}, "card declined")
 	api.bury("refunds", map[string]any{"refund": 5}, "gateway timeout")
+	up1 := api.bury("invoices", map[string]any{"invoice": 1}, "upstream 503 after 1.5s (request 9f86d081884c7d65)")
+	up2 := api.bury("invoices", map[string]any{"invoice": 2}, "upstream 502 after 250ms (request 0c1d2e3f4a5b6c7d)")
+	// Read a job per topic at a time, the page says how many it has not
+	// read, and reads them on demand.
+	tb.goTo("#/dead?per=1")
+	require.Equal(t, "(3 of 6)", tb.text("#dead-count"))
+	require.Equal(t, "3 more dead jobs not loaded. Load 1 more per topic", tb.text("#not-loaded"))
+	tb.run(chromedp.Evaluate[chromedp.Void](`document.getElementById("app").removeAttribute("data-ready")`), chromedp.Click(chromedp.CSS("#load-more")))
+	tb.waitFor(`document.getElementById("app").dataset.ready === "1"`)
+	require.Equal(t, "(6)", tb.text("#dead-count"))
+	require.Zero(t, tb.count("#not-loaded"))
 	tb.goTo("#/dead")
-	require.Equal(t, 2, tb.count(".group"))
-	require.Contains(t, tb.text(`.group[data-group="0"] h2`), "3 × card declined")
+	require.Equal(t, 3, tb.count(".group"))
+	card := `.group[data-pattern="card declined"]`
+	upstream := `.group[data-pattern="upstream <n> after <duration> (request <hex>)"]`
+	require.Contains(t, tb.text(card+" h2"), "3 × card declined")
+	require.Contains(t, tb.text(upstream+" h2"), "2 × upstream")
+	require.Equal(t, "on payments, refunds; the last died now", tb.text(card+" p.muted"))
+	// Each row: its topic, when it died (UTC on hover) and its body.
+	row := card + ` tr[data-job="` + boom1 + `"] `
+	require.Equal(t, "payments", tb.text(row+"td:nth-child(3)"))
+	require.Equal(t, `{"payment":1}`, tb.text(row+"td.preview"))
+	require.Regexp(t, `^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$`, eval[string](tb, `document.querySelector(`+"`"+row+"td.when time`"+`).title`))
 	tb.screenshot("dead")
 	tb.run(chromedp.Click(chromedp.CSS(`input.pick[data-job="`+boom1+`"]`)), chromedp.Click(chromedp.CSS(`input.pick[data-job="`+boom2+`"]`)))
-	require.Equal(t, "ok: Requeued 2 of 2 jobs.", tb.click("#requeue-selected"))
+	require.True(t, eval[bool](tb, `import("./js/dom.js").then((m) => m.refreshPaused())`), "no refresh while jobs are ticked")
+	question, msg = tb.confirm("#requeue-selected")
+	require.Equal(t, "Requeue 2 dead jobs of payments?", question)
+	require.Equal(t, "ok: Requeued 2 of 2 jobs.", msg)
 	require.Equal(t, "ready", api.job(boom1)["state"])
 	require.Equal(t, "ready", api.job(boom2)["state"])
 	require.Equal(t, "dead", api.job(boom3)["state"])
-	tb.waitFor(`document.querySelectorAll(".group").length === 2`)
-	// Each group has one job now, the older death first.
-	require.Contains(t, tb.text(`.group[data-group="0"] h2`), "1 × card declined")
-	require.Equal(t, "ok: Deleted 1 of 1 jobs.", tb.click(`.group[data-group="0"] .delete-group`))
+	require.Equal(t, 3, tb.count(".group"))
+	require.Contains(t, tb.text(card+" h2"), "1 × card declined")
+	question, msg = tb.confirm(upstream + " .requeue-group")
+	require.Equal(t, "Requeue 2 dead jobs of invoices?", question)
+	require.Equal(t, "ok: Requeued 2 of 2 jobs.", msg)
+	require.Equal(t, "ready", api.job(up1)["state"])
+	require.Equal(t, "ready", api.job(up2)["state"])
+	require.Equal(t, "Delete 1 dead job of refunds?", tb.decline(card+" .delete-group"))
+	require.Equal(t, "dead", api.job(boom3)["state"], "a declined delete changes nothing")
+	_, msg = tb.confirm(card + " .delete-group")
+	require.Equal(t, "ok: Deleted 1 of 1 job.", msg)
 	require.Equal(t, "cancelled", api.job(boom3)["state"])
 
 	step("Search: by id")
@@ -533,7 +660,7 @@ func testUIOpen(t *testing.T, b *browser) {
 	tb.setValue("#push-key", "order-99")
 	tb.setValue("#push-priority", "2")
 	tb.screenshot("push")
-	msg := tb.click("#push-submit")
+	msg = tb.click("#push-submit")
 	require.Contains(t, msg, "ok: Pushed ")
 	pushed := tb.text("#pushed-id")
 	j = api.job(pushed)
@@ -543,20 +670,50 @@ func testUIOpen(t *testing.T, b *browser) {
 	require.EqualValues(t, 2, j["priority"])
 	require.Equal(t, "scheduled", j["state"])
 
-	step("Schedules: listed")
-	// Schedules: listed, edited, deleted.
+	step("Schedules")
+	// Schedules: listed with paused and last run, paused and resumed,
+	// edited in the form and as JSON, deleted.
 	tb.goTo("#/schedules")
-	require.Equal(t, 1, tb.count(`#schedules tr[data-schedule="nightly"]`))
+	row = `#schedules tr[data-schedule="nightly"] `
+	require.Equal(t, 1, tb.count(row))
+	require.Equal(t, "no", tb.text(row+"td.paused"))
+	require.Equal(t, "none yet", tb.text(row+"td.last-run"))
+	require.Equal(t, "ok: Schedule nightly paused.", tb.click(row+"button.toggle-pause"))
+	require.Equal(t, true, api.must(http.MethodGet, "/v1/schedules/nightly", nil, http.StatusOK)["paused"])
+	require.Equal(t, "paused", tb.text(row+"td.paused"))
 	tb.screenshot("schedules")
+	require.Equal(t, "ok: Schedule nightly resumed.", tb.click(row+"button.toggle-pause"))
+	require.Equal(t, false, api.must(http.MethodGet, "/v1/schedules/nightly", nil, http.StatusOK)["paused"])
 	tb.goTo("#/schedule/nightly")
+	require.Equal(t, "30 2 * * *", eval[string](tb, `document.getElementById("sch-cron").value`))
 	tb.screenshot("schedule")
-	tb.setValue("#schedule-json", `{"cron": "0 3 * * *", "time_zone": "Europe/Paris", "topic": "orders", "job": {"body": {"report": "nightly"}}}`)
+	tb.setValue("#sch-cron", "0 3 * * *")
+	tb.setValue("#sch-zone", "Europe/Paris")
+	tb.setValue("#sch-job-priority", "2")
+	tb.setValue("#sch-missed", "last")
 	require.Equal(t, "ok: Schedule nightly saved.", tb.click("#save-schedule"))
 	s := api.must(http.MethodGet, "/v1/schedules/nightly", nil, http.StatusOK)
 	require.Equal(t, "0 3 * * *", s["cron"])
 	require.Equal(t, "Europe/Paris", s["time_zone"])
-	// Deleted, the list is shown again without it.
-	tb.run(chromedp.Click(chromedp.CSS("#delete-schedule"), chromedp.NodeVisible))
+	require.Equal(t, "last", s["missed"])
+	require.Equal(t, map[string]any{"body": map[string]any{"report": "nightly"}, "priority": float64(2)}, s["job"], "the body kept")
+	// As JSON: the form's definition carried over, edited and saved.
+	tb.run(chromedp.Click(chromedp.CSS("#schedule-mode")))
+	require.Contains(t, eval[string](tb, `document.getElementById("schedule-json").value`), `"time_zone": "Europe/Paris"`)
+	tb.setValue("#schedule-json", `{"cron": "0 4 * * *", "time_zone": "UTC", "topic": "orders", "job": {"body": {"report": "daily"}}}`)
+	require.Equal(t, "ok: Schedule nightly saved.", tb.click("#save-schedule"))
+	s = api.must(http.MethodGet, "/v1/schedules/nightly", nil, http.StatusOK)
+	require.Equal(t, "0 4 * * *", s["cron"])
+	require.Equal(t, map[string]any{"body": map[string]any{"report": "daily"}}, s["job"])
+	// Back to the form, which shows the JSON's definition.
+	tb.run(chromedp.Click(chromedp.CSS("#schedule-mode")))
+	require.Equal(t, "0 4 * * *", eval[string](tb, `document.getElementById("sch-cron").value`))
+	require.True(t, eval[bool](tb, `document.getElementById("sch-cron").checkVisibility()`))
+	// Deleted after a yes, the list is shown again without it.
+	require.Contains(t, tb.decline("#delete-schedule"), "Delete schedule nightly?")
+	api.must(http.MethodGet, "/v1/schedules/nightly", nil, http.StatusOK)
+	tb.ask("#delete-schedule")
+	tb.run(chromedp.Click(chromedp.CSS("#confirm-yes"), chromedp.NodeVisible))
 	tb.waitFor(`location.hash === "#/schedules" && document.getElementById("app").dataset.ready === "1"`)
 	require.Zero(t, tb.count(`#schedules tr[data-schedule]`))
 
@@ -564,6 +721,24 @@ func testUIOpen(t *testing.T, b *browser) {
 	// chart, for its screenshot.
 	tb.goTo("#/")
 	tb.screenshot("overview")
+	// Its subtitle says what the lateness is, or why there is none.
+	notes := eval[[]string](tb, `import("./js/overview.js").then((m) => [
+		m.latenessNote({interval: "5s", samples: []}),
+		m.latenessNote({interval: "5s", samples: [{claims: 0}]}),
+		m.latenessNote({interval: "5s", samples: [{lateness_p50: 0.0012, lateness_p99: 0.25, claims: 3}]})])`)
+	require.Equal(t, []string{"(no sample yet: one comes every 5s)", "(no claim in the last 5s; a sample every 5s)",
+		"(last 1.20 ms p50, 250 ms p99; a sample every 5s)"}, notes)
+
+	step("Dark mode")
+	// Dark mode follows the system's setting.
+	background := func() string { return eval[string](tb, `getComputedStyle(document.body).backgroundColor`) }
+	require.Equal(t, "rgb(246, 247, 249)", background())
+	tb.run(colorScheme("dark"))
+	require.Equal(t, "rgb(18, 22, 28)", background())
+	tb.goTo("#/dead")
+	tb.screenshot("dead-dark")
+	tb.run(colorScheme(""))
+	require.Equal(t, "rgb(246, 247, 249)", background())
 	api.must(http.MethodGet, "/v1/schedules/nightly", nil, http.StatusNotFound)
 }
 
@@ -604,7 +779,7 @@ func testUITokens(t *testing.T, b *browser) {
 	require.Equal(t, 2, tb.count("#topics tr[data-topic]"))
 	require.True(t, eval[bool](tb, `document.querySelector('#nav a[data-nav="push"]').hidden && document.querySelector('#nav a[data-nav="schedules"]').hidden`))
 	tb.goTo("#/topic/mail")
-	require.Zero(t, tb.count("#save-topic, #pause, #resume"))
+	require.Zero(t, tb.count("#save-topic, #pause, #resume, #bulk, input.pick"))
 	require.True(t, eval[bool](tb, `["ttr", "delivery-method", "delivery-success", "delivery-allow-job-url", "rate-burst", "unique-keys", "on-dead"].every((id) => document.getElementById(id).disabled)`))
 	tb.goTo("#/job/" + mail)
 	require.Zero(t, tb.count("#job-actions, #edit-job"))

@@ -286,16 +286,18 @@ type statsSampleView struct {
 }
 
 // stats serves GET /v1/stats: the samples of the last minutes, for the
-// topics the token may use (all without tokens), and the breakers' states
-// (a token restricted to some topics sees only the store's, not the
-// delivery endpoints, which other topics name).
+// topics the token may use (all without tokens), or only the topic of the
+// query's topic, whose page charts them, and the breakers' states (a
+// token restricted to some topics sees only the store's, not the delivery
+// endpoints, which other topics name).
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
 	v := statsView{Interval: StatsIntervalDefault.String(), Samples: []statsSampleView{}, Topics: []string{}, Breakers: []BreakerState{}}
 	if s.liveStats == nil {
 		s.writeJSON(w, r, http.StatusOK, v)
 		return nil
 	}
-	allowed := func(topic string) bool { return service.Allows(r.Context(), topic) }
+	only := r.URL.Query().Get("topic")
+	allowed := func(topic string) bool { return (only == "" || topic == only) && service.Allows(r.Context(), topic) }
 	topics := map[string]bool{}
 	v.Interval = s.liveStats.cfg.Interval.String()
 	for _, smp := range s.liveStats.ordered() {

@@ -74,13 +74,14 @@ func TestStats(t *testing.T) {
 		Clock: clock,
 	})
 	b, _ := setupAuth(t, func(c *setupConfig) { c.stats = st })
-	get := func(secret string) statsAnswer {
-		res := b.do(t, http.MethodGet, "/v1/stats", nil, bearer(secret)...)
+	getPath := func(secret, path string) statsAnswer {
+		res := b.do(t, http.MethodGet, path, nil, bearer(secret)...)
 		requireStatus(t, res, http.StatusOK)
 		var a statsAnswer
 		require.NoError(t, json.Unmarshal(res.body, &a))
 		return a
 	}
+	get := func(secret string) statsAnswer { return getPath(secret, "/v1/stats") }
 	// The first sample is a baseline: no interval yet.
 	st.Sample(t.Context())
 	require.Empty(t, get(adminSecret).Samples)
@@ -122,6 +123,20 @@ func TestStats(t *testing.T) {
 	require.InDelta(t, 0.001+0.009*(99-50)/49.0, *s.LatenessP99, 1e-9)
 	require.Equal(t, []string{"orders.eu"}, orders.Topics)
 	require.Equal(t, []httptransport.BreakerState{{Name: "store", State: "closed"}}, orders.Breakers)
+
+	// One topic's samples, for its page: its rates and its lateness alone.
+	mail := getPath(adminSecret, "/v1/stats?topic=mail")
+	s = mail.Samples[0]
+	require.Equal(t, map[string]float64{"mail": 1}, s.IntakePerSecond)
+	require.Empty(t, s.DeliveriesPerSecond)
+	require.Equal(t, float64(100), s.Claims)
+	require.InDelta(t, 0.001*50/100, *s.LatenessP50, 1e-9)
+	require.Equal(t, []string{"mail"}, mail.Topics)
+	require.Len(t, mail.Breakers, 2, "the breakers are not a topic's")
+	// A topic the token may not use is as one without samples.
+	s = getPath(ordersSecret, "/v1/stats?topic=mail").Samples[0]
+	require.Empty(t, s.IntakePerSecond)
+	require.Nil(t, s.LatenessP50)
 
 	// Nothing claimed in the next interval: no lateness.
 	clock.Advance(5 * time.Second)

@@ -10,6 +10,8 @@ import { searchPage } from "./search.js";
 import { pushPage } from "./push.js";
 import { schedulesPage, schedulePage } from "./schedules.js";
 
+// A page is called with the parts its pattern captures, then the
+// parameters after a "?" (#/dead?per=100).
 const routes = [
   [/^\/?$/, "overview", overview],
   [/^\/topic\/(.+)$/, "overview", topicPage],
@@ -61,7 +63,8 @@ async function route() {
   clearFlash();
   const main = document.getElementById("app");
   delete main.dataset.ready;
-  const path = decodeURIComponent(location.hash.replace(/^#/, "")) || "/";
+  const [rawPath, query = ""] = location.hash.replace(/^#/, "").split("?", 2);
+  const path = decodeURIComponent(rawPath) || "/";
   if (path === "/login") {
     // Signing in again starts from no token.
     setToken("");
@@ -87,7 +90,7 @@ async function route() {
     for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("active", a.dataset.nav === nav);
     main.replaceChildren(h("p", { class: "muted" }, "Loading…"));
     try {
-      cleanup = (await page(main, ...m.slice(1))) || null;
+      cleanup = (await page(main, ...m.slice(1), new URLSearchParams(query))) || null;
     } catch (e) {
       main.replaceChildren(h("h1", {}, "Error"), h("p", { id: "page-error" }, e.message));
     }

@@ -38,10 +38,31 @@ export async function attempt(what, fn) {
   }
 }
 
+// Times are shown in UTC with the zone written, in every page: lists show
+// them relative to now ("in 5m", "3m ago") with the UTC time on hover.
+
+// fmtTime writes a time in UTC: "2026-11-26 05:00:05 UTC".
 export function fmtTime(t) {
   if (!t) return "";
   const d = new Date(t);
-  return isNaN(d) ? t : d.toLocaleString(undefined, { dateStyle: "short", timeStyle: "medium" });
+  return isNaN(d) ? String(t) : d.toISOString().slice(0, 19).replace("T", " ") + " UTC";
+}
+
+// fmtAgo writes a time relative to now, rounded to the nearest unit:
+// "now" (within 5 s), "in 40s", "3m ago", "in 2h", "5d ago"; from 45 of a
+// unit on, the next unit.
+export function fmtAgo(t, now = Date.now()) {
+  const s = Math.round((new Date(t) - now) / 1000);
+  const a = Math.abs(s);
+  if (isNaN(a)) return String(t);
+  if (a < 5) return "now";
+  const [n, u] = a < 45 ? [a, "s"] : a < 45 * 60 ? [Math.round(a / 60), "m"] : a < 36 * 3600 ? [Math.round(a / 3600), "h"] : [Math.round(a / 86400), "d"];
+  return s > 0 ? `in ${n}${u}` : `${n}${u} ago`;
+}
+
+// when shows a time relative to now, with the UTC time as its title.
+export function when(t) {
+  return t ? h("time", { datetime: t, title: fmtTime(t) }, fmtAgo(t)) : "";
 }
 
 export function fmtRate(x) {
@@ -58,17 +79,55 @@ export function fmtMS(seconds) {
 // pretty writes a JSON value indented.
 export function pretty(v) { return JSON.stringify(v, null, 2); }
 
-// localInput turns a time into the value of an <input type=datetime-local>.
-export function localInput(t) {
-  const d = t ? new Date(t) : new Date();
-  const off = d.getTimezoneOffset() * 60000;
-  return new Date(d - off).toISOString().slice(0, 19);
+// utcInput turns a time (now without one) into the value of an
+// <input type=datetime-local>, which the pages label as UTC.
+export function utcInput(t) {
+  return (t ? new Date(t) : new Date()).toISOString().slice(0, 19);
 }
 
-// fromLocalInput turns an <input type=datetime-local> value into RFC 3339.
-export function fromLocalInput(v) { return v ? new Date(v).toISOString() : undefined; }
+// fromUTCInput turns an <input type=datetime-local> value, read as UTC,
+// into RFC 3339.
+export function fromUTCInput(v) { return v ? new Date(v + "Z").toISOString() : undefined; }
 
 export function badge(text, cls = text) { return h("span", { class: "badge " + cls }, text); }
 
+// confirmAction asks, in a dialog of the page, whether to go on with an
+// action that destroys or moves jobs; question names what it affects. It
+// resolves true only for the dialog's yes button: Escape or "Keep" is no.
+export function confirmAction(question, yes) {
+  return new Promise((resolve) => {
+    const dlg = h("dialog", { id: "confirm" },
+      h("p", { id: "confirm-text" }, question),
+      h("form", { method: "dialog", class: "actions" },
+        h("button", { id: "confirm-no", value: "no" }, "Keep"),
+        h("button", { id: "confirm-yes", class: "danger", value: "yes" }, yes)));
+    dlg.addEventListener("close", () => { dlg.remove(); resolve(dlg.returnValue === "yes"); });
+    document.body.append(dlg);
+    dlg.showModal();
+  });
+}
+
 // ready marks the page loaded, for tests and screenshots.
 export function ready(main) { main.dataset.ready = "1"; }
+
+// redrawing marks the page as being drawn again after an action, until
+// ready: tests wait for it.
+export function redrawing() { delete document.getElementById("app").dataset.ready; }
+
+// live calls draw every 5 s while the page is shown, and at once when
+// its tab is shown again, but not while the tab is hidden or
+// refreshPaused. It returns the page's cleanup.
+export function live(main, draw, ms = 5000) {
+  const tick = () => { if (!document.hidden && !refreshPaused(main)) draw().catch(() => {}); };
+  const timer = setInterval(tick, ms);
+  document.addEventListener("visibilitychange", tick);
+  return () => { clearInterval(timer); document.removeEventListener("visibilitychange", tick); };
+}
+
+// refreshPaused is true while the user has ticked jobs, has a dialog open
+// or is in a field of the page: a redraw would undo or move them.
+export function refreshPaused(main = document.getElementById("app")) {
+  const el = document.activeElement;
+  return !!(document.querySelector("dialog[open]") || main.querySelector("input.pick:checked") ||
+    (el && main.contains(el) && el.matches("input:not(.pick), textarea, select")));
+}

@@ -1,7 +1,7 @@
 // job.js: every field of a job, its body, its attempts, and the actions
 // its state and the token allow.
 import { get, call, enc, can, replaceJob } from "./api.js";
-import { h, badge, attempt, fmtTime, pretty, localInput, fromLocalInput } from "./dom.js";
+import { h, badge, attempt, confirmAction, fmtTime, fmtAgo, pretty, utcInput, fromUTCInput, live } from "./dom.js";
 
 function historyTable(history) {
   if (!history || !history.length) return h("p", { class: "muted", id: "history" }, "No attempts yet.");
@@ -13,19 +13,31 @@ function historyTable(history) {
       h("td", {}, a.via), h("td", {}, a.outcome ? badge(a.outcome) : "in progress"), h("td", {}, a.error || "")))));
 }
 
+// at writes a time in UTC and relative to now.
+const at = (t) => (t ? `${fmtTime(t)} (${fmtAgo(t)})` : "");
+
 export async function jobPage(main, id) {
-  const reload = async () => {
+  let shown; // the job as drawn
+  let edited = false; // the form holds changes not saved
+  const reload = async (fresh) => {
     delete main.dataset.ready; // drawn again: tests wait for it
-    const j = await get(`/v1/jobs/${enc(id)}`);
+    const j = fresh || (await get(`/v1/jobs/${enc(id)}`));
+    shown = j;
+    edited = false;
     const fields = [["id", j.id], ["topic", h("a", { href: `#/topic/${enc(j.topic)}` }, j.topic)], ["state", badge(j.state)], ["key", j.key],
-      ["run at", fmtTime(j.run_at)], ["priority", j.priority ?? 0], ["attempt", `${j.attempt} of ${j.max_attempts}`], ["ttr", j.ttr],
-      ["created", fmtTime(j.created_at)], ["updated", fmtTime(j.updated_at)], ["lease expires", fmtTime(j.lease_expires_at)],
+      ["run at", at(j.run_at)], ["priority", j.priority ?? 0], ["attempt", `${j.attempt} of ${j.max_attempts}`], ["ttr", j.ttr],
+      ["created", at(j.created_at)], ["updated", at(j.updated_at)], ["lease expires", at(j.lease_expires_at)],
       ["last error", j.last_error], ["url", j.url], ["retry delays", j.backoff ? j.backoff.delays.join(", ") : ""]];
     const unfinished = ["scheduled", "ready", "dead"].includes(j.state);
-    const act = (idAttr, label, msg, fn, cls) => h("button", { id: idAttr, class: cls, onclick: async () => { if (await attempt(msg, fn)) await reload(); } }, label);
+    // act makes a button; with question, the action waits for a yes.
+    const act = (idAttr, label, msg, fn, cls, question) => h("button", { id: idAttr, class: cls, onclick: async () => {
+      if (question && !(await confirmAction(question, label))) return;
+      if (await attempt(msg, fn)) await reload();
+    } }, label);
     const actions = [];
     if (can("push") && unfinished) {
-      actions.push(act("cancel", "Cancel", `Job ${id} cancelled.`, () => call("DELETE", `/v1/jobs/${enc(id)}`), "danger"));
+      actions.push(act("cancel", "Cancel", `Job ${id} cancelled.`, () => call("DELETE", `/v1/jobs/${enc(id)}`), "danger",
+        `Cancel job ${id} of ${j.topic}? It will never be delivered.`));
       actions.push(act("run-now", "Run now", `Job ${id} is due now.`, () => replaceJob(j, { run_at: new Date().toISOString() })));
     }
     if (can("admin") && j.state === "dead") actions.push(act("requeue", "Requeue", `Job ${id} requeued.`, () => call("POST", `/v1/jobs/${enc(id)}/requeue`), "primary"));
@@ -33,15 +45,15 @@ export async function jobPage(main, id) {
     let editor = null;
     if (can("push") && unfinished) {
       const body = h("textarea", { id: "edit-body" }, pretty(j.body));
-      editor = h("form", { class: "grid", id: "edit-job", onsubmit: async (e) => {
+      editor = h("form", { class: "grid", id: "edit-job", oninput: () => { edited = true; }, onsubmit: async (e) => {
         e.preventDefault();
         let parsed;
         try { parsed = JSON.parse(body.value); } catch (err) { return attempt("", () => { throw new Error("body: " + err.message); }); }
         const v = (x) => editor.querySelector("#" + x).value;
-        const changes = { body: parsed, run_at: fromLocalInput(v("edit-run-at")), priority: +v("edit-priority"), key: v("edit-key") || undefined };
+        const changes = { body: parsed, run_at: fromUTCInput(v("edit-run-at")), priority: +v("edit-priority"), key: v("edit-key") || undefined };
         if (await attempt(`Job ${id} saved.`, () => replaceJob(j, changes))) await reload();
       } },
-      h("label", { for: "edit-run-at" }, "run at"), h("input", { id: "edit-run-at", type: "datetime-local", step: 1, value: localInput(j.run_at) }),
+      h("label", { for: "edit-run-at" }, "run at (UTC)"), h("input", { id: "edit-run-at", type: "datetime-local", step: 1, value: utcInput(j.run_at) }),
       h("label", { for: "edit-priority" }, "priority"), h("input", { id: "edit-priority", type: "number", min: -10, max: 10, value: j.priority ?? 0 }),
       h("label", { for: "edit-key" }, "key"), h("input", { id: "edit-key", value: j.key || "" }),
       h("label", { for: "edit-body", class: "full" }, "body (JSON)"), h("div", { class: "full" }, body),
@@ -57,4 +69,9 @@ export async function jobPage(main, id) {
     main.dataset.ready = "1";
   };
   await reload();
+  // The job is drawn again when it changed, unless the form holds edits.
+  return live(main, async () => {
+    const j = await get(`/v1/jobs/${enc(id)}`);
+    if (!edited && (j.updated_at !== shown.updated_at || j.state !== shown.state)) await reload(j);
+  });
 }

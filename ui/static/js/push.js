@@ -1,6 +1,6 @@
 // push.js: push a job from a form.
 import { get, call, enc } from "./api.js";
-import { h, attempt, flash, fromLocalInput } from "./dom.js";
+import { h, attempt, flash, fromUTCInput } from "./dom.js";
 
 export async function pushPage(main) {
   const topics = (await get("/v1/topics")).topics.map((t) => t.name);
@@ -12,7 +12,7 @@ export async function pushPage(main) {
       try { req.body = JSON.parse(v("push-body")); } catch (err) { flash("body: " + err.message, "error"); return; }
     }
     if (v("push-delay")) req.delay = v("push-delay");
-    else if (v("push-run-at")) req.run_at = fromLocalInput(v("push-run-at"));
+    else if (v("push-run-at")) req.run_at = fromUTCInput(v("push-run-at"));
     if (v("push-key")) req.key = v("push-key");
     if (v("push-priority")) req.priority = +v("push-priority");
     let created;
@@ -24,7 +24,7 @@ export async function pushPage(main) {
   h("datalist", { id: "topic-names" }, topics.map((t) => h("option", { value: t }))),
   h("label", { for: "push-body" }, "body (JSON)"), h("textarea", { id: "push-body", placeholder: '{"order": 42}' }),
   h("label", { for: "push-delay" }, "delay"), h("input", { id: "push-delay", placeholder: "15m (or run at below; neither: now)" }),
-  h("label", { for: "push-run-at" }, "run at"), h("input", { id: "push-run-at", type: "datetime-local", step: 1 }),
+  h("label", { for: "push-run-at" }, "run at (UTC)"), h("input", { id: "push-run-at", type: "datetime-local", step: 1 }),
   h("label", { for: "push-key" }, "key"), h("input", { id: "push-key" }),
   h("label", { for: "push-priority" }, "priority"), h("input", { id: "push-priority", type: "number", min: -10, max: 10, placeholder: "0" }),
   h("div", { class: "full actions" }, h("button", { class: "primary", type: "submit", id: "push-submit" }, "Push")));

@@ -19,7 +19,7 @@ export async function searchPage(main) {
     e.preventDefault();
     await attempt("", async () => {
       const page = await get(`/v1/topics/${enc(val("key-topic"))}/jobs?key=${enc(val("key"))}`);
-      results.replaceChildren(h("h2", {}, `Jobs with key “${val("key")}”`), jobsTable(page.jobs, "scheduled"));
+      results.replaceChildren(h("h2", {}, `Jobs with key “${val("key")}”`), jobsTable(page.jobs, ""));
     });
   } }, h("h2", {}, "By business key"), h("div", { class: "row" }, topicSelect("key-topic"), h("input", { id: "key", placeholder: "key" }), h("button", { class: "primary", type: "submit" }, "Find")));
 
@@ -34,7 +34,7 @@ export async function searchPage(main) {
         ? h("p", { id: "scan-stopped" }, `Scanned ${page.scanned} jobs; the scan stopped before the end of the ${st} jobs. `,
           h("button", { type: "button", id: "scan-more", onclick: () => scan(true) }, "Scan further"))
         : h("p", { id: "scan-done", class: "muted" }, `Scanned ${page.scanned} jobs: the end of the ${st} jobs.`);
-      results.replaceChildren(h("h2", {}, `${st} jobs of ${val("body-topic")} whose body contains “${val("body-text")}”`), jobsTable(page.jobs, st), note);
+      results.replaceChildren(h("h2", {}, `${st} jobs of ${val("body-topic")} whose body contains “${val("body-text")}”`), jobsTable(page.jobs, st, { body: true }), note);
     });
   };
   const byBody = h("form", { class: "card", id: "search-body", onsubmit: (e) => { e.preventDefault(); scan(false); } },

@@ -1,20 +1,47 @@
-// topic.js: a topic's configuration (editable with admin) and its jobs by
-// state, a page at a time.
+// topic.js: a topic's counts, activity chart, jobs (by state or key, a
+// page at a time, with bulk actions) and configuration (editable with
+// admin).
 import { get, call, enc, can, states, listJobs } from "./api.js";
-import { h, badge, attempt, fmtTime, flash } from "./dom.js";
+import { h, badge, attempt, when, flash, live, redrawing } from "./dom.js";
+import { Selection, bulkButton, cancelJob, requeueJob } from "./bulk.js";
+import { rateChart, latencyChart } from "./chart.js";
 
-// jobsTable lists jobs with the column the state makes relevant.
-export function jobsTable(jobs, state, { select } = {}) {
-  const extra = { scheduled: ["run at", (j) => fmtTime(j.run_at)], ready: ["run at", (j) => fmtTime(j.run_at)],
-    reserved: ["lease expires", (j) => fmtTime(j.lease_expires_at)], dead: ["last error", (j) => j.last_error],
-    done: ["finished", (j) => fmtTime(j.updated_at)], cancelled: ["finished", (j) => fmtTime(j.updated_at)] }[state] || ["run at", (j) => fmtTime(j.run_at)];
+// timeOf is the time that matters in a job's state, and its name.
+function timeOf(j) {
+  switch (j.state) {
+    case "reserved": return ["lease expires", j.lease_expires_at];
+    case "dead": return ["died", j.updated_at];
+    case "done": case "cancelled": return ["finished", j.updated_at];
+    default: return ["run at", j.run_at];
+  }
+}
+
+// preview is the start of a job's body as JSON, the whole on hover.
+function preview(body) {
+  const text = JSON.stringify(body) ?? "";
+  return h("code", { title: text.length > 80 ? text.slice(0, 2000) : undefined }, text.length > 80 ? text.slice(0, 80) + "…" : text);
+}
+
+// jobsTable lists jobs in state (or in any state without one) with the
+// time that matters in it; select makes each row's checkbox, topic adds
+// the topic column and body a preview of the body.
+export function jobsTable(jobs, state, { select, topic, body } = {}) {
+  const cols = [
+    select && ["", (j) => select(j)],
+    ["id", (j) => h("a", { href: `#/job/${enc(j.id)}` }, j.id)],
+    topic && ["topic", (j) => h("a", { href: `#/topic/${enc(j.topic)}` }, j.topic)],
+    !state && ["state", (j) => badge(j.state)],
+    ["key", (j) => j.key || ""],
+    [state ? timeOf({ state })[0] : "when", (j) => when(timeOf(j)[1]), "when"],
+    state === "dead" && ["last error", (j) => j.last_error || "", "error"],
+    body && ["body", (j) => preview(j.body), "preview"],
+    ["attempt", (j) => `${j.attempt}/${j.max_attempts}`, "num"],
+    ["priority", (j) => j.priority ?? 0, "num"],
+  ].filter(Boolean);
   return h("table", { class: "jobs" },
-    h("thead", {}, h("tr", {}, select ? h("th", {}) : null, h("th", {}, "id"), h("th", {}, "key"), h("th", {}, extra[0]), h("th", { class: "num" }, "attempt"), h("th", { class: "num" }, "priority"))),
-    h("tbody", {}, jobs.length ? jobs.map((j) => h("tr", { "data-job": j.id },
-      select ? h("td", {}, select(j)) : null,
-      h("td", {}, h("a", { href: `#/job/${enc(j.id)}` }, j.id)), h("td", {}, j.key || ""), h("td", {}, extra[1](j)),
-      h("td", { class: "num" }, `${j.attempt}/${j.max_attempts}`), h("td", { class: "num" }, j.priority ?? 0)))
-      : h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No jobs."))));
+    h("thead", {}, h("tr", {}, cols.map(([name, , cls]) => h("th", { class: cls }, name)))),
+    h("tbody", {}, jobs.length ? jobs.map((j) => h("tr", { "data-job": j.id }, cols.map(([, cell, cls]) => h("td", { class: cls }, cell(j)))))
+      : h("tr", {}, h("td", { colspan: cols.length, class: "muted" }, "No jobs."))));
 }
 
 function configForm(t, reload) {
@@ -65,7 +92,7 @@ function configForm(t, reload) {
     // No limit and no burst: no rate (the period alone is refused).
     const limit = num("rate-limit"), rateBurst = num("rate-burst");
     cfg.rate = limit || rateBurst ? { limit, period: v("rate-period") || "1s", burst: rateBurst } : null;
-    if (await attempt(`Topic ${t.name} saved.`, () => call("PATCH", `/v1/topics/${enc(t.name)}`, cfg))) reload(false);
+    if (await attempt(`Topic ${t.name} saved.`, () => call("PATCH", `/v1/topics/${enc(t.name)}`, cfg))) reload();
   } },
   choose("delivery-type", "delivery", d.type, ["consumer", "webhook", "nats"].map((x) => [x, x]), { onchange: () => show() }),
   f("delivery-url", "webhook url", d.url, webhook),
@@ -98,45 +125,109 @@ function configForm(t, reload) {
   return form;
 }
 
-export async function topicPage(main, name) {
-  let state = "scheduled";
+// pageSize reads a page's per parameter: 1 to 1000, else def.
+export function pageSize(params, def) {
+  const n = Math.floor(+params.get("per"));
+  return n >= 1 && n <= 1000 ? n : def;
+}
+
+// topicPage shows a topic: its counts, its intake, deliveries and
+// lateness over the last minutes, its configuration and its jobs, by
+// state or by key, a page of params' per (default 50) at a time, with bulk
+// actions on the jobs ticked. The counts, charts and jobs refresh
+// themselves.
+export async function topicPage(main, name, params) {
+  const per = pageSize(params, 50);
+  let state = "scheduled", key = "";
   const cursors = [""];
-  const jobsBox = h("div", { id: "jobs" });
+  const selection = new Selection();
+  let t, shown = [];
+  const headBox = h("div", {}), chartBox = h("div", { class: "card charts" }), formBox = h("div", { class: "card" }), jobsBox = h("div", { id: "jobs" });
 
   const loadJobs = async () => {
-    const tabs = h("div", { class: "tabs", id: "state-tabs" }, states.map((s) => h("button", { type: "button", "data-state": s, class: s === state ? "active" : "",
-      onclick: () => { state = s; cursors.length = 1; loadJobs(); } }, s)));
+    const tabs = h("div", { class: "tabs", id: "state-tabs" }, states.map((s) => h("button", { type: "button", "data-state": s, class: !key && s === state ? "active" : "",
+      onclick: () => { state = s; key = ""; cursors.length = 1; selection.clear(); loadJobs(); } }, s)));
+    const keyInput = h("input", { id: "filter-key", placeholder: "business key", value: key });
+    const filter = h("form", { class: "row", id: "key-filter", onsubmit: (e) => {
+      e.preventDefault();
+      key = keyInput.value.trim();
+      cursors.length = 1;
+      selection.clear();
+      loadJobs();
+    } }, keyInput, h("button", { type: "submit" }, "Filter by key"), key ? h("button", { type: "button", id: "clear-key", onclick: () => { keyInput.value = ""; filter.requestSubmit(); } }, "Clear") : null);
     let page;
     try {
-      page = await listJobs(name, state, { after: cursors[cursors.length - 1] });
+      const after = cursors[cursors.length - 1];
+      page = key ? await get(`/v1/topics/${enc(name)}/jobs?${new URLSearchParams({ key, limit: String(per), ...(after ? { after } : {}) })}`)
+        : await listJobs(name, state, { after, limit: per });
     } catch (e) {
-      jobsBox.replaceChildren(tabs, h("p", { class: "error" }, e.message));
+      jobsBox.replaceChildren(tabs, filter, h("p", { class: "error" }, e.message));
       return;
     }
+    shown = page.jobs;
+    // The topic's counts give the number of pages of a state; a key's
+    // jobs are not counted.
+    const total = key ? null : t.counts[state] ?? 0;
+    const of = total === null ? "" : ` of ${Math.max(cursors.length, Math.ceil(total / per))} (${total} ${state})`;
     const nav = h("div", { class: "actions" },
       h("button", { type: "button", id: "prev-page", disabled: cursors.length < 2, onclick: () => { cursors.pop(); loadJobs(); } }, "← Previous"),
       h("button", { type: "button", id: "next-page", disabled: !page.next_after, onclick: () => { cursors.push(page.next_after); loadJobs(); } }, "Next →"),
-      h("span", { class: "muted" }, `page ${cursors.length}`));
-    jobsBox.replaceChildren(tabs, jobsTable(page.jobs, state), nav);
-    jobsBox.dataset.state = state;
+      h("span", { class: "muted", id: "page-of" }, `page ${cursors.length}${of}`));
+    const afterBulk = async () => { selection.clear(); await refresh(); };
+    const bulk = h("div", { class: "actions", id: "bulk" },
+      can("push") ? bulkButton({ label: "Cancel selected", attrs: { id: "cancel-selected", class: "danger" }, verb: "Cancel", done: "Cancelled",
+        jobs: () => selection.of(shown), fn: cancelJob, after: afterBulk }) : null,
+      can("admin") && (key || state === "dead") ? bulkButton({ label: "Requeue selected", attrs: { id: "requeue-selected" }, verb: "Requeue", done: "Requeued",
+        jobs: () => selection.of(shown), fn: requeueJob, after: afterBulk }) : null);
+    const pickable = can("push") && (key || ["scheduled", "ready", "dead"].includes(state));
+    jobsBox.replaceChildren(tabs, filter, h("h3", { id: "jobs-title" }, key ? `Jobs with key “${key}”` : `${state} jobs`),
+      pickable ? bulk : "", jobsTable(shown, key ? "" : state, { select: pickable ? (j) => selection.box(j) : undefined }), nav);
+    jobsBox.dataset.state = key ? "" : state;
   };
 
-  const reload = async (withJobs = true) => {
-    delete main.dataset.ready; // drawn again: tests wait for it
-    const t = await get(`/v1/topics/${enc(name)}`);
+  const drawHead = () => {
     const head = h("h1", {}, "Topic ", t.name, " ", t.paused ? badge("paused") : null, t.configured ? null : h("span", { class: "muted" }, " (defaults)"));
+    const toggle = (path, label, msg) => h("button", { id: path, onclick: () => attempt(msg, () => call("POST", `/v1/topics/${enc(name)}/${path}`)).then(() => reload()) }, label);
     const actions = can("admin") ? h("div", { class: "actions" },
-      t.paused ? h("button", { id: "resume", onclick: () => attempt(`Topic ${name} resumed.`, () => call("POST", `/v1/topics/${enc(name)}/resume`)).then(() => reload(false)) }, "Resume deliveries")
-        : h("button", { id: "pause", onclick: () => attempt(`Topic ${name} paused.`, () => call("POST", `/v1/topics/${enc(name)}/pause`)).then(() => reload(false)) }, "Pause deliveries")) : null;
-    const counts = h("p", { id: "counts" }, states.map((s) => h("span", { class: "badge " + s }, `${s} ${t.counts[s] ?? 0}`)).flatMap((b) => [b, " "]));
-    main.replaceChildren(head, actions ?? "", counts, h("h2", {}, "Configuration"), h("div", { class: "card" }, configForm(t, reload)), h("h2", {}, "Jobs"), h("div", { class: "card" }, jobsBox));
-    if (withJobs) await loadJobs();
+      t.paused ? toggle("resume", "Resume deliveries", `Topic ${name} resumed.`) : toggle("pause", "Pause deliveries", `Topic ${name} paused.`)) : "";
+    const counts = h("p", { id: "counts" }, states.map((s) => h("span", { class: "badge " + s, "data-state": s }, `${s} ${t.counts[s] ?? 0}`)).flatMap((b) => [b, " "]));
+    headBox.replaceChildren(head, actions, counts);
+  };
+
+  const drawChart = async () => {
+    const stats = await get(`/v1/stats?topic=${enc(name)}`);
+    chartBox.replaceChildren(h("div", {}, h("h3", {}, "Intake and deliveries per second"), rateChart(stats.samples, name)),
+      h("div", {}, h("h3", {}, "Lateness of claims"), latencyChart(stats.samples, "topic-lateness-chart")));
+  };
+
+  // reload draws the topic and its form again after a change of them.
+  const reload = async () => {
+    redrawing();
+    t = await get(`/v1/topics/${enc(name)}`);
+    drawHead();
+    formBox.replaceChildren(configForm(t, reload));
     main.dataset.ready = "1";
   };
+
+  // refresh draws again what changes by itself: counts, chart and jobs,
+  // not the form, which may hold the user's edits.
+  const refresh = async () => {
+    t = await get(`/v1/topics/${enc(name)}`);
+    drawHead();
+    await Promise.all([loadJobs(), drawChart()]);
+    main.dataset.ready = "1";
+  };
+
   try {
-    await reload();
+    t = await get(`/v1/topics/${enc(name)}`);
   } catch (e) {
     if (e.status === 404) flash(`Topic ${name} has no configuration and no jobs.`, "error");
     throw e;
   }
+  main.replaceChildren(headBox, h("h2", {}, "Activity"), chartBox, h("h2", {}, "Jobs"), h("div", { class: "card" }, jobsBox),
+    h("h2", {}, "Configuration"), formBox);
+  drawHead();
+  formBox.replaceChildren(configForm(t, reload));
+  await Promise.all([loadJobs(), drawChart()]);
+  return live(main, refresh);
 }
