@@ -614,11 +614,28 @@ func (s *Store) claimRoom(ctx context.Context, q *topicQueue, params *core.Claim
 	return taken, true, err
 }
 
+// dropIfStale settles an item whose lease publish was refused for the
+// job's last sequence: when the job's last message is another, the item
+// is stale and acknowledged away; when it is still the item's, it is put
+// back for a later claim. A replicated stream's leader refuses such a
+// publish too while a write of the job is still in process on it (seen
+// on a three-node cluster: the put's message, already delivered to the
+// consumer, refused as not last), so the refusal alone proves nothing,
+// and acknowledging the item would delete the job's only message.
+func (s *Store) dropIfStale(ctx context.Context, q *topicQueue, it *item) {
+	cur, err := s.load(ctx, it.m.job.ID)
+	if err == nil && cur != nil && cur.seq != it.m.seq {
+		_ = it.msg.Ack() // stale: the job has a newer message
+		return
+	}
+	q.hold(it)
+}
+
 // claimItems reserves the jobs of taken items for delivery by via
 // (core.Job.Reserve), their lease schedules published pipelined, and
 // returns them in the items' order. A job whose
 // lease ran out for its last attempt goes dead instead; an item whose job
-// has a newer message is stale and acknowledged away. The error is the
+// has a newer message is stale and acknowledged away (dropIfStale). The error is the
 // first failure, if any: its items are put back.
 func (s *Store) claimItems(ctx context.Context, q *topicQueue, items []*item, via string) ([]*core.Job, error) {
 	// A claim half done is finished, not dropped.
@@ -671,7 +688,7 @@ func (s *Store) claimItems(ctx context.Context, q *topicQueue, items []*item, vi
 		ack, err := await(ctx, futs[i])
 		switch {
 		case isWrongSeq(err):
-			_ = it.msg.Ack() // stale: the job has a newer message
+			s.dropIfStale(ctx, q, it)
 		case err != nil:
 			first = unavailable("claim", err)
 			q.hold(it)
