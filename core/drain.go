@@ -32,11 +32,14 @@ const drainPoll = 50 * time.Millisecond
 // settled through another instance counts as held until then); or until
 // ctx is done, returning its error. A drain waits for it so that the
 // consumers of this instance can settle what they were sent before the
-// API stops serving them.
+// API stops serving them. After Drain it also waits for the claims that
+// were under way when the drain began, and then for what they delivered
+// (a claim answered as the drain began was not waited for, its consumer's
+// ack then refused by a stopped instance, and the job delivered twice).
 func (e *Engine) WaitSettled(ctx context.Context) error {
 	t := e.clock.NewTicker(drainPoll)
 	defer t.Stop()
-	for e.leases.held(e.clock.Now()) > 0 {
+	for e.claiming.Load() > 0 || e.leases.held(e.clock.Now()) > 0 {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

@@ -7,7 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/delayq/delayq/backends/memstore"
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/coretest"
 )
 
 // TestDrain: a draining engine ends the claims waiting, refuses new ones
@@ -86,4 +88,59 @@ func TestSettledLeaseExpiry(t *testing.T) {
 	}
 	b.clock.Advance(2 * time.Second)
 	require.NoError(t, <-settled)
+}
+
+// claimInStore is a store whose ClaimJobs waits until release before it
+// claims, as a store does while a claim it took is being written: a claim
+// under way when the drain begins.
+type claimInStore struct {
+	core.Store
+	entered, release chan struct{}
+}
+
+func (s *claimInStore) ClaimJobs(ctx context.Context, p *core.ClaimJobsParams) ([]*core.Job, error) {
+	s.entered <- struct{}{}
+	<-s.release
+	// A claim the store took is finished, whatever the drain cancelled.
+	return s.Store.ClaimJobs(context.WithoutCancel(ctx), p)
+}
+
+// TestDrainWaitsForClaimUnderWay: a claim that passed the drain's check
+// before the drain began is waited for, and so are the deliveries it
+// makes, which its consumer settles on this instance.
+func TestDrainWaitsForClaimUnderWay(t *testing.T) {
+	t.Parallel()
+	clock := coretest.NewFakeClockAt(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
+	mem := memstore.New(memstore.Config{Clock: clock})
+	t.Cleanup(func() { _ = mem.Close() })
+	store := &claimInStore{Store: mem, entered: make(chan struct{}), release: make(chan struct{})}
+	e, err := core.NewEngine(core.EngineConfig{Store: store, Clock: clock})
+	require.NoError(t, err)
+	ctx := context.Background()
+	pushed, err := e.Push(ctx, &core.PushParams{Topic: "t"})
+	require.NoError(t, err)
+
+	type result struct {
+		jobs []*core.Job
+		err  error
+	}
+	claimed := make(chan result, 1)
+	go func() {
+		jobs, err := e.Claim(ctx, &core.ClaimJobsParams{Topic: "t", Max: 1})
+		claimed <- result{jobs, err}
+	}()
+	<-store.entered
+	e.Drain()
+	// A WaitSettled whose context is already done answers at once: its
+	// error says whether it would have waited.
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	require.ErrorIs(t, e.WaitSettled(done), context.Canceled, "the claim under way is waited for")
+	close(store.release)
+	res := <-claimed
+	require.NoError(t, res.err)
+	require.Len(t, res.jobs, 1, "the claim under way delivers")
+	require.ErrorIs(t, e.WaitSettled(done), context.Canceled, "its delivery is waited for")
+	require.NoError(t, e.Ack(ctx, &core.AckJobParams{ID: pushed.ID, Lease: res.jobs[0].Lease}))
+	require.NoError(t, e.WaitSettled(done), "settled")
 }

@@ -92,6 +92,10 @@ type Engine struct {
 	draining    atomic.Bool
 	drainCtx    context.Context
 	cancelDrain context.CancelFunc
+	// claiming counts the claims under way (claimFor), so that
+	// WaitSettled also waits for a claim that passed the draining check
+	// and records its deliveries after the drain began.
+	claiming atomic.Int64
 
 	// notices follows dead jobs for their notices, in the refresh loop.
 	notices notices
@@ -391,6 +395,10 @@ func (e *Engine) claimFor(ctx context.Context, p *ClaimJobsParams, sub *Subscrip
 	if p.Wait < 0 || p.Wait > ClaimWaitLimit {
 		return nil, Invalid("wait", "wait must be between 0 and %s", ClaimWaitLimit)
 	}
+	// Counted before the check, and until its deliveries are recorded:
+	// a claim the drain did not refuse is one WaitSettled sees.
+	e.claiming.Add(1)
+	defer e.claiming.Add(-1)
 	if e.draining.Load() {
 		return nil, ErrDraining
 	}
