@@ -88,6 +88,11 @@ type Job struct {
 	// starts with none, as it starts Attempt over; a requeue keeps it, and
 	// the attempts after it count from 1 again.
 	History []Attempt `json:"history,omitempty"`
+	// ExpiresAt, when set, is when the job stops being delivered (store
+	// precision, UTC): a job not acknowledged by then goes dead with
+	// LastError JobExpired instead of being delivered again (Expired).
+	// A put sets it; nothing else changes it.
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
 }
 
 // HistoryMax is how many attempts a job's History keeps: the oldest is
@@ -324,6 +329,9 @@ func (j *Job) Import(now time.Time) {
 	j.History = slices.Clone(j.History)
 	j.EndAttempt(OutcomeLeaseExpired, "", now)
 	j.RunAt, j.CreatedAt = StoreTime(j.RunAt), j.CreatedAt.UTC()
+	if !j.ExpiresAt.IsZero() {
+		j.ExpiresAt = StoreTime(j.ExpiresAt)
+	}
 	if j.CreatedAt.IsZero() {
 		j.CreatedAt = now
 	}

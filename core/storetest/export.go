@@ -126,6 +126,7 @@ func testExportStates(t *testing.T, b *testBundle) {
 	sched.MaxAttempts = 3
 	sched.TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	sched.URL = "https://hooks.example/exported"
+	sched.ExpiresAt = core.StoreTime(now.Add(2 * time.Hour))
 	ready := NewJob(topic, now.Add(-time.Second))
 	ready.Body = json.RawMessage(`"just a string"`)
 	ready.Key = "k-ready"
@@ -135,6 +136,7 @@ func testExportStates(t *testing.T, b *testBundle) {
 	reserved.URL = "http://127.0.0.1:9/reserved"
 	dead := DueJob(topic + ".dead")
 	dead.URL = "http://127.0.0.1:9/dead"
+	dead.ExpiresAt = core.StoreTime(now.Add(time.Hour))
 	done := DueJob(topic + ".done")
 	cancelled := NewJob(topic, now.Add(time.Hour))
 	before := time.Now()
@@ -232,6 +234,7 @@ func testImportStates(t *testing.T, b *testBundle) {
 	ready := mk(".ready", now.Add(-time.Second), core.StateReady, 2, "failed twice")
 	ready.RetryDelays = []time.Duration{time.Second, 3 * time.Second}
 	ready.URL = "https://hooks.example/imported"
+	ready.ExpiresAt = core.StoreTime(now.Add(time.Hour))
 	reserved := mk(".reserved", now.Add(-2*time.Second), core.StateReserved, 1, "earlier")
 	reserved.Lease, reserved.LeaseExpiresAt = "old-lease", core.StoreTime(now.Add(30*time.Second))
 	dead := mk(".dead", now.Add(-3*time.Second), core.StateDead, 5, "boom")

@@ -191,9 +191,11 @@ func testRestart(t *testing.T, b *testBundle) {
 		reserved = append(reserved, shortJob(topic+".reserved"))
 	}
 	pending[0].URL = "https://hooks.example/pending"
+	pending[0].ExpiresAt = core.StoreTime(time.Now().Add(time.Hour))
 	reserved[0].URL = "https://hooks.example/reserved"
 	done, dead := DueJob(topic+".done"), DueJob(topic+".dead")
 	dead.URL = "https://hooks.example/dead"
+	dead.ExpiresAt = core.StoreTime(time.Now().Add(time.Hour))
 	Put(t, b.ctx, s1, slices.Concat(pending, reserved, []*core.Job{done, dead})...)
 	leases := claimUntil(t, b.ctx, s1, topic+".reserved", 3, 3, dueWait)
 	require.Len(t, leases, 3)
