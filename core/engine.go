@@ -152,6 +152,11 @@ type PushParams struct {
 	Priority int
 	// URL is the job's own webhook URL (Job.URL); empty for the topic's.
 	URL string
+	// ExpiresAt and ExpiresIn (from run_at) are exclusive; neither takes
+	// the topic's ExpiresIn, and without one the job never expires
+	// (Job.ExpiresAt).
+	ExpiresAt *time.Time
+	ExpiresIn *time.Duration
 }
 
 // PushBatchParams are the arguments of Engine.PushBatch.
@@ -278,6 +283,10 @@ func (e *Engine) newJob(p *PushParams, now time.Time, urls urlChecks) (job *Job,
 		runAt = *p.RunAt
 	}
 	topic := e.topic(p.Topic)
+	expires, err := expiresAt(p, topic, runAt, now)
+	if err != nil {
+		return nil, false, err
+	}
 	job = &Job{
 		ID:          p.ID,
 		Topic:       p.Topic,
@@ -293,6 +302,7 @@ func (e *Engine) newJob(p *PushParams, now time.Time, urls urlChecks) (job *Job,
 		RetryDelays: p.RetryDelays,
 		Priority:    p.Priority,
 		URL:         p.URL,
+		ExpiresAt:   expires,
 	}
 	if err := keyedID(job, topic); err != nil {
 		return nil, false, err
@@ -304,6 +314,9 @@ func (e *Engine) newJob(p *PushParams, now time.Time, urls urlChecks) (job *Job,
 		return nil, false, err
 	}
 	job.RunAt = StoreTime(job.RunAt)
+	if !job.ExpiresAt.IsZero() {
+		job.ExpiresAt = StoreTime(job.ExpiresAt)
+	}
 	if !job.RunAt.After(now) {
 		job.State = StateReady
 	}
@@ -682,6 +695,9 @@ func (e *Engine) PutTopic(ctx context.Context, t *Topic) error {
 func (e *Engine) checkTopic(t *Topic) error {
 	if err := t.Validate(); err != nil {
 		return err
+	}
+	if t.ExpiresIn > e.limits.MaxDelay {
+		return Invalid("expires_in", "expires_in must be at most %s", e.limits.MaxDelay)
 	}
 	typ := cmp.Or(t.Delivery.Type, DeliveryConsumer)
 	if typ == DeliveryConsumer {

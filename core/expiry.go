@@ -1,6 +1,9 @@
 package core
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // JobExpired is the LastError of a job that went dead because its
 // ExpiresAt passed before it was delivered and acknowledged.
@@ -10,4 +13,83 @@ const JobExpired = "expired"
 // job is not delivered again.
 func (j *Job) Expired(now time.Time) bool {
 	return !j.ExpiresAt.IsZero() && !now.Before(j.ExpiresAt)
+}
+
+// expiresAt resolves a push's expiry: p.ExpiresAt, or run_at plus
+// p.ExpiresIn, or plus the topic's ExpiresIn when the push gives neither;
+// zero for none. Errors: *FieldError when both are given, expires_in is
+// not positive, or the expiry has passed at now.
+func expiresAt(p *PushParams, topic *Topic, runAt, now time.Time) (time.Time, error) {
+	var at time.Time
+	switch {
+	case p.ExpiresAt != nil && p.ExpiresIn != nil:
+		return time.Time{}, Invalid("expires_in", "expires_at and expires_in are exclusive")
+	case p.ExpiresIn != nil:
+		if *p.ExpiresIn <= 0 {
+			return time.Time{}, Invalid("expires_in", "expires_in must be positive")
+		}
+		at = runAt.Add(*p.ExpiresIn)
+	case p.ExpiresAt != nil:
+		at = *p.ExpiresAt
+		if !at.After(now) {
+			return time.Time{}, Invalid("expires_at", "expires_at %s is in the past", at.UTC().Format(time.RFC3339Nano))
+		}
+	case topic.ExpiresIn > 0:
+		at = runAt.Add(topic.ExpiresIn)
+	}
+	return at, nil
+}
+
+// validateExpiresAt checks a job's expiry, when it has one, against its
+// run_at: after it, and at most Limits.MaxDelay after it.
+func (e *Engine) validateExpiresAt(j *Job) error {
+	if j.ExpiresAt.IsZero() {
+		return nil
+	}
+	if !StoreTime(j.ExpiresAt).After(StoreTime(j.RunAt)) {
+		return Invalid("expires_at", "expires_at %s must be after run_at %s: the job would expire before it is due",
+			j.ExpiresAt.UTC().Format(time.RFC3339Nano), j.RunAt.UTC().Format(time.RFC3339Nano))
+	}
+	if j.ExpiresAt.Sub(j.RunAt) > e.limits.MaxDelay {
+		return Invalid("expires_at", "expires_at must be at most %s after run_at", e.limits.MaxDelay)
+	}
+	return nil
+}
+
+// claim claims as claimDue does, but ends each claimed job that expired
+// (Job.Expired) instead of handing it out: it buries it with LastError
+// JobExpired, so that it is never delivered again, whichever kind of
+// delivery claimed it. When every job a claim took had expired, it claims
+// again within what is left of p.Wait.
+func (e *Engine) claim(ctx context.Context, p *ClaimJobsParams) ([]*Job, error) {
+	deadline := e.clock.Now().Add(p.Wait)
+	for {
+		jobs, err := e.claimDue(ctx, p)
+		live := e.endExpired(ctx, jobs)
+		wait := deadline.Sub(e.clock.Now())
+		if err != nil || len(live) > 0 || len(jobs) == 0 || wait <= 0 || ctx.Err() != nil {
+			return live, err
+		}
+		p = &ClaimJobsParams{Topic: p.Topic, Max: p.Max, Wait: wait, Via: p.Via}
+	}
+}
+
+// endExpired buries the expired jobs among claimed ones (without
+// delivering them) and returns the others, in order. A bury that fails is
+// logged: the lease runs out and the next claim of the job ends it.
+func (e *Engine) endExpired(ctx context.Context, claimed []*Job) []*Job {
+	now := e.clock.Now()
+	live := claimed[:0]
+	for _, j := range claimed {
+		if !j.Expired(now) {
+			live = append(live, j)
+			continue
+		}
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+		if _, err := e.store.BuryJob(bctx, &BuryJobParams{ID: j.ID, Lease: j.Lease, Error: JobExpired}); err != nil {
+			e.log.Warn("engine: ending an expired job failed", "topic", j.Topic, "id", j.ID, "err", err)
+		}
+		cancel()
+	}
+	return live
 }
