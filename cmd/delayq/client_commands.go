@@ -20,9 +20,9 @@ import (
 // pushCommand is `delayq push TOPIC [BODY|-]`.
 func (a *app) pushCommand() *cobra.Command {
 	var (
-		flags             clientFlags
-		delay, runAt, ttr string
-		retryDelays       []string
+		flags                        clientFlags
+		delay, runAt, ttr, expiresIn string
+		retryDelays                  []string
 		req               client.PushParams
 	)
 	cmd := &cobra.Command{
@@ -32,7 +32,8 @@ func (a *app) pushCommand() *cobra.Command {
 
 BODY is a JSON value ('{"order": 42}', '"text"', 7); '-' reads it from standard
 input; without BODY the job's body is null. --delay and --run-at are exclusive;
-with neither the job is due now.`,
+with neither the job is due now. With --expires-in, a job not delivered and
+acknowledged that long after its run_at goes dead with last_error "expired".`,
 		Example: `  delayq push orders.close '{"order": 42}' --delay 15m
   echo '{"order": 42}' | delayq push orders.close - --run-at 2030-01-01T10:00:00Z`,
 		Args: cobra.RangeArgs(1, 2),
@@ -73,6 +74,17 @@ with neither the job is due now.`,
 				}
 				req.TTR = d
 			}
+			if expiresIn != "" {
+				d, err := flagDuration("expires-in", expiresIn)
+				if err != nil {
+					return err
+				}
+				if d <= 0 {
+					// 0 would be left out, and so take the topic's expires_in.
+					return usageErrorf("invalid --expires-in %q: want a positive duration such as 10m", expiresIn)
+				}
+				req.ExpiresIn = d
+			}
 			req.BackoffDelays = nil
 			for _, s := range retryDelays {
 				d, err := flagDuration("backoff-delays", s)
@@ -99,6 +111,7 @@ with neither the job is due now.`,
 	fs.StringVar(&req.Key, "key", "", "business key")
 	fs.IntVar(&req.Priority, "priority", 0, "among jobs due together, lower goes first: -10 (most urgent) to 10")
 	fs.StringVar(&req.URL, "url", "", "the job's own webhook URL, for a webhook topic with delivery.allow_job_url (default: the topic's)")
+	fs.StringVar(&expiresIn, "expires-in", "", "expire the job this long after its run_at unless delivered and acknowledged by then (default: the topic's expires_in)")
 	fs.StringSliceVar(&retryDelays, "backoff-delays", nil, "the job's own retry schedule, the last repeated: 1m,3m,5m (default: the topic's backoff)")
 	return cmd
 }
