@@ -96,8 +96,8 @@ func (s *Store) GetJob(ctx context.Context, id string) (*core.Job, error) {
 }
 
 // CancelJob implements core.Store. Errors: those of the store, ErrOpen.
-func (s *Store) CancelJob(ctx context.Context, id string) error {
-	return do0(s, ctx, func(ctx context.Context) error { return s.next.CancelJob(ctx, id) })
+func (s *Store) CancelJob(ctx context.Context, params *core.CancelJobParams) error {
+	return do0(s, ctx, func(ctx context.Context) error { return s.next.CancelJob(ctx, params) })
 }
 
 // ClaimJobs implements core.Store. A claim that returns jobs counts as a

@@ -78,8 +78,9 @@ type Attempt struct {
 	// Via is how it was delivered: ViaPull, ViaWebSocket, ViaGRPC,
 	// ViaWebhook or ViaNATS.
 	Via string `json:"via"`
-	// Outcome is how it ended: OutcomeAcked, OutcomeRetried, OutcomeBuried
-	// or OutcomeLeaseExpired; "" while in progress.
+	// Outcome is how it ended: OutcomeAcked, OutcomeRetried, OutcomeBuried,
+	// OutcomeLeaseExpired, OutcomeReleased or OutcomeCancelled; "" while in
+	// progress.
 	Outcome string `json:"outcome"`
 	// Error is the reason a retry or bury gave; "" for none.
 	Error string `json:"error,omitempty"`
@@ -101,6 +102,7 @@ const (
 	OutcomeBuried       = "buried"
 	OutcomeLeaseExpired = "lease_expired"
 	OutcomeReleased     = "released"
+	OutcomeCancelled    = "cancelled"
 )
 
 // jobWire is Job as the service writes it: durations as strings.

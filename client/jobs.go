@@ -277,6 +277,17 @@ func (c *Client) Cancel(ctx context.Context, id string) error {
 	return err
 }
 
+// CancelRunning cancels a job as Cancel does, and a reserved one too
+// (DELETE /v1/jobs/{id}?running=true): its delivery ends, its consumer's
+// ack or nack is then ErrLeaseLost, and a subscriber of the instance that
+// cancelled it has its handler's context cancelled with ErrJobCancelled.
+// Errors: ErrNotFound for an unknown or finished job, ErrUnavailable.
+func (c *Client) CancelRunning(ctx context.Context, id string) error {
+	_, err := c.do(ctx, &request{method: http.MethodDelete, path: "/v1/jobs/" + segment(id),
+		query: url.Values{"running": {"true"}}}, nil)
+	return err
+}
+
 // Cancelled is the answer of CancelByKey.
 type Cancelled struct {
 	// Cancelled are the ids of the jobs cancelled, in id order.

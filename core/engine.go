@@ -366,12 +366,24 @@ func (e *Engine) Get(ctx context.Context, id string) (*Job, error) {
 	return e.store.GetJob(ctx, id)
 }
 
-// Cancel cancels a job that is not reserved. Errors: ErrNotFound, ErrConflict.
-func (e *Engine) Cancel(ctx context.Context, id string) error {
-	if ValidateID(id) != nil {
+// Cancel cancels the job p.ID, as Store.CancelJob: with p.Running a
+// reserved one too, whose delivery, when this engine's claim made it for
+// a subscription, is told to its subscriber (SubscriptionParams.CancelledFunc)
+// and gives its credit back. Errors: ErrNotFound, ErrConflict.
+func (e *Engine) Cancel(ctx context.Context, p *CancelJobParams) error {
+	if p == nil {
+		return noParams("cancel")
+	}
+	if ValidateID(p.ID) != nil {
 		return ErrNotFound
 	}
-	return e.store.CancelJob(ctx, id)
+	if err := e.store.CancelJob(ctx, &CancelJobParams{ID: p.ID, Running: p.Running}); err != nil {
+		return err
+	}
+	if p.Running {
+		e.leases.cancelled(p.ID)
+	}
+	return nil
 }
 
 // Claim limits.
@@ -654,7 +666,7 @@ func (e *Engine) CancelByKey(ctx context.Context, topic, key string) (CancelByKe
 			if j.State.Finished() {
 				continue
 			}
-			err := e.store.CancelJob(ctx, j.ID)
+			err := e.store.CancelJob(ctx, &CancelJobParams{ID: j.ID})
 			switch {
 			case err == nil:
 				res.Cancelled = append(res.Cancelled, j.ID)

@@ -25,7 +25,8 @@ const (
 	StateDone State = "done"
 	// StateDead gave up after MaxAttempts, or was buried.
 	StateDead State = "dead"
-	// StateCancelled was cancelled before it was delivered.
+	// StateCancelled was cancelled: before it was delivered, or while it
+	// was (CancelJobParams.Running).
 	StateCancelled State = "cancelled"
 )
 
@@ -138,6 +139,9 @@ const (
 	// OutcomeReleased ends a delivery that never reached its destination
 	// (RetryJobParams.Unsent): its attempt was given back.
 	OutcomeReleased = "released"
+	// OutcomeCancelled ends a delivery whose job was cancelled while it
+	// ran (CancelJobParams.Running).
+	OutcomeCancelled = "cancelled"
 )
 
 // Running reports whether the attempt is in progress: not ended yet.
@@ -252,10 +256,13 @@ func (j *Job) EndAttempt(outcome, reason string, at time.Time) {
 }
 
 // Finish makes j done (acknowledged, which ends its attempt acked) or
-// cancelled, without lease.
+// cancelled (which ends an attempt in progress cancelled), without lease.
 func (j *Job) Finish(state State, now time.Time) {
-	if state == StateDone {
+	switch state {
+	case StateDone:
 		j.EndAttempt(OutcomeAcked, "", now)
+	case StateCancelled:
+		j.EndAttempt(OutcomeCancelled, "", now)
 	}
 	j.State = state
 	j.UpdatedAt = now

@@ -140,11 +140,11 @@ var codeVias = func() [6]string {
 // outcomeCodes are the one-byte forms of core.Attempt.Outcome.
 var outcomeCodes = map[string]uint8{
 	core.OutcomeAcked: 1, core.OutcomeRetried: 2, core.OutcomeBuried: 3, core.OutcomeLeaseExpired: 4,
-	core.OutcomeReleased: 5,
+	core.OutcomeReleased: 5, core.OutcomeCancelled: 6,
 }
 
-var codeOutcomes = func() [6]string {
-	var o [6]string
+var codeOutcomes = func() [7]string {
+	var o [7]string
 	for out, c := range outcomeCodes {
 		o[c] = out
 	}

@@ -48,7 +48,7 @@ var viaLetters = map[string]string{
 // outcomeLetters are the one-letter forms of core.Attempt.Outcome.
 var outcomeLetters = map[string]string{
 	core.OutcomeAcked: "a", core.OutcomeRetried: "r", core.OutcomeBuried: "b", core.OutcomeLeaseExpired: "x",
-	core.OutcomeReleased: "l",
+	core.OutcomeReleased: "l", core.OutcomeCancelled: "c",
 }
 
 var letterVias, letterOutcomes = invert(viaLetters), invert(outcomeLetters)

@@ -185,10 +185,15 @@ func (s *Store) GetJob(ctx context.Context, id string) (*core.Job, error) {
 
 // CancelJob implements core.Store. Not idempotent: a second cancel gets
 // ErrNotFound. Errors: ErrNotFound (unknown or finished),
-// *core.ConflictError (ErrConflict) while reserved, ErrClosed,
-// ErrUnavailable.
-func (s *Store) CancelJob(ctx context.Context, id string) error {
-	code, job, err := s.byID(ctx, scriptCancel, "cancel", id, id)
+// *core.ConflictError (ErrConflict) while reserved without
+// params.Running, ErrClosed, ErrUnavailable.
+func (s *Store) CancelJob(ctx context.Context, params *core.CancelJobParams) error {
+	id := params.ID
+	running := "0"
+	if params.Running {
+		running = "1"
+	}
+	code, job, err := s.byID(ctx, scriptCancel, "cancel", id, id, running)
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,7 @@ func (a *app) pushCommand() *cobra.Command {
 		flags                        clientFlags
 		delay, runAt, ttr, expiresIn string
 		retryDelays                  []string
-		req               client.PushParams
+		req                          client.PushParams
 	)
 	cmd := &cobra.Command{
 		Use:   "push TOPIC [BODY|-]",
@@ -162,21 +162,31 @@ func (a *app) getCommand() *cobra.Command {
 	return cmd
 }
 
-// cancelCommand is `delayq cancel ID` or `delayq cancel --key KEY TOPIC`.
+// cancelCommand is `delayq cancel [--running] ID` or `delayq cancel --key
+// KEY TOPIC`.
 func (a *app) cancelCommand() *cobra.Command {
 	var flags clientFlags
 	var key string
+	var running bool
 	cmd := &cobra.Command{
-		Use:   "cancel ID | cancel --key KEY TOPIC",
+		Use:   "cancel [--running] ID | cancel --key KEY TOPIC",
 		Short: "Cancel a job, or a topic's jobs with a business key, that are not being delivered",
 		Long: `Cancel a job that is scheduled, ready or dead; it prints nothing on success.
-With --key, cancel every such job of TOPIC with that business key, and print
-the ids cancelled and those left because they are being delivered.`,
+With --running, cancel it while it is being delivered too: the delivery ends,
+and its consumer's ack or nack is refused. With --key, cancel every such job of
+TOPIC with that business key, and print the ids cancelled and those left because
+they are being delivered.`,
 		Example: `  delayq cancel 01JD6Y3TQ9V9ZK0M4XJ3R2B7QF
+  delayq cancel --running 01JD6Y3TQ9V9ZK0M4XJ3R2B7QF
   delayq cancel --key order-42 orders.close`,
 		Args: cobra.ExactArgs(1),
 		RunE: clientRun(&flags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
-			if !cmd.Flags().Changed("key") {
+			switch {
+			case cmd.Flags().Changed("key") && running:
+				return usageErrorf("--running and --key are exclusive")
+			case running:
+				return c.CancelRunning(ctx, args[0])
+			case !cmd.Flags().Changed("key"):
 				return c.Cancel(ctx, args[0])
 			}
 			ctx, raw := rawAnswer(ctx)
@@ -188,6 +198,7 @@ the ids cancelled and those left because they are being delivered.`,
 		}),
 	}
 	cmd.Flags().StringVar(&key, "key", "", "cancel the jobs of the topic TOPIC with this business key")
+	cmd.Flags().BoolVar(&running, "running", false, "cancel the job while it is being delivered too, ending its delivery")
 	addClientFlags(cmd.Flags(), &flags)
 	return cmd
 }

@@ -151,7 +151,7 @@ func testExportStates(t *testing.T, b *testBundle) {
 	require.NoError(t, settleErr(b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: c.Lease, Error: "boom"})))
 	c = b.claimOne(t, done.Topic, dueWait)
 	require.NoError(t, settleErr(b.store.AckJob(b.ctx, &core.AckJobParams{ID: c.ID, Lease: c.Lease})))
-	require.NoError(t, b.store.CancelJob(b.ctx, cancelled.ID))
+	require.NoError(t, b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: cancelled.ID}))
 
 	got := b.export(t)
 	require.ElementsMatch(t, []string{sched.ID, ready.ID, retried.ID, reserved.ID, dead.ID}, slices.Collect(maps.Keys(got)),
@@ -312,7 +312,7 @@ func testImportSkipsExisting(t *testing.T, b *testBundle) {
 	require.NoError(t, settleErr(b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: c.Lease, Error: "boom"})))
 	c = b.claimOne(t, done.Topic, dueWait)
 	require.NoError(t, settleErr(b.store.AckJob(b.ctx, &core.AckJobParams{ID: c.ID, Lease: c.Lease})))
-	require.NoError(t, b.store.CancelJob(b.ctx, cancelled.ID))
+	require.NoError(t, b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: cancelled.ID}))
 
 	existing := []*core.Job{sched, ready, cancelled, reserved, dead, done}
 	before := map[string]*core.Job{}

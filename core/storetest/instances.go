@@ -123,7 +123,7 @@ func testTwoInstances(t *testing.T, b *testBundle) {
 	require.NoError(t, err)
 	require.Equal(t, core.StateReserved, got.State)
 	require.NoError(t, settleErr(s2.AckJob(b.ctx, &core.AckJobParams{ID: c[0].ID, Lease: c[0].Lease})))
-	require.NoError(t, s2.CancelJob(b.ctx, k.ID))
+	require.NoError(t, s2.CancelJob(b.ctx, &core.CancelJobParams{ID: k.ID}))
 	for id, state := range map[string]core.State{j.ID: core.StateDone, k.ID: core.StateCancelled} {
 		got, err := s1.GetJob(b.ctx, id)
 		require.NoError(t, err)

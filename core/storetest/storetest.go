@@ -98,6 +98,7 @@ var subtests = []subtest{
 	{"TakeClose", testTakeClose},
 	{"Cancel", testCancel},
 	{"CancelRace", testCancelRace},
+	{"CancelRunning", testCancelRunning},
 	{"CreateConflict", testCreateConflict},
 	{"CreateIfAbsent", testCreateIfAbsent},
 	{"Replace", testReplace},

@@ -520,8 +520,9 @@ type Attempt struct {
 	EndedAt string `protobuf:"bytes,3,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
 	// Via is how it was delivered: pull, websocket, grpc, webhook or nats.
 	Via string `protobuf:"bytes,4,opt,name=via,proto3" json:"via,omitempty"`
-	// Outcome is acked, retried, buried, lease_expired or released; empty
-	// while in progress.
+	// Outcome is acked, retried, buried, lease_expired, released or
+	// cancelled (the job was cancelled while it ran); empty while in
+	// progress.
 	Outcome string `protobuf:"bytes,5,opt,name=outcome,proto3" json:"outcome,omitempty"`
 	// Error is the reason a retry or bury gave.
 	Error         string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
@@ -1099,8 +1100,11 @@ func (x *GetJobResponse) GetJob() *Job {
 
 // CancelJobRequest is the argument of CancelJob.
 type CancelJobRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Running cancels a job being delivered too (reserved): its delivery
+	// ends, and a later ack or nack of it is answered Aborted.
+	Running       bool `protobuf:"varint,2,opt,name=running,proto3" json:"running,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1140,6 +1144,13 @@ func (x *CancelJobRequest) GetId() string {
 		return x.Id
 	}
 	return ""
+}
+
+func (x *CancelJobRequest) GetRunning() bool {
+	if x != nil {
+		return x.Running
+	}
+	return false
 }
 
 // CancelJobResponse is empty: the job is cancelled.
@@ -1736,8 +1747,14 @@ func (x *SubscribeRequest) GetPrefetch() int32 {
 
 // SubscribeResponse is one message of the stream.
 type SubscribeResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Delivery      *Delivery              `protobuf:"bytes,1,opt,name=delivery,proto3" json:"delivery,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Delivery is a due job, unset in a message of a cancel.
+	Delivery *Delivery `protobuf:"bytes,1,opt,name=delivery,proto3" json:"delivery,omitempty"`
+	// Cancelled is the id of a delivery the subscriber holds whose job was
+	// cancelled while it ran (CancelJob with running, through the instance
+	// that serves the stream): its ack or nack is answered Aborted. Set
+	// only in a message without delivery.
+	Cancelled     string `protobuf:"bytes,2,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1777,6 +1794,13 @@ func (x *SubscribeResponse) GetDelivery() *Delivery {
 		return x.Delivery
 	}
 	return nil
+}
+
+func (x *SubscribeResponse) GetCancelled() string {
+	if x != nil {
+		return x.Cancelled
+	}
+	return ""
 }
 
 // AckRequest is the argument of Ack.
@@ -4996,9 +5020,10 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\rGetJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"2\n" +
 	"\x0eGetJobResponse\x12 \n" +
-	"\x03job\x18\x01 \x01(\v2\x0e.delayq.v1.JobR\x03job\"\"\n" +
+	"\x03job\x18\x01 \x01(\v2\x0e.delayq.v1.JobR\x03job\"<\n" +
 	"\x10CancelJobRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x13\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
+	"\arunning\x18\x02 \x01(\bR\arunning\"\x13\n" +
 	"\x11CancelJobResponse\"e\n" +
 	"\x0fFindJobsRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x10\n" +
@@ -5038,9 +5063,10 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x04jobs\x18\x01 \x03(\v2\x13.delayq.v1.DeliveryR\x04jobs\"D\n" +
 	"\x10SubscribeRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1a\n" +
-	"\bprefetch\x18\x02 \x01(\x05R\bprefetch\"D\n" +
+	"\bprefetch\x18\x02 \x01(\x05R\bprefetch\"b\n" +
 	"\x11SubscribeResponse\x12/\n" +
-	"\bdelivery\x18\x01 \x01(\v2\x13.delayq.v1.DeliveryR\bdelivery\"2\n" +
+	"\bdelivery\x18\x01 \x01(\v2\x13.delayq.v1.DeliveryR\bdelivery\x12\x1c\n" +
+	"\tcancelled\x18\x02 \x01(\tR\tcancelled\"2\n" +
 	"\n" +
 	"AckRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
