@@ -56,6 +56,10 @@ type EngineConfig struct {
 	// store, so changes made through another instance take effect.
 	// Defaults to 2s.
 	TopicRefresh time.Duration
+	// ExpirySweep is how often the engine looks through the ready jobs of
+	// each topic for those whose expiry came, which no claim took, to end
+	// them (Store.ExpireJob). Defaults to 30s.
+	ExpirySweep time.Duration
 }
 
 // Engine is the part of delayq that is the same for every backend and
@@ -63,8 +67,8 @@ type EngineConfig struct {
 // defaults, backoff, attempt limits) and, from Start to Stop, its
 // background services, each a type of its own: the dispatchers of
 // push-delivered topics (dispatchers.go), the topic refresh with the
-// dead-letter notices (lifecycle.go, notice.go) and the schedule loop
-// (scheduler.go).
+// dead-letter notices (lifecycle.go, notice.go), the schedule loop
+// (scheduler.go) and the expiry sweep (expiry.go).
 type Engine struct {
 	store      Store
 	clock      Clock
@@ -95,6 +99,8 @@ type Engine struct {
 
 	// notices follows dead jobs for their notices, in the refresh loop.
 	notices notices
+	// expiry ends the expired jobs that no claim took.
+	expiry expirySweep
 }
 
 // NewEngine returns an engine; Start runs its dispatchers.
@@ -117,6 +123,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	e.schedules = scheduler{e: e, life: startStop{wake: make(chan struct{}, 1)}}
 	e.refresh = topicRefresh{e: e, every: cmp.Or(cfg.TopicRefresh, 2*time.Second), life: startStop{wake: make(chan struct{}, 1)}}
 	e.notices.e = e
+	e.expiry = expirySweep{e: e, every: cmp.Or(cfg.ExpirySweep, 30*time.Second)}
 	return e, nil
 }
 

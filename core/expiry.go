@@ -2,6 +2,8 @@ package core
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 )
 
@@ -13,6 +15,18 @@ const JobExpired = "expired"
 // job is not delivered again.
 func (j *Job) Expired(now time.Time) bool {
 	return !j.ExpiresAt.IsZero() && !now.Before(j.ExpiresAt)
+}
+
+// CanExpire reports whether Store.ExpireJob ends j at now: it is
+// scheduled or ready (as of now) and Expired.
+func (j *Job) CanExpire(now time.Time) bool {
+	return (j.State == StateScheduled || j.State == StateReady) && j.Expired(now)
+}
+
+// NotExpiredConflict is the conflict of Store.ExpireJob of id over job,
+// which is reserved, dead or not expired.
+func NotExpiredConflict(id string, job *Job) *ConflictError {
+	return &ConflictError{Job: job, Message: fmt.Sprintf("%s is %s and not expired, or being delivered", conflictSubject(id, job), job.State)}
 }
 
 // expiresAt resolves a push's expiry: p.ExpiresAt, or run_at plus
@@ -92,4 +106,87 @@ func (e *Engine) endExpired(ctx context.Context, claimed []*Job) []*Job {
 		cancel()
 	}
 	return live
+}
+
+// expirySweepMax bounds the ready jobs of one topic a sweep reads, those
+// due longest first (ListJobs' order), so that a sweep over a large
+// backlog costs a bounded read; expirySweepPage is the page it reads them
+// by.
+const (
+	expirySweepMax  = 10_000
+	expirySweepPage = 500
+)
+
+// expirySweep is the engine's service that ends, every EngineConfig
+// ExpirySweep, the expired jobs no claim took: on a topic nobody consumes
+// they would sit ready forever. Every instance sweeps; an instance that
+// meets a job another just ended gets a conflict, which is no error.
+type expirySweep struct {
+	e     *Engine
+	every time.Duration
+	life  startStop
+}
+
+// Start runs the loop and returns at once. Errors: errStarted.
+func (x *expirySweep) Start(ctx context.Context) error { return x.life.start(ctx, x.run) }
+
+// Stop ends the loop, waiting for it until ctx is done. Idempotent; safe
+// before Start.
+func (x *expirySweep) Stop(ctx context.Context) error { return x.life.stop(ctx) }
+
+func (x *expirySweep) run(ctx context.Context) {
+	t := x.e.clock.NewTicker(x.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.Chan():
+		}
+		x.e.SweepExpired(ctx)
+	}
+}
+
+// SweepExpired ends the expired jobs among the ready ones of every topic
+// that has some (Store.ExpireJob), reading at most expirySweepMax of each,
+// those due longest first, and returns how many it ended. The expiry
+// sweep calls it every EngineConfig.ExpirySweep; a failure is logged and
+// the next sweep tries again.
+func (e *Engine) SweepExpired(ctx context.Context) int {
+	states, err := e.store.ListTopicStates(ctx)
+	if err != nil {
+		e.log.Warn("engine: expiry sweep: listing topics failed", "err", err)
+		return 0
+	}
+	ended := 0
+	for _, ts := range states {
+		p := &ListJobsParams{Topic: ts.Name, State: StateReady, Limit: expirySweepPage}
+		for read := 0; ts.Counts.Ready > 0 && read < expirySweepMax && ctx.Err() == nil; {
+			page, err := e.store.ListJobs(ctx, p)
+			if err != nil {
+				e.log.Warn("engine: expiry sweep: listing jobs failed", "topic", ts.Name, "err", err)
+				break
+			}
+			now := e.clock.Now()
+			for _, j := range page.Jobs {
+				if !j.CanExpire(now) {
+					continue
+				}
+				switch err := e.store.ExpireJob(ctx, j.ID); {
+				case err == nil:
+					ended++
+				case errors.Is(err, ErrConflict), errors.Is(err, ErrNotFound):
+					// Claimed, settled or ended elsewhere meanwhile.
+				default:
+					e.log.Warn("engine: expiry sweep: ending a job failed", "topic", ts.Name, "id", j.ID, "err", err)
+				}
+			}
+			read += len(page.Jobs)
+			if page.Next == "" {
+				break
+			}
+			p.After = page.Next
+		}
+	}
+	return ended
 }

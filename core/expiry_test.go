@@ -140,3 +140,33 @@ func TestClaimEndsExpiredJobs(t *testing.T) {
 	require.Len(t, jobs, 1)
 	require.Equal(t, live.ID, jobs[0].ID)
 }
+
+// TestSweepExpired: the sweep ends the expired ready jobs of a topic
+// nobody consumes (dead, last_error "expired") and leaves the others; a
+// second sweep finds nothing more.
+func TestSweepExpired(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	e := b.engine
+	gone, err := e.Push(ctx, &core.PushParams{Topic: "idle", ExpiresIn: dur(time.Minute)})
+	require.NoError(t, err)
+	kept, err := e.Push(ctx, &core.PushParams{Topic: "idle", ExpiresIn: dur(time.Hour)})
+	require.NoError(t, err)
+	plain, err := e.Push(ctx, &core.PushParams{Topic: "other"})
+	require.NoError(t, err)
+	require.Zero(t, e.SweepExpired(ctx), "nothing expired yet")
+	b.clock.Advance(time.Minute)
+
+	require.Equal(t, 1, e.SweepExpired(ctx))
+	dead, err := e.Get(ctx, gone.ID)
+	require.NoError(t, err)
+	require.Equal(t, core.StateDead, dead.State)
+	require.Equal(t, core.JobExpired, dead.LastError)
+	for _, id := range []string{kept.ID, plain.ID} {
+		j, err := e.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, core.StateReady, j.State)
+	}
+	require.Zero(t, e.SweepExpired(ctx))
+}

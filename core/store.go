@@ -53,6 +53,14 @@ type Store interface {
 	// params.Running.
 	CancelJob(ctx context.Context, params *CancelJobParams) error
 
+	// ExpireJob ends a queued job whose expiry has come: a scheduled or
+	// ready job (as of now) with ExpiresAt at or before now goes dead with
+	// LastError JobExpired (Job.Bury, no attempt in progress), recorded as
+	// any death (the dead list, ListFinished). Errors: ErrNotFound (unknown
+	// or finished), ErrConflict (a *ConflictError with the job,
+	// NotExpiredConflict) when it is reserved, dead or not expired.
+	ExpireJob(ctx context.Context, id string) error
+
 	// ClaimJobs takes up to params.Max due jobs of a topic, the most urgent
 	// first (lowest Priority) and in run_at order within one priority, and
 	// reserves each with a fresh lease for the job's TTR. It waits up to

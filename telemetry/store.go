@@ -374,6 +374,9 @@ func (s *Store) GetJob(ctx context.Context, id string) (*core.Job, error) {
 	return s.next.GetJob(ctx, id)
 }
 
+// ExpireJob implements core.Store.
+func (s *Store) ExpireJob(ctx context.Context, id string) error { return s.next.ExpireJob(ctx, id) }
+
 // CancelJob implements core.Store.
 func (s *Store) CancelJob(ctx context.Context, params *core.CancelJobParams) error {
 	return s.next.CancelJob(ctx, params)

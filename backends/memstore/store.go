@@ -373,6 +373,29 @@ func (s *Store) TouchJob(_ context.Context, params *core.TouchJobParams) (*core.
 	return e.job.Clone(), nil
 }
 
+// ExpireJob implements core.Store. Errors: ErrNotFound, ErrConflict,
+// ErrClosed.
+func (s *Store) ExpireJob(_ context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, now, err := s.lookup(id)
+	if err != nil {
+		return err
+	}
+	defer s.changed(e.topic)
+	switch {
+	case e.job.State.Finished():
+		return fmt.Errorf("memstore: expire %q: job is %s: %w", id, e.job.State, core.ErrNotFound)
+	case !e.job.CanExpire(now):
+		return core.NotExpiredConflict(id, e.job.Clone())
+	}
+	s.unlink(e)
+	e.job.Bury(core.JobExpired, now)
+	s.kill(e)
+	s.recordFinish(e.job, now)
+	return nil
+}
+
 // RequeueJob implements core.Store: the dead job's run_at becomes now.
 // Errors: ErrNotFound, *core.ConflictError (ErrConflict) when not dead,
 // ErrClosed.

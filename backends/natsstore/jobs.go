@@ -294,6 +294,22 @@ func (s *Store) CancelJob(ctx context.Context, params *core.CancelJobParams) err
 	return err
 }
 
+// ExpireJob implements core.Store. Errors: ErrNotFound, ErrConflict,
+// ErrClosed, ErrUnavailable.
+func (s *Store) ExpireJob(ctx context.Context, id string) error {
+	_, _, err := s.change(ctx, id, nil, func(j *core.Job, now time.Time) error {
+		switch {
+		case j.State.Finished():
+			return fmt.Errorf("natsstore: job %q: %w", id, core.ErrNotFound)
+		case !j.CanExpire(now):
+			return core.NotExpiredConflict(id, j.Clone())
+		}
+		j.Bury(core.JobExpired, now)
+		return nil
+	})
+	return err
+}
+
 // settle changes a reserved job under its lease: the job's lease message
 // kept by the claim is the guess, so that a job claimed here is written
 // without a read. A lease message that stays (a touch) is kept again.

@@ -827,6 +827,32 @@ func (s *Store) CancelJob(_ context.Context, params *core.CancelJobParams) error
 	})
 }
 
+// ExpireJob implements core.Store; the change is synced before it
+// returns. Errors: ErrNotFound (unknown or finished), *core.ConflictError
+// (ErrConflict) when reserved, dead or not expired, ErrClosed,
+// ErrUnavailable.
+func (s *Store) ExpireJob(_ context.Context, id string) error {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
+	missing := func() error { return fmt.Errorf("pebblestore: expire %q: %w", id, core.ErrNotFound) }
+	return s.change(id, missing, func(b *pebble.Batch, tp *topic, i uint32, cur *core.Job, now time.Time) error {
+		if !cur.CanExpire(now) {
+			return core.NotExpiredConflict(id, cur)
+		}
+		s.unlink(tp, i)
+		j := s.jobLite(i)
+		j.Bury(core.JobExpired, now)
+		s.setLite(i, &j)
+		tp.dead++
+		m := s.metaOfSlot(i, now)
+		_ = b.Set(idKey(prefixMeta, id), m.encode(), nil)
+		s.setError(b, i, id, j.LastError)
+		_ = b.Set(deadKey(tp.name, now, id), nil, nil)
+		s.logFinish(b, i, id, &j, now)
+		return nil
+	})
+}
+
 // change runs an administrative change of the unfinished job id under
 // s.mu: f checks the job as of now (read from disk) and adds its writes to
 // b, which are synced before change returns; missing answers for an id the

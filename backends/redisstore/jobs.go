@@ -207,6 +207,24 @@ func (s *Store) CancelJob(ctx context.Context, params *core.CancelJobParams) err
 	}
 }
 
+// ExpireJob implements core.Store. Errors: ErrNotFound (unknown or
+// finished), *core.ConflictError (ErrConflict) when reserved, dead or not
+// expired, ErrClosed, ErrUnavailable.
+func (s *Store) ExpireJob(ctx context.Context, id string) error {
+	code, job, err := s.byID(ctx, scriptExpireJob, "expire", id, id)
+	if err != nil {
+		return err
+	}
+	switch code {
+	case 0:
+		return nil
+	case 2:
+		return core.NotExpiredConflict(id, job)
+	default:
+		return fmt.Errorf("redisstore: expire %q: %w", id, core.ErrNotFound)
+	}
+}
+
 // RequeueJob implements core.Store: the dead job's run_at becomes now.
 // Errors: ErrNotFound, *core.ConflictError (ErrConflict) when not dead,
 // ErrClosed, ErrUnavailable.

@@ -73,3 +73,44 @@ func testExpiresAtKept(t *testing.T, b *testBundle) {
 	b.putResults(t, true, moved)
 	require.True(t, b.get(t, plain.ID).ExpiresAt.IsZero(), "replaced by a job without expiry")
 }
+
+// testExpireJob: ExpireJob makes a scheduled or ready job whose ExpiresAt
+// has come dead with LastError JobExpired (in the dead list, counted dead,
+// never claimed); a job not expired, without expiry, reserved or dead is a
+// conflict that changes nothing, an unknown or finished one not found.
+func testExpireJob(t *testing.T, b *testBundle) {
+	const topic = "expiry.expire"
+	now := time.Now()
+	expires := core.StoreTime(now.Add(300 * time.Millisecond))
+	soon, later, forever, held := DueJob(topic), DueJob(topic), DueJob(topic), DueJob(topic+".held")
+	soon.ExpiresAt = expires
+	later.ExpiresAt = core.StoreTime(now.Add(time.Hour))
+	held.ExpiresAt = expires
+	b.put(t, soon, later, forever, held)
+	c := b.claimOne(t, held.Topic, dueWait)
+
+	requireConflictIn := func(id string, state core.State) {
+		t.Helper()
+		requireConflict(t, b.store.ExpireJob(b.ctx, id), b.get(t, id))
+		b.requireState(t, id, state)
+	}
+	requireConflictIn(soon.ID, core.StateReady)
+	b.passUntil(t, expires.Add(50*time.Millisecond))
+	require.NoError(t, b.store.ExpireJob(b.ctx, soon.ID))
+	dead := b.requireState(t, soon.ID, core.StateDead)
+	require.Equal(t, core.JobExpired, dead.LastError)
+	require.Equal(t, 0, dead.Attempt)
+	require.Empty(t, dead.History)
+	require.Equal(t, []string{soon.ID}, ids(listDead(t, b, topic, 10)))
+
+	requireConflictIn(soon.ID, core.StateDead)
+	requireConflictIn(later.ID, core.StateReady)
+	requireConflictIn(forever.ID, core.StateReady)
+	requireConflictIn(c.ID, core.StateReserved)
+	require.ErrorIs(t, b.store.ExpireJob(b.ctx, core.NewID()), core.ErrNotFound, "unknown")
+	require.NoError(t, ack(b, c))
+	require.ErrorIs(t, b.store.ExpireJob(b.ctx, c.ID), core.ErrNotFound, "finished")
+
+	b.requireCounts(t, topic, core.Counts{Ready: 2, Dead: 1})
+	require.ElementsMatch(t, []string{later.ID, forever.ID}, ids(b.claim(t, topic, 10, 0)), "the expired job is never claimed")
+}

@@ -87,6 +87,7 @@ var subtests = []subtest{
 	{"PriorityKept", testPriorityKept},
 	{"JobURLKept", testJobURLKept},
 	{"ExpiresAtKept", testExpiresAtKept},
+	{"ExpireJob", testExpireJob},
 	{"Precision", testPrecision},
 	{"ClaimMaxAndEmptyWait", testClaimMaxAndEmptyWait},
 	{"ClaimWokenByPut", testClaimWokenByPut},
