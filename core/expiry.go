@@ -26,15 +26,17 @@ func (j *Job) CanExpire(now time.Time) bool {
 // NotExpiredConflict is the conflict of Store.ExpireJob of id over job,
 // which is reserved, dead or not expired.
 func NotExpiredConflict(id string, job *Job) *ConflictError {
-	return &ConflictError{Job: job, Message: fmt.Sprintf("%s is %s and not expired, or being delivered", conflictSubject(id, job), job.State)}
+	return &ConflictError{Job: job, Message: fmt.Sprintf("%s is %s: only a scheduled or ready job past its expires_at expires", conflictSubject(id, job), job.State)}
 }
 
 // expiresAt resolves a push's expiry: p.ExpiresAt, or run_at plus
 // p.ExpiresIn, or plus the topic's ExpiresIn when the push gives neither;
 // zero for none. Errors: *FieldError when both are given, expires_in is
-// not positive, or the expiry has passed at now.
+// not positive, or the job's own expiry has passed at now (a run_at in
+// the past with a short expires_in included).
 func expiresAt(p *PushParams, topic *Topic, runAt, now time.Time) (time.Time, error) {
 	var at time.Time
+	field := "expires_at"
 	switch {
 	case p.ExpiresAt != nil && p.ExpiresIn != nil:
 		return time.Time{}, Invalid("expires_in", "expires_at and expires_in are exclusive")
@@ -42,14 +44,16 @@ func expiresAt(p *PushParams, topic *Topic, runAt, now time.Time) (time.Time, er
 		if *p.ExpiresIn <= 0 {
 			return time.Time{}, Invalid("expires_in", "expires_in must be positive")
 		}
-		at = runAt.Add(*p.ExpiresIn)
+		at, field = runAt.Add(*p.ExpiresIn), "expires_in"
 	case p.ExpiresAt != nil:
 		at = *p.ExpiresAt
-		if !at.After(now) {
-			return time.Time{}, Invalid("expires_at", "expires_at %s is in the past", at.UTC().Format(time.RFC3339Nano))
-		}
 	case topic.ExpiresIn > 0:
-		at = runAt.Add(topic.ExpiresIn)
+		return runAt.Add(topic.ExpiresIn), nil
+	default:
+		return time.Time{}, nil
+	}
+	if !at.After(now) {
+		return time.Time{}, Invalid(field, "the job would expire at %s, which is in the past", at.UTC().Format(time.RFC3339Nano))
 	}
 	return at, nil
 }

@@ -26,6 +26,7 @@ func TestPushExpiryValidation(t *testing.T) {
 		{"expires_in", "positive", core.PushParams{Topic: "t", ExpiresIn: dur(-time.Second)}},
 		{"expires_at", "in the past", core.PushParams{Topic: "t", ExpiresAt: &past}},
 		{"expires_at", "in the past", core.PushParams{Topic: "t", ExpiresAt: &now}},
+		{"expires_in", "in the past", core.PushParams{Topic: "t", RunAt: &past, ExpiresIn: dur(time.Millisecond)}},
 		{"expires_at", "must be after run_at", core.PushParams{Topic: "t", Delay: dur(time.Hour), ExpiresAt: &soon}},
 		{"expires_at", "must be after run_at", core.PushParams{Topic: "t", RunAt: &soon, ExpiresAt: &soon}},
 		{"expires_at", "at most 24h0m0s after run_at", core.PushParams{Topic: "t", ExpiresIn: dur(25 * time.Hour)}},
