@@ -54,11 +54,11 @@ func (d *downStore) GetJob(ctx context.Context, id string) (*core.Job, error) {
 	return d.Store.GetJob(ctx, id)
 }
 
-func (d *downStore) CancelJob(ctx context.Context, id string) error {
+func (d *downStore) CancelJob(ctx context.Context, params *core.CancelJobParams) error {
 	if err := d.enter(ctx, "CancelJob"); err != nil {
 		return err
 	}
-	return d.Store.CancelJob(ctx, id)
+	return d.Store.CancelJob(ctx, params)
 }
 
 func (d *downStore) ClaimJobs(ctx context.Context, p *core.ClaimJobsParams) ([]*core.Job, error) {

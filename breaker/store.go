@@ -95,9 +95,14 @@ func (s *Store) GetJob(ctx context.Context, id string) (*core.Job, error) {
 	return do(s, ctx, 0, func(ctx context.Context) (*core.Job, error) { return s.next.GetJob(ctx, id) })
 }
 
+// ExpireJob implements core.Store. Errors: those of the store, ErrOpen.
+func (s *Store) ExpireJob(ctx context.Context, id string) error {
+	return do0(s, ctx, func(ctx context.Context) error { return s.next.ExpireJob(ctx, id) })
+}
+
 // CancelJob implements core.Store. Errors: those of the store, ErrOpen.
-func (s *Store) CancelJob(ctx context.Context, id string) error {
-	return do0(s, ctx, func(ctx context.Context) error { return s.next.CancelJob(ctx, id) })
+func (s *Store) CancelJob(ctx context.Context, params *core.CancelJobParams) error {
+	return do0(s, ctx, func(ctx context.Context) error { return s.next.CancelJob(ctx, params) })
 }
 
 // ClaimJobs implements core.Store. A claim that returns jobs counts as a

@@ -162,7 +162,7 @@ func TestOpenAnswersAtOnce(t *testing.T) {
 			return err
 		},
 		"GetJob":    func() error { _, err := s.GetJob(ctx, "x"); return err },
-		"CancelJob": func() error { return s.CancelJob(ctx, "x") },
+		"CancelJob": func() error { return s.CancelJob(ctx, &core.CancelJobParams{ID: "x"}) },
 		"ClaimJobs": func() error {
 			_, err := s.ClaimJobs(ctx, &core.ClaimJobsParams{Topic: "a", Max: 1, Wait: time.Minute})
 			return err

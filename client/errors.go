@@ -48,6 +48,10 @@ var (
 	// expired, or it was settled already. Such an error matches ErrConflict
 	// too.
 	ErrLeaseLost = errors.New("delayq: lease lost")
+	// ErrJobCancelled is the cause of a subscription handler's context
+	// when the job it runs is cancelled while it runs (CancelRunning): its
+	// ack or nack would be ErrLeaseLost.
+	ErrJobCancelled = errors.New("delayq: the job was cancelled while it ran")
 )
 
 // Codes of the service's error answers, as APIError.Code holds them.

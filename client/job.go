@@ -57,6 +57,9 @@ type Job struct {
 	BackoffDelays []time.Duration `json:"-"`
 	// URL is the job's own webhook URL; "" when it uses its topic's.
 	URL string `json:"url"`
+	// ExpiresAt is when the job stops being delivered; zero when it never
+	// expires. An expired job is dead with LastError "expired".
+	ExpiresAt time.Time `json:"expires_at"`
 	// History is the job's last deliveries, oldest first, at most 20; nil
 	// before the first.
 	History []Attempt `json:"history"`
@@ -75,8 +78,9 @@ type Attempt struct {
 	// Via is how it was delivered: ViaPull, ViaWebSocket, ViaGRPC,
 	// ViaWebhook or ViaNATS.
 	Via string `json:"via"`
-	// Outcome is how it ended: OutcomeAcked, OutcomeRetried, OutcomeBuried
-	// or OutcomeLeaseExpired; "" while in progress.
+	// Outcome is how it ended: OutcomeAcked, OutcomeRetried, OutcomeBuried,
+	// OutcomeLeaseExpired, OutcomeReleased or OutcomeCancelled; "" while in
+	// progress.
 	Outcome string `json:"outcome"`
 	// Error is the reason a retry or bury gave; "" for none.
 	Error string `json:"error,omitempty"`
@@ -98,6 +102,7 @@ const (
 	OutcomeBuried       = "buried"
 	OutcomeLeaseExpired = "lease_expired"
 	OutcomeReleased     = "released"
+	OutcomeCancelled    = "cancelled"
 )
 
 // jobWire is Job as the service writes it: durations as strings.
@@ -117,6 +122,7 @@ type jobWire struct {
 	LastError      string          `json:"last_error"`
 	LeaseExpiresAt time.Time       `json:"lease_expires_at"`
 	URL            string          `json:"url"`
+	ExpiresAt      time.Time       `json:"expires_at"`
 	History        []Attempt       `json:"history"`
 	Backoff        *struct {
 		Delays []jsonDuration `json:"delays"`
@@ -133,7 +139,7 @@ func (j *Job) UnmarshalJSON(b []byte) error {
 		ID: w.ID, Topic: w.Topic, Key: w.Key, Body: w.Body, RunAt: w.RunAt, TTR: time.Duration(w.TTR),
 		MaxAttempts: w.MaxAttempts, Priority: w.Priority, Attempt: w.Attempt, State: w.State,
 		CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt, LastError: w.LastError, LeaseExpiresAt: w.LeaseExpiresAt,
-		URL: w.URL, History: w.History,
+		URL: w.URL, ExpiresAt: w.ExpiresAt, History: w.History,
 	}
 	if w.Backoff != nil {
 		for _, d := range w.Backoff.Delays {
@@ -158,6 +164,7 @@ type exportWire struct {
 	CreatedAt   time.Time       `json:"created_at"`
 	LastError   string          `json:"last_error"`
 	URL         string          `json:"url,omitempty"`
+	ExpiresAt   time.Time       `json:"expires_at,omitzero"`
 	Backoff     *struct {
 		Delays []jsonDuration `json:"delays"`
 	} `json:"backoff,omitempty"`
@@ -172,7 +179,7 @@ func (j Job) MarshalJSON() ([]byte, error) {
 	w := exportWire{
 		ID: j.ID, Topic: j.Topic, Key: j.Key, Body: j.Body, RunAt: j.RunAt.UTC(), TTR: jsonDuration(j.TTR),
 		MaxAttempts: j.MaxAttempts, Priority: j.Priority, Attempt: j.Attempt, State: j.State,
-		CreatedAt: j.CreatedAt.UTC(), LastError: j.LastError, URL: j.URL, History: j.History,
+		CreatedAt: j.CreatedAt.UTC(), LastError: j.LastError, URL: j.URL, ExpiresAt: j.ExpiresAt.UTC(), History: j.History,
 	}
 	if len(w.Body) == 0 {
 		w.Body = json.RawMessage("null")

@@ -45,6 +45,12 @@ type PushParams struct {
 	// URL is the job's own webhook URL, for a webhook topic that allows
 	// one (DeliveryConfig.AllowJobURL); "": the topic's.
 	URL string
+	// ExpiresAt is when the job stops being delivered: one not delivered
+	// and acknowledged by then goes dead with LastError "expired".
+	// Exclusive with ExpiresIn; neither: the topic's expires_in, if any.
+	ExpiresAt time.Time
+	// ExpiresIn is ExpiresAt as a duration from the job's run_at.
+	ExpiresIn time.Duration
 }
 
 // pushWire is PushParams without the body, as the service reads it.
@@ -59,6 +65,8 @@ type pushWire struct {
 	Priority    int             `json:"priority,omitempty"`
 	Backoff     *backoffDelays  `json:"backoff,omitempty"`
 	URL         string          `json:"url,omitempty"`
+	ExpiresAt   string          `json:"expires_at,omitempty"`
+	ExpiresIn   string          `json:"expires_in,omitempty"`
 	Body        json.RawMessage `json:"-"`
 }
 
@@ -85,6 +93,15 @@ func (p *PushParams) encode() ([]byte, error) {
 	}
 	if p.TTR != 0 {
 		w.TTR = durationString(p.TTR)
+	}
+	if !p.ExpiresAt.IsZero() && p.ExpiresIn != 0 {
+		return nil, invalidArgument("expires_in", "expires_at and expires_in are exclusive")
+	}
+	if !p.ExpiresAt.IsZero() {
+		w.ExpiresAt = p.ExpiresAt.UTC().Format(time.RFC3339Nano)
+	}
+	if p.ExpiresIn != 0 {
+		w.ExpiresIn = durationString(p.ExpiresIn)
 	}
 	if len(p.BackoffDelays) > 0 {
 		w.Backoff = &backoffDelays{}
@@ -257,6 +274,17 @@ func (c *Client) Get(ctx context.Context, id string) (*Job, error) {
 // is ErrNotFound), ErrConflict while the job is reserved, ErrUnavailable.
 func (c *Client) Cancel(ctx context.Context, id string) error {
 	_, err := c.do(ctx, &request{method: http.MethodDelete, path: "/v1/jobs/" + segment(id)}, nil)
+	return err
+}
+
+// CancelRunning cancels a job as Cancel does, and a reserved one too
+// (DELETE /v1/jobs/{id}?running=true): its delivery ends, its consumer's
+// ack or nack is then ErrLeaseLost, and a subscriber of the instance that
+// cancelled it has its handler's context cancelled with ErrJobCancelled.
+// Errors: ErrNotFound for an unknown or finished job, ErrUnavailable.
+func (c *Client) CancelRunning(ctx context.Context, id string) error {
+	_, err := c.do(ctx, &request{method: http.MethodDelete, path: "/v1/jobs/" + segment(id),
+		query: url.Values{"running": {"true"}}}, nil)
 	return err
 }
 

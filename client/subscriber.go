@@ -333,7 +333,7 @@ func (s *subscription) session(ctx context.Context) (int, error) {
 }
 
 // read reads frames until the connection ends: job frames go to jobs,
-// touched and error frames to the handler of their delivery.
+// touched, cancelled and error frames to the handler of their delivery.
 func (ss *session) read(ctx context.Context, jobs chan<- *held) error {
 	for {
 		typ, data, err := ss.conn.Read(context.Background())
@@ -361,6 +361,12 @@ func (ss *session) read(ctx context.Context, jobs chan<- *held) error {
 			case <-ctx.Done():
 				ss.release(h)
 			}
+		case "cancelled":
+			ss.mu.Lock()
+			if h := ss.held[f.ID]; h != nil {
+				h.cancel(ErrJobCancelled)
+			}
+			ss.mu.Unlock()
 		case "touched":
 			ss.mu.Lock()
 			if h := ss.held[f.ID]; h != nil {

@@ -35,6 +35,9 @@ type TopicConfig struct {
 	// MaxInFlight bounds the topic's deliveries in flight over every
 	// instance (1-1 000 000); 0: no bound.
 	MaxInFlight int
+	// ExpiresIn is the expiry, from run_at, of the topic's jobs pushed
+	// without one (PushParams.ExpiresAt); 0: they never expire.
+	ExpiresIn time.Duration
 }
 
 // RateConfig is a topic's rate limit: at most Limit deliveries per Period
@@ -100,8 +103,8 @@ type Topic struct {
 	// Delivery is its delivery; Secret and Headers are never shown, only
 	// SecretSet and HeaderNames.
 	Delivery DeliveryView
-	// TTR, MaxAttempts, Backoff, Concurrency, UniqueKeys, OnDead, Rate and
-	// MaxInFlight are as in TopicConfig, with defaults filled.
+	// TTR, MaxAttempts, Backoff, Concurrency, UniqueKeys, OnDead, Rate,
+	// MaxInFlight and ExpiresIn are as in TopicConfig, with defaults filled.
 	TTR         time.Duration
 	MaxAttempts int
 	Backoff     BackoffConfig
@@ -110,6 +113,7 @@ type Topic struct {
 	OnDead      string
 	Rate        RateConfig
 	MaxInFlight int
+	ExpiresIn   time.Duration
 	// Configured is true when the topic has a configuration of its own.
 	Configured bool
 	// Paused is true while its deliveries are paused.
@@ -201,10 +205,11 @@ type topicWire struct {
 		Period jsonDuration `json:"period"`
 		Burst  int          `json:"burst"`
 	} `json:"rate"`
-	MaxInFlight int    `json:"max_in_flight"`
-	Configured  bool   `json:"configured"`
-	Paused      bool   `json:"paused"`
-	Counts      Counts `json:"counts"`
+	MaxInFlight int          `json:"max_in_flight"`
+	ExpiresIn   jsonDuration `json:"expires_in"`
+	Configured  bool         `json:"configured"`
+	Paused      bool         `json:"paused"`
+	Counts      Counts       `json:"counts"`
 }
 
 // UnmarshalJSON reads a topic in the service's form.
@@ -222,6 +227,7 @@ func (t *Topic) UnmarshalJSON(b []byte) error {
 		TTR: time.Duration(w.TTR), MaxAttempts: w.MaxAttempts, Backoff: w.Backoff.config(), Concurrency: w.Concurrency,
 		UniqueKeys: w.UniqueKeys, OnDead: w.OnDead, Configured: w.Configured, Paused: w.Paused, Counts: w.Counts,
 		Rate: RateConfig{Limit: w.Rate.Limit, Period: time.Duration(w.Rate.Period), Burst: w.Rate.Burst}, MaxInFlight: w.MaxInFlight,
+		ExpiresIn: time.Duration(w.ExpiresIn),
 	}
 	return nil
 }
@@ -242,8 +248,9 @@ func (c *TopicConfig) wire() []byte {
 		OnDead      string        `json:"on_dead,omitempty"`
 		Rate        *rateWire     `json:"rate,omitempty"`
 		MaxInFlight int           `json:"max_in_flight,omitempty"`
+		ExpiresIn   jsonDuration  `json:"expires_in,omitempty"`
 	}{TTR: jsonDuration(c.TTR), MaxAttempts: c.MaxAttempts, Concurrency: c.Concurrency, UniqueKeys: c.UniqueKeys, OnDead: c.OnDead,
-		MaxInFlight: c.MaxInFlight}
+		MaxInFlight: c.MaxInFlight, ExpiresIn: jsonDuration(c.ExpiresIn)}
 	if r := c.Rate; r.Limit != 0 || r.Period != 0 || r.Burst != 0 {
 		w.Rate = &rateWire{Limit: r.Limit, Period: jsonDuration(r.Period), Burst: r.Burst}
 	}

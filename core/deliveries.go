@@ -89,6 +89,20 @@ func (l *leases) end(id, lease string) {
 	}
 }
 
+// cancelled forgets the delivery of id, whatever its lease, once its job
+// was cancelled while it ran, and tells the subscription that held it.
+func (l *leases) cancelled(id string) {
+	l.mu.Lock()
+	h, ok := l.m[id]
+	if ok {
+		l.end(id, h.lease)
+	}
+	l.mu.Unlock()
+	if ok && h.sub != nil && h.sub.p.CancelledFunc != nil {
+		h.sub.p.CancelledFunc(id)
+	}
+}
+
 // touched records the new expiry of a touched delivery.
 func (l *leases) touched(j *Job) {
 	l.mu.Lock()
@@ -151,6 +165,13 @@ type SubscriptionParams struct {
 	Recheck time.Duration
 	// ReleaseTimeout bounds the release of each delivery by Release.
 	ReleaseTimeout time.Duration
+	// CancelledFunc, when set, is called with the id of a delivery the
+	// subscription holds whose job was cancelled while it ran
+	// (Engine.Cancel with Running) through this engine, from the
+	// cancelling goroutine: the transport tells its subscriber. A cancel
+	// through another instance gives the credit back by the lease's expiry
+	// or Recheck instead, untold.
+	CancelledFunc func(id string)
 }
 
 // Subscription is one streaming subscriber of this engine (a WebSocket

@@ -56,6 +56,10 @@ type EngineConfig struct {
 	// store, so changes made through another instance take effect.
 	// Defaults to 2s.
 	TopicRefresh time.Duration
+	// ExpirySweep is how often the engine looks through the ready jobs of
+	// each topic for those whose expiry came, which no claim took, to end
+	// them (Store.ExpireJob). Defaults to 30s.
+	ExpirySweep time.Duration
 }
 
 // Engine is the part of delayq that is the same for every backend and
@@ -63,8 +67,8 @@ type EngineConfig struct {
 // defaults, backoff, attempt limits) and, from Start to Stop, its
 // background services, each a type of its own: the dispatchers of
 // push-delivered topics (dispatchers.go), the topic refresh with the
-// dead-letter notices (lifecycle.go, notice.go) and the schedule loop
-// (scheduler.go).
+// dead-letter notices (lifecycle.go, notice.go), the schedule loop
+// (scheduler.go) and the expiry sweep (expiry.go).
 type Engine struct {
 	store      Store
 	clock      Clock
@@ -99,6 +103,8 @@ type Engine struct {
 
 	// notices follows dead jobs for their notices, in the refresh loop.
 	notices notices
+	// expiry ends the expired jobs that no claim took.
+	expiry expirySweep
 }
 
 // NewEngine returns an engine; Start runs its dispatchers.
@@ -121,6 +127,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	e.schedules = scheduler{e: e, life: startStop{wake: make(chan struct{}, 1)}}
 	e.refresh = topicRefresh{e: e, every: cmp.Or(cfg.TopicRefresh, 2*time.Second), life: startStop{wake: make(chan struct{}, 1)}}
 	e.notices.e = e
+	e.expiry = expirySweep{e: e, every: cmp.Or(cfg.ExpirySweep, 30*time.Second)}
 	return e, nil
 }
 
@@ -156,6 +163,11 @@ type PushParams struct {
 	Priority int
 	// URL is the job's own webhook URL (Job.URL); empty for the topic's.
 	URL string
+	// ExpiresAt and ExpiresIn (from run_at) are exclusive; neither takes
+	// the topic's ExpiresIn, and without one the job never expires
+	// (Job.ExpiresAt).
+	ExpiresAt *time.Time
+	ExpiresIn *time.Duration
 }
 
 // PushBatchParams are the arguments of Engine.PushBatch.
@@ -282,6 +294,10 @@ func (e *Engine) newJob(p *PushParams, now time.Time, urls urlChecks) (job *Job,
 		runAt = *p.RunAt
 	}
 	topic := e.topic(p.Topic)
+	expires, err := expiresAt(p, topic, runAt, now)
+	if err != nil {
+		return nil, false, err
+	}
 	job = &Job{
 		ID:          p.ID,
 		Topic:       p.Topic,
@@ -297,6 +313,7 @@ func (e *Engine) newJob(p *PushParams, now time.Time, urls urlChecks) (job *Job,
 		RetryDelays: p.RetryDelays,
 		Priority:    p.Priority,
 		URL:         p.URL,
+		ExpiresAt:   expires,
 	}
 	if err := keyedID(job, topic); err != nil {
 		return nil, false, err
@@ -308,6 +325,9 @@ func (e *Engine) newJob(p *PushParams, now time.Time, urls urlChecks) (job *Job,
 		return nil, false, err
 	}
 	job.RunAt = StoreTime(job.RunAt)
+	if !job.ExpiresAt.IsZero() {
+		job.ExpiresAt = StoreTime(job.ExpiresAt)
+	}
 	if !job.RunAt.After(now) {
 		job.State = StateReady
 	}
@@ -357,12 +377,24 @@ func (e *Engine) Get(ctx context.Context, id string) (*Job, error) {
 	return e.store.GetJob(ctx, id)
 }
 
-// Cancel cancels a job that is not reserved. Errors: ErrNotFound, ErrConflict.
-func (e *Engine) Cancel(ctx context.Context, id string) error {
-	if ValidateID(id) != nil {
+// Cancel cancels the job p.ID, as Store.CancelJob: with p.Running a
+// reserved one too, whose delivery, when this engine's claim made it for
+// a subscription, is told to its subscriber (SubscriptionParams.CancelledFunc)
+// and gives its credit back. Errors: ErrNotFound, ErrConflict.
+func (e *Engine) Cancel(ctx context.Context, p *CancelJobParams) error {
+	if p == nil {
+		return noParams("cancel")
+	}
+	if ValidateID(p.ID) != nil {
 		return ErrNotFound
 	}
-	return e.store.CancelJob(ctx, id)
+	if err := e.store.CancelJob(ctx, &CancelJobParams{ID: p.ID, Running: p.Running}); err != nil {
+		return err
+	}
+	if p.Running {
+		e.leases.cancelled(p.ID)
+	}
+	return nil
 }
 
 // Claim limits.
@@ -649,7 +681,7 @@ func (e *Engine) CancelByKey(ctx context.Context, topic, key string) (CancelByKe
 			if j.State.Finished() {
 				continue
 			}
-			err := e.store.CancelJob(ctx, j.ID)
+			err := e.store.CancelJob(ctx, &CancelJobParams{ID: j.ID})
 			switch {
 			case err == nil:
 				res.Cancelled = append(res.Cancelled, j.ID)
@@ -690,6 +722,9 @@ func (e *Engine) PutTopic(ctx context.Context, t *Topic) error {
 func (e *Engine) checkTopic(t *Topic) error {
 	if err := t.Validate(); err != nil {
 		return err
+	}
+	if t.ExpiresIn > e.limits.MaxDelay {
+		return Invalid("expires_in", "expires_in must be at most %s", e.limits.MaxDelay)
 	}
 	typ := cmp.Or(t.Delivery.Type, DeliveryConsumer)
 	if typ == DeliveryConsumer {

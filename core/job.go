@@ -25,7 +25,8 @@ const (
 	StateDone State = "done"
 	// StateDead gave up after MaxAttempts, or was buried.
 	StateDead State = "dead"
-	// StateCancelled was cancelled before it was delivered.
+	// StateCancelled was cancelled: before it was delivered, or while it
+	// was (CancelJobParams.Running).
 	StateCancelled State = "cancelled"
 )
 
@@ -88,6 +89,11 @@ type Job struct {
 	// starts with none, as it starts Attempt over; a requeue keeps it, and
 	// the attempts after it count from 1 again.
 	History []Attempt `json:"history,omitempty"`
+	// ExpiresAt, when set, is when the job stops being delivered (store
+	// precision, UTC): a job not acknowledged by then goes dead with
+	// LastError JobExpired instead of being delivered again (Expired).
+	// A put sets it; nothing else changes it.
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
 }
 
 // HistoryMax is how many attempts a job's History keeps: the oldest is
@@ -133,6 +139,9 @@ const (
 	// OutcomeReleased ends a delivery that never reached its destination
 	// (RetryJobParams.Unsent): its attempt was given back.
 	OutcomeReleased = "released"
+	// OutcomeCancelled ends a delivery whose job was cancelled while it
+	// ran (CancelJobParams.Running).
+	OutcomeCancelled = "cancelled"
 )
 
 // Running reports whether the attempt is in progress: not ended yet.
@@ -247,10 +256,13 @@ func (j *Job) EndAttempt(outcome, reason string, at time.Time) {
 }
 
 // Finish makes j done (acknowledged, which ends its attempt acked) or
-// cancelled, without lease.
+// cancelled (which ends an attempt in progress cancelled), without lease.
 func (j *Job) Finish(state State, now time.Time) {
-	if state == StateDone {
+	switch state {
+	case StateDone:
 		j.EndAttempt(OutcomeAcked, "", now)
+	case StateCancelled:
+		j.EndAttempt(OutcomeCancelled, "", now)
 	}
 	j.State = state
 	j.UpdatedAt = now
@@ -324,6 +336,9 @@ func (j *Job) Import(now time.Time) {
 	j.History = slices.Clone(j.History)
 	j.EndAttempt(OutcomeLeaseExpired, "", now)
 	j.RunAt, j.CreatedAt = StoreTime(j.RunAt), j.CreatedAt.UTC()
+	if !j.ExpiresAt.IsZero() {
+		j.ExpiresAt = StoreTime(j.ExpiresAt)
+	}
 	if j.CreatedAt.IsZero() {
 		j.CreatedAt = now
 	}

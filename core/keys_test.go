@@ -55,7 +55,7 @@ func TestUniqueKeys(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, core.IsKeyID(plain.ID), "a job without key gets a generated id")
 	// Finished, the key is free again.
-	require.NoError(t, b.engine.Cancel(ctx, first.ID))
+	require.NoError(t, b.engine.Cancel(ctx, &core.CancelJobParams{ID: first.ID}))
 	again, err := push("rej", "order-1", `5`, time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, first.ID, again.ID)

@@ -10,7 +10,8 @@ import (
 // Start runs the engine's background services and returns once they run:
 // the dispatchers of topics delivered by webhook or NATS, the topic
 // refresh (which follows configuration changes made through other
-// instances, and dead jobs for their notices) and the schedule loop. It
+// instances, and dead jobs for their notices), the schedule loop and the
+// expiry sweep. It
 // loads the topic configurations first; a failure of that load is logged
 // and retried by the refresh. Errors: the engine was started or stopped
 // before.
@@ -23,16 +24,16 @@ func (e *Engine) Start(ctx context.Context) error {
 		e.log.Warn("engine: first topic load failed; retrying in the background", "err", err)
 	}
 	e.migrateSchedules(ctx) // else again by the schedule loop
-	return errors.Join(e.refresh.Start(ctx), e.schedules.Start(ctx))
+	return errors.Join(e.refresh.Start(ctx), e.schedules.Start(ctx), e.expiry.Start(ctx))
 }
 
-// Stop stops the background services: the refresh and schedule loops, then
+// Stop stops the background services: the refresh, schedule and expiry loops, then
 // the dispatchers, which claim no more and wait until ctx is done for the
 // deliveries in flight to finish, then interrupt those still running
 // (each releases its job for redelivery at once), returning ctx's error.
 // It is idempotent and safe before Start.
 func (e *Engine) Stop(ctx context.Context) error {
-	loops := errors.Join(e.refresh.Stop(ctx), e.schedules.Stop(ctx))
+	loops := errors.Join(e.refresh.Stop(ctx), e.schedules.Stop(ctx), e.expiry.Stop(ctx))
 	return errors.Join(loops, e.dispatch.Stop(ctx))
 }
 

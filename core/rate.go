@@ -136,12 +136,12 @@ func (b *Buckets) Take(params *TakeRateParams, now time.Time) (TakeRateResult, e
 	return bk.Take(params.Rate, params.Want, now), nil
 }
 
-// claim claims as Store.ClaimJobs does, within the topic's max_in_flight
+// claimDue claims as Store.ClaimJobs does, within the topic's max_in_flight
 // (which the store applies) and rate limit:
 // it takes tokens for up to p.Max jobs, waiting (within p.Wait) for the
 // first, claims as many jobs as it got tokens and gives back the tokens
 // the claim did not use. A topic without a limit costs nothing more.
-func (e *Engine) claim(ctx context.Context, p *ClaimJobsParams) ([]*Job, error) {
+func (e *Engine) claimDue(ctx context.Context, p *ClaimJobsParams) ([]*Job, error) {
 	topic := e.topic(p.Topic)
 	rate, inFlight := topic.Rate, topic.MaxInFlight
 	if rate.Limit == 0 {

@@ -43,11 +43,23 @@ type Store interface {
 	// ErrNotFound.
 	GetJob(ctx context.Context, id string) (*Job, error)
 
-	// CancelJob cancels a scheduled, ready or dead job: it becomes
-	// cancelled and is never delivered again. Errors: ErrNotFound (unknown
-	// or already finished, so a second cancel gets ErrNotFound),
-	// ErrConflict while reserved.
-	CancelJob(ctx context.Context, id string) error
+	// CancelJob cancels the job params.ID when it is scheduled, ready or
+	// dead, or with params.Running reserved (its lease current): it becomes
+	// cancelled and is never delivered again. A reserved job's delivery
+	// ends with it, its attempt ended cancelled (Job.Finish), and a later
+	// settling call of its lease gets ErrLeaseLost. Errors: ErrNotFound
+	// (unknown or already finished, so a second cancel gets ErrNotFound),
+	// ErrConflict (a *ConflictError with the job) while reserved without
+	// params.Running.
+	CancelJob(ctx context.Context, params *CancelJobParams) error
+
+	// ExpireJob ends a queued job whose expiry has come: a scheduled or
+	// ready job (as of now) with ExpiresAt at or before now goes dead with
+	// LastError JobExpired (Job.Bury, no attempt in progress), recorded as
+	// any death (the dead list, ListFinished). Errors: ErrNotFound (unknown
+	// or finished), ErrConflict (a *ConflictError with the job,
+	// NotExpiredConflict) when it is reserved, dead or not expired.
+	ExpireJob(ctx context.Context, id string) error
 
 	// ClaimJobs takes up to params.Max due jobs of a topic, the most urgent
 	// first (lowest Priority) and in run_at order within one priority, and
@@ -248,6 +260,14 @@ type PutJobsParams struct {
 	// schedule's slot fired again after a crash, is created once. Replace
 	// is ignored with it.
 	IfAbsent bool
+}
+
+// CancelJobParams are the arguments of Store.CancelJob and Engine.Cancel.
+type CancelJobParams struct {
+	ID string
+	// Running cancels a reserved job too, ending its delivery; without it
+	// a reserved job is a conflict.
+	Running bool
 }
 
 // FindJobsParams are the arguments of Store.FindJobs and Engine.FindJobs

@@ -53,6 +53,9 @@ type Topic struct {
 	MaxInFlight int `json:"max_in_flight,omitempty"`
 	// Rate limits the topic's deliveries across every instance (Rate).
 	Rate Rate `json:"rate"`
+	// ExpiresIn, when set, is the expiry of the topic's jobs pushed without
+	// one: run_at plus ExpiresIn (Job.ExpiresAt). 0: they never expire.
+	ExpiresIn time.Duration `json:"expires_in,omitempty"`
 	// OnDead names the topic that gets a dead-letter notice (a job whose
 	// body is a DeadNotice) for each of this topic's jobs that goes dead;
 	// its delivery decides how the notice goes out. Empty: none.
@@ -260,6 +263,9 @@ func (t *Topic) Validate() error {
 	}
 	if err := t.Rate.Validate(); err != nil {
 		return err
+	}
+	if t.ExpiresIn < 0 {
+		return Invalid("expires_in", "expires_in must not be negative (0 or absent: jobs never expire)")
 	}
 	if t.OnDead != "" {
 		if err := ValidateTopicName(t.OnDead); err != nil {

@@ -172,8 +172,8 @@ func ValidatePriority(field string, p int) error {
 // validateJob checks what a pushed and an imported job share, in the order
 // of their fields on the wire: topic, id, key, body (at most
 // Limits.MaxBodyBytes of JSON in UTF-8; empty becomes null), run_at (see
-// validateRunAt), ttr, max_attempts, priority, the retry delays and the
-// url (see validateJobURL). The
+// validateRunAt), ttr, max_attempts, priority, the retry delays, the
+// expiry (validateExpiresAt) and the url (see validateJobURL). The
 // callers check the rest: push its delay and fills ids and topic defaults
 // first; import requires run_at and checks state and attempt.
 func (e *Engine) validateJob(j *Job, now time.Time, urls urlChecks) error {
@@ -207,6 +207,9 @@ func (e *Engine) validateJob(j *Job, now time.Time, urls urlChecks) error {
 		return err
 	}
 	if err := ValidateDelays("backoff.delays", j.RetryDelays); err != nil {
+		return err
+	}
+	if err := e.validateExpiresAt(j); err != nil {
 		return err
 	}
 	return e.validateJobURL(j, urls)

@@ -35,7 +35,8 @@ func DescribeLease(err error, id string) error {
 // describeLease is DescribeLease with the job read to say why a lease is
 // lost: a job never delivered has no lease to lose (the client's lease is
 // unknown, a typo or another job's), a reserved one was handed out again,
-// a finished one says how it ended. A batch's items keep DescribeLease's
+// one cancelled while it ran says so, another finished one says how it
+// ended. A batch's items keep DescribeLease's
 // message, without a read each.
 func (s *Service) describeLease(ctx context.Context, err error, id string) error {
 	if !errors.Is(err, core.ErrLeaseLost) {
@@ -51,6 +52,8 @@ func (s *Service) describeLease(ctx context.Context, err error, id string) error
 		return wire.WithMessage(fmt.Sprintf("the lease is unknown: job %q was never delivered (it is %s)", id, job.State), err)
 	case job.State == core.StateReserved:
 		why = fmt.Sprintf("the job was handed out again (attempt %d), after this delivery expired, or the lease is unknown", job.Attempt)
+	case job.History[len(job.History)-1].Outcome == core.OutcomeCancelled:
+		why = fmt.Sprintf("the job was cancelled while its delivery (attempt %d) ran", job.History[len(job.History)-1].Attempt)
 	default:
 		last := job.History[len(job.History)-1]
 		why = fmt.Sprintf("the job is %s; its last delivery (attempt %d) %s", job.State, last.Attempt, cmp.Or(outcomeWords[last.Outcome], "ended"))

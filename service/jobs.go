@@ -103,13 +103,14 @@ func (s *Service) Get(ctx context.Context, id string) (*core.Job, error) {
 	return job, Describe(err, core.ErrNotFound, "job %q not found", id)
 }
 
-// Cancel cancels the job id. Errors: core.ErrNotFound when unknown or
-// already finished, a conflict while reserved, wire.ErrPermissionDenied.
-func (s *Service) Cancel(ctx context.Context, id string) error {
-	if err := s.AllowJob(ctx, id); err != nil {
+// Cancel cancels the job p.ID, with p.Running one being delivered too.
+// Errors: core.ErrNotFound when unknown or already finished, a conflict
+// while reserved without p.Running, wire.ErrPermissionDenied.
+func (s *Service) Cancel(ctx context.Context, p *core.CancelJobParams) error {
+	if err := s.AllowJob(ctx, p.ID); err != nil {
 		return err
 	}
-	return Describe(s.engine.Cancel(ctx, id), core.ErrNotFound, "job %q not found or already finished", id)
+	return Describe(s.engine.Cancel(ctx, p), core.ErrNotFound, "job %q not found or already finished", p.ID)
 }
 
 // FindJobs lists a page of a topic's jobs with a business key, and the

@@ -374,8 +374,13 @@ func (s *Store) GetJob(ctx context.Context, id string) (*core.Job, error) {
 	return s.next.GetJob(ctx, id)
 }
 
+// ExpireJob implements core.Store.
+func (s *Store) ExpireJob(ctx context.Context, id string) error { return s.next.ExpireJob(ctx, id) }
+
 // CancelJob implements core.Store.
-func (s *Store) CancelJob(ctx context.Context, id string) error { return s.next.CancelJob(ctx, id) }
+func (s *Store) CancelJob(ctx context.Context, params *core.CancelJobParams) error {
+	return s.next.CancelJob(ctx, params)
+}
 
 // RequeueJob implements core.Store.
 func (s *Store) RequeueJob(ctx context.Context, id string) error { return s.next.RequeueJob(ctx, id) }

@@ -159,7 +159,7 @@ func TestRetention(t *testing.T) {
 	require.Len(t, jobs, 1)
 	require.NoError(t, settleErr(b.store.AckJob(ctx, &core.AckJobParams{ID: done.ID, Lease: jobs[0].Lease})))
 	b.clock.Advance(time.Minute)
-	require.NoError(t, b.store.CancelJob(ctx, cancelled.ID))
+	require.NoError(t, b.store.CancelJob(ctx, &core.CancelJobParams{ID: cancelled.ID}))
 	b.requireCounts(t, "t", core.Counts{Done: 1, Cancelled: 1})
 
 	b.clock.Advance(time.Hour - time.Minute - time.Nanosecond)

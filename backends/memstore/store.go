@@ -213,23 +213,29 @@ func (s *Store) GetJob(_ context.Context, id string) (*core.Job, error) {
 
 // CancelJob implements core.Store. Not idempotent: a second cancel gets
 // ErrNotFound. Errors: ErrNotFound (unknown or finished),
-// *core.ConflictError (ErrConflict) while reserved, ErrClosed.
-func (s *Store) CancelJob(_ context.Context, id string) error {
+// *core.ConflictError (ErrConflict) while reserved without
+// params.Running, ErrClosed.
+func (s *Store) CancelJob(_ context.Context, params *core.CancelJobParams) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	id := params.ID
 	e, now, err := s.lookup(id)
 	if err != nil {
 		return err
 	}
 	defer s.changed(e.topic)
-	switch e.job.State {
-	case core.StateDone, core.StateCancelled:
+	reserved := e.job.State == core.StateReserved
+	switch {
+	case e.job.State.Finished():
 		return fmt.Errorf("memstore: cancel %q: job is %s: %w", id, e.job.State, core.ErrNotFound)
-	case core.StateReserved:
+	case reserved && !params.Running:
 		return core.ReservedConflict(id, e.job.Clone())
 	}
 	s.unlink(e)
 	s.finish(e, core.StateCancelled, now)
+	if reserved {
+		s.notify.Freed(e.topic.name)
+	}
 	return nil
 }
 
@@ -365,6 +371,29 @@ func (s *Store) TouchJob(_ context.Context, params *core.TouchJobParams) (*core.
 	e.topic.reserved.fix(e, e.job.LeaseExpiresAt)
 	s.changed(e.topic)
 	return e.job.Clone(), nil
+}
+
+// ExpireJob implements core.Store. Errors: ErrNotFound, ErrConflict,
+// ErrClosed.
+func (s *Store) ExpireJob(_ context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, now, err := s.lookup(id)
+	if err != nil {
+		return err
+	}
+	defer s.changed(e.topic)
+	switch {
+	case e.job.State.Finished():
+		return fmt.Errorf("memstore: expire %q: job is %s: %w", id, e.job.State, core.ErrNotFound)
+	case !e.job.CanExpire(now):
+		return core.NotExpiredConflict(id, e.job.Clone())
+	}
+	s.unlink(e)
+	e.job.Bury(core.JobExpired, now)
+	s.kill(e)
+	s.recordFinish(e.job, now)
+	return nil
 }
 
 // RequeueJob implements core.Store: the dead job's run_at becomes now.

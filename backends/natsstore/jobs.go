@@ -272,17 +272,39 @@ func (s *Store) change(ctx context.Context, id string, cur *stored, f func(j *co
 	return nil, nil, unavailable("change job", fmt.Errorf("job %q changed %d times in a row", id, maxTries))
 }
 
-// CancelJob implements core.Store. Errors: ErrNotFound, ErrConflict,
+// CancelJob implements core.Store. With params.Running, the lease message
+// the claim kept is the guess, as for a settling call. Errors:
+// ErrNotFound, ErrConflict, ErrClosed, ErrUnavailable.
+func (s *Store) CancelJob(ctx context.Context, params *core.CancelJobParams) error {
+	id := params.ID
+	var guess *stored
+	if params.Running {
+		guess = s.leases.take(id)
+	}
+	_, _, err := s.change(ctx, id, guess, func(j *core.Job, now time.Time) error {
+		switch {
+		case j.State.Finished():
+			return fmt.Errorf("natsstore: job %q: %w", id, core.ErrNotFound)
+		case j.State == core.StateReserved && !params.Running:
+			return core.ReservedConflict(id, j.Clone())
+		}
+		j.Finish(core.StateCancelled, now)
+		return nil
+	})
+	return err
+}
+
+// ExpireJob implements core.Store. Errors: ErrNotFound, ErrConflict,
 // ErrClosed, ErrUnavailable.
-func (s *Store) CancelJob(ctx context.Context, id string) error {
+func (s *Store) ExpireJob(ctx context.Context, id string) error {
 	_, _, err := s.change(ctx, id, nil, func(j *core.Job, now time.Time) error {
 		switch {
 		case j.State.Finished():
 			return fmt.Errorf("natsstore: job %q: %w", id, core.ErrNotFound)
-		case j.State == core.StateReserved:
-			return core.ReservedConflict(id, j.Clone())
+		case !j.CanExpire(now):
+			return core.NotExpiredConflict(id, j.Clone())
 		}
-		j.Finish(core.StateCancelled, now)
+		j.Bury(core.JobExpired, now)
 		return nil
 	})
 	return err

@@ -70,8 +70,8 @@ func TestOrderAndCancel(t *testing.T) {
 	ctx := context.Background()
 	a, c, d := job("t", -3*time.Second), job("t", -1*time.Second), job("t", -2*time.Second)
 	put(t, b.store, c, a, d)
-	require.NoError(t, b.store.CancelJob(ctx, d.ID))
-	require.ErrorIs(t, b.store.CancelJob(ctx, d.ID), core.ErrNotFound)
+	require.NoError(t, b.store.CancelJob(ctx, &core.CancelJobParams{ID: d.ID}))
+	require.ErrorIs(t, b.store.CancelJob(ctx, &core.CancelJobParams{ID: d.ID}), core.ErrNotFound)
 
 	tp, err := b.store.GetTopicState(ctx, "t")
 	require.NoError(t, err)
@@ -82,7 +82,7 @@ func TestOrderAndCancel(t *testing.T) {
 	require.Equal(t, a.ID, jobs[0].ID)
 	require.Equal(t, c.ID, jobs[1].ID)
 	var conflict *core.ConflictError
-	require.ErrorAs(t, b.store.CancelJob(ctx, a.ID), &conflict)
+	require.ErrorAs(t, b.store.CancelJob(ctx, &core.CancelJobParams{ID: a.ID}), &conflict)
 	require.Empty(t, claim(t, b.store, "t", 10, 0))
 }
 

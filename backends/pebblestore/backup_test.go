@@ -67,7 +67,7 @@ func TestCheckpoint(t *testing.T) {
 	d = claim("ck.retried")
 	_, err = s.RetryJob(ctx, &core.RetryJobParams{ID: d.ID, Lease: d.Lease, RunAt: now.Add(time.Minute), Error: "try later"})
 	require.NoError(t, err)
-	require.NoError(t, s.CancelJob(ctx, cancelled.ID))
+	require.NoError(t, s.CancelJob(ctx, &core.CancelJobParams{ID: cancelled.ID}))
 	fixed := []*core.Job{scheduled, ready, reserved, done, dead, retried, cancelled}
 	want := map[string]*core.Job{}
 	for _, j := range fixed {

@@ -37,7 +37,9 @@ const (
 // recordVersionDelays (the schedule follows created_at); one without keeps
 // recordVersion, as before schedules existed. A record with its own URL is
 // written as recordVersionURL: the schedule, its count possibly 0, then
-// the URL, so that records without one keep their earlier forms. A
+// the URL, so that records without one keep their earlier forms. A record
+// with an expiry is written as recordVersionExpiry: the schedule and the
+// URL, either possibly empty, then the expiry (ms). A
 // reserved meta is written as metaVersionAttempt: the priority, possibly
 // 0, then the start (ms) and via of the attempt in progress; others keep
 // their earlier forms, and a reserved meta of an earlier form reads as an
@@ -53,6 +55,7 @@ const (
 	recordVersion       = 1
 	recordVersionDelays = 2
 	recordVersionURL    = 3
+	recordVersionExpiry = 4
 	historyVersion      = 1
 )
 
@@ -137,11 +140,11 @@ var codeVias = func() [6]string {
 // outcomeCodes are the one-byte forms of core.Attempt.Outcome.
 var outcomeCodes = map[string]uint8{
 	core.OutcomeAcked: 1, core.OutcomeRetried: 2, core.OutcomeBuried: 3, core.OutcomeLeaseExpired: 4,
-	core.OutcomeReleased: 5,
+	core.OutcomeReleased: 5, core.OutcomeCancelled: 6,
 }
 
-var codeOutcomes = func() [6]string {
-	var o [6]string
+var codeOutcomes = func() [7]string {
+	var o [7]string
 	for out, c := range outcomeCodes {
 		o[c] = out
 	}
@@ -257,13 +260,16 @@ type record struct {
 	createdAt   int64           // ns
 	delays      []time.Duration // the job's retry schedule, nil for none
 	url         string          // the job's own webhook URL, empty for none
+	expiresAt   int64           // ms, the job's expiry; 0 for none
 	body        []byte
 }
 
 func (r *record) encode() []byte {
-	b := make([]byte, 0, 18+len(r.key)+len(r.traceParent)+8*len(r.delays)+len(r.url)+len(r.body))
+	b := make([]byte, 0, 28+len(r.key)+len(r.traceParent)+8*len(r.delays)+len(r.url)+len(r.body))
 	version := byte(recordVersion)
 	switch {
+	case r.expiresAt != 0:
+		version = recordVersionExpiry
 	case r.url != "":
 		version = recordVersionURL
 	case len(r.delays) > 0:
@@ -281,16 +287,19 @@ func (r *record) encode() []byte {
 			b = binary.AppendUvarint(b, uint64(d))
 		}
 	}
-	if version == recordVersionURL {
+	if version >= recordVersionURL {
 		b = binary.AppendUvarint(b, uint64(len(r.url)))
 		b = append(b, r.url...)
+	}
+	if version == recordVersionExpiry {
+		b = binary.AppendVarint(b, r.expiresAt)
 	}
 	return append(b, r.body...)
 }
 
 func decodeRecord(b []byte) (record, error) {
 	var r record
-	if len(b) < 1 || b[0] < recordVersion || b[0] > recordVersionURL {
+	if len(b) < 1 || b[0] < recordVersion || b[0] > recordVersionExpiry {
 		return r, errCorrupt
 	}
 	d := decoder{b: b[1:]}
@@ -310,9 +319,14 @@ func decodeRecord(b []byte) (record, error) {
 			r.delays = append(r.delays, time.Duration(v))
 		}
 	}
-	if b[0] == recordVersionURL {
+	if b[0] >= recordVersionURL {
 		r.url = string(d.bytes())
-		if r.url == "" {
+		if r.url == "" && b[0] == recordVersionURL {
+			d.fail()
+		}
+	}
+	if b[0] == recordVersionExpiry {
+		if r.expiresAt = d.varint(); r.expiresAt == 0 {
 			d.fail()
 		}
 	}
@@ -344,6 +358,9 @@ func job(id string, m *meta, r *record, lastError string) *core.Job {
 		RetryDelays: r.delays,
 		Priority:    m.priority,
 		URL:         r.url,
+	}
+	if r.expiresAt != 0 {
+		j.ExpiresAt = time.UnixMilli(r.expiresAt).UTC()
 	}
 	if m.state == core.StateReserved {
 		j.Lease = m.lease.String()
@@ -458,7 +475,11 @@ func ended(j *core.Job) []core.Attempt {
 }
 
 func recordOf(j *core.Job) record {
-	return record{key: j.Key, traceParent: j.TraceParent, createdAt: j.CreatedAt.UnixNano(), delays: j.RetryDelays, url: j.URL, body: j.Body}
+	r := record{key: j.Key, traceParent: j.TraceParent, createdAt: j.CreatedAt.UnixNano(), delays: j.RetryDelays, url: j.URL, body: j.Body}
+	if !j.ExpiresAt.IsZero() {
+		r.expiresAt = j.ExpiresAt.UnixMilli()
+	}
+	return r
 }
 
 // decoder reads the varint-framed values of a meta or a record, keeping the

@@ -132,7 +132,24 @@ func TestRecordRoundTrip(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, r, got)
 	}
-	r.delays, r.url = nil, ""
+
+	// An expiry: version 4, with or without a schedule and a URL; a record
+	// of that version without one is corrupt.
+	for _, url := range []string{"", "https://hooks.example/a"} {
+		for _, delays := range [][]time.Duration{nil, {time.Second}} {
+			r.delays, r.url, r.expiresAt = delays, url, 1_700_000_060_123
+			enc := r.encode()
+			require.Equal(t, byte(recordVersionExpiry), enc[0])
+			got, err := decodeRecord(enc)
+			require.NoError(t, err)
+			require.Equal(t, r, got)
+		}
+	}
+	r.delays, r.url, r.expiresAt = nil, "", 0
+	noExpiry := append([]byte{recordVersionExpiry}, r.encode()[1:]...)
+	noExpiry = append(noExpiry[:len(noExpiry)-len(r.body)], 0, 0, 0)
+	_, err = decodeRecord(noExpiry)
+	require.ErrorIs(t, err, errCorrupt)
 }
 
 // FuzzDecode: the decoders of stored values refuse what they cannot read
@@ -143,6 +160,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add((&record{key: "k", body: []byte("{}")}).encode())
 	f.Add((&record{key: "k", delays: []time.Duration{time.Second, 0}, body: []byte("{}")}).encode())
 	f.Add((&record{key: "k", url: "http://h/", body: []byte("{}")}).encode())
+	f.Add((&record{key: "k", expiresAt: 1_700_000_000_000, body: []byte("{}")}).encode())
 	m.priority = 3
 	f.Add(m.encode())
 	f.Add([]byte{metaVersion, 7})

@@ -16,8 +16,8 @@
 //	                               attempt, max_attempts, ttr, updated_at, and the lease
 //	                               and its expiry while reserved (a few dozen bytes)
 //	j<id>                          what a put sets and nothing changes: key, traceparent,
-//	                               created_at, the retry schedule and own URL when the job
-//	                               has them, body
+//	                               created_at, the retry schedule, own URL and expiry when
+//	                               the job has them, body
 //	e<id>                          the last error, while there is one
 //	h<id>                          the job's attempts that ended, the last 20, once one did; the
 //	                               attempt in progress is in m (its start and via) while reserved,

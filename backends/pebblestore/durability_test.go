@@ -50,7 +50,7 @@ func TestKill9Child(t *testing.T) {
 			}
 		}
 		// Cancel one job of each batch, and say so once answered.
-		if err := s.CancelJob(ctx, jobs[n%len(jobs)].ID); err != nil {
+		if err := s.CancelJob(ctx, &core.CancelJobParams{ID: jobs[n%len(jobs)].ID}); err != nil {
 			fmt.Println("error", err)
 			os.Exit(1)
 		}

@@ -29,7 +29,7 @@ func finishOne(t *testing.T, s *Store, clock *coretest.FakeClock, step time.Dura
 	require.NoError(t, err)
 	require.NoError(t, res[0].Err)
 	if cancel {
-		require.NoError(t, s.CancelJob(ctx, j.ID))
+		require.NoError(t, s.CancelJob(ctx, &core.CancelJobParams{ID: j.ID}))
 		return j.ID
 	}
 	claimed, err := s.ClaimJobs(ctx, &core.ClaimJobsParams{Topic: topic, Max: 1})
@@ -285,8 +285,8 @@ func TestKeyIndexFollowsJobs(t *testing.T) {
 		string(keyIndexKey(topic, "c", moved.ID)),
 	}, indexed())
 
-	require.NoError(t, s.CancelJob(ctx, pruned.ID))
-	require.NoError(t, s.CancelJob(ctx, reused.ID))
+	require.NoError(t, s.CancelJob(ctx, &core.CancelJobParams{ID: pruned.ID}))
+	require.NoError(t, s.CancelJob(ctx, &core.CancelJobParams{ID: reused.ID}))
 	again := reused.Clone()
 	again.Key = "d"
 	put(false, again)

@@ -805,19 +805,50 @@ func (s *Store) isClosed() bool {
 
 // CancelJob implements core.Store; the cancel is synced before it returns.
 // Errors: ErrNotFound (unknown or finished), *core.ConflictError
-// (ErrConflict) while reserved, ErrClosed, ErrUnavailable.
-func (s *Store) CancelJob(_ context.Context, id string) error {
+// (ErrConflict) while reserved without params.Running, ErrClosed,
+// ErrUnavailable.
+func (s *Store) CancelJob(_ context.Context, params *core.CancelJobParams) error {
 	s.ops.RLock()
 	defer s.ops.RUnlock()
+	id := params.ID
 	missing := func() error { return fmt.Errorf("pebblestore: cancel %q: %w", id, core.ErrNotFound) }
 	return s.change(id, missing, func(b *pebble.Batch, tp *topic, i uint32, cur *core.Job, now time.Time) error {
 		switch cur.State {
 		case core.StateReserved:
-			return core.ReservedConflict(id, cur)
+			if !params.Running {
+				return core.ReservedConflict(id, cur)
+			}
+			s.notify.Freed(tp.name)
 		case core.StateDead:
 			_ = b.Delete(deadKey(tp.name, cur.UpdatedAt, id), nil)
 		}
 		s.finish(b, tp, i, core.StateCancelled, now)
+		return nil
+	})
+}
+
+// ExpireJob implements core.Store; the change is synced before it
+// returns. Errors: ErrNotFound (unknown or finished), *core.ConflictError
+// (ErrConflict) when reserved, dead or not expired, ErrClosed,
+// ErrUnavailable.
+func (s *Store) ExpireJob(_ context.Context, id string) error {
+	s.ops.RLock()
+	defer s.ops.RUnlock()
+	missing := func() error { return fmt.Errorf("pebblestore: expire %q: %w", id, core.ErrNotFound) }
+	return s.change(id, missing, func(b *pebble.Batch, tp *topic, i uint32, cur *core.Job, now time.Time) error {
+		if !cur.CanExpire(now) {
+			return core.NotExpiredConflict(id, cur)
+		}
+		s.unlink(tp, i)
+		j := s.jobLite(i)
+		j.Bury(core.JobExpired, now)
+		s.setLite(i, &j)
+		tp.dead++
+		m := s.metaOfSlot(i, now)
+		_ = b.Set(idKey(prefixMeta, id), m.encode(), nil)
+		s.setError(b, i, id, j.LastError)
+		_ = b.Set(deadKey(tp.name, now, id), nil, nil)
+		s.logFinish(b, i, id, &j, now)
 		return nil
 	})
 }

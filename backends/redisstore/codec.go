@@ -35,6 +35,7 @@ const (
 	fURL       = "h" // the job's own webhook URL, absent when none
 	fVia       = "v" // the via letter of the last claim (viaLetters)
 	fHistory   = "H" // the attempts that ended, absent until one did (History in lib.lua)
+	fExpiresAt = "z" // Unix ms, absent when none
 )
 
 // viaLetters are the one-letter forms of core.Attempt.Via in a job hash:
@@ -47,7 +48,7 @@ var viaLetters = map[string]string{
 // outcomeLetters are the one-letter forms of core.Attempt.Outcome.
 var outcomeLetters = map[string]string{
 	core.OutcomeAcked: "a", core.OutcomeRetried: "r", core.OutcomeBuried: "b", core.OutcomeLeaseExpired: "x",
-	core.OutcomeReleased: "l",
+	core.OutcomeReleased: "l", core.OutcomeCancelled: "c",
 }
 
 var letterVias, letterOutcomes = invert(viaLetters), invert(outcomeLetters)
@@ -165,6 +166,9 @@ func decodeMap(id string, m map[string]string) (*core.Job, error) {
 	j.TraceParent = m[fTrace]
 	j.URL = m[fURL]
 	j.Priority = int(num(fPriority))
+	if _, ok := m[fExpiresAt]; ok {
+		j.ExpiresAt = msTime(num(fExpiresAt))
+	}
 	if hist, ok := m[fHistory]; ok && err == nil {
 		if j.History, err = decodeHistory(hist); err != nil {
 			err = fmt.Errorf("redisstore: job %q: field %s: %w", id, fHistory, err)
@@ -200,6 +204,15 @@ func encodePriority(p int) string {
 		return ""
 	}
 	return strconv.Itoa(p)
+}
+
+// encodeExpiresAt is the argument of a job's expiry to the put and import
+// scripts: Unix ms, empty for none, which the hash leaves out.
+func encodeExpiresAt(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(t.UnixMilli(), 10)
 }
 
 // encodeDelays is the form of a retry schedule in a job hash: its delays

@@ -78,9 +78,9 @@
 // e last_error, l lease, x lease expiry, p traceparent, w retry delays (ns,
 // comma-separated), y priority, h the job's own webhook URL, v the via of
 // the last claim (one letter), H the attempts that ended (History in
-// lib.lua); times are Unix ms of the server's clock. Empty key, body,
-// traceparent, retry delays and URL, priority 0 and a history before the
-// first delivery ends are left out; l, x and v stay once a lease ends and
+// lib.lua), z expires_at; times are Unix ms of the server's clock. Empty
+// key, body, traceparent, retry delays, URL and expiry, priority 0 and a
+// history before the first delivery ends are left out; l, x and v stay once a lease ends and
 // mean nothing unless the job is reserved: the attempt in progress is a,
 // u (the claim's time) and v. A
 // queued job is stored as scheduled or ready by its run_at when it was

@@ -191,7 +191,7 @@ func TestExportPagesAndStops(t *testing.T) {
 		require.NoError(t, s.ExportJobs(ctx, func(j *core.Job) error {
 			require.False(t, seen[j.ID], "exported twice")
 			seen[j.ID] = true
-			return s.CancelJob(ctx, j.ID)
+			return s.CancelJob(ctx, &core.CancelJobParams{ID: j.ID})
 		}))
 		require.Len(t, seen, len(jobs))
 		require.Empty(t, exportAll(t, s))

@@ -22,14 +22,14 @@ func TestFinishedClockBack(t *testing.T) {
 	first, second := job("back", time.Hour), job("back", time.Hour)
 	put(t, s, first, second)
 
-	require.NoError(t, s.CancelJob(ctx, first.ID))
+	require.NoError(t, s.CancelJob(ctx, &core.CancelJobParams{ID: first.ID}))
 	page, err := s.ListFinished(ctx, &core.ListFinishedParams{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, page.Jobs, 1)
 	require.Equal(t, first.ID, page.Jobs[0].ID)
 
 	clock.Advance(-time.Minute)
-	require.NoError(t, s.CancelJob(ctx, second.ID))
+	require.NoError(t, s.CancelJob(ctx, &core.CancelJobParams{ID: second.ID}))
 	next, err := s.ListFinished(ctx, &core.ListFinishedParams{After: page.Next, Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, next.Jobs, 1, "the finish after the clock stepped back")

@@ -54,12 +54,12 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 	calls := make([]call, len(order))
 	for ci, n := range order {
 		idx := byShard[n]
-		args := make([]any, 0, 2+11*len(idx))
+		args := make([]any, 0, 2+12*len(idx))
 		args = append(args, replace, s.inlineBody)
 		for _, i := range idx {
 			j := params.Jobs[i]
 			args = append(args, j.ID, j.Topic, j.Key, string(j.Body), j.RunAt.UnixMilli(),
-				j.TTR.Milliseconds(), j.MaxAttempts, j.TraceParent, encodeDelays(j.RetryDelays), encodePriority(j.Priority), j.URL)
+				j.TTR.Milliseconds(), j.MaxAttempts, j.TraceParent, encodeDelays(j.RetryDelays), encodePriority(j.Priority), j.URL, encodeExpiresAt(j.ExpiresAt))
 		}
 		calls[ci] = s.shardCall(scriptPut, n, args...)
 	}
@@ -185,10 +185,15 @@ func (s *Store) GetJob(ctx context.Context, id string) (*core.Job, error) {
 
 // CancelJob implements core.Store. Not idempotent: a second cancel gets
 // ErrNotFound. Errors: ErrNotFound (unknown or finished),
-// *core.ConflictError (ErrConflict) while reserved, ErrClosed,
-// ErrUnavailable.
-func (s *Store) CancelJob(ctx context.Context, id string) error {
-	code, job, err := s.byID(ctx, scriptCancel, "cancel", id, id)
+// *core.ConflictError (ErrConflict) while reserved without
+// params.Running, ErrClosed, ErrUnavailable.
+func (s *Store) CancelJob(ctx context.Context, params *core.CancelJobParams) error {
+	id := params.ID
+	running := "0"
+	if params.Running {
+		running = "1"
+	}
+	code, job, err := s.byID(ctx, scriptCancel, "cancel", id, id, running)
 	if err != nil {
 		return err
 	}
@@ -199,6 +204,24 @@ func (s *Store) CancelJob(ctx context.Context, id string) error {
 		return core.ReservedConflict(id, job)
 	default:
 		return fmt.Errorf("redisstore: cancel %q: %w", id, core.ErrNotFound)
+	}
+}
+
+// ExpireJob implements core.Store. Errors: ErrNotFound (unknown or
+// finished), *core.ConflictError (ErrConflict) when reserved, dead or not
+// expired, ErrClosed, ErrUnavailable.
+func (s *Store) ExpireJob(ctx context.Context, id string) error {
+	code, job, err := s.byID(ctx, scriptExpireJob, "expire", id, id)
+	if err != nil {
+		return err
+	}
+	switch code {
+	case 0:
+		return nil
+	case 2:
+		return core.NotExpiredConflict(id, job)
+	default:
+		return fmt.Errorf("redisstore: expire %q: %w", id, core.ErrNotFound)
 	}
 }
 

@@ -18,25 +18,26 @@ var luaFS embed.FS
 // The scripts. Shard scripts start with lib.lua; see doc.go for their
 // invariants.
 var (
-	scriptPut     = shardScript("put.lua")
-	scriptClaim   = shardScript("claim.lua")
-	scriptPeek    = shardScript("peek.lua")
-	scriptExpire  = shardScript("expire.lua")
-	scriptCancel  = shardScript("cancel.lua")
-	scriptLease   = shardScript("lease.lua")
-	scriptRequeue = shardScript("requeue.lua")
-	scriptStats   = shardScript("stats.lua")
-	scriptGet     = shardScript("get.lua")
-	scriptImport  = shardScript("import.lua")
-	scriptExport  = shardScript("export.lua")
-	scriptMigrate = shardScript("migrate.lua")
-	scriptIndex   = shardScript("index.lua")
-	scriptList    = shardScript("list.lua")
-	scriptPrune   = redis.NewScript(mustRead("prune.lua"))
-	scriptRate    = redis.NewScript(mustRead("rate.lua"))
-	scriptRecord  = redis.NewScript(mustRead("record.lua"))
+	scriptPut       = shardScript("put.lua")
+	scriptClaim     = shardScript("claim.lua")
+	scriptPeek      = shardScript("peek.lua")
+	scriptExpire    = shardScript("expire.lua")
+	scriptCancel    = shardScript("cancel.lua")
+	scriptExpireJob = shardScript("expirejob.lua")
+	scriptLease     = shardScript("lease.lua")
+	scriptRequeue   = shardScript("requeue.lua")
+	scriptStats     = shardScript("stats.lua")
+	scriptGet       = shardScript("get.lua")
+	scriptImport    = shardScript("import.lua")
+	scriptExport    = shardScript("export.lua")
+	scriptMigrate   = shardScript("migrate.lua")
+	scriptIndex     = shardScript("index.lua")
+	scriptList      = shardScript("list.lua")
+	scriptPrune     = redis.NewScript(mustRead("prune.lua"))
+	scriptRate      = redis.NewScript(mustRead("rate.lua"))
+	scriptRecord    = redis.NewScript(mustRead("record.lua"))
 
-	allScripts = []*redis.Script{scriptPut, scriptClaim, scriptPeek, scriptExpire, scriptCancel, scriptLease,
+	allScripts = []*redis.Script{scriptPut, scriptClaim, scriptPeek, scriptExpire, scriptCancel, scriptExpireJob, scriptLease,
 		scriptRequeue, scriptStats, scriptGet, scriptImport, scriptExport, scriptMigrate, scriptIndex, scriptList, scriptPrune, scriptRate, scriptRecord}
 )
 

@@ -326,7 +326,7 @@ func TestRetention(t *testing.T) {
 	c := claim(t, s, "ret", 1, 0)
 	require.Len(t, c, 1)
 	require.NoError(t, settleErr(s.AckJob(ctx, &core.AckJobParams{ID: c[0].ID, Lease: c[0].Lease})))
-	require.NoError(t, s.CancelJob(ctx, cancelled.ID))
+	require.NoError(t, s.CancelJob(ctx, &core.CancelJobParams{ID: cancelled.ID}))
 	x := claim(t, s, "ret.dead", 1, 0)
 	require.Len(t, x, 1)
 	require.NoError(t, settleErr(s.BuryJob(ctx, &core.BuryJobParams{ID: x[0].ID, Lease: x[0].Lease, Error: "x"})))
@@ -382,7 +382,7 @@ func TestRetention(t *testing.T) {
 			return errors.Is(err, core.ErrNotFound)
 		}, 5*time.Second, 20*time.Millisecond)
 	}
-	require.ErrorIs(t, s.CancelJob(ctx, done.ID), core.ErrNotFound)
+	require.ErrorIs(t, s.CancelJob(ctx, &core.CancelJobParams{ID: done.ID}), core.ErrNotFound)
 
 	// The registry forgets a topic an hour after its last put once it is
 	// empty and unconfigured.
@@ -425,7 +425,7 @@ func TestFinishedCountsBounded(t *testing.T) {
 			require.NoError(t, settleErr(s.AckJob(ctx, &core.AckJobParams{ID: c[0].ID, Lease: c[0].Lease})))
 			done++
 		} else {
-			require.NoError(t, s.CancelJob(ctx, j.ID))
+			require.NoError(t, s.CancelJob(ctx, &core.CancelJobParams{ID: j.ID}))
 			cancelled++
 		}
 		clock.Advance(time.Second)
@@ -690,7 +690,7 @@ func TestKeyIndexLifetime(t *testing.T) {
 	require.Equal(t, []string{a.ID}, members, "the replaced job moved to its new key")
 	// A cancel of the last unfinished job of a key gives it a TTL too.
 	require.InDelta(t, time.Hour, ttl(), float64(time.Minute), "expires with a's retention")
-	require.NoError(t, s.CancelJob(ctx, moved.ID))
+	require.NoError(t, s.CancelJob(ctx, &core.CancelJobParams{ID: moved.ID}))
 	d, err := rdb.PTTL(ctx, s.keys.byKey(0, topic, "order:2")).Result()
 	require.NoError(t, err)
 	require.InDelta(t, time.Hour, d, float64(time.Minute))

@@ -74,7 +74,7 @@ func TestWaitReplicas(t *testing.T) {
 	j2 := job(topic, time.Hour)
 	put(t, s, j2)
 	before = waitCalls(t, master)
-	require.NoError(t, s.CancelJob(ctx, j2.ID))
+	require.NoError(t, s.CancelJob(ctx, &core.CancelJobParams{ID: j2.ID}))
 	require.Equal(t, before+1, waitCalls(t, master), "a cancel waits")
 
 	// The replica stops: WAIT 1 gets 0 within the timeout.
@@ -95,7 +95,7 @@ func TestWaitReplicas(t *testing.T) {
 	require.Equal(t, core.StateScheduled, stored.State)
 	_, err = s.PutJobs(ctx, &core.PutJobsParams{Jobs: []*core.Job{j3}})
 	require.ErrorIs(t, err, core.ErrNotReplicated, "a put that finds the job still writes nothing WAIT confirms")
-	require.ErrorIs(t, s.CancelJob(ctx, j3.ID), core.ErrNotReplicated)
+	require.ErrorIs(t, s.CancelJob(ctx, &core.CancelJobParams{ID: j3.ID}), core.ErrNotReplicated)
 
 	// An ack goes through the lease batcher: its failure reaches the caller.
 	j4 := job(topic, 0)

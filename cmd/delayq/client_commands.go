@@ -20,10 +20,10 @@ import (
 // pushCommand is `delayq push TOPIC [BODY|-]`.
 func (a *app) pushCommand() *cobra.Command {
 	var (
-		flags             clientFlags
-		delay, runAt, ttr string
-		retryDelays       []string
-		req               client.PushParams
+		flags                        clientFlags
+		delay, runAt, ttr, expiresIn string
+		retryDelays                  []string
+		req                          client.PushParams
 	)
 	cmd := &cobra.Command{
 		Use:   "push TOPIC [BODY|-]",
@@ -32,7 +32,8 @@ func (a *app) pushCommand() *cobra.Command {
 
 BODY is a JSON value ('{"order": 42}', '"text"', 7); '-' reads it from standard
 input; without BODY the job's body is null. --delay and --run-at are exclusive;
-with neither the job is due now.`,
+with neither the job is due now. With --expires-in, a job not delivered and
+acknowledged that long after its run_at goes dead with last_error "expired".`,
 		Example: `  delayq push orders.close '{"order": 42}' --delay 15m
   echo '{"order": 42}' | delayq push orders.close - --run-at 2030-01-01T10:00:00Z`,
 		Args: cobra.RangeArgs(1, 2),
@@ -73,6 +74,17 @@ with neither the job is due now.`,
 				}
 				req.TTR = d
 			}
+			if expiresIn != "" {
+				d, err := flagDuration("expires-in", expiresIn)
+				if err != nil {
+					return err
+				}
+				if d <= 0 {
+					// 0 would be left out, and so take the topic's expires_in.
+					return usageErrorf("invalid --expires-in %q: want a positive duration such as 10m", expiresIn)
+				}
+				req.ExpiresIn = d
+			}
 			req.BackoffDelays = nil
 			for _, s := range retryDelays {
 				d, err := flagDuration("backoff-delays", s)
@@ -99,6 +111,7 @@ with neither the job is due now.`,
 	fs.StringVar(&req.Key, "key", "", "business key")
 	fs.IntVar(&req.Priority, "priority", 0, "among jobs due together, lower goes first: -10 (most urgent) to 10")
 	fs.StringVar(&req.URL, "url", "", "the job's own webhook URL, for a webhook topic with delivery.allow_job_url (default: the topic's)")
+	fs.StringVar(&expiresIn, "expires-in", "", "expire the job this long after its run_at unless delivered and acknowledged by then (default: the topic's expires_in)")
 	fs.StringSliceVar(&retryDelays, "backoff-delays", nil, "the job's own retry schedule, the last repeated: 1m,3m,5m (default: the topic's backoff)")
 	return cmd
 }
@@ -149,21 +162,31 @@ func (a *app) getCommand() *cobra.Command {
 	return cmd
 }
 
-// cancelCommand is `delayq cancel ID` or `delayq cancel --key KEY TOPIC`.
+// cancelCommand is `delayq cancel [--running] ID` or `delayq cancel --key
+// KEY TOPIC`.
 func (a *app) cancelCommand() *cobra.Command {
 	var flags clientFlags
 	var key string
+	var running bool
 	cmd := &cobra.Command{
-		Use:   "cancel ID | cancel --key KEY TOPIC",
+		Use:   "cancel [--running] ID | cancel --key KEY TOPIC",
 		Short: "Cancel a job, or a topic's jobs with a business key, that are not being delivered",
 		Long: `Cancel a job that is scheduled, ready or dead; it prints nothing on success.
-With --key, cancel every such job of TOPIC with that business key, and print
-the ids cancelled and those left because they are being delivered.`,
+With --running, cancel it while it is being delivered too: the delivery ends,
+and its consumer's ack or nack is refused. With --key, cancel every such job of
+TOPIC with that business key, and print the ids cancelled and those left because
+they are being delivered.`,
 		Example: `  delayq cancel 01JD6Y3TQ9V9ZK0M4XJ3R2B7QF
+  delayq cancel --running 01JD6Y3TQ9V9ZK0M4XJ3R2B7QF
   delayq cancel --key order-42 orders.close`,
 		Args: cobra.ExactArgs(1),
 		RunE: clientRun(&flags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
-			if !cmd.Flags().Changed("key") {
+			switch {
+			case cmd.Flags().Changed("key") && running:
+				return usageErrorf("--running and --key are exclusive")
+			case running:
+				return c.CancelRunning(ctx, args[0])
+			case !cmd.Flags().Changed("key"):
 				return c.Cancel(ctx, args[0])
 			}
 			ctx, raw := rawAnswer(ctx)
@@ -175,6 +198,7 @@ the ids cancelled and those left because they are being delivered.`,
 		}),
 	}
 	cmd.Flags().StringVar(&key, "key", "", "cancel the jobs of the topic TOPIC with this business key")
+	cmd.Flags().BoolVar(&running, "running", false, "cancel the job while it is being delivered too, ending its delivery")
 	addClientFlags(cmd.Flags(), &flags)
 	return cmd
 }

@@ -211,7 +211,9 @@ func TestClientE2E(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, []string{"c-key-b"}, cancelled.Cancelled)
 		require.Equal(t, []string{"c-key-c"}, cancelled.Reserved)
-		require.NoError(t, dq.Ack(ctx, ds[0].ID, ds[0].Lease))
+		// CancelRunning ends its delivery: the consumer's ack is refused.
+		require.NoError(t, dq.CancelRunning(ctx, "c-key-c"))
+		requireAPIError(t, dq.Ack(ctx, ds[0].ID, ds[0].Lease), client.ErrLeaseLost, 409)
 		cancelled, err = dq.CancelByKey(ctx, "c.keys", "kk")
 		require.NoError(t, err)
 		require.Empty(t, cancelled.Cancelled)

@@ -42,6 +42,8 @@ func TestCLIDurationsNeedAUnit(t *testing.T) {
 		{nil, []string{"push", "t", "--delay", "5", server}, `invalid --delay "5": add a unit, e.g. 5s or 5ms`},
 		{nil, []string{"push", "t", "--ttr", "30", server}, `invalid --ttr "30": add a unit`},
 		{nil, []string{"push", "t", "--backoff-delays", "1m,300", server}, `invalid --backoff-delays "300": add a unit`},
+		{nil, []string{"push", "t", "--expires-in", "600", server}, `invalid --expires-in "600": add a unit`},
+		{nil, []string{"push", "t", "--expires-in", "0s", server}, `invalid --expires-in "0s": want a positive duration`},
 		{nil, []string{"nack", "id", "lease", "--delay", "10", server}, `invalid --delay "10": add a unit`},
 		{nil, []string{"serve", "--drain-timeout", "5"}, `invalid argument "5" for "--drain-timeout" flag: add a unit`},
 		{nil, []string{"serve", "--sync", "2"}, `add a unit, e.g. 2s`},

@@ -731,7 +731,7 @@ func TestE2EServe(t *testing.T) {
 		t.Parallel()
 		server := "--server=" + srv.HTTPURL
 		code, stdout, stderr := runCLI(t, "push", "e2e.cli", "--delay", "1h", "--id", "cli-1", "--ttr", "45s", "--max-attempts", "3", "--key", "k-1",
-			"--backoff-delays", "1m,90000ms", "--priority", "-3", server)
+			"--backoff-delays", "1m,90000ms", "--priority", "-3", "--expires-in", "2h", server)
 		require.Equal(t, 0, code, stderr)
 		require.Contains(t, stdout, `"cli-1"`)
 
@@ -745,6 +745,9 @@ func TestE2EServe(t *testing.T) {
 		require.EqualValues(t, 3, job["max_attempts"])
 		require.Equal(t, map[string]any{"delays": []any{"1m0s", "1m30s"}}, job["backoff"])
 		require.EqualValues(t, -3, job["priority"])
+		runAt, err := time.Parse(time.RFC3339Nano, job["run_at"].(string))
+		require.NoError(t, err)
+		require.Equal(t, runAt.Add(2*time.Hour).UTC().Format("2006-01-02T15:04:05.000Z"), job["expires_at"], "--expires-in counts from run_at")
 		at := time.Now().Add(time.Hour).Truncate(time.Second)
 		code, stdout, stderr = runCLI(t, "push", "e2e.cli", "--run-at", strconv.FormatInt(at.Unix(), 10)+".25", server)
 		require.Equal(t, 0, code, stderr)

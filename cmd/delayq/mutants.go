@@ -87,13 +87,13 @@ func (m *mutant) SetTopicPaused(ctx context.Context, name string, paused bool) e
 	return m.Store.SetTopicPaused(ctx, name, paused)
 }
 
-func (m *mutant) CancelJob(ctx context.Context, id string) error {
+func (m *mutant) CancelJob(ctx context.Context, p *core.CancelJobParams) error {
 	if m.name == mutantClaimIgnoresCancel {
-		if j, err := m.Store.GetJob(ctx, id); err == nil && (j.State == core.StateScheduled || j.State == core.StateReady) {
+		if j, err := m.Store.GetJob(ctx, p.ID); err == nil && (j.State == core.StateScheduled || j.State == core.StateReady) {
 			return nil
 		}
 	}
-	return m.Store.CancelJob(ctx, id)
+	return m.Store.CancelJob(ctx, p)
 }
 
 func (m *mutant) ClaimJobs(ctx context.Context, p *core.ClaimJobsParams) ([]*core.Job, error) {

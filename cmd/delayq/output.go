@@ -144,6 +144,7 @@ func jobRows(t *tableWriter, j *client.Job) {
 	t.row("ttr", j.TTR.String())
 	t.row("backoff_delays", cellDurations(j.BackoffDelays))
 	t.row("url", cellText(j.URL))
+	t.row("expires_at", cellTime(j.ExpiresAt))
 	t.row("created_at", cellTime(j.CreatedAt))
 	t.row("updated_at", cellTime(j.UpdatedAt))
 	t.row("lease_expires_at", cellTime(j.LeaseExpiresAt))
@@ -230,6 +231,11 @@ func topicRows(t *tableWriter, tp *client.Topic) {
 		t.row("rate", "-")
 	}
 	t.row("max_in_flight", itoa(tp.MaxInFlight))
+	expiresIn := "-"
+	if tp.ExpiresIn > 0 {
+		expiresIn = tp.ExpiresIn.String()
+	}
+	t.row("expires_in", expiresIn)
 	n := tp.Counts
 	for _, c := range []struct {
 		state string

@@ -22,8 +22,9 @@ func FullTopic(t testing.TB) *core.Topic {
 		TTR: 45 * time.Second, MaxAttempts: 7,
 		Backoff:     core.Backoff{Initial: time.Second, Max: time.Hour, Factor: 2.5, Jitter: 0.2, Delays: []time.Duration{time.Second, time.Minute}},
 		Concurrency: 3, UniqueKeys: core.UniqueKeysReplace, MaxInFlight: 9,
-		Rate:   core.Rate{Limit: 10, Period: time.Minute, Burst: 20},
-		OnDead: "dead.t",
+		Rate:      core.Rate{Limit: 10, Period: time.Minute, Burst: 20},
+		OnDead:    "dead.t",
+		ExpiresIn: 10 * time.Minute,
 	}
 	// The topic's state, not its configuration.
 	requireAllSet(t, reflect.ValueOf(*full), "Topic", map[string]bool{"Configured": true, "Paused": true, "Counts": true})

@@ -126,6 +126,7 @@ func testExportStates(t *testing.T, b *testBundle) {
 	sched.MaxAttempts = 3
 	sched.TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	sched.URL = "https://hooks.example/exported"
+	sched.ExpiresAt = core.StoreTime(now.Add(2 * time.Hour))
 	ready := NewJob(topic, now.Add(-time.Second))
 	ready.Body = json.RawMessage(`"just a string"`)
 	ready.Key = "k-ready"
@@ -135,6 +136,7 @@ func testExportStates(t *testing.T, b *testBundle) {
 	reserved.URL = "http://127.0.0.1:9/reserved"
 	dead := DueJob(topic + ".dead")
 	dead.URL = "http://127.0.0.1:9/dead"
+	dead.ExpiresAt = core.StoreTime(now.Add(time.Hour))
 	done := DueJob(topic + ".done")
 	cancelled := NewJob(topic, now.Add(time.Hour))
 	before := time.Now()
@@ -149,7 +151,7 @@ func testExportStates(t *testing.T, b *testBundle) {
 	require.NoError(t, settleErr(b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: c.Lease, Error: "boom"})))
 	c = b.claimOne(t, done.Topic, dueWait)
 	require.NoError(t, settleErr(b.store.AckJob(b.ctx, &core.AckJobParams{ID: c.ID, Lease: c.Lease})))
-	require.NoError(t, b.store.CancelJob(b.ctx, cancelled.ID))
+	require.NoError(t, b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: cancelled.ID}))
 
 	got := b.export(t)
 	require.ElementsMatch(t, []string{sched.ID, ready.ID, retried.ID, reserved.ID, dead.ID}, slices.Collect(maps.Keys(got)),
@@ -232,6 +234,7 @@ func testImportStates(t *testing.T, b *testBundle) {
 	ready := mk(".ready", now.Add(-time.Second), core.StateReady, 2, "failed twice")
 	ready.RetryDelays = []time.Duration{time.Second, 3 * time.Second}
 	ready.URL = "https://hooks.example/imported"
+	ready.ExpiresAt = core.StoreTime(now.Add(time.Hour))
 	reserved := mk(".reserved", now.Add(-2*time.Second), core.StateReserved, 1, "earlier")
 	reserved.Lease, reserved.LeaseExpiresAt = "old-lease", core.StoreTime(now.Add(30*time.Second))
 	dead := mk(".dead", now.Add(-3*time.Second), core.StateDead, 5, "boom")
@@ -309,7 +312,7 @@ func testImportSkipsExisting(t *testing.T, b *testBundle) {
 	require.NoError(t, settleErr(b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: c.Lease, Error: "boom"})))
 	c = b.claimOne(t, done.Topic, dueWait)
 	require.NoError(t, settleErr(b.store.AckJob(b.ctx, &core.AckJobParams{ID: c.ID, Lease: c.Lease})))
-	require.NoError(t, b.store.CancelJob(b.ctx, cancelled.ID))
+	require.NoError(t, b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: cancelled.ID}))
 
 	existing := []*core.Job{sched, ready, cancelled, reserved, dead, done}
 	before := map[string]*core.Job{}

@@ -118,7 +118,7 @@ func testFinishedRecord(t *testing.T, b *testBundle) {
 	cancelled := NewJob(topic, time.Now().Add(time.Hour))
 	retried := DueJob(other)
 	b.put(t, cancelled, retried)
-	require.NoError(t, b.store.CancelJob(ctx, cancelled.ID))
+	require.NoError(t, b.store.CancelJob(ctx, &core.CancelJobParams{ID: cancelled.ID}))
 	c = b.claimOne(t, other, dueWait)
 	require.NoError(t, settleErr(b.store.RetryJob(ctx, &core.RetryJobParams{ID: c.ID, Lease: c.Lease, RunAt: time.Now().Add(time.Hour), Error: "later"})))
 	got = r.expectFinished(t, ctx, soon(), finishedEntry{ID: cancelled.ID, Topic: topic, State: core.StateCancelled})

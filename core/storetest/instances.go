@@ -123,7 +123,7 @@ func testTwoInstances(t *testing.T, b *testBundle) {
 	require.NoError(t, err)
 	require.Equal(t, core.StateReserved, got.State)
 	require.NoError(t, settleErr(s2.AckJob(b.ctx, &core.AckJobParams{ID: c[0].ID, Lease: c[0].Lease})))
-	require.NoError(t, s2.CancelJob(b.ctx, k.ID))
+	require.NoError(t, s2.CancelJob(b.ctx, &core.CancelJobParams{ID: k.ID}))
 	for id, state := range map[string]core.State{j.ID: core.StateDone, k.ID: core.StateCancelled} {
 		got, err := s1.GetJob(b.ctx, id)
 		require.NoError(t, err)
@@ -191,9 +191,11 @@ func testRestart(t *testing.T, b *testBundle) {
 		reserved = append(reserved, shortJob(topic+".reserved"))
 	}
 	pending[0].URL = "https://hooks.example/pending"
+	pending[0].ExpiresAt = core.StoreTime(time.Now().Add(time.Hour))
 	reserved[0].URL = "https://hooks.example/reserved"
 	done, dead := DueJob(topic+".done"), DueJob(topic+".dead")
 	dead.URL = "https://hooks.example/dead"
+	dead.ExpiresAt = core.StoreTime(time.Now().Add(time.Hour))
 	Put(t, b.ctx, s1, slices.Concat(pending, reserved, []*core.Job{done, dead})...)
 	leases := claimUntil(t, b.ctx, s1, topic+".reserved", 3, 3, dueWait)
 	require.Len(t, leases, 3)

@@ -127,7 +127,7 @@ func testStates(t *testing.T, b *testBundle) {
 	got = b.requireState(t, dead.ID, core.StateDead)
 	require.Equal(t, "poison", got.LastError)
 
-	require.NoError(t, b.store.CancelJob(b.ctx, cancelled.ID))
+	require.NoError(t, b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: cancelled.ID}))
 	b.requireState(t, cancelled.ID, core.StateCancelled)
 
 	// A scheduled job is reported ready once its run_at has passed, without a
@@ -143,7 +143,7 @@ func testUnknownJob(t *testing.T, b *testBundle) {
 	id := core.NewID()
 	_, err := b.store.GetJob(b.ctx, id)
 	require.ErrorIs(t, err, core.ErrNotFound, "get")
-	require.ErrorIs(t, b.store.CancelJob(b.ctx, id), core.ErrNotFound, "cancel")
+	require.ErrorIs(t, b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: id}), core.ErrNotFound, "cancel")
 	require.ErrorIs(t, settleErr(b.store.AckJob(b.ctx, &core.AckJobParams{ID: id, Lease: "x"})), core.ErrNotFound, "ack")
 	require.ErrorIs(t, settleErr(b.store.RetryJob(b.ctx, &core.RetryJobParams{ID: id, Lease: "x", RunAt: time.Now()})), core.ErrNotFound, "retry")
 	require.ErrorIs(t, settleErr(b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: id, Lease: "x"})), core.ErrNotFound, "bury")
@@ -299,20 +299,20 @@ func testCancel(t *testing.T, b *testBundle) {
 	b.requireCounts(t, "c.dead", core.Counts{Dead: 1})
 
 	for _, j := range []*core.Job{ready, scheduled, dead} {
-		require.NoError(t, b.store.CancelJob(b.ctx, j.ID), "cancel %s", j.ID)
+		require.NoError(t, b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: j.ID}), "cancel %s", j.ID)
 		b.requireState(t, j.ID, core.StateCancelled)
-		require.ErrorIs(t, b.store.CancelJob(b.ctx, j.ID), core.ErrNotFound, "second cancel")
+		require.ErrorIs(t, b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: j.ID}), core.ErrNotFound, "second cancel")
 	}
 
-	err := b.store.CancelJob(b.ctx, reserved.ID)
+	err := b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: reserved.ID})
 	require.ErrorIs(t, err, core.ErrConflict, "cancel of a reserved job")
 	require.NotErrorIs(t, err, core.ErrNotFound)
 	b.requireState(t, reserved.ID, core.StateReserved)
 	require.NoError(t, settleErr(b.store.AckJob(b.ctx, &core.AckJobParams{ID: r.ID, Lease: r.Lease})), "cancel attempt broke the lease")
-	require.ErrorIs(t, b.store.CancelJob(b.ctx, reserved.ID), core.ErrNotFound, "cancel of a done job")
+	require.ErrorIs(t, b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: reserved.ID}), core.ErrNotFound, "cancel of a done job")
 	b.requireState(t, reserved.ID, core.StateDone)
 
-	require.ErrorIs(t, b.store.CancelJob(b.ctx, core.NewID()), core.ErrNotFound, "cancel of an unknown job")
+	require.ErrorIs(t, b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: core.NewID()}), core.ErrNotFound, "cancel of an unknown job")
 
 	// Cancelled jobs are gone from the dead list and the counts, and never
 	// claimed, even once the scheduled one's run_at has passed.
@@ -363,7 +363,7 @@ func testCancelRace(t *testing.T, b *testBundle) {
 			for _, i := range orders[c] {
 				runtime.Gosched() // let a fast store's claims interleave
 				id := jobs[i].ID
-				err := b.store.CancelJob(b.ctx, id)
+				err := b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: id})
 				mu.Lock()
 				switch {
 				case err == nil:
@@ -472,7 +472,7 @@ func testCreateConflict(t *testing.T, b *testBundle) {
 	c := b.claimOne(t, topic, dueWait)
 	require.Equal(t, done.ID, c.ID)
 	require.NoError(t, settleErr(b.store.AckJob(b.ctx, &core.AckJobParams{ID: c.ID, Lease: c.Lease})))
-	require.NoError(t, b.store.CancelJob(b.ctx, cancelled.ID))
+	require.NoError(t, b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: cancelled.ID}))
 	for _, old := range []*core.Job{done, cancelled} {
 		reuse := DueJob(topic)
 		reuse.ID = old.ID
@@ -674,7 +674,7 @@ func testCreateIfAbsent(t *testing.T, b *testBundle) {
 	b.put(t, done, cancelled, dead)
 	c := b.claimOne(t, done.Topic, dueWait)
 	require.NoError(t, ack(b, c))
-	require.NoError(t, b.store.CancelJob(b.ctx, cancelled.ID))
+	require.NoError(t, b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: cancelled.ID}))
 	c = b.claimOne(t, dead.Topic, dueWait)
 	require.NoError(t, settleErr(b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: c.Lease, Error: "x"})))
 	for _, tc := range []struct {

@@ -65,7 +65,7 @@ func testFindByKey(t *testing.T, b *testBundle) {
 	moved := keyed(topic, findKey, later)
 	reused := keyed(topic, findKey, later)
 	b.put(t, waiting, due, gone, dead, elsewhere, longer, moved, reused, NewJob(topic, later))
-	require.NoError(t, b.store.CancelJob(b.ctx, gone.ID))
+	require.NoError(t, b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: gone.ID}))
 
 	// A replace moves a job to its new key and topic; so does a put that
 	// reuses a finished job's id.
@@ -74,7 +74,7 @@ func testFindByKey(t *testing.T, b *testBundle) {
 	res := b.putResults(t, true, m)
 	require.NoError(t, res[0].Err)
 	require.True(t, res[0].Replaced)
-	require.NoError(t, b.store.CancelJob(b.ctx, reused.ID))
+	require.NoError(t, b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: reused.ID}))
 	r := reused.Clone()
 	r.Key = "order:45"
 	b.put(t, r)
@@ -187,7 +187,7 @@ func testCreateRace(t *testing.T, b *testBundle) {
 		require.Equal(t, created[0], string(got.Body), "round %d: the job of the create that won", round)
 		b.requireFound(t, topic, "order-1", got)
 		if round == 0 {
-			require.NoError(t, b.store.CancelJob(b.ctx, id))
+			require.NoError(t, b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: id}))
 		}
 	}
 }

@@ -125,7 +125,7 @@ func testListJobs(t *testing.T, b *testBundle) {
 	cancelled := []*core.Job{NewJob(topic, at(time.Hour)), NewJob(topic, at(-time.Second))}
 	b.put(t, cancelled...)
 	for _, j := range cancelled {
-		require.NoError(t, b.store.CancelJob(b.ctx, j.ID))
+		require.NoError(t, b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: j.ID}))
 	}
 
 	// Scheduled and ready, put out of order; soon becomes ready during

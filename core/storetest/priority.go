@@ -59,7 +59,7 @@ func testPriorityKept(t *testing.T, b *testBundle) {
 	gone := NewJob(topic, now.Add(-3*time.Second))
 	gone.Priority = -7
 	b.put(t, normal, urgent, gone)
-	require.NoError(t, b.store.CancelJob(b.ctx, gone.ID))
+	require.NoError(t, b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: gone.ID}))
 
 	claimUrgent := func(what string, attempt int) *core.Job {
 		t.Helper()

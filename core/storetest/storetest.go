@@ -86,6 +86,8 @@ var subtests = []subtest{
 	{"Priority", testPriority},
 	{"PriorityKept", testPriorityKept},
 	{"JobURLKept", testJobURLKept},
+	{"ExpiresAtKept", testExpiresAtKept},
+	{"ExpireJob", testExpireJob},
 	{"Precision", testPrecision},
 	{"ClaimMaxAndEmptyWait", testClaimMaxAndEmptyWait},
 	{"ClaimWokenByPut", testClaimWokenByPut},
@@ -97,6 +99,7 @@ var subtests = []subtest{
 	{"TakeClose", testTakeClose},
 	{"Cancel", testCancel},
 	{"CancelRace", testCancelRace},
+	{"CancelRunning", testCancelRunning},
 	{"CreateConflict", testCreateConflict},
 	{"CreateIfAbsent", testCreateIfAbsent},
 	{"Replace", testReplace},
@@ -385,7 +388,7 @@ func requireBetween(t *testing.T, got, lo, hi time.Time, slack time.Duration, wh
 
 // requireSameJob requires got to carry what was put as want: id, topic,
 // key, body byte for byte, run_at to the ms, ttr, max_attempts,
-// traceparent, retry delays, priority and url.
+// traceparent, retry delays, priority, url and expires_at.
 func requireSameJob(t *testing.T, want, got *core.Job) {
 	t.Helper()
 	require.Equal(t, want.ID, got.ID)
@@ -399,6 +402,7 @@ func requireSameJob(t *testing.T, want, got *core.Job) {
 	require.Equal(t, want.RetryDelays, got.RetryDelays, "retry_delays of %s", want.ID)
 	require.Equal(t, want.Priority, got.Priority, "priority of %s", want.ID)
 	require.Equal(t, want.URL, got.URL, "url of %s", want.ID)
+	require.True(t, want.ExpiresAt.Equal(got.ExpiresAt), "expires_at of %s: want %s, got %s", want.ID, want.ExpiresAt, got.ExpiresAt)
 }
 
 // ids returns the ids of jobs in order.

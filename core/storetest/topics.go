@@ -33,7 +33,7 @@ func testCounts(t *testing.T, b *testBundle) {
 	soon := NewJob(topic, time.Now().Add(300*time.Millisecond))
 	cancelled := NewJob(topic, time.Now().Add(time.Hour))
 	b.put(t, append(scheduled, soon, cancelled)...)
-	require.NoError(t, b.store.CancelJob(b.ctx, cancelled.ID))
+	require.NoError(t, b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: cancelled.ID}))
 	b.requireCounts(t, topic, core.Counts{Scheduled: 4, Ready: 1, Reserved: 1, Done: 1, Dead: 1, Cancelled: 1})
 
 	// Once soon is due, it counts as ready.
@@ -43,7 +43,7 @@ func testCounts(t *testing.T, b *testBundle) {
 	// Claim both ready jobs, cancel a scheduled one, requeue the dead one.
 	got := claimUntil(t, b.ctx, b.store, topic, 2, 2, dueWait)
 	require.Equal(t, []string{ready[3].ID, soon.ID}, ids(got))
-	require.NoError(t, b.store.CancelJob(b.ctx, scheduled[0].ID))
+	require.NoError(t, b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: scheduled[0].ID}))
 	require.NoError(t, b.store.RequeueJob(b.ctx, claimed[1].ID))
 	b.requireCounts(t, topic, core.Counts{Scheduled: 2, Ready: 1, Reserved: 3, Done: 1, Cancelled: 2})
 }
@@ -65,18 +65,18 @@ func testFinishedCounts(t *testing.T, b *testBundle) {
 	for _, c := range claimed[:3] {
 		require.NoError(t, ack(b, c))
 	}
-	require.ErrorIs(t, b.store.CancelJob(b.ctx, jobs[3].ID), core.ErrConflict, "cancel of a reserved job")
+	require.ErrorIs(t, b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: jobs[3].ID}), core.ErrConflict, "cancel of a reserved job")
 	b.requireCounts(t, topic, core.Counts{Scheduled: 2, Reserved: 1, Done: 3})
 	require.NoError(t, settleErr(b.store.RetryJob(b.ctx, &core.RetryJobParams{ID: claimed[3].ID, Lease: claimed[3].Lease, RunAt: time.Now().Add(time.Hour), Error: "x"})))
 	for _, j := range append([]*core.Job{jobs[3]}, later...) {
-		require.NoError(t, b.store.CancelJob(b.ctx, j.ID))
+		require.NoError(t, b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: j.ID}))
 	}
 	b.requireCounts(t, topic, core.Counts{Done: 3, Cancelled: 3})
 
 	// A second ack or cancel changes nothing.
 	require.ErrorIs(t, ack(b, claimed[0]), core.ErrLeaseLost)
-	require.ErrorIs(t, b.store.CancelJob(b.ctx, later[0].ID), core.ErrNotFound)
-	require.ErrorIs(t, b.store.CancelJob(b.ctx, jobs[0].ID), core.ErrNotFound)
+	require.ErrorIs(t, b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: later[0].ID}), core.ErrNotFound)
+	require.ErrorIs(t, b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: jobs[0].ID}), core.ErrNotFound)
 	b.requireCounts(t, topic, core.Counts{Done: 3, Cancelled: 3})
 
 	// Ids used again: a done and a cancelled one created, a done and a
@@ -110,7 +110,7 @@ func testFinishedCounts(t *testing.T, b *testBundle) {
 	b.put(t, moved)
 	b.requireCounts(t, topic, core.Counts{Done: 4, Cancelled: 1})
 	b.requireCounts(t, moved.Topic, core.Counts{Scheduled: 1})
-	require.NoError(t, b.store.CancelJob(b.ctx, moved.ID))
+	require.NoError(t, b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: moved.ID}))
 	b.requireCounts(t, moved.Topic, core.Counts{Cancelled: 1})
 	b.requireCounts(t, topic, core.Counts{Done: 4, Cancelled: 1})
 }
@@ -160,7 +160,7 @@ func testFinishedRetention(t *testing.T, b *testBundle) {
 			require.NoError(t, ack(rb, c))
 		}
 		for _, j := range later {
-			require.NoError(t, rb.store.CancelJob(rb.ctx, j.ID))
+			require.NoError(t, rb.store.CancelJob(rb.ctx, &core.CancelJobParams{ID: j.ID}))
 		}
 		return start
 	}

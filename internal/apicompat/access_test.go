@@ -87,7 +87,9 @@ var accessCases = map[policy.Op]accessCase{
 	},
 	policy.OpCancelJob: {
 		method: "DELETE", path: "/v1/jobs/" + deniedJob, req: &delayqv1.CancelJobRequest{Id: deniedJob},
-		want: func(ctx context.Context, s *policy.Service) error { return s.Cancel(ctx, deniedJob) },
+		want: func(ctx context.Context, s *policy.Service) error {
+			return s.Cancel(ctx, &core.CancelJobParams{ID: deniedJob})
+		},
 	},
 	policy.OpFindJobs: {
 		method: "GET", path: "/v1/topics/" + deniedTopic + "/jobs?key=k", req: &delayqv1.FindJobsRequest{Topic: deniedTopic, Key: "k"},

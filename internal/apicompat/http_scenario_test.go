@@ -187,6 +187,7 @@ func runHTTPScenario(h *httpRun) {
 	send("unknown", http.MethodPost, "/v1/jobs/nope/touch", consume, `{"lease":"x"}`)
 	send("reserved", http.MethodPut, "/v1/jobs/job-1", admin, `{"topic":"orders.a"}`)
 	send("reserved", http.MethodDelete, "/v1/jobs/job-1", admin, "")
+	send("running neither true nor false", http.MethodDelete, "/v1/jobs/job-1?running=maybe", admin, "")
 	send("ack", http.MethodPost, "/v1/jobs/job-1/ack", consume, `{"lease":"<lease-1>"}`)
 	send("again: the lease is gone", http.MethodPost, "/v1/jobs/job-1/ack", consume, `{"lease":"<lease-1>"}`)
 	send("no lease", http.MethodPost, "/v1/jobs/job-1/ack", consume, `{"lease":""}`)

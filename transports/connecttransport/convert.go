@@ -62,6 +62,20 @@ func pushParams(spec *delayqv1.JobSpec) (*core.PushParams, error) {
 	if p.Delay != nil && p.RunAt != nil {
 		return nil, core.Invalid("delay", "delay and run_at are exclusive")
 	}
+	if spec.ExpiresIn != "" {
+		d, err := wire.ParseDurationText("expires_in", spec.ExpiresIn)
+		if err != nil {
+			return nil, err
+		}
+		p.ExpiresIn = &d
+	}
+	if spec.ExpiresAt != "" {
+		t, err := wire.ParseTimeText("expires_at", spec.ExpiresAt)
+		if err != nil {
+			return nil, err
+		}
+		p.ExpiresAt = &t
+	}
 	if spec.Ttr != "" {
 		ttr, err := wire.ParseDurationText("ttr", spec.Ttr)
 		if err != nil {
@@ -107,6 +121,9 @@ func topicConfig(name string, c *delayqv1.TopicConfig) (*core.Topic, error) {
 	t.UniqueKeys, t.OnDead = c.UniqueKeys, c.OnDead
 	var err error
 	if t.TTR, err = parseDuration("ttr", c.Ttr); err != nil {
+		return nil, err
+	}
+	if t.ExpiresIn, err = parseDuration("expires_in", c.ExpiresIn); err != nil {
 		return nil, err
 	}
 	if d := c.Delivery; d != nil {
@@ -165,6 +182,9 @@ func jobMessage(j *core.Job) *delayqv1.Job {
 	if j.State == core.StateReserved && !j.LeaseExpiresAt.IsZero() {
 		m.LeaseExpiresAt = timeText(j.LeaseExpiresAt)
 	}
+	if !j.ExpiresAt.IsZero() {
+		m.ExpiresAt = timeText(j.ExpiresAt)
+	}
 	if len(j.RetryDelays) > 0 {
 		m.Backoff = &delayqv1.JobBackoff{Delays: durationTexts(j.RetryDelays)}
 	}
@@ -209,6 +229,11 @@ func importJob(m *delayqv1.Job) (*core.Job, error) {
 	}
 	if m.CreatedAt != "" {
 		if j.CreatedAt, err = wire.ParseTimeText("created_at", m.CreatedAt); err != nil {
+			return nil, err
+		}
+	}
+	if m.ExpiresAt != "" {
+		if j.ExpiresAt, err = wire.ParseTimeText("expires_at", m.ExpiresAt); err != nil {
 			return nil, err
 		}
 	}
@@ -292,6 +317,7 @@ func topicMessage(t *core.Topic) *delayqv1.Topic {
 		UniqueKeys:  d.UniqueKeys,
 		OnDead:      d.OnDead,
 		MaxInFlight: int32(d.MaxInFlight),
+		ExpiresIn:   durText(d.ExpiresIn),
 		Configured:  t.Configured,
 		Paused:      t.Paused,
 		Counts: &delayqv1.Counts{

@@ -82,10 +82,11 @@ func (s *Server) GetJob(ctx context.Context, req *connect.Request[delayqv1.GetJo
 	return connect.NewResponse(&delayqv1.GetJobResponse{Job: jobMessage(job)}), nil
 }
 
-// CancelJob cancels a job, as DELETE /v1/jobs/{id}. Errors: NotFound
-// unknown or already finished, Aborted while reserved.
+// CancelJob cancels a job, as DELETE /v1/jobs/{id}; with running, one
+// being delivered too. Errors: NotFound unknown or already finished,
+// Aborted while reserved without running.
 func (s *Server) CancelJob(ctx context.Context, req *connect.Request[delayqv1.CancelJobRequest]) (*connect.Response[delayqv1.CancelJobResponse], error) {
-	if err := s.svc.Cancel(ctx, req.Msg.Id); err != nil {
+	if err := s.svc.Cancel(ctx, &core.CancelJobParams{ID: req.Msg.Id, Running: req.Msg.Running}); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&delayqv1.CancelJobResponse{}), nil

@@ -3,6 +3,7 @@ package connecttransport_test
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/delayq/delayq/core"
 	delayqv1 "github.com/delayq/delayq/gen/delayq/v1"
+	"github.com/delayq/delayq/transports/wire"
 )
 
 // TestPushGetCancel drives a job's life with a real grpc-go client: push
@@ -23,6 +25,7 @@ func TestPushGetCancel(t *testing.T) {
 	b.must(t, "Push", &delayqv1.PushRequest{Job: &delayqv1.JobSpec{
 		Topic: "orders.close", Body: `{"order": 42}`, Delay: "15m", Id: "order-42", Ttr: "45s",
 		MaxAttempts: proto.Int32(3), Key: "k42", Priority: -5, Backoff: &delayqv1.JobBackoff{Delays: []string{"1m", "3000"}},
+		ExpiresIn: "1h",
 	}}, &pushed)
 	require.Equal(t, "order-42", pushed.Id)
 	require.Equal(t, "scheduled", pushed.State)
@@ -39,6 +42,7 @@ func TestPushGetCancel(t *testing.T) {
 	require.EqualValues(t, -5, j.Priority)
 	require.Equal(t, []string{"1m0s", "3s"}, j.Backoff.Delays)
 	require.Equal(t, pushed.RunAt, j.RunAt)
+	require.Equal(t, b.job(t, "order-42").RunAt.Add(time.Hour).Format(wire.TimeLayout), j.ExpiresAt, "expires_in counts from run_at")
 	require.Empty(t, j.LeaseExpiresAt)
 	stored := b.job(t, "order-42")
 	require.Equal(t, []byte(`{"order": 42}`), []byte(stored.Body))
@@ -95,6 +99,9 @@ func TestPushInvalid(t *testing.T) {
 		{"backoff delay", &delayqv1.JobSpec{Topic: "t", Id: "x", Backoff: &delayqv1.JobBackoff{Delays: []string{"1s", "x"}}}, "backoff.delays[1]"},
 		{"body not JSON", &delayqv1.JobSpec{Topic: "t", Id: "x", Body: "{"}, "body"},
 		{"bad topic", &delayqv1.JobSpec{Topic: "a b", Id: "x"}, "topic"},
+		{"bad expires_in", &delayqv1.JobSpec{Topic: "t", Id: "x", ExpiresIn: "soon"}, "expires_in"},
+		{"expires_at in the past", &delayqv1.JobSpec{Topic: "t", Id: "x", ExpiresAt: "2020-01-01T00:00:00Z"}, "expires_at"},
+		{"expires_at before run_at", &delayqv1.JobSpec{Topic: "t", Id: "x", Delay: "2h", ExpiresAt: time.Now().Add(time.Hour).Format(time.RFC3339)}, "expires_at"},
 	} {
 		err := b.call(t, "", "Push", &delayqv1.PushRequest{Job: tc.spec}, &delayqv1.PushResponse{})
 		requireStatus(t, err, codes.InvalidArgument, "invalid_argument", tc.field)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"net/http"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -23,7 +24,10 @@ import (
 // it, a delivery is not taken within Config.SendTimeout, the server
 // stops), every delivery still held is released at once with last_error
 // "subscriber disconnected": one sent with its attempt counted, one never
-// sent without. Errors: InvalidArgument for a bad topic or prefetch,
+// sent without. A delivery whose job is cancelled while it runs (CancelJob
+// with running, through this instance) is told by a message with
+// cancelled set to its id and no delivery. Errors: InvalidArgument for a
+// bad topic or prefetch,
 // PermissionDenied, Unavailable while the server stops or serves
 // Config.MaxSubscribers streams already.
 func (s *Server) Subscribe(ctx context.Context, req *connect.Request[delayqv1.SubscribeRequest], stream *connect.ServerStream[delayqv1.SubscribeResponse]) error {
@@ -34,9 +38,30 @@ func (s *Server) Subscribe(ctx context.Context, req *connect.Request[delayqv1.Su
 	if err := s.svc.AllowTopic(ctx, topic); err != nil {
 		return err
 	}
+	rc := responseController(ctx)
+	// A stream takes one message at a time: a cancel's message comes from
+	// the cancelling call, the deliveries from Run. None once the call ends.
+	var (
+		sendMu sync.Mutex
+		ended  bool
+	)
+	send := func(m *delayqv1.SubscribeResponse) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		if ended {
+			return nil
+		}
+		return s.send(stream, rc, m)
+	}
+	defer func() {
+		sendMu.Lock()
+		ended = true
+		sendMu.Unlock()
+	}()
 	sub, err := s.engine.NewSubscription(core.SubscriptionParams{
 		Topic: topic, Prefetch: cmp.Or(int(req.Msg.Prefetch), PrefetchDefault), Via: core.ViaGRPC,
 		ClaimWait: s.cfg.ClaimWait, Recheck: s.cfg.Recheck, ReleaseTimeout: s.cfg.OpTimeout,
+		CancelledFunc: func(id string) { _ = send(&delayqv1.SubscribeResponse{Cancelled: id}) },
 	})
 	if err != nil {
 		return err
@@ -53,14 +78,13 @@ func (s *Server) Subscribe(ctx context.Context, req *connect.Request[delayqv1.Su
 		fn(topic, 1)
 		defer fn(topic, -1)
 	}
-	rc := responseController(ctx)
 	if rc != nil {
 		// The HTTP API bounded the request as any other; a stream lives
 		// as long as its caller keeps it, and each send has its own bound.
 		_ = rc.SetReadDeadline(time.Time{})
 		_ = rc.SetWriteDeadline(time.Time{})
 	}
-	err = sub.Run(subCtx, func(j *core.Job) error { return s.send(stream, rc, j) })
+	err = sub.Run(subCtx, func(j *core.Job) error { return send(&delayqv1.SubscribeResponse{Delivery: deliveryMessage(j)}) })
 	n := sub.Release(ctx)
 	s.log.Debug("connecttransport: unsubscribed", "topic", topic, "released", n, "err", err)
 	switch {
@@ -99,9 +123,9 @@ func (s *Server) removeSubscription(st *subscriber) {
 // subscriber is a Subscribe call being served, which Stop ends.
 type subscriber struct{ cancel context.CancelFunc }
 
-// send sends one delivery of a stream within Config.SendTimeout; rc, nil
+// send sends one message of a stream within Config.SendTimeout; rc, nil
 // outside the HTTP server, moves the deadline of the send.
-func (s *Server) send(stream *connect.ServerStream[delayqv1.SubscribeResponse], rc *http.ResponseController, j *core.Job) error {
+func (s *Server) send(stream *connect.ServerStream[delayqv1.SubscribeResponse], rc *http.ResponseController, m *delayqv1.SubscribeResponse) error {
 	if rc != nil {
 		// A socket deadline: the real clock. Cleared after the send, since
 		// on HTTP/2 a deadline that passes resets the stream even while
@@ -109,5 +133,5 @@ func (s *Server) send(stream *connect.ServerStream[delayqv1.SubscribeResponse], 
 		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.SendTimeout))
 		defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
 	}
-	return stream.Send(&delayqv1.SubscribeResponse{Delivery: deliveryMessage(j)})
+	return stream.Send(m)
 }

@@ -206,3 +206,32 @@ func TestSubscribeSlowReader(t *testing.T) {
 		return err == nil && tp.Counts.Reserved == 0 && tp.Counts.Ready == 48
 	}, 20*time.Second, 10*time.Millisecond)
 }
+
+// TestSubscribeCancelRunning checks that CancelJob with running ends a
+// delivery the stream holds, tells it with a message naming the job and
+// no delivery, gives its credit back, and that its ack is then Aborted;
+// without running the cancel of a reserved job is Aborted.
+func TestSubscribeCancelRunning(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *setupConfig) { c.grpc.Recheck = time.Hour })
+	for range 2 {
+		b.push(t, "work", `{"n":1}`)
+	}
+	sub := b.subscribe(t, "", &delayqv1.SubscribeRequest{Topic: "work", Prefetch: 1})
+	d := sub.mustNext(t)
+	err := b.call(t, "", "CancelJob", &delayqv1.CancelJobRequest{Id: d.Id}, &delayqv1.CancelJobResponse{})
+	requireStatus(t, err, codes.Aborted, "conflict", "")
+	b.must(t, "CancelJob", &delayqv1.CancelJobRequest{Id: d.Id, Running: true}, &delayqv1.CancelJobResponse{})
+
+	var m delayqv1.SubscribeResponse
+	require.NoError(t, sub.stream.RecvMsg(&m))
+	require.Equal(t, d.Id, m.Cancelled)
+	require.Nil(t, m.Delivery)
+	next := sub.mustNext(t)
+	require.NotEqual(t, d.Id, next.Id, "the credit came back")
+
+	err = b.call(t, "", "Ack", &delayqv1.AckRequest{Id: d.Id, Lease: d.Lease}, &delayqv1.AckResponse{})
+	detail := requireStatus(t, err, codes.Aborted, "conflict", "")
+	require.Contains(t, detail.Message, "cancelled while its delivery (attempt 1) ran")
+	require.Equal(t, core.StateCancelled, b.job(t, d.Id).State)
+}

@@ -242,6 +242,8 @@ type jobRequest struct {
 	Backoff     json.RawMessage `json:"backoff"`
 	Priority    int             `json:"priority"`
 	URL         string          `json:"url"`
+	ExpiresAt   json.RawMessage `json:"expires_at"`
+	ExpiresIn   json.RawMessage `json:"expires_in"`
 }
 
 // jobBackoffRequest is the wire form of a job's backoff: its own retry
@@ -329,6 +331,16 @@ func (req *jobRequest) params() (*core.PushParams, error) {
 	if p.Delay != nil && p.RunAt != nil {
 		return nil, core.Invalid("delay", "delay and run_at are exclusive")
 	}
+	if d, ok, err := parseDuration("expires_in", req.ExpiresIn); err != nil {
+		return nil, err
+	} else if ok {
+		p.ExpiresIn = &d
+	}
+	if t, ok, err := parseTime("expires_at", req.ExpiresAt); err != nil {
+		return nil, err
+	} else if ok {
+		p.ExpiresAt = &t
+	}
 	ttr, ok, err := parseDuration("ttr", req.TTR)
 	if err != nil {
 		return nil, err
@@ -409,6 +421,7 @@ type topicRequest struct {
 	OnDead      string          `json:"on_dead,omitempty"`
 	Rate        json.RawMessage `json:"rate,omitempty"`
 	MaxInFlight int             `json:"max_in_flight,omitempty"`
+	ExpiresIn   json.RawMessage `json:"expires_in,omitempty"`
 }
 
 type rateRequest struct {
@@ -468,6 +481,9 @@ func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
 		UniqueKeys: req.UniqueKeys, OnDead: req.OnDead, MaxInFlight: req.MaxInFlight}
 	var err error
 	if t.TTR, _, err = parseDuration("ttr", req.TTR); err != nil {
+		return nil, err
+	}
+	if t.ExpiresIn, _, err = parseDuration("expires_in", req.ExpiresIn); err != nil {
 		return nil, err
 	}
 	if !isNull(req.Delivery) {

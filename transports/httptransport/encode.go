@@ -60,8 +60,8 @@ func appendJob(b []byte, j *core.Job) []byte {
 }
 
 // appendJobFields opens a job object and appends the fields that the GET
-// form and an export line share, from id to created_at, and the job's own
-// url, backoff and history when it has them.
+// form and an export line share, from id to created_at, and the job's
+// expiry, own url, backoff and history when it has them.
 func appendJobFields(b []byte, j *core.Job) []byte {
 	b = append(b, `{"id":`...)
 	b = appendString(b, j.ID)
@@ -85,6 +85,10 @@ func appendJobFields(b []byte, j *core.Job) []byte {
 	b = appendString(b, string(j.State))
 	b = append(b, `,"created_at":`...)
 	b = appendTime(b, j.CreatedAt)
+	if !j.ExpiresAt.IsZero() {
+		b = append(b, `,"expires_at":`...)
+		b = appendTime(b, j.ExpiresAt)
+	}
 	if j.URL != "" {
 		b = append(b, `,"url":`...)
 		b = appendString(b, j.URL)
@@ -222,6 +226,7 @@ type topicView struct {
 	OnDead      string       `json:"on_dead,omitempty"`
 	Rate        *rateView    `json:"rate,omitempty"`
 	MaxInFlight int          `json:"max_in_flight,omitempty"`
+	ExpiresIn   string       `json:"expires_in,omitempty"`
 	Configured  bool         `json:"configured"`
 	// Paused is true while the topic's deliveries are paused.
 	Paused bool `json:"paused"`
@@ -301,6 +306,9 @@ func newTopicView(t *core.Topic) topicView {
 		Configured:  t.Configured,
 		Paused:      t.Paused,
 		Counts:      t.Counts,
+	}
+	if d.ExpiresIn != 0 {
+		v.ExpiresIn = d.ExpiresIn.String()
 	}
 	if d.Delivery.Timeout != 0 {
 		v.Delivery.Timeout = d.Delivery.Timeout.String()

@@ -102,6 +102,7 @@ type exportLine struct {
 	Backoff     json.RawMessage `json:"backoff"`
 	Priority    int             `json:"priority"`
 	URL         string          `json:"url"`
+	ExpiresAt   json.RawMessage `json:"expires_at"`
 	History     []attemptLine   `json:"history"`
 }
 
@@ -139,6 +140,9 @@ func decodeExportLine(data []byte) (*core.Job, error) {
 		return nil, err
 	}
 	if j.CreatedAt, _, err = parseTime("created_at", l.CreatedAt); err != nil {
+		return nil, err
+	}
+	if j.ExpiresAt, _, err = parseTime("expires_at", l.ExpiresAt); err != nil {
 		return nil, err
 	}
 	if j.TTR, _, err = parseDuration("ttr", l.TTR); err != nil {

@@ -130,9 +130,17 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 }
 
 // cancelJob serves DELETE /v1/jobs/{id}: 204 cancelled; 404 unknown or
-// already finished; 409 while reserved.
+// already finished; 409 while reserved, unless ?running=true.
 func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) error {
-	if err := s.svc.Cancel(r.Context(), r.PathValue("id")); err != nil {
+	p := &core.CancelJobParams{ID: r.PathValue("id")}
+	switch running := r.URL.Query().Get("running"); running {
+	case "", "false":
+	case "true":
+		p.Running = true
+	default:
+		return core.Invalid("running", "running must be true or false, not %q", running)
+	}
+	if err := s.svc.Cancel(r.Context(), p); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -368,9 +368,25 @@ func TestCancelJob(t *testing.T) {
 	requireError(t, b.do(t, http.MethodDelete, "/v1/jobs/bad%20id", nil), http.StatusNotFound, "not_found", "")
 
 	id = b.push(t, `{"topic":"t"}`)
-	require.Len(t, b.claim(t, "t", 1), 1)
+	claimed := b.claim(t, "t", 1)
+	require.Len(t, claimed, 1)
 	requireError(t, b.do(t, http.MethodDelete, "/v1/jobs/"+id, nil), http.StatusConflict, "conflict", "")
 	require.Equal(t, "reserved", b.getJob(t, id)["state"])
+	requireError(t, b.do(t, http.MethodDelete, "/v1/jobs/"+id+"?running=yes", nil), http.StatusBadRequest, "invalid_argument", "running")
+	require.Equal(t, "reserved", b.getJob(t, id)["state"], "a bad running changes nothing")
+
+	// running=true cancels it while it is delivered: its ack and nack are
+	// conflicts that say so.
+	requireStatus(t, b.do(t, http.MethodDelete, "/v1/jobs/"+id+"?running=true", nil), http.StatusNoContent)
+	job := b.getJob(t, id)
+	require.Equal(t, "cancelled", job["state"])
+	require.Equal(t, "cancelled", job["history"].([]any)[0].(map[string]any)["outcome"])
+	lease := claimed[0]["lease"]
+	for _, op := range []string{"ack", "nack"} {
+		e := requireError(t, b.do(t, http.MethodPost, "/v1/jobs/"+id+"/"+op, map[string]any{"lease": lease}), http.StatusConflict, "conflict", "")
+		require.Contains(t, e["error"].(map[string]any)["message"], "was cancelled while its delivery (attempt 1) ran", op)
+	}
+	requireError(t, b.do(t, http.MethodDelete, "/v1/jobs/"+id+"?running=true", nil), http.StatusNotFound, "not_found", "")
 }
 
 // requireNoTopics checks that nothing was stored.

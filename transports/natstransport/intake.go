@@ -370,7 +370,7 @@ func (in *Intake) cancelJob(ctx context.Context, m *nats.Msg) error {
 	if id == "" {
 		return core.Invalid("payload", "the payload must be the id of the job to cancel")
 	}
-	err := in.svc.Cancel(ctx, id)
+	err := in.svc.Cancel(ctx, &core.CancelJobParams{ID: id})
 	switch {
 	case errors.Is(err, core.ErrNotFound):
 		return wire.WithMessage(fmt.Sprintf("job %q not found", truncate(id, core.MaxIDLen)), err)

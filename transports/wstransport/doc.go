@@ -40,6 +40,14 @@
 // lost lease, not_found, unavailable), field naming the bad field and id
 // the job of the frame when known; the connection stays open.
 //
+// A delivery whose job is cancelled while it runs (DELETE
+// /v1/jobs/{id}?running=true through this instance) is told with
+//
+//	{"type":"cancelled","id":"..."}
+//
+// after which its credit is free and its ack or nack is answered with a
+// conflict error frame.
+//
 // A frame larger than Config.MaxFrameBytes (the soft limit, 64 KiB) is
 // read to its end and ignored: it is answered with an invalid_argument
 // error frame that names the limit, has no id (the frame is not decoded)

@@ -210,6 +210,14 @@ func appendErrorFrame(b []byte, e wire.Error, id string) []byte {
 	return append(b, '}')
 }
 
+// appendCancelledFrame appends the frame that tells a subscriber that the
+// job of a delivery it holds was cancelled while it ran.
+func appendCancelledFrame(b []byte, id string) []byte {
+	b = append(b, `{"type":"cancelled","id":`...)
+	b = wire.AppendString(b, id)
+	return append(b, '}')
+}
+
 // appendTouchedFrame appends the answer to a touch: the lease's new expiry.
 func appendTouchedFrame(b []byte, id string, expires time.Time) []byte {
 	b = append(b, `{"type":"touched","id":`...)

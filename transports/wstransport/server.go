@@ -245,9 +245,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
+	// sub is set before the subscription claims, so before any of its
+	// deliveries can be cancelled.
+	var sub *subscription
 	held, err := s.engine.NewSubscription(core.SubscriptionParams{
 		Topic: topic, Prefetch: prefetch, Via: core.ViaWebSocket,
 		ClaimWait: s.cfg.ClaimWait, ReleaseTimeout: s.cfg.OpTimeout,
+		CancelledFunc: func(id string) { sub.send(appendCancelledFrame(nil, id)) },
 	})
 	if err != nil {
 		s.writeError(w, err)
@@ -284,7 +288,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The hard cap is the connection's read limit, which closes it with
 	// 1009; the soft limit is the reader's (see readFrame).
 	conn.SetReadLimit(s.cfg.MaxFrameHardBytes)
-	sub := newSubscription(s, conn, topic, held, prefetch, s.log.With("topic", topic, "remote", r.RemoteAddr))
+	sub = newSubscription(s, conn, topic, held, prefetch, s.log.With("topic", topic, "remote", r.RemoteAddr))
 	if !s.add(sub) {
 		_ = conn.Close(websocket.StatusGoingAway, closeReasonStopping)
 		return

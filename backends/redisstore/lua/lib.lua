@@ -464,14 +464,14 @@ local function finish(id, j, state)
   end
 end
 
--- put_job stores the job whose 11 fields start at ARGV[i] (put.lua's): a
+-- put_job stores the job whose 12 fields start at ARGV[i] (put.lua's): a
 -- new job, a finished one overwritten (not with absent: any job kept is a
 -- conflict), or with replace an unfinished one replaced unless reserved.
 -- Returns 0 created, 1 replaced, or the existing job (job_all) on a conflict.
 local function put_job(replace, inline_body, i, absent)
   local id, t, k, b = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local r, d, m, p = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
-  local w, y, h = ARGV[i + 8], tonumber(ARGV[i + 9]), ARGV[i + 10]
+  local w, y, h, z = ARGV[i + 8], tonumber(ARGV[i + 9]), ARGV[i + 10], ARGV[i + 11]
   local kj = key_job(id)
   local created = now
   local res = 0
@@ -510,6 +510,7 @@ local function put_job(replace, inline_body, i, absent)
   if w ~= '' then f[#f + 1] = 'w'; f[#f + 1] = w end
   if y then f[#f + 1] = 'y'; f[#f + 1] = int(y) end
   if h ~= '' then f[#f + 1] = 'h'; f[#f + 1] = h end
+  if z ~= '' then f[#f + 1] = 'z'; f[#f + 1] = z end
   redis.call('HSET', kj, unpack(f))
   link_queue(id, t, r, y)
   if k ~= '' then index_key(id, t, k, false) end

@@ -145,7 +145,12 @@ type JobSpec struct {
 	// Url is the job's own webhook URL.
 	Url string `protobuf:"bytes,10,opt,name=url,proto3" json:"url,omitempty"`
 	// Backoff is the job's own retry schedule; absent: the topic's.
-	Backoff       *JobBackoff `protobuf:"bytes,11,opt,name=backoff,proto3" json:"backoff,omitempty"`
+	Backoff *JobBackoff `protobuf:"bytes,11,opt,name=backoff,proto3" json:"backoff,omitempty"`
+	// ExpiresAt (RFC 3339) and expires_in (a duration from run_at) are
+	// exclusive; neither takes the topic's expires_in. A job not delivered
+	// and acknowledged by then goes dead with last_error "expired".
+	ExpiresAt     string `protobuf:"bytes,12,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	ExpiresIn     string `protobuf:"bytes,13,opt,name=expires_in,json=expiresIn,proto3" json:"expires_in,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -257,6 +262,20 @@ func (x *JobSpec) GetBackoff() *JobBackoff {
 	return nil
 }
 
+func (x *JobSpec) GetExpiresAt() string {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return ""
+}
+
+func (x *JobSpec) GetExpiresIn() string {
+	if x != nil {
+		return x.ExpiresIn
+	}
+	return ""
+}
+
 // JobBackoff is a job's own retry schedule.
 type JobBackoff struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -325,7 +344,9 @@ type Job struct {
 	Url            string      `protobuf:"bytes,15,opt,name=url,proto3" json:"url,omitempty"`
 	Backoff        *JobBackoff `protobuf:"bytes,16,opt,name=backoff,proto3" json:"backoff,omitempty"`
 	// History is the job's last deliveries, oldest first, at most 20.
-	History       []*Attempt `protobuf:"bytes,17,rep,name=history,proto3" json:"history,omitempty"`
+	History []*Attempt `protobuf:"bytes,17,rep,name=history,proto3" json:"history,omitempty"`
+	// ExpiresAt is set when the job expires.
+	ExpiresAt     string `protobuf:"bytes,18,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -479,6 +500,13 @@ func (x *Job) GetHistory() []*Attempt {
 	return nil
 }
 
+func (x *Job) GetExpiresAt() string {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return ""
+}
+
 // Attempt is one delivery of a job: a claim starts it, an ack, retry, bury
 // or lease expiry ends it.
 type Attempt struct {
@@ -492,8 +520,9 @@ type Attempt struct {
 	EndedAt string `protobuf:"bytes,3,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
 	// Via is how it was delivered: pull, websocket, grpc, webhook or nats.
 	Via string `protobuf:"bytes,4,opt,name=via,proto3" json:"via,omitempty"`
-	// Outcome is acked, retried, buried, lease_expired or released; empty
-	// while in progress.
+	// Outcome is acked, retried, buried, lease_expired, released or
+	// cancelled (the job was cancelled while it ran); empty while in
+	// progress.
 	Outcome string `protobuf:"bytes,5,opt,name=outcome,proto3" json:"outcome,omitempty"`
 	// Error is the reason a retry or bury gave.
 	Error         string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
@@ -1071,8 +1100,11 @@ func (x *GetJobResponse) GetJob() *Job {
 
 // CancelJobRequest is the argument of CancelJob.
 type CancelJobRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Running cancels a job being delivered too (reserved): its delivery
+	// ends, and a later ack or nack of it is answered Aborted.
+	Running       bool `protobuf:"varint,2,opt,name=running,proto3" json:"running,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1112,6 +1144,13 @@ func (x *CancelJobRequest) GetId() string {
 		return x.Id
 	}
 	return ""
+}
+
+func (x *CancelJobRequest) GetRunning() bool {
+	if x != nil {
+		return x.Running
+	}
+	return false
 }
 
 // CancelJobResponse is empty: the job is cancelled.
@@ -1708,8 +1747,14 @@ func (x *SubscribeRequest) GetPrefetch() int32 {
 
 // SubscribeResponse is one message of the stream.
 type SubscribeResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Delivery      *Delivery              `protobuf:"bytes,1,opt,name=delivery,proto3" json:"delivery,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Delivery is a due job, unset in a message of a cancel.
+	Delivery *Delivery `protobuf:"bytes,1,opt,name=delivery,proto3" json:"delivery,omitempty"`
+	// Cancelled is the id of a delivery the subscriber holds whose job was
+	// cancelled while it ran (CancelJob with running, through the instance
+	// that serves the stream): its ack or nack is answered Aborted. Set
+	// only in a message without delivery.
+	Cancelled     string `protobuf:"bytes,2,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1749,6 +1794,13 @@ func (x *SubscribeResponse) GetDelivery() *Delivery {
 		return x.Delivery
 	}
 	return nil
+}
+
+func (x *SubscribeResponse) GetCancelled() string {
+	if x != nil {
+		return x.Cancelled
+	}
+	return ""
 }
 
 // AckRequest is the argument of Ack.
@@ -2472,10 +2524,12 @@ type TopicConfig struct {
 	Backoff     *BackoffConfig         `protobuf:"bytes,4,opt,name=backoff,proto3" json:"backoff,omitempty"`
 	Concurrency int32                  `protobuf:"varint,5,opt,name=concurrency,proto3" json:"concurrency,omitempty"`
 	// UniqueKeys is "", reject or replace.
-	UniqueKeys    string      `protobuf:"bytes,6,opt,name=unique_keys,json=uniqueKeys,proto3" json:"unique_keys,omitempty"`
-	OnDead        string      `protobuf:"bytes,7,opt,name=on_dead,json=onDead,proto3" json:"on_dead,omitempty"`
-	Rate          *RateConfig `protobuf:"bytes,8,opt,name=rate,proto3" json:"rate,omitempty"`
-	MaxInFlight   int32       `protobuf:"varint,9,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
+	UniqueKeys  string      `protobuf:"bytes,6,opt,name=unique_keys,json=uniqueKeys,proto3" json:"unique_keys,omitempty"`
+	OnDead      string      `protobuf:"bytes,7,opt,name=on_dead,json=onDead,proto3" json:"on_dead,omitempty"`
+	Rate        *RateConfig `protobuf:"bytes,8,opt,name=rate,proto3" json:"rate,omitempty"`
+	MaxInFlight int32       `protobuf:"varint,9,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
+	// ExpiresIn is the expiry, from run_at, of jobs pushed without one.
+	ExpiresIn     string `protobuf:"bytes,20,opt,name=expires_in,json=expiresIn,proto3" json:"expires_in,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2571,6 +2625,13 @@ func (x *TopicConfig) GetMaxInFlight() int32 {
 		return x.MaxInFlight
 	}
 	return 0
+}
+
+func (x *TopicConfig) GetExpiresIn() string {
+	if x != nil {
+		return x.ExpiresIn
+	}
+	return ""
 }
 
 // DeliveryConfig is how a topic's due jobs leave.
@@ -2851,11 +2912,13 @@ type Topic struct {
 	UniqueKeys  string                 `protobuf:"bytes,7,opt,name=unique_keys,json=uniqueKeys,proto3" json:"unique_keys,omitempty"`
 	OnDead      string                 `protobuf:"bytes,8,opt,name=on_dead,json=onDead,proto3" json:"on_dead,omitempty"`
 	// Rate is set only when the topic has a limit.
-	Rate          *RateConfig `protobuf:"bytes,9,opt,name=rate,proto3" json:"rate,omitempty"`
-	MaxInFlight   int32       `protobuf:"varint,10,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
-	Configured    bool        `protobuf:"varint,11,opt,name=configured,proto3" json:"configured,omitempty"`
-	Paused        bool        `protobuf:"varint,12,opt,name=paused,proto3" json:"paused,omitempty"`
-	Counts        *Counts     `protobuf:"bytes,13,opt,name=counts,proto3" json:"counts,omitempty"`
+	Rate        *RateConfig `protobuf:"bytes,9,opt,name=rate,proto3" json:"rate,omitempty"`
+	MaxInFlight int32       `protobuf:"varint,10,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
+	Configured  bool        `protobuf:"varint,11,opt,name=configured,proto3" json:"configured,omitempty"`
+	Paused      bool        `protobuf:"varint,12,opt,name=paused,proto3" json:"paused,omitempty"`
+	Counts      *Counts     `protobuf:"bytes,13,opt,name=counts,proto3" json:"counts,omitempty"`
+	// ExpiresIn is set when the topic's jobs expire by default.
+	ExpiresIn     string `protobuf:"bytes,20,opt,name=expires_in,json=expiresIn,proto3" json:"expires_in,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2979,6 +3042,13 @@ func (x *Topic) GetCounts() *Counts {
 		return x.Counts
 	}
 	return nil
+}
+
+func (x *Topic) GetExpiresIn() string {
+	if x != nil {
+		return x.ExpiresIn
+	}
+	return ""
 }
 
 // DeliveryView is a topic's delivery as shown: no secret or header value.
@@ -4867,7 +4937,7 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x05field\x18\x03 \x01(\tR\x05field\x12 \n" +
 	"\x03job\x18\x04 \x01(\v2\x0e.delayq.v1.JobR\x03job\x12\x1f\n" +
 	"\vretry_after\x18\x05 \x01(\tR\n" +
-	"retryAfter\"\xac\x02\n" +
+	"retryAfter\"\xea\x02\n" +
 	"\aJobSpec\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\tR\x04body\x12\x14\n" +
@@ -4880,11 +4950,15 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\bpriority\x18\t \x01(\x05R\bpriority\x12\x10\n" +
 	"\x03url\x18\n" +
 	" \x01(\tR\x03url\x12/\n" +
-	"\abackoff\x18\v \x01(\v2\x15.delayq.v1.JobBackoffR\abackoffB\x0f\n" +
+	"\abackoff\x18\v \x01(\v2\x15.delayq.v1.JobBackoffR\abackoff\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\f \x01(\tR\texpiresAt\x12\x1d\n" +
+	"\n" +
+	"expires_in\x18\r \x01(\tR\texpiresInB\x0f\n" +
 	"\r_max_attempts\"$\n" +
 	"\n" +
 	"JobBackoff\x12\x16\n" +
-	"\x06delays\x18\x01 \x03(\tR\x06delays\"\xe1\x03\n" +
+	"\x06delays\x18\x01 \x03(\tR\x06delays\"\x80\x04\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x10\n" +
@@ -4906,7 +4980,9 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x10lease_expires_at\x18\x0e \x01(\tR\x0eleaseExpiresAt\x12\x10\n" +
 	"\x03url\x18\x0f \x01(\tR\x03url\x12/\n" +
 	"\abackoff\x18\x10 \x01(\v2\x15.delayq.v1.JobBackoffR\abackoff\x12,\n" +
-	"\ahistory\x18\x11 \x03(\v2\x12.delayq.v1.AttemptR\ahistory\"\x9f\x01\n" +
+	"\ahistory\x18\x11 \x03(\v2\x12.delayq.v1.AttemptR\ahistory\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\x12 \x01(\tR\texpiresAt\"\x9f\x01\n" +
 	"\aAttempt\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12\x1d\n" +
 	"\n" +
@@ -4944,9 +5020,10 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\rGetJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"2\n" +
 	"\x0eGetJobResponse\x12 \n" +
-	"\x03job\x18\x01 \x01(\v2\x0e.delayq.v1.JobR\x03job\"\"\n" +
+	"\x03job\x18\x01 \x01(\v2\x0e.delayq.v1.JobR\x03job\"<\n" +
 	"\x10CancelJobRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x13\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
+	"\arunning\x18\x02 \x01(\bR\arunning\"\x13\n" +
 	"\x11CancelJobResponse\"e\n" +
 	"\x0fFindJobsRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x10\n" +
@@ -4986,9 +5063,10 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x04jobs\x18\x01 \x03(\v2\x13.delayq.v1.DeliveryR\x04jobs\"D\n" +
 	"\x10SubscribeRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1a\n" +
-	"\bprefetch\x18\x02 \x01(\x05R\bprefetch\"D\n" +
+	"\bprefetch\x18\x02 \x01(\x05R\bprefetch\"b\n" +
 	"\x11SubscribeResponse\x12/\n" +
-	"\bdelivery\x18\x01 \x01(\v2\x13.delayq.v1.DeliveryR\bdelivery\"2\n" +
+	"\bdelivery\x18\x01 \x01(\v2\x13.delayq.v1.DeliveryR\bdelivery\x12\x1c\n" +
+	"\tcancelled\x18\x02 \x01(\tR\tcancelled\"2\n" +
 	"\n" +
 	"AckRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
@@ -5024,7 +5102,7 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\"6\n" +
 	"\x10ListDeadResponse\x12\"\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x0e.delayq.v1.JobR\x04jobs\"\xd8\x02\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x0e.delayq.v1.JobR\x04jobs\"\xf7\x02\n" +
 	"\vTopicConfig\x125\n" +
 	"\bdelivery\x18\x01 \x01(\v2\x19.delayq.v1.DeliveryConfigR\bdelivery\x12\x10\n" +
 	"\x03ttr\x18\x02 \x01(\tR\x03ttr\x12!\n" +
@@ -5035,7 +5113,9 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"uniqueKeys\x12\x17\n" +
 	"\aon_dead\x18\a \x01(\tR\x06onDead\x12)\n" +
 	"\x04rate\x18\b \x01(\v2\x15.delayq.v1.RateConfigR\x04rate\x12\"\n" +
-	"\rmax_in_flight\x18\t \x01(\x05R\vmaxInFlight\"\x9e\x03\n" +
+	"\rmax_in_flight\x18\t \x01(\x05R\vmaxInFlight\x12\x1d\n" +
+	"\n" +
+	"expires_in\x18\x14 \x01(\tR\texpiresIn\"\x9e\x03\n" +
 	"\x0eDeliveryConfig\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x18\n" +
@@ -5063,7 +5143,7 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"RateConfig\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x16\n" +
 	"\x06period\x18\x02 \x01(\tR\x06period\x12\x14\n" +
-	"\x05burst\x18\x03 \x01(\x05R\x05burst\"\xc7\x03\n" +
+	"\x05burst\x18\x03 \x01(\x05R\x05burst\"\xe6\x03\n" +
 	"\x05Topic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\bdelivery\x18\x02 \x01(\v2\x17.delayq.v1.DeliveryViewR\bdelivery\x12\x10\n" +
@@ -5081,7 +5161,9 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"configured\x18\v \x01(\bR\n" +
 	"configured\x12\x16\n" +
 	"\x06paused\x18\f \x01(\bR\x06paused\x12)\n" +
-	"\x06counts\x18\r \x01(\v2\x11.delayq.v1.CountsR\x06counts\"\xcf\x02\n" +
+	"\x06counts\x18\r \x01(\v2\x11.delayq.v1.CountsR\x06counts\x12\x1d\n" +
+	"\n" +
+	"expires_in\x18\x14 \x01(\tR\texpiresIn\"\xcf\x02\n" +
 	"\fDeliveryView\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x18\n" +
