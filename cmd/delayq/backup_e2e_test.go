@@ -196,7 +196,7 @@ func TestE2EBackupRestore(t *testing.T) {
 	require.Positive(t, sum.Files)
 	format, err := os.ReadFile(filepath.Join(dir, formatFile))
 	require.NoError(t, err)
-	require.Equal(t, "delayq local 1\n", string(format))
+	require.Equal(t, formats[backendLocal], string(format))
 	require.DirExists(t, filepath.Join(dir, localDir))
 	info, err := os.Stat(dir)
 	require.NoError(t, err)

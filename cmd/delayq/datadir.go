@@ -25,12 +25,23 @@ const (
 // formats are the contents of formatFile for each backend that keeps jobs
 // under --data.
 var formats = map[string]string{
-	backendLocal:     "delayq local 1\n",
+	// 2: a job may carry an expiry, in a record (pebblestore's version 4)
+	// that a release of format 1 cannot read.
+	backendLocal:     "delayq local 2\n",
 	backendJetStream: "delayq jetstream 1\n",
 }
 
+// earlierFormats are the contents of formatFile that earlier releases
+// wrote, by the backend that reads them now: checkDataDir takes such a
+// directory and writes the current format into it, so that an earlier
+// release then refuses it rather than misread what this one writes.
+var earlierFormats = map[string]string{
+	"delayq local 1": backendLocal,
+}
+
 // checkDataDir makes sure dir holds the jobs of backend, or none: it
-// writes formatFile in a directory without one, and refuses a directory
+// writes formatFile in a directory without one or of an earlier format of
+// backend (earlierFormats), and refuses a directory
 // that another backend wrote, saying how to move its jobs. A directory of
 // the jetstream backend from before formatFile existed is recognised by
 // its streams.
@@ -41,6 +52,12 @@ func checkDataDir(dir, backend string) error {
 		got := strings.TrimSpace(string(raw))
 		if got == strings.TrimSpace(formats[backend]) {
 			return nil
+		}
+		if earlierFormats[got] == backend {
+			return writeFileSynced(filepath.Join(dir, formatFile), []byte(formats[backend]))
+		}
+		if other, ok := earlierFormats[got]; ok {
+			return movingError(dir, other, backend)
 		}
 		for other, f := range formats {
 			if got == strings.TrimSpace(f) {

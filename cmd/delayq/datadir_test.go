@@ -35,6 +35,14 @@ func TestCheckDataDir(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, formats[backendJetStream], string(raw))
 
+	earlier := t.TempDir() // a local directory of the release before expiry
+	require.NoError(t, os.WriteFile(filepath.Join(earlier, formatFile), []byte("delayq local 1\n"), 0o600))
+	require.ErrorContains(t, checkDataDir(earlier, backendJetStream), "holds the jobs of the local backend")
+	require.NoError(t, checkDataDir(earlier, backendLocal))
+	raw, err = os.ReadFile(filepath.Join(earlier, formatFile))
+	require.NoError(t, err)
+	require.Equal(t, "delayq local 2\n", string(raw), "taken, and marked with this version's format")
+
 	odd := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(odd, formatFile), []byte("delayq local 9\n"), 0o600))
 	require.ErrorContains(t, checkDataDir(odd, backendLocal), "does not know")

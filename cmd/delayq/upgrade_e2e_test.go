@@ -109,16 +109,19 @@ func TestE2EUpgrade(t *testing.T) {
 const downgradeTopic = "e2e.downgrade"
 
 // putTopicDowngrade configures downgradeTopic through srv, an instance of
-// this tree, with 4 attempts.
+// this tree, with 4 attempts, and pushes the job "before-downgrade" to it,
+// due in an hour: what the previous release must read after a downgrade.
 func putTopicDowngrade(t *testing.T, srv *serverProc) {
 	t.Helper()
-	newCaller(t, srv.HTTPURL).callJSON(http.MethodPut, "/v1/topics/"+downgradeTopic, map[string]any{"max_attempts": 4}, http.StatusOK, nil)
+	api := newCaller(t, srv.HTTPURL)
+	api.callJSON(http.MethodPut, "/v1/topics/"+downgradeTopic, map[string]any{"max_attempts": 4}, http.StatusOK, nil)
+	api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"id": "before-downgrade", "topic": downgradeTopic, "body": 0, "delay": "1h", "expires_in": "1h"}, http.StatusCreated, nil)
 }
 
 // downgrade starts the previous release prev on a backend this tree ran
 // on, and requires either that it works (it reads the configuration of
-// downgradeTopic this tree wrote, and a job pushed through it is claimed
-// and acknowledged) or that it refuses to start with a message about the
+// downgradeTopic and the job this tree wrote, and a job pushed through it
+// is claimed and acknowledged) or that it refuses to start with a message about the
 // data's format.
 func downgrade(t *testing.T, prev string, args ...string) {
 	t.Helper()
@@ -135,6 +138,9 @@ func downgrade(t *testing.T, prev string, args ...string) {
 	}
 	api.callJSON(http.MethodGet, "/v1/topics/"+downgradeTopic, nil, http.StatusOK, &cfg)
 	require.Equal(t, 4, cfg.MaxAttempts, "the configuration this tree wrote, read by the previous release")
+	var before struct{ State string }
+	api.callJSON(http.MethodGet, "/v1/jobs/before-downgrade", nil, http.StatusOK, &before)
+	require.Equal(t, "scheduled", before.State, "the job this tree wrote, read by the previous release")
 	var job struct {
 		MaxAttempts int `json:"max_attempts"`
 	}
