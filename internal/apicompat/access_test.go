@@ -110,6 +110,20 @@ var accessCases = map[policy.Op]accessCase{
 			return err
 		},
 	},
+	policy.OpCancelJobs: {
+		method: "POST", path: "/v1/topics/" + deniedTopic + "/jobs/cancel", body: `{"dry_run":true}`,
+		want: func(ctx context.Context, s *policy.Service) error {
+			_, err := s.CancelJobs(ctx, &policy.BulkFilter{Topic: deniedTopic, DryRun: true})
+			return err
+		},
+	},
+	policy.OpRequeueDead: {
+		method: "POST", path: "/v1/topics/" + deniedTopic + "/dead/requeue", body: `{"dry_run":true}`,
+		want: func(ctx context.Context, s *policy.Service) error {
+			_, err := s.RequeueDead(ctx, &policy.BulkFilter{Topic: deniedTopic, DryRun: true})
+			return err
+		},
+	},
 	policy.OpClaim: {
 		method: "POST", path: "/v1/topics/" + deniedTopic + "/claim", req: &delayqv1.ClaimRequest{Topic: deniedTopic},
 		want: func(ctx context.Context, s *policy.Service) error {

@@ -62,6 +62,8 @@ var guardedRoutes = []guarded{
 	{http.MethodGet, "/v1/whoami", "", "", 0},
 	{http.MethodGet, "/v1/version", "", "", 0},
 	{http.MethodGet, "/v1/stats", "", "", 0},
+	{http.MethodPost, "/v1/topics/orders.d/dead/requeue", tokenPush, `{"dry_run":true}`, overSmall},
+	{http.MethodPost, "/v1/topics/orders.b/jobs/cancel", tokenConsume, `{"dry_run":true}`, overSmall},
 }
 
 // runGuardSteps runs the steps made from guardedRoutes.
@@ -219,7 +221,11 @@ func runHTTPScenario(h *httpRun) {
 	get("a bad limit", "/v1/topics/orders.d/dead?limit=many", admin)
 	get("a topic with neither jobs nor configuration", "/v1/topics/orders.nosuch/dead", admin)
 	send("not dead", http.MethodPost, "/v1/jobs/job-3/requeue", admin, "")
+	send("by filter, a dry run", http.MethodPost, "/v1/topics/orders.d/dead/requeue", admin, `{"error_contains":"broken","dry_run":true}`)
+	send("by filter, with a state", http.MethodPost, "/v1/topics/orders.d/dead/requeue", admin, `{"state":"ready"}`)
+	send("by filter, a topic with neither jobs nor configuration", http.MethodPost, "/v1/topics/orders.nosuch/dead/requeue", admin, "")
 	send("requeue", http.MethodPost, "/v1/jobs/job-d/requeue", admin, "")
+	send("by filter, none left", http.MethodPost, "/v1/topics/orders.d/dead/requeue", admin, `{"error_contains":"broken"}`)
 	send("unknown", http.MethodPost, "/v1/jobs/nope/requeue", admin, "")
 
 	// Cancelling.
@@ -227,6 +233,9 @@ func runHTTPScenario(h *httpRun) {
 	send("finished", http.MethodDelete, "/v1/jobs/<id-1>", push, "")
 	send("by key", http.MethodDelete, "/v1/topics/orders.b/jobs?key=none", push, "")
 	send("without key", http.MethodDelete, "/v1/topics/orders.b/jobs", push, "")
+	send("by filter", http.MethodPost, "/v1/topics/orders.b/jobs/cancel", push, `{"key":"none","state":"scheduled","until":"2030-01-01T00:00:00Z"}`)
+	send("by filter, a bad state", http.MethodPost, "/v1/topics/orders.b/jobs/cancel", push, `{"state":"dead"}`)
+	send("by filter, a topic with neither jobs nor configuration", http.MethodPost, "/v1/topics/orders.nosuch/jobs/cancel", push, "")
 
 	// Pause and resume.
 	send("pause", http.MethodPost, "/v1/topics/orders.b/pause", admin, "")
