@@ -112,6 +112,7 @@ var accessCases = map[policy.Op]accessCase{
 	},
 	policy.OpCancelJobs: {
 		method: "POST", path: "/v1/topics/" + deniedTopic + "/jobs/cancel", body: `{"dry_run":true}`,
+		req: &delayqv1.CancelJobsRequest{Topic: deniedTopic, Filter: &delayqv1.JobFilter{DryRun: true}},
 		want: func(ctx context.Context, s *policy.Service) error {
 			_, err := s.CancelJobs(ctx, &policy.BulkFilter{Topic: deniedTopic, DryRun: true})
 			return err
@@ -119,6 +120,7 @@ var accessCases = map[policy.Op]accessCase{
 	},
 	policy.OpRequeueDead: {
 		method: "POST", path: "/v1/topics/" + deniedTopic + "/dead/requeue", body: `{"dry_run":true}`,
+		req: &delayqv1.RequeueDeadRequest{Topic: deniedTopic, Filter: &delayqv1.JobFilter{DryRun: true}},
 		want: func(ctx context.Context, s *policy.Service) error {
 			_, err := s.RequeueDead(ctx, &policy.BulkFilter{Topic: deniedTopic, DryRun: true})
 			return err

@@ -48,6 +48,9 @@ var procedureOps = map[string]service.Op{
 	delayqv1connect.DelayqServiceDeleteScheduleProcedure: service.OpDeleteSchedule,
 	delayqv1connect.DelayqServiceExportProcedure:         service.OpExport,
 	delayqv1connect.DelayqServiceImportProcedure:         service.OpImport,
+
+	delayqv1connect.DelayqServiceRequeueDeadProcedure: service.OpRequeueDead,
+	delayqv1connect.DelayqServiceCancelJobsProcedure:  service.OpCancelJobs,
 }
 
 // servicePrefix starts the procedures of the service.
