@@ -128,6 +128,7 @@ var subtests = []subtest{
 	{"FindByKey", testFindByKey},
 	{"ListJobs", testListJobs},
 	{"ListManyJobs", testListManyJobs},
+	{"ListWhileLeaving", testListWhileLeaving},
 	{"CreateRace", testCreateRace},
 	{"Records", testRecords},
 	{"RecordsRace", testRecordsRace},
