@@ -208,3 +208,16 @@ func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
 	_, err := c.do(ctx, &request{method: http.MethodDelete, path: "/v1/schedules/" + segment(name)}, nil)
 	return err
 }
+
+// RunSchedule pushes one job of the schedule's template now, beside its
+// slots, whose cursor does not move (POST /v1/schedules/{name}/run): a
+// fresh id, or the key's on a topic with unique keys. Errors: ErrNotFound,
+// ErrConflict when the template's unique key has an unfinished job, and
+// as Push. Not idempotent: each call pushes a job.
+func (c *Client) RunSchedule(ctx context.Context, name string) (*Pushed, error) {
+	var out Pushed
+	if _, err := c.do(ctx, &request{method: http.MethodPost, path: "/v1/schedules/" + segment(name) + "/run"}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

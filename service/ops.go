@@ -67,6 +67,8 @@ const (
 	OpRequeueDead Op = "RequeueDead"
 	// OpCancelJobs cancels a topic's unfinished jobs that a filter matches.
 	OpCancelJobs Op = "CancelJobs"
+	// OpRunSchedule pushes one job of a schedule now.
+	OpRunSchedule Op = "RunSchedule"
 )
 
 // access is what an operation asks of a token: open ones need none (not
@@ -122,7 +124,7 @@ var ops = map[Op]access{
 	OpUI:         open, // static pages: their data comes through the API
 	OpMetrics:    open,
 
-	OpRequeue: admin, OpRequeueDead: admin, OpListDead: admin, OpPutTopic: admin, OpUpdateTopic: admin, OpDeleteTopic: admin,
+	OpRequeue: admin, OpRequeueDead: admin, OpRunSchedule: admin, OpListDead: admin, OpPutTopic: admin, OpUpdateTopic: admin, OpDeleteTopic: admin,
 	OpPauseTopic: admin, OpResumeTopic: admin, OpPutSchedule: admin, OpGetSchedule: admin,
 	OpListSchedules: admin, OpDeleteSchedule: admin, OpExport: admin, OpImport: admin,
 	OpBackup: admin, OpMetricsProtected: admin,

@@ -249,6 +249,13 @@ var accessCases = map[policy.Op]accessCase{
 		method: "DELETE", path: "/v1/schedules/" + deniedSchedule, req: &delayqv1.DeleteScheduleRequest{Name: deniedSchedule},
 		want: func(ctx context.Context, s *policy.Service) error { return s.DeleteSchedule(ctx, deniedSchedule) },
 	},
+	policy.OpRunSchedule: {
+		method: "POST", path: "/v1/schedules/" + deniedSchedule + "/run", req: &delayqv1.RunScheduleRequest{Name: deniedSchedule},
+		want: func(ctx context.Context, s *policy.Service) error {
+			_, err := s.RunSchedule(ctx, deniedSchedule)
+			return err
+		},
+	},
 	policy.OpImport: {
 		method: "POST", path: "/v1/import", body: `{"schedule":{"name":"s-imp","cron":"0 * * * *","topic":"orders.x"}}`, item: true,
 		req: &delayqv1.ImportRequest{Schedules: []*delayqv1.Schedule{{Name: "s-imp", Cron: "0 * * * *", Topic: deniedTopic}}},

@@ -42,6 +42,7 @@ var guardedMethods = []struct{ method, forbidden, request string }{
 	{"Import", tokenPush, `{}`},
 	{"RequeueDead", tokenPush, `{"topic":"orders.g","filter":{"dryRun":true}}`},
 	{"CancelJobs", tokenConsume, `{"topic":"orders.g","filter":{"dryRun":true}}`},
+	{"RunSchedule", tokenPush, `{"name":"g"}`},
 }
 
 // runGRPCScenario runs the gRPC scenario: the guard calls, then each
@@ -183,8 +184,10 @@ func runGRPCScenario(g *grpcRun) {
 	call("GetSchedule", "unknown", admin, `{"name":"nope"}`)
 	call("ListSchedules", "all", admin, `{}`)
 	call("ListSchedules", "a bad next", admin, `{"next":-1}`)
+	call("RunSchedule", "run now", admin, `{"name":"nightly"}`)
 	call("DeleteSchedule", "delete", admin, `{"name":"nightly"}`)
 	call("DeleteSchedule", "unknown", admin, `{"name":"nightly"}`)
+	call("RunSchedule", "unknown", admin, `{"name":"nightly"}`)
 
 	// Export and import.
 	g.call(grpcStep{title: "every unfinished job", method: "Export", token: admin, request: `{}`})

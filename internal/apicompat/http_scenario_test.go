@@ -64,6 +64,7 @@ var guardedRoutes = []guarded{
 	{http.MethodGet, "/v1/stats", "", "", 0},
 	{http.MethodPost, "/v1/topics/orders.d/dead/requeue", tokenPush, `{"dry_run":true}`, overSmall},
 	{http.MethodPost, "/v1/topics/orders.b/jobs/cancel", tokenConsume, `{"dry_run":true}`, overSmall},
+	{http.MethodPost, "/v1/schedules/nightly/run", tokenPush, "", 0},
 }
 
 // runGuardSteps runs the steps made from guardedRoutes.
@@ -251,11 +252,13 @@ func runHTTPScenario(h *httpRun) {
 	send("another topic's schedule", http.MethodPut, "/v1/schedules/nightly", tokenOther, `{"cron":"@hourly","topic":"other.s"}`)
 	get("one", "/v1/schedules/nightly?next=2", admin)
 	get("a bad next", "/v1/schedules/nightly?next=many", admin)
+	send("run now", http.MethodPost, "/v1/schedules/nightly/run", admin, "")
 	get("unknown", "/v1/schedules/nope", admin)
 	get("all", "/v1/schedules", admin)
 	get("a bad next", "/v1/schedules?next=-1", admin)
 	send("delete", http.MethodDelete, "/v1/schedules/nightly", admin, "")
 	send("unknown", http.MethodDelete, "/v1/schedules/nightly", admin, "")
+	send("unknown", http.MethodPost, "/v1/schedules/nightly/run", admin, "")
 
 	// Export, import, backup.
 	get("every unfinished job", "/v1/export", admin)

@@ -51,6 +51,7 @@ var procedureOps = map[string]service.Op{
 
 	delayqv1connect.DelayqServiceRequeueDeadProcedure: service.OpRequeueDead,
 	delayqv1connect.DelayqServiceCancelJobsProcedure:  service.OpCancelJobs,
+	delayqv1connect.DelayqServiceRunScheduleProcedure: service.OpRunSchedule,
 }
 
 // servicePrefix starts the procedures of the service.

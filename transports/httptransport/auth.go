@@ -58,6 +58,7 @@ var routeOps = map[string]service.Op{
 	// The bulk operations of a topic's jobs by a filter.
 	"POST /v1/topics/{topic}/jobs/cancel":  service.OpCancelJobs,
 	"POST /v1/topics/{topic}/dead/requeue": service.OpRequeueDead,
+	"POST /v1/schedules/{name}/run":        service.OpRunSchedule,
 }
 
 // Op returns the operation of the route of pattern, as the server checks

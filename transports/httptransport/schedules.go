@@ -216,6 +216,18 @@ func (s *Server) deleteSchedule(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// runSchedule serves POST /v1/schedules/{name}/run: one job of the
+// schedule's template now (service.RunSchedule), answered as POST /v1/jobs
+// answers: 201 with Location, 200 when a unique key's job was replaced.
+func (s *Server) runSchedule(w http.ResponseWriter, r *http.Request) error {
+	res, err := s.svc.RunSchedule(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	writePushed(w, res)
+	return nil
+}
+
 // scheduleLine is a schedule's line of an export: the schedule as GET
 // shows it (without next_runs) under "schedule", so that an import tells
 // it from a job's line by its first key.

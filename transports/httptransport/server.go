@@ -231,6 +231,7 @@ func New(cfg Config) *Server {
 	s.route("GET /v1/schedules/{name}", s.getSchedule)
 	s.route("PUT /v1/schedules/{name}", s.putSchedule)
 	s.route("DELETE /v1/schedules/{name}", s.deleteSchedule)
+	s.route("POST /v1/schedules/{name}/run", s.runSchedule)
 	s.route("GET /v1/export", s.exportJobs)
 	s.route("POST /v1/import", s.importJobs)
 	s.route("GET /v1/backup", s.backupArchive)

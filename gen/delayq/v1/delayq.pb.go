@@ -5236,6 +5236,51 @@ func (x *BulkResult) GetNextAfter() string {
 	return ""
 }
 
+// RunScheduleRequest is the argument of RunSchedule.
+type RunScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunScheduleRequest) Reset() {
+	*x = RunScheduleRequest{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunScheduleRequest) ProtoMessage() {}
+
+func (x *RunScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunScheduleRequest.ProtoReflect.Descriptor instead.
+func (*RunScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *RunScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 var File_delayq_v1_delayq_proto protoreflect.FileDescriptor
 
 const file_delayq_v1_delayq_proto_rawDesc = "" +
@@ -5609,7 +5654,9 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12&\n" +
 	"\x06sample\x18\x03 \x03(\v2\x0e.delayq.v1.JobR\x06sample\x12\x1d\n" +
 	"\n" +
-	"next_after\x18\x04 \x01(\tR\tnextAfter2\xdf\x11\n" +
+	"next_after\x18\x04 \x01(\tR\tnextAfter\"(\n" +
+	"\x12RunScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name2\xa6\x12\n" +
 	"\rDelayqService\x127\n" +
 	"\x04Push\x12\x16.delayq.v1.PushRequest\x1a\x17.delayq.v1.PushResponse\x12F\n" +
 	"\tPushBatch\x12\x1b.delayq.v1.PushBatchRequest\x1a\x1c.delayq.v1.PushBatchResponse\x12=\n" +
@@ -5645,7 +5692,8 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x06Import\x12\x18.delayq.v1.ImportRequest\x1a\x19.delayq.v1.ImportResponse(\x01\x12L\n" +
 	"\vRequeueDead\x12\x1d.delayq.v1.RequeueDeadRequest\x1a\x1e.delayq.v1.RequeueDeadResponse\x12I\n" +
 	"\n" +
-	"CancelJobs\x12\x1c.delayq.v1.CancelJobsRequest\x1a\x1d.delayq.v1.CancelJobsResponseB1Z/github.com/delayq/delayq/gen/delayq/v1;delayqv1b\x06proto3"
+	"CancelJobs\x12\x1c.delayq.v1.CancelJobsRequest\x1a\x1d.delayq.v1.CancelJobsResponse\x12E\n" +
+	"\vRunSchedule\x12\x1d.delayq.v1.RunScheduleRequest\x1a\x17.delayq.v1.PushResponseB1Z/github.com/delayq/delayq/gen/delayq/v1;delayqv1b\x06proto3"
 
 var (
 	file_delayq_v1_delayq_proto_rawDescOnce sync.Once
@@ -5659,7 +5707,7 @@ func file_delayq_v1_delayq_proto_rawDescGZIP() []byte {
 	return file_delayq_v1_delayq_proto_rawDescData
 }
 
-var file_delayq_v1_delayq_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
+var file_delayq_v1_delayq_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
 var file_delayq_v1_delayq_proto_goTypes = []any{
 	(*Error)(nil),                  // 0: delayq.v1.Error
 	(*JobSpec)(nil),                // 1: delayq.v1.JobSpec
@@ -5745,8 +5793,9 @@ var file_delayq_v1_delayq_proto_goTypes = []any{
 	(*CancelJobsRequest)(nil),      // 81: delayq.v1.CancelJobsRequest
 	(*CancelJobsResponse)(nil),     // 82: delayq.v1.CancelJobsResponse
 	(*BulkResult)(nil),             // 83: delayq.v1.BulkResult
-	nil,                            // 84: delayq.v1.DeliveryConfig.HeadersEntry
-	(*fieldmaskpb.FieldMask)(nil),  // 85: google.protobuf.FieldMask
+	(*RunScheduleRequest)(nil),     // 84: delayq.v1.RunScheduleRequest
+	nil,                            // 85: delayq.v1.DeliveryConfig.HeadersEntry
+	(*fieldmaskpb.FieldMask)(nil),  // 86: google.protobuf.FieldMask
 }
 var file_delayq_v1_delayq_proto_depIdxs = []int32{
 	3,  // 0: delayq.v1.Error.job:type_name -> delayq.v1.Job
@@ -5773,7 +5822,7 @@ var file_delayq_v1_delayq_proto_depIdxs = []int32{
 	42, // 21: delayq.v1.TopicConfig.delivery:type_name -> delayq.v1.DeliveryConfig
 	43, // 22: delayq.v1.TopicConfig.backoff:type_name -> delayq.v1.BackoffConfig
 	44, // 23: delayq.v1.TopicConfig.rate:type_name -> delayq.v1.RateConfig
-	84, // 24: delayq.v1.DeliveryConfig.headers:type_name -> delayq.v1.DeliveryConfig.HeadersEntry
+	85, // 24: delayq.v1.DeliveryConfig.headers:type_name -> delayq.v1.DeliveryConfig.HeadersEntry
 	46, // 25: delayq.v1.Topic.delivery:type_name -> delayq.v1.DeliveryView
 	43, // 26: delayq.v1.Topic.backoff:type_name -> delayq.v1.BackoffConfig
 	44, // 27: delayq.v1.Topic.rate:type_name -> delayq.v1.RateConfig
@@ -5783,7 +5832,7 @@ var file_delayq_v1_delayq_proto_depIdxs = []int32{
 	41, // 31: delayq.v1.PutTopicRequest.config:type_name -> delayq.v1.TopicConfig
 	45, // 32: delayq.v1.PutTopicResponse.topic:type_name -> delayq.v1.Topic
 	41, // 33: delayq.v1.UpdateTopicRequest.config:type_name -> delayq.v1.TopicConfig
-	85, // 34: delayq.v1.UpdateTopicRequest.update_mask:type_name -> google.protobuf.FieldMask
+	86, // 34: delayq.v1.UpdateTopicRequest.update_mask:type_name -> google.protobuf.FieldMask
 	45, // 35: delayq.v1.UpdateTopicResponse.topic:type_name -> delayq.v1.Topic
 	45, // 36: delayq.v1.PauseTopicResponse.topic:type_name -> delayq.v1.Topic
 	45, // 37: delayq.v1.ResumeTopicResponse.topic:type_name -> delayq.v1.Topic
@@ -5836,40 +5885,42 @@ var file_delayq_v1_delayq_proto_depIdxs = []int32{
 	75, // 84: delayq.v1.DelayqService.Import:input_type -> delayq.v1.ImportRequest
 	79, // 85: delayq.v1.DelayqService.RequeueDead:input_type -> delayq.v1.RequeueDeadRequest
 	81, // 86: delayq.v1.DelayqService.CancelJobs:input_type -> delayq.v1.CancelJobsRequest
-	7,  // 87: delayq.v1.DelayqService.Push:output_type -> delayq.v1.PushResponse
-	10, // 88: delayq.v1.DelayqService.PushBatch:output_type -> delayq.v1.PushBatchResponse
-	7,  // 89: delayq.v1.DelayqService.Replace:output_type -> delayq.v1.PushResponse
-	13, // 90: delayq.v1.DelayqService.GetJob:output_type -> delayq.v1.GetJobResponse
-	15, // 91: delayq.v1.DelayqService.CancelJob:output_type -> delayq.v1.CancelJobResponse
-	17, // 92: delayq.v1.DelayqService.FindJobs:output_type -> delayq.v1.FindJobsResponse
-	19, // 93: delayq.v1.DelayqService.ListJobs:output_type -> delayq.v1.ListJobsResponse
-	21, // 94: delayq.v1.DelayqService.CancelByKey:output_type -> delayq.v1.CancelByKeyResponse
-	23, // 95: delayq.v1.DelayqService.Claim:output_type -> delayq.v1.ClaimResponse
-	25, // 96: delayq.v1.DelayqService.Subscribe:output_type -> delayq.v1.SubscribeResponse
-	27, // 97: delayq.v1.DelayqService.Ack:output_type -> delayq.v1.AckResponse
-	29, // 98: delayq.v1.DelayqService.Nack:output_type -> delayq.v1.NackResponse
-	31, // 99: delayq.v1.DelayqService.Touch:output_type -> delayq.v1.TouchResponse
-	34, // 100: delayq.v1.DelayqService.AckBatch:output_type -> delayq.v1.AckBatchResponse
-	36, // 101: delayq.v1.DelayqService.NackBatch:output_type -> delayq.v1.NackBatchResponse
-	38, // 102: delayq.v1.DelayqService.Requeue:output_type -> delayq.v1.RequeueResponse
-	40, // 103: delayq.v1.DelayqService.ListDead:output_type -> delayq.v1.ListDeadResponse
-	49, // 104: delayq.v1.DelayqService.GetTopic:output_type -> delayq.v1.GetTopicResponse
-	51, // 105: delayq.v1.DelayqService.ListTopics:output_type -> delayq.v1.ListTopicsResponse
-	53, // 106: delayq.v1.DelayqService.PutTopic:output_type -> delayq.v1.PutTopicResponse
-	55, // 107: delayq.v1.DelayqService.UpdateTopic:output_type -> delayq.v1.UpdateTopicResponse
-	57, // 108: delayq.v1.DelayqService.DeleteTopic:output_type -> delayq.v1.DeleteTopicResponse
-	59, // 109: delayq.v1.DelayqService.PauseTopic:output_type -> delayq.v1.PauseTopicResponse
-	61, // 110: delayq.v1.DelayqService.ResumeTopic:output_type -> delayq.v1.ResumeTopicResponse
-	66, // 111: delayq.v1.DelayqService.PutSchedule:output_type -> delayq.v1.PutScheduleResponse
-	68, // 112: delayq.v1.DelayqService.GetSchedule:output_type -> delayq.v1.GetScheduleResponse
-	70, // 113: delayq.v1.DelayqService.ListSchedules:output_type -> delayq.v1.ListSchedulesResponse
-	72, // 114: delayq.v1.DelayqService.DeleteSchedule:output_type -> delayq.v1.DeleteScheduleResponse
-	74, // 115: delayq.v1.DelayqService.Export:output_type -> delayq.v1.ExportResponse
-	76, // 116: delayq.v1.DelayqService.Import:output_type -> delayq.v1.ImportResponse
-	80, // 117: delayq.v1.DelayqService.RequeueDead:output_type -> delayq.v1.RequeueDeadResponse
-	82, // 118: delayq.v1.DelayqService.CancelJobs:output_type -> delayq.v1.CancelJobsResponse
-	87, // [87:119] is the sub-list for method output_type
-	55, // [55:87] is the sub-list for method input_type
+	84, // 87: delayq.v1.DelayqService.RunSchedule:input_type -> delayq.v1.RunScheduleRequest
+	7,  // 88: delayq.v1.DelayqService.Push:output_type -> delayq.v1.PushResponse
+	10, // 89: delayq.v1.DelayqService.PushBatch:output_type -> delayq.v1.PushBatchResponse
+	7,  // 90: delayq.v1.DelayqService.Replace:output_type -> delayq.v1.PushResponse
+	13, // 91: delayq.v1.DelayqService.GetJob:output_type -> delayq.v1.GetJobResponse
+	15, // 92: delayq.v1.DelayqService.CancelJob:output_type -> delayq.v1.CancelJobResponse
+	17, // 93: delayq.v1.DelayqService.FindJobs:output_type -> delayq.v1.FindJobsResponse
+	19, // 94: delayq.v1.DelayqService.ListJobs:output_type -> delayq.v1.ListJobsResponse
+	21, // 95: delayq.v1.DelayqService.CancelByKey:output_type -> delayq.v1.CancelByKeyResponse
+	23, // 96: delayq.v1.DelayqService.Claim:output_type -> delayq.v1.ClaimResponse
+	25, // 97: delayq.v1.DelayqService.Subscribe:output_type -> delayq.v1.SubscribeResponse
+	27, // 98: delayq.v1.DelayqService.Ack:output_type -> delayq.v1.AckResponse
+	29, // 99: delayq.v1.DelayqService.Nack:output_type -> delayq.v1.NackResponse
+	31, // 100: delayq.v1.DelayqService.Touch:output_type -> delayq.v1.TouchResponse
+	34, // 101: delayq.v1.DelayqService.AckBatch:output_type -> delayq.v1.AckBatchResponse
+	36, // 102: delayq.v1.DelayqService.NackBatch:output_type -> delayq.v1.NackBatchResponse
+	38, // 103: delayq.v1.DelayqService.Requeue:output_type -> delayq.v1.RequeueResponse
+	40, // 104: delayq.v1.DelayqService.ListDead:output_type -> delayq.v1.ListDeadResponse
+	49, // 105: delayq.v1.DelayqService.GetTopic:output_type -> delayq.v1.GetTopicResponse
+	51, // 106: delayq.v1.DelayqService.ListTopics:output_type -> delayq.v1.ListTopicsResponse
+	53, // 107: delayq.v1.DelayqService.PutTopic:output_type -> delayq.v1.PutTopicResponse
+	55, // 108: delayq.v1.DelayqService.UpdateTopic:output_type -> delayq.v1.UpdateTopicResponse
+	57, // 109: delayq.v1.DelayqService.DeleteTopic:output_type -> delayq.v1.DeleteTopicResponse
+	59, // 110: delayq.v1.DelayqService.PauseTopic:output_type -> delayq.v1.PauseTopicResponse
+	61, // 111: delayq.v1.DelayqService.ResumeTopic:output_type -> delayq.v1.ResumeTopicResponse
+	66, // 112: delayq.v1.DelayqService.PutSchedule:output_type -> delayq.v1.PutScheduleResponse
+	68, // 113: delayq.v1.DelayqService.GetSchedule:output_type -> delayq.v1.GetScheduleResponse
+	70, // 114: delayq.v1.DelayqService.ListSchedules:output_type -> delayq.v1.ListSchedulesResponse
+	72, // 115: delayq.v1.DelayqService.DeleteSchedule:output_type -> delayq.v1.DeleteScheduleResponse
+	74, // 116: delayq.v1.DelayqService.Export:output_type -> delayq.v1.ExportResponse
+	76, // 117: delayq.v1.DelayqService.Import:output_type -> delayq.v1.ImportResponse
+	80, // 118: delayq.v1.DelayqService.RequeueDead:output_type -> delayq.v1.RequeueDeadResponse
+	82, // 119: delayq.v1.DelayqService.CancelJobs:output_type -> delayq.v1.CancelJobsResponse
+	7,  // 120: delayq.v1.DelayqService.RunSchedule:output_type -> delayq.v1.PushResponse
+	88, // [88:121] is the sub-list for method output_type
+	55, // [55:88] is the sub-list for method input_type
 	55, // [55:55] is the sub-list for extension type_name
 	55, // [55:55] is the sub-list for extension extendee
 	0,  // [0:55] is the sub-list for field type_name
@@ -5892,7 +5943,7 @@ func file_delayq_v1_delayq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_delayq_v1_delayq_proto_rawDesc), len(file_delayq_v1_delayq_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   85,
+			NumMessages:   86,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -125,6 +125,9 @@ const (
 	// DelayqServiceCancelJobsProcedure is the fully-qualified name of the DelayqService's CancelJobs
 	// RPC.
 	DelayqServiceCancelJobsProcedure = "/delayq.v1.DelayqService/CancelJobs"
+	// DelayqServiceRunScheduleProcedure is the fully-qualified name of the DelayqService's RunSchedule
+	// RPC.
+	DelayqServiceRunScheduleProcedure = "/delayq.v1.DelayqService/RunSchedule"
 )
 
 // DelayqServiceClient is a client for the delayq.v1.DelayqService service.
@@ -226,6 +229,9 @@ type DelayqServiceClient interface {
 	// CancelJobs cancels a topic's scheduled and ready jobs that a filter
 	// matches, by pages (POST /v1/topics/{topic}/jobs/cancel). Scope push.
 	CancelJobs(context.Context, *connect.Request[v1.CancelJobsRequest]) (*connect.Response[v1.CancelJobsResponse], error)
+	// RunSchedule pushes one job of a schedule's template now, beside its
+	// slots (POST /v1/schedules/{name}/run). Scope admin.
+	RunSchedule(context.Context, *connect.Request[v1.RunScheduleRequest]) (*connect.Response[v1.PushResponse], error)
 }
 
 // NewDelayqServiceClient constructs a client for the delayq.v1.DelayqService service. By default,
@@ -431,6 +437,12 @@ func NewDelayqServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(delayqServiceMethods.ByName("CancelJobs")),
 			connect.WithClientOptions(opts...),
 		),
+		runSchedule: connect.NewClient[v1.RunScheduleRequest, v1.PushResponse](
+			httpClient,
+			baseURL+DelayqServiceRunScheduleProcedure,
+			connect.WithSchema(delayqServiceMethods.ByName("RunSchedule")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -468,6 +480,7 @@ type delayqServiceClient struct {
 	_import        *connect.Client[v1.ImportRequest, v1.ImportResponse]
 	requeueDead    *connect.Client[v1.RequeueDeadRequest, v1.RequeueDeadResponse]
 	cancelJobs     *connect.Client[v1.CancelJobsRequest, v1.CancelJobsResponse]
+	runSchedule    *connect.Client[v1.RunScheduleRequest, v1.PushResponse]
 }
 
 // Push calls delayq.v1.DelayqService.Push.
@@ -630,6 +643,11 @@ func (c *delayqServiceClient) CancelJobs(ctx context.Context, req *connect.Reque
 	return c.cancelJobs.CallUnary(ctx, req)
 }
 
+// RunSchedule calls delayq.v1.DelayqService.RunSchedule.
+func (c *delayqServiceClient) RunSchedule(ctx context.Context, req *connect.Request[v1.RunScheduleRequest]) (*connect.Response[v1.PushResponse], error) {
+	return c.runSchedule.CallUnary(ctx, req)
+}
+
 // DelayqServiceHandler is an implementation of the delayq.v1.DelayqService service.
 type DelayqServiceHandler interface {
 	// Push creates a job (POST /v1/jobs). Scope push.
@@ -729,6 +747,9 @@ type DelayqServiceHandler interface {
 	// CancelJobs cancels a topic's scheduled and ready jobs that a filter
 	// matches, by pages (POST /v1/topics/{topic}/jobs/cancel). Scope push.
 	CancelJobs(context.Context, *connect.Request[v1.CancelJobsRequest]) (*connect.Response[v1.CancelJobsResponse], error)
+	// RunSchedule pushes one job of a schedule's template now, beside its
+	// slots (POST /v1/schedules/{name}/run). Scope admin.
+	RunSchedule(context.Context, *connect.Request[v1.RunScheduleRequest]) (*connect.Response[v1.PushResponse], error)
 }
 
 // NewDelayqServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -930,6 +951,12 @@ func NewDelayqServiceHandler(svc DelayqServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(delayqServiceMethods.ByName("CancelJobs")),
 		connect.WithHandlerOptions(opts...),
 	)
+	delayqServiceRunScheduleHandler := connect.NewUnaryHandler(
+		DelayqServiceRunScheduleProcedure,
+		svc.RunSchedule,
+		connect.WithSchema(delayqServiceMethods.ByName("RunSchedule")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/delayq.v1.DelayqService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case DelayqServicePushProcedure:
@@ -996,6 +1023,8 @@ func NewDelayqServiceHandler(svc DelayqServiceHandler, opts ...connect.HandlerOp
 			delayqServiceRequeueDeadHandler.ServeHTTP(w, r)
 		case DelayqServiceCancelJobsProcedure:
 			delayqServiceCancelJobsHandler.ServeHTTP(w, r)
+		case DelayqServiceRunScheduleProcedure:
+			delayqServiceRunScheduleHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -1131,4 +1160,8 @@ func (UnimplementedDelayqServiceHandler) RequeueDead(context.Context, *connect.R
 
 func (UnimplementedDelayqServiceHandler) CancelJobs(context.Context, *connect.Request[v1.CancelJobsRequest]) (*connect.Response[v1.CancelJobsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("delayq.v1.DelayqService.CancelJobs is not implemented"))
+}
+
+func (UnimplementedDelayqServiceHandler) RunSchedule(context.Context, *connect.Request[v1.RunScheduleRequest]) (*connect.Response[v1.PushResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("delayq.v1.DelayqService.RunSchedule is not implemented"))
 }
