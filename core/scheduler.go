@@ -127,12 +127,14 @@ func (e *Engine) DeleteSchedule(ctx context.Context, name string) error {
 }
 
 // slotJob returns the job a schedule's slot creates: its template's fields,
-// run_at the slot, and the id ScheduleID(name, slot), or the key's on a
-// topic with unique keys, so that a slot creates nothing while the job of
-// an earlier one is unfinished (a slot never replaces a job).
+// run_at the slot (SlotRunAt: later within the schedule's jitter), and the
+// id ScheduleID(name, slot), or the key's on a topic with unique keys, so
+// that a slot creates nothing while the job of an earlier one is
+// unfinished (a slot never replaces a job).
 func (e *Engine) slotJob(s *Schedule, slot, now time.Time) (*Job, error) {
 	p := s.PushParams()
-	p.RunAt = &slot
+	runAt := s.SlotRunAt(slot)
+	p.RunAt = &runAt
 	j, _, err := e.newJob(p, now, nil)
 	if err != nil {
 		return nil, err

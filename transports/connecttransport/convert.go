@@ -327,6 +327,9 @@ func scheduleConfig(name string, c *delayqv1.ScheduleConfig) (*core.Schedule, er
 	sc.Cron, sc.TimeZone, sc.Topic, sc.Paused = c.Cron, c.TimeZone, c.Topic, c.Paused
 	sc.Missed, sc.MissedLimit = c.Missed, int(c.MissedLimit)
 	var err error
+	if sc.Jitter, err = parseDuration("jitter", c.Jitter); err != nil {
+		return nil, err
+	}
 	if sc.Start, err = parseTime("start", c.Start); err != nil {
 		return nil, err
 	}
@@ -377,6 +380,9 @@ func scheduleMessage(stored *core.Schedule, now time.Time, next int) *delayqv1.S
 	if sc.Job.TTR > 0 {
 		m.Job.Ttr = sc.Job.TTR.String()
 	}
+	if sc.Jitter > 0 {
+		m.Jitter = sc.Jitter.String()
+	}
 	for _, t := range stored.Upcoming(now, next) {
 		m.NextRuns = append(m.NextRuns, timeText(t))
 	}
@@ -397,7 +403,7 @@ func importedSchedule(m *delayqv1.Schedule) (*core.Schedule, error) {
 	}
 	sc, err := scheduleConfig(m.Name, &delayqv1.ScheduleConfig{
 		Cron: m.Cron, TimeZone: m.TimeZone, Topic: m.Topic, Job: m.Job, Start: m.Start, End: m.End,
-		Paused: m.Paused, Missed: m.Missed, MissedLimit: m.MissedLimit,
+		Paused: m.Paused, Missed: m.Missed, MissedLimit: m.MissedLimit, Jitter: m.Jitter,
 	})
 	if err != nil {
 		return nil, err

@@ -23,6 +23,7 @@ type scheduleRequest struct {
 	Paused      bool            `json:"paused"`
 	Missed      string          `json:"missed"`
 	MissedLimit int             `json:"missed_limit"`
+	Jitter      json.RawMessage `json:"jitter"`
 }
 
 // scheduleJobRequest is a schedule's job template.
@@ -58,6 +59,9 @@ func DecodeSchedule(name string, data []byte) (*core.Schedule, error) {
 	if sc.End, _, err = parseTime("end", req.End); err != nil {
 		return nil, err
 	}
+	if sc.Jitter, _, err = parseDuration("jitter", req.Jitter); err != nil {
+		return nil, err
+	}
 	if !isNull(req.Job) {
 		var j scheduleJobRequest
 		if err := decodeObject(req.Job, "job", &j); err != nil {
@@ -83,6 +87,7 @@ type scheduleView struct {
 	Paused      bool            `json:"paused"`
 	Missed      string          `json:"missed"`
 	MissedLimit int             `json:"missed_limit,omitempty"`
+	Jitter      string          `json:"jitter,omitempty"`
 	CreatedAt   wireTime        `json:"created_at"`
 	UpdatedAt   wireTime        `json:"updated_at"`
 	// LastSlot is the cursor: the last slot fired or passed over.
@@ -127,6 +132,9 @@ func newScheduleView(stored *core.Schedule, now time.Time, next int) scheduleVie
 	}
 	if sc.Job.TTR > 0 {
 		v.Job.TTR = sc.Job.TTR.String()
+	}
+	if sc.Jitter > 0 {
+		v.Jitter = sc.Jitter.String()
 	}
 	for _, t := range stored.Upcoming(now, next) {
 		v.NextRuns = append(v.NextRuns, wireTime(t))

@@ -193,3 +193,21 @@ func TestScheduleRun(t *testing.T) {
 	requireError(t, b.do(t, http.MethodPost, "/v1/schedules/keyed/run", nil), http.StatusConflict, "conflict", "")
 	requireError(t, b.do(t, http.MethodPost, "/v1/schedules/nope/run", nil), http.StatusNotFound, "not_found", "")
 }
+
+// TestScheduleJitterWire: a schedule's jitter is read as a duration,
+// shown when set, and refused out of range, naming the field.
+func TestScheduleJitterWire(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res := b.do(t, http.MethodPut, "/v1/schedules/spread", `{"cron": "@hourly", "topic": "t", "jitter": "30s"}`)
+	requireStatus(t, res, http.StatusOK)
+	require.Equal(t, "30s", res.object(t)["jitter"])
+	stored, err := b.engine.GetSchedule(t.Context(), "spread")
+	require.NoError(t, err)
+	require.Equal(t, 30*time.Second, stored.Jitter)
+	res = b.do(t, http.MethodPut, "/v1/schedules/spread", `{"cron": "@hourly", "topic": "t"}`)
+	requireStatus(t, res, http.StatusOK)
+	require.NotContains(t, res.object(t), "jitter", "none: absent")
+	requireError(t, b.do(t, http.MethodPut, "/v1/schedules/spread", `{"cron": "@hourly", "topic": "t", "jitter": "25h"}`), http.StatusBadRequest, "invalid_argument", "jitter")
+	requireError(t, b.do(t, http.MethodPut, "/v1/schedules/spread", `{"cron": "@hourly", "topic": "t", "jitter": "soon"}`), http.StatusBadRequest, "invalid_argument", "jitter")
+}

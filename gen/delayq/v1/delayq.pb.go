@@ -3858,7 +3858,10 @@ type ScheduleConfig struct {
 	// missed.
 	Missed string `protobuf:"bytes,8,opt,name=missed,proto3" json:"missed,omitempty"`
 	// MissedLimit bounds missed all, 0 to 1000; 0 is 10.
-	MissedLimit   int32 `protobuf:"varint,9,opt,name=missed_limit,json=missedLimit,proto3" json:"missed_limit,omitempty"`
+	MissedLimit int32 `protobuf:"varint,9,opt,name=missed_limit,json=missedLimit,proto3" json:"missed_limit,omitempty"`
+	// Jitter, a duration from 0 to 24h ("" is none), spreads each slot's
+	// job over [slot, slot + jitter), the same offset on every instance.
+	Jitter        string `protobuf:"bytes,10,opt,name=jitter,proto3" json:"jitter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3954,6 +3957,13 @@ func (x *ScheduleConfig) GetMissedLimit() int32 {
 		return x.MissedLimit
 	}
 	return 0
+}
+
+func (x *ScheduleConfig) GetJitter() string {
+	if x != nil {
+		return x.Jitter
+	}
+	return ""
 }
 
 // ScheduleJob is the template of a schedule's jobs. Zero fields take the
@@ -4063,7 +4073,9 @@ type Schedule struct {
 	LastSlot string `protobuf:"bytes,13,opt,name=last_slot,json=lastSlot,proto3" json:"last_slot,omitempty"`
 	// NextRuns are the next slots that may still fire, none while paused;
 	// never in an export, ignored by an import.
-	NextRuns      []string `protobuf:"bytes,14,rep,name=next_runs,json=nextRuns,proto3" json:"next_runs,omitempty"`
+	NextRuns []string `protobuf:"bytes,14,rep,name=next_runs,json=nextRuns,proto3" json:"next_runs,omitempty"`
+	// Jitter is "" when none.
+	Jitter        string `protobuf:"bytes,15,opt,name=jitter,proto3" json:"jitter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4194,6 +4206,13 @@ func (x *Schedule) GetNextRuns() []string {
 		return x.NextRuns
 	}
 	return nil
+}
+
+func (x *Schedule) GetJitter() string {
+	if x != nil {
+		return x.Jitter
+	}
+	return ""
 }
 
 // PutScheduleRequest is the argument of PutSchedule.
@@ -5558,7 +5577,7 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x12ResumeTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"=\n" +
 	"\x13ResumeTopicResponse\x12&\n" +
-	"\x05topic\x18\x01 \x01(\v2\x10.delayq.v1.TopicR\x05topic\"\xfc\x01\n" +
+	"\x05topic\x18\x01 \x01(\v2\x10.delayq.v1.TopicR\x05topic\"\x94\x02\n" +
 	"\x0eScheduleConfig\x12\x12\n" +
 	"\x04cron\x18\x01 \x01(\tR\x04cron\x12\x1b\n" +
 	"\ttime_zone\x18\x02 \x01(\tR\btimeZone\x12\x14\n" +
@@ -5568,13 +5587,15 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x03end\x18\x06 \x01(\tR\x03end\x12\x16\n" +
 	"\x06paused\x18\a \x01(\bR\x06paused\x12\x16\n" +
 	"\x06missed\x18\b \x01(\tR\x06missed\x12!\n" +
-	"\fmissed_limit\x18\t \x01(\x05R\vmissedLimit\"\x84\x01\n" +
+	"\fmissed_limit\x18\t \x01(\x05R\vmissedLimit\x12\x16\n" +
+	"\x06jitter\x18\n" +
+	" \x01(\tR\x06jitter\"\x84\x01\n" +
 	"\vScheduleJob\x12\x12\n" +
 	"\x04body\x18\x01 \x01(\tR\x04body\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x10\n" +
 	"\x03ttr\x18\x03 \x01(\tR\x03ttr\x12!\n" +
 	"\fmax_attempts\x18\x04 \x01(\x05R\vmaxAttempts\x12\x1a\n" +
-	"\bpriority\x18\x05 \x01(\x05R\bpriority\"\x82\x03\n" +
+	"\bpriority\x18\x05 \x01(\x05R\bpriority\"\x9a\x03\n" +
 	"\bSchedule\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04cron\x18\x02 \x01(\tR\x04cron\x12\x1b\n" +
@@ -5592,7 +5613,8 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\f \x01(\tR\tupdatedAt\x12\x1b\n" +
 	"\tlast_slot\x18\r \x01(\tR\blastSlot\x12\x1b\n" +
-	"\tnext_runs\x18\x0e \x03(\tR\bnextRuns\"\x81\x01\n" +
+	"\tnext_runs\x18\x0e \x03(\tR\bnextRuns\x12\x16\n" +
+	"\x06jitter\x18\x0f \x01(\tR\x06jitter\"\x81\x01\n" +
 	"\x12PutScheduleRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x125\n" +
 	"\bschedule\x18\x02 \x01(\v2\x19.delayq.v1.ScheduleConfigR\bschedule\x12\x17\n" +
