@@ -35,6 +35,9 @@ type TopicConfig struct {
 	// MaxInFlight bounds the topic's deliveries in flight over every
 	// instance (1-1 000 000); 0: no bound.
 	MaxInFlight int
+	// Delay is the delay of the topic's pushes that give neither Delay
+	// nor RunAt; 0: none.
+	Delay time.Duration
 }
 
 // RateConfig is a topic's rate limit: at most Limit deliveries per Period
@@ -100,8 +103,8 @@ type Topic struct {
 	// Delivery is its delivery; Secret and Headers are never shown, only
 	// SecretSet and HeaderNames.
 	Delivery DeliveryView
-	// TTR, MaxAttempts, Backoff, Concurrency, UniqueKeys, OnDead, Rate and
-	// MaxInFlight are as in TopicConfig, with defaults filled.
+	// TTR, MaxAttempts, Backoff, Concurrency, UniqueKeys, OnDead, Rate,
+	// MaxInFlight and Delay are as in TopicConfig, with defaults filled.
 	TTR         time.Duration
 	MaxAttempts int
 	Backoff     BackoffConfig
@@ -110,6 +113,7 @@ type Topic struct {
 	OnDead      string
 	Rate        RateConfig
 	MaxInFlight int
+	Delay       time.Duration
 	// Configured is true when the topic has a configuration of its own.
 	Configured bool
 	// Paused is true while its deliveries are paused.
@@ -201,10 +205,11 @@ type topicWire struct {
 		Period jsonDuration `json:"period"`
 		Burst  int          `json:"burst"`
 	} `json:"rate"`
-	MaxInFlight int    `json:"max_in_flight"`
-	Configured  bool   `json:"configured"`
-	Paused      bool   `json:"paused"`
-	Counts      Counts `json:"counts"`
+	MaxInFlight int          `json:"max_in_flight"`
+	Delay       jsonDuration `json:"delay"`
+	Configured  bool         `json:"configured"`
+	Paused      bool         `json:"paused"`
+	Counts      Counts       `json:"counts"`
 }
 
 // UnmarshalJSON reads a topic in the service's form.
@@ -222,6 +227,7 @@ func (t *Topic) UnmarshalJSON(b []byte) error {
 		TTR: time.Duration(w.TTR), MaxAttempts: w.MaxAttempts, Backoff: w.Backoff.config(), Concurrency: w.Concurrency,
 		UniqueKeys: w.UniqueKeys, OnDead: w.OnDead, Configured: w.Configured, Paused: w.Paused, Counts: w.Counts,
 		Rate: RateConfig{Limit: w.Rate.Limit, Period: time.Duration(w.Rate.Period), Burst: w.Rate.Burst}, MaxInFlight: w.MaxInFlight,
+		Delay: time.Duration(w.Delay),
 	}
 	return nil
 }
@@ -242,8 +248,9 @@ func (c *TopicConfig) wire() []byte {
 		OnDead      string        `json:"on_dead,omitempty"`
 		Rate        *rateWire     `json:"rate,omitempty"`
 		MaxInFlight int           `json:"max_in_flight,omitempty"`
+		Delay       jsonDuration  `json:"delay,omitempty"`
 	}{TTR: jsonDuration(c.TTR), MaxAttempts: c.MaxAttempts, Concurrency: c.Concurrency, UniqueKeys: c.UniqueKeys, OnDead: c.OnDead,
-		MaxInFlight: c.MaxInFlight}
+		MaxInFlight: c.MaxInFlight, Delay: jsonDuration(c.Delay)}
 	if r := c.Rate; r.Limit != 0 || r.Period != 0 || r.Burst != 0 {
 		w.Rate = &rateWire{Limit: r.Limit, Period: jsonDuration(r.Period), Burst: r.Burst}
 	}

@@ -255,14 +255,16 @@ func (e *Engine) PushBatch(ctx context.Context, p *PushBatchParams) ([]PushResul
 
 // newJob validates p and builds the job to store, with a new id when p has
 // none (the key's id on a topic with unique keys) and defaults from the
-// topic's configuration. It resolves delay into run_at first, then checks
-// the job as validateJob does (urls remembers the job URLs checked). byKey
-// is true when the topic's unique keys make the push a replace.
+// topic's configuration. It resolves delay into run_at first (the topic's
+// delay when p gives neither delay nor run_at), then checks the job as
+// validateJob does (urls remembers the job URLs checked). byKey is true
+// when the topic's unique keys make the push a replace.
 func (e *Engine) newJob(p *PushParams, now time.Time, urls urlChecks) (job *Job, byKey bool, err error) {
 	if p == nil {
 		return nil, false, Invalid("", "no job")
 	}
-	runAt := now
+	topic := e.topic(p.Topic)
+	runAt := now.Add(topic.Delay)
 	switch {
 	case p.Delay != nil && p.RunAt != nil:
 		return nil, false, Invalid("delay", "delay and run_at are exclusive")
@@ -277,7 +279,6 @@ func (e *Engine) newJob(p *PushParams, now time.Time, urls urlChecks) (job *Job,
 	case p.RunAt != nil:
 		runAt = *p.RunAt
 	}
-	topic := e.topic(p.Topic)
 	job = &Job{
 		ID:          p.ID,
 		Topic:       p.Topic,
@@ -682,6 +683,9 @@ func (e *Engine) PutTopic(ctx context.Context, t *Topic) error {
 func (e *Engine) checkTopic(t *Topic) error {
 	if err := t.Validate(); err != nil {
 		return err
+	}
+	if t.Delay > e.limits.MaxDelay {
+		return Invalid("delay", "delay must be at most %s", e.limits.MaxDelay)
 	}
 	typ := cmp.Or(t.Delivery.Type, DeliveryConsumer)
 	if typ == DeliveryConsumer {

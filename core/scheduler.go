@@ -145,9 +145,9 @@ func (e *Engine) slotJob(s *Schedule, slot, now time.Time) (*Job, error) {
 	return j, nil
 }
 
-// PushParams returns the push of one job of the schedule's template, due
-// now: what a slot creates (with run_at the slot and the slot's id) and
-// what a run of the schedule by hand pushes as it is.
+// PushParams returns the push of one job of the schedule's template,
+// without a time: what a slot creates (with its run_at and id) and what a
+// run of the schedule by hand pushes (due now).
 func (s *Schedule) PushParams() *PushParams {
 	return &PushParams{
 		Topic:       s.Topic,

@@ -53,6 +53,10 @@ type Topic struct {
 	MaxInFlight int `json:"max_in_flight,omitempty"`
 	// Rate limits the topic's deliveries across every instance (Rate).
 	Rate Rate `json:"rate"`
+	// Delay is the delay of the topic's pushes that give neither delay
+	// nor run_at (0 to the engine's Limits.MaxDelay): run_at is the push's
+	// time plus it. Schedules' slots give their run_at.
+	Delay time.Duration `json:"delay,omitempty"`
 	// OnDead names the topic that gets a dead-letter notice (a job whose
 	// body is a DeadNotice) for each of this topic's jobs that goes dead;
 	// its delivery decides how the notice goes out. Empty: none.
@@ -254,6 +258,9 @@ func (t *Topic) Validate() error {
 		if err := ValidateMaxAttempts("max_attempts", t.MaxAttempts); err != nil {
 			return err
 		}
+	}
+	if t.Delay < 0 {
+		return Invalid("delay", "delay must not be negative")
 	}
 	if t.MaxInFlight < 0 || t.MaxInFlight > MaxInFlightMax {
 		return Invalid("max_in_flight", "max_in_flight must be between 1 and %d (0 or absent: no bound)", MaxInFlightMax)

@@ -311,7 +311,7 @@ configuration; fields left out take their defaults.`,
 // ...]`: some settings of a topic changed, the others kept.
 func (a *app) topicSetCommand() *cobra.Command {
 	var flags clientFlags
-	var ttr, timeout time.Duration
+	var ttr, timeout, delay time.Duration
 	var maxAttempts, concurrency, maxInFlight, rateLimit int
 	var onDead, url string
 	cmd := &cobra.Command{
@@ -347,6 +347,7 @@ null for a setting to drop (its default again). The flags apply over PATCH.`,
 			set("concurrency", "concurrency", concurrency)
 			set("max-in-flight", "max_in_flight", maxInFlight)
 			set("on-dead", "on_dead", onDead)
+			set("delay", "delay", delay.String())
 			if changed("rate-limit") {
 				patch["rate"] = map[string]any{"limit": rateLimit}
 				if rateLimit == 0 {
@@ -388,6 +389,7 @@ null for a setting to drop (its default again). The flags apply over PATCH.`,
 	fs.IntVar(&maxInFlight, "max-in-flight", 0, "jobs reserved at once over every instance (0: no bound)")
 	fs.IntVar(&rateLimit, "rate-limit", 0, "deliveries per second (0: no limit)")
 	fs.StringVar(&onDead, "on-dead", "", "the dead-letter topic (empty: none)")
+	fs.Var(&durationValue{p: &delay}, "delay", "the delay of pushes that give neither a delay nor a run_at (0: none)")
 	fs.StringVar(&url, "webhook-url", "", "deliver by webhook to this URL")
 	fs.Var(&positiveDurationValue{p: &timeout}, "webhook-timeout", "how long one webhook delivery may take")
 	addClientFlags(fs, &flags)

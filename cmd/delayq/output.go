@@ -230,6 +230,9 @@ func topicRows(t *tableWriter, tp *client.Topic) {
 		t.row("rate", "-")
 	}
 	t.row("max_in_flight", itoa(tp.MaxInFlight))
+	if tp.Delay > 0 {
+		t.row("delay", tp.Delay.String())
+	}
 	n := tp.Counts
 	for _, c := range []struct {
 		state string

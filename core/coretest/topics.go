@@ -24,6 +24,7 @@ func FullTopic(t testing.TB) *core.Topic {
 		Concurrency: 3, UniqueKeys: core.UniqueKeysReplace, MaxInFlight: 9,
 		Rate:   core.Rate{Limit: 10, Period: time.Minute, Burst: 20},
 		OnDead: "dead.t",
+		Delay:  90 * time.Second,
 	}
 	// The topic's state, not its configuration.
 	requireAllSet(t, reflect.ValueOf(*full), "Topic", map[string]bool{"Configured": true, "Paused": true, "Counts": true})

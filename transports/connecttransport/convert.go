@@ -109,6 +109,9 @@ func topicConfig(name string, c *delayqv1.TopicConfig) (*core.Topic, error) {
 	if t.TTR, err = parseDuration("ttr", c.Ttr); err != nil {
 		return nil, err
 	}
+	if t.Delay, err = parseDuration("delay", c.Delay); err != nil {
+		return nil, err
+	}
 	if d := c.Delivery; d != nil {
 		t.Delivery = core.Delivery{Type: d.Type, URL: d.Url, Secret: d.Secret, PreviousSecret: d.PreviousSecret,
 			Subject: d.Subject, Success: d.Success, Method: d.Method, Headers: d.Headers,
@@ -292,6 +295,7 @@ func topicMessage(t *core.Topic) *delayqv1.Topic {
 		UniqueKeys:  d.UniqueKeys,
 		OnDead:      d.OnDead,
 		MaxInFlight: int32(d.MaxInFlight),
+		Delay:       durText(d.Delay),
 		Configured:  t.Configured,
 		Paused:      t.Paused,
 		Counts: &delayqv1.Counts{

@@ -409,6 +409,7 @@ type topicRequest struct {
 	OnDead      string          `json:"on_dead,omitempty"`
 	Rate        json.RawMessage `json:"rate,omitempty"`
 	MaxInFlight int             `json:"max_in_flight,omitempty"`
+	Delay       json.RawMessage `json:"delay,omitempty"`
 }
 
 type rateRequest struct {
@@ -468,6 +469,9 @@ func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
 		UniqueKeys: req.UniqueKeys, OnDead: req.OnDead, MaxInFlight: req.MaxInFlight}
 	var err error
 	if t.TTR, _, err = parseDuration("ttr", req.TTR); err != nil {
+		return nil, err
+	}
+	if t.Delay, _, err = parseDuration("delay", req.Delay); err != nil {
 		return nil, err
 	}
 	if !isNull(req.Delivery) {

@@ -222,7 +222,9 @@ type topicView struct {
 	OnDead      string       `json:"on_dead,omitempty"`
 	Rate        *rateView    `json:"rate,omitempty"`
 	MaxInFlight int          `json:"max_in_flight,omitempty"`
-	Configured  bool         `json:"configured"`
+	// Delay is shown only when set.
+	Delay      string `json:"delay,omitempty"`
+	Configured bool   `json:"configured"`
 	// Paused is true while the topic's deliveries are paused.
 	Paused bool `json:"paused"`
 	// Counts has every state, in the order of core.States: done and
@@ -301,6 +303,9 @@ func newTopicView(t *core.Topic) topicView {
 		Configured:  t.Configured,
 		Paused:      t.Paused,
 		Counts:      t.Counts,
+	}
+	if d.Delay != 0 {
+		v.Delay = d.Delay.String()
 	}
 	if d.Delivery.Timeout != 0 {
 		v.Delivery.Timeout = d.Delivery.Timeout.String()

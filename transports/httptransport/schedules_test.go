@@ -165,6 +165,8 @@ func TestScheduleRun(t *testing.T) {
 	b := setup(t)
 	requireStatus(t, b.do(t, http.MethodPut, "/v1/schedules/nightly", `{"cron": "0 3 * * *", "topic": "reports", "paused": true,
 		"job": {"body": {"kind": "nightly"}, "ttr": "2m", "max_attempts": 3, "priority": -1}}`), http.StatusOK)
+	// The topic's delay is for pushes: a run is now.
+	requireStatus(t, b.do(t, http.MethodPut, "/v1/topics/reports", `{"delay": "1h"}`), http.StatusOK)
 	before, err := b.engine.GetSchedule(t.Context(), "nightly")
 	require.NoError(t, err)
 	res := b.do(t, http.MethodPost, "/v1/schedules/nightly/run", nil)

@@ -81,6 +81,7 @@ func topicRequestJSON(t *core.Topic) []byte {
 		Backoff:     obj(backoffRequest{Initial: dur(b.Initial), Max: dur(b.Max), Factor: b.Factor, Jitter: b.Jitter, Delays: delays}),
 		Rate:        obj(rateRequest{Limit: r.Limit, Period: dur(r.Period), Burst: r.Burst}),
 		MaxInFlight: t.MaxInFlight,
+		Delay:       dur(t.Delay),
 	}
 	out, _ := json.Marshal(req)
 	return out

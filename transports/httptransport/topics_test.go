@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -288,4 +289,43 @@ func TestTopics(t *testing.T) {
 		}
 		requireNoTopics(t, b)
 	})
+}
+
+// TestTopicDelay: a topic's delay is the delay of its pushes that give
+// neither delay nor run_at, single or in a batch; an explicit delay (0
+// included) or run_at wins; GET shows it, PATCH drops it with null, and a
+// bad one is refused naming the field, storing nothing.
+func TestTopicDelay(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	now := b.clock.Now()
+	res := b.do(t, http.MethodPut, "/v1/topics/later", `{"delay": "10m"}`)
+	requireStatus(t, res, http.StatusOK)
+	require.Equal(t, "10m0s", res.object(t)["delay"])
+
+	id := b.push(t, `{"topic": "later"}`)
+	require.Equal(t, rfc3339ms(now.Add(10*time.Minute)), b.getJob(t, id)["run_at"])
+	require.Equal(t, "scheduled", b.getJob(t, id)["state"])
+	id = b.push(t, `{"topic": "later", "delay": "0s"}`)
+	require.Equal(t, rfc3339ms(now), b.getJob(t, id)["run_at"], "an explicit delay of 0: now")
+	id = b.push(t, `{"topic": "later", "run_at": "`+rfc3339ms(now.Add(time.Minute))+`"}`)
+	require.Equal(t, rfc3339ms(now.Add(time.Minute)), b.getJob(t, id)["run_at"])
+	res = b.do(t, http.MethodPost, "/v1/jobs/batch", `{"jobs": [{"topic": "later"}]}`)
+	requireStatus(t, res, http.StatusOK)
+	require.Contains(t, string(res.body), rfc3339ms(now.Add(10*time.Minute)))
+	id = b.push(t, `{"topic": "other"}`)
+	require.Equal(t, rfc3339ms(now), b.getJob(t, id)["run_at"], "another topic: now")
+
+	requireError(t, b.do(t, http.MethodPut, "/v1/topics/later", `{"delay": "-1s"}`), http.StatusBadRequest, "invalid_argument", "delay")
+	requireError(t, b.do(t, http.MethodPut, "/v1/topics/later", `{"delay": "9000h"}`), http.StatusBadRequest, "invalid_argument", "delay")
+	requireError(t, b.do(t, http.MethodPut, "/v1/topics/later", `{"delay": "soon"}`), http.StatusBadRequest, "invalid_argument", "delay")
+	stored, err := b.engine.GetTopic(t.Context(), "later")
+	require.NoError(t, err)
+	require.Equal(t, 10*time.Minute, stored.Delay, "refused puts change nothing")
+
+	res = b.do(t, http.MethodPatch, "/v1/topics/later", `{"delay": null}`, "Content-Type", "application/merge-patch+json")
+	requireStatus(t, res, http.StatusOK)
+	require.NotContains(t, res.object(t), "delay")
+	id = b.push(t, `{"topic": "later"}`)
+	require.Equal(t, rfc3339ms(now), b.getJob(t, id)["run_at"])
 }

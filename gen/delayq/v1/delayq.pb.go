@@ -2472,10 +2472,13 @@ type TopicConfig struct {
 	Backoff     *BackoffConfig         `protobuf:"bytes,4,opt,name=backoff,proto3" json:"backoff,omitempty"`
 	Concurrency int32                  `protobuf:"varint,5,opt,name=concurrency,proto3" json:"concurrency,omitempty"`
 	// UniqueKeys is "", reject or replace.
-	UniqueKeys    string      `protobuf:"bytes,6,opt,name=unique_keys,json=uniqueKeys,proto3" json:"unique_keys,omitempty"`
-	OnDead        string      `protobuf:"bytes,7,opt,name=on_dead,json=onDead,proto3" json:"on_dead,omitempty"`
-	Rate          *RateConfig `protobuf:"bytes,8,opt,name=rate,proto3" json:"rate,omitempty"`
-	MaxInFlight   int32       `protobuf:"varint,9,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
+	UniqueKeys  string      `protobuf:"bytes,6,opt,name=unique_keys,json=uniqueKeys,proto3" json:"unique_keys,omitempty"`
+	OnDead      string      `protobuf:"bytes,7,opt,name=on_dead,json=onDead,proto3" json:"on_dead,omitempty"`
+	Rate        *RateConfig `protobuf:"bytes,8,opt,name=rate,proto3" json:"rate,omitempty"`
+	MaxInFlight int32       `protobuf:"varint,9,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
+	// Delay, a duration ("" is none), is the delay of the topic's pushes
+	// that give neither delay nor run_at.
+	Delay         string `protobuf:"bytes,10,opt,name=delay,proto3" json:"delay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2571,6 +2574,13 @@ func (x *TopicConfig) GetMaxInFlight() int32 {
 		return x.MaxInFlight
 	}
 	return 0
+}
+
+func (x *TopicConfig) GetDelay() string {
+	if x != nil {
+		return x.Delay
+	}
+	return ""
 }
 
 // DeliveryConfig is how a topic's due jobs leave.
@@ -2851,11 +2861,13 @@ type Topic struct {
 	UniqueKeys  string                 `protobuf:"bytes,7,opt,name=unique_keys,json=uniqueKeys,proto3" json:"unique_keys,omitempty"`
 	OnDead      string                 `protobuf:"bytes,8,opt,name=on_dead,json=onDead,proto3" json:"on_dead,omitempty"`
 	// Rate is set only when the topic has a limit.
-	Rate          *RateConfig `protobuf:"bytes,9,opt,name=rate,proto3" json:"rate,omitempty"`
-	MaxInFlight   int32       `protobuf:"varint,10,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
-	Configured    bool        `protobuf:"varint,11,opt,name=configured,proto3" json:"configured,omitempty"`
-	Paused        bool        `protobuf:"varint,12,opt,name=paused,proto3" json:"paused,omitempty"`
-	Counts        *Counts     `protobuf:"bytes,13,opt,name=counts,proto3" json:"counts,omitempty"`
+	Rate        *RateConfig `protobuf:"bytes,9,opt,name=rate,proto3" json:"rate,omitempty"`
+	MaxInFlight int32       `protobuf:"varint,10,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
+	Configured  bool        `protobuf:"varint,11,opt,name=configured,proto3" json:"configured,omitempty"`
+	Paused      bool        `protobuf:"varint,12,opt,name=paused,proto3" json:"paused,omitempty"`
+	Counts      *Counts     `protobuf:"bytes,13,opt,name=counts,proto3" json:"counts,omitempty"`
+	// Delay is "" when none.
+	Delay         string `protobuf:"bytes,14,opt,name=delay,proto3" json:"delay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2979,6 +2991,13 @@ func (x *Topic) GetCounts() *Counts {
 		return x.Counts
 	}
 	return nil
+}
+
+func (x *Topic) GetDelay() string {
+	if x != nil {
+		return x.Delay
+	}
+	return ""
 }
 
 // DeliveryView is a topic's delivery as shown: no secret or header value.
@@ -5468,7 +5487,7 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\"6\n" +
 	"\x10ListDeadResponse\x12\"\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x0e.delayq.v1.JobR\x04jobs\"\xd8\x02\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x0e.delayq.v1.JobR\x04jobs\"\xee\x02\n" +
 	"\vTopicConfig\x125\n" +
 	"\bdelivery\x18\x01 \x01(\v2\x19.delayq.v1.DeliveryConfigR\bdelivery\x12\x10\n" +
 	"\x03ttr\x18\x02 \x01(\tR\x03ttr\x12!\n" +
@@ -5479,7 +5498,9 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"uniqueKeys\x12\x17\n" +
 	"\aon_dead\x18\a \x01(\tR\x06onDead\x12)\n" +
 	"\x04rate\x18\b \x01(\v2\x15.delayq.v1.RateConfigR\x04rate\x12\"\n" +
-	"\rmax_in_flight\x18\t \x01(\x05R\vmaxInFlight\"\x9e\x03\n" +
+	"\rmax_in_flight\x18\t \x01(\x05R\vmaxInFlight\x12\x14\n" +
+	"\x05delay\x18\n" +
+	" \x01(\tR\x05delay\"\x9e\x03\n" +
 	"\x0eDeliveryConfig\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x18\n" +
@@ -5507,7 +5528,7 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"RateConfig\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x16\n" +
 	"\x06period\x18\x02 \x01(\tR\x06period\x12\x14\n" +
-	"\x05burst\x18\x03 \x01(\x05R\x05burst\"\xc7\x03\n" +
+	"\x05burst\x18\x03 \x01(\x05R\x05burst\"\xdd\x03\n" +
 	"\x05Topic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\bdelivery\x18\x02 \x01(\v2\x17.delayq.v1.DeliveryViewR\bdelivery\x12\x10\n" +
@@ -5525,7 +5546,8 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"configured\x18\v \x01(\bR\n" +
 	"configured\x12\x16\n" +
 	"\x06paused\x18\f \x01(\bR\x06paused\x12)\n" +
-	"\x06counts\x18\r \x01(\v2\x11.delayq.v1.CountsR\x06counts\"\xcf\x02\n" +
+	"\x06counts\x18\r \x01(\v2\x11.delayq.v1.CountsR\x06counts\x12\x14\n" +
+	"\x05delay\x18\x0e \x01(\tR\x05delay\"\xcf\x02\n" +
 	"\fDeliveryView\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x18\n" +
