@@ -134,6 +134,27 @@ func topicConfig(name string, c *delayqv1.TopicConfig) (*core.Topic, error) {
 		if t.Backoff.Max, err = parseDuration("backoff.max", b.Max); err != nil {
 			return nil, err
 		}
+		// "" is absent, "0s" an explicit zero, and zeros names zeros: of
+		// those fields that are 0, so that an update that gives one a value
+		// (UpdateTopic's mask) needs not drop it from zeros.
+		for _, z := range []struct {
+			field string
+			zero  bool
+			given bool
+		}{
+			{"initial", t.Backoff.Initial == 0, b.Initial != ""},
+			{"max", t.Backoff.Max == 0, b.Max != ""},
+			{"jitter", t.Backoff.Jitter == 0, false},
+		} {
+			if z.zero && (z.given || slices.Contains(b.Zeros, z.field)) {
+				t.Backoff.Zeros = append(t.Backoff.Zeros, z.field)
+			}
+		}
+		for _, f := range b.Zeros {
+			if !slices.Contains(core.BackoffZeroable, f) {
+				t.Backoff.Zeros = append(t.Backoff.Zeros, f) // for the engine to refuse
+			}
+		}
 		if t.Backoff.Delays, err = parseDelays("backoff.delays", b.Delays); err != nil {
 			return nil, err
 		}
@@ -289,7 +310,7 @@ func topicMessage(t *core.Topic) *delayqv1.Topic {
 		MaxAttempts: int32(d.MaxAttempts),
 		Backoff: &delayqv1.BackoffConfig{
 			Initial: d.Backoff.Initial.String(), Max: d.Backoff.Max.String(),
-			Factor: d.Backoff.Factor, Jitter: d.Backoff.Jitter,
+			Factor: d.Backoff.Factor, Jitter: d.Backoff.Jitter, Zeros: d.Backoff.Zeros,
 		},
 		Concurrency: int32(d.Concurrency),
 		UniqueKeys:  d.UniqueKeys,

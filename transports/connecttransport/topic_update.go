@@ -2,6 +2,7 @@ package connecttransport
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -69,9 +70,18 @@ func topicConfigMessage(t *core.Topic) *delayqv1.TopicConfig {
 			PreviousSecret: d.PreviousSecret, Subject: d.Subject, Success: d.Success, Method: d.Method, Headers: d.Headers,
 			ErrorBody: d.ErrorBody, AllowJobUrl: d.AllowJobURL},
 		Rate: &delayqv1.RateConfig{Limit: int32(r.Limit), Period: durText(r.Period), Burst: int32(r.Burst)},
-		Backoff: &delayqv1.BackoffConfig{Initial: durText(b.Initial), Max: durText(b.Max), Factor: b.Factor, Jitter: b.Jitter,
-			Delays: durationTexts(b.Delays)},
+		Backoff: &delayqv1.BackoffConfig{Initial: zeroText("initial", b, b.Initial), Max: zeroText("max", b, b.Max), Factor: b.Factor,
+			Jitter: b.Jitter, Delays: durationTexts(b.Delays), Zeros: b.Zeros},
 	}
+}
+
+// zeroText is durText of the backoff field d, "0s" when it is an explicit
+// zero (core.Backoff.Zeros), so that an update keeps it.
+func zeroText(field string, b core.Backoff, d time.Duration) string {
+	if d == 0 && slices.Contains(b.Zeros, field) {
+		return "0s"
+	}
+	return durText(d)
 }
 
 // durText is d as a wire duration, empty for 0.

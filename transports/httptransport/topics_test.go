@@ -329,3 +329,38 @@ func TestTopicDelay(t *testing.T) {
 	id = b.push(t, `{"topic": "later"}`)
 	require.Equal(t, rfc3339ms(now), b.getJob(t, id)["run_at"])
 }
+
+// TestTopicExplicitZeros: a backoff's explicit "initial": "0s", "max": "0s"
+// and "jitter": 0 are zero (a failed attempt is retried at once), absent
+// ones the defaults; a PATCH keeps the zeros; GET shows them.
+func TestTopicExplicitZeros(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res := b.do(t, http.MethodPut, "/v1/topics/now", `{"backoff": {"initial": "0s", "jitter": 0}}`)
+	requireStatus(t, res, http.StatusOK)
+	backoff := res.object(t)["backoff"].(map[string]any)
+	require.Equal(t, "0s", backoff["initial"])
+	require.EqualValues(t, 0, backoff["jitter"])
+	require.Equal(t, "1h0m0s", backoff["max"], "absent: the default")
+	require.EqualValues(t, 2, backoff["factor"])
+
+	id := b.push(t, `{"topic": "now"}`)
+	lease := b.claim(t, "now", 1)[0]["lease"].(string)
+	requireStatus(t, b.do(t, http.MethodPost, "/v1/jobs/"+id+"/nack", map[string]any{"lease": lease, "error": "again"}), http.StatusNoContent)
+	job := b.getJob(t, id)
+	require.Equal(t, rfc3339ms(b.clock.Now()), job["run_at"], "retried at once")
+	require.Len(t, b.claim(t, "now", 1), 1)
+
+	res = b.do(t, http.MethodPatch, "/v1/topics/now", `{"max_attempts": 5}`, "Content-Type", "application/merge-patch+json")
+	requireStatus(t, res, http.StatusOK)
+	backoff = res.object(t)["backoff"].(map[string]any)
+	require.Equal(t, "0s", backoff["initial"], "kept by a patch of another field")
+	require.EqualValues(t, 0, backoff["jitter"])
+
+	res = b.do(t, http.MethodPut, "/v1/topics/now", `{"backoff": {"max": "0s"}}`)
+	requireStatus(t, res, http.StatusOK)
+	backoff = res.object(t)["backoff"].(map[string]any)
+	require.Equal(t, "1s", backoff["initial"], "absent again: the default")
+	require.Equal(t, "0s", backoff["max"])
+	require.EqualValues(t, 0.2, backoff["jitter"])
+}

@@ -2709,14 +2709,21 @@ func (x *DeliveryConfig) GetAllowJobUrl() bool {
 	return false
 }
 
-// BackoffConfig is a topic's retry backoff.
+// BackoffConfig is a topic's retry backoff. An empty initial or max, or a
+// jitter of 0, takes its default; an initial or max of "0s" is zero
+// (retry at once), and so is a field that zeros names.
 type BackoffConfig struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Initial       string                 `protobuf:"bytes,1,opt,name=initial,proto3" json:"initial,omitempty"`
-	Max           string                 `protobuf:"bytes,2,opt,name=max,proto3" json:"max,omitempty"`
-	Factor        float64                `protobuf:"fixed64,3,opt,name=factor,proto3" json:"factor,omitempty"`
-	Jitter        float64                `protobuf:"fixed64,4,opt,name=jitter,proto3" json:"jitter,omitempty"`
-	Delays        []string               `protobuf:"bytes,5,rep,name=delays,proto3" json:"delays,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Initial string                 `protobuf:"bytes,1,opt,name=initial,proto3" json:"initial,omitempty"`
+	Max     string                 `protobuf:"bytes,2,opt,name=max,proto3" json:"max,omitempty"`
+	Factor  float64                `protobuf:"fixed64,3,opt,name=factor,proto3" json:"factor,omitempty"`
+	Jitter  float64                `protobuf:"fixed64,4,opt,name=jitter,proto3" json:"jitter,omitempty"`
+	Delays  []string               `protobuf:"bytes,5,rep,name=delays,proto3" json:"delays,omitempty"`
+	// Zeros names the fields given as 0 on purpose, among initial, max and
+	// jitter: a jitter of 0 is otherwise unset (proto3 sends no 0), so
+	// "jitter" here means no jitter. A field named that is not 0 is its
+	// value. Topic answers name the explicit zeros of the configuration.
+	Zeros         []string `protobuf:"bytes,6,rep,name=zeros,proto3" json:"zeros,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2782,6 +2789,13 @@ func (x *BackoffConfig) GetJitter() float64 {
 func (x *BackoffConfig) GetDelays() []string {
 	if x != nil {
 		return x.Delays
+	}
+	return nil
+}
+
+func (x *BackoffConfig) GetZeros() []string {
+	if x != nil {
+		return x.Zeros
 	}
 	return nil
 }
@@ -5517,13 +5531,14 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\rallow_job_url\x18\v \x01(\bR\vallowJobUrl\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x83\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x99\x01\n" +
 	"\rBackoffConfig\x12\x18\n" +
 	"\ainitial\x18\x01 \x01(\tR\ainitial\x12\x10\n" +
 	"\x03max\x18\x02 \x01(\tR\x03max\x12\x16\n" +
 	"\x06factor\x18\x03 \x01(\x01R\x06factor\x12\x16\n" +
 	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\x12\x16\n" +
-	"\x06delays\x18\x05 \x03(\tR\x06delays\"P\n" +
+	"\x06delays\x18\x05 \x03(\tR\x06delays\x12\x14\n" +
+	"\x05zeros\x18\x06 \x03(\tR\x05zeros\"P\n" +
 	"\n" +
 	"RateConfig\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x16\n" +
