@@ -341,8 +341,8 @@ func (b *Backoff) Validate() error {
 	case b.Jitter > 1 || math.IsNaN(b.Jitter):
 		return Invalid("backoff.jitter", "backoff.jitter must be at most 1")
 	}
+	set := map[string]bool{"initial": b.Initial != 0, "max": b.Max != 0, "jitter": b.Jitter != 0}
 	for _, f := range b.Zeros {
-		set := map[string]bool{"initial": b.Initial != 0, "max": b.Max != 0, "jitter": b.Jitter != 0}
 		switch {
 		case !slices.Contains(BackoffZeroable, f):
 			return Invalid("backoff.zeros", "backoff.zeros may name only %s, not %q", strings.Join(BackoffZeroable, ", "), f)

@@ -18,9 +18,11 @@ const (
 	// from, so that a million jobs take a few requests and no request
 	// holds the store for long.
 	BulkTimeMax = 10 * time.Second
-	// bulkPage is the limit of each page a bulk operation lists; the
-	// engine also bounds a page's bodies (core.ListPageBytes).
-	bulkPage = core.ListLimitMax
+	// bulkPage is the limit of each page a bulk operation lists (the
+	// engine also bounds a page's bodies, core.ListPageBytes): the time is
+	// checked between pages, so a page's changes, one store call each,
+	// must take a small part of BulkTimeMax even on a slow store.
+	bulkPage = 250
 )
 
 // BulkFilter chooses the jobs of one topic that a bulk operation acts on.
