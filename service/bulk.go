@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
@@ -66,7 +67,8 @@ type BulkResult struct {
 
 // RequeueDead makes the dead jobs of f.Topic that f matches ready now, with
 // a fresh attempt count, as Requeue does each; f.Since and f.Until bound
-// the time of death. A job that died after the request began, or stopped
+// the time of death. A job that died after the walk began (its first
+// request, when After goes on from an earlier one), or stopped
 // being dead while it ran, is left. Errors: core.ErrInvalidArgument for a
 // bad filter, wire.ErrPermissionDenied, core.ErrNotFound for a topic with
 // neither jobs nor configuration, the engine's (ctx's when it ends).
@@ -105,13 +107,14 @@ func (s *Service) bulk(ctx context.Context, f *BulkFilter, states []core.State, 
 	if err := s.AllowTopic(ctx, f.Topic); err != nil {
 		return BulkResult{}, err
 	}
-	state, after, err := parseBulkCursor(f.After, states)
+	clock := s.engine.Clock()
+	now := clock.Now()
+	deadline := now.Add(BulkTimeMax)
+	c, err := parseBulkCursor(f.After, states, now)
 	if err != nil {
 		return BulkResult{}, err
 	}
-	clock := s.engine.Clock()
-	began := clock.Now()
-	deadline := began.Add(BulkTimeMax)
+	state, after, began := c.state, c.after, c.began
 	res := BulkResult{DryRun: f.DryRun, Sample: []*core.Job{}}
 	for i := state; i < len(states); i++ {
 		p := core.ListJobsParams{Topic: f.Topic, State: states[i], After: after, Limit: bulkPage}
@@ -148,7 +151,7 @@ func (s *Service) bulk(ctx context.Context, f *BulkFilter, states []core.State, 
 				break
 			}
 			if !clock.Now().Before(deadline) {
-				res.Next = string(states[i]) + ":" + page.Next
+				res.Next = bulkCursor{state: i, after: page.Next, began: began}.encode(states)
 				return res, nil
 			}
 			p.After = page.Next
@@ -193,18 +196,40 @@ func (f *BulkFilter) matches(j *core.Job, began time.Time) bool {
 		(f.Until.IsZero() || at.Before(f.Until))
 }
 
-// parseBulkCursor splits the Next of a bulk result into the index of its
-// state in states and the listing's own cursor; an empty cursor is the
-// start.
-func parseBulkCursor(after string, states []core.State) (int, string, error) {
+// bulkCursor is where a bulk operation goes on: the listing of
+// states[state] from its cursor after, in the walk that began at began (a
+// walk that goes on over several requests keeps its start, so that a job
+// requeued that died again meanwhile is not requeued again by it).
+type bulkCursor struct {
+	state int
+	after string
+	began time.Time
+}
+
+// encode writes c as the Next of a result: "state:began (Unix ms):after".
+func (c bulkCursor) encode(states []core.State) string {
+	return string(states[c.state]) + ":" + strconv.FormatInt(c.began.UnixMilli(), 10) + ":" + c.after
+}
+
+// parseBulkCursor reads the Next of a bulk result over states; an empty
+// one is the start of a walk that begins now.
+func parseBulkCursor(after string, states []core.State, now time.Time) (bulkCursor, error) {
 	if after == "" {
-		return 0, "", nil
+		return bulkCursor{began: now}, nil
 	}
-	state, inner, ok := strings.Cut(after, ":")
+	bad := core.Invalid("after", "after is not a cursor of this operation")
+	parts := strings.SplitN(after, ":", 3)
+	if len(parts) != 3 || parts[2] == "" {
+		return bulkCursor{}, bad
+	}
+	ms, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil {
+		return bulkCursor{}, bad
+	}
 	for i, st := range states {
-		if ok && inner != "" && string(st) == state {
-			return i, inner, nil
+		if string(st) == parts[0] {
+			return bulkCursor{state: i, after: parts[2], began: time.UnixMilli(ms)}, nil
 		}
 	}
-	return 0, "", core.Invalid("after", "after is not a cursor of this operation")
+	return bulkCursor{}, bad
 }

@@ -77,8 +77,8 @@ func flagTime(name, text string) (time.Time, error) {
 // runBulk calls op with f until the service has gone through the topic's
 // jobs (a request stops after a while and answers where to go on), and
 // prints the sum: {"count", "dry_run", "sample"}, the sample the first
-// answer's jobs up to 10. Failing midway, it says on w how many jobs were
-// changed before the error it returns.
+// answer's jobs up to 10. Failing midway, it says on errw how many jobs
+// were changed before the error it returns.
 func (c *cliClient) runBulk(ctx context.Context, out, errw io.Writer, f *client.JobFilter, op func(context.Context, *client.JobFilter) (*client.BulkResult, error)) error {
 	sum := client.BulkResult{DryRun: f.DryRun, Sample: []*client.Job{}}
 	limit := f.Limit

@@ -146,6 +146,7 @@ func TestBulkBadInput(t *testing.T) {
 		{"/v1/topics/t/dead/requeue", `{"since": "yesterday"}`, "since"},
 		{"/v1/topics/t/dead/requeue", `{"after": "scheduled:abc"}`, "after"},
 		{"/v1/topics/t/dead/requeue", `{"after": "dead:not-a-cursor"}`, "after"},
+		{"/v1/topics/t/dead/requeue", `{"after": "dead:1700000000000:not-a-cursor"}`, "after"},
 		{"/v1/topics/t/dead/requeue", `{"error": "boom"}`, "error"},
 		{"/v1/topics/t/dead/requeue", `[]`, ""},
 	} {
@@ -218,4 +219,47 @@ func TestBulkPages(t *testing.T) {
 	require.Positive(t, requests, "the time ran out at least once: next_after")
 	slow.armed.Store(false)
 	require.Equal(t, 0, b.bulk(t, path, map[string]any{"dry_run": true}).Count)
+}
+
+// TestBulkRequeueWalkKeepsItsStart: a requeue that goes on over several
+// requests leaves a job it requeued that died again meanwhile, since the
+// walk's start goes with next_after.
+func TestBulkRequeueWalkKeepsItsStart(t *testing.T) {
+	t.Parallel()
+	var slow *slowList
+	b := setup(t, func(c *setupConfig) {
+		c.wrap = func(s core.Store) core.Store { slow = &slowList{Store: s}; return slow }
+	})
+	slow.clock = b.clock
+	ctx := t.Context()
+	const n = core.ListLimitMax + 5
+	jobs := make([]*core.PushParams, n)
+	for i := range jobs {
+		jobs[i] = &core.PushParams{Topic: "t", MaxAttempts: 1}
+	}
+	_, err := b.engine.PushBatch(ctx, &core.PushBatchParams{Jobs: jobs[:1000]})
+	require.NoError(t, err)
+	_, err = b.engine.PushBatch(ctx, &core.PushBatchParams{Jobs: jobs[1000:]})
+	require.NoError(t, err)
+	for dead := 0; dead < n; {
+		claimed, err := b.engine.Claim(ctx, &core.ClaimJobsParams{Topic: "t", Max: 1000})
+		require.NoError(t, err)
+		for _, j := range claimed {
+			require.NoError(t, b.engine.Nack(ctx, &core.NackParams{ID: j.ID, Lease: j.Lease, Error: "boom"}))
+		}
+		dead += len(claimed)
+	}
+	b.clock.Advance(time.Second)
+	slow.armed.Store(true)
+	a := b.bulk(t, "/v1/topics/t/dead/requeue", nil)
+	require.NotEmpty(t, a.NextAfter)
+	slow.armed.Store(false)
+	// One it requeued dies again, after the walk began.
+	again := b.claim(t, "t", 1)[0]
+	requireStatus(t, b.do(t, http.MethodPost, "/v1/jobs/"+again["id"].(string)+"/nack", map[string]any{"lease": again["lease"], "error": "boom"}), http.StatusNoContent)
+	rest := b.bulk(t, "/v1/topics/t/dead/requeue", map[string]any{"after": a.NextAfter})
+	require.Empty(t, rest.NextAfter)
+	require.Equal(t, n, a.Count+rest.Count, "each job once")
+	require.Equal(t, "dead", b.getJob(t, again["id"].(string))["state"], "not requeued twice by one walk")
+	require.Equal(t, 1, b.bulk(t, "/v1/topics/t/dead/requeue", nil).Count, "a new walk takes it")
 }
