@@ -30,6 +30,9 @@ type ScheduleConfig struct {
 	// "last", or "all" (the latest MissedLimit of them).
 	Missed      string
 	MissedLimit int
+	// Jitter, 0 to 24h, spreads each slot's job over [slot, slot+Jitter),
+	// the same offset on every instance of the service.
+	Jitter time.Duration
 }
 
 // ScheduleJob is the template of a schedule's jobs. Zero fields take the
@@ -55,6 +58,7 @@ type Schedule struct {
 	Paused      bool
 	Missed      string
 	MissedLimit int
+	Jitter      time.Duration
 	// CreatedAt is when it was first stored, UpdatedAt when its
 	// definition last changed.
 	CreatedAt, UpdatedAt time.Time
@@ -84,6 +88,7 @@ type scheduleWire struct {
 	Paused      bool            `json:"paused,omitempty"`
 	Missed      string          `json:"missed,omitempty"`
 	MissedLimit int             `json:"missed_limit,omitempty"`
+	Jitter      *jsonDuration   `json:"jitter,omitempty"`
 	CreatedAt   *time.Time      `json:"created_at,omitempty"`
 	UpdatedAt   *time.Time      `json:"updated_at,omitempty"`
 	LastSlot    *time.Time      `json:"last_slot,omitempty"`
@@ -116,6 +121,10 @@ func (c *ScheduleConfig) wire() ([]byte, error) {
 		d := jsonDuration(c.Job.TTR)
 		w.Job.TTR = &d
 	}
+	if c.Jitter != 0 {
+		d := jsonDuration(c.Jitter)
+		w.Jitter = &d
+	}
 	return jsonBody(&w), nil
 }
 
@@ -131,6 +140,9 @@ func (s *Schedule) UnmarshalJSON(b []byte) error {
 		CreatedAt: timeOf(w.CreatedAt), UpdatedAt: timeOf(w.UpdatedAt), LastSlot: timeOf(w.LastSlot), NextRuns: w.NextRuns}
 	if w.Job.TTR != nil {
 		s.Job.TTR = time.Duration(*w.Job.TTR)
+	}
+	if w.Jitter != nil {
+		s.Jitter = time.Duration(*w.Jitter)
 	}
 	return nil
 }
@@ -207,4 +219,17 @@ func (c *Client) ListSchedules(ctx context.Context, next int) ([]*Schedule, erro
 func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
 	_, err := c.do(ctx, &request{method: http.MethodDelete, path: "/v1/schedules/" + segment(name)}, nil)
 	return err
+}
+
+// RunSchedule pushes one job of the schedule's template now, beside its
+// slots, whose cursor does not move (POST /v1/schedules/{name}/run): a
+// fresh id, or the key's on a topic with unique keys. Errors: ErrNotFound,
+// ErrConflict when the template's unique key has an unfinished job, and
+// as Push. Not idempotent: each call pushes a job.
+func (c *Client) RunSchedule(ctx context.Context, name string) (*Pushed, error) {
+	var out Pushed
+	if _, err := c.do(ctx, &request{method: http.MethodPost, path: "/v1/schedules/" + segment(name) + "/run"}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }

@@ -38,6 +38,9 @@ type TopicConfig struct {
 	// ExpiresIn is the expiry, from run_at, of the topic's jobs pushed
 	// without one (PushParams.ExpiresAt); 0: they never expire.
 	ExpiresIn time.Duration
+	// Delay is the delay of the topic's pushes that give neither Delay
+	// nor RunAt; 0: none.
+	Delay time.Duration
 }
 
 // RateConfig is a topic's rate limit: at most Limit deliveries per Period
@@ -104,7 +107,8 @@ type Topic struct {
 	// SecretSet and HeaderNames.
 	Delivery DeliveryView
 	// TTR, MaxAttempts, Backoff, Concurrency, UniqueKeys, OnDead, Rate,
-	// MaxInFlight and ExpiresIn are as in TopicConfig, with defaults filled.
+	// MaxInFlight, ExpiresIn and Delay are as in TopicConfig, with
+	// defaults filled.
 	TTR         time.Duration
 	MaxAttempts int
 	Backoff     BackoffConfig
@@ -114,6 +118,7 @@ type Topic struct {
 	Rate        RateConfig
 	MaxInFlight int
 	ExpiresIn   time.Duration
+	Delay       time.Duration
 	// Configured is true when the topic has a configuration of its own.
 	Configured bool
 	// Paused is true while its deliveries are paused.
@@ -207,6 +212,7 @@ type topicWire struct {
 	} `json:"rate"`
 	MaxInFlight int          `json:"max_in_flight"`
 	ExpiresIn   jsonDuration `json:"expires_in"`
+	Delay       jsonDuration `json:"delay"`
 	Configured  bool         `json:"configured"`
 	Paused      bool         `json:"paused"`
 	Counts      Counts       `json:"counts"`
@@ -228,6 +234,7 @@ func (t *Topic) UnmarshalJSON(b []byte) error {
 		UniqueKeys: w.UniqueKeys, OnDead: w.OnDead, Configured: w.Configured, Paused: w.Paused, Counts: w.Counts,
 		Rate: RateConfig{Limit: w.Rate.Limit, Period: time.Duration(w.Rate.Period), Burst: w.Rate.Burst}, MaxInFlight: w.MaxInFlight,
 		ExpiresIn: time.Duration(w.ExpiresIn),
+		Delay:     time.Duration(w.Delay),
 	}
 	return nil
 }
@@ -249,8 +256,9 @@ func (c *TopicConfig) wire() []byte {
 		Rate        *rateWire     `json:"rate,omitempty"`
 		MaxInFlight int           `json:"max_in_flight,omitempty"`
 		ExpiresIn   jsonDuration  `json:"expires_in,omitempty"`
+		Delay       jsonDuration  `json:"delay,omitempty"`
 	}{TTR: jsonDuration(c.TTR), MaxAttempts: c.MaxAttempts, Concurrency: c.Concurrency, UniqueKeys: c.UniqueKeys, OnDead: c.OnDead,
-		MaxInFlight: c.MaxInFlight, ExpiresIn: jsonDuration(c.ExpiresIn)}
+		MaxInFlight: c.MaxInFlight, ExpiresIn: jsonDuration(c.ExpiresIn), Delay: jsonDuration(c.Delay)}
 	if r := c.Rate; r.Limit != 0 || r.Period != 0 || r.Burst != 0 {
 		w.Rate = &rateWire{Limit: r.Limit, Period: jsonDuration(r.Period), Burst: r.Burst}
 	}

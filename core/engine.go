@@ -271,14 +271,16 @@ func (e *Engine) PushBatch(ctx context.Context, p *PushBatchParams) ([]PushResul
 
 // newJob validates p and builds the job to store, with a new id when p has
 // none (the key's id on a topic with unique keys) and defaults from the
-// topic's configuration. It resolves delay into run_at first, then checks
-// the job as validateJob does (urls remembers the job URLs checked). byKey
-// is true when the topic's unique keys make the push a replace.
+// topic's configuration. It resolves delay into run_at first (the topic's
+// delay when p gives neither delay nor run_at), then checks the job as
+// validateJob does (urls remembers the job URLs checked). byKey is true
+// when the topic's unique keys make the push a replace.
 func (e *Engine) newJob(p *PushParams, now time.Time, urls urlChecks) (job *Job, byKey bool, err error) {
 	if p == nil {
 		return nil, false, Invalid("", "no job")
 	}
-	runAt := now
+	topic := e.topic(p.Topic)
+	runAt := now.Add(topic.Delay)
 	switch {
 	case p.Delay != nil && p.RunAt != nil:
 		return nil, false, Invalid("delay", "delay and run_at are exclusive")
@@ -293,7 +295,6 @@ func (e *Engine) newJob(p *PushParams, now time.Time, urls urlChecks) (job *Job,
 	case p.RunAt != nil:
 		runAt = *p.RunAt
 	}
-	topic := e.topic(p.Topic)
 	expires, err := expiresAt(p, topic, runAt, now)
 	if err != nil {
 		return nil, false, err
@@ -725,6 +726,9 @@ func (e *Engine) checkTopic(t *Topic) error {
 	}
 	if t.ExpiresIn > e.limits.MaxDelay {
 		return Invalid("expires_in", "expires_in must be at most %s", e.limits.MaxDelay)
+	}
+	if t.Delay > e.limits.MaxDelay {
+		return Invalid("delay", "delay must be at most %s", e.limits.MaxDelay)
 	}
 	typ := cmp.Or(t.Delivery.Type, DeliveryConsumer)
 	if typ == DeliveryConsumer {

@@ -36,6 +36,8 @@ const (
 	MissedLimitDefault = 10
 	// MissedLimitMax is the largest MissedLimit.
 	MissedLimitMax = 1000
+	// JitterMax is the largest Jitter.
+	JitterMax = 24 * time.Hour
 	// EveryMin is the shortest `@every` interval.
 	EveryMin = time.Second
 	// SlotGrace is how late a slot may be fired and still be on time: a slot
@@ -80,6 +82,10 @@ type Schedule struct {
 	// MissedLimit bounds MissedAll: the latest that many missed slots
 	// fire. Defaults to MissedLimitDefault.
 	MissedLimit int `json:"missed_limit,omitempty"`
+	// Jitter, when set, spreads each slot's job over [slot, slot+Jitter)
+	// (SlotRunAt), so that the jobs of many schedules on one cron do not all
+	// come at once; 0 to JitterMax.
+	Jitter time.Duration `json:"jitter,omitempty"`
 	// CreatedAt is when the schedule was first stored; UpdatedAt when its
 	// definition last changed. Slots at or before UpdatedAt never fire, so
 	// a change applies from when it is made.
@@ -149,6 +155,9 @@ func (s *Schedule) Validate() error {
 	}
 	if s.MissedLimit < 0 || s.MissedLimit > MissedLimitMax {
 		return Invalid("missed_limit", "missed_limit must be between 0 (the default, %d) and %d", MissedLimitDefault, MissedLimitMax)
+	}
+	if s.Jitter < 0 || s.Jitter > JitterMax {
+		return Invalid("jitter", "jitter must be between 0 and %s", JitterMax)
 	}
 	if !s.Start.IsZero() && !s.End.IsZero() && !s.End.After(s.Start) {
 		return Invalid("end", "end must be after start")
@@ -411,6 +420,25 @@ func ScheduleID(name string, slot time.Time) string {
 	binary.BigEndian.PutUint64(ms[1:], uint64(slot.UnixMilli()))
 	h.Write(ms[:])
 	return scheduleIDPrefix + hex.EncodeToString(h.Sum(nil)[:keyIDHexLen/2])
+}
+
+// SlotRunAt returns the run_at of the job of a slot: the slot, plus with
+// Jitter an offset below it, in whole milliseconds, taken from the SHA-256
+// of the schedule's name and the slot, so that every instance, and every
+// firing of the slot, puts the job at the same time.
+func (s *Schedule) SlotRunAt(slot time.Time) time.Time {
+	ms := s.Jitter.Milliseconds()
+	if ms <= 0 {
+		return slot
+	}
+	h := sha256.New()
+	h.Write([]byte(s.Name))
+	var b [9]byte
+	b[0] = 1 // not ScheduleID's input, so that the offset tells nothing of the id
+	binary.BigEndian.PutUint64(b[1:], uint64(slot.UnixMilli()))
+	h.Write(b[:])
+	offset := binary.BigEndian.Uint64(h.Sum(nil)) % uint64(ms)
+	return slot.Add(time.Duration(offset) * time.Millisecond)
 }
 
 // IsScheduleID reports whether id has the form of a ScheduleID, which

@@ -45,6 +45,8 @@ func TestScheduleValidate(t *testing.T) {
 		{"topic", func(s *core.Schedule) { s.Topic = "" }},
 		{"missed", func(s *core.Schedule) { s.Missed = "some" }},
 		{"missed_limit", func(s *core.Schedule) { s.MissedLimit = core.MissedLimitMax + 1 }},
+		{"jitter", func(s *core.Schedule) { s.Jitter = -time.Second }},
+		{"jitter", func(s *core.Schedule) { s.Jitter = core.JitterMax + time.Millisecond }},
 		{"end", func(s *core.Schedule) {
 			s.Start = time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
 			s.End = s.Start

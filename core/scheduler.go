@@ -127,19 +127,15 @@ func (e *Engine) DeleteSchedule(ctx context.Context, name string) error {
 }
 
 // slotJob returns the job a schedule's slot creates: its template's fields,
-// run_at the slot, and the id ScheduleID(name, slot), or the key's on a
-// topic with unique keys, so that a slot creates nothing while the job of
-// an earlier one is unfinished (a slot never replaces a job).
+// run_at the slot (SlotRunAt: later within the schedule's jitter), and the
+// id ScheduleID(name, slot), or the key's on a topic with unique keys, so
+// that a slot creates nothing while the job of an earlier one is
+// unfinished (a slot never replaces a job).
 func (e *Engine) slotJob(s *Schedule, slot, now time.Time) (*Job, error) {
-	j, _, err := e.newJob(&PushParams{
-		Topic:       s.Topic,
-		Body:        s.Job.Body,
-		RunAt:       &slot,
-		TTR:         s.Job.TTR,
-		MaxAttempts: s.Job.MaxAttempts,
-		Key:         s.Job.Key,
-		Priority:    s.Job.Priority,
-	}, now, nil)
+	p := s.PushParams()
+	runAt := s.SlotRunAt(slot)
+	p.RunAt = &runAt
+	j, _, err := e.newJob(p, now, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -147,6 +143,20 @@ func (e *Engine) slotJob(s *Schedule, slot, now time.Time) (*Job, error) {
 		j.ID = ScheduleID(s.Name, slot)
 	}
 	return j, nil
+}
+
+// PushParams returns the push of one job of the schedule's template,
+// without a time: what a slot creates (with its run_at and id) and what a
+// run of the schedule by hand pushes (due now).
+func (s *Schedule) PushParams() *PushParams {
+	return &PushParams{
+		Topic:       s.Topic,
+		Body:        s.Job.Body,
+		TTR:         s.Job.TTR,
+		MaxAttempts: s.Job.MaxAttempts,
+		Key:         s.Job.Key,
+		Priority:    s.Job.Priority,
+	}
 }
 
 // scheduler is the engine's service that fires the slots of every

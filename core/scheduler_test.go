@@ -235,3 +235,45 @@ func TestScheduleDaylightSavingOnClock(t *testing.T) {
 		})
 	}
 }
+
+// TestScheduleJitter: with jitter, each slot's job runs at the slot plus
+// an offset within the jitter, the same for every engine and every
+// computation of the slot, and different slots get different offsets;
+// the job keeps the slot's id, so each slot still fires once.
+func TestScheduleJitter(t *testing.T) {
+	t.Parallel()
+	s := &core.Schedule{Name: "spread", Cron: "@every 1m", Topic: "spread", Jitter: 30 * time.Second}
+	slot := time.Date(2026, 11, 21, 10, 1, 0, 0, time.UTC)
+	offsets := map[time.Duration]bool{}
+	for i := range 20 {
+		at := slot.Add(time.Duration(i) * time.Minute)
+		runAt := s.SlotRunAt(at)
+		require.Equal(t, runAt, s.SlotRunAt(at), "decided once per slot")
+		off := runAt.Sub(at)
+		require.True(t, off >= 0 && off < s.Jitter, "offset %s outside [0, %s)", off, s.Jitter)
+		require.Zero(t, off%time.Millisecond)
+		offsets[off] = true
+	}
+	require.Greater(t, len(offsets), 10, "offsets spread: %v", offsets)
+	other := *s
+	other.Name = "spread.too"
+	require.NotEqual(t, s.SlotRunAt(slot), other.SlotRunAt(slot), "each schedule its own offsets")
+	other.Jitter = 0
+	require.Equal(t, slot, other.SlotRunAt(slot), "no jitter: the slot")
+
+	b := setup(t, nil)
+	ctx := context.Background()
+	another, err := core.NewEngine(core.EngineConfig{Store: b.store, Clock: b.clock})
+	require.NoError(t, err)
+	stored, err := b.engine.PutSchedule(ctx, s)
+	require.NoError(t, err)
+	first := stored.Upcoming(b.clock.Now(), 1)[0]
+	b.clock.Advance(first.Sub(b.clock.Now()) + time.Millisecond)
+	b.engine.FireSchedules(ctx)
+	another.FireSchedules(ctx)
+	job, err := b.engine.Get(ctx, core.ScheduleID("spread", first))
+	require.NoError(t, err, "the slot's job has the slot's id")
+	require.Equal(t, s.SlotRunAt(first), job.RunAt)
+	b.clock.Advance(s.Jitter)
+	require.Len(t, drainTopic(t, b.engine, "spread"), 1, "fired once")
+}

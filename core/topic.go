@@ -56,6 +56,10 @@ type Topic struct {
 	// ExpiresIn, when set, is the expiry of the topic's jobs pushed without
 	// one: run_at plus ExpiresIn (Job.ExpiresAt). 0: they never expire.
 	ExpiresIn time.Duration `json:"expires_in,omitempty"`
+	// Delay is the delay of the topic's pushes that give neither delay
+	// nor run_at (0 to the engine's Limits.MaxDelay): run_at is the push's
+	// time plus it. Schedules' slots give their run_at.
+	Delay time.Duration `json:"delay,omitempty"`
 	// OnDead names the topic that gets a dead-letter notice (a job whose
 	// body is a DeadNotice) for each of this topic's jobs that goes dead;
 	// its delivery decides how the notice goes out. Empty: none.
@@ -137,7 +141,20 @@ type Backoff struct {
 	// one: the delay after failed attempt n is Delays[n-1], the last
 	// repeated, taken as given (no jitter, no cap).
 	Delays []time.Duration `json:"delays,omitempty"`
+	// Zeros names the fields among BackoffZeroable given as 0 on purpose:
+	// they stay 0 (retry at once, no jitter) where an unset one takes its
+	// default. The transports fill it from an explicit 0. A configuration
+	// stored before it has none: its zeros were left out of the record
+	// and read as unset, as they still do.
+	Zeros []string `json:"zeros,omitempty"`
 }
+
+// BackoffZeroable are the backoff fields whose range holds 0, which an
+// explicit 0 sets (Backoff.Zeros), by their names in the API.
+var BackoffZeroable = []string{"initial", "max", "jitter"}
+
+// zero reports whether Zeros names field.
+func (b Backoff) zero(field string) bool { return slices.Contains(b.Zeros, field) }
 
 // Retry schedule limits.
 const (
@@ -173,6 +190,7 @@ const (
 func (t *Topic) Clone() *Topic {
 	c := *t
 	c.Backoff.Delays = slices.Clone(t.Backoff.Delays)
+	c.Backoff.Zeros = slices.Clone(t.Backoff.Zeros)
 	c.Delivery.Headers = maps.Clone(t.Delivery.Headers)
 	return &c
 }
@@ -258,6 +276,9 @@ func (t *Topic) Validate() error {
 			return err
 		}
 	}
+	if t.Delay < 0 {
+		return Invalid("delay", "delay must not be negative")
+	}
 	if t.MaxInFlight < 0 || t.MaxInFlight > MaxInFlightMax {
 		return Invalid("max_in_flight", "max_in_flight must be between 1 and %d (0 or absent: no bound)", MaxInFlightMax)
 	}
@@ -299,10 +320,16 @@ func (b Backoff) Ceiling() time.Duration {
 
 // WithDefaults returns the backoff with every unset field at its default.
 func (b Backoff) WithDefaults() Backoff {
-	b.Initial = cmp.Or(b.Initial, time.Second)
-	b.Max = cmp.Or(b.Max, time.Hour)
+	if !b.zero("initial") {
+		b.Initial = cmp.Or(b.Initial, time.Second)
+	}
+	if !b.zero("max") {
+		b.Max = cmp.Or(b.Max, time.Hour)
+	}
 	b.Factor = cmp.Or(b.Factor, 2)
-	b.Jitter = cmp.Or(b.Jitter, 0.2)
+	if !b.zero("jitter") {
+		b.Jitter = cmp.Or(b.Jitter, 0.2)
+	}
 	return b
 }
 
@@ -319,6 +346,15 @@ func (b *Backoff) Validate() error {
 		return Invalid("backoff.factor", "backoff.factor must be between 1 and 100")
 	case b.Jitter > 1 || math.IsNaN(b.Jitter):
 		return Invalid("backoff.jitter", "backoff.jitter must be at most 1")
+	}
+	set := map[string]bool{"initial": b.Initial != 0, "max": b.Max != 0, "jitter": b.Jitter != 0}
+	for _, f := range b.Zeros {
+		switch {
+		case !slices.Contains(BackoffZeroable, f):
+			return Invalid("backoff.zeros", "backoff.zeros may name only %s, not %q", strings.Join(BackoffZeroable, ", "), f)
+		case set[f]:
+			return Invalid("backoff.zeros", "backoff.zeros names %s, which is not 0", f)
+		}
 	}
 	return ValidateDelays("backoff.delays", b.Delays)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -95,4 +96,43 @@ func TestTopicRecordMergesState(t *testing.T) {
 	w := *want
 	w.Configured, w.Paused, w.Counts = true, true, core.Counts{Ready: 1}
 	require.Equal(t, &w, got)
+}
+
+// TestTopicRecordZeros: a record written before explicit zeros (which left
+// a zero out) reads with the defaults, as it did; one written since keeps
+// its explicit zeros (Backoff.Zeros), which stay 0 under the defaults.
+func TestTopicRecordZeros(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	mem := memstore.New(memstore.Config{})
+	t.Cleanup(func() { _ = mem.Close() })
+	// What the release before wrote for {"backoff": {"initial": "0s",
+	// "jitter": 0, "max": "5m"}}: the zeros left out by omitempty.
+	old := `{"name":"old","delivery":{},"backoff":{"max":300000000000},"rate":{},"configured":true}`
+	_, err := mem.PutRecord(ctx, &core.PutRecordParams{Kind: core.KindTopic, Name: "old", Value: []byte(old)})
+	require.NoError(t, err)
+	e, err := core.NewEngine(core.EngineConfig{Store: mem})
+	require.NoError(t, err)
+	got, err := e.GetTopic(ctx, "old")
+	require.NoError(t, err)
+	b := got.WithDefaults().Backoff
+	require.Equal(t, core.Backoff{Initial: time.Second, Max: 5 * time.Minute, Factor: 2, Jitter: 0.2}, b, "defaults, as before")
+
+	zeros := &core.Topic{Name: "new", Backoff: core.Backoff{Max: 5 * time.Minute, Zeros: []string{"initial", "jitter"}}}
+	require.NoError(t, e.PutTopic(ctx, zeros))
+	again, err := core.NewEngine(core.EngineConfig{Store: mem}) // reads the record afresh
+	require.NoError(t, err)
+	got, err = again.GetTopic(ctx, "new")
+	require.NoError(t, err)
+	b = got.WithDefaults().Backoff
+	require.Equal(t, core.Backoff{Initial: 0, Max: 5 * time.Minute, Factor: 2, Jitter: 0, Zeros: []string{"initial", "jitter"}}, b)
+	require.Zero(t, b.Delay(1), "retry at once")
+	require.Zero(t, b.Delay(5), "and again: 0 times the factor")
+
+	for _, bad := range []core.Backoff{{Zeros: []string{"factor"}}, {Initial: time.Second, Zeros: []string{"initial"}}} {
+		err := e.PutTopic(ctx, &core.Topic{Name: "bad", Backoff: bad})
+		var fe *core.FieldError
+		require.ErrorAs(t, err, &fe, "%+v", bad)
+		require.Equal(t, "backoff.zeros", fe.Field)
+	}
 }

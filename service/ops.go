@@ -63,6 +63,12 @@ const (
 	OpMetricsProtected Op = "MetricsProtected"
 	// OpReflection is a call of gRPC server reflection.
 	OpReflection Op = "Reflection"
+	// OpRequeueDead requeues a topic's dead jobs that a filter matches.
+	OpRequeueDead Op = "RequeueDead"
+	// OpCancelJobs cancels a topic's unfinished jobs that a filter matches.
+	OpCancelJobs Op = "CancelJobs"
+	// OpRunSchedule pushes one job of a schedule now.
+	OpRunSchedule Op = "RunSchedule"
 )
 
 // access is what an operation asks of a token: open ones need none (not
@@ -91,6 +97,7 @@ var ops = map[Op]access{
 	OpReplace:     push,
 	OpCancelJob:   push,
 	OpCancelByKey: push,
+	OpCancelJobs:  push,
 	OpGetJob:      reader,
 	OpFindJobs:    reader,
 	OpListJobs:    reader,
@@ -117,7 +124,7 @@ var ops = map[Op]access{
 	OpUI:         open, // static pages: their data comes through the API
 	OpMetrics:    open,
 
-	OpRequeue: admin, OpListDead: admin, OpPutTopic: admin, OpUpdateTopic: admin, OpDeleteTopic: admin,
+	OpRequeue: admin, OpRequeueDead: admin, OpRunSchedule: admin, OpListDead: admin, OpPutTopic: admin, OpUpdateTopic: admin, OpDeleteTopic: admin,
 	OpPauseTopic: admin, OpResumeTopic: admin, OpPutSchedule: admin, OpGetSchedule: admin,
 	OpListSchedules: admin, OpDeleteSchedule: admin, OpExport: admin, OpImport: admin,
 	OpBackup: admin, OpMetricsProtected: admin,

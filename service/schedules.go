@@ -61,3 +61,19 @@ func (s *Service) DeleteSchedule(ctx context.Context, name string) error {
 	}
 	return Describe(s.engine.DeleteSchedule(ctx, sc.Name), core.ErrNotFound, "schedule %q not found", sc.Name)
 }
+
+// RunSchedule pushes one job of the schedule name's template, due now (not
+// after the topic's delay), as Push would (a fresh id, or the key's on a
+// topic with unique keys), beside its slots: the schedule's cursor does
+// not move, and a paused schedule runs too, since the caller asks for it. Errors: as GetSchedule, and as Push
+// (a conflict when a unique key's job is unfinished, the token's quota).
+func (s *Service) RunSchedule(ctx context.Context, name string) (core.PushResult, error) {
+	sc, err := s.GetSchedule(ctx, name)
+	if err != nil {
+		return core.PushResult{}, err
+	}
+	p := sc.PushParams()
+	now := s.engine.Clock().Now()
+	p.RunAt = &now
+	return s.Push(ctx, p)
+}

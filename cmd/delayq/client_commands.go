@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -162,31 +160,49 @@ func (a *app) getCommand() *cobra.Command {
 	return cmd
 }
 
-// cancelCommand is `delayq cancel [--running] ID` or `delayq cancel --key
-// KEY TOPIC`.
+// cancelCommand is `delayq cancel [--running] ID`, `delayq cancel --key KEY
+// TOPIC`, or `delayq cancel --all TOPIC` and the filter flags.
 func (a *app) cancelCommand() *cobra.Command {
 	var flags clientFlags
+	var bulk bulkFlags
 	var key string
-	var running bool
+	var running, all bool
 	cmd := &cobra.Command{
-		Use:   "cancel [--running] ID | cancel --key KEY TOPIC",
-		Short: "Cancel a job, or a topic's jobs with a business key, that are not being delivered",
+		Use:   "cancel [--running] ID | cancel --key KEY TOPIC | cancel --all TOPIC",
+		Short: "Cancel a job, or a topic's jobs by business key or filter, that are not being delivered",
 		Long: `Cancel a job that is scheduled, ready or dead; it prints nothing on success.
 With --running, cancel it while it is being delivered too: the delivery ends,
-and its consumer's ack or nack is refused. With --key, cancel every such job of
-TOPIC with that business key, and print the ids cancelled and those left because
-they are being delivered.`,
+and its consumer's ack or nack is refused. With --key alone, cancel every such
+job of TOPIC with that business key, and print the ids cancelled and those left
+because they are being delivered.
+
+With --all or a filter flag (--state, --error-contains, --since and --until on
+run_at, --limit, --dry-run; --key then narrows the filter), cancel the
+scheduled and ready jobs of TOPIC that match (POST /v1/topics/{topic}/jobs/cancel,
+repeated while the service says there is more), and print
+{"count": N, "dry_run": false, "sample": [up to 10 jobs]}.`,
 		Example: `  delayq cancel 01JD6Y3TQ9V9ZK0M4XJ3R2B7QF
   delayq cancel --running 01JD6Y3TQ9V9ZK0M4XJ3R2B7QF
-  delayq cancel --key order-42 orders.close`,
+  delayq cancel --key order-42 orders.close
+  delayq cancel --state scheduled --until 2030-01-01T00:00:00Z --dry-run orders.close`,
 		Args: cobra.ExactArgs(1),
 		RunE: clientRun(&flags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
+			fs := cmd.Flags()
+			filtered := all || bulk.used(fs) || fs.Changed("error-contains")
 			switch {
-			case cmd.Flags().Changed("key") && running:
-				return usageErrorf("--running and --key are exclusive")
+			case running && (filtered || fs.Changed("key")):
+				return usageErrorf("--running cancels one job: it goes with neither --key, --all nor a filter flag")
 			case running:
 				return c.CancelRunning(ctx, args[0])
-			case !cmd.Flags().Changed("key"):
+			case filtered:
+				f, err := bulk.filter(key)
+				if err != nil {
+					return err
+				}
+				return c.runBulk(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), f, func(ctx context.Context, f *client.JobFilter) (*client.BulkResult, error) {
+					return c.CancelJobs(ctx, args[0], f)
+				})
+			case !fs.Changed("key"):
 				return c.Cancel(ctx, args[0])
 			}
 			ctx, raw := rawAnswer(ctx)
@@ -199,6 +215,9 @@ they are being delivered.`,
 	}
 	cmd.Flags().StringVar(&key, "key", "", "cancel the jobs of the topic TOPIC with this business key")
 	cmd.Flags().BoolVar(&running, "running", false, "cancel the job while it is being delivered too, ending its delivery")
+	cmd.Flags().BoolVar(&all, "all", false, "cancel every scheduled and ready job of the topic TOPIC (the filter flags narrow it)")
+	cmd.Flags().StringVar(&bulk.contains, "error-contains", "", "only the jobs whose last error contains this text")
+	bulk.add(cmd.Flags(), "run_at", true)
 	addClientFlags(cmd.Flags(), &flags)
 	return cmd
 }
@@ -314,7 +333,7 @@ configuration; fields left out take their defaults.`,
 // ...]`: some settings of a topic changed, the others kept.
 func (a *app) topicSetCommand() *cobra.Command {
 	var flags clientFlags
-	var ttr, timeout time.Duration
+	var ttr, timeout, delay time.Duration
 	var maxAttempts, concurrency, maxInFlight, rateLimit int
 	var onDead, url string
 	cmd := &cobra.Command{
@@ -350,6 +369,7 @@ null for a setting to drop (its default again). The flags apply over PATCH.`,
 			set("concurrency", "concurrency", concurrency)
 			set("max-in-flight", "max_in_flight", maxInFlight)
 			set("on-dead", "on_dead", onDead)
+			set("delay", "delay", delay.String())
 			if changed("rate-limit") {
 				patch["rate"] = map[string]any{"limit": rateLimit}
 				if rateLimit == 0 {
@@ -391,6 +411,7 @@ null for a setting to drop (its default again). The flags apply over PATCH.`,
 	fs.IntVar(&maxInFlight, "max-in-flight", 0, "jobs reserved at once over every instance (0: no bound)")
 	fs.IntVar(&rateLimit, "rate-limit", 0, "deliveries per second (0: no limit)")
 	fs.StringVar(&onDead, "on-dead", "", "the dead-letter topic (empty: none)")
+	fs.Var(&durationValue{p: &delay}, "delay", "the delay of pushes that give neither a delay nor a run_at (0: none)")
 	fs.StringVar(&url, "webhook-url", "", "deliver by webhook to this URL")
 	fs.Var(&positiveDurationValue{p: &timeout}, "webhook-timeout", "how long one webhook delivery may take")
 	addClientFlags(fs, &flags)
@@ -423,12 +444,14 @@ func (a *app) deadCommand() *cobra.Command {
 }
 
 // requeueCommand is `delayq requeue ID`, or `delayq requeue --all TOPIC`
-// and `delayq requeue --error-contains TEXT TOPIC`: beanstalkd's kick.
+// and `delayq requeue --error-contains TEXT TOPIC` with the filter flags:
+// beanstalkd's kick.
 func (a *app) requeueCommand() *cobra.Command {
 	var (
-		flags    clientFlags
-		all      bool
-		contains string
+		flags clientFlags
+		bulk  bulkFlags
+		all   bool
+		key   string
 	)
 	cmd := &cobra.Command{
 		Use:   "requeue ID | requeue --all TOPIC | requeue --error-contains TEXT TOPIC",
@@ -437,85 +460,42 @@ func (a *app) requeueCommand() *cobra.Command {
 nothing on success.
 
 With --all, requeue every dead job of TOPIC; with --error-contains, those whose
-last error contains TEXT. The API has no requeue by filter: the command lists
-the topic's dead jobs first (GET /v1/topics/{topic}/jobs?state=dead, every
-page), then requeues each (POST /v1/jobs/{id}/requeue), and prints how many
-it requeued. A job that is no longer dead by then (requeued by someone else)
-is left alone; any other failure is printed on standard error as 'ID: message',
-and the exit code is then 1.`,
+last error contains TEXT; --key, --since and --until (the time of death) and
+--limit narrow either, and --dry-run only counts (POST
+/v1/topics/{topic}/dead/requeue, repeated while the service says there is
+more). It prints {"count": N, "dry_run": false, "sample": [up to 10 jobs]}.`,
 		Example: `  delayq requeue 01JD6Y3TQ9V9ZK0M4XJ3R2B7QF
   delayq requeue --all orders.close
-  delayq requeue --error-contains "503" orders.close`,
+  delayq requeue --error-contains "503" --since 2030-01-01T00:00:00Z --dry-run orders.close`,
 		Args: cobra.ExactArgs(1),
 		RunE: clientRun(&flags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
-			byFilter := all || cmd.Flags().Changed("error-contains")
+			fs := cmd.Flags()
+			byFilter := all || fs.Changed("error-contains")
 			switch {
-			case all && cmd.Flags().Changed("error-contains"):
+			case all && fs.Changed("error-contains"):
 				return usageErrorf("--all and --error-contains are exclusive")
-			case cmd.Flags().Changed("error-contains") && contains == "":
+			case fs.Changed("error-contains") && bulk.contains == "":
 				return usageErrorf("--error-contains needs a text; --all requeues every dead job")
+			case !byFilter && (bulk.used(fs) || fs.Changed("key")):
+				return usageErrorf("--key, --since, --until, --limit and --dry-run go with --all or --error-contains TEXT")
 			case !byFilter:
 				return c.Requeue(ctx, args[0])
 			}
-			ids, err := deadJobIDs(ctx, c, args[0], contains)
+			f, err := bulk.filter(key)
 			if err != nil {
 				return err
 			}
-			requeued, failed := 0, 0
-			for _, id := range ids {
-				err := c.Requeue(ctx, id)
-				switch {
-				case err == nil:
-					requeued++
-				case errors.Is(err, client.ErrConflict), errors.Is(err, client.ErrNotFound):
-					// No longer dead, or gone: not this command's to requeue.
-				case errors.Is(err, client.ErrUnavailable):
-					return err // the service went away: the rest would fail too
-				default:
-					failed++
-					fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", id, apiMessage(err))
-				}
-			}
-			raw, _ := json.Marshal(map[string]int{"requeued": requeued, "failed": failed})
-			if err := c.show(cmd.OutOrStdout(), raw, func(t *tableWriter) {
-				t.row("requeued", strconv.Itoa(requeued))
-				t.row("failed", strconv.Itoa(failed))
-			}); err != nil {
-				return err
-			}
-			if failed > 0 {
-				return &exitCodeError{code: exitError, err: fmt.Errorf("%d of %d requeues failed", failed, requeued+failed)}
-			}
-			return nil
+			return c.runBulk(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), f, func(ctx context.Context, f *client.JobFilter) (*client.BulkResult, error) {
+				return c.RequeueDead(ctx, args[0], f)
+			})
 		}),
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "requeue every dead job of the topic TOPIC")
-	cmd.Flags().StringVar(&contains, "error-contains", "", "requeue the dead jobs of the topic TOPIC whose last error contains this text")
+	cmd.Flags().StringVar(&bulk.contains, "error-contains", "", "requeue the dead jobs of the topic TOPIC whose last error contains this text")
+	cmd.Flags().StringVar(&key, "key", "", "only the jobs with this business key")
+	bulk.add(cmd.Flags(), "time of death", false)
 	addClientFlags(cmd.Flags(), &flags)
 	return cmd
-}
-
-// deadJobIDs returns the ids of topic's dead jobs whose last error
-// contains text (all of them for ""), read page by page before any is
-// requeued, so that no page's cursor depends on jobs leaving the list.
-func deadJobIDs(ctx context.Context, c *cliClient, topic, text string) ([]string, error) {
-	var ids []string
-	after := ""
-	for {
-		page, err := c.ListJobs(ctx, &client.ListJobsParams{Topic: topic, State: client.StateDead, After: after, Limit: 1000})
-		if err != nil {
-			return nil, err
-		}
-		for _, j := range page.Jobs {
-			if strings.Contains(j.LastError, text) {
-				ids = append(ids, j.ID)
-			}
-		}
-		if page.NextAfter == "" {
-			return ids, nil
-		}
-		after = page.NextAfter
-	}
 }
 
 // apiMessage is an error answer's message, or the error's text when it is

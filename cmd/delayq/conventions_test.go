@@ -14,7 +14,7 @@ import (
 // at every level, not the parent's help with exit 0.
 func TestCLIUnknownSubcommand(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{"work"}, {"jobs", "work"}, {"topic", "show", "t"}, {"schedule", "run"}} {
+	for _, args := range [][]string{{"work"}, {"jobs", "work"}, {"topic", "show", "t"}, {"schedule", "fire"}} {
 		res := runApp(t, nil, "", args...)
 		require.Equal(t, exitUsage, res.code, "%v: %s", args, res.stderr)
 		require.Contains(t, res.stderr, `unknown command "`+args[min(1, len(args)-1)]+`"`, "%v", args)

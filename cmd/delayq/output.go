@@ -236,6 +236,9 @@ func topicRows(t *tableWriter, tp *client.Topic) {
 		expiresIn = tp.ExpiresIn.String()
 	}
 	t.row("expires_in", expiresIn)
+	if tp.Delay > 0 {
+		t.row("delay", tp.Delay.String())
+	}
 	n := tp.Counts
 	for _, c := range []struct {
 		state string

@@ -1,15 +1,20 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/client"
 )
 
 // TestClientRequeueByFilter: `delayq requeue --error-contains TEXT TOPIC`
 // requeues only the topic's dead jobs whose last error contains TEXT,
-// `--all TOPIC` the rest, and `requeue ID` one job, against a real server.
+// `--all TOPIC` the rest, and `requeue ID` one job, against a real server;
+// `cancel` with a filter cancels the scheduled jobs it matches.
 func TestClientRequeueByFilter(t *testing.T) {
 	t.Parallel()
 	run := cliOf(t, startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--nats-listen", "off"))
@@ -53,9 +58,30 @@ func TestClientRequeueByFilter(t *testing.T) {
 		require.Equal(t, "dead", state(id), id)
 	}
 
-	code, out, stderr := run("requeue", "--error-contains", "503", "rq")
+	// The answer of the route, sample aside.
+	counted := func(out string) (int, bool) {
+		t.Helper()
+		var v struct {
+			Count  int          `json:"count"`
+			DryRun bool         `json:"dry_run"`
+			Sample []client.Job `json:"sample"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &v), out)
+		require.Len(t, v.Sample, v.Count, "fewer than 10: each in the sample")
+		return v.Count, v.DryRun
+	}
+	code, out, stderr := run("requeue", "--error-contains", "503", "--dry-run", "rq")
 	require.Equal(t, exitOK, code, stderr)
-	require.JSONEq(t, `{"requeued": 3, "failed": 0}`, out)
+	n, dry := counted(out)
+	require.Equal(t, 3, n)
+	require.True(t, dry)
+	require.Equal(t, "dead", state("a"), "a dry run changes nothing")
+
+	code, out, stderr = run("requeue", "--error-contains", "503", "rq")
+	require.Equal(t, exitOK, code, stderr)
+	n, dry = counted(out)
+	require.Equal(t, 3, n)
+	require.False(t, dry)
 	for id, want := range map[string]string{"a": "ready", "b": "ready", "c": "ready", "d": "dead", "e": "dead", "z": "dead"} {
 		require.Equal(t, want, state(id), id)
 	}
@@ -63,11 +89,12 @@ func TestClientRequeueByFilter(t *testing.T) {
 	// Nothing left to match: none requeued, exit 0.
 	code, out, stderr = run("requeue", "--error-contains", "503", "rq", "--output", "table")
 	require.Equal(t, exitOK, code, stderr)
-	require.Regexp(t, `(?m)^requeued\s+0$`, out)
+	require.Regexp(t, `(?m)^count\s+0$`, out)
 
 	code, out, stderr = run("requeue", "--all", "rq")
 	require.Equal(t, exitOK, code, stderr)
-	require.JSONEq(t, `{"requeued": 2, "failed": 0}`, out)
+	n, _ = counted(out)
+	require.Equal(t, 2, n)
 	require.Equal(t, "ready", state("d"))
 	require.Equal(t, "ready", state("e"))
 	require.Equal(t, "dead", state("z"), "another topic's dead job stays")
@@ -80,4 +107,22 @@ func TestClientRequeueByFilter(t *testing.T) {
 	code, _, stderr = run("requeue", "--all", "--error-contains", "x", "rq")
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, stderr, "exclusive")
+	code, _, stderr = run("requeue", "--all", "--since", "yesterday", "rq")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, stderr, "invalid --since")
+
+	// Cancel by filter: the scheduled jobs with run_at before --until.
+	for _, delay := range []string{"1h", "2h", "3h"} {
+		code, _, stderr := run("push", "rq.c", "--delay", delay)
+		require.Equal(t, exitOK, code, stderr)
+	}
+	until := time.Now().Add(150 * time.Minute).UTC().Format(time.RFC3339)
+	code, out, stderr = run("cancel", "--state", "scheduled", "--until", until, "rq.c")
+	require.Equal(t, exitOK, code, stderr)
+	n, _ = counted(out)
+	require.Equal(t, 2, n)
+	code, out, stderr = run("cancel", "--all", "--dry-run", "rq.c")
+	require.Equal(t, exitOK, code, stderr)
+	n, _ = counted(out)
+	require.Equal(t, 1, n, "the third is left")
 }

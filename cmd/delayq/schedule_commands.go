@@ -6,11 +6,11 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// scheduleCommand is `delayq schedule put|get|list|delete`: recurring
+// scheduleCommand is `delayq schedule put|get|list|delete|run`: recurring
 // schedules (docs/api.md, Schedules).
 func (a *app) scheduleCommand() *cobra.Command {
-	cmd := groupCommand("schedule", "Create, show, list or delete recurring schedules (admin)")
-	var putFlags, getFlags, listFlags, deleteFlags clientFlags
+	cmd := groupCommand("schedule", "Create, show, list, delete or run recurring schedules (admin)")
+	var putFlags, getFlags, listFlags, deleteFlags, runFlags clientFlags
 	var next int
 	put := &cobra.Command{
 		Use:   "put NAME SCHEDULE|-",
@@ -70,15 +70,31 @@ changes nothing.`,
 			return c.DeleteSchedule(ctx, args[0])
 		}),
 	}
+	run := &cobra.Command{
+		Use:   "run NAME",
+		Short: "Push one job of a schedule now, beside its slots",
+		Long: `Push one job of the schedule's template now, as push would (a fresh id), and
+print it as push does. The schedule's slots are not moved; a paused schedule
+runs too.`,
+		Args: cobra.ExactArgs(1),
+		RunE: clientRun(&runFlags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
+			ctx, raw := rawAnswer(ctx)
+			p, err := c.RunSchedule(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return c.show(cmd.OutOrStdout(), *raw, func(t *tableWriter) { pushedRows(t, p) })
+		}),
+	}
 	for _, c := range []struct {
 		cmd   *cobra.Command
 		flags *clientFlags
-	}{{put, &putFlags}, {get, &getFlags}, {list, &listFlags}, {del, &deleteFlags}} {
+	}{{put, &putFlags}, {get, &getFlags}, {list, &listFlags}, {del, &deleteFlags}, {run, &runFlags}} {
 		addClientFlags(c.cmd.Flags(), c.flags)
-		if c.cmd != del {
+		if c.cmd != del && c.cmd != run {
 			c.cmd.Flags().IntVar(&next, "next", 3, "how many next runs to show, 0 to 100")
 		}
 	}
-	cmd.AddCommand(put, get, list, del)
+	cmd.AddCommand(put, get, list, del, run)
 	return cmd
 }

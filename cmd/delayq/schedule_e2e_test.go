@@ -105,6 +105,17 @@ func testSchedules(t *testing.T, args []string) {
 	require.Equal(t, exitError, code)
 	require.Contains(t, stderr, "not found")
 
+	// Run by hand: one job of the template now, with an id of its own.
+	code, out, stderr = run("schedule", "run", "tick")
+	require.Equal(t, exitOK, code, stderr)
+	var pushed struct{ ID, Topic string }
+	require.NoError(t, json.Unmarshal([]byte(out), &pushed), out)
+	require.Equal(t, "ticks", pushed.Topic)
+	require.False(t, strings.HasPrefix(pushed.ID, "s-"), "not a slot's id: %s", pushed.ID)
+	code, _, stderr = run("schedule", "run", "bad")
+	require.Equal(t, exitError, code)
+	require.Contains(t, stderr, "not found")
+
 	code, _, stderr = run("schedule", "delete", "tick")
 	require.Equal(t, exitOK, code, stderr)
 	code, _, _ = run("schedule", "get", "tick")

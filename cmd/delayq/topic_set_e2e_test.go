@@ -25,12 +25,13 @@ func TestClientTopicSet(t *testing.T) {
 		return v
 	}
 
-	code, out, stderr := run("topic", "set", "orders", "--max-attempts", "5", "--ttr", "2m", "--webhook-timeout", "5s")
+	code, out, stderr := run("topic", "set", "orders", "--max-attempts", "5", "--ttr", "2m", "--webhook-timeout", "5s", "--delay", "90s")
 	require.Equal(t, exitOK, code, stderr)
 	var got map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &got), out)
 	require.EqualValues(t, 5, got["max_attempts"])
 	require.Equal(t, "2m0s", got["ttr"])
+	require.Equal(t, "1m30s", got["delay"])
 	d := got["delivery"].(map[string]any)
 	require.Equal(t, "5s", d["timeout"])
 	require.Equal(t, "https://svc.example/hook", d["url"], "kept")
@@ -49,6 +50,7 @@ func TestClientTopicSet(t *testing.T) {
 		{"topic", "set", "orders", "[1]"},                  // not an object
 		{"topic", "set", "orders", "--max-attempts", "-2"}, // refused by the server
 		{"topic", "set", "orders", "--ttr", "5"},           // a duration without its unit
+		{"topic", "set", "orders", "--delay", "-1s"},       // negative
 		{"topic", "set", "nosuch", "--max-attempts", "2"},  // no such topic
 	} {
 		code, _, stderr := run(args...)

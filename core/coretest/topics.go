@@ -25,9 +25,13 @@ func FullTopic(t testing.TB) *core.Topic {
 		Rate:      core.Rate{Limit: 10, Period: time.Minute, Burst: 20},
 		OnDead:    "dead.t",
 		ExpiresIn: 10 * time.Minute,
+		Delay:     90 * time.Second,
 	}
 	// The topic's state, not its configuration.
-	requireAllSet(t, reflect.ValueOf(*full), "Topic", map[string]bool{"Configured": true, "Paused": true, "Counts": true})
+	requireAllSet(t, reflect.ValueOf(*full), "Topic", map[string]bool{"Configured": true, "Paused": true, "Counts": true,
+		// Zeros names fields set to 0, which FullTopic sets otherwise:
+		// the tests of explicit zeros cover it.
+		"Zeros": true})
 	return full
 }
 

@@ -219,3 +219,49 @@ func maxTime(ts ...time.Time) time.Time {
 	}
 	return m
 }
+
+// testListWhileLeaving: a walk by pages that takes every job of a page out
+// of the listing before it reads the next (cancels the scheduled jobs,
+// requeues the dead ones, as the bulk operations of the service do) still
+// meets every job once: a cursor does not depend on the jobs before it.
+func testListWhileLeaving(t *testing.T, b *testBundle) {
+	const topic = "list.leaving"
+	now := time.Now()
+	var scheduled []*core.Job
+	for i := range 7 {
+		scheduled = append(scheduled, NewJob(topic, now.Add(time.Hour+time.Duration(i%3)*time.Second)))
+	}
+	b.put(t, scheduled...)
+	var dead []*core.Job
+	for i := range 5 {
+		dead = append(dead, NewJob(topic+".dead", now.Add(time.Duration(i-10)*time.Second)))
+	}
+	b.put(t, dead...)
+	for _, c := range claimUntil(t, b.ctx, b.store, topic+".dead", len(dead), len(dead), dueWait) {
+		require.NoError(t, settleErr(b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: c.ID, Lease: c.Lease, Error: "gone"})))
+	}
+	walk := func(topic string, state core.State, leave func(id string) error) []string {
+		var seen []string
+		after := ""
+		for range 100 {
+			page, err := b.store.ListJobs(b.ctx, &core.ListJobsParams{Topic: topic, State: state, After: after, Limit: 2})
+			require.NoError(t, err)
+			for _, j := range page.Jobs {
+				require.NotContains(t, seen, j.ID, "listed twice")
+				seen = append(seen, j.ID)
+				require.NoError(t, leave(j.ID))
+			}
+			if page.Next == "" {
+				return seen
+			}
+			after = page.Next
+		}
+		require.FailNow(t, "listing does not end")
+		return nil
+	}
+	cancel := func(id string) error { return b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: id}) }
+	require.ElementsMatch(t, ids(scheduled), walk(topic, core.StateScheduled, cancel))
+	requeue := func(id string) error { return b.store.RequeueJob(b.ctx, id) }
+	require.ElementsMatch(t, ids(dead), walk(topic+".dead", core.StateDead, requeue))
+	b.requireCounts(t, topic+".dead", core.Counts{Ready: int64(len(dead))})
+}

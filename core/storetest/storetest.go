@@ -131,6 +131,7 @@ var subtests = []subtest{
 	{"FindByKey", testFindByKey},
 	{"ListJobs", testListJobs},
 	{"ListManyJobs", testListManyJobs},
+	{"ListWhileLeaving", testListWhileLeaving},
 	{"CreateRace", testCreateRace},
 	{"Records", testRecords},
 	{"RecordsRace", testRecordsRace},

@@ -112,6 +112,22 @@ var accessCases = map[policy.Op]accessCase{
 			return err
 		},
 	},
+	policy.OpCancelJobs: {
+		method: "POST", path: "/v1/topics/" + deniedTopic + "/jobs/cancel", body: `{"dry_run":true}`,
+		req: &delayqv1.CancelJobsRequest{Topic: deniedTopic, Filter: &delayqv1.JobFilter{DryRun: true}},
+		want: func(ctx context.Context, s *policy.Service) error {
+			_, err := s.CancelJobs(ctx, &policy.BulkFilter{Topic: deniedTopic, DryRun: true})
+			return err
+		},
+	},
+	policy.OpRequeueDead: {
+		method: "POST", path: "/v1/topics/" + deniedTopic + "/dead/requeue", body: `{"dry_run":true}`,
+		req: &delayqv1.RequeueDeadRequest{Topic: deniedTopic, Filter: &delayqv1.JobFilter{DryRun: true}},
+		want: func(ctx context.Context, s *policy.Service) error {
+			_, err := s.RequeueDead(ctx, &policy.BulkFilter{Topic: deniedTopic, DryRun: true})
+			return err
+		},
+	},
 	policy.OpClaim: {
 		method: "POST", path: "/v1/topics/" + deniedTopic + "/claim", req: &delayqv1.ClaimRequest{Topic: deniedTopic},
 		want: func(ctx context.Context, s *policy.Service) error {
@@ -234,6 +250,13 @@ var accessCases = map[policy.Op]accessCase{
 	policy.OpDeleteSchedule: {
 		method: "DELETE", path: "/v1/schedules/" + deniedSchedule, req: &delayqv1.DeleteScheduleRequest{Name: deniedSchedule},
 		want: func(ctx context.Context, s *policy.Service) error { return s.DeleteSchedule(ctx, deniedSchedule) },
+	},
+	policy.OpRunSchedule: {
+		method: "POST", path: "/v1/schedules/" + deniedSchedule + "/run", req: &delayqv1.RunScheduleRequest{Name: deniedSchedule},
+		want: func(ctx context.Context, s *policy.Service) error {
+			_, err := s.RunSchedule(ctx, deniedSchedule)
+			return err
+		},
 	},
 	policy.OpImport: {
 		method: "POST", path: "/v1/import", body: `{"schedule":{"name":"s-imp","cron":"0 * * * *","topic":"orders.x"}}`, item: true,

@@ -40,6 +40,9 @@ var guardedMethods = []struct{ method, forbidden, request string }{
 	{"DeleteSchedule", tokenPush, `{"name":"g"}`},
 	{"Export", tokenPush, `{}`},
 	{"Import", tokenPush, `{}`},
+	{"RequeueDead", tokenPush, `{"topic":"orders.g","filter":{"dryRun":true}}`},
+	{"CancelJobs", tokenConsume, `{"topic":"orders.g","filter":{"dryRun":true}}`},
+	{"RunSchedule", tokenPush, `{"name":"g"}`},
 }
 
 // runGRPCScenario runs the gRPC scenario: the guard calls, then each
@@ -153,6 +156,9 @@ func runGRPCScenario(g *grpcRun) {
 	call("ListDead", "a bad limit", admin, `{"topic":"orders.d","limit":-1}`)
 	call("ListDead", "a topic with neither jobs nor configuration", admin, `{"topic":"orders.nosuch"}`)
 	call("Requeue", "not dead", admin, `{"id":"job-3"}`)
+	call("RequeueDead", "by filter, a dry run", admin, `{"topic":"orders.d","filter":{"errorContains":"broken","dryRun":true}}`)
+	call("RequeueDead", "by filter, with a state", admin, `{"topic":"orders.d","filter":{"state":"ready"}}`)
+	call("RequeueDead", "by filter, a topic with neither jobs nor configuration", admin, `{"topic":"orders.nosuch"}`)
 	call("Requeue", "requeue", admin, `{"id":"job-d"}`)
 	call("Requeue", "unknown", admin, `{"id":"nope"}`)
 
@@ -161,6 +167,8 @@ func runGRPCScenario(g *grpcRun) {
 	call("CancelJob", "finished", push, `{"id":"<id-1>"}`)
 	call("CancelByKey", "by key", push, `{"topic":"orders.b","key":"none"}`)
 	call("CancelByKey", "without key", push, `{"topic":"orders.b"}`)
+	call("CancelJobs", "by filter", push, `{"topic":"orders.b","filter":{"key":"none","state":"scheduled","until":"2030-01-01T00:00:00Z"}}`)
+	call("CancelJobs", "by filter, a bad until", push, `{"topic":"orders.b","filter":{"until":"soon"}}`)
 
 	// Pause and resume.
 	call("PauseTopic", "pause", admin, `{"name":"orders.b"}`)
@@ -176,8 +184,10 @@ func runGRPCScenario(g *grpcRun) {
 	call("GetSchedule", "unknown", admin, `{"name":"nope"}`)
 	call("ListSchedules", "all", admin, `{}`)
 	call("ListSchedules", "a bad next", admin, `{"next":-1}`)
+	call("RunSchedule", "run now", admin, `{"name":"nightly"}`)
 	call("DeleteSchedule", "delete", admin, `{"name":"nightly"}`)
 	call("DeleteSchedule", "unknown", admin, `{"name":"nightly"}`)
+	call("RunSchedule", "unknown", admin, `{"name":"nightly"}`)
 
 	// Export and import.
 	g.call(grpcStep{title: "every unfinished job", method: "Export", token: admin, request: `{}`})

@@ -62,6 +62,9 @@ var guardedRoutes = []guarded{
 	{http.MethodGet, "/v1/whoami", "", "", 0},
 	{http.MethodGet, "/v1/version", "", "", 0},
 	{http.MethodGet, "/v1/stats", "", "", 0},
+	{http.MethodPost, "/v1/topics/orders.d/dead/requeue", tokenPush, `{"dry_run":true}`, overSmall},
+	{http.MethodPost, "/v1/topics/orders.b/jobs/cancel", tokenConsume, `{"dry_run":true}`, overSmall},
+	{http.MethodPost, "/v1/schedules/nightly/run", tokenPush, "", 0},
 }
 
 // runGuardSteps runs the steps made from guardedRoutes.
@@ -220,7 +223,11 @@ func runHTTPScenario(h *httpRun) {
 	get("a bad limit", "/v1/topics/orders.d/dead?limit=many", admin)
 	get("a topic with neither jobs nor configuration", "/v1/topics/orders.nosuch/dead", admin)
 	send("not dead", http.MethodPost, "/v1/jobs/job-3/requeue", admin, "")
+	send("by filter, a dry run", http.MethodPost, "/v1/topics/orders.d/dead/requeue", admin, `{"error_contains":"broken","dry_run":true}`)
+	send("by filter, with a state", http.MethodPost, "/v1/topics/orders.d/dead/requeue", admin, `{"state":"ready"}`)
+	send("by filter, a topic with neither jobs nor configuration", http.MethodPost, "/v1/topics/orders.nosuch/dead/requeue", admin, "")
 	send("requeue", http.MethodPost, "/v1/jobs/job-d/requeue", admin, "")
+	send("by filter, none left", http.MethodPost, "/v1/topics/orders.d/dead/requeue", admin, `{"error_contains":"broken"}`)
 	send("unknown", http.MethodPost, "/v1/jobs/nope/requeue", admin, "")
 
 	// Cancelling.
@@ -228,6 +235,9 @@ func runHTTPScenario(h *httpRun) {
 	send("finished", http.MethodDelete, "/v1/jobs/<id-1>", push, "")
 	send("by key", http.MethodDelete, "/v1/topics/orders.b/jobs?key=none", push, "")
 	send("without key", http.MethodDelete, "/v1/topics/orders.b/jobs", push, "")
+	send("by filter", http.MethodPost, "/v1/topics/orders.b/jobs/cancel", push, `{"key":"none","state":"scheduled","until":"2030-01-01T00:00:00Z"}`)
+	send("by filter, a bad state", http.MethodPost, "/v1/topics/orders.b/jobs/cancel", push, `{"state":"dead"}`)
+	send("by filter, a topic with neither jobs nor configuration", http.MethodPost, "/v1/topics/orders.nosuch/jobs/cancel", push, "")
 
 	// Pause and resume.
 	send("pause", http.MethodPost, "/v1/topics/orders.b/pause", admin, "")
@@ -243,11 +253,13 @@ func runHTTPScenario(h *httpRun) {
 	send("another topic's schedule", http.MethodPut, "/v1/schedules/nightly", tokenOther, `{"cron":"@hourly","topic":"other.s"}`)
 	get("one", "/v1/schedules/nightly?next=2", admin)
 	get("a bad next", "/v1/schedules/nightly?next=many", admin)
+	send("run now", http.MethodPost, "/v1/schedules/nightly/run", admin, "")
 	get("unknown", "/v1/schedules/nope", admin)
 	get("all", "/v1/schedules", admin)
 	get("a bad next", "/v1/schedules?next=-1", admin)
 	send("delete", http.MethodDelete, "/v1/schedules/nightly", admin, "")
 	send("unknown", http.MethodDelete, "/v1/schedules/nightly", admin, "")
+	send("unknown", http.MethodPost, "/v1/schedules/nightly/run", admin, "")
 
 	// Export, import, backup.
 	get("every unfinished job", "/v1/export", admin)

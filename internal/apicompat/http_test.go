@@ -240,6 +240,10 @@ var notCovered = map[string]map[int]string{
 	"GET /v1/version": {
 		http.StatusForbidden: "every scope reads it",
 	},
+	"POST /v1/schedules/{name}/run": {
+		http.StatusConflict:        "a unique key's conflict is POST /v1/jobs's, whose push the run is: covered there",
+		http.StatusTooManyRequests: "the intake quota is POST /v1/jobs's, whose push the run is: covered there",
+	},
 	"POST /v1/import": {
 		http.StatusBadRequest: "only a body that fails to arrive is refused whole; bad lines are answered in the 200",
 	},

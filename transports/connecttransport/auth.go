@@ -48,6 +48,10 @@ var procedureOps = map[string]service.Op{
 	delayqv1connect.DelayqServiceDeleteScheduleProcedure: service.OpDeleteSchedule,
 	delayqv1connect.DelayqServiceExportProcedure:         service.OpExport,
 	delayqv1connect.DelayqServiceImportProcedure:         service.OpImport,
+
+	delayqv1connect.DelayqServiceRequeueDeadProcedure: service.OpRequeueDead,
+	delayqv1connect.DelayqServiceCancelJobsProcedure:  service.OpCancelJobs,
+	delayqv1connect.DelayqServiceRunScheduleProcedure: service.OpRunSchedule,
 }
 
 // servicePrefix starts the procedures of the service.

@@ -126,6 +126,9 @@ func topicConfig(name string, c *delayqv1.TopicConfig) (*core.Topic, error) {
 	if t.ExpiresIn, err = parseDuration("expires_in", c.ExpiresIn); err != nil {
 		return nil, err
 	}
+	if t.Delay, err = parseDuration("delay", c.Delay); err != nil {
+		return nil, err
+	}
 	if d := c.Delivery; d != nil {
 		t.Delivery = core.Delivery{Type: d.Type, URL: d.Url, Secret: d.Secret, PreviousSecret: d.PreviousSecret,
 			Subject: d.Subject, Success: d.Success, Method: d.Method, Headers: d.Headers,
@@ -147,6 +150,27 @@ func topicConfig(name string, c *delayqv1.TopicConfig) (*core.Topic, error) {
 		}
 		if t.Backoff.Max, err = parseDuration("backoff.max", b.Max); err != nil {
 			return nil, err
+		}
+		// "" is absent, "0s" an explicit zero, and zeros names zeros: of
+		// those fields that are 0, so that an update that gives one a value
+		// (UpdateTopic's mask) needs not drop it from zeros.
+		for _, z := range []struct {
+			field string
+			zero  bool
+			given bool
+		}{
+			{"initial", t.Backoff.Initial == 0, b.Initial != ""},
+			{"max", t.Backoff.Max == 0, b.Max != ""},
+			{"jitter", t.Backoff.Jitter == 0, false},
+		} {
+			if z.zero && (z.given || slices.Contains(b.Zeros, z.field)) {
+				t.Backoff.Zeros = append(t.Backoff.Zeros, z.field)
+			}
+		}
+		for _, f := range b.Zeros {
+			if !slices.Contains(core.BackoffZeroable, f) {
+				t.Backoff.Zeros = append(t.Backoff.Zeros, f) // for the engine to refuse
+			}
 		}
 		if t.Backoff.Delays, err = parseDelays("backoff.delays", b.Delays); err != nil {
 			return nil, err
@@ -311,13 +335,14 @@ func topicMessage(t *core.Topic) *delayqv1.Topic {
 		MaxAttempts: int32(d.MaxAttempts),
 		Backoff: &delayqv1.BackoffConfig{
 			Initial: d.Backoff.Initial.String(), Max: d.Backoff.Max.String(),
-			Factor: d.Backoff.Factor, Jitter: d.Backoff.Jitter,
+			Factor: d.Backoff.Factor, Jitter: d.Backoff.Jitter, Zeros: d.Backoff.Zeros,
 		},
 		Concurrency: int32(d.Concurrency),
 		UniqueKeys:  d.UniqueKeys,
 		OnDead:      d.OnDead,
 		MaxInFlight: int32(d.MaxInFlight),
 		ExpiresIn:   durText(d.ExpiresIn),
+		Delay:       durText(d.Delay),
 		Configured:  t.Configured,
 		Paused:      t.Paused,
 		Counts: &delayqv1.Counts{
@@ -353,6 +378,9 @@ func scheduleConfig(name string, c *delayqv1.ScheduleConfig) (*core.Schedule, er
 	sc.Cron, sc.TimeZone, sc.Topic, sc.Paused = c.Cron, c.TimeZone, c.Topic, c.Paused
 	sc.Missed, sc.MissedLimit = c.Missed, int(c.MissedLimit)
 	var err error
+	if sc.Jitter, err = parseDuration("jitter", c.Jitter); err != nil {
+		return nil, err
+	}
 	if sc.Start, err = parseTime("start", c.Start); err != nil {
 		return nil, err
 	}
@@ -403,6 +431,9 @@ func scheduleMessage(stored *core.Schedule, now time.Time, next int) *delayqv1.S
 	if sc.Job.TTR > 0 {
 		m.Job.Ttr = sc.Job.TTR.String()
 	}
+	if sc.Jitter > 0 {
+		m.Jitter = sc.Jitter.String()
+	}
 	for _, t := range stored.Upcoming(now, next) {
 		m.NextRuns = append(m.NextRuns, timeText(t))
 	}
@@ -423,7 +454,7 @@ func importedSchedule(m *delayqv1.Schedule) (*core.Schedule, error) {
 	}
 	sc, err := scheduleConfig(m.Name, &delayqv1.ScheduleConfig{
 		Cron: m.Cron, TimeZone: m.TimeZone, Topic: m.Topic, Job: m.Job, Start: m.Start, End: m.End,
-		Paused: m.Paused, Missed: m.Missed, MissedLimit: m.MissedLimit,
+		Paused: m.Paused, Missed: m.Missed, MissedLimit: m.MissedLimit, Jitter: m.Jitter,
 	})
 	if err != nil {
 		return nil, err

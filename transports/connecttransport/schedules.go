@@ -83,3 +83,15 @@ func (s *Server) DeleteSchedule(ctx context.Context, req *connect.Request[delayq
 	}
 	return connect.NewResponse(&delayqv1.DeleteScheduleResponse{}), nil
 }
+
+// RunSchedule pushes one job of the schedule's template now, as
+// POST /v1/schedules/{name}/run (service.RunSchedule). Errors: NotFound,
+// Aborted when the template's unique key has an unfinished job, and as
+// Push.
+func (s *Server) RunSchedule(ctx context.Context, req *connect.Request[delayqv1.RunScheduleRequest]) (*connect.Response[delayqv1.PushResponse], error) {
+	res, err := s.svc.RunSchedule(ctx, req.Msg.Name)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(pushedMessage(res.Job, res.Replaced)), nil
+}

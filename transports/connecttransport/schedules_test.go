@@ -22,7 +22,7 @@ func nightly() *delayqv1.ScheduleConfig {
 	return &delayqv1.ScheduleConfig{
 		Cron: "@every 1h", TimeZone: "Europe/Paris", Topic: "reports",
 		Job:   &delayqv1.ScheduleJob{Body: `{"report": 1}`, Key: "k", Ttr: "5m", MaxAttempts: 3, Priority: -2},
-		Start: "2040-01-01T00:00:00Z", End: "2040-02-01T00:00:00Z", Missed: "all",
+		Start: "2040-01-01T00:00:00Z", End: "2040-02-01T00:00:00Z", Missed: "all", Jitter: "30s",
 	}
 }
 
@@ -57,6 +57,7 @@ func TestSchedules(t *testing.T) {
 	require.Equal(t, "5m0s", sc.Job.Ttr)
 	require.EqualValues(t, 3, sc.Job.MaxAttempts)
 	require.EqualValues(t, -2, sc.Job.Priority)
+	require.Equal(t, "30s", sc.Jitter)
 	require.Equal(t, "2040-01-01T00:00:00.000Z", sc.Start)
 	require.Equal(t, "2040-02-01T00:00:00.000Z", sc.End)
 	require.Equal(t, "all", sc.Missed)
@@ -80,6 +81,7 @@ func TestSchedules(t *testing.T) {
 		require.Equal(t, sc.NextRuns[i], r)
 	}
 	require.Equal(t, sc.Job.Ttr, h["job"].(map[string]any)["ttr"])
+	require.Equal(t, sc.Jitter, h["jitter"])
 
 	var got delayqv1.GetScheduleResponse
 	b.must(t, "GetSchedule", &delayqv1.GetScheduleRequest{Name: "nightly", Next: proto.Int32(5)}, &got)

@@ -2,6 +2,7 @@ package connecttransport
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -64,14 +65,23 @@ func topicConfigMessage(t *core.Topic) *delayqv1.TopicConfig {
 	d, r, b := t.Delivery, t.Rate, t.Backoff
 	return &delayqv1.TopicConfig{
 		Ttr: durText(t.TTR), MaxAttempts: int32(t.MaxAttempts), Concurrency: int32(t.Concurrency),
-		UniqueKeys: t.UniqueKeys, OnDead: t.OnDead, MaxInFlight: int32(t.MaxInFlight), ExpiresIn: durText(t.ExpiresIn),
+		UniqueKeys: t.UniqueKeys, OnDead: t.OnDead, MaxInFlight: int32(t.MaxInFlight), ExpiresIn: durText(t.ExpiresIn), Delay: durText(t.Delay),
 		Delivery: &delayqv1.DeliveryConfig{Type: d.Type, Url: d.URL, Timeout: durText(d.Timeout), Secret: d.Secret,
 			PreviousSecret: d.PreviousSecret, Subject: d.Subject, Success: d.Success, Method: d.Method, Headers: d.Headers,
 			ErrorBody: d.ErrorBody, AllowJobUrl: d.AllowJobURL},
 		Rate: &delayqv1.RateConfig{Limit: int32(r.Limit), Period: durText(r.Period), Burst: int32(r.Burst)},
-		Backoff: &delayqv1.BackoffConfig{Initial: durText(b.Initial), Max: durText(b.Max), Factor: b.Factor, Jitter: b.Jitter,
-			Delays: durationTexts(b.Delays)},
+		Backoff: &delayqv1.BackoffConfig{Initial: zeroText("initial", b, b.Initial), Max: zeroText("max", b, b.Max), Factor: b.Factor,
+			Jitter: b.Jitter, Delays: durationTexts(b.Delays), Zeros: b.Zeros},
 	}
+}
+
+// zeroText is durText of the backoff field d, "0s" when it is an explicit
+// zero (core.Backoff.Zeros), so that an update keeps it.
+func zeroText(field string, b core.Backoff, d time.Duration) string {
+	if d == 0 && slices.Contains(b.Zeros, field) {
+		return "0s"
+	}
+	return durText(d)
 }
 
 // durText is d as a wire duration, empty for 0.

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/delayq/delayq/core"
 	delayqv1 "github.com/delayq/delayq/gen/delayq/v1"
@@ -73,4 +74,44 @@ func TestTopics(t *testing.T) {
 	requireStatus(t, err, codes.NotFound, "not_found", "")
 	err = b.call(t, "", "GetTopic", &delayqv1.GetTopicRequest{Name: "none"}, &got)
 	requireStatus(t, err, codes.NotFound, "not_found", "")
+}
+
+// TestTopicExplicitZeros: an initial of "0s" and a jitter named in zeros
+// are zero, where "" and an unnamed 0 take the defaults, and the answer
+// names the zeros.
+func TestTopicExplicitZeros(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var put delayqv1.PutTopicResponse
+	b.must(t, "PutTopic", &delayqv1.PutTopicRequest{Name: "now", Config: &delayqv1.TopicConfig{
+		Backoff: &delayqv1.BackoffConfig{Initial: "0s", Zeros: []string{"jitter"}}}}, &put)
+	bo := put.Topic.Backoff
+	require.Equal(t, "0s", bo.Initial)
+	require.Zero(t, bo.Jitter)
+	require.Equal(t, "1h0m0s", bo.Max)
+	require.ElementsMatch(t, []string{"initial", "jitter"}, bo.Zeros)
+	stored, err := b.engine.GetTopic(t.Context(), "now")
+	require.NoError(t, err)
+	require.Zero(t, stored.WithDefaults().Backoff.Delay(3), "retried at once")
+
+	b.must(t, "PutTopic", &delayqv1.PutTopicRequest{Name: "now", Config: &delayqv1.TopicConfig{
+		Backoff: &delayqv1.BackoffConfig{Initial: "", Jitter: 0}}}, &put)
+	require.Equal(t, "1s", put.Topic.Backoff.Initial, "empty: the default")
+	require.InDelta(t, 0.2, put.Topic.Backoff.Jitter, 1e-9)
+	require.Empty(t, put.Topic.Backoff.Zeros)
+}
+
+// TestTopicExplicitZerosUpdate: an update that gives an explicit zero a
+// value, by its mask, takes the value.
+func TestTopicExplicitZerosUpdate(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var put delayqv1.PutTopicResponse
+	b.must(t, "PutTopic", &delayqv1.PutTopicRequest{Name: "now", Config: &delayqv1.TopicConfig{
+		Backoff: &delayqv1.BackoffConfig{Zeros: []string{"jitter"}}}}, &put)
+	var up delayqv1.UpdateTopicResponse
+	b.must(t, "UpdateTopic", &delayqv1.UpdateTopicRequest{Name: "now", Config: &delayqv1.TopicConfig{
+		Backoff: &delayqv1.BackoffConfig{Jitter: 0.5}}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"backoff.jitter"}}}, &up)
+	require.InDelta(t, 0.5, up.Topic.Backoff.Jitter, 1e-9)
+	require.Empty(t, up.Topic.Backoff.Zeros)
 }

@@ -54,6 +54,11 @@ var routeOps = map[string]service.Op{
 	"GET /v1/whoami":                   service.OpWhoami,
 	"GET /v1/stats":                    service.OpStats,
 	"GET /v1/version":                  service.OpVersion,
+
+	// The bulk operations of a topic's jobs by a filter.
+	"POST /v1/topics/{topic}/jobs/cancel":  service.OpCancelJobs,
+	"POST /v1/topics/{topic}/dead/requeue": service.OpRequeueDead,
+	"POST /v1/schedules/{name}/run":        service.OpRunSchedule,
 }
 
 // Op returns the operation of the route of pattern, as the server checks

@@ -79,6 +79,7 @@ func TestAuthScopes(t *testing.T) {
 			{"PUT", "/v1/jobs/p1", `{"topic": "mail", "delay": "1h"}`},
 			{"DELETE", "/v1/jobs/p1", ""},
 			{"DELETE", "/v1/topics/mail/jobs?key=k", ""},
+			{"POST", "/v1/topics/mail/jobs/cancel", `{"dry_run": true}`},
 		}
 		consumeRoutes = []route{
 			{"POST", "/v1/topics/mail/claim", `{"max": 1}`},
@@ -100,6 +101,7 @@ func TestAuthScopes(t *testing.T) {
 			{"POST", "/v1/topics/mail/pause", ""},
 			{"POST", "/v1/topics/mail/resume", ""},
 			{"DELETE", "/v1/topics/mail", ""},
+			{"POST", "/v1/topics/mail/dead/requeue", `{"dry_run": true}`},
 		}
 	)
 	check := func(t *testing.T, rs []route, secret string, allowed bool) {

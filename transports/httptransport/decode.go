@@ -422,6 +422,7 @@ type topicRequest struct {
 	Rate        json.RawMessage `json:"rate,omitempty"`
 	MaxInFlight int             `json:"max_in_flight,omitempty"`
 	ExpiresIn   json.RawMessage `json:"expires_in,omitempty"`
+	Delay       json.RawMessage `json:"delay,omitempty"`
 }
 
 type rateRequest struct {
@@ -450,11 +451,13 @@ type deliveryRequest struct {
 }
 
 type backoffRequest struct {
-	Initial json.RawMessage   `json:"initial,omitempty"`
-	Max     json.RawMessage   `json:"max,omitempty"`
-	Factor  float64           `json:"factor,omitempty"`
-	Jitter  float64           `json:"jitter,omitempty"`
-	Delays  []json.RawMessage `json:"delays,omitempty"`
+	Initial json.RawMessage `json:"initial,omitempty"`
+	Max     json.RawMessage `json:"max,omitempty"`
+	Factor  float64         `json:"factor,omitempty"`
+	// Jitter is a pointer so that an explicit 0 (no jitter) differs from
+	// an absent one (the default).
+	Jitter *float64          `json:"jitter,omitempty"`
+	Delays []json.RawMessage `json:"delays,omitempty"`
 }
 
 // DecodeTopic decodes data, a topic configuration in the JSON form of the
@@ -486,6 +489,9 @@ func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
 	if t.ExpiresIn, _, err = parseDuration("expires_in", req.ExpiresIn); err != nil {
 		return nil, err
 	}
+	if t.Delay, _, err = parseDuration("delay", req.Delay); err != nil {
+		return nil, err
+	}
 	if !isNull(req.Delivery) {
 		var d deliveryRequest
 		if err := decodeObject(req.Delivery, "delivery", &d); err != nil {
@@ -513,18 +519,34 @@ func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
 		if err := decodeObject(req.Backoff, "backoff", &b); err != nil {
 			return nil, err
 		}
-		t.Backoff.Factor, t.Backoff.Jitter = b.Factor, b.Jitter
-		if t.Backoff.Initial, _, err = parseDuration("backoff.initial", b.Initial); err != nil {
+		t.Backoff.Factor = b.Factor
+		var given bool
+		if t.Backoff.Initial, given, err = parseDuration("backoff.initial", b.Initial); err != nil {
 			return nil, err
 		}
-		if t.Backoff.Max, _, err = parseDuration("backoff.max", b.Max); err != nil {
+		t.Backoff.Zeros = zeroGiven(t.Backoff.Zeros, "initial", given && t.Backoff.Initial == 0)
+		if t.Backoff.Max, given, err = parseDuration("backoff.max", b.Max); err != nil {
 			return nil, err
 		}
+		t.Backoff.Zeros = zeroGiven(t.Backoff.Zeros, "max", given && t.Backoff.Max == 0)
+		if b.Jitter != nil {
+			t.Backoff.Jitter = *b.Jitter
+		}
+		t.Backoff.Zeros = zeroGiven(t.Backoff.Zeros, "jitter", b.Jitter != nil && *b.Jitter == 0)
 		if t.Backoff.Delays, err = decodeDelays("backoff.delays", b.Delays); err != nil {
 			return nil, err
 		}
 	}
 	return t, nil
+}
+
+// zeroGiven adds field to zeros (core.Backoff.Zeros) when it was given as
+// 0 on purpose.
+func zeroGiven(zeros []string, field string, given bool) []string {
+	if given {
+		return append(zeros, field)
+	}
+	return zeros
 }
 
 // see wire.ValidTraceParent.

@@ -227,7 +227,9 @@ type topicView struct {
 	Rate        *rateView    `json:"rate,omitempty"`
 	MaxInFlight int          `json:"max_in_flight,omitempty"`
 	ExpiresIn   string       `json:"expires_in,omitempty"`
-	Configured  bool         `json:"configured"`
+	// Delay is shown only when set.
+	Delay      string `json:"delay,omitempty"`
+	Configured bool   `json:"configured"`
 	// Paused is true while the topic's deliveries are paused.
 	Paused bool `json:"paused"`
 	// Counts has every state, in the order of core.States: done and
@@ -309,6 +311,9 @@ func newTopicView(t *core.Topic) topicView {
 	}
 	if d.ExpiresIn != 0 {
 		v.ExpiresIn = d.ExpiresIn.String()
+	}
+	if d.Delay != 0 {
+		v.Delay = d.Delay.String()
 	}
 	if d.Delivery.Timeout != 0 {
 		v.Delivery.Timeout = d.Delivery.Timeout.String()

@@ -20,13 +20,19 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	writePushed(w, res)
+	return nil
+}
+
+// writePushed answers a push of one job: 201 with Location, 200 when it
+// replaced a unique key's job.
+func writePushed(w http.ResponseWriter, res core.PushResult) {
 	status := http.StatusCreated
 	if res.Replaced {
 		status = http.StatusOK
 	}
 	w.Header().Set("Location", jobPath(res.Job.ID))
 	writeRaw(w, status, appendPushed(nil, res.Job, res.Replaced))
-	return nil
 }
 
 // putJob serves PUT /v1/jobs/{id}: 201 created, 200 replaced (rescheduled),

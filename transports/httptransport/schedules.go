@@ -23,6 +23,7 @@ type scheduleRequest struct {
 	Paused      bool            `json:"paused"`
 	Missed      string          `json:"missed"`
 	MissedLimit int             `json:"missed_limit"`
+	Jitter      json.RawMessage `json:"jitter"`
 }
 
 // scheduleJobRequest is a schedule's job template.
@@ -58,6 +59,9 @@ func DecodeSchedule(name string, data []byte) (*core.Schedule, error) {
 	if sc.End, _, err = parseTime("end", req.End); err != nil {
 		return nil, err
 	}
+	if sc.Jitter, _, err = parseDuration("jitter", req.Jitter); err != nil {
+		return nil, err
+	}
 	if !isNull(req.Job) {
 		var j scheduleJobRequest
 		if err := decodeObject(req.Job, "job", &j); err != nil {
@@ -83,6 +87,7 @@ type scheduleView struct {
 	Paused      bool            `json:"paused"`
 	Missed      string          `json:"missed"`
 	MissedLimit int             `json:"missed_limit,omitempty"`
+	Jitter      string          `json:"jitter,omitempty"`
 	CreatedAt   wireTime        `json:"created_at"`
 	UpdatedAt   wireTime        `json:"updated_at"`
 	// LastSlot is the cursor: the last slot fired or passed over.
@@ -127,6 +132,9 @@ func newScheduleView(stored *core.Schedule, now time.Time, next int) scheduleVie
 	}
 	if sc.Job.TTR > 0 {
 		v.Job.TTR = sc.Job.TTR.String()
+	}
+	if sc.Jitter > 0 {
+		v.Jitter = sc.Jitter.String()
 	}
 	for _, t := range stored.Upcoming(now, next) {
 		v.NextRuns = append(v.NextRuns, wireTime(t))
@@ -213,6 +221,18 @@ func (s *Server) deleteSchedule(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// runSchedule serves POST /v1/schedules/{name}/run: one job of the
+// schedule's template now (service.RunSchedule), answered as POST /v1/jobs
+// answers: 201 with Location, 200 when a unique key's job was replaced.
+func (s *Server) runSchedule(w http.ResponseWriter, r *http.Request) error {
+	res, err := s.svc.RunSchedule(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	writePushed(w, res)
 	return nil
 }
 

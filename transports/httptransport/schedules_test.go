@@ -156,3 +156,60 @@ func TestSchedulesExportImport(t *testing.T) {
 }
 
 func wireMS(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// TestScheduleRun: POST /v1/schedules/{name}/run pushes one job of the
+// template now, with a fresh id, and leaves the schedule's cursor; a
+// unique key's unfinished job is a conflict; an unknown schedule 404.
+func TestScheduleRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	requireStatus(t, b.do(t, http.MethodPut, "/v1/schedules/nightly", `{"cron": "0 3 * * *", "topic": "reports", "paused": true,
+		"job": {"body": {"kind": "nightly"}, "ttr": "2m", "max_attempts": 3, "priority": -1}}`), http.StatusOK)
+	// The topic's delay is for pushes: a run is now.
+	requireStatus(t, b.do(t, http.MethodPut, "/v1/topics/reports", `{"delay": "1h"}`), http.StatusOK)
+	before, err := b.engine.GetSchedule(t.Context(), "nightly")
+	require.NoError(t, err)
+	res := b.do(t, http.MethodPost, "/v1/schedules/nightly/run", nil)
+	requireStatus(t, res, http.StatusCreated)
+	id := res.object(t)["id"].(string)
+	require.Equal(t, "/v1/jobs/"+id, res.header.Get("Location"))
+	require.False(t, core.IsDerivedID(id), "a fresh id, not a slot's: %s", id)
+	job := b.getJob(t, id)
+	require.Equal(t, "ready", job["state"])
+	require.Equal(t, rfc3339ms(b.clock.Now()), job["run_at"])
+	require.Equal(t, map[string]any{"kind": "nightly"}, job["body"])
+	require.Equal(t, "2m0s", job["ttr"])
+	require.EqualValues(t, 3, job["max_attempts"])
+	require.EqualValues(t, -1, job["priority"])
+	second := b.do(t, http.MethodPost, "/v1/schedules/nightly/run", nil)
+	requireStatus(t, second, http.StatusCreated)
+	require.NotEqual(t, id, second.object(t)["id"], "each run is a job of its own")
+	after, err := b.engine.GetSchedule(t.Context(), "nightly")
+	require.NoError(t, err)
+	require.Equal(t, before.Cursor, after.Cursor, "the cursor does not move")
+	require.Equal(t, before.UpdatedAt, after.UpdatedAt)
+
+	requireStatus(t, b.do(t, http.MethodPut, "/v1/topics/keyed", `{"unique_keys": "reject"}`), http.StatusOK)
+	requireStatus(t, b.do(t, http.MethodPut, "/v1/schedules/keyed", `{"cron": "@hourly", "topic": "keyed", "job": {"key": "k"}}`), http.StatusOK)
+	requireStatus(t, b.do(t, http.MethodPost, "/v1/schedules/keyed/run", nil), http.StatusCreated)
+	requireError(t, b.do(t, http.MethodPost, "/v1/schedules/keyed/run", nil), http.StatusConflict, "conflict", "")
+	requireError(t, b.do(t, http.MethodPost, "/v1/schedules/nope/run", nil), http.StatusNotFound, "not_found", "")
+}
+
+// TestScheduleJitterWire: a schedule's jitter is read as a duration,
+// shown when set, and refused out of range, naming the field.
+func TestScheduleJitterWire(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res := b.do(t, http.MethodPut, "/v1/schedules/spread", `{"cron": "@hourly", "topic": "t", "jitter": "30s"}`)
+	requireStatus(t, res, http.StatusOK)
+	require.Equal(t, "30s", res.object(t)["jitter"])
+	stored, err := b.engine.GetSchedule(t.Context(), "spread")
+	require.NoError(t, err)
+	require.Equal(t, 30*time.Second, stored.Jitter)
+	res = b.do(t, http.MethodPut, "/v1/schedules/spread", `{"cron": "@hourly", "topic": "t"}`)
+	requireStatus(t, res, http.StatusOK)
+	require.NotContains(t, res.object(t), "jitter", "none: absent")
+	requireError(t, b.do(t, http.MethodPut, "/v1/schedules/spread", `{"cron": "@hourly", "topic": "t", "jitter": "25h"}`), http.StatusBadRequest, "invalid_argument", "jitter")
+	requireError(t, b.do(t, http.MethodPut, "/v1/schedules/spread", `{"cron": "@hourly", "topic": "t", "jitter": "soon"}`), http.StatusBadRequest, "invalid_argument", "jitter")
+}

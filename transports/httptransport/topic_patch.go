@@ -3,6 +3,7 @@ package httptransport
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -70,6 +71,17 @@ func topicRequestJSON(t *core.Topic) []byte {
 		return &b
 	}
 	d, b, r := t.Delivery, t.Backoff, t.Rate
+	// An explicit zero is written as one, so that a patch keeps it.
+	zeroDur := func(field string, x time.Duration) json.RawMessage {
+		if x == 0 && slices.Contains(b.Zeros, field) {
+			return json.RawMessage(`"0s"`)
+		}
+		return dur(x)
+	}
+	var jitter *float64
+	if b.Jitter != 0 || slices.Contains(b.Zeros, "jitter") {
+		jitter = &b.Jitter
+	}
 	var delays []json.RawMessage
 	for _, x := range b.Delays {
 		delays = append(delays, dur(x))
@@ -78,10 +90,11 @@ func topicRequestJSON(t *core.Topic) []byte {
 		Delivery: obj(deliveryRequest{Type: d.Type, URL: d.URL, Timeout: dur(d.Timeout), Secret: d.Secret, PreviousSecret: d.PreviousSecret,
 			Subject: d.Subject, Success: d.Success, Method: d.Method, Headers: d.Headers, ErrorBody: flag(d.ErrorBody), AllowJobURL: flag(d.AllowJobURL)}),
 		TTR: dur(t.TTR), MaxAttempts: t.MaxAttempts, Concurrency: t.Concurrency, UniqueKeys: t.UniqueKeys, OnDead: t.OnDead,
-		Backoff:     obj(backoffRequest{Initial: dur(b.Initial), Max: dur(b.Max), Factor: b.Factor, Jitter: b.Jitter, Delays: delays}),
+		Backoff:     obj(backoffRequest{Initial: zeroDur("initial", b.Initial), Max: zeroDur("max", b.Max), Factor: b.Factor, Jitter: jitter, Delays: delays}),
 		Rate:        obj(rateRequest{Limit: r.Limit, Period: dur(r.Period), Burst: r.Burst}),
 		MaxInFlight: t.MaxInFlight,
 		ExpiresIn:   dur(t.ExpiresIn),
+		Delay:       dur(t.Delay),
 	}
 	out, _ := json.Marshal(req)
 	return out

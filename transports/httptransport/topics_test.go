@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -288,4 +289,78 @@ func TestTopics(t *testing.T) {
 		}
 		requireNoTopics(t, b)
 	})
+}
+
+// TestTopicDelay: a topic's delay is the delay of its pushes that give
+// neither delay nor run_at, single or in a batch; an explicit delay (0
+// included) or run_at wins; GET shows it, PATCH drops it with null, and a
+// bad one is refused naming the field, storing nothing.
+func TestTopicDelay(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	now := b.clock.Now()
+	res := b.do(t, http.MethodPut, "/v1/topics/later", `{"delay": "10m"}`)
+	requireStatus(t, res, http.StatusOK)
+	require.Equal(t, "10m0s", res.object(t)["delay"])
+
+	id := b.push(t, `{"topic": "later"}`)
+	require.Equal(t, rfc3339ms(now.Add(10*time.Minute)), b.getJob(t, id)["run_at"])
+	require.Equal(t, "scheduled", b.getJob(t, id)["state"])
+	id = b.push(t, `{"topic": "later", "delay": "0s"}`)
+	require.Equal(t, rfc3339ms(now), b.getJob(t, id)["run_at"], "an explicit delay of 0: now")
+	id = b.push(t, `{"topic": "later", "run_at": "`+rfc3339ms(now.Add(time.Minute))+`"}`)
+	require.Equal(t, rfc3339ms(now.Add(time.Minute)), b.getJob(t, id)["run_at"])
+	res = b.do(t, http.MethodPost, "/v1/jobs/batch", `{"jobs": [{"topic": "later"}]}`)
+	requireStatus(t, res, http.StatusOK)
+	require.Contains(t, string(res.body), rfc3339ms(now.Add(10*time.Minute)))
+	id = b.push(t, `{"topic": "other"}`)
+	require.Equal(t, rfc3339ms(now), b.getJob(t, id)["run_at"], "another topic: now")
+
+	requireError(t, b.do(t, http.MethodPut, "/v1/topics/later", `{"delay": "-1s"}`), http.StatusBadRequest, "invalid_argument", "delay")
+	requireError(t, b.do(t, http.MethodPut, "/v1/topics/later", `{"delay": "9000h"}`), http.StatusBadRequest, "invalid_argument", "delay")
+	requireError(t, b.do(t, http.MethodPut, "/v1/topics/later", `{"delay": "soon"}`), http.StatusBadRequest, "invalid_argument", "delay")
+	stored, err := b.engine.GetTopic(t.Context(), "later")
+	require.NoError(t, err)
+	require.Equal(t, 10*time.Minute, stored.Delay, "refused puts change nothing")
+
+	res = b.do(t, http.MethodPatch, "/v1/topics/later", `{"delay": null}`, "Content-Type", "application/merge-patch+json")
+	requireStatus(t, res, http.StatusOK)
+	require.NotContains(t, res.object(t), "delay")
+	id = b.push(t, `{"topic": "later"}`)
+	require.Equal(t, rfc3339ms(now), b.getJob(t, id)["run_at"])
+}
+
+// TestTopicExplicitZeros: a backoff's explicit "initial": "0s", "max": "0s"
+// and "jitter": 0 are zero (a failed attempt is retried at once), absent
+// ones the defaults; a PATCH keeps the zeros; GET shows them.
+func TestTopicExplicitZeros(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res := b.do(t, http.MethodPut, "/v1/topics/now", `{"backoff": {"initial": "0s", "jitter": 0}}`)
+	requireStatus(t, res, http.StatusOK)
+	backoff := res.object(t)["backoff"].(map[string]any)
+	require.Equal(t, "0s", backoff["initial"])
+	require.EqualValues(t, 0, backoff["jitter"])
+	require.Equal(t, "1h0m0s", backoff["max"], "absent: the default")
+	require.EqualValues(t, 2, backoff["factor"])
+
+	id := b.push(t, `{"topic": "now"}`)
+	lease := b.claim(t, "now", 1)[0]["lease"].(string)
+	requireStatus(t, b.do(t, http.MethodPost, "/v1/jobs/"+id+"/nack", map[string]any{"lease": lease, "error": "again"}), http.StatusNoContent)
+	job := b.getJob(t, id)
+	require.Equal(t, rfc3339ms(b.clock.Now()), job["run_at"], "retried at once")
+	require.Len(t, b.claim(t, "now", 1), 1)
+
+	res = b.do(t, http.MethodPatch, "/v1/topics/now", `{"max_attempts": 5}`, "Content-Type", "application/merge-patch+json")
+	requireStatus(t, res, http.StatusOK)
+	backoff = res.object(t)["backoff"].(map[string]any)
+	require.Equal(t, "0s", backoff["initial"], "kept by a patch of another field")
+	require.EqualValues(t, 0, backoff["jitter"])
+
+	res = b.do(t, http.MethodPut, "/v1/topics/now", `{"backoff": {"max": "0s"}}`)
+	requireStatus(t, res, http.StatusOK)
+	backoff = res.object(t)["backoff"].(map[string]any)
+	require.Equal(t, "1s", backoff["initial"], "absent again: the default")
+	require.Equal(t, "0s", backoff["max"])
+	require.EqualValues(t, 0.2, backoff["jitter"])
 }

@@ -2529,7 +2529,10 @@ type TopicConfig struct {
 	Rate        *RateConfig `protobuf:"bytes,8,opt,name=rate,proto3" json:"rate,omitempty"`
 	MaxInFlight int32       `protobuf:"varint,9,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
 	// ExpiresIn is the expiry, from run_at, of jobs pushed without one.
-	ExpiresIn     string `protobuf:"bytes,20,opt,name=expires_in,json=expiresIn,proto3" json:"expires_in,omitempty"`
+	ExpiresIn string `protobuf:"bytes,20,opt,name=expires_in,json=expiresIn,proto3" json:"expires_in,omitempty"`
+	// Delay, a duration ("" is none), is the delay of the topic's pushes
+	// that give neither delay nor run_at.
+	Delay         string `protobuf:"bytes,10,opt,name=delay,proto3" json:"delay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2630,6 +2633,13 @@ func (x *TopicConfig) GetMaxInFlight() int32 {
 func (x *TopicConfig) GetExpiresIn() string {
 	if x != nil {
 		return x.ExpiresIn
+	}
+	return ""
+}
+
+func (x *TopicConfig) GetDelay() string {
+	if x != nil {
+		return x.Delay
 	}
 	return ""
 }
@@ -2760,14 +2770,21 @@ func (x *DeliveryConfig) GetAllowJobUrl() bool {
 	return false
 }
 
-// BackoffConfig is a topic's retry backoff.
+// BackoffConfig is a topic's retry backoff. An empty initial or max, or a
+// jitter of 0, takes its default; an initial or max of "0s" is zero
+// (retry at once), and so is a field that zeros names.
 type BackoffConfig struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Initial       string                 `protobuf:"bytes,1,opt,name=initial,proto3" json:"initial,omitempty"`
-	Max           string                 `protobuf:"bytes,2,opt,name=max,proto3" json:"max,omitempty"`
-	Factor        float64                `protobuf:"fixed64,3,opt,name=factor,proto3" json:"factor,omitempty"`
-	Jitter        float64                `protobuf:"fixed64,4,opt,name=jitter,proto3" json:"jitter,omitempty"`
-	Delays        []string               `protobuf:"bytes,5,rep,name=delays,proto3" json:"delays,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Initial string                 `protobuf:"bytes,1,opt,name=initial,proto3" json:"initial,omitempty"`
+	Max     string                 `protobuf:"bytes,2,opt,name=max,proto3" json:"max,omitempty"`
+	Factor  float64                `protobuf:"fixed64,3,opt,name=factor,proto3" json:"factor,omitempty"`
+	Jitter  float64                `protobuf:"fixed64,4,opt,name=jitter,proto3" json:"jitter,omitempty"`
+	Delays  []string               `protobuf:"bytes,5,rep,name=delays,proto3" json:"delays,omitempty"`
+	// Zeros names the fields given as 0 on purpose, among initial, max and
+	// jitter: a jitter of 0 is otherwise unset (proto3 sends no 0), so
+	// "jitter" here means no jitter. A field named that is not 0 is its
+	// value. Topic answers name the explicit zeros of the configuration.
+	Zeros         []string `protobuf:"bytes,6,rep,name=zeros,proto3" json:"zeros,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2833,6 +2850,13 @@ func (x *BackoffConfig) GetJitter() float64 {
 func (x *BackoffConfig) GetDelays() []string {
 	if x != nil {
 		return x.Delays
+	}
+	return nil
+}
+
+func (x *BackoffConfig) GetZeros() []string {
+	if x != nil {
+		return x.Zeros
 	}
 	return nil
 }
@@ -2918,7 +2942,9 @@ type Topic struct {
 	Paused      bool        `protobuf:"varint,12,opt,name=paused,proto3" json:"paused,omitempty"`
 	Counts      *Counts     `protobuf:"bytes,13,opt,name=counts,proto3" json:"counts,omitempty"`
 	// ExpiresIn is set when the topic's jobs expire by default.
-	ExpiresIn     string `protobuf:"bytes,20,opt,name=expires_in,json=expiresIn,proto3" json:"expires_in,omitempty"`
+	ExpiresIn string `protobuf:"bytes,20,opt,name=expires_in,json=expiresIn,proto3" json:"expires_in,omitempty"`
+	// Delay is "" when none.
+	Delay         string `protobuf:"bytes,14,opt,name=delay,proto3" json:"delay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3047,6 +3073,13 @@ func (x *Topic) GetCounts() *Counts {
 func (x *Topic) GetExpiresIn() string {
 	if x != nil {
 		return x.ExpiresIn
+	}
+	return ""
+}
+
+func (x *Topic) GetDelay() string {
+	if x != nil {
+		return x.Delay
 	}
 	return ""
 }
@@ -3928,7 +3961,10 @@ type ScheduleConfig struct {
 	// missed.
 	Missed string `protobuf:"bytes,8,opt,name=missed,proto3" json:"missed,omitempty"`
 	// MissedLimit bounds missed all, 0 to 1000; 0 is 10.
-	MissedLimit   int32 `protobuf:"varint,9,opt,name=missed_limit,json=missedLimit,proto3" json:"missed_limit,omitempty"`
+	MissedLimit int32 `protobuf:"varint,9,opt,name=missed_limit,json=missedLimit,proto3" json:"missed_limit,omitempty"`
+	// Jitter, a duration from 0 to 24h ("" is none), spreads each slot's
+	// job over [slot, slot + jitter), the same offset on every instance.
+	Jitter        string `protobuf:"bytes,10,opt,name=jitter,proto3" json:"jitter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4024,6 +4060,13 @@ func (x *ScheduleConfig) GetMissedLimit() int32 {
 		return x.MissedLimit
 	}
 	return 0
+}
+
+func (x *ScheduleConfig) GetJitter() string {
+	if x != nil {
+		return x.Jitter
+	}
+	return ""
 }
 
 // ScheduleJob is the template of a schedule's jobs. Zero fields take the
@@ -4133,7 +4176,9 @@ type Schedule struct {
 	LastSlot string `protobuf:"bytes,13,opt,name=last_slot,json=lastSlot,proto3" json:"last_slot,omitempty"`
 	// NextRuns are the next slots that may still fire, none while paused;
 	// never in an export, ignored by an import.
-	NextRuns      []string `protobuf:"bytes,14,rep,name=next_runs,json=nextRuns,proto3" json:"next_runs,omitempty"`
+	NextRuns []string `protobuf:"bytes,14,rep,name=next_runs,json=nextRuns,proto3" json:"next_runs,omitempty"`
+	// Jitter is "" when none.
+	Jitter        string `protobuf:"bytes,15,opt,name=jitter,proto3" json:"jitter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4264,6 +4309,13 @@ func (x *Schedule) GetNextRuns() []string {
 		return x.NextRuns
 	}
 	return nil
+}
+
+func (x *Schedule) GetJitter() string {
+	if x != nil {
+		return x.Jitter
+	}
+	return ""
 }
 
 // PutScheduleRequest is the argument of PutSchedule.
@@ -4926,6 +4978,431 @@ func (x *ImportError) GetError() *Error {
 	return nil
 }
 
+// JobFilter chooses a topic's jobs for RequeueDead and CancelJobs; an
+// empty field does not filter.
+type JobFilter struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ErrorContains keeps the jobs whose last error contains it.
+	ErrorContains string `protobuf:"bytes,1,opt,name=error_contains,json=errorContains,proto3" json:"error_contains,omitempty"`
+	// Key keeps the jobs with this business key.
+	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// Since and Until (RFC 3339) keep the jobs whose time is in
+	// [since, until): the time of death for RequeueDead, run_at for
+	// CancelJobs.
+	Since string `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	Until string `protobuf:"bytes,4,opt,name=until,proto3" json:"until,omitempty"`
+	// State is scheduled or ready, CancelJobs only; "" keeps both.
+	State string `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
+	// Limit bounds the jobs matched; 0 is no bound.
+	Limit int32 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	// DryRun counts the jobs matched and changes none.
+	DryRun bool `protobuf:"varint,7,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// After is the next_after of an earlier answer to the same call.
+	After         string `protobuf:"bytes,8,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobFilter) Reset() {
+	*x = JobFilter{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobFilter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobFilter) ProtoMessage() {}
+
+func (x *JobFilter) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobFilter.ProtoReflect.Descriptor instead.
+func (*JobFilter) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *JobFilter) GetErrorContains() string {
+	if x != nil {
+		return x.ErrorContains
+	}
+	return ""
+}
+
+func (x *JobFilter) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *JobFilter) GetSince() string {
+	if x != nil {
+		return x.Since
+	}
+	return ""
+}
+
+func (x *JobFilter) GetUntil() string {
+	if x != nil {
+		return x.Until
+	}
+	return ""
+}
+
+func (x *JobFilter) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *JobFilter) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *JobFilter) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *JobFilter) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
+// RequeueDeadRequest is the argument of RequeueDead.
+type RequeueDeadRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Filter        *JobFilter             `protobuf:"bytes,2,opt,name=filter,proto3" json:"filter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequeueDeadRequest) Reset() {
+	*x = RequeueDeadRequest{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequeueDeadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequeueDeadRequest) ProtoMessage() {}
+
+func (x *RequeueDeadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequeueDeadRequest.ProtoReflect.Descriptor instead.
+func (*RequeueDeadRequest) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *RequeueDeadRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *RequeueDeadRequest) GetFilter() *JobFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+// RequeueDeadResponse says how many jobs were requeued (or would be).
+type RequeueDeadResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Result        *BulkResult            `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequeueDeadResponse) Reset() {
+	*x = RequeueDeadResponse{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequeueDeadResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequeueDeadResponse) ProtoMessage() {}
+
+func (x *RequeueDeadResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequeueDeadResponse.ProtoReflect.Descriptor instead.
+func (*RequeueDeadResponse) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *RequeueDeadResponse) GetResult() *BulkResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+// CancelJobsRequest is the argument of CancelJobs.
+type CancelJobsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Filter        *JobFilter             `protobuf:"bytes,2,opt,name=filter,proto3" json:"filter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelJobsRequest) Reset() {
+	*x = CancelJobsRequest{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelJobsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelJobsRequest) ProtoMessage() {}
+
+func (x *CancelJobsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelJobsRequest.ProtoReflect.Descriptor instead.
+func (*CancelJobsRequest) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *CancelJobsRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *CancelJobsRequest) GetFilter() *JobFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+// CancelJobsResponse says how many jobs were cancelled (or would be).
+type CancelJobsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Result        *BulkResult            `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelJobsResponse) Reset() {
+	*x = CancelJobsResponse{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelJobsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelJobsResponse) ProtoMessage() {}
+
+func (x *CancelJobsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelJobsResponse.ProtoReflect.Descriptor instead.
+func (*CancelJobsResponse) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *CancelJobsResponse) GetResult() *BulkResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+// BulkResult is what RequeueDead or CancelJobs did.
+type BulkResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Count is how many jobs were changed, or would be in a dry run.
+	Count  int32 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	DryRun bool  `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Sample is the first jobs matched, at most 10, as they were found.
+	Sample []*Job `protobuf:"bytes,3,rep,name=sample,proto3" json:"sample,omitempty"`
+	// NextAfter is set when the call stopped before the end of the topic's
+	// jobs: the same call with filter.after set to it goes on.
+	NextAfter     string `protobuf:"bytes,4,opt,name=next_after,json=nextAfter,proto3" json:"next_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BulkResult) Reset() {
+	*x = BulkResult{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BulkResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BulkResult) ProtoMessage() {}
+
+func (x *BulkResult) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BulkResult.ProtoReflect.Descriptor instead.
+func (*BulkResult) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *BulkResult) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *BulkResult) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *BulkResult) GetSample() []*Job {
+	if x != nil {
+		return x.Sample
+	}
+	return nil
+}
+
+func (x *BulkResult) GetNextAfter() string {
+	if x != nil {
+		return x.NextAfter
+	}
+	return ""
+}
+
+// RunScheduleRequest is the argument of RunSchedule.
+type RunScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunScheduleRequest) Reset() {
+	*x = RunScheduleRequest{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunScheduleRequest) ProtoMessage() {}
+
+func (x *RunScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunScheduleRequest.ProtoReflect.Descriptor instead.
+func (*RunScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *RunScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 var File_delayq_v1_delayq_proto protoreflect.FileDescriptor
 
 const file_delayq_v1_delayq_proto_rawDesc = "" +
@@ -5102,7 +5579,7 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\"6\n" +
 	"\x10ListDeadResponse\x12\"\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x0e.delayq.v1.JobR\x04jobs\"\xf7\x02\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x0e.delayq.v1.JobR\x04jobs\"\x8d\x03\n" +
 	"\vTopicConfig\x125\n" +
 	"\bdelivery\x18\x01 \x01(\v2\x19.delayq.v1.DeliveryConfigR\bdelivery\x12\x10\n" +
 	"\x03ttr\x18\x02 \x01(\tR\x03ttr\x12!\n" +
@@ -5115,7 +5592,9 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x04rate\x18\b \x01(\v2\x15.delayq.v1.RateConfigR\x04rate\x12\"\n" +
 	"\rmax_in_flight\x18\t \x01(\x05R\vmaxInFlight\x12\x1d\n" +
 	"\n" +
-	"expires_in\x18\x14 \x01(\tR\texpiresIn\"\x9e\x03\n" +
+	"expires_in\x18\x14 \x01(\tR\texpiresIn\x12\x14\n" +
+	"\x05delay\x18\n" +
+	" \x01(\tR\x05delay\"\x9e\x03\n" +
 	"\x0eDeliveryConfig\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x18\n" +
@@ -5132,18 +5611,19 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\rallow_job_url\x18\v \x01(\bR\vallowJobUrl\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x83\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x99\x01\n" +
 	"\rBackoffConfig\x12\x18\n" +
 	"\ainitial\x18\x01 \x01(\tR\ainitial\x12\x10\n" +
 	"\x03max\x18\x02 \x01(\tR\x03max\x12\x16\n" +
 	"\x06factor\x18\x03 \x01(\x01R\x06factor\x12\x16\n" +
 	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\x12\x16\n" +
-	"\x06delays\x18\x05 \x03(\tR\x06delays\"P\n" +
+	"\x06delays\x18\x05 \x03(\tR\x06delays\x12\x14\n" +
+	"\x05zeros\x18\x06 \x03(\tR\x05zeros\"P\n" +
 	"\n" +
 	"RateConfig\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x16\n" +
 	"\x06period\x18\x02 \x01(\tR\x06period\x12\x14\n" +
-	"\x05burst\x18\x03 \x01(\x05R\x05burst\"\xe6\x03\n" +
+	"\x05burst\x18\x03 \x01(\x05R\x05burst\"\xfc\x03\n" +
 	"\x05Topic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\bdelivery\x18\x02 \x01(\v2\x17.delayq.v1.DeliveryViewR\bdelivery\x12\x10\n" +
@@ -5163,7 +5643,8 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x06paused\x18\f \x01(\bR\x06paused\x12)\n" +
 	"\x06counts\x18\r \x01(\v2\x11.delayq.v1.CountsR\x06counts\x12\x1d\n" +
 	"\n" +
-	"expires_in\x18\x14 \x01(\tR\texpiresIn\"\xcf\x02\n" +
+	"expires_in\x18\x14 \x01(\tR\texpiresIn\x12\x14\n" +
+	"\x05delay\x18\x0e \x01(\tR\x05delay\"\xcf\x02\n" +
 	"\fDeliveryView\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x18\n" +
@@ -5215,7 +5696,7 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x12ResumeTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"=\n" +
 	"\x13ResumeTopicResponse\x12&\n" +
-	"\x05topic\x18\x01 \x01(\v2\x10.delayq.v1.TopicR\x05topic\"\xfc\x01\n" +
+	"\x05topic\x18\x01 \x01(\v2\x10.delayq.v1.TopicR\x05topic\"\x94\x02\n" +
 	"\x0eScheduleConfig\x12\x12\n" +
 	"\x04cron\x18\x01 \x01(\tR\x04cron\x12\x1b\n" +
 	"\ttime_zone\x18\x02 \x01(\tR\btimeZone\x12\x14\n" +
@@ -5225,13 +5706,15 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x03end\x18\x06 \x01(\tR\x03end\x12\x16\n" +
 	"\x06paused\x18\a \x01(\bR\x06paused\x12\x16\n" +
 	"\x06missed\x18\b \x01(\tR\x06missed\x12!\n" +
-	"\fmissed_limit\x18\t \x01(\x05R\vmissedLimit\"\x84\x01\n" +
+	"\fmissed_limit\x18\t \x01(\x05R\vmissedLimit\x12\x16\n" +
+	"\x06jitter\x18\n" +
+	" \x01(\tR\x06jitter\"\x84\x01\n" +
 	"\vScheduleJob\x12\x12\n" +
 	"\x04body\x18\x01 \x01(\tR\x04body\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x10\n" +
 	"\x03ttr\x18\x03 \x01(\tR\x03ttr\x12!\n" +
 	"\fmax_attempts\x18\x04 \x01(\x05R\vmaxAttempts\x12\x1a\n" +
-	"\bpriority\x18\x05 \x01(\x05R\bpriority\"\x82\x03\n" +
+	"\bpriority\x18\x05 \x01(\x05R\bpriority\"\x9a\x03\n" +
 	"\bSchedule\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04cron\x18\x02 \x01(\tR\x04cron\x12\x1b\n" +
@@ -5249,7 +5732,8 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\f \x01(\tR\tupdatedAt\x12\x1b\n" +
 	"\tlast_slot\x18\r \x01(\tR\blastSlot\x12\x1b\n" +
-	"\tnext_runs\x18\x0e \x03(\tR\bnextRuns\"\x81\x01\n" +
+	"\tnext_runs\x18\x0e \x03(\tR\bnextRuns\x12\x16\n" +
+	"\x06jitter\x18\x0f \x01(\tR\x06jitter\"\x81\x01\n" +
 	"\x12PutScheduleRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x125\n" +
 	"\bschedule\x18\x02 \x01(\v2\x19.delayq.v1.ScheduleConfigR\bschedule\x12\x17\n" +
@@ -5285,7 +5769,35 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x06errors\x18\x04 \x03(\v2\x16.delayq.v1.ImportErrorR\x06errors\"K\n" +
 	"\vImportError\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x03R\x05index\x12&\n" +
-	"\x05error\x18\x02 \x01(\v2\x10.delayq.v1.ErrorR\x05error2\xc6\x10\n" +
+	"\x05error\x18\x02 \x01(\v2\x10.delayq.v1.ErrorR\x05error\"\xcb\x01\n" +
+	"\tJobFilter\x12%\n" +
+	"\x0eerror_contains\x18\x01 \x01(\tR\rerrorContains\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x14\n" +
+	"\x05since\x18\x03 \x01(\tR\x05since\x12\x14\n" +
+	"\x05until\x18\x04 \x01(\tR\x05until\x12\x14\n" +
+	"\x05state\x18\x05 \x01(\tR\x05state\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\x05R\x05limit\x12\x17\n" +
+	"\adry_run\x18\a \x01(\bR\x06dryRun\x12\x14\n" +
+	"\x05after\x18\b \x01(\tR\x05after\"X\n" +
+	"\x12RequeueDeadRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12,\n" +
+	"\x06filter\x18\x02 \x01(\v2\x14.delayq.v1.JobFilterR\x06filter\"D\n" +
+	"\x13RequeueDeadResponse\x12-\n" +
+	"\x06result\x18\x01 \x01(\v2\x15.delayq.v1.BulkResultR\x06result\"W\n" +
+	"\x11CancelJobsRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12,\n" +
+	"\x06filter\x18\x02 \x01(\v2\x14.delayq.v1.JobFilterR\x06filter\"C\n" +
+	"\x12CancelJobsResponse\x12-\n" +
+	"\x06result\x18\x01 \x01(\v2\x15.delayq.v1.BulkResultR\x06result\"\x82\x01\n" +
+	"\n" +
+	"BulkResult\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\x05R\x05count\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12&\n" +
+	"\x06sample\x18\x03 \x03(\v2\x0e.delayq.v1.JobR\x06sample\x12\x1d\n" +
+	"\n" +
+	"next_after\x18\x04 \x01(\tR\tnextAfter\"(\n" +
+	"\x12RunScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name2\xa6\x12\n" +
 	"\rDelayqService\x127\n" +
 	"\x04Push\x12\x16.delayq.v1.PushRequest\x1a\x17.delayq.v1.PushResponse\x12F\n" +
 	"\tPushBatch\x12\x1b.delayq.v1.PushBatchRequest\x1a\x1c.delayq.v1.PushBatchResponse\x12=\n" +
@@ -5318,7 +5830,11 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\rListSchedules\x12\x1f.delayq.v1.ListSchedulesRequest\x1a .delayq.v1.ListSchedulesResponse\x12U\n" +
 	"\x0eDeleteSchedule\x12 .delayq.v1.DeleteScheduleRequest\x1a!.delayq.v1.DeleteScheduleResponse\x12?\n" +
 	"\x06Export\x12\x18.delayq.v1.ExportRequest\x1a\x19.delayq.v1.ExportResponse0\x01\x12?\n" +
-	"\x06Import\x12\x18.delayq.v1.ImportRequest\x1a\x19.delayq.v1.ImportResponse(\x01B1Z/github.com/delayq/delayq/gen/delayq/v1;delayqv1b\x06proto3"
+	"\x06Import\x12\x18.delayq.v1.ImportRequest\x1a\x19.delayq.v1.ImportResponse(\x01\x12L\n" +
+	"\vRequeueDead\x12\x1d.delayq.v1.RequeueDeadRequest\x1a\x1e.delayq.v1.RequeueDeadResponse\x12I\n" +
+	"\n" +
+	"CancelJobs\x12\x1c.delayq.v1.CancelJobsRequest\x1a\x1d.delayq.v1.CancelJobsResponse\x12E\n" +
+	"\vRunSchedule\x12\x1d.delayq.v1.RunScheduleRequest\x1a\x17.delayq.v1.PushResponseB1Z/github.com/delayq/delayq/gen/delayq/v1;delayqv1b\x06proto3"
 
 var (
 	file_delayq_v1_delayq_proto_rawDescOnce sync.Once
@@ -5332,7 +5848,7 @@ func file_delayq_v1_delayq_proto_rawDescGZIP() []byte {
 	return file_delayq_v1_delayq_proto_rawDescData
 }
 
-var file_delayq_v1_delayq_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
+var file_delayq_v1_delayq_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
 var file_delayq_v1_delayq_proto_goTypes = []any{
 	(*Error)(nil),                  // 0: delayq.v1.Error
 	(*JobSpec)(nil),                // 1: delayq.v1.JobSpec
@@ -5412,8 +5928,15 @@ var file_delayq_v1_delayq_proto_goTypes = []any{
 	(*ImportRequest)(nil),          // 75: delayq.v1.ImportRequest
 	(*ImportResponse)(nil),         // 76: delayq.v1.ImportResponse
 	(*ImportError)(nil),            // 77: delayq.v1.ImportError
-	nil,                            // 78: delayq.v1.DeliveryConfig.HeadersEntry
-	(*fieldmaskpb.FieldMask)(nil),  // 79: google.protobuf.FieldMask
+	(*JobFilter)(nil),              // 78: delayq.v1.JobFilter
+	(*RequeueDeadRequest)(nil),     // 79: delayq.v1.RequeueDeadRequest
+	(*RequeueDeadResponse)(nil),    // 80: delayq.v1.RequeueDeadResponse
+	(*CancelJobsRequest)(nil),      // 81: delayq.v1.CancelJobsRequest
+	(*CancelJobsResponse)(nil),     // 82: delayq.v1.CancelJobsResponse
+	(*BulkResult)(nil),             // 83: delayq.v1.BulkResult
+	(*RunScheduleRequest)(nil),     // 84: delayq.v1.RunScheduleRequest
+	nil,                            // 85: delayq.v1.DeliveryConfig.HeadersEntry
+	(*fieldmaskpb.FieldMask)(nil),  // 86: google.protobuf.FieldMask
 }
 var file_delayq_v1_delayq_proto_depIdxs = []int32{
 	3,  // 0: delayq.v1.Error.job:type_name -> delayq.v1.Job
@@ -5440,7 +5963,7 @@ var file_delayq_v1_delayq_proto_depIdxs = []int32{
 	42, // 21: delayq.v1.TopicConfig.delivery:type_name -> delayq.v1.DeliveryConfig
 	43, // 22: delayq.v1.TopicConfig.backoff:type_name -> delayq.v1.BackoffConfig
 	44, // 23: delayq.v1.TopicConfig.rate:type_name -> delayq.v1.RateConfig
-	78, // 24: delayq.v1.DeliveryConfig.headers:type_name -> delayq.v1.DeliveryConfig.HeadersEntry
+	85, // 24: delayq.v1.DeliveryConfig.headers:type_name -> delayq.v1.DeliveryConfig.HeadersEntry
 	46, // 25: delayq.v1.Topic.delivery:type_name -> delayq.v1.DeliveryView
 	43, // 26: delayq.v1.Topic.backoff:type_name -> delayq.v1.BackoffConfig
 	44, // 27: delayq.v1.Topic.rate:type_name -> delayq.v1.RateConfig
@@ -5450,7 +5973,7 @@ var file_delayq_v1_delayq_proto_depIdxs = []int32{
 	41, // 31: delayq.v1.PutTopicRequest.config:type_name -> delayq.v1.TopicConfig
 	45, // 32: delayq.v1.PutTopicResponse.topic:type_name -> delayq.v1.Topic
 	41, // 33: delayq.v1.UpdateTopicRequest.config:type_name -> delayq.v1.TopicConfig
-	79, // 34: delayq.v1.UpdateTopicRequest.update_mask:type_name -> google.protobuf.FieldMask
+	86, // 34: delayq.v1.UpdateTopicRequest.update_mask:type_name -> google.protobuf.FieldMask
 	45, // 35: delayq.v1.UpdateTopicResponse.topic:type_name -> delayq.v1.Topic
 	45, // 36: delayq.v1.PauseTopicResponse.topic:type_name -> delayq.v1.Topic
 	45, // 37: delayq.v1.ResumeTopicResponse.topic:type_name -> delayq.v1.Topic
@@ -5466,71 +5989,82 @@ var file_delayq_v1_delayq_proto_depIdxs = []int32{
 	64, // 47: delayq.v1.ImportRequest.schedules:type_name -> delayq.v1.Schedule
 	77, // 48: delayq.v1.ImportResponse.errors:type_name -> delayq.v1.ImportError
 	0,  // 49: delayq.v1.ImportError.error:type_name -> delayq.v1.Error
-	6,  // 50: delayq.v1.DelayqService.Push:input_type -> delayq.v1.PushRequest
-	8,  // 51: delayq.v1.DelayqService.PushBatch:input_type -> delayq.v1.PushBatchRequest
-	11, // 52: delayq.v1.DelayqService.Replace:input_type -> delayq.v1.ReplaceRequest
-	12, // 53: delayq.v1.DelayqService.GetJob:input_type -> delayq.v1.GetJobRequest
-	14, // 54: delayq.v1.DelayqService.CancelJob:input_type -> delayq.v1.CancelJobRequest
-	16, // 55: delayq.v1.DelayqService.FindJobs:input_type -> delayq.v1.FindJobsRequest
-	18, // 56: delayq.v1.DelayqService.ListJobs:input_type -> delayq.v1.ListJobsRequest
-	20, // 57: delayq.v1.DelayqService.CancelByKey:input_type -> delayq.v1.CancelByKeyRequest
-	22, // 58: delayq.v1.DelayqService.Claim:input_type -> delayq.v1.ClaimRequest
-	24, // 59: delayq.v1.DelayqService.Subscribe:input_type -> delayq.v1.SubscribeRequest
-	26, // 60: delayq.v1.DelayqService.Ack:input_type -> delayq.v1.AckRequest
-	28, // 61: delayq.v1.DelayqService.Nack:input_type -> delayq.v1.NackRequest
-	30, // 62: delayq.v1.DelayqService.Touch:input_type -> delayq.v1.TouchRequest
-	32, // 63: delayq.v1.DelayqService.AckBatch:input_type -> delayq.v1.AckBatchRequest
-	35, // 64: delayq.v1.DelayqService.NackBatch:input_type -> delayq.v1.NackBatchRequest
-	37, // 65: delayq.v1.DelayqService.Requeue:input_type -> delayq.v1.RequeueRequest
-	39, // 66: delayq.v1.DelayqService.ListDead:input_type -> delayq.v1.ListDeadRequest
-	48, // 67: delayq.v1.DelayqService.GetTopic:input_type -> delayq.v1.GetTopicRequest
-	50, // 68: delayq.v1.DelayqService.ListTopics:input_type -> delayq.v1.ListTopicsRequest
-	52, // 69: delayq.v1.DelayqService.PutTopic:input_type -> delayq.v1.PutTopicRequest
-	54, // 70: delayq.v1.DelayqService.UpdateTopic:input_type -> delayq.v1.UpdateTopicRequest
-	56, // 71: delayq.v1.DelayqService.DeleteTopic:input_type -> delayq.v1.DeleteTopicRequest
-	58, // 72: delayq.v1.DelayqService.PauseTopic:input_type -> delayq.v1.PauseTopicRequest
-	60, // 73: delayq.v1.DelayqService.ResumeTopic:input_type -> delayq.v1.ResumeTopicRequest
-	65, // 74: delayq.v1.DelayqService.PutSchedule:input_type -> delayq.v1.PutScheduleRequest
-	67, // 75: delayq.v1.DelayqService.GetSchedule:input_type -> delayq.v1.GetScheduleRequest
-	69, // 76: delayq.v1.DelayqService.ListSchedules:input_type -> delayq.v1.ListSchedulesRequest
-	71, // 77: delayq.v1.DelayqService.DeleteSchedule:input_type -> delayq.v1.DeleteScheduleRequest
-	73, // 78: delayq.v1.DelayqService.Export:input_type -> delayq.v1.ExportRequest
-	75, // 79: delayq.v1.DelayqService.Import:input_type -> delayq.v1.ImportRequest
-	7,  // 80: delayq.v1.DelayqService.Push:output_type -> delayq.v1.PushResponse
-	10, // 81: delayq.v1.DelayqService.PushBatch:output_type -> delayq.v1.PushBatchResponse
-	7,  // 82: delayq.v1.DelayqService.Replace:output_type -> delayq.v1.PushResponse
-	13, // 83: delayq.v1.DelayqService.GetJob:output_type -> delayq.v1.GetJobResponse
-	15, // 84: delayq.v1.DelayqService.CancelJob:output_type -> delayq.v1.CancelJobResponse
-	17, // 85: delayq.v1.DelayqService.FindJobs:output_type -> delayq.v1.FindJobsResponse
-	19, // 86: delayq.v1.DelayqService.ListJobs:output_type -> delayq.v1.ListJobsResponse
-	21, // 87: delayq.v1.DelayqService.CancelByKey:output_type -> delayq.v1.CancelByKeyResponse
-	23, // 88: delayq.v1.DelayqService.Claim:output_type -> delayq.v1.ClaimResponse
-	25, // 89: delayq.v1.DelayqService.Subscribe:output_type -> delayq.v1.SubscribeResponse
-	27, // 90: delayq.v1.DelayqService.Ack:output_type -> delayq.v1.AckResponse
-	29, // 91: delayq.v1.DelayqService.Nack:output_type -> delayq.v1.NackResponse
-	31, // 92: delayq.v1.DelayqService.Touch:output_type -> delayq.v1.TouchResponse
-	34, // 93: delayq.v1.DelayqService.AckBatch:output_type -> delayq.v1.AckBatchResponse
-	36, // 94: delayq.v1.DelayqService.NackBatch:output_type -> delayq.v1.NackBatchResponse
-	38, // 95: delayq.v1.DelayqService.Requeue:output_type -> delayq.v1.RequeueResponse
-	40, // 96: delayq.v1.DelayqService.ListDead:output_type -> delayq.v1.ListDeadResponse
-	49, // 97: delayq.v1.DelayqService.GetTopic:output_type -> delayq.v1.GetTopicResponse
-	51, // 98: delayq.v1.DelayqService.ListTopics:output_type -> delayq.v1.ListTopicsResponse
-	53, // 99: delayq.v1.DelayqService.PutTopic:output_type -> delayq.v1.PutTopicResponse
-	55, // 100: delayq.v1.DelayqService.UpdateTopic:output_type -> delayq.v1.UpdateTopicResponse
-	57, // 101: delayq.v1.DelayqService.DeleteTopic:output_type -> delayq.v1.DeleteTopicResponse
-	59, // 102: delayq.v1.DelayqService.PauseTopic:output_type -> delayq.v1.PauseTopicResponse
-	61, // 103: delayq.v1.DelayqService.ResumeTopic:output_type -> delayq.v1.ResumeTopicResponse
-	66, // 104: delayq.v1.DelayqService.PutSchedule:output_type -> delayq.v1.PutScheduleResponse
-	68, // 105: delayq.v1.DelayqService.GetSchedule:output_type -> delayq.v1.GetScheduleResponse
-	70, // 106: delayq.v1.DelayqService.ListSchedules:output_type -> delayq.v1.ListSchedulesResponse
-	72, // 107: delayq.v1.DelayqService.DeleteSchedule:output_type -> delayq.v1.DeleteScheduleResponse
-	74, // 108: delayq.v1.DelayqService.Export:output_type -> delayq.v1.ExportResponse
-	76, // 109: delayq.v1.DelayqService.Import:output_type -> delayq.v1.ImportResponse
-	80, // [80:110] is the sub-list for method output_type
-	50, // [50:80] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	78, // 50: delayq.v1.RequeueDeadRequest.filter:type_name -> delayq.v1.JobFilter
+	83, // 51: delayq.v1.RequeueDeadResponse.result:type_name -> delayq.v1.BulkResult
+	78, // 52: delayq.v1.CancelJobsRequest.filter:type_name -> delayq.v1.JobFilter
+	83, // 53: delayq.v1.CancelJobsResponse.result:type_name -> delayq.v1.BulkResult
+	3,  // 54: delayq.v1.BulkResult.sample:type_name -> delayq.v1.Job
+	6,  // 55: delayq.v1.DelayqService.Push:input_type -> delayq.v1.PushRequest
+	8,  // 56: delayq.v1.DelayqService.PushBatch:input_type -> delayq.v1.PushBatchRequest
+	11, // 57: delayq.v1.DelayqService.Replace:input_type -> delayq.v1.ReplaceRequest
+	12, // 58: delayq.v1.DelayqService.GetJob:input_type -> delayq.v1.GetJobRequest
+	14, // 59: delayq.v1.DelayqService.CancelJob:input_type -> delayq.v1.CancelJobRequest
+	16, // 60: delayq.v1.DelayqService.FindJobs:input_type -> delayq.v1.FindJobsRequest
+	18, // 61: delayq.v1.DelayqService.ListJobs:input_type -> delayq.v1.ListJobsRequest
+	20, // 62: delayq.v1.DelayqService.CancelByKey:input_type -> delayq.v1.CancelByKeyRequest
+	22, // 63: delayq.v1.DelayqService.Claim:input_type -> delayq.v1.ClaimRequest
+	24, // 64: delayq.v1.DelayqService.Subscribe:input_type -> delayq.v1.SubscribeRequest
+	26, // 65: delayq.v1.DelayqService.Ack:input_type -> delayq.v1.AckRequest
+	28, // 66: delayq.v1.DelayqService.Nack:input_type -> delayq.v1.NackRequest
+	30, // 67: delayq.v1.DelayqService.Touch:input_type -> delayq.v1.TouchRequest
+	32, // 68: delayq.v1.DelayqService.AckBatch:input_type -> delayq.v1.AckBatchRequest
+	35, // 69: delayq.v1.DelayqService.NackBatch:input_type -> delayq.v1.NackBatchRequest
+	37, // 70: delayq.v1.DelayqService.Requeue:input_type -> delayq.v1.RequeueRequest
+	39, // 71: delayq.v1.DelayqService.ListDead:input_type -> delayq.v1.ListDeadRequest
+	48, // 72: delayq.v1.DelayqService.GetTopic:input_type -> delayq.v1.GetTopicRequest
+	50, // 73: delayq.v1.DelayqService.ListTopics:input_type -> delayq.v1.ListTopicsRequest
+	52, // 74: delayq.v1.DelayqService.PutTopic:input_type -> delayq.v1.PutTopicRequest
+	54, // 75: delayq.v1.DelayqService.UpdateTopic:input_type -> delayq.v1.UpdateTopicRequest
+	56, // 76: delayq.v1.DelayqService.DeleteTopic:input_type -> delayq.v1.DeleteTopicRequest
+	58, // 77: delayq.v1.DelayqService.PauseTopic:input_type -> delayq.v1.PauseTopicRequest
+	60, // 78: delayq.v1.DelayqService.ResumeTopic:input_type -> delayq.v1.ResumeTopicRequest
+	65, // 79: delayq.v1.DelayqService.PutSchedule:input_type -> delayq.v1.PutScheduleRequest
+	67, // 80: delayq.v1.DelayqService.GetSchedule:input_type -> delayq.v1.GetScheduleRequest
+	69, // 81: delayq.v1.DelayqService.ListSchedules:input_type -> delayq.v1.ListSchedulesRequest
+	71, // 82: delayq.v1.DelayqService.DeleteSchedule:input_type -> delayq.v1.DeleteScheduleRequest
+	73, // 83: delayq.v1.DelayqService.Export:input_type -> delayq.v1.ExportRequest
+	75, // 84: delayq.v1.DelayqService.Import:input_type -> delayq.v1.ImportRequest
+	79, // 85: delayq.v1.DelayqService.RequeueDead:input_type -> delayq.v1.RequeueDeadRequest
+	81, // 86: delayq.v1.DelayqService.CancelJobs:input_type -> delayq.v1.CancelJobsRequest
+	84, // 87: delayq.v1.DelayqService.RunSchedule:input_type -> delayq.v1.RunScheduleRequest
+	7,  // 88: delayq.v1.DelayqService.Push:output_type -> delayq.v1.PushResponse
+	10, // 89: delayq.v1.DelayqService.PushBatch:output_type -> delayq.v1.PushBatchResponse
+	7,  // 90: delayq.v1.DelayqService.Replace:output_type -> delayq.v1.PushResponse
+	13, // 91: delayq.v1.DelayqService.GetJob:output_type -> delayq.v1.GetJobResponse
+	15, // 92: delayq.v1.DelayqService.CancelJob:output_type -> delayq.v1.CancelJobResponse
+	17, // 93: delayq.v1.DelayqService.FindJobs:output_type -> delayq.v1.FindJobsResponse
+	19, // 94: delayq.v1.DelayqService.ListJobs:output_type -> delayq.v1.ListJobsResponse
+	21, // 95: delayq.v1.DelayqService.CancelByKey:output_type -> delayq.v1.CancelByKeyResponse
+	23, // 96: delayq.v1.DelayqService.Claim:output_type -> delayq.v1.ClaimResponse
+	25, // 97: delayq.v1.DelayqService.Subscribe:output_type -> delayq.v1.SubscribeResponse
+	27, // 98: delayq.v1.DelayqService.Ack:output_type -> delayq.v1.AckResponse
+	29, // 99: delayq.v1.DelayqService.Nack:output_type -> delayq.v1.NackResponse
+	31, // 100: delayq.v1.DelayqService.Touch:output_type -> delayq.v1.TouchResponse
+	34, // 101: delayq.v1.DelayqService.AckBatch:output_type -> delayq.v1.AckBatchResponse
+	36, // 102: delayq.v1.DelayqService.NackBatch:output_type -> delayq.v1.NackBatchResponse
+	38, // 103: delayq.v1.DelayqService.Requeue:output_type -> delayq.v1.RequeueResponse
+	40, // 104: delayq.v1.DelayqService.ListDead:output_type -> delayq.v1.ListDeadResponse
+	49, // 105: delayq.v1.DelayqService.GetTopic:output_type -> delayq.v1.GetTopicResponse
+	51, // 106: delayq.v1.DelayqService.ListTopics:output_type -> delayq.v1.ListTopicsResponse
+	53, // 107: delayq.v1.DelayqService.PutTopic:output_type -> delayq.v1.PutTopicResponse
+	55, // 108: delayq.v1.DelayqService.UpdateTopic:output_type -> delayq.v1.UpdateTopicResponse
+	57, // 109: delayq.v1.DelayqService.DeleteTopic:output_type -> delayq.v1.DeleteTopicResponse
+	59, // 110: delayq.v1.DelayqService.PauseTopic:output_type -> delayq.v1.PauseTopicResponse
+	61, // 111: delayq.v1.DelayqService.ResumeTopic:output_type -> delayq.v1.ResumeTopicResponse
+	66, // 112: delayq.v1.DelayqService.PutSchedule:output_type -> delayq.v1.PutScheduleResponse
+	68, // 113: delayq.v1.DelayqService.GetSchedule:output_type -> delayq.v1.GetScheduleResponse
+	70, // 114: delayq.v1.DelayqService.ListSchedules:output_type -> delayq.v1.ListSchedulesResponse
+	72, // 115: delayq.v1.DelayqService.DeleteSchedule:output_type -> delayq.v1.DeleteScheduleResponse
+	74, // 116: delayq.v1.DelayqService.Export:output_type -> delayq.v1.ExportResponse
+	76, // 117: delayq.v1.DelayqService.Import:output_type -> delayq.v1.ImportResponse
+	80, // 118: delayq.v1.DelayqService.RequeueDead:output_type -> delayq.v1.RequeueDeadResponse
+	82, // 119: delayq.v1.DelayqService.CancelJobs:output_type -> delayq.v1.CancelJobsResponse
+	7,  // 120: delayq.v1.DelayqService.RunSchedule:output_type -> delayq.v1.PushResponse
+	88, // [88:121] is the sub-list for method output_type
+	55, // [55:88] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_delayq_v1_delayq_proto_init() }
@@ -5550,7 +6084,7 @@ func file_delayq_v1_delayq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_delayq_v1_delayq_proto_rawDesc), len(file_delayq_v1_delayq_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   79,
+			NumMessages:   86,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

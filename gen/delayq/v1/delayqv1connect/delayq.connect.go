@@ -119,6 +119,15 @@ const (
 	DelayqServiceExportProcedure = "/delayq.v1.DelayqService/Export"
 	// DelayqServiceImportProcedure is the fully-qualified name of the DelayqService's Import RPC.
 	DelayqServiceImportProcedure = "/delayq.v1.DelayqService/Import"
+	// DelayqServiceRequeueDeadProcedure is the fully-qualified name of the DelayqService's RequeueDead
+	// RPC.
+	DelayqServiceRequeueDeadProcedure = "/delayq.v1.DelayqService/RequeueDead"
+	// DelayqServiceCancelJobsProcedure is the fully-qualified name of the DelayqService's CancelJobs
+	// RPC.
+	DelayqServiceCancelJobsProcedure = "/delayq.v1.DelayqService/CancelJobs"
+	// DelayqServiceRunScheduleProcedure is the fully-qualified name of the DelayqService's RunSchedule
+	// RPC.
+	DelayqServiceRunScheduleProcedure = "/delayq.v1.DelayqService/RunSchedule"
 )
 
 // DelayqServiceClient is a client for the delayq.v1.DelayqService service.
@@ -214,6 +223,15 @@ type DelayqServiceClient interface {
 	// in use, sent as a stream of batches, and answers the counts once the
 	// stream ends (POST /v1/import). Scope admin.
 	Import(context.Context) *connect.ClientStreamForClient[v1.ImportRequest, v1.ImportResponse]
+	// RequeueDead requeues a topic's dead jobs that a filter matches, by
+	// pages (POST /v1/topics/{topic}/dead/requeue). Scope admin.
+	RequeueDead(context.Context, *connect.Request[v1.RequeueDeadRequest]) (*connect.Response[v1.RequeueDeadResponse], error)
+	// CancelJobs cancels a topic's scheduled and ready jobs that a filter
+	// matches, by pages (POST /v1/topics/{topic}/jobs/cancel). Scope push.
+	CancelJobs(context.Context, *connect.Request[v1.CancelJobsRequest]) (*connect.Response[v1.CancelJobsResponse], error)
+	// RunSchedule pushes one job of a schedule's template now, beside its
+	// slots (POST /v1/schedules/{name}/run). Scope admin.
+	RunSchedule(context.Context, *connect.Request[v1.RunScheduleRequest]) (*connect.Response[v1.PushResponse], error)
 }
 
 // NewDelayqServiceClient constructs a client for the delayq.v1.DelayqService service. By default,
@@ -407,6 +425,24 @@ func NewDelayqServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(delayqServiceMethods.ByName("Import")),
 			connect.WithClientOptions(opts...),
 		),
+		requeueDead: connect.NewClient[v1.RequeueDeadRequest, v1.RequeueDeadResponse](
+			httpClient,
+			baseURL+DelayqServiceRequeueDeadProcedure,
+			connect.WithSchema(delayqServiceMethods.ByName("RequeueDead")),
+			connect.WithClientOptions(opts...),
+		),
+		cancelJobs: connect.NewClient[v1.CancelJobsRequest, v1.CancelJobsResponse](
+			httpClient,
+			baseURL+DelayqServiceCancelJobsProcedure,
+			connect.WithSchema(delayqServiceMethods.ByName("CancelJobs")),
+			connect.WithClientOptions(opts...),
+		),
+		runSchedule: connect.NewClient[v1.RunScheduleRequest, v1.PushResponse](
+			httpClient,
+			baseURL+DelayqServiceRunScheduleProcedure,
+			connect.WithSchema(delayqServiceMethods.ByName("RunSchedule")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -442,6 +478,9 @@ type delayqServiceClient struct {
 	deleteSchedule *connect.Client[v1.DeleteScheduleRequest, v1.DeleteScheduleResponse]
 	export         *connect.Client[v1.ExportRequest, v1.ExportResponse]
 	_import        *connect.Client[v1.ImportRequest, v1.ImportResponse]
+	requeueDead    *connect.Client[v1.RequeueDeadRequest, v1.RequeueDeadResponse]
+	cancelJobs     *connect.Client[v1.CancelJobsRequest, v1.CancelJobsResponse]
+	runSchedule    *connect.Client[v1.RunScheduleRequest, v1.PushResponse]
 }
 
 // Push calls delayq.v1.DelayqService.Push.
@@ -594,6 +633,21 @@ func (c *delayqServiceClient) Import(ctx context.Context) *connect.ClientStreamF
 	return c._import.CallClientStream(ctx)
 }
 
+// RequeueDead calls delayq.v1.DelayqService.RequeueDead.
+func (c *delayqServiceClient) RequeueDead(ctx context.Context, req *connect.Request[v1.RequeueDeadRequest]) (*connect.Response[v1.RequeueDeadResponse], error) {
+	return c.requeueDead.CallUnary(ctx, req)
+}
+
+// CancelJobs calls delayq.v1.DelayqService.CancelJobs.
+func (c *delayqServiceClient) CancelJobs(ctx context.Context, req *connect.Request[v1.CancelJobsRequest]) (*connect.Response[v1.CancelJobsResponse], error) {
+	return c.cancelJobs.CallUnary(ctx, req)
+}
+
+// RunSchedule calls delayq.v1.DelayqService.RunSchedule.
+func (c *delayqServiceClient) RunSchedule(ctx context.Context, req *connect.Request[v1.RunScheduleRequest]) (*connect.Response[v1.PushResponse], error) {
+	return c.runSchedule.CallUnary(ctx, req)
+}
+
 // DelayqServiceHandler is an implementation of the delayq.v1.DelayqService service.
 type DelayqServiceHandler interface {
 	// Push creates a job (POST /v1/jobs). Scope push.
@@ -687,6 +741,15 @@ type DelayqServiceHandler interface {
 	// in use, sent as a stream of batches, and answers the counts once the
 	// stream ends (POST /v1/import). Scope admin.
 	Import(context.Context, *connect.ClientStream[v1.ImportRequest]) (*connect.Response[v1.ImportResponse], error)
+	// RequeueDead requeues a topic's dead jobs that a filter matches, by
+	// pages (POST /v1/topics/{topic}/dead/requeue). Scope admin.
+	RequeueDead(context.Context, *connect.Request[v1.RequeueDeadRequest]) (*connect.Response[v1.RequeueDeadResponse], error)
+	// CancelJobs cancels a topic's scheduled and ready jobs that a filter
+	// matches, by pages (POST /v1/topics/{topic}/jobs/cancel). Scope push.
+	CancelJobs(context.Context, *connect.Request[v1.CancelJobsRequest]) (*connect.Response[v1.CancelJobsResponse], error)
+	// RunSchedule pushes one job of a schedule's template now, beside its
+	// slots (POST /v1/schedules/{name}/run). Scope admin.
+	RunSchedule(context.Context, *connect.Request[v1.RunScheduleRequest]) (*connect.Response[v1.PushResponse], error)
 }
 
 // NewDelayqServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -876,6 +939,24 @@ func NewDelayqServiceHandler(svc DelayqServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(delayqServiceMethods.ByName("Import")),
 		connect.WithHandlerOptions(opts...),
 	)
+	delayqServiceRequeueDeadHandler := connect.NewUnaryHandler(
+		DelayqServiceRequeueDeadProcedure,
+		svc.RequeueDead,
+		connect.WithSchema(delayqServiceMethods.ByName("RequeueDead")),
+		connect.WithHandlerOptions(opts...),
+	)
+	delayqServiceCancelJobsHandler := connect.NewUnaryHandler(
+		DelayqServiceCancelJobsProcedure,
+		svc.CancelJobs,
+		connect.WithSchema(delayqServiceMethods.ByName("CancelJobs")),
+		connect.WithHandlerOptions(opts...),
+	)
+	delayqServiceRunScheduleHandler := connect.NewUnaryHandler(
+		DelayqServiceRunScheduleProcedure,
+		svc.RunSchedule,
+		connect.WithSchema(delayqServiceMethods.ByName("RunSchedule")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/delayq.v1.DelayqService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case DelayqServicePushProcedure:
@@ -938,6 +1019,12 @@ func NewDelayqServiceHandler(svc DelayqServiceHandler, opts ...connect.HandlerOp
 			delayqServiceExportHandler.ServeHTTP(w, r)
 		case DelayqServiceImportProcedure:
 			delayqServiceImportHandler.ServeHTTP(w, r)
+		case DelayqServiceRequeueDeadProcedure:
+			delayqServiceRequeueDeadHandler.ServeHTTP(w, r)
+		case DelayqServiceCancelJobsProcedure:
+			delayqServiceCancelJobsHandler.ServeHTTP(w, r)
+		case DelayqServiceRunScheduleProcedure:
+			delayqServiceRunScheduleHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -1065,4 +1152,16 @@ func (UnimplementedDelayqServiceHandler) Export(context.Context, *connect.Reques
 
 func (UnimplementedDelayqServiceHandler) Import(context.Context, *connect.ClientStream[v1.ImportRequest]) (*connect.Response[v1.ImportResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("delayq.v1.DelayqService.Import is not implemented"))
+}
+
+func (UnimplementedDelayqServiceHandler) RequeueDead(context.Context, *connect.Request[v1.RequeueDeadRequest]) (*connect.Response[v1.RequeueDeadResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("delayq.v1.DelayqService.RequeueDead is not implemented"))
+}
+
+func (UnimplementedDelayqServiceHandler) CancelJobs(context.Context, *connect.Request[v1.CancelJobsRequest]) (*connect.Response[v1.CancelJobsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("delayq.v1.DelayqService.CancelJobs is not implemented"))
+}
+
+func (UnimplementedDelayqServiceHandler) RunSchedule(context.Context, *connect.Request[v1.RunScheduleRequest]) (*connect.Response[v1.PushResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("delayq.v1.DelayqService.RunSchedule is not implemented"))
 }
