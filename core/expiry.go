@@ -92,9 +92,12 @@ func (e *Engine) claim(ctx context.Context, p *ClaimJobsParams) ([]*Job, error) 
 	}
 }
 
-// endExpired buries the expired jobs among claimed ones (without
-// delivering them) and returns the others, in order. A bury that fails is
-// logged: the lease runs out and the next claim of the job ends it.
+// endExpired ends the expired jobs among claimed ones without delivering
+// them and returns the others, in order: each lease is ended without
+// spending its attempt (RetryJobParams.Unsent: the history says released,
+// "expired"), then the job, queued again, expires (Store.ExpireJob: dead,
+// "expired"). A step that fails is logged: the lease runs out, or the job
+// waits in the queue, and the next claim or sweep ends it.
 func (e *Engine) endExpired(ctx context.Context, claimed []*Job) []*Job {
 	now := e.clock.Now()
 	live := claimed[:0]
@@ -103,11 +106,15 @@ func (e *Engine) endExpired(ctx context.Context, claimed []*Job) []*Job {
 			live = append(live, j)
 			continue
 		}
-		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-		if _, err := e.store.BuryJob(bctx, &BuryJobParams{ID: j.ID, Lease: j.Lease, Error: JobExpired}); err != nil {
-			e.log.Warn("engine: ending an expired job failed", "topic", j.Topic, "id", j.ID, "err", err)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+		_, err := e.store.RetryJob(sctx, &RetryJobParams{ID: j.ID, Lease: j.Lease, RunAt: StoreTime(now), Error: JobExpired, Unsent: true})
+		if err == nil {
+			err = e.store.ExpireJob(sctx, j.ID)
 		}
 		cancel()
+		if err != nil {
+			e.log.Warn("engine: ending an expired job failed", "topic", j.Topic, "id", j.ID, "err", err)
+		}
 	}
 	return live
 }
