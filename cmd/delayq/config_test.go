@@ -343,7 +343,7 @@ func TestClientUsageErrors(t *testing.T) {
 		{"push bad max-attempts", nil, "", []string{"push", "t", "--max-attempts", "many"}, "--max-attempts"},
 		{"get without id", nil, "", []string{"get"}, "accepts 1 arg(s)"},
 		{"cancel two ids", nil, "", []string{"cancel", "a", "b"}, "accepts 1 arg(s)"},
-		{"cancel running by key", nil, "", []string{"cancel", "--running", "--key", "k", "t"}, "--running and --key are exclusive"},
+		{"cancel running by key", nil, "", []string{"cancel", "--running", "--key", "k", "t"}, "--running cancels one job: it goes with neither --key, --all nor a filter flag"},
 		{"topics two names", nil, "", []string{"topics", "a", "b"}, "accepts at most 1 arg(s)"},
 		{"claim without topic", nil, "", []string{"claim"}, "accepts 1 arg(s)"},
 		{"claim bad max", nil, "", []string{"claim", "t", "--max", "0"}, "invalid --max 0"},
