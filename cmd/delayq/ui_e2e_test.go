@@ -709,6 +709,17 @@ func testUIOpen(t *testing.T, b *browser) {
 	tb.run(chromedp.Click(chromedp.CSS("#schedule-mode")))
 	require.Equal(t, "0 4 * * *", eval[string](tb, `document.getElementById("sch-cron").value`))
 	require.True(t, eval[bool](tb, `document.getElementById("sch-cron").checkVisibility()`))
+	// Run now, after a yes: one job of the template on its topic, and no
+	// slot taken.
+	before := api.must(http.MethodGet, "/v1/topics/orders", nil, http.StatusOK)["counts"].(map[string]any)
+	question, msg = tb.confirm("#run-schedule")
+	require.Contains(t, question, "Run schedule nightly now?")
+	require.Equal(t, "ok: Schedule nightly ran: one job pushed to orders.", msg)
+	after := api.must(http.MethodGet, "/v1/topics/orders", nil, http.StatusOK)["counts"].(map[string]any)
+	queued := func(c map[string]any) float64 { return c["scheduled"].(float64) + c["ready"].(float64) }
+	require.Equal(t, queued(before)+1, queued(after), "one job more: %v then %v", before, after)
+	s = api.must(http.MethodGet, "/v1/schedules/nightly", nil, http.StatusOK)
+	require.Nil(t, s["last_slot"], "a run is not a slot")
 	// Deleted after a yes, the list is shown again without it.
 	require.Contains(t, tb.decline("#delete-schedule"), "Delete schedule nightly?")
 	api.must(http.MethodGet, "/v1/schedules/nightly", nil, http.StatusOK)

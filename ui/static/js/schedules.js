@@ -125,6 +125,11 @@ export async function schedulePage(main, name) {
   formPart, jsonPart,
   h("div", { class: "full actions" }, mode,
     admin ? h("button", { class: "primary", type: "submit", id: "save-schedule" }, "Save") : null,
+    admin && !creating ? h("button", { type: "button", id: "run-schedule", onclick: async () => {
+      // POST /v1/schedules/{name}/run: one job of the template now, not a slot.
+      if (!(await confirmAction(`Run schedule ${name} now? One job goes to topic ${s.topic} at once; its slots fire as before.`, "Run now"))) return;
+      await attempt(`Schedule ${name} ran: one job pushed to ${s.topic}.`, () => call("POST", `/v1/schedules/${enc(name)}/run`));
+    } }, "Run now") : null,
     admin && !creating ? h("button", { type: "button", class: "danger", id: "delete-schedule", onclick: async () => {
       if (!(await confirmAction(`Delete schedule ${name}? No slot fires after; the jobs it created stay.`, "Delete"))) return;
       if (await attempt(`Schedule ${name} deleted.`, () => call("DELETE", `/v1/schedules/${enc(name)}`))) location.hash = "#/schedules";
