@@ -590,6 +590,15 @@ func runHistory(t *testing.T, d *historyDeployment, cfg historyConfig, allow his
 	if testing.Verbose() {
 		logFaultEffects(t, h)
 	}
+	if len(r.Anomalies) > 0 {
+		// The faults' times, which the anomalies' operations are read
+		// against (a CI run keeps no dump).
+		var faults []string
+		for _, f := range h.Faults() {
+			faults = append(faults, fmt.Sprintf("%s %d at %s", f.Kind, f.Instance, f.At.Format("15:04:05.000")))
+		}
+		t.Logf("faults: %s", strings.Join(faults, "; "))
+	}
 	// How much the local store's allowance for writes a kill -9 loses
 	// was needed: the anomalies the history has without it.
 	strict := -1
