@@ -456,3 +456,45 @@ func TestCheckCorpus(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckOutage checks the history of a backend out for 16 s: six
+// clients' claims of the topic fail every 20 ms, each a claim without
+// answer that may have taken any of its five waiting jobs. Each job's check
+// ran out of its 10 s before the model kept one state of those that differ
+// only in such a claim's lease expiry; a double delivery after the outage
+// is still found.
+func TestCheckOutage(t *testing.T) {
+	t.Parallel()
+	outage := func(double bool) Report {
+		b := newBuilder()
+		ids := []string{"a", "b", "c", "d", "e"}
+		for j, id := range ids {
+			b.push(id, 3, j, j+5, 500)
+		}
+		for c := range 6 {
+			for k := range 800 {
+				call := 1000 + k*20 + c*3
+				// A 503: answered, but what it did is unknown.
+				b.h.Add(Op{Client: c, Kind: OpClaim, Topic: TopicA, Call: b.at(call), Return: b.at(call + 5)})
+				if k%5 == 0 {
+					b.h.Add(Op{Client: c, Kind: OpGet, ID: ids[c%5], Call: b.at(call + 6), Return: b.at(call + 8)})
+				}
+			}
+		}
+		for j, id := range ids {
+			b.claim(id, 1, "L"+id, 20000+j*10, 20005+j*10, 500)
+			if double && id == "c" {
+				b.claim(id, 2, "M"+id, 20300, 20305, 500)
+			}
+			b.settle(OpAck, id, "L"+id, 20100+j*10, 20105+j*10, 204)
+		}
+		return Check(b.h, NATSAllowances())
+	}
+	r := outage(false)
+	require.Empty(t, r.Anomalies)
+	require.Zero(t, r.Unknown, "every job's check ended in time")
+	r = outage(true)
+	require.Zero(t, r.Unknown)
+	require.Len(t, r.Anomalies, 1)
+	require.Equal(t, AnomalyNotLinearizable, r.Anomalies[0].Kind)
+}

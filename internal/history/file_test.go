@@ -9,7 +9,7 @@ import (
 
 // TestCheckFile checks again a history a run wrote (cmd/delayq's
 // DELAYQ_HISTORY_DUMP), named by DELAYQ_HISTORY_FILE, with the allowances
-// of DELAYQ_HISTORY_ALLOW (local, the default, redis or nats), and logs its
+// of DELAYQ_HISTORY_ALLOW (local, the default, redis, nats or sentinel), and logs its
 // anomalies. Without DELAYQ_HISTORY_FILE it checks that a history survives
 // the JSON round trip with the same verdict.
 func TestCheckFile(t *testing.T) {
@@ -20,6 +20,8 @@ func TestCheckFile(t *testing.T) {
 		allow = RedisAllowances()
 	case "nats":
 		allow = NATSAllowances()
+	case "sentinel":
+		allow = SentinelAllowances()
 	}
 	path := os.Getenv("DELAYQ_HISTORY_FILE")
 	if path == "" {

@@ -393,7 +393,9 @@ func (c *client) onJob(kind Kind) {
 	c.g.onJob(c.n, inst, url, kind, k)
 }
 
-func (g *Generator) onJob(client, inst int, url string, kind Kind, k known) {
+// onJob sends kind's call for job k and records it; answered is whether
+// it got an answer that says what it did.
+func (g *Generator) onJob(client, inst int, url string, kind Kind, k known) (answered bool) {
 	op := Op{Client: client, Kind: kind, Topic: k.topic, ID: k.id}
 	var (
 		answer []byte
@@ -416,6 +418,17 @@ func (g *Generator) onJob(client, inst int, url string, kind Kind, k known) {
 		}
 	}
 	g.record(&op, err)
+	return err == nil && !op.Indeterminate()
+}
+
+// pace waits a little before a call tried again, or until ctx is done.
+func pace(ctx context.Context) {
+	t := time.NewTimer(100 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // wireDelivery is a delivery as a claim answers it.
@@ -436,7 +449,7 @@ func (c *client) claim() {
 	c.g.claim(c.n, inst, url, topics[c.r.IntN(len(topics))], 1+c.r.IntN(4), time.Duration(c.r.IntN(300))*time.Millisecond)
 }
 
-func (g *Generator) claim(client, inst int, url, topic string, max int, wait time.Duration) []Delivery {
+func (g *Generator) claim(client, inst int, url, topic string, max int, wait time.Duration) (ds []Delivery, answered bool) {
 	op := Op{Client: client, Kind: OpClaim, Topic: topic}
 	answer, err := g.call(inst, url, &op, http.MethodPost, "/v1/topics/"+topic+"/claim",
 		map[string]any{"max": max, "wait": strconv.FormatInt(wait.Milliseconds(), 10) + "ms"})
@@ -460,7 +473,7 @@ func (g *Generator) claim(client, inst int, url, topic string, max int, wait tim
 		g.mu.Unlock()
 	}
 	g.record(&op, err)
-	return op.Jobs
+	return op.Jobs, op.OK()
 }
 
 // pickHeld returns a recent delivery, often the newest (whose lease likely
@@ -597,9 +610,9 @@ func (c *client) pause(ctx context.Context) {
 	c.g.resume(c.n, topic)
 }
 
-// resume resumes a topic through the first instance up, trying until one
-// answers.
-func (g *Generator) resume(client int, topic string) {
+// resume resumes a topic through the first instance up, trying for about
+// ten seconds until one answers; it reports whether one did.
+func (g *Generator) resume(client int, topic string) bool {
 	for range 100 {
 		for inst := range g.cfg.Instances {
 			url := g.cfg.URLFunc(inst)
@@ -610,29 +623,39 @@ func (g *Generator) resume(client int, topic string) {
 			_, err := g.call(inst, url, &op, http.MethodPost, "/v1/topics/"+topic+"/resume", nil)
 			g.record(&op, err)
 			if err == nil && op.OK() {
-				return
+				return true
 			}
 		}
 		// Every instance refused or failed it (one restarting): pace the
 		// next try.
 		time.Sleep(100 * time.Millisecond)
 	}
+	return false
 }
 
 // Drain delivers what is left once the clients stopped, through instance
 // inst: it resumes every topic, claims and acks until no job came for
 // quiet (or ctx is done), then reads every job the clients pushed. Every
-// call is recorded, as client number Clients.
+// call is recorded, as client number Clients. A backend still out after
+// the faults (a NATS stream electing its leader on a loaded machine)
+// delays it: only answered claims count as quiet, and the resumes and
+// reads are tried again until answered.
 func (g *Generator) Drain(ctx context.Context, inst int, quiet time.Duration) {
 	client := g.cfg.Clients
 	url := g.cfg.URLFunc(inst)
 	for _, t := range topics {
-		g.resume(client, t)
+		for !g.resume(client, t) && ctx.Err() == nil {
+		}
 	}
 	last := time.Now()
 	for ctx.Err() == nil && time.Since(last) < quiet {
 		for _, t := range topics {
-			ds := g.claim(client, inst, url, t, 100, 200*time.Millisecond)
+			ds, answered := g.claim(client, inst, url, t, 100, 200*time.Millisecond)
+			if !answered {
+				last = time.Now()
+				pace(ctx)
+				continue
+			}
 			if len(ds) == 0 {
 				continue
 			}
@@ -651,7 +674,9 @@ func (g *Generator) Drain(ctx context.Context, inst int, quiet time.Duration) {
 	}
 	g.mu.Unlock()
 	for _, k := range all {
-		g.onJob(client, inst, url, OpGet, k)
+		for !g.onJob(client, inst, url, OpGet, k) && ctx.Err() == nil {
+			pace(ctx)
+		}
 	}
 	g.http.CloseIdleConnections()
 }

@@ -1,7 +1,10 @@
 package history
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -284,18 +287,16 @@ func stateMatches(s jobState, answered string) bool {
 	}
 }
 
-// step is the model's step function over modelState.
-func step(state any, input, _ any) []any {
-	s := state.(modelState)
-	in := input.(*mInput)
+// step returns the states the job may go to from s by the step in.
+func step(s modelState, in *mInput) []modelState {
 	if in.Kind == mCrash {
-		out := []any{modelState{jobCore: s.jobCore}}
+		out := []modelState{{jobCore: s.jobCore}}
 		for i := range s.NUndo {
 			out = append(out, modelState{jobCore: s.Undo[i]})
 		}
 		return out
 	}
-	var out []any
+	var out []modelState
 	exps := expansions(s, in)
 	for _, p := range exps {
 		for _, n := range apply(p, in) {
@@ -326,15 +327,106 @@ func step(state any, input, _ any) []any {
 	return out
 }
 
-// jobModel is the porcupine model of one job's history.
-var jobModel = (&porcupine.NondeterministicModel{
-	Init: func() []any { return []any{modelState{}} },
-	Step: step,
+// stateSet is the states a job may be in, sorted by compareStates, none
+// twice, none that another one subsumes (reduce).
+type stateSet []modelState
+
+// reduce sorts set and drops the states that another one allows all of:
+// copies, and of the states that differ only in the expiry of a lease
+// whose claim got no answer (unknownLease), all but the earliest, which
+// may stay reserved as long or end from an earlier moment (expansions).
+// Without it, a backend out for seconds makes every failed claim of a
+// topic a state of its own for each of its jobs, and the check of one
+// job ran out of time with a few hundred of them.
+func (set stateSet) reduce() stateSet {
+	slices.SortFunc(set, compareStates)
+	out := set[:0]
+	for _, s := range set {
+		if n := len(out); n > 0 {
+			prev := out[n-1]
+			if prev == s {
+				continue
+			}
+			if s.St == stReserved && s.Lease == unknownLease {
+				prev.Exp = s.Exp
+				if prev == s {
+					continue
+				}
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// compareStates orders states by everything but their expiry, then by it,
+// so that states differing only in it are next to each other, the
+// earliest first.
+func compareStates(a, b modelState) int {
+	if c := compareCores(a.jobCore, b.jobCore, false); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.NUndo, b.NUndo); c != 0 {
+		return c
+	}
+	for i := range a.NUndo {
+		if c := compareCores(a.Undo[i], b.Undo[i], true); c != 0 {
+			return c
+		}
+	}
+	return cmp.Compare(a.Exp, b.Exp)
+}
+
+// compareCores orders jobCores, by their expiry too when withExp.
+func compareCores(a, b jobCore, withExp bool) int {
+	c := cmp.Or(cmp.Compare(a.St, b.St), cmp.Compare(a.Attempt, b.Attempt), cmp.Compare(a.Max, b.Max),
+		cmp.Compare(a.TTR, b.TTR), strings.Compare(a.Lease, b.Lease))
+	if c != 0 || !withExp {
+		return c
+	}
+	return cmp.Compare(a.Exp, b.Exp)
+}
+
+// hashState hashes what tells states apart most often (equal states hash
+// alike).
+func hashState(s modelState) uint64 {
+	h := uint64(s.St)<<56 ^ uint64(s.Attempt)<<48 ^ uint64(s.NUndo)<<40 ^ uint64(len(s.Lease))
+	return (h ^ uint64(s.Exp)) * 0x9e3779b97f4a7c15
+}
+
+// jobModel is the porcupine model of one job's history. Its state is the
+// stateSet the job may be in, as porcupine.NondeterministicModel makes a
+// nondeterministic model deterministic, but reduced after each step.
+var jobModel = porcupine.Model{
+	Init: func() any { return stateSet{{}} },
+	Step: func(state, input, _ any) (bool, any) {
+		in := input.(*mInput)
+		var next stateSet
+		for _, s := range state.(stateSet) {
+			next = append(next, step(s, in)...)
+		}
+		next = next.reduce()
+		return len(next) > 0, next
+	},
+	Equal: func(a, b any) bool { return slices.Equal(a.(stateSet), b.(stateSet)) },
+	Hash: func(state any) uint64 {
+		var h uint64
+		for _, s := range state.(stateSet) {
+			h ^= hashState(s)
+		}
+		return h
+	},
 	DescribeOperation: func(input, _ any) string {
 		return input.(*mInput).Descr
 	},
 	DescribeState: func(state any) string {
-		s := state.(modelState)
-		return fmt.Sprintf("%s attempt %d/%d lease %.8s exp %s undo %d", s.St, s.Attempt, s.Max, s.Lease, time.Unix(0, s.Exp).UTC().Format("15:04:05.000"), s.NUndo)
+		var b strings.Builder
+		for i, s := range state.(stateSet) {
+			if i > 0 {
+				b.WriteString(" | ")
+			}
+			fmt.Fprintf(&b, "%s attempt %d/%d lease %.8s exp %s undo %d", s.St, s.Attempt, s.Max, s.Lease, time.Unix(0, s.Exp).UTC().Format("15:04:05.000"), s.NUndo)
+		}
+		return b.String()
 	},
-}).ToModel()
+}

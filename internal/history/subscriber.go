@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -78,7 +79,14 @@ func (g *Generator) subscription(ctx context.Context, r *rand.Rand, n, inst int,
 	defer conn.CloseNow()
 	// Reads end when the run closes the connection, or with the server.
 	readCtx := context.WithoutCancel(ctx)
-	stop := context.AfterFunc(ctx, func() { _ = conn.Close(websocket.StatusNormalClosure, "") })
+	// When the run began to close the connection: the server releases a
+	// delivery left to its lease once it reads the close frame, before
+	// the close handshake ends the reads here.
+	var closing atomic.Int64
+	stop := context.AfterFunc(ctx, func() {
+		closing.Store(time.Now().UnixNano())
+		_ = conn.Close(websocket.StatusNormalClosure, "")
+	})
 	defer stop()
 	var (
 		open []Op   // settles sent, not yet answered
@@ -152,6 +160,9 @@ func (g *Generator) subscription(ctx context.Context, r *rand.Rand, n, inst int,
 	flush(time.Time{}) // what was not answered stays without an answer
 	if left != nil {
 		left.Call = time.Now()
+		if c := closing.Load(); c != 0 {
+			left.Call = time.Unix(0, c)
+		}
 		g.cfg.History.Add(*left)
 	}
 	if t, ok := g.settleSent(last); ok && t.Before(since) {
