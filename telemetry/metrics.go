@@ -27,6 +27,7 @@ const (
 	metricBreakerEndpoints = "delayq.breaker.open.endpoints"
 	metricSubscribers      = "delayq.websocket.subscribers"
 	metricSchedules        = "delayq.schedules"
+	metricLag              = "delayq.topic.lag"
 	metricSlotsFired       = "delayq.schedule.slots.fired"
 	metricSlotsMissed      = "delayq.schedule.slots.missed"
 	metricSlotsBlocked     = "delayq.schedule.slots.blocked"

@@ -161,6 +161,27 @@ func TestMetricsAfterDeliveries(t *testing.T) {
 		series(scrape(t, b.api.URL), "delayq_rate_limited_jobs"))
 }
 
+// TestTopicLag reads how long a topic's oldest due job has waited: a job
+// due 90 s ago on a paused topic, none on a topic without due jobs.
+func TestTopicLag(t *testing.T) {
+	t.Parallel()
+	p, err := telemetry.Setup(context.Background(), telemetry.SetupConfig{Getenv: func(string) string { return "" }})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Shutdown(context.Background())) })
+	b := setup(t, p.Config(), p.MetricsHandler())
+	require.NoError(t, b.engine.SetTopicPaused(t.Context(), "orders.held", true))
+	due := time.Now().Add(-90 * time.Second)
+	for _, at := range []time.Time{due.Add(30 * time.Second), due, time.Now().Add(time.Hour)} {
+		_, err := b.engine.Push(t.Context(), &core.PushParams{Topic: "orders.held", RunAt: &at})
+		require.NoError(t, err)
+	}
+	lags := series(scrape(t, b.api.URL), "delayq_topic_lag_seconds")
+	require.Contains(t, lags, "queue=orders.close")
+	require.Equal(t, float64(0), lags["queue=orders.close"])
+	require.GreaterOrEqual(t, lags["queue=orders.held"], 90.0)
+	require.Less(t, lags["queue=orders.held"], 120.0)
+}
+
 // TestSettleLabelsFromStore settles, through one store decorator, jobs
 // claimed through another over the same backend (two instances): each
 // attempt is labelled with the job's topic, which the store returns, and

@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +36,7 @@ type Store struct {
 	paused metric.Int64ObservableGauge
 	rated  metric.Int64ObservableGauge
 	sched  metric.Int64ObservableGauge
+	lag    metric.Float64ObservableGauge
 	reg    metric.Registration
 
 	mu       sync.Mutex
@@ -48,7 +50,14 @@ type Store struct {
 	// schedules is how many schedules the last listing found (the
 	// engine lists them every refresh); -1 before the first.
 	schedules int64
+	// lags are the topics' lags as last read (observeLag), at lagsAt.
+	lags   map[string]time.Duration
+	lagsAt time.Time
 }
+
+// lagTopicsMax bounds the topics whose lag a scrape reads, two one-job
+// listings each: those with the most due or scheduled jobs first.
+const lagTopicsMax = 256
 
 // limitedFor is how long after a claim held back by a topic's rate limit
 // its ready jobs count as waiting on it: claims come at least every few
@@ -124,7 +133,12 @@ func NewStore(store core.Store, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: schedules gauge: %w", err)
 	}
-	if s.reg, err = m.RegisterCallback(s.observeJobs, s.jobs, s.paused, s.rated, s.sched); err != nil {
+	s.lag, err = m.Float64ObservableGauge(metricLag, metric.WithUnit("s"),
+		metric.WithDescription("How long a topic's oldest due job has waited for its delivery (0 without one): how far behind its deliveries are; at most CountsTTL old."))
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: lag gauge: %w", err)
+	}
+	if s.reg, err = m.RegisterCallback(s.observeJobs, s.jobs, s.paused, s.rated, s.sched, s.lag); err != nil {
 		return nil, fmt.Errorf("telemetry: jobs callback: %w", err)
 	}
 	return s, nil
@@ -572,8 +586,8 @@ func (s *Store) deliveryType(topic string) string {
 	return s.types[topic]
 }
 
-// observeJobs reports delayq_jobs, delayq_topic_paused and
-// delayq_rate_limited_jobs from a listing at most CountsTTL old,
+// observeJobs reports delayq_jobs, delayq_topic_paused,
+// delayq_rate_limited_jobs and delayq_topic_lag_seconds from a listing at most CountsTTL old,
 // listing topics when the last one is older; nothing when that fails.
 func (s *Store) observeJobs(_ context.Context, o metric.Observer) error {
 	s.mu.Lock()
@@ -639,5 +653,62 @@ func (s *Store) observeJobs(_ context.Context, o metric.Observer) error {
 			o.ObserveInt64(s.jobs, c.n, metric.WithAttributeSet(attribute.NewSet(attrQueue.String(t.Name), attrState.String(string(c.state)))))
 		}
 	}
+	for name, lag := range s.topicLags(topics, now) {
+		o.ObserveFloat64(s.lag, lag.Seconds(), metric.WithAttributeSet(attribute.NewSet(attrQueue.String(name))))
+	}
 	return nil
+}
+
+// topicLags returns the lag of each of topics, read again when the last
+// reading is CountsTTL old: those with due or scheduled jobs (up to
+// lagTopicsMax) by topicLag, the others 0. A topic whose read fails keeps
+// its last lag.
+func (s *Store) topicLags(topics []core.TopicState, now time.Time) map[string]time.Duration {
+	s.mu.Lock()
+	last, fresh := s.lags, now.Sub(s.lagsAt) < s.cfg.CountsTTL
+	s.mu.Unlock()
+	if fresh {
+		return last
+	}
+	byJobs := slices.Clone(topics)
+	slices.SortFunc(byJobs, func(a, b core.TopicState) int {
+		return cmp.Compare(b.Counts.Ready+b.Counts.Scheduled, a.Counts.Ready+a.Counts.Scheduled)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), countsTimeout)
+	defer cancel()
+	lags := make(map[string]time.Duration, len(topics))
+	for i, t := range byJobs {
+		lag := time.Duration(0)
+		if i < lagTopicsMax && t.Counts.Ready+t.Counts.Scheduled > 0 {
+			var err error
+			if lag, err = s.topicLag(ctx, t.Name, now); err != nil {
+				s.cfg.Logger.Debug("telemetry: reading a topic's lag failed", "queue", t.Name, "err", err)
+				lag = last[t.Name]
+			}
+		}
+		lags[t.Name] = lag
+	}
+	s.mu.Lock()
+	s.lags, s.lagsAt = lags, now
+	s.mu.Unlock()
+	return lags
+}
+
+// topicLag returns how long topic's oldest due job has been due at now:
+// the first of its ready jobs in ListJobs' order (by run_at; on NATS, the
+// first in stream order), or of its scheduled ones when its run_at passed
+// (a schedule the NATS server fires late lists as scheduled until it
+// fires); 0 when neither is due.
+func (s *Store) topicLag(ctx context.Context, topic string, now time.Time) (time.Duration, error) {
+	var lag time.Duration
+	for _, state := range []core.State{core.StateReady, core.StateScheduled} {
+		page, err := s.next.ListJobs(ctx, &core.ListJobsParams{Topic: topic, State: state, Limit: 1})
+		if err != nil {
+			return 0, err
+		}
+		if len(page.Jobs) > 0 {
+			lag = max(lag, now.Sub(page.Jobs[0].RunAt))
+		}
+	}
+	return lag, nil
 }
