@@ -105,6 +105,9 @@ type Engine struct {
 	notices notices
 	// expiry ends the expired jobs that no claim took.
 	expiry expirySweep
+	// expiring holds the topics whose KindExpiring record this instance
+	// wrote or found (noteExpiring).
+	expiring sync.Map
 }
 
 // NewEngine returns an engine; Start runs its dispatchers.
@@ -254,7 +257,11 @@ func (e *Engine) PushBatch(ctx context.Context, p *PushBatchParams) ([]PushResul
 		if len(g.jobs) == 0 {
 			continue
 		}
-		put, err := e.store.PutJobs(ctx, &PutJobsParams{Jobs: g.jobs, Replace: n == 1})
+		err := e.noteExpiring(ctx, g.jobs)
+		var put []PutResult
+		if err == nil {
+			put, err = e.store.PutJobs(ctx, &PutJobsParams{Jobs: g.jobs, Replace: n == 1})
+		}
 		for k, i := range g.idx {
 			switch {
 			case err != nil:

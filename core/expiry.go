@@ -158,19 +158,55 @@ func (x *expirySweep) run(ctx context.Context) {
 	}
 }
 
+// noteExpiring records, before jobs are stored, the topics among theirs
+// that the expiry sweep would not read otherwise: a job with its own
+// expiry on a topic without ExpiresIn (KindExpiring). Each instance writes
+// a topic's record once (the first push that needs it); one that exists
+// is no error. Errors: those of Store.PutRecord, which the push returns.
+func (e *Engine) noteExpiring(ctx context.Context, jobs []*Job) error {
+	for _, j := range jobs {
+		if j.ExpiresAt.IsZero() || e.topic(j.Topic).ExpiresIn > 0 {
+			continue
+		}
+		if _, seen := e.expiring.Load(j.Topic); seen {
+			continue
+		}
+		// The value says since when, for whoever reads the records.
+		_, err := e.store.PutRecord(ctx, &PutRecordParams{Kind: KindExpiring, Name: j.Topic, Value: []byte(e.clock.Now().UTC().Format(time.RFC3339))})
+		if err != nil && !errors.Is(err, ErrConflict) {
+			return err
+		}
+		e.expiring.Store(j.Topic, struct{}{})
+	}
+	return nil
+}
+
 // SweepExpired ends the expired jobs among the ready ones of every topic
-// that has some (Store.ExpireJob), reading at most expirySweepMax of each,
-// those due longest first, and returns how many it ended. The expiry
-// sweep calls it every EngineConfig.ExpirySweep; a failure is logged and
-// the next sweep tries again.
+// that may have some (Store.ExpireJob): those with ExpiresIn and those
+// noteExpiring recorded, reading at most expirySweepMax of each, those due
+// longest first, and returns how many it ended. The expiry sweep calls it
+// every EngineConfig.ExpirySweep; a failure is logged and the next sweep
+// tries again.
 func (e *Engine) SweepExpired(ctx context.Context) int {
 	states, err := e.store.ListTopicStates(ctx)
 	if err != nil {
 		e.log.Warn("engine: expiry sweep: listing topics failed", "err", err)
 		return 0
 	}
+	records, err := e.store.ListRecords(ctx, KindExpiring)
+	if err != nil {
+		e.log.Warn("engine: expiry sweep: listing the topics with expiring jobs failed", "err", err)
+		return 0
+	}
+	expiring := make(map[string]bool, len(records))
+	for _, r := range records {
+		expiring[r.Name] = true
+	}
 	ended := 0
 	for _, ts := range states {
+		if !expiring[ts.Name] && e.topic(ts.Name).ExpiresIn <= 0 {
+			continue
+		}
 		p := &ListJobsParams{Topic: ts.Name, State: StateReady, Limit: expirySweepPage}
 		for read := 0; ts.Counts.Ready > 0 && read < expirySweepMax && ctx.Err() == nil; {
 			page, err := e.store.ListJobs(ctx, p)

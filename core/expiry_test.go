@@ -3,12 +3,15 @@ package core_test
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/delayq/delayq/backends/memstore"
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/coretest"
 )
 
 func TestPushExpiryValidation(t *testing.T) {
@@ -173,4 +176,60 @@ func TestSweepExpired(t *testing.T) {
 		require.Equal(t, core.StateReady, j.State)
 	}
 	require.Zero(t, e.SweepExpired(ctx))
+}
+
+// topicLists counts the ListJobs calls per topic of the store it wraps.
+type topicLists struct {
+	core.Store
+	mu    sync.Mutex
+	lists map[string]int
+}
+
+func (s *topicLists) ListJobs(ctx context.Context, p *core.ListJobsParams) (core.JobPage, error) {
+	s.mu.Lock()
+	s.lists[p.Topic]++
+	s.mu.Unlock()
+	return s.Store.ListJobs(ctx, p)
+}
+
+// TestSweepReadsOnlyExpiringTopics: the sweep reads no job of a topic
+// whose jobs cannot expire (a backlog it read 10 000 jobs of every 30 s),
+// and still ends the jobs of a topic given one with its own expiry (the
+// push recorded the topic first) and of a topic whose configuration
+// gives them one.
+func TestSweepReadsOnlyExpiringTopics(t *testing.T) {
+	t.Parallel()
+	clock := coretest.NewFakeClockAt(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
+	mem := memstore.New(memstore.Config{Clock: clock})
+	t.Cleanup(func() { _ = mem.Close() })
+	store := &topicLists{Store: mem, lists: map[string]int{}}
+	ctx := context.Background()
+	e, err := core.NewEngine(core.EngineConfig{Store: store, Clock: clock})
+	require.NoError(t, err)
+	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: "configured", ExpiresIn: time.Minute}))
+	var pushed []string
+	for _, p := range []core.PushParams{
+		{Topic: "backlog"}, {Topic: "backlog"},
+		{Topic: "own", ExpiresIn: dur(time.Minute)}, {Topic: "own"},
+		{Topic: "configured"},
+	} {
+		j, err := e.Push(ctx, &p)
+		require.NoError(t, err)
+		pushed = append(pushed, j.ID)
+	}
+	recs, err := mem.ListRecords(ctx, core.KindExpiring)
+	require.NoError(t, err)
+	require.Len(t, recs, 1, "only the topic without ExpiresIn is recorded")
+	require.Equal(t, "own", recs[0].Name)
+
+	clock.Advance(time.Minute)
+	require.Equal(t, 2, e.SweepExpired(ctx))
+	require.Zero(t, store.lists["backlog"], "no job of a topic that cannot expire is read")
+	require.NotZero(t, store.lists["own"])
+	require.NotZero(t, store.lists["configured"])
+	for i, want := range []core.State{core.StateReady, core.StateReady, core.StateDead, core.StateReady, core.StateDead} {
+		j, err := e.Get(ctx, pushed[i])
+		require.NoError(t, err)
+		require.Equal(t, want, j.State, pushed[i])
+	}
 }

@@ -77,6 +77,9 @@ func (e *Engine) Import(ctx context.Context, jobs []*Job) ([]ImportResult, error
 	if len(valid) == 0 {
 		return results, nil
 	}
+	if err := e.noteExpiring(ctx, valid); err != nil {
+		return nil, err
+	}
 	done, err := im.ImportJobs(ctx, valid)
 	if err != nil {
 		return nil, err

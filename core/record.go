@@ -37,6 +37,10 @@ const (
 	// KindTopic holds topic configurations, as JSON (Topic, without its
 	// counts and pause), named by topic.
 	KindTopic = "topic"
+	// KindExpiring names, empty, the topics that were given a job with its
+	// own expiry (Job.ExpiresAt without the topic's ExpiresIn): the expiry
+	// sweep reads those and the topics with ExpiresIn, no others.
+	KindExpiring = "expiring"
 )
 
 // PutRecordParams are the arguments of Store.PutRecord.
