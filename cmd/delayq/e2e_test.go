@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strconv"
@@ -24,6 +25,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/backends/redisstore/redistest"
+	"github.com/delayq/delayq/internal/logproc"
 	"github.com/delayq/delayq/transports/webhook"
 )
 
@@ -1154,6 +1156,34 @@ func TestE2ERedisWarnings(t *testing.T) {
 	require.NotContains(t, log, ownNATS)
 }
 
+// TestE2EServeWaitsForBackend: a start whose Redis does not answer yet
+// waits for it (--backend-wait), saying so, and serves once it answers.
+func TestE2EServeWaitsForBackend(t *testing.T) {
+	t.Parallel()
+	redistest.Require(t)
+	rs, err := redistest.StartServer(redistest.Options{Dir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(rs.Kill)
+	rs.Kill()
+	addr := freeLoopbackAddr(t)
+	cmd := exec.Command(binary(t), "serve", "--backend", "redis", "--redis-url", rs.URL(), "--http", addr,
+		"--nats-listen", "off", "--data", t.TempDir(), "--backend-wait", "1m")
+	cmd.Env = childEnv()
+	proc, _, err := logproc.Start(t.Context(), cmd, 30*time.Second, regexp.MustCompile(`backend unavailable at start: trying again`))
+	require.NoError(t, err)
+	t.Cleanup(proc.Kill)
+	require.NoError(t, rs.Start())
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 30*time.Second, 50*time.Millisecond, proc.Log())
+	require.Contains(t, proc.Log(), "redis connected")
+}
+
 // TestE2EServeFailures checks that serve exits 1 with a clear message when
 // it cannot start, and 2 on a usage error.
 func TestE2EServeFailures(t *testing.T) {
@@ -1170,8 +1200,9 @@ func TestE2EServeFailures(t *testing.T) {
 	require.Contains(t, stderr, "delayq: --nats-listen: ")
 	require.Contains(t, stderr, "address already in use")
 
-	code, _, stderr = runCLI(t, "serve", "--backend", "redis", "--redis-url", "redis://"+addr, "--nats-listen", "off")
+	code, _, stderr = runCLI(t, "serve", "--backend", "redis", "--redis-url", "redis://"+addr, "--nats-listen", "off", "--backend-wait", "1s")
 	require.Equal(t, 1, code, stderr)
+	require.Contains(t, stderr, "backend unavailable at start: trying again")
 	require.Contains(t, stderr, "delayq: redis store: ")
 
 	code, _, stderr = runCLIWith(t, []string{"DELAYQ_MAX_BATCH=lots"}, "", "serve")

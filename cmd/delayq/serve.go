@@ -491,8 +491,10 @@ func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logTo io
 			return fail(fmt.Errorf("--redis-url: %w", err))
 		}
 		closers = append(closers, func() { _ = client.Close() })
-		store, err := redisstore.New(ctx, redisstore.Config{Client: client, Clock: instanceClock(), Retention: cfg.Retention, Logger: log,
-			WaitReplicas: cfg.RedisWaitReplicas, WaitTimeout: cfg.RedisWaitTimeout})
+		store, err := waitForBackend(ctx, log, cfg.BackendWait, func() (*redisstore.Store, error) {
+			return redisstore.New(ctx, redisstore.Config{Client: client, Clock: instanceClock(), Retention: cfg.Retention, Logger: log,
+				WaitReplicas: cfg.RedisWaitReplicas, WaitTimeout: cfg.RedisWaitTimeout})
+		})
 		if err != nil {
 			return fail(fmt.Errorf("redis store: %w", err))
 		}
@@ -609,7 +611,11 @@ func openNATSStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logT
 		// Only the in-process server's disk is delayq's to watch.
 		storeCfg.DiskDir, storeCfg.DiskReserve = cfg.DataDir, int64(cfg.DiskReserve)
 	}
-	store, err := natsstore.New(ctx, storeCfg)
+	wait := cfg.BackendWait
+	if cfg.Backend == backendJetStream {
+		wait = 0 // its server is this process's, up already
+	}
+	store, err := waitForBackend(ctx, log, wait, func() (*natsstore.Store, error) { return natsstore.New(ctx, storeCfg) })
 	if err != nil {
 		return fail(fmt.Errorf("nats store: %w", err))
 	}
