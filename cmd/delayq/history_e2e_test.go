@@ -81,7 +81,8 @@ func historyEnv(t *testing.T) historyConfig {
 // of them killed and restarted, stopped, cut off Redis, slowed down, its
 // clock moved forward and back, in turn) and of three instances on a
 // three-node NATS cluster with R3 streams (one killed, one stopped, the
-// node leading the job stream killed and restarted, in turn), and of three
+// node leading the job stream killed and restarted, one cut off the
+// cluster, one slowed down, in turn), and of three
 // instances on a Sentinel-managed Redis (one killed, one stopped, the
 // master killed and replaced, in turn).
 func TestE2EHistory(t *testing.T) {
@@ -107,7 +108,9 @@ func TestE2EHistory(t *testing.T) {
 		d := newHistoryDeployment(t, binary(t), nil, 3, func(i int) []string {
 			return []string{"--backend", "redis", "--redis-url", "redis://" + proxies[i].Listen, "--nats-listen", "off"}
 		})
-		d.proxies = proxies
+		for _, p := range proxies {
+			d.proxies = append(d.proxies, []*toxiclient.Proxy{p})
+		}
 		// Six faults take turns: each comes at least once in the CI run.
 		cfg := cfg
 		cfg.faultEvery = 6 * time.Second
@@ -127,9 +130,11 @@ func TestE2EHistory(t *testing.T) {
 }
 
 // testHistoryNATS runs three instances on a three-node NATS cluster with
-// R3 streams: a kill -9 of one (and its restart), a SIGSTOP of one, and a
-// kill -9 of the node that leads the job stream (restarted after
-// cfg.stopFor), in turn.
+// R3 streams, each reaching each node through a Toxiproxy of its own: a
+// kill -9 of one (and its restart), a SIGSTOP of one, a kill -9 of the
+// node that leads the job stream (restarted after cfg.stopFor), a
+// partition of one from every node, and latency between one and every
+// node, in turn.
 func testHistoryNATS(t *testing.T, cfg historyConfig) {
 	c := natstest.StartCluster(t, t.TempDir(), 3)
 	t.Cleanup(func() {
@@ -137,11 +142,22 @@ func testHistoryNATS(t *testing.T, cfg historyConfig) {
 			c.Kill(i)
 		}
 	})
-	d := newHistoryDeployment(t, binary(t), nil, 3, func(int) []string {
-		return []string{"--backend", "nats", "--nats-url", c.URLs(), "--nats-replicas", "3", "--nats-listen", "off"}
+	// Each instance reaches each node through a proxy of its own.
+	urls := make([][]string, 3)
+	var proxies [3][]*toxiclient.Proxy
+	for node := range 3 {
+		for i, p := range newToxiproxies(t, strings.TrimPrefix(c.NodeURL(node), "nats://"), 3) {
+			proxies[i] = append(proxies[i], p)
+			urls[i] = append(urls[i], "nats://"+p.Listen)
+		}
+	}
+	d := newHistoryDeployment(t, binary(t), nil, 3, func(i int) []string {
+		return []string{"--backend", "nats", "--nats-url", strings.Join(urls[i], ","), "--nats-replicas", "3", "--nats-listen", "off"}
 	})
+	d.proxies = proxies[:]
 	d.nats = c
-	d.faults = append(slices.Clone(killAndStop), historyFault{kind: history.FaultBackendKill})
+	d.faults = append(slices.Clone(killAndStop), historyFault{kind: history.FaultBackendKill},
+		historyFault{kind: history.FaultPartition}, historyFault{kind: history.FaultLatency})
 	if os.Getenv("DELAYQ_HISTORY_CLOCK_JUMP") != "" {
 		// Not in CI: on NATS each instance judges due times and leases
 		// on its own clock, and the runs with jumps found a delivery
@@ -207,9 +223,9 @@ type historyDeployment struct {
 	// faults is the rotation of faults, injected in turn (kill -9 and
 	// SIGSTOP unless set).
 	faults []historyFault
-	// proxies, when set, are the instances' Toxiproxy proxies to the
-	// backend, one each, for partitions and latency.
-	proxies []*toxiclient.Proxy
+	// proxies, when set, are each instance's Toxiproxy proxies to the
+	// backend (one per server it reaches), for partitions and latency.
+	proxies [][]*toxiclient.Proxy
 	// nats, when set, is the NATS cluster the instances use, for a
 	// failover of its stream leader.
 	nats *natstest.Cluster
@@ -375,29 +391,40 @@ func (d *historyDeployment) stop(ctx context.Context, i int, h *history.History,
 // its proxy refuses connections and closes those open, as a network
 // partition between the two would, while the other instances go on.
 func (d *historyDeployment) partition(ctx context.Context, i int, h *history.History, last time.Duration) error {
-	p := d.proxies[i]
 	h.AddFault(history.Fault{Kind: history.FaultPartition, Instance: i, At: time.Now()})
-	if err := p.Disable(); err != nil {
-		return err
+	for _, p := range d.proxies[i] {
+		if err := p.Disable(); err != nil {
+			return err
+		}
 	}
 	holdFault(ctx, last)
-	err := p.Enable()
+	var errs []error
+	for _, p := range d.proxies[i] {
+		errs = append(errs, p.Enable())
+	}
 	h.AddFault(history.Fault{Kind: history.FaultHeal, Instance: i, At: time.Now()})
-	return err
+	return errors.Join(errs...)
 }
 
 // slow adds 50-200 ms of latency (125 ms, jitter 75 ms) each way between
 // instance i and its backend for last (less when ctx ends).
 func (d *historyDeployment) slow(ctx context.Context, i int, h *history.History, last time.Duration) error {
-	apply, heal := toxic(d.proxies[i], "history-latency", "latency", toxiclient.Attributes{"latency": 125, "jitter": 75})
+	var heals []func() error
 	h.AddFault(history.Fault{Kind: history.FaultLatency, Instance: i, At: time.Now()})
-	if err := apply(); err != nil {
-		return err
+	for _, p := range d.proxies[i] {
+		apply, heal := toxic(p, "history-latency", "latency", toxiclient.Attributes{"latency": 125, "jitter": 75})
+		if err := apply(); err != nil {
+			return err
+		}
+		heals = append(heals, heal)
 	}
 	holdFault(ctx, last)
-	err := heal()
+	var errs []error
+	for _, heal := range heals {
+		errs = append(errs, heal())
+	}
 	h.AddFault(history.Fault{Kind: history.FaultLatencyEnd, Instance: i, At: time.Now()})
-	return err
+	return errors.Join(errs...)
 }
 
 // clockFile is the file of instance i's clock offset: its content, a Go

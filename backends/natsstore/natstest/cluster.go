@@ -57,7 +57,10 @@ func startCluster(tb testing.TB, dir string, n int) *Cluster {
 			Dir:  fmt.Sprintf("%s/n%d", dir, i),
 			Port: ports[i],
 			Args: []string{"--server_name", fmt.Sprintf("n%d", i), "--cluster_name", name,
-				"--cluster", routes[i], "--routes", strings.Join(routes, ",")},
+				"--cluster", routes[i], "--routes", strings.Join(routes, ","),
+				// Clients keep to the URLs they were given (a test's
+				// proxies), not the nodes' own the cluster would tell them.
+				"--no_advertise"},
 		}))
 	}
 	return c
@@ -104,6 +107,9 @@ func (c *Cluster) URLs() string {
 	}
 	return strings.Join(urls, ",")
 }
+
+// NodeURL returns node i's client URL.
+func (c *Cluster) NodeURL(i int) string { return c.nodes[i].URL() }
 
 // Kill kills node i with SIGKILL and waits for it to end.
 func (c *Cluster) Kill(i int) { c.nodes[i].Kill() }
