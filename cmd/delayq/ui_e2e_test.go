@@ -341,13 +341,30 @@ func (a uiAPI) push(req map[string]any) string {
 // so that it is dead.
 func (a uiAPI) bury(topic string, body any, reason string) string {
 	a.t.Helper()
-	id := a.push(map[string]any{"topic": topic, "body": body, "max_attempts": 1})
+	id := a.nack(topic, body, reason, 1)
+	require.Equal(a.t, "dead", a.job(id)["state"])
+	return id
+}
+
+// fail pushes a job on a topic of three attempts and fails its first with
+// reason, so that it is retried later.
+func (a uiAPI) fail(topic string, body any, reason string) string {
+	a.t.Helper()
+	id := a.nack(topic, body, reason, 3)
+	require.Equal(a.t, "scheduled", a.job(id)["state"])
+	return id
+}
+
+// nack pushes a job of attempts attempts, claims it and fails the attempt
+// with reason.
+func (a uiAPI) nack(topic string, body any, reason string, attempts int) string {
+	a.t.Helper()
+	id := a.push(map[string]any{"topic": topic, "body": body, "max_attempts": attempts})
 	jobs := a.must(http.MethodPost, "/v1/topics/"+topic+"/claim", map[string]any{"max": 1}, http.StatusOK)["jobs"].([]any)
 	require.Len(a.t, jobs, 1)
 	d := jobs[0].(map[string]any)
 	require.Equal(a.t, id, d["id"])
 	a.must(http.MethodPost, "/v1/jobs/"+id+"/nack", map[string]any{"lease": d["lease"], "error": reason}, http.StatusNoContent)
-	require.Equal(a.t, "dead", a.job(id)["state"])
 	return id
 }
 
@@ -375,6 +392,7 @@ func testUIOpen(t *testing.T, b *browser) {
 	boom1 := api.bury("payments", map[string]any{"payment": 1}, "card declined")
 	boom2 := api.bury("payments", map[string]any{"payment": 2}, "card declined")
 	gone := api.bury("payments", map[string]any{"payment": 3}, "gateway timeout")
+	api.fail("payments", map[string]any{"payment": 4}, "gateway timeout") // a retry, for the topic's failure chart
 	api.must(http.MethodPut, "/v1/schedules/nightly", map[string]any{"cron": "30 2 * * *", "topic": "orders", "job": map[string]any{"body": map[string]any{"report": "nightly"}}}, http.StatusOK)
 
 	// The 400 is the refused topic configuration below, on purpose.
@@ -727,6 +745,18 @@ func testUIOpen(t *testing.T, b *browser) {
 	tb.run(chromedp.Click(chromedp.CSS("#confirm-yes"), chromedp.NodeVisible))
 	tb.waitFor(`location.hash === "#/schedules" && document.getElementById("app").dataset.ready === "1"`)
 	require.Zero(t, tb.count(`#schedules tr[data-schedule]`))
+
+	step("Topic: activity charts")
+	// A topic's charts over time: the three burials and the retry of
+	// payments at the start, in the samples taken every 5 s since, show as
+	// a point above the zero line (y 192 of the 220 high charts) of the
+	// deaths and of the retries.
+	tb.goTo("#/topic/payments")
+	for _, series := range []string{"#rate-chart circle.intake", "#rate-chart circle.deliveries", "#failure-chart circle.retries", "#failure-chart circle.deaths"} {
+		tb.waitFor(`[...document.querySelectorAll("` + series + `")].some((c) => +c.getAttribute("cy") < 192)`)
+	}
+	require.Contains(t, tb.text("#failure-chart + .legend"), "retries/s")
+	tb.screenshot("topic-activity")
 
 	// The overview again, with the samples of the claims above in its
 	// chart, for its screenshot.

@@ -4,7 +4,7 @@
 import { get, call, enc, can, states, listJobs } from "./api.js";
 import { h, badge, attempt, when, flash, live, redrawing } from "./dom.js";
 import { Selection, bulkButton, cancelJob, requeueJob } from "./bulk.js";
-import { rateChart, latencyChart } from "./chart.js";
+import { rateChart, failureChart, latencyChart } from "./chart.js";
 
 // timeOf is the time that matters in a job's state, and its name.
 function timeOf(j) {
@@ -131,8 +131,8 @@ export function pageSize(params, def) {
   return n >= 1 && n <= 1000 ? n : def;
 }
 
-// topicPage shows a topic: its counts, its intake, deliveries and
-// lateness over the last minutes, its configuration and its jobs, by
+// topicPage shows a topic: its counts, its intake, deliveries, failed
+// attempts and lateness over the last minutes, its configuration and its jobs, by
 // state or by key, a page of params' per (default 50) at a time, with bulk
 // actions on the jobs ticked. The counts, charts and jobs refresh
 // themselves.
@@ -197,6 +197,7 @@ export async function topicPage(main, name, params) {
   const drawChart = async () => {
     const stats = await get(`/v1/stats?topic=${enc(name)}`);
     chartBox.replaceChildren(h("div", {}, h("h3", {}, "Intake and deliveries per second"), rateChart(stats.samples, name)),
+      h("div", {}, h("h3", {}, "Failed attempts per second"), failureChart(stats.samples, name)),
       h("div", {}, h("h3", {}, "Lateness of claims"), latencyChart(stats.samples, "topic-lateness-chart")));
   };
 
