@@ -702,9 +702,25 @@ func testUIOpen(t *testing.T, b *browser) {
 	tb.screenshot("schedules")
 	require.Equal(t, "ok: Schedule nightly resumed.", tb.click(row+"button.toggle-pause"))
 	require.Equal(t, false, api.must(http.MethodGet, "/v1/schedules/nightly", nil, http.StatusOK)["paused"])
+	// A schedule's last runs: each slot fired with its job, linked, and
+	// the job's state now.
+	api.must(http.MethodPut, "/v1/schedules/ticker", map[string]any{"cron": "* * * * * *", "topic": "ticks", "job": map[string]any{"body": map[string]any{"tick": true}}}, http.StatusOK)
+	require.Eventually(t, func() bool {
+		return api.must(http.MethodGet, "/v1/schedules/ticker", nil, http.StatusOK)["last_slot"] != nil
+	}, 10*time.Second, 50*time.Millisecond, "a slot of every second fires")
+	tb.goTo("#/schedule/ticker")
+	tick := tb.text(`#last-runs tbody tr:first-child td a`)
+	require.Equal(t, "ready", tb.text(`#last-runs tr[data-job="`+tick+`"] td.state`))
+	require.Equal(t, "ticks", api.job(tick)["topic"], "the slot's job")
+	tb.screenshot("schedule")
+	tb.run(chromedp.Evaluate[chromedp.Void](`document.getElementById("app").removeAttribute("data-ready")`),
+		chromedp.Click(chromedp.CSS(`#last-runs tr[data-job="`+tick+`"] a`)))
+	tb.waitFor(`location.hash === "#/job/` + tick + `" && document.getElementById("app").dataset.ready === "1"`)
+	require.Contains(t, tb.text("#job-fields"), tick)
+	api.must(http.MethodDelete, "/v1/schedules/ticker", nil, http.StatusNoContent)
 	tb.goTo("#/schedule/nightly")
 	require.Equal(t, "30 2 * * *", eval[string](tb, `document.getElementById("sch-cron").value`))
-	tb.screenshot("schedule")
+	require.Equal(t, "No slot has fired yet.", tb.text("#last-runs"))
 	tb.setValue("#sch-cron", "0 3 * * *")
 	tb.setValue("#sch-zone", "Europe/Paris")
 	tb.setValue("#sch-job-priority", "2")
