@@ -493,8 +493,12 @@ func testUIOpen(t *testing.T, b *browser) {
 	tb.setValue("#rate-burst", "3")
 	tb.setValue("#unique-keys", "replace")
 	tb.setValue("#on-dead", "hooks.dead")
+	tb.setValue("#delay", "5m")
+	tb.setValue("#expires-in", "1h")
 	require.Equal(t, "ok: Topic hooks saved.", tb.click("#save-topic"))
 	topic = api.must(http.MethodGet, "/v1/topics/hooks", nil, http.StatusOK)
+	require.Equal(t, "5m0s", topic["delay"])
+	require.Equal(t, "1h0m0s", topic["expires_in"])
 	require.Equal(t, map[string]any{"type": "webhook", "url": "http://127.0.0.1:9/hook", "method": "PUT", "timeout": "5s",
 		"success": "status == 200 && body.ok", "allow_job_url": true, "secret_set": false}, topic["delivery"])
 	require.EqualValues(t, 4, topic["max_in_flight"])
@@ -528,10 +532,12 @@ func testUIOpen(t *testing.T, b *browser) {
 	tb.setValue("#max-in-flight", "")
 	tb.setValue("#unique-keys", "")
 	tb.setValue("#on-dead", "")
+	tb.setValue("#delay", "")
+	tb.setValue("#expires-in", "")
 	require.Equal(t, "ok: Topic hooks saved.", tb.click("#save-topic"))
 	topic = api.must(http.MethodGet, "/v1/topics/hooks", nil, http.StatusOK)
 	require.Equal(t, map[string]any{"type": "consumer", "secret_set": false}, topic["delivery"])
-	for _, field := range []string{"max_in_flight", "unique_keys", "on_dead"} {
+	for _, field := range []string{"max_in_flight", "unique_keys", "on_dead", "delay", "expires_in"} {
 		require.NotContains(t, topic, field)
 	}
 	require.Equal(t, map[string]any{"limit": float64(10), "period": "1s", "burst": float64(3)}, topic["rate"])
@@ -661,6 +667,21 @@ func testUIOpen(t *testing.T, b *browser) {
 	tb.run(tb.submit("search-key"))
 	tb.waitFor(`document.querySelectorAll("#results tr[data-job]").length === 1`)
 	require.Equal(t, soon, tb.text(`#results tr[data-job] a`))
+	// By key and state across topics: every topic's jobs with the key, each
+	// with its topic, then only the cancelled ones.
+	other := api.push(map[string]any{"topic": "invoices", "body": 1, "key": "order-43", "delay": "1h"})
+	api.must(http.MethodDelete, "/v1/jobs/"+other, nil, http.StatusNoContent)
+	tb.setValue("#key-topic", "")
+	tb.run(tb.submit("search-key"))
+	tb.waitFor(`document.querySelectorAll("#results tr[data-job]").length === 2`)
+	require.Equal(t, "2 found; every job with the key read.", tb.text("#key-done"))
+	require.Equal(t, "invoices", tb.text(`#results tr[data-job="`+other+`"] td:nth-child(2)`))
+	require.Equal(t, "orders", tb.text(`#results tr[data-job="`+soon+`"] td:nth-child(2)`))
+	tb.setValue("#key-state", "cancelled")
+	tb.run(tb.submit("search-key"))
+	tb.waitFor(`document.querySelector("#results h2").textContent.startsWith("cancelled jobs")`)
+	require.Equal(t, 1, tb.count("#results tr[data-job]"))
+	require.Equal(t, 1, tb.count(`#results tr[data-job="`+other+`"]`))
 	tb.setValue("#body-topic", "orders")
 	tb.setValue("#body-state", "scheduled")
 	tb.setValue("#body-text", `"order":43`)
@@ -677,6 +698,7 @@ func testUIOpen(t *testing.T, b *browser) {
 	tb.setValue("#push-delay", "10m")
 	tb.setValue("#push-key", "order-99")
 	tb.setValue("#push-priority", "2")
+	tb.setValue("#push-expires-in", "2h")
 	tb.screenshot("push")
 	msg = tb.click("#push-submit")
 	require.Contains(t, msg, "ok: Pushed ")
@@ -687,6 +709,22 @@ func testUIOpen(t *testing.T, b *browser) {
 	require.Equal(t, "order-99", j["key"])
 	require.EqualValues(t, 2, j["priority"])
 	require.Equal(t, "scheduled", j["state"])
+	runAt, err = time.Parse(time.RFC3339, j["run_at"].(string))
+	require.NoError(t, err)
+	expiresAt, err := time.Parse(time.RFC3339, j["expires_at"].(string))
+	require.NoError(t, err)
+	require.Equal(t, 2*time.Hour, expiresAt.Sub(runAt), "expires_in from run_at")
+	// Its page shows the expiry; a job not delivered by its expiry is dead
+	// with the reason shown.
+	tb.goTo("#/job/" + pushed)
+	require.Contains(t, tb.text("#job-fields"), "expires at"+expiresAt.UTC().Format(time.DateTime)+" UTC")
+	expiry := time.Now().Add(300 * time.Millisecond)
+	late := api.push(map[string]any{"topic": "expiring", "body": 1, "expires_at": expiry.UTC().Format(time.RFC3339Nano)})
+	time.Sleep(time.Until(expiry)) // the server's real clock must pass the expiry: nothing to wait on but time
+	require.Empty(t, api.must(http.MethodPost, "/v1/topics/expiring/claim", map[string]any{"max": 1}, http.StatusOK)["jobs"], "an expired job is not handed out")
+	require.Equal(t, "expired", api.job(late)["last_error"])
+	tb.goTo("#/job/" + late)
+	require.Equal(t, "dead expired not delivered by its expiry", tb.text("#job-state"))
 
 	step("Schedules")
 	// Schedules: listed with paused and last run, paused and resumed,
