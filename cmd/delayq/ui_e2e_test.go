@@ -682,6 +682,12 @@ func testUIOpen(t *testing.T, b *browser) {
 	tb.waitFor(`document.querySelector("#results h2").textContent.startsWith("cancelled jobs")`)
 	require.Equal(t, 1, tb.count("#results tr[data-job]"))
 	require.Equal(t, 1, tb.count(`#results tr[data-job="`+other+`"]`))
+	// Past 200 topics, the rest is not read, and the search says so.
+	bounded := eval[map[string]any](tb, `import("./js/search.js").then(async (m) => {
+		const r = await m.findByKey(Array(m.keyTopicsMax + 1).fill("orders"), "order-43", "");
+		return {jobs: r.jobs.length, skipped: r.skipped, full: r.full.length};
+	})`)
+	require.Equal(t, map[string]any{"jobs": float64(200), "skipped": float64(1), "full": float64(0)}, bounded)
 	tb.setValue("#body-topic", "orders")
 	tb.setValue("#body-state", "scheduled")
 	tb.setValue("#body-text", `"order":43`)

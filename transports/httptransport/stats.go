@@ -314,17 +314,17 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
 	allowed := func(topic string) bool { return (only == "" || topic == only) && service.Allows(r.Context(), topic) }
 	topics := map[string]bool{}
 	v.Interval = s.liveStats.cfg.Interval.String()
-	for _, smp := range s.liveStats.ordered() {
-		// shown keeps the rates of the topics allowed, and notes them.
-		shown := func(rates map[string]float64) map[string]float64 {
-			out := map[string]float64{}
-			for k, x := range rates {
-				if allowed(k) {
-					out[k], topics[k] = x, true
-				}
+	// shown keeps the rates of the topics allowed, and notes them.
+	shown := func(rates map[string]float64) map[string]float64 {
+		out := map[string]float64{}
+		for k, x := range rates {
+			if allowed(k) {
+				out[k], topics[k] = x, true
 			}
-			return out
 		}
+		return out
+	}
+	for _, smp := range s.liveStats.ordered() {
 		sv := statsSampleView{Time: smp.at.UTC(), IntakePerSecond: shown(smp.intake), DeliveriesPerSecond: shown(smp.deliveries),
 			RetriesPerSecond: shown(smp.retries), DeathsPerSecond: shown(smp.deaths)}
 		var late Histogram

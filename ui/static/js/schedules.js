@@ -76,8 +76,8 @@ function runsTable(runs) {
 
 export async function schedulePage(main, name) {
   const creating = !name;
-  const read = () => get(`/v1/schedules/${enc(name)}?next=5&runs=${runsShown}`);
-  let s = creating ? { cron: "@every 1m", time_zone: "UTC", topic: "", job: { body: null } } : await read();
+  const fetchSchedule = () => get(`/v1/schedules/${enc(name)}?next=5&runs=${runsShown}`);
+  let s = creating ? { cron: "@every 1m", time_zone: "UTC", topic: "", job: { body: null } } : await fetchSchedule();
   const admin = can("admin");
   const nameInput = h("input", { id: "schedule-name", value: name || "", disabled: !creating, required: true });
   const inputs = Object.fromEntries(fields.map(([id, , read, , attrs]) => [id, h("input", { id, value: read(s) ?? "", disabled: !admin, ...attrs })]));
@@ -171,7 +171,7 @@ export async function schedulePage(main, name) {
   // The slots move by themselves: the card and the runs refresh, the form
   // not.
   return live(main, async () => {
-    s = { ...(await read()) };
+    s = { ...(await fetchSchedule()) };
     drawInfo();
   });
 }
