@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/transports/wire"
@@ -76,4 +78,82 @@ func (s *Service) RunSchedule(ctx context.Context, name string) (core.PushResult
 	now := s.engine.Clock().Now()
 	p.RunAt = &now
 	return s.Push(ctx, p)
+}
+
+// ScheduleRunsMax is the most past runs ScheduleRuns lists.
+const ScheduleRunsMax = core.UpcomingMax
+
+// scheduleRunsWalkMax bounds the slots ScheduleRuns walks through to find
+// the last ones: a cron that fires often in bursts far apart (every
+// second of Mondays) could otherwise walk a week of seconds.
+const scheduleRunsWalkMax = 100_000
+
+// ScheduleRun is a past slot of a schedule and the job it made.
+type ScheduleRun struct {
+	// Slot is when the slot was due.
+	Slot time.Time
+	// JobID is the id a slot's job takes: core.ScheduleID of the name and
+	// slot.
+	JobID string
+	// Job is the job of JobID as it is now; nil when there is none: the
+	// slot was passed over (missed skip, or a paused schedule), its job was
+	// removed, the slot is of the definition as it is now but fired under
+	// an earlier one, or the schedule's job has a key on a topic with
+	// unique keys (its jobs take the key's id).
+	Job *core.Job
+}
+
+// ScheduleRuns returns the last n slots of sc, read by GetSchedule, up to
+// its cursor (last_slot), newest first, with the jobs they made as they
+// are now. The slots are those of sc's definition as it is now, since its
+// creation. Errors: core.ErrInvalidArgument on runs when n is not 0 to
+// ScheduleRunsMax, the store's.
+func (s *Service) ScheduleRuns(ctx context.Context, sc *core.Schedule, n int) ([]ScheduleRun, error) {
+	if n < 0 || n > ScheduleRunsMax {
+		return nil, core.Invalid("runs", "runs must be an integer between 0 and %d", ScheduleRunsMax)
+	}
+	slots := lastSlots(sc, n)
+	out := make([]ScheduleRun, 0, len(slots))
+	for _, slot := range slots {
+		r := ScheduleRun{Slot: slot, JobID: core.ScheduleID(sc.Name, slot)}
+		j, err := s.engine.Get(ctx, r.JobID)
+		switch {
+		case err == nil:
+			r.Job = j
+		case !errors.Is(err, core.ErrNotFound):
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// lastSlots returns sc's last n slots up to its cursor, newest first. No
+// cron runs backwards, so it walks forward from a window before the
+// cursor, n times the gap after the cursor at first, widened until it
+// holds n slots or starts at the schedule's creation.
+func lastSlots(sc *core.Schedule, n int) []time.Time {
+	if n == 0 || sc.Cursor.IsZero() {
+		return nil
+	}
+	span := time.Duration(n) * max(sc.Next(sc.Cursor).Sub(sc.Cursor), time.Second)
+	walked := 0
+	for {
+		from := sc.Cursor.Add(-span)
+		if from.Before(sc.CreatedAt) {
+			from = sc.CreatedAt
+		}
+		var last []time.Time
+		for t := sc.Next(from); !t.IsZero() && !t.After(sc.Cursor) && walked < scheduleRunsWalkMax; t = sc.Next(t) {
+			walked++
+			if last = append(last, t); len(last) > n {
+				last = last[1:]
+			}
+		}
+		if len(last) == n || !from.After(sc.CreatedAt) || walked >= scheduleRunsWalkMax || span > 100*365*24*time.Hour {
+			slices.Reverse(last)
+			return last
+		}
+		span *= 8
+	}
 }

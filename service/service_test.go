@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -219,4 +220,56 @@ func TestKeyConflictNamesTheKey(t *testing.T) {
 	_, err = b.svc.Push(ctx, p)
 	require.ErrorIs(t, err, core.ErrConflict)
 	require.EqualError(t, err, `the job of key "order-7" in topic "orders" (id "`+core.KeyID("orders", "order-7")+`") already exists`)
+}
+
+// TestScheduleRuns lists a schedule's last slots up to its cursor, newest
+// first, with the jobs they made as they are now: none for a slot passed
+// over, and none before the schedule's creation.
+func TestScheduleRuns(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	created := b.engine.Clock().Now().Add(-time.Hour).Truncate(time.Hour)
+	slot := func(m int) time.Time { return created.Add(time.Duration(m) * time.Minute) }
+	_, err := b.engine.ImportSchedule(ctx, &core.Schedule{Name: "tick", Cron: "*/10 * * * *", Topic: "ticks",
+		CreatedAt: created, UpdatedAt: created, Cursor: slot(40)})
+	require.NoError(t, err)
+	// The slots of 20 and 40 made a job; 30's was passed over. 50 is to come.
+	for _, m := range []int{20, 40} {
+		// Put as the scheduler puts a slot's job.
+		res, err := b.down.PutJobs(ctx, &core.PutJobsParams{IfAbsent: true, Jobs: []*core.Job{{ID: core.ScheduleID("tick", slot(m)), Topic: "ticks",
+			Body: json.RawMessage("1"), State: core.StateScheduled, RunAt: slot(m).Add(2 * time.Hour), CreatedAt: slot(m), UpdatedAt: slot(m),
+			MaxAttempts: 3, TTR: time.Minute}}})
+		require.NoError(t, err)
+		require.NoError(t, res[0].Err)
+	}
+	require.NoError(t, b.engine.Cancel(ctx, &core.CancelJobParams{ID: core.ScheduleID("tick", slot(20))}))
+	sc, err := b.svc.GetSchedule(ctx, "tick")
+	require.NoError(t, err)
+
+	runs, err := b.svc.ScheduleRuns(ctx, sc, 3)
+	require.NoError(t, err)
+	require.Len(t, runs, 3)
+	for i, m := range []int{40, 30, 20} {
+		require.True(t, runs[i].Slot.Equal(slot(m)), "run %d: slot %s, want %s", i, runs[i].Slot, slot(m))
+		require.Equal(t, core.ScheduleID("tick", slot(m)), runs[i].JobID)
+	}
+	require.Equal(t, core.StateScheduled, runs[0].Job.State)
+	require.Nil(t, runs[1].Job, "a slot passed over made no job")
+	require.Equal(t, core.StateCancelled, runs[2].Job.State, "the job as it is now")
+
+	// More runs asked than slots since the creation: those four.
+	runs, err = b.svc.ScheduleRuns(ctx, sc, 100)
+	require.NoError(t, err)
+	require.Len(t, runs, 4)
+	require.True(t, runs[3].Slot.Equal(slot(10)))
+
+	runs, err = b.svc.ScheduleRuns(ctx, sc, 0)
+	require.NoError(t, err)
+	require.Empty(t, runs)
+	_, err = b.svc.ScheduleRuns(ctx, sc, service.ScheduleRunsMax+1)
+	require.ErrorIs(t, err, core.ErrInvalidArgument)
+	var fe *core.FieldError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "runs", fe.Field)
 }

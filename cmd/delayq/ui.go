@@ -79,9 +79,11 @@ func (o *observability) newStats(log *slog.Logger) *httptransport.Stats {
 	})
 }
 
-// statsCounters reads the intake, attempt and lateness metrics by topic.
+// statsCounters reads the intake, attempt (all, failed and burying) and
+// lateness metrics by topic.
 func (o *observability) statsCounters(context.Context) (httptransport.StatsCounters, error) {
-	c := httptransport.StatsCounters{Intake: map[string]float64{}, Deliveries: map[string]float64{}, Lateness: map[string]httptransport.Histogram{}}
+	c := httptransport.StatsCounters{Intake: map[string]float64{}, Deliveries: map[string]float64{}, Retries: map[string]float64{},
+		Deaths: map[string]float64{}, Lateness: map[string]httptransport.Histogram{}}
 	families, err := o.providers.Gatherer().Gather()
 	if err != nil {
 		return c, err
@@ -96,7 +98,14 @@ func (o *observability) statsCounters(context.Context) (httptransport.StatsCount
 			}
 		case promAttempts:
 			for _, m := range f.GetMetric() {
-				c.Deliveries[label(m, "queue")] += m.GetCounter().GetValue()
+				topic, n := label(m, "queue"), m.GetCounter().GetValue()
+				c.Deliveries[topic] += n
+				switch label(m, "outcome") {
+				case "failed", "expired":
+					c.Retries[topic] += n
+				case "dead":
+					c.Deaths[topic] += n
+				}
 			}
 		case promLateness:
 			for _, m := range f.GetMetric() {

@@ -341,13 +341,30 @@ func (a uiAPI) push(req map[string]any) string {
 // so that it is dead.
 func (a uiAPI) bury(topic string, body any, reason string) string {
 	a.t.Helper()
-	id := a.push(map[string]any{"topic": topic, "body": body, "max_attempts": 1})
+	id := a.nack(topic, body, reason, 1)
+	require.Equal(a.t, "dead", a.job(id)["state"])
+	return id
+}
+
+// fail pushes a job on a topic of three attempts and fails its first with
+// reason, so that it is retried later.
+func (a uiAPI) fail(topic string, body any, reason string) string {
+	a.t.Helper()
+	id := a.nack(topic, body, reason, 3)
+	require.Equal(a.t, "scheduled", a.job(id)["state"])
+	return id
+}
+
+// nack pushes a job of attempts attempts, claims it and fails the attempt
+// with reason.
+func (a uiAPI) nack(topic string, body any, reason string, attempts int) string {
+	a.t.Helper()
+	id := a.push(map[string]any{"topic": topic, "body": body, "max_attempts": attempts})
 	jobs := a.must(http.MethodPost, "/v1/topics/"+topic+"/claim", map[string]any{"max": 1}, http.StatusOK)["jobs"].([]any)
 	require.Len(a.t, jobs, 1)
 	d := jobs[0].(map[string]any)
 	require.Equal(a.t, id, d["id"])
 	a.must(http.MethodPost, "/v1/jobs/"+id+"/nack", map[string]any{"lease": d["lease"], "error": reason}, http.StatusNoContent)
-	require.Equal(a.t, "dead", a.job(id)["state"])
 	return id
 }
 
@@ -375,6 +392,7 @@ func testUIOpen(t *testing.T, b *browser) {
 	boom1 := api.bury("payments", map[string]any{"payment": 1}, "card declined")
 	boom2 := api.bury("payments", map[string]any{"payment": 2}, "card declined")
 	gone := api.bury("payments", map[string]any{"payment": 3}, "gateway timeout")
+	api.fail("payments", map[string]any{"payment": 4}, "gateway timeout") // a retry, for the topic's failure chart
 	api.must(http.MethodPut, "/v1/schedules/nightly", map[string]any{"cron": "30 2 * * *", "topic": "orders", "job": map[string]any{"body": map[string]any{"report": "nightly"}}}, http.StatusOK)
 
 	// The 400 is the refused topic configuration below, on purpose.
@@ -475,8 +493,12 @@ func testUIOpen(t *testing.T, b *browser) {
 	tb.setValue("#rate-burst", "3")
 	tb.setValue("#unique-keys", "replace")
 	tb.setValue("#on-dead", "hooks.dead")
+	tb.setValue("#delay", "5m")
+	tb.setValue("#expires-in", "1h")
 	require.Equal(t, "ok: Topic hooks saved.", tb.click("#save-topic"))
 	topic = api.must(http.MethodGet, "/v1/topics/hooks", nil, http.StatusOK)
+	require.Equal(t, "5m0s", topic["delay"])
+	require.Equal(t, "1h0m0s", topic["expires_in"])
 	require.Equal(t, map[string]any{"type": "webhook", "url": "http://127.0.0.1:9/hook", "method": "PUT", "timeout": "5s",
 		"success": "status == 200 && body.ok", "allow_job_url": true, "secret_set": false}, topic["delivery"])
 	require.EqualValues(t, 4, topic["max_in_flight"])
@@ -510,10 +532,12 @@ func testUIOpen(t *testing.T, b *browser) {
 	tb.setValue("#max-in-flight", "")
 	tb.setValue("#unique-keys", "")
 	tb.setValue("#on-dead", "")
+	tb.setValue("#delay", "")
+	tb.setValue("#expires-in", "")
 	require.Equal(t, "ok: Topic hooks saved.", tb.click("#save-topic"))
 	topic = api.must(http.MethodGet, "/v1/topics/hooks", nil, http.StatusOK)
 	require.Equal(t, map[string]any{"type": "consumer", "secret_set": false}, topic["delivery"])
-	for _, field := range []string{"max_in_flight", "unique_keys", "on_dead"} {
+	for _, field := range []string{"max_in_flight", "unique_keys", "on_dead", "delay", "expires_in"} {
 		require.NotContains(t, topic, field)
 	}
 	require.Equal(t, map[string]any{"limit": float64(10), "period": "1s", "burst": float64(3)}, topic["rate"])
@@ -643,6 +667,27 @@ func testUIOpen(t *testing.T, b *browser) {
 	tb.run(tb.submit("search-key"))
 	tb.waitFor(`document.querySelectorAll("#results tr[data-job]").length === 1`)
 	require.Equal(t, soon, tb.text(`#results tr[data-job] a`))
+	// By key and state across topics: every topic's jobs with the key, each
+	// with its topic, then only the cancelled ones.
+	other := api.push(map[string]any{"topic": "invoices", "body": 1, "key": "order-43", "delay": "1h"})
+	api.must(http.MethodDelete, "/v1/jobs/"+other, nil, http.StatusNoContent)
+	tb.setValue("#key-topic", "")
+	tb.run(tb.submit("search-key"))
+	tb.waitFor(`document.querySelectorAll("#results tr[data-job]").length === 2`)
+	require.Equal(t, "2 found; every job with the key read.", tb.text("#key-done"))
+	require.Equal(t, "invoices", tb.text(`#results tr[data-job="`+other+`"] td:nth-child(2)`))
+	require.Equal(t, "orders", tb.text(`#results tr[data-job="`+soon+`"] td:nth-child(2)`))
+	tb.setValue("#key-state", "cancelled")
+	tb.run(tb.submit("search-key"))
+	tb.waitFor(`document.querySelector("#results h2").textContent.startsWith("cancelled jobs")`)
+	require.Equal(t, 1, tb.count("#results tr[data-job]"))
+	require.Equal(t, 1, tb.count(`#results tr[data-job="`+other+`"]`))
+	// Past 200 topics, the rest is not read, and the search says so.
+	bounded := eval[map[string]any](tb, `import("./js/search.js").then(async (m) => {
+		const r = await m.findByKey(Array(m.keyTopicsMax + 1).fill("orders"), "order-43", "");
+		return {jobs: r.jobs.length, skipped: r.skipped, full: r.full.length};
+	})`)
+	require.Equal(t, map[string]any{"jobs": float64(200), "skipped": float64(1), "full": float64(0)}, bounded)
 	tb.setValue("#body-topic", "orders")
 	tb.setValue("#body-state", "scheduled")
 	tb.setValue("#body-text", `"order":43`)
@@ -659,6 +704,7 @@ func testUIOpen(t *testing.T, b *browser) {
 	tb.setValue("#push-delay", "10m")
 	tb.setValue("#push-key", "order-99")
 	tb.setValue("#push-priority", "2")
+	tb.setValue("#push-expires-in", "2h")
 	tb.screenshot("push")
 	msg = tb.click("#push-submit")
 	require.Contains(t, msg, "ok: Pushed ")
@@ -669,6 +715,22 @@ func testUIOpen(t *testing.T, b *browser) {
 	require.Equal(t, "order-99", j["key"])
 	require.EqualValues(t, 2, j["priority"])
 	require.Equal(t, "scheduled", j["state"])
+	runAt, err = time.Parse(time.RFC3339, j["run_at"].(string))
+	require.NoError(t, err)
+	expiresAt, err := time.Parse(time.RFC3339, j["expires_at"].(string))
+	require.NoError(t, err)
+	require.Equal(t, 2*time.Hour, expiresAt.Sub(runAt), "expires_in from run_at")
+	// Its page shows the expiry; a job not delivered by its expiry is dead
+	// with the reason shown.
+	tb.goTo("#/job/" + pushed)
+	require.Contains(t, tb.text("#job-fields"), "expires at"+expiresAt.UTC().Format(time.DateTime)+" UTC")
+	expiry := time.Now().Add(300 * time.Millisecond)
+	late := api.push(map[string]any{"topic": "expiring", "body": 1, "expires_at": expiry.UTC().Format(time.RFC3339Nano)})
+	time.Sleep(time.Until(expiry)) // the server's real clock must pass the expiry: nothing to wait on but time
+	require.Empty(t, api.must(http.MethodPost, "/v1/topics/expiring/claim", map[string]any{"max": 1}, http.StatusOK)["jobs"], "an expired job is not handed out")
+	require.Equal(t, "expired", api.job(late)["last_error"])
+	tb.goTo("#/job/" + late)
+	require.Equal(t, "dead expired not delivered by its expiry", tb.text("#job-state"))
 
 	step("Schedules")
 	// Schedules: listed with paused and last run, paused and resumed,
@@ -684,9 +746,25 @@ func testUIOpen(t *testing.T, b *browser) {
 	tb.screenshot("schedules")
 	require.Equal(t, "ok: Schedule nightly resumed.", tb.click(row+"button.toggle-pause"))
 	require.Equal(t, false, api.must(http.MethodGet, "/v1/schedules/nightly", nil, http.StatusOK)["paused"])
+	// A schedule's last runs: each slot fired with its job, linked, and
+	// the job's state now.
+	api.must(http.MethodPut, "/v1/schedules/ticker", map[string]any{"cron": "* * * * * *", "topic": "ticks", "job": map[string]any{"body": map[string]any{"tick": true}}}, http.StatusOK)
+	require.Eventually(t, func() bool {
+		return api.must(http.MethodGet, "/v1/schedules/ticker", nil, http.StatusOK)["last_slot"] != nil
+	}, 10*time.Second, 50*time.Millisecond, "a slot of every second fires")
+	tb.goTo("#/schedule/ticker")
+	tick := tb.text(`#last-runs tbody tr:first-child td a`)
+	require.Equal(t, "ready", tb.text(`#last-runs tr[data-job="`+tick+`"] td.state`))
+	require.Equal(t, "ticks", api.job(tick)["topic"], "the slot's job")
+	tb.screenshot("schedule")
+	tb.run(chromedp.Evaluate[chromedp.Void](`document.getElementById("app").removeAttribute("data-ready")`),
+		chromedp.Click(chromedp.CSS(`#last-runs tr[data-job="`+tick+`"] a`)))
+	tb.waitFor(`location.hash === "#/job/` + tick + `" && document.getElementById("app").dataset.ready === "1"`)
+	require.Contains(t, tb.text("#job-fields"), tick)
+	api.must(http.MethodDelete, "/v1/schedules/ticker", nil, http.StatusNoContent)
 	tb.goTo("#/schedule/nightly")
 	require.Equal(t, "30 2 * * *", eval[string](tb, `document.getElementById("sch-cron").value`))
-	tb.screenshot("schedule")
+	require.Equal(t, "No slot has fired yet.", tb.text("#last-runs"))
 	tb.setValue("#sch-cron", "0 3 * * *")
 	tb.setValue("#sch-zone", "Europe/Paris")
 	tb.setValue("#sch-job-priority", "2")
@@ -727,6 +805,18 @@ func testUIOpen(t *testing.T, b *browser) {
 	tb.run(chromedp.Click(chromedp.CSS("#confirm-yes"), chromedp.NodeVisible))
 	tb.waitFor(`location.hash === "#/schedules" && document.getElementById("app").dataset.ready === "1"`)
 	require.Zero(t, tb.count(`#schedules tr[data-schedule]`))
+
+	step("Topic: activity charts")
+	// A topic's charts over time: the three burials and the retry of
+	// payments at the start, in the samples taken every 5 s since, show as
+	// a point above the zero line (y 192 of the 220 high charts) of the
+	// deaths and of the retries.
+	tb.goTo("#/topic/payments")
+	for _, series := range []string{"#rate-chart circle.intake", "#rate-chart circle.deliveries", "#failure-chart circle.retries", "#failure-chart circle.deaths"} {
+		tb.waitFor(`[...document.querySelectorAll("` + series + `")].some((c) => +c.getAttribute("cy") < 192)`)
+	}
+	require.Contains(t, tb.text("#failure-chart + .legend"), "retries/s")
+	tb.screenshot("topic-activity")
 
 	// The overview again, with the samples of the claims above in its
 	// chart, for its screenshot.

@@ -253,6 +253,8 @@ func runHTTPScenario(h *httpRun) {
 	send("another topic's schedule", http.MethodPut, "/v1/schedules/nightly", tokenOther, `{"cron":"@hourly","topic":"other.s"}`)
 	get("one", "/v1/schedules/nightly?next=2", admin)
 	get("a bad next", "/v1/schedules/nightly?next=many", admin)
+	get("its last runs, none yet", "/v1/schedules/nightly?runs=2&next=0", admin)
+	get("a bad runs", "/v1/schedules/nightly?runs=101", admin)
 	send("run now", http.MethodPost, "/v1/schedules/nightly/run", admin, "")
 	get("unknown", "/v1/schedules/nope", admin)
 	get("all", "/v1/schedules", admin)

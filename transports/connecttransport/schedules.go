@@ -40,9 +40,10 @@ func (s *Server) PutSchedule(ctx context.Context, req *connect.Request[delayqv1.
 	return connect.NewResponse(&delayqv1.PutScheduleResponse{Schedule: scheduleMessage(stored, s.engine.Clock().Now(), next)}), nil
 }
 
-// GetSchedule reads a schedule with its next runs, as
-// GET /v1/schedules/{name}. Errors: NotFound, also for a schedule of a
-// topic the token may not use.
+// GetSchedule reads a schedule with its next runs and its last runs (as
+// many as runs asks), as GET /v1/schedules/{name}. Errors: NotFound, also
+// for a schedule of a topic the token may not use; InvalidArgument on next
+// or runs.
 func (s *Server) GetSchedule(ctx context.Context, req *connect.Request[delayqv1.GetScheduleRequest]) (*connect.Response[delayqv1.GetScheduleResponse], error) {
 	next, err := nextRuns(req.Msg.Next)
 	if err != nil {
@@ -52,7 +53,19 @@ func (s *Server) GetSchedule(ctx context.Context, req *connect.Request[delayqv1.
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&delayqv1.GetScheduleResponse{Schedule: scheduleMessage(sc, s.engine.Clock().Now(), next)}), nil
+	runs, err := s.svc.ScheduleRuns(ctx, sc, int(req.Msg.Runs))
+	if err != nil {
+		return nil, err
+	}
+	m := scheduleMessage(sc, s.engine.Clock().Now(), next)
+	for _, r := range runs {
+		run := &delayqv1.ScheduleRun{Slot: timeText(r.Slot), JobId: r.JobID}
+		if r.Job != nil {
+			run.State = string(r.Job.State)
+		}
+		m.LastRuns = append(m.LastRuns, run)
+	}
+	return connect.NewResponse(&delayqv1.GetScheduleResponse{Schedule: m}), nil
 }
 
 // ListSchedules lists every schedule by name, as GET /v1/schedules; for a

@@ -289,3 +289,43 @@ func TestExportImportSchedulesAccess(t *testing.T) {
 	_, err = b.engine.GetSchedule(ctx, "secret")
 	require.ErrorIs(t, err, core.ErrNotFound)
 }
+
+// TestScheduleLastRuns: GetSchedule's runs answers the last slots up to
+// the cursor, newest first, as GET /v1/schedules/{name}?runs= does; runs
+// out of range is InvalidArgument naming it.
+func TestScheduleLastRuns(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	created := b.engine.Clock().Now().Add(-time.Hour).UTC().Truncate(time.Hour)
+	_, err := b.engine.ImportSchedule(t.Context(), &core.Schedule{Name: "tick", Cron: "*/10 * * * *", Topic: "ticks",
+		CreatedAt: created, UpdatedAt: created, Cursor: created.Add(40 * time.Minute)})
+	require.NoError(t, err)
+	var got delayqv1.GetScheduleResponse
+	b.must(t, "GetSchedule", &delayqv1.GetScheduleRequest{Name: "tick", Runs: 2}, &got)
+	require.Len(t, got.Schedule.LastRuns, 2)
+	for i, m := range []time.Duration{40, 30} {
+		slot := created.Add(m * time.Minute)
+		require.Equal(t, slot.Format("2006-01-02T15:04:05.000Z"), got.Schedule.LastRuns[i].Slot)
+		require.Equal(t, core.ScheduleID("tick", slot), got.Schedule.LastRuns[i].JobId)
+		require.Empty(t, got.Schedule.LastRuns[i].State, "no job made")
+	}
+	res, err := http.Get(b.srv.URL + "/v1/schedules/tick?runs=2")
+	require.NoError(t, err)
+	defer res.Body.Close()
+	var h struct {
+		LastRuns []struct {
+			Slot  string `json:"slot"`
+			JobID string `json:"job_id"`
+		} `json:"last_runs"`
+	}
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&h))
+	require.Len(t, h.LastRuns, 2)
+	for i, r := range h.LastRuns {
+		require.Equal(t, got.Schedule.LastRuns[i].Slot, r.Slot, "as the HTTP API")
+		require.Equal(t, got.Schedule.LastRuns[i].JobId, r.JobID)
+	}
+	b.must(t, "GetSchedule", &delayqv1.GetScheduleRequest{Name: "tick"}, &got)
+	require.Empty(t, got.Schedule.LastRuns, "none without runs")
+	err = b.call(t, "", "GetSchedule", &delayqv1.GetScheduleRequest{Name: "tick", Runs: core.UpcomingMax + 1}, &got)
+	requireStatus(t, err, codes.InvalidArgument, "invalid_argument", "runs")
+}

@@ -95,6 +95,17 @@ type scheduleView struct {
 	// NextRuns are the slots still to fire, as the definition stands; not
 	// in an export.
 	NextRuns []wireTime `json:"next_runs,omitzero"`
+	// LastRuns are the last slots and their jobs, newest first, when the
+	// query's runs asks for them.
+	LastRuns []scheduleRunView `json:"last_runs,omitzero"`
+}
+
+// scheduleRunView is a past slot of a schedule and its job's state now,
+// absent when no job has the slot's id.
+type scheduleRunView struct {
+	Slot  wireTime `json:"slot"`
+	JobID string   `json:"job_id"`
+	State string   `json:"state,omitempty"`
 }
 
 type scheduleJobView struct {
@@ -181,17 +192,40 @@ func (s *Server) putSchedule(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// getSchedule serves GET /v1/schedules/{name}?next=3.
+// getSchedule serves GET /v1/schedules/{name}?next=3&runs=10: with runs,
+// the last runs too.
 func (s *Server) getSchedule(w http.ResponseWriter, r *http.Request) error {
 	next, err := queryNext(r)
 	if err != nil {
 		return err
 	}
+	q := r.URL.Query()
+	runs := 0
+	if q.Has("runs") {
+		if runs, err = strconv.Atoi(q.Get("runs")); err != nil {
+			runs = -1 // refused by ScheduleRuns with its message
+		}
+	}
 	sc, err := s.svc.GetSchedule(r.Context(), r.PathValue("name"))
 	if err != nil {
 		return err
 	}
-	s.writeJSON(w, r, http.StatusOK, newScheduleView(sc, s.engine.Clock().Now(), next))
+	last, err := s.svc.ScheduleRuns(r.Context(), sc, runs)
+	if err != nil {
+		return err
+	}
+	v := newScheduleView(sc, s.engine.Clock().Now(), next)
+	if q.Has("runs") {
+		v.LastRuns = make([]scheduleRunView, 0, len(last))
+		for _, run := range last {
+			rv := scheduleRunView{Slot: wireTime(run.Slot), JobID: run.JobID}
+			if run.Job != nil {
+				rv.State = string(run.Job.State)
+			}
+			v.LastRuns = append(v.LastRuns, rv)
+		}
+	}
+	s.writeJSON(w, r, http.StatusOK, v)
 	return nil
 }
 

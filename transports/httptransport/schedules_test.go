@@ -213,3 +213,32 @@ func TestScheduleJitterWire(t *testing.T) {
 	requireError(t, b.do(t, http.MethodPut, "/v1/schedules/spread", `{"cron": "@hourly", "topic": "t", "jitter": "25h"}`), http.StatusBadRequest, "invalid_argument", "jitter")
 	requireError(t, b.do(t, http.MethodPut, "/v1/schedules/spread", `{"cron": "@hourly", "topic": "t", "jitter": "soon"}`), http.StatusBadRequest, "invalid_argument", "jitter")
 }
+
+// TestScheduleLastRuns: GET /v1/schedules/{name}?runs=N answers the last
+// slots up to the cursor, newest first, with their jobs' states now (none
+// for a slot without a job), only when asked; runs out of range is 400.
+func TestScheduleLastRuns(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	created := b.clock.Now().Add(-time.Hour).UTC().Truncate(time.Hour)
+	slot := func(m int) time.Time { return created.Add(time.Duration(m) * time.Minute) }
+	sid := core.ScheduleID("tick", slot(40))
+	lines := `{"schedule": {"name": "tick", "cron": "*/10 * * * *", "time_zone": "UTC", "topic": "ticks", "job": {"body": null}, ` +
+		`"paused": false, "missed": "skip", "created_at": "` + wireMS(created) + `", "updated_at": "` + wireMS(created) +
+		`", "last_slot": "` + wireMS(slot(40)) + `"}}` + "\n" +
+		`{"id": "` + sid + `", "topic": "ticks", "key": "", "body": null, "state": "scheduled", "ttr": "30s", "max_attempts": 3, "priority": 0, ` +
+		`"attempt": 0, "last_error": "", "created_at": "` + wireMS(slot(40)) + `", "run_at": "` + wireMS(slot(40).Add(3*time.Hour)) + `"}` + "\n"
+	a := b.importBody(t, lines, "Content-Type", "application/x-ndjson")
+	require.Equal(t, 2, a.Imported, "%+v", a)
+
+	got := b.do(t, http.MethodGet, "/v1/schedules/tick?runs=2", nil).object(t)
+	require.Equal(t, []any{
+		map[string]any{"slot": wireMS(slot(40)), "job_id": sid, "state": "scheduled"},
+		map[string]any{"slot": wireMS(slot(30)), "job_id": core.ScheduleID("tick", slot(30))},
+	}, got["last_runs"])
+	require.NotContains(t, b.do(t, http.MethodGet, "/v1/schedules/tick", nil).object(t), "last_runs", "only when asked")
+	require.Equal(t, []any{}, b.do(t, http.MethodGet, "/v1/schedules/tick?runs=0", nil).object(t)["last_runs"])
+	for _, bad := range []string{"101", "-1", "x"} {
+		requireError(t, b.do(t, http.MethodGet, "/v1/schedules/tick?runs="+bad, nil), http.StatusBadRequest, "invalid_argument", "runs")
+	}
+}

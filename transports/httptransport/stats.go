@@ -31,6 +31,13 @@ type StatsCounters struct {
 	// Deliveries counts, per topic, the delivery attempts that ended
 	// (acked, retried, buried or expired).
 	Deliveries map[string]float64
+	// Retries counts, per topic, the attempts of Deliveries that failed
+	// and left the job to be tried again: nacked, errored, or whose lease
+	// ran out.
+	Retries map[string]float64
+	// Deaths counts, per topic, the attempts of Deliveries that buried
+	// their job.
+	Deaths map[string]float64
 	// Lateness is, per topic, the histogram of how late claims took their
 	// jobs, in seconds.
 	Lateness map[string]Histogram
@@ -96,6 +103,8 @@ type statsSample struct {
 	at         time.Time
 	intake     map[string]float64 // jobs per second
 	deliveries map[string]float64 // attempts per second
+	retries    map[string]float64 // failed attempts per second
+	deaths     map[string]float64 // burying attempts per second
 	lateness   map[string]Histogram
 }
 
@@ -153,6 +162,8 @@ func (st *Stats) Sample(ctx context.Context) {
 		at:         now,
 		intake:     rates(prev.Intake, c.Intake, secs),
 		deliveries: rates(prev.Deliveries, c.Deliveries, secs),
+		retries:    rates(prev.Retries, c.Retries, secs),
+		deaths:     rates(prev.Deaths, c.Deaths, secs),
 		lateness:   map[string]Histogram{},
 	}
 	for topic, h := range c.Lateness {
@@ -273,10 +284,13 @@ type statsView struct {
 // statsSampleView is one sample of GET /v1/stats.
 type statsSampleView struct {
 	Time time.Time `json:"time"`
-	// IntakePerSecond and DeliveriesPerSecond are per topic, over the
-	// interval that ends at Time; topics without any are left out.
+	// IntakePerSecond, DeliveriesPerSecond, RetriesPerSecond and
+	// DeathsPerSecond are per topic, over the interval that ends at Time;
+	// topics without any are left out.
 	IntakePerSecond     map[string]float64 `json:"intake_per_second"`
 	DeliveriesPerSecond map[string]float64 `json:"deliveries_per_second"`
+	RetriesPerSecond    map[string]float64 `json:"retries_per_second"`
+	DeathsPerSecond     map[string]float64 `json:"deaths_per_second"`
 	// LatenessP50 and LatenessP99 (seconds) are over the claims of the
 	// interval on every topic shown; absent without claims.
 	LatenessP50 *float64 `json:"lateness_p50,omitempty"`
@@ -300,18 +314,19 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
 	allowed := func(topic string) bool { return (only == "" || topic == only) && service.Allows(r.Context(), topic) }
 	topics := map[string]bool{}
 	v.Interval = s.liveStats.cfg.Interval.String()
+	// shown keeps the rates of the topics allowed, and notes them.
+	shown := func(rates map[string]float64) map[string]float64 {
+		out := map[string]float64{}
+		for k, x := range rates {
+			if allowed(k) {
+				out[k], topics[k] = x, true
+			}
+		}
+		return out
+	}
 	for _, smp := range s.liveStats.ordered() {
-		sv := statsSampleView{Time: smp.at.UTC(), IntakePerSecond: map[string]float64{}, DeliveriesPerSecond: map[string]float64{}}
-		for k, x := range smp.intake {
-			if allowed(k) {
-				sv.IntakePerSecond[k], topics[k] = x, true
-			}
-		}
-		for k, x := range smp.deliveries {
-			if allowed(k) {
-				sv.DeliveriesPerSecond[k], topics[k] = x, true
-			}
-		}
+		sv := statsSampleView{Time: smp.at.UTC(), IntakePerSecond: shown(smp.intake), DeliveriesPerSecond: shown(smp.deliveries),
+			RetriesPerSecond: shown(smp.retries), DeathsPerSecond: shown(smp.deaths)}
 		var late Histogram
 		for k, h := range smp.lateness {
 			if allowed(k) {

@@ -3,6 +3,7 @@ package httptransport_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"sync"
 	"testing"
@@ -24,13 +25,8 @@ func (f *fakeCounters) read(context.Context) (httptransport.StatsCounters, error
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	// A copy, as a registry's read is.
-	c := httptransport.StatsCounters{Intake: map[string]float64{}, Deliveries: map[string]float64{}, Lateness: map[string]httptransport.Histogram{}}
-	for k, v := range f.c.Intake {
-		c.Intake[k] = v
-	}
-	for k, v := range f.c.Deliveries {
-		c.Deliveries[k] = v
-	}
+	c := httptransport.StatsCounters{Intake: maps.Clone(f.c.Intake), Deliveries: maps.Clone(f.c.Deliveries),
+		Retries: maps.Clone(f.c.Retries), Deaths: maps.Clone(f.c.Deaths), Lateness: map[string]httptransport.Histogram{}}
 	for k, h := range f.c.Lateness {
 		h.Counts = append([]float64(nil), h.Counts...)
 		c.Lateness[k] = h
@@ -44,6 +40,8 @@ type statsAnswer struct {
 		Time                time.Time          `json:"time"`
 		IntakePerSecond     map[string]float64 `json:"intake_per_second"`
 		DeliveriesPerSecond map[string]float64 `json:"deliveries_per_second"`
+		RetriesPerSecond    map[string]float64 `json:"retries_per_second"`
+		DeathsPerSecond     map[string]float64 `json:"deaths_per_second"`
 		LatenessP50         *float64           `json:"lateness_p50"`
 		LatenessP99         *float64           `json:"lateness_p99"`
 		Claims              float64            `json:"claims"`
@@ -61,6 +59,8 @@ func TestStats(t *testing.T) {
 	fc := &fakeCounters{c: httptransport.StatsCounters{
 		Intake:     map[string]float64{"orders.eu": 100, "mail": 7},
 		Deliveries: map[string]float64{"orders.eu": 50},
+		Retries:    map[string]float64{"orders.eu": 8},
+		Deaths:     map[string]float64{"orders.eu": 2, "mail": 1},
 		Lateness: map[string]httptransport.Histogram{
 			"orders.eu": {Bounds: bounds, Counts: []float64{10, 10, 10}, Count: 10},
 			"mail":      {Bounds: bounds, Counts: []float64{0, 0, 0}, Count: 0},
@@ -86,13 +86,14 @@ func TestStats(t *testing.T) {
 	st.Sample(t.Context())
 	require.Empty(t, get(adminSecret).Samples)
 
-	// 5s later: orders.eu took 50 more jobs (10/s), delivered 25 (5/s),
-	// and claimed 100 jobs: 50 within 1ms, 49 within 10ms, 1 within 100ms;
+	// 5s later: orders.eu took 50 more jobs (10/s), delivered 25 (5/s), of
+	// which 10 failed (2/s) and 5 buried their job (1/s), and claimed 100 jobs: 50 within 1ms, 49 within 10ms, 1 within 100ms;
 	// mail took 5 jobs and 100 claims, all within 1 ms.
 	clock.Advance(5 * time.Second)
 	fc.mu.Lock()
 	fc.c.Intake["orders.eu"], fc.c.Intake["mail"] = 150, 12
 	fc.c.Deliveries["orders.eu"] = 75
+	fc.c.Retries["orders.eu"], fc.c.Deaths["orders.eu"] = 18, 7
 	fc.c.Lateness["orders.eu"] = httptransport.Histogram{Bounds: bounds, Counts: []float64{60, 109, 110}, Count: 110}
 	fc.c.Lateness["mail"] = httptransport.Histogram{Bounds: bounds, Counts: []float64{100, 100, 100}, Count: 100}
 	fc.mu.Unlock()
@@ -104,6 +105,8 @@ func TestStats(t *testing.T) {
 	s := all.Samples[0]
 	require.Equal(t, map[string]float64{"orders.eu": 10, "mail": 1}, s.IntakePerSecond)
 	require.Equal(t, map[string]float64{"orders.eu": 5}, s.DeliveriesPerSecond)
+	require.Equal(t, map[string]float64{"orders.eu": 2}, s.RetriesPerSecond)
+	require.Equal(t, map[string]float64{"orders.eu": 1}, s.DeathsPerSecond, "mail buried none in the interval")
 	require.Equal(t, float64(200), s.Claims)
 	require.NotNil(t, s.LatenessP50)
 	// 150 of 200 claims within 1ms: the median is within the first bucket.
@@ -118,6 +121,7 @@ func TestStats(t *testing.T) {
 	orders := get(ordersSecret)
 	s = orders.Samples[0]
 	require.Equal(t, map[string]float64{"orders.eu": 10}, s.IntakePerSecond)
+	require.Equal(t, map[string]float64{"orders.eu": 2}, s.RetriesPerSecond)
 	require.Equal(t, float64(100), s.Claims)
 	require.InDelta(t, 0.001*50/50, *s.LatenessP50, 1e-9)
 	require.InDelta(t, 0.001+0.009*(99-50)/49.0, *s.LatenessP99, 1e-9)
@@ -129,6 +133,8 @@ func TestStats(t *testing.T) {
 	s = mail.Samples[0]
 	require.Equal(t, map[string]float64{"mail": 1}, s.IntakePerSecond)
 	require.Empty(t, s.DeliveriesPerSecond)
+	require.Empty(t, s.RetriesPerSecond)
+	require.Empty(t, s.DeathsPerSecond)
 	require.Equal(t, float64(100), s.Claims)
 	require.InDelta(t, 0.001*50/100, *s.LatenessP50, 1e-9)
 	require.Equal(t, []string{"mail"}, mail.Topics)

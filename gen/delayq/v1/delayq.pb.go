@@ -4178,7 +4178,10 @@ type Schedule struct {
 	// never in an export, ignored by an import.
 	NextRuns []string `protobuf:"bytes,14,rep,name=next_runs,json=nextRuns,proto3" json:"next_runs,omitempty"`
 	// Jitter is "" when none.
-	Jitter        string `protobuf:"bytes,15,opt,name=jitter,proto3" json:"jitter,omitempty"`
+	Jitter string `protobuf:"bytes,15,opt,name=jitter,proto3" json:"jitter,omitempty"`
+	// LastRuns are the last slots up to last_slot and their jobs, newest
+	// first, when GetSchedule's runs asks for them; never in an export.
+	LastRuns      []*ScheduleRun `protobuf:"bytes,16,rep,name=last_runs,json=lastRuns,proto3" json:"last_runs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4318,6 +4321,78 @@ func (x *Schedule) GetJitter() string {
 	return ""
 }
 
+func (x *Schedule) GetLastRuns() []*ScheduleRun {
+	if x != nil {
+		return x.LastRuns
+	}
+	return nil
+}
+
+// ScheduleRun is a past slot of a schedule and its job.
+type ScheduleRun struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Slot  string                 `protobuf:"bytes,1,opt,name=slot,proto3" json:"slot,omitempty"`
+	// JobId is the id the slot's job takes (s- and 32 hex digits).
+	JobId string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// State is the state of that job now; "" when there is none (the slot
+	// was passed over, its job removed or made under an earlier definition,
+	// or the job has a key on a topic with unique keys, whose id it takes).
+	State         string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScheduleRun) Reset() {
+	*x = ScheduleRun{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScheduleRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScheduleRun) ProtoMessage() {}
+
+func (x *ScheduleRun) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScheduleRun.ProtoReflect.Descriptor instead.
+func (*ScheduleRun) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *ScheduleRun) GetSlot() string {
+	if x != nil {
+		return x.Slot
+	}
+	return ""
+}
+
+func (x *ScheduleRun) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *ScheduleRun) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
 // PutScheduleRequest is the argument of PutSchedule.
 type PutScheduleRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4332,7 +4407,7 @@ type PutScheduleRequest struct {
 
 func (x *PutScheduleRequest) Reset() {
 	*x = PutScheduleRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[65]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4344,7 +4419,7 @@ func (x *PutScheduleRequest) String() string {
 func (*PutScheduleRequest) ProtoMessage() {}
 
 func (x *PutScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[65]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4357,7 +4432,7 @@ func (x *PutScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PutScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{65}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *PutScheduleRequest) GetName() string {
@@ -4391,7 +4466,7 @@ type PutScheduleResponse struct {
 
 func (x *PutScheduleResponse) Reset() {
 	*x = PutScheduleResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[66]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4403,7 +4478,7 @@ func (x *PutScheduleResponse) String() string {
 func (*PutScheduleResponse) ProtoMessage() {}
 
 func (x *PutScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[66]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4416,7 +4491,7 @@ func (x *PutScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PutScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{66}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *PutScheduleResponse) GetSchedule() *Schedule {
@@ -4431,14 +4506,16 @@ type GetScheduleRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Next is how many next runs to answer, 0 to 100; absent is 3.
-	Next          *int32 `protobuf:"varint,2,opt,name=next,proto3,oneof" json:"next,omitempty"`
+	Next *int32 `protobuf:"varint,2,opt,name=next,proto3,oneof" json:"next,omitempty"`
+	// Runs is how many past runs to answer in last_runs, 0 to 100.
+	Runs          int32 `protobuf:"varint,3,opt,name=runs,proto3" json:"runs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetScheduleRequest) Reset() {
 	*x = GetScheduleRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[67]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4450,7 +4527,7 @@ func (x *GetScheduleRequest) String() string {
 func (*GetScheduleRequest) ProtoMessage() {}
 
 func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[67]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4463,7 +4540,7 @@ func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
 func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{67}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *GetScheduleRequest) GetName() string {
@@ -4480,6 +4557,13 @@ func (x *GetScheduleRequest) GetNext() int32 {
 	return 0
 }
 
+func (x *GetScheduleRequest) GetRuns() int32 {
+	if x != nil {
+		return x.Runs
+	}
+	return 0
+}
+
 // GetScheduleResponse is the schedule.
 type GetScheduleResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -4490,7 +4574,7 @@ type GetScheduleResponse struct {
 
 func (x *GetScheduleResponse) Reset() {
 	*x = GetScheduleResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[68]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4502,7 +4586,7 @@ func (x *GetScheduleResponse) String() string {
 func (*GetScheduleResponse) ProtoMessage() {}
 
 func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[68]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4515,7 +4599,7 @@ func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
 func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{68}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *GetScheduleResponse) GetSchedule() *Schedule {
@@ -4536,7 +4620,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[69]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4548,7 +4632,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[69]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4561,7 +4645,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{69}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ListSchedulesRequest) GetNext() int32 {
@@ -4582,7 +4666,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[70]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4594,7 +4678,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[70]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4607,7 +4691,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{70}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*Schedule {
@@ -4627,7 +4711,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[71]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4639,7 +4723,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[71]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4652,7 +4736,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{71}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *DeleteScheduleRequest) GetName() string {
@@ -4671,7 +4755,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[72]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4683,7 +4767,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[72]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4696,7 +4780,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{72}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{73}
 }
 
 // ExportRequest is the argument of Export.
@@ -4708,7 +4792,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[73]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4720,7 +4804,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[73]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4733,7 +4817,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{73}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{74}
 }
 
 // ExportResponse is a batch of exported schedules and jobs. Every schedule
@@ -4750,7 +4834,7 @@ type ExportResponse struct {
 
 func (x *ExportResponse) Reset() {
 	*x = ExportResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[74]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4762,7 +4846,7 @@ func (x *ExportResponse) String() string {
 func (*ExportResponse) ProtoMessage() {}
 
 func (x *ExportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[74]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4775,7 +4859,7 @@ func (x *ExportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportResponse.ProtoReflect.Descriptor instead.
 func (*ExportResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{74}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ExportResponse) GetJobs() []*Job {
@@ -4810,7 +4894,7 @@ type ImportRequest struct {
 
 func (x *ImportRequest) Reset() {
 	*x = ImportRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[75]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4822,7 +4906,7 @@ func (x *ImportRequest) String() string {
 func (*ImportRequest) ProtoMessage() {}
 
 func (x *ImportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[75]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4835,7 +4919,7 @@ func (x *ImportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportRequest.ProtoReflect.Descriptor instead.
 func (*ImportRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{75}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ImportRequest) GetJobs() []*Job {
@@ -4867,7 +4951,7 @@ type ImportResponse struct {
 
 func (x *ImportResponse) Reset() {
 	*x = ImportResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[76]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4879,7 +4963,7 @@ func (x *ImportResponse) String() string {
 func (*ImportResponse) ProtoMessage() {}
 
 func (x *ImportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[76]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4892,7 +4976,7 @@ func (x *ImportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResponse.ProtoReflect.Descriptor instead.
 func (*ImportResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{76}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ImportResponse) GetImported() int64 {
@@ -4936,7 +5020,7 @@ type ImportError struct {
 
 func (x *ImportError) Reset() {
 	*x = ImportError{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[77]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4948,7 +5032,7 @@ func (x *ImportError) String() string {
 func (*ImportError) ProtoMessage() {}
 
 func (x *ImportError) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[77]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4961,7 +5045,7 @@ func (x *ImportError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportError.ProtoReflect.Descriptor instead.
 func (*ImportError) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{77}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ImportError) GetIndex() int64 {
@@ -5005,7 +5089,7 @@ type JobFilter struct {
 
 func (x *JobFilter) Reset() {
 	*x = JobFilter{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[78]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5017,7 +5101,7 @@ func (x *JobFilter) String() string {
 func (*JobFilter) ProtoMessage() {}
 
 func (x *JobFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[78]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5030,7 +5114,7 @@ func (x *JobFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFilter.ProtoReflect.Descriptor instead.
 func (*JobFilter) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{78}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *JobFilter) GetErrorContains() string {
@@ -5100,7 +5184,7 @@ type RequeueDeadRequest struct {
 
 func (x *RequeueDeadRequest) Reset() {
 	*x = RequeueDeadRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[79]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5112,7 +5196,7 @@ func (x *RequeueDeadRequest) String() string {
 func (*RequeueDeadRequest) ProtoMessage() {}
 
 func (x *RequeueDeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[79]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5125,7 +5209,7 @@ func (x *RequeueDeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueDeadRequest.ProtoReflect.Descriptor instead.
 func (*RequeueDeadRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{79}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *RequeueDeadRequest) GetTopic() string {
@@ -5152,7 +5236,7 @@ type RequeueDeadResponse struct {
 
 func (x *RequeueDeadResponse) Reset() {
 	*x = RequeueDeadResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[80]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5164,7 +5248,7 @@ func (x *RequeueDeadResponse) String() string {
 func (*RequeueDeadResponse) ProtoMessage() {}
 
 func (x *RequeueDeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[80]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5177,7 +5261,7 @@ func (x *RequeueDeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueDeadResponse.ProtoReflect.Descriptor instead.
 func (*RequeueDeadResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{80}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *RequeueDeadResponse) GetResult() *BulkResult {
@@ -5198,7 +5282,7 @@ type CancelJobsRequest struct {
 
 func (x *CancelJobsRequest) Reset() {
 	*x = CancelJobsRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[81]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5210,7 +5294,7 @@ func (x *CancelJobsRequest) String() string {
 func (*CancelJobsRequest) ProtoMessage() {}
 
 func (x *CancelJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[81]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5223,7 +5307,7 @@ func (x *CancelJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobsRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobsRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{81}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *CancelJobsRequest) GetTopic() string {
@@ -5250,7 +5334,7 @@ type CancelJobsResponse struct {
 
 func (x *CancelJobsResponse) Reset() {
 	*x = CancelJobsResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[82]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5262,7 +5346,7 @@ func (x *CancelJobsResponse) String() string {
 func (*CancelJobsResponse) ProtoMessage() {}
 
 func (x *CancelJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[82]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5275,7 +5359,7 @@ func (x *CancelJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobsResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobsResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{82}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *CancelJobsResponse) GetResult() *BulkResult {
@@ -5302,7 +5386,7 @@ type BulkResult struct {
 
 func (x *BulkResult) Reset() {
 	*x = BulkResult{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[83]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5314,7 +5398,7 @@ func (x *BulkResult) String() string {
 func (*BulkResult) ProtoMessage() {}
 
 func (x *BulkResult) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[83]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5327,7 +5411,7 @@ func (x *BulkResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkResult.ProtoReflect.Descriptor instead.
 func (*BulkResult) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{83}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *BulkResult) GetCount() int32 {
@@ -5368,7 +5452,7 @@ type RunScheduleRequest struct {
 
 func (x *RunScheduleRequest) Reset() {
 	*x = RunScheduleRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[84]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5380,7 +5464,7 @@ func (x *RunScheduleRequest) String() string {
 func (*RunScheduleRequest) ProtoMessage() {}
 
 func (x *RunScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[84]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5393,7 +5477,7 @@ func (x *RunScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunScheduleRequest.ProtoReflect.Descriptor instead.
 func (*RunScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{84}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *RunScheduleRequest) GetName() string {
@@ -5714,7 +5798,7 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x10\n" +
 	"\x03ttr\x18\x03 \x01(\tR\x03ttr\x12!\n" +
 	"\fmax_attempts\x18\x04 \x01(\x05R\vmaxAttempts\x12\x1a\n" +
-	"\bpriority\x18\x05 \x01(\x05R\bpriority\"\x9a\x03\n" +
+	"\bpriority\x18\x05 \x01(\x05R\bpriority\"\xcf\x03\n" +
 	"\bSchedule\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04cron\x18\x02 \x01(\tR\x04cron\x12\x1b\n" +
@@ -5733,17 +5817,23 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"updated_at\x18\f \x01(\tR\tupdatedAt\x12\x1b\n" +
 	"\tlast_slot\x18\r \x01(\tR\blastSlot\x12\x1b\n" +
 	"\tnext_runs\x18\x0e \x03(\tR\bnextRuns\x12\x16\n" +
-	"\x06jitter\x18\x0f \x01(\tR\x06jitter\"\x81\x01\n" +
+	"\x06jitter\x18\x0f \x01(\tR\x06jitter\x123\n" +
+	"\tlast_runs\x18\x10 \x03(\v2\x16.delayq.v1.ScheduleRunR\blastRuns\"N\n" +
+	"\vScheduleRun\x12\x12\n" +
+	"\x04slot\x18\x01 \x01(\tR\x04slot\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\"\x81\x01\n" +
 	"\x12PutScheduleRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x125\n" +
 	"\bschedule\x18\x02 \x01(\v2\x19.delayq.v1.ScheduleConfigR\bschedule\x12\x17\n" +
 	"\x04next\x18\x03 \x01(\x05H\x00R\x04next\x88\x01\x01B\a\n" +
 	"\x05_next\"F\n" +
 	"\x13PutScheduleResponse\x12/\n" +
-	"\bschedule\x18\x01 \x01(\v2\x13.delayq.v1.ScheduleR\bschedule\"J\n" +
+	"\bschedule\x18\x01 \x01(\v2\x13.delayq.v1.ScheduleR\bschedule\"^\n" +
 	"\x12GetScheduleRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
-	"\x04next\x18\x02 \x01(\x05H\x00R\x04next\x88\x01\x01B\a\n" +
+	"\x04next\x18\x02 \x01(\x05H\x00R\x04next\x88\x01\x01\x12\x12\n" +
+	"\x04runs\x18\x03 \x01(\x05R\x04runsB\a\n" +
 	"\x05_next\"F\n" +
 	"\x13GetScheduleResponse\x12/\n" +
 	"\bschedule\x18\x01 \x01(\v2\x13.delayq.v1.ScheduleR\bschedule\"8\n" +
@@ -5848,7 +5938,7 @@ func file_delayq_v1_delayq_proto_rawDescGZIP() []byte {
 	return file_delayq_v1_delayq_proto_rawDescData
 }
 
-var file_delayq_v1_delayq_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
+var file_delayq_v1_delayq_proto_msgTypes = make([]protoimpl.MessageInfo, 87)
 var file_delayq_v1_delayq_proto_goTypes = []any{
 	(*Error)(nil),                  // 0: delayq.v1.Error
 	(*JobSpec)(nil),                // 1: delayq.v1.JobSpec
@@ -5915,28 +6005,29 @@ var file_delayq_v1_delayq_proto_goTypes = []any{
 	(*ScheduleConfig)(nil),         // 62: delayq.v1.ScheduleConfig
 	(*ScheduleJob)(nil),            // 63: delayq.v1.ScheduleJob
 	(*Schedule)(nil),               // 64: delayq.v1.Schedule
-	(*PutScheduleRequest)(nil),     // 65: delayq.v1.PutScheduleRequest
-	(*PutScheduleResponse)(nil),    // 66: delayq.v1.PutScheduleResponse
-	(*GetScheduleRequest)(nil),     // 67: delayq.v1.GetScheduleRequest
-	(*GetScheduleResponse)(nil),    // 68: delayq.v1.GetScheduleResponse
-	(*ListSchedulesRequest)(nil),   // 69: delayq.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),  // 70: delayq.v1.ListSchedulesResponse
-	(*DeleteScheduleRequest)(nil),  // 71: delayq.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil), // 72: delayq.v1.DeleteScheduleResponse
-	(*ExportRequest)(nil),          // 73: delayq.v1.ExportRequest
-	(*ExportResponse)(nil),         // 74: delayq.v1.ExportResponse
-	(*ImportRequest)(nil),          // 75: delayq.v1.ImportRequest
-	(*ImportResponse)(nil),         // 76: delayq.v1.ImportResponse
-	(*ImportError)(nil),            // 77: delayq.v1.ImportError
-	(*JobFilter)(nil),              // 78: delayq.v1.JobFilter
-	(*RequeueDeadRequest)(nil),     // 79: delayq.v1.RequeueDeadRequest
-	(*RequeueDeadResponse)(nil),    // 80: delayq.v1.RequeueDeadResponse
-	(*CancelJobsRequest)(nil),      // 81: delayq.v1.CancelJobsRequest
-	(*CancelJobsResponse)(nil),     // 82: delayq.v1.CancelJobsResponse
-	(*BulkResult)(nil),             // 83: delayq.v1.BulkResult
-	(*RunScheduleRequest)(nil),     // 84: delayq.v1.RunScheduleRequest
-	nil,                            // 85: delayq.v1.DeliveryConfig.HeadersEntry
-	(*fieldmaskpb.FieldMask)(nil),  // 86: google.protobuf.FieldMask
+	(*ScheduleRun)(nil),            // 65: delayq.v1.ScheduleRun
+	(*PutScheduleRequest)(nil),     // 66: delayq.v1.PutScheduleRequest
+	(*PutScheduleResponse)(nil),    // 67: delayq.v1.PutScheduleResponse
+	(*GetScheduleRequest)(nil),     // 68: delayq.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),    // 69: delayq.v1.GetScheduleResponse
+	(*ListSchedulesRequest)(nil),   // 70: delayq.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),  // 71: delayq.v1.ListSchedulesResponse
+	(*DeleteScheduleRequest)(nil),  // 72: delayq.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil), // 73: delayq.v1.DeleteScheduleResponse
+	(*ExportRequest)(nil),          // 74: delayq.v1.ExportRequest
+	(*ExportResponse)(nil),         // 75: delayq.v1.ExportResponse
+	(*ImportRequest)(nil),          // 76: delayq.v1.ImportRequest
+	(*ImportResponse)(nil),         // 77: delayq.v1.ImportResponse
+	(*ImportError)(nil),            // 78: delayq.v1.ImportError
+	(*JobFilter)(nil),              // 79: delayq.v1.JobFilter
+	(*RequeueDeadRequest)(nil),     // 80: delayq.v1.RequeueDeadRequest
+	(*RequeueDeadResponse)(nil),    // 81: delayq.v1.RequeueDeadResponse
+	(*CancelJobsRequest)(nil),      // 82: delayq.v1.CancelJobsRequest
+	(*CancelJobsResponse)(nil),     // 83: delayq.v1.CancelJobsResponse
+	(*BulkResult)(nil),             // 84: delayq.v1.BulkResult
+	(*RunScheduleRequest)(nil),     // 85: delayq.v1.RunScheduleRequest
+	nil,                            // 86: delayq.v1.DeliveryConfig.HeadersEntry
+	(*fieldmaskpb.FieldMask)(nil),  // 87: google.protobuf.FieldMask
 }
 var file_delayq_v1_delayq_proto_depIdxs = []int32{
 	3,  // 0: delayq.v1.Error.job:type_name -> delayq.v1.Job
@@ -5963,7 +6054,7 @@ var file_delayq_v1_delayq_proto_depIdxs = []int32{
 	42, // 21: delayq.v1.TopicConfig.delivery:type_name -> delayq.v1.DeliveryConfig
 	43, // 22: delayq.v1.TopicConfig.backoff:type_name -> delayq.v1.BackoffConfig
 	44, // 23: delayq.v1.TopicConfig.rate:type_name -> delayq.v1.RateConfig
-	85, // 24: delayq.v1.DeliveryConfig.headers:type_name -> delayq.v1.DeliveryConfig.HeadersEntry
+	86, // 24: delayq.v1.DeliveryConfig.headers:type_name -> delayq.v1.DeliveryConfig.HeadersEntry
 	46, // 25: delayq.v1.Topic.delivery:type_name -> delayq.v1.DeliveryView
 	43, // 26: delayq.v1.Topic.backoff:type_name -> delayq.v1.BackoffConfig
 	44, // 27: delayq.v1.Topic.rate:type_name -> delayq.v1.RateConfig
@@ -5973,98 +6064,99 @@ var file_delayq_v1_delayq_proto_depIdxs = []int32{
 	41, // 31: delayq.v1.PutTopicRequest.config:type_name -> delayq.v1.TopicConfig
 	45, // 32: delayq.v1.PutTopicResponse.topic:type_name -> delayq.v1.Topic
 	41, // 33: delayq.v1.UpdateTopicRequest.config:type_name -> delayq.v1.TopicConfig
-	86, // 34: delayq.v1.UpdateTopicRequest.update_mask:type_name -> google.protobuf.FieldMask
+	87, // 34: delayq.v1.UpdateTopicRequest.update_mask:type_name -> google.protobuf.FieldMask
 	45, // 35: delayq.v1.UpdateTopicResponse.topic:type_name -> delayq.v1.Topic
 	45, // 36: delayq.v1.PauseTopicResponse.topic:type_name -> delayq.v1.Topic
 	45, // 37: delayq.v1.ResumeTopicResponse.topic:type_name -> delayq.v1.Topic
 	63, // 38: delayq.v1.ScheduleConfig.job:type_name -> delayq.v1.ScheduleJob
 	63, // 39: delayq.v1.Schedule.job:type_name -> delayq.v1.ScheduleJob
-	62, // 40: delayq.v1.PutScheduleRequest.schedule:type_name -> delayq.v1.ScheduleConfig
-	64, // 41: delayq.v1.PutScheduleResponse.schedule:type_name -> delayq.v1.Schedule
-	64, // 42: delayq.v1.GetScheduleResponse.schedule:type_name -> delayq.v1.Schedule
-	64, // 43: delayq.v1.ListSchedulesResponse.schedules:type_name -> delayq.v1.Schedule
-	3,  // 44: delayq.v1.ExportResponse.jobs:type_name -> delayq.v1.Job
-	64, // 45: delayq.v1.ExportResponse.schedules:type_name -> delayq.v1.Schedule
-	3,  // 46: delayq.v1.ImportRequest.jobs:type_name -> delayq.v1.Job
-	64, // 47: delayq.v1.ImportRequest.schedules:type_name -> delayq.v1.Schedule
-	77, // 48: delayq.v1.ImportResponse.errors:type_name -> delayq.v1.ImportError
-	0,  // 49: delayq.v1.ImportError.error:type_name -> delayq.v1.Error
-	78, // 50: delayq.v1.RequeueDeadRequest.filter:type_name -> delayq.v1.JobFilter
-	83, // 51: delayq.v1.RequeueDeadResponse.result:type_name -> delayq.v1.BulkResult
-	78, // 52: delayq.v1.CancelJobsRequest.filter:type_name -> delayq.v1.JobFilter
-	83, // 53: delayq.v1.CancelJobsResponse.result:type_name -> delayq.v1.BulkResult
-	3,  // 54: delayq.v1.BulkResult.sample:type_name -> delayq.v1.Job
-	6,  // 55: delayq.v1.DelayqService.Push:input_type -> delayq.v1.PushRequest
-	8,  // 56: delayq.v1.DelayqService.PushBatch:input_type -> delayq.v1.PushBatchRequest
-	11, // 57: delayq.v1.DelayqService.Replace:input_type -> delayq.v1.ReplaceRequest
-	12, // 58: delayq.v1.DelayqService.GetJob:input_type -> delayq.v1.GetJobRequest
-	14, // 59: delayq.v1.DelayqService.CancelJob:input_type -> delayq.v1.CancelJobRequest
-	16, // 60: delayq.v1.DelayqService.FindJobs:input_type -> delayq.v1.FindJobsRequest
-	18, // 61: delayq.v1.DelayqService.ListJobs:input_type -> delayq.v1.ListJobsRequest
-	20, // 62: delayq.v1.DelayqService.CancelByKey:input_type -> delayq.v1.CancelByKeyRequest
-	22, // 63: delayq.v1.DelayqService.Claim:input_type -> delayq.v1.ClaimRequest
-	24, // 64: delayq.v1.DelayqService.Subscribe:input_type -> delayq.v1.SubscribeRequest
-	26, // 65: delayq.v1.DelayqService.Ack:input_type -> delayq.v1.AckRequest
-	28, // 66: delayq.v1.DelayqService.Nack:input_type -> delayq.v1.NackRequest
-	30, // 67: delayq.v1.DelayqService.Touch:input_type -> delayq.v1.TouchRequest
-	32, // 68: delayq.v1.DelayqService.AckBatch:input_type -> delayq.v1.AckBatchRequest
-	35, // 69: delayq.v1.DelayqService.NackBatch:input_type -> delayq.v1.NackBatchRequest
-	37, // 70: delayq.v1.DelayqService.Requeue:input_type -> delayq.v1.RequeueRequest
-	39, // 71: delayq.v1.DelayqService.ListDead:input_type -> delayq.v1.ListDeadRequest
-	48, // 72: delayq.v1.DelayqService.GetTopic:input_type -> delayq.v1.GetTopicRequest
-	50, // 73: delayq.v1.DelayqService.ListTopics:input_type -> delayq.v1.ListTopicsRequest
-	52, // 74: delayq.v1.DelayqService.PutTopic:input_type -> delayq.v1.PutTopicRequest
-	54, // 75: delayq.v1.DelayqService.UpdateTopic:input_type -> delayq.v1.UpdateTopicRequest
-	56, // 76: delayq.v1.DelayqService.DeleteTopic:input_type -> delayq.v1.DeleteTopicRequest
-	58, // 77: delayq.v1.DelayqService.PauseTopic:input_type -> delayq.v1.PauseTopicRequest
-	60, // 78: delayq.v1.DelayqService.ResumeTopic:input_type -> delayq.v1.ResumeTopicRequest
-	65, // 79: delayq.v1.DelayqService.PutSchedule:input_type -> delayq.v1.PutScheduleRequest
-	67, // 80: delayq.v1.DelayqService.GetSchedule:input_type -> delayq.v1.GetScheduleRequest
-	69, // 81: delayq.v1.DelayqService.ListSchedules:input_type -> delayq.v1.ListSchedulesRequest
-	71, // 82: delayq.v1.DelayqService.DeleteSchedule:input_type -> delayq.v1.DeleteScheduleRequest
-	73, // 83: delayq.v1.DelayqService.Export:input_type -> delayq.v1.ExportRequest
-	75, // 84: delayq.v1.DelayqService.Import:input_type -> delayq.v1.ImportRequest
-	79, // 85: delayq.v1.DelayqService.RequeueDead:input_type -> delayq.v1.RequeueDeadRequest
-	81, // 86: delayq.v1.DelayqService.CancelJobs:input_type -> delayq.v1.CancelJobsRequest
-	84, // 87: delayq.v1.DelayqService.RunSchedule:input_type -> delayq.v1.RunScheduleRequest
-	7,  // 88: delayq.v1.DelayqService.Push:output_type -> delayq.v1.PushResponse
-	10, // 89: delayq.v1.DelayqService.PushBatch:output_type -> delayq.v1.PushBatchResponse
-	7,  // 90: delayq.v1.DelayqService.Replace:output_type -> delayq.v1.PushResponse
-	13, // 91: delayq.v1.DelayqService.GetJob:output_type -> delayq.v1.GetJobResponse
-	15, // 92: delayq.v1.DelayqService.CancelJob:output_type -> delayq.v1.CancelJobResponse
-	17, // 93: delayq.v1.DelayqService.FindJobs:output_type -> delayq.v1.FindJobsResponse
-	19, // 94: delayq.v1.DelayqService.ListJobs:output_type -> delayq.v1.ListJobsResponse
-	21, // 95: delayq.v1.DelayqService.CancelByKey:output_type -> delayq.v1.CancelByKeyResponse
-	23, // 96: delayq.v1.DelayqService.Claim:output_type -> delayq.v1.ClaimResponse
-	25, // 97: delayq.v1.DelayqService.Subscribe:output_type -> delayq.v1.SubscribeResponse
-	27, // 98: delayq.v1.DelayqService.Ack:output_type -> delayq.v1.AckResponse
-	29, // 99: delayq.v1.DelayqService.Nack:output_type -> delayq.v1.NackResponse
-	31, // 100: delayq.v1.DelayqService.Touch:output_type -> delayq.v1.TouchResponse
-	34, // 101: delayq.v1.DelayqService.AckBatch:output_type -> delayq.v1.AckBatchResponse
-	36, // 102: delayq.v1.DelayqService.NackBatch:output_type -> delayq.v1.NackBatchResponse
-	38, // 103: delayq.v1.DelayqService.Requeue:output_type -> delayq.v1.RequeueResponse
-	40, // 104: delayq.v1.DelayqService.ListDead:output_type -> delayq.v1.ListDeadResponse
-	49, // 105: delayq.v1.DelayqService.GetTopic:output_type -> delayq.v1.GetTopicResponse
-	51, // 106: delayq.v1.DelayqService.ListTopics:output_type -> delayq.v1.ListTopicsResponse
-	53, // 107: delayq.v1.DelayqService.PutTopic:output_type -> delayq.v1.PutTopicResponse
-	55, // 108: delayq.v1.DelayqService.UpdateTopic:output_type -> delayq.v1.UpdateTopicResponse
-	57, // 109: delayq.v1.DelayqService.DeleteTopic:output_type -> delayq.v1.DeleteTopicResponse
-	59, // 110: delayq.v1.DelayqService.PauseTopic:output_type -> delayq.v1.PauseTopicResponse
-	61, // 111: delayq.v1.DelayqService.ResumeTopic:output_type -> delayq.v1.ResumeTopicResponse
-	66, // 112: delayq.v1.DelayqService.PutSchedule:output_type -> delayq.v1.PutScheduleResponse
-	68, // 113: delayq.v1.DelayqService.GetSchedule:output_type -> delayq.v1.GetScheduleResponse
-	70, // 114: delayq.v1.DelayqService.ListSchedules:output_type -> delayq.v1.ListSchedulesResponse
-	72, // 115: delayq.v1.DelayqService.DeleteSchedule:output_type -> delayq.v1.DeleteScheduleResponse
-	74, // 116: delayq.v1.DelayqService.Export:output_type -> delayq.v1.ExportResponse
-	76, // 117: delayq.v1.DelayqService.Import:output_type -> delayq.v1.ImportResponse
-	80, // 118: delayq.v1.DelayqService.RequeueDead:output_type -> delayq.v1.RequeueDeadResponse
-	82, // 119: delayq.v1.DelayqService.CancelJobs:output_type -> delayq.v1.CancelJobsResponse
-	7,  // 120: delayq.v1.DelayqService.RunSchedule:output_type -> delayq.v1.PushResponse
-	88, // [88:121] is the sub-list for method output_type
-	55, // [55:88] is the sub-list for method input_type
-	55, // [55:55] is the sub-list for extension type_name
-	55, // [55:55] is the sub-list for extension extendee
-	0,  // [0:55] is the sub-list for field type_name
+	65, // 40: delayq.v1.Schedule.last_runs:type_name -> delayq.v1.ScheduleRun
+	62, // 41: delayq.v1.PutScheduleRequest.schedule:type_name -> delayq.v1.ScheduleConfig
+	64, // 42: delayq.v1.PutScheduleResponse.schedule:type_name -> delayq.v1.Schedule
+	64, // 43: delayq.v1.GetScheduleResponse.schedule:type_name -> delayq.v1.Schedule
+	64, // 44: delayq.v1.ListSchedulesResponse.schedules:type_name -> delayq.v1.Schedule
+	3,  // 45: delayq.v1.ExportResponse.jobs:type_name -> delayq.v1.Job
+	64, // 46: delayq.v1.ExportResponse.schedules:type_name -> delayq.v1.Schedule
+	3,  // 47: delayq.v1.ImportRequest.jobs:type_name -> delayq.v1.Job
+	64, // 48: delayq.v1.ImportRequest.schedules:type_name -> delayq.v1.Schedule
+	78, // 49: delayq.v1.ImportResponse.errors:type_name -> delayq.v1.ImportError
+	0,  // 50: delayq.v1.ImportError.error:type_name -> delayq.v1.Error
+	79, // 51: delayq.v1.RequeueDeadRequest.filter:type_name -> delayq.v1.JobFilter
+	84, // 52: delayq.v1.RequeueDeadResponse.result:type_name -> delayq.v1.BulkResult
+	79, // 53: delayq.v1.CancelJobsRequest.filter:type_name -> delayq.v1.JobFilter
+	84, // 54: delayq.v1.CancelJobsResponse.result:type_name -> delayq.v1.BulkResult
+	3,  // 55: delayq.v1.BulkResult.sample:type_name -> delayq.v1.Job
+	6,  // 56: delayq.v1.DelayqService.Push:input_type -> delayq.v1.PushRequest
+	8,  // 57: delayq.v1.DelayqService.PushBatch:input_type -> delayq.v1.PushBatchRequest
+	11, // 58: delayq.v1.DelayqService.Replace:input_type -> delayq.v1.ReplaceRequest
+	12, // 59: delayq.v1.DelayqService.GetJob:input_type -> delayq.v1.GetJobRequest
+	14, // 60: delayq.v1.DelayqService.CancelJob:input_type -> delayq.v1.CancelJobRequest
+	16, // 61: delayq.v1.DelayqService.FindJobs:input_type -> delayq.v1.FindJobsRequest
+	18, // 62: delayq.v1.DelayqService.ListJobs:input_type -> delayq.v1.ListJobsRequest
+	20, // 63: delayq.v1.DelayqService.CancelByKey:input_type -> delayq.v1.CancelByKeyRequest
+	22, // 64: delayq.v1.DelayqService.Claim:input_type -> delayq.v1.ClaimRequest
+	24, // 65: delayq.v1.DelayqService.Subscribe:input_type -> delayq.v1.SubscribeRequest
+	26, // 66: delayq.v1.DelayqService.Ack:input_type -> delayq.v1.AckRequest
+	28, // 67: delayq.v1.DelayqService.Nack:input_type -> delayq.v1.NackRequest
+	30, // 68: delayq.v1.DelayqService.Touch:input_type -> delayq.v1.TouchRequest
+	32, // 69: delayq.v1.DelayqService.AckBatch:input_type -> delayq.v1.AckBatchRequest
+	35, // 70: delayq.v1.DelayqService.NackBatch:input_type -> delayq.v1.NackBatchRequest
+	37, // 71: delayq.v1.DelayqService.Requeue:input_type -> delayq.v1.RequeueRequest
+	39, // 72: delayq.v1.DelayqService.ListDead:input_type -> delayq.v1.ListDeadRequest
+	48, // 73: delayq.v1.DelayqService.GetTopic:input_type -> delayq.v1.GetTopicRequest
+	50, // 74: delayq.v1.DelayqService.ListTopics:input_type -> delayq.v1.ListTopicsRequest
+	52, // 75: delayq.v1.DelayqService.PutTopic:input_type -> delayq.v1.PutTopicRequest
+	54, // 76: delayq.v1.DelayqService.UpdateTopic:input_type -> delayq.v1.UpdateTopicRequest
+	56, // 77: delayq.v1.DelayqService.DeleteTopic:input_type -> delayq.v1.DeleteTopicRequest
+	58, // 78: delayq.v1.DelayqService.PauseTopic:input_type -> delayq.v1.PauseTopicRequest
+	60, // 79: delayq.v1.DelayqService.ResumeTopic:input_type -> delayq.v1.ResumeTopicRequest
+	66, // 80: delayq.v1.DelayqService.PutSchedule:input_type -> delayq.v1.PutScheduleRequest
+	68, // 81: delayq.v1.DelayqService.GetSchedule:input_type -> delayq.v1.GetScheduleRequest
+	70, // 82: delayq.v1.DelayqService.ListSchedules:input_type -> delayq.v1.ListSchedulesRequest
+	72, // 83: delayq.v1.DelayqService.DeleteSchedule:input_type -> delayq.v1.DeleteScheduleRequest
+	74, // 84: delayq.v1.DelayqService.Export:input_type -> delayq.v1.ExportRequest
+	76, // 85: delayq.v1.DelayqService.Import:input_type -> delayq.v1.ImportRequest
+	80, // 86: delayq.v1.DelayqService.RequeueDead:input_type -> delayq.v1.RequeueDeadRequest
+	82, // 87: delayq.v1.DelayqService.CancelJobs:input_type -> delayq.v1.CancelJobsRequest
+	85, // 88: delayq.v1.DelayqService.RunSchedule:input_type -> delayq.v1.RunScheduleRequest
+	7,  // 89: delayq.v1.DelayqService.Push:output_type -> delayq.v1.PushResponse
+	10, // 90: delayq.v1.DelayqService.PushBatch:output_type -> delayq.v1.PushBatchResponse
+	7,  // 91: delayq.v1.DelayqService.Replace:output_type -> delayq.v1.PushResponse
+	13, // 92: delayq.v1.DelayqService.GetJob:output_type -> delayq.v1.GetJobResponse
+	15, // 93: delayq.v1.DelayqService.CancelJob:output_type -> delayq.v1.CancelJobResponse
+	17, // 94: delayq.v1.DelayqService.FindJobs:output_type -> delayq.v1.FindJobsResponse
+	19, // 95: delayq.v1.DelayqService.ListJobs:output_type -> delayq.v1.ListJobsResponse
+	21, // 96: delayq.v1.DelayqService.CancelByKey:output_type -> delayq.v1.CancelByKeyResponse
+	23, // 97: delayq.v1.DelayqService.Claim:output_type -> delayq.v1.ClaimResponse
+	25, // 98: delayq.v1.DelayqService.Subscribe:output_type -> delayq.v1.SubscribeResponse
+	27, // 99: delayq.v1.DelayqService.Ack:output_type -> delayq.v1.AckResponse
+	29, // 100: delayq.v1.DelayqService.Nack:output_type -> delayq.v1.NackResponse
+	31, // 101: delayq.v1.DelayqService.Touch:output_type -> delayq.v1.TouchResponse
+	34, // 102: delayq.v1.DelayqService.AckBatch:output_type -> delayq.v1.AckBatchResponse
+	36, // 103: delayq.v1.DelayqService.NackBatch:output_type -> delayq.v1.NackBatchResponse
+	38, // 104: delayq.v1.DelayqService.Requeue:output_type -> delayq.v1.RequeueResponse
+	40, // 105: delayq.v1.DelayqService.ListDead:output_type -> delayq.v1.ListDeadResponse
+	49, // 106: delayq.v1.DelayqService.GetTopic:output_type -> delayq.v1.GetTopicResponse
+	51, // 107: delayq.v1.DelayqService.ListTopics:output_type -> delayq.v1.ListTopicsResponse
+	53, // 108: delayq.v1.DelayqService.PutTopic:output_type -> delayq.v1.PutTopicResponse
+	55, // 109: delayq.v1.DelayqService.UpdateTopic:output_type -> delayq.v1.UpdateTopicResponse
+	57, // 110: delayq.v1.DelayqService.DeleteTopic:output_type -> delayq.v1.DeleteTopicResponse
+	59, // 111: delayq.v1.DelayqService.PauseTopic:output_type -> delayq.v1.PauseTopicResponse
+	61, // 112: delayq.v1.DelayqService.ResumeTopic:output_type -> delayq.v1.ResumeTopicResponse
+	67, // 113: delayq.v1.DelayqService.PutSchedule:output_type -> delayq.v1.PutScheduleResponse
+	69, // 114: delayq.v1.DelayqService.GetSchedule:output_type -> delayq.v1.GetScheduleResponse
+	71, // 115: delayq.v1.DelayqService.ListSchedules:output_type -> delayq.v1.ListSchedulesResponse
+	73, // 116: delayq.v1.DelayqService.DeleteSchedule:output_type -> delayq.v1.DeleteScheduleResponse
+	75, // 117: delayq.v1.DelayqService.Export:output_type -> delayq.v1.ExportResponse
+	77, // 118: delayq.v1.DelayqService.Import:output_type -> delayq.v1.ImportResponse
+	81, // 119: delayq.v1.DelayqService.RequeueDead:output_type -> delayq.v1.RequeueDeadResponse
+	83, // 120: delayq.v1.DelayqService.CancelJobs:output_type -> delayq.v1.CancelJobsResponse
+	7,  // 121: delayq.v1.DelayqService.RunSchedule:output_type -> delayq.v1.PushResponse
+	89, // [89:122] is the sub-list for method output_type
+	56, // [56:89] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_delayq_v1_delayq_proto_init() }
@@ -6075,16 +6167,16 @@ func file_delayq_v1_delayq_proto_init() {
 	file_delayq_v1_delayq_proto_msgTypes[1].OneofWrappers = []any{}
 	file_delayq_v1_delayq_proto_msgTypes[19].OneofWrappers = []any{}
 	file_delayq_v1_delayq_proto_msgTypes[22].OneofWrappers = []any{}
-	file_delayq_v1_delayq_proto_msgTypes[65].OneofWrappers = []any{}
-	file_delayq_v1_delayq_proto_msgTypes[67].OneofWrappers = []any{}
-	file_delayq_v1_delayq_proto_msgTypes[69].OneofWrappers = []any{}
+	file_delayq_v1_delayq_proto_msgTypes[66].OneofWrappers = []any{}
+	file_delayq_v1_delayq_proto_msgTypes[68].OneofWrappers = []any{}
+	file_delayq_v1_delayq_proto_msgTypes[70].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_delayq_v1_delayq_proto_rawDesc), len(file_delayq_v1_delayq_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   86,
+			NumMessages:   87,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

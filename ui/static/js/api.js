@@ -73,13 +73,16 @@ export function listJobs(topic, state, { after = "", limit = 50, contains = "" }
   return get(`/v1/topics/${enc(topic)}/jobs?${q}`);
 }
 
-// replaceJob replaces a job (PUT /v1/jobs/{id}) with its fields and the
-// changes given: what run now, edit and reschedule send.
+// replaceJob replaces a job (PUT /v1/jobs/{id}) with its fields (its
+// expiry too) and the changes given: what run now, edit and reschedule
+// send.
 export function replaceJob(job, changes) {
   const req = { topic: job.topic, body: job.body, ttr: job.ttr, max_attempts: job.max_attempts, priority: job.priority };
   if (job.key) req.key = job.key;
   if (job.url) req.url = job.url;
   if (job.backoff) req.backoff = job.backoff;
+  // A replace takes the push's expiry: the job's own is sent again.
+  if (job.expires_at) req.expires_at = job.expires_at;
   Object.assign(req, changes);
   for (const k of Object.keys(req)) if (req[k] === undefined) delete req[k];
   return call("PUT", `/v1/jobs/${enc(job.id)}`, req);

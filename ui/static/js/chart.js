@@ -59,10 +59,24 @@ export function latencyChart(samples, id = "lateness-chart") {
   ], { id, label: "lateness p50 and p99", unit: "ms" });
 }
 
+// perSecond is a topic's rate of each sample, from the sample's field
+// (such as intake_per_second): 0 where the topic had none.
+const perSecond = (samples, field, topic) => samples.map((x) => (x[field] || {})[topic] ?? 0);
+
 // rateChart draws a topic's intake and deliveries per second.
 export function rateChart(samples, topic) {
   return lineChart(samples, [
-    { name: "intake/s", cls: "intake", values: samples.map((x) => x.intake_per_second[topic] ?? 0) },
-    { name: "deliveries/s", cls: "deliveries", values: samples.map((x) => x.deliveries_per_second[topic] ?? 0) },
+    { name: "intake/s", cls: "intake", values: perSecond(samples, "intake_per_second", topic) },
+    { name: "deliveries/s", cls: "deliveries", values: perSecond(samples, "deliveries_per_second", topic) },
   ], { id: "rate-chart", label: `intake and deliveries of ${topic} per second`, unit: "/s" });
+}
+
+// failureChart draws a topic's failed attempts per second: those that
+// left their job to be retried (nacked, errored, lease expired) and those
+// that buried it.
+export function failureChart(samples, topic) {
+  return lineChart(samples, [
+    { name: "retries/s", cls: "retries", values: perSecond(samples, "retries_per_second", topic) },
+    { name: "deaths/s", cls: "deaths", values: perSecond(samples, "deaths_per_second", topic) },
+  ], { id: "failure-chart", label: `failed attempts of ${topic} per second`, unit: "/s" });
 }

@@ -1,4 +1,5 @@
-// push.js: push a job from a form.
+// push.js: push a job from a form: topic, body, when it runs and expires,
+// key and priority.
 import { get, call, enc } from "./api.js";
 import { h, attempt, flash, fromUTCInput } from "./dom.js";
 
@@ -13,6 +14,8 @@ export async function pushPage(main) {
     }
     if (v("push-delay")) req.delay = v("push-delay");
     else if (v("push-run-at")) req.run_at = fromUTCInput(v("push-run-at"));
+    if (v("push-expires-in")) req.expires_in = v("push-expires-in");
+    else if (v("push-expires-at")) req.expires_at = fromUTCInput(v("push-expires-at"));
     if (v("push-key")) req.key = v("push-key");
     if (v("push-priority")) req.priority = +v("push-priority");
     let created;
@@ -25,6 +28,8 @@ export async function pushPage(main) {
   h("label", { for: "push-body" }, "body (JSON)"), h("textarea", { id: "push-body", placeholder: '{"order": 42}' }),
   h("label", { for: "push-delay" }, "delay"), h("input", { id: "push-delay", placeholder: "15m (or run at below; neither: now)" }),
   h("label", { for: "push-run-at" }, "run at (UTC)"), h("input", { id: "push-run-at", type: "datetime-local", step: 1 }),
+  h("label", { for: "push-expires-in" }, "expires in"), h("input", { id: "push-expires-in", placeholder: "1h after run at (or expires at below; neither: the topic's expiry)" }),
+  h("label", { for: "push-expires-at" }, "expires at (UTC)"), h("input", { id: "push-expires-at", type: "datetime-local", step: 1 }),
   h("label", { for: "push-key" }, "key"), h("input", { id: "push-key" }),
   h("label", { for: "push-priority" }, "priority"), h("input", { id: "push-priority", type: "number", min: -10, max: 10, placeholder: "0" }),
   h("div", { class: "full actions" }, h("button", { class: "primary", type: "submit", id: "push-submit" }, "Push")));

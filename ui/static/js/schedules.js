@@ -1,10 +1,11 @@
 // schedules.js: recurring schedules: the list with pause and resume, and a
-// schedule's page with its definition edited in a form or as JSON.
+// schedule's page with its last runs and its definition edited in a form
+// or as JSON.
 import { get, call, enc, can } from "./api.js";
 import { h, attempt, confirmAction, fmtTime, when, pretty, badge, live, redrawing } from "./dom.js";
 
 // readOnly are the fields of a schedule that GET shows and PUT does not take.
-const readOnly = ["name", "created_at", "updated_at", "last_slot", "next_runs"];
+const readOnly = ["name", "created_at", "updated_at", "last_slot", "next_runs", "last_runs"];
 
 // editable is the part of a schedule that PUT takes: every field but the
 // read-only ones, so that a save keeps what the form does not show.
@@ -58,9 +59,25 @@ const fields = [
   ["sch-missed-limit", "missed limit", (d) => d.missed_limit, (d, v) => { d.missed_limit = v ? +v : undefined; }, { type: "number", min: 1, max: 1000, placeholder: "10 (with missed all)" }],
 ];
 
+// runsShown is how many past runs a schedule's page lists.
+const runsShown = 10;
+
+// runsTable lists a schedule's last runs: each slot with its job, linked,
+// and the job's state now, or why there is no job.
+function runsTable(runs) {
+  if (!runs || !runs.length) return h("p", { class: "muted", id: "last-runs" }, "No slot has fired yet.");
+  return h("table", { id: "last-runs" },
+    h("thead", {}, h("tr", {}, ["slot", "job", "state now"].map((x) => h("th", {}, x)))),
+    h("tbody", {}, runs.map((r) => h("tr", { "data-job": r.job_id },
+      h("td", { class: "when" }, when(r.slot)),
+      h("td", {}, r.state ? h("a", { href: `#/job/${enc(r.job_id)}` }, r.job_id) : r.job_id),
+      h("td", { class: "state" }, r.state ? badge(r.state) : h("span", { class: "muted", title: "passed over, removed, or made under an earlier definition" }, "no job"))))));
+}
+
 export async function schedulePage(main, name) {
   const creating = !name;
-  let s = creating ? { cron: "@every 1m", time_zone: "UTC", topic: "", job: { body: null } } : await get(`/v1/schedules/${enc(name)}?next=5`);
+  const fetchSchedule = () => get(`/v1/schedules/${enc(name)}?next=5&runs=${runsShown}`);
+  let s = creating ? { cron: "@every 1m", time_zone: "UTC", topic: "", job: { body: null } } : await fetchSchedule();
   const admin = can("admin");
   const nameInput = h("input", { id: "schedule-name", value: name || "", disabled: !creating, required: true });
   const inputs = Object.fromEntries(fields.map(([id, , read, , attrs]) => [id, h("input", { id, value: read(s) ?? "", disabled: !admin, ...attrs })]));
@@ -116,7 +133,7 @@ export async function schedulePage(main, name) {
       return attempt("", () => { throw new Error((asJSON ? "definition: " : "job body: ") + err.message); });
     }
     const n = nameInput.value.trim();
-    if (await attempt(`Schedule ${n} saved.`, async () => { s = await call("PUT", `/v1/schedules/${enc(n)}`, cfg); })) {
+    if (await attempt(`Schedule ${n} saved.`, async () => { s = { ...(await call("PUT", `/v1/schedules/${enc(n)}`, cfg)), last_runs: s.last_runs }; })) {
       if (creating) location.hash = `#/schedule/${enc(n)}`;
       else drawInfo();
     }
@@ -135,19 +152,26 @@ export async function schedulePage(main, name) {
       if (await attempt(`Schedule ${name} deleted.`, () => call("DELETE", `/v1/schedules/${enc(name)}`))) location.hash = "#/schedules";
     } }, "Delete") : null));
 
-  const info = h("div", { class: "card" });
-  const drawInfo = () => info.replaceChildren(h("dl", { class: "fields", id: "schedule-info" },
-    h("dt", {}, "state"), h("dd", { id: "schedule-state" }, s.paused ? badge("paused") : "running"),
-    h("dt", {}, "last slot"), h("dd", {}, fmtTime(s.last_slot) || "none yet"),
-    h("dt", {}, "next runs"), h("dd", { id: "next-runs" }, (s.next_runs || []).map(fmtTime).join(", ") || "none"),
-    h("dt", {}, "updated"), h("dd", {}, fmtTime(s.updated_at))));
-  if (!creating) drawInfo();
-  main.replaceChildren(h("h1", {}, creating ? "New schedule" : `Schedule ${name}`), creating ? "" : info, form);
-  if (creating) return undefined;
-  // The slots move by themselves: the card refreshes, the form not.
+  const info = h("div", { class: "card" }), runs = h("div", { class: "card" });
+  const drawInfo = () => {
+    info.replaceChildren(h("dl", { class: "fields", id: "schedule-info" },
+      h("dt", {}, "state"), h("dd", { id: "schedule-state" }, s.paused ? badge("paused") : "running"),
+      h("dt", {}, "last slot"), h("dd", {}, fmtTime(s.last_slot) || "none yet"),
+      h("dt", {}, "next runs"), h("dd", { id: "next-runs" }, (s.next_runs || []).map(fmtTime).join(", ") || "none"),
+      h("dt", {}, "updated"), h("dd", {}, fmtTime(s.updated_at))));
+    runs.replaceChildren(runsTable(s.last_runs));
+  };
+  if (creating) {
+    main.replaceChildren(h("h1", {}, "New schedule"), form);
+    return undefined;
+  }
+  drawInfo();
+  main.replaceChildren(h("h1", {}, `Schedule ${name}`), info, h("h2", {}, `Last runs `, h("span", { class: "muted" }, `(up to ${runsShown}; runs by hand are not slots)`)), runs,
+    h("h2", {}, "Definition"), form);
+  // The slots move by themselves: the card and the runs refresh, the form
+  // not.
   return live(main, async () => {
-    const fresh = await get(`/v1/schedules/${enc(name)}?next=5`);
-    s = { ...fresh };
+    s = { ...(await fetchSchedule()) };
     drawInfo();
   });
 }

@@ -1,8 +1,32 @@
-// search.js: find a job by id, by business key, or by a substring of the
-// body within a topic's state (a bounded scan that says where it stopped).
+// search.js: find a job by id, by business key and state in one topic or
+// across topics, or by a substring of the body within a topic's state (a
+// bounded scan that says where it stopped).
 import { get, enc, states, listJobs } from "./api.js";
 import { h, attempt } from "./dom.js";
 import { jobsTable } from "./topic.js";
+
+// keyTopicsMax bounds the topics a search by key across topics reads, and
+// keyPerTopic the jobs it reads of each: the API has no index of keys
+// across topics, so the page asks each topic in turn.
+export const keyTopicsMax = 200, keyPerTopic = 1000;
+
+// findByKey returns the jobs with key (in state, any without one) of
+// topics, read a topic at a time (four at once), and what it left unread:
+// the topics beyond keyTopicsMax, and the topics with more than
+// keyPerTopic jobs with the key.
+export async function findByKey(topics, key, state) {
+  const asked = topics.slice(0, keyTopicsMax);
+  const jobs = [], full = [];
+  for (let i = 0; i < asked.length; i += 4) {
+    const pages = await Promise.all(asked.slice(i, i + 4).map((t) =>
+      get(`/v1/topics/${enc(t)}/jobs?${new URLSearchParams({ key, limit: String(keyPerTopic) })}`).then((p) => [t, p])));
+    for (const [t, p] of pages) {
+      jobs.push(...p.jobs.filter((j) => !state || j.state === state));
+      if (p.next_after) full.push(t);
+    }
+  }
+  return { jobs, skipped: topics.length - asked.length, full };
+}
 
 export async function searchPage(main) {
   const topics = (await get("/v1/topics")).topics.map((t) => t.name);
@@ -18,10 +42,21 @@ export async function searchPage(main) {
   const byKey = h("form", { class: "card", id: "search-key", onsubmit: async (e) => {
     e.preventDefault();
     await attempt("", async () => {
-      const page = await get(`/v1/topics/${enc(val("key-topic"))}/jobs?key=${enc(val("key"))}`);
-      results.replaceChildren(h("h2", {}, `Jobs with key “${val("key")}”`), jobsTable(page.jobs, ""));
+      const key = val("key"), topic = val("key-topic"), state = val("key-state");
+      const found = await findByKey(topic ? [topic] : topics, key, state);
+      const where = topic || (topics.length === 1 ? "1 topic" : `${topics.length - found.skipped} topics`);
+      const partial = [
+        found.skipped ? `${found.skipped} topics not searched (at most ${keyTopicsMax})` : "",
+        found.full.length ? `only the first ${keyPerTopic} jobs with the key read on ${found.full.join(", ")}` : "",
+      ].filter(Boolean).join("; ");
+      results.replaceChildren(h("h2", {}, `${state ? state + " jobs" : "Jobs"} with key “${key}” in ${where}`),
+        jobsTable(found.jobs, "", { topic: !topic }),
+        partial ? h("p", { id: "key-partial", class: "error" }, `Partial: ${partial}.`) : h("p", { id: "key-done", class: "muted" }, `${found.jobs.length} found; every job with the key read.`));
     });
-  } }, h("h2", {}, "By business key"), h("div", { class: "row" }, topicSelect("key-topic"), h("input", { id: "key", placeholder: "key" }), h("button", { class: "primary", type: "submit" }, "Find")));
+  } }, h("h2", {}, "By business key and state"),
+  h("div", { class: "row" }, h("select", { id: "key-topic" }, h("option", { value: "" }, "every topic"), topics.map((t) => h("option", { value: t }, t))),
+    h("select", { id: "key-state" }, h("option", { value: "" }, "any state"), states.map((x) => h("option", { value: x }, x))),
+    h("input", { id: "key", placeholder: "key", required: true }), h("button", { class: "primary", type: "submit" }, "Find")));
 
   let after = "";
   const scan = async (more) => {

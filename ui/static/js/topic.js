@@ -4,7 +4,7 @@
 import { get, call, enc, can, states, listJobs } from "./api.js";
 import { h, badge, attempt, when, flash, live, redrawing } from "./dom.js";
 import { Selection, bulkButton, cancelJob, requeueJob } from "./bulk.js";
-import { rateChart, latencyChart } from "./chart.js";
+import { rateChart, failureChart, latencyChart } from "./chart.js";
 
 // timeOf is the time that matters in a job's state, and its name.
 function timeOf(j) {
@@ -85,7 +85,8 @@ function configForm(t, reload) {
     if (type === "nats") delivery.subject = opt("delivery-subject");
     if (type !== "consumer") delivery.timeout = opt("delivery-timeout");
     const cfg = { delivery, ttr: v("ttr"), max_attempts: +v("max-attempts"), concurrency: +v("concurrency"),
-      max_in_flight: num("max-in-flight"), unique_keys: opt("unique-keys"), on_dead: opt("on-dead") };
+      max_in_flight: num("max-in-flight"), unique_keys: opt("unique-keys"), on_dead: opt("on-dead"),
+      delay: opt("delay"), expires_in: opt("expires-in") };
     const ds = v("backoff-delays");
     cfg.backoff = ds ? { delays: ds.split(/[\s,]+/).filter(Boolean), initial: null, max: null, factor: null } :
       { delays: null, initial: v("backoff-initial"), max: v("backoff-max"), factor: +v("backoff-factor") };
@@ -104,6 +105,8 @@ function configForm(t, reload) {
   check("delivery-allow-job-url", "jobs' own url", d.allow_job_url, webhook),
   f("delivery-subject", "nats subject", d.subject, { "data-only": "nats" }),
   f("ttr", "ttr", t.ttr), f("max-attempts", "max attempts", t.max_attempts, { type: "number", min: 1 }),
+  f("delay", "default delay", t.delay, { placeholder: "none: a push without delay or run_at runs now" }),
+  f("expires-in", "job expiry", t.expires_in, { placeholder: "never: a job without expires_in or expires_at never expires" }),
   f("backoff-initial", "backoff initial", t.backoff.initial), f("backoff-max", "backoff max", t.backoff.max),
   f("backoff-factor", "backoff factor", t.backoff.factor, { type: "number", step: "any" }),
   f("backoff-delays", "retry delays", delays, { placeholder: "1m, 5m, 30m (instead of the backoff)" }),
@@ -131,8 +134,8 @@ export function pageSize(params, def) {
   return n >= 1 && n <= 1000 ? n : def;
 }
 
-// topicPage shows a topic: its counts, its intake, deliveries and
-// lateness over the last minutes, its configuration and its jobs, by
+// topicPage shows a topic: its counts, its intake, deliveries, failed
+// attempts and lateness over the last minutes, its configuration and its jobs, by
 // state or by key, a page of params' per (default 50) at a time, with bulk
 // actions on the jobs ticked. The counts, charts and jobs refresh
 // themselves.
@@ -197,6 +200,7 @@ export async function topicPage(main, name, params) {
   const drawChart = async () => {
     const stats = await get(`/v1/stats?topic=${enc(name)}`);
     chartBox.replaceChildren(h("div", {}, h("h3", {}, "Intake and deliveries per second"), rateChart(stats.samples, name)),
+      h("div", {}, h("h3", {}, "Failed attempts per second"), failureChart(stats.samples, name)),
       h("div", {}, h("h3", {}, "Lateness of claims"), latencyChart(stats.samples, "topic-lateness-chart")));
   };
 
