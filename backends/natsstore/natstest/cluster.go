@@ -3,6 +3,7 @@ package natstest
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,18 +18,33 @@ type Cluster struct {
 	nodes []*Server
 }
 
+// ClusterOptions configure StartClusterWith.
+type ClusterOptions struct {
+	// SyncInterval, when set, is the nodes' JetStream sync_interval
+	// ("always", or a duration such as "1s"); nats-server's default is 2
+	// minutes, and a replicated stream then flushes its writes to its
+	// files asynchronously.
+	SyncInterval string
+}
+
 // StartCluster starts n nats-server processes (n >= 3 for a JetStream
 // quorum that survives a node) with JetStream in dir/<attempt>/<node>,
 // routed to each other, and returns once every node is ready and JetStream
 // answers with a meta leader, failing tb otherwise. A cluster whose
 // JetStream does not come up is started again on other ports, up to three
 // times: a port picked free may be taken by another test's server before
-// the node binds it.
+// the node binds it. The nodes do not advertise their client URLs, so
+// that clients keep to the URLs they were given (a test's proxies).
 func StartCluster(tb testing.TB, dir string, n int) *Cluster {
+	return StartClusterWith(tb, dir, n, ClusterOptions{})
+}
+
+// StartClusterWith is StartCluster with opts.
+func StartClusterWith(tb testing.TB, dir string, n int, opts ClusterOptions) *Cluster {
 	tb.Helper()
 	var err error
 	for attempt := 1; attempt <= 3; attempt++ {
-		c := startCluster(tb, fmt.Sprintf("%s/%d", dir, attempt), n)
+		c := startCluster(tb, fmt.Sprintf("%s/%d", dir, attempt), n, opts)
 		if err = c.awaitJetStream(); err == nil {
 			return c
 		}
@@ -42,7 +58,7 @@ func StartCluster(tb testing.TB, dir string, n int) *Cluster {
 	return nil
 }
 
-func startCluster(tb testing.TB, dir string, n int) *Cluster {
+func startCluster(tb testing.TB, dir string, n int, opts ClusterOptions) *Cluster {
 	tb.Helper()
 	name := fmt.Sprintf("natstest-%d", freePort(tb))
 	routes := make([]string, n)
@@ -52,15 +68,24 @@ func startCluster(tb testing.TB, dir string, n int) *Cluster {
 		ports[i] = freePort(tb)
 	}
 	c := &Cluster{}
+	var extra []string
+	if v := opts.SyncInterval; v != "" {
+		conf := dir + "/sync.conf"
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(conf, []byte("jetstream {\n  sync_interval: "+v+"\n}\n"), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+		extra = []string{"-c", conf}
+	}
 	for i := range n {
 		c.nodes = append(c.nodes, Start(tb, Options{
 			Dir:  fmt.Sprintf("%s/n%d", dir, i),
 			Port: ports[i],
-			Args: []string{"--server_name", fmt.Sprintf("n%d", i), "--cluster_name", name,
+			Args: append([]string{"--server_name", fmt.Sprintf("n%d", i), "--cluster_name", name,
 				"--cluster", routes[i], "--routes", strings.Join(routes, ","),
-				// Clients keep to the URLs they were given (a test's
-				// proxies), not the nodes' own the cluster would tell them.
-				"--no_advertise"},
+				"--no_advertise"}, extra...),
 		}))
 	}
 	return c
