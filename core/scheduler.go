@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -31,6 +32,42 @@ func (s *Schedule) Upcoming(now time.Time, n int) []time.Time {
 		out = append(out, t)
 	}
 	return out
+}
+
+// pastWalkMax bounds the slots Schedule.Past walks through to find the
+// last ones: a cron that fires often in bursts far apart (every second of
+// Mondays) could otherwise walk a week of seconds.
+const pastWalkMax = 100_000
+
+// Past returns the schedule's last n slots up to its Cursor, newest first:
+// the slots of its definition as it is now, since its CreatedAt. No cron
+// runs backwards, so it walks forward from a window before the cursor, n
+// times the gap after the cursor at first, widened until it holds n slots,
+// starts at the creation, or has walked pastWalkMax slots.
+func (s *Schedule) Past(n int) []time.Time {
+	if n <= 0 || s.Cursor.IsZero() {
+		return nil
+	}
+	span := time.Duration(n) * max(s.Next(s.Cursor).Sub(s.Cursor), time.Second)
+	walked := 0
+	for {
+		from := s.Cursor.Add(-span)
+		if from.Before(s.CreatedAt) {
+			from = s.CreatedAt
+		}
+		var last []time.Time
+		for t := s.Next(from); !t.IsZero() && !t.After(s.Cursor) && walked < pastWalkMax; t = s.Next(t) {
+			walked++
+			if last = append(last, t); len(last) > n {
+				last = last[1:]
+			}
+		}
+		if len(last) == n || !from.After(s.CreatedAt) || walked >= pastWalkMax || span > 100*365*24*time.Hour {
+			slices.Reverse(last)
+			return last
+		}
+		span *= 8
+	}
 }
 
 // PutSchedule validates and stores a schedule, as its name's only

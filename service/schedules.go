@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/delayq/delayq/core"
@@ -83,11 +82,6 @@ func (s *Service) RunSchedule(ctx context.Context, name string) (core.PushResult
 // ScheduleRunsMax is the most past runs ScheduleRuns lists.
 const ScheduleRunsMax = core.UpcomingMax
 
-// scheduleRunsWalkMax bounds the slots ScheduleRuns walks through to find
-// the last ones: a cron that fires often in bursts far apart (every
-// second of Mondays) could otherwise walk a week of seconds.
-const scheduleRunsWalkMax = 100_000
-
 // ScheduleRun is a past slot of a schedule and the job it made.
 type ScheduleRun struct {
 	// Slot is when the slot was due.
@@ -112,7 +106,7 @@ func (s *Service) ScheduleRuns(ctx context.Context, sc *core.Schedule, n int) ([
 	if n < 0 || n > ScheduleRunsMax {
 		return nil, core.Invalid("runs", "runs must be an integer between 0 and %d", ScheduleRunsMax)
 	}
-	slots := lastSlots(sc, n)
+	slots := sc.Past(n)
 	out := make([]ScheduleRun, 0, len(slots))
 	for _, slot := range slots {
 		r := ScheduleRun{Slot: slot, JobID: core.ScheduleID(sc.Name, slot)}
@@ -126,34 +120,4 @@ func (s *Service) ScheduleRuns(ctx context.Context, sc *core.Schedule, n int) ([
 		out = append(out, r)
 	}
 	return out, nil
-}
-
-// lastSlots returns sc's last n slots up to its cursor, newest first. No
-// cron runs backwards, so it walks forward from a window before the
-// cursor, n times the gap after the cursor at first, widened until it
-// holds n slots or starts at the schedule's creation.
-func lastSlots(sc *core.Schedule, n int) []time.Time {
-	if n == 0 || sc.Cursor.IsZero() {
-		return nil
-	}
-	span := time.Duration(n) * max(sc.Next(sc.Cursor).Sub(sc.Cursor), time.Second)
-	walked := 0
-	for {
-		from := sc.Cursor.Add(-span)
-		if from.Before(sc.CreatedAt) {
-			from = sc.CreatedAt
-		}
-		var last []time.Time
-		for t := sc.Next(from); !t.IsZero() && !t.After(sc.Cursor) && walked < scheduleRunsWalkMax; t = sc.Next(t) {
-			walked++
-			if last = append(last, t); len(last) > n {
-				last = last[1:]
-			}
-		}
-		if len(last) == n || !from.After(sc.CreatedAt) || walked >= scheduleRunsWalkMax || span > 100*365*24*time.Hour {
-			slices.Reverse(last)
-			return last
-		}
-		span *= 8
-	}
 }
