@@ -19,6 +19,11 @@
 //	Delayq-TTR           time to run, a duration as Delayq-Delay
 //	Delayq-Max-Attempts  the attempt limit
 //	Delayq-Key           business key
+//	Delayq-Backoff-Delays the job's own retry delays, durations, comma-separated
+//	Delayq-Priority      -10 (most urgent) to 10
+//	Delayq-Url           the job's own webhook URL (delivery.allow_job_url)
+//	Delayq-Expires-At    when the job expires, as Delayq-Run-At
+//	Delayq-Expires-In    its expiry as a duration from run_at; exclusive with Delayq-Expires-At
 //	traceparent          W3C trace context, carried into deliveries
 //
 // Any other Delayq-* header is refused, so that a misspelt one is not

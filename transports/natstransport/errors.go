@@ -18,6 +18,8 @@ var fieldNames = map[string]string{
 	"key":          HeaderKey,
 	"priority":     HeaderPriority,
 	"url":          HeaderURL,
+	"expires_at":   HeaderExpiresAt,
+	"expires_in":   HeaderExpiresIn,
 }
 
 // toReplyError maps err with wire.ToError, naming fields as a NATS

@@ -38,6 +38,12 @@ const (
 	// HeaderURL is the job's own webhook URL, for a webhook topic that
 	// allows one (delivery.allow_job_url).
 	HeaderURL = "Delayq-Url"
+	// HeaderExpiresAt is when the job expires, as HeaderRunAt. Exclusive
+	// with HeaderExpiresIn.
+	HeaderExpiresAt = "Delayq-Expires-At"
+	// HeaderExpiresIn is the job's expiry as a duration from its run_at,
+	// as HeaderDelay.
+	HeaderExpiresIn = "Delayq-Expires-In"
 	// HeaderTraceParent carries the W3C trace context of the push into
 	// deliveries.
 	HeaderTraceParent = "traceparent"
@@ -57,7 +63,8 @@ const (
 const headerPrefix = "delayq-"
 
 // intakeHeaders are the delayq headers an intake message may carry.
-var intakeHeaders = []string{HeaderDelay, HeaderRunAt, HeaderID, HeaderTTR, HeaderMaxAttempts, HeaderKey, HeaderBackoffDelays, HeaderPriority, HeaderURL}
+var intakeHeaders = []string{HeaderDelay, HeaderRunAt, HeaderID, HeaderTTR, HeaderMaxAttempts, HeaderKey, HeaderBackoffDelays, HeaderPriority, HeaderURL,
+	HeaderExpiresAt, HeaderExpiresIn}
 
 // decodePush builds the engine's push parameters from an intake message:
 // the topic from the subject after subjectPrefix, the body from the
@@ -89,6 +96,20 @@ func decodePush(subjectPrefix string, m *nats.Msg) (*core.PushParams, error) {
 			return nil, err
 		}
 		p.RunAt = &t
+	}
+	if v, ok := h[HeaderExpiresAt]; ok {
+		t, err := wire.ParseTimeText(HeaderExpiresAt, v)
+		if err != nil {
+			return nil, err
+		}
+		p.ExpiresAt = &t
+	}
+	if v, ok := h[HeaderExpiresIn]; ok {
+		d, err := wire.ParseDurationText(HeaderExpiresIn, v)
+		if err != nil {
+			return nil, err
+		}
+		p.ExpiresIn = &d
 	}
 	if v, ok := h[HeaderTTR]; ok {
 		d, err := wire.ParseDurationText(HeaderTTR, v)

@@ -56,6 +56,11 @@ func TestIntakePush(t *testing.T) {
 			require.True(t, at.Truncate(time.Second).Add(500*time.Millisecond).Equal(r.RunAt), "Unix seconds: %s", r.raw)
 			r = b.push(t, "orders.close", `1`, "DELAYQ-DELAY", "1500")
 			require.WithinDuration(t, time.Now().Add(1500*time.Millisecond), r.RunAt, 500*time.Millisecond)
+			// An expiry from run_at, or at a time.
+			r = b.push(t, "orders.close", `1`, "Delayq-Run-At", at.Format(time.RFC3339Nano), "Delayq-Expires-In", "90m")
+			require.True(t, at.Add(90*time.Minute).Equal(b.job(t, r.ID).ExpiresAt), "%s", r.raw)
+			r = b.push(t, "orders.close", `1`, "Delayq-Expires-At", at.Format(time.RFC3339Nano))
+			require.True(t, at.Equal(b.job(t, r.ID).ExpiresAt), "%s", r.raw)
 			// No delay: due now; no payload: a null body.
 			r = b.push(t, "orders.close", ``)
 			require.Equal(t, "ready", r.State)
@@ -94,6 +99,10 @@ func TestIntakeErrors(t *testing.T) {
 		{"t", `{}`, []string{"Delayq-Backoff-Delays", "1m,soon"}, "invalid_argument", "Delayq-Backoff-Delays"},
 		{"t", `{}`, []string{"Delayq-Backoff-Delays", "1m,-1s"}, "invalid_argument", "Delayq-Backoff-Delays"},
 		{"t", `{}`, []string{"Delayq-Backoff-Delays", ""}, "invalid_argument", "Delayq-Backoff-Delays"},
+		{"t", `{}`, []string{"Delayq-Expires-In", "soon"}, "invalid_argument", "Delayq-Expires-In"},
+		{"t", `{}`, []string{"Delayq-Expires-In", "0s"}, "invalid_argument", "Delayq-Expires-In"},
+		{"t", `{}`, []string{"Delayq-Expires-At", "2001-01-01T00:00:00Z"}, "invalid_argument", "Delayq-Expires-At"},
+		{"t", `{}`, []string{"Delayq-Expires-At", "2030-01-01T00:00:00Z", "Delayq-Expires-In", "1h"}, "invalid_argument", "Delayq-Expires-In"},
 		{"t", `{}`, []string{"Delayq-Delay", "1s", "delayq-delay", "2s"}, "invalid_argument", "Delayq-Delay"},
 		{"t", `{}`, []string{"Delayq-Dealy", "1s"}, "invalid_argument", "Delayq-Dealy"},
 		{"a$b", `{}`, nil, "invalid_argument", "subject"},
