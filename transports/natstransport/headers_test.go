@@ -28,6 +28,8 @@ func FuzzDecodePush(f *testing.F) {
 		{"t", "Delayq-Key", "k"},
 		{"t", "Delayq-Backoff-Delays", "1m, 3m,0"},
 		{"t", "Delayq-Backoff-Delays", ",,-1"},
+		{"t", "Delayq-Expires-At", "2026-11-21T10:00:00Z"},
+		{"t", "Delayq-Expires-In", "90m"},
 		{"t", "Delayq-Other", "x"},
 		{"t", "traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
 		{"", "X", ""},
