@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -98,9 +99,13 @@ func (s *Service) CancelJobs(ctx context.Context, f *BulkFilter) (BulkResult, er
 	})
 }
 
-// bulk walks the listings of states in order, by pages, from f.After, and
-// applies act to each job f matches, until f.Limit jobs, the end, or
-// BulkTimeMax. A job act answers not found or conflict for has changed
+// keyWalk names, in a bulk cursor, the walk of a key's jobs (bulkByKey).
+const keyWalk core.State = "key"
+
+// bulk applies act to each job of f.Topic in states that f matches, until
+// f.Limit jobs, the end, or BulkTimeMax: it walks the listings of states
+// in order, by pages, from f.After, or with f.Key the key's jobs
+// (bulkByKey). A job act answers not found or conflict for has changed
 // since it was listed and is not counted.
 func (s *Service) bulk(ctx context.Context, f *BulkFilter, states []core.State, act func(context.Context, string) error) (BulkResult, error) {
 	if err := checkBulk(f); err != nil {
@@ -111,60 +116,129 @@ func (s *Service) bulk(ctx context.Context, f *BulkFilter, states []core.State, 
 	}
 	clock := s.engine.Clock()
 	now := clock.Now()
-	deadline := now.Add(BulkTimeMax)
-	c, err := parseBulkCursor(f.After, states, now)
+	w := bulkWalk{f: f, act: act, deadline: now.Add(BulkTimeMax), res: BulkResult{DryRun: f.DryRun, Sample: []*core.Job{}}}
+	walks := states
+	if f.Key != "" {
+		walks = []core.State{keyWalk}
+	}
+	c, err := parseBulkCursor(f.After, walks, now)
 	if err != nil {
 		return BulkResult{}, err
 	}
-	state, after, began := c.state, c.after, c.began
-	res := BulkResult{DryRun: f.DryRun, Sample: []*core.Job{}}
-	for i := state; i < len(states); i++ {
-		p := core.ListJobsParams{Topic: f.Topic, State: states[i], After: after, Limit: bulkPage}
+	w.began = c.began
+	var done bool
+	if f.Key != "" {
+		done, err = s.bulkByKey(ctx, &w, states, c.after)
+	} else {
+		done, err = s.bulkByState(ctx, &w, states, c)
+	}
+	if err != nil {
+		return BulkResult{}, err
+	}
+	if done {
+		return w.res, nil
+	}
+	if w.res.Count == 0 && f.After == "" {
+		if _, err := s.engine.GetTopic(ctx, f.Topic); err != nil {
+			return BulkResult{}, Describe(err, core.ErrNotFound, "topic %q not found", f.Topic)
+		}
+	}
+	return w.res, nil
+}
+
+// bulkWalk is a bulk operation under way: its filter, action, time bound
+// and result so far.
+type bulkWalk struct {
+	f        *BulkFilter
+	act      func(context.Context, string) error
+	began    time.Time
+	deadline time.Time
+	res      BulkResult
+}
+
+// take applies the walk's action to j when the filter keeps it and counts
+// it; stop is true once f.Limit jobs are counted. Errors: the action's
+// but not found and conflict (j changed since it was listed).
+func (w *bulkWalk) take(ctx context.Context, j *core.Job) (stop bool, err error) {
+	if !w.f.matches(j, w.began) {
+		return false, nil
+	}
+	if !w.f.DryRun {
+		err := w.act(ctx, j.ID)
+		if errors.Is(err, core.ErrNotFound) || errors.Is(err, core.ErrConflict) {
+			return false, nil
+		}
+		if err != nil {
+			return true, err
+		}
+	}
+	w.res.Count++
+	if len(w.res.Sample) < BulkSampleMax {
+		w.res.Sample = append(w.res.Sample, j)
+	}
+	return w.res.Count == w.f.Limit, nil
+}
+
+// bulkByState walks the listings of states in order, by pages, from c. It
+// returns done when the walk ended early: the limit (a page's Next would
+// pass over the rest of the page, so the limit ends the operation, not a
+// request), or the time bound (with the result's Next set).
+func (s *Service) bulkByState(ctx context.Context, w *bulkWalk, states []core.State, c bulkCursor) (done bool, err error) {
+	after := c.after
+	for i := c.state; i < len(states); i++ {
+		p := core.ListJobsParams{Topic: w.f.Topic, State: states[i], After: after, Limit: bulkPage}
 		after = ""
 		for {
 			page, err := s.engine.ListJobs(ctx, &p)
 			if err != nil {
-				return BulkResult{}, err
+				return true, err
 			}
 			for _, j := range page.Jobs {
-				if !f.matches(j, began) {
-					continue
-				}
-				if !f.DryRun {
-					err := act(ctx, j.ID)
-					if errors.Is(err, core.ErrNotFound) || errors.Is(err, core.ErrConflict) {
-						continue
-					}
-					if err != nil {
-						return BulkResult{}, err
-					}
-				}
-				res.Count++
-				if len(res.Sample) < BulkSampleMax {
-					res.Sample = append(res.Sample, j)
-				}
-				if res.Count == f.Limit {
-					// The page's Next would pass over the rest of the page:
-					// the limit ends the operation, not a request.
-					return res, nil
+				if stop, err := w.take(ctx, j); stop || err != nil {
+					return true, err
 				}
 			}
 			if page.Next == "" {
 				break
 			}
-			if !clock.Now().Before(deadline) {
-				res.Next = bulkCursor{state: i, after: page.Next, began: began}.encode(states)
-				return res, nil
+			if !s.engine.Clock().Now().Before(w.deadline) {
+				w.res.Next = bulkCursor{state: i, after: page.Next, began: w.began}.encode(states)
+				return true, nil
 			}
 			p.After = page.Next
 		}
 	}
-	if res.Count == 0 && f.After == "" {
-		if _, err := s.engine.GetTopic(ctx, f.Topic); err != nil {
-			return BulkResult{}, Describe(err, core.ErrNotFound, "topic %q not found", f.Topic)
+	return false, nil
+}
+
+// bulkByKey walks the jobs of the filter's key, in states, from the
+// topic's key index (FindJobs, in id order) after the id after, rather than
+// the listings of states: a key has a few jobs where a topic may have
+// millions. done is as bulkByState's.
+func (s *Service) bulkByKey(ctx context.Context, w *bulkWalk, states []core.State, after string) (done bool, err error) {
+	p := core.FindJobsParams{Topic: w.f.Topic, Key: w.f.Key, After: after, Limit: core.FindLimitMax}
+	for {
+		jobs, err := s.engine.FindJobs(ctx, &p)
+		if err != nil {
+			return true, err
+		}
+		for _, j := range jobs {
+			if !slices.Contains(states, j.State) {
+				continue
+			}
+			if stop, err := w.take(ctx, j); stop || err != nil {
+				return true, err
+			}
+		}
+		if len(jobs) < p.Limit {
+			return false, nil
+		}
+		p.After = jobs[len(jobs)-1].ID
+		if !s.engine.Clock().Now().Before(w.deadline) {
+			w.res.Next = bulkCursor{after: p.After, began: w.began}.encode([]core.State{keyWalk})
+			return true, nil
 		}
 	}
-	return res, nil
 }
 
 // checkBulk checks the parts of a filter that every bulk operation shares.

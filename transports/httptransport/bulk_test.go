@@ -117,12 +117,12 @@ func TestCancelJobsByFilter(t *testing.T) {
 
 	a = b.bulk(t, path, map[string]any{"key": "k", "limit": 1})
 	require.Equal(t, 1, a.Count, "the limit bounds the jobs cancelled")
-	require.Equal(t, soon, a.Sample[0]["id"], "scheduled jobs first")
+	require.Equal(t, ready, a.Sample[0]["id"], "a key's jobs in id order")
 	require.Empty(t, a.NextAfter, "a limit reached ends the operation")
-	require.Equal(t, "ready", b.getJob(t, ready)["state"])
+	require.Equal(t, "scheduled", b.getJob(t, soon)["state"])
 
 	a = b.bulk(t, path, map[string]any{"key": "k"})
-	require.Equal(t, 1, a.Count, "the rest: the ready job")
+	require.Equal(t, 1, a.Count, "the rest: the scheduled job")
 	require.Equal(t, "reserved", b.getJob(t, reserved)["state"], "a reserved job is never cancelled")
 	require.Equal(t, "cancelled", b.getJob(t, ready)["state"])
 	require.Equal(t, "cancelled", b.getJob(t, soon)["state"])
@@ -176,13 +176,38 @@ type slowList struct {
 	core.Store
 	clock *coretest.FakeClock
 	armed atomic.Bool
+	lists atomic.Int64 // ListJobs calls
 }
 
 func (s *slowList) ListJobs(ctx context.Context, p *core.ListJobsParams) (core.JobPage, error) {
+	s.lists.Add(1)
 	if s.armed.Load() {
 		s.clock.Advance(service.BulkTimeMax)
 	}
 	return s.Store.ListJobs(ctx, p)
+}
+
+// TestBulkByKeyReadsTheKeyIndex: a bulk operation with a key reads the
+// key's jobs from the topic's index of keys, not the listings of a topic
+// whose other jobs may be millions.
+func TestBulkByKeyReadsTheKeyIndex(t *testing.T) {
+	t.Parallel()
+	var store *slowList
+	b := setup(t, func(c *setupConfig) {
+		c.wrap = func(s core.Store) core.Store { store = &slowList{Store: s}; return store }
+	})
+	for range 20 {
+		b.push(t, `{"topic":"t","delay":"1h"}`)
+	}
+	keyed := []string{b.push(t, `{"topic":"t","key":"k","delay":"1h"}`), b.push(t, `{"topic":"t","key":"k"}`)}
+	before := store.lists.Load()
+	a := b.bulk(t, "/v1/topics/t/jobs/cancel", map[string]any{"key": "k"})
+	require.Equal(t, 2, a.Count)
+	require.Equal(t, before, store.lists.Load(), "no listing read")
+	for _, id := range keyed {
+		require.Equal(t, "cancelled", b.getJob(t, id)["state"])
+	}
+	require.Equal(t, 20, b.bulk(t, "/v1/topics/t/jobs/cancel", map[string]any{"dry_run": true}).Count, "the others left")
 }
 
 // TestBulkPages checks that a request that runs out of time answers what
