@@ -374,6 +374,27 @@ func TestComposeFiles(t *testing.T) {
 			}
 			require.True(t, mounted["/etc/prometheus/prometheus.yml"], "prometheus mounts prometheus.yml")
 			require.True(t, mounted["/etc/prometheus/alerts.yml"], "prometheus mounts the alert rules beside it")
+			require.Contains(t, prom.DependsOn, "alertmanager")
+
+			am, err := p.GetService("alertmanager")
+			require.NoError(t, err)
+			mounted = map[string]bool{}
+			for _, v := range am.Volumes {
+				require.FileExists(t, v.Source)
+				mounted[v.Target] = true
+			}
+			require.True(t, mounted["/etc/alertmanager/alertmanager.yml"] && mounted["/etc/alertmanager/alertmanager-render.sh"],
+				"alertmanager mounts its configuration and the script that renders it")
+			require.Contains(t, strings.Join(am.Command, " "), "alertmanager-render.sh /etc/alertmanager/alertmanager.yml /tmp/alertmanager.yml")
+			require.Contains(t, strings.Join(am.Command, " "), "--config.file=/tmp/alertmanager.yml")
+			for _, kv := range alertmanagerEnv {
+				name, _, _ := strings.Cut(kv, "=")
+				require.Contains(t, am.Environment, name, "alertmanager's environment has %s", name)
+			}
+			require.Len(t, am.Secrets, 1)
+			require.Equal(t, "smtp_password", am.Secrets[0].Source)
+			require.Contains(t, p.Secrets, "smtp_password")
+			require.Equal(t, "ALERT_SMTP_PASSWORD", p.Secrets["smtp_password"].Environment)
 
 			for _, svc := range p.Services {
 				require.NotEmpty(t, svc.Image, svc.Name)
@@ -402,6 +423,18 @@ func TestComposeFiles(t *testing.T) {
 					require.Contains(t, cmd, "--cluster nats://0.0.0.0:6222", name)
 					require.Contains(t, cmd, "--routes nats://nats-1:6222,nats://nats-2:6222,nats://nats-3:6222", name)
 					require.Contains(t, cmd, "--name "+name, name)
+					// docs/deploying.md asks it of a replicated stream.
+					require.Contains(t, cmd, "-c /etc/nats/jetstream.conf", name)
+					found := false
+					for _, v := range svc.Volumes {
+						if v.Target == "/etc/nats/jetstream.conf" {
+							conf, err := os.ReadFile(v.Source)
+							require.NoError(t, err)
+							require.Regexp(t, `(?m)^\s*sync_interval:\s*always\s*$`, string(conf), name)
+							found = true
+						}
+					}
+					require.True(t, found, "%s mounts its JetStream settings", name)
 				}
 				require.Len(t, nodes, 3, "a three-node NATS cluster")
 			}
@@ -430,7 +463,14 @@ type prometheusConfig struct {
 		ScrapeInterval     string `json:"scrape_interval"`
 		EvaluationInterval string `json:"evaluation_interval"`
 	} `json:"global"`
-	RuleFiles     []string `json:"rule_files"`
+	RuleFiles []string `json:"rule_files"`
+	Alerting  struct {
+		Alertmanagers []struct {
+			StaticConfigs []struct {
+				Targets []string `json:"targets"`
+			} `json:"static_configs"`
+		} `json:"alertmanagers"`
+	} `json:"alerting"`
 	ScrapeConfigs []struct {
 		JobName       string `json:"job_name"`
 		MetricsPath   string `json:"metrics_path"`
@@ -462,6 +502,58 @@ func TestPrometheusConfig(t *testing.T) {
 	}
 	require.ElementsMatch(t, want, targets, "prometheus scrapes each delayq service of the compose files")
 	require.Equal(t, []string{"alerts.yml"}, cfg.RuleFiles)
+	require.Len(t, cfg.Alerting.Alertmanagers, 1)
+	require.Equal(t, []string{"alertmanager:9093"}, cfg.Alerting.Alertmanagers[0].StaticConfigs[0].Targets,
+		"the alerts go to the compose files' alertmanager service")
+}
+
+// alertmanagerEnv are sample values of the variables alertmanager.yml
+// takes (alertmanager-render.sh).
+var alertmanagerEnv = []string{"ALERT_SMTP_HOST=smtp.example.com:587", "ALERT_SMTP_FROM=delayq@example.com",
+	"ALERT_SMTP_USER=delayq", "ALERT_MAIL_TO=ops@example.com", "ALERT_WEBHOOK_URL=https://chat.example.com/hooks/delayq"}
+
+// TestAlertmanagerConfig renders alertmanager.yml as the compose files'
+// alertmanager service does (alertmanager-render.sh), checks it with
+// amtool (Debian's prometheus-alertmanager package; .ci/run installs it)
+// and tests its routes: every alert by mail, the critical ones to the
+// chat webhook too. A variable left unset stops the rendering. Without
+// amtool the test fails under CI and is skipped elsewhere.
+func TestAlertmanagerConfig(t *testing.T) {
+	t.Parallel()
+	amtool, err := exec.LookPath("amtool")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("amtool is missing: apt-get install prometheus-alertmanager (.ci/run does as root)")
+		}
+		t.Skip("amtool is missing: apt-get install prometheus-alertmanager")
+	}
+	out := filepath.Join(t.TempDir(), "alertmanager.yml")
+	render := func(env []string) ([]byte, error) {
+		cmd := exec.Command("sh", "alertmanager-render.sh", "alertmanager.yml", out)
+		cmd.Dir, cmd.Env = composeDir, append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+		return cmd.CombinedOutput()
+	}
+	msg, err := render(alertmanagerEnv[1:])
+	require.Error(t, err, "ALERT_SMTP_HOST unset")
+	require.Contains(t, string(msg), "set ALERT_SMTP_HOST")
+	msg, err = render(alertmanagerEnv)
+	require.NoError(t, err, "%s", msg)
+	rendered, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.NotContains(t, string(rendered), "${ALERT_", "every variable rendered")
+	require.Contains(t, string(rendered), "https://chat.example.com/hooks/delayq")
+
+	msg, err = exec.Command(amtool, "check-config", out).CombinedOutput()
+	require.NoError(t, err, "amtool check-config:\n%s", msg)
+	require.Contains(t, string(msg), "SUCCESS")
+	rules, err := os.ReadFile(filepath.Join(composeDir, "alerts.yml"))
+	require.NoError(t, err)
+	for _, c := range []struct{ severity, receivers string }{{"critical", "chat,mail"}, {"warning", "mail"}, {"info", "mail"}} {
+		require.Contains(t, string(rules), "severity: "+c.severity, "alerts.yml raises %s alerts", c.severity)
+		msg, err := exec.Command(amtool, "config", "routes", "test", "--config.file="+out, "--verify.receivers="+c.receivers,
+			"severity="+c.severity, "alertname=DelayqX", "queue=orders").CombinedOutput()
+		require.NoError(t, err, "a %s alert goes to %s:\n%s", c.severity, c.receivers, msg)
+	}
 }
 
 // TestAlertRules checks the alert rules with promtool (Debian's prometheus
