@@ -60,6 +60,22 @@ type EngineConfig struct {
 	// each topic for those whose expiry came, which no claim took, to end
 	// them (Store.ExpireJob). Defaults to 30s.
 	ExpirySweep time.Duration
+	// Roles choose the background services Start runs; the zero value
+	// runs them all.
+	Roles Roles
+}
+
+// Roles choose which of its background services an engine runs, for a
+// deployment whose instances share the work (cmd/delayq --roles): each
+// service must run on at least one instance of a store.
+type Roles struct {
+	// SkipDeliveries leaves to other instances the dispatchers of
+	// push-delivered topics (webhook, NATS and the like), the dead-letter
+	// notices and the expiry sweep.
+	SkipDeliveries bool
+	// SkipSchedules leaves to other instances the firing of recurring
+	// schedules.
+	SkipSchedules bool
 }
 
 // Engine is the part of delayq that is the same for every backend and
@@ -75,6 +91,7 @@ type Engine struct {
 	log        *slog.Logger
 	limits     Limits
 	deliverers map[string]Deliverer
+	roles      Roles
 
 	mu     sync.Mutex
 	topics map[string]*Topic // configured topics, defaults filled
@@ -124,6 +141,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		log:         cmp.Or(cfg.Logger, slog.Default()),
 		limits:      cfg.Limits.WithDefaults(),
 		deliverers:  cfg.Deliverers,
+		roles:       cfg.Roles,
 		topics:      map[string]*Topic{},
 	}
 	e.dispatch = dispatchers{e: e, changed: make(chan struct{}, 1)}

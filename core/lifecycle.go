@@ -11,20 +11,30 @@ import (
 // the dispatchers of topics delivered by webhook or NATS, the topic
 // refresh (which follows configuration changes made through other
 // instances, and dead jobs for their notices), the schedule loop and the
-// expiry sweep. It
+// expiry sweep, but those its Roles leave to other instances (the refresh
+// always runs, without the notices when deliveries are skipped). It
 // loads the topic configurations first; a failure of that load is logged
 // and retried by the refresh. Errors: the engine was started or stopped
 // before.
 func (e *Engine) Start(ctx context.Context) error {
-	if err := e.dispatch.Start(ctx); err != nil {
-		return err
+	if !e.roles.SkipDeliveries {
+		if err := e.dispatch.Start(ctx); err != nil {
+			return err
+		}
 	}
 	e.migrateTopics(ctx) // else again by the topic refresh
 	if err := e.loadTopics(ctx); err != nil {
 		e.log.Warn("engine: first topic load failed; retrying in the background", "err", err)
 	}
 	e.migrateSchedules(ctx) // else again by the schedule loop
-	return errors.Join(e.refresh.Start(ctx), e.schedules.Start(ctx), e.expiry.Start(ctx))
+	errs := []error{e.refresh.Start(ctx)}
+	if !e.roles.SkipSchedules {
+		errs = append(errs, e.schedules.Start(ctx))
+	}
+	if !e.roles.SkipDeliveries {
+		errs = append(errs, e.expiry.Start(ctx))
+	}
+	return errors.Join(errs...)
 }
 
 // Stop stops the background services: the refresh, schedule and expiry loops, then
@@ -72,7 +82,9 @@ func (r *topicRefresh) run(ctx context.Context) {
 		if err := e.loadTopics(ctx); err != nil && ctx.Err() == nil {
 			e.log.Warn("engine: topic refresh failed", "err", err)
 		}
-		e.notices.follow(ctx)
+		if !e.roles.SkipDeliveries {
+			e.notices.follow(ctx)
+		}
 	}
 }
 

@@ -138,6 +138,8 @@ type serveConfig struct {
 	Access accessFlags
 	// HTTP bounds the HTTP listener and guards it against browsers.
 	HTTP httpFlags
+	// Roles are the parts of the service this instance runs (--roles).
+	Roles roles
 	// ConfigFile is the YAML configuration file of --config, if any.
 	ConfigFile string
 	// Topics are the configuration file's topics, applied at start.
@@ -167,6 +169,7 @@ func defaultServeConfig() serveConfig {
 		DrainTimeout:     10 * time.Second,
 		Breaker:          defaultBreakerFlags(),
 		HTTP:             defaultHTTPFlags(),
+		Roles:            slices.Clone(allRoles),
 	}
 }
 
@@ -197,6 +200,7 @@ func (c *serveConfig) addFlags(fs *pflag.FlagSet) {
 	fs.Var(&enumValue{p: &c.LogFormat, allowed: []string{"text", "json"}}, "log-format", "log format: text or json")
 	fs.Var(&positiveDurationValue{p: &c.ShutdownTimeout}, "shutdown-timeout", "how long a shutdown waits for in-flight requests and deliveries")
 	fs.Var(&durationValue{p: &c.DrainTimeout}, "drain-timeout", "how long a shutdown first drains, within --shutdown-timeout: claims refused and /readyz 503 while the API serves everything else and deliveries in flight finish; 0: no drain")
+	fs.Var(&rolesValue{p: &c.Roles}, "roles", "what this instance runs, comma-separated: api (the HTTP, gRPC, WebSocket and NATS APIs: intake, reads, pull claims, subscribers), deliver (webhook and NATS deliveries, dead-letter notices, the expiry sweep), schedules (recurring schedules); an instance without api serves only /healthz, /readyz and /metrics. A partial set needs --backend redis or nats, where other instances run the rest")
 	fs.Var(&addrValue{p: &c.PprofAddr}, "pprof", "listen address of Go's profiling endpoints (/debug/pprof/), host:port; port 0 picks a free port; off when empty")
 	c.Breaker.addFlags(fs)
 	c.Access.addFlags(fs)

@@ -87,6 +87,9 @@ finish or are released for redelivery, the store is closed and flushed.`,
 			if err := cfg.checkRedisWait(); err != nil {
 				return usageError(err)
 			}
+			if err := cfg.checkRoles(); err != nil {
+				return usageError(err)
+			}
 			if err := a.serve(cmd.Context(), a, &cfg); err != nil {
 				var ce *exitCodeError
 				if errors.As(err, &ce) {
@@ -185,7 +188,7 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	if err != nil {
 		return err
 	}
-	log.Info("delayq started", "backend", cfg.Backend)
+	log.Info("delayq started", "backend", cfg.Backend, "roles", strings.Join(cfg.Roles, ","))
 
 	var failure error
 	select {
@@ -242,6 +245,7 @@ func startEngine(ctx context.Context, cfg *serveConfig, log *slog.Logger, store 
 		Logger:     log,
 		Limits:     core.Limits{MaxBodyBytes: cfg.MaxBody, MaxBatch: cfg.MaxBatch},
 		Deliverers: deliverers,
+		Roles:      cfg.Roles.engineRoles(),
 	})
 	if err != nil {
 		return nil, err
@@ -294,6 +298,10 @@ func startAPI(ctx context.Context, cfg *serveConfig, log *slog.Logger, engine *c
 		Stats:                stats,
 	})
 	api.Handle("GET /metrics", obs.metrics())
+	if !cfg.Roles.has(roleAPI) {
+		log.Info("no api role: serving /healthz, /readyz and /metrics only", "roles", strings.Join(cfg.Roles, ","))
+		return serveHTTP(ctx, cfg, log, healthOnly(api), ln, acc, stops), nil
+	}
 	mountUI(api, cfg, acc, ln.Addr(), log)
 	// WebSocket subscribers and the gRPC API (gRPC, gRPC-Web and Connect:
 	// HTTP/2 without TLS, h2c, as gRPC clients speak) share the listener.
