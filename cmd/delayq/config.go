@@ -138,6 +138,8 @@ type serveConfig struct {
 	Access accessFlags
 	// HTTP bounds the HTTP listener and guards it against browsers.
 	HTTP httpFlags
+	// Kafka reaches the Kafka cluster of Kafka delivery and intake.
+	Kafka kafkaFlags
 	// ConfigFile is the YAML configuration file of --config, if any.
 	ConfigFile string
 	// Topics are the configuration file's topics, applied at start.
@@ -201,6 +203,7 @@ func (c *serveConfig) addFlags(fs *pflag.FlagSet) {
 	c.Breaker.addFlags(fs)
 	c.Access.addFlags(fs)
 	c.HTTP.addFlags(fs)
+	c.Kafka.addFlags(fs)
 	fs.StringVar(&c.ConfigFile, configFlag, c.ConfigFile, "YAML configuration file: serve's flag names as keys, and topics; a flag or environment variable beats it")
 	fs.VisitAll(func(f *pflag.Flag) { withEnv(fs, f.Name) })
 }

@@ -207,6 +207,8 @@ func TestServeBadValues(t *testing.T) {
 		{"redis wait replicas backend", nil, []string{"--backend", "memory", "--redis-wait-replicas", "1"}, "--redis-wait-replicas applies to --backend redis only, not memory"},
 		{"redis wait replicas cluster", nil, []string{"--backend", "redis", "--redis-url", "redis+cluster://r1:7000", "--redis-wait-replicas", "1"}, "waiting for the replicas of a Redis Cluster is not supported"},
 		{"redis wait timeout", nil, []string{"--redis-wait-timeout", "0s"}, "positive duration"},
+		{"kafka brokers", nil, []string{"--kafka-brokers", "kafka"}, "--kafka-brokers"},
+		{"kafka sasl", nil, []string{"--kafka-brokers", "k:9092", "--kafka-sasl-mechanism", "SCRAM-SHA-256"}, "--kafka-sasl-user"},
 		{"log level", nil, []string{"--log-level", "verbose"}, "debug, info, warn or error"},
 		{"log format", map[string]string{"DELAYQ_LOG_FORMAT": "xml"}, nil, "DELAYQ_LOG_FORMAT"},
 		{"shutdown timeout", nil, []string{"--shutdown-timeout", "0s"}, "positive duration"},

@@ -87,6 +87,9 @@ finish or are released for redelivery, the store is closed and flushed.`,
 			if err := cfg.checkRedisWait(); err != nil {
 				return usageError(err)
 			}
+			if err := cfg.Kafka.Validate(); err != nil {
+				return usageError(err)
+			}
 			if err := a.serve(cmd.Context(), a, &cfg); err != nil {
 				var ce *exitCodeError
 				if errors.As(err, &ce) {
