@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestE2EKafkaDelivery runs serve with --kafka-brokers on an in-process
+// Kafka cluster: a kafka topic's jobs are produced as records that a
+// franz-go consumer reads, with their ids and bodies; a bad kafka_topic is
+// refused naming the field.
+func TestE2EKafkaDelivery(t *testing.T) {
+	t.Parallel()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "orders-due"))
+	require.NoError(t, err)
+	t.Cleanup(cluster.Close)
+	srv := startServer(t, append(defaultArgs(t.TempDir()), "--kafka-brokers", strings.Join(cluster.ListenAddrs(), ","))...)
+	api := newCaller(t, srv.HTTPURL)
+
+	status, answer := api.call(http.MethodPut, "/v1/topics/e2e.kafka", map[string]any{"delivery": map[string]any{"type": "kafka", "kafka_topic": "orders due"}})
+	require.Equal(t, http.StatusBadRequest, status, "%s", answer)
+	require.Contains(t, string(answer), `"field":"delivery.kafka_topic"`)
+	status, answer = api.call(http.MethodPut, "/v1/topics/e2e.kafka", map[string]any{"delivery": map[string]any{"type": "kafka", "kafka_topic": "orders-due", "timeout": "5s"}})
+	require.Equal(t, http.StatusOK, status, "%s", answer)
+	require.Contains(t, string(answer), `"kafka_topic":"orders-due"`)
+
+	bodies := map[string]string{}
+	for i := range 3 {
+		var pushed struct {
+			ID string `json:"id"`
+		}
+		body := fmt.Sprintf(`{"order": %d}`, i)
+		api.callJSON(http.MethodPost, "/v1/jobs", map[string]any{"topic": "e2e.kafka", "body": map[string]any{"order": i}}, http.StatusCreated, &pushed)
+		bodies[pushed.ID] = body
+	}
+
+	consumer, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.ConsumeTopics("orders-due"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer consumer.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	got := map[string]string{}
+	for len(got) < len(bodies) {
+		fs := consumer.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "records of %d jobs of %d", len(got), len(bodies))
+		fs.EachRecord(func(r *kgo.Record) {
+			for _, h := range r.Headers {
+				if h.Key == "delayq-id" {
+					got[string(h.Value)] = string(r.Value)
+				}
+			}
+		})
+	}
+	for id, body := range bodies {
+		require.JSONEq(t, body, got[id], "job %s", id)
+	}
+}
