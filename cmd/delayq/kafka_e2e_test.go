@@ -31,6 +31,11 @@ func TestE2EKafkaDelivery(t *testing.T) {
 	status, answer = api.call(http.MethodPut, "/v1/topics/e2e.kafka", map[string]any{"delivery": map[string]any{"type": "kafka", "kafka_topic": "orders-due", "timeout": "5s"}})
 	require.Equal(t, http.StatusOK, status, "%s", answer)
 	require.Contains(t, string(answer), `"kafka_topic":"orders-due"`)
+	// The CLI sets it too, keeping the rest.
+	code, out, stderr := cliOf(t, srv)("topic", "set", "e2e.kafka", "--kafka-topic", "orders-due", "--max-attempts", "4")
+	require.Equal(t, exitOK, code, stderr)
+	require.Contains(t, out, `"kafka_topic":"orders-due"`)
+	require.Contains(t, out, `"timeout":"5s"`, "kept")
 
 	bodies := map[string]string{}
 	for i := range 3 {
