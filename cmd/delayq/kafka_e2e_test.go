@@ -48,7 +48,7 @@ func TestE2EKafkaDelivery(t *testing.T) {
 	}
 
 	consumer, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.ConsumeTopics("orders-due"),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
 	require.NoError(t, err)
 	defer consumer.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

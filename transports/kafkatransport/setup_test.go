@@ -84,7 +84,7 @@ func setup(t testing.TB, c *kfake.Cluster, wrap func(core.Deliverer) core.Delive
 func consume(t testing.TB, c *kfake.Cluster, n int, timeout time.Duration) []*kgo.Record {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(kafkaTopic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
 	require.NoError(t, err)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
