@@ -46,10 +46,12 @@ func addKafkaDeliverer(ctx context.Context, cfg *serveConfig, log *slog.Logger, 
 	if !cfg.Kafka.Enabled() {
 		return nil
 	}
+	// A configuration error (a CA file that cannot be read) exits at once;
+	// only brokers that do not answer are waited for.
+	if _, err := cfg.Kafka.Opts(); err != nil {
+		return err
+	}
 	client, err := waitForBackend(ctx, log, cfg.BackendWait, func() (*kgo.Client, error) {
-		if _, err := cfg.Kafka.Opts(); err != nil {
-			return nil, err
-		}
 		pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		cl, err := cfg.Kafka.NewClient(pingCtx, kafkatransport.ProducerOpts()...)
