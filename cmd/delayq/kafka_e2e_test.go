@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -16,7 +17,7 @@ import (
 // TestE2EKafkaDelivery runs serve with --kafka-brokers on an in-process
 // Kafka cluster: a kafka topic's jobs are produced as records that a
 // franz-go consumer reads, with their ids and bodies; a bad kafka_topic is
-// refused naming the field.
+// refused naming the field; brokers that do not answer fail a start.
 func TestE2EKafkaDelivery(t *testing.T) {
 	t.Parallel()
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "orders-due"))
@@ -68,4 +69,14 @@ func TestE2EKafkaDelivery(t *testing.T) {
 	for id, body := range bodies {
 		require.JSONEq(t, body, got[id], "job %s", id)
 	}
+
+	// Brokers that do not answer fail the start, after --backend-wait.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	code, _, stderr = runCLI(t, "serve", "--backend", "memory", "--http", "127.0.0.1:0", "--nats-listen", "off",
+		"--kafka-brokers", closed, "--backend-wait", "0")
+	require.Equal(t, exitError, code, stderr)
+	require.Contains(t, stderr, "delayq: kafka delivery (--kafka-brokers): unavailable: kafka brokers "+closed)
 }
