@@ -35,13 +35,14 @@ const (
 )
 
 // ProducerOpts are the producer options of a delivery client, to pass to
-// kafkaclient.Config.NewClient: acknowledgement by every in-sync replica
-// and idempotent writes, which are franz-go's defaults and stated here
-// because a delivery's success means the record is kept; and no linger,
-// since the engine bounds the deliveries in flight per topic (its
-// concurrency), so waiting for more records to fill a batch only delays
-// them: records that come while a request is in flight are batched into
-// the next one anyway.
+// kafkaclient.Config.NewClient: acknowledgement by every in-sync replica,
+// franz-go's default, stated because a delivery's success must mean the
+// record is kept (idempotent writes, the other half, are on unless
+// kgo.DisableIdempotentWrite is given, which this package never does);
+// and no linger, since the engine bounds the deliveries in flight per
+// topic (its concurrency), so waiting for more records to fill a batch
+// only delays them: records that come while a request is in flight are
+// batched into the next one anyway (docs/benchmarks.md has both).
 func ProducerOpts() []kgo.Opt {
 	return []kgo.Opt{
 		kgo.RequiredAcks(kgo.AllISRAcks()),
