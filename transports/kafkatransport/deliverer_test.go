@@ -59,6 +59,7 @@ func TestDeliverRecord(t *testing.T) {
 				attempt, _ := header(r, kafkatransport.HeaderAttempt)
 				runAt, _ := header(r, kafkatransport.HeaderRunAt)
 				trace, hasTrace := header(r, kafkatransport.HeaderTraceParent)
+				require.GreaterOrEqual(t, r.ProducerID, int64(0), "an idempotent producer's record (-1: not idempotent)")
 				require.Equal(t, "orders", topic)
 				require.Equal(t, "1", attempt)
 				require.Equal(t, job.RunAt.UTC().Format(wire.TimeLayout), runAt)
