@@ -210,3 +210,24 @@ func TestDeliverNilParams(t *testing.T) {
 		require.ErrorIs(t, d.Deliver(context.Background(), p), core.ErrInvalidArgument)
 	}
 }
+
+// TestDeliverToMissingTopic delivers to a Kafka topic the cluster does
+// not have: the attempt fails, and with no attempt left the job is dead,
+// its last error saying why.
+func TestDeliverToMissingTopic(t *testing.T) {
+	t.Parallel()
+	b := setup(t, newCluster(t, 1, 1), nil)
+	ctx := context.Background()
+	topic := kafkaTopicConfig("orders")
+	topic.Delivery.KafkaTopic, topic.MaxAttempts = "no-such-topic", 1
+	require.NoError(t, b.engine.PutTopic(ctx, topic))
+	job, err := b.engine.Push(ctx, &core.PushParams{Topic: "orders"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		j, err := b.engine.Get(ctx, job.ID)
+		return err == nil && j.State == core.StateDead
+	}, 10*time.Second, 10*time.Millisecond)
+	j, err := b.engine.Get(ctx, job.ID)
+	require.NoError(t, err)
+	require.Contains(t, j.LastError, "produce to no-such-topic: UNKNOWN_TOPIC_OR_PARTITION")
+}
