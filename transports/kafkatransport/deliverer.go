@@ -99,9 +99,9 @@ func NewDeliverer(cfg DelivererConfig) (*Deliverer, error) {
 	return &Deliverer{client: cfg.Client, timeout: cfg.Timeout}, nil
 }
 
-// ValidateTopic checks that t is a kafka topic; core checked
-// delivery.kafka_topic and refused the other types' fields. It returns a
-// *core.FieldError.
+// ValidateTopic checks that t is a kafka topic with a Kafka topic name
+// Kafka accepts (core.ValidateKafkaTopic; Topic.Validate refuses the other
+// types' fields). It returns a *core.FieldError.
 func (d *Deliverer) ValidateTopic(t *core.Topic) error {
 	if t.Delivery.Type != core.DeliveryKafka {
 		return core.Invalid("delivery.type", "delivery.type must be %s for a kafka topic", core.DeliveryKafka)
