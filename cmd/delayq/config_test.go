@@ -457,3 +457,23 @@ func TestServeNATSAccessFlags(t *testing.T) {
 		require.Contains(t, res.stderr, args[0])
 	}
 }
+
+// TestServeKafkaDeliveryTopics checks --kafka-delivery-topics, its
+// environment twin, and its refusal of a pattern that is not one.
+func TestServeKafkaDeliveryTopics(t *testing.T) {
+	t.Parallel()
+	res := runApp(t, nil, "", "serve")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Empty(t, res.cfg.Kafka.DeliveryTopics)
+	res = runApp(t, nil, "", "serve", "--kafka-delivery-topics", "billing.>, orders-due")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Equal(t, []string{"billing.>", "orders-due"}, res.cfg.Kafka.DeliveryTopics)
+	res = runApp(t, map[string]string{"DELAYQ_KAFKA_DELIVERY_TOPICS": "a.*"}, "", "serve")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Equal(t, []string{"a.*"}, res.cfg.Kafka.DeliveryTopics)
+	for _, p := range []string{"a.>.b", "a..b", "a*"} {
+		res := runApp(t, nil, "", "serve", "--kafka-delivery-topics", p)
+		require.Equal(t, exitUsage, res.code, "%s: %s", p, res.stderr)
+		require.Contains(t, res.stderr, "--kafka-delivery-topics")
+	}
+}
