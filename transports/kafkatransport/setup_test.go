@@ -79,8 +79,9 @@ func setup(t testing.TB, c *kfake.Cluster, wrap func(core.Deliverer) core.Delive
 	return &testBundle{store: store, engine: engine}
 }
 
-// consume reads n records of kafkaTopic from c, from the start, within
-// timeout; it fails the test with fewer.
+// consume reads the records of kafkaTopic from c, from the start, until
+// they hold n jobs (distinct delayq-id headers: a job retried after a
+// timeout may have two), within timeout; it fails the test with fewer.
 func consume(t testing.TB, c *kfake.Cluster, n int, timeout time.Duration) []*kgo.Record {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(kafkaTopic),
@@ -90,13 +91,21 @@ func consume(t testing.TB, c *kfake.Cluster, n int, timeout time.Duration) []*kg
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var recs []*kgo.Record
-	for len(recs) < n {
+	jobs := map[string]bool{}
+	for len(jobs) < n {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("%d records of %d within %s", len(recs), n, timeout)
+			t.Fatalf("records of %d jobs of %d within %s", len(jobs), n, timeout)
 		}
 		fs.EachError(func(topic string, p int32, err error) { t.Logf("fetch %s/%d: %v", topic, p, err) })
-		recs = append(recs, fs.Records()...)
+		for _, r := range fs.Records() {
+			id, _ := header(r, kafkatransport.HeaderID)
+			jobs[id] = true
+			recs = append(recs, r)
+		}
+	}
+	if len(recs) > n {
+		t.Logf("%d records of %d jobs: %d written twice", len(recs), n, len(recs)-n)
 	}
 	return recs
 }
