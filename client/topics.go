@@ -54,16 +54,20 @@ type RateConfig struct {
 // DeliveryConfig is a topic's delivery, as docs/api.md's
 // "PUT /v1/topics/{topic}" describes each field.
 type DeliveryConfig struct {
-	// Type is "consumer" (the default), "webhook" or "nats".
+	// Type is "consumer" (the default), "webhook", "nats" or "kafka".
 	Type string `json:"type,omitempty"`
 	// URL is the webhook's URL.
 	URL string `json:"url,omitempty"`
-	// Timeout bounds one webhook attempt or NATS publish (0 to 5m).
+	// Timeout bounds one webhook attempt, NATS publish or Kafka record
+	// until acknowledged (0 to 5m).
 	Timeout time.Duration `json:"-"`
 	// Secret signs each webhook request; never shown back.
 	Secret string `json:"secret,omitempty"`
 	// Subject is the NATS subject to publish on.
 	Subject string `json:"subject,omitempty"`
+	// KafkaTopic is the Kafka topic a kafka delivery produces to
+	// (required there).
+	KafkaTopic string `json:"kafka_topic,omitempty"`
 	// Success is a CEL condition over a webhook's answer that alone
 	// decides success.
 	Success string `json:"success,omitempty"`
@@ -129,13 +133,15 @@ type Topic struct {
 
 // DeliveryView is a topic's delivery as the service shows it.
 type DeliveryView struct {
-	// Type, URL, Timeout, Subject, Success and Method are as configured.
-	Type    string
-	URL     string
-	Timeout time.Duration
-	Subject string
-	Success string
-	Method  string
+	// Type, URL, Timeout, Subject, KafkaTopic, Success and Method are as
+	// configured.
+	Type       string
+	URL        string
+	Timeout    time.Duration
+	Subject    string
+	KafkaTopic string
+	Success    string
+	Method     string
 	// SecretSet is true when the delivery has a secret, and
 	// PreviousSecretSet while a second one is kept for a rotation.
 	SecretSet         bool
@@ -191,6 +197,7 @@ type topicWire struct {
 		URL         string       `json:"url"`
 		Timeout     jsonDuration `json:"timeout"`
 		Subject     string       `json:"subject"`
+		KafkaTopic  string       `json:"kafka_topic"`
 		Success     string       `json:"success"`
 		SecretSet   bool         `json:"secret_set"`
 		PrevSet     bool         `json:"previous_secret_set"`
@@ -227,8 +234,8 @@ func (t *Topic) UnmarshalJSON(b []byte) error {
 	d := w.Delivery
 	*t = Topic{
 		Name: w.Name,
-		Delivery: DeliveryView{Type: d.Type, URL: d.URL, Timeout: time.Duration(d.Timeout), Subject: d.Subject, Success: d.Success,
-			Method: d.Method, SecretSet: d.SecretSet, PreviousSecretSet: d.PrevSet, AllowJobURL: d.AllowJobURL,
+		Delivery: DeliveryView{Type: d.Type, URL: d.URL, Timeout: time.Duration(d.Timeout), Subject: d.Subject, KafkaTopic: d.KafkaTopic,
+			Success: d.Success, Method: d.Method, SecretSet: d.SecretSet, PreviousSecretSet: d.PrevSet, AllowJobURL: d.AllowJobURL,
 			ErrorBody: d.ErrorBody, HeaderNames: d.HeaderNames},
 		TTR: time.Duration(w.TTR), MaxAttempts: w.MaxAttempts, Backoff: w.Backoff.config(), Concurrency: w.Concurrency,
 		UniqueKeys: w.UniqueKeys, OnDead: w.OnDead, Configured: w.Configured, Paused: w.Paused, Counts: w.Counts,
@@ -263,7 +270,7 @@ func (c *TopicConfig) wire() []byte {
 		w.Rate = &rateWire{Limit: r.Limit, Period: jsonDuration(r.Period), Burst: r.Burst}
 	}
 	d := c.Delivery
-	if d.Type != "" || d.URL != "" || d.Timeout != 0 || d.Secret != "" || d.Subject != "" || d.Success != "" ||
+	if d.Type != "" || d.URL != "" || d.Timeout != 0 || d.Secret != "" || d.Subject != "" || d.KafkaTopic != "" || d.Success != "" ||
 		d.ErrorBody != nil || d.Method != "" || len(d.Headers) > 0 || d.PreviousSecret != "" || d.AllowJobURL {
 		w.Delivery = &deliveryWire{DeliveryConfig: d, Timeout: jsonDuration(d.Timeout)}
 	}

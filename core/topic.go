@@ -22,6 +22,8 @@ const (
 	DeliveryWebhook = "webhook"
 	// DeliveryNATS publishes each job on a NATS subject.
 	DeliveryNATS = "nats"
+	// DeliveryKafka produces each job as a record to a Kafka topic.
+	DeliveryKafka = "kafka"
 )
 
 // Topic is a topic's configuration, shared by every instance through the
@@ -88,12 +90,14 @@ type TopicState struct {
 
 // Delivery configures how a topic's due jobs are delivered.
 type Delivery struct {
-	// Type is DeliveryConsumer, DeliveryWebhook or DeliveryNATS.
+	// Type is DeliveryConsumer, DeliveryWebhook, DeliveryNATS or
+	// DeliveryKafka.
 	Type string `json:"type,omitempty"`
 	// URL is the webhook endpoint.
 	URL string `json:"url,omitempty"`
-	// Timeout bounds one webhook attempt, or one NATS publish with its
-	// confirmation. Defaults to 10s.
+	// Timeout bounds one webhook attempt, one NATS publish with its
+	// confirmation, or one Kafka record until the brokers acknowledge it.
+	// Defaults to 10s.
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// Secret signs webhook bodies (Delayq-Signature and the Standard
 	// Webhooks headers) when set.
@@ -106,6 +110,9 @@ type Delivery struct {
 	Success string `json:"success,omitempty"`
 	// Subject is the NATS subject; defaults to delayq.deliver.<topic>.
 	Subject string `json:"subject,omitempty"`
+	// KafkaTopic is the Kafka topic of a kafka delivery (required there):
+	// 1 to 249 of [a-zA-Z0-9._-], not "." or "..".
+	KafkaTopic string `json:"kafka_topic,omitempty"`
 	// Method is the webhook's HTTP method: POST (the default), PUT or
 	// PATCH.
 	Method string `json:"method,omitempty"`
@@ -220,16 +227,16 @@ func (t *Topic) Validate() error {
 		return err
 	}
 	switch t.Delivery.Type {
-	case "", DeliveryConsumer, DeliveryWebhook, DeliveryNATS:
+	case "", DeliveryConsumer, DeliveryWebhook, DeliveryNATS, DeliveryKafka:
 	default:
-		return Invalid("delivery.type", "delivery.type must be consumer, webhook or nats")
+		return Invalid("delivery.type", "delivery.type must be consumer, webhook, nats or kafka")
 	}
 	// A field of another delivery type would be kept and never used: a
 	// consumer topic with a url is most likely a webhook topic whose type
 	// was forgotten.
 	typ := cmp.Or(t.Delivery.Type, DeliveryConsumer)
 	if t.Delivery.Timeout != 0 && typ == DeliveryConsumer {
-		return Invalid("delivery.timeout", "delivery.timeout is only for webhook and nats delivery, not %s", typ)
+		return Invalid("delivery.timeout", "delivery.timeout is only for webhook, nats and kafka delivery, not %s", typ)
 	}
 	for _, f := range []struct {
 		name, typ string
@@ -244,9 +251,15 @@ func (t *Topic) Validate() error {
 		{"delivery.headers", DeliveryWebhook, len(t.Delivery.Headers) > 0},
 		{"delivery.allow_job_url", DeliveryWebhook, t.Delivery.AllowJobURL},
 		{"delivery.subject", DeliveryNATS, t.Delivery.Subject != ""},
+		{"delivery.kafka_topic", DeliveryKafka, t.Delivery.KafkaTopic != ""},
 	} {
 		if f.set && typ != f.typ {
 			return Invalid(f.name, "%s is only for %s delivery, not %s", f.name, f.typ, typ)
+		}
+	}
+	if typ == DeliveryKafka {
+		if err := ValidateKafkaTopic("delivery.kafka_topic", t.Delivery.KafkaTopic); err != nil {
+			return err
 		}
 	}
 	switch p := t.Delivery.PreviousSecret; {
@@ -305,6 +318,31 @@ func (t *Topic) Validate() error {
 		return Invalid("concurrency", "concurrency must be between 1 and %d", ConcurrencyMax)
 	}
 	return t.Backoff.Validate()
+}
+
+// KafkaTopicMaxLen is the longest Kafka topic name Kafka accepts.
+const KafkaTopicMaxLen = 249
+
+// ValidateKafkaTopic checks that name is a Kafka topic name Kafka accepts:
+// 1 to KafkaTopicMaxLen of [a-zA-Z0-9._-], not "." or "..". It returns a
+// *FieldError naming field.
+func ValidateKafkaTopic(field, name string) error {
+	switch {
+	case name == "":
+		return Invalid(field, "%s is required: the Kafka topic the jobs are produced to", field)
+	case len(name) > KafkaTopicMaxLen:
+		return Invalid(field, "%s must be at most %d characters", field, KafkaTopicMaxLen)
+	case name == "." || name == "..":
+		return Invalid(field, "%s must not be %q", field, name)
+	}
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return Invalid(field, "%s must be made of a-z, A-Z, 0-9, '.', '_' and '-'", field)
+		}
+	}
+	return nil
 }
 
 // Ceiling is the longest delay the backoff waits: Max, or the longest of

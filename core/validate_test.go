@@ -103,6 +103,9 @@ func TestTopicValidate(t *testing.T) {
 		"delivery.subject": func(t *core.Topic) {
 			t.Delivery = core.Delivery{Type: core.DeliveryWebhook, URL: "http://svc/", Subject: "a.b"}
 		},
+		"delivery.kafka_topic": func(t *core.Topic) {
+			t.Delivery = core.Delivery{Type: core.DeliveryNATS, KafkaTopic: "orders-due"}
+		},
 	}
 	for field, mutate := range cases {
 		bad := good
@@ -122,6 +125,18 @@ func TestTopicValidate(t *testing.T) {
 	var timeoutErr *core.FieldError
 	require.ErrorAs(t, pulled.Validate(), &timeoutErr)
 	require.Equal(t, "delivery.timeout", timeoutErr.Field)
+
+	// A kafka topic names a Kafka topic Kafka accepts.
+	kafka := good
+	kafka.Delivery = core.Delivery{Type: core.DeliveryKafka, KafkaTopic: "orders.due_v2-" + strings.Repeat("x", 235), Timeout: time.Second}
+	require.NoError(t, kafka.Validate())
+	for _, name := range []string{"", ".", "..", "orders due", "orders/due", "ördérs", strings.Repeat("x", 250)} {
+		bad := good
+		bad.Delivery = core.Delivery{Type: core.DeliveryKafka, KafkaTopic: name}
+		var fe *core.FieldError
+		require.ErrorAs(t, bad.Validate(), &fe, "%q", name)
+		require.Equal(t, "delivery.kafka_topic", fe.Field, "%q", name)
+	}
 
 	// A previous secret only beside a different current one, on a
 	// webhook topic.

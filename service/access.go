@@ -116,7 +116,9 @@ func (s *Service) AllowIntake(ctx context.Context, n int) error {
 // job's outcome, tells what the answer holds, a bit per topic), or names a
 // NATS delivery.subject that is neither delayq.deliver.<topic> of a topic
 // the token may use nor matched by one of Config.NATSDeliverySubjects
-// (--nats-delivery-subjects). A delivery.error_body or delivery.success
+// (--nats-delivery-subjects), or names a delivery.kafka_topic that no
+// pattern of Config.KafkaDeliveryTopics (--kafka-delivery-topics)
+// matches. A delivery.error_body or delivery.success
 // that t keeps as engine has them for the topic, with the same
 // destination, passes: the token chose neither, and learns nothing its
 // jobs' outcomes did not tell it (a form that sends the whole topic back
@@ -146,6 +148,9 @@ func (s *Service) AllowDelivery(ctx context.Context, t *core.Topic) error {
 			return wire.WithMessage(fmt.Sprintf("token %q may not set delivery.success: only a token for every topic may", id.Name), wire.ErrPermissionDenied)
 		}
 	}
+	if t.Delivery.Type == core.DeliveryKafka {
+		return s.allowKafkaTopic(id, t.Delivery.KafkaTopic)
+	}
 	subject := t.Delivery.Subject
 	if t.Delivery.Type != core.DeliveryNATS || subject == "" {
 		return nil
@@ -159,6 +164,19 @@ func (s *Service) AllowDelivery(ctx context.Context, t *core.Topic) error {
 		}
 	}
 	return wire.WithMessage(fmt.Sprintf("token %q may name as delivery.subject only %s<topic> of a topic it may use, or a subject the server allows (--nats-delivery-subjects)", id.Name, natsDeliverPrefix), wire.ErrPermissionDenied)
+}
+
+// allowKafkaTopic lets the restricted token of id name kafkaTopic as a
+// delivery.kafka_topic when one of Config.KafkaDeliveryTopics matches it:
+// a Kafka topic is shared with whatever else reads and writes it, so no
+// name is the token's own.
+func (s *Service) allowKafkaTopic(id *auth.Identity, kafkaTopic string) error {
+	for _, p := range s.kafkaTopics {
+		if auth.MatchTopic(p, kafkaTopic) {
+			return nil
+		}
+	}
+	return wire.WithMessage(fmt.Sprintf("token %q may name as delivery.kafka_topic only a Kafka topic the server allows (--kafka-delivery-topics)", id.Name), wire.ErrPermissionDenied)
 }
 
 // AllowImportedID checks the id of a job an import brings for the caller of ctx: an id of the

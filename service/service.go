@@ -20,6 +20,11 @@ type Config struct {
 	// name as a topic's delivery.subject besides delayq.deliver.<topic> of
 	// its own topics (see AllowDelivery). Nil allows no other subject.
 	NATSDeliverySubjects []string
+	// KafkaDeliveryTopics are Kafka topic patterns, of the syntax of
+	// NATSDeliverySubjects over the dot-separated parts of a name, that a
+	// token restricted to some topics may name as a topic's
+	// delivery.kafka_topic (see AllowDelivery). Nil allows none.
+	KafkaDeliveryTopics []string
 }
 
 // Service applies the API's policy to the operations of a core.Engine. It
@@ -28,6 +33,7 @@ type Service struct {
 	engine       *core.Engine
 	log          *slog.Logger
 	natsSubjects []string
+	kafkaTopics  []string
 }
 
 // New returns a Service over cfg.Engine. It panics when cfg.Engine is nil.
@@ -35,7 +41,8 @@ func New(cfg Config) *Service {
 	if cfg.Engine == nil {
 		panic("service: Config.Engine is required")
 	}
-	return &Service{engine: cfg.Engine, log: cmp.Or(cfg.Logger, slog.Default()), natsSubjects: cfg.NATSDeliverySubjects}
+	return &Service{engine: cfg.Engine, log: cmp.Or(cfg.Logger, slog.Default()), natsSubjects: cfg.NATSDeliverySubjects,
+		kafkaTopics: cfg.KafkaDeliveryTopics}
 }
 
 // identityKey is the context key of the caller's *auth.Identity.

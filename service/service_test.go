@@ -114,6 +114,33 @@ func TestAllowTopicAndJob(t *testing.T) {
 	require.EqualError(t, err, `job "no-such-job" not found`)
 }
 
+// TestAllowKafkaDelivery checks that a token restricted to some topics
+// may name as delivery.kafka_topic only a Kafka topic that a pattern of
+// Config.KafkaDeliveryTopics matches, and that other tokens may name any.
+func TestAllowKafkaDelivery(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	kafka := func(name string) *core.Topic {
+		return &core.Topic{Name: "orders.eu", Delivery: core.Delivery{Type: core.DeliveryKafka, KafkaTopic: name}}
+	}
+	pusher, admin := b.as(t, "push-secret-0000000000000001"), b.as(t, "admin-secret-000000000000001")
+	none := b.svc
+	allowing := service.New(service.Config{Engine: b.engine, Logger: slog.New(slog.DiscardHandler), KafkaDeliveryTopics: []string{"billing.>", "orders-due"}})
+
+	err := none.AllowDelivery(pusher, kafka("orders-due"))
+	require.ErrorIs(t, err, wire.ErrPermissionDenied, "no pattern: no Kafka topic")
+	require.EqualError(t, err, `token "pusher" may name as delivery.kafka_topic only a Kafka topic the server allows (--kafka-delivery-topics)`)
+	require.NoError(t, none.AllowDelivery(admin, kafka("orders-due")), "a token for every topic")
+	require.NoError(t, none.AllowDelivery(t.Context(), kafka("orders-due")), "no tokens")
+	for name, ok := range map[string]bool{"orders-due": true, "billing.eu": true, "billing.eu.late": true, "billing": false, "orders-due-2": false, "audit": false} {
+		if ok {
+			require.NoError(t, allowing.AllowDelivery(pusher, kafka(name)), name)
+		} else {
+			require.ErrorIs(t, allowing.AllowDelivery(pusher, kafka(name)), wire.ErrPermissionDenied, name)
+		}
+	}
+}
+
 func TestPushBatchBoundsAndQuota(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -335,7 +335,7 @@ func (a *app) topicSetCommand() *cobra.Command {
 	var flags clientFlags
 	var ttr, timeout, delay time.Duration
 	var maxAttempts, concurrency, maxInFlight, rateLimit int
-	var onDead, url string
+	var onDead, url, kafkaTopic string
 	cmd := &cobra.Command{
 		Use:   "set TOPIC [PATCH|-]",
 		Short: "Change some settings of a topic's configuration, keep the others, and print the topic",
@@ -345,6 +345,7 @@ of PUT /v1/topics/{topic} (docs/api.md), any of them ('-' reads it from standard
 null for a setting to drop (its default again). The flags apply over PATCH.`,
 		Example: `  delayq topic set orders.close --max-attempts 5
   delayq topic set orders.close --ttr 2m --webhook-timeout 5s
+  delayq topic set orders.close --kafka-topic orders-due
   delayq topic set orders.close '{"rate": null, "on_dead": "orders.dead"}'`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: clientRun(&flags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
@@ -376,13 +377,19 @@ null for a setting to drop (its default again). The flags apply over PATCH.`,
 					patch["rate"] = nil // no limit: its period and burst go too
 				}
 			}
-			if changed("webhook-url") || changed("webhook-timeout") {
+			if changed("webhook-url") && changed("kafka-topic") {
+				return errors.New("--webhook-url and --kafka-topic: a topic has one delivery")
+			}
+			if changed("webhook-url") || changed("webhook-timeout") || changed("kafka-topic") {
 				d, _ := patch["delivery"].(map[string]any)
 				if d == nil {
 					d = map[string]any{}
 				}
 				if changed("webhook-url") {
 					d["type"], d["url"] = "webhook", url
+				}
+				if changed("kafka-topic") {
+					d["type"], d["kafka_topic"] = "kafka", kafkaTopic
 				}
 				if changed("webhook-timeout") {
 					d["timeout"] = timeout.String()
@@ -414,6 +421,7 @@ null for a setting to drop (its default again). The flags apply over PATCH.`,
 	fs.Var(&durationValue{p: &delay}, "delay", "the delay of pushes that give neither a delay nor a run_at (0: none)")
 	fs.StringVar(&url, "webhook-url", "", "deliver by webhook to this URL")
 	fs.Var(&positiveDurationValue{p: &timeout}, "webhook-timeout", "how long one webhook delivery may take")
+	fs.StringVar(&kafkaTopic, "kafka-topic", "", "deliver to Kafka: produce each due job as a record to this Kafka topic (a server with --kafka-brokers)")
 	addClientFlags(fs, &flags)
 	return cmd
 }
@@ -627,6 +635,8 @@ func consumerTopic(ctx context.Context, c *cliClient, topic string) error {
 		if d.Subject != "" {
 			how += " on " + d.Subject
 		}
+	case "kafka":
+		how = "to Kafka: delayq produces its jobs to " + d.KafkaTopic
 	default:
 		return nil
 	}

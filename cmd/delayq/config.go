@@ -140,6 +140,8 @@ type serveConfig struct {
 	HTTP httpFlags
 	// Roles are the parts of the service this instance runs (--roles).
 	Roles roles
+	// Kafka reaches the Kafka cluster of Kafka delivery and intake.
+	Kafka kafkaFlags
 	// ConfigFile is the YAML configuration file of --config, if any.
 	ConfigFile string
 	// Topics are the configuration file's topics, applied at start.
@@ -184,7 +186,7 @@ func (c *serveConfig) addFlags(fs *pflag.FlagSet) {
 	fs.Var(&redisURLValue{p: &c.RedisURL}, "redis-url", "Redis URL for --backend redis: redis://[:password@]host:port[/db], rediss:// for TLS, redis+cluster://h1:p1,h2:p2 for a Cluster, redis+sentinel://s1:p1,s2:p2/master")
 	fs.Var(&waitReplicasValue{p: &c.RedisWaitReplicas}, "redis-wait-replicas", "with --backend redis: how many replicas must confirm each put, ack, retry, cancel... (Redis WAIT) before it is answered, so that a failover cannot lose it; fewer within --redis-wait-timeout: 503 unavailable, the write done on the master but not durable. 0: no wait (replication is asynchronous). Standalone or Sentinel URLs only")
 	fs.Var(&positiveDurationValue{p: &c.RedisWaitTimeout}, "redis-wait-timeout", "how long a write waits for --redis-wait-replicas replicas before it is answered 503")
-	fs.Var(&durationValue{p: &c.BackendWait}, "backend-wait", "how long a start waits for --backend redis or nats when it does not answer yet (a Redis loading its data, a NATS cluster electing its stream's leader), trying again with a warning each time, before it exits; 0: exit at once")
+	fs.Var(&durationValue{p: &c.BackendWait}, "backend-wait", "how long a start waits for --backend redis or nats, or for the --kafka-brokers, when they do not answer yet (a Redis loading its data, a NATS cluster electing its stream's leader), trying again with a warning each time, before it exits; 0: exit at once")
 	fs.Var(&replicasValue{p: &c.NATSReplicas}, "nats-replicas", "how many servers of the NATS cluster keep delayq's streams (1-5), for --backend nats; 3 survives the loss of one")
 	fs.BoolVar(&c.NATSUpgrade, "nats-upgrade", c.NATSUpgrade, "with --backend nats or jetstream: move the jobs of the first NATS stream layout (stream DELAYQ_JOBS, before this release) into the current one, then delete that stream; stop every instance of the earlier version first")
 	fs.Var(&syncValue{p: &c.Sync}, "sync", `how often delayq fsyncs its files under --data: "always" (every write, before answering) or an interval such as 1s; the local backend syncs creates and cancels before answering either way, and this bounds what a power cut can lose of acks and claims (a redelivery); the jetstream backend and the in-process NATS server sync everything by it`)
@@ -205,6 +207,7 @@ func (c *serveConfig) addFlags(fs *pflag.FlagSet) {
 	c.Breaker.addFlags(fs)
 	c.Access.addFlags(fs)
 	c.HTTP.addFlags(fs)
+	c.Kafka.addFlags(fs)
 	fs.StringVar(&c.ConfigFile, configFlag, c.ConfigFile, "YAML configuration file: serve's flag names as keys, and topics; a flag or environment variable beats it")
 	fs.VisitAll(func(f *pflag.Flag) { withEnv(fs, f.Name) })
 }

@@ -210,6 +210,8 @@ func TestServeBadValues(t *testing.T) {
 		{"redis wait replicas backend", nil, []string{"--backend", "memory", "--redis-wait-replicas", "1"}, "--redis-wait-replicas applies to --backend redis only, not memory"},
 		{"redis wait replicas cluster", nil, []string{"--backend", "redis", "--redis-url", "redis+cluster://r1:7000", "--redis-wait-replicas", "1"}, "waiting for the replicas of a Redis Cluster is not supported"},
 		{"redis wait timeout", nil, []string{"--redis-wait-timeout", "0s"}, "positive duration"},
+		{"kafka brokers", nil, []string{"--kafka-brokers", "kafka"}, "--kafka-brokers"},
+		{"kafka sasl", nil, []string{"--kafka-brokers", "k:9092", "--kafka-sasl-mechanism", "SCRAM-SHA-256"}, "--kafka-sasl-user"},
 		{"log level", nil, []string{"--log-level", "verbose"}, "debug, info, warn or error"},
 		{"log format", map[string]string{"DELAYQ_LOG_FORMAT": "xml"}, nil, "DELAYQ_LOG_FORMAT"},
 		{"shutdown timeout", nil, []string{"--shutdown-timeout", "0s"}, "positive duration"},
@@ -456,5 +458,25 @@ func TestServeNATSAccessFlags(t *testing.T) {
 		res := runApp(t, nil, "", append([]string{"serve"}, args...)...)
 		require.Equal(t, exitUsage, res.code, "%v: %s", args, res.stderr)
 		require.Contains(t, res.stderr, args[0])
+	}
+}
+
+// TestServeKafkaDeliveryTopics checks --kafka-delivery-topics, its
+// environment twin, and its refusal of a pattern that is not one.
+func TestServeKafkaDeliveryTopics(t *testing.T) {
+	t.Parallel()
+	res := runApp(t, nil, "", "serve")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Empty(t, res.cfg.Kafka.DeliveryTopics)
+	res = runApp(t, nil, "", "serve", "--kafka-delivery-topics", "billing.>, orders-due")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Equal(t, []string{"billing.>", "orders-due"}, res.cfg.Kafka.DeliveryTopics)
+	res = runApp(t, map[string]string{"DELAYQ_KAFKA_DELIVERY_TOPICS": "a.*"}, "", "serve")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Equal(t, []string{"a.*"}, res.cfg.Kafka.DeliveryTopics)
+	for _, p := range []string{"a.>.b", "a..b", "a*"} {
+		res := runApp(t, nil, "", "serve", "--kafka-delivery-topics", p)
+		require.Equal(t, exitUsage, res.code, "%s: %s", p, res.stderr)
+		require.Contains(t, res.stderr, "--kafka-delivery-topics")
 	}
 }

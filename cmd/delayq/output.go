@@ -213,6 +213,9 @@ func topicRows(t *tableWriter, tp *client.Topic) {
 	case "nats":
 		t.row("delivery.subject", d.Subject)
 		t.row("delivery.timeout", d.Timeout.String())
+	case "kafka":
+		t.row("delivery.kafka_topic", d.KafkaTopic)
+		t.row("delivery.timeout", d.Timeout.String())
 	}
 	t.row("ttr", tp.TTR.String())
 	t.row("max_attempts", itoa(tp.MaxAttempts))

@@ -90,6 +90,9 @@ finish or are released for redelivery, the store is closed and flushed.`,
 			if err := cfg.checkRoles(); err != nil {
 				return usageError(err)
 			}
+			if err := cfg.Kafka.Validate(); err != nil {
+				return usageError(err)
+			}
 			if err := a.serve(cmd.Context(), a, &cfg); err != nil {
 				var ce *exitCodeError
 				if errors.As(err, &ce) {
@@ -236,6 +239,9 @@ func startEngine(ctx context.Context, cfg *serveConfig, log *slog.Logger, store 
 		}
 		deliverers[core.DeliveryNATS] = natsOut
 	}
+	if err := addKafkaDeliverer(ctx, cfg, log, deliverers, stops); err != nil {
+		return nil, err
+	}
 	if err := obs.deliverers(cfg, deliverers); err != nil {
 		return nil, err
 	}
@@ -282,7 +288,7 @@ func startAPI(ctx context.Context, cfg *serveConfig, log *slog.Logger, engine *c
 	go func() { defer close(statsDone); stats.Run(statsCtx) }()
 	stops.pushFunc(func() { stopStats(); <-statsDone })
 	// One policy layer (access, quotas, batch rules) under every API.
-	svc := service.New(service.Config{Engine: engine, Logger: log, NATSDeliverySubjects: cfg.NATSDeliverySubjects})
+	svc := service.New(service.Config{Engine: engine, Logger: log, NATSDeliverySubjects: cfg.NATSDeliverySubjects, KafkaDeliveryTopics: cfg.Kafka.DeliveryTopics})
 	api := httptransport.New(httptransport.Config{
 		Engine:               engine,
 		Service:              svc,

@@ -46,12 +46,14 @@ func TestClientTopicSet(t *testing.T) {
 	require.EqualValues(t, 5, after["max_attempts"])
 
 	for _, args := range [][]string{
-		{"topic", "set", "orders"},                         // nothing to change
-		{"topic", "set", "orders", "[1]"},                  // not an object
-		{"topic", "set", "orders", "--max-attempts", "-2"}, // refused by the server
-		{"topic", "set", "orders", "--ttr", "5"},           // a duration without its unit
-		{"topic", "set", "orders", "--delay", "-1s"},       // negative
-		{"topic", "set", "nosuch", "--max-attempts", "2"},  // no such topic
+		{"topic", "set", "orders"},                                                                // nothing to change
+		{"topic", "set", "orders", "[1]"},                                                         // not an object
+		{"topic", "set", "orders", "--max-attempts", "-2"},                                        // refused by the server
+		{"topic", "set", "orders", "--ttr", "5"},                                                  // a duration without its unit
+		{"topic", "set", "orders", "--delay", "-1s"},                                              // negative
+		{"topic", "set", "nosuch", "--max-attempts", "2"},                                         // no such topic
+		{"topic", "set", "orders", "--kafka-topic", "k"},                                          // no --kafka-brokers (and a url kept)
+		{"topic", "set", "orders", "--webhook-url", "https://svc.example/", "--kafka-topic", "k"}, // two deliveries
 	} {
 		code, _, stderr := run(args...)
 		require.NotEqual(t, exitOK, code, "%v", args)

@@ -524,6 +524,16 @@ func testUIOpen(t *testing.T, b *browser) {
 	require.True(t, visible("delivery-subject"))
 	require.True(t, visible("delivery-timeout"))
 	require.False(t, visible("delivery-url"))
+	// A kafka topic has a Kafka topic and a timeout; this server has no
+	// --kafka-brokers, so saving one is refused, naming the field.
+	tb.setValue("#delivery-type", "kafka")
+	require.True(t, visible("delivery-kafka-topic"))
+	require.True(t, visible("delivery-timeout"))
+	require.False(t, visible("delivery-subject"))
+	tb.setValue("#delivery-kafka-topic", "orders-due")
+	refused = tb.click("#save-topic")
+	require.True(t, strings.HasSuffix(refused, "(delivery.type)"), refused)
+	require.Contains(t, refused, `delivery type "kafka" is not available on this server`)
 	// Back to a consumer topic: the webhook's fields are hidden and not
 	// sent, and emptied fields go absent.
 	tb.setValue("#delivery-type", "consumer")

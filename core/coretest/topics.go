@@ -18,7 +18,7 @@ func FullTopic(t testing.TB) *core.Topic {
 	full := &core.Topic{
 		Name: "t",
 		Delivery: core.Delivery{Type: core.DeliveryWebhook, URL: "https://svc/hook", Timeout: 5 * time.Second, Secret: "s", PreviousSecret: "p",
-			Success: "response.status == 200", Subject: "subj", Method: "PUT", Headers: map[string]string{"x-a": "1"}, ErrorBody: true, AllowJobURL: true},
+			Success: "response.status == 200", Subject: "subj", KafkaTopic: "kafka-t", Method: "PUT", Headers: map[string]string{"x-a": "1"}, ErrorBody: true, AllowJobURL: true},
 		TTR: 45 * time.Second, MaxAttempts: 7,
 		Backoff:     core.Backoff{Initial: time.Second, Max: time.Hour, Factor: 2.5, Jitter: 0.2, Delays: []time.Duration{time.Second, time.Minute}},
 		Concurrency: 3, UniqueKeys: core.UniqueKeysReplace, MaxInFlight: 9,

@@ -75,6 +75,8 @@ func runGRPCScenario(g *grpcRun) {
 	call("PutTopic", "a bad duration", admin, `{"name":"orders.a","config":{"ttr":"soon"}}`)
 	call("PutTopic", "last attempt dies", admin, `{"name":"orders.d","config":{"max_attempts":1}}`)
 	call("PutTopic", "webhook", admin, `{"name":"orders.w","config":{"delivery":{"type":"webhook","url":"https://hooks.example/x","headers":{"X-A":"1"}}}}`)
+	call("PutTopic", "a bad kafka_topic", admin, `{"name":"orders.k","config":{"delivery":{"type":"kafka","kafkaTopic":"orders due"}}}`)
+	call("PutTopic", "kafka without --kafka-brokers", admin, `{"name":"orders.k","config":{"delivery":{"type":"kafka","kafkaTopic":"orders-due"}}}`)
 	call("UpdateTopic", "one setting, the rest kept", admin, `{"name":"orders.w","config":{"delivery":{"timeout":"5s"},"maxAttempts":4},"updateMask":"delivery.timeout,maxAttempts"}`)
 	call("UpdateTopic", "no update_mask", admin, `{"name":"orders.w","config":{"maxAttempts":4}}`)
 	call("UpdateTopic", "a topic with neither jobs nor configuration", admin, `{"name":"orders.nosuch","config":{"maxAttempts":2},"updateMask":"maxAttempts"}`)

@@ -131,7 +131,7 @@ func topicConfig(name string, c *delayqv1.TopicConfig) (*core.Topic, error) {
 	}
 	if d := c.Delivery; d != nil {
 		t.Delivery = core.Delivery{Type: d.Type, URL: d.Url, Secret: d.Secret, PreviousSecret: d.PreviousSecret,
-			Subject: d.Subject, Success: d.Success, Method: d.Method, Headers: d.Headers,
+			Subject: d.Subject, KafkaTopic: d.KafkaTopic, Success: d.Success, Method: d.Method, Headers: d.Headers,
 			ErrorBody: d.ErrorBody, AllowJobURL: d.AllowJobUrl}
 		if t.Delivery.Timeout, err = parseDuration("delivery.timeout", d.Timeout); err != nil {
 			return nil, err
@@ -327,7 +327,7 @@ func topicMessage(t *core.Topic) *delayqv1.Topic {
 	m := &delayqv1.Topic{
 		Name: d.Name,
 		Delivery: &delayqv1.DeliveryView{
-			Type: d.Delivery.Type, Url: d.Delivery.URL, Subject: d.Delivery.Subject, Success: d.Delivery.Success,
+			Type: d.Delivery.Type, Url: d.Delivery.URL, Subject: d.Delivery.Subject, KafkaTopic: d.Delivery.KafkaTopic, Success: d.Delivery.Success,
 			SecretSet: d.Delivery.Secret != "", PreviousSecretSet: d.Delivery.PreviousSecret != "",
 			ErrorBody: d.Delivery.ErrorBody, Method: d.Delivery.Method, AllowJobUrl: d.Delivery.AllowJobURL,
 		},

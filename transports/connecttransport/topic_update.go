@@ -67,7 +67,7 @@ func topicConfigMessage(t *core.Topic) *delayqv1.TopicConfig {
 		Ttr: durText(t.TTR), MaxAttempts: int32(t.MaxAttempts), Concurrency: int32(t.Concurrency),
 		UniqueKeys: t.UniqueKeys, OnDead: t.OnDead, MaxInFlight: int32(t.MaxInFlight), ExpiresIn: durText(t.ExpiresIn), Delay: durText(t.Delay),
 		Delivery: &delayqv1.DeliveryConfig{Type: d.Type, Url: d.URL, Timeout: durText(d.Timeout), Secret: d.Secret,
-			PreviousSecret: d.PreviousSecret, Subject: d.Subject, Success: d.Success, Method: d.Method, Headers: d.Headers,
+			PreviousSecret: d.PreviousSecret, Subject: d.Subject, KafkaTopic: d.KafkaTopic, Success: d.Success, Method: d.Method, Headers: d.Headers,
 			ErrorBody: d.ErrorBody, AllowJobUrl: d.AllowJobURL},
 		Rate: &delayqv1.RateConfig{Limit: int32(r.Limit), Period: durText(r.Period), Burst: int32(r.Burst)},
 		Backoff: &delayqv1.BackoffConfig{Initial: zeroText("initial", b, b.Initial), Max: zeroText("max", b, b.Max), Factor: b.Factor,

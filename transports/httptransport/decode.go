@@ -440,6 +440,7 @@ type deliveryRequest struct {
 	// core.Delivery.PreviousSecret.
 	PreviousSecret string            `json:"previous_secret,omitempty"`
 	Subject        string            `json:"subject,omitempty"`
+	KafkaTopic     string            `json:"kafka_topic,omitempty"`
 	Success        string            `json:"success,omitempty"`
 	Method         string            `json:"method,omitempty"`
 	Headers        map[string]string `json:"headers,omitempty"`
@@ -498,7 +499,7 @@ func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
 			return nil, err
 		}
 		t.Delivery = core.Delivery{Type: d.Type, URL: d.URL, Secret: d.Secret, PreviousSecret: d.PreviousSecret, Subject: d.Subject, Success: d.Success,
-			Method: d.Method, Headers: d.Headers, ErrorBody: d.ErrorBody != nil && *d.ErrorBody,
+			KafkaTopic: d.KafkaTopic, Method: d.Method, Headers: d.Headers, ErrorBody: d.ErrorBody != nil && *d.ErrorBody,
 			AllowJobURL: d.AllowJobURL != nil && *d.AllowJobURL}
 		if t.Delivery.Timeout, _, err = parseDuration("delivery.timeout", d.Timeout); err != nil {
 			return nil, err

@@ -238,12 +238,14 @@ type topicView struct {
 }
 
 type deliveryView struct {
-	Type      string `json:"type"`
-	URL       string `json:"url,omitempty"`
-	Timeout   string `json:"timeout,omitempty"`
-	Subject   string `json:"subject,omitempty"`
-	Success   string `json:"success,omitempty"`
-	SecretSet bool   `json:"secret_set"`
+	Type    string `json:"type"`
+	URL     string `json:"url,omitempty"`
+	Timeout string `json:"timeout,omitempty"`
+	Subject string `json:"subject,omitempty"`
+	// KafkaTopic is the Kafka topic of a kafka delivery.
+	KafkaTopic string `json:"kafka_topic,omitempty"`
+	Success    string `json:"success,omitempty"`
+	SecretSet  bool   `json:"secret_set"`
 	// PreviousSecretSet is shown only while a rotation is under way.
 	PreviousSecretSet bool   `json:"previous_secret_set,omitempty"`
 	ErrorBody         bool   `json:"error_body,omitempty"`
@@ -285,6 +287,7 @@ func newTopicView(t *core.Topic) topicView {
 			Type:              d.Delivery.Type,
 			URL:               d.Delivery.URL,
 			Subject:           d.Delivery.Subject,
+			KafkaTopic:        d.Delivery.KafkaTopic,
 			Success:           d.Delivery.Success,
 			SecretSet:         d.Delivery.Secret != "",
 			PreviousSecretSet: d.Delivery.PreviousSecret != "",

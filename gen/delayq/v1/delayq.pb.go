@@ -2647,7 +2647,7 @@ func (x *TopicConfig) GetDelay() string {
 // DeliveryConfig is how a topic's due jobs leave.
 type DeliveryConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Type is consumer (the default), webhook or nats.
+	// Type is consumer (the default), webhook, nats or kafka.
 	Type           string            `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
 	Url            string            `protobuf:"bytes,2,opt,name=url,proto3" json:"url,omitempty"`
 	Timeout        string            `protobuf:"bytes,3,opt,name=timeout,proto3" json:"timeout,omitempty"`
@@ -2659,8 +2659,10 @@ type DeliveryConfig struct {
 	Headers        map[string]string `protobuf:"bytes,9,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	ErrorBody      bool              `protobuf:"varint,10,opt,name=error_body,json=errorBody,proto3" json:"error_body,omitempty"`
 	AllowJobUrl    bool              `protobuf:"varint,11,opt,name=allow_job_url,json=allowJobUrl,proto3" json:"allow_job_url,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// KafkaTopic is the Kafka topic of a kafka delivery (required there).
+	KafkaTopic    string `protobuf:"bytes,12,opt,name=kafka_topic,json=kafkaTopic,proto3" json:"kafka_topic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeliveryConfig) Reset() {
@@ -2768,6 +2770,13 @@ func (x *DeliveryConfig) GetAllowJobUrl() bool {
 		return x.AllowJobUrl
 	}
 	return false
+}
+
+func (x *DeliveryConfig) GetKafkaTopic() string {
+	if x != nil {
+		return x.KafkaTopic
+	}
+	return ""
 }
 
 // BackoffConfig is a topic's retry backoff. An empty initial or max, or a
@@ -3098,6 +3107,7 @@ type DeliveryView struct {
 	Method            string                 `protobuf:"bytes,9,opt,name=method,proto3" json:"method,omitempty"`
 	AllowJobUrl       bool                   `protobuf:"varint,10,opt,name=allow_job_url,json=allowJobUrl,proto3" json:"allow_job_url,omitempty"`
 	HeaderNames       []string               `protobuf:"bytes,11,rep,name=header_names,json=headerNames,proto3" json:"header_names,omitempty"`
+	KafkaTopic        string                 `protobuf:"bytes,12,opt,name=kafka_topic,json=kafkaTopic,proto3" json:"kafka_topic,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -3207,6 +3217,13 @@ func (x *DeliveryView) GetHeaderNames() []string {
 		return x.HeaderNames
 	}
 	return nil
+}
+
+func (x *DeliveryView) GetKafkaTopic() string {
+	if x != nil {
+		return x.KafkaTopic
+	}
+	return ""
 }
 
 // Counts are a topic's jobs in each state; done and cancelled within the
@@ -5678,7 +5695,7 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\n" +
 	"expires_in\x18\x14 \x01(\tR\texpiresIn\x12\x14\n" +
 	"\x05delay\x18\n" +
-	" \x01(\tR\x05delay\"\x9e\x03\n" +
+	" \x01(\tR\x05delay\"\xbf\x03\n" +
 	"\x0eDeliveryConfig\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x18\n" +
@@ -5692,7 +5709,9 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\n" +
 	"error_body\x18\n" +
 	" \x01(\bR\terrorBody\x12\"\n" +
-	"\rallow_job_url\x18\v \x01(\bR\vallowJobUrl\x1a:\n" +
+	"\rallow_job_url\x18\v \x01(\bR\vallowJobUrl\x12\x1f\n" +
+	"\vkafka_topic\x18\f \x01(\tR\n" +
+	"kafkaTopic\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x99\x01\n" +
@@ -5728,7 +5747,7 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x06counts\x18\r \x01(\v2\x11.delayq.v1.CountsR\x06counts\x12\x1d\n" +
 	"\n" +
 	"expires_in\x18\x14 \x01(\tR\texpiresIn\x12\x14\n" +
-	"\x05delay\x18\x0e \x01(\tR\x05delay\"\xcf\x02\n" +
+	"\x05delay\x18\x0e \x01(\tR\x05delay\"\xf0\x02\n" +
 	"\fDeliveryView\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x18\n" +
@@ -5743,7 +5762,9 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x06method\x18\t \x01(\tR\x06method\x12\"\n" +
 	"\rallow_job_url\x18\n" +
 	" \x01(\bR\vallowJobUrl\x12!\n" +
-	"\fheader_names\x18\v \x03(\tR\vheaderNames\"\x9e\x01\n" +
+	"\fheader_names\x18\v \x03(\tR\vheaderNames\x12\x1f\n" +
+	"\vkafka_topic\x18\f \x01(\tR\n" +
+	"kafkaTopic\"\x9e\x01\n" +
 	"\x06Counts\x12\x1c\n" +
 	"\tscheduled\x18\x01 \x01(\x03R\tscheduled\x12\x14\n" +
 	"\x05ready\x18\x02 \x01(\x03R\x05ready\x12\x1a\n" +

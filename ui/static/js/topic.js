@@ -75,7 +75,7 @@ function configForm(t, reload) {
     // The fields of the other delivery types go: the API refuses them.
     const type = v("delivery-type");
     const delivery = { type, url: null, method: null, success: null, error_body: null, allow_job_url: null,
-      subject: null, timeout: null };
+      subject: null, kafka_topic: null, timeout: null };
     if (type === "webhook") {
       Object.assign(delivery, { url: v("delivery-url"), method: v("delivery-method"), success: opt("delivery-success"),
         error_body: on("delivery-error-body"), allow_job_url: on("delivery-allow-job-url") });
@@ -83,6 +83,7 @@ function configForm(t, reload) {
       Object.assign(delivery, { secret: null, previous_secret: null, headers: null });
     }
     if (type === "nats") delivery.subject = opt("delivery-subject");
+    if (type === "kafka") delivery.kafka_topic = v("delivery-kafka-topic");
     if (type !== "consumer") delivery.timeout = opt("delivery-timeout");
     const cfg = { delivery, ttr: v("ttr"), max_attempts: +v("max-attempts"), concurrency: +v("concurrency"),
       max_in_flight: num("max-in-flight"), unique_keys: opt("unique-keys"), on_dead: opt("on-dead"),
@@ -95,15 +96,16 @@ function configForm(t, reload) {
     cfg.rate = limit || rateBurst ? { limit, period: v("rate-period") || "1s", burst: rateBurst } : null;
     if (await attempt(`Topic ${t.name} saved.`, () => call("PATCH", `/v1/topics/${enc(t.name)}`, cfg))) reload();
   } },
-  choose("delivery-type", "delivery", d.type, ["consumer", "webhook", "nats"].map((x) => [x, x]), { onchange: () => show() }),
+  choose("delivery-type", "delivery", d.type, ["consumer", "webhook", "nats", "kafka"].map((x) => [x, x]), { onchange: () => show() }),
   f("delivery-url", "webhook url", d.url, webhook),
   choose("delivery-method", "webhook method", d.method || "POST", ["POST", "PUT", "PATCH"].map((x) => [x, x]), webhook),
-  f("delivery-timeout", "delivery timeout", d.timeout, { "data-only": "webhook nats", placeholder: "10s" }),
+  f("delivery-timeout", "delivery timeout", d.timeout, { "data-only": "webhook nats kafka", placeholder: "10s" }),
   pair("delivery-success", "success condition", h("textarea", { id: "delivery-success", class: "short", value: d.success ?? "", disabled: off,
     placeholder: "any 2xx answer; or CEL: status == 200 && body.code == 0", ...webhook })),
   check("delivery-error-body", "answer in last error", d.error_body, webhook),
   check("delivery-allow-job-url", "jobs' own url", d.allow_job_url, webhook),
   f("delivery-subject", "nats subject", d.subject, { "data-only": "nats" }),
+  f("delivery-kafka-topic", "kafka topic", d.kafka_topic, { "data-only": "kafka", placeholder: "the Kafka topic each job is produced to" }),
   f("ttr", "ttr", t.ttr), f("max-attempts", "max attempts", t.max_attempts, { type: "number", min: 1 }),
   f("delay", "default delay", t.delay, { placeholder: "none: a push without delay or run_at runs now" }),
   f("expires-in", "job expiry", t.expires_in, { placeholder: "never: a job without expires_in or expires_at never expires" }),

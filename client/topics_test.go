@@ -1,0 +1,26 @@
+package client
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestKafkaDeliveryWire checks that a kafka topic's Kafka topic goes out
+// in a configuration and comes back in a topic.
+func TestKafkaDeliveryWire(t *testing.T) {
+	t.Parallel()
+	c := TopicConfig{Delivery: DeliveryConfig{Type: "kafka", KafkaTopic: "orders-due", Timeout: 5 * time.Second}}
+	if got := string(c.wire()); !strings.Contains(got, `"delivery":{"type":"kafka","kafka_topic":"orders-due","timeout":"5s"}`) {
+		t.Fatalf("configuration %s: no kafka delivery", got)
+	}
+	var tp Topic
+	if err := json.Unmarshal([]byte(`{"name":"t","delivery":{"type":"kafka","kafka_topic":"orders-due","timeout":"5s","secret_set":false}}`), &tp); err != nil {
+		t.Fatal(err)
+	}
+	if want := (DeliveryView{Type: "kafka", KafkaTopic: "orders-due", Timeout: 5 * time.Second}); tp.Delivery.Type != want.Type ||
+		tp.Delivery.KafkaTopic != want.KafkaTopic || tp.Delivery.Timeout != want.Timeout {
+		t.Fatalf("delivery %+v, want %+v", tp.Delivery, want)
+	}
+}
