@@ -169,6 +169,7 @@ func defaultServeConfig() serveConfig {
 		DrainTimeout:     10 * time.Second,
 		Breaker:          defaultBreakerFlags(),
 		HTTP:             defaultHTTPFlags(),
+		Kafka:            defaultKafkaFlags(),
 	}
 }
 

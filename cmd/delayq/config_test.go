@@ -209,6 +209,8 @@ func TestServeBadValues(t *testing.T) {
 		{"redis wait timeout", nil, []string{"--redis-wait-timeout", "0s"}, "positive duration"},
 		{"kafka brokers", nil, []string{"--kafka-brokers", "kafka"}, "--kafka-brokers"},
 		{"kafka sasl", nil, []string{"--kafka-brokers", "k:9092", "--kafka-sasl-mechanism", "SCRAM-SHA-256"}, "--kafka-sasl-user"},
+		{"kafka intake without brokers", nil, []string{"--kafka-intake-topic", "delayq.push"}, "--kafka-intake-topic needs --kafka-brokers"},
+		{"kafka intake dead topic alone", nil, []string{"--kafka-brokers", "k:9092", "--kafka-intake-dead-topic", "dead"}, "--kafka-intake-dead-topic needs --kafka-intake-topic"},
 		{"log level", nil, []string{"--log-level", "verbose"}, "debug, info, warn or error"},
 		{"log format", map[string]string{"DELAYQ_LOG_FORMAT": "xml"}, nil, "DELAYQ_LOG_FORMAT"},
 		{"shutdown timeout", nil, []string{"--shutdown-timeout", "0s"}, "positive duration"},

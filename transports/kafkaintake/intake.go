@@ -51,6 +51,10 @@ const (
 	RetryDelayDefault = time.Second
 )
 
+// SessionTimeout is how long the group waits for a member that stopped
+// answering before its partitions go to the others.
+const SessionTimeout = 10 * time.Second
+
 // RecordIDPrefix starts the id RecordID derives.
 const RecordIDPrefix = "kafka-"
 
@@ -208,6 +212,9 @@ func (in *Intake) Start(ctx context.Context) error {
 		// owner starts after it.
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
+		// A member that vanished (kill -9) holds its partitions until its
+		// session ends: 10 s, not the client's 45 s.
+		kgo.SessionTimeout(SessionTimeout),
 	}
 	cl, err := in.cfg.Kafka.NewClient(ctx, append(opts, in.cfg.Opts...)...)
 	if err != nil {
