@@ -228,8 +228,9 @@ func (in *Intake) Start(ctx context.Context) error {
 
 // Stop ends the consumption: the batch being handled is finished and
 // committed, then the client leaves the group, within ctx; past it the
-// batch is left uncommitted (its records are read again) and Stop returns
-// ctx's error. It is idempotent and safe before Start.
+// batch is left uncommitted (its records are read again), and Stop returns
+// ctx's error once the engine call in flight returned (OpTimeout at most).
+// It is idempotent and safe before Start.
 func (in *Intake) Stop(ctx context.Context) error {
 	in.mu.Lock()
 	if in.stopped || !in.started {

@@ -58,7 +58,13 @@ type bundle struct {
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "dead"))
+	return setupCluster(t, 1)
+}
+
+// setupCluster is setup with n brokers and n partitions of each topic.
+func setupCluster(t *testing.T, n int) *bundle {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(n), kfake.SeedTopics(int32(n), "in", "dead"))
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	mem := memstore.New(memstore.Config{})
@@ -266,5 +272,34 @@ func TestIntakeCommitsAfterPush(t *testing.T) {
 	b.start(t, nil)
 	require.Empty(t, b.marker(t), "no job stored again")
 	require.EqualValues(t, n, b.counted.conflicts.Load(), "every record read again")
+	require.Zero(t, b.deadCount(t))
+}
+
+// TestIntakeBrokerStopped takes records from three brokers, one of which
+// stops mid-burst: the partitions it led move to the others, and every
+// record becomes one job, none refused.
+func TestIntakeBrokerStopped(t *testing.T) {
+	t.Parallel()
+	b := setupCluster(t, 3)
+	const n = 3000
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: "in", Value: fmt.Appendf(nil, `{"n":%d}`, i), Headers: []kgo.RecordHeader{{Key: HeaderTopic, Value: []byte("orders")}}}
+	}
+	require.NoError(t, b.producer.ProduceSync(t.Context(), recs...).FirstErr())
+	b.start(t, nil)
+	stored := map[string]bool{}
+	for _, id := range b.store.Wait(t, storetest.OutcomePut, n/10, 20*time.Second) {
+		stored[id] = true
+	}
+	leader := b.cluster.LeaderFor("in", 0)
+	require.NoError(t, b.cluster.RemoveNode(leader))
+	for _, id := range b.store.Wait(t, storetest.OutcomePut, n-n/10, 30*time.Second) {
+		require.False(t, stored[id], "job %s stored twice", id)
+		stored[id] = true
+	}
+	for _, rec := range recs {
+		require.True(t, stored[RecordID(rec.Topic, rec.Partition, rec.Offset)])
+	}
 	require.Zero(t, b.deadCount(t))
 }
