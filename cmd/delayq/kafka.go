@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -35,8 +36,9 @@ func (f *kafkaFlags) addFlags(fs *pflag.FlagSet) {
 	f.kafkaIntakeFlags.addFlags(fs)
 }
 
-// Validate checks the Kafka flags without connecting: the cluster's
-// (kafkaclient.Config.Validate) and intake's, naming the flag at fault.
+// Validate checks the Kafka flags without connecting, naming the flag at
+// fault: the cluster's (the kafkaclient.Config.Validate it stands in for)
+// and intake's.
 func (f *kafkaFlags) Validate() error {
 	if err := f.Config.Validate(); err != nil {
 		return err
@@ -74,6 +76,9 @@ func (f *kafkaIntakeFlags) validate(c kafkaclient.Config) error {
 	return nil
 }
 
+// kafkaStartTimeout bounds the wait for a Kafka broker at start.
+const kafkaStartTimeout = 30 * time.Second
+
 // startKafkaIntake starts Kafka intake when --kafka-intake-topic is set and
 // pushes its stop, which runs before the engine's: the batch in hand is
 // stored and committed, or left uncommitted to be read again.
@@ -93,7 +98,10 @@ func startKafkaIntake(ctx context.Context, cfg *serveConfig, log *slog.Logger, e
 		MeterProvider: obs.tcfg.MeterProvider,
 	})
 	if err == nil {
-		err = in.Start(ctx)
+		// A start waits for a broker, not forever.
+		sctx, cancel := context.WithTimeout(ctx, kafkaStartTimeout)
+		err = in.Start(sctx)
+		cancel()
 	}
 	if err != nil {
 		return err

@@ -292,7 +292,8 @@ type pending struct {
 }
 
 // handle takes recs in order: runs of pushes as one engine batch, cancels
-// and refusals one by one between them. It returns an error only when ctx ended first.
+// and refusals one by one between them. It returns an error only when ctx
+// ended first.
 func (in *Intake) handle(ctx context.Context, recs []*kgo.Record) error {
 	var run []pending
 	for _, rec := range recs {
