@@ -206,6 +206,9 @@ func TestIntakeForms(t *testing.T) {
 func TestIntakePoisonRecord(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	_, err := b.engine.Push(t.Context(), &core.PushParams{Topic: "orders", ID: "taken", Body: []byte(`{"other":true}`)})
+	require.NoError(t, err)
+	b.store.Wait(t, storetest.OutcomePut, 1, time.Second)
 	b.start(t, nil)
 	bad := [][]string{
 		{"Delayq-Topic", "orders", "Delayq-Delay", "soon"},
@@ -213,6 +216,7 @@ func TestIntakePoisonRecord(t *testing.T) {
 		{"Delayq-Topic", "orders", "Delayq-Colour", "red"},
 		{"Delayq-Topic", "bad topic"},
 		{"Delayq-Cancel", "o-1", "Delayq-Delay", "1s"},
+		{"Delayq-Topic", "orders", "Delayq-Id", "taken"}, // another job's id: not a re-read
 	}
 	for _, h := range bad {
 		b.produce(t, `{"bad":true}`, h...)
@@ -243,6 +247,7 @@ func TestIntakePoisonRecord(t *testing.T) {
 	require.Contains(t, string(dead[1].Headers[len(dead[1].Headers)-1].Value), HeaderTopic)
 	require.Contains(t, string(dead[2].Headers[len(dead[2].Headers)-1].Value), "Delayq-Colour")
 	require.Contains(t, string(dead[4].Headers[len(dead[4].Headers)-1].Value), HeaderCancel)
+	require.Contains(t, string(dead[5].Headers[len(dead[5].Headers)-1].Value), "taken")
 }
 
 // TestIntakeCommitsAfterPush stops an intake between the push of a batch
