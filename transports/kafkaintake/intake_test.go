@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/core/storetest"
 	"github.com/delayq/delayq/transports/kafkaclient"
+	"github.com/delayq/delayq/transports/wire"
 )
 
 func TestMain(m *testing.M) {
@@ -307,4 +309,47 @@ func TestIntakeBrokerStopped(t *testing.T) {
 		require.True(t, stored[RecordID(rec.Topic, rec.Partition, rec.Offset)])
 	}
 	require.Zero(t, b.deadCount(t))
+}
+
+// FuzzDecodeRecord checks that any record with a delayq topic and one more
+// header is refused with a field error naming a header, or read as a push
+// of that topic and value whose id is the given or derived one.
+func FuzzDecodeRecord(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"Delayq-Delay", "500ms"},
+		{"delayq-id", "a-1"},
+		{"Delayq-Key", "k"},
+		{"Delayq-Cancel", "a-1"},
+		{"Delayq-Topic", "again"},
+		{"Delayq-Backoff-Delays", "1m,,2m"},
+		{"Delayq-Other", "x"},
+		{"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+	} {
+		f.Add(seed[0], seed[1], []byte(`{"a":1}`))
+	}
+	mem := memstore.New(memstore.Config{})
+	f.Cleanup(func() { _ = mem.Close() })
+	engine, err := core.NewEngine(core.EngineConfig{Store: mem, Logger: slog.New(slog.DiscardHandler), TopicRefresh: time.Hour})
+	require.NoError(f, err)
+	in, err := New(Config{Kafka: kafkaclient.Config{Brokers: []string{"127.0.0.1:9"}}, Topic: "in", Engine: engine})
+	require.NoError(f, err)
+	f.Fuzz(func(t *testing.T, key, value string, body []byte) {
+		rec := &kgo.Record{Topic: "in", Partition: 2, Offset: 7, Value: body,
+			Headers: []kgo.RecordHeader{{Key: HeaderTopic, Value: []byte("orders")}, {Key: key, Value: []byte(value)}}}
+		p, cancelID, err := in.decode(rec)
+		if err != nil {
+			fe, ok := errors.AsType[*core.FieldError](err)
+			require.True(t, ok, "%T", err)
+			require.True(t, strings.EqualFold(key, fe.Field) || fe.Field == HeaderTopic || fe.Field == HeaderCancel, "the error names a header: %q for %q", fe.Field, key)
+			return
+		}
+		require.Empty(t, cancelID, "a cancel carries no topic")
+		require.Equal(t, "orders", p.Topic)
+		require.Equal(t, string(body), string(p.Body))
+		if strings.EqualFold(key, wire.HeaderID) {
+			require.Equal(t, value, p.ID)
+		} else {
+			require.Equal(t, RecordID("in", 2, 7), p.ID)
+		}
+	})
 }
