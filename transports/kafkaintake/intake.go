@@ -406,7 +406,16 @@ func reread(err error, p *core.PushParams) bool {
 	if !ok {
 		return false
 	}
-	return ce.Job == nil || ce.Job.Topic == p.Topic && bytes.Equal(ce.Job.Body, p.Body)
+	return ce.Job == nil || ce.Job.Topic == p.Topic && bytes.Equal(orNull(ce.Job.Body), orNull(p.Body))
+}
+
+// orNull returns body, or null for an empty one, which a push stores as
+// null.
+func orNull(body []byte) []byte {
+	if len(body) == 0 {
+		return []byte("null")
+	}
+	return body
 }
 
 // serverSide reports whether err is the server's, not the record's: the

@@ -265,7 +265,11 @@ func TestIntakeCommitsAfterPush(t *testing.T) {
 		if i%2 == 0 {
 			h = append(h, "Delayq-Id", fmt.Sprintf("given-%d", i))
 		}
-		b.produce(t, fmt.Sprintf(`{"n":%d}`, i), h...)
+		body := fmt.Sprintf(`{"n":%d}`, i)
+		if i%5 == 0 {
+			body = "" // a null body
+		}
+		b.produce(t, body, h...)
 	}
 	crashed := make(chan struct{})
 	first := b.start(t, func(in *Intake) {
