@@ -8,6 +8,7 @@ const (
 	TransportWebSocket = "websocket"
 	TransportNATS      = "nats"
 	TransportGRPC      = "grpc"
+	TransportKafka     = "kafka"
 )
 
 // transportKey is the context key of WithTransport.

@@ -382,6 +382,11 @@ func keyedID(job *Job, topic *Topic) error {
 	return nil
 }
 
+// UniqueKeys returns the unique_keys of topic name as the engine holds it
+// (Topic.UniqueKeys, "" when its keys are not unique), so that an intake
+// that derives job ids leaves a keyed job of such a topic its key's id.
+func (e *Engine) UniqueKeys(name string) string { return e.topic(name).UniqueKeys }
+
 // topic returns the cached configuration of a topic with defaults filled, or
 // the defaults alone for an unconfigured topic.
 func (e *Engine) topic(name string) *Topic {

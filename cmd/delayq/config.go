@@ -172,6 +172,7 @@ func defaultServeConfig() serveConfig {
 		Breaker:          defaultBreakerFlags(),
 		HTTP:             defaultHTTPFlags(),
 		Roles:            slices.Clone(allRoles),
+		Kafka:            defaultKafkaFlags(),
 	}
 }
 

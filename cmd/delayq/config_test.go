@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/backends/pebblestore"
+	"github.com/delayq/delayq/transports/kafkaclient"
 )
 
 // runResult is what one in-process run of the binary's commands produced.
@@ -68,7 +69,8 @@ func TestServeFlags(t *testing.T) {
 		"--redis-wait-timeout", "250ms", "--backend-wait", "0", "--roles", "schedules, api,deliver", "--sync", "always", "--max-body", "64KiB", "--max-batch", "50",
 		"--retention", "1h", "--log-level", "debug", "--log-format", "json",
 		"--shutdown-timeout", "5s", "--max-connections", "10", "--max-subscribers", "3", "--body-read-timeout", "2s",
-		"--allowed-hosts", "queue.example.com,*.internal,10.0.0.1", "--trusted-origins", "https://app.example.com")
+		"--allowed-hosts", "queue.example.com,*.internal,10.0.0.1", "--trusted-origins", "https://app.example.com",
+		"--kafka-brokers", "k1:9092,k2:9092", "--kafka-intake-topic", "delayq.push", "--kafka-group", "g1", "--kafka-intake-dead-topic", "delayq.dead")
 	require.Equal(t, exitOK, res.code, res.stderr)
 	require.Equal(t, serveConfig{
 		HTTPAddr:         "0.0.0.0:0",
@@ -99,6 +101,10 @@ func TestServeFlags(t *testing.T) {
 			TrustedOrigins:  []string{"https://app.example.com"},
 			UI:              uiAuto,
 		},
+		Kafka: kafkaFlags{
+			Config:           kafkaclient.Config{Brokers: []string{"k1:9092", "k2:9092"}},
+			kafkaIntakeFlags: kafkaIntakeFlags{IntakeTopic: "delayq.push", Group: "g1", IntakeDeadTopic: "delayq.dead"},
+		},
 	}, *res.cfg)
 }
 
@@ -124,6 +130,8 @@ func TestServeEnvTwins(t *testing.T) {
 		"DELAYQ_SHUTDOWN_TIMEOUT":   "1m",
 		"DELAYQ_MAX_CONNECTIONS":    "100",
 		"DELAYQ_ALLOWED_HOSTS":      "a.example,b.example",
+		"DELAYQ_KAFKA_BROKERS":      "k:9092",
+		"DELAYQ_KAFKA_INTAKE_TOPIC": "delayq.push",
 	}
 	res := runApp(t, env, "", "serve")
 	require.Equal(t, exitOK, res.code, res.stderr)
@@ -155,6 +163,10 @@ func TestServeEnvTwins(t *testing.T) {
 			BodyReadTimeout: 30 * time.Second,
 			AllowedHosts:    []string{"a.example", "b.example"},
 			UI:              uiAuto,
+		},
+		Kafka: kafkaFlags{
+			Config:           kafkaclient.Config{Brokers: []string{"k:9092"}},
+			kafkaIntakeFlags: kafkaIntakeFlags{IntakeTopic: "delayq.push", Group: "delayq"},
 		},
 	}, *res.cfg)
 }
@@ -212,6 +224,8 @@ func TestServeBadValues(t *testing.T) {
 		{"redis wait timeout", nil, []string{"--redis-wait-timeout", "0s"}, "positive duration"},
 		{"kafka brokers", nil, []string{"--kafka-brokers", "kafka"}, "--kafka-brokers"},
 		{"kafka sasl", nil, []string{"--kafka-brokers", "k:9092", "--kafka-sasl-mechanism", "SCRAM-SHA-256"}, "--kafka-sasl-user"},
+		{"kafka intake without brokers", nil, []string{"--kafka-intake-topic", "delayq.push"}, "--kafka-intake-topic needs --kafka-brokers"},
+		{"kafka intake dead topic alone", nil, []string{"--kafka-brokers", "k:9092", "--kafka-intake-dead-topic", "dead"}, "--kafka-intake-dead-topic needs --kafka-intake-topic"},
 		{"log level", nil, []string{"--log-level", "verbose"}, "debug, info, warn or error"},
 		{"log format", map[string]string{"DELAYQ_LOG_FORMAT": "xml"}, nil, "DELAYQ_LOG_FORMAT"},
 		{"shutdown timeout", nil, []string{"--shutdown-timeout", "0s"}, "positive duration"},

@@ -348,6 +348,9 @@ func startAPI(ctx context.Context, cfg *serveConfig, log *slog.Logger, engine *c
 		}
 		log.Info("nats intake listening", "push", natsIn.PushSubject("<topic>"), "cancel", natsIn.CancelSubject())
 	}
+	if err := startKafkaIntake(ctx, cfg, log, engine, svc, obs, stops); err != nil {
+		return nil, err
+	}
 	// http.Server.Shutdown does not wait for WebSocket connections: their
 	// stop, after it, waits until each released what it held.
 	stops.push("websocket subscribers still closing at the shutdown timeout", subscribers.Stop)

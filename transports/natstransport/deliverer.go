@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/transports/wire"
 )
 
 // Defaults and limits of DelivererConfig.
@@ -187,7 +188,7 @@ func (d *Deliverer) validateSubject(s string) error {
 	}
 	for tok := range strings.SplitSeq(s, ".") {
 		if tok == "" {
-			return core.Invalid(field, "delivery.subject %q has an empty token", truncate(s, 64))
+			return core.Invalid(field, "delivery.subject %q has an empty token", wire.Truncate(s, 64))
 		}
 	}
 	if strings.HasPrefix(s, d.prefix) && !strings.HasPrefix(s, d.prefix+"deliver.") {

@@ -318,7 +318,7 @@ func (in *Intake) handle(batch []*nats.Msg) {
 	)
 	for _, m := range batch {
 		if in.ownReply(m.Reply) {
-			in.log.Warn("natstransport: intake dropped a message whose reply subject is delayq's own", "subject", m.Subject, "reply", truncate(m.Reply, 64))
+			in.log.Warn("natstransport: intake dropped a message whose reply subject is delayq's own", "subject", m.Subject, "reply", wire.Truncate(m.Reply, 64))
 			continue
 		}
 		if m.Subject == in.cancel {
@@ -373,9 +373,9 @@ func (in *Intake) cancelJob(ctx context.Context, m *nats.Msg) error {
 	err := in.svc.Cancel(ctx, &core.CancelJobParams{ID: id})
 	switch {
 	case errors.Is(err, core.ErrNotFound):
-		return wire.WithMessage(fmt.Sprintf("job %q not found", truncate(id, core.MaxIDLen)), err)
+		return wire.WithMessage(fmt.Sprintf("job %q not found", wire.Truncate(id, core.MaxIDLen)), err)
 	case errors.Is(err, core.ErrConflict):
-		return wire.WithMessage(fmt.Sprintf("job %q is being delivered and cannot be cancelled", truncate(id, core.MaxIDLen)), err)
+		return wire.WithMessage(fmt.Sprintf("job %q is being delivered and cannot be cancelled", wire.Truncate(id, core.MaxIDLen)), err)
 	}
 	return err
 }
