@@ -120,6 +120,9 @@ type Engine struct {
 
 	// notices follows dead jobs for their notices, in the refresh loop.
 	notices notices
+	// events follows the record of finished jobs for the topics' events,
+	// in the refresh loop.
+	events events
 	// expiry ends the expired jobs that no claim took.
 	expiry expirySweep
 	// expiring holds the topics whose KindExpiring record this instance
@@ -148,6 +151,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	e.schedules = scheduler{e: e, life: startStop{wake: make(chan struct{}, 1)}}
 	e.refresh = topicRefresh{e: e, every: cmp.Or(cfg.TopicRefresh, 2*time.Second), life: startStop{wake: make(chan struct{}, 1)}}
 	e.notices.e = e
+	e.events.e = e
 	e.expiry = expirySweep{e: e, every: cmp.Or(cfg.ExpirySweep, 30*time.Second)}
 	return e, nil
 }
@@ -370,7 +374,7 @@ func (e *Engine) newJob(p *PushParams, now time.Time, urls urlChecks) (job *Job,
 func keyedID(job *Job, topic *Topic) error {
 	if topic.UniqueKeys == "" || job.Key == "" {
 		if IsDerivedID(job.ID) {
-			return Invalid("id", "ids of the form k-, s- or n- and 32 hex digits are delayq's own (unique keys, schedule slots, dead-letter notices), not for clients")
+			return Invalid("id", "ids of the form k-, s-, n- or e- and 32 hex digits are delayq's own (unique keys, schedule slots, dead-letter notices, events), not for clients")
 		}
 		return nil
 	}
@@ -731,13 +735,21 @@ func (e *Engine) CancelByKey(ctx context.Context, topic, key string) (CancelByKe
 }
 
 // PutTopic validates and stores a topic configuration; this instance applies
-// it at once, others within TopicRefresh. Errors: *FieldError.
+// it at once, others within TopicRefresh. A topic with Events makes the
+// events' cursor first when the deployment has none, so that its jobs'
+// finishes from then on are told. Errors: *FieldError, the store's.
 func (e *Engine) PutTopic(ctx context.Context, t *Topic) error {
 	if t == nil {
 		return noParams("put topic")
 	}
 	if err := e.checkTopic(t); err != nil {
 		return err
+	}
+	if t.Events.Topic != "" {
+		// Before the topic: what finishes once it is stored is told.
+		if err := e.events.start(ctx); err != nil {
+			return err
+		}
 	}
 	stored := *t
 	stored.Configured = true

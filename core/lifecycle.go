@@ -84,6 +84,7 @@ func (r *topicRefresh) run(ctx context.Context) {
 		}
 		if !e.roles.SkipDeliveries {
 			e.notices.follow(ctx)
+			e.events.follow(ctx)
 		}
 	}
 }

@@ -66,6 +66,10 @@ type Topic struct {
 	// body is a DeadNotice) for each of this topic's jobs that goes dead;
 	// its delivery decides how the notice goes out. Empty: none.
 	OnDead string `json:"on_dead,omitempty"`
+	// Events sends an event job, a CloudEvents document, to another topic
+	// for each of this topic's jobs that finishes as one of Events.On
+	// (events.go). Zero: none.
+	Events Events `json:"events,omitzero"`
 	// Configured is false for a topic that has jobs but was never set.
 	Configured bool `json:"configured"`
 	// Paused is true while the topic's deliveries are paused
@@ -308,6 +312,9 @@ func (t *Topic) Validate() error {
 		if t.OnDead == t.Name {
 			return Invalid("on_dead", "on_dead must name another topic: a notice of a notice is never sent")
 		}
+	}
+	if err := t.Events.validate(t.Name); err != nil {
+		return err
 	}
 	switch t.UniqueKeys {
 	case "", UniqueKeysReject, UniqueKeysReplace:

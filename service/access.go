@@ -109,8 +109,9 @@ func (s *Service) AllowIntake(ctx context.Context, n int) error {
 
 // AllowDelivery checks what a token restricted to some topics may configure
 // of a topic's delivery, since it reaches beyond its topics: it returns an
-// error wrapping wire.ErrPermissionDenied when t names an on_dead topic the token
-// may not use (where the topic's notices would put jobs), sets
+// error wrapping wire.ErrPermissionDenied when t names an on_dead or
+// events.topic topic the token may not use (where the topic's notices or
+// events would put jobs), sets
 // delivery.error_body (which would show it the answers of whatever service
 // its webhook names), sets delivery.success (whose verdict, seen in each
 // job's outcome, tells what the answer holds, a bit per topic), or names a
@@ -134,6 +135,9 @@ func (s *Service) AllowDelivery(ctx context.Context, t *core.Topic) error {
 	}
 	if t.OnDead != "" && !id.AllowsTopic(t.OnDead) {
 		return wire.WithMessage(fmt.Sprintf("token %q may name as on_dead only a topic it may use", id.Name), wire.ErrPermissionDenied)
+	}
+	if t.Events.Topic != "" && !id.AllowsTopic(t.Events.Topic) {
+		return wire.WithMessage(fmt.Sprintf("token %q may name as events.topic only a topic it may use", id.Name), wire.ErrPermissionDenied)
 	}
 	if t.Delivery.ErrorBody || t.Delivery.Success != "" {
 		kept, err := keepsAnswerFields(ctx, s.engine, t)
@@ -192,7 +196,7 @@ func AllowImportedID(ctx context.Context, jobID string) error {
 	if id == nil || !id.Restricted() || !core.IsDerivedID(jobID) {
 		return nil
 	}
-	return wire.WithMessage(fmt.Sprintf("token %q may not import a job whose id has the form k-, s- or n- and 32 hex digits (delayq's own ids): only a token for every topic may", id.Name), wire.ErrPermissionDenied)
+	return wire.WithMessage(fmt.Sprintf("token %q may not import a job whose id has the form k-, s-, n- or e- and 32 hex digits (delayq's own ids): only a token for every topic may", id.Name), wire.ErrPermissionDenied)
 }
 
 // natsDeliverPrefix is what a topic's default NATS delivery subject adds

@@ -24,6 +24,7 @@ func FullTopic(t testing.TB) *core.Topic {
 		Concurrency: 3, UniqueKeys: core.UniqueKeysReplace, MaxInFlight: 9,
 		Rate:      core.Rate{Limit: 10, Period: time.Minute, Burst: 20},
 		OnDead:    "dead.t",
+		Events:    core.Events{Topic: "audit.t", On: []string{core.EventDone, core.EventExpired}},
 		ExpiresIn: 10 * time.Minute,
 		Delay:     90 * time.Second,
 	}

@@ -119,6 +119,9 @@ func topicConfig(name string, c *delayqv1.TopicConfig) (*core.Topic, error) {
 	}
 	t.MaxAttempts, t.Concurrency, t.MaxInFlight = int(c.MaxAttempts), int(c.Concurrency), int(c.MaxInFlight)
 	t.UniqueKeys, t.OnDead = c.UniqueKeys, c.OnDead
+	if ev := c.Events; ev != nil {
+		t.Events = core.Events{Topic: ev.Topic, On: ev.On}
+	}
 	var err error
 	if t.TTR, err = parseDuration("ttr", c.Ttr); err != nil {
 		return nil, err
@@ -340,6 +343,7 @@ func topicMessage(t *core.Topic) *delayqv1.Topic {
 		Concurrency: int32(d.Concurrency),
 		UniqueKeys:  d.UniqueKeys,
 		OnDead:      d.OnDead,
+		Events:      eventsMessage(d.Events),
 		MaxInFlight: int32(d.MaxInFlight),
 		ExpiresIn:   durText(d.ExpiresIn),
 		Delay:       durText(d.Delay),
@@ -468,4 +472,12 @@ func importedSchedule(m *delayqv1.Schedule) (*core.Schedule, error) {
 		}
 	}
 	return sc, nil
+}
+
+// eventsMessage returns the message of a topic's events, nil for none.
+func eventsMessage(e core.Events) *delayqv1.EventsConfig {
+	if e.IsZero() {
+		return nil
+	}
+	return &delayqv1.EventsConfig{Topic: e.Topic, On: e.On}
 }

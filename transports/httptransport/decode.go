@@ -419,6 +419,7 @@ type topicRequest struct {
 	Concurrency int             `json:"concurrency,omitempty"`
 	UniqueKeys  string          `json:"unique_keys,omitempty"`
 	OnDead      string          `json:"on_dead,omitempty"`
+	Events      *eventsView     `json:"events,omitempty"`
 	Rate        json.RawMessage `json:"rate,omitempty"`
 	MaxInFlight int             `json:"max_in_flight,omitempty"`
 	ExpiresIn   json.RawMessage `json:"expires_in,omitempty"`
@@ -483,6 +484,9 @@ func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
 	}
 	t := &core.Topic{Name: name, MaxAttempts: req.MaxAttempts, Concurrency: req.Concurrency,
 		UniqueKeys: req.UniqueKeys, OnDead: req.OnDead, MaxInFlight: req.MaxInFlight}
+	if req.Events != nil {
+		t.Events = core.Events{Topic: req.Events.Topic, On: req.Events.On}
+	}
 	var err error
 	if t.TTR, _, err = parseDuration("ttr", req.TTR); err != nil {
 		return nil, err

@@ -224,6 +224,7 @@ type topicView struct {
 	Concurrency int          `json:"concurrency"`
 	UniqueKeys  string       `json:"unique_keys,omitempty"`
 	OnDead      string       `json:"on_dead,omitempty"`
+	Events      *eventsView  `json:"events,omitempty"`
 	Rate        *rateView    `json:"rate,omitempty"`
 	MaxInFlight int          `json:"max_in_flight,omitempty"`
 	ExpiresIn   string       `json:"expires_in,omitempty"`
@@ -306,6 +307,7 @@ func newTopicView(t *core.Topic) topicView {
 		Concurrency: d.Concurrency,
 		UniqueKeys:  d.UniqueKeys,
 		OnDead:      d.OnDead,
+		Events:      newEventsView(d.Events),
 		Rate:        newRateView(d.Rate),
 		MaxInFlight: d.MaxInFlight,
 		Configured:  t.Configured,
@@ -339,4 +341,19 @@ type topicListView struct {
 // statusView is the answer of the health probes.
 type statusView struct {
 	Status string `json:"status"`
+}
+
+// eventsView is the wire form of a topic's events (core.Events), in
+// answers and requests.
+type eventsView struct {
+	Topic string   `json:"topic"`
+	On    []string `json:"on,omitempty"`
+}
+
+// newEventsView returns the view of e, nil for none.
+func newEventsView(e core.Events) *eventsView {
+	if e.IsZero() {
+		return nil
+	}
+	return &eventsView{Topic: e.Topic, On: e.On}
 }

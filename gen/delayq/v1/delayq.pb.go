@@ -2532,7 +2532,10 @@ type TopicConfig struct {
 	ExpiresIn string `protobuf:"bytes,20,opt,name=expires_in,json=expiresIn,proto3" json:"expires_in,omitempty"`
 	// Delay, a duration ("" is none), is the delay of the topic's pushes
 	// that give neither delay nor run_at.
-	Delay         string `protobuf:"bytes,10,opt,name=delay,proto3" json:"delay,omitempty"`
+	Delay string `protobuf:"bytes,10,opt,name=delay,proto3" json:"delay,omitempty"`
+	// Events sends an event job to another topic for each of the topic's
+	// jobs that finishes; unset: none.
+	Events        *EventsConfig `protobuf:"bytes,21,opt,name=events,proto3" json:"events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2644,6 +2647,70 @@ func (x *TopicConfig) GetDelay() string {
 	return ""
 }
 
+func (x *TopicConfig) GetEvents() *EventsConfig {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// EventsConfig is a topic's job lifecycle events (docs/api.md, "Job
+// events").
+type EventsConfig struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic gets the events.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// On are the transitions told: done, cancelled, dead, expired; empty:
+	// all of them.
+	On            []string `protobuf:"bytes,2,rep,name=on,proto3" json:"on,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventsConfig) Reset() {
+	*x = EventsConfig{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventsConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventsConfig) ProtoMessage() {}
+
+func (x *EventsConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventsConfig.ProtoReflect.Descriptor instead.
+func (*EventsConfig) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *EventsConfig) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *EventsConfig) GetOn() []string {
+	if x != nil {
+		return x.On
+	}
+	return nil
+}
+
 // DeliveryConfig is how a topic's due jobs leave.
 type DeliveryConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2667,7 +2734,7 @@ type DeliveryConfig struct {
 
 func (x *DeliveryConfig) Reset() {
 	*x = DeliveryConfig{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[42]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2679,7 +2746,7 @@ func (x *DeliveryConfig) String() string {
 func (*DeliveryConfig) ProtoMessage() {}
 
 func (x *DeliveryConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[42]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2692,7 +2759,7 @@ func (x *DeliveryConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryConfig.ProtoReflect.Descriptor instead.
 func (*DeliveryConfig) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{42}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DeliveryConfig) GetType() string {
@@ -2800,7 +2867,7 @@ type BackoffConfig struct {
 
 func (x *BackoffConfig) Reset() {
 	*x = BackoffConfig{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[43]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2812,7 +2879,7 @@ func (x *BackoffConfig) String() string {
 func (*BackoffConfig) ProtoMessage() {}
 
 func (x *BackoffConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[43]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2825,7 +2892,7 @@ func (x *BackoffConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackoffConfig.ProtoReflect.Descriptor instead.
 func (*BackoffConfig) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{43}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *BackoffConfig) GetInitial() string {
@@ -2882,7 +2949,7 @@ type RateConfig struct {
 
 func (x *RateConfig) Reset() {
 	*x = RateConfig{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[44]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2894,7 +2961,7 @@ func (x *RateConfig) String() string {
 func (*RateConfig) ProtoMessage() {}
 
 func (x *RateConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[44]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2907,7 +2974,7 @@ func (x *RateConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateConfig.ProtoReflect.Descriptor instead.
 func (*RateConfig) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{44}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RateConfig) GetLimit() int32 {
@@ -2953,14 +3020,16 @@ type Topic struct {
 	// ExpiresIn is set when the topic's jobs expire by default.
 	ExpiresIn string `protobuf:"bytes,20,opt,name=expires_in,json=expiresIn,proto3" json:"expires_in,omitempty"`
 	// Delay is "" when none.
-	Delay         string `protobuf:"bytes,14,opt,name=delay,proto3" json:"delay,omitempty"`
+	Delay string `protobuf:"bytes,14,opt,name=delay,proto3" json:"delay,omitempty"`
+	// Events is set when the topic sends job events.
+	Events        *EventsConfig `protobuf:"bytes,21,opt,name=events,proto3" json:"events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Topic) Reset() {
 	*x = Topic{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[45]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2972,7 +3041,7 @@ func (x *Topic) String() string {
 func (*Topic) ProtoMessage() {}
 
 func (x *Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[45]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2985,7 +3054,7 @@ func (x *Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Topic.ProtoReflect.Descriptor instead.
 func (*Topic) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{45}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Topic) GetName() string {
@@ -3093,6 +3162,13 @@ func (x *Topic) GetDelay() string {
 	return ""
 }
 
+func (x *Topic) GetEvents() *EventsConfig {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
 // DeliveryView is a topic's delivery as shown: no secret or header value.
 type DeliveryView struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
@@ -3114,7 +3190,7 @@ type DeliveryView struct {
 
 func (x *DeliveryView) Reset() {
 	*x = DeliveryView{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[46]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3126,7 +3202,7 @@ func (x *DeliveryView) String() string {
 func (*DeliveryView) ProtoMessage() {}
 
 func (x *DeliveryView) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[46]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3139,7 +3215,7 @@ func (x *DeliveryView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryView.ProtoReflect.Descriptor instead.
 func (*DeliveryView) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{46}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DeliveryView) GetType() string {
@@ -3242,7 +3318,7 @@ type Counts struct {
 
 func (x *Counts) Reset() {
 	*x = Counts{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[47]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3254,7 +3330,7 @@ func (x *Counts) String() string {
 func (*Counts) ProtoMessage() {}
 
 func (x *Counts) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[47]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3267,7 +3343,7 @@ func (x *Counts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counts.ProtoReflect.Descriptor instead.
 func (*Counts) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{47}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Counts) GetScheduled() int64 {
@@ -3322,7 +3398,7 @@ type GetTopicRequest struct {
 
 func (x *GetTopicRequest) Reset() {
 	*x = GetTopicRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[48]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3334,7 +3410,7 @@ func (x *GetTopicRequest) String() string {
 func (*GetTopicRequest) ProtoMessage() {}
 
 func (x *GetTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[48]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3347,7 +3423,7 @@ func (x *GetTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTopicRequest.ProtoReflect.Descriptor instead.
 func (*GetTopicRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{48}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GetTopicRequest) GetName() string {
@@ -3367,7 +3443,7 @@ type GetTopicResponse struct {
 
 func (x *GetTopicResponse) Reset() {
 	*x = GetTopicResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[49]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3379,7 +3455,7 @@ func (x *GetTopicResponse) String() string {
 func (*GetTopicResponse) ProtoMessage() {}
 
 func (x *GetTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[49]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3392,7 +3468,7 @@ func (x *GetTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTopicResponse.ProtoReflect.Descriptor instead.
 func (*GetTopicResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{49}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GetTopicResponse) GetTopic() *Topic {
@@ -3411,7 +3487,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[50]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3423,7 +3499,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[50]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3436,7 +3512,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{50}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{51}
 }
 
 // ListTopicsResponse lists the topics by name; for a token restricted to
@@ -3450,7 +3526,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[51]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3462,7 +3538,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[51]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3475,7 +3551,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{51}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*Topic {
@@ -3496,7 +3572,7 @@ type PutTopicRequest struct {
 
 func (x *PutTopicRequest) Reset() {
 	*x = PutTopicRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[52]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3508,7 +3584,7 @@ func (x *PutTopicRequest) String() string {
 func (*PutTopicRequest) ProtoMessage() {}
 
 func (x *PutTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[52]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3521,7 +3597,7 @@ func (x *PutTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutTopicRequest.ProtoReflect.Descriptor instead.
 func (*PutTopicRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{52}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PutTopicRequest) GetName() string {
@@ -3548,7 +3624,7 @@ type PutTopicResponse struct {
 
 func (x *PutTopicResponse) Reset() {
 	*x = PutTopicResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[53]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3560,7 +3636,7 @@ func (x *PutTopicResponse) String() string {
 func (*PutTopicResponse) ProtoMessage() {}
 
 func (x *PutTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[53]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3573,7 +3649,7 @@ func (x *PutTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutTopicResponse.ProtoReflect.Descriptor instead.
 func (*PutTopicResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{53}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *PutTopicResponse) GetTopic() *Topic {
@@ -3599,7 +3675,7 @@ type UpdateTopicRequest struct {
 
 func (x *UpdateTopicRequest) Reset() {
 	*x = UpdateTopicRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[54]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3611,7 +3687,7 @@ func (x *UpdateTopicRequest) String() string {
 func (*UpdateTopicRequest) ProtoMessage() {}
 
 func (x *UpdateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[54]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3624,7 +3700,7 @@ func (x *UpdateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTopicRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{54}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *UpdateTopicRequest) GetName() string {
@@ -3658,7 +3734,7 @@ type UpdateTopicResponse struct {
 
 func (x *UpdateTopicResponse) Reset() {
 	*x = UpdateTopicResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[55]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3670,7 +3746,7 @@ func (x *UpdateTopicResponse) String() string {
 func (*UpdateTopicResponse) ProtoMessage() {}
 
 func (x *UpdateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[55]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3683,7 +3759,7 @@ func (x *UpdateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTopicResponse.ProtoReflect.Descriptor instead.
 func (*UpdateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{55}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *UpdateTopicResponse) GetTopic() *Topic {
@@ -3703,7 +3779,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[56]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3715,7 +3791,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[56]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3728,7 +3804,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{56}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -3747,7 +3823,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[57]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3759,7 +3835,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[57]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3772,7 +3848,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{57}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{58}
 }
 
 // PauseTopicRequest is the argument of PauseTopic.
@@ -3785,7 +3861,7 @@ type PauseTopicRequest struct {
 
 func (x *PauseTopicRequest) Reset() {
 	*x = PauseTopicRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[58]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3797,7 +3873,7 @@ func (x *PauseTopicRequest) String() string {
 func (*PauseTopicRequest) ProtoMessage() {}
 
 func (x *PauseTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[58]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3810,7 +3886,7 @@ func (x *PauseTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseTopicRequest.ProtoReflect.Descriptor instead.
 func (*PauseTopicRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{58}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *PauseTopicRequest) GetName() string {
@@ -3830,7 +3906,7 @@ type PauseTopicResponse struct {
 
 func (x *PauseTopicResponse) Reset() {
 	*x = PauseTopicResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[59]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3842,7 +3918,7 @@ func (x *PauseTopicResponse) String() string {
 func (*PauseTopicResponse) ProtoMessage() {}
 
 func (x *PauseTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[59]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3855,7 +3931,7 @@ func (x *PauseTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseTopicResponse.ProtoReflect.Descriptor instead.
 func (*PauseTopicResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{59}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *PauseTopicResponse) GetTopic() *Topic {
@@ -3875,7 +3951,7 @@ type ResumeTopicRequest struct {
 
 func (x *ResumeTopicRequest) Reset() {
 	*x = ResumeTopicRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[60]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3887,7 +3963,7 @@ func (x *ResumeTopicRequest) String() string {
 func (*ResumeTopicRequest) ProtoMessage() {}
 
 func (x *ResumeTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[60]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3900,7 +3976,7 @@ func (x *ResumeTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeTopicRequest.ProtoReflect.Descriptor instead.
 func (*ResumeTopicRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{60}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ResumeTopicRequest) GetName() string {
@@ -3920,7 +3996,7 @@ type ResumeTopicResponse struct {
 
 func (x *ResumeTopicResponse) Reset() {
 	*x = ResumeTopicResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[61]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3932,7 +4008,7 @@ func (x *ResumeTopicResponse) String() string {
 func (*ResumeTopicResponse) ProtoMessage() {}
 
 func (x *ResumeTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[61]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3945,7 +4021,7 @@ func (x *ResumeTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeTopicResponse.ProtoReflect.Descriptor instead.
 func (*ResumeTopicResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{61}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ResumeTopicResponse) GetTopic() *Topic {
@@ -3988,7 +4064,7 @@ type ScheduleConfig struct {
 
 func (x *ScheduleConfig) Reset() {
 	*x = ScheduleConfig{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[62]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4000,7 +4076,7 @@ func (x *ScheduleConfig) String() string {
 func (*ScheduleConfig) ProtoMessage() {}
 
 func (x *ScheduleConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[62]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4013,7 +4089,7 @@ func (x *ScheduleConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleConfig.ProtoReflect.Descriptor instead.
 func (*ScheduleConfig) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{62}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ScheduleConfig) GetCron() string {
@@ -4105,7 +4181,7 @@ type ScheduleJob struct {
 
 func (x *ScheduleJob) Reset() {
 	*x = ScheduleJob{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[63]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4117,7 +4193,7 @@ func (x *ScheduleJob) String() string {
 func (*ScheduleJob) ProtoMessage() {}
 
 func (x *ScheduleJob) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[63]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4130,7 +4206,7 @@ func (x *ScheduleJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleJob.ProtoReflect.Descriptor instead.
 func (*ScheduleJob) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{63}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ScheduleJob) GetBody() string {
@@ -4205,7 +4281,7 @@ type Schedule struct {
 
 func (x *Schedule) Reset() {
 	*x = Schedule{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[64]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4217,7 +4293,7 @@ func (x *Schedule) String() string {
 func (*Schedule) ProtoMessage() {}
 
 func (x *Schedule) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[64]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4230,7 +4306,7 @@ func (x *Schedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Schedule.ProtoReflect.Descriptor instead.
 func (*Schedule) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{64}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *Schedule) GetName() string {
@@ -4361,7 +4437,7 @@ type ScheduleRun struct {
 
 func (x *ScheduleRun) Reset() {
 	*x = ScheduleRun{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[65]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4373,7 +4449,7 @@ func (x *ScheduleRun) String() string {
 func (*ScheduleRun) ProtoMessage() {}
 
 func (x *ScheduleRun) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[65]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4386,7 +4462,7 @@ func (x *ScheduleRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleRun.ProtoReflect.Descriptor instead.
 func (*ScheduleRun) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{65}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ScheduleRun) GetSlot() string {
@@ -4424,7 +4500,7 @@ type PutScheduleRequest struct {
 
 func (x *PutScheduleRequest) Reset() {
 	*x = PutScheduleRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[66]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4436,7 +4512,7 @@ func (x *PutScheduleRequest) String() string {
 func (*PutScheduleRequest) ProtoMessage() {}
 
 func (x *PutScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[66]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4449,7 +4525,7 @@ func (x *PutScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PutScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{66}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *PutScheduleRequest) GetName() string {
@@ -4483,7 +4559,7 @@ type PutScheduleResponse struct {
 
 func (x *PutScheduleResponse) Reset() {
 	*x = PutScheduleResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[67]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4495,7 +4571,7 @@ func (x *PutScheduleResponse) String() string {
 func (*PutScheduleResponse) ProtoMessage() {}
 
 func (x *PutScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[67]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4508,7 +4584,7 @@ func (x *PutScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PutScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{67}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *PutScheduleResponse) GetSchedule() *Schedule {
@@ -4532,7 +4608,7 @@ type GetScheduleRequest struct {
 
 func (x *GetScheduleRequest) Reset() {
 	*x = GetScheduleRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[68]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4544,7 +4620,7 @@ func (x *GetScheduleRequest) String() string {
 func (*GetScheduleRequest) ProtoMessage() {}
 
 func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[68]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4557,7 +4633,7 @@ func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
 func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{68}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *GetScheduleRequest) GetName() string {
@@ -4591,7 +4667,7 @@ type GetScheduleResponse struct {
 
 func (x *GetScheduleResponse) Reset() {
 	*x = GetScheduleResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[69]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4603,7 +4679,7 @@ func (x *GetScheduleResponse) String() string {
 func (*GetScheduleResponse) ProtoMessage() {}
 
 func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[69]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4616,7 +4692,7 @@ func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
 func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{69}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *GetScheduleResponse) GetSchedule() *Schedule {
@@ -4637,7 +4713,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[70]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4649,7 +4725,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[70]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4662,7 +4738,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{70}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ListSchedulesRequest) GetNext() int32 {
@@ -4683,7 +4759,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[71]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4695,7 +4771,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[71]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4708,7 +4784,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{71}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*Schedule {
@@ -4728,7 +4804,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[72]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4740,7 +4816,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[72]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4753,7 +4829,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{72}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *DeleteScheduleRequest) GetName() string {
@@ -4772,7 +4848,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[73]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4784,7 +4860,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[73]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4797,7 +4873,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{73}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{74}
 }
 
 // ExportRequest is the argument of Export.
@@ -4809,7 +4885,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[74]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4821,7 +4897,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[74]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4834,7 +4910,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{74}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{75}
 }
 
 // ExportResponse is a batch of exported schedules and jobs. Every schedule
@@ -4851,7 +4927,7 @@ type ExportResponse struct {
 
 func (x *ExportResponse) Reset() {
 	*x = ExportResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[75]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4863,7 +4939,7 @@ func (x *ExportResponse) String() string {
 func (*ExportResponse) ProtoMessage() {}
 
 func (x *ExportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[75]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4876,7 +4952,7 @@ func (x *ExportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportResponse.ProtoReflect.Descriptor instead.
 func (*ExportResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{75}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ExportResponse) GetJobs() []*Job {
@@ -4911,7 +4987,7 @@ type ImportRequest struct {
 
 func (x *ImportRequest) Reset() {
 	*x = ImportRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[76]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4923,7 +4999,7 @@ func (x *ImportRequest) String() string {
 func (*ImportRequest) ProtoMessage() {}
 
 func (x *ImportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[76]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4936,7 +5012,7 @@ func (x *ImportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportRequest.ProtoReflect.Descriptor instead.
 func (*ImportRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{76}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ImportRequest) GetJobs() []*Job {
@@ -4968,7 +5044,7 @@ type ImportResponse struct {
 
 func (x *ImportResponse) Reset() {
 	*x = ImportResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[77]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4980,7 +5056,7 @@ func (x *ImportResponse) String() string {
 func (*ImportResponse) ProtoMessage() {}
 
 func (x *ImportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[77]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4993,7 +5069,7 @@ func (x *ImportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResponse.ProtoReflect.Descriptor instead.
 func (*ImportResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{77}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ImportResponse) GetImported() int64 {
@@ -5037,7 +5113,7 @@ type ImportError struct {
 
 func (x *ImportError) Reset() {
 	*x = ImportError{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[78]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5049,7 +5125,7 @@ func (x *ImportError) String() string {
 func (*ImportError) ProtoMessage() {}
 
 func (x *ImportError) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[78]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5062,7 +5138,7 @@ func (x *ImportError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportError.ProtoReflect.Descriptor instead.
 func (*ImportError) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{78}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ImportError) GetIndex() int64 {
@@ -5106,7 +5182,7 @@ type JobFilter struct {
 
 func (x *JobFilter) Reset() {
 	*x = JobFilter{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[79]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5118,7 +5194,7 @@ func (x *JobFilter) String() string {
 func (*JobFilter) ProtoMessage() {}
 
 func (x *JobFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[79]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5131,7 +5207,7 @@ func (x *JobFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFilter.ProtoReflect.Descriptor instead.
 func (*JobFilter) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{79}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *JobFilter) GetErrorContains() string {
@@ -5201,7 +5277,7 @@ type RequeueDeadRequest struct {
 
 func (x *RequeueDeadRequest) Reset() {
 	*x = RequeueDeadRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[80]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5213,7 +5289,7 @@ func (x *RequeueDeadRequest) String() string {
 func (*RequeueDeadRequest) ProtoMessage() {}
 
 func (x *RequeueDeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[80]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5226,7 +5302,7 @@ func (x *RequeueDeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueDeadRequest.ProtoReflect.Descriptor instead.
 func (*RequeueDeadRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{80}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *RequeueDeadRequest) GetTopic() string {
@@ -5253,7 +5329,7 @@ type RequeueDeadResponse struct {
 
 func (x *RequeueDeadResponse) Reset() {
 	*x = RequeueDeadResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[81]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5265,7 +5341,7 @@ func (x *RequeueDeadResponse) String() string {
 func (*RequeueDeadResponse) ProtoMessage() {}
 
 func (x *RequeueDeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[81]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5278,7 +5354,7 @@ func (x *RequeueDeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueDeadResponse.ProtoReflect.Descriptor instead.
 func (*RequeueDeadResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{81}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *RequeueDeadResponse) GetResult() *BulkResult {
@@ -5299,7 +5375,7 @@ type CancelJobsRequest struct {
 
 func (x *CancelJobsRequest) Reset() {
 	*x = CancelJobsRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[82]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5311,7 +5387,7 @@ func (x *CancelJobsRequest) String() string {
 func (*CancelJobsRequest) ProtoMessage() {}
 
 func (x *CancelJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[82]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5324,7 +5400,7 @@ func (x *CancelJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobsRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobsRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{82}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *CancelJobsRequest) GetTopic() string {
@@ -5351,7 +5427,7 @@ type CancelJobsResponse struct {
 
 func (x *CancelJobsResponse) Reset() {
 	*x = CancelJobsResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[83]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5363,7 +5439,7 @@ func (x *CancelJobsResponse) String() string {
 func (*CancelJobsResponse) ProtoMessage() {}
 
 func (x *CancelJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[83]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5376,7 +5452,7 @@ func (x *CancelJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobsResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobsResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{83}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *CancelJobsResponse) GetResult() *BulkResult {
@@ -5403,7 +5479,7 @@ type BulkResult struct {
 
 func (x *BulkResult) Reset() {
 	*x = BulkResult{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[84]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5415,7 +5491,7 @@ func (x *BulkResult) String() string {
 func (*BulkResult) ProtoMessage() {}
 
 func (x *BulkResult) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[84]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5428,7 +5504,7 @@ func (x *BulkResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkResult.ProtoReflect.Descriptor instead.
 func (*BulkResult) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{84}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *BulkResult) GetCount() int32 {
@@ -5469,7 +5545,7 @@ type RunScheduleRequest struct {
 
 func (x *RunScheduleRequest) Reset() {
 	*x = RunScheduleRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[85]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5481,7 +5557,7 @@ func (x *RunScheduleRequest) String() string {
 func (*RunScheduleRequest) ProtoMessage() {}
 
 func (x *RunScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[85]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5494,7 +5570,7 @@ func (x *RunScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunScheduleRequest.ProtoReflect.Descriptor instead.
 func (*RunScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{85}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *RunScheduleRequest) GetName() string {
@@ -5680,7 +5756,7 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\"6\n" +
 	"\x10ListDeadResponse\x12\"\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x0e.delayq.v1.JobR\x04jobs\"\x8d\x03\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x0e.delayq.v1.JobR\x04jobs\"\xbe\x03\n" +
 	"\vTopicConfig\x125\n" +
 	"\bdelivery\x18\x01 \x01(\v2\x19.delayq.v1.DeliveryConfigR\bdelivery\x12\x10\n" +
 	"\x03ttr\x18\x02 \x01(\tR\x03ttr\x12!\n" +
@@ -5695,7 +5771,11 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\n" +
 	"expires_in\x18\x14 \x01(\tR\texpiresIn\x12\x14\n" +
 	"\x05delay\x18\n" +
-	" \x01(\tR\x05delay\"\xbf\x03\n" +
+	" \x01(\tR\x05delay\x12/\n" +
+	"\x06events\x18\x15 \x01(\v2\x17.delayq.v1.EventsConfigR\x06events\"4\n" +
+	"\fEventsConfig\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x0e\n" +
+	"\x02on\x18\x02 \x03(\tR\x02on\"\xbf\x03\n" +
 	"\x0eDeliveryConfig\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x18\n" +
@@ -5726,7 +5806,7 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"RateConfig\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x16\n" +
 	"\x06period\x18\x02 \x01(\tR\x06period\x12\x14\n" +
-	"\x05burst\x18\x03 \x01(\x05R\x05burst\"\xfc\x03\n" +
+	"\x05burst\x18\x03 \x01(\x05R\x05burst\"\xad\x04\n" +
 	"\x05Topic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\bdelivery\x18\x02 \x01(\v2\x17.delayq.v1.DeliveryViewR\bdelivery\x12\x10\n" +
@@ -5747,7 +5827,8 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x06counts\x18\r \x01(\v2\x11.delayq.v1.CountsR\x06counts\x12\x1d\n" +
 	"\n" +
 	"expires_in\x18\x14 \x01(\tR\texpiresIn\x12\x14\n" +
-	"\x05delay\x18\x0e \x01(\tR\x05delay\"\xf0\x02\n" +
+	"\x05delay\x18\x0e \x01(\tR\x05delay\x12/\n" +
+	"\x06events\x18\x15 \x01(\v2\x17.delayq.v1.EventsConfigR\x06events\"\xf0\x02\n" +
 	"\fDeliveryView\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x18\n" +
@@ -5959,7 +6040,7 @@ func file_delayq_v1_delayq_proto_rawDescGZIP() []byte {
 	return file_delayq_v1_delayq_proto_rawDescData
 }
 
-var file_delayq_v1_delayq_proto_msgTypes = make([]protoimpl.MessageInfo, 87)
+var file_delayq_v1_delayq_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
 var file_delayq_v1_delayq_proto_goTypes = []any{
 	(*Error)(nil),                  // 0: delayq.v1.Error
 	(*JobSpec)(nil),                // 1: delayq.v1.JobSpec
@@ -6003,52 +6084,53 @@ var file_delayq_v1_delayq_proto_goTypes = []any{
 	(*ListDeadRequest)(nil),        // 39: delayq.v1.ListDeadRequest
 	(*ListDeadResponse)(nil),       // 40: delayq.v1.ListDeadResponse
 	(*TopicConfig)(nil),            // 41: delayq.v1.TopicConfig
-	(*DeliveryConfig)(nil),         // 42: delayq.v1.DeliveryConfig
-	(*BackoffConfig)(nil),          // 43: delayq.v1.BackoffConfig
-	(*RateConfig)(nil),             // 44: delayq.v1.RateConfig
-	(*Topic)(nil),                  // 45: delayq.v1.Topic
-	(*DeliveryView)(nil),           // 46: delayq.v1.DeliveryView
-	(*Counts)(nil),                 // 47: delayq.v1.Counts
-	(*GetTopicRequest)(nil),        // 48: delayq.v1.GetTopicRequest
-	(*GetTopicResponse)(nil),       // 49: delayq.v1.GetTopicResponse
-	(*ListTopicsRequest)(nil),      // 50: delayq.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),     // 51: delayq.v1.ListTopicsResponse
-	(*PutTopicRequest)(nil),        // 52: delayq.v1.PutTopicRequest
-	(*PutTopicResponse)(nil),       // 53: delayq.v1.PutTopicResponse
-	(*UpdateTopicRequest)(nil),     // 54: delayq.v1.UpdateTopicRequest
-	(*UpdateTopicResponse)(nil),    // 55: delayq.v1.UpdateTopicResponse
-	(*DeleteTopicRequest)(nil),     // 56: delayq.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),    // 57: delayq.v1.DeleteTopicResponse
-	(*PauseTopicRequest)(nil),      // 58: delayq.v1.PauseTopicRequest
-	(*PauseTopicResponse)(nil),     // 59: delayq.v1.PauseTopicResponse
-	(*ResumeTopicRequest)(nil),     // 60: delayq.v1.ResumeTopicRequest
-	(*ResumeTopicResponse)(nil),    // 61: delayq.v1.ResumeTopicResponse
-	(*ScheduleConfig)(nil),         // 62: delayq.v1.ScheduleConfig
-	(*ScheduleJob)(nil),            // 63: delayq.v1.ScheduleJob
-	(*Schedule)(nil),               // 64: delayq.v1.Schedule
-	(*ScheduleRun)(nil),            // 65: delayq.v1.ScheduleRun
-	(*PutScheduleRequest)(nil),     // 66: delayq.v1.PutScheduleRequest
-	(*PutScheduleResponse)(nil),    // 67: delayq.v1.PutScheduleResponse
-	(*GetScheduleRequest)(nil),     // 68: delayq.v1.GetScheduleRequest
-	(*GetScheduleResponse)(nil),    // 69: delayq.v1.GetScheduleResponse
-	(*ListSchedulesRequest)(nil),   // 70: delayq.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),  // 71: delayq.v1.ListSchedulesResponse
-	(*DeleteScheduleRequest)(nil),  // 72: delayq.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil), // 73: delayq.v1.DeleteScheduleResponse
-	(*ExportRequest)(nil),          // 74: delayq.v1.ExportRequest
-	(*ExportResponse)(nil),         // 75: delayq.v1.ExportResponse
-	(*ImportRequest)(nil),          // 76: delayq.v1.ImportRequest
-	(*ImportResponse)(nil),         // 77: delayq.v1.ImportResponse
-	(*ImportError)(nil),            // 78: delayq.v1.ImportError
-	(*JobFilter)(nil),              // 79: delayq.v1.JobFilter
-	(*RequeueDeadRequest)(nil),     // 80: delayq.v1.RequeueDeadRequest
-	(*RequeueDeadResponse)(nil),    // 81: delayq.v1.RequeueDeadResponse
-	(*CancelJobsRequest)(nil),      // 82: delayq.v1.CancelJobsRequest
-	(*CancelJobsResponse)(nil),     // 83: delayq.v1.CancelJobsResponse
-	(*BulkResult)(nil),             // 84: delayq.v1.BulkResult
-	(*RunScheduleRequest)(nil),     // 85: delayq.v1.RunScheduleRequest
-	nil,                            // 86: delayq.v1.DeliveryConfig.HeadersEntry
-	(*fieldmaskpb.FieldMask)(nil),  // 87: google.protobuf.FieldMask
+	(*EventsConfig)(nil),           // 42: delayq.v1.EventsConfig
+	(*DeliveryConfig)(nil),         // 43: delayq.v1.DeliveryConfig
+	(*BackoffConfig)(nil),          // 44: delayq.v1.BackoffConfig
+	(*RateConfig)(nil),             // 45: delayq.v1.RateConfig
+	(*Topic)(nil),                  // 46: delayq.v1.Topic
+	(*DeliveryView)(nil),           // 47: delayq.v1.DeliveryView
+	(*Counts)(nil),                 // 48: delayq.v1.Counts
+	(*GetTopicRequest)(nil),        // 49: delayq.v1.GetTopicRequest
+	(*GetTopicResponse)(nil),       // 50: delayq.v1.GetTopicResponse
+	(*ListTopicsRequest)(nil),      // 51: delayq.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),     // 52: delayq.v1.ListTopicsResponse
+	(*PutTopicRequest)(nil),        // 53: delayq.v1.PutTopicRequest
+	(*PutTopicResponse)(nil),       // 54: delayq.v1.PutTopicResponse
+	(*UpdateTopicRequest)(nil),     // 55: delayq.v1.UpdateTopicRequest
+	(*UpdateTopicResponse)(nil),    // 56: delayq.v1.UpdateTopicResponse
+	(*DeleteTopicRequest)(nil),     // 57: delayq.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),    // 58: delayq.v1.DeleteTopicResponse
+	(*PauseTopicRequest)(nil),      // 59: delayq.v1.PauseTopicRequest
+	(*PauseTopicResponse)(nil),     // 60: delayq.v1.PauseTopicResponse
+	(*ResumeTopicRequest)(nil),     // 61: delayq.v1.ResumeTopicRequest
+	(*ResumeTopicResponse)(nil),    // 62: delayq.v1.ResumeTopicResponse
+	(*ScheduleConfig)(nil),         // 63: delayq.v1.ScheduleConfig
+	(*ScheduleJob)(nil),            // 64: delayq.v1.ScheduleJob
+	(*Schedule)(nil),               // 65: delayq.v1.Schedule
+	(*ScheduleRun)(nil),            // 66: delayq.v1.ScheduleRun
+	(*PutScheduleRequest)(nil),     // 67: delayq.v1.PutScheduleRequest
+	(*PutScheduleResponse)(nil),    // 68: delayq.v1.PutScheduleResponse
+	(*GetScheduleRequest)(nil),     // 69: delayq.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),    // 70: delayq.v1.GetScheduleResponse
+	(*ListSchedulesRequest)(nil),   // 71: delayq.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),  // 72: delayq.v1.ListSchedulesResponse
+	(*DeleteScheduleRequest)(nil),  // 73: delayq.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil), // 74: delayq.v1.DeleteScheduleResponse
+	(*ExportRequest)(nil),          // 75: delayq.v1.ExportRequest
+	(*ExportResponse)(nil),         // 76: delayq.v1.ExportResponse
+	(*ImportRequest)(nil),          // 77: delayq.v1.ImportRequest
+	(*ImportResponse)(nil),         // 78: delayq.v1.ImportResponse
+	(*ImportError)(nil),            // 79: delayq.v1.ImportError
+	(*JobFilter)(nil),              // 80: delayq.v1.JobFilter
+	(*RequeueDeadRequest)(nil),     // 81: delayq.v1.RequeueDeadRequest
+	(*RequeueDeadResponse)(nil),    // 82: delayq.v1.RequeueDeadResponse
+	(*CancelJobsRequest)(nil),      // 83: delayq.v1.CancelJobsRequest
+	(*CancelJobsResponse)(nil),     // 84: delayq.v1.CancelJobsResponse
+	(*BulkResult)(nil),             // 85: delayq.v1.BulkResult
+	(*RunScheduleRequest)(nil),     // 86: delayq.v1.RunScheduleRequest
+	nil,                            // 87: delayq.v1.DeliveryConfig.HeadersEntry
+	(*fieldmaskpb.FieldMask)(nil),  // 88: google.protobuf.FieldMask
 }
 var file_delayq_v1_delayq_proto_depIdxs = []int32{
 	3,  // 0: delayq.v1.Error.job:type_name -> delayq.v1.Job
@@ -6072,112 +6154,114 @@ var file_delayq_v1_delayq_proto_depIdxs = []int32{
 	28, // 18: delayq.v1.NackBatchRequest.nacks:type_name -> delayq.v1.NackRequest
 	33, // 19: delayq.v1.NackBatchResponse.results:type_name -> delayq.v1.ItemResult
 	3,  // 20: delayq.v1.ListDeadResponse.jobs:type_name -> delayq.v1.Job
-	42, // 21: delayq.v1.TopicConfig.delivery:type_name -> delayq.v1.DeliveryConfig
-	43, // 22: delayq.v1.TopicConfig.backoff:type_name -> delayq.v1.BackoffConfig
-	44, // 23: delayq.v1.TopicConfig.rate:type_name -> delayq.v1.RateConfig
-	86, // 24: delayq.v1.DeliveryConfig.headers:type_name -> delayq.v1.DeliveryConfig.HeadersEntry
-	46, // 25: delayq.v1.Topic.delivery:type_name -> delayq.v1.DeliveryView
-	43, // 26: delayq.v1.Topic.backoff:type_name -> delayq.v1.BackoffConfig
-	44, // 27: delayq.v1.Topic.rate:type_name -> delayq.v1.RateConfig
-	47, // 28: delayq.v1.Topic.counts:type_name -> delayq.v1.Counts
-	45, // 29: delayq.v1.GetTopicResponse.topic:type_name -> delayq.v1.Topic
-	45, // 30: delayq.v1.ListTopicsResponse.topics:type_name -> delayq.v1.Topic
-	41, // 31: delayq.v1.PutTopicRequest.config:type_name -> delayq.v1.TopicConfig
-	45, // 32: delayq.v1.PutTopicResponse.topic:type_name -> delayq.v1.Topic
-	41, // 33: delayq.v1.UpdateTopicRequest.config:type_name -> delayq.v1.TopicConfig
-	87, // 34: delayq.v1.UpdateTopicRequest.update_mask:type_name -> google.protobuf.FieldMask
-	45, // 35: delayq.v1.UpdateTopicResponse.topic:type_name -> delayq.v1.Topic
-	45, // 36: delayq.v1.PauseTopicResponse.topic:type_name -> delayq.v1.Topic
-	45, // 37: delayq.v1.ResumeTopicResponse.topic:type_name -> delayq.v1.Topic
-	63, // 38: delayq.v1.ScheduleConfig.job:type_name -> delayq.v1.ScheduleJob
-	63, // 39: delayq.v1.Schedule.job:type_name -> delayq.v1.ScheduleJob
-	65, // 40: delayq.v1.Schedule.last_runs:type_name -> delayq.v1.ScheduleRun
-	62, // 41: delayq.v1.PutScheduleRequest.schedule:type_name -> delayq.v1.ScheduleConfig
-	64, // 42: delayq.v1.PutScheduleResponse.schedule:type_name -> delayq.v1.Schedule
-	64, // 43: delayq.v1.GetScheduleResponse.schedule:type_name -> delayq.v1.Schedule
-	64, // 44: delayq.v1.ListSchedulesResponse.schedules:type_name -> delayq.v1.Schedule
-	3,  // 45: delayq.v1.ExportResponse.jobs:type_name -> delayq.v1.Job
-	64, // 46: delayq.v1.ExportResponse.schedules:type_name -> delayq.v1.Schedule
-	3,  // 47: delayq.v1.ImportRequest.jobs:type_name -> delayq.v1.Job
-	64, // 48: delayq.v1.ImportRequest.schedules:type_name -> delayq.v1.Schedule
-	78, // 49: delayq.v1.ImportResponse.errors:type_name -> delayq.v1.ImportError
-	0,  // 50: delayq.v1.ImportError.error:type_name -> delayq.v1.Error
-	79, // 51: delayq.v1.RequeueDeadRequest.filter:type_name -> delayq.v1.JobFilter
-	84, // 52: delayq.v1.RequeueDeadResponse.result:type_name -> delayq.v1.BulkResult
-	79, // 53: delayq.v1.CancelJobsRequest.filter:type_name -> delayq.v1.JobFilter
-	84, // 54: delayq.v1.CancelJobsResponse.result:type_name -> delayq.v1.BulkResult
-	3,  // 55: delayq.v1.BulkResult.sample:type_name -> delayq.v1.Job
-	6,  // 56: delayq.v1.DelayqService.Push:input_type -> delayq.v1.PushRequest
-	8,  // 57: delayq.v1.DelayqService.PushBatch:input_type -> delayq.v1.PushBatchRequest
-	11, // 58: delayq.v1.DelayqService.Replace:input_type -> delayq.v1.ReplaceRequest
-	12, // 59: delayq.v1.DelayqService.GetJob:input_type -> delayq.v1.GetJobRequest
-	14, // 60: delayq.v1.DelayqService.CancelJob:input_type -> delayq.v1.CancelJobRequest
-	16, // 61: delayq.v1.DelayqService.FindJobs:input_type -> delayq.v1.FindJobsRequest
-	18, // 62: delayq.v1.DelayqService.ListJobs:input_type -> delayq.v1.ListJobsRequest
-	20, // 63: delayq.v1.DelayqService.CancelByKey:input_type -> delayq.v1.CancelByKeyRequest
-	22, // 64: delayq.v1.DelayqService.Claim:input_type -> delayq.v1.ClaimRequest
-	24, // 65: delayq.v1.DelayqService.Subscribe:input_type -> delayq.v1.SubscribeRequest
-	26, // 66: delayq.v1.DelayqService.Ack:input_type -> delayq.v1.AckRequest
-	28, // 67: delayq.v1.DelayqService.Nack:input_type -> delayq.v1.NackRequest
-	30, // 68: delayq.v1.DelayqService.Touch:input_type -> delayq.v1.TouchRequest
-	32, // 69: delayq.v1.DelayqService.AckBatch:input_type -> delayq.v1.AckBatchRequest
-	35, // 70: delayq.v1.DelayqService.NackBatch:input_type -> delayq.v1.NackBatchRequest
-	37, // 71: delayq.v1.DelayqService.Requeue:input_type -> delayq.v1.RequeueRequest
-	39, // 72: delayq.v1.DelayqService.ListDead:input_type -> delayq.v1.ListDeadRequest
-	48, // 73: delayq.v1.DelayqService.GetTopic:input_type -> delayq.v1.GetTopicRequest
-	50, // 74: delayq.v1.DelayqService.ListTopics:input_type -> delayq.v1.ListTopicsRequest
-	52, // 75: delayq.v1.DelayqService.PutTopic:input_type -> delayq.v1.PutTopicRequest
-	54, // 76: delayq.v1.DelayqService.UpdateTopic:input_type -> delayq.v1.UpdateTopicRequest
-	56, // 77: delayq.v1.DelayqService.DeleteTopic:input_type -> delayq.v1.DeleteTopicRequest
-	58, // 78: delayq.v1.DelayqService.PauseTopic:input_type -> delayq.v1.PauseTopicRequest
-	60, // 79: delayq.v1.DelayqService.ResumeTopic:input_type -> delayq.v1.ResumeTopicRequest
-	66, // 80: delayq.v1.DelayqService.PutSchedule:input_type -> delayq.v1.PutScheduleRequest
-	68, // 81: delayq.v1.DelayqService.GetSchedule:input_type -> delayq.v1.GetScheduleRequest
-	70, // 82: delayq.v1.DelayqService.ListSchedules:input_type -> delayq.v1.ListSchedulesRequest
-	72, // 83: delayq.v1.DelayqService.DeleteSchedule:input_type -> delayq.v1.DeleteScheduleRequest
-	74, // 84: delayq.v1.DelayqService.Export:input_type -> delayq.v1.ExportRequest
-	76, // 85: delayq.v1.DelayqService.Import:input_type -> delayq.v1.ImportRequest
-	80, // 86: delayq.v1.DelayqService.RequeueDead:input_type -> delayq.v1.RequeueDeadRequest
-	82, // 87: delayq.v1.DelayqService.CancelJobs:input_type -> delayq.v1.CancelJobsRequest
-	85, // 88: delayq.v1.DelayqService.RunSchedule:input_type -> delayq.v1.RunScheduleRequest
-	7,  // 89: delayq.v1.DelayqService.Push:output_type -> delayq.v1.PushResponse
-	10, // 90: delayq.v1.DelayqService.PushBatch:output_type -> delayq.v1.PushBatchResponse
-	7,  // 91: delayq.v1.DelayqService.Replace:output_type -> delayq.v1.PushResponse
-	13, // 92: delayq.v1.DelayqService.GetJob:output_type -> delayq.v1.GetJobResponse
-	15, // 93: delayq.v1.DelayqService.CancelJob:output_type -> delayq.v1.CancelJobResponse
-	17, // 94: delayq.v1.DelayqService.FindJobs:output_type -> delayq.v1.FindJobsResponse
-	19, // 95: delayq.v1.DelayqService.ListJobs:output_type -> delayq.v1.ListJobsResponse
-	21, // 96: delayq.v1.DelayqService.CancelByKey:output_type -> delayq.v1.CancelByKeyResponse
-	23, // 97: delayq.v1.DelayqService.Claim:output_type -> delayq.v1.ClaimResponse
-	25, // 98: delayq.v1.DelayqService.Subscribe:output_type -> delayq.v1.SubscribeResponse
-	27, // 99: delayq.v1.DelayqService.Ack:output_type -> delayq.v1.AckResponse
-	29, // 100: delayq.v1.DelayqService.Nack:output_type -> delayq.v1.NackResponse
-	31, // 101: delayq.v1.DelayqService.Touch:output_type -> delayq.v1.TouchResponse
-	34, // 102: delayq.v1.DelayqService.AckBatch:output_type -> delayq.v1.AckBatchResponse
-	36, // 103: delayq.v1.DelayqService.NackBatch:output_type -> delayq.v1.NackBatchResponse
-	38, // 104: delayq.v1.DelayqService.Requeue:output_type -> delayq.v1.RequeueResponse
-	40, // 105: delayq.v1.DelayqService.ListDead:output_type -> delayq.v1.ListDeadResponse
-	49, // 106: delayq.v1.DelayqService.GetTopic:output_type -> delayq.v1.GetTopicResponse
-	51, // 107: delayq.v1.DelayqService.ListTopics:output_type -> delayq.v1.ListTopicsResponse
-	53, // 108: delayq.v1.DelayqService.PutTopic:output_type -> delayq.v1.PutTopicResponse
-	55, // 109: delayq.v1.DelayqService.UpdateTopic:output_type -> delayq.v1.UpdateTopicResponse
-	57, // 110: delayq.v1.DelayqService.DeleteTopic:output_type -> delayq.v1.DeleteTopicResponse
-	59, // 111: delayq.v1.DelayqService.PauseTopic:output_type -> delayq.v1.PauseTopicResponse
-	61, // 112: delayq.v1.DelayqService.ResumeTopic:output_type -> delayq.v1.ResumeTopicResponse
-	67, // 113: delayq.v1.DelayqService.PutSchedule:output_type -> delayq.v1.PutScheduleResponse
-	69, // 114: delayq.v1.DelayqService.GetSchedule:output_type -> delayq.v1.GetScheduleResponse
-	71, // 115: delayq.v1.DelayqService.ListSchedules:output_type -> delayq.v1.ListSchedulesResponse
-	73, // 116: delayq.v1.DelayqService.DeleteSchedule:output_type -> delayq.v1.DeleteScheduleResponse
-	75, // 117: delayq.v1.DelayqService.Export:output_type -> delayq.v1.ExportResponse
-	77, // 118: delayq.v1.DelayqService.Import:output_type -> delayq.v1.ImportResponse
-	81, // 119: delayq.v1.DelayqService.RequeueDead:output_type -> delayq.v1.RequeueDeadResponse
-	83, // 120: delayq.v1.DelayqService.CancelJobs:output_type -> delayq.v1.CancelJobsResponse
-	7,  // 121: delayq.v1.DelayqService.RunSchedule:output_type -> delayq.v1.PushResponse
-	89, // [89:122] is the sub-list for method output_type
-	56, // [56:89] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	43, // 21: delayq.v1.TopicConfig.delivery:type_name -> delayq.v1.DeliveryConfig
+	44, // 22: delayq.v1.TopicConfig.backoff:type_name -> delayq.v1.BackoffConfig
+	45, // 23: delayq.v1.TopicConfig.rate:type_name -> delayq.v1.RateConfig
+	42, // 24: delayq.v1.TopicConfig.events:type_name -> delayq.v1.EventsConfig
+	87, // 25: delayq.v1.DeliveryConfig.headers:type_name -> delayq.v1.DeliveryConfig.HeadersEntry
+	47, // 26: delayq.v1.Topic.delivery:type_name -> delayq.v1.DeliveryView
+	44, // 27: delayq.v1.Topic.backoff:type_name -> delayq.v1.BackoffConfig
+	45, // 28: delayq.v1.Topic.rate:type_name -> delayq.v1.RateConfig
+	48, // 29: delayq.v1.Topic.counts:type_name -> delayq.v1.Counts
+	42, // 30: delayq.v1.Topic.events:type_name -> delayq.v1.EventsConfig
+	46, // 31: delayq.v1.GetTopicResponse.topic:type_name -> delayq.v1.Topic
+	46, // 32: delayq.v1.ListTopicsResponse.topics:type_name -> delayq.v1.Topic
+	41, // 33: delayq.v1.PutTopicRequest.config:type_name -> delayq.v1.TopicConfig
+	46, // 34: delayq.v1.PutTopicResponse.topic:type_name -> delayq.v1.Topic
+	41, // 35: delayq.v1.UpdateTopicRequest.config:type_name -> delayq.v1.TopicConfig
+	88, // 36: delayq.v1.UpdateTopicRequest.update_mask:type_name -> google.protobuf.FieldMask
+	46, // 37: delayq.v1.UpdateTopicResponse.topic:type_name -> delayq.v1.Topic
+	46, // 38: delayq.v1.PauseTopicResponse.topic:type_name -> delayq.v1.Topic
+	46, // 39: delayq.v1.ResumeTopicResponse.topic:type_name -> delayq.v1.Topic
+	64, // 40: delayq.v1.ScheduleConfig.job:type_name -> delayq.v1.ScheduleJob
+	64, // 41: delayq.v1.Schedule.job:type_name -> delayq.v1.ScheduleJob
+	66, // 42: delayq.v1.Schedule.last_runs:type_name -> delayq.v1.ScheduleRun
+	63, // 43: delayq.v1.PutScheduleRequest.schedule:type_name -> delayq.v1.ScheduleConfig
+	65, // 44: delayq.v1.PutScheduleResponse.schedule:type_name -> delayq.v1.Schedule
+	65, // 45: delayq.v1.GetScheduleResponse.schedule:type_name -> delayq.v1.Schedule
+	65, // 46: delayq.v1.ListSchedulesResponse.schedules:type_name -> delayq.v1.Schedule
+	3,  // 47: delayq.v1.ExportResponse.jobs:type_name -> delayq.v1.Job
+	65, // 48: delayq.v1.ExportResponse.schedules:type_name -> delayq.v1.Schedule
+	3,  // 49: delayq.v1.ImportRequest.jobs:type_name -> delayq.v1.Job
+	65, // 50: delayq.v1.ImportRequest.schedules:type_name -> delayq.v1.Schedule
+	79, // 51: delayq.v1.ImportResponse.errors:type_name -> delayq.v1.ImportError
+	0,  // 52: delayq.v1.ImportError.error:type_name -> delayq.v1.Error
+	80, // 53: delayq.v1.RequeueDeadRequest.filter:type_name -> delayq.v1.JobFilter
+	85, // 54: delayq.v1.RequeueDeadResponse.result:type_name -> delayq.v1.BulkResult
+	80, // 55: delayq.v1.CancelJobsRequest.filter:type_name -> delayq.v1.JobFilter
+	85, // 56: delayq.v1.CancelJobsResponse.result:type_name -> delayq.v1.BulkResult
+	3,  // 57: delayq.v1.BulkResult.sample:type_name -> delayq.v1.Job
+	6,  // 58: delayq.v1.DelayqService.Push:input_type -> delayq.v1.PushRequest
+	8,  // 59: delayq.v1.DelayqService.PushBatch:input_type -> delayq.v1.PushBatchRequest
+	11, // 60: delayq.v1.DelayqService.Replace:input_type -> delayq.v1.ReplaceRequest
+	12, // 61: delayq.v1.DelayqService.GetJob:input_type -> delayq.v1.GetJobRequest
+	14, // 62: delayq.v1.DelayqService.CancelJob:input_type -> delayq.v1.CancelJobRequest
+	16, // 63: delayq.v1.DelayqService.FindJobs:input_type -> delayq.v1.FindJobsRequest
+	18, // 64: delayq.v1.DelayqService.ListJobs:input_type -> delayq.v1.ListJobsRequest
+	20, // 65: delayq.v1.DelayqService.CancelByKey:input_type -> delayq.v1.CancelByKeyRequest
+	22, // 66: delayq.v1.DelayqService.Claim:input_type -> delayq.v1.ClaimRequest
+	24, // 67: delayq.v1.DelayqService.Subscribe:input_type -> delayq.v1.SubscribeRequest
+	26, // 68: delayq.v1.DelayqService.Ack:input_type -> delayq.v1.AckRequest
+	28, // 69: delayq.v1.DelayqService.Nack:input_type -> delayq.v1.NackRequest
+	30, // 70: delayq.v1.DelayqService.Touch:input_type -> delayq.v1.TouchRequest
+	32, // 71: delayq.v1.DelayqService.AckBatch:input_type -> delayq.v1.AckBatchRequest
+	35, // 72: delayq.v1.DelayqService.NackBatch:input_type -> delayq.v1.NackBatchRequest
+	37, // 73: delayq.v1.DelayqService.Requeue:input_type -> delayq.v1.RequeueRequest
+	39, // 74: delayq.v1.DelayqService.ListDead:input_type -> delayq.v1.ListDeadRequest
+	49, // 75: delayq.v1.DelayqService.GetTopic:input_type -> delayq.v1.GetTopicRequest
+	51, // 76: delayq.v1.DelayqService.ListTopics:input_type -> delayq.v1.ListTopicsRequest
+	53, // 77: delayq.v1.DelayqService.PutTopic:input_type -> delayq.v1.PutTopicRequest
+	55, // 78: delayq.v1.DelayqService.UpdateTopic:input_type -> delayq.v1.UpdateTopicRequest
+	57, // 79: delayq.v1.DelayqService.DeleteTopic:input_type -> delayq.v1.DeleteTopicRequest
+	59, // 80: delayq.v1.DelayqService.PauseTopic:input_type -> delayq.v1.PauseTopicRequest
+	61, // 81: delayq.v1.DelayqService.ResumeTopic:input_type -> delayq.v1.ResumeTopicRequest
+	67, // 82: delayq.v1.DelayqService.PutSchedule:input_type -> delayq.v1.PutScheduleRequest
+	69, // 83: delayq.v1.DelayqService.GetSchedule:input_type -> delayq.v1.GetScheduleRequest
+	71, // 84: delayq.v1.DelayqService.ListSchedules:input_type -> delayq.v1.ListSchedulesRequest
+	73, // 85: delayq.v1.DelayqService.DeleteSchedule:input_type -> delayq.v1.DeleteScheduleRequest
+	75, // 86: delayq.v1.DelayqService.Export:input_type -> delayq.v1.ExportRequest
+	77, // 87: delayq.v1.DelayqService.Import:input_type -> delayq.v1.ImportRequest
+	81, // 88: delayq.v1.DelayqService.RequeueDead:input_type -> delayq.v1.RequeueDeadRequest
+	83, // 89: delayq.v1.DelayqService.CancelJobs:input_type -> delayq.v1.CancelJobsRequest
+	86, // 90: delayq.v1.DelayqService.RunSchedule:input_type -> delayq.v1.RunScheduleRequest
+	7,  // 91: delayq.v1.DelayqService.Push:output_type -> delayq.v1.PushResponse
+	10, // 92: delayq.v1.DelayqService.PushBatch:output_type -> delayq.v1.PushBatchResponse
+	7,  // 93: delayq.v1.DelayqService.Replace:output_type -> delayq.v1.PushResponse
+	13, // 94: delayq.v1.DelayqService.GetJob:output_type -> delayq.v1.GetJobResponse
+	15, // 95: delayq.v1.DelayqService.CancelJob:output_type -> delayq.v1.CancelJobResponse
+	17, // 96: delayq.v1.DelayqService.FindJobs:output_type -> delayq.v1.FindJobsResponse
+	19, // 97: delayq.v1.DelayqService.ListJobs:output_type -> delayq.v1.ListJobsResponse
+	21, // 98: delayq.v1.DelayqService.CancelByKey:output_type -> delayq.v1.CancelByKeyResponse
+	23, // 99: delayq.v1.DelayqService.Claim:output_type -> delayq.v1.ClaimResponse
+	25, // 100: delayq.v1.DelayqService.Subscribe:output_type -> delayq.v1.SubscribeResponse
+	27, // 101: delayq.v1.DelayqService.Ack:output_type -> delayq.v1.AckResponse
+	29, // 102: delayq.v1.DelayqService.Nack:output_type -> delayq.v1.NackResponse
+	31, // 103: delayq.v1.DelayqService.Touch:output_type -> delayq.v1.TouchResponse
+	34, // 104: delayq.v1.DelayqService.AckBatch:output_type -> delayq.v1.AckBatchResponse
+	36, // 105: delayq.v1.DelayqService.NackBatch:output_type -> delayq.v1.NackBatchResponse
+	38, // 106: delayq.v1.DelayqService.Requeue:output_type -> delayq.v1.RequeueResponse
+	40, // 107: delayq.v1.DelayqService.ListDead:output_type -> delayq.v1.ListDeadResponse
+	50, // 108: delayq.v1.DelayqService.GetTopic:output_type -> delayq.v1.GetTopicResponse
+	52, // 109: delayq.v1.DelayqService.ListTopics:output_type -> delayq.v1.ListTopicsResponse
+	54, // 110: delayq.v1.DelayqService.PutTopic:output_type -> delayq.v1.PutTopicResponse
+	56, // 111: delayq.v1.DelayqService.UpdateTopic:output_type -> delayq.v1.UpdateTopicResponse
+	58, // 112: delayq.v1.DelayqService.DeleteTopic:output_type -> delayq.v1.DeleteTopicResponse
+	60, // 113: delayq.v1.DelayqService.PauseTopic:output_type -> delayq.v1.PauseTopicResponse
+	62, // 114: delayq.v1.DelayqService.ResumeTopic:output_type -> delayq.v1.ResumeTopicResponse
+	68, // 115: delayq.v1.DelayqService.PutSchedule:output_type -> delayq.v1.PutScheduleResponse
+	70, // 116: delayq.v1.DelayqService.GetSchedule:output_type -> delayq.v1.GetScheduleResponse
+	72, // 117: delayq.v1.DelayqService.ListSchedules:output_type -> delayq.v1.ListSchedulesResponse
+	74, // 118: delayq.v1.DelayqService.DeleteSchedule:output_type -> delayq.v1.DeleteScheduleResponse
+	76, // 119: delayq.v1.DelayqService.Export:output_type -> delayq.v1.ExportResponse
+	78, // 120: delayq.v1.DelayqService.Import:output_type -> delayq.v1.ImportResponse
+	82, // 121: delayq.v1.DelayqService.RequeueDead:output_type -> delayq.v1.RequeueDeadResponse
+	84, // 122: delayq.v1.DelayqService.CancelJobs:output_type -> delayq.v1.CancelJobsResponse
+	7,  // 123: delayq.v1.DelayqService.RunSchedule:output_type -> delayq.v1.PushResponse
+	91, // [91:124] is the sub-list for method output_type
+	58, // [58:91] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_delayq_v1_delayq_proto_init() }
@@ -6188,16 +6272,16 @@ func file_delayq_v1_delayq_proto_init() {
 	file_delayq_v1_delayq_proto_msgTypes[1].OneofWrappers = []any{}
 	file_delayq_v1_delayq_proto_msgTypes[19].OneofWrappers = []any{}
 	file_delayq_v1_delayq_proto_msgTypes[22].OneofWrappers = []any{}
-	file_delayq_v1_delayq_proto_msgTypes[66].OneofWrappers = []any{}
-	file_delayq_v1_delayq_proto_msgTypes[68].OneofWrappers = []any{}
-	file_delayq_v1_delayq_proto_msgTypes[70].OneofWrappers = []any{}
+	file_delayq_v1_delayq_proto_msgTypes[67].OneofWrappers = []any{}
+	file_delayq_v1_delayq_proto_msgTypes[69].OneofWrappers = []any{}
+	file_delayq_v1_delayq_proto_msgTypes[71].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_delayq_v1_delayq_proto_rawDesc), len(file_delayq_v1_delayq_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   87,
+			NumMessages:   88,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
