@@ -149,7 +149,11 @@ func addKafkaDeliverer(ctx context.Context, cfg *serveConfig, log *slog.Logger, 
 		return fmt.Errorf("kafka delivery (--kafka-brokers): %w", err)
 	}
 	stops.pushFunc(client.Close)
-	d, err := kafkatransport.NewDeliverer(kafkatransport.DelivererConfig{Client: client})
+	var refused []string
+	if cfg.Kafka.IntakeTopic != "" {
+		refused = []string{cfg.Kafka.IntakeTopic}
+	}
+	d, err := kafkatransport.NewDeliverer(kafkatransport.DelivererConfig{Client: client, Refused: refused})
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -58,6 +59,10 @@ type DelivererConfig struct {
 	//
 	// Defaults to DeliverTimeoutDefault (10s).
 	Timeout time.Duration
+	// Refused are Kafka topics no delayq topic may deliver to: the topics
+	// of this server's Kafka intake, whose records would come back as
+	// pushes, a job delivered again and again.
+	Refused []string
 }
 
 // WithDefaults returns the configuration with every unset field at its
@@ -85,6 +90,7 @@ func (c DelivererConfig) Validate() error {
 type Deliverer struct {
 	client  *kgo.Client
 	timeout time.Duration
+	refused []string
 }
 
 var _ core.Deliverer = (*Deliverer)(nil)
@@ -96,7 +102,7 @@ func NewDeliverer(cfg DelivererConfig) (*Deliverer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Deliverer{client: cfg.Client, timeout: cfg.Timeout}, nil
+	return &Deliverer{client: cfg.Client, timeout: cfg.Timeout, refused: cfg.Refused}, nil
 }
 
 // ValidateTopic checks that t is a kafka topic with a Kafka topic name
@@ -106,7 +112,13 @@ func (d *Deliverer) ValidateTopic(t *core.Topic) error {
 	if t.Delivery.Type != core.DeliveryKafka {
 		return core.Invalid("delivery.type", "delivery.type must be %s for a kafka topic", core.DeliveryKafka)
 	}
-	return core.ValidateKafkaTopic("delivery.kafka_topic", t.Delivery.KafkaTopic)
+	if err := core.ValidateKafkaTopic("delivery.kafka_topic", t.Delivery.KafkaTopic); err != nil {
+		return err
+	}
+	if slices.Contains(d.refused, t.Delivery.KafkaTopic) {
+		return core.Invalid("delivery.kafka_topic", "delivery.kafka_topic %q is this server's Kafka intake topic: its records would come back as pushes", t.Delivery.KafkaTopic)
+	}
+	return nil
 }
 
 // Deliver produces job as one record to the topic's Kafka topic and waits

@@ -192,6 +192,15 @@ func TestValidateTopic(t *testing.T) {
 		require.ErrorAs(t, d.ValidateTopic(tp), &fe, field)
 		require.Equal(t, field, fe.Field)
 	}
+	// Not the server's intake topic: its records would come back as pushes.
+	d, err = kafkatransport.NewDeliverer(kafkatransport.DelivererConfig{Client: producer(t, newCluster(t, 1, 1)), Refused: []string{"delayq.push"}})
+	require.NoError(t, err)
+	var fe *core.FieldError
+	loop := kafkaTopicConfig("t")
+	loop.Delivery.KafkaTopic = "delayq.push"
+	require.ErrorAs(t, d.ValidateTopic(loop), &fe)
+	require.Equal(t, "delivery.kafka_topic", fe.Field)
+	require.ErrorContains(t, fe, "intake topic")
 }
 
 func TestDelivererConfig(t *testing.T) {
