@@ -89,18 +89,25 @@ func (l *leases) end(id, lease string) {
 	}
 }
 
-// cancelled forgets the delivery of id, whatever its lease, once its job
-// was cancelled while it ran, and tells the subscription that held it.
+// cancelled tells the subscription that held the delivery of id that its
+// job was cancelled while it ran, then forgets the delivery, whatever its
+// lease. In that order: forgetting it frees the subscription's credit for
+// its next delivery, whose frame must come after the one that tells.
 func (l *leases) cancelled(id string) {
 	l.mu.Lock()
 	h, ok := l.m[id]
-	if ok {
+	l.mu.Unlock()
+	if !ok {
+		return
+	}
+	if h.sub != nil && h.sub.p.CancelledFunc != nil {
+		h.sub.p.CancelledFunc(id)
+	}
+	l.mu.Lock()
+	if cur, still := l.m[id]; still && cur.lease == h.lease {
 		l.end(id, h.lease)
 	}
 	l.mu.Unlock()
-	if ok && h.sub != nil && h.sub.p.CancelledFunc != nil {
-		h.sub.p.CancelledFunc(id)
-	}
 }
 
 // touched records the new expiry of a touched delivery.
