@@ -123,6 +123,9 @@ type Engine struct {
 	// events follows the record of finished jobs for the topics' events,
 	// in the refresh loop.
 	events events
+	// chains remembers that the record's cursor exists for jobs with a
+	// next step (chains.go).
+	chains chains
 	// expiry ends the expired jobs that no claim took.
 	expiry expirySweep
 	// expiring holds the topics whose KindExpiring record this instance
@@ -166,33 +169,37 @@ func (e *Engine) Store() Store { return e.store }
 func (e *Engine) Clock() Clock { return e.clock }
 
 // PushParams describe one job to create or replace, as a transport decoded
-// it. Unset optional fields are zero (nil for Delay and RunAt).
+// it. Unset optional fields are zero (nil for Delay and RunAt). Its JSON
+// form is how stores keep a job's next step (Job.Then).
 type PushParams struct {
-	Topic string
+	Topic string `json:"topic"`
 	// Body is a JSON value, delivered byte for byte. Empty means null.
-	Body json.RawMessage
-	// Delay and RunAt are exclusive; neither means now.
-	Delay *time.Duration
-	RunAt *time.Time
+	Body json.RawMessage `json:"body,omitempty"`
+	// Delay and RunAt are exclusive; neither means now. A step's Delay
+	// counts from its job's finish (Job.Then).
+	Delay *time.Duration `json:"delay,omitempty"`
+	RunAt *time.Time     `json:"run_at,omitempty"`
 	// ID is the client's id; empty makes a new one.
-	ID string
+	ID string `json:"id,omitempty"`
 	// TTR and MaxAttempts default to the topic's.
-	TTR         time.Duration
-	MaxAttempts int
-	Key         string
-	TraceParent string
+	TTR         time.Duration `json:"ttr,omitempty"`
+	MaxAttempts int           `json:"max_attempts,omitempty"`
+	Key         string        `json:"key,omitempty"`
+	TraceParent string        `json:"traceparent,omitempty"`
 	// RetryDelays, when set, is the job's retry schedule instead of its
 	// topic's backoff.
-	RetryDelays []time.Duration
+	RetryDelays []time.Duration `json:"retry_delays,omitempty"`
 	// Priority orders the job among those due with it (Job.Priority).
-	Priority int
+	Priority int `json:"priority,omitempty"`
 	// URL is the job's own webhook URL (Job.URL); empty for the topic's.
-	URL string
+	URL string `json:"url,omitempty"`
 	// ExpiresAt and ExpiresIn (from run_at) are exclusive; neither takes
 	// the topic's ExpiresIn, and without one the job never expires
 	// (Job.ExpiresAt).
-	ExpiresAt *time.Time
-	ExpiresIn *time.Duration
+	ExpiresAt *time.Time     `json:"expires_at,omitempty"`
+	ExpiresIn *time.Duration `json:"expires_in,omitempty"`
+	// Then is the job's next step, pushed once it is done (Job.Then).
+	Then *PushParams `json:"then,omitempty"`
 }
 
 // PushBatchParams are the arguments of Engine.PushBatch.
@@ -264,6 +271,9 @@ func (e *Engine) PushBatch(ctx context.Context, p *PushBatchParams) ([]PushResul
 	urls := urlChecks{}
 	for i, jp := range p.Jobs {
 		job, byKey, err := e.newJob(jp, now, urls)
+		if err == nil && job.Then != nil {
+			err = e.makeCursor(ctx)
+		}
 		if err != nil {
 			results[i].Err = err
 			continue
@@ -354,6 +364,11 @@ func (e *Engine) newJob(p *PushParams, now time.Time, urls urlChecks) (job *Job,
 	if err := e.validateJob(job, now, urls); err != nil {
 		return nil, false, err
 	}
+	if p.Then != nil {
+		if job.Then, err = e.checkThen(p.Then, now, urls); err != nil {
+			return nil, false, err
+		}
+	}
 	job.RunAt = StoreTime(job.RunAt)
 	if !job.ExpiresAt.IsZero() {
 		job.ExpiresAt = StoreTime(job.ExpiresAt)
@@ -374,7 +389,7 @@ func (e *Engine) newJob(p *PushParams, now time.Time, urls urlChecks) (job *Job,
 func keyedID(job *Job, topic *Topic) error {
 	if topic.UniqueKeys == "" || job.Key == "" {
 		if IsDerivedID(job.ID) {
-			return Invalid("id", "ids of the form k-, s-, n- or e- and 32 hex digits are delayq's own (unique keys, schedule slots, dead-letter notices, events), not for clients")
+			return Invalid("id", "ids of the form k-, s-, n-, e- or c- and 32 hex digits are delayq's own (unique keys, schedule slots, dead-letter notices, events, chains), not for clients")
 		}
 		return nil
 	}

@@ -190,7 +190,7 @@ func (ev *events) follow(ctx context.Context) {
 		}
 	}
 	e.mu.Unlock()
-	if !followed {
+	if !followed && !ev.chained(ctx) {
 		return
 	}
 	if err := ev.round(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, ErrConflict) {
@@ -214,6 +214,9 @@ func (ev *events) round(ctx context.Context) error {
 		}
 		for i := range page.Jobs {
 			if err := ev.tell(ctx, &page.Jobs[i], cur.Since); err != nil {
+				return err
+			}
+			if err := ev.chain(ctx, &page.Jobs[i], cur.Since); err != nil {
 				return err
 			}
 		}

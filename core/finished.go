@@ -37,6 +37,9 @@ type FinishedJob struct {
 	// FinishedAt is the time of the finish, the job's UpdatedAt then
 	// (for a lease that ran out, the lease's expiry).
 	FinishedAt time.Time
+	// Then is set when the job has a next step (Job.Then), so that a
+	// follower reads only those jobs.
+	Then bool
 }
 
 // ListFinishedParams are the arguments of Store.ListFinished.
@@ -83,6 +86,7 @@ func FinishedOf(j *Job) FinishedJob {
 		Attempt:    j.Attempt,
 		LastError:  j.LastError,
 		FinishedAt: j.UpdatedAt,
+		Then:       j.Then != nil,
 	}
 }
 

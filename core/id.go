@@ -56,9 +56,9 @@ func KeyID(topic, key string) string {
 func IsKeyID(id string) bool { return isDerivedID(id, keyIDPrefix) }
 
 // derivedIDPrefixes are the prefixes of every id the engine derives: KeyID,
-// ScheduleID, NoticeID, EventID. A new derived form adds its prefix here,
+// ScheduleID, NoticeID, EventID, ChainID. A new derived form adds its prefix here,
 // so that IsDerivedID, and with it every transport's refusal, covers it.
-var derivedIDPrefixes = [...]string{keyIDPrefix, scheduleIDPrefix, noticeIDPrefix, eventIDPrefix}
+var derivedIDPrefixes = [...]string{keyIDPrefix, scheduleIDPrefix, noticeIDPrefix, eventIDPrefix, chainIDPrefix}
 
 // IsDerivedID reports whether id has the form of an id the engine derives
 // (KeyID, ScheduleID, NoticeID): a prefix and 32 lowercase hex digits.

@@ -94,6 +94,10 @@ type Job struct {
 	// LastError JobExpired instead of being delivered again (Expired).
 	// A put sets it; nothing else changes it.
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// Then is the job's next step, pushed once the job is done
+	// (acknowledged), its delay counted from the finish; nil for none. A
+	// put sets it; nothing else changes it (chains.go).
+	Then *PushParams `json:"then,omitempty"`
 }
 
 // HistoryMax is how many attempts a job's History keeps: the oldest is
@@ -163,6 +167,7 @@ func (j *Job) Clone() *Job {
 	}
 	c.RetryDelays = slices.Clone(j.RetryDelays)
 	c.History = slices.Clone(j.History)
+	c.Then = j.Then.Clone()
 	return &c
 }
 

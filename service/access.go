@@ -196,7 +196,7 @@ func AllowImportedID(ctx context.Context, jobID string) error {
 	if id == nil || !id.Restricted() || !core.IsDerivedID(jobID) {
 		return nil
 	}
-	return wire.WithMessage(fmt.Sprintf("token %q may not import a job whose id has the form k-, s-, n- or e- and 32 hex digits (delayq's own ids): only a token for every topic may", id.Name), wire.ErrPermissionDenied)
+	return wire.WithMessage(fmt.Sprintf("token %q may not import a job whose id has the form k-, s-, n-, e- or c- and 32 hex digits (delayq's own ids): only a token for every topic may", id.Name), wire.ErrPermissionDenied)
 }
 
 // natsDeliverPrefix is what a topic's default NATS delivery subject adds
