@@ -37,8 +37,8 @@ type FinishedJob struct {
 	// FinishedAt is the time of the finish, the job's UpdatedAt then
 	// (for a lease that ran out, the lease's expiry).
 	FinishedAt time.Time
-	// Then is set when the job has a next step (Job.Then), so that a
-	// follower reads only those jobs.
+	// Then is set for a done job with a next step (Job.Then), so that a
+	// follower reads only those jobs; false for every other finish.
 	Then bool
 }
 
@@ -86,7 +86,7 @@ func FinishedOf(j *Job) FinishedJob {
 		Attempt:    j.Attempt,
 		LastError:  j.LastError,
 		FinishedAt: j.UpdatedAt,
-		Then:       j.Then != nil,
+		Then:       j.Then != nil && j.State == StateDone,
 	}
 }
 

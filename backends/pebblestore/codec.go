@@ -1,7 +1,9 @@
 package pebblestore
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -56,6 +58,7 @@ const (
 	recordVersionDelays = 2
 	recordVersionURL    = 3
 	recordVersionExpiry = 4
+	recordVersionThen   = 5
 	historyVersion      = 1
 )
 
@@ -261,13 +264,16 @@ type record struct {
 	delays      []time.Duration // the job's retry schedule, nil for none
 	url         string          // the job's own webhook URL, empty for none
 	expiresAt   int64           // ms, the job's expiry; 0 for none
+	then        []byte          // the JSON of the job's next step, nil for none
 	body        []byte
 }
 
 func (r *record) encode() []byte {
-	b := make([]byte, 0, 28+len(r.key)+len(r.traceParent)+8*len(r.delays)+len(r.url)+len(r.body))
+	b := make([]byte, 0, 28+len(r.key)+len(r.traceParent)+8*len(r.delays)+len(r.url)+len(r.then)+len(r.body))
 	version := byte(recordVersion)
 	switch {
+	case r.then != nil:
+		version = recordVersionThen
 	case r.expiresAt != 0:
 		version = recordVersionExpiry
 	case r.url != "":
@@ -291,15 +297,19 @@ func (r *record) encode() []byte {
 		b = binary.AppendUvarint(b, uint64(len(r.url)))
 		b = append(b, r.url...)
 	}
-	if version == recordVersionExpiry {
+	if version >= recordVersionExpiry {
 		b = binary.AppendVarint(b, r.expiresAt)
+	}
+	if version == recordVersionThen {
+		b = binary.AppendUvarint(b, uint64(len(r.then)))
+		b = append(b, r.then...)
 	}
 	return append(b, r.body...)
 }
 
 func decodeRecord(b []byte) (record, error) {
 	var r record
-	if len(b) < 1 || b[0] < recordVersion || b[0] > recordVersionExpiry {
+	if len(b) < 1 || b[0] < recordVersion || b[0] > recordVersionThen {
 		return r, errCorrupt
 	}
 	d := decoder{b: b[1:]}
@@ -325,8 +335,13 @@ func decodeRecord(b []byte) (record, error) {
 			d.fail()
 		}
 	}
-	if b[0] == recordVersionExpiry {
-		if r.expiresAt = d.varint(); r.expiresAt == 0 {
+	if b[0] >= recordVersionExpiry {
+		if r.expiresAt = d.varint(); r.expiresAt == 0 && b[0] == recordVersionExpiry {
+			d.fail()
+		}
+	}
+	if b[0] == recordVersionThen {
+		if r.then = bytes.Clone(d.bytes()); len(r.then) == 0 {
 			d.fail()
 		}
 	}
@@ -339,8 +354,9 @@ func decodeRecord(b []byte) (record, error) {
 	return r, nil
 }
 
-// job assembles a job from its parts.
-func job(id string, m *meta, r *record, lastError string) *core.Job {
+// job assembles a job from its parts. Errors: errCorrupt for a next step
+// that is not a step's JSON.
+func job(id string, m *meta, r *record, lastError string) (*core.Job, error) {
 	j := &core.Job{
 		ID:          id,
 		Topic:       m.topic,
@@ -366,7 +382,12 @@ func job(id string, m *meta, r *record, lastError string) *core.Job {
 		j.Lease = m.lease.String()
 		j.LeaseExpiresAt = time.UnixMilli(m.leaseExp).UTC()
 	}
-	return j
+	if r.then != nil {
+		if err := json.Unmarshal(r.then, &j.Then); err != nil {
+			return nil, fmt.Errorf("%w: job %q: then: %v", errCorrupt, id, err)
+		}
+	}
+	return j, nil
 }
 
 // withHistory sets j's History: the ended attempts of raw (an h value,
@@ -474,12 +495,20 @@ func ended(j *core.Job) []core.Attempt {
 	return h
 }
 
-func recordOf(j *core.Job) record {
+// recordOf returns the record of j. Errors: the JSON encoding's of j's
+// next step.
+func recordOf(j *core.Job) (record, error) {
 	r := record{key: j.Key, traceParent: j.TraceParent, createdAt: j.CreatedAt.UnixNano(), delays: j.RetryDelays, url: j.URL, body: j.Body}
 	if !j.ExpiresAt.IsZero() {
 		r.expiresAt = j.ExpiresAt.UnixMilli()
 	}
-	return r
+	if j.Then != nil {
+		var err error
+		if r.then, err = json.Marshal(j.Then); err != nil {
+			return r, fmt.Errorf("pebblestore: job %q: then: %w", j.ID, err)
+		}
+	}
+	return r, nil
 }
 
 // decoder reads the varint-framed values of a meta or a record, keeping the

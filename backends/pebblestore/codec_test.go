@@ -150,6 +150,16 @@ func TestRecordRoundTrip(t *testing.T) {
 	noExpiry = append(noExpiry[:len(noExpiry)-len(r.body)], 0, 0, 0)
 	_, err = decodeRecord(noExpiry)
 	require.ErrorIs(t, err, errCorrupt)
+
+	// A next step: version 5, with or without an expiry.
+	for _, expires := range []int64{0, 1_700_000_060_123} {
+		r.expiresAt, r.then = expires, []byte(`{"topic":"next"}`)
+		enc := r.encode()
+		require.Equal(t, byte(recordVersionThen), enc[0])
+		got, err := decodeRecord(enc)
+		require.NoError(t, err)
+		require.Equal(t, r, got)
+	}
 }
 
 // FuzzDecode: the decoders of stored values refuse what they cannot read
@@ -158,6 +168,7 @@ func FuzzDecode(f *testing.F) {
 	m := meta{topic: "t", state: core.StateReserved, runAt: 5, attempt: 1, maxAttempts: 2, ttr: time.Second, leaseExp: 9}
 	f.Add(m.encode())
 	f.Add((&record{key: "k", body: []byte("{}")}).encode())
+	f.Add((&record{then: []byte(`{"topic":"t"}`), body: []byte("{}")}).encode())
 	f.Add((&record{key: "k", delays: []time.Duration{time.Second, 0}, body: []byte("{}")}).encode())
 	f.Add((&record{key: "k", url: "http://h/", body: []byte("{}")}).encode())
 	f.Add((&record{key: "k", expiresAt: 1_700_000_000_000, body: []byte("{}")}).encode())

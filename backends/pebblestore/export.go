@@ -82,7 +82,10 @@ func (s *Store) completeFrom(snap *pebble.Snapshot, id string, m *meta) (*core.J
 	if err != nil {
 		return nil, err
 	}
-	j := job(id, m, &r, string(e))
+	j, err := job(id, m, &r, string(e))
+	if err != nil {
+		return nil, err
+	}
 	return j, withHistory(j, m, h)
 }
 
@@ -122,14 +125,21 @@ func (s *Store) ImportJobs(_ context.Context, jobs []*core.Job) ([]bool, error) 
 			s.mu.Unlock()
 			return nil, err
 		}
-		imported[k] = true
 		j := in.Clone()
 		j.Import(now)
+		r, err := recordOf(j)
+		if err != nil {
+			_ = b.Close()
+			s.mu.Unlock()
+			return nil, err
+		}
+		imported[k] = true
 		tp := s.topicFor(j.Topic)
 		i := s.x.add(j.ID)
 		sl := &s.x.slots[i]
 		sl.setFixed(tp, j.MaxAttempts, j.TTR, j.Priority)
 		sl.set(hasKey, j.Key != "")
+		sl.set(hasThen, j.Then != nil)
 		s.setLite(i, j)
 		if j.State == core.StateDead {
 			tp.dead++
@@ -138,7 +148,7 @@ func (s *Store) ImportJobs(_ context.Context, jobs []*core.Job) ([]bool, error) 
 			s.enqueue(tp, i)
 		}
 		touched[tp] = struct{}{}
-		writeJob(b, j)
+		writeJob(b, j, &r)
 		if j.LastError != "" {
 			s.setError(b, i, j.ID, j.LastError)
 		}

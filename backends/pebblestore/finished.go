@@ -1,6 +1,7 @@
 package pebblestore
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -21,8 +22,12 @@ import (
 const prefixFinishLog = 'l'
 
 // finishLogVersion leads an l value: recorded (ms), finished (ns), state,
-// attempt, then id, topic, key and last error.
-const finishLogVersion = 1
+// attempt, then id, topic, key and last error. finishLogVersionThen leads
+// the same for a done job with a next step (core.FinishedJob.Then).
+const (
+	finishLogVersion     = 1
+	finishLogVersionThen = 2
+)
 
 func finishLogKey(seq uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte{prefixFinishLog}, seq)
@@ -30,6 +35,9 @@ func finishLogKey(seq uint64) []byte {
 
 func encodeFinished(f *core.FinishedJob, recorded time.Time) []byte {
 	b := []byte{finishLogVersion}
+	if f.Then {
+		b[0] = finishLogVersionThen
+	}
 	b = binary.AppendVarint(b, recorded.UnixMilli())
 	b = binary.AppendVarint(b, f.FinishedAt.UnixNano())
 	b = append(b, stateCodes[f.State])
@@ -43,12 +51,12 @@ func encodeFinished(f *core.FinishedJob, recorded time.Time) []byte {
 
 // decodeFinished decodes an l value: the entry and when it was recorded.
 func decodeFinished(v []byte) (core.FinishedJob, time.Time, error) {
-	if len(v) == 0 || v[0] != finishLogVersion {
+	if len(v) == 0 || v[0] != finishLogVersion && v[0] != finishLogVersionThen {
 		return core.FinishedJob{}, time.Time{}, fmt.Errorf("%w: finished entry version", errCorrupt)
 	}
 	d := decoder{b: v[1:]}
 	recorded := time.UnixMilli(d.varint()).UTC()
-	f := core.FinishedJob{FinishedAt: time.Unix(0, d.varint()).UTC()}
+	f := core.FinishedJob{FinishedAt: time.Unix(0, d.varint()).UTC(), Then: v[0] == finishLogVersionThen}
 	if st := d.take(1); len(st) == 1 && int(st[0]) < len(codeStates) {
 		f.State = codeStates[st[0]]
 	}
@@ -78,9 +86,10 @@ func (s *Store) loadFinishLog() error {
 }
 
 // logFinish adds to b the entry of slot i (id), whose job j has just
-// finished. The index lacks a job's key and last error: those come from j
-// when set, else from disk when the slot has them (a job with a key pays
-// a read of its record; with an earlier error, of its e key).
+// finished. The index lacks a job's key, last error and next step: those
+// come from j when set, else from disk when the slot has them (a job with
+// a key, or done with a next step, pays a read of its record; with an
+// earlier error, of its e key).
 func (s *Store) logFinish(b *pebble.Batch, i uint32, id string, j *core.Job, now time.Time) {
 	f := core.FinishedOf(j)
 	f.ID = id
@@ -92,16 +101,17 @@ func (s *Store) logFinish(b *pebble.Batch, i uint32, id string, j *core.Job, now
 			s.log.Warn("pebblestore: read of a finished job's last error failed", "id", id, "err", err)
 		}
 	}
-	if f.Key == "" && sl.has(hasKey) {
+	needThen := j.Then == nil && f.State == core.StateDone && sl.has(hasThen)
+	if f.Key == "" && sl.has(hasKey) || needThen {
 		raw, err := s.get(idKey(prefixRecord, id))
 		var r record
 		if err == nil && raw != nil {
 			r, err = decodeRecord(raw)
 		}
 		if err == nil {
-			f.Key = r.key
+			f.Key, f.Then = cmp.Or(f.Key, r.key), f.Then || needThen && r.then != nil
 		} else {
-			s.log.Warn("pebblestore: read of a finished job's key failed", "id", id, "err", err)
+			s.log.Warn("pebblestore: read of a finished job's record failed", "id", id, "err", err)
 		}
 	}
 	s.finishSeq++

@@ -639,23 +639,29 @@ func (s *Store) put(pb *putBatch, in *core.Job, replace, absent bool, now time.T
 	}
 	j := in.Clone()
 	j.Reset(createdAt, now)
+	r, err := recordOf(j)
+	if err != nil {
+		return res, err
+	}
 	tp := s.topicFor(j.Topic)
 	i := s.x.add(j.ID)
 	sl := &s.x.slots[i]
 	sl.setFixed(tp, j.MaxAttempts, j.TTR, j.Priority)
 	sl.set(hasKey, j.Key != "")
+	sl.set(hasThen, j.Then != nil)
 	s.setLite(i, j)
 	s.enqueue(tp, i)
 	touched[tp] = struct{}{}
 	pb.jobs[j.ID] = j
-	writeJob(b, j)
+	writeJob(b, j, &r)
 	return res, nil
 }
 
 // writeJob adds to b the keys of a job a put or an import stores: its
-// meta, its record and, when it has a business key, its k key.
-func writeJob(b *pebble.Batch, j *core.Job) {
-	m, r := metaOf(j), recordOf(j)
+// meta, its record r (recordOf) and, when it has a business key, its k
+// key.
+func writeJob(b *pebble.Batch, j *core.Job, r *record) {
+	m := metaOf(j)
 	_ = b.Set(idKey(prefixMeta, j.ID), m.encode(), nil)
 	_ = b.Set(idKey(prefixRecord, j.ID), r.encode(), nil)
 	if j.Key != "" {
@@ -720,7 +726,10 @@ func (s *Store) complete(id string, m *meta, withError, withHist bool) (*core.Jo
 			return nil, err
 		}
 	}
-	j := job(id, m, &r, string(e))
+	j, err := job(id, m, &r, string(e))
+	if err != nil {
+		return nil, err
+	}
 	return j, withHistory(j, m, h)
 }
 

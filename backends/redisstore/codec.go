@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -36,6 +37,7 @@ const (
 	fVia       = "v" // the via letter of the last claim (viaLetters)
 	fHistory   = "H" // the attempts that ended, absent until one did (History in lib.lua)
 	fExpiresAt = "z" // Unix ms, absent when none
+	fThen      = "T" // the JSON of the job's next step, absent when none
 )
 
 // viaLetters are the one-letter forms of core.Attempt.Via in a job hash:
@@ -169,6 +171,11 @@ func decodeMap(id string, m map[string]string) (*core.Job, error) {
 	if _, ok := m[fExpiresAt]; ok {
 		j.ExpiresAt = msTime(num(fExpiresAt))
 	}
+	if then, ok := m[fThen]; ok && err == nil {
+		if err = json.Unmarshal([]byte(then), &j.Then); err != nil {
+			err = fmt.Errorf("redisstore: job %q: field %s: %w", id, fThen, err)
+		}
+	}
 	if hist, ok := m[fHistory]; ok && err == nil {
 		if j.History, err = decodeHistory(hist); err != nil {
 			err = fmt.Errorf("redisstore: job %q: field %s: %w", id, fHistory, err)
@@ -213,6 +220,20 @@ func encodeExpiresAt(t time.Time) string {
 		return ""
 	}
 	return strconv.FormatInt(t.UnixMilli(), 10)
+}
+
+// encodeThen is the argument of a job's next step to the put script: its
+// JSON, empty for none, which the hash leaves out. Errors: the JSON
+// encoding's.
+func encodeThen(j *core.Job) (string, error) {
+	if j.Then == nil {
+		return "", nil
+	}
+	b, err := json.Marshal(j.Then)
+	if err != nil {
+		return "", fmt.Errorf("redisstore: job %q: then: %w", j.ID, err)
+	}
+	return string(b), nil
 }
 
 // encodeDelays is the form of a retry schedule in a job hash: its delays

@@ -22,8 +22,9 @@ import (
 
 var errBadEntry = errors.New("malformed entry")
 
-// finishedStates are the states of a record's first letter.
-var finishedStates = map[byte]core.State{'d': core.StateDone, 'c': core.StateCancelled, 'x': core.StateDead}
+// finishedStates are the states of a record's first letter; 'D' is done
+// with a next step (core.FinishedJob.Then).
+var finishedStates = map[byte]core.State{'d': core.StateDone, 'D': core.StateDone, 'c': core.StateCancelled, 'x': core.StateDead}
 
 // streamID is a stream entry id: ms, then a sequence within it.
 type streamID struct{ ms, seq uint64 }
@@ -200,6 +201,7 @@ func decodeFinished(v string) ([]core.FinishedJob, error) {
 		}
 		out = append(out, core.FinishedJob{
 			ID: f[0], Topic: f[1], Key: f[2], State: state, Attempt: a, LastError: f[3], FinishedAt: msTime(u),
+			Then: v[0] == 'D',
 		})
 		v = rest
 	}

@@ -130,6 +130,7 @@ var subtests = []subtest{
 	{"FinishedRetention", testFinishedRetention},
 	{"FinishedRecord", testFinishedRecord},
 	{"FinishedConcurrent", testFinishedConcurrent},
+	{"Then", testThen},
 	{"Topics", testTopics},
 	{"TopicIsolation", testTopicIsolation},
 	{"FindByKey", testFindByKey},
@@ -393,7 +394,7 @@ func requireBetween(t *testing.T, got, lo, hi time.Time, slack time.Duration, wh
 
 // requireSameJob requires got to carry what was put as want: id, topic,
 // key, body byte for byte, run_at to the ms, ttr, max_attempts,
-// traceparent, retry delays, priority, url and expires_at.
+// traceparent, retry delays, priority, url, expires_at and then.
 func requireSameJob(t *testing.T, want, got *core.Job) {
 	t.Helper()
 	require.Equal(t, want.ID, got.ID)
@@ -408,6 +409,11 @@ func requireSameJob(t *testing.T, want, got *core.Job) {
 	require.Equal(t, want.Priority, got.Priority, "priority of %s", want.ID)
 	require.Equal(t, want.URL, got.URL, "url of %s", want.ID)
 	require.True(t, want.ExpiresAt.Equal(got.ExpiresAt), "expires_at of %s: want %s, got %s", want.ID, want.ExpiresAt, got.ExpiresAt)
+	if want.Then == nil {
+		require.Nil(t, got.Then, "then of %s", want.ID)
+	} else {
+		requireSameThen(t, want.Then, got.Then, want.ID)
+	}
 }
 
 // ids returns the ids of jobs in order.

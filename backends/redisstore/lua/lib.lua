@@ -119,7 +119,8 @@ end
 -- 256), since each command costs the server far more than its work. An
 -- entry's field r holds its records, oldest first, each "<state><attempt>,
 -- <u>,<len>:<id><len>:<topic><len>:<key><len>:<last error>": state d
--- (done), c (cancelled) or x (dead), u the finish time (ms: the job's u),
+-- (done), D (done, with a next step: the job's field T), c (cancelled) or
+-- x (dead), u the finish time (ms: the job's u),
 -- key and last error empty for none. Its stream id is now (ms) and a
 -- sequence, so that the stream is in the order recorded and its ids tell
 -- when; each XADD trims the entries recorded the retention period ago
@@ -131,6 +132,7 @@ local fin_log = {}
 -- concatenation: it runs for every job a burst acknowledges.
 local function log_finish(id, j, state, at, err)
   local t, k, e = j.t, j.k or '', err or ''
+  if state == 'd' and j.T then state = 'D' end
   fin_log[#fin_log + 1] = state .. (j.a or 0) .. ',' .. at .. ',' .. #id .. ':' .. id .. #t .. ':' .. t ..
     #k .. ':' .. k .. #e .. ':' .. e
 end
@@ -230,11 +232,11 @@ end
 -- keep a body in one place only. A job in its queue is stored as scheduled
 -- or ready (by its run_at when it got there); settle tells them apart.
 local function load(id)
-  local v = redis.call('HMGET', key_job(id), 's', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b', 'y', 'k', 'u', 'v', 'H', 'e')
+  local v = redis.call('HMGET', key_job(id), 's', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b', 'y', 'k', 'u', 'v', 'H', 'e', 'T')
   if not v[1] then return nil end
   return {s = v[1], t = v[2], r = tonumber(v[3]), x = tonumber(v[4]), a = tonumber(v[5]),
     m = tonumber(v[6]), l = v[7], d = tonumber(v[8]), b = v[9], y = tonumber(v[10]), k = v[11],
-    u = tonumber(v[12]), v = v[13], H = v[14], e = v[15]}
+    u = tonumber(v[12]), v = v[13], H = v[14], e = v[15], T = v[16]}
 end
 
 -- History. A job's attempts that ended are its field H, absent until the
@@ -464,7 +466,7 @@ local function finish(id, j, state)
   end
 end
 
--- put_job stores the job whose 12 fields start at ARGV[i] (put.lua's): a
+-- put_job stores the job whose 13 fields start at ARGV[i] (put.lua's): a
 -- new job, a finished one overwritten (not with absent: any job kept is a
 -- conflict), or with replace an unfinished one replaced unless reserved.
 -- Returns 0 created, 1 replaced, or the existing job (job_all) on a conflict.
@@ -472,6 +474,7 @@ local function put_job(replace, inline_body, i, absent)
   local id, t, k, b = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local r, d, m, p = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
   local w, y, h, z = ARGV[i + 8], tonumber(ARGV[i + 9]), ARGV[i + 10], ARGV[i + 11]
+  local nxt = ARGV[i + 12]
   local kj = key_job(id)
   local created = now
   local res = 0
@@ -511,6 +514,7 @@ local function put_job(replace, inline_body, i, absent)
   if y then f[#f + 1] = 'y'; f[#f + 1] = int(y) end
   if h ~= '' then f[#f + 1] = 'h'; f[#f + 1] = h end
   if z ~= '' then f[#f + 1] = 'z'; f[#f + 1] = z end
+  if nxt ~= '' then f[#f + 1] = 'T'; f[#f + 1] = nxt end
   redis.call('HSET', kj, unpack(f))
   link_queue(id, t, r, y)
   if k ~= '' then index_key(id, t, k, false) end
