@@ -88,9 +88,10 @@ func (p *PushParams) depth() int {
 
 // checkThen checks a job's next step t as a push of it would be checked,
 // now, naming its fields then.* (then.then.* for its own step, and so
-// on), and returns the step as the job keeps it: its body compacted, as
-// every store's JSON would keep it. A step has no id (its finish gives it
-// one, ChainID). Errors: *FieldError, ErrInvalidArgument for more than
+// on), and returns the step as the job keeps it: its times at store
+// precision, its body compacted, as every store's JSON would keep it, and
+// its own step so checked. A step has no id (its finish gives it one,
+// ChainID). Errors: *FieldError, ErrInvalidArgument for more than
 // ThenDepthMax steps or more than ThenMaxBytes.
 func (e *Engine) checkThen(t *PushParams, now time.Time, urls urlChecks) (*PushParams, error) {
 	if n := t.depth(); n > ThenDepthMax {
@@ -99,14 +100,20 @@ func (e *Engine) checkThen(t *PushParams, now time.Time, urls urlChecks) (*PushP
 	if t.ID != "" {
 		return nil, Invalid("then.id", "then.id must be empty: a step's id comes from its job's finish")
 	}
-	if _, _, err := e.newJob(t, now, urls); err != nil {
+	job, _, err := e.newJob(t, now, urls)
+	if err != nil {
 		if fe, ok := errors.AsType[*FieldError](err); ok {
 			fe.Field = joinThen(fe.Field)
 		}
 		return nil, err
 	}
 	step := t.Clone()
-	step.TraceParent = ""
+	step.TraceParent, step.Then = "", job.Then
+	for _, at := range []*time.Time{step.RunAt, step.ExpiresAt} {
+		if at != nil {
+			*at = StoreTime(*at)
+		}
+	}
 	if len(step.Body) > 0 {
 		var b bytes.Buffer
 		if err := json.Compact(&b, step.Body); err != nil {

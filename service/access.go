@@ -55,6 +55,23 @@ func (s *Service) AllowTopic(ctx context.Context, topic string) error {
 	return wire.WithMessage(fmt.Sprintf("token %q may not use topic %q", id.Name, topic), wire.ErrPermissionDenied)
 }
 
+// AllowPush returns nil when the caller of ctx may use p's topic and
+// every topic its next steps name (p.Then, and theirs), else an error
+// wrapping wire.ErrPermissionDenied.
+func (s *Service) AllowPush(ctx context.Context, p *core.PushParams) error {
+	if err := s.AllowTopic(ctx, p.Topic); err != nil {
+		return err
+	}
+	for step := p.Then; step != nil; step = step.Then {
+		if !Allows(ctx, step.Topic) {
+			id := IdentityFrom(ctx)
+			s.log.Info("service: permission denied", "token", id.Name, "topic", step.Topic)
+			return wire.WithMessage(fmt.Sprintf("token %q may name in then only topics it may use, not %q", id.Name, step.Topic), wire.ErrPermissionDenied)
+		}
+	}
+	return nil
+}
+
 // AllowJob returns nil when the caller of ctx may use the topic of the
 // stored job jobID, when no such job exists (left to the operation, which
 // answers not found or creates it), or when its token is not restricted to

@@ -12,11 +12,12 @@ const ListLimitDefault = 100
 
 // Push creates the job of p, as a PushBatch of one, so that a push to a
 // topic whose unique keys replace says whether it replaced the key's job.
-// Errors: wire.ErrPermissionDenied for a topic not the caller's, a
+// Errors: wire.ErrPermissionDenied for a topic not the caller's (p's or
+// one its then names), a
 // *wire.RateLimitError over its quota, the engine's (a conflict when the
 // id names an unfinished job).
 func (s *Service) Push(ctx context.Context, p *core.PushParams) (core.PushResult, error) {
-	if err := s.AllowTopic(ctx, p.Topic); err != nil {
+	if err := s.AllowPush(ctx, p); err != nil {
 		return core.PushResult{}, err
 	}
 	if err := s.AllowIntake(ctx, 1); err != nil {
@@ -49,7 +50,7 @@ func (s *Service) PushBatch(ctx context.Context, n int, item func(i int) (*core.
 	for i := range n {
 		p, err := item(i)
 		if err == nil {
-			err = s.AllowTopic(ctx, p.Topic)
+			err = s.AllowPush(ctx, p)
 		}
 		if err != nil {
 			results[i].Err = err
@@ -84,7 +85,7 @@ func (s *Service) Replace(ctx context.Context, p *core.PushParams) (*core.Job, b
 	if err := s.AllowJob(ctx, p.ID); err != nil {
 		return nil, false, err
 	}
-	if err := s.AllowTopic(ctx, p.Topic); err != nil {
+	if err := s.AllowPush(ctx, p); err != nil {
 		return nil, false, err
 	}
 	if err := s.AllowIntake(ctx, 1); err != nil {

@@ -159,6 +159,10 @@ func runHTTPScenario(h *httpRun) {
 	send("an id other than the path's", http.MethodPut, "/v1/jobs/job-2", admin, `{"topic":"orders.a","id":"job-3"}`)
 	send("a topic the token may not use", http.MethodPut, "/v1/jobs/job-2", push, `{"topic":"billing.a"}`)
 	send("with a key and its own backoff", http.MethodPut, "/v1/jobs/job-3", push, `{"topic":"orders.a","key":"k1","priority":-3,"ttr":"10s","max_attempts":2,"backoff":{"delays":["1s","5s"]}}`)
+	send("with its next steps", http.MethodPost, "/v1/jobs", push, `{"topic":"orders.t","id":"job-then","then":{"topic":"orders.t","delay":"30m","key":"k9","then":{"topic":"orders.t","delay":"24h","key":"k9"}}}`)
+	send("a next step's bad field", http.MethodPost, "/v1/jobs", push, `{"topic":"orders.t","then":{"topic":"orders.t","delay":"soon"}}`)
+	send("a next step on a topic the token may not use", http.MethodPost, "/v1/jobs", push, `{"topic":"orders.t","then":{"topic":"billing.t"}}`)
+	get("with its next steps", "/v1/jobs/job-then", push)
 	send("each job on its own", http.MethodPost, "/v1/jobs/batch", admin,
 		`{"jobs":[{"topic":"orders.b","id":"b-1"},{"topic":"orders.b","delay":"soon"},{"topic":"orders.a","id":"job-1"},{"topic":"orders.b","id":"b-1"}]}`)
 	send("no jobs", http.MethodPost, "/v1/jobs/batch", admin, `{"jobs":[]}`)

@@ -2,6 +2,7 @@ package connecttransport
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -22,6 +23,13 @@ func pushParams(spec *delayqv1.JobSpec) (*core.PushParams, error) {
 	if spec == nil {
 		return nil, core.Invalid("job", "job is required")
 	}
+	return pushParamsAt(spec, 0)
+}
+
+// pushParamsAt is pushParams for a spec depth steps deep in a job's then:
+// a step's steps are read up to core.ThenDepthMax, for the engine to check,
+// their errors naming the fields then.*.
+func pushParamsAt(spec *delayqv1.JobSpec, depth int) (*core.PushParams, error) {
 	p := &core.PushParams{Topic: spec.Topic, ID: spec.Id, Key: spec.Key, URL: spec.Url}
 	if spec.Body != "" {
 		p.Body = json.RawMessage(spec.Body)
@@ -86,7 +94,54 @@ func pushParams(spec *delayqv1.JobSpec) (*core.PushParams, error) {
 		}
 		p.TTR = ttr
 	}
+	if spec.Then != nil {
+		if depth >= core.ThenDepthMax {
+			return nil, core.Invalid("then", "then holds more than %d steps", core.ThenDepthMax)
+		}
+		then, err := pushParamsAt(spec.Then, depth+1)
+		if fe, ok := errors.AsType[*core.FieldError](err); ok {
+			fe.Field = "then." + fe.Field
+		}
+		if err != nil {
+			return nil, err
+		}
+		p.Then = then
+	}
 	return p, nil
+}
+
+// stepSpec is a job's next step p as a job spec: the fields it sets.
+func stepSpec(p *core.PushParams) *delayqv1.JobSpec {
+	if p == nil {
+		return nil
+	}
+	s := &delayqv1.JobSpec{Topic: p.Topic, Key: p.Key, Url: p.URL, Priority: int32(p.Priority), Then: stepSpec(p.Then)}
+	if len(p.Body) > 0 {
+		s.Body = string(p.Body)
+	}
+	if p.Delay != nil {
+		s.Delay = p.Delay.String()
+	}
+	if p.RunAt != nil {
+		s.RunAt = timeText(*p.RunAt)
+	}
+	if p.TTR != 0 {
+		s.Ttr = p.TTR.String()
+	}
+	if p.MaxAttempts != 0 {
+		n := int32(p.MaxAttempts)
+		s.MaxAttempts = &n
+	}
+	if len(p.RetryDelays) > 0 {
+		s.Backoff = &delayqv1.JobBackoff{Delays: durationTexts(p.RetryDelays)}
+	}
+	if p.ExpiresAt != nil {
+		s.ExpiresAt = timeText(*p.ExpiresAt)
+	}
+	if p.ExpiresIn != nil {
+		s.ExpiresIn = p.ExpiresIn.String()
+	}
+	return s
 }
 
 // parseDuration decodes an optional duration field: "" is zero.
@@ -201,7 +256,7 @@ func jobMessage(j *core.Job) *delayqv1.Job {
 		Id: j.ID, Topic: j.Topic, Key: j.Key, Body: bodyText(j.Body),
 		RunAt: timeText(j.RunAt), Ttr: j.TTR.String(), MaxAttempts: int32(j.MaxAttempts),
 		Priority: int32(j.Priority), Attempt: int32(j.Attempt), State: string(j.State),
-		CreatedAt: timeText(j.CreatedAt), LastError: j.LastError, Url: j.URL,
+		CreatedAt: timeText(j.CreatedAt), LastError: j.LastError, Url: j.URL, Then: stepSpec(j.Then),
 	}
 	if !j.UpdatedAt.IsZero() {
 		m.UpdatedAt = timeText(j.UpdatedAt)
@@ -226,10 +281,10 @@ func jobMessage(j *core.Job) *delayqv1.Job {
 }
 
 // exportMessage is j as Export sends it: as GetJob shows it, but without
-// updated_at and lease_expires_at, as an export line of the HTTP API.
+// updated_at, lease_expires_at and then, as an export line of the HTTP API.
 func exportMessage(j *core.Job) *delayqv1.Job {
 	m := jobMessage(j)
-	m.UpdatedAt, m.LeaseExpiresAt = "", ""
+	m.UpdatedAt, m.LeaseExpiresAt, m.Then = "", "", nil
 	return m
 }
 

@@ -244,6 +244,7 @@ type jobRequest struct {
 	URL         string          `json:"url"`
 	ExpiresAt   json.RawMessage `json:"expires_at"`
 	ExpiresIn   json.RawMessage `json:"expires_in"`
+	Then        json.RawMessage `json:"then"`
 }
 
 // jobBackoffRequest is the wire form of a job's backoff: its own retry
@@ -294,7 +295,10 @@ func decodeJobRequest(data []byte) (*core.PushParams, error) {
 }
 
 // params turns a decoded job object into the engine's push parameters.
-func (req *jobRequest) params() (*core.PushParams, error) {
+func (req *jobRequest) params() (*core.PushParams, error) { return req.paramsAt(0) }
+
+// paramsAt is params for a job object depth steps deep in a job's then.
+func (req *jobRequest) paramsAt(depth int) (*core.PushParams, error) {
 	p := &core.PushParams{
 		Topic: req.Topic,
 		Body:  req.Body,
@@ -351,7 +355,30 @@ func (req *jobRequest) params() (*core.PushParams, error) {
 		}
 		p.TTR = ttr
 	}
+	if !isNull(req.Then) {
+		if p.Then, err = decodeThen(req.Then, depth+1); err != nil {
+			return nil, err
+		}
+	}
 	return p, nil
+}
+
+// decodeThen decodes a job's then, the job object of its next step, depth
+// steps deep (1 for a job's own), naming its fields then.*: a step's
+// steps are decoded up to core.ThenDepthMax, for the engine to check.
+func decodeThen(raw json.RawMessage, depth int) (*core.PushParams, error) {
+	if depth > core.ThenDepthMax {
+		return nil, core.Invalid("then", "then holds more than %d steps", core.ThenDepthMax)
+	}
+	var req jobRequest
+	if err := decodeObject(raw, "then", &req); err != nil {
+		return nil, err
+	}
+	p, err := req.paramsAt(depth)
+	if fe, ok := errors.AsType[*core.FieldError](err); ok {
+		fe.Field = joinField("then", fe.Field)
+	}
+	return p, err
 }
 
 // batchRequest is the wire form of POST /v1/jobs/batch; each job is decoded

@@ -56,6 +56,66 @@ func appendJob(b []byte, j *core.Job) []byte {
 		b = append(b, `,"lease_expires_at":`...)
 		b = appendTime(b, j.LeaseExpiresAt)
 	}
+	if j.Then != nil {
+		b = append(b, `,"then":`...)
+		b = appendStep(b, j.Then)
+	}
+	return append(b, '}')
+}
+
+// appendStep appends a job's next step in the form of a push's job
+// object, in the order of its fields: those it sets, and its own then.
+func appendStep(b []byte, p *core.PushParams) []byte {
+	b = append(b, `{"topic":`...)
+	b = appendString(b, p.Topic)
+	name := func(n string) { b = append(b, `,"`+n+`":`...) }
+	if len(p.Body) > 0 {
+		name("body")
+		b = appendBody(b, p.Body)
+	}
+	if p.Delay != nil {
+		name("delay")
+		b = appendString(b, p.Delay.String())
+	}
+	if p.RunAt != nil {
+		name("run_at")
+		b = appendTime(b, *p.RunAt)
+	}
+	if p.TTR != 0 {
+		name("ttr")
+		b = appendString(b, p.TTR.String())
+	}
+	if p.MaxAttempts != 0 {
+		name("max_attempts")
+		b = strconv.AppendInt(b, int64(p.MaxAttempts), 10)
+	}
+	if p.Key != "" {
+		name("key")
+		b = appendString(b, p.Key)
+	}
+	if len(p.RetryDelays) > 0 {
+		b = appendBackoff(b, p.RetryDelays)
+	}
+	if p.Priority != 0 {
+		name("priority")
+		b = strconv.AppendInt(b, int64(p.Priority), 10)
+	}
+	if p.URL != "" {
+		name("url")
+		b = appendString(b, p.URL)
+	}
+	if p.ExpiresAt != nil {
+		name("expires_at")
+		b = appendTime(b, *p.ExpiresAt)
+	}
+	if p.ExpiresIn != nil {
+		name("expires_in")
+		b = appendString(b, p.ExpiresIn.String())
+	}
+	if p.Then != nil {
+		name("then")
+		b = appendStep(b, p.Then)
+	}
 	return append(b, '}')
 }
 
@@ -94,16 +154,21 @@ func appendJobFields(b []byte, j *core.Job) []byte {
 		b = appendString(b, j.URL)
 	}
 	if len(j.RetryDelays) > 0 {
-		b = append(b, `,"backoff":{"delays":[`...)
-		for i, d := range j.RetryDelays {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, d.String())
-		}
-		b = append(b, "]}"...)
+		b = appendBackoff(b, j.RetryDelays)
 	}
 	return appendHistory(b, j.History)
+}
+
+// appendBackoff appends a job's own retry schedule as "backoff".
+func appendBackoff(b []byte, delays []time.Duration) []byte {
+	b = append(b, `,"backoff":{"delays":[`...)
+	for i, d := range delays {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, d.String())
+	}
+	return append(b, "]}"...)
 }
 
 // appendHistory appends a job's attempts, oldest first, as "history";

@@ -51,6 +51,12 @@ func (acceptStore) AckJobs(_ context.Context, p *core.AckJobsParams) ([]core.Ack
 // GetJob finds no job, so that a nack is validated and then not found.
 func (acceptStore) GetJob(context.Context, string) (*core.Job, error) { return nil, core.ErrNotFound }
 
+// GetRecord finds every record, so that a push with then finds the cursor
+// of finished jobs made.
+func (acceptStore) GetRecord(context.Context, string, string) (*core.Record, error) {
+	return &core.Record{}, nil
+}
+
 func FuzzDecodeJobRequest(f *testing.F) {
 	for _, seed := range []string{
 		`{"topic":"orders.close","body":{"order":42},"delay":"15m","id":"optional-client-id","ttr":"30s","max_attempts":10,"key":"order-42"}`,
@@ -76,6 +82,11 @@ func FuzzDecodeJobRequest(f *testing.F) {
 		`{"topic":"t","priority":1e3}`,
 		`{"topic":"t","backoff":{"delays":[null,-1,"169h"],"initial":"1s"}}`,
 		`{"topic":"t","backoff":null}`,
+		`{"topic":"t","then":{"topic":"u","delay":"30m","key":"k","body":{ "a" : 1 },"then":{"topic":"v","run_at":"2026-01-01T10:00:00.123456789Z"}}}`,
+		`{"topic":"t","then":{"topic":"u","id":"x","then":null}}`,
+		`{"topic":"t","then":{"topic":"u","ttr":"1.5s","backoff":{"delays":["1s"]},"expires_in":"1h","max_attempts":2,"priority":-1,"url":"https://svc/own"}}`,
+		`{"topic":"t","then":{"then":{"then":{"topic":"w","bogus":1}}}}`,
+		`{"topic":"t","then":[]}`,
 		`[]`, `null`, ``, `{`, `"`, ` {"topic":"t"} `,
 	} {
 		f.Add([]byte(seed))
@@ -108,6 +119,20 @@ func FuzzDecodeJobRequest(f *testing.F) {
 		}
 		out := httptransport.AppendJob(nil, job)
 		require.True(t, json.Valid(out), "%s", out)
+		if job.Then == nil {
+			return
+		}
+		// The next step as GET shows it is a push's then that reads back
+		// as the step the job keeps.
+		var shown struct{ Then json.RawMessage }
+		require.NoError(t, json.Unmarshal(out, &shown))
+		again, err := httptransport.DecodeJobRequest([]byte(`{"topic":"t","then":` + string(shown.Then) + `}`))
+		require.NoError(t, err, "%s", shown.Then)
+		want, err := json.Marshal(job.Then)
+		require.NoError(t, err)
+		got, err := json.Marshal(again.Then)
+		require.NoError(t, err)
+		require.JSONEq(t, string(want), string(got))
 	})
 }
 

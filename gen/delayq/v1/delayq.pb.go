@@ -149,8 +149,14 @@ type JobSpec struct {
 	// ExpiresAt (RFC 3339) and expires_in (a duration from run_at) are
 	// exclusive; neither takes the topic's expires_in. A job not delivered
 	// and acknowledged by then goes dead with last_error "expired".
-	ExpiresAt     string `protobuf:"bytes,12,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
-	ExpiresIn     string `protobuf:"bytes,13,opt,name=expires_in,json=expiresIn,proto3" json:"expires_in,omitempty"`
+	ExpiresAt string `protobuf:"bytes,12,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	ExpiresIn string `protobuf:"bytes,13,opt,name=expires_in,json=expiresIn,proto3" json:"expires_in,omitempty"`
+	// Then is the job's next step, without id: pushed once the job is done
+	// (acknowledged), its delay counted from the ack; never for a cancelled
+	// or dead job. Its id is "c-" and 32 hex digits derived from the job and
+	// its finish. A step may have its own then, up to 8 steps, and the
+	// steps' JSON is at most 64 KiB.
+	Then          *JobSpec `protobuf:"bytes,14,opt,name=then,proto3" json:"then,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -276,6 +282,13 @@ func (x *JobSpec) GetExpiresIn() string {
 	return ""
 }
 
+func (x *JobSpec) GetThen() *JobSpec {
+	if x != nil {
+		return x.Then
+	}
+	return nil
+}
+
 // JobBackoff is a job's own retry schedule.
 type JobBackoff struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -346,7 +359,9 @@ type Job struct {
 	// History is the job's last deliveries, oldest first, at most 20.
 	History []*Attempt `protobuf:"bytes,17,rep,name=history,proto3" json:"history,omitempty"`
 	// ExpiresAt is set when the job expires.
-	ExpiresAt     string `protobuf:"bytes,18,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	ExpiresAt string `protobuf:"bytes,18,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// Then is the job's next step as pushed, when it has one.
+	Then          *JobSpec `protobuf:"bytes,19,opt,name=then,proto3" json:"then,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -505,6 +520,13 @@ func (x *Job) GetExpiresAt() string {
 		return x.ExpiresAt
 	}
 	return ""
+}
+
+func (x *Job) GetThen() *JobSpec {
+	if x != nil {
+		return x.Then
+	}
+	return nil
 }
 
 // Attempt is one delivery of a job: a claim starts it, an ack, retry, bury
@@ -5591,7 +5613,7 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x05field\x18\x03 \x01(\tR\x05field\x12 \n" +
 	"\x03job\x18\x04 \x01(\v2\x0e.delayq.v1.JobR\x03job\x12\x1f\n" +
 	"\vretry_after\x18\x05 \x01(\tR\n" +
-	"retryAfter\"\xea\x02\n" +
+	"retryAfter\"\x92\x03\n" +
 	"\aJobSpec\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\tR\x04body\x12\x14\n" +
@@ -5608,11 +5630,12 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\n" +
 	"expires_at\x18\f \x01(\tR\texpiresAt\x12\x1d\n" +
 	"\n" +
-	"expires_in\x18\r \x01(\tR\texpiresInB\x0f\n" +
+	"expires_in\x18\r \x01(\tR\texpiresIn\x12&\n" +
+	"\x04then\x18\x0e \x01(\v2\x12.delayq.v1.JobSpecR\x04thenB\x0f\n" +
 	"\r_max_attempts\"$\n" +
 	"\n" +
 	"JobBackoff\x12\x16\n" +
-	"\x06delays\x18\x01 \x03(\tR\x06delays\"\x80\x04\n" +
+	"\x06delays\x18\x01 \x03(\tR\x06delays\"\xa8\x04\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x10\n" +
@@ -5636,7 +5659,8 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\abackoff\x18\x10 \x01(\v2\x15.delayq.v1.JobBackoffR\abackoff\x12,\n" +
 	"\ahistory\x18\x11 \x03(\v2\x12.delayq.v1.AttemptR\ahistory\x12\x1d\n" +
 	"\n" +
-	"expires_at\x18\x12 \x01(\tR\texpiresAt\"\x9f\x01\n" +
+	"expires_at\x18\x12 \x01(\tR\texpiresAt\x12&\n" +
+	"\x04then\x18\x13 \x01(\v2\x12.delayq.v1.JobSpecR\x04then\"\x9f\x01\n" +
 	"\aAttempt\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12\x1d\n" +
 	"\n" +
@@ -6135,133 +6159,135 @@ var file_delayq_v1_delayq_proto_goTypes = []any{
 var file_delayq_v1_delayq_proto_depIdxs = []int32{
 	3,  // 0: delayq.v1.Error.job:type_name -> delayq.v1.Job
 	2,  // 1: delayq.v1.JobSpec.backoff:type_name -> delayq.v1.JobBackoff
-	2,  // 2: delayq.v1.Job.backoff:type_name -> delayq.v1.JobBackoff
-	4,  // 3: delayq.v1.Job.history:type_name -> delayq.v1.Attempt
-	1,  // 4: delayq.v1.PushRequest.job:type_name -> delayq.v1.JobSpec
-	1,  // 5: delayq.v1.PushBatchRequest.jobs:type_name -> delayq.v1.JobSpec
-	7,  // 6: delayq.v1.PushResult.job:type_name -> delayq.v1.PushResponse
-	0,  // 7: delayq.v1.PushResult.error:type_name -> delayq.v1.Error
-	9,  // 8: delayq.v1.PushBatchResponse.results:type_name -> delayq.v1.PushResult
-	1,  // 9: delayq.v1.ReplaceRequest.job:type_name -> delayq.v1.JobSpec
-	3,  // 10: delayq.v1.GetJobResponse.job:type_name -> delayq.v1.Job
-	3,  // 11: delayq.v1.FindJobsResponse.jobs:type_name -> delayq.v1.Job
-	3,  // 12: delayq.v1.ListJobsResponse.jobs:type_name -> delayq.v1.Job
-	5,  // 13: delayq.v1.ClaimResponse.jobs:type_name -> delayq.v1.Delivery
-	5,  // 14: delayq.v1.SubscribeResponse.delivery:type_name -> delayq.v1.Delivery
-	26, // 15: delayq.v1.AckBatchRequest.acks:type_name -> delayq.v1.AckRequest
-	0,  // 16: delayq.v1.ItemResult.error:type_name -> delayq.v1.Error
-	33, // 17: delayq.v1.AckBatchResponse.results:type_name -> delayq.v1.ItemResult
-	28, // 18: delayq.v1.NackBatchRequest.nacks:type_name -> delayq.v1.NackRequest
-	33, // 19: delayq.v1.NackBatchResponse.results:type_name -> delayq.v1.ItemResult
-	3,  // 20: delayq.v1.ListDeadResponse.jobs:type_name -> delayq.v1.Job
-	43, // 21: delayq.v1.TopicConfig.delivery:type_name -> delayq.v1.DeliveryConfig
-	44, // 22: delayq.v1.TopicConfig.backoff:type_name -> delayq.v1.BackoffConfig
-	45, // 23: delayq.v1.TopicConfig.rate:type_name -> delayq.v1.RateConfig
-	42, // 24: delayq.v1.TopicConfig.events:type_name -> delayq.v1.EventsConfig
-	87, // 25: delayq.v1.DeliveryConfig.headers:type_name -> delayq.v1.DeliveryConfig.HeadersEntry
-	47, // 26: delayq.v1.Topic.delivery:type_name -> delayq.v1.DeliveryView
-	44, // 27: delayq.v1.Topic.backoff:type_name -> delayq.v1.BackoffConfig
-	45, // 28: delayq.v1.Topic.rate:type_name -> delayq.v1.RateConfig
-	48, // 29: delayq.v1.Topic.counts:type_name -> delayq.v1.Counts
-	42, // 30: delayq.v1.Topic.events:type_name -> delayq.v1.EventsConfig
-	46, // 31: delayq.v1.GetTopicResponse.topic:type_name -> delayq.v1.Topic
-	46, // 32: delayq.v1.ListTopicsResponse.topics:type_name -> delayq.v1.Topic
-	41, // 33: delayq.v1.PutTopicRequest.config:type_name -> delayq.v1.TopicConfig
-	46, // 34: delayq.v1.PutTopicResponse.topic:type_name -> delayq.v1.Topic
-	41, // 35: delayq.v1.UpdateTopicRequest.config:type_name -> delayq.v1.TopicConfig
-	88, // 36: delayq.v1.UpdateTopicRequest.update_mask:type_name -> google.protobuf.FieldMask
-	46, // 37: delayq.v1.UpdateTopicResponse.topic:type_name -> delayq.v1.Topic
-	46, // 38: delayq.v1.PauseTopicResponse.topic:type_name -> delayq.v1.Topic
-	46, // 39: delayq.v1.ResumeTopicResponse.topic:type_name -> delayq.v1.Topic
-	64, // 40: delayq.v1.ScheduleConfig.job:type_name -> delayq.v1.ScheduleJob
-	64, // 41: delayq.v1.Schedule.job:type_name -> delayq.v1.ScheduleJob
-	66, // 42: delayq.v1.Schedule.last_runs:type_name -> delayq.v1.ScheduleRun
-	63, // 43: delayq.v1.PutScheduleRequest.schedule:type_name -> delayq.v1.ScheduleConfig
-	65, // 44: delayq.v1.PutScheduleResponse.schedule:type_name -> delayq.v1.Schedule
-	65, // 45: delayq.v1.GetScheduleResponse.schedule:type_name -> delayq.v1.Schedule
-	65, // 46: delayq.v1.ListSchedulesResponse.schedules:type_name -> delayq.v1.Schedule
-	3,  // 47: delayq.v1.ExportResponse.jobs:type_name -> delayq.v1.Job
-	65, // 48: delayq.v1.ExportResponse.schedules:type_name -> delayq.v1.Schedule
-	3,  // 49: delayq.v1.ImportRequest.jobs:type_name -> delayq.v1.Job
-	65, // 50: delayq.v1.ImportRequest.schedules:type_name -> delayq.v1.Schedule
-	79, // 51: delayq.v1.ImportResponse.errors:type_name -> delayq.v1.ImportError
-	0,  // 52: delayq.v1.ImportError.error:type_name -> delayq.v1.Error
-	80, // 53: delayq.v1.RequeueDeadRequest.filter:type_name -> delayq.v1.JobFilter
-	85, // 54: delayq.v1.RequeueDeadResponse.result:type_name -> delayq.v1.BulkResult
-	80, // 55: delayq.v1.CancelJobsRequest.filter:type_name -> delayq.v1.JobFilter
-	85, // 56: delayq.v1.CancelJobsResponse.result:type_name -> delayq.v1.BulkResult
-	3,  // 57: delayq.v1.BulkResult.sample:type_name -> delayq.v1.Job
-	6,  // 58: delayq.v1.DelayqService.Push:input_type -> delayq.v1.PushRequest
-	8,  // 59: delayq.v1.DelayqService.PushBatch:input_type -> delayq.v1.PushBatchRequest
-	11, // 60: delayq.v1.DelayqService.Replace:input_type -> delayq.v1.ReplaceRequest
-	12, // 61: delayq.v1.DelayqService.GetJob:input_type -> delayq.v1.GetJobRequest
-	14, // 62: delayq.v1.DelayqService.CancelJob:input_type -> delayq.v1.CancelJobRequest
-	16, // 63: delayq.v1.DelayqService.FindJobs:input_type -> delayq.v1.FindJobsRequest
-	18, // 64: delayq.v1.DelayqService.ListJobs:input_type -> delayq.v1.ListJobsRequest
-	20, // 65: delayq.v1.DelayqService.CancelByKey:input_type -> delayq.v1.CancelByKeyRequest
-	22, // 66: delayq.v1.DelayqService.Claim:input_type -> delayq.v1.ClaimRequest
-	24, // 67: delayq.v1.DelayqService.Subscribe:input_type -> delayq.v1.SubscribeRequest
-	26, // 68: delayq.v1.DelayqService.Ack:input_type -> delayq.v1.AckRequest
-	28, // 69: delayq.v1.DelayqService.Nack:input_type -> delayq.v1.NackRequest
-	30, // 70: delayq.v1.DelayqService.Touch:input_type -> delayq.v1.TouchRequest
-	32, // 71: delayq.v1.DelayqService.AckBatch:input_type -> delayq.v1.AckBatchRequest
-	35, // 72: delayq.v1.DelayqService.NackBatch:input_type -> delayq.v1.NackBatchRequest
-	37, // 73: delayq.v1.DelayqService.Requeue:input_type -> delayq.v1.RequeueRequest
-	39, // 74: delayq.v1.DelayqService.ListDead:input_type -> delayq.v1.ListDeadRequest
-	49, // 75: delayq.v1.DelayqService.GetTopic:input_type -> delayq.v1.GetTopicRequest
-	51, // 76: delayq.v1.DelayqService.ListTopics:input_type -> delayq.v1.ListTopicsRequest
-	53, // 77: delayq.v1.DelayqService.PutTopic:input_type -> delayq.v1.PutTopicRequest
-	55, // 78: delayq.v1.DelayqService.UpdateTopic:input_type -> delayq.v1.UpdateTopicRequest
-	57, // 79: delayq.v1.DelayqService.DeleteTopic:input_type -> delayq.v1.DeleteTopicRequest
-	59, // 80: delayq.v1.DelayqService.PauseTopic:input_type -> delayq.v1.PauseTopicRequest
-	61, // 81: delayq.v1.DelayqService.ResumeTopic:input_type -> delayq.v1.ResumeTopicRequest
-	67, // 82: delayq.v1.DelayqService.PutSchedule:input_type -> delayq.v1.PutScheduleRequest
-	69, // 83: delayq.v1.DelayqService.GetSchedule:input_type -> delayq.v1.GetScheduleRequest
-	71, // 84: delayq.v1.DelayqService.ListSchedules:input_type -> delayq.v1.ListSchedulesRequest
-	73, // 85: delayq.v1.DelayqService.DeleteSchedule:input_type -> delayq.v1.DeleteScheduleRequest
-	75, // 86: delayq.v1.DelayqService.Export:input_type -> delayq.v1.ExportRequest
-	77, // 87: delayq.v1.DelayqService.Import:input_type -> delayq.v1.ImportRequest
-	81, // 88: delayq.v1.DelayqService.RequeueDead:input_type -> delayq.v1.RequeueDeadRequest
-	83, // 89: delayq.v1.DelayqService.CancelJobs:input_type -> delayq.v1.CancelJobsRequest
-	86, // 90: delayq.v1.DelayqService.RunSchedule:input_type -> delayq.v1.RunScheduleRequest
-	7,  // 91: delayq.v1.DelayqService.Push:output_type -> delayq.v1.PushResponse
-	10, // 92: delayq.v1.DelayqService.PushBatch:output_type -> delayq.v1.PushBatchResponse
-	7,  // 93: delayq.v1.DelayqService.Replace:output_type -> delayq.v1.PushResponse
-	13, // 94: delayq.v1.DelayqService.GetJob:output_type -> delayq.v1.GetJobResponse
-	15, // 95: delayq.v1.DelayqService.CancelJob:output_type -> delayq.v1.CancelJobResponse
-	17, // 96: delayq.v1.DelayqService.FindJobs:output_type -> delayq.v1.FindJobsResponse
-	19, // 97: delayq.v1.DelayqService.ListJobs:output_type -> delayq.v1.ListJobsResponse
-	21, // 98: delayq.v1.DelayqService.CancelByKey:output_type -> delayq.v1.CancelByKeyResponse
-	23, // 99: delayq.v1.DelayqService.Claim:output_type -> delayq.v1.ClaimResponse
-	25, // 100: delayq.v1.DelayqService.Subscribe:output_type -> delayq.v1.SubscribeResponse
-	27, // 101: delayq.v1.DelayqService.Ack:output_type -> delayq.v1.AckResponse
-	29, // 102: delayq.v1.DelayqService.Nack:output_type -> delayq.v1.NackResponse
-	31, // 103: delayq.v1.DelayqService.Touch:output_type -> delayq.v1.TouchResponse
-	34, // 104: delayq.v1.DelayqService.AckBatch:output_type -> delayq.v1.AckBatchResponse
-	36, // 105: delayq.v1.DelayqService.NackBatch:output_type -> delayq.v1.NackBatchResponse
-	38, // 106: delayq.v1.DelayqService.Requeue:output_type -> delayq.v1.RequeueResponse
-	40, // 107: delayq.v1.DelayqService.ListDead:output_type -> delayq.v1.ListDeadResponse
-	50, // 108: delayq.v1.DelayqService.GetTopic:output_type -> delayq.v1.GetTopicResponse
-	52, // 109: delayq.v1.DelayqService.ListTopics:output_type -> delayq.v1.ListTopicsResponse
-	54, // 110: delayq.v1.DelayqService.PutTopic:output_type -> delayq.v1.PutTopicResponse
-	56, // 111: delayq.v1.DelayqService.UpdateTopic:output_type -> delayq.v1.UpdateTopicResponse
-	58, // 112: delayq.v1.DelayqService.DeleteTopic:output_type -> delayq.v1.DeleteTopicResponse
-	60, // 113: delayq.v1.DelayqService.PauseTopic:output_type -> delayq.v1.PauseTopicResponse
-	62, // 114: delayq.v1.DelayqService.ResumeTopic:output_type -> delayq.v1.ResumeTopicResponse
-	68, // 115: delayq.v1.DelayqService.PutSchedule:output_type -> delayq.v1.PutScheduleResponse
-	70, // 116: delayq.v1.DelayqService.GetSchedule:output_type -> delayq.v1.GetScheduleResponse
-	72, // 117: delayq.v1.DelayqService.ListSchedules:output_type -> delayq.v1.ListSchedulesResponse
-	74, // 118: delayq.v1.DelayqService.DeleteSchedule:output_type -> delayq.v1.DeleteScheduleResponse
-	76, // 119: delayq.v1.DelayqService.Export:output_type -> delayq.v1.ExportResponse
-	78, // 120: delayq.v1.DelayqService.Import:output_type -> delayq.v1.ImportResponse
-	82, // 121: delayq.v1.DelayqService.RequeueDead:output_type -> delayq.v1.RequeueDeadResponse
-	84, // 122: delayq.v1.DelayqService.CancelJobs:output_type -> delayq.v1.CancelJobsResponse
-	7,  // 123: delayq.v1.DelayqService.RunSchedule:output_type -> delayq.v1.PushResponse
-	91, // [91:124] is the sub-list for method output_type
-	58, // [58:91] is the sub-list for method input_type
-	58, // [58:58] is the sub-list for extension type_name
-	58, // [58:58] is the sub-list for extension extendee
-	0,  // [0:58] is the sub-list for field type_name
+	1,  // 2: delayq.v1.JobSpec.then:type_name -> delayq.v1.JobSpec
+	2,  // 3: delayq.v1.Job.backoff:type_name -> delayq.v1.JobBackoff
+	4,  // 4: delayq.v1.Job.history:type_name -> delayq.v1.Attempt
+	1,  // 5: delayq.v1.Job.then:type_name -> delayq.v1.JobSpec
+	1,  // 6: delayq.v1.PushRequest.job:type_name -> delayq.v1.JobSpec
+	1,  // 7: delayq.v1.PushBatchRequest.jobs:type_name -> delayq.v1.JobSpec
+	7,  // 8: delayq.v1.PushResult.job:type_name -> delayq.v1.PushResponse
+	0,  // 9: delayq.v1.PushResult.error:type_name -> delayq.v1.Error
+	9,  // 10: delayq.v1.PushBatchResponse.results:type_name -> delayq.v1.PushResult
+	1,  // 11: delayq.v1.ReplaceRequest.job:type_name -> delayq.v1.JobSpec
+	3,  // 12: delayq.v1.GetJobResponse.job:type_name -> delayq.v1.Job
+	3,  // 13: delayq.v1.FindJobsResponse.jobs:type_name -> delayq.v1.Job
+	3,  // 14: delayq.v1.ListJobsResponse.jobs:type_name -> delayq.v1.Job
+	5,  // 15: delayq.v1.ClaimResponse.jobs:type_name -> delayq.v1.Delivery
+	5,  // 16: delayq.v1.SubscribeResponse.delivery:type_name -> delayq.v1.Delivery
+	26, // 17: delayq.v1.AckBatchRequest.acks:type_name -> delayq.v1.AckRequest
+	0,  // 18: delayq.v1.ItemResult.error:type_name -> delayq.v1.Error
+	33, // 19: delayq.v1.AckBatchResponse.results:type_name -> delayq.v1.ItemResult
+	28, // 20: delayq.v1.NackBatchRequest.nacks:type_name -> delayq.v1.NackRequest
+	33, // 21: delayq.v1.NackBatchResponse.results:type_name -> delayq.v1.ItemResult
+	3,  // 22: delayq.v1.ListDeadResponse.jobs:type_name -> delayq.v1.Job
+	43, // 23: delayq.v1.TopicConfig.delivery:type_name -> delayq.v1.DeliveryConfig
+	44, // 24: delayq.v1.TopicConfig.backoff:type_name -> delayq.v1.BackoffConfig
+	45, // 25: delayq.v1.TopicConfig.rate:type_name -> delayq.v1.RateConfig
+	42, // 26: delayq.v1.TopicConfig.events:type_name -> delayq.v1.EventsConfig
+	87, // 27: delayq.v1.DeliveryConfig.headers:type_name -> delayq.v1.DeliveryConfig.HeadersEntry
+	47, // 28: delayq.v1.Topic.delivery:type_name -> delayq.v1.DeliveryView
+	44, // 29: delayq.v1.Topic.backoff:type_name -> delayq.v1.BackoffConfig
+	45, // 30: delayq.v1.Topic.rate:type_name -> delayq.v1.RateConfig
+	48, // 31: delayq.v1.Topic.counts:type_name -> delayq.v1.Counts
+	42, // 32: delayq.v1.Topic.events:type_name -> delayq.v1.EventsConfig
+	46, // 33: delayq.v1.GetTopicResponse.topic:type_name -> delayq.v1.Topic
+	46, // 34: delayq.v1.ListTopicsResponse.topics:type_name -> delayq.v1.Topic
+	41, // 35: delayq.v1.PutTopicRequest.config:type_name -> delayq.v1.TopicConfig
+	46, // 36: delayq.v1.PutTopicResponse.topic:type_name -> delayq.v1.Topic
+	41, // 37: delayq.v1.UpdateTopicRequest.config:type_name -> delayq.v1.TopicConfig
+	88, // 38: delayq.v1.UpdateTopicRequest.update_mask:type_name -> google.protobuf.FieldMask
+	46, // 39: delayq.v1.UpdateTopicResponse.topic:type_name -> delayq.v1.Topic
+	46, // 40: delayq.v1.PauseTopicResponse.topic:type_name -> delayq.v1.Topic
+	46, // 41: delayq.v1.ResumeTopicResponse.topic:type_name -> delayq.v1.Topic
+	64, // 42: delayq.v1.ScheduleConfig.job:type_name -> delayq.v1.ScheduleJob
+	64, // 43: delayq.v1.Schedule.job:type_name -> delayq.v1.ScheduleJob
+	66, // 44: delayq.v1.Schedule.last_runs:type_name -> delayq.v1.ScheduleRun
+	63, // 45: delayq.v1.PutScheduleRequest.schedule:type_name -> delayq.v1.ScheduleConfig
+	65, // 46: delayq.v1.PutScheduleResponse.schedule:type_name -> delayq.v1.Schedule
+	65, // 47: delayq.v1.GetScheduleResponse.schedule:type_name -> delayq.v1.Schedule
+	65, // 48: delayq.v1.ListSchedulesResponse.schedules:type_name -> delayq.v1.Schedule
+	3,  // 49: delayq.v1.ExportResponse.jobs:type_name -> delayq.v1.Job
+	65, // 50: delayq.v1.ExportResponse.schedules:type_name -> delayq.v1.Schedule
+	3,  // 51: delayq.v1.ImportRequest.jobs:type_name -> delayq.v1.Job
+	65, // 52: delayq.v1.ImportRequest.schedules:type_name -> delayq.v1.Schedule
+	79, // 53: delayq.v1.ImportResponse.errors:type_name -> delayq.v1.ImportError
+	0,  // 54: delayq.v1.ImportError.error:type_name -> delayq.v1.Error
+	80, // 55: delayq.v1.RequeueDeadRequest.filter:type_name -> delayq.v1.JobFilter
+	85, // 56: delayq.v1.RequeueDeadResponse.result:type_name -> delayq.v1.BulkResult
+	80, // 57: delayq.v1.CancelJobsRequest.filter:type_name -> delayq.v1.JobFilter
+	85, // 58: delayq.v1.CancelJobsResponse.result:type_name -> delayq.v1.BulkResult
+	3,  // 59: delayq.v1.BulkResult.sample:type_name -> delayq.v1.Job
+	6,  // 60: delayq.v1.DelayqService.Push:input_type -> delayq.v1.PushRequest
+	8,  // 61: delayq.v1.DelayqService.PushBatch:input_type -> delayq.v1.PushBatchRequest
+	11, // 62: delayq.v1.DelayqService.Replace:input_type -> delayq.v1.ReplaceRequest
+	12, // 63: delayq.v1.DelayqService.GetJob:input_type -> delayq.v1.GetJobRequest
+	14, // 64: delayq.v1.DelayqService.CancelJob:input_type -> delayq.v1.CancelJobRequest
+	16, // 65: delayq.v1.DelayqService.FindJobs:input_type -> delayq.v1.FindJobsRequest
+	18, // 66: delayq.v1.DelayqService.ListJobs:input_type -> delayq.v1.ListJobsRequest
+	20, // 67: delayq.v1.DelayqService.CancelByKey:input_type -> delayq.v1.CancelByKeyRequest
+	22, // 68: delayq.v1.DelayqService.Claim:input_type -> delayq.v1.ClaimRequest
+	24, // 69: delayq.v1.DelayqService.Subscribe:input_type -> delayq.v1.SubscribeRequest
+	26, // 70: delayq.v1.DelayqService.Ack:input_type -> delayq.v1.AckRequest
+	28, // 71: delayq.v1.DelayqService.Nack:input_type -> delayq.v1.NackRequest
+	30, // 72: delayq.v1.DelayqService.Touch:input_type -> delayq.v1.TouchRequest
+	32, // 73: delayq.v1.DelayqService.AckBatch:input_type -> delayq.v1.AckBatchRequest
+	35, // 74: delayq.v1.DelayqService.NackBatch:input_type -> delayq.v1.NackBatchRequest
+	37, // 75: delayq.v1.DelayqService.Requeue:input_type -> delayq.v1.RequeueRequest
+	39, // 76: delayq.v1.DelayqService.ListDead:input_type -> delayq.v1.ListDeadRequest
+	49, // 77: delayq.v1.DelayqService.GetTopic:input_type -> delayq.v1.GetTopicRequest
+	51, // 78: delayq.v1.DelayqService.ListTopics:input_type -> delayq.v1.ListTopicsRequest
+	53, // 79: delayq.v1.DelayqService.PutTopic:input_type -> delayq.v1.PutTopicRequest
+	55, // 80: delayq.v1.DelayqService.UpdateTopic:input_type -> delayq.v1.UpdateTopicRequest
+	57, // 81: delayq.v1.DelayqService.DeleteTopic:input_type -> delayq.v1.DeleteTopicRequest
+	59, // 82: delayq.v1.DelayqService.PauseTopic:input_type -> delayq.v1.PauseTopicRequest
+	61, // 83: delayq.v1.DelayqService.ResumeTopic:input_type -> delayq.v1.ResumeTopicRequest
+	67, // 84: delayq.v1.DelayqService.PutSchedule:input_type -> delayq.v1.PutScheduleRequest
+	69, // 85: delayq.v1.DelayqService.GetSchedule:input_type -> delayq.v1.GetScheduleRequest
+	71, // 86: delayq.v1.DelayqService.ListSchedules:input_type -> delayq.v1.ListSchedulesRequest
+	73, // 87: delayq.v1.DelayqService.DeleteSchedule:input_type -> delayq.v1.DeleteScheduleRequest
+	75, // 88: delayq.v1.DelayqService.Export:input_type -> delayq.v1.ExportRequest
+	77, // 89: delayq.v1.DelayqService.Import:input_type -> delayq.v1.ImportRequest
+	81, // 90: delayq.v1.DelayqService.RequeueDead:input_type -> delayq.v1.RequeueDeadRequest
+	83, // 91: delayq.v1.DelayqService.CancelJobs:input_type -> delayq.v1.CancelJobsRequest
+	86, // 92: delayq.v1.DelayqService.RunSchedule:input_type -> delayq.v1.RunScheduleRequest
+	7,  // 93: delayq.v1.DelayqService.Push:output_type -> delayq.v1.PushResponse
+	10, // 94: delayq.v1.DelayqService.PushBatch:output_type -> delayq.v1.PushBatchResponse
+	7,  // 95: delayq.v1.DelayqService.Replace:output_type -> delayq.v1.PushResponse
+	13, // 96: delayq.v1.DelayqService.GetJob:output_type -> delayq.v1.GetJobResponse
+	15, // 97: delayq.v1.DelayqService.CancelJob:output_type -> delayq.v1.CancelJobResponse
+	17, // 98: delayq.v1.DelayqService.FindJobs:output_type -> delayq.v1.FindJobsResponse
+	19, // 99: delayq.v1.DelayqService.ListJobs:output_type -> delayq.v1.ListJobsResponse
+	21, // 100: delayq.v1.DelayqService.CancelByKey:output_type -> delayq.v1.CancelByKeyResponse
+	23, // 101: delayq.v1.DelayqService.Claim:output_type -> delayq.v1.ClaimResponse
+	25, // 102: delayq.v1.DelayqService.Subscribe:output_type -> delayq.v1.SubscribeResponse
+	27, // 103: delayq.v1.DelayqService.Ack:output_type -> delayq.v1.AckResponse
+	29, // 104: delayq.v1.DelayqService.Nack:output_type -> delayq.v1.NackResponse
+	31, // 105: delayq.v1.DelayqService.Touch:output_type -> delayq.v1.TouchResponse
+	34, // 106: delayq.v1.DelayqService.AckBatch:output_type -> delayq.v1.AckBatchResponse
+	36, // 107: delayq.v1.DelayqService.NackBatch:output_type -> delayq.v1.NackBatchResponse
+	38, // 108: delayq.v1.DelayqService.Requeue:output_type -> delayq.v1.RequeueResponse
+	40, // 109: delayq.v1.DelayqService.ListDead:output_type -> delayq.v1.ListDeadResponse
+	50, // 110: delayq.v1.DelayqService.GetTopic:output_type -> delayq.v1.GetTopicResponse
+	52, // 111: delayq.v1.DelayqService.ListTopics:output_type -> delayq.v1.ListTopicsResponse
+	54, // 112: delayq.v1.DelayqService.PutTopic:output_type -> delayq.v1.PutTopicResponse
+	56, // 113: delayq.v1.DelayqService.UpdateTopic:output_type -> delayq.v1.UpdateTopicResponse
+	58, // 114: delayq.v1.DelayqService.DeleteTopic:output_type -> delayq.v1.DeleteTopicResponse
+	60, // 115: delayq.v1.DelayqService.PauseTopic:output_type -> delayq.v1.PauseTopicResponse
+	62, // 116: delayq.v1.DelayqService.ResumeTopic:output_type -> delayq.v1.ResumeTopicResponse
+	68, // 117: delayq.v1.DelayqService.PutSchedule:output_type -> delayq.v1.PutScheduleResponse
+	70, // 118: delayq.v1.DelayqService.GetSchedule:output_type -> delayq.v1.GetScheduleResponse
+	72, // 119: delayq.v1.DelayqService.ListSchedules:output_type -> delayq.v1.ListSchedulesResponse
+	74, // 120: delayq.v1.DelayqService.DeleteSchedule:output_type -> delayq.v1.DeleteScheduleResponse
+	76, // 121: delayq.v1.DelayqService.Export:output_type -> delayq.v1.ExportResponse
+	78, // 122: delayq.v1.DelayqService.Import:output_type -> delayq.v1.ImportResponse
+	82, // 123: delayq.v1.DelayqService.RequeueDead:output_type -> delayq.v1.RequeueDeadResponse
+	84, // 124: delayq.v1.DelayqService.CancelJobs:output_type -> delayq.v1.CancelJobsResponse
+	7,  // 125: delayq.v1.DelayqService.RunSchedule:output_type -> delayq.v1.PushResponse
+	93, // [93:126] is the sub-list for method output_type
+	60, // [60:93] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_delayq_v1_delayq_proto_init() }
