@@ -63,6 +63,9 @@ type Job struct {
 	// History is the job's last deliveries, oldest first, at most 20; nil
 	// before the first.
 	History []Attempt `json:"history"`
+	// Then is the job's next step as pushed (PushParams.Then), its Body a
+	// json.RawMessage; nil without one. Export lines leave it out.
+	Then *PushParams `json:"-"`
 }
 
 // Attempt is one delivery of a job, as Job.History shows it.
@@ -127,6 +130,60 @@ type jobWire struct {
 	Backoff        *struct {
 		Delays []jsonDuration `json:"delays"`
 	} `json:"backoff"`
+	Then *stepWire `json:"then"`
+}
+
+// stepWire is a job's next step as the service shows it.
+type stepWire struct {
+	Topic       string          `json:"topic"`
+	Body        json.RawMessage `json:"body"`
+	Delay       jsonDuration    `json:"delay"`
+	RunAt       time.Time       `json:"run_at"`
+	Key         string          `json:"key"`
+	TTR         jsonDuration    `json:"ttr"`
+	MaxAttempts int             `json:"max_attempts"`
+	Priority    int             `json:"priority"`
+	Backoff     *struct {
+		Delays []jsonDuration `json:"delays"`
+	} `json:"backoff"`
+	URL       string       `json:"url"`
+	ExpiresAt time.Time    `json:"expires_at"`
+	ExpiresIn jsonDuration `json:"expires_in"`
+	Then      *stepWire    `json:"then"`
+}
+
+// UnmarshalJSON reads a job object in the service's form, as POST /v1/jobs
+// takes it (its id aside) and GET /v1/jobs/{id} shows a job's then:
+// durations as Go duration strings or milliseconds, times in RFC 3339.
+// A field it does not know is an error, as the service refuses it.
+func (p *PushParams) UnmarshalJSON(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var w stepWire
+	if err := dec.Decode(&w); err != nil {
+		return err
+	}
+	*p = *w.params()
+	return nil
+}
+
+// params returns the step as PushParams, nil for nil.
+func (w *stepWire) params() *PushParams {
+	if w == nil {
+		return nil
+	}
+	p := &PushParams{Topic: w.Topic, Delay: time.Duration(w.Delay), RunAt: w.RunAt, Key: w.Key, TTR: time.Duration(w.TTR),
+		MaxAttempts: w.MaxAttempts, Priority: w.Priority, URL: w.URL, ExpiresAt: w.ExpiresAt, ExpiresIn: time.Duration(w.ExpiresIn),
+		Then: w.Then.params()}
+	if w.Body != nil {
+		p.Body = w.Body
+	}
+	if w.Backoff != nil {
+		for _, d := range w.Backoff.Delays {
+			p.BackoffDelays = append(p.BackoffDelays, time.Duration(d))
+		}
+	}
+	return p
 }
 
 // UnmarshalJSON reads a job in the service's form.
@@ -139,7 +196,7 @@ func (j *Job) UnmarshalJSON(b []byte) error {
 		ID: w.ID, Topic: w.Topic, Key: w.Key, Body: w.Body, RunAt: w.RunAt, TTR: time.Duration(w.TTR),
 		MaxAttempts: w.MaxAttempts, Priority: w.Priority, Attempt: w.Attempt, State: w.State,
 		CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt, LastError: w.LastError, LeaseExpiresAt: w.LeaseExpiresAt,
-		URL: w.URL, ExpiresAt: w.ExpiresAt, History: w.History,
+		URL: w.URL, ExpiresAt: w.ExpiresAt, History: w.History, Then: w.Then.params(),
 	}
 	if w.Backoff != nil {
 		for _, d := range w.Backoff.Delays {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -51,6 +52,12 @@ type PushParams struct {
 	ExpiresAt time.Time
 	// ExpiresIn is ExpiresAt as a duration from the job's run_at.
 	ExpiresIn time.Duration
+	// Then is the job's next step, without ID: pushed by the service once
+	// this job is done (acknowledged), its Delay counted from the ack;
+	// never for a cancelled or dead job. Its id is "c-" and 32 hex digits
+	// derived from this job and its finish. A step may have its own Then,
+	// up to 8 steps, whose JSON is at most 64 KiB.
+	Then *PushParams
 }
 
 // pushWire is PushParams without the body, as the service reads it.
@@ -67,6 +74,7 @@ type pushWire struct {
 	URL         string          `json:"url,omitempty"`
 	ExpiresAt   string          `json:"expires_at,omitempty"`
 	ExpiresIn   string          `json:"expires_in,omitempty"`
+	Then        json.RawMessage `json:"then,omitempty"`
 	Body        json.RawMessage `json:"-"`
 }
 
@@ -108,6 +116,16 @@ func (p *PushParams) encode() ([]byte, error) {
 		for _, d := range p.BackoffDelays {
 			w.Backoff.Delays = append(w.Backoff.Delays, durationString(d))
 		}
+	}
+	if p.Then != nil {
+		then, err := p.Then.encode()
+		if ae, ok := err.(*APIError); ok {
+			ae.Field = strings.TrimSuffix("then."+ae.Field, ".")
+		}
+		if err != nil {
+			return nil, err
+		}
+		w.Then = then
 	}
 	body, err := marshalBody("body", p.Body)
 	if err != nil {
