@@ -18,10 +18,10 @@ import (
 // pushCommand is `delayq push TOPIC [BODY|-]`.
 func (a *app) pushCommand() *cobra.Command {
 	var (
-		flags                        clientFlags
-		delay, runAt, ttr, expiresIn string
-		retryDelays                  []string
-		req                          client.PushParams
+		flags                              clientFlags
+		delay, runAt, ttr, expiresIn, then string
+		retryDelays                        []string
+		req                                client.PushParams
 	)
 	cmd := &cobra.Command{
 		Use:   "push TOPIC [BODY|-]",
@@ -31,9 +31,13 @@ func (a *app) pushCommand() *cobra.Command {
 BODY is a JSON value ('{"order": 42}', '"text"', 7); '-' reads it from standard
 input; without BODY the job's body is null. --delay and --run-at are exclusive;
 with neither the job is due now. With --expires-in, a job not delivered and
-acknowledged that long after its run_at goes dead with last_error "expired".`,
+acknowledged that long after its run_at goes dead with last_error "expired".
+With --then, the job's next step, a job object as POST /v1/jobs takes it
+(without id, possibly with a then of its own), is pushed once the job is
+acknowledged, its delay counted from the ack.`,
 		Example: `  delayq push orders.close '{"order": 42}' --delay 15m
-  echo '{"order": 42}' | delayq push orders.close - --run-at 2030-01-01T10:00:00Z`,
+  echo '{"order": 42}' | delayq push orders.close - --run-at 2030-01-01T10:00:00Z
+  delayq push orders.placed '{"order": 42}' --then '{"topic": "orders.remind", "delay": "30m", "key": "order-42"}'`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: clientRun(&flags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
 			req.Topic = args[0]
@@ -83,6 +87,13 @@ acknowledged that long after its run_at goes dead with last_error "expired".`,
 				}
 				req.ExpiresIn = d
 			}
+			req.Then = nil
+			if then != "" {
+				req.Then = new(client.PushParams)
+				if err := json.Unmarshal([]byte(then), req.Then); err != nil {
+					return usageErrorf("invalid --then: want a job object such as '{\"topic\": \"orders.remind\", \"delay\": \"30m\"}': %v", err)
+				}
+			}
 			req.BackoffDelays = nil
 			for _, s := range retryDelays {
 				d, err := flagDuration("backoff-delays", s)
@@ -111,6 +122,7 @@ acknowledged that long after its run_at goes dead with last_error "expired".`,
 	fs.StringVar(&req.URL, "url", "", "the job's own webhook URL, for a webhook topic with delivery.allow_job_url (default: the topic's)")
 	fs.StringVar(&expiresIn, "expires-in", "", "expire the job this long after its run_at unless delivered and acknowledged by then (default: the topic's expires_in)")
 	fs.StringSliceVar(&retryDelays, "backoff-delays", nil, "the job's own retry schedule, the last repeated: 1m,3m,5m (default: the topic's backoff)")
+	fs.StringVar(&then, "then", "", "the job's next step, pushed once it is acknowledged: a job object in JSON, without id")
 	return cmd
 }
 

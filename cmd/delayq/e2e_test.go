@@ -733,7 +733,8 @@ func TestE2EServe(t *testing.T) {
 		t.Parallel()
 		server := "--server=" + srv.HTTPURL
 		code, stdout, stderr := runCLI(t, "push", "e2e.cli", "--delay", "1h", "--id", "cli-1", "--ttr", "45s", "--max-attempts", "3", "--key", "k-1",
-			"--backoff-delays", "1m,90000ms", "--priority", "-3", "--expires-in", "2h", server)
+			"--backoff-delays", "1m,90000ms", "--priority", "-3", "--expires-in", "2h",
+			"--then", `{"topic": "e2e.cli.next", "delay": "30m", "then": {"topic": "e2e.cli.last", "body": [1]}}`, server)
 		require.Equal(t, 0, code, stderr)
 		require.Contains(t, stdout, `"cli-1"`)
 
@@ -747,6 +748,7 @@ func TestE2EServe(t *testing.T) {
 		require.EqualValues(t, 3, job["max_attempts"])
 		require.Equal(t, map[string]any{"delays": []any{"1m0s", "1m30s"}}, job["backoff"])
 		require.EqualValues(t, -3, job["priority"])
+		require.Equal(t, map[string]any{"topic": "e2e.cli.next", "delay": "30m0s", "then": map[string]any{"topic": "e2e.cli.last", "body": []any{float64(1)}}}, job["then"])
 		runAt, err := time.Parse(time.RFC3339Nano, job["run_at"].(string))
 		require.NoError(t, err)
 		require.Equal(t, runAt.Add(2*time.Hour).UTC().Format("2006-01-02T15:04:05.000Z"), job["expires_at"], "--expires-in counts from run_at")
@@ -760,6 +762,9 @@ func TestE2EServe(t *testing.T) {
 		code, _, stderr = runCLI(t, "push", "e2e.cli", "--backoff-delays", "1m,soon", server)
 		require.Equal(t, exitUsage, code)
 		require.Contains(t, stderr, `invalid --backoff-delays "soon"`)
+		code, _, stderr = runCLI(t, "push", "e2e.cli", "--then", `{"topic": "e2e.cli.next", "dealy": "1s"}`, server)
+		require.Equal(t, exitUsage, code)
+		require.Contains(t, stderr, `invalid --then`)
 
 		code, stdout, stderr = runCLI(t, "topics", server)
 		require.Equal(t, 0, code, stderr)

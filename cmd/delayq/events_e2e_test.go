@@ -14,13 +14,14 @@ import (
 	"github.com/delayq/delayq/core"
 )
 
-// TestE2EJobEventsKill9 acknowledges 200 jobs of a topic with events, on
-// the local default and on Redis, kills delayq with SIGKILL right after the
-// last ack was answered, and starts it again: every acknowledged job has
-// its event on the events topic, once, whether it was made before the kill
-// or after the restart (the events follow the store's record of finished
-// jobs from a cursor in the store), but on the local store those whose
-// ack the kill took back, which are delivered again.
+// TestE2EJobEventsKill9 acknowledges 200 jobs of a topic with events, each
+// with a next step (then), on the local default and on Redis, kills delayq
+// with SIGKILL right after the last ack was answered, and starts it again:
+// every acknowledged job has its event on the events topic and its step on
+// the step's topic, once each, whether made before the kill or after the
+// restart (both follow the store's record of finished jobs from a cursor
+// in the store), but on the local store those whose ack the kill took
+// back, which are delivered again.
 func TestE2EJobEventsKill9(t *testing.T) {
 	t.Parallel()
 	for _, backend := range []string{backendLocal, backendRedis} {
@@ -40,10 +41,17 @@ func TestE2EJobEventsKill9(t *testing.T) {
 			const n = 200
 			jobs := make([]string, n)
 			for i := range jobs {
-				jobs[i] = fmt.Sprintf(`{"topic":"orders","body":{"n":%d}}`, i)
+				jobs[i] = fmt.Sprintf(`{"topic":"orders","body":{"n":%d},"then":{"topic":"orders.next","body":{"n":%[1]d}}}`, i)
 			}
 			status, answer := c.call(http.MethodPost, "/v1/jobs/batch", json.RawMessage(`{"jobs":[`+strings.Join(jobs, ",")+`]}`))
 			require.Equal(t, http.StatusOK, status, "%s", answer)
+			var pushed struct {
+				Results []struct {
+					ID string `json:"id"`
+				} `json:"results"`
+			}
+			require.NoError(t, json.Unmarshal(answer, &pushed))
+			require.Len(t, pushed.Results, n)
 			acked := map[string]bool{}
 			for len(acked) < n {
 				ds := c.claim("orders", 100, 5*time.Second)
@@ -57,12 +65,14 @@ func TestE2EJobEventsKill9(t *testing.T) {
 			srv = startServer(t, args...)
 			c = newCaller(t, srv.HTTPURL)
 
-			told := map[string]bool{}
+			told := map[string]time.Time{} // acked job: its finish, as its event says
+			stepped := map[string]string{} // acked job: the id of its step
 			deadline := time.Now().Add(time.Minute)
-			for empty := 0; len(told) < n && empty < 2; {
-				require.True(t, time.Now().Before(deadline), "%d events of %d acks", len(told), n)
-				ds := c.claim("orders.events", 100, 3*time.Second)
-				if len(ds) == 0 {
+			for empty := 0; (len(told) < n || len(stepped) < n) && empty < 2; {
+				require.True(t, time.Now().Before(deadline), "%d events and %d steps of %d acks", len(told), len(stepped), n)
+				ds := c.claim("orders.events", 100, 1500*time.Millisecond)
+				steps := c.claim("orders.next", 100, 1500*time.Millisecond)
+				if len(ds)+len(steps) == 0 {
 					empty++ // no more for 3 s
 				}
 				for _, d := range ds {
@@ -70,20 +80,35 @@ func TestE2EJobEventsKill9(t *testing.T) {
 					require.NoError(t, json.Unmarshal(d.Body, &ev))
 					require.Equal(t, "delayq.job.done", ev.Type)
 					require.True(t, acked[ev.Data.ID], "an event of a job not acknowledged: %s", d.Body)
-					require.False(t, told[ev.Data.ID], "two events of %s", ev.Data.ID)
+					_, twice := told[ev.Data.ID]
+					require.False(t, twice, "two events of %s", ev.Data.ID)
 					require.Equal(t, core.EventID(ev.Data.ID, core.EventDone, ev.Time), d.ID)
-					told[ev.Data.ID] = true
+					told[ev.Data.ID] = ev.Time
 				}
-				for _, st := range c.ackAll(ds) {
+				for _, d := range steps {
+					var body struct{ N int }
+					require.NoError(t, json.Unmarshal(d.Body, &body))
+					parent := pushed.Results[body.N].ID
+					require.True(t, acked[parent], "a step of a job not acknowledged: %s", parent)
+					_, twice := stepped[parent]
+					require.False(t, twice, "two steps of %s", parent)
+					stepped[parent] = d.ID
+				}
+				for _, st := range c.ackAll(append(ds, steps...)) {
 					require.Equal(t, http.StatusNoContent, st)
 				}
 			}
+			// Each finish told made its step, under the id derived from it.
+			for id, at := range told {
+				require.Equal(t, core.ChainID(id, at), stepped[id], "the step of %s", id)
+			}
+			require.Len(t, stepped, len(told), "steps and events of the same acks")
 			// An acknowledged job without an event is one whose ack the
 			// kill took back: the local store syncs acks in the background
 			// (docs/backends.md), and the job is delivered again; Redis,
 			// which was not killed, lost none.
 			for id := range acked {
-				if told[id] {
+				if _, ok := told[id]; ok {
 					continue
 				}
 				require.Equal(t, backendLocal, backend, "job %s acknowledged, no event", id)
@@ -93,7 +118,7 @@ func TestE2EJobEventsKill9(t *testing.T) {
 				c.callJSON(http.MethodGet, "/v1/jobs/"+id, nil, http.StatusOK, &j)
 				require.Contains(t, []string{"ready", "reserved"}, j.State, "job %s acknowledged, no event, and %s", id, j.State)
 			}
-			t.Logf("%d events of %d acks", len(told), n)
+			t.Logf("%d events and %d steps of %d acks", len(told), len(stepped), n)
 		})
 	}
 }

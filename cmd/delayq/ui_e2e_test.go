@@ -387,7 +387,8 @@ func testUIOpen(t *testing.T, b *browser) {
 	srv := startServer(t, defaultArgs(t.TempDir())...)
 	api := uiAPI{t: t, base: srv.HTTPURL}
 	api.must(http.MethodPut, "/v1/topics/orders", map[string]any{"ttr": "30s", "max_attempts": 5, "concurrency": 4}, http.StatusOK)
-	later := api.push(map[string]any{"topic": "orders", "body": map[string]any{"order": 42, "customer": "ada"}, "delay": "1h", "key": "order-42"})
+	then := map[string]any{"topic": "orders.remind", "delay": "30m0s", "key": "order-42", "then": map[string]any{"topic": "orders.cancel", "delay": "24h0m0s"}}
+	later := api.push(map[string]any{"topic": "orders", "body": map[string]any{"order": 42, "customer": "ada"}, "delay": "1h", "key": "order-42", "then": then})
 	soon := api.push(map[string]any{"topic": "orders", "body": map[string]any{"order": 43}, "delay": "2h", "key": "order-43"})
 	boom1 := api.bury("payments", map[string]any{"payment": 1}, "card declined")
 	boom2 := api.bury("payments", map[string]any{"payment": 2}, "card declined")
@@ -570,6 +571,8 @@ func testUIOpen(t *testing.T, b *browser) {
 	// Job: fields, body, edit and reschedule, run now, cancel.
 	tb.goTo("#/job/" + later)
 	require.Contains(t, tb.text("#job-body"), "\"customer\": \"ada\"", "the body pretty-printed")
+	require.Equal(t, "orders.remind 30m0s after the ack (key order-42)orders.cancel 24h0m0s after the ack", tb.text("#job-steps"), "the next steps")
+	require.Contains(t, tb.text("#job-then"), "\"topic\": \"orders.cancel\"", "the next steps pretty-printed")
 	tb.screenshot("job")
 	at := time.Now().Add(3 * time.Hour).Truncate(time.Second)
 	tb.setValue("#edit-run-at", at.UTC().Format("2006-01-02T15:04:05")) // the pages' times are UTC
@@ -583,6 +586,7 @@ func testUIOpen(t *testing.T, b *browser) {
 	require.NoError(t, err)
 	require.True(t, runAt.Equal(at), "run_at %s, want %s", runAt, at)
 	require.Equal(t, "order-42", j["key"], "the key is kept")
+	require.Equal(t, then, j["then"], "the next steps are kept")
 	require.Equal(t, "ok: Job "+later+" is due now.", tb.click("#run-now"))
 	require.Equal(t, "ready", api.job(later)["state"])
 	// Cancel asks first, naming the job; no keeps it.

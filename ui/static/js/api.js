@@ -83,6 +83,8 @@ export function replaceJob(job, changes) {
   if (job.backoff) req.backoff = job.backoff;
   // A replace takes the push's expiry: the job's own is sent again.
   if (job.expires_at) req.expires_at = job.expires_at;
+  // And its next steps, which a replace would otherwise drop.
+  if (job.then) req.then = job.then;
   Object.assign(req, changes);
   for (const k of Object.keys(req)) if (req[k] === undefined) delete req[k];
   return call("PUT", `/v1/jobs/${enc(job.id)}`, req);

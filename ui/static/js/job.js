@@ -1,5 +1,5 @@
-// job.js: every field of a job, its body, its attempts, and the actions
-// its state and the token allow.
+// job.js: every field of a job, its body, its next steps (then), its
+// attempts, and the actions its state and the token allow.
 import { get, call, enc, can, replaceJob } from "./api.js";
 import { h, badge, attempt, confirmAction, fmtTime, fmtAgo, pretty, utcInput, fromUTCInput, live } from "./dom.js";
 
@@ -16,6 +16,17 @@ function historyTable(history) {
 // at writes a time in UTC and relative to now.
 const at = (t) => (t ? `${fmtTime(t)} (${fmtAgo(t)})` : "");
 
+// steps writes a job's then, its next steps, one after the other: each
+// one's topic and when it is due, counted from the ack of the one before.
+function steps(then) {
+  const out = [];
+  for (let s = then, n = 1; s; s = s.then, n++) {
+    const when = s.delay ? `${s.delay} after the ack` : s.run_at ? `at ${fmtTime(s.run_at)}` : "at the ack";
+    out.push(h("li", {}, h("a", { href: `#/topic/${enc(s.topic)}` }, s.topic), ` ${when}`, s.key ? ` (key ${s.key})` : ""));
+  }
+  return h("ol", { class: "steps" }, out);
+}
+
 export async function jobPage(main, id) {
   let shown; // the job as drawn
   let edited = false; // the form holds changes not saved
@@ -31,7 +42,8 @@ export async function jobPage(main, id) {
       ["state", h("span", { id: "job-state" }, badge(j.state), expired ? [" ", badge("expired", "dead"), " not delivered by its expiry"] : null)], ["key", j.key],
       ["run at", at(j.run_at)], ["expires at", at(j.expires_at)], ["priority", j.priority ?? 0], ["attempt", `${j.attempt} of ${j.max_attempts}`], ["ttr", j.ttr],
       ["created", at(j.created_at)], ["updated", at(j.updated_at)], ["lease expires", at(j.lease_expires_at)],
-      ["last error", j.last_error], ["url", j.url], ["retry delays", j.backoff ? j.backoff.delays.join(", ") : ""]];
+      ["last error", j.last_error], ["url", j.url], ["retry delays", j.backoff ? j.backoff.delays.join(", ") : ""],
+      ["then", j.then ? h("span", { id: "job-steps" }, steps(j.then)) : ""]];
     const unfinished = ["scheduled", "ready", "dead"].includes(j.state);
     // act makes a button; with question, the action waits for a yes.
     const act = (idAttr, label, msg, fn, cls, question) => h("button", { id: idAttr, class: cls, onclick: async () => {
@@ -68,6 +80,7 @@ export async function jobPage(main, id) {
       actions.length ? h("div", { class: "actions", id: "job-actions" }, actions) : "",
       h("div", { class: "card" }, h("dl", { class: "fields", id: "job-fields" }, fields.filter(([, v]) => v !== undefined && v !== "").flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]))),
       h("h2", {}, "Body"), h("pre", { id: "job-body" }, pretty(j.body)),
+      ...(j.then ? [h("h2", {}, "Then: pushed when this job is done"), h("pre", { id: "job-then" }, pretty(j.then))] : []),
       h("h2", {}, "Attempts"), h("div", { class: "card" }, historyTable(j.history)),
       ...(editor ? [h("h2", {}, "Edit and reschedule"), h("div", { class: "card" }, editor)] : []));
     main.dataset.ready = "1";
