@@ -172,38 +172,57 @@ func (ev *events) chained(ctx context.Context) bool {
 	return err == nil
 }
 
-// chain puts the next step of finished entry f when f is a done job with
-// one (FinishedJob.Then), finished from since on, unless the step exists.
-// A job no longer kept, or one kept as another since (its id reused), has
-// lost its step; a step its topic no longer allows (a changed
-// configuration) is not made: both are logged. Errors: the store's.
-func (ev *events) chain(ctx context.Context, f *FinishedJob, since time.Time) error {
-	if !f.Then || f.State != StateDone || f.FinishedAt.Before(since) {
-		return nil
-	}
+// chain puts the next steps of the entries that are done jobs with one
+// (FinishedJob.Then), finished from since on, each unless it exists, in
+// one write per kind of id: a follower that put them one by one would
+// sync the store once per step. A job no longer kept, or one kept as
+// another since (its id reused), has lost its step; a step its topic no
+// longer allows (a changed configuration) is not made: both are logged.
+// Errors: the store's.
+func (ev *events) chain(ctx context.Context, entries []FinishedJob, since time.Time) error {
 	e := ev.e
-	at := StoreTime(f.FinishedAt)
-	j, err := e.store.GetJob(ctx, f.ID)
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return err
-	}
-	if err != nil || j.Then == nil || j.Topic != f.Topic || !StoreTime(j.UpdatedAt).Equal(at) {
-		e.log.Warn("engine: a done job's next step is lost: the job is no longer kept", "id", f.ID, "finished_at", at)
-		return nil
-	}
-	job, err := e.stepJob(j, at)
-	if err != nil {
-		e.log.Warn("engine: a done job's next step is invalid; it is not made", "id", f.ID, "err", err)
-		return nil
-	}
 	// A keyed step of a topic with unique keys takes the key's id, as a
-	// schedule's slot does: made unless an unfinished job holds the key.
-	res, err := e.store.PutJobs(ctx, &PutJobsParams{Jobs: []*Job{job}, IfAbsent: !IsKeyID(job.ID)})
-	if err != nil {
-		return err
+	// schedule's slot does: made unless an unfinished job holds the key;
+	// any other is put only if absent.
+	var derived, keyed []*Job
+	for i := range entries {
+		f := &entries[i]
+		if !f.Then || f.State != StateDone || f.FinishedAt.Before(since) {
+			continue
+		}
+		at := StoreTime(f.FinishedAt)
+		j, err := e.store.GetJob(ctx, f.ID)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if err != nil || j.Then == nil || j.Topic != f.Topic || !StoreTime(j.UpdatedAt).Equal(at) {
+			e.log.Warn("engine: a done job's next step is lost: the job is no longer kept", "id", f.ID, "finished_at", at)
+			continue
+		}
+		job, err := e.stepJob(j, at)
+		if err != nil {
+			e.log.Warn("engine: a done job's next step is invalid; it is not made", "id", f.ID, "err", err)
+			continue
+		}
+		if IsKeyID(job.ID) {
+			keyed = append(keyed, job)
+		} else {
+			derived = append(derived, job)
+		}
 	}
-	if err := res[0].Err; err != nil && !errors.Is(err, ErrConflict) {
-		return err
+	for _, jobs := range [][]*Job{derived, keyed} {
+		if len(jobs) == 0 {
+			continue
+		}
+		res, err := e.store.PutJobs(ctx, &PutJobsParams{Jobs: jobs, IfAbsent: !IsKeyID(jobs[0].ID)})
+		if err != nil {
+			return err
+		}
+		for _, r := range res {
+			if r.Err != nil && !errors.Is(r.Err, ErrConflict) {
+				return r.Err
+			}
+		}
 	}
 	return nil
 }

@@ -216,9 +216,9 @@ func (ev *events) round(ctx context.Context) error {
 			if err := ev.tell(ctx, &page.Jobs[i], cur.Since); err != nil {
 				return err
 			}
-			if err := ev.chain(ctx, &page.Jobs[i], cur.Since); err != nil {
-				return err
-			}
+		}
+		if err := ev.chain(ctx, page.Jobs, cur.Since); err != nil {
+			return err
 		}
 		if page.Next == cur.After {
 			return nil

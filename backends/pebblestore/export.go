@@ -140,6 +140,7 @@ func (s *Store) ImportJobs(_ context.Context, jobs []*core.Job) ([]bool, error) 
 		sl.setFixed(tp, j.MaxAttempts, j.TTR, j.Priority)
 		sl.set(hasKey, j.Key != "")
 		sl.set(hasThen, j.Then != nil)
+		sl.set(thenUnknown, false)
 		s.setLite(i, j)
 		if j.State == core.StateDead {
 			tp.dead++

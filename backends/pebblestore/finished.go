@@ -86,10 +86,11 @@ func (s *Store) loadFinishLog() error {
 }
 
 // logFinish adds to b the entry of slot i (id), whose job j has just
-// finished. The index lacks a job's key, last error and next step: those
-// come from j when set, else from disk when the slot has them (a job with
-// a key, or done with a next step, pays a read of its record; with an
-// earlier error, of its e key).
+// finished. The index lacks a job's key and last error: those come from j
+// when set, else from disk when the slot has them (a job with a key pays
+// a read of its record; with an earlier error, of its e key). Whether a
+// done job has a next step is the slot's flag, read from the record only
+// for a job loaded at Open.
 func (s *Store) logFinish(b *pebble.Batch, i uint32, id string, j *core.Job, now time.Time) {
 	f := core.FinishedOf(j)
 	f.ID = id
@@ -101,7 +102,8 @@ func (s *Store) logFinish(b *pebble.Batch, i uint32, id string, j *core.Job, now
 			s.log.Warn("pebblestore: read of a finished job's last error failed", "id", id, "err", err)
 		}
 	}
-	needThen := j.Then == nil && f.State == core.StateDone && sl.has(hasThen)
+	f.Then = f.State == core.StateDone && (j.Then != nil || sl.has(hasThen))
+	needThen := f.State == core.StateDone && !f.Then && sl.has(thenUnknown)
 	if f.Key == "" && sl.has(hasKey) || needThen {
 		raw, err := s.get(idKey(prefixRecord, id))
 		var r record

@@ -28,7 +28,7 @@ type slot struct {
 	topic   uint32 // index into Store.topicList
 	idLen   uint8
 	state   uint8 // stateCodes
-	flags   uint8 // hasErr, hasHistory, hasKey, hasThen
+	flags   uint8 // hasErr, hasHistory, hasKey, hasThen, thenUnknown
 	prio    int8  // the job's priority, which orders the ready heap
 	attempt uint16
 	maxAtt  uint16
@@ -37,10 +37,11 @@ type slot struct {
 
 // Flags of a slot.
 const (
-	hasErr     uint8 = 1 << iota // an e key holds the job's last error
-	hasHistory                   // an h key holds attempts that ended
-	hasKey                       // the job has a business key (in its j key)
-	hasThen                      // the job has a next step (in its j key)
+	hasErr      uint8 = 1 << iota // an e key holds the job's last error
+	hasHistory                    // an h key holds attempts that ended
+	hasKey                        // the job has a business key (in its j key)
+	hasThen                       // the job has a next step (in its j key)
+	thenUnknown                   // loaded without its j key: a finish reads whether it has a next step
 )
 
 // has reports whether sl has flag f.

@@ -55,7 +55,7 @@ func (s *Store) load() error {
 			sl := &s.x.slots[i]
 			sl.setFixed(tp, m.maxAttempts, m.ttr, m.priority)
 			sl.runAt, sl.attempt, sl.state = m.runAt, uint16(m.attempt), stateCodes[m.state]
-			sl.flags = hasErr | hasHistory | hasKey | hasThen // not known without reading e, h and j: claims and finishes read them
+			sl.flags = hasErr | hasHistory | hasKey | thenUnknown // not known without reading e, h and j: claims and finishes read them
 			if m.state == core.StateScheduled {
 				tp.scheduled.load(s.x, i, m.runAt)
 			} else {
@@ -80,7 +80,7 @@ func (s *Store) load() error {
 		i := s.x.add(id)
 		sl := &s.x.slots[i]
 		sl.setFixed(tp, j.MaxAttempts, j.TTR, j.Priority)
-		sl.flags = hasErr | hasHistory | hasKey | hasThen // not known without reading e, h and j: claims and finishes read them
+		sl.flags = hasErr | hasHistory | hasKey | thenUnknown // not known without reading e, h and j: claims and finishes read them
 		s.setLite(i, &j)
 		switch j.State {
 		case core.StateReserved:

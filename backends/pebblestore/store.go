@@ -649,6 +649,7 @@ func (s *Store) put(pb *putBatch, in *core.Job, replace, absent bool, now time.T
 	sl.setFixed(tp, j.MaxAttempts, j.TTR, j.Priority)
 	sl.set(hasKey, j.Key != "")
 	sl.set(hasThen, j.Then != nil)
+	sl.set(thenUnknown, false)
 	s.setLite(i, j)
 	s.enqueue(tp, i)
 	touched[tp] = struct{}{}

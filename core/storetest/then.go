@@ -38,7 +38,8 @@ func requireSameThen(t *testing.T, want, got *core.PushParams, what string) {
 // testThen: a job's next step (Job.Then) is kept as put, across a restart
 // too, and goes with the job when a put replaces it by one without; a job
 // without one has none. The record of finished jobs marks the ack of a job
-// with a step (FinishedJob.Then), and no other finish.
+// with a step (FinishedJob.Then), after a restart too, and no other
+// finish.
 func testThen(t *testing.T, b *testBundle) {
 	const topic = "then"
 	ctx := b.ctx
@@ -69,9 +70,19 @@ func testThen(t *testing.T, b *testBundle) {
 	}
 	requireSameThen(t, step, b.get(t, chained.ID).Then, "a job done")
 
+	// A job put before a restart, acknowledged after it: its step is
+	// kept, and its ack marked, by a store that read it again.
 	if b.h.Durable {
+		later := DueJob(topic)
+		later.Then = thenStep()
+		b.put(t, later)
 		require.NoError(t, b.store.Close())
 		b.store = b.open(t)
+		r.store = b.store
 		requireSameThen(t, step, b.get(t, chained.ID).Then, "a job done, reopened")
+		c := b.claimOne(t, topic, dueWait)
+		require.NoError(t, ack(b, c))
+		got = r.expectFinished(t, ctx, soon(), finishedEntry{ID: later.ID, Topic: topic, State: core.StateDone, Attempt: 1})
+		require.True(t, got[0].Then, "FinishedJob.Then of an ack after a restart")
 	}
 }
