@@ -415,7 +415,8 @@ func (e *Engine) Get(ctx context.Context, id string) (*Job, error) {
 // Cancel cancels the job p.ID, as Store.CancelJob: with p.Running a
 // reserved one too, whose delivery, when this engine's claim made it for
 // a subscription, is told to its subscriber (SubscriptionParams.CancelledFunc)
-// and gives its credit back. Errors: ErrNotFound, ErrConflict.
+// and gives its credit back; another instance's subscription learns it by
+// its recheck (SubscriptionParams.Recheck). Errors: ErrNotFound, ErrConflict.
 func (e *Engine) Cancel(ctx context.Context, p *CancelJobParams) error {
 	if p == nil {
 		return noParams("cancel")
@@ -427,7 +428,7 @@ func (e *Engine) Cancel(ctx context.Context, p *CancelJobParams) error {
 		return err
 	}
 	if p.Running {
-		e.leases.cancelled(p.ID)
+		e.leases.cancelled(p.ID, "")
 	}
 	return nil
 }
