@@ -61,7 +61,7 @@ local function reserve(picks)
       local x = now + tonumber(d)
       taken = taken + 1
       local lease = token .. taken
-      redis.call('HSET', kj, 's', 'reserved', 'a', int(tonumber(a) + 1), 'l', lease, 'x', int(x), 'u', now_s, 'v', via)
+      save(id, {s = 'reserved', a = tonumber(a) + 1, l = lease, x = x, u = now, v = via}, 's', 'a', 'l', 'x', 'u', 'v')
       if not inline then
         local body = redis.call('GET', key_body(id))
         if body then

@@ -39,21 +39,20 @@ for i = 7, #ARGV, 18 do
       if r <= now then state = 'ready' end
     end
     redis.call('DEL', key_body(id))
-    local f = {'s', state, 't', t, 'r', int(r), 'd', d, 'm', m, 'a', a, 'c', int(c), 'u', int(u)}
-    if k ~= '' then f[#f + 1] = 'k'; f[#f + 1] = k end
+    local j = {s = state, t = t, r = r, d = tonumber(d), m = tonumber(m), a = tonumber(a), c = c, u = u, y = y}
+    if k ~= '' then j.k = k end
     if #b > inline_body then
       redis.call('SET', key_body(id), b)
     elseif b ~= '' then
-      f[#f + 1] = 'b'; f[#f + 1] = b
+      j.b = b
     end
-    if p ~= '' then f[#f + 1] = 'p'; f[#f + 1] = p end
-    if e ~= '' then f[#f + 1] = 'e'; f[#f + 1] = e end
-    if w ~= '' then f[#f + 1] = 'w'; f[#f + 1] = w end
-    if y then f[#f + 1] = 'y'; f[#f + 1] = int(y) end
-    if h ~= '' then f[#f + 1] = 'h'; f[#f + 1] = h end
-    if hist ~= '' then f[#f + 1] = 'H'; f[#f + 1] = hist end
-    if z ~= '' then f[#f + 1] = 'z'; f[#f + 1] = z end
-    redis.call('HSET', kj, unpack(f))
+    if p ~= '' then j.p = p end
+    if e ~= '' then j.e = e end
+    if w ~= '' then j.w = w end
+    if h ~= '' then j.h = h end
+    if hist ~= '' then j.H = hist end
+    if z ~= '' then j.z = tonumber(z) end
+    save(id, j)
     if k ~= '' then index_key(id, t, k, false) end
     if state ~= 'dead' then
       link_queue(id, t, score, y)

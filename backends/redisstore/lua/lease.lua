@@ -49,23 +49,20 @@ local function one(op, id, lease, r, etext)
   if not j then return {1, false} end
   settle(id, j)
   if j.s ~= 'reserved' or lease == '' or j.l ~= lease then return {3, false} end
-  local kj = key_job(id)
   if op == 'touch' then
-    local x = now + j.d
-    note_lease(x)
-    redis.call('ZADD', K_LEASE, int(x), id)
-    redis.call('HSET', kj, 'x', int(x))
+    j.x = now + j.d
+    note_lease(j.x)
+    redis.call('ZADD', K_LEASE, int(j.x), id)
+    save(id, j, 'x')
     return {0, job_all(id)}
   end
   if op == 'ack' then
     -- finish(id, j, 'done'), with the lease set and the counts updated
     -- once per call below.
-    redis.call('HSET', kj, 's', 'done', 'u', now_s, 'H', ended_attempt(j, 'a', now, ''))
-    redis.call('PEXPIRE', kj, retention)
-    if not j.b then
-      -- The body is not in the hash: it may have a key of its own.
-      redis.call('PEXPIRE', key_body(id), retention)
-    end
+    j.H = ended_attempt(j, 'a', now, '')
+    j.s, j.u = 'done', now
+    save(id, j, 's', 'u', 'H')
+    expire_job(id, j)
     if j.k then index_key(id, j.t, j.k, true) end
     if not acked[j.t] then
       acked[j.t] = 0
@@ -88,15 +85,20 @@ local function one(op, id, lease, r, etext)
     if r <= now then state = 'ready' end
     if op == 'release' then
       -- core.Job.Release: the attempt ends released and is given back.
-      local h = ended_attempt(j, 'l', now, etext)
+      j.H = ended_attempt(j, 'l', now, etext)
       j.a = math.max((j.a or 0) - 1, 0)
-      redis.call('HSET', kj, 's', state, 'e', etext, 'u', now_s, 'r', int(r), 'a', int(j.a), 'H', h)
+      j.s, j.e, j.u, j.r = state, etext, now, r
+      save(id, j, 's', 'e', 'u', 'r', 'a', 'H')
     else
-      redis.call('HSET', kj, 's', state, 'e', etext, 'u', now_s, 'r', int(r), 'H', ended_attempt(j, 'r', now, etext))
+      j.H = ended_attempt(j, 'r', now, etext)
+      j.s, j.e, j.u, j.r = state, etext, now, r
+      save(id, j, 's', 'e', 'u', 'r', 'H')
     end
     link_queue(id, j.t, r, j.y)
   else -- bury
-    redis.call('HSET', kj, 's', 'dead', 'e', etext, 'u', now_s, 'H', ended_attempt(j, 'b', now, etext))
+    j.H = ended_attempt(j, 'b', now, etext)
+    j.s, j.e, j.u = 'dead', etext, now
+    save(id, j, 's', 'e', 'u', 'H')
     link_dead(id, j.t, now_us)
     log_finish(id, j, 'x', now_s, etext)
   end

@@ -225,16 +225,56 @@ local function add_count(field, by)
   end
 end
 
--- load returns the fields of job id that scripts act on, or nil. b, the
--- body when the hash holds it, tells that no body key exists: put and import
--- keep a body in one place only. A job in its queue is stored as scheduled
--- or ready (by its run_at when it got there); settle tells them apart.
+-- A job is the hash j:<id>, its fields one letter each (codec.go). Scripts
+-- read it with load and write it with save and expire_job, and nothing
+-- else touches the hash: the layout of a job is theirs alone.
+
+-- JOB_NUMBERS are the fields load turns into numbers and save formats
+-- back (int).
+local JOB_NUMBERS = {r = true, x = true, a = true, m = true, d = true, y = true, u = true, c = true, z = true}
+
+-- load returns the fields of job id, or nil: s state, t topic, r run_at, x
+-- lease expiry, a attempt, m max attempts, l lease, d ttr, b the body when
+-- the hash holds it (which tells that no body key exists: put and import
+-- keep a body in one place only), y priority, k key, u updated, v the via
+-- of the attempt in progress, H history, e last error, c created, z
+-- expires_at. A job in its queue is stored as scheduled or ready (by its
+-- run_at when it got there); settle tells them apart.
 local function load(id)
-  local v = redis.call('HMGET', key_job(id), 's', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b', 'y', 'k', 'u', 'v', 'H', 'e')
+  local v = redis.call('HMGET', key_job(id), 's', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b', 'y', 'k', 'u', 'v', 'H', 'e', 'c', 'z')
   if not v[1] then return nil end
   return {s = v[1], t = v[2], r = tonumber(v[3]), x = tonumber(v[4]), a = tonumber(v[5]),
     m = tonumber(v[6]), l = v[7], d = tonumber(v[8]), b = v[9], y = tonumber(v[10]), k = v[11],
-    u = tonumber(v[12]), v = v[13], H = v[14], e = v[15]}
+    u = tonumber(v[12]), v = v[13], H = v[14], e = v[15], c = tonumber(v[16]), z = tonumber(v[17])}
+end
+
+-- save writes fields of job id from j: the fields named, or with none
+-- named every field j has (a job created whole).
+local function save(id, j, ...)
+  local names = {...}
+  local f = {}
+  if #names == 0 then
+    for name, v in pairs(j) do
+      if v then
+        f[#f + 1] = name
+        if JOB_NUMBERS[name] then f[#f + 1] = int(v) else f[#f + 1] = v end
+      end
+    end
+  else
+    for _, name in ipairs(names) do
+      local v = j[name]
+      f[#f + 1] = name
+      if JOB_NUMBERS[name] then f[#f + 1] = int(v) else f[#f + 1] = v end
+    end
+  end
+  redis.call('HSET', key_job(id), unpack(f))
+end
+
+-- expire_job makes finished job id (j from load) expire after the
+-- retention period, its body key with it.
+local function expire_job(id, j)
+  redis.call('PEXPIRE', key_job(id), retention)
+  if not j.b then redis.call('PEXPIRE', key_body(id), retention) end
 end
 
 -- History. A job's attempts that ended are its field H, absent until the
@@ -329,17 +369,17 @@ end
 -- expiry.
 local function expire_lease(id, j)
   unlink(id, j)
-  local kj = key_job(id)
   j.H = ended_attempt(j, 'x', j.x, '')
+  j.u, j.e = j.x, 'lease expired'
   if j.a >= j.m then
-    redis.call('HSET', kj, 's', 'dead', 'u', int(j.x), 'e', 'lease expired', 'H', j.H)
+    j.s = 'dead'
+    save(id, j, 's', 'u', 'e', 'H')
     link_dead(id, j.t, j.x * 1000)
     log_finish(id, j, 'x', int(j.x), 'lease expired')
-    j.s = 'dead'
   else
-    redis.call('HSET', kj, 's', 'ready', 'u', int(j.x), 'e', 'lease expired', 'H', j.H)
-    link_queue(id, j.t, j.r, j.y)
     j.s = 'ready'
+    save(id, j, 's', 'u', 'e', 'H')
+    link_queue(id, j.t, j.r, j.y)
   end
   j.l = false
 end
@@ -433,7 +473,7 @@ end
 local function fin_forget(id, j)
   local kind = 'd'
   if j.s == 'cancelled' then kind = 'c' end
-  local u = tonumber(redis.call('HGET', key_job(id), 'u'))
+  local u = j.u
   if not u then return end
   local f = kind .. ':' .. j.t .. ':' .. int(fin_end_of(u))
   local c = tonumber(redis.call('HGET', K_FIN, f))
@@ -445,13 +485,13 @@ end
 
 -- finish makes job id done or cancelled: it expires after the retention
 -- period, counts as finished until then, and is recorded (log_finish).
--- Its lease fields stay: they mean nothing once the job is not reserved,
--- and deleting them would cost the server a write per job.
-local function finish(id, j, state)
-  local kj = key_job(id)
-  redis.call('HSET', kj, 's', state, 'u', now_s)
-  redis.call('PEXPIRE', kj, retention)
-  if not j.b then redis.call('PEXPIRE', key_body(id), retention) end
+-- The fields named after state are saved with it. Its lease fields stay:
+-- they mean nothing once the job is not reserved, and deleting them would
+-- cost the server a write per job.
+local function finish(id, j, state, ...)
+  j.s, j.u = state, now
+  save(id, j, 's', 'u', ...)
+  expire_job(id, j)
   if j.k then index_key(id, j.t, j.k, true) end
   if state == 'done' then
     redis.call('ZADD', key_finished(j.t, 'd'), now_s, id)
@@ -491,7 +531,7 @@ local function put_job(replace, inline_body, i, absent)
       return job_all(id)
     else
       res = 1
-      created = tonumber(redis.call('HGET', kj, 'c'))
+      created = j.c
       unlink(id, j)
     end
     redis.call('DEL', kj, key_body(id)) -- also drops a finished job's expiry
@@ -499,19 +539,18 @@ local function put_job(replace, inline_body, i, absent)
   end
   local state = 'scheduled'
   if r <= now then state = 'ready' end
-  local f = {'s', state, 't', t, 'r', int(r), 'd', d, 'm', m, 'a', '0', 'c', int(created), 'u', now_s}
-  if k ~= '' then f[#f + 1] = 'k'; f[#f + 1] = k end
+  local j = {s = state, t = t, r = r, d = tonumber(d), m = tonumber(m), a = 0, c = created, u = now, y = y}
+  if k ~= '' then j.k = k end
   if #b > inline_body then
     redis.call('SET', key_body(id), b)
   elseif b ~= '' then
-    f[#f + 1] = 'b'; f[#f + 1] = b
+    j.b = b
   end
-  if p ~= '' then f[#f + 1] = 'p'; f[#f + 1] = p end
-  if w ~= '' then f[#f + 1] = 'w'; f[#f + 1] = w end
-  if y then f[#f + 1] = 'y'; f[#f + 1] = int(y) end
-  if h ~= '' then f[#f + 1] = 'h'; f[#f + 1] = h end
-  if z ~= '' then f[#f + 1] = 'z'; f[#f + 1] = z end
-  redis.call('HSET', kj, unpack(f))
+  if p ~= '' then j.p = p end
+  if w ~= '' then j.w = w end
+  if h ~= '' then j.h = h end
+  if z ~= '' then j.z = tonumber(z) end
+  save(id, j)
   link_queue(id, t, r, y)
   if k ~= '' then index_key(id, t, k, false) end
   return res
