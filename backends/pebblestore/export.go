@@ -130,6 +130,7 @@ func (s *Store) ImportJobs(_ context.Context, jobs []*core.Job) ([]bool, error) 
 		sl := &s.x.slots[i]
 		sl.setFixed(tp, j.MaxAttempts, j.TTR, j.Priority)
 		sl.set(hasKey, j.Key != "")
+		s.x.setRetention(i, j.Retention)
 		s.setLite(i, j)
 		if j.State == core.StateDead {
 			tp.dead++

@@ -36,6 +36,7 @@ const (
 	fVia       = "v" // the via letter of the last claim (viaLetters)
 	fHistory   = "H" // the attempts that ended, absent until one did (History in lib.lua)
 	fExpiresAt = "z" // Unix ms, absent when none
+	fRetention = "R" // ms, the job's own retention, absent when none
 )
 
 // viaLetters are the one-letter forms of core.Attempt.Via in a job hash:
@@ -169,6 +170,7 @@ func decodeMap(id string, m map[string]string) (*core.Job, error) {
 	if _, ok := m[fExpiresAt]; ok {
 		j.ExpiresAt = msTime(num(fExpiresAt))
 	}
+	j.Retention = time.Duration(num(fRetention)) * time.Millisecond
 	if hist, ok := m[fHistory]; ok && err == nil {
 		if j.History, err = decodeHistory(hist); err != nil {
 			err = fmt.Errorf("redisstore: job %q: field %s: %w", id, fHistory, err)
@@ -213,6 +215,15 @@ func encodeExpiresAt(t time.Time) string {
 		return ""
 	}
 	return strconv.FormatInt(t.UnixMilli(), 10)
+}
+
+// encodeRetention is the argument of a job's own retention to the put and
+// import scripts: ms, empty for none, which the hash leaves out.
+func encodeRetention(d time.Duration) string {
+	if d <= 0 {
+		return ""
+	}
+	return strconv.FormatInt(d.Milliseconds(), 10)
 }
 
 // encodeDelays is the form of a retry schedule in a job hash: its delays

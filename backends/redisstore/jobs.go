@@ -54,12 +54,13 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 	calls := make([]call, len(order))
 	for ci, n := range order {
 		idx := byShard[n]
-		args := make([]any, 0, 2+12*len(idx))
+		args := make([]any, 0, 2+13*len(idx))
 		args = append(args, replace, s.inlineBody)
 		for _, i := range idx {
 			j := params.Jobs[i]
 			args = append(args, j.ID, j.Topic, j.Key, string(j.Body), j.RunAt.UnixMilli(),
-				j.TTR.Milliseconds(), j.MaxAttempts, j.TraceParent, encodeDelays(j.RetryDelays), encodePriority(j.Priority), j.URL, encodeExpiresAt(j.ExpiresAt))
+				j.TTR.Milliseconds(), j.MaxAttempts, j.TraceParent, encodeDelays(j.RetryDelays), encodePriority(j.Priority), j.URL,
+				encodeExpiresAt(j.ExpiresAt), encodeRetention(j.Retention))
 		}
 		calls[ci] = s.shardCall(scriptPut, n, args...)
 	}

@@ -36,6 +36,7 @@ local now_s = int(now)
 local chan = ARGV[3]
 local shard = ARGV[4]
 local retention = ARGV[5]
+local retention_ms = tonumber(retention)
 
 local K_LEASE = KEYS[1] -- zset: reserved job ids by lease expiry (ms), all topics
 local K_COUNT = KEYS[2] -- hash: "x:<topic>" reserved counts
@@ -231,21 +232,21 @@ end
 
 -- JOB_NUMBERS are the fields load turns into numbers and save formats
 -- back (int).
-local JOB_NUMBERS = {r = true, x = true, a = true, m = true, d = true, y = true, u = true, c = true, z = true}
+local JOB_NUMBERS = {r = true, x = true, a = true, m = true, d = true, y = true, u = true, c = true, z = true, R = true}
 
 -- load returns the fields of job id, or nil: s state, t topic, r run_at, x
 -- lease expiry, a attempt, m max attempts, l lease, d ttr, b the body when
 -- the hash holds it (which tells that no body key exists: put and import
 -- keep a body in one place only), y priority, k key, u updated, v the via
 -- of the attempt in progress, H history, e last error, c created, z
--- expires_at. A job in its queue is stored as scheduled or ready (by its
+-- expires_at, R its own retention (ms). A job in its queue is stored as scheduled or ready (by its
 -- run_at when it got there); settle tells them apart.
 local function load(id)
-  local v = redis.call('HMGET', key_job(id), 's', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b', 'y', 'k', 'u', 'v', 'H', 'e', 'c', 'z')
+  local v = redis.call('HMGET', key_job(id), 's', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b', 'y', 'k', 'u', 'v', 'H', 'e', 'c', 'z', 'R')
   if not v[1] then return nil end
   return {s = v[1], t = v[2], r = tonumber(v[3]), x = tonumber(v[4]), a = tonumber(v[5]),
     m = tonumber(v[6]), l = v[7], d = tonumber(v[8]), b = v[9], y = tonumber(v[10]), k = v[11],
-    u = tonumber(v[12]), v = v[13], H = v[14], e = v[15], c = tonumber(v[16]), z = tonumber(v[17])}
+    u = tonumber(v[12]), v = v[13], H = v[14], e = v[15], c = tonumber(v[16]), z = tonumber(v[17]), R = tonumber(v[18])}
 end
 
 -- save writes fields of job id from j: the fields named, or with none
@@ -270,11 +271,26 @@ local function save(id, j, ...)
   redis.call('HSET', key_job(id), unpack(f))
 end
 
--- expire_job makes finished job id (j from load) expire after the
+-- kept_for returns how long finished job j is kept (ms): its own
+-- retention, or the store's.
+local function kept_for(j) return j.R or retention_ms end
+
+-- shift_of returns how far the store's retention of finished job j is
+-- moved (ms): its own retention less the store's, so that the finished
+-- listings and counts, kept by the store's retention from when each job
+-- finished, keep a job with its own retention by that instead (fin_add,
+-- fin_forget, finished listings).
+local function shift_of(j)
+  if j.R then return j.R - retention_ms end
+  return 0
+end
+
+-- expire_job makes finished job id (j from load) expire after its
 -- retention period, its body key with it.
 local function expire_job(id, j)
-  redis.call('PEXPIRE', key_job(id), retention)
-  if not j.b then redis.call('PEXPIRE', key_body(id), retention) end
+  local ms = int(kept_for(j))
+  redis.call('PEXPIRE', key_job(id), ms)
+  if not j.b then redis.call('PEXPIRE', key_body(id), ms) end
 end
 
 -- History. A job's attempts that ended are its field H, absent until the
@@ -325,16 +341,16 @@ local function index_expiry(kk)
 end
 
 -- index_key files job id of topic t under key k: unfinished, or finished
--- (found until the end of its retention) when finished is true.
-local function index_key(id, t, k, finished)
+-- (found for kept ms, the end of its retention) when kept is given.
+local function index_key(id, t, k, kept)
   local kk = key_index(t, k)
-  if not finished then
+  if not kept then
     redis.call('ZREMRANGEBYSCORE', kk, '-inf', now_s)
     redis.call('ZADD', kk, '+inf', id)
     redis.call('PERSIST', kk)
     return
   end
-  redis.call('ZADD', kk, int(now + tonumber(retention)), id)
+  redis.call('ZADD', kk, int(now + kept), id)
   index_expiry(kk)
 end
 
@@ -399,19 +415,16 @@ end
 -- done and cancelled jobs in the shard that count now, and the same per
 -- time bucket, "d:<topic>:<end>" and "c:<topic>:<end>": the jobs that
 -- finished within the bucket that ends at <end> (Unix ms, inclusive),
--- FIN_WIDTH wide. K_FINQ lists the bucket fields by <end>. Once <end> is at or before now
+-- FIN_WIDTH wide, a job with its own retention as if it finished that
+-- retention less the store's later (shift_of). K_FINQ lists the bucket fields by <end>. Once <end> is at or before now
 -- minus the retention, every job of the bucket is past its retention: the
 -- bucket leaves K_FIN and its count leaves the topic's total (fin_expire),
 -- so a finished job stops counting less than FIN_WIDTH after its retention
 -- ends, and reads sum nothing. Each total is the sum of its topic's bucket
 -- fields.
-local retention_ms = tonumber(retention)
 -- FIN_WIDTH is the bucket width: a 64th of the retention, so that a topic
 -- has at most 65 buckets of each kind in a shard, whatever the retention.
 local FIN_WIDTH = math.ceil(retention_ms / 64)
--- fin_end is the end of the bucket of a job finishing now.
-local fin_end = (math.floor(now / FIN_WIDTH) + 1) * FIN_WIDTH - 1
-
 -- fin_end_of returns the end of the bucket of a job that finished at ms.
 local function fin_end_of(ms)
   return (math.floor(ms / FIN_WIDTH) + 1) * FIN_WIDTH - 1
@@ -448,19 +461,27 @@ end
 -- stays until then: listings read the job and leave it out.
 local function key_finished(t, kind) return base .. ':f:' .. t .. ':' .. kind end
 
+-- expire_later makes key k expire at ms at, unless it expires later.
+local function expire_later(k, at)
+  local ttl = redis.call('PTTL', k)
+  if ttl < 0 or now + ttl < at then redis.call('PEXPIREAT', k, int(at)) end
+end
+
 -- fin_add counts n jobs of topic t that finished now, kind 'd' (done) or
--- 'c' (cancelled). A new bucket is listed in K_FINQ, and the first job of
--- a bucket drops buckets that expired meanwhile, so that K_FIN stays
--- bounded even if nothing reads the counts; it also drops the topic's last
--- finish time, a field earlier versions kept in K_FIN.
-local function fin_add(kind, t, n)
-  local f = kind .. ':' .. t .. ':' .. int(fin_end)
+-- 'c' (cancelled), their retention moved by shift (shift_of). A new bucket
+-- is listed in K_FINQ, and the first job of a bucket drops buckets that
+-- expired meanwhile, so that K_FIN stays bounded even if nothing reads the
+-- counts; it also drops the topic's last finish time, a field earlier
+-- versions kept in K_FIN.
+local function fin_add(kind, t, n, shift)
+  local e = fin_end_of(now + shift)
+  local f = kind .. ':' .. t .. ':' .. int(e)
   if redis.call('HINCRBY', K_FIN, f, n) == n then
-    redis.call('ZADD', K_FINQ, int(fin_end), f)
+    redis.call('ZADD', K_FINQ, int(e), f)
     redis.call('HDEL', K_FIN, t)
     local kf = key_finished(t, kind)
     redis.call('ZREMRANGEBYSCORE', kf, '-inf', '(' .. int(now - retention_ms))
-    redis.call('PEXPIREAT', kf, int(fin_end + retention_ms))
+    expire_later(kf, e + retention_ms)
     fin_expire(100)
   end
   redis.call('HINCRBY', K_FIN, kind .. ':' .. t, n)
@@ -475,7 +496,7 @@ local function fin_forget(id, j)
   if j.s == 'cancelled' then kind = 'c' end
   local u = j.u
   if not u then return end
-  local f = kind .. ':' .. j.t .. ':' .. int(fin_end_of(u))
+  local f = kind .. ':' .. j.t .. ':' .. int(fin_end_of(u + shift_of(j)))
   local c = tonumber(redis.call('HGET', K_FIN, f))
   if c and c > 0 then
     add_fin(f, -1)
@@ -492,19 +513,16 @@ local function finish(id, j, state, ...)
   j.s, j.u = state, now
   save(id, j, 's', 'u', ...)
   expire_job(id, j)
-  if j.k then index_key(id, j.t, j.k, true) end
-  if state == 'done' then
-    redis.call('ZADD', key_finished(j.t, 'd'), now_s, id)
-    fin_add('d', j.t, 1)
-    log_finish(id, j, 'd', now_s, j.e)
-  else
-    redis.call('ZADD', key_finished(j.t, 'c'), now_s, id)
-    fin_add('c', j.t, 1)
-    log_finish(id, j, 'c', now_s, j.e)
-  end
+  if j.k then index_key(id, j.t, j.k, kept_for(j)) end
+  local kind = 'd'
+  if state ~= 'done' then kind = 'c' end
+  local shift = shift_of(j)
+  redis.call('ZADD', key_finished(j.t, kind), int(now + shift), id)
+  fin_add(kind, j.t, 1, shift)
+  log_finish(id, j, kind, now_s, j.e)
 end
 
--- put_job stores the job whose 12 fields start at ARGV[i] (put.lua's): a
+-- put_job stores the job whose 13 fields start at ARGV[i] (put.lua's): a
 -- new job, a finished one overwritten (not with absent: any job kept is a
 -- conflict), or with replace an unfinished one replaced unless reserved.
 -- Returns 0 created, 1 replaced, or the existing job (job_all) on a conflict.
@@ -512,6 +530,7 @@ local function put_job(replace, inline_body, i, absent)
   local id, t, k, b = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local r, d, m, p = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
   local w, y, h, z = ARGV[i + 8], tonumber(ARGV[i + 9]), ARGV[i + 10], ARGV[i + 11]
+  local kept = tonumber(ARGV[i + 12])
   local kj = key_job(id)
   local created = now
   local res = 0
@@ -550,6 +569,7 @@ local function put_job(replace, inline_body, i, absent)
   if w ~= '' then j.w = w end
   if h ~= '' then j.h = h end
   if z ~= '' then j.z = tonumber(z) end
+  if kept then j.R = kept end
   save(id, j)
   link_queue(id, t, r, y)
   if k ~= '' then index_key(id, t, k, false) end

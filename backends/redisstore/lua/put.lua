@@ -2,10 +2,10 @@
 --
 -- ARGV[6] "1" to replace, "2" to create only ids the store keeps in no
 -- state (PutJobsParams.IfAbsent), else "0"; [7] the longest body kept in the job hash (a
--- longer one gets a key of its own: see Store.inlineBody); then 12 per
+-- longer one gets a key of its own: see Store.inlineBody); then 13 per
 -- job: id, topic, key, body, run_at (ms), ttr (ms), max_attempts,
--- traceparent, retry delays, priority, url, expires_at (ms) (empty strings
--- for none).
+-- traceparent, retry delays, priority, url, expires_at (ms), retention
+-- (ms) (empty strings for none).
 --
 -- Returns {results, queued}: one result per job, 0 created, 1 replaced, or
 -- the existing job (job_all) on a conflict; the queue heads the call made
@@ -17,7 +17,7 @@
 local replace, absent = ARGV[6] == '1', ARGV[6] == '2'
 local inline_body = tonumber(ARGV[7])
 local out = {}
-for i = 8, #ARGV, 12 do
+for i = 8, #ARGV, 13 do
   out[#out + 1] = put_job(replace, inline_body, i, absent)
 end
 return {out, announced()}
