@@ -344,6 +344,7 @@ func (e *Engine) newJob(p *PushParams, now time.Time, urls urlChecks) (job *Job,
 		Priority:    p.Priority,
 		URL:         p.URL,
 		ExpiresAt:   expires,
+		Retention:   topic.Retention,
 	}
 	if err := keyedID(job, topic); err != nil {
 		return nil, false, err
