@@ -54,8 +54,8 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 	calls := make([]call, len(order))
 	for ci, n := range order {
 		idx := byShard[n]
-		args := make([]any, 0, 2+13*len(idx))
-		args = append(args, replace, s.inlineBody)
+		args := make([]any, 0, 3+13*len(idx))
+		args = append(args, replace, s.inlineBody, s.jobForm)
 		for _, i := range idx {
 			j := params.Jobs[i]
 			args = append(args, j.ID, j.Topic, j.Key, string(j.Body), j.RunAt.UnixMilli(),

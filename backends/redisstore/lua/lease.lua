@@ -61,8 +61,7 @@ local function one(op, id, lease, r, etext)
     -- once per call below.
     j.H = ended_attempt(j, 'a', now, '')
     j.s, j.u = 'done', now
-    save(id, j, 's', 'u', 'H')
-    expire_job(id, j)
+    save_kept(id, j, 's', 'u', 'H')
     if j.k then index_key(id, j.t, j.k, kept_for(j)) end
     local shift = shift_of(j)
     local group = j.t

@@ -102,16 +102,31 @@ local function due_candidates(t, limit)
   return out
 end
 
--- job_all returns the job's fields as HGETALL does, its body included
--- wherever it lives.
+-- job_all returns the job as the scripts' callers read it (codec.go): a
+-- hash's fields as HGETALL does, its body included wherever it lives; a
+-- packed job as {its string} or, with a body key, {its string, the body};
+-- {} when there is no such job.
 local function job_all(id)
-  local h = redis.call('HGETALL', key_job(id))
+  local kj = key_job(id)
+  local raw = redis.pcall('GET', kj)
+  local out
+  if type(raw) == 'string' then
+    out = {raw}
+  elseif not raw then
+    return {}
+  else
+    out = redis.call('HGETALL', kj)
+  end
   local body = redis.call('GET', key_body(id))
   if body then
-    h[#h + 1] = 'b'
-    h[#h + 1] = body
+    if #out == 1 then
+      out[2] = body
+    else
+      out[#out + 1] = 'b'
+      out[#out + 1] = body
+    end
   end
-  return h
+  return out
 end
 
 -- The record of finished jobs (Store.ListFinished): the stream finlog of
@@ -226,32 +241,67 @@ local function add_count(field, by)
   end
 end
 
--- A job is the hash j:<id>, its fields one letter each (codec.go). Scripts
--- read it with load and write it with save and expire_job, and nothing
--- else touches the hash: the layout of a job is theirs alone.
+-- A job is the key j:<id>, in one of two forms: a hash of its fields, one
+-- letter each (codec.go), or packed, one string of the same fields as a
+-- MessagePack map, read and written whole, which costs Redis one short
+-- write per change instead of a write of each field changed. Put and
+-- import create jobs in the form their caller names (the prefix's layout);
+-- every other change writes a job back in the form it was read in, so that
+-- both forms live side by side while a prefix changes layout. Scripts read
+-- a job with load (or job_all) and write it with save and save_kept, and
+-- nothing else touches the key: the layout of a job is theirs alone.
 
 -- JOB_NUMBERS are the fields load turns into numbers and save formats
--- back (int).
+-- back (int) in a hash.
 local JOB_NUMBERS = {r = true, x = true, a = true, m = true, d = true, y = true, u = true, c = true, z = true, R = true}
 
--- load returns the fields of job id, or nil: s state, t topic, r run_at, x
--- lease expiry, a attempt, m max attempts, l lease, d ttr, b the body when
--- the hash holds it (which tells that no body key exists: put and import
--- keep a body in one place only), y priority, k key, u updated, v the via
--- of the attempt in progress, H history, e last error, c created, z
--- expires_at, R its own retention (ms). A job in its queue is stored as scheduled or ready (by its
--- run_at when it got there); settle tells them apart.
-local function load(id)
-  local v = redis.call('HMGET', key_job(id), 's', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b', 'y', 'k', 'u', 'v', 'H', 'e', 'c', 'z', 'R')
+-- packed_ids holds the ids of the jobs in the packed form that the call
+-- read or made, for save.
+local packed_ids = {}
+
+-- read_job returns the job id as load does, and when it is packed the
+-- string it is stored as.
+local function read_job(id)
+  local kj = key_job(id)
+  -- A hash answers WRONGTYPE: an error reply, not an error of the script.
+  local raw = redis.pcall('GET', kj)
+  if type(raw) == 'string' then
+    local j = cmsgpack.unpack(raw)
+    if type(j) ~= 'table' then error('redisstore: key ' .. kj .. ' holds no job') end
+    packed_ids[id] = true
+    return j, raw
+  end
+  if not raw then return nil end
+  packed_ids[id] = nil
+  -- Only the fields scripts act on: a hash is written a field at a time.
+  local v = redis.call('HMGET', kj, 's', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b', 'y', 'k', 'u', 'v', 'H', 'e', 'c', 'z', 'R')
   if not v[1] then return nil end
   return {s = v[1], t = v[2], r = tonumber(v[3]), x = tonumber(v[4]), a = tonumber(v[5]),
     m = tonumber(v[6]), l = v[7], d = tonumber(v[8]), b = v[9], y = tonumber(v[10]), k = v[11],
     u = tonumber(v[12]), v = v[13], H = v[14], e = v[15], c = tonumber(v[16]), z = tonumber(v[17]), R = tonumber(v[18])}
 end
 
--- save writes fields of job id from j: the fields named, or with none
--- named every field j has (a job created whole).
+-- load returns the fields of job id, or nil: s state, t topic, r run_at, x
+-- lease expiry, a attempt, m max attempts, l lease, d ttr, b the body when
+-- the job holds it (which tells that no body key exists: put and import
+-- keep a body in one place only), y priority, k key, u updated, v the via
+-- of the attempt in progress, H history, e last error, c created, z
+-- expires_at, R its own retention (ms); a packed job has all its fields (p
+-- traceparent, w retry delays, h url too). A job in its queue is stored as
+-- scheduled or ready (by its run_at when it got there); settle tells them
+-- apart.
+local function load(id)
+  return (read_job(id))
+end
+
+-- save writes job id from j, which load read (or which a put makes whole):
+-- a packed job whole; of a hash the fields named, or with none named
+-- every field j has.
 local function save(id, j, ...)
+  if packed_ids[id] then
+    redis.call('SET', key_job(id), cmsgpack.pack(j))
+    return
+  end
   local names = {...}
   local f = {}
   if #names == 0 then
@@ -285,11 +335,17 @@ local function shift_of(j)
   return 0
 end
 
--- expire_job makes finished job id (j from load) expire after its
--- retention period, its body key with it.
-local function expire_job(id, j)
+-- save_kept saves finished job id as save does, and makes it expire after
+-- its retention period, its body key with it: a packed job in the same
+-- write.
+local function save_kept(id, j, ...)
   local ms = int(kept_for(j))
-  redis.call('PEXPIRE', key_job(id), ms)
+  if packed_ids[id] then
+    redis.call('SET', key_job(id), cmsgpack.pack(j), 'PX', ms)
+  else
+    save(id, j, ...)
+    redis.call('PEXPIRE', key_job(id), ms)
+  end
   if not j.b then redis.call('PEXPIRE', key_body(id), ms) end
 end
 
@@ -397,7 +453,7 @@ local function expire_lease(id, j)
     save(id, j, 's', 'u', 'e', 'H')
     link_queue(id, j.t, j.r, j.y)
   end
-  j.l = false
+  j.l = nil
 end
 
 -- settle brings job id up to now: ready when its run_at passed (nothing to
@@ -511,8 +567,7 @@ end
 -- cost the server a write per job.
 local function finish(id, j, state, ...)
   j.s, j.u = state, now
-  save(id, j, 's', 'u', ...)
-  expire_job(id, j)
+  save_kept(id, j, 's', 'u', ...)
   if j.k then index_key(id, j.t, j.k, kept_for(j)) end
   local kind = 'd'
   if state ~= 'done' then kind = 'c' end
@@ -524,9 +579,10 @@ end
 
 -- put_job stores the job whose 13 fields start at ARGV[i] (put.lua's): a
 -- new job, a finished one overwritten (not with absent: any job kept is a
--- conflict), or with replace an unfinished one replaced unless reserved.
+-- conflict), or with replace an unfinished one replaced unless reserved;
+-- packed when packed is true, else a hash.
 -- Returns 0 created, 1 replaced, or the existing job (job_all) on a conflict.
-local function put_job(replace, inline_body, i, absent)
+local function put_job(replace, inline_body, i, absent, packed)
   local id, t, k, b = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local r, d, m, p = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
   local w, y, h, z = ARGV[i + 8], tonumber(ARGV[i + 9]), ARGV[i + 10], ARGV[i + 11]
@@ -570,6 +626,7 @@ local function put_job(replace, inline_body, i, absent)
   if h ~= '' then j.h = h end
   if z ~= '' then j.z = tonumber(z) end
   if kept then j.R = kept end
+  packed_ids[id] = packed or nil
   save(id, j)
   link_queue(id, t, r, y)
   if k ~= '' then index_key(id, t, k, false) end
