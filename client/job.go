@@ -60,6 +60,9 @@ type Job struct {
 	// ExpiresAt is when the job stops being delivered; zero when it never
 	// expires. An expired job is dead with LastError "expired".
 	ExpiresAt time.Time `json:"expires_at"`
+	// Retention is how long the job is kept once done or cancelled, its
+	// topic's retention when it was pushed; 0: the server's.
+	Retention time.Duration `json:"-"`
 	// History is the job's last deliveries, oldest first, at most 20; nil
 	// before the first.
 	History []Attempt `json:"history"`
@@ -126,6 +129,7 @@ type jobWire struct {
 	LeaseExpiresAt time.Time       `json:"lease_expires_at"`
 	URL            string          `json:"url"`
 	ExpiresAt      time.Time       `json:"expires_at"`
+	Retention      jsonDuration    `json:"retention"`
 	History        []Attempt       `json:"history"`
 	Backoff        *struct {
 		Delays []jsonDuration `json:"delays"`
@@ -196,7 +200,7 @@ func (j *Job) UnmarshalJSON(b []byte) error {
 		ID: w.ID, Topic: w.Topic, Key: w.Key, Body: w.Body, RunAt: w.RunAt, TTR: time.Duration(w.TTR),
 		MaxAttempts: w.MaxAttempts, Priority: w.Priority, Attempt: w.Attempt, State: w.State,
 		CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt, LastError: w.LastError, LeaseExpiresAt: w.LeaseExpiresAt,
-		URL: w.URL, ExpiresAt: w.ExpiresAt, History: w.History, Then: w.Then.params(),
+		URL: w.URL, ExpiresAt: w.ExpiresAt, Retention: time.Duration(w.Retention), History: w.History, Then: w.Then.params(),
 	}
 	if w.Backoff != nil {
 		for _, d := range w.Backoff.Delays {
@@ -222,6 +226,7 @@ type exportWire struct {
 	LastError   string          `json:"last_error"`
 	URL         string          `json:"url,omitempty"`
 	ExpiresAt   time.Time       `json:"expires_at,omitzero"`
+	Retention   jsonDuration    `json:"retention,omitempty"`
 	Backoff     *struct {
 		Delays []jsonDuration `json:"delays"`
 	} `json:"backoff,omitempty"`
@@ -236,7 +241,8 @@ func (j Job) MarshalJSON() ([]byte, error) {
 	w := exportWire{
 		ID: j.ID, Topic: j.Topic, Key: j.Key, Body: j.Body, RunAt: j.RunAt.UTC(), TTR: jsonDuration(j.TTR),
 		MaxAttempts: j.MaxAttempts, Priority: j.Priority, Attempt: j.Attempt, State: j.State,
-		CreatedAt: j.CreatedAt.UTC(), LastError: j.LastError, URL: j.URL, ExpiresAt: j.ExpiresAt.UTC(), History: j.History,
+		CreatedAt: j.CreatedAt.UTC(), LastError: j.LastError, URL: j.URL, ExpiresAt: j.ExpiresAt.UTC(),
+		Retention: jsonDuration(j.Retention), History: j.History,
 	}
 	if len(w.Body) == 0 {
 		w.Body = json.RawMessage("null")

@@ -41,6 +41,9 @@ type TopicConfig struct {
 	// Delay is the delay of the topic's pushes that give neither Delay
 	// nor RunAt; 0: none.
 	Delay time.Duration
+	// Retention is how long the topic's jobs pushed from then on are kept
+	// once done or cancelled, in whole seconds; 0: the server's.
+	Retention time.Duration
 }
 
 // RateConfig is a topic's rate limit: at most Limit deliveries per Period
@@ -111,8 +114,8 @@ type Topic struct {
 	// SecretSet and HeaderNames.
 	Delivery DeliveryView
 	// TTR, MaxAttempts, Backoff, Concurrency, UniqueKeys, OnDead, Rate,
-	// MaxInFlight, ExpiresIn and Delay are as in TopicConfig, with
-	// defaults filled.
+	// MaxInFlight, ExpiresIn, Delay and Retention are as in TopicConfig,
+	// with defaults filled.
 	TTR         time.Duration
 	MaxAttempts int
 	Backoff     BackoffConfig
@@ -123,6 +126,7 @@ type Topic struct {
 	MaxInFlight int
 	ExpiresIn   time.Duration
 	Delay       time.Duration
+	Retention   time.Duration
 	// Configured is true when the topic has a configuration of its own.
 	Configured bool
 	// Paused is true while its deliveries are paused.
@@ -220,6 +224,7 @@ type topicWire struct {
 	MaxInFlight int          `json:"max_in_flight"`
 	ExpiresIn   jsonDuration `json:"expires_in"`
 	Delay       jsonDuration `json:"delay"`
+	Retention   jsonDuration `json:"retention"`
 	Configured  bool         `json:"configured"`
 	Paused      bool         `json:"paused"`
 	Counts      Counts       `json:"counts"`
@@ -242,6 +247,7 @@ func (t *Topic) UnmarshalJSON(b []byte) error {
 		Rate: RateConfig{Limit: w.Rate.Limit, Period: time.Duration(w.Rate.Period), Burst: w.Rate.Burst}, MaxInFlight: w.MaxInFlight,
 		ExpiresIn: time.Duration(w.ExpiresIn),
 		Delay:     time.Duration(w.Delay),
+		Retention: time.Duration(w.Retention),
 	}
 	return nil
 }
@@ -264,8 +270,9 @@ func (c *TopicConfig) wire() []byte {
 		MaxInFlight int           `json:"max_in_flight,omitempty"`
 		ExpiresIn   jsonDuration  `json:"expires_in,omitempty"`
 		Delay       jsonDuration  `json:"delay,omitempty"`
+		Retention   jsonDuration  `json:"retention,omitempty"`
 	}{TTR: jsonDuration(c.TTR), MaxAttempts: c.MaxAttempts, Concurrency: c.Concurrency, UniqueKeys: c.UniqueKeys, OnDead: c.OnDead,
-		MaxInFlight: c.MaxInFlight, ExpiresIn: jsonDuration(c.ExpiresIn), Delay: jsonDuration(c.Delay)}
+		MaxInFlight: c.MaxInFlight, ExpiresIn: jsonDuration(c.ExpiresIn), Delay: jsonDuration(c.Delay), Retention: jsonDuration(c.Retention)}
 	if r := c.Rate; r.Limit != 0 || r.Period != 0 || r.Burst != 0 {
 		w.Rate = &rateWire{Limit: r.Limit, Period: jsonDuration(r.Period), Burst: r.Burst}
 	}

@@ -34,6 +34,12 @@ type heldLease struct {
 	// sent is set once the subscription began to send it: a delivery
 	// claimed and never sent is released without spending its attempt.
 	sent bool
+	// claimed is when the claim made it, for Subscription.recheck.
+	claimed time.Time
+	// told is set once its subscriber is being told that its job was
+	// cancelled, so that a cancel here and a recheck that found it tell
+	// once.
+	told bool
 }
 
 // leasesSweepMin is the smallest sweepAt.
@@ -55,7 +61,7 @@ func (l *leases) add(jobs []*Job, now time.Time, sub *Subscription) {
 		if old, ok := l.m[j.ID]; ok && old.sub != nil {
 			old.sub.drop(j.ID)
 		}
-		l.m[j.ID] = heldLease{lease: j.Lease, expires: j.LeaseExpiresAt, sub: sub}
+		l.m[j.ID] = heldLease{lease: j.Lease, expires: j.LeaseExpiresAt, sub: sub, claimed: now}
 		if sub != nil {
 			sub.hold(j)
 		}
@@ -90,16 +96,20 @@ func (l *leases) end(id, lease string) {
 }
 
 // cancelled tells the subscription that held the delivery of id that its
-// job was cancelled while it ran, then forgets the delivery, whatever its
-// lease. In that order: forgetting it frees the subscription's credit for
-// its next delivery, whose frame must come after the one that tells.
-func (l *leases) cancelled(id string) {
+// job was cancelled while it ran, then forgets the delivery: under lease,
+// or whatever its lease when lease is empty. In that order: forgetting it
+// frees the subscription's credit for its next delivery, whose frame must
+// come after the one that tells.
+func (l *leases) cancelled(id, lease string) {
 	l.mu.Lock()
 	h, ok := l.m[id]
-	l.mu.Unlock()
-	if !ok {
+	if !ok || h.told || (lease != "" && h.lease != lease) {
+		l.mu.Unlock()
 		return
 	}
+	h.told = true
+	l.m[id] = h
+	l.mu.Unlock()
 	if h.sub != nil && h.sub.p.CancelledFunc != nil {
 		h.sub.p.CancelledFunc(id)
 	}
@@ -165,19 +175,20 @@ type SubscriptionParams struct {
 	// ClaimWait is how long each claim waits for due jobs, at most
 	// ClaimWaitLimit; zero takes 30s.
 	ClaimWait time.Duration
-	// Recheck, when not zero, is how often a subscription without credit
-	// reads its deliveries back, to give back the credit of those settled
-	// through another instance. Without it they give it back when their
-	// lease expires.
+	// Recheck, when not zero, is how often a subscription reads back the
+	// deliveries it has held for Recheck or longer: those settled through
+	// another instance give their credit back, and those whose job was
+	// cancelled through another instance are told (CancelledFunc). Without
+	// it they give it back when their lease expires, untold.
 	Recheck time.Duration
 	// ReleaseTimeout bounds the release of each delivery by Release.
 	ReleaseTimeout time.Duration
-	// CancelledFunc, when set, is called with the id of a delivery the
-	// subscription holds whose job was cancelled while it ran
-	// (Engine.Cancel with Running) through this engine, from the
-	// cancelling goroutine: the transport tells its subscriber. A cancel
-	// through another instance gives the credit back by the lease's expiry
-	// or Recheck instead, untold.
+	// CancelledFunc, when set, is called once with the id of a delivery
+	// the subscription holds whose job was cancelled while it ran
+	// (Engine.Cancel with Running): through this engine at once, from the
+	// cancelling goroutine; through another instance when a recheck finds
+	// it (Recheck), from the subscription's. The transport tells its
+	// subscriber; calls may come from several goroutines at once.
 	CancelledFunc func(id string)
 }
 
@@ -280,15 +291,24 @@ func (s *Subscription) credit(now time.Time) (free int, next time.Time) {
 func (s *Subscription) Run(ctx context.Context, send func(*Job) error) error {
 	clock := s.e.clock
 	backoff := NewClaimBackoff(clock)
+	if s.p.Recheck > 0 {
+		// Ended before Run returns: nothing is told after it.
+		watchCtx, stop := context.WithCancel(ctx)
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			s.watch(watchCtx)
+		}()
+		defer func() {
+			stop()
+			<-watched
+		}()
+	}
 	for {
 		n, next := s.credit(clock.Now())
 		if n == 0 {
-			ok, recheckDue := s.wait(ctx, next)
-			if !ok {
+			if !s.wait(ctx, next) {
 				return nil
-			}
-			if recheckDue {
-				s.recheck(ctx)
 			}
 			continue
 		}
@@ -334,31 +354,23 @@ func (s *Subscription) markSent(jobs []*Job, sent bool) {
 }
 
 // wait waits, with no credit left, until some comes back, the earliest
-// held lease expires (next, when not zero), the recheck interval passed or
-// ctx ends. It reports ok false when ctx ended, and recheckDue true when
-// the recheck interval passed first.
-func (s *Subscription) wait(ctx context.Context, next time.Time) (ok, recheckDue bool) {
-	clock := s.e.clock
-	var expiry, rechecked <-chan time.Time
+// held lease expires (next, when not zero) or ctx ends. It reports false
+// when ctx ended.
+func (s *Subscription) wait(ctx context.Context, next time.Time) bool {
+	var expiry <-chan time.Time
 	if !next.IsZero() {
+		clock := s.e.clock
 		t := clock.NewTimer(max(next.Sub(clock.Now()), 0))
 		defer t.Stop()
 		expiry = t.Chan()
 	}
-	if s.p.Recheck > 0 {
-		t := clock.NewTimer(s.p.Recheck)
-		defer t.Stop()
-		rechecked = t.Chan()
-	}
 	select {
 	case <-ctx.Done():
-		return false, false
+		return false
 	case <-s.wake:
 	case <-expiry:
-	case <-rechecked:
-		return true, true
 	}
-	return true, false
+	return true
 }
 
 // heldDelivery is a delivery a subscription holds, as Release and recheck
@@ -366,6 +378,7 @@ func (s *Subscription) wait(ctx context.Context, next time.Time) (ok, recheckDue
 type heldDelivery struct {
 	id, lease string
 	sent      bool
+	claimed   time.Time
 }
 
 // deliveries returns what the subscription holds; with detach, it stops
@@ -377,7 +390,7 @@ func (s *Subscription) deliveries(detach bool) []heldDelivery {
 	out := make([]heldDelivery, 0, len(s.held))
 	for id := range s.held {
 		h := l.m[id]
-		out = append(out, heldDelivery{id: id, lease: h.lease, sent: h.sent})
+		out = append(out, heldDelivery{id: id, lease: h.lease, sent: h.sent, claimed: h.claimed})
 		if detach {
 			h.sub = nil
 			l.m[id] = h
@@ -389,16 +402,42 @@ func (s *Subscription) deliveries(detach bool) []heldDelivery {
 	return out
 }
 
-// recheck reads each held delivery back and forgets those settled through
-// another instance: no longer reserved under the lease sent.
+// watch rechecks the deliveries held, every Recheck, until ctx ends. It
+// runs beside Run, whose claims may wait for due jobs meanwhile.
+func (s *Subscription) watch(ctx context.Context) {
+	clock := s.e.clock
+	for {
+		t := clock.NewTimer(s.p.Recheck)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.Chan():
+		}
+		s.recheck(ctx)
+	}
+}
+
+// recheck reads back each delivery held for Recheck or longer: one whose
+// job was cancelled is told (leases.cancelled), and one settled through
+// another instance (no longer reserved under the lease sent) is forgotten.
+// Younger deliveries are left alone: most are settled here soon, and a
+// read of each would cost the store a call per delivery.
 func (s *Subscription) recheck(ctx context.Context) {
+	cutoff := s.e.clock.Now().Add(-s.p.Recheck)
 	for _, d := range s.deliveries(false) {
+		if d.claimed.After(cutoff) {
+			continue
+		}
 		job, err := s.e.store.GetJob(ctx, d.id)
 		switch {
 		case errors.Is(err, ErrNotFound):
 		case err != nil:
 			return // the store is down; leases still expire
 		case job.State == StateReserved && job.Lease == d.lease:
+			continue
+		case job.State == StateCancelled:
+			s.e.leases.cancelled(d.id, d.lease)
 			continue
 		}
 		s.e.leases.ended(d.id, d.lease, ErrLeaseLost)

@@ -152,6 +152,46 @@ func TestSubscriptionRecheck(t *testing.T) {
 	s.next(t)
 }
 
+// TestSubscriptionRecheckTellsCancel: a running job cancelled through
+// another instance is told to the subscriber once, by the first recheck
+// after the delivery was held for Recheck, and gives the credit back; a
+// delivery held for less is not read back yet.
+func TestSubscriptionRecheckTellsCancel(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	push(t, b, 1)
+	_, err := b.engine.Push(ctx, &core.PushParams{Topic: "t", TTR: time.Minute, MaxAttempts: 3, Delay: dur(1500 * time.Millisecond)})
+	require.NoError(t, err)
+	told := make(chan string, 4)
+	s, _ := subscribe(t, b, core.SubscriptionParams{Prefetch: 1, Recheck: time.Second,
+		CancelledFunc: func(id string) { told <- id }})
+	first := s.next(t)
+	other, err := core.NewEngine(core.EngineConfig{Store: b.store, Clock: b.clock})
+	require.NoError(t, err)
+	require.NoError(t, other.Cancel(ctx, &core.CancelJobParams{ID: first.ID, Running: true}))
+	s.none(t, b, 2) // the lease's expiry and the recheck
+
+	b.clock.Advance(time.Second) // the recheck finds it, the credit comes back
+	require.Equal(t, first.ID, <-told)
+	s.none(t, b, 2) // the claim's wait for the next due job, and the recheck
+	b.clock.Advance(500 * time.Millisecond)
+	second := s.next(t)
+	require.NoError(t, other.Cancel(ctx, &core.CancelJobParams{ID: second.ID, Running: true}))
+	s.none(t, b, 2)
+
+	// Held for half a Recheck at the next one: not read back. The recheck
+	// after is waited for by its timer.
+	b.clock.Advance(500 * time.Millisecond)
+	s.none(t, b, 2)
+	require.Empty(t, told)
+	b.clock.Advance(time.Second)
+	require.Equal(t, second.ID, <-told)
+	b.clock.Advance(time.Second)
+	s.none(t, b, 2)
+	require.Empty(t, told, "told once")
+}
+
 // TestSubscriptionRelease: Release hands back what the subscription
 // holds: a delivery sent (or whose send failed, which may have reached
 // the subscriber) with its attempt counted, one claimed and never sent

@@ -354,6 +354,7 @@ func (e *Engine) newJob(p *PushParams, now time.Time, urls urlChecks) (job *Job,
 		Priority:    p.Priority,
 		URL:         p.URL,
 		ExpiresAt:   expires,
+		Retention:   topic.Retention,
 	}
 	if err := keyedID(job, topic); err != nil {
 		return nil, false, err
@@ -430,7 +431,8 @@ func (e *Engine) Get(ctx context.Context, id string) (*Job, error) {
 // Cancel cancels the job p.ID, as Store.CancelJob: with p.Running a
 // reserved one too, whose delivery, when this engine's claim made it for
 // a subscription, is told to its subscriber (SubscriptionParams.CancelledFunc)
-// and gives its credit back. Errors: ErrNotFound, ErrConflict.
+// and gives its credit back; another instance's subscription learns it by
+// its recheck (SubscriptionParams.Recheck). Errors: ErrNotFound, ErrConflict.
 func (e *Engine) Cancel(ctx context.Context, p *CancelJobParams) error {
 	if p == nil {
 		return noParams("cancel")
@@ -442,7 +444,7 @@ func (e *Engine) Cancel(ctx context.Context, p *CancelJobParams) error {
 		return err
 	}
 	if p.Running {
-		e.leases.cancelled(p.ID)
+		e.leases.cancelled(p.ID, "")
 	}
 	return nil
 }

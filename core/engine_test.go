@@ -92,11 +92,15 @@ func TestPushTakesTopicDefaults(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	ctx := context.Background()
-	require.NoError(t, b.engine.PutTopic(ctx, &core.Topic{Name: "t", TTR: time.Minute, MaxAttempts: 3}))
+	require.NoError(t, b.engine.PutTopic(ctx, &core.Topic{Name: "t", TTR: time.Minute, MaxAttempts: 3, Retention: time.Hour}))
 	j, err := b.engine.Push(ctx, &core.PushParams{Topic: "t"})
 	require.NoError(t, err)
 	require.Equal(t, time.Minute, j.TTR)
 	require.Equal(t, 3, j.MaxAttempts)
+	require.Equal(t, time.Hour, j.Retention, "the topic's retention goes with the job")
+	got, err := b.engine.Get(ctx, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, time.Hour, got.Retention)
 	j, err = b.engine.Push(ctx, &core.PushParams{Topic: "t", TTR: 5 * time.Second, MaxAttempts: 7})
 	require.NoError(t, err)
 	require.Equal(t, 5*time.Second, j.TTR, "the job's own value wins")
@@ -105,6 +109,7 @@ func TestPushTakesTopicDefaults(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, core.TTRDefault, j.TTR)
 	require.Equal(t, core.MaxAttemptsDefault, j.MaxAttempts)
+	require.Zero(t, j.Retention, "the store's retention")
 }
 
 // TestReleaseGivesAttemptBack: a delivery released unsent (a claim whose

@@ -98,6 +98,12 @@ type Job struct {
 	// (acknowledged), its delay counted from the finish; nil for none. A
 	// put sets it; nothing else changes it (chains.go).
 	Then *PushParams `json:"then,omitempty"`
+	// Retention, when set, is how long the job is kept once done or
+	// cancelled instead of the store's retention: GetJob finds it, and
+	// listings and its topic's counts show it, until then. A put sets it
+	// (the topic's Retention); nothing else changes it. The record of
+	// finished jobs (ListFinished) keeps the store's.
+	Retention time.Duration `json:"retention,omitempty"`
 }
 
 // HistoryMax is how many attempts a job's History keeps: the oldest is

@@ -62,6 +62,10 @@ type Topic struct {
 	// nor run_at (0 to the engine's Limits.MaxDelay): run_at is the push's
 	// time plus it. Schedules' slots give their run_at.
 	Delay time.Duration `json:"delay,omitempty"`
+	// Retention, when set, is how long the topic's jobs pushed from then
+	// on are kept once done or cancelled (Job.Retention), instead of the
+	// store's retention (--retention); RetentionMin to RetentionMax.
+	Retention time.Duration `json:"retention,omitempty"`
 	// OnDead names the topic that gets a dead-letter notice (a job whose
 	// body is a DeadNotice) for each of this topic's jobs that goes dead;
 	// its delivery decides how the notice goes out. Empty: none.
@@ -304,6 +308,11 @@ func (t *Topic) Validate() error {
 	}
 	if t.ExpiresIn < 0 {
 		return Invalid("expires_in", "expires_in must not be negative (0 or absent: jobs never expire)")
+	}
+	if t.Retention != 0 {
+		if err := ValidateRetention("retention", t.Retention); err != nil {
+			return err
+		}
 	}
 	if t.OnDead != "" {
 		if err := ValidateTopicName(t.OnDead); err != nil {

@@ -115,6 +115,24 @@ func ValidateKey(key string) error {
 	return nil
 }
 
+// Bounds of a topic's retention (Topic.Retention, Job.Retention).
+const (
+	// RetentionMin is the shortest retention: whole seconds, as the NATS
+	// store keeps it.
+	RetentionMin = time.Second
+	// RetentionMax is the longest retention.
+	RetentionMax = 366 * 24 * time.Hour
+)
+
+// ValidateRetention checks a retention of finished jobs: RetentionMin to
+// RetentionMax, in whole seconds.
+func ValidateRetention(field string, d time.Duration) error {
+	if d < RetentionMin || d > RetentionMax || d%time.Second != 0 {
+		return Invalid(field, "%s must be whole seconds between %s and %s", field, RetentionMin, RetentionMax)
+	}
+	return nil
+}
+
 // ValidateTTR checks a time to run.
 func ValidateTTR(field string, d time.Duration) error {
 	if d < TTRMin || d > TTRMax {
@@ -211,6 +229,11 @@ func (e *Engine) validateJob(j *Job, now time.Time, urls urlChecks) error {
 	}
 	if err := e.validateExpiresAt(j); err != nil {
 		return err
+	}
+	if j.Retention != 0 {
+		if err := ValidateRetention("retention", j.Retention); err != nil {
+			return err
+		}
 	}
 	return e.validateJobURL(j, urls)
 }

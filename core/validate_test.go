@@ -92,6 +92,7 @@ func TestTopicValidate(t *testing.T) {
 		},
 		"backoff.delays[0]": func(t *core.Topic) { t.Backoff.Delays = []time.Duration{-time.Second} },
 		"delivery.timeout":  func(t *core.Topic) { t.Delivery.Timeout = time.Hour },
+		"retention":         func(t *core.Topic) { t.Retention = 1500 * time.Millisecond },
 		"delivery.error_body": func(t *core.Topic) {
 			t.Delivery = core.Delivery{Type: core.DeliveryNATS, ErrorBody: true}
 		},
@@ -154,5 +155,18 @@ func TestTopicValidate(t *testing.T) {
 		var fe *core.FieldError
 		require.True(t, errors.As(bad.Validate(), &fe), name)
 		require.Equal(t, "delivery.previous_secret", fe.Field, name)
+	}
+}
+
+// TestValidateRetention: whole seconds from RetentionMin to RetentionMax.
+func TestValidateRetention(t *testing.T) {
+	t.Parallel()
+	for _, d := range []time.Duration{core.RetentionMin, time.Hour, core.RetentionMax} {
+		require.NoError(t, core.ValidateRetention("retention", d), d)
+	}
+	for _, d := range []time.Duration{-time.Second, 0, 500 * time.Millisecond, core.RetentionMax + time.Second, 1500 * time.Millisecond} {
+		var fe *core.FieldError
+		require.ErrorAs(t, core.ValidateRetention("retention", d), &fe, d)
+		require.Equal(t, "retention", fe.Field)
 	}
 }

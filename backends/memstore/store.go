@@ -644,10 +644,21 @@ func (s *Store) unlink(e *entry) {
 	}
 }
 
-// finish makes an unlinked entry done or cancelled.
+// finish makes an unlinked entry done or cancelled, filed in the finished
+// list by when it stops being kept (keptUntil): from the back, where a job
+// with the retention of those finished before it goes at once.
 func (s *Store) finish(e *entry, state core.State, now time.Time) {
 	e.job.Finish(state, now)
-	e.elem = s.finished.PushBack(e)
+	until := s.keptUntil(e.job)
+	mark := s.finished.Back()
+	for mark != nil && s.keptUntil(mark.Value.(*entry).job).After(until) {
+		mark = mark.Prev()
+	}
+	if mark == nil {
+		e.elem = s.finished.PushFront(e)
+	} else {
+		e.elem = s.finished.InsertAfter(e, mark)
+	}
 	e.topic.countFinished(state, 1)
 	s.recordFinish(e.job, now)
 }
@@ -714,13 +725,19 @@ func (tp *topic) nextDue() int64 {
 	return next
 }
 
-// prune drops finished jobs, and entries of the record of finished jobs,
-// past the retention period.
+// keptUntil is when finished job j stops being kept: its own Retention
+// after it finished, or the store's.
+func (s *Store) keptUntil(j *core.Job) time.Time {
+	return j.UpdatedAt.Add(cmp.Or(j.Retention, s.retention))
+}
+
+// prune drops finished jobs past their retention, and entries of the
+// record of finished jobs past the store's.
 func (s *Store) prune(now time.Time) {
 	s.pruneFinished(now)
 	for el := s.finished.Front(); el != nil; el = s.finished.Front() {
 		e := el.Value.(*entry)
-		if now.Sub(e.job.UpdatedAt) < s.retention {
+		if now.Before(s.keptUntil(e.job)) {
 			return
 		}
 		s.finished.Remove(el)

@@ -14,7 +14,7 @@
 //	<prefix>.r.<id>.<topic>   reserved: a schedule firing at the lease's expiry into its due subject
 //	                          (the last attempt's: into its dead subject)
 //	<prefix>.x.<id>.<topic>   dead
-//	<prefix>.k.<id>.<topic>   done, with Nats-TTL = Retention
+//	<prefix>.k.<id>.<topic>   done, with Nats-TTL = the job's retention, or Retention
 //	<prefix>.c.<id>.<topic>   cancelled, the same
 //
 // The payload is the job itself (encodeRecord: its JSON fields, its

@@ -1,6 +1,7 @@
 package natsstore
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -52,11 +53,11 @@ func (n names) keySubject(topic, key, id string) string {
 	return n.prefix + "." + kindKey + ".~" + keyHash(topic, key) + "." + id
 }
 
-// keyEntry returns j's entry: with the retention as TTL once j finished.
+// keyEntry returns j's entry: with j's retention as TTL once j finished.
 func (s *Store) keyEntry(j *core.Job) *nats.Msg {
 	m := nats.NewMsg(s.names.keySubject(j.Topic, j.Key, j.ID))
 	if j.State.Finished() {
-		m.Header.Set(hdrTTL, ttl(s.cfg.Retention))
+		m.Header.Set(hdrTTL, ttl(cmp.Or(j.Retention, s.cfg.Retention)))
 	}
 	return m
 }

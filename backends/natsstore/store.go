@@ -522,7 +522,7 @@ func (s *Store) message(j *core.Job, now time.Time, prev *stored) (m *nats.Msg, 
 		h.Set(hdrSchedule, "@at "+j.LeaseExpiresAt.Format(time.RFC3339Nano))
 		h.Set(hdrScheduleTarget, target)
 	case kindDone, kindCancelled:
-		h.Set(hdrTTL, ttl(s.cfg.Retention))
+		h.Set(hdrTTL, ttl(cmp.Or(j.Retention, s.cfg.Retention)))
 	}
 	if prev != nil && prev.subject != subject {
 		if isSchedule(prev.kind) {

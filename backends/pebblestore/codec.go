@@ -48,12 +48,16 @@ const (
 // attempt started at its updated_at, via unknown. A finished meta (x) of a
 // job whose only attempt ended with the finish is written as
 // metaVersionEnded: the priority, then that attempt as an h value, so that
-// the ack of a job delivered once writes no h key.
+// the ack of a job delivered once writes no h key. A meta of a job with its
+// own retention is written as metaVersionFull: the priority, the attempt
+// in progress (start and via) when reserved, the retention (ms), then the
+// ended attempts, the rest, possibly empty.
 const (
 	metaVersion         = 1
 	metaVersionPriority = 2
 	metaVersionAttempt  = 3
 	metaVersionEnded    = 4
+	metaVersionFull     = 5
 	recordVersion       = 1
 	recordVersionDelays = 2
 	recordVersionURL    = 3
@@ -121,9 +125,10 @@ type meta struct {
 	leaseExp    int64 // ms, while reserved
 	lease       lease // while reserved
 	priority    int
-	started     int64  // ms, the attempt in progress's start, while reserved
-	via         uint8  // viaCodes, the attempt in progress's via, while reserved
-	ended       []byte // an h value: attempts that ended, of a finished job without an h key
+	started     int64         // ms, the attempt in progress's start, while reserved
+	via         uint8         // viaCodes, the attempt in progress's via, while reserved
+	ended       []byte        // an h value: attempts that ended, of a finished job without an h key
+	retention   time.Duration // the job's own retention (ms precision), 0 for the store's
 }
 
 // viaCodes are the one-byte forms of core.Attempt.Via; 0 is none (or one
@@ -172,6 +177,8 @@ func (m *meta) encode() []byte {
 	b := make([]byte, 0, 48+len(m.topic))
 	version := byte(metaVersion)
 	switch {
+	case m.retention != 0:
+		version = metaVersionFull
 	case m.state == core.StateReserved:
 		version = metaVersionAttempt
 	case m.ended != nil:
@@ -194,11 +201,14 @@ func (m *meta) encode() []byte {
 	if version >= metaVersionPriority {
 		b = binary.AppendVarint(b, int64(m.priority))
 	}
-	if version == metaVersionAttempt {
+	if version == metaVersionAttempt || (version == metaVersionFull && m.state == core.StateReserved) {
 		b = binary.AppendVarint(b, m.started)
 		b = append(b, m.via)
 	}
-	if version == metaVersionEnded {
+	if version == metaVersionFull {
+		b = binary.AppendUvarint(b, uint64(m.retention/time.Millisecond))
+	}
+	if version == metaVersionEnded || version == metaVersionFull {
 		b = append(b, m.ended...)
 	}
 	return b
@@ -214,7 +224,7 @@ func decodeMeta(b []byte) (meta, error) {
 // alias b, so that a scan of every job allocates nothing per job.
 func decodeMetaBytes(b []byte) (meta, []byte, error) {
 	var m meta
-	if len(b) < 2 || b[0] < metaVersion || b[0] > metaVersionEnded || b[1] == 0 || int(b[1]) >= len(codeStates) {
+	if len(b) < 2 || b[0] < metaVersion || b[0] > metaVersionFull || b[1] == 0 || int(b[1]) >= len(codeStates) {
 		return m, nil, errCorrupt
 	}
 	m.state = codeStates[b[1]]
@@ -235,13 +245,21 @@ func decodeMetaBytes(b []byte) (meta, []byte, error) {
 	if m.state == core.StateReserved {
 		m.started = m.updatedAt / int64(time.Millisecond)
 	}
-	if b[0] == metaVersionAttempt {
+	if b[0] == metaVersionAttempt || (b[0] == metaVersionFull && m.state == core.StateReserved) {
 		m.started = d.varint()
 		if v := d.take(1); v != nil {
 			m.via = v[0]
 		}
 		if m.via >= uint8(len(codeVias)) {
 			d.fail()
+		}
+	}
+	if b[0] == metaVersionFull {
+		if m.retention = time.Duration(d.uvarint()) * time.Millisecond; m.retention <= 0 {
+			d.fail()
+		}
+		if d.err == nil && len(d.b) > 0 {
+			m.ended = d.b // the rest, aliasing b
 		}
 	}
 	if b[0] == metaVersionEnded {
@@ -374,6 +392,7 @@ func job(id string, m *meta, r *record, lastError string) (*core.Job, error) {
 		RetryDelays: r.delays,
 		Priority:    m.priority,
 		URL:         r.url,
+		Retention:   m.retention,
 	}
 	if r.expiresAt != 0 {
 		j.ExpiresAt = time.UnixMilli(r.expiresAt).UTC()
@@ -477,6 +496,7 @@ func metaOf(j *core.Job) meta {
 		ttr:         j.TTR,
 		updatedAt:   j.UpdatedAt.UnixNano(),
 		priority:    j.Priority,
+		retention:   j.Retention,
 	}
 	if j.State == core.StateReserved {
 		m.leaseExp = j.LeaseExpiresAt.UnixMilli()

@@ -35,6 +35,25 @@ func TestMetaRoundTrip(t *testing.T) {
 		got, err = decodeMeta(enc)
 		require.NoError(t, err)
 		require.Equal(t, m, got)
+
+		// An own retention: the full form, with and without ended
+		// attempts.
+		m.retention = 400 * 24 * time.Hour
+		enc = m.encode()
+		require.Equal(t, byte(metaVersionFull), enc[0])
+		got, err = decodeMeta(enc)
+		require.NoError(t, err)
+		require.Equal(t, m, got)
+		if st.Finished() {
+			m.ended = encodeHistory([]core.Attempt{{Attempt: 3, StartedAt: time.UnixMilli(1_700_000_000_000).UTC(),
+				EndedAt: time.UnixMilli(1_700_000_000_100).UTC(), Via: core.ViaPull, Outcome: core.OutcomeAcked}})
+			got, err = decodeMeta(m.encode())
+			require.NoError(t, err)
+			require.Equal(t, m, got)
+		}
+		// Cut before the retention: corrupt.
+		_, err = decodeMeta(enc[:len(enc)-1])
+		require.Error(t, err, "a full form without its retention")
 	}
 }
 

@@ -141,6 +141,7 @@ func (s *Store) ImportJobs(_ context.Context, jobs []*core.Job) ([]bool, error) 
 		sl.set(hasKey, j.Key != "")
 		sl.set(hasThen, j.Then != nil)
 		sl.set(thenUnknown, false)
+		s.x.setRetention(i, j.Retention)
 		s.setLite(i, j)
 		if j.State == core.StateDead {
 			tp.dead++

@@ -102,15 +102,19 @@ type index struct {
 	table   []uint32            // slot numbers by hash of id, 0 for none; a power of two long
 	used    int                 // slots in table
 	leases  map[uint32]delivery // reserved slots' deliveries
-	hashOf  func(id string) uint64
-	seq     uint64
+	// retention holds the own retention (core.Job.Retention) of the slots
+	// that have one: few jobs do, so a slot does not carry it.
+	retention map[uint32]time.Duration
+	hashOf    func(id string) uint64
+	seq       uint64
 }
 
 func newIndex() *index {
 	x := &index{
-		slots:  make([]slot, 1, 1024),
-		table:  make([]uint32, 1024),
-		leases: make(map[uint32]delivery),
+		slots:     make([]slot, 1, 1024),
+		table:     make([]uint32, 1024),
+		leases:    make(map[uint32]delivery),
+		retention: make(map[uint32]time.Duration),
 	}
 	seed := maphash.MakeSeed()
 	x.hashOf = func(id string) uint64 { return maphash.String(seed, id) }
@@ -212,11 +216,21 @@ func doubled[S ~[]E, E any](s S, n int) S {
 }
 
 // remove frees slot i, which must be in no heap.
+// setRetention records slot i's own retention, r (0 for none).
+func (x *index) setRetention(i uint32, r time.Duration) {
+	if r > 0 {
+		x.retention[i] = r
+	} else {
+		delete(x.retention, i)
+	}
+}
+
 func (x *index) remove(i uint32) {
 	s := &x.slots[i]
 	x.unplace(i)
 	x.used--
 	delete(x.leases, i)
+	delete(x.retention, i)
 	x.garbage += int(s.idLen)
 	*s = slot{pos: -1}
 	x.free = append(x.free, i)

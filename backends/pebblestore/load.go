@@ -54,6 +54,7 @@ func (s *Store) load() error {
 			i := s.x.add(id)
 			sl := &s.x.slots[i]
 			sl.setFixed(tp, m.maxAttempts, m.ttr, m.priority)
+			s.x.setRetention(i, m.retention)
 			sl.runAt, sl.attempt, sl.state = m.runAt, uint16(m.attempt), stateCodes[m.state]
 			sl.flags = hasErr | hasHistory | hasKey | thenUnknown // not known without reading e, h and j: claims and finishes read them
 			if m.state == core.StateScheduled {
@@ -80,6 +81,7 @@ func (s *Store) load() error {
 		i := s.x.add(id)
 		sl := &s.x.slots[i]
 		sl.setFixed(tp, j.MaxAttempts, j.TTR, j.Priority)
+		s.x.setRetention(i, m.retention)
 		sl.flags = hasErr | hasHistory | hasKey | thenUnknown // not known without reading e, h and j: claims and finishes read them
 		s.setLite(i, &j)
 		switch j.State {

@@ -34,7 +34,7 @@ func finishedIndex(state core.State) int {
 }
 
 // countFinished adds delta to tp's count of state in the bucket of at (a
-// finish time), for the next write to write.
+// job's keptFrom), for the next write to write.
 func (s *Store) countFinished(tp *topic, state core.State, at time.Time, delta int64) {
 	bucket := at.UnixMilli() / s.bucket.Milliseconds()
 	c := tp.finished[bucket]
@@ -74,7 +74,7 @@ func (s *Store) forgetFinished(b *pebble.Batch, id string) error {
 	if err := s.forgetKey(b, m.topic, id); err != nil {
 		return err
 	}
-	at := time.Unix(0, m.updatedAt)
+	at := s.keptFrom(&m)
 	if tp := s.topics[m.topic]; tp != nil && tp.finished[at.UnixMilli()/s.bucket.Milliseconds()] != nil {
 		s.countFinished(tp, m.state, at, -1)
 	}
@@ -97,6 +97,20 @@ func (s *Store) forgetKey(b *pebble.Batch, topic, id string) error {
 		_ = b.Delete(keyIndexKey(topic, r.key, id), nil)
 	}
 	return nil
+}
+
+// keptFrom is when the store's retention starts to run for finished job m:
+// its finish, or for a job with its own retention (core.Job.Retention) the
+// finish moved by the difference, so that its expiry key, its count bucket
+// and its read all follow one rule, that of the store's retention. (A
+// store reopened with another retention moves such a job's end by the
+// change, as it moves every other job's.)
+func (s *Store) keptFrom(m *meta) time.Time {
+	at := time.Unix(0, m.updatedAt)
+	if m.retention > 0 {
+		at = at.Add(m.retention - s.retention)
+	}
+	return at
 }
 
 // oldestBucket is the first bucket that may hold a job finished within
@@ -247,7 +261,7 @@ func (s *Store) pruneSome(upper []byte, limit int64) (more bool, n int, err erro
 			continue // put again since, and maybe unfinished
 		}
 		m, err := decodeMeta(raw)
-		if err == nil && time.Unix(0, m.updatedAt).UnixMilli() != finished {
+		if err == nil && s.keptFrom(&m).UnixMilli() != finished {
 			continue // finished again since: its own f key prunes it
 		}
 		if err == nil {

@@ -445,6 +445,7 @@ func (s *Store) metaOfSlot(i uint32, now time.Time) meta {
 		ttr:         time.Duration(sl.ttrMs) * time.Millisecond,
 		updatedAt:   now.UnixNano(),
 		priority:    int(sl.prio),
+		retention:   s.x.retention[i],
 	}
 	if m.state == core.StateReserved {
 		m.leaseExp = sl.due
@@ -650,6 +651,7 @@ func (s *Store) put(pb *putBatch, in *core.Job, replace, absent bool, now time.T
 	sl.set(hasKey, j.Key != "")
 	sl.set(hasThen, j.Then != nil)
 	sl.set(thenUnknown, false)
+	s.x.setRetention(i, j.Retention)
 	s.setLite(i, j)
 	s.enqueue(tp, i)
 	touched[tp] = struct{}{}
@@ -689,7 +691,7 @@ func (s *Store) read(id string, finished bool) (*core.Job, error) {
 		return nil, fmt.Errorf("pebblestore: job %q: %w", id, err)
 	}
 	now := s.now()
-	if m.state.Finished() && now.Sub(time.Unix(0, m.updatedAt)) >= s.retention {
+	if m.state.Finished() && !now.Before(s.keptFrom(&m).Add(s.retention)) {
 		return nil, fmt.Errorf("pebblestore: job %q: %w", id, core.ErrNotFound)
 	}
 	j, err := s.complete(id, &m, true, true)
@@ -915,10 +917,11 @@ func (s *Store) finish(b *pebble.Batch, tp *topic, i uint32, state core.State, n
 	}
 	_ = b.Delete(idKey(prefixMeta, id), nil)
 	_ = b.Set(idKey(prefixFinished, id), m.encode(), nil)
-	_ = b.Set(expiryKey(now, id), nil, nil)
+	kept := s.keptFrom(&m)
+	_ = b.Set(expiryKey(kept, id), nil, nil)
 	_ = b.Set(finishedKey(tp.name, state, m.updatedAt, id), nil, nil)
 	s.logFinish(b, i, id, &j, now)
-	s.countFinished(tp, state, now, 1)
+	s.countFinished(tp, state, kept, 1)
 	s.x.remove(i)
 	return j.Settled()
 }

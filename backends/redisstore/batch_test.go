@@ -45,9 +45,10 @@ func testLeaseBatchOneAnswerEach(t *testing.T, url string, multiShard bool) {
 	for _, j := range got {
 		byID[j.ID] = j
 	}
-	// A job key that is not a hash: every command on it fails.
+	// A job key that is neither a hash nor a string: every command on it
+	// fails.
 	broken := "broken-" + jobs[0].ID
-	require.NoError(t, newClient(t, url).Set(ctx, s.keys.job(broken), "x", 0).Err())
+	require.NoError(t, newClient(t, url).RPush(ctx, s.keys.job(broken), "x").Err())
 
 	a, b, c, d, e := byID[jobs[0].ID], byID[jobs[1].ID], byID[jobs[2].ID], byID[jobs[3].ID], byID[jobs[4].ID]
 	op := func(kind, id, lease string) *leaseOp {

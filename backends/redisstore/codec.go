@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vmihailenco/msgpack/v5"
+
 	"github.com/delayq/delayq/core"
 )
 
@@ -37,6 +39,7 @@ const (
 	fVia       = "v" // the via letter of the last claim (viaLetters)
 	fHistory   = "H" // the attempts that ended, absent until one did (History in lib.lua)
 	fExpiresAt = "z" // Unix ms, absent when none
+	fRetention = "R" // ms, the job's own retention, absent when none
 	fThen      = "T" // the JSON of the job's next step, absent when none
 )
 
@@ -171,6 +174,7 @@ func decodeMap(id string, m map[string]string) (*core.Job, error) {
 	if _, ok := m[fExpiresAt]; ok {
 		j.ExpiresAt = msTime(num(fExpiresAt))
 	}
+	j.Retention = time.Duration(num(fRetention)) * time.Millisecond
 	if then, ok := m[fThen]; ok && err == nil {
 		if err = json.Unmarshal([]byte(then), &j.Then); err != nil {
 			err = fmt.Errorf("redisstore: job %q: field %s: %w", id, fThen, err)
@@ -222,6 +226,15 @@ func encodeExpiresAt(t time.Time) string {
 	return strconv.FormatInt(t.UnixMilli(), 10)
 }
 
+// encodeRetention is the argument of a job's own retention to the put and
+// import scripts: ms, empty for none, which the hash leaves out.
+func encodeRetention(d time.Duration) string {
+	if d <= 0 {
+		return ""
+	}
+	return strconv.FormatInt(d.Milliseconds(), 10)
+}
+
 // encodeThen is the argument of a job's next step to the put script: its
 // JSON, empty for none, which the hash leaves out. Errors: the JSON
 // encoding's.
@@ -262,11 +275,63 @@ func decodeDelays(s string) ([]time.Duration, error) {
 	return delays, nil
 }
 
-// decodeFlat turns a script's HGETALL answer into a job.
+// decodeFlat turns a script's answer of a job (job_all in lib.lua) into a
+// job: a hash's fields as HGETALL gives them, or a packed job, {its string}
+// or {its string, its body}. A hash has a dozen fields or more, so one or
+// two values are a packed job.
 func decodeFlat(id string, flat []any) (*core.Job, error) {
+	if len(flat) == 1 || len(flat) == 2 {
+		return decodePacked(id, asString(flat[0]), flat[1:])
+	}
 	m := make(map[string]string, len(flat)/2)
 	for i := 0; i+1 < len(flat); i += 2 {
 		m[asString(flat[i])] = asString(flat[i+1])
+	}
+	return decodeMap(id, m)
+}
+
+// decodePacked turns a packed job, a MessagePack map of the fields a hash
+// holds (numbers as integers), and its body when it has a key of its own,
+// into a job.
+func decodePacked(id, raw string, body []any) (*core.Job, error) {
+	var fields map[string]any
+	if err := msgpack.Unmarshal([]byte(raw), &fields); err != nil {
+		return nil, fmt.Errorf("redisstore: job %q: packed: %w", id, err)
+	}
+	m := make(map[string]string, len(fields)+1)
+	for k, v := range fields {
+		switch v := v.(type) {
+		case string:
+			m[k] = v
+		case []byte:
+			m[k] = string(v)
+		case int8:
+			m[k] = strconv.FormatInt(int64(v), 10)
+		case int16:
+			m[k] = strconv.FormatInt(int64(v), 10)
+		case int32:
+			m[k] = strconv.FormatInt(int64(v), 10)
+		case int64:
+			m[k] = strconv.FormatInt(v, 10)
+		case uint8:
+			m[k] = strconv.FormatUint(uint64(v), 10)
+		case uint16:
+			m[k] = strconv.FormatUint(uint64(v), 10)
+		case uint32:
+			m[k] = strconv.FormatUint(uint64(v), 10)
+		case uint64:
+			m[k] = strconv.FormatUint(v, 10)
+		case float64:
+			// A whole number Lua could not pack as an integer.
+			m[k] = strconv.FormatFloat(v, 'f', -1, 64)
+		case bool, nil:
+			// A field the script emptied.
+		default:
+			return nil, fmt.Errorf("redisstore: job %q: packed field %s: a %T", id, k, v)
+		}
+	}
+	if len(body) == 1 {
+		m[fBody] = asString(body[0])
 	}
 	return decodeMap(id, m)
 }

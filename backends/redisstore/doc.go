@@ -36,14 +36,18 @@
 //
 // With P the prefix and n a shard number:
 //
-//	{P}:meta              hash   shards: the shard count of the prefix; layout: "queues"
+//	{P}:meta              hash   shards: the shard count of the prefix; layout: "packed" (new
+//	                             jobs packed) or "queues" (new jobs hashes; Config.JobForm)
 //	{P}:topics            hash   before topic records: topic -> configuration (JSON), LegacyTopics
 //	{P}:seen              zset   topic -> when a store last put jobs on it (ms): the topic registry
 //	{P}:rate:<topic>      hash   the topic's rate limit bucket: n tokens at t (ms); expires once full
 //	{P}:sched             hash   before records: schedule name -> definition (JSON), LegacySchedules
 //	{P}:rec:<kind>        hash   metadata records of a kind: name -> "<revision>:<value>"; "" -> the last revision given
 //	{P}:scur              hash   before records: schedule name -> its cursor, the last slot fired (ms)
-//	{P:n}:j:<id>          hash   one job (fields below); a TTL once done or cancelled
+//	{P:n}:j:<id>          string one job, packed: a MessagePack map of the fields below; a TTL
+//	                             once done or cancelled, set in the write that finishes it
+//	                      hash   or the same fields as a hash (the form of the prefixes made
+//	                             before packed jobs, until the job is put again)
 //	{P:n}:b:<id>          string the body of a job when longer than 64 bytes; the same TTL
 //	{P:n}:q:<topic>       zset   the topic's scheduled and ready job ids of priority 0 by run_at
 //	                             (ms); ties by id

@@ -131,8 +131,8 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*core.Job) ([]bool, error
 	var calls []call
 	for _, n := range order {
 		for idx := range slices.Chunk(byShard[n], importChunk) {
-			args := make([]any, 0, 1+18*len(idx))
-			args = append(args, s.inlineBody)
+			args := make([]any, 0, 2+19*len(idx))
+			args = append(args, s.inlineBody, s.jobForm)
 			for _, i := range idx {
 				j := jobs[i]
 				var updated int64
@@ -142,7 +142,8 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*core.Job) ([]bool, error
 				args = append(args, j.ID, j.Topic, j.Key, string(j.Body), j.RunAt.UnixMilli(),
 					j.TTR.Milliseconds(), j.MaxAttempts, j.TraceParent, string(j.State), j.Attempt,
 					core.CutError(j.LastError), j.CreatedAt.UnixMilli(), updated, encodeDelays(j.RetryDelays),
-					encodePriority(j.Priority), j.URL, importedHistory(j, s.clock.Now()), encodeExpiresAt(j.ExpiresAt))
+					encodePriority(j.Priority), j.URL, importedHistory(j, s.clock.Now()), encodeExpiresAt(j.ExpiresAt),
+					encodeRetention(j.Retention))
 			}
 			chunks = append(chunks, chunk{n, idx})
 			calls = append(calls, s.shardCall(scriptImport, n, args...))

@@ -54,8 +54,8 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 	calls := make([]call, len(order))
 	for ci, n := range order {
 		idx := byShard[n]
-		args := make([]any, 0, 2+13*len(idx))
-		args = append(args, replace, s.inlineBody)
+		args := make([]any, 0, 3+14*len(idx))
+		args = append(args, replace, s.inlineBody, s.jobForm)
 		for _, i := range idx {
 			j := params.Jobs[i]
 			then, err := encodeThen(j)
@@ -63,8 +63,8 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 				return nil, err
 			}
 			args = append(args, j.ID, j.Topic, j.Key, string(j.Body), j.RunAt.UnixMilli(),
-				j.TTR.Milliseconds(), j.MaxAttempts, j.TraceParent, encodeDelays(j.RetryDelays), encodePriority(j.Priority), j.URL, encodeExpiresAt(j.ExpiresAt),
-				then)
+				j.TTR.Milliseconds(), j.MaxAttempts, j.TraceParent, encodeDelays(j.RetryDelays), encodePriority(j.Priority), j.URL,
+				encodeExpiresAt(j.ExpiresAt), encodeRetention(j.Retention), then)
 		}
 		calls[ci] = s.shardCall(scriptPut, n, args...)
 	}

@@ -97,7 +97,23 @@ type Config struct {
 	//
 	// Defaults to WaitTimeoutDefault (1s).
 	WaitTimeout time.Duration
+	// JobForm is how new jobs are stored (lib.lua: load): "" keeps the
+	// prefix's form, packed for a new prefix; JobFormPacked also switches
+	// a prefix of hashes to packed jobs, which releases before packed jobs
+	// cannot read (every instance must run this one or a later one first);
+	// JobFormHash makes a new prefix of hashes, which earlier releases
+	// read, and is refused for a packed prefix. Jobs already stored keep
+	// their form until they are put again: every form is read.
+	JobForm string
 }
+
+// Forms of Config.JobForm.
+const (
+	// JobFormPacked stores each job as one MessagePack string.
+	JobFormPacked = "packed"
+	// JobFormHash stores each job as a hash of its fields.
+	JobFormHash = "hash"
+)
 
 // WithDefaults returns the configuration with every unset field at its
 // default, but for Shards, which New reads from Redis when unset.
@@ -131,6 +147,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("redisstore: WaitTimeout %s must be positive", c.WaitTimeout)
 	case c.WaitReplicas > 0 && !isPlain(c.Client):
 		return errors.New("redisstore: WaitReplicas needs a standalone or Sentinel client: a Redis Cluster is not supported")
+	case c.JobForm != "" && c.JobForm != JobFormPacked && c.JobForm != JobFormHash:
+		return fmt.Errorf("redisstore: JobForm %q must be %q, %q or empty", c.JobForm, JobFormPacked, JobFormHash)
 	}
 	return nil
 }
@@ -186,6 +204,9 @@ type Store struct {
 	// server states on its clock, convert through it.
 	skew        atomic.Int64
 	retentionMS string // Config.Retention in ms, as scripts get it
+	// jobForm is the form of the jobs this store creates: JobFormPacked or
+	// JobFormHash, by the prefix's layout.
+	jobForm string
 	// inlineBody is the longest body kept in a job's hash: the server's
 	// hash-max-listpack-value (the smallest of a Cluster's masters), 64
 	// unless configured otherwise. A longer body gets a key of its own, so
@@ -361,21 +382,43 @@ func listpackValueMax(ctx context.Context, rdb redis.UniversalClient) int {
 	return limit
 }
 
-// layout names the key layout of this version in the prefix's meta hash:
-// jobs wait in per-topic queues. A prefix without it was written by an
-// earlier version (one schedule of every topic, per-topic ready sets).
-const layout = "queues"
+// Key layouts of this version, in the prefix's meta hash: jobs wait in
+// per-topic queues, and are created as hashes (layoutQueues) or packed
+// (layoutPacked). A prefix without one was written by an earlier version
+// (one schedule of every topic, per-topic ready sets), or is new. Earlier
+// releases know only layoutQueues: they refuse a packed prefix at start.
+const (
+	layoutQueues = "queues"
+	layoutPacked = "packed"
+)
 
 // migratePage is how many scheduled jobs one migrate script moves.
 const migratePage = 1000
 
 // migrate moves the waiting jobs of a prefix of the earlier layout into
-// their topics' queues and records the layout. It runs once per prefix;
-// the instances of the earlier version must be stopped first (CHANGELOG).
+// their topics' queues and records the layout, and takes the prefix's job
+// form (Config.JobForm). It moves jobs once per prefix; the instances of
+// the earlier version must be stopped first (CHANGELOG).
 func (s *Store) migrate(ctx context.Context) error {
 	got, err := s.rdb.HGet(ctx, s.keys.meta, "layout").Result()
+	form := s.cfg.JobForm
 	switch {
-	case err == nil && got == layout:
+	case err == nil && got == layoutPacked:
+		if form == JobFormHash {
+			return fmt.Errorf("redisstore: prefix %q packs its jobs, and cannot go back to hashes; move its jobs to a new prefix with export and import", s.cfg.Prefix)
+		}
+		s.jobForm = JobFormPacked
+		return nil
+	case err == nil && got == layoutQueues:
+		s.jobForm = JobFormHash
+		if form != JobFormPacked {
+			return nil
+		}
+		if err := s.rdb.HSet(ctx, s.keys.meta, "layout", layoutPacked).Err(); err != nil {
+			return unavailable("switch to packed jobs", err)
+		}
+		s.jobForm = JobFormPacked
+		s.log.Info("redisstore: the prefix's new jobs are packed from now on; releases before packed jobs refuse it", "prefix", s.cfg.Prefix)
 		return nil
 	case err == nil:
 		return fmt.Errorf("redisstore: prefix %q has key layout %q, which this version does not know", s.cfg.Prefix, got)
@@ -403,7 +446,11 @@ func (s *Store) migrate(ctx context.Context) error {
 			moved += k
 		}
 	}
-	if err := s.rdb.HSet(ctx, s.keys.meta, "layout", layout).Err(); err != nil {
+	s.jobForm, got = JobFormPacked, layoutPacked
+	if form == JobFormHash {
+		s.jobForm, got = JobFormHash, layoutQueues
+	}
+	if err := s.rdb.HSet(ctx, s.keys.meta, "layout", got).Err(); err != nil {
 		return unavailable("migrate", err)
 	}
 	if moved > 0 {

@@ -30,10 +30,12 @@ func TestStoreStandalone(t *testing.T) {
 }
 
 // TestStoreStandaloneSharded runs it with 16 shards on a standalone
-// server, where each promotion, claim and lease script serves several.
+// server, where each promotion, claim and lease script serves several,
+// and with jobs stored as hashes, the form of the prefixes made before
+// packed jobs (the other runs pack them).
 func TestStoreStandaloneSharded(t *testing.T) {
 	t.Parallel()
-	h := harness(standaloneURL(t), func(c *Config) { c.Shards = 16 })
+	h := harness(standaloneURL(t), func(c *Config) { c.Shards = 16; c.JobForm = JobFormHash })
 	h.FinishedPerShard = true
 	storetest.Run(t, h)
 }

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -639,7 +640,7 @@ func TestMigrateLayout(t *testing.T) {
 	require.Equal(t, []string{"x:mig"}, fields, "no scheduled counts")
 	layoutNow, err := rdb.HGet(ctx, "{"+prefix+"}:meta", "layout").Result()
 	require.NoError(t, err)
-	require.Equal(t, layout, layoutNow)
+	require.Equal(t, layoutPacked, layoutNow, "an old prefix's new jobs are packed; its hashes stay readable")
 	// A second store finds the layout recorded and does not migrate
 	// again: a schedule key of the old layout written now stays.
 	require.NoError(t, rdb.ZAdd(ctx, base+":sched", redis.Z{Score: float64(now), Member: "s0000"}).Err())
@@ -740,4 +741,75 @@ func TestKeysIndexedAtFirstNew(t *testing.T) {
 	mark, err := rdb.HGet(ctx, s.keys.meta, "keys").Result()
 	require.NoError(t, err)
 	require.Equal(t, "1", mark)
+}
+
+// TestJobForms: jobs stored as hashes and packed live side by side. A
+// prefix of hashes stays so, but for a store told to pack, which switches
+// it for the stores opened after; the jobs of either form are claimed,
+// acknowledged, read and cancelled alike, each kept in its form; a packed
+// prefix refuses to go back to hashes.
+func TestJobForms(t *testing.T) {
+	t.Parallel()
+	url, prefix := standaloneURL(t), uniquePrefix(t.Name())
+	rdb := newClient(t, url)
+	ctx := t.Context()
+	form := func(c *Config, f string) { c.JobForm = f }
+	typeOf := func(s *Store, id string) string {
+		t.Helper()
+		typ, err := rdb.Type(ctx, s.keys.job(id)).Result()
+		require.NoError(t, err)
+		return typ
+	}
+	layoutOf := func() string {
+		got, err := rdb.HGet(ctx, "{"+prefix+"}:meta", "layout").Result()
+		require.NoError(t, err)
+		return got
+	}
+
+	hashes := openStore(t, url, prefix, func(c *Config) { form(c, JobFormHash) })
+	require.Equal(t, layoutQueues, layoutOf())
+	dueHash, laterHash := job("forms", 0), job("forms", time.Hour)
+	laterHash.Key = "k"
+	put(t, hashes, dueHash, laterHash)
+	require.Equal(t, "hash", typeOf(hashes, dueHash.ID))
+	again := openStore(t, url, prefix)
+	require.Equal(t, JobFormHash, again.jobForm, "a prefix of hashes stays so")
+
+	packed := openStore(t, url, prefix, func(c *Config) { form(c, JobFormPacked) })
+	require.Equal(t, layoutPacked, layoutOf())
+	duePacked := job("forms", 0)
+	duePacked.Body = json.RawMessage(`{"big":"` + strings.Repeat("x", 2*packed.inlineBody) + `"}`)
+	put(t, packed, duePacked)
+	require.Equal(t, "string", typeOf(packed, duePacked.ID))
+	late := job("forms", time.Hour)
+	put(t, hashes, late)
+	require.Equal(t, "hash", typeOf(hashes, late.ID), "a store opened before the switch still makes hashes")
+
+	got := claim(t, packed, "forms", 10, time.Second)
+	require.Len(t, got, 2)
+	for _, j := range got {
+		if j.ID == duePacked.ID {
+			require.JSONEq(t, string(duePacked.Body), string(j.Body), "a body of its own key")
+		}
+		require.NoError(t, settleErr(packed.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease})))
+	}
+	require.Equal(t, "hash", typeOf(packed, dueHash.ID), "a job keeps its form")
+	require.Equal(t, "string", typeOf(packed, duePacked.ID))
+	for _, id := range []string{dueHash.ID, duePacked.ID} {
+		j, err := hashes.GetJob(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, core.StateDone, j.State, id)
+		ttl, err := rdb.PTTL(ctx, packed.keys.job(id)).Result()
+		require.NoError(t, err)
+		require.Positive(t, ttl, "%s expires with its retention", id)
+	}
+	require.NoError(t, packed.CancelJob(ctx, &core.CancelJobParams{ID: laterHash.ID}))
+	found, err := packed.FindJobs(ctx, &core.FindJobsParams{Topic: "forms", Key: "k", Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, found, 1)
+	require.Equal(t, core.StateCancelled, found[0].State)
+
+	cfg := Config{Client: newClient(t, url), Prefix: prefix, JobForm: JobFormHash}
+	_, err = New(ctx, cfg)
+	require.ErrorContains(t, err, "cannot go back to hashes")
 }

@@ -345,7 +345,7 @@ configuration; fields left out take their defaults.`,
 // ...]`: some settings of a topic changed, the others kept.
 func (a *app) topicSetCommand() *cobra.Command {
 	var flags clientFlags
-	var ttr, timeout, delay time.Duration
+	var ttr, timeout, delay, retention time.Duration
 	var maxAttempts, concurrency, maxInFlight, rateLimit int
 	var onDead, url, kafkaTopic string
 	cmd := &cobra.Command{
@@ -357,6 +357,7 @@ of PUT /v1/topics/{topic} (docs/api.md), any of them ('-' reads it from standard
 null for a setting to drop (its default again). The flags apply over PATCH.`,
 		Example: `  delayq topic set orders.close --max-attempts 5
   delayq topic set orders.close --ttr 2m --webhook-timeout 5s
+  delayq topic set orders.close --retention 720h
   delayq topic set orders.close --kafka-topic orders-due
   delayq topic set orders.close '{"rate": null, "on_dead": "orders.dead"}'`,
 		Args: cobra.RangeArgs(1, 2),
@@ -383,6 +384,7 @@ null for a setting to drop (its default again). The flags apply over PATCH.`,
 			set("max-in-flight", "max_in_flight", maxInFlight)
 			set("on-dead", "on_dead", onDead)
 			set("delay", "delay", delay.String())
+			set("retention", "retention", retention.String())
 			if changed("rate-limit") {
 				patch["rate"] = map[string]any{"limit": rateLimit}
 				if rateLimit == 0 {
@@ -431,6 +433,7 @@ null for a setting to drop (its default again). The flags apply over PATCH.`,
 	fs.IntVar(&rateLimit, "rate-limit", 0, "deliveries per second (0: no limit)")
 	fs.StringVar(&onDead, "on-dead", "", "the dead-letter topic (empty: none)")
 	fs.Var(&durationValue{p: &delay}, "delay", "the delay of pushes that give neither a delay nor a run_at (0: none)")
+	fs.Var(&durationValue{p: &retention}, "retention", "how long jobs pushed from now on are kept once done or cancelled, in whole seconds (0: the server's --retention)")
 	fs.StringVar(&url, "webhook-url", "", "deliver by webhook to this URL")
 	fs.Var(&positiveDurationValue{p: &timeout}, "webhook-timeout", "how long one webhook delivery may take")
 	fs.StringVar(&kafkaTopic, "kafka-topic", "", "deliver to Kafka: produce each due job as a record to this Kafka topic (a server with --kafka-brokers)")

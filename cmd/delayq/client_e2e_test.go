@@ -390,6 +390,7 @@ func TestClientE2E(t *testing.T) {
 		cfg := &client.TopicConfig{
 			Delivery: client.DeliveryConfig{Type: "consumer"}, TTR: 20 * time.Second, MaxAttempts: 4,
 			Backoff: client.BackoffConfig{Delays: []time.Duration{time.Second, 2 * time.Minute}}, Concurrency: 3,
+			Retention: 36 * time.Hour,
 		}
 		topic, err := dq.PutTopic(ctx, "c.topic", cfg)
 		require.NoError(t, err)
@@ -399,11 +400,15 @@ func TestClientE2E(t *testing.T) {
 		require.Equal(t, 4, topic.MaxAttempts)
 		require.Equal(t, []time.Duration{time.Second, 2 * time.Minute}, topic.Backoff.Delays)
 		require.Equal(t, 3, topic.Concurrency)
+		require.Equal(t, 36*time.Hour, topic.Retention)
 		require.True(t, topic.Configured)
 		require.False(t, topic.Paused)
 
-		_, err = dq.Push(ctx, &client.PushParams{Topic: "c.topic", Delay: time.Hour})
+		pushed, err := dq.Push(ctx, &client.PushParams{Topic: "c.topic", Delay: time.Hour})
 		require.NoError(t, err)
+		job, err := dq.Get(ctx, pushed.ID)
+		require.NoError(t, err)
+		require.Equal(t, 36*time.Hour, job.Retention, "the topic's retention goes with its jobs")
 		got, err := dq.GetTopic(ctx, "c.topic")
 		require.NoError(t, err)
 		require.Equal(t, int64(1), got.Counts.Scheduled)

@@ -36,6 +36,10 @@ const (
 	backendRedis     = "redis"
 )
 
+// redisJobsAuto is the --redis-jobs value that keeps a Redis prefix's form
+// of jobs, packed for a new one.
+const redisJobsAuto = "auto"
+
 // isNATSBackend tells whether backend keeps jobs in NATS, whose server then
 // also carries the NATS transports. Every other backend gets them from
 // startNATS.
@@ -83,6 +87,10 @@ type serveConfig struct {
 	RedisWaitReplicas int
 	// RedisWaitTimeout bounds that wait (--redis-wait-timeout).
 	RedisWaitTimeout time.Duration
+	// RedisJobs is the form of the jobs the Redis store creates
+	// (--redis-jobs): auto (the prefix's), packed or hash
+	// (redisstore.Config.JobForm).
+	RedisJobs string
 	// BackendWait is how long a start waits for an external backend
 	// (Redis, a NATS of --backend nats) that does not answer yet; 0: not
 	// at all.
@@ -157,6 +165,7 @@ func defaultServeConfig() serveConfig {
 		NATSListen:       natsserver.ListenDefault,
 		RedisURL:         "redis://127.0.0.1:6379",
 		RedisWaitTimeout: redisstore.WaitTimeoutDefault,
+		RedisJobs:        redisJobsAuto,
 		BackendWait:      time.Minute,
 		NATSReplicas:     1,
 		Sync:             natsserver.SyncDefault,
@@ -187,6 +196,8 @@ func (c *serveConfig) addFlags(fs *pflag.FlagSet) {
 	fs.Var(&redisURLValue{p: &c.RedisURL}, "redis-url", "Redis URL for --backend redis: redis://[:password@]host:port[/db], rediss:// for TLS, redis+cluster://h1:p1,h2:p2 for a Cluster, redis+sentinel://s1:p1,s2:p2/master")
 	fs.Var(&waitReplicasValue{p: &c.RedisWaitReplicas}, "redis-wait-replicas", "with --backend redis: how many replicas must confirm each put, ack, retry, cancel... (Redis WAIT) before it is answered, so that a failover cannot lose it; fewer within --redis-wait-timeout: 503 unavailable, the write done on the master but not durable. 0: no wait (replication is asynchronous). Standalone or Sentinel URLs only")
 	fs.Var(&positiveDurationValue{p: &c.RedisWaitTimeout}, "redis-wait-timeout", "how long a write waits for --redis-wait-replicas replicas before it is answered 503")
+	fs.Var(&enumValue{p: &c.RedisJobs, allowed: []string{redisJobsAuto, redisstore.JobFormPacked, redisstore.JobFormHash}}, "redis-jobs",
+		"with --backend redis: the form of the jobs it stores. auto: packed for a new prefix (one string per job), a prefix's own otherwise; packed: also switch a prefix of hashes to packed jobs, which earlier releases cannot read (once every instance runs this release or a later one); hash: a new prefix of hashes, which earlier releases read")
 	fs.Var(&durationValue{p: &c.BackendWait}, "backend-wait", "how long a start waits for --backend redis or nats, or for the --kafka-brokers, when they do not answer yet (a Redis loading its data, a NATS cluster electing its stream's leader), trying again with a warning each time, before it exits; 0: exit at once")
 	fs.Var(&replicasValue{p: &c.NATSReplicas}, "nats-replicas", "how many servers of the NATS cluster keep delayq's streams (1-5), for --backend nats; 3 survives the loss of one")
 	fs.BoolVar(&c.NATSUpgrade, "nats-upgrade", c.NATSUpgrade, "with --backend nats or jetstream: move the jobs of the first NATS stream layout (stream DELAYQ_JOBS, before this release) into the current one, then delete that stream; stop every instance of the earlier version first")

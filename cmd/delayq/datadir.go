@@ -26,8 +26,10 @@ const (
 // under --data.
 var formats = map[string]string{
 	// 2: a job may carry an expiry, in a record (pebblestore's version 4)
-	// that a release of format 1 cannot read.
-	backendLocal:     "delayq local 2\n",
+	// that a release of format 1 cannot read. 3: a job may carry its own
+	// retention, in a meta (pebblestore's version 5) that a release of
+	// format 2 cannot read.
+	backendLocal:     "delayq local 3\n",
 	backendJetStream: "delayq jetstream 1\n",
 }
 
@@ -37,6 +39,7 @@ var formats = map[string]string{
 // release then refuses it rather than misread what this one writes.
 var earlierFormats = map[string]string{
 	"delayq local 1": backendLocal,
+	"delayq local 2": backendLocal,
 }
 
 // checkDataDir makes sure dir holds the jobs of backend, or none: it

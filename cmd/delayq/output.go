@@ -242,6 +242,9 @@ func topicRows(t *tableWriter, tp *client.Topic) {
 	if tp.Delay > 0 {
 		t.row("delay", tp.Delay.String())
 	}
+	if tp.Retention > 0 {
+		t.row("retention", tp.Retention.String())
+	}
 	n := tp.Counts
 	for _, c := range []struct {
 		state string

@@ -509,8 +509,12 @@ func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, logTo io
 		}
 		closers = append(closers, func() { _ = client.Close() })
 		store, err := waitForBackend(ctx, log, cfg.BackendWait, func() (*redisstore.Store, error) {
+			form := cfg.RedisJobs
+			if form == redisJobsAuto {
+				form = ""
+			}
 			return redisstore.New(ctx, redisstore.Config{Client: client, Clock: instanceClock(), Retention: cfg.Retention, Logger: log,
-				WaitReplicas: cfg.RedisWaitReplicas, WaitTimeout: cfg.RedisWaitTimeout})
+				WaitReplicas: cfg.RedisWaitReplicas, WaitTimeout: cfg.RedisWaitTimeout, JobForm: form})
 		})
 		if err != nil {
 			return fail(fmt.Errorf("redis store: %w", err))

@@ -25,13 +25,14 @@ func TestClientTopicSet(t *testing.T) {
 		return v
 	}
 
-	code, out, stderr := run("topic", "set", "orders", "--max-attempts", "5", "--ttr", "2m", "--webhook-timeout", "5s", "--delay", "90s")
+	code, out, stderr := run("topic", "set", "orders", "--max-attempts", "5", "--ttr", "2m", "--webhook-timeout", "5s", "--delay", "90s", "--retention", "720h")
 	require.Equal(t, exitOK, code, stderr)
 	var got map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &got), out)
 	require.EqualValues(t, 5, got["max_attempts"])
 	require.Equal(t, "2m0s", got["ttr"])
 	require.Equal(t, "1m30s", got["delay"])
+	require.Equal(t, "720h0m0s", got["retention"])
 	d := got["delivery"].(map[string]any)
 	require.Equal(t, "5s", d["timeout"])
 	require.Equal(t, "https://svc.example/hook", d["url"], "kept")
@@ -51,6 +52,7 @@ func TestClientTopicSet(t *testing.T) {
 		{"topic", "set", "orders", "--max-attempts", "-2"},                                        // refused by the server
 		{"topic", "set", "orders", "--ttr", "5"},                                                  // a duration without its unit
 		{"topic", "set", "orders", "--delay", "-1s"},                                              // negative
+		{"topic", "set", "orders", "--retention", "1500ms"},                                       // not whole seconds
 		{"topic", "set", "nosuch", "--max-attempts", "2"},                                         // no such topic
 		{"topic", "set", "orders", "--kafka-topic", "k"},                                          // no --kafka-brokers (and a url kept)
 		{"topic", "set", "orders", "--webhook-url", "https://svc.example/", "--kafka-topic", "k"}, // two deliveries

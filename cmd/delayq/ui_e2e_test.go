@@ -496,10 +496,12 @@ func testUIOpen(t *testing.T, b *browser) {
 	tb.setValue("#on-dead", "hooks.dead")
 	tb.setValue("#delay", "5m")
 	tb.setValue("#expires-in", "1h")
+	tb.setValue("#retention", "240h")
 	require.Equal(t, "ok: Topic hooks saved.", tb.click("#save-topic"))
 	topic = api.must(http.MethodGet, "/v1/topics/hooks", nil, http.StatusOK)
 	require.Equal(t, "5m0s", topic["delay"])
 	require.Equal(t, "1h0m0s", topic["expires_in"])
+	require.Equal(t, "240h0m0s", topic["retention"])
 	require.Equal(t, map[string]any{"type": "webhook", "url": "http://127.0.0.1:9/hook", "method": "PUT", "timeout": "5s",
 		"success": "status == 200 && body.ok", "allow_job_url": true, "secret_set": false}, topic["delivery"])
 	require.EqualValues(t, 4, topic["max_in_flight"])

@@ -27,6 +27,7 @@ func FullTopic(t testing.TB) *core.Topic {
 		Events:    core.Events{Topic: "audit.t", On: []string{core.EventDone, core.EventExpired}},
 		ExpiresIn: 10 * time.Minute,
 		Delay:     90 * time.Second,
+		Retention: 36 * time.Hour,
 	}
 	// The topic's state, not its configuration.
 	requireAllSet(t, reflect.ValueOf(*full), "Topic", map[string]bool{"Configured": true, "Paused": true, "Counts": true,

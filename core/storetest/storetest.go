@@ -128,6 +128,7 @@ var subtests = []subtest{
 	{"Counts", testCounts},
 	{"FinishedCounts", testFinishedCounts},
 	{"FinishedRetention", testFinishedRetention},
+	{"JobRetention", testJobRetention},
 	{"FinishedRecord", testFinishedRecord},
 	{"FinishedConcurrent", testFinishedConcurrent},
 	{"Then", testThen},

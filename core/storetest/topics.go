@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"cmp"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -191,6 +193,83 @@ func testFinishedRetention(t *testing.T, b *testBundle) {
 	rb.eventuallyCounts(t, topic, core.Counts{Scheduled: 1}, second.Add(finRetention+finSlack))
 	rb.eventuallyFound(t, topic, "fin", 0, second.Add(finRetention+finSlack))
 	rb.eventuallyFinished(t, 0, second.Add(finRetention+finSlack))
+}
+
+// testJobRetention: a job's own Retention, shorter or longer than the
+// store's, is how long it is kept once finished: found by id and by key,
+// listed, and counted until then, and not after. It runs on a store the
+// harness opens with a short retention, on the real clock.
+func testJobRetention(t *testing.T, b *testBundle) {
+	if b.h.OpenRetention == nil {
+		t.Skip("the harness opens no store with a short retention")
+	}
+	rb := &testBundle{h: b.h, ns: namespace(t), ctx: b.ctx}
+	rb.store = b.h.OpenRetention(t, rb.ns, finRetention)
+	require.NotNil(t, rb.store, "Harness.OpenRetention returned nil")
+	t.Cleanup(func() { _ = rb.store.Close() })
+	const topic = "job.ret"
+
+	// Whole seconds, as NATS TTLs are: short, the store's, long.
+	retentions := []time.Duration{finRetention / 3, 0, finRetention * 5 / 3}
+	var jobs []*core.Job
+	for i, r := range retentions {
+		runAt := time.Now().Add(time.Hour)
+		if i == 0 {
+			runAt = time.Now()
+		}
+		j := keyed(topic, "ret", runAt)
+		j.ID = fmt.Sprintf("ret-%d", i)
+		j.Retention = r
+		jobs = append(jobs, j)
+	}
+	// A pending job keeps the topic listed once the finished ones are gone.
+	rb.put(t, append(jobs, NewJob(topic, time.Now().Add(time.Hour)))...)
+	start := time.Now()
+	for i, j := range jobs {
+		if i == 0 {
+			// One done: retention holds for either finish.
+			claimed := claimUntil(t, rb.ctx, rb.store, topic, 1, 1, dueWait)
+			require.Len(t, claimed, 1)
+			require.NoError(t, ack(rb, claimed[0]))
+			continue
+		}
+		require.NoError(t, rb.store.CancelJob(rb.ctx, &core.CancelJobParams{ID: j.ID}))
+	}
+	got := rb.get(t, jobs[2].ID)
+	require.Equal(t, jobs[2].Retention, got.Retention, "a job's retention is kept")
+	rb.requireCounts(t, topic, core.Counts{Scheduled: 1, Done: 1, Cancelled: 2})
+
+	// kept requires the jobs from the i-th on, and no other, to be found,
+	// listed and counted by the deadline.
+	kept := func(i int, deadline time.Time) {
+		t.Helper()
+		want := core.Counts{Scheduled: 1, Cancelled: int64(len(jobs) - max(i, 1))}
+		if i == 0 {
+			want.Done = 1
+		}
+		rb.eventuallyCounts(t, topic, want, deadline)
+		rb.eventuallyFound(t, topic, "ret", len(jobs)-i, deadline)
+		for k, j := range jobs {
+			_, err := rb.store.GetJob(rb.ctx, j.ID)
+			if k < i {
+				require.ErrorIs(t, err, core.ErrNotFound, "job %s past its retention", j.ID)
+			} else {
+				require.NoError(t, err, "job %s within its retention", j.ID)
+			}
+		}
+		page, err := rb.store.ListJobs(rb.ctx, &core.ListJobsParams{Topic: topic, State: core.StateCancelled, Limit: 10})
+		require.NoError(t, err)
+		require.Len(t, page.Jobs, len(jobs)-max(i, 1), "cancelled jobs listed")
+	}
+	for i, r := range retentions {
+		until := start.Add(cmp.Or(r, finRetention))
+		rb.passUntil(t, until)
+		kept(i+1, until.Add(finSlack))
+		if i+1 < len(retentions) {
+			require.True(t, time.Now().Before(start.Add(cmp.Or(retentions[i+1], finRetention))),
+				"job %d was kept until %s after the next one's retention began to run out", i, time.Since(until))
+		}
+	}
 }
 
 // eventuallyFound requires FindJobs of topic and key to find n jobs by

@@ -187,6 +187,9 @@ func topicConfig(name string, c *delayqv1.TopicConfig) (*core.Topic, error) {
 	if t.Delay, err = parseDuration("delay", c.Delay); err != nil {
 		return nil, err
 	}
+	if t.Retention, err = parseDuration("retention", c.Retention); err != nil {
+		return nil, err
+	}
 	if d := c.Delivery; d != nil {
 		t.Delivery = core.Delivery{Type: d.Type, URL: d.Url, Secret: d.Secret, PreviousSecret: d.PreviousSecret,
 			Subject: d.Subject, KafkaTopic: d.KafkaTopic, Success: d.Success, Method: d.Method, Headers: d.Headers,
@@ -267,6 +270,7 @@ func jobMessage(j *core.Job) *delayqv1.Job {
 	if !j.ExpiresAt.IsZero() {
 		m.ExpiresAt = timeText(j.ExpiresAt)
 	}
+	m.Retention = durText(j.Retention)
 	if len(j.RetryDelays) > 0 {
 		m.Backoff = &delayqv1.JobBackoff{Delays: durationTexts(j.RetryDelays)}
 	}
@@ -320,6 +324,9 @@ func importJob(m *delayqv1.Job) (*core.Job, error) {
 		}
 	}
 	if j.TTR, err = parseDuration("ttr", m.Ttr); err != nil {
+		return nil, err
+	}
+	if j.Retention, err = parseDuration("retention", m.Retention); err != nil {
 		return nil, err
 	}
 	if m.Backoff != nil {
@@ -402,6 +409,7 @@ func topicMessage(t *core.Topic) *delayqv1.Topic {
 		MaxInFlight: int32(d.MaxInFlight),
 		ExpiresIn:   durText(d.ExpiresIn),
 		Delay:       durText(d.Delay),
+		Retention:   durText(d.Retention),
 		Configured:  t.Configured,
 		Paused:      t.Paused,
 		Counts: &delayqv1.Counts{

@@ -49,8 +49,9 @@
 // (prefetch minus the deliveries it holds), and the caller settles each
 // with the unary Ack, Nack or Touch, on any connection. Settling through
 // any transport of this instance gives credit back at once; through
-// another instance when the stream, out of credit, reads its deliveries
-// back (every Config.Recheck);
+// another instance when the stream reads back the deliveries it has held
+// for Config.Recheck (every Config.Recheck), which also tells the cancel
+// of a running job made through another instance;
 // a lost lease when it expires. When a stream ends, what it held is
 // released at once for redelivery. Each send must be taken within
 // Config.SendTimeout. Stop ends every stream and waits for the releases;

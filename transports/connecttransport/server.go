@@ -34,8 +34,9 @@ const (
 	ReceiveTimeoutDefault = 30 * time.Second
 	// ClaimWaitDefault is how long one claim of a subscription waits.
 	ClaimWaitDefault = 30 * time.Second
-	// RecheckDefault is how often a subscription without credit reads the
-	// jobs it holds, to learn of settlements made elsewhere.
+	// RecheckDefault is how often a subscription reads back the jobs it
+	// has held that long, to learn of settlements and cancels made
+	// elsewhere.
 	RecheckDefault = 2 * time.Second
 	// OpTimeoutDefault bounds the release of a subscription's deliveries.
 	OpTimeoutDefault = 10 * time.Second
@@ -100,9 +101,11 @@ type Config struct {
 	//
 	// Defaults to ClaimWaitDefault (30s); at most core.ClaimWaitLimit.
 	ClaimWait time.Duration
-	// Recheck is how often a subscription that holds prefetch deliveries
-	// reads them back, so that those settled through another instance give
-	// their credit back before their lease ends.
+	// Recheck is how often a subscription reads back the deliveries it
+	// has held for that long (core.SubscriptionParams.Recheck): one whose
+	// job was cancelled through another instance gets its cancelled
+	// message, and one settled through another instance gives its credit
+	// back before its lease ends.
 	//
 	// Defaults to RecheckDefault (2s).
 	Recheck time.Duration

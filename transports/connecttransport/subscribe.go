@@ -19,14 +19,15 @@ import (
 // caller settles each with Ack, Nack or Touch; one settled through any
 // transport of this instance gives its credit back at once, one through
 // another instance when the subscription next reads its deliveries back
-// (every Config.Recheck while it has no credit), and a lost lease when it
+// (every Config.Recheck, those held that long), and a lost lease when it
 // expires (core.Subscription). When the stream ends (the caller cancels
 // it, a delivery is not taken within Config.SendTimeout, the server
 // stops), every delivery still held is released at once with last_error
 // "subscriber disconnected": one sent with its attempt counted, one never
 // sent without. A delivery whose job is cancelled while it runs (CancelJob
-// with running, through this instance) is told by a message with
-// cancelled set to its id and no delivery. Errors: InvalidArgument for a
+// with running) is told by a message with cancelled set to its id and no
+// delivery: at once through this instance, within two Config.Recheck
+// through another. Errors: InvalidArgument for a
 // bad topic or prefetch,
 // PermissionDenied, Unavailable while the server stops or serves
 // Config.MaxSubscribers streams already.

@@ -451,6 +451,7 @@ type topicRequest struct {
 	MaxInFlight int             `json:"max_in_flight,omitempty"`
 	ExpiresIn   json.RawMessage `json:"expires_in,omitempty"`
 	Delay       json.RawMessage `json:"delay,omitempty"`
+	Retention   json.RawMessage `json:"retention,omitempty"`
 }
 
 type rateRequest struct {
@@ -522,6 +523,9 @@ func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
 		return nil, err
 	}
 	if t.Delay, _, err = parseDuration("delay", req.Delay); err != nil {
+		return nil, err
+	}
+	if t.Retention, _, err = parseDuration("retention", req.Retention); err != nil {
 		return nil, err
 	}
 	if !isNull(req.Delivery) {

@@ -121,7 +121,7 @@ func appendStep(b []byte, p *core.PushParams) []byte {
 
 // appendJobFields opens a job object and appends the fields that the GET
 // form and an export line share, from id to created_at, and the job's
-// expiry, own url, backoff and history when it has them.
+// expiry, retention, own url, backoff and history when it has them.
 func appendJobFields(b []byte, j *core.Job) []byte {
 	b = append(b, `{"id":`...)
 	b = appendString(b, j.ID)
@@ -148,6 +148,10 @@ func appendJobFields(b []byte, j *core.Job) []byte {
 	if !j.ExpiresAt.IsZero() {
 		b = append(b, `,"expires_at":`...)
 		b = appendTime(b, j.ExpiresAt)
+	}
+	if j.Retention != 0 {
+		b = append(b, `,"retention":`...)
+		b = appendString(b, j.Retention.String())
 	}
 	if j.URL != "" {
 		b = append(b, `,"url":`...)
@@ -294,7 +298,9 @@ type topicView struct {
 	MaxInFlight int          `json:"max_in_flight,omitempty"`
 	ExpiresIn   string       `json:"expires_in,omitempty"`
 	// Delay is shown only when set.
-	Delay      string `json:"delay,omitempty"`
+	Delay string `json:"delay,omitempty"`
+	// Retention is shown only when set: else the server's.
+	Retention  string `json:"retention,omitempty"`
 	Configured bool   `json:"configured"`
 	// Paused is true while the topic's deliveries are paused.
 	Paused bool `json:"paused"`
@@ -384,6 +390,9 @@ func newTopicView(t *core.Topic) topicView {
 	}
 	if d.Delay != 0 {
 		v.Delay = d.Delay.String()
+	}
+	if d.Retention != 0 {
+		v.Retention = d.Retention.String()
 	}
 	if d.Delivery.Timeout != 0 {
 		v.Delivery.Timeout = d.Delivery.Timeout.String()

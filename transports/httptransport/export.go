@@ -103,6 +103,7 @@ type exportLine struct {
 	Priority    int             `json:"priority"`
 	URL         string          `json:"url"`
 	ExpiresAt   json.RawMessage `json:"expires_at"`
+	Retention   json.RawMessage `json:"retention"`
 	History     []attemptLine   `json:"history"`
 }
 
@@ -146,6 +147,9 @@ func decodeExportLine(data []byte) (*core.Job, error) {
 		return nil, err
 	}
 	if j.TTR, _, err = parseDuration("ttr", l.TTR); err != nil {
+		return nil, err
+	}
+	if j.Retention, _, err = parseDuration("retention", l.Retention); err != nil {
 		return nil, err
 	}
 	if j.RetryDelays, err = decodeJobBackoff(l.Backoff); err != nil {

@@ -95,6 +95,7 @@ func topicRequestJSON(t *core.Topic) []byte {
 		MaxInFlight: t.MaxInFlight,
 		ExpiresIn:   dur(t.ExpiresIn),
 		Delay:       dur(t.Delay),
+		Retention:   dur(t.Retention),
 		Events:      newEventsView(t.Events),
 	}
 	out, _ := json.Marshal(req)

@@ -49,6 +49,9 @@ const (
 	MaxFrameHardBytesDefault = 1 << 20
 	// ClaimWaitDefault is how long one claim of a connection waits.
 	ClaimWaitDefault = 30 * time.Second
+	// RecheckDefault is how often a subscription reads back the
+	// deliveries it has held that long (Config.Recheck).
+	RecheckDefault = 2 * time.Second
 	// OpTimeoutDefault bounds the engine call of one ack, nack or touch
 	// and of the release of a delivery.
 	OpTimeoutDefault = 10 * time.Second
@@ -100,6 +103,13 @@ type Config struct {
 	//
 	// Defaults to ClaimWaitDefault (30s); at most core.ClaimWaitLimit.
 	ClaimWait time.Duration
+	// Recheck is how often a subscription reads back the deliveries it
+	// has held for that long (core.SubscriptionParams.Recheck): one whose
+	// job was cancelled through another instance gets its cancelled frame,
+	// and one settled through another instance gives its credit back.
+	//
+	// Defaults to RecheckDefault (2s).
+	Recheck time.Duration
 	// OpTimeout bounds the engine call of one nack or touch frame, of one
 	// batch of ack frames (see acker), and of each release when a
 	// connection closes.
@@ -134,6 +144,7 @@ func (c Config) WithDefaults() Config {
 	c.MaxFrameBytes = cmp.Or(c.MaxFrameBytes, MaxFrameBytesDefault)
 	c.MaxFrameHardBytes = cmp.Or(c.MaxFrameHardBytes, max(MaxFrameHardBytesDefault, c.MaxFrameBytes))
 	c.ClaimWait = cmp.Or(c.ClaimWait, ClaimWaitDefault)
+	c.Recheck = cmp.Or(c.Recheck, RecheckDefault)
 	c.OpTimeout = cmp.Or(c.OpTimeout, OpTimeoutDefault)
 	c.MaxSubscribers = cmp.Or(c.MaxSubscribers, MaxSubscribersDefault)
 	return c
@@ -157,6 +168,8 @@ func (c Config) Validate() error {
 		return errors.New("wstransport: Config.MaxFrameHardBytes must be at least Config.MaxFrameBytes")
 	case c.ClaimWait <= 0 || c.ClaimWait > core.ClaimWaitLimit:
 		return fmt.Errorf("wstransport: Config.ClaimWait must be between 0 and %s", core.ClaimWaitLimit)
+	case c.Recheck < 0:
+		return errors.New("wstransport: Config.Recheck must not be negative")
 	case c.OpTimeout <= 0:
 		return errors.New("wstransport: Config.OpTimeout must be positive")
 	case c.MaxSubscribers <= 0:
@@ -250,7 +263,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var sub *subscription
 	held, err := s.engine.NewSubscription(core.SubscriptionParams{
 		Topic: topic, Prefetch: prefetch, Via: core.ViaWebSocket,
-		ClaimWait: s.cfg.ClaimWait, ReleaseTimeout: s.cfg.OpTimeout,
+		ClaimWait: s.cfg.ClaimWait, Recheck: s.cfg.Recheck, ReleaseTimeout: s.cfg.OpTimeout,
 		CancelledFunc: func(id string) { sub.send(appendCancelledFrame(nil, id)) },
 	})
 	if err != nil {

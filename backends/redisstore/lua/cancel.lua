@@ -13,9 +13,11 @@ if not j then return {1, false, announced()} end
 settle(id, j)
 if j.s == 'done' or j.s == 'cancelled' then return {1, false, announced()} end
 if j.s == 'reserved' and not running then return {2, job_all(id), announced()} end
-if j.s == 'reserved' then
-  redis.call('HSET', key_job(id), 'H', ended_attempt(j, 'c', now, ''))
-end
 unlink(id, j)
-finish(id, j, 'cancelled')
+if j.s == 'reserved' then
+  j.H = ended_attempt(j, 'c', now, '')
+  finish(id, j, 'cancelled', 'H')
+else
+  finish(id, j, 'cancelled')
+end
 return {0, false, announced()}

@@ -21,9 +21,10 @@
 -- call made it earlier, or -1; the run_at of the queue's first job after
 -- the claim, or -1 when it is empty.
 --
--- Per job reserved: one HGETALL, which also gives the fields returned, and
--- one HSET (the attempt's start is its u and v); a GET only for a body
--- that is not in the hash. The queue and
+-- Per job reserved: of a packed job one GET and one SET; of a hash one
+-- HGETALL, which also gives the fields returned, and one HSET (the
+-- attempt's start is its u and v); a GET only for a body that is not in
+-- the job. The queue and
 -- the lease set change in bulk, one ZREM and one ZADD per shard.
 local t = ARGV[6]
 local mode = ARGV[7]
@@ -48,31 +49,47 @@ local function reserve(picks)
   for y, l in pairs(by_level) do redis.call('ZREM', key_queue(t, y), unpack(l)) end
   for k, id in ipairs(ids) do
     local kj = key_job(id)
-    local h = redis.call('HGETALL', kj)
-    if #h > 0 then
-      -- The fields are returned as read: the caller applies the claim's
-      -- changes (state, attempt, lease, expiry, updated) itself, which
-      -- spares Redis, the bottleneck of a burst, patching them here.
-      local d, a, inline
+    -- The job is returned as read (job_all's forms): the caller applies
+    -- the claim's changes (state, attempt, lease, expiry, updated)
+    -- itself, which spares Redis, the bottleneck of a burst, patching
+    -- them here.
+    local got, x, inline
+    local lease = token .. (taken + 1)
+    local raw = redis.pcall('GET', kj)
+    if type(raw) == 'string' then
+      local j = cmsgpack.unpack(raw)
+      x = now + j.d
+      j.s, j.a, j.l, j.x, j.u, j.v = 'reserved', (j.a or 0) + 1, lease, x, now, via
+      redis.call('SET', kj, cmsgpack.pack(j))
+      got, inline = {raw}, j.b
+    elseif raw then
+      local h = redis.call('HGETALL', kj)
+      local d, a
       for f = 1, #h, 2 do
         local name = h[f]
         if name == 'd' then d = h[f + 1] elseif name == 'a' then a = h[f + 1] elseif name == 'b' then inline = true end
       end
-      local x = now + tonumber(d)
+      x = now + tonumber(d)
+      save(id, {s = 'reserved', a = tonumber(a) + 1, l = lease, x = x, u = now, v = via}, 's', 'a', 'l', 'x', 'u', 'v')
+      got = h
+    end
+    if got then
       taken = taken + 1
-      local lease = token .. taken
-      redis.call('HSET', kj, 's', 'reserved', 'a', int(tonumber(a) + 1), 'l', lease, 'x', int(x), 'u', now_s, 'v', via)
       if not inline then
         local body = redis.call('GET', key_body(id))
         if body then
-          h[#h + 1] = 'b'
-          h[#h + 1] = body
+          if #got == 1 then
+            got[2] = body
+          else
+            got[#got + 1] = 'b'
+            got[#got + 1] = body
+          end
         end
       end
       leases[#leases + 1] = int(x)
       leases[#leases + 1] = id
       note_lease(x)
-      out[#out + 1] = {id, h, lease}
+      out[#out + 1] = {id, got, lease}
     end
   end
   if #leases > 0 then

@@ -13,12 +13,12 @@ local j = load(id)
 if not j then return {1, false, announced()} end
 settle(id, j)
 if j.s == 'done' or j.s == 'cancelled' then return {1, false, announced()} end
-local z = tonumber(redis.call('HGET', key_job(id), 'z'))
-if (j.s ~= 'scheduled' and j.s ~= 'ready') or not z or z > now then
+if (j.s ~= 'scheduled' and j.s ~= 'ready') or not j.z or j.z > now then
   return {2, job_all(id), announced()}
 end
 unlink(id, j)
-redis.call('HSET', key_job(id), 's', 'dead', 'e', 'expired', 'u', now_s)
+j.s, j.e, j.u = 'dead', 'expired', now
+save(id, j, 's', 'e', 'u')
 link_dead(id, j.t, now_us)
 log_finish(id, j, 'x', now_s, 'expired')
 return {0, false, announced()}

@@ -1,13 +1,14 @@
 -- import.lua: store exported jobs of one shard, in order, each only if its
 -- id is not in use.
 --
--- ARGV[6] the longest body kept in the job hash (as put.lua); [7...] 18
--- per job: id, topic, key, body, run_at (ms), ttr (ms),
+-- ARGV[6] the longest body kept in the job (as put.lua); [7] the form of
+-- the jobs, "packed" or "hash" (as put.lua); [8...] 19 per job: id, topic, key, body, run_at (ms), ttr (ms),
 -- max_attempts, traceparent, state, attempt, last_error, created_at (ms),
 -- updated_at (ms, 0 for none), retry delays, priority, url, history (the
--- H field, every attempt ended), expires_at (ms); empty strings for none.
+-- H field, every attempt ended), expires_at (ms), retention (ms); empty
+-- strings for none.
 --
--- A job whose hash exists, in any state (finished ones within retention
+-- A job whose key exists, in any state (finished ones within retention
 -- included), is skipped. Otherwise it is placed as put.lua places a new
 -- job, keeping its attempt, last error and creation time: scheduled or
 -- ready by its run_at, dead in its topic's dead set (its updated_at,
@@ -17,13 +18,14 @@
 -- Returns {results, queued}: one result per job, 1 imported, 0 skipped;
 -- the queue heads the call made earlier (announced).
 local inline_body = tonumber(ARGV[6])
+local packed = ARGV[7] == 'packed'
 local out = {}
-for i = 7, #ARGV, 18 do
+for i = 8, #ARGV, 19 do
   local id, t, k, b = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local r, d, m, p = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
   local st, a, e, c = ARGV[i + 8], ARGV[i + 9], ARGV[i + 10], tonumber(ARGV[i + 11])
   local u, w, y = tonumber(ARGV[i + 12]), ARGV[i + 13], tonumber(ARGV[i + 14])
-  local h, hist, z = ARGV[i + 15], ARGV[i + 16], ARGV[i + 17]
+  local h, hist, z, kept = ARGV[i + 15], ARGV[i + 16], ARGV[i + 17], tonumber(ARGV[i + 18])
   local kj = key_job(id)
   if redis.call('EXISTS', kj) == 1 then
     out[#out + 1] = 0
@@ -39,21 +41,22 @@ for i = 7, #ARGV, 18 do
       if r <= now then state = 'ready' end
     end
     redis.call('DEL', key_body(id))
-    local f = {'s', state, 't', t, 'r', int(r), 'd', d, 'm', m, 'a', a, 'c', int(c), 'u', int(u)}
-    if k ~= '' then f[#f + 1] = 'k'; f[#f + 1] = k end
+    local j = {s = state, t = t, r = r, d = tonumber(d), m = tonumber(m), a = tonumber(a), c = c, u = u, y = y}
+    if k ~= '' then j.k = k end
     if #b > inline_body then
       redis.call('SET', key_body(id), b)
     elseif b ~= '' then
-      f[#f + 1] = 'b'; f[#f + 1] = b
+      j.b = b
     end
-    if p ~= '' then f[#f + 1] = 'p'; f[#f + 1] = p end
-    if e ~= '' then f[#f + 1] = 'e'; f[#f + 1] = e end
-    if w ~= '' then f[#f + 1] = 'w'; f[#f + 1] = w end
-    if y then f[#f + 1] = 'y'; f[#f + 1] = int(y) end
-    if h ~= '' then f[#f + 1] = 'h'; f[#f + 1] = h end
-    if hist ~= '' then f[#f + 1] = 'H'; f[#f + 1] = hist end
-    if z ~= '' then f[#f + 1] = 'z'; f[#f + 1] = z end
-    redis.call('HSET', kj, unpack(f))
+    if p ~= '' then j.p = p end
+    if e ~= '' then j.e = e end
+    if w ~= '' then j.w = w end
+    if h ~= '' then j.h = h end
+    if hist ~= '' then j.H = hist end
+    if z ~= '' then j.z = tonumber(z) end
+    if kept then j.R = kept end
+    packed_ids[id] = packed or nil
+    save(id, j)
     if k ~= '' then index_key(id, t, k, false) end
     if state ~= 'dead' then
       link_queue(id, t, score, y)

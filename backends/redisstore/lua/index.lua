@@ -7,9 +7,9 @@
 local n = 0
 for i = 6, #ARGV do
   local id = ARGV[i]
-  local v = redis.call('HMGET', key_job(id), 's', 't', 'k')
-  if v[1] and v[3] and v[1] ~= 'done' and v[1] ~= 'cancelled' then
-    index_key(id, v[2], v[3], false)
+  local j = load(id)
+  if j and j.k and j.s ~= 'done' and j.s ~= 'cancelled' then
+    index_key(id, j.t, j.k, false)
     n = n + 1
   end
 end

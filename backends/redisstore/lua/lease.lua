@@ -25,12 +25,12 @@
 -- and the counts change once per call. Retry and bury end the attempt in
 -- the history too.
 
--- acked counts the acknowledged jobs per topic, for one update of the
--- topic's done count per shard (fin_add).
-local acked, acked_topics
--- acked_ids are the acknowledged ids per topic, flat {now, id, ...}, for
--- one ZADD of the topic's finished jobs per call.
-local acked_ids
+-- acked are the acknowledged jobs per topic and shift of their retention
+-- (shift_of), {t, shift, n, ids}, ids flat {score, id, ...}: for one
+-- update of the topic's done count (fin_add) and one ZADD of its finished
+-- jobs per shard and call. acked_order keeps them in the order first
+-- acknowledged.
+local acked, acked_order
 -- Acked jobs leave K_LEASE and the reserved counts in bulk, at flush: one
 -- ZREM per call and one HINCRBY per topic instead of one of each per job.
 local unleased, unleased_n
@@ -49,34 +49,34 @@ local function one(op, id, lease, r, etext)
   if not j then return {1, false} end
   settle(id, j)
   if j.s ~= 'reserved' or lease == '' or j.l ~= lease then return {3, false} end
-  local kj = key_job(id)
   if op == 'touch' then
-    local x = now + j.d
-    note_lease(x)
-    redis.call('ZADD', K_LEASE, int(x), id)
-    redis.call('HSET', kj, 'x', int(x))
+    j.x = now + j.d
+    note_lease(j.x)
+    redis.call('ZADD', K_LEASE, int(j.x), id)
+    save(id, j, 'x')
     return {0, job_all(id)}
   end
   if op == 'ack' then
     -- finish(id, j, 'done'), with the lease set and the counts updated
     -- once per call below.
-    redis.call('HSET', kj, 's', 'done', 'u', now_s, 'H', ended_attempt(j, 'a', now, ''))
-    redis.call('PEXPIRE', kj, retention)
-    if not j.b then
-      -- The body is not in the hash: it may have a key of its own.
-      redis.call('PEXPIRE', key_body(id), retention)
+    j.H = ended_attempt(j, 'a', now, '')
+    j.s, j.u = 'done', now
+    save_kept(id, j, 's', 'u', 'H')
+    if j.k then index_key(id, j.t, j.k, kept_for(j)) end
+    local shift = shift_of(j)
+    local group = j.t
+    if shift ~= 0 then group = j.t .. '\n' .. shift end
+    local a = acked[group]
+    if not a then
+      a = {t = j.t, shift = shift, n = 0, ids = {}, score = int(now + shift)}
+      acked[group] = a
+      acked_order[#acked_order + 1] = a
     end
-    if j.k then index_key(id, j.t, j.k, true) end
-    if not acked[j.t] then
-      acked[j.t] = 0
-      acked_topics[#acked_topics + 1] = j.t
-    end
-    acked[j.t] = acked[j.t] + 1
+    a.n = a.n + 1
+    a.ids[#a.ids + 1] = a.score
+    a.ids[#a.ids + 1] = id
     unleased[#unleased + 1] = id
     unleased_n[j.t] = (unleased_n[j.t] or 0) + 1
-    acked_ids[j.t] = acked_ids[j.t] or {}
-    table.insert(acked_ids[j.t], now_s)
-    table.insert(acked_ids[j.t], id)
     log_finish(id, j, 'd', now_s, j.e)
     return {0, j.t, j.a or 0, 'done'}
   end
@@ -88,15 +88,20 @@ local function one(op, id, lease, r, etext)
     if r <= now then state = 'ready' end
     if op == 'release' then
       -- core.Job.Release: the attempt ends released and is given back.
-      local h = ended_attempt(j, 'l', now, etext)
+      j.H = ended_attempt(j, 'l', now, etext)
       j.a = math.max((j.a or 0) - 1, 0)
-      redis.call('HSET', kj, 's', state, 'e', etext, 'u', now_s, 'r', int(r), 'a', int(j.a), 'H', h)
+      j.s, j.e, j.u, j.r = state, etext, now, r
+      save(id, j, 's', 'e', 'u', 'r', 'a', 'H')
     else
-      redis.call('HSET', kj, 's', state, 'e', etext, 'u', now_s, 'r', int(r), 'H', ended_attempt(j, 'r', now, etext))
+      j.H = ended_attempt(j, 'r', now, etext)
+      j.s, j.e, j.u, j.r = state, etext, now, r
+      save(id, j, 's', 'e', 'u', 'r', 'H')
     end
     link_queue(id, j.t, r, j.y)
   else -- bury
-    redis.call('HSET', kj, 's', 'dead', 'e', etext, 'u', now_s, 'H', ended_attempt(j, 'b', now, etext))
+    j.H = ended_attempt(j, 'b', now, etext)
+    j.s, j.e, j.u = 'dead', etext, now
+    save(id, j, 's', 'e', 'u', 'H')
     link_dead(id, j.t, now_us)
     log_finish(id, j, 'x', now_s, etext)
   end
@@ -109,8 +114,7 @@ while i <= #ARGV do
   use_shard(ARGV[i], ARGV[i + 1])
   local count = tonumber(ARGV[i + 2])
   i = i + 3
-  acked, acked_topics, unleased, unleased_n = {}, {}, {}, {}
-  acked_ids = {}
+  acked, acked_order, unleased, unleased_n = {}, {}, {}, {}
   local out = {}
   for _ = 1, count do
     local op = ARGV[i]
@@ -130,8 +134,8 @@ while i <= #ARGV do
   flush()
   -- One ZADD per topic of the ids acknowledged (key_finished), before
   -- fin_add, which may set the zset's expiry.
-  for _, t in ipairs(acked_topics) do redis.call('ZADD', key_finished(t, 'd'), unpack(acked_ids[t])) end
-  for _, t in ipairs(acked_topics) do fin_add('d', t, acked[t]) end
+  for _, a in ipairs(acked_order) do redis.call('ZADD', key_finished(a.t, 'd'), unpack(a.ids)) end
+  for _, a in ipairs(acked_order) do fin_add('d', a.t, a.n, a.shift) end
   results[#results + 1] = {out, lease_announced(), announced()}
 end
 return results

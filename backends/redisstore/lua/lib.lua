@@ -36,6 +36,7 @@ local now_s = int(now)
 local chan = ARGV[3]
 local shard = ARGV[4]
 local retention = ARGV[5]
+local retention_ms = tonumber(retention)
 
 local K_LEASE = KEYS[1] -- zset: reserved job ids by lease expiry (ms), all topics
 local K_COUNT = KEYS[2] -- hash: "x:<topic>" reserved counts
@@ -101,16 +102,31 @@ local function due_candidates(t, limit)
   return out
 end
 
--- job_all returns the job's fields as HGETALL does, its body included
--- wherever it lives.
+-- job_all returns the job as the scripts' callers read it (codec.go): a
+-- hash's fields as HGETALL does, its body included wherever it lives; a
+-- packed job as {its string} or, with a body key, {its string, the body};
+-- {} when there is no such job.
 local function job_all(id)
-  local h = redis.call('HGETALL', key_job(id))
+  local kj = key_job(id)
+  local raw = redis.pcall('GET', kj)
+  local out
+  if type(raw) == 'string' then
+    out = {raw}
+  elseif not raw then
+    return {}
+  else
+    out = redis.call('HGETALL', kj)
+  end
   local body = redis.call('GET', key_body(id))
   if body then
-    h[#h + 1] = 'b'
-    h[#h + 1] = body
+    if #out == 1 then
+      out[2] = body
+    else
+      out[#out + 1] = 'b'
+      out[#out + 1] = body
+    end
   end
-  return h
+  return out
 end
 
 -- The record of finished jobs (Store.ListFinished): the stream finlog of
@@ -227,16 +243,113 @@ local function add_count(field, by)
   end
 end
 
--- load returns the fields of job id that scripts act on, or nil. b, the
--- body when the hash holds it, tells that no body key exists: put and import
--- keep a body in one place only. A job in its queue is stored as scheduled
--- or ready (by its run_at when it got there); settle tells them apart.
-local function load(id)
-  local v = redis.call('HMGET', key_job(id), 's', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b', 'y', 'k', 'u', 'v', 'H', 'e', 'T')
+-- A job is the key j:<id>, in one of two forms: a hash of its fields, one
+-- letter each (codec.go), or packed, one string of the same fields as a
+-- MessagePack map, read and written whole, which costs Redis one short
+-- write per change instead of a write of each field changed. Put and
+-- import create jobs in the form their caller names (the prefix's layout);
+-- every other change writes a job back in the form it was read in, so that
+-- both forms live side by side while a prefix changes layout. Scripts read
+-- a job with load (or job_all) and write it with save and save_kept, and
+-- nothing else touches the key: the layout of a job is theirs alone.
+
+-- JOB_NUMBERS are the fields load turns into numbers and save formats
+-- back (int) in a hash.
+local JOB_NUMBERS = {r = true, x = true, a = true, m = true, d = true, y = true, u = true, c = true, z = true, R = true}
+
+-- packed_ids holds the ids of the jobs in the packed form that the call
+-- read or made, for save.
+local packed_ids = {}
+
+-- read_job returns the job id as load does, and when it is packed the
+-- string it is stored as.
+local function read_job(id)
+  local kj = key_job(id)
+  -- A hash answers WRONGTYPE: an error reply, not an error of the script.
+  local raw = redis.pcall('GET', kj)
+  if type(raw) == 'string' then
+    local j = cmsgpack.unpack(raw)
+    if type(j) ~= 'table' then error('redisstore: key ' .. kj .. ' holds no job') end
+    packed_ids[id] = true
+    return j, raw
+  end
+  if not raw then return nil end
+  packed_ids[id] = nil
+  -- Only the fields scripts act on: a hash is written a field at a time.
+  local v = redis.call('HMGET', kj, 's', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b', 'y', 'k', 'u', 'v', 'H', 'e', 'c', 'z', 'R', 'T')
   if not v[1] then return nil end
   return {s = v[1], t = v[2], r = tonumber(v[3]), x = tonumber(v[4]), a = tonumber(v[5]),
     m = tonumber(v[6]), l = v[7], d = tonumber(v[8]), b = v[9], y = tonumber(v[10]), k = v[11],
-    u = tonumber(v[12]), v = v[13], H = v[14], e = v[15], T = v[16]}
+    u = tonumber(v[12]), v = v[13], H = v[14], e = v[15], c = tonumber(v[16]), z = tonumber(v[17]), R = tonumber(v[18]),
+    T = v[19]}
+end
+
+-- load returns the fields of job id, or nil: s state, t topic, r run_at, x
+-- lease expiry, a attempt, m max attempts, l lease, d ttr, b the body when
+-- the job holds it (which tells that no body key exists: put and import
+-- keep a body in one place only), y priority, k key, u updated, v the via
+-- of the attempt in progress, H history, e last error, c created, z
+-- expires_at, R its own retention (ms), T its next step (JSON); a packed
+-- job has all its fields (p traceparent, w retry delays, h url too). A job in its queue is stored as
+-- scheduled or ready (by its run_at when it got there); settle tells them
+-- apart.
+local function load(id)
+  return (read_job(id))
+end
+
+-- save writes job id from j, which load read (or which a put makes whole):
+-- a packed job whole; of a hash the fields named, or with none named
+-- every field j has.
+local function save(id, j, ...)
+  if packed_ids[id] then
+    redis.call('SET', key_job(id), cmsgpack.pack(j))
+    return
+  end
+  local names = {...}
+  local f = {}
+  if #names == 0 then
+    for name, v in pairs(j) do
+      if v then
+        f[#f + 1] = name
+        if JOB_NUMBERS[name] then f[#f + 1] = int(v) else f[#f + 1] = v end
+      end
+    end
+  else
+    for _, name in ipairs(names) do
+      local v = j[name]
+      f[#f + 1] = name
+      if JOB_NUMBERS[name] then f[#f + 1] = int(v) else f[#f + 1] = v end
+    end
+  end
+  redis.call('HSET', key_job(id), unpack(f))
+end
+
+-- kept_for returns how long finished job j is kept (ms): its own
+-- retention, or the store's.
+local function kept_for(j) return j.R or retention_ms end
+
+-- shift_of returns how far the store's retention of finished job j is
+-- moved (ms): its own retention less the store's, so that the finished
+-- listings and counts, kept by the store's retention from when each job
+-- finished, keep a job with its own retention by that instead (fin_add,
+-- fin_forget, finished listings).
+local function shift_of(j)
+  if j.R then return j.R - retention_ms end
+  return 0
+end
+
+-- save_kept saves finished job id as save does, and makes it expire after
+-- its retention period, its body key with it: a packed job in the same
+-- write.
+local function save_kept(id, j, ...)
+  local ms = int(kept_for(j))
+  if packed_ids[id] then
+    redis.call('SET', key_job(id), cmsgpack.pack(j), 'PX', ms)
+  else
+    save(id, j, ...)
+    redis.call('PEXPIRE', key_job(id), ms)
+  end
+  if not j.b then redis.call('PEXPIRE', key_body(id), ms) end
 end
 
 -- History. A job's attempts that ended are its field H, absent until the
@@ -287,16 +400,16 @@ local function index_expiry(kk)
 end
 
 -- index_key files job id of topic t under key k: unfinished, or finished
--- (found until the end of its retention) when finished is true.
-local function index_key(id, t, k, finished)
+-- (found for kept ms, the end of its retention) when kept is given.
+local function index_key(id, t, k, kept)
   local kk = key_index(t, k)
-  if not finished then
+  if not kept then
     redis.call('ZREMRANGEBYSCORE', kk, '-inf', now_s)
     redis.call('ZADD', kk, '+inf', id)
     redis.call('PERSIST', kk)
     return
   end
-  redis.call('ZADD', kk, int(now + tonumber(retention)), id)
+  redis.call('ZADD', kk, int(now + kept), id)
   index_expiry(kk)
 end
 
@@ -331,19 +444,19 @@ end
 -- expiry.
 local function expire_lease(id, j)
   unlink(id, j)
-  local kj = key_job(id)
   j.H = ended_attempt(j, 'x', j.x, '')
+  j.u, j.e = j.x, 'lease expired'
   if j.a >= j.m then
-    redis.call('HSET', kj, 's', 'dead', 'u', int(j.x), 'e', 'lease expired', 'H', j.H)
+    j.s = 'dead'
+    save(id, j, 's', 'u', 'e', 'H')
     link_dead(id, j.t, j.x * 1000)
     log_finish(id, j, 'x', int(j.x), 'lease expired')
-    j.s = 'dead'
   else
-    redis.call('HSET', kj, 's', 'ready', 'u', int(j.x), 'e', 'lease expired', 'H', j.H)
-    link_queue(id, j.t, j.r, j.y)
     j.s = 'ready'
+    save(id, j, 's', 'u', 'e', 'H')
+    link_queue(id, j.t, j.r, j.y)
   end
-  j.l = false
+  j.l = nil
 end
 
 -- settle brings job id up to now: ready when its run_at passed (nothing to
@@ -361,19 +474,16 @@ end
 -- done and cancelled jobs in the shard that count now, and the same per
 -- time bucket, "d:<topic>:<end>" and "c:<topic>:<end>": the jobs that
 -- finished within the bucket that ends at <end> (Unix ms, inclusive),
--- FIN_WIDTH wide. K_FINQ lists the bucket fields by <end>. Once <end> is at or before now
+-- FIN_WIDTH wide, a job with its own retention as if it finished that
+-- retention less the store's later (shift_of). K_FINQ lists the bucket fields by <end>. Once <end> is at or before now
 -- minus the retention, every job of the bucket is past its retention: the
 -- bucket leaves K_FIN and its count leaves the topic's total (fin_expire),
 -- so a finished job stops counting less than FIN_WIDTH after its retention
 -- ends, and reads sum nothing. Each total is the sum of its topic's bucket
 -- fields.
-local retention_ms = tonumber(retention)
 -- FIN_WIDTH is the bucket width: a 64th of the retention, so that a topic
 -- has at most 65 buckets of each kind in a shard, whatever the retention.
 local FIN_WIDTH = math.ceil(retention_ms / 64)
--- fin_end is the end of the bucket of a job finishing now.
-local fin_end = (math.floor(now / FIN_WIDTH) + 1) * FIN_WIDTH - 1
-
 -- fin_end_of returns the end of the bucket of a job that finished at ms.
 local function fin_end_of(ms)
   return (math.floor(ms / FIN_WIDTH) + 1) * FIN_WIDTH - 1
@@ -410,19 +520,27 @@ end
 -- stays until then: listings read the job and leave it out.
 local function key_finished(t, kind) return base .. ':f:' .. t .. ':' .. kind end
 
+-- expire_later makes key k expire at ms at, unless it expires later.
+local function expire_later(k, at)
+  local ttl = redis.call('PTTL', k)
+  if ttl < 0 or now + ttl < at then redis.call('PEXPIREAT', k, int(at)) end
+end
+
 -- fin_add counts n jobs of topic t that finished now, kind 'd' (done) or
--- 'c' (cancelled). A new bucket is listed in K_FINQ, and the first job of
--- a bucket drops buckets that expired meanwhile, so that K_FIN stays
--- bounded even if nothing reads the counts; it also drops the topic's last
--- finish time, a field earlier versions kept in K_FIN.
-local function fin_add(kind, t, n)
-  local f = kind .. ':' .. t .. ':' .. int(fin_end)
+-- 'c' (cancelled), their retention moved by shift (shift_of). A new bucket
+-- is listed in K_FINQ, and the first job of a bucket drops buckets that
+-- expired meanwhile, so that K_FIN stays bounded even if nothing reads the
+-- counts; it also drops the topic's last finish time, a field earlier
+-- versions kept in K_FIN.
+local function fin_add(kind, t, n, shift)
+  local e = fin_end_of(now + shift)
+  local f = kind .. ':' .. t .. ':' .. int(e)
   if redis.call('HINCRBY', K_FIN, f, n) == n then
-    redis.call('ZADD', K_FINQ, int(fin_end), f)
+    redis.call('ZADD', K_FINQ, int(e), f)
     redis.call('HDEL', K_FIN, t)
     local kf = key_finished(t, kind)
     redis.call('ZREMRANGEBYSCORE', kf, '-inf', '(' .. int(now - retention_ms))
-    redis.call('PEXPIREAT', kf, int(fin_end + retention_ms))
+    expire_later(kf, e + retention_ms)
     fin_expire(100)
   end
   redis.call('HINCRBY', K_FIN, kind .. ':' .. t, n)
@@ -435,9 +553,9 @@ end
 local function fin_forget(id, j)
   local kind = 'd'
   if j.s == 'cancelled' then kind = 'c' end
-  local u = tonumber(redis.call('HGET', key_job(id), 'u'))
+  local u = j.u
   if not u then return end
-  local f = kind .. ':' .. j.t .. ':' .. int(fin_end_of(u))
+  local f = kind .. ':' .. j.t .. ':' .. int(fin_end_of(u + shift_of(j)))
   local c = tonumber(redis.call('HGET', K_FIN, f))
   if c and c > 0 then
     add_fin(f, -1)
@@ -447,34 +565,32 @@ end
 
 -- finish makes job id done or cancelled: it expires after the retention
 -- period, counts as finished until then, and is recorded (log_finish).
--- Its lease fields stay: they mean nothing once the job is not reserved,
--- and deleting them would cost the server a write per job.
-local function finish(id, j, state)
-  local kj = key_job(id)
-  redis.call('HSET', kj, 's', state, 'u', now_s)
-  redis.call('PEXPIRE', kj, retention)
-  if not j.b then redis.call('PEXPIRE', key_body(id), retention) end
-  if j.k then index_key(id, j.t, j.k, true) end
-  if state == 'done' then
-    redis.call('ZADD', key_finished(j.t, 'd'), now_s, id)
-    fin_add('d', j.t, 1)
-    log_finish(id, j, 'd', now_s, j.e)
-  else
-    redis.call('ZADD', key_finished(j.t, 'c'), now_s, id)
-    fin_add('c', j.t, 1)
-    log_finish(id, j, 'c', now_s, j.e)
-  end
+-- The fields named after state are saved with it. Its lease fields stay:
+-- they mean nothing once the job is not reserved, and deleting them would
+-- cost the server a write per job.
+local function finish(id, j, state, ...)
+  j.s, j.u = state, now
+  save_kept(id, j, 's', 'u', ...)
+  if j.k then index_key(id, j.t, j.k, kept_for(j)) end
+  local kind = 'd'
+  if state ~= 'done' then kind = 'c' end
+  local shift = shift_of(j)
+  redis.call('ZADD', key_finished(j.t, kind), int(now + shift), id)
+  fin_add(kind, j.t, 1, shift)
+  log_finish(id, j, kind, now_s, j.e)
 end
 
--- put_job stores the job whose 13 fields start at ARGV[i] (put.lua's): a
+-- put_job stores the job whose 14 fields start at ARGV[i] (put.lua's): a
 -- new job, a finished one overwritten (not with absent: any job kept is a
--- conflict), or with replace an unfinished one replaced unless reserved.
+-- conflict), or with replace an unfinished one replaced unless reserved;
+-- packed when packed is true, else a hash.
 -- Returns 0 created, 1 replaced, or the existing job (job_all) on a conflict.
-local function put_job(replace, inline_body, i, absent)
+local function put_job(replace, inline_body, i, absent, packed)
   local id, t, k, b = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local r, d, m, p = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
   local w, y, h, z = ARGV[i + 8], tonumber(ARGV[i + 9]), ARGV[i + 10], ARGV[i + 11]
-  local nxt = ARGV[i + 12]
+  local kept = tonumber(ARGV[i + 12])
+  local nxt = ARGV[i + 13]
   local kj = key_job(id)
   local created = now
   local res = 0
@@ -494,7 +610,7 @@ local function put_job(replace, inline_body, i, absent)
       return job_all(id)
     else
       res = 1
-      created = tonumber(redis.call('HGET', kj, 'c'))
+      created = j.c
       unlink(id, j)
     end
     redis.call('DEL', kj, key_body(id)) -- also drops a finished job's expiry
@@ -502,20 +618,21 @@ local function put_job(replace, inline_body, i, absent)
   end
   local state = 'scheduled'
   if r <= now then state = 'ready' end
-  local f = {'s', state, 't', t, 'r', int(r), 'd', d, 'm', m, 'a', '0', 'c', int(created), 'u', now_s}
-  if k ~= '' then f[#f + 1] = 'k'; f[#f + 1] = k end
+  local j = {s = state, t = t, r = r, d = tonumber(d), m = tonumber(m), a = 0, c = created, u = now, y = y}
+  if k ~= '' then j.k = k end
   if #b > inline_body then
     redis.call('SET', key_body(id), b)
   elseif b ~= '' then
-    f[#f + 1] = 'b'; f[#f + 1] = b
+    j.b = b
   end
-  if p ~= '' then f[#f + 1] = 'p'; f[#f + 1] = p end
-  if w ~= '' then f[#f + 1] = 'w'; f[#f + 1] = w end
-  if y then f[#f + 1] = 'y'; f[#f + 1] = int(y) end
-  if h ~= '' then f[#f + 1] = 'h'; f[#f + 1] = h end
-  if z ~= '' then f[#f + 1] = 'z'; f[#f + 1] = z end
-  if nxt ~= '' then f[#f + 1] = 'T'; f[#f + 1] = nxt end
-  redis.call('HSET', kj, unpack(f))
+  if p ~= '' then j.p = p end
+  if w ~= '' then j.w = w end
+  if h ~= '' then j.h = h end
+  if z ~= '' then j.z = tonumber(z) end
+  if kept then j.R = kept end
+  if nxt ~= '' then j.T = nxt end
+  packed_ids[id] = packed or nil
+  save(id, j)
   link_queue(id, t, r, y)
   if k ~= '' then index_key(id, t, k, false) end
   return res

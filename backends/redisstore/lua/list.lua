@@ -94,7 +94,10 @@ if state == 'scheduled' or state == 'ready' then
   end
 elseif state == 'reserved' then
   take(K_LEASE, math.max(from(K_LEASE), redis.call('ZCOUNT', K_LEASE, '-inf', now_s)), nil,
-    function(id) return redis.call('HGET', key_job(id), 't') == t end)
+    function(id)
+      local j = load(id)
+      return j and j.t == t
+    end)
 elseif state == 'dead' then
   local kd = key_dead(t)
   take(kd, from(kd))

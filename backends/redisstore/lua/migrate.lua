@@ -16,8 +16,8 @@ if #rows > 0 then
   local ids = {}
   for i = 1, #rows, 2 do
     local id, r = rows[i], rows[i + 1]
-    local t = redis.call('HGET', key_job(id), 't')
-    if t then redis.call('ZADD', key_queue(t), r, id) end
+    local j = load(id)
+    if j then redis.call('ZADD', key_queue(j.t), r, id) end
     ids[#ids + 1] = id
   end
   redis.call('ZREM', ks, unpack(ids))

@@ -1,23 +1,25 @@
 -- put.lua: store a batch of jobs of one shard, in order.
 --
 -- ARGV[6] "1" to replace, "2" to create only ids the store keeps in no
--- state (PutJobsParams.IfAbsent), else "0"; [7] the longest body kept in the job hash (a
--- longer one gets a key of its own: see Store.inlineBody); then 13 per
+-- state (PutJobsParams.IfAbsent), else "0"; [7] the longest body kept in the job (a
+-- longer one gets a key of its own: see Store.inlineBody); [8] "packed" to
+-- store new jobs packed, "hash" as hashes (see load in lib.lua); then 14 per
 -- job: id, topic, key, body, run_at (ms), ttr (ms), max_attempts,
--- traceparent, retry delays, priority, url, expires_at (ms), then (the
--- next step's JSON) (empty strings for none).
+-- traceparent, retry delays, priority, url, expires_at (ms), retention
+-- (ms), then (the next step's JSON) (empty strings for none).
 --
 -- Returns {results, queued}: one result per job, 0 created, 1 replaced, or
 -- the existing job (job_all) on a conflict; the queue heads the call made
 -- earlier (announced).
 --
--- A new id costs one EXISTS (of the job and its body key), one HSET (and a SET for a long body) and one
+-- A new id costs one EXISTS (of the job and its body key), one SET or HSET (and a SET for a long body) and one
 -- ZADD, and with a key three more (index_key): every write a script makes is also written to the AOF, which costs
 -- the server more than most commands themselves.
 local replace, absent = ARGV[6] == '1', ARGV[6] == '2'
 local inline_body = tonumber(ARGV[7])
+local packed = ARGV[8] == 'packed'
 local out = {}
-for i = 8, #ARGV, 13 do
-  out[#out + 1] = put_job(replace, inline_body, i, absent)
+for i = 9, #ARGV, 14 do
+  out[#out + 1] = put_job(replace, inline_body, i, absent, packed)
 end
 return {out, announced()}

@@ -8,9 +8,9 @@ local id = ARGV[6]
 local j = load(id)
 if not j then return {1, false, announced()} end
 settle(id, j)
-local kj = key_job(id)
 if j.s ~= 'dead' then return {2, job_all(id), announced()} end
 unlink(id, j)
-redis.call('HSET', kj, 's', 'ready', 'a', '0', 'r', now_s, 'u', now_s)
+j.s, j.a, j.r, j.u = 'ready', 0, now, now
+save(id, j, 's', 'a', 'r', 'u')
 link_queue(id, j.t, now, j.y)
 return {0, false, announced()}

@@ -361,7 +361,10 @@ type Job struct {
 	// ExpiresAt is set when the job expires.
 	ExpiresAt string `protobuf:"bytes,18,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	// Then is the job's next step as pushed, when it has one.
-	Then          *JobSpec `protobuf:"bytes,19,opt,name=then,proto3" json:"then,omitempty"`
+	Then *JobSpec `protobuf:"bytes,19,opt,name=then,proto3" json:"then,omitempty"`
+	// Retention, a duration, is how long the job is kept once done or
+	// cancelled: its topic's retention when pushed; "" for the server's.
+	Retention     string `protobuf:"bytes,30,opt,name=retention,proto3" json:"retention,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -527,6 +530,13 @@ func (x *Job) GetThen() *JobSpec {
 		return x.Then
 	}
 	return nil
+}
+
+func (x *Job) GetRetention() string {
+	if x != nil {
+		return x.Retention
+	}
+	return ""
 }
 
 // Attempt is one delivery of a job: a claim starts it, an ack, retry, bury
@@ -2557,7 +2567,11 @@ type TopicConfig struct {
 	Delay string `protobuf:"bytes,10,opt,name=delay,proto3" json:"delay,omitempty"`
 	// Events sends an event job to another topic for each of the topic's
 	// jobs that finishes; unset: none.
-	Events        *EventsConfig `protobuf:"bytes,21,opt,name=events,proto3" json:"events,omitempty"`
+	Events *EventsConfig `protobuf:"bytes,21,opt,name=events,proto3" json:"events,omitempty"`
+	// Retention, a duration in whole seconds ("" is the server's), is how
+	// long the topic's jobs pushed from then on are kept once done or
+	// cancelled.
+	Retention     string `protobuf:"bytes,30,opt,name=retention,proto3" json:"retention,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2674,6 +2688,13 @@ func (x *TopicConfig) GetEvents() *EventsConfig {
 		return x.Events
 	}
 	return nil
+}
+
+func (x *TopicConfig) GetRetention() string {
+	if x != nil {
+		return x.Retention
+	}
+	return ""
 }
 
 // EventsConfig is a topic's job lifecycle events (docs/api.md, "Job
@@ -3044,7 +3065,9 @@ type Topic struct {
 	// Delay is "" when none.
 	Delay string `protobuf:"bytes,14,opt,name=delay,proto3" json:"delay,omitempty"`
 	// Events is set when the topic sends job events.
-	Events        *EventsConfig `protobuf:"bytes,21,opt,name=events,proto3" json:"events,omitempty"`
+	Events *EventsConfig `protobuf:"bytes,21,opt,name=events,proto3" json:"events,omitempty"`
+	// Retention is "" when the server's.
+	Retention     string `protobuf:"bytes,30,opt,name=retention,proto3" json:"retention,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3189,6 +3212,13 @@ func (x *Topic) GetEvents() *EventsConfig {
 		return x.Events
 	}
 	return nil
+}
+
+func (x *Topic) GetRetention() string {
+	if x != nil {
+		return x.Retention
+	}
+	return ""
 }
 
 // DeliveryView is a topic's delivery as shown: no secret or header value.
@@ -5635,7 +5665,7 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\r_max_attempts\"$\n" +
 	"\n" +
 	"JobBackoff\x12\x16\n" +
-	"\x06delays\x18\x01 \x03(\tR\x06delays\"\xa8\x04\n" +
+	"\x06delays\x18\x01 \x03(\tR\x06delays\"\xc6\x04\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x10\n" +
@@ -5660,7 +5690,8 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\ahistory\x18\x11 \x03(\v2\x12.delayq.v1.AttemptR\ahistory\x12\x1d\n" +
 	"\n" +
 	"expires_at\x18\x12 \x01(\tR\texpiresAt\x12&\n" +
-	"\x04then\x18\x13 \x01(\v2\x12.delayq.v1.JobSpecR\x04then\"\x9f\x01\n" +
+	"\x04then\x18\x13 \x01(\v2\x12.delayq.v1.JobSpecR\x04then\x12\x1c\n" +
+	"\tretention\x18\x1e \x01(\tR\tretention\"\x9f\x01\n" +
 	"\aAttempt\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12\x1d\n" +
 	"\n" +
@@ -5780,7 +5811,7 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\"6\n" +
 	"\x10ListDeadResponse\x12\"\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x0e.delayq.v1.JobR\x04jobs\"\xbe\x03\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x0e.delayq.v1.JobR\x04jobs\"\xdc\x03\n" +
 	"\vTopicConfig\x125\n" +
 	"\bdelivery\x18\x01 \x01(\v2\x19.delayq.v1.DeliveryConfigR\bdelivery\x12\x10\n" +
 	"\x03ttr\x18\x02 \x01(\tR\x03ttr\x12!\n" +
@@ -5796,7 +5827,8 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"expires_in\x18\x14 \x01(\tR\texpiresIn\x12\x14\n" +
 	"\x05delay\x18\n" +
 	" \x01(\tR\x05delay\x12/\n" +
-	"\x06events\x18\x15 \x01(\v2\x17.delayq.v1.EventsConfigR\x06events\"4\n" +
+	"\x06events\x18\x15 \x01(\v2\x17.delayq.v1.EventsConfigR\x06events\x12\x1c\n" +
+	"\tretention\x18\x1e \x01(\tR\tretention\"4\n" +
 	"\fEventsConfig\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x0e\n" +
 	"\x02on\x18\x02 \x03(\tR\x02on\"\xbf\x03\n" +
@@ -5830,7 +5862,7 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"RateConfig\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x16\n" +
 	"\x06period\x18\x02 \x01(\tR\x06period\x12\x14\n" +
-	"\x05burst\x18\x03 \x01(\x05R\x05burst\"\xad\x04\n" +
+	"\x05burst\x18\x03 \x01(\x05R\x05burst\"\xcb\x04\n" +
 	"\x05Topic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\bdelivery\x18\x02 \x01(\v2\x17.delayq.v1.DeliveryViewR\bdelivery\x12\x10\n" +
@@ -5852,7 +5884,8 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\n" +
 	"expires_in\x18\x14 \x01(\tR\texpiresIn\x12\x14\n" +
 	"\x05delay\x18\x0e \x01(\tR\x05delay\x12/\n" +
-	"\x06events\x18\x15 \x01(\v2\x17.delayq.v1.EventsConfigR\x06events\"\xf0\x02\n" +
+	"\x06events\x18\x15 \x01(\v2\x17.delayq.v1.EventsConfigR\x06events\x12\x1c\n" +
+	"\tretention\x18\x1e \x01(\tR\tretention\"\xf0\x02\n" +
 	"\fDeliveryView\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x18\n" +

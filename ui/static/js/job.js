@@ -40,7 +40,7 @@ export async function jobPage(main, id) {
     const expired = j.state === "dead" && j.last_error === "expired";
     const fields = [["id", j.id], ["topic", h("a", { href: `#/topic/${enc(j.topic)}` }, j.topic)],
       ["state", h("span", { id: "job-state" }, badge(j.state), expired ? [" ", badge("expired", "dead"), " not delivered by its expiry"] : null)], ["key", j.key],
-      ["run at", at(j.run_at)], ["expires at", at(j.expires_at)], ["priority", j.priority ?? 0], ["attempt", `${j.attempt} of ${j.max_attempts}`], ["ttr", j.ttr],
+      ["run at", at(j.run_at)], ["expires at", at(j.expires_at)], ["priority", j.priority ?? 0], ["attempt", `${j.attempt} of ${j.max_attempts}`], ["ttr", j.ttr], ["retention", j.retention],
       ["created", at(j.created_at)], ["updated", at(j.updated_at)], ["lease expires", at(j.lease_expires_at)],
       ["last error", j.last_error], ["url", j.url], ["retry delays", j.backoff ? j.backoff.delays.join(", ") : ""],
       ["then", j.then ? h("span", { id: "job-steps" }, steps(j.then)) : ""]];

@@ -87,7 +87,7 @@ function configForm(t, reload) {
     if (type !== "consumer") delivery.timeout = opt("delivery-timeout");
     const cfg = { delivery, ttr: v("ttr"), max_attempts: +v("max-attempts"), concurrency: +v("concurrency"),
       max_in_flight: num("max-in-flight"), unique_keys: opt("unique-keys"), on_dead: opt("on-dead"),
-      delay: opt("delay"), expires_in: opt("expires-in") };
+      delay: opt("delay"), expires_in: opt("expires-in"), retention: opt("retention") };
     const ds = v("backoff-delays");
     cfg.backoff = ds ? { delays: ds.split(/[\s,]+/).filter(Boolean), initial: null, max: null, factor: null } :
       { delays: null, initial: v("backoff-initial"), max: v("backoff-max"), factor: +v("backoff-factor") };
@@ -109,6 +109,7 @@ function configForm(t, reload) {
   f("ttr", "ttr", t.ttr), f("max-attempts", "max attempts", t.max_attempts, { type: "number", min: 1 }),
   f("delay", "default delay", t.delay, { placeholder: "none: a push without delay or run_at runs now" }),
   f("expires-in", "job expiry", t.expires_in, { placeholder: "never: a job without expires_in or expires_at never expires" }),
+  f("retention", "retention", t.retention, { placeholder: "the server's: how long a done or cancelled job is kept" }),
   f("backoff-initial", "backoff initial", t.backoff.initial), f("backoff-max", "backoff max", t.backoff.max),
   f("backoff-factor", "backoff factor", t.backoff.factor, { type: "number", step: "any" }),
   f("backoff-delays", "retry delays", delays, { placeholder: "1m, 5m, 30m (instead of the backoff)" }),
