@@ -61,7 +61,8 @@ func IsKeyID(id string) bool { return isDerivedID(id, keyIDPrefix) }
 var derivedIDPrefixes = [...]string{keyIDPrefix, scheduleIDPrefix, noticeIDPrefix, eventIDPrefix, chainIDPrefix}
 
 // IsDerivedID reports whether id has the form of an id the engine derives
-// (KeyID, ScheduleID, NoticeID): a prefix and 32 lowercase hex digits.
+// (KeyID, ScheduleID, NoticeID, EventID, ChainID): a prefix and 32
+// lowercase hex digits.
 // Clients may not choose such ids (Engine.Push refuses them, but for the
 // key's own id on a topic with unique keys), and an import takes them
 // only from an unrestricted admin: whoever could would block the slot of
