@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -172,6 +173,11 @@ func (ev *events) chained(ctx context.Context) bool {
 	return err == nil
 }
 
+// chainReads bounds the done jobs a follower reads at once for their
+// steps: one read after another would take a network store a round trip
+// per step.
+const chainReads = 16
+
 // chain puts the next steps of the entries that are done jobs with one
 // (FinishedJob.Then), finished from since on, each unless it exists, in
 // one write per kind of id: a follower that put them one by one would
@@ -181,17 +187,35 @@ func (ev *events) chained(ctx context.Context) bool {
 // Errors: the store's.
 func (ev *events) chain(ctx context.Context, entries []FinishedJob, since time.Time) error {
 	e := ev.e
+	var done []*FinishedJob
+	for i := range entries {
+		if f := &entries[i]; f.Then && f.State == StateDone && !f.FinishedAt.Before(since) {
+			done = append(done, f)
+		}
+	}
+	if len(done) == 0 {
+		return nil
+	}
+	read := make([]*Job, len(done))
+	errs := make([]error, len(done))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, chainReads)
+	for i, f := range done {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			read[i], errs[i] = e.store.GetJob(ctx, f.ID)
+		}()
+	}
+	wg.Wait()
 	// A keyed step of a topic with unique keys takes the key's id, as a
 	// schedule's slot does: made unless an unfinished job holds the key;
 	// any other is put only if absent.
 	var derived, keyed []*Job
-	for i := range entries {
-		f := &entries[i]
-		if !f.Then || f.State != StateDone || f.FinishedAt.Before(since) {
-			continue
-		}
+	for i, f := range done {
 		at := StoreTime(f.FinishedAt)
-		j, err := e.store.GetJob(ctx, f.ID)
+		j, err := read[i], errs[i]
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return err
 		}

@@ -309,3 +309,27 @@ func BenchmarkBurst(b *testing.B) {
 	b.ReportMetric(float64(lastClaim.Sub(due))/1e6, "claimed_all_ms")
 	b.ReportMetric(float64(lastAck.Sub(due))/1e6, "acked_all_ms")
 }
+
+// BenchmarkChainBurst runs storetest.ChainBurst of DELAYQ_BENCH_CHAIN jobs
+// (default 20 000), without and with a next step, side by side, each on a
+// prefix of its own of one server (AOF everysec), and reports
+// redis-server's CPU per job of the whole:
+//
+//	DELAYQ_BENCH_CHAIN=20000 go test -run '^$' -bench '^BenchmarkChainBurst$' -benchtime 1x -count 3 ./backends/redisstore/
+func BenchmarkChainBurst(b *testing.B) {
+	n := storetest.EnvInt("DELAYQ_BENCH_CHAIN", 20_000)
+	url := benchURL(b, "everysec")
+	for _, then := range []bool{false, true} {
+		b.Run(fmt.Sprintf("then=%t", then), func(b *testing.B) {
+			// A prefix of its own: -count runs each case again on the same server.
+			s := openStore(b, url, fmt.Sprintf("chain-%t-%d", then, time.Now().UnixNano()))
+			cpu0 := redisCPU(b, url)
+			burst, steps := storetest.ChainBurst(b, s, n, then)
+			b.ReportMetric(burst.Seconds(), "burst_s")
+			if then {
+				b.ReportMetric(steps.Seconds(), "steps_after_s")
+			}
+			b.ReportMetric(float64(redisCPU(b, url)-cpu0)/float64(time.Microsecond)/float64(n), "redis_cpu_us/job")
+		})
+	}
+}
