@@ -54,8 +54,8 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 	calls := make([]call, len(order))
 	for ci, n := range order {
 		idx := byShard[n]
-		args := make([]any, 0, 3+13*len(idx))
-		args = append(args, replace, s.inlineBody, s.jobForm)
+		args := make([]any, 0, 2+13*len(idx))
+		args = append(args, replace, s.inlineBody)
 		for _, i := range idx {
 			j := params.Jobs[i]
 			args = append(args, j.ID, j.Topic, j.Key, string(j.Body), j.RunAt.UnixMilli(),
@@ -315,7 +315,7 @@ func (s *Store) TouchJob(ctx context.Context, params *core.TouchJobParams) (*cor
 }
 
 // byID runs a script of the form {code, job, woke} on the shard of id.
-func (s *Store) byID(ctx context.Context, sc *redis.Script, what, id string, args ...any) (int64, *core.Job, error) {
+func (s *Store) byID(ctx context.Context, sc *shardScript, what, id string, args ...any) (int64, *core.Job, error) {
 	if s.isClosed() {
 		return 0, nil, core.ErrClosed
 	}
