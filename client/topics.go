@@ -41,6 +41,20 @@ type TopicConfig struct {
 	// Delay is the delay of the topic's pushes that give neither Delay
 	// nor RunAt; 0: none.
 	Delay time.Duration
+	// Events sends an event job to another topic for each of the topic's
+	// jobs that finishes; a zero Events: none.
+	Events EventsConfig
+}
+
+// EventsConfig is a topic's job lifecycle events: for each of its jobs
+// that finishes as one of On, an event job, a CloudEvents document, is
+// put on Topic (docs/api.md, "Job events").
+type EventsConfig struct {
+	// Topic is the topic that gets the events (required with On).
+	Topic string `json:"topic,omitempty"`
+	// On are the transitions told: "done", "cancelled", "dead",
+	// "expired"; empty: all of them.
+	On []string `json:"on,omitempty"`
 }
 
 // RateConfig is a topic's rate limit: at most Limit deliveries per Period
@@ -111,7 +125,7 @@ type Topic struct {
 	// SecretSet and HeaderNames.
 	Delivery DeliveryView
 	// TTR, MaxAttempts, Backoff, Concurrency, UniqueKeys, OnDead, Rate,
-	// MaxInFlight, ExpiresIn and Delay are as in TopicConfig, with
+	// MaxInFlight, ExpiresIn, Delay and Events are as in TopicConfig, with
 	// defaults filled.
 	TTR         time.Duration
 	MaxAttempts int
@@ -123,6 +137,7 @@ type Topic struct {
 	MaxInFlight int
 	ExpiresIn   time.Duration
 	Delay       time.Duration
+	Events      EventsConfig
 	// Configured is true when the topic has a configuration of its own.
 	Configured bool
 	// Paused is true while its deliveries are paused.
@@ -220,6 +235,7 @@ type topicWire struct {
 	MaxInFlight int          `json:"max_in_flight"`
 	ExpiresIn   jsonDuration `json:"expires_in"`
 	Delay       jsonDuration `json:"delay"`
+	Events      EventsConfig `json:"events"`
 	Configured  bool         `json:"configured"`
 	Paused      bool         `json:"paused"`
 	Counts      Counts       `json:"counts"`
@@ -242,6 +258,7 @@ func (t *Topic) UnmarshalJSON(b []byte) error {
 		Rate: RateConfig{Limit: w.Rate.Limit, Period: time.Duration(w.Rate.Period), Burst: w.Rate.Burst}, MaxInFlight: w.MaxInFlight,
 		ExpiresIn: time.Duration(w.ExpiresIn),
 		Delay:     time.Duration(w.Delay),
+		Events:    w.Events,
 	}
 	return nil
 }
@@ -264,8 +281,12 @@ func (c *TopicConfig) wire() []byte {
 		MaxInFlight int           `json:"max_in_flight,omitempty"`
 		ExpiresIn   jsonDuration  `json:"expires_in,omitempty"`
 		Delay       jsonDuration  `json:"delay,omitempty"`
+		Events      *EventsConfig `json:"events,omitempty"`
 	}{TTR: jsonDuration(c.TTR), MaxAttempts: c.MaxAttempts, Concurrency: c.Concurrency, UniqueKeys: c.UniqueKeys, OnDead: c.OnDead,
 		MaxInFlight: c.MaxInFlight, ExpiresIn: jsonDuration(c.ExpiresIn), Delay: jsonDuration(c.Delay)}
+	if c.Events.Topic != "" || len(c.Events.On) > 0 {
+		w.Events = &c.Events
+	}
 	if r := c.Rate; r.Limit != 0 || r.Period != 0 || r.Burst != 0 {
 		w.Rate = &rateWire{Limit: r.Limit, Period: jsonDuration(r.Period), Burst: r.Burst}
 	}
