@@ -168,12 +168,14 @@ export interface ListJobsParams {
 
 /** DeliveryConfig is how a topic's jobs leave. */
 export interface DeliveryConfig {
-  type?: "consumer" | "webhook" | "nats";
+  type?: "consumer" | "webhook" | "nats" | "kafka";
   url?: string;
   timeout?: Duration;
   secret?: string;
   previous_secret?: string;
   subject?: string;
+  /** kafka_topic is the Kafka topic a kafka delivery produces each job to (required there; a server with --kafka-brokers). */
+  kafka_topic?: string;
   success?: string;
   error_body?: boolean;
   method?: string;
@@ -197,6 +199,15 @@ export interface RateConfig {
   burst?: number;
 }
 
+/** EventTransition is a finish a topic's events may tell. */
+export type EventTransition = "done" | "cancelled" | "dead" | "expired";
+
+/** EventsConfig is a topic's job lifecycle events: an event job, a CloudEvents document, on topic for each of its jobs that finishes as one of on (absent or empty: all). */
+export interface EventsConfig {
+  topic: string;
+  on?: EventTransition[];
+}
+
 /** TopicConfig is the body of PUT /v1/topics/{topic}; every field is optional. */
 export interface TopicConfig {
   delivery?: DeliveryConfig;
@@ -208,6 +219,7 @@ export interface TopicConfig {
   on_dead?: string;
   rate?: RateConfig;
   max_in_flight?: number;
+  events?: EventsConfig;
 }
 
 /** Counts are a topic's jobs in each state. */
@@ -228,6 +240,7 @@ export interface Topic {
     url?: string;
     timeout?: string;
     subject?: string;
+    kafka_topic?: string;
     success?: string;
     method?: string;
     secret_set?: boolean;
@@ -244,6 +257,7 @@ export interface Topic {
   on_dead?: string;
   rate?: { limit: number; period: string; burst: number };
   max_in_flight?: number;
+  events?: EventsConfig;
   configured: boolean;
   paused: boolean;
   counts: Counts;

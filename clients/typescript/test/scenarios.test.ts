@@ -16,6 +16,7 @@ import {
   NotFoundError,
   WebhookReceiver,
   type Delivery,
+  type EventsConfig,
   type Job,
   type JobState,
   type WebhookDelivery,
@@ -201,6 +202,18 @@ describe("scenarios", { concurrency: true, timeout: 120_000 }, () => {
     assert.equal(got.max_attempts, 7);
     assert.equal(got.configured, true);
     assert.ok((await client.listTopics()).some((x) => x.name === t));
+    assert.equal(got.events, undefined);
+
+    // Job events and a kafka delivery's Kafka topic go out as given; this
+    // server has no --kafka-brokers, so a kafka delivery is refused, naming
+    // the field, and nothing changes.
+    const events = { topic: t + ".audit", on: ["done", "dead"] } satisfies EventsConfig;
+    assert.deepEqual((await client.putTopic(t, { ttr: "45s", max_attempts: 7, events })).events, events);
+    assert.deepEqual((await client.getTopic(t)).events, events);
+    const kafka = await client.putTopic(t, { delivery: { type: "kafka", kafka_topic: "orders-due" } }).catch((e: unknown) => e);
+    assert.ok(kafka instanceof InvalidArgumentError);
+    assert.equal(kafka.field, "delivery.type");
+    assert.equal((await client.getTopic(t)).delivery.type, "consumer");
 
     const p = await client.push({ topic: t });
     assert.equal((await client.pauseTopic(t)).paused, true);
