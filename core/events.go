@@ -297,28 +297,6 @@ func (ev *events) tell(ctx context.Context, f *FinishedJob, since time.Time) err
 	} else if err != nil && !errors.Is(err, ErrNotFound) {
 		return err
 	}
-	body, err := json.Marshal(ce)
-	if err != nil {
-		return err
-	}
-	if len(body) > e.limits.MaxBodyBytes {
-		ce.Data.Body, ce.Data.BodyOmitted = nil, true
-		if body, err = json.Marshal(ce); err != nil {
-			return err
-		}
-	}
-	// Put as the engine makes it, as a notice is: not bound by the body
-	// limit of clients' jobs, under an id no client may choose.
-	to := e.topic(t.Events.Topic)
-	now := StoreTime(e.clock.Now())
-	job := &Job{ID: id, Topic: t.Events.Topic, Body: body, RunAt: now, TTR: to.TTR, MaxAttempts: to.MaxAttempts,
-		State: StateReady, CreatedAt: now, UpdatedAt: now}
-	res, err := e.store.PutJobs(ctx, &PutJobsParams{Jobs: []*Job{job}, IfAbsent: true})
-	if err != nil {
-		return err
-	}
-	if err := res[0].Err; err != nil && !errors.Is(err, ErrConflict) {
-		return err
-	}
-	return nil
+	return e.putMade(ctx, madeJob{ID: id, Topic: t.Events.Topic, Body: &ce, IfAbsent: true,
+		Omit: func() { ce.Data.Body, ce.Data.BodyOmitted = nil, true }})
 }
