@@ -21,37 +21,44 @@ type madeJob struct {
 	Omit func()
 	// TraceParent links it to the told job's trace; "": none.
 	TraceParent string
-	// IfAbsent puts it only if no job has its id, whatever its state
-	// (PutJobsParams.IfAbsent); else a job with its id unfinished is a
-	// conflict, which is taken as done too.
-	IfAbsent bool
 }
 
-// putMade puts m, ready now. It is put, not pushed: it is not bound by
-// the body limit of clients' jobs (it holds the told job's body only
-// within it), and its id has a form no client may choose. A job already
-// under its id is no error. Errors: the store's.
-func (e *Engine) putMade(ctx context.Context, m madeJob) error {
-	body, err := json.Marshal(m.Body)
-	if err != nil {
-		return err
+// putMade puts made, ready now, in one store call. They are put, not
+// pushed: they are not bound by the body limit of clients' jobs (each
+// holds the told job's body only within it), and their ids have a form no
+// client may choose. With ifAbsent each is put only if no job has its id,
+// whatever its state (PutJobsParams.IfAbsent); else a job with its id
+// unfinished is a conflict. A job already under its id is no error either
+// way. Errors: the store's, the first of the jobs'.
+func (e *Engine) putMade(ctx context.Context, ifAbsent bool, made ...madeJob) error {
+	if len(made) == 0 {
+		return nil
 	}
-	if len(body) > e.limits.MaxBodyBytes {
-		m.Omit()
-		if body, err = json.Marshal(m.Body); err != nil {
+	now := StoreTime(e.clock.Now())
+	jobs := make([]*Job, len(made))
+	for i, m := range made {
+		body, err := json.Marshal(m.Body)
+		if err != nil {
 			return err
 		}
+		if len(body) > e.limits.MaxBodyBytes {
+			m.Omit()
+			if body, err = json.Marshal(m.Body); err != nil {
+				return err
+			}
+		}
+		to := e.topic(m.Topic)
+		jobs[i] = &Job{ID: m.ID, Topic: m.Topic, Body: body, RunAt: now, TTR: to.TTR, MaxAttempts: to.MaxAttempts,
+			State: StateReady, CreatedAt: now, UpdatedAt: now, TraceParent: m.TraceParent}
 	}
-	to := e.topic(m.Topic)
-	now := StoreTime(e.clock.Now())
-	job := &Job{ID: m.ID, Topic: m.Topic, Body: body, RunAt: now, TTR: to.TTR, MaxAttempts: to.MaxAttempts,
-		State: StateReady, CreatedAt: now, UpdatedAt: now, TraceParent: m.TraceParent}
-	res, err := e.store.PutJobs(ctx, &PutJobsParams{Jobs: []*Job{job}, IfAbsent: m.IfAbsent})
+	res, err := e.store.PutJobs(ctx, &PutJobsParams{Jobs: jobs, IfAbsent: ifAbsent})
 	if err != nil {
 		return err
 	}
-	if err := res[0].Err; err != nil && !errors.Is(err, ErrConflict) {
-		return err
+	for _, r := range res {
+		if r.Err != nil && !errors.Is(r.Err, ErrConflict) {
+			return r.Err
+		}
 	}
 	return nil
 }

@@ -190,7 +190,7 @@ func (n *notices) tell(ctx context.Context, t *Topic, j *Job) error {
 	}}
 	// Not IfAbsent: the GetJob above finds a notice kept; one that
 	// finished meanwhile may be made again (told twice, as said above).
-	if err := e.putMade(ctx, madeJob{ID: id, Topic: t.OnDead, Body: &told, TraceParent: j.TraceParent,
+	if err := e.putMade(ctx, false, madeJob{ID: id, Topic: t.OnDead, Body: &told, TraceParent: j.TraceParent,
 		Omit: func() { told.Job.Body, told.Job.BodyOmitted = nil, true }}); err != nil {
 		return err
 	}
