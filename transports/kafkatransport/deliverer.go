@@ -139,9 +139,9 @@ func (d *Deliverer) ValidateTopic(t *core.Topic) error {
 // as every delivery). A refusal the brokers answered for this record or
 // its Kafka topic alone (the topic unknown once the client's retries are
 // spent, or an error Kafka does not retry: the topic not writable, the
-// record too large) also wraps
-// core.ErrInvalidArgument, the topic's own fault: it opens no breaker of
-// the cluster (breaker.IsEndpointFailure) that the other topics share.
+// record too large) also matches core.ErrInvalidArgument, the topic's own
+// fault: it opens no breaker of the cluster (breaker.IsEndpointFailure),
+// which the other topics share.
 func (d *Deliverer) Deliver(ctx context.Context, p *core.DeliverParams) error {
 	if p == nil || p.Topic == nil || p.Job == nil {
 		return core.Invalid("", "kafkatransport: deliver: no params (topic and job are required)")
@@ -153,13 +153,14 @@ func (d *Deliverer) Deliver(ctx context.Context, p *core.DeliverParams) error {
 	d.client.Produce(ctx, rec, func(_ *kgo.Record, err error) { done <- err })
 	select {
 	case err := <-done:
-		switch {
-		case err == nil:
+		if err == nil {
 			return nil
-		case errors.Is(err, kerr.UnknownTopicOrPartition) || errors.As(err, new(*kerr.Error)) && !kerr.IsRetriable(err):
-			return topicError{fmt.Errorf("kafkatransport: produce to %s: %w", rec.Topic, err)}
 		}
-		return fmt.Errorf("kafkatransport: produce to %s: %w", rec.Topic, err)
+		topicFault := errors.Is(err, kerr.UnknownTopicOrPartition) || errors.As(err, new(*kerr.Error)) && !kerr.IsRetriable(err)
+		if err = fmt.Errorf("kafkatransport: produce to %s: %w", rec.Topic, err); topicFault {
+			return topicError{err}
+		}
+		return err
 	case <-ctx.Done():
 		return fmt.Errorf("kafkatransport: produce to %s: no acknowledgement: %w", rec.Topic, context.Cause(ctx))
 	}
