@@ -379,7 +379,10 @@ null for a setting to drop (its default again). The flags apply over PATCH.`,
 					patch["rate"] = nil // no limit: its period and burst go too
 				}
 			}
-			if changed("events-topic") || changed("events-on") {
+			switch {
+			case changed("events-topic") && eventsTopic == "":
+				patch["events"] = nil // no events: their transitions go too
+			case changed("events-topic") || changed("events-on"):
 				e, _ := patch["events"].(map[string]any)
 				if e == nil {
 					e = map[string]any{}
@@ -391,9 +394,6 @@ null for a setting to drop (its default again). The flags apply over PATCH.`,
 					e["on"] = eventsOn
 				}
 				patch["events"] = e
-				if changed("events-topic") && eventsTopic == "" {
-					patch["events"] = nil // no events: their transitions go too
-				}
 			}
 			if changed("webhook-url") && changed("kafka-topic") {
 				return errors.New("--webhook-url and --kafka-topic: a topic has one delivery")
