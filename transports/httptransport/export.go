@@ -121,7 +121,7 @@ type attemptLine struct {
 // wire form only; Engine.Import validates the values.
 func decodeExportLine(data []byte) (*core.Job, error) {
 	var l exportLine
-	if err := decodeObject(data, "", &l); err != nil {
+	if err := wire.DecodeObject(data, "", &l); err != nil {
 		return nil, err
 	}
 	j := &core.Job{
@@ -152,7 +152,7 @@ func decodeExportLine(data []byte) (*core.Job, error) {
 	if j.Retention, _, err = parseDuration("retention", l.Retention); err != nil {
 		return nil, err
 	}
-	if j.RetryDelays, err = decodeJobBackoff(l.Backoff); err != nil {
+	if j.RetryDelays, err = wire.DecodeJobBackoff(l.Backoff); err != nil {
 		return nil, err
 	}
 	for _, a := range l.History {
