@@ -231,3 +231,23 @@ func TestSearchFindsPlaintext(t *testing.T) {
 	}
 	require.ElementsMatch(t, want, got)
 }
+
+func TestVerify(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testRing)
+	require.NoError(t, b.s.Verify(b.ctx), "an empty store")
+	storetest.Put(t, b.ctx, b.mem, markedJob()) // plaintext from before
+	require.NoError(t, b.s.Verify(b.ctx))
+	k1 := keyring.New(b.mem, keyring.Config{Ring: mustParse(t, "k1 AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=\n")})
+	require.NoError(t, k1.Verify(b.ctx))
+
+	later := storetest.NewJob("later", time.Now().Add(time.Hour))
+	storetest.Put(t, b.ctx, b.s, later)
+	err := k1.Verify(b.ctx)
+	require.ErrorIs(t, err, keyring.ErrUnknownKey)
+	require.ErrorContains(t, err, `topic "later", scheduled jobs: job `+later.ID+`: keyring: sealed with key "k2"`)
+
+	_, err = b.s.PutRecord(b.ctx, &core.PutRecordParams{Kind: core.KindTopic, Name: "hooks", Value: []byte(`{}`)})
+	require.NoError(t, err)
+	require.ErrorContains(t, k1.Verify(b.ctx), `topic "hooks": keyring: sealed with key "k2"`)
+}
