@@ -242,3 +242,7 @@ func (r *Ring) OpenBody(id string, body []byte) ([]byte, error) {
 	}
 	return plain, nil
 }
+
+// ScheduleBodyID is what a schedule's job body is sealed for in an export
+// (SealBody): never a job's id, which has no colon.
+func ScheduleBodyID(name string) string { return "schedule:" + name }

@@ -177,10 +177,12 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	if mutantStore != nil {
 		store = mutantStore(store, log)
 	}
+	var sealed *keyring.Store
 	if cfg.Ring != nil {
-		if store, err = sealStore(ctx, cfg.Ring, store, log); err != nil {
+		if sealed, err = sealStore(ctx, cfg.Ring, store, log); err != nil {
 			return err
 		}
+		store = sealed
 	}
 	// The engine sees the store through telemetry and the circuit breaker.
 	obs, store, err := observe(ctx, cfg, log, store)
@@ -196,7 +198,7 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	if err != nil {
 		return err
 	}
-	serveErr, err := startAPI(ctx, cfg, log, engine, natsConn, acc, obs, stops)
+	serveErr, err := startAPI(ctx, cfg, log, engine, natsConn, acc, obs, sealed, stops)
 	if err != nil {
 		return err
 	}
@@ -238,7 +240,7 @@ func logShutdown(log *slog.Logger, cfg *serveConfig, held int) {
 // and telemetry (a job that does not open is no failure of the backend),
 // and checks that ring opens a sample of what the store holds. Errors: a
 // usage error when it does not.
-func sealStore(ctx context.Context, ring *keyring.Ring, store core.Store, log *slog.Logger) (core.Store, error) {
+func sealStore(ctx context.Context, ring *keyring.Ring, store core.Store, log *slog.Logger) (*keyring.Store, error) {
 	sealed := keyring.New(store, keyring.Config{Ring: ring, Logger: log})
 	if err := sealed.Verify(ctx); err != nil {
 		if errors.Is(err, keyring.ErrUnknownKey) || errors.Is(err, keyring.ErrCorrupt) {
@@ -291,8 +293,9 @@ func startEngine(ctx context.Context, cfg *serveConfig, log *slog.Logger, store 
 
 // startAPI serves the APIs on the HTTP listener (the HTTP API, WebSocket
 // subscribers, gRPC) and NATS intake on natsConn, and returns the HTTP
-// server's end; their stops go on stops.
-func startAPI(ctx context.Context, cfg *serveConfig, log *slog.Logger, engine *core.Engine, natsConn *nats.Conn, acc *access, obs *observability, stops *stopStack) (<-chan error, error) {
+// server's end; their stops go on stops. sealed is the store's
+// encryption at rest, nil when off.
+func startAPI(ctx context.Context, cfg *serveConfig, log *slog.Logger, engine *core.Engine, natsConn *nats.Conn, acc *access, obs *observability, sealed *keyring.Store, stops *stopStack) (<-chan error, error) {
 	backupDir, backup, err := serveBackups(cfg, engine)
 	if err != nil {
 		return nil, err
@@ -313,7 +316,7 @@ func startAPI(ctx context.Context, cfg *serveConfig, log *slog.Logger, engine *c
 	go func() { defer close(statsDone); stats.Run(statsCtx) }()
 	stops.pushFunc(func() { stopStats(); <-statsDone })
 	// One policy layer (access, quotas, batch rules) under every API.
-	svc := service.New(service.Config{Engine: engine, Logger: log, NATSDeliverySubjects: cfg.NATSDeliverySubjects, KafkaDeliveryTopics: cfg.Kafka.DeliveryTopics})
+	svc := service.New(service.Config{Engine: engine, Logger: log, NATSDeliverySubjects: cfg.NATSDeliverySubjects, KafkaDeliveryTopics: cfg.Kafka.DeliveryTopics, Encryption: sealed})
 	api := httptransport.New(httptransport.Config{
 		Engine:               engine,
 		Service:              svc,
