@@ -25,6 +25,7 @@ func (s *Service) Rekey(ctx context.Context, params *keyring.RekeyParams) (keyri
 		return keyring.RekeyPage{}, wire.WithMessage("encryption at rest is off: start delayq with --encryption-keys", errors.ErrUnsupported)
 	}
 	page, err := s.encryption.Rekey(ctx, params)
+	err = Describe(err, errors.ErrUnsupported, "this backend cannot rewrite a job's body in place: its topics and schedules were re-encrypted (%d), its jobs keep the key they were sealed with until they finish", page.Records)
 	s.log.Info("rekey: page", "current_key", s.encryption.Ring().Current(), "scanned", page.Scanned, "rekeyed", page.Rekeyed,
 		"changed", page.Changed, "records", page.Records, "more", page.Next != "", "err", err)
 	return page, err
