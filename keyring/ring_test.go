@@ -19,7 +19,7 @@ func keyLine(id string, b byte, n int) string {
 	return id + " " + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{b}, n)) + "\n"
 }
 
-func mustParse(t *testing.T, text string) *keyring.Ring {
+func mustParse(t testing.TB, text string) *keyring.Ring {
 	t.Helper()
 	r, err := keyring.Parse([]byte(text))
 	require.NoError(t, err)
