@@ -15,6 +15,7 @@ import (
 	"github.com/delayq/delayq/keyring"
 )
 
+// Key rings of the tests: k1, k2, and k2 current with k1 old.
 const (
 	ringK1   = "k1 AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=\n"
 	ringK2   = "k2 AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI=\n"

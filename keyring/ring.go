@@ -193,11 +193,13 @@ func (r *Ring) Open(stored, ad []byte) ([]byte, error) {
 	if !ok {
 		return nil, &KeyError{KeyID: id, Err: ErrUnknownKey}
 	}
-	raw, err := base64.StdEncoding.DecodeString(string(stored[len(prefix)+len(id)+1:]))
+	raw, err := base64.StdEncoding.AppendDecode(nil, stored[len(prefix)+len(id)+1:])
 	if err != nil || len(raw) < aead.NonceSize()+aead.Overhead() {
 		return nil, &KeyError{KeyID: id, Err: ErrCorrupt}
 	}
-	plain, err := aead.Open(nil, raw[:aead.NonceSize()], raw[aead.NonceSize():], ad)
+	// Decrypted in place: raw is this call's own.
+	nonce, ct := raw[:aead.NonceSize()], raw[aead.NonceSize():]
+	plain, err := aead.Open(ct[:0], nonce, ct, ad)
 	if err != nil {
 		return nil, &KeyError{KeyID: id, Err: ErrCorrupt}
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,12 +21,15 @@ import (
 // over DELAYQ_BENCH_SEARCH scheduled jobs (10 000) of one topic, one in a
 // hundred matching, walked page by page to its end, on the memory and the
 // local store, without and with encryption at rest: ns/job is the cost
-// of a job scanned.
+// of a job scanned. The engine's --max-body is DELAYQ_BENCH_SEARCH_MAX_BODY
+// bytes (1 MiB, the default), which sets how many jobs a read of the
+// store takes (16 MiB of it).
 //
-//	go test -run '^$' -bench Search -benchtime 10x ./keyring/
+//	go test -run '^$' -bench Search -benchtime 5x ./keyring/
 func BenchmarkSearch(b *testing.B) {
 	n := storetest.EnvInt("DELAYQ_BENCH_SEARCH", 10_000)
-	ring := mustParse(b, testRing)
+	maxBody := storetest.EnvInt("DELAYQ_BENCH_SEARCH_MAX_BODY", 1<<20)
+	ring := mustParse(b, ringBoth)
 	for _, backend := range []string{"memory", "local"} {
 		for _, sealed := range []bool{false, true} {
 			b.Run(fmt.Sprintf("%s/sealed=%v", backend, sealed), func(b *testing.B) {
@@ -41,7 +45,8 @@ func BenchmarkSearch(b *testing.B) {
 				if sealed {
 					store = keyring.New(store, keyring.Config{Ring: ring})
 				}
-				engine, err := core.NewEngine(core.EngineConfig{Store: store, Logger: slog.New(slog.DiscardHandler), Deliverers: map[string]core.Deliverer{}})
+				engine, err := core.NewEngine(core.EngineConfig{Store: store, Logger: slog.New(slog.DiscardHandler),
+					Limits: core.Limits{MaxBodyBytes: maxBody}, Deliverers: map[string]core.Deliverer{}})
 				require.NoError(b, err)
 				runAt := time.Now().Add(time.Hour)
 				for start := 0; start < n; start += 1000 {
@@ -77,5 +82,25 @@ func BenchmarkSearch(b *testing.B) {
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/job")
 			})
 		}
+	}
+}
+
+// BenchmarkOpenBody measures the decryption of one stored body, as every
+// read of a job with encryption at rest pays it.
+//
+//	go test -run '^$' -bench OpenBody ./keyring/
+func BenchmarkOpenBody(b *testing.B) {
+	ring := mustParse(b, ringBoth)
+	for _, size := range []int{100, 4 << 10, 64 << 10} {
+		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
+			body := json.RawMessage(`"` + strings.Repeat("x", size-2) + `"`)
+			sealed := ring.SealBody("job-1", body)
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				if _, err := ring.OpenBody("job-1", sealed); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -19,14 +19,11 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// testRing is k2 current, k1 old.
-const testRing = "k2 AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI=\nk1 AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=\n"
-
 // TestStoreConformance runs the conformance suite over memstore behind the
 // encryption: a store with it keeps every promise of one without.
 func TestStoreConformance(t *testing.T) {
 	t.Parallel()
-	ring := mustParse(t, testRing)
+	ring := mustParse(t, ringBoth)
 	var (
 		mu     sync.Mutex
 		stores = map[string]*memstore.Store{}
@@ -70,7 +67,7 @@ func markedJob() *core.Job {
 
 func TestBodiesSealedAtRest(t *testing.T) {
 	t.Parallel()
-	b := setup(t, testRing)
+	b := setup(t, ringBoth)
 	j := markedJob()
 	storetest.Put(t, b.ctx, b.s, j)
 	require.Contains(t, string(j.Body), marker, "the caller's job is left as it was")
@@ -110,7 +107,7 @@ func TestBodiesSealedAtRest(t *testing.T) {
 
 func TestRecordsSealedAtRest(t *testing.T) {
 	t.Parallel()
-	b := setup(t, testRing)
+	b := setup(t, ringBoth)
 	value := []byte(`{"delivery":{"secret":"` + marker + `"}}`)
 	for _, kind := range []string{core.KindTopic, core.KindSchedule} {
 		rev, err := b.s.PutRecord(b.ctx, &core.PutRecordParams{Kind: kind, Name: "n", Value: value})
@@ -139,7 +136,7 @@ func TestRecordsSealedAtRest(t *testing.T) {
 // was switched on: plaintext, as it is.
 func TestPlaintextBeforeEncryption(t *testing.T) {
 	t.Parallel()
-	b := setup(t, testRing)
+	b := setup(t, ringBoth)
 	j := markedJob()
 	storetest.Put(t, b.ctx, b.mem, j)
 	_, err := b.mem.PutRecord(b.ctx, &core.PutRecordParams{Kind: core.KindTopic, Name: "t", Value: []byte(`{"a":1}`)})
@@ -160,10 +157,10 @@ func TestPlaintextBeforeEncryption(t *testing.T) {
 // names the key, and a claimed job is buried, never delivered.
 func TestUnknownKey(t *testing.T) {
 	t.Parallel()
-	b := setup(t, testRing)
+	b := setup(t, ringBoth)
 	j := markedJob()
 	storetest.Put(t, b.ctx, b.s, j)
-	other := keyring.New(b.mem, keyring.Config{Ring: mustParse(t, "k1 AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=\n")})
+	other := keyring.New(b.mem, keyring.Config{Ring: mustParse(t, ringK1)})
 
 	_, err := other.GetJob(b.ctx, j.ID)
 	require.ErrorIs(t, err, keyring.ErrUnknownKey)
@@ -183,7 +180,7 @@ func TestUnknownKey(t *testing.T) {
 
 func TestImportSeals(t *testing.T) {
 	t.Parallel()
-	b := setup(t, testRing)
+	b := setup(t, ringBoth)
 	j := markedJob()
 	j.State = core.StateReady
 	done, err := b.s.ImportJobs(b.ctx, []*core.Job{j})
@@ -201,7 +198,7 @@ func TestImportSeals(t *testing.T) {
 // the store opens, so it finds what the ciphertext hides.
 func TestSearchFindsPlaintext(t *testing.T) {
 	t.Parallel()
-	b := setup(t, testRing)
+	b := setup(t, ringBoth)
 	engine, err := core.NewEngine(core.EngineConfig{Store: b.s, Deliverers: map[string]core.Deliverer{}})
 	require.NoError(t, err)
 	var want []string
@@ -234,11 +231,11 @@ func TestSearchFindsPlaintext(t *testing.T) {
 
 func TestVerify(t *testing.T) {
 	t.Parallel()
-	b := setup(t, testRing)
+	b := setup(t, ringBoth)
 	require.NoError(t, b.s.Verify(b.ctx), "an empty store")
 	storetest.Put(t, b.ctx, b.mem, markedJob()) // plaintext from before
 	require.NoError(t, b.s.Verify(b.ctx))
-	k1 := keyring.New(b.mem, keyring.Config{Ring: mustParse(t, "k1 AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=\n")})
+	k1 := keyring.New(b.mem, keyring.Config{Ring: mustParse(t, ringK1)})
 	require.NoError(t, k1.Verify(b.ctx))
 
 	later := storetest.NewJob("later", time.Now().Add(time.Hour))
