@@ -156,7 +156,7 @@ func (s *Store) ExpireJob(ctx context.Context, id string) error {
 func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]*core.Job, error) {
 	jobs, err := s.next.ClaimJobs(ctx, params)
 	if err != nil {
-		return jobs, err
+		return nil, err
 	}
 	out := jobs[:0]
 	for _, j := range jobs {
