@@ -33,12 +33,13 @@ var (
 	scriptMigrate   = newShardScript("migrate.lua")
 	scriptIndex     = newShardScript("index.lua")
 	scriptList      = newShardScript("list.lua")
+	scriptRewrite   = newShardScript("rewrite.lua")
 	scriptPrune     = redis.NewScript(mustRead("prune.lua"))
 	scriptRate      = redis.NewScript(mustRead("rate.lua"))
 	scriptRecord    = redis.NewScript(mustRead("record.lua"))
 
 	shardScripts = []*shardScript{scriptPut, scriptClaim, scriptPeek, scriptExpire, scriptCancel, scriptExpireJob, scriptLease,
-		scriptRequeue, scriptStats, scriptGet, scriptImport, scriptExport, scriptMigrate, scriptIndex, scriptList}
+		scriptRequeue, scriptStats, scriptGet, scriptImport, scriptExport, scriptMigrate, scriptIndex, scriptList, scriptRewrite}
 	allScripts = append([]*redis.Script{scriptPrune, scriptRate, scriptRecord}, variants(shardScripts)...)
 )
 
