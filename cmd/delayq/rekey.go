@@ -33,9 +33,7 @@ totals; a job that changed meanwhile was written by a put with the current
 key. It runs passes until one re-encrypts nothing (a job that moved in its
 listing during a pass may be missed by it), so that once it exits 0 the old
 keys can leave the key file; after 5 passes it gives up and exits 1. It
-needs an admin token not restricted to topics. The NATS backends cannot
-rewrite a job's body yet: there it re-encrypts topics and schedules, then
-exits 1 saying so.`,
+needs an admin token not restricted to topics.`,
 		Example: `  delayq rekey --server http://127.0.0.1:8080 --token "$ADMIN_TOKEN"`,
 		Args:    cobra.NoArgs,
 		RunE: clientRun(&flags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, _ []string) error {
