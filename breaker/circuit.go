@@ -27,7 +27,8 @@ var ErrOpen = fmt.Errorf("%w: circuit breaker open", core.ErrUnavailable)
 // core.ErrNotSent, so the engine retries the job after RetryAfter and never
 // buries it for the refusal.
 type OpenError struct {
-	// Topic is the topic whose circuit refused the delivery.
+	// Topic is the topic whose circuit refused the delivery; "" for the
+	// circuit of an endpoint every topic shares (SharedEndpoint).
 	Topic string
 	// Endpoint is the circuit's endpoint: the URL host of the topic's
 	// webhook, its NATS subject, or a job's own URL (JobEndpointOf).
@@ -43,12 +44,14 @@ type OpenError struct {
 // Error implements error. It says the delivery was not sent and when it is
 // retried; the engine records it as the job's last_error.
 func (e *OpenError) Error() string {
-	if e.HalfOpen {
-		return fmt.Sprintf("not sent: circuit breaker half-open, probes taken, for endpoint %s of topic %q; retried in %s",
-			e.Endpoint, e.Topic, e.Wait.Round(time.Millisecond))
+	of := fmt.Sprintf("endpoint %s of topic %q", e.Endpoint, e.Topic)
+	if e.Topic == "" {
+		of = fmt.Sprintf("endpoint %s of every topic", e.Endpoint)
 	}
-	return fmt.Sprintf("not sent: circuit breaker open for endpoint %s of topic %q after failures there; retried in %s",
-		e.Endpoint, e.Topic, e.Wait.Round(time.Millisecond))
+	if e.HalfOpen {
+		return fmt.Sprintf("not sent: circuit breaker half-open, probes taken, for %s; retried in %s", of, e.Wait.Round(time.Millisecond))
+	}
+	return fmt.Sprintf("not sent: circuit breaker open for %s after failures there; retried in %s", of, e.Wait.Round(time.Millisecond))
 }
 
 // Unwrap returns ErrOpen.

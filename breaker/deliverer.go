@@ -36,6 +36,17 @@ type DelivererConfig struct {
 	MaxCircuits int
 }
 
+// SharedEndpoint is implemented by a core.Deliverer whose topics all
+// reach one endpoint that fails for every one of them at once, such as a
+// Kafka cluster: a Deliverer around it keeps one circuit for that
+// endpoint, shared by every topic, instead of one per topic, so that
+// while the endpoint is down every topic fails fast, not only those that
+// failed there first.
+type SharedEndpoint interface {
+	// SharedEndpoint returns the endpoint of topic's deliveries.
+	SharedEndpoint(topic *core.Topic) string
+}
+
 // MaxCircuitsDefault is DelivererConfig.MaxCircuits unless set.
 const MaxCircuitsDefault = 10000
 
@@ -120,8 +131,9 @@ func IsEndpointFailure(err error) bool {
 // topic's circuit. It is safe for concurrent use. Create it with
 // NewDeliverer.
 type Deliverer struct {
-	next core.Deliverer
-	cfg  DelivererConfig
+	next   core.Deliverer
+	shared SharedEndpoint // next, when it is one
+	cfg    DelivererConfig
 
 	mu       sync.Mutex
 	circuits map[circuitKey]*keptCircuit
@@ -129,7 +141,8 @@ type Deliverer struct {
 
 // circuitKey names a circuit: a topic and the endpoint of its own
 // destination (EndpointFunc), or of a job's own URL (JobEndpointOf, with
-// job set so that it never meets the topic's).
+// job set so that it never meets the topic's); or, with no topic, an
+// endpoint shared by every topic (SharedEndpoint).
 type circuitKey struct {
 	topic    string
 	endpoint string
@@ -156,7 +169,8 @@ func NewDeliverer(next core.Deliverer, cfg DelivererConfig) *Deliverer {
 	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
-	return &Deliverer{next: next, cfg: cfg, circuits: map[circuitKey]*keptCircuit{}}
+	shared, _ := next.(SharedEndpoint)
+	return &Deliverer{next: next, shared: shared, cfg: cfg, circuits: map[circuitKey]*keptCircuit{}}
 }
 
 // ValidateTopic implements core.Deliverer by asking the wrapped deliverer.
@@ -206,7 +220,7 @@ func (d *Deliverer) Deliver(ctx context.Context, p *core.DeliverParams) error {
 // its probe ends).
 func (d *Deliverer) DeliveryAdmits(topic *core.Topic) (int, time.Duration) {
 	d.mu.Lock()
-	c := d.circuits[circuitKey{topic: topic.Name, endpoint: d.cfg.EndpointFunc(topic)}]
+	c := d.circuits[d.topicKey(topic)]
 	d.mu.Unlock()
 	if c == nil {
 		return -1, 0
@@ -229,7 +243,16 @@ func (d *Deliverer) key(p *core.DeliverParams) circuitKey {
 	if p.Job.URL != "" {
 		return circuitKey{topic: p.Topic.Name, endpoint: JobEndpointOf(p.Job.URL), job: true}
 	}
-	return circuitKey{topic: p.Topic.Name, endpoint: d.cfg.EndpointFunc(p.Topic)}
+	return d.topicKey(p.Topic)
+}
+
+// topicKey returns the circuit of topic's own endpoint: shared by every
+// topic when the wrapped deliverer is a SharedEndpoint.
+func (d *Deliverer) topicKey(topic *core.Topic) circuitKey {
+	if d.shared != nil {
+		return circuitKey{endpoint: d.shared.SharedEndpoint(topic)}
+	}
+	return circuitKey{topic: topic.Name, endpoint: d.cfg.EndpointFunc(topic)}
 }
 
 // circuit returns the circuit of key, made at first use, and marks it
@@ -277,12 +300,19 @@ func (d *Deliverer) evict(now time.Time) {
 	}
 }
 
-// String names the circuit in logs: the topic, then the endpoint.
-func (k circuitKey) String() string { return fmt.Sprintf("%s→%s", k.topic, k.endpoint) }
+// String names the circuit in logs: the topic, then the endpoint; a
+// shared endpoint alone.
+func (k circuitKey) String() string {
+	if k.topic == "" {
+		return k.endpoint
+	}
+	return fmt.Sprintf("%s→%s", k.topic, k.endpoint)
+}
 
 // EndpointState is the state of one circuit.
 type EndpointState struct {
-	// Topic is the topic whose deliveries the circuit carries.
+	// Topic is the topic whose deliveries the circuit carries; "" for
+	// the circuit of a SharedEndpoint.
 	Topic string
 	// Endpoint is the topic's endpoint (EndpointFunc) or, for a job's own
 	// URL, JobEndpointOf it.
@@ -323,8 +353,8 @@ func compareBool(a, b bool) int {
 	return -1
 }
 
-// State returns the state of the circuit of topic's own endpoint; closed
-// for one not used yet.
+// State returns the state of the circuit of topic's own endpoint (topic ""
+// for that of a SharedEndpoint); closed for one not used yet.
 func (d *Deliverer) State(topic, endpoint string) State {
 	d.mu.Lock()
 	c := d.circuits[circuitKey{topic: topic, endpoint: endpoint}]

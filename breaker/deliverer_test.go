@@ -75,6 +75,40 @@ func webhookTopic(name, host string) *core.Topic {
 	return &t
 }
 
+// sharedDeliverer is a fakeDeliverer whose topics all reach one
+// endpoint, the host "cluster.test".
+type sharedDeliverer struct{ *fakeDeliverer }
+
+func (sharedDeliverer) SharedEndpoint(*core.Topic) string { return "cluster.test" }
+
+// TestDelivererSharedEndpoint: the topics of a SharedEndpoint share one
+// circuit, so failures of one topic there fail the others fast too.
+func TestDelivererSharedEndpoint(t *testing.T) {
+	t.Parallel()
+	inner := newFakeDeliverer()
+	inner.setDead("cluster.test", errors.New("brokers down"))
+	d := breaker.NewDeliverer(sharedDeliverer{inner}, breaker.DelivererConfig{Config: breaker.Config{
+		ConsecutiveFailures: 3, OpenTimeout: time.Hour, Logger: slog.New(slog.DiscardHandler),
+	}})
+	ctx := context.Background()
+	a, b := webhookTopic("a", "cluster.test"), webhookTopic("b", "cluster.test")
+	job := &core.Job{ID: "j", Attempt: 1}
+	n, _ := d.DeliveryAdmits(b)
+	require.Equal(t, -1, n, "closed: no bound")
+	for range 3 {
+		require.ErrorContains(t, d.Deliver(ctx, &core.DeliverParams{Topic: a, Job: job}), "brokers down")
+	}
+	require.Equal(t, breaker.StateOpen, d.State("", "cluster.test"))
+	n, wait := d.DeliveryAdmits(b)
+	require.Zero(t, n, "b never failed, and is held")
+	require.Positive(t, wait)
+	err := d.Deliver(ctx, &core.DeliverParams{Topic: b, Job: job})
+	require.ErrorIs(t, err, breaker.ErrOpen)
+	require.ErrorContains(t, err, "circuit breaker open for endpoint cluster.test of every topic")
+	require.Equal(t, 3, inner.callsTo("cluster.test"), "b's delivery was not sent")
+	require.Equal(t, []breaker.EndpointState{{Endpoint: "cluster.test", State: breaker.StateOpen}}, d.States())
+}
+
 func TestDelivererEndpointsApart(t *testing.T) {
 	t.Parallel()
 	inner := newFakeDeliverer()

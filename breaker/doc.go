@@ -42,7 +42,12 @@
 // share a circuit, so what one topic or job chose (its timeout, its path,
 // its condition) opens no breaker of another topic, even on the same
 // host:port; a dead host opens the circuit of each topic that fails
-// there. Circuits are bounded by DelivererConfig.MaxCircuits, since jobs'
+// there. The exception is a wrapped deliverer that is a SharedEndpoint (a
+// Kafka cluster, down for every topic at once): its topics share one
+// circuit, so that every topic fails fast once the cluster is down; such
+// a deliverer marks the failures that are a topic's own as
+// core.ErrInvalidArgument, which IsEndpointFailure does not count.
+// Circuits are bounded by DelivererConfig.MaxCircuits, since jobs'
 // URLs are chosen by whoever pushes: idle closed circuits are forgotten
 // first.
 //

@@ -10,6 +10,7 @@ import (
 	"io"
 	"iter"
 	"net/http"
+	"net/url"
 )
 
 // ErrExportTruncated is returned by Export and yielded by ExportSeq when
@@ -24,7 +25,19 @@ var ErrExportTruncated = fmt.Errorf("delayq: the export was cut short: %w", ErrU
 // is returned. Errors: ErrPermissionDenied (admin), a 501 unimplemented,
 // ErrUnavailable, ErrExportTruncated.
 func (c *Client) Export(ctx context.Context, fn func(line json.RawMessage) error) error {
-	for line, err := range c.ExportSeq(ctx) {
+	return c.ExportWith(ctx, ExportOptions{}, fn)
+}
+
+// ExportOptions are the options of ExportWith.
+type ExportOptions struct {
+	// Plaintext asks a service with encryption at rest for the bodies in
+	// clear (?plaintext=true), which it otherwise exports sealed.
+	Plaintext bool
+}
+
+// ExportWith is Export with opts.
+func (c *Client) ExportWith(ctx context.Context, opts ExportOptions, fn func(line json.RawMessage) error) error {
+	for line, err := range c.exportSeq(ctx, opts) {
 		if err != nil {
 			return err
 		}
@@ -39,8 +52,17 @@ func (c *Client) Export(ctx context.Context, fn func(line json.RawMessage) error
 // error (then nothing more). Stopping the loop ends the export. Each line
 // is valid only until the next iteration.
 func (c *Client) ExportSeq(ctx context.Context) iter.Seq2[json.RawMessage, error] {
+	return c.exportSeq(ctx, ExportOptions{})
+}
+
+// exportSeq is ExportSeq with opts.
+func (c *Client) exportSeq(ctx context.Context, opts ExportOptions) iter.Seq2[json.RawMessage, error] {
+	var q url.Values
+	if opts.Plaintext {
+		q = url.Values{"plaintext": {"true"}}
+	}
 	return func(yield func(json.RawMessage, error) bool) {
-		resp, err := c.send(ctx, &request{method: http.MethodGet, path: "/v1/export"})
+		resp, err := c.send(ctx, &request{method: http.MethodGet, path: "/v1/export", query: q})
 		if err != nil {
 			yield(nil, err)
 			return

@@ -44,6 +44,20 @@ type TopicConfig struct {
 	// Retention is how long the topic's jobs pushed from then on are kept
 	// once done or cancelled, in whole seconds; 0: the server's.
 	Retention time.Duration
+	// Events sends an event job to another topic for each of the topic's
+	// jobs that finishes; a zero Events: none.
+	Events EventsConfig
+}
+
+// EventsConfig is a topic's job lifecycle events: for each of its jobs
+// that finishes as one of On, an event job, a CloudEvents document, is
+// put on Topic (docs/api.md, "Job events").
+type EventsConfig struct {
+	// Topic is the topic that gets the events (required with On).
+	Topic string `json:"topic,omitempty"`
+	// On are the transitions told: "done", "cancelled", "dead",
+	// "expired"; empty: all of them.
+	On []string `json:"on,omitempty"`
 }
 
 // RateConfig is a topic's rate limit: at most Limit deliveries per Period
@@ -114,8 +128,8 @@ type Topic struct {
 	// SecretSet and HeaderNames.
 	Delivery DeliveryView
 	// TTR, MaxAttempts, Backoff, Concurrency, UniqueKeys, OnDead, Rate,
-	// MaxInFlight, ExpiresIn, Delay and Retention are as in TopicConfig,
-	// with defaults filled.
+	// MaxInFlight, ExpiresIn, Delay, Retention and Events are as in
+	// TopicConfig, with defaults filled.
 	TTR         time.Duration
 	MaxAttempts int
 	Backoff     BackoffConfig
@@ -127,6 +141,7 @@ type Topic struct {
 	ExpiresIn   time.Duration
 	Delay       time.Duration
 	Retention   time.Duration
+	Events      EventsConfig
 	// Configured is true when the topic has a configuration of its own.
 	Configured bool
 	// Paused is true while its deliveries are paused.
@@ -225,6 +240,7 @@ type topicWire struct {
 	ExpiresIn   jsonDuration `json:"expires_in"`
 	Delay       jsonDuration `json:"delay"`
 	Retention   jsonDuration `json:"retention"`
+	Events      EventsConfig `json:"events"`
 	Configured  bool         `json:"configured"`
 	Paused      bool         `json:"paused"`
 	Counts      Counts       `json:"counts"`
@@ -248,6 +264,7 @@ func (t *Topic) UnmarshalJSON(b []byte) error {
 		ExpiresIn: time.Duration(w.ExpiresIn),
 		Delay:     time.Duration(w.Delay),
 		Retention: time.Duration(w.Retention),
+		Events:    w.Events,
 	}
 	return nil
 }
@@ -271,8 +288,12 @@ func (c *TopicConfig) wire() []byte {
 		ExpiresIn   jsonDuration  `json:"expires_in,omitempty"`
 		Delay       jsonDuration  `json:"delay,omitempty"`
 		Retention   jsonDuration  `json:"retention,omitempty"`
+		Events      *EventsConfig `json:"events,omitempty"`
 	}{TTR: jsonDuration(c.TTR), MaxAttempts: c.MaxAttempts, Concurrency: c.Concurrency, UniqueKeys: c.UniqueKeys, OnDead: c.OnDead,
 		MaxInFlight: c.MaxInFlight, ExpiresIn: jsonDuration(c.ExpiresIn), Delay: jsonDuration(c.Delay), Retention: jsonDuration(c.Retention)}
+	if c.Events.Topic != "" || len(c.Events.On) > 0 {
+		w.Events = &c.Events
+	}
 	if r := c.Rate; r.Limit != 0 || r.Period != 0 || r.Burst != 0 {
 		w.Rate = &rateWire{Limit: r.Limit, Period: jsonDuration(r.Period), Burst: r.Burst}
 	}

@@ -24,3 +24,23 @@ func TestKafkaDeliveryWire(t *testing.T) {
 		t.Fatalf("delivery %+v, want %+v", tp.Delivery, want)
 	}
 }
+
+// TestEventsWire checks that a topic's events go out in a configuration,
+// only when set, and come back in a topic.
+func TestEventsWire(t *testing.T) {
+	t.Parallel()
+	c := TopicConfig{Events: EventsConfig{Topic: "orders.audit", On: []string{"done", "dead"}}}
+	if got := string(c.wire()); got != `{"events":{"topic":"orders.audit","on":["done","dead"]}}` {
+		t.Fatalf("configuration %s", got)
+	}
+	if got := string((&TopicConfig{}).wire()); got != `{}` {
+		t.Fatalf("configuration without events %s", got)
+	}
+	var tp Topic
+	if err := json.Unmarshal([]byte(`{"name":"t","events":{"topic":"orders.audit","on":["expired"]}}`), &tp); err != nil {
+		t.Fatal(err)
+	}
+	if tp.Events.Topic != "orders.audit" || len(tp.Events.On) != 1 || tp.Events.On[0] != "expired" {
+		t.Fatalf("events %+v", tp.Events)
+	}
+}

@@ -108,3 +108,27 @@ func TestJobEvents(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, left)
 }
+
+// TestJobEventBodyOmitted: an event that would exceed the body limit with
+// the job's body in it leaves the body out and says so, and is put all
+// the same.
+func TestJobEventBodyOmitted(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil) // a body limit of 64 bytes
+	e, ctx := b.engine, context.Background()
+	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: "orders", Events: core.Events{Topic: "audit"}}))
+	e.FollowFinished(ctx)
+	pushed, err := e.Push(ctx, &core.PushParams{Topic: "orders", Body: json.RawMessage(`{"n":1}`)})
+	require.NoError(t, err)
+	require.NoError(t, e.Cancel(ctx, &core.CancelJobParams{ID: pushed.ID}))
+	e.FollowFinished(ctx)
+
+	got, err := e.Claim(ctx, &core.ClaimJobsParams{Topic: "audit", Max: 10})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	var ev core.Event
+	require.NoError(t, json.Unmarshal(got[0].Body, &ev))
+	require.Equal(t, pushed.ID, ev.Data.ID)
+	require.True(t, ev.Data.BodyOmitted)
+	require.Empty(t, ev.Data.Body)
+}

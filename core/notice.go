@@ -188,28 +188,10 @@ func (n *notices) tell(ctx context.Context, t *Topic, j *Job) error {
 		MaxAttempts: j.MaxAttempts, Priority: j.Priority, LastError: j.LastError,
 		CreatedAt: StoreTime(j.CreatedAt), DiedAt: StoreTime(j.UpdatedAt),
 	}}
-	body, err := json.Marshal(told)
-	if err != nil {
-		return err
-	}
-	if len(body) > e.limits.MaxBodyBytes {
-		told.Job.Body, told.Job.BodyOmitted = nil, true
-		if body, err = json.Marshal(told); err != nil {
-			return err
-		}
-	}
-	// Put as the engine makes it, not pushed: a notice is not bound by
-	// the body limit of clients' jobs (it holds the body only within it),
-	// and its id has the form no client may choose.
-	to := e.topic(t.OnDead)
-	now := StoreTime(e.clock.Now())
-	notice := &Job{ID: id, Topic: t.OnDead, Body: body, RunAt: now, TTR: to.TTR, MaxAttempts: to.MaxAttempts,
-		State: StateReady, CreatedAt: now, UpdatedAt: now, TraceParent: j.TraceParent}
-	res, err := e.store.PutJobs(ctx, &PutJobsParams{Jobs: []*Job{notice}})
-	if err != nil {
-		return err
-	}
-	if err := res[0].Err; err != nil && !errors.Is(err, ErrConflict) {
+	// Not IfAbsent: the GetJob above finds a notice kept; one that
+	// finished meanwhile may be made again (told twice, as said above).
+	if err := e.putMade(ctx, false, madeJob{ID: id, Topic: t.OnDead, Body: &told, TraceParent: j.TraceParent,
+		Omit: func() { told.Job.Body, told.Job.BodyOmitted = nil, true }}); err != nil {
 		return err
 	}
 	n.told[id] = j.UpdatedAt

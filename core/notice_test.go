@@ -28,7 +28,7 @@ func TestDeadNotices(t *testing.T) {
 		require.Equal(t, "on_dead", fe.Field)
 	}
 	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: "orders", OnDead: "orders.dead", MaxAttempts: 1, TTR: time.Second}))
-	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: "orders.dead", OnDead: "orders"}))
+	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: "orders.dead", OnDead: "orders", Retention: 24 * 7 * time.Hour}))
 	claim := func(topic string, max int) []*core.Job {
 		t.Helper()
 		jobs, err := e.Claim(ctx, &core.ClaimJobsParams{Topic: topic, Max: max})
@@ -43,6 +43,7 @@ func TestDeadNotices(t *testing.T) {
 		for i, j := range jobs {
 			require.NoError(t, json.Unmarshal(j.Body, &out[i]))
 			require.Equal(t, core.NoticeID(out[i].Job.ID, out[i].Job.DiedAt), j.ID)
+			require.Equal(t, 24*7*time.Hour, j.Retention, "the notice topic's retention")
 			require.NoError(t, e.Ack(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease}))
 		}
 		return out

@@ -105,8 +105,10 @@ type config struct {
 	Settle       time.Duration `json:"settle"`
 	Priorities   bool          `json:"priorities,omitempty"`
 	Pause        bool          `json:"pause,omitempty"`
-	Profile      bool          `json:"profile"`
-	Timeout      time.Duration `json:"-"`
+	// Encrypt runs serve with encryption at rest (--encryption-keys).
+	Encrypt bool          `json:"encrypt,omitempty"`
+	Profile bool          `json:"profile"`
+	Timeout time.Duration `json:"-"`
 	// RedisURL is the rawredis phase's server, instead of its own.
 	RedisURL string `json:"redis_url,omitempty"`
 	// The retention phase's.
@@ -148,6 +150,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Settle, "settle", 5*time.Second, "pause between the last pending job pushed and the memory reading")
 	fs.BoolVar(&c.Priorities, "priorities", false, "give the burst and lateness jobs priorities, every one from -10 to 10 in turn")
 	fs.BoolVar(&c.Pause, "pause", false, "pause the burst and lateness topics while their jobs are pushed, and resume each when its first job is due")
+	fs.BoolVar(&c.Encrypt, "encrypt", false, "start delayq with encryption at rest: --encryption-keys with a fresh key")
 	fs.BoolVar(&c.Profile, "profile", false, "save a CPU profile of delayq for each phase (cpu-<phase>.pprof and its top functions)")
 	fs.DurationVar(&c.Timeout, "timeout", 10*time.Minute, "bound on the whole run, to which the retention phase adds its -retention-duration")
 	fs.DurationVar(&c.Retention, "retention", 5*time.Minute, "with the retention or soak phase: serve's --retention, for the whole run")

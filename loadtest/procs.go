@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -96,6 +98,16 @@ func (e *env) start(ctx context.Context, cfg *config, logf func(string, ...any))
 	args := []string{"serve", "--backend", cfg.Backend, "--http", "127.0.0.1:0", "--log-level", "info"}
 	if cfg.Profile {
 		args = append(args, "--pprof", "127.0.0.1:0")
+	}
+	if cfg.Encrypt {
+		// A fresh key, as an operator's key file holds it.
+		key := make([]byte, 32)
+		_, _ = rand.Read(key)
+		keys := filepath.Join(e.dir, "encryption-keys")
+		if err := os.WriteFile(keys, []byte("k1 "+base64.StdEncoding.EncodeToString(key)+"\n"), 0o600); err != nil {
+			return nil, err
+		}
+		args = append(args, "--encryption-keys", keys)
 	}
 	if cfg.has("retention") || cfg.has("soak") {
 		args = append(args, "--retention", cfg.Retention.String())

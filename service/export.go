@@ -6,16 +6,33 @@ import (
 	"fmt"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/keyring"
 	"github.com/delayq/delayq/transports/wire"
 )
 
+// ExportOptions are the options of Service.Export.
+type ExportOptions struct {
+	// Plaintext asks for the bodies in clear from a store with encryption
+	// at rest, whose export otherwise seals them (Config.Encryption).
+	Plaintext bool
+}
+
 // Export passes every schedule to schedule, then every scheduled, ready,
 // reserved and dead job to job, those of the caller's topics for a token
-// restricted to some; an error of either ends it. Errors: also
+// restricted to some; an error of either ends it. With encryption at rest
+// the job bodies and the schedules' come sealed with the current key
+// (keyring.Ring.SealBody), unless opts.Plaintext. Errors: also
 // errors.ErrUnsupported when the backend cannot export, the store's.
-func (s *Service) Export(ctx context.Context, schedule func(*core.Schedule) error, job func(*core.Job) error) error {
+func (s *Service) Export(ctx context.Context, opts ExportOptions, schedule func(*core.Schedule) error, job func(*core.Job) error) error {
+	var ring *keyring.Ring
+	if s.encryption != nil && !opts.Plaintext {
+		ring = s.encryption.Ring()
+	}
 	schedules, err := s.ListSchedules(ctx)
 	for _, sc := range schedules {
+		if ring != nil {
+			sc.Job.Body = ring.SealBody(keyring.ScheduleBodyID(sc.Name), sc.Job.Body)
+		}
 		if err = schedule(sc); err != nil {
 			break
 		}
@@ -25,10 +42,31 @@ func (s *Service) Export(ctx context.Context, schedule func(*core.Schedule) erro
 			if !Allows(ctx, j.Topic) {
 				return nil
 			}
+			if ring != nil {
+				j.Body = ring.SealBody(j.ID, j.Body)
+			}
 			return job(j)
 		})
 	}
 	return Describe(err, errors.ErrUnsupported, "export is not supported by this backend")
+}
+
+// openImported replaces a body an export sealed (Export) by its
+// plaintext, for the job or schedule of id. Errors: a *core.FieldError of
+// body when it does not open, or encryption is off.
+func (s *Service) openImported(id string, body []byte) ([]byte, error) {
+	key, sealed := keyring.BodyKey(body)
+	if !sealed {
+		return body, nil
+	}
+	if s.encryption == nil {
+		return nil, core.Invalid("body", "the body is sealed with key %q and encryption at rest is off: import it into a delayq started with --encryption-keys holding that key", key)
+	}
+	plain, err := s.encryption.Ring().OpenBody(id, body)
+	if err != nil {
+		return nil, core.Invalid("body", "%v", err)
+	}
+	return plain, nil
 }
 
 // Import imports jobs, each checked by CheckImport first, and says of each
@@ -42,13 +80,19 @@ func (s *Service) Import(ctx context.Context, jobs []*core.Job) ([]core.ImportRe
 
 // CheckImport checks a job an import brings before Import: the caller
 // must be allowed its topic and, for an id of the engine's derived forms,
-// be a token for every topic (AllowImportedID). Errors wrap
-// wire.ErrPermissionDenied.
+// be a token for every topic (AllowImportedID); a body an export sealed
+// is opened, in place. Errors wrap wire.ErrPermissionDenied, or are a
+// *core.FieldError of a body that does not open.
 func (s *Service) CheckImport(ctx context.Context, j *core.Job) error {
 	if err := s.AllowTopic(ctx, j.Topic); err != nil {
 		return err
 	}
-	return AllowImportedID(ctx, j.ID)
+	if err := AllowImportedID(ctx, j.ID); err != nil {
+		return err
+	}
+	body, err := s.openImported(j.ID, j.Body)
+	j.Body = body
+	return err
 }
 
 // ImportSchedule imports sc: false when a schedule of its name exists
@@ -58,6 +102,11 @@ func (s *Service) ImportSchedule(ctx context.Context, sc *core.Schedule) (bool, 
 	if err := s.AllowTopic(ctx, sc.Topic); err != nil {
 		return false, err
 	}
+	body, err := s.openImported(keyring.ScheduleBodyID(sc.Name), sc.Job.Body)
+	if err != nil {
+		return false, err
+	}
+	sc.Job.Body = body
 	return s.engine.ImportSchedule(ctx, sc)
 }
 

@@ -69,6 +69,9 @@ const (
 	OpCancelJobs Op = "CancelJobs"
 	// OpRunSchedule pushes one job of a schedule now.
 	OpRunSchedule Op = "RunSchedule"
+	// OpRekey seals a page of the store's data again with the current
+	// key of encryption at rest.
+	OpRekey Op = "Rekey"
 )
 
 // access is what an operation asks of a token: open ones need none (not
@@ -127,7 +130,7 @@ var ops = map[Op]access{
 	OpRequeue: admin, OpRequeueDead: admin, OpRunSchedule: admin, OpListDead: admin, OpPutTopic: admin, OpUpdateTopic: admin, OpDeleteTopic: admin,
 	OpPauseTopic: admin, OpResumeTopic: admin, OpPutSchedule: admin, OpGetSchedule: admin,
 	OpListSchedules: admin, OpDeleteSchedule: admin, OpExport: admin, OpImport: admin,
-	OpBackup: admin, OpMetricsProtected: admin,
+	OpBackup: admin, OpMetricsProtected: admin, OpRekey: admin,
 }
 
 // Ops returns every operation of the table, for tests that check each

@@ -7,6 +7,7 @@ import (
 
 	"github.com/delayq/delayq/auth"
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/keyring"
 )
 
 // Config configures a Service.
@@ -25,6 +26,10 @@ type Config struct {
 	// token restricted to some topics may name as a topic's
 	// delivery.kafka_topic (see AllowDelivery). Nil allows none.
 	KafkaDeliveryTopics []string
+	// Encryption is the store's encryption at rest (--encryption-keys):
+	// exports seal bodies with its ring unless asked for plaintext,
+	// imports open them, and Rekey runs over it. Nil when off.
+	Encryption *keyring.Store
 }
 
 // Service applies the API's policy to the operations of a core.Engine. It
@@ -34,6 +39,7 @@ type Service struct {
 	log          *slog.Logger
 	natsSubjects []string
 	kafkaTopics  []string
+	encryption   *keyring.Store
 }
 
 // New returns a Service over cfg.Engine. It panics when cfg.Engine is nil.
@@ -42,7 +48,7 @@ func New(cfg Config) *Service {
 		panic("service: Config.Engine is required")
 	}
 	return &Service{engine: cfg.Engine, log: cmp.Or(cfg.Logger, slog.Default()), natsSubjects: cfg.NATSDeliverySubjects,
-		kafkaTopics: cfg.KafkaDeliveryTopics}
+		kafkaTopics: cfg.KafkaDeliveryTopics, encryption: cfg.Encryption}
 }
 
 // identityKey is the context key of the caller's *auth.Identity.

@@ -1,6 +1,7 @@
 package memstore
 
 import (
+	"bytes"
 	"cmp"
 	"container/list"
 	"context"
@@ -62,8 +63,9 @@ type Store struct {
 }
 
 var (
-	_ core.Store       = (*Store)(nil)
-	_ core.ClaimSource = (*Store)(nil)
+	_ core.Store        = (*Store)(nil)
+	_ core.ClaimSource  = (*Store)(nil)
+	_ core.BodyRewriter = (*Store)(nil)
 )
 
 // New returns an empty store.
@@ -209,6 +211,23 @@ func (s *Store) GetJob(_ context.Context, id string) (*core.Job, error) {
 	}
 	s.changed(e.topic)
 	return e.job.Clone(), nil
+}
+
+// RewriteBody implements core.BodyRewriter. Errors: ErrNotFound,
+// ErrConflict, ErrClosed.
+func (s *Store) RewriteBody(_ context.Context, params *core.RewriteBodyParams) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, _, err := s.lookup(params.ID)
+	if err != nil {
+		return err
+	}
+	s.changed(e.topic) // of the promotion lookup made
+	if !bytes.Equal(e.job.Body, params.Old) {
+		return core.BodyChangedConflict(params.ID)
+	}
+	e.job.Body = bytes.Clone(params.Body)
+	return nil
 }
 
 // CancelJob implements core.Store. Not idempotent: a second cancel gets

@@ -1,8 +1,10 @@
 package natsstore
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -305,6 +307,25 @@ func (s *Store) ExpireJob(ctx context.Context, id string) error {
 			return core.NotExpiredConflict(id, j.Clone())
 		}
 		j.Bury(core.JobExpired, now)
+		return nil
+	})
+	return err
+}
+
+// RewriteBody implements core.BodyRewriter: the job is written again as it
+// is but for its body, under its lease if reserved, a finished one with
+// what is left of its retention as its TTL. A finished job's new message
+// is a new entry of the record of finished jobs (ListFinished), after the
+// others: job events tell it once all the same, by their ids, and
+// listings of finished jobs show it as the latest. Errors: ErrNotFound,
+// *core.ConflictError (ErrConflict) when the body is not params.Old,
+// ErrClosed, ErrUnavailable.
+func (s *Store) RewriteBody(ctx context.Context, params *core.RewriteBodyParams) error {
+	_, _, err := s.change(ctx, params.ID, nil, func(j *core.Job, _ time.Time) error {
+		if !bytes.Equal(j.Body, params.Old) {
+			return core.BodyChangedConflict(params.ID)
+		}
+		j.Body = append(json.RawMessage(nil), params.Body...)
 		return nil
 	})
 	return err

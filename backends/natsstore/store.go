@@ -170,8 +170,9 @@ type Store struct {
 }
 
 var (
-	_ core.Store       = (*Store)(nil)
-	_ core.ClaimSource = (*Store)(nil)
+	_ core.Store        = (*Store)(nil)
+	_ core.ClaimSource  = (*Store)(nil)
+	_ core.BodyRewriter = (*Store)(nil)
 )
 
 // New connects a store to JetStream, creating or updating its stream and
@@ -522,7 +523,10 @@ func (s *Store) message(j *core.Job, now time.Time, prev *stored) (m *nats.Msg, 
 		h.Set(hdrSchedule, "@at "+j.LeaseExpiresAt.Format(time.RFC3339Nano))
 		h.Set(hdrScheduleTarget, target)
 	case kindDone, kindCancelled:
-		h.Set(hdrTTL, ttl(cmp.Or(j.Retention, s.cfg.Retention)))
+		// What is left of its retention: all of it for a finish, less for
+		// a finished job written again (RewriteBody).
+		left := j.UpdatedAt.Add(cmp.Or(j.Retention, s.cfg.Retention)).Sub(now)
+		h.Set(hdrTTL, ttl(max(left, time.Second)))
 	}
 	if prev != nil && prev.subject != subject {
 		if isSchedule(prev.kind) {

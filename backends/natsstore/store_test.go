@@ -2,6 +2,7 @@ package natsstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -349,4 +350,27 @@ func TestKeysIndexedAtFirstNew(t *testing.T) {
 	require.ElementsMatch(t, []string{a.ID, c.ID}, []string{got[0].ID, got[1].ID})
 	_, err := s2.kv.Get(ctx, keyIndexed)
 	require.NoError(t, err)
+}
+
+// TestRewriteBodyKeepsExpiry: a done job whose body is rewritten goes when
+// its retention from its finish ends, not a retention after the rewrite.
+func TestRewriteBodyKeepsExpiry(t *testing.T) {
+	t.Parallel()
+	const retention = 3 * time.Second
+	b := setup(t, func(c *Config) { c.Retention = retention })
+	ctx := context.Background()
+	j := job("rw.ttl", 0)
+	put(t, b.store, j)
+	jobs := claim(t, b.store, "rw.ttl", 1, 5*time.Second)
+	require.Len(t, jobs, 1)
+	require.NoError(t, settleErr(b.store.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: jobs[0].Lease})))
+	done, err := b.store.GetJob(ctx, j.ID)
+	require.NoError(t, err)
+	time.Sleep(retention / 2) // the real clock runs the server's TTLs
+	require.NoError(t, b.store.RewriteBody(ctx, &core.RewriteBodyParams{ID: j.ID, Old: j.Body, Body: []byte(`"anew"`)}))
+	require.Eventually(t, func() bool {
+		_, err := b.store.GetJob(ctx, j.ID)
+		return errors.Is(err, core.ErrNotFound)
+	}, time.Until(done.UpdatedAt.Add(retention+1500*time.Millisecond)), 50*time.Millisecond,
+		"gone by its retention from the finish, within the server's TTL slack")
 }

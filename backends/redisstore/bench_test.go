@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/backends/redisstore/redistest"
@@ -207,9 +206,10 @@ func redisStats(b *testing.B, url string) {
 	logs, err := c.SlowLogGet(ctx, -1).Result()
 	require.NoError(b, err)
 	names := map[string]string{}
-	for name, sc := range map[string]*redis.Script{"put": scriptPut, "claim": scriptClaim, "expire": scriptExpire,
+	for name, sc := range map[string]*shardScript{"put": scriptPut, "claim": scriptClaim, "expire": scriptExpire,
 		"lease": scriptLease, "cancel": scriptCancel, "get": scriptGet} {
-		names[sc.Hash()] = name
+		names[sc.packed.Hash()] = name
+		names[sc.hash.Hash()] = name + " (hash)"
 	}
 	type agg struct {
 		n    int
@@ -267,8 +267,13 @@ func redisCPU(b *testing.B, url string) time.Duration {
 }
 
 // benchShards sets the shard count from DELAYQ_BENCH_SHARDS (default: the
-// store's own default), to measure what shards cost on one server.
-func benchShards(c *Config) { c.Shards = storetest.EnvInt("DELAYQ_BENCH_SHARDS", 0) }
+// store's own default), to measure what shards cost on one server, and the
+// form of the jobs from DELAYQ_BENCH_JOBS (packed, the default of a new
+// prefix, or hash), to compare the two.
+func benchShards(c *Config) {
+	c.Shards = storetest.EnvInt("DELAYQ_BENCH_SHARDS", 0)
+	c.JobForm = os.Getenv("DELAYQ_BENCH_JOBS")
+}
 
 // BenchmarkBurst puts DELAYQ_BENCH_BURST jobs (default 100 000) due at one
 // instant, then claims them with 8 claims of up to 100 and acknowledges each

@@ -131,8 +131,8 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*core.Job) ([]bool, error
 	var calls []call
 	for _, n := range order {
 		for idx := range slices.Chunk(byShard[n], importChunk) {
-			args := make([]any, 0, 2+19*len(idx))
-			args = append(args, s.inlineBody, s.jobForm)
+			args := make([]any, 0, 1+19*len(idx))
+			args = append(args, s.inlineBody)
 			for _, i := range idx {
 				j := jobs[i]
 				var updated int64

@@ -54,8 +54,8 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 	calls := make([]call, len(order))
 	for ci, n := range order {
 		idx := byShard[n]
-		args := make([]any, 0, 3+14*len(idx))
-		args = append(args, replace, s.inlineBody, s.jobForm)
+		args := make([]any, 0, 2+14*len(idx))
+		args = append(args, replace, s.inlineBody)
 		for _, i := range idx {
 			j := params.Jobs[i]
 			then, err := encodeThen(j)
@@ -318,8 +318,28 @@ func (s *Store) TouchJob(ctx context.Context, params *core.TouchJobParams) (*cor
 	return decodeFlat(params.ID, res)
 }
 
+// RewriteBody implements core.BodyRewriter: the job's body, wherever it
+// lives, and nothing else changes, its expiry included. Errors:
+// ErrNotFound, *core.ConflictError (ErrConflict) when the body is not
+// params.Old, ErrClosed, ErrUnavailable.
+func (s *Store) RewriteBody(ctx context.Context, params *core.RewriteBodyParams) error {
+	id := params.ID
+	code, _, err := s.byID(ctx, scriptRewrite, "rewrite body", id, id, string(params.Old), string(params.Body), s.inlineBody)
+	if err != nil {
+		return err
+	}
+	switch code {
+	case 0:
+		return nil
+	case 3:
+		return core.BodyChangedConflict(id)
+	default:
+		return fmt.Errorf("redisstore: rewrite body %q: %w", id, core.ErrNotFound)
+	}
+}
+
 // byID runs a script of the form {code, job, woke} on the shard of id.
-func (s *Store) byID(ctx context.Context, sc *redis.Script, what, id string, args ...any) (int64, *core.Job, error) {
+func (s *Store) byID(ctx context.Context, sc *shardScript, what, id string, args ...any) (int64, *core.Job, error) {
 	if s.isClosed() {
 		return 0, nil, core.ErrClosed
 	}

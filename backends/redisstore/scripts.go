@@ -18,27 +18,29 @@ var luaFS embed.FS
 // The scripts. Shard scripts start with lib.lua; see doc.go for their
 // invariants.
 var (
-	scriptPut       = shardScript("put.lua")
-	scriptClaim     = shardScript("claim.lua")
-	scriptPeek      = shardScript("peek.lua")
-	scriptExpire    = shardScript("expire.lua")
-	scriptCancel    = shardScript("cancel.lua")
-	scriptExpireJob = shardScript("expirejob.lua")
-	scriptLease     = shardScript("lease.lua")
-	scriptRequeue   = shardScript("requeue.lua")
-	scriptStats     = shardScript("stats.lua")
-	scriptGet       = shardScript("get.lua")
-	scriptImport    = shardScript("import.lua")
-	scriptExport    = shardScript("export.lua")
-	scriptMigrate   = shardScript("migrate.lua")
-	scriptIndex     = shardScript("index.lua")
-	scriptList      = shardScript("list.lua")
+	scriptPut       = newShardScript("put.lua")
+	scriptClaim     = newShardScript("claim.lua")
+	scriptPeek      = newShardScript("peek.lua")
+	scriptExpire    = newShardScript("expire.lua")
+	scriptCancel    = newShardScript("cancel.lua")
+	scriptExpireJob = newShardScript("expirejob.lua")
+	scriptLease     = newShardScript("lease.lua")
+	scriptRequeue   = newShardScript("requeue.lua")
+	scriptStats     = newShardScript("stats.lua")
+	scriptGet       = newShardScript("get.lua")
+	scriptImport    = newShardScript("import.lua")
+	scriptExport    = newShardScript("export.lua")
+	scriptMigrate   = newShardScript("migrate.lua")
+	scriptIndex     = newShardScript("index.lua")
+	scriptList      = newShardScript("list.lua")
+	scriptRewrite   = newShardScript("rewrite.lua")
 	scriptPrune     = redis.NewScript(mustRead("prune.lua"))
 	scriptRate      = redis.NewScript(mustRead("rate.lua"))
 	scriptRecord    = redis.NewScript(mustRead("record.lua"))
 
-	allScripts = []*redis.Script{scriptPut, scriptClaim, scriptPeek, scriptExpire, scriptCancel, scriptExpireJob, scriptLease,
-		scriptRequeue, scriptStats, scriptGet, scriptImport, scriptExport, scriptMigrate, scriptIndex, scriptList, scriptPrune, scriptRate, scriptRecord}
+	shardScripts = []*shardScript{scriptPut, scriptClaim, scriptPeek, scriptExpire, scriptCancel, scriptExpireJob, scriptLease,
+		scriptRequeue, scriptStats, scriptGet, scriptImport, scriptExport, scriptMigrate, scriptIndex, scriptList, scriptRewrite}
+	allScripts = append([]*redis.Script{scriptPrune, scriptRate, scriptRecord}, variants(shardScripts)...)
 )
 
 func mustRead(name string) string {
@@ -49,8 +51,38 @@ func mustRead(name string) string {
 	return string(b)
 }
 
-func shardScript(name string) *redis.Script {
-	return redis.NewScript(mustRead("lib.lua") + mustRead(name))
+// shardScript is a shard script, lib.lua and its own, in two variants: one
+// for a store that creates packed jobs and one for a store that creates
+// hashes (Config.JobForm), which sets lib.lua's JOB_FORM. Each reads the
+// form its store creates first, so that a prefix of either form pays no
+// failed read per job for the other.
+type shardScript struct {
+	packed, hash *redis.Script
+}
+
+func newShardScript(name string) *shardScript {
+	body := mustRead("lib.lua") + mustRead(name)
+	return &shardScript{
+		packed: redis.NewScript("local JOB_FORM = 'packed'\n" + body),
+		hash:   redis.NewScript("local JOB_FORM = 'hash'\n" + body),
+	}
+}
+
+// of returns the variant of sc for a store that creates jobs of form.
+func (sc *shardScript) of(form string) *redis.Script {
+	if form == JobFormHash {
+		return sc.hash
+	}
+	return sc.packed
+}
+
+// variants returns both variants of each of scripts.
+func variants(scripts []*shardScript) []*redis.Script {
+	out := make([]*redis.Script, 0, 2*len(scripts))
+	for _, sc := range scripts {
+		out = append(out, sc.packed, sc.hash)
+	}
+	return out
 }
 
 // loadScripts loads every script (on every master of a cluster), so that
@@ -76,7 +108,7 @@ type call struct {
 // (empty: the script reads the server's clock; with Config.TimeFromClock,
 // the store's clock in ms), the wake-up channel, the shard number and the
 // retention.
-func (s *Store) shardCall(sc *redis.Script, n int, extra ...any) call {
+func (s *Store) shardCall(sc *shardScript, n int, extra ...any) call {
 	sk := &s.keys.shard[n]
 	args := make([]any, 0, 5+len(extra))
 	now := ""
@@ -85,7 +117,7 @@ func (s *Store) shardCall(sc *redis.Script, n int, extra ...any) call {
 	}
 	args = append(args, sk.base, now, s.keys.channel, sk.num, s.retentionMS)
 	args = append(args, extra...)
-	return call{script: sc, keys: sk.fixed, args: args}
+	return call{script: sc.of(s.jobForm), keys: sk.fixed, args: args}
 }
 
 // run runs calls, several in one pipeline, and returns their commands, each

@@ -221,8 +221,9 @@ type Store struct {
 }
 
 var (
-	_ core.Store       = (*Store)(nil)
-	_ core.ClaimSource = (*Store)(nil)
+	_ core.Store        = (*Store)(nil)
+	_ core.ClaimSource  = (*Store)(nil)
+	_ core.BodyRewriter = (*Store)(nil)
 )
 
 // New opens a store: it checks that Redis answers and that the prefix's

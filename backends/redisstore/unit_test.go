@@ -813,3 +813,32 @@ func TestJobForms(t *testing.T) {
 	_, err = New(ctx, cfg)
 	require.ErrorContains(t, err, "cannot go back to hashes")
 }
+
+// TestRewriteBodyKeepsExpiry: a finished job's rewrite keeps its expiry,
+// in either form, its body moved to a key of its own when it grows past
+// the job's and expiring with it.
+func TestRewriteBodyKeepsExpiry(t *testing.T) {
+	t.Parallel()
+	url := standaloneURL(t)
+	rdb := newClient(t, url)
+	ctx := t.Context()
+	for _, form := range []string{JobFormPacked, JobFormHash} {
+		s := openStore(t, url, uniquePrefix(t.Name()+form), func(c *Config) { c.JobForm = form })
+		j := job("rw", 0)
+		put(t, s, j)
+		got := claim(t, s, "rw", 1, time.Second)
+		require.Len(t, got, 1)
+		require.NoError(t, settleErr(s.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: got[0].Lease})))
+		long := json.RawMessage(`"` + strings.Repeat("y", 2*s.inlineBody) + `"`)
+		require.NoError(t, s.RewriteBody(ctx, &core.RewriteBodyParams{ID: j.ID, Old: j.Body, Body: long}))
+		for _, k := range []string{s.keys.job(j.ID), strings.Replace(s.keys.job(j.ID), ":j:", ":b:", 1)} {
+			ttl, err := rdb.PTTL(ctx, k).Result()
+			require.NoError(t, err)
+			require.Positive(t, ttl, "%s: %s keeps the retention", form, k)
+		}
+		done, err := s.GetJob(ctx, j.ID)
+		require.NoError(t, err)
+		require.Equal(t, core.StateDone, done.State)
+		require.JSONEq(t, string(long), string(done.Body))
+	}
+}

@@ -347,7 +347,8 @@ func (a *app) topicSetCommand() *cobra.Command {
 	var flags clientFlags
 	var ttr, timeout, delay, retention time.Duration
 	var maxAttempts, concurrency, maxInFlight, rateLimit int
-	var onDead, url, kafkaTopic string
+	var onDead, url, kafkaTopic, eventsTopic string
+	var eventsOn []string
 	cmd := &cobra.Command{
 		Use:   "set TOPIC [PATCH|-]",
 		Short: "Change some settings of a topic's configuration, keep the others, and print the topic",
@@ -359,6 +360,7 @@ null for a setting to drop (its default again). The flags apply over PATCH.`,
   delayq topic set orders.close --ttr 2m --webhook-timeout 5s
   delayq topic set orders.close --retention 720h
   delayq topic set orders.close --kafka-topic orders-due
+  delayq topic set orders.close --events-topic orders.audit --events-on done,dead
   delayq topic set orders.close '{"rate": null, "on_dead": "orders.dead"}'`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: clientRun(&flags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
@@ -390,6 +392,22 @@ null for a setting to drop (its default again). The flags apply over PATCH.`,
 				if rateLimit == 0 {
 					patch["rate"] = nil // no limit: its period and burst go too
 				}
+			}
+			switch {
+			case changed("events-topic") && eventsTopic == "":
+				patch["events"] = nil // no events: their transitions go too
+			case changed("events-topic") || changed("events-on"):
+				e, _ := patch["events"].(map[string]any)
+				if e == nil {
+					e = map[string]any{}
+				}
+				if changed("events-topic") {
+					e["topic"] = eventsTopic
+				}
+				if changed("events-on") {
+					e["on"] = eventsOn
+				}
+				patch["events"] = e
 			}
 			if changed("webhook-url") && changed("kafka-topic") {
 				return errors.New("--webhook-url and --kafka-topic: a topic has one delivery")
@@ -432,6 +450,8 @@ null for a setting to drop (its default again). The flags apply over PATCH.`,
 	fs.IntVar(&maxInFlight, "max-in-flight", 0, "jobs reserved at once over every instance (0: no bound)")
 	fs.IntVar(&rateLimit, "rate-limit", 0, "deliveries per second (0: no limit)")
 	fs.StringVar(&onDead, "on-dead", "", "the dead-letter topic (empty: none)")
+	fs.StringVar(&eventsTopic, "events-topic", "", "the topic that gets an event job for each of this topic's jobs that finishes (empty: none)")
+	fs.StringSliceVar(&eventsOn, "events-on", nil, "the transitions told to --events-topic, of done, cancelled, dead, expired (empty: all)")
 	fs.Var(&durationValue{p: &delay}, "delay", "the delay of pushes that give neither a delay nor a run_at (0: none)")
 	fs.Var(&durationValue{p: &retention}, "retention", "how long jobs pushed from now on are kept once done or cancelled, in whole seconds (0: the server's --retention)")
 	fs.StringVar(&url, "webhook-url", "", "deliver by webhook to this URL")

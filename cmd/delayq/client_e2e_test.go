@@ -391,6 +391,7 @@ func TestClientE2E(t *testing.T) {
 			Delivery: client.DeliveryConfig{Type: "consumer"}, TTR: 20 * time.Second, MaxAttempts: 4,
 			Backoff: client.BackoffConfig{Delays: []time.Duration{time.Second, 2 * time.Minute}}, Concurrency: 3,
 			Retention: 36 * time.Hour,
+			Events:    client.EventsConfig{Topic: "c.topic.audit", On: []string{"done", "dead"}},
 		}
 		topic, err := dq.PutTopic(ctx, "c.topic", cfg)
 		require.NoError(t, err)
@@ -401,6 +402,7 @@ func TestClientE2E(t *testing.T) {
 		require.Equal(t, []time.Duration{time.Second, 2 * time.Minute}, topic.Backoff.Delays)
 		require.Equal(t, 3, topic.Concurrency)
 		require.Equal(t, 36*time.Hour, topic.Retention)
+		require.Equal(t, cfg.Events, topic.Events)
 		require.True(t, topic.Configured)
 		require.False(t, topic.Paused)
 
@@ -443,6 +445,8 @@ func TestClientE2E(t *testing.T) {
 		require.Equal(t, "delivery.url", ae.Field)
 		_, err = dq.PutTopic(ctx, "c.topic.bad", &client.TopicConfig{TTR: 24 * time.Hour})
 		require.Equal(t, "ttr", requireAPIError(t, err, client.ErrInvalidArgument, 400).Field)
+		_, err = dq.PutTopic(ctx, "c.topic.bad", &client.TopicConfig{Events: client.EventsConfig{On: []string{"done"}}})
+		require.Equal(t, "events.topic", requireAPIError(t, err, client.ErrInvalidArgument, 400).Field)
 	})
 
 	t.Run("WebhookOptionsAndRate", func(t *testing.T) {

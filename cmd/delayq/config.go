@@ -18,6 +18,7 @@ import (
 	"github.com/delayq/delayq/backends/pebblestore"
 	"github.com/delayq/delayq/backends/redisstore"
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/keyring"
 	"github.com/delayq/delayq/natsserver"
 	"github.com/delayq/delayq/transports/httptransport"
 	"github.com/delayq/delayq/transports/wstransport"
@@ -140,6 +141,10 @@ type serveConfig struct {
 	// PprofAddr, when set, is where net/http/pprof listens, apart from the
 	// API so that profiles are never exposed on it by accident.
 	PprofAddr string
+	// EncryptionKeys, when set, is the key file whose ring seals job
+	// bodies, topic configurations and schedules at rest
+	// (--encryption-keys); its first key is current.
+	EncryptionKeys string
 	// Breaker configures the store's and the endpoints' circuit breakers.
 	Breaker breakerFlags
 	// Access configures API tokens, TLS and webhook destinations.
@@ -154,6 +159,22 @@ type serveConfig struct {
 	ConfigFile string
 	// Topics are the configuration file's topics, applied at start.
 	Topics []*core.Topic
+	// Ring is the key ring read from EncryptionKeys; nil without.
+	Ring *keyring.Ring
+}
+
+// loadKeyRing reads --encryption-keys, when given. Errors are usage
+// errors naming the flag.
+func (c *serveConfig) loadKeyRing() error {
+	if c.EncryptionKeys == "" {
+		return nil
+	}
+	r, err := keyring.Load(c.EncryptionKeys)
+	if err != nil {
+		return usageErrorf("--encryption-keys: %w", err)
+	}
+	c.Ring = r
+	return nil
 }
 
 // defaultServeConfig returns the defaults of every serve flag.
@@ -216,6 +237,7 @@ func (c *serveConfig) addFlags(fs *pflag.FlagSet) {
 	fs.Var(&durationValue{p: &c.DrainTimeout}, "drain-timeout", "how long a shutdown first drains, within --shutdown-timeout: claims refused and /readyz 503 while the API serves everything else and deliveries in flight finish; 0: no drain")
 	fs.Var(&rolesValue{p: &c.Roles}, "roles", "what this instance runs, comma-separated: api (the HTTP, gRPC, WebSocket and NATS APIs: intake, reads, pull claims, subscribers), deliver (webhook and NATS deliveries, dead-letter notices, the expiry sweep), schedules (recurring schedules); an instance without api serves only /healthz, /readyz and /metrics. A partial set needs --backend redis or nats, where other instances run the rest")
 	fs.Var(&addrValue{p: &c.PprofAddr}, "pprof", "listen address of Go's profiling endpoints (/debug/pprof/), host:port; port 0 picks a free port; off when empty")
+	fs.StringVar(&c.EncryptionKeys, "encryption-keys", c.EncryptionKeys, "key file that turns on encryption at rest: job bodies, webhook secrets and delivery headers are stored AES-256-GCM encrypted; a line per key, its id and 32 bytes in base64, the current key first (older ones still decrypt); readable by its owner only (docs/security.md)")
 	c.Breaker.addFlags(fs)
 	c.Access.addFlags(fs)
 	c.HTTP.addFlags(fs)

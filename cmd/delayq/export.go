@@ -16,7 +16,10 @@ import (
 
 // exportCommand is `delayq export`.
 func (a *app) exportCommand() *cobra.Command {
-	var flags clientFlags
+	var (
+		flags     clientFlags
+		plaintext bool
+	)
 	cmd := &cobra.Command{
 		Use:   "export",
 		Short: "Write every scheduled, ready, reserved and dead job to standard output as NDJSON",
@@ -27,14 +30,18 @@ deployment or another backend, for backups and moves. It needs a token with
 the admin scope when the service has tokens.
 
 A job that changes while the export runs may be written in its old or new
-state. An export cut short (the service failed or went away) exits 1.`,
+state. An export cut short (the service failed or went away) exits 1.
+
+With encryption at rest (serve --encryption-keys), job and schedule bodies
+are exported sealed with the service's current key, which 'delayq import'
+into a service holding that key opens; --plaintext asks for them in clear.`,
 		Example: `  delayq export --server http://127.0.0.1:8080 > backup.ndjson`,
 		Args:    cobra.NoArgs,
 		RunE: clientRun(&flags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, _ []string) error {
 			// An export lasts as long as it takes.
 			c.http.Timeout = 0
 			out := bufio.NewWriterSize(cmd.OutOrStdout(), 64<<10)
-			err := c.Export(ctx, func(line json.RawMessage) error {
+			err := c.ExportWith(ctx, client.ExportOptions{Plaintext: plaintext}, func(line json.RawMessage) error {
 				if _, err := out.Write(line); err != nil {
 					return err
 				}
@@ -53,6 +60,7 @@ state. An export cut short (the service failed or went away) exits 1.`,
 		}),
 	}
 	addClientFlags(cmd.Flags(), &flags)
+	cmd.Flags().BoolVar(&plaintext, "plaintext", false, "with encryption at rest: export the bodies in clear rather than sealed")
 	return cmd
 }
 

@@ -139,6 +139,7 @@ DELAYQ_SERVER); a flag on the command line wins.`,
 		a.nackCommand(),
 		a.exportCommand(),
 		a.importCommand(),
+		a.rekeyCommand(),
 		a.backupCommand(),
 	)
 	completeOutput(root)

@@ -228,6 +228,15 @@ func topicRows(t *tableWriter, tp *client.Topic) {
 	t.row("concurrency", itoa(tp.Concurrency))
 	t.row("unique_keys", cellText(tp.UniqueKeys))
 	t.row("on_dead", cellText(tp.OnDead))
+	events := "-"
+	if e := tp.Events; e.Topic != "" {
+		on := "all"
+		if len(e.On) > 0 {
+			on = strings.Join(e.On, ",")
+		}
+		events = e.Topic + " on " + on
+	}
+	t.row("events", events)
 	if tp.Rate.Limit > 0 {
 		t.row("rate", fmt.Sprintf("%d per %s, burst %d", tp.Rate.Limit, tp.Rate.Period, tp.Rate.Burst))
 	} else {

@@ -24,6 +24,7 @@ import (
 	"github.com/delayq/delayq/backends/pebblestore"
 	"github.com/delayq/delayq/backends/redisstore"
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/keyring"
 	"github.com/delayq/delayq/natsserver"
 	"github.com/delayq/delayq/service"
 	"github.com/delayq/delayq/telemetry"
@@ -92,6 +93,9 @@ finish or are released for redelivery, the store is closed and flushed.`,
 			}
 			if err := cfg.Kafka.Validate(); err != nil {
 				return usageError(err)
+			}
+			if err := cfg.loadKeyRing(); err != nil {
+				return err
 			}
 			if err := a.serve(cmd.Context(), a, &cfg); err != nil {
 				var ce *exitCodeError
@@ -173,6 +177,13 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	if mutantStore != nil {
 		store = mutantStore(store, log)
 	}
+	var sealed *keyring.Store
+	if cfg.Ring != nil {
+		if sealed, err = sealStore(ctx, cfg.Ring, store, log); err != nil {
+			return err
+		}
+		store = sealed
+	}
 	// The engine sees the store through telemetry and the circuit breaker.
 	obs, store, err := observe(ctx, cfg, log, store)
 	if err != nil {
@@ -187,7 +198,7 @@ func runServe(ctx context.Context, a *app, cfg *serveConfig) error {
 	if err != nil {
 		return err
 	}
-	serveErr, err := startAPI(ctx, cfg, log, engine, natsConn, acc, obs, stops)
+	serveErr, err := startAPI(ctx, cfg, log, engine, natsConn, acc, obs, sealed, stops)
 	if err != nil {
 		return err
 	}
@@ -223,6 +234,22 @@ func logShutdown(log *slog.Logger, cfg *serveConfig, held int) {
 	}
 	log.Info(fmt.Sprintf("shutting down: draining for up to %s while consumers settle %d unacked leases and deliveries in flight finish; %s",
 		cfg.DrainTimeout, held, skip), "unacked_leases", held, "drain_timeout", cfg.DrainTimeout, "timeout", cfg.ShutdownTimeout)
+}
+
+// sealStore puts store behind the encryption of ring, under the breaker
+// and telemetry (a job that does not open is no failure of the backend),
+// and checks that ring opens a sample of what the store holds. Errors: a
+// usage error when it does not.
+func sealStore(ctx context.Context, ring *keyring.Ring, store core.Store, log *slog.Logger) (*keyring.Store, error) {
+	sealed := keyring.New(store, keyring.Config{Ring: ring, Logger: log})
+	if err := sealed.Verify(ctx); err != nil {
+		if errors.Is(err, keyring.ErrUnknownKey) || errors.Is(err, keyring.ErrCorrupt) {
+			return nil, usageErrorf("--encryption-keys: the key ring (keys %s) cannot decrypt what the store holds: %w", strings.Join(ring.IDs(), ", "), err)
+		}
+		return nil, err
+	}
+	log.Info("encryption at rest is on", "current_key", ring.Current(), "keys", len(ring.IDs()))
+	return sealed, nil
 }
 
 // startEngine makes the deliverers and the engine over store, starts it
@@ -266,8 +293,9 @@ func startEngine(ctx context.Context, cfg *serveConfig, log *slog.Logger, store 
 
 // startAPI serves the APIs on the HTTP listener (the HTTP API, WebSocket
 // subscribers, gRPC) and NATS intake on natsConn, and returns the HTTP
-// server's end; their stops go on stops.
-func startAPI(ctx context.Context, cfg *serveConfig, log *slog.Logger, engine *core.Engine, natsConn *nats.Conn, acc *access, obs *observability, stops *stopStack) (<-chan error, error) {
+// server's end; their stops go on stops. sealed is the store's
+// encryption at rest, nil when off.
+func startAPI(ctx context.Context, cfg *serveConfig, log *slog.Logger, engine *core.Engine, natsConn *nats.Conn, acc *access, obs *observability, sealed *keyring.Store, stops *stopStack) (<-chan error, error) {
 	backupDir, backup, err := serveBackups(cfg, engine)
 	if err != nil {
 		return nil, err
@@ -288,7 +316,7 @@ func startAPI(ctx context.Context, cfg *serveConfig, log *slog.Logger, engine *c
 	go func() { defer close(statsDone); stats.Run(statsCtx) }()
 	stops.pushFunc(func() { stopStats(); <-statsDone })
 	// One policy layer (access, quotas, batch rules) under every API.
-	svc := service.New(service.Config{Engine: engine, Logger: log, NATSDeliverySubjects: cfg.NATSDeliverySubjects, KafkaDeliveryTopics: cfg.Kafka.DeliveryTopics})
+	svc := service.New(service.Config{Engine: engine, Logger: log, NATSDeliverySubjects: cfg.NATSDeliverySubjects, KafkaDeliveryTopics: cfg.Kafka.DeliveryTopics, Encryption: sealed})
 	api := httptransport.New(httptransport.Config{
 		Engine:               engine,
 		Service:              svc,

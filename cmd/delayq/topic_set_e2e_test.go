@@ -39,6 +39,20 @@ func TestClientTopicSet(t *testing.T) {
 	require.Equal(t, true, d["secret_set"], "the secret is kept")
 	require.Equal(t, "orders.dead", got["on_dead"], "kept")
 
+	code, out, stderr = run("topic", "set", "orders", "--events-topic", "orders.audit", "--events-on", "done,dead")
+	require.Equal(t, exitOK, code, stderr)
+	require.NoError(t, json.Unmarshal([]byte(out), &got), out)
+	require.Equal(t, map[string]any{"topic": "orders.audit", "on": []any{"done", "dead"}}, got["events"])
+	code, out, stderr = run("topics", "orders", "--output", "table")
+	require.Equal(t, exitOK, code, stderr)
+	require.Regexp(t, `(?m)^events +orders\.audit on done,dead$`, out)
+	code, _, stderr = run("topic", "set", "orders", "--events-on", "cancelled")
+	require.Equal(t, exitOK, code, stderr)
+	require.Equal(t, map[string]any{"topic": "orders.audit", "on": []any{"cancelled"}}, topic()["events"], "the topic kept")
+	code, _, stderr = run("topic", "set", "orders", "--events-topic", "")
+	require.Equal(t, exitOK, code, stderr)
+	require.NotContains(t, topic(), "events")
+
 	code, _, stderr = run("topic", "set", "orders", `{"on_dead": null}`, "--rate-limit", "0")
 	require.Equal(t, exitOK, code, stderr)
 	after := topic()
@@ -56,6 +70,8 @@ func TestClientTopicSet(t *testing.T) {
 		{"topic", "set", "nosuch", "--max-attempts", "2"},                                         // no such topic
 		{"topic", "set", "orders", "--kafka-topic", "k"},                                          // no --kafka-brokers (and a url kept)
 		{"topic", "set", "orders", "--webhook-url", "https://svc.example/", "--kafka-topic", "k"}, // two deliveries
+		{"topic", "set", "orders", "--events-on", "done"},                                         // no events topic
+		{"topic", "set", "orders", "--events-topic", "orders.audit", "--events-on", "finished"},   // no such transition
 	} {
 		code, _, stderr := run(args...)
 		require.NotEqual(t, exitOK, code, "%v", args)

@@ -148,7 +148,11 @@ func (o *observability) breakerStates() []httptransport.BreakerState {
 	out := []httptransport.BreakerState{{Name: "store", State: o.breaker.State().String()}}
 	for _, d := range o.endpoints {
 		for _, e := range d.States() {
-			out = append(out, httptransport.BreakerState{Name: e.Topic + " → " + e.Endpoint, Endpoint: true, State: e.State.String()})
+			name := e.Topic + " → " + e.Endpoint
+			if e.Topic == "" { // shared by every topic: a Kafka cluster
+				name = e.Endpoint
+			}
+			out = append(out, httptransport.BreakerState{Name: name, Endpoint: true, State: e.State.String()})
 		}
 	}
 	return out

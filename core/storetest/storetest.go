@@ -120,6 +120,7 @@ var subtests = []subtest{
 	{"AckBatch", testAckBatch},
 	{"LeaseExpiryLastAttempt", testLeaseExpiryLastAttempt},
 	{"Requeue", testRequeue},
+	{"RewriteBody", testRewriteBody},
 	{"History", testHistory},
 	{"HistoryLeaseExpired", testHistoryLeaseExpired},
 	{"HistoryBuryRequeue", testHistoryBuryRequeue},

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -396,6 +397,8 @@ func TestComposeFiles(t *testing.T) {
 			require.Contains(t, p.Secrets, "smtp_password")
 			require.Equal(t, "ALERT_SMTP_PASSWORD", p.Secrets["smtp_password"].Environment)
 
+			checkKafka(t, p)
+
 			for _, svc := range p.Services {
 				require.NotEmpty(t, svc.Image, svc.Name)
 				_, tag, ok := strings.Cut(svc.Image, ":")
@@ -439,6 +442,76 @@ func TestComposeFiles(t *testing.T) {
 				require.Len(t, nodes, 3, "a three-node NATS cluster")
 			}
 		})
+	}
+}
+
+// checkKafka checks a compose file's Kafka: one KRaft node, broker and
+// controller, whose settings agree with each other (its node id is the
+// quorum's one voter, on its controller listener), whose data is on a
+// volume, and whose health the delayq services wait for before they reach
+// it at an advertised listener (--kafka-brokers).
+func checkKafka(t *testing.T, p *types.Project) {
+	t.Helper()
+	kafka, err := p.GetService("kafka")
+	require.NoError(t, err)
+	repo, _, _ := strings.Cut(kafka.Image, ":")
+	require.Equal(t, "apache/kafka", repo, "the Apache Kafka image")
+	env := map[string]string{}
+	for k, v := range kafka.Environment {
+		require.NotNil(t, v, "kafka: %s has a value", k)
+		env[k] = *v
+	}
+	require.Equal(t, "broker,controller", env["KAFKA_PROCESS_ROLES"], "one KRaft node: broker and controller")
+	listeners := map[string]string{} // name: port
+	for l := range strings.SplitSeq(env["KAFKA_LISTENERS"], ",") {
+		name, addr, ok := strings.Cut(l, "://")
+		require.True(t, ok, "listener %q", l)
+		_, port, err := net.SplitHostPort(addr)
+		require.NoError(t, err, "listener %q", l)
+		listeners[name] = port
+	}
+	protocols := map[string]string{}
+	for m := range strings.SplitSeq(env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"], ",") {
+		name, proto, ok := strings.Cut(m, ":")
+		require.True(t, ok, "protocol map entry %q", m)
+		protocols[name] = proto
+	}
+	for name := range listeners {
+		require.Contains(t, protocols, name, "listener %s has a security protocol", name)
+	}
+	controller := env["KAFKA_CONTROLLER_LISTENER_NAMES"]
+	require.Contains(t, listeners, controller)
+	require.Equal(t, env["KAFKA_NODE_ID"]+"@kafka:"+listeners[controller], env["KAFKA_CONTROLLER_QUORUM_VOTERS"],
+		"the one voter is this node, on its controller listener")
+	require.Contains(t, listeners, env["KAFKA_INTER_BROKER_LISTENER_NAME"])
+	advertised := map[string]string{} // host:port: listener
+	for a := range strings.SplitSeq(env["KAFKA_ADVERTISED_LISTENERS"], ",") {
+		name, addr, ok := strings.Cut(a, "://")
+		require.True(t, ok, "advertised listener %q", a)
+		_, port, err := net.SplitHostPort(addr)
+		require.NoError(t, err)
+		require.Equal(t, listeners[name], port, "advertised listener %s on its port", name)
+		require.NotEqual(t, controller, name, "the controller listener is not advertised")
+		advertised[addr] = name
+	}
+	for _, k := range []string{"KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR", "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR", "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR"} {
+		require.Equal(t, "1", env[k], "%s: one node holds one replica", k)
+	}
+	dataOnVolume := false
+	for _, v := range kafka.Volumes {
+		dataOnVolume = dataOnVolume || v.Type == types.VolumeTypeVolume && v.Target == env["KAFKA_LOG_DIRS"]
+	}
+	require.True(t, dataOnVolume, "kafka keeps KAFKA_LOG_DIRS on a volume")
+	require.NotNil(t, kafka.HealthCheck, "kafka has a health check the delayq services wait for")
+	require.Contains(t, strings.Join(kafka.HealthCheck.Test, " "), "localhost:"+listeners[env["KAFKA_INTER_BROKER_LISTENER_NAME"]])
+
+	for _, name := range delayqServices {
+		svc, err := p.GetService(name)
+		require.NoError(t, err)
+		brokers := svc.Environment["DELAYQ_KAFKA_BROKERS"]
+		require.NotNil(t, brokers, "%s reaches kafka", name)
+		require.Contains(t, advertised, *brokers, "%s: --kafka-brokers is an advertised listener of kafka", name)
+		require.Equal(t, types.ServiceConditionHealthy, svc.DependsOn["kafka"].Condition, "%s waits for kafka's health", name)
 	}
 }
 

@@ -58,6 +58,7 @@ var guardedRoutes = []guarded{
 	{http.MethodGet, "/v1/export", tokenPush, "", 0},
 	{http.MethodPost, "/v1/import", tokenPush, "", 0},
 	{http.MethodGet, "/v1/backup", tokenOther, "", 0},
+	{http.MethodPost, "/v1/rekey", tokenPush, `{"limit":10}`, overSmall},
 	{http.MethodGet, "/metrics", tokenPush, "", 0},
 	{http.MethodGet, "/v1/whoami", "", "", 0},
 	{http.MethodGet, "/v1/version", "", "", 0},
@@ -278,6 +279,10 @@ func runHTTPScenario(h *httpRun) {
 			`{"id":"imp-2","topic":"other.i","state":"sleeping"}` + "\n" + `not json` + "\n"})
 	h.do(httpStep{title: "not NDJSON", method: http.MethodPost, path: "/v1/import", token: admin, body: `{}`})
 	get("memstore has no checkpoint", "/v1/backup", admin)
+	get("a bad plaintext", "/v1/export?plaintext=yes", admin)
+	send("restricted to topics", http.MethodPost, "/v1/rekey", tokenOther, "")
+	send("a bad limit", http.MethodPost, "/v1/rekey", admin, `{"limit":"many"}`)
+	send("encryption at rest is off", http.MethodPost, "/v1/rekey", admin, "")
 
 	// Deleting a topic's configuration.
 	send("delete", http.MethodDelete, "/v1/topics/orders.w", admin, "")

@@ -221,6 +221,9 @@ var notCovered = map[string]map[int]string{
 	"*": {
 		http.StatusMisdirectedRequest: "the Host check is the same for every route: one step",
 	},
+	"POST /v1/rekey": {
+		http.StatusOK: "the gate's stack runs without encryption at rest, whose sealed bodies (random nonces) no transcript could hold: keyring's and httptransport's tests rekey",
+	},
 	"GET /v1/backup": {
 		http.StatusOK:       "memstore has no checkpoint (501); a backup is pebblestore's, which the gate does not run",
 		http.StatusConflict: "a backup while another runs: none runs on memstore",

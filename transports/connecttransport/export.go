@@ -8,6 +8,7 @@ import (
 
 	"github.com/delayq/delayq/core"
 	delayqv1 "github.com/delayq/delayq/gen/delayq/v1"
+	"github.com/delayq/delayq/service"
 )
 
 // exportBatchJobs is the most jobs of one ExportResponse.
@@ -44,7 +45,7 @@ func (s *Server) Export(ctx context.Context, _ *connect.Request[delayqv1.ExportR
 		}
 		return nil
 	}
-	err := s.svc.Export(ctx, func(sc *core.Schedule) error {
+	err := s.svc.Export(ctx, service.ExportOptions{}, func(sc *core.Schedule) error {
 		batch.Schedules = append(batch.Schedules, scheduleMessage(sc, time.Time{}, 0))
 		return sendFull()
 	}, func(j *core.Job) error {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/service"
+	"github.com/delayq/delayq/transports/wire"
 )
 
 // ackBatch serves POST /v1/acks with {"acks": [{"id", "lease"}, ...]}: 200
@@ -102,7 +103,7 @@ func (s *Server) writeItemResults(w http.ResponseWriter, r *http.Request, ids []
 // decodeItems does its list; the body itself must be a well-formed object.
 func decodeAckBatch(data []byte, limit int) ([]*ackItem, []json.RawMessage, error) {
 	var env ackBatchRequest
-	if err := decodeObject(data, "", &env); err != nil {
+	if err := wire.DecodeObject(data, "", &env); err != nil {
 		return nil, nil, err
 	}
 	return decodeItems[ackItem]("acks", env.Acks, limit)
@@ -112,7 +113,7 @@ func decodeAckBatch(data []byte, limit int) ([]*ackItem, []json.RawMessage, erro
 // that of POST /v1/acks.
 func decodeNackBatch(data []byte, limit int) ([]*nackItem, []json.RawMessage, error) {
 	var env nackBatchRequest
-	if err := decodeObject(data, "", &env); err != nil {
+	if err := wire.DecodeObject(data, "", &env); err != nil {
 		return nil, nil, err
 	}
 	return decodeItems[nackItem]("nacks", env.Nacks, limit)
@@ -184,7 +185,7 @@ func decodeItems[T any](field string, list json.RawMessage, limit int) (items []
 		return items, nil, nil
 	}
 	if err := json.Unmarshal(list, &raw); err != nil {
-		return nil, nil, decodeError(field, err)
+		return nil, nil, wire.DecodeError(field, err)
 	}
 	return nil, raw, nil
 }
@@ -237,7 +238,7 @@ func itemAt[T any](field string, items []*T, raw []json.RawMessage, i int) (*T, 
 		return nil, core.Invalid("", "each item of %s must be a JSON object", field)
 	}
 	it := new(T)
-	if err := decodeObject(raw[i], "", it); err != nil {
+	if err := wire.DecodeObject(raw[i], "", it); err != nil {
 		return nil, err
 	}
 	return it, nil

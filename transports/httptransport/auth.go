@@ -51,6 +51,7 @@ var routeOps = map[string]service.Op{
 	"GET /v1/export":                   service.OpExport,
 	"POST /v1/import":                  service.OpImport,
 	"GET /v1/backup":                   service.OpBackup,
+	"POST /v1/rekey":                   service.OpRekey,
 	"GET /v1/whoami":                   service.OpWhoami,
 	"GET /v1/stats":                    service.OpStats,
 	"GET /v1/version":                  service.OpVersion,

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/delayq/delayq/transports/wire"
 )
 
 // BenchmarkDecodeBatch compares the one-pass decoding of a well-formed
@@ -21,7 +23,7 @@ func BenchmarkDecodeBatch(b *testing.B) {
 				b.Fatal(err)
 			}
 			for _, j := range jobs {
-				if _, err := j.params(); err != nil {
+				if _, err := j.Params(); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -31,11 +33,11 @@ func BenchmarkDecodeBatch(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		for b.Loop() {
 			var req batchRequest
-			if err := decodeObject(data, "", &req); err != nil {
+			if err := wire.DecodeObject(data, "", &req); err != nil {
 				b.Fatal(err)
 			}
 			for _, raw := range req.Jobs {
-				if _, err := decodeJobRequest(json.RawMessage(raw)); err != nil {
+				if _, err := wire.DecodeJob(json.RawMessage(raw)); err != nil {
 					b.Fatal(err)
 				}
 			}

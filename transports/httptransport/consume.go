@@ -113,5 +113,5 @@ func readSmall(w http.ResponseWriter, r *http.Request, dst any, optional bool) e
 	if optional && len(trimJSONSpace(data)) == 0 {
 		return nil
 	}
-	return decodeObject(data, "", dst)
+	return wire.DecodeObject(data, "", dst)
 }

@@ -5,17 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"os"
-	"reflect"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/transports/wire"
@@ -119,100 +114,6 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 const maxPooledBuffer = 256 << 10
 
-// decodeObject decodes data, one JSON object, into dst strictly: unknown
-// fields, wrong types and trailing data are *core.FieldError values naming
-// the field, prefixed with prefix (the path of a nested object, "" at the
-// top). Empty data and invalid UTF-8 are errors; callers that allow an
-// empty body check first.
-func decodeObject(data []byte, prefix string, dst any) error {
-	// JSON text is UTF-8, and encoding/json would turn invalid bytes of a
-	// string into U+FFFD without a word: refuse them instead. Nested
-	// objects are parts of a request already checked.
-	if prefix == "" && !utf8.Valid(data) {
-		return core.Invalid("", "request body is not valid UTF-8")
-	}
-	trimmed := trimJSONSpace(data)
-	if len(trimmed) == 0 || trimmed[0] != '{' {
-		if prefix == "" {
-			return core.Invalid("", "request body must be a JSON object")
-		}
-		return core.Invalid(prefix, "%s must be a JSON object", prefix)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		return decodeError(prefix, err)
-	}
-	if len(trimJSONSpace(data[dec.InputOffset():])) != 0 {
-		return core.Invalid(prefix, "unexpected data after the JSON object")
-	}
-	return nil
-}
-
-// decodeError turns an encoding/json error into a *core.FieldError.
-func decodeError(prefix string, err error) error {
-	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
-		return core.Invalid(prefix, "invalid JSON at byte %d: %s", se.Offset, se.Error())
-	}
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return core.Invalid(prefix, "invalid JSON: unexpected end of input")
-	}
-	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
-		field := joinField(prefix, te.Field)
-		if field == "" {
-			return core.Invalid("", "request body must be a JSON object")
-		}
-		return core.Invalid(field, "%s must be %s", field, jsonKind(te.Type))
-	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		if n, uerr := strconv.Unquote(name); uerr == nil {
-			name = n
-		}
-		field := joinField(prefix, name)
-		return core.Invalid(field, "unknown field %q", field)
-	}
-	if fe, ok := errors.AsType[*core.FieldError](err); ok {
-		return fe
-	}
-	return core.Invalid(prefix, "invalid JSON: %v", err)
-}
-
-func joinField(prefix, name string) string {
-	switch {
-	case prefix == "":
-		return name
-	case name == "":
-		return prefix
-	}
-	return prefix + "." + name
-}
-
-// jsonKind names the JSON kind that a Go type decodes from, for messages.
-func jsonKind(t reflect.Type) string {
-	if t == nil {
-		return "a different type"
-	}
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer in range"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	case reflect.Struct, reflect.Map:
-		return "a JSON object"
-	}
-	return "a different type"
-}
-
 // trimJSONSpace trims the whitespace that JSON allows between tokens.
 func trimJSONSpace(b []byte) []byte { return wire.TrimJSONSpace(b) }
 
@@ -229,158 +130,6 @@ func parseTime(field string, raw json.RawMessage) (time.Time, bool, error) {
 	return wire.ParseTime(field, raw)
 }
 
-// jobRequest is the wire form of one job to create or replace.
-type jobRequest struct {
-	Topic       string          `json:"topic"`
-	Body        json.RawMessage `json:"body"`
-	Delay       json.RawMessage `json:"delay"`
-	RunAt       json.RawMessage `json:"run_at"`
-	ID          string          `json:"id"`
-	TTR         json.RawMessage `json:"ttr"`
-	MaxAttempts *int            `json:"max_attempts"`
-	Key         string          `json:"key"`
-	Backoff     json.RawMessage `json:"backoff"`
-	Priority    int             `json:"priority"`
-	URL         string          `json:"url"`
-	ExpiresAt   json.RawMessage `json:"expires_at"`
-	ExpiresIn   json.RawMessage `json:"expires_in"`
-	Then        json.RawMessage `json:"then"`
-}
-
-// jobBackoffRequest is the wire form of a job's backoff: its own retry
-// schedule.
-type jobBackoffRequest struct {
-	Delays []json.RawMessage `json:"delays"`
-}
-
-// decodeJobBackoff decodes a job's "backoff" object into its retry
-// schedule; null or absent is none.
-func decodeJobBackoff(raw json.RawMessage) ([]time.Duration, error) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	var b jobBackoffRequest
-	if err := decodeObject(raw, "backoff", &b); err != nil {
-		return nil, err
-	}
-	return decodeDelays("backoff.delays", b.Delays)
-}
-
-// decodeDelays decodes a retry schedule named field: a list of durations.
-func decodeDelays(field string, raws []json.RawMessage) ([]time.Duration, error) {
-	var delays []time.Duration
-	for i, raw := range raws {
-		name := fmt.Sprintf("%s[%d]", field, i)
-		d, set, err := parseDuration(name, raw)
-		if err != nil {
-			return nil, err
-		}
-		if !set {
-			return nil, core.Invalid(name, "%s must be a duration", name)
-		}
-		delays = append(delays, d)
-	}
-	return delays, nil
-}
-
-// decodeJobRequest decodes one job object into the engine's push
-// parameters. It checks the wire form only; the engine validates the
-// values. A body of JSON null is kept as null.
-func decodeJobRequest(data []byte) (*core.PushParams, error) {
-	var req jobRequest
-	if err := decodeObject(data, "", &req); err != nil {
-		return nil, err
-	}
-	return req.params()
-}
-
-// params turns a decoded job object into the engine's push parameters.
-func (req *jobRequest) params() (*core.PushParams, error) { return req.paramsAt(0) }
-
-// paramsAt is params for a job object depth steps deep in a job's then.
-func (req *jobRequest) paramsAt(depth int) (*core.PushParams, error) {
-	p := &core.PushParams{
-		Topic: req.Topic,
-		Body:  req.Body,
-		ID:    req.ID,
-		Key:   req.Key,
-		URL:   req.URL,
-	}
-	if err := core.ValidatePriority("priority", req.Priority); err != nil {
-		return nil, err
-	}
-	p.Priority = req.Priority
-	var err error
-	if p.RetryDelays, err = decodeJobBackoff(req.Backoff); err != nil {
-		return nil, err
-	}
-	// An absent ttr or max_attempts takes the topic's; a zero one is an
-	// error rather than a silent default.
-	if req.MaxAttempts != nil {
-		if err := core.ValidateMaxAttempts("max_attempts", *req.MaxAttempts); err != nil {
-			return nil, err
-		}
-		p.MaxAttempts = *req.MaxAttempts
-	}
-	if d, ok, err := parseDuration("delay", req.Delay); err != nil {
-		return nil, err
-	} else if ok {
-		p.Delay = &d
-	}
-	if t, ok, err := parseTime("run_at", req.RunAt); err != nil {
-		return nil, err
-	} else if ok {
-		p.RunAt = &t
-	}
-	if p.Delay != nil && p.RunAt != nil {
-		return nil, core.Invalid("delay", "delay and run_at are exclusive")
-	}
-	if d, ok, err := parseDuration("expires_in", req.ExpiresIn); err != nil {
-		return nil, err
-	} else if ok {
-		p.ExpiresIn = &d
-	}
-	if t, ok, err := parseTime("expires_at", req.ExpiresAt); err != nil {
-		return nil, err
-	} else if ok {
-		p.ExpiresAt = &t
-	}
-	ttr, ok, err := parseDuration("ttr", req.TTR)
-	if err != nil {
-		return nil, err
-	}
-	if ok {
-		if err := core.ValidateTTR("ttr", ttr); err != nil {
-			return nil, err
-		}
-		p.TTR = ttr
-	}
-	if !isNull(req.Then) {
-		if p.Then, err = decodeThen(req.Then, depth+1); err != nil {
-			return nil, err
-		}
-	}
-	return p, nil
-}
-
-// decodeThen decodes a job's then, the job object of its next step, depth
-// steps deep (1 for a job's own), naming its fields then.*: a step's
-// steps are decoded up to core.ThenDepthMax, for the engine to check.
-func decodeThen(raw json.RawMessage, depth int) (*core.PushParams, error) {
-	if depth > core.ThenDepthMax {
-		return nil, core.Invalid("then", "then holds more than %d steps", core.ThenDepthMax)
-	}
-	var req jobRequest
-	if err := decodeObject(raw, "then", &req); err != nil {
-		return nil, err
-	}
-	p, err := req.paramsAt(depth)
-	if fe, ok := errors.AsType[*core.FieldError](err); ok {
-		fe.Field = joinField("then", fe.Field)
-	}
-	return p, err
-}
-
 // batchRequest is the wire form of POST /v1/jobs/batch; each job is decoded
 // on its own so that one bad job fails alone.
 type batchRequest struct {
@@ -390,7 +139,7 @@ type batchRequest struct {
 // wellFormedBatch is the wire form of a batch whose every job is a
 // well-formed job object, decoded in one pass.
 type wellFormedBatch struct {
-	Jobs []*jobRequest `json:"jobs"`
+	Jobs []*wire.JobRequest `json:"jobs"`
 }
 
 // decodeBatch decodes the jobs of a batch request. Most batches are well
@@ -398,13 +147,13 @@ type wellFormedBatch struct {
 // own (JSON decoding was 40% of the CPU of batch intake); any error sends
 // the batch down the slow path, which tells each job's error apart. So
 // exactly one of jobs and raw is set.
-func decodeBatch(data []byte) (jobs []*jobRequest, raw []json.RawMessage, err error) {
+func decodeBatch(data []byte) (jobs []*wire.JobRequest, raw []json.RawMessage, err error) {
 	var fast wellFormedBatch
-	if decodeObject(data, "", &fast) == nil && !slices.Contains(fast.Jobs, nil) && fast.Jobs != nil {
+	if wire.DecodeObject(data, "", &fast) == nil && !slices.Contains(fast.Jobs, nil) && fast.Jobs != nil {
 		return fast.Jobs, nil, nil
 	}
 	var req batchRequest
-	if err := decodeObject(data, "", &req); err != nil {
+	if err := wire.DecodeObject(data, "", &req); err != nil {
 		return nil, nil, err
 	}
 	if req.Jobs == nil {
@@ -504,7 +253,7 @@ func DecodeTopic(name string, data []byte) (*core.Topic, error) {
 // the path. The engine validates the values.
 func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
 	var req topicRequest
-	if err := decodeObject(data, "", &req); err != nil {
+	if err := wire.DecodeObject(data, "", &req); err != nil {
 		return nil, err
 	}
 	if req.Name != "" && req.Name != name {
@@ -530,7 +279,7 @@ func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
 	}
 	if !isNull(req.Delivery) {
 		var d deliveryRequest
-		if err := decodeObject(req.Delivery, "delivery", &d); err != nil {
+		if err := wire.DecodeObject(req.Delivery, "delivery", &d); err != nil {
 			return nil, err
 		}
 		t.Delivery = core.Delivery{Type: d.Type, URL: d.URL, Secret: d.Secret, PreviousSecret: d.PreviousSecret, Subject: d.Subject, Success: d.Success,
@@ -542,7 +291,7 @@ func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
 	}
 	if !isNull(req.Rate) {
 		var r rateRequest
-		if err := decodeObject(req.Rate, "rate", &r); err != nil {
+		if err := wire.DecodeObject(req.Rate, "rate", &r); err != nil {
 			return nil, err
 		}
 		t.Rate.Limit, t.Rate.Burst = r.Limit, r.Burst
@@ -552,7 +301,7 @@ func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
 	}
 	if !isNull(req.Backoff) {
 		var b backoffRequest
-		if err := decodeObject(req.Backoff, "backoff", &b); err != nil {
+		if err := wire.DecodeObject(req.Backoff, "backoff", &b); err != nil {
 			return nil, err
 		}
 		t.Backoff.Factor = b.Factor
@@ -569,7 +318,7 @@ func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
 			t.Backoff.Jitter = *b.Jitter
 		}
 		t.Backoff.Zeros = zeroGiven(t.Backoff.Zeros, "jitter", b.Jitter != nil && *b.Jitter == 0)
-		if t.Backoff.Delays, err = decodeDelays("backoff.delays", b.Delays); err != nil {
+		if t.Backoff.Delays, err = wire.DecodeDelays("backoff.delays", b.Delays); err != nil {
 			return nil, err
 		}
 	}

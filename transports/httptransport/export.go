@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/service"
 	"github.com/delayq/delayq/transports/wire"
 )
 
@@ -24,7 +25,8 @@ const exportFlushBytes = 64 << 10
 // exportJobs serves GET /v1/export: every scheduled, ready, reserved and
 // dead job as NDJSON, one job per line in the form appendExportJob writes,
 // flushed as it goes. A token restricted to topics gets only the jobs of
-// its topics. 501 unimplemented when the backend cannot export. An error
+// its topics. With encryption at rest the bodies come sealed, in plaintext
+// with ?plaintext=true. 501 unimplemented when the backend cannot export. An error
 // once lines were sent aborts the connection, so that a client sees a
 // broken transfer rather than a short export.
 func (s *Server) exportJobs(w http.ResponseWriter, r *http.Request) error {
@@ -51,7 +53,15 @@ func (s *Server) exportJobs(w http.ResponseWriter, r *http.Request) error {
 		}
 		return rc.Flush()
 	}
-	err := s.svc.Export(r.Context(), func(sc *core.Schedule) error {
+	var opts service.ExportOptions
+	switch plain := r.URL.Query().Get("plaintext"); plain {
+	case "", "false":
+	case "true":
+		opts.Plaintext = true
+	default:
+		return core.Invalid("plaintext", "plaintext must be true or false, not %q", plain)
+	}
+	err := s.svc.Export(r.Context(), opts, func(sc *core.Schedule) error {
 		line, err := scheduleExportLine(sc)
 		b = append(append(b, line...), '\n')
 		return err
@@ -121,7 +131,7 @@ type attemptLine struct {
 // wire form only; Engine.Import validates the values.
 func decodeExportLine(data []byte) (*core.Job, error) {
 	var l exportLine
-	if err := decodeObject(data, "", &l); err != nil {
+	if err := wire.DecodeObject(data, "", &l); err != nil {
 		return nil, err
 	}
 	j := &core.Job{
@@ -152,7 +162,7 @@ func decodeExportLine(data []byte) (*core.Job, error) {
 	if j.Retention, _, err = parseDuration("retention", l.Retention); err != nil {
 		return nil, err
 	}
-	if j.RetryDelays, err = decodeJobBackoff(l.Backoff); err != nil {
+	if j.RetryDelays, err = wire.DecodeJobBackoff(l.Backoff); err != nil {
 		return nil, err
 	}
 	for _, a := range l.History {

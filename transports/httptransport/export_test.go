@@ -4,11 +4,12 @@ import (
 	"encoding/json"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/transports/wire"
 )
 
 // Exports for the fuzz tests of package httptransport_test.
 var (
-	DecodeJobRequest = decodeJobRequest
+	DecodeJobRequest = wire.DecodeJob
 	DecodeBatch      = decodeBatch
 	DecodeAckBatch   = decodeAckBatch
 	DecodeNackBatch  = decodeNackBatch
@@ -21,7 +22,7 @@ var (
 )
 
 // JobParams is the push parameters of a job decoded by DecodeBatch.
-func JobParams(req *jobRequest) (*core.PushParams, error) { return req.params() }
+func JobParams(req *wire.JobRequest) (*core.PushParams, error) { return req.Params() }
 
 // CountItems counts the elements of a valid JSON array.
 var CountItems = countItems

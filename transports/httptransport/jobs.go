@@ -66,7 +66,7 @@ func (s *Server) readJobRequest(w http.ResponseWriter, r *http.Request) (*core.P
 	if err != nil {
 		return nil, err
 	}
-	p, err := decodeJobRequest(data)
+	p, err := wire.DecodeJob(data)
 	release()
 	if err != nil {
 		return nil, err
@@ -93,9 +93,9 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) error {
 	tp := wire.TraceParent(r.Header)
 	results, err := s.svc.PushBatch(r.Context(), max(len(decoded), len(raw)), func(i int) (p *core.PushParams, err error) {
 		if decoded != nil {
-			p, err = decoded[i].params()
+			p, err = decoded[i].Params()
 		} else {
-			p, err = decodeJobRequest(raw[i])
+			p, err = wire.DecodeJob(raw[i])
 		}
 		if err == nil {
 			p.TraceParent = tp

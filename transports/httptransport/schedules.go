@@ -44,7 +44,7 @@ type scheduleJobRequest struct {
 // field.
 func DecodeSchedule(name string, data []byte) (*core.Schedule, error) {
 	var req scheduleRequest
-	if err := decodeObject(data, "", &req); err != nil {
+	if err := wire.DecodeObject(data, "", &req); err != nil {
 		return nil, err
 	}
 	if req.Name != "" && req.Name != name {
@@ -64,7 +64,7 @@ func DecodeSchedule(name string, data []byte) (*core.Schedule, error) {
 	}
 	if !isNull(req.Job) {
 		var j scheduleJobRequest
-		if err := decodeObject(req.Job, "job", &j); err != nil {
+		if err := wire.DecodeObject(req.Job, "job", &j); err != nil {
 			return nil, err
 		}
 		sc.Job = core.ScheduleJob{Body: j.Body, Key: j.Key, MaxAttempts: j.MaxAttempts, Priority: j.Priority}
@@ -303,7 +303,7 @@ func decodeScheduleLine(line []byte) (*core.Schedule, error) {
 	var l struct {
 		Schedule json.RawMessage `json:"schedule"`
 	}
-	if err := decodeObject(line, "", &l); err != nil {
+	if err := wire.DecodeObject(line, "", &l); err != nil {
 		return nil, err
 	}
 	var v struct {
@@ -313,7 +313,7 @@ func decodeScheduleLine(line []byte) (*core.Schedule, error) {
 		LastSlot  json.RawMessage `json:"last_slot"`
 		NextRuns  json.RawMessage `json:"next_runs"`
 	}
-	if err := decodeObject(l.Schedule, "schedule", &v); err != nil {
+	if err := wire.DecodeObject(l.Schedule, "schedule", &v); err != nil {
 		return nil, err
 	}
 	if v.Name == "" {

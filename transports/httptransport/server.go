@@ -235,6 +235,7 @@ func New(cfg Config) *Server {
 	s.route("GET /v1/export", s.exportJobs)
 	s.route("POST /v1/import", s.importJobs)
 	s.route("GET /v1/backup", s.backupArchive)
+	s.route("POST /v1/rekey", s.rekey)
 	s.route("GET /v1/whoami", s.whoami)
 	s.route("GET /v1/stats", s.stats)
 	s.route("GET /v1/version", s.version)

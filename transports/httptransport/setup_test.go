@@ -21,6 +21,8 @@ import (
 	"github.com/delayq/delayq/backends/memstore"
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/core/coretest"
+	"github.com/delayq/delayq/keyring"
+	"github.com/delayq/delayq/service"
 	"github.com/delayq/delayq/transports/httptransport"
 )
 
@@ -67,6 +69,9 @@ type setupConfig struct {
 	standIns bool
 	// stats is Config.Stats.
 	stats *httptransport.Stats
+	// ring, when set, puts the store behind encryption at rest with it,
+	// and gives the service the encryption.
+	ring *keyring.Ring
 }
 
 func setup(t *testing.T, opts ...func(*setupConfig)) *testBundle {
@@ -77,7 +82,15 @@ func setup(t *testing.T, opts ...func(*setupConfig)) *testBundle {
 	}
 	clock := coretest.NewFakeClock()
 	store := memstore.New(memstore.Config{Clock: clock})
-	down := &downStore{Store: store}
+	var (
+		sealed *keyring.Store
+		under  core.Store = store
+	)
+	if cfg.ring != nil {
+		sealed = keyring.New(store, keyring.Config{Ring: cfg.ring, Logger: slog.New(slog.DiscardHandler)})
+		under = sealed
+	}
+	down := &downStore{Store: under}
 	var engineStore core.Store = down
 	if cfg.wrap != nil {
 		engineStore = cfg.wrap(down)
@@ -94,8 +107,13 @@ func setup(t *testing.T, opts ...func(*setupConfig)) *testBundle {
 		Deliverers: deliverers,
 	})
 	require.NoError(t, err)
+	var svc *service.Service
+	if sealed != nil {
+		svc = service.New(service.Config{Engine: engine, Logger: slog.New(slog.DiscardHandler), NATSDeliverySubjects: cfg.natsSubjects, Encryption: sealed})
+	}
 	server := httptransport.New(httptransport.Config{
 		Engine:          engine,
+		Service:         svc,
 		Logger:          cmp.Or(cfg.logger, slog.New(slog.DiscardHandler)),
 		MaxRequestBytes: cfg.maxRequestBytes,
 		Tokens:          cfg.tokens,

@@ -56,7 +56,8 @@ type Histogram struct {
 type BreakerState struct {
 	// Name is "store" for the store's breaker, else the topic and delivery
 	// endpoint (webhook host, NATS subject or a job's own URL) of an
-	// endpoint's breaker, such as "orders → svc:8443".
+	// endpoint's breaker, such as "orders → svc:8443", or the endpoint
+	// alone for one every topic shares (the Kafka cluster).
 	Name string `json:"name"`
 	// Endpoint is true for a delivery endpoint's breaker.
 	Endpoint bool `json:"endpoint"`

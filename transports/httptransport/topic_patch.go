@@ -28,7 +28,7 @@ func (s *Server) patchTopic(w http.ResponseWriter, r *http.Request) error {
 	patch := append([]byte(nil), data...)
 	release()
 	var obj map[string]json.RawMessage
-	if err := decodeObject(patch, "", &obj); err != nil || obj == nil {
+	if err := wire.DecodeObject(patch, "", &obj); err != nil || obj == nil {
 		return core.Invalid("", "the body must be a JSON merge patch (RFC 7386): an object of the settings to change, null for those to drop")
 	}
 	stored, err := s.svc.UpdateTopic(r.Context(), name, func(cur *core.Topic) (*core.Topic, error) {

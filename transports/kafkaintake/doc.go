@@ -3,7 +3,9 @@
 // in a consumer group and makes each record a push (or, with a
 // Delayq-Cancel header, a cancel), in the form NATS intake takes: the
 // record's value is the job's body, its headers the job's fields
-// (package wire's), Delayq-Topic its delayq topic.
+// (package wire's), Delayq-Topic its delayq topic; or, with
+// Delayq-Format: json, the value is the whole job in the JSON form of POST
+// /v1/jobs, decoded by wire.DecodeJob as that route's body is.
 //
 // # Durability and no duplicates
 //

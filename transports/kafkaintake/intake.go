@@ -33,6 +33,12 @@ const (
 	// HeaderCancel makes a record the cancel of the job it names; such a
 	// record carries no other delayq header.
 	HeaderCancel = "Delayq-Cancel"
+	// HeaderFormat set to FormatJSON makes a record's value the whole job,
+	// in the JSON form of POST /v1/jobs; such a record carries no other
+	// delayq header.
+	HeaderFormat = "Delayq-Format"
+	// FormatJSON is the one value of HeaderFormat.
+	FormatJSON = "json"
 	// HeaderError is set on a record of the dead topic: why it was refused.
 	HeaderError = "delayq-error"
 )
@@ -324,29 +330,53 @@ func (in *Intake) handle(ctx context.Context, recs []*kgo.Record) error {
 // decode reads a record as a push, or as the cancel of the id it returns.
 func (in *Intake) decode(rec *kgo.Record) (*core.PushParams, string, error) {
 	p := &core.PushParams{Body: json.RawMessage(rec.Value)}
-	extra, err := wire.DecodePushHeaders(p, recordHeaders(rec), HeaderTopic, HeaderCancel)
+	extra, err := wire.DecodePushHeaders(p, recordHeaders(rec), HeaderTopic, HeaderCancel, HeaderFormat)
 	if err != nil {
 		return nil, "", err
 	}
 	if id, ok := extra[HeaderCancel]; ok {
-		if len(extra) > 1 || p.ID != "" || p.Key != "" || p.Delay != nil || p.RunAt != nil || p.TTR != 0 || p.MaxAttempts != 0 || p.Priority != 0 ||
-			p.URL != "" || p.RetryDelays != nil || p.ExpiresAt != nil || p.ExpiresIn != nil {
-			return nil, "", core.Invalid(HeaderCancel, "a record with %s carries no other delayq header", HeaderCancel)
+		if err := soleHeader(rec, HeaderCancel); err != nil {
+			return nil, "", err
 		}
 		if id == "" {
 			return nil, "", core.Invalid(HeaderCancel, "%s must name the job to cancel", HeaderCancel)
 		}
 		return nil, id, nil
 	}
-	topic, ok := extra[HeaderTopic]
-	if !ok || topic == "" {
-		return nil, "", core.Invalid(HeaderTopic, "%s is required: the delayq topic of the job", HeaderTopic)
+	if format, ok := extra[HeaderFormat]; ok {
+		if !strings.EqualFold(strings.TrimSpace(format), FormatJSON) {
+			return nil, "", core.Invalid(HeaderFormat, "%s must be %s: the value is then the job as POST /v1/jobs takes it", HeaderFormat, FormatJSON)
+		}
+		if err := soleHeader(rec, HeaderFormat); err != nil {
+			return nil, "", err
+		}
+		traceParent := p.TraceParent
+		if p, err = wire.DecodeJob(rec.Value); err != nil {
+			return nil, "", wire.WithMessage("the record's JSON job: "+wire.ToError(err).Message, err)
+		}
+		p.TraceParent = traceParent
+	} else {
+		topic, ok := extra[HeaderTopic]
+		if !ok || topic == "" {
+			return nil, "", core.Invalid(HeaderTopic, "%s is required: the delayq topic of the job", HeaderTopic)
+		}
+		p.Topic = topic
 	}
-	p.Topic = topic
-	if p.ID == "" && (p.Key == "" || in.cfg.Engine.UniqueKeys(topic) == "") {
+	if p.ID == "" && (p.Key == "" || in.cfg.Engine.UniqueKeys(p.Topic) == "") {
 		p.ID = RecordID(rec.Topic, rec.Partition, rec.Offset)
 	}
 	return p, "", nil
+}
+
+// soleHeader refuses rec when it carries a delayq header besides name: the
+// job's fields, when name makes it a cancel or a JSON job.
+func soleHeader(rec *kgo.Record, name string) error {
+	for _, h := range rec.Headers {
+		if wire.IsDelayqHeader(h.Key) && !strings.EqualFold(h.Key, name) {
+			return core.Invalid(name, "a record with %s carries no other delayq header (%s given)", name, wire.Truncate(h.Key, 64))
+		}
+	}
+	return nil
 }
 
 // recordHeaders yields a record's headers as package wire reads them.

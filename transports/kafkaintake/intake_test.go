@@ -159,7 +159,8 @@ func (b *bundle) deadCount(t *testing.T) int64 {
 }
 
 // TestIntakeForms takes a record of each form: a push with every header, a
-// push whose id is derived from the record, a cancel.
+// push whose id is derived from the record, a cancel, and JSON jobs (with
+// an id and without).
 func TestIntakeForms(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -171,9 +172,14 @@ func TestIntakeForms(t *testing.T) {
 	derived := b.produce(t, `[2]`, "Delayq-Topic", "orders", "Delayq-Run-At", runAt.Format(time.RFC3339))
 	b.produce(t, `{"order":3}`, "Delayq-Topic", "orders", "Delayq-Id", "o-3")
 	b.produce(t, "", "Delayq-Cancel", "o-3")
+	b.produce(t, `{"topic": "orders", "id": "o-4", "body": {"order": 4}, "delay": "1h", "key": "k4", "priority": 3, "max_attempts": 2,
+		"ttr": "45s", "backoff": {"delays": ["1m"]}, "expires_in": "2h"}`,
+		"Delayq-Format", "json", "traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	derivedJSON := b.produce(t, `{"topic": "orders", "body": [5]}`, "delayq-format", "JSON")
 	stored := b.marker(t)
 	derivedID := RecordID("in", derived.Partition, derived.Offset)
-	require.Equal(t, []string{"o-1", derivedID, "o-3"}, stored)
+	derivedJSONID := RecordID("in", derivedJSON.Partition, derivedJSON.Offset)
+	require.Equal(t, []string{"o-1", derivedID, "o-3", "o-4", derivedJSONID}, stored)
 	require.NotContains(t, derivedID, ".")
 	require.NoError(t, core.ValidateID(derivedID))
 	require.False(t, core.IsDerivedID(derivedID))
@@ -200,6 +206,23 @@ func TestIntakeForms(t *testing.T) {
 	j, err = b.engine.Get(ctx, "o-3")
 	require.NoError(t, err)
 	require.Equal(t, core.StateCancelled, j.State)
+
+	j, err = b.engine.Get(ctx, "o-4")
+	require.NoError(t, err)
+	require.Equal(t, "orders", j.Topic)
+	require.JSONEq(t, `{"order":4}`, string(j.Body))
+	require.Equal(t, "k4", j.Key)
+	require.Equal(t, 3, j.Priority)
+	require.Equal(t, 2, j.MaxAttempts)
+	require.Equal(t, 45*time.Second, j.TTR)
+	require.Equal(t, []time.Duration{time.Minute}, j.RetryDelays)
+	require.Equal(t, 2*time.Hour, j.ExpiresAt.Sub(j.RunAt))
+	require.Equal(t, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", j.TraceParent, "the record's traceparent")
+	require.WithinDuration(t, time.Now().Add(time.Hour), j.RunAt, time.Minute)
+
+	j, err = b.engine.Get(ctx, derivedJSONID)
+	require.NoError(t, err)
+	require.Equal(t, "[5]", string(j.Body))
 	require.Zero(t, b.deadCount(t))
 }
 
@@ -219,6 +242,9 @@ func TestIntakePoisonRecord(t *testing.T) {
 		{"Delayq-Topic", "bad topic"},
 		{"Delayq-Cancel", "o-1", "Delayq-Delay", "1s"},
 		{"Delayq-Topic", "orders", "Delayq-Id", "taken"}, // another job's id: not a re-read
+		{"Delayq-Format", "json"},                        // not the JSON job of POST /v1/jobs
+		{"Delayq-Format", "json", "Delayq-Topic", "orders"},
+		{"Delayq-Format", "xml", "Delayq-Topic", "orders"},
 	}
 	for _, h := range bad {
 		b.produce(t, `{"bad":true}`, h...)
@@ -250,6 +276,9 @@ func TestIntakePoisonRecord(t *testing.T) {
 	require.Contains(t, string(dead[2].Headers[len(dead[2].Headers)-1].Value), "Delayq-Colour")
 	require.Contains(t, string(dead[4].Headers[len(dead[4].Headers)-1].Value), HeaderCancel)
 	require.Contains(t, string(dead[5].Headers[len(dead[5].Headers)-1].Value), "taken")
+	require.Equal(t, `the record's JSON job: unknown field "bad"`, string(dead[6].Headers[len(dead[6].Headers)-1].Value))
+	require.Equal(t, "a record with Delayq-Format carries no other delayq header (Delayq-Topic given)", string(dead[7].Headers[len(dead[7].Headers)-1].Value))
+	require.Contains(t, string(dead[8].Headers[len(dead[8].Headers)-1].Value), "Delayq-Format must be json")
 }
 
 // TestIntakeCommitsAfterPush stops an intake between the push of a batch
@@ -352,6 +381,55 @@ func FuzzDecodeRecord(f *testing.F) {
 		require.Equal(t, string(body), string(p.Body))
 		if strings.EqualFold(key, wire.HeaderID) {
 			require.Equal(t, value, p.ID)
+		} else {
+			require.Equal(t, RecordID("in", 2, 7), p.ID)
+		}
+	})
+}
+
+// FuzzDecodeJSONRecord checks that a record in the JSON form is read as
+// POST /v1/jobs reads its body (wire.DecodeJob): refused with a field
+// error when that refuses it, else a push of the job it holds, with the
+// given id or one derived from the record.
+func FuzzDecodeJSONRecord(f *testing.F) {
+	for _, seed := range []string{
+		`{"topic": "orders", "body": {"a": 1}}`,
+		`{"topic": "orders", "id": "a-1", "key": "k", "delay": "5m", "priority": -3}`,
+		`{"topic": "orders", "run_at": "2030-01-01T00:00:00Z", "delay": "1s"}`,
+		`{"topic": "orders", "bad": true}`,
+		`{"topic": 7}`,
+		`[1]`,
+		``,
+		`{"topic": "orders"} {}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	mem := memstore.New(memstore.Config{})
+	f.Cleanup(func() { _ = mem.Close() })
+	engine, err := core.NewEngine(core.EngineConfig{Store: mem, Logger: slog.New(slog.DiscardHandler), TopicRefresh: time.Hour})
+	require.NoError(f, err)
+	in, err := New(Config{Kafka: kafkaclient.Config{Brokers: []string{"127.0.0.1:9"}}, Topic: "in", Engine: engine})
+	require.NoError(f, err)
+	f.Fuzz(func(t *testing.T, value []byte) {
+		rec := &kgo.Record{Topic: "in", Partition: 2, Offset: 7, Value: value, Headers: []kgo.RecordHeader{{Key: HeaderFormat, Value: []byte(FormatJSON)}}}
+		p, cancelID, err := in.decode(rec)
+		want, werr := wire.DecodeJob(value)
+		if werr != nil {
+			require.Error(t, err, "refused as POST /v1/jobs refuses it")
+			_, ok := errors.AsType[*core.FieldError](err)
+			require.True(t, ok, "%T", err)
+			require.Equal(t, "the record's JSON job: "+wire.ToError(werr).Message, wire.ToError(err).Message)
+			return
+		}
+		require.NoError(t, err)
+		require.Empty(t, cancelID)
+		require.Equal(t, want.Topic, p.Topic)
+		require.Equal(t, string(want.Body), string(p.Body))
+		require.Equal(t, want.Key, p.Key)
+		require.Equal(t, want.Delay, p.Delay)
+		require.Equal(t, want.RunAt, p.RunAt)
+		if want.ID != "" {
+			require.Equal(t, want.ID, p.ID)
 		} else {
 			require.Equal(t, RecordID("in", 2, 7), p.ID)
 		}

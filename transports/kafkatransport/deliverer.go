@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/delayq/delayq/core"
@@ -86,11 +88,14 @@ func (c DelivererConfig) Validate() error {
 
 // Deliverer produces the due jobs of kafka topics to their Kafka topics.
 // It implements core.Deliverer for core.DeliveryKafka and is safe for
-// concurrent use.
+// concurrent use. Its topics all reach one cluster, which is down for all
+// of them at once: it is a breaker.SharedEndpoint, so that an endpoint
+// breaker around it keeps one circuit for the cluster, not one per topic.
 type Deliverer struct {
-	client  *kgo.Client
-	timeout time.Duration
-	refused []string
+	client   *kgo.Client
+	timeout  time.Duration
+	refused  []string
+	endpoint string
 }
 
 var _ core.Deliverer = (*Deliverer)(nil)
@@ -102,8 +107,13 @@ func NewDeliverer(cfg DelivererConfig) (*Deliverer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Deliverer{client: cfg.Client, timeout: cfg.Timeout, refused: cfg.Refused}, nil
+	seeds, _ := cfg.Client.OptValue(kgo.SeedBrokers).([]string)
+	return &Deliverer{client: cfg.Client, timeout: cfg.Timeout, refused: cfg.Refused, endpoint: "kafka:" + strings.Join(seeds, ",")}, nil
 }
+
+// SharedEndpoint implements breaker.SharedEndpoint: "kafka:" and the
+// cluster's seed brokers, whatever the topic.
+func (d *Deliverer) SharedEndpoint(*core.Topic) string { return d.endpoint }
 
 // ValidateTopic checks that t is a kafka topic with a Kafka topic name
 // Kafka accepts (core.ValidateKafkaTopic; Topic.Validate refuses the other
@@ -126,7 +136,12 @@ func (d *Deliverer) ValidateTopic(t *core.Topic) error {
 // The client batches the records of concurrent deliveries. Any error fails
 // the attempt; a delivery that times out while its record is in flight may
 // still be written, and then is written again by the retry (at least once,
-// as every delivery).
+// as every delivery). A refusal the brokers answered for this record or
+// its Kafka topic alone (the topic unknown once the client's retries are
+// spent, or an error Kafka does not retry: the topic not writable, the
+// record too large) also matches core.ErrInvalidArgument, the topic's own
+// fault: it opens no breaker of the cluster (breaker.IsEndpointFailure),
+// which the other topics share.
 func (d *Deliverer) Deliver(ctx context.Context, p *core.DeliverParams) error {
 	if p == nil || p.Topic == nil || p.Job == nil {
 		return core.Invalid("", "kafkatransport: deliver: no params (topic and job are required)")
@@ -138,14 +153,26 @@ func (d *Deliverer) Deliver(ctx context.Context, p *core.DeliverParams) error {
 	d.client.Produce(ctx, rec, func(_ *kgo.Record, err error) { done <- err })
 	select {
 	case err := <-done:
-		if err != nil {
-			return fmt.Errorf("kafkatransport: produce to %s: %w", rec.Topic, err)
+		if err == nil {
+			return nil
 		}
-		return nil
+		topicFault := errors.Is(err, kerr.UnknownTopicOrPartition) || errors.As(err, new(*kerr.Error)) && !kerr.IsRetriable(err)
+		if err = fmt.Errorf("kafkatransport: produce to %s: %w", rec.Topic, err); topicFault {
+			return topicError{err}
+		}
+		return err
 	case <-ctx.Done():
 		return fmt.Errorf("kafkatransport: produce to %s: no acknowledgement: %w", rec.Topic, context.Cause(ctx))
 	}
 }
+
+// topicError is a produce error that is the topic's, not the cluster's:
+// it matches core.ErrInvalidArgument too.
+type topicError struct{ err error }
+
+func (e topicError) Error() string        { return e.err.Error() }
+func (e topicError) Unwrap() error        { return e.err }
+func (e topicError) Is(target error) bool { return target == core.ErrInvalidArgument }
 
 // Record returns the record that delivers job to the Kafka topic
 // kafkaTopic: key, value and headers as the package documentation says.

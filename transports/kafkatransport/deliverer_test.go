@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -84,8 +85,10 @@ func TestDeliverRecord(t *testing.T) {
 
 // TestBurstThroughOutages delivers bursts of due jobs while the cluster
 // fails: one of three brokers stopped mid-burst and started again, and
-// every broker refusing to produce for a while, which opens the topic's
-// breaker. Every job is delivered once the brokers are back, none lost.
+// every broker refusing to produce for a while, which opens the cluster's
+// breaker, shared by every kafka topic: a topic that had not failed yet is
+// held by it too. Every job of both topics is delivered once the brokers
+// are back, none lost, none dead.
 func TestBurstThroughOutages(t *testing.T) {
 	t.Parallel()
 	const jobs = 2000
@@ -96,11 +99,11 @@ func TestBurstThroughOutages(t *testing.T) {
 		// Half the burst, then a broker leading a partition stops for the
 		// other half, and starts again (on a new port, found through the
 		// others) before its deliveries end.
-		ids := pushBurst(t, b, jobs/2)
+		ids := pushBurst(t, b, "orders", jobs/2)
 		b.store.Wait(t, storetest.OutcomeAck, jobs/4, 20*time.Second)
 		leader := c.LeaderFor(kafkaTopic, 0)
 		require.NoError(t, c.RemoveNode(leader))
-		maps.Copy(ids, pushBurst(t, b, jobs/2))
+		maps.Copy(ids, pushBurst(t, b, "orders", jobs/2))
 		b.store.Wait(t, storetest.OutcomeAck, jobs/4, 20*time.Second)
 		_, _, err := c.AddNode(leader, 0)
 		require.NoError(t, err)
@@ -127,29 +130,37 @@ func TestBurstThroughOutages(t *testing.T) {
 			refused.Add(1)
 			return nil, errors.New("broker down"), true
 		})
-		topic := kafkaTopicConfig("orders")
-		topic.Delivery.Timeout = 200 * time.Millisecond
-		require.NoError(t, b.engine.PutTopic(context.Background(), topic))
-		ids := pushBurst(t, b, jobs)
-		require.Eventually(t, func() bool { return refused.Load() > 0 && breakers.State("orders", "kafka:") != breaker.StateClosed },
-			10*time.Second, time.Millisecond, "the breaker opens while the brokers refuse")
+		topics := map[string]*core.Topic{}
+		for _, name := range []string{"orders", "invoices"} {
+			topics[name] = kafkaTopicConfig(name)
+			topics[name].Delivery.Timeout = 200 * time.Millisecond
+			require.NoError(t, b.engine.PutTopic(context.Background(), topics[name]))
+		}
+		cluster := "kafka:" + strings.Join(c.ListenAddrs(), ",")
+		ids := pushBurst(t, b, "orders", jobs)
+		require.Eventually(t, func() bool { return refused.Load() > 0 && breakers.State("", cluster) != breaker.StateClosed },
+			10*time.Second, time.Millisecond, "the cluster's breaker opens while the brokers refuse")
+		admits, _ := breakers.DeliveryAdmits(topics["invoices"])
+		require.NotEqual(t, -1, admits, "a topic that has not failed yet is held by the cluster's breaker")
+		maps.Copy(ids, pushBurst(t, b, "invoices", jobs/10))
 		down.Store(false)
-		requireAllDelivered(t, b, c, ids, jobs)
-		require.Equal(t, breaker.StateClosed, breakers.State("orders", "kafka:"))
+		requireAllDelivered(t, b, c, ids, jobs+jobs/10)
+		require.Equal(t, breaker.StateClosed, breakers.State("", cluster))
+		require.Len(t, breakers.States(), 1, "one circuit for the cluster")
 	})
 }
 
-// pushBurst configures the topic orders, unless configured, and pushes
-// jobs due now to it in one batch; it returns their ids.
-func pushBurst(t *testing.T, b *testBundle, jobs int) map[string]bool {
+// pushBurst configures topic, unless configured, and pushes jobs due now
+// to it in one batch; it returns their ids.
+func pushBurst(t *testing.T, b *testBundle, topic string, jobs int) map[string]bool {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := b.engine.GetTopic(ctx, "orders"); err != nil {
-		require.NoError(t, b.engine.PutTopic(ctx, kafkaTopicConfig("orders")))
+	if _, err := b.engine.GetTopic(ctx, topic); err != nil {
+		require.NoError(t, b.engine.PutTopic(ctx, kafkaTopicConfig(topic)))
 	}
 	ps := make([]*core.PushParams, jobs)
 	for i := range ps {
-		ps[i] = &core.PushParams{Topic: "orders", Body: json.RawMessage(fmt.Sprint(i))}
+		ps[i] = &core.PushParams{Topic: topic, Body: json.RawMessage(fmt.Sprint(i))}
 	}
 	res, err := b.engine.PushBatch(ctx, &core.PushBatchParams{Jobs: ps})
 	require.NoError(t, err)
@@ -163,7 +174,7 @@ func pushBurst(t *testing.T, b *testBundle, jobs int) map[string]bool {
 }
 
 // requireAllDelivered waits for acks more acks, then requires a record of
-// every job of ids in Kafka and every job done.
+// every job of ids in Kafka and every job done, none dead.
 func requireAllDelivered(t *testing.T, b *testBundle, c *kfake.Cluster, ids map[string]bool, acks int) {
 	t.Helper()
 	b.store.Wait(t, storetest.OutcomeAck, acks, 60*time.Second)
@@ -174,9 +185,11 @@ func requireAllDelivered(t *testing.T, b *testBundle, c *kfake.Cluster, ids map[
 		seen[id] = true
 	}
 	require.Len(t, seen, len(ids), "a record of every job")
-	counts, err := b.engine.GetTopic(context.Background(), "orders")
-	require.NoError(t, err)
-	require.Equal(t, int64(len(ids)), counts.Counts.Done, "every job done: %+v", counts.Counts)
+	for id := range ids {
+		j, err := b.engine.Get(context.Background(), id)
+		require.NoError(t, err)
+		require.Equal(t, core.StateDone, j.State, "job %s", id)
+	}
 }
 
 func TestValidateTopic(t *testing.T) {
@@ -239,4 +252,32 @@ func TestDeliverToMissingTopic(t *testing.T) {
 	j, err := b.engine.Get(ctx, job.ID)
 	require.NoError(t, err)
 	require.Contains(t, j.LastError, "produce to no-such-topic: UNKNOWN_TOPIC_OR_PARTITION")
+}
+
+// TestDeliverErrorsCounted: a refusal of the record's Kafka topic is the
+// delayq topic's fault, which no breaker of the cluster counts, while a
+// cluster that does not answer is counted; the cluster is one endpoint of
+// every topic.
+func TestDeliverErrorsCounted(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 1, 1)
+	d, err := kafkatransport.NewDeliverer(kafkatransport.DelivererConfig{Client: producer(t, c)})
+	require.NoError(t, err)
+	var shared breaker.SharedEndpoint = d
+	require.Equal(t, "kafka:"+strings.Join(c.ListenAddrs(), ","), shared.SharedEndpoint(kafkaTopicConfig("a")))
+	require.Equal(t, shared.SharedEndpoint(kafkaTopicConfig("a")), shared.SharedEndpoint(kafkaTopicConfig("b")))
+	missing := kafkaTopicConfig("orders")
+	missing.Delivery.KafkaTopic = "no-such-topic"
+	err = d.Deliver(context.Background(), &core.DeliverParams{Topic: missing, Job: &core.Job{ID: "a", Topic: "orders"}})
+	require.ErrorContains(t, err, "UNKNOWN_TOPIC_OR_PARTITION")
+	require.ErrorIs(t, err, core.ErrInvalidArgument)
+	require.False(t, breaker.IsEndpointFailure(err))
+
+	c.Close()
+	down := kafkaTopicConfig("orders")
+	down.Delivery.Timeout = 200 * time.Millisecond
+	err = d.Deliver(context.Background(), &core.DeliverParams{Topic: down, Job: &core.Job{ID: "b", Topic: "orders"}})
+	require.Error(t, err)
+	require.NotErrorIs(t, err, core.ErrInvalidArgument)
+	require.True(t, breaker.IsEndpointFailure(err))
 }

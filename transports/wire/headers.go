@@ -56,6 +56,12 @@ const headerPrefix = "delayq-"
 var PushHeaderNames = []string{HeaderDelay, HeaderRunAt, HeaderID, HeaderTTR, HeaderMaxAttempts, HeaderKey, HeaderBackoffDelays, HeaderPriority, HeaderURL,
 	HeaderExpiresAt, HeaderExpiresIn}
 
+// IsDelayqHeader reports whether header name k starts with "Delayq-", in
+// any case.
+func IsDelayqHeader(k string) bool {
+	return len(k) >= len(headerPrefix) && strings.EqualFold(k[:len(headerPrefix)], headerPrefix)
+}
+
 // Headers are a message's headers as its transport holds them: each name as
 // sent with its values. A transport whose headers are a list of pairs
 // yields each pair as a name with one value; a name yielded twice counts as
@@ -181,7 +187,7 @@ func headerValues(hs Headers, extra []string) (map[string]string, string, error)
 			}
 			continue
 		}
-		if len(k) < len(headerPrefix) || !strings.EqualFold(k[:len(headerPrefix)], headerPrefix) {
+		if !IsDelayqHeader(k) {
 			continue
 		}
 		name := knownHeader(k, PushHeaderNames)

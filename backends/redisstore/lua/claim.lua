@@ -55,21 +55,31 @@ local function reserve(picks)
     -- them here.
     local got, x, inline
     local lease = token .. (taken + 1)
-    local raw = redis.pcall('GET', kj)
-    if type(raw) == 'string' then
-      local j = cmsgpack.unpack(raw)
+    local raw, h
+    if JOB_FORM == 'hash' then
+      h = redis.pcall('HGETALL', kj)
+      if h.err then h, raw = nil, redis.call('GET', kj) end
+    else
+      raw = redis.pcall('GET', kj)
+      if type(raw) ~= 'string' then
+        if raw then h = redis.call('HGETALL', kj) end
+        raw = nil
+      end
+    end
+    if raw then
+      local j = packed_job(id, raw)
       x = now + j.d
       j.s, j.a, j.l, j.x, j.u, j.v = 'reserved', (j.a or 0) + 1, lease, x, now, via
       redis.call('SET', kj, cmsgpack.pack(j))
       got, inline = {raw}, j.b
-    elseif raw then
-      local h = redis.call('HGETALL', kj)
+    elseif h and #h > 0 then
       local d, a
       for f = 1, #h, 2 do
         local name = h[f]
         if name == 'd' then d = h[f + 1] elseif name == 'a' then a = h[f + 1] elseif name == 'b' then inline = true end
       end
       x = now + tonumber(d)
+      packed_ids[id] = nil
       save(id, {s = 'reserved', a = tonumber(a) + 1, l = lease, x = x, u = now, v = via}, 's', 'a', 'l', 'x', 'u', 'v')
       got = h
     end

@@ -1,8 +1,8 @@
 -- import.lua: store exported jobs of one shard, in order, each only if its
 -- id is not in use.
 --
--- ARGV[6] the longest body kept in the job (as put.lua); [7] the form of
--- the jobs, "packed" or "hash" (as put.lua); [8...] 19 per job: id, topic, key, body, run_at (ms), ttr (ms),
+-- ARGV[6] the longest body kept in the job (as put.lua); [7...] 19 per
+-- job, stored in the form JOB_FORM names (lib.lua): id, topic, key, body, run_at (ms), ttr (ms),
 -- max_attempts, traceparent, state, attempt, last_error, created_at (ms),
 -- updated_at (ms, 0 for none), retry delays, priority, url, history (the
 -- H field, every attempt ended), expires_at (ms), retention (ms); empty
@@ -18,9 +18,8 @@
 -- Returns {results, queued}: one result per job, 1 imported, 0 skipped;
 -- the queue heads the call made earlier (announced).
 local inline_body = tonumber(ARGV[6])
-local packed = ARGV[7] == 'packed'
 local out = {}
-for i = 8, #ARGV, 19 do
+for i = 7, #ARGV, 19 do
   local id, t, k, b = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local r, d, m, p = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
   local st, a, e, c = ARGV[i + 8], ARGV[i + 9], ARGV[i + 10], tonumber(ARGV[i + 11])
@@ -55,7 +54,7 @@ for i = 8, #ARGV, 19 do
     if hist ~= '' then j.H = hist end
     if z ~= '' then j.z = tonumber(z) end
     if kept then j.R = kept end
-    packed_ids[id] = packed or nil
+    packed_ids[id] = JOB_FORM == 'packed' or nil
     save(id, j)
     if k ~= '' then index_key(id, t, k, false) end
     if state ~= 'dead' then

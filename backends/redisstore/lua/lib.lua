@@ -108,15 +108,19 @@ end
 -- {} when there is no such job.
 local function job_all(id)
   local kj = key_job(id)
-  local raw = redis.pcall('GET', kj)
   local out
-  if type(raw) == 'string' then
-    out = {raw}
-  elseif not raw then
-    return {}
+  if JOB_FORM == 'hash' then
+    out = redis.pcall('HGETALL', kj)
+    if out.err then out = {redis.call('GET', kj)} end
   else
-    out = redis.call('HGETALL', kj)
+    local raw = redis.pcall('GET', kj)
+    if type(raw) == 'string' then
+      out = {raw}
+    elseif raw then
+      out = redis.call('HGETALL', kj)
+    end
   end
+  if not out or #out == 0 then return {} end
   local body = redis.call('GET', key_body(id))
   if body then
     if #out == 1 then
@@ -261,27 +265,45 @@ local JOB_NUMBERS = {r = true, x = true, a = true, m = true, d = true, y = true,
 -- read or made, for save.
 local packed_ids = {}
 
--- read_job returns the job id as load does, and when it is packed the
--- string it is stored as.
-local function read_job(id)
-  local kj = key_job(id)
-  -- A hash answers WRONGTYPE: an error reply, not an error of the script.
-  local raw = redis.pcall('GET', kj)
-  if type(raw) == 'string' then
-    local j = cmsgpack.unpack(raw)
-    if type(j) ~= 'table' then error('redisstore: key ' .. kj .. ' holds no job') end
-    packed_ids[id] = true
-    return j, raw
-  end
-  if not raw then return nil end
+-- JOB_FORM, set before lib.lua by the variant of the script the store
+-- runs (scripts.go), is the form of the jobs it creates, 'packed' or
+-- 'hash': read first, as most of its jobs have it.
+
+-- hash_job returns job id of the hash fields v (HMGET's answer), or nil.
+local function hash_job(id, v)
   packed_ids[id] = nil
-  -- Only the fields scripts act on: a hash is written a field at a time.
-  local v = redis.call('HMGET', kj, 's', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b', 'y', 'k', 'u', 'v', 'H', 'e', 'c', 'z', 'R', 'T')
   if not v[1] then return nil end
   return {s = v[1], t = v[2], r = tonumber(v[3]), x = tonumber(v[4]), a = tonumber(v[5]),
     m = tonumber(v[6]), l = v[7], d = tonumber(v[8]), b = v[9], y = tonumber(v[10]), k = v[11],
     u = tonumber(v[12]), v = v[13], H = v[14], e = v[15], c = tonumber(v[16]), z = tonumber(v[17]), R = tonumber(v[18]),
     T = v[19]}
+end
+
+-- packed_job returns job id of raw, its packed string.
+local function packed_job(id, raw)
+  local j = cmsgpack.unpack(raw)
+  if type(j) ~= 'table' then error('redisstore: key ' .. key_job(id) .. ' holds no job') end
+  packed_ids[id] = true
+  return j
+end
+
+-- read_job returns the job id as load does, and when it is packed the
+-- string it is stored as. A key of the other form answers WRONGTYPE: an
+-- error reply, not an error of the script, and then the other command.
+local function read_job(id)
+  local kj = key_job(id)
+  -- Only the fields scripts act on: a hash is written a field at a time.
+  local fields = {'s', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b', 'y', 'k', 'u', 'v', 'H', 'e', 'c', 'z', 'R', 'T'}
+  if JOB_FORM == 'hash' then
+    local v = redis.pcall('HMGET', kj, unpack(fields))
+    if not v.err then return hash_job(id, v) end
+    local raw = redis.call('GET', kj)
+    return packed_job(id, raw), raw
+  end
+  local raw = redis.pcall('GET', kj)
+  if type(raw) == 'string' then return packed_job(id, raw), raw end
+  if not raw then return nil end
+  return hash_job(id, redis.call('HMGET', kj, unpack(fields)))
 end
 
 -- load returns the fields of job id, or nil: s state, t topic, r run_at, x
@@ -307,19 +329,24 @@ local function save(id, j, ...)
   end
   local names = {...}
   local f = {}
+  -- field appends name and its value, a number formatted (now's format
+  -- is made once: formatting showed in the server's profile).
+  local function field(name, v)
+    f[#f + 1] = name
+    if not JOB_NUMBERS[name] then
+      f[#f + 1] = v
+    elseif v == now then
+      f[#f + 1] = now_s
+    else
+      f[#f + 1] = int(v)
+    end
+  end
   if #names == 0 then
     for name, v in pairs(j) do
-      if v then
-        f[#f + 1] = name
-        if JOB_NUMBERS[name] then f[#f + 1] = int(v) else f[#f + 1] = v end
-      end
+      if v then field(name, v) end
     end
   else
-    for _, name in ipairs(names) do
-      local v = j[name]
-      f[#f + 1] = name
-      if JOB_NUMBERS[name] then f[#f + 1] = int(v) else f[#f + 1] = v end
-    end
+    for _, name in ipairs(names) do field(name, j[name]) end
   end
   redis.call('HSET', key_job(id), unpack(f))
 end
@@ -583,9 +610,9 @@ end
 -- put_job stores the job whose 14 fields start at ARGV[i] (put.lua's): a
 -- new job, a finished one overwritten (not with absent: any job kept is a
 -- conflict), or with replace an unfinished one replaced unless reserved;
--- packed when packed is true, else a hash.
+-- in the form JOB_FORM names.
 -- Returns 0 created, 1 replaced, or the existing job (job_all) on a conflict.
-local function put_job(replace, inline_body, i, absent, packed)
+local function put_job(replace, inline_body, i, absent)
   local id, t, k, b = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local r, d, m, p = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
   local w, y, h, z = ARGV[i + 8], tonumber(ARGV[i + 9]), ARGV[i + 10], ARGV[i + 11]
@@ -631,7 +658,7 @@ local function put_job(replace, inline_body, i, absent, packed)
   if z ~= '' then j.z = tonumber(z) end
   if kept then j.R = kept end
   if nxt ~= '' then j.T = nxt end
-  packed_ids[id] = packed or nil
+  packed_ids[id] = JOB_FORM == 'packed' or nil
   save(id, j)
   link_queue(id, t, r, y)
   if k ~= '' then index_key(id, t, k, false) end

@@ -2,11 +2,12 @@
 --
 -- ARGV[6] "1" to replace, "2" to create only ids the store keeps in no
 -- state (PutJobsParams.IfAbsent), else "0"; [7] the longest body kept in the job (a
--- longer one gets a key of its own: see Store.inlineBody); [8] "packed" to
--- store new jobs packed, "hash" as hashes (see load in lib.lua); then 14 per
+-- longer one gets a key of its own: see Store.inlineBody); then 14 per
 -- job: id, topic, key, body, run_at (ms), ttr (ms), max_attempts,
 -- traceparent, retry delays, priority, url, expires_at (ms), retention
 -- (ms), then (the next step's JSON) (empty strings for none).
+--
+-- New jobs take the form JOB_FORM names (lib.lua).
 --
 -- Returns {results, queued}: one result per job, 0 created, 1 replaced, or
 -- the existing job (job_all) on a conflict; the queue heads the call made
@@ -17,9 +18,8 @@
 -- the server more than most commands themselves.
 local replace, absent = ARGV[6] == '1', ARGV[6] == '2'
 local inline_body = tonumber(ARGV[7])
-local packed = ARGV[8] == 'packed'
 local out = {}
-for i = 9, #ARGV, 14 do
-  out[#out + 1] = put_job(replace, inline_body, i, absent, packed)
+for i = 8, #ARGV, 14 do
+  out[#out + 1] = put_job(replace, inline_body, i, absent)
 end
 return {out, announced()}

@@ -102,6 +102,14 @@ def test_topic_config_errors_and_delete(client: delayq.Client, topic: str) -> No
     client.delete_topic(topic)
 
 
+def test_topic_reads_kafka_delivery_and_events() -> None:
+    t = delayq.Topic.from_dict({"name": "t", "delivery": {"type": "kafka", "kafka_topic": "orders-due", "timeout": "5s"},
+                                "events": {"topic": "t.audit"}, "configured": True})
+    assert t.delivery == {"type": "kafka", "kafka_topic": "orders-due", "timeout": "5s"}
+    assert t.events == {"topic": "t.audit"}
+    assert delayq.Topic.from_dict({"name": "u"}).events is None
+
+
 def test_no_answer_is_unavailable() -> None:
     c = delayq.Client("http://127.0.0.1:1", timeout=5)
     with pytest.raises(delayq.UnavailableError) as e:

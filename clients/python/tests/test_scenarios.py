@@ -139,11 +139,24 @@ def test_S6_batches(client: delayq.Client, topic: str) -> None:
 
 
 def test_S7_topics(client: delayq.Client, topic: str) -> None:
-    t = client.put_topic(topic, {"ttr": "45s", "max_attempts": 3})
+    t = client.put_topic(topic, {"ttr": "45s", "max_attempts": 3, "retention": "36h"})
     assert t.configured
     t = client.get_topic(topic)
     assert t.ttr == dt.timedelta(seconds=45) and t.max_attempts == 3
+    assert t.retention == dt.timedelta(hours=36)
     assert topic in [x.name for x in client.list_topics()]
+    assert t.events is None and t.delivery["type"] == "consumer"
+
+    # Job events and a kafka delivery's Kafka topic go out as given; this
+    # server has no --kafka-brokers, so a kafka delivery is refused, naming
+    # the field, and nothing changes.
+    t = client.put_topic(topic, {"ttr": "45s", "max_attempts": 3, "events": {"topic": topic + ".audit", "on": ["done", "dead"]}})
+    assert t.events == {"topic": topic + ".audit", "on": ["done", "dead"]}
+    assert client.get_topic(topic).events == t.events
+    with pytest.raises(delayq.InvalidArgumentError) as e:
+        client.put_topic(topic, {"delivery": {"type": "kafka", "kafka_topic": "orders-due"}})
+    assert e.value.field == "delivery.type"
+    assert client.get_topic(topic).delivery["type"] == "consumer"
 
     assert client.pause_topic(topic).paused
     pushed = client.push(topic, "p")

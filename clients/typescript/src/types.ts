@@ -168,12 +168,14 @@ export interface ListJobsParams {
 
 /** DeliveryConfig is how a topic's jobs leave. */
 export interface DeliveryConfig {
-  type?: "consumer" | "webhook" | "nats";
+  type?: "consumer" | "webhook" | "nats" | "kafka";
   url?: string;
   timeout?: Duration;
   secret?: string;
   previous_secret?: string;
   subject?: string;
+  /** kafka_topic is the Kafka topic a kafka delivery produces each job to (required there; a server with --kafka-brokers). */
+  kafka_topic?: string;
   success?: string;
   error_body?: boolean;
   method?: string;
@@ -197,6 +199,15 @@ export interface RateConfig {
   burst?: number;
 }
 
+/** EventTransition is a finish a topic's events may tell. */
+export type EventTransition = "done" | "cancelled" | "dead" | "expired";
+
+/** EventsConfig is a topic's job lifecycle events: an event job, a CloudEvents document, on topic for each of its jobs that finishes as one of on (absent or empty: all). */
+export interface EventsConfig {
+  topic: string;
+  on?: EventTransition[];
+}
+
 /** TopicConfig is the body of PUT /v1/topics/{topic}; every field is optional. */
 export interface TopicConfig {
   delivery?: DeliveryConfig;
@@ -208,6 +219,13 @@ export interface TopicConfig {
   on_dead?: string;
   rate?: RateConfig;
   max_in_flight?: number;
+  /** expires_in is the expiry, from run_at, of the topic's jobs pushed without one. */
+  expires_in?: Duration;
+  /** delay is the delay of the topic's pushes that give neither delay nor run_at. */
+  delay?: Duration;
+  /** retention is how long the topic's jobs are kept once done or cancelled, in whole seconds; absent: the server's --retention. */
+  retention?: Duration;
+  events?: EventsConfig;
 }
 
 /** Counts are a topic's jobs in each state. */
@@ -228,6 +246,7 @@ export interface Topic {
     url?: string;
     timeout?: string;
     subject?: string;
+    kafka_topic?: string;
     success?: string;
     method?: string;
     secret_set?: boolean;
@@ -244,6 +263,10 @@ export interface Topic {
   on_dead?: string;
   rate?: { limit: number; period: string; burst: number };
   max_in_flight?: number;
+  expires_in?: string;
+  delay?: string;
+  retention?: string;
+  events?: EventsConfig;
   configured: boolean;
   paused: boolean;
   counts: Counts;

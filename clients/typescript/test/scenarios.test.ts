@@ -16,6 +16,7 @@ import {
   NotFoundError,
   WebhookReceiver,
   type Delivery,
+  type EventsConfig,
   type Job,
   type JobState,
   type WebhookDelivery,
@@ -194,13 +195,26 @@ describe("scenarios", { concurrency: true, timeout: 120_000 }, () => {
 
   test("S7 topics", async () => {
     const t = topic("s7");
-    const put = await client.putTopic(t, { ttr: "45s", max_attempts: 7 });
+    const put = await client.putTopic(t, { ttr: "45s", max_attempts: 7, retention: "36h" });
     assert.equal(put.ttr, "45s");
+    assert.equal(put.retention, "36h0m0s");
     const got = await client.getTopic(t);
     assert.equal(got.ttr, "45s");
     assert.equal(got.max_attempts, 7);
     assert.equal(got.configured, true);
     assert.ok((await client.listTopics()).some((x) => x.name === t));
+    assert.equal(got.events, undefined);
+
+    // Job events and a kafka delivery's Kafka topic go out as given; this
+    // server has no --kafka-brokers, so a kafka delivery is refused, naming
+    // the field, and nothing changes.
+    const events = { topic: t + ".audit", on: ["done", "dead"] } satisfies EventsConfig;
+    assert.deepEqual((await client.putTopic(t, { ttr: "45s", max_attempts: 7, events })).events, events);
+    assert.deepEqual((await client.getTopic(t)).events, events);
+    const kafka = await client.putTopic(t, { delivery: { type: "kafka", kafka_topic: "orders-due" } }).catch((e: unknown) => e);
+    assert.ok(kafka instanceof InvalidArgumentError);
+    assert.equal(kafka.field, "delivery.type");
+    assert.equal((await client.getTopic(t)).delivery.type, "consumer");
 
     const p = await client.push({ topic: t });
     assert.equal((await client.pauseTopic(t)).paused, true);

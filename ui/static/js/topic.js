@@ -44,6 +44,9 @@ export function jobsTable(jobs, state, { select, topic, body } = {}) {
       : h("tr", {}, h("td", { colspan: cols.length, class: "muted" }, "No jobs."))));
 }
 
+// transitions are those a topic's events may tell.
+const transitions = ["done", "cancelled", "dead", "expired"];
+
 function configForm(t, reload) {
   const admin = can("admin");
   const d = t.delivery;
@@ -88,6 +91,10 @@ function configForm(t, reload) {
     const cfg = { delivery, ttr: v("ttr"), max_attempts: +v("max-attempts"), concurrency: +v("concurrency"),
       max_in_flight: num("max-in-flight"), unique_keys: opt("unique-keys"), on_dead: opt("on-dead"),
       delay: opt("delay"), expires_in: opt("expires-in"), retention: opt("retention") };
+    // No events topic: no events (the transitions ticked go too); none
+    // ticked: every transition.
+    const told = [...form.querySelectorAll("#events-on input:checked")].map((el) => el.value);
+    cfg.events = v("events-topic") ? { topic: v("events-topic"), on: told.length ? told : null } : null;
     const ds = v("backoff-delays");
     cfg.backoff = ds ? { delays: ds.split(/[\s,]+/).filter(Boolean), initial: null, max: null, factor: null } :
       { delays: null, initial: v("backoff-initial"), max: v("backoff-max"), factor: +v("backoff-factor") };
@@ -120,6 +127,10 @@ function configForm(t, reload) {
   f("rate-burst", "rate burst", burst, { type: "number", min: 1, placeholder: "the rate limit" }),
   choose("unique-keys", "unique keys", t.unique_keys || "", [["", "none"], ["reject", "reject"], ["replace", "replace"]]),
   f("on-dead", "dead-letter topic", t.on_dead, { placeholder: "none" }),
+  f("events-topic", "events topic", t.events?.topic, { placeholder: "none: no event job for the jobs that finish" }),
+  pair("events-on", "events on", h("span", { id: "events-on", class: "checks" }, transitions.map((x) => h("label", {},
+    h("input", { type: "checkbox", id: `events-on-${x}`, value: x, checked: !!t.events?.on?.includes(x), disabled: off }), " ", x)),
+    h("span", { class: "muted" }, " none ticked: all"))),
   hidden ? h("p", { class: "full muted", id: "secrets-kept" }, "This webhook topic has a secret or headers, which the API never shows back: saving keeps them; change them with the API (PATCH /v1/topics/{topic}).") : null,
   admin ? h("div", { class: "full actions" }, h("button", { class: "primary", type: "submit", id: "save-topic" }, "Save configuration")) : null);
   // show hides the fields of the other delivery types.
@@ -197,7 +208,10 @@ export async function topicPage(main, name, params) {
     const actions = can("admin") ? h("div", { class: "actions" },
       t.paused ? toggle("resume", "Resume deliveries", `Topic ${name} resumed.`) : toggle("pause", "Pause deliveries", `Topic ${name} paused.`)) : "";
     const counts = h("p", { id: "counts" }, states.map((s) => h("span", { class: "badge " + s, "data-state": s }, `${s} ${t.counts[s] ?? 0}`)).flatMap((b) => [b, " "]));
-    headBox.replaceChildren(head, actions, counts);
+    // Where the topic's events go, and which.
+    const events = t.events ? h("p", { id: "topic-events" }, "Events of its jobs (", (t.events.on || ["all"]).join(", "), ") go to ",
+      h("a", { href: `#/topic/${enc(t.events.topic)}` }, t.events.topic), ".") : null;
+    headBox.replaceChildren(head, actions, counts, events ?? "");
   };
 
   const drawChart = async () => {

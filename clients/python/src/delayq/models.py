@@ -254,6 +254,27 @@ class Topic:
         """max_attempts is the topic's attempt limit."""
         return int(self.config.get("max_attempts") or 0)
 
+    @property
+    def delivery(self) -> Dict[str, Any]:
+        """delivery is how the topic's jobs leave: ``type`` (consumer,
+        webhook, nats or kafka) and its fields, such as ``url``,
+        ``subject`` or ``kafka_topic`` (the Kafka topic a kafka delivery
+        produces to); secrets are shown only as ``secret_set``."""
+        return dict(self.config.get("delivery") or {})
+
+    @property
+    def retention(self) -> Optional[_dt.timedelta]:
+        """retention is how long the topic's jobs are kept once done or
+        cancelled, or None for the server's ``--retention``."""
+        return parse_duration(self.config.get("retention"))
+
+    @property
+    def events(self) -> Optional[Dict[str, Any]]:
+        """events is the topic's job lifecycle events, ``{"topic": ...,
+        "on": [...]}`` (``on`` absent: every transition), or None."""
+        e = self.config.get("events")
+        return dict(e) if e else None
+
 
 @dataclass
 class Schedule:
