@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 
 	"github.com/delayq/delayq/core"
 )
@@ -66,15 +67,43 @@ func (s *Store) Ring() *Ring { return s.ring }
 // recordAD is what a record's value is bound to: its kind and name.
 func recordAD(kind, name string) []byte { return []byte("record\x00" + kind + "\x00" + name) }
 
-// OpenJob replaces j's body, as a store keeps it, by its plaintext, in
-// place. Errors: a *KeyError, and j is unchanged.
+// OpenJob replaces j's body and the bodies of its next steps (Then), as a
+// store keeps them, by their plaintext, in place (the steps as copies).
+// Errors: a *KeyError, and j is unchanged.
 func (s *Store) OpenJob(j *core.Job) error {
 	plain, err := s.ring.OpenBody(j.ID, j.Body)
 	if err != nil {
 		return err
 	}
-	j.Body = plain
+	then, err := s.steps(j.ID, j.Then, s.ring.OpenBody)
+	if err != nil {
+		return err
+	}
+	j.Body, j.Then = plain, then
 	return nil
+}
+
+// stepID is what the body of job id's next step at depth (1 for Then, 2
+// for Then.Then...) is sealed for: never a job's id, which has no colon.
+func stepID(id string, depth int) string { return id + ":then:" + strconv.Itoa(depth) }
+
+// steps returns a copy of the steps from then on (then, then.Then...) of
+// job id with each body passed through f (the ring's SealBody or
+// OpenBody) for its stepID. Errors: f's.
+func (s *Store) steps(id string, then *core.PushParams, f func(id string, body []byte) ([]byte, error)) (*core.PushParams, error) {
+	if then == nil {
+		return nil, nil
+	}
+	out := then.Clone()
+	depth := 1
+	for p := out; p != nil; p, depth = p.Then, depth+1 {
+		body, err := f(stepID(id, depth), p.Body)
+		if err != nil {
+			return nil, err
+		}
+		p.Body = body
+	}
+	return out, nil
 }
 
 // openJobs opens the bodies of jobs in place. Errors: the first *KeyError.
@@ -99,13 +128,15 @@ func (s *Store) openConflict(err error) error {
 	return err
 }
 
-// sealed returns copies of jobs with their bodies sealed; the callers'
-// jobs are theirs.
+// sealed returns copies of jobs with their bodies and their steps' sealed;
+// the callers' jobs are theirs.
 func (s *Store) sealed(jobs []*core.Job) []*core.Job {
 	out := make([]*core.Job, len(jobs))
+	seal := func(id string, body []byte) ([]byte, error) { return s.ring.SealBody(id, body), nil }
 	for i, j := range jobs {
 		c := *j
 		c.Body = s.ring.SealBody(j.ID, j.Body)
+		c.Then, _ = s.steps(j.ID, j.Then, seal)
 		out[i] = &c
 	}
 	return out

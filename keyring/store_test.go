@@ -105,6 +105,37 @@ func TestBodiesSealedAtRest(t *testing.T) {
 	require.JSONEq(t, string(j.Body), string(exported[0].Body))
 }
 
+// TestStepBodiesSealedAtRest: the bodies of a job's next steps (then, at
+// every depth) are sealed as its own, each for its step, and come opened.
+func TestStepBodiesSealedAtRest(t *testing.T) {
+	t.Parallel()
+	b := setup(t, ringBoth)
+	j := markedJob()
+	j.Then = &core.PushParams{Topic: "t.next", Body: json.RawMessage(`"step ` + marker + `"`),
+		Then: &core.PushParams{Topic: "t.last", Body: json.RawMessage(`"last ` + marker + `"`)}}
+	storetest.Put(t, b.ctx, b.s, j)
+	require.Contains(t, string(j.Then.Then.Body), marker, "the caller's steps are left as they were")
+
+	raw, err := b.mem.GetJob(b.ctx, j.ID)
+	require.NoError(t, err)
+	require.NotNil(t, raw.Then)
+	require.NotNil(t, raw.Then.Then)
+	for _, body := range []json.RawMessage{raw.Then.Body, raw.Then.Then.Body} {
+		require.NotContains(t, string(body), marker)
+		_, sealed := keyring.BodyKey(body)
+		require.True(t, sealed, string(body))
+	}
+	require.NotEqual(t, string(raw.Then.Body), string(raw.Then.Then.Body))
+
+	got, err := b.s.GetJob(b.ctx, j.ID)
+	require.NoError(t, err)
+	require.JSONEq(t, string(j.Then.Body), string(got.Then.Body))
+	require.JSONEq(t, string(j.Then.Then.Body), string(got.Then.Then.Body))
+	again, err := b.mem.GetJob(b.ctx, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, raw.Then.Body, again.Then.Body, "opening left the store's copy sealed")
+}
+
 func TestRecordsSealedAtRest(t *testing.T) {
 	t.Parallel()
 	b := setup(t, ringBoth)
