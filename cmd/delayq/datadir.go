@@ -27,8 +27,8 @@ const (
 var formats = map[string]string{
 	// 2: a job may carry an expiry, in a record (pebblestore's version 4)
 	// that a release of format 1 cannot read. 3: a job may carry its own
-	// retention, in a meta (pebblestore's version 5) that a release of
-	// format 2 cannot read.
+	// retention, in a meta (pebblestore's version 5), and next steps, in a
+	// record (version 5), that a release of format 2 cannot read.
 	backendLocal:     "delayq local 3\n",
 	backendJetStream: "delayq jetstream 1\n",
 }
