@@ -295,7 +295,9 @@ func decodeFlat(id string, flat []any) (*core.Job, error) {
 // into a job.
 func decodePacked(id, raw string, body []any) (*core.Job, error) {
 	var fields map[string]any
-	if err := msgpack.Unmarshal([]byte(raw), &fields); err != nil {
+	dec := msgpack.NewDecoder(strings.NewReader(raw))
+	dec.UseLooseInterfaceDecoding(true) // every integer an int64 or a uint64
+	if err := dec.Decode(&fields); err != nil {
 		return nil, fmt.Errorf("redisstore: job %q: packed: %w", id, err)
 	}
 	m := make(map[string]string, len(fields)+1)
@@ -305,20 +307,8 @@ func decodePacked(id, raw string, body []any) (*core.Job, error) {
 			m[k] = v
 		case []byte:
 			m[k] = string(v)
-		case int8:
-			m[k] = strconv.FormatInt(int64(v), 10)
-		case int16:
-			m[k] = strconv.FormatInt(int64(v), 10)
-		case int32:
-			m[k] = strconv.FormatInt(int64(v), 10)
 		case int64:
 			m[k] = strconv.FormatInt(v, 10)
-		case uint8:
-			m[k] = strconv.FormatUint(uint64(v), 10)
-		case uint16:
-			m[k] = strconv.FormatUint(uint64(v), 10)
-		case uint32:
-			m[k] = strconv.FormatUint(uint64(v), 10)
 		case uint64:
 			m[k] = strconv.FormatUint(v, 10)
 		case float64:

@@ -129,11 +129,10 @@ const (
 	finSlack = 1500 * time.Millisecond
 )
 
-// testFinishedRetention: done and cancelled jobs count for the retention
-// period from when each finished, and no longer once it has passed; their
-// entries in the record of finished jobs are dropped alike. It runs
-// on a store the harness opens with a short retention, on the real clock.
-func testFinishedRetention(t *testing.T, b *testBundle) {
+// shortRetention returns a bundle of a store the harness opens with a
+// retention of finRetention, or skips when it opens none.
+func (b *testBundle) shortRetention(t *testing.T) *testBundle {
+	t.Helper()
 	if b.h.OpenRetention == nil {
 		t.Skip("the harness opens no store with a short retention")
 	}
@@ -141,6 +140,15 @@ func testFinishedRetention(t *testing.T, b *testBundle) {
 	rb.store = b.h.OpenRetention(t, rb.ns, finRetention)
 	require.NotNil(t, rb.store, "Harness.OpenRetention returned nil")
 	t.Cleanup(func() { _ = rb.store.Close() })
+	return rb
+}
+
+// testFinishedRetention: done and cancelled jobs count for the retention
+// period from when each finished, and no longer once it has passed; their
+// entries in the record of finished jobs are dropped alike. It runs
+// on a store the harness opens with a short retention, on the real clock.
+func testFinishedRetention(t *testing.T, b *testBundle) {
+	rb := b.shortRetention(t)
 	const topic = "fin.ret"
 
 	// finish puts n due jobs and acknowledges them, and cancels m others;
@@ -200,13 +208,7 @@ func testFinishedRetention(t *testing.T, b *testBundle) {
 // listed, and counted until then, and not after. It runs on a store the
 // harness opens with a short retention, on the real clock.
 func testJobRetention(t *testing.T, b *testBundle) {
-	if b.h.OpenRetention == nil {
-		t.Skip("the harness opens no store with a short retention")
-	}
-	rb := &testBundle{h: b.h, ns: namespace(t), ctx: b.ctx}
-	rb.store = b.h.OpenRetention(t, rb.ns, finRetention)
-	require.NotNil(t, rb.store, "Harness.OpenRetention returned nil")
-	t.Cleanup(func() { _ = rb.store.Close() })
+	rb := b.shortRetention(t)
 	const topic = "job.ret"
 
 	// Whole seconds, as NATS TTLs are: short, the store's, long.
