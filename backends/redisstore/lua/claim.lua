@@ -55,24 +55,15 @@ local function reserve(picks)
     -- them here.
     local got, x, inline
     local lease = token .. (taken + 1)
-    local raw, h
-    if JOB_FORM == 'hash' then
-      h = redis.pcall('HGETALL', kj)
-      if h.err then h, raw = nil, redis.call('GET', kj) end
-    else
-      raw = redis.pcall('GET', kj)
-      if type(raw) ~= 'string' then
-        if raw then h = redis.call('HGETALL', kj) end
-        raw = nil
-      end
-    end
-    if raw then
+    local h = fetch(id)
+    if #h == 1 then
+      local raw = h[1]
       local j = packed_job(id, raw)
       x = now + j.d
       j.s, j.a, j.l, j.x, j.u, j.v = 'reserved', (j.a or 0) + 1, lease, x, now, via
       redis.call('SET', kj, cmsgpack.pack(j))
       got, inline = {raw}, j.b
-    elseif h and #h > 0 then
+    elseif #h > 0 then
       local d, a
       for f = 1, #h, 2 do
         local name = h[f]
@@ -85,17 +76,7 @@ local function reserve(picks)
     end
     if got then
       taken = taken + 1
-      if not inline then
-        local body = redis.call('GET', key_body(id))
-        if body then
-          if #got == 1 then
-            got[2] = body
-          else
-            got[#got + 1] = 'b'
-            got[#got + 1] = body
-          end
-        end
-      end
+      if not inline then with_body(id, got) end
       leases[#leases + 1] = int(x)
       leases[#leases + 1] = id
       note_lease(x)

@@ -102,34 +102,43 @@ local function due_candidates(t, limit)
   return out
 end
 
+-- fetch returns job id as read whole, in the store's own form first (see
+-- JOB_FORM below): a packed job as {its string}, a hash's fields as
+-- HGETALL gives them, or {} when there is none. The other form answers
+-- WRONGTYPE, an error reply, and then the other command.
+local function fetch(id)
+  local kj = key_job(id)
+  if JOB_FORM == 'hash' then
+    local h = redis.pcall('HGETALL', kj)
+    if h.err then return {redis.call('GET', kj)} end
+    return h
+  end
+  local raw = redis.pcall('GET', kj)
+  if type(raw) == 'string' then return {raw} end
+  if raw then return redis.call('HGETALL', kj) end
+  return {}
+end
+
+-- with_body appends to a fetched job (fetch) its body when it has a key of
+-- its own.
+local function with_body(id, out)
+  local body = redis.call('GET', key_body(id))
+  if not body then return end
+  if #out == 1 then
+    out[2] = body
+  else
+    out[#out + 1] = 'b'
+    out[#out + 1] = body
+  end
+end
+
 -- job_all returns the job as the scripts' callers read it (codec.go): a
 -- hash's fields as HGETALL does, its body included wherever it lives; a
 -- packed job as {its string} or, with a body key, {its string, the body};
 -- {} when there is no such job.
 local function job_all(id)
-  local kj = key_job(id)
-  local out
-  if JOB_FORM == 'hash' then
-    out = redis.pcall('HGETALL', kj)
-    if out.err then out = {redis.call('GET', kj)} end
-  else
-    local raw = redis.pcall('GET', kj)
-    if type(raw) == 'string' then
-      out = {raw}
-    elseif raw then
-      out = redis.call('HGETALL', kj)
-    end
-  end
-  if not out or #out == 0 then return {} end
-  local body = redis.call('GET', key_body(id))
-  if body then
-    if #out == 1 then
-      out[2] = body
-    else
-      out[#out + 1] = 'b'
-      out[#out + 1] = body
-    end
-  end
+  local out = fetch(id)
+  if #out > 0 then with_body(id, out) end
   return out
 end
 
@@ -287,15 +296,17 @@ local function packed_job(id, raw)
   return j
 end
 
+-- HASH_FIELDS are the fields of a hash load reads: those scripts act on,
+-- since a hash is written a field at a time.
+local HASH_FIELDS = {'s', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b', 'y', 'k', 'u', 'v', 'H', 'e', 'c', 'z', 'R', 'T'}
+
 -- read_job returns the job id as load does, and when it is packed the
 -- string it is stored as. A key of the other form answers WRONGTYPE: an
 -- error reply, not an error of the script, and then the other command.
 local function read_job(id)
   local kj = key_job(id)
-  -- Only the fields scripts act on: a hash is written a field at a time.
-  local fields = {'s', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b', 'y', 'k', 'u', 'v', 'H', 'e', 'c', 'z', 'R', 'T'}
   if JOB_FORM == 'hash' then
-    local v = redis.pcall('HMGET', kj, unpack(fields))
+    local v = redis.pcall('HMGET', kj, unpack(HASH_FIELDS))
     if not v.err then return hash_job(id, v) end
     local raw = redis.call('GET', kj)
     return packed_job(id, raw), raw
@@ -303,7 +314,7 @@ local function read_job(id)
   local raw = redis.pcall('GET', kj)
   if type(raw) == 'string' then return packed_job(id, raw), raw end
   if not raw then return nil end
-  return hash_job(id, redis.call('HMGET', kj, unpack(fields)))
+  return hash_job(id, redis.call('HMGET', kj, unpack(HASH_FIELDS)))
 end
 
 -- load returns the fields of job id, or nil: s state, t topic, r run_at, x
@@ -319,6 +330,20 @@ local function load(id)
   return (read_job(id))
 end
 
+-- hash_field appends to f, the arguments of an HSET, field name and its
+-- value v, a number formatted (now's format is made once: formatting
+-- showed in the server's profile).
+local function hash_field(f, name, v)
+  f[#f + 1] = name
+  if not JOB_NUMBERS[name] then
+    f[#f + 1] = v
+  elseif v == now then
+    f[#f + 1] = now_s
+  else
+    f[#f + 1] = int(v)
+  end
+end
+
 -- save writes job id from j, which load read (or which a put makes whole):
 -- a packed job whole; of a hash the fields named, or with none named
 -- every field j has.
@@ -329,24 +354,12 @@ local function save(id, j, ...)
   end
   local names = {...}
   local f = {}
-  -- field appends name and its value, a number formatted (now's format
-  -- is made once: formatting showed in the server's profile).
-  local function field(name, v)
-    f[#f + 1] = name
-    if not JOB_NUMBERS[name] then
-      f[#f + 1] = v
-    elseif v == now then
-      f[#f + 1] = now_s
-    else
-      f[#f + 1] = int(v)
-    end
-  end
   if #names == 0 then
     for name, v in pairs(j) do
-      if v then field(name, v) end
+      if v then hash_field(f, name, v) end
     end
   else
-    for _, name in ipairs(names) do field(name, j[name]) end
+    for _, name in ipairs(names) do hash_field(f, name, j[name]) end
   end
   redis.call('HSET', key_job(id), unpack(f))
 end
