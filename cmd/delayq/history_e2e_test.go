@@ -708,6 +708,7 @@ func TestE2EHistoryMutants(t *testing.T) {
 		{"push-before-durable", history.AnomalyLost},
 	} {
 		t.Run(tc.mutant, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			d := newHistoryDeployment(t, bin, []string{"DELAYQ_MUTANT=" + tc.mutant}, 1, func(int) []string {
 				return []string{"--backend", backendLocal, "--data", dir, "--nats-listen", "off"}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -28,7 +29,19 @@ import (
 // binDir holds the delayq binary that the end-to-end tests run.
 var binDir string
 
+// e2eParallel is how many tests of this package run at once unless
+// -test.parallel says otherwise: more than go test's default (GOMAXPROCS),
+// since most of them wait on their servers (kills, restarts, failovers,
+// timed histories) more than they compute; each uses about half a core.
+const e2eParallel = 4
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		_ = flag.Set("test.parallel", fmt.Sprint(e2eParallel))
+	}
 	var err error
 	if binDir, err = os.MkdirTemp("", "delayq-e2e-"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
