@@ -270,7 +270,11 @@ func (s *Store) take(ctx context.Context, ts *topicState, topic, via string, sha
 		sk := &s.keys.shard[n]
 		args = append(args, sk.base, sk.num)
 	}
-	cmd := s.run(ctx, []call{s.shardCall(scriptClaim, shards[0], args...)})[0]
+	// A claim waits for replicas as the other writes do (Config.WaitReplicas):
+	// a failover would otherwise hand its jobs out again with the same
+	// attempts. One not confirmed fails, its jobs reserved until their
+	// leases run out.
+	cmd := s.write(ctx, []call{s.shardCall(scriptClaim, shards[0], args...)})[0]
 	jobs, err := s.claimed(ts, via, shards, gens, cmd)
 	if err != nil && !errors.Is(err, errPaused) {
 		return nil, unavailable("claim", err)

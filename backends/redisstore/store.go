@@ -83,15 +83,16 @@ type Config struct {
 	// Defaults to slog.Default().
 	Logger *slog.Logger
 	// WaitReplicas, when positive, makes every write that answers a client
-	// (put, import, ack, retry, bury, touch, cancel, requeue) wait, with
-	// Redis WAIT on the connection that ran its script, until that many
-	// replicas have it: Redis replicates asynchronously, and a failover
-	// loses what the promoted replica had not received. A write fewer
-	// replicas confirm within WaitTimeout is done on the master but fails
-	// with core.ErrNotReplicated (ErrUnavailable): it may be lost in a
-	// failover, or not. Claims, lease expiries and schedules do not wait:
-	// what a failover loses of them is a redelivery. Standalone or Sentinel
-	// clients only: New refuses it with a Cluster client.
+	// (put, import, claim, ack, retry, bury, touch, cancel, requeue) wait,
+	// with Redis WAIT on the connection that ran its script, until that
+	// many replicas have it: Redis replicates asynchronously, and a
+	// failover loses what the promoted replica had not received. A write
+	// fewer replicas confirm within WaitTimeout is done on the master but
+	// fails with core.ErrNotReplicated (ErrUnavailable): it may be lost in a
+	// failover, or not (a claim's jobs stay reserved until their leases run
+	// out). Lease expiries and schedules do not wait: what a failover loses
+	// of them is done again. Standalone or Sentinel clients only: New
+	// refuses it with a Cluster client.
 	WaitReplicas int
 	// WaitTimeout bounds the wait of WaitReplicas.
 	//

@@ -32,7 +32,7 @@ func waitCalls(t *testing.T, srv *redistest.Server) int {
 }
 
 // TestWaitReplicas runs a store with WaitReplicas 1 on a master with one
-// replica: puts, acks, retries, cancels and requeues each issue WAIT on the
+// replica: puts, claims, acks, retries, cancels and requeues each issue WAIT on the
 // master, and the replica has the job as answered. With the replica gone,
 // those writes fail with ErrNotReplicated (ErrUnavailable) after
 // WaitTimeout, and the job written stays on the master: done, but not
@@ -70,7 +70,7 @@ func TestWaitReplicas(t *testing.T) {
 	require.Len(t, got, 1)
 	_, err = s.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: got[0].Lease})
 	require.NoError(t, err)
-	require.Equal(t, before+2, waitCalls(t, master), "a retry and an ack wait; claims do not")
+	require.Equal(t, before+3, waitCalls(t, master), "a retry, a claim and an ack wait")
 	j2 := job(topic, time.Hour)
 	put(t, s, j2)
 	before = waitCalls(t, master)
@@ -101,11 +101,17 @@ func TestWaitReplicas(t *testing.T) {
 	j4 := job(topic, 0)
 	_, err = s.PutJobs(ctx, &core.PutJobsParams{Jobs: []*core.Job{j4}})
 	require.ErrorIs(t, err, core.ErrNotReplicated)
-	got = claim(t, s, topic, 1, time.Second)
-	require.Len(t, got, 1, "claims do not wait")
-	_, err = s.AckJob(ctx, &core.AckJobParams{ID: j4.ID, Lease: got[0].Lease})
+	// A claim waits too: done on the master, the job reserved under a
+	// lease nobody was given.
+	_, err = s.ClaimJobs(ctx, &core.ClaimJobsParams{Topic: topic, Max: 1, Wait: time.Second, Via: core.ViaPull})
 	require.ErrorIs(t, err, core.ErrNotReplicated)
-	_, err = s.AckJobs(ctx, &core.AckJobsParams{Acks: []core.AckJobParams{{ID: j4.ID, Lease: got[0].Lease}}})
+	stored, err = s.GetJob(ctx, j4.ID)
+	require.NoError(t, err)
+	require.Equal(t, core.StateReserved, stored.State, "the claim was done on the master")
+	require.NotEmpty(t, stored.Lease)
+	_, err = s.AckJob(ctx, &core.AckJobParams{ID: j4.ID, Lease: stored.Lease})
+	require.ErrorIs(t, err, core.ErrNotReplicated)
+	_, err = s.AckJobs(ctx, &core.AckJobsParams{Acks: []core.AckJobParams{{ID: j4.ID, Lease: stored.Lease}}})
 	require.ErrorIs(t, err, core.ErrNotReplicated)
 	stored, err = s.GetJob(ctx, j4.ID)
 	require.NoError(t, err)

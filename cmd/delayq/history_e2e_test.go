@@ -85,8 +85,7 @@ func historyEnv(t *testing.T) historyConfig {
 // node leading the job stream killed and restarted, one cut off the
 // cluster, one slowed down, in turn), and of three
 // instances on a Sentinel-managed Redis (one killed, one stopped, the
-// master killed and replaced, in turn; with DELAYQ_HISTORY_SENTINEL=1
-// only).
+// master killed and replaced, in turn).
 func TestE2EHistory(t *testing.T) {
 	t.Parallel()
 	cfg := historyEnv(t)
@@ -125,16 +124,10 @@ func TestE2EHistory(t *testing.T) {
 		t.Parallel()
 		testHistoryNATS(t, cfg)
 	})
-	// Not in CI until its anomaly is understood: about one run in four
-	// delivers an attempt again a few seconds after the old master's
-	// restart (docs/reliability.md, issue 35). DELAYQ_HISTORY_SENTINEL=1
-	// runs it.
-	if os.Getenv("DELAYQ_HISTORY_SENTINEL") != "" {
-		t.Run("redis-sentinel", func(t *testing.T) {
-			t.Parallel()
-			testHistorySentinel(t, cfg)
-		})
-	}
+	t.Run("redis-sentinel", func(t *testing.T) {
+		t.Parallel()
+		testHistorySentinel(t, cfg)
+	})
 }
 
 // testHistoryNATS runs three instances on a three-node NATS cluster with

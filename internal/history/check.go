@@ -21,16 +21,13 @@ type Allowances struct {
 	// Zero where every answered write is kept (Redis, whose server the
 	// runs do not kill).
 	AsyncWriteWindow time.Duration
-	// FailoverWindow is, on Redis under Sentinel with
-	// --redis-wait-replicas, how long before a kill -9 of the master a
-	// claim answered (or unanswered at it) may be lost with it: claims and
-	// lease expiries do not wait for replicas (docs/backends.md, "Waiting
-	// for replicas"), so the promoted replica may hand the delivery out
-	// again with the same attempt. A settle (ack, nack, touch) answered 2xx
-	// had a replica's confirmation, as had every write before it; one not
-	// answered 2xx may be lost. Zero where the backend's failover loses
-	// nothing answered (NATS R3) or no backend is killed.
-	FailoverWindow time.Duration
+	// MasterFailover is set on Redis under Sentinel with
+	// --redis-wait-replicas: a kill -9 of the master may lose the claims
+	// and settles (ack, nack, touch) not answered 2xx. One answered 2xx
+	// had a replica's confirmation, as had every write before it
+	// (docs/backends.md, "Waiting for replicas"). Unset where the backend's
+	// failover loses nothing answered (NATS R3) or no backend is killed.
+	MasterFailover bool
 	// ClockTolerance is allowed in every comparison of times: answers carry
 	// milliseconds (docs/api.md, "Wire forms"), and the clients, delayq and
 	// its backend read one machine's clock.
@@ -76,12 +73,11 @@ func RedisAllowances() Allowances {
 }
 
 // SentinelAllowances are the Redis store's on a Sentinel-managed master
-// with --redis-wait-replicas 1, whose kill -9 loses the claims its
-// replicas had not received yet: replication on loopback lags by
-// milliseconds, a second covers a loaded machine.
+// with --redis-wait-replicas 1, whose kill -9 loses what its replicas had
+// not confirmed, none of it answered 2xx.
 func SentinelAllowances() Allowances {
 	a := RedisAllowances()
-	a.FailoverWindow = time.Second
+	a.MasterFailover = true
 	return a
 }
 
@@ -276,9 +272,7 @@ func (c *checker) fragile(op *Op) bool {
 // lostBy returns the first kill -9 that may have lost op's write, or the
 // zero time: on the local store, a kill of its instance with op's async
 // write answered within AsyncWriteWindow before it, or unanswered at it;
-// on a backend with a FailoverWindow, a kill of the master with op a claim
-// answered within the window before it (or unanswered at it), or a settle
-// not answered 2xx.
+// with MasterFailover, a kill of the master with op not answered 2xx.
 func (c *checker) lostBy(op *Op) time.Time {
 	if c.a.AsyncWriteWindow > 0 {
 		for _, k := range c.kills[op.Instance] {
@@ -291,12 +285,12 @@ func (c *checker) lostBy(op *Op) time.Time {
 			break
 		}
 	}
-	if c.a.FailoverWindow > 0 {
+	if c.a.MasterFailover {
 		for _, k := range c.failovers {
 			if k.Before(op.Call) {
 				continue
 			}
-			if op.Return.IsZero() || (op.Kind == OpClaim && !op.Return.Before(k.Add(-c.a.FailoverWindow))) || (op.Kind != OpClaim && !op.OK()) {
+			if !op.OK() {
 				return k
 			}
 			break
@@ -635,7 +629,8 @@ func (c *checker) checkModel(id string, evs []jobEvent) {
 		op := e.op
 		first = minTime(first, op.Call)
 		if e.d != nil {
-			in := &mInput{Kind: mClaimed, Attempt: e.d.Attempt, Lease: e.d.Lease, Exp: e.d.LeaseExpiresAt.UnixNano(), Fragile: c.fragile(op)}
+			in := &mInput{Kind: mClaimed, Attempt: e.d.Attempt, Lease: e.d.Lease, Exp: e.d.LeaseExpiresAt.UnixNano(), Fragile: c.fragile(op),
+				Durable: c.a.MasterFailover && op.OK()}
 			in.Descr = fmt.Sprintf("claimed attempt %d lease %.8s exp %s", e.d.Attempt, e.d.Lease, e.d.LeaseExpiresAt.Format("15:04:05.000"))
 			add(op.Client, op, in)
 			continue
@@ -669,7 +664,7 @@ func (c *checker) checkModel(id string, evs []jobEvent) {
 		if in.Kind == mAck || in.Kind == mNack || in.Kind == mTouch {
 			in.Fragile = c.fragile(op)
 			// A settle answered after a replica confirmed it.
-			in.Durable = c.a.FailoverWindow > 0 && op.OK()
+			in.Durable = c.a.MasterFailover && op.OK()
 		}
 		in.Descr = describe(op)
 		add(op.Client, op, in)
@@ -691,7 +686,7 @@ func (c *checker) checkModel(id string, evs []jobEvent) {
 			crashes = append(crashes, ks...)
 		}
 	}
-	if c.a.FailoverWindow > 0 {
+	if c.a.MasterFailover {
 		crashes = append(crashes, c.failovers...)
 	}
 	for _, k := range crashes {
