@@ -8,6 +8,7 @@ import (
 
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/transports/wire"
+	"golang.org/x/sync/errgroup"
 )
 
 // ListSchedules returns every schedule by name; for a token restricted to
@@ -107,17 +108,30 @@ func (s *Service) ScheduleRuns(ctx context.Context, sc *core.Schedule, n int) ([
 		return nil, core.Invalid("runs", "runs must be an integer between 0 and %d", ScheduleRunsMax)
 	}
 	slots := sc.Past(n)
-	out := make([]ScheduleRun, 0, len(slots))
-	for _, slot := range slots {
-		r := ScheduleRun{Slot: slot, JobID: core.ScheduleID(sc.Name, slot)}
-		j, err := s.engine.Get(ctx, r.JobID)
-		switch {
-		case err == nil:
-			r.Job = j
-		case !errors.Is(err, core.ErrNotFound):
-			return nil, err
-		}
-		out = append(out, r)
+	out := make([]ScheduleRun, len(slots))
+	// The jobs are read a few at a time: one by one, the 100 reads of a
+	// shared store each wait a round trip.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(scheduleRunReaders)
+	for i, slot := range slots {
+		r := &out[i]
+		*r = ScheduleRun{Slot: slot, JobID: core.ScheduleID(sc.Name, slot)}
+		g.Go(func() error {
+			j, err := s.engine.Get(gctx, r.JobID)
+			switch {
+			case err == nil:
+				r.Job = j
+			case !errors.Is(err, core.ErrNotFound):
+				return err
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
+
+// scheduleRunReaders is how many jobs ScheduleRuns reads at once.
+const scheduleRunReaders = 8
