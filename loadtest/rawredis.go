@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -18,39 +19,72 @@ import (
 	"github.com/delayq/delayq/backends/redisstore/redistest"
 )
 
-// The rawredis phase is a baseline without delayq: what Redis
-// itself allows on this machine for the burst, with the plainest schedule
-// a client could keep in it. Jobs are hashes (field body) plus members of
-// a sorted set scored by their due time in ms; consumers claim due jobs
-// with one Lua script call each (up to rawClaimMax at a time, moved to a
-// lease sorted set scored by the lease's expiry) and acknowledge each job
-// of a claim with ZREM from the lease set and DEL of its hash, in one
-// pipeline per claim.
+// The rawredis phase is a baseline without delayq: what Redis itself
+// allows on this machine for the burst, with the plainest schedule a
+// client could keep in it that still does what delayq must. Jobs are
+// hashes (field body) plus members of a sorted set scored by their due
+// time in ms; consumers claim due jobs with one Lua script call each (up
+// to rawClaimMax at a time, moved to a lease sorted set scored by the
+// lease's expiry, each given a lease token in its hash) and acknowledge a
+// claim's jobs with one call of another script, which checks each job's
+// lease token and keeps a finished record, as delayq's ack does: the job's
+// hash marked done and given its retention as a TTL, a count of done jobs,
+// and one entry in a stream of finishes per call.
 
 const (
 	rawPushBatch = 1000 // jobs per push pipeline
 	rawConsumers = 4    // like the burst phase's 4 WebSocket subscribers
 	rawClaimMax  = 100  // jobs per claim script call
 	rawLease     = 30 * time.Second
+	// rawRetention is how long a finished job's hash stays, as delayq's
+	// default retention keeps a finished job.
+	rawRetention = time.Hour
 )
 
 // rawClaim moves up to ARGV[2] members of the due set KEYS[1] scored at
 // most ARGV[1] (now, ms) to the lease set KEYS[2] scored ARGV[3] (the
-// lease's expiry, ms), and returns id, body, id, body... with each body
-// read from the hash ARGV[4]..id.
+// lease's expiry, ms), gives each the lease token ARGV[5]..i in its hash
+// ARGV[4]..id, and returns id, body, lease, id, body, lease...
 var rawClaim = redis.NewScript(`
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 if #ids == 0 then return {} end
 redis.call('ZREM', KEYS[1], unpack(ids))
 local z, out = {}, {}
 for i, id in ipairs(ids) do
+  local lease = ARGV[5] .. i
   z[2*i-1] = ARGV[3]
   z[2*i] = id
-  out[2*i-1] = id
-  out[2*i] = redis.call('HGET', ARGV[4] .. id, 'body')
+  out[3*i-2] = id
+  out[3*i-1] = redis.call('HGET', ARGV[4] .. id, 'body')
+  out[3*i] = lease
+  redis.call('HSET', ARGV[4] .. id, 'lease', lease)
 end
 redis.call('ZADD', KEYS[2], unpack(z))
 return out
+`)
+
+// rawAck acknowledges the deliveries id, lease, id, lease... of ARGV[3..]:
+// each whose hash ARGV[1]..id still holds that lease token leaves the lease
+// set KEYS[1] and is marked done, its hash kept ARGV[2] ms; the count of
+// done jobs KEYS[2] grows by those, and the stream KEYS[3] gets one entry
+// naming them. It returns how many it acknowledged.
+var rawAck = redis.NewScript(`
+local done = {}
+for i = 3, #ARGV, 2 do
+  local id, lease = ARGV[i], ARGV[i+1]
+  local kj = ARGV[1] .. id
+  if redis.call('HGET', kj, 'lease') == lease then
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('HSET', kj, 'state', 'done', 'lease', '')
+    redis.call('PEXPIRE', kj, ARGV[2])
+    done[#done+1] = id
+  end
+end
+if #done > 0 then
+  redis.call('INCRBY', KEYS[2], #done)
+  redis.call('XADD', KEYS[3], '*', 'ids', table.concat(done, ','))
+end
+return #done
 `)
 
 // rawRedisResult is the raw Redis baseline.
@@ -78,8 +112,8 @@ type rawRedisResult struct {
 	// HarnessCores is what the harness (the consumers' client) used over
 	// the same span, on the same machine.
 	HarnessCores float64 `json:"harness_cores"`
-	// Left is what the due set, the lease set and the jobs' hashes still
-	// held at the end: 0 when every job was acknowledged.
+	// Left is what the due set and the lease set still held at the end:
+	// 0 when every job was acknowledged.
 	Left     int64  `json:"left"`
 	Errors   int64  `json:"errors"`
 	FirstErr string `json:"first_error,omitempty"`
@@ -143,17 +177,16 @@ func rawRedis(ctx context.Context, cfg *config, logf func(string, ...any)) (*raw
 	// keeps its own and a cluster would hold them in one slot.
 	prefix := fmt.Sprintf("{delayq-rawredis-%d}:", time.Now().UnixNano())
 	dueKey, leaseKey, jobPrefix := prefix+"due", prefix+"lease", prefix+"job:"
-	defer func() { // on failure, leave nothing behind on a shared server
+	doneKey, finKey := prefix+"done", prefix+"finished"
+	defer func() { // leave nothing behind on a shared server
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		rdb.Del(cctx, dueKey, leaseKey)
-		if res.Left > 0 || res.Acked < int64(res.Jobs) {
-			var keys []string
-			for i := range cfg.Burst {
-				if keys = append(keys, jobPrefix+rawID(i)); len(keys) == rawPushBatch || i == cfg.Burst-1 {
-					rdb.Del(cctx, keys...)
-					keys = keys[:0]
-				}
+		rdb.Del(cctx, dueKey, leaseKey, doneKey, finKey)
+		var keys []string
+		for i := range cfg.Burst {
+			if keys = append(keys, jobPrefix+rawID(i)); len(keys) == rawPushBatch || i == cfg.Burst-1 {
+				rdb.Del(cctx, keys...)
+				keys = keys[:0]
 			}
 		}
 	}()
@@ -212,7 +245,7 @@ func rawRedis(ctx context.Context, cfg *config, logf func(string, ...any)) (*raw
 			for dctx.Err() == nil {
 				now := time.Now()
 				out, err := rawClaim.Run(dctx, rdb, []string{dueKey, leaseKey},
-					now.UnixMilli(), rawClaimMax, now.Add(rawLease).UnixMilli(), jobPrefix).Slice()
+					now.UnixMilli(), rawClaimMax, now.Add(rawLease).UnixMilli(), jobPrefix, rand.Text()+":").Slice()
 				if err != nil {
 					fail(fmt.Errorf("claim: %w", err))
 					time.Sleep(time.Millisecond)
@@ -225,20 +258,24 @@ func rawRedis(ctx context.Context, cfg *config, logf func(string, ...any)) (*raw
 					continue
 				}
 				claims.Add(1)
-				pipe := rdb.Pipeline()
-				for i := 0; i+1 < len(out); i += 2 {
+				args := make([]any, 0, 2+2*len(out)/3)
+				args = append(args, jobPrefix, rawRetention.Milliseconds())
+				for i := 0; i+2 < len(out); i += 3 {
 					id, _ := out[i].(string)
 					if body, _ := out[i+1].(string); len(body) != len(sampleBody) {
 						fail(fmt.Errorf("job %s: body of %d bytes", id, len(body)))
 					}
-					pipe.ZRem(dctx, leaseKey, id)
-					pipe.Del(dctx, jobPrefix+id)
+					args = append(args, id, out[i+2])
 				}
-				if _, err := pipe.Exec(dctx); err != nil {
+				n, err := rawAck.Run(dctx, rdb, []string{leaseKey, doneKey, finKey}, args...).Int64()
+				if err != nil {
 					fail(fmt.Errorf("ack: %w", err))
 					continue
 				}
-				if acked.Add(int64(len(out)/2)) >= int64(cfg.Burst) {
+				if want := int64(len(out) / 3); n != want {
+					fail(fmt.Errorf("ack: %d of %d acknowledged", n, want))
+				}
+				if acked.Add(n) >= int64(cfg.Burst) {
 					endOnce.Do(func() { end = time.Now(); cancel() })
 				}
 			}
@@ -266,11 +303,12 @@ func rawRedis(ctx context.Context, cfg *config, logf func(string, ...any)) (*raw
 	res.PerSecond = float64(res.Acked) / res.AckedAll
 	res.Errors, res.FirstErr = errs.n.Load(), errs.first
 
-	// Nothing may be left: the sets are empty and no job's hash remains.
+	// Nothing may be left: the sets are empty, and every job is counted
+	// done and kept.
 	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
 	defer ccancel()
 	pipe := rdb.Pipeline()
-	dueN, leaseN := pipe.ZCard(cctx, dueKey), pipe.ZCard(cctx, leaseKey)
+	dueN, leaseN, doneN := pipe.ZCard(cctx, dueKey), pipe.ZCard(cctx, leaseKey), pipe.Get(cctx, doneKey)
 	var exists []*redis.IntCmd
 	for i := 0; i < cfg.Burst; i += rawPushBatch {
 		keys := make([]string, min(rawPushBatch, cfg.Burst-i))
@@ -283,14 +321,19 @@ func rawRedis(ctx context.Context, cfg *config, logf func(string, ...any)) (*raw
 		return res, fmt.Errorf("rawredis: count what is left: %w", err)
 	}
 	res.Left = dueN.Val() + leaseN.Val()
+	kept := int64(0)
 	for _, e := range exists {
-		res.Left += e.Val()
+		kept += e.Val()
+	}
+	if done, _ := doneN.Int64(); done != res.Acked || kept != int64(cfg.Burst) {
+		errs.add(fmt.Errorf("%d jobs counted done and %d kept of %d acknowledged", done, kept, res.Acked))
+		res.Errors, res.FirstErr = errs.n.Load(), errs.first
 	}
 	switch {
 	case res.Acked < int64(res.Jobs):
 		return res, fmt.Errorf("rawredis: acknowledged %d of %d jobs in 2 min (first error: %s)", res.Acked, res.Jobs, res.FirstErr)
 	case res.Left > 0:
-		return res, fmt.Errorf("rawredis: %d sorted-set members or hashes left after the last ack", res.Left)
+		return res, fmt.Errorf("rawredis: %d due or leased jobs left after the last ack", res.Left)
 	case res.Errors > 0:
 		return res, fmt.Errorf("rawredis: %d errors, the first: %s", res.Errors, res.FirstErr)
 	}

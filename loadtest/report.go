@@ -364,7 +364,7 @@ func writeRawRedis(b *strings.Builder, r *results) {
 	if rr == nil {
 		return
 	}
-	fmt.Fprintf(b, "## Raw Redis baseline\n\nNo delayq: %s on this machine. %s jobs due at one instant, each a hash holding its %d-byte body and a member of a sorted set scored by its due time in ms, pushed in pipelines of %d in %.2f s before it. From that instant %d consumers each loop: one Lua script call claims up to %d due jobs (ZRANGEBYSCORE ... LIMIT, ZREM, ZADD to a lease sorted set scored by the lease's expiry, HGET of the bodies) and returns ids and bodies, then one pipeline acknowledges each job of the claim (ZREM from the lease set, DEL of its hash). redis-server's CPU is read from /proc/<pid>/stat, in 10 ms ticks.\n\n",
+	fmt.Fprintf(b, "## Raw Redis baseline\n\nNo delayq: %s on this machine. %s jobs due at one instant, each a hash holding its %d-byte body and a member of a sorted set scored by its due time in ms, pushed in pipelines of %d in %.2f s before it. From that instant %d consumers each loop: one Lua script call claims up to %d due jobs (ZRANGEBYSCORE ... LIMIT, ZREM, ZADD to a lease sorted set scored by the lease's expiry, HGET of the bodies, HSET of a lease token in each hash) and returns ids, bodies and leases, then one call of another script acknowledges the claim's jobs as delayq's ack must (for each, HGET of its lease token, checked; ZREM from the lease set; HSET of state done; PEXPIRE of its hash by the retention; then one INCRBY of the done count and one XADD to a stream of finishes). redis-server's CPU is read from /proc/<pid>/stat, in 10 ms ticks.\n\n",
 		rr.Server, num(float64(rr.Jobs)), len(sampleBody), rawPushBatch, rr.PushSeconds, rr.Consumers, rr.ClaimMax)
 	cpu := func(f float64, format string) string {
 		if !rr.CPUMeasured {
