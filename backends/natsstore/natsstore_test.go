@@ -4,8 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/core/storetest"
 )
@@ -54,18 +52,4 @@ func TestStoreExternal(t *testing.T) {
 		},
 		Durable: true,
 	})
-}
-
-// TestCheckTopicRefusesKeyConcurrency: a topic with key_concurrency is
-// refused naming the backend, and one without is not.
-func TestCheckTopicRefusesKeyConcurrency(t *testing.T) {
-	t.Parallel()
-	s := &Store{}
-	err := core.CheckTopicOn(s, &core.Topic{Name: "t", KeyConcurrency: 1})
-	var fe *core.FieldError
-	require.ErrorAs(t, err, &fe)
-	require.Equal(t, "key_concurrency", fe.Field)
-	require.ErrorIs(t, err, core.ErrInvalidArgument)
-	require.Contains(t, err.Error(), "nats and jetstream backends")
-	require.NoError(t, core.CheckTopicOn(s, &core.Topic{Name: "t"}))
 }

@@ -111,7 +111,7 @@ type index struct {
 	// j key once or kept from the put.
 	keys   map[uint32]string
 	hashOf func(id string) uint64
-	seq       uint64
+	seq    uint64
 }
 
 func newIndex() *index {

@@ -842,18 +842,3 @@ func TestRewriteBodyKeepsExpiry(t *testing.T) {
 		require.JSONEq(t, string(long), string(done.Body))
 	}
 }
-
-// TestCheckTopicRefusesKeyConcurrency: until the Redis store bounds jobs
-// per key, a topic with key_concurrency is refused naming the backend, and
-// one without is not.
-func TestCheckTopicRefusesKeyConcurrency(t *testing.T) {
-	t.Parallel()
-	s := &Store{}
-	err := core.CheckTopicOn(s, &core.Topic{Name: "t", KeyConcurrency: 1})
-	var fe *core.FieldError
-	require.ErrorAs(t, err, &fe)
-	require.Equal(t, "key_concurrency", fe.Field)
-	require.ErrorIs(t, err, core.ErrInvalidArgument)
-	require.Contains(t, err.Error(), "redis backend")
-	require.NoError(t, core.CheckTopicOn(s, &core.Topic{Name: "t"}))
-}

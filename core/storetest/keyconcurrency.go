@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/coretest"
 )
 
 // The subtests of ClaimJobsParams.KeyConcurrency. A store that refuses a
@@ -20,6 +21,23 @@ func (b *testBundle) keyConcurrency(t *testing.T) {
 	if err := core.CheckTopicOn(b.store, &core.Topic{Name: "kc", KeyConcurrency: 1}); err != nil {
 		t.Skipf("the store refuses key_concurrency: %v", err)
 	}
+}
+
+// testKeyConcurrencyRefused: a store that refuses key_concurrency says so
+// on the field, naming the backend, and refuses nothing else of a topic.
+func testKeyConcurrencyRefused(t *testing.T, b *testBundle) {
+	err := core.CheckTopicOn(b.store, &core.Topic{Name: "kc", KeyConcurrency: 1})
+	if err == nil {
+		t.Skip("the store honours key_concurrency")
+	}
+	var fe *core.FieldError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "key_concurrency", fe.Field)
+	require.ErrorIs(t, err, core.ErrInvalidArgument)
+	require.Contains(t, err.Error(), "backend", "the message names the backend")
+	full := coretest.FullTopic(t)
+	full.KeyConcurrency = 0
+	require.NoError(t, core.CheckTopicOn(b.store, full), "every other setting")
 }
 
 // claimKC claims up to max jobs of topic on s with KeyConcurrency kc,

@@ -152,6 +152,7 @@ var subtests = []subtest{
 	{"KeyConcurrencyChanged", testKeyConcurrencyChanged},
 	{"KeyConcurrencyHeldBack", testKeyConcurrencyHeldBack},
 	{"KeyConcurrencyRestart", testKeyConcurrencyRestart},
+	{"KeyConcurrencyRefused", testKeyConcurrencyRefused},
 	{"PauseTwoInstances", testPauseTwoInstances},
 	{"TwoInstances", testTwoInstances},
 	{"TwoInstancesWakeUp", testTwoInstancesWakeUp},
