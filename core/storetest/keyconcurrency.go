@@ -236,7 +236,7 @@ func testKeyConcurrencyChanged(t *testing.T, b *testBundle) {
 // one is ready to every reader (get, list, counts); it can be cancelled
 // and replaced, is no dead job to requeue, and once the key's slot comes
 // back the key's jobs left go out in order, the replaced one with its new
-// body.
+// body; a dead job of the key requeued meanwhile waits its turn too.
 func testKeyConcurrencyHeldBack(t *testing.T, b *testBundle) {
 	b.keyConcurrency(t)
 	const topic = "kc.held"
@@ -268,8 +268,22 @@ func testKeyConcurrencyHeldBack(t *testing.T, b *testBundle) {
 	require.Equal(t, []string{j3.ID}, ids(got), "the replaced job, in its place")
 	require.JSONEq(t, `{"n":2}`, string(got[0].Body))
 	require.NoError(t, ack(b, got[0]))
-	require.Equal(t, []string{j4.ID}, ids(b.claimKC(t, b.store, topic, 10, 1, dueWait)))
+	j4got := b.claimKC(t, b.store, topic, 10, 1, dueWait)
+	require.Equal(t, []string{j4.ID}, ids(j4got))
 	require.Empty(t, b.claimKC(t, b.store, topic, 10, 1, 0))
+
+	// A dead job of the key requeued while the key's slot is taken waits
+	// behind it, ready, and goes once the slot comes back.
+	require.NoError(t, settleErr(b.store.BuryJob(b.ctx, &core.BuryJobParams{ID: j4.ID, Lease: j4got[0].Lease, Error: "x"})))
+	dead := keyedDue(topic, "k")[0]
+	b.put(t, dead)
+	held := b.claimKC(t, b.store, topic, 10, 1, dueWait)
+	require.Equal(t, []string{dead.ID}, ids(held))
+	require.NoError(t, b.store.RequeueJob(b.ctx, j4.ID))
+	require.Empty(t, b.claimKC(t, b.store, topic, 10, 1, 0), "the requeued job waits")
+	b.requireState(t, j4.ID, core.StateReady)
+	require.NoError(t, ack(b, held[0]))
+	require.Equal(t, []string{j4.ID}, ids(b.claimKC(t, b.store, topic, 10, 1, dueWait)), "the requeued job, once the slot came back")
 }
 
 // testKeyConcurrencyRestart: with a durable backend, a restart keeps a
