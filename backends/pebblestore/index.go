@@ -106,9 +106,9 @@ type index struct {
 	// retention holds the own retention (core.Job.Retention) of the slots
 	// that have one: few jobs do, so a slot does not carry it.
 	retention map[uint32]time.Duration
-	// keys holds the business keys the store needed of slots (keys.go):
-	// those of the topics whose claims bound jobs per key, read from the
-	// j key once or kept from the put.
+	// keys holds the business keys of the reserved and parked slots of
+	// the topics whose claims bound jobs per key (keys.go), each read from
+	// its j key when a take first met it.
 	keys   map[uint32]string
 	hashOf func(id string) uint64
 	seq    uint64

@@ -1,8 +1,6 @@
 package pebblestore
 
-import (
-	"fmt"
-)
+import "fmt"
 
 // Key concurrency (core.ClaimJobsParams.KeyConcurrency): a take that meets
 // a ready slot whose key has its limit reserved parks it, out of the
@@ -85,8 +83,10 @@ func (s *Store) hold(tp *topic, i uint32, keyLimit int) (bool, error) {
 }
 
 // release gives back the slot of reserved slot i, whose delivery ended:
-// its key's first parked slot goes back to ready, in its place. Under
-// s.mu.
+// its key's first parked slot goes back to ready, in its place. The index
+// forgets i's key, which a later take reads again: it keeps the keys of
+// reserved and parked slots only, so that pending jobs cost the garbage
+// collector nothing. Under s.mu.
 func (s *Store) release(tp *topic, i uint32) {
 	if tp.held == nil {
 		return
@@ -95,6 +95,7 @@ func (s *Store) release(tp *topic, i uint32) {
 	if !ok {
 		return
 	}
+	delete(s.x.keys, i)
 	if tp.held[k]--; tp.held[k] <= 0 {
 		delete(tp.held, k)
 	}

@@ -658,9 +658,6 @@ func (s *Store) put(pb *putBatch, in *core.Job, replace, absent bool, now time.T
 	sl.set(hasKey, j.Key != "")
 	sl.set(hasThen, j.Then != nil)
 	sl.set(thenUnknown, false)
-	if tp.held != nil && j.Key != "" {
-		s.x.keys[i] = j.Key // its claims will need it
-	}
 	s.x.setRetention(i, j.Retention)
 	s.setLite(i, j)
 	s.enqueue(tp, i)
