@@ -1,6 +1,11 @@
 package pebblestore
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
 
 // Key concurrency (core.ClaimJobsParams.KeyConcurrency): a take that meets
 // a ready slot whose key has its limit reserved parks it, out of the
@@ -118,23 +123,25 @@ func (s *Store) keyOf(i uint32) (string, error) {
 		return "", nil
 	}
 	id := s.x.id(i)
-	raw, err := s.get(idKey(prefixRecord, id))
-	if err != nil {
-		return "", err
-	}
-	if raw == nil {
+	// The key leads the record: read in place, not the body with it.
+	v, closer, err := s.db.Get(idKey(prefixRecord, id))
+	if errors.Is(err, pebble.ErrNotFound) {
 		return "", fmt.Errorf("pebblestore: job %q: record missing: %w", id, errCorrupt)
 	}
-	r, err := decodeRecord(raw)
+	if err != nil {
+		return "", wrap(err)
+	}
+	k, err := recordKey(v)
+	_ = closer.Close()
 	if err != nil {
 		return "", fmt.Errorf("pebblestore: job %q: %w", id, err)
 	}
-	if r.key == "" {
+	if k == "" {
 		sl.set(hasKey, false) // loaded not knowing: now known
 		return "", nil
 	}
-	s.x.keys[i] = r.key
-	return r.key, nil
+	s.x.keys[i] = k
+	return k, nil
 }
 
 // park moves slot i of key k, popped from tp's ready heap by a take with
