@@ -83,15 +83,7 @@ func BenchmarkKeyBurst(b *testing.B) {
 					storetest.Put(b, context.Background(), s, jobs...)
 				}
 				require.True(b, time.Now().Before(due), "putting took too long")
-				cpu0 := cpuTime()
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-				defer cancel()
-				res := storetest.Drain(ctx, s, storetest.DrainParams{Topic: "burst", N: n, Claimers: 8, Max: 100, Wait: 10 * time.Second, KeyConcurrency: kc})
-				cpu := cpuTime() - cpu0
-				require.Equal(b, n, res.Claimed)
-				b.ReportMetric(float64(res.LastClaim.Sub(due))/1e6, "claimed_all_ms")
-				b.ReportMetric(float64(res.LastAck.Sub(due))/1e6, "acked_all_ms")
-				b.ReportMetric(float64(cpu)/1e3/float64(n), "cpu_us/job")
+				drainBurst(b, s, n, due, kc)
 			})
 		}
 	}
