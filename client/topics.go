@@ -35,6 +35,11 @@ type TopicConfig struct {
 	// MaxInFlight bounds the topic's deliveries in flight over every
 	// instance (1-1 000 000); 0: no bound.
 	MaxInFlight int
+	// KeyConcurrency bounds the topic's deliveries in flight of one
+	// business key over every instance (1-10 000), so that a key's jobs go
+	// out one at a time with 1; 0: no bound. The redis and nats backends
+	// refuse it.
+	KeyConcurrency int
 	// ExpiresIn is the expiry, from run_at, of the topic's jobs pushed
 	// without one (PushParams.ExpiresAt); 0: they never expire.
 	ExpiresIn time.Duration
@@ -128,20 +133,21 @@ type Topic struct {
 	// SecretSet and HeaderNames.
 	Delivery DeliveryView
 	// TTR, MaxAttempts, Backoff, Concurrency, UniqueKeys, OnDead, Rate,
-	// MaxInFlight, ExpiresIn, Delay, Retention and Events are as in
-	// TopicConfig, with defaults filled.
-	TTR         time.Duration
-	MaxAttempts int
-	Backoff     BackoffConfig
-	Concurrency int
-	UniqueKeys  string
-	OnDead      string
-	Rate        RateConfig
-	MaxInFlight int
-	ExpiresIn   time.Duration
-	Delay       time.Duration
-	Retention   time.Duration
-	Events      EventsConfig
+	// MaxInFlight, KeyConcurrency, ExpiresIn, Delay, Retention and Events
+	// are as in TopicConfig, with defaults filled.
+	TTR            time.Duration
+	MaxAttempts    int
+	Backoff        BackoffConfig
+	Concurrency    int
+	UniqueKeys     string
+	OnDead         string
+	Rate           RateConfig
+	MaxInFlight    int
+	KeyConcurrency int
+	ExpiresIn      time.Duration
+	Delay          time.Duration
+	Retention      time.Duration
+	Events         EventsConfig
 	// Configured is true when the topic has a configuration of its own.
 	Configured bool
 	// Paused is true while its deliveries are paused.
@@ -236,14 +242,15 @@ type topicWire struct {
 		Period jsonDuration `json:"period"`
 		Burst  int          `json:"burst"`
 	} `json:"rate"`
-	MaxInFlight int          `json:"max_in_flight"`
-	ExpiresIn   jsonDuration `json:"expires_in"`
-	Delay       jsonDuration `json:"delay"`
-	Retention   jsonDuration `json:"retention"`
-	Events      EventsConfig `json:"events"`
-	Configured  bool         `json:"configured"`
-	Paused      bool         `json:"paused"`
-	Counts      Counts       `json:"counts"`
+	MaxInFlight    int          `json:"max_in_flight"`
+	KeyConcurrency int          `json:"key_concurrency"`
+	ExpiresIn      jsonDuration `json:"expires_in"`
+	Delay          jsonDuration `json:"delay"`
+	Retention      jsonDuration `json:"retention"`
+	Events         EventsConfig `json:"events"`
+	Configured     bool         `json:"configured"`
+	Paused         bool         `json:"paused"`
+	Counts         Counts       `json:"counts"`
 }
 
 // UnmarshalJSON reads a topic in the service's form.
@@ -261,10 +268,11 @@ func (t *Topic) UnmarshalJSON(b []byte) error {
 		TTR: time.Duration(w.TTR), MaxAttempts: w.MaxAttempts, Backoff: w.Backoff.config(), Concurrency: w.Concurrency,
 		UniqueKeys: w.UniqueKeys, OnDead: w.OnDead, Configured: w.Configured, Paused: w.Paused, Counts: w.Counts,
 		Rate: RateConfig{Limit: w.Rate.Limit, Period: time.Duration(w.Rate.Period), Burst: w.Rate.Burst}, MaxInFlight: w.MaxInFlight,
-		ExpiresIn: time.Duration(w.ExpiresIn),
-		Delay:     time.Duration(w.Delay),
-		Retention: time.Duration(w.Retention),
-		Events:    w.Events,
+		KeyConcurrency: w.KeyConcurrency,
+		ExpiresIn:      time.Duration(w.ExpiresIn),
+		Delay:          time.Duration(w.Delay),
+		Retention:      time.Duration(w.Retention),
+		Events:         w.Events,
 	}
 	return nil
 }
@@ -276,21 +284,22 @@ func (c *TopicConfig) wire() []byte {
 		Timeout jsonDuration `json:"timeout,omitempty"`
 	}
 	w := struct {
-		Delivery    *deliveryWire `json:"delivery,omitempty"`
-		TTR         jsonDuration  `json:"ttr,omitempty"`
-		MaxAttempts int           `json:"max_attempts,omitempty"`
-		Backoff     *backoffWire  `json:"backoff,omitempty"`
-		Concurrency int           `json:"concurrency,omitempty"`
-		UniqueKeys  string        `json:"unique_keys,omitempty"`
-		OnDead      string        `json:"on_dead,omitempty"`
-		Rate        *rateWire     `json:"rate,omitempty"`
-		MaxInFlight int           `json:"max_in_flight,omitempty"`
-		ExpiresIn   jsonDuration  `json:"expires_in,omitempty"`
-		Delay       jsonDuration  `json:"delay,omitempty"`
-		Retention   jsonDuration  `json:"retention,omitempty"`
-		Events      *EventsConfig `json:"events,omitempty"`
+		Delivery       *deliveryWire `json:"delivery,omitempty"`
+		TTR            jsonDuration  `json:"ttr,omitempty"`
+		MaxAttempts    int           `json:"max_attempts,omitempty"`
+		Backoff        *backoffWire  `json:"backoff,omitempty"`
+		Concurrency    int           `json:"concurrency,omitempty"`
+		UniqueKeys     string        `json:"unique_keys,omitempty"`
+		OnDead         string        `json:"on_dead,omitempty"`
+		Rate           *rateWire     `json:"rate,omitempty"`
+		MaxInFlight    int           `json:"max_in_flight,omitempty"`
+		KeyConcurrency int           `json:"key_concurrency,omitempty"`
+		ExpiresIn      jsonDuration  `json:"expires_in,omitempty"`
+		Delay          jsonDuration  `json:"delay,omitempty"`
+		Retention      jsonDuration  `json:"retention,omitempty"`
+		Events         *EventsConfig `json:"events,omitempty"`
 	}{TTR: jsonDuration(c.TTR), MaxAttempts: c.MaxAttempts, Concurrency: c.Concurrency, UniqueKeys: c.UniqueKeys, OnDead: c.OnDead,
-		MaxInFlight: c.MaxInFlight, ExpiresIn: jsonDuration(c.ExpiresIn), Delay: jsonDuration(c.Delay), Retention: jsonDuration(c.Retention)}
+		MaxInFlight: c.MaxInFlight, KeyConcurrency: c.KeyConcurrency, ExpiresIn: jsonDuration(c.ExpiresIn), Delay: jsonDuration(c.Delay), Retention: jsonDuration(c.Retention)}
 	if c.Events.Topic != "" || len(c.Events.On) > 0 {
 		w.Events = &c.Events
 	}

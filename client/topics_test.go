@@ -44,3 +44,22 @@ func TestEventsWire(t *testing.T) {
 		t.Fatalf("events %+v", tp.Events)
 	}
 }
+
+// TestKeyConcurrencyWire checks that a topic's key_concurrency goes out in
+// a configuration, only when set, and comes back in a topic.
+func TestKeyConcurrencyWire(t *testing.T) {
+	t.Parallel()
+	if got := string((&TopicConfig{KeyConcurrency: 1}).wire()); !strings.Contains(got, `"key_concurrency":1`) {
+		t.Fatalf("configuration %s: no key_concurrency", got)
+	}
+	if got := string((&TopicConfig{}).wire()); strings.Contains(got, "key_concurrency") {
+		t.Fatalf("configuration %s: key_concurrency though unset", got)
+	}
+	var tp Topic
+	if err := json.Unmarshal([]byte(`{"name":"t","key_concurrency":3}`), &tp); err != nil {
+		t.Fatal(err)
+	}
+	if tp.KeyConcurrency != 3 {
+		t.Fatalf("key_concurrency %d, want 3", tp.KeyConcurrency)
+	}
+}

@@ -777,8 +777,8 @@ func (e *Engine) PutTopic(ctx context.Context, t *Topic) error {
 	return nil
 }
 
-// checkTopic validates t, its delivery by its deliverer on this server.
-// Errors: *FieldError.
+// checkTopic validates t, its settings by the store (TopicChecker) and its
+// delivery by its deliverer on this server. Errors: *FieldError.
 func (e *Engine) checkTopic(t *Topic) error {
 	if err := t.Validate(); err != nil {
 		return err
@@ -788,6 +788,9 @@ func (e *Engine) checkTopic(t *Topic) error {
 	}
 	if t.Delay > e.limits.MaxDelay {
 		return Invalid("delay", "delay must be at most %s", e.limits.MaxDelay)
+	}
+	if err := CheckTopicOn(e.store, t); err != nil {
+		return err
 	}
 	typ := cmp.Or(t.Delivery.Type, DeliveryConsumer)
 	if typ == DeliveryConsumer {

@@ -387,6 +387,13 @@ type ClaimJobsParams struct {
 	// reserved now (Room), and none while there are that many, waiting as
 	// it would for a due job until a delivery ends (Topic.MaxInFlight).
 	InFlightMax int
+	// KeyConcurrency, when set, bounds the reserved jobs of each business
+	// key of the topic, counted over the whole store (Topic.KeyConcurrency):
+	// a due job whose key has that many reserved is passed over, and goes
+	// out, in its turn, once one of them ends. Jobs without a key are not
+	// bounded. A store that cannot honour it refuses the topic
+	// (TopicChecker).
+	KeyConcurrency int
 	// Via is how the jobs will be delivered (a Via constant), kept in the
 	// attempt each claim starts (Job.Reserve). Every transport sets it.
 	Via string
@@ -485,4 +492,22 @@ type ListDeadJobsParams struct {
 	// Since, when set, leaves out the jobs that died before it (their
 	// UpdatedAt), so that a reader can follow the deaths as they come.
 	Since time.Time
+}
+
+// TopicChecker is a capability of a store that cannot honour every
+// setting of a topic: CheckTopic refuses a configuration it would not
+// apply (a *FieldError naming the field and the backend), so that the
+// topic is refused when it is set rather than ignored when jobs are
+// claimed. A store without it honours every setting.
+type TopicChecker interface {
+	CheckTopic(t *Topic) error
+}
+
+// CheckTopicOn asks store, or the store a decorator of it wraps, to check
+// t (TopicChecker); nil when it has no such check.
+func CheckTopicOn(store Store, t *Topic) error {
+	if c, ok := capability[TopicChecker](store); ok {
+		return c.CheckTopic(t)
+	}
+	return nil
 }

@@ -53,6 +53,11 @@ type Topic struct {
 	// slot is a lease: a delivery that ends, or a lease that runs out (an
 	// instance gone), gives it back.
 	MaxInFlight int `json:"max_in_flight,omitempty"`
+	// KeyConcurrency bounds the topic's reserved jobs of one business key
+	// (Job.Key) over the whole store, 1 to KeyConcurrencyMax; 0: no bound.
+	// With 1 a key's jobs go out one at a time, in claim order. Jobs
+	// without a key are not bounded. A slot is a lease, as for MaxInFlight.
+	KeyConcurrency int `json:"key_concurrency,omitempty"`
 	// Rate limits the topic's deliveries across every instance (Rate).
 	Rate Rate `json:"rate"`
 	// ExpiresIn, when set, is the expiry of the topic's jobs pushed without
@@ -197,6 +202,8 @@ const (
 	ConcurrencyMax = 10000
 	// MaxInFlightMax is the largest max_in_flight a topic may set.
 	MaxInFlightMax = 1_000_000
+	// KeyConcurrencyMax is the largest key_concurrency a topic may set.
+	KeyConcurrencyMax = 10000
 	// WebhookTimeoutDefault bounds one webhook attempt.
 	WebhookTimeoutDefault = 10 * time.Second
 )
@@ -302,6 +309,9 @@ func (t *Topic) Validate() error {
 	}
 	if t.MaxInFlight < 0 || t.MaxInFlight > MaxInFlightMax {
 		return Invalid("max_in_flight", "max_in_flight must be between 1 and %d (0 or absent: no bound)", MaxInFlightMax)
+	}
+	if t.KeyConcurrency < 0 || t.KeyConcurrency > KeyConcurrencyMax {
+		return Invalid("key_concurrency", "key_concurrency must be between 1 and %d (0 or absent: no bound)", KeyConcurrencyMax)
 	}
 	if err := t.Rate.Validate(); err != nil {
 		return err

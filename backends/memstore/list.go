@@ -45,6 +45,11 @@ func (s *Store) ListJobs(_ context.Context, params *core.ListJobsParams) (core.J
 			for _, e := range tp.ready.items {
 				add(e)
 			}
+			for _, q := range tp.parked {
+				for _, e := range q.items {
+					add(e)
+				}
+			}
 		case core.StateReserved:
 			for _, e := range tp.reserved.items {
 				add(e)

@@ -144,6 +144,49 @@ func TestFakeClockLeaseExpiry(t *testing.T) {
 	require.Empty(t, r.jobs)
 }
 
+// TestFakeClockKeySlotOnExpiry: with key_concurrency 1, a lease that
+// expires gives its key's slot back on the clock, to the millisecond: the
+// claim waiting on the topic gets the key's next job, held back until then.
+func TestFakeClockKeySlotOnExpiry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	first := storetest.NewJob("t", b.clock.Now().Add(-time.Millisecond))
+	first.Key, first.TTR, first.MaxAttempts = "k", time.Second, 1
+	next := storetest.NewJob("t", b.clock.Now())
+	next.Key = "k"
+	b.put(t, first, next)
+	claim := func(wait time.Duration) <-chan claimResult {
+		ch := make(chan claimResult, 1)
+		go func() {
+			jobs, err := b.store.ClaimJobs(t.Context(), &core.ClaimJobsParams{Topic: "t", Max: 10, Wait: wait, KeyConcurrency: 1})
+			ch <- claimResult{jobs, err}
+		}()
+		return ch
+	}
+	r := <-claim(0)
+	require.NoError(t, r.err)
+	require.Len(t, r.jobs, 1)
+	require.Equal(t, first.ID, r.jobs[0].ID)
+
+	ch := claim(10 * time.Second)
+	// The claim's wait timer and the topic's timer for the lease's expiry.
+	require.NoError(t, b.clock.BlockUntilContext(t.Context(), 2))
+	b.clock.Advance(time.Second - time.Millisecond)
+	select {
+	case r := <-ch:
+		require.Failf(t, "claimed before the lease expired", "%+v", r)
+	default:
+	}
+	b.clock.Advance(time.Millisecond)
+	r = <-ch
+	require.NoError(t, r.err)
+	require.Len(t, r.jobs, 1)
+	require.Equal(t, next.ID, r.jobs[0].ID, "the key's next job, once the lease expired")
+	got, err := b.store.GetJob(t.Context(), first.ID)
+	require.NoError(t, err)
+	require.Equal(t, core.StateDead, got.State, "its last attempt")
+}
+
 // TestRetention: finished jobs are dropped after the retention period, to
 // the nanosecond of the clock, and with them their counts and a topic that
 // has nothing else.

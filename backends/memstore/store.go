@@ -91,6 +91,9 @@ type entry struct {
 	seq   uint64        // queue tie-break: order of entering the queue
 	index int           // position in its queue, -1 when in none
 	elem  *list.Element // in the dead or finished list
+	// parked says a ready entry is in its topic's parked queue of its key
+	// rather than in ready (keys.go).
+	parked bool
 }
 
 // topic holds one topic's jobs and pause.
@@ -105,6 +108,15 @@ type topic struct {
 	reserved  queue                          // by lease expiry
 	dead      list.List                      // *entry, oldest death first
 	keys      map[string]map[*entry]struct{} // entries by business key
+	// Key concurrency (keys.go): held counts the reserved entries of each
+	// business key; parked holds the ready entries a claim passed over
+	// because their key had its limit reserved, a queue per key in claim
+	// order (parkedN in all), which parkedUnder, the lowest limit they
+	// were parked under, lets a claim with a higher one take back.
+	held        map[string]int
+	parked      map[string]*queue
+	parkedN     int
+	parkedUnder int
 	// told is the earliest due time (queue key) the last empty take
 	// answered: a change that makes one earlier notifies.
 	told int64
@@ -281,7 +293,7 @@ func (s *Store) TakeJobs(_ context.Context, params *core.ClaimJobsParams) (core.
 	if !tp.paused {
 		room = params.Room(tp.reserved.Len())
 	}
-	jobs := s.take(tp, room, params.Via, now)
+	jobs := s.take(tp, room, params.KeyConcurrency, params.Via, now)
 	if len(jobs) > 0 {
 		return core.Taken{Jobs: jobs}, nil
 	}
@@ -295,11 +307,21 @@ func (s *Store) TakeJobs(_ context.Context, params *core.ClaimJobsParams) (core.
 // ClaimNotifier implements core.ClaimSource.
 func (s *Store) ClaimNotifier() *core.Notifier { return &s.notify }
 
-// take reserves up to max ready jobs of tp, to be delivered by via.
-func (s *Store) take(tp *topic, max int, via string, now time.Time) []*core.Job {
+// take reserves up to max ready jobs of tp, to be delivered by via, at
+// most keyLimit of a key reserved at once when it is set: a job whose key
+// has that many is parked instead, costing no later take anything.
+func (s *Store) take(tp *topic, max, keyLimit int, via string, now time.Time) []*core.Job {
 	jobs := []*core.Job{}
+	if tp.parkedN > 0 && (keyLimit == 0 || keyLimit > tp.parkedUnder) {
+		tp.unparkAll()
+	}
 	for len(jobs) < max && tp.ready.Len() > 0 {
 		e := tp.ready.pop()
+		if k := e.job.Key; keyLimit > 0 && k != "" && tp.held[k] >= keyLimit {
+			tp.park(e, keyLimit)
+			continue
+		}
+		tp.hold(e)
 		e.job.Reserve(rand.Text(), via, now)
 		s.push(&tp.reserved, e, e.job.LeaseExpiresAt)
 		jobs = append(jobs, e.job.Clone())
@@ -650,9 +672,14 @@ func (s *Store) unlink(e *entry) {
 	case core.StateScheduled:
 		e.topic.scheduled.remove(e)
 	case core.StateReady:
-		e.topic.ready.remove(e)
+		if e.parked {
+			e.topic.unpark(e)
+		} else {
+			e.topic.ready.remove(e)
+		}
 	case core.StateReserved:
 		e.topic.reserved.remove(e)
+		e.topic.release(e)
 	case core.StateDead:
 		e.topic.dead.Remove(e.elem)
 		e.elem = nil
@@ -711,6 +738,7 @@ func (s *Store) promote(tp *topic, now time.Time) {
 	}
 	for tp.reserved.Len() > 0 && tp.reserved.peek().key <= n {
 		e := tp.reserved.pop()
+		tp.release(e)
 		e.job.ExpireLease()
 		if e.job.State == core.StateDead {
 			s.kill(e)
@@ -781,7 +809,7 @@ func (tp *topic) visible() bool { return tp.jobs > 0 || tp.paused }
 func (tp *topic) state() core.TopicState {
 	return core.TopicState{Name: tp.name, Paused: tp.paused, Counts: core.Counts{
 		Scheduled: int64(tp.scheduled.Len()),
-		Ready:     int64(tp.ready.Len()),
+		Ready:     int64(tp.ready.Len() + tp.parkedN),
 		Reserved:  int64(tp.reserved.Len()),
 		Dead:      int64(tp.dead.Len()),
 		Done:      int64(tp.done),

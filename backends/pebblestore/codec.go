@@ -325,6 +325,17 @@ func (r *record) encode() []byte {
 	return append(b, r.body...)
 }
 
+// recordKey returns the business key of an encoded record, copied,
+// without decoding the rest: what a claim bounding jobs per key reads.
+func recordKey(b []byte) (string, error) {
+	if len(b) < 1 || b[0] < recordVersion || b[0] > recordVersionThen {
+		return "", errCorrupt
+	}
+	d := decoder{b: b[1:]}
+	k := string(d.bytes())
+	return k, d.err
+}
+
 func decodeRecord(b []byte) (record, error) {
 	var r record
 	if len(b) < 1 || b[0] < recordVersion || b[0] > recordVersionThen {

@@ -207,3 +207,25 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestRecordKey: recordKey reads the key of a record of every version, as
+// decodeRecord does, and refuses what is not a record.
+func TestRecordKey(t *testing.T) {
+	for _, r := range []record{
+		{key: "order:42 é", body: []byte(`{"n":1}`)},
+		{body: []byte(`{}`)},
+		{key: "k", delays: []time.Duration{time.Second}, url: "https://x/y", expiresAt: 5, then: []byte(`{}`), body: []byte(`1`)},
+	} {
+		raw := r.encode()
+		k, err := recordKey(raw)
+		require.NoError(t, err)
+		require.Equal(t, r.key, k)
+		full, err := decodeRecord(raw)
+		require.NoError(t, err)
+		require.Equal(t, full.key, k)
+	}
+	for _, bad := range [][]byte{nil, {0}, {recordVersion, 9, 'a'}} {
+		_, err := recordKey(bad)
+		require.ErrorIs(t, err, errCorrupt, "%q", bad)
+	}
+}

@@ -28,7 +28,7 @@ type slot struct {
 	topic   uint32 // index into Store.topicList
 	idLen   uint8
 	state   uint8 // stateCodes
-	flags   uint8 // hasErr, hasHistory, hasKey, hasThen, thenUnknown
+	flags   uint8 // hasErr, hasHistory, hasKey, hasThen, thenUnknown, parked
 	prio    int8  // the job's priority, which orders the ready heap
 	attempt uint16
 	maxAtt  uint16
@@ -42,6 +42,7 @@ const (
 	hasKey                        // the job has a business key (in its j key)
 	hasThen                       // the job has a next step (in its j key)
 	thenUnknown                   // loaded without its j key: a finish reads whether it has a next step
+	parked                        // ready, in its topic's parked heap of its key rather than in ready (keys.go)
 )
 
 // has reports whether sl has flag f.
@@ -105,8 +106,12 @@ type index struct {
 	// retention holds the own retention (core.Job.Retention) of the slots
 	// that have one: few jobs do, so a slot does not carry it.
 	retention map[uint32]time.Duration
-	hashOf    func(id string) uint64
-	seq       uint64
+	// keys holds the business keys of the reserved and parked slots of
+	// the topics whose claims bound jobs per key (keys.go), each read from
+	// its j key when a take first met it.
+	keys   map[uint32]string
+	hashOf func(id string) uint64
+	seq    uint64
 }
 
 func newIndex() *index {
@@ -115,6 +120,7 @@ func newIndex() *index {
 		table:     make([]uint32, 1024),
 		leases:    make(map[uint32]delivery),
 		retention: make(map[uint32]time.Duration),
+		keys:      make(map[uint32]string),
 	}
 	seed := maphash.MakeSeed()
 	x.hashOf = func(id string) uint64 { return maphash.String(seed, id) }
@@ -231,6 +237,7 @@ func (x *index) remove(i uint32) {
 	x.used--
 	delete(x.leases, i)
 	delete(x.retention, i)
+	delete(x.keys, i)
 	x.garbage += int(s.idLen)
 	*s = slot{pos: -1}
 	x.free = append(x.free, i)
@@ -340,6 +347,14 @@ func (h *heap) push(x *index, i uint32, due int64) {
 	x.seq++
 	s := &x.slots[i]
 	s.due, s.seq, s.pos = due, x.seq, int32(len(h.items))
+	h.items = append(h.items, i)
+	h.up(x, len(h.items)-1)
+}
+
+// insert adds slot i with its due time and order of entry kept, so that a
+// slot moved between the ready and parked heaps keeps its place.
+func (h *heap) insert(x *index, i uint32) {
+	x.slots[i].pos = int32(len(h.items))
 	h.items = append(h.items, i)
 	h.up(x, len(h.items)-1)
 }

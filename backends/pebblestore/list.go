@@ -84,7 +84,7 @@ func (s *Store) ListJobs(_ context.Context, params *core.ListJobsParams) (core.J
 	case core.StateScheduled:
 		ids, next = s.pickFirst(&tp.scheduled, after, params.Limit+1)
 	case core.StateReady:
-		ids, next = s.pick(&tp.ready, after, params.Limit+1)
+		ids, next = s.pick(after, params.Limit+1, tp.readyHeaps()...)
 	case core.StateReserved:
 		ids, next = s.pickFirst(&tp.reserved, after, params.Limit+1)
 	}
@@ -150,7 +150,7 @@ func (s *Store) pickFirst(h *heap, after *core.ListCursor, n int) ([]string, []c
 	}
 	for visited := 0; len(frontier.pos) > 0; visited++ {
 		if visited > budget {
-			return s.pick(h, after, n)
+			return s.pick(after, n, h)
 		}
 		p := frontier.pop()
 		i := h.items[p]
@@ -234,12 +234,12 @@ func (f *posHeap) pop() int {
 	return top
 }
 
-// pick returns the ids of the first n slots of h in (due ms, id) order
-// after the cursor, with their positions: a selection over the whole heap
+// pick returns the ids of the first n slots of the heaps hs in (due ms,
+// id) order after the cursor, with their positions: a selection over them
 // that keeps the n first in a bounded max-heap, so that a page of a
 // million pending jobs costs one pass and no allocation per job. Under
 // s.mu.
-func (s *Store) pick(h *heap, after *core.ListCursor, n int) ([]string, []core.ListCursor) {
+func (s *Store) pick(after *core.ListCursor, n int, hs ...*heap) ([]string, []core.ListCursor) {
 	x := s.x
 	less := func(a, b uint32) bool { // a before b
 		da, db := x.slots[a].due, x.slots[b].due
@@ -248,7 +248,11 @@ func (s *Store) pick(h *heap, after *core.ListCursor, n int) ([]string, []core.L
 		}
 		return x.id(a) < x.id(b)
 	}
-	best := make([]uint32, 0, min(n, len(h.items))) // max-heap: best[0] is the last kept
+	total := 0
+	for _, h := range hs {
+		total += len(h.items)
+	}
+	best := make([]uint32, 0, min(n, total)) // max-heap: best[0] is the last kept
 	down := func(i int) {
 		for {
 			l := 2*i + 1
@@ -266,27 +270,29 @@ func (s *Store) pick(h *heap, after *core.ListCursor, n int) ([]string, []core.L
 			i = j
 		}
 	}
-	for _, i := range h.items {
-		if after != nil {
-			if d := x.slots[i].due; d < after.At || d == after.At && x.id(i) <= after.ID {
+	for _, h := range hs {
+		for _, i := range h.items {
+			if after != nil {
+				if d := x.slots[i].due; d < after.At || d == after.At && x.id(i) <= after.ID {
+					continue
+				}
+			}
+			if len(best) < n {
+				best = append(best, i)
+				for c := len(best) - 1; c > 0; { // up
+					p := (c - 1) / 2
+					if !less(best[p], best[c]) {
+						break
+					}
+					best[p], best[c] = best[c], best[p]
+					c = p
+				}
 				continue
 			}
-		}
-		if len(best) < n {
-			best = append(best, i)
-			for c := len(best) - 1; c > 0; { // up
-				p := (c - 1) / 2
-				if !less(best[p], best[c]) {
-					break
-				}
-				best[p], best[c] = best[c], best[p]
-				c = p
+			if less(i, best[0]) {
+				best[0] = i
+				down(0)
 			}
-			continue
-		}
-		if less(i, best[0]) {
-			best[0] = i
-			down(0)
 		}
 	}
 	slices.SortFunc(best, func(a, b uint32) int {

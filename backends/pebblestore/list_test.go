@@ -34,7 +34,7 @@ func TestPickFirstAgreesWithPick(t *testing.T) {
 	var after *core.ListCursor
 	seen := 0
 	for _, n := range []int{1, 7, 50, 333, 1000, 1000, 1000} {
-		wantIDs, wantPos := s.pick(h, after, n)
+		wantIDs, wantPos := s.pick(after, n, h)
 		gotIDs, gotPos := s.pickFirst(h, after, n)
 		require.Equal(t, wantIDs, gotIDs, "page of %d after %+v", n, after)
 		require.Equal(t, wantPos, gotPos)

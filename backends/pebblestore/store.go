@@ -159,6 +159,7 @@ type topic struct {
 	reserved  heap // by lease expiry
 	dead      int64
 	finished  map[int64]*[2]int64 // bucket -> done, cancelled
+	keyLimits                     // per-key bound of claims (keys.go)
 	// told is the earliest due time (Unix ms) the last empty take
 	// answered: a change that makes one earlier notifies.
 	told int64
@@ -425,9 +426,14 @@ func (s *Store) unlink(tp *topic, i uint32) {
 	case core.StateScheduled:
 		tp.scheduled.remove(s.x, i)
 	case core.StateReady:
-		tp.ready.remove(s.x, i)
+		if s.x.slots[i].has(parked) {
+			s.unpark(tp, i)
+		} else {
+			tp.ready.remove(s.x, i)
+		}
 	case core.StateReserved:
 		tp.reserved.remove(s.x, i)
+		s.release(tp, i)
 	case core.StateDead:
 		tp.dead--
 	}
@@ -471,6 +477,7 @@ func (s *Store) promote(tp *topic, now time.Time) {
 	b := s.db.NewBatch()
 	for tp.reserved.Len() > 0 && s.x.slots[tp.reserved.peek()].due <= n {
 		i := tp.reserved.pop(s.x)
+		s.release(tp, i)
 		j := s.jobLite(i)
 		j.ExpireLease()
 		s.setLite(i, &j)
@@ -950,15 +957,28 @@ func (s *Store) TakeJobs(_ context.Context, params *core.ClaimJobsParams) (core.
 	if !tp.paused {
 		room = params.Room(tp.reserved.Len())
 	}
-	if min(room, tp.ready.Len()) == 0 {
+	var (
+		taken []claimed
+		wait  func() error
+		err   error
+	)
+	if min(room, tp.ready.Len()+tp.parkedN) > 0 {
+		taken, wait, err = s.take(tp, room, params.KeyConcurrency, params.Via, now)
+	}
+	if len(taken) == 0 {
 		t := core.Taken{Jobs: []*core.Job{}, Full: !tp.paused && room == 0}
 		if tp.told = s.nextDue(tp); tp.told != math.MaxInt64 {
 			t.Next = time.UnixMilli(tp.told)
 		}
 		s.mu.Unlock()
+		if wait != nil {
+			err = cmp.Or(wait(), err)
+		}
+		if err != nil {
+			return core.Taken{}, err
+		}
 		return t, nil
 	}
-	taken, wait := s.take(tp, room, params.Via, now)
 	s.mu.Unlock()
 	if err := wait(); err != nil {
 		return core.Taken{}, err
@@ -971,13 +991,20 @@ func (s *Store) TakeJobs(_ context.Context, params *core.ClaimJobsParams) (core.
 func (s *Store) ClaimNotifier() *core.Notifier { return &s.notify }
 
 // take reserves up to max ready jobs of tp (core.Job.Reserve) and writes
-// the reservations; the returned function waits for the write.
-func (s *Store) take(tp *topic, max int, via string, now time.Time) ([]claimed, func() error) {
-	n := min(max, tp.ready.Len())
-	taken := make([]claimed, 0, n)
+// the reservations; the returned function waits for the write. With
+// keyLimit, a job whose key has that many reserved is parked instead
+// (keys.go); a failed read of a key ends the take with what it took and
+// the error.
+func (s *Store) take(tp *topic, max, keyLimit int, via string, now time.Time) ([]claimed, func() error, error) {
+	err := s.limitKeys(tp, keyLimit)
+	taken := make([]claimed, 0, min(max, tp.ready.Len()))
 	b := s.db.NewBatch()
-	for range n {
+	for err == nil && len(taken) < max && tp.ready.Len() > 0 {
 		i := tp.ready.pop(s.x)
+		var ok bool
+		if ok, err = s.hold(tp, i, keyLimit); !ok {
+			continue
+		}
 		j := s.jobLite(i)
 		j.Reserve(newLease().String(), via, now)
 		s.setLite(i, &j)
@@ -988,7 +1015,7 @@ func (s *Store) take(tp *topic, max int, via string, now time.Time) ([]claimed, 
 		sl := &s.x.slots[i]
 		taken = append(taken, claimed{id: id, meta: m, hasErr: sl.has(hasErr), hasHistory: sl.has(hasHistory)})
 	}
-	return taken, s.write(b, s.syncable)
+	return taken, s.write(b, s.syncable), err
 }
 
 // claimed is a job take reserved, to complete from the disk.
@@ -1126,7 +1153,7 @@ func (s *Store) RetryJob(_ context.Context, params *core.RetryJobParams) (core.S
 		return core.SettleResult{}, core.Invalid("", "pebblestore: retry: no params")
 	}
 	return s.settle(params.ID, params.Lease, func(b *pebble.Batch, tp *topic, i uint32, now time.Time) core.SettleResult {
-		tp.reserved.remove(s.x, i)
+		s.unlink(tp, i)
 		j := s.jobLite(i)
 		j.RetryFor(params, now)
 		s.setLite(i, &j)
@@ -1149,7 +1176,7 @@ func (s *Store) BuryJob(_ context.Context, params *core.BuryJobParams) (core.Set
 		return core.SettleResult{}, core.Invalid("", "pebblestore: bury: no params")
 	}
 	return s.settle(params.ID, params.Lease, func(b *pebble.Batch, tp *topic, i uint32, now time.Time) core.SettleResult {
-		tp.reserved.remove(s.x, i)
+		s.unlink(tp, i)
 		j := s.jobLite(i)
 		j.Bury(params.Error, now)
 		s.setLite(i, &j)
@@ -1344,7 +1371,7 @@ func (s *Store) state(tp *topic, now time.Time) core.TopicState {
 	done, cancelled := s.finishedCounts(tp, now)
 	return core.TopicState{Name: tp.name, Paused: tp.paused, Counts: core.Counts{
 		Scheduled: int64(tp.scheduled.Len()),
-		Ready:     int64(tp.ready.Len()),
+		Ready:     int64(tp.ready.Len() + tp.parkedN),
 		Reserved:  int64(tp.reserved.Len()),
 		Done:      done,
 		Dead:      tp.dead,

@@ -171,3 +171,14 @@ func (s *Store) stats(ctx context.Context, names []string) ([]core.Counts, error
 	}
 	return out, nil
 }
+
+var _ core.TopicChecker = (*Store)(nil)
+
+// CheckTopic implements core.TopicChecker: the Redis store does not bound
+// jobs per key yet, so it refuses key_concurrency rather than ignore it.
+func (s *Store) CheckTopic(t *core.Topic) error {
+	if t.KeyConcurrency != 0 {
+		return core.Invalid("key_concurrency", "key_concurrency is not supported by the redis backend yet; the local and memory backends support it (docs/backends.md)")
+	}
+	return nil
+}

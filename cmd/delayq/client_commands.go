@@ -346,7 +346,7 @@ configuration; fields left out take their defaults.`,
 func (a *app) topicSetCommand() *cobra.Command {
 	var flags clientFlags
 	var ttr, timeout, delay, retention time.Duration
-	var maxAttempts, concurrency, maxInFlight, rateLimit int
+	var maxAttempts, concurrency, maxInFlight, keyConcurrency, rateLimit int
 	var onDead, url, kafkaTopic, eventsTopic string
 	var eventsOn []string
 	cmd := &cobra.Command{
@@ -359,6 +359,7 @@ null for a setting to drop (its default again). The flags apply over PATCH.`,
 		Example: `  delayq topic set orders.close --max-attempts 5
   delayq topic set orders.close --ttr 2m --webhook-timeout 5s
   delayq topic set orders.close --retention 720h
+  delayq topic set orders.close --key-concurrency 1
   delayq topic set orders.close --kafka-topic orders-due
   delayq topic set orders.close --events-topic orders.audit --events-on done,dead
   delayq topic set orders.close '{"rate": null, "on_dead": "orders.dead"}'`,
@@ -384,6 +385,7 @@ null for a setting to drop (its default again). The flags apply over PATCH.`,
 			set("max-attempts", "max_attempts", maxAttempts)
 			set("concurrency", "concurrency", concurrency)
 			set("max-in-flight", "max_in_flight", maxInFlight)
+			set("key-concurrency", "key_concurrency", keyConcurrency)
 			set("on-dead", "on_dead", onDead)
 			set("delay", "delay", delay.String())
 			set("retention", "retention", retention.String())
@@ -448,6 +450,7 @@ null for a setting to drop (its default again). The flags apply over PATCH.`,
 	fs.IntVar(&maxAttempts, "max-attempts", 0, "deliveries before a job goes dead")
 	fs.IntVar(&concurrency, "concurrency", 0, "webhook or NATS deliveries at once, per instance")
 	fs.IntVar(&maxInFlight, "max-in-flight", 0, "jobs reserved at once over every instance (0: no bound)")
+	fs.IntVar(&keyConcurrency, "key-concurrency", 0, "jobs of one key reserved at once over every instance, 1 to send a key's jobs one at a time (0: no bound)")
 	fs.IntVar(&rateLimit, "rate-limit", 0, "deliveries per second (0: no limit)")
 	fs.StringVar(&onDead, "on-dead", "", "the dead-letter topic (empty: none)")
 	fs.StringVar(&eventsTopic, "events-topic", "", "the topic that gets an event job for each of this topic's jobs that finishes (empty: none)")

@@ -243,6 +243,7 @@ func topicRows(t *tableWriter, tp *client.Topic) {
 		t.row("rate", "-")
 	}
 	t.row("max_in_flight", itoa(tp.MaxInFlight))
+	t.row("key_concurrency", itoa(tp.KeyConcurrency))
 	expiresIn := "-"
 	if tp.ExpiresIn > 0 {
 		expiresIn = tp.ExpiresIn.String()

@@ -25,7 +25,7 @@ func TestClientTopicSet(t *testing.T) {
 		return v
 	}
 
-	code, out, stderr := run("topic", "set", "orders", "--max-attempts", "5", "--ttr", "2m", "--webhook-timeout", "5s", "--delay", "90s", "--retention", "720h")
+	code, out, stderr := run("topic", "set", "orders", "--max-attempts", "5", "--ttr", "2m", "--webhook-timeout", "5s", "--delay", "90s", "--retention", "720h", "--key-concurrency", "1")
 	require.Equal(t, exitOK, code, stderr)
 	var got map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &got), out)
@@ -33,6 +33,7 @@ func TestClientTopicSet(t *testing.T) {
 	require.Equal(t, "2m0s", got["ttr"])
 	require.Equal(t, "1m30s", got["delay"])
 	require.Equal(t, "720h0m0s", got["retention"])
+	require.EqualValues(t, 1, got["key_concurrency"])
 	d := got["delivery"].(map[string]any)
 	require.Equal(t, "5s", d["timeout"])
 	require.Equal(t, "https://svc.example/hook", d["url"], "kept")
@@ -46,6 +47,7 @@ func TestClientTopicSet(t *testing.T) {
 	code, out, stderr = run("topics", "orders", "--output", "table")
 	require.Equal(t, exitOK, code, stderr)
 	require.Regexp(t, `(?m)^events +orders\.audit on done,dead$`, out)
+	require.Regexp(t, `(?m)^key_concurrency +1$`, out)
 	code, _, stderr = run("topic", "set", "orders", "--events-on", "cancelled")
 	require.Equal(t, exitOK, code, stderr)
 	require.Equal(t, map[string]any{"topic": "orders.audit", "on": []any{"cancelled"}}, topic()["events"], "the topic kept")
@@ -64,6 +66,7 @@ func TestClientTopicSet(t *testing.T) {
 		{"topic", "set", "orders"},                                                                // nothing to change
 		{"topic", "set", "orders", "[1]"},                                                         // not an object
 		{"topic", "set", "orders", "--max-attempts", "-2"},                                        // refused by the server
+		{"topic", "set", "orders", "--key-concurrency", "10001"},                                  // out of range
 		{"topic", "set", "orders", "--ttr", "5"},                                                  // a duration without its unit
 		{"topic", "set", "orders", "--delay", "-1s"},                                              // negative
 		{"topic", "set", "orders", "--retention", "1500ms"},                                       // not whole seconds

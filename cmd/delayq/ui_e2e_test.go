@@ -490,6 +490,7 @@ func testUIOpen(t *testing.T, b *browser) {
 	tb.setValue("#delivery-success", "status == 200 && body.ok")
 	tb.run(chromedp.Click(chromedp.CSS("#delivery-allow-job-url"), chromedp.NodeVisible))
 	tb.setValue("#max-in-flight", "4")
+	tb.setValue("#key-concurrency", "2")
 	tb.setValue("#rate-limit", "10")
 	tb.setValue("#rate-burst", "3")
 	tb.setValue("#unique-keys", "replace")
@@ -508,6 +509,7 @@ func testUIOpen(t *testing.T, b *browser) {
 	require.Equal(t, map[string]any{"type": "webhook", "url": "http://127.0.0.1:9/hook", "method": "PUT", "timeout": "5s",
 		"success": "status == 200 && body.ok", "allow_job_url": true, "secret_set": false}, topic["delivery"])
 	require.EqualValues(t, 4, topic["max_in_flight"])
+	require.EqualValues(t, 2, topic["key_concurrency"])
 	require.Equal(t, map[string]any{"limit": float64(10), "period": "1s", "burst": float64(3)}, topic["rate"])
 	require.Equal(t, "replace", topic["unique_keys"])
 	require.Equal(t, "hooks.dead", topic["on_dead"])
@@ -550,6 +552,7 @@ func testUIOpen(t *testing.T, b *browser) {
 	require.False(t, visible("delivery-url"))
 	require.False(t, visible("delivery-timeout"))
 	tb.setValue("#max-in-flight", "")
+	tb.setValue("#key-concurrency", "")
 	tb.setValue("#unique-keys", "")
 	tb.setValue("#on-dead", "")
 	tb.setValue("#delay", "")
@@ -559,7 +562,7 @@ func testUIOpen(t *testing.T, b *browser) {
 	topic = api.must(http.MethodGet, "/v1/topics/hooks", nil, http.StatusOK)
 	require.Equal(t, map[string]any{"type": "consumer", "secret_set": false}, topic["delivery"])
 	require.Equal(t, 0, tb.count("#topic-events"))
-	for _, field := range []string{"max_in_flight", "unique_keys", "on_dead", "delay", "expires_in", "events"} {
+	for _, field := range []string{"max_in_flight", "key_concurrency", "unique_keys", "on_dead", "delay", "expires_in", "events"} {
 		require.NotContains(t, topic, field)
 	}
 	require.Equal(t, map[string]any{"limit": float64(10), "period": "1s", "burst": float64(3)}, topic["rate"])

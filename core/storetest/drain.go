@@ -22,6 +22,8 @@ type DrainParams struct {
 	// for up to Wait.
 	Claimers, Max int
 	Wait          time.Duration
+	// KeyConcurrency is each claim's ClaimJobsParams.KeyConcurrency.
+	KeyConcurrency int
 	// Ackers is how many goroutines acknowledge the claimed jobs, off the
 	// claim loops, as core's dispatcher does. Defaults to 64.
 	Ackers int
@@ -65,7 +67,7 @@ func Drain(ctx context.Context, s core.Store, p DrainParams) DrainResult {
 	for range p.Claimers {
 		claims.Go(func() {
 			for cctx.Err() == nil {
-				got, err := s.ClaimJobs(cctx, &core.ClaimJobsParams{Topic: p.Topic, Max: p.Max, Wait: p.Wait, Via: core.ViaPull})
+				got, err := s.ClaimJobs(cctx, &core.ClaimJobsParams{Topic: p.Topic, Max: p.Max, Wait: p.Wait, KeyConcurrency: p.KeyConcurrency, Via: core.ViaPull})
 				at := time.Now()
 				if err != nil {
 					return

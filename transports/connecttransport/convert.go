@@ -173,6 +173,7 @@ func topicConfig(name string, c *delayqv1.TopicConfig) (*core.Topic, error) {
 		return t, nil
 	}
 	t.MaxAttempts, t.Concurrency, t.MaxInFlight = int(c.MaxAttempts), int(c.Concurrency), int(c.MaxInFlight)
+	t.KeyConcurrency = int(c.KeyConcurrency)
 	t.UniqueKeys, t.OnDead = c.UniqueKeys, c.OnDead
 	if ev := c.Events; ev != nil {
 		t.Events = core.Events{Topic: ev.Topic, On: ev.On}
@@ -402,16 +403,17 @@ func topicMessage(t *core.Topic) *delayqv1.Topic {
 			Initial: d.Backoff.Initial.String(), Max: d.Backoff.Max.String(),
 			Factor: d.Backoff.Factor, Jitter: d.Backoff.Jitter, Zeros: d.Backoff.Zeros,
 		},
-		Concurrency: int32(d.Concurrency),
-		UniqueKeys:  d.UniqueKeys,
-		OnDead:      d.OnDead,
-		Events:      eventsMessage(d.Events),
-		MaxInFlight: int32(d.MaxInFlight),
-		ExpiresIn:   durText(d.ExpiresIn),
-		Delay:       durText(d.Delay),
-		Retention:   durText(d.Retention),
-		Configured:  t.Configured,
-		Paused:      t.Paused,
+		Concurrency:    int32(d.Concurrency),
+		UniqueKeys:     d.UniqueKeys,
+		OnDead:         d.OnDead,
+		Events:         eventsMessage(d.Events),
+		MaxInFlight:    int32(d.MaxInFlight),
+		KeyConcurrency: int32(d.KeyConcurrency),
+		ExpiresIn:      durText(d.ExpiresIn),
+		Delay:          durText(d.Delay),
+		Retention:      durText(d.Retention),
+		Configured:     t.Configured,
+		Paused:         t.Paused,
 		Counts: &delayqv1.Counts{
 			Scheduled: t.Counts.Scheduled, Ready: t.Counts.Ready, Reserved: t.Counts.Reserved,
 			Done: t.Counts.Done, Dead: t.Counts.Dead, Cancelled: t.Counts.Cancelled,

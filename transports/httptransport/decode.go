@@ -198,9 +198,11 @@ type topicRequest struct {
 	Events      *eventsView     `json:"events,omitempty"`
 	Rate        json.RawMessage `json:"rate,omitempty"`
 	MaxInFlight int             `json:"max_in_flight,omitempty"`
-	ExpiresIn   json.RawMessage `json:"expires_in,omitempty"`
-	Delay       json.RawMessage `json:"delay,omitempty"`
-	Retention   json.RawMessage `json:"retention,omitempty"`
+	// KeyConcurrency is core.Topic.KeyConcurrency.
+	KeyConcurrency int             `json:"key_concurrency,omitempty"`
+	ExpiresIn      json.RawMessage `json:"expires_in,omitempty"`
+	Delay          json.RawMessage `json:"delay,omitempty"`
+	Retention      json.RawMessage `json:"retention,omitempty"`
 }
 
 type rateRequest struct {
@@ -260,7 +262,7 @@ func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
 		return nil, core.Invalid("name", "name %q does not match the topic of the path %q", req.Name, name)
 	}
 	t := &core.Topic{Name: name, MaxAttempts: req.MaxAttempts, Concurrency: req.Concurrency,
-		UniqueKeys: req.UniqueKeys, OnDead: req.OnDead, MaxInFlight: req.MaxInFlight}
+		UniqueKeys: req.UniqueKeys, OnDead: req.OnDead, MaxInFlight: req.MaxInFlight, KeyConcurrency: req.KeyConcurrency}
 	if req.Events != nil {
 		t.Events = core.Events{Topic: req.Events.Topic, On: req.Events.On}
 	}

@@ -296,7 +296,9 @@ type topicView struct {
 	Events      *eventsView  `json:"events,omitempty"`
 	Rate        *rateView    `json:"rate,omitempty"`
 	MaxInFlight int          `json:"max_in_flight,omitempty"`
-	ExpiresIn   string       `json:"expires_in,omitempty"`
+	// KeyConcurrency is shown only when set.
+	KeyConcurrency int    `json:"key_concurrency,omitempty"`
+	ExpiresIn      string `json:"expires_in,omitempty"`
 	// Delay is shown only when set.
 	Delay string `json:"delay,omitempty"`
 	// Retention is shown only when set: else the server's.
@@ -375,15 +377,16 @@ func newTopicView(t *core.Topic) topicView {
 			Factor:  d.Backoff.Factor,
 			Jitter:  d.Backoff.Jitter,
 		},
-		Concurrency: d.Concurrency,
-		UniqueKeys:  d.UniqueKeys,
-		OnDead:      d.OnDead,
-		Events:      newEventsView(d.Events),
-		Rate:        newRateView(d.Rate),
-		MaxInFlight: d.MaxInFlight,
-		Configured:  t.Configured,
-		Paused:      t.Paused,
-		Counts:      t.Counts,
+		Concurrency:    d.Concurrency,
+		UniqueKeys:     d.UniqueKeys,
+		OnDead:         d.OnDead,
+		Events:         newEventsView(d.Events),
+		Rate:           newRateView(d.Rate),
+		MaxInFlight:    d.MaxInFlight,
+		KeyConcurrency: d.KeyConcurrency,
+		Configured:     t.Configured,
+		Paused:         t.Paused,
+		Counts:         t.Counts,
 	}
 	if d.ExpiresIn != 0 {
 		v.ExpiresIn = d.ExpiresIn.String()

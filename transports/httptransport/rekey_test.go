@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -83,7 +84,7 @@ func TestRekeyPages(t *testing.T) {
 	old := keyring.New(b.store, keyring.Config{Ring: parseRing(t, ringK1)})
 	var ids []string
 	for range 5 {
-		j := storetest.DueJob("t")
+		j := storetest.NewJob("t", time.Now().Add(time.Hour)) // ahead of the fake clock, which starts at the real time
 		j.Body = json.RawMessage(`"` + marker + `"`)
 		storetest.Put(t, t.Context(), old, j)
 		ids = append(ids, j.ID)

@@ -90,13 +90,14 @@ func topicRequestJSON(t *core.Topic) []byte {
 		Delivery: obj(deliveryRequest{Type: d.Type, URL: d.URL, Timeout: dur(d.Timeout), Secret: d.Secret, PreviousSecret: d.PreviousSecret,
 			Subject: d.Subject, KafkaTopic: d.KafkaTopic, Success: d.Success, Method: d.Method, Headers: d.Headers, ErrorBody: flag(d.ErrorBody), AllowJobURL: flag(d.AllowJobURL)}),
 		TTR: dur(t.TTR), MaxAttempts: t.MaxAttempts, Concurrency: t.Concurrency, UniqueKeys: t.UniqueKeys, OnDead: t.OnDead,
-		Backoff:     obj(backoffRequest{Initial: zeroDur("initial", b.Initial), Max: zeroDur("max", b.Max), Factor: b.Factor, Jitter: jitter, Delays: delays}),
-		Rate:        obj(rateRequest{Limit: r.Limit, Period: dur(r.Period), Burst: r.Burst}),
-		MaxInFlight: t.MaxInFlight,
-		ExpiresIn:   dur(t.ExpiresIn),
-		Delay:       dur(t.Delay),
-		Retention:   dur(t.Retention),
-		Events:      newEventsView(t.Events),
+		Backoff:        obj(backoffRequest{Initial: zeroDur("initial", b.Initial), Max: zeroDur("max", b.Max), Factor: b.Factor, Jitter: jitter, Delays: delays}),
+		Rate:           obj(rateRequest{Limit: r.Limit, Period: dur(r.Period), Burst: r.Burst}),
+		MaxInFlight:    t.MaxInFlight,
+		KeyConcurrency: t.KeyConcurrency,
+		ExpiresIn:      dur(t.ExpiresIn),
+		Delay:          dur(t.Delay),
+		Retention:      dur(t.Retention),
+		Events:         newEventsView(t.Events),
 	}
 	out, _ := json.Marshal(req)
 	return out

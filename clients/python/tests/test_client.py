@@ -110,6 +110,11 @@ def test_topic_reads_kafka_delivery_and_events() -> None:
     assert delayq.Topic.from_dict({"name": "u"}).events is None
 
 
+def test_topic_reads_key_concurrency() -> None:
+    assert delayq.Topic.from_dict({"name": "t", "key_concurrency": 1}).key_concurrency == 1
+    assert delayq.Topic.from_dict({"name": "u"}).key_concurrency == 0
+
+
 def test_no_answer_is_unavailable() -> None:
     c = delayq.Client("http://127.0.0.1:1", timeout=5)
     with pytest.raises(delayq.UnavailableError) as e:

@@ -219,6 +219,8 @@ export interface TopicConfig {
   on_dead?: string;
   rate?: RateConfig;
   max_in_flight?: number;
+  /** key_concurrency bounds the topic's jobs of one key in flight at once (1 to 10000; 1: one at a time, in order); absent: no bound. The redis, nats and jetstream backends refuse it. */
+  key_concurrency?: number;
   /** expires_in is the expiry, from run_at, of the topic's jobs pushed without one. */
   expires_in?: Duration;
   /** delay is the delay of the topic's pushes that give neither delay nor run_at. */
@@ -263,6 +265,7 @@ export interface Topic {
   on_dead?: string;
   rate?: { limit: number; period: string; burst: number };
   max_in_flight?: number;
+  key_concurrency?: number;
   expires_in?: string;
   delay?: string;
   retention?: string;

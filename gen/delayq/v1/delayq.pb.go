@@ -2571,9 +2571,12 @@ type TopicConfig struct {
 	// Retention, a duration in whole seconds ("" is the server's), is how
 	// long the topic's jobs pushed from then on are kept once done or
 	// cancelled.
-	Retention     string `protobuf:"bytes,30,opt,name=retention,proto3" json:"retention,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Retention string `protobuf:"bytes,30,opt,name=retention,proto3" json:"retention,omitempty"`
+	// KeyConcurrency bounds the topic's reserved jobs of one key (1 to
+	// 10000); 0: no bound. The redis, nats and jetstream backends refuse it.
+	KeyConcurrency int32 `protobuf:"varint,31,opt,name=key_concurrency,json=keyConcurrency,proto3" json:"key_concurrency,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *TopicConfig) Reset() {
@@ -2695,6 +2698,13 @@ func (x *TopicConfig) GetRetention() string {
 		return x.Retention
 	}
 	return ""
+}
+
+func (x *TopicConfig) GetKeyConcurrency() int32 {
+	if x != nil {
+		return x.KeyConcurrency
+	}
+	return 0
 }
 
 // EventsConfig is a topic's job lifecycle events (docs/api.md, "Job
@@ -3067,9 +3077,11 @@ type Topic struct {
 	// Events is set when the topic sends job events.
 	Events *EventsConfig `protobuf:"bytes,21,opt,name=events,proto3" json:"events,omitempty"`
 	// Retention is "" when the server's.
-	Retention     string `protobuf:"bytes,30,opt,name=retention,proto3" json:"retention,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Retention string `protobuf:"bytes,30,opt,name=retention,proto3" json:"retention,omitempty"`
+	// KeyConcurrency is 0 when the topic has no bound per key.
+	KeyConcurrency int32 `protobuf:"varint,31,opt,name=key_concurrency,json=keyConcurrency,proto3" json:"key_concurrency,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Topic) Reset() {
@@ -3219,6 +3231,13 @@ func (x *Topic) GetRetention() string {
 		return x.Retention
 	}
 	return ""
+}
+
+func (x *Topic) GetKeyConcurrency() int32 {
+	if x != nil {
+		return x.KeyConcurrency
+	}
+	return 0
 }
 
 // DeliveryView is a topic's delivery as shown: no secret or header value.
@@ -5811,7 +5830,7 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\"6\n" +
 	"\x10ListDeadResponse\x12\"\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x0e.delayq.v1.JobR\x04jobs\"\xdc\x03\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x0e.delayq.v1.JobR\x04jobs\"\x85\x04\n" +
 	"\vTopicConfig\x125\n" +
 	"\bdelivery\x18\x01 \x01(\v2\x19.delayq.v1.DeliveryConfigR\bdelivery\x12\x10\n" +
 	"\x03ttr\x18\x02 \x01(\tR\x03ttr\x12!\n" +
@@ -5828,7 +5847,8 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x05delay\x18\n" +
 	" \x01(\tR\x05delay\x12/\n" +
 	"\x06events\x18\x15 \x01(\v2\x17.delayq.v1.EventsConfigR\x06events\x12\x1c\n" +
-	"\tretention\x18\x1e \x01(\tR\tretention\"4\n" +
+	"\tretention\x18\x1e \x01(\tR\tretention\x12'\n" +
+	"\x0fkey_concurrency\x18\x1f \x01(\x05R\x0ekeyConcurrency\"4\n" +
 	"\fEventsConfig\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x0e\n" +
 	"\x02on\x18\x02 \x03(\tR\x02on\"\xbf\x03\n" +
@@ -5862,7 +5882,7 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"RateConfig\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x16\n" +
 	"\x06period\x18\x02 \x01(\tR\x06period\x12\x14\n" +
-	"\x05burst\x18\x03 \x01(\x05R\x05burst\"\xcb\x04\n" +
+	"\x05burst\x18\x03 \x01(\x05R\x05burst\"\xf4\x04\n" +
 	"\x05Topic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\bdelivery\x18\x02 \x01(\v2\x17.delayq.v1.DeliveryViewR\bdelivery\x12\x10\n" +
@@ -5885,7 +5905,8 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"expires_in\x18\x14 \x01(\tR\texpiresIn\x12\x14\n" +
 	"\x05delay\x18\x0e \x01(\tR\x05delay\x12/\n" +
 	"\x06events\x18\x15 \x01(\v2\x17.delayq.v1.EventsConfigR\x06events\x12\x1c\n" +
-	"\tretention\x18\x1e \x01(\tR\tretention\"\xf0\x02\n" +
+	"\tretention\x18\x1e \x01(\tR\tretention\x12'\n" +
+	"\x0fkey_concurrency\x18\x1f \x01(\x05R\x0ekeyConcurrency\"\xf0\x02\n" +
 	"\fDeliveryView\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x18\n" +

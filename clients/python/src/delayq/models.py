@@ -263,6 +263,12 @@ class Topic:
         return dict(self.config.get("delivery") or {})
 
     @property
+    def key_concurrency(self) -> int:
+        """key_concurrency is how many of the topic's jobs of one key may be
+        in flight at once (1: one at a time, in order), or 0 for no bound."""
+        return int(self.config.get("key_concurrency") or 0)
+
+    @property
     def retention(self) -> Optional[_dt.timedelta]:
         """retention is how long the topic's jobs are kept once done or
         cancelled, or None for the server's ``--retention``."""
