@@ -355,7 +355,8 @@ func (s *Store) jobLite(i uint32) core.Job {
 		d := s.x.leases[i]
 		j.Lease = d.token.String()
 		j.LeaseExpiresAt = time.UnixMilli(sl.due).UTC()
-		s.attempt[0] = core.Attempt{Attempt: j.Attempt, StartedAt: time.UnixMilli(d.start).UTC(), Via: codeVias[d.via]}
+		s.attempt[0] = core.Attempt{Attempt: j.Attempt, StartedAt: time.UnixMilli(d.start).UTC(), Via: codeVias[d.via],
+			Instance: d.instance, Consumer: d.consumer}
 		j.History = s.attempt[:1:1]
 	}
 	return j
@@ -373,7 +374,7 @@ func (s *Store) setLite(i uint32, j *core.Job) {
 		d.token, _ = parseLease(j.Lease)
 		if n := len(j.History); n > 0 && j.History[n-1].Running() {
 			a := &j.History[n-1]
-			d.start, d.via = a.StartedAt.UnixMilli(), viaCodes[a.Via]
+			d.start, d.via, d.instance, d.consumer = a.StartedAt.UnixMilli(), viaCodes[a.Via], a.Instance, a.Consumer
 		}
 		s.x.leases[i] = d
 	} else {
@@ -382,8 +383,8 @@ func (s *Store) setLite(i uint32, j *core.Job) {
 }
 
 // keepAttempt adds to b the attempt that j's change just ended, the last
-// of j.History if it ended, appended to the h key of slot i (id): at most
-// core.HistoryMax kept. It reads the h key only when the slot has one.
+// of j.History if it ended, appended to the h key of slot i (id): the
+// newest within core's bounds kept (core.TrimHistory). It reads the h key only when the slot has one.
 func (s *Store) keepAttempt(b *pebble.Batch, i uint32, id string, j *core.Job) {
 	n := len(j.History)
 	if n == 0 || j.History[n-1].Running() {
@@ -400,10 +401,7 @@ func (s *Store) keepAttempt(b *pebble.Batch, i uint32, id string, j *core.Job) {
 			// The attempts before are lost, the job's state is not.
 			s.log.Warn("pebblestore: read of a job's history failed", "id", id, "err", err)
 		}
-		h = append(before, j.History[n-1])
-	}
-	if len(h) > core.HistoryMax {
-		h = h[len(h)-core.HistoryMax:]
+		h = core.TrimHistory(append(before, j.History[n-1]))
 	}
 	_ = b.Set(idKey(prefixHistory, id), encodeHistory(h), nil)
 	s.x.slots[i].set(hasHistory, true)
@@ -450,7 +448,7 @@ func (s *Store) metaOfSlot(i uint32, now time.Time) meta {
 	if m.state == core.StateReserved {
 		m.leaseExp = sl.due
 		d := s.x.leases[i]
-		m.lease, m.started, m.via = d.token, d.start, d.via
+		m.lease, m.started, m.via, m.instance, m.consumer = d.token, d.start, d.via, d.instance, d.consumer
 	}
 	return m
 }
@@ -592,6 +590,7 @@ func (s *Store) put(pb *putBatch, in *core.Job, replace, absent bool, now time.T
 	b := pb.Batch
 	createdAt := now
 	var res core.PutResult
+	var replaced *core.Job
 	if i := s.x.lookup(in.ID); i != 0 {
 		old := s.topicList[s.x.slots[i].topic]
 		s.promote(old, now)
@@ -606,7 +605,7 @@ func (s *Store) put(pb *putBatch, in *core.Job, replace, absent bool, now time.T
 			return core.PutResult{Err: core.ReservedConflict(in.ID, prev)}, nil
 		}
 		res.Replaced = true
-		createdAt = prev.CreatedAt
+		createdAt, replaced = prev.CreatedAt, prev
 		if prev.Key != "" {
 			_ = b.Delete(keyIndexKey(prev.Topic, prev.Key, in.ID), nil)
 		}
@@ -640,6 +639,9 @@ func (s *Store) put(pb *putBatch, in *core.Job, replace, absent bool, now time.T
 	}
 	j := in.Clone()
 	j.Reset(createdAt, now)
+	if replaced != nil {
+		j.Replaces(replaced)
+	}
 	r, err := recordOf(j)
 	if err != nil {
 		return res, err
@@ -958,7 +960,7 @@ func (s *Store) TakeJobs(_ context.Context, params *core.ClaimJobsParams) (core.
 		s.mu.Unlock()
 		return t, nil
 	}
-	taken, wait := s.take(tp, room, params.Via, now)
+	taken, wait := s.take(tp, room, params, now)
 	s.mu.Unlock()
 	if err := wait(); err != nil {
 		return core.Taken{}, err
@@ -970,16 +972,16 @@ func (s *Store) TakeJobs(_ context.Context, params *core.ClaimJobsParams) (core.
 // ClaimNotifier implements core.ClaimSource.
 func (s *Store) ClaimNotifier() *core.Notifier { return &s.notify }
 
-// take reserves up to max ready jobs of tp (core.Job.Reserve) and writes
-// the reservations; the returned function waits for the write.
-func (s *Store) take(tp *topic, max int, via string, now time.Time) ([]claimed, func() error) {
+// take reserves up to max ready jobs of tp for claim p (core.Job.Reserve)
+// and writes the reservations; the returned function waits for the write.
+func (s *Store) take(tp *topic, max int, p *core.ClaimJobsParams, now time.Time) ([]claimed, func() error) {
 	n := min(max, tp.ready.Len())
 	taken := make([]claimed, 0, n)
 	b := s.db.NewBatch()
 	for range n {
 		i := tp.ready.pop(s.x)
 		j := s.jobLite(i)
-		j.Reserve(newLease().String(), via, now)
+		j.Reserve(newLease().String(), p, now)
 		s.setLite(i, &j)
 		tp.reserved.push(s.x, i, j.LeaseExpiresAt.UnixMilli())
 		m := s.metaOfSlot(i, now)
@@ -1230,6 +1232,13 @@ func (s *Store) RequeueJob(_ context.Context, id string) error {
 		s.enqueue(tp, i)
 		m := s.metaOfSlot(i, now)
 		_ = b.Set(idKey(prefixMeta, id), m.encode(), nil)
+		// The record, rewritten for its Changes: a requeue is rare.
+		cur.Changes = core.AppendChange(cur.Changes, j.Changes[len(j.Changes)-1])
+		r, err := recordOf(cur)
+		if err != nil {
+			return err
+		}
+		_ = b.Set(idKey(prefixRecord, id), r.encode(), nil)
 		return nil
 	})
 }
