@@ -30,13 +30,14 @@ const (
 )
 
 // How a push came (Change.Via, PushBatchParams.Via): by a client over
-// HTTP, gRPC, NATS or Kafka, or made by delayq itself: a schedule's slot,
-// an import, a chain's next step, a topic's event or a dead-letter notice.
+// HTTP, gRPC, NATS or Kafka (the transport's name, WithTransport), or made
+// by delayq itself: a schedule's slot, an import, a chain's next step, a
+// topic's event or a dead-letter notice.
 const (
-	OriginHTTP     = "http"
-	OriginGRPC     = "grpc"
-	OriginNATS     = "nats"
-	OriginKafka    = "kafka"
+	OriginHTTP     = TransportHTTP
+	OriginGRPC     = TransportGRPC
+	OriginNATS     = TransportNATS
+	OriginKafka    = TransportKafka
 	OriginSchedule = "schedule"
 	OriginImport   = "import"
 	OriginChain    = "chain"
