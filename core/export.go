@@ -169,7 +169,7 @@ func (e *Engine) importTimeOK(t, now time.Time) bool {
 // checkChanges checks and normalises an imported job's Changes: the
 // newest ChangesMax kept, each of a known kind and via (or none), at a
 // time importTimeOK takes; times at store precision, tokens cleaned. A
-// job without any gets one: created by import (imported).
+// job without any gets one: created by import at its CreatedAt.
 func (e *Engine) checkChanges(j *Job, now time.Time) error {
 	if len(j.Changes) > ChangesMax {
 		j.Changes = j.Changes[len(j.Changes)-ChangesMax:]
@@ -192,7 +192,10 @@ func (e *Engine) checkChanges(j *Job, now time.Time) error {
 		}
 		c.At, c.Token = StoreTime(c.At), CleanName(c.Token)
 	}
-	imported(j, StoreTime(now))
+	if len(j.Changes) == 0 {
+		// validateImport set CreatedAt (now when the line had none).
+		j.Changes = []Change{{At: j.CreatedAt, Kind: ChangeCreated, Via: OriginImport}}
+	}
 	return nil
 }
 

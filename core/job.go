@@ -83,11 +83,12 @@ type Job struct {
 	// delivery.url; only a webhook topic with delivery.allow_job_url takes
 	// it (checked at push and import, and again at each delivery).
 	URL string `json:"url,omitempty"`
-	// History is the job's last deliveries, oldest first, at most
-	// HistoryMax and HistoryMaxBytes (TrimHistory): Reserve starts one, the end of the delivery (ack, retry,
-	// bury, lease expiry) ends it. A put (Reset), a replace included,
-	// starts with none, as it starts Attempt over; a requeue keeps it, and
-	// the attempts after it count from 1 again.
+	// History is the job's last deliveries, oldest first, within
+	// HistoryMax and HistoryMaxBytes (TrimHistory): Reserve starts one,
+	// the end of the delivery (ack, retry, bury, lease expiry) ends it. A
+	// put (Reset), a replace included, starts with none, as it starts
+	// Attempt over; a requeue keeps it, and the attempts after it count
+	// from 1 again.
 	History []Attempt `json:"history,omitempty"`
 	// ExpiresAt, when set, is when the job stops being delivered (store
 	// precision, UTC): a job not acknowledged by then goes dead with
@@ -379,14 +380,12 @@ func (j *Job) Bury(reason string, now time.Time) {
 	j.Lease, j.LeaseExpiresAt = "", time.Time{}
 }
 
-// Replaces makes j, reset by a put (Reset), the job that replaces old:
-// its change becomes a replaced one after old's Changes.
+// Replaces makes j, reset by a put (Reset, which gave it its change), the
+// job that replaces old: its change becomes a replaced one after old's
+// Changes.
 func (j *Job) Replaces(old *Job) {
-	c := Change{Kind: ChangeReplaced, At: j.UpdatedAt}
-	if n := len(j.Changes); n > 0 {
-		c = j.Changes[n-1]
-		c.Kind = ChangeReplaced
-	}
+	c := j.Changes[len(j.Changes)-1]
+	c.Kind = ChangeReplaced
 	j.Changes = AppendChange(old.Changes, c)
 }
 

@@ -1,7 +1,6 @@
 package core
 
 import (
-	"cmp"
 	"slices"
 	"strings"
 	"time"
@@ -92,9 +91,9 @@ type TrailEntry struct {
 	At time.Time `json:"at"`
 	// Event is what happened, one of the Trail constants.
 	Event string `json:"event"`
-	// Via is, for created, replaced and requeued, how the push came (an
-	// Origin constant, Change.Via); for delivered, how it was delivered
-	// (a Via constant, Attempt.Via).
+	// Via is, for created and replaced, how the push came (an Origin
+	// constant, Change.Via); for delivered, how it was delivered (a Via
+	// constant, Attempt.Via).
 	Via string `json:"via,omitempty"`
 	// Token is the name of the token that pushed (Change.Token).
 	Token string `json:"token,omitempty"`
@@ -160,11 +159,3 @@ func pushChange(p *PushBatchParams) []Change {
 // madeChange is the change that makes a job delayq made itself, by via
 // (an Origin constant).
 func madeChange(via string) []Change { return []Change{{Kind: ChangeCreated, Via: via}} }
-
-// imported gives an imported job without Changes one: created, by import,
-// at its CreatedAt (now when unset).
-func imported(j *Job, now time.Time) {
-	if len(j.Changes) == 0 {
-		j.Changes = []Change{{At: cmp.Or(j.CreatedAt, now), Kind: ChangeCreated, Via: OriginImport}}
-	}
-}

@@ -11,8 +11,7 @@ import (
 const releaseTimeout = 5 * time.Second
 
 // Claim takes up to p.Max due jobs of p.Topic, waiting up to p.Wait for
-// the first, for the consumer p.Consumer names. When ctx ended while jobs
-// were claimed (the client left), it
+// the first. When ctx ended while jobs were claimed (the client left), it
 // hands them out again at once with core.Engine.Release, rather than when
 // their leases expire, and returns ctx's error. Errors: the engine's for a
 // bad topic, max or wait, wire.ErrPermissionDenied.

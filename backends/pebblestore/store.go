@@ -384,7 +384,8 @@ func (s *Store) setLite(i uint32, j *core.Job) {
 
 // keepAttempt adds to b the attempt that j's change just ended, the last
 // of j.History if it ended, appended to the h key of slot i (id): the
-// newest within core's bounds kept (core.TrimHistory). It reads the h key only when the slot has one.
+// newest within core's bounds kept (core.TrimHistory). It reads the h key
+// only when the slot has one.
 func (s *Store) keepAttempt(b *pebble.Batch, i uint32, id string, j *core.Job) {
 	n := len(j.History)
 	if n == 0 || j.History[n-1].Running() {
