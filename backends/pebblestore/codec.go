@@ -188,7 +188,7 @@ var codeStates = func() [7]core.State {
 }()
 
 func (m *meta) encode() []byte {
-	b := make([]byte, 0, 48+len(m.topic))
+	b := make([]byte, 0, 48+len(m.topic)+len(m.instance)+len(m.consumer))
 	version := byte(metaVersion)
 	switch {
 	case m.state == core.StateReserved && (m.instance != "" || m.consumer != ""):
@@ -312,7 +312,11 @@ type record struct {
 }
 
 func (r *record) encode() []byte {
-	b := make([]byte, 0, 28+len(r.key)+len(r.traceParent)+8*len(r.delays)+len(r.url)+len(r.then)+len(r.body))
+	n := 28 + len(r.key) + len(r.traceParent) + 8*len(r.delays) + len(r.url) + len(r.then) + len(r.body)
+	for _, c := range r.changes {
+		n += 16 + len(c.Token)
+	}
+	b := make([]byte, 0, n)
 	version := byte(recordVersion)
 	switch {
 	case len(r.changes) > 0:
