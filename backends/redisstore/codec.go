@@ -36,7 +36,7 @@ const (
 	fDelays    = "w" // retry delays, ns, comma-separated; absent when none
 	fPriority  = "y" // absent when 0
 	fURL       = "h" // the job's own webhook URL, absent when none
-	fVia       = "v" // the via of the last claim (encodeVia)
+	fVia       = "v" // the via of the claim in progress (encodeVia); a hash keeps the last one
 	fHistory   = "H" // the attempts that ended, absent until one did (History in lib.lua)
 	fExpiresAt = "z" // Unix ms, absent when none
 	fRetention = "R" // ms, the job's own retention, absent when none
@@ -102,7 +102,9 @@ func putChange(j *core.Job) string {
 }
 
 // encodeChanges is the fChanges field of changes, as lib.lua writes it:
-// each "<kind letter><at ms>,<via>,<token>", joined by '|'.
+// each "<kind letter><at ms>,<via>,<token>", joined by '|'; lib.lua
+// leaves out the time of a put's created entry, the job's created_at
+// (decodeChanges).
 func encodeChanges(changes []core.Change) string {
 	var b []byte
 	for i, c := range changes {
@@ -121,8 +123,9 @@ func encodeChanges(changes []core.Change) string {
 
 var errChanges = errors.New("malformed changes")
 
-// decodeChanges reads an fChanges field.
-func decodeChanges(s string) ([]core.Change, error) {
+// decodeChanges reads an fChanges field of a job created at created,
+// the time of an entry that has none.
+func decodeChanges(s string, created time.Time) ([]core.Change, error) {
 	var changes []core.Change
 	for e := range strings.SplitSeq(s, "|") {
 		if e == "" {
@@ -131,11 +134,17 @@ func decodeChanges(s string) ([]core.Change, error) {
 		kind, ok := letterChanges[e[:1]]
 		at, rest, ok2 := strings.Cut(e[1:], ",")
 		via, token, ok3 := strings.Cut(rest, ",")
-		ms, err := strconv.ParseInt(at, 10, 64)
+		c := core.Change{At: created, Kind: kind, Via: via, Token: token}
+		var err error
+		if at != "" {
+			var ms int64
+			ms, err = strconv.ParseInt(at, 10, 64)
+			c.At = msTime(ms)
+		}
 		if !ok || !ok2 || !ok3 || err != nil {
 			return nil, errChanges
 		}
-		changes = append(changes, core.Change{At: msTime(ms), Kind: kind, Via: via, Token: token})
+		changes = append(changes, c)
 	}
 	return changes, nil
 }
@@ -269,7 +278,7 @@ func decodeMap(id string, m map[string]string) (*core.Job, error) {
 	// what the attempt in progress pushes out.
 	j.History = core.TrimHistory(j.History)
 	if c, ok := m[fChanges]; ok && err == nil {
-		if j.Changes, err = decodeChanges(c); err != nil {
+		if j.Changes, err = decodeChanges(c, j.CreatedAt); err != nil {
 			err = fmt.Errorf("redisstore: job %q: field %s: %w", id, fChanges, err)
 		}
 	}

@@ -65,12 +65,16 @@ func TestTrailFields(t *testing.T) {
 		{At: at.Add(time.Second), Kind: core.ChangeRequeued}}
 	enc := encodeChanges(changes)
 	require.Equal(t, "c1764131234567,http,team-a|q1764131235567,,", enc)
-	back, err := decodeChanges(enc)
+	back, err := decodeChanges(enc, time.Time{})
 	require.NoError(t, err)
 	require.Equal(t, changes, back)
+	back, err = decodeChanges("c,nats,|r1764131235567,grpc,b", at)
+	require.NoError(t, err)
+	require.Equal(t, []core.Change{{At: at, Kind: core.ChangeCreated, Via: core.OriginNATS},
+		{At: at.Add(time.Second), Kind: core.ChangeReplaced, Via: core.OriginGRPC, Token: "b"}}, back, "a put's created entry: at the job's creation")
 	require.Equal(t, "grpc,ops_1", putChange(&core.Job{Changes: []core.Change{{Via: core.OriginGRPC, Token: "ops|1"}}}))
-	for _, bad := range []string{"", "x1,http,t", "c1,http", "c,http,t", "c1,http,t|"} {
-		_, err := decodeChanges(bad)
+	for _, bad := range []string{"", "x1,http,t", "c1,http", "cx,http,t", "c1,http,t|"} {
+		_, err := decodeChanges(bad, at)
 		require.ErrorIs(t, err, errChanges, "%q", bad)
 	}
 }

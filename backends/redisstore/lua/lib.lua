@@ -428,11 +428,14 @@ end
 
 -- ended_attempt returns j's H with the attempt in progress ended at ms
 -- ended with outcome (a letter) and error err appended, the oldest
--- dropped past HISTORY_MAX and HISTORY_BYTES (core.TrimHistory).
+-- dropped past HISTORY_MAX and HISTORY_BYTES (core.TrimHistory). It drops
+-- j.v, which the entry now holds: a packed job is written without it (a
+-- hash keeps the field, which a save of named fields leaves alone).
 local function ended_attempt(j, outcome, ended, err)
   local started = j.u or ended
   local entry = int(j.a or 0) .. ',' .. int(started) .. ',' .. int(ended - started) .. ',' .. (j.v or '') .. ',' ..
     outcome .. ',' .. #err .. ':' .. err
+  j.v = nil
   local h = j.H
   if not h or h == '' then return '1|' .. entry end
   local n, rest = string.match(h, '^(%d+)|(.*)$')
@@ -461,7 +464,9 @@ end
 -- Changes. A job's Changes are its field C: entries "<kind><at ms>,<via>,
 -- <token>", kind c (created), r (replaced) or q (requeued), joined by '|',
 -- oldest first, at most CHANGES_MAX (codec.go). A put's caller sends
--- "<via>,<token>" (putChange); the script stamps it.
+-- "<via>,<token>" (putChange); the script stamps it, but for a created
+-- entry, whose time is the job's c and is left out: every write of a
+-- packed job writes it again.
 local CHANGES_MAX = 20 -- core.ChangesMax
 
 -- appended_change returns changes c (a C field, or nil) with the change
@@ -687,7 +692,7 @@ local function put_job(replace, inline_body, i, absent)
   local nxt = ARGV[i + 13]
   local kj = key_job(id)
   local created = now
-  local changes = appended_change(nil, 'c', ARGV[i + 14])
+  local changes = 'c,' .. ARGV[i + 14]
   local res = 0
   -- The body key too: a finished job's two keys expire apart, and a stale
   -- body must not outlive it into a new job of the same id.
