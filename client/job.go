@@ -63,13 +63,72 @@ type Job struct {
 	// Retention is how long the job is kept once done or cancelled, its
 	// topic's retention when it was pushed; 0: the server's.
 	Retention time.Duration `json:"-"`
-	// History is the job's last deliveries, oldest first, at most 20; nil
-	// before the first.
+	// History is the job's last deliveries, oldest first, at most 50 within
+	// 16 KiB; nil before the first.
 	History []Attempt `json:"history"`
 	// Then is the job's next step as pushed (PushParams.Then), its Body a
 	// json.RawMessage; nil without one. Export lines leave it out.
 	Then *PushParams `json:"-"`
+	// Changes are what happened to the job besides its deliveries, oldest
+	// first, at most 20: export lines carry them; nil elsewhere.
+	Changes []Change `json:"changes"`
+	// Trail is the job's trail, oldest first, its last 50 entries: Get
+	// sets it; listings, finds and export lines leave it nil.
+	Trail []TrailEntry `json:"-"`
 }
+
+// Change is one thing that happened to a job besides its deliveries.
+type Change struct {
+	// At is when it happened.
+	At time.Time `json:"at"`
+	// Kind is ChangeCreated, ChangeReplaced or ChangeRequeued.
+	Kind string `json:"kind"`
+	// Via is how the push came: "http", "grpc", "nats", "kafka", or made
+	// by delayq: "schedule", "import", "chain", "events", "notices"; ""
+	// for a requeue.
+	Via string `json:"via,omitempty"`
+	// Token is the name of the API token that pushed; "" without tokens.
+	Token string `json:"token,omitempty"`
+}
+
+// The kinds of a Change.
+const (
+	ChangeCreated  = "created"
+	ChangeReplaced = "replaced"
+	ChangeRequeued = "requeued"
+)
+
+// TrailEntry is one step of a job's trail (Job.Trail).
+type TrailEntry struct {
+	// At is when it happened; for a delivery, when it started.
+	At time.Time `json:"at"`
+	// Event is what happened: a Change kind, or TrailDelivered,
+	// TrailCancelled, TrailExpired.
+	Event string `json:"event"`
+	// Via is, for created and replaced, how the push came (Change.Via);
+	// for delivered, how it was delivered (Attempt.Via).
+	Via string `json:"via"`
+	// Token is, for created and replaced, the name of the token that
+	// pushed.
+	Token string `json:"token"`
+	// Instance and Consumer are, for delivered, the instance that handed
+	// the job out and the consumer's address (Attempt).
+	Instance string `json:"instance"`
+	Consumer string `json:"consumer"`
+	// Attempt, Outcome, EndedAt and Error are, for delivered, the
+	// attempt's; Outcome and EndedAt are empty while it is in progress.
+	Attempt int       `json:"attempt"`
+	Outcome string    `json:"outcome"`
+	EndedAt time.Time `json:"ended_at"`
+	Error   string    `json:"error"`
+}
+
+// The events of a trail besides the kinds of a Change (TrailEntry.Event).
+const (
+	TrailDelivered = "delivered"
+	TrailCancelled = "cancelled"
+	TrailExpired   = "expired"
+)
 
 // Attempt is one delivery of a job, as Job.History shows it.
 type Attempt struct {
@@ -84,6 +143,11 @@ type Attempt struct {
 	// Via is how it was delivered: ViaPull, ViaWebSocket, ViaGRPC,
 	// ViaWebhook or ViaNATS.
 	Via string `json:"via"`
+	// Instance is the delayq instance that handed it out; "" when unknown.
+	Instance string `json:"instance,omitempty"`
+	// Consumer is the address of the consumer it was handed to, for pull,
+	// WebSocket and gRPC deliveries; "" otherwise.
+	Consumer string `json:"consumer,omitempty"`
 	// Outcome is how it ended: OutcomeAcked, OutcomeRetried, OutcomeBuried,
 	// OutcomeLeaseExpired, OutcomeReleased or OutcomeCancelled; "" while in
 	// progress.
@@ -134,7 +198,9 @@ type jobWire struct {
 	Backoff        *struct {
 		Delays []jsonDuration `json:"delays"`
 	} `json:"backoff"`
-	Then *stepWire `json:"then"`
+	Then    *stepWire    `json:"then"`
+	Changes []Change     `json:"changes"`
+	Trail   []TrailEntry `json:"trail"`
 }
 
 // stepWire is a job's next step as the service shows it.
@@ -201,6 +267,7 @@ func (j *Job) UnmarshalJSON(b []byte) error {
 		MaxAttempts: w.MaxAttempts, Priority: w.Priority, Attempt: w.Attempt, State: w.State,
 		CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt, LastError: w.LastError, LeaseExpiresAt: w.LeaseExpiresAt,
 		URL: w.URL, ExpiresAt: w.ExpiresAt, Retention: time.Duration(w.Retention), History: w.History, Then: w.Then.params(),
+		Changes: w.Changes, Trail: w.Trail,
 	}
 	if w.Backoff != nil {
 		for _, d := range w.Backoff.Delays {
@@ -231,6 +298,7 @@ type exportWire struct {
 		Delays []jsonDuration `json:"delays"`
 	} `json:"backoff,omitempty"`
 	History []Attempt `json:"history,omitempty"`
+	Changes []Change  `json:"changes,omitempty"`
 }
 
 // MarshalJSON writes a job as an export line has it, which Import reads:
@@ -242,7 +310,7 @@ func (j Job) MarshalJSON() ([]byte, error) {
 		ID: j.ID, Topic: j.Topic, Key: j.Key, Body: j.Body, RunAt: j.RunAt.UTC(), TTR: jsonDuration(j.TTR),
 		MaxAttempts: j.MaxAttempts, Priority: j.Priority, Attempt: j.Attempt, State: j.State,
 		CreatedAt: j.CreatedAt.UTC(), LastError: j.LastError, URL: j.URL, ExpiresAt: j.ExpiresAt.UTC(),
-		Retention: jsonDuration(j.Retention), History: j.History,
+		Retention: jsonDuration(j.Retention), History: j.History, Changes: j.Changes,
 	}
 	if len(w.Body) == 0 {
 		w.Body = json.RawMessage("null")

@@ -269,5 +269,6 @@ func (e *Engine) stepJob(j *Job, at time.Time) (*Job, error) {
 	if !IsKeyID(job.ID) {
 		job.ID = ChainID(j.ID, at)
 	}
+	job.Changes = madeChange(OriginChain)
 	return job, nil
 }

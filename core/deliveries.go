@@ -172,6 +172,9 @@ type SubscriptionParams struct {
 	Prefetch int
 	// Via is how the jobs will be delivered (ViaWebSocket, ViaGRPC).
 	Via string
+	// Consumer is the subscriber's network address, kept in the attempts
+	// (ClaimJobsParams.Consumer).
+	Consumer string
 	// ClaimWait is how long each claim waits for due jobs, at most
 	// ClaimWaitLimit; zero takes 30s.
 	ClaimWait time.Duration
@@ -312,7 +315,7 @@ func (s *Subscription) Run(ctx context.Context, send func(*Job) error) error {
 			}
 			continue
 		}
-		jobs, err := s.e.claimFor(ctx, &ClaimJobsParams{Topic: s.p.Topic, Max: min(n, ClaimMaxLimit), Wait: s.p.ClaimWait, Via: s.p.Via}, s)
+		jobs, err := s.e.claimFor(ctx, &ClaimJobsParams{Topic: s.p.Topic, Max: min(n, ClaimMaxLimit), Wait: s.p.ClaimWait, Via: s.p.Via, Consumer: s.p.Consumer}, s)
 		if ctx.Err() != nil {
 			return nil
 		}

@@ -8,11 +8,13 @@
 // # Job-state rules
 //
 // The rules of a job's state live on Job, once, and every store applies
-// them rather than its own copy: Reset (a put), Schedule, Reserve (a claim),
-// Finish (ack, cancel), Retry, Bury, Requeue, Import, and AsOf, the view of
-// a job as of now, with ExpireLease and its reason LeaseExpired. A store
+// them rather than its own copy: Reset (a put), Replaces (a replace),
+// Schedule, Reserve (a claim), Finish (ack, cancel), Retry, Bury, Requeue,
+// Import, and AsOf, the view of a job as of now, with ExpireLease and its
+// reason LeaseExpired; TrimHistory bounds what History keeps. A store
 // that cannot call them (redisstore's Lua scripts) keeps a copy that
-// core/storetest holds to the same results.
+// core/storetest holds to the same results. Trail composes a job's trail
+// from its Changes, History and state, for every surface that shows it.
 //
 // # Calling convention
 //

@@ -63,6 +63,9 @@ type EngineConfig struct {
 	// Roles choose the background services Start runs; the zero value
 	// runs them all.
 	Roles Roles
+	// Instance names this instance in the attempts its claims start
+	// (Attempt.Instance), CleanName'd; empty for none.
+	Instance string
 }
 
 // Roles choose which of its background services an engine runs, for a
@@ -92,6 +95,7 @@ type Engine struct {
 	limits     Limits
 	deliverers map[string]Deliverer
 	roles      Roles
+	instance   string
 
 	mu     sync.Mutex
 	topics map[string]*Topic // configured topics, defaults filled
@@ -148,6 +152,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		limits:      cfg.Limits.WithDefaults(),
 		deliverers:  cfg.Deliverers,
 		roles:       cfg.Roles,
+		instance:    CleanName(cfg.Instance),
 		topics:      map[string]*Topic{},
 	}
 	e.dispatch = dispatchers{e: e, changed: make(chan struct{}, 1)}
@@ -210,6 +215,10 @@ type PushBatchParams struct {
 	// Replace creates or replaces (reschedules) each job, as Engine.Replace
 	// does; otherwise an id in use is a conflict, as for Engine.Push.
 	Replace bool
+	// Via is how the push came (an Origin constant) and Token the name of
+	// the API token that made it, empty without tokens: the jobs' Changes
+	// keep them.
+	Via, Token string
 }
 
 // PushResult is the outcome of one job of a batch.
@@ -271,6 +280,9 @@ func (e *Engine) PushBatch(ctx context.Context, p *PushBatchParams) ([]PushResul
 	urls := urlChecks{}
 	for i, jp := range p.Jobs {
 		job, byKey, err := e.newJob(jp, now, urls)
+		if err == nil {
+			job.Changes = pushChange(p)
+		}
 		if err == nil && job.Then != nil {
 			err = e.makeCursor(ctx)
 		}
@@ -489,7 +501,7 @@ func (e *Engine) claimFor(ctx context.Context, p *ClaimJobsParams, sub *Subscrip
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(e.drainCtx, cancel)()
-	jobs, err := e.claim(ctx, &ClaimJobsParams{Topic: p.Topic, Max: p.Max, Wait: p.Wait, Via: p.Via})
+	jobs, err := e.claim(ctx, &ClaimJobsParams{Topic: p.Topic, Max: p.Max, Wait: p.Wait, Via: p.Via, Consumer: CleanName(p.Consumer)})
 	e.leases.add(jobs, e.clock.Now(), sub)
 	return jobs, err
 }

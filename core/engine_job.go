@@ -21,6 +21,9 @@ type madeJob struct {
 	Omit func()
 	// TraceParent links it to the told job's trace; "": none.
 	TraceParent string
+	// Via is what made it (OriginEvents, OriginNotices), kept in its
+	// Changes.
+	Via string
 }
 
 // putMade puts made, ready now, in one store call. They are put, not
@@ -49,7 +52,8 @@ func (e *Engine) putMade(ctx context.Context, ifAbsent bool, made ...madeJob) er
 		}
 		to := e.topic(m.Topic)
 		jobs[i] = &Job{ID: m.ID, Topic: m.Topic, Body: body, RunAt: now, TTR: to.TTR, MaxAttempts: to.MaxAttempts,
-			State: StateReady, CreatedAt: now, UpdatedAt: now, TraceParent: m.TraceParent, Retention: to.Retention}
+			State: StateReady, CreatedAt: now, UpdatedAt: now, TraceParent: m.TraceParent, Retention: to.Retention,
+			Changes: madeChange(m.Via)}
 	}
 	res, err := e.store.PutJobs(ctx, &PutJobsParams{Jobs: jobs, IfAbsent: ifAbsent})
 	if err != nil {

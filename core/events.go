@@ -311,5 +311,6 @@ func (ev *events) event(ctx context.Context, f *FinishedJob, since time.Time) (m
 	} else if err != nil && !errors.Is(err, ErrNotFound) {
 		return madeJob{}, false, err
 	}
-	return madeJob{ID: id, Topic: t.Events.Topic, Body: &ce, Omit: func() { ce.Data.Body, ce.Data.BodyOmitted = nil, true }}, true, nil
+	return madeJob{ID: id, Topic: t.Events.Topic, Body: &ce, Omit: func() { ce.Data.Body, ce.Data.BodyOmitted = nil, true },
+		Via: OriginEvents}, true, nil
 }

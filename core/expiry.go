@@ -88,7 +88,7 @@ func (e *Engine) claim(ctx context.Context, p *ClaimJobsParams) ([]*Job, error) 
 		if err != nil || len(live) > 0 || len(jobs) == 0 || wait <= 0 || ctx.Err() != nil {
 			return live, err
 		}
-		p = &ClaimJobsParams{Topic: p.Topic, Max: p.Max, Wait: wait, Via: p.Via}
+		p = &ClaimJobsParams{Topic: p.Topic, Max: p.Max, Wait: wait, Via: p.Via, Consumer: p.Consumer}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -150,6 +151,9 @@ func (e *Engine) validateImport(j *Job, urls urlChecks) error {
 	}
 	j.LastError = CutError(j.LastError)
 	j.Lease, j.LeaseExpiresAt = "", time.Time{}
+	if err := e.checkChanges(j, now); err != nil {
+		return err
+	}
 	return checkHistory(j)
 }
 
@@ -162,14 +166,50 @@ func (e *Engine) importTimeOK(t, now time.Time) bool {
 	return t.IsZero() || !t.Before(RunAtMin) && t.Sub(now) <= e.limits.MaxDelay
 }
 
-// checkHistory checks and normalises an imported job's History: at most
-// HistoryMax attempts (the newest kept), each started, with a known via
-// (or none) and outcome, only the last one in progress; times at store
-// precision, errors cut. Job.Import ends an attempt in progress.
-func checkHistory(j *Job) error {
-	if len(j.History) > HistoryMax {
-		j.History = j.History[len(j.History)-HistoryMax:]
+// checkChanges checks and normalises an imported job's Changes: the
+// newest ChangesMax kept, each of a known kind and via (or none), at a
+// time importTimeOK takes; times at store precision, tokens cleaned. A
+// job without any gets one: created by import at its CreatedAt.
+func (e *Engine) checkChanges(j *Job, now time.Time) error {
+	if len(j.Changes) > ChangesMax {
+		j.Changes = j.Changes[len(j.Changes)-ChangesMax:]
 	}
+	j.Changes = slices.Clone(j.Changes)
+	for i := range j.Changes {
+		c := &j.Changes[i]
+		switch c.Kind {
+		case ChangeCreated, ChangeReplaced, ChangeRequeued:
+		default:
+			return Invalid("changes", "changes[%d]: unknown kind %q", i, c.Kind)
+		}
+		switch c.Via {
+		case "", OriginHTTP, OriginGRPC, OriginNATS, OriginKafka, OriginSchedule, OriginImport, OriginChain, OriginEvents, OriginNotices:
+		default:
+			return Invalid("changes", "changes[%d]: unknown via %q", i, c.Via)
+		}
+		if c.At.IsZero() || !e.importTimeOK(c.At, now) {
+			return Invalid("changes", "changes[%d]: at must be from %s to %s from now", i, RunAtMin.Format(time.RFC3339), e.limits.MaxDelay)
+		}
+		c.At, c.Token = StoreTime(c.At), CleanName(c.Token)
+	}
+	if len(j.Changes) == 0 {
+		// validateImport set CreatedAt (now when the line had none).
+		j.Changes = []Change{{At: j.CreatedAt, Kind: ChangeCreated, Via: OriginImport}}
+	}
+	return nil
+}
+
+// checkHistory checks and normalises an imported job's History: the
+// newest attempts within HistoryMax and HistoryMaxBytes (TrimHistory),
+// each started, with a known via (or none) and outcome, only the last one
+// in progress; times at store precision, errors cut, names cleaned.
+// Job.Import ends an attempt in progress.
+func checkHistory(j *Job) error {
+	for i := range j.History {
+		a := &j.History[i]
+		a.Error, a.Instance, a.Consumer = CutError(a.Error), CleanName(a.Instance), CleanName(a.Consumer)
+	}
+	j.History = TrimHistory(j.History)
 	for i := range j.History {
 		a := &j.History[i]
 		switch {

@@ -83,11 +83,12 @@ type Job struct {
 	// delivery.url; only a webhook topic with delivery.allow_job_url takes
 	// it (checked at push and import, and again at each delivery).
 	URL string `json:"url,omitempty"`
-	// History is the job's last deliveries, oldest first, at most
-	// HistoryMax: Reserve starts one, the end of the delivery (ack, retry,
-	// bury, lease expiry) ends it. A put (Reset), a replace included,
-	// starts with none, as it starts Attempt over; a requeue keeps it, and
-	// the attempts after it count from 1 again.
+	// History is the job's last deliveries, oldest first, within
+	// HistoryMax and HistoryMaxBytes (TrimHistory): Reserve starts one,
+	// the end of the delivery (ack, retry, bury, lease expiry) ends it. A
+	// put (Reset), a replace included, starts with none, as it starts
+	// Attempt over; a requeue keeps it, and the attempts after it count
+	// from 1 again.
 	History []Attempt `json:"history,omitempty"`
 	// ExpiresAt, when set, is when the job stops being delivered (store
 	// precision, UTC): a job not acknowledged by then goes dead with
@@ -104,11 +105,50 @@ type Job struct {
 	// (the topic's Retention); nothing else changes it. The record of
 	// finished jobs (ListFinished) keeps the store's.
 	Retention time.Duration `json:"retention,omitempty"`
+	// Changes are what happened to the job besides its deliveries, oldest
+	// first, at most ChangesMax: a put makes it [created] (Reset), a
+	// replace appends replaced to the replaced job's (Replaces), a requeue
+	// appends requeued (Requeue). Trail tells them with History.
+	Changes []Change `json:"changes,omitempty"`
 }
 
 // HistoryMax is how many attempts a job's History keeps: the oldest is
 // dropped for a new one past it.
-const HistoryMax = 20
+const HistoryMax = 50
+
+// HistoryMaxBytes bounds the size of a job's History, the sum of its
+// attempts' AttemptSize: the oldest attempts are dropped past it, so that
+// deliveries failing with long errors (MaxErrorLen each) keep a job's
+// record small. 16 KiB holds 50 attempts with errors of about 250 bytes,
+// or 7 with the longest.
+const HistoryMaxBytes = 16 << 10
+
+// attemptOverhead is what AttemptSize counts for an attempt's fixed
+// fields: about what a store keeps of them.
+const attemptOverhead = 32
+
+// AttemptSize is the size of a, as HistoryMaxBytes counts it: its error,
+// instance and consumer, plus 32 bytes for the rest.
+func AttemptSize(a *Attempt) int {
+	return attemptOverhead + len(a.Error) + len(a.Instance) + len(a.Consumer)
+}
+
+// TrimHistory returns h without its oldest attempts past HistoryMax or
+// HistoryMaxBytes; the newest attempt stays whatever its size.
+func TrimHistory(h []Attempt) []Attempt {
+	if len(h) > HistoryMax {
+		h = h[len(h)-HistoryMax:]
+	}
+	size, k := 0, len(h)
+	for k > 0 {
+		size += AttemptSize(&h[k-1])
+		if size > HistoryMaxBytes && k < len(h) {
+			break
+		}
+		k--
+	}
+	return h[k:]
+}
 
 // Attempt is one delivery of a job, as its History keeps it.
 type Attempt struct {
@@ -122,6 +162,13 @@ type Attempt struct {
 	// Via is how it was delivered: one of the Via constants, as the claim
 	// said (ClaimJobsParams.Via).
 	Via string `json:"via"`
+	// Instance names the delayq instance that handed it out
+	// (ClaimJobsParams.Instance); empty when unknown.
+	Instance string `json:"instance,omitempty"`
+	// Consumer is the network address of the consumer it was handed to,
+	// for pull, WebSocket and gRPC deliveries (ClaimJobsParams.Consumer);
+	// empty for deliveries the engine makes itself.
+	Consumer string `json:"consumer,omitempty"`
 	// Outcome is how it ended, one of the Outcome constants; empty while
 	// in progress.
 	Outcome string `json:"outcome"`
@@ -173,17 +220,27 @@ func (j *Job) Clone() *Job {
 	}
 	c.RetryDelays = slices.Clone(j.RetryDelays)
 	c.History = slices.Clone(j.History)
+	c.Changes = slices.Clone(j.Changes)
 	c.Then = j.Then.Clone()
 	return &c
 }
 
 // Reset makes j the record PutJobs stores: run_at at store precision,
 // Attempt 0, no LastError, lease or History, CreatedAt createdAt (the
-// replaced job's, or now for a new one), UpdatedAt now, and State
-// scheduled, or ready when run_at has come.
+// replaced job's, or now for a new one), UpdatedAt now, State scheduled,
+// or ready when run_at has come, and Changes the put's change at now: the
+// last of j's Changes (the engine gives one, kind created, saying how the
+// push came), or a bare created one when j has none. A replace then calls
+// Replaces.
 func (j *Job) Reset(createdAt, now time.Time) {
 	j.Attempt = 0
 	j.History = nil
+	c := Change{Kind: ChangeCreated}
+	if n := len(j.Changes); n > 0 {
+		c = j.Changes[n-1]
+	}
+	c.At = StoreTime(now)
+	j.Changes = []Change{c}
 	j.CreatedAt = createdAt
 	j.LastError = ""
 	j.Lease, j.LeaseExpiresAt = "", time.Time{}
@@ -235,24 +292,23 @@ func (j *Job) ExpireLease() {
 	j.LastError = LeaseExpired
 }
 
-// Reserve hands j out for a delivery by via (Attempt.Via): Attempt counts
+// Reserve hands j out for a delivery that claim p started: Attempt counts
 // it, the lease token lease holds until now + TTR, and History gains the
 // attempt, in progress (StartAttempt).
-func (j *Job) Reserve(lease, via string, now time.Time) {
+func (j *Job) Reserve(lease string, p *ClaimJobsParams, now time.Time) {
 	j.Attempt++
 	j.State = StateReserved
 	j.Lease, j.LeaseExpiresAt = lease, now.Add(j.TTR)
 	j.UpdatedAt = now
-	j.StartAttempt(via, now)
+	j.StartAttempt(p, now)
 }
 
 // StartAttempt appends j's current Attempt to History, in progress since
-// now, dropping the oldest past HistoryMax.
-func (j *Job) StartAttempt(via string, now time.Time) {
-	if len(j.History) >= HistoryMax {
-		j.History = slices.Delete(j.History, 0, len(j.History)-HistoryMax+1)
-	}
-	j.History = append(j.History, Attempt{Attempt: j.Attempt, StartedAt: StoreTime(now), Via: via})
+// now, handed out as claim p says (its Via, Instance and Consumer), the
+// oldest dropped past the bounds (TrimHistory).
+func (j *Job) StartAttempt(p *ClaimJobsParams, now time.Time) {
+	j.History = TrimHistory(append(j.History, Attempt{Attempt: j.Attempt, StartedAt: StoreTime(now), Via: p.Via,
+		Instance: p.Instance, Consumer: p.Consumer}))
 }
 
 // EndAttempt ends the attempt in progress, the last of History, with
@@ -264,6 +320,7 @@ func (j *Job) EndAttempt(outcome, reason string, at time.Time) {
 	}
 	a := &j.History[len(j.History)-1]
 	a.EndedAt, a.Outcome, a.Error = StoreTime(at), outcome, CutError(reason)
+	j.History = TrimHistory(j.History)
 }
 
 // Finish makes j done (acknowledged, which ends its attempt acked) or
@@ -323,11 +380,21 @@ func (j *Job) Bury(reason string, now time.Time) {
 	j.Lease, j.LeaseExpiresAt = "", time.Time{}
 }
 
+// Replaces makes j, reset by a put (Reset, which gave it its change), the
+// job that replaces old: its change becomes a replaced one after old's
+// Changes.
+func (j *Job) Replaces(old *Job) {
+	c := j.Changes[len(j.Changes)-1]
+	c.Kind = ChangeReplaced
+	j.Changes = AppendChange(old.Changes, c)
+}
+
 // Requeue makes a dead j ready now with a fresh attempt count; LastError
-// and History stay (Store.RequeueJob).
+// and History stay, and Changes gains requeued (Store.RequeueJob).
 func (j *Job) Requeue(now time.Time) {
 	j.Attempt = 0
 	j.Schedule(now, now)
+	j.Changes = AppendChange(j.Changes, Change{At: StoreTime(now), Kind: ChangeRequeued})
 }
 
 // Settled is what a settling call reports of j once it settled it.

@@ -56,18 +56,18 @@ func TestJobAsOf(t *testing.T) {
 func TestJobRedelivered(t *testing.T) {
 	j := reservedJob(1, 3)
 	j.ExpireLease()
-	j.Reserve("l2", core.ViaPull, t0.Add(2*time.Minute))
+	j.Reserve("l2", &core.ClaimJobsParams{Via: core.ViaPull}, t0.Add(2*time.Minute))
 	require.True(t, j.Redelivered())
 	require.Equal(t, 2, j.Attempt)
 	require.Equal(t, "l2", j.Lease)
 	require.Equal(t, t0.Add(3*time.Minute), j.LeaseExpiresAt)
 
 	j.Retry(time.Time{}, "boom", t0.Add(3*time.Minute))
-	j.Reserve("l3", core.ViaPull, t0.Add(3*time.Minute))
+	j.Reserve("l3", &core.ClaimJobsParams{Via: core.ViaPull}, t0.Add(3*time.Minute))
 	require.False(t, j.Redelivered(), "a retry after a failure is not a redelivery")
 
 	first := &core.Job{LastError: core.LeaseExpired, Attempt: 0}
-	first.Reserve("l", core.ViaPull, t0)
+	first.Reserve("l", &core.ClaimJobsParams{Via: core.ViaPull}, t0)
 	require.False(t, first.Redelivered(), "a requeued job's first delivery is not one")
 }
 
@@ -155,14 +155,14 @@ func TestJobImport(t *testing.T) {
 
 func TestJobHistory(t *testing.T) {
 	j := &core.Job{ID: "j", Topic: "t", RunAt: t0, TTR: time.Minute, MaxAttempts: 30, State: core.StateReady}
-	j.Reserve("l1", core.ViaPull, t0.Add(1500*time.Microsecond))
+	j.Reserve("l1", &core.ClaimJobsParams{Via: core.ViaPull}, t0.Add(1500*time.Microsecond))
 	require.Equal(t, []core.Attempt{{Attempt: 1, StartedAt: t0.Add(time.Millisecond), Via: core.ViaPull}}, j.History,
 		"a claim starts an attempt, at store precision")
 	j.Retry(time.Time{}, "boom", t0.Add(time.Second))
 	require.Equal(t, core.Attempt{Attempt: 1, StartedAt: t0.Add(time.Millisecond), EndedAt: t0.Add(time.Second),
 		Via: core.ViaPull, Outcome: core.OutcomeRetried, Error: "boom"}, j.History[0])
 
-	j.Reserve("l2", core.ViaWebhook, t0.Add(2*time.Second))
+	j.Reserve("l2", &core.ClaimJobsParams{Via: core.ViaWebhook}, t0.Add(2*time.Second))
 	c := j.Clone()
 	c.History[0].Error = "changed"
 	require.Equal(t, "boom", j.History[0].Error, "Clone copies History")
@@ -173,7 +173,7 @@ func TestJobHistory(t *testing.T) {
 	j.AsOf(t0.Add(2 * time.Hour))
 	require.Len(t, j.History, 2)
 
-	j.Reserve("l3", core.ViaNATS, t0.Add(3*time.Hour))
+	j.Reserve("l3", &core.ClaimJobsParams{Via: core.ViaNATS}, t0.Add(3*time.Hour))
 	j.Bury("fatal", t0.Add(4*time.Hour))
 	require.Equal(t, core.OutcomeBuried, j.History[2].Outcome)
 	require.Equal(t, "fatal", j.History[2].Error)
@@ -184,7 +184,7 @@ func TestJobHistory(t *testing.T) {
 	require.Equal(t, core.OutcomeBuried, j.History[2].Outcome)
 
 	for k := range core.HistoryMax {
-		j.Reserve("l", core.ViaGRPC, t0.Add(time.Duration(k)*time.Minute))
+		j.Reserve("l", &core.ClaimJobsParams{Via: core.ViaGRPC}, t0.Add(time.Duration(k)*time.Minute))
 		j.Finish(core.StateDone, t0.Add(time.Duration(k)*time.Minute+time.Second))
 	}
 	require.Len(t, j.History, core.HistoryMax, "at most HistoryMax kept")

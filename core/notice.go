@@ -191,7 +191,7 @@ func (n *notices) tell(ctx context.Context, t *Topic, j *Job) error {
 	// Not IfAbsent: the GetJob above finds a notice kept; one that
 	// finished meanwhile may be made again (told twice, as said above).
 	if err := e.putMade(ctx, false, madeJob{ID: id, Topic: t.OnDead, Body: &told, TraceParent: j.TraceParent,
-		Omit: func() { told.Job.Body, told.Job.BodyOmitted = nil, true }}); err != nil {
+		Omit: func() { told.Job.Body, told.Job.BodyOmitted = nil, true }, Via: OriginNotices}); err != nil {
 		return err
 	}
 	n.told[id] = j.UpdatedAt

@@ -145,7 +145,8 @@ func (e *Engine) claimDue(ctx context.Context, p *ClaimJobsParams) ([]*Job, erro
 	topic := e.topic(p.Topic)
 	rate, inFlight, perKey := topic.Rate, topic.MaxInFlight, topic.KeyConcurrency
 	if rate.Limit == 0 {
-		return e.store.ClaimJobs(ctx, &ClaimJobsParams{Topic: p.Topic, Max: p.Max, Wait: p.Wait, InFlightMax: inFlight, KeyConcurrency: perKey, Via: p.Via})
+		return e.store.ClaimJobs(ctx, &ClaimJobsParams{Topic: p.Topic, Max: p.Max, Wait: p.Wait, InFlightMax: inFlight, KeyConcurrency: perKey, Via: p.Via,
+			Instance: e.instance, Consumer: p.Consumer})
 	}
 	deadline := e.clock.Now().Add(p.Wait)
 	for {
@@ -155,7 +156,8 @@ func (e *Engine) claimDue(ctx context.Context, p *ClaimJobsParams) ([]*Job, erro
 		}
 		if res.Granted > 0 {
 			wait := max(deadline.Sub(e.clock.Now()), 0)
-			jobs, err := e.store.ClaimJobs(ctx, &ClaimJobsParams{Topic: p.Topic, Max: res.Granted, Wait: wait, InFlightMax: inFlight, KeyConcurrency: perKey, Via: p.Via})
+			jobs, err := e.store.ClaimJobs(ctx, &ClaimJobsParams{Topic: p.Topic, Max: res.Granted, Wait: wait, InFlightMax: inFlight, KeyConcurrency: perKey,
+				Via: p.Via, Instance: e.instance, Consumer: p.Consumer})
 			if unused := res.Granted - len(jobs); unused > 0 {
 				// Given back even when ctx ended: the tokens were not used.
 				gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)

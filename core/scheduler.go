@@ -179,6 +179,7 @@ func (e *Engine) slotJob(s *Schedule, slot, now time.Time) (*Job, error) {
 	if !IsKeyID(j.ID) {
 		j.ID = ScheduleID(s.Name, slot)
 	}
+	j.Changes = madeChange(OriginSchedule)
 	return j, nil
 }
 

@@ -397,6 +397,12 @@ type ClaimJobsParams struct {
 	// Via is how the jobs will be delivered (a Via constant), kept in the
 	// attempt each claim starts (Job.Reserve). Every transport sets it.
 	Via string
+	// Instance names the instance that claims (EngineConfig.Instance) and
+	// Consumer is the address of the consumer the jobs go to, empty for
+	// the engine's own deliveries: both kept in the attempt each claim
+	// starts, as Via is. The engine sets Instance and cleans Consumer
+	// (CleanName).
+	Instance, Consumer string
 }
 
 // InFlightRecheck is how often a claim of a shared store (Redis, NATS)

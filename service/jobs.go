@@ -23,7 +23,7 @@ func (s *Service) Push(ctx context.Context, p *core.PushParams) (core.PushResult
 	if err := s.AllowIntake(ctx, 1); err != nil {
 		return core.PushResult{}, err
 	}
-	rs, err := s.engine.PushBatch(ctx, &core.PushBatchParams{Jobs: []*core.PushParams{p}})
+	rs, err := s.engine.PushBatch(ctx, pushOf(ctx, []*core.PushParams{p}, false))
 	if err != nil {
 		return core.PushResult{}, err
 	}
@@ -60,7 +60,7 @@ func (s *Service) PushBatch(ctx context.Context, n int, item func(i int) (*core.
 		idx = append(idx, i)
 	}
 	if len(params) > 0 {
-		pushed, err := s.engine.PushBatch(ctx, &core.PushBatchParams{Jobs: params})
+		pushed, err := s.engine.PushBatch(ctx, pushOf(ctx, params, false))
 		if err != nil {
 			return nil, err
 		}
@@ -91,7 +91,11 @@ func (s *Service) Replace(ctx context.Context, p *core.PushParams) (*core.Job, b
 	if err := s.AllowIntake(ctx, 1); err != nil {
 		return nil, false, err
 	}
-	return s.engine.Replace(ctx, p)
+	rs, err := s.engine.PushBatch(ctx, pushOf(ctx, []*core.PushParams{p}, true))
+	if err != nil {
+		return nil, false, err
+	}
+	return rs[0].Job, rs[0].Replaced, rs[0].Err
 }
 
 // Get reads the job id. Errors: core.ErrNotFound naming it,

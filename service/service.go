@@ -66,3 +66,14 @@ func IdentityFrom(ctx context.Context) *auth.Identity {
 	id, _ := ctx.Value(identityKey{}).(*auth.Identity)
 	return id
 }
+
+// pushOf returns the push of params by the call of ctx: the transport it
+// came by (core.TransportFrom, whose names are the Origin constants of
+// the intakes) and the name of its token, kept in the jobs' Changes.
+func pushOf(ctx context.Context, params []*core.PushParams, replace bool) *core.PushBatchParams {
+	p := &core.PushBatchParams{Jobs: params, Replace: replace, Via: core.TransportFrom(ctx)}
+	if id := IdentityFrom(ctx); id != nil {
+		p.Token = id.Name
+	}
+	return p
+}

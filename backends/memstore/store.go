@@ -153,6 +153,7 @@ func (s *Store) PutJobs(_ context.Context, params *core.PutJobsParams) ([]core.P
 func (s *Store) put(j *core.Job, replace, absent bool, now time.Time, touched map[*topic]struct{}) core.PutResult {
 	createdAt := now
 	var res core.PutResult
+	var old *core.Job
 	if e, ok := s.jobs[j.ID]; ok {
 		s.promote(e.topic, now)
 		switch st := e.job.State; {
@@ -165,7 +166,7 @@ func (s *Store) put(j *core.Job, replace, absent bool, now time.Time, touched ma
 			return core.PutResult{Err: core.ReservedConflict(j.ID, e.job.Clone())}
 		default:
 			res.Replaced = true
-			createdAt = e.job.CreatedAt
+			createdAt, old = e.job.CreatedAt, e.job
 		}
 		s.unlink(e)
 		s.remove(e)
@@ -173,6 +174,9 @@ func (s *Store) put(j *core.Job, replace, absent bool, now time.Time, touched ma
 	}
 	job := j.Clone()
 	job.Reset(createdAt, now)
+	if old != nil {
+		job.Replaces(old)
+	}
 	e := s.add(job)
 	s.enqueue(e, now)
 	touched[e.topic] = struct{}{}
@@ -293,7 +297,7 @@ func (s *Store) TakeJobs(_ context.Context, params *core.ClaimJobsParams) (core.
 	if !tp.paused {
 		room = params.Room(tp.reserved.Len())
 	}
-	jobs := s.take(tp, room, params.KeyConcurrency, params.Via, now)
+	jobs := s.take(tp, room, params, now)
 	if len(jobs) > 0 {
 		return core.Taken{Jobs: jobs}, nil
 	}
@@ -307,10 +311,12 @@ func (s *Store) TakeJobs(_ context.Context, params *core.ClaimJobsParams) (core.
 // ClaimNotifier implements core.ClaimSource.
 func (s *Store) ClaimNotifier() *core.Notifier { return &s.notify }
 
-// take reserves up to max ready jobs of tp, to be delivered by via, at
-// most keyLimit of a key reserved at once when it is set: a job whose key
-// has that many is parked instead, costing no later take anything.
-func (s *Store) take(tp *topic, max, keyLimit int, via string, now time.Time) []*core.Job {
+// take reserves up to max ready jobs of tp for claim p (its Via, Instance
+// and Consumer), at most p.KeyConcurrency of a key reserved at once when it
+// is set: a job whose key has that many is parked instead, costing no
+// later take anything.
+func (s *Store) take(tp *topic, max int, p *core.ClaimJobsParams, now time.Time) []*core.Job {
+	keyLimit := p.KeyConcurrency
 	jobs := []*core.Job{}
 	if tp.parkedN > 0 && (keyLimit == 0 || keyLimit > tp.parkedUnder) {
 		tp.unparkAll()
@@ -322,7 +328,7 @@ func (s *Store) take(tp *topic, max, keyLimit int, via string, now time.Time) []
 			continue
 		}
 		tp.hold(e)
-		e.job.Reserve(rand.Text(), via, now)
+		e.job.Reserve(rand.Text(), p, now)
 		s.push(&tp.reserved, e, e.job.LeaseExpiresAt)
 		jobs = append(jobs, e.job.Clone())
 	}

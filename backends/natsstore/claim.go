@@ -607,7 +607,7 @@ func (s *Store) claimRoom(ctx context.Context, q *topicQueue, params *core.Claim
 		taken.Next = next
 		return taken, false, nil
 	}
-	jobs, err := s.claimItems(ctx, q, items, params.Via)
+	jobs, err := s.claimItems(ctx, q, items, params)
 	if jobs != nil {
 		taken.Jobs = jobs
 	}
@@ -631,13 +631,13 @@ func (s *Store) dropIfStale(ctx context.Context, q *topicQueue, it *item) {
 	q.hold(it)
 }
 
-// claimItems reserves the jobs of taken items for delivery by via
+// claimItems reserves the jobs of taken items for the claim params
 // (core.Job.Reserve), their lease schedules published pipelined, and
 // returns them in the items' order. A job whose
 // lease ran out for its last attempt goes dead instead; an item whose job
 // has a newer message is stale and acknowledged away (dropIfStale). The error is the
 // first failure, if any: its items are put back.
-func (s *Store) claimItems(ctx context.Context, q *topicQueue, items []*item, via string) ([]*core.Job, error) {
+func (s *Store) claimItems(ctx context.Context, q *topicQueue, items []*item, params *core.ClaimJobsParams) ([]*core.Job, error) {
 	// A claim half done is finished, not dropped.
 	ctx, cancel := opContext(context.WithoutCancel(ctx))
 	defer cancel()
@@ -655,7 +655,7 @@ func (s *Store) claimItems(ctx context.Context, q *topicQueue, items []*item, vi
 	for i, it := range items {
 		j := it.m.view(now)
 		if j.State == core.StateReady {
-			j.Reserve(newLease(), via, now)
+			j.Reserve(newLease(), params, now)
 		}
 		m, _, err := s.message(j, now, it.m)
 		if err == nil && budget >= 0 {

@@ -200,6 +200,7 @@ func (s *Store) put(ctx context.Context, in *core.Job, replace, absent bool) (co
 					return core.PutResult{Err: core.ReservedConflict(in.ID, v)}, nil
 				}
 				j.CreatedAt, replaced = cur.job.CreatedAt, true
+				j.Replaces(v)
 			}
 		}
 		_, err = s.write(ctx, j, now, cur)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/delayq/delayq/core"
@@ -51,19 +52,32 @@ const (
 // the ack of a job delivered once writes no h key. A meta of a job with its
 // own retention is written as metaVersionFull: the priority, the attempt
 // in progress (start and via) when reserved, the retention (ms), then the
-// ended attempts, the rest, possibly empty.
+// ended attempts, the rest, possibly empty. A reserved meta whose attempt
+// in progress names an instance or a consumer is written as
+// metaVersionFrom: the form of metaVersionFull with the instance and the
+// consumer after the via, its retention possibly 0. A record of a job
+// with Changes is written as recordVersionChanges: every field of
+// recordVersionThen, each possibly empty, then the changes
+// (encodeChanges). An h value whose attempts name an instance or a
+// consumer is written as historyVersionFrom: each attempt's instance and
+// consumer after its error.
 const (
-	metaVersion         = 1
-	metaVersionPriority = 2
-	metaVersionAttempt  = 3
-	metaVersionEnded    = 4
-	metaVersionFull     = 5
-	recordVersion       = 1
-	recordVersionDelays = 2
-	recordVersionURL    = 3
-	recordVersionExpiry = 4
-	recordVersionThen   = 5
-	historyVersion      = 1
+	metaVersion          = 1
+	metaVersionPriority  = 2
+	metaVersionAttempt   = 3
+	metaVersionEnded     = 4
+	metaVersionFull      = 5
+	metaVersionFrom      = 6
+	recordVersion        = 1
+	recordVersionDelays  = 2
+	recordVersionURL     = 3
+	recordVersionExpiry  = 4
+	recordVersionThen    = 5
+	recordVersionChanges = 6
+	// recordVersionLast is the newest form a record may have.
+	recordVersionLast  = recordVersionChanges
+	historyVersion     = 1
+	historyVersionFrom = 2
 )
 
 var errCorrupt = errors.New("pebblestore: corrupt record")
@@ -127,6 +141,8 @@ type meta struct {
 	priority    int
 	started     int64         // ms, the attempt in progress's start, while reserved
 	via         uint8         // viaCodes, the attempt in progress's via, while reserved
+	instance    string        // the attempt in progress's instance, while reserved
+	consumer    string        // the attempt in progress's consumer, while reserved
 	ended       []byte        // an h value: attempts that ended, of a finished job without an h key
 	retention   time.Duration // the job's own retention (ms precision), 0 for the store's
 }
@@ -174,9 +190,11 @@ var codeStates = func() [7]core.State {
 }()
 
 func (m *meta) encode() []byte {
-	b := make([]byte, 0, 48+len(m.topic))
+	b := make([]byte, 0, 48+len(m.topic)+len(m.instance)+len(m.consumer))
 	version := byte(metaVersion)
 	switch {
+	case m.state == core.StateReserved && (m.instance != "" || m.consumer != ""):
+		version = metaVersionFrom
 	case m.retention != 0:
 		version = metaVersionFull
 	case m.state == core.StateReserved:
@@ -201,14 +219,18 @@ func (m *meta) encode() []byte {
 	if version >= metaVersionPriority {
 		b = binary.AppendVarint(b, int64(m.priority))
 	}
-	if version == metaVersionAttempt || (version == metaVersionFull && m.state == core.StateReserved) {
+	if version == metaVersionAttempt || (version >= metaVersionFull && m.state == core.StateReserved) {
 		b = binary.AppendVarint(b, m.started)
 		b = append(b, m.via)
 	}
-	if version == metaVersionFull {
+	if version == metaVersionFrom {
+		b = appendString(b, m.instance)
+		b = appendString(b, m.consumer)
+	}
+	if version >= metaVersionFull {
 		b = binary.AppendUvarint(b, uint64(m.retention/time.Millisecond))
 	}
-	if version == metaVersionEnded || version == metaVersionFull {
+	if version == metaVersionEnded || version >= metaVersionFull {
 		b = append(b, m.ended...)
 	}
 	return b
@@ -224,7 +246,7 @@ func decodeMeta(b []byte) (meta, error) {
 // alias b, so that a scan of every job allocates nothing per job.
 func decodeMetaBytes(b []byte) (meta, []byte, error) {
 	var m meta
-	if len(b) < 2 || b[0] < metaVersion || b[0] > metaVersionFull || b[1] == 0 || int(b[1]) >= len(codeStates) {
+	if len(b) < 2 || b[0] < metaVersion || b[0] > metaVersionFrom || b[1] == 0 || int(b[1]) >= len(codeStates) {
 		return m, nil, errCorrupt
 	}
 	m.state = codeStates[b[1]]
@@ -245,7 +267,7 @@ func decodeMetaBytes(b []byte) (meta, []byte, error) {
 	if m.state == core.StateReserved {
 		m.started = m.updatedAt / int64(time.Millisecond)
 	}
-	if b[0] == metaVersionAttempt || (b[0] == metaVersionFull && m.state == core.StateReserved) {
+	if b[0] == metaVersionAttempt || (b[0] >= metaVersionFull && m.state == core.StateReserved) {
 		m.started = d.varint()
 		if v := d.take(1); v != nil {
 			m.via = v[0]
@@ -254,8 +276,11 @@ func decodeMetaBytes(b []byte) (meta, []byte, error) {
 			d.fail()
 		}
 	}
-	if b[0] == metaVersionFull {
-		if m.retention = time.Duration(d.uvarint()) * time.Millisecond; m.retention <= 0 {
+	if b[0] == metaVersionFrom {
+		m.instance, m.consumer = string(d.bytes()), string(d.bytes())
+	}
+	if b[0] >= metaVersionFull {
+		if m.retention = time.Duration(d.uvarint()) * time.Millisecond; m.retention < 0 || m.retention == 0 && b[0] == metaVersionFull {
 			d.fail()
 		}
 		if d.err == nil && len(d.b) > 0 {
@@ -274,7 +299,8 @@ func decodeMetaBytes(b []byte) (meta, []byte, error) {
 	return m, topic, nil
 }
 
-// record is what a put sets and no later change touches.
+// record is what a put sets and no later change touches but a requeue,
+// which adds to the changes.
 type record struct {
 	key         string
 	traceParent string
@@ -283,13 +309,20 @@ type record struct {
 	url         string          // the job's own webhook URL, empty for none
 	expiresAt   int64           // ms, the job's expiry; 0 for none
 	then        []byte          // the JSON of the job's next step, nil for none
+	changes     []core.Change   // the job's Changes
 	body        []byte
 }
 
 func (r *record) encode() []byte {
-	b := make([]byte, 0, 28+len(r.key)+len(r.traceParent)+8*len(r.delays)+len(r.url)+len(r.then)+len(r.body))
+	n := 28 + len(r.key) + len(r.traceParent) + 8*len(r.delays) + len(r.url) + len(r.then) + len(r.body)
+	for _, c := range r.changes {
+		n += 16 + len(c.Token)
+	}
+	b := make([]byte, 0, n)
 	version := byte(recordVersion)
 	switch {
+	case len(r.changes) > 0:
+		version = recordVersionChanges
 	case r.then != nil:
 		version = recordVersionThen
 	case r.expiresAt != 0:
@@ -318,9 +351,12 @@ func (r *record) encode() []byte {
 	if version >= recordVersionExpiry {
 		b = binary.AppendVarint(b, r.expiresAt)
 	}
-	if version == recordVersionThen {
+	if version >= recordVersionThen {
 		b = binary.AppendUvarint(b, uint64(len(r.then)))
 		b = append(b, r.then...)
+	}
+	if version == recordVersionChanges {
+		b = appendChanges(b, r.changes)
 	}
 	return append(b, r.body...)
 }
@@ -328,7 +364,7 @@ func (r *record) encode() []byte {
 // recordKey returns the business key of an encoded record, copied,
 // without decoding the rest: what a claim bounding jobs per key reads.
 func recordKey(b []byte) (string, error) {
-	if len(b) < 1 || b[0] < recordVersion || b[0] > recordVersionThen {
+	if len(b) < 1 || b[0] < recordVersion || b[0] > recordVersionLast {
 		return "", errCorrupt
 	}
 	d := decoder{b: b[1:]}
@@ -338,7 +374,7 @@ func recordKey(b []byte) (string, error) {
 
 func decodeRecord(b []byte) (record, error) {
 	var r record
-	if len(b) < 1 || b[0] < recordVersion || b[0] > recordVersionThen {
+	if len(b) < 1 || b[0] < recordVersion || b[0] > recordVersionLast {
 		return r, errCorrupt
 	}
 	d := decoder{b: b[1:]}
@@ -369,10 +405,16 @@ func decodeRecord(b []byte) (record, error) {
 			d.fail()
 		}
 	}
-	if b[0] == recordVersionThen {
+	if b[0] >= recordVersionThen {
 		if r.then = bytes.Clone(d.bytes()); len(r.then) == 0 {
-			d.fail()
+			r.then = nil
+			if b[0] == recordVersionThen {
+				d.fail()
+			}
 		}
+	}
+	if b[0] == recordVersionChanges {
+		r.changes = decodeChanges(&d)
 	}
 	if d.err != nil {
 		return r, d.err
@@ -404,6 +446,7 @@ func job(id string, m *meta, r *record, lastError string) (*core.Job, error) {
 		Priority:    m.priority,
 		URL:         r.url,
 		Retention:   m.retention,
+		Changes:     r.changes,
 	}
 	if r.expiresAt != 0 {
 		j.ExpiresAt = time.UnixMilli(r.expiresAt).UTC()
@@ -422,7 +465,7 @@ func job(id string, m *meta, r *record, lastError string) (*core.Job, error) {
 
 // withHistory sets j's History: the ended attempts of raw (an h value,
 // nil for none) and of m, then, while m is reserved, the attempt in
-// progress; the last core.HistoryMax of them.
+// progress; the newest within core's bounds (core.TrimHistory).
 func withHistory(j *core.Job, m *meta, raw []byte) error {
 	h, err := decodeHistory(raw)
 	if err == nil && m.ended != nil {
@@ -434,32 +477,42 @@ func withHistory(j *core.Job, m *meta, raw []byte) error {
 		return fmt.Errorf("pebblestore: job %q: history: %w", j.ID, err)
 	}
 	if m.state == core.StateReserved {
-		h = append(h, core.Attempt{Attempt: m.attempt, StartedAt: time.UnixMilli(m.started).UTC(), Via: codeVias[m.via]})
+		h = append(h, m.attemptInProgress())
 	}
-	if len(h) > core.HistoryMax {
-		h = h[len(h)-core.HistoryMax:]
-	}
-	j.History = h
+	j.History = core.TrimHistory(h)
 	return nil
 }
 
+// attemptInProgress is the attempt in progress of reserved m.
+func (m *meta) attemptInProgress() core.Attempt {
+	return core.Attempt{Attempt: m.attempt, StartedAt: time.UnixMilli(m.started).UTC(), Via: codeVias[m.via],
+		Instance: m.instance, Consumer: m.consumer}
+}
+
 // encodeHistory is the h value of attempts that ended: per attempt its
-// number, start (ms), duration (ms), via and outcome codes, and error.
+// number, start (ms), duration (ms), via and outcome codes, and error,
+// then (historyVersionFrom) its instance and consumer.
 func encodeHistory(h []core.Attempt) []byte {
-	n := 1
+	n, version := 1, byte(historyVersion)
 	for k := range h {
-		n += 24 + len(h[k].Error)
+		n += 24 + len(h[k].Error) + len(h[k].Instance) + len(h[k].Consumer)
+		if h[k].Instance != "" || h[k].Consumer != "" {
+			version = historyVersionFrom
+		}
 	}
 	b := make([]byte, 0, n)
-	b = append(b, historyVersion)
+	b = append(b, version)
 	for k := range h {
 		a := &h[k]
 		b = binary.AppendUvarint(b, uint64(a.Attempt))
 		b = binary.AppendVarint(b, a.StartedAt.UnixMilli())
 		b = binary.AppendVarint(b, a.EndedAt.UnixMilli()-a.StartedAt.UnixMilli())
 		b = append(b, viaCodes[a.Via], outcomeCodes[a.Outcome])
-		b = binary.AppendUvarint(b, uint64(len(a.Error)))
-		b = append(b, a.Error...)
+		b = appendString(b, a.Error)
+		if version == historyVersionFrom {
+			b = appendString(b, a.Instance)
+			b = appendString(b, a.Consumer)
+		}
 	}
 	return b
 }
@@ -469,7 +522,7 @@ func decodeHistory(b []byte) ([]core.Attempt, error) {
 	if b == nil {
 		return nil, nil
 	}
-	if len(b) < 1 || b[0] != historyVersion {
+	if len(b) < 1 || b[0] != historyVersion && b[0] != historyVersionFrom {
 		return nil, errCorrupt
 	}
 	d := decoder{b: b[1:]}
@@ -488,6 +541,9 @@ func decodeHistory(b []byte) ([]core.Attempt, error) {
 			a.Via, a.Outcome = codeVias[c[0]], codeOutcomes[c[1]]
 		}
 		a.Error = string(d.bytes())
+		if b[0] == historyVersionFrom {
+			a.Instance, a.Consumer = string(d.bytes()), string(d.bytes())
+		}
 		h = append(h, a)
 	}
 	if d.err != nil {
@@ -529,7 +585,8 @@ func ended(j *core.Job) []core.Attempt {
 // recordOf returns the record of j. Errors: the JSON encoding's of j's
 // next step.
 func recordOf(j *core.Job) (record, error) {
-	r := record{key: j.Key, traceParent: j.TraceParent, createdAt: j.CreatedAt.UnixNano(), delays: j.RetryDelays, url: j.URL, body: j.Body}
+	r := record{key: j.Key, traceParent: j.TraceParent, createdAt: j.CreatedAt.UnixNano(), delays: j.RetryDelays, url: j.URL,
+		changes: j.Changes, body: j.Body}
 	if !j.ExpiresAt.IsZero() {
 		r.expiresAt = j.ExpiresAt.UnixMilli()
 	}
@@ -540,6 +597,53 @@ func recordOf(j *core.Job) (record, error) {
 		}
 	}
 	return r, nil
+}
+
+// appendString appends s to b, its length first.
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// changeKinds and originCodes are the one-byte forms of core.Change's
+// Kind and Via; an origin not listed is kept as 0, none.
+var (
+	changeKinds = []string{1: core.ChangeCreated, 2: core.ChangeReplaced, 3: core.ChangeRequeued}
+	originCodes = []string{1: core.OriginHTTP, 2: core.OriginGRPC, 3: core.OriginNATS, 4: core.OriginKafka,
+		5: core.OriginSchedule, 6: core.OriginImport, 7: core.OriginChain, 8: core.OriginEvents, 9: core.OriginNotices}
+)
+
+// appendChanges appends a job's Changes to b: their count, then per change
+// its kind and via codes, time (ms) and token.
+func appendChanges(b []byte, changes []core.Change) []byte {
+	b = binary.AppendUvarint(b, uint64(len(changes)))
+	for _, c := range changes {
+		b = append(b, byte(max(slices.Index(changeKinds[1:], c.Kind)+1, 0)), byte(max(slices.Index(originCodes[1:], c.Via)+1, 0)))
+		b = binary.AppendVarint(b, c.At.UnixMilli())
+		b = appendString(b, c.Token)
+	}
+	return b
+}
+
+// decodeChanges reads what appendChanges wrote.
+func decodeChanges(d *decoder) []core.Change {
+	n := d.uvarint()
+	if n > core.ChangesMax {
+		d.fail()
+		return nil
+	}
+	changes := make([]core.Change, 0, n)
+	for range n {
+		codes := d.take(2)
+		if codes == nil || codes[0] == 0 || int(codes[0]) >= len(changeKinds) || int(codes[1]) >= len(originCodes) {
+			d.fail()
+			return nil
+		}
+		at := d.varint()
+		changes = append(changes, core.Change{Kind: changeKinds[codes[0]], Via: originCodes[codes[1]],
+			At: time.UnixMilli(at).UTC(), Token: string(d.bytes())})
+	}
+	return changes
 }
 
 // decoder reads the varint-framed values of a meta or a record, keeping the

@@ -181,6 +181,54 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 }
 
+// TestTrailForms: an attempt in progress that names an instance or a
+// consumer makes a reserved meta metaVersionFrom, with or without a
+// retention; ended ones that do make an h value historyVersionFrom; and
+// a record with changes is recordVersionChanges, with or without a next
+// step. Without them the earlier forms are written, byte for byte.
+func TestTrailForms(t *testing.T) {
+	m := meta{topic: "t", state: core.StateReserved, runAt: 1_700_000_000_123, attempt: 2, maxAttempts: 5,
+		ttr: 30 * time.Second, updatedAt: 1_700_000_000_123_456_789, leaseExp: 1_700_000_030_123, lease: newLease(),
+		started: 1_700_000_000_100, via: viaCodes[core.ViaPull]}
+	require.Equal(t, byte(metaVersionAttempt), m.encode()[0])
+	m.instance, m.consumer = "host-a", "[::1]:40000"
+	for _, retention := range []time.Duration{0, 48 * time.Hour} {
+		m.retention = retention
+		enc := m.encode()
+		require.Equal(t, byte(metaVersionFrom), enc[0])
+		got, err := decodeMeta(enc)
+		require.NoError(t, err)
+		require.Equal(t, m, got)
+		require.Equal(t, core.Attempt{Attempt: 2, StartedAt: time.UnixMilli(m.started).UTC(), Via: core.ViaPull,
+			Instance: "host-a", Consumer: "[::1]:40000"}, got.attemptInProgress())
+	}
+
+	at := time.UnixMilli(1_700_000_000_123).UTC()
+	h := []core.Attempt{
+		{Attempt: 1, StartedAt: at, EndedAt: at, Via: core.ViaWebhook, Outcome: core.OutcomeRetried, Error: "boom"},
+		{Attempt: 2, StartedAt: at, EndedAt: at, Via: core.ViaGRPC, Instance: "host-a", Consumer: "10.0.0.1:1", Outcome: core.OutcomeAcked},
+	}
+	require.Equal(t, byte(historyVersion), encodeHistory(h[:1])[0])
+	enc := encodeHistory(h)
+	require.Equal(t, byte(historyVersionFrom), enc[0])
+	got, err := decodeHistory(enc)
+	require.NoError(t, err)
+	require.Equal(t, h, got)
+
+	for _, then := range [][]byte{nil, []byte(`{"topic":"next"}`)} {
+		r := record{key: "k", createdAt: 1_700_000_000_123_456_789, then: then, body: []byte(`{}`),
+			changes: []core.Change{{At: at, Kind: core.ChangeCreated, Via: core.OriginKafka, Token: "team-a"},
+				{At: at.Add(time.Second), Kind: core.ChangeRequeued}}}
+		enc := r.encode()
+		require.Equal(t, byte(recordVersionChanges), enc[0])
+		got, err := decodeRecord(enc)
+		require.NoError(t, err)
+		require.Equal(t, r, got)
+		_, err = decodeRecord(enc[:len(enc)-len(r.body)-1])
+		require.ErrorIs(t, err, errCorrupt, "cut in the changes")
+	}
+}
+
 // FuzzDecode: the decoders of stored values refuse what they cannot read
 // with an error, never a panic, and what they read encodes back the same.
 func FuzzDecode(f *testing.F) {
@@ -191,6 +239,10 @@ func FuzzDecode(f *testing.F) {
 	f.Add((&record{key: "k", delays: []time.Duration{time.Second, 0}, body: []byte("{}")}).encode())
 	f.Add((&record{key: "k", url: "http://h/", body: []byte("{}")}).encode())
 	f.Add((&record{key: "k", expiresAt: 1_700_000_000_000, body: []byte("{}")}).encode())
+	f.Add((&record{changes: []core.Change{{Kind: core.ChangeCreated, Via: core.OriginHTTP, Token: "t"}}, body: []byte("{}")}).encode())
+	m.instance, m.consumer = "i", "c"
+	f.Add(m.encode())
+	m.instance, m.consumer = "", ""
 	m.priority = 3
 	f.Add(m.encode())
 	f.Add([]byte{metaVersion, 7})

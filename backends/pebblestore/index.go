@@ -60,9 +60,10 @@ func (sl *slot) set(f uint8, on bool) {
 // delivery is what the index keeps of a reserved slot's delivery: its
 // lease token, and when its attempt started (ms) and its via code.
 type delivery struct {
-	token lease
-	start int64
-	via   uint8
+	token              lease
+	start              int64
+	via                uint8
+	instance, consumer string
 }
 
 // setFixed sets what a put fixes of a slot: its topic, max attempts, ttr

@@ -73,7 +73,7 @@ func (s *Store) load() error {
 		}
 		if m.state == core.StateReserved {
 			j.Lease, j.LeaseExpiresAt = m.lease.String(), time.UnixMilli(m.leaseExp).UTC()
-			j.History = []core.Attempt{{Attempt: m.attempt, StartedAt: time.UnixMilli(m.started).UTC(), Via: codeVias[m.via]}}
+			j.History = []core.Attempt{m.attemptInProgress()}
 		}
 		before := j.State
 		j.AsOf(now)

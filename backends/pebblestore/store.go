@@ -356,7 +356,8 @@ func (s *Store) jobLite(i uint32) core.Job {
 		d := s.x.leases[i]
 		j.Lease = d.token.String()
 		j.LeaseExpiresAt = time.UnixMilli(sl.due).UTC()
-		s.attempt[0] = core.Attempt{Attempt: j.Attempt, StartedAt: time.UnixMilli(d.start).UTC(), Via: codeVias[d.via]}
+		s.attempt[0] = core.Attempt{Attempt: j.Attempt, StartedAt: time.UnixMilli(d.start).UTC(), Via: codeVias[d.via],
+			Instance: d.instance, Consumer: d.consumer}
 		j.History = s.attempt[:1:1]
 	}
 	return j
@@ -374,7 +375,7 @@ func (s *Store) setLite(i uint32, j *core.Job) {
 		d.token, _ = parseLease(j.Lease)
 		if n := len(j.History); n > 0 && j.History[n-1].Running() {
 			a := &j.History[n-1]
-			d.start, d.via = a.StartedAt.UnixMilli(), viaCodes[a.Via]
+			d.start, d.via, d.instance, d.consumer = a.StartedAt.UnixMilli(), viaCodes[a.Via], a.Instance, a.Consumer
 		}
 		s.x.leases[i] = d
 	} else {
@@ -383,8 +384,9 @@ func (s *Store) setLite(i uint32, j *core.Job) {
 }
 
 // keepAttempt adds to b the attempt that j's change just ended, the last
-// of j.History if it ended, appended to the h key of slot i (id): at most
-// core.HistoryMax kept. It reads the h key only when the slot has one.
+// of j.History if it ended, appended to the h key of slot i (id): the
+// newest within core's bounds kept (core.TrimHistory). It reads the h key
+// only when the slot has one.
 func (s *Store) keepAttempt(b *pebble.Batch, i uint32, id string, j *core.Job) {
 	n := len(j.History)
 	if n == 0 || j.History[n-1].Running() {
@@ -401,10 +403,7 @@ func (s *Store) keepAttempt(b *pebble.Batch, i uint32, id string, j *core.Job) {
 			// The attempts before are lost, the job's state is not.
 			s.log.Warn("pebblestore: read of a job's history failed", "id", id, "err", err)
 		}
-		h = append(before, j.History[n-1])
-	}
-	if len(h) > core.HistoryMax {
-		h = h[len(h)-core.HistoryMax:]
+		h = core.TrimHistory(append(before, j.History[n-1]))
 	}
 	_ = b.Set(idKey(prefixHistory, id), encodeHistory(h), nil)
 	s.x.slots[i].set(hasHistory, true)
@@ -456,7 +455,7 @@ func (s *Store) metaOfSlot(i uint32, now time.Time) meta {
 	if m.state == core.StateReserved {
 		m.leaseExp = sl.due
 		d := s.x.leases[i]
-		m.lease, m.started, m.via = d.token, d.start, d.via
+		m.lease, m.started, m.via, m.instance, m.consumer = d.token, d.start, d.via, d.instance, d.consumer
 	}
 	return m
 }
@@ -599,6 +598,7 @@ func (s *Store) put(pb *putBatch, in *core.Job, replace, absent bool, now time.T
 	b := pb.Batch
 	createdAt := now
 	var res core.PutResult
+	var replaced *core.Job
 	if i := s.x.lookup(in.ID); i != 0 {
 		old := s.topicList[s.x.slots[i].topic]
 		s.promote(old, now)
@@ -613,7 +613,7 @@ func (s *Store) put(pb *putBatch, in *core.Job, replace, absent bool, now time.T
 			return core.PutResult{Err: core.ReservedConflict(in.ID, prev)}, nil
 		}
 		res.Replaced = true
-		createdAt = prev.CreatedAt
+		createdAt, replaced = prev.CreatedAt, prev
 		if prev.Key != "" {
 			_ = b.Delete(keyIndexKey(prev.Topic, prev.Key, in.ID), nil)
 		}
@@ -647,6 +647,9 @@ func (s *Store) put(pb *putBatch, in *core.Job, replace, absent bool, now time.T
 	}
 	j := in.Clone()
 	j.Reset(createdAt, now)
+	if replaced != nil {
+		j.Replaces(replaced)
+	}
 	r, err := recordOf(j)
 	if err != nil {
 		return res, err
@@ -963,7 +966,7 @@ func (s *Store) TakeJobs(_ context.Context, params *core.ClaimJobsParams) (core.
 		err   error
 	)
 	if min(room, tp.ready.Len()+tp.parkedN) > 0 {
-		taken, wait, err = s.take(tp, room, params.KeyConcurrency, params.Via, now)
+		taken, wait, err = s.take(tp, room, params, now)
 	}
 	if len(taken) == 0 {
 		t := core.Taken{Jobs: []*core.Job{}, Full: !tp.paused && room == 0}
@@ -990,12 +993,13 @@ func (s *Store) TakeJobs(_ context.Context, params *core.ClaimJobsParams) (core.
 // ClaimNotifier implements core.ClaimSource.
 func (s *Store) ClaimNotifier() *core.Notifier { return &s.notify }
 
-// take reserves up to max ready jobs of tp (core.Job.Reserve) and writes
-// the reservations; the returned function waits for the write. With
-// keyLimit, a job whose key has that many reserved is parked instead
-// (keys.go); a failed read of a key ends the take with what it took and
-// the error.
-func (s *Store) take(tp *topic, max, keyLimit int, via string, now time.Time) ([]claimed, func() error, error) {
+// take reserves up to max ready jobs of tp for claim p (core.Job.Reserve)
+// and writes the reservations; the returned function waits for the write.
+// With p.KeyConcurrency, a job whose key has that many reserved is parked
+// instead (keys.go); a failed read of a key ends the take with what it
+// took and the error.
+func (s *Store) take(tp *topic, max int, p *core.ClaimJobsParams, now time.Time) ([]claimed, func() error, error) {
+	keyLimit := p.KeyConcurrency
 	err := s.limitKeys(tp, keyLimit)
 	taken := make([]claimed, 0, min(max, tp.ready.Len()))
 	b := s.db.NewBatch()
@@ -1006,7 +1010,7 @@ func (s *Store) take(tp *topic, max, keyLimit int, via string, now time.Time) ([
 			continue
 		}
 		j := s.jobLite(i)
-		j.Reserve(newLease().String(), via, now)
+		j.Reserve(newLease().String(), p, now)
 		s.setLite(i, &j)
 		tp.reserved.push(s.x, i, j.LeaseExpiresAt.UnixMilli())
 		m := s.metaOfSlot(i, now)
@@ -1257,6 +1261,13 @@ func (s *Store) RequeueJob(_ context.Context, id string) error {
 		s.enqueue(tp, i)
 		m := s.metaOfSlot(i, now)
 		_ = b.Set(idKey(prefixMeta, id), m.encode(), nil)
+		// The record, rewritten for its Changes: a requeue is rare.
+		cur.Changes = core.AppendChange(cur.Changes, j.Changes[len(j.Changes)-1])
+		r, err := recordOf(cur)
+		if err != nil {
+			return err
+		}
+		_ = b.Set(idKey(prefixRecord, id), r.encode(), nil)
 		return nil
 	})
 }

@@ -149,7 +149,7 @@ func (s *Store) TakeJobs(ctx context.Context, params *core.ClaimJobsParams) (cor
 	taken := core.Taken{Jobs: []*core.Job{}}
 	next := int64(noDue)
 	if err == nil && room > 0 {
-		taken.Jobs, next, err = s.claimOnce(ctx, ts, params.Topic, params.Via, room)
+		taken.Jobs, next, err = s.claimOnce(ctx, ts, params.Topic, encodeVia(params), room)
 	}
 	<-ts.sem
 	switch {
@@ -265,7 +265,7 @@ func (s *Store) claimOnce(ctx context.Context, ts *topicState, topic, via string
 // server).
 func (s *Store) take(ctx context.Context, ts *topicState, topic, via string, shards []int, gens []uint64, max int) ([]*core.Job, error) {
 	args := make([]any, 0, 5+2*len(shards))
-	args = append(args, topic, "take", rand.Text(), viaCode(via), max, len(shards))
+	args = append(args, topic, "take", rand.Text(), via, max, len(shards))
 	for _, n := range shards {
 		sk := &s.keys.shard[n]
 		args = append(args, sk.base, sk.num)
@@ -312,7 +312,7 @@ func (s *Store) pick(ctx context.Context, ts *topicState, topic, via string, sha
 	calls := make([]call, len(order))
 	for i, n := range order {
 		sk := &s.keys.shard[n]
-		args := append([]any{topic, "ids", rand.Text(), viaCode(via), sk.base, sk.num}, byShard[n]...)
+		args := append([]any{topic, "ids", rand.Text(), via, sk.base, sk.num}, byShard[n]...)
 		calls[i] = s.shardCall(scriptClaim, n, args...)
 	}
 	jobs := []*core.Job{}
@@ -343,8 +343,8 @@ func (s *Store) pick(ctx context.Context, ts *topicState, topic, via string, sha
 }
 
 // claimed decodes a claim script's answer for shards (read at gens): the
-// jobs it reserved, as reserved, in the script's order; it records each
-// shard's queue head and new lease expiry.
+// jobs it reserved by via (encodeVia's form), as reserved, in the script's
+// order; it records each shard's queue head and new lease expiry.
 func (s *Store) claimed(ts *topicState, via string, shards []int, gens []uint64, cmd *redis.Cmd) ([]*core.Job, error) {
 	reply, err := cmd.Slice()
 	if err != nil {
@@ -363,6 +363,7 @@ func (s *Store) claimed(ts *topicState, via string, shards []int, gens []uint64,
 		return nil, errShortReply
 	}
 	jobs := []*core.Job{}
+	from := decodeVia(via)
 	for k, n := range shards {
 		res := asSlice(groups[k])
 		if len(res) < 3 {
@@ -377,7 +378,7 @@ func (s *Store) claimed(ts *topicState, via string, shards []int, gens []uint64,
 			if err != nil {
 				return nil, err
 			}
-			jobs = append(jobs, reserved(j, asString(row[2]), via, now))
+			jobs = append(jobs, reserved(j, asString(row[2]), from, now))
 		}
 		s.exp.lowerBy(n, res[1])
 		s.sawQueue(ts, n, gens[k], asInt(res[2]), now)
@@ -486,14 +487,14 @@ func (s *Store) peek(ctx context.Context, topic string, shards []int, max int) (
 
 // reserved applies to a job read by the claim script, as it was before,
 // what the script changed: reserved with lease until now (server ms) + TTR,
-// one more attempt, started now by via. The script leaves this to the
+// one more attempt, started now by claim p. The script leaves this to the
 // caller to spare Redis.
-func reserved(j *core.Job, lease, via string, now int64) *core.Job {
+func reserved(j *core.Job, lease string, p *core.ClaimJobsParams, now int64) *core.Job {
 	j.State = core.StateReserved
 	j.Attempt++
 	j.Lease = lease
 	j.LeaseExpiresAt = msTime(now + j.TTR.Milliseconds())
 	j.UpdatedAt = msTime(now)
-	j.StartAttempt(via, j.UpdatedAt)
+	j.StartAttempt(p, j.UpdatedAt)
 	return j
 }

@@ -36,11 +36,12 @@ const (
 	fDelays    = "w" // retry delays, ns, comma-separated; absent when none
 	fPriority  = "y" // absent when 0
 	fURL       = "h" // the job's own webhook URL, absent when none
-	fVia       = "v" // the via letter of the last claim (viaLetters)
+	fVia       = "v" // the via of the claim in progress (encodeVia); a hash keeps the last one
 	fHistory   = "H" // the attempts that ended, absent until one did (History in lib.lua)
 	fExpiresAt = "z" // Unix ms, absent when none
 	fRetention = "R" // ms, the job's own retention, absent when none
 	fThen      = "T" // the JSON of the job's next step, absent when none
+	fChanges   = "C" // the job's Changes (encodeChanges), absent when none
 )
 
 // viaLetters are the one-letter forms of core.Attempt.Via in a job hash:
@@ -66,11 +67,91 @@ func invert(m map[string]string) map[string]string {
 	return out
 }
 
-// viaCode is the letter of via, empty for none or one not known.
-func viaCode(via string) string { return viaLetters[via] }
+// encodeVia is the fVia value of a claim of p: the letter of its via
+// (empty for none or one not known), then, when it names an instance or a
+// consumer, "/" and the instance, "/" and the consumer; both are
+// core.CleanName'd, so that neither holds a '/' or a ','.
+func encodeVia(p *core.ClaimJobsParams) string {
+	v := viaLetters[p.Via]
+	if p.Instance == "" && p.Consumer == "" {
+		return v
+	}
+	return v + "/" + p.Instance + "/" + p.Consumer
+}
+
+// decodeVia reads what encodeVia wrote, as a claim's params.
+func decodeVia(s string) *core.ClaimJobsParams {
+	letter, rest, _ := strings.Cut(s, "/")
+	instance, consumer, _ := strings.Cut(rest, "/")
+	return &core.ClaimJobsParams{Via: letterVias[letter], Instance: instance, Consumer: consumer}
+}
+
+// changeLetters are the one-letter forms of core.Change.Kind.
+var changeLetters = map[string]string{core.ChangeCreated: "c", core.ChangeReplaced: "r", core.ChangeRequeued: "q"}
+
+var letterChanges = invert(changeLetters)
+
+// putChange is the argument of the put script that says how a job's put
+// came: the via and token of the last of its Changes, "<via>,<token>";
+// the script makes the change of it (Changes in lib.lua).
+func putChange(j *core.Job) string {
+	if n := len(j.Changes); n > 0 {
+		return j.Changes[n-1].Via + "," + core.CleanName(j.Changes[n-1].Token)
+	}
+	return ","
+}
+
+// encodeChanges is the fChanges field of changes, as lib.lua writes it:
+// each "<kind letter><at ms>,<via>,<token>", joined by '|'; lib.lua
+// leaves out the time of a put's created entry, the job's created_at
+// (decodeChanges).
+func encodeChanges(changes []core.Change) string {
+	var b []byte
+	for i, c := range changes {
+		if i > 0 {
+			b = append(b, '|')
+		}
+		b = append(b, changeLetters[c.Kind]...)
+		b = strconv.AppendInt(b, c.At.UnixMilli(), 10)
+		b = append(b, ',')
+		b = append(b, c.Via...)
+		b = append(b, ',')
+		b = append(b, core.CleanName(c.Token)...)
+	}
+	return string(b)
+}
+
+var errChanges = errors.New("malformed changes")
+
+// decodeChanges reads an fChanges field of a job created at created,
+// the time of an entry that has none.
+func decodeChanges(s string, created time.Time) ([]core.Change, error) {
+	var changes []core.Change
+	for e := range strings.SplitSeq(s, "|") {
+		if e == "" {
+			return nil, errChanges
+		}
+		kind, ok := letterChanges[e[:1]]
+		at, rest, ok2 := strings.Cut(e[1:], ",")
+		via, token, ok3 := strings.Cut(rest, ",")
+		c := core.Change{At: created, Kind: kind, Via: via, Token: token}
+		var err error
+		if at != "" {
+			var ms int64
+			ms, err = strconv.ParseInt(at, 10, 64)
+			c.At = msTime(ms)
+		}
+		if !ok || !ok2 || !ok3 || err != nil {
+			return nil, errChanges
+		}
+		changes = append(changes, c)
+	}
+	return changes, nil
+}
 
 // encodeHistory is the fHistory field of attempts that ended, as
-// ended_attempt in lib.lua writes it; empty for none.
+// ended_attempt in lib.lua writes it (each via as encodeVia); empty for
+// none.
 func encodeHistory(h []core.Attempt) string {
 	if len(h) == 0 {
 		return ""
@@ -86,7 +167,7 @@ func encodeHistory(h []core.Attempt) string {
 		b = append(b, ',')
 		b = strconv.AppendInt(b, a.EndedAt.UnixMilli()-start, 10)
 		b = append(b, ',')
-		b = append(b, viaLetters[a.Via]...)
+		b = append(b, encodeVia(&core.ClaimJobsParams{Via: a.Via, Instance: core.CleanName(a.Instance), Consumer: core.CleanName(a.Consumer)})...)
 		b = append(b, ',')
 		b = append(b, outcomeLetters[a.Outcome]...)
 		b = append(b, ',')
@@ -125,8 +206,9 @@ func decodeHistory(s string) ([]core.Attempt, error) {
 		if err := errors.Join(err1, err2, err3, err4); err != nil || !known || elen < 0 || elen > len(rest) {
 			return nil, errHistory
 		}
+		v := decodeVia(f[3])
 		h = append(h, core.Attempt{Attempt: attempt, StartedAt: msTime(start), EndedAt: msTime(start + dur),
-			Via: letterVias[f[3]], Outcome: outcome, Error: rest[:elen]})
+			Via: v.Via, Instance: v.Instance, Consumer: v.Consumer, Outcome: outcome, Error: rest[:elen]})
 		rest = rest[elen:]
 	}
 	if len(h) != count {
@@ -188,9 +270,16 @@ func decodeMap(id string, m map[string]string) (*core.Job, error) {
 	if j.State == core.StateReserved {
 		// The attempt in progress: the claim's time is u until the end of
 		// the delivery (History in lib.lua).
-		j.History = append(j.History, core.Attempt{Attempt: j.Attempt, StartedAt: j.UpdatedAt, Via: letterVias[m[fVia]]})
-		if len(j.History) > core.HistoryMax {
-			j.History = j.History[len(j.History)-core.HistoryMax:]
+		v := decodeVia(m[fVia])
+		j.History = append(j.History, core.Attempt{Attempt: j.Attempt, StartedAt: j.UpdatedAt, Via: v.Via,
+			Instance: v.Instance, Consumer: v.Consumer})
+	}
+	// The script keeps the ended attempts within the bounds; this drops
+	// what the attempt in progress pushes out.
+	j.History = core.TrimHistory(j.History)
+	if c, ok := m[fChanges]; ok && err == nil {
+		if j.Changes, err = decodeChanges(c, j.CreatedAt); err != nil {
+			err = fmt.Errorf("redisstore: job %q: field %s: %w", id, fChanges, err)
 		}
 	}
 	if w, ok := m[fDelays]; ok && err == nil {

@@ -131,7 +131,7 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*core.Job) ([]bool, error
 	var calls []call
 	for _, n := range order {
 		for idx := range slices.Chunk(byShard[n], importChunk) {
-			args := make([]any, 0, 1+19*len(idx))
+			args := make([]any, 0, 1+20*len(idx))
 			args = append(args, s.inlineBody)
 			for _, i := range idx {
 				j := jobs[i]
@@ -143,7 +143,7 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*core.Job) ([]bool, error
 					j.TTR.Milliseconds(), j.MaxAttempts, j.TraceParent, string(j.State), j.Attempt,
 					core.CutError(j.LastError), j.CreatedAt.UnixMilli(), updated, encodeDelays(j.RetryDelays),
 					encodePriority(j.Priority), j.URL, importedHistory(j, s.clock.Now()), encodeExpiresAt(j.ExpiresAt),
-					encodeRetention(j.Retention))
+					encodeRetention(j.Retention), encodeChanges(j.Changes))
 			}
 			chunks = append(chunks, chunk{n, idx})
 			calls = append(calls, s.shardCall(scriptImport, n, args...))

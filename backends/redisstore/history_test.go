@@ -44,3 +44,37 @@ func TestHistoryAttemptInProgress(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, ready.History, "v is meaningful only while reserved")
 }
+
+// TestTrailFields: an attempt's instance and consumer ride in its via
+// (encodeVia), in progress and ended; a job's changes are its C field.
+func TestTrailFields(t *testing.T) {
+	at := time.UnixMilli(1_764_131_234_567).UTC()
+	v := encodeVia(&core.ClaimJobsParams{Via: core.ViaGRPC, Instance: "host-a", Consumer: "[::1]:40000"})
+	require.Equal(t, "g/host-a/[::1]:40000", v)
+	require.Equal(t, "p", encodeVia(&core.ClaimJobsParams{Via: core.ViaPull}), "without them, the letter alone")
+	h := []core.Attempt{{Attempt: 1, StartedAt: at, EndedAt: at, Via: core.ViaGRPC, Instance: "host-a", Consumer: "[::1]:40000",
+		Outcome: core.OutcomeAcked}}
+	got, err := decodeHistory(encodeHistory(h))
+	require.NoError(t, err)
+	require.Equal(t, h, got)
+	j, err := decodeMap("id", map[string]string{fState: "reserved", fTopic: "t", fAttempt: "1", fUpdated: "1764131234567", fVia: v})
+	require.NoError(t, err)
+	require.Equal(t, []core.Attempt{{Attempt: 1, StartedAt: at, Via: core.ViaGRPC, Instance: "host-a", Consumer: "[::1]:40000"}}, j.History)
+
+	changes := []core.Change{{At: at, Kind: core.ChangeCreated, Via: core.OriginHTTP, Token: "team-a"},
+		{At: at.Add(time.Second), Kind: core.ChangeRequeued}}
+	enc := encodeChanges(changes)
+	require.Equal(t, "c1764131234567,http,team-a|q1764131235567,,", enc)
+	back, err := decodeChanges(enc, time.Time{})
+	require.NoError(t, err)
+	require.Equal(t, changes, back)
+	back, err = decodeChanges("c,nats,|r1764131235567,grpc,b", at)
+	require.NoError(t, err)
+	require.Equal(t, []core.Change{{At: at, Kind: core.ChangeCreated, Via: core.OriginNATS},
+		{At: at.Add(time.Second), Kind: core.ChangeReplaced, Via: core.OriginGRPC, Token: "b"}}, back, "a put's created entry: at the job's creation")
+	require.Equal(t, "grpc,ops_1", putChange(&core.Job{Changes: []core.Change{{Via: core.OriginGRPC, Token: "ops|1"}}}))
+	for _, bad := range []string{"", "x1,http,t", "c1,http", "cx,http,t", "c1,http,t|"} {
+		_, err := decodeChanges(bad, at)
+		require.ErrorIs(t, err, errChanges, "%q", bad)
+	}
+}

@@ -54,7 +54,7 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 	calls := make([]call, len(order))
 	for ci, n := range order {
 		idx := byShard[n]
-		args := make([]any, 0, 2+14*len(idx))
+		args := make([]any, 0, 2+15*len(idx))
 		args = append(args, replace, s.inlineBody)
 		for _, i := range idx {
 			j := params.Jobs[i]
@@ -64,7 +64,7 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 			}
 			args = append(args, j.ID, j.Topic, j.Key, string(j.Body), j.RunAt.UnixMilli(),
 				j.TTR.Milliseconds(), j.MaxAttempts, j.TraceParent, encodeDelays(j.RetryDelays), encodePriority(j.Priority), j.URL,
-				encodeExpiresAt(j.ExpiresAt), encodeRetention(j.Retention), then)
+				encodeExpiresAt(j.ExpiresAt), encodeRetention(j.Retention), then, putChange(j))
 		}
 		calls[ci] = s.shardCall(scriptPut, n, args...)
 	}

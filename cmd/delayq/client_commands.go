@@ -152,22 +152,36 @@ func flagDuration(name, s string) (time.Duration, error) {
 	return d, nil
 }
 
-// getCommand is `delayq get ID`.
+// getCommand is `delayq get [--trail] ID`.
 func (a *app) getCommand() *cobra.Command {
 	var flags clientFlags
+	var trail bool
 	cmd := &cobra.Command{
-		Use:   "get ID",
-		Short: "Print a job: its fields, state and attempts",
-		Args:  cobra.ExactArgs(1),
+		Use:   "get [--trail] ID",
+		Short: "Print a job: its fields, state and attempts, or its trail",
+		Long: `Print a job as GET /v1/jobs/{id} answers it (its trail included), or with
+--output table its fields as rows. With --trail, print its trail as a table
+instead, whatever --output says: one row per step, oldest first, its last 50
+(created and how, replaced, each delivery with the instance that handed it
+out, the consumer's address and the outcome, requeued, cancelled, expired).`,
+		Example: `  delayq get 01JD6Y3TQ9V9ZK0M4XJ3R2B7QF
+  delayq get --trail 01JD6Y3TQ9V9ZK0M4XJ3R2B7QF`,
+		Args: cobra.ExactArgs(1),
 		RunE: clientRun(&flags, func(ctx context.Context, c *cliClient, cmd *cobra.Command, args []string) error {
 			ctx, raw := rawAnswer(ctx)
 			j, err := c.Get(ctx, args[0])
 			if err != nil {
 				return err
 			}
+			if trail {
+				t := newTableWriter(cmd.OutOrStdout())
+				trailTable(t, j.Trail)
+				return t.flush()
+			}
 			return c.show(cmd.OutOrStdout(), *raw, func(t *tableWriter) { jobRows(t, j) })
 		}),
 	}
+	cmd.Flags().BoolVar(&trail, "trail", false, "print the job's trail as a table")
 	addClientFlags(cmd.Flags(), &flags)
 	return cmd
 }

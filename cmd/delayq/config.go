@@ -153,6 +153,9 @@ type serveConfig struct {
 	HTTP httpFlags
 	// Roles are the parts of the service this instance runs (--roles).
 	Roles roles
+	// InstanceName names this instance in the attempts it hands out
+	// (--instance-name); empty: the host name (instanceName).
+	InstanceName string
 	// Kafka reaches the Kafka cluster of Kafka delivery and intake.
 	Kafka kafkaFlags
 	// ConfigFile is the YAML configuration file of --config, if any.
@@ -236,6 +239,7 @@ func (c *serveConfig) addFlags(fs *pflag.FlagSet) {
 	fs.Var(&positiveDurationValue{p: &c.ShutdownTimeout}, "shutdown-timeout", "how long a shutdown waits for in-flight requests and deliveries")
 	fs.Var(&durationValue{p: &c.DrainTimeout}, "drain-timeout", "how long a shutdown first drains, within --shutdown-timeout: claims refused and /readyz 503 while the API serves everything else and deliveries in flight finish; 0: no drain")
 	fs.Var(&rolesValue{p: &c.Roles}, "roles", "what this instance runs, comma-separated: api (the HTTP, gRPC, WebSocket and NATS APIs: intake, reads, pull claims, subscribers), deliver (webhook and NATS deliveries, dead-letter notices, the expiry sweep), schedules (recurring schedules); an instance without api serves only /healthz, /readyz and /metrics. A partial set needs --backend redis or nats, where other instances run the rest")
+	fs.Var(&instanceNameValue{p: &c.InstanceName}, "instance-name", "name of this instance in the trail of each job it hands out (GET /v1/jobs/{id}: which instance delivered it), at most 64 bytes; empty: the host name, which stays across restarts")
 	fs.Var(&addrValue{p: &c.PprofAddr}, "pprof", "listen address of Go's profiling endpoints (/debug/pprof/), host:port; port 0 picks a free port; off when empty")
 	fs.StringVar(&c.EncryptionKeys, "encryption-keys", c.EncryptionKeys, "key file that turns on encryption at rest: job bodies, webhook secrets and delivery headers are stored AES-256-GCM encrypted; a line per key, its id and 32 bytes in base64, the current key first (older ones still decrypt); readable by its owner only (docs/security.md)")
 	c.Breaker.addFlags(fs)
@@ -438,6 +442,20 @@ func (v *subjectValue) Type() string   { return "name" }
 func (v *subjectValue) Set(s string) error {
 	if core.ValidateID(s) != nil {
 		return errors.New("want letters, digits, - and _")
+	}
+	*v.p = s
+	return nil
+}
+
+// instanceNameValue is the --instance-name flag: at most core.NameMaxLen
+// bytes of what a job's trail keeps as is (core.CleanName).
+type instanceNameValue struct{ p *string }
+
+func (v *instanceNameValue) String() string { return *v.p }
+func (v *instanceNameValue) Type() string   { return "name" }
+func (v *instanceNameValue) Set(s string) error {
+	if len(s) > core.NameMaxLen || core.CleanName(s) != s {
+		return fmt.Errorf("want at most %d bytes without control characters, ',', '/' or '|'", core.NameMaxLen)
 	}
 	*v.p = s
 	return nil

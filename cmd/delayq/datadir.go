@@ -28,8 +28,11 @@ var formats = map[string]string{
 	// 2: a job may carry an expiry, in a record (pebblestore's version 4)
 	// that a release of format 1 cannot read. 3: a job may carry its own
 	// retention, in a meta (pebblestore's version 5), and next steps, in a
-	// record (version 5), that a release of format 2 cannot read.
-	backendLocal:     "delayq local 3\n",
+	// record (version 5), that a release of format 2 cannot read. 4: a
+	// job's trail: its changes in a record (version 6), its attempts'
+	// instance and consumer in a meta (version 6) and an h value (version
+	// 2), that a release of format 3 cannot read.
+	backendLocal:     "delayq local 4\n",
 	backendJetStream: "delayq jetstream 1\n",
 }
 
@@ -40,6 +43,7 @@ var formats = map[string]string{
 var earlierFormats = map[string]string{
 	"delayq local 1": backendLocal,
 	"delayq local 2": backendLocal,
+	"delayq local 3": backendLocal,
 }
 
 // checkDataDir makes sure dir holds the jobs of backend, or none: it

@@ -41,7 +41,7 @@ func TestCheckDataDir(t *testing.T) {
 	require.NoError(t, checkDataDir(earlier, backendLocal))
 	raw, err = os.ReadFile(filepath.Join(earlier, formatFile))
 	require.NoError(t, err)
-	require.Equal(t, "delayq local 3\n", string(raw), "taken, and marked with this version's format")
+	require.Equal(t, "delayq local 4\n", string(raw), "taken, and marked with this version's format")
 
 	odd := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(odd, formatFile), []byte("delayq local 9\n"), 0o600))

@@ -152,6 +152,24 @@ func jobRows(t *tableWriter, j *client.Job) {
 	t.row("body", cellJSON(j.Body))
 }
 
+// trailTable writes a job's trail (delayq get --trail), one entry a row:
+// BY is the token that pushed, or for a delivery the instance that handed
+// it out and the consumer it went to.
+func trailTable(t *tableWriter, trail []client.TrailEntry) {
+	t.row("AT", "EVENT", "VIA", "BY", "ATTEMPT", "OUTCOME", "ENDED_AT", "ERROR")
+	for _, e := range trail {
+		by, attempt := e.Token, "-"
+		if e.Event == client.TrailDelivered {
+			by, attempt = cellText(e.Instance)+" -> "+cellText(e.Consumer), itoa(e.Attempt)
+		}
+		outcome := e.Outcome
+		if e.Event == client.TrailDelivered && outcome == "" {
+			outcome = "in progress"
+		}
+		t.row(cellTime(e.At), e.Event, cellText(e.Via), cellText(by), attempt, cellText(outcome), cellTime(e.EndedAt), cellText(e.Error))
+	}
+}
+
 // jobTable writes jobs (a find's page, a topic's dead jobs) as a table,
 // one job a row.
 func jobTable(t *tableWriter, jobs []*client.Job) {

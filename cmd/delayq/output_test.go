@@ -79,10 +79,11 @@ func keyValues(t *testing.T, out string) map[string][]string {
 // TestClientOutputTable runs the client commands that print against a real
 // server with --output table (and DELAYQ_OUTPUT=table): lists are aligned
 // columns, single objects key/value rows, and json, the default, stays the
-// service's answer on one line.
+// service's answer on one line. get --trail is a table whatever --output
+// says.
 func TestClientOutputTable(t *testing.T) {
 	t.Parallel()
-	p := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--nats-listen", "off")
+	p := startServer(t, "--backend", "memory", "--http", "127.0.0.1:0", "--nats-listen", "off", "--instance-name", "e2e-a")
 	run := func(stdin string, args ...string) string {
 		t.Helper()
 		code, out, stderr := runCLIWith(t, []string{"DELAYQ_SERVER=" + p.HTTPURL}, stdin, args...)
@@ -158,6 +159,13 @@ func TestClientOutputTable(t *testing.T) {
 	require.Equal(t, "dead", rows[0]["STATE"])
 	require.Equal(t, "mailbox full", rows[0]["LAST_ERROR"], "a tab in a cell becomes a space")
 	require.Empty(t, tbl("claim", "mail"), "no delivery, no header")
+	rows = table(t, run("", "get", "--trail", "m3"))
+	require.Len(t, rows, 2, "its push and its delivery")
+	require.Equal(t, map[string]string{"EVENT": "created", "VIA": "http", "BY": "-", "ATTEMPT": "-", "OUTCOME": "-", "ENDED_AT": "-",
+		"ERROR": "-"}, without(rows[0], "AT"))
+	require.Equal(t, []string{"delivered", "pull", "1", "buried", "mailbox full"},
+		[]string{rows[1]["EVENT"], rows[1]["VIA"], rows[1]["ATTEMPT"], rows[1]["OUTCOME"], rows[1]["ERROR"]})
+	require.True(t, strings.HasPrefix(rows[1]["BY"], "e2e-a -> 127.0.0.1:"), "the instance and the consumer: %q", rows[1]["BY"])
 
 	rows = table(t, tbl("cancel", "--key", "k1", "mail"))
 	require.ElementsMatch(t, []map[string]string{{"ID": "m1", "RESULT": "cancelled"},
@@ -190,6 +198,12 @@ func TestClientOutputTable(t *testing.T) {
 	line := sub.stdout.next(t, "l1", 15*time.Second)
 	require.True(t, strings.HasSuffix(strings.TrimSpace(line), `{"n":1}`), line)
 	require.Equal(t, exitOK, sub.interrupt(t))
+}
+
+// without returns row without the column name.
+func without(row map[string]string, name string) map[string]string {
+	delete(row, name)
+	return row
 }
 
 // TestCompletionOutput checks that shell completion offers the values of

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -279,6 +280,7 @@ func startEngine(ctx context.Context, cfg *serveConfig, log *slog.Logger, store 
 		Limits:     core.Limits{MaxBodyBytes: cfg.MaxBody, MaxBatch: cfg.MaxBatch},
 		Deliverers: deliverers,
 		Roles:      cfg.Roles.engineRoles(),
+		Instance:   instanceName(cfg.InstanceName),
 	})
 	if err != nil {
 		return nil, err
@@ -811,4 +813,15 @@ func redactURL(raw string) string {
 		return "(unparsable)"
 	}
 	return u.Redacted()
+}
+
+// instanceName is the name of this instance in jobs' trails: name
+// (--instance-name), or the host name when empty, which stays across
+// restarts; none when the system has no host name.
+func instanceName(name string) string {
+	if name != "" {
+		return name
+	}
+	host, _ := os.Hostname()
+	return host
 }

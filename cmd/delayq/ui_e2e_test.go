@@ -612,10 +612,21 @@ func testUIOpen(t *testing.T, b *browser) {
 	require.Zero(t, tb.count("#cancel"), "a finished job has no actions")
 
 	step("A dead job is req")
-	// A dead job is requeued from its page.
+	// A dead job is requeued from its page, whose trail then tells its
+	// push, its delivery (the instance, the consumer and why it was
+	// buried) and the requeue.
 	tb.goTo("#/job/" + gone)
 	require.Equal(t, "ok: Job "+gone+" requeued.", tb.click("#requeue"))
 	require.Equal(t, "ready", api.job(gone)["state"])
+	tb.waitFor(`document.querySelectorAll("main[data-ready='1'] #trail tbody tr").length === 3`)
+	cells := func(col string) []string {
+		return eval[[]string](tb, `[...document.querySelectorAll("#trail tbody td.`+col+`")].map((td) => td.textContent)`)
+	}
+	require.Equal(t, []string{"created", "delivered", "requeued"}, cells("event"))
+	require.Equal(t, []string{"http", "pull", ""}, cells("via"))
+	require.Equal(t, []string{"", "buried", ""}, cells("outcome"))
+	require.Equal(t, []string{"", "gateway timeout", ""}, cells("error"))
+	require.Regexp(t, `^\S+ → 127\.0\.0\.1:\d+$`, cells("by")[1], "the instance and the consumer")
 
 	step("Dead letters")
 	// The normaliser of errors leaves out what changes from job to job.

@@ -67,7 +67,10 @@ func Drain(ctx context.Context, s core.Store, p DrainParams) DrainResult {
 	for range p.Claimers {
 		claims.Go(func() {
 			for cctx.Err() == nil {
-				got, err := s.ClaimJobs(cctx, &core.ClaimJobsParams{Topic: p.Topic, Max: p.Max, Wait: p.Wait, KeyConcurrency: p.KeyConcurrency, Via: core.ViaPull})
+				// An instance and a consumer's address, as an engine's pull
+				// claims name them: the attempts keep both.
+				got, err := s.ClaimJobs(cctx, &core.ClaimJobsParams{Topic: p.Topic, Max: p.Max, Wait: p.Wait, KeyConcurrency: p.KeyConcurrency,
+					Via: core.ViaPull, Instance: "delayq-0", Consumer: "10.0.3.7:51234"})
 				at := time.Now()
 				if err != nil {
 					return

@@ -126,6 +126,9 @@ var subtests = []subtest{
 	{"HistoryBuryRequeue", testHistoryBuryRequeue},
 	{"HistoryCap", testHistoryCap},
 	{"HistoryReplace", testHistoryReplace},
+	{"HistoryBytes", testHistoryBytes},
+	{"ClaimOrigin", testClaimOrigin},
+	{"Changes", testChanges},
 	{"Counts", testCounts},
 	{"FinishedCounts", testFinishedCounts},
 	{"FinishedRetention", testFinishedRetention},
@@ -180,7 +183,8 @@ func Run(t *testing.T, h Harness) {
 
 // NewJob returns a complete, valid job of topic due at runAt, as the engine
 // hands jobs to a store: a new id, run_at in UTC at ms precision, a TTR of
-// 30s, 5 attempts, a small JSON body and state scheduled.
+// 30s, 5 attempts, a small JSON body, state scheduled and the change its
+// push makes (created, over HTTP).
 func NewJob(topic string, runAt time.Time) *core.Job {
 	return &core.Job{
 		ID:          core.NewID(),
@@ -190,6 +194,7 @@ func NewJob(topic string, runAt time.Time) *core.Job {
 		TTR:         30 * time.Second,
 		MaxAttempts: 5,
 		State:       core.StateScheduled,
+		Changes:     []core.Change{{Kind: core.ChangeCreated, Via: core.OriginHTTP}},
 	}
 }
 

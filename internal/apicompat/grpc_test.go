@@ -138,6 +138,11 @@ func (g *grpcRun) call(s grpcStep) []proto.Message {
 	g.tr.lines("<", st.Code().String()+": "+st.Message())
 	for _, d := range st.Details() {
 		if msg, ok := d.(proto.Message); ok {
+			// A conflict's job holds dynamic values too (a consumer's
+			// address).
+			b, merr := protoJSON.Marshal(msg)
+			require.NoError(g.t, merr)
+			g.tr.collect(b)
 			g.tr.lines("<", string(msg.ProtoReflect().Descriptor().FullName())+" "+g.render(msg))
 		} else {
 			g.tr.lines("<", fmt.Sprintf("undecodable detail: %v", d))

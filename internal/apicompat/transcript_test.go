@@ -31,6 +31,9 @@ var placeholderPattern = regexp.MustCompile(`<(id|lease)-[0-9]+>`)
 // cursors are ids.
 var dynamicKeys = map[string]string{
 	"lease": "lease",
+	// A consumer's address (a job's history and trail): its port is the
+	// client's, chosen by the system.
+	"consumer": "consumer",
 	// GET /v1/version: what built the server differs from one machine
 	// and one commit to the next.
 	"go_version": "go",

@@ -29,7 +29,8 @@ func (s *Server) Claim(ctx context.Context, req *connect.Request[delayqv1.ClaimR
 		// core.ClaimWaitLimit). A socket deadline: the real clock.
 		_ = rc.SetWriteDeadline(time.Now().Add(min(wait, core.ClaimWaitLimit) + s.cfg.WriteTimeout))
 	}
-	jobs, err := s.svc.Claim(ctx, &core.ClaimJobsParams{Topic: m.Topic, Max: maxJobs, Wait: wait, Via: core.ViaGRPC})
+	jobs, err := s.svc.Claim(ctx, &core.ClaimJobsParams{Topic: m.Topic, Max: maxJobs, Wait: wait, Via: core.ViaGRPC,
+		Consumer: req.Peer().Addr})
 	if err != nil {
 		return nil, err
 	}

@@ -276,7 +276,8 @@ func jobMessage(j *core.Job) *delayqv1.Job {
 		m.Backoff = &delayqv1.JobBackoff{Delays: durationTexts(j.RetryDelays)}
 	}
 	for _, a := range j.History {
-		pa := &delayqv1.Attempt{Attempt: int32(a.Attempt), StartedAt: timeText(a.StartedAt), Via: a.Via, Outcome: a.Outcome, Error: a.Error}
+		pa := &delayqv1.Attempt{Attempt: int32(a.Attempt), StartedAt: timeText(a.StartedAt), Via: a.Via, Outcome: a.Outcome, Error: a.Error,
+			Instance: a.Instance, Consumer: a.Consumer}
 		if !a.EndedAt.IsZero() {
 			pa.EndedAt = timeText(a.EndedAt)
 		}
@@ -285,11 +286,30 @@ func jobMessage(j *core.Job) *delayqv1.Job {
 	return m
 }
 
-// exportMessage is j as Export sends it: as GetJob shows it, but without
-// updated_at, lease_expires_at and then, as an export line of the HTTP API.
+// trailMessage is j as GetJob shows it: jobMessage's form with the job's
+// trail (core.Trail).
+func trailMessage(j *core.Job) *delayqv1.Job {
+	m := jobMessage(j)
+	for _, e := range core.Trail(j) {
+		te := &delayqv1.TrailEntry{At: timeText(e.At), Event: e.Event, Via: e.Via, Token: e.Token, Instance: e.Instance,
+			Consumer: e.Consumer, Attempt: int32(e.Attempt), Outcome: e.Outcome, Error: e.Error}
+		if !e.EndedAt.IsZero() {
+			te.EndedAt = timeText(e.EndedAt)
+		}
+		m.Trail = append(m.Trail, te)
+	}
+	return m
+}
+
+// exportMessage is j as Export sends it: as jobMessage has it, but without
+// updated_at, lease_expires_at and then, and with its changes, as an
+// export line of the HTTP API.
 func exportMessage(j *core.Job) *delayqv1.Job {
 	m := jobMessage(j)
 	m.UpdatedAt, m.LeaseExpiresAt, m.Then = "", "", nil
+	for _, c := range j.Changes {
+		m.Changes = append(m.Changes, &delayqv1.Change{At: timeText(c.At), Kind: c.Kind, Via: c.Via, Token: c.Token})
+	}
 	return m
 }
 
@@ -339,7 +359,7 @@ func importJob(m *delayqv1.Job) (*core.Job, error) {
 		if pa == nil {
 			return nil, core.Invalid("history", "history holds an empty attempt")
 		}
-		a := core.Attempt{Attempt: int(pa.Attempt), Via: pa.Via, Outcome: pa.Outcome, Error: pa.Error}
+		a := core.Attempt{Attempt: int(pa.Attempt), Via: pa.Via, Instance: pa.Instance, Consumer: pa.Consumer, Outcome: pa.Outcome, Error: pa.Error}
 		if pa.StartedAt != "" {
 			if a.StartedAt, err = wire.ParseTimeText("history.started_at", pa.StartedAt); err != nil {
 				return nil, err
@@ -351,6 +371,16 @@ func importJob(m *delayqv1.Job) (*core.Job, error) {
 			}
 		}
 		j.History = append(j.History, a)
+	}
+	for _, pc := range m.Changes {
+		if pc == nil {
+			return nil, core.Invalid("changes", "changes holds an empty change")
+		}
+		c := core.Change{Kind: pc.Kind, Via: pc.Via, Token: pc.Token}
+		if c.At, err = wire.ParseTimeText("changes.at", pc.At); err != nil {
+			return nil, err
+		}
+		j.Changes = append(j.Changes, c)
 	}
 	return j, nil
 }

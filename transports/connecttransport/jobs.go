@@ -73,13 +73,14 @@ func (s *Server) PushBatch(ctx context.Context, req *connect.Request[delayqv1.Pu
 	return connect.NewResponse(out), nil
 }
 
-// GetJob reads a job, as GET /v1/jobs/{id}. Errors: NotFound.
+// GetJob reads a job with its trail, as GET /v1/jobs/{id}. Errors:
+// NotFound.
 func (s *Server) GetJob(ctx context.Context, req *connect.Request[delayqv1.GetJobRequest]) (*connect.Response[delayqv1.GetJobResponse], error) {
 	job, err := s.svc.Get(ctx, req.Msg.Id)
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&delayqv1.GetJobResponse{Job: jobMessage(job)}), nil
+	return connect.NewResponse(&delayqv1.GetJobResponse{Job: trailMessage(job)}), nil
 }
 
 // CancelJob cancels a job, as DELETE /v1/jobs/{id}; with running, one

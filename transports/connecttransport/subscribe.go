@@ -60,7 +60,7 @@ func (s *Server) Subscribe(ctx context.Context, req *connect.Request[delayqv1.Su
 		sendMu.Unlock()
 	}()
 	sub, err := s.engine.NewSubscription(core.SubscriptionParams{
-		Topic: topic, Prefetch: cmp.Or(int(req.Msg.Prefetch), PrefetchDefault), Via: core.ViaGRPC,
+		Topic: topic, Prefetch: cmp.Or(int(req.Msg.Prefetch), PrefetchDefault), Via: core.ViaGRPC, Consumer: req.Peer().Addr,
 		ClaimWait: s.cfg.ClaimWait, Recheck: s.cfg.Recheck, ReleaseTimeout: s.cfg.OpTimeout,
 		CancelledFunc: func(id string) { _ = send(&delayqv1.SubscribeResponse{Cancelled: id}) },
 	})

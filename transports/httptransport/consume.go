@@ -30,7 +30,8 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 		// core.ClaimWaitLimit). A socket deadline: the real clock.
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(min(wait, core.ClaimWaitLimit) + s.writeTimeout))
 	}
-	jobs, err := s.svc.Claim(r.Context(), &core.ClaimJobsParams{Topic: r.PathValue("topic"), Max: max, Wait: wait, Via: core.ViaPull})
+	jobs, err := s.svc.Claim(r.Context(), &core.ClaimJobsParams{Topic: r.PathValue("topic"), Max: max, Wait: wait, Via: core.ViaPull,
+		Consumer: r.RemoteAddr})
 	if err != nil {
 		return err
 	}

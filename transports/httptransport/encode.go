@@ -45,6 +45,55 @@ func appendBody(b []byte, body json.RawMessage) []byte { return wire.AppendBody(
 // appendJob appends the GET form of a job: its fields, state and history,
 // and lease_expires_at while reserved, but never the lease itself.
 func appendJob(b []byte, j *core.Job) []byte {
+	return append(appendJobOpen(b, j), '}')
+}
+
+// appendJobTrail appends the form of GET /v1/jobs/{id}: appendJob's with
+// the job's trail (core.Trail), which listings leave out.
+func appendJobTrail(b []byte, j *core.Job) []byte {
+	b = appendJobOpen(b, j)
+	b = append(b, `,"trail":[`...)
+	for i, e := range core.Trail(j) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"at":`...)
+		b = appendTime(b, e.At)
+		b = append(b, `,"event":`...)
+		b = appendString(b, e.Event)
+		b = appendOptional(b, "via", e.Via)
+		b = appendOptional(b, "token", e.Token)
+		b = appendOptional(b, "instance", e.Instance)
+		b = appendOptional(b, "consumer", e.Consumer)
+		if e.Attempt != 0 {
+			b = append(b, `,"attempt":`...)
+			b = strconv.AppendInt(b, int64(e.Attempt), 10)
+		}
+		b = appendOptional(b, "outcome", e.Outcome)
+		if !e.EndedAt.IsZero() {
+			b = append(b, `,"ended_at":`...)
+			b = appendTime(b, e.EndedAt)
+		}
+		b = appendOptional(b, "error", e.Error)
+		b = append(b, '}')
+	}
+	return append(b, "]}"...)
+}
+
+// appendOptional appends the string field name with value v, nothing when
+// v is empty.
+func appendOptional(b []byte, name, v string) []byte {
+	if v == "" {
+		return b
+	}
+	b = append(b, `,"`...)
+	b = append(b, name...)
+	b = append(b, `":`...)
+	return appendString(b, v)
+}
+
+// appendJobOpen appends appendJob's form without its closing brace.
+func appendJobOpen(b []byte, j *core.Job) []byte {
 	b = appendJobFields(b, j)
 	if !j.UpdatedAt.IsZero() {
 		b = append(b, `,"updated_at":`...)
@@ -60,7 +109,7 @@ func appendJob(b []byte, j *core.Job) []byte {
 		b = append(b, `,"then":`...)
 		b = appendStep(b, j.Then)
 	}
-	return append(b, '}')
+	return b
 }
 
 // appendStep appends a job's next step in the form of a push's job
@@ -197,12 +246,33 @@ func appendHistory(b []byte, h []core.Attempt) []byte {
 		}
 		b = append(b, `,"via":`...)
 		b = appendString(b, a.Via)
+		b = appendOptional(b, "instance", a.Instance)
+		b = appendOptional(b, "consumer", a.Consumer)
 		b = append(b, `,"outcome":`...)
 		b = appendString(b, a.Outcome)
-		if a.Error != "" {
-			b = append(b, `,"error":`...)
-			b = appendString(b, a.Error)
+		b = appendOptional(b, "error", a.Error)
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+// appendChanges appends a job's changes, oldest first, as "changes";
+// nothing when it has none.
+func appendChanges(b []byte, changes []core.Change) []byte {
+	if len(changes) == 0 {
+		return b
+	}
+	b = append(b, `,"changes":[`...)
+	for i, c := range changes {
+		if i > 0 {
+			b = append(b, ',')
 		}
+		b = append(b, `{"at":`...)
+		b = appendTime(b, c.At)
+		b = append(b, `,"kind":`...)
+		b = appendString(b, c.Kind)
+		b = appendOptional(b, "via", c.Via)
+		b = appendOptional(b, "token", c.Token)
 		b = append(b, '}')
 	}
 	return append(b, ']')

@@ -86,12 +86,13 @@ func (s *Server) exportJobs(w http.ResponseWriter, r *http.Request) error {
 	panic(http.ErrAbortHandler)
 }
 
-// appendExportJob appends one line of an export: the job's fields, state
-// and history, its body byte for byte, but never its lease.
+// appendExportJob appends one line of an export: the job's fields, state,
+// history and changes, its body byte for byte, but never its lease.
 func appendExportJob(b []byte, j *core.Job) []byte {
 	b = appendJobFields(b, j)
 	b = append(b, `,"last_error":`...)
 	b = appendString(b, j.LastError)
+	b = appendChanges(b, j.Changes)
 	return append(b, '}')
 }
 
@@ -115,6 +116,15 @@ type exportLine struct {
 	ExpiresAt   json.RawMessage `json:"expires_at"`
 	Retention   json.RawMessage `json:"retention"`
 	History     []attemptLine   `json:"history"`
+	Changes     []changeLine    `json:"changes"`
+}
+
+// changeLine is the wire form of one change of an export line.
+type changeLine struct {
+	At    json.RawMessage `json:"at"`
+	Kind  string          `json:"kind"`
+	Via   string          `json:"via"`
+	Token string          `json:"token"`
 }
 
 // attemptLine is the wire form of one attempt of an export line's history.
@@ -123,6 +133,8 @@ type attemptLine struct {
 	StartedAt json.RawMessage `json:"started_at"`
 	EndedAt   json.RawMessage `json:"ended_at"`
 	Via       string          `json:"via"`
+	Instance  string          `json:"instance"`
+	Consumer  string          `json:"consumer"`
 	Outcome   string          `json:"outcome"`
 	Error     string          `json:"error"`
 }
@@ -166,7 +178,7 @@ func decodeExportLine(data []byte) (*core.Job, error) {
 		return nil, err
 	}
 	for _, a := range l.History {
-		at := core.Attempt{Attempt: a.Attempt, Via: a.Via, Outcome: a.Outcome, Error: a.Error}
+		at := core.Attempt{Attempt: a.Attempt, Via: a.Via, Instance: a.Instance, Consumer: a.Consumer, Outcome: a.Outcome, Error: a.Error}
 		if at.StartedAt, _, err = parseTime("history.started_at", a.StartedAt); err != nil {
 			return nil, err
 		}
@@ -174,6 +186,13 @@ func decodeExportLine(data []byte) (*core.Job, error) {
 			return nil, err
 		}
 		j.History = append(j.History, at)
+	}
+	for _, c := range l.Changes {
+		ch := core.Change{Kind: c.Kind, Via: c.Via, Token: c.Token}
+		if ch.At, _, err = parseTime("changes.at", c.At); err != nil {
+			return nil, err
+		}
+		j.Changes = append(j.Changes, ch)
 	}
 	return j, nil
 }

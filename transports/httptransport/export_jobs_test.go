@@ -139,7 +139,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 	require.Equal(t, "boom", jobs[deadID]["last_error"])
 	require.Equal(t, map[string]any{"delays": []any{"1m0s", "1m30s"}}, s["backoff"])
 	for id, j := range jobs {
-		want := 12 // exactly the fields of an export, and the job's own backoff and history if it has them
+		want := 13 // exactly the fields of an export, changes included, and the job's own backoff and history if it has them
 		if id == scheduled {
 			want++
 		}

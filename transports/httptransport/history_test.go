@@ -3,6 +3,7 @@ package httptransport_test
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,8 +11,9 @@ import (
 )
 
 // TestJobHistoryOverHTTP: GET /v1/jobs/{id} shows the job's attempts,
-// oldest first, each with its times, via, outcome and error; the attempt
-// in progress has no ended_at and an empty outcome.
+// oldest first, each with its times, via, consumer, outcome and error; the
+// attempt in progress has no ended_at and an empty outcome. Its trail
+// tells the push and each delivery with its outcome.
 func TestJobHistoryOverHTTP(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -22,7 +24,15 @@ func TestJobHistoryOverHTTP(t *testing.T) {
 	d := b.claim(t, "hist", 1)
 	require.Len(t, d, 1)
 	require.NotContains(t, d[0], "history", "a delivery does not carry the history")
-	require.Equal(t, []any{map[string]any{"attempt": float64(1), "started_at": rfc3339ms(start), "via": "pull", "outcome": ""}},
+	consumer := func(k int) string {
+		t.Helper()
+		h := b.getJob(t, id)["history"].([]any)
+		c, _ := h[k].(map[string]any)["consumer"].(string)
+		require.True(t, strings.HasPrefix(c, "127.0.0.1:"), "the pull consumer's address: %q", c)
+		return c
+	}
+	first := consumer(0)
+	require.Equal(t, []any{map[string]any{"attempt": float64(1), "started_at": rfc3339ms(start), "via": "pull", "consumer": first, "outcome": ""}},
 		b.getJob(t, id)["history"])
 
 	b.clock.Advance(2 * time.Second)
@@ -35,13 +45,22 @@ func TestJobHistoryOverHTTP(t *testing.T) {
 	second := b.clock.Now()
 	b.clock.Advance(time.Second)
 	requireStatus(t, b.do(t, http.MethodPost, "/v1/jobs/"+id+"/ack", map[string]any{"lease": d[0]["lease"]}), http.StatusNoContent)
+	other := consumer(1)
 
+	got := b.getJob(t, id)
 	require.Equal(t, []any{
 		map[string]any{"attempt": float64(1), "started_at": rfc3339ms(start), "ended_at": rfc3339ms(retried),
-			"via": "pull", "outcome": "retried", "error": "boom"},
+			"via": "pull", "consumer": first, "outcome": "retried", "error": "boom"},
 		map[string]any{"attempt": float64(2), "started_at": rfc3339ms(second), "ended_at": rfc3339ms(second.Add(time.Second)),
-			"via": "pull", "outcome": "acked"},
-	}, b.getJob(t, id)["history"])
+			"via": "pull", "consumer": other, "outcome": "acked"},
+	}, got["history"])
+	require.Equal(t, []any{
+		map[string]any{"at": rfc3339ms(start), "event": "created", "via": "http"},
+		map[string]any{"at": rfc3339ms(start), "event": "delivered", "via": "pull", "consumer": first, "attempt": float64(1),
+			"outcome": "retried", "ended_at": rfc3339ms(retried), "error": "boom"},
+		map[string]any{"at": rfc3339ms(second), "event": "delivered", "via": "pull", "consumer": other, "attempt": float64(2),
+			"outcome": "acked", "ended_at": rfc3339ms(second.Add(time.Second))},
+	}, got["trail"])
 }
 
 // TestImportHistory: an import line's history is kept; one that names an

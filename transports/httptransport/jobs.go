@@ -124,14 +124,14 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// getJob serves GET /v1/jobs/{id}: the job, without its lease; 404 when
-// unknown.
+// getJob serves GET /v1/jobs/{id}: the job, without its lease, with its
+// trail; 404 when unknown.
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 	job, err := s.svc.Get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	writeRaw(w, http.StatusOK, appendJob(nil, job))
+	writeRaw(w, http.StatusOK, appendJobTrail(nil, job))
 	return nil
 }
 

@@ -37,6 +37,7 @@ func TestCreateJob(t *testing.T) {
 			"run_at": rfc3339ms(now.Add(15 * time.Minute)), "ttr": "45s", "max_attempts": float64(3),
 			"priority": float64(0), "attempt": float64(0), "state": "scheduled", "created_at": rfc3339ms(now),
 			"updated_at": rfc3339ms(now), "last_error": "",
+			"trail": []any{map[string]any{"at": rfc3339ms(now), "event": "created", "via": "http"}},
 		}, got)
 	})
 

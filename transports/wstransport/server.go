@@ -262,7 +262,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// deliveries can be cancelled.
 	var sub *subscription
 	held, err := s.engine.NewSubscription(core.SubscriptionParams{
-		Topic: topic, Prefetch: prefetch, Via: core.ViaWebSocket,
+		Topic: topic, Prefetch: prefetch, Via: core.ViaWebSocket, Consumer: r.RemoteAddr,
 		ClaimWait: s.cfg.ClaimWait, Recheck: s.cfg.Recheck, ReleaseTimeout: s.cfg.OpTimeout,
 		CancelledFunc: func(id string) { sub.send(appendCancelledFrame(nil, id)) },
 	})

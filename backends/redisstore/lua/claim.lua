@@ -3,7 +3,8 @@
 -- ARGV[6] topic; [7] the mode; [8] the claim's random token, which each
 -- job's lease token starts with (the rest is the job's place in the
 -- claim, so that a claim of many sends one token, not one per job); [9]
--- the via of the attempts it starts (a letter, kept as field v; see
+-- the via of the attempts it starts (encodeVia's: a letter, with the
+-- instance and consumer when the claim names them; kept as field v, see
 -- History in lib.lua); then, for "take" (a standalone server): [10] max,
 -- [11] count of shards, their bases and numbers: the first max due jobs
 -- of the shards' queues, by priority, run_at then id, are reserved. For

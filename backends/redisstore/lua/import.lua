@@ -1,12 +1,12 @@
 -- import.lua: store exported jobs of one shard, in order, each only if its
 -- id is not in use.
 --
--- ARGV[6] the longest body kept in the job (as put.lua); [7...] 19 per
+-- ARGV[6] the longest body kept in the job (as put.lua); [7...] 20 per
 -- job, stored in the form JOB_FORM names (lib.lua): id, topic, key, body, run_at (ms), ttr (ms),
 -- max_attempts, traceparent, state, attempt, last_error, created_at (ms),
 -- updated_at (ms, 0 for none), retry delays, priority, url, history (the
--- H field, every attempt ended), expires_at (ms), retention (ms); empty
--- strings for none.
+-- H field, every attempt ended), expires_at (ms), retention (ms), changes
+-- (the C field); empty strings for none.
 --
 -- A job whose key exists, in any state (finished ones within retention
 -- included), is skipped. Otherwise it is placed as put.lua places a new
@@ -19,12 +19,13 @@
 -- the queue heads the call made earlier (announced).
 local inline_body = tonumber(ARGV[6])
 local out = {}
-for i = 7, #ARGV, 19 do
+for i = 7, #ARGV, 20 do
   local id, t, k, b = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local r, d, m, p = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
   local st, a, e, c = ARGV[i + 8], ARGV[i + 9], ARGV[i + 10], tonumber(ARGV[i + 11])
   local u, w, y = tonumber(ARGV[i + 12]), ARGV[i + 13], tonumber(ARGV[i + 14])
   local h, hist, z, kept = ARGV[i + 15], ARGV[i + 16], ARGV[i + 17], tonumber(ARGV[i + 18])
+  local changes = ARGV[i + 19]
   local kj = key_job(id)
   if redis.call('EXISTS', kj) == 1 then
     out[#out + 1] = 0
@@ -52,6 +53,7 @@ for i = 7, #ARGV, 19 do
     if w ~= '' then j.w = w end
     if h ~= '' then j.h = h end
     if hist ~= '' then j.H = hist end
+    if changes ~= '' then j.C = changes end
     if z ~= '' then j.z = tonumber(z) end
     if kept then j.R = kept end
     packed_ids[id] = JOB_FORM == 'packed' or nil

@@ -395,33 +395,92 @@ end
 -- History. A job's attempts that ended are its field H, absent until the
 -- first ends: "<n>|" then its n entries, oldest first, each
 -- "<attempt>,<started ms>,<ms until it ended>,<via>,<outcome>,<error
--- length>:<error>", via and outcome one letter each (codec.go). The
--- attempt in progress of a reserved job is its fields a, u (the claim's
--- time: only the end of the delivery changes u again) and v (the via the
--- claim named), so that a claim writes one short field more and a job
--- that was never delivered none.
-local HISTORY_MAX = 20 -- core.HistoryMax
+-- length>:<error>", via as the claim gave it (encodeVia: a letter, or
+-- "<letter>/<instance>/<consumer>") and outcome one letter (codec.go).
+-- The attempt in progress of a reserved job is its fields a, u (the
+-- claim's time: only the end of the delivery changes u again) and v (the
+-- via the claim named), so that a claim writes one short field more and a
+-- job that was never delivered none.
+local HISTORY_MAX = 50 -- core.HistoryMax
+local HISTORY_BYTES = 16384 -- core.HistoryMaxBytes
+local ATTEMPT_OVERHEAD = 32 -- what core.AttemptSize adds to an attempt's names and error
+
+-- ENTRY_HEAD matches an entry of H up to its error, capturing its via and
+-- the error's length.
+local ENTRY_HEAD = '^[^,]*,[^,]*,[^,]*,([^,]*),[^,]*,(%d+):'
+
+-- entry_sizes returns the sizes of the entries of rest (H without its
+-- count) as core.AttemptSize counts them, and where each ends.
+local function entry_sizes(rest)
+  local sizes, ends, at = {}, {}, 1
+  while at <= #rest do
+    local _, e, via, len = string.find(rest, ENTRY_HEAD, at)
+    if not e then break end
+    local names = 0
+    local inst, cons = string.match(via, '^[^/]*/([^/]*)/(.*)$')
+    if inst then names = #inst + #cons end
+    sizes[#sizes + 1] = ATTEMPT_OVERHEAD + tonumber(len) + names
+    at = e + 1 + tonumber(len)
+    ends[#ends + 1] = at
+  end
+  return sizes, ends
+end
 
 -- ended_attempt returns j's H with the attempt in progress ended at ms
 -- ended with outcome (a letter) and error err appended, the oldest
--- dropped past HISTORY_MAX.
+-- dropped past HISTORY_MAX and HISTORY_BYTES (core.TrimHistory). It drops
+-- j.v, which the entry now holds: a packed job is written without it (a
+-- hash keeps the field, which a save of named fields leaves alone).
 local function ended_attempt(j, outcome, ended, err)
   local started = j.u or ended
   local entry = int(j.a or 0) .. ',' .. int(started) .. ',' .. int(ended - started) .. ',' .. (j.v or '') .. ',' ..
     outcome .. ',' .. #err .. ':' .. err
+  j.v = nil
   local h = j.H
   if not h or h == '' then return '1|' .. entry end
   local n, rest = string.match(h, '^(%d+)|(.*)$')
   n = tonumber(n)
   if not n then return '1|' .. entry end
-  if n >= HISTORY_MAX then
-    local _, e, len = string.find(rest, '^[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,(%d+):')
-    if e then
-      rest = string.sub(rest, e + 1 + tonumber(len))
-      n = n - 1
+  rest = rest .. entry
+  n = n + 1
+  -- An entry holds its size less ATTEMPT_OVERHEAD: below this no
+  -- entry need be read.
+  if n > HISTORY_MAX or #rest + n * ATTEMPT_OVERHEAD > HISTORY_BYTES then
+    local sizes, ends = entry_sizes(rest)
+    local total, drop = 0, 0
+    for k = 1, #sizes do total = total + sizes[k] end
+    while drop < #sizes - 1 and (#sizes - drop > HISTORY_MAX or total > HISTORY_BYTES) do
+      drop = drop + 1
+      total = total - sizes[drop]
+    end
+    if drop > 0 then
+      rest = string.sub(rest, ends[drop])
+      n = n - drop
     end
   end
-  return int(n + 1) .. '|' .. rest .. entry
+  return int(n) .. '|' .. rest
+end
+
+-- Changes. A job's Changes are its field C: entries "<kind><at ms>,<via>,
+-- <token>", kind c (created), r (replaced) or q (requeued), joined by '|',
+-- oldest first, at most CHANGES_MAX (codec.go). A put's caller sends
+-- "<via>,<token>" (putChange); the script stamps it, but for a created
+-- entry, whose time is the job's c and is left out: every write of a
+-- packed job writes it again.
+local CHANGES_MAX = 20 -- core.ChangesMax
+
+-- appended_change returns changes c (a C field, or nil) with the change
+-- of kind (a letter) at now by tail ("<via>,<token>") appended, the oldest
+-- dropped past CHANGES_MAX.
+local function appended_change(c, kind, tail)
+  local entry = kind .. now_s .. ',' .. tail
+  if not c or c == '' then return entry end
+  local _, n = string.gsub(c, '|', '|')
+  while n + 1 >= CHANGES_MAX do
+    c = string.sub(c, string.find(c, '|', 1, true) + 1)
+    n = n - 1
+  end
+  return c .. '|' .. entry
 end
 
 -- Business keys. A job of topic t with key k is a member of the zset
@@ -620,7 +679,7 @@ local function finish(id, j, state, ...)
   log_finish(id, j, kind, now_s, j.e)
 end
 
--- put_job stores the job whose 14 fields start at ARGV[i] (put.lua's): a
+-- put_job stores the job whose 15 fields start at ARGV[i] (put.lua's): a
 -- new job, a finished one overwritten (not with absent: any job kept is a
 -- conflict), or with replace an unfinished one replaced unless reserved;
 -- in the form JOB_FORM names.
@@ -633,6 +692,7 @@ local function put_job(replace, inline_body, i, absent)
   local nxt = ARGV[i + 13]
   local kj = key_job(id)
   local created = now
+  local changes = 'c,' .. ARGV[i + 14]
   local res = 0
   -- The body key too: a finished job's two keys expire apart, and a stale
   -- body must not outlive it into a new job of the same id.
@@ -652,13 +712,16 @@ local function put_job(replace, inline_body, i, absent)
       res = 1
       created = j.c
       unlink(id, j)
+      local before = j.C
+      if not packed_ids[id] then before = redis.call('HGET', kj, 'C') end
+      changes = appended_change(before, 'r', ARGV[i + 14])
     end
     redis.call('DEL', kj, key_body(id)) -- also drops a finished job's expiry
     if j and j.k and (j.k ~= k or j.t ~= t) then unindex_key(id, j.t, j.k) end
   end
   local state = 'scheduled'
   if r <= now then state = 'ready' end
-  local j = {s = state, t = t, r = r, d = tonumber(d), m = tonumber(m), a = 0, c = created, u = now, y = y}
+  local j = {s = state, t = t, r = r, d = tonumber(d), m = tonumber(m), a = 0, c = created, u = now, y = y, C = changes}
   if k ~= '' then j.k = k end
   if #b > inline_body then
     redis.call('SET', key_body(id), b)

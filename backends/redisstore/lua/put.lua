@@ -2,10 +2,11 @@
 --
 -- ARGV[6] "1" to replace, "2" to create only ids the store keeps in no
 -- state (PutJobsParams.IfAbsent), else "0"; [7] the longest body kept in the job (a
--- longer one gets a key of its own: see Store.inlineBody); then 14 per
+-- longer one gets a key of its own: see Store.inlineBody); then 15 per
 -- job: id, topic, key, body, run_at (ms), ttr (ms), max_attempts,
 -- traceparent, retry delays, priority, url, expires_at (ms), retention
--- (ms), then (the next step's JSON) (empty strings for none).
+-- (ms), then (the next step's JSON) (empty strings for none), and how the
+-- put came ("<via>,<token>": Changes in lib.lua).
 --
 -- New jobs take the form JOB_FORM names (lib.lua).
 --
@@ -19,7 +20,7 @@
 local replace, absent = ARGV[6] == '1', ARGV[6] == '2'
 local inline_body = tonumber(ARGV[7])
 local out = {}
-for i = 8, #ARGV, 14 do
+for i = 8, #ARGV, 15 do
   out[#out + 1] = put_job(replace, inline_body, i, absent)
 end
 return {out, announced()}

@@ -356,7 +356,8 @@ type Job struct {
 	LeaseExpiresAt string      `protobuf:"bytes,14,opt,name=lease_expires_at,json=leaseExpiresAt,proto3" json:"lease_expires_at,omitempty"`
 	Url            string      `protobuf:"bytes,15,opt,name=url,proto3" json:"url,omitempty"`
 	Backoff        *JobBackoff `protobuf:"bytes,16,opt,name=backoff,proto3" json:"backoff,omitempty"`
-	// History is the job's last deliveries, oldest first, at most 20.
+	// History is the job's last deliveries, oldest first, at most 50 within
+	// 16 KiB (docs/api.md, Attempt history).
 	History []*Attempt `protobuf:"bytes,17,rep,name=history,proto3" json:"history,omitempty"`
 	// ExpiresAt is set when the job expires.
 	ExpiresAt string `protobuf:"bytes,18,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
@@ -364,7 +365,15 @@ type Job struct {
 	Then *JobSpec `protobuf:"bytes,19,opt,name=then,proto3" json:"then,omitempty"`
 	// Retention, a duration, is how long the job is kept once done or
 	// cancelled: its topic's retention when pushed; "" for the server's.
-	Retention     string `protobuf:"bytes,30,opt,name=retention,proto3" json:"retention,omitempty"`
+	Retention string `protobuf:"bytes,30,opt,name=retention,proto3" json:"retention,omitempty"`
+	// Changes are what happened to the job besides its deliveries, oldest
+	// first, at most 20: set in Export's jobs and read by Import, as the
+	// HTTP API's export lines carry them.
+	Changes []*Change `protobuf:"bytes,31,rep,name=changes,proto3" json:"changes,omitempty"`
+	// Trail is the job's trail, oldest first, its last 50 entries: set by
+	// GetJob only, as GET /v1/jobs/{id} shows it (docs/api.md, The trail of
+	// a job).
+	Trail         []*TrailEntry `protobuf:"bytes,32,rep,name=trail,proto3" json:"trail,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -539,6 +548,218 @@ func (x *Job) GetRetention() string {
 	return ""
 }
 
+func (x *Job) GetChanges() []*Change {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+func (x *Job) GetTrail() []*TrailEntry {
+	if x != nil {
+		return x.Trail
+	}
+	return nil
+}
+
+// Change is something that happened to a job besides its deliveries.
+type Change struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	At    string                 `protobuf:"bytes,1,opt,name=at,proto3" json:"at,omitempty"`
+	// Kind is created, replaced or requeued.
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Via is how the push came: http, grpc, nats, kafka, schedule, import,
+	// chain, events or notices; empty for a requeue.
+	Via string `protobuf:"bytes,3,opt,name=via,proto3" json:"via,omitempty"`
+	// Token is the name of the API token that pushed; empty without tokens.
+	Token         string `protobuf:"bytes,4,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Change) Reset() {
+	*x = Change{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Change) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Change) ProtoMessage() {}
+
+func (x *Change) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Change.ProtoReflect.Descriptor instead.
+func (*Change) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Change) GetAt() string {
+	if x != nil {
+		return x.At
+	}
+	return ""
+}
+
+func (x *Change) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Change) GetVia() string {
+	if x != nil {
+		return x.Via
+	}
+	return ""
+}
+
+func (x *Change) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+// TrailEntry is one step of a job's trail.
+type TrailEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At is when it happened; for a delivery, when it started.
+	At string `protobuf:"bytes,1,opt,name=at,proto3" json:"at,omitempty"`
+	// Event is created, replaced, delivered, requeued, cancelled or expired.
+	Event string `protobuf:"bytes,2,opt,name=event,proto3" json:"event,omitempty"`
+	// Via is, for created and replaced, how the push came (as Change.via);
+	// for delivered, how it was delivered (as Attempt.via).
+	Via string `protobuf:"bytes,3,opt,name=via,proto3" json:"via,omitempty"`
+	// Token is, for created and replaced, the name of the token that pushed.
+	Token string `protobuf:"bytes,4,opt,name=token,proto3" json:"token,omitempty"`
+	// Instance and consumer are, for delivered, the instance that handed the
+	// job out and the consumer's address.
+	Instance string `protobuf:"bytes,5,opt,name=instance,proto3" json:"instance,omitempty"`
+	Consumer string `protobuf:"bytes,6,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	// Attempt, outcome, ended_at and error are a delivery's, as its Attempt.
+	Attempt       int32  `protobuf:"varint,7,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Outcome       string `protobuf:"bytes,8,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	EndedAt       string `protobuf:"bytes,9,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
+	Error         string `protobuf:"bytes,10,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrailEntry) Reset() {
+	*x = TrailEntry{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrailEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrailEntry) ProtoMessage() {}
+
+func (x *TrailEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrailEntry.ProtoReflect.Descriptor instead.
+func (*TrailEntry) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *TrailEntry) GetAt() string {
+	if x != nil {
+		return x.At
+	}
+	return ""
+}
+
+func (x *TrailEntry) GetEvent() string {
+	if x != nil {
+		return x.Event
+	}
+	return ""
+}
+
+func (x *TrailEntry) GetVia() string {
+	if x != nil {
+		return x.Via
+	}
+	return ""
+}
+
+func (x *TrailEntry) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *TrailEntry) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
+}
+
+func (x *TrailEntry) GetConsumer() string {
+	if x != nil {
+		return x.Consumer
+	}
+	return ""
+}
+
+func (x *TrailEntry) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *TrailEntry) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *TrailEntry) GetEndedAt() string {
+	if x != nil {
+		return x.EndedAt
+	}
+	return ""
+}
+
+func (x *TrailEntry) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // Attempt is one delivery of a job: a claim starts it, an ack, retry, bury
 // or lease expiry ends it.
 type Attempt struct {
@@ -557,14 +778,20 @@ type Attempt struct {
 	// progress.
 	Outcome string `protobuf:"bytes,5,opt,name=outcome,proto3" json:"outcome,omitempty"`
 	// Error is the reason a retry or bury gave.
-	Error         string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	// Instance is the delayq instance that handed it out (--instance-name);
+	// empty when unknown.
+	Instance string `protobuf:"bytes,7,opt,name=instance,proto3" json:"instance,omitempty"`
+	// Consumer is the address of the consumer it was handed to, for pull,
+	// websocket and grpc deliveries.
+	Consumer      string `protobuf:"bytes,8,opt,name=consumer,proto3" json:"consumer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[4]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -576,7 +803,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[4]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -589,7 +816,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{4}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Attempt) GetAttempt() int32 {
@@ -634,6 +861,20 @@ func (x *Attempt) GetError() string {
 	return ""
 }
 
+func (x *Attempt) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
+}
+
+func (x *Attempt) GetConsumer() string {
+	if x != nil {
+		return x.Consumer
+	}
+	return ""
+}
+
 // Delivery is a claimed job with the lease that settles it.
 type Delivery struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -650,7 +891,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[5]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -662,7 +903,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[5]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -675,7 +916,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{5}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Delivery) GetId() string {
@@ -737,7 +978,7 @@ type PushRequest struct {
 
 func (x *PushRequest) Reset() {
 	*x = PushRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[6]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -749,7 +990,7 @@ func (x *PushRequest) String() string {
 func (*PushRequest) ProtoMessage() {}
 
 func (x *PushRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[6]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -762,7 +1003,7 @@ func (x *PushRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushRequest.ProtoReflect.Descriptor instead.
 func (*PushRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{6}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PushRequest) GetJob() *JobSpec {
@@ -788,7 +1029,7 @@ type PushResponse struct {
 
 func (x *PushResponse) Reset() {
 	*x = PushResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[7]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -800,7 +1041,7 @@ func (x *PushResponse) String() string {
 func (*PushResponse) ProtoMessage() {}
 
 func (x *PushResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[7]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -813,7 +1054,7 @@ func (x *PushResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushResponse.ProtoReflect.Descriptor instead.
 func (*PushResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{7}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PushResponse) GetId() string {
@@ -861,7 +1102,7 @@ type PushBatchRequest struct {
 
 func (x *PushBatchRequest) Reset() {
 	*x = PushBatchRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[8]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -873,7 +1114,7 @@ func (x *PushBatchRequest) String() string {
 func (*PushBatchRequest) ProtoMessage() {}
 
 func (x *PushBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[8]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -886,7 +1127,7 @@ func (x *PushBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushBatchRequest.ProtoReflect.Descriptor instead.
 func (*PushBatchRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{8}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PushBatchRequest) GetJobs() []*JobSpec {
@@ -908,7 +1149,7 @@ type PushResult struct {
 
 func (x *PushResult) Reset() {
 	*x = PushResult{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[9]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -920,7 +1161,7 @@ func (x *PushResult) String() string {
 func (*PushResult) ProtoMessage() {}
 
 func (x *PushResult) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[9]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -933,7 +1174,7 @@ func (x *PushResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushResult.ProtoReflect.Descriptor instead.
 func (*PushResult) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{9}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PushResult) GetJob() *PushResponse {
@@ -960,7 +1201,7 @@ type PushBatchResponse struct {
 
 func (x *PushBatchResponse) Reset() {
 	*x = PushBatchResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[10]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -972,7 +1213,7 @@ func (x *PushBatchResponse) String() string {
 func (*PushBatchResponse) ProtoMessage() {}
 
 func (x *PushBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[10]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -985,7 +1226,7 @@ func (x *PushBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushBatchResponse.ProtoReflect.Descriptor instead.
 func (*PushBatchResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{10}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PushBatchResponse) GetResults() []*PushResult {
@@ -1005,7 +1246,7 @@ type ReplaceRequest struct {
 
 func (x *ReplaceRequest) Reset() {
 	*x = ReplaceRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[11]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1017,7 +1258,7 @@ func (x *ReplaceRequest) String() string {
 func (*ReplaceRequest) ProtoMessage() {}
 
 func (x *ReplaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[11]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1030,7 +1271,7 @@ func (x *ReplaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceRequest.ProtoReflect.Descriptor instead.
 func (*ReplaceRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{11}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReplaceRequest) GetJob() *JobSpec {
@@ -1050,7 +1291,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[12]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1062,7 +1303,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[12]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1075,7 +1316,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{12}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetJobRequest) GetId() string {
@@ -1095,7 +1336,7 @@ type GetJobResponse struct {
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[13]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1348,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[13]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1361,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{13}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetJobResponse) GetJob() *Job {
@@ -1143,7 +1384,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[14]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +1396,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[14]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +1409,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{14}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CancelJobRequest) GetId() string {
@@ -1194,7 +1435,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[15]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1206,7 +1447,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[15]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1219,7 +1460,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{15}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{17}
 }
 
 // FindJobsRequest is the argument of FindJobs.
@@ -1238,7 +1479,7 @@ type FindJobsRequest struct {
 
 func (x *FindJobsRequest) Reset() {
 	*x = FindJobsRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[16]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1250,7 +1491,7 @@ func (x *FindJobsRequest) String() string {
 func (*FindJobsRequest) ProtoMessage() {}
 
 func (x *FindJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[16]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1263,7 +1504,7 @@ func (x *FindJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindJobsRequest.ProtoReflect.Descriptor instead.
 func (*FindJobsRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{16}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FindJobsRequest) GetTopic() string {
@@ -1306,7 +1547,7 @@ type FindJobsResponse struct {
 
 func (x *FindJobsResponse) Reset() {
 	*x = FindJobsResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[17]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1318,7 +1559,7 @@ func (x *FindJobsResponse) String() string {
 func (*FindJobsResponse) ProtoMessage() {}
 
 func (x *FindJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[17]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1331,7 +1572,7 @@ func (x *FindJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindJobsResponse.ProtoReflect.Descriptor instead.
 func (*FindJobsResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{17}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FindJobsResponse) GetJobs() []*Job {
@@ -1371,7 +1612,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[18]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1383,7 +1624,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[18]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1396,7 +1637,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{18}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListJobsRequest) GetTopic() string {
@@ -1458,7 +1699,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[19]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1470,7 +1711,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[19]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1483,7 +1724,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{19}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -1519,7 +1760,7 @@ type CancelByKeyRequest struct {
 
 func (x *CancelByKeyRequest) Reset() {
 	*x = CancelByKeyRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[20]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1531,7 +1772,7 @@ func (x *CancelByKeyRequest) String() string {
 func (*CancelByKeyRequest) ProtoMessage() {}
 
 func (x *CancelByKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[20]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1544,7 +1785,7 @@ func (x *CancelByKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelByKeyRequest.ProtoReflect.Descriptor instead.
 func (*CancelByKeyRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{20}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CancelByKeyRequest) GetTopic() string {
@@ -1573,7 +1814,7 @@ type CancelByKeyResponse struct {
 
 func (x *CancelByKeyResponse) Reset() {
 	*x = CancelByKeyResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[21]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1585,7 +1826,7 @@ func (x *CancelByKeyResponse) String() string {
 func (*CancelByKeyResponse) ProtoMessage() {}
 
 func (x *CancelByKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[21]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1598,7 +1839,7 @@ func (x *CancelByKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelByKeyResponse.ProtoReflect.Descriptor instead.
 func (*CancelByKeyResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{21}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CancelByKeyResponse) GetCancelled() []string {
@@ -1629,7 +1870,7 @@ type ClaimRequest struct {
 
 func (x *ClaimRequest) Reset() {
 	*x = ClaimRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[22]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1641,7 +1882,7 @@ func (x *ClaimRequest) String() string {
 func (*ClaimRequest) ProtoMessage() {}
 
 func (x *ClaimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[22]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1654,7 +1895,7 @@ func (x *ClaimRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimRequest.ProtoReflect.Descriptor instead.
 func (*ClaimRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{22}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ClaimRequest) GetTopic() string {
@@ -1688,7 +1929,7 @@ type ClaimResponse struct {
 
 func (x *ClaimResponse) Reset() {
 	*x = ClaimResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[23]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1700,7 +1941,7 @@ func (x *ClaimResponse) String() string {
 func (*ClaimResponse) ProtoMessage() {}
 
 func (x *ClaimResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[23]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1713,7 +1954,7 @@ func (x *ClaimResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimResponse.ProtoReflect.Descriptor instead.
 func (*ClaimResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{23}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ClaimResponse) GetJobs() []*Delivery {
@@ -1735,7 +1976,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[24]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1747,7 +1988,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[24]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1760,7 +2001,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{24}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SubscribeRequest) GetTopic() string {
@@ -1793,7 +2034,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[25]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1805,7 +2046,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[25]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1818,7 +2059,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{25}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SubscribeResponse) GetDelivery() *Delivery {
@@ -1846,7 +2087,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[26]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1858,7 +2099,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[26]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1871,7 +2112,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{26}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AckRequest) GetId() string {
@@ -1897,7 +2138,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[27]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1909,7 +2150,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[27]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1922,7 +2163,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{27}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{29}
 }
 
 // NackRequest is the argument of Nack.
@@ -1940,7 +2181,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[28]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1952,7 +2193,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[28]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1965,7 +2206,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{28}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *NackRequest) GetId() string {
@@ -2005,7 +2246,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[29]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2017,7 +2258,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[29]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2030,7 +2271,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{29}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{31}
 }
 
 // TouchRequest is the argument of Touch.
@@ -2044,7 +2285,7 @@ type TouchRequest struct {
 
 func (x *TouchRequest) Reset() {
 	*x = TouchRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[30]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2056,7 +2297,7 @@ func (x *TouchRequest) String() string {
 func (*TouchRequest) ProtoMessage() {}
 
 func (x *TouchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[30]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2069,7 +2310,7 @@ func (x *TouchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TouchRequest.ProtoReflect.Descriptor instead.
 func (*TouchRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{30}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TouchRequest) GetId() string {
@@ -2096,7 +2337,7 @@ type TouchResponse struct {
 
 func (x *TouchResponse) Reset() {
 	*x = TouchResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[31]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2108,7 +2349,7 @@ func (x *TouchResponse) String() string {
 func (*TouchResponse) ProtoMessage() {}
 
 func (x *TouchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[31]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2121,7 +2362,7 @@ func (x *TouchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TouchResponse.ProtoReflect.Descriptor instead.
 func (*TouchResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{31}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *TouchResponse) GetLeaseExpiresAt() string {
@@ -2141,7 +2382,7 @@ type AckBatchRequest struct {
 
 func (x *AckBatchRequest) Reset() {
 	*x = AckBatchRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[32]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2153,7 +2394,7 @@ func (x *AckBatchRequest) String() string {
 func (*AckBatchRequest) ProtoMessage() {}
 
 func (x *AckBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[32]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2166,7 +2407,7 @@ func (x *AckBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckBatchRequest.ProtoReflect.Descriptor instead.
 func (*AckBatchRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{32}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AckBatchRequest) GetAcks() []*AckRequest {
@@ -2188,7 +2429,7 @@ type ItemResult struct {
 
 func (x *ItemResult) Reset() {
 	*x = ItemResult{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[33]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2200,7 +2441,7 @@ func (x *ItemResult) String() string {
 func (*ItemResult) ProtoMessage() {}
 
 func (x *ItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[33]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2213,7 +2454,7 @@ func (x *ItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ItemResult.ProtoReflect.Descriptor instead.
 func (*ItemResult) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{33}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ItemResult) GetId() string {
@@ -2240,7 +2481,7 @@ type AckBatchResponse struct {
 
 func (x *AckBatchResponse) Reset() {
 	*x = AckBatchResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[34]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2252,7 +2493,7 @@ func (x *AckBatchResponse) String() string {
 func (*AckBatchResponse) ProtoMessage() {}
 
 func (x *AckBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[34]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2265,7 +2506,7 @@ func (x *AckBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckBatchResponse.ProtoReflect.Descriptor instead.
 func (*AckBatchResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{34}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AckBatchResponse) GetResults() []*ItemResult {
@@ -2285,7 +2526,7 @@ type NackBatchRequest struct {
 
 func (x *NackBatchRequest) Reset() {
 	*x = NackBatchRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[35]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2297,7 +2538,7 @@ func (x *NackBatchRequest) String() string {
 func (*NackBatchRequest) ProtoMessage() {}
 
 func (x *NackBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[35]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2310,7 +2551,7 @@ func (x *NackBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackBatchRequest.ProtoReflect.Descriptor instead.
 func (*NackBatchRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{35}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *NackBatchRequest) GetNacks() []*NackRequest {
@@ -2330,7 +2571,7 @@ type NackBatchResponse struct {
 
 func (x *NackBatchResponse) Reset() {
 	*x = NackBatchResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[36]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2342,7 +2583,7 @@ func (x *NackBatchResponse) String() string {
 func (*NackBatchResponse) ProtoMessage() {}
 
 func (x *NackBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[36]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2355,7 +2596,7 @@ func (x *NackBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackBatchResponse.ProtoReflect.Descriptor instead.
 func (*NackBatchResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{36}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *NackBatchResponse) GetResults() []*ItemResult {
@@ -2375,7 +2616,7 @@ type RequeueRequest struct {
 
 func (x *RequeueRequest) Reset() {
 	*x = RequeueRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[37]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2387,7 +2628,7 @@ func (x *RequeueRequest) String() string {
 func (*RequeueRequest) ProtoMessage() {}
 
 func (x *RequeueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[37]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2400,7 +2641,7 @@ func (x *RequeueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueRequest.ProtoReflect.Descriptor instead.
 func (*RequeueRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{37}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RequeueRequest) GetId() string {
@@ -2419,7 +2660,7 @@ type RequeueResponse struct {
 
 func (x *RequeueResponse) Reset() {
 	*x = RequeueResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[38]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2431,7 +2672,7 @@ func (x *RequeueResponse) String() string {
 func (*RequeueResponse) ProtoMessage() {}
 
 func (x *RequeueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[38]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2444,7 +2685,7 @@ func (x *RequeueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueResponse.ProtoReflect.Descriptor instead.
 func (*RequeueResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{38}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{40}
 }
 
 // ListDeadRequest is the argument of ListDead.
@@ -2459,7 +2700,7 @@ type ListDeadRequest struct {
 
 func (x *ListDeadRequest) Reset() {
 	*x = ListDeadRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[39]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2471,7 +2712,7 @@ func (x *ListDeadRequest) String() string {
 func (*ListDeadRequest) ProtoMessage() {}
 
 func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[39]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2484,7 +2725,7 @@ func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{39}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListDeadRequest) GetTopic() string {
@@ -2511,7 +2752,7 @@ type ListDeadResponse struct {
 
 func (x *ListDeadResponse) Reset() {
 	*x = ListDeadResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[40]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2523,7 +2764,7 @@ func (x *ListDeadResponse) String() string {
 func (*ListDeadResponse) ProtoMessage() {}
 
 func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[40]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2536,7 +2777,7 @@ func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{40}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListDeadResponse) GetJobs() []*Job {
@@ -2581,7 +2822,7 @@ type TopicConfig struct {
 
 func (x *TopicConfig) Reset() {
 	*x = TopicConfig{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[41]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2593,7 +2834,7 @@ func (x *TopicConfig) String() string {
 func (*TopicConfig) ProtoMessage() {}
 
 func (x *TopicConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[41]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2606,7 +2847,7 @@ func (x *TopicConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicConfig.ProtoReflect.Descriptor instead.
 func (*TopicConfig) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{41}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *TopicConfig) GetDelivery() *DeliveryConfig {
@@ -2722,7 +2963,7 @@ type EventsConfig struct {
 
 func (x *EventsConfig) Reset() {
 	*x = EventsConfig{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[42]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2734,7 +2975,7 @@ func (x *EventsConfig) String() string {
 func (*EventsConfig) ProtoMessage() {}
 
 func (x *EventsConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[42]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2747,7 +2988,7 @@ func (x *EventsConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsConfig.ProtoReflect.Descriptor instead.
 func (*EventsConfig) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{42}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *EventsConfig) GetTopic() string {
@@ -2787,7 +3028,7 @@ type DeliveryConfig struct {
 
 func (x *DeliveryConfig) Reset() {
 	*x = DeliveryConfig{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[43]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2799,7 +3040,7 @@ func (x *DeliveryConfig) String() string {
 func (*DeliveryConfig) ProtoMessage() {}
 
 func (x *DeliveryConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[43]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2812,7 +3053,7 @@ func (x *DeliveryConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryConfig.ProtoReflect.Descriptor instead.
 func (*DeliveryConfig) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{43}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DeliveryConfig) GetType() string {
@@ -2920,7 +3161,7 @@ type BackoffConfig struct {
 
 func (x *BackoffConfig) Reset() {
 	*x = BackoffConfig{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[44]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2932,7 +3173,7 @@ func (x *BackoffConfig) String() string {
 func (*BackoffConfig) ProtoMessage() {}
 
 func (x *BackoffConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[44]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2945,7 +3186,7 @@ func (x *BackoffConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackoffConfig.ProtoReflect.Descriptor instead.
 func (*BackoffConfig) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{44}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *BackoffConfig) GetInitial() string {
@@ -3002,7 +3243,7 @@ type RateConfig struct {
 
 func (x *RateConfig) Reset() {
 	*x = RateConfig{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[45]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3014,7 +3255,7 @@ func (x *RateConfig) String() string {
 func (*RateConfig) ProtoMessage() {}
 
 func (x *RateConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[45]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3027,7 +3268,7 @@ func (x *RateConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateConfig.ProtoReflect.Descriptor instead.
 func (*RateConfig) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{45}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RateConfig) GetLimit() int32 {
@@ -3086,7 +3327,7 @@ type Topic struct {
 
 func (x *Topic) Reset() {
 	*x = Topic{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[46]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3098,7 +3339,7 @@ func (x *Topic) String() string {
 func (*Topic) ProtoMessage() {}
 
 func (x *Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[46]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3111,7 +3352,7 @@ func (x *Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Topic.ProtoReflect.Descriptor instead.
 func (*Topic) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{46}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Topic) GetName() string {
@@ -3261,7 +3502,7 @@ type DeliveryView struct {
 
 func (x *DeliveryView) Reset() {
 	*x = DeliveryView{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[47]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3273,7 +3514,7 @@ func (x *DeliveryView) String() string {
 func (*DeliveryView) ProtoMessage() {}
 
 func (x *DeliveryView) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[47]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3286,7 +3527,7 @@ func (x *DeliveryView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryView.ProtoReflect.Descriptor instead.
 func (*DeliveryView) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{47}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DeliveryView) GetType() string {
@@ -3389,7 +3630,7 @@ type Counts struct {
 
 func (x *Counts) Reset() {
 	*x = Counts{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[48]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3401,7 +3642,7 @@ func (x *Counts) String() string {
 func (*Counts) ProtoMessage() {}
 
 func (x *Counts) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[48]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3414,7 +3655,7 @@ func (x *Counts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counts.ProtoReflect.Descriptor instead.
 func (*Counts) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{48}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Counts) GetScheduled() int64 {
@@ -3469,7 +3710,7 @@ type GetTopicRequest struct {
 
 func (x *GetTopicRequest) Reset() {
 	*x = GetTopicRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[49]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3481,7 +3722,7 @@ func (x *GetTopicRequest) String() string {
 func (*GetTopicRequest) ProtoMessage() {}
 
 func (x *GetTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[49]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3494,7 +3735,7 @@ func (x *GetTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTopicRequest.ProtoReflect.Descriptor instead.
 func (*GetTopicRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{49}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetTopicRequest) GetName() string {
@@ -3514,7 +3755,7 @@ type GetTopicResponse struct {
 
 func (x *GetTopicResponse) Reset() {
 	*x = GetTopicResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[50]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3526,7 +3767,7 @@ func (x *GetTopicResponse) String() string {
 func (*GetTopicResponse) ProtoMessage() {}
 
 func (x *GetTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[50]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3539,7 +3780,7 @@ func (x *GetTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTopicResponse.ProtoReflect.Descriptor instead.
 func (*GetTopicResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{50}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetTopicResponse) GetTopic() *Topic {
@@ -3558,7 +3799,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[51]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3570,7 +3811,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[51]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3583,7 +3824,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{51}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{53}
 }
 
 // ListTopicsResponse lists the topics by name; for a token restricted to
@@ -3597,7 +3838,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[52]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3609,7 +3850,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[52]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3622,7 +3863,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{52}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*Topic {
@@ -3643,7 +3884,7 @@ type PutTopicRequest struct {
 
 func (x *PutTopicRequest) Reset() {
 	*x = PutTopicRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[53]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3655,7 +3896,7 @@ func (x *PutTopicRequest) String() string {
 func (*PutTopicRequest) ProtoMessage() {}
 
 func (x *PutTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[53]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3668,7 +3909,7 @@ func (x *PutTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutTopicRequest.ProtoReflect.Descriptor instead.
 func (*PutTopicRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{53}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *PutTopicRequest) GetName() string {
@@ -3695,7 +3936,7 @@ type PutTopicResponse struct {
 
 func (x *PutTopicResponse) Reset() {
 	*x = PutTopicResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[54]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3707,7 +3948,7 @@ func (x *PutTopicResponse) String() string {
 func (*PutTopicResponse) ProtoMessage() {}
 
 func (x *PutTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[54]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3720,7 +3961,7 @@ func (x *PutTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutTopicResponse.ProtoReflect.Descriptor instead.
 func (*PutTopicResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{54}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *PutTopicResponse) GetTopic() *Topic {
@@ -3746,7 +3987,7 @@ type UpdateTopicRequest struct {
 
 func (x *UpdateTopicRequest) Reset() {
 	*x = UpdateTopicRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[55]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3758,7 +3999,7 @@ func (x *UpdateTopicRequest) String() string {
 func (*UpdateTopicRequest) ProtoMessage() {}
 
 func (x *UpdateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[55]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3771,7 +4012,7 @@ func (x *UpdateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTopicRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{55}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *UpdateTopicRequest) GetName() string {
@@ -3805,7 +4046,7 @@ type UpdateTopicResponse struct {
 
 func (x *UpdateTopicResponse) Reset() {
 	*x = UpdateTopicResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[56]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3817,7 +4058,7 @@ func (x *UpdateTopicResponse) String() string {
 func (*UpdateTopicResponse) ProtoMessage() {}
 
 func (x *UpdateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[56]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3830,7 +4071,7 @@ func (x *UpdateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTopicResponse.ProtoReflect.Descriptor instead.
 func (*UpdateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{56}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *UpdateTopicResponse) GetTopic() *Topic {
@@ -3850,7 +4091,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[57]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3862,7 +4103,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[57]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3875,7 +4116,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{57}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -3894,7 +4135,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[58]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3906,7 +4147,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[58]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3919,7 +4160,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{58}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{60}
 }
 
 // PauseTopicRequest is the argument of PauseTopic.
@@ -3932,7 +4173,7 @@ type PauseTopicRequest struct {
 
 func (x *PauseTopicRequest) Reset() {
 	*x = PauseTopicRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[59]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3944,7 +4185,7 @@ func (x *PauseTopicRequest) String() string {
 func (*PauseTopicRequest) ProtoMessage() {}
 
 func (x *PauseTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[59]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3957,7 +4198,7 @@ func (x *PauseTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseTopicRequest.ProtoReflect.Descriptor instead.
 func (*PauseTopicRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{59}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *PauseTopicRequest) GetName() string {
@@ -3977,7 +4218,7 @@ type PauseTopicResponse struct {
 
 func (x *PauseTopicResponse) Reset() {
 	*x = PauseTopicResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[60]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3989,7 +4230,7 @@ func (x *PauseTopicResponse) String() string {
 func (*PauseTopicResponse) ProtoMessage() {}
 
 func (x *PauseTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[60]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4002,7 +4243,7 @@ func (x *PauseTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseTopicResponse.ProtoReflect.Descriptor instead.
 func (*PauseTopicResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{60}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *PauseTopicResponse) GetTopic() *Topic {
@@ -4022,7 +4263,7 @@ type ResumeTopicRequest struct {
 
 func (x *ResumeTopicRequest) Reset() {
 	*x = ResumeTopicRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[61]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4034,7 +4275,7 @@ func (x *ResumeTopicRequest) String() string {
 func (*ResumeTopicRequest) ProtoMessage() {}
 
 func (x *ResumeTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[61]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4047,7 +4288,7 @@ func (x *ResumeTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeTopicRequest.ProtoReflect.Descriptor instead.
 func (*ResumeTopicRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{61}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ResumeTopicRequest) GetName() string {
@@ -4067,7 +4308,7 @@ type ResumeTopicResponse struct {
 
 func (x *ResumeTopicResponse) Reset() {
 	*x = ResumeTopicResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[62]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4079,7 +4320,7 @@ func (x *ResumeTopicResponse) String() string {
 func (*ResumeTopicResponse) ProtoMessage() {}
 
 func (x *ResumeTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[62]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4092,7 +4333,7 @@ func (x *ResumeTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeTopicResponse.ProtoReflect.Descriptor instead.
 func (*ResumeTopicResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{62}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ResumeTopicResponse) GetTopic() *Topic {
@@ -4135,7 +4376,7 @@ type ScheduleConfig struct {
 
 func (x *ScheduleConfig) Reset() {
 	*x = ScheduleConfig{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[63]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4147,7 +4388,7 @@ func (x *ScheduleConfig) String() string {
 func (*ScheduleConfig) ProtoMessage() {}
 
 func (x *ScheduleConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[63]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4160,7 +4401,7 @@ func (x *ScheduleConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleConfig.ProtoReflect.Descriptor instead.
 func (*ScheduleConfig) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{63}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ScheduleConfig) GetCron() string {
@@ -4252,7 +4493,7 @@ type ScheduleJob struct {
 
 func (x *ScheduleJob) Reset() {
 	*x = ScheduleJob{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[64]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4264,7 +4505,7 @@ func (x *ScheduleJob) String() string {
 func (*ScheduleJob) ProtoMessage() {}
 
 func (x *ScheduleJob) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[64]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4277,7 +4518,7 @@ func (x *ScheduleJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleJob.ProtoReflect.Descriptor instead.
 func (*ScheduleJob) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{64}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ScheduleJob) GetBody() string {
@@ -4352,7 +4593,7 @@ type Schedule struct {
 
 func (x *Schedule) Reset() {
 	*x = Schedule{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[65]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4364,7 +4605,7 @@ func (x *Schedule) String() string {
 func (*Schedule) ProtoMessage() {}
 
 func (x *Schedule) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[65]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4377,7 +4618,7 @@ func (x *Schedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Schedule.ProtoReflect.Descriptor instead.
 func (*Schedule) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{65}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *Schedule) GetName() string {
@@ -4508,7 +4749,7 @@ type ScheduleRun struct {
 
 func (x *ScheduleRun) Reset() {
 	*x = ScheduleRun{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[66]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4520,7 +4761,7 @@ func (x *ScheduleRun) String() string {
 func (*ScheduleRun) ProtoMessage() {}
 
 func (x *ScheduleRun) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[66]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4533,7 +4774,7 @@ func (x *ScheduleRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleRun.ProtoReflect.Descriptor instead.
 func (*ScheduleRun) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{66}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ScheduleRun) GetSlot() string {
@@ -4571,7 +4812,7 @@ type PutScheduleRequest struct {
 
 func (x *PutScheduleRequest) Reset() {
 	*x = PutScheduleRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[67]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4583,7 +4824,7 @@ func (x *PutScheduleRequest) String() string {
 func (*PutScheduleRequest) ProtoMessage() {}
 
 func (x *PutScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[67]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4596,7 +4837,7 @@ func (x *PutScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PutScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{67}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *PutScheduleRequest) GetName() string {
@@ -4630,7 +4871,7 @@ type PutScheduleResponse struct {
 
 func (x *PutScheduleResponse) Reset() {
 	*x = PutScheduleResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[68]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4642,7 +4883,7 @@ func (x *PutScheduleResponse) String() string {
 func (*PutScheduleResponse) ProtoMessage() {}
 
 func (x *PutScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[68]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4655,7 +4896,7 @@ func (x *PutScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PutScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{68}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *PutScheduleResponse) GetSchedule() *Schedule {
@@ -4679,7 +4920,7 @@ type GetScheduleRequest struct {
 
 func (x *GetScheduleRequest) Reset() {
 	*x = GetScheduleRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[69]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4691,7 +4932,7 @@ func (x *GetScheduleRequest) String() string {
 func (*GetScheduleRequest) ProtoMessage() {}
 
 func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[69]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4704,7 +4945,7 @@ func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
 func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{69}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *GetScheduleRequest) GetName() string {
@@ -4738,7 +4979,7 @@ type GetScheduleResponse struct {
 
 func (x *GetScheduleResponse) Reset() {
 	*x = GetScheduleResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[70]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4750,7 +4991,7 @@ func (x *GetScheduleResponse) String() string {
 func (*GetScheduleResponse) ProtoMessage() {}
 
 func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[70]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4763,7 +5004,7 @@ func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
 func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{70}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *GetScheduleResponse) GetSchedule() *Schedule {
@@ -4784,7 +5025,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[71]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4796,7 +5037,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[71]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4809,7 +5050,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{71}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ListSchedulesRequest) GetNext() int32 {
@@ -4830,7 +5071,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[72]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4842,7 +5083,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[72]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4855,7 +5096,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{72}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*Schedule {
@@ -4875,7 +5116,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[73]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4887,7 +5128,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[73]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4900,7 +5141,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{73}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *DeleteScheduleRequest) GetName() string {
@@ -4919,7 +5160,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[74]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4931,7 +5172,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[74]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4944,7 +5185,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{74}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{76}
 }
 
 // ExportRequest is the argument of Export.
@@ -4956,7 +5197,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[75]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4968,7 +5209,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[75]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4981,7 +5222,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{75}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{77}
 }
 
 // ExportResponse is a batch of exported schedules and jobs. Every schedule
@@ -4998,7 +5239,7 @@ type ExportResponse struct {
 
 func (x *ExportResponse) Reset() {
 	*x = ExportResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[76]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5010,7 +5251,7 @@ func (x *ExportResponse) String() string {
 func (*ExportResponse) ProtoMessage() {}
 
 func (x *ExportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[76]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5023,7 +5264,7 @@ func (x *ExportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportResponse.ProtoReflect.Descriptor instead.
 func (*ExportResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{76}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ExportResponse) GetJobs() []*Job {
@@ -5058,7 +5299,7 @@ type ImportRequest struct {
 
 func (x *ImportRequest) Reset() {
 	*x = ImportRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[77]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5070,7 +5311,7 @@ func (x *ImportRequest) String() string {
 func (*ImportRequest) ProtoMessage() {}
 
 func (x *ImportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[77]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5083,7 +5324,7 @@ func (x *ImportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportRequest.ProtoReflect.Descriptor instead.
 func (*ImportRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{77}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ImportRequest) GetJobs() []*Job {
@@ -5115,7 +5356,7 @@ type ImportResponse struct {
 
 func (x *ImportResponse) Reset() {
 	*x = ImportResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[78]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5127,7 +5368,7 @@ func (x *ImportResponse) String() string {
 func (*ImportResponse) ProtoMessage() {}
 
 func (x *ImportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[78]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5140,7 +5381,7 @@ func (x *ImportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResponse.ProtoReflect.Descriptor instead.
 func (*ImportResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{78}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ImportResponse) GetImported() int64 {
@@ -5184,7 +5425,7 @@ type ImportError struct {
 
 func (x *ImportError) Reset() {
 	*x = ImportError{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[79]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5196,7 +5437,7 @@ func (x *ImportError) String() string {
 func (*ImportError) ProtoMessage() {}
 
 func (x *ImportError) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[79]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5209,7 +5450,7 @@ func (x *ImportError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportError.ProtoReflect.Descriptor instead.
 func (*ImportError) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{79}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ImportError) GetIndex() int64 {
@@ -5253,7 +5494,7 @@ type JobFilter struct {
 
 func (x *JobFilter) Reset() {
 	*x = JobFilter{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[80]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5265,7 +5506,7 @@ func (x *JobFilter) String() string {
 func (*JobFilter) ProtoMessage() {}
 
 func (x *JobFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[80]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5278,7 +5519,7 @@ func (x *JobFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFilter.ProtoReflect.Descriptor instead.
 func (*JobFilter) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{80}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *JobFilter) GetErrorContains() string {
@@ -5348,7 +5589,7 @@ type RequeueDeadRequest struct {
 
 func (x *RequeueDeadRequest) Reset() {
 	*x = RequeueDeadRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[81]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5360,7 +5601,7 @@ func (x *RequeueDeadRequest) String() string {
 func (*RequeueDeadRequest) ProtoMessage() {}
 
 func (x *RequeueDeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[81]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5373,7 +5614,7 @@ func (x *RequeueDeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueDeadRequest.ProtoReflect.Descriptor instead.
 func (*RequeueDeadRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{81}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *RequeueDeadRequest) GetTopic() string {
@@ -5400,7 +5641,7 @@ type RequeueDeadResponse struct {
 
 func (x *RequeueDeadResponse) Reset() {
 	*x = RequeueDeadResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[82]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5412,7 +5653,7 @@ func (x *RequeueDeadResponse) String() string {
 func (*RequeueDeadResponse) ProtoMessage() {}
 
 func (x *RequeueDeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[82]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5425,7 +5666,7 @@ func (x *RequeueDeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueDeadResponse.ProtoReflect.Descriptor instead.
 func (*RequeueDeadResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{82}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *RequeueDeadResponse) GetResult() *BulkResult {
@@ -5446,7 +5687,7 @@ type CancelJobsRequest struct {
 
 func (x *CancelJobsRequest) Reset() {
 	*x = CancelJobsRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[83]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5458,7 +5699,7 @@ func (x *CancelJobsRequest) String() string {
 func (*CancelJobsRequest) ProtoMessage() {}
 
 func (x *CancelJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[83]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5471,7 +5712,7 @@ func (x *CancelJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobsRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobsRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{83}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *CancelJobsRequest) GetTopic() string {
@@ -5498,7 +5739,7 @@ type CancelJobsResponse struct {
 
 func (x *CancelJobsResponse) Reset() {
 	*x = CancelJobsResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[84]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5510,7 +5751,7 @@ func (x *CancelJobsResponse) String() string {
 func (*CancelJobsResponse) ProtoMessage() {}
 
 func (x *CancelJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[84]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5523,7 +5764,7 @@ func (x *CancelJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobsResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobsResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{84}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *CancelJobsResponse) GetResult() *BulkResult {
@@ -5550,7 +5791,7 @@ type BulkResult struct {
 
 func (x *BulkResult) Reset() {
 	*x = BulkResult{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[85]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5562,7 +5803,7 @@ func (x *BulkResult) String() string {
 func (*BulkResult) ProtoMessage() {}
 
 func (x *BulkResult) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[85]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5575,7 +5816,7 @@ func (x *BulkResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkResult.ProtoReflect.Descriptor instead.
 func (*BulkResult) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{85}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *BulkResult) GetCount() int32 {
@@ -5616,7 +5857,7 @@ type RunScheduleRequest struct {
 
 func (x *RunScheduleRequest) Reset() {
 	*x = RunScheduleRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[86]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5628,7 +5869,7 @@ func (x *RunScheduleRequest) String() string {
 func (*RunScheduleRequest) ProtoMessage() {}
 
 func (x *RunScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[86]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5641,7 +5882,7 @@ func (x *RunScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunScheduleRequest.ProtoReflect.Descriptor instead.
 func (*RunScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{86}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *RunScheduleRequest) GetName() string {
@@ -5684,7 +5925,7 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\r_max_attempts\"$\n" +
 	"\n" +
 	"JobBackoff\x12\x16\n" +
-	"\x06delays\x18\x01 \x03(\tR\x06delays\"\xc6\x04\n" +
+	"\x06delays\x18\x01 \x03(\tR\x06delays\"\xa0\x05\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x10\n" +
@@ -5710,7 +5951,27 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\n" +
 	"expires_at\x18\x12 \x01(\tR\texpiresAt\x12&\n" +
 	"\x04then\x18\x13 \x01(\v2\x12.delayq.v1.JobSpecR\x04then\x12\x1c\n" +
-	"\tretention\x18\x1e \x01(\tR\tretention\"\x9f\x01\n" +
+	"\tretention\x18\x1e \x01(\tR\tretention\x12+\n" +
+	"\achanges\x18\x1f \x03(\v2\x11.delayq.v1.ChangeR\achanges\x12+\n" +
+	"\x05trail\x18  \x03(\v2\x15.delayq.v1.TrailEntryR\x05trail\"T\n" +
+	"\x06Change\x12\x0e\n" +
+	"\x02at\x18\x01 \x01(\tR\x02at\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x10\n" +
+	"\x03via\x18\x03 \x01(\tR\x03via\x12\x14\n" +
+	"\x05token\x18\x04 \x01(\tR\x05token\"\xf7\x01\n" +
+	"\n" +
+	"TrailEntry\x12\x0e\n" +
+	"\x02at\x18\x01 \x01(\tR\x02at\x12\x14\n" +
+	"\x05event\x18\x02 \x01(\tR\x05event\x12\x10\n" +
+	"\x03via\x18\x03 \x01(\tR\x03via\x12\x14\n" +
+	"\x05token\x18\x04 \x01(\tR\x05token\x12\x1a\n" +
+	"\binstance\x18\x05 \x01(\tR\binstance\x12\x1a\n" +
+	"\bconsumer\x18\x06 \x01(\tR\bconsumer\x12\x18\n" +
+	"\aattempt\x18\a \x01(\x05R\aattempt\x12\x18\n" +
+	"\aoutcome\x18\b \x01(\tR\aoutcome\x12\x19\n" +
+	"\bended_at\x18\t \x01(\tR\aendedAt\x12\x14\n" +
+	"\x05error\x18\n" +
+	" \x01(\tR\x05error\"\xd7\x01\n" +
 	"\aAttempt\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12\x1d\n" +
 	"\n" +
@@ -5718,7 +5979,9 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\bended_at\x18\x03 \x01(\tR\aendedAt\x12\x10\n" +
 	"\x03via\x18\x04 \x01(\tR\x03via\x12\x18\n" +
 	"\aoutcome\x18\x05 \x01(\tR\aoutcome\x12\x14\n" +
-	"\x05error\x18\x06 \x01(\tR\x05error\"\xb5\x01\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\x12\x1a\n" +
+	"\binstance\x18\a \x01(\tR\binstance\x12\x1a\n" +
+	"\bconsumer\x18\b \x01(\tR\bconsumer\"\xb5\x01\n" +
 	"\bDelivery\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x12\n" +
@@ -6118,230 +6381,234 @@ func file_delayq_v1_delayq_proto_rawDescGZIP() []byte {
 	return file_delayq_v1_delayq_proto_rawDescData
 }
 
-var file_delayq_v1_delayq_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
+var file_delayq_v1_delayq_proto_msgTypes = make([]protoimpl.MessageInfo, 90)
 var file_delayq_v1_delayq_proto_goTypes = []any{
 	(*Error)(nil),                  // 0: delayq.v1.Error
 	(*JobSpec)(nil),                // 1: delayq.v1.JobSpec
 	(*JobBackoff)(nil),             // 2: delayq.v1.JobBackoff
 	(*Job)(nil),                    // 3: delayq.v1.Job
-	(*Attempt)(nil),                // 4: delayq.v1.Attempt
-	(*Delivery)(nil),               // 5: delayq.v1.Delivery
-	(*PushRequest)(nil),            // 6: delayq.v1.PushRequest
-	(*PushResponse)(nil),           // 7: delayq.v1.PushResponse
-	(*PushBatchRequest)(nil),       // 8: delayq.v1.PushBatchRequest
-	(*PushResult)(nil),             // 9: delayq.v1.PushResult
-	(*PushBatchResponse)(nil),      // 10: delayq.v1.PushBatchResponse
-	(*ReplaceRequest)(nil),         // 11: delayq.v1.ReplaceRequest
-	(*GetJobRequest)(nil),          // 12: delayq.v1.GetJobRequest
-	(*GetJobResponse)(nil),         // 13: delayq.v1.GetJobResponse
-	(*CancelJobRequest)(nil),       // 14: delayq.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),      // 15: delayq.v1.CancelJobResponse
-	(*FindJobsRequest)(nil),        // 16: delayq.v1.FindJobsRequest
-	(*FindJobsResponse)(nil),       // 17: delayq.v1.FindJobsResponse
-	(*ListJobsRequest)(nil),        // 18: delayq.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),       // 19: delayq.v1.ListJobsResponse
-	(*CancelByKeyRequest)(nil),     // 20: delayq.v1.CancelByKeyRequest
-	(*CancelByKeyResponse)(nil),    // 21: delayq.v1.CancelByKeyResponse
-	(*ClaimRequest)(nil),           // 22: delayq.v1.ClaimRequest
-	(*ClaimResponse)(nil),          // 23: delayq.v1.ClaimResponse
-	(*SubscribeRequest)(nil),       // 24: delayq.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),      // 25: delayq.v1.SubscribeResponse
-	(*AckRequest)(nil),             // 26: delayq.v1.AckRequest
-	(*AckResponse)(nil),            // 27: delayq.v1.AckResponse
-	(*NackRequest)(nil),            // 28: delayq.v1.NackRequest
-	(*NackResponse)(nil),           // 29: delayq.v1.NackResponse
-	(*TouchRequest)(nil),           // 30: delayq.v1.TouchRequest
-	(*TouchResponse)(nil),          // 31: delayq.v1.TouchResponse
-	(*AckBatchRequest)(nil),        // 32: delayq.v1.AckBatchRequest
-	(*ItemResult)(nil),             // 33: delayq.v1.ItemResult
-	(*AckBatchResponse)(nil),       // 34: delayq.v1.AckBatchResponse
-	(*NackBatchRequest)(nil),       // 35: delayq.v1.NackBatchRequest
-	(*NackBatchResponse)(nil),      // 36: delayq.v1.NackBatchResponse
-	(*RequeueRequest)(nil),         // 37: delayq.v1.RequeueRequest
-	(*RequeueResponse)(nil),        // 38: delayq.v1.RequeueResponse
-	(*ListDeadRequest)(nil),        // 39: delayq.v1.ListDeadRequest
-	(*ListDeadResponse)(nil),       // 40: delayq.v1.ListDeadResponse
-	(*TopicConfig)(nil),            // 41: delayq.v1.TopicConfig
-	(*EventsConfig)(nil),           // 42: delayq.v1.EventsConfig
-	(*DeliveryConfig)(nil),         // 43: delayq.v1.DeliveryConfig
-	(*BackoffConfig)(nil),          // 44: delayq.v1.BackoffConfig
-	(*RateConfig)(nil),             // 45: delayq.v1.RateConfig
-	(*Topic)(nil),                  // 46: delayq.v1.Topic
-	(*DeliveryView)(nil),           // 47: delayq.v1.DeliveryView
-	(*Counts)(nil),                 // 48: delayq.v1.Counts
-	(*GetTopicRequest)(nil),        // 49: delayq.v1.GetTopicRequest
-	(*GetTopicResponse)(nil),       // 50: delayq.v1.GetTopicResponse
-	(*ListTopicsRequest)(nil),      // 51: delayq.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),     // 52: delayq.v1.ListTopicsResponse
-	(*PutTopicRequest)(nil),        // 53: delayq.v1.PutTopicRequest
-	(*PutTopicResponse)(nil),       // 54: delayq.v1.PutTopicResponse
-	(*UpdateTopicRequest)(nil),     // 55: delayq.v1.UpdateTopicRequest
-	(*UpdateTopicResponse)(nil),    // 56: delayq.v1.UpdateTopicResponse
-	(*DeleteTopicRequest)(nil),     // 57: delayq.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),    // 58: delayq.v1.DeleteTopicResponse
-	(*PauseTopicRequest)(nil),      // 59: delayq.v1.PauseTopicRequest
-	(*PauseTopicResponse)(nil),     // 60: delayq.v1.PauseTopicResponse
-	(*ResumeTopicRequest)(nil),     // 61: delayq.v1.ResumeTopicRequest
-	(*ResumeTopicResponse)(nil),    // 62: delayq.v1.ResumeTopicResponse
-	(*ScheduleConfig)(nil),         // 63: delayq.v1.ScheduleConfig
-	(*ScheduleJob)(nil),            // 64: delayq.v1.ScheduleJob
-	(*Schedule)(nil),               // 65: delayq.v1.Schedule
-	(*ScheduleRun)(nil),            // 66: delayq.v1.ScheduleRun
-	(*PutScheduleRequest)(nil),     // 67: delayq.v1.PutScheduleRequest
-	(*PutScheduleResponse)(nil),    // 68: delayq.v1.PutScheduleResponse
-	(*GetScheduleRequest)(nil),     // 69: delayq.v1.GetScheduleRequest
-	(*GetScheduleResponse)(nil),    // 70: delayq.v1.GetScheduleResponse
-	(*ListSchedulesRequest)(nil),   // 71: delayq.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),  // 72: delayq.v1.ListSchedulesResponse
-	(*DeleteScheduleRequest)(nil),  // 73: delayq.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil), // 74: delayq.v1.DeleteScheduleResponse
-	(*ExportRequest)(nil),          // 75: delayq.v1.ExportRequest
-	(*ExportResponse)(nil),         // 76: delayq.v1.ExportResponse
-	(*ImportRequest)(nil),          // 77: delayq.v1.ImportRequest
-	(*ImportResponse)(nil),         // 78: delayq.v1.ImportResponse
-	(*ImportError)(nil),            // 79: delayq.v1.ImportError
-	(*JobFilter)(nil),              // 80: delayq.v1.JobFilter
-	(*RequeueDeadRequest)(nil),     // 81: delayq.v1.RequeueDeadRequest
-	(*RequeueDeadResponse)(nil),    // 82: delayq.v1.RequeueDeadResponse
-	(*CancelJobsRequest)(nil),      // 83: delayq.v1.CancelJobsRequest
-	(*CancelJobsResponse)(nil),     // 84: delayq.v1.CancelJobsResponse
-	(*BulkResult)(nil),             // 85: delayq.v1.BulkResult
-	(*RunScheduleRequest)(nil),     // 86: delayq.v1.RunScheduleRequest
-	nil,                            // 87: delayq.v1.DeliveryConfig.HeadersEntry
-	(*fieldmaskpb.FieldMask)(nil),  // 88: google.protobuf.FieldMask
+	(*Change)(nil),                 // 4: delayq.v1.Change
+	(*TrailEntry)(nil),             // 5: delayq.v1.TrailEntry
+	(*Attempt)(nil),                // 6: delayq.v1.Attempt
+	(*Delivery)(nil),               // 7: delayq.v1.Delivery
+	(*PushRequest)(nil),            // 8: delayq.v1.PushRequest
+	(*PushResponse)(nil),           // 9: delayq.v1.PushResponse
+	(*PushBatchRequest)(nil),       // 10: delayq.v1.PushBatchRequest
+	(*PushResult)(nil),             // 11: delayq.v1.PushResult
+	(*PushBatchResponse)(nil),      // 12: delayq.v1.PushBatchResponse
+	(*ReplaceRequest)(nil),         // 13: delayq.v1.ReplaceRequest
+	(*GetJobRequest)(nil),          // 14: delayq.v1.GetJobRequest
+	(*GetJobResponse)(nil),         // 15: delayq.v1.GetJobResponse
+	(*CancelJobRequest)(nil),       // 16: delayq.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),      // 17: delayq.v1.CancelJobResponse
+	(*FindJobsRequest)(nil),        // 18: delayq.v1.FindJobsRequest
+	(*FindJobsResponse)(nil),       // 19: delayq.v1.FindJobsResponse
+	(*ListJobsRequest)(nil),        // 20: delayq.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),       // 21: delayq.v1.ListJobsResponse
+	(*CancelByKeyRequest)(nil),     // 22: delayq.v1.CancelByKeyRequest
+	(*CancelByKeyResponse)(nil),    // 23: delayq.v1.CancelByKeyResponse
+	(*ClaimRequest)(nil),           // 24: delayq.v1.ClaimRequest
+	(*ClaimResponse)(nil),          // 25: delayq.v1.ClaimResponse
+	(*SubscribeRequest)(nil),       // 26: delayq.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),      // 27: delayq.v1.SubscribeResponse
+	(*AckRequest)(nil),             // 28: delayq.v1.AckRequest
+	(*AckResponse)(nil),            // 29: delayq.v1.AckResponse
+	(*NackRequest)(nil),            // 30: delayq.v1.NackRequest
+	(*NackResponse)(nil),           // 31: delayq.v1.NackResponse
+	(*TouchRequest)(nil),           // 32: delayq.v1.TouchRequest
+	(*TouchResponse)(nil),          // 33: delayq.v1.TouchResponse
+	(*AckBatchRequest)(nil),        // 34: delayq.v1.AckBatchRequest
+	(*ItemResult)(nil),             // 35: delayq.v1.ItemResult
+	(*AckBatchResponse)(nil),       // 36: delayq.v1.AckBatchResponse
+	(*NackBatchRequest)(nil),       // 37: delayq.v1.NackBatchRequest
+	(*NackBatchResponse)(nil),      // 38: delayq.v1.NackBatchResponse
+	(*RequeueRequest)(nil),         // 39: delayq.v1.RequeueRequest
+	(*RequeueResponse)(nil),        // 40: delayq.v1.RequeueResponse
+	(*ListDeadRequest)(nil),        // 41: delayq.v1.ListDeadRequest
+	(*ListDeadResponse)(nil),       // 42: delayq.v1.ListDeadResponse
+	(*TopicConfig)(nil),            // 43: delayq.v1.TopicConfig
+	(*EventsConfig)(nil),           // 44: delayq.v1.EventsConfig
+	(*DeliveryConfig)(nil),         // 45: delayq.v1.DeliveryConfig
+	(*BackoffConfig)(nil),          // 46: delayq.v1.BackoffConfig
+	(*RateConfig)(nil),             // 47: delayq.v1.RateConfig
+	(*Topic)(nil),                  // 48: delayq.v1.Topic
+	(*DeliveryView)(nil),           // 49: delayq.v1.DeliveryView
+	(*Counts)(nil),                 // 50: delayq.v1.Counts
+	(*GetTopicRequest)(nil),        // 51: delayq.v1.GetTopicRequest
+	(*GetTopicResponse)(nil),       // 52: delayq.v1.GetTopicResponse
+	(*ListTopicsRequest)(nil),      // 53: delayq.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),     // 54: delayq.v1.ListTopicsResponse
+	(*PutTopicRequest)(nil),        // 55: delayq.v1.PutTopicRequest
+	(*PutTopicResponse)(nil),       // 56: delayq.v1.PutTopicResponse
+	(*UpdateTopicRequest)(nil),     // 57: delayq.v1.UpdateTopicRequest
+	(*UpdateTopicResponse)(nil),    // 58: delayq.v1.UpdateTopicResponse
+	(*DeleteTopicRequest)(nil),     // 59: delayq.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),    // 60: delayq.v1.DeleteTopicResponse
+	(*PauseTopicRequest)(nil),      // 61: delayq.v1.PauseTopicRequest
+	(*PauseTopicResponse)(nil),     // 62: delayq.v1.PauseTopicResponse
+	(*ResumeTopicRequest)(nil),     // 63: delayq.v1.ResumeTopicRequest
+	(*ResumeTopicResponse)(nil),    // 64: delayq.v1.ResumeTopicResponse
+	(*ScheduleConfig)(nil),         // 65: delayq.v1.ScheduleConfig
+	(*ScheduleJob)(nil),            // 66: delayq.v1.ScheduleJob
+	(*Schedule)(nil),               // 67: delayq.v1.Schedule
+	(*ScheduleRun)(nil),            // 68: delayq.v1.ScheduleRun
+	(*PutScheduleRequest)(nil),     // 69: delayq.v1.PutScheduleRequest
+	(*PutScheduleResponse)(nil),    // 70: delayq.v1.PutScheduleResponse
+	(*GetScheduleRequest)(nil),     // 71: delayq.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),    // 72: delayq.v1.GetScheduleResponse
+	(*ListSchedulesRequest)(nil),   // 73: delayq.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),  // 74: delayq.v1.ListSchedulesResponse
+	(*DeleteScheduleRequest)(nil),  // 75: delayq.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil), // 76: delayq.v1.DeleteScheduleResponse
+	(*ExportRequest)(nil),          // 77: delayq.v1.ExportRequest
+	(*ExportResponse)(nil),         // 78: delayq.v1.ExportResponse
+	(*ImportRequest)(nil),          // 79: delayq.v1.ImportRequest
+	(*ImportResponse)(nil),         // 80: delayq.v1.ImportResponse
+	(*ImportError)(nil),            // 81: delayq.v1.ImportError
+	(*JobFilter)(nil),              // 82: delayq.v1.JobFilter
+	(*RequeueDeadRequest)(nil),     // 83: delayq.v1.RequeueDeadRequest
+	(*RequeueDeadResponse)(nil),    // 84: delayq.v1.RequeueDeadResponse
+	(*CancelJobsRequest)(nil),      // 85: delayq.v1.CancelJobsRequest
+	(*CancelJobsResponse)(nil),     // 86: delayq.v1.CancelJobsResponse
+	(*BulkResult)(nil),             // 87: delayq.v1.BulkResult
+	(*RunScheduleRequest)(nil),     // 88: delayq.v1.RunScheduleRequest
+	nil,                            // 89: delayq.v1.DeliveryConfig.HeadersEntry
+	(*fieldmaskpb.FieldMask)(nil),  // 90: google.protobuf.FieldMask
 }
 var file_delayq_v1_delayq_proto_depIdxs = []int32{
 	3,  // 0: delayq.v1.Error.job:type_name -> delayq.v1.Job
 	2,  // 1: delayq.v1.JobSpec.backoff:type_name -> delayq.v1.JobBackoff
 	1,  // 2: delayq.v1.JobSpec.then:type_name -> delayq.v1.JobSpec
 	2,  // 3: delayq.v1.Job.backoff:type_name -> delayq.v1.JobBackoff
-	4,  // 4: delayq.v1.Job.history:type_name -> delayq.v1.Attempt
+	6,  // 4: delayq.v1.Job.history:type_name -> delayq.v1.Attempt
 	1,  // 5: delayq.v1.Job.then:type_name -> delayq.v1.JobSpec
-	1,  // 6: delayq.v1.PushRequest.job:type_name -> delayq.v1.JobSpec
-	1,  // 7: delayq.v1.PushBatchRequest.jobs:type_name -> delayq.v1.JobSpec
-	7,  // 8: delayq.v1.PushResult.job:type_name -> delayq.v1.PushResponse
-	0,  // 9: delayq.v1.PushResult.error:type_name -> delayq.v1.Error
-	9,  // 10: delayq.v1.PushBatchResponse.results:type_name -> delayq.v1.PushResult
-	1,  // 11: delayq.v1.ReplaceRequest.job:type_name -> delayq.v1.JobSpec
-	3,  // 12: delayq.v1.GetJobResponse.job:type_name -> delayq.v1.Job
-	3,  // 13: delayq.v1.FindJobsResponse.jobs:type_name -> delayq.v1.Job
-	3,  // 14: delayq.v1.ListJobsResponse.jobs:type_name -> delayq.v1.Job
-	5,  // 15: delayq.v1.ClaimResponse.jobs:type_name -> delayq.v1.Delivery
-	5,  // 16: delayq.v1.SubscribeResponse.delivery:type_name -> delayq.v1.Delivery
-	26, // 17: delayq.v1.AckBatchRequest.acks:type_name -> delayq.v1.AckRequest
-	0,  // 18: delayq.v1.ItemResult.error:type_name -> delayq.v1.Error
-	33, // 19: delayq.v1.AckBatchResponse.results:type_name -> delayq.v1.ItemResult
-	28, // 20: delayq.v1.NackBatchRequest.nacks:type_name -> delayq.v1.NackRequest
-	33, // 21: delayq.v1.NackBatchResponse.results:type_name -> delayq.v1.ItemResult
-	3,  // 22: delayq.v1.ListDeadResponse.jobs:type_name -> delayq.v1.Job
-	43, // 23: delayq.v1.TopicConfig.delivery:type_name -> delayq.v1.DeliveryConfig
-	44, // 24: delayq.v1.TopicConfig.backoff:type_name -> delayq.v1.BackoffConfig
-	45, // 25: delayq.v1.TopicConfig.rate:type_name -> delayq.v1.RateConfig
-	42, // 26: delayq.v1.TopicConfig.events:type_name -> delayq.v1.EventsConfig
-	87, // 27: delayq.v1.DeliveryConfig.headers:type_name -> delayq.v1.DeliveryConfig.HeadersEntry
-	47, // 28: delayq.v1.Topic.delivery:type_name -> delayq.v1.DeliveryView
-	44, // 29: delayq.v1.Topic.backoff:type_name -> delayq.v1.BackoffConfig
-	45, // 30: delayq.v1.Topic.rate:type_name -> delayq.v1.RateConfig
-	48, // 31: delayq.v1.Topic.counts:type_name -> delayq.v1.Counts
-	42, // 32: delayq.v1.Topic.events:type_name -> delayq.v1.EventsConfig
-	46, // 33: delayq.v1.GetTopicResponse.topic:type_name -> delayq.v1.Topic
-	46, // 34: delayq.v1.ListTopicsResponse.topics:type_name -> delayq.v1.Topic
-	41, // 35: delayq.v1.PutTopicRequest.config:type_name -> delayq.v1.TopicConfig
-	46, // 36: delayq.v1.PutTopicResponse.topic:type_name -> delayq.v1.Topic
-	41, // 37: delayq.v1.UpdateTopicRequest.config:type_name -> delayq.v1.TopicConfig
-	88, // 38: delayq.v1.UpdateTopicRequest.update_mask:type_name -> google.protobuf.FieldMask
-	46, // 39: delayq.v1.UpdateTopicResponse.topic:type_name -> delayq.v1.Topic
-	46, // 40: delayq.v1.PauseTopicResponse.topic:type_name -> delayq.v1.Topic
-	46, // 41: delayq.v1.ResumeTopicResponse.topic:type_name -> delayq.v1.Topic
-	64, // 42: delayq.v1.ScheduleConfig.job:type_name -> delayq.v1.ScheduleJob
-	64, // 43: delayq.v1.Schedule.job:type_name -> delayq.v1.ScheduleJob
-	66, // 44: delayq.v1.Schedule.last_runs:type_name -> delayq.v1.ScheduleRun
-	63, // 45: delayq.v1.PutScheduleRequest.schedule:type_name -> delayq.v1.ScheduleConfig
-	65, // 46: delayq.v1.PutScheduleResponse.schedule:type_name -> delayq.v1.Schedule
-	65, // 47: delayq.v1.GetScheduleResponse.schedule:type_name -> delayq.v1.Schedule
-	65, // 48: delayq.v1.ListSchedulesResponse.schedules:type_name -> delayq.v1.Schedule
-	3,  // 49: delayq.v1.ExportResponse.jobs:type_name -> delayq.v1.Job
-	65, // 50: delayq.v1.ExportResponse.schedules:type_name -> delayq.v1.Schedule
-	3,  // 51: delayq.v1.ImportRequest.jobs:type_name -> delayq.v1.Job
-	65, // 52: delayq.v1.ImportRequest.schedules:type_name -> delayq.v1.Schedule
-	79, // 53: delayq.v1.ImportResponse.errors:type_name -> delayq.v1.ImportError
-	0,  // 54: delayq.v1.ImportError.error:type_name -> delayq.v1.Error
-	80, // 55: delayq.v1.RequeueDeadRequest.filter:type_name -> delayq.v1.JobFilter
-	85, // 56: delayq.v1.RequeueDeadResponse.result:type_name -> delayq.v1.BulkResult
-	80, // 57: delayq.v1.CancelJobsRequest.filter:type_name -> delayq.v1.JobFilter
-	85, // 58: delayq.v1.CancelJobsResponse.result:type_name -> delayq.v1.BulkResult
-	3,  // 59: delayq.v1.BulkResult.sample:type_name -> delayq.v1.Job
-	6,  // 60: delayq.v1.DelayqService.Push:input_type -> delayq.v1.PushRequest
-	8,  // 61: delayq.v1.DelayqService.PushBatch:input_type -> delayq.v1.PushBatchRequest
-	11, // 62: delayq.v1.DelayqService.Replace:input_type -> delayq.v1.ReplaceRequest
-	12, // 63: delayq.v1.DelayqService.GetJob:input_type -> delayq.v1.GetJobRequest
-	14, // 64: delayq.v1.DelayqService.CancelJob:input_type -> delayq.v1.CancelJobRequest
-	16, // 65: delayq.v1.DelayqService.FindJobs:input_type -> delayq.v1.FindJobsRequest
-	18, // 66: delayq.v1.DelayqService.ListJobs:input_type -> delayq.v1.ListJobsRequest
-	20, // 67: delayq.v1.DelayqService.CancelByKey:input_type -> delayq.v1.CancelByKeyRequest
-	22, // 68: delayq.v1.DelayqService.Claim:input_type -> delayq.v1.ClaimRequest
-	24, // 69: delayq.v1.DelayqService.Subscribe:input_type -> delayq.v1.SubscribeRequest
-	26, // 70: delayq.v1.DelayqService.Ack:input_type -> delayq.v1.AckRequest
-	28, // 71: delayq.v1.DelayqService.Nack:input_type -> delayq.v1.NackRequest
-	30, // 72: delayq.v1.DelayqService.Touch:input_type -> delayq.v1.TouchRequest
-	32, // 73: delayq.v1.DelayqService.AckBatch:input_type -> delayq.v1.AckBatchRequest
-	35, // 74: delayq.v1.DelayqService.NackBatch:input_type -> delayq.v1.NackBatchRequest
-	37, // 75: delayq.v1.DelayqService.Requeue:input_type -> delayq.v1.RequeueRequest
-	39, // 76: delayq.v1.DelayqService.ListDead:input_type -> delayq.v1.ListDeadRequest
-	49, // 77: delayq.v1.DelayqService.GetTopic:input_type -> delayq.v1.GetTopicRequest
-	51, // 78: delayq.v1.DelayqService.ListTopics:input_type -> delayq.v1.ListTopicsRequest
-	53, // 79: delayq.v1.DelayqService.PutTopic:input_type -> delayq.v1.PutTopicRequest
-	55, // 80: delayq.v1.DelayqService.UpdateTopic:input_type -> delayq.v1.UpdateTopicRequest
-	57, // 81: delayq.v1.DelayqService.DeleteTopic:input_type -> delayq.v1.DeleteTopicRequest
-	59, // 82: delayq.v1.DelayqService.PauseTopic:input_type -> delayq.v1.PauseTopicRequest
-	61, // 83: delayq.v1.DelayqService.ResumeTopic:input_type -> delayq.v1.ResumeTopicRequest
-	67, // 84: delayq.v1.DelayqService.PutSchedule:input_type -> delayq.v1.PutScheduleRequest
-	69, // 85: delayq.v1.DelayqService.GetSchedule:input_type -> delayq.v1.GetScheduleRequest
-	71, // 86: delayq.v1.DelayqService.ListSchedules:input_type -> delayq.v1.ListSchedulesRequest
-	73, // 87: delayq.v1.DelayqService.DeleteSchedule:input_type -> delayq.v1.DeleteScheduleRequest
-	75, // 88: delayq.v1.DelayqService.Export:input_type -> delayq.v1.ExportRequest
-	77, // 89: delayq.v1.DelayqService.Import:input_type -> delayq.v1.ImportRequest
-	81, // 90: delayq.v1.DelayqService.RequeueDead:input_type -> delayq.v1.RequeueDeadRequest
-	83, // 91: delayq.v1.DelayqService.CancelJobs:input_type -> delayq.v1.CancelJobsRequest
-	86, // 92: delayq.v1.DelayqService.RunSchedule:input_type -> delayq.v1.RunScheduleRequest
-	7,  // 93: delayq.v1.DelayqService.Push:output_type -> delayq.v1.PushResponse
-	10, // 94: delayq.v1.DelayqService.PushBatch:output_type -> delayq.v1.PushBatchResponse
-	7,  // 95: delayq.v1.DelayqService.Replace:output_type -> delayq.v1.PushResponse
-	13, // 96: delayq.v1.DelayqService.GetJob:output_type -> delayq.v1.GetJobResponse
-	15, // 97: delayq.v1.DelayqService.CancelJob:output_type -> delayq.v1.CancelJobResponse
-	17, // 98: delayq.v1.DelayqService.FindJobs:output_type -> delayq.v1.FindJobsResponse
-	19, // 99: delayq.v1.DelayqService.ListJobs:output_type -> delayq.v1.ListJobsResponse
-	21, // 100: delayq.v1.DelayqService.CancelByKey:output_type -> delayq.v1.CancelByKeyResponse
-	23, // 101: delayq.v1.DelayqService.Claim:output_type -> delayq.v1.ClaimResponse
-	25, // 102: delayq.v1.DelayqService.Subscribe:output_type -> delayq.v1.SubscribeResponse
-	27, // 103: delayq.v1.DelayqService.Ack:output_type -> delayq.v1.AckResponse
-	29, // 104: delayq.v1.DelayqService.Nack:output_type -> delayq.v1.NackResponse
-	31, // 105: delayq.v1.DelayqService.Touch:output_type -> delayq.v1.TouchResponse
-	34, // 106: delayq.v1.DelayqService.AckBatch:output_type -> delayq.v1.AckBatchResponse
-	36, // 107: delayq.v1.DelayqService.NackBatch:output_type -> delayq.v1.NackBatchResponse
-	38, // 108: delayq.v1.DelayqService.Requeue:output_type -> delayq.v1.RequeueResponse
-	40, // 109: delayq.v1.DelayqService.ListDead:output_type -> delayq.v1.ListDeadResponse
-	50, // 110: delayq.v1.DelayqService.GetTopic:output_type -> delayq.v1.GetTopicResponse
-	52, // 111: delayq.v1.DelayqService.ListTopics:output_type -> delayq.v1.ListTopicsResponse
-	54, // 112: delayq.v1.DelayqService.PutTopic:output_type -> delayq.v1.PutTopicResponse
-	56, // 113: delayq.v1.DelayqService.UpdateTopic:output_type -> delayq.v1.UpdateTopicResponse
-	58, // 114: delayq.v1.DelayqService.DeleteTopic:output_type -> delayq.v1.DeleteTopicResponse
-	60, // 115: delayq.v1.DelayqService.PauseTopic:output_type -> delayq.v1.PauseTopicResponse
-	62, // 116: delayq.v1.DelayqService.ResumeTopic:output_type -> delayq.v1.ResumeTopicResponse
-	68, // 117: delayq.v1.DelayqService.PutSchedule:output_type -> delayq.v1.PutScheduleResponse
-	70, // 118: delayq.v1.DelayqService.GetSchedule:output_type -> delayq.v1.GetScheduleResponse
-	72, // 119: delayq.v1.DelayqService.ListSchedules:output_type -> delayq.v1.ListSchedulesResponse
-	74, // 120: delayq.v1.DelayqService.DeleteSchedule:output_type -> delayq.v1.DeleteScheduleResponse
-	76, // 121: delayq.v1.DelayqService.Export:output_type -> delayq.v1.ExportResponse
-	78, // 122: delayq.v1.DelayqService.Import:output_type -> delayq.v1.ImportResponse
-	82, // 123: delayq.v1.DelayqService.RequeueDead:output_type -> delayq.v1.RequeueDeadResponse
-	84, // 124: delayq.v1.DelayqService.CancelJobs:output_type -> delayq.v1.CancelJobsResponse
-	7,  // 125: delayq.v1.DelayqService.RunSchedule:output_type -> delayq.v1.PushResponse
-	93, // [93:126] is the sub-list for method output_type
-	60, // [60:93] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	4,  // 6: delayq.v1.Job.changes:type_name -> delayq.v1.Change
+	5,  // 7: delayq.v1.Job.trail:type_name -> delayq.v1.TrailEntry
+	1,  // 8: delayq.v1.PushRequest.job:type_name -> delayq.v1.JobSpec
+	1,  // 9: delayq.v1.PushBatchRequest.jobs:type_name -> delayq.v1.JobSpec
+	9,  // 10: delayq.v1.PushResult.job:type_name -> delayq.v1.PushResponse
+	0,  // 11: delayq.v1.PushResult.error:type_name -> delayq.v1.Error
+	11, // 12: delayq.v1.PushBatchResponse.results:type_name -> delayq.v1.PushResult
+	1,  // 13: delayq.v1.ReplaceRequest.job:type_name -> delayq.v1.JobSpec
+	3,  // 14: delayq.v1.GetJobResponse.job:type_name -> delayq.v1.Job
+	3,  // 15: delayq.v1.FindJobsResponse.jobs:type_name -> delayq.v1.Job
+	3,  // 16: delayq.v1.ListJobsResponse.jobs:type_name -> delayq.v1.Job
+	7,  // 17: delayq.v1.ClaimResponse.jobs:type_name -> delayq.v1.Delivery
+	7,  // 18: delayq.v1.SubscribeResponse.delivery:type_name -> delayq.v1.Delivery
+	28, // 19: delayq.v1.AckBatchRequest.acks:type_name -> delayq.v1.AckRequest
+	0,  // 20: delayq.v1.ItemResult.error:type_name -> delayq.v1.Error
+	35, // 21: delayq.v1.AckBatchResponse.results:type_name -> delayq.v1.ItemResult
+	30, // 22: delayq.v1.NackBatchRequest.nacks:type_name -> delayq.v1.NackRequest
+	35, // 23: delayq.v1.NackBatchResponse.results:type_name -> delayq.v1.ItemResult
+	3,  // 24: delayq.v1.ListDeadResponse.jobs:type_name -> delayq.v1.Job
+	45, // 25: delayq.v1.TopicConfig.delivery:type_name -> delayq.v1.DeliveryConfig
+	46, // 26: delayq.v1.TopicConfig.backoff:type_name -> delayq.v1.BackoffConfig
+	47, // 27: delayq.v1.TopicConfig.rate:type_name -> delayq.v1.RateConfig
+	44, // 28: delayq.v1.TopicConfig.events:type_name -> delayq.v1.EventsConfig
+	89, // 29: delayq.v1.DeliveryConfig.headers:type_name -> delayq.v1.DeliveryConfig.HeadersEntry
+	49, // 30: delayq.v1.Topic.delivery:type_name -> delayq.v1.DeliveryView
+	46, // 31: delayq.v1.Topic.backoff:type_name -> delayq.v1.BackoffConfig
+	47, // 32: delayq.v1.Topic.rate:type_name -> delayq.v1.RateConfig
+	50, // 33: delayq.v1.Topic.counts:type_name -> delayq.v1.Counts
+	44, // 34: delayq.v1.Topic.events:type_name -> delayq.v1.EventsConfig
+	48, // 35: delayq.v1.GetTopicResponse.topic:type_name -> delayq.v1.Topic
+	48, // 36: delayq.v1.ListTopicsResponse.topics:type_name -> delayq.v1.Topic
+	43, // 37: delayq.v1.PutTopicRequest.config:type_name -> delayq.v1.TopicConfig
+	48, // 38: delayq.v1.PutTopicResponse.topic:type_name -> delayq.v1.Topic
+	43, // 39: delayq.v1.UpdateTopicRequest.config:type_name -> delayq.v1.TopicConfig
+	90, // 40: delayq.v1.UpdateTopicRequest.update_mask:type_name -> google.protobuf.FieldMask
+	48, // 41: delayq.v1.UpdateTopicResponse.topic:type_name -> delayq.v1.Topic
+	48, // 42: delayq.v1.PauseTopicResponse.topic:type_name -> delayq.v1.Topic
+	48, // 43: delayq.v1.ResumeTopicResponse.topic:type_name -> delayq.v1.Topic
+	66, // 44: delayq.v1.ScheduleConfig.job:type_name -> delayq.v1.ScheduleJob
+	66, // 45: delayq.v1.Schedule.job:type_name -> delayq.v1.ScheduleJob
+	68, // 46: delayq.v1.Schedule.last_runs:type_name -> delayq.v1.ScheduleRun
+	65, // 47: delayq.v1.PutScheduleRequest.schedule:type_name -> delayq.v1.ScheduleConfig
+	67, // 48: delayq.v1.PutScheduleResponse.schedule:type_name -> delayq.v1.Schedule
+	67, // 49: delayq.v1.GetScheduleResponse.schedule:type_name -> delayq.v1.Schedule
+	67, // 50: delayq.v1.ListSchedulesResponse.schedules:type_name -> delayq.v1.Schedule
+	3,  // 51: delayq.v1.ExportResponse.jobs:type_name -> delayq.v1.Job
+	67, // 52: delayq.v1.ExportResponse.schedules:type_name -> delayq.v1.Schedule
+	3,  // 53: delayq.v1.ImportRequest.jobs:type_name -> delayq.v1.Job
+	67, // 54: delayq.v1.ImportRequest.schedules:type_name -> delayq.v1.Schedule
+	81, // 55: delayq.v1.ImportResponse.errors:type_name -> delayq.v1.ImportError
+	0,  // 56: delayq.v1.ImportError.error:type_name -> delayq.v1.Error
+	82, // 57: delayq.v1.RequeueDeadRequest.filter:type_name -> delayq.v1.JobFilter
+	87, // 58: delayq.v1.RequeueDeadResponse.result:type_name -> delayq.v1.BulkResult
+	82, // 59: delayq.v1.CancelJobsRequest.filter:type_name -> delayq.v1.JobFilter
+	87, // 60: delayq.v1.CancelJobsResponse.result:type_name -> delayq.v1.BulkResult
+	3,  // 61: delayq.v1.BulkResult.sample:type_name -> delayq.v1.Job
+	8,  // 62: delayq.v1.DelayqService.Push:input_type -> delayq.v1.PushRequest
+	10, // 63: delayq.v1.DelayqService.PushBatch:input_type -> delayq.v1.PushBatchRequest
+	13, // 64: delayq.v1.DelayqService.Replace:input_type -> delayq.v1.ReplaceRequest
+	14, // 65: delayq.v1.DelayqService.GetJob:input_type -> delayq.v1.GetJobRequest
+	16, // 66: delayq.v1.DelayqService.CancelJob:input_type -> delayq.v1.CancelJobRequest
+	18, // 67: delayq.v1.DelayqService.FindJobs:input_type -> delayq.v1.FindJobsRequest
+	20, // 68: delayq.v1.DelayqService.ListJobs:input_type -> delayq.v1.ListJobsRequest
+	22, // 69: delayq.v1.DelayqService.CancelByKey:input_type -> delayq.v1.CancelByKeyRequest
+	24, // 70: delayq.v1.DelayqService.Claim:input_type -> delayq.v1.ClaimRequest
+	26, // 71: delayq.v1.DelayqService.Subscribe:input_type -> delayq.v1.SubscribeRequest
+	28, // 72: delayq.v1.DelayqService.Ack:input_type -> delayq.v1.AckRequest
+	30, // 73: delayq.v1.DelayqService.Nack:input_type -> delayq.v1.NackRequest
+	32, // 74: delayq.v1.DelayqService.Touch:input_type -> delayq.v1.TouchRequest
+	34, // 75: delayq.v1.DelayqService.AckBatch:input_type -> delayq.v1.AckBatchRequest
+	37, // 76: delayq.v1.DelayqService.NackBatch:input_type -> delayq.v1.NackBatchRequest
+	39, // 77: delayq.v1.DelayqService.Requeue:input_type -> delayq.v1.RequeueRequest
+	41, // 78: delayq.v1.DelayqService.ListDead:input_type -> delayq.v1.ListDeadRequest
+	51, // 79: delayq.v1.DelayqService.GetTopic:input_type -> delayq.v1.GetTopicRequest
+	53, // 80: delayq.v1.DelayqService.ListTopics:input_type -> delayq.v1.ListTopicsRequest
+	55, // 81: delayq.v1.DelayqService.PutTopic:input_type -> delayq.v1.PutTopicRequest
+	57, // 82: delayq.v1.DelayqService.UpdateTopic:input_type -> delayq.v1.UpdateTopicRequest
+	59, // 83: delayq.v1.DelayqService.DeleteTopic:input_type -> delayq.v1.DeleteTopicRequest
+	61, // 84: delayq.v1.DelayqService.PauseTopic:input_type -> delayq.v1.PauseTopicRequest
+	63, // 85: delayq.v1.DelayqService.ResumeTopic:input_type -> delayq.v1.ResumeTopicRequest
+	69, // 86: delayq.v1.DelayqService.PutSchedule:input_type -> delayq.v1.PutScheduleRequest
+	71, // 87: delayq.v1.DelayqService.GetSchedule:input_type -> delayq.v1.GetScheduleRequest
+	73, // 88: delayq.v1.DelayqService.ListSchedules:input_type -> delayq.v1.ListSchedulesRequest
+	75, // 89: delayq.v1.DelayqService.DeleteSchedule:input_type -> delayq.v1.DeleteScheduleRequest
+	77, // 90: delayq.v1.DelayqService.Export:input_type -> delayq.v1.ExportRequest
+	79, // 91: delayq.v1.DelayqService.Import:input_type -> delayq.v1.ImportRequest
+	83, // 92: delayq.v1.DelayqService.RequeueDead:input_type -> delayq.v1.RequeueDeadRequest
+	85, // 93: delayq.v1.DelayqService.CancelJobs:input_type -> delayq.v1.CancelJobsRequest
+	88, // 94: delayq.v1.DelayqService.RunSchedule:input_type -> delayq.v1.RunScheduleRequest
+	9,  // 95: delayq.v1.DelayqService.Push:output_type -> delayq.v1.PushResponse
+	12, // 96: delayq.v1.DelayqService.PushBatch:output_type -> delayq.v1.PushBatchResponse
+	9,  // 97: delayq.v1.DelayqService.Replace:output_type -> delayq.v1.PushResponse
+	15, // 98: delayq.v1.DelayqService.GetJob:output_type -> delayq.v1.GetJobResponse
+	17, // 99: delayq.v1.DelayqService.CancelJob:output_type -> delayq.v1.CancelJobResponse
+	19, // 100: delayq.v1.DelayqService.FindJobs:output_type -> delayq.v1.FindJobsResponse
+	21, // 101: delayq.v1.DelayqService.ListJobs:output_type -> delayq.v1.ListJobsResponse
+	23, // 102: delayq.v1.DelayqService.CancelByKey:output_type -> delayq.v1.CancelByKeyResponse
+	25, // 103: delayq.v1.DelayqService.Claim:output_type -> delayq.v1.ClaimResponse
+	27, // 104: delayq.v1.DelayqService.Subscribe:output_type -> delayq.v1.SubscribeResponse
+	29, // 105: delayq.v1.DelayqService.Ack:output_type -> delayq.v1.AckResponse
+	31, // 106: delayq.v1.DelayqService.Nack:output_type -> delayq.v1.NackResponse
+	33, // 107: delayq.v1.DelayqService.Touch:output_type -> delayq.v1.TouchResponse
+	36, // 108: delayq.v1.DelayqService.AckBatch:output_type -> delayq.v1.AckBatchResponse
+	38, // 109: delayq.v1.DelayqService.NackBatch:output_type -> delayq.v1.NackBatchResponse
+	40, // 110: delayq.v1.DelayqService.Requeue:output_type -> delayq.v1.RequeueResponse
+	42, // 111: delayq.v1.DelayqService.ListDead:output_type -> delayq.v1.ListDeadResponse
+	52, // 112: delayq.v1.DelayqService.GetTopic:output_type -> delayq.v1.GetTopicResponse
+	54, // 113: delayq.v1.DelayqService.ListTopics:output_type -> delayq.v1.ListTopicsResponse
+	56, // 114: delayq.v1.DelayqService.PutTopic:output_type -> delayq.v1.PutTopicResponse
+	58, // 115: delayq.v1.DelayqService.UpdateTopic:output_type -> delayq.v1.UpdateTopicResponse
+	60, // 116: delayq.v1.DelayqService.DeleteTopic:output_type -> delayq.v1.DeleteTopicResponse
+	62, // 117: delayq.v1.DelayqService.PauseTopic:output_type -> delayq.v1.PauseTopicResponse
+	64, // 118: delayq.v1.DelayqService.ResumeTopic:output_type -> delayq.v1.ResumeTopicResponse
+	70, // 119: delayq.v1.DelayqService.PutSchedule:output_type -> delayq.v1.PutScheduleResponse
+	72, // 120: delayq.v1.DelayqService.GetSchedule:output_type -> delayq.v1.GetScheduleResponse
+	74, // 121: delayq.v1.DelayqService.ListSchedules:output_type -> delayq.v1.ListSchedulesResponse
+	76, // 122: delayq.v1.DelayqService.DeleteSchedule:output_type -> delayq.v1.DeleteScheduleResponse
+	78, // 123: delayq.v1.DelayqService.Export:output_type -> delayq.v1.ExportResponse
+	80, // 124: delayq.v1.DelayqService.Import:output_type -> delayq.v1.ImportResponse
+	84, // 125: delayq.v1.DelayqService.RequeueDead:output_type -> delayq.v1.RequeueDeadResponse
+	86, // 126: delayq.v1.DelayqService.CancelJobs:output_type -> delayq.v1.CancelJobsResponse
+	9,  // 127: delayq.v1.DelayqService.RunSchedule:output_type -> delayq.v1.PushResponse
+	95, // [95:128] is the sub-list for method output_type
+	62, // [62:95] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_delayq_v1_delayq_proto_init() }
@@ -6350,18 +6617,18 @@ func file_delayq_v1_delayq_proto_init() {
 		return
 	}
 	file_delayq_v1_delayq_proto_msgTypes[1].OneofWrappers = []any{}
-	file_delayq_v1_delayq_proto_msgTypes[19].OneofWrappers = []any{}
-	file_delayq_v1_delayq_proto_msgTypes[22].OneofWrappers = []any{}
-	file_delayq_v1_delayq_proto_msgTypes[67].OneofWrappers = []any{}
+	file_delayq_v1_delayq_proto_msgTypes[21].OneofWrappers = []any{}
+	file_delayq_v1_delayq_proto_msgTypes[24].OneofWrappers = []any{}
 	file_delayq_v1_delayq_proto_msgTypes[69].OneofWrappers = []any{}
 	file_delayq_v1_delayq_proto_msgTypes[71].OneofWrappers = []any{}
+	file_delayq_v1_delayq_proto_msgTypes[73].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_delayq_v1_delayq_proto_rawDesc), len(file_delayq_v1_delayq_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   88,
+			NumMessages:   90,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,16 +1,24 @@
 // job.js: every field of a job, its body, its next steps (then), its
-// attempts, and the actions its state and the token allow.
+// trail, and the actions its state and the token allow.
 import { get, call, enc, can, replaceJob } from "./api.js";
 import { h, badge, attempt, confirmAction, fmtTime, fmtAgo, pretty, utcInput, fromUTCInput, live } from "./dom.js";
 
-function historyTable(history) {
-  if (!history || !history.length) return h("p", { class: "muted", id: "history" }, "No attempts yet.");
-  return h("table", { id: "history" },
-    h("thead", {}, h("tr", {}, ["attempt", "started", "ended", "duration", "via", "outcome", "error"].map((x) => h("th", {}, x)))),
-    h("tbody", {}, history.map((a) => h("tr", {},
-      h("td", { class: "num" }, a.attempt), h("td", {}, fmtTime(a.started_at)), h("td", {}, fmtTime(a.ended_at)),
-      h("td", { class: "num" }, a.ended_at ? `${((new Date(a.ended_at) - new Date(a.started_at)) / 1000).toFixed(3)} s` : ""),
-      h("td", {}, a.via), h("td", {}, a.outcome ? badge(a.outcome) : "in progress"), h("td", {}, a.error || "")))));
+// trailTable writes a job's trail (GET /v1/jobs/{id}), oldest first: its
+// creation and replaces (how, by which token), each delivery (by which
+// instance, to which consumer, how long, how it ended), requeues, and its
+// cancel or expiry.
+function trailTable(trail) {
+  if (!trail || !trail.length) return h("p", { class: "muted", id: "trail" }, "Nothing yet.");
+  const delivered = (e) => e.event === "delivered";
+  return h("table", { id: "trail" },
+    h("thead", {}, h("tr", {}, ["at", "event", "via", "by", "attempt", "ended", "duration", "outcome", "error"].map((x) => h("th", {}, x)))),
+    h("tbody", {}, trail.map((e) => h("tr", {},
+      h("td", {}, fmtTime(e.at)), h("td", { class: "event" }, e.event), h("td", { class: "via" }, e.via || ""),
+      h("td", { class: "by" }, delivered(e) ? `${e.instance || "?"} → ${e.consumer || e.via}` : e.token || ""),
+      h("td", { class: "num" }, e.attempt || ""), h("td", {}, fmtTime(e.ended_at)),
+      h("td", { class: "num" }, e.ended_at ? `${((new Date(e.ended_at) - new Date(e.at)) / 1000).toFixed(3)} s` : ""),
+      h("td", { class: "outcome" }, e.outcome ? badge(e.outcome) : delivered(e) ? "in progress" : ""),
+      h("td", { class: "error" }, e.error || "")))));
 }
 
 // at writes a time in UTC and relative to now.
@@ -81,7 +89,7 @@ export async function jobPage(main, id) {
       h("div", { class: "card" }, h("dl", { class: "fields", id: "job-fields" }, fields.filter(([, v]) => v !== undefined && v !== "").flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]))),
       h("h2", {}, "Body"), h("pre", { id: "job-body" }, pretty(j.body)),
       ...(j.then ? [h("h2", {}, "Then: pushed when this job is done"), h("pre", { id: "job-then" }, pretty(j.then))] : []),
-      h("h2", {}, "Attempts"), h("div", { class: "card" }, historyTable(j.history)),
+      h("h2", {}, "Trail"), h("div", { class: "card" }, trailTable(j.trail)),
       ...(editor ? [h("h2", {}, "Edit and reschedule"), h("div", { class: "card" }, editor)] : []));
     main.dataset.ready = "1";
   };
