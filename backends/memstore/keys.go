@@ -105,6 +105,7 @@ func (tp *topic) unpark(e *entry) {
 	if q.Len() == 0 {
 		if q.turn != nil {
 			tp.ring.Remove(q.turn)
+			q.turn = nil
 		}
 		delete(tp.parked, k)
 	}
@@ -161,15 +162,20 @@ func (s *Store) takeFair(tp *topic, max, keyLimit int, via string, now time.Time
 	}
 	jobs := []*core.Job{}
 	for len(jobs) < max && tp.ring.Len() > 0 {
-		q := tp.ring.Remove(tp.ring.Front()).(*keyQueue)
-		q.turn = nil
-		if tp.atLimit(q.key, keyLimit) {
-			continue // lowered limit: back once a slot of the key comes back
+		q := tp.ring.Front().Value.(*keyQueue)
+		if !tp.atLimit(q.key, keyLimit) {
+			e := q.peek()
+			tp.unpark(e) // out of the ring with its last entry
+			jobs = append(jobs, s.reserve(tp, e, via, now))
 		}
-		e := q.peek()
-		tp.unpark(e)
-		jobs = append(jobs, s.reserve(tp, e, via, now))
-		tp.enterRing(q)
+		switch {
+		case q.turn == nil:
+		case tp.atLimit(q.key, keyLimit):
+			tp.ring.Remove(q.turn) // back once a slot of the key comes back
+			q.turn = nil
+		default:
+			tp.ring.MoveToBack(q.turn)
+		}
 	}
 	return jobs
 }

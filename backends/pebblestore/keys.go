@@ -220,6 +220,7 @@ func (s *Store) unpark(tp *topic, i uint32) {
 	if h.Len() == 0 {
 		if h.turn != nil {
 			tp.ring.Remove(h.turn)
+			h.turn = nil
 		}
 		delete(tp.parked, k)
 	}
@@ -275,17 +276,19 @@ func (s *Store) ringAll(tp *topic, keyLimit int) error {
 }
 
 // nextFair unparks and returns the slot a fair take with keyLimit reserves
-// next, counted against its key, and puts its key back in the ring, at
-// the back; false when no key has a slot to take. Under s.mu.
+// next, counted against its key, and moves its key to the back of the
+// ring, or out of it at its limit; false when no key has a slot to take.
+// Under s.mu.
 func (s *Store) nextFair(tp *topic, keyLimit int) (uint32, bool) {
 	for tp.ring.Len() > 0 {
-		h := tp.ring.Remove(tp.ring.Front()).(*keyHeap)
-		h.turn = nil
+		h := tp.ring.Front().Value.(*keyHeap)
 		if tp.atLimit(h.key, keyLimit) {
-			continue // lowered limit: back once a slot of the key comes back
+			tp.ring.Remove(h.turn) // lowered limit: back once a slot of the key comes back
+			h.turn = nil
+			continue
 		}
 		i := h.peek()
-		s.unpark(tp, i)
+		s.unpark(tp, i) // out of the ring with its last slot
 		if h.key != "" {
 			if tp.held != nil {
 				tp.held[h.key]++
@@ -293,7 +296,14 @@ func (s *Store) nextFair(tp *topic, keyLimit int) (uint32, bool) {
 				delete(s.x.keys, i) // kept for reserved slots only while held counts
 			}
 		}
-		tp.enterRing(h)
+		switch {
+		case h.turn == nil:
+		case tp.atLimit(h.key, keyLimit):
+			tp.ring.Remove(h.turn) // back once a slot of the key comes back
+			h.turn = nil
+		default:
+			tp.ring.MoveToBack(h.turn)
+		}
 		return i, true
 	}
 	return 0, false
