@@ -40,6 +40,11 @@ type TopicConfig struct {
 	// out one at a time with 1; 0: no bound. The redis and nats backends
 	// refuse it.
 	KeyConcurrency int
+	// Fair makes claims take the topic's due jobs round-robin across
+	// business keys, one of each key in turn, so that a key with many due
+	// jobs does not hold up the others. The redis and nats backends refuse
+	// it.
+	Fair bool
 	// ExpiresIn is the expiry, from run_at, of the topic's jobs pushed
 	// without one (PushParams.ExpiresAt); 0: they never expire.
 	ExpiresIn time.Duration
@@ -133,8 +138,8 @@ type Topic struct {
 	// SecretSet and HeaderNames.
 	Delivery DeliveryView
 	// TTR, MaxAttempts, Backoff, Concurrency, UniqueKeys, OnDead, Rate,
-	// MaxInFlight, KeyConcurrency, ExpiresIn, Delay, Retention and Events
-	// are as in TopicConfig, with defaults filled.
+	// MaxInFlight, KeyConcurrency, Fair, ExpiresIn, Delay, Retention and
+	// Events are as in TopicConfig, with defaults filled.
 	TTR            time.Duration
 	MaxAttempts    int
 	Backoff        BackoffConfig
@@ -144,6 +149,7 @@ type Topic struct {
 	Rate           RateConfig
 	MaxInFlight    int
 	KeyConcurrency int
+	Fair           bool
 	ExpiresIn      time.Duration
 	Delay          time.Duration
 	Retention      time.Duration
@@ -244,6 +250,7 @@ type topicWire struct {
 	} `json:"rate"`
 	MaxInFlight    int          `json:"max_in_flight"`
 	KeyConcurrency int          `json:"key_concurrency"`
+	Fair           bool         `json:"fair"`
 	ExpiresIn      jsonDuration `json:"expires_in"`
 	Delay          jsonDuration `json:"delay"`
 	Retention      jsonDuration `json:"retention"`
@@ -269,6 +276,7 @@ func (t *Topic) UnmarshalJSON(b []byte) error {
 		UniqueKeys: w.UniqueKeys, OnDead: w.OnDead, Configured: w.Configured, Paused: w.Paused, Counts: w.Counts,
 		Rate: RateConfig{Limit: w.Rate.Limit, Period: time.Duration(w.Rate.Period), Burst: w.Rate.Burst}, MaxInFlight: w.MaxInFlight,
 		KeyConcurrency: w.KeyConcurrency,
+		Fair:           w.Fair,
 		ExpiresIn:      time.Duration(w.ExpiresIn),
 		Delay:          time.Duration(w.Delay),
 		Retention:      time.Duration(w.Retention),
@@ -294,12 +302,13 @@ func (c *TopicConfig) wire() []byte {
 		Rate           *rateWire     `json:"rate,omitempty"`
 		MaxInFlight    int           `json:"max_in_flight,omitempty"`
 		KeyConcurrency int           `json:"key_concurrency,omitempty"`
+		Fair           bool          `json:"fair,omitempty"`
 		ExpiresIn      jsonDuration  `json:"expires_in,omitempty"`
 		Delay          jsonDuration  `json:"delay,omitempty"`
 		Retention      jsonDuration  `json:"retention,omitempty"`
 		Events         *EventsConfig `json:"events,omitempty"`
 	}{TTR: jsonDuration(c.TTR), MaxAttempts: c.MaxAttempts, Concurrency: c.Concurrency, UniqueKeys: c.UniqueKeys, OnDead: c.OnDead,
-		MaxInFlight: c.MaxInFlight, KeyConcurrency: c.KeyConcurrency, ExpiresIn: jsonDuration(c.ExpiresIn), Delay: jsonDuration(c.Delay), Retention: jsonDuration(c.Retention)}
+		MaxInFlight: c.MaxInFlight, KeyConcurrency: c.KeyConcurrency, Fair: c.Fair, ExpiresIn: jsonDuration(c.ExpiresIn), Delay: jsonDuration(c.Delay), Retention: jsonDuration(c.Retention)}
 	if c.Events.Topic != "" || len(c.Events.On) > 0 {
 		w.Events = &c.Events
 	}

@@ -63,3 +63,22 @@ func TestKeyConcurrencyWire(t *testing.T) {
 		t.Fatalf("key_concurrency %d, want 3", tp.KeyConcurrency)
 	}
 }
+
+// TestFairWire checks that a topic's fair goes out in a configuration,
+// only when set, and comes back in a topic.
+func TestFairWire(t *testing.T) {
+	t.Parallel()
+	if got := string((&TopicConfig{Fair: true}).wire()); !strings.Contains(got, `"fair":true`) {
+		t.Fatalf("configuration %s: no fair", got)
+	}
+	if got := string((&TopicConfig{}).wire()); strings.Contains(got, "fair") {
+		t.Fatalf("configuration %s: fair though unset", got)
+	}
+	var tp Topic
+	if err := json.Unmarshal([]byte(`{"name":"t","fair":true}`), &tp); err != nil {
+		t.Fatal(err)
+	}
+	if !tp.Fair {
+		t.Fatal("fair false, want true")
+	}
+}

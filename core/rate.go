@@ -137,16 +137,16 @@ func (b *Buckets) Take(params *TakeRateParams, now time.Time) (TakeRateResult, e
 }
 
 // claimDue claims as Store.ClaimJobs does, within the topic's max_in_flight
-// and key_concurrency (which the store applies) and rate limit:
+// key_concurrency and fair (which the store applies) and rate limit:
 // it takes tokens for up to p.Max jobs, waiting (within p.Wait) for the
 // first, claims as many jobs as it got tokens and gives back the tokens
 // the claim did not use. A topic without a limit costs nothing more.
 func (e *Engine) claimDue(ctx context.Context, p *ClaimJobsParams) ([]*Job, error) {
 	topic := e.topic(p.Topic)
-	rate, inFlight, perKey := topic.Rate, topic.MaxInFlight, topic.KeyConcurrency
+	rate, inFlight, perKey, fair := topic.Rate, topic.MaxInFlight, topic.KeyConcurrency, topic.Fair
 	if rate.Limit == 0 {
-		return e.store.ClaimJobs(ctx, &ClaimJobsParams{Topic: p.Topic, Max: p.Max, Wait: p.Wait, InFlightMax: inFlight, KeyConcurrency: perKey, Via: p.Via,
-			Instance: e.instance, Consumer: p.Consumer})
+		return e.store.ClaimJobs(ctx, &ClaimJobsParams{Topic: p.Topic, Max: p.Max, Wait: p.Wait, InFlightMax: inFlight, KeyConcurrency: perKey, Fair: fair,
+			Via: p.Via, Instance: e.instance, Consumer: p.Consumer})
 	}
 	deadline := e.clock.Now().Add(p.Wait)
 	for {
@@ -157,7 +157,7 @@ func (e *Engine) claimDue(ctx context.Context, p *ClaimJobsParams) ([]*Job, erro
 		if res.Granted > 0 {
 			wait := max(deadline.Sub(e.clock.Now()), 0)
 			jobs, err := e.store.ClaimJobs(ctx, &ClaimJobsParams{Topic: p.Topic, Max: res.Granted, Wait: wait, InFlightMax: inFlight, KeyConcurrency: perKey,
-				Via: p.Via, Instance: e.instance, Consumer: p.Consumer})
+				Fair: fair, Via: p.Via, Instance: e.instance, Consumer: p.Consumer})
 			if unused := res.Granted - len(jobs); unused > 0 {
 				// Given back even when ctx ended: the tokens were not used.
 				gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)

@@ -394,6 +394,15 @@ type ClaimJobsParams struct {
 	// bounded. A store that cannot honour it refuses the topic
 	// (TopicChecker).
 	KeyConcurrency int
+	// Fair, when set, takes due jobs round-robin across business keys
+	// (Topic.Fair): one job of each key with a due job in turn, the keys
+	// in a rotating ring, each key's jobs in claim order (priority, run_at,
+	// creation). Priority orders jobs within a key, not across keys: the
+	// ring serves keys in turn whatever their jobs' priorities. Jobs
+	// without a key form one group of the ring. With KeyConcurrency, a key
+	// at its bound is out of the ring until one of its slots comes back. A
+	// store that cannot honour it refuses the topic (TopicChecker).
+	Fair bool
 	// Via is how the jobs will be delivered (a Via constant), kept in the
 	// attempt each claim starts (Job.Reserve). Every transport sets it.
 	Via string

@@ -58,6 +58,10 @@ type Topic struct {
 	// With 1 a key's jobs go out one at a time, in claim order. Jobs
 	// without a key are not bounded. A slot is a lease, as for MaxInFlight.
 	KeyConcurrency int `json:"key_concurrency,omitempty"`
+	// Fair makes a claim take the topic's due jobs round-robin across
+	// business keys, one of each key in turn, so that a key with many due
+	// jobs does not hold up the others (ClaimJobsParams.Fair).
+	Fair bool `json:"fair,omitempty"`
 	// Rate limits the topic's deliveries across every instance (Rate).
 	Rate Rate `json:"rate"`
 	// ExpiresIn, when set, is the expiry of the topic's jobs pushed without

@@ -1,6 +1,12 @@
 package memstore
 
-import "container/heap"
+import (
+	"container/heap"
+	"container/list"
+	"time"
+
+	"github.com/delayq/delayq/core"
+)
 
 // Key concurrency (core.ClaimJobsParams.KeyConcurrency): a take that meets
 // a due job whose key has its limit reserved parks it, out of the topic's
@@ -8,6 +14,30 @@ import "container/heap"
 // ends moves the head of that queue back to ready. So a key at its limit
 // costs a take nothing however many of its jobs are due, and its jobs go
 // out in claim order. A parked job is ready to every reader.
+//
+// Fair takes (core.ClaimJobsParams.Fair) use the same queues of keys: a
+// fair take parks every ready entry in its key's queue (jobs without a key
+// in the queue of key ""), each entry once, as it comes due, and serves
+// the ring of keys: the key at the front gives its head and goes to the
+// back while it has entries and is under the limit. A key enters the ring
+// at the back when it gets an entry or a slot back, so keys first come in
+// the order their first job came due. A take costs the jobs it takes and
+// the keys it visits, however many jobs are due. A take that is not fair
+// moves every parked entry back to ready first.
+
+// keyQueue is a key's parked entries in claim order; turn is its place in
+// its topic's ring, nil when out of it.
+type keyQueue struct {
+	queue
+	key  string
+	turn *list.Element
+}
+
+// atLimit says a job of key k may not be reserved by a take with limit,
+// its key having that many reserved.
+func (tp *topic) atLimit(k string, limit int) bool {
+	return limit > 0 && k != "" && tp.held[k] >= limit
+}
 
 // hold counts reserved entry e against its key.
 func (tp *topic) hold(e *entry) {
@@ -20,7 +50,8 @@ func (tp *topic) hold(e *entry) {
 }
 
 // release gives back the slot of e, whose delivery ended: its key's first
-// parked entry goes back to ready, in its place.
+// parked entry goes back to ready, in its place, or, fair, its key back
+// into the ring.
 func (tp *topic) release(e *entry) {
 	k := e.job.Key
 	if k == "" {
@@ -29,38 +60,53 @@ func (tp *topic) release(e *entry) {
 	if tp.held[k]--; tp.held[k] <= 0 {
 		delete(tp.held, k)
 	}
-	if q := tp.parked[k]; q != nil {
+	q := tp.parked[k]
+	switch {
+	case q == nil:
+	case tp.fair:
+		tp.enterRing(q)
+	default:
 		next := q.items[0]
 		tp.unpark(next)
 		heap.Push(&tp.ready, next) // its key and seq kept: its place in claim order
 	}
 }
 
+// queueOf returns the parked queue of key k, made if needed.
+func (tp *topic) queueOf(k string) *keyQueue {
+	if tp.parked == nil {
+		tp.parked = make(map[string]*keyQueue)
+	}
+	q := tp.parked[k]
+	if q == nil {
+		q = &keyQueue{queue: queue{byPriority: true}, key: k}
+		tp.parked[k] = q
+	}
+	return q
+}
+
 // park moves ready entry e, popped from ready, to its key's parked queue,
 // keeping its place in claim order; limit is the take's key limit.
 func (tp *topic) park(e *entry, limit int) {
-	if tp.parked == nil {
-		tp.parked = make(map[string]*queue)
-	}
-	q := tp.parked[e.job.Key]
-	if q == nil {
-		q = &queue{byPriority: true}
-		tp.parked[e.job.Key] = q
-	}
-	heap.Push(q, e)
+	heap.Push(tp.queueOf(e.job.Key), e)
 	e.parked = true
 	if tp.parkedN++; tp.parkedUnder == 0 || limit < tp.parkedUnder {
 		tp.parkedUnder = limit
 	}
 }
 
-// unpark takes parked entry e out of its key's queue, unlinked.
+// unpark takes parked entry e out of its key's queue, unlinked; a key with
+// none left leaves the ring.
 func (tp *topic) unpark(e *entry) {
 	k := e.job.Key
 	q := tp.parked[k]
 	q.remove(e)
 	e.parked = false
 	if q.Len() == 0 {
+		if q.turn != nil {
+			tp.ring.Remove(q.turn)
+			q.turn = nil
+		}
 		delete(tp.parked, k)
 	}
 	if tp.parkedN--; tp.parkedN == 0 {
@@ -69,7 +115,8 @@ func (tp *topic) unpark(e *entry) {
 }
 
 // unparkAll moves every parked entry back to ready, for a take whose limit
-// is higher than the one they were parked under, or none.
+// is higher than the one they were parked under, or none, or that is not
+// fair after fair ones.
 func (tp *topic) unparkAll() {
 	for _, q := range tp.parked {
 		for _, e := range q.items {
@@ -78,4 +125,58 @@ func (tp *topic) unparkAll() {
 		}
 	}
 	tp.parked, tp.parkedN, tp.parkedUnder = nil, 0, 0
+	tp.fair, tp.ringLimit = false, 0
+	tp.ring.Init()
+}
+
+// enterRing puts q at the back of the ring when it is out of it, has an
+// entry and its key is under the limit of the fair takes.
+func (tp *topic) enterRing(q *keyQueue) {
+	if q.turn == nil && q.Len() > 0 && !tp.atLimit(q.key, tp.ringLimit) {
+		q.turn = tp.ring.PushBack(q)
+	}
+}
+
+// takeFair reserves up to max ready jobs of tp for claim p as take does,
+// one of each key in turn (the ring), at most p.KeyConcurrency of a key
+// reserved when it is set.
+func (s *Store) takeFair(tp *topic, max int, p *core.ClaimJobsParams, now time.Time) []*core.Job {
+	keyLimit := p.KeyConcurrency
+	if !tp.fair {
+		tp.unparkAll() // those parked under a limit, in the ring below
+		tp.fair = true
+	}
+	if tp.ringLimit != 0 && (keyLimit == 0 || keyLimit > tp.ringLimit) {
+		tp.ringLimit = keyLimit // raised: the keys out at the old limit come back
+		for _, q := range tp.parked {
+			tp.enterRing(q)
+		}
+	}
+	tp.ringLimit = keyLimit
+	for tp.ready.Len() > 0 {
+		e := tp.ready.pop()
+		q := tp.queueOf(e.job.Key)
+		heap.Push(q, e)
+		e.parked = true
+		tp.parkedN++
+		tp.enterRing(q)
+	}
+	jobs := []*core.Job{}
+	for len(jobs) < max && tp.ring.Len() > 0 {
+		q := tp.ring.Front().Value.(*keyQueue)
+		if !tp.atLimit(q.key, keyLimit) {
+			e := q.peek()
+			tp.unpark(e) // out of the ring with its last entry
+			jobs = append(jobs, s.reserve(tp, e, p, now))
+		}
+		switch {
+		case q.turn == nil:
+		case tp.atLimit(q.key, keyLimit):
+			tp.ring.Remove(q.turn) // back once a slot of the key comes back
+			q.turn = nil
+		default:
+			tp.ring.MoveToBack(q.turn)
+		}
+	}
+	return jobs
 }

@@ -114,9 +114,16 @@ type topic struct {
 	// order (parkedN in all), which parkedUnder, the lowest limit they
 	// were parked under, lets a claim with a higher one take back.
 	held        map[string]int
-	parked      map[string]*queue
+	parked      map[string]*keyQueue
 	parkedN     int
 	parkedUnder int
+	// Fair takes (keys.go): fair says the topic's ready entries are all
+	// parked in their keys' queues, ring holding the *keyQueue of each key
+	// with one to take, in turn; ringLimit is the key limit of the last
+	// fair take, which says which keys are out of the ring at their limit.
+	fair      bool
+	ring      list.List
+	ringLimit int
 	// told is the earliest due time (queue key) the last empty take
 	// answered: a change that makes one earlier notifies.
 	told int64
@@ -297,7 +304,12 @@ func (s *Store) TakeJobs(_ context.Context, params *core.ClaimJobsParams) (core.
 	if !tp.paused {
 		room = params.Room(tp.reserved.Len())
 	}
-	jobs := s.take(tp, room, params, now)
+	var jobs []*core.Job
+	if params.Fair {
+		jobs = s.takeFair(tp, room, params, now)
+	} else {
+		jobs = s.take(tp, room, params, now)
+	}
 	if len(jobs) > 0 {
 		return core.Taken{Jobs: jobs}, nil
 	}
@@ -318,21 +330,27 @@ func (s *Store) ClaimNotifier() *core.Notifier { return &s.notify }
 func (s *Store) take(tp *topic, max int, p *core.ClaimJobsParams, now time.Time) []*core.Job {
 	keyLimit := p.KeyConcurrency
 	jobs := []*core.Job{}
-	if tp.parkedN > 0 && (keyLimit == 0 || keyLimit > tp.parkedUnder) {
+	if tp.fair || tp.parkedN > 0 && (keyLimit == 0 || keyLimit > tp.parkedUnder) {
 		tp.unparkAll()
 	}
 	for len(jobs) < max && tp.ready.Len() > 0 {
 		e := tp.ready.pop()
-		if k := e.job.Key; keyLimit > 0 && k != "" && tp.held[k] >= keyLimit {
+		if tp.atLimit(e.job.Key, keyLimit) {
 			tp.park(e, keyLimit)
 			continue
 		}
-		tp.hold(e)
-		e.job.Reserve(rand.Text(), p, now)
-		s.push(&tp.reserved, e, e.job.LeaseExpiresAt)
-		jobs = append(jobs, e.job.Clone())
+		jobs = append(jobs, s.reserve(tp, e, p, now))
 	}
 	return jobs
+}
+
+// reserve reserves ready entry e of tp, out of every queue, for claim p
+// (its Via, Instance and Consumer), and returns a copy of its job.
+func (s *Store) reserve(tp *topic, e *entry, p *core.ClaimJobsParams, now time.Time) *core.Job {
+	tp.hold(e)
+	e.job.Reserve(rand.Text(), p, now)
+	s.push(&tp.reserved, e, e.job.LeaseExpiresAt)
+	return e.job.Clone()
 }
 
 // AckJob implements core.Store. A second ack of the same lease gets
@@ -759,7 +777,7 @@ func (s *Store) promote(tp *topic, now time.Time) {
 // are ready to take, or the next due time is earlier than the last empty
 // take answered, and drops tp once it holds nothing.
 func (s *Store) changed(tp *topic) {
-	if tp.ready.Len() > 0 && !tp.paused || tp.nextDue() < tp.told {
+	if (tp.ready.Len() > 0 || tp.ring.Len() > 0) && !tp.paused || tp.nextDue() < tp.told {
 		tp.told = math.MinInt64 // until a take answers again
 		s.notify.Notify(tp.name)
 	}

@@ -279,10 +279,14 @@ var _ core.TopicChecker = (*Store)(nil)
 
 // CheckTopic implements core.TopicChecker: the NATS store's fetcher holds a
 // topic's due messages in stream order, so it cannot pass over a key's
-// jobs to bound them, and refuses key_concurrency rather than ignore it.
+// jobs to bound them or to serve keys in turn, and refuses key_concurrency
+// and fair rather than ignore them.
 func (s *Store) CheckTopic(t *core.Topic) error {
 	if t.KeyConcurrency != 0 {
 		return core.Invalid("key_concurrency", "key_concurrency is not supported by the nats and jetstream backends: they deliver a topic's due jobs in stream order (docs/backends.md)")
+	}
+	if t.Fair {
+		return core.Invalid("fair", "fair is not supported by the nats and jetstream backends: they deliver a topic's due jobs in stream order (docs/backends.md)")
 	}
 	return nil
 }

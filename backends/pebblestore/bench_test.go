@@ -70,7 +70,7 @@ func BenchmarkBurst(b *testing.B) {
 			due := time.Now().Add(2*time.Second + time.Duration(n)*time.Second/50_000).UTC().Truncate(time.Millisecond)
 			putBurst(b, s, n, due)
 			require.True(b, time.Now().Before(due), "putting took too long")
-			drainBurst(b, s, n, due, 0)
+			drainBurst(b, s, n, due, storetest.DrainParams{})
 		})
 	}
 }
@@ -101,7 +101,7 @@ func BenchmarkColdBurst(b *testing.B) {
 	b.Cleanup(func() { _ = s.Close() })
 	b.ReportMetric(float64(time.Since(opened))/1e6, "open_ms")
 	require.True(b, time.Now().Before(due), "putting and opening took too long")
-	drainBurst(b, s, n, due, 0)
+	drainBurst(b, s, n, due, storetest.DrainParams{})
 }
 
 // putBurst puts n jobs of topic burst due at due, in batches of 1000; with
@@ -129,14 +129,15 @@ func putBurst(b *testing.B, s core.Store, n int, due time.Time) {
 }
 
 // drainBurst claims and acknowledges the n jobs of topic burst with 8
-// claimers of up to 100 (with keyConcurrency, 0 for none), and reports
-// how long after due the last was claimed and acknowledged, and the CPU
-// per job.
-func drainBurst(b *testing.B, s core.Store, n int, due time.Time, keyConcurrency int) {
+// claimers of up to 100 (with claim's KeyConcurrency and Fair), and
+// reports how long after due the last was claimed and acknowledged, and
+// the CPU per job.
+func drainBurst(b *testing.B, s core.Store, n int, due time.Time, claim storetest.DrainParams) {
 	cpu0 := cpuTime()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	res := storetest.Drain(ctx, s, storetest.DrainParams{Topic: "burst", N: n, Claimers: 8, Max: 100, Wait: 10 * time.Second, KeyConcurrency: keyConcurrency})
+	res := storetest.Drain(ctx, s, storetest.DrainParams{Topic: "burst", N: n, Claimers: 8, Max: 100, Wait: 10 * time.Second,
+		KeyConcurrency: claim.KeyConcurrency, Fair: claim.Fair})
 	cpu := cpuTime() - cpu0
 	require.Equal(b, n, res.Claimed)
 	b.ReportMetric(float64(res.LastClaim.Sub(due))/1e6, "claimed_all_ms")

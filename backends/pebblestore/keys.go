@@ -1,6 +1,7 @@
 package pebblestore
 
 import (
+	"container/list"
 	"errors"
 	"fmt"
 
@@ -18,6 +19,17 @@ import (
 // from the reserved slots by the first take with a limit (after a
 // restart, from the leases loaded): reserved slots are few, and a count
 // kept on disk would cost every claim and settle of every topic a write.
+//
+// Fair takes (core.ClaimJobsParams.Fair) use the same heaps of keys: a fair
+// take parks every ready slot in its key's heap (slots without a key in
+// the heap of key ""), each slot once, as it comes due, its key read as a
+// take with a limit reads it, and serves the ring of keys: the key at the
+// front gives its head and goes to the back while it has slots and is
+// under the limit. A key enters the ring at the back when it gets a slot
+// or a slot of it comes back, so keys first come in the order their first
+// job came due. A take costs the jobs it takes and the keys it visits,
+// however many jobs are due. A take that is not fair moves every parked
+// slot back to ready first.
 
 // keyLimits is what a topic keeps for the takes that bound its jobs per
 // key.
@@ -28,19 +40,36 @@ type keyLimits struct {
 	// parked holds the parked slots by key, each heap in claim order;
 	// parkedN in all, parkedUnder the lowest limit they were parked under
 	// (0 with none).
-	parked      map[string]*heap
+	parked      map[string]*keyHeap
 	parkedN     int
 	parkedUnder int
+	// fair says every ready slot is parked, for fair takes; ring holds the
+	// *keyHeap of each key with a slot to take, in turn; ringLimit is the
+	// key limit of the last fair take, which says which keys are out of
+	// the ring at their limit.
+	fair      bool
+	ring      list.List
+	ringLimit int
 }
 
-// limitKeys readies tp for a take with keyLimit (0: none): a take whose
-// limit is higher than the one slots were parked under, or none, moves
-// them back to ready; the first take with a limit counts the reserved
-// slots by key, and a take without one stops the count. Under s.mu.
-func (s *Store) limitKeys(tp *topic, keyLimit int) error {
-	if tp.parkedN > 0 && (keyLimit == 0 || keyLimit > tp.parkedUnder) {
+// keyHeap is a key's parked slots in claim order; turn is its place in
+// its topic's ring, nil when out of it.
+type keyHeap struct {
+	heap
+	key  string
+	turn *list.Element
+}
+
+// limitKeys readies tp for a take with keyLimit (0: none), fair or not:
+// a take whose limit is higher than the one slots were parked under, or
+// none, or that is fair or not unlike the last, moves them back to ready;
+// the first take with a limit counts the reserved slots by key, and a take
+// without one stops the count. Under s.mu.
+func (s *Store) limitKeys(tp *topic, keyLimit int, fair bool) error {
+	if tp.fair != fair || !fair && tp.parkedN > 0 && (keyLimit == 0 || keyLimit > tp.parkedUnder) {
 		s.unparkAll(tp)
 	}
+	tp.fair = fair
 	if keyLimit == 0 {
 		tp.held = nil
 		return nil
@@ -104,11 +133,22 @@ func (s *Store) release(tp *topic, i uint32) {
 	if tp.held[k]--; tp.held[k] <= 0 {
 		delete(tp.held, k)
 	}
-	if h := tp.parked[k]; h != nil {
+	h := tp.parked[k]
+	switch {
+	case h == nil:
+	case tp.fair:
+		tp.enterRing(h)
+	default:
 		next := h.peek()
 		s.unpark(tp, next)
 		tp.ready.insert(s.x, next)
 	}
+}
+
+// atLimit says a slot of key k may not be reserved by a take with limit,
+// its key having that many reserved.
+func (tp *topic) atLimit(k string, limit int) bool {
+	return limit > 0 && k != "" && tp.held[k] >= limit
 }
 
 // keyOf returns the business key of slot i: from the index when it has
@@ -147,28 +187,41 @@ func (s *Store) keyOf(i uint32) (string, error) {
 // park moves slot i of key k, popped from tp's ready heap by a take with
 // limit, to the key's parked heap, in its place.
 func (s *Store) park(tp *topic, i uint32, k string, limit int) {
-	if tp.parked == nil {
-		tp.parked = make(map[string]*heap)
-	}
-	h := tp.parked[k]
-	if h == nil {
-		h = &heap{byPriority: true}
-		tp.parked[k] = h
-	}
-	h.insert(s.x, i)
-	s.x.slots[i].set(parked, true)
-	if tp.parkedN++; tp.parkedUnder == 0 || limit < tp.parkedUnder {
+	s.parkIn(tp, i, k)
+	if tp.parkedUnder == 0 || limit < tp.parkedUnder {
 		tp.parkedUnder = limit
 	}
 }
 
-// unpark takes parked slot i out of its key's heap, in none after.
+// parkIn puts slot i of key k in the key's parked heap, in its place, and
+// returns the heap.
+func (s *Store) parkIn(tp *topic, i uint32, k string) *keyHeap {
+	if tp.parked == nil {
+		tp.parked = make(map[string]*keyHeap)
+	}
+	h := tp.parked[k]
+	if h == nil {
+		h = &keyHeap{heap: heap{byPriority: true}, key: k}
+		tp.parked[k] = h
+	}
+	h.insert(s.x, i)
+	s.x.slots[i].set(parked, true)
+	tp.parkedN++
+	return h
+}
+
+// unpark takes parked slot i out of its key's heap, in none after; a key
+// with none left leaves the ring.
 func (s *Store) unpark(tp *topic, i uint32) {
 	k := s.x.keys[i]
 	h := tp.parked[k]
 	h.remove(s.x, i)
 	s.x.slots[i].set(parked, false)
 	if h.Len() == 0 {
+		if h.turn != nil {
+			tp.ring.Remove(h.turn)
+			h.turn = nil
+		}
 		delete(tp.parked, k)
 	}
 	if tp.parkedN--; tp.parkedN == 0 {
@@ -185,13 +238,82 @@ func (s *Store) unparkAll(tp *topic) {
 		}
 	}
 	tp.parked, tp.parkedN, tp.parkedUnder = nil, 0, 0
+	tp.fair, tp.ringLimit = false, 0
+	tp.ring.Init()
+}
+
+// enterRing puts h at the back of the ring when it is out of it, has a
+// slot and its key is under the limit of the fair takes.
+func (tp *topic) enterRing(h *keyHeap) {
+	if h.turn == nil && h.Len() > 0 && !tp.atLimit(h.key, tp.ringLimit) {
+		h.turn = tp.ring.PushBack(h)
+	}
+}
+
+// ringAll readies tp's ring for a fair take with keyLimit: a limit higher
+// than the last, or none, brings back the keys out at the last one, and
+// the slots come due since the last take are parked in their keys' heaps.
+// A failed read of a key leaves its slot ready and returns the error.
+// Under s.mu.
+func (s *Store) ringAll(tp *topic, keyLimit int) error {
+	if tp.ringLimit != 0 && (keyLimit == 0 || keyLimit > tp.ringLimit) {
+		tp.ringLimit = keyLimit
+		for _, h := range tp.parked {
+			tp.enterRing(h)
+		}
+	}
+	tp.ringLimit = keyLimit
+	for tp.ready.Len() > 0 {
+		i := tp.ready.pop(s.x)
+		k, err := s.keyOf(i)
+		if err != nil {
+			tp.ready.insert(s.x, i)
+			return err
+		}
+		tp.enterRing(s.parkIn(tp, i, k))
+	}
+	return nil
+}
+
+// nextFair unparks and returns the slot a fair take with keyLimit reserves
+// next, counted against its key, and moves its key to the back of the
+// ring, or out of it at its limit; false when no key has a slot to take.
+// Under s.mu.
+func (s *Store) nextFair(tp *topic, keyLimit int) (uint32, bool) {
+	for tp.ring.Len() > 0 {
+		h := tp.ring.Front().Value.(*keyHeap)
+		if tp.atLimit(h.key, keyLimit) {
+			tp.ring.Remove(h.turn) // lowered limit: back once a slot of the key comes back
+			h.turn = nil
+			continue
+		}
+		i := h.peek()
+		s.unpark(tp, i) // out of the ring with its last slot
+		if h.key != "" {
+			if tp.held != nil {
+				tp.held[h.key]++
+			} else {
+				delete(s.x.keys, i) // kept for reserved slots only while held counts
+			}
+		}
+		switch {
+		case h.turn == nil:
+		case tp.atLimit(h.key, keyLimit):
+			tp.ring.Remove(h.turn) // back once a slot of the key comes back
+			h.turn = nil
+		default:
+			tp.ring.MoveToBack(h.turn)
+		}
+		return i, true
+	}
+	return 0, false
 }
 
 // readyHeaps returns tp's heaps of ready slots: ready and the parked ones.
 func (tp *topic) readyHeaps() []*heap {
 	hs := []*heap{&tp.ready}
 	for _, h := range tp.parked {
-		hs = append(hs, h)
+		hs = append(hs, &h.heap)
 	}
 	return hs
 }

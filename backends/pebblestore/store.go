@@ -505,7 +505,7 @@ func (s *Store) promote(tp *topic, now time.Time) {
 // are ready to take, or the next due time is earlier than the last empty
 // take answered.
 func (s *Store) changed(tp *topic) {
-	if tp.ready.Len() > 0 && !tp.paused || s.nextDue(tp) < tp.told {
+	if (tp.ready.Len() > 0 || tp.ring.Len() > 0) && !tp.paused || s.nextDue(tp) < tp.told {
 		tp.told = math.MinInt64 // until a take answers again
 		s.notify.Notify(tp.name)
 	}
@@ -996,18 +996,33 @@ func (s *Store) ClaimNotifier() *core.Notifier { return &s.notify }
 // take reserves up to max ready jobs of tp for claim p (core.Job.Reserve)
 // and writes the reservations; the returned function waits for the write.
 // With p.KeyConcurrency, a job whose key has that many reserved is parked
-// instead (keys.go); a failed read of a key ends the take with what it
-// took and the error.
+// instead; with p.Fair, the jobs are taken one of each key in turn
+// (keys.go). A failed read of a key ends the take with what it took and
+// the error.
 func (s *Store) take(tp *topic, max int, p *core.ClaimJobsParams, now time.Time) ([]claimed, func() error, error) {
-	keyLimit := p.KeyConcurrency
-	err := s.limitKeys(tp, keyLimit)
-	taken := make([]claimed, 0, min(max, tp.ready.Len()))
+	keyLimit, fair := p.KeyConcurrency, p.Fair
+	err := s.limitKeys(tp, keyLimit, fair)
+	if err == nil && fair {
+		err = s.ringAll(tp, keyLimit)
+	}
+	taken := make([]claimed, 0, min(max, tp.ready.Len()+tp.parkedN))
 	b := s.db.NewBatch()
-	for err == nil && len(taken) < max && tp.ready.Len() > 0 {
-		i := tp.ready.pop(s.x)
-		var ok bool
-		if ok, err = s.hold(tp, i, keyLimit); !ok {
-			continue
+	for err == nil && len(taken) < max {
+		var i uint32
+		if fair {
+			var ok bool
+			if i, ok = s.nextFair(tp, keyLimit); !ok {
+				break
+			}
+		} else {
+			if tp.ready.Len() == 0 {
+				break
+			}
+			i = tp.ready.pop(s.x)
+			var ok bool
+			if ok, err = s.hold(tp, i, keyLimit); !ok {
+				continue
+			}
 		}
 		j := s.jobLite(i)
 		j.Reserve(newLease().String(), p, now)

@@ -175,10 +175,14 @@ func (s *Store) stats(ctx context.Context, names []string) ([]core.Counts, error
 var _ core.TopicChecker = (*Store)(nil)
 
 // CheckTopic implements core.TopicChecker: the Redis store does not bound
-// jobs per key yet, so it refuses key_concurrency rather than ignore it.
+// jobs per key nor takes them round-robin across keys yet, so it refuses
+// key_concurrency and fair rather than ignore them.
 func (s *Store) CheckTopic(t *core.Topic) error {
 	if t.KeyConcurrency != 0 {
 		return core.Invalid("key_concurrency", "key_concurrency is not supported by the redis backend yet; the local and memory backends support it (docs/backends.md)")
+	}
+	if t.Fair {
+		return core.Invalid("fair", "fair is not supported by the redis backend yet; the local and memory backends support it (docs/backends.md)")
 	}
 	return nil
 }

@@ -363,6 +363,7 @@ func (a *app) topicSetCommand() *cobra.Command {
 	var maxAttempts, concurrency, maxInFlight, keyConcurrency, rateLimit int
 	var onDead, url, kafkaTopic, eventsTopic string
 	var eventsOn []string
+	var fair bool
 	cmd := &cobra.Command{
 		Use:   "set TOPIC [PATCH|-]",
 		Short: "Change some settings of a topic's configuration, keep the others, and print the topic",
@@ -374,6 +375,7 @@ null for a setting to drop (its default again). The flags apply over PATCH.`,
   delayq topic set orders.close --ttr 2m --webhook-timeout 5s
   delayq topic set orders.close --retention 720h
   delayq topic set orders.close --key-concurrency 1
+  delayq topic set orders.close --fair
   delayq topic set orders.close --kafka-topic orders-due
   delayq topic set orders.close --events-topic orders.audit --events-on done,dead
   delayq topic set orders.close '{"rate": null, "on_dead": "orders.dead"}'`,
@@ -400,6 +402,7 @@ null for a setting to drop (its default again). The flags apply over PATCH.`,
 			set("concurrency", "concurrency", concurrency)
 			set("max-in-flight", "max_in_flight", maxInFlight)
 			set("key-concurrency", "key_concurrency", keyConcurrency)
+			set("fair", "fair", fair)
 			set("on-dead", "on_dead", onDead)
 			set("delay", "delay", delay.String())
 			set("retention", "retention", retention.String())
@@ -465,6 +468,7 @@ null for a setting to drop (its default again). The flags apply over PATCH.`,
 	fs.IntVar(&concurrency, "concurrency", 0, "webhook or NATS deliveries at once, per instance")
 	fs.IntVar(&maxInFlight, "max-in-flight", 0, "jobs reserved at once over every instance (0: no bound)")
 	fs.IntVar(&keyConcurrency, "key-concurrency", 0, "jobs of one key reserved at once over every instance, 1 to send a key's jobs one at a time (0: no bound)")
+	fs.BoolVar(&fair, "fair", false, "claims take due jobs round-robin across keys, one of each key in turn (--fair=false: in claim order)")
 	fs.IntVar(&rateLimit, "rate-limit", 0, "deliveries per second (0: no limit)")
 	fs.StringVar(&onDead, "on-dead", "", "the dead-letter topic (empty: none)")
 	fs.StringVar(&eventsTopic, "events-topic", "", "the topic that gets an event job for each of this topic's jobs that finishes (empty: none)")

@@ -262,6 +262,7 @@ func topicRows(t *tableWriter, tp *client.Topic) {
 	}
 	t.row("max_in_flight", itoa(tp.MaxInFlight))
 	t.row("key_concurrency", itoa(tp.KeyConcurrency))
+	t.row("fair", strconv.FormatBool(tp.Fair))
 	expiresIn := "-"
 	if tp.ExpiresIn > 0 {
 		expiresIn = tp.ExpiresIn.String()

@@ -25,7 +25,7 @@ func TestClientTopicSet(t *testing.T) {
 		return v
 	}
 
-	code, out, stderr := run("topic", "set", "orders", "--max-attempts", "5", "--ttr", "2m", "--webhook-timeout", "5s", "--delay", "90s", "--retention", "720h", "--key-concurrency", "1")
+	code, out, stderr := run("topic", "set", "orders", "--max-attempts", "5", "--ttr", "2m", "--webhook-timeout", "5s", "--delay", "90s", "--retention", "720h", "--key-concurrency", "1", "--fair")
 	require.Equal(t, exitOK, code, stderr)
 	var got map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &got), out)
@@ -34,6 +34,7 @@ func TestClientTopicSet(t *testing.T) {
 	require.Equal(t, "1m30s", got["delay"])
 	require.Equal(t, "720h0m0s", got["retention"])
 	require.EqualValues(t, 1, got["key_concurrency"])
+	require.Equal(t, true, got["fair"])
 	d := got["delivery"].(map[string]any)
 	require.Equal(t, "5s", d["timeout"])
 	require.Equal(t, "https://svc.example/hook", d["url"], "kept")
@@ -48,12 +49,14 @@ func TestClientTopicSet(t *testing.T) {
 	require.Equal(t, exitOK, code, stderr)
 	require.Regexp(t, `(?m)^events +orders\.audit on done,dead$`, out)
 	require.Regexp(t, `(?m)^key_concurrency +1$`, out)
+	require.Regexp(t, `(?m)^fair +true$`, out)
 	code, _, stderr = run("topic", "set", "orders", "--events-on", "cancelled")
 	require.Equal(t, exitOK, code, stderr)
 	require.Equal(t, map[string]any{"topic": "orders.audit", "on": []any{"cancelled"}}, topic()["events"], "the topic kept")
-	code, _, stderr = run("topic", "set", "orders", "--events-topic", "")
+	code, _, stderr = run("topic", "set", "orders", "--events-topic", "", "--fair=false")
 	require.Equal(t, exitOK, code, stderr)
 	require.NotContains(t, topic(), "events")
+	require.NotContains(t, topic(), "fair")
 
 	code, _, stderr = run("topic", "set", "orders", `{"on_dead": null}`, "--rate-limit", "0")
 	require.Equal(t, exitOK, code, stderr)

@@ -491,6 +491,7 @@ func testUIOpen(t *testing.T, b *browser) {
 	tb.run(chromedp.Click(chromedp.CSS("#delivery-allow-job-url"), chromedp.NodeVisible))
 	tb.setValue("#max-in-flight", "4")
 	tb.setValue("#key-concurrency", "2")
+	tb.run(chromedp.Click(chromedp.CSS("#fair"), chromedp.NodeVisible))
 	tb.setValue("#rate-limit", "10")
 	tb.setValue("#rate-burst", "3")
 	tb.setValue("#unique-keys", "replace")
@@ -510,6 +511,7 @@ func testUIOpen(t *testing.T, b *browser) {
 		"success": "status == 200 && body.ok", "allow_job_url": true, "secret_set": false}, topic["delivery"])
 	require.EqualValues(t, 4, topic["max_in_flight"])
 	require.EqualValues(t, 2, topic["key_concurrency"])
+	require.Equal(t, true, topic["fair"])
 	require.Equal(t, map[string]any{"limit": float64(10), "period": "1s", "burst": float64(3)}, topic["rate"])
 	require.Equal(t, "replace", topic["unique_keys"])
 	require.Equal(t, "hooks.dead", topic["on_dead"])
@@ -553,6 +555,7 @@ func testUIOpen(t *testing.T, b *browser) {
 	require.False(t, visible("delivery-timeout"))
 	tb.setValue("#max-in-flight", "")
 	tb.setValue("#key-concurrency", "")
+	tb.run(chromedp.Click(chromedp.CSS("#fair"), chromedp.NodeVisible))
 	tb.setValue("#unique-keys", "")
 	tb.setValue("#on-dead", "")
 	tb.setValue("#delay", "")
@@ -562,7 +565,7 @@ func testUIOpen(t *testing.T, b *browser) {
 	topic = api.must(http.MethodGet, "/v1/topics/hooks", nil, http.StatusOK)
 	require.Equal(t, map[string]any{"type": "consumer", "secret_set": false}, topic["delivery"])
 	require.Equal(t, 0, tb.count("#topic-events"))
-	for _, field := range []string{"max_in_flight", "key_concurrency", "unique_keys", "on_dead", "delay", "expires_in", "events"} {
+	for _, field := range []string{"max_in_flight", "key_concurrency", "fair", "unique_keys", "on_dead", "delay", "expires_in", "events"} {
 		require.NotContains(t, topic, field)
 	}
 	require.Equal(t, map[string]any{"limit": float64(10), "period": "1s", "burst": float64(3)}, topic["rate"])

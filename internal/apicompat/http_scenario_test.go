@@ -135,6 +135,7 @@ func runHTTPScenario(h *httpRun) {
 	send("kafka without --kafka-brokers", http.MethodPut, "/v1/topics/orders.k", admin, `{"delivery":{"type":"kafka","kafka_topic":"orders-due"}}`)
 	send("one job of a key at a time", http.MethodPut, "/v1/topics/orders.kc", admin, `{"key_concurrency":1}`)
 	send("a bad key_concurrency", http.MethodPut, "/v1/topics/orders.kc", admin, `{"key_concurrency":10001}`)
+	send("keys served in turn", http.MethodPut, "/v1/topics/orders.fair", admin, `{"fair":true}`)
 	h.do(httpStep{title: "one setting, the rest kept", method: http.MethodPatch, path: "/v1/topics/orders.w", token: admin,
 		body: `{"delivery":{"timeout":"5s"},"max_attempts":4}`, contentType: "application/merge-patch+json"})
 	send("a setting dropped", http.MethodPatch, "/v1/topics/orders.w", admin, `{"max_attempts":null}`)

@@ -174,6 +174,7 @@ func topicConfig(name string, c *delayqv1.TopicConfig) (*core.Topic, error) {
 	}
 	t.MaxAttempts, t.Concurrency, t.MaxInFlight = int(c.MaxAttempts), int(c.Concurrency), int(c.MaxInFlight)
 	t.KeyConcurrency = int(c.KeyConcurrency)
+	t.Fair = c.Fair
 	t.UniqueKeys, t.OnDead = c.UniqueKeys, c.OnDead
 	if ev := c.Events; ev != nil {
 		t.Events = core.Events{Topic: ev.Topic, On: ev.On}
@@ -439,6 +440,7 @@ func topicMessage(t *core.Topic) *delayqv1.Topic {
 		Events:         eventsMessage(d.Events),
 		MaxInFlight:    int32(d.MaxInFlight),
 		KeyConcurrency: int32(d.KeyConcurrency),
+		Fair:           d.Fair,
 		ExpiresIn:      durText(d.ExpiresIn),
 		Delay:          durText(d.Delay),
 		Retention:      durText(d.Retention),

@@ -65,7 +65,7 @@ func topicConfigMessage(t *core.Topic) *delayqv1.TopicConfig {
 	d, r, b := t.Delivery, t.Rate, t.Backoff
 	return &delayqv1.TopicConfig{
 		Ttr: durText(t.TTR), MaxAttempts: int32(t.MaxAttempts), Concurrency: int32(t.Concurrency),
-		UniqueKeys: t.UniqueKeys, OnDead: t.OnDead, Events: eventsMessage(t.Events), MaxInFlight: int32(t.MaxInFlight), KeyConcurrency: int32(t.KeyConcurrency), ExpiresIn: durText(t.ExpiresIn), Delay: durText(t.Delay), Retention: durText(t.Retention),
+		UniqueKeys: t.UniqueKeys, OnDead: t.OnDead, Events: eventsMessage(t.Events), MaxInFlight: int32(t.MaxInFlight), KeyConcurrency: int32(t.KeyConcurrency), Fair: t.Fair, ExpiresIn: durText(t.ExpiresIn), Delay: durText(t.Delay), Retention: durText(t.Retention),
 		Delivery: &delayqv1.DeliveryConfig{Type: d.Type, Url: d.URL, Timeout: durText(d.Timeout), Secret: d.Secret,
 			PreviousSecret: d.PreviousSecret, Subject: d.Subject, KafkaTopic: d.KafkaTopic, Success: d.Success, Method: d.Method, Headers: d.Headers,
 			ErrorBody: d.ErrorBody, AllowJobUrl: d.AllowJobURL},

@@ -199,10 +199,12 @@ type topicRequest struct {
 	Rate        json.RawMessage `json:"rate,omitempty"`
 	MaxInFlight int             `json:"max_in_flight,omitempty"`
 	// KeyConcurrency is core.Topic.KeyConcurrency.
-	KeyConcurrency int             `json:"key_concurrency,omitempty"`
-	ExpiresIn      json.RawMessage `json:"expires_in,omitempty"`
-	Delay          json.RawMessage `json:"delay,omitempty"`
-	Retention      json.RawMessage `json:"retention,omitempty"`
+	KeyConcurrency int `json:"key_concurrency,omitempty"`
+	// Fair is core.Topic.Fair.
+	Fair      bool            `json:"fair,omitempty"`
+	ExpiresIn json.RawMessage `json:"expires_in,omitempty"`
+	Delay     json.RawMessage `json:"delay,omitempty"`
+	Retention json.RawMessage `json:"retention,omitempty"`
 }
 
 type rateRequest struct {
@@ -262,7 +264,7 @@ func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
 		return nil, core.Invalid("name", "name %q does not match the topic of the path %q", req.Name, name)
 	}
 	t := &core.Topic{Name: name, MaxAttempts: req.MaxAttempts, Concurrency: req.Concurrency,
-		UniqueKeys: req.UniqueKeys, OnDead: req.OnDead, MaxInFlight: req.MaxInFlight, KeyConcurrency: req.KeyConcurrency}
+		UniqueKeys: req.UniqueKeys, OnDead: req.OnDead, MaxInFlight: req.MaxInFlight, KeyConcurrency: req.KeyConcurrency, Fair: req.Fair}
 	if req.Events != nil {
 		t.Events = core.Events{Topic: req.Events.Topic, On: req.Events.On}
 	}

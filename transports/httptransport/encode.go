@@ -367,8 +367,10 @@ type topicView struct {
 	Rate        *rateView    `json:"rate,omitempty"`
 	MaxInFlight int          `json:"max_in_flight,omitempty"`
 	// KeyConcurrency is shown only when set.
-	KeyConcurrency int    `json:"key_concurrency,omitempty"`
-	ExpiresIn      string `json:"expires_in,omitempty"`
+	KeyConcurrency int `json:"key_concurrency,omitempty"`
+	// Fair is shown only when set.
+	Fair      bool   `json:"fair,omitempty"`
+	ExpiresIn string `json:"expires_in,omitempty"`
 	// Delay is shown only when set.
 	Delay string `json:"delay,omitempty"`
 	// Retention is shown only when set: else the server's.
@@ -454,6 +456,7 @@ func newTopicView(t *core.Topic) topicView {
 		Rate:           newRateView(d.Rate),
 		MaxInFlight:    d.MaxInFlight,
 		KeyConcurrency: d.KeyConcurrency,
+		Fair:           d.Fair,
 		Configured:     t.Configured,
 		Paused:         t.Paused,
 		Counts:         t.Counts,

@@ -94,6 +94,7 @@ func topicRequestJSON(t *core.Topic) []byte {
 		Rate:           obj(rateRequest{Limit: r.Limit, Period: dur(r.Period), Burst: r.Burst}),
 		MaxInFlight:    t.MaxInFlight,
 		KeyConcurrency: t.KeyConcurrency,
+		Fair:           t.Fair,
 		ExpiresIn:      dur(t.ExpiresIn),
 		Delay:          dur(t.Delay),
 		Retention:      dur(t.Retention),

@@ -115,6 +115,11 @@ def test_topic_reads_key_concurrency() -> None:
     assert delayq.Topic.from_dict({"name": "u"}).key_concurrency == 0
 
 
+def test_topic_reads_fair() -> None:
+    assert delayq.Topic.from_dict({"name": "t", "fair": True}).fair is True
+    assert delayq.Topic.from_dict({"name": "u"}).fair is False
+
+
 def test_no_answer_is_unavailable() -> None:
     c = delayq.Client("http://127.0.0.1:1", timeout=5)
     with pytest.raises(delayq.UnavailableError) as e:

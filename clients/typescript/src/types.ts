@@ -221,6 +221,8 @@ export interface TopicConfig {
   max_in_flight?: number;
   /** key_concurrency bounds the topic's jobs of one key in flight at once (1 to 10000; 1: one at a time, in order); absent: no bound. The redis, nats and jetstream backends refuse it. */
   key_concurrency?: number;
+  /** fair makes claims take the topic's due jobs round-robin across keys, one of each key in turn; absent: in claim order. The redis, nats and jetstream backends refuse it. */
+  fair?: boolean;
   /** expires_in is the expiry, from run_at, of the topic's jobs pushed without one. */
   expires_in?: Duration;
   /** delay is the delay of the topic's pushes that give neither delay nor run_at. */
@@ -266,6 +268,7 @@ export interface Topic {
   rate?: { limit: number; period: string; burst: number };
   max_in_flight?: number;
   key_concurrency?: number;
+  fair?: boolean;
   expires_in?: string;
   delay?: string;
   retention?: string;

@@ -2816,8 +2816,11 @@ type TopicConfig struct {
 	// KeyConcurrency bounds the topic's reserved jobs of one key (1 to
 	// 10000); 0: no bound. The redis, nats and jetstream backends refuse it.
 	KeyConcurrency int32 `protobuf:"varint,31,opt,name=key_concurrency,json=keyConcurrency,proto3" json:"key_concurrency,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Fair makes a claim take due jobs round-robin across keys, one of each
+	// key in turn. The redis, nats and jetstream backends refuse it.
+	Fair          bool `protobuf:"varint,32,opt,name=fair,proto3" json:"fair,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TopicConfig) Reset() {
@@ -2946,6 +2949,13 @@ func (x *TopicConfig) GetKeyConcurrency() int32 {
 		return x.KeyConcurrency
 	}
 	return 0
+}
+
+func (x *TopicConfig) GetFair() bool {
+	if x != nil {
+		return x.Fair
+	}
+	return false
 }
 
 // EventsConfig is a topic's job lifecycle events (docs/api.md, "Job
@@ -3321,8 +3331,10 @@ type Topic struct {
 	Retention string `protobuf:"bytes,30,opt,name=retention,proto3" json:"retention,omitempty"`
 	// KeyConcurrency is 0 when the topic has no bound per key.
 	KeyConcurrency int32 `protobuf:"varint,31,opt,name=key_concurrency,json=keyConcurrency,proto3" json:"key_concurrency,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Fair is set when claims take due jobs round-robin across keys.
+	Fair          bool `protobuf:"varint,32,opt,name=fair,proto3" json:"fair,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Topic) Reset() {
@@ -3479,6 +3491,13 @@ func (x *Topic) GetKeyConcurrency() int32 {
 		return x.KeyConcurrency
 	}
 	return 0
+}
+
+func (x *Topic) GetFair() bool {
+	if x != nil {
+		return x.Fair
+	}
+	return false
 }
 
 // DeliveryView is a topic's delivery as shown: no secret or header value.
@@ -6093,7 +6112,7 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\"6\n" +
 	"\x10ListDeadResponse\x12\"\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x0e.delayq.v1.JobR\x04jobs\"\x85\x04\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x0e.delayq.v1.JobR\x04jobs\"\x99\x04\n" +
 	"\vTopicConfig\x125\n" +
 	"\bdelivery\x18\x01 \x01(\v2\x19.delayq.v1.DeliveryConfigR\bdelivery\x12\x10\n" +
 	"\x03ttr\x18\x02 \x01(\tR\x03ttr\x12!\n" +
@@ -6111,7 +6130,8 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	" \x01(\tR\x05delay\x12/\n" +
 	"\x06events\x18\x15 \x01(\v2\x17.delayq.v1.EventsConfigR\x06events\x12\x1c\n" +
 	"\tretention\x18\x1e \x01(\tR\tretention\x12'\n" +
-	"\x0fkey_concurrency\x18\x1f \x01(\x05R\x0ekeyConcurrency\"4\n" +
+	"\x0fkey_concurrency\x18\x1f \x01(\x05R\x0ekeyConcurrency\x12\x12\n" +
+	"\x04fair\x18  \x01(\bR\x04fair\"4\n" +
 	"\fEventsConfig\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x0e\n" +
 	"\x02on\x18\x02 \x03(\tR\x02on\"\xbf\x03\n" +
@@ -6145,7 +6165,7 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"RateConfig\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x16\n" +
 	"\x06period\x18\x02 \x01(\tR\x06period\x12\x14\n" +
-	"\x05burst\x18\x03 \x01(\x05R\x05burst\"\xf4\x04\n" +
+	"\x05burst\x18\x03 \x01(\x05R\x05burst\"\x88\x05\n" +
 	"\x05Topic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\bdelivery\x18\x02 \x01(\v2\x17.delayq.v1.DeliveryViewR\bdelivery\x12\x10\n" +
@@ -6169,7 +6189,8 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x05delay\x18\x0e \x01(\tR\x05delay\x12/\n" +
 	"\x06events\x18\x15 \x01(\v2\x17.delayq.v1.EventsConfigR\x06events\x12\x1c\n" +
 	"\tretention\x18\x1e \x01(\tR\tretention\x12'\n" +
-	"\x0fkey_concurrency\x18\x1f \x01(\x05R\x0ekeyConcurrency\"\xf0\x02\n" +
+	"\x0fkey_concurrency\x18\x1f \x01(\x05R\x0ekeyConcurrency\x12\x12\n" +
+	"\x04fair\x18  \x01(\bR\x04fair\"\xf0\x02\n" +
 	"\fDeliveryView\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x18\n" +

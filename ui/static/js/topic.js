@@ -89,7 +89,7 @@ function configForm(t, reload) {
     if (type === "kafka") delivery.kafka_topic = v("delivery-kafka-topic");
     if (type !== "consumer") delivery.timeout = opt("delivery-timeout");
     const cfg = { delivery, ttr: v("ttr"), max_attempts: +v("max-attempts"), concurrency: +v("concurrency"),
-      max_in_flight: num("max-in-flight"), key_concurrency: num("key-concurrency"), unique_keys: opt("unique-keys"), on_dead: opt("on-dead"),
+      max_in_flight: num("max-in-flight"), key_concurrency: num("key-concurrency"), fair: on("fair"), unique_keys: opt("unique-keys"), on_dead: opt("on-dead"),
       delay: opt("delay"), expires_in: opt("expires-in"), retention: opt("retention") };
     // No events topic: no events (the transitions ticked go too); none
     // ticked: every transition.
@@ -123,6 +123,7 @@ function configForm(t, reload) {
   f("concurrency", "concurrency", t.concurrency, { type: "number", min: 1 }),
   f("max-in-flight", "max in flight", t.max_in_flight, { type: "number", min: 1, placeholder: "no bound" }),
   f("key-concurrency", "per key in flight", t.key_concurrency, { type: "number", min: 1, placeholder: "no bound: 1 sends a key's jobs one at a time" }),
+  check("fair", "keys in turn (fair)", t.fair),
   f("rate-limit", "rate limit", t.rate ? t.rate.limit : "", { type: "number", min: 0, placeholder: "none" }),
   f("rate-period", "rate period", t.rate ? t.rate.period : "", { placeholder: "1s" }),
   f("rate-burst", "rate burst", burst, { type: "number", min: 1, placeholder: "the rate limit" }),

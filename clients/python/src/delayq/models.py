@@ -269,6 +269,12 @@ class Topic:
         return int(self.config.get("key_concurrency") or 0)
 
     @property
+    def fair(self) -> bool:
+        """fair is True when claims take the topic's due jobs round-robin
+        across keys, one of each key in turn."""
+        return bool(self.config.get("fair"))
+
+    @property
     def retention(self) -> Optional[_dt.timedelta]:
         """retention is how long the topic's jobs are kept once done or
         cancelled, or None for the server's ``--retention``."""

@@ -1,0 +1,38 @@
+package core_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/core"
+)
+
+// TestClaimFair: the engine passes the topic's fair to the store at each
+// claim, so that a change applies to the next one.
+func TestClaimFair(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	e := b.engine
+	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: "fair", Fair: true}))
+	for _, key := range []string{"a", "a", "a", "a", "b", "b"} {
+		_, err := e.Push(ctx, &core.PushParams{Topic: "fair", Key: key})
+		require.NoError(t, err)
+	}
+	claim := func() []string {
+		jobs, err := e.Claim(ctx, &core.ClaimJobsParams{Topic: "fair", Max: 2})
+		require.NoError(t, err)
+		keys := []string{}
+		for _, j := range jobs {
+			keys = append(keys, j.Key)
+		}
+		return keys
+	}
+	require.Equal(t, []string{"a", "b"}, claim(), "one of each key")
+	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: "fair"}))
+	require.Equal(t, []string{"a", "a"}, claim(), "fair off: the plain order, at the next claim")
+	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: "fair", Fair: true}))
+	require.Equal(t, []string{"a", "b"}, claim(), "fair again")
+}

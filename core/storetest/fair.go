@@ -1,0 +1,162 @@
+package storetest
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/coretest"
+)
+
+// The subtests of ClaimJobsParams.Fair. A store that refuses a fair topic
+// (core.TopicChecker) skips them.
+
+// fair skips t when the bundle's store refuses fair.
+func (b *testBundle) fair(t *testing.T) {
+	t.Helper()
+	if err := core.CheckTopicOn(b.store, &core.Topic{Name: "fair", Fair: true}); err != nil {
+		t.Skipf("the store refuses fair: %v", err)
+	}
+}
+
+// claimFair claims up to max jobs of topic with Fair fair and
+// KeyConcurrency kc, waiting up to wait.
+func (b *testBundle) claimFair(t *testing.T, topic string, max, kc int, fair bool, wait time.Duration) []*core.Job {
+	t.Helper()
+	jobs, err := b.store.ClaimJobs(b.ctx, &core.ClaimJobsParams{Topic: topic, Max: max, Wait: wait, KeyConcurrency: kc, Fair: fair})
+	require.NoError(t, err)
+	for _, j := range jobs {
+		requireClaimed(t, j, topic)
+	}
+	return jobs
+}
+
+// repeat returns key n times.
+func repeat(key string, n int) []string {
+	return slices.Repeat([]string{key}, n)
+}
+
+// testFairRefused: a store that refuses fair says so on the field, naming
+// the backend, and refuses nothing else of a topic.
+func testFairRefused(t *testing.T, b *testBundle) {
+	err := core.CheckTopicOn(b.store, &core.Topic{Name: "fair", Fair: true})
+	if err == nil {
+		t.Skip("the store honours fair")
+	}
+	var fe *core.FieldError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "fair", fe.Field)
+	require.ErrorIs(t, err, core.ErrInvalidArgument)
+	require.Contains(t, err.Error(), "backend", "the message names the backend")
+	full := coretest.FullTopic(t)
+	full.Fair, full.KeyConcurrency = false, 0
+	require.NoError(t, core.CheckTopicOn(b.store, full), "every other setting")
+}
+
+// testFairOrder: a fair claim takes one job of each key with due jobs in
+// turn, the keys in the order their first job came due, each key's jobs in
+// claim order; a key served goes to the back of the ring, one with no due
+// job left leaves it.
+func testFairOrder(t *testing.T, b *testBundle) {
+	b.fair(t)
+	const topic = "fair.order"
+	jobs := keyedDue(topic, slices.Concat(repeat("a", 5), repeat("b", 2), repeat("c", 1))...)
+	b.put(t, jobs...)
+	a, bb, c := jobs[:5], jobs[5:7], jobs[7]
+
+	got := b.claimFair(t, topic, 3, 0, true, dueWait)
+	require.Equal(t, ids([]*core.Job{a[0], bb[0], c}), ids(got), "one of each key, in the order they came due")
+	got = b.claimFair(t, topic, 3, 0, true, 0)
+	require.Equal(t, ids([]*core.Job{a[1], bb[1], a[2]}), ids(got), "the ring goes on where the last claim left it")
+	b.requireCounts(t, topic, core.Counts{Ready: 2, Reserved: 6})
+	got = b.claimFair(t, topic, 10, 0, true, 0)
+	require.Equal(t, ids(a[3:]), ids(got), "the one key left")
+	require.Empty(t, b.claimFair(t, topic, 10, 0, true, 0))
+}
+
+// testFairUnkeyed: the jobs without a key are one group of the ring, served
+// in turn as a key is.
+func testFairUnkeyed(t *testing.T, b *testBundle) {
+	b.fair(t)
+	const topic = "fair.unkeyed"
+	jobs := keyedDue(topic, "", "", "", "a", "b")
+	b.put(t, jobs...)
+	got := b.claimFair(t, topic, 3, 0, true, dueWait)
+	require.Equal(t, ids([]*core.Job{jobs[0], jobs[3], jobs[4]}), ids(got), "one job without a key, then each key")
+	got = b.claimFair(t, topic, 3, 0, true, 0)
+	require.Equal(t, ids(jobs[1:3]), ids(got))
+}
+
+// testFairKeyConcurrency: with KeyConcurrency a key at its bound is out of
+// the ring, taking no turn, until a slot of it comes back.
+func testFairKeyConcurrency(t *testing.T, b *testBundle) {
+	b.fair(t)
+	b.keyConcurrency(t)
+	const topic = "fair.kc"
+	jobs := keyedDue(topic, slices.Concat(repeat("a", 3), repeat("b", 2), repeat("c", 1))...)
+	b.put(t, jobs...)
+	a, bb, c := jobs[:3], jobs[3:5], jobs[5]
+
+	first := b.claimFair(t, topic, 10, 1, true, dueWait)
+	require.Equal(t, ids([]*core.Job{a[0], bb[0], c}), ids(first), "one of each key")
+	require.Empty(t, b.claimFair(t, topic, 10, 1, true, 0), "each key at its bound")
+	require.NoError(t, ack(b, first[0]))
+	got := b.claimFair(t, topic, 10, 1, true, dueWait)
+	require.Equal(t, ids(a[1:2]), ids(got), "a's slot back: a's next, and no other key's")
+	require.NoError(t, ack(b, first[1]))
+	require.NoError(t, ack(b, got[0]))
+	got = b.claimFair(t, topic, 10, 1, true, dueWait)
+	require.ElementsMatch(t, ids([]*core.Job{a[2], bb[1]}), ids(got))
+	got = b.claimFair(t, topic, 10, 2, true, 0)
+	require.Empty(t, got, "nothing left due")
+}
+
+// testFairToggled: fair is read at each claim: a claim without it takes
+// the jobs a fair claim left in the plain claim order, and a fair claim
+// after it serves the keys in turn again.
+func testFairToggled(t *testing.T, b *testBundle) {
+	b.fair(t)
+	const topic = "fair.toggled"
+	jobs := keyedDue(topic, slices.Concat(repeat("a", 5), repeat("b", 2))...)
+	b.put(t, jobs...)
+	a, bb := jobs[:5], jobs[5:]
+
+	got := b.claimFair(t, topic, 2, 0, true, dueWait)
+	require.Equal(t, ids([]*core.Job{a[0], bb[0]}), ids(got), "fair")
+	got = b.claimFair(t, topic, 2, 0, false, 0)
+	require.Equal(t, ids(a[1:3]), ids(got), "plain claim order")
+	got = b.claimFair(t, topic, 2, 0, true, 0)
+	require.Equal(t, ids([]*core.Job{a[3], bb[1]}), ids(got), "fair again")
+	got = b.claimFair(t, topic, 2, 0, false, 0)
+	require.Equal(t, ids(a[4:]), ids(got))
+}
+
+// testFairChanged: a job of a key waiting its turn can be cancelled or
+// replaced: the cancelled one is not claimed, the replaced one goes out in
+// its place with its new body, and a key whose jobs are all cancelled
+// takes no turn.
+func testFairChanged(t *testing.T, b *testBundle) {
+	b.fair(t)
+	const topic = "fair.changed"
+	jobs := keyedDue(topic, "a", "a", "a", "b", "c")
+	b.put(t, jobs...)
+	a, bj, c := jobs[:3], jobs[3], jobs[4]
+
+	got := b.claimFair(t, topic, 1, 0, true, dueWait)
+	require.Equal(t, ids(a[:1]), ids(got))
+	require.NoError(t, b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: a[1].ID}))
+	require.NoError(t, b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: c.ID}))
+	replaced := a[2].Clone()
+	replaced.Body = []byte(`{"n":2}`)
+	res := b.putResults(t, true, replaced)
+	require.NoError(t, res[0].Err)
+	require.True(t, res[0].Replaced)
+	b.requireCounts(t, topic, core.Counts{Ready: 2, Reserved: 1, Cancelled: 2})
+
+	got = b.claimFair(t, topic, 10, 0, true, 0)
+	require.Equal(t, ids([]*core.Job{bj, a[2]}), ids(got), "b, then a from the back of the ring; c cancelled")
+	require.JSONEq(t, `{"n":2}`, string(got[1].Body))
+}
