@@ -17,6 +17,11 @@ import (
 // returns as soon as a job is there, so a correct store never waits it out.
 const dueWait = 2 * time.Second
 
+// reopenWait bounds a claim of a job due before its store was reopened:
+// a NATS cluster store reopened on a loaded machine has been seen to take
+// more than dueWait before its first claim found such a job.
+const reopenWait = 10 * time.Second
+
 // claimAllConcurrently claims from topic with workers goroutines per store,
 // max at a time, until n jobs were claimed (then claims still waiting are
 // ended through their ctx) or each worker had a claim wait out its wait. It

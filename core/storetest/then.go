@@ -80,7 +80,7 @@ func testThen(t *testing.T, b *testBundle) {
 		b.store = b.open(t)
 		r.store = b.store
 		requireSameThen(t, step, b.get(t, chained.ID).Then, "a job done, reopened")
-		c := b.claimOne(t, topic, dueWait)
+		c := b.claimOne(t, topic, reopenWait)
 		require.NoError(t, ack(b, c))
 		got = r.expectFinished(t, ctx, soon(), finishedEntry{ID: later.ID, Topic: topic, State: core.StateDone, Attempt: 1})
 		require.True(t, got[0].Then, "FinishedJob.Then of an ack after a restart")
