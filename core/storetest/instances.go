@@ -18,8 +18,8 @@ import (
 const dueWait = 2 * time.Second
 
 // reopenWait bounds a claim of a job due before its store was reopened:
-// a NATS cluster store reopened on a loaded machine has been seen to take
-// more than dueWait before its first claim found such a job.
+// a NATS store that had fetched the job before it closed leaves it to the
+// consumer's ack wait (10 s, docs/backends.md) to come back.
 const reopenWait = 10 * time.Second
 
 // claimAllConcurrently claims from topic with workers goroutines per store,
