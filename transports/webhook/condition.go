@@ -61,6 +61,9 @@ var conditionEnv = sync.OnceValues(func() (*cel.Env, error) {
 	)
 })
 
+// compileMu serialises the compiles of conditions (compile).
+var compileMu sync.Mutex
+
 // conditions compiles conditions and caches them by source, so that
 // deliveries do not compile them again. Programs are immutable and safe to
 // run concurrently.
@@ -93,6 +96,11 @@ func (c *conditions) compile(src string) (cel.Program, error) {
 	if err != nil {
 		return nil, fmt.Errorf("condition environment: %w", err)
 	}
+	// cel-go's checker copies the shared environment's declarations
+	// without a lock (a race CI's -race found between two compiles):
+	// compiles, rare since cached, take turns.
+	compileMu.Lock()
+	defer compileMu.Unlock()
 	ast, iss := env.Compile(src)
 	if err := iss.Err(); err != nil {
 		return nil, errors.New(celMessage(err))
