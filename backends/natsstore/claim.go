@@ -41,6 +41,10 @@ type item struct {
 	since time.Time // fetched or last marked in progress, on the real clock
 	index int       // in its heap, -1 when out
 	ready bool      // in the ready heap, else in the pending one
+	// tried is the lease of a reservation of the item whose publish got no
+	// answer (a timeout while the stream's leader changed): it may have
+	// been applied, and the next take of the item finds out (dropIfStale).
+	tried string
 }
 
 // itemHeap orders items by due time, then stream sequence.
@@ -622,13 +626,22 @@ func (s *Store) claimRoom(ctx context.Context, q *topicQueue, params *core.Claim
 // on a three-node cluster: the put's message, already delivered to the
 // consumer, refused as not last), so the refusal alone proves nothing,
 // and acknowledging the item would delete the job's only message.
-func (s *Store) dropIfStale(ctx context.Context, q *topicQueue, it *item) {
+//
+// The newer message may be the item's own earlier reservation, published
+// without an answer (item.tried): then that claim took effect, and
+// dropIfStale returns the job as reserved by it, still under its lease,
+// for this claim to hand out, so that its attempt is not spent unseen.
+func (s *Store) dropIfStale(ctx context.Context, q *topicQueue, it *item, now time.Time) *stored {
 	cur, err := s.load(ctx, it.m.job.ID)
-	if err == nil && cur != nil && cur.seq != it.m.seq {
+	switch {
+	case err != nil || cur == nil || cur.seq == it.m.seq:
+		q.hold(it)
+	case it.tried != "" && cur.kind == kindLease && cur.job.Lease == it.tried && cur.view(now).State == core.StateReserved:
+		return cur
+	default:
 		_ = it.msg.Ack() // stale: the job has a newer message
-		return
 	}
-	q.hold(it)
+	return nil
 }
 
 // claimItems reserves the jobs of taken items for the claim params
@@ -685,22 +698,32 @@ func (s *Store) claimItems(ctx context.Context, q *topicQueue, items []*item, pa
 			q.hold(it)
 			continue
 		}
-		ack, err := await(ctx, futs[i])
-		switch {
-		case isWrongSeq(err):
-			s.dropIfStale(ctx, q, it)
-		case err != nil:
-			first = unavailable("claim", err)
-			q.hold(it)
-		default:
+		// reserved records that the job's message seq holds its
+		// reservation j, and acknowledges the item's due message.
+		reserved := func(j *core.Job, seq uint64) {
 			if last != nil {
 				_ = last.Ack()
 			}
 			last = it.msg
-			if j := jobs[i]; j.State == core.StateReserved {
-				s.leases.put(&stored{job: j.Clone(), seq: ack.Sequence, kind: kindLease, subject: s.names.subject(kindLease, j.ID, j.Topic)}, now)
+			if j.State == core.StateReserved {
+				s.leases.put(&stored{job: j.Clone(), seq: seq, kind: kindLease, subject: s.names.subject(kindLease, j.ID, j.Topic)}, now)
 				out = append(out, j)
 			}
+		}
+		ack, err := s.awaitClaim(ctx, futs[i])
+		switch {
+		case isWrongSeq(err):
+			if cur := s.dropIfStale(ctx, q, it, now); cur != nil {
+				reserved(cur.view(now), cur.seq)
+			}
+		case err != nil:
+			first = unavailable("claim", err)
+			if jobs[i].State == core.StateReserved {
+				it.tried = jobs[i].Lease
+			}
+			q.hold(it)
+		default:
+			reserved(jobs[i], ack.Sequence)
 		}
 	}
 	if last != nil {

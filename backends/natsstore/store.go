@@ -156,6 +156,9 @@ type Store struct {
 	kv     jetstream.KeyValue
 	clock  core.Clock
 	log    *slog.Logger
+	// awaitClaim is await where a claim waits for its lease publishes;
+	// tests replace it to lose an answer.
+	awaitClaim func(context.Context, jetstream.PubAckFuture) (*jetstream.PubAck, error)
 
 	mu     sync.Mutex
 	closed bool
@@ -190,14 +193,15 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("natsstore: %w: %w", core.ErrUnavailable, err)
 	}
 	s := &Store{
-		cfg:    cfg,
-		names:  newNames(cfg.Prefix),
-		nc:     cfg.Conn,
-		js:     js,
-		clock:  cfg.Clock,
-		log:    cfg.Logger,
-		done:   make(chan struct{}),
-		queues: make(map[string]*topicQueue),
+		awaitClaim: await,
+		cfg:        cfg,
+		names:      newNames(cfg.Prefix),
+		nc:         cfg.Conn,
+		js:         js,
+		clock:      cfg.Clock,
+		log:        cfg.Logger,
+		done:       make(chan struct{}),
+		queues:     make(map[string]*topicQueue),
 	}
 	// The reserve first: a start on a nearly full disk starts full.
 	if cfg.DiskReserve > 0 {

@@ -374,3 +374,38 @@ func TestRewriteBodyKeepsExpiry(t *testing.T) {
 	}, time.Until(done.UpdatedAt.Add(retention+1500*time.Millisecond)), 50*time.Millisecond,
 		"gone by its retention from the finish, within the server's TTL slack")
 }
+
+// TestClaimAnswerLost: a lease publish applied whose answer was lost (a
+// timeout while the stream's leader changes) fails its claim; the next
+// claim finds the reservation and hands the job out under it, so its
+// attempt is not spent unseen (a history run found attempt 2 delivered
+// with no attempt 1).
+func TestClaimAnswerLost(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	j := job("t", 0)
+	put(t, b.store, j)
+
+	lost := make(chan struct{})
+	b.store.awaitClaim = func(ctx context.Context, f jetstream.PubAckFuture) (*jetstream.PubAck, error) {
+		if _, err := await(ctx, f); err != nil {
+			return nil, err
+		}
+		close(lost)
+		return nil, context.DeadlineExceeded
+	}
+	_, err := b.store.ClaimJobs(ctx, &core.ClaimJobsParams{Topic: "t", Max: 1, Wait: 5 * time.Second})
+	require.ErrorIs(t, err, core.ErrUnavailable)
+	<-lost
+	b.store.awaitClaim = await
+
+	got := claim(t, b.store, "t", 1, 5*time.Second)
+	require.Len(t, got, 1)
+	require.Equal(t, 1, got[0].Attempt, "the lost answer's reservation, handed out")
+	_, err = b.store.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: got[0].Lease})
+	require.NoError(t, err)
+	done, err := b.store.GetJob(ctx, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, core.StateDone, done.State)
+}
