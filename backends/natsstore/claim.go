@@ -667,6 +667,13 @@ func (s *Store) claimItems(ctx context.Context, q *topicQueue, items []*item, pa
 	var first error
 	for i, it := range items {
 		j := it.m.view(now)
+		if j.State == core.StateReserved {
+			// The server fired the lease's schedule, so the lease ended,
+			// though this instance's clock is behind and says it holds:
+			// handed out as it is, its delivery would be answered twice
+			// (a history run with clock jumps found it).
+			j = it.m.view(j.LeaseExpiresAt)
+		}
 		if j.State == core.StateReady {
 			j.Reserve(newLease(), params, now)
 		}

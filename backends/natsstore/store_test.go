@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -408,4 +409,56 @@ func TestClaimAnswerLost(t *testing.T) {
 	done, err := b.store.GetJob(ctx, j.ID)
 	require.NoError(t, err)
 	require.Equal(t, core.StateDone, done.State)
+}
+
+// shiftedClock is the real clock moved by an offset a test sets.
+type shiftedClock struct {
+	core.Clock
+	offset atomic.Int64
+}
+
+func (c *shiftedClock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
+
+// TestLeaseFiredOnClockBehind: the server fires a lease's schedule when it
+// ends; a claim of this instance whose clock went back meanwhile still
+// sees the lease hold, and must deliver the job anew, not hand the same
+// delivery out a second time (a history run with clock jumps found it).
+func TestLeaseFiredOnClockBehind(t *testing.T) {
+	t.Parallel()
+	clock := &shiftedClock{Clock: core.RealClock()}
+	b := setup(t, func(c *Config) { c.Clock = clock })
+	ctx := context.Background()
+	slow := job("t", 0)
+	slow.TTR = time.Second
+	put(t, b.store, slow)
+	first := claim(t, b.store, "t", 1, 5*time.Second)
+	require.Len(t, first, 1)
+
+	// An urgent job, then the lease's firing: a claim with the clock ahead
+	// moves both to ready and takes the urgent one.
+	urgent := job("t", 0)
+	urgent.Priority = -1
+	put(t, b.store, urgent)
+	q, err := b.store.queue("t")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		held := q.byID[slow.ID]
+		return held != nil && held.m.job.Lease == first[0].Lease && q.byID[urgent.ID] != nil
+	}, 10*time.Second, 10*time.Millisecond, "the lease's schedule fired")
+	clock.offset.Store(int64(5 * time.Second))
+	took := claim(t, b.store, "t", 1, 5*time.Second)
+	require.Len(t, took, 1)
+	require.Equal(t, urgent.ID, took[0].ID)
+
+	// The clock goes back before the lease's end.
+	clock.offset.Store(int64(-3 * time.Second))
+	again := claim(t, b.store, "t", 1, 5*time.Second)
+	require.Len(t, again, 1)
+	require.Equal(t, slow.ID, again[0].ID)
+	require.Equal(t, 2, again[0].Attempt, "a new delivery")
+	require.NotEqual(t, first[0].Lease, again[0].Lease)
+	_, err = b.store.AckJob(ctx, &core.AckJobParams{ID: slow.ID, Lease: again[0].Lease})
+	require.NoError(t, err)
 }
