@@ -586,13 +586,38 @@ func (c *checker) dueAt(op *Op) time.Time {
 // checkPauses: no claim begun after a pause's answer (and its bound) took
 // a job of the topic, unless a resume may have come between.
 func (c *checker) checkPauses() {
-	var pauses, resumes []*Op
+	// Per topic, the pauses by answer with the latest invocation among
+	// them so far, and the resumes by invocation with the latest bound so
+	// far: a claim is checked against the latest pause answered before
+	// it, since a resume that ends a later pause ends every earlier one.
+	type pause struct {
+		op     *Op
+		latest *Op // of the pauses answered by op's answer, the one invoked last
+	}
+	type resume struct {
+		call, latest time.Time // invoked; the latest bound so far
+	}
+	pauses, resumes := map[string][]pause{}, map[string][]resume{}
 	for i := range c.ops {
 		switch op := &c.ops[i]; {
 		case op.Kind == OpPause && op.OK():
-			pauses = append(pauses, op)
+			pauses[op.Topic] = append(pauses[op.Topic], pause{op: op})
 		case op.Kind == OpResume && (op.OK() || op.Indeterminate()):
-			resumes = append(resumes, op)
+			rs := resumes[op.Topic]
+			latest := c.bound(op)
+			if len(rs) > 0 {
+				latest = maxTime(latest, rs[len(rs)-1].latest)
+			}
+			resumes[op.Topic] = append(rs, resume{call: op.Call, latest: latest})
+		}
+	}
+	for _, ps := range pauses {
+		slices.SortFunc(ps, func(a, b pause) int { return a.op.Return.Compare(b.op.Return) })
+		for i := range ps {
+			ps[i].latest = ps[i].op
+			if i > 0 && ps[i-1].latest.Call.After(ps[i].op.Call) {
+				ps[i].latest = ps[i-1].latest
+			}
 		}
 	}
 	for i := range c.ops {
@@ -600,22 +625,29 @@ func (c *checker) checkPauses() {
 		if claim.Kind != OpClaim || len(claim.Jobs) == 0 {
 			continue
 		}
-		for _, p := range pauses {
-			if p.Topic != claim.Topic || !p.Return.Add(c.a.PauseBound).Before(claim.Call) {
-				continue
+		ps := pauses[claim.Topic]
+		n, _ := slices.BinarySearchFunc(ps, claim.Call, func(p pause, t time.Time) int {
+			if p.op.Return.Add(c.a.PauseBound).Before(t) {
+				return -1
 			}
-			resumed := false
-			for _, r := range resumes {
-				if r.Topic == p.Topic && r.Call.Before(claim.Return) && c.bound(r).After(p.Call) {
-					resumed = true
-					break
-				}
-			}
-			if !resumed {
-				c.add(AnomalyPaused, claim.Jobs[0].ID, "topic %s paused by an answer at %s, a claim begun at %s took %d jobs",
-					p.Topic, p.Return.Format(time.StampMilli), claim.Call.Format(time.StampMilli), len(claim.Jobs))
-			}
+			return 1
+		})
+		if n == 0 {
+			continue
 		}
+		p := ps[n-1].latest
+		rs := resumes[claim.Topic]
+		m, _ := slices.BinarySearchFunc(rs, claim.Return, func(r resume, t time.Time) int {
+			if r.call.Before(t) {
+				return -1
+			}
+			return 1
+		})
+		if m > 0 && rs[m-1].latest.After(p.Call) {
+			continue
+		}
+		c.add(AnomalyPaused, claim.Jobs[0].ID, "topic %s paused by an answer at %s, a claim begun at %s took %d jobs",
+			p.Topic, p.Return.Format(time.StampMilli), claim.Call.Format(time.StampMilli), len(claim.Jobs))
 	}
 }
 
