@@ -472,23 +472,28 @@ func (c *checker) checkDeliveries(id string, evs []jobEvent) {
 			c.add(AnomalyEarly, id, "delivered attempt %d by a claim answered at %s, due at %s by the %s answered %d at %s:\n%s",
 				e.d.Attempt, claim.Return.Format(time.StampMilli), at.Format(time.StampMilli), due.Kind, due.Status, due.Return.Format(time.StampMilli), describeAround(evs, claim.Call))
 		}
-		// Cancels answered 204 before the claim began, and no push since.
+		// Cancels answered 204 before the claim began, and no push since:
+		// a push that may have come after the cancel invoked last came
+		// after every one.
+		var cancel *Op
 		for j := range evs {
 			x := evs[j].op
-			if evs[j].d != nil || x.Kind != OpCancel || x.Status != 204 || !x.Return.Before(claim.Call) {
-				continue
+			if evs[j].d == nil && x.Kind == OpCancel && x.Status == 204 && x.Return.Before(claim.Call) && (cancel == nil || x.Call.After(cancel.Call)) {
+				cancel = x
 			}
+		}
+		if cancel != nil {
 			repushed := false
 			for k := range evs {
 				p := evs[k].op
-				if evs[k].d == nil && isPut(p) && (p.OK() || p.Indeterminate()) && p.Call.Before(claim.Return) && c.bound(p).After(x.Call) {
+				if evs[k].d == nil && isPut(p) && (p.OK() || p.Indeterminate()) && p.Call.Before(claim.Return) && c.bound(p).After(cancel.Call) {
 					repushed = true
 					break
 				}
 			}
 			if !repushed {
 				c.add(AnomalyAfterCancel, id, "cancel answered 204 at %s, delivered attempt %d by a claim begun at %s",
-					x.Return.Format(time.StampMilli), e.d.Attempt, claim.Call.Format(time.StampMilli))
+					cancel.Return.Format(time.StampMilli), e.d.Attempt, claim.Call.Format(time.StampMilli))
 			}
 		}
 		// The attempt counts up from the delivery before, unless a put or
@@ -548,16 +553,25 @@ func (c *checker) lastBefore(evs []jobEvent, match func(*Op) bool, t time.Time) 
 		}
 		cands = append(cands, op)
 	}
+	// p is superseded by an answered one invoked after p's bound: by the
+	// one of them invoked last, unless that is p, then by the one before.
+	var latest, second *Op
+	for _, q := range cands {
+		switch {
+		case !q.OK():
+		case latest == nil || q.Call.After(latest.Call):
+			latest, second = q, latest
+		case second == nil || q.Call.After(second.Call):
+			second = q
+		}
+	}
 	var out []*Op
 	for _, p := range cands {
-		superseded := false
-		for _, q := range cands {
-			if q != p && q.OK() && q.Call.After(c.bound(p)) {
-				superseded = true
-				break
-			}
+		q := latest
+		if q == p {
+			q = second
 		}
-		if !superseded {
+		if q == nil || !q.Call.After(c.bound(p)) {
 			out = append(out, p)
 		}
 	}
