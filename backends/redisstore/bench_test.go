@@ -9,9 +9,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/backends/redisstore/redistest"
@@ -193,10 +195,30 @@ func redisStats(b *testing.B, url string) {
 	if mode != "1" && mode != "slowlog" {
 		return
 	}
-	c, err := ParseURL(url)
+	u, err := ParseURL(url)
 	require.NoError(b, err)
-	defer c.Close()
+	defer u.Close()
 	ctx := context.Background()
+	nodes := []redis.Cmdable{u}
+	if cc, ok := u.(*redis.ClusterClient); ok {
+		// Each master's, in turn.
+		nodes = nil
+		var mu sync.Mutex
+		require.NoError(b, cc.ForEachMaster(ctx, func(_ context.Context, m *redis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
+			nodes = append(nodes, m)
+			return nil
+		}))
+	}
+	for _, c := range nodes {
+		nodeStats(b, ctx, c, mode)
+	}
+}
+
+// nodeStats logs and resets one server's statistics for redisStats.
+func nodeStats(b *testing.B, ctx context.Context, c redis.Cmdable, mode string) {
+	b.Helper()
 	for _, sec := range []string{"commandstats", "cpu"} {
 		info, err := c.Info(ctx, sec).Result()
 		require.NoError(b, err)
@@ -244,26 +266,52 @@ func redisStats(b *testing.B, url string) {
 }
 
 // redisCPU returns the CPU time the server has used (INFO cpu, user and
-// system, every thread), to report the server's cost per job: the measure
-// least disturbed by other processes on the machine.
+// system, every thread), summed over the masters of a cluster, to report
+// the server's cost per job: the measure least disturbed by other
+// processes on the machine.
 func redisCPU(b *testing.B, url string) time.Duration {
 	b.Helper()
 	c, err := ParseURL(url)
 	require.NoError(b, err)
 	defer c.Close()
-	info, err := c.Info(context.Background(), "cpu").Result()
-	require.NoError(b, err)
+	ctx := context.Background()
+	cc, ok := c.(*redis.ClusterClient)
+	if !ok {
+		cpu, err := serverCPU(ctx, c)
+		require.NoError(b, err)
+		return cpu
+	}
+	var mu sync.Mutex
+	var total time.Duration
+	require.NoError(b, cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		cpu, err := serverCPU(ctx, m)
+		mu.Lock()
+		defer mu.Unlock()
+		total += cpu
+		return err
+	}))
+	return total
+}
+
+// serverCPU returns the CPU time one server has used.
+func serverCPU(ctx context.Context, c redis.Cmdable) (time.Duration, error) {
+	info, err := c.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, err
+	}
 	var total float64
 	for line := range strings.SplitSeq(info, "\n") {
 		for _, f := range []string{"used_cpu_sys:", "used_cpu_user:"} {
 			if v, ok := strings.CutPrefix(strings.TrimSpace(line), f); ok {
 				x, err := strconv.ParseFloat(v, 64)
-				require.NoError(b, err)
+				if err != nil {
+					return 0, err
+				}
 				total += x
 			}
 		}
 	}
-	return time.Duration(total * float64(time.Second))
+	return time.Duration(total * float64(time.Second)), nil
 }
 
 // benchShards sets the shard count from DELAYQ_BENCH_SHARDS (default: the
