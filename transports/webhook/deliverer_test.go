@@ -366,6 +366,10 @@ func TestDeliverCondition(t *testing.T) {
 			b := setup(t, tc.handler)
 			topic := b.topic()
 			topic.Delivery.Success = tc.cond
+			// Running a condition to its cost limit takes seconds under
+			// -race on a loaded machine: the attempt's timeout is not
+			// what this test is about.
+			topic.Delivery.Timeout = time.Minute
 			require.NoError(t, b.d.ValidateTopic(topic))
 			err := b.d.Deliver(context.Background(), &core.DeliverParams{Topic: topic, Job: testJob()})
 			if tc.wantErr == "" {
@@ -504,6 +508,10 @@ func TestAnswerWithheld(t *testing.T) {
 			b := setup(t, tc.handler)
 			topic := b.topic()
 			topic.Delivery.Success = tc.cond
+			// Running a condition to its cost limit takes seconds under
+			// -race on a loaded machine: the attempt's timeout is not
+			// what this test is about.
+			topic.Delivery.Timeout = time.Minute
 			require.NoError(t, b.d.ValidateTopic(topic))
 			err := b.d.Deliver(t.Context(), &core.DeliverParams{Topic: topic, Job: testJob()})
 			require.EqualError(t, err, tc.withheld)
