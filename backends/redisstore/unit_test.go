@@ -58,7 +58,16 @@ func TestParseURL(t *testing.T) {
 		addrs []string
 		check func(t *testing.T, c redis.UniversalClient)
 	}{
-		{url: "redis://localhost", kind: "standalone", addrs: []string{"localhost:6379"}},
+		// No retries unless the URL asks (maxRetries): 0 once go-redis
+		// has read -1.
+		{url: "redis://localhost", kind: "standalone", addrs: []string{"localhost:6379"},
+			check: func(t *testing.T, c redis.UniversalClient) {
+				require.Equal(t, 0, c.(*redis.Client).Options().MaxRetries)
+			}},
+		{url: "redis://localhost?max_retries=2", kind: "standalone", addrs: []string{"localhost:6379"},
+			check: func(t *testing.T, c redis.UniversalClient) {
+				require.Equal(t, 2, c.(*redis.Client).Options().MaxRetries)
+			}},
 		{url: "redis://:s3cret@10.0.0.1:6380/2?dial_timeout=3s&pool_size=7", kind: "standalone", addrs: []string{"10.0.0.1:6380"},
 			check: func(t *testing.T, c redis.UniversalClient) {
 				o := c.(*redis.Client).Options()
@@ -81,13 +90,17 @@ func TestParseURL(t *testing.T) {
 				require.Equal(t, 2*time.Second, o.ReadTimeout)
 				require.NotNil(t, o.TLSConfig)
 			}},
-		{url: "redis+cluster://h1:7000", kind: "cluster", addrs: []string{"h1:7000"}},
+		{url: "redis+cluster://h1:7000", kind: "cluster", addrs: []string{"h1:7000"},
+			check: func(t *testing.T, c redis.UniversalClient) {
+				require.Equal(t, -1, c.(*redis.ClusterClient).Options().MaxRetries, "none for its nodes' clients")
+			}},
 		{url: "redis://h1:7000?addr=h2:7001&addr=h3:7002", kind: "cluster", addrs: []string{"h1:7000", "h2:7001", "h3:7002"}},
 		{url: "redis+sentinel://:pw@s1:26379,s2:26379/mymaster/1", kind: "standalone",
 			check: func(t *testing.T, c redis.UniversalClient) {
 				o := c.(*redis.Client).Options()
 				require.Equal(t, 1, o.DB)
 				require.Equal(t, "pw", o.Password)
+				require.Equal(t, 0, o.MaxRetries)
 			}},
 	} {
 		c, err := ParseURL(tc.url)

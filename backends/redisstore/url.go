@@ -47,12 +47,14 @@ func ParseURL(rawURL string) (redis.UniversalClient, error) {
 			if err != nil {
 				return nil, fmt.Errorf("redisstore: redis cluster URL: %w", redactErr(err, rawURL))
 			}
+			opt.MaxRetries = maxRetries(rawURL, opt.MaxRetries)
 			return redis.NewClusterClient(opt), nil
 		}
 		opt, err := redis.ParseURL(rawURL)
 		if err != nil {
 			return nil, fmt.Errorf("redisstore: redis URL: %w", redactErr(err, rawURL))
 		}
+		opt.MaxRetries = maxRetries(rawURL, opt.MaxRetries)
 		return redis.NewClient(opt), nil
 	case "cluster":
 		plain, err := withAddrs(base, rest, false)
@@ -63,6 +65,7 @@ func ParseURL(rawURL string) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, fmt.Errorf("redisstore: redis cluster URL: %w", redactErr(err, plain))
 		}
+		opt.MaxRetries = maxRetries(plain, opt.MaxRetries)
 		return redis.NewClusterClient(opt), nil
 	case "sentinel":
 		plain, err := withAddrs(base, rest, true)
@@ -76,9 +79,27 @@ func ParseURL(rawURL string) (redis.UniversalClient, error) {
 		if opt.Username == "" && opt.Password == "" {
 			opt.Username, opt.Password = opt.SentinelUsername, opt.SentinelPassword
 		}
+		opt.MaxRetries = maxRetries(plain, opt.MaxRetries)
 		return redis.NewFailoverClient(opt), nil
 	}
 	return nil, fmt.Errorf("redisstore: redis URL scheme %q: want redis, rediss, redis+cluster or redis+sentinel", scheme)
+}
+
+// maxRetries is the client's MaxRetries: parsed, when the URL sets
+// max_retries, else -1, none. go-redis retries a call whose connection
+// failed after it was written, and the store's scripts are not
+// idempotent: a claim whose answer was lost ran again and reserved other
+// jobs, the first run's jobs spending an attempt unseen until their leases
+// ran out (an hour-long history run with partitions found it), and an ack
+// or a put run again answers 409 for what it did. Without a retry such a
+// call fails (503), which the API documents as a result unknown. A
+// Cluster client still tries such a call once more within its redirect
+// loop (MaxRedirects), which MOVED and ASK need.
+func maxRetries(rawURL string, parsed int) int {
+	if u, err := url.Parse(rawURL); err == nil && u.Query().Has("max_retries") {
+		return parsed
+	}
+	return -1
 }
 
 // withAddrs rewrites "[userinfo@]h1,h2,...[/path][?query]" into go-redis's

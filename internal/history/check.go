@@ -713,6 +713,12 @@ func (c *checker) checkModel(id string, evs []jobEvent) {
 		default:
 			continue
 		}
+		if isWrite(in.Kind) && op.Indeterminate() {
+			// Answered only after its fsync: one without an answer may
+			// have been applied, seen by claims, and lost by a kill
+			// before its fsync (a long run found pushes so lost).
+			in.Fragile = c.fragile(op)
+		}
 		if in.Kind == mAck || in.Kind == mNack || in.Kind == mTouch {
 			in.Fragile = c.fragile(op)
 			// A settle answered after a replica confirmed it.
@@ -762,6 +768,9 @@ func (c *checker) checkModel(id string, evs []jobEvent) {
 		c.add(AnomalyNotLinearizable, id, "no order of its operations fits the model:\n%s", describeAll(evs))
 	}
 }
+
+// isWrite reports whether k is a write answered after its fsync.
+func isWrite(k mKind) bool { return k == mCreate || k == mReplace || k == mCancel || k == mRequeue }
 
 // linearizable checks one job's operations against the model.
 func (c *checker) linearizable(pops []porcupine.Operation) porcupine.CheckResult {

@@ -170,6 +170,16 @@ func TestCheckCorpus(t *testing.T) {
 			b.claim("j", 2, "L2", 1100, 1110, 0)
 			b.settle(OpAck, "j", "L2", 1120, 1125, 204)
 		}, nil},
+		// A push is answered after its fsync: one without an answer may
+		// have been seen by a claim and lost by the kill before its fsync
+		// (an hour-long run found it): the job is gone.
+		{"local: a push without an answer, delivered, lost by a kill -9", local, func(b *builder) {
+			b.op(Op{Kind: OpPush, Topic: TopicA, ID: "j", MaxAttempts: 3, TTR: time.Second}, 0, 0, 0)
+			b.claim("j", 1, "L1", 2, 20, 0)
+			b.kill(30)
+			b.op(Op{Kind: OpCancel, ID: "j"}, 1000, 1005, 404)
+			b.op(Op{Kind: OpGet, ID: "j"}, 2000, 2001, 404)
+		}, nil},
 		// docs/backends.md, Waiting for replicas: a claim waits for a
 		// replica's confirmation before its answer, so one answered 2xx
 		// survives a kill -9 of the master just after it (a CI run, when
@@ -309,6 +319,13 @@ func TestCheckCorpus(t *testing.T) {
 			b.op(Op{Kind: OpClaim, Instance: 1, Topic: TopicA, Jobs: []Delivery{{ID: "j", Attempt: 2, Lease: "L2", LeaseExpiresAt: b.at(2845)}}}, 1845, 1851, 200)
 			b.get("j", "done", 3, 30000, 30001)
 		}, []AnomalyKind{AnomalyAfterCancel, AnomalyNotLinearizable}},
+		// Without the local store's allowance, a job seen is not lost.
+		{"redis: a push without an answer, delivered, then gone", redis, func(b *builder) {
+			b.op(Op{Kind: OpPush, Topic: TopicA, ID: "j", MaxAttempts: 3, TTR: time.Second}, 0, 0, 0)
+			b.claim("j", 1, "L1", 2, 20, 0)
+			b.kill(30)
+			b.op(Op{Kind: OpGet, ID: "j"}, 2000, 2001, 404)
+		}, []AnomalyKind{AnomalyNotLinearizable}},
 		// Found on NATS with clock jumps of 2 s, not allowed: a claim
 		// answered a delivery it had answered 4.6 s before, same attempt
 		// and lease (docs/reliability.md).
