@@ -92,11 +92,18 @@ func (g *Generator) subscription(ctx context.Context, r *rand.Rand, n, inst int,
 		open []Op   // settles sent, not yet answered
 		left *Op    // a delivery left to its lease's expiry, as the nack a close would make
 		last string // the lease of the delivery before
+		// late counts, per job, the settles recorded without an answer
+		// when the next delivery came: an error frame for the job may
+		// still come for one of them.
+		late = map[string]int{}
 	)
 	flush := func(at time.Time) {
 		for i := range open {
 			if open[i].Return.IsZero() {
 				open[i].Return = at
+			}
+			if open[i].Status == 0 {
+				late[open[i].ID]++
 			}
 			g.cfg.History.Add(open[i])
 		}
@@ -113,9 +120,21 @@ func (g *Generator) subscription(ctx context.Context, r *rand.Rand, n, inst int,
 			continue
 		}
 		if f.Type == "error" {
+			// The frame names the job, not the lease, and may come after
+			// the next delivery of the job (its credit came back with the
+			// lease's expiry): then it is a recorded settle's, which
+			// stays without an answer, rather than the open one's (an
+			// hour-long run, with a SIGSTOP, had a settle that succeeded
+			// marked failed). Else the server answers a connection's
+			// frames in order: the oldest open settle of the job.
+			if late[f.ID] > 0 {
+				late[f.ID]--
+				continue
+			}
 			for i := range open {
 				if open[i].ID == f.ID && open[i].Status == 0 {
 					open[i].Status, open[i].Return = codeStatus[f.Code], at
+					break
 				}
 			}
 			continue
