@@ -237,6 +237,24 @@ local function hold_in_order(picks, picked)
   return left
 end
 
+-- count_held makes every reserved job of the topic with a key that holds
+-- no slot (reserved by a claim without a limit) hold one: a pass over the
+-- lease sets of every shard, once, when a limit comes after claims without.
+local function count_held()
+  for n = 0, shards() - 1 do
+    in_shard(n, function()
+      for _, id in ipairs(redis.call('ZRANGE', K_LEASE, 0, -1)) do
+        local j = load(id)
+        if j and j.s == 'reserved' and j.t == t and j.k and j.k ~= '' and not j.K then
+          j.K = '1'
+          save(id, j, 'K')
+          hold(j.k)
+        end
+      end
+    end)
+  end
+end
+
 -- all_groups makes every shard a group of the call.
 local function all_groups()
   for n = 0, shards() - 1 do group(shard_base(n), tostring(n)) end
@@ -327,8 +345,18 @@ if mode == 'take' then
   -- lower limit for one with a higher limit or none; their queues are then
   -- read in every shard.
   local ks = key_kstate(t)
-  local st = redis.call('HMGET', ks, 'u', 'f', 'l')
+  local st = redis.call('HMGET', ks, 'u', 'f', 'l', 'c')
   local under, was_fair, ring_limit = tonumber(st[1]), st[2] == '1', tonumber(st[3])
+  -- c: every reserved job of the topic with a key holds a slot. A claim
+  -- without a limit reserves jobs that hold none; the next with one counts
+  -- them first, so that a bound set on a busy topic holds from its first
+  -- claim.
+  if limit == 0 and st[4] then
+    redis.call('HDEL', ks, 'c')
+  elseif limit > 0 and not st[4] then
+    count_held()
+    redis.call('HSET', ks, 'c', '1')
+  end
   if was_fair ~= fair and (was_fair or under) or not fair and under and (limit == 0 or limit > under) then
     unpark_all(t)
     announced() -- to the other stores; this claim reads every shard
