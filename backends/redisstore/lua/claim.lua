@@ -274,25 +274,37 @@ local function take_fair(max)
   for g, grp in ipairs(groups) do
     if #picks[g] > 0 then
       use_shard(grp.b, grp.n)
-      local by_level = {}
+      -- park's writes, in bulk: per priority the ids out of its queue,
+      -- the parked set's members, per key its queue's members.
+      local by_level, pk, by_key = {}, {}, {}
       for _, c in ipairs(picks[g]) do
-        local l = by_level[c[3]]
+        local id, r, y = c[1], c[2], c[3]
+        local l = by_level[y]
         if not l then
           l = {}
-          by_level[c[3]] = l
+          by_level[y] = l
         end
-        l[#l + 1] = c[1]
-      end
-      for y, l in pairs(by_level) do redis.call('ZREM', key_queue(t, y), unpack(l)) end
-      for _, c in ipairs(picks[g]) do
-        local k = job_key(c[1])
+        l[#l + 1] = id
+        local k = job_key(id)
         if k then
-          park(c[1], t, k, c[2], c[3])
-          if not first[k] or c[5] < first[k] then
-            if not first[k] then keys[#keys + 1] = k end
-            first[k] = c[5]
+          pk[#pk + 1] = int(r)
+          pk[#pk + 1] = id
+          local kl = by_key[k]
+          if not kl then
+            kl = {}
+            by_key[k] = kl
           end
+          kl[#kl + 1] = int(kq_score(r, y))
+          kl[#kl + 1] = id
+          if not first[k] then keys[#keys + 1] = k end
+          if not first[k] or c[5] < first[k] then first[k] = c[5] end
         end
+      end
+      for y, l in pairs(by_level) do in_chunks('ZREM', key_queue(t, y), l) end
+      in_chunks('ZADD', key_parked(t), pk)
+      for k, kl in pairs(by_key) do
+        in_chunks('ZADD', key_kq(t, k), kl)
+        redis.call('SADD', key_kkeys(t), k)
       end
     end
   end

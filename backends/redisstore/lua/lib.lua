@@ -851,6 +851,14 @@ local function in_shard(n, fn)
   return r
 end
 
+-- in_chunks runs command cmd on key with the arguments of args, flat,
+-- up to 2000 to a call (Lua's unpack bounds how many).
+local function in_chunks(cmd, key, args)
+  for i = 1, #args, 2000 do
+    redis.call(cmd, key, unpack(args, i, math.min(i + 1999, #args)))
+  end
+end
+
 -- kq_score is the place in its key's queue of a job due at r of priority y.
 local function kq_score(r, y) return ((y or 0) + 10) * KQ_LEVEL + r end
 
