@@ -96,7 +96,7 @@ func BenchmarkKeyBurst(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			url := benchURL(b, "everysec")
 			s := openStore(b, url, "keyburst")
-			due := time.Now().Add(5*time.Second + time.Duration(n)*time.Second/10_000).UTC().Truncate(time.Millisecond)
+			due := time.Now().Add(5*time.Second + time.Duration(n)*time.Second/4_000).UTC().Truncate(time.Millisecond)
 			putKeyed(b, s, "burst", n, due, func(i int) string { return "key-" + strconv.Itoa(i%1000) })
 			require.True(b, time.Now().Before(due), "putting took too long")
 			c.claim.Topic, c.claim.N, c.claim.Claimers, c.claim.Max, c.claim.Wait = "burst", n, 8, 100, 10*time.Second
@@ -132,7 +132,7 @@ func BenchmarkFairBurst(b *testing.B) {
 		b.Run(fmt.Sprintf("fair=%t", fair), func(b *testing.B) {
 			url := benchURL(b, "everysec")
 			s := openStore(b, url, "fairburst")
-			due := time.Now().Add(5*time.Second + big*time.Second/10_000).UTC().Truncate(time.Millisecond)
+			due := time.Now().Add(5*time.Second + big*time.Second/4_000).UTC().Truncate(time.Millisecond)
 			putKeyed(b, s, "burst", big+small, due, func(i int) string {
 				if i < big {
 					return "big"

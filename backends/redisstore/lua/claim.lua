@@ -62,6 +62,35 @@ local function at_limit(k) return limit > 0 and k ~= '' and held(k) >= limit end
 -- parked counts the jobs the call parked.
 local parked = 0
 
+-- Parking (Key limits in lib.lua), in bulk per shard: park adds due job
+-- id (key k, '' for none in a fair claim; run_at r, priority y), which the
+-- caller took out of its queue, to the current shard's batch;
+-- flush_parks writes it: one ZADD of the shard's parked set, one ZADD per
+-- key of its queue, one SADD of the keys.
+local pk_batch, kq_batch, kq_keys = {}, {}, {}
+
+local function park(id, k, r, y)
+  pk_batch[#pk_batch + 1] = int(r)
+  pk_batch[#pk_batch + 1] = id
+  local l = kq_batch[k]
+  if not l then
+    l = {}
+    kq_batch[k] = l
+    kq_keys[#kq_keys + 1] = k
+  end
+  l[#l + 1] = int(kq_score(r, y))
+  l[#l + 1] = id
+  parked = parked + 1
+end
+
+local function flush_parks()
+  if #pk_batch == 0 then return end
+  in_chunks('ZADD', key_parked(t), pk_batch)
+  for _, k in ipairs(kq_keys) do in_chunks('ZADD', key_kq(t, k), kq_batch[k]) end
+  in_chunks('SADD', key_kkeys(t), kq_keys)
+  pk_batch, kq_batch, kq_keys = {}, {}, {}
+end
+
 -- job_field returns field name of fetched job h (fetch): of j when packed,
 -- else from the hash's fields.
 local function job_field(h, j, name)
@@ -91,6 +120,26 @@ local function reserve(picks, queued)
   elseif #ids > 0 then
     redis.call('ZREM', key_parked(t), unpack(ids))
   end
+  -- The jobs as read, {h (fetch), j when packed, key when limited}; with
+  -- a limit, the slots held of their keys read in one HMGET.
+  local rows, want = {}, {}
+  for n, c in ipairs(picks) do
+    local h = fetch(c[1])
+    local row = {h}
+    if #h == 1 then row[2] = packed_job(c[1], h[1]) end
+    if queued and limit > 0 and not c[4] and #h > 0 then
+      local k = job_field(h, row[2], 'k')
+      row[3] = k
+      if k and k ~= '' and held_n[k] == nil then
+        held_n[k] = false
+        want[#want + 1] = k
+      end
+    end
+    rows[n] = row
+  end
+  if #want > 0 then
+    for n, v in ipairs(redis.call('HMGET', key_held(t), unpack(want))) do held_n[want[n]] = tonumber(v) or 0 end
+  end
   for n, c in ipairs(picks) do
     local id = c[1]
     local kj = key_job(id)
@@ -98,16 +147,13 @@ local function reserve(picks, queued)
     -- the claim's changes (state, attempt, lease, expiry, updated)
     -- itself, which spares Redis, the bottleneck of a burst, patching
     -- them here.
-    local got, x, inline, j
+    local got, x, inline
     local lease = token .. (taken + 1)
-    local h = fetch(id)
-    if #h == 1 then j = packed_job(id, h[1]) end
+    local h, j, k = rows[n][1], rows[n][2], rows[n][3]
     local holds = c[4]
-    local k = queued and limit > 0 and not holds and #h > 0 and job_field(h, j, 'k')
     if k and k ~= '' then
       if held(k) >= limit then
-        park(id, t, k, c[2], c[3])
-        parked = parked + 1
+        park(id, k, c[2], c[3])
         h = {}
       else
         hold(k)
@@ -151,6 +197,7 @@ local function reserve(picks, queued)
     redis.call('ZADD', K_LEASE, unpack(leases))
     add_count('x:' .. t, #out)
   end
+  flush_parks()
   return out
 end
 
@@ -219,12 +266,12 @@ local function hold_in_order(picks, picked)
   for i = 1, picked do
     local g, c = all[i][1], all[i][2]
     local grp = groups[g]
+    if grp.n ~= shard then flush_parks() end
     use_shard(grp.b, grp.n)
     local k = job_key(c[1])
     if k and k ~= '' and held(k) >= limit then
       redis.call('ZREM', key_queue(t, c[3]), c[1])
-      park(c[1], t, k, c[2], c[3])
-      parked = parked + 1
+      park(c[1], k, c[2], c[3])
     else
       if k and k ~= '' then
         hold(k)
@@ -234,6 +281,7 @@ local function hold_in_order(picks, picked)
       l[#l + 1] = c
     end
   end
+  flush_parks()
   return left
 end
 
@@ -274,9 +322,7 @@ local function take_fair(max)
   for g, grp in ipairs(groups) do
     if #picks[g] > 0 then
       use_shard(grp.b, grp.n)
-      -- park's writes, in bulk: per priority the ids out of its queue,
-      -- the parked set's members, per key its queue's members.
-      local by_level, pk, by_key = {}, {}, {}
+      local by_level = {}
       for _, c in ipairs(picks[g]) do
         local id, r, y = c[1], c[2], c[3]
         local l = by_level[y]
@@ -287,25 +333,13 @@ local function take_fair(max)
         l[#l + 1] = id
         local k = job_key(id)
         if k then
-          pk[#pk + 1] = int(r)
-          pk[#pk + 1] = id
-          local kl = by_key[k]
-          if not kl then
-            kl = {}
-            by_key[k] = kl
-          end
-          kl[#kl + 1] = int(kq_score(r, y))
-          kl[#kl + 1] = id
+          park(id, k, r, y)
           if not first[k] then keys[#keys + 1] = k end
           if not first[k] or c[5] < first[k] then first[k] = c[5] end
         end
       end
       for y, l in pairs(by_level) do in_chunks('ZREM', key_queue(t, y), l) end
-      in_chunks('ZADD', key_parked(t), pk)
-      for k, kl in pairs(by_key) do
-        in_chunks('ZADD', key_kq(t, k), kl)
-        redis.call('SADD', key_kkeys(t), k)
-      end
+      flush_parks()
     end
   end
   table.sort(keys, function(a, b) return first[a] < first[b] end)

@@ -862,15 +862,6 @@ end
 -- kq_score is the place in its key's queue of a job due at r of priority y.
 local function kq_score(r, y) return ((y or 0) + 10) * KQ_LEVEL + r end
 
--- park moves due job id of topic t, key k (or '' in a fair claim), run_at
--- r and priority y, out of its queue, into the parked queues. The caller
--- took it out of the queue, in the job's shard.
-local function park(id, t, k, r, y)
-  redis.call('ZADD', key_parked(t), int(r), id)
-  redis.call('ZADD', key_kq(t, k), int(kq_score(r, y)), id)
-  redis.call('SADD', key_kkeys(t), k)
-end
-
 -- job_key returns the key of job id ('' for none), read alone from a
 -- hash; nil when there is no such job.
 local function job_key(id)
@@ -885,8 +876,8 @@ local function job_key(id)
   return redis.call('HGET', kj, 'k') or ''
 end
 
--- unqueue_key takes the key of job id of topic t with parked jobs left, or
--- none, out of the ring and the parked keys.
+-- unqueue_key takes key k of topic t out of the ring and the parked keys
+-- when it has no parked job left.
 local function unqueue_key(t, k)
   if redis.call('EXISTS', key_kq(t, k)) == 1 then return end
   redis.call('ZREM', key_ring(t), k)
@@ -948,7 +939,11 @@ release_slot = function(id, j)
   local st = redis.call('HMGET', key_kstate(t), 'f', 'l')
   if st[1] then
     if enter_ring(t, k, tonumber(st[2]) or 0) then
+      -- A job to take: fair claims read every shard, so shard 0 says it.
       redis.call('PUBLISH', chan, 'q 0 ' .. now_s .. ' ' .. t)
+      q_elsewhere[#q_elsewhere + 1] = t
+      q_elsewhere[#q_elsewhere + 1] = now_s
+      q_elsewhere[#q_elsewhere + 1] = '0'
     end
     return
   end
