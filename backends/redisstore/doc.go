@@ -232,8 +232,10 @@
 // listings and counts read the parked set, ExportJobs walks it), and a
 // cancel or a replace takes it out. A claim with a higher limit, or none,
 // moves the jobs parked under a lower one back first, once. A fair claim
-// parks every due job (up to 10 000 per claim) in its key's queue and
-// takes from the ring of keys, one job of each in turn. On a Redis
+// parks every due job in its key's queue and takes from the ring of keys,
+// one job of each in turn. A claim script parks at most about 10 000 jobs,
+// so that a burst does not hold the server in one script, nor past a
+// client's read timeout: the next script goes on. On a Redis
 // Cluster a key's jobs spread over the shards' slots, which no script can
 // count together, so CheckTopic refuses both there. A topic without them
 // pays one HMGET of its key state per claim script, and nothing per job.

@@ -59,8 +59,11 @@ end
 
 local function at_limit(k) return limit > 0 and k ~= '' and held(k) >= limit end
 
--- parked counts the jobs the call parked.
+-- parked counts the jobs the call parked, at most about PARK_MAX, so
+-- that a burst does not hold the server in one script (nor past a
+-- client's read timeout): the next claim parks the next ones.
 local parked = 0
+local PARK_MAX = 10000
 
 -- Parking (Key limits in lib.lua), in bulk per shard: park adds due job
 -- id (key k, '' for none in a fair claim; run_at r, priority y), which the
@@ -308,16 +311,12 @@ local function all_groups()
   for n = 0, shards() - 1 do group(shard_base(n), tostring(n)) end
 end
 
--- FAIR_INTAKE bounds the due jobs a fair claim parks, so that a burst does
--- not hold the server in one script: the next claim parks the next ones.
-local FAIR_INTAKE = 10000
-
--- take_fair parks the due jobs of every shard (up to FAIR_INTAKE) in
+-- take_fair parks the due jobs of every shard (up to PARK_MAX) in
 -- their keys' queues, the keys entering the ring in the order of their
 -- first job, and reserves up to max jobs from the ring, one of each key in
 -- turn.
 local function take_fair(max)
-  local picks = due_picks(FAIR_INTAKE)
+  local picks = due_picks(PARK_MAX)
   local first, keys = {}, {}
   for g, grp in ipairs(groups) do
     if #picks[g] > 0 then
@@ -431,7 +430,7 @@ if mode == 'take' then
       for g, grp in ipairs(groups) do
         if #picks[g] > 0 then reserve_in(grp, picks[g], true) end
       end
-    until taken >= max or parked == before
+    until taken >= max or parked == before or parked >= PARK_MAX
     if parked > 0 and (not under or limit < under) then redis.call('HSET', ks, 'u', limit) end
   end
   for k, n in pairs(held_new) do redis.call('HINCRBY', key_held(t), k, n) end
