@@ -122,9 +122,6 @@ func (s *Store) sawQueue(ts *topicState, n int, gen uint64, head, now int64) {
 // ErrInvalidArgument when params.Max < 1, or for a KeyConcurrency or Fair
 // on a Redis Cluster (CheckTopic), ErrClosed, ErrUnavailable.
 func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]*core.Job, error) {
-	if err := s.CheckTopic(&core.Topic{KeyConcurrency: params.KeyConcurrency, Fair: params.Fair}); err != nil {
-		return nil, err // never bounded loosely
-	}
 	return core.Claim(ctx, s, s.clock, params)
 }
 
@@ -139,8 +136,13 @@ func (s *Store) ClaimNotifier() *core.Notifier { return &s.notify }
 // in between. It reads only the queues whose earliest job is due, as far
 // as it knows; with nothing due it answers the earliest due time it knows,
 // and notifies on a wake-up (a put, a retry, an expired lease, a message
-// from another store). Errors: ErrClosed, ErrUnavailable.
+// from another store). Errors: ErrInvalidArgument for a KeyConcurrency or
+// Fair on a Redis Cluster (CheckTopic: never bounded loosely), ErrClosed,
+// ErrUnavailable.
 func (s *Store) TakeJobs(ctx context.Context, params *core.ClaimJobsParams) (core.Taken, error) {
+	if err := s.CheckTopic(&core.Topic{KeyConcurrency: params.KeyConcurrency, Fair: params.Fair}); err != nil {
+		return core.Taken{}, err
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

@@ -49,7 +49,8 @@
 //	{P}:kr:<topic>        zset   the ring of a fair topic: keys with jobs to take, by turn
 //	{P}:ks:<topic>        hash   u the lowest key_concurrency jobs are parked under; f "1" while
 //	                             fair claims park every due job; l the key_concurrency of the
-//	                             last fair claim; s the last turn given in the ring
+//	                             last fair claim; s the last turn given in the ring; c "1"
+//	                             while every reserved job of the topic with a key holds a slot
 //	{P}:sched             hash   before records: schedule name -> definition (JSON), LegacySchedules
 //	{P}:rec:<kind>        hash   metadata records of a kind: name -> "<revision>:<value>"; "" -> the last revision given
 //	{P}:scur              hash   before records: schedule name -> its cursor, the last slot fired (ms)
@@ -94,7 +95,8 @@
 // comma-separated), y priority, h the job's own webhook URL, v the via of
 // the last claim (one letter), H the attempts that ended (History in
 // lib.lua), z expires_at, K "1" while the job, reserved by a claim with a
-// key_concurrency, holds a slot of its key; times are Unix ms of the server's clock. Empty
+// key_concurrency, holds a slot of its key; times are Unix ms of the
+// server's clock. Empty
 // key, body, traceparent, retry delays, URL and expiry, priority 0 and a
 // history before the first delivery ends are left out; l, x and v stay once a lease ends and
 // mean nothing unless the job is reserved: the attempt in progress is a,

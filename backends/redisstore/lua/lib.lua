@@ -787,7 +787,8 @@ end
 -- limit; a key enters at the back when it gets a parked job or a slot
 -- back. ks:<t> then holds f (fair), l (the limit of the last fair claim:
 -- keys at it are out of the ring) and s (the last turn given). A claim
--- that is not fair moves every parked job back first.
+-- that is not fair moves every parked job back first. ks:<t>'s c says
+-- every reserved job of the topic with a key holds a slot (claim.lua).
 local PB = string.match(ARGV[1], '^({.*):%d+}$') .. '}'
 -- KQ_LEVEL spaces the priorities of a key's queue: a parked job's score
 -- is (priority + 10) * KQ_LEVEL + run_at, exact in a double.
