@@ -526,13 +526,14 @@ local function unindex_key(id, t, k)
   index_expiry(kk)
 end
 
--- unlink takes job id out of the structure its state puts it in.
--- A queued job not in its queue is parked (see Key limits below), which
--- only a standalone server's claims do: unparked takes it out of its
--- parked queues. A reserved job that holds a slot of its key gives it
--- back (release_slot). Both are defined with the key limits.
+-- unparked and release_slot are defined with the key limits (Key limits
+-- below).
 local unparked, release_slot
 
+-- unlink takes job id out of the structure its state puts it in. A queued
+-- job not in its queue is parked, which only a standalone server's claims
+-- do: unparked takes it out of its parked queues. A reserved job that
+-- holds a slot of its key gives it back (release_slot).
 local function unlink(id, j)
   if j.s == 'scheduled' or j.s == 'ready' then
     if redis.call('ZREM', key_queue(j.t, j.y), id) == 0 then unparked(id, j) end
