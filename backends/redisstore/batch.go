@@ -209,7 +209,7 @@ func (b *leaseBatcher) send(ops []*leaseOp) {
 					err = errShortReply
 				} else {
 					s.exp.lowerBy(g.shard, r[1])
-					s.applyQueued(g.shard, r[2])
+					s.applyQueued(r[2])
 				}
 			}
 			if err != nil {

@@ -31,6 +31,12 @@ type topicState struct {
 	// gen counts wake-ups per shard: what a claim read replaces due only
 	// when no wake-up came since it read the shard.
 	gen []uint64
+	// keyLimit and fair are the KeyConcurrency and Fair of the store's last
+	// claim: a claim with others reads every shard, since its script may
+	// move jobs parked under the others back to their queues (Key limits
+	// in lua/lib.lua), which the queue heads known do not show.
+	keyLimit int
+	fair     bool
 }
 
 // topicState returns the state of topic, made if needed. s.mu must be held.
@@ -113,7 +119,8 @@ func (s *Store) sawQueue(ts *topicState, n int, gen uint64, head, now int64) {
 }
 
 // ClaimJobs implements core.Store: core.Claim over TakeJobs. Errors:
-// ErrInvalidArgument when params.Max < 1, ErrClosed, ErrUnavailable.
+// ErrInvalidArgument when params.Max < 1, or for a KeyConcurrency or Fair
+// on a Redis Cluster (CheckTopic), ErrClosed, ErrUnavailable.
 func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]*core.Job, error) {
 	return core.Claim(ctx, s, s.clock, params)
 }
@@ -129,8 +136,13 @@ func (s *Store) ClaimNotifier() *core.Notifier { return &s.notify }
 // in between. It reads only the queues whose earliest job is due, as far
 // as it knows; with nothing due it answers the earliest due time it knows,
 // and notifies on a wake-up (a put, a retry, an expired lease, a message
-// from another store). Errors: ErrClosed, ErrUnavailable.
+// from another store). Errors: ErrInvalidArgument for a KeyConcurrency or
+// Fair on a Redis Cluster (CheckTopic: never bounded loosely), ErrClosed,
+// ErrUnavailable.
 func (s *Store) TakeJobs(ctx context.Context, params *core.ClaimJobsParams) (core.Taken, error) {
+	if err := s.CheckTopic(&core.Topic{KeyConcurrency: params.KeyConcurrency, Fair: params.Fair}); err != nil {
+		return core.Taken{}, err
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -149,7 +161,7 @@ func (s *Store) TakeJobs(ctx context.Context, params *core.ClaimJobsParams) (cor
 	taken := core.Taken{Jobs: []*core.Job{}}
 	next := int64(noDue)
 	if err == nil && room > 0 {
-		taken.Jobs, next, err = s.claimOnce(ctx, ts, params.Topic, encodeVia(params), room)
+		taken.Jobs, next, err = s.claimOnce(ctx, ts, params, encodeVia(params), room)
 	}
 	<-ts.sem
 	switch {
@@ -198,23 +210,30 @@ func (s *Store) room(ctx context.Context, params *core.ClaimJobsParams) (int, er
 	return params.Room(reserved), nil
 }
 
-// claimOnce claims up to max due jobs of topic, by priority then run_at. It
-// returns an empty slice when none is due, with the earliest due time
-// known of the topic's queues (server ms; noDue when all are empty), and
-// errPaused when the topic is paused.
-func (s *Store) claimOnce(ctx context.Context, ts *topicState, topic, via string, max int) ([]*core.Job, int64, error) {
+// claimOnce claims up to max due jobs of p's topic, by priority then
+// run_at (a fair claim: by key in turn). It returns an empty slice when
+// none is due, with the earliest due time known of the topic's queues
+// (server ms; noDue when all are empty), and errPaused when the topic is
+// paused.
+func (s *Store) claimOnce(ctx context.Context, ts *topicState, p *core.ClaimJobsParams, via string, max int) ([]*core.Job, int64, error) {
+	topic := p.Topic
+	s.mu.Lock()
+	if ts.keyLimit != p.KeyConcurrency || ts.fair != p.Fair {
+		ts.keyLimit, ts.fair = p.KeyConcurrency, p.Fair
+		for n := range ts.due {
+			ts.due[n] = 0
+		}
+	}
+	s.mu.Unlock()
 	for {
 		now := s.serverNow()
 		s.mu.Lock()
-		var (
-			shards []int
-			gens   []uint64
-		)
+		var shards []int
+		gens := slices.Clone(ts.gen) // per shard, as read before the claim
 		next := int64(noDue)
 		for n, at := range ts.due {
 			if at <= now+skewMargin || now-ts.readAt[n] >= sweepInterval.Milliseconds() {
 				shards = append(shards, n)
-				gens = append(gens, ts.gen[n])
 			} else {
 				next = min(next, at)
 			}
@@ -228,12 +247,15 @@ func (s *Store) claimOnce(ctx context.Context, ts *topicState, topic, via string
 			err  error
 		)
 		if s.multiShard {
-			jobs, err = s.take(ctx, ts, topic, via, shards, gens, max)
+			jobs, err = s.take(ctx, ts, p, via, shards, gens, max)
 		} else {
 			jobs, err = s.pick(ctx, ts, topic, via, shards, gens, max)
 		}
 		if err != nil {
 			return nil, 0, err
+		}
+		if len(jobs) > 0 && p.Fair {
+			return jobs, 0, nil // in the claim's order of keys
 		}
 		if len(jobs) > 0 {
 			slices.SortFunc(jobs, func(a, b *core.Job) int {
@@ -260,12 +282,18 @@ func (s *Store) claimOnce(ctx context.Context, ts *topicState, topic, via string
 	}
 }
 
-// take reserves the first max due jobs of topic in shards (by priority,
-// run_at, id) with one claim script that picks them itself (a standalone
-// server).
-func (s *Store) take(ctx context.Context, ts *topicState, topic, via string, shards []int, gens []uint64, max int) ([]*core.Job, error) {
-	args := make([]any, 0, 5+2*len(shards))
-	args = append(args, topic, "take", rand.Text(), via, max, len(shards))
+// take reserves the first max due jobs of p's topic in shards (by
+// priority, run_at, id) with one claim script that picks them itself (a
+// standalone server), within p's KeyConcurrency, or by key in turn when
+// p is Fair (the script then reads every shard). gens are the shards'
+// generations before the claim.
+func (s *Store) take(ctx context.Context, ts *topicState, p *core.ClaimJobsParams, via string, shards []int, gens []uint64, max int) ([]*core.Job, error) {
+	fair := "0"
+	if p.Fair {
+		fair = "1"
+	}
+	args := make([]any, 0, 8+2*len(shards))
+	args = append(args, p.Topic, "take", rand.Text(), via, max, p.KeyConcurrency, fair, len(shards))
 	for _, n := range shards {
 		sk := &s.keys.shard[n]
 		args = append(args, sk.base, sk.num)
@@ -275,7 +303,7 @@ func (s *Store) take(ctx context.Context, ts *topicState, topic, via string, sha
 	// attempts. One not confirmed fails, its jobs reserved until their
 	// leases run out.
 	cmd := s.write(ctx, []call{s.shardCall(scriptClaim, shards[0], args...)})[0]
-	jobs, err := s.claimed(ts, via, shards, gens, cmd)
+	jobs, err := s.claimed(ts, via, gens, cmd)
 	if err != nil && !errors.Is(err, errPaused) {
 		return nil, unavailable("claim", err)
 	}
@@ -299,11 +327,9 @@ func (s *Store) pick(ctx context.Context, ts *topicState, topic, via string, sha
 		byShard[c.shard] = append(byShard[c.shard], c.id, c.priority)
 	}
 	// A shard with nothing due among the candidates still learns its head.
-	gen := make(map[int]uint64, len(shards))
 	for i, n := range shards {
-		gen[n] = gens[i]
 		if byShard[n] == nil {
-			s.sawQueue(ts, n, gens[i], cands.head[i], cands.now)
+			s.sawQueue(ts, n, gens[n], cands.head[i], cands.now)
 		}
 	}
 	if len(order) == 0 {
@@ -318,9 +344,8 @@ func (s *Store) pick(ctx context.Context, ts *topicState, topic, via string, sha
 	jobs := []*core.Job{}
 	var firstErr error
 	paused := false
-	for i, cmd := range s.run(ctx, calls) {
-		n := order[i]
-		got, err := s.claimed(ts, via, []int{n}, []uint64{gen[n]}, cmd)
+	for _, cmd := range s.run(ctx, calls) {
+		got, err := s.claimed(ts, via, gens, cmd)
 		if errors.Is(err, errPaused) {
 			paused = true
 			continue
@@ -342,10 +367,11 @@ func (s *Store) pick(ctx context.Context, ts *topicState, topic, via string, sha
 	return jobs, nil
 }
 
-// claimed decodes a claim script's answer for shards (read at gens): the
-// jobs it reserved by via (encodeVia's form), as reserved, in the script's
-// order; it records each shard's queue head and new lease expiry.
-func (s *Store) claimed(ts *topicState, via string, shards []int, gens []uint64, cmd *redis.Cmd) ([]*core.Job, error) {
+// claimed decodes a claim script's answer (the shards' generations read
+// before it, gens): the jobs it reserved by via (encodeVia's form), as
+// reserved, in the script's order, those of a fair claim in the claim's;
+// it records each shard's queue head and new lease expiry.
+func (s *Store) claimed(ts *topicState, via string, gens []uint64, cmd *redis.Cmd) ([]*core.Job, error) {
 	reply, err := cmd.Slice()
 	if err != nil {
 		return nil, err
@@ -358,20 +384,21 @@ func (s *Store) claimed(ts *topicState, via string, shards []int, gens []uint64,
 		return nil, errShortReply
 	}
 	now := s.sawServerNow(reply[0])
-	groups := asSlice(reply[1])
-	if len(groups) != len(shards) {
-		return nil, errShortReply
-	}
 	jobs := []*core.Job{}
+	var places []int64 // of each job, in the claim's order
 	from := decodeVia(via)
-	for k, n := range shards {
-		res := asSlice(groups[k])
-		if len(res) < 3 {
+	for _, g := range asSlice(reply[1]) {
+		res := asSlice(g) // jobs, lease, head, shard
+		if len(res) < 4 {
+			return nil, errShortReply
+		}
+		n := int(asInt(res[3]))
+		if n < 0 || n >= len(gens) {
 			return nil, errShortReply
 		}
 		for _, r := range asSlice(res[0]) {
-			row := asSlice(r) // id, fields, lease
-			if len(row) != 3 {
+			row := asSlice(r) // id, fields, lease, place
+			if len(row) != 3 && len(row) != 4 {
 				return nil, errShortReply
 			}
 			j, err := decodeFlat(asString(row[0]), asSlice(row[1]))
@@ -379,9 +406,24 @@ func (s *Store) claimed(ts *topicState, via string, shards []int, gens []uint64,
 				return nil, err
 			}
 			jobs = append(jobs, reserved(j, asString(row[2]), from, now))
+			if len(row) == 4 {
+				places = append(places, asInt(row[3]))
+			}
 		}
 		s.exp.lowerBy(n, res[1])
-		s.sawQueue(ts, n, gens[k], asInt(res[2]), now)
+		s.sawQueue(ts, n, gens[n], asInt(res[2]), now)
+	}
+	if len(places) == len(jobs) {
+		order := make([]int, len(jobs))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortFunc(order, func(a, b int) int { return cmp.Compare(places[a], places[b]) })
+		sorted := make([]*core.Job, len(jobs))
+		for i, o := range order {
+			sorted[i] = jobs[o]
+		}
+		jobs = sorted
 	}
 	return jobs, nil
 }

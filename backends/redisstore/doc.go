@@ -41,6 +41,16 @@
 //	{P}:topics            hash   before topic records: topic -> configuration (JSON), LegacyTopics
 //	{P}:seen              zset   topic -> when a store last put jobs on it (ms): the topic registry
 //	{P}:rate:<topic>      hash   the topic's rate limit bucket: n tokens at t (ms); expires once full
+//	{P}:kh:<topic>        hash   key -> the slots its jobs hold: reserved by a claim with a
+//	                             key_concurrency (their field K), until their lease ends
+//	{P}:kq:<topic>:<key>  zset   the key's parked job ids, by claim order: (priority + 10) * 2^43
+//	                             + run_at (ms); ties by id
+//	{P}:kk:<topic>        set    the keys with parked jobs ("" for those without a key, fair)
+//	{P}:kr:<topic>        zset   the ring of a fair topic: keys with jobs to take, by turn
+//	{P}:ks:<topic>        hash   u the lowest key_concurrency jobs are parked under; f "1" while
+//	                             fair claims park every due job; l the key_concurrency of the
+//	                             last fair claim; s the last turn given in the ring; c "1"
+//	                             while every reserved job of the topic with a key holds a slot
 //	{P}:sched             hash   before records: schedule name -> definition (JSON), LegacySchedules
 //	{P}:rec:<kind>        hash   metadata records of a kind: name -> "<revision>:<value>"; "" -> the last revision given
 //	{P}:scur              hash   before records: schedule name -> its cursor, the last slot fired (ms)
@@ -54,6 +64,8 @@
 //	{P:n}:q:<topic>:<y>   zset   the same of priority y (-10 to 10 but 0)
 //	{P:n}:lv:<topic>      zset   the priorities y whose queues may hold the topic's jobs, by y;
 //	                             a claim drops one it finds empty
+//	{P:n}:pk:<topic>      zset   the topic's parked job ids (held back by their key, or by
+//	                             fair claims: ready to every reader) by run_at (ms)
 //	{P:n}:lease           zset   reserved job ids by lease expiry (ms), every topic
 //	{P:n}:dead:<topic>    zset   dead job ids by time of death (µs)
 //	{P:n}:f:<topic>:<d|c> zset   done (d) and cancelled (c) job ids by finish time (ms), for
@@ -82,7 +94,9 @@
 // e last_error, l lease, x lease expiry, p traceparent, w retry delays (ns,
 // comma-separated), y priority, h the job's own webhook URL, v the via of
 // the last claim (one letter), H the attempts that ended (History in
-// lib.lua), z expires_at; times are Unix ms of the server's clock. Empty
+// lib.lua), z expires_at, K "1" while the job, reserved by a claim with a
+// key_concurrency, holds a slot of its key; times are Unix ms of the
+// server's clock. Empty
 // key, body, traceparent, retry delays, URL and expiry, priority 0 and a
 // history before the first delivery ends are left out; l, x and v stay once a lease ends and
 // mean nothing unless the job is reserved: the attempt in progress is a,
@@ -203,6 +217,30 @@
 // subscription is made again (a dropped connection, a restarted server),
 // every shard is looked at anyway, so that a lost message costs time, never
 // a job.
+//
+// # Key limits
+//
+// A topic's key_concurrency and fair (core.ClaimJobsParams) are honoured
+// on one server (standalone or Sentinel-managed), where a script may touch
+// keys of every shard: lib.lua's Key limits. A claim with a limit parks a
+// due job whose key holds that many slots, out of its queue into the
+// topic's parked set of its shard and its key's queue; a job it reserves
+// holds a slot (field K, counted in kh:<topic>) until its lease ends, by
+// ack, retry, bury, cancel or expiry, in the script that ends it, which
+// also moves the key's first parked job back to its queue. Slots are
+// leases: those of a dead instance come back as its leases expire, and
+// instances never hold more than the limit between them. A parked job
+// costs later claims nothing; it is ready to every reader (GetJob, the
+// listings and counts read the parked set, ExportJobs walks it), and a
+// cancel or a replace takes it out. A claim with a higher limit, or none,
+// moves the jobs parked under a lower one back first, once. A fair claim
+// parks every due job in its key's queue and takes from the ring of keys,
+// one job of each in turn. A claim script parks at most about 10 000 jobs,
+// so that a burst does not hold the server in one script, nor past a
+// client's read timeout: the next script goes on. On a Redis
+// Cluster a key's jobs spread over the shards' slots, which no script can
+// count together, so CheckTopic refuses both there. A topic without them
+// pays one HMGET of its key state per claim script, and nothing per job.
 //
 // # Retention and topics
 //

@@ -240,7 +240,7 @@ func (p *expirer) expire(due []int) bool {
 	}
 	p.mu.Unlock()
 	for _, w := range wakes {
-		p.s.applyQueued(w.shard, w.queued)
+		p.s.applyQueued(w.queued)
 	}
 	return ok
 }

@@ -23,8 +23,9 @@ const exportPage = 500
 const importChunk = 1000
 
 // ExportJobs implements core.JobExporter. It walks, shard by shard, the
-// structures that hold unfinished jobs: the lease set, and the queue and
-// dead set of every topic that is configured or in the topic registry, a page
+// structures that hold unfinished jobs: the lease set, and the queues,
+// dead set and parked set (jobs held back by their key) of every topic
+// that is configured or in the topic registry, a page
 // at a time (export.lua: members after a cursor of score and id, with
 // their jobs), so memory stays bounded by a page. A member whose job no
 // longer has that structure's state moved meanwhile and is skipped there.
@@ -55,7 +56,8 @@ func (s *Store) ExportJobs(ctx context.Context, fn func(*core.Job) error) error 
 			for _, y := range levels {
 				walks = append(walks, walk{"queue", t, y, []core.State{core.StateScheduled, core.StateReady}})
 			}
-			walks = append(walks, walk{"dead", t, "", []core.State{core.StateDead}})
+			walks = append(walks, walk{"dead", t, "", []core.State{core.StateDead}},
+				walk{"parked", t, "", []core.State{core.StateReady}})
 		}
 		for _, w := range walks {
 			var score, member string
@@ -159,7 +161,7 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*core.Job) ([]bool, error
 			firstErr = cmp.Or(firstErr, err)
 			continue
 		}
-		s.applyQueued(chunks[ci].shard, res[1])
+		s.applyQueued(res[1])
 		out := asSlice(res[0])
 		if len(out) != len(chunks[ci].idx) {
 			firstErr = cmp.Or(firstErr, errShortReply)

@@ -79,7 +79,7 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 			firstErr = cmp.Or(firstErr, err)
 			continue
 		}
-		s.applyQueued(n, res[1])
+		s.applyQueued(res[1])
 		out := asSlice(res[0])
 		idx := byShard[n]
 		if len(out) != len(idx) {
@@ -111,13 +111,15 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 	return results, nil
 }
 
-// applyQueued wakes this store's claims of the topics whose queues in
-// shard n a script made due earlier: its answer {topic, ms, ...} (other
-// stores learn it from the wake-up channel).
-func (s *Store) applyQueued(n int, v any) {
+// applyQueued wakes this store's claims of the topics whose queues a
+// script made due earlier: its answer {topic, ms, shard, ...} (announced
+// in lib.lua; other stores learn it from the wake-up channel).
+func (s *Store) applyQueued(v any) {
 	q := asSlice(v)
-	for i := 0; i+1 < len(q); i += 2 {
-		s.queued(asString(q[i]), n, asInt(q[i+1]))
+	for i := 0; i+2 < len(q); i += 3 {
+		if n := int(asInt(q[i+2])); n >= 0 && n < s.cfg.Shards {
+			s.queued(asString(q[i]), n, asInt(q[i+1]))
+		}
 	}
 }
 
@@ -351,7 +353,7 @@ func (s *Store) byID(ctx context.Context, sc *shardScript, what, id string, args
 	if err != nil {
 		return 0, nil, unavailable(what, err)
 	}
-	s.applyQueued(n, res[2])
+	s.applyQueued(res[2])
 	code := asInt(res[0])
 	var job *core.Job
 	if flat := asSlice(res[1]); len(flat) > 0 {

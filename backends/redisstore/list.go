@@ -38,7 +38,7 @@ func (s *Store) ListJobs(ctx context.Context, params *core.ListJobsParams) (core
 		calls[n] = s.shardCall(scriptList, n, params.Topic, string(params.State), cs, cid, params.Limit+1)
 	}
 	var members []core.ListCursor
-	for n, cmd := range s.run(ctx, calls) {
+	for _, cmd := range s.run(ctx, calls) {
 		res, err := cmd.Slice()
 		if err == nil && len(res) != 3 {
 			err = errShortReply
@@ -51,7 +51,7 @@ func (s *Store) ListJobs(ctx context.Context, params *core.ListJobsParams) (core
 		for i := 0; i+1 < len(flat); i += 2 {
 			members = append(members, core.ListCursor{ID: asString(flat[i]), At: asInt(flat[i+1])})
 		}
-		s.applyQueued(n, res[2])
+		s.applyQueued(res[2])
 	}
 	newest := params.State.Finished()
 	slices.SortFunc(members, func(a, b core.ListCursor) int {

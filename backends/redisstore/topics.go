@@ -174,15 +174,17 @@ func (s *Store) stats(ctx context.Context, names []string) ([]core.Counts, error
 
 var _ core.TopicChecker = (*Store)(nil)
 
-// CheckTopic implements core.TopicChecker: the Redis store does not bound
-// jobs per key nor takes them round-robin across keys yet, so it refuses
-// key_concurrency and fair rather than ignore them.
+// CheckTopic implements core.TopicChecker: on a Redis Cluster, where a
+// key's jobs spread over the shards' slots and no script can count them
+// atomically, the store refuses key_concurrency and fair rather than
+// bound them loosely; on one server (standalone or Sentinel) it honours
+// both (Key limits in lua/lib.lua).
 func (s *Store) CheckTopic(t *core.Topic) error {
-	if t.KeyConcurrency != 0 {
-		return core.Invalid("key_concurrency", "key_concurrency is not supported by the redis backend yet; the local and memory backends support it (docs/backends.md)")
+	if t.KeyConcurrency != 0 && !s.multiShard {
+		return core.Invalid("key_concurrency", "key_concurrency is not supported by the redis backend on a Redis Cluster; a standalone or Sentinel-managed Redis, and the local and memory backends, support it (docs/backends.md)")
 	}
-	if t.Fair {
-		return core.Invalid("fair", "fair is not supported by the redis backend yet; the local and memory backends support it (docs/backends.md)")
+	if t.Fair && !s.multiShard {
+		return core.Invalid("fair", "fair is not supported by the redis backend on a Redis Cluster; a standalone or Sentinel-managed Redis, and the local and memory backends, support it (docs/backends.md)")
 	}
 	return nil
 }

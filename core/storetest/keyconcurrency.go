@@ -220,7 +220,8 @@ func testKeyConcurrencySlots(t *testing.T, b *testBundle) {
 }
 
 // testKeyConcurrencyChanged: jobs held back under a limit go out when a
-// claim comes with a higher one, or none.
+// claim comes with a higher one, or none; and a limit set while jobs of a
+// key are reserved without one counts them from its first claim.
 func testKeyConcurrencyChanged(t *testing.T, b *testBundle) {
 	b.keyConcurrency(t)
 	const topic = "kc.changed"
@@ -232,6 +233,20 @@ func testKeyConcurrencyChanged(t *testing.T, b *testBundle) {
 	require.Empty(t, b.claimKC(t, b.store, topic, 10, 1, 0), "lowered to 1: none")
 	require.Equal(t, ids(jobs[2:]), ids(b.claimKC(t, b.store, topic, 10, 0, dueWait)), "dropped: the rest")
 	b.requireCounts(t, topic, core.Counts{Reserved: 4})
+
+	const set = "kc.set"
+	jobs = keyedDue(set, "k", "k", "k", "k")
+	b.put(t, jobs...)
+	first := b.claimKC(t, b.store, set, 1, 0, dueWait)
+	require.Equal(t, ids(jobs[:1]), ids(first), "no limit")
+	require.Empty(t, b.claimKC(t, b.store, set, 10, 1, 0), "set to 1: the job reserved without it holds the key's slot")
+	require.NoError(t, ack(b, first[0]))
+	second := b.claimKC(t, b.store, set, 10, 1, dueWait)
+	require.Equal(t, ids(jobs[1:2]), ids(second), "the slot came back with the ack")
+	require.Equal(t, ids(jobs[2:3]), ids(b.claimKC(t, b.store, set, 1, 0, dueWait)), "no limit again")
+	require.Empty(t, b.claimKC(t, b.store, set, 10, 2, 0), "set to 2: one job reserved with a limit, one without")
+	require.NoError(t, ack(b, second[0]))
+	require.Equal(t, ids(jobs[3:]), ids(b.claimKC(t, b.store, set, 10, 2, dueWait)), "a slot came back")
 }
 
 // testKeyConcurrencyHeldBack: a job held back behind its key's reserved

@@ -17,10 +17,12 @@
 -- {now, {}, 1}.
 --
 -- Returns {now, groups}: the server's now, and per shard {jobs, lease,
--- head}: for each job reserved {id, its fields (as job_all) as they were
--- before the claim, its lease token}; the shard's earliest lease expiry when the
--- call made it earlier, or -1; the run_at of the queue's first job after
--- the claim, or -1 when it is empty.
+-- head, shard}: for each job reserved {id, its fields (as job_all) as they
+-- were before the claim, its lease token}, and of a fair claim its place
+-- in the claim's order; the shard's earliest lease expiry when the call
+-- made it earlier, or -1; the run_at of the queue's first job after the
+-- claim, or -1 when it is empty (now when the ring of a fair claim still
+-- has keys to serve); the shard's number.
 --
 -- Per job reserved: of a packed job one GET and one SET; of a hash one
 -- HGETALL, which also gives the fields returned, and one HSET (the
@@ -35,9 +37,78 @@ local via = ARGV[9]
 -- taken counts the jobs the call reserved, for their lease tokens.
 local taken = 0
 
--- reserve reserves the jobs of picks ({id, run_at, priority}: due
--- members of the shard's queues, each to be taken once).
-local function reserve(picks)
+-- The key limit of the claim (0: none), the slots held per key as read
+-- (held_n, with this call's) and those this call took (held_new, written
+-- at the end).
+local limit = 0
+local held_n, held_new = {}, {}
+
+local function held(k)
+  local n = held_n[k]
+  if n == nil then
+    n = tonumber(redis.call('HGET', key_held(t), k) or 0)
+    held_n[k] = n
+  end
+  return n
+end
+
+local function hold(k)
+  held_n[k] = held(k) + 1
+  held_new[k] = (held_new[k] or 0) + 1
+end
+
+local function at_limit(k) return limit > 0 and k ~= '' and held(k) >= limit end
+
+-- parked counts the jobs the call parked, at most about PARK_MAX, so
+-- that a burst does not hold the server in one script (nor past a
+-- client's read timeout): the next claim parks the next ones.
+local parked = 0
+local PARK_MAX = 10000
+
+-- Parking (Key limits in lib.lua), in bulk per shard: park adds due job
+-- id (key k, '' for none in a fair claim; run_at r, priority y), which the
+-- caller took out of its queue, to the current shard's batch;
+-- flush_parks writes it: one ZADD of the shard's parked set, one ZADD per
+-- key of its queue, one SADD of the keys.
+local pk_batch, kq_batch, kq_keys = {}, {}, {}
+
+local function park(id, k, r, y)
+  pk_batch[#pk_batch + 1] = int(r)
+  pk_batch[#pk_batch + 1] = id
+  local l = kq_batch[k]
+  if not l then
+    l = {}
+    kq_batch[k] = l
+    kq_keys[#kq_keys + 1] = k
+  end
+  l[#l + 1] = int(kq_score(r, y))
+  l[#l + 1] = id
+  parked = parked + 1
+end
+
+local function flush_parks()
+  if #pk_batch == 0 then return end
+  in_chunks('ZADD', key_parked(t), pk_batch)
+  for _, k in ipairs(kq_keys) do in_chunks('ZADD', key_kq(t, k), kq_batch[k]) end
+  in_chunks('SADD', key_kkeys(t), kq_keys)
+  pk_batch, kq_batch, kq_keys = {}, {}, {}
+end
+
+-- job_field returns field name of fetched job h (fetch): of j when packed,
+-- else from the hash's fields.
+local function job_field(h, j, name)
+  if j then return j[name] end
+  for f = 1, #h, 2 do
+    if h[f] == name then return h[f + 1] end
+  end
+end
+
+-- reserve reserves the jobs of picks ({id, run_at, priority, holds,
+-- place}) in the current shard: due members of its queues (queued), each
+-- to be taken once, a job whose key is at the limit parked instead; or
+-- parked jobs a fair claim took from their key's queue, holds saying they
+-- take a slot of their key. It returns their rows.
+local function reserve(picks, queued)
   local out, leases = {}, {}
   local ids, by_level = {}, {}
   for k, c in ipairs(picks) do
@@ -47,8 +118,33 @@ local function reserve(picks)
     local l = by_level[y]
     l[#l + 1] = c[1]
   end
-  for y, l in pairs(by_level) do redis.call('ZREM', key_queue(t, y), unpack(l)) end
-  for k, id in ipairs(ids) do
+  if queued then
+    for y, l in pairs(by_level) do redis.call('ZREM', key_queue(t, y), unpack(l)) end
+  elseif #ids > 0 then
+    redis.call('ZREM', key_parked(t), unpack(ids))
+  end
+  -- The jobs as read, {h (fetch), j when packed, key when limited}; with
+  -- a limit, the slots held of their keys read in one HMGET.
+  local rows, want = {}, {}
+  for n, c in ipairs(picks) do
+    local h = fetch(c[1])
+    local row = {h}
+    if #h == 1 then row[2] = packed_job(c[1], h[1]) end
+    if queued and limit > 0 and not c[4] and #h > 0 then
+      local k = job_field(h, row[2], 'k')
+      row[3] = k
+      if k and k ~= '' and held_n[k] == nil then
+        held_n[k] = false
+        want[#want + 1] = k
+      end
+    end
+    rows[n] = row
+  end
+  if #want > 0 then
+    for n, v in ipairs(redis.call('HMGET', key_held(t), unpack(want))) do held_n[want[n]] = tonumber(v) or 0 end
+  end
+  for n, c in ipairs(picks) do
+    local id = c[1]
     local kj = key_job(id)
     -- The job is returned as read (job_all's forms): the caller applies
     -- the claim's changes (state, attempt, lease, expiry, updated)
@@ -56,12 +152,22 @@ local function reserve(picks)
     -- them here.
     local got, x, inline
     local lease = token .. (taken + 1)
-    local h = fetch(id)
+    local h, j, k = rows[n][1], rows[n][2], rows[n][3]
+    local holds = c[4]
+    if k and k ~= '' then
+      if held(k) >= limit then
+        park(id, k, c[2], c[3])
+        h = {}
+      else
+        hold(k)
+        holds = true
+      end
+    end
     if #h == 1 then
       local raw = h[1]
-      local j = packed_job(id, raw)
       x = now + j.d
       j.s, j.a, j.l, j.x, j.u, j.v = 'reserved', (j.a or 0) + 1, lease, x, now, via
+      if holds then j.K = 1 end
       redis.call('SET', kj, cmsgpack.pack(j))
       got, inline = {raw}, j.b
     elseif #h > 0 then
@@ -72,7 +178,13 @@ local function reserve(picks)
       end
       x = now + tonumber(d)
       packed_ids[id] = nil
-      save(id, {s = 'reserved', a = tonumber(a) + 1, l = lease, x = x, u = now, v = via}, 's', 'a', 'l', 'x', 'u', 'v')
+      local fields = {s = 'reserved', a = tonumber(a) + 1, l = lease, x = x, u = now, v = via}
+      if holds then
+        fields.K = '1'
+        save(id, fields, 's', 'a', 'l', 'x', 'u', 'v', 'K')
+      else
+        save(id, fields, 's', 'a', 'l', 'x', 'u', 'v')
+      end
       got = h
     end
     if got then
@@ -81,53 +193,254 @@ local function reserve(picks)
       leases[#leases + 1] = int(x)
       leases[#leases + 1] = id
       note_lease(x)
-      out[#out + 1] = {id, got, lease}
+      out[#out + 1] = {id, got, lease, c[5]}
     end
   end
   if #leases > 0 then
     redis.call('ZADD', K_LEASE, unpack(leases))
     add_count('x:' .. t, #out)
   end
-  return {out, lease_announced(), queue_head(t) or -1}
+  flush_parks()
+  return out
 end
 
 -- paused reports whether topic t is paused, by the current shard's set.
 local function paused() return redis.call('SISMEMBER', base .. ':paused', t) == 1 end
 
-local results = {}
-if mode == 'take' then
-  local max, count = tonumber(ARGV[10]), tonumber(ARGV[11])
-  use_shard(ARGV[12], ARGV[13])
-  if paused() then return {now_s, {}, 1} end
-  local groups = {}
-  for g = 1, count do
-    local b, n = ARGV[10 + 2 * g], ARGV[11 + 2 * g]
-    use_shard(b, n)
-    groups[g] = {b = b, n = n, due = due_candidates(t, max), picks = {}}
+-- Groups: the shards the call answers for, {b, n, out, lease}, in order.
+local groups, by_shard = {}, {}
+local function group(b, n)
+  local g = by_shard[n]
+  if not g then
+    g = {b = b, n = n, out = {}, lease = -1}
+    by_shard[n] = g
+    groups[#groups + 1] = g
   end
-  -- The first max of all shards, by priority, run_at then id: with one
-  -- shard, its first max; with several, a merge of their sorted heads.
+  return g
+end
+
+-- reserve_in reserves picks in the shard of group g (reserve).
+local function reserve_in(g, picks, queued)
+  use_shard(g.b, g.n)
+  for _, r in ipairs(reserve(picks, queued)) do g.out[#g.out + 1] = r end
+  local l = tonumber(lease_announced())
+  if l ~= -1 and (g.lease == -1 or l < g.lease) then g.lease = l end
+end
+
+-- due_picks returns the first max due jobs of the groups' queues, by
+-- priority, run_at then id: per group (by index) its picks, each {id,
+-- run_at, priority, false, its place among all}, and how many in all.
+local function due_picks(max)
+  local due, pos, picks = {}, {}, {}
+  for g, grp in ipairs(groups) do
+    use_shard(grp.b, grp.n)
+    due[g], pos[g], picks[g] = due_candidates(t, max), 1, {}
+  end
+  -- With one shard, its first max; with several, a merge of their sorted
+  -- heads.
   local picked = 0
-  local pos = {}
-  for g = 1, count do pos[g] = 1 end
   while picked < max do
     local best, bc
-    for g = 1, count do
-      local c = groups[g].due[pos[g]]
+    for g = 1, #groups do
+      local c = due[g][pos[g]]
       if c and (not best or c[3] < bc[3] or (c[3] == bc[3] and (c[2] < bc[2] or (c[2] == bc[2] and c[1] < bc[1])))) then
         best, bc = g, c
       end
     end
     if not best then break end
-    local grp = groups[best]
-    grp.picks[#grp.picks + 1] = bc
-    pos[best] = pos[best] + 1
     picked = picked + 1
+    local l = picks[best]
+    l[#l + 1] = {bc[1], bc[2], bc[3], false, picked}
+    pos[best] = pos[best] + 1
   end
-  for g = 1, count do
+  return picks, picked
+end
+
+-- hold_in_order decides, in claim order over the groups (reserve decides
+-- within one), which of picks (due_picks') hold a slot of their key and
+-- which are parked; it returns the picks left to reserve.
+local function hold_in_order(picks, picked)
+  local all = {}
+  for g, l in ipairs(picks) do
+    for _, c in ipairs(l) do all[c[5]] = {g, c} end
+  end
+  local left = {}
+  for g = 1, #groups do left[g] = {} end
+  for i = 1, picked do
+    local g, c = all[i][1], all[i][2]
     local grp = groups[g]
+    if grp.n ~= shard then flush_parks() end
     use_shard(grp.b, grp.n)
-    results[g] = reserve(grp.picks)
+    local k = job_key(c[1])
+    if k and k ~= '' and held(k) >= limit then
+      redis.call('ZREM', key_queue(t, c[3]), c[1])
+      park(c[1], k, c[2], c[3])
+    else
+      if k and k ~= '' then
+        hold(k)
+        c[4] = true
+      end
+      local l = left[g]
+      l[#l + 1] = c
+    end
+  end
+  flush_parks()
+  return left
+end
+
+-- count_held makes every reserved job of the topic with a key that holds
+-- no slot (reserved by a claim without a limit) hold one: a pass over the
+-- lease sets of every shard, once, when a limit comes after claims without.
+local function count_held()
+  for n = 0, shards() - 1 do
+    in_shard(n, function()
+      for _, id in ipairs(redis.call('ZRANGE', K_LEASE, 0, -1)) do
+        local j = load(id)
+        if j and j.s == 'reserved' and j.t == t and j.k and j.k ~= '' and not j.K then
+          j.K = '1'
+          save(id, j, 'K')
+          hold(j.k)
+        end
+      end
+    end)
+  end
+end
+
+-- all_groups makes every shard a group of the call.
+local function all_groups()
+  for n = 0, shards() - 1 do group(shard_base(n), tostring(n)) end
+end
+
+-- take_fair parks the due jobs of every shard (up to PARK_MAX) in
+-- their keys' queues, the keys entering the ring in the order of their
+-- first job, and reserves up to max jobs from the ring, one of each key in
+-- turn.
+local function take_fair(max)
+  local picks = due_picks(PARK_MAX)
+  local first, keys = {}, {}
+  for g, grp in ipairs(groups) do
+    if #picks[g] > 0 then
+      use_shard(grp.b, grp.n)
+      local by_level = {}
+      for _, c in ipairs(picks[g]) do
+        local id, r, y = c[1], c[2], c[3]
+        local l = by_level[y]
+        if not l then
+          l = {}
+          by_level[y] = l
+        end
+        l[#l + 1] = id
+        local k = job_key(id)
+        if k then
+          park(id, k, r, y)
+          if not first[k] then keys[#keys + 1] = k end
+          if not first[k] or c[5] < first[k] then first[k] = c[5] end
+        end
+      end
+      for y, l in pairs(by_level) do in_chunks('ZREM', key_queue(t, y), l) end
+      flush_parks()
+    end
+  end
+  table.sort(keys, function(a, b) return first[a] < first[b] end)
+  for _, k in ipairs(keys) do enter_ring(t, k, limit) end
+
+  local ring = key_ring(t)
+  local serve = {}
+  local served = 0
+  while served < max do
+    local front = redis.call('ZRANGE', ring, 0, 0)[1]
+    if not front then break end
+    local k = front
+    local kq = key_kq(t, k)
+    if not at_limit(k) then
+      local head = redis.call('ZPOPMIN', kq)
+      local score = tonumber(head[2])
+      local y = math.floor(score / KQ_LEVEL) - 10
+      local holds = limit > 0 and k ~= ''
+      if holds then hold(k) end
+      served = served + 1
+      local n = tostring(shard_of(head[1]))
+      if not serve[n] then serve[n] = {} end
+      local l = serve[n]
+      l[#l + 1] = {head[1], score - (y + 10) * KQ_LEVEL, y, holds, served}
+    end
+    if redis.call('EXISTS', kq) == 0 then
+      unqueue_key(t, k)
+    elseif at_limit(k) then
+      redis.call('ZREM', ring, k)
+    else
+      redis.call('ZADD', ring, redis.call('HINCRBY', key_kstate(t), 's', 1), k)
+    end
+  end
+  for _, g in ipairs(groups) do
+    if serve[g.n] then reserve_in(g, serve[g.n], false) end
+  end
+end
+
+local results = {}
+if mode == 'take' then
+  local max, fair = tonumber(ARGV[10]), ARGV[12] == '1'
+  limit = tonumber(ARGV[11])
+  use_shard(ARGV[14], ARGV[15])
+  if paused() then return {now_s, {}, 1} end
+  for g = 1, tonumber(ARGV[13]) do group(ARGV[12 + 2 * g], ARGV[13 + 2 * g]) end
+
+  -- The parked jobs of another claim's kind go back to their queues
+  -- first: those of a fair claim for one that is not, those parked under a
+  -- lower limit for one with a higher limit or none; their queues are then
+  -- read in every shard.
+  local ks = key_kstate(t)
+  local st = redis.call('HMGET', ks, 'u', 'f', 'l', 'c')
+  local under, was_fair, ring_limit = tonumber(st[1]), st[2] == '1', tonumber(st[3])
+  -- c: every reserved job of the topic with a key holds a slot. A claim
+  -- without a limit reserves jobs that hold none; the next with one counts
+  -- them first, so that a bound set on a busy topic holds from its first
+  -- claim.
+  if limit == 0 and st[4] then
+    redis.call('HDEL', ks, 'c')
+  elseif limit > 0 and not st[4] then
+    count_held()
+    redis.call('HSET', ks, 'c', '1')
+  end
+  if was_fair ~= fair and (was_fair or under) or not fair and under and (limit == 0 or limit > under) then
+    unpark_all(t)
+    announced() -- to the other stores; this claim reads every shard
+    under, was_fair, ring_limit = nil, false, nil
+    all_groups()
+  end
+
+  if fair then
+    all_groups()
+    if not was_fair then redis.call('HSET', ks, 'f', '1') end
+    if ring_limit ~= limit then
+      if ring_limit and ring_limit ~= 0 and (limit == 0 or limit > ring_limit) then
+        -- Raised: the keys out of the ring at the old limit come back.
+        for _, k in ipairs(redis.call('SMEMBERS', key_kkeys(t))) do enter_ring(t, k, limit) end
+      end
+      redis.call('HSET', ks, 'l', limit)
+    end
+    take_fair(max)
+  else
+    -- Rounds: a job parked leaves room for the next due one.
+    repeat
+      local picks, picked = due_picks(max - taken)
+      if picked == 0 then break end
+      local before = parked
+      if limit > 0 and #groups > 1 then picks = hold_in_order(picks, picked) end
+      for g, grp in ipairs(groups) do
+        if #picks[g] > 0 then reserve_in(grp, picks[g], true) end
+      end
+    until taken >= max or parked == before or parked >= PARK_MAX
+    if parked > 0 and (not under or limit < under) then redis.call('HSET', ks, 'u', limit) end
+  end
+  for k, n in pairs(held_new) do redis.call('HINCRBY', key_held(t), k, n) end
+
+  local ringed = fair and redis.call('EXISTS', key_ring(t)) == 1
+  for g, grp in ipairs(groups) do
+    use_shard(grp.b, grp.n)
+    local head = queue_head(t) or -1
+    if ringed and g == 1 then head = now end
+    results[g] = {grp.out, grp.lease, head, grp.n}
   end
 elseif mode == 'ids' then
   use_shard(ARGV[10], ARGV[11])
@@ -143,7 +456,8 @@ elseif mode == 'ids' then
       end
     end
   end
-  results[1] = reserve(picks)
+  local out = reserve(picks, true)
+  results[1] = {out, lease_announced(), queue_head(t) or -1, ARGV[11]}
 else
   return redis.error_reply('redisstore: unknown claim mode ' .. tostring(mode))
 end

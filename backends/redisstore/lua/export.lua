@@ -1,7 +1,7 @@
 -- export.lua: read one page of a structure of one shard, for ExportJobs.
 --
--- ARGV[6] the structure: queue, lease, dead or levels; [7] the topic
--- (queue, dead and levels); [8] and [9] the cursor, the score and id of
+-- ARGV[6] the structure: queue, lease, dead, parked (Key limits in
+-- lib.lua) or levels; [7] the topic (queue, dead, parked and levels); [8] and [9] the cursor, the score and id of
 -- the last member of the previous page (empty for the first page); [10]
 -- the page size; [11] the priority of the queue (empty for 0). "levels"
 -- answers the priorities whose queues may hold the topic's jobs.
@@ -22,6 +22,7 @@ local key
 if which == 'queue' then key = key_queue(t, tonumber(ARGV[11]))
 elseif which == 'lease' then key = K_LEASE
 elseif which == 'dead' then key = key_dead(t)
+elseif which == 'parked' then key = key_parked(t)
 else return redis.error_reply('redisstore: unknown structure ' .. which) end
 local rows
 if cm == '' then

@@ -60,6 +60,7 @@ local function one(op, id, lease, r, etext)
     -- finish(id, j, 'done'), with the lease set and the counts updated
     -- once per call below.
     j.H = ended_attempt(j, 'a', now, '')
+    if j.K then release_slot(id, j) end
     j.s, j.u = 'done', now
     save_kept(id, j, 's', 'u', 'H')
     if j.k then index_key(id, j.t, j.k, kept_for(j)) end

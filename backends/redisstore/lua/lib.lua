@@ -203,19 +203,25 @@ local function link_queue(id, t, r, y)
   if y and y ~= 0 then redis.call('ZADD', key_levels(t), y, int(y)) end
 end
 
+-- q_elsewhere holds those the call made in other shards than the one it
+-- works in (in_shard), announced already, flat as announced returns them.
+local q_elsewhere = {}
+
 -- announced publishes the queue heads the call made earlier and returns
--- them, {topic, ms, ...}. Every script that writes jobs calls it at the end
--- of its work in a shard, so it also writes the finishes recorded
--- (flush_finished).
+-- them, {topic, ms, shard, ...}, those of other shards too. Every script
+-- that writes jobs calls it at the end of its work in a shard, so it also
+-- writes the finishes recorded (flush_finished).
 local function announced()
   flush_finished()
-  local out = {}
+  local out = q_elsewhere
+  q_elsewhere = {}
   for _, t in ipairs(q_topics) do
     local h, l = q_head[t], q_low[t]
     if not h or l < h then
       redis.call('PUBLISH', chan, 'q ' .. shard .. ' ' .. int(l) .. ' ' .. t)
       out[#out + 1] = t
       out[#out + 1] = int(l)
+      out[#out + 1] = shard
     end
   end
   q_head, q_low, q_topics = {}, {}, {}
@@ -285,7 +291,7 @@ local function hash_job(id, v)
   return {s = v[1], t = v[2], r = tonumber(v[3]), x = tonumber(v[4]), a = tonumber(v[5]),
     m = tonumber(v[6]), l = v[7], d = tonumber(v[8]), b = v[9], y = tonumber(v[10]), k = v[11],
     u = tonumber(v[12]), v = v[13], H = v[14], e = v[15], c = tonumber(v[16]), z = tonumber(v[17]), R = tonumber(v[18]),
-    T = v[19]}
+    T = v[19], K = v[20]}
 end
 
 -- packed_job returns job id of raw, its packed string.
@@ -298,7 +304,7 @@ end
 
 -- HASH_FIELDS are the fields of a hash load reads: those scripts act on,
 -- since a hash is written a field at a time.
-local HASH_FIELDS = {'s', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b', 'y', 'k', 'u', 'v', 'H', 'e', 'c', 'z', 'R', 'T'}
+local HASH_FIELDS = {'s', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b', 'y', 'k', 'u', 'v', 'H', 'e', 'c', 'z', 'R', 'T', 'K'}
 
 -- read_job returns the job id as load does, and when it is packed the
 -- string it is stored as. A key of the other form answers WRONGTYPE: an
@@ -322,7 +328,8 @@ end
 -- the job holds it (which tells that no body key exists: put and import
 -- keep a body in one place only), y priority, k key, u updated, v the via
 -- of the attempt in progress, H history, e last error, c created, z
--- expires_at, R its own retention (ms), T its next step (JSON); a packed
+-- expires_at, R its own retention (ms), T its next step (JSON), K set
+-- while it is reserved holding a slot of its key (release_slot); a packed
 -- job has all its fields (p traceparent, w retry delays, h url too). A job in its queue is stored as
 -- scheduled or ready (by its run_at when it got there); settle tells them
 -- apart.
@@ -519,13 +526,21 @@ local function unindex_key(id, t, k)
   index_expiry(kk)
 end
 
--- unlink takes job id out of the structure its state puts it in.
+-- unparked and release_slot are defined with the key limits (Key limits
+-- below).
+local unparked, release_slot
+
+-- unlink takes job id out of the structure its state puts it in. A queued
+-- job not in its queue is parked, which only a standalone server's claims
+-- do: unparked takes it out of its parked queues. A reserved job that
+-- holds a slot of its key gives it back (release_slot).
 local function unlink(id, j)
   if j.s == 'scheduled' or j.s == 'ready' then
-    redis.call('ZREM', key_queue(j.t, j.y), id)
+    if redis.call('ZREM', key_queue(j.t, j.y), id) == 0 then unparked(id, j) end
   elseif j.s == 'reserved' then
     redis.call('ZREM', K_LEASE, id)
     add_count('x:' .. j.t, -1)
+    if j.K then release_slot(id, j) end
   elseif j.s == 'dead' then
     redis.call('ZREM', key_dead(j.t), id)
   end
@@ -748,4 +763,195 @@ local function use_shard(b, n)
   flush_finished()
   base, shard = b, n
   K_LEASE, K_COUNT, K_FIN, K_FINQ = b .. ':lease', b .. ':n', b .. ':fin', b .. ':finq'
+end
+
+-- Key limits (core.ClaimJobsParams.KeyConcurrency and Fair), on a
+-- standalone server only (CheckTopic refuses them on a Cluster), whose
+-- scripts may touch any key: the structures of a topic t are the prefix's
+-- (PB, "{<prefix>}"), but for each shard's parked set.
+--
+-- A claim with a limit that meets a due job whose key has that many slots
+-- held parks it: out of its queue into pk:<t> of its shard (by run_at, for
+-- the readers: a parked job is ready) and kq:<t>:<key> (by claim order,
+-- KQ_LEVEL), the key in kk:<t>. A job reserved under a limit holds a slot:
+-- its field K, counted in kh:<t>; whatever ends its lease (ack, retry,
+-- bury, cancel, expiry) gives it back in the same script (release_slot),
+-- which moves the key's first parked job back to its queue. So a key at
+-- its limit costs a claim nothing however many of its jobs are due, and
+-- its jobs go out in claim order. ks:<t> holds u, the lowest limit jobs
+-- were parked under: a claim with a higher one, or none, moves them all
+-- back (unpark_all).
+--
+-- A fair claim parks every due job (those without a key under key "") and
+-- serves the ring kr:<t>, keys by turn: the key at the front gives its
+-- first job and goes to the back while it has parked jobs and is under the
+-- limit; a key enters at the back when it gets a parked job or a slot
+-- back. ks:<t> then holds f (fair), l (the limit of the last fair claim:
+-- keys at it are out of the ring) and s (the last turn given). A claim
+-- that is not fair moves every parked job back first. ks:<t>'s c says
+-- every reserved job of the topic with a key holds a slot (claim.lua).
+local PB = string.match(ARGV[1], '^({.*):%d+}$') .. '}'
+-- KQ_LEVEL spaces the priorities of a key's queue: a parked job's score
+-- is (priority + 10) * KQ_LEVEL + run_at, exact in a double.
+local KQ_LEVEL = 8796093022208 -- 2^43 ms, about 278 years
+
+local function key_parked(t) return base .. ':pk:' .. t end
+local function key_kq(t, k) return PB .. ':kq:' .. t .. ':' .. k end
+local function key_kkeys(t) return PB .. ':kk:' .. t end
+local function key_held(t) return PB .. ':kh:' .. t end
+local function key_kstate(t) return PB .. ':ks:' .. t end
+local function key_ring(t) return PB .. ':kr:' .. t end
+
+-- Shards. A parked job goes back to the queue of its own shard, which
+-- its id gives: crc32 (IEEE) of it, masked (keys.shardOf).
+local shard_count, crc_table
+
+-- shards returns the prefix's shard count.
+local function shards()
+  if not shard_count then
+    shard_count = tonumber(redis.call('HGET', PB .. ':meta', 'shards') or 1)
+  end
+  return shard_count
+end
+
+local function shard_of(id)
+  if shards() == 1 then return 0 end
+  if not crc_table then
+    crc_table = {}
+    for i = 0, 255 do
+      local c = i
+      for _ = 1, 8 do
+        if bit.band(c, 1) == 1 then c = bit.bxor(bit.rshift(c, 1), 0xEDB88320) else c = bit.rshift(c, 1) end
+      end
+      crc_table[i] = c
+    end
+  end
+  local c = -1
+  for i = 1, #id do
+    c = bit.bxor(bit.rshift(c, 8), crc_table[bit.band(bit.bxor(c, string.byte(id, i)), 255)])
+  end
+  return bit.band(bit.bnot(c), shard_count - 1)
+end
+
+-- shard_base returns the base of shard n.
+local function shard_base(n) return string.sub(PB, 1, -2) .. ':' .. n .. '}' end
+
+-- in_shard runs fn() with the keys of shard n, announcing the queue heads
+-- it makes earlier there (q_elsewhere), and comes back to the current
+-- shard.
+local function in_shard(n, fn)
+  n = tostring(n)
+  if n == shard then return fn() end
+  local b0, n0 = base, shard
+  local h, l, ts = q_head, q_low, q_topics
+  q_head, q_low, q_topics = {}, {}, {}
+  use_shard(shard_base(n), n)
+  local r = fn()
+  q_elsewhere = announced()
+  use_shard(b0, n0)
+  q_head, q_low, q_topics = h, l, ts
+  return r
+end
+
+-- in_chunks runs command cmd on key with the arguments of args, flat,
+-- up to 2000 to a call (Lua's unpack bounds how many).
+local function in_chunks(cmd, key, args)
+  for i = 1, #args, 2000 do
+    redis.call(cmd, key, unpack(args, i, math.min(i + 1999, #args)))
+  end
+end
+
+-- kq_score is the place in its key's queue of a job due at r of priority y.
+local function kq_score(r, y) return ((y or 0) + 10) * KQ_LEVEL + r end
+
+-- job_key returns the key of job id ('' for none), read alone from a
+-- hash; nil when there is no such job.
+local function job_key(id)
+  local kj = key_job(id)
+  if JOB_FORM == 'hash' then
+    local k = redis.pcall('HGET', kj, 'k')
+    if type(k) ~= 'table' then return k or '' end
+  end
+  local raw = redis.pcall('GET', kj)
+  if type(raw) == 'string' then return cmsgpack.unpack(raw).k or '' end
+  if not raw then return nil end
+  return redis.call('HGET', kj, 'k') or ''
+end
+
+-- unqueue_key takes key k of topic t out of the ring and the parked keys
+-- when it has no parked job left.
+local function unqueue_key(t, k)
+  if redis.call('EXISTS', key_kq(t, k)) == 1 then return end
+  redis.call('ZREM', key_ring(t), k)
+  redis.call('SREM', key_kkeys(t), k)
+  if redis.call('SCARD', key_kkeys(t)) == 0 then redis.call('HDEL', key_kstate(t), 'u') end
+end
+
+-- unpark moves parked job id of topic t, key k, whose score in the key's
+-- queue is score, back to its queue.
+local function unpark(id, t, k, score)
+  score = tonumber(score)
+  local y = math.floor(score / KQ_LEVEL) - 10
+  local r = score - (y + 10) * KQ_LEVEL
+  in_shard(shard_of(id), function()
+    redis.call('ZREM', key_parked(t), id)
+    link_queue(id, t, r, y)
+  end)
+end
+
+-- unparked takes queued job j (id), not in its queue, out of the parked
+-- queues when it is parked.
+unparked = function(id, j)
+  if redis.call('ZREM', key_parked(j.t), id) == 0 then return end
+  local k = j.k or ''
+  redis.call('ZREM', key_kq(j.t, k), id)
+  unqueue_key(j.t, k)
+end
+
+-- unpark_all moves every parked job of topic t back to its queue, and
+-- forgets the ring.
+local function unpark_all(t)
+  for _, k in ipairs(redis.call('SMEMBERS', key_kkeys(t))) do
+    local kq = key_kq(t, k)
+    local got = redis.call('ZRANGE', kq, 0, -1, 'WITHSCORES')
+    for i = 1, #got, 2 do unpark(got[i], t, k, got[i + 1]) end
+    redis.call('DEL', kq)
+  end
+  redis.call('DEL', key_kkeys(t), key_ring(t))
+  redis.call('HDEL', key_kstate(t), 'u', 'f', 'l')
+end
+
+-- enter_ring puts key k of topic t at the back of the ring when it is out
+-- of it, has parked jobs and fewer than limit slots held (0: no limit).
+local function enter_ring(t, k, limit)
+  if redis.call('ZSCORE', key_ring(t), k) or redis.call('EXISTS', key_kq(t, k)) == 0 then return false end
+  if limit > 0 and k ~= '' and tonumber(redis.call('HGET', key_held(t), k) or 0) >= limit then return false end
+  redis.call('ZADD', key_ring(t), redis.call('HINCRBY', key_kstate(t), 's', 1), k)
+  return true
+end
+
+-- release_slot gives back the slot reserved job j (id) holds, ending its
+-- lease: the first parked job of its key goes back to its queue, or, fair,
+-- the key back into the ring. j is saved after.
+release_slot = function(id, j)
+  local t, k = j.t, j.k
+  j.K = nil
+  if not packed_ids[id] then redis.call('HDEL', key_job(id), 'K') end
+  if redis.call('HINCRBY', key_held(t), k, -1) <= 0 then redis.call('HDEL', key_held(t), k) end
+  local st = redis.call('HMGET', key_kstate(t), 'f', 'l')
+  if st[1] then
+    if enter_ring(t, k, tonumber(st[2]) or 0) then
+      -- A job to take: fair claims read every shard, so shard 0 says it.
+      redis.call('PUBLISH', chan, 'q 0 ' .. now_s .. ' ' .. t)
+      q_elsewhere[#q_elsewhere + 1] = t
+      q_elsewhere[#q_elsewhere + 1] = now_s
+      q_elsewhere[#q_elsewhere + 1] = '0'
+    end
+    return
+  end
+  local first = redis.call('ZPOPMIN', key_kq(t, k))
+  if first[1] then
+    unpark(first[1], t, k, first[2])
+    unqueue_key(t, k)
+  end
 end

@@ -3,7 +3,7 @@
 -- It first drops the finished-count buckets past the retention (see
 -- fin_expire), all of them, so that the totals it reads count only jobs
 -- within it. A queued job counts as scheduled until its run_at, ready
--- from then on.
+-- from then on; a parked one (Key limits in lib.lua) is ready.
 --
 -- Returns, per topic, {scheduled, ready, reserved, dead, done, cancelled}.
 while fin_expire(1000) == 1000 do end
@@ -16,6 +16,7 @@ for i = 6, #ARGV do
     scheduled = scheduled + redis.call('ZCOUNT', key_queue(t, y), '(' .. now_s, '+inf')
     ready = ready + redis.call('ZCOUNT', key_queue(t, y), '-inf', now_s)
   end
+  ready = ready + redis.call('ZCARD', key_parked(t))
   out[#out + 1] = {
     scheduled,
     ready,

@@ -1,0 +1,161 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/storetest"
+)
+
+// The benchmarks of key_concurrency and fair (Key limits in lua/lib.lua),
+// each on a standalone server of its own (AOF everysec), as the local
+// store's in backends/pebblestore/keys_bench_test.go.
+
+// putKeyed puts n jobs of topic due at due, the i-th with key keyOf(i),
+// 1000 to a call.
+func putKeyed(b *testing.B, s *Store, topic string, n int, due time.Time, keyOf func(i int) string) {
+	for i := 0; i < n; i += 1000 {
+		jobs := make([]*core.Job, min(1000, n-i))
+		for k := range jobs {
+			jobs[k] = job(topic, 0)
+			jobs[k].RunAt = due
+			jobs[k].Key = keyOf(i + k)
+		}
+		put(b, s, jobs...)
+	}
+}
+
+// BenchmarkKeysAtLimit measures a claim of a topic whose 10 000 keys are
+// all at their key_concurrency of 1, each with one job reserved and one
+// due behind it: the claim that first meets the due ones and parks them
+// (parking_claim_ms, once), and then each claim, which finds nothing to
+// take (ns/op).
+//
+//	go test -run '^$' -bench KeysAtLimit ./backends/redisstore/
+func BenchmarkKeysAtLimit(b *testing.B) {
+	const keys = 10_000
+	s := openStore(b, benchURL(b, "everysec"), "keys")
+	ctx := context.Background()
+	claim := func(max int) []*core.Job {
+		jobs, err := s.ClaimJobs(ctx, &core.ClaimJobsParams{Topic: "keys", Max: max, KeyConcurrency: 1})
+		require.NoError(b, err)
+		return jobs
+	}
+	// Each key's first job due before every second one.
+	start := time.Now().Add(-time.Minute)
+	for i := 0; i < 2*keys; i += 1000 {
+		jobs := make([]*core.Job, 1000)
+		for k := range jobs {
+			jobs[k] = job("keys", 0)
+			jobs[k].RunAt = start.Add(time.Duration(i+k) * time.Millisecond)
+			jobs[k].Key = "key-" + strconv.Itoa((i+k)%keys)
+			jobs[k].TTR = time.Hour
+		}
+		put(b, s, jobs...)
+	}
+	for held := 0; held < keys; {
+		got := claim(1000)
+		require.NotEmpty(b, got)
+		held += len(got)
+	}
+	parking := time.Now()
+	require.Empty(b, claim(100), "every key at its limit")
+	parked := time.Since(parking)
+	for b.Loop() {
+		if len(claim(100)) != 0 {
+			b.Fatal("a job of a key at its limit was claimed")
+		}
+	}
+	// After the loop, whose start drops the metrics reported before.
+	b.ReportMetric(float64(parked)/1e6, "parking_claim_ms")
+}
+
+// BenchmarkKeyBurst is BenchmarkBurst over 1 000 keys (DELAYQ_BENCH_BURST
+// jobs, default 100 000, the i-th of key i mod 1000), claimed with
+// key_concurrency 0 (no bound), 1 and 10, and fair without a bound; it
+// reports redis-server's CPU per job too.
+//
+//	go test -run '^$' -bench KeyBurst -benchtime 1x ./backends/redisstore/
+func BenchmarkKeyBurst(b *testing.B) {
+	n := storetest.EnvInt("DELAYQ_BENCH_BURST", 100_000)
+	for _, c := range []struct {
+		name  string
+		claim storetest.DrainParams
+	}{
+		{"key_concurrency=0", storetest.DrainParams{}},
+		{"key_concurrency=1", storetest.DrainParams{KeyConcurrency: 1}},
+		{"key_concurrency=10", storetest.DrainParams{KeyConcurrency: 10}},
+		{"fair", storetest.DrainParams{Fair: true}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			url := benchURL(b, "everysec")
+			s := openStore(b, url, "keyburst")
+			due := time.Now().Add(5*time.Second + time.Duration(n)*time.Second/4_000).UTC().Truncate(time.Millisecond)
+			putKeyed(b, s, "burst", n, due, func(i int) string { return "key-" + strconv.Itoa(i%1000) })
+			require.True(b, time.Now().Before(due), "putting took too long")
+			c.claim.Topic, c.claim.N, c.claim.Claimers, c.claim.Max, c.claim.Wait = "burst", n, 8, 100, 10*time.Second
+			drainKeyed(b, url, s, n, due, c.claim)
+		})
+	}
+}
+
+// drainKeyed drains the n jobs due at due with claim, acknowledging each,
+// and reports when the last was claimed and acknowledged after due, and
+// redis-server's CPU per job.
+func drainKeyed(b *testing.B, url string, s *Store, n int, due time.Time, claim storetest.DrainParams) storetest.DrainResult {
+	cpu0 := redisCPU(b, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res := storetest.Drain(ctx, s, claim)
+	require.Equal(b, n, res.Claimed)
+	b.ReportMetric(float64(redisCPU(b, url)-cpu0)/float64(time.Microsecond)/float64(n), "redis_cpu_us/job")
+	b.ReportMetric(float64(res.LastClaim.Sub(due))/1e6, "claimed_all_ms")
+	b.ReportMetric(float64(res.LastAck.Sub(due))/1e6, "acked_all_ms")
+	return res
+}
+
+// BenchmarkFairBurst measures fair's point: 100 000 jobs of one key put
+// before 100 of another, all due at the same instant, drained by 8
+// claimers of up to 100 with fair on and off; small_all_ms is how long
+// after due the last job of the second key was claimed.
+//
+//	go test -run '^$' -bench FairBurst -benchtime 1x ./backends/redisstore/
+func BenchmarkFairBurst(b *testing.B) {
+	const big, small = 100_000, 100
+	for _, fair := range []bool{true, false} {
+		b.Run(fmt.Sprintf("fair=%t", fair), func(b *testing.B) {
+			url := benchURL(b, "everysec")
+			s := openStore(b, url, "fairburst")
+			due := time.Now().Add(5*time.Second + big*time.Second/4_000).UTC().Truncate(time.Millisecond)
+			putKeyed(b, s, "burst", big+small, due, func(i int) string {
+				if i < big {
+					return "big"
+				}
+				return "small"
+			})
+			require.True(b, time.Now().Before(due), "putting took too long")
+			var (
+				smallSeen int
+				smallAll  time.Time
+			)
+			drainKeyed(b, url, s, big+small, due, storetest.DrainParams{Topic: "burst", N: big + small, Claimers: 8, Max: 100, Wait: 10 * time.Second, Fair: fair,
+				Seen: func(at time.Time, jobs []*core.Job) {
+					for _, j := range jobs {
+						if j.Key == "small" {
+							if smallSeen++; smallSeen == small {
+								smallAll = at
+							}
+						}
+					}
+				}})
+			require.Equal(b, small, smallSeen)
+			b.ReportMetric(float64(smallAll.Sub(due))/1e6, "small_all_ms")
+		})
+	}
+}
