@@ -96,14 +96,10 @@ type Bucket struct {
 // a full bucket.
 func (b *Bucket) Take(r Rate, want int, now time.Time) TakeRateResult {
 	perToken := float64(r.Period) / float64(r.Limit)
-	switch {
-	case b.At.IsZero():
-		b.Tokens, b.At = float64(r.Burst), now
-	case now.After(b.At):
-		// (A bucket stamped ahead, by an instance whose clock is, fills
-		// from its stamp.)
-		b.Tokens = math.Min(float64(r.Burst), b.Tokens+float64(now.Sub(b.At))/perToken)
-		b.At = now
+	// (A bucket stamped ahead, by an instance whose clock is, fills from
+	// its stamp.)
+	if b.At.IsZero() || now.After(b.At) {
+		b.Tokens, b.At = b.tokens(r, now), now
 	}
 	if want < 0 {
 		b.Tokens = math.Min(float64(r.Burst), b.Tokens-float64(want))
@@ -144,16 +140,9 @@ func (b *Buckets) Take(params *TakeRateParams, now time.Time) (TakeRateResult, e
 	return bk.Take(params.Rate, params.Want, now), nil
 }
 
-// full says b holds Burst tokens at now under rate r, defaults filled.
-func (b *Bucket) full(r Rate, now time.Time) bool {
-	if b.At.IsZero() {
-		return true
-	}
-	return b.tokens(r, now) >= float64(r.Burst)
-}
-
 // tokens returns what b holds at now under rate r, defaults filled,
-// leaving b as it is.
+// leaving b as it is: a zero b is full, and one stamped after now holds
+// what it held.
 func (b *Bucket) tokens(r Rate, now time.Time) float64 {
 	if b.At.IsZero() {
 		return float64(r.Burst)
@@ -230,7 +219,7 @@ func (k *KeyRates) sweep(now time.Time) {
 		k.buckets = make(map[string]*Bucket)
 	}
 	for key, b := range k.buckets {
-		if b.full(k.rate, now) {
+		if b.tokens(k.rate, now) >= float64(k.rate.Burst) {
 			delete(k.buckets, key)
 		}
 	}

@@ -1005,8 +1005,8 @@ func (s *Store) ClaimNotifier() *core.Notifier { return &s.notify }
 // and writes the reservations; the returned function waits for the write.
 // With p.KeyConcurrency, a job whose key has that many reserved is parked
 // instead, and so is one whose key has no token of p.KeyRate; with
-// p.Fair, the jobs are taken one of each key in turn (keys.go). A failed read of a key ends the take with what it took and
-// the error.
+// p.Fair, the jobs are taken one of each key in turn (keys.go). A failed
+// read of a key ends the take with what it took and the error.
 func (s *Store) take(tp *topic, max int, p *core.ClaimJobsParams, now time.Time) ([]claimed, func() error, error) {
 	keyLimit, fair := p.KeyConcurrency, p.Fair
 	err := s.limitKeys(tp, keyLimit, fair)
