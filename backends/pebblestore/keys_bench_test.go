@@ -137,7 +137,7 @@ func BenchmarkKeyBurst(b *testing.B) {
 		for _, c := range claims {
 			b.Run(st.name+"/"+c.name, func(b *testing.B) {
 				s := st.open(b)
-				due := time.Now().Add(2*time.Second + time.Duration(n)*time.Second/50_000).UTC().Truncate(time.Millisecond)
+				due := time.Now().Add(2*time.Second + time.Duration(n)*time.Second/20_000).UTC().Truncate(time.Millisecond)
 				for i := 0; i < n; i += 1000 {
 					jobs := make([]*core.Job, min(1000, n-i))
 					for k := range jobs {
