@@ -247,3 +247,26 @@ func testPerKeyRateParked(t *testing.T, b *testBundle) {
 	require.JSONEq(t, `{"n":2}`, string(got[0].Body))
 	require.Empty(t, cb.take(t, topic, 10, perSecond, 0, false).Jobs)
 }
+
+// testPerKeyRateRestart: the buckets live in the store's memory: a job
+// parked for its key's token is ready on disk, and a restart, which
+// refills every bucket, lets it go out at once.
+func testPerKeyRateRestart(t *testing.T, b *testBundle) {
+	cb := b.perKeyRate(t)
+	if !b.h.Durable {
+		t.Skip("the backend is not durable")
+	}
+	const topic = "pkr.restart"
+	hourly := core.Rate{Limit: 1, Period: time.Hour, Burst: 1, PerKey: true}
+	jobs := cb.due(topic, "k", "k")
+	cb.put(t, jobs...)
+	require.Equal(t, ids(jobs[:1]), ids(cb.take(t, topic, 10, hourly, 0, false).Jobs))
+	require.Empty(t, cb.take(t, topic, 10, hourly, 0, false).Jobs, "parked for an hour")
+
+	require.NoError(t, cb.store.Close())
+	cb.store = b.h.OpenClock(t, cb.ns, cb.clock)
+	t.Cleanup(func() { _ = cb.store.Close() })
+	cb.src = cb.store.(core.ClaimSource)
+	cb.requireCounts(t, topic, core.Counts{Ready: 1, Reserved: 1})
+	require.Equal(t, ids(jobs[1:]), ids(cb.take(t, topic, 10, hourly, 0, false).Jobs), "a full bucket again")
+}

@@ -174,6 +174,7 @@ var subtests = []subtest{
 	{"PerKeyRateFair", testPerKeyRateFair},
 	{"PerKeyRateChanged", testPerKeyRateChanged},
 	{"PerKeyRateParked", testPerKeyRateParked},
+	{"PerKeyRateRestart", testPerKeyRateRestart},
 	{"PerKeyRateRefused", testPerKeyRateRefused},
 	{"PauseTwoInstances", testPauseTwoInstances},
 	{"TwoInstances", testTwoInstances},
