@@ -76,6 +76,10 @@ type RateConfig struct {
 	Limit  int
 	Period time.Duration
 	Burst  int
+	// PerKey gives each business key of the topic its own bucket of the
+	// rate (jobs without a key share one); it needs a Limit. The redis and
+	// nats backends refuse it.
+	PerKey bool
 }
 
 // DeliveryConfig is a topic's delivery, as docs/api.md's
@@ -200,6 +204,7 @@ type rateWire struct {
 	Limit  int          `json:"limit,omitempty"`
 	Period jsonDuration `json:"period,omitempty"`
 	Burst  int          `json:"burst,omitempty"`
+	PerKey bool         `json:"per_key,omitempty"`
 }
 
 // backoffWire is a backoff on the wire.
@@ -247,6 +252,7 @@ type topicWire struct {
 		Limit  int          `json:"limit"`
 		Period jsonDuration `json:"period"`
 		Burst  int          `json:"burst"`
+		PerKey bool         `json:"per_key"`
 	} `json:"rate"`
 	MaxInFlight    int          `json:"max_in_flight"`
 	KeyConcurrency int          `json:"key_concurrency"`
@@ -274,7 +280,7 @@ func (t *Topic) UnmarshalJSON(b []byte) error {
 			ErrorBody: d.ErrorBody, HeaderNames: d.HeaderNames},
 		TTR: time.Duration(w.TTR), MaxAttempts: w.MaxAttempts, Backoff: w.Backoff.config(), Concurrency: w.Concurrency,
 		UniqueKeys: w.UniqueKeys, OnDead: w.OnDead, Configured: w.Configured, Paused: w.Paused, Counts: w.Counts,
-		Rate: RateConfig{Limit: w.Rate.Limit, Period: time.Duration(w.Rate.Period), Burst: w.Rate.Burst}, MaxInFlight: w.MaxInFlight,
+		Rate: RateConfig{Limit: w.Rate.Limit, Period: time.Duration(w.Rate.Period), Burst: w.Rate.Burst, PerKey: w.Rate.PerKey}, MaxInFlight: w.MaxInFlight,
 		KeyConcurrency: w.KeyConcurrency,
 		Fair:           w.Fair,
 		ExpiresIn:      time.Duration(w.ExpiresIn),
@@ -312,8 +318,8 @@ func (c *TopicConfig) wire() []byte {
 	if c.Events.Topic != "" || len(c.Events.On) > 0 {
 		w.Events = &c.Events
 	}
-	if r := c.Rate; r.Limit != 0 || r.Period != 0 || r.Burst != 0 {
-		w.Rate = &rateWire{Limit: r.Limit, Period: jsonDuration(r.Period), Burst: r.Burst}
+	if r := c.Rate; r.Limit != 0 || r.Period != 0 || r.Burst != 0 || r.PerKey {
+		w.Rate = &rateWire{Limit: r.Limit, Period: jsonDuration(r.Period), Burst: r.Burst, PerKey: r.PerKey}
 	}
 	d := c.Delivery
 	if d.Type != "" || d.URL != "" || d.Timeout != 0 || d.Secret != "" || d.Subject != "" || d.KafkaTopic != "" || d.Success != "" ||

@@ -82,3 +82,22 @@ func TestFairWire(t *testing.T) {
 		t.Fatal("fair false, want true")
 	}
 }
+
+// TestRatePerKeyWire checks that a rate's per_key goes out in a
+// configuration, only when set, and comes back in a topic.
+func TestRatePerKeyWire(t *testing.T) {
+	t.Parallel()
+	if got := string((&TopicConfig{Rate: RateConfig{Limit: 5, PerKey: true}}).wire()); !strings.Contains(got, `"rate":{"limit":5,"per_key":true}`) {
+		t.Fatalf("configuration %s: no per_key", got)
+	}
+	if got := string((&TopicConfig{Rate: RateConfig{Limit: 5}}).wire()); strings.Contains(got, "per_key") {
+		t.Fatalf("configuration %s: per_key though unset", got)
+	}
+	var tp Topic
+	if err := json.Unmarshal([]byte(`{"name":"t","rate":{"limit":5,"period":"1s","burst":5,"per_key":true}}`), &tp); err != nil {
+		t.Fatal(err)
+	}
+	if !tp.Rate.PerKey {
+		t.Fatal("per_key false, want true")
+	}
+}

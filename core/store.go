@@ -403,6 +403,16 @@ type ClaimJobsParams struct {
 	// at its bound is out of the ring until one of its slots comes back. A
 	// store that cannot honour it refuses the topic (TopicChecker).
 	Fair bool
+	// KeyRate, when its Limit is set, is the rate of each business key of
+	// the topic (Topic.Rate with PerKey): a due job whose key's token
+	// bucket is empty is passed over, and goes out, in its turn, once the
+	// bucket holds a token again; jobs without a key share one bucket. A
+	// job needs a token and, with KeyConcurrency, a slot; fair takes pass
+	// over a key without a token until it has one. The buckets live in the
+	// store's memory: a restart refills them. Its Limit, Period and Burst
+	// are filled (Rate.WithDefaults). A store that cannot honour it refuses
+	// the topic (TopicChecker).
+	KeyRate Rate
 	// Via is how the jobs will be delivered (a Via constant), kept in the
 	// attempt each claim starts (Job.Reserve). Every transport sets it.
 	Via string

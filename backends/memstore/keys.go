@@ -24,6 +24,16 @@ import (
 // the order their first job came due. A take costs the jobs it takes and
 // the keys it visits, however many jobs are due. A take that is not fair
 // moves every parked entry back to ready first.
+//
+// The rate per key (core.ClaimJobsParams.KeyRate) uses them too: a take
+// that meets a due job whose key's bucket is empty (core.KeyRates) parks
+// it in its key's queue, and the key waits, out of the ring, until its
+// bucket holds a token again; a take first moves back to ready the heads
+// of the keys whose time came, one per token, or, fair, puts the keys back
+// in the ring. So a key at its rate costs a take nothing, and a claim
+// waits for the earliest of those times as for a due job (nextDue). A job
+// needs a slot (key concurrency) before a token: one held back for a slot
+// takes none.
 
 // keyQueue is a key's parked entries in claim order; turn is its place in
 // its topic's ring, nil when out of it.
@@ -31,6 +41,9 @@ type keyQueue struct {
 	queue
 	key  string
 	turn *list.Element
+	// waitAt is when the key's bucket holds a token again (Unix ns) while
+	// the key waits for one (core.KeyRates.Wait), 0 otherwise.
+	waitAt int64
 }
 
 // atLimit says a job of key k may not be reserved by a take with limit,
@@ -86,12 +99,75 @@ func (tp *topic) queueOf(k string) *keyQueue {
 }
 
 // park moves ready entry e, popped from ready, to its key's parked queue,
-// keeping its place in claim order; limit is the take's key limit.
-func (tp *topic) park(e *entry, limit int) {
-	heap.Push(tp.queueOf(e.job.Key), e)
+// keeping its place in claim order, and returns the queue; limit is the
+// take's key limit, 0 for an entry parked for a token.
+func (tp *topic) park(e *entry, limit int) *keyQueue {
+	q := tp.queueOf(e.job.Key)
+	heap.Push(q, e)
 	e.parked = true
-	if tp.parkedN++; tp.parkedUnder == 0 || limit < tp.parkedUnder {
+	if tp.parkedN++; limit > 0 && (tp.parkedUnder == 0 || limit < tp.parkedUnder) {
 		tp.parkedUnder = limit
+	}
+	return q
+}
+
+// token takes a token of the rate per key for ready entry e, popped from
+// ready: true when it got one, or when tp's takes have no rate per key;
+// else e is parked, its key waiting for its next token.
+func (tp *topic) token(e *entry, now time.Time) bool {
+	if tp.rates.Rate().Limit == 0 {
+		return true
+	}
+	at, ok := tp.rates.Take(e.job.Key, now)
+	if !ok {
+		tp.wait(tp.park(e, 0), at)
+	}
+	return ok
+}
+
+// wait makes the key of q wait for its bucket's token at at, out of the
+// ring, unless it waits already.
+func (tp *topic) wait(q *keyQueue, at time.Time) {
+	if q.turn != nil {
+		tp.ring.Remove(q.turn)
+		q.turn = nil
+	}
+	if q.waitAt == 0 {
+		q.waitAt = at.UnixNano()
+		tp.rates.Wait(q.key, at)
+	}
+}
+
+// refill ends the wait of the keys whose token came by now: it moves back
+// to ready as many heads of each key's queue as its bucket holds tokens,
+// the key waiting again for the next token when entries are left, or,
+// fair, puts the key back in the ring. A key whose queue went (its jobs
+// cancelled, moved back to ready) or waits for a later time since is
+// passed over.
+func (tp *topic) refill(now time.Time) {
+	for {
+		k, at, ok := tp.rates.Due(now)
+		if !ok {
+			return
+		}
+		q := tp.parked[k]
+		if q == nil || q.waitAt != at.UnixNano() {
+			continue
+		}
+		q.waitAt = 0
+		if tp.fair {
+			tp.enterRing(q)
+			continue
+		}
+		n, next := tp.rates.Tokens(k, now)
+		for ; n > 0 && tp.parked[k] == q; n-- {
+			e := q.peek()
+			tp.unpark(e)
+			heap.Push(&tp.ready, e)
+		}
+		if tp.parked[k] == q {
+			tp.wait(q, next)
+		}
 	}
 }
 
@@ -127,19 +203,21 @@ func (tp *topic) unparkAll() {
 	tp.parked, tp.parkedN, tp.parkedUnder = nil, 0, 0
 	tp.fair, tp.ringLimit = false, 0
 	tp.ring.Init()
+	tp.rates.Unwait()
 }
 
 // enterRing puts q at the back of the ring when it is out of it, has an
-// entry and its key is under the limit of the fair takes.
+// entry, its key is under the limit of the fair takes and not waiting
+// for a token.
 func (tp *topic) enterRing(q *keyQueue) {
-	if q.turn == nil && q.Len() > 0 && !tp.atLimit(q.key, tp.ringLimit) {
+	if q.turn == nil && q.Len() > 0 && q.waitAt == 0 && !tp.atLimit(q.key, tp.ringLimit) {
 		q.turn = tp.ring.PushBack(q)
 	}
 }
 
 // takeFair reserves up to max ready jobs of tp for claim p as take does,
 // one of each key in turn (the ring), at most p.KeyConcurrency of a key
-// reserved when it is set.
+// reserved when it is set, each within its key's p.KeyRate.
 func (s *Store) takeFair(tp *topic, max int, p *core.ClaimJobsParams, now time.Time) []*core.Job {
 	keyLimit := p.KeyConcurrency
 	if !tp.fair {
@@ -161,10 +239,18 @@ func (s *Store) takeFair(tp *topic, max int, p *core.ClaimJobsParams, now time.T
 		tp.parkedN++
 		tp.enterRing(q)
 	}
+	tp.refill(now)
+	rated := tp.rates.Rate().Limit > 0
 	jobs := []*core.Job{}
 	for len(jobs) < max && tp.ring.Len() > 0 {
 		q := tp.ring.Front().Value.(*keyQueue)
 		if !tp.atLimit(q.key, keyLimit) {
+			if rated {
+				if at, ok := tp.rates.Take(q.key, now); !ok {
+					tp.wait(q, at)
+					continue
+				}
+			}
 			e := q.peek()
 			tp.unpark(e) // out of the ring with its last entry
 			jobs = append(jobs, s.reserve(tp, e, p, now))

@@ -38,6 +38,9 @@ func TestStore(t *testing.T) {
 		OpenRetention: func(t *testing.T, ns string, retention time.Duration) core.Store {
 			return memstore.New(memstore.Config{Retention: retention})
 		},
+		OpenClock: func(t *testing.T, ns string, clock core.Clock) core.Store {
+			return memstore.New(memstore.Config{Clock: clock})
+		},
 		Durable: false,
 	})
 }

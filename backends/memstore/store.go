@@ -57,6 +57,10 @@ type Store struct {
 	revision uint64                             // the last record revision given
 	topics   map[string]*topic
 	rates    core.Buckets
+	// keyRates holds each topic's rate per key (keys.go), by name: it
+	// outlives a topic dropped while it holds nothing, whose keys' recent
+	// deliveries still count.
+	keyRates map[string]*core.KeyRates
 	finished list.List // *entry, done or cancelled, in order of finishing
 	notify   core.Notifier
 	log      finishedLog
@@ -77,6 +81,7 @@ func New(cfg Config) *Store {
 		jobs:      make(map[string]*entry),
 		records:   make(map[string]map[string]*core.Record),
 		topics:    make(map[string]*topic),
+		keyRates:  make(map[string]*core.KeyRates),
 	}
 }
 
@@ -124,6 +129,9 @@ type topic struct {
 	fair      bool
 	ring      list.List
 	ringLimit int
+	// rates is the topic's rate per key (keys.go): its buckets, and the
+	// keys whose parked entries wait for a token.
+	rates *core.KeyRates
 	// told is the earliest due time (queue key) the last empty take
 	// answered: a change that makes one earlier notifies.
 	told int64
@@ -304,6 +312,9 @@ func (s *Store) TakeJobs(_ context.Context, params *core.ClaimJobsParams) (core.
 	if !tp.paused {
 		room = params.Room(tp.reserved.Len())
 	}
+	if tp.rates.Set(params.KeyRate) {
+		tp.unparkAll() // to be looked at under the new rate
+	}
 	var jobs []*core.Job
 	if params.Fair {
 		jobs = s.takeFair(tp, room, params, now)
@@ -325,18 +336,22 @@ func (s *Store) ClaimNotifier() *core.Notifier { return &s.notify }
 
 // take reserves up to max ready jobs of tp for claim p (its Via, Instance
 // and Consumer), at most p.KeyConcurrency of a key reserved at once when it
-// is set: a job whose key has that many is parked instead, costing no
-// later take anything.
+// is set, and each within its key's p.KeyRate: a job whose key has that
+// many, or no token, is parked instead, costing no later take anything.
 func (s *Store) take(tp *topic, max int, p *core.ClaimJobsParams, now time.Time) []*core.Job {
 	keyLimit := p.KeyConcurrency
 	jobs := []*core.Job{}
-	if tp.fair || tp.parkedN > 0 && (keyLimit == 0 || keyLimit > tp.parkedUnder) {
+	if tp.fair || tp.parkedUnder > 0 && (keyLimit == 0 || keyLimit > tp.parkedUnder) {
 		tp.unparkAll()
 	}
+	tp.refill(now)
 	for len(jobs) < max && tp.ready.Len() > 0 {
 		e := tp.ready.pop()
 		if tp.atLimit(e.job.Key, keyLimit) {
 			tp.park(e, keyLimit)
+			continue
+		}
+		if !tp.token(e, now) {
 			continue
 		}
 		jobs = append(jobs, s.reserve(tp, e, p, now))
@@ -666,6 +681,11 @@ func (s *Store) topicFor(name string) *topic {
 			ready:     queue{byPriority: true},
 			reserved:  queue{},
 			told:      math.MaxInt64,
+			rates:     s.keyRates[name],
+		}
+		if tp.rates == nil {
+			tp.rates = &core.KeyRates{}
+			s.keyRates[name] = tp.rates
 		}
 		s.topics[name] = tp
 	}
@@ -784,14 +804,18 @@ func (s *Store) changed(tp *topic) {
 	s.maybeDrop(tp)
 }
 
-// nextDue returns the earliest run_at of tp's scheduled jobs or lease
-// expiry of its reserved ones (Unix ns), math.MaxInt64 for none.
+// nextDue returns the earliest run_at of tp's scheduled jobs, lease
+// expiry of its reserved ones or token of a key whose jobs wait for one
+// (Unix ns), math.MaxInt64 for none.
 func (tp *topic) nextDue() int64 {
 	next := int64(math.MaxInt64)
 	for _, q := range []*queue{&tp.scheduled, &tp.reserved} {
 		if q.Len() > 0 {
 			next = min(next, q.peek().key)
 		}
+	}
+	if at := tp.rates.Next(); !at.IsZero() {
+		next = min(next, at.UnixNano())
 	}
 	return next
 }

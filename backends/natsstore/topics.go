@@ -288,5 +288,8 @@ func (s *Store) CheckTopic(t *core.Topic) error {
 	if t.Fair {
 		return core.Invalid("fair", "fair is not supported by the nats and jetstream backends: they deliver a topic's due jobs in stream order (docs/backends.md)")
 	}
+	if t.Rate.PerKey {
+		return core.Invalid("rate.per_key", "rate.per_key is not supported by the nats and jetstream backends: they deliver a topic's due jobs in stream order (docs/backends.md)")
+	}
 	return nil
 }

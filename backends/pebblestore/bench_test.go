@@ -137,7 +137,7 @@ func drainBurst(b *testing.B, s core.Store, n int, due time.Time, claim storetes
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	res := storetest.Drain(ctx, s, storetest.DrainParams{Topic: "burst", N: n, Claimers: 8, Max: 100, Wait: 10 * time.Second,
-		KeyConcurrency: claim.KeyConcurrency, Fair: claim.Fair})
+		KeyConcurrency: claim.KeyConcurrency, Fair: claim.Fair, KeyRate: claim.KeyRate})
 	cpu := cpuTime() - cpu0
 	require.Equal(b, n, res.Claimed)
 	b.ReportMetric(float64(res.LastClaim.Sub(due))/1e6, "claimed_all_ms")

@@ -4,8 +4,11 @@ import (
 	"container/list"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/delayq/delayq/core"
 )
 
 // Key concurrency (core.ClaimJobsParams.KeyConcurrency): a take that meets
@@ -30,6 +33,16 @@ import (
 // job came due. A take costs the jobs it takes and the keys it visits,
 // however many jobs are due. A take that is not fair moves every parked
 // slot back to ready first.
+//
+// The rate per key (core.ClaimJobsParams.KeyRate) uses them too: a take
+// that meets a due slot whose key's bucket is empty (core.KeyRates, in
+// memory: a restart refills every bucket) parks it in its key's heap, and
+// the key waits, out of the ring, until its bucket holds a token again; a
+// claim first moves back to ready the heads of the keys whose time came,
+// one per token, or, fair, puts the keys back in the ring. So a key at its
+// rate costs a take nothing, and a claim waits for the earliest of those
+// times as for a due job (nextDue). A slot needs a place under the key
+// limit before a token: one held back for the limit takes none.
 
 // keyLimits is what a topic keeps for the takes that bound its jobs per
 // key.
@@ -50,6 +63,9 @@ type keyLimits struct {
 	fair      bool
 	ring      list.List
 	ringLimit int
+	// rates is the rate per key of the topic's takes: its buckets, and
+	// the keys whose parked slots wait for a token.
+	rates core.KeyRates
 }
 
 // keyHeap is a key's parked slots in claim order; turn is its place in
@@ -58,6 +74,9 @@ type keyHeap struct {
 	heap
 	key  string
 	turn *list.Element
+	// waitAt is when the key's bucket holds a token again (Unix ns) while
+	// the key waits for one (core.KeyRates.Wait), 0 otherwise.
+	waitAt int64
 }
 
 // limitKeys readies tp for a take with keyLimit (0: none), fair or not:
@@ -66,7 +85,7 @@ type keyHeap struct {
 // the first take with a limit counts the reserved slots by key, and a take
 // without one stops the count. Under s.mu.
 func (s *Store) limitKeys(tp *topic, keyLimit int, fair bool) error {
-	if tp.fair != fair || !fair && tp.parkedN > 0 && (keyLimit == 0 || keyLimit > tp.parkedUnder) {
+	if tp.fair != fair || !fair && tp.parkedUnder > 0 && (keyLimit == 0 || keyLimit > tp.parkedUnder) {
 		s.unparkAll(tp)
 	}
 	tp.fair = fair
@@ -92,12 +111,14 @@ func (s *Store) limitKeys(tp *topic, keyLimit int, fair bool) error {
 }
 
 // hold checks slot i, popped from tp's ready heap by a take with
-// keyLimit: true when the take may reserve it, counted against its key;
-// false when it was parked, its key having keyLimit reserved, or when its
+// keyLimit at now: true when the take may reserve it, counted against its
+// key and its key's token taken; false when it was parked, its key having
+// keyLimit reserved or no token (the key then waits for one), or when its
 // key could not be read (it goes back to ready, and the error ends the
 // take). Under s.mu.
-func (s *Store) hold(tp *topic, i uint32, keyLimit int) (bool, error) {
-	if tp.held == nil {
+func (s *Store) hold(tp *topic, i uint32, keyLimit int, now time.Time) (bool, error) {
+	rated := tp.rates.Rate().Limit > 0
+	if tp.held == nil && !rated {
 		return true, nil
 	}
 	k, err := s.keyOf(i)
@@ -105,15 +126,70 @@ func (s *Store) hold(tp *topic, i uint32, keyLimit int) (bool, error) {
 		tp.ready.insert(s.x, i)
 		return false, err
 	}
-	if k == "" {
-		return true, nil
-	}
-	if tp.held[k] >= keyLimit {
+	if tp.atLimit(k, keyLimit) {
 		s.park(tp, i, k, keyLimit)
 		return false, nil
 	}
-	tp.held[k]++
+	if rated {
+		if at, ok := tp.rates.Take(k, now); !ok {
+			s.wait(tp, s.parkIn(tp, i, k), at)
+			return false, nil
+		}
+	}
+	switch {
+	case k == "":
+	case tp.held != nil:
+		tp.held[k]++
+	default:
+		delete(s.x.keys, i) // kept for reserved slots only while held counts
+	}
 	return true, nil
+}
+
+// wait makes the key of h wait for its bucket's token at at, out of the
+// ring, unless it waits already.
+func (s *Store) wait(tp *topic, h *keyHeap, at time.Time) {
+	if h.turn != nil {
+		tp.ring.Remove(h.turn)
+		h.turn = nil
+	}
+	if h.waitAt == 0 {
+		h.waitAt = at.UnixNano()
+		tp.rates.Wait(h.key, at)
+	}
+}
+
+// refill ends the wait of tp's keys whose token came by now: it moves
+// back to ready as many heads of each key's heap as its bucket holds
+// tokens, the key waiting again for the next token when slots are left,
+// or, fair, puts the key back in the ring. A key whose heap went (its
+// jobs cancelled, moved back to ready) or waits for a later time since is
+// passed over. Under s.mu.
+func (s *Store) refill(tp *topic, now time.Time) {
+	for {
+		k, at, ok := tp.rates.Due(now)
+		if !ok {
+			return
+		}
+		h := tp.parked[k]
+		if h == nil || h.waitAt != at.UnixNano() {
+			continue
+		}
+		h.waitAt = 0
+		if tp.fair {
+			tp.enterRing(h)
+			continue
+		}
+		n, next := tp.rates.Tokens(k, now)
+		for ; n > 0 && tp.parked[k] == h; n-- {
+			i := h.peek()
+			s.unpark(tp, i)
+			tp.ready.insert(s.x, i)
+		}
+		if tp.parked[k] == h {
+			s.wait(tp, h, next)
+		}
+	}
 }
 
 // release gives back the slot of reserved slot i, whose delivery ended:
@@ -240,12 +316,14 @@ func (s *Store) unparkAll(tp *topic) {
 	tp.parked, tp.parkedN, tp.parkedUnder = nil, 0, 0
 	tp.fair, tp.ringLimit = false, 0
 	tp.ring.Init()
+	tp.rates.Unwait()
 }
 
 // enterRing puts h at the back of the ring when it is out of it, has a
-// slot and its key is under the limit of the fair takes.
+// slot, its key is under the limit of the fair takes and not waiting for
+// a token.
 func (tp *topic) enterRing(h *keyHeap) {
-	if h.turn == nil && h.Len() > 0 && !tp.atLimit(h.key, tp.ringLimit) {
+	if h.turn == nil && h.Len() > 0 && h.waitAt == 0 && !tp.atLimit(h.key, tp.ringLimit) {
 		h.turn = tp.ring.PushBack(h)
 	}
 }
@@ -276,16 +354,22 @@ func (s *Store) ringAll(tp *topic, keyLimit int) error {
 }
 
 // nextFair unparks and returns the slot a fair take with keyLimit reserves
-// next, counted against its key, and moves its key to the back of the
-// ring, or out of it at its limit; false when no key has a slot to take.
-// Under s.mu.
-func (s *Store) nextFair(tp *topic, keyLimit int) (uint32, bool) {
+// next at now, counted against its key and its key's token taken, and
+// moves its key to the back of the ring, or out of it at its limit or
+// without a token; false when no key has a slot to take. Under s.mu.
+func (s *Store) nextFair(tp *topic, keyLimit int, now time.Time) (uint32, bool) {
 	for tp.ring.Len() > 0 {
 		h := tp.ring.Front().Value.(*keyHeap)
 		if tp.atLimit(h.key, keyLimit) {
 			tp.ring.Remove(h.turn) // lowered limit: back once a slot of the key comes back
 			h.turn = nil
 			continue
+		}
+		if tp.rates.Rate().Limit > 0 {
+			if at, ok := tp.rates.Take(h.key, now); !ok {
+				s.wait(tp, h, at)
+				continue
+			}
 		}
 		i := h.peek()
 		s.unpark(tp, i) // out of the ring with its last slot

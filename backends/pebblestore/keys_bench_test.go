@@ -62,9 +62,63 @@ func BenchmarkKeysAtLimit(b *testing.B) {
 	}
 }
 
+// BenchmarkKeysAtRate measures a claim of a topic whose 10 000 keys are
+// all at their rate per key (one an hour), each with its one token taken
+// and one job due behind it: the claim that first meets the due ones and
+// parks them (parking_claim_ms, once), and then each claim, which finds
+// nothing to take (ns/op).
+//
+//	go test -run '^$' -bench KeysAtRate ./backends/pebblestore/
+func BenchmarkKeysAtRate(b *testing.B) {
+	const keys = 10_000
+	rate := core.Rate{Limit: 1, Period: time.Hour, Burst: 1, PerKey: true}
+	for _, st := range benchStores {
+		b.Run(st.name, func(b *testing.B) {
+			s := st.open(b)
+			ctx := context.Background()
+			claim := func(max int) []*core.Job {
+				jobs, err := s.ClaimJobs(ctx, &core.ClaimJobsParams{Topic: "keys", Max: max, KeyRate: rate})
+				require.NoError(b, err)
+				return jobs
+			}
+			// Each key's first job due before every second one.
+			start := time.Now().Add(-time.Minute)
+			for i := 0; i < 2*keys; i += 1000 {
+				jobs := make([]*core.Job, 1000)
+				for k := range jobs {
+					jobs[k] = storetest.NewJob("keys", start.Add(time.Duration(i+k)*time.Millisecond))
+					jobs[k].Key = "key-" + strconv.Itoa((i+k)%keys)
+				}
+				storetest.Put(b, ctx, s, jobs...)
+			}
+			for taken := 0; taken < keys; {
+				got := claim(1000)
+				require.NotEmpty(b, got)
+				for _, j := range got {
+					_, err := s.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease})
+					require.NoError(b, err)
+				}
+				taken += len(got)
+			}
+			parking := time.Now()
+			require.Empty(b, claim(100), "every key at its rate")
+			parked := time.Since(parking)
+			for b.Loop() {
+				if len(claim(100)) != 0 {
+					b.Fatal("a job of a key at its rate was claimed")
+				}
+			}
+			// After the loop, whose start drops the metrics reported before.
+			b.ReportMetric(float64(parked)/1e6, "parking_claim_ms")
+		})
+	}
+}
+
 // BenchmarkKeyBurst is BenchmarkBurst over 1 000 keys (DELAYQ_BENCH_BURST
 // jobs, default 100 000, the i-th of key i mod 1000), claimed with
-// key_concurrency 0 (no bound), 1 and 10, and fair without a bound.
+// key_concurrency 0 (no bound), 1 and 10, fair without a bound, and a rate
+// per key that never binds (1 000 a second, a burst of 1 000, for 100 jobs
+// a key): what per_key costs by itself.
 //
 //	go test -run '^$' -bench KeyBurst -benchtime 1x ./backends/pebblestore/
 func BenchmarkKeyBurst(b *testing.B) {
@@ -77,12 +131,13 @@ func BenchmarkKeyBurst(b *testing.B) {
 		{"key_concurrency=1", storetest.DrainParams{KeyConcurrency: 1}},
 		{"key_concurrency=10", storetest.DrainParams{KeyConcurrency: 10}},
 		{"fair", storetest.DrainParams{Fair: true}},
+		{"rate_per_key", storetest.DrainParams{KeyRate: core.Rate{Limit: 1000, Period: time.Second, Burst: 1000, PerKey: true}}},
 	}
 	for _, st := range benchStores {
 		for _, c := range claims {
 			b.Run(st.name+"/"+c.name, func(b *testing.B) {
 				s := st.open(b)
-				due := time.Now().Add(2*time.Second + time.Duration(n)*time.Second/50_000).UTC().Truncate(time.Millisecond)
+				due := time.Now().Add(2*time.Second + time.Duration(n)*time.Second/20_000).UTC().Truncate(time.Millisecond)
 				for i := 0; i < n; i += 1000 {
 					jobs := make([]*core.Job, min(1000, n-i))
 					for k := range jobs {

@@ -511,14 +511,18 @@ func (s *Store) changed(tp *topic) {
 	}
 }
 
-// nextDue returns the earliest run_at of tp's scheduled jobs or lease
-// expiry of its reserved ones (Unix ms), math.MaxInt64 for none.
+// nextDue returns the earliest run_at of tp's scheduled jobs, lease
+// expiry of its reserved ones or token of a key whose jobs wait for one
+// (Unix ms, a token's rounded up), math.MaxInt64 for none.
 func (s *Store) nextDue(tp *topic) int64 {
 	next := int64(math.MaxInt64)
 	for _, h := range []*heap{&tp.scheduled, &tp.reserved} {
 		if h.Len() > 0 {
 			next = min(next, s.x.slots[h.peek()].due)
 		}
+	}
+	if at := tp.rates.Next(); !at.IsZero() {
+		next = min(next, at.Add(time.Millisecond-1).UnixMilli())
 	}
 	return next
 }
@@ -960,6 +964,10 @@ func (s *Store) TakeJobs(_ context.Context, params *core.ClaimJobsParams) (core.
 	if !tp.paused {
 		room = params.Room(tp.reserved.Len())
 	}
+	if tp.rates.Set(params.KeyRate) {
+		s.unparkAll(tp) // to be looked at under the new rate
+	}
+	s.refill(tp, now) // even with no room: the refill times passed are not the next
 	var (
 		taken []claimed
 		wait  func() error
@@ -996,9 +1004,9 @@ func (s *Store) ClaimNotifier() *core.Notifier { return &s.notify }
 // take reserves up to max ready jobs of tp for claim p (core.Job.Reserve)
 // and writes the reservations; the returned function waits for the write.
 // With p.KeyConcurrency, a job whose key has that many reserved is parked
-// instead; with p.Fair, the jobs are taken one of each key in turn
-// (keys.go). A failed read of a key ends the take with what it took and
-// the error.
+// instead, and so is one whose key has no token of p.KeyRate; with
+// p.Fair, the jobs are taken one of each key in turn (keys.go). A failed
+// read of a key ends the take with what it took and the error.
 func (s *Store) take(tp *topic, max int, p *core.ClaimJobsParams, now time.Time) ([]claimed, func() error, error) {
 	keyLimit, fair := p.KeyConcurrency, p.Fair
 	err := s.limitKeys(tp, keyLimit, fair)
@@ -1011,7 +1019,7 @@ func (s *Store) take(tp *topic, max int, p *core.ClaimJobsParams, now time.Time)
 		var i uint32
 		if fair {
 			var ok bool
-			if i, ok = s.nextFair(tp, keyLimit); !ok {
+			if i, ok = s.nextFair(tp, keyLimit, now); !ok {
 				break
 			}
 		} else {
@@ -1020,7 +1028,7 @@ func (s *Store) take(tp *topic, max int, p *core.ClaimJobsParams, now time.Time)
 			}
 			i = tp.ready.pop(s.x)
 			var ok bool
-			if ok, err = s.hold(tp, i, keyLimit); !ok {
+			if ok, err = s.hold(tp, i, keyLimit, now); !ok {
 				continue
 			}
 		}

@@ -47,6 +47,11 @@ func TestStore(t *testing.T) {
 			return s
 		},
 		Durable: true,
+		OpenClock: func(t *testing.T, ns string, clock core.Clock) core.Store {
+			s, err := pebblestore.Open(pebblestore.Config{Dir: filepath.Join(dir, ns), Clock: clock})
+			require.NoError(t, err)
+			return s
+		},
 		OpenRetention: func(t *testing.T, ns string, retention time.Duration) core.Store {
 			s, err := pebblestore.Open(pebblestore.Config{Dir: filepath.Join(dir, ns), Retention: retention})
 			require.NoError(t, err)

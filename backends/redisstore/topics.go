@@ -186,5 +186,8 @@ func (s *Store) CheckTopic(t *core.Topic) error {
 	if t.Fair && !s.multiShard {
 		return core.Invalid("fair", "fair is not supported by the redis backend on a Redis Cluster; a standalone or Sentinel-managed Redis, and the local and memory backends, support it (docs/backends.md)")
 	}
+	if t.Rate.PerKey {
+		return core.Invalid("rate.per_key", "rate.per_key is not supported by the redis backend yet; the local and memory backends support it (docs/backends.md)")
+	}
 	return nil
 }

@@ -363,7 +363,7 @@ func (a *app) topicSetCommand() *cobra.Command {
 	var maxAttempts, concurrency, maxInFlight, keyConcurrency, rateLimit int
 	var onDead, url, kafkaTopic, eventsTopic string
 	var eventsOn []string
-	var fair bool
+	var fair, ratePerKey bool
 	cmd := &cobra.Command{
 		Use:   "set TOPIC [PATCH|-]",
 		Short: "Change some settings of a topic's configuration, keep the others, and print the topic",
@@ -376,6 +376,7 @@ null for a setting to drop (its default again). The flags apply over PATCH.`,
   delayq topic set orders.close --retention 720h
   delayq topic set orders.close --key-concurrency 1
   delayq topic set orders.close --fair
+  delayq topic set orders.close --rate-limit 10 --rate-per-key
   delayq topic set orders.close --kafka-topic orders-due
   delayq topic set orders.close --events-topic orders.audit --events-on done,dead
   delayq topic set orders.close '{"rate": null, "on_dead": "orders.dead"}'`,
@@ -409,8 +410,16 @@ null for a setting to drop (its default again). The flags apply over PATCH.`,
 			if changed("rate-limit") {
 				patch["rate"] = map[string]any{"limit": rateLimit}
 				if rateLimit == 0 {
-					patch["rate"] = nil // no limit: its period and burst go too
+					patch["rate"] = nil // no limit: its period, burst and per_key go too
 				}
+			}
+			if r, given := patch["rate"]; changed("rate-per-key") && (!given || r != nil) {
+				r, _ := r.(map[string]any)
+				if r == nil {
+					r = map[string]any{}
+				}
+				r["per_key"] = ratePerKey
+				patch["rate"] = r
 			}
 			switch {
 			case changed("events-topic") && eventsTopic == "":
@@ -470,6 +479,7 @@ null for a setting to drop (its default again). The flags apply over PATCH.`,
 	fs.IntVar(&keyConcurrency, "key-concurrency", 0, "jobs of one key reserved at once over every instance, 1 to send a key's jobs one at a time (0: no bound)")
 	fs.BoolVar(&fair, "fair", false, "claims take due jobs round-robin across keys, one of each key in turn (--fair=false: in claim order)")
 	fs.IntVar(&rateLimit, "rate-limit", 0, "deliveries per second (0: no limit)")
+	fs.BoolVar(&ratePerKey, "rate-per-key", false, "the rate limit applies to each key on its own, jobs without a key sharing one (--rate-per-key=false: to the topic as a whole)")
 	fs.StringVar(&onDead, "on-dead", "", "the dead-letter topic (empty: none)")
 	fs.StringVar(&eventsTopic, "events-topic", "", "the topic that gets an event job for each of this topic's jobs that finishes (empty: none)")
 	fs.StringSliceVar(&eventsOn, "events-on", nil, "the transitions told to --events-topic, of done, cancelled, dead, expired (empty: all)")

@@ -256,7 +256,11 @@ func topicRows(t *tableWriter, tp *client.Topic) {
 	}
 	t.row("events", events)
 	if tp.Rate.Limit > 0 {
-		t.row("rate", fmt.Sprintf("%d per %s, burst %d", tp.Rate.Limit, tp.Rate.Period, tp.Rate.Burst))
+		perKey := ""
+		if tp.Rate.PerKey {
+			perKey = ", per key"
+		}
+		t.row("rate", fmt.Sprintf("%d per %s, burst %d%s", tp.Rate.Limit, tp.Rate.Period, tp.Rate.Burst, perKey))
 	} else {
 		t.row("rate", "-")
 	}

@@ -25,7 +25,7 @@ func TestClientTopicSet(t *testing.T) {
 		return v
 	}
 
-	code, out, stderr := run("topic", "set", "orders", "--max-attempts", "5", "--ttr", "2m", "--webhook-timeout", "5s", "--delay", "90s", "--retention", "720h", "--key-concurrency", "1", "--fair")
+	code, out, stderr := run("topic", "set", "orders", "--max-attempts", "5", "--ttr", "2m", "--webhook-timeout", "5s", "--delay", "90s", "--retention", "720h", "--key-concurrency", "1", "--fair", "--rate-per-key")
 	require.Equal(t, exitOK, code, stderr)
 	var got map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &got), out)
@@ -35,6 +35,7 @@ func TestClientTopicSet(t *testing.T) {
 	require.Equal(t, "720h0m0s", got["retention"])
 	require.EqualValues(t, 1, got["key_concurrency"])
 	require.Equal(t, true, got["fair"])
+	require.Equal(t, map[string]any{"limit": 10.0, "period": "1s", "burst": 10.0, "per_key": true}, got["rate"], "per_key merged into the rate kept")
 	d := got["delivery"].(map[string]any)
 	require.Equal(t, "5s", d["timeout"])
 	require.Equal(t, "https://svc.example/hook", d["url"], "kept")
@@ -50,6 +51,7 @@ func TestClientTopicSet(t *testing.T) {
 	require.Regexp(t, `(?m)^events +orders\.audit on done,dead$`, out)
 	require.Regexp(t, `(?m)^key_concurrency +1$`, out)
 	require.Regexp(t, `(?m)^fair +true$`, out)
+	require.Regexp(t, `(?m)^rate +10 per 1s, burst 10, per key$`, out)
 	code, _, stderr = run("topic", "set", "orders", "--events-on", "cancelled")
 	require.Equal(t, exitOK, code, stderr)
 	require.Equal(t, map[string]any{"topic": "orders.audit", "on": []any{"cancelled"}}, topic()["events"], "the topic kept")
@@ -77,6 +79,7 @@ func TestClientTopicSet(t *testing.T) {
 		{"topic", "set", "orders", "--kafka-topic", "k"},                                          // no --kafka-brokers (and a url kept)
 		{"topic", "set", "orders", "--webhook-url", "https://svc.example/", "--kafka-topic", "k"}, // two deliveries
 		{"topic", "set", "orders", "--events-on", "done"},                                         // no events topic
+		{"topic", "set", "orders", "--rate-per-key"},                                              // per_key without a limit
 		{"topic", "set", "orders", "--events-topic", "orders.audit", "--events-on", "finished"},   // no such transition
 	} {
 		code, _, stderr := run(args...)

@@ -22,7 +22,7 @@ func FullTopic(t testing.TB) *core.Topic {
 		TTR: 45 * time.Second, MaxAttempts: 7,
 		Backoff:     core.Backoff{Initial: time.Second, Max: time.Hour, Factor: 2.5, Jitter: 0.2, Delays: []time.Duration{time.Second, time.Minute}},
 		Concurrency: 3, UniqueKeys: core.UniqueKeysReplace, MaxInFlight: 9, KeyConcurrency: 4, Fair: true,
-		Rate:      core.Rate{Limit: 10, Period: time.Minute, Burst: 20},
+		Rate:      core.Rate{Limit: 10, Period: time.Minute, Burst: 20, PerKey: true},
 		OnDead:    "dead.t",
 		Events:    core.Events{Topic: "audit.t", On: []string{core.EventDone, core.EventExpired}},
 		ExpiresIn: 10 * time.Minute,

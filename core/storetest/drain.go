@@ -22,10 +22,11 @@ type DrainParams struct {
 	// for up to Wait.
 	Claimers, Max int
 	Wait          time.Duration
-	// KeyConcurrency and Fair are each claim's
-	// ClaimJobsParams.KeyConcurrency and Fair.
+	// KeyConcurrency, Fair and KeyRate are each claim's
+	// ClaimJobsParams.KeyConcurrency, Fair and KeyRate.
 	KeyConcurrency int
 	Fair           bool
+	KeyRate        core.Rate
 	// Ackers is how many goroutines acknowledge the claimed jobs, off the
 	// claim loops, as core's dispatcher does. Defaults to 64.
 	Ackers int
@@ -72,7 +73,7 @@ func Drain(ctx context.Context, s core.Store, p DrainParams) DrainResult {
 				// An instance and a consumer's address, as an engine's pull
 				// claims name them: the attempts keep both.
 				got, err := s.ClaimJobs(cctx, &core.ClaimJobsParams{Topic: p.Topic, Max: p.Max, Wait: p.Wait, KeyConcurrency: p.KeyConcurrency,
-					Fair: p.Fair, Via: core.ViaPull, Instance: "delayq-0", Consumer: "10.0.3.7:51234"})
+					Fair: p.Fair, KeyRate: p.KeyRate, Via: core.ViaPull, Instance: "delayq-0", Consumer: "10.0.3.7:51234"})
 				at := time.Now()
 				if err != nil {
 					return

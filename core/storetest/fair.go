@@ -52,7 +52,7 @@ func testFairRefused(t *testing.T, b *testBundle) {
 	require.ErrorIs(t, err, core.ErrInvalidArgument)
 	require.Contains(t, err.Error(), "backend", "the message names the backend")
 	full := coretest.FullTopic(t)
-	full.Fair, full.KeyConcurrency = false, 0
+	full.Fair, full.KeyConcurrency, full.Rate.PerKey = false, 0, false
 	require.NoError(t, core.CheckTopicOn(b.store, full), "every other setting")
 }
 

@@ -36,7 +36,7 @@ func testKeyConcurrencyRefused(t *testing.T, b *testBundle) {
 	require.ErrorIs(t, err, core.ErrInvalidArgument)
 	require.Contains(t, err.Error(), "backend", "the message names the backend")
 	full := coretest.FullTopic(t)
-	full.KeyConcurrency, full.Fair = 0, false
+	full.KeyConcurrency, full.Fair, full.Rate.PerKey = 0, false, false
 	require.NoError(t, core.CheckTopicOn(b.store, full), "every other setting")
 }
 

@@ -31,6 +31,11 @@ type Harness struct {
 	// the backend's default; the FinishedRetention subtest runs only then.
 	// It gets a namespace of its own, which Open never sees.
 	OpenRetention func(t *testing.T, ns string, retention time.Duration) core.Store
+	// OpenClock, when set, opens a store as Open does but on clock, a fake
+	// clock the subtest advances: the subtests of the rate per key
+	// (ClaimJobsParams.KeyRate), whose tokens come back with time, run
+	// only then. It gets a namespace of its own, which Open never sees.
+	OpenClock func(t *testing.T, ns string, clock core.Clock) core.Store
 	// ListInStreamOrder is true when ListJobs lists in the order the jobs
 	// got to where they are rather than by time (the NATS store): the
 	// suite then checks what it lists and its paging, not the order.
@@ -162,6 +167,15 @@ var subtests = []subtest{
 	{"FairToggled", testFairToggled},
 	{"FairChanged", testFairChanged},
 	{"FairRefused", testFairRefused},
+	{"PerKeyRateKeys", testPerKeyRateKeys},
+	{"PerKeyRateUnkeyed", testPerKeyRateUnkeyed},
+	{"PerKeyRateBurst", testPerKeyRateBurst},
+	{"PerKeyRateKeyConcurrency", testPerKeyRateKeyConcurrency},
+	{"PerKeyRateFair", testPerKeyRateFair},
+	{"PerKeyRateChanged", testPerKeyRateChanged},
+	{"PerKeyRateParked", testPerKeyRateParked},
+	{"PerKeyRateRestart", testPerKeyRateRestart},
+	{"PerKeyRateRefused", testPerKeyRateRefused},
 	{"PauseTwoInstances", testPauseTwoInstances},
 	{"TwoInstances", testTwoInstances},
 	{"TwoInstancesWakeUp", testTwoInstancesWakeUp},

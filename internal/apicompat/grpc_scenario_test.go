@@ -79,6 +79,8 @@ func runGRPCScenario(g *grpcRun) {
 	call("PutTopic", "kafka without --kafka-brokers", admin, `{"name":"orders.k","config":{"delivery":{"type":"kafka","kafkaTopic":"orders-due"}}}`)
 	call("PutTopic", "one job of a key at a time", admin, `{"name":"orders.kc","config":{"keyConcurrency":1}}`)
 	call("PutTopic", "keys served in turn", admin, `{"name":"orders.fair","config":{"fair":true}}`)
+	call("PutTopic", "a rate per key", admin, `{"name":"orders.pkr","config":{"rate":{"limit":10,"perKey":true}}}`)
+	call("PutTopic", "per_key without a limit", admin, `{"name":"orders.pkr","config":{"rate":{"perKey":true}}}`)
 	call("UpdateTopic", "one setting, the rest kept", admin, `{"name":"orders.w","config":{"delivery":{"timeout":"5s"},"maxAttempts":4},"updateMask":"delivery.timeout,maxAttempts"}`)
 	call("UpdateTopic", "no update_mask", admin, `{"name":"orders.w","config":{"maxAttempts":4}}`)
 	call("UpdateTopic", "a topic with neither jobs nor configuration", admin, `{"name":"orders.nosuch","config":{"maxAttempts":2},"updateMask":"maxAttempts"}`)

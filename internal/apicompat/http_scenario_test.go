@@ -136,6 +136,8 @@ func runHTTPScenario(h *httpRun) {
 	send("one job of a key at a time", http.MethodPut, "/v1/topics/orders.kc", admin, `{"key_concurrency":1}`)
 	send("a bad key_concurrency", http.MethodPut, "/v1/topics/orders.kc", admin, `{"key_concurrency":10001}`)
 	send("keys served in turn", http.MethodPut, "/v1/topics/orders.fair", admin, `{"fair":true}`)
+	send("a rate per key", http.MethodPut, "/v1/topics/orders.pkr", admin, `{"rate":{"limit":10,"per_key":true}}`)
+	send("per_key without a limit", http.MethodPut, "/v1/topics/orders.pkr", admin, `{"rate":{"per_key":true}}`)
 	h.do(httpStep{title: "one setting, the rest kept", method: http.MethodPatch, path: "/v1/topics/orders.w", token: admin,
 		body: `{"delivery":{"timeout":"5s"},"max_attempts":4}`, contentType: "application/merge-patch+json"})
 	send("a setting dropped", http.MethodPatch, "/v1/topics/orders.w", admin, `{"max_attempts":null}`)

@@ -201,7 +201,7 @@ func topicConfig(name string, c *delayqv1.TopicConfig) (*core.Topic, error) {
 		}
 	}
 	if r := c.Rate; r != nil {
-		t.Rate.Limit, t.Rate.Burst = int(r.Limit), int(r.Burst)
+		t.Rate.Limit, t.Rate.Burst, t.Rate.PerKey = int(r.Limit), int(r.Burst), r.PerKey
 		if t.Rate.Period, err = parseDuration("rate.period", r.Period); err != nil {
 			return nil, err
 		}
@@ -455,7 +455,7 @@ func topicMessage(t *core.Topic) *delayqv1.Topic {
 		m.Delivery.Timeout = d.Delivery.Timeout.String()
 	}
 	if d.Rate.Limit != 0 {
-		m.Rate = &delayqv1.RateConfig{Limit: int32(d.Rate.Limit), Period: d.Rate.Period.String(), Burst: int32(d.Rate.Burst)}
+		m.Rate = &delayqv1.RateConfig{Limit: int32(d.Rate.Limit), Period: d.Rate.Period.String(), Burst: int32(d.Rate.Burst), PerKey: d.Rate.PerKey}
 	}
 	for name := range d.Delivery.Headers {
 		m.Delivery.HeaderNames = append(m.Delivery.HeaderNames, http.CanonicalHeaderKey(name))

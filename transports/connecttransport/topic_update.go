@@ -69,7 +69,7 @@ func topicConfigMessage(t *core.Topic) *delayqv1.TopicConfig {
 		Delivery: &delayqv1.DeliveryConfig{Type: d.Type, Url: d.URL, Timeout: durText(d.Timeout), Secret: d.Secret,
 			PreviousSecret: d.PreviousSecret, Subject: d.Subject, KafkaTopic: d.KafkaTopic, Success: d.Success, Method: d.Method, Headers: d.Headers,
 			ErrorBody: d.ErrorBody, AllowJobUrl: d.AllowJobURL},
-		Rate: &delayqv1.RateConfig{Limit: int32(r.Limit), Period: durText(r.Period), Burst: int32(r.Burst)},
+		Rate: &delayqv1.RateConfig{Limit: int32(r.Limit), Period: durText(r.Period), Burst: int32(r.Burst), PerKey: r.PerKey},
 		Backoff: &delayqv1.BackoffConfig{Initial: zeroText("initial", b, b.Initial), Max: zeroText("max", b, b.Max), Factor: b.Factor,
 			Jitter: b.Jitter, Delays: durationTexts(b.Delays), Zeros: b.Zeros},
 	}

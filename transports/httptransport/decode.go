@@ -211,6 +211,7 @@ type rateRequest struct {
 	Limit  int             `json:"limit,omitempty"`
 	Period json.RawMessage `json:"period,omitempty"`
 	Burst  int             `json:"burst,omitempty"`
+	PerKey bool            `json:"per_key,omitempty"`
 }
 
 type deliveryRequest struct {
@@ -298,7 +299,7 @@ func decodeTopicRequest(name string, data []byte) (*core.Topic, error) {
 		if err := wire.DecodeObject(req.Rate, "rate", &r); err != nil {
 			return nil, err
 		}
-		t.Rate.Limit, t.Rate.Burst = r.Limit, r.Burst
+		t.Rate.Limit, t.Rate.Burst, t.Rate.PerKey = r.Limit, r.Burst, r.PerKey
 		if t.Rate.Period, _, err = parseDuration("rate.period", r.Period); err != nil {
 			return nil, err
 		}

@@ -408,6 +408,8 @@ type rateView struct {
 	Limit  int    `json:"limit"`
 	Period string `json:"period"`
 	Burst  int    `json:"burst"`
+	// PerKey is shown only when set.
+	PerKey bool `json:"per_key,omitempty"`
 }
 
 type backoffView struct {
@@ -422,7 +424,7 @@ func newRateView(r core.Rate) *rateView {
 	if r.Limit == 0 {
 		return nil
 	}
-	return &rateView{Limit: r.Limit, Period: r.Period.String(), Burst: r.Burst}
+	return &rateView{Limit: r.Limit, Period: r.Period.String(), Burst: r.Burst, PerKey: r.PerKey}
 }
 
 func newTopicView(t *core.Topic) topicView {

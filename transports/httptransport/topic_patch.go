@@ -91,7 +91,7 @@ func topicRequestJSON(t *core.Topic) []byte {
 			Subject: d.Subject, KafkaTopic: d.KafkaTopic, Success: d.Success, Method: d.Method, Headers: d.Headers, ErrorBody: flag(d.ErrorBody), AllowJobURL: flag(d.AllowJobURL)}),
 		TTR: dur(t.TTR), MaxAttempts: t.MaxAttempts, Concurrency: t.Concurrency, UniqueKeys: t.UniqueKeys, OnDead: t.OnDead,
 		Backoff:        obj(backoffRequest{Initial: zeroDur("initial", b.Initial), Max: zeroDur("max", b.Max), Factor: b.Factor, Jitter: jitter, Delays: delays}),
-		Rate:           obj(rateRequest{Limit: r.Limit, Period: dur(r.Period), Burst: r.Burst}),
+		Rate:           obj(rateRequest{Limit: r.Limit, Period: dur(r.Period), Burst: r.Burst, PerKey: r.PerKey}),
 		MaxInFlight:    t.MaxInFlight,
 		KeyConcurrency: t.KeyConcurrency,
 		Fair:           t.Fair,

@@ -120,6 +120,13 @@ def test_topic_reads_fair() -> None:
     assert delayq.Topic.from_dict({"name": "u"}).fair is False
 
 
+def test_topic_reads_rate_per_key() -> None:
+    t = delayq.Topic.from_dict({"name": "t", "rate": {"limit": 5, "period": "1s", "burst": 5, "per_key": True}})
+    assert t.rate_per_key is True
+    assert delayq.Topic.from_dict({"name": "u", "rate": {"limit": 5, "period": "1s", "burst": 5}}).rate_per_key is False
+    assert delayq.Topic.from_dict({"name": "v"}).rate_per_key is False
+
+
 def test_no_answer_is_unavailable() -> None:
     c = delayq.Client("http://127.0.0.1:1", timeout=5)
     with pytest.raises(delayq.UnavailableError) as e:

@@ -197,6 +197,8 @@ export interface RateConfig {
   limit?: number;
   period?: Duration;
   burst?: number;
+  /** per_key gives each key of the topic its own bucket of the rate (jobs without a key share one); it needs a limit. The redis, nats and jetstream backends refuse it. */
+  per_key?: boolean;
 }
 
 /** EventTransition is a finish a topic's events may tell. */
@@ -265,7 +267,7 @@ export interface Topic {
   concurrency: number;
   unique_keys?: string;
   on_dead?: string;
-  rate?: { limit: number; period: string; burst: number };
+  rate?: { limit: number; period: string; burst: number; per_key?: boolean };
   max_in_flight?: number;
   key_concurrency?: number;
   fair?: boolean;

@@ -195,11 +195,12 @@ describe("scenarios", { concurrency: true, timeout: 120_000 }, () => {
 
   test("S7 topics", async () => {
     const t = topic("s7");
-    const put = await client.putTopic(t, { ttr: "45s", max_attempts: 7, retention: "36h", key_concurrency: 2, fair: true });
+    const put = await client.putTopic(t, { ttr: "45s", max_attempts: 7, retention: "36h", key_concurrency: 2, fair: true, rate: { limit: 5, per_key: true } });
     assert.equal(put.ttr, "45s");
     assert.equal(put.retention, "36h0m0s");
     assert.equal(put.key_concurrency, 2);
     assert.equal(put.fair, true);
+    assert.deepEqual(put.rate, { limit: 5, period: "1s", burst: 5, per_key: true });
     const got = await client.getTopic(t);
     assert.equal(got.ttr, "45s");
     assert.equal(got.max_attempts, 7);

@@ -3243,10 +3243,13 @@ func (x *BackoffConfig) GetZeros() []string {
 
 // RateConfig is a topic's rate limit.
 type RateConfig struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Limit         int32                  `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
-	Period        string                 `protobuf:"bytes,2,opt,name=period,proto3" json:"period,omitempty"`
-	Burst         int32                  `protobuf:"varint,3,opt,name=burst,proto3" json:"burst,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Limit  int32                  `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	Period string                 `protobuf:"bytes,2,opt,name=period,proto3" json:"period,omitempty"`
+	Burst  int32                  `protobuf:"varint,3,opt,name=burst,proto3" json:"burst,omitempty"`
+	// per_key gives each business key of the topic its own bucket of the
+	// rate, jobs without a key one bucket together; it needs a limit.
+	PerKey        bool `protobuf:"varint,4,opt,name=per_key,json=perKey,proto3" json:"per_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3300,6 +3303,13 @@ func (x *RateConfig) GetBurst() int32 {
 		return x.Burst
 	}
 	return 0
+}
+
+func (x *RateConfig) GetPerKey() bool {
+	if x != nil {
+		return x.PerKey
+	}
+	return false
 }
 
 // Topic is a topic as GET /v1/topics/{topic} shows it: its configuration
@@ -6160,12 +6170,13 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x06factor\x18\x03 \x01(\x01R\x06factor\x12\x16\n" +
 	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\x12\x16\n" +
 	"\x06delays\x18\x05 \x03(\tR\x06delays\x12\x14\n" +
-	"\x05zeros\x18\x06 \x03(\tR\x05zeros\"P\n" +
+	"\x05zeros\x18\x06 \x03(\tR\x05zeros\"i\n" +
 	"\n" +
 	"RateConfig\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x16\n" +
 	"\x06period\x18\x02 \x01(\tR\x06period\x12\x14\n" +
-	"\x05burst\x18\x03 \x01(\x05R\x05burst\"\x88\x05\n" +
+	"\x05burst\x18\x03 \x01(\x05R\x05burst\x12\x17\n" +
+	"\aper_key\x18\x04 \x01(\bR\x06perKey\"\x88\x05\n" +
 	"\x05Topic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\bdelivery\x18\x02 \x01(\v2\x17.delayq.v1.DeliveryViewR\bdelivery\x12\x10\n" +

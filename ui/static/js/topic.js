@@ -98,9 +98,10 @@ function configForm(t, reload) {
     const ds = v("backoff-delays");
     cfg.backoff = ds ? { delays: ds.split(/[\s,]+/).filter(Boolean), initial: null, max: null, factor: null } :
       { delays: null, initial: v("backoff-initial"), max: v("backoff-max"), factor: +v("backoff-factor") };
-    // No limit and no burst: no rate (the period alone is refused).
-    const limit = num("rate-limit"), rateBurst = num("rate-burst");
-    cfg.rate = limit || rateBurst ? { limit, period: v("rate-period") || "1s", burst: rateBurst } : null;
+    // No limit, no burst and not per key: no rate (the period alone is
+    // refused; per key without a limit is sent, for the server to refuse).
+    const limit = num("rate-limit"), rateBurst = num("rate-burst"), perKey = on("rate-per-key");
+    cfg.rate = limit || rateBurst || perKey ? { limit, period: v("rate-period") || "1s", burst: rateBurst, per_key: perKey } : null;
     if (await attempt(`Topic ${t.name} saved.`, () => call("PATCH", `/v1/topics/${enc(t.name)}`, cfg))) reload();
   } },
   choose("delivery-type", "delivery", d.type, ["consumer", "webhook", "nats", "kafka"].map((x) => [x, x]), { onchange: () => show() }),
@@ -127,6 +128,7 @@ function configForm(t, reload) {
   f("rate-limit", "rate limit", t.rate ? t.rate.limit : "", { type: "number", min: 0, placeholder: "none" }),
   f("rate-period", "rate period", t.rate ? t.rate.period : "", { placeholder: "1s" }),
   f("rate-burst", "rate burst", burst, { type: "number", min: 1, placeholder: "the rate limit" }),
+  check("rate-per-key", "rate per key", t.rate && t.rate.per_key),
   choose("unique-keys", "unique keys", t.unique_keys || "", [["", "none"], ["reject", "reject"], ["replace", "replace"]]),
   f("on-dead", "dead-letter topic", t.on_dead, { placeholder: "none" }),
   f("events-topic", "events topic", t.events?.topic, { placeholder: "none: no event job for the jobs that finish" }),

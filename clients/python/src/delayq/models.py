@@ -269,6 +269,12 @@ class Topic:
         return int(self.config.get("key_concurrency") or 0)
 
     @property
+    def rate_per_key(self) -> bool:
+        """rate_per_key is True when the topic's rate limit applies to each
+        key on its own, jobs without a key sharing one bucket."""
+        return bool((self.config.get("rate") or {}).get("per_key"))
+
+    @property
     def fair(self) -> bool:
         """fair is True when claims take the topic's due jobs round-robin
         across keys, one of each key in turn."""
