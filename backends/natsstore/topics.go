@@ -279,8 +279,9 @@ var _ core.TopicChecker = (*Store)(nil)
 
 // CheckTopic implements core.TopicChecker: the NATS store's fetcher holds a
 // topic's due messages in stream order, so it cannot pass over a key's
-// jobs to bound them or to serve keys in turn, and refuses key_concurrency
-// and fair rather than ignore them.
+// jobs to bound them, to serve keys in turn or to hold one back for its
+// rate, and refuses key_concurrency, fair and rate.per_key rather than
+// ignore them.
 func (s *Store) CheckTopic(t *core.Topic) error {
 	if t.KeyConcurrency != 0 {
 		return core.Invalid("key_concurrency", "key_concurrency is not supported by the nats and jetstream backends: they deliver a topic's due jobs in stream order (docs/backends.md)")

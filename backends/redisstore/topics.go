@@ -178,7 +178,8 @@ var _ core.TopicChecker = (*Store)(nil)
 // key's jobs spread over the shards' slots and no script can count them
 // atomically, the store refuses key_concurrency and fair rather than
 // bound them loosely; on one server (standalone or Sentinel) it honours
-// both (Key limits in lua/lib.lua).
+// both (Key limits in lua/lib.lua). It refuses rate.per_key everywhere:
+// its buckets are not built on Redis yet.
 func (s *Store) CheckTopic(t *core.Topic) error {
 	if t.KeyConcurrency != 0 && !s.multiShard {
 		return core.Invalid("key_concurrency", "key_concurrency is not supported by the redis backend on a Redis Cluster; a standalone or Sentinel-managed Redis, and the local and memory backends, support it (docs/backends.md)")
