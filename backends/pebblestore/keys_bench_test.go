@@ -22,42 +22,9 @@ import (
 //
 //	go test -run '^$' -bench KeysAtLimit ./backends/pebblestore/
 func BenchmarkKeysAtLimit(b *testing.B) {
-	const keys = 10_000
 	for _, st := range benchStores {
 		b.Run(st.name, func(b *testing.B) {
-			s := st.open(b)
-			ctx := context.Background()
-			claim := func(max int) []*core.Job {
-				jobs, err := s.ClaimJobs(ctx, &core.ClaimJobsParams{Topic: "keys", Max: max, KeyConcurrency: 1})
-				require.NoError(b, err)
-				return jobs
-			}
-			// Each key's first job due before every second one.
-			start := time.Now().Add(-time.Minute)
-			for i := 0; i < 2*keys; i += 1000 {
-				jobs := make([]*core.Job, 1000)
-				for k := range jobs {
-					jobs[k] = storetest.NewJob("keys", start.Add(time.Duration(i+k)*time.Millisecond))
-					jobs[k].Key = "key-" + strconv.Itoa((i+k)%keys)
-					jobs[k].TTR = time.Hour
-				}
-				storetest.Put(b, ctx, s, jobs...)
-			}
-			for held := 0; held < keys; {
-				got := claim(1000)
-				require.NotEmpty(b, got)
-				held += len(got)
-			}
-			parking := time.Now()
-			require.Empty(b, claim(100), "every key at its limit")
-			parked := time.Since(parking)
-			for b.Loop() {
-				if len(claim(100)) != 0 {
-					b.Fatal("a job of a key at its limit was claimed")
-				}
-			}
-			// After the loop, whose start drops the metrics reported before.
-			b.ReportMetric(float64(parked)/1e6, "parking_claim_ms")
+			storetest.KeysBlocked(b, st.open(b), core.ClaimJobsParams{Topic: "keys", KeyConcurrency: 1}, false)
 		})
 	}
 }
@@ -70,46 +37,10 @@ func BenchmarkKeysAtLimit(b *testing.B) {
 //
 //	go test -run '^$' -bench KeysAtRate ./backends/pebblestore/
 func BenchmarkKeysAtRate(b *testing.B) {
-	const keys = 10_000
 	rate := core.Rate{Limit: 1, Period: time.Hour, Burst: 1, PerKey: true}
 	for _, st := range benchStores {
 		b.Run(st.name, func(b *testing.B) {
-			s := st.open(b)
-			ctx := context.Background()
-			claim := func(max int) []*core.Job {
-				jobs, err := s.ClaimJobs(ctx, &core.ClaimJobsParams{Topic: "keys", Max: max, KeyRate: rate})
-				require.NoError(b, err)
-				return jobs
-			}
-			// Each key's first job due before every second one.
-			start := time.Now().Add(-time.Minute)
-			for i := 0; i < 2*keys; i += 1000 {
-				jobs := make([]*core.Job, 1000)
-				for k := range jobs {
-					jobs[k] = storetest.NewJob("keys", start.Add(time.Duration(i+k)*time.Millisecond))
-					jobs[k].Key = "key-" + strconv.Itoa((i+k)%keys)
-				}
-				storetest.Put(b, ctx, s, jobs...)
-			}
-			for taken := 0; taken < keys; {
-				got := claim(1000)
-				require.NotEmpty(b, got)
-				for _, j := range got {
-					_, err := s.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: j.Lease})
-					require.NoError(b, err)
-				}
-				taken += len(got)
-			}
-			parking := time.Now()
-			require.Empty(b, claim(100), "every key at its rate")
-			parked := time.Since(parking)
-			for b.Loop() {
-				if len(claim(100)) != 0 {
-					b.Fatal("a job of a key at its rate was claimed")
-				}
-			}
-			// After the loop, whose start drops the metrics reported before.
-			b.ReportMetric(float64(parked)/1e6, "parking_claim_ms")
+			storetest.KeysBlocked(b, st.open(b), core.ClaimJobsParams{Topic: "keys", KeyRate: rate}, true)
 		})
 	}
 }

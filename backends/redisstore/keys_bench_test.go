@@ -39,41 +39,8 @@ func putKeyed(b *testing.B, s *Store, topic string, n int, due time.Time, keyOf 
 //
 //	go test -run '^$' -bench KeysAtLimit ./backends/redisstore/
 func BenchmarkKeysAtLimit(b *testing.B) {
-	const keys = 10_000
 	s := openStore(b, benchURL(b, "everysec"), "keys")
-	ctx := context.Background()
-	claim := func(max int) []*core.Job {
-		jobs, err := s.ClaimJobs(ctx, &core.ClaimJobsParams{Topic: "keys", Max: max, KeyConcurrency: 1})
-		require.NoError(b, err)
-		return jobs
-	}
-	// Each key's first job due before every second one.
-	start := time.Now().Add(-time.Minute)
-	for i := 0; i < 2*keys; i += 1000 {
-		jobs := make([]*core.Job, 1000)
-		for k := range jobs {
-			jobs[k] = job("keys", 0)
-			jobs[k].RunAt = start.Add(time.Duration(i+k) * time.Millisecond)
-			jobs[k].Key = "key-" + strconv.Itoa((i+k)%keys)
-			jobs[k].TTR = time.Hour
-		}
-		put(b, s, jobs...)
-	}
-	for held := 0; held < keys; {
-		got := claim(1000)
-		require.NotEmpty(b, got)
-		held += len(got)
-	}
-	parking := time.Now()
-	require.Empty(b, claim(100), "every key at its limit")
-	parked := time.Since(parking)
-	for b.Loop() {
-		if len(claim(100)) != 0 {
-			b.Fatal("a job of a key at its limit was claimed")
-		}
-	}
-	// After the loop, whose start drops the metrics reported before.
-	b.ReportMetric(float64(parked)/1e6, "parking_claim_ms")
+	storetest.KeysBlocked(b, s, core.ClaimJobsParams{Topic: "keys", KeyConcurrency: 1}, false)
 }
 
 // BenchmarkKeyBurst is BenchmarkBurst over 1 000 keys (DELAYQ_BENCH_BURST
