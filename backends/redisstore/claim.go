@@ -7,6 +7,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -20,6 +21,12 @@ type topicState struct {
 	// time, so that claims waiting together do not all race for the same
 	// jobs.
 	sem chan struct{}
+	// lost are the claims of the topic whose answer did not come (a
+	// connection cut after the script ran), for the next claim to find
+	// what they reserved (recover); recovered is what it found beyond its
+	// room, for the claims after. Both under sem.
+	lost      []lostClaim
+	recovered []*core.Job
 	// due is, per shard, the earliest run_at (server ms) the topic's queue
 	// there may hold: 0 when unknown, noDue when seen empty. A claim reads
 	// the shards whose due time has come, and waits for the earliest of
@@ -52,6 +59,92 @@ func (s *Store) topicState(topic string) *topicState {
 		s.topics[topic] = ts
 	}
 	return ts
+}
+
+// lostClaim is a claim script run whose answer did not come: its token
+// and the shard of its call, where it kept the ids it reserved.
+type lostClaim struct {
+	token string
+	shard int
+	at    time.Time // on the real clock, as the server's expiry of the ids
+}
+
+// lostKeep is how long a lost claim's ids are kept: claim.lua's CLAIM_KEEP.
+const lostKeep = time.Minute
+
+// lostMax bounds the lost claims a topic keeps: a backend down for long
+// fails a claim at each try.
+const lostMax = 64
+
+// lose records a claim run whose answer did not come. Under ts.sem.
+func (ts *topicState) lose(token string, shard int) {
+	if len(ts.lost) == lostMax {
+		ts.lost = ts.lost[1:]
+	}
+	ts.lost = append(ts.lost, lostClaim{token: token, shard: shard, at: time.Now()})
+}
+
+// recover returns up to room jobs that claims whose answer was lost had
+// reserved and whose leases still hold, read back with recover.lua, so
+// that their attempts are delivered rather than spent unseen until the
+// leases run out (a history run with partitions found such attempts).
+// What it cannot read now it tries again at the next claim. Under ts.sem.
+func (s *Store) recover(ctx context.Context, ts *topicState, room int) []*core.Job {
+	for len(ts.lost) > 0 {
+		l := ts.lost[0]
+		if time.Since(l.at) > lostKeep {
+			ts.lost = ts.lost[1:]
+			continue
+		}
+		several := ""
+		if s.multiShard {
+			several = "1"
+		}
+		reply, err := s.run(ctx, []call{s.shardCall(scriptRecover, l.shard, l.token, several)})[0].Slice()
+		if err != nil {
+			break
+		}
+		ts.lost = ts.lost[1:]
+		if len(reply) != 2 {
+			continue
+		}
+		s.sawServerNow(reply[0])
+		for _, r := range asSlice(reply[1]) {
+			row := asSlice(r)
+			if len(row) != 2 {
+				continue
+			}
+			if j, err := decodeFlat(asString(row[0]), asSlice(row[1])); err == nil && j.State == core.StateReserved {
+				ts.recovered = append(ts.recovered, j)
+			}
+		}
+	}
+	var out []*core.Job
+	now := s.clock.Now()
+	keep := ts.recovered[:0]
+	for _, j := range ts.recovered {
+		switch {
+		case !j.LeaseExpiresAt.After(now):
+		case len(out) < room:
+			out = append(out, j)
+		default:
+			keep = append(keep, j)
+		}
+	}
+	ts.recovered = keep
+	return out
+}
+
+// errAnswerLost is the error of a claim whose answer a test drops
+// (Store.loseAnswers).
+var errAnswerLost = errors.New("redisstore: the claim's answer was lost (test)")
+
+// answerLost drops cmd's answer, as a connection cut after the script ran
+// would, while a test asks it (Store.loseAnswers).
+func (s *Store) answerLost(cmd *redis.Cmd) {
+	if s.loseAnswers.Load() > 0 && s.loseAnswers.Add(-1) >= 0 {
+		cmd.SetErr(errAnswerLost)
+	}
 }
 
 // errPaused is a claim script's answer for a paused topic.
@@ -161,7 +254,13 @@ func (s *Store) TakeJobs(ctx context.Context, params *core.ClaimJobsParams) (cor
 	taken := core.Taken{Jobs: []*core.Job{}}
 	next := int64(noDue)
 	if err == nil && room > 0 {
-		taken.Jobs, next, err = s.claimOnce(ctx, ts, params, encodeVia(params), room)
+		found := s.recover(ctx, ts, room)
+		if len(found) < room {
+			taken.Jobs, next, err = s.claimOnce(ctx, ts, params, encodeVia(params), room-len(found))
+		}
+		if len(found) > 0 {
+			taken.Jobs, err = append(found, taken.Jobs...), nil
+		}
 	}
 	<-ts.sem
 	switch {
@@ -292,8 +391,9 @@ func (s *Store) take(ctx context.Context, ts *topicState, p *core.ClaimJobsParam
 	if p.Fair {
 		fair = "1"
 	}
+	token := rand.Text()
 	args := make([]any, 0, 8+2*len(shards))
-	args = append(args, p.Topic, "take", rand.Text(), via, max, p.KeyConcurrency, fair, len(shards))
+	args = append(args, p.Topic, "take", token, via, max, p.KeyConcurrency, fair, len(shards))
 	for _, n := range shards {
 		sk := &s.keys.shard[n]
 		args = append(args, sk.base, sk.num)
@@ -303,8 +403,10 @@ func (s *Store) take(ctx context.Context, ts *topicState, p *core.ClaimJobsParam
 	// attempts. One not confirmed fails, its jobs reserved until their
 	// leases run out.
 	cmd := s.write(ctx, []call{s.shardCall(scriptClaim, shards[0], args...)})[0]
+	s.answerLost(cmd)
 	jobs, err := s.claimed(ts, via, gens, cmd)
 	if err != nil && !errors.Is(err, errPaused) {
+		ts.lose(token, shards[0])
 		return nil, unavailable("claim", err)
 	}
 	return jobs, err
@@ -335,22 +437,25 @@ func (s *Store) pick(ctx context.Context, ts *topicState, topic, via string, sha
 	if len(order) == 0 {
 		return []*core.Job{}, nil
 	}
-	calls := make([]call, len(order))
+	calls, tokens := make([]call, len(order)), make([]string, len(order))
 	for i, n := range order {
 		sk := &s.keys.shard[n]
-		args := append([]any{topic, "ids", rand.Text(), via, sk.base, sk.num}, byShard[n]...)
+		tokens[i] = rand.Text()
+		args := append([]any{topic, "ids", tokens[i], via, sk.base, sk.num}, byShard[n]...)
 		calls[i] = s.shardCall(scriptClaim, n, args...)
 	}
 	jobs := []*core.Job{}
 	var firstErr error
 	paused := false
-	for _, cmd := range s.run(ctx, calls) {
+	for i, cmd := range s.run(ctx, calls) {
+		s.answerLost(cmd)
 		got, err := s.claimed(ts, via, gens, cmd)
 		if errors.Is(err, errPaused) {
 			paused = true
 			continue
 		}
 		if err != nil {
+			ts.lose(tokens[i], order[i])
 			firstErr = cmp.Or(firstErr, err)
 			continue
 		}

@@ -67,6 +67,8 @@
 //	{P:n}:pk:<topic>      zset   the topic's parked job ids (held back by their key, or by
 //	                             fair claims: ready to every reader) by run_at (ms)
 //	{P:n}:lease           zset   reserved job ids by lease expiry (ms), every topic
+//	{P:n}:ct:<token>      string the ids a claim reserved, space-separated, for a minute (PX):
+//	                             a claim whose answer was lost finds them with recover.lua
 //	{P:n}:dead:<topic>    zset   dead job ids by time of death (µs)
 //	{P:n}:f:<topic>:<d|c> zset   done (d) and cancelled (c) job ids by finish time (ms), for
 //	                             ListJobs; trimmed and given an expiry by each topic's first finish
@@ -131,7 +133,9 @@
 // and id, for ExportJobs, which walks the lease set and the queues and dead
 // sets of the registered topics, never the keyspace, list
 // reads one shard's part of a listing by state after a cursor (ListJobs),
-// and migrate moves the jobs of a prefix of the earlier layout (one schedule of
+// recover reads back what a claim whose answer was lost reserved (the ids
+// claim keeps under its token for a minute), and migrate moves the jobs of
+// a prefix of the earlier layout (one schedule of
 // every topic, "sched", and per-topic ready sets) into queues, once, at New.
 //
 // Every script takes now from the server (TIME), not from its caller, and

@@ -34,12 +34,13 @@ var (
 	scriptIndex     = newShardScript("index.lua")
 	scriptList      = newShardScript("list.lua")
 	scriptRewrite   = newShardScript("rewrite.lua")
+	scriptRecover   = newShardScript("recover.lua")
 	scriptPrune     = redis.NewScript(mustRead("prune.lua"))
 	scriptRate      = redis.NewScript(mustRead("rate.lua"))
 	scriptRecord    = redis.NewScript(mustRead("record.lua"))
 
 	shardScripts = []*shardScript{scriptPut, scriptClaim, scriptPeek, scriptExpire, scriptCancel, scriptExpireJob, scriptLease,
-		scriptRequeue, scriptStats, scriptGet, scriptImport, scriptExport, scriptMigrate, scriptIndex, scriptList, scriptRewrite}
+		scriptRequeue, scriptStats, scriptGet, scriptImport, scriptExport, scriptMigrate, scriptIndex, scriptList, scriptRewrite, scriptRecover}
 	allScripts = append([]*redis.Script{scriptPrune, scriptRate, scriptRecord}, variants(shardScripts)...)
 )
 

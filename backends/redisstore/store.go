@@ -183,6 +183,9 @@ type Store struct {
 	keys  keys
 	clock core.Clock
 	log   *slog.Logger
+	// loseAnswers is how many claim answers a test has dropped
+	// (answerLost); 0 outside tests.
+	loseAnswers atomic.Int32
 
 	mu     sync.Mutex
 	closed bool

@@ -220,7 +220,7 @@ func TestKeyLayout(t *testing.T) {
 			bodyKeys++
 			continue
 		}
-		require.Regexp(t, `^(lease|n|fin|finq|finlog|q:a\.b|dead:a\.b|f:a\.b:[dc])$`, m[2], "key %q", k)
+		require.Regexp(t, `^(lease|n|fin|finq|finlog|q:a\.b|dead:a\.b|f:a\.b:[dc]|ct:[A-Z0-9]+)$`, m[2], "key %q", k)
 	}
 	require.Equal(t, len(jobs), jobKeys)
 	require.Equal(t, big, bodyKeys, "bodies over 64 bytes live apart")

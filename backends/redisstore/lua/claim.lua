@@ -32,6 +32,8 @@
 local t = ARGV[6]
 local mode = ARGV[7]
 local token = ARGV[8]
+-- CLAIM_KEEP is how long a claim's ids are kept for recover.lua (ms).
+local CLAIM_KEEP = 60000
 local via = ARGV[9]
 
 -- taken counts the jobs the call reserved, for their lease tokens.
@@ -460,5 +462,17 @@ elseif mode == 'ids' then
   results[1] = {out, lease_announced(), queue_head(t) or -1, ARGV[11]}
 else
   return redis.error_reply('redisstore: unknown claim mode ' .. tostring(mode))
+end
+-- The ids reserved, under the claim's token for CLAIM_KEEP ms in the
+-- call's own shard: a claim whose answer is lost (a connection cut) finds
+-- them again with recover.lua rather than leave them to their leases.
+if taken > 0 then
+  local ids = {}
+  for _, g in ipairs(results) do
+    for _, r in ipairs(g[1]) do ids[#ids + 1] = r[1] end
+  end
+  local b0 = ARGV[10]
+  if mode == 'take' then b0 = ARGV[14] end
+  redis.call('SET', b0 .. ':ct:' .. token, table.concat(ids, ' '), 'PX', CLAIM_KEEP)
 end
 return {now_s, results}
