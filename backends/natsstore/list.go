@@ -13,14 +13,16 @@ import (
 
 // listKinds are the kinds of message that may hold a job listed in a state
 // as of now: a due message not yet due is scheduled, a lease schedule that
-// ran out ready or dead. A schedule message past its run_at (one the server
+// ran out ready or dead. A lease is read before the kind its schedule
+// fires into: read after, a lease that fired between the two reads was in
+// neither (a listing of dead jobs missed one in one of three CI runs). A schedule message past its run_at (one the server
 // fires more than Lead late) is not read for ready: it would take reading
 // every scheduled job of the topic; it is listed once it fired.
 var listKinds = map[core.State][]string{
 	core.StateScheduled: {kindSched, kindDue},
-	core.StateReady:     {kindDue, kindLease},
+	core.StateReady:     {kindLease, kindDue},
 	core.StateReserved:  {kindLease},
-	core.StateDead:      {kindDead, kindLease},
+	core.StateDead:      {kindLease, kindDead},
 	core.StateDone:      {kindDone},
 	core.StateCancelled: {kindCancelled},
 }
