@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"time"
 )
@@ -15,9 +14,7 @@ import (
 // expiry sweep, but those its Roles leave to other instances (the refresh
 // always runs, without the notices when deliveries are skipped). It
 // loads the topic configurations first; a failure of that load is logged
-// and retried by the refresh, and until one succeeds pushes and claims
-// fail with errTopicsMissing, since a topic's settings (unique keys, rate,
-// key limits) would go unheeded. Errors: the engine was started or stopped
+// and retried by the refresh. Errors: the engine was started or stopped
 // before.
 func (e *Engine) Start(ctx context.Context) error {
 	if !e.roles.SkipDeliveries {
@@ -27,8 +24,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	e.migrateTopics(ctx) // else again by the topic refresh
 	if err := e.loadTopics(ctx); err != nil {
-		e.topicsMissing.Store(true)
-		e.log.Warn("engine: first topic load failed; retrying in the background, pushes and claims refused until then", "err", err)
+		e.log.Warn("engine: first topic load failed; retrying in the background", "err", err)
 	}
 	e.migrateSchedules(ctx) // else again by the schedule loop
 	errs := []error{e.refresh.Start(ctx)}
@@ -104,17 +100,8 @@ func (e *Engine) loadTopics(ctx context.Context) error {
 		m[t.Name] = t
 	}
 	e.cacheTopics(m, true)
-	e.topicsMissing.Store(false)
 	return nil
 }
-
-// errTopicsMissing refuses a push or a claim of a started engine that has
-// not read the topics' configurations yet (a backend that did not answer
-// at its start): taken, a keyed push to a topic with unique keys would
-// make a second job of its key (the likely cause of a job no push named
-// in an hour-long history run on NATS), and a claim would pass over a
-// topic's rate and key limits.
-var errTopicsMissing = fmt.Errorf("%w: the topics' configurations are not read yet", ErrUnavailable)
 
 // cacheTopics updates the topic cache with ts (replacing it whole when
 // full) and has the dispatchers follow it.
