@@ -198,7 +198,7 @@ func testFinishedRecord(t *testing.T, b *testBundle) {
 		b.store = b.open(t)
 		r.store = b.store
 		require.Empty(t, r.readAll(t, ctx, 10), "entries after the cursor once reopened")
-		c = b.claimOne(t, topic, dueWait)
+		c = b.claimOne(t, topic, reopenWait)
 		require.NoError(t, ack(b, c))
 		r.expectFinished(t, ctx, soon(), finishedEntry{ID: last.ID, Topic: topic, Key: "k2", State: core.StateDone, Attempt: 1})
 	}
