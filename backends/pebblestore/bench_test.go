@@ -144,3 +144,31 @@ func drainBurst(b *testing.B, s core.Store, n int, due time.Time, claim storetes
 	b.ReportMetric(float64(res.LastAck.Sub(due))/1e6, "acked_all_ms")
 	b.ReportMetric(float64(cpu)/1e3/float64(n), "cpu_us/job")
 }
+
+// BenchmarkGetJob measures GetJob of 10 000 scheduled jobs, read at random
+// from 8 goroutines, one op per read.
+func BenchmarkGetJob(b *testing.B) {
+	const n = 10_000
+	for _, st := range benchStores {
+		b.Run(st.name, func(b *testing.B) {
+			s := st.open(b)
+			ids := make([]string, n)
+			jobs := make([]*core.Job, n)
+			for k := range jobs {
+				jobs[k] = storetest.NewJob("bench.get", time.Now().Add(time.Hour))
+				ids[k] = jobs[k].ID
+			}
+			storetest.Put(b, context.Background(), s, jobs...)
+			b.SetParallelism(4) // 8 goroutines on 2 cores
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for k := 0; pb.Next(); k += 7919 {
+					if _, err := s.GetJob(context.Background(), ids[k%n]); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}

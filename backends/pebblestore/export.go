@@ -41,7 +41,7 @@ func (s *Store) ExportJobs(ctx context.Context, fn func(*core.Job) error) error 
 		if err != nil {
 			return err
 		}
-		j, err := s.completeFrom(snap, id, &m)
+		j, err := complete(snap, id, &m, true, true)
 		if err != nil {
 			return err
 		}
@@ -51,42 +51,6 @@ func (s *Store) ExportJobs(ctx context.Context, fn func(*core.Job) error) error 
 		}
 	}
 	return wrap(it.Error())
-}
-
-// completeFrom is complete over a snapshot.
-func (s *Store) completeFrom(snap *pebble.Snapshot, id string, m *meta) (*core.Job, error) {
-	read := func(key []byte) ([]byte, error) {
-		v, closer, err := snap.Get(key)
-		if errors.Is(err, pebble.ErrNotFound) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, wrap(err)
-		}
-		defer closer.Close()
-		return append([]byte(nil), v...), nil
-	}
-	raw, err := read(idKey(prefixRecord, id))
-	if err != nil {
-		return nil, err
-	}
-	r, err := decodeRecord(raw)
-	if err != nil {
-		return nil, err
-	}
-	e, err := read(idKey(prefixError, id))
-	if err != nil {
-		return nil, err
-	}
-	h, err := read(idKey(prefixHistory, id))
-	if err != nil {
-		return nil, err
-	}
-	j, err := job(id, m, &r, string(e))
-	if err != nil {
-		return nil, err
-	}
-	return j, withHistory(j, m, h)
 }
 
 // ImportJobs implements core.JobImporter: jobs whose id the store knows

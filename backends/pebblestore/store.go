@@ -690,9 +690,14 @@ func writeJob(b *pebble.Batch, j *core.Job, r *record) {
 // finished is set (and within retention). Errors: ErrNotFound,
 // ErrUnavailable.
 func (s *Store) read(id string, finished bool) (*core.Job, error) {
-	raw, err := s.get(idKey(prefixMeta, id))
+	// One view of the job's keys: a put over a finished job deletes its x
+	// key and writes its m key, and a replace rewrites m and r, between
+	// two gets of the DB.
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	raw, err := getFrom(snap, idKey(prefixMeta, id))
 	if raw == nil && err == nil && finished {
-		raw, err = s.get(idKey(prefixFinished, id))
+		raw, err = getFrom(snap, idKey(prefixFinished, id))
 	}
 	if err != nil {
 		return nil, err
@@ -708,7 +713,7 @@ func (s *Store) read(id string, finished bool) (*core.Job, error) {
 	if m.state.Finished() && !now.Before(s.keptFrom(&m).Add(s.retention)) {
 		return nil, fmt.Errorf("pebblestore: job %q: %w", id, core.ErrNotFound)
 	}
-	j, err := s.complete(id, &m, true, true)
+	j, err := complete(snap, id, &m, true, true)
 	if err != nil {
 		return nil, err
 	}
@@ -716,34 +721,34 @@ func (s *Store) read(id string, finished bool) (*core.Job, error) {
 	return j, nil
 }
 
-// complete reads the parts of a job that only the disk has; its last error
-// only when withError is set and its ended attempts only when withHist is
-// (the index knows when there are none).
-func (s *Store) complete(id string, m *meta, withError, withHist bool) (*core.Job, error) {
-	raw, err := s.get(idKey(prefixRecord, id))
+// complete reads from r the parts of a job that only the disk has; its
+// last error only when withError is set and its ended attempts only when
+// withHist is (the index knows when there are none).
+func complete(r pebble.Reader, id string, m *meta, withError, withHist bool) (*core.Job, error) {
+	raw, err := getFrom(r, idKey(prefixRecord, id))
 	if err != nil {
 		return nil, err
 	}
 	if raw == nil {
 		return nil, fmt.Errorf("pebblestore: job %q: record missing: %w", id, errCorrupt)
 	}
-	r, err := decodeRecord(raw)
+	rec, err := decodeRecord(raw)
 	if err != nil {
 		return nil, fmt.Errorf("pebblestore: job %q: %w", id, err)
 	}
 	var e []byte
 	if withError {
-		if e, err = s.get(idKey(prefixError, id)); err != nil {
+		if e, err = getFrom(r, idKey(prefixError, id)); err != nil {
 			return nil, err
 		}
 	}
 	var h []byte
 	if withHist {
-		if h, err = s.get(idKey(prefixHistory, id)); err != nil {
+		if h, err = getFrom(r, idKey(prefixHistory, id)); err != nil {
 			return nil, err
 		}
 	}
-	j, err := job(id, m, &r, string(e))
+	j, err := job(id, m, &rec, string(e))
 	if err != nil {
 		return nil, err
 	}
@@ -751,8 +756,11 @@ func (s *Store) complete(id string, m *meta, withError, withHist bool) (*core.Jo
 }
 
 // get returns a copy of key's value, nil when there is none.
-func (s *Store) get(key []byte) ([]byte, error) {
-	v, closer, err := s.db.Get(key)
+func (s *Store) get(key []byte) ([]byte, error) { return getFrom(s.db, key) }
+
+// getFrom returns a copy of key's value in r, nil when there is none.
+func getFrom(r pebble.Reader, key []byte) ([]byte, error) {
+	v, closer, err := r.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, nil
 	}
@@ -1059,7 +1067,7 @@ func (s *Store) completeAll(taken []claimed) ([]*core.Job, error) {
 	jobs := make([]*core.Job, len(taken))
 	for k := range taken {
 		c := &taken[k]
-		j, err := s.complete(c.id, &c.meta, c.hasErr, c.hasHistory)
+		j, err := complete(s.db, c.id, &c.meta, c.hasErr, c.hasHistory)
 		if err != nil {
 			return nil, err
 		}
@@ -1252,7 +1260,7 @@ func (s *Store) TouchJob(_ context.Context, params *core.TouchJobParams) (*core.
 	if err != nil {
 		return nil, err
 	}
-	return s.complete(params.ID, &m, errs, hasHst)
+	return complete(s.db, params.ID, &m, errs, hasHst)
 }
 
 // RequeueJob implements core.Store: the dead job is ready now with a fresh

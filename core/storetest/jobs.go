@@ -5,12 +5,14 @@ import (
 	"errors"
 	"math/rand/v2"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/core"
@@ -589,6 +591,55 @@ func testReplace(t *testing.T, b *testBundle) {
 	require.False(t, res[0].Replaced, "a finished job is overwritten, not replaced")
 	require.Equal(t, 0, b.requireState(t, orig.ID, core.StateScheduled).Attempt)
 	b.requireCounts(t, topic, core.Counts{Scheduled: 1, Ready: 1})
+}
+
+// testReadDuringPut: GetJob racing puts of the same id sees the job as it
+// was before a put or as it is after it, whole: never "not found" while a
+// finished job is overwritten, never the parts of two versions (a version's
+// body is its max_attempts).
+func testReadDuringPut(t *testing.T, b *testBundle) {
+	const topic, rounds = "jobs.readput", 150
+	id := core.NewID()
+	version := func(v int) *core.Job {
+		j := NewJob(topic, time.Now().Add(time.Hour))
+		j.ID = id
+		j.MaxAttempts = v
+		j.Body = json.RawMessage(strconv.Itoa(v))
+		return j
+	}
+	b.put(t, version(1))
+	var (
+		stop  atomic.Bool
+		reads atomic.Int64
+		wg    sync.WaitGroup
+	)
+	for range 2 {
+		wg.Go(func() {
+			for !stop.Load() {
+				j, err := b.store.GetJob(b.ctx, id)
+				if !assert.NoError(t, err, "read %d of a job that is kept throughout", reads.Load()) {
+					return
+				}
+				reads.Add(1)
+				if !assert.Equal(t, strconv.Itoa(j.MaxAttempts), string(j.Body), "a read mixes two versions of the job") {
+					return
+				}
+			}
+		})
+	}
+	for r := range rounds {
+		v := 2 + 2*r
+		res := b.putResults(t, true, version(v))
+		require.NoError(t, res[0].Err, "round %d: replace", r)
+		require.NoError(t, b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: id}), "round %d: cancel", r)
+		b.put(t, version(v+1)) // over the cancelled job
+		if t.Failed() {
+			break
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	require.Positive(t, reads.Load(), "no read ran beside the puts")
 }
 
 // testBatch: each job of a batch succeeds or fails on its own, with results

@@ -112,6 +112,7 @@ var subtests = []subtest{
 	{"CreateConflict", testCreateConflict},
 	{"CreateIfAbsent", testCreateIfAbsent},
 	{"Replace", testReplace},
+	{"ReadDuringPut", testReadDuringPut},
 	{"Batch", testBatch},
 	{"LeaseExpiryRedelivery", testLeaseExpiryRedelivery},
 	{"LeaseLostAfterExpiry", testLeaseLostAfterExpiry},
