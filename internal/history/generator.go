@@ -65,23 +65,26 @@ type Generator struct {
 	// nack of it: one of a subscriber's delivery gives the subscription
 	// its credit back at once (core.Subscription), which bounds the
 	// subscriber's next claim from below as the subscriber's own settle
-	// does.
-	settling map[string]time.Time
+	// does. settled is the generation before, so that the last
+	// settlingMax leases at least are kept (an hour-long run lost one
+	// when a full map was emptied).
+	settling, settled map[string]time.Time
 }
 
-// settlingMax bounds the leases settling keeps.
+// settlingMax bounds the leases of a generation of settling.
 const settlingMax = 4096
 
 // sendingSettle records that an ack or nack of lease is about to be sent.
 func (g *Generator) sendingSettle(lease string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if _, ok := g.settleSentLocked(lease); ok {
+		return
+	}
 	if g.settling == nil || len(g.settling) >= settlingMax {
-		g.settling = map[string]time.Time{}
+		g.settling, g.settled = map[string]time.Time{}, g.settling
 	}
-	if _, ok := g.settling[lease]; !ok {
-		g.settling[lease] = time.Now()
-	}
+	g.settling[lease] = time.Now()
 }
 
 // settleSent returns when an HTTP client first sent an ack or nack of
@@ -89,7 +92,14 @@ func (g *Generator) sendingSettle(lease string) {
 func (g *Generator) settleSent(lease string) (time.Time, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	t, ok := g.settling[lease]
+	return g.settleSentLocked(lease)
+}
+
+func (g *Generator) settleSentLocked(lease string) (time.Time, bool) {
+	if t, ok := g.settling[lease]; ok {
+		return t, true
+	}
+	t, ok := g.settled[lease]
 	return t, ok
 }
 

@@ -92,6 +92,8 @@ func (g *Generator) subscription(ctx context.Context, r *rand.Rand, n, inst int,
 		open []Op   // settles sent, not yet answered
 		left *Op    // a delivery left to its lease's expiry, as the nack a close would make
 		last string // the lease of the delivery before
+		// lastCall is the earliest the delivery before was claimed.
+		lastCall = since
 		// late counts, per job, the settles recorded without an answer
 		// when the next delivery came: an error frame for the job may
 		// still come for one of them.
@@ -147,6 +149,12 @@ func (g *Generator) subscription(ctx context.Context, r *rand.Rand, n, inst int,
 		if t, ok := g.settleSent(last); ok && t.Before(since) {
 			since, sinceLease = t, false
 		}
+		if since.After(at) {
+			// The credit came back by a way the run does not follow:
+			// the claim came after the claim before, at least.
+			since, sinceLease = lastCall, false
+		}
+		lastCall = since
 		d := Delivery{ID: f.ID, Attempt: f.Attempt, Lease: f.Lease, RunAt: f.RunAt, LeaseExpiresAt: f.LeaseExpiresAt}
 		g.cfg.History.Add(Op{Client: n, Instance: inst, Kind: OpClaim, Topic: topic, Call: since, CallFromLease: sinceLease, Return: at, Status: 200, Jobs: []Delivery{d}})
 		g.mu.Lock()
