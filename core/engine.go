@@ -108,6 +108,9 @@ type Engine struct {
 	schedulesMigrated atomic.Bool
 	// topicsMigrated is set once MigrateTopics succeeded.
 	topicsMigrated atomic.Bool
+	// topicsMissing is set while a started engine has not read the
+	// topics' configurations once (errTopicsMissing).
+	topicsMissing atomic.Bool
 
 	// leases are the deliveries in flight (deliveries.go).
 	leases leases
@@ -270,6 +273,12 @@ func (e *Engine) PushBatch(ctx context.Context, p *PushBatchParams) ([]PushResul
 		return nil, noParams("push batch")
 	}
 	results := make([]PushResult, len(p.Jobs))
+	if e.topicsMissing.Load() {
+		for i := range results {
+			results[i].Err = errTopicsMissing
+		}
+		return results, nil
+	}
 	// Jobs to create, and jobs to create or replace: those of p.Replace
 	// and the keyed jobs of topics whose unique keys replace.
 	var groups [2]struct {
@@ -497,6 +506,9 @@ func (e *Engine) claimFor(ctx context.Context, p *ClaimJobsParams, sub *Subscrip
 	defer e.claiming.Add(-1)
 	if e.draining.Load() {
 		return nil, ErrDraining
+	}
+	if e.topicsMissing.Load() {
+		return nil, errTopicsMissing
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -856,10 +868,14 @@ func (e *Engine) SetTopicPaused(ctx context.Context, name string, paused bool) e
 }
 
 // Ready reports whether the store answers; ErrDraining once the engine
-// drains, so that a load balancer stops sending it work.
+// drains, and errTopicsMissing until a started engine has read the
+// topics' configurations, so that a load balancer sends it no work then.
 func (e *Engine) Ready(ctx context.Context) error {
 	if e.draining.Load() {
 		return ErrDraining
+	}
+	if e.topicsMissing.Load() {
+		return errTopicsMissing
 	}
 	return e.store.Ping(ctx)
 }

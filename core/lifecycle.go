@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"time"
 )
@@ -14,7 +15,9 @@ import (
 // expiry sweep, but those its Roles leave to other instances (the refresh
 // always runs, without the notices when deliveries are skipped). It
 // loads the topic configurations first; a failure of that load is logged
-// and retried by the refresh. Errors: the engine was started or stopped
+// and retried by the refresh every missingRetry, and until one succeeds
+// pushes and claims fail with errTopicsMissing, since a topic's settings
+// (unique keys, rate, key limits) would go unheeded. Errors: the engine was started or stopped
 // before.
 func (e *Engine) Start(ctx context.Context) error {
 	if !e.roles.SkipDeliveries {
@@ -24,7 +27,8 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	e.migrateTopics(ctx) // else again by the topic refresh
 	if err := e.loadTopics(ctx); err != nil {
-		e.log.Warn("engine: first topic load failed; retrying in the background", "err", err)
+		e.topicsMissing.Store(true)
+		e.log.Warn("engine: first topic load failed; retrying in the background, pushes and claims refused until then", "err", err)
 	}
 	e.migrateSchedules(ctx) // else again by the schedule loop
 	errs := []error{e.refresh.Start(ctx)}
@@ -72,11 +76,27 @@ func (r *topicRefresh) run(ctx context.Context) {
 	t := e.clock.NewTicker(r.every)
 	defer t.Stop()
 	for {
+		// Until the topics are read once, the engine refuses pushes and
+		// claims: try again soon rather than at the next tick.
+		var (
+			soon  Timer
+			soonC <-chan time.Time
+		)
+		if e.topicsMissing.Load() {
+			soon = e.clock.NewTimer(missingRetry)
+			soonC = soon.Chan()
+		}
 		select {
 		case <-ctx.Done():
-			return
 		case <-t.Chan():
+		case <-soonC:
 		case <-r.life.wake:
+		}
+		if soon != nil {
+			soon.Stop()
+		}
+		if ctx.Err() != nil {
+			return
 		}
 		e.migrateTopics(ctx)
 		if err := e.loadTopics(ctx); err != nil && ctx.Err() == nil {
@@ -89,6 +109,10 @@ func (r *topicRefresh) run(ctx context.Context) {
 	}
 }
 
+// missingRetry is how soon the refresh reads the topics again while it
+// has not read them once.
+const missingRetry = 200 * time.Millisecond
+
 // loadTopics replaces the topic cache with the store's configurations.
 func (e *Engine) loadTopics(ctx context.Context) error {
 	list, err := listTopicConfigs(ctx, e.store)
@@ -100,8 +124,17 @@ func (e *Engine) loadTopics(ctx context.Context) error {
 		m[t.Name] = t
 	}
 	e.cacheTopics(m, true)
+	e.topicsMissing.Store(false)
 	return nil
 }
+
+// errTopicsMissing refuses a push or a claim of a started engine that has
+// not read the topics' configurations yet (a backend that did not answer
+// at its start): taken, a keyed push to a topic with unique keys would
+// make a second job of its key (the likely cause of a job no push named
+// in an hour-long history run on NATS), and a claim would pass over a
+// topic's rate and key limits.
+var errTopicsMissing = fmt.Errorf("%w: the topics' configurations are not read yet", ErrUnavailable)
 
 // cacheTopics updates the topic cache with ts (replacing it whole when
 // full) and has the dispatchers follow it.
