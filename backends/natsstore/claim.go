@@ -365,7 +365,8 @@ func (q *topicQueue) monitor(f *fetcher, done chan struct{}) {
 }
 
 // add holds a fetched due message. A second message of a job already held
-// replaces the first (a redelivery, or a newer message).
+// replaces the first when it is newer or the same one redelivered; an
+// older one is acknowledged away.
 func (q *topicQueue) add(f *fetcher, msg jetstream.Msg) {
 	meta, err := msg.Metadata()
 	if err != nil {
@@ -389,6 +390,13 @@ func (q *topicQueue) add(f *fetcher, msg jetstream.Msg) {
 	}
 	now := time.Now() // since: the real clock, as the server's AckWait
 	if old := q.byID[m.job.ID]; old != nil {
+		if m.seq < old.m.seq {
+			// An older message redelivered (its settle was lost) after
+			// the newer one came: stale. Keeping it instead would
+			// acknowledge the newer away, deleting it from the stream.
+			_ = msg.Ack()
+			return
+		}
 		if old.m.seq != m.seq {
 			_ = old.msg.Ack()
 		}
@@ -625,7 +633,8 @@ func (s *Store) claimRoom(ctx context.Context, q *topicQueue, params *core.Claim
 // publish too while a write of the job is still in process on it (seen
 // on a three-node cluster: the put's message, already delivered to the
 // consumer, refused as not last), so the refusal alone proves nothing,
-// and acknowledging the item would delete the job's only message.
+// and acknowledging the item would delete the job's only message; nor
+// does a read that answers an older message than the item's.
 //
 // The newer message may be the item's own earlier reservation, published
 // without an answer (item.tried): then that claim took effect, and
@@ -634,7 +643,10 @@ func (s *Store) claimRoom(ctx context.Context, q *topicQueue, params *core.Claim
 func (s *Store) dropIfStale(ctx context.Context, q *topicQueue, it *item, now time.Time) *stored {
 	cur, err := s.load(ctx, it.m.job.ID)
 	switch {
-	case err != nil || cur == nil || cur.seq == it.m.seq:
+	case err != nil || cur == nil || cur.seq <= it.m.seq:
+		// An older last message than the item's is a read behind (a new
+		// leader that has not applied its predecessor's writes), not a
+		// newer message: hold, as for the item's own.
 		q.hold(it)
 	case it.tried != "" && cur.kind == kindLease && cur.job.Lease == it.tried && cur.view(now).State == core.StateReserved:
 		return cur

@@ -69,3 +69,50 @@ func TestClaimRefusedNotLast(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, core.StateReserved, got.State)
 }
+
+// readBehind is a stream whose first read of a job's last message answers
+// one sequence behind the last, as a replicated stream's new leader may
+// before it has applied the writes its predecessor acknowledged.
+type readBehind struct {
+	jetstream.Stream
+	reads atomic.Int32
+}
+
+func (r *readBehind) GetLastMsgForSubject(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	m, err := r.Stream.GetLastMsgForSubject(ctx, subject)
+	if err == nil && r.reads.Add(1) == 1 {
+		behind := *m
+		behind.Sequence--
+		return &behind, nil
+	}
+	return m, err
+}
+
+// TestClaimRefusedReadBehind: a claim whose lease publish is refused, and
+// whose read of the job's last message then answers an older message than
+// the one it claims, keeps the job: the read is behind, not the item, and
+// acknowledging the item would delete the job's only message (the likely
+// cause of two jobs answered 201 and lost in an hour-long history on a
+// three-node cluster, each a few seconds from a node's kill -9).
+func TestClaimRefusedReadBehind(t *testing.T) {
+	t.Parallel()
+	nc, err := sharedEmbedded(t).Connect()
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	prefix := uniquePrefix()
+	s := openStore(t, nc, prefix)
+	js := &refuseLease{JetStream: s.js, lease: prefix + "." + kindLease + "."}
+	s.js = js
+	ctx := context.Background()
+	j := job("behind", 0)
+	put(t, s, j)
+	rb := &readBehind{Stream: s.stream}
+	s.stream = rb
+
+	jobs, err := s.ClaimJobs(ctx, &core.ClaimJobsParams{Topic: "behind", Max: 1, Wait: 5 * time.Second})
+	require.NoError(t, err)
+	require.Positive(t, rb.reads.Load(), "the refused claim read the job's last message")
+	require.EqualValues(t, 2, js.leases.Load(), "the first lease publish refused, the second made")
+	require.Len(t, jobs, 1, "the job was kept, and claimed again")
+	require.Equal(t, j.ID, jobs[0].ID)
+}
