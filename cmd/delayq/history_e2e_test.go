@@ -21,6 +21,7 @@ import (
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/backends/natsstore"
@@ -604,12 +605,20 @@ func runHistory(t *testing.T, d *historyDeployment, cfg historyConfig, allow his
 	if dir := os.Getenv("DELAYQ_HISTORY_DUMP"); dir != "" {
 		// The history, to check again: DELAYQ_HISTORY_FILE=<file>
 		// go test -run TestCheckFile ./internal/history/
+		// A failed write is reported and the check goes on: an hour's
+		// run is not lost to it.
 		path := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "-")+".json")
-		f, err := os.Create(path)
-		require.NoError(t, err)
-		require.NoError(t, h.WriteJSON(f))
-		require.NoError(t, f.Close())
-		t.Logf("history written to %s", path)
+		var f *os.File
+		err := os.MkdirAll(dir, 0o755)
+		if err == nil {
+			f, err = os.Create(path)
+		}
+		if err == nil {
+			err = errors.Join(h.WriteJSON(f), f.Close())
+		}
+		if assert.NoError(t, err, "writing the history") {
+			t.Logf("history written to %s", path)
+		}
 	}
 	viaWS := 0
 	for _, op := range h.Ops() {
