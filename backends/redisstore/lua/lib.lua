@@ -900,9 +900,10 @@ local function unpark(id, t, k, score)
 end
 
 -- unparked takes queued job j (id), not in its queue, out of the parked
--- queues when it is parked.
+-- queues when it is parked. On a Cluster its key's queue, in another slot,
+-- keeps its id until a freed slot wakes it (slots.lua), which finds it gone.
 unparked = function(id, j)
-  if redis.call('ZREM', key_parked(j.t), id) == 0 then return end
+  if redis.call('ZREM', key_parked(j.t), id) == 0 or CLUSTER then return end
   local k = j.k or ''
   redis.call('ZREM', key_kq(j.t, k), id)
   unqueue_key(j.t, k)
@@ -930,13 +931,31 @@ local function enter_ring(t, k, limit)
   return true
 end
 
+-- released are the slots of a Cluster the call gave back, flat {topic,
+-- key, id, grant} (the job's K): the holders the caller then frees in the
+-- prefix's slot (slots.lua), which wakes their keys' parked jobs. A
+-- script that ends leases returns them.
+local released = {}
+
+-- by_id is the answer of a script on one job: {code, job, queued,
+-- released} (Store.byID).
+local function by_id(code, job) return {code, job, announced(), released} end
+
 -- release_slot gives back the slot reserved job j (id) holds, ending its
 -- lease: the first parked job of its key goes back to its queue, or, fair,
--- the key back into the ring. j is saved after.
+-- the key back into the ring; on a Cluster it is recorded in released.
+-- j is saved after.
 release_slot = function(id, j)
   local t, k = j.t, j.k
+  if CLUSTER then
+    released[#released + 1] = t
+    released[#released + 1] = k
+    released[#released + 1] = id
+    released[#released + 1] = j.K
+  end
   j.K = nil
   if not packed_ids[id] then redis.call('HDEL', key_job(id), 'K') end
+  if CLUSTER then return end
   if redis.call('HINCRBY', key_held(t), k, -1) <= 0 then redis.call('HDEL', key_held(t), k) end
   local st = redis.call('HMGET', key_kstate(t), 'f', 'l')
   if st[1] then
