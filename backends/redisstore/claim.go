@@ -448,11 +448,10 @@ func (s *Store) pick(ctx context.Context, ts *topicState, p *core.ClaimJobsParam
 			order = append(order, c.shard)
 		}
 		until := ""
-		if limit > 0 && c.key != "" {
-			until = "-1" // refused: parked
-			if u, ok := g.until[c.id]; ok {
-				until = strconv.FormatInt(u, 10)
-			}
+		if u, ok := g.until[c.id]; ok {
+			until = strconv.FormatInt(u, 10)
+		} else if v, ok := g.refused[c.id]; ok {
+			until = "p" + asString(v) // parked under its registration
 		}
 		byShard[c.shard] = append(byShard[c.shard], c.id, c.priority, until)
 	}

@@ -27,12 +27,15 @@ const slotsMax = 100
 var errExtendSlot = errors.New("redisstore: extend the slot first")
 
 // slots runs slots.lua in mode and wakes the parked jobs it popped: it
-// returns the rest of its answer.
+// returns the rest of its answer. The jobs popped are woken whatever
+// becomes of ctx, which a caller may give up.
 func (s *Store) slots(ctx context.Context, mode string, args ...any) ([]any, error) {
 	reply, err := s.slotsOnce(ctx, mode, args...)
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseTimeout)
+	defer cancel()
 	if err := s.unpark(ctx, asSlice(reply[1])); err != nil {
 		return nil, err
 	}
@@ -47,7 +50,7 @@ func (s *Store) slotsOnce(ctx context.Context, mode string, args ...any) ([]any,
 	woke := s.woke
 	s.woke = nil
 	s.slotsMu.Unlock()
-	all := append(append([]any{mode, len(woke) / 3}, woke...), args...)
+	all := append(append([]any{mode, len(woke) / 4}, woke...), args...)
 	c := s.shardCall(scriptSlots, 0, all...)
 	c.keys = []string{s.keys.holders}
 	reply, err := s.run(ctx, []call{c})[0].Slice()
@@ -64,32 +67,32 @@ func (s *Store) slotsOnce(ctx context.Context, mode string, args ...any) ([]any,
 	return reply, nil
 }
 
-// unpark moves the parked jobs slots.lua woke (flat topic, key, id) back
-// to their queues, one claim script per shard and topic in one pipeline,
+// unpark moves the parked jobs slots.lua woke (flat topic, key, id,
+// registration) back to their queues, one claim script per shard and topic in one pipeline,
 // and pops again the keys of those it no longer finds parked. The jobs
 // back in their queues are said to slots.lua with the next call
 // (Store.woke): until then it keeps them, to wake again should this store
 // die first.
 func (s *Store) unpark(ctx context.Context, woken []any) error {
 	for range slotsMax {
-		if len(woken) < 3 {
+		if len(woken) < 4 {
 			return nil
 		}
 		type place struct {
 			shard int
 			topic string
 		}
-		ids := map[place][]any{}
-		keyOf := map[place][]string{}
+		ids := map[place][]any{}       // id, registration
+		entries := map[place][][]any{} // the woken entries, in ids' order
 		var order []place
-		for i := 0; i+2 < len(woken); i += 3 {
+		for i := 0; i+3 < len(woken); i += 4 {
 			id := asString(woken[i+2])
 			p := place{s.keys.shardOf(id), asString(woken[i])}
 			if ids[p] == nil {
 				order = append(order, p)
 			}
-			ids[p] = append(ids[p], id)
-			keyOf[p] = append(keyOf[p], asString(woken[i+1]))
+			ids[p] = append(ids[p], id, woken[i+3])
+			entries[p] = append(entries[p], woken[i:i+4])
 		}
 		calls := make([]call, len(order))
 		for i, p := range order {
@@ -108,13 +111,13 @@ func (s *Store) unpark(ctx context.Context, woken []any) error {
 			s.applyQueued(reply[2])
 			p := order[i]
 			for k, code := range asSlice(reply[1]) {
-				if k >= len(keyOf[p]) {
+				if k >= len(entries[p]) {
 					break
 				}
 				if asInt(code) == 1 {
-					again = append(again, p.topic, keyOf[p][k], ids[p][k])
+					again = append(again, entries[p][k]...)
 				} else {
-					woke = append(woke, p.topic, keyOf[p][k], ids[p][k])
+					woke = append(woke, entries[p][k]...)
 				}
 			}
 		}
@@ -134,13 +137,15 @@ func (s *Store) unpark(ctx context.Context, woken []any) error {
 }
 
 // freeSlots frees the slots a script gave back (flat topic, key, id,
-// grant: lib.lua's released). A failure leaves each holder until its
+// grant: lib.lua's released), whatever becomes of ctx. A failure leaves each holder until its
 // score, its lease's expiry, passes: the slots come back later, never
 // twice.
 func (s *Store) freeSlots(ctx context.Context, released []any) {
 	if len(released) < 4 {
 		return
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseTimeout)
+	defer cancel()
 	if _, err := s.slots(ctx, "release", released...); err != nil {
 		s.log.Warn("redisstore: freeing key slots failed; they come back as their leases end", "prefix", s.cfg.Prefix, "err", err)
 	}
@@ -148,8 +153,9 @@ func (s *Store) freeSlots(ctx context.Context, released []any) {
 
 // grants is what slots.lua granted the candidates of a claim.
 type grants struct {
-	token string
-	until map[string]int64 // id -> the end of its slot (ms), which caps its lease
+	token   string
+	until   map[string]int64 // id -> the end of its slot (ms), which caps its lease
+	refused map[string]any   // id -> its registration in its key's queue, to park it under
 }
 
 // grant asks slots.lua for the slots of the candidates with a key, in
@@ -157,7 +163,7 @@ type grants struct {
 // the claim parks them. A topic whose reserved jobs with a key are not
 // counted yet (a limit after claims without) is counted first.
 func (s *Store) grant(ctx context.Context, topic string, limit int, cands []candidate) (grants, error) {
-	g := grants{token: rand.Text(), until: map[string]int64{}}
+	g := grants{token: rand.Text(), until: map[string]int64{}, refused: map[string]any{}}
 	args := []any{topic, limit, g.token}
 	for _, c := range cands {
 		if c.key != "" {
@@ -184,6 +190,10 @@ func (s *Store) grant(ctx context.Context, topic string, limit int, cands []cand
 		flat := asSlice(reply[0])
 		for i := 0; i+1 < len(flat); i += 2 {
 			g.until[asString(flat[i])] = asInt(flat[i+1])
+		}
+		flat = asSlice(reply[1])
+		for i := 0; i+1 < len(flat); i += 2 {
+			g.refused[asString(flat[i])] = flat[i+1]
 		}
 		return g, nil
 	}

@@ -12,17 +12,17 @@
 -- and merged with peek.lua): [10] base, [11] number, then triples of id,
 -- priority and grant: empty, or with a key_concurrency (slots.lua) the
 -- time (ms) until which the job's slot was granted, which caps its lease
--- and makes its K the claim's token, or -1 when its key had no slot free:
--- the job is then parked (into pk:<t> here; slots.lua queued it in its
--- key's queue), unless a freed slot woke it already (its field W, set by
--- "unpark"). An id no longer due in its queue (another claim took it, or
--- it was cancelled) is skipped. Two more modes on a Cluster, [10] base,
--- [11] number: "unpark", then ids of parked jobs slots.lua woke: each goes
--- back to its queue, answered 0, or is marked W when it is there already
--- (its park is still to come), 0 too, or answered 1 when it is neither
--- (taken, cancelled): {now, codes, queued}; "count": the topic's reserved
--- jobs with a key that hold no slot get K, the token: {now, flat key, id,
--- token, lease expiry} for slots.lua's "hold".
+-- and makes its K the claim's token, or "p<v>" when its key had no slot
+-- free and slots.lua queued it in its key's queue as registration v: the
+-- job is then parked into pk:<t> (park_granted). An id no longer due in
+-- its queue (another claim took it, or it was cancelled) is skipped. Two
+-- more modes on a Cluster, [10] base, [11] number: "unpark", then pairs
+-- of id and registration of parked jobs slots.lua woke: each goes back to
+-- its queue unless parked under a later registration since, answered 0,
+-- or answered 1 when it is not queued (taken, cancelled): {now, codes,
+-- queued}; "count": the topic's reserved jobs with a key that hold no slot
+-- get K, the token: {now, flat key, id, token, lease expiry} for
+-- slots.lua's "hold".
 --
 -- A topic paused in the (first) shard takes nothing: the answer is then
 -- {now, {}, 1}.
@@ -184,7 +184,7 @@ local function reserve(picks, queued)
       local raw = h[1]
       x = now + j.d
       if c[6] then x = math.min(x, c[6]) end
-      j.s, j.a, j.l, j.x, j.u, j.v, j.W = 'reserved', (j.a or 0) + 1, lease, x, now, via, nil
+      j.s, j.a, j.l, j.x, j.u, j.v = 'reserved', (j.a or 0) + 1, lease, x, now, via
       if holds then j.K = grant or 1 end
       redis.call('SET', kj, cmsgpack.pack(j))
       got, inline = {raw}, j.b
@@ -334,23 +334,27 @@ local function count_held()
   end
 end
 
+-- parked_under returns the last registration in its key's queue (slots.lua)
+-- that job id (j from load) was parked or woken under: its field W, 0 for
+-- none.
+local function parked_under(id, j)
+  if packed_ids[id] then return tonumber(j.W or 0) end
+  return tonumber(redis.call('HGET', key_job(id), 'W') or 0)
+end
+
 -- park_granted parks due job id (priority y) of the current shard, which
--- slots.lua refused a slot of its key, unless a freed slot woke it first
--- (W, which it clears).
-local function park_granted(id, y)
+-- slots.lua refused a slot of its key and queued in its key's queue as
+-- registration v, unless it was parked or woken under v already: another
+-- claim refused it too, or a freed slot woke it before this park came.
+local function park_granted(id, y, v)
   local r = redis.call('ZSCORE', key_queue(t, y), id)
   if not r then return end
   local j = load(id)
-  if not packed_ids[id] then j.W = redis.call('HGET', key_job(id), 'W') end
-  if not j.W then
-    redis.call('ZREM', key_queue(t, y), id)
-    redis.call('ZADD', key_parked(t), r, id)
-  elseif packed_ids[id] then
-    j.W = nil
-    save(id, j)
-  else
-    redis.call('HDEL', key_job(id), 'W')
-  end
+  if parked_under(id, j) >= v then return end
+  j.W = v
+  save(id, j, 'W')
+  redis.call('ZREM', key_queue(t, y), id)
+  redis.call('ZADD', key_parked(t), r, id)
 end
 
 -- all_groups makes every shard a group of the call.
@@ -495,11 +499,12 @@ elseif mode == 'ids' then
   grant = token
   local picks, seen = {}, {}
   for k = 12, #ARGV, 3 do
-    local id, y, til = ARGV[k], tonumber(ARGV[k + 1]), tonumber(ARGV[k + 2])
+    local id, y, til = ARGV[k], tonumber(ARGV[k + 1]), ARGV[k + 2]
     if seen[id] then
-    elseif til == -1 then
-      park_granted(id, y)
+    elseif string.sub(til, 1, 1) == 'p' then
+      park_granted(id, y, tonumber(string.sub(til, 2)))
     else
+      til = tonumber(til)
       seen[id] = true
       local s = redis.call('ZSCORE', key_queue(t, y), id)
       if s and tonumber(s) <= now then
@@ -512,17 +517,18 @@ elseif mode == 'ids' then
 elseif mode == 'unpark' then
   use_shard(ARGV[10], ARGV[11])
   local codes = {}
-  for k = 12, #ARGV do
-    local id = ARGV[k]
+  for k = 12, #ARGV, 2 do
+    local id, v = ARGV[k], tonumber(ARGV[k + 1])
     local j = load(id)
-    codes[#codes + 1] = 0
-    if j and redis.call('ZREM', key_parked(t), id) == 1 then
-      link_queue(id, t, j.r, j.y)
-    elseif j and j.t == t and (j.s == 'scheduled' or j.s == 'ready') and redis.call('ZSCORE', key_queue(t, j.y), id) then
-      j.W = '1'
-      save(id, j, 'W')
-    else
-      codes[#codes] = 1
+    codes[#codes + 1] = 1
+    if j and j.t == t and (j.s == 'scheduled' or j.s == 'ready') then
+      codes[#codes] = 0
+      local w = parked_under(id, j)
+      if w <= v and redis.call('ZREM', key_parked(t), id) == 1 then link_queue(id, t, j.r, j.y) end
+      if w < v then
+        j.W = v
+        save(id, j, 'W')
+      end
     end
   end
   return {now_s, codes, announced()}
