@@ -765,10 +765,11 @@ local function use_shard(b, n)
   K_LEASE, K_COUNT, K_FIN, K_FINQ = b .. ':lease', b .. ':n', b .. ':fin', b .. ':finq'
 end
 
--- Key limits (core.ClaimJobsParams.KeyConcurrency and Fair), on a
--- standalone server only (CheckTopic refuses them on a Cluster), whose
--- scripts may touch any key: the structures of a topic t are the prefix's
--- (PB, "{<prefix>}"), but for each shard's parked set.
+-- Key limits (core.ClaimJobsParams.KeyConcurrency and Fair), on one
+-- server, whose scripts may touch any key: the structures of a topic t
+-- are the prefix's (PB, "{<prefix>}"), but for each shard's parked set.
+-- On a Cluster (CLUSTER) the slots are slots.lua's and the shard scripts
+-- only park, wake and report the slots they give back (released).
 --
 -- A claim with a limit that meets a due job whose key has that many slots
 -- held parks it: out of its queue into pk:<t> of its shard (by run_at, for
