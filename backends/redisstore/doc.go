@@ -275,7 +275,8 @@
 // that park one job, leave it parked exactly while its key's queue holds
 // it; kw wakes again a job whose store died before it was back. CheckTopic
 // refuses fair there, which has no round-robin across the shards yet. A
-// topic without a key_concurrency pays nothing more.
+// topic without a key_concurrency pays nothing more; a store runs one
+// slots.lua sweep per 30 s whatever its topics.
 //
 // # Retention and topics
 //

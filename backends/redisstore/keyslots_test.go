@@ -65,23 +65,30 @@ func keyConcurrencyRace(t *testing.T, form func(*Config)) {
 		failures = append(failures, err)
 		mu.Unlock()
 	}
-	// end ends j's delivery by its way, the first time; then acks it.
+	// end ends j's delivery by its way, the first time, then acks it;
+	// its key's count goes down just before, since the end frees the slot.
 	ended := map[string]bool{} // under mu
 	end := func(s *Store, j *core.Job) (finished bool, err error) {
 		mu.Lock()
 		again := ended[j.ID]
 		ended[j.ID] = true
 		mu.Unlock()
+		if way[j.ID] == 2 && !again {
+			if _, err := s.TouchJob(ctx, &core.TouchJobParams{ID: j.ID, Lease: j.Lease}); err != nil {
+				return false, err
+			}
+		}
+		if j.Key != "" {
+			mu.Lock()
+			held[j.Key]--
+			mu.Unlock()
+		}
 		switch w := way[j.ID]; {
 		case again:
 		case w == 0:
 			return false, settleErr(s.RetryJob(ctx, &core.RetryJobParams{ID: j.ID, Lease: j.Lease, Error: "x"}))
 		case w == 1:
 			return false, settleErr(s.RetryJob(ctx, &core.RetryJobParams{ID: j.ID, Lease: j.Lease, Unsent: true}))
-		case w == 2:
-			if _, err := s.TouchJob(ctx, &core.TouchJobParams{ID: j.ID, Lease: j.Lease}); err != nil {
-				return false, err
-			}
 		case w == 3:
 			return true, s.CancelJob(ctx, &core.CancelJobParams{ID: j.ID, Running: true})
 		}
@@ -111,11 +118,6 @@ func keyConcurrencyRace(t *testing.T, form func(*Config)) {
 				}
 				mu.Unlock()
 				for _, j := range got {
-					if j.Key != "" {
-						mu.Lock()
-						held[j.Key]-- // before its end, which frees the slot
-						mu.Unlock()
-					}
 					fin, err := end(s, j)
 					if err != nil {
 						fail(fmt.Errorf("end %s (attempt %d): %w", j.ID, j.Attempt, err))

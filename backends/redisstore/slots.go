@@ -68,11 +68,11 @@ func (s *Store) slotsOnce(ctx context.Context, mode string, args ...any) ([]any,
 }
 
 // unpark moves the parked jobs slots.lua woke (flat topic, key, id,
-// registration) back to their queues, one claim script per shard and topic in one pipeline,
-// and pops again the keys of those it no longer finds parked. The jobs
-// back in their queues are said to slots.lua with the next call
-// (Store.woke): until then it keeps them, to wake again should this store
-// die first.
+// registration) back to their queues, one claim script per shard and
+// topic in one pipeline, and pops again the keys of those it finds no
+// longer queued. The jobs back in their queues are said to slots.lua with
+// the next call (Store.woke): until then it keeps them, to wake again
+// should this store die first.
 func (s *Store) unpark(ctx context.Context, woken []any) error {
 	for range slotsMax {
 		if len(woken) < 4 {
