@@ -146,10 +146,21 @@ func (s *Store) freeSlots(ctx context.Context, released []any) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseTimeout)
 	defer cancel()
-	if _, err := s.slots(ctx, "release", released...); err != nil {
+	var err error
+	for range freeTries {
+		// Freeing a holder twice frees it once: a call whose answer was
+		// lost may go again.
+		if _, err = s.slots(ctx, "release", released...); err == nil || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
 		s.log.Warn("redisstore: freeing key slots failed; they come back as their leases end", "prefix", s.cfg.Prefix, "err", err)
 	}
 }
+
+// freeTries is how often freeSlots tries.
+const freeTries = 3
 
 // grants is what slots.lua granted the candidates of a claim.
 type grants struct {
@@ -161,21 +172,25 @@ type grants struct {
 // grant asks slots.lua for the slots of the candidates with a key, in
 // claim order, under limit; those refused join their key's queue, and
 // the claim parks them. A topic whose reserved jobs with a key are not
-// counted yet (a limit after claims without) is counted first.
+// counted yet (a limit after claims without) is counted first. A grant
+// that fails frees what it may have granted.
 func (s *Store) grant(ctx context.Context, topic string, limit int, cands []candidate) (grants, error) {
 	g := grants{token: rand.Text(), until: map[string]int64{}, refused: map[string]any{}}
 	args := []any{topic, limit, g.token}
+	var all []any // every slot it may grant, to free on a failure
 	for _, c := range cands {
 		if c.key != "" {
 			args = append(args, c.id, c.key, c.ttr, (c.priority+10)*kqLevel+c.runAt)
+			all = append(all, topic, c.key, c.id, g.token)
 		}
 	}
-	if len(args) == 3 {
+	if len(all) == 0 {
 		return g, nil
 	}
 	for range 2 {
 		reply, err := s.slots(ctx, "grant", args...)
 		if err != nil {
+			s.freeSlots(ctx, all)
 			return grants{}, unavailable("claim", err)
 		}
 		if len(reply) == 1 && asString(reply[0]) == "count" {

@@ -51,8 +51,10 @@ local i0 = 8 + 4 * tonumber(ARGV[7])
 -- whose clock is behind the prefix slot's still sees its lease end first.
 local SKEW = 1000
 
--- WAKE_MS (ms) is how long a woken job waits in kw for its store's word.
-local WAKE_MS = 60000
+-- WAKE_MS (ms) is how long a woken job waits in kw for its store's word:
+-- a job woken again that is back in its queue already costs a script run,
+-- one whose wake was lost (an answer cut) waits that long.
+local WAKE_MS = 5000
 
 local wake = {}
 
