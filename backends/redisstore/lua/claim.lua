@@ -19,8 +19,8 @@
 -- more modes on a Cluster, [10] base, [11] number: "unpark", then pairs
 -- of id and registration of parked jobs slots.lua woke: each goes back to
 -- its queue unless parked under a later registration since, answered 0,
--- or answered 1 when it is not queued (taken, cancelled): {now, codes,
--- queued}; "count": the topic's reserved jobs with a key that hold no slot
+-- or answered 1 when it is not queued (taken, finished), and keeps the
+-- registration as its W: {now, codes, queued}; "count": the topic's reserved jobs with a key that hold no slot
 -- get K, the token: {now, flat key, id, token, lease expiry} for
 -- slots.lua's "hold".
 --
@@ -334,14 +334,6 @@ local function count_held()
   end
 end
 
--- parked_under returns the last registration in its key's queue (slots.lua)
--- that job id (j from load) was parked or woken under: its field W, 0 for
--- none.
-local function parked_under(id, j)
-  if packed_ids[id] then return tonumber(j.W or 0) end
-  return tonumber(redis.call('HGET', key_job(id), 'W') or 0)
-end
-
 -- park_granted parks due job id (priority y) of the current shard, which
 -- slots.lua refused a slot of its key and queued in its key's queue as
 -- registration v, unless it was parked or woken under v already: another
@@ -521,10 +513,15 @@ elseif mode == 'unpark' then
     local id, v = ARGV[k], tonumber(ARGV[k + 1])
     local j = load(id)
     codes[#codes + 1] = 1
-    if j and j.t == t and (j.s == 'scheduled' or j.s == 'ready') then
-      codes[#codes] = 0
+    -- A job taken meanwhile keeps v too, so that a park under it still
+    -- to come finds it passed; a finished one, which keeps its expiry,
+    -- never parks again.
+    if j and j.t == t and j.s ~= 'done' and j.s ~= 'cancelled' then
       local w = parked_under(id, j)
-      if w <= v and redis.call('ZREM', key_parked(t), id) == 1 then link_queue(id, t, j.r, j.y) end
+      if j.s == 'scheduled' or j.s == 'ready' then
+        codes[#codes] = 0
+        if w <= v and redis.call('ZREM', key_parked(t), id) == 1 then link_queue(id, t, j.r, j.y) end
+      end
       if w < v then
         j.W = v
         save(id, j, 'W')

@@ -694,6 +694,14 @@ local function finish(id, j, state, ...)
   log_finish(id, j, kind, now_s, j.e)
 end
 
+-- parked_under returns the last registration in its key's queue on a
+-- Cluster (slots.lua) that job id (j from load) was parked or woken under:
+-- its field W, 0 for none.
+local function parked_under(id, j)
+  if packed_ids[id] then return tonumber(j.W or 0) end
+  return tonumber(redis.call('HGET', key_job(id), 'W') or 0)
+end
+
 -- put_job stores the job whose 15 fields start at ARGV[i] (put.lua's): a
 -- new job, a finished one overwritten (not with absent: any job kept is a
 -- conflict), or with replace an unfinished one replaced unless reserved;
@@ -711,8 +719,12 @@ local function put_job(replace, inline_body, i, absent)
   local res = 0
   -- The body key too: a finished job's two keys expire apart, and a stale
   -- body must not outlive it into a new job of the same id.
+  -- On a Cluster the job that takes the id keeps the old one's W, so that
+  -- a park under a registration of the old one, still to come, passes.
+  local was_parked = 0
   if redis.call('EXISTS', kj, key_body(id)) > 0 then
     local j = load(id)
+    if j and CLUSTER then was_parked = parked_under(id, j) end
     if j then settle(id, j) end
     if not j then
       -- only a stale body key
@@ -749,6 +761,7 @@ local function put_job(replace, inline_body, i, absent)
   if z ~= '' then j.z = tonumber(z) end
   if kept then j.R = kept end
   if nxt ~= '' then j.T = nxt end
+  if was_parked > 0 then j.W = was_parked end
   packed_ids[id] = JOB_FORM == 'packed' or nil
   save(id, j)
   link_queue(id, t, r, y)
