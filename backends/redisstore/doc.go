@@ -107,8 +107,8 @@
 // lib.lua), z expires_at, K while the job, reserved by a claim with a
 // key_concurrency, holds a slot of its key: "1" on one server, on a
 // Cluster the grant of its holder in kx; W on a Cluster the last
-// registration in its key's queue it was parked or woken under; times
-// are Unix ms of the server's clock. Empty
+// registration in its key's queue it was parked or woken under (kept by
+// a job that takes its id); times are Unix ms of the server's clock. Empty
 // key, body, traceparent, retry delays, URL and expiry, priority 0 and a
 // history before the first delivery ends are left out; l, x and v stay once a lease ends and
 // mean nothing unless the job is reserved: the attempt in progress is a,
