@@ -20,9 +20,9 @@
 -- of id and registration of parked jobs slots.lua woke: each goes back to
 -- its queue unless parked under a later registration since, answered 0,
 -- or answered 1 when it is not queued (taken, finished), and keeps the
--- registration as its W: {now, codes, queued}; "count": the topic's reserved jobs with a key that hold no slot
--- get K, the token: {now, flat key, id, token, lease expiry} for
--- slots.lua's "hold".
+-- registration as its W: {now, codes, queued}; "count": the topic's
+-- reserved jobs with a key that hold no slot get K, the token: {now, flat
+-- key, id, token, lease expiry} for slots.lua's "hold".
 --
 -- A topic paused in the (first) shard takes nothing: the answer is then
 -- {now, {}, 1}.
@@ -121,7 +121,8 @@ local function job_field(h, j, name)
 end
 
 -- reserve reserves the jobs of picks ({id, run_at, priority, holds,
--- place, the lease's cap on a Cluster}) in the current shard: due members of its queues (queued), each
+-- place, the lease's cap on a Cluster}) in the current shard: due members
+-- of its queues (queued), each
 -- to be taken once, a job whose key is at the limit parked instead; or
 -- parked jobs a fair claim took from their key's queue, holds saying they
 -- take a slot of their key. It returns their rows.
@@ -309,13 +310,13 @@ end
 
 -- mark_held makes every reserved job of the topic with a key in the
 -- current shard that holds no slot (reserved by a claim without a limit)
--- hold one, K k, and returns them, {id, j}.
-local function mark_held(k)
+-- hold one, its K mark, and returns them, {id, j}.
+local function mark_held(mark)
   local out = {}
   for _, id in ipairs(redis.call('ZRANGE', K_LEASE, 0, -1)) do
     local j = load(id)
     if j and j.s == 'reserved' and j.t == t and j.k and j.k ~= '' and not j.K then
-      j.K = k
+      j.K = mark
       save(id, j, 'K')
       out[#out + 1] = {id, j}
     end

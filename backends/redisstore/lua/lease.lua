@@ -5,8 +5,8 @@
 -- of deliveries, then 5 per delivery: op (ack, retry, release, bury or
 -- touch), id, lease, run_at (ms; 0 for now) for retry and release, or for
 -- touch the most its lease may be extended to (ms, 0 for no cap: see
--- below), last error for retry, release and bury. Release is a retry whose attempt is
--- given back (core.Job.Release).
+-- below), last error for retry, release and bury. Release is a retry
+-- whose attempt is given back (core.Job.Release).
 -- Several callers' deliveries are coalesced into one run (see
 -- leaseBatcher), so each is handled on its own: one that fails (a Redis
 -- error) is answered with its error and the others go on.
