@@ -25,7 +25,7 @@ const leaseTimeout = 10 * time.Second
 // leaseOp is one ack, retry, bury or touch waiting for its turn.
 type leaseOp struct {
 	op, id, lease, errText string
-	runAt                  int64
+	runAt                  int64 // of a touch: the cap of its lease (ms; 0 none)
 	shard                  int
 
 	done chan struct{} // closed when code, job and err are set
@@ -194,6 +194,18 @@ func (b *leaseBatcher) send(ops []*leaseOp) {
 	ctx, cancel := context.WithTimeout(s.bg, leaseTimeout)
 	defer cancel()
 	cmds := s.write(ctx, calls)
+	// The slots of a Cluster the scripts gave back are freed before the
+	// callers hear, so that a claim after an ack finds the key's next job.
+	var released []any
+	for _, cmd := range cmds {
+		res, _ := cmd.Slice()
+		for _, r := range res {
+			if r := asSlice(r); len(r) > 3 {
+				released = append(released, asSlice(r[3])...)
+			}
+		}
+	}
+	s.freeSlots(ctx, released)
 	for i, gs := range groups {
 		res, err := cmds[i].Slice()
 		if err == nil && len(res) != len(gs) {
@@ -230,6 +242,8 @@ func (b *leaseBatcher) send(ops []*leaseOp) {
 						op.err = unavailable(op.op, fmt.Errorf("redisstore: %s", asString(r[1])))
 					case op.code == 0 && op.op == "touch":
 						op.job = asSlice(r[1])
+					case op.code == 4:
+						op.job = r[1:] // topic, key, grant, ttr
 					case op.code == 0:
 						op.job = r[1:] // topic, attempt, state
 					}
@@ -265,6 +279,8 @@ func (o *leaseOp) answer() ([]any, error) {
 		return o.job, nil
 	case 1:
 		return nil, fmt.Errorf("redisstore: %s %q: %w", o.op, o.id, core.ErrNotFound)
+	case 4:
+		return o.job, errExtendSlot
 	default:
 		return nil, fmt.Errorf("redisstore: %s %q: %w", o.op, o.id, core.ErrLeaseLost)
 	}

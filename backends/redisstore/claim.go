@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -317,13 +318,23 @@ func (s *Store) room(ctx context.Context, params *core.ClaimJobsParams) (int, er
 func (s *Store) claimOnce(ctx context.Context, ts *topicState, p *core.ClaimJobsParams, via string, max int) ([]*core.Job, int64, error) {
 	topic := p.Topic
 	s.mu.Lock()
-	if ts.keyLimit != p.KeyConcurrency || ts.fair != p.Fair {
+	changed := ts.keyLimit != p.KeyConcurrency || ts.fair != p.Fair
+	s.mu.Unlock()
+	if changed && !s.multiShard {
+		// The jobs parked under a lower limit wake, and without one the
+		// topic's reserved jobs stop counting as holding slots.
+		if _, err := s.slots(ctx, "mode", topic, p.KeyConcurrency); err != nil {
+			return nil, 0, unavailable("claim", err)
+		}
+	}
+	if changed {
+		s.mu.Lock()
 		ts.keyLimit, ts.fair = p.KeyConcurrency, p.Fair
 		for n := range ts.due {
 			ts.due[n] = 0
 		}
+		s.mu.Unlock()
 	}
-	s.mu.Unlock()
 	for {
 		now := s.serverNow()
 		s.mu.Lock()
@@ -348,7 +359,7 @@ func (s *Store) claimOnce(ctx context.Context, ts *topicState, p *core.ClaimJobs
 		if s.multiShard {
 			jobs, err = s.take(ctx, ts, p, via, shards, gens, max)
 		} else {
-			jobs, err = s.pick(ctx, ts, topic, via, shards, gens, max)
+			jobs, err = s.pick(ctx, ts, p, via, shards, gens, max)
 		}
 		if err != nil {
 			return nil, 0, err
@@ -412,13 +423,23 @@ func (s *Store) take(ctx context.Context, ts *topicState, p *core.ClaimJobsParam
 	return jobs, err
 }
 
-// pick reads the heads of topic's queues in shards, picks the first max
-// due jobs among them (by priority, run_at, id) and reserves them, one claim script per shard in one
-// pipeline (a Cluster).
-func (s *Store) pick(ctx context.Context, ts *topicState, topic, via string, shards []int, gens []uint64, max int) ([]*core.Job, error) {
-	cands, err := s.peek(ctx, topic, shards, max)
+// pick reads the heads of p's topic's queues in shards, picks the first
+// max due jobs among them (by priority, run_at, id) and reserves them, one
+// claim script per shard in one pipeline (a Cluster). With a
+// KeyConcurrency it asks for the slots of their keys first (grant): a job
+// refused one is parked, and a slot granted and not used (the job gone)
+// is freed.
+func (s *Store) pick(ctx context.Context, ts *topicState, p *core.ClaimJobsParams, via string, shards []int, gens []uint64, max int) ([]*core.Job, error) {
+	topic, limit := p.Topic, p.KeyConcurrency
+	cands, err := s.peek(ctx, topic, shards, max, limit > 0)
 	if err != nil {
 		return nil, err
+	}
+	var g grants
+	if limit > 0 {
+		if g, err = s.grant(ctx, topic, limit, cands.top); err != nil {
+			return nil, err
+		}
 	}
 	byShard := map[int][]any{}
 	var order []int
@@ -426,7 +447,13 @@ func (s *Store) pick(ctx context.Context, ts *topicState, topic, via string, sha
 		if byShard[c.shard] == nil {
 			order = append(order, c.shard)
 		}
-		byShard[c.shard] = append(byShard[c.shard], c.id, c.priority)
+		until := ""
+		if u, ok := g.until[c.id]; ok {
+			until = strconv.FormatInt(u, 10)
+		} else if v, ok := g.refused[c.id]; ok {
+			until = "p" + asString(v) // parked under its registration
+		}
+		byShard[c.shard] = append(byShard[c.shard], c.id, c.priority, until)
 	}
 	// A shard with nothing due among the candidates still learns its head.
 	for i, n := range shards {
@@ -441,12 +468,16 @@ func (s *Store) pick(ctx context.Context, ts *topicState, topic, via string, sha
 	for i, n := range order {
 		sk := &s.keys.shard[n]
 		tokens[i] = rand.Text()
+		if limit > 0 {
+			tokens[i] = g.token // the K of the jobs that hold a slot
+		}
 		args := append([]any{topic, "ids", tokens[i], via, sk.base, sk.num}, byShard[n]...)
 		calls[i] = s.shardCall(scriptClaim, n, args...)
 	}
 	jobs := []*core.Job{}
 	var firstErr error
 	paused := false
+	unknown := map[int]bool{} // shards whose claim may have used its slots
 	for i, cmd := range s.run(ctx, calls) {
 		s.answerLost(cmd)
 		got, err := s.claimed(ts, via, gens, cmd)
@@ -457,9 +488,13 @@ func (s *Store) pick(ctx context.Context, ts *topicState, topic, via string, sha
 		if err != nil {
 			ts.lose(tokens[i], order[i])
 			firstErr = cmp.Or(firstErr, err)
+			unknown[order[i]] = true
 			continue
 		}
 		jobs = append(jobs, got...)
+	}
+	if len(g.until) > 0 {
+		s.freeSlots(ctx, g.unused(topic, cands.top, jobs, unknown))
 	}
 	if len(jobs) == 0 && firstErr != nil {
 		return nil, unavailable("claim", firstErr)
@@ -539,6 +574,8 @@ type candidate struct {
 	id       string
 	runAt    int64
 	priority int64
+	key      string // read only for a claim with a KeyConcurrency
+	ttr      int64  // ms; read with key
 }
 
 // peeked is what peek saw.
@@ -563,8 +600,12 @@ const skewMargin = 10
 // first (twice max/shards, and a little), and reads up to max only from
 // the shards whose share was all due and could hide jobs ahead of the last
 // one picked: one round trip in the usual case, two when due jobs are
-// skewed towards a few shards.
-func (s *Store) peek(ctx context.Context, topic string, shards []int, max int) (peeked, error) {
+// skewed towards a few shards. keyed reads each job's key and TTR too.
+func (s *Store) peek(ctx context.Context, topic string, shards []int, max int, keyed bool) (peeked, error) {
+	width, with := 3, "0"
+	if keyed {
+		width, with = 5, "1"
+	}
 	k := max
 	if len(shards) > 1 {
 		k = min(max, 2*((max+len(shards)-1)/len(shards))+2)
@@ -575,7 +616,7 @@ func (s *Store) peek(ctx context.Context, topic string, shards []int, max int) (
 	read := func(idx []int, limit int) error {
 		calls := make([]call, len(idx))
 		for i, x := range idx {
-			calls[i] = s.shardCall(scriptPeek, shards[x], topic, limit)
+			calls[i] = s.shardCall(scriptPeek, shards[x], topic, limit, with)
 		}
 		for i, cmd := range s.run(ctx, calls) {
 			x := idx[i]
@@ -589,9 +630,13 @@ func (s *Store) peek(ctx context.Context, topic string, shards []int, max int) (
 			out.now = s.sawServerNow(reply[0])
 			out.head[x] = asInt(reply[1])
 			flat := asSlice(reply[2])
-			l := make([]candidate, 0, len(flat)/3)
-			for k := 0; k+2 < len(flat); k += 3 {
-				l = append(l, candidate{shard: shards[x], id: asString(flat[k]), runAt: asInt(flat[k+1]), priority: asInt(flat[k+2])})
+			l := make([]candidate, 0, len(flat)/width)
+			for k := 0; k+width-1 < len(flat); k += width {
+				c := candidate{shard: shards[x], id: asString(flat[k]), runAt: asInt(flat[k+1]), priority: asInt(flat[k+2])}
+				if keyed {
+					c.key, c.ttr = asString(flat[k+3]), asInt(flat[k+4])
+				}
+				l = append(l, c)
 			}
 			lists[x] = l
 			full[x] = len(l) == limit

@@ -50,7 +50,15 @@
 //	{P}:ks:<topic>        hash   u the lowest key_concurrency jobs are parked under; f "1" while
 //	                             fair claims park every due job; l the key_concurrency of the
 //	                             last fair claim; s the last turn given in the ring; c "1"
-//	                             while every reserved job of the topic with a key holds a slot
+//	                             while every reserved job of the topic with a key holds a slot;
+//	                             v the last registration given in a key's queue (Cluster)
+//	{P}:kx                zset   on a Cluster, the holders of key slots, every topic's:
+//	                             "<topic>\n<id>\n<grant>\n<key>" by when the slot lapses (ms):
+//	                             its job's lease expiry, which it caps (slots.lua)
+//	{P}:kv:<topic>        hash   on a Cluster, the registration of each id in its key's queue
+//	{P}:kw                zset   on a Cluster, the parked jobs woken and not yet said back in
+//	                             their queue: "<topic>\n<id>\n<registration>\n<key>" by when
+//	                             to wake them again (ms)
 //	{P}:sched             hash   before records: schedule name -> definition (JSON), LegacySchedules
 //	{P}:rec:<kind>        hash   metadata records of a kind: name -> "<revision>:<value>"; "" -> the last revision given
 //	{P}:scur              hash   before records: schedule name -> its cursor, the last slot fired (ms)
@@ -96,9 +104,11 @@
 // e last_error, l lease, x lease expiry, p traceparent, w retry delays (ns,
 // comma-separated), y priority, h the job's own webhook URL, v the via of
 // the last claim (one letter), H the attempts that ended (History in
-// lib.lua), z expires_at, K "1" while the job, reserved by a claim with a
-// key_concurrency, holds a slot of its key; times are Unix ms of the
-// server's clock. Empty
+// lib.lua), z expires_at, K while the job, reserved by a claim with a
+// key_concurrency, holds a slot of its key: "1" on one server, on a
+// Cluster the grant of its holder in kx; W on a Cluster the last
+// registration in its key's queue it was parked or woken under (kept by
+// a job that takes its id); times are Unix ms of the server's clock. Empty
 // key, body, traceparent, retry delays, URL and expiry, priority 0 and a
 // history before the first delivery ends are left out; l, x and v stay once a lease ends and
 // mean nothing unless the job is reserved: the attempt in progress is a,
@@ -241,10 +251,32 @@
 // parks every due job in its key's queue and takes from the ring of keys,
 // one job of each in turn. A claim script parks at most about 10 000 jobs,
 // so that a burst does not hold the server in one script, nor past a
-// client's read timeout: the next script goes on. On a Redis
-// Cluster a key's jobs spread over the shards' slots, which no script can
-// count together, so CheckTopic refuses both there. A topic without them
+// client's read timeout: the next script goes on. A topic without them
 // pays one HMGET of its key state per claim script, and nothing per job.
+//
+// On a Redis Cluster a key's jobs spread over the shards' slots, which no
+// script can count together, so the slots live in the prefix's own slot
+// (slots.lua, slots.go): a claim with a key_concurrency reads its
+// candidates' keys and TTRs with the queues' heads (peek), asks for their
+// slots there, each a holder in kx scored by now + TTR, reserves the
+// granted jobs in their shards with their leases capped at their holders'
+// scores, parks the refused ones in their shard's parked set under the
+// registration slots.lua gave them in their key's queue, and frees the
+// slots it did not use. Whatever ends a lease that holds one (ack, retry,
+// bury, cancel of the running job, expiry) returns it from its script, and
+// the store frees it in slots.lua, which wakes the key's first parked job:
+// the store moves it back to its queue (claim.lua's "unpark"). A touch
+// extends the holder before the lease. A holder lapses one second (the
+// masters' clock difference it allows) after its score, at the next
+// slots.lua run or every store's 30 s sweep: so a store that died between
+// a lease's end and the freeing holds the slot no longer than its lease,
+// and a dead instance's slots come back with its leases. The registration
+// numbers and the jobs' W make a park and a wake that cross, or two claims
+// that park one job, leave it parked exactly while its key's queue holds
+// it; kw wakes again a job whose store died before it was back. CheckTopic
+// refuses fair there, which has no round-robin across the shards yet. A
+// topic without a key_concurrency pays nothing more; a store runs one
+// slots.lua sweep per 30 s whatever its topics.
 //
 // # Retention and topics
 //

@@ -117,12 +117,14 @@ func (p *expirer) run() {
 		}
 		nowMS := p.s.serverNow()
 		var due []int
+		sweep := false
 		p.mu.Lock()
 		if nowMS >= p.sweepAt {
 			for n := range p.next {
 				p.next[n] = min(p.next[n], nowMS)
 			}
 			p.sweepAt = nowMS + sweepInterval.Milliseconds()
+			sweep = !p.s.multiShard
 		}
 		target := p.sweepAt
 		for n, at := range p.next {
@@ -136,6 +138,9 @@ func (p *expirer) run() {
 			}
 		}
 		p.mu.Unlock()
+		if sweep {
+			p.sweepSlots()
+		}
 		if len(due) > 0 {
 			if p.expire(due) {
 				if failures > 0 {
@@ -159,6 +164,17 @@ func (p *expirer) run() {
 			timer.Stop()
 		case <-timer.Chan():
 		}
+	}
+}
+
+// sweepSlots frees the key slots of a Cluster whose holders lapsed (a
+// store that died between a lease's end and the freeing of its slot), as
+// every slots.lua call does first: a safety net, at each sweep.
+func (p *expirer) sweepSlots() {
+	ctx, cancel := context.WithTimeout(p.s.bg, expireTimeout)
+	defer cancel()
+	if _, err := p.s.slots(ctx, "sweep"); err != nil && p.s.bg.Err() == nil {
+		p.s.log.Warn("redisstore: key slot sweep failed", "prefix", p.s.cfg.Prefix, "err", err)
 	}
 }
 
@@ -195,7 +211,10 @@ func (p *expirer) expire(due []int) bool {
 		shard  int
 		queued any
 	}
-	var wakes []woken
+	var (
+		wakes    []woken
+		released []any // lib.lua's, of a Cluster
+	)
 	ok := true
 	p.mu.Lock()
 	for i, shards := range groups {
@@ -236,11 +255,15 @@ func (p *expirer) expire(due []int) bool {
 			}
 			p.next[n] = min(next, p.hint[n])
 			wakes = append(wakes, woken{n, res[2]})
+			if len(res) > 3 {
+				released = append(released, asSlice(res[3])...)
+			}
 		}
 	}
 	p.mu.Unlock()
 	for _, w := range wakes {
 		p.s.applyQueued(w.queued)
 	}
+	p.s.freeSlots(ctx, released)
 	return ok
 }

@@ -310,10 +310,17 @@ func (s *Store) BuryJob(ctx context.Context, params *core.BuryJobParams) (core.S
 	return settled("bury", res, err)
 }
 
-// TouchJob implements core.Store. Errors: ErrNotFound, ErrLeaseLost,
-// ErrClosed, ErrUnavailable.
+// TouchJob implements core.Store. A job that holds a slot of its key on a
+// Cluster has the slot extended first, then its lease, never past the
+// slot. Errors: ErrNotFound, ErrLeaseLost, ErrClosed, ErrUnavailable.
 func (s *Store) TouchJob(ctx context.Context, params *core.TouchJobParams) (*core.Job, error) {
 	res, err := s.leased(ctx, "touch", params.ID, params.Lease, 0, "")
+	if errors.Is(err, errExtendSlot) {
+		var until int64
+		if until, err = s.extendSlot(ctx, params.ID, res); err == nil {
+			res, err = s.leased(ctx, "touch", params.ID, params.Lease, until, "")
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -354,6 +361,9 @@ func (s *Store) byID(ctx context.Context, sc *shardScript, what, id string, args
 		return 0, nil, unavailable(what, err)
 	}
 	s.applyQueued(res[2])
+	if len(res) > 3 {
+		s.freeSlots(ctx, asSlice(res[3]))
+	}
 	code := asInt(res[0])
 	var job *core.Job
 	if flat := asSlice(res[1]); len(flat) > 0 {

@@ -16,6 +16,7 @@ type keys struct {
 	seen    string // zset: topic -> when last put (ms), the topic registry
 	sched   string // hash: schedule name -> definition JSON (LegacySchedules)
 	cursors string // hash: schedule name -> last slot fired, ms (LegacySchedules)
+	holders string // zset: the holders of key slots on a Cluster (slots.lua)
 	shard   []shardKeys
 }
 
@@ -38,6 +39,7 @@ func newKeys(prefix string, shards int) keys {
 		seen:    meta + ":seen",
 		sched:   meta + ":sched",
 		cursors: meta + ":scur",
+		holders: meta + ":kx",
 		shard:   make([]shardKeys, shards),
 	}
 	for i := range shards {

@@ -35,13 +35,15 @@ var (
 	scriptList      = newShardScript("list.lua")
 	scriptRewrite   = newShardScript("rewrite.lua")
 	scriptRecover   = newShardScript("recover.lua")
+	scriptSlots     = newShardScript("slots.lua")
 	scriptPrune     = redis.NewScript(mustRead("prune.lua"))
 	scriptRate      = redis.NewScript(mustRead("rate.lua"))
 	scriptRecord    = redis.NewScript(mustRead("record.lua"))
 
 	shardScripts = []*shardScript{scriptPut, scriptClaim, scriptPeek, scriptExpire, scriptCancel, scriptExpireJob, scriptLease,
-		scriptRequeue, scriptStats, scriptGet, scriptImport, scriptExport, scriptMigrate, scriptIndex, scriptList, scriptRewrite, scriptRecover}
-	allScripts = append([]*redis.Script{scriptPrune, scriptRate, scriptRecord}, variants(shardScripts)...)
+		scriptRequeue, scriptStats, scriptGet, scriptImport, scriptExport, scriptMigrate, scriptIndex, scriptList, scriptRewrite, scriptRecover,
+		scriptSlots}
+	plainScripts = []*redis.Script{scriptPrune, scriptRate, scriptRecord}
 )
 
 func mustRead(name string) string {
@@ -52,44 +54,54 @@ func mustRead(name string) string {
 	return string(b)
 }
 
-// shardScript is a shard script, lib.lua and its own, in two variants: one
-// for a store that creates packed jobs and one for a store that creates
-// hashes (Config.JobForm), which sets lib.lua's JOB_FORM. Each reads the
-// form its store creates first, so that a prefix of either form pays no
-// failed read per job for the other.
+// shardScript is a shard script, lib.lua and its own, in four variants: for
+// a store that creates packed jobs or hashes (Config.JobForm), which sets
+// lib.lua's JOB_FORM, on one server or on a Redis Cluster, which sets its
+// CLUSTER. Each reads the form its store creates first, so that a prefix
+// of either form pays no failed read per job for the other.
 type shardScript struct {
-	packed, hash *redis.Script
+	packed, hash               *redis.Script
+	packedCluster, hashCluster *redis.Script
 }
 
 func newShardScript(name string) *shardScript {
 	body := mustRead("lib.lua") + mustRead(name)
 	return &shardScript{
-		packed: redis.NewScript("local JOB_FORM = 'packed'\n" + body),
-		hash:   redis.NewScript("local JOB_FORM = 'hash'\n" + body),
+		packed:        redis.NewScript("local JOB_FORM, CLUSTER = 'packed', false\n" + body),
+		hash:          redis.NewScript("local JOB_FORM, CLUSTER = 'hash', false\n" + body),
+		packedCluster: redis.NewScript("local JOB_FORM, CLUSTER = 'packed', true\n" + body),
+		hashCluster:   redis.NewScript("local JOB_FORM, CLUSTER = 'hash', true\n" + body),
 	}
 }
 
-// of returns the variant of sc for a store that creates jobs of form.
-func (sc *shardScript) of(form string) *redis.Script {
-	if form == JobFormHash {
+// of returns the variant of sc for a store that creates jobs of form, on a
+// Redis Cluster or not.
+func (sc *shardScript) of(form string, cluster bool) *redis.Script {
+	switch {
+	case form == JobFormHash && cluster:
+		return sc.hashCluster
+	case form == JobFormHash:
 		return sc.hash
+	case cluster:
+		return sc.packedCluster
 	}
 	return sc.packed
 }
 
-// variants returns both variants of each of scripts.
-func variants(scripts []*shardScript) []*redis.Script {
-	out := make([]*redis.Script, 0, 2*len(scripts))
-	for _, sc := range scripts {
-		out = append(out, sc.packed, sc.hash)
+// scriptsFor returns the scripts a store on a Redis Cluster (cluster) or
+// one server runs: the plain ones and both job forms of each shard script.
+func scriptsFor(cluster bool) []*redis.Script {
+	out := slices.Clone(plainScripts)
+	for _, sc := range shardScripts {
+		out = append(out, sc.of(JobFormPacked, cluster), sc.of(JobFormHash, cluster))
 	}
 	return out
 }
 
-// loadScripts loads every script (on every master of a cluster), so that
+// loadScripts loads scripts (on every master of a cluster), so that
 // EVALSHA finds them, in pipelines too.
-func loadScripts(ctx context.Context, rdb redis.Scripter) error {
-	for _, sc := range allScripts {
+func loadScripts(ctx context.Context, rdb redis.Scripter, scripts []*redis.Script) error {
+	for _, sc := range scripts {
 		if err := sc.Load(ctx, rdb).Err(); err != nil {
 			return err
 		}
@@ -118,7 +130,7 @@ func (s *Store) shardCall(sc *shardScript, n int, extra ...any) call {
 	}
 	args = append(args, sk.base, now, s.keys.channel, sk.num, s.retentionMS)
 	args = append(args, extra...)
-	return call{script: sc.of(s.jobForm), keys: sk.fixed, args: args}
+	return call{script: sc.of(s.jobForm, !s.multiShard), keys: sk.fixed, args: args}
 }
 
 // run runs calls, several in one pipeline, and returns their commands, each
@@ -142,11 +154,15 @@ func runOn(ctx context.Context, rdb redis.Cmdable, calls []call) []*redis.Cmd {
 			again = append(again, i)
 		}
 	}
-	if len(again) > 0 && loadScripts(ctx, rdb) == nil {
-		retry := make([]call, len(again))
-		for i, j := range again {
-			retry[i] = calls[j]
-		}
+	if len(again) == 0 {
+		return cmds
+	}
+	retry := make([]call, len(again))
+	scripts := make([]*redis.Script, len(again))
+	for i, j := range again {
+		retry[i], scripts[i] = calls[j], calls[j].script
+	}
+	if loadScripts(ctx, rdb, scripts) == nil {
 		for i, cmd := range pipeline(ctx, rdb, retry) {
 			cmds[again[i]] = cmd
 		}

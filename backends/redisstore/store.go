@@ -219,9 +219,14 @@ type Store struct {
 	// in the hash spares the server a key to write, read and expire per
 	// job. Either way is correct: the limit only chooses the encoding.
 	inlineBody int
-	pubsub     *redis.PubSub
-	notify     core.Notifier
-	wg         sync.WaitGroup
+	// woke are the parked jobs of a Cluster that this store moved back to
+	// their queues, flat topic, key, id, for its next slots.lua call to
+	// confirm (Store.unpark). Under slotsMu.
+	slotsMu sync.Mutex
+	woke    []any
+	pubsub  *redis.PubSub
+	notify  core.Notifier
+	wg      sync.WaitGroup
 }
 
 var (
@@ -268,7 +273,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if err := s.checkShards(ctx); err != nil {
 		return nil, err
 	}
-	if err := loadScripts(ctx, s.rdb); err != nil {
+	if err := loadScripts(ctx, s.rdb, scriptsFor(!s.multiShard)); err != nil {
 		return nil, unavailable("load scripts", err)
 	}
 	if err := s.migrate(ctx); err != nil {

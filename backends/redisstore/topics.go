@@ -174,16 +174,12 @@ func (s *Store) stats(ctx context.Context, names []string) ([]core.Counts, error
 
 var _ core.TopicChecker = (*Store)(nil)
 
-// CheckTopic implements core.TopicChecker: on a Redis Cluster, where a
-// key's jobs spread over the shards' slots and no script can count them
-// atomically, the store refuses key_concurrency and fair rather than
-// bound them loosely; on one server (standalone or Sentinel) it honours
-// both (Key limits in lua/lib.lua). It refuses rate.per_key everywhere:
-// its buckets are not built on Redis yet.
+// CheckTopic implements core.TopicChecker: it honours key_concurrency
+// everywhere (Key limits in lua/lib.lua; on a Redis Cluster the slots of
+// slots.lua). On a Cluster, where a key's jobs spread over the shards'
+// slots, it refuses fair, which has no round-robin across them yet. It
+// refuses rate.per_key everywhere: its buckets are not built on Redis yet.
 func (s *Store) CheckTopic(t *core.Topic) error {
-	if t.KeyConcurrency != 0 && !s.multiShard {
-		return core.Invalid("key_concurrency", "key_concurrency is not supported by the redis backend on a Redis Cluster; a standalone or Sentinel-managed Redis, and the local and memory backends, support it (docs/backends.md)")
-	}
 	if t.Fair && !s.multiShard {
 		return core.Invalid("fair", "fair is not supported by the redis backend on a Redis Cluster; a standalone or Sentinel-managed Redis, and the local and memory backends, support it (docs/backends.md)")
 	}

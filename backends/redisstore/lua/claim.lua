@@ -9,9 +9,20 @@
 -- [11] count of shards, their bases and numbers: the first max due jobs
 -- of the shards' queues, by priority, run_at then id, are reserved. For
 -- "ids" (a Cluster, one shard per call, whose candidates the caller read
--- and merged with peek.lua): [10] base, [11] number, then pairs of id and
--- priority; an id no longer due in its queue (another claim took it, or
--- it was cancelled) is skipped.
+-- and merged with peek.lua): [10] base, [11] number, then triples of id,
+-- priority and grant: empty, or with a key_concurrency (slots.lua) the
+-- time (ms) until which the job's slot was granted, which caps its lease
+-- and makes its K the claim's token, or "p<v>" when its key had no slot
+-- free and slots.lua queued it in its key's queue as registration v: the
+-- job is then parked into pk:<t> (park_granted). An id no longer due in
+-- its queue (another claim took it, or it was cancelled) is skipped. Two
+-- more modes on a Cluster, [10] base, [11] number: "unpark", then pairs
+-- of id and registration of parked jobs slots.lua woke: each goes back to
+-- its queue unless parked under a later registration since, answered 0,
+-- or answered 1 when it is not queued (taken, finished), and keeps the
+-- registration as its W: {now, codes, queued}; "count": the topic's
+-- reserved jobs with a key that hold no slot get K, the token: {now, flat
+-- key, id, token, lease expiry} for slots.lua's "hold".
 --
 -- A topic paused in the (first) shard takes nothing: the answer is then
 -- {now, {}, 1}.
@@ -38,6 +49,10 @@ local via = ARGV[9]
 
 -- taken counts the jobs the call reserved, for their lease tokens.
 local taken = 0
+
+-- grant is the K of the jobs an "ids" claim reserves holding a slot of a
+-- Cluster (slots.lua): the claim's token; one server's are "1".
+local grant
 
 -- The key limit of the claim (0: none), the slots held per key as read
 -- (held_n, with this call's) and those this call took (held_new, written
@@ -106,7 +121,8 @@ local function job_field(h, j, name)
 end
 
 -- reserve reserves the jobs of picks ({id, run_at, priority, holds,
--- place}) in the current shard: due members of its queues (queued), each
+-- place, the lease's cap on a Cluster}) in the current shard: due members
+-- of its queues (queued), each
 -- to be taken once, a job whose key is at the limit parked instead; or
 -- parked jobs a fair claim took from their key's queue, holds saying they
 -- take a slot of their key. It returns their rows.
@@ -168,8 +184,9 @@ local function reserve(picks, queued)
     if #h == 1 then
       local raw = h[1]
       x = now + j.d
+      if c[6] then x = math.min(x, c[6]) end
       j.s, j.a, j.l, j.x, j.u, j.v = 'reserved', (j.a or 0) + 1, lease, x, now, via
-      if holds then j.K = 1 end
+      if holds then j.K = grant or 1 end
       redis.call('SET', kj, cmsgpack.pack(j))
       got, inline = {raw}, j.b
     elseif #h > 0 then
@@ -179,10 +196,11 @@ local function reserve(picks, queued)
         if name == 'd' then d = h[f + 1] elseif name == 'a' then a = h[f + 1] elseif name == 'b' then inline = true end
       end
       x = now + tonumber(d)
+      if c[6] then x = math.min(x, c[6]) end
       packed_ids[id] = nil
       local fields = {s = 'reserved', a = tonumber(a) + 1, l = lease, x = x, u = now, v = via}
       if holds then
-        fields.K = '1'
+        fields.K = grant or '1'
         save(id, fields, 's', 'a', 'l', 'x', 'u', 'v', 'K')
       else
         save(id, fields, 's', 'a', 'l', 'x', 'u', 'v')
@@ -290,22 +308,46 @@ local function hold_in_order(picks, picked)
   return left
 end
 
+-- mark_held makes every reserved job of the topic with a key in the
+-- current shard that holds no slot (reserved by a claim without a limit)
+-- hold one, its K mark, and returns them, {id, j}.
+local function mark_held(mark)
+  local out = {}
+  for _, id in ipairs(redis.call('ZRANGE', K_LEASE, 0, -1)) do
+    local j = load(id)
+    if j and j.s == 'reserved' and j.t == t and j.k and j.k ~= '' and not j.K then
+      j.K = mark
+      save(id, j, 'K')
+      out[#out + 1] = {id, j}
+    end
+  end
+  return out
+end
+
 -- count_held makes every reserved job of the topic with a key that holds
--- no slot (reserved by a claim without a limit) hold one: a pass over the
--- lease sets of every shard, once, when a limit comes after claims without.
+-- no slot hold one: a pass over the lease sets of every shard, once, when
+-- a limit comes after claims without.
 local function count_held()
   for n = 0, shards() - 1 do
     in_shard(n, function()
-      for _, id in ipairs(redis.call('ZRANGE', K_LEASE, 0, -1)) do
-        local j = load(id)
-        if j and j.s == 'reserved' and j.t == t and j.k and j.k ~= '' and not j.K then
-          j.K = '1'
-          save(id, j, 'K')
-          hold(j.k)
-        end
-      end
+      for _, h in ipairs(mark_held('1')) do hold(h[2].k) end
     end)
   end
+end
+
+-- park_granted parks due job id (priority y) of the current shard, which
+-- slots.lua refused a slot of its key and queued in its key's queue as
+-- registration v, unless it was parked or woken under v already: another
+-- claim refused it too, or a freed slot woke it before this park came.
+local function park_granted(id, y, v)
+  local r = redis.call('ZSCORE', key_queue(t, y), id)
+  if not r then return end
+  local j = load(id)
+  if parked_under(id, j) >= v then return end
+  j.W = v
+  save(id, j, 'W')
+  redis.call('ZREM', key_queue(t, y), id)
+  redis.call('ZADD', key_parked(t), r, id)
 end
 
 -- all_groups makes every shard a group of the call.
@@ -447,19 +489,57 @@ if mode == 'take' then
 elseif mode == 'ids' then
   use_shard(ARGV[10], ARGV[11])
   if paused() then return {now_s, {}, 1} end
+  grant = token
   local picks, seen = {}, {}
-  for k = 12, #ARGV, 2 do
-    local id, y = ARGV[k], tonumber(ARGV[k + 1])
-    if not seen[id] then
+  for k = 12, #ARGV, 3 do
+    local id, y, til = ARGV[k], tonumber(ARGV[k + 1]), ARGV[k + 2]
+    if seen[id] then
+    elseif string.sub(til, 1, 1) == 'p' then
+      park_granted(id, y, tonumber(string.sub(til, 2)))
+    else
+      til = tonumber(til)
       seen[id] = true
       local s = redis.call('ZSCORE', key_queue(t, y), id)
       if s and tonumber(s) <= now then
-        picks[#picks + 1] = {id, tonumber(s), y}
+        picks[#picks + 1] = {id, tonumber(s), y, til ~= nil, nil, til}
       end
     end
   end
   local out = reserve(picks, true)
   results[1] = {out, lease_announced(), queue_head(t) or -1, ARGV[11]}
+elseif mode == 'unpark' then
+  use_shard(ARGV[10], ARGV[11])
+  local codes = {}
+  for k = 12, #ARGV, 2 do
+    local id, v = ARGV[k], tonumber(ARGV[k + 1])
+    local j = load(id)
+    codes[#codes + 1] = 1
+    -- A job taken meanwhile keeps v too, so that a park under it still
+    -- to come finds it passed; a finished one, which keeps its expiry,
+    -- never parks again.
+    if j and j.t == t and j.s ~= 'done' and j.s ~= 'cancelled' then
+      local w = parked_under(id, j)
+      if j.s == 'scheduled' or j.s == 'ready' then
+        codes[#codes] = 0
+        if w <= v and redis.call('ZREM', key_parked(t), id) == 1 then link_queue(id, t, j.r, j.y) end
+      end
+      if w < v then
+        j.W = v
+        save(id, j, 'W')
+      end
+    end
+  end
+  return {now_s, codes, announced()}
+elseif mode == 'count' then
+  use_shard(ARGV[10], ARGV[11])
+  local flat = {}
+  for _, h in ipairs(mark_held(token)) do
+    flat[#flat + 1] = h[2].k
+    flat[#flat + 1] = h[1]
+    flat[#flat + 1] = token
+    flat[#flat + 1] = int(h[2].x)
+  end
+  return {now_s, flat}
 else
   return redis.error_reply('redisstore: unknown claim mode ' .. tostring(mode))
 end

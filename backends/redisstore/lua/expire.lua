@@ -6,9 +6,10 @@
 -- shard's base and number.
 --
 -- Returns {now, groups}: the server's now, and per shard {head, more,
--- queued}: the shard's earliest lease expiry after the call, or -1; 1 when
--- the limit was reached and more may have expired; the queue heads the
--- call made earlier (announced).
+-- queued, released}: the shard's earliest lease expiry after the call, or
+-- -1; 1 when the limit was reached and more may have expired; the queue
+-- heads the call made earlier (announced); the slots of a Cluster it gave
+-- back (release_slot).
 local limit = tonumber(ARGV[6])
 local results = {}
 for i = 7, #ARGV, 2 do
@@ -24,6 +25,7 @@ for i = 7, #ARGV, 2 do
   end
   local more = 0
   if #expired == limit then more = 1 end
-  results[#results + 1] = {lease_head() or -1, more, announced()}
+  results[#results + 1] = {lease_head() or -1, more, announced(), released}
+  released = {}
 end
 return {now_s, results}

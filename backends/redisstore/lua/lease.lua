@@ -3,21 +3,26 @@
 -- ARGV[6...] groups of one shard each (one group on a Cluster; several on a
 -- standalone server, see use_shard): the shard's base and number, the count
 -- of deliveries, then 5 per delivery: op (ack, retry, release, bury or
--- touch), id, lease, run_at (ms; 0 for now) for retry and release, last
--- error for retry, release and bury. Release is a retry whose attempt is
--- given back (core.Job.Release).
+-- touch), id, lease, run_at (ms; 0 for now) for retry and release, or for
+-- touch the most its lease may be extended to (ms, 0 for no cap: see
+-- below), last error for retry, release and bury. Release is a retry
+-- whose attempt is given back (core.Job.Release).
 -- Several callers' deliveries are coalesced into one run (see
 -- leaseBatcher), so each is handled on its own: one that fails (a Redis
 -- error) is answered with its error and the others go on.
 --
--- Returns per group {results, lease, queued}: per delivery {code, job}: 0
--- done, 1 not found, 3 lease lost (not the current lease, or expired), -1
--- failed (job is then the error text); touch returns the job (job_all).
+-- Returns per group {results, lease, queued, released}: per delivery
+-- {code, job}: 0 done, 1 not found, 3 lease lost (not the current lease,
+-- or expired), -1 failed (job is then the error text); touch returns the
+-- job (job_all), or for a job that holds a slot of a Cluster and no cap
+-- {4, topic, key, grant (K), ttr}: its holder is extended first
+-- (slots.lua's "extend"), whose time the touch then gives as the cap.
 -- Ack, retry and bury return {0, topic, attempt, state after the call}
 -- instead, fields load read already (core.SettleResult), flat, so that a
 -- burst of acks costs no table per delivery here nor array in the client.
 -- lease is the shard's earliest lease expiry when a touch made it earlier,
--- or -1; queued the queue heads the call made earlier.
+-- or -1; queued the queue heads the call made earlier; released the slots
+-- of a Cluster it gave back (release_slot).
 --
 -- An ack writes the job hash once (state, time and the attempt's end in
 -- its history; the lease fields stay, meaningless once the job is not
@@ -51,6 +56,10 @@ local function one(op, id, lease, r, etext)
   if j.s ~= 'reserved' or lease == '' or j.l ~= lease then return {3, false} end
   if op == 'touch' then
     j.x = now + j.d
+    if j.K and CLUSTER then
+      if r == 0 then return {4, j.t, j.k, j.K, int(j.d)} end
+      j.x = math.min(j.x, r)
+    end
     note_lease(j.x)
     redis.call('ZADD', K_LEASE, int(j.x), id)
     save(id, j, 'x')
@@ -137,6 +146,7 @@ while i <= #ARGV do
   -- fin_add, which may set the zset's expiry.
   for _, a in ipairs(acked_order) do redis.call('ZADD', key_finished(a.t, 'd'), unpack(a.ids)) end
   for _, a in ipairs(acked_order) do fin_add('d', a.t, a.n, a.shift) end
-  results[#results + 1] = {out, lease_announced(), announced()}
+  results[#results + 1] = {out, lease_announced(), announced(), released}
+  released = {}
 end
 return results

@@ -694,6 +694,14 @@ local function finish(id, j, state, ...)
   log_finish(id, j, kind, now_s, j.e)
 end
 
+-- parked_under returns the last registration in its key's queue on a
+-- Cluster (slots.lua) that job id (j from load) was parked or woken under:
+-- its field W, 0 for none.
+local function parked_under(id, j)
+  if packed_ids[id] then return tonumber(j.W or 0) end
+  return tonumber(redis.call('HGET', key_job(id), 'W') or 0)
+end
+
 -- put_job stores the job whose 15 fields start at ARGV[i] (put.lua's): a
 -- new job, a finished one overwritten (not with absent: any job kept is a
 -- conflict), or with replace an unfinished one replaced unless reserved;
@@ -711,8 +719,12 @@ local function put_job(replace, inline_body, i, absent)
   local res = 0
   -- The body key too: a finished job's two keys expire apart, and a stale
   -- body must not outlive it into a new job of the same id.
+  -- On a Cluster the job that takes the id keeps the old one's W, so that
+  -- a park under a registration of the old one, still to come, passes.
+  local was_parked = 0
   if redis.call('EXISTS', kj, key_body(id)) > 0 then
     local j = load(id)
+    if j and CLUSTER then was_parked = parked_under(id, j) end
     if j then settle(id, j) end
     if not j then
       -- only a stale body key
@@ -749,6 +761,7 @@ local function put_job(replace, inline_body, i, absent)
   if z ~= '' then j.z = tonumber(z) end
   if kept then j.R = kept end
   if nxt ~= '' then j.T = nxt end
+  if was_parked > 0 then j.W = was_parked end
   packed_ids[id] = JOB_FORM == 'packed' or nil
   save(id, j)
   link_queue(id, t, r, y)
@@ -765,10 +778,11 @@ local function use_shard(b, n)
   K_LEASE, K_COUNT, K_FIN, K_FINQ = b .. ':lease', b .. ':n', b .. ':fin', b .. ':finq'
 end
 
--- Key limits (core.ClaimJobsParams.KeyConcurrency and Fair), on a
--- standalone server only (CheckTopic refuses them on a Cluster), whose
--- scripts may touch any key: the structures of a topic t are the prefix's
--- (PB, "{<prefix>}"), but for each shard's parked set.
+-- Key limits (core.ClaimJobsParams.KeyConcurrency and Fair), on one
+-- server, whose scripts may touch any key: the structures of a topic t
+-- are the prefix's (PB, "{<prefix>}"), but for each shard's parked set.
+-- On a Cluster (CLUSTER) the slots are slots.lua's and the shard scripts
+-- only park, wake and report the slots they give back (released).
 --
 -- A claim with a limit that meets a due job whose key has that many slots
 -- held parks it: out of its queue into pk:<t> of its shard (by run_at, for
@@ -900,9 +914,10 @@ local function unpark(id, t, k, score)
 end
 
 -- unparked takes queued job j (id), not in its queue, out of the parked
--- queues when it is parked.
+-- queues when it is parked. On a Cluster its key's queue, in another slot,
+-- keeps its id until a freed slot wakes it (slots.lua), which finds it gone.
 unparked = function(id, j)
-  if redis.call('ZREM', key_parked(j.t), id) == 0 then return end
+  if redis.call('ZREM', key_parked(j.t), id) == 0 or CLUSTER then return end
   local k = j.k or ''
   redis.call('ZREM', key_kq(j.t, k), id)
   unqueue_key(j.t, k)
@@ -930,13 +945,31 @@ local function enter_ring(t, k, limit)
   return true
 end
 
+-- released are the slots of a Cluster the call gave back, flat {topic,
+-- key, id, grant} (the job's K): the holders the caller then frees in the
+-- prefix's slot (slots.lua), which wakes their keys' parked jobs. A
+-- script that ends leases returns them.
+local released = {}
+
+-- by_id is the answer of a script on one job: {code, job, queued,
+-- released} (Store.byID).
+local function by_id(code, job) return {code, job, announced(), released} end
+
 -- release_slot gives back the slot reserved job j (id) holds, ending its
 -- lease: the first parked job of its key goes back to its queue, or, fair,
--- the key back into the ring. j is saved after.
+-- the key back into the ring; on a Cluster it is recorded in released.
+-- j is saved after.
 release_slot = function(id, j)
   local t, k = j.t, j.k
+  if CLUSTER then
+    released[#released + 1] = t
+    released[#released + 1] = k
+    released[#released + 1] = id
+    released[#released + 1] = j.K
+  end
   j.K = nil
   if not packed_ids[id] then redis.call('HDEL', key_job(id), 'K') end
+  if CLUSTER then return end
   if redis.call('HINCRBY', key_held(t), k, -1) <= 0 then redis.call('HDEL', key_held(t), k) end
   local st = redis.call('HMGET', key_kstate(t), 'f', 'l')
   if st[1] then

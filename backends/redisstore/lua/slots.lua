@@ -1,0 +1,187 @@
+-- slots.lua: the slots of keys on a Redis Cluster (Key limits in lib.lua),
+-- in the prefix's own slot: KEYS[1] is its kx, which routes the call.
+--
+-- A slot is held by a holder of kx, "<topic>\n<id>\n<grant>\n<key>" scored
+-- by when it lapses (ms): the lease expiry its job got, capped at it
+-- (claim.lua's "ids" mode), so that a holder never ends before its lease.
+-- kh:<t> counts the holders per key. Whatever frees a holder (a lease
+-- ended: "release"; a grant a claim did not use; its score passed, for
+-- a dead instance or a lost release: sweep) pops the first parked job of
+-- its key (kq:<t>:<key>) to wake: the caller moves it back to its queue
+-- (claim.lua's "unpark" mode), or, when it is not queued any more, pops
+-- the next ("pop"). A job enters its key's queue as a registration, a
+-- number of the topic's (ks's v, the job's in kv:<t>) that the claim parks
+-- it under and the wake names: the shard keeps the last one a job was
+-- parked or woken under (its field W), so that a park and a wake that
+-- cross, or two claims that park one job, leave it parked exactly while
+-- its key's queue holds it. A job woken waits in kw,
+-- "<topic>\n<id>\n<registration>\n<key>" by a deadline, until its store
+-- says it is back in its queue (the next call's confirmations); past the
+-- deadline (a store that died in between) it is woken again, so that no
+-- parked job is left out of its key's queue.
+--
+-- ARGV[6] mode, [7] the count n of woken jobs confirmed, then n times
+-- topic, key, id, registration; then from i0 = 8 + 4n by mode:
+--   grant   [i0] topic, [+1] limit, [+2] grant token, then per candidate, in
+--           claim order: id, key, ttr (ms), its place in its key's queue
+--           (kq_score). A candidate whose key holds fewer than limit slots
+--           gets one until now + ttr; the others join their key's queue,
+--           or are in it already. Answers {now, wake, granted (flat id,
+--           until), refused (flat id, registration)}, or
+--           {now, wake, "count"} while the topic's reserved jobs with a key
+--           are not counted as holding slots (ks's c): the caller counts
+--           them ("count" of claim.lua, then "hold") and asks again.
+--   release then per holder: topic, key, id, grant.
+--   pop     then per woken job not queued: topic, key, id, registration.
+--   hold    [i0] topic, then per holder: key, id, grant, until: holders the
+--           topic's reserved jobs became (claim.lua's "count"); then c.
+--   extend  [i0] topic, key, id, grant, ttr: a touch extends its holder to
+--           now + ttr first; answers {now, wake, until}, or -1 when the
+--           holder lapsed.
+--   mode    [i0] topic, limit: a store's claims changed their limit:
+--           the jobs parked under a lower one wake, and without a limit c
+--           goes (its reserved jobs hold no slot).
+--   sweep   only the sweep that every mode makes first.
+-- Answers start {now, wake}, wake flat topic, key, id, registration.
+local KX = KEYS[1]
+local KW = PB .. ':kw'
+local mode = ARGV[6]
+local i0 = 8 + 4 * tonumber(ARGV[7])
+-- SKEW (ms): a holder lapses this long after its score, so that a master
+-- whose clock is behind the prefix slot's still sees its lease end first.
+local SKEW = 1000
+
+-- WAKE_MS (ms) is how long a woken job waits in kw for its store's word:
+-- a job woken again that is back in its queue already costs a script run,
+-- one whose wake was lost (an answer cut) waits that long.
+local WAKE_MS = 5000
+
+local wake = {}
+
+local function member(t, k, id, g) return t .. '\n' .. id .. '\n' .. g .. '\n' .. k end
+local function woken(t, k, id, v) return t .. '\n' .. id .. '\n' .. v .. '\n' .. k end
+local function key_kv(t) return PB .. ':kv:' .. t end
+
+-- wake_job wakes job id of key k of topic t, parked under registration v.
+local function wake_job(t, k, id, v)
+  wake[#wake + 1] = t
+  wake[#wake + 1] = k
+  wake[#wake + 1] = id
+  wake[#wake + 1] = v
+  redis.call('ZADD', KW, int(now + WAKE_MS), woken(t, k, id, v))
+end
+
+-- unregister takes job id out of topic t's registrations: its number.
+local function unregister(t, id)
+  local v = redis.call('HGET', key_kv(t), id) or '0'
+  redis.call('HDEL', key_kv(t), id)
+  return v
+end
+
+-- pop wakes the first parked job of key k of topic t.
+local function pop(t, k)
+  local first = redis.call('ZPOPMIN', key_kq(t, k))
+  if first[1] then wake_job(t, k, first[1], unregister(t, first[1])) end
+  unqueue_key(t, k)
+end
+
+-- free frees holder m when it still holds, and pops its key.
+local function free(m)
+  if redis.call('ZREM', KX, m) == 0 then return end
+  local t, k = string.match(m, '^([^\n]*)\n[^\n]*\n[^\n]*\n(.*)$')
+  if redis.call('HINCRBY', key_held(t), k, -1) <= 0 then redis.call('HDEL', key_held(t), k) end
+  pop(t, k)
+end
+
+-- wake_all wakes every parked job of topic t.
+local function wake_all(t)
+  for _, k in ipairs(redis.call('SMEMBERS', key_kkeys(t))) do
+    for _, id in ipairs(redis.call('ZRANGE', key_kq(t, k), 0, -1)) do wake_job(t, k, id, unregister(t, id)) end
+    redis.call('DEL', key_kq(t, k))
+  end
+  redis.call('DEL', key_kkeys(t))
+  redis.call('HDEL', key_kstate(t), 'u')
+end
+
+for i = 8, i0 - 1, 4 do redis.call('ZREM', KW, woken(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3])) end
+-- The sweep: holders whose score passed and woken jobs past their
+-- deadline, of every topic, 1000 at most of each.
+for _, m in ipairs(redis.call('ZRANGE', KX, '-inf', int(now - SKEW), 'BYSCORE', 'LIMIT', 0, 1000)) do free(m) end
+for _, m in ipairs(redis.call('ZRANGE', KW, '-inf', now_s, 'BYSCORE', 'LIMIT', 0, 1000)) do
+  local t, id, v, k = string.match(m, '^([^\n]*)\n([^\n]*)\n([^\n]*)\n(.*)$')
+  wake_job(t, k, id, v)
+end
+
+local out = {now_s, wake}
+if mode == 'grant' then
+  local t, limit, g = ARGV[i0], tonumber(ARGV[i0 + 1]), ARGV[i0 + 2]
+  local ks = key_kstate(t)
+  local st = redis.call('HMGET', ks, 'u', 'c')
+  if not st[2] then
+    out[3] = 'count'
+    return out
+  end
+  local under = tonumber(st[1])
+  if under and limit > under then
+    wake_all(t)
+    under = nil
+  end
+  local held, granted, refused = {}, {}, {}
+  for i = i0 + 3, #ARGV, 4 do
+    local id, k, ttr, score = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3]
+    if held[k] == nil then held[k] = tonumber(redis.call('HGET', key_held(t), k) or 0) end
+    if held[k] < limit then
+      held[k] = held[k] + 1
+      redis.call('HINCRBY', key_held(t), k, 1)
+      local til = int(now + ttr)
+      redis.call('ZADD', KX, til, member(t, k, id, g))
+      granted[#granted + 1] = id
+      granted[#granted + 1] = til
+    else
+      local v = redis.call('HGET', key_kv(t), id)
+      if not v then
+        v = redis.call('HINCRBY', ks, 'v', 1)
+        redis.call('HSET', key_kv(t), id, v)
+        redis.call('ZADD', key_kq(t, k), score, id)
+        redis.call('SADD', key_kkeys(t), k)
+      end
+      refused[#refused + 1] = id
+      refused[#refused + 1] = v
+    end
+  end
+  if #refused > 0 and (not under or limit < under) then redis.call('HSET', ks, 'u', limit) end
+  out[3], out[4] = granted, refused
+elseif mode == 'release' then
+  for i = i0, #ARGV, 4 do free(member(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3])) end
+elseif mode == 'pop' then
+  for i = i0, #ARGV, 4 do
+    redis.call('ZREM', KW, woken(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]))
+    pop(ARGV[i], ARGV[i + 1])
+  end
+elseif mode == 'hold' then
+  local t = ARGV[i0]
+  for i = i0 + 1, #ARGV, 4 do
+    local k = ARGV[i]
+    if redis.call('ZADD', KX, 'NX', ARGV[i + 3], member(t, k, ARGV[i + 1], ARGV[i + 2])) == 1 then
+      redis.call('HINCRBY', key_held(t), k, 1)
+    end
+  end
+  redis.call('HSET', key_kstate(t), 'c', '1')
+elseif mode == 'extend' then
+  local m = member(ARGV[i0], ARGV[i0 + 1], ARGV[i0 + 2], ARGV[i0 + 3])
+  local score = tonumber(redis.call('ZSCORE', KX, m))
+  out[3] = -1
+  if score and score > now then
+    out[3] = int(now + tonumber(ARGV[i0 + 4]))
+    redis.call('ZADD', KX, 'XX', out[3], m)
+  end
+elseif mode == 'mode' then
+  local t, limit = ARGV[i0], tonumber(ARGV[i0 + 1])
+  local ks = key_kstate(t)
+  local under = tonumber(redis.call('HGET', ks, 'u'))
+  if under and (limit == 0 or limit > under) then wake_all(t) end
+  if limit == 0 then redis.call('HDEL', ks, 'c') end
+elseif mode ~= 'sweep' then
+  return redis.error_reply('redisstore: unknown slots mode ' .. tostring(mode))
+end
+return out
