@@ -31,6 +31,8 @@ type results struct {
 	Soak *soakResult `json:"soak,omitempty"`
 	// RawRedis is the raw Redis baseline's, when it ran.
 	RawRedis *rawRedisResult `json:"rawredis,omitempty"`
+	// Beanstalkd is the beanstalkd baseline's, when it ran.
+	Beanstalkd *beanstalkdResult `json:"beanstalkd,omitempty"`
 	// CPU is the cores each process used in each phase.
 	CPU     []phaseCPU `json:"cpu"`
 	Failure string     `json:"failure,omitempty"`
@@ -151,8 +153,15 @@ func writeReport(dir string, r *results) error {
 	m := r.Machine
 	shared := "The harness, delayq and the backend share the machine."
 	if r.Config.Backend == "none" {
-		shared = "The harness and redis-server share the machine."
-		w("# delayq load report: raw Redis baseline, no delayq\n\n")
+		var names, servers []string
+		if r.Config.has("rawredis") {
+			names, servers = append(names, "raw Redis"), append(servers, "redis-server")
+		}
+		if r.Config.has("beanstalkd") {
+			names, servers = append(names, "beanstalkd"), append(servers, "beanstalkd")
+		}
+		shared = fmt.Sprintf("The harness and %s share the machine.", strings.Join(servers, " and "))
+		w("# delayq load report: %s baseline, no delayq\n\n", strings.Join(names, " and "))
 	} else {
 		w("# delayq load report: %s backend\n\n", r.Config.Backend)
 	}
@@ -277,6 +286,7 @@ func writeReport(dir string, r *results) error {
 	writeRetention(&b, r, plots)
 	writeSoak(&b, r, plots)
 	writeRawRedis(&b, r)
+	writeBeanstalkd(&b, r)
 	writeCPU(&b, r)
 	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String()), 0o644)
 }
@@ -289,7 +299,7 @@ func writeCPU(b *strings.Builder, r *results) {
 		return
 	}
 	names := []string{"delayq", "backend server", "harness"}
-	fmt.Fprintf(b, "## CPU\n\nCores each process used during each phase (of %d; burst, lateness and rawredis include the pushes ahead and the wait for the last job).\n\n| phase |", r.Machine.Cores)
+	fmt.Fprintf(b, "## CPU\n\nCores each process used during each phase (of %d; burst, lateness, rawredis and beanstalkd include the pushes ahead and the wait for the last job).\n\n| phase |", r.Machine.Cores)
 	for _, n := range names {
 		fmt.Fprintf(b, " %s |", n)
 	}
@@ -379,4 +389,31 @@ func writeRawRedis(b *strings.Builder, r *results) {
 		fmt.Fprintf(b, "First error: `%s`\n\n", rr.FirstErr)
 	}
 	fmt.Fprintf(b, "    %s\n\n", rr.Command)
+}
+
+// writeBeanstalkd writes the beanstalkd baseline, and the burst's time
+// against it when the burst ran too.
+func writeBeanstalkd(b *strings.Builder, r *results) {
+	br := r.Beanstalkd
+	if br == nil {
+		return
+	}
+	fmt.Fprintf(b, "## beanstalkd baseline\n\nNo delayq: %s, on this machine. %s jobs with a %d-byte body put from %d connections in pipelines of %d in %.2f s, into a tube paused until one instant, each with the whole seconds of delay that end within the second before it (beanstalkd counts delays in seconds). From that instant %d connections each loop: `reserve-with-timeout`, then `delete` of the job, each waiting for its answer. beanstalkd's CPU is read from /proc/<pid>/stat, in 10 ms ticks.\n\n",
+		br.Server, num(float64(br.Jobs)), len(sampleBody), bsPushConns, bsPushBatch, br.PushSeconds, br.Consumers)
+	cpu := func(f float64, format string) string {
+		if !br.CPUMeasured {
+			return "not measured"
+		}
+		return fmt.Sprintf(format, f)
+	}
+	fmt.Fprintf(b, "| jobs | all deleted | jobs/s | beanstalkd cores | beanstalkd CPU per job | harness cores | left | errors |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	fmt.Fprintf(b, "| %s | %.3f s after the instant | %s | %s | %s | %.2f | %d | %d |\n\n",
+		num(float64(br.Deleted)), br.AckedAll, num(br.PerSecond), cpu(br.Cores, "%.2f"), cpu(br.CPUMicrosPerJob, "%.2f µs"), br.HarnessCores, br.Left, br.Errors)
+	if bu := r.Burst; bu != nil && bu.AckedAll > 0 && br.AckedAll > 0 {
+		fmt.Fprintf(b, "delayq's burst in this run (%s backend): all acknowledged %.3f s after its instant, %.2f× beanstalkd's.\n\n", r.Config.Backend, bu.AckedAll, bu.AckedAll/br.AckedAll)
+	}
+	if br.FirstErr != "" {
+		fmt.Fprintf(b, "First error: `%s`\n\n", br.FirstErr)
+	}
+	fmt.Fprintf(b, "    %s\n\n", br.Command)
 }
