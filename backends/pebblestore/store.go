@@ -1,6 +1,7 @@
 package pebblestore
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/binary"
@@ -729,6 +730,12 @@ func complete(r pebble.Reader, id string, m *meta, withError, withHist bool) (*c
 	if err != nil {
 		return nil, err
 	}
+	return completeRecord(r, id, raw, m, withError, withHist)
+}
+
+// completeRecord is complete with the job's record, raw, already read (nil
+// when there is none).
+func completeRecord(r pebble.Reader, id string, raw []byte, m *meta, withError, withHist bool) (*core.Job, error) {
 	if raw == nil {
 		return nil, fmt.Errorf("pebblestore: job %q: record missing: %w", id, errCorrupt)
 	}
@@ -1062,12 +1069,36 @@ type claimed struct {
 }
 
 // completeAll reads the disk's parts of claimed jobs. A reserved job's
-// record and error do not change while its lease holds.
+// record and error do not change while its lease holds. The records are
+// read in id order through one iterator: jobs put together have ids in
+// order and records side by side, which the iterator reaches by stepping
+// from one to the next, where a Get of each would search from the top.
 func (s *Store) completeAll(taken []claimed) ([]*core.Job, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixRecord}, UpperBound: []byte{prefixRecord + 1}})
+	if err != nil {
+		return nil, wrap(err)
+	}
+	defer it.Close()
+	order := make([]int, len(taken))
+	for k := range order {
+		order[k] = k
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(taken[a].id, taken[b].id) })
 	jobs := make([]*core.Job, len(taken))
-	for k := range taken {
+	for _, k := range order {
 		c := &taken[k]
-		j, err := complete(s.db, c.id, &c.meta, c.hasErr, c.hasHistory)
+		key := idKey(prefixRecord, c.id)
+		var raw []byte
+		if it.SeekGE(key) && bytes.Equal(it.Key(), key) {
+			v, err := it.ValueAndErr()
+			if err != nil {
+				return nil, wrap(err)
+			}
+			raw = bytes.Clone(v)
+		} else if err := it.Error(); err != nil {
+			return nil, wrap(err)
+		}
+		j, err := completeRecord(s.db, c.id, raw, &c.meta, c.hasErr, c.hasHistory)
 		if err != nil {
 			return nil, err
 		}
