@@ -32,14 +32,15 @@ import (
 //
 // beanstalkd counts delays and pauses in whole seconds: delays alone would
 // spread jobs pushed over a second or more across that much time. So the
-// tube is paused until the instant (pause-tube), and each job is put with
-// the whole seconds of delay that end within the second before it: every
-// job goes through beanstalkd's delay heap, as a delayq job through its
-// schedule, and waits ready in the paused tube when the instant comes, the
-// consumers' reserves already waiting.
+// tube is paused while the jobs are put, each with a delay of a second:
+// every job goes through beanstalkd's delay heap, as a delayq job through
+// its schedule, and waits ready in the paused tube. Once none is delayed,
+// the pause is set to end a second later: that is the instant, when the
+// consumers' reserves, already waiting, get the jobs.
 
 const (
 	bsConsumers = 8    // the method: 8 connections doing reserve+delete
+	bsPutPause  = 3600 // seconds the tube is paused while the jobs are put
 	bsPushConns = 4    // connections that put, each pipelining bsPushBatch puts
 	bsPushBatch = 1000 // puts per write
 	bsTTR       = 30   // seconds a reserved job stays reserved, as rawLease
@@ -129,18 +130,13 @@ func beanstalkd(ctx context.Context, cfg *config, logf func(string, ...any)) (*b
 	if err := ctl.expect("use "+tube, "USING"); err != nil {
 		return nil, err
 	}
-	// The instant: whole seconds ahead, a second more than the pushes
-	// need at an assumed 30 000 jobs/s (a third of what they take on 2
-	// shared cores), so that every job's delay is a second at least.
-	pause := time.Second + burstLead(cfg.Burst, 30_000).Round(time.Second)
-	due := time.Now().Add(pause)
-	if err := ctl.expect(fmt.Sprintf("pause-tube %s %d", tube, int(pause.Seconds())), "PAUSED"); err != nil {
+	if err := ctl.expect(fmt.Sprintf("pause-tube %s %d", tube, bsPutPause), "PAUSED"); err != nil {
 		return nil, err
 	}
-	logf("beanstalkd: %s; pushing %d jobs due at %s (in %s)", res.Server, cfg.Burst, due.Format("15:04:05.000"), pause)
+	logf("beanstalkd: %s; pushing %d jobs, each delayed a second, to a paused tube", res.Server, cfg.Burst)
 
 	// The consumers first: their reserves wait for the instant.
-	dctx, cancel := context.WithTimeout(ctx, pause+2*time.Minute)
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	consumers := make([]*bsConn, bsConsumers)
 	for i := range consumers {
@@ -188,12 +184,18 @@ func beanstalkd(ctx context.Context, cfg *config, logf func(string, ...any)) (*b
 	defer stop()
 
 	start := time.Now()
-	if err := bsPush(dctx, addr, tube, cfg.Burst, due); err != nil {
+	err = bsPush(dctx, addr, tube, cfg.Burst)
+	res.PushSeconds = time.Since(start).Seconds()
+	var due time.Time
+	if err == nil {
+		due, err = bsRelease(dctx, ctl, tube, cfg.Burst)
+	}
+	if err != nil {
 		cancel()
 		wg.Wait()
 		return res, err
 	}
-	res.PushSeconds = time.Since(start).Seconds()
+	logf("  pushed in %.2fs; due at %s", res.PushSeconds, due.Format("15:04:05.000"))
 
 	select {
 	case <-dctx.Done():
@@ -246,10 +248,9 @@ func beanstalkd(ctx context.Context, cfg *config, logf func(string, ...any)) (*b
 	return res, nil
 }
 
-// bsPush puts n jobs of sampleBody into tube from bsPushConns connections,
-// each job with the whole seconds of delay that end at most at due; it
-// fails if one would have had no delay (the pushes took too long).
-func bsPush(ctx context.Context, addr, tube string, n int, due time.Time) error {
+// bsPush puts n jobs of sampleBody, each delayed a second, into tube from
+// bsPushConns connections.
+func bsPush(ctx context.Context, addr, tube string, n int) error {
 	var (
 		next atomic.Int64
 		errs errRecorder
@@ -272,16 +273,9 @@ func bsPush(ctx context.Context, addr, tube string, n int, due time.Time) error 
 				if first >= n {
 					return
 				}
-				// 100 ms of margin for the server to read the puts after
-				// this clock reading.
-				delay := int(time.Until(due.Add(-100*time.Millisecond)) / time.Second)
-				if delay < 1 {
-					errs.add(fmt.Errorf("beanstalkd: pushing reached the last second before the due instant: lower -burst"))
-					return
-				}
 				k := min(bsPushBatch, n-first)
 				for range k {
-					fmt.Fprintf(c.w, "put 0 %d %d %d\r\n%s\r\n", delay, bsTTR, len(sampleBody), sampleBody)
+					fmt.Fprintf(c.w, "put 0 1 %d %d\r\n%s\r\n", bsTTR, len(sampleBody), sampleBody)
 				}
 				if err := c.w.Flush(); err != nil {
 					errs.add(err)
@@ -309,6 +303,31 @@ func bsPush(ctx context.Context, addr, tube string, n int, due time.Time) error 
 		return errors.New(errs.first)
 	}
 	return nil
+}
+
+// bsRelease waits until the paused tube holds n jobs ready, none delayed
+// (the last delays end a second after the last put), then has ctl end the
+// pause a second later, and returns that instant.
+func bsRelease(ctx context.Context, ctl *bsConn, tube string, n int) (time.Time, error) {
+	for {
+		ts, err := ctl.yaml("stats-tube " + tube)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if ts["current-jobs-delayed"] == "0" && ts["current-jobs-ready"] == strconv.Itoa(n) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	due := time.Now().Add(time.Second)
+	if err := ctl.expect("pause-tube "+tube+" 1", "PAUSED"); err != nil {
+		return time.Time{}, err
+	}
+	return due, nil
 }
 
 // bsConn is a connection speaking the beanstalk protocol.

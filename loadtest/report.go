@@ -398,7 +398,7 @@ func writeBeanstalkd(b *strings.Builder, r *results) {
 	if br == nil {
 		return
 	}
-	fmt.Fprintf(b, "## beanstalkd baseline\n\nNo delayq: %s, on this machine. %s jobs with a %d-byte body put from %d connections in pipelines of %d in %.2f s, into a tube paused until one instant, each with the whole seconds of delay that end within the second before it (beanstalkd counts delays in seconds). From that instant %d connections each loop: `reserve-with-timeout`, then `delete` of the job, each waiting for its answer. beanstalkd's CPU is read from /proc/<pid>/stat, in 10 ms ticks.\n\n",
+	fmt.Fprintf(b, "## beanstalkd baseline\n\nNo delayq: %s, on this machine. %s jobs with a %d-byte body put from %d connections in pipelines of %d in %.2f s, each delayed a second, into a paused tube; once none was delayed any more, the pause was set to end a second later, the instant (beanstalkd counts delays and pauses in whole seconds). From that instant %d connections each loop: `reserve-with-timeout`, then `delete` of the job, each waiting for its answer. beanstalkd's CPU is read from /proc/<pid>/stat, in 10 ms ticks.\n\n",
 		br.Server, num(float64(br.Jobs)), len(sampleBody), bsPushConns, bsPushBatch, br.PushSeconds, br.Consumers)
 	cpu := func(f float64, format string) string {
 		if !br.CPUMeasured {
