@@ -50,6 +50,7 @@ func TestHarness(t *testing.T) {
 	require.Equal(t, 2_000, res.Burst.Received)
 	require.Positive(t, res.Burst.AckedAll)
 	require.GreaterOrEqual(t, res.Burst.AckedAll, res.Burst.DeliveredAll-0.001)
+	require.Positive(t, res.Burst.DelayqCPUMicrosPerJob)
 	require.Equal(t, 1_000, res.Lateness.Received)
 	require.Positive(t, res.Lateness.Stats.Max)
 	require.NotEmpty(t, res.Lateness.Series)
@@ -63,7 +64,7 @@ func TestHarness(t *testing.T) {
 		require.Positive(t, p.Cores["delayq"]+p.Cores["harness"], p.Phase)
 	}
 
-	for _, want := range []string{"## Against the targets", "## Intake", "## Memory", "## Burst", "## Pull consumers", "## Lateness", "## CPU", "(lateness-over-time.png)", "(lateness-histogram.png)", "(burst.png)"} {
+	for _, want := range []string{"## Against the targets", "## Intake", "## Memory", "## Burst", "## Pull consumers", "## Lateness", "## CPU", "delayq's CPU per job, from the instant to the last ack", "(lateness-over-time.png)", "(lateness-histogram.png)", "(burst.png)"} {
 		require.Contains(t, report, want)
 	}
 	for _, name := range []string{"lateness-over-time.png", "lateness-histogram.png", "burst.png"} {

@@ -250,8 +250,8 @@ func writeReport(dir string, r *results) error {
 	if bu := r.Burst; bu != nil {
 		w("## Burst\n\n%s jobs, all due at one instant, pushed in %.1f s before it; %d WebSocket subscribers with prefetch %d acknowledge each job as it comes.%s\n\n",
 			num(float64(bu.Jobs)), bu.PushSeconds, r.Config.Subscribers, r.Config.Prefetch, variantNote(r.Config))
-		w("| | value |\n| --- | --- |\n| received | %s (%d twice) |\n| last received | %.3f s after the instant |\n| all acknowledged (topic empty) | %.3f s after |\n| receipt p50 / p99 | %.0f / %.0f ms after |\n\n",
-			num(float64(bu.Received)), bu.Duplicates, bu.DeliveredAll, bu.AckedAll, bu.Stats.P50, bu.Stats.P99)
+		w("| | value |\n| --- | --- |\n| received | %s (%d twice) |\n| last received | %.3f s after the instant |\n| all acknowledged (topic empty) | %.3f s after |\n| receipt p50 / p99 | %.0f / %.0f ms after |\n| delayq's CPU per job, from the instant to the last ack | %s |\n\n",
+			num(float64(bu.Received)), bu.Duplicates, bu.DeliveredAll, bu.AckedAll, bu.Stats.P50, bu.Stats.P99, cpuPerJob(bu.DelayqCPUMicrosPerJob))
 		if p, ok := plots["burst"]; ok {
 			w("![deliveries of the burst over time](%s)\n\n", p)
 		}
@@ -289,6 +289,14 @@ func writeReport(dir string, r *results) error {
 	writeBeanstalkd(&b, r)
 	writeCPU(&b, r)
 	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String()), 0o644)
+}
+
+// cpuPerJob formats a CPU time per job in µs, "not measured" for 0.
+func cpuPerJob(us float64) string {
+	if us == 0 {
+		return "not measured"
+	}
+	return fmt.Sprintf("%.1f µs", us)
 }
 
 // writeCPU tells which process each phase kept busy, in cores of the
