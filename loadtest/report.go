@@ -251,7 +251,7 @@ func writeReport(dir string, r *results) error {
 		w("## Burst\n\n%s jobs, all due at one instant, pushed in %.1f s before it; %d WebSocket subscribers with prefetch %d acknowledge each job as it comes.%s\n\n",
 			num(float64(bu.Jobs)), bu.PushSeconds, r.Config.Subscribers, r.Config.Prefetch, variantNote(r.Config))
 		w("| | value |\n| --- | --- |\n| received | %s (%d twice) |\n| last received | %.3f s after the instant |\n| all acknowledged (topic empty) | %.3f s after |\n| receipt p50 / p99 | %.0f / %.0f ms after |\n| delayq's CPU per job, from the instant to the last ack | %s |\n\n",
-			num(float64(bu.Received)), bu.Duplicates, bu.DeliveredAll, bu.AckedAll, bu.Stats.P50, bu.Stats.P99, cpuPerJob(bu.DelayqCPUMicrosPerJob))
+			num(float64(bu.Received)), bu.Duplicates, bu.DeliveredAll, bu.AckedAll, bu.Stats.P50, bu.Stats.P99, measured(bu.DelayqCPUMicrosPerJob > 0, "%.1f µs", bu.DelayqCPUMicrosPerJob))
 		if p, ok := plots["burst"]; ok {
 			w("![deliveries of the burst over time](%s)\n\n", p)
 		}
@@ -291,12 +291,12 @@ func writeReport(dir string, r *results) error {
 	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String()), 0o644)
 }
 
-// cpuPerJob formats a CPU time per job in µs, "not measured" for 0.
-func cpuPerJob(us float64) string {
-	if us == 0 {
+// measured formats v, or says "not measured" when it was not.
+func measured(ok bool, format string, v float64) string {
+	if !ok {
 		return "not measured"
 	}
-	return fmt.Sprintf("%.1f µs", us)
+	return fmt.Sprintf(format, v)
 }
 
 // writeCPU tells which process each phase kept busy, in cores of the
@@ -384,15 +384,9 @@ func writeRawRedis(b *strings.Builder, r *results) {
 	}
 	fmt.Fprintf(b, "## Raw Redis baseline\n\nNo delayq: %s on this machine. %s jobs due at one instant, each a hash holding its %d-byte body and a member of a sorted set scored by its due time in ms, pushed in pipelines of %d in %.2f s before it. From that instant %d consumers each loop: one Lua script call claims up to %d due jobs (ZRANGEBYSCORE ... LIMIT, ZREM, ZADD to a lease sorted set scored by the lease's expiry, HGET of the bodies, HSET of a lease token in each hash) and returns ids, bodies and leases, then one call of another script acknowledges the claim's jobs as delayq's ack must (for each, HGET of its lease token, checked; ZREM from the lease set; HSET of state done; PEXPIRE of its hash by the retention; then one INCRBY of the done count and one XADD to a stream of finishes). redis-server's CPU is read from /proc/<pid>/stat, in 10 ms ticks.\n\n",
 		rr.Server, num(float64(rr.Jobs)), len(sampleBody), rawPushBatch, rr.PushSeconds, rr.Consumers, rr.ClaimMax)
-	cpu := func(f float64, format string) string {
-		if !rr.CPUMeasured {
-			return "not measured"
-		}
-		return fmt.Sprintf(format, f)
-	}
 	fmt.Fprintf(b, "| jobs | all acknowledged | jobs/s | redis-server cores | Redis CPU per job | harness cores | claims | left | errors |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	fmt.Fprintf(b, "| %s | %.3f s after the instant | %s | %s | %s | %.2f | %d | %d | %d |\n\n",
-		num(float64(rr.Acked)), rr.AckedAll, num(rr.PerSecond), cpu(rr.RedisCores, "%.2f"), cpu(rr.RedisCPUMicrosPerJob, "%.2f µs"), rr.HarnessCores, rr.Claims, rr.Left, rr.Errors)
+		num(float64(rr.Acked)), rr.AckedAll, num(rr.PerSecond), measured(rr.CPUMeasured, "%.2f", rr.RedisCores), measured(rr.CPUMeasured, "%.2f µs", rr.RedisCPUMicrosPerJob), rr.HarnessCores, rr.Claims, rr.Left, rr.Errors)
 	if rr.FirstErr != "" {
 		fmt.Fprintf(b, "First error: `%s`\n\n", rr.FirstErr)
 	}
@@ -408,15 +402,9 @@ func writeBeanstalkd(b *strings.Builder, r *results) {
 	}
 	fmt.Fprintf(b, "## beanstalkd baseline\n\nNo delayq: %s, on this machine. %s jobs with a %d-byte body put from %d connections in pipelines of %d in %.2f s, each delayed a second, into a paused tube; once none was delayed any more, the pause was set to end a second later, the instant (beanstalkd counts delays and pauses in whole seconds). From that instant %d connections each loop: `reserve-with-timeout`, then `delete` of the job, each waiting for its answer. beanstalkd's CPU is read from /proc/<pid>/stat, in 10 ms ticks.\n\n",
 		br.Server, num(float64(br.Jobs)), len(sampleBody), bsPushConns, bsPushBatch, br.PushSeconds, br.Consumers)
-	cpu := func(f float64, format string) string {
-		if !br.CPUMeasured {
-			return "not measured"
-		}
-		return fmt.Sprintf(format, f)
-	}
 	fmt.Fprintf(b, "| jobs | all deleted | jobs/s | beanstalkd cores | beanstalkd CPU per job | harness cores | left | errors |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	fmt.Fprintf(b, "| %s | %.3f s after the instant | %s | %s | %s | %.2f | %d | %d |\n\n",
-		num(float64(br.Deleted)), br.AckedAll, num(br.PerSecond), cpu(br.Cores, "%.2f"), cpu(br.CPUMicrosPerJob, "%.2f µs"), br.HarnessCores, br.Left, br.Errors)
+		num(float64(br.Deleted)), br.AckedAll, num(br.PerSecond), measured(br.CPUMeasured, "%.2f", br.Cores), measured(br.CPUMeasured, "%.2f µs", br.CPUMicrosPerJob), br.HarnessCores, br.Left, br.Errors)
 	if bu := r.Burst; bu != nil && bu.AckedAll > 0 && br.AckedAll > 0 {
 		fmt.Fprintf(b, "delayq's burst in this run (%s backend): all acknowledged %.3f s after its instant, %.2f× beanstalkd's.\n\n", r.Config.Backend, bu.AckedAll, bu.AckedAll/br.AckedAll)
 	}
