@@ -239,7 +239,7 @@ func beanstalkd(ctx context.Context, cfg *config, logf func(string, ...any)) (*b
 	res.Errors, res.FirstErr = errs.n.Load(), errs.first
 	switch {
 	case res.Deleted < int64(res.Jobs):
-		return res, fmt.Errorf("beanstalkd: deleted %d of %d jobs in 2 min (first error: %s)", res.Deleted, res.Jobs, res.FirstErr)
+		return res, fmt.Errorf("beanstalkd: deleted %d of %d jobs within the phase's 5 min (first error: %s)", res.Deleted, res.Jobs, res.FirstErr)
 	case res.Left > 0:
 		return res, fmt.Errorf("beanstalkd: %d jobs left in the tube after the last delete", res.Left)
 	case res.Errors > 0:

@@ -169,7 +169,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.RetentionRate, "retention-rate", 1000, "jobs per second due at once and acknowledged in the retention phase")
 	fs.DurationVar(&c.RetentionFor, "retention-duration", 15*time.Minute, "how long the retention phase pushes; at least twice what the store takes to fill (-retention, or -retention-max-jobs at -retention-rate)")
 	fs.StringVar(&c.RedisURL, "redis-url", "", "with the rawredis phase: a running Redis (redis://host:port) to measure instead of starting a redis-server (appendonly, appendfsync everysec); its CPU is read when it runs on this machine")
-	fs.DurationVar(&c.BeanstalkdFsync, "beanstalkd-fsync", 2*time.Millisecond, "with the beanstalkd phase: beanstalkd's -f, the least time between two fsyncs of its binlog (whole ms; 0: after every write); 2 ms is delayq's local store's least time between two fsyncs")
+	fs.DurationVar(&c.BeanstalkdFsync, "beanstalkd-fsync", 2*time.Millisecond, "with the beanstalkd phase: beanstalkd's -f, the least time between two fsyncs of its binlog (whole ms; 0: after every write); 2 ms is the local store's least time between two fsyncs while few writes wait for one")
 	fs.DurationVar(&c.RetentionSample, "retention-sample", 10*time.Second, "time between the retention phase's readings")
 	fs.IntVar(&c.SoakRate, "soak-rate", 2000, "jobs per second pushed and acknowledged in the soak phase, each due -lead after its push")
 	fs.DurationVar(&c.SoakFor, "soak-duration", 30*time.Minute, "how long the soak phase pushes")

@@ -180,7 +180,7 @@ const walMinSyncInterval = 2 * time.Millisecond
 // walSyncGroup is how many writes waiting for their fsync, applied while
 // the last fsync ran, make the next one start at once: they share it
 // already, and waiting walMinSyncInterval for more would only delay their
-// answers (with 32 one-job pushes at a time, it halved their throughput).
+// answers (docs/benchmarks.md, "The local default beside beanstalkd").
 const walSyncGroup = 4
 
 // Open opens (or creates) the store in cfg.Dir and rebuilds its index:
