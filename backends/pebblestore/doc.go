@@ -110,7 +110,9 @@
 // no count reads the jobs. A job leaves its
 // bucket in the batch that deletes it: the prune's, or a put's that reuses
 // a finished job's id (one read of x, answered by a bloom filter for a new
-// id), so that it counts once. A job stops being counted at the prune
+// id in the tables; none for an id of core.NewID's form greater than every
+// finished one, which Open finds from the end of the x keys), so that it
+// counts once. A job stops being counted at the prune
 // that deletes it, at most one prune interval after it expired, and a
 // bucket is dropped once it is past retention.
 //

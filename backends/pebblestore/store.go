@@ -142,6 +142,9 @@ type Store struct {
 	// finishSeq is the number of the last entry of the record of finished
 	// jobs (finished.go).
 	finishSeq uint64
+	// newestFinished is the greatest id of the form core.NewID gives
+	// that a finished job kept may have (retention.go).
+	newestFinished string
 
 	// unsynced wakes the background sync after a write that did not wait
 	// for its own.
@@ -273,6 +276,10 @@ func Open(cfg Config) (*Store, error) {
 		return nil, err
 	}
 	if err := s.loadFinishLog(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	if err := s.loadNewestFinished(); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
@@ -967,6 +974,9 @@ func (s *Store) finish(b *pebble.Batch, tp *topic, i uint32, state core.State, n
 	}
 	_ = b.Delete(idKey(prefixMeta, id), nil)
 	_ = b.Set(idKey(prefixFinished, id), m.encode(), nil)
+	if id > s.newestFinished && generatedID(id) {
+		s.newestFinished = strings.Clone(id)
+	}
 	kept := s.keptFrom(&m)
 	_ = b.Set(expiryKey(kept, id), nil, nil)
 	_ = b.Set(finishedKey(tp.name, state, m.updatedAt, id), nil, nil)
