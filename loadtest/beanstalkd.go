@@ -201,24 +201,17 @@ func beanstalkd(ctx context.Context, cfg *config, logf func(string, ...any)) (*b
 	case <-dctx.Done():
 	case <-time.After(time.Until(due)):
 	}
-	self0, selfErr := cpuTime(os.Getpid())
-	cpu0, cpuErr := cpuTime(pid)
+	meter := startServerCPU(pid)
 	wg.Wait()
 	if end.IsZero() {
 		end = time.Now()
 	}
-	if cpuErr == nil {
-		var cpu1 time.Duration
-		if cpu1, cpuErr = cpuTime(pid); cpuErr == nil {
-			cpu := cpu1 - cpu0
-			res.CPUMeasured = true
-			res.CPUSeconds = cpu.Seconds()
-			res.Cores = float64(cpu) / float64(end.Sub(due))
-			res.CPUMicrosPerJob = float64(cpu.Microseconds()) / float64(cfg.Burst)
-		}
-	}
-	if self1, err := cpuTime(os.Getpid()); err == nil && selfErr == nil {
-		res.HarnessCores = float64(self1-self0) / float64(end.Sub(due))
+	var cpu time.Duration
+	cpu, res.CPUMeasured, res.HarnessCores = meter.stop(end.Sub(due))
+	if res.CPUMeasured {
+		res.CPUSeconds = cpu.Seconds()
+		res.Cores = float64(cpu) / float64(end.Sub(due))
+		res.CPUMicrosPerJob = float64(cpu.Microseconds()) / float64(cfg.Burst)
 	}
 	res.AckedAll = end.Sub(due).Seconds()
 	res.Deleted = deleted.Load()
