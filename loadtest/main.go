@@ -38,7 +38,14 @@
 //     drained by 4 consumers that claim up to 100 with one Lua script
 //     call and acknowledge them with one pipeline: seconds from the
 //     instant to the last ack and redis-server's CPU per job. With no
-//     other phase, no delayq is started.
+//     other phase, no delayq is started;
+//   - beanstalkd, only when -phases names it: a baseline without delayq,
+//     on its own beanstalkd (which must be installed: Debian's package
+//     beanstalkd) with a binlog fsynced at most every -beanstalkd-fsync
+//     (2 ms): -burst jobs due at one instant, drained by 8 connections
+//     that each reserve a job and delete it: seconds from the instant to
+//     the last delete and beanstalkd's CPU per job. With no other phase
+//     but rawredis, no delayq is started.
 //
 // It writes report.md, results.json and PNG plots (lateness over time,
 // its histogram, the burst's deliveries over time, the retention phase's
@@ -55,6 +62,7 @@
 //	go run ./loadtest -phases retention -retention 5m -retention-duration 15m
 //	go run ./loadtest -phases soak        # 30 min at 2 000 jobs/s
 //	go run ./loadtest -phases rawredis    # raw Redis, no delayq
+//	go run ./loadtest -phases burst,beanstalkd   # the burst beside beanstalkd
 //
 // Everything runs on this machine, so the harness's own CPU competes with
 // delayq and its backend: the figures are what one machine does end to
@@ -111,6 +119,9 @@ type config struct {
 	Timeout time.Duration `json:"-"`
 	// RedisURL is the rawredis phase's server, instead of its own.
 	RedisURL string `json:"redis_url,omitempty"`
+	// BeanstalkdFsync is the beanstalkd phase's -f: the least time
+	// between two fsyncs of its binlog, 0 for one after every write.
+	BeanstalkdFsync time.Duration `json:"beanstalkd_fsync,omitempty"`
 	// The retention phase's.
 	Retention        time.Duration `json:"retention,omitempty"`
 	RetentionMaxJobs int64         `json:"retention_max_jobs,omitempty"`
@@ -131,7 +142,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.BackendPID, "backend-pid", 0, "with -server: process id of the backend's server, to read its memory")
 	fs.StringVar(&c.Delayq, "delayq", "", "delayq binary to run (default: go build ./cmd/delayq)")
 	fs.StringVar(&c.Out, "out", "", "directory of the report and plots (default loadtest-report/<backend>)")
-	fs.StringVar(&c.Phases, "phases", "intake,memory,burst,lateness", "comma-separated phases to run: intake, memory, burst, lateness, and pull, retention, soak and rawredis (not by default)")
+	fs.StringVar(&c.Phases, "phases", "intake,memory,burst,lateness", "comma-separated phases to run: intake, memory, burst, lateness, and pull, retention, soak, rawredis and beanstalkd (not by default)")
 	fs.DurationVar(&c.IntakeFor, "intake-duration", 10*time.Second, "how long each intake measurement runs")
 	fs.IntVar(&c.Workers, "workers", 32, "concurrent requests of one job each")
 	fs.IntVar(&c.Batch, "batch", 1000, "jobs per batch request")
@@ -158,6 +169,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.RetentionRate, "retention-rate", 1000, "jobs per second due at once and acknowledged in the retention phase")
 	fs.DurationVar(&c.RetentionFor, "retention-duration", 15*time.Minute, "how long the retention phase pushes; at least twice what the store takes to fill (-retention, or -retention-max-jobs at -retention-rate)")
 	fs.StringVar(&c.RedisURL, "redis-url", "", "with the rawredis phase: a running Redis (redis://host:port) to measure instead of starting a redis-server (appendonly, appendfsync everysec); its CPU is read when it runs on this machine")
+	fs.DurationVar(&c.BeanstalkdFsync, "beanstalkd-fsync", 2*time.Millisecond, "with the beanstalkd phase: beanstalkd's -f, the least time between two fsyncs of its binlog (whole ms; 0: after every write); 2 ms is the local store's least time between two fsyncs while few writes wait for one")
 	fs.DurationVar(&c.RetentionSample, "retention-sample", 10*time.Second, "time between the retention phase's readings")
 	fs.IntVar(&c.SoakRate, "soak-rate", 2000, "jobs per second pushed and acknowledged in the soak phase, each due -lead after its push")
 	fs.DurationVar(&c.SoakFor, "soak-duration", 30*time.Minute, "how long the soak phase pushes")
@@ -185,11 +197,11 @@ func (c *config) has(phase string) bool {
 	return false
 }
 
-// onlyRawRedis reports whether the rawredis phase is the only one: no
-// delayq is started then.
-func (c *config) onlyRawRedis() bool {
+// onlyBaselines reports whether the phases are baselines without delayq
+// (rawredis, beanstalkd) alone: no delayq is started then.
+func (c *config) onlyBaselines() bool {
 	for p := range strings.SplitSeq(c.Phases, ",") {
-		if strings.TrimSpace(p) != "rawredis" {
+		if p = strings.TrimSpace(p); p != "rawredis" && p != "beanstalkd" {
 			return false
 		}
 	}
@@ -199,9 +211,9 @@ func (c *config) onlyRawRedis() bool {
 func (c *config) check() error {
 	for p := range strings.SplitSeq(c.Phases, ",") {
 		switch strings.TrimSpace(p) {
-		case "intake", "memory", "burst", "pull", "lateness", "retention", "soak", "rawredis":
+		case "intake", "memory", "burst", "pull", "lateness", "retention", "soak", "rawredis", "beanstalkd":
 		default:
-			return fmt.Errorf("-phases: unknown phase %q (intake, memory, burst, pull, lateness, retention, soak, rawredis)", p)
+			return fmt.Errorf("-phases: unknown phase %q (intake, memory, burst, pull, lateness, retention, soak, rawredis, beanstalkd)", p)
 		}
 	}
 	if c.has("retention") {
@@ -228,8 +240,10 @@ func (c *config) check() error {
 		return fmt.Errorf("-workers, -batch-workers and -nats-window must be positive")
 	case c.has("pull") && (c.PullJobs < 1 || c.PullWorkers < 1):
 		return fmt.Errorf("-pull-jobs and -pull-workers must be positive")
-	case c.has("rawredis") && c.Burst < 1:
+	case (c.has("rawredis") || c.has("beanstalkd")) && c.Burst < 1:
 		return fmt.Errorf("-burst must be positive")
+	case c.has("beanstalkd") && (c.BeanstalkdFsync < 0 || c.BeanstalkdFsync%time.Millisecond != 0):
+		return fmt.Errorf("-beanstalkd-fsync %s: whole milliseconds, 0 or more", c.BeanstalkdFsync)
 	case c.has("pull") && (c.PullBatch < 1 || c.PullBatch > 1000):
 		return fmt.Errorf("-pull-batch %d: 1 to 1000", c.PullBatch)
 	}
@@ -257,15 +271,15 @@ func run(ctx context.Context, cfg *config, logw io.Writer) error {
 		defer logMu.Unlock()
 		fmt.Fprintf(logw, "%s %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 	}
-	rawOnly := cfg.onlyRawRedis()
-	if rawOnly {
+	baselinesOnly := cfg.onlyBaselines()
+	if baselinesOnly {
 		cfg.Backend = "none"
 	}
 	if cfg.Out == "" {
 		name := cfg.Backend
 		switch {
-		case rawOnly:
-			name = "rawredis"
+		case baselinesOnly:
+			name = strings.ReplaceAll(strings.ReplaceAll(cfg.Phases, " ", ""), ",", "-")
 		case cfg.Server != "":
 			name = "server"
 		}
@@ -280,8 +294,8 @@ func run(ctx context.Context, cfg *config, logw io.Writer) error {
 		e *env
 	)
 	switch {
-	case rawOnly:
-		// The raw Redis baseline needs no delayq.
+	case baselinesOnly:
+		// The baselines need no delayq.
 		t = &target{}
 	case cfg.Server != "":
 		t = &target{HTTPURL: strings.TrimSuffix(cfg.Server, "/"), NATSURL: cfg.NATSURL, DelayqPID: cfg.PID, BackendPID: cfg.BackendPID}
@@ -397,13 +411,13 @@ func measure(ctx context.Context, cfg *config, t *target, res *results, logf fun
 		prof.start(ctx, "burst", lead+3*time.Second)
 		var b *burstResult
 		var err error
-		phase("burst", func() { b, err = burst(ctx, c, cfg, lead, logf) })
+		phase("burst", func() { b, err = burst(ctx, c, cfg, t.DelayqPID, lead, logf) })
 		prof.wait()
 		res.Burst = b
 		if err != nil {
 			fail(err)
 		} else {
-			logf("  all delivered %.2fs after the due instant, all acknowledged %.2fs after", b.DeliveredAll, b.AckedAll)
+			logf("  all delivered %.2fs after the due instant, all acknowledged %.2fs after; delayq %.1f µs CPU per job", b.DeliveredAll, b.AckedAll, b.DelayqCPUMicrosPerJob)
 		}
 	}
 	if cfg.has("pull") {
@@ -469,6 +483,18 @@ func measure(ctx context.Context, cfg *config, t *target, res *results, logf fun
 		} else {
 			logf("  %d jobs all acknowledged %.3fs after the due instant: %.0f jobs/s, redis-server %.2f cores, %.2f µs CPU per job",
 				rr.Acked, rr.AckedAll, rr.PerSecond, rr.RedisCores, rr.RedisCPUMicrosPerJob)
+		}
+	}
+	if cfg.has("beanstalkd") {
+		var br *beanstalkdResult
+		var err error
+		phase("beanstalkd", func() { br, err = beanstalkd(ctx, cfg, logf) })
+		res.Beanstalkd = br
+		if err != nil {
+			fail(err)
+		} else {
+			logf("  %d jobs all deleted %.3fs after the due instant: %.0f jobs/s, beanstalkd %.2f cores, %.2f µs CPU per job",
+				br.Deleted, br.AckedAll, br.PerSecond, br.Cores, br.CPUMicrosPerJob)
 		}
 	}
 	return errors.Join(errs...)

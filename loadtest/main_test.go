@@ -7,7 +7,9 @@ import (
 	"flag"
 	"image/png"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,6 +50,7 @@ func TestHarness(t *testing.T) {
 	require.Equal(t, 2_000, res.Burst.Received)
 	require.Positive(t, res.Burst.AckedAll)
 	require.GreaterOrEqual(t, res.Burst.AckedAll, res.Burst.DeliveredAll-0.001)
+	require.Positive(t, res.Burst.DelayqCPUMicrosPerJob)
 	require.Equal(t, 1_000, res.Lateness.Received)
 	require.Positive(t, res.Lateness.Stats.Max)
 	require.NotEmpty(t, res.Lateness.Series)
@@ -61,7 +64,7 @@ func TestHarness(t *testing.T) {
 		require.Positive(t, p.Cores["delayq"]+p.Cores["harness"], p.Phase)
 	}
 
-	for _, want := range []string{"## Against the targets", "## Intake", "## Memory", "## Burst", "## Pull consumers", "## Lateness", "## CPU", "(lateness-over-time.png)", "(lateness-histogram.png)", "(burst.png)"} {
+	for _, want := range []string{"## Against the targets", "## Intake", "## Memory", "## Burst", "## Pull consumers", "## Lateness", "## CPU", "delayq's CPU per job, from the instant to the last ack", "(lateness-over-time.png)", "(lateness-histogram.png)", "(burst.png)"} {
 		require.Contains(t, report, want)
 	}
 	for _, name := range []string{"lateness-over-time.png", "lateness-histogram.png", "burst.png"} {
@@ -317,6 +320,9 @@ func TestConfigCheck(t *testing.T) {
 		func(c *config) { c.Phases = "retention"; c.RetentionFor = c.Retention }, // no steady window
 		func(c *config) { c.Phases = "retention"; c.Server = "http://127.0.0.1:8080" },
 		func(c *config) { c.Phases = "rawredis"; c.Burst = 0 },
+		func(c *config) { c.Phases = "beanstalkd"; c.Burst = 0 },
+		func(c *config) { c.Phases = "beanstalkd"; c.BeanstalkdFsync = -time.Millisecond },
+		func(c *config) { c.Phases = "beanstalkd"; c.BeanstalkdFsync = 1500 * time.Microsecond },
 		func(c *config) { c.Phases = "soak"; c.SoakRate = 0 },
 		func(c *config) { c.Phases = "soak"; c.SoakSample = 0 },
 	} {
@@ -329,3 +335,54 @@ func TestConfigCheck(t *testing.T) {
 }
 
 func flagSet() *flag.FlagSet { return flag.NewFlagSet("loadtest", flag.ContinueOnError) }
+
+// TestHarnessBeanstalkd runs the beanstalkd baseline alone, scaled down, on
+// a beanstalkd of its own: no delayq starts, every job is deleted and
+// none is left, and beanstalkd's CPU is read. It fails without beanstalkd,
+// which the harness needs for it.
+func TestHarnessBeanstalkd(t *testing.T) {
+	_, err := exec.LookPath("beanstalkd")
+	require.NoError(t, err, "beanstalkd is not installed (Debian: apt-get install beanstalkd)")
+	out := t.TempDir()
+	cfg := config{}
+	cfg.flags(flagSet())
+	cfg.Out = out
+	cfg.Phases = "beanstalkd"
+	// Enough jobs for beanstalkd's CPU to span several 10 ms ticks.
+	cfg.Burst = 5_000
+	res, report, log := runHarness(t, &cfg, 2*time.Minute)
+	require.NotContains(t, log, "starting delayq")
+	br := res.Beanstalkd
+	require.NotNil(t, br)
+	require.Equal(t, "none", res.Config.Backend)
+	require.Equal(t, 5_000, br.Jobs)
+	require.Equal(t, int64(5_000), br.Deleted)
+	require.Zero(t, br.Left)
+	require.Zero(t, br.Errors, br.FirstErr)
+	require.Positive(t, br.AckedAll)
+	require.Positive(t, br.PerSecond)
+	require.Contains(t, br.Server, "binlog, fsync at most every 2 ms (-f 2)")
+	require.True(t, br.CPUMeasured)
+	require.Positive(t, br.CPUSeconds)
+	require.Positive(t, br.CPUMicrosPerJob)
+	require.Len(t, res.CPU, 1)
+	require.Equal(t, "beanstalkd", res.CPU[0].Phase)
+
+	for _, want := range []string{"beanstalkd baseline, no delayq", "## beanstalkd baseline", "beanstalkd CPU per job", "## CPU"} {
+		require.Contains(t, report, want)
+	}
+	require.NotContains(t, report, "## Against the targets")
+}
+
+// TestReportBeanstalkdBesideBurst sets delayq's burst against beanstalkd's
+// when both ran.
+func TestReportBeanstalkdBesideBurst(t *testing.T) {
+	r := &results{Config: config{Backend: "local"}, Burst: &burstResult{AckedAll: 3}, Beanstalkd: &beanstalkdResult{AckedAll: 2, Deleted: 10}}
+	var b strings.Builder
+	writeBeanstalkd(&b, r)
+	require.Contains(t, b.String(), "delayq's burst in this run (local backend): all acknowledged 3.000 s after its instant, 1.50× beanstalkd's.")
+	r.Burst = nil
+	b.Reset()
+	writeBeanstalkd(&b, r)
+	require.NotContains(t, b.String(), "delayq's burst")
+}

@@ -160,7 +160,13 @@ type burstResult struct {
 	Errors       []string     `json:"errors,omitempty"`
 	PushErrors   int64        `json:"push_errors"`
 	Counts       *counts      `json:"counts_at_end,omitempty"`
-	receipts     []receipt
+	// DelayqCPUMicrosPerJob is delayq's CPU time (user and system, with an
+	// in-process store's) from the due instant until all were
+	// acknowledged, per job: what the drain cost, which a busy machine
+	// changes less than the elapsed time. 0 when delayq's process is not
+	// known or could not be read.
+	DelayqCPUMicrosPerJob float64 `json:"delayq_cpu_us_per_job,omitempty"`
+	receipts              []receipt
 }
 
 // curvePoint is how many jobs had come by T seconds after they were due.
@@ -181,7 +187,7 @@ func burstLead(n int, pushRate float64) time.Duration {
 // burst pushes cfg.Burst jobs all due at one instant, lead from now, to a
 // topic with subscribers waiting, and measures when the last came and
 // when the last was acknowledged.
-func burst(ctx context.Context, c *client, cfg *config, lead time.Duration, logf func(string, ...any)) (*burstResult, error) {
+func burst(ctx context.Context, c *client, cfg *config, pid int, lead time.Duration, logf func(string, ...any)) (*burstResult, error) {
 	sub, err := subscribeNew(ctx, c, cfg, "loadtest.burst", cfg.Burst)
 	if err != nil {
 		return nil, err
@@ -213,6 +219,16 @@ func burst(ctx context.Context, c *client, cfg *config, lead time.Duration, logf
 	if err := resumed(); err != nil {
 		return res, err
 	}
+	// delayq's CPU time at the due instant, read then.
+	cpuAtDue := make(chan time.Duration, 1)
+	if pid != 0 {
+		defer time.AfterFunc(time.Until(due), func() {
+			if cpu, err := cpuTime(pid); err == nil {
+				cpuAtDue <- cpu
+			}
+			close(cpuAtDue)
+		}).Stop()
+	}
 	if err := col.await(ctx, due, due.Add(2*time.Minute), 10*time.Second); err != nil {
 		return nil, err
 	}
@@ -238,6 +254,12 @@ func burst(ctx context.Context, c *client, cfg *config, lead time.Duration, logf
 		n, err := c.topicCounts(ctx, topic)
 		if err == nil && n.Scheduled+n.Ready+n.Reserved == 0 {
 			res.AckedAll = time.Since(due).Seconds()
+			if pid != 0 {
+				cpu0, ok := <-cpuAtDue
+				if cpu1, err := cpuTime(pid); ok && err == nil {
+					res.DelayqCPUMicrosPerJob = float64((cpu1 - cpu0).Microseconds()) / float64(res.Jobs)
+				}
+			}
 			break
 		}
 		if time.Since(last) > 30*time.Second {

@@ -378,6 +378,40 @@ func (m *cpuMeter) measure(phase string, f func()) phaseCPU {
 	return out
 }
 
+// serverCPU measures, from its start, the CPU time of a baseline's server
+// and of the harness.
+type serverCPU struct {
+	pid              int // the server's; 0 when unknown
+	server0, self0   time.Duration
+	serverOK, selfOK bool
+}
+
+func startServerCPU(pid int) *serverCPU {
+	m := &serverCPU{pid: pid}
+	var err error
+	m.self0, err = cpuTime(os.Getpid())
+	m.selfOK = err == nil
+	if pid != 0 {
+		m.server0, err = cpuTime(pid)
+		m.serverOK = err == nil
+	}
+	return m
+}
+
+// stop returns the server's CPU time since the start, whether it could be
+// read, and the cores the harness used over span.
+func (m *serverCPU) stop(span time.Duration) (server time.Duration, ok bool, harnessCores float64) {
+	if m.serverOK {
+		if t, err := cpuTime(m.pid); err == nil {
+			server, ok = t-m.server0, true
+		}
+	}
+	if t, err := cpuTime(os.Getpid()); err == nil && m.selfOK {
+		harnessCores = float64(t-m.self0) / float64(span)
+	}
+	return server, ok, harnessCores
+}
+
 // every calls f every d until ctx ends.
 func every(ctx context.Context, d time.Duration, f func()) {
 	tick := time.NewTicker(d)

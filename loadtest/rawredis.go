@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -221,11 +220,7 @@ func rawRedis(ctx context.Context, cfg *config, logf func(string, ...any)) (*raw
 		return res, ctx.Err()
 	case <-time.After(time.Until(due)):
 	}
-	self0, selfErr := cpuTime(os.Getpid())
-	cpu0, cpuErr := time.Duration(0), errors.New("no process id")
-	if pid != 0 {
-		cpu0, cpuErr = cpuTime(pid)
-	}
+	meter := startServerCPU(pid)
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	var (
@@ -285,18 +280,12 @@ func rawRedis(ctx context.Context, cfg *config, logf func(string, ...any)) (*raw
 	if end.IsZero() {
 		end = time.Now()
 	}
-	if pid != 0 && cpuErr == nil {
-		var cpu1 time.Duration
-		if cpu1, cpuErr = cpuTime(pid); cpuErr == nil {
-			res.CPUMeasured = true
-			cpu := cpu1 - cpu0
-			res.RedisCPUSeconds = cpu.Seconds()
-			res.RedisCores = float64(cpu) / float64(end.Sub(due))
-			res.RedisCPUMicrosPerJob = float64(cpu.Microseconds()) / float64(cfg.Burst)
-		}
-	}
-	if self1, err := cpuTime(os.Getpid()); err == nil && selfErr == nil {
-		res.HarnessCores = float64(self1-self0) / float64(end.Sub(due))
+	var cpu time.Duration
+	cpu, res.CPUMeasured, res.HarnessCores = meter.stop(end.Sub(due))
+	if res.CPUMeasured {
+		res.RedisCPUSeconds = cpu.Seconds()
+		res.RedisCores = float64(cpu) / float64(end.Sub(due))
+		res.RedisCPUMicrosPerJob = float64(cpu.Microseconds()) / float64(cfg.Burst)
 	}
 	res.AckedAll = end.Sub(due).Seconds()
 	res.Acked, res.Claims = acked.Load(), claims.Load()

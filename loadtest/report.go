@@ -31,6 +31,8 @@ type results struct {
 	Soak *soakResult `json:"soak,omitempty"`
 	// RawRedis is the raw Redis baseline's, when it ran.
 	RawRedis *rawRedisResult `json:"rawredis,omitempty"`
+	// Beanstalkd is the beanstalkd baseline's, when it ran.
+	Beanstalkd *beanstalkdResult `json:"beanstalkd,omitempty"`
 	// CPU is the cores each process used in each phase.
 	CPU     []phaseCPU `json:"cpu"`
 	Failure string     `json:"failure,omitempty"`
@@ -151,8 +153,15 @@ func writeReport(dir string, r *results) error {
 	m := r.Machine
 	shared := "The harness, delayq and the backend share the machine."
 	if r.Config.Backend == "none" {
-		shared = "The harness and redis-server share the machine."
-		w("# delayq load report: raw Redis baseline, no delayq\n\n")
+		var names, servers []string
+		if r.Config.has("rawredis") {
+			names, servers = append(names, "raw Redis"), append(servers, "redis-server")
+		}
+		if r.Config.has("beanstalkd") {
+			names, servers = append(names, "beanstalkd"), append(servers, "beanstalkd")
+		}
+		shared = fmt.Sprintf("The harness and %s share the machine.", strings.Join(servers, " and "))
+		w("# delayq load report: %s baseline, no delayq\n\n", strings.Join(names, " and "))
 	} else {
 		w("# delayq load report: %s backend\n\n", r.Config.Backend)
 	}
@@ -241,8 +250,8 @@ func writeReport(dir string, r *results) error {
 	if bu := r.Burst; bu != nil {
 		w("## Burst\n\n%s jobs, all due at one instant, pushed in %.1f s before it; %d WebSocket subscribers with prefetch %d acknowledge each job as it comes.%s\n\n",
 			num(float64(bu.Jobs)), bu.PushSeconds, r.Config.Subscribers, r.Config.Prefetch, variantNote(r.Config))
-		w("| | value |\n| --- | --- |\n| received | %s (%d twice) |\n| last received | %.3f s after the instant |\n| all acknowledged (topic empty) | %.3f s after |\n| receipt p50 / p99 | %.0f / %.0f ms after |\n\n",
-			num(float64(bu.Received)), bu.Duplicates, bu.DeliveredAll, bu.AckedAll, bu.Stats.P50, bu.Stats.P99)
+		w("| | value |\n| --- | --- |\n| received | %s (%d twice) |\n| last received | %.3f s after the instant |\n| all acknowledged (topic empty) | %.3f s after |\n| receipt p50 / p99 | %.0f / %.0f ms after |\n| delayq's CPU per job, from the instant to the last ack | %s |\n\n",
+			num(float64(bu.Received)), bu.Duplicates, bu.DeliveredAll, bu.AckedAll, bu.Stats.P50, bu.Stats.P99, measured(bu.DelayqCPUMicrosPerJob > 0, "%.1f µs", bu.DelayqCPUMicrosPerJob))
 		if p, ok := plots["burst"]; ok {
 			w("![deliveries of the burst over time](%s)\n\n", p)
 		}
@@ -277,8 +286,17 @@ func writeReport(dir string, r *results) error {
 	writeRetention(&b, r, plots)
 	writeSoak(&b, r, plots)
 	writeRawRedis(&b, r)
+	writeBeanstalkd(&b, r)
 	writeCPU(&b, r)
 	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String()), 0o644)
+}
+
+// measured formats v, or says "not measured" when it was not.
+func measured(ok bool, format string, v float64) string {
+	if !ok {
+		return "not measured"
+	}
+	return fmt.Sprintf(format, v)
 }
 
 // writeCPU tells which process each phase kept busy, in cores of the
@@ -289,7 +307,7 @@ func writeCPU(b *strings.Builder, r *results) {
 		return
 	}
 	names := []string{"delayq", "backend server", "harness"}
-	fmt.Fprintf(b, "## CPU\n\nCores each process used during each phase (of %d; burst, lateness and rawredis include the pushes ahead and the wait for the last job).\n\n| phase |", r.Machine.Cores)
+	fmt.Fprintf(b, "## CPU\n\nCores each process used during each phase (of %d; burst, lateness, rawredis and beanstalkd include the pushes ahead and the wait for the last job).\n\n| phase |", r.Machine.Cores)
 	for _, n := range names {
 		fmt.Fprintf(b, " %s |", n)
 	}
@@ -366,17 +384,32 @@ func writeRawRedis(b *strings.Builder, r *results) {
 	}
 	fmt.Fprintf(b, "## Raw Redis baseline\n\nNo delayq: %s on this machine. %s jobs due at one instant, each a hash holding its %d-byte body and a member of a sorted set scored by its due time in ms, pushed in pipelines of %d in %.2f s before it. From that instant %d consumers each loop: one Lua script call claims up to %d due jobs (ZRANGEBYSCORE ... LIMIT, ZREM, ZADD to a lease sorted set scored by the lease's expiry, HGET of the bodies, HSET of a lease token in each hash) and returns ids, bodies and leases, then one call of another script acknowledges the claim's jobs as delayq's ack must (for each, HGET of its lease token, checked; ZREM from the lease set; HSET of state done; PEXPIRE of its hash by the retention; then one INCRBY of the done count and one XADD to a stream of finishes). redis-server's CPU is read from /proc/<pid>/stat, in 10 ms ticks.\n\n",
 		rr.Server, num(float64(rr.Jobs)), len(sampleBody), rawPushBatch, rr.PushSeconds, rr.Consumers, rr.ClaimMax)
-	cpu := func(f float64, format string) string {
-		if !rr.CPUMeasured {
-			return "not measured"
-		}
-		return fmt.Sprintf(format, f)
-	}
 	fmt.Fprintf(b, "| jobs | all acknowledged | jobs/s | redis-server cores | Redis CPU per job | harness cores | claims | left | errors |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	fmt.Fprintf(b, "| %s | %.3f s after the instant | %s | %s | %s | %.2f | %d | %d | %d |\n\n",
-		num(float64(rr.Acked)), rr.AckedAll, num(rr.PerSecond), cpu(rr.RedisCores, "%.2f"), cpu(rr.RedisCPUMicrosPerJob, "%.2f µs"), rr.HarnessCores, rr.Claims, rr.Left, rr.Errors)
+		num(float64(rr.Acked)), rr.AckedAll, num(rr.PerSecond), measured(rr.CPUMeasured, "%.2f", rr.RedisCores), measured(rr.CPUMeasured, "%.2f µs", rr.RedisCPUMicrosPerJob), rr.HarnessCores, rr.Claims, rr.Left, rr.Errors)
 	if rr.FirstErr != "" {
 		fmt.Fprintf(b, "First error: `%s`\n\n", rr.FirstErr)
 	}
 	fmt.Fprintf(b, "    %s\n\n", rr.Command)
+}
+
+// writeBeanstalkd writes the beanstalkd baseline, and the burst's time
+// against it when the burst ran too.
+func writeBeanstalkd(b *strings.Builder, r *results) {
+	br := r.Beanstalkd
+	if br == nil {
+		return
+	}
+	fmt.Fprintf(b, "## beanstalkd baseline\n\nNo delayq: %s, on this machine. %s jobs with a %d-byte body put from %d connections in pipelines of %d in %.2f s, each delayed a second, into a paused tube; once none was delayed any more, the pause was set to end a second later, the instant (beanstalkd counts delays and pauses in whole seconds). From that instant %d connections each loop: `reserve-with-timeout`, then `delete` of the job, each waiting for its answer. beanstalkd's CPU is read from /proc/<pid>/stat, in 10 ms ticks.\n\n",
+		br.Server, num(float64(br.Jobs)), len(sampleBody), bsPushConns, bsPushBatch, br.PushSeconds, br.Consumers)
+	fmt.Fprintf(b, "| jobs | all deleted | jobs/s | beanstalkd cores | beanstalkd CPU per job | harness cores | left | errors |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	fmt.Fprintf(b, "| %s | %.3f s after the instant | %s | %s | %s | %.2f | %d | %d |\n\n",
+		num(float64(br.Deleted)), br.AckedAll, num(br.PerSecond), measured(br.CPUMeasured, "%.2f", br.Cores), measured(br.CPUMeasured, "%.2f µs", br.CPUMicrosPerJob), br.HarnessCores, br.Left, br.Errors)
+	if bu := r.Burst; bu != nil && bu.AckedAll > 0 && br.AckedAll > 0 {
+		fmt.Fprintf(b, "delayq's burst in this run (%s backend): all acknowledged %.3f s after its instant, %.2f× beanstalkd's.\n\n", r.Config.Backend, bu.AckedAll, bu.AckedAll/br.AckedAll)
+	}
+	if br.FirstErr != "" {
+		fmt.Fprintf(b, "First error: `%s`\n\n", br.FirstErr)
+	}
+	fmt.Fprintf(b, "    %s\n\n", br.Command)
 }

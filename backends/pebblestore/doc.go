@@ -76,7 +76,9 @@
 //     fsync (Pebble's group commit), so a batch of a thousand jobs costs
 //     one, and an fsync starts at least walMinSyncInterval (2 ms) after
 //     the previous one, so that jobs pushed one per request share fsyncs
-//     too. They survive kill -9 and a power cut.
+//     too; when walSyncGroup (4) such writes came during the last fsync,
+//     the next starts at once, since they share it already. They survive
+//     kill -9 and a power cut.
 //   - Claims, acks, retries, buries, touches and lease expiries return once
 //     Pebble holds them, before any sync; a background sync every
 //     Config.SyncInterval (1 s) bounds what a power cut can lose, and
@@ -108,7 +110,9 @@
 // no count reads the jobs. A job leaves its
 // bucket in the batch that deletes it: the prune's, or a put's that reuses
 // a finished job's id (one read of x, answered by a bloom filter for a new
-// id), so that it counts once. A job stops being counted at the prune
+// id in the tables; none for an id of core.NewID's form greater than every
+// finished one, which Open finds from the end of the x keys), so that it
+// counts once. A job stops being counted at the prune
 // that deletes it, at most one prune interval after it expired, and a
 // bucket is dropped once it is past retention.
 //

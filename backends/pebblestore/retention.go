@@ -2,6 +2,7 @@ package pebblestore
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -55,8 +56,14 @@ func (s *Store) setCount(tp *topic, state core.State, bucket, n int64) {
 // forgetFinished deletes the finished job id, if the store keeps one, and
 // takes it out of its topic's counts, for a put or an import that reuses
 // its id: it counts once, in its new state. For a new id it costs one read,
-// which a bloom filter answers.
+// which a bloom filter answers in a table but a memtable only by a search,
+// unless the id has the form core.NewID gives and is greater than
+// newestFinished: the ids NewID gives grow, so a job pushed without an id
+// of its own is newer than every finished one, and needs no read.
 func (s *Store) forgetFinished(b *pebble.Batch, id string) error {
+	if id > s.newestFinished && generatedID(id) {
+		return nil
+	}
 	raw, err := s.get(idKey(prefixFinished, id))
 	if err != nil || raw == nil {
 		return err
@@ -368,4 +375,48 @@ func (s *Store) pruneCounts(now time.Time) {
 	if err := s.write(b, pebble.NoSync)(); err != nil {
 		s.log.Warn("pebblestore: prune of finished counts failed", "err", err)
 	}
+}
+
+// generatedID reports whether id has the form of the ids core.NewID gives:
+// a ULID, 26 characters of Crockford's base32 (digits and capitals), the
+// first at most '7'. newestFinished bounds the finished ids of this form
+// only: a put of another (a client's own, core.KeyID's) always reads.
+func generatedID(id string) bool {
+	if len(id) != 26 || id[0] > '7' {
+		return false
+	}
+	for i := range len(id) {
+		if c := id[i]; (c < '0' || c > '9') && (c < 'A' || c > 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// newestFinishedScan bounds the x keys loadNewestFinished steps over that
+// have other ids; past it, every put reads.
+const newestFinishedScan = 10_000
+
+// loadNewestFinished sets newestFinished at Open: the greatest id of a
+// finished job with the form core.NewID gives, found from the end of the x
+// keys of such ids. Should other ids crowd the end, it gives up after
+// newestFinishedScan of them, and newestFinished is then above every
+// generated id ("8").
+func (s *Store) loadNewestFinished() error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixFinished}, UpperBound: []byte{prefixFinished, '8'}})
+	if err != nil {
+		return wrap(err)
+	}
+	n := 0
+	for ok := it.Last(); ok; ok = it.Prev() {
+		if id := string(it.Key()[1:]); generatedID(id) {
+			s.newestFinished = id
+			break
+		}
+		if n++; n == newestFinishedScan {
+			s.newestFinished = "8"
+			break
+		}
+	}
+	return wrap(errors.Join(it.Error(), it.Close()))
 }

@@ -341,3 +341,56 @@ func TestKeysIndexedAtFirstOpen(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, mark)
 }
+
+// TestPutOverFinishedAcrossReopen: a put that reuses the id of a finished
+// job takes it out of its topic's done count and makes it pending again,
+// in the process that finished it and after a reopen, where the newest
+// finished generated id (core.NewID's form) is read from the disk, past
+// an id of another form at the end of the finished jobs.
+func TestPutOverFinishedAcrossReopen(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	clock := coretest.NewFakeClockAt(retentionStart)
+	open := func() *Store {
+		s, err := Open(Config{Dir: dir, Clock: clock})
+		require.NoError(t, err)
+		return s
+	}
+	s := open()
+	older := finishOne(t, s, clock, time.Second, "reuse", false)
+	newer := finishOne(t, s, clock, time.Second, "reuse", false)
+	client := storetest.NewJob("reuse", clock.Now())
+	client.ID = "7-a-client-id"
+	_, err := s.PutJobs(ctx, &core.PutJobsParams{Jobs: []*core.Job{client}})
+	require.NoError(t, err)
+	require.NoError(t, s.CancelJob(ctx, &core.CancelJobParams{ID: client.ID}))
+	require.Equal(t, newer, s.newestFinished)
+	require.NoError(t, s.Close())
+
+	s = open()
+	defer func() { require.NoError(t, s.Close()) }()
+	require.Equal(t, newer, s.newestFinished, "read from the disk at Open")
+	done, cancelled := finishedCountsOf(t, s, "reuse")
+	require.Equal(t, [2]int64{2, 1}, [2]int64{done, cancelled})
+	for _, id := range []string{newer, older, client.ID} {
+		j := storetest.NewJob("reuse", clock.Now().Add(time.Hour))
+		j.ID = id
+		res, err := s.PutJobs(ctx, &core.PutJobsParams{Jobs: []*core.Job{j}})
+		require.NoError(t, err)
+		require.NoError(t, res[0].Err)
+		got, err := s.GetJob(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, core.StateScheduled, got.State, id)
+	}
+	done, cancelled = finishedCountsOf(t, s, "reuse")
+	require.Zero(t, done)
+	require.Zero(t, cancelled)
+}
+
+// TestGeneratedID tells the ids core.NewID gives from others.
+func TestGeneratedID(t *testing.T) {
+	require.True(t, generatedID(core.NewID()))
+	for _, id := range []string{"", "7-a-client-id", "k-0123456789abcdef0123456789abcdef", "01ARZ3NDEKTSV4RRFFQ69G5FA", "01ARZ3NDEKTSV4RRFFQ69G5FAVV", "81ARZ3NDEKTSV4RRFFQ69G5FAV", "01arz3ndektsv4rrffq69g5fav"} {
+		require.False(t, generatedID(id), id)
+	}
+}
