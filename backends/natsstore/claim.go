@@ -705,6 +705,9 @@ func (s *Store) claimItems(ctx context.Context, q *topicQueue, items []*item, pa
 	if err == nil && len(items) == 0 {
 		return []*core.Job{}, nil
 	}
+	if err == nil {
+		err = s.connected("claim")
+	}
 	budget := int64(0)
 	if err == nil {
 		budget, err = s.claimBudget()

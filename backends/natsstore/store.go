@@ -643,9 +643,26 @@ func ttl(d time.Duration) string {
 	return strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10) + "s"
 }
 
+// connected refuses a write while the connection is down: nats.go keeps
+// what is published while it reconnects and sends it once reconnected,
+// after the write has been answered as failed (a history run saw a push
+// answered 503 during a partition of its instance from NATS created 3 s
+// later, after a cancel answered 404). What a write publishes in the
+// moment the connection goes down can still go out late; a connection
+// made with nats.ReconnectBufSize(-1) refuses that too.
+func (s *Store) connected(op string) error {
+	if !s.nc.IsConnected() {
+		return unavailable(op, nats.ErrDisconnected)
+	}
+	return nil
+}
+
 // write stores j, in its new state, as the message that replaces prev, and
 // deletes what it leaves behind. Errors: errCAS, ErrUnavailable.
 func (s *Store) write(ctx context.Context, j *core.Job, now time.Time, prev *stored) (uint64, error) {
+	if err := s.connected("write job"); err != nil {
+		return 0, err
+	}
 	m, drop, err := s.message(j, now, prev)
 	if err != nil {
 		return 0, err
