@@ -701,22 +701,21 @@ func (s *Store) claimItems(ctx context.Context, q *topicQueue, items []*item, pa
 	// A claim half done is finished, not dropped.
 	ctx, cancel := opContext(context.WithoutCancel(ctx))
 	defer cancel()
-	items, err := s.dropOvertaken(ctx, items)
-	if err == nil && len(items) == 0 {
-		return []*core.Job{}, nil
-	}
+	budget, err := s.claimBudget()
 	if err == nil {
 		err = s.connected("claim")
 	}
-	budget := int64(0)
 	if err == nil {
-		budget, err = s.claimBudget()
+		items, err = s.dropOvertaken(ctx, items)
 	}
 	if err != nil {
 		for _, it := range items {
 			q.hold(it)
 		}
 		return nil, err
+	}
+	if len(items) == 0 {
+		return []*core.Job{}, nil
 	}
 	now := s.now()
 	jobs := make([]*core.Job, len(items))
