@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
@@ -22,9 +23,10 @@ type fakeMsg struct {
 func (m *fakeMsg) Metadata() (*jetstream.MsgMetadata, error) {
 	return &jetstream.MsgMetadata{Sequence: jetstream.SequencePair{Stream: m.seq}}, nil
 }
-func (m *fakeMsg) Subject() string { return m.subject }
-func (m *fakeMsg) Data() []byte    { return m.data }
-func (m *fakeMsg) Ack() error      { m.acks++; return nil }
+func (m *fakeMsg) Subject() string      { return m.subject }
+func (m *fakeMsg) Headers() nats.Header { return nil }
+func (m *fakeMsg) Data() []byte         { return m.data }
+func (m *fakeMsg) Ack() error           { m.acks++; return nil }
 
 // TestAddKeepsNewest: when a job's older message arrives after a newer one
 // is held (a redelivery of a message whose settle was lost), the fetcher

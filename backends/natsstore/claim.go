@@ -379,6 +379,7 @@ func (q *topicQueue) add(f *fetcher, msg jetstream.Msg) {
 		_ = msg.Term()
 		return
 	}
+	m.firing = firingOf(m.kind, msg.Headers())
 	due := m.job.RunAt
 	if m.job.State == core.StateReserved {
 		due = m.job.LeaseExpiresAt // fired by the lease's schedule
@@ -656,6 +657,40 @@ func (s *Store) dropIfStale(ctx context.Context, q *topicQueue, it *item, now ti
 	return nil
 }
 
+// dropOvertaken acknowledges away the items that are fired messages a
+// write had overtaken (overtaken: one read each, concurrent) and returns
+// the others. On an error it returns every item, for the caller to hold.
+func (s *Store) dropOvertaken(ctx context.Context, items []*item) ([]*item, error) {
+	var fired []int
+	for i, it := range items {
+		if it.m.firing != nil {
+			fired = append(fired, i)
+		}
+	}
+	if len(fired) == 0 {
+		return items, nil
+	}
+	stale := make([]bool, len(items))
+	err := s.each(ctx, len(fired), func(k int) error {
+		it := items[fired[k]]
+		var err error
+		stale[fired[k]], err = s.overtaken(ctx, it.m, it.msg.Data())
+		return err
+	})
+	if err != nil {
+		return items, err
+	}
+	kept := items[:0:0]
+	for i, it := range items {
+		if stale[i] {
+			_ = it.msg.Ack() // deletes it: the write's message is the job's last again
+			continue
+		}
+		kept = append(kept, it)
+	}
+	return kept, nil
+}
+
 // claimItems reserves the jobs of taken items for the claim params
 // (core.Job.Reserve), their lease schedules published pipelined, and
 // returns them in the items' order. A job whose
@@ -666,16 +701,25 @@ func (s *Store) claimItems(ctx context.Context, q *topicQueue, items []*item, pa
 	// A claim half done is finished, not dropped.
 	ctx, cancel := opContext(context.WithoutCancel(ctx))
 	defer cancel()
-	now := s.now()
-	jobs := make([]*core.Job, len(items))
-	futs := make([]jetstream.PubAckFuture, len(items))
 	budget, err := s.claimBudget()
+	if err == nil {
+		err = s.connected("claim")
+	}
+	if err == nil {
+		items, err = s.dropOvertaken(ctx, items)
+	}
 	if err != nil {
 		for _, it := range items {
 			q.hold(it)
 		}
 		return nil, err
 	}
+	if len(items) == 0 {
+		return []*core.Job{}, nil
+	}
+	now := s.now()
+	jobs := make([]*core.Job, len(items))
+	futs := make([]jetstream.PubAckFuture, len(items))
 	var first error
 	for i, it := range items {
 		j := it.m.view(now)

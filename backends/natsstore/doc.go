@@ -43,7 +43,12 @@
 // target subject, where it is the job's newest. So there is no
 // reconciliation and no housekeeping: a stale message (a delete lost to a
 // crash) is never a job's last one, and every claim, write and listing
-// checks that.
+// checks that. But for one case: the server may fire a schedule it took up
+// just before a write that replaces it is applied, and store the fired
+// message after the write. Each schedule carries the sequence of the
+// message it replaced (Delayq-Replaces, which the fired message keeps), so
+// a claim of a fired message and a read of a job whose last message is one
+// find the write's message before it, and delete the fired one (overtaken).
 //
 // # A due job, claim to ack: three operations
 //

@@ -124,6 +124,9 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 // createAll publishes the creates of jobs pipelined, each holding only
 // while its job has no message, and marks in slow those refused for that.
 func (s *Store) createAll(ctx context.Context, jobs []*core.Job, slow []bool) error {
+	if err := s.connected("put job"); err != nil {
+		return err
+	}
 	now := s.now()
 	futs := make([]jetstream.PubAckFuture, len(jobs))
 	var first error

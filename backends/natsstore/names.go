@@ -18,6 +18,10 @@ const (
 	hdrScheduleTarget        = "Nats-Schedule-Target"
 	hdrScheduler             = "Nats-Scheduler"
 	hdrScheduleNext          = "Nats-Schedule-Next"
+	// hdrReplaces, on a schedule, is the sequence of the job's message it
+	// replaced (0: none). The server copies it into the message the
+	// schedule fires, which overtaken reads from.
+	hdrReplaces = "Delayq-Replaces"
 )
 
 // Kinds of message, the second token of a job message's subject

@@ -1,6 +1,7 @@
 package natsstore
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -351,6 +352,35 @@ type stored struct {
 	seq     uint64
 	kind    string
 	subject string
+	// firing, for a message a schedule fired, is that schedule's subject
+	// and the sequence of the message the schedule replaced (hdrReplaces),
+	// for overtaken; nil for a written message, or one fired by a
+	// schedule written without hdrReplaces.
+	firing *firing
+}
+
+// firing is where a fired message came from.
+type firing struct {
+	schedule string
+	after    uint64
+}
+
+// firingOf reads the headers of a message of kind for stored.firing. A
+// schedule written over another schedule carries the same headers, but is
+// of a schedule's kind: the server fires into due and dead subjects.
+func firingOf(kind string, h nats.Header) *firing {
+	if isSchedule(kind) {
+		return nil
+	}
+	schedule := h.Get(hdrScheduler)
+	if schedule == "" || h.Get(hdrScheduleNext) != "purge" {
+		return nil
+	}
+	after, err := strconv.ParseUint(h.Get(hdrReplaces), 10, 64)
+	if err != nil {
+		return nil
+	}
+	return &firing{schedule: schedule, after: after}
 }
 
 // view returns the job as the contract shows it at now.
@@ -384,13 +414,50 @@ func opContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, opTimeout)
 }
 
-// load reads a job's message, nil when the job has none.
+// load reads a job's message, nil when the job has none. A fired message
+// that a write had overtaken (overtaken) is deleted, and the job read again.
 func (s *Store) load(ctx context.Context, id string) (*stored, error) {
-	m, err := s.lastMsg(ctx, s.names.jobFilter(id))
-	if err != nil || m == nil {
-		return nil, err
+	for range maxTries {
+		m, err := s.lastMsg(ctx, s.names.jobFilter(id))
+		if err != nil || m == nil {
+			return nil, err
+		}
+		cur, err := s.decodeStored(m.Subject, m.Sequence, m.Data)
+		if err != nil {
+			return nil, err
+		}
+		cur.firing = firingOf(cur.kind, m.Header)
+		stale, err := s.overtaken(ctx, cur, m.Data)
+		if err != nil || !stale {
+			return cur, err
+		}
+		s.drop(ctx, cur)
 	}
-	return s.decodeStored(m.Subject, m.Sequence, m.Data)
+	return nil, unavailable("read job", fmt.Errorf("job %q: %d stale fired messages in a row", id, maxTries))
+}
+
+// overtaken reports whether m, a message a schedule fired (data its
+// payload), is stale: stored after a write that had replaced that
+// schedule. nats-server fires a schedule it has taken up even as a write
+// that purges it is applied (2.15.2; on a replicated stream the write's
+// compare-and-set is checked before the fired message is, so both pass),
+// and the fired message, stored after the write, would undo it: an ack
+// or cancel answered, and the job delivered again or dead. The
+// write's message lies between the schedule's predecessor (firing.after)
+// and the fired message, where nothing else can: the schedule was the
+// job's last message until one of the two replaced it. One read, of the
+// job's first message after firing.after; the schedule itself, still
+// there, would read as the fired message's payload on the schedule's
+// subject.
+func (s *Store) overtaken(ctx context.Context, m *stored, data []byte) (bool, error) {
+	if m.firing == nil {
+		return false, nil
+	}
+	next, err := s.nextMsg(ctx, s.names.jobFilter(m.job.ID), m.firing.after+1)
+	if err != nil || next == nil || next.Sequence >= m.seq {
+		return false, err
+	}
+	return next.Subject != m.firing.schedule || !bytes.Equal(next.Data, data), nil
 }
 
 // lastMsg reads the last message of the subjects filter matches, nil when
@@ -413,6 +480,24 @@ func (s *Store) lastMsg(ctx context.Context, filter string) (*jetstream.RawStrea
 	return s.leaderGet(ctx, map[string]any{"last_by_subj": filter})
 }
 
+// nextMsg reads the first message from seq on of the subjects filter
+// matches, nil when there is none; through the leader, as lastMsg.
+func (s *Store) nextMsg(ctx context.Context, filter string, seq uint64) (*jetstream.RawStreamMsg, error) {
+	ctx, cancel := opContext(ctx)
+	defer cancel()
+	if s.cfg.Replicas <= 1 {
+		m, err := s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, unavailable("read message", err)
+		}
+		return m, nil
+	}
+	return s.leaderGet(ctx, map[string]any{"seq": seq, "next_by_subj": filter})
+}
+
 // leaderGet asks the stream's leader for the message req names (a
 // JetStream message get request), nil when there is none.
 func (s *Store) leaderGet(ctx context.Context, req map[string]any) (*jetstream.RawStreamMsg, error) {
@@ -425,6 +510,7 @@ func (s *Store) leaderGet(ctx context.Context, req map[string]any) (*jetstream.R
 		Message *struct {
 			Subject string `json:"subject"`
 			Seq     uint64 `json:"seq"`
+			Header  []byte `json:"hdrs"`
 			Data    []byte `json:"data"`
 		} `json:"message"`
 		Error *jetstream.APIError `json:"error"`
@@ -440,7 +526,13 @@ func (s *Store) leaderGet(ctx context.Context, req map[string]any) (*jetstream.R
 	case r.Message == nil:
 		return nil, unavailable("read message", errors.New("empty answer"))
 	}
-	return &jetstream.RawStreamMsg{Subject: r.Message.Subject, Sequence: r.Message.Seq, Data: r.Message.Data}, nil
+	var h nats.Header
+	if len(r.Message.Header) > 0 {
+		if h, err = nats.DecodeHeadersMsg(r.Message.Header); err != nil {
+			return nil, unavailable("read message", err)
+		}
+	}
+	return &jetstream.RawStreamMsg{Subject: r.Message.Subject, Sequence: r.Message.Seq, Header: h, Data: r.Message.Data}, nil
 }
 
 // firingMargin is how close to its time (by the store's clock) a
@@ -517,6 +609,7 @@ func (s *Store) message(j *core.Job, now time.Time, prev *stored) (m *nats.Msg, 
 		// Set by hand: jetstream.WithScheduleAt cuts to whole seconds.
 		h.Set(hdrSchedule, "@at "+j.RunAt.Add(-s.cfg.Lead).Format(time.RFC3339Nano))
 		h.Set(hdrScheduleTarget, due)
+		h.Set(hdrReplaces, strconv.FormatUint(expect, 10))
 	case kindLease:
 		// The lease of the last attempt fires into the dead subject: a job
 		// whose last lease runs out is dead without anyone's help.
@@ -526,6 +619,7 @@ func (s *Store) message(j *core.Job, now time.Time, prev *stored) (m *nats.Msg, 
 		}
 		h.Set(hdrSchedule, "@at "+j.LeaseExpiresAt.Format(time.RFC3339Nano))
 		h.Set(hdrScheduleTarget, target)
+		h.Set(hdrReplaces, strconv.FormatUint(expect, 10))
 	case kindDone, kindCancelled:
 		// What is left of its retention: all of it for a finish, less for
 		// a finished job written again (RewriteBody).
@@ -549,9 +643,26 @@ func ttl(d time.Duration) string {
 	return strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10) + "s"
 }
 
+// connected refuses a write while the connection is down: nats.go keeps
+// what is published while it reconnects and sends it once reconnected,
+// after the write has been answered as failed (a history run saw a push
+// answered 503 during a partition of its instance from NATS created 3 s
+// later, after a cancel answered 404). What a write publishes in the
+// moment the connection goes down can still go out late; a connection
+// made with nats.ReconnectBufSize(-1) refuses that too.
+func (s *Store) connected(op string) error {
+	if !s.nc.IsConnected() {
+		return unavailable(op, nats.ErrDisconnected)
+	}
+	return nil
+}
+
 // write stores j, in its new state, as the message that replaces prev, and
 // deletes what it leaves behind. Errors: errCAS, ErrUnavailable.
 func (s *Store) write(ctx context.Context, j *core.Job, now time.Time, prev *stored) (uint64, error) {
+	if err := s.connected("write job"); err != nil {
+		return 0, err
+	}
 	m, drop, err := s.message(j, now, prev)
 	if err != nil {
 		return 0, err

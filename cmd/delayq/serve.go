@@ -739,8 +739,11 @@ func startNATS(cfg *serveConfig, log *slog.Logger, logTo io.Writer, storeDir str
 
 // connectNATS connects to the NATS at url (comma-separated URLs of a
 // cluster, credentials in them), reconnecting for ever once connected.
+// A publish while it reconnects fails rather than waiting in nats.go's
+// buffer: sent after the reconnect, a write answered 503 at once would
+// take effect seconds later (a history run found one).
 func connectNATS(url string, log *slog.Logger) (*nats.Conn, error) {
-	conn, err := nats.Connect(url, nats.Name("delayq"), nats.MaxReconnects(-1))
+	conn, err := nats.Connect(url, nats.Name("delayq"), nats.MaxReconnects(-1), nats.ReconnectBufSize(-1))
 	if err != nil {
 		return nil, fmt.Errorf("nats: connect to %s: %w", redactURLs(url), err)
 	}
