@@ -451,7 +451,9 @@ func (d *historyDeployment) setClock(i int, offset time.Duration) error {
 
 // jump moves instance i's clock by offset for last (less when ctx ends),
 // then back to the real time. Its faults are recorded before the jump and
-// after the return, so that they span the hook's lag (testClockPoll).
+// once the instance says it runs on the real time again, so that they
+// span the hook's lag (its 5 ms poll, and more on a loaded machine: a run
+// had an instance on the moved clock 100 ms after a fixed 20 ms wait).
 func (d *historyDeployment) jump(ctx context.Context, i int, h *history.History, offset, last time.Duration) error {
 	h.AddFault(history.Fault{Kind: history.FaultClock, Instance: i, At: time.Now(), Offset: offset})
 	if err := d.setClock(i, offset); err != nil {
@@ -459,10 +461,22 @@ func (d *historyDeployment) jump(ctx context.Context, i int, h *history.History,
 	}
 	holdFault(ctx, last)
 	err := d.setClock(i, 0)
-	// The hook reads the file every 5 ms.
-	holdFault(context.Background(), 20*time.Millisecond)
+	d.clockSeen(i, 0)
 	h.AddFault(history.Fault{Kind: history.FaultClock, Instance: i, At: time.Now()})
 	return err
+}
+
+// clockSeen waits until instance i says it runs on offset (testhooks.go
+// writes the offset it took to its file's name with ".seen" added), for
+// up to 10 s: an instance that is down takes the file at its start.
+func (d *historyDeployment) clockSeen(i int, offset time.Duration) {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(d.clockFile(i) + ".seen"); err == nil && string(b) == offset.String() {
+			return
+		}
+		time.Sleep(5 * time.Millisecond) // the hook's poll
+	}
 }
 
 // failLeader kills with SIGKILL the NATS node that leads the job stream,

@@ -24,7 +24,9 @@ import (
 const testClockFileEnv = "DELAYQ_TEST_CLOCK_FILE"
 
 // testClockPoll is how often the offset file is read: a jump takes effect
-// within it.
+// within it, or later on a loaded machine. Each offset taken is written
+// back to the file's name with ".seen" added, so that a test knows when
+// the instance runs on it.
 const testClockPoll = 5 * time.Millisecond
 
 func init() {
@@ -45,13 +47,15 @@ type offsetClock struct {
 	core.Clock
 	path   string
 	offset atomic.Int64 // ns
+	seen   string       // the offset last written to path+".seen"
 }
 
 // Now is the real time plus the offset.
 func (c *offsetClock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
 
-// read takes the offset from the file.
+// read takes the offset from the file, and says it took it.
 func (c *offsetClock) read() {
+	defer c.tell()
 	b, err := os.ReadFile(c.path)
 	if err != nil {
 		if os.IsNotExist(err) {
@@ -66,6 +70,19 @@ func (c *offsetClock) read() {
 	}
 	if d, err := time.ParseDuration(v); err == nil {
 		c.offset.Store(int64(d))
+	}
+}
+
+// tell writes the offset in use to path+".seen" when it changed (renamed
+// into place: a reader never sees half of it).
+func (c *offsetClock) tell() {
+	v := time.Duration(c.offset.Load()).String()
+	if v == c.seen {
+		return
+	}
+	tmp := c.path + ".seen.tmp"
+	if os.WriteFile(tmp, []byte(v), 0o644) == nil && os.Rename(tmp, c.path+".seen") == nil {
+		c.seen = v
 	}
 }
 
