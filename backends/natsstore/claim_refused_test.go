@@ -42,12 +42,10 @@ func (f *refusedFuture) Ok() <-chan *jetstream.PubAck { return nil }
 func (f *refusedFuture) Err() <-chan error            { return f.err }
 func (f *refusedFuture) Msg() *nats.Msg               { return f.msg }
 
-// TestClaimRefusedNotLast: a claim whose lease publish is refused for the
-// job's last sequence while the job's last message is still the one it
-// claims keeps the job (a later take claims it) instead of acknowledging its
-// only message away.
-func TestClaimRefusedNotLast(t *testing.T) {
-	t.Parallel()
+// refusingStore opens a store whose first lease publish is refused
+// (refuseLease).
+func refusingStore(t *testing.T) (*Store, *refuseLease) {
+	t.Helper()
 	nc, err := sharedEmbedded(t).Connect()
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
@@ -56,6 +54,16 @@ func TestClaimRefusedNotLast(t *testing.T) {
 	// Before any claim: nothing else reads s.js yet.
 	js := &refuseLease{JetStream: s.js, lease: prefix + "." + kindLease + "."}
 	s.js = js
+	return s, js
+}
+
+// TestClaimRefusedNotLast: a claim whose lease publish is refused for the
+// job's last sequence while the job's last message is still the one it
+// claims keeps the job (a later take claims it) instead of acknowledging its
+// only message away.
+func TestClaimRefusedNotLast(t *testing.T) {
+	t.Parallel()
+	s, js := refusingStore(t)
 	ctx := context.Background()
 	j := job("refused", 0)
 	put(t, s, j)
@@ -96,13 +104,7 @@ func (r *readBehind) GetLastMsgForSubject(ctx context.Context, subject string) (
 // three-node cluster, each a few seconds from a node's kill -9).
 func TestClaimRefusedReadBehind(t *testing.T) {
 	t.Parallel()
-	nc, err := sharedEmbedded(t).Connect()
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	prefix := uniquePrefix()
-	s := openStore(t, nc, prefix)
-	js := &refuseLease{JetStream: s.js, lease: prefix + "." + kindLease + "."}
-	s.js = js
+	s, js := refusingStore(t)
 	ctx := context.Background()
 	j := job("behind", 0)
 	put(t, s, j)
