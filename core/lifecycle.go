@@ -17,8 +17,8 @@ import (
 // loads the topic configurations first; a failure of that load is logged
 // and retried by the refresh every missingRetry, and until one succeeds
 // pushes and claims fail with errTopicsMissing, since a topic's settings
-// (unique keys, rate, key limits) would go unheeded. Errors: the engine was started or stopped
-// before.
+// (unique keys, rate, key limits) would go unheeded. Errors: the engine
+// was started or stopped before.
 func (e *Engine) Start(ctx context.Context) error {
 	if !e.roles.SkipDeliveries {
 		if err := e.dispatch.Start(ctx); err != nil {
