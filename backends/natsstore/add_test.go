@@ -66,3 +66,66 @@ func TestAddKeepsNewest(t *testing.T) {
 	require.Same(t, again, q.byID[j.ID].msg)
 	q.mu.Unlock()
 }
+
+// TestHoldKeepsRedelivered: a claim whose lease publish got no answer
+// puts its item back (hold) while the consumer, whose leader changed with
+// the stream's, has redelivered the same message to the fetcher. The
+// fetcher used to take the redelivery for a newer message and acknowledge
+// the claim's handle, which deletes the message, the job's only one, from
+// the work-queue stream: a 10-minute NATS history lost a job answered 201
+// so, 0.5 s after a kill -9 of a node.
+func TestHoldKeepsRedelivered(t *testing.T) {
+	t.Parallel()
+	nc, err := sharedEmbedded(t).Connect()
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	s := openStore(t, nc, uniquePrefix())
+	j := job("redelivered", time.Hour)
+	put(t, s, j)
+	raw, err := s.stream.GetLastMsgForSubject(context.Background(), s.names.jobFilter(j.ID))
+	require.NoError(t, err)
+	q, err := s.queue("redelivered")
+	require.NoError(t, err)
+	f := &fetcher{}
+	q.mu.Lock()
+	q.f = f // a running fetcher, which hold puts items back into
+	q.mu.Unlock()
+	t.Cleanup(func() { // before the store's Close, which would stop it
+		q.mu.Lock()
+		q.f = nil
+		q.mu.Unlock()
+	})
+	far := time.Now().Add(2 * time.Hour)
+
+	first := &fakeMsg{subject: raw.Subject, data: raw.Data, seq: raw.Sequence}
+	q.add(f, first)
+	items, _ := q.take(1, far)
+	require.Len(t, items, 1)
+	items[0].tried = "lease-without-answer"
+	again := &fakeMsg{subject: raw.Subject, data: raw.Data, seq: raw.Sequence}
+	q.add(f, again) // the redelivery, while the claim has the item
+	q.hold(items[0])
+	require.Zero(t, first.acks+again.acks, "neither handle of the job's only message is acknowledged")
+	q.mu.Lock()
+	held := q.byID[j.ID]
+	q.mu.Unlock()
+	require.NotNil(t, held)
+	require.Same(t, again, held.msg, "the latest delivery's handle is kept")
+	require.Equal(t, "lease-without-answer", held.tried, "and what the claim tried of it")
+
+	// A message of the job newer than the one held still wins either way.
+	items, _ = q.take(1, far)
+	require.Len(t, items, 1)
+	newer := &fakeMsg{subject: raw.Subject, data: raw.Data, seq: raw.Sequence + 10}
+	q.add(f, newer)
+	q.hold(items[0])
+	require.Equal(t, 1, again.acks, "the claim's older item is acknowledged away")
+	items, _ = q.take(1, far)
+	require.Len(t, items, 1)
+	require.Same(t, newer, items[0].msg)
+	older := &fakeMsg{subject: raw.Subject, data: raw.Data, seq: raw.Sequence + 5}
+	q.add(f, older)
+	q.hold(items[0])
+	require.Equal(t, 1, older.acks, "an older message held meanwhile is acknowledged away")
+	require.Zero(t, newer.acks)
+}

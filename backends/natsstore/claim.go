@@ -1,6 +1,7 @@
 package natsstore
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"errors"
@@ -390,6 +391,7 @@ func (q *topicQueue) add(f *fetcher, msg jetstream.Msg) {
 		q.room.Wait()
 	}
 	now := time.Now() // since: the real clock, as the server's AckWait
+	it := &item{m: m, due: due, msg: msg, since: now}
 	if old := q.byID[m.job.ID]; old != nil {
 		if m.seq < old.m.seq {
 			// An older message redelivered (its settle was lost) after
@@ -398,12 +400,14 @@ func (q *topicQueue) add(f *fetcher, msg jetstream.Msg) {
 			_ = msg.Ack()
 			return
 		}
-		if old.m.seq != m.seq {
+		if old.m.seq == m.seq {
+			it.tried = old.tried // the same message: the latest delivery's handle
+		} else {
 			_ = old.msg.Ack()
 		}
 		q.unhold(old)
 	}
-	q.push(&item{m: m, due: due, msg: msg, since: now})
+	q.push(it)
 	q.s.notify.Notify(q.topic)
 }
 
@@ -464,10 +468,23 @@ func (q *topicQueue) hold(it *item) {
 		_ = it.msg.Nak()
 		return
 	}
-	if q.byID[it.m.job.ID] != nil {
-		// A newer message of the job arrived meanwhile.
-		_ = it.msg.Ack()
-		return
+	if held := q.byID[it.m.job.ID]; held != nil {
+		switch {
+		case held.m.seq > it.m.seq:
+			// A newer message of the job arrived meanwhile.
+			_ = it.msg.Ack()
+			return
+		case held.m.seq == it.m.seq:
+			// The same message, redelivered while a claim had it (a
+			// consumer whose leader changed as the claim's lease publish
+			// got no answer): one item, with what the claim tried.
+			// Acknowledging either handle would delete the job's message.
+			held.tried = cmp.Or(held.tried, it.tried)
+			return
+		default:
+			_ = held.msg.Ack()
+			q.unhold(held)
+		}
 	}
 	q.push(it)
 	q.s.notify.Notify(q.topic)
