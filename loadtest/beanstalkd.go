@@ -62,16 +62,9 @@ type beanstalkdResult struct {
 	// answer.
 	AckedAll  float64 `json:"acked_all_s"`
 	PerSecond float64 `json:"per_second"`
-	// CPUSeconds is beanstalkd's CPU time (user and system) from the due
-	// instant to the last delete, read from /proc/<pid>/stat (10 ms
-	// resolution); Cores and CPUMicrosPerJob follow from it.
-	CPUMeasured     bool    `json:"cpu_measured"`
-	CPUSeconds      float64 `json:"cpu_s"`
-	Cores           float64 `json:"cores"`
-	CPUMicrosPerJob float64 `json:"cpu_us_per_job"`
-	// HarnessCores is what the harness (the consumers' client) used over
-	// the same span.
-	HarnessCores float64 `json:"harness_cores"`
+	// serverFigures is beanstalkd's CPU from the due instant to the last
+	// delete.
+	serverFigures
 	// Left is the jobs the tube still held at the end (ready, delayed,
 	// reserved or buried): 0 when every job was deleted.
 	Left     int64  `json:"left"`
@@ -206,13 +199,7 @@ func beanstalkd(ctx context.Context, cfg *config, logf func(string, ...any)) (*b
 	if end.IsZero() {
 		end = time.Now()
 	}
-	var cpu time.Duration
-	cpu, res.CPUMeasured, res.HarnessCores = meter.stop(end.Sub(due))
-	if res.CPUMeasured {
-		res.CPUSeconds = cpu.Seconds()
-		res.Cores = float64(cpu) / float64(end.Sub(due))
-		res.CPUMicrosPerJob = float64(cpu.Microseconds()) / float64(cfg.Burst)
-	}
+	res.serverFigures = meter.figures(end.Sub(due), cfg.Burst)
 	res.AckedAll = end.Sub(due).Seconds()
 	res.Deleted = deleted.Load()
 	res.PerSecond = float64(res.Deleted) / res.AckedAll

@@ -482,7 +482,7 @@ func measure(ctx context.Context, cfg *config, t *target, res *results, logf fun
 			fail(err)
 		} else {
 			logf("  %d jobs all acknowledged %.3fs after the due instant: %.0f jobs/s, redis-server %.2f cores, %.2f µs CPU per job",
-				rr.Acked, rr.AckedAll, rr.PerSecond, rr.RedisCores, rr.RedisCPUMicrosPerJob)
+				rr.Acked, rr.AckedAll, rr.PerSecond, rr.Cores, rr.CPUMicrosPerJob)
 		}
 	}
 	if cfg.has("beanstalkd") {

@@ -254,18 +254,10 @@ func TestHarnessRetention(t *testing.T) {
 // redis-server, which the harness needs for it.
 func TestHarnessRawRedis(t *testing.T) {
 	require.NoError(t, redistest.Available(), redistest.Install)
-	out := t.TempDir()
-	cfg := config{}
-	cfg.flags(flagSet())
-	cfg.Out = out
-	cfg.Phases = "rawredis"
 	// Enough jobs for redis-server's CPU to span several 10 ms ticks.
-	cfg.Burst = 20_000
-	res, report, log := runHarness(t, &cfg, 2*time.Minute)
-	require.NotContains(t, log, "starting delayq")
+	res, report := runBaseline(t, "rawredis", 20_000)
 	rr := res.RawRedis
 	require.NotNil(t, rr)
-	require.Equal(t, "none", res.Config.Backend)
 	require.Equal(t, 20_000, rr.Jobs)
 	require.Equal(t, int64(20_000), rr.Acked)
 	require.Zero(t, rr.Left)
@@ -274,18 +266,40 @@ func TestHarnessRawRedis(t *testing.T) {
 	require.Positive(t, rr.AckedAll)
 	require.Positive(t, rr.PerSecond)
 	require.Contains(t, rr.Server, "appendonly yes, appendfsync everysec")
-	require.True(t, rr.CPUMeasured)
-	require.Positive(t, rr.RedisCPUSeconds)
-	require.Positive(t, rr.RedisCores)
-	require.Positive(t, rr.RedisCPUMicrosPerJob)
+	requireServerFigures(t, rr.serverFigures)
 	require.Contains(t, rr.Command, "go run ./loadtest")
-	require.Len(t, res.CPU, 1)
-	require.Equal(t, "rawredis", res.CPU[0].Phase)
-
-	for _, want := range []string{"raw Redis baseline, no delayq", "## Raw Redis baseline", "Redis CPU per job", " µs |", "## CPU"} {
+	for _, want := range []string{"raw Redis baseline, no delayq", "## Raw Redis baseline", "Redis CPU per job", " µs |"} {
 		require.Contains(t, report, want)
 	}
+}
+
+// runBaseline runs phase, a baseline alone (no delayq starts), with a
+// burst of burst jobs, and returns its results and report, which holds
+// that phase's CPU and no targets.
+func runBaseline(t *testing.T, phase string, burst int) (results, string) {
+	t.Helper()
+	cfg := config{}
+	cfg.flags(flagSet())
+	cfg.Out = t.TempDir()
+	cfg.Phases = phase
+	cfg.Burst = burst
+	res, report, log := runHarness(t, &cfg, 2*time.Minute)
+	require.NotContains(t, log, "starting delayq")
+	require.Equal(t, "none", res.Config.Backend)
+	require.Len(t, res.CPU, 1)
+	require.Equal(t, phase, res.CPU[0].Phase)
+	require.Contains(t, report, "## CPU")
 	require.NotContains(t, report, "## Against the targets")
+	return res, report
+}
+
+// requireServerFigures checks that a baseline's server CPU was read.
+func requireServerFigures(t *testing.T, f serverFigures) {
+	t.Helper()
+	require.True(t, f.CPUMeasured)
+	require.Positive(t, f.CPUSeconds)
+	require.Positive(t, f.Cores)
+	require.Positive(t, f.CPUMicrosPerJob)
 }
 
 // runHarness runs the harness with cfg, bounded by timeout, and returns
@@ -343,18 +357,10 @@ func flagSet() *flag.FlagSet { return flag.NewFlagSet("loadtest", flag.ContinueO
 func TestHarnessBeanstalkd(t *testing.T) {
 	_, err := exec.LookPath("beanstalkd")
 	require.NoError(t, err, "beanstalkd is not installed (Debian: apt-get install beanstalkd)")
-	out := t.TempDir()
-	cfg := config{}
-	cfg.flags(flagSet())
-	cfg.Out = out
-	cfg.Phases = "beanstalkd"
 	// Enough jobs for beanstalkd's CPU to span several 10 ms ticks.
-	cfg.Burst = 5_000
-	res, report, log := runHarness(t, &cfg, 2*time.Minute)
-	require.NotContains(t, log, "starting delayq")
+	res, report := runBaseline(t, "beanstalkd", 5_000)
 	br := res.Beanstalkd
 	require.NotNil(t, br)
-	require.Equal(t, "none", res.Config.Backend)
 	require.Equal(t, 5_000, br.Jobs)
 	require.Equal(t, int64(5_000), br.Deleted)
 	require.Zero(t, br.Left)
@@ -362,16 +368,10 @@ func TestHarnessBeanstalkd(t *testing.T) {
 	require.Positive(t, br.AckedAll)
 	require.Positive(t, br.PerSecond)
 	require.Contains(t, br.Server, "binlog, fsync at most every 2 ms (-f 2)")
-	require.True(t, br.CPUMeasured)
-	require.Positive(t, br.CPUSeconds)
-	require.Positive(t, br.CPUMicrosPerJob)
-	require.Len(t, res.CPU, 1)
-	require.Equal(t, "beanstalkd", res.CPU[0].Phase)
-
-	for _, want := range []string{"beanstalkd baseline, no delayq", "## beanstalkd baseline", "beanstalkd CPU per job", "## CPU"} {
+	requireServerFigures(t, br.serverFigures)
+	for _, want := range []string{"beanstalkd baseline, no delayq", "## beanstalkd baseline", "beanstalkd CPU per job"} {
 		require.Contains(t, report, want)
 	}
-	require.NotContains(t, report, "## Against the targets")
 }
 
 // TestReportBeanstalkdBesideBurst sets delayq's burst against beanstalkd's

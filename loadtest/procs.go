@@ -398,18 +398,37 @@ func startServerCPU(pid int) *serverCPU {
 	return m
 }
 
-// stop returns the server's CPU time since the start, whether it could be
-// read, and the cores the harness used over span.
-func (m *serverCPU) stop(span time.Duration) (server time.Duration, ok bool, harnessCores float64) {
+// serverFigures is what a baseline's server used from the due instant to
+// the last acknowledgement: its CPU time (user and system, read from
+// /proc/<pid>/stat, 10 ms resolution; CPUMeasured is false when its
+// process could not be read), the cores and CPU per job that follow, and
+// the cores the harness (the consumers' client) used over the same span
+// on the same machine.
+type serverFigures struct {
+	CPUMeasured     bool    `json:"cpu_measured"`
+	CPUSeconds      float64 `json:"cpu_s"`
+	Cores           float64 `json:"cores"`
+	CPUMicrosPerJob float64 `json:"cpu_us_per_job"`
+	HarnessCores    float64 `json:"harness_cores"`
+}
+
+// figures returns what the server and the harness used since the start,
+// over span, for jobs jobs.
+func (m *serverCPU) figures(span time.Duration, jobs int) serverFigures {
+	var f serverFigures
 	if m.serverOK {
 		if t, err := cpuTime(m.pid); err == nil {
-			server, ok = t-m.server0, true
+			cpu := t - m.server0
+			f.CPUMeasured = true
+			f.CPUSeconds = cpu.Seconds()
+			f.Cores = float64(cpu) / float64(span)
+			f.CPUMicrosPerJob = float64(cpu.Microseconds()) / float64(jobs)
 		}
 	}
 	if t, err := cpuTime(os.Getpid()); err == nil && m.selfOK {
-		harnessCores = float64(t-m.self0) / float64(span)
+		f.HarnessCores = float64(t-m.self0) / float64(span)
 	}
-	return server, ok, harnessCores
+	return f
 }
 
 // every calls f every d until ctx ends.

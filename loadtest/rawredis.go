@@ -100,17 +100,9 @@ type rawRedisResult struct {
 	// AckedAll is seconds from the due instant to the last ack.
 	AckedAll  float64 `json:"acked_all_s"`
 	PerSecond float64 `json:"per_second"`
-	// RedisCPUSeconds is redis-server's CPU time (user and system) from
-	// the due instant to the last ack, read from /proc/<pid>/stat (10 ms
-	// resolution); RedisCores and RedisCPUMicrosPerJob follow from it.
-	// CPUMeasured is false when the server's process could not be read.
-	CPUMeasured          bool    `json:"cpu_measured"`
-	RedisCPUSeconds      float64 `json:"redis_cpu_s"`
-	RedisCores           float64 `json:"redis_cores"`
-	RedisCPUMicrosPerJob float64 `json:"redis_cpu_us_per_job"`
-	// HarnessCores is what the harness (the consumers' client) used over
-	// the same span, on the same machine.
-	HarnessCores float64 `json:"harness_cores"`
+	// serverFigures is redis-server's CPU from the due instant to the last
+	// ack.
+	serverFigures
 	// Left is what the due set and the lease set still held at the end:
 	// 0 when every job was acknowledged.
 	Left     int64  `json:"left"`
@@ -280,13 +272,7 @@ func rawRedis(ctx context.Context, cfg *config, logf func(string, ...any)) (*raw
 	if end.IsZero() {
 		end = time.Now()
 	}
-	var cpu time.Duration
-	cpu, res.CPUMeasured, res.HarnessCores = meter.stop(end.Sub(due))
-	if res.CPUMeasured {
-		res.RedisCPUSeconds = cpu.Seconds()
-		res.RedisCores = float64(cpu) / float64(end.Sub(due))
-		res.RedisCPUMicrosPerJob = float64(cpu.Microseconds()) / float64(cfg.Burst)
-	}
+	res.serverFigures = meter.figures(end.Sub(due), cfg.Burst)
 	res.AckedAll = end.Sub(due).Seconds()
 	res.Acked, res.Claims = acked.Load(), claims.Load()
 	res.PerSecond = float64(res.Acked) / res.AckedAll

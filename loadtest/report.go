@@ -386,7 +386,7 @@ func writeRawRedis(b *strings.Builder, r *results) {
 		rr.Server, num(float64(rr.Jobs)), len(sampleBody), rawPushBatch, rr.PushSeconds, rr.Consumers, rr.ClaimMax)
 	fmt.Fprintf(b, "| jobs | all acknowledged | jobs/s | redis-server cores | Redis CPU per job | harness cores | claims | left | errors |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	fmt.Fprintf(b, "| %s | %.3f s after the instant | %s | %s | %s | %.2f | %d | %d | %d |\n\n",
-		num(float64(rr.Acked)), rr.AckedAll, num(rr.PerSecond), measured(rr.CPUMeasured, "%.2f", rr.RedisCores), measured(rr.CPUMeasured, "%.2f µs", rr.RedisCPUMicrosPerJob), rr.HarnessCores, rr.Claims, rr.Left, rr.Errors)
+		num(float64(rr.Acked)), rr.AckedAll, num(rr.PerSecond), measured(rr.CPUMeasured, "%.2f", rr.Cores), measured(rr.CPUMeasured, "%.2f µs", rr.CPUMicrosPerJob), rr.HarnessCores, rr.Claims, rr.Left, rr.Errors)
 	if rr.FirstErr != "" {
 		fmt.Fprintf(b, "First error: `%s`\n\n", rr.FirstErr)
 	}
