@@ -85,6 +85,20 @@ func (s *firedStore) claimAfter(t *testing.T, topic, id string, seq uint64) []*c
 	return jobs
 }
 
+// ackedLease puts j, due now, claims it and acknowledges it, and returns
+// the lease schedule the ack replaced.
+func (s *firedStore) ackedLease(t *testing.T, j *core.Job) *jetstream.RawStreamMsg {
+	t.Helper()
+	put(t, s.Store, j)
+	got := claim(t, s.Store, j.Topic, 1, 5*time.Second)
+	require.Len(t, got, 1)
+	sched := lastRaw(t, s.Store, j.ID)
+	require.Equal(t, kindLease, kindOfSubject(t, s.Store, sched.Subject))
+	_, err := s.AckJob(context.Background(), &core.AckJobParams{ID: j.ID, Lease: got[0].Lease})
+	require.NoError(t, err)
+	return sched
+}
+
 // TestFiredAfterWrite: nats-server may fire a schedule it took up just
 // before a write that replaces the schedule is applied, and store the fired
 // message after the write, as the job's newest (seen on a three-node
@@ -100,13 +114,8 @@ func TestFiredAfterWrite(t *testing.T) {
 		t.Parallel()
 		s := newFiredStore(t)
 		j := job("t", 0)
-		put(t, s.Store, j)
-		got := claim(t, s.Store, "t", 1, 5*time.Second)
-		require.Len(t, got, 1)
-		sched := lastRaw(t, s.Store, j.ID)
-		require.Equal(t, kindLease, kindOfSubject(t, s.Store, sched.Subject))
-		_, err := s.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: got[0].Lease})
-		require.NoError(t, err)
+		sched := s.ackedLease(t, j)
+		require.Equal(t, s.names.subject(kindDue, j.ID, j.Topic), sched.Header.Get(hdrScheduleTarget))
 		fired := fireLate(t, s.Store, sched)
 
 		require.Empty(t, s.claimAfter(t, "t", j.ID, fired), "the acknowledged job is not delivered again")
@@ -140,13 +149,8 @@ func TestFiredAfterWrite(t *testing.T) {
 		s := newFiredStore(t)
 		j := job("t", 0)
 		j.MaxAttempts = 1
-		put(t, s.Store, j)
-		got := claim(t, s.Store, "t", 1, 5*time.Second)
-		require.Len(t, got, 1)
-		sched := lastRaw(t, s.Store, j.ID)
+		sched := s.ackedLease(t, j)
 		require.Equal(t, s.names.subject(kindDead, j.ID, j.Topic), sched.Header.Get(hdrScheduleTarget))
-		_, err := s.AckJob(ctx, &core.AckJobParams{ID: j.ID, Lease: got[0].Lease})
-		require.NoError(t, err)
 		fired := fireLate(t, s.Store, sched)
 		s.clock.offset.Store(int64(2 * time.Hour))
 
