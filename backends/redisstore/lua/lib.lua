@@ -804,6 +804,14 @@ end
 -- keys at it are out of the ring) and s (the last turn given). A claim
 -- that is not fair moves every parked job back first. ks:<t>'s c says
 -- every reserved job of the topic with a key holds a slot (claim.lua).
+--
+-- A claim with a rate per key (core.ClaimJobsParams.KeyRate; ks:<t>'s r
+-- holds it) takes a token of the job's key's bucket kb:<t>:<key> for each
+-- job it reserves (claim.lua); a job whose key has none is parked as for a
+-- slot, and the key waits in kt:<t>, scored by when its bucket holds a
+-- token again, out of the ring: claims then move back the heads of the
+-- keys whose time came, one per token, or, fair, put the keys back in the
+-- ring. A key that waits costs a claim nothing until then.
 local PB = string.match(ARGV[1], '^({.*):%d+}$') .. '}'
 -- KQ_LEVEL spaces the priorities of a key's queue: a parked job's score
 -- is (priority + 10) * KQ_LEVEL + run_at, exact in a double.
@@ -815,6 +823,7 @@ local function key_kkeys(t) return PB .. ':kk:' .. t end
 local function key_held(t) return PB .. ':kh:' .. t end
 local function key_kstate(t) return PB .. ':ks:' .. t end
 local function key_ring(t) return PB .. ':kr:' .. t end
+local function key_waits(t) return PB .. ':kt:' .. t end
 
 -- Shards. A parked job goes back to the queue of its own shard, which
 -- its id gives: crc32 (IEEE) of it, masked (keys.shardOf).
@@ -892,11 +901,12 @@ local function job_key(id)
   return redis.call('HGET', kj, 'k') or ''
 end
 
--- unqueue_key takes key k of topic t out of the ring and the parked keys
--- when it has no parked job left.
+-- unqueue_key takes key k of topic t out of the ring, the keys waiting
+-- for a token and the parked keys when it has no parked job left.
 local function unqueue_key(t, k)
   if redis.call('EXISTS', key_kq(t, k)) == 1 then return end
   redis.call('ZREM', key_ring(t), k)
+  redis.call('ZREM', key_waits(t), k)
   redis.call('SREM', key_kkeys(t), k)
   if redis.call('SCARD', key_kkeys(t)) == 0 then redis.call('HDEL', key_kstate(t), 'u') end
 end
@@ -924,7 +934,7 @@ unparked = function(id, j)
 end
 
 -- unpark_all moves every parked job of topic t back to its queue, and
--- forgets the ring.
+-- forgets the ring and the keys waiting for a token.
 local function unpark_all(t)
   for _, k in ipairs(redis.call('SMEMBERS', key_kkeys(t))) do
     local kq = key_kq(t, k)
@@ -932,15 +942,17 @@ local function unpark_all(t)
     for i = 1, #got, 2 do unpark(got[i], t, k, got[i + 1]) end
     redis.call('DEL', kq)
   end
-  redis.call('DEL', key_kkeys(t), key_ring(t))
+  redis.call('DEL', key_kkeys(t), key_ring(t), key_waits(t))
   redis.call('HDEL', key_kstate(t), 'u', 'f', 'l')
 end
 
 -- enter_ring puts key k of topic t at the back of the ring when it is out
--- of it, has parked jobs and fewer than limit slots held (0: no limit).
-local function enter_ring(t, k, limit)
+-- of it, has parked jobs, fewer than limit slots held (0: no limit) and,
+-- when rated (the claims have a rate per key), does not wait for a token.
+local function enter_ring(t, k, limit, rated)
   if redis.call('ZSCORE', key_ring(t), k) or redis.call('EXISTS', key_kq(t, k)) == 0 then return false end
   if limit > 0 and k ~= '' and tonumber(redis.call('HGET', key_held(t), k) or 0) >= limit then return false end
+  if rated and redis.call('ZSCORE', key_waits(t), k) then return false end
   redis.call('ZADD', key_ring(t), redis.call('HINCRBY', key_kstate(t), 's', 1), k)
   return true
 end
@@ -971,9 +983,9 @@ release_slot = function(id, j)
   if not packed_ids[id] then redis.call('HDEL', key_job(id), 'K') end
   if CLUSTER then return end
   if redis.call('HINCRBY', key_held(t), k, -1) <= 0 then redis.call('HDEL', key_held(t), k) end
-  local st = redis.call('HMGET', key_kstate(t), 'f', 'l')
+  local st = redis.call('HMGET', key_kstate(t), 'f', 'l', 'r')
   if st[1] then
-    if enter_ring(t, k, tonumber(st[2]) or 0) then
+    if enter_ring(t, k, tonumber(st[2]) or 0, st[3]) then
       -- A job to take: fair claims read every shard, so shard 0 says it.
       redis.call('PUBLISH', chan, 'q 0 ' .. now_s .. ' ' .. t)
       q_elsewhere[#q_elsewhere + 1] = t
