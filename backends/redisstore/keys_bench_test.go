@@ -43,10 +43,25 @@ func BenchmarkKeysAtLimit(b *testing.B) {
 	storetest.KeysBlocked(b, s, core.ClaimJobsParams{Topic: "keys", KeyConcurrency: 1}, false)
 }
 
+// BenchmarkKeysAtRate measures a claim of a topic whose 10 000 keys are
+// all at their rate per key (one an hour), each with its one token taken
+// and one job due behind it: the claim that first meets the due ones and
+// parks them (parking_claim_ms, once), and then each claim, which finds
+// nothing to take (ns/op).
+//
+//	go test -run '^$' -bench KeysAtRate ./backends/redisstore/
+func BenchmarkKeysAtRate(b *testing.B) {
+	s := openStore(b, benchURL(b, "everysec"), "keys")
+	rate := core.Rate{Limit: 1, Period: time.Hour, Burst: 1, PerKey: true}
+	storetest.KeysBlocked(b, s, core.ClaimJobsParams{Topic: "keys", KeyRate: rate}, true)
+}
+
 // BenchmarkKeyBurst is BenchmarkBurst over 1 000 keys (DELAYQ_BENCH_BURST
 // jobs, default 100 000, the i-th of key i mod 1000), claimed with
-// key_concurrency 0 (no bound), 1 and 10, and fair without a bound; it
-// reports redis-server's CPU per job too.
+// key_concurrency 0 (no bound), 1 and 10, fair without a bound, and a
+// rate per key that never binds (1 000 a second, a burst of 1 000, for
+// 100 jobs a key): what per_key costs by itself; it reports
+// redis-server's CPU per job too.
 //
 //	go test -run '^$' -bench KeyBurst -benchtime 1x ./backends/redisstore/
 func BenchmarkKeyBurst(b *testing.B) {
@@ -59,6 +74,7 @@ func BenchmarkKeyBurst(b *testing.B) {
 		{"key_concurrency=1", storetest.DrainParams{KeyConcurrency: 1}},
 		{"key_concurrency=10", storetest.DrainParams{KeyConcurrency: 10}},
 		{"fair", storetest.DrainParams{Fair: true}},
+		{"rate_per_key", storetest.DrainParams{KeyRate: core.Rate{Limit: 1000, Period: time.Second, Burst: 1000, PerKey: true}}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			url := benchURL(b, "everysec")
