@@ -46,17 +46,21 @@
 //	{P}:kq:<topic>:<key>  zset   the key's parked job ids, by claim order: (priority + 10) * 2^43
 //	                             + run_at (ms); ties by id
 //	{P}:kk:<topic>        set    the keys with parked jobs ("" for those without a key, fair)
+//	{P}:kp:<topic>:<key>  zset   a fair topic's jobs its puts parked by key, not yet in the key's
+//	                             queue kq, by run_at (ms)
+//	{P}:kn:<topic>        zset   the keys with jobs in kp, by their earliest run_at (ms) there
 //	{P}:kr:<topic>        zset   the ring of a fair topic: keys with jobs to take, by turn
 //	{P}:kt:<topic>        zset   with a rate per key, the keys with parked jobs that wait for a
 //	                             token, by when their bucket holds one again (ms)
 //	{P}:kb:<topic>:<key>  string the key's token bucket of a rate per key: "<tokens> <at ms>";
 //	                             expires once full
 //	{P}:ks:<topic>        hash   u the lowest key_concurrency jobs are parked under; f "1" while
-//	                             fair claims park every due job; l the key_concurrency of the
-//	                             last fair claim; s the last turn given in the ring; c "1"
-//	                             while every reserved job of the topic with a key holds a slot;
-//	                             v the last registration given in a key's queue (Cluster); r the
-//	                             rate per key of the last claim: "<limit> <period ms> <burst>"
+//	                             claims are fair: they park every due job, puts park by key; l
+//	                             the key_concurrency of the last fair claim; s the last turn
+//	                             given in the ring; c "1" while every reserved job of the topic
+//	                             with a key holds a slot; v the last registration given in a
+//	                             key's queue (Cluster); r the rate per key of the last claim:
+//	                             "<limit> <period ms> <burst>"
 //	{P}:kx                zset   on a Cluster, the holders of key slots, every topic's:
 //	                             "<topic>\n<id>\n<grant>\n<key>" by when the slot lapses (ms):
 //	                             its job's lease expiry, which it caps (slots.lua)
@@ -78,7 +82,8 @@
 //	{P:n}:lv:<topic>      zset   the priorities y whose queues may hold the topic's jobs, by y;
 //	                             a claim drops one it finds empty
 //	{P:n}:pk:<topic>      zset   the topic's parked job ids (held back by their key's slots or
-//	                             tokens, or by fair claims: ready to every reader) by run_at (ms)
+//	                             tokens, by fair claims, or put on a fair topic) by run_at (ms):
+//	                             to every reader scheduled until their run_at, ready from then
 //	{P:n}:lease           zset   reserved job ids by lease expiry (ms), every topic
 //	{P:n}:ct:<token>      string the ids a claim reserved, space-separated, for a minute (PX):
 //	                             a claim whose answer was lost finds them with recover.lua
@@ -254,7 +259,13 @@
 // cancel or a replace takes it out. A claim with a higher limit, or none,
 // moves the jobs parked under a lower one back first, once. A fair claim
 // parks every due job in its key's queue and takes from the ring of keys,
-// one job of each in turn. A claim with a rate per key takes a token of
+// one job of each in turn. Once a topic's claims are fair, its puts park
+// its jobs by key (kp, kn; put.lua checks the topic's f, unless the store
+// knows it not to be fair), and a fair claim moves the due ones of each
+// key to the key's queue, at most max(Max, 100) of a key per script: a
+// key's backlog never holds up another key's entry into the ring, which a
+// walk of the topic's queue in claim order would (the jobs put before the
+// first fair claim, and the retried ones, are walked so). A claim with a rate per key takes a token of
 // its key's bucket (kb, shared by the instances, as the topic's bucket is)
 // for each job it reserves; a job whose key has none is parked as for a
 // slot, and the key waits in kt until its bucket holds a token: a claim
@@ -265,7 +276,9 @@
 // claim script parks at most about 10 000 jobs,
 // so that a burst does not hold the server in one script, nor past a
 // client's read timeout: the next script goes on. A topic without them
-// pays one HMGET of its key state per claim script, and nothing per job.
+// pays one HMGET of its key state per claim script, one HGET of it in the
+// first put of each store (which then knows it is not fair), and nothing
+// per job.
 //
 // On a Redis Cluster a key's jobs spread over the shards' slots, which no
 // script can count together, so the slots live in the prefix's own slot

@@ -439,12 +439,52 @@ local function all_groups()
   for n = 0, shards() - 1 do group(shard_base(n), tostring(n)) end
 end
 
--- take_fair parks the due jobs of every shard (up to PARK_MAX) in
--- their keys' queues, the keys entering the ring in the order of their
--- first job, and reserves up to max jobs from the ring, one of each key in
--- turn.
+-- ripen moves the due new jobs (park_new in lib.lua) of the keys in kn,
+-- earliest first, to their keys' queues: up to per of each key, and
+-- PARK_MAX in all (parked), so that every key with due jobs gets some
+-- however long the others' backlogs. It returns the keys it gave jobs to,
+-- in that order.
+local function ripen(per)
+  local kn = key_new_keys(t)
+  local out = {}
+  for _, k in ipairs(redis.call('ZRANGE', kn, '-inf', now_s, 'BYSCORE', 'LIMIT', 0, PARK_MAX)) do
+    if parked >= PARK_MAX then break end
+    local kp = key_new(t, k)
+    local got = redis.call('ZRANGE', kp, '-inf', now_s, 'BYSCORE', 'LIMIT', 0, math.min(per, PARK_MAX - parked), 'WITHSCORES')
+    local ids, batch = {}, {}
+    for i = 1, #got, 2 do
+      local id = got[i]
+      ids[#ids + 1] = id
+      local y = job_priority(id)
+      if y then
+        batch[#batch + 1] = int(kq_score(tonumber(got[i + 1]), y))
+        batch[#batch + 1] = id
+      end
+    end
+    if #ids > 0 then in_chunks('ZREM', kp, ids) end
+    if #batch > 0 then
+      in_chunks('ZADD', key_kq(t, k), batch)
+      out[#out + 1] = k
+    end
+    parked = parked + #ids
+    local nxt = redis.call('ZRANGE', kp, 0, 0, 'WITHSCORES')[2]
+    if nxt then
+      redis.call('ZADD', kn, nxt, k)
+    else
+      unqueue_key(t, k)
+      redis.call('ZREM', kn, k)
+    end
+  end
+  return out
+end
+
+-- take_fair parks the due jobs of every shard's queues (up to PARK_MAX)
+-- in their keys' queues, after the due new jobs of the keys (ripen), the
+-- keys entering the ring in the order of their first job, and reserves up
+-- to max jobs from the ring, one of each key in turn.
 local function take_fair(max)
-  local picks = due_picks(PARK_MAX)
+  for _, k in ipairs(ripen(math.max(max, 100))) do enter_ring(t, k, limit, rate) end
+  local picks = due_picks(PARK_MAX - parked)
   local first, keys = {}, {}
   for g, grp in ipairs(groups) do
     if #picks[g] > 0 then
@@ -577,6 +617,8 @@ if mode == 'take' then
   end
   if was_fair ~= fair and (was_fair or under) or not fair and under and (limit == 0 or limit > under) or
       was_rate ~= rate_s and was_rate ~= '' then
+    -- The stores' puts park the jobs of a fair topic by key: no longer.
+    if was_fair then redis.call('PUBLISH', chan, 'f 0 0 ' .. t) end
     unpark_all(t)
     announced() -- to the other stores; this claim reads every shard
     under, was_fair, ring_limit = nil, false, nil
@@ -589,7 +631,10 @@ if mode == 'take' then
 
   if fair then
     all_groups()
-    if not was_fair then redis.call('HSET', ks, 'f', '1') end
+    if not was_fair then
+      redis.call('HSET', ks, 'f', '1')
+      redis.call('PUBLISH', chan, 'f 0 1 ' .. t) -- the stores' puts park its jobs by key (put.lua)
+    end
     if ring_limit ~= limit then
       if ring_limit and ring_limit ~= 0 and (limit == 0 or limit > ring_limit) then
         -- Raised: the keys out of the ring at the old limit come back.
@@ -615,13 +660,21 @@ if mode == 'take' then
   if rate then flush_buckets() end
 
   -- The first group's head is also when the first key waiting for a
-  -- token gets it: a claim then looks again (refill).
+  -- token gets it (refill), and when the first new job of a fair topic
+  -- comes due (ripen): a claim then looks again.
   local ringed = fair and redis.call('EXISTS', key_ring(t)) == 1
-  local waits = rate and redis.call('ZRANGE', key_waits(t), 0, 0, 'WITHSCORES') or {}
+  local soon = {}
+  if rate then soon[1] = redis.call('ZRANGE', key_waits(t), 0, 0, 'WITHSCORES')[2] end
+  if fair then soon[#soon + 1] = redis.call('ZRANGE', key_new_keys(t), 0, 0, 'WITHSCORES')[2] end
   for g, grp in ipairs(groups) do
     use_shard(grp.b, grp.n)
     local head = queue_head(t) or -1
-    if g == 1 and waits[2] and (head == -1 or tonumber(waits[2]) < head) then head = tonumber(waits[2]) end
+    if g == 1 then
+      for _, at in ipairs(soon) do
+        at = tonumber(at)
+        if at and (head == -1 or at < head) then head = at end
+      end
+    end
     if ringed and g == 1 then head = now end
     results[g] = {grp.out, grp.lease, head, grp.n}
   end
