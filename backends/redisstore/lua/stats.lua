@@ -16,8 +16,11 @@ for i = 6, #ARGV do
     scheduled = scheduled + redis.call('ZCOUNT', key_queue(t, y), '(' .. now_s, '+inf')
     ready = ready + redis.call('ZCOUNT', key_queue(t, y), '-inf', now_s)
   end
-  scheduled = scheduled + redis.call('ZCOUNT', key_parked(t), '(' .. now_s, '+inf')
-  ready = ready + redis.call('ZCOUNT', key_parked(t), '-inf', now_s)
+  local parked = redis.call('ZCARD', key_parked(t))
+  if parked > 0 then
+    local due = redis.call('ZCOUNT', key_parked(t), '-inf', now_s)
+    scheduled, ready = scheduled + parked - due, ready + due
+  end
   out[#out + 1] = {
     scheduled,
     ready,
