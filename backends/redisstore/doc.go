@@ -289,7 +289,8 @@
 // scores, parks the refused ones in their shard's parked set under the
 // registration slots.lua gave them in their key's queue, and frees the
 // slots it did not use. Whatever ends a lease that holds one (ack, retry,
-// bury, cancel of the running job, expiry) returns it from its script, and
+// bury, cancel of the running job, expiry, or a put that replaces the job
+// once its lease expired) returns it from its script, and
 // the store frees it in slots.lua, which wakes the key's first parked job:
 // the store moves it back to its queue (claim.lua's "unpark"). A touch
 // extends the holder before the lease. A holder lapses one second (the

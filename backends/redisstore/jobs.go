@@ -74,10 +74,14 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 		calls[ci] = s.shardCall(scriptPut, n, args...)
 	}
 	cmds := s.write(ctx, calls)
-	var firstErr error
+	var (
+		firstErr error
+		released []any // the key slots of a Cluster the scripts gave back
+	)
+	defer func() { s.freeSlots(ctx, released) }()
 	for ci, n := range order {
 		res, err := cmds[ci].Slice()
-		if err == nil && len(res) < 3 {
+		if err == nil && len(res) < 4 {
 			err = errShortReply
 		}
 		if err != nil {
@@ -85,6 +89,7 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 			continue
 		}
 		s.applyQueued(res[1])
+		released = append(released, asSlice(res[3])...)
 		for k, v := range asSlice(res[2]) {
 			if k < len(checks[ci]) {
 				s.setFair(checks[ci][k], asInt(v) == 1)

@@ -13,10 +13,12 @@
 --
 -- New jobs take the form JOB_FORM names (lib.lua).
 --
--- Returns {results, queued, fair}: one result per job, 0 created, 1
--- replaced, or the existing job (job_all) on a conflict; the queue heads
--- the call made earlier (announced); per topic of [8], 1 when it is fair,
--- else 0.
+-- Returns {results, queued, fair, released}: one result per job, 0
+-- created, 1 replaced, or the existing job (job_all) on a conflict; the
+-- queue heads the call made earlier (announced); per topic of [8], 1 when
+-- it is fair, else 0; the key slots of a Cluster that the leases it ended
+-- gave back (a job whose lease had expired, settled: lib.lua's released),
+-- for the caller to free.
 --
 -- A new id costs one EXISTS (of the job and its body key), one SET or HSET (and a SET for a long body) and one
 -- ZADD, and with a key three more (index_key): every write a script makes is also written to the AOF, which costs
@@ -37,4 +39,4 @@ local out = {}
 for i = 9 + m, #ARGV, 15 do
   out[#out + 1] = put_job(replace, inline_body, i, absent, fair)
 end
-return {out, announced(), verdicts}
+return {out, announced(), verdicts, released}
