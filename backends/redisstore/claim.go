@@ -435,8 +435,7 @@ func keyRateArg(rate core.Rate) string {
 	if rate.Limit == 0 {
 		return ""
 	}
-	periodMS := strconv.FormatFloat(float64(rate.Period)/float64(time.Millisecond), 'f', -1, 64)
-	return strconv.Itoa(rate.Limit) + " " + periodMS + " " + strconv.Itoa(rate.Burst)
+	return strconv.Itoa(rate.Limit) + " " + periodMS(rate.Period) + " " + strconv.Itoa(rate.Burst)
 }
 
 // pick reads the heads of p's topic's queues in shards, picks the first

@@ -265,17 +265,20 @@
 // key to the key's queue, at most max(Max, 100) of a key per script: a
 // key's backlog never holds up another key's entry into the ring, which a
 // walk of the topic's queue in claim order would (the jobs put before the
-// first fair claim, and the retried ones, are walked so). A claim with a rate per key takes a token of
-// its key's bucket (kb, shared by the instances, as the topic's bucket is)
-// for each job it reserves; a job whose key has none is parked as for a
-// slot, and the key waits in kt until its bucket holds a token: a claim
-// first moves back the first parked jobs of the keys whose time came, one
-// per token (fair: puts the keys back in the ring), and answers the
-// earliest time left as its queue's head, which the store waits for. A
-// claim with another rate, or none, moves the waiting jobs back once. A
-// claim script parks at most about 10 000 jobs,
-// so that a burst does not hold the server in one script, nor past a
-// client's read timeout: the next script goes on. A topic without them
+// first fair claim, and the retried ones, are walked so).
+//
+// A claim with a rate per key takes a token of its key's bucket (kb,
+// shared by the instances, as the topic's bucket is) for each job it
+// reserves; a job whose key has none is parked as for a slot, and the key
+// waits in kt until its bucket holds a token: a claim first moves back
+// the first parked jobs of the keys whose time came, one per token (fair:
+// puts the keys back in the ring), and answers the earliest time left as
+// its queue's head, which the store waits for. A claim with another rate,
+// or none, moves the waiting jobs back once.
+//
+// A claim script parks at most about 10 000 jobs, so that a burst does
+// not hold the server in one script, nor past a client's read timeout:
+// the next script goes on. A topic without them
 // pays one HMGET of its key state per claim script, one HGET of it in the
 // first put of each store (which then knows it is not fair), and nothing
 // per job.

@@ -40,8 +40,7 @@ func (s *Store) TakeRate(ctx context.Context, params *core.TakeRateParams) (core
 		now = strconv.FormatInt(s.clock.Now().UnixMilli(), 10)
 	}
 	r := params.Rate
-	periodMS := strconv.FormatFloat(float64(r.Period)/float64(time.Millisecond), 'f', -1, 64)
-	res, err := scriptRate.Run(ctx, s.rdb, []string{s.keys.rate(params.Topic)}, now, r.Limit, periodMS, r.Burst, params.Want).Int64Slice()
+	res, err := scriptRate.Run(ctx, s.rdb, []string{s.keys.rate(params.Topic)}, now, r.Limit, periodMS(r.Period), r.Burst, params.Want).Int64Slice()
 	if err == nil && len(res) != 2 {
 		err = errShortReply
 	}
@@ -49,6 +48,12 @@ func (s *Store) TakeRate(ctx context.Context, params *core.TakeRateParams) (core
 		return core.TakeRateResult{}, unavailable("take rate", err)
 	}
 	return core.TakeRateResult{Granted: int(res[0]), Next: time.Duration(res[1]) * time.Millisecond}, nil
+}
+
+// periodMS is a rate's period in ms, as the scripts take it: fractions
+// kept, since a period need not be whole ms.
+func periodMS(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', -1, 64)
 }
 
 // SetTopicPaused implements core.Store: the topic joins or leaves the
