@@ -39,12 +39,14 @@ type topicState struct {
 	// gen counts wake-ups per shard: what a claim read replaces due only
 	// when no wake-up came since it read the shard.
 	gen []uint64
-	// keyLimit and fair are the KeyConcurrency and Fair of the store's last
-	// claim: a claim with others reads every shard, since its script may
-	// move jobs parked under the others back to their queues (Key limits
-	// in lua/lib.lua), which the queue heads known do not show.
+	// keyLimit, fair and keyRate are the KeyConcurrency, Fair and KeyRate
+	// of the store's last claim: a claim with others reads every shard,
+	// since its script may move jobs parked under the others back to their
+	// queues (Key limits in lua/lib.lua), which the queue heads known do
+	// not show.
 	keyLimit int
 	fair     bool
+	keyRate  core.Rate
 }
 
 // topicState returns the state of topic, made if needed. s.mu must be held.
@@ -234,7 +236,7 @@ func (s *Store) ClaimNotifier() *core.Notifier { return &s.notify }
 // Fair on a Redis Cluster (CheckTopic: never bounded loosely), ErrClosed,
 // ErrUnavailable.
 func (s *Store) TakeJobs(ctx context.Context, params *core.ClaimJobsParams) (core.Taken, error) {
-	if err := s.CheckTopic(&core.Topic{KeyConcurrency: params.KeyConcurrency, Fair: params.Fair}); err != nil {
+	if err := s.CheckTopic(&core.Topic{KeyConcurrency: params.KeyConcurrency, Fair: params.Fair, Rate: params.KeyRate}); err != nil {
 		return core.Taken{}, err
 	}
 	s.mu.Lock()
@@ -318,7 +320,7 @@ func (s *Store) room(ctx context.Context, params *core.ClaimJobsParams) (int, er
 func (s *Store) claimOnce(ctx context.Context, ts *topicState, p *core.ClaimJobsParams, via string, max int) ([]*core.Job, int64, error) {
 	topic := p.Topic
 	s.mu.Lock()
-	changed := ts.keyLimit != p.KeyConcurrency || ts.fair != p.Fair
+	changed := ts.keyLimit != p.KeyConcurrency || ts.fair != p.Fair || ts.keyRate != p.KeyRate
 	s.mu.Unlock()
 	if changed && !s.multiShard {
 		// The jobs parked under a lower limit wake, and without one the
@@ -329,7 +331,10 @@ func (s *Store) claimOnce(ctx context.Context, ts *topicState, p *core.ClaimJobs
 	}
 	if changed {
 		s.mu.Lock()
-		ts.keyLimit, ts.fair = p.KeyConcurrency, p.Fair
+		if s.multiShard {
+			s.fair[topic] = p.Fair // the claim script makes it so
+		}
+		ts.keyLimit, ts.fair, ts.keyRate = p.KeyConcurrency, p.Fair, p.KeyRate
 		for n := range ts.due {
 			ts.due[n] = 0
 		}
@@ -394,21 +399,22 @@ func (s *Store) claimOnce(ctx context.Context, ts *topicState, p *core.ClaimJobs
 
 // take reserves the first max due jobs of p's topic in shards (by
 // priority, run_at, id) with one claim script that picks them itself (a
-// standalone server), within p's KeyConcurrency, or by key in turn when
-// p is Fair (the script then reads every shard). gens are the shards'
-// generations before the claim.
+// standalone server), within p's KeyConcurrency and KeyRate, or by key in
+// turn when p is Fair (the script then reads every shard). gens are the
+// shards' generations before the claim.
 func (s *Store) take(ctx context.Context, ts *topicState, p *core.ClaimJobsParams, via string, shards []int, gens []uint64, max int) ([]*core.Job, error) {
 	fair := "0"
 	if p.Fair {
 		fair = "1"
 	}
 	token := rand.Text()
-	args := make([]any, 0, 8+2*len(shards))
+	args := make([]any, 0, 9+2*len(shards))
 	args = append(args, p.Topic, "take", token, via, max, p.KeyConcurrency, fair, len(shards))
 	for _, n := range shards {
 		sk := &s.keys.shard[n]
 		args = append(args, sk.base, sk.num)
 	}
+	args = append(args, keyRateArg(p.KeyRate))
 	// A claim waits for replicas as the other writes do (Config.WaitReplicas):
 	// a failover would otherwise hand its jobs out again with the same
 	// attempts. One not confirmed fails, its jobs reserved until their
@@ -421,6 +427,15 @@ func (s *Store) take(ctx context.Context, ts *topicState, p *core.ClaimJobsParam
 		return nil, unavailable("claim", err)
 	}
 	return jobs, err
+}
+
+// keyRateArg is rate, a rate per key, as the claim script takes it:
+// "<limit> <period ms> <burst>", or empty when it does not limit.
+func keyRateArg(rate core.Rate) string {
+	if rate.Limit == 0 {
+		return ""
+	}
+	return strconv.Itoa(rate.Limit) + " " + periodMS(rate.Period) + " " + strconv.Itoa(rate.Burst)
 }
 
 // pick reads the heads of p's topic's queues in shards, picks the first

@@ -46,12 +46,21 @@
 //	{P}:kq:<topic>:<key>  zset   the key's parked job ids, by claim order: (priority + 10) * 2^43
 //	                             + run_at (ms); ties by id
 //	{P}:kk:<topic>        set    the keys with parked jobs ("" for those without a key, fair)
+//	{P}:kp:<topic>:<key>  zset   a fair topic's jobs its puts parked by key, not yet in the key's
+//	                             queue kq, by run_at (ms)
+//	{P}:kn:<topic>        zset   the keys with jobs in kp, by their earliest run_at (ms) there
 //	{P}:kr:<topic>        zset   the ring of a fair topic: keys with jobs to take, by turn
+//	{P}:kt:<topic>        zset   with a rate per key, the keys with parked jobs that wait for a
+//	                             token, by when their bucket holds one again (ms)
+//	{P}:kb:<topic>:<key>  string the key's token bucket of a rate per key: "<tokens> <at ms>";
+//	                             expires once full
 //	{P}:ks:<topic>        hash   u the lowest key_concurrency jobs are parked under; f "1" while
-//	                             fair claims park every due job; l the key_concurrency of the
-//	                             last fair claim; s the last turn given in the ring; c "1"
-//	                             while every reserved job of the topic with a key holds a slot;
-//	                             v the last registration given in a key's queue (Cluster)
+//	                             claims are fair: they park every due job, puts park by key; l
+//	                             the key_concurrency of the last fair claim; s the last turn
+//	                             given in the ring; c "1" while every reserved job of the topic
+//	                             with a key holds a slot; v the last registration given in a
+//	                             key's queue (Cluster); r the rate per key of the last claim:
+//	                             "<limit> <period ms> <burst>"
 //	{P}:kx                zset   on a Cluster, the holders of key slots, every topic's:
 //	                             "<topic>\n<id>\n<grant>\n<key>" by when the slot lapses (ms):
 //	                             its job's lease expiry, which it caps (slots.lua)
@@ -72,8 +81,9 @@
 //	{P:n}:q:<topic>:<y>   zset   the same of priority y (-10 to 10 but 0)
 //	{P:n}:lv:<topic>      zset   the priorities y whose queues may hold the topic's jobs, by y;
 //	                             a claim drops one it finds empty
-//	{P:n}:pk:<topic>      zset   the topic's parked job ids (held back by their key, or by
-//	                             fair claims: ready to every reader) by run_at (ms)
+//	{P:n}:pk:<topic>      zset   the topic's parked job ids (held back by their key's slots or
+//	                             tokens, by fair claims, or put on a fair topic) by run_at (ms):
+//	                             to every reader scheduled until their run_at, ready from then
 //	{P:n}:lease           zset   reserved job ids by lease expiry (ms), every topic
 //	{P:n}:ct:<token>      string the ids a claim reserved, space-separated, for a minute (PX):
 //	                             a claim whose answer was lost finds them with recover.lua
@@ -249,10 +259,29 @@
 // cancel or a replace takes it out. A claim with a higher limit, or none,
 // moves the jobs parked under a lower one back first, once. A fair claim
 // parks every due job in its key's queue and takes from the ring of keys,
-// one job of each in turn. A claim script parks at most about 10 000 jobs,
-// so that a burst does not hold the server in one script, nor past a
-// client's read timeout: the next script goes on. A topic without them
-// pays one HMGET of its key state per claim script, and nothing per job.
+// one job of each in turn. Once a topic's claims are fair, its puts park
+// its jobs by key (kp, kn; put.lua checks the topic's f, unless the store
+// knows it not to be fair), and a fair claim moves the due ones of each
+// key to the key's queue, at most max(Max, 100) of a key per script: a
+// key's backlog never holds up another key's entry into the ring, which a
+// walk of the topic's queue in claim order would (the jobs put before the
+// first fair claim, and the retried ones, are walked so).
+//
+// A claim with a rate per key takes a token of its key's bucket (kb,
+// shared by the instances, as the topic's bucket is) for each job it
+// reserves; a job whose key has none is parked as for a slot, and the key
+// waits in kt until its bucket holds a token: a claim first moves back
+// the first parked jobs of the keys whose time came, one per token (fair:
+// puts the keys back in the ring), and answers the earliest time left as
+// its queue's head, which the store waits for. A claim with another rate,
+// or none, moves the waiting jobs back once.
+//
+// A claim script parks at most about 10 000 jobs, so that a burst does
+// not hold the server in one script, nor past a client's read timeout:
+// the next script goes on. A topic without them
+// pays one HMGET of its key state per claim script, one HGET of it in the
+// first put of each store (which then knows it is not fair), and nothing
+// per job.
 //
 // On a Redis Cluster a key's jobs spread over the shards' slots, which no
 // script can count together, so the slots live in the prefix's own slot
@@ -263,7 +292,8 @@
 // scores, parks the refused ones in their shard's parked set under the
 // registration slots.lua gave them in their key's queue, and frees the
 // slots it did not use. Whatever ends a lease that holds one (ack, retry,
-// bury, cancel of the running job, expiry) returns it from its script, and
+// bury, cancel of the running job, expiry, or a put that replaces the job
+// once its lease expired) returns it from its script, and
 // the store frees it in slots.lua, which wakes the key's first parked job:
 // the store moves it back to its queue (claim.lua's "unpark"). A touch
 // extends the holder before the lease. A holder lapses one second (the
@@ -274,7 +304,8 @@
 // numbers and the jobs' W make a park and a wake that cross, or two claims
 // that park one job, leave it parked exactly while its key's queue holds
 // it; kw wakes again a job whose store died before it was back. CheckTopic
-// refuses fair there, which has no round-robin across the shards yet. A
+// refuses fair there, which has no round-robin across the shards yet, and
+// rate.per_key, whose parked jobs only a freed slot would wake there. A
 // topic without a key_concurrency pays nothing more; a store runs one
 // slots.lua sweep per 30 s whatever its topics.
 //

@@ -57,7 +57,7 @@ func (s *Store) ExportJobs(ctx context.Context, fn func(*core.Job) error) error 
 				walks = append(walks, walk{"queue", t, y, []core.State{core.StateScheduled, core.StateReady}})
 			}
 			walks = append(walks, walk{"dead", t, "", []core.State{core.StateDead}},
-				walk{"parked", t, "", []core.State{core.StateReady}})
+				walk{"parked", t, "", []core.State{core.StateScheduled, core.StateReady}})
 		}
 		for _, w := range walks {
 			var score, member string

@@ -52,10 +52,15 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 		byShard[n] = append(byShard[n], i)
 	}
 	calls := make([]call, len(order))
+	checks := make([][]string, len(order))
 	for ci, n := range order {
 		idx := byShard[n]
-		args := make([]any, 0, 2+15*len(idx))
-		args = append(args, replace, s.inlineBody)
+		checks[ci] = s.fairToCheck(params.Jobs, idx)
+		args := make([]any, 0, 3+len(checks[ci])+15*len(idx))
+		args = append(args, replace, s.inlineBody, len(checks[ci]))
+		for _, t := range checks[ci] {
+			args = append(args, t)
+		}
 		for _, i := range idx {
 			j := params.Jobs[i]
 			then, err := encodeThen(j)
@@ -69,10 +74,14 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 		calls[ci] = s.shardCall(scriptPut, n, args...)
 	}
 	cmds := s.write(ctx, calls)
-	var firstErr error
+	var (
+		firstErr error
+		released []any // the key slots of a Cluster the scripts gave back
+	)
+	defer func() { s.freeSlots(ctx, released) }()
 	for ci, n := range order {
 		res, err := cmds[ci].Slice()
-		if err == nil && len(res) < 2 {
+		if err == nil && len(res) < 4 {
 			err = errShortReply
 		}
 		if err != nil {
@@ -80,6 +89,12 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 			continue
 		}
 		s.applyQueued(res[1])
+		released = append(released, asSlice(res[3])...)
+		for k, v := range asSlice(res[2]) {
+			if k < len(checks[ci]) {
+				s.setFair(checks[ci][k], asInt(v) == 1)
+			}
+		}
 		out := asSlice(res[0])
 		idx := byShard[n]
 		if len(out) != len(idx) {
@@ -131,6 +146,32 @@ const (
 	seenRefresh = 10 * time.Minute
 	pruneAfter  = time.Hour
 )
+
+// fairToCheck returns the topics of jobs[idx] whose claims may be fair,
+// for put.lua to check: on one server, those this store does not know
+// not to be.
+func (s *Store) fairToCheck(jobs []*core.Job, idx []int) []string {
+	if !s.multiShard {
+		return nil
+	}
+	var out []string
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, i := range idx {
+		t := jobs[i].Topic
+		if fair, known := s.fair[t]; (fair || !known) && !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// setFair records whether topic's claims are fair.
+func (s *Store) setFair(topic string, fair bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fair[topic] = fair
+}
 
 // markSeen records the topics of jobs in the topic registry, unless this
 // store did so lately.

@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -43,10 +42,25 @@ func BenchmarkKeysAtLimit(b *testing.B) {
 	storetest.KeysBlocked(b, s, core.ClaimJobsParams{Topic: "keys", KeyConcurrency: 1}, false)
 }
 
+// BenchmarkKeysAtRate measures a claim of a topic whose 10 000 keys are
+// all at their rate per key (one an hour), each with its one token taken
+// and one job due behind it: the claim that first meets the due ones and
+// parks them (parking_claim_ms, once), and then each claim, which finds
+// nothing to take (ns/op).
+//
+//	go test -run '^$' -bench KeysAtRate ./backends/redisstore/
+func BenchmarkKeysAtRate(b *testing.B) {
+	s := openStore(b, benchURL(b, "everysec"), "keys")
+	rate := core.Rate{Limit: 1, Period: time.Hour, Burst: 1, PerKey: true}
+	storetest.KeysBlocked(b, s, core.ClaimJobsParams{Topic: "keys", KeyRate: rate}, true)
+}
+
 // BenchmarkKeyBurst is BenchmarkBurst over 1 000 keys (DELAYQ_BENCH_BURST
 // jobs, default 100 000, the i-th of key i mod 1000), claimed with
-// key_concurrency 0 (no bound), 1 and 10, and fair without a bound; it
-// reports redis-server's CPU per job too.
+// key_concurrency 0 (no bound), 1 and 10, fair without a bound, and a
+// rate per key that never binds (1 000 a second, a burst of 1 000, for
+// 100 jobs a key): what per_key costs by itself; it reports
+// redis-server's CPU per job too.
 //
 //	go test -run '^$' -bench KeyBurst -benchtime 1x ./backends/redisstore/
 func BenchmarkKeyBurst(b *testing.B) {
@@ -59,6 +73,7 @@ func BenchmarkKeyBurst(b *testing.B) {
 		{"key_concurrency=1", storetest.DrainParams{KeyConcurrency: 1}},
 		{"key_concurrency=10", storetest.DrainParams{KeyConcurrency: 10}},
 		{"fair", storetest.DrainParams{Fair: true}},
+		{"rate_per_key", storetest.DrainParams{KeyRate: core.Rate{Limit: 1000, Period: time.Second, Burst: 1000, PerKey: true}}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			url := benchURL(b, "everysec")
@@ -90,15 +105,26 @@ func drainKeyed(b *testing.B, url string, s *Store, n int, due time.Time, claim 
 // BenchmarkFairBurst measures fair's point: 100 000 jobs of one key put
 // before 100 of another, all due at the same instant, drained by 8
 // claimers of up to 100 with fair on and off; small_all_ms is how long
-// after due the last job of the second key was claimed.
+// after due the last job of the second key was claimed. In the serving
+// case the topic's claims are fair before the puts, as those of a topic
+// being served are, so that its puts park its jobs by key (Key limits in
+// lua/lib.lua); in the others its first claim comes after them.
 //
 //	go test -run '^$' -bench FairBurst -benchtime 1x ./backends/redisstore/
 func BenchmarkFairBurst(b *testing.B) {
 	const big, small = 100_000, 100
-	for _, fair := range []bool{true, false} {
-		b.Run(fmt.Sprintf("fair=%t", fair), func(b *testing.B) {
+	for _, c := range []struct {
+		name          string
+		fair, serving bool
+	}{{"fair=true", true, false}, {"fair=true/serving", true, true}, {"fair=false", false, false}} {
+		b.Run(c.name, func(b *testing.B) {
 			url := benchURL(b, "everysec")
 			s := openStore(b, url, "fairburst")
+			if c.serving {
+				jobs, err := s.ClaimJobs(context.Background(), &core.ClaimJobsParams{Topic: "burst", Max: 1, Fair: true})
+				require.NoError(b, err)
+				require.Empty(b, jobs)
+			}
 			due := time.Now().Add(5*time.Second + big*time.Second/4_000).UTC().Truncate(time.Millisecond)
 			putKeyed(b, s, "burst", big+small, due, func(i int) string {
 				if i < big {
@@ -111,7 +137,7 @@ func BenchmarkFairBurst(b *testing.B) {
 				smallSeen int
 				smallAll  time.Time
 			)
-			drainKeyed(b, url, s, big+small, due, storetest.DrainParams{Topic: "burst", N: big + small, Claimers: 8, Max: 100, Wait: 10 * time.Second, Fair: fair,
+			drainKeyed(b, url, s, big+small, due, storetest.DrainParams{Topic: "burst", N: big + small, Claimers: 8, Max: 100, Wait: 10 * time.Second, Fair: c.fair,
 				Seen: func(at time.Time, jobs []*core.Job) {
 					for _, j := range jobs {
 						if j.Key == "small" {

@@ -3,10 +3,12 @@ package redisstore
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/core"
+	"github.com/delayq/delayq/core/coretest"
 )
 
 // TestFairRefusedOnCluster: a Redis Cluster refuses fair, naming the
@@ -26,4 +28,93 @@ func TestFairRefusedOnCluster(t *testing.T) {
 
 	one := openStore(t, standaloneURL(t), uniquePrefix(t.Name()))
 	require.NoError(t, one.CheckTopic(&core.Topic{Name: "t", KeyConcurrency: 1, Fair: true}))
+}
+
+// TestPerKeyRateRefusedOnCluster: a Redis Cluster refuses rate.per_key,
+// naming the Cluster, in a topic and in a claim; one server takes it.
+func TestPerKeyRateRefusedOnCluster(t *testing.T) {
+	t.Parallel()
+	rate := core.Rate{Limit: 1, Period: time.Second, Burst: 1, PerKey: true}
+	cluster := openStore(t, clusterURL(t), uniquePrefix(t.Name()))
+	err := cluster.CheckTopic(&core.Topic{Name: "t", Rate: rate})
+	require.ErrorIs(t, err, core.ErrInvalidArgument)
+	require.ErrorContains(t, err, "Redis Cluster")
+	_, err = cluster.ClaimJobs(context.Background(), &core.ClaimJobsParams{Topic: "t", Max: 1, KeyRate: rate})
+	require.ErrorIs(t, err, core.ErrInvalidArgument)
+	require.ErrorContains(t, err, "Redis Cluster")
+
+	one := openStore(t, standaloneURL(t), uniquePrefix(t.Name()))
+	require.NoError(t, one.CheckTopic(&core.Topic{Name: "t", Rate: rate, KeyConcurrency: 1, Fair: true}))
+}
+
+// TestPerKeyRateShared: the instances of a prefix share each key's bucket:
+// a key's token taken by one is gone for the other, which parks the key's
+// next job until the token comes back, and takes it then.
+func TestPerKeyRateShared(t *testing.T) {
+	t.Parallel()
+	url, prefix := standaloneURL(t), uniquePrefix(t.Name())
+	clock := coretest.NewFakeClockAt(time.Now())
+	onClock := func(c *Config) { c.Clock, c.TimeFromClock = clock, true }
+	a, b := openStore(t, url, prefix, onClock), openStore(t, url, prefix, onClock)
+	ctx := context.Background()
+	jobs := []*core.Job{job("t", -time.Second), job("t", -time.Second)}
+	jobs[0].RunAt, jobs[1].RunAt = clock.Now().Add(-time.Second), clock.Now().Add(-time.Second+time.Millisecond)
+	jobs[0].Key, jobs[1].Key = "k", "k"
+	put(t, a, jobs...)
+	params := &core.ClaimJobsParams{Topic: "t", Max: 10, KeyRate: core.Rate{Limit: 1, Period: time.Minute, Burst: 1, PerKey: true}}
+
+	got, err := a.TakeJobs(ctx, params)
+	require.NoError(t, err)
+	require.Len(t, got.Jobs, 1)
+	require.Equal(t, jobs[0].ID, got.Jobs[0].ID)
+	got, err = b.TakeJobs(ctx, params)
+	require.NoError(t, err)
+	require.Empty(t, got.Jobs, "the key's token is taken")
+	require.WithinDuration(t, clock.Now().Add(time.Minute), got.Next, time.Millisecond, "its next token")
+	clock.Advance(time.Minute)
+	got, err = b.TakeJobs(ctx, params)
+	require.NoError(t, err)
+	require.Len(t, got.Jobs, 1)
+	require.Equal(t, jobs[1].ID, got.Jobs[0].ID)
+}
+
+// TestFairPutsParkByKey: once a topic's claims are fair, the puts of every
+// instance park its jobs by key (kp) rather than queue them: one that
+// learnt the topic was not fair learns the change from the claim's
+// wake-up, and one that never saw the topic asks put.lua.
+func TestFairPutsParkByKey(t *testing.T) {
+	t.Parallel()
+	url, prefix := standaloneURL(t), uniquePrefix(t.Name())
+	a, b := openStore(t, url, prefix), openStore(t, url, prefix)
+	const topic = "t"
+	keyed := func(key string) *core.Job {
+		j := job(topic, -time.Second)
+		j.Key = key
+		return j
+	}
+	parkedByKey := func(key string) int64 {
+		n, err := a.rdb.ZCard(t.Context(), "{"+prefix+"}:kp:"+topic+":"+key).Result()
+		require.NoError(t, err)
+		return n
+	}
+	put(t, b, keyed("x"))
+	require.Zero(t, parkedByKey("x"), "not fair yet: queued")
+	got, err := a.TakeJobs(t.Context(), &core.ClaimJobsParams{Topic: topic, Max: 10, Fair: true})
+	require.NoError(t, err)
+	require.Len(t, got.Jobs, 1)
+
+	require.Eventually(t, func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.fair[topic]
+	}, 5*time.Second, time.Millisecond, "the claim's wake-up")
+	put(t, b, keyed("y"))
+	require.Equal(t, int64(1), parkedByKey("y"), "parked by key")
+	c := openStore(t, url, prefix)
+	put(t, c, keyed("z"))
+	require.Equal(t, int64(1), parkedByKey("z"), "a store new to the topic asks")
+
+	got, err = a.TakeJobs(t.Context(), &core.ClaimJobsParams{Topic: topic, Max: 10, Fair: true})
+	require.NoError(t, err)
+	require.Len(t, got.Jobs, 2, "both, from their keys")
 }

@@ -234,3 +234,48 @@ func TestKeySlotsLapse(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond, "the lapsed slot's key's next job")
 	require.Equal(t, jobs[1].ID, got[0].ID)
 }
+
+// TestKeySlotsFreedByReplace: a put that replaces a job whose lease
+// expired ends the lease (settle) and frees its key's slot at once, which
+// wakes the key's parked job, rather than leaving the slot to lapse. The
+// lease is taken out of the lease set first, so that no expirer ends it
+// instead.
+func TestKeySlotsFreedByReplace(t *testing.T) {
+	t.Parallel()
+	clock := coretest.NewFakeClockAt(time.Now().Add(time.Hour).Truncate(time.Second))
+	s := openStore(t, clusterURL(t), uniquePrefix(t.Name()), func(c *Config) { c.Clock = clock; c.TimeFromClock = true })
+	ctx := t.Context()
+	const topic = "replace"
+	var jobs []*core.Job
+	for i := range 2 {
+		j := job(topic, 0)
+		j.RunAt = clock.Now().Add(time.Duration(i-10) * time.Millisecond).UTC()
+		j.Key, j.TTR = "k", time.Second
+		jobs = append(jobs, j)
+	}
+	put(t, s, jobs...)
+	claimKC := func() []*core.Job {
+		got, err := s.ClaimJobs(ctx, &core.ClaimJobsParams{Topic: topic, Max: 5, KeyConcurrency: 1})
+		require.NoError(t, err)
+		return got
+	}
+	first := claimKC()
+	require.Len(t, first, 1)
+	require.Equal(t, jobs[0].ID, first[0].ID)
+	require.Empty(t, claimKC(), "parked behind the slot")
+	require.NoError(t, s.rdb.ZRem(ctx, s.keys.shard[s.keys.shardOf(first[0].ID)].base+":lease", first[0].ID).Err())
+
+	clock.Advance(time.Second) // the lease's end; its holder lapses a second later
+	replaced := jobs[0].Clone()
+	replaced.RunAt = clock.Now().Add(time.Hour).UTC()
+	res, err := s.PutJobs(ctx, &core.PutJobsParams{Jobs: []*core.Job{replaced}, Replace: true})
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
+	require.True(t, res[0].Replaced)
+	var got []*core.Job
+	require.Eventually(t, func() bool {
+		got = claimKC()
+		return len(got) > 0
+	}, 5*time.Second, 10*time.Millisecond, "the key's parked job, its slot freed by the put")
+	require.Equal(t, jobs[1].ID, got[0].ID)
+}

@@ -18,6 +18,9 @@ func harness(url string, mod ...func(*Config)) storetest.Harness {
 		OpenRetention: func(t *testing.T, ns string, retention time.Duration) core.Store {
 			return openStore(t, url, "st-"+ns, append(mod, func(c *Config) { c.Retention = retention })...)
 		},
+		OpenClock: func(t *testing.T, ns string, clock core.Clock) core.Store {
+			return openStore(t, url, "st-"+ns, append(mod, func(c *Config) { c.Clock, c.TimeFromClock = clock, true })...)
+		},
 		Durable: true,
 	}
 }

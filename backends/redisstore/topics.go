@@ -40,8 +40,7 @@ func (s *Store) TakeRate(ctx context.Context, params *core.TakeRateParams) (core
 		now = strconv.FormatInt(s.clock.Now().UnixMilli(), 10)
 	}
 	r := params.Rate
-	periodMS := strconv.FormatFloat(float64(r.Period)/float64(time.Millisecond), 'f', -1, 64)
-	res, err := scriptRate.Run(ctx, s.rdb, []string{s.keys.rate(params.Topic)}, now, r.Limit, periodMS, r.Burst, params.Want).Int64Slice()
+	res, err := scriptRate.Run(ctx, s.rdb, []string{s.keys.rate(params.Topic)}, now, r.Limit, periodMS(r.Period), r.Burst, params.Want).Int64Slice()
 	if err == nil && len(res) != 2 {
 		err = errShortReply
 	}
@@ -49,6 +48,12 @@ func (s *Store) TakeRate(ctx context.Context, params *core.TakeRateParams) (core
 		return core.TakeRateResult{}, unavailable("take rate", err)
 	}
 	return core.TakeRateResult{Granted: int(res[0]), Next: time.Duration(res[1]) * time.Millisecond}, nil
+}
+
+// periodMS is a rate's period in ms, as the scripts take it: fractions
+// kept, since a period need not be whole ms.
+func periodMS(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', -1, 64)
 }
 
 // SetTopicPaused implements core.Store: the topic joins or leaves the
@@ -176,15 +181,16 @@ var _ core.TopicChecker = (*Store)(nil)
 
 // CheckTopic implements core.TopicChecker: it honours key_concurrency
 // everywhere (Key limits in lua/lib.lua; on a Redis Cluster the slots of
-// slots.lua). On a Cluster, where a key's jobs spread over the shards'
-// slots, it refuses fair, which has no round-robin across them yet. It
-// refuses rate.per_key everywhere: its buckets are not built on Redis yet.
+// slots.lua), and fair and rate.per_key on one server. On a Cluster, where
+// a key's jobs spread over the shards' slots, it refuses fair, which has
+// no round-robin across them yet, and rate.per_key, whose parked jobs no
+// script there can move back at their key's token.
 func (s *Store) CheckTopic(t *core.Topic) error {
 	if t.Fair && !s.multiShard {
 		return core.Invalid("fair", "fair is not supported by the redis backend on a Redis Cluster; a standalone or Sentinel-managed Redis, and the local and memory backends, support it (docs/backends.md)")
 	}
-	if t.Rate.PerKey {
-		return core.Invalid("rate.per_key", "rate.per_key is not supported by the redis backend yet; the local and memory backends support it (docs/backends.md)")
+	if t.Rate.PerKey && !s.multiShard {
+		return core.Invalid("rate.per_key", "rate.per_key is not supported by the redis backend on a Redis Cluster; a standalone or Sentinel-managed Redis, and the local and memory backends, support it (docs/backends.md)")
 	}
 	return nil
 }

@@ -75,6 +75,59 @@ func testFairOrder(t *testing.T, b *testBundle) {
 	got = b.claimFair(t, topic, 10, 0, true, 0)
 	require.Equal(t, ids(a[3:]), ids(got), "the one key left")
 	require.Empty(t, b.claimFair(t, topic, 10, 0, true, 0))
+	t.Run("Backlog", func(t *testing.T) { testFairBacklog(t, b) })
+}
+
+// fairBacklog is how many due jobs of one key testFairBacklog puts ahead
+// of another key's: more than a Redis claim script walks (claim.lua's
+// PARK_MAX), for a store that would reach a key only by walking the
+// topic's due jobs in claim order.
+const fairBacklog = 12_000
+
+// testFairBacklog: a key's backlog does not hold up another key: on a
+// topic whose claims are fair, fairBacklog due jobs of one key put before
+// one of another, the first claim takes one of each. A job put there to
+// come due later is scheduled until then, to every reader; the waiting
+// jobs can be cancelled and replaced; a claim that is not fair takes the
+// due jobs in claim order again.
+func testFairBacklog(t *testing.T, b *testBundle) {
+	const topic = "fair.backlog"
+	require.Empty(t, b.claimFair(t, topic, 1, 0, true, 0), "the topic's claims are fair")
+	// Due in that order, the last a second ago.
+	keys := slices.Concat(repeat("a", fairBacklog), repeat("b", 1))
+	start := time.Now().Add(-time.Second - time.Duration(len(keys))*time.Millisecond)
+	jobs := make([]*core.Job, len(keys))
+	for i, k := range keys {
+		jobs[i] = keyed(topic, k, start.Add(time.Duration(i)*time.Millisecond))
+	}
+	later := keyed(topic, "c", time.Now().Add(time.Hour))
+	for i := 0; i < len(jobs); i += 1000 {
+		b.put(t, jobs[i:min(i+1000, len(jobs))]...)
+	}
+	b.put(t, later)
+	a, bb := jobs[:fairBacklog], jobs[fairBacklog]
+	b.requireCounts(t, topic, core.Counts{Scheduled: 1, Ready: fairBacklog + 1})
+
+	got := b.claimFair(t, topic, 2, 0, true, 0)
+	require.Equal(t, ids([]*core.Job{a[0], bb}), ids(got), "one of each key")
+	b.requireState(t, later.ID, core.StateScheduled)
+	if _, ok := b.store.(core.JobExporter); ok {
+		exported := b.export(t)
+		require.Contains(t, exported, later.ID)
+		require.Equal(t, core.StateScheduled, exported[later.ID].State, "exported as it is")
+		require.Contains(t, exported, a[1].ID)
+		require.Equal(t, core.StateReady, exported[a[1].ID].State)
+	}
+	require.NoError(t, b.store.CancelJob(b.ctx, &core.CancelJobParams{ID: a[1].ID}))
+	replaced := later.Clone()
+	replaced.Body = []byte(`{"n":2}`)
+	res := b.putResults(t, true, replaced)
+	require.NoError(t, res[0].Err)
+	require.True(t, res[0].Replaced)
+	require.JSONEq(t, `{"n":2}`, string(b.requireState(t, later.ID, core.StateScheduled).Body))
+	got = b.claimFair(t, topic, 2, 0, false, 0)
+	require.Equal(t, ids(a[2:4]), ids(got), "not fair: in claim order, the cancelled one left out")
+	b.requireCounts(t, topic, core.Counts{Scheduled: 1, Ready: fairBacklog - 4, Reserved: 4, Cancelled: 1})
 }
 
 // testFairUnkeyed: the jobs without a key are one group of the ring, served

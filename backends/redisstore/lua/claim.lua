@@ -6,8 +6,10 @@
 -- the via of the attempts it starts (encodeVia's: a letter, with the
 -- instance and consumer when the claim names them; kept as field v, see
 -- History in lib.lua); then, for "take" (a standalone server): [10] max,
--- [11] count of shards, their bases and numbers: the first max due jobs
--- of the shards' queues, by priority, run_at then id, are reserved. For
+-- [11] the key limit, [12] fair ("1"), [13] count of shards, their bases
+-- and numbers, then the rate per key, "<limit> <period ms> <burst>" or
+-- empty: the first max due jobs of the shards' queues, by priority,
+-- run_at then id, are reserved. For
 -- "ids" (a Cluster, one shard per call, whose candidates the caller read
 -- and merged with peek.lua): [10] base, [11] number, then triples of id,
 -- priority and grant: empty, or with a key_concurrency (slots.lua) the
@@ -76,11 +78,76 @@ end
 
 local function at_limit(k) return limit > 0 and k ~= '' and held(k) >= limit end
 
+-- The rate per key of the claim (Key limits in lib.lua), nil for none:
+-- {burst, per (ms a token)}. Its buckets, kb:<t>:<key>, each "<tokens>
+-- <at ms>" (core.Bucket's arithmetic, as rate.lua's), are read once per
+-- call (bucket) and written at its end (flush_buckets) with an expiry at
+-- when they are full again: a missing bucket is full.
+local rate
+local buckets, bucket_keys = {}, {}
+
+local function key_bucket(k) return PB .. ':kb:' .. t .. ':' .. k end
+
+-- bucket returns key k's bucket as of now, {n tokens, at}.
+local function bucket(k)
+  local b = buckets[k]
+  if b then return b end
+  local n, at
+  local v = redis.call('GET', key_bucket(k))
+  if v then
+    n, at = string.match(v, '^(%S+) (%S+)$')
+    n, at = tonumber(n), tonumber(at)
+  end
+  if not n or not at then
+    n, at = rate.burst, now
+  elseif now > at then
+    n, at = math.min(rate.burst, n + (now - at) / rate.per), now
+  end
+  b = {n = n, at = at}
+  buckets[k] = b
+  return b
+end
+
+-- tokens returns the whole tokens key k's bucket holds, n, and when it
+-- holds a token again once those n are taken (ms).
+local function tokens(k)
+  local b = bucket(k)
+  local n = math.floor(b.n)
+  return n, now + math.ceil((n + 1 - b.n) * rate.per)
+end
+
+-- take_token takes a token of key k: true, or false and when its bucket
+-- holds one again (ms).
+local function take_token(k)
+  local b = bucket(k)
+  if b.n < 1 then return false, now + math.ceil((1 - b.n) * rate.per) end
+  if not b.dirty then
+    b.dirty = true
+    bucket_keys[#bucket_keys + 1] = k
+  end
+  b.n = b.n - 1
+  return true
+end
+
+local function flush_buckets()
+  for _, k in ipairs(bucket_keys) do
+    local b = buckets[k]
+    redis.call('SET', key_bucket(k), string.format('%.17g', b.n) .. ' ' .. int(b.at), 'PX',
+      int(math.ceil((rate.burst - b.n) * rate.per) + 1000))
+  end
+end
+
+-- wait_token makes key k wait for its bucket's token at at, unless it
+-- waits for an earlier one.
+local function wait_token(k, at) redis.call('ZADD', key_waits(t), 'LT', int(at), k) end
+
 -- parked counts the jobs the call parked, at most about PARK_MAX, so
 -- that a burst does not hold the server in one script (nor past a
 -- client's read timeout): the next claim parks the next ones.
 local parked = 0
 local PARK_MAX = 10000
+-- parked_slots counts those parked for a slot of their key (not a token).
+local parked_slots = 0
 
 -- Parking (Key limits in lib.lua), in bulk per shard: park adds due job
 -- id (key k, '' for none in a fair claim; run_at r, priority y), which the
@@ -121,9 +188,10 @@ local function job_field(h, j, name)
 end
 
 -- reserve reserves the jobs of picks ({id, run_at, priority, holds,
--- place, the lease's cap on a Cluster}) in the current shard: due members
--- of its queues (queued), each
--- to be taken once, a job whose key is at the limit parked instead; or
+-- place, the lease's cap on a Cluster, decided}) in the current shard: due
+-- members of its queues (queued), each to be taken once, a job whose key
+-- is at the limit or has no token parked instead (unless hold_in_order
+-- decided it already); or
 -- parked jobs a fair claim took from their key's queue, holds saying they
 -- take a slot of their key. It returns their rows.
 local function reserve(picks, queued)
@@ -148,10 +216,10 @@ local function reserve(picks, queued)
     local h = fetch(c[1])
     local row = {h}
     if #h == 1 then row[2] = packed_job(c[1], h[1]) end
-    if queued and limit > 0 and not c[4] and #h > 0 then
-      local k = job_field(h, row[2], 'k')
+    if queued and (limit > 0 or rate) and not c[7] and #h > 0 then
+      local k = job_field(h, row[2], 'k') or ''
       row[3] = k
-      if k and k ~= '' and held_n[k] == nil then
+      if limit > 0 and k ~= '' and held_n[k] == nil then
         held_n[k] = false
         want[#want + 1] = k
       end
@@ -172,11 +240,18 @@ local function reserve(picks, queued)
     local lease = token .. (taken + 1)
     local h, j, k = rows[n][1], rows[n][2], rows[n][3]
     local holds = c[4]
-    if k and k ~= '' then
-      if held(k) >= limit then
+    if k then
+      local ok, at = not at_limit(k), nil
+      if not ok then
+        parked_slots = parked_slots + 1
+      elseif rate then
+        ok, at = take_token(k)
+        if not ok then wait_token(k, at) end
+      end
+      if not ok then
         park(id, k, c[2], c[3])
         h = {}
-      else
+      elseif limit > 0 and k ~= '' then
         hold(k)
         holds = true
       end
@@ -277,8 +352,9 @@ local function due_picks(max)
 end
 
 -- hold_in_order decides, in claim order over the groups (reserve decides
--- within one), which of picks (due_picks') hold a slot of their key and
--- which are parked; it returns the picks left to reserve.
+-- within one), which of picks (due_picks') hold a slot of their key, take
+-- a token of its rate, and which are parked; it returns the picks left to
+-- reserve.
 local function hold_in_order(picks, picked)
   local all = {}
   for g, l in ipairs(picks) do
@@ -292,14 +368,22 @@ local function hold_in_order(picks, picked)
     if grp.n ~= shard then flush_parks() end
     use_shard(grp.b, grp.n)
     local k = job_key(c[1])
-    if k and k ~= '' and held(k) >= limit then
+    local ok, at = not (k and at_limit(k)), nil
+    if not ok then
+      parked_slots = parked_slots + 1
+    elseif k and rate then
+      ok, at = take_token(k)
+      if not ok then wait_token(k, at) end
+    end
+    if not ok then
       redis.call('ZREM', key_queue(t, c[3]), c[1])
       park(c[1], k, c[2], c[3])
     else
-      if k and k ~= '' then
+      if k and limit > 0 and k ~= '' then
         hold(k)
         c[4] = true
       end
+      c[7] = true
       local l = left[g]
       l[#l + 1] = c
     end
@@ -355,12 +439,52 @@ local function all_groups()
   for n = 0, shards() - 1 do group(shard_base(n), tostring(n)) end
 end
 
--- take_fair parks the due jobs of every shard (up to PARK_MAX) in
--- their keys' queues, the keys entering the ring in the order of their
--- first job, and reserves up to max jobs from the ring, one of each key in
--- turn.
+-- ripen moves the due new jobs (park_new in lib.lua) of the keys in kn,
+-- earliest first, to their keys' queues: up to per of each key, and
+-- PARK_MAX in all (parked), so that every key with due jobs gets some
+-- however long the others' backlogs. It returns the keys it gave jobs to,
+-- in that order.
+local function ripen(per)
+  local kn = key_new_keys(t)
+  local out = {}
+  for _, k in ipairs(redis.call('ZRANGE', kn, '-inf', now_s, 'BYSCORE', 'LIMIT', 0, PARK_MAX)) do
+    if parked >= PARK_MAX then break end
+    local kp = key_new(t, k)
+    local got = redis.call('ZRANGE', kp, '-inf', now_s, 'BYSCORE', 'LIMIT', 0, math.min(per, PARK_MAX - parked), 'WITHSCORES')
+    local ids, batch = {}, {}
+    for i = 1, #got, 2 do
+      local id = got[i]
+      ids[#ids + 1] = id
+      local y = job_priority(id)
+      if y then
+        batch[#batch + 1] = int(kq_score(tonumber(got[i + 1]), y))
+        batch[#batch + 1] = id
+      end
+    end
+    if #ids > 0 then in_chunks('ZREM', kp, ids) end
+    if #batch > 0 then
+      in_chunks('ZADD', key_kq(t, k), batch)
+      out[#out + 1] = k
+    end
+    parked = parked + #ids
+    local nxt = redis.call('ZRANGE', kp, 0, 0, 'WITHSCORES')[2]
+    if nxt then
+      redis.call('ZADD', kn, nxt, k)
+    else
+      unqueue_key(t, k)
+      redis.call('ZREM', kn, k)
+    end
+  end
+  return out
+end
+
+-- take_fair parks the due jobs of every shard's queues (up to PARK_MAX)
+-- in their keys' queues, after the due new jobs of the keys (ripen), the
+-- keys entering the ring in the order of their first job, and reserves up
+-- to max jobs from the ring, one of each key in turn.
 local function take_fair(max)
-  local picks = due_picks(PARK_MAX)
+  for _, k in ipairs(ripen(math.max(max, 100))) do enter_ring(t, k, limit, rate) end
+  local picks = due_picks(PARK_MAX - parked)
   local first, keys = {}, {}
   for g, grp in ipairs(groups) do
     if #picks[g] > 0 then
@@ -386,7 +510,7 @@ local function take_fair(max)
     end
   end
   table.sort(keys, function(a, b) return first[a] < first[b] end)
-  for _, k in ipairs(keys) do enter_ring(t, k, limit) end
+  for _, k in ipairs(keys) do enter_ring(t, k, limit, rate) end
 
   local ring = key_ring(t)
   local serve = {}
@@ -396,7 +520,13 @@ local function take_fair(max)
     if not front then break end
     local k = front
     local kq = key_kq(t, k)
-    if not at_limit(k) then
+    local ok, at = true, nil
+    if not at_limit(k) and rate then ok, at = take_token(k) end
+    if not ok then
+      -- Out of the ring until its token: back at its end then (refill).
+      redis.call('ZREM', ring, k)
+      wait_token(k, at)
+    elseif not at_limit(k) then
       local head = redis.call('ZPOPMIN', kq)
       local score = tonumber(head[2])
       local y = math.floor(score / KQ_LEVEL) - 10
@@ -408,7 +538,8 @@ local function take_fair(max)
       local l = serve[n]
       l[#l + 1] = {head[1], score - (y + 10) * KQ_LEVEL, y, holds, served}
     end
-    if redis.call('EXISTS', kq) == 0 then
+    if not ok then
+    elseif redis.call('EXISTS', kq) == 0 then
       unqueue_key(t, k)
     elseif at_limit(k) then
       redis.call('ZREM', ring, k)
@@ -421,21 +552,59 @@ local function take_fair(max)
   end
 end
 
+-- refill ends the wait of the keys whose token came by now: a fair claim
+-- puts them back in the ring; another moves as many heads of each key's
+-- queue back to their queues as its bucket holds tokens, the key waiting
+-- again for its next token when jobs are left. A key at the limit waits
+-- for a slot instead, whose release moves its head back. It returns
+-- whether it moved a job back.
+local function refill(fair)
+  local kt = key_waits(t)
+  local due = redis.call('ZRANGE', kt, '-inf', now_s, 'BYSCORE', 'LIMIT', 0, PARK_MAX)
+  if #due == 0 then return false end
+  in_chunks('ZREM', kt, due)
+  local moved = false
+  for _, k in ipairs(due) do
+    if fair then
+      enter_ring(t, k, limit, rate)
+    elseif not at_limit(k) then
+      local kq = key_kq(t, k)
+      local n, at = tokens(k)
+      if n > 0 then
+        local got = redis.call('ZPOPMIN', kq, n)
+        for i = 1, #got, 2 do unpark(got[i], t, k, got[i + 1]) end
+        moved = moved or #got > 0
+        unqueue_key(t, k)
+      end
+      if redis.call('EXISTS', kq) == 1 then wait_token(k, at) end
+    end
+  end
+  return moved
+end
+
 local results = {}
 if mode == 'take' then
   local max, fair = tonumber(ARGV[10]), ARGV[12] == '1'
   limit = tonumber(ARGV[11])
   use_shard(ARGV[14], ARGV[15])
   if paused() then return {now_s, {}, 1} end
-  for g = 1, tonumber(ARGV[13]) do group(ARGV[12 + 2 * g], ARGV[13 + 2 * g]) end
+  local count = tonumber(ARGV[13])
+  for g = 1, count do group(ARGV[12 + 2 * g], ARGV[13 + 2 * g]) end
+  local rate_s = ARGV[14 + 2 * count] or ''
+  if rate_s ~= '' then
+    local l, p, b = string.match(rate_s, '^(%S+) (%S+) (%S+)$')
+    rate = {burst = tonumber(b), per = tonumber(p) / tonumber(l)}
+  end
 
   -- The parked jobs of another claim's kind go back to their queues
   -- first: those of a fair claim for one that is not, those parked under a
-  -- lower limit for one with a higher limit or none; their queues are then
-  -- read in every shard.
+  -- lower limit for one with a higher limit or none, those that wait for
+  -- a token under another rate per key; their queues are then read in
+  -- every shard.
   local ks = key_kstate(t)
-  local st = redis.call('HMGET', ks, 'u', 'f', 'l', 'c')
+  local st = redis.call('HMGET', ks, 'u', 'f', 'l', 'c', 'r')
   local under, was_fair, ring_limit = tonumber(st[1]), st[2] == '1', tonumber(st[3])
+  local was_rate = st[5] or ''
   -- c: every reserved job of the topic with a key holds a slot. A claim
   -- without a limit reserves jobs that hold none; the next with one counts
   -- them first, so that a bound set on a busy topic holds from its first
@@ -446,20 +615,30 @@ if mode == 'take' then
     count_held()
     redis.call('HSET', ks, 'c', '1')
   end
-  if was_fair ~= fair and (was_fair or under) or not fair and under and (limit == 0 or limit > under) then
+  if was_fair ~= fair and (was_fair or under) or not fair and under and (limit == 0 or limit > under) or
+      was_rate ~= rate_s and was_rate ~= '' then
+    -- The stores' puts park the jobs of a fair topic by key: no longer.
+    if was_fair then redis.call('PUBLISH', chan, 'f 0 0 ' .. t) end
     unpark_all(t)
     announced() -- to the other stores; this claim reads every shard
     under, was_fair, ring_limit = nil, false, nil
     all_groups()
   end
+  if was_rate ~= rate_s then
+    if rate then redis.call('HSET', ks, 'r', rate_s) else redis.call('HDEL', ks, 'r') end
+  end
+  if rate and refill(fair) then all_groups() end
 
   if fair then
     all_groups()
-    if not was_fair then redis.call('HSET', ks, 'f', '1') end
+    if not was_fair then
+      redis.call('HSET', ks, 'f', '1')
+      redis.call('PUBLISH', chan, 'f 0 1 ' .. t) -- the stores' puts park its jobs by key (put.lua)
+    end
     if ring_limit ~= limit then
       if ring_limit and ring_limit ~= 0 and (limit == 0 or limit > ring_limit) then
         -- Raised: the keys out of the ring at the old limit come back.
-        for _, k in ipairs(redis.call('SMEMBERS', key_kkeys(t))) do enter_ring(t, k, limit) end
+        for _, k in ipairs(redis.call('SMEMBERS', key_kkeys(t))) do enter_ring(t, k, limit, rate) end
       end
       redis.call('HSET', ks, 'l', limit)
     end
@@ -470,19 +649,32 @@ if mode == 'take' then
       local picks, picked = due_picks(max - taken)
       if picked == 0 then break end
       local before = parked
-      if limit > 0 and #groups > 1 then picks = hold_in_order(picks, picked) end
+      if (limit > 0 or rate) and #groups > 1 then picks = hold_in_order(picks, picked) end
       for g, grp in ipairs(groups) do
         if #picks[g] > 0 then reserve_in(grp, picks[g], true) end
       end
     until taken >= max or parked == before or parked >= PARK_MAX
-    if parked > 0 and (not under or limit < under) then redis.call('HSET', ks, 'u', limit) end
+    if parked_slots > 0 and (not under or limit < under) then redis.call('HSET', ks, 'u', limit) end
   end
   for k, n in pairs(held_new) do redis.call('HINCRBY', key_held(t), k, n) end
+  if rate then flush_buckets() end
 
+  -- The first group's head is also when the first key waiting for a
+  -- token gets it (refill), and when the first new job of a fair topic
+  -- comes due (ripen): a claim then looks again.
   local ringed = fair and redis.call('EXISTS', key_ring(t)) == 1
+  local soon = {}
+  if rate then soon[1] = redis.call('ZRANGE', key_waits(t), 0, 0, 'WITHSCORES')[2] end
+  if fair then soon[#soon + 1] = redis.call('ZRANGE', key_new_keys(t), 0, 0, 'WITHSCORES')[2] end
   for g, grp in ipairs(groups) do
     use_shard(grp.b, grp.n)
     local head = queue_head(t) or -1
+    if g == 1 then
+      for _, at in ipairs(soon) do
+        at = tonumber(at)
+        if at and (head == -1 or at < head) then head = at end
+      end
+    end
     if ringed and g == 1 then head = now end
     results[g] = {grp.out, grp.lease, head, grp.n}
   end

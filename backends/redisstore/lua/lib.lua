@@ -526,9 +526,9 @@ local function unindex_key(id, t, k)
   index_expiry(kk)
 end
 
--- unparked and release_slot are defined with the key limits (Key limits
--- below).
-local unparked, release_slot
+-- unparked, release_slot and park_new are defined with the key limits
+-- (Key limits below).
+local unparked, release_slot, park_new
 
 -- unlink takes job id out of the structure its state puts it in. A queued
 -- job not in its queue is parked, which only a standalone server's claims
@@ -705,9 +705,10 @@ end
 -- put_job stores the job whose 15 fields start at ARGV[i] (put.lua's): a
 -- new job, a finished one overwritten (not with absent: any job kept is a
 -- conflict), or with replace an unfinished one replaced unless reserved;
--- in the form JOB_FORM names.
+-- in the form JOB_FORM names. A job of a topic of fair (a set of topics)
+-- is parked by its key (park_new) rather than queued.
 -- Returns 0 created, 1 replaced, or the existing job (job_all) on a conflict.
-local function put_job(replace, inline_body, i, absent)
+local function put_job(replace, inline_body, i, absent, fair)
   local id, t, k, b = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local r, d, m, p = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
   local w, y, h, z = ARGV[i + 8], tonumber(ARGV[i + 9]), ARGV[i + 10], ARGV[i + 11]
@@ -764,7 +765,7 @@ local function put_job(replace, inline_body, i, absent)
   if was_parked > 0 then j.W = was_parked end
   packed_ids[id] = JOB_FORM == 'packed' or nil
   save(id, j)
-  link_queue(id, t, r, y)
+  if fair[t] then park_new(id, t, k, r) else link_queue(id, t, r, y) end
   if k ~= '' then index_key(id, t, k, false) end
   return res
 end
@@ -804,6 +805,24 @@ end
 -- keys at it are out of the ring) and s (the last turn given). A claim
 -- that is not fair moves every parked job back first. ks:<t>'s c says
 -- every reserved job of the topic with a key holds a slot (claim.lua).
+--
+-- A put of a job of a topic whose claims are fair (ks:<t>'s f, checked by
+-- put.lua) parks it at once (park_new): in pk:<t> of its shard, by
+-- run_at, scheduled or ready as its run_at says, and in its key's new
+-- jobs kp:<t>:<key>, by run_at, the key in kn:<t> by its earliest (or
+-- earlier: a job cancelled leaves it). A fair claim moves the due ones of
+-- each key in kn to the key's queue, a bounded number of each key per
+-- script (claim.lua's ripen), so that a key's backlog never holds up the
+-- next key's entry into the ring, and no claim walks the topic's queue
+-- for them.
+--
+-- A claim with a rate per key (core.ClaimJobsParams.KeyRate; ks:<t>'s r
+-- holds it) takes a token of the job's key's bucket kb:<t>:<key> for each
+-- job it reserves (claim.lua); a job whose key has none is parked as for a
+-- slot, and the key waits in kt:<t>, scored by when its bucket holds a
+-- token again, out of the ring: claims then move back the heads of the
+-- keys whose time came, one per token, or, fair, put the keys back in the
+-- ring. A key that waits costs a claim nothing until then.
 local PB = string.match(ARGV[1], '^({.*):%d+}$') .. '}'
 -- KQ_LEVEL spaces the priorities of a key's queue: a parked job's score
 -- is (priority + 10) * KQ_LEVEL + run_at, exact in a double.
@@ -815,6 +834,9 @@ local function key_kkeys(t) return PB .. ':kk:' .. t end
 local function key_held(t) return PB .. ':kh:' .. t end
 local function key_kstate(t) return PB .. ':ks:' .. t end
 local function key_ring(t) return PB .. ':kr:' .. t end
+local function key_waits(t) return PB .. ':kt:' .. t end
+local function key_new(t, k) return PB .. ':kp:' .. t .. ':' .. k end
+local function key_new_keys(t) return PB .. ':kn:' .. t end
 
 -- Shards. A parked job goes back to the queue of its own shard, which
 -- its id gives: crc32 (IEEE) of it, masked (keys.shardOf).
@@ -892,11 +914,15 @@ local function job_key(id)
   return redis.call('HGET', kj, 'k') or ''
 end
 
--- unqueue_key takes key k of topic t out of the ring and the parked keys
--- when it has no parked job left.
+-- unqueue_key takes key k of topic t out of the ring and the keys waiting
+-- for a token when its queue is empty, and out of the parked keys when it
+-- has no new job either.
 local function unqueue_key(t, k)
   if redis.call('EXISTS', key_kq(t, k)) == 1 then return end
   redis.call('ZREM', key_ring(t), k)
+  redis.call('ZREM', key_waits(t), k)
+  if redis.call('EXISTS', key_new(t, k)) == 1 then return end
+  redis.call('ZREM', key_new_keys(t), k)
   redis.call('SREM', key_kkeys(t), k)
   if redis.call('SCARD', key_kkeys(t)) == 0 then redis.call('HDEL', key_kstate(t), 'u') end
 end
@@ -920,27 +946,75 @@ unparked = function(id, j)
   if redis.call('ZREM', key_parked(j.t), id) == 0 or CLUSTER then return end
   local k = j.k or ''
   redis.call('ZREM', key_kq(j.t, k), id)
+  redis.call('ZREM', key_new(j.t, k), id)
   unqueue_key(j.t, k)
 end
 
--- unpark_all moves every parked job of topic t back to its queue, and
--- forgets the ring.
+-- park_new parks job id of topic t, key k ('' for none), due at r, put on
+-- a topic whose claims are fair: in the shard's parked set and its key's
+-- new jobs, the key in kn by its earliest. A job due earlier than the
+-- topic's queue and new jobs held is announced as link_queue's are.
+park_new = function(id, t, k, r)
+  if q_head[t] == nil then
+    local h = queue_head(t)
+    local n = tonumber(redis.call('ZRANGE', key_new_keys(t), 0, 0, 'WITHSCORES')[2])
+    if n and (not h or n < h) then h = n end
+    q_head[t] = h
+    q_topics[#q_topics + 1] = t
+  end
+  if not q_low[t] or r < q_low[t] then q_low[t] = r end
+  redis.call('ZADD', key_parked(t), int(r), id)
+  redis.call('ZADD', key_new(t, k), int(r), id)
+  redis.call('ZADD', key_new_keys(t), 'LT', int(r), k)
+  redis.call('SADD', key_kkeys(t), k)
+end
+
+-- job_priority returns the priority of job id, in its own shard, or nil
+-- when there is no such job.
+local function job_priority(id)
+  local kj = shard_base(shard_of(id)) .. ':j:' .. id
+  if JOB_FORM == 'hash' then
+    local v = redis.pcall('HMGET', kj, 's', 'y')
+    if not v.err then
+      if not v[1] then return nil end
+      return tonumber(v[2]) or 0
+    end
+  end
+  local raw = redis.pcall('GET', kj)
+  if type(raw) == 'string' then return cmsgpack.unpack(raw).y or 0 end
+  if not raw then return nil end
+  local v = redis.call('HMGET', kj, 's', 'y')
+  if not v[1] then return nil end
+  return tonumber(v[2]) or 0
+end
+
+-- unpark_all moves every parked job of topic t back to its queue, the new
+-- jobs of a fair topic too, and forgets the ring and the keys waiting for
+-- a token.
 local function unpark_all(t)
   for _, k in ipairs(redis.call('SMEMBERS', key_kkeys(t))) do
     local kq = key_kq(t, k)
     local got = redis.call('ZRANGE', kq, 0, -1, 'WITHSCORES')
     for i = 1, #got, 2 do unpark(got[i], t, k, got[i + 1]) end
-    redis.call('DEL', kq)
+    local kp = key_new(t, k)
+    got = redis.call('ZRANGE', kp, 0, -1, 'WITHSCORES')
+    for i = 1, #got, 2 do
+      local id, y = got[i], job_priority(got[i])
+      if y then unpark(id, t, k, kq_score(tonumber(got[i + 1]), y)) end
+    end
+    redis.call('DEL', kq, kp)
   end
-  redis.call('DEL', key_kkeys(t), key_ring(t))
+  redis.call('DEL', key_kkeys(t), key_ring(t), key_waits(t), key_new_keys(t))
   redis.call('HDEL', key_kstate(t), 'u', 'f', 'l')
 end
 
 -- enter_ring puts key k of topic t at the back of the ring when it is out
--- of it, has parked jobs and fewer than limit slots held (0: no limit).
-local function enter_ring(t, k, limit)
+-- of it, has parked jobs, fewer than limit slots held (0: no limit) and,
+-- when rated (the claims have a rate per key), does not wait for a token.
+local function enter_ring(t, k, limit, rated)
   if redis.call('ZSCORE', key_ring(t), k) or redis.call('EXISTS', key_kq(t, k)) == 0 then return false end
   if limit > 0 and k ~= '' and tonumber(redis.call('HGET', key_held(t), k) or 0) >= limit then return false end
+  if rated and redis.call('ZSCORE', key_waits(t), k) then return false end
   redis.call('ZADD', key_ring(t), redis.call('HINCRBY', key_kstate(t), 's', 1), k)
   return true
 end
@@ -971,9 +1045,9 @@ release_slot = function(id, j)
   if not packed_ids[id] then redis.call('HDEL', key_job(id), 'K') end
   if CLUSTER then return end
   if redis.call('HINCRBY', key_held(t), k, -1) <= 0 then redis.call('HDEL', key_held(t), k) end
-  local st = redis.call('HMGET', key_kstate(t), 'f', 'l')
+  local st = redis.call('HMGET', key_kstate(t), 'f', 'l', 'r')
   if st[1] then
-    if enter_ring(t, k, tonumber(st[2]) or 0) then
+    if enter_ring(t, k, tonumber(st[2]) or 0, st[3]) then
       -- A job to take: fair claims read every shard, so shard 0 says it.
       redis.call('PUBLISH', chan, 'q 0 ' .. now_s .. ' ' .. t)
       q_elsewhere[#q_elsewhere + 1] = t

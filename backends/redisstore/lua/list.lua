@@ -7,8 +7,8 @@
 -- Returns {now, members, queued}: the server's now; up to n members after
 -- the cursor in the listing's order, flat {id, score, ...}; the queue heads
 -- the call made earlier (leases it ended). Orders: scheduled and ready by
--- run_at (ms) then id, merged over the topic's priority queues (and for
--- ready its parked set, Key limits in lib.lua); reserved by
+-- run_at (ms) then id, merged over the topic's priority queues and its
+-- parked set (Key limits in lib.lua); reserved by
 -- lease expiry (ms) then id, read from the shard's lease set, every topic's,
 -- keeping the topic's; dead by death (µs) then id; done and cancelled
 -- newest first, by finish (ms) then id, from f:<t>:d and f:<t>:c, leaving
@@ -85,17 +85,14 @@ local function take(key, i, upto, keep)
 end
 
 if state == 'scheduled' or state == 'ready' then
-  for _, y in ipairs(levels(t)) do
-    local kq = key_queue(t, y)
+  local sets = {key_parked(t)} -- jobs held back by their key (Key limits in lib.lua)
+  for _, y in ipairs(levels(t)) do sets[#sets + 1] = key_queue(t, y) end
+  for _, kq in ipairs(sets) do
     if state == 'ready' then
       take(kq, from(kq), now)
     else
       take(kq, math.max(from(kq), redis.call('ZCOUNT', kq, '-inf', now_s)))
     end
-  end
-  if state == 'ready' then
-    local kp = key_parked(t) -- jobs held back by their key, ready (Key limits in lib.lua)
-    take(kp, from(kp))
   end
 elseif state == 'reserved' then
   take(K_LEASE, math.max(from(K_LEASE), redis.call('ZCOUNT', K_LEASE, '-inf', now_s)), nil,

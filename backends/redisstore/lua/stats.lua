@@ -2,8 +2,8 @@
 --
 -- It first drops the finished-count buckets past the retention (see
 -- fin_expire), all of them, so that the totals it reads count only jobs
--- within it. A queued job counts as scheduled until its run_at, ready
--- from then on; a parked one (Key limits in lib.lua) is ready.
+-- within it. A queued or parked job (Key limits in lib.lua) counts as
+-- scheduled until its run_at, ready from then on.
 --
 -- Returns, per topic, {scheduled, ready, reserved, dead, done, cancelled}.
 while fin_expire(1000) == 1000 do end
@@ -16,7 +16,11 @@ for i = 6, #ARGV do
     scheduled = scheduled + redis.call('ZCOUNT', key_queue(t, y), '(' .. now_s, '+inf')
     ready = ready + redis.call('ZCOUNT', key_queue(t, y), '-inf', now_s)
   end
-  ready = ready + redis.call('ZCARD', key_parked(t))
+  local parked = redis.call('ZCARD', key_parked(t))
+  if parked > 0 then
+    local due = redis.call('ZCOUNT', key_parked(t), '-inf', now_s)
+    scheduled, ready = scheduled + parked - due, ready + due
+  end
   out[#out + 1] = {
     scheduled,
     ready,
