@@ -408,8 +408,9 @@ type ClaimJobsParams struct {
 	// bucket is empty is passed over, and goes out, in its turn, once the
 	// bucket holds a token again; jobs without a key share one bucket. A
 	// job needs a token and, with KeyConcurrency, a slot; fair takes pass
-	// over a key without a token until it has one. The buckets live in the
-	// store's memory: a restart refills them. Its Limit, Period and Burst
+	// over a key without a token until it has one. The local stores keep
+	// the buckets in memory, so a restart refills them; Redis keeps them in
+	// the backend, shared by its instances. Its Limit, Period and Burst
 	// are filled (Rate.WithDefaults). A store that cannot honour it refuses
 	// the topic (TopicChecker).
 	KeyRate Rate
