@@ -169,3 +169,39 @@ func kindOfSubject(t *testing.T, s *Store, subject string) string {
 	require.True(t, ok, subject)
 	return kind
 }
+
+// stallingStream is a stream whose reads of a job's last message take
+// stall on the store's clock: the answer comes late, as to an instance
+// stopped (SIGSTOP) while the read was on its way.
+type stallingStream struct {
+	jetstream.Stream
+	clock *shiftedClock
+	stall time.Duration
+}
+
+func (s *stallingStream) GetLastMsgForSubject(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	m, err := s.Stream.GetLastMsgForSubject(ctx, subject)
+	s.clock.offset.Add(int64(s.stall))
+	return m, err
+}
+
+// TestReadViewsAsOfItsStart: a read shows the job as its message stood
+// when the read began, not as of when the answer came. A history run had
+// an instance stopped as it read a job under its last attempt's lease; an
+// ack answered 204 meanwhile, and the read, answered 3 s later, showed the
+// job dead (its lease run out by then), a state it never had.
+func TestReadViewsAsOfItsStart(t *testing.T) {
+	t.Parallel()
+	s := newFiredStore(t)
+	j := job("t", 0)
+	j.MaxAttempts = 1
+	put(t, s.Store, j)
+	got := claim(t, s.Store, j.Topic, 1, 5*time.Second)
+	require.Len(t, got, 1)
+	s.stream = &stallingStream{Stream: s.stream, clock: s.clock, stall: 2 * time.Hour}
+
+	cur, err := s.GetJob(context.Background(), j.ID)
+	require.NoError(t, err)
+	require.Equal(t, core.StateReserved, cur.State, "as the message stood when the read began")
+	require.Equal(t, got[0].Lease, cur.Lease)
+}

@@ -224,6 +224,12 @@ func (s *Store) GetJob(ctx context.Context, id string) (*core.Job, error) {
 	if s.isClosed() {
 		return nil, core.ErrClosed
 	}
+	// The view's time is taken before the read: the message read was the
+	// job's last at some moment after it. Taken after, a stall between
+	// (a SIGSTOP as the answer came) showed a lease that the read found
+	// holding as run out, and the job dead, though an ack had made it done
+	// meanwhile: a state it never had.
+	now := s.now()
 	m, err := s.load(ctx, id)
 	if err != nil {
 		return nil, err
@@ -231,7 +237,7 @@ func (s *Store) GetJob(ctx context.Context, id string) (*core.Job, error) {
 	if m == nil {
 		return nil, fmt.Errorf("natsstore: job %q: %w", id, core.ErrNotFound)
 	}
-	return m.view(s.now()), nil
+	return m.view(now), nil
 }
 
 // change reads a job's message, lets f change the job (as of now) and

@@ -721,7 +721,10 @@ func writeJob(b *pebble.Batch, j *core.Job, r *record) {
 func (s *Store) read(id string, finished bool) (*core.Job, error) {
 	// One view of the job's keys: a put over a finished job deletes its x
 	// key and writes its m key, and a replace rewrites m and r, between
-	// two gets of the DB.
+	// two gets of the DB. Its time is taken first: a stall between the
+	// snapshot and a later time could show a lease the snapshot has as run
+	// out though an ack ended it meanwhile.
+	now := s.now()
 	snap := s.db.NewSnapshot()
 	defer snap.Close()
 	raw, err := getFrom(snap, idKey(prefixMeta, id))
@@ -738,7 +741,6 @@ func (s *Store) read(id string, finished bool) (*core.Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pebblestore: job %q: %w", id, err)
 	}
-	now := s.now()
 	if m.state.Finished() && !now.Before(s.keptFrom(&m).Add(s.retention)) {
 		return nil, fmt.Errorf("pebblestore: job %q: %w", id, core.ErrNotFound)
 	}
