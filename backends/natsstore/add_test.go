@@ -1,13 +1,14 @@
 package natsstore
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
+
+	"github.com/delayq/delayq/core"
 )
 
 // fakeMsg is a fetched message as the consumer hands it to a fetcher,
@@ -35,16 +36,7 @@ func (m *fakeMsg) Ack() error           { m.acks++; return nil }
 // the job's newest message.
 func TestAddKeepsNewest(t *testing.T) {
 	t.Parallel()
-	nc, err := sharedEmbedded(t).Connect()
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	s := openStore(t, nc, uniquePrefix())
-	j := job("newest", time.Hour)
-	put(t, s, j)
-	raw, err := s.stream.GetLastMsgForSubject(context.Background(), s.names.jobFilter(j.ID))
-	require.NoError(t, err)
-	q, err := s.queue("newest")
-	require.NoError(t, err)
+	q, j, raw := queuedJob(t, "newest")
 	f := &fetcher{}
 
 	newer := &fakeMsg{subject: raw.Subject, data: raw.Data, seq: raw.Sequence + 10}
@@ -76,16 +68,7 @@ func TestAddKeepsNewest(t *testing.T) {
 // so, 0.5 s after a kill -9 of a node.
 func TestHoldKeepsRedelivered(t *testing.T) {
 	t.Parallel()
-	nc, err := sharedEmbedded(t).Connect()
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	s := openStore(t, nc, uniquePrefix())
-	j := job("redelivered", time.Hour)
-	put(t, s, j)
-	raw, err := s.stream.GetLastMsgForSubject(context.Background(), s.names.jobFilter(j.ID))
-	require.NoError(t, err)
-	q, err := s.queue("redelivered")
-	require.NoError(t, err)
+	q, j, raw := queuedJob(t, "redelivered")
 	f := &fetcher{}
 	q.mu.Lock()
 	q.f = f // a running fetcher, which hold puts items back into
@@ -128,4 +111,17 @@ func TestHoldKeepsRedelivered(t *testing.T) {
 	q.hold(items[0])
 	require.Equal(t, 1, older.acks, "an older message held meanwhile is acknowledged away")
 	require.Zero(t, newer.acks)
+}
+
+// queuedJob puts a job of topic, due in an hour, on a store of its own and
+// returns the topic's queue (its fetcher not started), the job and its
+// message as stored, for a test to hand the queue fetched messages.
+func queuedJob(t *testing.T, topic string) (*topicQueue, *core.Job, *jetstream.RawStreamMsg) {
+	t.Helper()
+	s := setup(t).store
+	j := job(topic, time.Hour)
+	put(t, s, j)
+	q, err := s.queue(topic)
+	require.NoError(t, err)
+	return q, j, lastRaw(t, s, j.ID)
 }

@@ -151,25 +151,13 @@ func keyConcurrencyRace(t *testing.T, form func(*Config)) {
 // clock (TimeFromClock) that both stores share.
 func TestKeyConcurrencyDeadInstance(t *testing.T) {
 	t.Parallel()
-	clock := coretest.NewFakeClockAt(time.Now().Add(time.Hour).Truncate(time.Second))
+	clock, fake := slotClock()
 	url, prefix := clusterURL(t), uniquePrefix(t.Name())
-	fake := func(c *Config) { c.Clock = clock; c.TimeFromClock = true }
 	dead, live := openStore(t, url, prefix, fake), openStore(t, url, prefix, fake)
-	ctx := t.Context()
 	const topic = "dead"
-	var jobs []*core.Job
-	for i := range 3 {
-		j := job(topic, 0)
-		j.RunAt = clock.Now().Add(time.Duration(i-10) * time.Millisecond).UTC()
-		j.Key, j.TTR = "k", time.Second
-		jobs = append(jobs, j)
-	}
+	jobs := keyedDue(clock, topic, 3)
 	put(t, live, jobs...)
-	claimKC := func(s *Store) []*core.Job {
-		got, err := s.ClaimJobs(ctx, &core.ClaimJobsParams{Topic: topic, Max: 5, KeyConcurrency: 1})
-		require.NoError(t, err)
-		return got
-	}
+	claimKC := func(s *Store) []*core.Job { return claimKeyed(t, s, topic) }
 	first := claimKC(dead)
 	require.Len(t, first, 1)
 	require.Equal(t, jobs[0].ID, first[0].ID)
@@ -197,23 +185,13 @@ func TestKeyConcurrencyDeadInstance(t *testing.T) {
 // parked job.
 func TestKeySlotsLapse(t *testing.T) {
 	t.Parallel()
-	clock := coretest.NewFakeClockAt(time.Now().Add(time.Hour).Truncate(time.Second))
-	s := openStore(t, clusterURL(t), uniquePrefix(t.Name()), func(c *Config) { c.Clock = clock; c.TimeFromClock = true })
+	clock, fake := slotClock()
+	s := openStore(t, clusterURL(t), uniquePrefix(t.Name()), fake)
 	ctx := t.Context()
 	const topic = "lapse"
-	var jobs []*core.Job
-	for i := range 2 {
-		j := job(topic, 0)
-		j.RunAt = clock.Now().Add(time.Duration(i-10) * time.Millisecond).UTC()
-		j.Key, j.TTR = "k", time.Second
-		jobs = append(jobs, j)
-	}
+	jobs := keyedDue(clock, topic, 2)
 	put(t, s, jobs...)
-	claimKC := func() []*core.Job {
-		got, err := s.ClaimJobs(ctx, &core.ClaimJobsParams{Topic: topic, Max: 5, KeyConcurrency: 1})
-		require.NoError(t, err)
-		return got
-	}
+	claimKC := func() []*core.Job { return claimKeyed(t, s, topic) }
 	first := claimKC()
 	require.Len(t, first, 1)
 	require.Empty(t, claimKC(), "parked behind the slot")
@@ -242,23 +220,13 @@ func TestKeySlotsLapse(t *testing.T) {
 // instead.
 func TestKeySlotsFreedByReplace(t *testing.T) {
 	t.Parallel()
-	clock := coretest.NewFakeClockAt(time.Now().Add(time.Hour).Truncate(time.Second))
-	s := openStore(t, clusterURL(t), uniquePrefix(t.Name()), func(c *Config) { c.Clock = clock; c.TimeFromClock = true })
+	clock, fake := slotClock()
+	s := openStore(t, clusterURL(t), uniquePrefix(t.Name()), fake)
 	ctx := t.Context()
 	const topic = "replace"
-	var jobs []*core.Job
-	for i := range 2 {
-		j := job(topic, 0)
-		j.RunAt = clock.Now().Add(time.Duration(i-10) * time.Millisecond).UTC()
-		j.Key, j.TTR = "k", time.Second
-		jobs = append(jobs, j)
-	}
+	jobs := keyedDue(clock, topic, 2)
 	put(t, s, jobs...)
-	claimKC := func() []*core.Job {
-		got, err := s.ClaimJobs(ctx, &core.ClaimJobsParams{Topic: topic, Max: 5, KeyConcurrency: 1})
-		require.NoError(t, err)
-		return got
-	}
+	claimKC := func() []*core.Job { return claimKeyed(t, s, topic) }
 	first := claimKC()
 	require.Len(t, first, 1)
 	require.Equal(t, jobs[0].ID, first[0].ID)
@@ -278,4 +246,33 @@ func TestKeySlotsFreedByReplace(t *testing.T) {
 		return len(got) > 0
 	}, 5*time.Second, 10*time.Millisecond, "the key's parked job, its slot freed by the put")
 	require.Equal(t, jobs[1].ID, got[0].ID)
+}
+
+// slotClock is a fake clock on a whole second an hour ahead, and the
+// option that runs a store on it (TimeFromClock), for tests of slots that
+// end with leases.
+func slotClock() (*coretest.FakeClock, func(*Config)) {
+	clock := coretest.NewFakeClockAt(time.Now().Add(time.Hour).Truncate(time.Second))
+	return clock, func(c *Config) { c.Clock, c.TimeFromClock = clock, true }
+}
+
+// keyedDue returns n jobs of topic with key "k", due 10 ms apart before
+// clock's now, each with a ttr of 1 s.
+func keyedDue(clock *coretest.FakeClock, topic string, n int) []*core.Job {
+	jobs := make([]*core.Job, n)
+	for i := range jobs {
+		j := job(topic, 0)
+		j.RunAt = clock.Now().Add(time.Duration(i-10) * time.Millisecond).UTC()
+		j.Key, j.TTR = "k", time.Second
+		jobs[i] = j
+	}
+	return jobs
+}
+
+// claimKeyed claims up to 5 jobs of topic from s with a key_concurrency of 1.
+func claimKeyed(t *testing.T, s *Store, topic string) []*core.Job {
+	t.Helper()
+	got, err := s.ClaimJobs(t.Context(), &core.ClaimJobsParams{Topic: topic, Max: 5, KeyConcurrency: 1})
+	require.NoError(t, err)
+	return got
 }
