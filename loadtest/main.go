@@ -411,13 +411,13 @@ func measure(ctx context.Context, cfg *config, t *target, res *results, logf fun
 		prof.start(ctx, "burst", lead+3*time.Second)
 		var b *burstResult
 		var err error
-		phase("burst", func() { b, err = burst(ctx, c, cfg, t.DelayqPID, lead, logf) })
+		phase("burst", func() { b, err = burst(ctx, c, cfg, t, lead, logf) })
 		prof.wait()
 		res.Burst = b
 		if err != nil {
 			fail(err)
 		} else {
-			logf("  all delivered %.2fs after the due instant, all acknowledged %.2fs after; delayq %.1f µs CPU per job", b.DeliveredAll, b.AckedAll, b.DelayqCPUMicrosPerJob)
+			logf("  all delivered %.2fs after the due instant, all acknowledged %.2fs after; CPU per job: delayq %.1f µs, backend server %.1f µs", b.DeliveredAll, b.AckedAll, b.DelayqCPUMicrosPerJob, b.BackendCPUMicrosPerJob)
 		}
 	}
 	if cfg.has("pull") {

@@ -51,6 +51,7 @@ func TestHarness(t *testing.T) {
 	require.Positive(t, res.Burst.AckedAll)
 	require.GreaterOrEqual(t, res.Burst.AckedAll, res.Burst.DeliveredAll-0.001)
 	require.Positive(t, res.Burst.DelayqCPUMicrosPerJob)
+	require.Zero(t, res.Burst.BackendCPUMicrosPerJob, "the local store has no server of its own")
 	require.Equal(t, 1_000, res.Lateness.Received)
 	require.Positive(t, res.Lateness.Stats.Max)
 	require.NotEmpty(t, res.Lateness.Series)

@@ -166,7 +166,11 @@ type burstResult struct {
 	// changes less than the elapsed time. 0 when delayq's process is not
 	// known or could not be read.
 	DelayqCPUMicrosPerJob float64 `json:"delayq_cpu_us_per_job,omitempty"`
-	receipts              []receipt
+	// BackendCPUMicrosPerJob is the same of the backend's own server
+	// (redis-server, nats-server), 0 for an in-process store: with
+	// delayq's, what a job cost in all.
+	BackendCPUMicrosPerJob float64 `json:"backend_cpu_us_per_job,omitempty"`
+	receipts               []receipt
 }
 
 // curvePoint is how many jobs had come by T seconds after they were due.
@@ -187,7 +191,7 @@ func burstLead(n int, pushRate float64) time.Duration {
 // burst pushes cfg.Burst jobs all due at one instant, lead from now, to a
 // topic with subscribers waiting, and measures when the last came and
 // when the last was acknowledged.
-func burst(ctx context.Context, c *client, cfg *config, pid int, lead time.Duration, logf func(string, ...any)) (*burstResult, error) {
+func burst(ctx context.Context, c *client, cfg *config, t *target, lead time.Duration, logf func(string, ...any)) (*burstResult, error) {
 	sub, err := subscribeNew(ctx, c, cfg, "loadtest.burst", cfg.Burst)
 	if err != nil {
 		return nil, err
@@ -219,16 +223,15 @@ func burst(ctx context.Context, c *client, cfg *config, pid int, lead time.Durat
 	if err := resumed(); err != nil {
 		return res, err
 	}
-	// delayq's CPU time at the due instant, read then.
-	cpuAtDue := make(chan time.Duration, 1)
-	if pid != 0 {
-		defer time.AfterFunc(time.Until(due), func() {
-			if cpu, err := cpuTime(pid); err == nil {
-				cpuAtDue <- cpu
-			}
-			close(cpuAtDue)
-		}).Stop()
+	// The CPU times of delayq and of the backend's server at the due
+	// instant, read then.
+	delayqCPU := cpuFrom(due, t.DelayqPID)
+	backendCPU := cpuFrom(due, 0)
+	if t.BackendPID != t.DelayqPID {
+		backendCPU = cpuFrom(due, t.BackendPID)
 	}
+	defer delayqCPU.stop()
+	defer backendCPU.stop()
 	if err := col.await(ctx, due, due.Add(2*time.Minute), 10*time.Second); err != nil {
 		return nil, err
 	}
@@ -254,12 +257,8 @@ func burst(ctx context.Context, c *client, cfg *config, pid int, lead time.Durat
 		n, err := c.topicCounts(ctx, topic)
 		if err == nil && n.Scheduled+n.Ready+n.Reserved == 0 {
 			res.AckedAll = time.Since(due).Seconds()
-			if pid != 0 {
-				cpu0, ok := <-cpuAtDue
-				if cpu1, err := cpuTime(pid); ok && err == nil {
-					res.DelayqCPUMicrosPerJob = float64((cpu1 - cpu0).Microseconds()) / float64(res.Jobs)
-				}
-			}
+			res.DelayqCPUMicrosPerJob = delayqCPU.perJob(res.Jobs)
+			res.BackendCPUMicrosPerJob = backendCPU.perJob(res.Jobs)
 			break
 		}
 		if time.Since(last) > 30*time.Second {
@@ -269,6 +268,51 @@ func burst(ctx context.Context, c *client, cfg *config, pid int, lead time.Durat
 		time.Sleep(20 * time.Millisecond)
 	}
 	return res, nil
+}
+
+// cpuSince is a process's CPU time read at an instant, for what it spends
+// from then on.
+type cpuSince struct {
+	pid   int
+	at    chan time.Duration // the CPU time read at the instant; closed unread when it could not be
+	timer *time.Timer
+}
+
+// cpuFrom reads the CPU time of process pid (none when 0) at instant at.
+func cpuFrom(at time.Time, pid int) *cpuSince {
+	c := &cpuSince{pid: pid, at: make(chan time.Duration, 1)}
+	if pid == 0 {
+		close(c.at)
+		return c
+	}
+	c.timer = time.AfterFunc(time.Until(at), func() {
+		if cpu, err := cpuTime(pid); err == nil {
+			c.at <- cpu
+		}
+		close(c.at)
+	})
+	return c
+}
+
+// perJob returns the process's CPU time since the instant, now, per job of
+// n, in µs: 0 when it could not be read.
+func (c *cpuSince) perJob(n int) float64 {
+	cpu0, ok := <-c.at
+	if !ok {
+		return 0
+	}
+	cpu1, err := cpuTime(c.pid)
+	if err != nil {
+		return 0
+	}
+	return float64((cpu1 - cpu0).Microseconds()) / float64(n)
+}
+
+// stop gives up the read at the instant if it is still to come.
+func (c *cpuSince) stop() {
+	if c.timer != nil && c.timer.Stop() {
+		close(c.at)
+	}
 }
 
 // curve counts the receipts by step after due.

@@ -250,8 +250,12 @@ func writeReport(dir string, r *results) error {
 	if bu := r.Burst; bu != nil {
 		w("## Burst\n\n%s jobs, all due at one instant, pushed in %.1f s before it; %d WebSocket subscribers with prefetch %d acknowledge each job as it comes.%s\n\n",
 			num(float64(bu.Jobs)), bu.PushSeconds, r.Config.Subscribers, r.Config.Prefetch, variantNote(r.Config))
-		w("| | value |\n| --- | --- |\n| received | %s (%d twice) |\n| last received | %.3f s after the instant |\n| all acknowledged (topic empty) | %.3f s after |\n| receipt p50 / p99 | %.0f / %.0f ms after |\n| delayq's CPU per job, from the instant to the last ack | %s |\n\n",
+		w("| | value |\n| --- | --- |\n| received | %s (%d twice) |\n| last received | %.3f s after the instant |\n| all acknowledged (topic empty) | %.3f s after |\n| receipt p50 / p99 | %.0f / %.0f ms after |\n| delayq's CPU per job, from the instant to the last ack | %s |\n",
 			num(float64(bu.Received)), bu.Duplicates, bu.DeliveredAll, bu.AckedAll, bu.Stats.P50, bu.Stats.P99, measured(bu.DelayqCPUMicrosPerJob > 0, "%.1f µs", bu.DelayqCPUMicrosPerJob))
+		if bu.BackendCPUMicrosPerJob > 0 {
+			w("| the backend server's CPU per job, the same | %.1f µs |\n", bu.BackendCPUMicrosPerJob)
+		}
+		w("\n")
 		if p, ok := plots["burst"]; ok {
 			w("![deliveries of the burst over time](%s)\n\n", p)
 		}
