@@ -703,6 +703,68 @@ func (g *ackGate) AckJobs(ctx context.Context, p *core.AckJobsParams) ([]core.Ac
 	return g.Store.AckJobs(ctx, p)
 }
 
+// sizedAckGate holds every AckJobs call of a real store until release is
+// closed, and records how many acks each carried.
+type sizedAckGate struct {
+	core.Store
+	release chan struct{}
+
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (g *sizedAckGate) AckJobs(ctx context.Context, p *core.AckJobsParams) ([]core.AckResult, error) {
+	g.mu.Lock()
+	g.sizes = append(g.sizes, len(p.Acks))
+	g.mu.Unlock()
+	<-g.release
+	return g.Store.AckJobs(ctx, p)
+}
+
+// sent returns the batches that reached the store and how many acks they
+// carried.
+func (g *sizedAckGate) sent() (batches, acks int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, n := range g.sizes {
+		acks += n
+	}
+	return len(g.sizes), acks
+}
+
+// TestAcksWaitBeyondOpConcurrency: while the store holds every batch, all
+// of a connection's acks reach the server's acker, not only the 64 frames
+// a connection handles at once, so that the next batch carries them all:
+// an ack waiting for its batch holds no slot of its connection (a burst on
+// Redis was held to 64 acks per connection per batch's round trip).
+func TestAcksWaitBeyondOpConcurrency(t *testing.T) {
+	t.Parallel()
+	gate := &sizedAckGate{release: make(chan struct{})}
+	b := setupOver(t, func(s core.Store) core.Store { gate.Store = s; return gate })
+	var release sync.Once
+	let := func() { release.Do(func() { close(gate.release) }) }
+	t.Cleanup(let)
+	const n = 200 // more than the 64 frames a connection handles at once
+	b.pushN(t, "manyacks", n, withTTR(time.Hour))
+	c := b.subscribe(t, "manyacks", n)
+	frames := make([]serverFrame, n)
+	for i := range frames {
+		frames[i] = c.nextJob(5 * time.Second)
+	}
+	for _, f := range frames {
+		c.ack(f)
+	}
+	require.Eventually(t, func() bool {
+		batches, sent := gate.sent()
+		return batches == wstransport.AcksInFlight && sent+b.ws.QueuedAcks() == n
+	}, 10*time.Second, time.Millisecond, "every ack waits in the acker while the store holds its batches")
+	let()
+	b.store.Wait(t, storetest.OutcomeAck, n, 10*time.Second)
+	batches, sent := gate.sent()
+	require.Equal(t, n, sent)
+	require.Equal(t, wstransport.AcksInFlight+1, batches, "the acks that waited went in one batch")
+}
+
 // TestSlowStoreKeepsPongs: while the store holds a subscriber's acks, more
 // of them than a connection handles at once, the connection goes on reading
 // its pongs, so pings across several pong timeouts do not close it; once

@@ -14,13 +14,13 @@ import (
 	"github.com/delayq/delayq/transports/wire"
 )
 
-// opConcurrency bounds the ack, nack and touch frames a connection handles
-// at once. Frames of different jobs run at once, since each is a store
-// round trip and one at a time would cap a connection's acks at one per
-// round trip; frames of one job run in the order they came. Frames beyond
-// it wait their turn without holding up the reader, up to prefetch more
-// (see dispatch); past that, reading waits, which slows only this
-// connection.
+// opConcurrency bounds the nack and touch frames a connection handles at
+// once; acks wait in the server's acker instead, which bounds its own store
+// calls. Frames of different jobs run at once, since each is a store round
+// trip and one at a time would cap a connection at one per round trip;
+// frames of one job run in the order they came. Frames beyond it wait
+// their turn without holding up the reader, up to prefetch more (see
+// dispatch); past that, reading waits, which slows only this connection.
 const opConcurrency = 64
 
 // subscription is one WebSocket connection subscribed to a topic. Its
@@ -150,11 +150,12 @@ func (sub *subscription) readLoop() error {
 }
 
 // dispatch handles f in a goroutine of its job, after the frames of that
-// job read before it, opConcurrency jobs' frames at a time. It waits only
-// while prefetch + opConcurrency frames are pending, more than a subscriber
-// has deliveries to settle: so when the store is slow, the reader still
-// reads the pongs of a subscriber whose acks wait, and the ping does not
-// close a connection whose only fault is the store's.
+// job read before it: the nacks and touches of opConcurrency jobs at a
+// time, acks as the acker takes them. It waits only while prefetch +
+// opConcurrency frames are pending, more than a subscriber has deliveries
+// to settle: so when the store is slow, the reader still reads the pongs
+// of a subscriber whose acks wait, and the ping does not close a
+// connection whose only fault is the store's.
 func (sub *subscription) dispatch(f frame) {
 	sub.pending <- struct{}{}
 	sub.opsMu.Lock()
@@ -167,9 +168,17 @@ func (sub *subscription) dispatch(f frame) {
 	sub.opsMu.Unlock()
 	sub.opsDone.Go(func() {
 		for {
-			sub.opSlots <- struct{}{}
+			// An ack waits in the server's acker, which bounds its own
+			// store calls: holding a slot there would cap a connection's
+			// acks at opConcurrency per batch's round trip.
+			slot := f.Type != frameAck
+			if slot {
+				sub.opSlots <- struct{}{}
+			}
 			sub.handle(f)
-			<-sub.opSlots
+			if slot {
+				<-sub.opSlots
+			}
 			<-sub.pending
 			sub.opsMu.Lock()
 			q := sub.running[f.ID]
