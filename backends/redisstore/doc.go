@@ -75,7 +75,8 @@
 //	                             once done or cancelled, set in the write that finishes it
 //	                      hash   or the same fields as a hash (the form of the prefixes made
 //	                             before packed jobs, until the job is put again)
-//	{P:n}:b:<id>          string the body of a job when longer than 64 bytes; the same TTL
+//	{P:n}:b:<id>          string the body of a job when longer than the store's inline limit
+//	                             (a packed job's 512 bytes, a hash's 64: see below); the same TTL
 //	{P:n}:q:<topic>       zset   the topic's scheduled and ready job ids of priority 0 by run_at
 //	                             (ms); ties by id
 //	{P:n}:q:<topic>:<y>   zset   the same of priority y (-10 to 10 but 0)
@@ -125,15 +126,15 @@
 // u (the claim's time) and v. A
 // queued job is stored as scheduled or ready by its run_at when it was
 // queued; from its run_at on it is ready whatever the field says. A body
-// longer than the server's hash-max-listpack-value (64 by default; read at
-// New, the smallest of a Cluster's masters) is kept in its own string key
-// instead, so that the hash keeps every value within it and with it the
-// compact listpack encoding: one longer value turns the hash into a hash
-// table of about twice the memory (measured: 1 180 instead of about 620
-// bytes per pending job with a 200-byte body). A key of its own costs the
-// server a write, a read and an expiry per job: raising
-// hash-max-listpack-value above the usual body size keeps bodies in the
-// hash and spares that. Nothing ever scans the keyspace: every read names
+// longer than the store's inline limit is kept in its own string key
+// instead. A packed job holds a body of up to 512 bytes
+// (packedInlineBody), or the server's hash-max-listpack-value if more. A
+// hash holds one of up to hash-max-listpack-value (64 by default; read at
+// New, the smallest of a Cluster's masters), so that it keeps every value
+// within it and with it the compact listpack encoding: one longer value
+// turns the hash into a hash table of about twice the memory (measured:
+// 1 180 instead of about 620 bytes per pending job with a 200-byte body).
+// A key of its own costs the server a write, a read and an expiry per job. Nothing ever scans the keyspace: every read names
 // its keys.
 //
 // # Scripts

@@ -217,13 +217,14 @@ type Store struct {
 	// jobForm is the form of the jobs this store creates: JobFormPacked or
 	// JobFormHash, by the prefix's layout.
 	jobForm string
-	// inlineBody is the longest body kept in a job's hash: the server's
-	// hash-max-listpack-value (the smallest of a Cluster's masters), 64
-	// unless configured otherwise. A longer body gets a key of its own, so
-	// that the hash keeps its compact listpack encoding (a hash with one
-	// longer value becomes a hash table of about twice the memory); a body
-	// in the hash spares the server a key to write, read and expire per
-	// job. Either way is correct: the limit only chooses the encoding.
+	// inlineBody is the longest body kept in a job's own key: of a hash,
+	// the server's hash-max-listpack-value (the smallest of a Cluster's
+	// masters), 64 unless configured otherwise, so that the hash keeps its
+	// compact listpack encoding (a hash with one longer value becomes a
+	// hash table of about twice the memory); of a packed job, at least
+	// packedInlineBody. A longer body gets a key of its own. A body in the
+	// job spares the server a key to write, read and expire per job. Either
+	// way is correct: the limit only chooses the encoding.
 	inlineBody int
 	// woke are the parked jobs of a Cluster that this store moved back to
 	// their queues, flat topic, key, id, for its next slots.lua call to
@@ -290,6 +291,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s.inlineBody = listpackValueMax(ctx, s.rdb)
+	if s.jobForm == JobFormPacked {
+		s.inlineBody = max(s.inlineBody, packedInlineBody)
+	}
 	if !cfg.TimeFromClock {
 		// The first waits, before any script answered, convert through it.
 		t, err := s.rdb.Time(ctx).Result()
@@ -398,6 +402,14 @@ func listpackValueMax(ctx context.Context, rdb redis.UniversalClient) int {
 	}
 	return limit
 }
+
+// packedInlineBody is the longest body a packed job holds whatever the
+// server's hash-max-listpack-value, which concerns hashes only. A body
+// within the job costs no key of its own to write, read and expire, and a
+// claim and an ack each write it again with the job: 512 bytes keeps that
+// copy small beside the calls it saves (docs/benchmarks.md, "Redis: the
+// drain").
+const packedInlineBody = 512
 
 // Key layouts of this version, in the prefix's meta hash: jobs wait in
 // per-topic queues, and are created as hashes (layoutQueues) or packed

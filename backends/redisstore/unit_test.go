@@ -165,6 +165,31 @@ func TestShardsDefault(t *testing.T) {
 	require.Equal(t, ShardsDefault, openStore(t, clusterURL(t), uniquePrefix(t.Name())).cfg.Shards)
 }
 
+// TestInlineBody: a packed job holds a body of up to packedInlineBody
+// bytes whatever the server's hash-max-listpack-value (64 here), which
+// bounds a hash's; a longer body gets a key of its own.
+func TestInlineBody(t *testing.T) {
+	t.Parallel()
+	url := standaloneURL(t)
+	ctx := t.Context()
+	rdb := newClient(t, url)
+	for form, limit := range map[string]int{JobFormPacked: packedInlineBody, JobFormHash: 64} {
+		s := openStore(t, url, uniquePrefix(t.Name()+form), func(c *Config) { c.JobForm = form })
+		require.Equal(t, limit, s.inlineBody, form)
+		for _, size := range []int{limit, limit + 1} {
+			j := job("inline", time.Hour)
+			j.Body = []byte(`"` + strings.Repeat("i", size-2) + `"`)
+			put(t, s, j)
+			n, err := rdb.Exists(ctx, strings.Replace(s.keys.job(j.ID), ":j:", ":b:", 1)).Result()
+			require.NoError(t, err)
+			require.Equal(t, int64(size-limit), n, "%s: a body key for %d bytes", form, size)
+			got, err := s.GetJob(ctx, j.ID)
+			require.NoError(t, err)
+			require.Equal(t, j.Body, got.Body)
+		}
+	}
+}
+
 // TestKeyLayout: every key a store writes is under the prefix's hash tags
 // as doc.go says, job hashes in the shard crc32(id) picks, and the keys of
 // a Lua call in one cluster slot.
@@ -181,7 +206,7 @@ func TestKeyLayout(t *testing.T) {
 	for i := range 40 {
 		j := job("a.b", time.Duration(i%2)*time.Hour-time.Second)
 		if i%4 == 0 {
-			j.Body = []byte(`"` + strings.Repeat("b", 70) + `"`) // kept apart
+			j.Body = []byte(`"` + strings.Repeat("b", s.inlineBody) + `"`) // kept apart
 			big++
 		}
 		jobs = append(jobs, j)
@@ -223,11 +248,11 @@ func TestKeyLayout(t *testing.T) {
 		require.Regexp(t, `^(lease|n|fin|finq|finlog|q:a\.b|dead:a\.b|f:a\.b:[dc]|ct:[A-Z0-9]+)$`, m[2], "key %q", k)
 	}
 	require.Equal(t, len(jobs), jobKeys)
-	require.Equal(t, big, bodyKeys, "bodies over 64 bytes live apart")
+	require.Equal(t, big, bodyKeys, "bodies over the store's inline limit live apart")
 
 	// Replacing a long body with a short one drops the body key; both
 	// come back byte for byte.
-	for _, body := range []string{`"` + strings.Repeat("x", 100) + `"`, `{"short":true}`, `"` + strings.Repeat("y", 65) + `"`} {
+	for _, body := range []string{`"` + strings.Repeat("x", s.inlineBody+30) + `"`, `{"short":true}`, `"` + strings.Repeat("y", s.inlineBody-1) + `"`} {
 		r := job("a.b", time.Hour)
 		r.ID = jobs[1].ID
 		r.Body = []byte(body)
@@ -239,7 +264,11 @@ func TestKeyLayout(t *testing.T) {
 		require.Equal(t, body, string(got.Body))
 		n, err := rdb.Exists(ctx, s.keys.shard[s.keys.shardOf(r.ID)].base+":b:"+r.ID).Result()
 		require.NoError(t, err)
-		require.Equal(t, int64(min(len(body)/65, 1)), n, "body key of a %d-byte body", len(body))
+		want := int64(0)
+		if len(body) > s.inlineBody {
+			want = 1
+		}
+		require.Equal(t, want, n, "body key of a %d-byte body", len(body))
 	}
 	for n := range 4 {
 		sk := s.keys.shard[n]
@@ -329,7 +358,7 @@ func TestRetention(t *testing.T) {
 	ctx := t.Context()
 	done := job("ret", -time.Hour)
 	done.RunAt = clock.Now().Add(-time.Second).UTC().Truncate(time.Millisecond)
-	done.Body = []byte(`"` + strings.Repeat("d", 100) + `"`) // kept apart, expires too
+	done.Body = []byte(`"` + strings.Repeat("d", s.inlineBody) + `"`) // kept apart, expires too
 	cancelled := job("ret", time.Hour)
 	cancelled.RunAt = clock.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
 	dead := job("ret.dead", 0)
