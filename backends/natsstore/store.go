@@ -552,34 +552,48 @@ const firingWait = 2 * time.Second
 // afterFiring returns cur, the job's last message as read or guessed, or,
 // when cur is a schedule whose time is within firingMargin or past, the
 // job's last message once the server fired it (or anything else replaced
-// it), read again every 20 ms for at most firingWait (on the real clock,
-// the server's). A write against what it returns does not race the
-// schedule.
+// it), read again every 20 ms for at most firingWait in all (on the real
+// clock, the server's). What replaced it may be such a schedule too (a
+// retry due at once, written by another instance), which it waits out the
+// same way. A write against what it returns does not race a schedule,
+// unless firingWait ran out.
 func (s *Store) afterFiring(ctx context.Context, id string, cur *stored) (*stored, error) {
-	if cur == nil || !isSchedule(cur.kind) {
-		return cur, nil
-	}
-	at := cur.job.RunAt.Add(-s.cfg.Lead)
-	if cur.kind == kindLease {
-		at = cur.job.LeaseExpiresAt
-	}
-	if at.Sub(s.now()) > firingMargin {
-		return cur, nil
-	}
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for deadline := time.Now().Add(firingWait); time.Now().Before(deadline); {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-t.C:
+	var t *time.Ticker
+	deadline := time.Now().Add(firingWait)
+	for {
+		if cur == nil || !isSchedule(cur.kind) {
+			return cur, nil
 		}
-		m, err := s.load(ctx, id)
-		if err != nil || m == nil || m.seq != cur.seq {
-			return m, err
+		at := cur.job.RunAt.Add(-s.cfg.Lead)
+		if cur.kind == kindLease {
+			at = cur.job.LeaseExpiresAt
+		}
+		if at.Sub(s.now()) > firingMargin {
+			return cur, nil
+		}
+		if t == nil {
+			t = time.NewTicker(20 * time.Millisecond)
+			defer t.Stop()
+		}
+		for {
+			if !time.Now().Before(deadline) {
+				return cur, nil
+			}
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-t.C:
+			}
+			m, err := s.load(ctx, id)
+			if err != nil || m == nil {
+				return m, err
+			}
+			if m.seq != cur.seq {
+				cur = m
+				break
+			}
 		}
 	}
-	return cur, nil
 }
 
 // message builds the write of j, in its new state at now, as the message
