@@ -51,33 +51,14 @@ var bsListening = regexp.MustCompile(`bind \d+ (\S+)`)
 
 // beanstalkdResult is the beanstalkd baseline.
 type beanstalkdResult struct {
-	// Server says which beanstalkd ran and how it syncs its binlog.
-	Server    string `json:"server"`
-	Jobs      int    `json:"jobs"`
-	Consumers int    `json:"consumers"`
-	// PushSeconds is how long the puts took, before the due instant.
-	PushSeconds float64 `json:"push_seconds"`
-	Deleted     int64   `json:"deleted"`
-	// AckedAll is seconds from the due instant to the last delete's
-	// answer.
-	AckedAll  float64 `json:"acked_all_s"`
-	PerSecond float64 `json:"per_second"`
-	// serverFigures is beanstalkd's CPU from the due instant to the last
-	// delete.
-	serverFigures
-	// Left is the jobs the tube still held at the end (ready, delayed,
-	// reserved or buried): 0 when every job was deleted.
-	Left     int64  `json:"left"`
-	Errors   int64  `json:"errors"`
-	FirstErr string `json:"first_error,omitempty"`
-	Command  string `json:"command"`
+	baseline
+	Deleted int64 `json:"deleted"`
 }
 
 // beanstalkd runs the beanstalkd baseline on a beanstalkd of its own,
 // which it stops (by its process) before it returns.
 func beanstalkd(ctx context.Context, cfg *config, logf func(string, ...any)) (*beanstalkdResult, error) {
-	res := &beanstalkdResult{Jobs: cfg.Burst, Consumers: bsConsumers,
-		Command: strings.TrimSpace("go run ./loadtest " + strings.Join(os.Args[1:], " "))}
+	res := &beanstalkdResult{baseline: newBaseline(cfg.Burst, bsConsumers)}
 	bin, err := exec.LookPath("beanstalkd")
 	if err != nil {
 		return nil, errors.New("beanstalkd: not found in PATH; install it (Debian: apt-get install beanstalkd)")

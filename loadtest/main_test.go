@@ -378,7 +378,7 @@ func TestHarnessBeanstalkd(t *testing.T) {
 // TestReportBeanstalkdBesideBurst sets delayq's burst against beanstalkd's
 // when both ran.
 func TestReportBeanstalkdBesideBurst(t *testing.T) {
-	r := &results{Config: config{Backend: "local"}, Burst: &burstResult{AckedAll: 3}, Beanstalkd: &beanstalkdResult{AckedAll: 2, Deleted: 10}}
+	r := &results{Config: config{Backend: "local"}, Burst: &burstResult{AckedAll: 3}, Beanstalkd: &beanstalkdResult{baseline: baseline{AckedAll: 2}, Deleted: 10}}
 	var b strings.Builder
 	writeBeanstalkd(&b, r)
 	require.Contains(t, b.String(), "delayq's burst in this run (local backend): all acknowledged 3.000 s after its instant, 1.50× beanstalkd's.")

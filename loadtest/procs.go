@@ -398,6 +398,36 @@ func startServerCPU(pid int) *serverCPU {
 	return m
 }
 
+// baseline is what a baseline (raw Redis, beanstalkd) measures of its
+// burst, without delayq.
+type baseline struct {
+	// Server says which server ran and how it persists.
+	Server    string `json:"server"`
+	Jobs      int    `json:"jobs"`
+	Consumers int    `json:"consumers"`
+	// PushSeconds is how long the pushes took, before the due instant.
+	PushSeconds float64 `json:"push_seconds"`
+	// AckedAll is seconds from the due instant to the answer of the last
+	// job's acknowledgement (beanstalkd: its delete).
+	AckedAll  float64 `json:"acked_all_s"`
+	PerSecond float64 `json:"per_second"`
+	// serverFigures is the server's CPU from the due instant to the last
+	// acknowledgement.
+	serverFigures
+	// Left is the jobs the server still held at the end, in any state: 0
+	// when every job was acknowledged.
+	Left     int64  `json:"left"`
+	Errors   int64  `json:"errors"`
+	FirstErr string `json:"first_error,omitempty"`
+	Command  string `json:"command"`
+}
+
+// newBaseline starts the result of a baseline's burst of jobs for
+// consumers, naming the harness's command line.
+func newBaseline(jobs, consumers int) baseline {
+	return baseline{Jobs: jobs, Consumers: consumers, Command: strings.TrimSpace("go run ./loadtest " + strings.Join(os.Args[1:], " "))}
+}
+
 // serverFigures is what a baseline's server used from the due instant to
 // the last acknowledgement: its CPU time (user and system, read from
 // /proc/<pid>/stat, 10 ms resolution; CPUMeasured is false when its

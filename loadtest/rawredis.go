@@ -88,35 +88,17 @@ return #done
 
 // rawRedisResult is the raw Redis baseline.
 type rawRedisResult struct {
-	// Server says which redis-server ran: version and persistence.
-	Server    string `json:"server"`
-	Jobs      int    `json:"jobs"`
-	Consumers int    `json:"consumers"`
-	ClaimMax  int    `json:"claim_max"`
-	// PushSeconds is how long the pushes took, before the due instant.
-	PushSeconds float64 `json:"push_seconds"`
-	Acked       int64   `json:"acked"`
-	Claims      int64   `json:"claims"`
-	// AckedAll is seconds from the due instant to the last ack.
-	AckedAll  float64 `json:"acked_all_s"`
-	PerSecond float64 `json:"per_second"`
-	// serverFigures is redis-server's CPU from the due instant to the last
-	// ack.
-	serverFigures
-	// Left is what the due set and the lease set still held at the end:
-	// 0 when every job was acknowledged.
-	Left     int64  `json:"left"`
-	Errors   int64  `json:"errors"`
-	FirstErr string `json:"first_error,omitempty"`
-	Command  string `json:"command"`
+	baseline
+	ClaimMax int   `json:"claim_max"`
+	Acked    int64 `json:"acked"`
+	Claims   int64 `json:"claims"`
 }
 
 // rawRedis runs the raw Redis baseline on cfg.RedisURL, or on a
 // redis-server of its own (append-only file, fsync every second, as
 // delayq's Redis backend is measured) in a temporary directory.
 func rawRedis(ctx context.Context, cfg *config, logf func(string, ...any)) (*rawRedisResult, error) {
-	res := &rawRedisResult{Jobs: cfg.Burst, Consumers: rawConsumers, ClaimMax: rawClaimMax,
-		Command: strings.TrimSpace("go run ./loadtest " + strings.Join(os.Args[1:], " "))}
+	res := &rawRedisResult{baseline: newBaseline(cfg.Burst, rawConsumers), ClaimMax: rawClaimMax}
 	var (
 		opts *redis.Options
 		pid  int
