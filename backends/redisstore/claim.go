@@ -331,9 +331,6 @@ func (s *Store) claimOnce(ctx context.Context, ts *topicState, p *core.ClaimJobs
 	}
 	if changed {
 		s.mu.Lock()
-		if s.multiShard {
-			s.fair[topic] = p.Fair // the claim script makes it so
-		}
 		ts.keyLimit, ts.fair, ts.keyRate = p.KeyConcurrency, p.Fair, p.KeyRate
 		for n := range ts.due {
 			ts.due[n] = 0

@@ -55,7 +55,8 @@
 //	{P}:kb:<topic>:<key>  string the key's token bucket of a rate per key: "<tokens> <at ms>";
 //	                             expires once full
 //	{P}:ks:<topic>        hash   u the lowest key_concurrency jobs are parked under; f "1" while
-//	                             claims are fair: they park every due job, puts park by key; l
+//	                             the topic is fair (its claims' or its puts' flag): claims park
+//	                             every due job, puts park by key; l
 //	                             the key_concurrency of the last fair claim; s the last turn
 //	                             given in the ring; c "1" while every reserved job of the topic
 //	                             with a key holds a slot; v the last registration given in a
@@ -259,13 +260,14 @@
 // cancel or a replace takes it out. A claim with a higher limit, or none,
 // moves the jobs parked under a lower one back first, once. A fair claim
 // parks every due job in its key's queue and takes from the ring of keys,
-// one job of each in turn. Once a topic's claims are fair, its puts park
-// its jobs by key (kp, kn; put.lua checks the topic's f, unless the store
-// knows it not to be fair), and a fair claim moves the due ones of each
-// key to the key's queue, at most max(Max, 100) of a key per script: a
-// key's backlog never holds up another key's entry into the ring, which a
-// walk of the topic's queue in claim order would (the jobs put before the
-// first fair claim, and the retried ones, are walked so).
+// one job of each in turn. The puts of a fair topic park its jobs by key
+// (kp, kn), from the first: the engine names the topics its configuration
+// makes fair with each put (core.PutJobsParams.Fair), and a fair claim
+// moves the due ones of each key to the key's queue, at most max(Max,
+// 100) of a key per script: a key's backlog never holds up another key's
+// entry into the ring, which a walk of the topic's queue in claim order
+// would (the jobs put without the flag, and the retried ones, are walked
+// so).
 //
 // A claim with a rate per key takes a token of its key's bucket (kb,
 // shared by the instances, as the topic's bucket is) for each job it
@@ -279,8 +281,7 @@
 // A claim script parks at most about 10 000 jobs, so that a burst does
 // not hold the server in one script, nor past a client's read timeout:
 // the next script goes on. A topic without them
-// pays one HMGET of its key state per claim script, one HGET of it in the
-// first put of each store (which then knows it is not fair), and nothing
+// pays one HMGET of its key state per claim script and nothing per put or
 // per job.
 //
 // On a Redis Cluster a key's jobs spread over the shards' slots, which no

@@ -597,10 +597,11 @@ if mode == 'take' then
   end
 
   -- The parked jobs of another claim's kind go back to their queues
-  -- first: those of a fair claim for one that is not, those parked under a
-  -- lower limit for one with a higher limit or none, those that wait for
-  -- a token under another rate per key; their queues are then read in
-  -- every shard.
+  -- first: those of a fair topic (its claims', or its puts': f) for a
+  -- claim that is not, those parked under a limit by claims that were not
+  -- fair for a fair one or one with a higher limit or none, those that
+  -- wait for a token under another rate per key; their queues are then
+  -- read in every shard.
   local ks = key_kstate(t)
   local st = redis.call('HMGET', ks, 'u', 'f', 'l', 'c', 'r')
   local under, was_fair, ring_limit = tonumber(st[1]), st[2] == '1', tonumber(st[3])
@@ -615,10 +616,10 @@ if mode == 'take' then
     count_held()
     redis.call('HSET', ks, 'c', '1')
   end
-  if was_fair ~= fair and (was_fair or under) or not fair and under and (limit == 0 or limit > under) or
+  -- (u is only a claim's that is not fair: a fair one that finds it found
+  -- f set by a put.)
+  if not fair and was_fair or fair and under or not fair and under and (limit == 0 or limit > under) or
       was_rate ~= rate_s and was_rate ~= '' then
-    -- The stores' puts park the jobs of a fair topic by key: no longer.
-    if was_fair then redis.call('PUBLISH', chan, 'f 0 0 ' .. t) end
     unpark_all(t)
     announced() -- to the other stores; this claim reads every shard
     under, was_fair, ring_limit = nil, false, nil
@@ -631,10 +632,7 @@ if mode == 'take' then
 
   if fair then
     all_groups()
-    if not was_fair then
-      redis.call('HSET', ks, 'f', '1')
-      redis.call('PUBLISH', chan, 'f 0 1 ' .. t) -- the stores' puts park its jobs by key (put.lua)
-    end
+    if not was_fair then redis.call('HSET', ks, 'f', '1') end
     if ring_limit ~= limit then
       if ring_limit and ring_limit ~= 0 and (limit == 0 or limit > ring_limit) then
         -- Raised: the keys out of the ring at the old limit come back.

@@ -806,15 +806,17 @@ end
 -- that is not fair moves every parked job back first. ks:<t>'s c says
 -- every reserved job of the topic with a key holds a slot (claim.lua).
 --
--- A put of a job of a topic whose claims are fair (ks:<t>'s f, checked by
--- put.lua) parks it at once (park_new): in pk:<t> of its shard, by
--- run_at, scheduled or ready as its run_at says, and in its key's new
--- jobs kp:<t>:<key>, by run_at, the key in kn:<t> by its earliest (or
--- earlier: a job cancelled leaves it). A fair claim moves the due ones of
--- each key in kn to the key's queue, a bounded number of each key per
--- script (claim.lua's ripen), so that a key's backlog never holds up the
--- next key's entry into the ring, and no claim walks the topic's queue
--- for them.
+-- A put of a job of a fair topic (core.PutJobsParams.Fair: the engine
+-- names the topics its configuration makes fair, from their first put)
+-- sets ks:<t>'s f and parks the job at once (park_new): in pk:<t> of its
+-- shard, by run_at, scheduled or ready as its run_at says, and in its
+-- key's new jobs kp:<t>:<key>, by run_at, the key in kn:<t> by its
+-- earliest (or earlier: a job cancelled leaves it). A fair claim moves
+-- the due ones of each key in kn to the key's queue, a bounded number of
+-- each key per script (claim.lua's ripen), so that a key's backlog never
+-- holds up the next key's entry into the ring, whether the jobs came
+-- before the topic's first claim or after, and no claim walks the topic's
+-- queue for them.
 --
 -- A claim with a rate per key (core.ClaimJobsParams.KeyRate; ks:<t>'s r
 -- holds it) takes a token of the job's key's bucket kb:<t>:<key> for each
