@@ -323,9 +323,14 @@ func (s *Store) claimOnce(ctx context.Context, ts *topicState, p *core.ClaimJobs
 	changed := ts.keyLimit != p.KeyConcurrency || ts.fair != p.Fair || ts.keyRate != p.KeyRate
 	s.mu.Unlock()
 	if changed && !s.multiShard {
-		// The jobs parked under a lower limit wake, and without one the
-		// topic's reserved jobs stop counting as holding slots.
-		if _, err := s.slots(ctx, "mode", topic, p.KeyConcurrency); err != nil {
+		// The jobs parked under a lower limit wake, without one the
+		// topic's reserved jobs stop counting as holding slots, and
+		// without fair the jobs its ring held wake.
+		fair := "0"
+		if p.Fair {
+			fair = "1"
+		}
+		if _, err := s.slots(ctx, "mode", topic, p.KeyConcurrency, fair); err != nil {
 			return nil, 0, unavailable("claim", err)
 		}
 	}
@@ -442,6 +447,9 @@ func keyRateArg(rate core.Rate) string {
 // refused one is parked, and a slot granted and not used (the job gone)
 // is freed.
 func (s *Store) pick(ctx context.Context, ts *topicState, p *core.ClaimJobsParams, via string, shards []int, gens []uint64, max int) ([]*core.Job, error) {
+	if p.Fair {
+		return s.pickFair(ctx, ts, p, via, shards, gens, max)
+	}
 	topic, limit := p.Topic, p.KeyConcurrency
 	cands, err := s.peek(ctx, topic, shards, max, limit > 0)
 	if err != nil {
@@ -614,10 +622,6 @@ const skewMargin = 10
 // one picked: one round trip in the usual case, two when due jobs are
 // skewed towards a few shards. keyed reads each job's key and TTR too.
 func (s *Store) peek(ctx context.Context, topic string, shards []int, max int, keyed bool) (peeked, error) {
-	width, with := 3, "0"
-	if keyed {
-		width, with = 5, "1"
-	}
 	k := max
 	if len(shards) > 1 {
 		k = min(max, 2*((max+len(shards)-1)/len(shards))+2)
@@ -626,34 +630,7 @@ func (s *Store) peek(ctx context.Context, topic string, shards []int, max int, k
 	lists := make([][]candidate, len(shards))
 	full := make([]bool, len(shards))
 	read := func(idx []int, limit int) error {
-		calls := make([]call, len(idx))
-		for i, x := range idx {
-			calls[i] = s.shardCall(scriptPeek, shards[x], topic, limit, with)
-		}
-		for i, cmd := range s.run(ctx, calls) {
-			x := idx[i]
-			reply, err := cmd.Slice()
-			if err == nil && len(reply) != 3 {
-				err = errShortReply
-			}
-			if err != nil {
-				return unavailable("claim", err)
-			}
-			out.now = s.sawServerNow(reply[0])
-			out.head[x] = asInt(reply[1])
-			flat := asSlice(reply[2])
-			l := make([]candidate, 0, len(flat)/width)
-			for k := 0; k+width-1 < len(flat); k += width {
-				c := candidate{shard: shards[x], id: asString(flat[k]), runAt: asInt(flat[k+1]), priority: asInt(flat[k+2])}
-				if keyed {
-					c.key, c.ttr = asString(flat[k+3]), asInt(flat[k+4])
-				}
-				l = append(l, c)
-			}
-			lists[x] = l
-			full[x] = len(l) == limit
-		}
-		return nil
+		return s.peekShards(ctx, topic, shards, idx, limit, keyed, &out, lists, full)
 	}
 	all := make([]int, len(shards))
 	for i := range all {
@@ -687,6 +664,46 @@ func (s *Store) peek(ctx context.Context, topic string, shards []int, max int, k
 			return peeked{}, err
 		}
 	}
+}
+
+// peekShards reads the due heads of topic's queues in shards[idx] (peek.lua,
+// up to limit of each, one script per shard in one pipeline): into out
+// (heads, now) and, per index, lists (its candidates, by priority, run_at
+// and id) and full (whether it gave limit). keyed reads each job's key
+// and TTR too.
+func (s *Store) peekShards(ctx context.Context, topic string, shards, idx []int, limit int, keyed bool, out *peeked, lists [][]candidate, full []bool) error {
+	width, with := 3, "0"
+	if keyed {
+		width, with = 5, "1"
+	}
+	calls := make([]call, len(idx))
+	for i, x := range idx {
+		calls[i] = s.shardCall(scriptPeek, shards[x], topic, limit, with)
+	}
+	for i, cmd := range s.run(ctx, calls) {
+		x := idx[i]
+		reply, err := cmd.Slice()
+		if err == nil && len(reply) != 3 {
+			err = errShortReply
+		}
+		if err != nil {
+			return unavailable("claim", err)
+		}
+		out.now = s.sawServerNow(reply[0])
+		out.head[x] = asInt(reply[1])
+		flat := asSlice(reply[2])
+		l := make([]candidate, 0, len(flat)/width)
+		for k := 0; k+width-1 < len(flat); k += width {
+			c := candidate{shard: shards[x], id: asString(flat[k]), runAt: asInt(flat[k+1]), priority: asInt(flat[k+2])}
+			if keyed {
+				c.key, c.ttr = asString(flat[k+3]), asInt(flat[k+4])
+			}
+			l = append(l, c)
+		}
+		lists[x] = l
+		full[x] = len(l) == limit
+	}
+	return nil
 }
 
 // reserved applies to a job read by the claim script, as it was before,

@@ -66,6 +66,8 @@
 //	                             "<topic>\n<id>\n<grant>\n<key>" by when the slot lapses (ms):
 //	                             its job's lease expiry, which it caps (slots.lua)
 //	{P}:kv:<topic>        hash   on a Cluster, the registration of each id in its key's queue
+//	{P}:kd:<topic>        hash   on a Cluster, the TTR (ms) of each id registered in its key's
+//	                             queue, for the slot of a job the ring serves
 //	{P}:kw                zset   on a Cluster, the parked jobs woken and not yet said back in
 //	                             their queue: "<topic>\n<id>\n<registration>\n<key>" by when
 //	                             to wake them again (ms)
@@ -247,7 +249,7 @@
 //
 // A topic's key_concurrency and fair (core.ClaimJobsParams) are honoured
 // on one server (standalone or Sentinel-managed), where a script may touch
-// keys of every shard: lib.lua's Key limits. A claim with a limit parks a
+// keys of every shard: lib.lua's Key limits; on a Cluster, below. A claim with a limit parks a
 // due job whose key holds that many slots, out of its queue into the
 // topic's parked set of its shard and its key's queue; a job it reserves
 // holds a slot (field K, counted in kh:<topic>) until its lease ends, by
@@ -304,11 +306,27 @@
 // and a dead instance's slots come back with its leases. The registration
 // numbers and the jobs' W make a park and a wake that cross, or two claims
 // that park one job, leave it parked exactly while its key's queue holds
-// it; kw wakes again a job whose store died before it was back. CheckTopic
-// refuses fair there, which has no round-robin across the shards yet, and
-// rate.per_key, whose parked jobs only a freed slot would wake there. A
-// topic without a key_concurrency pays nothing more; a store runs one
-// slots.lua sweep per 30 s whatever its topics.
+// it; kw wakes again a job whose store died before it was back.
+//
+// A fair claim on a Cluster (fair.go) keeps the ring there too: it reads
+// up to 1 000 due jobs of each due shard's queue with their keys and TTRs
+// (peek), has slots.lua register them in their keys' queues (kq, under
+// registrations as above, their TTRs in kd) and serve up to Max from the
+// ring of keys, one of each in turn (a slot granted with each under a
+// key_concurrency: a key at it leaves the ring, and a freed slot puts it
+// back), then reserves the served jobs in their shards, from the queue or
+// the parked set, and parks the others registered: one peek per due
+// shard, one slots.lua and one claim per shard with a job served or to
+// park, in three round trips. A served job waits in kw until its store
+// says its shard answered, and is woken back to its queue otherwise. The
+// puts of a Cluster queue a fair topic's jobs (the flag is one server's),
+// so a backlog of one key ahead of another's jobs in a shard holds that
+// key up by one claim per 1 000 of it. A claim that is not fair, after
+// fair ones, wakes every registered job back to its queue and drops the
+// ring. CheckTopic refuses rate.per_key there, whose parked jobs only a
+// freed slot would wake. A topic without a key_concurrency or fair pays
+// nothing more; a store runs one slots.lua sweep per 30 s whatever its
+// topics.
 //
 // # Retention and topics
 //

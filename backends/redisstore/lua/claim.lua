@@ -16,8 +16,12 @@
 -- time (ms) until which the job's slot was granted, which caps its lease
 -- and makes its K the claim's token, or "p<v>" when its key had no slot
 -- free and slots.lua queued it in its key's queue as registration v: the
--- job is then parked into pk:<t> (park_granted). An id no longer due in
--- its queue (another claim took it, or it was cancelled) is skipped. Two
+-- job is then parked into pk:<t> (park_granted), or "f<v>", "f<v> <until>"
+-- when the ring of a fair topic served it (slots.lua's "fair"): it is
+-- reserved from its queue when due there, or from the parked set when
+-- parked under v or before, its lease capped at until when given. An id
+-- no longer due in its queue (another claim took it, or it was cancelled)
+-- is skipped. Two
 -- more modes on a Cluster, [10] base, [11] number: "unpark", then pairs
 -- of id and registration of parked jobs slots.lua woke: each goes back to
 -- its queue unless parked under a later registration since, answered 0,
@@ -680,12 +684,25 @@ elseif mode == 'ids' then
   use_shard(ARGV[10], ARGV[11])
   if paused() then return {now_s, {}, 1} end
   grant = token
-  local picks, seen = {}, {}
+  local picks, parked_picks, seen = {}, {}, {}
   for k = 12, #ARGV, 3 do
     local id, y, til = ARGV[k], tonumber(ARGV[k + 1]), ARGV[k + 2]
+    local form = string.sub(til, 1, 1)
     if seen[id] then
-    elseif string.sub(til, 1, 1) == 'p' then
+    elseif form == 'p' then
       park_granted(id, y, tonumber(string.sub(til, 2)))
+    elseif form == 'f' then
+      seen[id] = true
+      local v, cap = string.match(til, '^f(%d+) ?(%d*)$')
+      v, cap = tonumber(v), tonumber(cap)
+      local s = tonumber(redis.call('ZSCORE', key_queue(t, y), id))
+      local r = tonumber(redis.call('ZSCORE', key_parked(t), id))
+      if s and s <= now then
+        picks[#picks + 1] = {id, s, y, cap ~= nil, nil, cap, true}
+      elseif r and r <= now then
+        local j = load(id)
+        if j and parked_under(id, j) <= v then parked_picks[#parked_picks + 1] = {id, r, y, cap ~= nil, nil, cap} end
+      end
     else
       til = tonumber(til)
       seen[id] = true
@@ -696,6 +713,7 @@ elseif mode == 'ids' then
     end
   end
   local out = reserve(picks, true)
+  for _, r in ipairs(reserve(parked_picks, false)) do out[#out + 1] = r end
   results[1] = {out, lease_announced(), queue_head(t) or -1, ARGV[11]}
 elseif mode == 'unpark' then
   use_shard(ARGV[10], ARGV[11])

@@ -20,6 +20,16 @@
 -- deadline (a store that died in between) it is woken again, so that no
 -- parked job is left out of its key's queue.
 --
+-- Fair (ks's f, set by the "fair" mode, dropped by "mode" without it):
+-- the keys with registered jobs take turns in the ring kr:<t> (Key limits
+-- in lib.lua), a key going to its back once served, out of it at its
+-- limit; a freed holder then puts its key back in the ring instead of
+-- waking its first job. A job the ring serves waits in kw as a woken job
+-- does, until its store says it was reserved: a job that was not (its
+-- store died, or its put's script came after) is woken again, back to its
+-- queue, where the next fair claim registers it anew. kd:<t> holds the
+-- TTR of each registered job (ms), for the slot of a served one.
+--
 -- ARGV[6] mode, [7] the count n of woken jobs confirmed, then n times
 -- topic, key, id, registration; then from i0 = 8 + 4n by mode:
 --   grant   [i0] topic, [+1] limit, [+2] grant token, then per candidate, in
@@ -38,9 +48,21 @@
 --   extend  [i0] topic, key, id, grant, ttr: a touch extends its holder to
 --           now + ttr first; answers {now, wake, until}, or -1 when the
 --           holder lapsed.
---   mode    [i0] topic, limit: a store's claims changed their limit:
---           the jobs parked under a lower one wake, and without a limit c
---           goes (its reserved jobs hold no slot).
+--   fair    [i0] topic, [+1] limit (0: none), [+2] grant token, [+3] max, then
+--           per candidate (a fair claim's walk of the due queues), in claim
+--           order: id, key, ttr (ms), its place in its key's queue. Each
+--           joins its key's queue unless in it, its key entering the ring
+--           in that order; then up to max jobs are served from the ring,
+--           one of each key in turn, a slot of its key granted with each
+--           under a limit. Answers {now, wake, served (flat id, key,
+--           registration, slot's end or "", place in its key's queue),
+--           parked (flat id, registration: the candidates left queued, to
+--           park), 1 when the ring holds keys still, else 0}, or "count"
+--           as grant does.
+--   mode    [i0] topic, limit, fair ("1"): a store's claims changed: the
+--           jobs parked under a lower limit wake, without a limit c goes
+--           (its reserved jobs hold no slot), and without fair the ring
+--           goes and every parked job wakes.
 --   sweep   only the sweep that every mode makes first.
 -- Answers start {now, wake}, wake flat topic, key, id, registration.
 local KX = KEYS[1]
@@ -61,6 +83,7 @@ local wake = {}
 local function member(t, k, id, g) return t .. '\n' .. id .. '\n' .. g .. '\n' .. k end
 local function woken(t, k, id, v) return t .. '\n' .. id .. '\n' .. v .. '\n' .. k end
 local function key_kv(t) return PB .. ':kv:' .. t end
+local function key_kd(t) return PB .. ':kd:' .. t end
 
 -- wake_job wakes job id of key k of topic t, parked under registration v.
 local function wake_job(t, k, id, v)
@@ -75,8 +98,24 @@ end
 local function unregister(t, id)
   local v = redis.call('HGET', key_kv(t), id) or '0'
   redis.call('HDEL', key_kv(t), id)
+  redis.call('HDEL', key_kd(t), id)
   return v
 end
+
+-- register puts job id (key k, ttr ms, place score) in its key's queue of
+-- topic t, unless it is in it: its registration.
+local function register(t, k, id, ttr, score)
+  local v = redis.call('HGET', key_kv(t), id)
+  if v then return v end
+  v = redis.call('HINCRBY', key_kstate(t), 'v', 1)
+  redis.call('HSET', key_kv(t), id, v)
+  redis.call('HSET', key_kd(t), id, ttr)
+  redis.call('ZADD', key_kq(t, k), score, id)
+  redis.call('SADD', key_kkeys(t), k)
+  return v
+end
+
+local function held_of(t, k) return tonumber(redis.call('HGET', key_held(t), k) or 0) end
 
 -- pop wakes the first parked job of key k of topic t.
 local function pop(t, k)
@@ -85,12 +124,15 @@ local function pop(t, k)
   unqueue_key(t, k)
 end
 
--- free frees holder m when it still holds, and pops its key.
+-- free frees holder m when it still holds, and pops its key, or, fair,
+-- puts it back in the ring (saying so to the claims: shard 0's wake-up).
 local function free(m)
   if redis.call('ZREM', KX, m) == 0 then return end
   local t, k = string.match(m, '^([^\n]*)\n[^\n]*\n[^\n]*\n(.*)$')
   if redis.call('HINCRBY', key_held(t), k, -1) <= 0 then redis.call('HDEL', key_held(t), k) end
-  pop(t, k)
+  local st = redis.call('HMGET', key_kstate(t), 'f', 'l')
+  if not st[1] then return pop(t, k) end
+  if enter_ring(t, k, tonumber(st[2]) or 0) then redis.call('PUBLISH', chan, 'q 0 ' .. now_s .. ' ' .. t) end
 end
 
 -- wake_all wakes every parked job of topic t.
@@ -99,8 +141,8 @@ local function wake_all(t)
     for _, id in ipairs(redis.call('ZRANGE', key_kq(t, k), 0, -1)) do wake_job(t, k, id, unregister(t, id)) end
     redis.call('DEL', key_kq(t, k))
   end
-  redis.call('DEL', key_kkeys(t))
-  redis.call('HDEL', key_kstate(t), 'u')
+  redis.call('DEL', key_kkeys(t), key_ring(t))
+  redis.call('HDEL', key_kstate(t), 'u', 'f', 'l')
 end
 
 for i = 8, i0 - 1, 4 do redis.call('ZREM', KW, woken(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3])) end
@@ -138,13 +180,7 @@ if mode == 'grant' then
       granted[#granted + 1] = id
       granted[#granted + 1] = til
     else
-      local v = redis.call('HGET', key_kv(t), id)
-      if not v then
-        v = redis.call('HINCRBY', ks, 'v', 1)
-        redis.call('HSET', key_kv(t), id, v)
-        redis.call('ZADD', key_kq(t, k), score, id)
-        redis.call('SADD', key_kkeys(t), k)
-      end
+      local v = register(t, k, id, ttr, score)
       refused[#refused + 1] = id
       refused[#refused + 1] = v
     end
@@ -175,11 +211,90 @@ elseif mode == 'extend' then
     out[3] = int(now + tonumber(ARGV[i0 + 4]))
     redis.call('ZADD', KX, 'XX', out[3], m)
   end
-elseif mode == 'mode' then
-  local t, limit = ARGV[i0], tonumber(ARGV[i0 + 1])
+elseif mode == 'fair' then
+  local t, limit, g, max = ARGV[i0], tonumber(ARGV[i0 + 1]), ARGV[i0 + 2], tonumber(ARGV[i0 + 3])
   local ks = key_kstate(t)
-  local under = tonumber(redis.call('HGET', ks, 'u'))
-  if under and (limit == 0 or limit > under) then wake_all(t) end
+  local st = redis.call('HMGET', ks, 'c', 'f', 'l')
+  if limit > 0 and not st[1] then
+    out[3] = 'count'
+    return out
+  end
+  if not st[2] then
+    -- Fair from now: the keys parked under a limit take turns too.
+    redis.call('HSET', ks, 'f', '1')
+    for _, k in ipairs(redis.call('SMEMBERS', key_kkeys(t))) do enter_ring(t, k, limit) end
+  end
+  if tonumber(st[3]) ~= limit then redis.call('HSET', ks, 'l', limit) end
+  local cands, seen = {}, {}
+  for i = i0 + 4, #ARGV, 4 do
+    local id, k = ARGV[i], ARGV[i + 1]
+    register(t, k, id, ARGV[i + 2], ARGV[i + 3])
+    cands[#cands + 1] = id
+    if not seen[k] then
+      seen[k] = true
+      enter_ring(t, k, limit)
+    end
+  end
+  local ring, served, n = key_ring(t), {}, 0
+  local function at_limit(k) return limit > 0 and k ~= '' and held_of(t, k) >= limit end
+  while n < max do
+    local k = redis.call('ZRANGE', ring, 0, 0)[1]
+    if not k then break end
+    local kq = key_kq(t, k)
+    local head = {}
+    if at_limit(k) then
+      redis.call('ZREM', ring, k)
+    else
+      head = redis.call('ZPOPMIN', kq)
+    end
+    local id = head[1]
+    if id then
+      local ttr = redis.call('HGET', key_kd(t), id)
+      local v = unregister(t, id)
+      local til = ''
+      if limit > 0 and k ~= '' then
+        if ttr then
+          til = int(now + tonumber(ttr))
+          redis.call('HINCRBY', key_held(t), k, 1)
+          redis.call('ZADD', KX, til, member(t, k, id, g))
+        else
+          -- Registered before TTRs were kept: back to its queue, to be
+          -- registered again with its TTR.
+          wake_job(t, k, id, v)
+          id = nil
+        end
+      end
+      if id then
+        redis.call('ZADD', KW, int(now + WAKE_MS), woken(t, k, id, v))
+        n = n + 1
+        for _, x in ipairs({id, k, v, til, int(tonumber(head[2]))}) do served[#served + 1] = x end
+      end
+      if redis.call('EXISTS', kq) == 0 then
+        unqueue_key(t, k)
+      elseif at_limit(k) then
+        redis.call('ZREM', ring, k)
+      else
+        redis.call('ZADD', ring, redis.call('HINCRBY', ks, 's', 1), k)
+      end
+    elseif not at_limit(k) then
+      unqueue_key(t, k) -- an empty queue
+    end
+  end
+  local parks = {}
+  for _, id in ipairs(cands) do
+    local v = redis.call('HGET', key_kv(t), id)
+    if v then
+      parks[#parks + 1] = id
+      parks[#parks + 1] = v
+    end
+  end
+  out[3], out[4], out[5] = served, parks, redis.call('EXISTS', ring)
+elseif mode == 'mode' then
+  local t, limit, fair = ARGV[i0], tonumber(ARGV[i0 + 1]), ARGV[i0 + 2] == '1'
+  local ks = key_kstate(t)
+  local st = redis.call('HMGET', ks, 'u', 'f')
+  local under = tonumber(st[1])
+  if under and (limit == 0 or limit > under) or st[2] and not fair then wake_all(t) end
   if limit == 0 then redis.call('HDEL', ks, 'c') end
 elseif mode ~= 'sweep' then
   return redis.error_reply('redisstore: unknown slots mode ' .. tostring(mode))
