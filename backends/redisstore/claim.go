@@ -215,8 +215,7 @@ func (s *Store) sawQueue(ts *topicState, n int, gen uint64, head, now int64) {
 }
 
 // ClaimJobs implements core.Store: core.Claim over TakeJobs. Errors:
-// ErrInvalidArgument when params.Max < 1, or for a KeyConcurrency or Fair
-// on a Redis Cluster (CheckTopic), ErrClosed, ErrUnavailable.
+// ErrInvalidArgument when params.Max < 1, ErrClosed, ErrUnavailable.
 func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]*core.Job, error) {
 	return core.Claim(ctx, s, s.clock, params)
 }
@@ -232,13 +231,8 @@ func (s *Store) ClaimNotifier() *core.Notifier { return &s.notify }
 // in between. It reads only the queues whose earliest job is due, as far
 // as it knows; with nothing due it answers the earliest due time it knows,
 // and notifies on a wake-up (a put, a retry, an expired lease, a message
-// from another store). Errors: ErrInvalidArgument for a KeyConcurrency or
-// Fair on a Redis Cluster (CheckTopic: never bounded loosely), ErrClosed,
-// ErrUnavailable.
+// from another store). Errors: ErrClosed, ErrUnavailable.
 func (s *Store) TakeJobs(ctx context.Context, params *core.ClaimJobsParams) (core.Taken, error) {
-	if err := s.CheckTopic(&core.Topic{KeyConcurrency: params.KeyConcurrency, Fair: params.Fair, Rate: params.KeyRate}); err != nil {
-		return core.Taken{}, err
-	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -325,12 +319,13 @@ func (s *Store) claimOnce(ctx context.Context, ts *topicState, p *core.ClaimJobs
 	if changed && !s.multiShard {
 		// The jobs parked under a lower limit wake, without one the
 		// topic's reserved jobs stop counting as holding slots, and
-		// without fair the jobs its ring held wake.
+		// without fair, or with another rate per key, every parked job
+		// wakes.
 		fair := "0"
 		if p.Fair {
 			fair = "1"
 		}
-		if _, err := s.slots(ctx, "mode", topic, p.KeyConcurrency, fair); err != nil {
+		if _, err := s.slots(ctx, "mode", topic, p.KeyConcurrency, fair, keyRateArg(p.KeyRate)); err != nil {
 			return nil, 0, unavailable("claim", err)
 		}
 	}
@@ -450,15 +445,20 @@ func (s *Store) pick(ctx context.Context, ts *topicState, p *core.ClaimJobsParam
 	if p.Fair {
 		return s.pickFair(ctx, ts, p, via, shards, gens, max)
 	}
-	topic, limit := p.Topic, p.KeyConcurrency
-	cands, err := s.peek(ctx, topic, shards, max, limit > 0)
+	topic, limit, rate := p.Topic, p.KeyConcurrency, keyRateArg(p.KeyRate)
+	cands, err := s.peek(ctx, topic, shards, max, limit > 0 || rate != "")
 	if err != nil {
 		return nil, err
 	}
 	var g grants
-	if limit > 0 {
-		if g, err = s.grant(ctx, topic, limit, cands.top); err != nil {
+	if limit > 0 || rate != "" {
+		if g, err = s.grant(ctx, topic, limit, rate, cands.top); err != nil {
 			return nil, err
+		}
+		if g.soon >= 0 {
+			// A claim looks again when a waiting key gets its token: once
+			// the heads read are recorded, which it comes before.
+			defer s.queued(topic, 0, g.soon)
 		}
 	}
 	byShard := map[int][]any{}

@@ -247,9 +247,10 @@
 //
 // # Key limits
 //
-// A topic's key_concurrency and fair (core.ClaimJobsParams) are honoured
-// on one server (standalone or Sentinel-managed), where a script may touch
-// keys of every shard: lib.lua's Key limits; on a Cluster, below. A claim with a limit parks a
+// A topic's key_concurrency, fair and rate per key (core.ClaimJobsParams)
+// are honoured on one server (standalone or Sentinel-managed), where a
+// script may touch keys of every shard: lib.lua's Key limits; on a
+// Cluster, below. A claim with a limit parks a
 // due job whose key holds that many slots, out of its queue into the
 // topic's parked set of its shard and its key's queue; a job it reserves
 // holds a slot (field K, counted in kh:<topic>) until its lease ends, by
@@ -323,10 +324,19 @@
 // so a backlog of one key ahead of another's jobs in a shard holds that
 // key up by one claim per 1 000 of it. A claim that is not fair, after
 // fair ones, wakes every registered job back to its queue and drops the
-// ring. CheckTopic refuses rate.per_key there, whose parked jobs only a
-// freed slot would wake. A topic without a key_concurrency or fair pays
-// nothing more; a store runs one slots.lua sweep per 30 s whatever its
-// topics.
+// ring.
+//
+// A rate per key on a Cluster: the buckets (kb) are in the prefix's slot
+// as on one server, and a claim asks slots.lua for a token of each
+// candidate's key with its slot (grant; fair: as it serves each key),
+// even with no candidate: the keys in kt whose token came first wake as
+// many of their parked jobs as they have tokens (fair: back in the ring),
+// back to their queues, and the earliest wait left is answered, which the
+// store takes as shard 0's due time. A job refused a token is registered
+// and parked as one refused a slot. The token of a job granted and then
+// taken by another claim first is spent: the rate is held, never passed.
+// A topic without a key_concurrency, fair or rate per key pays nothing
+// more; a store runs one slots.lua sweep per 30 s whatever its topics.
 //
 // # Retention and topics
 //

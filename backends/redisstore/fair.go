@@ -43,7 +43,7 @@ func (s *Store) pickFair(ctx context.Context, ts *topicState, p *core.ClaimJobsP
 	cands := slices.Concat(lists...)
 	slices.SortFunc(cands, candidateLess)
 	token := rand.Text() // the grant of the slots, and the claim's token
-	args := []any{topic, limit, token, max}
+	args := []any{topic, limit, token, max, keyRateArg(p.KeyRate)}
 	for _, c := range cands {
 		args = append(args, c.id, c.key, c.ttr, (c.priority+10)*kqLevel+c.runAt)
 	}
@@ -62,7 +62,7 @@ func (s *Store) pickFair(ctx context.Context, ts *topicState, p *core.ClaimJobsP
 		reply = r
 		break
 	}
-	if len(reply) != 3 {
+	if len(reply) != 4 {
 		return nil, unavailable("claim", errShortReply)
 	}
 
@@ -126,8 +126,12 @@ func (s *Store) pickFair(ctx context.Context, ts *topicState, p *core.ClaimJobsP
 		}
 		jobs = append(jobs, got...)
 	}
+	// Once the heads read are recorded: with keys in the ring still a claim
+	// looks again at once, else when a waiting key gets its token.
 	if asInt(reply[2]) == 1 {
-		s.queued(topic, 0, seen.now) // keys in the ring still: a claim looks again at once
+		s.queued(topic, 0, seen.now)
+	} else if soon := asInt(reply[3]); soon >= 0 {
+		s.queued(topic, 0, soon)
 	}
 	slices.SortFunc(jobs, func(a, b *core.Job) int { return cmp.Compare(place[a.ID], place[b.ID]) })
 

@@ -11,29 +11,22 @@ import (
 	"github.com/delayq/delayq/core/coretest"
 )
 
-// TestPerKeyRateRefusedOnCluster: a Redis Cluster refuses rate.per_key,
-// naming the Cluster, in a topic and in a claim; one server takes it.
-func TestPerKeyRateRefusedOnCluster(t *testing.T) {
-	t.Parallel()
-	rate := core.Rate{Limit: 1, Period: time.Second, Burst: 1, PerKey: true}
-	cluster := openStore(t, clusterURL(t), uniquePrefix(t.Name()))
-	err := cluster.CheckTopic(&core.Topic{Name: "t", Rate: rate})
-	require.ErrorIs(t, err, core.ErrInvalidArgument)
-	require.ErrorContains(t, err, "Redis Cluster")
-	_, err = cluster.ClaimJobs(context.Background(), &core.ClaimJobsParams{Topic: "t", Max: 1, KeyRate: rate})
-	require.ErrorIs(t, err, core.ErrInvalidArgument)
-	require.ErrorContains(t, err, "Redis Cluster")
-
-	one := openStore(t, standaloneURL(t), uniquePrefix(t.Name()))
-	require.NoError(t, one.CheckTopic(&core.Topic{Name: "t", Rate: rate, KeyConcurrency: 1, Fair: true}))
-}
-
-// TestPerKeyRateShared: the instances of a prefix share each key's bucket:
-// a key's token taken by one is gone for the other, which parks the key's
-// next job until the token comes back, and takes it then.
+// TestPerKeyRateShared: the instances of a prefix share each key's bucket,
+// on one server and on a Cluster: a key's token taken by one is gone for
+// the other, which parks the key's next job until the token comes back,
+// and takes it then.
 func TestPerKeyRateShared(t *testing.T) {
 	t.Parallel()
-	url, prefix := standaloneURL(t), uniquePrefix(t.Name())
+	for name, url := range map[string]func(testing.TB) string{"standalone": standaloneURL, "cluster": clusterURL} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			perKeyRateShared(t, url(t))
+		})
+	}
+}
+
+func perKeyRateShared(t *testing.T, url string) {
+	prefix := uniquePrefix(t.Name())
 	clock := coretest.NewFakeClockAt(time.Now())
 	onClock := func(c *Config) { c.Clock, c.TimeFromClock = clock, true }
 	a, b := openStore(t, url, prefix, onClock), openStore(t, url, prefix, onClock)

@@ -82,69 +82,6 @@ end
 
 local function at_limit(k) return limit > 0 and k ~= '' and held(k) >= limit end
 
--- The rate per key of the claim (Key limits in lib.lua), nil for none:
--- {burst, per (ms a token)}. Its buckets, kb:<t>:<key>, each "<tokens>
--- <at ms>" (core.Bucket's arithmetic, as rate.lua's), are read once per
--- call (bucket) and written at its end (flush_buckets) with an expiry at
--- when they are full again: a missing bucket is full.
-local rate
-local buckets, bucket_keys = {}, {}
-
-local function key_bucket(k) return PB .. ':kb:' .. t .. ':' .. k end
-
--- bucket returns key k's bucket as of now, {n tokens, at}.
-local function bucket(k)
-  local b = buckets[k]
-  if b then return b end
-  local n, at
-  local v = redis.call('GET', key_bucket(k))
-  if v then
-    n, at = string.match(v, '^(%S+) (%S+)$')
-    n, at = tonumber(n), tonumber(at)
-  end
-  if not n or not at then
-    n, at = rate.burst, now
-  elseif now > at then
-    n, at = math.min(rate.burst, n + (now - at) / rate.per), now
-  end
-  b = {n = n, at = at}
-  buckets[k] = b
-  return b
-end
-
--- tokens returns the whole tokens key k's bucket holds, n, and when it
--- holds a token again once those n are taken (ms).
-local function tokens(k)
-  local b = bucket(k)
-  local n = math.floor(b.n)
-  return n, now + math.ceil((n + 1 - b.n) * rate.per)
-end
-
--- take_token takes a token of key k: true, or false and when its bucket
--- holds one again (ms).
-local function take_token(k)
-  local b = bucket(k)
-  if b.n < 1 then return false, now + math.ceil((1 - b.n) * rate.per) end
-  if not b.dirty then
-    b.dirty = true
-    bucket_keys[#bucket_keys + 1] = k
-  end
-  b.n = b.n - 1
-  return true
-end
-
-local function flush_buckets()
-  for _, k in ipairs(bucket_keys) do
-    local b = buckets[k]
-    redis.call('SET', key_bucket(k), string.format('%.17g', b.n) .. ' ' .. int(b.at), 'PX',
-      int(math.ceil((rate.burst - b.n) * rate.per) + 1000))
-  end
-end
-
--- wait_token makes key k wait for its bucket's token at at, unless it
--- waits for an earlier one.
-local function wait_token(k, at) redis.call('ZADD', key_waits(t), 'LT', int(at), k) end
-
 -- parked counts the jobs the call parked, at most about PARK_MAX, so
 -- that a burst does not hold the server in one script (nor past a
 -- client's read timeout): the next claim parks the next ones.
@@ -595,10 +532,7 @@ if mode == 'take' then
   local count = tonumber(ARGV[13])
   for g = 1, count do group(ARGV[12 + 2 * g], ARGV[13 + 2 * g]) end
   local rate_s = ARGV[14 + 2 * count] or ''
-  if rate_s ~= '' then
-    local l, p, b = string.match(rate_s, '^(%S+) (%S+) (%S+)$')
-    rate = {burst = tonumber(b), per = tonumber(p) / tonumber(l)}
-  end
+  use_rate(t, rate_s)
 
   -- The parked jobs of another claim's kind go back to their queues
   -- first: those of a fair topic (its claims', or its puts': f) for a
