@@ -484,25 +484,45 @@ func (s *Store) pick(ctx context.Context, ts *topicState, p *core.ClaimJobsParam
 	if len(order) == 0 {
 		return []*core.Job{}, nil
 	}
-	calls, tokens := make([]call, len(order)), make([]string, len(order))
-	for i, n := range order {
-		sk := &s.keys.shard[n]
+	tokens := make([]string, len(order))
+	for i := range tokens {
 		tokens[i] = rand.Text()
 		if limit > 0 {
 			tokens[i] = g.token // the K of the jobs that hold a slot
 		}
-		args := append([]any{topic, "ids", tokens[i], via, sk.base, sk.num}, byShard[n]...)
-		calls[i] = s.shardCall(scriptClaim, n, args...)
 	}
-	jobs := []*core.Job{}
-	var firstErr error
-	paused := false
-	unknown := map[int]bool{} // shards whose claim may have used its slots
+	jobs, unknown, paused, firstErr := s.claimIDs(ctx, ts, topic, via, gens, order, byShard, tokens)
+	if len(g.until) > 0 {
+		s.freeSlots(ctx, g.unused(topic, cands.top, jobs, unknown))
+	}
+	if len(jobs) == 0 && firstErr != nil {
+		return nil, unavailable("claim", firstErr)
+	}
+	if len(jobs) == 0 && len(paused) > 0 {
+		return nil, errPaused
+	}
+	// Jobs reserved are returned even when another shard failed: their
+	// leases would otherwise have to expire first.
+	return jobs, nil
+}
+
+// claimIDs runs claim.lua's "ids" mode in the shards of order, one script
+// each in one pipeline, with their triples of byShard under tokens (one
+// per shard): it returns the jobs reserved, the shards whose claim may
+// have reserved unanswered (unknown; their tokens are kept for
+// recover.lua), those paused, and the first error.
+func (s *Store) claimIDs(ctx context.Context, ts *topicState, topic, via string, gens []uint64, order []int, byShard map[int][]any, tokens []string) (jobs []*core.Job, unknown, paused map[int]bool, firstErr error) {
+	calls := make([]call, len(order))
+	for i, n := range order {
+		sk := &s.keys.shard[n]
+		calls[i] = s.shardCall(scriptClaim, n, append([]any{topic, "ids", tokens[i], via, sk.base, sk.num}, byShard[n]...)...)
+	}
+	jobs, unknown, paused = []*core.Job{}, map[int]bool{}, map[int]bool{}
 	for i, cmd := range s.run(ctx, calls) {
 		s.answerLost(cmd)
 		got, err := s.claimed(ts, via, gens, cmd)
 		if errors.Is(err, errPaused) {
-			paused = true
+			paused[order[i]] = true
 			continue
 		}
 		if err != nil {
@@ -513,18 +533,7 @@ func (s *Store) pick(ctx context.Context, ts *topicState, p *core.ClaimJobsParam
 		}
 		jobs = append(jobs, got...)
 	}
-	if len(g.until) > 0 {
-		s.freeSlots(ctx, g.unused(topic, cands.top, jobs, unknown))
-	}
-	if len(jobs) == 0 && firstErr != nil {
-		return nil, unavailable("claim", firstErr)
-	}
-	if len(jobs) == 0 && paused {
-		return nil, errPaused
-	}
-	// Jobs reserved are returned even when another shard failed: their
-	// leases would otherwise have to expire first.
-	return jobs, nil
+	return jobs, unknown, paused, firstErr
 }
 
 // claimed decodes a claim script's answer (the shards' generations read

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"errors"
 	"slices"
 
 	"github.com/delayq/delayq/core"
@@ -47,20 +46,9 @@ func (s *Store) pickFair(ctx context.Context, ts *topicState, p *core.ClaimJobsP
 	for _, c := range cands {
 		args = append(args, c.id, c.key, c.ttr, (c.priority+10)*kqLevel+c.runAt)
 	}
-	var reply []any
-	for range 2 {
-		r, err := s.slots(ctx, "fair", args...)
-		if err != nil {
-			return nil, unavailable("claim", err)
-		}
-		if len(r) == 1 && asString(r[0]) == "count" {
-			if err := s.countHeld(ctx, topic); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		reply = r
-		break
+	reply, err := s.slotsCounted(ctx, topic, "fair", args...)
+	if err != nil {
+		return nil, err
 	}
 	if len(reply) != 4 {
 		return nil, unavailable("claim", errShortReply)
@@ -102,30 +90,11 @@ func (s *Store) pickFair(ctx context.Context, ts *topicState, p *core.ClaimJobsP
 			s.sawQueue(ts, n, gens[n], seen.head[i], seen.now)
 		}
 	}
-	jobs := []*core.Job{}
-	var firstErr error
-	unknown := map[int]bool{} // shards whose claim may have reserved unanswered
-	paused := map[int]bool{}
-	calls := make([]call, len(order))
-	for i, n := range order {
-		sk := &s.keys.shard[n]
-		calls[i] = s.shardCall(scriptClaim, n, append([]any{topic, "ids", token, via, sk.base, sk.num}, byShard[n]...)...)
+	tokens := make([]string, len(order))
+	for i := range tokens {
+		tokens[i] = token
 	}
-	for i, cmd := range s.run(ctx, calls) {
-		s.answerLost(cmd)
-		got, err := s.claimed(ts, via, gens, cmd)
-		if errors.Is(err, errPaused) {
-			paused[order[i]] = true
-			continue
-		}
-		if err != nil {
-			ts.lose(token, order[i])
-			firstErr = cmp.Or(firstErr, err)
-			unknown[order[i]] = true
-			continue
-		}
-		jobs = append(jobs, got...)
-	}
+	jobs, unknown, paused, firstErr := s.claimIDs(ctx, ts, topic, via, gens, order, byShard, tokens)
 	// Once the heads read are recorded: with keys in the ring still a claim
 	// looks again at once, else when a waiting key gets its token.
 	if asInt(reply[2]) == 1 {

@@ -201,35 +201,45 @@ func (s *Store) grant(ctx context.Context, topic string, limit int, rate string,
 	if len(all) == 0 && rate == "" {
 		return g, nil
 	}
-	for range 2 {
-		reply, err := s.slots(ctx, "grant", args...)
-		if err != nil {
-			s.freeSlots(ctx, all)
-			return grants{}, unavailable("claim", err)
-		}
-		if len(reply) == 1 && asString(reply[0]) == "count" {
-			if err := s.countHeld(ctx, topic); err != nil {
-				return grants{}, err
-			}
-			continue
-		}
-		if len(reply) != 3 {
-			return grants{}, unavailable("claim", errShortReply)
-		}
-		flat := asSlice(reply[0])
-		for i := 0; i+1 < len(flat); i += 2 {
-			if until := asString(flat[i+1]); until != "" { // else a token without a slot
-				g.until[asString(flat[i])] = asInt(flat[i+1])
-			}
-		}
-		g.soon = asInt(reply[2])
-		flat = asSlice(reply[1])
-		for i := 0; i+1 < len(flat); i += 2 {
-			g.refused[asString(flat[i])] = flat[i+1]
-		}
-		return g, nil
+	reply, err := s.slotsCounted(ctx, topic, "grant", args...)
+	if err != nil {
+		s.freeSlots(ctx, all)
+		return grants{}, err
 	}
-	return grants{}, unavailable("claim", errors.New("redisstore: key slots still uncounted"))
+	if len(reply) != 3 {
+		return grants{}, unavailable("claim", errShortReply)
+	}
+	flat := asSlice(reply[0])
+	for i := 0; i+1 < len(flat); i += 2 {
+		if until := asString(flat[i+1]); until != "" { // else a token without a slot
+			g.until[asString(flat[i])] = asInt(flat[i+1])
+		}
+	}
+	g.soon = asInt(reply[2])
+	flat = asSlice(reply[1])
+	for i := 0; i+1 < len(flat); i += 2 {
+		g.refused[asString(flat[i])] = flat[i+1]
+	}
+	return g, nil
+}
+
+// slotsCounted runs slots.lua in mode (grant, fair) for topic, and again
+// once the topic's reserved jobs with a key are counted as holding slots
+// when it asks for that (a limit after claims without).
+func (s *Store) slotsCounted(ctx context.Context, topic, mode string, args ...any) ([]any, error) {
+	for range 2 {
+		reply, err := s.slots(ctx, mode, args...)
+		if err != nil {
+			return nil, unavailable("claim", err)
+		}
+		if len(reply) != 1 || asString(reply[0]) != "count" {
+			return reply, nil
+		}
+		if err := s.countHeld(ctx, topic); err != nil {
+			return nil, err
+		}
+	}
+	return nil, unavailable("claim", errors.New("redisstore: key slots still uncounted"))
 }
 
 // countHeld makes the reserved jobs of topic with a key that hold no slot

@@ -13,11 +13,11 @@
 --
 -- New jobs take the form JOB_FORM names (lib.lua).
 --
--- Returns {results, queued, released}: one result per job, 0
--- created, 1 replaced, or the existing job (job_all) on a conflict; the
--- queue heads the call made earlier (announced); the key slots of a Cluster that the leases it ended
--- gave back (a job whose lease had expired, settled: lib.lua's released),
--- for the caller to free.
+-- Returns {results, queued, released}: one result per job, 0 created, 1
+-- replaced, or the existing job (job_all) on a conflict; the queue heads
+-- the call made earlier (announced); the key slots of a Cluster that the
+-- leases it ended gave back (a job whose lease had expired, settled:
+-- lib.lua's released), for the caller to free.
 --
 -- A new id costs one EXISTS (of the job and its body key), one SET or HSET (and a SET for a long body) and one
 -- ZADD, and with a key three more (index_key): every write a script makes is also written to the AOF, which costs
