@@ -238,7 +238,9 @@ func (ev *events) chain(ctx context.Context, entries []FinishedJob, since time.T
 		if len(jobs) == 0 {
 			continue
 		}
-		res, err := e.store.PutJobs(ctx, &PutJobsParams{Jobs: jobs, IfAbsent: !IsKeyID(jobs[0].ID)})
+		pp := e.putParams(jobs)
+		pp.IfAbsent = !IsKeyID(jobs[0].ID)
+		res, err := e.store.PutJobs(ctx, pp)
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -313,7 +314,9 @@ func (e *Engine) PushBatch(ctx context.Context, p *PushBatchParams) ([]PushResul
 		err := e.noteExpiring(ctx, g.jobs)
 		var put []PutResult
 		if err == nil {
-			put, err = e.store.PutJobs(ctx, &PutJobsParams{Jobs: g.jobs, Replace: n == 1})
+			pp := e.putParams(g.jobs)
+			pp.Replace = n == 1
+			put, err = e.store.PutJobs(ctx, pp)
 		}
 		for k, i := range g.idx {
 			switch {
@@ -439,6 +442,18 @@ func (e *Engine) topic(name string) *Topic {
 		return &d
 	}
 	return t
+}
+
+// putParams returns the PutJobsParams of jobs, with the fair topics among
+// theirs (PutJobsParams.Fair).
+func (e *Engine) putParams(jobs []*Job) *PutJobsParams {
+	p := &PutJobsParams{Jobs: jobs}
+	for _, j := range jobs {
+		if !slices.Contains(p.Fair, j.Topic) && e.topic(j.Topic).Fair {
+			p.Fair = append(p.Fair, j.Topic)
+		}
+	}
+	return p
 }
 
 // Get returns a job. Errors: ErrNotFound.

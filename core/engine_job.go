@@ -55,7 +55,9 @@ func (e *Engine) putMade(ctx context.Context, ifAbsent bool, made ...madeJob) er
 			State: StateReady, CreatedAt: now, UpdatedAt: now, TraceParent: m.TraceParent, Retention: to.Retention,
 			Changes: madeChange(m.Via)}
 	}
-	res, err := e.store.PutJobs(ctx, &PutJobsParams{Jobs: jobs, IfAbsent: ifAbsent})
+	pp := e.putParams(jobs)
+	pp.IfAbsent = ifAbsent
+	res, err := e.store.PutJobs(ctx, pp)
 	if err != nil {
 		return err
 	}

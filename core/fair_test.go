@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/delayq/delayq/backends/memstore"
 	"github.com/delayq/delayq/core"
 )
 
@@ -35,4 +36,34 @@ func TestClaimFair(t *testing.T) {
 	require.Equal(t, []string{"a", "a"}, claim(), "fair off: the plain order, at the next claim")
 	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: "fair", Fair: true}))
 	require.Equal(t, []string{"a", "b"}, claim(), "fair again")
+}
+
+// fairRecorder records the Fair of each PutJobs that reaches the store it
+// wraps.
+type fairRecorder struct {
+	core.Store
+	fair [][]string
+}
+
+func (r *fairRecorder) PutJobs(ctx context.Context, p *core.PutJobsParams) ([]core.PutResult, error) {
+	r.fair = append(r.fair, p.Fair)
+	return r.Store.PutJobs(ctx, p)
+}
+
+// TestPutFair: the engine tells the store which topics of a put are fair
+// by their configuration (PutJobsParams.Fair), from the first put on, and
+// names no other.
+func TestPutFair(t *testing.T) {
+	t.Parallel()
+	rec := &fairRecorder{Store: memstore.New(memstore.Config{})}
+	t.Cleanup(func() { _ = rec.Close() })
+	e, err := core.NewEngine(core.EngineConfig{Store: rec})
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, e.PutTopic(ctx, &core.Topic{Name: "fair", Fair: true}))
+	for _, topic := range []string{"fair", "plain"} {
+		_, err := e.Push(ctx, &core.PushParams{Topic: topic, Key: "a"})
+		require.NoError(t, err)
+	}
+	require.Equal(t, [][]string{{"fair"}, nil}, rec.fair)
 }

@@ -342,7 +342,9 @@ func (sc *scheduler) fireSlot(ctx context.Context, s *Schedule, p *FireScheduleP
 		// before it finished (docs/api.md: only an unfinished run blocks
 		// the next); a slot's own id is never taken over, so that a slot
 		// fired before a crash is not fired again.
-		res, err := e.store.PutJobs(ctx, &PutJobsParams{Jobs: []*Job{p.Job}, IfAbsent: !IsKeyID(p.Job.ID)})
+		pp := e.putParams([]*Job{p.Job})
+		pp.IfAbsent = !IsKeyID(p.Job.ID)
+		res, err := e.store.PutJobs(ctx, pp)
 		if err != nil {
 			return false, false, err
 		}

@@ -260,6 +260,12 @@ type PutJobsParams struct {
 	// schedule's slot fired again after a crash, is created once. Replace
 	// is ignored with it.
 	IfAbsent bool
+	// Fair lists the topics of Jobs whose configuration is fair
+	// (Topic.Fair), so that a store may keep their jobs by key from the
+	// put on, for the round-robin of their claims (ClaimJobsParams.Fair),
+	// rather than sort a backlog out at the first claim. A hint: a store
+	// may ignore it, and claims are fair or not by their own parameters.
+	Fair []string
 }
 
 // CancelJobParams are the arguments of Store.CancelJob and Engine.Cancel.

@@ -215,8 +215,7 @@ func (s *Store) sawQueue(ts *topicState, n int, gen uint64, head, now int64) {
 }
 
 // ClaimJobs implements core.Store: core.Claim over TakeJobs. Errors:
-// ErrInvalidArgument when params.Max < 1, or for a KeyConcurrency or Fair
-// on a Redis Cluster (CheckTopic), ErrClosed, ErrUnavailable.
+// ErrInvalidArgument when params.Max < 1, ErrClosed, ErrUnavailable.
 func (s *Store) ClaimJobs(ctx context.Context, params *core.ClaimJobsParams) ([]*core.Job, error) {
 	return core.Claim(ctx, s, s.clock, params)
 }
@@ -232,13 +231,8 @@ func (s *Store) ClaimNotifier() *core.Notifier { return &s.notify }
 // in between. It reads only the queues whose earliest job is due, as far
 // as it knows; with nothing due it answers the earliest due time it knows,
 // and notifies on a wake-up (a put, a retry, an expired lease, a message
-// from another store). Errors: ErrInvalidArgument for a KeyConcurrency or
-// Fair on a Redis Cluster (CheckTopic: never bounded loosely), ErrClosed,
-// ErrUnavailable.
+// from another store). Errors: ErrClosed, ErrUnavailable.
 func (s *Store) TakeJobs(ctx context.Context, params *core.ClaimJobsParams) (core.Taken, error) {
-	if err := s.CheckTopic(&core.Topic{KeyConcurrency: params.KeyConcurrency, Fair: params.Fair, Rate: params.KeyRate}); err != nil {
-		return core.Taken{}, err
-	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -323,17 +317,20 @@ func (s *Store) claimOnce(ctx context.Context, ts *topicState, p *core.ClaimJobs
 	changed := ts.keyLimit != p.KeyConcurrency || ts.fair != p.Fair || ts.keyRate != p.KeyRate
 	s.mu.Unlock()
 	if changed && !s.multiShard {
-		// The jobs parked under a lower limit wake, and without one the
-		// topic's reserved jobs stop counting as holding slots.
-		if _, err := s.slots(ctx, "mode", topic, p.KeyConcurrency); err != nil {
+		// The jobs parked under a lower limit wake, without one the
+		// topic's reserved jobs stop counting as holding slots, and
+		// without fair, or with another rate per key, every parked job
+		// wakes.
+		fair := "0"
+		if p.Fair {
+			fair = "1"
+		}
+		if _, err := s.slots(ctx, "mode", topic, p.KeyConcurrency, fair, keyRateArg(p.KeyRate)); err != nil {
 			return nil, 0, unavailable("claim", err)
 		}
 	}
 	if changed {
 		s.mu.Lock()
-		if s.multiShard {
-			s.fair[topic] = p.Fair // the claim script makes it so
-		}
 		ts.keyLimit, ts.fair, ts.keyRate = p.KeyConcurrency, p.Fair, p.KeyRate
 		for n := range ts.due {
 			ts.due[n] = 0
@@ -445,15 +442,23 @@ func keyRateArg(rate core.Rate) string {
 // refused one is parked, and a slot granted and not used (the job gone)
 // is freed.
 func (s *Store) pick(ctx context.Context, ts *topicState, p *core.ClaimJobsParams, via string, shards []int, gens []uint64, max int) ([]*core.Job, error) {
-	topic, limit := p.Topic, p.KeyConcurrency
-	cands, err := s.peek(ctx, topic, shards, max, limit > 0)
+	if p.Fair {
+		return s.pickFair(ctx, ts, p, via, shards, gens, max)
+	}
+	topic, limit, rate := p.Topic, p.KeyConcurrency, keyRateArg(p.KeyRate)
+	cands, err := s.peek(ctx, topic, shards, max, limit > 0 || rate != "")
 	if err != nil {
 		return nil, err
 	}
 	var g grants
-	if limit > 0 {
-		if g, err = s.grant(ctx, topic, limit, cands.top); err != nil {
+	if limit > 0 || rate != "" {
+		if g, err = s.grant(ctx, topic, limit, rate, cands.top); err != nil {
 			return nil, err
+		}
+		if g.soon >= 0 {
+			// A claim looks again when a waiting key gets its token: once
+			// the heads read are recorded, which it comes before.
+			defer s.queued(topic, 0, g.soon)
 		}
 	}
 	byShard := map[int][]any{}
@@ -479,25 +484,45 @@ func (s *Store) pick(ctx context.Context, ts *topicState, p *core.ClaimJobsParam
 	if len(order) == 0 {
 		return []*core.Job{}, nil
 	}
-	calls, tokens := make([]call, len(order)), make([]string, len(order))
-	for i, n := range order {
-		sk := &s.keys.shard[n]
+	tokens := make([]string, len(order))
+	for i := range tokens {
 		tokens[i] = rand.Text()
 		if limit > 0 {
 			tokens[i] = g.token // the K of the jobs that hold a slot
 		}
-		args := append([]any{topic, "ids", tokens[i], via, sk.base, sk.num}, byShard[n]...)
-		calls[i] = s.shardCall(scriptClaim, n, args...)
 	}
-	jobs := []*core.Job{}
-	var firstErr error
-	paused := false
-	unknown := map[int]bool{} // shards whose claim may have used its slots
+	jobs, unknown, paused, firstErr := s.claimIDs(ctx, ts, topic, via, gens, order, byShard, tokens)
+	if len(g.until) > 0 {
+		s.freeSlots(ctx, g.unused(topic, cands.top, jobs, unknown))
+	}
+	if len(jobs) == 0 && firstErr != nil {
+		return nil, unavailable("claim", firstErr)
+	}
+	if len(jobs) == 0 && len(paused) > 0 {
+		return nil, errPaused
+	}
+	// Jobs reserved are returned even when another shard failed: their
+	// leases would otherwise have to expire first.
+	return jobs, nil
+}
+
+// claimIDs runs claim.lua's "ids" mode in the shards of order, one script
+// each in one pipeline, with their triples of byShard under tokens (one
+// per shard): it returns the jobs reserved, the shards whose claim may
+// have reserved unanswered (unknown; their tokens are kept for
+// recover.lua), those paused, and the first error.
+func (s *Store) claimIDs(ctx context.Context, ts *topicState, topic, via string, gens []uint64, order []int, byShard map[int][]any, tokens []string) (jobs []*core.Job, unknown, paused map[int]bool, firstErr error) {
+	calls := make([]call, len(order))
+	for i, n := range order {
+		sk := &s.keys.shard[n]
+		calls[i] = s.shardCall(scriptClaim, n, append([]any{topic, "ids", tokens[i], via, sk.base, sk.num}, byShard[n]...)...)
+	}
+	jobs, unknown, paused = []*core.Job{}, map[int]bool{}, map[int]bool{}
 	for i, cmd := range s.run(ctx, calls) {
 		s.answerLost(cmd)
 		got, err := s.claimed(ts, via, gens, cmd)
 		if errors.Is(err, errPaused) {
-			paused = true
+			paused[order[i]] = true
 			continue
 		}
 		if err != nil {
@@ -508,18 +533,7 @@ func (s *Store) pick(ctx context.Context, ts *topicState, p *core.ClaimJobsParam
 		}
 		jobs = append(jobs, got...)
 	}
-	if len(g.until) > 0 {
-		s.freeSlots(ctx, g.unused(topic, cands.top, jobs, unknown))
-	}
-	if len(jobs) == 0 && firstErr != nil {
-		return nil, unavailable("claim", firstErr)
-	}
-	if len(jobs) == 0 && paused {
-		return nil, errPaused
-	}
-	// Jobs reserved are returned even when another shard failed: their
-	// leases would otherwise have to expire first.
-	return jobs, nil
+	return jobs, unknown, paused, firstErr
 }
 
 // claimed decodes a claim script's answer (the shards' generations read
@@ -617,10 +631,6 @@ const skewMargin = 10
 // one picked: one round trip in the usual case, two when due jobs are
 // skewed towards a few shards. keyed reads each job's key and TTR too.
 func (s *Store) peek(ctx context.Context, topic string, shards []int, max int, keyed bool) (peeked, error) {
-	width, with := 3, "0"
-	if keyed {
-		width, with = 5, "1"
-	}
 	k := max
 	if len(shards) > 1 {
 		k = min(max, 2*((max+len(shards)-1)/len(shards))+2)
@@ -629,34 +639,7 @@ func (s *Store) peek(ctx context.Context, topic string, shards []int, max int, k
 	lists := make([][]candidate, len(shards))
 	full := make([]bool, len(shards))
 	read := func(idx []int, limit int) error {
-		calls := make([]call, len(idx))
-		for i, x := range idx {
-			calls[i] = s.shardCall(scriptPeek, shards[x], topic, limit, with)
-		}
-		for i, cmd := range s.run(ctx, calls) {
-			x := idx[i]
-			reply, err := cmd.Slice()
-			if err == nil && len(reply) != 3 {
-				err = errShortReply
-			}
-			if err != nil {
-				return unavailable("claim", err)
-			}
-			out.now = s.sawServerNow(reply[0])
-			out.head[x] = asInt(reply[1])
-			flat := asSlice(reply[2])
-			l := make([]candidate, 0, len(flat)/width)
-			for k := 0; k+width-1 < len(flat); k += width {
-				c := candidate{shard: shards[x], id: asString(flat[k]), runAt: asInt(flat[k+1]), priority: asInt(flat[k+2])}
-				if keyed {
-					c.key, c.ttr = asString(flat[k+3]), asInt(flat[k+4])
-				}
-				l = append(l, c)
-			}
-			lists[x] = l
-			full[x] = len(l) == limit
-		}
-		return nil
+		return s.peekShards(ctx, topic, shards, idx, limit, keyed, &out, lists, full)
 	}
 	all := make([]int, len(shards))
 	for i := range all {
@@ -690,6 +673,46 @@ func (s *Store) peek(ctx context.Context, topic string, shards []int, max int, k
 			return peeked{}, err
 		}
 	}
+}
+
+// peekShards reads the due heads of topic's queues in shards[idx] (peek.lua,
+// up to limit of each, one script per shard in one pipeline): into out
+// (heads, now) and, per index, lists (its candidates, by priority, run_at
+// and id) and full (whether it gave limit). keyed reads each job's key
+// and TTR too.
+func (s *Store) peekShards(ctx context.Context, topic string, shards, idx []int, limit int, keyed bool, out *peeked, lists [][]candidate, full []bool) error {
+	width, with := 3, "0"
+	if keyed {
+		width, with = 5, "1"
+	}
+	calls := make([]call, len(idx))
+	for i, x := range idx {
+		calls[i] = s.shardCall(scriptPeek, shards[x], topic, limit, with)
+	}
+	for i, cmd := range s.run(ctx, calls) {
+		x := idx[i]
+		reply, err := cmd.Slice()
+		if err == nil && len(reply) != 3 {
+			err = errShortReply
+		}
+		if err != nil {
+			return unavailable("claim", err)
+		}
+		out.now = s.sawServerNow(reply[0])
+		out.head[x] = asInt(reply[1])
+		flat := asSlice(reply[2])
+		l := make([]candidate, 0, len(flat)/width)
+		for k := 0; k+width-1 < len(flat); k += width {
+			c := candidate{shard: shards[x], id: asString(flat[k]), runAt: asInt(flat[k+1]), priority: asInt(flat[k+2])}
+			if keyed {
+				c.key, c.ttr = asString(flat[k+3]), asInt(flat[k+4])
+			}
+			l = append(l, c)
+		}
+		lists[x] = l
+		full[x] = len(l) == limit
+	}
+	return nil
 }
 
 // reserved applies to a job read by the claim script, as it was before,

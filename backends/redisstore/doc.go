@@ -55,7 +55,8 @@
 //	{P}:kb:<topic>:<key>  string the key's token bucket of a rate per key: "<tokens> <at ms>";
 //	                             expires once full
 //	{P}:ks:<topic>        hash   u the lowest key_concurrency jobs are parked under; f "1" while
-//	                             claims are fair: they park every due job, puts park by key; l
+//	                             the topic is fair (its claims' or its puts' flag): claims park
+//	                             every due job, puts park by key; l
 //	                             the key_concurrency of the last fair claim; s the last turn
 //	                             given in the ring; c "1" while every reserved job of the topic
 //	                             with a key holds a slot; v the last registration given in a
@@ -65,6 +66,8 @@
 //	                             "<topic>\n<id>\n<grant>\n<key>" by when the slot lapses (ms):
 //	                             its job's lease expiry, which it caps (slots.lua)
 //	{P}:kv:<topic>        hash   on a Cluster, the registration of each id in its key's queue
+//	{P}:kd:<topic>        hash   on a Cluster, the TTR (ms) of each id registered in its key's
+//	                             queue, for the slot of a job the ring serves
 //	{P}:kw                zset   on a Cluster, the parked jobs woken and not yet said back in
 //	                             their queue: "<topic>\n<id>\n<registration>\n<key>" by when
 //	                             to wake them again (ms)
@@ -245,9 +248,10 @@
 //
 // # Key limits
 //
-// A topic's key_concurrency and fair (core.ClaimJobsParams) are honoured
-// on one server (standalone or Sentinel-managed), where a script may touch
-// keys of every shard: lib.lua's Key limits. A claim with a limit parks a
+// A topic's key_concurrency, fair and rate per key (core.ClaimJobsParams)
+// are honoured on one server (standalone or Sentinel-managed), where a
+// script may touch keys of every shard: lib.lua's Key limits; on a
+// Cluster, below. A claim with a limit parks a
 // due job whose key holds that many slots, out of its queue into the
 // topic's parked set of its shard and its key's queue; a job it reserves
 // holds a slot (field K, counted in kh:<topic>) until its lease ends, by
@@ -260,13 +264,14 @@
 // cancel or a replace takes it out. A claim with a higher limit, or none,
 // moves the jobs parked under a lower one back first, once. A fair claim
 // parks every due job in its key's queue and takes from the ring of keys,
-// one job of each in turn. Once a topic's claims are fair, its puts park
-// its jobs by key (kp, kn; put.lua checks the topic's f, unless the store
-// knows it not to be fair), and a fair claim moves the due ones of each
-// key to the key's queue, at most max(Max, 100) of a key per script: a
-// key's backlog never holds up another key's entry into the ring, which a
-// walk of the topic's queue in claim order would (the jobs put before the
-// first fair claim, and the retried ones, are walked so).
+// one job of each in turn. The puts of a fair topic park its jobs by key
+// (kp, kn), from the first: the engine names the topics its configuration
+// makes fair with each put (core.PutJobsParams.Fair), and a fair claim
+// moves the due ones of each key to the key's queue, at most max(Max,
+// 100) of a key per script: a key's backlog never holds up another key's
+// entry into the ring, which a walk of the topic's queue in claim order
+// would (the jobs put without the flag, and the retried ones, are walked
+// so).
 //
 // A claim with a rate per key takes a token of its key's bucket (kb,
 // shared by the instances, as the topic's bucket is) for each job it
@@ -280,8 +285,7 @@
 // A claim script parks at most about 10 000 jobs, so that a burst does
 // not hold the server in one script, nor past a client's read timeout:
 // the next script goes on. A topic without them
-// pays one HMGET of its key state per claim script, one HGET of it in the
-// first put of each store (which then knows it is not fair), and nothing
+// pays one HMGET of its key state per claim script and nothing per put or
 // per job.
 //
 // On a Redis Cluster a key's jobs spread over the shards' slots, which no
@@ -304,11 +308,36 @@
 // and a dead instance's slots come back with its leases. The registration
 // numbers and the jobs' W make a park and a wake that cross, or two claims
 // that park one job, leave it parked exactly while its key's queue holds
-// it; kw wakes again a job whose store died before it was back. CheckTopic
-// refuses fair there, which has no round-robin across the shards yet, and
-// rate.per_key, whose parked jobs only a freed slot would wake there. A
-// topic without a key_concurrency pays nothing more; a store runs one
-// slots.lua sweep per 30 s whatever its topics.
+// it; kw wakes again a job whose store died before it was back.
+//
+// A fair claim on a Cluster (fair.go) keeps the ring there too: it reads
+// up to 1 000 due jobs of each due shard's queue with their keys and TTRs
+// (peek), has slots.lua register them in their keys' queues (kq, under
+// registrations as above, their TTRs in kd) and serve up to Max from the
+// ring of keys, one of each in turn (a slot granted with each under a
+// key_concurrency: a key at it leaves the ring, and a freed slot puts it
+// back), then reserves the served jobs in their shards, from the queue or
+// the parked set, and parks the others registered: one peek per due
+// shard, one slots.lua and one claim per shard with a job served or to
+// park, in three round trips. A served job waits in kw until its store
+// says its shard answered, and is woken back to its queue otherwise. The
+// puts of a Cluster queue a fair topic's jobs (the flag is one server's),
+// so a backlog of one key ahead of another's jobs in a shard holds that
+// key up by one claim per 1 000 of it. A claim that is not fair, after
+// fair ones, wakes every registered job back to its queue and drops the
+// ring.
+//
+// A rate per key on a Cluster: the buckets (kb) are in the prefix's slot
+// as on one server, and a claim asks slots.lua for a token of each
+// candidate's key with its slot (grant; fair: as it serves each key),
+// even with no candidate: the keys in kt whose token came first wake as
+// many of their parked jobs as they have tokens (fair: back in the ring),
+// back to their queues, and the earliest wait left is answered, which the
+// store takes as shard 0's due time. A job refused a token is registered
+// and parked as one refused a slot. The token of a job granted and then
+// taken by another claim first is spent: the rate is held, never passed.
+// A topic without a key_concurrency, fair or rate per key pays nothing
+// more; a store runs one slots.lua sweep per 30 s whatever its topics.
 //
 // # Retention and topics
 //

@@ -52,13 +52,12 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 		byShard[n] = append(byShard[n], i)
 	}
 	calls := make([]call, len(order))
-	checks := make([][]string, len(order))
 	for ci, n := range order {
 		idx := byShard[n]
-		checks[ci] = s.fairToCheck(params.Jobs, idx)
-		args := make([]any, 0, 3+len(checks[ci])+15*len(idx))
-		args = append(args, replace, s.inlineBody, len(checks[ci]))
-		for _, t := range checks[ci] {
+		fair := s.fairOf(params, idx)
+		args := make([]any, 0, 3+len(fair)+15*len(idx))
+		args = append(args, replace, s.inlineBody, len(fair))
+		for _, t := range fair {
 			args = append(args, t)
 		}
 		for _, i := range idx {
@@ -81,7 +80,7 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 	defer func() { s.freeSlots(ctx, released) }()
 	for ci, n := range order {
 		res, err := cmds[ci].Slice()
-		if err == nil && len(res) < 4 {
+		if err == nil && len(res) < 3 {
 			err = errShortReply
 		}
 		if err != nil {
@@ -89,12 +88,7 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 			continue
 		}
 		s.applyQueued(res[1])
-		released = append(released, asSlice(res[3])...)
-		for k, v := range asSlice(res[2]) {
-			if k < len(checks[ci]) {
-				s.setFair(checks[ci][k], asInt(v) == 1)
-			}
-		}
+		released = append(released, asSlice(res[2])...)
 		out := asSlice(res[0])
 		idx := byShard[n]
 		if len(out) != len(idx) {
@@ -147,30 +141,20 @@ const (
 	pruneAfter  = time.Hour
 )
 
-// fairToCheck returns the topics of jobs[idx] whose claims may be fair,
-// for put.lua to check: on one server, those this store does not know
-// not to be.
-func (s *Store) fairToCheck(jobs []*core.Job, idx []int) []string {
-	if !s.multiShard {
+// fairOf returns the topics of p.Jobs[idx] that p says are fair
+// (PutJobsParams.Fair), whose jobs put.lua parks by key: on one server.
+func (s *Store) fairOf(p *core.PutJobsParams, idx []int) []string {
+	if !s.multiShard || len(p.Fair) == 0 {
 		return nil
 	}
 	var out []string
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, i := range idx {
-		t := jobs[i].Topic
-		if fair, known := s.fair[t]; (fair || !known) && !slices.Contains(out, t) {
+		t := p.Jobs[i].Topic
+		if slices.Contains(p.Fair, t) && !slices.Contains(out, t) {
 			out = append(out, t)
 		}
 	}
 	return out
-}
-
-// setFair records whether topic's claims are fair.
-func (s *Store) setFair(topic string, fair bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.fair[topic] = fair
 }
 
 // markSeen records the topics of jobs in the topic registry, unless this

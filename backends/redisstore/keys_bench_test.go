@@ -17,16 +17,25 @@ import (
 // store's in backends/pebblestore/keys_bench_test.go.
 
 // putKeyed puts n jobs of topic due at due, the i-th with key keyOf(i),
-// 1000 to a call.
-func putKeyed(b *testing.B, s *Store, topic string, n int, due time.Time, keyOf func(i int) string) {
+// 1000 to a call; with fair, naming the topic fair as the engine's puts of
+// a fair topic do (core.PutJobsParams.Fair).
+func putKeyed(b *testing.B, s *Store, topic string, n int, due time.Time, fair bool, keyOf func(i int) string) {
+	p := &core.PutJobsParams{}
+	if fair {
+		p.Fair = []string{topic}
+	}
 	for i := 0; i < n; i += 1000 {
-		jobs := make([]*core.Job, min(1000, n-i))
-		for k := range jobs {
-			jobs[k] = job(topic, 0)
-			jobs[k].RunAt = due
-			jobs[k].Key = keyOf(i + k)
+		p.Jobs = make([]*core.Job, min(1000, n-i))
+		for k := range p.Jobs {
+			p.Jobs[k] = job(topic, 0)
+			p.Jobs[k].RunAt = due
+			p.Jobs[k].Key = keyOf(i + k)
 		}
-		put(b, s, jobs...)
+		res, err := s.PutJobs(context.Background(), p)
+		require.NoError(b, err)
+		for _, r := range res {
+			require.NoError(b, r.Err)
+		}
 	}
 }
 
@@ -60,7 +69,8 @@ func BenchmarkKeysAtRate(b *testing.B) {
 // key_concurrency 0 (no bound), 1 and 10, fair without a bound, and a
 // rate per key that never binds (1 000 a second, a burst of 1 000, for
 // 100 jobs a key): what per_key costs by itself; it reports
-// redis-server's CPU per job too.
+// redis-server's CPU per job too. The fair case's puts name the topic
+// fair, as the engine's do.
 //
 //	go test -run '^$' -bench KeyBurst -benchtime 1x ./backends/redisstore/
 func BenchmarkKeyBurst(b *testing.B) {
@@ -79,7 +89,7 @@ func BenchmarkKeyBurst(b *testing.B) {
 			url := benchURL(b, "everysec")
 			s := openStore(b, url, "keyburst")
 			due := time.Now().Add(5*time.Second + time.Duration(n)*time.Second/4_000).UTC().Truncate(time.Millisecond)
-			putKeyed(b, s, "burst", n, due, func(i int) string { return "key-" + strconv.Itoa(i%1000) })
+			putKeyed(b, s, "burst", n, due, c.claim.Fair, func(i int) string { return "key-" + strconv.Itoa(i%1000) })
 			require.True(b, time.Now().Before(due), "putting took too long")
 			c.claim.Topic, c.claim.N, c.claim.Claimers, c.claim.Max, c.claim.Wait = "burst", n, 8, 100, 10*time.Second
 			drainKeyed(b, url, s, n, due, c.claim)
@@ -105,10 +115,11 @@ func drainKeyed(b *testing.B, url string, s *Store, n int, due time.Time, claim 
 // BenchmarkFairBurst measures fair's point: 100 000 jobs of one key put
 // before 100 of another, all due at the same instant, drained by 8
 // claimers of up to 100 with fair on and off; small_all_ms is how long
-// after due the last job of the second key was claimed. In the serving
-// case the topic's claims are fair before the puts, as those of a topic
-// being served are, so that its puts park its jobs by key (Key limits in
-// lua/lib.lua); in the others its first claim comes after them.
+// after due the last job of the second key was claimed. With fair the
+// puts name the topic fair, as the engine's do, so that they park its
+// jobs by key (Key limits in lua/lib.lua): in the puts_first case before
+// the topic's first claim, in the claims_first case after one, as on a
+// topic being served.
 //
 //	go test -run '^$' -bench FairBurst -benchtime 1x ./backends/redisstore/
 func BenchmarkFairBurst(b *testing.B) {
@@ -116,7 +127,7 @@ func BenchmarkFairBurst(b *testing.B) {
 	for _, c := range []struct {
 		name          string
 		fair, serving bool
-	}{{"fair=true", true, false}, {"fair=true/serving", true, true}, {"fair=false", false, false}} {
+	}{{"fair=true/puts_first", true, false}, {"fair=true/claims_first", true, true}, {"fair=false", false, false}} {
 		b.Run(c.name, func(b *testing.B) {
 			url := benchURL(b, "everysec")
 			s := openStore(b, url, "fairburst")
@@ -126,7 +137,7 @@ func BenchmarkFairBurst(b *testing.B) {
 				require.Empty(b, jobs)
 			}
 			due := time.Now().Add(5*time.Second + big*time.Second/4_000).UTC().Truncate(time.Millisecond)
-			putKeyed(b, s, "burst", big+small, due, func(i int) string {
+			putKeyed(b, s, "burst", big+small, due, c.fair, func(i int) string {
 				if i < big {
 					return "big"
 				}

@@ -11,48 +11,22 @@ import (
 	"github.com/delayq/delayq/core/coretest"
 )
 
-// TestFairRefusedOnCluster: a Redis Cluster refuses fair, naming the
-// Cluster, in a topic and in a claim, which would otherwise not take keys
-// in turn; it takes key_concurrency, and one server takes both.
-func TestFairRefusedOnCluster(t *testing.T) {
-	t.Parallel()
-	cluster := openStore(t, clusterURL(t), uniquePrefix(t.Name()))
-	fair := &core.Topic{Name: "t", Fair: true}
-	err := cluster.CheckTopic(fair)
-	require.ErrorIs(t, err, core.ErrInvalidArgument)
-	require.ErrorContains(t, err, "Redis Cluster")
-	_, err = cluster.ClaimJobs(context.Background(), &core.ClaimJobsParams{Topic: "t", Max: 1, Fair: true})
-	require.ErrorIs(t, err, core.ErrInvalidArgument)
-	require.ErrorContains(t, err, "Redis Cluster")
-	require.NoError(t, cluster.CheckTopic(&core.Topic{Name: "t", KeyConcurrency: 1}))
-
-	one := openStore(t, standaloneURL(t), uniquePrefix(t.Name()))
-	require.NoError(t, one.CheckTopic(&core.Topic{Name: "t", KeyConcurrency: 1, Fair: true}))
-}
-
-// TestPerKeyRateRefusedOnCluster: a Redis Cluster refuses rate.per_key,
-// naming the Cluster, in a topic and in a claim; one server takes it.
-func TestPerKeyRateRefusedOnCluster(t *testing.T) {
-	t.Parallel()
-	rate := core.Rate{Limit: 1, Period: time.Second, Burst: 1, PerKey: true}
-	cluster := openStore(t, clusterURL(t), uniquePrefix(t.Name()))
-	err := cluster.CheckTopic(&core.Topic{Name: "t", Rate: rate})
-	require.ErrorIs(t, err, core.ErrInvalidArgument)
-	require.ErrorContains(t, err, "Redis Cluster")
-	_, err = cluster.ClaimJobs(context.Background(), &core.ClaimJobsParams{Topic: "t", Max: 1, KeyRate: rate})
-	require.ErrorIs(t, err, core.ErrInvalidArgument)
-	require.ErrorContains(t, err, "Redis Cluster")
-
-	one := openStore(t, standaloneURL(t), uniquePrefix(t.Name()))
-	require.NoError(t, one.CheckTopic(&core.Topic{Name: "t", Rate: rate, KeyConcurrency: 1, Fair: true}))
-}
-
-// TestPerKeyRateShared: the instances of a prefix share each key's bucket:
-// a key's token taken by one is gone for the other, which parks the key's
-// next job until the token comes back, and takes it then.
+// TestPerKeyRateShared: the instances of a prefix share each key's bucket,
+// on one server and on a Cluster: a key's token taken by one is gone for
+// the other, which parks the key's next job until the token comes back,
+// and takes it then.
 func TestPerKeyRateShared(t *testing.T) {
 	t.Parallel()
-	url, prefix := standaloneURL(t), uniquePrefix(t.Name())
+	for name, url := range map[string]func(testing.TB) string{"standalone": standaloneURL, "cluster": clusterURL} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			perKeyRateShared(t, url(t))
+		})
+	}
+}
+
+func perKeyRateShared(t *testing.T, url string) {
+	prefix := uniquePrefix(t.Name())
 	clock := coretest.NewFakeClockAt(time.Now())
 	onClock := func(c *Config) { c.Clock, c.TimeFromClock = clock, true }
 	a, b := openStore(t, url, prefix, onClock), openStore(t, url, prefix, onClock)
@@ -82,43 +56,35 @@ func TestPerKeyRateShared(t *testing.T) {
 	require.Equal(t, jobs[1].ID, got.Jobs[0].ID)
 }
 
-// TestFairPutsParkByKey: once a topic's claims are fair, the puts of every
-// instance park its jobs by key (kp) rather than queue them: one that
-// learnt the topic was not fair learns the change from the claim's
-// wake-up, and one that never saw the topic asks put.lua.
+// TestFairPutsParkByKey: a put that names its topic fair
+// (PutJobsParams.Fair, as the engine does from the topic's configuration)
+// parks its jobs by key (kp) from the topic's first put, before any claim,
+// and only that topic's; a put that does not queues them; a fair claim
+// takes both.
 func TestFairPutsParkByKey(t *testing.T) {
 	t.Parallel()
 	url, prefix := standaloneURL(t), uniquePrefix(t.Name())
-	a, b := openStore(t, url, prefix), openStore(t, url, prefix)
-	const topic = "t"
-	keyed := func(key string) *core.Job {
+	s := openStore(t, url, prefix)
+	keyed := func(topic, key string) *core.Job {
 		j := job(topic, -time.Second)
 		j.Key = key
 		return j
 	}
-	parkedByKey := func(key string) int64 {
-		n, err := a.rdb.ZCard(t.Context(), "{"+prefix+"}:kp:"+topic+":"+key).Result()
+	parkedByKey := func(topic, key string) int64 {
+		n, err := s.rdb.ZCard(t.Context(), "{"+prefix+"}:kp:"+topic+":"+key).Result()
 		require.NoError(t, err)
 		return n
 	}
-	put(t, b, keyed("x"))
-	require.Zero(t, parkedByKey("x"), "not fair yet: queued")
-	got, err := a.TakeJobs(t.Context(), &core.ClaimJobsParams{Topic: topic, Max: 10, Fair: true})
+	res, err := s.PutJobs(t.Context(), &core.PutJobsParams{Jobs: []*core.Job{keyed("t", "x"), keyed("u", "x")}, Fair: []string{"t"}})
 	require.NoError(t, err)
-	require.Len(t, got.Jobs, 1)
+	require.Len(t, res, 2)
+	require.Equal(t, int64(1), parkedByKey("t", "x"), "parked by key before any claim")
+	require.Zero(t, parkedByKey("u", "x"), "the other topic's queued")
+	put(t, s, keyed("t", "y"))
+	require.Zero(t, parkedByKey("t", "y"), "not named fair: queued")
 
-	require.Eventually(t, func() bool {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return b.fair[topic]
-	}, 5*time.Second, time.Millisecond, "the claim's wake-up")
-	put(t, b, keyed("y"))
-	require.Equal(t, int64(1), parkedByKey("y"), "parked by key")
-	c := openStore(t, url, prefix)
-	put(t, c, keyed("z"))
-	require.Equal(t, int64(1), parkedByKey("z"), "a store new to the topic asks")
-
-	got, err = a.TakeJobs(t.Context(), &core.ClaimJobsParams{Topic: topic, Max: 10, Fair: true})
+	got, err := s.TakeJobs(t.Context(), &core.ClaimJobsParams{Topic: "t", Max: 10, Fair: true})
 	require.NoError(t, err)
 	require.Len(t, got.Jobs, 2, "both, from their keys")
+	require.Zero(t, parkedByKey("t", "x"))
 }

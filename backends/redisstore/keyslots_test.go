@@ -23,12 +23,22 @@ func TestKeyConcurrencyClusterRace(t *testing.T) {
 	for _, form := range []string{JobFormPacked, JobFormHash} {
 		t.Run(form, func(t *testing.T) {
 			t.Parallel()
-			keyConcurrencyRace(t, func(c *Config) { c.JobForm = form })
+			keyConcurrencyRace(t, false, func(c *Config) { c.JobForm = form })
 		})
 	}
 }
 
-func keyConcurrencyRace(t *testing.T, form func(*Config)) {
+// TestFairClusterRace is TestKeyConcurrencyClusterRace with fair claims:
+// the ring in the prefix's slot serves each job once over both stores,
+// within the keys' bound, and is empty at the end, every registration gone.
+func TestFairClusterRace(t *testing.T) {
+	t.Parallel()
+	keyConcurrencyRace(t, true, func(*Config) {})
+}
+
+// keyConcurrencyRace runs TestKeyConcurrencyClusterRace, with fair claims
+// when fair, on stores made with form.
+func keyConcurrencyRace(t *testing.T, fair bool, form func(*Config)) {
 	const (
 		topic  = "race"
 		limit  = 2
@@ -104,7 +114,7 @@ func keyConcurrencyRace(t *testing.T, form func(*Config)) {
 				if done {
 					return
 				}
-				got, err := s.ClaimJobs(ctx, &core.ClaimJobsParams{Topic: topic, Max: 3, Wait: 100 * time.Millisecond, KeyConcurrency: limit})
+				got, err := s.ClaimJobs(ctx, &core.ClaimJobsParams{Topic: topic, Max: 3, Wait: 100 * time.Millisecond, KeyConcurrency: limit, Fair: fair})
 				if err != nil {
 					fail(err)
 					return
@@ -143,6 +153,11 @@ func keyConcurrencyRace(t *testing.T, form func(*Config)) {
 	rdb := stores[0].rdb
 	require.Zero(t, rdb.HLen(t.Context(), "{"+prefix+"}:kh:"+topic).Val(), "every slot came back")
 	require.Zero(t, rdb.ZCard(t.Context(), stores[0].keys.holders).Val(), "no holder left")
+	if fair {
+		require.Zero(t, rdb.ZCard(t.Context(), "{"+prefix+"}:kr:"+topic).Val(), "no key left in the ring")
+		require.Zero(t, rdb.HLen(t.Context(), "{"+prefix+"}:kv:"+topic).Val(), "no job left registered")
+		require.Zero(t, rdb.HLen(t.Context(), "{"+prefix+"}:kd:"+topic).Val(), "no TTR left")
+	}
 }
 
 // TestKeyConcurrencyDeadInstance: the slot a store holds comes back once

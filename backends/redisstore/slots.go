@@ -150,7 +150,15 @@ func (s *Store) freeSlots(ctx context.Context, released []any) {
 	for range freeTries {
 		// Freeing a holder twice frees it once: a call whose answer was
 		// lost may go again.
-		if _, err = s.slots(ctx, "release", released...); err == nil || ctx.Err() != nil {
+		var reply []any
+		if reply, err = s.slots(ctx, "release", released...); err == nil || ctx.Err() != nil {
+			if len(reply) > 0 {
+				// A key back in a fair topic's ring: its claims look at
+				// once (other stores learn it from the wake-up channel).
+				for _, topic := range asSlice(reply[0]) {
+					s.queued(asString(topic), 0, s.serverNow())
+				}
+			}
 			break
 		}
 	}
@@ -167,52 +175,71 @@ type grants struct {
 	token   string
 	until   map[string]int64 // id -> the end of its slot (ms), which caps its lease
 	refused map[string]any   // id -> its registration in its key's queue, to park it under
+	soon    int64            // when the first key waiting for a token gets it (ms), or -1
 }
 
-// grant asks slots.lua for the slots of the candidates with a key, in
-// claim order, under limit; those refused join their key's queue, and
-// the claim parks them. A topic whose reserved jobs with a key are not
-// counted yet (a limit after claims without) is counted first. A grant
-// that fails frees what it may have granted.
-func (s *Store) grant(ctx context.Context, topic string, limit int, cands []candidate) (grants, error) {
-	g := grants{token: rand.Text(), until: map[string]int64{}, refused: map[string]any{}}
-	args := []any{topic, limit, g.token}
+// grant asks slots.lua for the slots of the candidates with a key under
+// limit (0: none), and with a rate per key (keyRateArg's, or empty) for a
+// token of each candidate's key, in claim order; those refused join their
+// key's queue, and the claim parks them. With a rate it asks even without
+// candidates: the keys whose token came wake their jobs. A topic whose
+// reserved jobs with a key are not counted yet (a limit after claims
+// without) is counted first. A grant that fails frees what it may have
+// granted.
+func (s *Store) grant(ctx context.Context, topic string, limit int, rate string, cands []candidate) (grants, error) {
+	g := grants{token: rand.Text(), until: map[string]int64{}, refused: map[string]any{}, soon: -1}
+	args := []any{topic, limit, g.token, rate}
 	var all []any // every slot it may grant, to free on a failure
 	for _, c := range cands {
-		if c.key != "" {
+		if c.key != "" || rate != "" {
 			args = append(args, c.id, c.key, c.ttr, (c.priority+10)*kqLevel+c.runAt)
+		}
+		if c.key != "" && limit > 0 {
 			all = append(all, topic, c.key, c.id, g.token)
 		}
 	}
-	if len(all) == 0 {
+	if len(all) == 0 && rate == "" {
 		return g, nil
 	}
-	for range 2 {
-		reply, err := s.slots(ctx, "grant", args...)
-		if err != nil {
-			s.freeSlots(ctx, all)
-			return grants{}, unavailable("claim", err)
-		}
-		if len(reply) == 1 && asString(reply[0]) == "count" {
-			if err := s.countHeld(ctx, topic); err != nil {
-				return grants{}, err
-			}
-			continue
-		}
-		if len(reply) != 2 {
-			return grants{}, unavailable("claim", errShortReply)
-		}
-		flat := asSlice(reply[0])
-		for i := 0; i+1 < len(flat); i += 2 {
+	reply, err := s.slotsCounted(ctx, topic, "grant", args...)
+	if err != nil {
+		s.freeSlots(ctx, all)
+		return grants{}, err
+	}
+	if len(reply) != 3 {
+		return grants{}, unavailable("claim", errShortReply)
+	}
+	flat := asSlice(reply[0])
+	for i := 0; i+1 < len(flat); i += 2 {
+		if until := asString(flat[i+1]); until != "" { // else a token without a slot
 			g.until[asString(flat[i])] = asInt(flat[i+1])
 		}
-		flat = asSlice(reply[1])
-		for i := 0; i+1 < len(flat); i += 2 {
-			g.refused[asString(flat[i])] = flat[i+1]
-		}
-		return g, nil
 	}
-	return grants{}, unavailable("claim", errors.New("redisstore: key slots still uncounted"))
+	g.soon = asInt(reply[2])
+	flat = asSlice(reply[1])
+	for i := 0; i+1 < len(flat); i += 2 {
+		g.refused[asString(flat[i])] = flat[i+1]
+	}
+	return g, nil
+}
+
+// slotsCounted runs slots.lua in mode (grant, fair) for topic, and again
+// once the topic's reserved jobs with a key are counted as holding slots
+// when it asks for that (a limit after claims without).
+func (s *Store) slotsCounted(ctx context.Context, topic, mode string, args ...any) ([]any, error) {
+	for range 2 {
+		reply, err := s.slots(ctx, mode, args...)
+		if err != nil {
+			return nil, unavailable("claim", err)
+		}
+		if len(reply) != 1 || asString(reply[0]) != "count" {
+			return reply, nil
+		}
+		if err := s.countHeld(ctx, topic); err != nil {
+			return nil, err
+		}
+	}
+	return nil, unavailable("claim", errors.New("redisstore: key slots still uncounted"))
 }
 
 // countHeld makes the reserved jobs of topic with a key that hold no slot

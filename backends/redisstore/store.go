@@ -192,12 +192,6 @@ type Store struct {
 	done   chan struct{} // closed by Close
 	topics map[string]*topicState
 	seen   map[string]time.Time // topic -> when this store last marked it seen
-	// fair is, per topic, whether its claims are fair as this store last
-	// learnt (its puts' answers, its own claims, "f" wake-ups): a put of a
-	// topic unknown or fair asks put.lua to check, which parks a fair
-	// topic's jobs by key (Key limits in lua/lib.lua), so that a topic
-	// known not to be fair pays nothing for it. One server only.
-	fair map[string]bool
 
 	bg     context.Context // background work (expiry); cancelled by Close
 	stopBG context.CancelFunc
@@ -271,7 +265,6 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		done:   make(chan struct{}),
 		topics: make(map[string]*topicState),
 		seen:   make(map[string]time.Time),
-		fair:   make(map[string]bool),
 
 		retentionMS: strconv.FormatInt(cfg.Retention.Milliseconds(), 10),
 	}
@@ -570,8 +563,7 @@ func (s *Store) listen(msgs <-chan any) {
 // handleWake applies one wake-up message: "q <shard> <ms> <topic>" (the
 // topic's queue in the shard has a job due at ms, earlier than what it
 // held) or "s <shard> <ms>" (a lease of the shard expires at ms, earlier
-// than the others) or "p 0 0 <topic>" (the topic was resumed) or "f 0
-// <1|0> <topic>" (the topic's claims became fair, or stopped). Others are
+// than the others) or "p 0 0 <topic>" (the topic was resumed). Others are
 // ignored.
 func (s *Store) handleWake(p string) {
 	kind, rest, ok := strings.Cut(p, " ")
@@ -601,10 +593,6 @@ func (s *Store) handleWake(p string) {
 	case "p":
 		if topic != "" {
 			s.resumed(topic)
-		}
-	case "f":
-		if topic != "" {
-			s.setFair(topic, at == 1)
 		}
 	}
 }

@@ -176,21 +176,3 @@ func (s *Store) stats(ctx context.Context, names []string) ([]core.Counts, error
 	}
 	return out, nil
 }
-
-var _ core.TopicChecker = (*Store)(nil)
-
-// CheckTopic implements core.TopicChecker: it honours key_concurrency
-// everywhere (Key limits in lua/lib.lua; on a Redis Cluster the slots of
-// slots.lua), and fair and rate.per_key on one server. On a Cluster, where
-// a key's jobs spread over the shards' slots, it refuses fair, which has
-// no round-robin across them yet, and rate.per_key, whose parked jobs no
-// script there can move back at their key's token.
-func (s *Store) CheckTopic(t *core.Topic) error {
-	if t.Fair && !s.multiShard {
-		return core.Invalid("fair", "fair is not supported by the redis backend on a Redis Cluster; a standalone or Sentinel-managed Redis, and the local and memory backends, support it (docs/backends.md)")
-	}
-	if t.Rate.PerKey && !s.multiShard {
-		return core.Invalid("rate.per_key", "rate.per_key is not supported by the redis backend on a Redis Cluster; a standalone or Sentinel-managed Redis, and the local and memory backends, support it (docs/backends.md)")
-	}
-	return nil
-}

@@ -34,6 +34,19 @@ func (b *testBundle) claimFair(t *testing.T, topic string, max, kc int, fair boo
 	return jobs
 }
 
+// putFair stores jobs of topic, naming it fair as the engine's puts of a
+// fair topic do (PutJobsParams.Fair), requiring each to be created.
+func (b *testBundle) putFair(t *testing.T, topic string, jobs ...*core.Job) {
+	t.Helper()
+	res, err := b.store.PutJobs(b.ctx, &core.PutJobsParams{Jobs: jobs, Fair: []string{topic}})
+	require.NoError(t, err)
+	require.Len(t, res, len(jobs))
+	for i, r := range res {
+		require.NoError(t, r.Err, "job %d (%s)", i, jobs[i].ID)
+		require.False(t, r.Replaced, "job %d (%s) was created, not replaced", i, jobs[i].ID)
+	}
+}
+
 // repeat returns key n times.
 func repeat(key string, n int) []string {
 	return slices.Repeat([]string{key}, n)
@@ -84,15 +97,14 @@ func testFairOrder(t *testing.T, b *testBundle) {
 // topic's due jobs in claim order.
 const fairBacklog = 12_000
 
-// testFairBacklog: a key's backlog does not hold up another key: on a
-// topic whose claims are fair, fairBacklog due jobs of one key put before
-// one of another, the first claim takes one of each. A job put there to
-// come due later is scheduled until then, to every reader; the waiting
-// jobs can be cancelled and replaced; a claim that is not fair takes the
-// due jobs in claim order again.
+// testFairBacklog: a key's backlog does not hold up another key: with
+// fairBacklog due jobs of one key put before one of another, on a topic
+// the puts name fair and before its first claim, the first claim takes
+// one of each. A job put there to come due later is scheduled until then,
+// to every reader; the waiting jobs can be cancelled and replaced; a
+// claim that is not fair takes the due jobs in claim order again.
 func testFairBacklog(t *testing.T, b *testBundle) {
 	const topic = "fair.backlog"
-	require.Empty(t, b.claimFair(t, topic, 1, 0, true, 0), "the topic's claims are fair")
 	// Due in that order, the last a second ago.
 	keys := slices.Concat(repeat("a", fairBacklog), repeat("b", 1))
 	start := time.Now().Add(-time.Second - time.Duration(len(keys))*time.Millisecond)
@@ -102,9 +114,9 @@ func testFairBacklog(t *testing.T, b *testBundle) {
 	}
 	later := keyed(topic, "c", time.Now().Add(time.Hour))
 	for i := 0; i < len(jobs); i += 1000 {
-		b.put(t, jobs[i:min(i+1000, len(jobs))]...)
+		b.putFair(t, topic, jobs[i:min(i+1000, len(jobs))]...)
 	}
-	b.put(t, later)
+	b.putFair(t, topic, later)
 	a, bb := jobs[:fairBacklog], jobs[fairBacklog]
 	b.requireCounts(t, topic, core.Counts{Scheduled: 1, Ready: fairBacklog + 1})
 
@@ -168,13 +180,14 @@ func testFairKeyConcurrency(t *testing.T, b *testBundle) {
 }
 
 // testFairToggled: fair is read at each claim: a claim without it takes
-// the jobs a fair claim left in the plain claim order, and a fair claim
-// after it serves the keys in turn again.
+// the jobs a fair claim left in the plain claim order, those put on the
+// topic named fair too, and a fair claim after it serves the keys in turn
+// again.
 func testFairToggled(t *testing.T, b *testBundle) {
 	b.fair(t)
 	const topic = "fair.toggled"
 	jobs := keyedDue(topic, slices.Concat(repeat("a", 5), repeat("b", 2))...)
-	b.put(t, jobs...)
+	b.putFair(t, topic, jobs...)
 	a, bb := jobs[:5], jobs[5:]
 
 	got := b.claimFair(t, topic, 2, 0, true, dueWait)

@@ -16,8 +16,12 @@
 -- time (ms) until which the job's slot was granted, which caps its lease
 -- and makes its K the claim's token, or "p<v>" when its key had no slot
 -- free and slots.lua queued it in its key's queue as registration v: the
--- job is then parked into pk:<t> (park_granted). An id no longer due in
--- its queue (another claim took it, or it was cancelled) is skipped. Two
+-- job is then parked into pk:<t> (park_granted), or "f<v>", "f<v> <until>"
+-- when the ring of a fair topic served it (slots.lua's "fair"): it is
+-- reserved from its queue when due there, or from the parked set when
+-- parked under v or before, its lease capped at until when given. An id
+-- no longer due in its queue (another claim took it, or it was cancelled)
+-- is skipped. Two
 -- more modes on a Cluster, [10] base, [11] number: "unpark", then pairs
 -- of id and registration of parked jobs slots.lua woke: each goes back to
 -- its queue unless parked under a later registration since, answered 0,
@@ -77,69 +81,6 @@ local function hold(k)
 end
 
 local function at_limit(k) return limit > 0 and k ~= '' and held(k) >= limit end
-
--- The rate per key of the claim (Key limits in lib.lua), nil for none:
--- {burst, per (ms a token)}. Its buckets, kb:<t>:<key>, each "<tokens>
--- <at ms>" (core.Bucket's arithmetic, as rate.lua's), are read once per
--- call (bucket) and written at its end (flush_buckets) with an expiry at
--- when they are full again: a missing bucket is full.
-local rate
-local buckets, bucket_keys = {}, {}
-
-local function key_bucket(k) return PB .. ':kb:' .. t .. ':' .. k end
-
--- bucket returns key k's bucket as of now, {n tokens, at}.
-local function bucket(k)
-  local b = buckets[k]
-  if b then return b end
-  local n, at
-  local v = redis.call('GET', key_bucket(k))
-  if v then
-    n, at = string.match(v, '^(%S+) (%S+)$')
-    n, at = tonumber(n), tonumber(at)
-  end
-  if not n or not at then
-    n, at = rate.burst, now
-  elseif now > at then
-    n, at = math.min(rate.burst, n + (now - at) / rate.per), now
-  end
-  b = {n = n, at = at}
-  buckets[k] = b
-  return b
-end
-
--- tokens returns the whole tokens key k's bucket holds, n, and when it
--- holds a token again once those n are taken (ms).
-local function tokens(k)
-  local b = bucket(k)
-  local n = math.floor(b.n)
-  return n, now + math.ceil((n + 1 - b.n) * rate.per)
-end
-
--- take_token takes a token of key k: true, or false and when its bucket
--- holds one again (ms).
-local function take_token(k)
-  local b = bucket(k)
-  if b.n < 1 then return false, now + math.ceil((1 - b.n) * rate.per) end
-  if not b.dirty then
-    b.dirty = true
-    bucket_keys[#bucket_keys + 1] = k
-  end
-  b.n = b.n - 1
-  return true
-end
-
-local function flush_buckets()
-  for _, k in ipairs(bucket_keys) do
-    local b = buckets[k]
-    redis.call('SET', key_bucket(k), string.format('%.17g', b.n) .. ' ' .. int(b.at), 'PX',
-      int(math.ceil((rate.burst - b.n) * rate.per) + 1000))
-  end
-end
-
--- wait_token makes key k wait for its bucket's token at at, unless it
--- waits for an earlier one.
-local function wait_token(k, at) redis.call('ZADD', key_waits(t), 'LT', int(at), k) end
 
 -- parked counts the jobs the call parked, at most about PARK_MAX, so
 -- that a burst does not hold the server in one script (nor past a
@@ -591,16 +532,14 @@ if mode == 'take' then
   local count = tonumber(ARGV[13])
   for g = 1, count do group(ARGV[12 + 2 * g], ARGV[13 + 2 * g]) end
   local rate_s = ARGV[14 + 2 * count] or ''
-  if rate_s ~= '' then
-    local l, p, b = string.match(rate_s, '^(%S+) (%S+) (%S+)$')
-    rate = {burst = tonumber(b), per = tonumber(p) / tonumber(l)}
-  end
+  use_rate(t, rate_s)
 
   -- The parked jobs of another claim's kind go back to their queues
-  -- first: those of a fair claim for one that is not, those parked under a
-  -- lower limit for one with a higher limit or none, those that wait for
-  -- a token under another rate per key; their queues are then read in
-  -- every shard.
+  -- first: those of a fair topic (its claims', or its puts': f) for a
+  -- claim that is not, those parked under a limit by claims that were not
+  -- fair for a fair one or one with a higher limit or none, those that
+  -- wait for a token under another rate per key; their queues are then
+  -- read in every shard.
   local ks = key_kstate(t)
   local st = redis.call('HMGET', ks, 'u', 'f', 'l', 'c', 'r')
   local under, was_fair, ring_limit = tonumber(st[1]), st[2] == '1', tonumber(st[3])
@@ -615,10 +554,10 @@ if mode == 'take' then
     count_held()
     redis.call('HSET', ks, 'c', '1')
   end
-  if was_fair ~= fair and (was_fair or under) or not fair and under and (limit == 0 or limit > under) or
+  -- (u is only a claim's that is not fair: a fair one that finds it found
+  -- f set by a put.)
+  if not fair and was_fair or fair and under or not fair and under and (limit == 0 or limit > under) or
       was_rate ~= rate_s and was_rate ~= '' then
-    -- The stores' puts park the jobs of a fair topic by key: no longer.
-    if was_fair then redis.call('PUBLISH', chan, 'f 0 0 ' .. t) end
     unpark_all(t)
     announced() -- to the other stores; this claim reads every shard
     under, was_fair, ring_limit = nil, false, nil
@@ -631,10 +570,7 @@ if mode == 'take' then
 
   if fair then
     all_groups()
-    if not was_fair then
-      redis.call('HSET', ks, 'f', '1')
-      redis.call('PUBLISH', chan, 'f 0 1 ' .. t) -- the stores' puts park its jobs by key (put.lua)
-    end
+    if not was_fair then redis.call('HSET', ks, 'f', '1') end
     if ring_limit ~= limit then
       if ring_limit and ring_limit ~= 0 and (limit == 0 or limit > ring_limit) then
         -- Raised: the keys out of the ring at the old limit come back.
@@ -682,12 +618,25 @@ elseif mode == 'ids' then
   use_shard(ARGV[10], ARGV[11])
   if paused() then return {now_s, {}, 1} end
   grant = token
-  local picks, seen = {}, {}
+  local picks, parked_picks, seen = {}, {}, {}
   for k = 12, #ARGV, 3 do
     local id, y, til = ARGV[k], tonumber(ARGV[k + 1]), ARGV[k + 2]
+    local form = string.sub(til, 1, 1)
     if seen[id] then
-    elseif string.sub(til, 1, 1) == 'p' then
+    elseif form == 'p' then
       park_granted(id, y, tonumber(string.sub(til, 2)))
+    elseif form == 'f' then
+      seen[id] = true
+      local v, cap = string.match(til, '^f(%d+) ?(%d*)$')
+      v, cap = tonumber(v), tonumber(cap)
+      local s = tonumber(redis.call('ZSCORE', key_queue(t, y), id))
+      local r = tonumber(redis.call('ZSCORE', key_parked(t), id))
+      if s and s <= now then
+        picks[#picks + 1] = {id, s, y, cap ~= nil, nil, cap, true}
+      elseif r and r <= now then
+        local j = load(id)
+        if j and parked_under(id, j) <= v then parked_picks[#parked_picks + 1] = {id, r, y, cap ~= nil, nil, cap} end
+      end
     else
       til = tonumber(til)
       seen[id] = true
@@ -698,6 +647,7 @@ elseif mode == 'ids' then
     end
   end
   local out = reserve(picks, true)
+  for _, r in ipairs(reserve(parked_picks, false)) do out[#out + 1] = r end
   results[1] = {out, lease_announced(), queue_head(t) or -1, ARGV[11]}
 elseif mode == 'unpark' then
   use_shard(ARGV[10], ARGV[11])

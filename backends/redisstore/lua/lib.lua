@@ -806,15 +806,17 @@ end
 -- that is not fair moves every parked job back first. ks:<t>'s c says
 -- every reserved job of the topic with a key holds a slot (claim.lua).
 --
--- A put of a job of a topic whose claims are fair (ks:<t>'s f, checked by
--- put.lua) parks it at once (park_new): in pk:<t> of its shard, by
--- run_at, scheduled or ready as its run_at says, and in its key's new
--- jobs kp:<t>:<key>, by run_at, the key in kn:<t> by its earliest (or
--- earlier: a job cancelled leaves it). A fair claim moves the due ones of
--- each key in kn to the key's queue, a bounded number of each key per
--- script (claim.lua's ripen), so that a key's backlog never holds up the
--- next key's entry into the ring, and no claim walks the topic's queue
--- for them.
+-- A put of a job of a fair topic (core.PutJobsParams.Fair: the engine
+-- names the topics its configuration makes fair, from their first put)
+-- sets ks:<t>'s f and parks the job at once (park_new): in pk:<t> of its
+-- shard, by run_at, scheduled or ready as its run_at says, and in its
+-- key's new jobs kp:<t>:<key>, by run_at, the key in kn:<t> by its
+-- earliest (or earlier: a job cancelled leaves it). A fair claim moves
+-- the due ones of each key in kn to the key's queue, a bounded number of
+-- each key per script (claim.lua's ripen), so that a key's backlog never
+-- holds up the next key's entry into the ring, whether the jobs came
+-- before the topic's first claim or after, and no claim walks the topic's
+-- queue for them.
 --
 -- A claim with a rate per key (core.ClaimJobsParams.KeyRate; ks:<t>'s r
 -- holds it) takes a token of the job's key's bucket kb:<t>:<key> for each
@@ -1018,6 +1020,78 @@ local function enter_ring(t, k, limit, rated)
   redis.call('ZADD', key_ring(t), redis.call('HINCRBY', key_kstate(t), 's', 1), k)
   return true
 end
+
+-- The rate per key of the call's topic rate_t (Key limits above), nil for
+-- none: {burst, per (ms a token)}, from use_rate. Its buckets,
+-- kb:<t>:<key>, each "<tokens> <at ms>" (core.Bucket's arithmetic, as
+-- rate.lua's), are read once per call (bucket) and written at its end
+-- (flush_buckets) with an expiry at when they are full again: a missing
+-- bucket is full.
+local rate, rate_t
+local buckets, bucket_keys = {}, {}
+
+-- use_rate makes rate_s ("<limit> <period ms> <burst>", or empty for
+-- none) the rate per key of topic t for the rest of the call.
+local function use_rate(t, rate_s)
+  rate_t, rate = t, nil
+  local l, p, b = string.match(rate_s or '', '^(%S+) (%S+) (%S+)$')
+  if l then rate = {burst = tonumber(b), per = tonumber(p) / tonumber(l)} end
+end
+
+local function key_bucket(k) return PB .. ':kb:' .. rate_t .. ':' .. k end
+
+-- bucket returns key k's bucket as of now, {n tokens, at}.
+local function bucket(k)
+  local b = buckets[k]
+  if b then return b end
+  local n, at
+  local v = redis.call('GET', key_bucket(k))
+  if v then
+    n, at = string.match(v, '^(%S+) (%S+)$')
+    n, at = tonumber(n), tonumber(at)
+  end
+  if not n or not at then
+    n, at = rate.burst, now
+  elseif now > at then
+    n, at = math.min(rate.burst, n + (now - at) / rate.per), now
+  end
+  b = {n = n, at = at}
+  buckets[k] = b
+  return b
+end
+
+-- tokens returns the whole tokens key k's bucket holds, n, and when it
+-- holds a token again once those n are taken (ms).
+local function tokens(k)
+  local b = bucket(k)
+  local n = math.floor(b.n)
+  return n, now + math.ceil((n + 1 - b.n) * rate.per)
+end
+
+-- take_token takes a token of key k: true, or false and when its bucket
+-- holds one again (ms).
+local function take_token(k)
+  local b = bucket(k)
+  if b.n < 1 then return false, now + math.ceil((1 - b.n) * rate.per) end
+  if not b.dirty then
+    b.dirty = true
+    bucket_keys[#bucket_keys + 1] = k
+  end
+  b.n = b.n - 1
+  return true
+end
+
+local function flush_buckets()
+  for _, k in ipairs(bucket_keys) do
+    local b = buckets[k]
+    redis.call('SET', key_bucket(k), string.format('%.17g', b.n) .. ' ' .. int(b.at), 'PX',
+      int(math.ceil((rate.burst - b.n) * rate.per) + 1000))
+  end
+end
+
+-- wait_token makes key k wait for its bucket's token at at, unless it
+-- waits for an earlier one.
+local function wait_token(k, at) redis.call('ZADD', key_waits(rate_t), 'LT', int(at), k) end
 
 -- released are the slots of a Cluster the call gave back, flat {topic,
 -- key, id, grant} (the job's K): the holders the caller then frees in the
