@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 
@@ -35,30 +36,65 @@ func setup(t *testing.T) *testBundle {
 	return &testBundle{url: srv.URL}
 }
 
-// TestGeneratorMemory runs the generator for a few seconds against the
-// memory store, the reference, without faults: every kind of operation is
-// made and answered, and the history has no anomaly with no allowance but
-// the clock tolerance.
+// generatedKinds are the kinds of operation TestGeneratorMemory waits to
+// see answered.
+var generatedKinds = []Kind{OpPush, OpReplace, OpCancel, OpGet, OpClaim, OpAck, OpNack, OpTouch, OpPause, OpResume}
+
+// answeredKinds counts h's operations answered 2xx by kind.
+func answeredKinds(h *History) map[Kind]int {
+	answered := map[Kind]int{}
+	for _, op := range h.Ops() {
+		if op.OK() {
+			answered[op.Kind]++
+		}
+	}
+	return answered
+}
+
+// TestGeneratorMemory runs the generator against the memory store, the
+// reference, without faults, for 3 s and then until every kind of
+// operation was answered (a pause is 1 in 100, so a slow machine may need
+// longer): the history has no anomaly with no allowance but the clock
+// tolerance.
 func TestGeneratorMemory(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	require.NoError(t, Setup(t.Context(), b.url))
 	h := &History{}
 	g := NewGenerator(GeneratorConfig{Seed: 1, Clients: 4, Instances: 1, URLFunc: func(int) string { return b.url }, History: h})
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		select { // the run's least length
+		case <-time.After(3 * time.Second):
+		case <-ctx.Done():
+		}
+		for ctx.Err() == nil {
+			answered := answeredKinds(h)
+			if !slices.ContainsFunc(generatedKinds, func(k Kind) bool { return answered[k] == 0 }) {
+				cancel()
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+			}
+		}
+	}()
 	g.Run(ctx)
+	<-watched
 	g.Drain(t.Context(), 0, 3*time.Second)
 
-	answered := map[Kind]int{}
+	answered := answeredKinds(h)
 	delivered := 0
 	for _, op := range h.Ops() {
-		if op.OK() {
-			answered[op.Kind]++
-		}
 		delivered += len(op.Jobs)
 	}
-	for _, k := range []Kind{OpPush, OpReplace, OpCancel, OpGet, OpClaim, OpAck, OpNack, OpTouch, OpPause, OpResume} {
+	for _, k := range generatedKinds {
 		require.NotZero(t, answered[k], "%s answered 2xx at least once: %v", k, answered)
 	}
 	require.NotZero(t, delivered)
