@@ -95,7 +95,7 @@ func testFairOrder(t *testing.T, b *testBundle) {
 // of another key's: more than a Redis claim script walks (claim.lua's
 // PARK_MAX), for a store that would reach a key only by walking the
 // topic's due jobs in claim order.
-const fairBacklog = 12_000
+const fairBacklog = 20_000
 
 // testFairBacklog: a key's backlog does not hold up another key: with
 // fairBacklog due jobs of one key put before one of another, on a topic
