@@ -345,7 +345,9 @@
 // and parked as one refused a slot. The token of a job granted and then
 // taken by another claim first is spent: the rate is held, never passed.
 // A topic without a key_concurrency, fair or rate per key pays nothing
-// more; a store runs one slots.lua sweep per 30 s whatever its topics.
+// more per job: a store's first claim of a topic says its claims' mode
+// (slots.lua's "mode", and claim.lua's "unnew" on each shard without
+// fair), and a store runs one slots.lua sweep per 30 s whatever its topics.
 //
 // # Retention and topics
 //
