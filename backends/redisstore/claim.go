@@ -47,6 +47,11 @@ type topicState struct {
 	keyLimit int
 	fair     bool
 	keyRate  core.Rate
+	// modeSaid is whether a claim of the store said them to the prefix on
+	// a Cluster (slots.lua's "mode"), which its first claim does whatever
+	// they are: another instance's earlier claims or puts may have parked
+	// jobs under others.
+	modeSaid bool
 }
 
 // topicState returns the state of topic, made if needed. s.mu must be held.
@@ -306,32 +311,57 @@ func (s *Store) room(ctx context.Context, params *core.ClaimJobsParams) (int, er
 	return params.Room(reserved), nil
 }
 
+// sayMode tells the prefix of a Cluster the key limits of p, a claim of a
+// store whose claims had others or none yet: the jobs parked under a lower
+// limit wake, without one the topic's reserved jobs stop counting as
+// holding slots, and without fair, or with another rate per key, every
+// parked job wakes (slots.lua's "mode"); without fair, the new jobs of a
+// fair topic's puts go back to their shards' queues too (claim.lua's
+// "unnew").
+func (s *Store) sayMode(ctx context.Context, p *core.ClaimJobsParams) error {
+	fair := "0"
+	if p.Fair {
+		fair = "1"
+	}
+	if _, err := s.slots(ctx, "mode", p.Topic, p.KeyConcurrency, fair, keyRateArg(p.KeyRate)); err != nil || p.Fair {
+		return err
+	}
+	calls := make([]call, s.cfg.Shards)
+	for n := range calls {
+		sk := &s.keys.shard[n]
+		calls[n] = s.shardCall(scriptClaim, n, p.Topic, "unnew", "", "", sk.base, sk.num)
+	}
+	for _, cmd := range s.run(ctx, calls) {
+		reply, err := cmd.Slice()
+		if err == nil && len(reply) != 2 {
+			err = errShortReply
+		}
+		if err != nil {
+			return err
+		}
+		s.applyQueued(reply[1])
+	}
+	return nil
+}
+
 // claimOnce claims up to max due jobs of p's topic, by priority then
 // run_at (a fair claim: by key in turn). It returns an empty slice when
 // none is due, with the earliest due time known of the topic's queues
 // (server ms; noDue when all are empty), and errPaused when the topic is
 // paused.
 func (s *Store) claimOnce(ctx context.Context, ts *topicState, p *core.ClaimJobsParams, via string, max int) ([]*core.Job, int64, error) {
-	topic := p.Topic
 	s.mu.Lock()
 	changed := ts.keyLimit != p.KeyConcurrency || ts.fair != p.Fair || ts.keyRate != p.KeyRate
+	say := !s.multiShard && (changed || !ts.modeSaid)
 	s.mu.Unlock()
-	if changed && !s.multiShard {
-		// The jobs parked under a lower limit wake, without one the
-		// topic's reserved jobs stop counting as holding slots, and
-		// without fair, or with another rate per key, every parked job
-		// wakes.
-		fair := "0"
-		if p.Fair {
-			fair = "1"
-		}
-		if _, err := s.slots(ctx, "mode", topic, p.KeyConcurrency, fair, keyRateArg(p.KeyRate)); err != nil {
+	if say {
+		if err := s.sayMode(ctx, p); err != nil {
 			return nil, 0, unavailable("claim", err)
 		}
 	}
-	if changed {
+	if changed || say {
 		s.mu.Lock()
-		ts.keyLimit, ts.fair, ts.keyRate = p.KeyConcurrency, p.Fair, p.KeyRate
+		ts.keyLimit, ts.fair, ts.keyRate, ts.modeSaid = p.KeyConcurrency, p.Fair, p.KeyRate, true
 		for n := range ts.due {
 			ts.due[n] = 0
 		}
@@ -639,7 +669,7 @@ func (s *Store) peek(ctx context.Context, topic string, shards []int, max int, k
 	lists := make([][]candidate, len(shards))
 	full := make([]bool, len(shards))
 	read := func(idx []int, limit int) error {
-		return s.peekShards(ctx, topic, shards, idx, limit, keyed, &out, lists, full)
+		return s.peekShards(ctx, topic, shards, idx, limit, keyed, 0, &out, lists, full)
 	}
 	all := make([]int, len(shards))
 	for i := range all {
@@ -679,15 +709,19 @@ func (s *Store) peek(ctx context.Context, topic string, shards []int, max int, k
 // up to limit of each, one script per shard in one pipeline): into out
 // (heads, now) and, per index, lists (its candidates, by priority, run_at
 // and id) and full (whether it gave limit). keyed reads each job's key
-// and TTR too.
-func (s *Store) peekShards(ctx context.Context, topic string, shards, idx []int, limit int, keyed bool, out *peeked, lists [][]candidate, full []bool) error {
+// and TTR too; fairPerKey > 0 (a fair claim's walk, keyed) also the
+// shard's new jobs of a fair topic by key, up to fairPerKey of each.
+func (s *Store) peekShards(ctx context.Context, topic string, shards, idx []int, limit int, keyed bool, fairPerKey int, out *peeked, lists [][]candidate, full []bool) error {
 	width, with := 3, "0"
-	if keyed {
+	switch {
+	case fairPerKey > 0:
+		width, with = 5, "2"
+	case keyed:
 		width, with = 5, "1"
 	}
 	calls := make([]call, len(idx))
 	for i, x := range idx {
-		calls[i] = s.shardCall(scriptPeek, shards[x], topic, limit, with)
+		calls[i] = s.shardCall(scriptPeek, shards[x], topic, limit, with, fairPerKey)
 	}
 	for i, cmd := range s.run(ctx, calls) {
 		x := idx[i]
@@ -704,7 +738,7 @@ func (s *Store) peekShards(ctx context.Context, topic string, shards, idx []int,
 		l := make([]candidate, 0, len(flat)/width)
 		for k := 0; k+width-1 < len(flat); k += width {
 			c := candidate{shard: shards[x], id: asString(flat[k]), runAt: asInt(flat[k+1]), priority: asInt(flat[k+2])}
-			if keyed {
+			if width == 5 {
 				c.key, c.ttr = asString(flat[k+3]), asInt(flat[k+4])
 			}
 			l = append(l, c)

@@ -88,6 +88,10 @@
 //	{P:n}:pk:<topic>      zset   the topic's parked job ids (held back by their key's slots or
 //	                             tokens, by fair claims, or put on a fair topic) by run_at (ms):
 //	                             to every reader scheduled until their run_at, ready from then
+//	{P:n}:kp:<topic>:<key> zset  on a Cluster, a fair topic's jobs the shard's puts parked by
+//	                             key, not yet registered in the key's queue kq, by run_at (ms)
+//	{P:n}:kn:<topic>      zset   on a Cluster, the keys with jobs in the shard's kp, by their
+//	                             earliest run_at (ms) there
 //	{P:n}:lease           zset   reserved job ids by lease expiry (ms), every topic
 //	{P:n}:ct:<token>      string the ids a claim reserved, space-separated, for a minute (PX):
 //	                             a claim whose answer was lost finds them with recover.lua
@@ -321,11 +325,15 @@
 // shard, one slots.lua and one claim per shard with a job served or to
 // park, in three round trips. A served job waits in kw until its store
 // says its shard answered, and is woken back to its queue otherwise. The
-// puts of a Cluster queue a fair topic's jobs (the flag is one server's),
-// so a backlog of one key ahead of another's jobs in a shard holds that
-// key up by one claim per 1 000 of it. A claim that is not fair, after
-// fair ones, wakes every registered job back to its queue and drops the
-// ring.
+// puts of a Cluster park a fair topic's jobs by key in their own shard
+// (pk, and the shard's kp and kn, from the first put, as one server's
+// puts do in the prefix's slot), and a fair claim's peek reads, beside the
+// queue's, up to max(Max, 100) due jobs of each key there, 1 000 in all:
+// so a key's backlog does not hold up another key's entry into the ring.
+// A job so read leaves kp once parked under its registration, or reserved.
+// A claim that is not fair, after fair ones or as the store's first of the
+// topic, wakes every registered job back to its queue, drops the ring, and
+// moves the shards' kp jobs back to their queues (claim.lua's "unnew").
 //
 // A rate per key on a Cluster: the buckets (kb) are in the prefix's slot
 // as on one server, and a claim asks slots.lua for a token of each
@@ -337,7 +345,9 @@
 // and parked as one refused a slot. The token of a job granted and then
 // taken by another claim first is spent: the rate is held, never passed.
 // A topic without a key_concurrency, fair or rate per key pays nothing
-// more; a store runs one slots.lua sweep per 30 s whatever its topics.
+// more per job: a store's first claim of a topic says its claims' mode
+// (slots.lua's "mode", and claim.lua's "unnew" on each shard without
+// fair), and a store runs one slots.lua sweep per 30 s whatever its topics.
 //
 // # Retention and topics
 //

@@ -13,14 +13,16 @@ import (
 // spread over the shards' slots: the ring of keys and their queues live in
 // the prefix's own slot (slots.lua's "fair"), beside the key slots.
 
-// fairWalk is how many due jobs of each shard's queue a fair claim on a
-// Cluster reads and registers in their keys' queues: a key's backlog
-// ahead of another key's jobs in a shard's queue holds up that key's entry
-// into the ring by one claim per fairWalk of it.
+// fairWalk is how many due jobs of each shard's queue, and of its new
+// jobs by key (the puts' of a fair topic), a fair claim on a Cluster reads
+// and registers in their keys' queues: a key's backlog ahead of another
+// key's jobs in a shard's queue (jobs put without the flag, retried ones)
+// holds up that key's entry into the ring by one claim per fairWalk of it.
 const fairWalk = 1000
 
 // pickFair is pick for a fair claim: it reads up to fairWalk due jobs of
-// each shard of shards (peek.lua, one pipeline), has slots.lua register
+// each shard of shards, of its queue and of its new jobs, max(Max, 100)
+// of each key at most (peek.lua, one pipeline), has slots.lua register
 // them in their keys' queues and serve up to max from the ring of keys,
 // one of each in turn (with a KeyConcurrency, a slot with each), and then
 // reserves the jobs served and parks the other jobs registered, one claim
@@ -36,7 +38,11 @@ func (s *Store) pickFair(ctx context.Context, ts *topicState, p *core.ClaimJobsP
 	for i := range all {
 		all[i] = i
 	}
-	if err := s.peekShards(ctx, topic, shards, all, fairWalk, true, &seen, lists, make([]bool, len(shards))); err != nil {
+	perKey := p.Max // of a key's new jobs per shard, as one server's claims ripen them
+	if perKey < 100 {
+		perKey = 100
+	}
+	if err := s.peekShards(ctx, topic, shards, all, fairWalk, true, perKey, &seen, lists, make([]bool, len(shards))); err != nil {
 		return nil, err
 	}
 	cands := slices.Concat(lists...)

@@ -142,9 +142,9 @@ const (
 )
 
 // fairOf returns the topics of p.Jobs[idx] that p says are fair
-// (PutJobsParams.Fair), whose jobs put.lua parks by key: on one server.
+// (PutJobsParams.Fair), whose jobs put.lua parks by key.
 func (s *Store) fairOf(p *core.PutJobsParams, idx []int) []string {
-	if !s.multiShard || len(p.Fair) == 0 {
+	if len(p.Fair) == 0 {
 		return nil
 	}
 	var out []string

@@ -291,3 +291,36 @@ func claimKeyed(t *testing.T, s *Store, topic string) []*core.Job {
 	require.NoError(t, err)
 	return got
 }
+
+// TestFairNewJobsUnparkedCluster: the jobs a Cluster's puts parked by key
+// for a fair topic go back to their queues for the first claim of a store
+// that claims the topic without fair, though it never claimed it fair (a
+// topic made plain, its instances restarted): every job is claimed, in
+// claim order.
+func TestFairNewJobsUnparkedCluster(t *testing.T) {
+	t.Parallel()
+	url, prefix := clusterURL(t), uniquePrefix(t.Name())
+	const topic = "unfair"
+	jobs := make([]*core.Job, 6)
+	for i := range jobs {
+		jobs[i] = job(topic, time.Duration(i-10)*time.Millisecond)
+		jobs[i].Key = fmt.Sprint("k", i%2)
+	}
+	putter := openStore(t, url, prefix)
+	res, err := putter.PutJobs(t.Context(), &core.PutJobsParams{Jobs: jobs, Fair: []string{topic}})
+	require.NoError(t, err)
+	for _, r := range res {
+		require.NoError(t, r.Err)
+	}
+	fresh := openStore(t, url, prefix)
+	got := claim(t, fresh, topic, 10, 0)
+	want := make([]string, len(jobs))
+	for i, j := range jobs {
+		want[i] = j.ID
+	}
+	gotIDs := make([]string, len(got))
+	for i, j := range got {
+		gotIDs[i] = j.ID
+	}
+	require.Equal(t, want, gotIDs, "every job, in claim order")
+}

@@ -93,9 +93,10 @@ func testFairOrder(t *testing.T, b *testBundle) {
 
 // fairBacklog is how many due jobs of one key testFairBacklog puts ahead
 // of another key's: more than a Redis claim script walks (claim.lua's
-// PARK_MAX), for a store that would reach a key only by walking the
-// topic's due jobs in claim order.
-const fairBacklog = 12_000
+// PARK_MAX), and than a fair claim on a Redis Cluster reads of its 16
+// shards' queues (1 000 of each), for a store that would reach a key only
+// by walking the topic's due jobs in claim order.
+const fairBacklog = 20_000
 
 // testFairBacklog: a key's backlog does not hold up another key: with
 // fairBacklog due jobs of one key put before one of another, on a topic

@@ -21,12 +21,14 @@
 -- reserved from its queue when due there, or from the parked set when
 -- parked under v or before, its lease capped at until when given. An id
 -- no longer due in its queue (another claim took it, or it was cancelled)
--- is skipped. Two
+-- is skipped. Three
 -- more modes on a Cluster, [10] base, [11] number: "unpark", then pairs
 -- of id and registration of parked jobs slots.lua woke: each goes back to
 -- its queue unless parked under a later registration since, answered 0,
 -- or answered 1 when it is not queued (taken, finished), and keeps the
--- registration as its W: {now, codes, queued}; "count": the topic's
+-- registration as its W: {now, codes, queued}; "unnew": the shard's new
+-- jobs of a fair topic's puts (park_new) go back to its queue, for a
+-- claim that is not fair: {now, queued}; "count": the topic's
 -- reserved jobs with a key that hold no slot get K, the token: {now, flat
 -- key, id, token, lease expiry} for slots.lua's "hold".
 --
@@ -361,18 +363,26 @@ local function count_held()
 end
 
 -- park_granted parks due job id (priority y) of the current shard, which
--- slots.lua refused a slot of its key and queued in its key's queue as
--- registration v, unless it was parked or woken under v already: another
--- claim refused it too, or a freed slot woke it before this park came.
+-- slots.lua refused a slot of its key, or a fair claim registered, and
+-- queued in its key's queue as registration v, unless it was parked or
+-- woken under v already: another claim refused it too, or a freed slot
+-- woke it before this park came. A fair topic's new job (park_new), parked
+-- already, leaves the shard's new jobs instead, its key's queue having it.
 local function park_granted(id, y, v)
   local r = redis.call('ZSCORE', key_queue(t, y), id)
-  if not r then return end
-  local j = load(id)
+  local j
+  if not r then
+    j = load(id)
+    if not j or not unnew(id, t, j.k or '') then return end
+  end
+  j = j or load(id)
   if parked_under(id, j) >= v then return end
   j.W = v
   save(id, j, 'W')
-  redis.call('ZREM', key_queue(t, y), id)
-  redis.call('ZADD', key_parked(t), r, id)
+  if r then
+    redis.call('ZREM', key_queue(t, y), id)
+    redis.call('ZADD', key_parked(t), r, id)
+  end
 end
 
 -- all_groups makes every shard a group of the call.
@@ -618,10 +628,13 @@ elseif mode == 'ids' then
   use_shard(ARGV[10], ARGV[11])
   if paused() then return {now_s, {}, 1} end
   grant = token
-  local picks, parked_picks, seen = {}, {}, {}
+  -- fair_call: a job served by a fair claim's ring or parked in its key's
+  -- queue, whose answer includes the shard's new jobs in its head.
+  local picks, parked_picks, seen, fair_call = {}, {}, {}, false
   for k = 12, #ARGV, 3 do
     local id, y, til = ARGV[k], tonumber(ARGV[k + 1]), ARGV[k + 2]
     local form = string.sub(til, 1, 1)
+    if form == 'f' or form == 'p' then fair_call = true end
     if seen[id] then
     elseif form == 'p' then
       park_granted(id, y, tonumber(string.sub(til, 2)))
@@ -635,7 +648,10 @@ elseif mode == 'ids' then
         picks[#picks + 1] = {id, s, y, cap ~= nil, nil, cap, true}
       elseif r and r <= now then
         local j = load(id)
-        if j and parked_under(id, j) <= v then parked_picks[#parked_picks + 1] = {id, r, y, cap ~= nil, nil, cap} end
+        if j and parked_under(id, j) <= v then
+          parked_picks[#parked_picks + 1] = {id, r, y, cap ~= nil, nil, cap}
+          unnew(id, t, j.k or '')
+        end
       end
     else
       til = tonumber(til)
@@ -648,7 +664,13 @@ elseif mode == 'ids' then
   end
   local out = reserve(picks, true)
   for _, r in ipairs(reserve(parked_picks, false)) do out[#out + 1] = r end
-  results[1] = {out, lease_announced(), queue_head(t) or -1, ARGV[11]}
+  local head = queue_head(t) or -1
+  if fair_call then
+    -- A fair topic's new jobs (park_new) are the shard's too.
+    local first = tonumber(redis.call('ZRANGE', key_snew_keys(t), 0, 0, 'WITHSCORES')[2])
+    if first and (head == -1 or first < head) then head = first end
+  end
+  results[1] = {out, lease_announced(), head, ARGV[11]}
 elseif mode == 'unpark' then
   use_shard(ARGV[10], ARGV[11])
   local codes = {}
@@ -663,7 +685,10 @@ elseif mode == 'unpark' then
       local w = parked_under(id, j)
       if j.s == 'scheduled' or j.s == 'ready' then
         codes[#codes] = 0
-        if w <= v and redis.call('ZREM', key_parked(t), id) == 1 then link_queue(id, t, j.r, j.y) end
+        if w <= v and redis.call('ZREM', key_parked(t), id) == 1 then
+          unnew(id, t, j.k or '') -- a fair topic's new job served, its reservation lost
+          link_queue(id, t, j.r, j.y)
+        end
       end
       if w < v then
         j.W = v
@@ -672,6 +697,21 @@ elseif mode == 'unpark' then
     end
   end
   return {now_s, codes, announced()}
+elseif mode == 'unnew' then
+  -- A claim that is not fair: the shard's new jobs of the topic (park_new)
+  -- go back to its queue.
+  use_shard(ARGV[10], ARGV[11])
+  local kn = key_snew_keys(t)
+  for _, k in ipairs(redis.call('ZRANGE', kn, 0, -1)) do
+    local kp = key_snew(t, k)
+    for _, id in ipairs(redis.call('ZRANGE', kp, 0, -1)) do
+      local j = load(id)
+      if j and redis.call('ZREM', key_parked(t), id) == 1 then link_queue(id, t, j.r, j.y) end
+    end
+    redis.call('DEL', kp)
+  end
+  redis.call('DEL', kn)
+  return {now_s, announced()}
 elseif mode == 'count' then
   use_shard(ARGV[10], ARGV[11])
   local flat = {}

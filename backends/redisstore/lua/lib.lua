@@ -839,6 +839,21 @@ local function key_ring(t) return PB .. ':kr:' .. t end
 local function key_waits(t) return PB .. ':kt:' .. t end
 local function key_new(t, k) return PB .. ':kp:' .. t .. ':' .. k end
 local function key_new_keys(t) return PB .. ':kn:' .. t end
+-- On a Cluster a fair topic's new jobs are parked by key in their own
+-- shard, whose scripts cannot reach the prefix's slot: kp:<t>:<key> and
+-- kn:<t> of the shard (base), which a fair claim's peek reads by key.
+local function key_snew(t, k) return base .. ':kp:' .. t .. ':' .. k end
+local function key_snew_keys(t) return base .. ':kn:' .. t end
+
+-- unnew takes job id of topic t, key k, out of its shard's new jobs (a
+-- Cluster's), and the key out of the shard's kn once it has none left:
+-- whether it was there.
+local function unnew(id, t, k)
+  local kp = key_snew(t, k)
+  if redis.call('ZREM', kp, id) == 0 then return false end
+  if redis.call('EXISTS', kp) == 0 then redis.call('ZREM', key_snew_keys(t), k) end
+  return true
+end
 
 -- Shards. A parked job goes back to the queue of its own shard, which
 -- its id gives: crc32 (IEEE) of it, masked (keys.shardOf).
@@ -945,8 +960,9 @@ end
 -- queues when it is parked. On a Cluster its key's queue, in another slot,
 -- keeps its id until a freed slot wakes it (slots.lua), which finds it gone.
 unparked = function(id, j)
-  if redis.call('ZREM', key_parked(j.t), id) == 0 or CLUSTER then return end
+  if redis.call('ZREM', key_parked(j.t), id) == 0 then return end
   local k = j.k or ''
+  if CLUSTER then return unnew(id, j.t, k) end
   redis.call('ZREM', key_kq(j.t, k), id)
   redis.call('ZREM', key_new(j.t, k), id)
   unqueue_key(j.t, k)
@@ -957,18 +973,20 @@ end
 -- new jobs, the key in kn by its earliest. A job due earlier than the
 -- topic's queue and new jobs held is announced as link_queue's are.
 park_new = function(id, t, k, r)
+  local kp, kn = key_new(t, k), key_new_keys(t)
+  if CLUSTER then kp, kn = key_snew(t, k), key_snew_keys(t) end
   if q_head[t] == nil then
     local h = queue_head(t)
-    local n = tonumber(redis.call('ZRANGE', key_new_keys(t), 0, 0, 'WITHSCORES')[2])
+    local n = tonumber(redis.call('ZRANGE', kn, 0, 0, 'WITHSCORES')[2])
     if n and (not h or n < h) then h = n end
     q_head[t] = h
     q_topics[#q_topics + 1] = t
   end
   if not q_low[t] or r < q_low[t] then q_low[t] = r end
   redis.call('ZADD', key_parked(t), int(r), id)
-  redis.call('ZADD', key_new(t, k), int(r), id)
-  redis.call('ZADD', key_new_keys(t), 'LT', int(r), k)
-  redis.call('SADD', key_kkeys(t), k)
+  redis.call('ZADD', kp, int(r), id)
+  redis.call('ZADD', kn, 'LT', int(r), k)
+  if not CLUSTER then redis.call('SADD', key_kkeys(t), k) end
 end
 
 -- job_priority returns the priority of job id, in its own shard, or nil

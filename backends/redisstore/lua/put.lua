@@ -3,9 +3,9 @@
 -- ARGV[6] "1" to replace, "2" to create only ids the store keeps in no
 -- state (PutJobsParams.IfAbsent), else "0"; [7] the longest body kept in the job (a
 -- longer one gets a key of its own: see Store.inlineBody); [8] a count m,
--- then m topics that are fair (core.PutJobsParams.Fair; one server only):
--- their jobs are parked by key, and ks:<t>'s f set (Key limits in
--- lib.lua); then 15 per job: id, topic, key, body, run_at (ms), ttr
+-- then m topics that are fair (core.PutJobsParams.Fair): their jobs are
+-- parked by key (park_new), and on one server ks:<t>'s f set (Key limits
+-- in lib.lua); then 15 per job: id, topic, key, body, run_at (ms), ttr
 -- (ms), max_attempts,
 -- traceparent, retry delays, priority, url, expires_at (ms), retention
 -- (ms), then (the next step's JSON) (empty strings for none), and how the
@@ -29,8 +29,12 @@ local fair = {}
 for i = 9, 8 + m do
   local t = ARGV[i]
   fair[t] = true
-  local ks = key_kstate(t)
-  if not redis.call('HGET', ks, 'f') then redis.call('HSET', ks, 'f', '1') end
+  -- On a Cluster ks is in the prefix's slot, which this script cannot
+  -- reach: the claims' flag alone says fair there (slots.lua's "fair").
+  if not CLUSTER then
+    local ks = key_kstate(t)
+    if not redis.call('HGET', ks, 'f') then redis.call('HSET', ks, 'f', '1') end
+  end
 end
 local out = {}
 for i = 9 + m, #ARGV, 15 do
