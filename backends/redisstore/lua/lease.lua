@@ -18,8 +18,8 @@
 -- {4, topic, key, grant (K), ttr}: its holder is extended first
 -- (slots.lua's "extend"), whose time the touch then gives as the cap.
 -- Ack, retry and bury return {0, topic, attempt, state after the call}
--- instead, fields load read already (core.SettleResult), flat, so that a
--- burst of acks costs no table per delivery here nor array in the client.
+-- instead, fields load read already (core.SettleResult), so that a burst
+-- of acks costs no job to encode nor decode.
 -- lease is the shard's earliest lease expiry when a touch made it earlier,
 -- or -1; queued the queue heads the call made earlier; released the slots
 -- of a Cluster it gave back (release_slot).
