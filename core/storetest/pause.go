@@ -162,7 +162,10 @@ func requirePausedListed(t *testing.T, b *testBundle, want map[string]bool) {
 func testInFlightMax(t *testing.T, b *testBundle) {
 	const topic = "inflight"
 	short := NewJob(topic, time.Now().Add(-time.Second)) // due first: one of the two held
-	short.TTR = core.TTRMin
+	// Its lease runs out last in the test, in real time, and must outlast
+	// the checks before: a lease of TTRMin ran out under them on a loaded
+	// machine (an instance then claimed while the bound was full).
+	short.TTR = 3 * time.Second
 	jobs := []*core.Job{short, DueJob(topic), DueJob(topic), DueJob(topic), DueJob(topic)}
 	b.put(t, jobs...)
 	other := b.open(t)
