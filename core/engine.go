@@ -448,7 +448,14 @@ func (e *Engine) topic(name string) *Topic {
 // theirs (PutJobsParams.Fair).
 func (e *Engine) putParams(jobs []*Job) *PutJobsParams {
 	p := &PutJobsParams{Jobs: jobs}
+	last := ""
 	for _, j := range jobs {
+		// A batch's jobs mostly share a topic: one lookup for a run of
+		// them, not a lock (and a default topic made) per job.
+		if j.Topic == last {
+			continue
+		}
+		last = j.Topic
 		if !slices.Contains(p.Fair, j.Topic) && e.topic(j.Topic).Fair {
 			p.Fair = append(p.Fair, j.Topic)
 		}

@@ -66,4 +66,11 @@ func TestPutFair(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Equal(t, [][]string{{"fair"}, nil}, rec.fair)
+
+	// A batch names each fair topic once, wherever its jobs are.
+	rec.fair = nil
+	_, err = e.PushBatch(ctx, &core.PushBatchParams{Jobs: []*core.PushParams{
+		{Topic: "fair", Key: "a"}, {Topic: "plain", Key: "a"}, {Topic: "fair", Key: "b"}, {Topic: "plain", Key: "b"}}})
+	require.NoError(t, err)
+	require.Equal(t, [][]string{{"fair"}}, rec.fair)
 }
