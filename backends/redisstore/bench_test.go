@@ -228,10 +228,10 @@ func nodeStats(b *testing.B, ctx context.Context, c redis.Cmdable, mode string) 
 	logs, err := c.SlowLogGet(ctx, -1).Result()
 	require.NoError(b, err)
 	names := map[string]string{}
-	for name, sc := range map[string]*shardScript{"put": scriptPut, "claim": scriptClaim, "expire": scriptExpire,
-		"lease": scriptLease, "cancel": scriptCancel, "get": scriptGet} {
-		names[sc.packed.Hash()] = name
-		names[sc.hash.Hash()] = name + " (hash)"
+	for _, sc := range shardScripts {
+		for v, script := range sc.scripts {
+			names[script.Hash()] = sc.name + "_" + variants[v].suffix
+		}
 	}
 	type agg struct {
 		n    int
@@ -243,8 +243,11 @@ func nodeStats(b *testing.B, ctx context.Context, c redis.Cmdable, mode string) 
 		if len(l.Args) > 0 {
 			name = strings.ToLower(l.Args[0])
 		}
-		if name == "evalsha" && len(l.Args) > 1 {
+		switch {
+		case name == "evalsha" && len(l.Args) > 1:
 			name = "evalsha " + cmp.Or(names[l.Args[1]], l.Args[1])
+		case name == "fcall" && len(l.Args) > 1:
+			name = "fcall " + strings.TrimPrefix(l.Args[1], library.name+"_")
 		}
 		a := per[name]
 		if a == nil {

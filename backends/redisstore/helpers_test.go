@@ -34,7 +34,8 @@ func TestMain(m *testing.M) {
 }
 
 // shared holds the servers that the package's tests share: one standalone
-// server and one 3-master cluster, each started at first use.
+// server, one without functions (scriptsOnlyURL) and one 3-master cluster,
+// each started at first use.
 var shared sharedServers
 
 type sharedServers struct {
@@ -45,6 +46,10 @@ type sharedServers struct {
 	standaloneOnce sync.Once
 	standalone     *redistest.Server
 	standaloneErr  error
+
+	scriptsOnce sync.Once
+	scripts     *redistest.Server
+	scriptsErr  error
 
 	clusterOnce sync.Once
 	cluster     *redistest.Cluster
@@ -59,6 +64,9 @@ func (ss *sharedServers) tempDir() (string, error) {
 func (ss *sharedServers) stop() {
 	if ss.standalone != nil {
 		ss.standalone.Kill()
+	}
+	if ss.scripts != nil {
+		ss.scripts.Kill()
 	}
 	if ss.cluster != nil {
 		ss.cluster.Stop()
@@ -86,6 +94,25 @@ func standaloneURL(t testing.TB) string {
 	})
 	require.NoError(t, shared.standaloneErr)
 	return shared.standalone.URL()
+}
+
+// scriptsOnlyURL returns the URL of the shared standalone server whose
+// FUNCTION command is renamed away, as on a server before Redis 7: stores
+// there run EVALSHA scripts instead of the library (scripts.go).
+func scriptsOnlyURL(t testing.TB) string {
+	t.Helper()
+	redistest.Require(t)
+	shared.scriptsOnce.Do(func() {
+		dir, err := shared.tempDir()
+		if err != nil {
+			shared.scriptsErr = err
+			return
+		}
+		shared.scripts, shared.scriptsErr = redistest.StartServer(redistest.Options{Dir: dir + "/scripts",
+			Args: []string{"--rename-command", "FUNCTION", ""}})
+	})
+	require.NoError(t, shared.scriptsErr)
+	return shared.scripts.URL()
 }
 
 // clusterURL returns the URL of the shared 3-master cluster, or of

@@ -203,6 +203,9 @@ type Store struct {
 	// server far more than the commands in it (see doc.go, Scripts). A
 	// Cluster needs one shard (slot) per script.
 	multiShard bool
+	// functions is set when the server runs the library (scripts.go):
+	// shard scripts are then called with FCALL, else with EVALSHA.
+	functions bool
 	// skew is the server's clock minus the store's (ms), as last seen in a
 	// script's answer: waits for due times and lease expiries, which the
 	// server states on its clock, convert through it.
@@ -274,8 +277,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if err := s.checkShards(ctx); err != nil {
 		return nil, err
 	}
-	if err := loadScripts(ctx, s.rdb, scriptsFor(!s.multiShard)); err != nil {
-		return nil, unavailable("load scripts", err)
+	if err := s.loadCode(ctx); err != nil {
+		return nil, err
 	}
 	if err := s.migrate(ctx); err != nil {
 		return nil, err

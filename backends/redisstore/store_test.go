@@ -34,11 +34,12 @@ func TestStoreStandalone(t *testing.T) {
 
 // TestStoreStandaloneSharded runs it with 16 shards on a standalone
 // server, where each promotion, claim and lease script serves several,
-// and with jobs stored as hashes, the form of the prefixes made before
-// packed jobs (the other runs pack them).
+// with jobs stored as hashes, the form of the prefixes made before
+// packed jobs (the other runs pack them), and on a server without
+// functions, where the store runs scripts (the others call its library).
 func TestStoreStandaloneSharded(t *testing.T) {
 	t.Parallel()
-	h := harness(standaloneURL(t), func(c *Config) { c.Shards = 16; c.JobForm = JobFormHash })
+	h := harness(scriptsOnlyURL(t), func(c *Config) { c.Shards = 16; c.JobForm = JobFormHash })
 	h.FinishedPerShard = true
 	storetest.Run(t, h)
 }

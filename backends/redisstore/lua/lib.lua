@@ -1,4 +1,5 @@
--- lib.lua: prepended to every script of redisstore (see doc.go).
+-- lib.lua: the code every shard script of redisstore shares (see doc.go
+-- and scripts.go, which puts them together).
 --
 -- Every script runs on one shard: all the keys it touches carry the shard's
 -- hash tag, the base "{<prefix>:<shard>}" in ARGV[1], so each runs on one
@@ -12,36 +13,23 @@
 -- Common ARGV: [1] base, [2] now (Unix ms) or empty for the server's clock
 -- (TIME), [3] the wake-up channel, [4] the shard number, [5] retention
 -- (ms). Script arguments start at ARGV[6].
-local base = ARGV[1]
+local base
 
 -- int formats an integral number without exponent: Redis would otherwise
 -- turn large Lua numbers into "1.8e+15".
 local function int(n) return string.format('%d', n) end
 
--- now is the server's time unless the caller gave one (a test's clock):
--- every instance then judges due times and leases by one clock. now_us
--- orders deaths within a millisecond.
-local now, now_us
-if ARGV[2] == '' then
-  local t = redis.call('TIME')
-  now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  now = math.floor(now_us / 1000)
-else
-  now = tonumber(ARGV[2])
-  now_us = now * 1000
-end
--- now_s is now formatted once: formatting it for every write showed in the
--- server's profile.
-local now_s = int(now)
-local chan = ARGV[3]
-local shard = ARGV[4]
-local retention = ARGV[5]
-local retention_ms = tonumber(retention)
+-- The call's values, which begin (at the end) sets: now (ms) and now_us
+-- (see begin), now_s now formatted once (formatting it for every write
+-- showed in the server's profile), chan the wake-up channel, shard the
+-- current shard's number, retention as given and retention_ms.
+local now, now_us, now_s
+local chan, shard, retention, retention_ms
 
-local K_LEASE = KEYS[1] -- zset: reserved job ids by lease expiry (ms), all topics
-local K_COUNT = KEYS[2] -- hash: "x:<topic>" reserved counts
-local K_FIN = KEYS[3]   -- hash: counts of finished jobs, per topic and time bucket
-local K_FINQ = KEYS[4]  -- zset: the bucket fields of K_FIN by the end of their bucket (ms)
+local K_LEASE -- zset: reserved job ids by lease expiry (ms), all topics
+local K_COUNT -- hash: "x:<topic>" reserved counts
+local K_FIN   -- hash: counts of finished jobs, per topic and time bucket
+local K_FINQ  -- zset: the bucket fields of K_FIN by the end of their bucket (ms)
 
 local function key_job(id) return base .. ':j:' .. id end
 local function key_body(id) return base .. ':b:' .. id end
@@ -154,7 +142,7 @@ end
 -- sequence, so that the stream is in the order recorded and its ids tell
 -- when; each XADD trims the entries recorded the retention period ago
 -- (MINID ~, whole nodes at a time; ListFinished skips what is left).
-local fin_log = {}
+local fin_log
 
 -- log_finish records that job id (j from load) became state (d, c or x)
 -- at ms at (a string) with last error err; flush_finished writes it. One
@@ -189,7 +177,7 @@ end
 -- queue's earliest run_at (or to an empty queue) announces it, "q <shard>
 -- <ms> <topic>", so that claims waiting anywhere know when to look, and
 -- returns the same to its caller (announced()).
-local q_head, q_low, q_topics = {}, {}, {}
+local q_head, q_low, q_topics
 
 -- link_queue adds job id of topic t and priority y (nil for 0) to its
 -- queue, due at r.
@@ -205,7 +193,7 @@ end
 
 -- q_elsewhere holds those the call made in other shards than the one it
 -- works in (in_shard), announced already, flat as announced returns them.
-local q_elsewhere = {}
+local q_elsewhere
 
 -- announced publishes the queue heads the call made earlier and returns
 -- them, {topic, ms, shard, ...}, those of other shards too. Every script
@@ -231,7 +219,7 @@ end
 -- Lease head. lease_head0 is the shard's earliest lease expiry before the
 -- call (false for none), read before the first lease the call adds;
 -- lease_low the earliest the call added.
-local lease_head0, lease_low = nil, nil
+local lease_head0, lease_low
 
 local function lease_head()
   local h = redis.call('ZRANGE', K_LEASE, 0, 0, 'WITHSCORES')
@@ -278,7 +266,7 @@ local JOB_NUMBERS = {r = true, x = true, a = true, m = true, d = true, y = true,
 
 -- packed_ids holds the ids of the jobs in the packed form that the call
 -- read or made, for save.
-local packed_ids = {}
+local packed_ids
 
 -- JOB_FORM, set before lib.lua by the variant of the script the store
 -- runs (scripts.go), is the form of the jobs it creates, 'packed' or
@@ -597,7 +585,7 @@ end
 -- fields.
 -- FIN_WIDTH is the bucket width: a 64th of the retention, so that a topic
 -- has at most 65 buckets of each kind in a shard, whatever the retention.
-local FIN_WIDTH = math.ceil(retention_ms / 64)
+local FIN_WIDTH
 -- fin_end_of returns the end of the bucket of a job that finished at ms.
 local function fin_end_of(ms)
   return (math.floor(ms / FIN_WIDTH) + 1) * FIN_WIDTH - 1
@@ -825,7 +813,7 @@ end
 -- token again, out of the ring: claims then move back the heads of the
 -- keys whose time came, one per token, or, fair, put the keys back in the
 -- ring. A key that waits costs a claim nothing until then.
-local PB = string.match(ARGV[1], '^({.*):%d+}$') .. '}'
+local PB
 -- KQ_LEVEL spaces the priorities of a key's queue: a parked job's score
 -- is (priority + 10) * KQ_LEVEL + run_at, exact in a double.
 local KQ_LEVEL = 8796093022208 -- 2^43 ms, about 278 years
@@ -1046,7 +1034,7 @@ end
 -- (flush_buckets) with an expiry at when they are full again: a missing
 -- bucket is full.
 local rate, rate_t
-local buckets, bucket_keys = {}, {}
+local buckets, bucket_keys
 
 -- use_rate makes rate_s ("<limit> <period ms> <burst>", or empty for
 -- none) the rate per key of topic t for the rest of the call.
@@ -1115,7 +1103,7 @@ local function wait_token(k, at) redis.call('ZADD', key_waits(rate_t), 'LT', int
 -- key, id, grant} (the job's K): the holders the caller then frees in the
 -- prefix's slot (slots.lua), which wakes their keys' parked jobs. A
 -- script that ends leases returns them.
-local released = {}
+local released
 
 -- by_id is the answer of a script on one job: {code, job, queued,
 -- released} (Store.byID).
@@ -1153,4 +1141,33 @@ release_slot = function(id, j)
     unpark(first[1], t, k, first[2])
     unqueue_key(t, k)
   end
+end
+
+-- begin starts a call of KEYS and ARGV: every per-call value above is set
+-- here, since a function library (scripts.go) keeps them from one call to
+-- the next.
+local function begin()
+  base = ARGV[1]
+  -- now is the server's time unless the caller gave one (a test's clock):
+  -- every instance then judges due times and leases by one clock. now_us
+  -- orders deaths within a millisecond.
+  if ARGV[2] == '' then
+    local t = redis.call('TIME')
+    now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    now = math.floor(now_us / 1000)
+  else
+    now = tonumber(ARGV[2])
+    now_us = now * 1000
+  end
+  now_s = int(now)
+  chan, shard, retention = ARGV[3], ARGV[4], ARGV[5]
+  retention_ms = tonumber(retention)
+  K_LEASE, K_COUNT, K_FIN, K_FINQ = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+  FIN_WIDTH = math.ceil(retention_ms / 64)
+  PB = string.match(base, '^({.*):%d+}$') .. '}'
+  fin_log, packed_ids, released = {}, {}, {}
+  q_head, q_low, q_topics, q_elsewhere = {}, {}, {}, {}
+  lease_head0, lease_low = nil, nil
+  shard_count, rate, rate_t = nil, nil, nil
+  buckets, bucket_keys = {}, {}
 end
