@@ -119,6 +119,9 @@ type config struct {
 	Timeout time.Duration `json:"-"`
 	// RedisURL is the rawredis phase's server, instead of its own.
 	RedisURL string `json:"redis_url,omitempty"`
+	// RedisArgs are more arguments of the redis-servers the harness
+	// starts (the redis backend's and the rawredis phase's).
+	RedisArgs []string `json:"redis_args,omitempty"`
 	// BeanstalkdFsync is the beanstalkd phase's -f: the least time
 	// between two fsyncs of its binlog, 0 for one after every write.
 	BeanstalkdFsync time.Duration `json:"beanstalkd_fsync,omitempty"`
@@ -168,6 +171,10 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.RetentionMaxJobs, "retention-max-jobs", 0, "with the retention phase: serve's --retention-max-jobs (local backend), for the whole run; 0: none")
 	fs.IntVar(&c.RetentionRate, "retention-rate", 1000, "jobs per second due at once and acknowledged in the retention phase")
 	fs.DurationVar(&c.RetentionFor, "retention-duration", 15*time.Minute, "how long the retention phase pushes; at least twice what the store takes to fill (-retention, or -retention-max-jobs at -retention-rate)")
+	fs.Func("redis-args", "more arguments of the redis-servers the harness starts, space-separated, such as the settings docs/backends.md recommends: '--auto-aof-rewrite-min-size 4gb'", func(v string) error {
+		c.RedisArgs = strings.Fields(v)
+		return nil
+	})
 	fs.StringVar(&c.RedisURL, "redis-url", "", "with the rawredis phase: a running Redis (redis://host:port) to measure instead of starting a redis-server (appendonly, appendfsync everysec); its CPU is read when it runs on this machine")
 	fs.DurationVar(&c.BeanstalkdFsync, "beanstalkd-fsync", 2*time.Millisecond, "with the beanstalkd phase: beanstalkd's -f, the least time between two fsyncs of its binlog (whole ms; 0: after every write); 2 ms is the local store's least time between two fsyncs while few writes wait for one")
 	fs.DurationVar(&c.RetentionSample, "retention-sample", 10*time.Second, "time between the retention phase's readings")

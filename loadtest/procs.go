@@ -130,8 +130,8 @@ func (e *env) start(ctx context.Context, cfg *config, logf func(string, ...any))
 		args = append(args, "--nats-url", url)
 	case "redis":
 		data := filepath.Join(e.dir, "redis")
-		logf("starting redis-server (appendonly, appendfsync everysec)")
-		rs, err := redistest.StartServer(redistest.Options{Dir: data, AppendFsync: "everysec"})
+		logf("starting redis-server (appendonly, appendfsync everysec) %s", strings.Join(cfg.RedisArgs, " "))
+		rs, err := redistest.StartServer(redistest.Options{Dir: data, AppendFsync: "everysec", Args: cfg.RedisArgs})
 		if err != nil {
 			return nil, err
 		}

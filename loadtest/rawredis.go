@@ -117,8 +117,8 @@ func rawRedis(ctx context.Context, cfg *config, logf func(string, ...any)) (*raw
 			return nil, err
 		}
 		defer os.RemoveAll(dir)
-		logf("rawredis: starting redis-server (appendonly, appendfsync everysec)")
-		rs, err := redistest.StartServer(redistest.Options{Dir: filepath.Join(dir, "redis"), AppendFsync: "everysec"})
+		logf("rawredis: starting redis-server (appendonly, appendfsync everysec) %s", strings.Join(cfg.RedisArgs, " "))
+		rs, err := redistest.StartServer(redistest.Options{Dir: filepath.Join(dir, "redis"), AppendFsync: "everysec", Args: cfg.RedisArgs})
 		if err != nil {
 			return nil, err
 		}
