@@ -629,7 +629,12 @@ func (s *Store) claimed(ts *topicState, via string, gens []uint64, cmd *redis.Cm
 
 // candidate is a due job seen by a claim.
 type candidate struct {
-	shard    int
+	shard int
+	// rank orders candidates of one priority and run_at before their ids:
+	// the place of their shard in the claim's turn (peek), so that a claim
+	// takes such ties, a burst due at one instant, from as few shards as it
+	// can, and its acknowledgements batch by shard; 0 in a fair walk.
+	rank     int
 	id       string
 	runAt    int64
 	priority int64
@@ -639,13 +644,14 @@ type candidate struct {
 
 // peeked is what peek saw.
 type peeked struct {
-	top  []candidate // the first due jobs, in (priority, run_at, id) order
+	top  []candidate // the first due jobs, in (priority, run_at, rank, id) order
 	head []int64     // per shard read: the first run_at of its queue, -1 when empty
 	now  int64       // the server's time as the store estimated it (ms)
 }
 
 func candidateLess(a, b candidate) int {
-	return cmp.Or(cmp.Compare(a.priority, b.priority), cmp.Compare(a.runAt, b.runAt), strings.Compare(a.id, b.id))
+	return cmp.Or(cmp.Compare(a.priority, b.priority), cmp.Compare(a.runAt, b.runAt), cmp.Compare(a.rank, b.rank),
+		strings.Compare(a.id, b.id))
 }
 
 // skewMargin (ms) widens what a claim takes for due beyond the store's
@@ -655,11 +661,13 @@ const skewMargin = 10
 
 // peek reads the due heads of topic's queues in shards (peek.lua, one per
 // shard in one pipeline) and returns the first max due jobs among them, by
-// priority, run_at and id. It reads a fair share of max from each shard
-// first (twice max/shards, and a little), and reads up to max only from
-// the shards whose share was all due and could hide jobs ahead of the last
-// one picked: one round trip in the usual case, two when due jobs are
-// skewed towards a few shards. keyed reads each job's key and TTR too.
+// priority and run_at, then by shard in a turn that starts at the next
+// store's claim's (rank), then id. It reads a fair share of max from each
+// shard first (twice max/shards, and a little), and reads up to max only
+// from the shards whose share was all due and could hide jobs ahead of the
+// last one picked, of those that tie it but for their rank only the first:
+// one round trip in the usual case, two when due jobs are skewed towards a
+// few shards or tie. keyed reads each job's key and TTR too.
 func (s *Store) peek(ctx context.Context, topic string, shards []int, max int, keyed bool) (peeked, error) {
 	k := max
 	if len(shards) > 1 {
@@ -668,8 +676,17 @@ func (s *Store) peek(ctx context.Context, topic string, shards []int, max int, k
 	out := peeked{head: make([]int64, len(shards)), now: s.serverNow()}
 	lists := make([][]candidate, len(shards))
 	full := make([]bool, len(shards))
+	turn := int(s.claimTurn.Add(1) % uint64(len(shards)))
 	read := func(idx []int, limit int) error {
-		return s.peekShards(ctx, topic, shards, idx, limit, keyed, 0, &out, lists, full)
+		if err := s.peekShards(ctx, topic, shards, idx, limit, keyed, 0, &out, lists, full); err != nil {
+			return err
+		}
+		for _, x := range idx {
+			for c := range lists[x] {
+				lists[x][c].rank = (x - turn + len(shards)) % len(shards)
+			}
+		}
+		return nil
 	}
 	all := make([]int, len(shards))
 	for i := range all {
@@ -690,10 +707,25 @@ func (s *Store) peek(ctx context.Context, topic string, shards []int, max int, k
 		}
 		last := out.top[len(out.top)-1]
 		var more []int
+		tied := -1 // of the shards that tie last but for their rank, the first
 		for i, l := range lists {
-			if full[i] && (len(out.top) < max || candidateLess(l[k-1], last) < 0) {
+			switch {
+			case !full[i]:
+			case len(out.top) < max:
+				more = append(more, i)
+			case candidateLess(l[k-1], last) >= 0:
+			case l[k-1].priority == last.priority && l[k-1].runAt == last.runAt:
+				if tied == -1 || l[k-1].rank < lists[tied][k-1].rank {
+					tied = i
+				}
+			default:
 				more = append(more, i)
 			}
+		}
+		if tied != -1 {
+			// Its jobs of that priority and run_at come before the
+			// others' in the turn: it alone may supply all that are left.
+			more = append(more, tied)
 		}
 		if len(more) == 0 {
 			return out, nil

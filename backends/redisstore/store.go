@@ -203,6 +203,10 @@ type Store struct {
 	// server far more than the commands in it (see doc.go, Scripts). A
 	// Cluster needs one shard (slot) per script.
 	multiShard bool
+	// claimTurn counts the claims of a Cluster's store: each starts the
+	// turn of shards that orders their jobs of equal priority and run_at
+	// at the next shard (peek).
+	claimTurn atomic.Uint64
 	// functions is set when the server runs the library (scripts.go):
 	// shard scripts are then called with FCALL, else with EVALSHA.
 	functions bool
