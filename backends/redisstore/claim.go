@@ -662,64 +662,71 @@ const skewMargin = 10
 // peek reads the due heads of topic's queues in shards (peek.lua, one per
 // shard in one pipeline) and returns the first max due jobs among them, by
 // priority and run_at, then by shard in a turn that starts at the next
-// store's claim's (rank), then id. It reads a fair share of max from each
-// shard first (twice max/shards, and a little), and reads up to max only
-// from the shards whose share was all due and could hide jobs ahead of the
-// last one picked, of those that tie it but for their rank only the first:
-// one round trip in the usual case, two when due jobs are skewed towards a
-// few shards or tie. keyed reads each job's key and TTR too.
+// shard at each of the store's claims (rank), then id. It reads up to max
+// from the turn's first shard and a fair share of max from each other
+// (twice max/shards, and a little), then up to max only from the shards
+// whose share was all due and could hide jobs ahead of the last one
+// picked, of those that tie it but for their rank only the first: one
+// round trip in the usual case and for a burst due at one instant, two
+// when due jobs are skewed towards a few shards. keyed reads each job's
+// key and TTR too.
 func (s *Store) peek(ctx context.Context, topic string, shards []int, max int, keyed bool) (peeked, error) {
-	k := max
-	if len(shards) > 1 {
-		k = min(max, 2*((max+len(shards)-1)/len(shards))+2)
+	n := len(shards)
+	turn := int(s.claimTurn.Add(1) % uint64(n))
+	limits := make([]int, n)
+	for x := range limits {
+		limits[x] = min(max, 2*((max+n-1)/n)+2)
 	}
-	out := peeked{head: make([]int64, len(shards)), now: s.serverNow()}
-	lists := make([][]candidate, len(shards))
-	full := make([]bool, len(shards))
-	turn := int(s.claimTurn.Add(1) % uint64(len(shards)))
-	read := func(idx []int, limit int) error {
-		if err := s.peekShards(ctx, topic, shards, idx, limit, keyed, 0, &out, lists, full); err != nil {
+	limits[turn] = max
+	out := peeked{head: make([]int64, n), now: s.serverNow()}
+	lists := make([][]candidate, n)
+	full := make([]bool, n)
+	read := func(idx []int) error {
+		if err := s.peekShards(ctx, topic, shards, idx, limits, keyed, 0, &out, lists, full); err != nil {
 			return err
 		}
 		for _, x := range idx {
 			for c := range lists[x] {
-				lists[x][c].rank = (x - turn + len(shards)) % len(shards)
+				lists[x][c].rank = (x - turn + n) % n
 			}
 		}
 		return nil
 	}
-	all := make([]int, len(shards))
+	all := make([]int, n)
 	for i := range all {
 		all[i] = i
 	}
-	if err := read(all, k); err != nil {
+	if err := read(all); err != nil {
 		return peeked{}, err
 	}
-	for {
+	for round := 1; ; round++ {
 		var merged []candidate
 		for _, l := range lists {
 			merged = append(merged, l...)
 		}
 		slices.SortFunc(merged, candidateLess)
 		out.top = merged[:min(max, len(merged))]
-		if k == max || len(out.top) == 0 {
+		if round == 2 || len(out.top) == 0 {
 			return out, nil
 		}
 		last := out.top[len(out.top)-1]
 		var more []int
 		tied := -1 // of the shards that tie last but for their rank, the first
-		for i, l := range lists {
+		for x, l := range lists {
+			if !full[x] || limits[x] == max {
+				continue // nothing more to read there
+			}
+			f := l[len(l)-1]
 			switch {
-			case !full[i]:
 			case len(out.top) < max:
-				more = append(more, i)
-			case candidateLess(l[k-1], last) >= 0:
-			case l[k-1].priority == last.priority && l[k-1].runAt == last.runAt:
-				if tied == -1 || l[k-1].rank < lists[tied][k-1].rank {
-					tied = i
+				more = append(more, x)
+			case candidateLess(f, last) >= 0:
+			case f.priority == last.priority && f.runAt == last.runAt:
+				if tied == -1 || f.rank < lists[tied][len(lists[tied])-1].rank {
+					tied = x
 				}
 			default:
-				more = append(more, i)
+				more = append(more, x)
 			}
 		}
 		if tied != -1 {
@@ -730,20 +737,22 @@ func (s *Store) peek(ctx context.Context, topic string, shards []int, max int, k
 		if len(more) == 0 {
 			return out, nil
 		}
-		k = max
-		if err := read(more, max); err != nil {
+		for _, x := range more {
+			limits[x] = max
+		}
+		if err := read(more); err != nil {
 			return peeked{}, err
 		}
 	}
 }
 
 // peekShards reads the due heads of topic's queues in shards[idx] (peek.lua,
-// up to limit of each, one script per shard in one pipeline): into out
-// (heads, now) and, per index, lists (its candidates, by priority, run_at
-// and id) and full (whether it gave limit). keyed reads each job's key
+// up to limits[x] of shards[x], one script per shard in one pipeline): into
+// out (heads, now) and, per index, lists (its candidates, by priority,
+// run_at and id) and full (whether it gave its limit). keyed reads each job's key
 // and TTR too; fairPerKey > 0 (a fair claim's walk, keyed) also the
 // shard's new jobs of a fair topic by key, up to fairPerKey of each.
-func (s *Store) peekShards(ctx context.Context, topic string, shards, idx []int, limit int, keyed bool, fairPerKey int, out *peeked, lists [][]candidate, full []bool) error {
+func (s *Store) peekShards(ctx context.Context, topic string, shards, idx, limits []int, keyed bool, fairPerKey int, out *peeked, lists [][]candidate, full []bool) error {
 	width, with := 3, "0"
 	switch {
 	case fairPerKey > 0:
@@ -753,7 +762,7 @@ func (s *Store) peekShards(ctx context.Context, topic string, shards, idx []int,
 	}
 	calls := make([]call, len(idx))
 	for i, x := range idx {
-		calls[i] = s.shardCall(scriptPeek, shards[x], topic, limit, with, fairPerKey)
+		calls[i] = s.shardCall(scriptPeek, shards[x], topic, limits[x], with, fairPerKey)
 	}
 	for i, cmd := range s.run(ctx, calls) {
 		x := idx[i]
@@ -776,7 +785,7 @@ func (s *Store) peekShards(ctx context.Context, topic string, shards, idx []int,
 			l = append(l, c)
 		}
 		lists[x] = l
-		full[x] = len(l) == limit
+		full[x] = len(l) == limits[x]
 	}
 	return nil
 }

@@ -42,7 +42,11 @@ func (s *Store) pickFair(ctx context.Context, ts *topicState, p *core.ClaimJobsP
 	if perKey < 100 {
 		perKey = 100
 	}
-	if err := s.peekShards(ctx, topic, shards, all, fairWalk, true, perKey, &seen, lists, make([]bool, len(shards))); err != nil {
+	limits := make([]int, len(shards))
+	for i := range limits {
+		limits[i] = fairWalk
+	}
+	if err := s.peekShards(ctx, topic, shards, all, limits, true, perKey, &seen, lists, make([]bool, len(shards))); err != nil {
 		return nil, err
 	}
 	cands := slices.Concat(lists...)
