@@ -239,7 +239,8 @@
 // (and any not read for 30 s, a safety net for a lost message): on a
 // standalone server one claim script picks the earliest Max due jobs of
 // them itself, by run_at then id, and reserves them; on a Cluster the store
-// reads the queues' heads, a fair share of Max from each first (more only
+// reads the queues' heads, up to Max from the first shard of the claim's
+// turn (below) and a fair share of Max from each other first (more only
 // from a shard whose share could hide earlier jobs), merges them, and
 // reserves them with one claim script per shard in one pipeline, skipping
 // a job another claim took in between. Jobs of one priority and run_at (a
