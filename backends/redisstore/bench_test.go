@@ -21,23 +21,12 @@ import (
 	"github.com/delayq/delayq/core/storetest"
 )
 
-// benchServer starts a standalone server of the benchmark's own with the
-// given AOF fsync policy ("" for no persistence), in a temporary directory.
-func benchServer(b *testing.B, fsync string) *redistest.Server {
-	b.Helper()
-	redistest.Require(b)
-	srv, err := redistest.StartServer(redistest.Options{Dir: b.TempDir(), AppendFsync: fsync})
-	require.NoError(b, err)
-	b.Cleanup(srv.Kill)
-	return srv
-}
-
 // benchURL starts a server of the benchmark's own and returns its URL: a
 // standalone server, or a 3-master cluster when DELAYQ_BENCH_CLUSTER=1.
 func benchURL(b *testing.B, fsync string) string {
 	b.Helper()
 	if os.Getenv("DELAYQ_BENCH_CLUSTER") != "1" {
-		return benchServer(b, fsync).URL()
+		return ownServer(b, fsync).URL()
 	}
 	redistest.Require(b)
 	c, err := redistest.StartCluster(3, redistest.Options{Dir: b.TempDir(), AppendFsync: fsync})
@@ -151,7 +140,7 @@ func BenchmarkMemoryPerPendingJob(b *testing.B) {
 	if n := storetest.EnvInt("DELAYQ_BENCH_BODY", 0); n >= 2 {
 		body = []byte(`"` + strings.Repeat("x", n-2) + `"`)
 	}
-	srv := benchServer(b, "")
+	srv := ownServer(b, "")
 	s := openStore(b, srv.URL(), "delayq")
 	before := usedMemory(b, srv)
 	b.ResetTimer()

@@ -8,7 +8,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/delayq/delayq/backends/redisstore/redistest"
 	"github.com/delayq/delayq/core"
 )
 
@@ -59,10 +58,7 @@ func TestFunctionsUsed(t *testing.T) {
 // from the first call that misses it, which then runs.
 func TestFunctionsLoadedAgain(t *testing.T) {
 	t.Parallel()
-	redistest.Require(t)
-	srv, err := redistest.StartServer(redistest.Options{Dir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(srv.Kill)
+	srv := ownServer(t, "")
 	s := openStore(t, srv.URL(), uniquePrefix(t.Name()))
 	require.True(t, s.functions)
 	for range 2 {
@@ -80,15 +76,12 @@ func TestFunctionsLoadedAgain(t *testing.T) {
 // as its scripts did by calling no write.
 func TestReadsAtMaxmemory(t *testing.T) {
 	t.Parallel()
-	redistest.Require(t)
-	srv, err := redistest.StartServer(redistest.Options{Dir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(srv.Kill)
+	srv := ownServer(t, "")
 	ctx := context.Background()
 	s := openStore(t, srv.URL(), uniquePrefix(t.Name()))
 	j := job("full", time.Hour)
 	put(t, s, j)
-	_, err = srv.Do("CONFIG", "SET", "maxmemory", "1")
+	_, err := srv.Do("CONFIG", "SET", "maxmemory", "1")
 	require.NoError(t, err)
 	t.Cleanup(func() { _, _ = srv.Do("CONFIG", "SET", "maxmemory", "0") })
 

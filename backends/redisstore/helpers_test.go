@@ -115,6 +115,18 @@ func scriptsOnlyURL(t testing.TB) string {
 	return shared.scripts.URL()
 }
 
+// ownServer starts a standalone server of the test's or benchmark's own
+// with the given AOF fsync policy ("" for no persistence), in a temporary
+// directory, killed at cleanup.
+func ownServer(tb testing.TB, fsync string) *redistest.Server {
+	tb.Helper()
+	redistest.Require(tb)
+	srv, err := redistest.StartServer(redistest.Options{Dir: tb.TempDir(), AppendFsync: fsync})
+	require.NoError(tb, err)
+	tb.Cleanup(srv.Kill)
+	return srv
+}
+
 // clusterURL returns the URL of the shared 3-master cluster, or of
 // TEST_REDIS_CLUSTER_URL.
 func clusterURL(t testing.TB) string {
