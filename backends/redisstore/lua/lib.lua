@@ -268,9 +268,9 @@ local JOB_NUMBERS = {r = true, x = true, a = true, m = true, d = true, y = true,
 -- read or made, for save.
 local packed_ids
 
--- JOB_FORM, set before lib.lua by the variant of the script the store
--- runs (scripts.go), is the form of the jobs it creates, 'packed' or
--- 'hash': read first, as most of its jobs have it.
+-- JOB_FORM, set for each call by the variant of the script the store
+-- runs (scripts.go), as CLUSTER is, is the form of the jobs it creates,
+-- 'packed' or 'hash': read first, as most of its jobs have it.
 
 -- hash_job returns job id of the hash fields v (HMGET's answer), or nil.
 local function hash_job(id, v)
