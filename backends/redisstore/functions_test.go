@@ -53,6 +53,18 @@ func TestFunctionsUsed(t *testing.T) {
 	}
 }
 
+// TestFunctionsDenied: a user the server's ACL denies FUNCTION runs the
+// scripts instead.
+func TestFunctionsDenied(t *testing.T) {
+	t.Parallel()
+	srv := ownServer(t, "")
+	_, err := srv.Do("ACL", "SETUSER", "nofn", "on", ">pw", "~*", "&*", "+@all", "-function")
+	require.NoError(t, err)
+	s := openStore(t, "redis://nofn:pw@"+srv.Addr, uniquePrefix(t.Name()))
+	require.False(t, s.functions)
+	roundTrip(t, s)
+}
+
 // TestFunctionsLoadedAgain: a server that lost the library (FUNCTION
 // FLUSH, a restart without persistence, a new Cluster node) gets it again
 // from the first call that misses it, which then runs.
