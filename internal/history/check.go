@@ -754,10 +754,15 @@ func (c *checker) checkModel(id string, evs []jobEvent) {
 	if c.linearizable(pops) == porcupine.Ok {
 		return
 	}
-	for _, op := range c.phantoms[c.topic[id]] {
+	for i, op := range c.phantoms[c.topic[id]] {
 		if c.bound(op).After(first) {
-			in := &mInput{Kind: mPhantom, Fragile: c.fragile(op), Released: op.ReleasedAtClose, Descr: "claim without answer, " + op.Call.Format("15:04:05.000")}
+			in := &mInput{Kind: mPhantom, Fragile: c.fragile(op), Descr: "claim without answer, " + op.Call.Format("15:04:05.000")}
 			add(op.Client, op, in)
+			if op.ReleasedAtClose {
+				// Its release is a step of its own, by the server, at any
+				// moment up to the claim's bound.
+				add(-2-i, op, &mInput{Kind: mRelease, Fragile: in.Fragile, Descr: "release of that claim, " + op.Call.Format("15:04:05.000")})
+			}
 		}
 	}
 	switch c.linearizable(pops) {

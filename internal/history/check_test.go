@@ -291,7 +291,25 @@ func TestCheckCorpus(t *testing.T) {
 			b.get("j", "dead", 1, 3000, 3001)
 		}, nil},
 
+		// Claimed for a subscriber and never sent, the job is reserved
+		// until its release at the connection's end, which gives the
+		// attempt back: a replace meanwhile is refused, and the next claim
+		// is the first attempt (TestE2EHistory/nats, seed 1).
+		{"a subscriber's claim held, then released with its attempt given back", nats, func(b *builder) {
+			b.push("j", 3, 0, 5, 0)
+			b.op(Op{Kind: OpClaim, Client: 9, Topic: TopicA, ReleasedAtClose: true, Until: b.at(90)}, 10, 0, 0)
+			b.op(Op{Kind: OpReplace, Topic: TopicA, ID: "j", MaxAttempts: 1}, 20, 30, 409) // reserved
+			b.claim("j", 1, "L1", 100, 110, 0)
+			b.settle(OpAck, "j", "L1", 120, 125, 204)
+		}, nil},
+
 		// Invalid histories.
+		{"a replace refused as reserved, with no claim that could have reserved the job", nats, func(b *builder) {
+			b.push("j", 3, 0, 5, 0)
+			b.op(Op{Kind: OpReplace, Topic: TopicA, ID: "j", MaxAttempts: 1}, 20, 30, 409)
+			b.claim("j", 1, "L1", 100, 110, 0)
+			b.settle(OpAck, "j", "L1", 120, 125, 204)
+		}, []AnomalyKind{AnomalyNotLinearizable}},
 		{"lost: read dead, but nothing claimed it", redis, func(b *builder) {
 			b.push("j", 1, 0, 5, 0)
 			b.get("j", "dead", 1, 3000, 3001)

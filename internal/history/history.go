@@ -81,8 +81,9 @@ type Op struct {
 	CallFromLease bool `json:",omitempty"`
 	// ReleasedAtClose marks a subscriber's claim left without an answer
 	// by the end of its connection: what the server claimed for it is
-	// released at once, nacked with delay 0 (transports/wstransport,
-	// "Disconnects").
+	// released by Until, its attempt given back when it was never sent
+	// (core.Engine.Release), nacked with delay 0 when it was
+	// (transports/wstransport, "Disconnects").
 	ReleasedAtClose bool `json:",omitempty"`
 	// Until, for an operation without an answer, is the latest moment it
 	// may take effect, when known: a released claim's connection end,

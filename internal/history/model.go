@@ -65,6 +65,7 @@ const (
 	mGet
 	mClaimed // a claim answered this job
 	mPhantom // a claim of the job's topic got no answer: it may have taken it
+	mRelease // the server's release of what such a claim of a subscriber whose connection ended took
 	mAck
 	mNack
 	mTouch
@@ -73,7 +74,7 @@ const (
 )
 
 func (k mKind) String() string {
-	return [...]string{"create", "replace", "cancel", "get", "claimed", "phantom-claim", "ack", "nack", "touch", "requeue", "crash"}[k]
+	return [...]string{"create", "replace", "cancel", "get", "claimed", "phantom-claim", "release", "ack", "nack", "touch", "requeue", "crash"}[k]
 }
 
 // mInput is one step with what it was answered (porcupine's output is
@@ -93,12 +94,9 @@ type mInput struct {
 	// Skewed marks an operation of a job that lived during a clock fault,
 	// on a store whose instances judge leases on their own clocks: one
 	// may see a lease ended that another still sees hold.
-	Skewed bool
-	// Released marks a phantom claim of a subscriber whose connection
-	// ended: what it claimed is released at once.
-	Released bool
-	Durable  bool // a write answered after its fsync
-	Descr    string
+	Skewed  bool
+	Durable bool // a write answered after its fsync
+	Descr   string
 }
 
 // expansions returns the states s may be in at a moment between call and
@@ -209,16 +207,25 @@ func apply(p modelState, in *mInput) []jobCore {
 			n := c
 			n.St, n.Attempt, n.Lease, n.Exp = stReserved, c.Attempt+1, unknownLease, in.Call+c.TTR
 			out = append(out, n)
-			if in.Released {
-				// Claimed for a subscriber whose connection ended, and
-				// released at once: a nack with delay 0.
-				r := c
-				r.Attempt = c.Attempt + 1
-				if r.Attempt >= c.Max {
-					r.St = stDead
-				}
-				out = append(out, r)
+		}
+		return out
+	case mRelease:
+		// A subscriber's connection ended: the server releases what it
+		// had claimed for it, a step of its own after the claim's, so that
+		// the job is reserved between the two. Never sent, the attempt is
+		// given back (Engine.Release); sent and lost with the connection,
+		// it counts (a nack with delay 0). Or nothing was released: the
+		// claim took nothing, or the release failed and the lease runs out.
+		out := []jobCore{c}
+		if c.St == stReserved && c.Lease == unknownLease {
+			back := c
+			back.St, back.Attempt, back.Lease, back.Exp = stWaiting, c.Attempt-1, "", 0
+			nacked := c
+			nacked.St, nacked.Lease, nacked.Exp = stWaiting, "", 0
+			if c.Attempt >= c.Max {
+				nacked.St = stDead
 			}
+			out = append(out, back, nacked)
 		}
 		return out
 	case mAck, mNack, mTouch:
