@@ -43,13 +43,8 @@ type sharedServers struct {
 	dir     string
 	dirErr  error
 
-	standaloneOnce sync.Once
-	standalone     *redistest.Server
-	standaloneErr  error
-
-	scriptsOnce sync.Once
-	scripts     *redistest.Server
-	scriptsErr  error
+	standalone sharedServer
+	scripts    sharedServer // FUNCTION renamed away
 
 	clusterOnce sync.Once
 	cluster     *redistest.Cluster
@@ -61,12 +56,35 @@ func (ss *sharedServers) tempDir() (string, error) {
 	return ss.dir, ss.dirErr
 }
 
+// sharedServer is a standalone server the package's tests share.
+type sharedServer struct {
+	once sync.Once
+	srv  *redistest.Server
+	err  error
+}
+
+// url starts the server at first use, in the shared directory's sub, with
+// args, and returns its URL.
+func (s *sharedServer) url(t testing.TB, sub string, args ...string) string {
+	t.Helper()
+	redistest.Require(t)
+	s.once.Do(func() {
+		dir, err := shared.tempDir()
+		if err != nil {
+			s.err = err
+			return
+		}
+		s.srv, s.err = redistest.StartServer(redistest.Options{Dir: dir + "/" + sub, Args: args})
+	})
+	require.NoError(t, s.err)
+	return s.srv.URL()
+}
+
 func (ss *sharedServers) stop() {
-	if ss.standalone != nil {
-		ss.standalone.Kill()
-	}
-	if ss.scripts != nil {
-		ss.scripts.Kill()
+	for _, s := range []*sharedServer{&ss.standalone, &ss.scripts} {
+		if s.srv != nil {
+			s.srv.Kill()
+		}
 	}
 	if ss.cluster != nil {
 		ss.cluster.Stop()
@@ -83,17 +101,7 @@ func standaloneURL(t testing.TB) string {
 	if u := os.Getenv("TEST_REDIS_URL"); u != "" {
 		return u
 	}
-	redistest.Require(t)
-	shared.standaloneOnce.Do(func() {
-		dir, err := shared.tempDir()
-		if err != nil {
-			shared.standaloneErr = err
-			return
-		}
-		shared.standalone, shared.standaloneErr = redistest.StartServer(redistest.Options{Dir: dir + "/standalone"})
-	})
-	require.NoError(t, shared.standaloneErr)
-	return shared.standalone.URL()
+	return shared.standalone.url(t, "standalone")
 }
 
 // scriptsOnlyURL returns the URL of the shared standalone server whose
@@ -101,18 +109,7 @@ func standaloneURL(t testing.TB) string {
 // there run EVALSHA scripts instead of the library (scripts.go).
 func scriptsOnlyURL(t testing.TB) string {
 	t.Helper()
-	redistest.Require(t)
-	shared.scriptsOnce.Do(func() {
-		dir, err := shared.tempDir()
-		if err != nil {
-			shared.scriptsErr = err
-			return
-		}
-		shared.scripts, shared.scriptsErr = redistest.StartServer(redistest.Options{Dir: dir + "/scripts",
-			Args: []string{"--rename-command", "FUNCTION", ""}})
-	})
-	require.NoError(t, shared.scriptsErr)
-	return shared.scripts.URL()
+	return shared.scripts.url(t, "scripts", "--rename-command", "FUNCTION", "")
 }
 
 // ownServer starts a standalone server of the test's or benchmark's own

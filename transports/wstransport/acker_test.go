@@ -1,7 +1,6 @@
 package wstransport
 
 import (
-	"context"
 	"encoding/json"
 	"sync"
 	"testing"
@@ -13,26 +12,6 @@ import (
 	"github.com/delayq/delayq/core"
 )
 
-// gatedStore records the AckJobs calls of a real store and holds each
-// until released.
-type gatedStore struct {
-	core.Store
-	entered chan struct{} // a value per call that came in
-	release chan struct{} // closed to let them go on
-
-	mu    sync.Mutex
-	sizes []int
-}
-
-func (g *gatedStore) AckJobs(ctx context.Context, p *core.AckJobsParams) ([]core.AckResult, error) {
-	g.mu.Lock()
-	g.sizes = append(g.sizes, len(p.Acks))
-	g.mu.Unlock()
-	g.entered <- struct{}{}
-	<-g.release
-	return g.Store.AckJobs(ctx, p)
-}
-
 // TestAckerCoalesces: acks that arrive while every batch slot is busy go
 // to the store together in the next batch, and each gets its own answer: a
 // lost lease and an unknown job in the middle of the batch fail alone.
@@ -40,7 +19,7 @@ func TestAckerCoalesces(t *testing.T) {
 	t.Parallel()
 	mem := memstore.New(memstore.Config{})
 	t.Cleanup(func() { _ = mem.Close() })
-	store := &gatedStore{Store: mem, entered: make(chan struct{}, 100), release: make(chan struct{})}
+	store := NewAckGate(mem, 100)
 	engine, err := core.NewEngine(core.EngineConfig{Store: store})
 	require.NoError(t, err)
 	ctx := t.Context()
@@ -59,7 +38,7 @@ func TestAckerCoalesces(t *testing.T) {
 	// One ack per slot, each its own batch, held in the store.
 	for i := range acksInFlight {
 		wg.Go(func() { errs[i] = a.ack(jobs[i].ID, jobs[i].Lease) })
-		<-store.entered
+		<-store.Entered
 	}
 	for i := acksInFlight; i < n; i++ {
 		id, lease := jobs[i].ID, jobs[i].Lease
@@ -76,7 +55,7 @@ func TestAckerCoalesces(t *testing.T) {
 		defer a.mu.Unlock()
 		return len(a.queue) == n-acksInFlight
 	}, 10*time.Second, time.Millisecond, "acks queued behind the busy batches")
-	close(store.release)
+	store.Let()
 	wg.Wait()
 
 	for i := range n {
@@ -89,9 +68,7 @@ func TestAckerCoalesces(t *testing.T) {
 			require.NoError(t, errs[i], "ack %d", i)
 		}
 	}
-	store.mu.Lock()
-	defer store.mu.Unlock()
-	require.Equal(t, []int{1, 1, 1, 1, n - acksInFlight}, store.sizes, "the waiting acks went in one call")
+	require.Equal(t, []int{1, 1, 1, 1, n - acksInFlight}, store.Sizes(), "the waiting acks went in one call")
 	got, err := engine.Get(ctx, jobs[10].ID)
 	require.NoError(t, err)
 	require.Equal(t, core.StateReserved, got.State, "a wrong lease acknowledged nothing")

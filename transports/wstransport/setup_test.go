@@ -217,6 +217,19 @@ func (c *client) nextJob(timeout time.Duration) serverFrame {
 	return f
 }
 
+// ackNext takes the next n frames, which must be jobs, then acknowledges
+// each.
+func (c *client) ackNext(n int) {
+	c.t.Helper()
+	frames := make([]serverFrame, n)
+	for i := range frames {
+		frames[i] = c.nextJob(5 * time.Second)
+	}
+	for _, f := range frames {
+		c.ack(f)
+	}
+}
+
 // nextError returns the next frame, which must be an error with code.
 func (c *client) nextError(code string) serverFrame {
 	c.t.Helper()

@@ -687,51 +687,6 @@ func TestFramesOfOneJobInOrder(t *testing.T) {
 	require.Equal(t, []string{id}, b.store.Wait(t, storetest.OutcomeAck, 1, 5*time.Second))
 }
 
-// ackGate holds every AckJobs call of a real store until release is closed.
-type ackGate struct {
-	core.Store
-	entered chan struct{}
-	release chan struct{}
-}
-
-func (g *ackGate) AckJobs(ctx context.Context, p *core.AckJobsParams) ([]core.AckResult, error) {
-	select {
-	case g.entered <- struct{}{}:
-	default:
-	}
-	<-g.release
-	return g.Store.AckJobs(ctx, p)
-}
-
-// sizedAckGate holds every AckJobs call of a real store until release is
-// closed, and records how many acks each carried.
-type sizedAckGate struct {
-	core.Store
-	release chan struct{}
-
-	mu    sync.Mutex
-	sizes []int
-}
-
-func (g *sizedAckGate) AckJobs(ctx context.Context, p *core.AckJobsParams) ([]core.AckResult, error) {
-	g.mu.Lock()
-	g.sizes = append(g.sizes, len(p.Acks))
-	g.mu.Unlock()
-	<-g.release
-	return g.Store.AckJobs(ctx, p)
-}
-
-// sent returns the batches that reached the store and how many acks they
-// carried.
-func (g *sizedAckGate) sent() (batches, acks int) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, n := range g.sizes {
-		acks += n
-	}
-	return len(g.sizes), acks
-}
-
 // TestAcksWaitBeyondOpConcurrency: while the store holds every batch, all
 // of a connection's acks reach the server's acker, not only the 64 frames
 // a connection handles at once, so that the next batch carries them all:
@@ -739,29 +694,27 @@ func (g *sizedAckGate) sent() (batches, acks int) {
 // Redis was held to 64 acks per connection per batch's round trip).
 func TestAcksWaitBeyondOpConcurrency(t *testing.T) {
 	t.Parallel()
-	gate := &sizedAckGate{release: make(chan struct{})}
-	b := setupOver(t, func(s core.Store) core.Store { gate.Store = s; return gate })
-	var release sync.Once
-	let := func() { release.Do(func() { close(gate.release) }) }
-	t.Cleanup(let)
+	var gate *wstransport.AckGate
+	b := setupOver(t, func(s core.Store) core.Store { gate = wstransport.NewAckGate(s, 0); return gate })
+	t.Cleanup(gate.Let)
 	const n = 200 // more than the 64 frames a connection handles at once
 	b.pushN(t, "manyacks", n, withTTR(time.Hour))
-	c := b.subscribe(t, "manyacks", n)
-	frames := make([]serverFrame, n)
-	for i := range frames {
-		frames[i] = c.nextJob(5 * time.Second)
-	}
-	for _, f := range frames {
-		c.ack(f)
+	b.subscribe(t, "manyacks", n).ackNext(n)
+	sent := func() (batches, acks int) {
+		sizes := gate.Sizes()
+		for _, k := range sizes {
+			acks += k
+		}
+		return len(sizes), acks
 	}
 	require.Eventually(t, func() bool {
-		batches, sent := gate.sent()
-		return batches == wstransport.AcksInFlight && sent+b.ws.QueuedAcks() == n
+		batches, acks := sent()
+		return batches == wstransport.AcksInFlight && acks+b.ws.QueuedAcks() == n
 	}, 10*time.Second, time.Millisecond, "every ack waits in the acker while the store holds its batches")
-	let()
+	gate.Let()
 	b.store.Wait(t, storetest.OutcomeAck, n, 10*time.Second)
-	batches, sent := gate.sent()
-	require.Equal(t, n, sent)
+	batches, acks := sent()
+	require.Equal(t, n, acks)
 	require.Equal(t, wstransport.AcksInFlight+1, batches, "the acks that waited went in one batch")
 }
 
@@ -771,28 +724,20 @@ func TestAcksWaitBeyondOpConcurrency(t *testing.T) {
 // the store answers, every ack counts and deliveries go on.
 func TestSlowStoreKeepsPongs(t *testing.T) {
 	t.Parallel()
-	gate := &ackGate{entered: make(chan struct{}, 1), release: make(chan struct{})}
-	b := setupOver(t, func(s core.Store) core.Store { gate.Store = s; return gate }, func(c *wstransport.Config) {
+	var gate *wstransport.AckGate
+	b := setupOver(t, func(s core.Store) core.Store { gate = wstransport.NewAckGate(s, 1); return gate }, func(c *wstransport.Config) {
 		// A pong timeout a reading client meets on a busy machine (see
 		// TestPingClosesUnresponsiveSubscriber).
 		c.PingInterval = 100 * time.Millisecond
 		c.PongTimeout = time.Second
 	})
 	// Cleanups run last first: the held acks go before the bundle stops.
-	var release sync.Once
-	let := func() { release.Do(func() { close(gate.release) }) }
-	t.Cleanup(let)
+	t.Cleanup(gate.Let)
 	const n = 200 // more than the 64 frames a connection handles at once
 	ids := b.pushN(t, "slowacks", n, withTTR(time.Hour))
 	c := b.subscribe(t, "slowacks", n)
-	frames := make([]serverFrame, n)
-	for i := range frames {
-		frames[i] = c.nextJob(5 * time.Second)
-	}
-	for _, f := range frames {
-		c.ack(f)
-	}
-	<-gate.entered
+	c.ackNext(n)
+	<-gate.Entered
 	// Pings every 100 ms, each closing the connection unless its pong is
 	// read within 1 s: 3.5 s of them, with every ack held.
 	select {
@@ -800,7 +745,7 @@ func TestSlowStoreKeepsPongs(t *testing.T) {
 		t.Fatalf("the connection ended while the store held its acks: %v", c.err)
 	case <-time.After(3500 * time.Millisecond):
 	}
-	let()
+	gate.Let()
 	b.store.Wait(t, storetest.OutcomeAck, n, 10*time.Second)
 	for _, id := range ids {
 		require.Equal(t, core.StateDone, b.job(t, id).State)
