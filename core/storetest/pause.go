@@ -36,7 +36,13 @@ func testPause(t *testing.T, b *testBundle) {
 
 	tp := b.topicOf(t, topic)
 	require.True(t, tp.Paused, "GetTopic of a paused topic")
-	require.Equal(t, core.Counts{Ready: 3, Reserved: 1}, tp.Counts)
+	if time.Now().Before(reserved.LeaseExpiresAt.Add(-clockSlack)) {
+		require.Equal(t, core.Counts{Ready: 3, Reserved: 1}, tp.Counts)
+	} else {
+		// A slow host let the held job's lease of TTRMin run out: it
+		// may be back among the ready ones already.
+		require.Contains(t, []core.Counts{{Ready: 3, Reserved: 1}, {Ready: 4}}, tp.Counts)
+	}
 	requirePausedListed(t, b, map[string]bool{topic: true, other: false})
 
 	// Intake goes on; a job reserved before the pause expires back to

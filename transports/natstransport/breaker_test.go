@@ -75,9 +75,19 @@ func TestBreakerOverEngine(t *testing.T) {
 	}
 	require.Equal(t, breaker.StateClosed, breakers.State("steady", "nats:"+shared))
 
+	// Each failing job needs two sent attempts through a circuit that lets
+	// one probe through every OpenTimeout; a loaded CI host has taken
+	// seconds, so the deadline is generous and a miss says where the job
+	// stood.
+	deadline := time.Now().Add(30 * time.Second)
 	for _, id := range failing {
-		require.Eventually(t, func() bool { return b.job(t, id).State == core.StateDead }, 10*time.Second, time.Millisecond)
 		j := b.job(t, id)
+		for j.State != core.StateDead && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+			j = b.job(t, id)
+		}
+		require.Equal(t, core.StateDead, j.State, "job %s of %s: attempt %d, run_at %s, last error %q, history %+v; circuits %+v",
+			id, j.Topic, j.Attempt, j.RunAt, j.LastError, j.History, breakers.States())
 		require.NotContains(t, j.LastError, "not sent", "job %s went dead on a sent attempt", id)
 		last := j.History[len(j.History)-1]
 		require.Equal(t, j.Attempt, last.Attempt)
