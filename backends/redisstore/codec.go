@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -457,4 +458,109 @@ func asInt(v any) int64 {
 		}
 	}
 	return -1
+}
+
+// putPart is what the put script needs of job j besides its id, topic,
+// key, run_at and priority, as put.lua takes it: for a store of packed
+// jobs the part it packs (Packed puts in lib.lua) with the body when the
+// job keeps it (at most inline bytes), and the other arguments empty; for
+// a store of hashes each field as an argument of its own.
+type putPart struct {
+	body, ttr, max, trace, delays, url, expiresAt, retention, then, packed string
+}
+
+// newPutPart returns the put script's arguments of j for a store of form,
+// bodies longer than inline in keys of their own, packing with m. Errors:
+// the JSON encoding of its next step.
+func newPutPart(j *core.Job, form string, inline int, m *packedMap) (putPart, error) {
+	then, err := encodeThen(j)
+	if err != nil {
+		return putPart{}, err
+	}
+	p := putPart{body: string(j.Body)}
+	if form != JobFormPacked {
+		p.ttr, p.max = strconv.FormatInt(j.TTR.Milliseconds(), 10), strconv.Itoa(j.MaxAttempts)
+		p.trace, p.delays, p.url = j.TraceParent, encodeDelays(j.RetryDelays), j.URL
+		p.expiresAt, p.retention, p.then = encodeExpiresAt(j.ExpiresAt), encodeRetention(j.Retention), then
+		return p, nil
+	}
+	m.reset()
+	m.str(fTopic, j.Topic)
+	m.int(fRunAt, j.RunAt.UnixMilli())
+	m.int(fTTR, j.TTR.Milliseconds())
+	m.int(fMax, int64(j.MaxAttempts))
+	m.int(fAttempt, 0)
+	if j.Priority != 0 {
+		m.int(fPriority, int64(j.Priority))
+	}
+	if j.Key != "" {
+		m.str(fKey, j.Key)
+	}
+	if len(j.Body) > 0 && len(j.Body) <= inline {
+		m.str(fBody, p.body)
+		p.body = ""
+	}
+	if j.TraceParent != "" {
+		m.str(fTrace, j.TraceParent)
+	}
+	if len(j.RetryDelays) > 0 {
+		m.str(fDelays, encodeDelays(j.RetryDelays))
+	}
+	if j.URL != "" {
+		m.str(fURL, j.URL)
+	}
+	if !j.ExpiresAt.IsZero() {
+		m.int(fExpiresAt, j.ExpiresAt.UnixMilli())
+	}
+	if j.Retention > 0 {
+		m.int(fRetention, j.Retention.Milliseconds())
+	}
+	if then != "" {
+		m.str(fThen, then)
+	}
+	p.packed = m.end()
+	return p, nil
+}
+
+// packedMap writes MessagePack map16s of string keys to strings and
+// integers (compact), as cmsgpack (the scripts' MessagePack) reads them,
+// one after another: newPackedMap, then reset before each.
+type packedMap struct {
+	n   int
+	buf bytes.Buffer
+	enc *msgpack.Encoder
+}
+
+func newPackedMap() *packedMap {
+	m := &packedMap{}
+	m.enc = msgpack.NewEncoder(&m.buf)
+	return m
+}
+
+// reset starts a map: its header, whose count bytes the map's end fills.
+func (m *packedMap) reset() {
+	m.n = 0
+	m.buf.Reset()
+	m.buf.Write([]byte{0xde, 0, 0})
+}
+
+// Writes to a bytes.Buffer do not fail.
+
+func (m *packedMap) str(k, v string) {
+	m.n++
+	_ = m.enc.EncodeString(k)
+	_ = m.enc.EncodeString(v)
+}
+
+func (m *packedMap) int(k string, v int64) {
+	m.n++
+	_ = m.enc.EncodeString(k)
+	_ = m.enc.EncodeInt(v)
+}
+
+// end returns the map written since reset.
+func (m *packedMap) end() string {
+	b := m.buf.Bytes()
+	b[1], b[2] = byte(m.n>>8), byte(m.n)
+	return string(b)
 }

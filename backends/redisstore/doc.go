@@ -187,8 +187,13 @@
 // script run costs it far more than the commands inside, each command more
 // than its work, and each write more again, for the AOF gets every write a
 // script makes (INFO commandstats and perf on the server, in BenchmarkBurst).
-// Hence: no pass moves due jobs anywhere before a claim takes them, and a
-// new job costs one EXISTS, one HSET and one ZADD; concurrent AckJob,
+// Hence: no pass moves due jobs anywhere before a claim takes them; a
+// put's jobs share one EXISTS, one MSET and one ZADD per queue, each packed
+// by the store but for the fields the server decides (state, times), which
+// the script appends (lib.lua's Packed puts); a claim reads its jobs with
+// one MGET and writes them with one MSET, and a lease script reads its
+// jobs with one MGET (hashes, of a prefix not yet packed, each alone with
+// its own commands); concurrent AckJob,
 // RetryJob, BuryJob and TouchJob calls of a store are coalesced, a group
 // commit: one goroutine sends them, up to 256 deliveries per lease script
 // and 4 pipelines under way, and the calls that arrive meanwhile go

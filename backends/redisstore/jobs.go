@@ -52,23 +52,24 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 		byShard[n] = append(byShard[n], i)
 	}
 	calls := make([]call, len(order))
+	packer := newPackedMap()
 	for ci, n := range order {
 		idx := byShard[n]
 		fair := s.fairOf(params, idx)
-		args := make([]any, 0, 3+len(fair)+15*len(idx))
+		args := make([]any, 0, 3+len(fair)+16*len(idx))
 		args = append(args, replace, s.inlineBody, len(fair))
 		for _, t := range fair {
 			args = append(args, t)
 		}
 		for _, i := range idx {
 			j := params.Jobs[i]
-			then, err := encodeThen(j)
+			p, err := newPutPart(j, s.jobForm, s.inlineBody, packer)
 			if err != nil {
 				return nil, err
 			}
-			args = append(args, j.ID, j.Topic, j.Key, string(j.Body), j.RunAt.UnixMilli(),
-				j.TTR.Milliseconds(), j.MaxAttempts, j.TraceParent, encodeDelays(j.RetryDelays), encodePriority(j.Priority), j.URL,
-				encodeExpiresAt(j.ExpiresAt), encodeRetention(j.Retention), then, putChange(j))
+			args = append(args, j.ID, j.Topic, j.Key, p.body, j.RunAt.UnixMilli(),
+				p.ttr, p.max, p.trace, p.delays, encodePriority(j.Priority), p.url,
+				p.expiresAt, p.retention, p.then, putChange(j), p.packed)
 		}
 		calls[ci] = s.shardCall(scriptPut, n, args...)
 	}

@@ -884,3 +884,58 @@ func TestRewriteBodyKeepsExpiry(t *testing.T) {
 		require.JSONEq(t, string(long), string(done.Body))
 	}
 }
+
+// TestPackedPutAsHash: a job the caller packs for the put script (Packed
+// puts in lib.lua) reads as the same job put as a hash, for strings of
+// every MessagePack size class (fixstr, str8, str16) and integers of
+// either sign, and the scripts read it: claimed, then acknowledged.
+func TestPackedPutAsHash(t *testing.T) {
+	t.Parallel()
+	url := standaloneURL(t)
+	ctx := t.Context()
+	const topic = "packedput"
+	packed := openStore(t, url, uniquePrefix(t.Name()+"packed"), func(c *Config) { c.JobForm = JobFormPacked })
+	hashes := openStore(t, url, uniquePrefix(t.Name()+"hash"), func(c *Config) { c.JobForm = JobFormHash })
+	var jobs []*core.Job
+	for i, size := range []int{0, 2, 31, 32, 255, 256, packedInlineBody, packedInlineBody + 1} {
+		j := job(topic, -time.Duration(i)*time.Second)
+		if size > 0 {
+			j.Body = []byte(`"` + strings.Repeat("b", size-2) + `"`)
+		}
+		if i%2 == 1 {
+			j.Key = strings.Repeat("k", 10*i)
+			j.Priority = -i
+			j.TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+			j.RetryDelays = []time.Duration{time.Second, time.Duration(i) * time.Hour}
+			j.URL = "https://example.com/" + strings.Repeat("u", 40*i)
+			j.ExpiresAt = time.Now().Add(48 * time.Hour).Truncate(time.Millisecond)
+			j.Retention = time.Duration(i) * time.Hour
+			j.Then = &core.PushParams{Topic: "next", Body: []byte(`{"n":` + strings.Repeat("1", 3*i) + `}`)}
+			j.TTR = 12 * time.Hour
+			j.MaxAttempts = 1 << 20
+		} else {
+			j.Priority = i * 1000
+		}
+		jobs = append(jobs, j)
+	}
+	put(t, packed, jobs...)
+	put(t, hashes, jobs...)
+	for _, j := range jobs {
+		p, err := packed.GetJob(ctx, j.ID)
+		require.NoError(t, err)
+		h, err := hashes.GetJob(ctx, j.ID)
+		require.NoError(t, err)
+		p.CreatedAt, p.UpdatedAt, p.Changes = h.CreatedAt, h.UpdatedAt, h.Changes
+		require.Equal(t, h, p, "job %s", j.ID)
+		require.Equal(t, string(j.Body), string(p.Body))
+	}
+	got := claim(t, packed, topic, len(jobs), time.Second)
+	require.Len(t, got, len(jobs))
+	for _, c := range got {
+		require.NoError(t, settleErr(packed.AckJob(ctx, &core.AckJobParams{ID: c.ID, Lease: c.Lease})))
+		done, err := packed.GetJob(ctx, c.ID)
+		require.NoError(t, err)
+		require.Equal(t, core.StateDone, done.State)
+		require.Equal(t, string(c.Body), string(done.Body))
+	}
+}

@@ -674,6 +674,28 @@ func testBatch(t *testing.T, b *testBundle) {
 	requireSameJob(t, existing, b.get(t, existing.ID))
 	requireSameJob(t, c, b.get(t, c.ID))
 
+	// One new id three times in a batch: each after the first finds the
+	// one before it.
+	same := topic + ".same"
+	x1, x2, x3 := DueJob(same), DueJob(same), DueJob(same)
+	x2.ID, x3.ID = x1.ID, x1.ID
+	x2.Body, x3.Body = json.RawMessage(`"x2"`), json.RawMessage(`"x3"`)
+	res = b.putResults(t, false, x1, x2, x3)
+	require.NoError(t, res[0].Err)
+	requireConflict(t, res[1].Err, x1)
+	requireConflict(t, res[2].Err, x1)
+	requireSameJob(t, x1, b.get(t, x1.ID))
+	y1, y2, y3 := NewJob(same, time.Now().Add(time.Hour)), DueJob(same), NewJob(same, time.Now().Add(2*time.Hour))
+	y2.ID, y3.ID = y1.ID, y1.ID
+	y3.Body = json.RawMessage(`"y3"`)
+	res = b.putResults(t, true, y1, y2, y3)
+	for i, replaced := range []bool{false, true, true} {
+		require.NoError(t, res[i].Err)
+		require.Equal(t, replaced, res[i].Replaced, "put %d of the id", i)
+	}
+	requireSameJob(t, y3, b.requireState(t, y1.ID, core.StateScheduled))
+	b.requireCounts(t, same, core.Counts{Ready: 1, Scheduled: 1})
+
 	// Replace: replaced, conflict (reserved), created, replaced.
 	e2 := DueJob(topic)
 	e2.ID = existing.ID

@@ -153,10 +153,22 @@ local function reserve(picks, queued)
     redis.call('ZREM', key_parked(t), unpack(ids))
   end
   -- The jobs as read, {h (fetch), j when packed, key when limited}; with
-  -- a limit, the slots held of their keys read in one HMGET.
-  local rows, want = {}, {}
+  -- a limit, the slots held of their keys read in one HMGET. A store of
+  -- packed jobs reads them in one MGET, which answers false for a hash
+  -- (a job not yet packed) and a job gone: those are read alone (fetch).
+  local rows, want, raws = {}, {}, {}
+  if JOB_FORM == 'packed' and #picks > 0 then
+    local keys = {}
+    for n, c in ipairs(picks) do keys[n] = key_job(c[1]) end
+    for i = 1, #keys, 2000 do
+      for _, raw in ipairs(redis.call('MGET', unpack(keys, i, math.min(i + 1999, #keys)))) do
+        raws[#raws + 1] = raw
+      end
+    end
+  end
   for n, c in ipairs(picks) do
-    local h = fetch(c[1])
+    local h
+    if raws[n] then h = {raws[n]} else h = fetch(c[1]) end
     local row = {h}
     if #h == 1 then row[2] = packed_job(c[1], h[1]) end
     if queued and (limit > 0 or rate) and not c[7] and #h > 0 then
@@ -172,6 +184,9 @@ local function reserve(picks, queued)
   if #want > 0 then
     for n, v in ipairs(redis.call('HMGET', key_held(t), unpack(want))) do held_n[want[n]] = tonumber(v) or 0 end
   end
+  -- The packed jobs reserved, written in one MSET at the end: {key,
+  -- string, ...}.
+  local sets = {}
   for n, c in ipairs(picks) do
     local id = c[1]
     local kj = key_job(id)
@@ -205,7 +220,8 @@ local function reserve(picks, queued)
       if c[6] then x = math.min(x, c[6]) end
       j.s, j.a, j.l, j.x, j.u, j.v = 'reserved', (j.a or 0) + 1, lease, x, now, via
       if holds then j.K = grant or 1 end
-      redis.call('SET', kj, cmsgpack.pack(j))
+      sets[#sets + 1] = kj
+      sets[#sets + 1] = cmsgpack.pack(j)
       got, inline = {raw}, j.b
     elseif #h > 0 then
       local d, a
@@ -233,6 +249,9 @@ local function reserve(picks, queued)
       note_lease(x)
       out[#out + 1] = {id, got, lease, c[5]}
     end
+  end
+  for i = 1, #sets, 2000 do
+    redis.call('MSET', unpack(sets, i, math.min(i + 1999, #sets)))
   end
   if #leases > 0 then
     redis.call('ZADD', K_LEASE, unpack(leases))

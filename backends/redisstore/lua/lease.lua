@@ -125,6 +125,9 @@ while i <= #ARGV do
   local count = tonumber(ARGV[i + 2])
   i = i + 3
   acked, acked_order, unleased, unleased_n = {}, {}, {}, {}
+  local ids = {}
+  for k = 1, count do ids[k] = ARGV[i + 5 * (k - 1) + 1] end
+  prefetch(ids)
   local out = {}
   for _ = 1, count do
     local op = ARGV[i]
@@ -141,6 +144,7 @@ while i <= #ARGV do
     end
     i = i + 5
   end
+  prefetched = {}
   flush()
   -- One ZADD per topic of the ids acknowledged (key_finished), before
   -- fin_add, which may set the zset's expiry.

@@ -294,10 +294,35 @@ end
 -- since a hash is written a field at a time.
 local HASH_FIELDS = {'s', 't', 'r', 'x', 'a', 'm', 'l', 'd', 'b', 'y', 'k', 'u', 'v', 'H', 'e', 'c', 'z', 'R', 'T', 'K'}
 
+-- prefetched holds packed jobs read ahead, by id (prefetch): read_job
+-- takes one at most once, and save drops one, so that a job is never read
+-- from it after a write.
+local prefetched
+
+-- prefetch reads the packed jobs ids (a list) in one MGET for read_job,
+-- instead of one GET each: a hash (not yet packed) or a job gone answers
+-- false there and is read by read_job as usual.
+local function prefetch(ids)
+  if JOB_FORM ~= 'packed' or #ids == 0 then return end
+  local keys = {}
+  for n, id in ipairs(ids) do keys[n] = key_job(id) end
+  for i = 1, #keys, 2000 do
+    local raws = redis.call('MGET', unpack(keys, i, math.min(i + 1999, #keys)))
+    for n, raw in ipairs(raws) do
+      if raw then prefetched[ids[i + n - 1]] = raw end
+    end
+  end
+end
+
 -- read_job returns the job id as load does, and when it is packed the
 -- string it is stored as. A key of the other form answers WRONGTYPE: an
 -- error reply, not an error of the script, and then the other command.
 local function read_job(id)
+  local pre = prefetched[id]
+  if pre then
+    prefetched[id] = nil
+    return packed_job(id, pre), pre
+  end
   local kj = key_job(id)
   if JOB_FORM == 'hash' then
     local v = redis.pcall('HMGET', kj, unpack(HASH_FIELDS))
@@ -343,6 +368,7 @@ end
 -- a packed job whole; of a hash the fields named, or with none named
 -- every field j has.
 local function save(id, j, ...)
+  prefetched[id] = nil
   if packed_ids[id] then
     redis.call('SET', key_job(id), cmsgpack.pack(j))
     return
@@ -377,6 +403,7 @@ end
 -- its retention period, its body key with it: a packed job in the same
 -- write.
 local function save_kept(id, j, ...)
+  prefetched[id] = nil
   local ms = int(kept_for(j))
   if packed_ids[id] then
     redis.call('SET', key_job(id), cmsgpack.pack(j), 'PX', ms)
@@ -690,19 +717,73 @@ local function parked_under(id, j)
   return tonumber(redis.call('HGET', key_job(id), 'W') or 0)
 end
 
--- put_job stores the job whose 15 fields start at ARGV[i] (put.lua's): a
+-- Packed puts. The caller packs the fields of a new job that the put
+-- alone decides (put.lua's part: a MessagePack map16 of t, r, d, m, a, y
+-- and those of k, b, p, w, h, z, R, T it has), and put_job adds those the
+-- server decides (s, c, u, C, W) to its end, so that a put builds no table
+-- and packs no job. The job strings and the queue entries of a call wait
+-- in put_sets ({key, string, ...}) and put_zadds (per
+-- queue key {score, id, ...}, put_zkeys the keys in order) until
+-- flush_puts writes them: one MSET and one ZADD per queue instead of a SET
+-- and a ZADD per job, each redis.call costing the server about a
+-- microsecond beyond its command. put_ids holds every id the call put, in
+-- either form: a put of one of them flushes first, and looks for the job
+-- (put.lua looked for all of them at once, before the first).
+local put_sets, put_ids, put_zadds, put_zkeys
+-- now_p is now packed, made at the first put of a call.
+local now_p
+-- PACKED_STATE are the states of a new job, packed.
+local PACKED_STATE = {ready = '\165ready', scheduled = '\169scheduled'}
+
+-- flush_puts writes the puts of the call that wait (see put_sets).
+local function flush_puts()
+  for i = 1, #put_sets, 2000 do
+    redis.call('MSET', unpack(put_sets, i, math.min(i + 1999, #put_sets)))
+  end
+  for _, kq in ipairs(put_zkeys) do
+    local z = put_zadds[kq]
+    for i = 1, #z, 2000 do
+      redis.call('ZADD', kq, unpack(z, i, math.min(i + 1999, #z)))
+    end
+  end
+  put_sets, put_zadds, put_zkeys = {}, {}, {}
+end
+
+-- queue_later is link_queue for a put whose job waits in put_sets.
+local function queue_later(id, t, r, y)
+  if q_head[t] == nil then
+    q_head[t] = queue_head(t)
+    q_topics[#q_topics + 1] = t
+  end
+  if not q_low[t] or r < q_low[t] then q_low[t] = r end
+  local kq = key_queue(t, y)
+  local z = put_zadds[kq]
+  if not z then
+    z = {}
+    put_zadds[kq] = z
+    put_zkeys[#put_zkeys + 1] = kq
+  end
+  z[#z + 1] = int(r)
+  z[#z + 1] = id
+  if y and y ~= 0 then redis.call('ZADD', key_levels(t), y, int(y)) end
+end
+
+-- put_job stores the job whose 16 fields start at ARGV[i] (put.lua's): a
 -- new job, a finished one overwritten (not with absent: any job kept is a
 -- conflict), or with replace an unfinished one replaced unless reserved;
 -- in the form JOB_FORM names. A job of a topic of fair (a set of topics)
 -- is parked by its key (park_new) rather than queued.
--- Returns 0 created, 1 replaced, or the existing job (job_all) on a conflict.
-local function put_job(replace, inline_body, i, absent, fair)
+-- fresh says that the caller found neither the job's key nor its body
+-- key. Returns 0 created, 1 replaced, or the existing job (job_all) on a
+-- conflict.
+local function put_job(replace, inline_body, i, absent, fair, fresh)
   local id, t, k, b = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  local r, d, m, p = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
-  local w, y, h, z = ARGV[i + 8], tonumber(ARGV[i + 9]), ARGV[i + 10], ARGV[i + 11]
-  local kept = tonumber(ARGV[i + 12])
-  local nxt = ARGV[i + 13]
+  local r, y = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 9])
   local kj = key_job(id)
+  if put_ids[id] then
+    flush_puts()
+    fresh = false
+  end
   local created = now
   local changes = 'c,' .. ARGV[i + 14]
   local res = 0
@@ -711,7 +792,7 @@ local function put_job(replace, inline_body, i, absent, fair)
   -- On a Cluster the job that takes the id keeps the old one's W, so that
   -- a park under a registration of the old one, still to come, passes.
   local was_parked = 0
-  if redis.call('EXISTS', kj, key_body(id)) > 0 then
+  if not fresh and redis.call('EXISTS', kj, key_body(id)) > 0 then
     local j = load(id)
     if j and CLUSTER then was_parked = parked_under(id, j) end
     if j then settle(id, j) end
@@ -737,23 +818,40 @@ local function put_job(replace, inline_body, i, absent, fair)
   end
   local state = 'scheduled'
   if r <= now then state = 'ready' end
-  local j = {s = state, t = t, r = r, d = tonumber(d), m = tonumber(m), a = 0, c = created, u = now, y = y, C = changes}
-  if k ~= '' then j.k = k end
-  if #b > inline_body then
-    redis.call('SET', key_body(id), b)
-  elseif b ~= '' then
-    j.b = b
+  if #b > inline_body then redis.call('SET', key_body(id), b) end
+  put_ids[id] = true
+  if JOB_FORM == 'packed' then
+    local part, extra = ARGV[i + 15], 4
+    local tail = ''
+    if was_parked > 0 then
+      extra = 5
+      tail = '\161W' .. cmsgpack.pack(was_parked)
+    end
+    if not now_p then now_p = cmsgpack.pack(now) end
+    local c = now_p
+    if created ~= now then c = cmsgpack.pack(created) end
+    put_sets[#put_sets + 1] = kj
+    put_sets[#put_sets + 1] = '\222\0' .. string.char(string.byte(part, 3) + extra) .. string.sub(part, 4) ..
+      '\161s' .. PACKED_STATE[state] .. '\161c' .. c .. '\161u' .. now_p .. '\161C' .. cmsgpack.pack(changes) .. tail
+    packed_ids[id] = true
+    if fair[t] then park_new(id, t, k, r) else queue_later(id, t, r, y) end
+  else
+    local d, m, p, w = ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8]
+    local h, z, kept, nxt = ARGV[i + 10], ARGV[i + 11], tonumber(ARGV[i + 12]), ARGV[i + 13]
+    local j = {s = state, t = t, r = r, d = tonumber(d), m = tonumber(m), a = 0, c = created, u = now, y = y, C = changes}
+    if k ~= '' then j.k = k end
+    if b ~= '' and #b <= inline_body then j.b = b end
+    if p ~= '' then j.p = p end
+    if w ~= '' then j.w = w end
+    if h ~= '' then j.h = h end
+    if z ~= '' then j.z = tonumber(z) end
+    if kept then j.R = kept end
+    if nxt ~= '' then j.T = nxt end
+    if was_parked > 0 then j.W = was_parked end
+    packed_ids[id] = nil
+    save(id, j)
+    if fair[t] then park_new(id, t, k, r) else link_queue(id, t, r, y) end
   end
-  if p ~= '' then j.p = p end
-  if w ~= '' then j.w = w end
-  if h ~= '' then j.h = h end
-  if z ~= '' then j.z = tonumber(z) end
-  if kept then j.R = kept end
-  if nxt ~= '' then j.T = nxt end
-  if was_parked > 0 then j.W = was_parked end
-  packed_ids[id] = JOB_FORM == 'packed' or nil
-  save(id, j)
-  if fair[t] then park_new(id, t, k, r) else link_queue(id, t, r, y) end
   if k ~= '' then index_key(id, t, k, false) end
   return res
 end
@@ -1165,7 +1263,8 @@ local function begin()
   K_LEASE, K_COUNT, K_FIN, K_FINQ = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
   FIN_WIDTH = math.ceil(retention_ms / 64)
   PB = string.match(base, '^({.*):%d+}$') .. '}'
-  fin_log, packed_ids, released = {}, {}, {}
+  fin_log, packed_ids, released, prefetched = {}, {}, {}, {}
+  put_sets, put_ids, put_zadds, put_zkeys, now_p = {}, {}, {}, {}, nil
   q_head, q_low, q_topics, q_elsewhere = {}, {}, {}, {}
   lease_head0, lease_low = nil, nil
   shard_count, rate, rate_t = nil, nil, nil

@@ -5,13 +5,16 @@
 -- longer one gets a key of its own: see Store.inlineBody); [8] a count m,
 -- then m topics that are fair (core.PutJobsParams.Fair): their jobs are
 -- parked by key (park_new), and on one server ks:<t>'s f set (Key limits
--- in lib.lua); then 15 per job: id, topic, key, body, run_at (ms), ttr
+-- in lib.lua); then 16 per job: id, topic, key, body, run_at (ms), ttr
 -- (ms), max_attempts,
 -- traceparent, retry delays, priority, url, expires_at (ms), retention
--- (ms), then (the next step's JSON) (empty strings for none), and how the
--- put came ("<via>,<token>": Changes in lib.lua).
+-- (ms), then (the next step's JSON) (empty strings for none), how the
+-- put came ("<via>,<token>": Changes in lib.lua), and the part the caller
+-- packed (Packed puts in lib.lua).
 --
--- New jobs take the form JOB_FORM names (lib.lua).
+-- New jobs take the form JOB_FORM names (lib.lua). For a packed job the
+-- part holds the body when the job keeps it, and ttr to then (but
+-- priority) are empty: only the body of a body key of its own comes apart.
 --
 -- Returns {results, queued, released}: one result per job, 0 created, 1
 -- replaced, or the existing job (job_all) on a conflict; the queue heads
@@ -19,9 +22,9 @@
 -- leases it ended gave back (a job whose lease had expired, settled:
 -- lib.lua's released), for the caller to free.
 --
--- A new id costs one EXISTS (of the job and its body key), one SET or HSET (and a SET for a long body) and one
--- ZADD, and with a key three more (index_key): every write a script makes is also written to the AOF, which costs
--- the server more than most commands themselves.
+-- A new id costs a share of one EXISTS, one MSET and one ZADD per queue
+-- (packed; a hash costs an HSET and a ZADD), a SET for a long body, and with a key three more (index_key): every
+-- write a script makes is also written to the AOF, which costs the server more than most commands themselves.
 local replace, absent = ARGV[6] == '1', ARGV[6] == '2'
 local inline_body = tonumber(ARGV[7])
 local m = tonumber(ARGV[8])
@@ -36,8 +39,23 @@ for i = 9, 8 + m do
     if not redis.call('HGET', ks, 'f') then redis.call('HSET', ks, 'f', '1') end
   end
 end
-local out = {}
-for i = 9 + m, #ARGV, 15 do
-  out[#out + 1] = put_job(replace, inline_body, i, absent, fair)
+-- One EXISTS of every key the call's jobs may have: when none exists (new
+-- ids, the usual put), no job needs one of its own.
+local keys = {}
+for i = 9 + m, #ARGV, 16 do
+  keys[#keys + 1] = key_job(ARGV[i])
+  keys[#keys + 1] = key_body(ARGV[i])
 end
+local fresh = true
+for i = 1, #keys, 2000 do
+  if redis.call('EXISTS', unpack(keys, i, math.min(i + 1999, #keys))) > 0 then
+    fresh = false
+    break
+  end
+end
+local out = {}
+for i = 9 + m, #ARGV, 16 do
+  out[#out + 1] = put_job(replace, inline_body, i, absent, fair, fresh)
+end
+flush_puts()
 return {out, announced(), released}
