@@ -668,14 +668,22 @@ const skewMargin = 10
 // whose share was all due and could hide jobs ahead of the last one
 // picked, of those that tie it but for their rank only the first: one
 // round trip in the usual case and for a burst due at one instant, two
-// when due jobs are skewed towards a few shards. keyed reads each job's
-// key and TTR too.
+// when due jobs are skewed towards a few shards. After a claim whose jobs
+// all came from its turn's first shard (narrowPeek), it reads one job of
+// each other shard instead of a share: a burst due at one instant then
+// costs each other shard the least read, and a second round trip when the
+// first shard no longer has them all. keyed reads each job's key and TTR
+// too.
 func (s *Store) peek(ctx context.Context, topic string, shards []int, max int, keyed bool) (peeked, error) {
 	n := len(shards)
 	turn := int(s.claimTurn.Add(1) % uint64(n))
+	share := min(max, 2*((max+n-1)/n)+2)
+	if _, ok := s.narrowPeek.Load(topic); ok {
+		share = 1
+	}
 	limits := make([]int, n)
 	for x := range limits {
-		limits[x] = min(max, 2*((max+n-1)/n)+2)
+		limits[x] = share
 	}
 	limits[turn] = max
 	out := peeked{head: make([]int64, n), now: s.serverNow()}
@@ -707,6 +715,7 @@ func (s *Store) peek(ctx context.Context, topic string, shards []int, max int, k
 		slices.SortFunc(merged, candidateLess)
 		out.top = merged[:min(max, len(merged))]
 		if round == 2 || len(out.top) == 0 {
+			s.notePeek(topic, max, out.top)
 			return out, nil
 		}
 		last := out.top[len(out.top)-1]
@@ -735,6 +744,7 @@ func (s *Store) peek(ctx context.Context, topic string, shards []int, max int, k
 			more = append(more, tied)
 		}
 		if len(more) == 0 {
+			s.notePeek(topic, max, out.top)
 			return out, nil
 		}
 		for _, x := range more {
@@ -743,6 +753,16 @@ func (s *Store) peek(ctx context.Context, topic string, shards []int, max int, k
 		if err := read(more); err != nil {
 			return peeked{}, err
 		}
+	}
+}
+
+// notePeek records whether a claim of topic took all of its max jobs,
+// top, from its turn's first shard (narrowPeek).
+func (s *Store) notePeek(topic string, max int, top []candidate) {
+	if len(top) == max && !slices.ContainsFunc(top, func(c candidate) bool { return c.rank != 0 }) {
+		s.narrowPeek.Store(topic, struct{}{})
+	} else {
+		s.narrowPeek.Delete(topic)
 	}
 }
 

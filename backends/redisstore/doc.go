@@ -254,7 +254,10 @@
 // them from as few shards as it can, one claim script, and their
 // acknowledgements batch in that shard (a quarter less Redis CPU per job
 // of a burst on a 3-master Cluster); concurrent claims start in different
-// shards. One claim per topic and store reads
+// shards. After a claim that took all its jobs from its turn's first shard,
+// the next reads one job of each other shard instead of a share, enough to
+// show that none comes first (and more where one does): a burst's claims
+// then read the least of the other shards. One claim per topic and store reads
 // at a time, so waiting claims do not race each other for the same jobs.
 // With nothing due a claim waits in core.Claim, on the store's clock, for
 // the earliest head's run_at, a wake-up (the store's core.Notifier, which

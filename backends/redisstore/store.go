@@ -207,6 +207,11 @@ type Store struct {
 	// turn of shards that orders their jobs of equal priority and run_at
 	// at the next shard (peek).
 	claimTurn atomic.Uint64
+	// narrowPeek holds the topics whose last claim on a Cluster took all
+	// its jobs from the first shard of its turn, as a burst due at one
+	// instant does: their next claim reads one job of each other shard,
+	// which shows whether any comes first, instead of a share (peek).
+	narrowPeek sync.Map // topic -> struct{}
 	// functions is set when the server runs the library (scripts.go):
 	// shard scripts are then called with FCALL, else with EVALSHA.
 	functions bool
