@@ -650,6 +650,29 @@ elseif mode == 'ids' then
   -- fair_call: a job served by a fair claim's ring or parked in its key's
   -- queue, whose answer includes the shard's new jobs in its head.
   local picks, parked_picks, seen, fair_call = {}, {}, {}, false
+  -- The queue scores of the plain picks, one ZMSCORE per priority: a
+  -- ZSCORE each cost the server more in the call than in the command.
+  local by_y, scores = {}, {}
+  for k = 12, #ARGV, 3 do
+    local c = string.byte(ARGV[k + 2], 1)
+    if c ~= 102 and c ~= 112 then -- neither 'f' nor 'p'
+      local y = tonumber(ARGV[k + 1])
+      local l = by_y[y]
+      if not l then
+        l = {}
+        by_y[y] = l
+      end
+      l[#l + 1] = ARGV[k]
+    end
+  end
+  for y, l in pairs(by_y) do
+    for i = 1, #l, 2000 do
+      local got = redis.call('ZMSCORE', key_queue(t, y), unpack(l, i, math.min(i + 1999, #l)))
+      for n, sc in ipairs(got) do
+        if sc then scores[l[i + n - 1]] = tonumber(sc) end
+      end
+    end
+  end
   for k = 12, #ARGV, 3 do
     local id, y, til = ARGV[k], tonumber(ARGV[k + 1]), ARGV[k + 2]
     local form = string.sub(til, 1, 1)
@@ -675,9 +698,9 @@ elseif mode == 'ids' then
     else
       til = tonumber(til)
       seen[id] = true
-      local s = redis.call('ZSCORE', key_queue(t, y), id)
-      if s and tonumber(s) <= now then
-        picks[#picks + 1] = {id, tonumber(s), y, til ~= nil, nil, til}
+      local s = scores[id]
+      if s and s <= now then
+        picks[#picks + 1] = {id, s, y, til ~= nil, nil, til}
       end
     end
   end
