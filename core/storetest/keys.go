@@ -127,6 +127,23 @@ func testFindByKey(t *testing.T, b *testBundle) {
 	b.requireFound(t, topic, "order:44")
 }
 
+// testKeyOutlivesFinished: a job put under a key that only a finished job
+// holds is found by it after that job's retention ran out.
+func testKeyOutlivesFinished(t *testing.T, b *testBundle) {
+	const topic, key = "keys.outlive", "order:46"
+	old := keyed(topic, key, time.Now().Add(-time.Second))
+	old.Retention = core.RetentionMin
+	b.put(t, old)
+	require.NoError(t, ack(b, b.claimOne(t, topic, dueWait)))
+	acked := time.Now()
+	b.requireFound(t, topic, key, old)
+	fresh := keyed(topic, key, time.Now().Add(time.Hour))
+	b.put(t, fresh)
+	b.passUntil(t, acked.Add(old.Retention+500*time.Millisecond))
+	require.Equal(t, []string{fresh.ID}, ids(slices.DeleteFunc(b.find(t, topic, key, "", 10),
+		func(j *core.Job) bool { return j.ID == old.ID })), "the job put under the key, after the finished one's retention")
+}
+
 // testImportFindsKeys: imported jobs are found by their keys.
 func testImportFindsKeys(t *testing.T, b *testBundle) {
 	const topic = "keys.import"

@@ -145,6 +145,7 @@ var subtests = []subtest{
 	{"Topics", testTopics},
 	{"TopicIsolation", testTopicIsolation},
 	{"FindByKey", testFindByKey},
+	{"KeyOutlivesFinished", testKeyOutlivesFinished},
 	{"ListJobs", testListJobs},
 	{"ListManyJobs", testListManyJobs},
 	{"ListWhileLeaving", testListWhileLeaving},

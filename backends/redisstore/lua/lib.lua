@@ -179,14 +179,19 @@ end
 -- returns the same to its caller (announced()).
 local q_head, q_low, q_topics
 
--- link_queue adds job id of topic t and priority y (nil for 0) to its
--- queue, due at r.
-local function link_queue(id, t, r, y)
+-- note_queued notes a job of topic t queued due at r, for announced.
+local function note_queued(t, r)
   if q_head[t] == nil then
     q_head[t] = queue_head(t)
     q_topics[#q_topics + 1] = t
   end
   if not q_low[t] or r < q_low[t] then q_low[t] = r end
+end
+
+-- link_queue adds job id of topic t and priority y (nil for 0) to its
+-- queue, due at r.
+local function link_queue(id, t, r, y)
+  note_queued(t, r)
   redis.call('ZADD', key_queue(t, y), int(r), id)
   if y and y ~= 0 then redis.call('ZADD', key_levels(t), y, int(y)) end
 end
@@ -751,11 +756,7 @@ end
 
 -- queue_later is link_queue for a put whose job waits in put_sets.
 local function queue_later(id, t, r, y)
-  if q_head[t] == nil then
-    q_head[t] = queue_head(t)
-    q_topics[#q_topics + 1] = t
-  end
-  if not q_low[t] or r < q_low[t] then q_low[t] = r end
+  note_queued(t, r)
   local kq = key_queue(t, y)
   local z = put_zadds[kq]
   if not z then
