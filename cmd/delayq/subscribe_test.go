@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +24,7 @@ import (
 	"github.com/delayq/delayq/backends/memstore"
 	"github.com/delayq/delayq/core"
 	"github.com/delayq/delayq/core/storetest"
+	"github.com/delayq/delayq/internal/looport"
 	"github.com/delayq/delayq/transports/httptransport"
 	"github.com/delayq/delayq/transports/wstransport"
 )
@@ -50,7 +52,9 @@ func startWSService(t *testing.T) *wsService {
 		Kinds: []storetest.OutcomeKind{storetest.OutcomeAck, storetest.OutcomeRetry}}
 	engine, err := core.NewEngine(core.EngineConfig{Store: store, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	s := &wsService{t: t, engine: engine, addr: "127.0.0.1:0", store: store, seen: map[storetest.Outcome]bool{}}
+	port, err := looport.Free(false) // a port no connection takes while the service is stopped
+	require.NoError(t, err)
+	s := &wsService{t: t, engine: engine, addr: "127.0.0.1:" + strconv.Itoa(port), store: store, seen: map[storetest.Outcome]bool{}}
 	s.start()
 	t.Cleanup(func() {
 		s.stop()
@@ -59,7 +63,7 @@ func startWSService(t *testing.T) *wsService {
 	return s
 }
 
-// start serves on s.addr (a free port the first time, the same port after).
+// start serves on s.addr.
 func (s *wsService) start() {
 	s.t.Helper()
 	ln, err := net.Listen("tcp", s.addr)

@@ -17,7 +17,6 @@ package natstest
 import (
 	"bufio"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +25,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/delayq/delayq/internal/looport"
 )
 
 // ReadyTimeout bounds how long Start waits for a server to be ready.
@@ -210,13 +211,13 @@ func Cleanup() {
 	}
 }
 
-// freePort returns a loopback port that was free a moment ago.
+// freePort returns a loopback port that was free a moment ago, below the
+// ephemeral range, so that a server restarted on it finds it free.
 func freePort(tb testing.TB) int {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := looport.Free(false)
 	if err != nil {
 		tb.Fatalf("natstest: free port: %v", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }

@@ -25,6 +25,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/delayq/delayq/internal/looport"
 )
 
 // Install says how to get redis-server, for skip and failure messages.
@@ -100,7 +102,7 @@ func startBin(bin string, opts Options, cluster bool, conf func(port int) string
 	}
 	var lastErr error
 	for range 5 { // a free port may be taken before the server binds it
-		port, err := freePort(cluster)
+		port, err := looport.Free(cluster)
 		if err != nil {
 			return nil, err
 		}
@@ -330,34 +332,6 @@ func (s *Server) logTail() string {
 		b = b[len(b)-2000:]
 	}
 	return string(b)
-}
-
-// freePort returns a loopback port that was free a moment ago; for a
-// cluster node, port+10000 (its cluster bus) was free too.
-func freePort(cluster bool) (int, error) {
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		if !cluster {
-			_ = l.Close()
-			return port, nil
-		}
-		if port+10000 > 65535 {
-			_ = l.Close()
-			continue
-		}
-		bus, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000))
-		_ = l.Close()
-		if err != nil {
-			continue
-		}
-		_ = bus.Close()
-		return port, nil
-	}
-	return 0, errors.New("redistest: no free port pair for a cluster node")
 }
 
 // Cluster is a Redis Cluster of masters without replicas.
