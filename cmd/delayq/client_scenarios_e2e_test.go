@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delayq/delayq/client"
+	"github.com/delayq/delayq/internal/looport"
 )
 
 // TestClientScenarios runs the scenarios of clients/SCENARIOS.md, which
@@ -278,10 +279,9 @@ func TestClientScenarios(t *testing.T) {
 // after the restart.
 func TestClientScenarioS9(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := looport.Free(false) // no connection takes it while the server is stopped
 	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
+	addr := "127.0.0.1:" + strconv.Itoa(port)
 	args := []string{"--backend", "local", "--data", t.TempDir(), "--http", addr, "--nats-listen", "off"}
 	srv := startServer(t, args...)
 	dq := newClient(t, client.Config{URL: srv.HTTPURL})
