@@ -531,6 +531,7 @@ type packedMap struct {
 	enc *msgpack.Encoder
 }
 
+// newPackedMap returns a packedMap with its encoder.
 func newPackedMap() *packedMap {
 	m := &packedMap{}
 	m.enc = msgpack.NewEncoder(&m.buf)
@@ -544,14 +545,14 @@ func (m *packedMap) reset() {
 	m.buf.Write([]byte{0xde, 0, 0})
 }
 
-// Writes to a bytes.Buffer do not fail.
-
+// str adds key k with string v (writes to a bytes.Buffer do not fail).
 func (m *packedMap) str(k, v string) {
 	m.n++
 	_ = m.enc.EncodeString(k)
 	_ = m.enc.EncodeString(v)
 }
 
+// int adds key k with integer v.
 func (m *packedMap) int(k string, v int64) {
 	m.n++
 	_ = m.enc.EncodeString(k)

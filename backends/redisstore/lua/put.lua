@@ -12,9 +12,9 @@
 -- put came ("<via>,<token>": Changes in lib.lua), and the part the caller
 -- packed (Packed puts in lib.lua).
 --
--- New jobs take the form JOB_FORM names (lib.lua). For a packed job the
--- part holds the body when the job keeps it, and ttr to then (but
--- priority) are empty: only the body of a body key of its own comes apart.
+-- New jobs take the form JOB_FORM names (lib.lua). For a packed job,
+-- ttr to then (but priority) are empty, the part holding them, and so is
+-- the body unless it gets a key of its own; for a hash, the part is.
 --
 -- Returns {results, queued, released}: one result per job, 0 created, 1
 -- replaced, or the existing job (job_all) on a conflict; the queue heads
