@@ -50,6 +50,9 @@ var (
 	plainScripts = []*redis.Script{scriptPrune, scriptRate, scriptRecord}
 )
 
+// libLua is lib.lua, read once for every shard script and the library.
+var libLua = mustRead("lib.lua")
+
 func mustRead(name string) string {
 	b, err := luaFS.ReadFile("lua/" + name)
 	if err != nil {
@@ -107,7 +110,7 @@ func newShardScript(name string) *shardScript {
 	sc := &shardScript{name: strings.TrimSuffix(name, ".lua")}
 	for v, vr := range variants {
 		sc.scripts[v] = redis.NewScript("local JOB_FORM, CLUSTER, KEYS, ARGV = '" + vr.form + "', " + vr.cluster +
-			", KEYS, ARGV\n" + mustRead("lib.lua") + "\nlocal main = " + mainOf(name) + "\nbegin()\nreturn main()\n")
+			", KEYS, ARGV\n" + libLua + "\nlocal main = " + mainOf(name) + "\nbegin()\nreturn main()\n")
 	}
 	return sc
 }
@@ -140,7 +143,7 @@ type functionLibrary struct {
 func newLibrary(scripts []*shardScript) functionLibrary {
 	var body strings.Builder
 	body.WriteString("local JOB_FORM, CLUSTER, KEYS, ARGV\n")
-	body.WriteString(mustRead("lib.lua"))
+	body.WriteString(libLua)
 	body.WriteString("\nlocal mains = {}\n" +
 		"local function register(suffix, main, form, cluster, flags)\n" +
 		"  redis.register_function{function_name = LIBRARY .. '_' .. suffix, flags = flags, callback = function(keys, args)\n" +

@@ -102,14 +102,7 @@ local pk_batch, kq_batch, kq_keys = {}, {}, {}
 local function park(id, k, r, y)
   pk_batch[#pk_batch + 1] = int(r)
   pk_batch[#pk_batch + 1] = id
-  local l = kq_batch[k]
-  if not l then
-    l = {}
-    kq_batch[k] = l
-    kq_keys[#kq_keys + 1] = k
-  end
-  l[#l + 1] = int(kq_score(r, y))
-  l[#l + 1] = id
+  add_pair(kq_batch, kq_keys, k, int(kq_score(r, y)), id)
   parked = parked + 1
 end
 

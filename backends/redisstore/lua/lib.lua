@@ -754,18 +754,24 @@ local function flush_puts()
   put_sets, put_zadds, put_zkeys = {}, {}, {}
 end
 
+-- add_pair appends a and b to the list of k in lists, which it makes at
+-- k's first pair, appending k to keys: the arguments of one command per
+-- key, in the order of the keys' first use.
+local function add_pair(lists, keys, k, a, b)
+  local l = lists[k]
+  if not l then
+    l = {}
+    lists[k] = l
+    keys[#keys + 1] = k
+  end
+  l[#l + 1] = a
+  l[#l + 1] = b
+end
+
 -- queue_later is link_queue for a put whose job waits in put_sets.
 local function queue_later(id, t, r, y)
   note_queued(t, r)
-  local kq = key_queue(t, y)
-  local z = put_zadds[kq]
-  if not z then
-    z = {}
-    put_zadds[kq] = z
-    put_zkeys[#put_zkeys + 1] = kq
-  end
-  z[#z + 1] = int(r)
-  z[#z + 1] = id
+  add_pair(put_zadds, put_zkeys, key_queue(t, y), int(r), id)
   if y and y ~= 0 then redis.call('ZADD', key_levels(t), y, int(y)) end
 end
 
