@@ -188,7 +188,7 @@ local function reserve(picks, queued)
     -- itself, which spares Redis, the bottleneck of a burst, patching
     -- them here.
     local got, x, inline
-    local lease = token .. (taken + 1)
+    local lease = token .. int(taken + 1)
     local h, j, k = rows[n][1], rows[n][2], rows[n][3]
     local holds = c[4]
     if k then

@@ -75,7 +75,7 @@ local function one(op, id, lease, r, etext)
     if j.k then index_key(id, j.t, j.k, kept_for(j)) end
     local shift = shift_of(j)
     local group = j.t
-    if shift ~= 0 then group = j.t .. '\n' .. shift end
+    if shift ~= 0 then group = j.t .. '\n' .. int(shift) end
     local a = acked[group]
     if not a then
       a = {t = j.t, shift = shift, n = 0, ids = {}, score = int(now + shift)}
