@@ -74,11 +74,11 @@
 //   - Creates, replaces, cancels, requeues, imports and topic changes wait
 //     for their fsync before they return. Concurrent callers share one
 //     fsync (Pebble's group commit), so a batch of a thousand jobs costs
-//     one, and an fsync starts at least walMinSyncInterval (2 ms) after
-//     the previous one, so that jobs pushed one per request share fsyncs
-//     too; when walSyncGroup (4) such writes came during the last fsync,
-//     the next starts at once, since they share it already. They survive
-//     kill -9 and a power cut.
+//     one, and jobs pushed one per request share fsyncs too: an fsync
+//     starts the time after the previous one in which walSyncGroup (4)
+//     such writes come at their recent rate, at most walMinSyncInterval
+//     (2 ms), so that callers pushing thousands a second wait a fraction
+//     of a millisecond (syncPacer). They survive kill -9 and a power cut.
 //   - Claims, acks, retries, buries, touches and lease expiries return once
 //     Pebble holds them, before any sync; a background sync every
 //     Config.SyncInterval (1 s) bounds what a power cut can lose, and

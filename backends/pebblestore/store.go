@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -149,10 +148,9 @@ type Store struct {
 	// unsynced wakes the background sync after a write that did not wait
 	// for its own.
 	unsynced chan struct{}
-	// syncWaits counts the writes that wait for their fsync, applied since
-	// Pebble last asked for WALMinSyncInterval.
-	syncWaits *atomic.Int32
-	notify    core.Notifier
+	// pacer paces the write-ahead log's fsyncs.
+	pacer  *syncPacer
+	notify core.Notifier
 
 	background sync.WaitGroup
 }
@@ -173,19 +171,6 @@ type topic struct {
 	told int64
 }
 
-// walMinSyncInterval is the least time between two fsyncs of the
-// write-ahead log while few writes wait for one: docs/benchmarks.md
-// measures 2 ms as the point where one-job pushes at a steady 1 000/s
-// still reach the throughput of no wait while their fsyncs' CPU falls by a
-// third.
-const walMinSyncInterval = 2 * time.Millisecond
-
-// walSyncGroup is how many writes waiting for their fsync, applied while
-// the last fsync ran, make the next one start at once: they share it
-// already, and waiting walMinSyncInterval for more would only delay their
-// answers (docs/benchmarks.md, "The local default beside beanstalkd").
-const walSyncGroup = 4
-
 // Open opens (or creates) the store in cfg.Dir and rebuilds its index:
 // it reads the state of every unfinished job, never a body.
 func Open(cfg Config) (*Store, error) {
@@ -195,7 +180,7 @@ func Open(cfg Config) (*Store, error) {
 	}
 	cache := pebble.NewCache(cfg.CacheBytes)
 	defer cache.Unref()
-	syncWaits := new(atomic.Int32)
+	pacer := newSyncPacer(time.Now)
 	opts := &pebble.Options{
 		Cache:              cache,
 		MemTableSize:       64 << 20,
@@ -204,15 +189,8 @@ func Open(cfg Config) (*Store, error) {
 		// Jobs pushed one per request at a steady rate would otherwise
 		// each have an fsync of their own, whose kernel time costs more
 		// CPU than the rest of the push (a third of delayq's CPU at 1 000
-		// pushes/s): waiting up to walMinSyncInterval lets them share.
-		// Pebble asks after each fsync; the writes that came during it
-		// tell whether the next has company without waiting.
-		WALMinSyncInterval: func() time.Duration {
-			if syncWaits.Swap(0) >= walSyncGroup {
-				return 0
-			}
-			return walMinSyncInterval
-		},
+		// pushes/s): a short wait before each fsync lets them share.
+		WALMinSyncInterval: pacer.interval,
 	}
 	// Flushes, compactions and log rotations, logged at debug: the
 	// moments a latency spike can be matched with. A stalled write or a
@@ -266,7 +244,7 @@ func Open(cfg Config) (*Store, error) {
 		topics:    make(map[string]*topic),
 		counts:    make(map[string]int64),
 		unsynced:  make(chan struct{}, 1),
-		syncWaits: syncWaits,
+		pacer:     pacer,
 	}
 	if cfg.SyncAlways {
 		s.syncable = pebble.Sync
@@ -340,7 +318,7 @@ func (s *Store) write(b *pebble.Batch, opts *pebble.WriteOptions) (wait func() e
 		_ = b.Close()
 		return func() error { return wrap(err) }
 	}
-	s.syncWaits.Add(1)
+	s.pacer.waited()
 	return func() error {
 		err := b.SyncWait()
 		_ = b.Close()
