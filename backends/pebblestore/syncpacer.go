@@ -2,6 +2,7 @@ package pebblestore
 
 import (
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -30,17 +31,20 @@ const syncPacerWindow = 5 * time.Millisecond
 // one at a time share an fsync, and callers that push again as soon as
 // they are answered (a client's pool of connections) wait a fraction of a
 // millisecond for theirs, not 2 ms. The interval follows the rate smoothed
-// over cycles: going by one cycle's count alone (wait when few came, none
-// when many did) makes a long cycle and a short one alternate, the short
-// one's fsync shared by one or two writes.
+// over the last few milliseconds (syncPacerWindow): going by one cycle's
+// count alone (wait when few came, none when many did) makes a long cycle
+// and a short one alternate, the short one's fsync shared by one or two
+// writes.
 type syncPacer struct {
 	// waits counts the writes that wait for their fsync since Pebble last
 	// asked.
 	waits atomic.Int32
 	now   func() time.Time
 
-	// Pebble's log writer asks from one goroutine: the fields below are
-	// that goroutine's.
+	// mu guards last and rate: each log file's writer asks from a
+	// goroutine of its own, and the next file's may start before the
+	// last one's is done.
+	mu   sync.Mutex
 	last time.Time
 	rate float64 // writes that waited for their fsync per second, smoothed
 }
@@ -52,6 +56,8 @@ func (p *syncPacer) waited() { p.waits.Add(1) }
 
 // interval is Pebble's WALMinSyncInterval.
 func (p *syncPacer) interval() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	n := p.waits.Swap(0)
 	now := p.now()
 	if elapsed := now.Sub(p.last); !p.last.IsZero() && elapsed > 0 {

@@ -51,9 +51,10 @@ func TestSyncPacerFastPushesWaitLess(t *testing.T) {
 	assert.Equal(t, walMinSyncInterval, got)
 }
 
-// The old rule (no wait after a cycle in which walSyncGroup writes came,
-// else walMinSyncInterval) made long and short cycles alternate under a
-// steady load; the smoothed rate gives one interval.
+// Under a steady load the interval settles on one value: going by each
+// cycle's count alone (no wait after a cycle in which walSyncGroup writes
+// came, else walMinSyncInterval) would make long and short cycles
+// alternate.
 func TestSyncPacerSteadyUnderSteadyLoad(t *testing.T) {
 	_, cycle := pacerAt(t)
 	var intervals []time.Duration
