@@ -70,9 +70,12 @@ func TestClaimAfterTies(t *testing.T) {
 		}
 		return out
 	}
+	// An earlier run_at first, while the topic has no priority but 0: the
+	// other shards are then read with plain commands (peekHeads); then a
+	// more urgent priority, which the peek script reads.
 	for _, mod := range []func(j *core.Job){
-		func(j *core.Job) { j.Priority = -1 },
 		func(j *core.Job) { j.RunAt = due.Add(-time.Millisecond) },
+		func(j *core.Job) { j.Priority = -1 },
 	} {
 		got := claim(t, s, topic, 10, 5*time.Second)
 		require.Len(t, got, 10)

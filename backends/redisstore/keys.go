@@ -66,6 +66,10 @@ func (k *keys) job(id string) string { return k.shard[k.shardOf(id)].base + ":j:
 // queue returns the key of topic's queue in shard n.
 func (k *keys) queue(n int, topic string) string { return k.shard[n].base + ":q:" + topic }
 
+// levels returns the key of topic's priorities other than 0 whose queues
+// in shard n may hold jobs (lib.lua's key_levels).
+func (k *keys) levels(n int, topic string) string { return k.shard[n].base + ":lv:" + topic }
+
 // paused returns the key of shard n's set of paused topics.
 func (k *keys) paused(n int) string { return k.shard[n].base + ":paused" }
 
