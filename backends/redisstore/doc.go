@@ -257,7 +257,9 @@
 // shards. After a claim that took all its jobs from its turn's first shard,
 // the next reads one job of each other shard instead of a share, enough to
 // show that none comes first (and more where one does): a burst's claims
-// then read the least of the other shards. One claim per topic and store reads
+// then read the least of the other shards, and where the topic has no
+// priority but 0 they read it with two plain commands, not a script
+// (peekHeads). One claim per topic and store reads
 // at a time, so waiting claims do not race each other for the same jobs.
 // With nothing due a claim waits in core.Claim, on the store's clock, for
 // the earliest head's run_at, a wake-up (the store's core.Notifier, which
