@@ -30,6 +30,7 @@ local function int(n)
   local s = int_memo[n]
   if s then return s end
   s = string.format('%d', n)
+  if n ~= n then return s end -- NaN is no table key
   if int_memo_n >= INT_MEMO_MAX then int_memo, int_memo_n = {}, 0 end
   int_memo[n] = s
   int_memo_n = int_memo_n + 1
