@@ -397,9 +397,9 @@ func decodePacked(id, raw string, body []any) (*core.Job, error) {
 
 // packedFields reads the fields of a packed job as a hash holds them:
 // numbers in decimal, a field the script emptied (false or nil) left out.
-// It reads each value as what it is, with no map of interfaces between: a
-// claim's jobs are decoded here, and that map was half of the decoding's
-// cost.
+// It reads each value as what it is, with no map of interfaces between,
+// which would cost a claimed job about a third more time and 16 more
+// allocations (BenchmarkDecodePacked).
 func packedFields(raw string) (map[string]string, error) {
 	dec := msgpack.GetDecoder()
 	defer msgpack.PutDecoder(dec)

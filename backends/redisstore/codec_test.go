@@ -63,6 +63,16 @@ func FuzzDecodePacked(f *testing.F) {
 		if err == nil && j == nil {
 			t.Fatal("no job and no error")
 		}
+		// The fields read, packed again as strings, read the same.
+		m, err := packedFields(raw)
+		if err != nil {
+			return
+		}
+		again, err := msgpack.Marshal(m)
+		require.NoError(t, err)
+		m2, err := packedFields(string(again))
+		require.NoError(t, err)
+		require.Equal(t, m, m2)
 	})
 }
 
