@@ -39,7 +39,10 @@ function deferred<T = void>(): { promise: Promise<T>; resolve: (v: T) => void } 
   return { promise, resolve };
 }
 
-/** stateOf polls a job until it is in state (the server settles a webhook's job after the receiver answered), and returns it. */
+/**
+ * stateOf polls a job until it is in state, and returns it: the server settles a webhook's job after the receiver
+ * answered, and applies a subscriber's last acks as its connection ends, after the closing handshake that stop waits for.
+ */
 async function stateOf(c: Client, id: string, state: JobState): Promise<Job> {
   for (;;) {
     const j = await c.get(id);
@@ -257,7 +260,7 @@ describe("scenarios", { concurrency: true, timeout: 120_000 }, () => {
     assert.ok([...acked.values()].every((n) => n === 1), "each job handled to success once");
     assert.deepEqual(attempts[before[1].id], [1, 2], "the failed delivery was nacked and came again");
     for (const id of ids) {
-      assert.equal((await client.get(id)).state, "done");
+      await stateOf(client, id, "done");
     }
   });
 
@@ -289,7 +292,7 @@ describe("scenarios", { concurrency: true, timeout: 120_000 }, () => {
       assert.ok(reconnects.length > 0, "the lost connection was reported");
       for (const p of later) {
         assert.equal(got.get(p.id), 1);
-        assert.equal((await c.get(p.id)).state, "done");
+        await stateOf(c, p.id, "done");
       }
     } finally {
       await own.stop();
@@ -364,7 +367,7 @@ describe("scenarios", { concurrency: true, timeout: 120_000 }, () => {
       await sub.stop();
       assert.equal(d.id, p.id);
       assert.equal(d.raw_body, "[1, 2]");
-      assert.equal((await c.get(p.id)).state, "done");
+      await stateOf(c, p.id, "done");
 
       const refused = c.subscribe("not a topic!", { handler: () => {}, onError: () => {} });
       const err = await refused.done.catch((e: unknown) => e);
