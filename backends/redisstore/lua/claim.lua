@@ -145,13 +145,14 @@ local function reserve(picks, queued)
   elseif #ids > 0 then
     redis.call('ZREM', key_parked(t), unpack(ids))
   end
-  -- The jobs as read, {h (fetch), j when packed, key when limited}; with
-  -- a limit, the slots held of their keys read in one HMGET. A store of
-  -- packed jobs reads them in one MGET, which answers false for a hash
-  -- (a job not yet packed) and a job gone: those are read alone (fetch).
-  local rows, want, raws = {}, {}, {}
+  -- The jobs as read, per pick: hs its fetched form (fetch), js the job
+  -- when packed, ks its key when limited (arrays side by side, not a
+  -- table per job); with a limit, the slots held of their keys read in
+  -- one HMGET. A store of packed jobs reads them in one MGET of keys,
+  -- which answers false for a hash (a job not yet packed) and a job gone:
+  -- those are read alone (fetch).
+  local hs, js, ks, want, raws, keys = {}, {}, {}, {}, {}, {}
   if JOB_FORM == 'packed' and #picks > 0 then
-    local keys = {}
     for n, c in ipairs(picks) do keys[n] = key_job(c[1]) end
     for i = 1, #keys, 2000 do
       for _, raw in ipairs(redis.call('MGET', unpack(keys, i, math.min(i + 1999, #keys)))) do
@@ -162,17 +163,16 @@ local function reserve(picks, queued)
   for n, c in ipairs(picks) do
     local h
     if raws[n] then h = {raws[n]} else h = fetch(c[1]) end
-    local row = {h}
-    if #h == 1 then row[2] = packed_job(c[1], h[1]) end
+    hs[n] = h
+    if #h == 1 then js[n] = packed_job(c[1], h[1]) end
     if queued and (limit > 0 or rate) and not c[7] and #h > 0 then
-      local k = job_field(h, row[2], 'k') or ''
-      row[3] = k
+      local k = job_field(h, js[n], 'k') or ''
+      ks[n] = k
       if limit > 0 and k ~= '' and held_n[k] == nil then
         held_n[k] = false
         want[#want + 1] = k
       end
     end
-    rows[n] = row
   end
   if #want > 0 then
     for n, v in ipairs(redis.call('HMGET', key_held(t), unpack(want))) do held_n[want[n]] = tonumber(v) or 0 end
@@ -182,14 +182,14 @@ local function reserve(picks, queued)
   local sets = {}
   for n, c in ipairs(picks) do
     local id = c[1]
-    local kj = key_job(id)
+    local kj = keys[n] or key_job(id)
     -- The job is returned as read (job_all's forms): the caller applies
     -- the claim's changes (state, attempt, lease, expiry, updated)
     -- itself, which spares Redis, the bottleneck of a burst, patching
     -- them here.
     local got, x, inline
     local lease = token .. int(taken + 1)
-    local h, j, k = rows[n][1], rows[n][2], rows[n][3]
+    local h, j, k = hs[n], js[n], ks[n]
     local holds = c[4]
     if k then
       local ok, at = not at_limit(k), nil
@@ -215,7 +215,7 @@ local function reserve(picks, queued)
       if holds then j.K = grant or 1 end
       sets[#sets + 1] = kj
       sets[#sets + 1] = cmsgpack.pack(j)
-      got, inline = {raw}, j.b
+      got, inline = h, j.b -- {raw}, as read
     elseif #h > 0 then
       local d, a
       for f = 1, #h, 2 do
@@ -286,8 +286,12 @@ local function due_picks(max)
     use_shard(grp.b, grp.n)
     due[g], pos[g], picks[g] = due_candidates(t, max), 1, {}
   end
-  -- With one shard, its first max; with several, a merge of their sorted
-  -- heads.
+  -- With one shard, its first max: due_candidates' own tables, completed;
+  -- with several, a merge of their sorted heads.
+  if #groups == 1 then
+    for k, c in ipairs(due[1]) do c[4], c[5] = false, k end
+    return {due[1]}, #due[1]
+  end
   local picked = 0
   while picked < max do
     local best, bc
