@@ -825,42 +825,34 @@ func (s *Store) peekShards(ctx context.Context, topic string, shards, idx, limit
 // the shards it could not read so, those whose topic has jobs of another
 // priority, for the script.
 func (s *Store) peekHeads(ctx context.Context, topic string, shards, idx, limits []int, out *peeked, lists [][]candidate, full []bool) ([]int, error) {
-	var heads []int // of idx
-	for i, x := range idx {
-		if limits[x] == 1 {
-			heads = append(heads, i)
-		}
-	}
-	if len(heads) == 0 {
-		return idx, nil
-	}
 	type read struct {
 		levels *redis.IntCmd
 		first  *redis.ZSliceCmd
 	}
-	reads := make([]read, len(heads))
+	if !slices.ContainsFunc(idx, func(x int) bool { return limits[x] == 1 }) {
+		return idx, nil
+	}
+	reads := make([]read, len(idx)) // zero for a shard left to the script
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for r, i := range heads {
-			n := shards[idx[i]]
-			reads[r] = read{p.ZCard(ctx, s.keys.levels(n, topic)), p.ZRangeWithScores(ctx, s.keys.queue(n, topic), 0, 0)}
+		for i, x := range idx {
+			if limits[x] == 1 {
+				reads[i] = read{p.ZCard(ctx, s.keys.levels(shards[x], topic)), p.ZRangeWithScores(ctx, s.keys.queue(shards[x], topic), 0, 0)}
+			}
 		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, unavailable("claim", err)
 	}
-	script := make([]bool, len(idx))
-	for i := range idx {
-		script[i] = true
-	}
-	for r, i := range heads {
-		if reads[r].levels.Val() > 0 {
+	var rest []int
+	for i, x := range idx {
+		r := reads[i]
+		if r.levels == nil || r.levels.Val() > 0 {
+			rest = append(rest, x)
 			continue
 		}
-		script[i] = false
-		x := idx[i]
 		out.head[x], lists[x] = -1, nil
-		if first := reads[r].first.Val(); len(first) > 0 {
+		if first := r.first.Val(); len(first) > 0 {
 			runAt := int64(first[0].Score)
 			out.head[x] = runAt
 			// Due by the store's estimate of the server's clock, as the
@@ -870,12 +862,6 @@ func (s *Store) peekHeads(ctx context.Context, topic string, shards, idx, limits
 			}
 		}
 		full[x] = len(lists[x]) == limits[x]
-	}
-	rest := idx[:0:0]
-	for i, x := range idx {
-		if script[i] {
-			rest = append(rest, x)
-		}
 	}
 	return rest, nil
 }
