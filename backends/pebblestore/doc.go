@@ -77,8 +77,9 @@
 //     one, and jobs pushed one per request share fsyncs too: an fsync
 //     starts the time after the previous one in which walSyncGroup (4)
 //     such writes come at their recent rate, at most walMinSyncInterval
-//     (2 ms), so that callers pushing thousands a second wait a fraction
-//     of a millisecond (syncPacer). They survive kill -9 and a power cut.
+//     (2 ms), so that callers pushing thousands a second wait under a
+//     millisecond or about one (Go's runtime may stretch a shorter timer
+//     to 1 ms when idle; syncPacer). They survive kill -9 and a power cut.
 //   - Claims, acks, retries, buries, touches and lease expiries return once
 //     Pebble holds them, before any sync; a background sync every
 //     Config.SyncInterval (1 s) bounds what a power cut can lose, and

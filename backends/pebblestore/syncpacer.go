@@ -29,8 +29,11 @@ const syncPacerWindow = 5 * time.Millisecond
 // leaves the time walSyncGroup writes that wait for their fsync take to
 // come at their recent rate, at most walMinSyncInterval: pushes that come
 // one at a time share an fsync, and callers that push again as soon as
-// they are answered (a client's pool of connections) wait a fraction of a
-// millisecond for theirs, not 2 ms. The interval follows the rate smoothed
+// they are answered (a client's pool of connections) wait under a
+// millisecond or about one for theirs, not 2 ms (Go's runtime may stretch
+// a shorter timer to 1 ms when it has nothing else to run;
+// docs/benchmarks.md measured that a shorter or exact wait pushes no
+// more). The interval follows the rate smoothed
 // over the last few milliseconds (syncPacerWindow): going by one cycle's
 // count alone (wait when few came, none when many did) makes a long cycle
 // and a short one alternate, the short one's fsync shared by one or two
