@@ -499,29 +499,25 @@ func asInt(v any) int64 {
 }
 
 // putPart is what the put script needs of job j besides its id, topic,
-// key, run_at and priority, as put.lua takes it: for a store of packed
-// jobs the part it packs (Packed puts in lib.lua) with the body when the
-// job keeps it (at most inline bytes), and the other arguments empty; for
-// a store of hashes each field as an argument of its own.
+// key, run_at and priority, as put.lua takes it: the body when it gets a
+// key of its own (longer than the store's inline bytes), else empty; how
+// the put came, as the new job's change log starts (C: "c,<via>,<token>"),
+// packed; and the part it packs of the job (Packed puts in lib.lua), the
+// body in it when the job keeps it. A store of hashes takes the same
+// arguments and unpacks the part into the hash's fields.
 type putPart struct {
-	body, ttr, max, trace, delays, url, expiresAt, retention, then, packed string
+	body, created, packed string
 }
 
-// newPutPart returns the put script's arguments of j for a store of form,
-// bodies longer than inline in keys of their own, packing with m. Errors:
-// the JSON encoding of its next step.
-func newPutPart(j *core.Job, form string, inline int, m *packedMap) (putPart, error) {
+// newPutPart returns the put script's arguments of j, bodies longer than
+// inline in keys of their own, packing with m. Errors: the JSON encoding
+// of its next step.
+func newPutPart(j *core.Job, inline int, m *packedMap) (putPart, error) {
 	then, err := encodeThen(j)
 	if err != nil {
 		return putPart{}, err
 	}
-	p := putPart{body: string(j.Body)}
-	if form != JobFormPacked {
-		p.ttr, p.max = strconv.FormatInt(j.TTR.Milliseconds(), 10), strconv.Itoa(j.MaxAttempts)
-		p.trace, p.delays, p.url = j.TraceParent, encodeDelays(j.RetryDelays), j.URL
-		p.expiresAt, p.retention, p.then = encodeExpiresAt(j.ExpiresAt), encodeRetention(j.Retention), then
-		return p, nil
-	}
+	p := putPart{body: string(j.Body), created: m.packString("c," + putChange(j))}
 	m.reset()
 	m.str(fTopic, j.Topic)
 	m.int(fRunAt, j.RunAt.UnixMilli())
@@ -574,6 +570,14 @@ func newPackedMap() *packedMap {
 	m := &packedMap{}
 	m.enc = msgpack.NewEncoder(&m.buf)
 	return m
+}
+
+// packString returns s packed as a MessagePack string. It uses the
+// buffer of the map: call it between maps.
+func (m *packedMap) packString(s string) string {
+	m.buf.Reset()
+	_ = m.enc.EncodeString(s)
+	return m.buf.String()
 }
 
 // reset starts a map: its header, whose count bytes the map's end fills.

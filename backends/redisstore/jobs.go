@@ -56,20 +56,19 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 	for ci, n := range order {
 		idx := byShard[n]
 		fair := s.fairOf(params, idx)
-		args := make([]any, 0, 3+len(fair)+16*len(idx))
+		args := make([]any, 0, 3+len(fair)+8*len(idx))
 		args = append(args, replace, s.inlineBody, len(fair))
 		for _, t := range fair {
 			args = append(args, t)
 		}
 		for _, i := range idx {
 			j := params.Jobs[i]
-			p, err := newPutPart(j, s.jobForm, s.inlineBody, packer)
+			p, err := newPutPart(j, s.inlineBody, packer)
 			if err != nil {
 				return nil, err
 			}
 			args = append(args, j.ID, j.Topic, j.Key, p.body, j.RunAt.UnixMilli(),
-				p.ttr, p.max, p.trace, p.delays, encodePriority(j.Priority), p.url,
-				p.expiresAt, p.retention, p.then, putChange(j), p.packed)
+				encodePriority(j.Priority), p.created, p.packed)
 		}
 		calls[ci] = s.shardCall(scriptPut, n, args...)
 	}

@@ -742,9 +742,10 @@ end
 
 -- Packed puts. The caller packs the fields of a new job that the put
 -- alone decides (put.lua's part: a MessagePack map16 of t, r, d, m, a, y
--- and those of k, b, p, w, h, z, R, T it has), and put_job adds those the
--- server decides (s, c, u, C, W) to its end, so that a put builds no table
--- and packs no job. The job strings and the queue entries of a call wait
+-- and those of k, b, p, w, h, z, R, T it has) and, apart, the value of C
+-- a new job starts with; put_job adds those the server decides (s, c, u,
+-- W) and C to the part's end, so that a put builds no table and packs no
+-- job. The job strings and the queue entries of a call wait
 -- in put_sets ({key, string, ...}) and put_zadds (per
 -- queue key {score, id, ...}, put_zkeys the keys in order) until
 -- flush_puts writes them: one MSET and one ZADD per queue instead of a SET
@@ -793,7 +794,7 @@ local function queue_later(id, t, r, y)
   if y and y ~= 0 then redis.call('ZADD', key_levels(t), y, int(y)) end
 end
 
--- put_job stores the job whose 16 fields start at ARGV[i] (put.lua's): a
+-- put_job stores the job whose 8 arguments start at ARGV[i] (put.lua's): a
 -- new job, a finished one overwritten (not with absent: any job kept is a
 -- conflict), or with replace an unfinished one replaced unless reserved;
 -- in the form JOB_FORM names. A job of a topic of fair (a set of topics)
@@ -803,14 +804,15 @@ end
 -- conflict.
 local function put_job(replace, inline_body, i, absent, fair, fresh)
   local id, t, k, b = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  local r, y = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 9])
+  local r, y = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
   local kj = key_job(id)
   if put_ids[id] then
     flush_puts()
     fresh = false
   end
   local created = now
-  local changes = 'c,' .. ARGV[i + 14]
+  -- changes is the job's C packed; a replace unpacks it to append.
+  local changes = ARGV[i + 6]
   local res = 0
   -- The body key too: a finished job's two keys expire apart, and a stale
   -- body must not outlive it into a new job of the same id.
@@ -836,7 +838,7 @@ local function put_job(replace, inline_body, i, absent, fair, fresh)
       unlink(id, j)
       local before = j.C
       if not packed_ids[id] then before = redis.call('HGET', kj, 'C') end
-      changes = appended_change(before, 'r', ARGV[i + 14])
+      changes = cmsgpack.pack(appended_change(before, 'r', string.sub(cmsgpack.unpack(changes), 3)))
     end
     redis.call('DEL', kj, key_body(id)) -- also drops a finished job's expiry
     if j and j.k and (j.k ~= k or j.t ~= t) then unindex_key(id, j.t, j.k) end
@@ -845,8 +847,9 @@ local function put_job(replace, inline_body, i, absent, fair, fresh)
   if r <= now then state = 'ready' end
   if #b > inline_body then redis.call('SET', key_body(id), b) end
   put_ids[id] = true
+  local part = ARGV[i + 7]
   if JOB_FORM == 'packed' then
-    local part, extra = ARGV[i + 15], 4
+    local extra = 4
     local tail = ''
     if was_parked > 0 then
       extra = 5
@@ -857,21 +860,12 @@ local function put_job(replace, inline_body, i, absent, fair, fresh)
     if created ~= now then c = cmsgpack.pack(created) end
     put_sets[#put_sets + 1] = kj
     put_sets[#put_sets + 1] = '\222\0' .. string.char(string.byte(part, 3) + extra) .. string.sub(part, 4) ..
-      '\161s' .. PACKED_STATE[state] .. '\161c' .. c .. '\161u' .. now_p .. '\161C' .. cmsgpack.pack(changes) .. tail
+      '\161s' .. PACKED_STATE[state] .. '\161c' .. c .. '\161u' .. now_p .. '\161C' .. changes .. tail
     packed_ids[id] = true
     if fair[t] then park_new(id, t, k, r) else queue_later(id, t, r, y) end
   else
-    local d, m, p, w = ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8]
-    local h, z, kept, nxt = ARGV[i + 10], ARGV[i + 11], tonumber(ARGV[i + 12]), ARGV[i + 13]
-    local j = {s = state, t = t, r = r, d = tonumber(d), m = tonumber(m), a = 0, c = created, u = now, y = y, C = changes}
-    if k ~= '' then j.k = k end
-    if b ~= '' and #b <= inline_body then j.b = b end
-    if p ~= '' then j.p = p end
-    if w ~= '' then j.w = w end
-    if h ~= '' then j.h = h end
-    if z ~= '' then j.z = tonumber(z) end
-    if kept then j.R = kept end
-    if nxt ~= '' then j.T = nxt end
+    local j = cmsgpack.unpack(part)
+    j.s, j.c, j.u, j.y, j.C = state, created, now, y, cmsgpack.unpack(changes)
     if was_parked > 0 then j.W = was_parked end
     packed_ids[id] = nil
     save(id, j)

@@ -5,16 +5,16 @@
 -- longer one gets a key of its own: see Store.inlineBody); [8] a count m,
 -- then m topics that are fair (core.PutJobsParams.Fair): their jobs are
 -- parked by key (park_new), and on one server ks:<t>'s f set (Key limits
--- in lib.lua); then 16 per job: id, topic, key, body, run_at (ms), ttr
--- (ms), max_attempts,
--- traceparent, retry delays, priority, url, expires_at (ms), retention
--- (ms), then (the next step's JSON) (empty strings for none), how the
--- put came ("<via>,<token>": Changes in lib.lua), and the part the caller
--- packed (Packed puts in lib.lua).
+-- in lib.lua); then 8 per job: id, topic, key, the body when it gets a key
+-- of its own (longer than ARGV[7]) else empty, run_at (ms), priority
+-- (empty for 0), how the put came as the new job's change log starts
+-- ("c,<via>,<token>": Changes in lib.lua), packed, and the part the caller
+-- packed of the job (Packed puts in lib.lua), the body in it when the job
+-- keeps it.
 --
--- New jobs take the form JOB_FORM names (lib.lua). For a packed job,
--- ttr to then (but priority) are empty, the part holding them, and so is
--- the body unless it gets a key of its own; for a hash, the part is.
+-- New jobs take the form JOB_FORM names (lib.lua): a hash gets the part's
+-- fields, unpacked. Eight arguments a job rather than one for each field:
+-- the server parses each argument of a call and makes it a Lua string.
 --
 -- Returns {results, queued, released}: one result per job, 0 created, 1
 -- replaced, or the existing job (job_all) on a conflict; the queue heads
@@ -42,7 +42,7 @@ end
 -- One EXISTS of every key the call's jobs may have: when none exists (new
 -- ids, the usual put), no job needs one of its own.
 local keys = {}
-for i = 9 + m, #ARGV, 16 do
+for i = 9 + m, #ARGV, 8 do
   keys[#keys + 1] = key_job(ARGV[i])
   keys[#keys + 1] = key_body(ARGV[i])
 end
@@ -54,7 +54,7 @@ for i = 1, #keys, 2000 do
   end
 end
 local out = {}
-for i = 9 + m, #ARGV, 16 do
+for i = 9 + m, #ARGV, 8 do
   out[#out + 1] = put_job(replace, inline_body, i, absent, fair, fresh)
 end
 flush_puts()
