@@ -509,6 +509,11 @@ type putPart struct {
 	body, created, packed string
 }
 
+// putAdded is how many fields put.lua appends to the part of a new job (s,
+// c, u and C): the part's header counts them, so that the script appends
+// them without rewriting it (0.27 µs a job, a third of building the job).
+const putAdded = 4
+
 // newPutPart returns the put script's arguments of j, bodies longer than
 // inline in keys of their own, packing with m. Errors: the JSON encoding
 // of its next step.
@@ -552,7 +557,7 @@ func newPutPart(j *core.Job, inline int, m *packedMap) (putPart, error) {
 	if then != "" {
 		m.str(fThen, then)
 	}
-	p.packed = m.end()
+	p.packed = m.end(putAdded)
 	return p, nil
 }
 
@@ -601,9 +606,11 @@ func (m *packedMap) int(k string, v int64) {
 	_ = m.enc.EncodeInt(v)
 }
 
-// end returns the map written since reset.
-func (m *packedMap) end() string {
+// end returns the map written since reset, its header counting more
+// entries besides, which its reader appends.
+func (m *packedMap) end(more int) string {
 	b := m.buf.Bytes()
-	b[1], b[2] = byte(m.n>>8), byte(m.n)
+	n := m.n + more
+	b[1], b[2] = byte(n>>8), byte(n)
 	return string(b)
 }

@@ -743,9 +743,10 @@ end
 -- Packed puts. The caller packs the fields of a new job that the put
 -- alone decides (put.lua's part: a MessagePack map16 of t, r, d, m, a, y
 -- and those of k, b, p, w, h, z, R, T it has) and, apart, the value of C
--- a new job starts with; put_job adds those the server decides (s, c, u,
--- W) and C to the part's end, so that a put builds no table and packs no
--- job. The job strings and the queue entries of a call wait
+-- a new job starts with; put_job appends those the server decides (s, c,
+-- u, W) and C to the part, whose header counts s, c, u and C already
+-- (PUT_ADDED), so that a put builds no table, packs no job and copies the
+-- part once. The job strings and the queue entries of a call wait
 -- in put_sets ({key, string, ...}) and put_zadds (per
 -- queue key {score, id, ...}, put_zkeys the keys in order) until
 -- flush_puts writes them: one MSET and one ZADD per queue instead of a SET
@@ -756,6 +757,9 @@ end
 local put_sets, put_ids, put_zadds, put_zkeys
 -- now_p is now packed, made at the first put of a call.
 local now_p
+-- PUT_ADDED is how many fields put_job appends to a part (codec.go's
+-- putAdded), which its header counts.
+local PUT_ADDED = 4
 -- PACKED_STATE are the states of a new job, packed.
 local PACKED_STATE = {ready = '\165ready', scheduled = '\169scheduled'}
 
@@ -849,22 +853,21 @@ local function put_job(replace, inline_body, i, absent, fair, fresh)
   put_ids[id] = true
   local part = ARGV[i + 7]
   if JOB_FORM == 'packed' then
-    local extra = 4
     local tail = ''
     if was_parked > 0 then
-      extra = 5
+      part = '\222\0' .. string.char(string.byte(part, 3) + 1) .. string.sub(part, 4)
       tail = '\161W' .. cmsgpack.pack(was_parked)
     end
     if not now_p then now_p = cmsgpack.pack(now) end
     local c = now_p
     if created ~= now then c = cmsgpack.pack(created) end
     put_sets[#put_sets + 1] = kj
-    put_sets[#put_sets + 1] = '\222\0' .. string.char(string.byte(part, 3) + extra) .. string.sub(part, 4) ..
+    put_sets[#put_sets + 1] = part ..
       '\161s' .. PACKED_STATE[state] .. '\161c' .. c .. '\161u' .. now_p .. '\161C' .. changes .. tail
     packed_ids[id] = true
     if fair[t] then park_new(id, t, k, r) else queue_later(id, t, r, y) end
   else
-    local j = cmsgpack.unpack(part)
+    local j = cmsgpack.unpack('\222\0' .. string.char(string.byte(part, 3) - PUT_ADDED) .. string.sub(part, 4))
     j.s, j.c, j.u, j.y, j.C = state, created, now, y, cmsgpack.unpack(changes)
     if was_parked > 0 then j.W = was_parked end
     packed_ids[id] = nil
