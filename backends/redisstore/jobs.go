@@ -68,7 +68,7 @@ func (s *Store) PutJobs(ctx context.Context, params *core.PutJobsParams) ([]core
 				return nil, err
 			}
 			args = append(args, j.ID, j.Topic, j.Key, p.body, j.RunAt.UnixMilli(),
-				encodePriority(j.Priority), p.created, p.packed)
+				encodePriority(j.Priority), p.changes, p.packed)
 		}
 		calls[ci] = s.shardCall(scriptPut, n, args...)
 	}

@@ -939,3 +939,44 @@ func TestPackedPutAsHash(t *testing.T) {
 		require.Equal(t, string(c.Body), string(done.Body))
 	}
 }
+
+// TestPutKeepsRegistration: on a Cluster a job that takes the id of a
+// finished one keeps its registration W (put_job's was_parked), and the
+// job it writes is whole: the header of its packed map counts W beside the
+// fields the script appends, so every field reads back.
+func TestPutKeepsRegistration(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, clusterURL(t), uniquePrefix(t.Name()))
+	ctx := t.Context()
+	old := job("reg", time.Hour)
+	put(t, s, old)
+	raw, err := s.rdb.Get(ctx, s.keys.job(old.ID)).Result()
+	require.NoError(t, err)
+	fields, err := packedFields(raw)
+	require.NoError(t, err)
+	require.NotContains(t, fields, "W")
+	// The old job as a wake left it: registered under 7.
+	require.Equal(t, byte(0xde), raw[0])
+	n := int(raw[1])<<8 | int(raw[2])
+	raw = raw[:1] + string([]byte{byte((n + 1) >> 8), byte(n + 1)}) + raw[3:] + "\xa1W\x07"
+	require.NoError(t, s.rdb.Set(ctx, s.keys.job(old.ID), raw, 0).Err())
+	require.NoError(t, s.CancelJob(ctx, &core.CancelJobParams{ID: old.ID}))
+
+	next := job("reg", 2*time.Hour)
+	next.ID, next.Key, next.Priority = old.ID, "k", 3
+	next.Body = json.RawMessage(`{"n":2}`)
+	put(t, s, next)
+	raw, err = s.rdb.Get(ctx, s.keys.job(old.ID)).Result()
+	require.NoError(t, err)
+	fields, err = packedFields(raw)
+	require.NoError(t, err)
+	require.Equal(t, "7", fields["W"], "the registration stays")
+	got, err := s.GetJob(ctx, old.ID)
+	require.NoError(t, err)
+	require.Equal(t, core.StateScheduled, got.State)
+	require.Equal(t, "k", got.Key)
+	require.Equal(t, 3, got.Priority)
+	require.Equal(t, next.RunAt.UnixMilli(), got.RunAt.UnixMilli())
+	require.JSONEq(t, `{"n":2}`, string(got.Body))
+	require.Len(t, got.Changes, 1, "a new job's change log")
+}
