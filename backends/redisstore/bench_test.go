@@ -38,7 +38,7 @@ func benchURL(b *testing.B, fsync string) string {
 // BenchmarkIntake measures PutJobs of jobs due in an hour, one job per call
 // and in batches, from 8 goroutines, for each persistence setting of a
 // standalone server of its own (a 3-master cluster with
-// DELAYQ_BENCH_CLUSTER=1):
+// DELAYQ_BENCH_CLUSTER=1), and the server's CPU per job:
 //
 //	go test -run '^$' -bench Intake -benchtime 200000x ./backends/redisstore/
 func BenchmarkIntake(b *testing.B) {
@@ -46,9 +46,13 @@ func BenchmarkIntake(b *testing.B) {
 		for _, batch := range []int{1, 100, 1000} {
 			name := "aof=" + cmp.Or(fsync, "off") + "/batch=" + strconv.Itoa(batch)
 			b.Run(name, func(b *testing.B) {
-				s := openStore(b, benchURL(b, fsync), "bench", benchShards)
+				url := benchURL(b, fsync)
+				s := openStore(b, url, "bench", benchShards)
 				b.ResetTimer()
+				cpu0 := redisCPU(b, url)
 				b.ReportMetric(storetest.Intake(b, s, 8, batch, b.N), "jobs/s")
+				jobs := storetest.IntakeJobs(8, batch, b.N)
+				b.ReportMetric(float64(redisCPU(b, url)-cpu0)/float64(time.Microsecond)/float64(jobs), "redis_cpu_us/job")
 			})
 		}
 	}

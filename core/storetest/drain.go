@@ -101,12 +101,17 @@ func Drain(ctx context.Context, s core.Store, p DrainParams) DrainResult {
 	return res
 }
 
+// IntakeJobs is how many jobs Intake puts when asked for about n: whole
+// batches, as many for each caller, at least one each.
+func IntakeJobs(callers, batch, n int) int { return max(n/batch/callers, 1) * batch * callers }
+
 // Intake puts jobs due in an hour from callers goroutines, batch jobs per
-// PutJobs call, about n jobs in all, for the stores' intake benchmarks; it
-// returns the jobs stored per second and fails tb on an error.
+// PutJobs call, about n jobs in all (IntakeJobs), for the stores' intake
+// benchmarks; it returns the jobs stored per second and fails tb on an
+// error.
 func Intake(tb testing.TB, s core.Store, callers, batch, n int) float64 {
 	ctx := context.Background()
-	per := max(n/batch/callers, 1)
+	per := IntakeJobs(callers, batch, n) / batch / callers
 	start := time.Now()
 	var wg sync.WaitGroup
 	var seq atomic.Int64
@@ -130,7 +135,7 @@ func Intake(tb testing.TB, s core.Store, callers, batch, n int) float64 {
 		})
 	}
 	wg.Wait()
-	return float64(per*batch*callers) / time.Since(start).Seconds()
+	return float64(IntakeJobs(callers, batch, n)) / time.Since(start).Seconds()
 }
 
 // BenchKey is the business key of the i-th job of a benchmark: "order-<i>"
