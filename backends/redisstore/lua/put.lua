@@ -10,7 +10,7 @@
 -- (empty for 0), how the put came as the new job's change log starts
 -- ("c,<via>,<token>": Changes in lib.lua), packed, and the part the caller
 -- packed of the job (Packed puts in lib.lua), the body in it when the job
--- keeps it.
+-- keeps it, its header counting the fields the script appends (PUT_ADDED).
 --
 -- New jobs take the form JOB_FORM names (lib.lua): a hash gets the part's
 -- fields, unpacked. Eight arguments a job rather than one for each field:
