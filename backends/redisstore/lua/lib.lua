@@ -760,6 +760,11 @@ local now_p
 -- PUT_ADDED is how many fields put_job appends to a part (codec.go's
 -- putAdded), which its header counts.
 local PUT_ADDED = 4
+-- recounted returns part, a map16, with its count of entries moved by
+-- delta (the count stays under 256: a job has about 25 fields).
+local function recounted(part, delta)
+  return '\222\0' .. string.char(string.byte(part, 3) + delta) .. string.sub(part, 4)
+end
 -- PACKED_STATE are the states of a new job, packed.
 local PACKED_STATE = {ready = '\165ready', scheduled = '\169scheduled'}
 
@@ -855,7 +860,7 @@ local function put_job(replace, inline_body, i, absent, fair, fresh)
   if JOB_FORM == 'packed' then
     local tail = ''
     if was_parked > 0 then
-      part = '\222\0' .. string.char(string.byte(part, 3) + 1) .. string.sub(part, 4)
+      part = recounted(part, 1)
       tail = '\161W' .. cmsgpack.pack(was_parked)
     end
     if not now_p then now_p = cmsgpack.pack(now) end
@@ -867,7 +872,7 @@ local function put_job(replace, inline_body, i, absent, fair, fresh)
     packed_ids[id] = true
     if fair[t] then park_new(id, t, k, r) else queue_later(id, t, r, y) end
   else
-    local j = cmsgpack.unpack('\222\0' .. string.char(string.byte(part, 3) - PUT_ADDED) .. string.sub(part, 4))
+    local j = cmsgpack.unpack(recounted(part, -PUT_ADDED))
     j.s, j.c, j.u, j.y, j.C = state, created, now, y, cmsgpack.unpack(changes)
     if was_parked > 0 then j.W = was_parked end
     packed_ids[id] = nil
