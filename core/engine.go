@@ -209,6 +209,10 @@ type PushParams struct {
 	ExpiresIn *time.Duration `json:"expires_in,omitempty"`
 	// Then is the job's next step, pushed once it is done (Job.Then).
 	Then *PushParams `json:"then,omitempty"`
+	// BodyChecked says that Body is known to be a JSON value in UTF-8, as
+	// a JSON decoder's RawMessage from a request checked for UTF-8 is
+	// (transports/wire), so that the engine does not scan it again.
+	BodyChecked bool `json:"-"`
 }
 
 // PushBatchParams are the arguments of Engine.PushBatch.
@@ -386,7 +390,7 @@ func (e *Engine) newJob(p *PushParams, now time.Time, urls urlChecks) (job *Job,
 	if job.ID == "" {
 		job.ID = NewID()
 	}
-	if err := e.validateJob(job, now, urls); err != nil {
+	if err := e.validateJob(job, p.BodyChecked, now, urls); err != nil {
 		return nil, false, err
 	}
 	if p.Then != nil {

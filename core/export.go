@@ -111,7 +111,7 @@ func (e *Engine) validateImport(j *Job, urls urlChecks) error {
 	if j.RunAt.IsZero() {
 		return Invalid("run_at", "run_at is required")
 	}
-	if err := e.validateJob(j, now, urls); err != nil {
+	if err := e.validateJob(j, false, now, urls); err != nil {
 		return err
 	}
 	if IsKeyID(j.ID) && j.ID != KeyID(j.Topic, j.Key) {

@@ -191,10 +191,12 @@ func ValidatePriority(field string, p int) error {
 // of their fields on the wire: topic, id, key, body (at most
 // Limits.MaxBodyBytes of JSON in UTF-8; empty becomes null), run_at (see
 // validateRunAt), ttr, max_attempts, priority, the retry delays, the
-// expiry (validateExpiresAt) and the url (see validateJobURL). The
-// callers check the rest: push its delay and fills ids and topic defaults
-// first; import requires run_at and checks state and attempt.
-func (e *Engine) validateJob(j *Job, now time.Time, urls urlChecks) error {
+// expiry (validateExpiresAt) and the url (see validateJobURL); the body's
+// JSON and UTF-8 are taken as they are when bodyChecked
+// (PushParams.BodyChecked). The callers check the rest: push its delay and
+// fills ids and topic defaults first; import requires run_at and checks
+// state and attempt.
+func (e *Engine) validateJob(j *Job, bodyChecked bool, now time.Time, urls urlChecks) error {
 	if err := ValidateTopicName(j.Topic); err != nil {
 		return err
 	}
@@ -209,7 +211,7 @@ func (e *Engine) validateJob(j *Job, now time.Time, urls urlChecks) error {
 	}
 	if len(j.Body) == 0 {
 		j.Body = json.RawMessage("null")
-	} else if !json.Valid(j.Body) || !utf8.Valid(j.Body) {
+	} else if !bodyChecked && (!json.Valid(j.Body) || !utf8.Valid(j.Body)) {
 		return Invalid("body", "body must be a JSON value in UTF-8")
 	}
 	if err := e.validateRunAt(j.RunAt, now); err != nil {

@@ -104,6 +104,8 @@ func FuzzDecodeJobRequest(f *testing.F) {
 			return
 		}
 		require.NotNil(t, p)
+		// What the engine takes without scanning again (BodyChecked).
+		require.True(t, p.BodyChecked)
 		require.True(t, len(p.Body) == 0 || json.Valid(p.Body), "body %q", p.Body)
 		require.True(t, utf8.Valid(p.Body) && utf8.ValidString(p.Key), "body %q, key %q", p.Body, p.Key)
 		require.False(t, p.Delay != nil && p.RunAt != nil)

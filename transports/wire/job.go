@@ -177,17 +177,20 @@ func DecodeJob(data []byte) (*core.PushParams, error) {
 	return req.Params()
 }
 
-// Params turns a decoded job object into the engine's push parameters.
+// Params turns a job object decoded by DecodeObject into the engine's push
+// parameters. Its body is a RawMessage of a request DecodeObject checked,
+// so the parameters say that it is JSON in UTF-8 (core.PushParams.BodyChecked).
 func (req *JobRequest) Params() (*core.PushParams, error) { return req.paramsAt(0) }
 
 // paramsAt is Params for a job object depth steps deep in a job's then.
 func (req *JobRequest) paramsAt(depth int) (*core.PushParams, error) {
 	p := &core.PushParams{
-		Topic: req.Topic,
-		Body:  req.Body,
-		ID:    req.ID,
-		Key:   req.Key,
-		URL:   req.URL,
+		Topic:       req.Topic,
+		Body:        req.Body,
+		BodyChecked: true,
+		ID:          req.ID,
+		Key:         req.Key,
+		URL:         req.URL,
 	}
 	if err := core.ValidatePriority("priority", req.Priority); err != nil {
 		return nil, err
