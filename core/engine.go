@@ -100,6 +100,10 @@ type Engine struct {
 
 	mu     sync.Mutex
 	topics map[string]*Topic // configured topics, defaults filled
+	// unconfigured is the default topic last made for a name not in
+	// topics: the jobs of a batch and the claims of an unconfigured topic
+	// share it instead of each allocating its own (topic).
+	unconfigured atomic.Pointer[Topic]
 
 	// The background services (lifecycle.go).
 	dispatch  dispatchers
@@ -436,16 +440,21 @@ func keyedID(job *Job, topic *Topic) error {
 func (e *Engine) UniqueKeys(name string) string { return e.topic(name).UniqueKeys }
 
 // topic returns the cached configuration of a topic with defaults filled, or
-// the defaults alone for an unconfigured topic.
+// the defaults alone for an unconfigured topic. Callers share it: they read
+// it and never change it.
 func (e *Engine) topic(name string) *Topic {
 	e.mu.Lock()
 	t := e.topics[name]
 	e.mu.Unlock()
-	if t == nil {
-		d := Topic{Name: name}.WithDefaults()
-		return &d
+	if t != nil {
+		return t
 	}
-	return t
+	if d := e.unconfigured.Load(); d != nil && d.Name == name {
+		return d
+	}
+	d := Topic{Name: name}.WithDefaults()
+	e.unconfigured.Store(&d)
+	return &d
 }
 
 // putParams returns the PutJobsParams of jobs, with the fair topics among
