@@ -214,8 +214,8 @@ type PushParams struct {
 	// Then is the job's next step, pushed once it is done (Job.Then).
 	Then *PushParams `json:"then,omitempty"`
 	// BodyChecked says that Body is known to be a JSON value in UTF-8, as
-	// a JSON decoder's RawMessage from a request checked for UTF-8 is
-	// (transports/wire), so that the engine does not scan it again.
+	// a RawMessage that transports/wire decoded from a request checked for
+	// UTF-8 is, so that the engine does not scan it again.
 	BodyChecked bool `json:"-"`
 }
 
